@@ -1,0 +1,62 @@
+# Understudy build entry points. `make test` is what CI runs (via .ci/run).
+# SWIFT_BUILD_FLAGS lets a developer use a private scratch path, e.g.
+#   make test SWIFT_BUILD_FLAGS="--scratch-path /tmp/build-me"
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+SWIFT ?= swift
+SWIFT_BUILD_FLAGS ?=
+export SWIFT_BUILD_FLAGS
+
+.PHONY: all deps build test unit interop interop-selfcheck fuzz bench demo format clean
+
+all: build
+
+deps:
+	scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
+
+unit: build
+	$(SWIFT) test $(SWIFT_BUILD_FLAGS)
+
+# Runs every part even when an earlier one fails (CI logs show everything),
+# then fails if any part failed. A failed build skips the tests that need it.
+test: deps
+	@status=0; \
+	if $(SWIFT) build $(SWIFT_BUILD_FLAGS); then \
+	    $(SWIFT) test $(SWIFT_BUILD_FLAGS) || { echo "make test: swift test failed" >&2; status=1; }; \
+	    INTEROP_SKIP_BUILD=1 scripts/interop.sh || { echo "make test: interop suite failed" >&2; status=1; }; \
+	else \
+	    echo "make test: swift build failed" >&2; status=1; \
+	fi; \
+	exit $$status
+
+interop: deps
+	scripts/interop.sh
+
+# Proves the interop harness without any Swift code: aiortc + Chromium against the
+# aiortc endpoint, then the WHEP/WHIP/Chromium tests against aiortc reference peers.
+interop-selfcheck: deps
+	unshare -n sh -c 'ip link set lo up && exec .venv/bin/python Tests/Interop/selfcheck.py'
+	UNDERSTUDY_BIN=$(CURDIR)/Tests/Interop/reference/understudy \
+	INTEROP_PEER_BIN=$(CURDIR)/Tests/Interop/reference/interop-peer \
+	INTEROP_SKIP_BUILD=1 scripts/interop.sh Tests/Interop/test_whep_aiortc.py \
+	    Tests/Interop/test_whip_aiortc.py Tests/Interop/test_chromium_peer.py
+
+fuzz: deps
+	Fuzz/run.sh
+
+bench: deps
+	$(SWIFT) run $(SWIFT_BUILD_FLAGS) -c release understudy bench
+
+demo: deps
+	$(SWIFT) run $(SWIFT_BUILD_FLAGS) understudy demo
+
+format:
+	$(SWIFT) format -i -r Sources Tests
+
+clean:
+	rm -rf .build
+	find Tests/Interop -name __pycache__ -type d -prune -exec rm -rf {} +

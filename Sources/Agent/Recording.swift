@@ -1,0 +1,108 @@
+import Media
+import RTC
+import RTCWire
+
+/// Writes received frames to one file, choosing the container from the file extension:
+/// `.webm`/`.mkv` (VP8 + Opus), `.ogg` (Opus only) or `.ivf` (VP8 only). Nothing is transcoded.
+///
+/// Presentation times come from RTP timestamps, anchored per stream at its first frame's arrival
+/// (and through RTCP sender reports when both streams have them), so audio and video line up.
+/// Loop-thread confined.
+public final class Recording: @unchecked Sendable {
+    public enum Container: String, Sendable { case webm, ogg, ivf }
+
+    public let path: String
+    public let container: Container
+    var webm: WebMWriter?
+    var ogg: OggOpusWriter?
+    var ivf: IVFWriter?
+    var sessionStart: UInt64?
+    var anchors: [MediaKind: (arrival: UInt64, timestamp: UInt32, clock: UInt32, lastPTS: Int64)] = [:]
+    public private(set) var videoFrames = 0
+    public private(set) var audioFrames = 0
+    public private(set) var keyframes = 0
+    public private(set) var writeErrors = 0
+    public private(set) var lastError: String?
+    var closed = false
+
+    /// Opens `path` for writing; throws a ``StreamingError/file(_:)`` for an unknown extension or an
+    /// unwritable path.
+    public init(path: String, opusChannels: Int = 2) throws(StreamingError) {
+        self.path = path
+        let lower = path.lowercased()
+        do {
+            if lower.hasSuffix(".webm") || lower.hasSuffix(".mkv") {
+                container = .webm
+                webm = try WebMWriter(path: path, audio: WebMWriter.AudioTrack(channels: opusChannels))
+            } else if lower.hasSuffix(".ogg") || lower.hasSuffix(".opus") {
+                container = .ogg
+                ogg = try OggOpusWriter(path: path, channels: opusChannels)
+            } else if lower.hasSuffix(".ivf") {
+                container = .ivf
+                ivf = try IVFWriter(path: path)
+            } else {
+                throw StreamingError.file("unsupported recording format '\(path)' (use .webm, .mkv, .ogg or .ivf)")
+            }
+        } catch let e as StreamingError {
+            throw e
+        } catch {
+            throw .file("cannot record to '\(path)': \(error)")
+        }
+    }
+
+    /// Whether this container stores frames of `kind`.
+    public func accepts(_ kind: MediaKind) -> Bool {
+        switch container {
+        case .webm: return true
+        case .ogg: return kind == .audio
+        case .ivf: return kind == .video
+        }
+    }
+
+    /// Writes one received frame; `arrival` is the loop's monotonic time in nanoseconds.
+    public func write(_ frame: EncodedFrame, arrival: UInt64) {
+        guard !closed, accepts(frame.codec.kind) else { return }
+        let kind = frame.codec.kind
+        if sessionStart == nil { sessionStart = arrival }
+        let start = sessionStart ?? arrival
+        var pts: Int64
+        if var anchor = anchors[kind] {
+            let delta = Int64(Int32(bitPattern: frame.timestamp &- anchor.timestamp))
+            pts = Int64(anchor.arrival - start) + delta * 1_000_000_000 / Int64(anchor.clock)
+            // Never go backwards in a track (a reordered or repeated timestamp).
+            if pts < anchor.lastPTS { pts = anchor.lastPTS }
+            anchor.lastPTS = pts
+            anchors[kind] = anchor
+        } else {
+            pts = Int64(arrival - start)
+            anchors[kind] = (arrival, frame.timestamp, frame.codec.clockRate, pts)
+        }
+        do {
+            if let webm { try webm.write(frame, pts: pts) }
+            if let ogg { try ogg.write(frame, pts: pts) }
+            if let ivf { try ivf.write(frame, pts: pts) }
+            if kind == .video {
+                videoFrames += 1
+                if frame.isKeyframe { keyframes += 1 }
+            } else {
+                audioFrames += 1
+            }
+        } catch {
+            writeErrors += 1
+            lastError = "\(error)"
+        }
+    }
+
+    /// Finishes the file (patches sizes, writes indexes). Safe to call twice.
+    public func close() throws(StreamingError) {
+        guard !closed else { return }
+        closed = true
+        do {
+            try webm?.close()
+            try ogg?.close()
+            try ivf?.close()
+        } catch {
+            throw .file("cannot finish '\(path)': \(error)")
+        }
+    }
+}

@@ -1,0 +1,240 @@
+import Media
+import RTC
+import RTCWire
+import Signaling
+
+/// Where a sent track's media comes from.
+public enum SourceChoice: Sendable, Equatable {
+    case none
+    case synthetic
+    case file(String)
+}
+
+/// Publishes to a WHIP endpoint (RFC 9725) and plays from a WHEP endpoint.
+///
+/// Both follow the same resource model: POST the `application/sdp` offer with an optional bearer
+/// token, read the `201 Created` answer and its `Location`, stream, then DELETE the resource.
+public enum WHIPClient {
+    /// The result of a finished session.
+    public struct Summary: Sendable {
+        public var videoFrames = 0
+        public var audioFrames = 0
+        public var keyframes = 0
+        public var nackSent = 0
+        public var pliSent = 0
+        public var retransmissionsReceived = 0
+        public var nackReceived = 0
+        public var retransmissionsSent = 0
+        public var srtpProfile = ""
+        public var droppedSRTP: UInt64 = 0
+        public var droppedUnknownAddress: UInt64 = 0
+        public var resourceDeleted = false
+
+        /// One line of `key=value` pairs for logs and tests.
+        public var line: String {
+            "video_frames=\(videoFrames) audio_frames=\(audioFrames) keyframes=\(keyframes) nack_sent=\(nackSent) "
+                + "pli_sent=\(pliSent) retransmissions_received=\(retransmissionsReceived) "
+                + "nack_received=\(nackReceived) retransmissions_sent=\(retransmissionsSent) "
+                + "srtp=\(srtpProfile) dropped_srtp=\(droppedSRTP) dropped_unknown=\(droppedUnknownAddress) "
+                + "deleted=\(resourceDeleted)"
+        }
+    }
+
+    /// Publishes `video`/`audio` to the WHIP endpoint at `url` for `duration` seconds.
+    public static func publish(
+        url: String, token: String?, video: SourceChoice, audio: SourceChoice, duration: Double,
+        log: @escaping @Sendable (String) -> Void = { _ in }
+    ) async throws(StreamingError) -> Summary {
+        let endpoint: HTTPURL
+        do { endpoint = try HTTPURL(url) } catch { throw .http("\(error)") }
+        if video == .none && audio == .none { throw .badArgument("nothing to send: both --video and --audio are none") }
+        let media: SyntheticMedia
+        do {
+            switch (video, audio) {
+            case (.file, _), (_, .file):
+                var v: String?
+                var a: String?
+                if case .file(let p) = video { v = p }
+                if case .file(let p) = audio { a = p }
+                let fromFiles = try SyntheticMedia.fromFiles(video: v, audio: a)
+                if (video == .synthetic || audio == .synthetic) {
+                    let synthetic = SyntheticMedia.shared(layers: 1)
+                    media = SyntheticMedia(
+                        videoLayers: v != nil ? fromFiles.videoFrames : synthetic.videoFrames,
+                        audio: a != nil ? fromFiles.audioFrames : synthetic.audioFrames)
+                } else {
+                    media = fromFiles
+                }
+            default:
+                media = SyntheticMedia.shared(layers: 1)
+            }
+        } catch {
+            throw .file("\(error)")
+        }
+        let session = try await Session(endpoint: endpoint, token: token, log: log)
+        defer { session.shutdown() }
+        let pc = session.pc
+        let pump: MediaPump
+        do {
+            pump = try await pc.loop.run {
+                let v = video == .none ? nil : pc.addTransceiver(kind: .video, direction: .sendonly)
+                let a = audio == .none ? nil : pc.addTransceiver(kind: .audio, direction: .sendonly)
+                return MediaPump(connection: pc, media: media, video: v, audio: a)
+            }
+        } catch { throw .connection("\(error)") }
+        try await session.negotiate()
+        do { try await pc.loop.run { pump.attach() } } catch { throw .connection("\(error)") }
+        log("publishing for \(duration) s")
+        await ShutdownSignal.shared.sleep(seconds: duration)
+        var summary = Summary()
+        do {
+            try await pc.loop.run { pump.detach() }
+            summary = try await pc.loop.run { Self.summarize(pc) }
+        } catch {}
+        summary.videoFrames = pump.videoFramesSent
+        summary.audioFrames = pump.audioFramesSent
+        summary.resourceDeleted = await session.deleteResource()
+        return summary
+    }
+
+    /// Plays from the WHEP endpoint at `url` for `duration` seconds, recording to `recordPath`.
+    public static func play(
+        url: String, token: String?, recordPath: String, duration: Double,
+        log: @escaping @Sendable (String) -> Void = { _ in }
+    ) async throws(StreamingError) -> Summary {
+        let endpoint: HTTPURL
+        do { endpoint = try HTTPURL(url) } catch { throw .http("\(error)") }
+        let recording = try Recording(path: recordPath)
+        let session = try await Session(endpoint: endpoint, token: token, log: log)
+        defer { session.shutdown() }
+        let pc = session.pc
+        do {
+            try await pc.loop.run {
+                pc.addTransceiver(kind: .audio, direction: .recvonly)
+                pc.addTransceiver(kind: .video, direction: .recvonly)
+                pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
+            }
+        } catch { throw .connection("\(error)") }
+        do {
+            try await session.negotiate()
+        } catch {
+            try? recording.close()
+            throw error
+        }
+        log("recording to \(recordPath) for \(duration) s")
+        await ShutdownSignal.shared.sleep(seconds: duration)
+        var summary = Summary()
+        do {
+            summary = try await pc.loop.run {
+                pc.onFrame = nil
+                return Self.summarize(pc)
+            }
+        } catch {}
+        summary.videoFrames = recording.videoFrames
+        summary.audioFrames = recording.audioFrames
+        summary.keyframes = recording.keyframes
+        summary.resourceDeleted = await session.deleteResource()
+        try recording.close()
+        if recording.writeErrors > 0 {
+            throw .file("\(recording.writeErrors) frames could not be written to \(recordPath): \(recording.lastError ?? "")")
+        }
+        return summary
+    }
+
+    static func summarize(_ pc: PeerConnection) -> Summary {
+        var s = Summary()
+        for r in pc.receiverStats() {
+            s.nackSent += Int(r.stats.nackedSequenceNumbers)
+            s.pliSent += Int(r.stats.plisSent)
+            s.retransmissionsReceived += Int(r.stats.retransmissionsReceived)
+        }
+        for snd in pc.senderStats() {
+            s.nackReceived += Int(snd.stats.nacksReceived)
+            s.retransmissionsSent += Int(snd.stats.retransmissions)
+        }
+        s.srtpProfile = pc.srtpProfile.map { "\($0)" } ?? "none"
+        s.droppedSRTP = pc.counters.droppedSRTP
+        s.droppedUnknownAddress = pc.counters.droppedUnknownAddress
+        return s
+    }
+
+    /// One WHIP/WHEP resource: the loop, the peer connection and the HTTP exchange.
+    final class Session: @unchecked Sendable {
+        let endpoint: HTTPURL
+        let token: String?
+        let loop: EventLoop
+        let pc: PeerConnection
+        let log: @Sendable (String) -> Void
+        var resource: HTTPURL?
+
+        init(endpoint: HTTPURL, token: String?, log: @escaping @Sendable (String) -> Void) async throws(StreamingError) {
+            self.endpoint = endpoint
+            self.token = token
+            self.log = log
+            loop = EventLoop(name: "whip")
+            do { pc = try PeerConnection(loop: loop) } catch {
+                loop.shutdown()
+                throw .connection("\(error)")
+            }
+        }
+
+        var headers: HTTPHeaders {
+            var h = HTTPHeaders()
+            if let token { h.add("Authorization", "Bearer \(token)") }
+            return h
+        }
+
+        /// POSTs the offer, applies the answer and waits for ICE + DTLS.
+        func negotiate() async throws(StreamingError) {
+            let pc = self.pc
+            let offer: SessionDescription
+            do {
+                offer = try await pc.loop.run {
+                    let o = try pc.createOffer()
+                    try pc.setLocalDescription(o)
+                    return o
+                }
+            } catch { throw .connection("\(error)") }
+            var h = headers
+            h.add("Content-Type", "application/sdp")
+            let response: HTTPResponse
+            do {
+                response = try await HTTPClient.request("POST", endpoint, headers: h, body: Array(offer.serialize().utf8))
+            } catch { throw .http("\(error)") }
+            guard response.status == 201 else {
+                throw .rejected(status: response.status, reason: response.reason, body: response.text)
+            }
+            if let location = response.headers["Location"] {
+                do { resource = try endpoint.resolving(location) } catch { throw .http("bad Location header: \(error)") }
+            } else {
+                log("warning: 201 without a Location header; the session cannot be deleted")
+            }
+            let answer: SessionDescription
+            do { answer = try SessionDescription.parse(response.text) } catch { throw .badSDP("answer: \(error)") }
+            do { try await pc.loop.run { try pc.setRemoteDescription(answer, type: .answer) } } catch {
+                throw .badSDP("\(error)")
+            }
+            do { try await pc.waitUntilConnected(timeout: 10) } catch { throw .connection("\(error)") }
+            let profile = (try? await pc.loop.run { pc.srtpProfile.map { "\($0)" } ?? "" }) ?? ""
+            log("connected (SRTP \(profile))")
+        }
+
+        /// DELETEs the resource; returns whether the server confirmed it.
+        func deleteResource() async -> Bool {
+            guard let resource else { return false }
+            do {
+                let r = try await HTTPClient.request("DELETE", resource, headers: headers, timeout: 5)
+                return (200..<300).contains(r.status)
+            } catch {
+                log("warning: DELETE \(resource.target) failed: \(error)")
+                return false
+            }
+        }
+
+        func shutdown() {
+            let pc = self.pc
+            loop.execute { pc.close() }
+            loop.shutdown()
+        }
+    }
+}

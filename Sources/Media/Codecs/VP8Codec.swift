@@ -1,0 +1,218 @@
+public import RTCWire
+internal import CVPX
+
+private func vpxCheck(_ err: vpx_codec_err_t, _ function: String, _ ctx: UnsafeMutablePointer<vpx_codec_ctx_t>?) throws {
+    guard err != VPX_CODEC_OK else { return }
+    var detail = String(cString: vpx_codec_err_to_string(err))
+    if let ctx, let d = vpx_codec_error_detail(ctx) { detail += " (" + String(cString: d) + ")" }
+    throw MediaError.vpx(function: function, code: Int32(truncatingIfNeeded: err.rawValue), detail: detail)
+}
+
+/// VP8 encoder (libvpx) configured for real-time sending: no lag, constant bitrate, no frame drops.
+///
+/// Not thread-safe: confine an instance to one thread.
+public final class VP8Encoder: @unchecked Sendable {
+    /// Frame width in pixels.
+    public let width: Int
+    /// Frame height in pixels.
+    public let height: Int
+    /// Frames per second; frame `n` gets RTP timestamp `n × 90000 / fps`.
+    public let fps: Int
+    private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
+    private let image: UnsafeMutablePointer<vpx_image_t>
+    private let deadline: UInt
+    private var frameIndex: Int64 = 0
+    private var keyframeRequested = false
+
+    /// Creates an encoder.
+    /// - Parameters:
+    ///   - bitrate: target bits per second.
+    ///   - keyframeInterval: at most this many frames between keyframes.
+    ///   - realtime: use libvpx's real-time deadline (fast); otherwise good quality.
+    ///   - errorResilient: make frames decodable after losses in earlier non-reference frames.
+    ///   - cpuUsed: libvpx speed setting (-16…16, higher is faster).
+    public init(width: Int, height: Int, fps: Int = 30, bitrate: Int = 600_000, keyframeInterval: Int = 60,
+                realtime: Bool = true, errorResilient: Bool = true, cpuUsed: Int = 8, threads: Int = 1) throws {
+        guard width > 0, height > 0, width <= 16383, height <= 16383, width % 2 == 0, height % 2 == 0 else {
+            throw MediaError.invalidArgument("VP8 size \(width)x\(height) (need even, 1…16383)")
+        }
+        guard fps > 0, fps <= 240, bitrate > 0, keyframeInterval > 0 else {
+            throw MediaError.invalidArgument("VP8 fps \(fps) bitrate \(bitrate) keyframe interval \(keyframeInterval)")
+        }
+        self.width = width
+        self.height = height
+        self.fps = fps
+        deadline = realtime ? ua_vpx_dl_realtime : ua_vpx_dl_good_quality
+        var cfg = vpx_codec_enc_cfg_t()
+        try vpxCheck(ua_vpx_enc_config_default_vp8(&cfg), "vpx_codec_enc_config_default", nil)
+        cfg.g_w = UInt32(width)
+        cfg.g_h = UInt32(height)
+        cfg.g_timebase = vpx_rational(num: 1, den: Int32(fps))
+        cfg.rc_target_bitrate = UInt32(max(1, bitrate / 1000))
+        cfg.rc_end_usage = VPX_CBR
+        cfg.g_lag_in_frames = 0
+        cfg.rc_dropframe_thresh = 0  // every input frame yields an output frame
+        cfg.g_error_resilient = errorResilient ? ua_vpx_error_resilient_default : 0
+        cfg.kf_mode = VPX_KF_AUTO
+        cfg.kf_max_dist = UInt32(keyframeInterval)
+        cfg.g_threads = UInt32(max(1, threads))
+        cfg.rc_min_quantizer = 4
+        cfg.rc_max_quantizer = 56
+        cfg.rc_undershoot_pct = 100
+        cfg.rc_overshoot_pct = 15
+        cfg.rc_buf_initial_sz = 500
+        cfg.rc_buf_optimal_sz = 600
+        cfg.rc_buf_sz = 1000
+
+        ctx = .allocate(capacity: 1)
+        ctx.initialize(to: vpx_codec_ctx_t())
+        do {
+            try vpxCheck(ua_vpx_enc_init_vp8(ctx, &cfg, 0), "vpx_codec_enc_init", ctx)
+        } catch {
+            ctx.deallocate()
+            throw error
+        }
+        _ = ua_vpx_set_cpuused(ctx, Int32(cpuUsed))
+        _ = ua_vpx_set_static_threshold(ctx, 1)
+        _ = ua_vpx_set_noise_sensitivity(ctx, 0)
+        _ = ua_vpx_set_max_intra_bitrate_pct(ctx, 300)
+        guard let img = vpx_img_alloc(nil, VPX_IMG_FMT_I420, UInt32(width), UInt32(height), 16) else {
+            vpx_codec_destroy(ctx)
+            ctx.deallocate()
+            throw MediaError.vpx(function: "vpx_img_alloc", code: -1, detail: "out of memory")
+        }
+        image = img
+    }
+
+    deinit {
+        vpx_img_free(image)
+        vpx_codec_destroy(ctx)
+        ctx.deallocate()
+    }
+
+    /// Makes the next encoded frame a keyframe (e.g. after a PLI).
+    public func forceKeyframe() { keyframeRequested = true }
+
+    /// Encodes one picture. Returns the frames libvpx produced (normally exactly one), stamped
+    /// with a 90 kHz timestamp from the frame counter.
+    public func encode(i420 picture: I420Image) throws -> [EncodedFrame] {
+        guard picture.width == width, picture.height == height, picture.isConsistent else {
+            throw MediaError.invalidArgument("picture \(picture.width)x\(picture.height) for a \(width)x\(height) encoder")
+        }
+        copyPlane(picture.y, stride: picture.strideY, rows: height, cols: width, plane: 0)
+        copyPlane(picture.u, stride: picture.strideU, rows: picture.chromaHeight, cols: picture.chromaWidth, plane: 1)
+        copyPlane(picture.v, stride: picture.strideV, rows: picture.chromaHeight, cols: picture.chromaWidth, plane: 2)
+        let flags: vpx_enc_frame_flags_t = keyframeRequested ? ua_vpx_efflag_force_kf : 0
+        keyframeRequested = false
+        let pts = frameIndex
+        frameIndex += 1
+        try vpxCheck(vpx_codec_encode(ctx, image, pts, 1, flags, deadline), "vpx_codec_encode", ctx)
+        let ticks = Int64(90_000 / fps)
+        var out: [EncodedFrame] = []
+        var iter: vpx_codec_iter_t? = nil
+        while let pkt = vpx_codec_get_cx_data(ctx, &iter) {
+            guard pkt.pointee.kind == VPX_CODEC_CX_FRAME_PKT else { continue }
+            let f = pkt.pointee.data.frame
+            guard let buf = f.buf, f.sz > 0 else { continue }
+            let bytes = Array(UnsafeRawBufferPointer(start: buf, count: Int(f.sz)))
+            let isKey = (f.flags & ua_vpx_frame_is_key) != 0
+            out.append(EncodedFrame(codec: .vp8, data: bytes, timestamp: UInt32(truncatingIfNeeded: f.pts &* ticks),
+                                    isKeyframe: isKey, duration: UInt32(ticks)))
+        }
+        return out
+    }
+
+    private func copyPlane(_ src: [UInt8], stride: Int, rows: Int, cols: Int, plane: Int) {
+        let dstStride = Int(withUnsafePointer(to: image.pointee.stride) { $0.withMemoryRebound(to: Int32.self, capacity: 3) { $0[plane] } })
+        guard let dst = withUnsafePointer(to: image.pointee.planes, { $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 3) { $0[plane] } }) else { return }
+        src.withUnsafeBufferPointer { s in
+            guard let sb = s.baseAddress else { return }
+            for r in 0..<rows {
+                (dst + r * dstStride).update(from: sb + r * stride, count: cols)
+            }
+        }
+    }
+}
+
+/// VP8 decoder (libvpx).
+///
+/// Not thread-safe: confine an instance to one thread.
+public final class VP8Decoder: @unchecked Sendable {
+    private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
+
+    /// Creates a decoder.
+    public init(threads: Int = 1) throws {
+        ctx = .allocate(capacity: 1)
+        ctx.initialize(to: vpx_codec_ctx_t())
+        var cfg = vpx_codec_dec_cfg_t(threads: UInt32(max(1, threads)), w: 0, h: 0)
+        do {
+            try vpxCheck(ua_vpx_dec_init_vp8(ctx, &cfg, 0), "vpx_codec_dec_init", ctx)
+        } catch {
+            ctx.deallocate()
+            throw error
+        }
+    }
+
+    deinit {
+        vpx_codec_destroy(ctx)
+        ctx.deallocate()
+    }
+
+    /// Decodes one VP8 frame. Returns the picture, or nil when the decoder produced none.
+    public func decode(_ frame: [UInt8]) throws -> I420Image? {
+        guard !frame.isEmpty else { throw MediaError.invalidArgument("empty VP8 frame") }
+        let err = frame.withUnsafeBufferPointer { p in
+            vpx_codec_decode(ctx, p.baseAddress, UInt32(clamping: p.count), nil, 0)
+        }
+        try vpxCheck(err, "vpx_codec_decode", ctx)
+        var iter: vpx_codec_iter_t? = nil
+        var result: I420Image? = nil
+        while let img = vpx_codec_get_frame(ctx, &iter) {
+            result = Self.copy(img.pointee)
+        }
+        return result
+    }
+
+    private static func copy(_ img: vpx_image_t) -> I420Image? {
+        guard img.fmt == VPX_IMG_FMT_I420 else { return nil }
+        let w = Int(img.d_w), h = Int(img.d_h)
+        var out = I420Image(width: w, height: h)
+        let planes = [img.planes.0, img.planes.1, img.planes.2]
+        let strides = [Int(img.stride.0), Int(img.stride.1), Int(img.stride.2)]
+        func fill(_ dst: inout [UInt8], _ plane: Int, rows: Int, cols: Int) {
+            guard let src = planes[plane] else { return }
+            dst.withUnsafeMutableBufferPointer { d in
+                guard let db = d.baseAddress else { return }
+                for r in 0..<rows { (db + r * cols).update(from: src + r * strides[plane], count: cols) }
+            }
+        }
+        fill(&out.y, 0, rows: h, cols: w)
+        fill(&out.u, 1, rows: out.chromaHeight, cols: out.chromaWidth)
+        fill(&out.v, 2, rows: out.chromaHeight, cols: out.chromaWidth)
+        return out
+    }
+}
+
+/// Reads the picture size from a VP8 keyframe header (RFC 6386 §9.1).
+public enum VP8KeyframeInfo {
+    /// Returns the size coded in `frame` if it is a keyframe, or nil for a delta frame or bad data.
+    public static func parse(_ frame: [UInt8]) -> (width: Int, height: Int)? {
+        frame.withUnsafeBytes { parse(bytes: $0) }
+    }
+
+    /// Same as ``parse(_:)`` over raw bytes.
+    public static func parse(bytes b: UnsafeRawBufferPointer) -> (width: Int, height: Int)? {
+        // 3-byte frame tag (bit 0 clear = keyframe), start code 9d 01 2a, then 14-bit sizes + 2-bit scale.
+        guard b.count >= 10, b[0] & 1 == 0, b[3] == 0x9d, b[4] == 0x01, b[5] == 0x2a else { return nil }
+        let w = (Int(b[6]) | Int(b[7]) << 8) & 0x3fff
+        let h = (Int(b[8]) | Int(b[9]) << 8) & 0x3fff
+        guard w > 0, h > 0 else { return nil }
+        return (w, h)
+    }
+
+    /// True when the VP8 frame tag marks a keyframe (no size validation).
+    public static func isKeyframe(_ frame: [UInt8]) -> Bool {
+        guard let first = frame.first else { return false }
+        return first & 1 == 0
+    }
+}

@@ -1,0 +1,217 @@
+public import RTCWire
+import Foundation
+
+/// A loop of encoded audio and video, encoded once and shared by every bot that sends it.
+///
+/// Video holds 1–3 simulcast layers: layer 0 is full resolution, layer `k` is downscaled by `2^k`
+/// (640x360, 320x180, 160x90 by default). Every layer has a keyframe at the first frame of the
+/// loop and every `keyframeIntervalSeconds`, so the loop restarts cleanly and a late joiner gets a
+/// keyframe soon. The arrays are immutable after init, so sharing across threads is safe.
+public final class SyntheticMedia: @unchecked Sendable {
+    /// One simulcast layer's encoding parameters.
+    public struct Layer: Sendable, Equatable {
+        /// Picture width.
+        public var width: Int
+        /// Picture height.
+        public var height: Int
+        /// Target bits per second.
+        public var bitrate: Int
+    }
+
+    /// Video frames per second.
+    public let fps: Int
+    /// Loop length in seconds.
+    public let loopSeconds: Int
+    /// Layer parameters, index 0 = full resolution.
+    public let layers: [Layer]
+    /// Encoded video per layer for one loop; timestamps start at 0 (90 kHz clock).
+    public let videoFrames: [[EncodedFrame]]
+    /// Encoded Opus packets for one loop; timestamps start at 0 (48 kHz clock).
+    public let audioFrames: [EncodedFrame]
+    /// Opus channel count.
+    public let audioChannels: Int
+    /// Opus encoder delay in 48 kHz samples (Ogg pre-skip / WebM CodecDelay).
+    public let audioPreSkip: Int
+    /// Length of one video loop in 90 kHz ticks.
+    public let videoLoopTicks: Int
+    /// Length of one audio loop in 48 kHz ticks.
+    public let audioLoopTicks: Int
+
+    /// Encodes the synthetic loop.
+    /// - Parameters:
+    ///   - seconds: loop length; rounded up to a whole number of 2 s marker intervals.
+    ///   - layers: number of simulcast layers, 1…3.
+    ///   - topBitrate: bits per second of layer 0; each lower layer gets about a third less than half.
+    public init(seconds: Int = 10, layers layerCount: Int = 1, width: Int = 640, height: Int = 360, fps: Int = 30,
+                topBitrate: Int = 600_000, audioBitrate: Int = 32_000, keyframeIntervalSeconds: Int = 2) throws {
+        guard (1...3).contains(layerCount) else { throw MediaError.invalidArgument("layers \(layerCount) (need 1…3)") }
+        guard fps > 0, fps <= 120, keyframeIntervalSeconds > 0 else { throw MediaError.invalidArgument("fps \(fps)") }
+        let markerSeconds = 2
+        let loop = max(markerSeconds, (seconds + markerSeconds - 1) / markerSeconds * markerSeconds)
+        self.fps = fps
+        loopSeconds = loop
+        var layerList: [Layer] = []
+        for k in 0..<layerCount {
+            let w = max(16, (width >> k) & ~1), h = max(16, (height >> k) & ~1)
+            layerList.append(Layer(width: w, height: h, bitrate: max(30_000, topBitrate * [100, 40, 17][k] / 100)))
+        }
+        layers = layerList
+
+        let frameCount = loop * fps
+        let keyInterval = keyframeIntervalSeconds * fps
+        var video: [[EncodedFrame]] = []
+        for layer in layerList {
+            let encoder = try VP8Encoder(width: layer.width, height: layer.height, fps: fps, bitrate: layer.bitrate,
+                                         keyframeInterval: keyInterval, realtime: true, errorResilient: true)
+            let pattern = TestPatternSource(width: layer.width, height: layer.height, fps: fps, markerIntervalSeconds: markerSeconds)
+            var picture = I420Image(width: layer.width, height: layer.height)
+            var frames: [EncodedFrame] = []
+            frames.reserveCapacity(frameCount)
+            let ticks = 90_000 / fps
+            for i in 0..<frameCount {
+                if i % keyInterval == 0 { encoder.forceKeyframe() }
+                pattern.render(i, into: &picture)
+                for var f in try encoder.encode(i420: picture) {
+                    f.timestamp = UInt32(frames.count * ticks)
+                    frames.append(f)
+                }
+            }
+            guard frames.count == frameCount, frames.first?.isKeyframe == true else {
+                throw MediaError.vpx(function: "vpx_codec_encode", code: -1, detail: "produced \(frames.count) of \(frameCount) frames")
+            }
+            video.append(frames)
+        }
+        videoFrames = video
+        videoLoopTicks = frameCount * (90_000 / fps)
+
+        let opus = try OpusEncoder(channels: 1, bitrate: audioBitrate, application: .audio)
+        let tone = ToneSource(markerIntervalSeconds: markerSeconds)
+        let audioCount = loop * 50
+        var pcm = [Int16](repeating: 0, count: ToneSource.frameSamples)
+        var audio: [EncodedFrame] = []
+        audio.reserveCapacity(audioCount)
+        for i in 0..<audioCount {
+            pcm.withUnsafeMutableBufferPointer { tone.render(frame: i, into: $0) }
+            let packet = try pcm.withUnsafeBufferPointer { try opus.encode(pcm: $0) }
+            audio.append(EncodedFrame(codec: .opus, data: packet, timestamp: UInt32(i * 960), isKeyframe: true, duration: 960))
+        }
+        audioFrames = audio
+        audioChannels = 1
+        audioPreSkip = opus.lookahead
+        audioLoopTicks = audioCount * 960
+    }
+
+    /// Wraps already-encoded frames (e.g. from ``IVFReader`` and ``OggOpusReader``) as a loop.
+    ///
+    /// Timestamps are rebased so that each list starts at 0. Empty lists are allowed (no video or
+    /// no audio).
+    public init(videoLayers: [[EncodedFrame]], audio: [EncodedFrame], fps: Int = 30, audioChannels: Int = 1, audioPreSkip: Int = 312) {
+        func rebase(_ frames: [EncodedFrame], defaultDuration: UInt32) -> ([EncodedFrame], Int) {
+            guard let first = frames.first else { return ([], 0) }
+            var out = frames
+            var end = 0
+            for i in out.indices {
+                let rel = Int(out[i].timestamp &- first.timestamp)
+                out[i].timestamp = UInt32(truncatingIfNeeded: rel)
+                if out[i].duration == 0 { out[i].duration = defaultDuration }
+                end = max(end, rel + Int(out[i].duration))
+            }
+            return (out, end)
+        }
+        self.fps = max(1, fps)
+        var video: [[EncodedFrame]] = []
+        var vticks = 0
+        for layer in videoLayers where !layer.isEmpty {
+            let (frames, end) = rebase(layer, defaultDuration: UInt32(90_000 / max(1, fps)))
+            video.append(frames)
+            vticks = max(vticks, end)
+        }
+        videoFrames = video
+        videoLoopTicks = vticks
+        let (a, aticks) = rebase(audio, defaultDuration: 960)
+        audioFrames = a
+        audioLoopTicks = aticks
+        self.audioChannels = audioChannels
+        self.audioPreSkip = audioPreSkip
+        loopSeconds = max(vticks / 90_000, aticks / 48_000)
+        layers = video.map { frames in
+            let size = frames.first.flatMap { VP8KeyframeInfo.parse($0.data) } ?? (width: 0, height: 0)
+            return Layer(width: size.width, height: size.height, bitrate: 0)
+        }
+    }
+
+    /// Loads `--video FILE.ivf` and/or `--audio FILE.ogg` as a single-layer loop.
+    public static func fromFiles(video videoPath: String?, audio audioPath: String?) throws -> SyntheticMedia {
+        var video: [EncodedFrame] = []
+        var fps = 30
+        if let videoPath {
+            let reader = try IVFReader(path: videoPath)
+            video = reader.encodedFrames()
+            fps = reader.framesPerSecond ?? 30
+            guard video.first?.isKeyframe == true else {
+                throw MediaError.malformedFile(path: videoPath, reason: "first VP8 frame is not a keyframe")
+            }
+        }
+        var audio: [EncodedFrame] = []
+        var channels = 1, preSkip = 312
+        if let audioPath {
+            let reader = try OggOpusReader(path: audioPath)
+            audio = reader.encodedFrames()
+            channels = reader.channels
+            preSkip = reader.preSkip
+        }
+        return SyntheticMedia(videoLayers: video.isEmpty ? [] : [video], audio: audio, fps: fps,
+                              audioChannels: channels, audioPreSkip: preSkip)
+    }
+
+    /// Number of video frames in one loop (layer 0).
+    public var videoFramesPerLoop: Int { videoFrames.first?.count ?? 0 }
+    /// Number of audio packets in one loop.
+    public var audioFramesPerLoop: Int { audioFrames.count }
+
+    /// Video frame `index` (counting across loops) of `layer`, with its timestamp extended across
+    /// loops (`index × 3000` at 30 fps). `layer` is clamped to the available layers.
+    /// Returns nil only when there is no video.
+    public func videoFrame(at index: Int, layer: Int = 0) -> EncodedFrame? {
+        guard !videoFrames.isEmpty else { return nil }
+        let frames = videoFrames[min(max(0, layer), videoFrames.count - 1)]
+        guard !frames.isEmpty else { return nil }
+        let i = max(0, index)
+        var f = frames[i % frames.count]
+        f.timestamp = UInt32(truncatingIfNeeded: (i / frames.count) &* videoLoopTicks &+ Int(f.timestamp))
+        return f
+    }
+
+    /// Audio packet `index` (counting across loops), timestamp extended across loops
+    /// (`index × 960` for the synthetic tone). Returns nil only when there is no audio.
+    public func audioFrame(at index: Int) -> EncodedFrame? {
+        guard !audioFrames.isEmpty else { return nil }
+        let i = max(0, index)
+        var f = audioFrames[i % audioFrames.count]
+        f.timestamp = UInt32(truncatingIfNeeded: (i / audioFrames.count) &* audioLoopTicks &+ Int(f.timestamp))
+        return f
+    }
+
+    /// The same encoded loop for every caller asking for `layers` layers (10 s, default sizes).
+    ///
+    /// The first call per layer count encodes (about a second of CPU); later calls return the cache.
+    /// Encoding fixed synthetic content cannot fail short of a broken libvpx/libopus install, which
+    /// stops the process with a message.
+    public static func shared(layers: Int) -> SyntheticMedia {
+        let count = min(max(1, layers), 3)
+        cacheLock.lock()
+        defer { cacheLock.unlock() }
+        if let cached = cache.storage[count] { return cached }
+        do {
+            let media = try SyntheticMedia(seconds: 10, layers: count)
+            cache.storage[count] = media
+            return media
+        } catch {
+            fatalError("cannot encode the synthetic media loop: \(error)")
+        }
+    }
+
+    private final class Cache: @unchecked Sendable { var storage: [Int: SyntheticMedia] = [:] }
+    private static let cache = Cache()
+    private static let cacheLock = NSLock()
+}

@@ -1,0 +1,391 @@
+import Glibc
+import Synchronization
+
+/// Something the loop calls about every 10 ms on its thread, to run its own deadlines.
+public protocol EventLoopTicker: AnyObject {
+    /// `now` is `EventLoop.now()`.
+    func tick(now: UInt64)
+}
+
+/// One I/O thread: epoll over UDP sockets, batched `recvmmsg`/`sendmmsg`, a work queue and tickers.
+///
+/// Every packet is handled to completion on this thread. Other threads only call `execute`,
+/// `openUDP`, `addTicker`/`removeTicker` and `shutdown`, which hop onto the loop.
+public final class EventLoop: @unchecked Sendable {
+    /// Datagrams read per `recvmmsg` call and queued per `sendmmsg` batch.
+    public static let batchSize = 32
+    /// Bytes per receive and send slot; larger datagrams are dropped on receive and sent unbatched.
+    public static let slotSize = 2048
+    /// Tick period in nanoseconds.
+    static let tickInterval: UInt64 = 10_000_000
+
+    /// Name, for logs.
+    public let name: String
+    /// Impairment given to every socket this loop opens (default: `Impairment.fromEnvironment`).
+    public var impairment: Impairment? = Impairment.fromEnvironment
+
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private var thread = pthread_t()
+    private let running = Atomic<Bool>(true)
+    private let threadStarted = Atomic<Bool>(false)
+    private let pendingWork = Mutex<[@Sendable () -> Void]>([])
+
+    // Loop-thread state.
+    private var sockets: [UInt64: UDPSocket] = [:]
+    private let nextSocketID = Atomic<UInt64>(1)
+    private var tickers: [any EventLoopTicker] = []
+    private var nextTick: UInt64 = 0
+
+    // Receive ring, allocated once.
+    private let receiveHeaders: UnsafeMutablePointer<MMsgHdr>
+    private let receiveVectors: UnsafeMutablePointer<iovec>
+    private let receiveNames: UnsafeMutableRawPointer
+    private let receiveData: UnsafeMutableRawPointer
+
+    // Send batch, allocated once, shared by all sockets of the loop.
+    private let sendHeaders: UnsafeMutablePointer<MMsgHdr>
+    private let sendVectors: UnsafeMutablePointer<iovec>
+    private let sendNames: UnsafeMutableRawPointer
+    private let sendData: UnsafeMutableRawPointer
+    private let sendOwners: UnsafeMutablePointer<Unmanaged<UDPSocket>>
+    private var sendCount = 0
+
+    private static let nameSlot = 32
+    private static let epollBatch = 64
+    private let events: UnsafeMutableRawPointer
+
+    /// Creates the loop and starts its thread.
+    public init(name: String) {
+        self.name = name
+        epollFD = sys_epoll_create1(SystemConstants.epollCloexec)
+        wakeFD = sys_eventfd(0, SystemConstants.eventfdNonblock | SystemConstants.eventfdCloexec)
+        precondition(epollFD >= 0 && wakeFD >= 0, "epoll/eventfd creation failed: errno \(errno)")
+        let n = Self.batchSize
+        receiveHeaders = .allocate(capacity: n)
+        receiveVectors = .allocate(capacity: n)
+        receiveNames = .allocate(byteCount: n * Self.nameSlot, alignment: 8)
+        receiveData = .allocate(byteCount: n * Self.slotSize, alignment: 16)
+        sendHeaders = .allocate(capacity: n)
+        sendVectors = .allocate(capacity: n)
+        sendNames = .allocate(byteCount: n * Self.nameSlot, alignment: 8)
+        sendData = .allocate(byteCount: n * Self.slotSize, alignment: 16)
+        sendOwners = .allocate(capacity: n)
+        events = .allocate(byteCount: Self.epollBatch * EpollEvent.size, alignment: 8)
+        for i in 0..<n {
+            receiveVectors[i] = iovec(iov_base: receiveData + i * Self.slotSize, iov_len: Self.slotSize)
+            sendVectors[i] = iovec(iov_base: sendData + i * Self.slotSize, iov_len: 0)
+            sendHeaders[i] = MMsgHdr()
+            sendHeaders[i].msg_hdr.msg_name = sendNames + i * Self.nameSlot
+            sendHeaders[i].msg_hdr.msg_iov = sendVectors + i
+            sendHeaders[i].msg_hdr.msg_iovlen = 1
+        }
+
+        var wakeEvent: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &wakeEvent) { EpollEvent.write($0.baseAddress!, events: SystemConstants.epollIn, data: 0) }
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlAdd, wakeFD, &wakeEvent)
+
+        let box = Unmanaged.passRetained(self).toOpaque()
+        let result = pthread_create(
+            &thread, nil,
+            { raw in
+                let loop = Unmanaged<EventLoop>.fromOpaque(raw!).takeRetainedValue()
+                loop.run()
+                return nil
+            }, box)
+        precondition(result == 0, "pthread_create failed: \(result)")
+        threadStarted.store(true, ordering: .releasing)
+    }
+
+    deinit {
+        Glibc.close(epollFD)
+        Glibc.close(wakeFD)
+        receiveHeaders.deallocate()
+        receiveVectors.deallocate()
+        receiveNames.deallocate()
+        receiveData.deallocate()
+        sendHeaders.deallocate()
+        sendVectors.deallocate()
+        sendNames.deallocate()
+        sendData.deallocate()
+        sendOwners.deallocate()
+        events.deallocate()
+    }
+
+    /// Monotonic clock in nanoseconds (CLOCK_MONOTONIC).
+    public static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    /// True when called on the loop thread.
+    public var isInLoop: Bool {
+        threadStarted.load(ordering: .acquiring) && pthread_equal(pthread_self(), thread) != 0
+    }
+
+    /// Runs `work` on the loop thread, in submission order. Thread-safe.
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        pendingWork.withLock { $0.append(work) }
+        wake()
+    }
+
+    /// Runs `work` on the loop thread and returns its result to the caller.
+    public func submit<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            execute { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    /// Runs `work` on the loop thread and returns its result to the caller.
+    public func submit<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            execute { continuation.resume(returning: work()) }
+        }
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = Glibc.write(wakeFD, &one, 8)
+    }
+
+    /// Registers a ticker, called about every 10 ms on the loop thread until removed.
+    public func addTicker(_ ticker: any EventLoopTicker) {
+        if isInLoop {
+            tickers.append(ticker)
+        } else {
+            let box = UncheckedBox(ticker)
+            execute { [self] in tickers.append(box.value) }
+        }
+    }
+
+    /// Unregisters a ticker.
+    public func removeTicker(_ ticker: any EventLoopTicker) {
+        if isInLoop {
+            tickers.removeAll { $0 === ticker }
+        } else {
+            let box = UncheckedBox(ticker)
+            execute { [self] in tickers.removeAll { $0 === box.value } }
+        }
+    }
+
+    /// Opens a nonblocking UDP socket bound to `bindTo` (port 0 picks an ephemeral port) whose
+    /// datagrams go to `handler` on the loop thread. Callable from any thread.
+    public func openUDP(bindTo: SocketAddress, handler: any DatagramHandler) throws(SocketError) -> UDPSocket {
+        guard running.load(ordering: .acquiring) else { throw .loopClosed }
+        let family = bindTo.isIPv6 ? AF_INET6 : AF_INET
+        let type = Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        let fd = socket(family, type, 0)
+        guard fd >= 0 else { throw .system(call: "socket", errno: errno) }
+        var bufferSize: Int32 = 4 << 20
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
+        let bound = bindTo.withSockAddr { bind(fd, $0, $1) }
+        guard bound == 0 else {
+            let error = errno
+            Glibc.close(fd)
+            throw .system(call: "bind", errno: error)
+        }
+        var storage = sockaddr_in6()
+        var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        let named = withUnsafeMutableBytes(of: &storage) {
+            getsockname(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+        }
+        guard named == 0,
+            let local = withUnsafeBytes(of: &storage, { SocketAddress(raw: $0.baseAddress!, length: Int(length)) })
+        else {
+            let error = errno
+            Glibc.close(fd)
+            throw .system(call: "getsockname", errno: error)
+        }
+        let id = nextSocketID.wrappingAdd(1, ordering: .relaxed).oldValue
+        let udp = UDPSocket(fd: fd, id: id, localAddress: local, loop: self, handler: handler)
+        if let impairment { udp.impairment = impairment }
+        if isInLoop {
+            register(udp)
+        } else {
+            execute { [self] in register(udp) }
+        }
+        return udp
+    }
+
+    private func register(_ udp: UDPSocket) {
+        guard !udp.isClosed else { return }
+        sockets[udp.id] = udp
+        var event: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &event) { EpollEvent.write($0.baseAddress!, events: SystemConstants.epollIn, data: udp.id) }
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlAdd, udp.fd, &event)
+    }
+
+    func closeSocket(_ udp: UDPSocket) {
+        guard !udp.isClosed else { return }
+        flushSends()
+        udp.markClosed()
+        sockets[udp.id] = nil
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlDel, udp.fd, nil)
+        Glibc.close(udp.fd)
+    }
+
+    /// Stops the loop: pending work runs, sockets close, and the thread is joined (unless called
+    /// on the loop thread itself, which only stops it).
+    public func shutdown() {
+        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        wake()
+        if isInLoop {
+            // Nobody can join the thread from itself; let it clean up after itself instead.
+            pthread_detach(thread)
+        } else {
+            pthread_join(thread, nil)
+        }
+    }
+
+    // MARK: Loop thread
+
+    private func run() {
+        nextTick = Self.now() &+ Self.tickInterval
+        while running.load(ordering: .acquiring) {
+            let count = sys_epoll_wait(epollFD, events, Int32(Self.epollBatch), 10)
+            if count > 0 {
+                for i in 0..<Int(count) {
+                    let id = EpollEvent.data(events, index: i)
+                    if id == 0 {
+                        var value: UInt64 = 0
+                        _ = Glibc.read(wakeFD, &value, 8)
+                    } else if let udp = sockets[id] {
+                        receive(on: udp)
+                    }
+                }
+            }
+            runPendingWork()
+            let now = Self.now()
+            if now >= nextTick {
+                nextTick = now &+ Self.tickInterval
+                for ticker in tickers {
+                    ticker.tick(now: now)
+                }
+            }
+            flushSends()
+        }
+        runPendingWork()
+        flushSends()
+        for udp in Array(sockets.values) {
+            closeSocket(udp)
+        }
+        tickers.removeAll()
+    }
+
+    private func runPendingWork() {
+        // Work enqueued by work runs in the next iteration, so a self-rescheduling job cannot
+        // starve I/O.
+        let work = pendingWork.withLock { queue -> [@Sendable () -> Void] in
+            if queue.isEmpty { return [] }
+            let taken = queue
+            queue.removeAll(keepingCapacity: true)
+            return taken
+        }
+        for job in work {
+            job()
+        }
+    }
+
+    private func receive(on udp: UDPSocket) {
+        let n = Self.batchSize
+        // Bounded so that one busy socket cannot starve the others; epoll is level-triggered.
+        for _ in 0..<8 {
+            for i in 0..<n {
+                receiveHeaders[i] = MMsgHdr()
+                receiveHeaders[i].msg_hdr.msg_name = receiveNames + i * Self.nameSlot
+                receiveHeaders[i].msg_hdr.msg_namelen = socklen_t(Self.nameSlot)
+                receiveHeaders[i].msg_hdr.msg_iov = receiveVectors + i
+                receiveHeaders[i].msg_hdr.msg_iovlen = 1
+            }
+            let received = sys_recvmmsg(udp.fd, receiveHeaders, UInt32(n), Int32(MSG_DONTWAIT), nil)
+            guard received > 0 else { return }
+            for i in 0..<Int(received) {
+                if udp.isClosed { return }
+                let header = receiveHeaders[i]
+                if header.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0 {
+                    udp.droppedTruncated &+= 1
+                    continue
+                }
+                guard
+                    let from = SocketAddress(
+                        raw: receiveNames + i * Self.nameSlot, length: Int(header.msg_hdr.msg_namelen))
+                else { continue }
+                if udp.shouldDropOnReceive() { continue }
+                let length = Int(header.msg_len)
+                udp.packetsReceived &+= 1
+                udp.bytesReceived &+= UInt64(length)
+                let data = UnsafeMutableRawBufferPointer(start: receiveData + i * Self.slotSize, count: length)
+                udp.handler?.handleDatagram(data, from: from, socket: udp)
+            }
+            if Int(received) < n { return }
+        }
+    }
+
+    func enqueueSend(_ udp: UDPSocket, _ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
+        if bytes.count > Self.slotSize {
+            // Rare (oversized) datagrams skip the batch rather than growing it.
+            flushSends()
+            let sent = address.withSockAddr { sendto(udp.fd, bytes.baseAddress, bytes.count, 0, $0, $1) }
+            record(udp, sent: sent >= 0, bytes: bytes.count)
+            return
+        }
+        if sendCount == Self.batchSize {
+            flushSends()
+        }
+        let i = sendCount
+        if let base = bytes.baseAddress, bytes.count > 0 {
+            (sendData + i * Self.slotSize).copyMemory(from: base, byteCount: bytes.count)
+        }
+        sendVectors[i].iov_len = bytes.count
+        sendHeaders[i].msg_hdr.msg_namelen = address.copy(to: sendNames + i * Self.nameSlot)
+        sendOwners[i] = Unmanaged.passUnretained(udp)
+        sendCount = i + 1
+    }
+
+    /// Sends the queued batch: one `sendmmsg` per run of datagrams from the same socket.
+    func flushSends() {
+        var start = 0
+        while start < sendCount {
+            let owner = sendOwners[start].takeUnretainedValue()
+            var end = start + 1
+            while end < sendCount, sendOwners[end].toOpaque() == sendOwners[start].toOpaque() {
+                end += 1
+            }
+            var index = start
+            while index < end {
+                let sent = sys_sendmmsg(owner.fd, sendHeaders + index, UInt32(end - index), 0)
+                if sent > 0 {
+                    for j in index..<(index + Int(sent)) {
+                        record(owner, sent: true, bytes: sendVectors[j].iov_len)
+                    }
+                    index += Int(sent)
+                } else {
+                    // The first datagram failed (EAGAIN, ECONNREFUSED, …): count it and go on.
+                    if errno == EINTR { continue }
+                    record(owner, sent: false, bytes: 0)
+                    index += 1
+                }
+            }
+            start = end
+        }
+        sendCount = 0
+    }
+
+    @inline(__always)
+    private func record(_ udp: UDPSocket, sent: Bool, bytes: Int) {
+        if sent {
+            udp.packetsSent &+= 1
+            udp.bytesSent &+= UInt64(bytes)
+        } else {
+            udp.sendErrors &+= 1
+        }
+    }
+}
+
+/// Carries a non-Sendable reference onto the loop thread, where it is then confined.
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}

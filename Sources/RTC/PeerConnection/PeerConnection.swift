@@ -1,0 +1,368 @@
+import RTCWire
+
+/// Called on the loop thread with each complete frame received on a transceiver.
+public typealias FrameHandler = (RTPTransceiver, _ rid: String?, EncodedFrame, FrameTiming) -> Void
+
+/// The JSEP subset a headless client and an SFU need: offers and answers with BUNDLE and rtcp-mux,
+/// transceivers with directions, simulcast send by RID and receive by mid/rid, over ICE + DTLS-SRTP.
+///
+/// A `PeerConnection` belongs to one ``EventLoop``. Its synchronous methods must be called on that
+/// loop's thread; the `async` variants hop onto it. Media arrives through ``onFrame`` on the loop
+/// thread with no hop per packet.
+public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLoopTicker {
+    public let loop: EventLoop
+    public let configuration: PeerConnectionConfiguration
+    public let certificate: DTLSCertificate
+    public private(set) var transceivers: [RTPTransceiver] = []
+    public internal(set) var state: PeerConnectionState = .new
+    public private(set) var counters = PeerConnectionCounters()
+    /// Why the connection failed, when it did.
+    public internal(set) var failureReason: String?
+    /// Negotiated SRTP profile, once DTLS completes.
+    public internal(set) var srtpProfile: SRTPProfile?
+
+    /// Frames received, on the loop thread.
+    public var onFrame: FrameHandler?
+    /// State changes, on the loop thread.
+    public var onStateChange: ((PeerConnectionState) -> Void)?
+    /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
+    public var onKeyframeRequest: ((RTPTransceiver) -> Void)?
+
+    // Transport.
+    var sockets: [UDPSocket] = []
+    let localUfrag: String
+    let localPassword: String
+    var ice: ICEAgent?
+    var dtls: DTLSTransport?
+    var srtpOut: SRTPSession?
+    var srtpIn: SRTPSession?
+    var remoteFingerprint: SDPFingerprint?
+    var remoteUfrag: String?
+    var remotePassword: String?
+    var remoteCandidates: [ICECandidate] = []
+    var remoteIsLite = false
+    var dtlsRole: DTLSTransport.Role?
+    var mediaTarget: (socket: UDPSocket, remote: SocketAddress)?
+
+    // Negotiation.
+    var pendingLocalOffer: Bool = false
+    var isOfferer = false
+    var nextMid = 0
+    var extensionIDs: [String: UInt8] = [:]  // uri -> id, negotiated
+    var midExtID: UInt8 = 0
+    var ridExtID: UInt8 = 0
+    var repairedRIDExtID: UInt8 = 0
+    var sessionVersion: UInt64 = 1
+    let sessionID: UInt64 = UInt64.random(in: 1...(UInt64(1) << 62))
+
+    // Receive routing (hot path): SSRC -> stream. Dictionary lookups do not allocate.
+    final class ReceiveStream {
+        let transceiver: RTPTransceiver
+        let rid: String?
+        let receiver: RTPReceiver
+        init(transceiver: RTPTransceiver, rid: String?, receiver: RTPReceiver) {
+            self.transceiver = transceiver
+            self.rid = rid
+            self.receiver = receiver
+        }
+    }
+    var receiveBySSRC: [UInt32: ReceiveStream] = [:]
+    var receiveStreams: [ReceiveStream] = []
+    var sendBySSRC: [UInt32: RTPSender] = [:]
+
+    /// Scratch buffer for outgoing RTCP and for re-encrypting, reused (no per-packet allocation).
+    let rtcpScratch: UnsafeMutableRawBufferPointer
+    var closed = false
+
+    /// Creates a peer connection and opens its UDP sockets on `loop`.
+    public init(loop: EventLoop, configuration: PeerConnectionConfiguration = .init(), certificate: DTLSCertificate? = nil)
+        throws
+    {
+        self.loop = loop
+        self.configuration = configuration
+        self.certificate = try certificate ?? DTLSCertificate.generate()
+        let creds = ICEAgent.randomCredentials()
+        self.localUfrag = creds.ufrag
+        self.localPassword = creds.password
+        self.rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
+    }
+
+    deinit {
+        rtcpScratch.deallocate()
+    }
+
+    // MARK: Transceivers
+
+    /// Adds a transceiver. `sendRIDs` (e.g. `["q","h","f"]`) makes a simulcast sender.
+    @discardableResult
+    public func addTransceiver(kind: MediaKind, direction: SDPDirection, sendRIDs: [String] = []) -> RTPTransceiver {
+        let t = RTPTransceiver(kind: kind, direction: direction, sendRIDs: kind == .video ? sendRIDs : [])
+        transceivers.append(t)
+        return t
+    }
+
+    // MARK: Sending
+
+    /// Sends one encoded frame on `transceiver`, on encoding `layer` (0 for non-simulcast).
+    ///
+    /// Must run on the loop thread. Frames are dropped silently until DTLS completes or when the
+    /// negotiated direction does not send.
+    public func send(_ frame: EncodedFrame, on transceiver: RTPTransceiver, layer: Int = 0) {
+        guard state == .connected, srtpOut != nil, transceiver.sends, layer < transceiver.senders.count else { return }
+        let now = EventLoop.now()
+        transceiver.senders[layer].send(frame, now: now) { buffer, length in
+            self.protectAndSendRTP(buffer, length: length)
+        }
+    }
+
+    /// Whether a frame sent now would go out.
+    public func canSend(on transceiver: RTPTransceiver) -> Bool {
+        state == .connected && transceiver.sends && !transceiver.senders.isEmpty
+    }
+
+    func protectAndSendRTP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) {
+        guard let srtp = srtpOut, let target = mediaTarget, let base = buffer.baseAddress else { return }
+        do {
+            let n = try srtp.protectRTP(base, length: length, capacity: buffer.count)
+            target.socket.send(UnsafeRawBufferPointer(start: base, count: n), to: target.remote)
+            counters.packetsSent &+= 1
+            counters.bytesSent &+= UInt64(n)
+        } catch {
+            counters.droppedSRTP &+= 1
+        }
+    }
+
+    func protectAndSendRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) {
+        guard let srtp = srtpOut, let target = mediaTarget, let base = buffer.baseAddress else { return }
+        do {
+            let n = try srtp.protectRTCP(base, length: length, capacity: buffer.count)
+            target.socket.send(UnsafeRawBufferPointer(start: base, count: n), to: target.remote)
+            counters.packetsSent &+= 1
+            counters.bytesSent &+= UInt64(n)
+        } catch {
+            counters.droppedSRTP &+= 1
+        }
+    }
+
+    /// Asks the remote sender of `transceiver` for a keyframe (PLI), on the loop thread.
+    public func requestKeyframe(on transceiver: RTPTransceiver) {
+        for s in receiveStreams where s.transceiver === transceiver { s.receiver.requestKeyframe() }
+    }
+
+    // MARK: Receive path
+
+    public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        guard !closed, let first = data.first else { return }
+        counters.packetsReceived &+= 1
+        counters.bytesReceived &+= UInt64(data.count)
+        if first < 4 {
+            if ice?.handleSTUN(UnsafeRawBufferPointer(data), from: from, socket: socket) != true {
+                counters.droppedMalformed &+= 1
+            }
+            return
+        }
+        if first >= 20 && first <= 63 {
+            guard let ice, ice.isValidRemote(from), let dtls else {
+                counters.droppedUnknownAddress &+= 1
+                return
+            }
+            if mediaTarget == nil { mediaTarget = (socket, from) }
+            dtls.handleDatagram(UnsafeRawBufferPointer(data))
+            return
+        }
+        guard first >= 128 && first <= 191 else {
+            counters.droppedMalformed &+= 1
+            return
+        }
+        // Media is accepted only from the address ICE validated for this connection.
+        guard let target = mediaTarget, target.remote == from || (ice?.isValidRemote(from) ?? false) else {
+            counters.droppedUnknownAddress &+= 1
+            return
+        }
+        guard let srtp = srtpIn, let base = data.baseAddress else {
+            counters.droppedUnroutable &+= 1
+            return
+        }
+        let now = EventLoop.now()
+        if RTPHeader.isRTCP(UnsafeRawBufferPointer(data)) {
+            let n: Int
+            do { n = try srtp.unprotectRTCP(base, length: data.count) } catch {
+                counters.droppedSRTP &+= 1
+                return
+            }
+            handleRTCP(UnsafeRawBufferPointer(start: base, count: n), now: now)
+            return
+        }
+        let n: Int
+        do { n = try srtp.unprotectRTP(base, length: data.count) } catch {
+            counters.droppedSRTP &+= 1
+            return
+        }
+        let packet = UnsafeRawBufferPointer(start: base, count: n)
+        let header: RTPHeader
+        do { header = try RTPHeader.parse(packet) } catch {
+            counters.droppedMalformed &+= 1
+            return
+        }
+        if let stream = receiveBySSRC[header.ssrc] {
+            stream.receiver.receive(packet, header: header, now: now)
+            return
+        }
+        guard let stream = routeUnknownSSRC(packet, header: header) else {
+            counters.droppedUnroutable &+= 1
+            return
+        }
+        stream.receiver.receive(packet, header: header, now: now)
+    }
+
+    /// Binds a new SSRC to a receive stream by mid/rid extension, announced SSRCs, or payload type.
+    /// Runs once per new SSRC, not per packet.
+    func routeUnknownSSRC(_ packet: UnsafeRawBufferPointer, header: RTPHeader) -> ReceiveStream? {
+        var mid: String?
+        var rid: String?
+        var isRepair = false
+        if midExtID != 0, let r = header.extensionElement(id: midExtID, in: packet) { mid = asciiString(packet, r) }
+        if ridExtID != 0, let r = header.extensionElement(id: ridExtID, in: packet) { rid = asciiString(packet, r) }
+        if rid == nil, repairedRIDExtID != 0, let r = header.extensionElement(id: repairedRIDExtID, in: packet) {
+            rid = asciiString(packet, r)
+            isRepair = true
+        }
+        // Which transceiver?
+        var transceiver: RTPTransceiver?
+        if let mid { transceiver = transceivers.first { $0.mid == mid && $0.receives } }
+        if transceiver == nil {
+            transceiver = transceivers.first { t in
+                t.receives && (t.remoteSSRCs.contains(header.ssrc) || t.remoteRTXSSRCs[header.ssrc] != nil)
+            }
+        }
+        if transceiver == nil {
+            transceiver = transceivers.first { t in
+                t.receives && (t.payloadType == header.payloadType || t.rtxPayloadType == header.payloadType)
+            }
+        }
+        guard let t = transceiver else { return nil }
+        let isRTX = header.payloadType == t.rtxPayloadType && t.rtxPayloadType != nil
+        // RTX SSRC announced with ssrc-group FID: attach to its primary stream.
+        if let primary = t.remoteRTXSSRCs[header.ssrc] {
+            let stream = receiveBySSRC[primary] ?? makeReceiveStream(t, rid: rid, ssrc: primary)
+            stream.receiver.setRTX(ssrc: header.ssrc, payloadType: t.rtxPayloadType ?? 0)
+            receiveBySSRC[header.ssrc] = stream
+            return stream
+        }
+        if isRTX || isRepair {
+            // Repair stream identified by repaired-rid: find the primary stream with that rid.
+            guard let primary = receiveStreams.first(where: { $0.transceiver === t && $0.rid == rid }) else { return nil }
+            primary.receiver.setRTX(ssrc: header.ssrc, payloadType: t.rtxPayloadType ?? 0)
+            receiveBySSRC[header.ssrc] = primary
+            return primary
+        }
+        let stream = makeReceiveStream(t, rid: rid, ssrc: header.ssrc)
+        return stream
+    }
+
+    func makeReceiveStream(_ t: RTPTransceiver, rid: String?, ssrc: UInt32) -> ReceiveStream {
+        let localSSRC = t.localSSRCs.first ?? 1
+        let receiver = RTPReceiver(
+            ssrc: ssrc, codec: t.codec, payloadType: t.payloadType, localSSRC: localSSRC,
+            nack: t.kind == .video, pli: t.kind == .video)
+        let stream = ReceiveStream(transceiver: t, rid: rid, receiver: receiver)
+        receiver.onFrame = { [unowned self, unowned t] frame, timing in
+            self.onFrame?(t, rid, frame, timing)
+        }
+        receiveBySSRC[ssrc] = stream
+        receiveStreams.append(stream)
+        return stream
+    }
+
+    func handleRTCP(_ packet: UnsafeRawBufferPointer, now: UInt64) {
+        let packets: [RTCPPacket]
+        do { packets = try RTCPCompound.parse(packet) } catch {
+            counters.droppedMalformed &+= 1
+            return
+        }
+        for p in packets {
+            switch p {
+            case .senderReport(let sr):
+                receiveBySSRC[sr.ssrc]?.receiver.handleSenderReport(
+                    ntp: sr.ntpTimestamp, rtpTimestamp: sr.rtpTimestamp, now: now)
+                for block in sr.reports { sendBySSRC[block.ssrc]?.handleReceiverReport(block, now: now) }
+            case .receiverReport(let rr):
+                for block in rr.reports { sendBySSRC[block.ssrc]?.handleReceiverReport(block, now: now) }
+            case .nack(let nack):
+                guard let sender = sendBySSRC[nack.mediaSSRC] else { continue }
+                sender.handleNACK(sequenceNumbers: nack.lostSequenceNumbers, now: now) { buffer, length in
+                    self.protectAndSendRTP(buffer, length: length)
+                }
+            case .pli(_, let media):
+                if let sender = sendBySSRC[media] { keyframeRequested(sender) }
+            case .fir(_, let entries):
+                for e in entries { if let sender = sendBySSRC[e.ssrc] { keyframeRequested(sender) } }
+            default:
+                break
+            }
+        }
+    }
+
+    func keyframeRequested(_ sender: RTPSender) {
+        sender.noteKeyframeRequest()
+        if let t = transceivers.first(where: { $0.senders.contains { $0 === sender } }) { onKeyframeRequest?(t) }
+    }
+
+    // MARK: Timers
+
+    public func tick(now: UInt64) {
+        guard !closed else { return }
+        ice?.tick(now: now)
+        dtls?.tick(now: now)
+        guard state == .connected, srtpOut != nil else { return }
+        for t in transceivers {
+            for s in t.senders {
+                s.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
+            }
+        }
+        for s in receiveStreams {
+            s.receiver.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
+        }
+    }
+
+    func setState(_ s: PeerConnectionState) {
+        guard s != state, state != .closed else { return }
+        state = s
+        onStateChange?(s)
+    }
+
+    /// Closes the connection: sends DTLS close_notify, stops timers, closes sockets.
+    public func close() {
+        guard !closed else { return }
+        dtls?.close()
+        ice?.close()
+        closed = true
+        loop.removeTicker(self)
+        for s in sockets { s.close() }
+        setState(.closed)
+    }
+
+    /// Aggregated receiver statistics, per (transceiver mid, rid).
+    public func receiverStats() -> [(mid: String?, rid: String?, kind: MediaKind, stats: RTPReceiverStats)] {
+        receiveStreams.map { ($0.transceiver.mid, $0.rid, $0.transceiver.kind, $0.receiver.stats) }
+    }
+
+    /// Aggregated sender statistics, per (transceiver mid, layer).
+    public func senderStats() -> [(mid: String?, layer: Int, kind: MediaKind, stats: RTPSenderStats)] {
+        var out: [(mid: String?, layer: Int, kind: MediaKind, stats: RTPSenderStats)] = []
+        for t in transceivers {
+            for (i, s) in t.senders.enumerated() { out.append((t.mid, i, t.kind, s.stats)) }
+        }
+        return out
+    }
+}
+
+func asciiString(_ packet: UnsafeRawBufferPointer, _ range: Range<Int>) -> String? {
+    var s = ""
+    for i in range {
+        let b = packet[i]
+        guard b >= 0x20 && b < 0x7F else { return nil }
+        s.unicodeScalars.append(Unicode.Scalar(b))
+    }
+    return s.isEmpty ? nil : s
+}

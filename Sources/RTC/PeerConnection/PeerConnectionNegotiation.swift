@@ -1,0 +1,347 @@
+import RTCWire
+
+extension PeerConnection {
+    // MARK: Offer / answer
+
+    /// Creates an offer for the current transceivers (non-trickle: all host candidates included).
+    public func createOffer() throws -> SessionDescription {
+        guard !closed else { throw PeerConnectionError.closed }
+        try gatherIfNeeded(role: configuration.iceLite ? .lite : .controlling)
+        isOfferer = true
+        for t in transceivers where t.mid == nil {
+            while transceivers.contains(where: { $0.mid == String(nextMid) }) { nextMid += 1 }
+            t.mid = String(nextMid)
+            nextMid += 1
+        }
+        for e in LocalCapabilities.offeredExtensions where extensionIDs[e.uri] == nil { extensionIDs[e.uri] = e.id }
+        let text = renderDescription(setup: .actpass, isOffer: true)
+        do { return try SessionDescription.parse(text) } catch {
+            throw PeerConnectionError.badDescription("internal offer did not parse: \(error)")
+        }
+    }
+
+    /// Creates an answer to the remote offer set with ``setRemoteDescription(_:type:)``.
+    public func createAnswer() throws -> SessionDescription {
+        guard !closed else { throw PeerConnectionError.closed }
+        guard !isOfferer, remoteUfrag != nil else { throw PeerConnectionError.invalidState("no remote offer") }
+        let setup: SDPSetup = dtlsRole == .server ? .passive : .active
+        let text = renderDescription(setup: setup, isOffer: false)
+        do { return try SessionDescription.parse(text) } catch {
+            throw PeerConnectionError.badDescription("internal answer did not parse: \(error)")
+        }
+    }
+
+    /// Applies our own description. With the non-trickle flow used here this only starts the
+    /// transports when the remote description is already known (the answerer's case).
+    public func setLocalDescription(_ description: SessionDescription) throws {
+        guard !closed else { throw PeerConnectionError.closed }
+        if !isOfferer { try startTransports() }
+    }
+
+    /// The offer/answer type of a remote description.
+    public enum DescriptionType: String, Sendable { case offer, answer }
+
+    /// Applies the remote description: codecs, extensions, SSRCs, ICE and DTLS parameters.
+    public func setRemoteDescription(_ description: SessionDescription, type: DescriptionType) throws {
+        guard !closed else { throw PeerConnectionError.closed }
+        let remote = try RemoteDescription(description)
+        remoteUfrag = remote.iceUfrag
+        remotePassword = remote.icePassword
+        remoteFingerprint = remote.fingerprint
+        remoteCandidates = remote.candidates
+        remoteIsLite = remote.iceLite
+        switch type {
+        case .offer:
+            isOfferer = false
+            try applyRemoteOffer(remote)
+            switch remote.setup {
+            case .active: dtlsRole = .server
+            case .passive: dtlsRole = .client
+            default: dtlsRole = configuration.answerDTLSRole
+            }
+            try gatherIfNeeded(role: configuration.iceLite ? .lite : (remote.iceLite ? .controlling : .controlled))
+        case .answer:
+            guard isOfferer else { throw PeerConnectionError.invalidState("answer without a local offer") }
+            try applyRemoteAnswer(remote)
+            switch remote.setup {
+            case .active: dtlsRole = .server
+            case .passive: dtlsRole = .client
+            default: throw PeerConnectionError.badDescription("answer must say a=setup:active or passive")
+            }
+            try startTransports()
+        }
+    }
+
+    // MARK: Remote description handling
+
+    func applyRemoteOffer(_ remote: RemoteDescription) throws {
+        adoptExtensions(remote)
+        for m in remote.media {
+            var t = transceivers.first { $0.mid == m.mid }
+            if t == nil, m.kind != nil {
+                // Associate a not-yet-negotiated transceiver of the same kind, else create a receiver.
+                t = transceivers.first { $0.mid == nil && $0.kind == m.kind }
+                if t == nil, let kind = m.kind {
+                    t = addTransceiver(kind: kind, direction: .recvonly)
+                }
+                t?.mid = m.mid
+            }
+            guard let t else { continue }
+            guard let kind = m.kind, kind == t.kind, let pt = m.payloadType(for: t.codec) else {
+                t.rejected = true
+                t.currentDirection = .inactive
+                continue
+            }
+            t.rejected = false
+            t.payloadType = pt
+            t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
+            // Our direction is the intersection of what we want and what the offer allows.
+            t.currentDirection = intersect(t.direction, m.direction.reversed)
+            t.remoteRIDs = m.sendRIDs
+            t.remoteSSRCs = m.ssrcs
+            t.remoteRTXSSRCs = m.rtxToPrimary
+        }
+        for t in transceivers where t.mid == nil { t.rejected = true }
+        prepareSenders()
+    }
+
+    func applyRemoteAnswer(_ remote: RemoteDescription) throws {
+        adoptExtensions(remote)
+        for t in transceivers {
+            guard let m = remote.media.first(where: { $0.mid == t.mid }) else { continue }
+            guard m.port != 0, let pt = m.payloadType(for: t.codec) else {
+                t.rejected = true
+                t.currentDirection = .inactive
+                continue
+            }
+            t.payloadType = pt
+            t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
+            t.currentDirection = intersect(t.direction, m.direction.reversed)
+            t.remoteRIDs = m.sendRIDs
+            t.remoteSSRCs = m.ssrcs
+            t.remoteRTXSSRCs = m.rtxToPrimary
+        }
+        prepareSenders()
+    }
+
+    func adoptExtensions(_ remote: RemoteDescription) {
+        var ids: [String: UInt8] = [:]
+        for m in remote.media {
+            for (uri, id) in m.extensions where LocalCapabilities.isSupported(uri: uri) && ids[uri] == nil {
+                ids[uri] = id
+            }
+        }
+        extensionIDs = ids
+        midExtID = ids[LocalCapabilities.midURI] ?? 0
+        ridExtID = ids[LocalCapabilities.ridURI] ?? 0
+        repairedRIDExtID = ids[LocalCapabilities.repairedRIDURI] ?? 0
+    }
+
+    /// Creates the RTP senders for every transceiver that now sends.
+    func prepareSenders() {
+        for t in transceivers {
+            guard t.sends, t.senders.isEmpty else { continue }
+            let layers = max(1, t.sendRIDs.count)
+            var exts = RTPSendExtensions()
+            exts.mid = midExtID == 0 ? nil : midExtID
+            exts.rid = ridExtID == 0 || t.sendRIDs.isEmpty ? nil : ridExtID
+            exts.repairedRID = repairedRIDExtID == 0 || t.sendRIDs.isEmpty ? nil : repairedRIDExtID
+            exts.absSendTime = extensionIDs[LocalCapabilities.absSendTimeURI]
+            exts.audioLevel = t.kind == .audio ? extensionIDs[LocalCapabilities.audioLevelURI] : nil
+            for i in 0..<layers {
+                let rtx: (payloadType: UInt8, ssrc: UInt32)? = t.rtxPayloadType.map { ($0, t.localRTXSSRCs[i]) }
+                let sender = RTPSender(
+                    ssrc: t.localSSRCs[i], payloadType: t.payloadType, codec: t.codec, rtx: rtx, extensions: exts,
+                    mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i], cname: configuration.cname)
+                t.senders.append(sender)
+                sendBySSRC[t.localSSRCs[i]] = sender
+            }
+        }
+    }
+
+    func intersect(_ mine: SDPDirection, _ allowed: SDPDirection) -> SDPDirection {
+        let send = mine.sends && allowed.sends
+        let recv = mine.receives && allowed.receives
+        switch (send, recv) {
+        case (true, true): return .sendrecv
+        case (true, false): return .sendonly
+        case (false, true): return .recvonly
+        case (false, false): return .inactive
+        }
+    }
+
+    // MARK: Transports
+
+    func gatherIfNeeded(role: ICEAgent.Role) throws {
+        if ice != nil { return }
+        let agent = ICEAgent(role: role, localUfrag: localUfrag, localPassword: localPassword)
+        if sockets.isEmpty {
+            for address in configuration.bindAddresses {
+                guard let bind = SocketAddress(ip: address, port: configuration.port) else {
+                    throw PeerConnectionError.socket("bad bind address \(address)")
+                }
+                do { sockets.append(try loop.openUDP(bindTo: bind, handler: self)) } catch {
+                    throw PeerConnectionError.socket("cannot bind \(address): \(error)")
+                }
+            }
+        }
+        for s in sockets { agent.addLocalSocket(s) }
+        agent.onSelectedPair = { [unowned self] socket, remote in
+            self.mediaTarget = (socket, remote)
+            self.startDTLSIfReady()
+        }
+        agent.onStateChange = { [unowned self] s in
+            switch s {
+            case .checking: if self.state == .new { self.setState(.connecting) }
+            case .failed:
+                self.failureReason = self.failureReason ?? "ICE failed (no candidate pair answered)"
+                self.setState(.failed)
+            case .disconnected: if self.state == .connected { self.setState(.disconnected) }
+            case .connected: if self.state == .disconnected { self.setState(.connected) }
+            default: break
+            }
+        }
+        ice = agent
+        loop.addTicker(self)
+    }
+
+    func startTransports() throws {
+        guard let ice, let ufrag = remoteUfrag, let pwd = remotePassword else {
+            throw PeerConnectionError.invalidState("transports need local and remote descriptions")
+        }
+        guard let role = dtlsRole else { throw PeerConnectionError.invalidState("DTLS role unknown") }
+        guard let fp = remoteFingerprint else { throw PeerConnectionError.badDescription("no a=fingerprint") }
+        let dtlsFingerprint: DTLSFingerprint
+        do { dtlsFingerprint = try DTLSFingerprint(algorithm: fp.algorithm, value: fp.value) } catch {
+            throw PeerConnectionError.badDescription("bad fingerprint: \(error)")
+        }
+        if dtls == nil {
+            let transport: DTLSTransport
+            do {
+                transport = try DTLSTransport(
+                    role: role, certificate: certificate, remoteFingerprint: dtlsFingerprint,
+                    profiles: configuration.srtpProfiles)
+            } catch {
+                throw PeerConnectionError.invalidState("DTLS setup failed: \(error)")
+            }
+            transport.sendDatagram = { [unowned self] bytes in
+                guard let target = self.mediaTarget else { return }
+                target.socket.send(bytes, to: target.remote)
+            }
+            transport.onConnected = { [unowned self] keys in self.dtlsConnected(keys) }
+            transport.onFailed = { [unowned self] error in
+                self.failureReason = "DTLS failed: \(error)"
+                self.setState(.failed)
+            }
+            dtls = transport
+        }
+        ice.setRemoteCredentials(ufrag: ufrag, password: pwd)
+        for c in remoteCandidates { ice.addRemoteCandidate(c) }
+        if state == .new { setState(.connecting) }
+        startDTLSIfReady()
+    }
+
+    func startDTLSIfReady() {
+        guard mediaTarget != nil, let dtls, dtlsRole == .client, dtls.state == .new else { return }
+        dtls.start()
+    }
+
+    func dtlsConnected(_ keys: SRTPKeyingMaterial) {
+        do {
+            let pair = try SRTPSession.pair(keys)
+            srtpOut = pair.outbound
+            srtpIn = pair.inbound
+            srtpProfile = keys.profile
+            setState(.connected)
+        } catch {
+            setState(.failed)
+        }
+    }
+
+    // MARK: Rendering
+
+    func renderDescription(setup: SDPSetup, isOffer: Bool) -> String {
+        sessionVersion += 1
+        var s = "v=0\r\n"
+        s += "o=- \(sessionID) \(sessionVersion) IN IP4 127.0.0.1\r\n"
+        s += "s=-\r\nt=0 0\r\n"
+        let bundled = transceivers.filter { !$0.rejected && $0.mid != nil }.compactMap(\.mid)
+        if !bundled.isEmpty { s += "a=group:BUNDLE \(bundled.joined(separator: " "))\r\n" }
+        if configuration.iceLite { s += "a=ice-lite\r\n" }
+        s += "a=extmap-allow-mixed\r\n"
+        s += "a=msid-semantic: WMS *\r\n"
+        let candidates = ice?.localCandidates ?? []
+        let fp = certificate.fingerprint
+        let ordered = isOffer ? transceivers : transceivers.filter { $0.mid != nil }
+        for t in ordered {
+            guard let mid = t.mid else { continue }
+            let codecPT = isOffer ? (t.kind == .audio ? LocalCapabilities.opusPT : LocalCapabilities.vp8PT) : t.payloadType
+            let rtxPT: UInt8? =
+                isOffer ? (t.kind == .video && configuration.enableRTX ? LocalCapabilities.vp8RTXPT : nil) : t.rtxPayloadType
+            var pts = [String(codecPT)]
+            if let rtxPT { pts.append(String(rtxPT)) }
+            let port = t.rejected ? 0 : (candidates.first.map { Int($0.port) } ?? 9)
+            s += "m=\(t.kind == .audio ? "audio" : "video") \(port) UDP/TLS/RTP/SAVPF \(pts.joined(separator: " "))\r\n"
+            s += "c=IN IP4 \(candidates.first?.address ?? "0.0.0.0")\r\n"
+            s += "a=rtcp:9 IN IP4 0.0.0.0\r\n"
+            for c in candidates where !t.rejected { s += "a=candidate:\(c.attributeValue)\r\n" }
+            if !t.rejected && !candidates.isEmpty { s += "a=end-of-candidates\r\n" }
+            s += "a=ice-ufrag:\(localUfrag)\r\na=ice-pwd:\(localPassword)\r\n"
+            s += "a=fingerprint:\(fp.algorithm) \(fp.value)\r\n"
+            s += "a=setup:\(setup.rawValue)\r\n"
+            s += "a=mid:\(mid)\r\n"
+            for (uri, id) in extensionIDs.sorted(by: { $0.value < $1.value }) {
+                guard let local = LocalCapabilities.offeredExtensions.first(where: { $0.uri == uri }),
+                    local.kinds.contains(t.kind)
+                else { continue }
+                // rid extensions only matter where simulcast is in play.
+                if (uri == LocalCapabilities.ridURI || uri == LocalCapabilities.repairedRIDURI) && isOffer
+                    && t.sendRIDs.isEmpty && t.direction.sends
+                {
+                    continue
+                }
+                s += "a=extmap:\(id) \(uri)\r\n"
+            }
+            let dir = isOffer ? t.direction : (t.currentDirection ?? .inactive)
+            s += "a=\(t.rejected ? "inactive" : dir.rawValue)\r\n"
+            if dir.sends { s += "a=msid:\(t.msid) \(t.trackID)\r\n" }
+            s += "a=rtcp-mux\r\n"
+            if t.kind == .video { s += "a=rtcp-rsize\r\n" }
+            if t.kind == .audio {
+                s += "a=rtpmap:\(codecPT) opus/48000/2\r\n"
+                s += "a=fmtp:\(codecPT) minptime=10;useinbandfec=1\r\n"
+            } else {
+                s += "a=rtpmap:\(codecPT) VP8/90000\r\n"
+                s += "a=rtcp-fb:\(codecPT) nack\r\n"
+                s += "a=rtcp-fb:\(codecPT) nack pli\r\n"
+                s += "a=rtcp-fb:\(codecPT) ccm fir\r\n"
+                if let rtxPT {
+                    s += "a=rtpmap:\(rtxPT) rtx/90000\r\n"
+                    s += "a=fmtp:\(rtxPT) apt=\(codecPT)\r\n"
+                }
+            }
+            if dir.sends && !t.rejected {
+                if t.sendRIDs.isEmpty {
+                    let ssrc = t.localSSRCs[0]
+                    if rtxPT != nil {
+                        s += "a=ssrc-group:FID \(ssrc) \(t.localRTXSSRCs[0])\r\n"
+                    }
+                    s += "a=ssrc:\(ssrc) cname:\(configuration.cname)\r\n"
+                    s += "a=ssrc:\(ssrc) msid:\(t.msid) \(t.trackID)\r\n"
+                    if rtxPT != nil {
+                        s += "a=ssrc:\(t.localRTXSSRCs[0]) cname:\(configuration.cname)\r\n"
+                        s += "a=ssrc:\(t.localRTXSSRCs[0]) msid:\(t.msid) \(t.trackID)\r\n"
+                    }
+                } else if isOffer || !t.remoteRIDs.isEmpty || t.sendRIDs.count > 0 {
+                    for rid in t.sendRIDs { s += "a=rid:\(rid) send\r\n" }
+                    s += "a=simulcast:send \(t.sendRIDs.joined(separator: ";"))\r\n"
+                }
+            }
+            if !isOffer && dir.receives && !t.remoteRIDs.isEmpty {
+                for rid in t.remoteRIDs { s += "a=rid:\(rid) recv\r\n" }
+                s += "a=simulcast:recv \(t.remoteRIDs.joined(separator: ";"))\r\n"
+            }
+        }
+        return s
+    }
+}

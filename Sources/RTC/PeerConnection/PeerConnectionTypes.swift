@@ -1,0 +1,100 @@
+import RTCWire
+
+/// The overall state of a ``PeerConnection`` (ICE and DTLS combined).
+public enum PeerConnectionState: String, Sendable {
+    case new, connecting, connected, disconnected, failed, closed
+}
+
+/// Errors raised by ``PeerConnection`` negotiation and transport.
+public enum PeerConnectionError: Error, Sendable, CustomStringConvertible, Equatable {
+    case invalidState(String)
+    case badDescription(String)
+    case noCommonCodec(mid: String)
+    case socket(String)
+    case closed
+
+    public var description: String {
+        switch self {
+        case .invalidState(let s): return "invalid state: \(s)"
+        case .badDescription(let s): return "bad session description: \(s)"
+        case .noCommonCodec(let mid): return "no common codec for m-line \(mid)"
+        case .socket(let s): return "socket error: \(s)"
+        case .closed: return "peer connection closed"
+        }
+    }
+}
+
+/// Settings fixed when a ``PeerConnection`` is created.
+public struct PeerConnectionConfiguration: Sendable {
+    /// Local addresses to gather host candidates on.
+    public var bindAddresses: [String]
+    /// Fixed UDP port (0 = ephemeral).
+    public var port: UInt16
+    /// Act as an ICE-lite agent (servers).
+    public var iceLite: Bool
+    /// DTLS role to take when answering an `actpass` offer: `.client` answers `active`, `.server` `passive`.
+    public var answerDTLSRole: DTLSTransport.Role
+    /// SRTP profiles in preference order; GCM first because it is ~6× cheaper here.
+    public var srtpProfiles: [SRTPProfile]
+    /// Negotiate RTX (RFC 4588) for video.
+    public var enableRTX: Bool
+    /// CNAME for RTCP SDES.
+    public var cname: String
+
+    public init(
+        bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,
+        answerDTLSRole: DTLSTransport.Role = .client,
+        srtpProfiles: [SRTPProfile] = [.aeadAES128GCM, .aes128CMHMACSHA1_80], enableRTX: Bool = true,
+        cname: String = "understudy"
+    ) {
+        self.bindAddresses = bindAddresses
+        self.port = port
+        self.iceLite = iceLite
+        self.answerDTLSRole = answerDTLSRole
+        self.srtpProfiles = srtpProfiles
+        self.enableRTX = enableRTX
+        self.cname = cname
+    }
+}
+
+/// Transport-level counters of a ``PeerConnection``.
+public struct PeerConnectionCounters: Sendable {
+    public var packetsReceived: UInt64 = 0
+    public var bytesReceived: UInt64 = 0
+    public var packetsSent: UInt64 = 0
+    public var bytesSent: UInt64 = 0
+    /// Media from an address that did not complete ICE.
+    public var droppedUnknownAddress: UInt64 = 0
+    /// Packets that failed SRTP/SRTCP authentication or replay checks.
+    public var droppedSRTP: UInt64 = 0
+    /// Packets that could not be parsed or routed.
+    public var droppedMalformed: UInt64 = 0
+    public var droppedUnroutable: UInt64 = 0
+    public init() {}
+}
+
+/// The codecs and header extensions this stack supports, with the payload types it offers.
+enum LocalCapabilities {
+    static let opusPT: UInt8 = 111
+    static let vp8PT: UInt8 = 96
+    static let vp8RTXPT: UInt8 = 97
+
+    static let audioLevelURI = "urn:ietf:params:rtp-hdrext:ssrc-audio-level"
+    static let absSendTimeURI = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
+    static let midURI = "urn:ietf:params:rtp-hdrext:sdes:mid"
+    static let ridURI = "urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id"
+    static let repairedRIDURI = "urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id"
+
+    /// Extension ids we use when we offer. Stable across m-lines, as BUNDLE requires.
+    static let offeredExtensions: [(id: UInt8, uri: String, kinds: Set<MediaKind>)] = [
+        (1, audioLevelURI, [.audio]),
+        (2, absSendTimeURI, [.audio, .video]),
+        (4, midURI, [.audio, .video]),
+        (10, ridURI, [.video]),
+        (11, repairedRIDURI, [.video]),
+    ]
+
+    static func isSupported(uri: String) -> Bool {
+        offeredExtensions.contains { $0.uri == uri }
+    }
+}

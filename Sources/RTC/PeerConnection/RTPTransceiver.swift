@@ -1,0 +1,59 @@
+import RTCWire
+
+/// One m-line's worth of media: a sender and/or receivers of one kind, with a direction.
+///
+/// Like every RTC object it belongs to the peer connection's ``EventLoop`` thread.
+public final class RTPTransceiver: @unchecked Sendable {
+    /// Audio or video.
+    public let kind: MediaKind
+    /// The media id, assigned at negotiation.
+    public internal(set) var mid: String?
+    /// What this side wants: send, receive, both or neither.
+    public var direction: SDPDirection
+    /// The direction agreed by the last offer/answer, from this side's point of view.
+    public internal(set) var currentDirection: SDPDirection?
+    /// RIDs of the simulcast encodings this side sends (empty: one encoding).
+    public let sendRIDs: [String]
+    /// RIDs the remote sends us on this m-line (simulcast receive).
+    public internal(set) var remoteRIDs: [String] = []
+
+    // Negotiated codec parameters.
+    var payloadType: UInt8 = 0
+    var rtxPayloadType: UInt8?
+    var codec: MediaCodec { kind == .audio ? .opus : .vp8 }
+
+    // Local send streams: one per encoding (per RID, or a single one).
+    var localSSRCs: [UInt32] = []
+    var localRTXSSRCs: [UInt32] = []
+    var senders: [RTPSender] = []
+    /// Remote SSRCs announced in the remote description (a=ssrc), primary and RTX.
+    var remoteSSRCs: [UInt32] = []
+    var remoteRTXSSRCs: [UInt32: UInt32] = [:]  // rtx ssrc -> primary ssrc
+    /// Whether the m-line was rejected (port 0) or is unsupported.
+    var rejected = false
+    let msid: String
+    let trackID: String
+
+    init(kind: MediaKind, direction: SDPDirection, sendRIDs: [String]) {
+        self.kind = kind
+        self.direction = direction
+        self.sendRIDs = sendRIDs
+        self.msid = "understudy-" + randomToken(8)
+        self.trackID = randomToken(12)
+        let layers = max(1, sendRIDs.count)
+        for _ in 0..<layers {
+            localSSRCs.append(UInt32.random(in: 1...UInt32.max))
+            localRTXSSRCs.append(UInt32.random(in: 1...UInt32.max))
+        }
+    }
+
+    var sends: Bool { currentDirection == .sendrecv || currentDirection == .sendonly }
+    var receives: Bool { currentDirection == .sendrecv || currentDirection == .recvonly }
+}
+
+func randomToken(_ n: Int) -> String {
+    let chars = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+    var s = ""
+    for _ in 0..<n { s.append(chars[Int.random(in: 0..<chars.count)]) }
+    return s
+}

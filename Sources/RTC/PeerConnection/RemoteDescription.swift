@@ -1,0 +1,71 @@
+import RTCWire
+
+/// What negotiation needs from a remote description, extracted once and validated.
+struct RemoteDescription {
+    struct Media {
+        var mid: String
+        var kind: MediaKind?
+        var port: UInt16
+        var direction: SDPDirection
+        var codecs: [RTPCodec]
+        var extensions: [(uri: String, id: UInt8)]
+        var ssrcs: [UInt32]
+        var rtxToPrimary: [UInt32: UInt32]
+        var sendRIDs: [String]
+
+        /// The payload type of the first offered codec matching `codec` (VP8 or Opus).
+        func payloadType(for codec: MediaCodec) -> UInt8? {
+            codecs.first { $0.mediaCodec == codec }?.payloadType
+        }
+
+        /// The RTX payload type associated with `pt`, if any.
+        func rtxPayloadType(for pt: UInt8) -> UInt8? {
+            codecs.first { $0.isRTX && $0.associatedPayloadType == pt }?.payloadType
+        }
+    }
+
+    var iceUfrag: String
+    var icePassword: String
+    var iceLite: Bool
+    var fingerprint: SDPFingerprint
+    var setup: SDPSetup?
+    var candidates: [ICECandidate]
+    var media: [Media]
+
+    init(_ d: SessionDescription) throws(PeerConnectionError) {
+        guard !d.media.isEmpty else { throw .badDescription("no m-lines") }
+        var ufrag = d.iceUfrag
+        var pwd = d.icePwd
+        var fp = d.fingerprint
+        var setup = d.setup
+        var candidates: [ICECandidate] = []
+        var media: [Media] = []
+        for (index, m) in d.media.enumerated() {
+            ufrag = ufrag ?? m.iceUfrag
+            pwd = pwd ?? m.icePwd
+            fp = fp ?? m.fingerprint
+            setup = setup ?? m.setup
+            for c in m.candidates where !candidates.contains(c) { candidates.append(c) }
+            let mid = m.mid ?? String(index)
+            var rtx: [UInt32: UInt32] = [:]
+            for g in m.ssrcGroups where g.semantics == "FID" && g.ssrcs.count == 2 { rtx[g.ssrcs[1]] = g.ssrcs[0] }
+            let primaries = m.ssrcs.filter { rtx[$0] == nil }
+            var exts: [(uri: String, id: UInt8)] = []
+            for e in m.extmaps where e.id > 0 && e.id < 256 { exts.append((e.uri, UInt8(e.id))) }
+            let sendRIDs = m.simulcast?.sendRIDs ?? m.rids.filter { $0.direction == .send }.map(\.id)
+            media.append(
+                Media(
+                    mid: mid, kind: m.kind, port: m.port, direction: m.direction ?? .sendrecv, codecs: m.codecs,
+                    extensions: exts, ssrcs: primaries, rtxToPrimary: rtx, sendRIDs: sendRIDs))
+        }
+        guard let ufrag, let pwd else { throw .badDescription("missing a=ice-ufrag / a=ice-pwd") }
+        guard let fp else { throw .badDescription("missing a=fingerprint") }
+        self.iceUfrag = ufrag
+        self.icePassword = pwd
+        self.iceLite = d.iceLite
+        self.fingerprint = fp
+        self.setup = setup
+        self.candidates = candidates
+        self.media = media
+    }
+}

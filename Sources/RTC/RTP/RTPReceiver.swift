@@ -1,0 +1,801 @@
+import RTCWire
+
+/// Feedback and buffering choices for one ``RTPReceiver``.
+public struct RTPReceiverOptions: Sendable, Equatable {
+    /// Send generic NACKs for missing video packets (RFC 4585 `nack`).
+    public var nack: Bool
+    /// Send PLIs to request key frames (`nack pli`).
+    public var pli: Bool
+    /// CNAME for the SDES chunk sent with scheduled receiver reports (none when empty).
+    public var cname: String
+    /// Packets held for reordering and frame assembly (video). Memory is this × 1500 bytes.
+    public var bufferPackets: Int
+    /// How many times one missing packet is NACKed before it is given up.
+    public var maxNACKRetries: Int
+    /// A missing packet older than this is given up even with retries left.
+    public var maxNACKAge: UInt64
+    /// Without NACK, how long a hole is waited for (reordering) before it is given up.
+    public var reorderWait: UInt64
+    /// Minimum spacing of PLIs.
+    public var keyframeRequestInterval: UInt64
+    /// Nominal spacing of receiver reports (randomized ±50 %).
+    public var reportInterval: UInt64
+    /// Minimum spacing of NACK messages.
+    public var nackInterval: UInt64
+
+    /// Creates options; times are nanoseconds.
+    public init(
+        nack: Bool = true, pli: Bool = true, cname: String = "", bufferPackets: Int = 256, maxNACKRetries: Int = 10,
+        maxNACKAge: UInt64 = 1_000_000_000, reorderWait: UInt64 = 50_000_000,
+        keyframeRequestInterval: UInt64 = 500_000_000, reportInterval: UInt64 = 1_000_000_000,
+        nackInterval: UInt64 = 20_000_000
+    ) {
+        self.nack = nack
+        self.pli = pli
+        self.cname = cname
+        self.bufferPackets = bufferPackets
+        self.maxNACKRetries = maxNACKRetries
+        self.maxNACKAge = maxNACKAge
+        self.reorderWait = reorderWait
+        self.keyframeRequestInterval = keyframeRequestInterval
+        self.reportInterval = reportInterval
+        self.nackInterval = nackInterval
+    }
+}
+
+/// Timing that comes with each assembled frame.
+public struct FrameTiming: Sendable, Equatable {
+    /// The frame's RTP timestamp as sent.
+    public var rtpTimestamp: UInt32
+    /// Monotonic time (ns) at which the packet completing the frame arrived.
+    public var arrivalTime: UInt64
+    /// The sender's wall-clock time for this RTP timestamp, mapped through its latest sender report;
+    /// nil until a sender report has been seen.
+    public var ntpTime: NTPTime?
+}
+
+/// Counters of one ``RTPReceiver``; the SDK's audio/video stats are built from these.
+public struct RTPReceiverStats: Sendable, Equatable {
+    /// Unique media packets received (retransmissions that filled a hole included).
+    public var packetsReceived: UInt64 = 0
+    /// Bytes of all packets received, headers included.
+    public var bytesReceived: UInt64 = 0
+    /// Cumulative packets lost: expected − received (RFC 3550 §6.4.1).
+    public var packetsLost: Int64 = 0
+    /// Packets received more than once.
+    public var packetsDuplicated: UInt64 = 0
+    /// Packets that arrived after their frame was released or given up.
+    public var packetsLate: UInt64 = 0
+    /// Packets dropped as malformed (bad RTX, bad VP8 descriptor, empty payload).
+    public var packetsMalformed: UInt64 = 0
+    /// Packets with an unexpected payload type or SSRC.
+    public var packetsUnknown: UInt64 = 0
+    /// Missing packets given up (no retransmission in time).
+    public var packetsGivenUp: UInt64 = 0
+    /// NACK messages sent.
+    public var nacksSent: UInt64 = 0
+    /// Sequence numbers requested in those NACK messages.
+    public var nackedSequenceNumbers: UInt64 = 0
+    /// PLIs sent.
+    public var plisSent: UInt64 = 0
+    /// FIRs sent (this receiver uses PLI only).
+    public var firsSent: UInt64 = 0
+    /// Packets that arrived as retransmissions (RTX, or repairing a NACKed hole).
+    public var retransmissionsReceived: UInt64 = 0
+    /// Complete frames assembled from packets.
+    public var framesAssembled: UInt64 = 0
+    /// Frames delivered as decodable.
+    public var framesDecodable: UInt64 = 0
+    /// Frames dropped: broken by loss, or undecodable while waiting for a key frame.
+    public var framesDropped: UInt64 = 0
+    /// Key frames delivered.
+    public var keyframesReceived: UInt64 = 0
+    /// Interarrival jitter (RFC 3550 A.8) in milliseconds.
+    public var jitter: Double = 0
+    /// Monotonic time (ns) of the last packet; 0 before any.
+    public var lastPacketTime: UInt64 = 0
+    /// Receiver reports sent.
+    public var receiverReportsSent: UInt64 = 0
+}
+
+/// Receives one incoming RTP stream: sequence tracking, loss and NACK, jitter, reordering, frame
+/// assembly with key-frame discipline, and RTCP receiver feedback.
+///
+/// Confined to the event-loop thread. Packets are copied into a preallocated slot ring; the only
+/// allocation is the `[UInt8]` of each delivered frame.
+///
+/// Video (VP8): frames are delivered in order, complete (S=1/PID=0 packet to the marker bit, no gaps)
+/// and decodable: after a loss that breaks a frame, frames are dropped until the next key frame, which
+/// is requested with PLIs (throttled, repeated while waiting). Audio (Opus): each packet is a frame and is
+/// delivered on arrival; late packets are dropped and losses are skipped.
+public final class RTPReceiver: @unchecked Sendable {
+    private static let slotSize = 1500
+
+    /// The media SSRC.
+    public let ssrc: UInt32
+    /// The codec of the stream.
+    public let codec: MediaCodec
+    /// The media payload type.
+    public let payloadType: UInt8
+    /// The RTX payload type, when negotiated.
+    public private(set) var rtxPayloadType: UInt8?
+    /// The RTX SSRC, when known.
+    public var rtxSSRC: UInt32?
+    /// SSRC used as the sender of this receiver's RTCP.
+    public let localSSRC: UInt32
+    /// Options.
+    public let options: RTPReceiverOptions
+
+    /// Called with each complete, decodable frame in order.
+    public var onFrame: ((EncodedFrame, FrameTiming) -> Void)?
+    /// Round-trip estimate (ns) used to space NACK retries; the PeerConnection may update it.
+    public var roundTripTime: UInt64 = 100_000_000
+
+    /// Counters; `packetsLost` is computed on read.
+    public var stats: RTPReceiverStats {
+        var s = counters
+        s.packetsLost = started ? highestExt - baseExt + 1 - Int64(counters.packetsReceived) : 0
+        return s
+    }
+    private var counters = RTPReceiverStats()
+
+    // Sequence tracking. Extended sequence numbers are biased by 2^16 so early reordering stays positive.
+    private var started = false
+    private var baseExt: Int64 = 0
+    private var highestExt: Int64 = 0
+    private var frontier: Int64 = 0  // next packet the assembler needs (video) / after the last delivered (audio)
+    private var expectedPrior: Int64 = 0
+    private var receivedPrior: UInt64 = 0
+
+    // Jitter (RFC 3550 A.8), in RTP units scaled by 16.
+    private var jitterQ4: UInt64 = 0
+    private var lastTransit: Int64 = 0
+    private var hasTransit = false
+    private var firstArrival: UInt64 = 0
+
+    // Sender report mapping.
+    private var lastSRNTP: NTPTime?
+    private var lastSRRTP: UInt32 = 0
+    private var lastSRArrival: UInt64 = 0
+
+    // Packet slots (video). slotExt == -1 marks an empty slot.
+    private let capacity: Int
+    private let storage: UnsafeMutableRawBufferPointer
+    private var slotExt: [Int64]
+    private var slotTimestamp: [UInt32]
+    private var slotMarker: [Bool]
+    private var slotFrameStart: [Bool]
+    private var slotKeyframe: [Bool]
+    private var slotPictureID: [Int32]
+    private var slotLength: [Int]
+    private var slotArrival: [UInt64]
+    // Rings remembering which extended numbers were seen / given up, for dedupe and hole skipping.
+    private var seenExt: [Int64]
+    private var givenUpExt: [Int64]
+
+    // Missing packets, sorted by extended sequence number.
+    private struct Missing {
+        var ext: Int64
+        var firstSeen: UInt64
+        var lastSent: UInt64
+        var retries: Int
+    }
+    private var missing: [Missing]
+    private let missingCapacity: Int
+    private var nackScratch: [UInt16]
+
+    // Key-frame discipline.
+    private var waitingForKeyframe = true
+    private var keyframeWanted = false
+    private var lastKeyframeRequest: UInt64 = 0
+    private var hasRequestedKeyframe = false
+    private var skipping = false  // inside a broken frame: dropping until the next frame start
+    // Until the assembler has found a frame start, packets reordered ahead of the first one still count.
+    private var synced = false
+    private var skippedMedia = false
+    private var lastPictureID: Int32 = -1
+    private var lastPictureIDLong = true
+
+    // RTCP scheduling.
+    private var nextReportTime: UInt64 = 0
+    private var lastNACKTime: UInt64 = 0
+    private var random: RTPRandom
+    private let rtcpBuffer: UnsafeMutableRawBufferPointer
+
+    /// Creates a receiver.
+    public init(
+        ssrc: UInt32, codec: MediaCodec, payloadType: UInt8, rtxPayloadType: UInt8? = nil, rtxSSRC: UInt32? = nil,
+        localSSRC: UInt32, options: RTPReceiverOptions = RTPReceiverOptions(), seed: UInt64? = nil
+    ) {
+        self.ssrc = ssrc
+        self.codec = codec
+        self.payloadType = payloadType
+        self.rtxPayloadType = rtxPayloadType
+        self.rtxSSRC = rtxSSRC
+        self.localSSRC = localSSRC
+        self.options = options
+        capacity = codec == .vp8 ? max(16, options.bufferPackets) : 1
+        storage = .allocate(byteCount: capacity * Self.slotSize, alignment: 16)
+        slotExt = Array(repeating: -1, count: capacity)
+        slotTimestamp = Array(repeating: 0, count: capacity)
+        slotMarker = Array(repeating: false, count: capacity)
+        slotFrameStart = Array(repeating: false, count: capacity)
+        slotKeyframe = Array(repeating: false, count: capacity)
+        slotPictureID = Array(repeating: -1, count: capacity)
+        slotLength = Array(repeating: 0, count: capacity)
+        slotArrival = Array(repeating: 0, count: capacity)
+        let ringSize = max(capacity, 1024)
+        seenExt = Array(repeating: -1, count: ringSize)
+        givenUpExt = Array(repeating: -1, count: ringSize)
+        missingCapacity = min(capacity, 256)
+        missing = []
+        missing.reserveCapacity(missingCapacity + 1)
+        nackScratch = Array(repeating: 0, count: missingCapacity)
+        random = RTPRandom(seed: seed ?? UInt64.random(in: .min ... .max))
+        rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
+    }
+
+    /// Creates a receiver with default options apart from NACK and PLI.
+    public convenience init(
+        ssrc: UInt32, codec: MediaCodec, payloadType: UInt8, rtxPayloadType: UInt8? = nil, rtxSSRC: UInt32? = nil,
+        localSSRC: UInt32, nack: Bool, pli: Bool
+    ) {
+        self.init(
+            ssrc: ssrc, codec: codec, payloadType: payloadType, rtxPayloadType: rtxPayloadType, rtxSSRC: rtxSSRC,
+            localSSRC: localSSRC, options: RTPReceiverOptions(nack: nack, pli: pli))
+    }
+
+    /// Binds the RTX (repair) stream once its SSRC is learned, e.g. from `ssrc-group:FID` or repaired-rid.
+    public func setRTX(ssrc: UInt32, payloadType: UInt8) {
+        rtxSSRC = ssrc
+        rtxPayloadType = payloadType
+    }
+
+    deinit {
+        storage.deallocate()
+        rtcpBuffer.deallocate()
+    }
+
+    // MARK: - Receive
+
+    /// Handles one plaintext RTP packet of this stream (media or RTX) whose header was parsed by
+    /// `RTPHeader.parse`.
+    public func receive(_ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64) {
+        counters.bytesReceived += UInt64(packet.count)
+        counters.lastPacketTime = now
+        let payloadEnd = header.payloadOffset + header.payloadLength
+        guard header.payloadOffset >= 0, header.payloadLength >= 0, payloadEnd <= packet.count else {
+            counters.packetsMalformed += 1
+            return
+        }
+        let payload = UnsafeRawBufferPointer(rebasing: packet[header.payloadOffset..<payloadEnd])
+        let isRTX =
+            (rtxSSRC != nil && header.ssrc == rtxSSRC)
+            || (header.ssrc != ssrc && rtxPayloadType != nil && header.payloadType == rtxPayloadType)
+        if isRTX {
+            guard header.payloadType == rtxPayloadType || rtxPayloadType == nil else {
+                counters.packetsUnknown += 1
+                return
+            }
+            if rtxSSRC == nil { rtxSSRC = header.ssrc }
+            // An RTX packet without payload is bandwidth-probe padding.
+            if payload.count == 0 { return }
+            guard payload.count > 2 else {
+                counters.packetsMalformed += 1
+                return
+            }
+            let osn = payload.rtpGet16(0)
+            let original = UnsafeRawBufferPointer(rebasing: payload[2...])
+            handle(
+                seq: osn, timestamp: header.timestamp, marker: header.marker, payload: original, now: now,
+                retransmission: true)
+            return
+        }
+        guard header.ssrc == ssrc, header.payloadType == payloadType else {
+            counters.packetsUnknown += 1
+            return
+        }
+        handle(
+            seq: header.sequenceNumber, timestamp: header.timestamp, marker: header.marker, payload: payload, now: now,
+            retransmission: false)
+    }
+
+    private func extend(_ seq: UInt16) -> Int64 {
+        guard started else { return Int64(seq) + 0x1_0000 }
+        let delta = Int16(bitPattern: seq &- UInt16(truncatingIfNeeded: highestExt))
+        return highestExt + Int64(delta)
+    }
+
+    private func handle(
+        seq: UInt16, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer, now: UInt64, retransmission: Bool
+    ) {
+        // Validate before touching sequence state, so a corrupt packet looks like a loss.
+        var descriptor: (VP8PayloadDescriptor, headerLength: Int)?
+        if codec == .vp8 {
+            if payload.count == 0 {
+                // Padding-only packets occupy sequence numbers but carry no media.
+                descriptor = nil
+            } else {
+                do throws(VP8Error) {
+                    descriptor = try VP8PayloadDescriptor.parse(payload)
+                } catch {
+                    counters.packetsMalformed += 1
+                    return
+                }
+            }
+        } else if payload.count == 0 {
+            counters.packetsMalformed += 1
+            return
+        }
+
+        let ext = extend(seq)
+        if !started {
+            started = true
+            baseExt = ext
+            highestExt = ext
+            frontier = ext
+            expectedPrior = 0
+            firstArrival = now
+        }
+        let ring = seenExt.count
+        let ringIndex = Int(ext % Int64(ring))
+        if codec == .vp8, !synced, ext < frontier, frontier - ext < Int64(capacity / 2), seenExt[ringIndex] != ext {
+            frontier = ext  // reordered ahead of the first packet seen
+        }
+        if ext < frontier && codec == .vp8 || seenExt[ringIndex] == ext {
+            if seenExt[ringIndex] == ext { counters.packetsDuplicated += 1 } else { counters.packetsLate += 1 }
+            return
+        }
+        if ext < baseExt { baseExt = ext }  // reordered ahead of the first packet
+        seenExt[ringIndex] = ext
+        counters.packetsReceived += 1
+        if retransmission { counters.retransmissionsReceived += 1 }
+
+        if ext > highestExt {
+            if codec == .vp8 && ext > highestExt + 1 { noteGap(from: highestExt + 1, to: ext, now: now) }
+            highestExt = ext
+            if !retransmission { updateJitter(timestamp: timestamp, now: now) }
+        } else if codec == .vp8 {
+            if removeMissing(ext), !retransmission { counters.retransmissionsReceived += 1 }
+        }
+
+        switch codec {
+        case .opus:
+            deliverAudio(ext: ext, timestamp: timestamp, payload: payload, now: now)
+        case .vp8:
+            store(ext: ext, timestamp: timestamp, marker: marker, payload: payload, descriptor: descriptor, now: now)
+            assemble(now: now)
+        }
+    }
+
+    private func updateJitter(timestamp: UInt32, now: UInt64) {
+        let arrival = rtpTicks(nanoseconds: now &- firstArrival, clockRate: codec.clockRate)
+        let transit = Int64(UInt32(truncatingIfNeeded: arrival) &- timestamp)
+        if hasTransit {
+            // Differences are taken mod 2^32 so timestamp wrap does not look like a jump.
+            let d = Int64(Int32(truncatingIfNeeded: transit &- lastTransit)).magnitude
+            jitterQ4 = jitterQ4 &+ d &- ((jitterQ4 + 8) >> 4)
+            counters.jitter = Double(jitterQ4 >> 4) * 1000 / Double(codec.clockRate)
+        }
+        lastTransit = transit
+        hasTransit = true
+    }
+
+    // MARK: Audio
+
+    private func deliverAudio(ext: Int64, timestamp: UInt32, payload: UnsafeRawBufferPointer, now: UInt64) {
+        // `frontier` is one past the last delivered packet; older packets are too late to play in order.
+        if ext < frontier {
+            counters.packetsLate += 1
+            return
+        }
+        frontier = ext + 1
+        let data = [UInt8](payload)
+        let frame = EncodedFrame(
+            codec: .opus, data: data, timestamp: timestamp, isKeyframe: true,
+            duration: UInt32(clamping: (try? OpusTOC.packetDuration(payload)) ?? 0))
+        counters.framesAssembled += 1
+        counters.framesDecodable += 1
+        onFrame?(frame, timing(timestamp: timestamp, arrival: now))
+    }
+
+    private func timing(timestamp: UInt32, arrival: UInt64) -> FrameTiming {
+        var ntp: NTPTime?
+        if let sr = lastSRNTP {
+            let ticks = Int64(Int32(bitPattern: timestamp &- lastSRRTP))
+            let nanos = ticks * 1_000_000_000 / Int64(codec.clockRate)
+            ntp = sr.adding(nanoseconds: nanos)
+        }
+        return FrameTiming(rtpTimestamp: timestamp, arrivalTime: arrival, ntpTime: ntp)
+    }
+
+    // MARK: Video buffering
+
+    private func slot(_ ext: Int64) -> Int { Int(ext % Int64(capacity)) }
+
+    private func store(
+        ext: Int64, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer, descriptor: (VP8PayloadDescriptor, headerLength: Int)?,
+        now: UInt64
+    ) {
+        // Keep the window bounded: packets too far ahead push the assembler forward.
+        if ext >= frontier + Int64(capacity) {
+            forceAdvance(to: ext - Int64(capacity) + 1, now: now)
+        }
+        let i = slot(ext)
+        var length = 0
+        var start = false
+        var key = false
+        var pictureID: Int32 = -1
+        if let (d, headerLength) = descriptor {
+            let media = UnsafeRawBufferPointer(rebasing: payload[headerLength...])
+            length = min(media.count, Self.slotSize)
+            if let src = media.baseAddress, let dst = storage.baseAddress, length > 0 {
+                (dst + i * Self.slotSize).copyMemory(from: src, byteCount: length)
+            }
+            start = d.startOfPartition && d.partitionIndex == 0
+            key = start && isVP8Keyframe(media)
+            pictureID = d.pictureID.map { Int32($0) } ?? -1
+            lastPictureIDLong = d.pictureIDIs15Bit
+        }
+        slotExt[i] = ext
+        slotTimestamp[i] = timestamp
+        slotMarker[i] = marker
+        slotFrameStart[i] = start
+        slotKeyframe[i] = key
+        slotPictureID[i] = pictureID
+        slotLength[i] = length
+        slotArrival[i] = now
+    }
+
+    private func isGivenUp(_ ext: Int64) -> Bool { givenUpExt[Int(ext % Int64(givenUpExt.count))] == ext }
+
+    private func giveUp(_ ext: Int64) {
+        givenUpExt[Int(ext % Int64(givenUpExt.count))] = ext
+        counters.packetsGivenUp += 1
+    }
+
+    private func release(_ ext: Int64) {
+        let i = slot(ext)
+        if slotExt[i] == ext { slotExt[i] = -1 }
+    }
+
+    /// Gives up every packet before `target` that has not arrived, then lets the assembler run.
+    private func forceAdvance(to target: Int64, now: UInt64) {
+        var e = frontier
+        while e < target {
+            if slotExt[slot(e)] != e && !isGivenUp(e) { giveUp(e) }
+            e += 1
+        }
+        var k = 0
+        while k < missing.count {
+            if missing[k].ext < target { missing.remove(at: k) } else { k += 1 }
+        }
+        assemble(now: now)
+        // If the assembler still waits before target (a frame spanning the whole window), drop it.
+        while frontier < target {
+            release(frontier)
+            frontier += 1
+            markBroken(media: true)
+        }
+    }
+
+    private func noteGap(from first: Int64, to end: Int64, now: UInt64) {
+        var e = first
+        if end - first > Int64(missingCapacity) {
+            // Too many to recover: give up the oldest at once.
+            let cut = end - Int64(missingCapacity)
+            while e < cut {
+                giveUp(e)
+                e += 1
+            }
+        }
+        while e < end {
+            if missing.count >= missingCapacity {
+                giveUp(missing[0].ext)
+                missing.remove(at: 0)
+            }
+            missing.append(Missing(ext: e, firstSeen: now, lastSent: 0, retries: 0))
+            e += 1
+        }
+    }
+
+    /// Removes `ext` from the missing list; returns whether it was there.
+    private func removeMissing(_ ext: Int64) -> Bool {
+        var lo = 0
+        var hi = missing.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if missing[mid].ext < ext { lo = mid + 1 } else { hi = mid }
+        }
+        guard lo < missing.count, missing[lo].ext == ext else { return false }
+        missing.remove(at: lo)
+        return true
+    }
+
+    private func markBroken(media: Bool) {
+        if !skipping {
+            skipping = true
+            skippedMedia = false
+        }
+        if media { skippedMedia = true }
+    }
+
+    /// Whether a frame starting with picture ID `pictureID` directly follows the last completed frame,
+    /// so the packets skipped before it carried no media.
+    private func followsLastFrame(_ pictureID: Int32) -> Bool {
+        guard pictureID >= 0, lastPictureID >= 0 else { return false }
+        let mask: Int32 = lastPictureIDLong ? 0x7FFF : 0x7F
+        return pictureID == (lastPictureID + 1) & mask
+    }
+
+    /// Releases complete frames (and skips broken ones) from the frontier onwards.
+    private func assemble(now: UInt64) {
+        if !synced {
+            // Wait a little for an earlier frame start before treating the stream head as broken.
+            // A key frame start needs nothing earlier; anything else may be preceded by late packets.
+            let i = slot(frontier)
+            let atStart = slotExt[i] == frontier && slotFrameStart[i] && slotLength[i] > 0
+            guard atStart && slotKeyframe[i] || now &- firstArrival >= options.reorderWait else { return }
+            synced = true
+            if !atStart { markBroken(media: true) }
+        }
+        while frontier <= highestExt {
+            let i = slot(frontier)
+            guard slotExt[i] == frontier else {
+                guard isGivenUp(frontier) else { return }  // still waiting for it
+                markBroken(media: false)
+                frontier += 1
+                continue
+            }
+            if slotLength[i] == 0 {  // padding
+                release(frontier)
+                frontier += 1
+                continue
+            }
+            guard slotFrameStart[i] else {
+                // The frame's first packet is gone: drop the rest of it.
+                markBroken(media: true)
+                release(frontier)
+                frontier += 1
+                continue
+            }
+            if skipping {
+                skipping = false
+                if skippedMedia || !followsLastFrame(slotPictureID[i]) { frameBroken() }
+            }
+            // Find the marker packet of this frame.
+            let timestamp = slotTimestamp[i]
+            var end = frontier
+            var complete = false
+            while end <= highestExt && end - frontier < Int64(capacity) {
+                let j = slot(end)
+                guard slotExt[j] == end else {
+                    if isGivenUp(end) {
+                        break  // hole given up: frame broken
+                    }
+                    return  // wait for the hole to fill
+                }
+                if slotTimestamp[j] != timestamp || (end > frontier && slotFrameStart[j] && slotLength[j] > 0) {
+                    end -= 1  // next frame began without a marker: this frame is incomplete
+                    break
+                }
+                if slotMarker[j] {
+                    complete = true
+                    break
+                }
+                end += 1
+            }
+            if !complete {
+                if end > highestExt { return }  // the rest has not arrived yet
+                // Broken: drop this frame's packets and skip to the next frame start.
+                var e = frontier
+                while e <= end {
+                    release(e)
+                    e += 1
+                }
+                frontier = max(end + 1, frontier + 1)
+                markBroken(media: true)
+                continue
+            }
+            deliverVideo(from: frontier, through: end, now: now)
+            frontier = end + 1
+        }
+    }
+
+    private func frameBroken() {
+        counters.framesDropped += 1
+        waitingForKeyframe = true
+        keyframeWanted = true
+    }
+
+    private func deliverVideo(from first: Int64, through last: Int64, now: UInt64) {
+        let firstSlot = slot(first)
+        let isKey = slotKeyframe[firstSlot]
+        let timestamp = slotTimestamp[firstSlot]
+        lastPictureID = slotPictureID[firstSlot]
+        counters.framesAssembled += 1
+        if waitingForKeyframe && !isKey {
+            // Undecodable without its references: drop and keep asking for a key frame.
+            counters.framesDropped += 1
+            keyframeWanted = true
+            var e = first
+            while e <= last {
+                release(e)
+                e += 1
+            }
+            return
+        }
+        var total = 0
+        var arrival: UInt64 = 0
+        var e = first
+        while e <= last {
+            let j = slot(e)
+            total += slotLength[j]
+            arrival = max(arrival, slotArrival[j])
+            e += 1
+        }
+        let data = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
+            var w = 0
+            var e = first
+            while e <= last {
+                let j = slot(e)
+                let n = slotLength[j]
+                if n > 0, let src = storage.baseAddress, let dst = buffer.baseAddress {
+                    (dst + w).initialize(
+                        from: (src + j * Self.slotSize).assumingMemoryBound(to: UInt8.self), count: n)
+                }
+                w += n
+                slotExt[j] = -1
+                e += 1
+            }
+            count = w
+        }
+        if isKey {
+            waitingForKeyframe = false
+            keyframeWanted = false
+            counters.keyframesReceived += 1
+        }
+        counters.framesDecodable += 1
+        let frame = EncodedFrame(codec: .vp8, data: data, timestamp: timestamp, isKeyframe: isKey)
+        onFrame?(frame, timing(timestamp: timestamp, arrival: arrival))
+    }
+
+    // MARK: - Feedback in
+
+    /// Records a sender report from this stream's sender: its NTP/RTP pair maps RTP time to wall time,
+    /// and its arrival time gives LSR/DLSR for our receiver reports.
+    public func handleSenderReport(ntp: NTPTime, rtpTimestamp: UInt32, now: UInt64) {
+        lastSRNTP = ntp
+        lastSRRTP = rtpTimestamp
+        lastSRArrival = now
+    }
+
+    /// Records a sender report given its raw 64-bit NTP timestamp.
+    public func handleSenderReport(ntp: UInt64, rtpTimestamp: UInt32, now: UInt64) {
+        handleSenderReport(ntp: NTPTime(value: ntp), rtpTimestamp: rtpTimestamp, now: now)
+    }
+
+    /// Asks for a key frame (PLI), e.g. when a recorder starts; throttled like every other request.
+    public func requestKeyframe() {
+        guard codec == .vp8 else { return }
+        keyframeWanted = true
+    }
+
+    // MARK: - Feedback out
+
+    /// The report block describing this stream now; it starts a new fraction-lost interval.
+    private func makeReportBlock(now: UInt64) -> RTCPReportBlock {
+        let expected = started ? highestExt - baseExt + 1 : 0
+        let lost = expected - Int64(counters.packetsReceived)
+        let expectedInterval = expected - expectedPrior
+        let receivedInterval = Int64(counters.packetsReceived) - Int64(receivedPrior)
+        expectedPrior = expected
+        receivedPrior = counters.packetsReceived
+        let lostInterval = expectedInterval - receivedInterval
+        let fraction: UInt8 =
+            expectedInterval <= 0 || lostInterval <= 0 ? 0 : UInt8(min(255, (lostInterval << 8) / expectedInterval))
+        var lsr: UInt32 = 0
+        var dlsr: UInt32 = 0
+        if let sr = lastSRNTP {
+            lsr = sr.middle32
+            let delay = now &- lastSRArrival
+            dlsr = UInt32(truncatingIfNeeded: min((delay << 16) / RTPNanos.second, UInt64(UInt32.max)))
+        }
+        return RTCPReportBlock(
+            ssrc: ssrc, fractionLost: fraction,
+            // The field is 24-bit signed.
+            cumulativeLost: Int32(clamping: min(max(lost, -0x80_0000), 0x7F_FFFF)),
+            highestSequence: UInt32(truncatingIfNeeded: started ? highestExt - 0x1_0000 : 0),
+            jitter: UInt32(truncatingIfNeeded: jitterQ4 >> 4), lastSR: lsr, delaySinceLastSR: dlsr)
+    }
+
+    /// Gives up on missing packets that are out of retries or too old; returns whether any was.
+    private func expireMissing(now: UInt64) -> Bool {
+        var changed = false
+        var k = 0
+        let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
+        while k < missing.count {
+            let m = missing[k]
+            let age = now &- m.firstSeen
+            let expired: Bool
+            if options.nack {
+                expired = age > options.maxNACKAge
+                    || (m.retries >= options.maxNACKRetries && now &- m.lastSent >= retryInterval)
+            } else {
+                expired = age >= options.reorderWait
+            }
+            if expired {
+                giveUp(m.ext)
+                missing.remove(at: k)
+                changed = true
+            } else {
+                k += 1
+            }
+        }
+        return changed
+    }
+
+    /// Runs timers: gives up old holes, then sends NACKs (every ``RTPReceiverOptions/nackInterval`` while
+    /// packets are missing), PLIs (throttled, repeated while a key frame is awaited) and receiver reports.
+    /// Each emitted compound starts with a receiver report (RFC 3550 §6.1, RFC 4585 §3.1).
+    public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        guard started else { return }
+        if codec == .vp8, expireMissing(now: now) || !synced { assemble(now: now) }
+
+        // NACK items due now.
+        var nackCount = 0
+        if codec == .vp8, options.nack, !missing.isEmpty, now &- lastNACKTime >= options.nackInterval || lastNACKTime == 0 {
+            let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
+            for k in missing.indices where nackCount < nackScratch.count {
+                let m = missing[k]
+                guard m.retries < options.maxNACKRetries, m.lastSent == 0 || now &- m.lastSent >= retryInterval else {
+                    continue
+                }
+                missing[k].lastSent = now
+                missing[k].retries += 1
+                nackScratch[nackCount] = UInt16(truncatingIfNeeded: m.ext)
+                nackCount += 1
+            }
+        }
+        let wantPLI =
+            codec == .vp8 && options.pli && keyframeWanted
+            && (!hasRequestedKeyframe || now &- lastKeyframeRequest >= options.keyframeRequestInterval)
+        let reportDue = now >= nextReportTime
+        guard nackCount > 0 || wantPLI || reportDue else { return }
+
+        let buffer = rtcpBuffer
+        var end = 0
+        do throws(RTCPError) {
+            end = try RTCPWriter.writeReceiverReport(
+                into: buffer, at: 0, ssrc: localSSRC, reports: [makeReportBlock(now: now)])
+            if reportDue {
+                if !options.cname.isEmpty {
+                    end = try RTCPWriter.writeSDESCNAME(into: buffer, at: end, ssrc: localSSRC, cname: options.cname)
+                }
+                nextReportTime = now + options.reportInterval / 2 + random.next() % max(options.reportInterval, 1)
+                counters.receiverReportsSent += 1
+            }
+            if nackCount > 0 {
+                // Entries are sorted, so the writer packs them into the fewest PID/BLP pairs.
+                end = try nackScratch.withUnsafeBufferPointer { all throws(RTCPError) in
+                    try RTCPWriter.writeNACK(
+                        into: buffer, at: end, senderSSRC: localSSRC, mediaSSRC: ssrc,
+                        lostSequenceNumbers: UnsafeBufferPointer(rebasing: all[0..<nackCount]))
+                }
+                lastNACKTime = now
+                counters.nacksSent += 1
+                counters.nackedSequenceNumbers += UInt64(nackCount)
+            }
+            if wantPLI {
+                end = try RTCPWriter.writePLI(into: buffer, at: end, senderSSRC: localSSRC, mediaSSRC: ssrc)
+                lastKeyframeRequest = now
+                hasRequestedKeyframe = true
+                counters.plisSent += 1
+            }
+        } catch {
+            // Only a too-small buffer can fail; send what was written.
+        }
+        guard end > 0 else { return }
+        emitRTCP(buffer, end)
+    }
+}

@@ -1,0 +1,538 @@
+import RTCWire
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Header-extension ids negotiated for a sender (RFC 8285 `a=extmap`); nil means not negotiated.
+public struct RTPSendExtensions: Sendable, Equatable {
+    /// `urn:ietf:params:rtp-hdrext:sdes:mid`
+    public var mid: UInt8?
+    /// `urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id`
+    public var rid: UInt8?
+    /// `urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id`
+    public var repairedRID: UInt8?
+    /// `http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time`
+    public var absSendTime: UInt8?
+    /// `http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01`
+    public var transportWideCC: UInt8?
+    /// `urn:ietf:params:rtp-hdrext:ssrc-audio-level`
+    public var audioLevel: UInt8?
+
+    /// Creates a set of extension ids.
+    public init(
+        mid: UInt8? = nil, rid: UInt8? = nil, repairedRID: UInt8? = nil, absSendTime: UInt8? = nil,
+        transportWideCC: UInt8? = nil, audioLevel: UInt8? = nil
+    ) {
+        self.mid = mid
+        self.rid = rid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
+        self.repairedRID = repairedRID
+        self.absSendTime = absSendTime
+        self.transportWideCC = transportWideCC
+        self.audioLevel = audioLevel
+    }
+}
+
+/// The transport-wide sequence counter shared by every sender of one transport (BUNDLE group).
+public final class TransportSequenceCounter: @unchecked Sendable {
+    /// The next transport-wide sequence number.
+    public var next: UInt16
+    /// Creates a counter.
+    public init(start: UInt16 = 0) { next = start }
+    func take() -> UInt16 {
+        defer { next &+= 1 }
+        return next
+    }
+}
+
+/// Counters of one ``RTPSender``.
+public struct RTPSenderStats: Sendable, Equatable {
+    /// Media packets sent (first transmissions only).
+    public var packetsSent: UInt64 = 0
+    /// Bytes of those packets, headers included.
+    public var bytesSent: UInt64 = 0
+    /// Payload bytes of those packets (the SR octet count).
+    public var payloadBytesSent: UInt64 = 0
+    /// Frames handed to ``RTPSender/send(_:now:emit:)``.
+    public var framesSent: UInt64 = 0
+    /// Packets resent because of NACKs (as RTX or as the original).
+    public var retransmissions: UInt64 = 0
+    /// Bytes of those resent packets.
+    public var retransmittedBytes: UInt64 = 0
+    /// NACK feedback messages received for this sender.
+    public var nacksReceived: UInt64 = 0
+    /// Sequence numbers requested by NACKs that were no longer in the history.
+    public var nackMisses: UInt64 = 0
+    /// PLIs received.
+    public var plisReceived: UInt64 = 0
+    /// FIRs received (new sequence numbers only).
+    public var firsReceived: UInt64 = 0
+    /// Frames that could not be sent because they were empty or the buffer was too small.
+    public var framesFailed: UInt64 = 0
+    /// Sender reports emitted.
+    public var senderReportsSent: UInt64 = 0
+    /// The latest round-trip time computed from receiver reports, in nanoseconds (0 until known).
+    public var roundTripTime: UInt64 = 0
+}
+
+/// Packetizes the frames of one outgoing encoding (one SSRC) into plaintext RTP, keeps a history for
+/// retransmission, answers NACK/PLI/FIR and writes sender reports.
+///
+/// Confined to the event-loop thread. Nothing here allocates per packet: packets are built in one
+/// reused scratch buffer and copied into a preallocated history ring.
+///
+/// Packets are handed to `emit` as `(buffer, length)`: the buffer has room after the packet (its
+/// capacity is ``packetCapacity``) so the callee may SRTP-protect it in place. The bytes are only
+/// valid during the call.
+public final class RTPSender: @unchecked Sendable {
+    /// Capacity of the buffer handed to `emit`; packets never exceed `packetCapacity - 64`.
+    public static let packetCapacity = 1500
+    private static let trailerReserve = 64
+
+    /// The media SSRC.
+    public let ssrc: UInt32
+    /// The media payload type.
+    public let payloadType: UInt8
+    /// The codec being packetized.
+    public let codec: MediaCodec
+    /// RTX payload type and SSRC (RFC 4588), when negotiated.
+    public let rtx: (payloadType: UInt8, ssrc: UInt32)?
+    /// Negotiated header-extension ids.
+    public let extensions: RTPSendExtensions
+    /// The RTP stream id written in the `rid` extension, if any.
+    public let rid: String?
+    /// Largest media payload (after the VP8 descriptor) per packet.
+    public let maxPayloadSize: Int
+    /// The SDES CNAME sent with sender reports.
+    public let cname: String
+
+    /// Called when the remote asks for a key frame (PLI, or FIR with a new sequence number).
+    public var onKeyframeRequest: (() -> Void)?
+    /// Audio level written in the ssrc-audio-level extension: -dBov 0…127 (127 = silence).
+    public var audioLevel: UInt8 = 127
+    /// Whether the current audio frame carries voice (V bit of the audio-level extension).
+    public var voiceActivity = false
+    /// Shared transport-wide sequence counter; a private one is used when nil.
+    public var transportSequence: TransportSequenceCounter?
+    /// Nominal interval between sender reports (randomized ±50 %).
+    public var reportInterval: UInt64 = RTPNanos.second
+    /// Maps the monotonic `now` to wall-clock NTP time for sender reports; reads `CLOCK_REALTIME` by
+    /// default. Tests replace it to stay deterministic.
+    public var wallClock: (UInt64) -> NTPTime = { _ in NTPTime(unixNanoseconds: realtimeNanoseconds()) }
+
+    /// Counters.
+    public private(set) var stats = RTPSenderStats()
+
+    private let midValue: String?
+    private let twoByteExtensions: Bool
+    private var random: RTPRandom
+
+    private var sequenceNumber: UInt16
+    private var rtxSequenceNumber: UInt16
+    private let timestampOffset: UInt32
+    private var pictureID: UInt16
+    private var privateTransportSequence: UInt16 = 0
+
+    private let scratch: UnsafeMutableRawBufferPointer
+    // History ring: slot i holds the packet whose sequence number maps to i.
+    private let historySize: Int
+    private let history: UnsafeMutableRawBufferPointer
+    private var historySeq: [UInt16]
+    private var historyLength: [Int]  // 0 = empty
+    private var historyPayloadOffset: [Int]
+    private var historyLastResent: [UInt64]
+
+    private var lastFrameRTPTimestamp: UInt32
+    private var lastFrameSendTime: UInt64 = 0
+    private var hasSentFrame = false
+    private var nextReportTime: UInt64 = 0
+    private var lastFIRSequence: UInt8?
+    // Recent SRs (middle 32 bits of NTP, send time) to turn RR LSR/DLSR into an RTT.
+    private var reportLog: [(ntp: UInt32, at: UInt64)] = Array(repeating: (0, 0), count: 8)
+    private var reportLogNext = 0
+
+    /// Creates a sender.
+    ///
+    /// - Parameters:
+    ///   - initialSequenceNumber, initialTimestamp, seed: fixed starting values for tests; random when nil.
+    public init(
+        ssrc: UInt32, payloadType: UInt8, codec: MediaCodec, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil,
+        extensions: RTPSendExtensions = RTPSendExtensions(), mid: String? = nil, rid: String? = nil,
+        maxPayloadSize: Int = 1150, historySize: Int = 512, cname: String,
+        initialSequenceNumber: UInt16? = nil, initialTimestamp: UInt32? = nil, seed: UInt64? = nil
+    ) {
+        self.ssrc = ssrc
+        self.payloadType = payloadType
+        self.codec = codec
+        self.rtx = rtx
+        self.extensions = extensions
+        self.rid = rid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
+        self.maxPayloadSize = max(16, min(maxPayloadSize, 1200))
+        self.cname = String(decoding: cname.utf8.prefix(255), as: UTF8.self)
+        // Identifiers must be 1–255 bytes; an unusable one is left out rather than breaking every packet.
+        let validMid = mid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
+        let validRid = rid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
+        midValue = validMid
+        var twoByte = (validMid?.utf8.count ?? 0) > 16 || (validRid?.utf8.count ?? 0) > 16
+        for id in [
+            extensions.mid, extensions.rid, extensions.repairedRID, extensions.absSendTime,
+            extensions.transportWideCC, extensions.audioLevel,
+        ] {
+            if let id, id > 14 { twoByte = true }
+        }
+        twoByteExtensions = twoByte
+        var rng = RTPRandom(seed: seed ?? UInt64.random(in: .min ... .max))
+        random = rng
+        // Start low enough that the first thousand packets do not wrap: some receivers mishandle an early wrap.
+        sequenceNumber = initialSequenceNumber ?? UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
+        rtxSequenceNumber = UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
+        timestampOffset = initialTimestamp ?? UInt32(truncatingIfNeeded: rng.next())
+        pictureID = UInt16(truncatingIfNeeded: rng.next()) & 0x7FFF
+        random = rng
+        lastFrameRTPTimestamp = timestampOffset
+
+        self.historySize = max(1, historySize)
+        scratch = .allocate(byteCount: Self.packetCapacity, alignment: 16)
+        scratch.initializeMemory(as: UInt8.self, repeating: 0)
+        history = .allocate(byteCount: self.historySize * Self.packetCapacity, alignment: 16)
+        historySeq = Array(repeating: 0, count: self.historySize)
+        historyLength = Array(repeating: 0, count: self.historySize)
+        historyPayloadOffset = Array(repeating: 0, count: self.historySize)
+        historyLastResent = Array(repeating: 0, count: self.historySize)
+    }
+
+    deinit {
+        scratch.deallocate()
+        history.deallocate()
+    }
+
+    /// The sequence number the next new packet will carry.
+    public var nextSequenceNumber: UInt16 { sequenceNumber }
+
+    /// The RTP timestamp on the wire for a frame's media timestamp.
+    public func rtpTimestamp(for frameTimestamp: UInt32) -> UInt32 { frameTimestamp &+ timestampOffset }
+
+    // MARK: - Sending
+
+    /// Packetizes `frame` and emits each packet (plaintext RTP) through `emit(buffer, length)`.
+    ///
+    /// VP8 frames are split into nearly equal packets with a 4-byte payload descriptor carrying a
+    /// 15-bit picture ID; the marker bit is set on the last packet. An Opus frame is one packet.
+    public func send(_ frame: EncodedFrame, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        guard !frame.data.isEmpty else {
+            stats.framesFailed += 1
+            return
+        }
+        let timestamp = frame.timestamp &+ timestampOffset
+        frame.data.withUnsafeBytes { data in
+            switch codec {
+            case .opus:
+                sendPacket(payload: data, descriptor: nil, marker: false, timestamp: timestamp, now: now, emit: emit)
+            case .vp8:
+                let descriptorLength = 4  // X, I and a 15-bit picture ID
+                let count = VP8Packetizer.packetCount(
+                    frameLength: data.count, maxPayloadSize: maxPayloadSize, descriptorLength: descriptorLength)
+                // Equal-sized packets spread the loss risk and keep packets below the MTU.
+                let base = data.count / count
+                let extra = data.count % count
+                var offset = 0
+                for i in 0..<count {
+                    let size = base + (i < extra ? 1 : 0)
+                    let slice = UnsafeRawBufferPointer(rebasing: data[offset..<(offset + size)])
+                    let descriptor = VP8PayloadDescriptor(
+                        startOfPartition: i == 0, pictureID: pictureID, pictureIDIs15Bit: true)
+                    sendPacket(
+                        payload: slice, descriptor: descriptor, marker: i == count - 1, timestamp: timestamp,
+                        now: now, emit: emit)
+                    offset += size
+                }
+                pictureID = VP8Packetizer.nextPictureID(pictureID)
+            }
+        }
+        stats.framesSent += 1
+        lastFrameRTPTimestamp = timestamp
+        lastFrameSendTime = now
+        hasSentFrame = true
+    }
+
+    /// Writes the extension block for a packet at offset 12 and returns the payload offset.
+    private func writeExtensions(
+        _ buffer: UnsafeMutableRawBufferPointer, now: UInt64, repaired: Bool
+    ) -> Int {
+        let ridID = repaired ? extensions.repairedRID : extensions.rid
+        let audioLevelID = codec == .opus ? extensions.audioLevel : nil
+        guard
+            (extensions.mid != nil && midValue != nil) || (ridID != nil && rid != nil) || extensions.absSendTime != nil
+                || extensions.transportWideCC != nil || audioLevelID != nil
+        else { return 12 }
+        // The buffer is far larger than any block we write (at most 2 × 255-byte ids and 3 small
+        // elements), so these writes cannot fail; on failure the packet goes out without extensions.
+        do throws(RTPError) {
+            var w = try RTPExtensionBlockWriter(buffer: buffer, at: 12, twoByte: twoByteExtensions)
+            if let id = extensions.mid, let midValue { try w.appendIdentifier(id: id, midValue) }
+            if let id = ridID, let rid { try w.appendIdentifier(id: id, rid) }
+            if let id = extensions.absSendTime {
+                // 6.18 fixed-point seconds, wrapping every 64 s.
+                let seconds = now / RTPNanos.second
+                let fraction = ((now % RTPNanos.second) << 18) / RTPNanos.second
+                try w.appendAbsSendTime(id: id, UInt32(truncatingIfNeeded: (seconds << 18 | fraction) & 0xFF_FFFF))
+            }
+            if let id = extensions.transportWideCC {
+                let seq: UInt16
+                if let shared = transportSequence {
+                    seq = shared.take()
+                } else {
+                    seq = privateTransportSequence
+                    privateTransportSequence &+= 1
+                }
+                try w.appendTransportSequenceNumber(id: id, seq)
+            }
+            if let id = audioLevelID {
+                try w.appendAudioLevel(id: id, RTPAudioLevel(voiceActivity: voiceActivity, level: audioLevel & 0x7F))
+            }
+            return try w.finish()
+        } catch {
+            buffer[0] &= ~0x10
+            return 12
+        }
+    }
+
+    private func sendPacket(
+        payload: UnsafeRawBufferPointer, descriptor: VP8PayloadDescriptor?, marker: Bool, timestamp: UInt32,
+        now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+    ) {
+        let buffer = scratch
+        let seq = sequenceNumber
+        sequenceNumber &+= 1
+        buffer[0] = 0x80
+        buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
+        buffer.rtpPut16(seq, at: 2)
+        buffer.rtpPut32(timestamp, at: 4)
+        buffer.rtpPut32(ssrc, at: 8)
+        let payloadOffset = writeExtensions(buffer, now: now, repaired: false)
+        var w = payloadOffset
+        if let d = descriptor {
+            guard let n = try? d.write(into: UnsafeMutableRawBufferPointer(rebasing: buffer[w...])) else {
+                stats.framesFailed += 1
+                return
+            }
+            w += n
+        }
+        guard w + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress else {
+            stats.framesFailed += 1
+            return
+        }
+        if let src = payload.baseAddress, payload.count > 0 {
+            (base + w).copyMemory(from: src, byteCount: payload.count)
+        }
+        let length = w + payload.count
+        remember(seq: seq, length: length, payloadOffset: payloadOffset)
+        stats.packetsSent += 1
+        stats.bytesSent += UInt64(length)
+        stats.payloadBytesSent += UInt64(length - payloadOffset)
+        emit(buffer, length)
+    }
+
+    private func remember(seq: UInt16, length: Int, payloadOffset: Int) {
+        let slot = Int(seq) % historySize
+        guard let src = scratch.baseAddress, let dst = history.baseAddress else { return }
+        (dst + slot * Self.packetCapacity).copyMemory(from: src, byteCount: length)
+        historySeq[slot] = seq
+        historyLength[slot] = length
+        historyPayloadOffset[slot] = payloadOffset
+        historyLastResent[slot] = 0
+    }
+
+    // MARK: - Feedback
+
+    /// Minimum spacing between two resends of the same packet: one RTT, or 50 ms before one is known.
+    private var resendInterval: UInt64 {
+        stats.roundTripTime > 0 ? max(stats.roundTripTime, 5 * RTPNanos.millisecond) : 50 * RTPNanos.millisecond
+    }
+
+    /// Counts one NACK message and resends the requested packets that are still in the history.
+    ///
+    /// With RTX negotiated, each resend is an RTX packet (RFC 4588: RTX SSRC and payload type, its own
+    /// sequence space, the original sequence number in the first two payload bytes, and the
+    /// repaired-rid extension); otherwise the original packet is sent again. A packet is resent at most
+    /// once per RTT (50 ms before the RTT is known).
+    public func handleNACK(
+        sequenceNumbers: some Sequence<UInt16>, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+    ) {
+        stats.nacksReceived += 1
+        for seq in sequenceNumbers {
+            resend(seq: seq, now: now, emit: emit)
+        }
+    }
+
+    private func resend(seq: UInt16, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        let slot = Int(seq) % historySize
+        let length = historyLength[slot]
+        guard length > 0, historySeq[slot] == seq else {
+            stats.nackMisses += 1
+            return
+        }
+        // The first NACK is answered at once; repeats wait an RTT so a resend in flight is not doubled.
+        let lastResent = historyLastResent[slot]
+        guard lastResent == 0 || now &- lastResent >= resendInterval || now < lastResent else { return }
+        historyLastResent[slot] = now == 0 ? 1 : now
+        guard let stored = history.baseAddress.map({ UnsafeRawBufferPointer(start: $0 + slot * Self.packetCapacity, count: length) }),
+            let out = scratch.baseAddress
+        else { return }
+        let outLength: Int
+        if let rtx {
+            let payloadOffset = historyPayloadOffset[slot]
+            let payloadLength = length - payloadOffset
+            scratch[0] = 0x80
+            scratch[1] = (stored[1] & 0x80) | (rtx.payloadType & 0x7F)
+            scratch.rtpPut16(rtxSequenceNumber, at: 2)
+            rtxSequenceNumber &+= 1
+            for i in 4..<8 { scratch[i] = stored[i] }
+            scratch.rtpPut32(rtx.ssrc, at: 8)
+            let o = writeExtensions(scratch, now: now, repaired: true)
+            guard o + 2 + payloadLength <= Self.packetCapacity - Self.trailerReserve, let src = stored.baseAddress else {
+                return
+            }
+            scratch.rtpPut16(seq, at: o)
+            (out + o + 2).copyMemory(from: src + payloadOffset, byteCount: payloadLength)
+            outLength = o + 2 + payloadLength
+        } else {
+            guard let src = stored.baseAddress else { return }
+            out.copyMemory(from: src, byteCount: length)
+            outLength = length
+        }
+        stats.retransmissions += 1
+        stats.retransmittedBytes += UInt64(outLength)
+        emit(scratch, outLength)
+    }
+
+    /// Handles a Picture Loss Indication for this sender.
+    public func handlePLI() {
+        stats.plisReceived += 1
+        onKeyframeRequest?()
+    }
+
+    /// Handles a Full Intra Request entry for this sender; repeats of the same sequence number are ignored
+    /// (RFC 5104 §4.3.1.1).
+    public func handleFIR(sequenceNumber: UInt8) {
+        guard lastFIRSequence != sequenceNumber else { return }
+        lastFIRSequence = sequenceNumber
+        stats.firsReceived += 1
+        onKeyframeRequest?()
+    }
+
+    /// Counts a key-frame request (PLI) that the caller routes itself, and calls ``onKeyframeRequest``.
+    public func noteKeyframeRequest() { handlePLI() }
+
+    /// Takes a parsed report block about this sender (from an SR or RR) and updates the round-trip time.
+    public func handleReceiverReport(_ block: RTCPReportBlock, now: UInt64) {
+        handleReportBlock(lastSR: block.lastSR, delaySinceLastSR: block.delaySinceLastSR, now: now)
+    }
+
+    /// Takes the LSR/DLSR of a report block about this sender and updates the round-trip time.
+    public func handleReportBlock(lastSR: UInt32, delaySinceLastSR: UInt32, now: UInt64) {
+        guard lastSR != 0 else { return }
+        for entry in reportLog where entry.ntp == lastSR && entry.at != 0 {
+            let delay = (UInt64(delaySinceLastSR) * RTPNanos.second) >> 16
+            let elapsed = now &- entry.at
+            if now >= entry.at, elapsed >= delay { stats.roundTripTime = elapsed - delay }
+            return
+        }
+    }
+
+    /// Handles every feedback in a compound RTCP packet that concerns this sender: report blocks (RTT),
+    /// generic NACK (resend), PLI and FIR (key-frame request). Walks the packet without allocating.
+    ///
+    /// - Throws: the parser's error when the compound packet is malformed; feedback before the
+    ///   malformed part may already have been handled.
+    public func handleRTCP(
+        _ compound: UnsafeRawBufferPointer, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+    ) throws(RTCPError) {
+        try RTCPCompound.forEach(compound) { view throws(RTCPError) in
+            if view.isSenderReport || view.isReceiverReport {
+                try view.forEachReportBlock { block in
+                    if block.ssrc == ssrc { handleReceiverReport(block, now: now) }
+                }
+            } else if view.isNACK, view.mediaSSRC == ssrc {
+                stats.nacksReceived += 1
+                try view.forEachNACKSequence { seq in resend(seq: seq, now: now, emit: emit) }
+            } else if view.isPLI, view.mediaSSRC == ssrc {
+                handlePLI()
+            } else if view.isFIR {
+                try view.forEachFIREntry { entry in
+                    if entry.ssrc == ssrc { handleFIR(sequenceNumber: entry.sequenceNumber) }
+                }
+            }
+        }
+    }
+
+    /// Handles one parsed RTCP packet if it concerns this sender (see ``handleRTCP(_:now:emit:)-(UnsafeRawBufferPointer,_,_)``).
+    public func handleRTCP(_ packet: RTCPPacket, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        switch packet {
+        case .senderReport(let sr):
+            for block in sr.reports where block.ssrc == ssrc { handleReceiverReport(block, now: now) }
+        case .receiverReport(let rr):
+            for block in rr.reports where block.ssrc == ssrc { handleReceiverReport(block, now: now) }
+        case .nack(let nack) where nack.mediaSSRC == ssrc:
+            handleNACK(sequenceNumbers: nack.lostSequenceNumbers, now: now, emit: emit)
+        case .pli(_, let media) where media == ssrc:
+            handlePLI()
+        case .fir(_, let entries):
+            for e in entries where e.ssrc == ssrc { handleFIR(sequenceNumber: e.sequenceNumber) }
+        default:
+            break
+        }
+    }
+
+    // MARK: - Reports
+
+    /// Writes a sender report (with the RTP time that corresponds to `wallClock`, extrapolated from the
+    /// last frame sent) followed by an SDES CNAME into `buffer` at `offset`.
+    ///
+    /// - Returns: the offset just past the written bytes, or `offset` when the buffer is too small.
+    public func makeSenderReport(
+        now: UInt64, wallClock: NTPTime, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
+    ) -> Int {
+        let elapsed = hasSentFrame && now > lastFrameSendTime ? now - lastFrameSendTime : 0
+        let rtpTime = lastFrameRTPTimestamp &+ UInt32(truncatingIfNeeded: rtpTicks(nanoseconds: elapsed, clockRate: codec.clockRate))
+        let end: Int
+        do throws(RTCPError) {
+            let sr = try RTCPWriter.writeSenderReport(
+                into: buffer, at: offset, ssrc: ssrc, ntpTimestamp: wallClock.value, rtpTimestamp: rtpTime,
+                packetCount: UInt32(truncatingIfNeeded: stats.packetsSent),
+                octetCount: UInt32(truncatingIfNeeded: stats.payloadBytesSent))
+            end = try RTCPWriter.writeSDESCNAME(into: buffer, at: sr, ssrc: ssrc, cname: cname)
+        } catch {
+            return offset
+        }
+        reportLog[reportLogNext] = (wallClock.middle32, now)
+        reportLogNext = (reportLogNext + 1) % reportLog.count
+        stats.senderReportsSent += 1
+        return end
+    }
+
+    /// Emits a sender report when one is due, with the time from ``wallClock``.
+    public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        tick(now: now, wallClock: wallClock(now), emitRTCP: emitRTCP)
+    }
+
+    /// Emits a sender report when one is due (about every ``reportInterval``, randomized ±50 %, and
+    /// soon after the first packet).
+    public func tick(now: UInt64, wallClock: NTPTime, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        guard stats.packetsSent > 0, now >= nextReportTime else { return }
+        let end = makeSenderReport(now: now, wallClock: wallClock, into: scratch, at: 0)
+        guard end > 0 else { return }
+        let jitter = reportInterval / 2 + random.next() % max(reportInterval, 1)
+        nextReportTime = now + jitter
+        emitRTCP(scratch, end)
+    }
+}
+
+/// Current `CLOCK_REALTIME` in nanoseconds.
+func realtimeNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}

@@ -1,0 +1,43 @@
+/// The codecs Understudy sends and receives.
+public enum MediaCodec: String, Sendable, Hashable {
+    case opus
+    case vp8
+
+    /// RTP clock rate: 48 kHz for Opus (RFC 7587), 90 kHz for VP8 (RFC 7741).
+    public var clockRate: UInt32 { self == .opus ? 48_000 : 90_000 }
+
+    /// Whether this codec carries audio or video.
+    public var kind: MediaKind { self == .opus ? .audio : .video }
+}
+
+/// Audio or video.
+public enum MediaKind: String, Sendable, Hashable {
+    case audio
+    case video
+}
+
+/// One encoded frame: the unit handed between media sources, the RTP engine and recorders.
+///
+/// `timestamp` is in the codec's RTP clock (see ``MediaCodec/clockRate``); its origin is arbitrary
+/// but monotonic within one stream.
+public struct EncodedFrame: Sendable {
+    /// The codec that produced `data`.
+    public var codec: MediaCodec
+    /// The codec bitstream of one frame (a VP8 frame, or one Opus packet).
+    public var data: [UInt8]
+    /// Media time in RTP clock units.
+    public var timestamp: UInt32
+    /// True for a VP8 key frame; always true for Opus.
+    public var isKeyframe: Bool
+    /// Frame duration in RTP clock units (0 when unknown).
+    public var duration: UInt32
+
+    /// Creates a frame.
+    public init(codec: MediaCodec, data: [UInt8], timestamp: UInt32, isKeyframe: Bool, duration: UInt32 = 0) {
+        self.codec = codec
+        self.data = data
+        self.timestamp = timestamp
+        self.isKeyframe = isKeyframe
+        self.duration = duration
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A parsed `http://host:port/path?query` URL.
+public struct HTTPURL: Sendable, Equatable {
+    public var host: String
+    public var port: UInt16
+    /// Path plus query, always starting with "/".
+    public var target: String
+
+    /// Parses an absolute http URL.
+    public init(_ string: String) throws(HTTPError) {
+        guard let url = URL(string: string), let scheme = url.scheme?.lowercased() else {
+            throw .invalidURL(string)
+        }
+        guard scheme == "http" else { throw .unsupportedScheme(scheme) }
+        guard let host = url.host, !host.isEmpty else { throw .invalidURL(string) }
+        self.host = host
+        let port = url.port ?? 80
+        guard (1...65535).contains(port) else { throw .invalidURL(string) }
+        self.port = UInt16(port)
+        var path = url.path.isEmpty ? "/" : url.path
+        if let q = url.query { path += "?" + q }
+        self.target = path
+    }
+
+    /// Resolves a `Location` header value (absolute or relative) against this URL.
+    public func resolving(_ location: String) throws(HTTPError) -> HTTPURL {
+        if location.hasPrefix("http://") || location.hasPrefix("https://") { return try HTTPURL(location) }
+        var copy = self
+        if location.hasPrefix("/") {
+            copy.target = location
+        } else {
+            let base = target.split(separator: "?").first.map(String.init) ?? "/"
+            let dir = base.hasSuffix("/") ? base : String(base[..<(base.lastIndex(of: "/") ?? base.startIndex)]) + "/"
+            copy.target = dir + location
+        }
+        return copy
+    }
+
+    public var hostHeader: String { port == 80 ? host : "\(host):\(port)" }
+}
+
+/// A minimal HTTP/1.1 client over POSIX sockets: one request per connection, `http` only.
+///
+/// WHIP/WHEP need only a handful of requests, so each runs on its own blocking socket on a
+/// background thread with a deadline; nothing here is on a media path.
+public enum HTTPClient {
+    /// Sends one request and returns the response.
+    public static func request(
+        _ method: String, _ url: HTTPURL, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [],
+        timeout: Double = 10
+    ) async throws(HTTPError) -> HTTPResponse {
+        let result: Result<HTTPResponse, HTTPError> = await withCheckedContinuation { cont in
+            let thread = Thread {
+                do throws(HTTPError) {
+                    cont.resume(returning: .success(try requestBlocking(method, url, headers: headers, body: body, timeout: timeout)))
+                } catch {
+                    cont.resume(returning: .failure(error))
+                }
+            }
+            thread.start()
+        }
+        return try result.get()
+    }
+
+    /// The blocking form of ``request(_:_:headers:body:timeout:)``.
+    public static func requestBlocking(
+        _ method: String, _ url: HTTPURL, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [],
+        timeout: Double = 10
+    ) throws(HTTPError) -> HTTPResponse {
+        let fd = try connect(host: url.host, port: url.port, timeout: timeout)
+        defer { close(fd) }
+        var head = "\(method) \(url.target) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nConnection: close\r\n"
+        head += "User-Agent: understudy\r\n"
+        for (n, v) in headers { head += "\(n): \(v)\r\n" }
+        if !body.isEmpty || method == "POST" || method == "PATCH" || method == "PUT" {
+            head += "Content-Length: \(body.count)\r\n"
+        }
+        head += "\r\n"
+        var out = Array(head.utf8)
+        out.append(contentsOf: body)
+        try writeAll(fd, out)
+        var parser = HTTPResponseParser()
+        parser.noBody = method == "HEAD"
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while !parser.isComplete {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 {
+                try parser.append(chunk[0..<n])
+            } else if n == 0 {
+                try parser.finish()
+            } else {
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw .timeout }
+                if errno == EINTR { continue }
+                throw .connectionClosed
+            }
+        }
+        return HTTPResponse(status: parser.status, reason: parser.reason, headers: parser.headers, body: parser.body)
+    }
+
+    private static func connect(host: String, port: UInt16, timeout: Double) throws(HTTPError) -> Int32 {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var res: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &res)
+        guard rc == 0, let first = res else {
+            throw .connectFailed("cannot resolve \(host): \(String(cString: gai_strerror(rc)))")
+        }
+        defer { freeaddrinfo(res) }
+        var lastError = "no address"
+        var ai: UnsafeMutablePointer<addrinfo>? = first
+        while let a = ai {
+            let fd = socket(a.pointee.ai_family, a.pointee.ai_socktype, a.pointee.ai_protocol)
+            if fd >= 0 {
+                var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                if Glibc.connect(fd, a.pointee.ai_addr, a.pointee.ai_addrlen) == 0 { return fd }
+                lastError = String(cString: strerror(errno))
+                close(fd)
+            }
+            ai = a.pointee.ai_next
+        }
+        throw .connectFailed("\(host):\(port): \(lastError)")
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(HTTPError) {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN { throw .timeout }
+                throw .connectionClosed
+            }
+            sent += n
+        }
+    }
+}

@@ -1,0 +1,82 @@
+/// A small command-line parser: `--name value` options and `--flag` switches, with clear errors.
+struct Arguments {
+    enum Failure: Error, CustomStringConvertible {
+        case unknownOption(String)
+        case missingValue(String)
+        case badValue(String, String)
+        case missingPositional(String)
+        case unexpected(String)
+
+        var description: String {
+            switch self {
+            case .unknownOption(let o): return "unknown option \(o)"
+            case .missingValue(let o): return "option \(o) needs a value"
+            case .badValue(let o, let why): return "bad value for \(o): \(why)"
+            case .missingPositional(let what): return "missing \(what)"
+            case .unexpected(let a): return "unexpected argument '\(a)'"
+            }
+        }
+    }
+
+    private(set) var options: [String: String] = [:]
+    private(set) var positionals: [String] = []
+
+    /// Parses `args`, accepting only `valueOptions` (which take a value) and `switches`.
+    init(_ args: [String], valueOptions: Set<String>, switches: Set<String> = []) throws(Failure) {
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            if a.hasPrefix("--") {
+                var name = a
+                var inlineValue: String?
+                if let eq = a.firstIndex(of: "=") {
+                    name = String(a[..<eq])
+                    inlineValue = String(a[a.index(after: eq)...])
+                }
+                if switches.contains(name) {
+                    options[name] = "true"
+                } else if valueOptions.contains(name) {
+                    if let inlineValue {
+                        options[name] = inlineValue
+                    } else {
+                        guard i + 1 < args.count else { throw .missingValue(name) }
+                        options[name] = args[i + 1]
+                        i += 1
+                    }
+                } else {
+                    throw .unknownOption(name)
+                }
+            } else {
+                positionals.append(a)
+            }
+            i += 1
+        }
+    }
+
+    func value(_ name: String) -> String? { options[name] }
+
+    func flag(_ name: String) -> Bool { options[name] == "true" }
+
+    /// A positive number of seconds (`6`, `6s`, `1.5`, `2m`).
+    func seconds(_ name: String, default def: Double) throws(Failure) -> Double {
+        guard let v = options[name] else { return def }
+        var text = Substring(v)
+        var scale = 1.0
+        if text.hasSuffix("ms") {
+            scale = 0.001
+            text = text.dropLast(2)
+        } else if text.hasSuffix("s") {
+            text = text.dropLast()
+        } else if text.hasSuffix("m") {
+            scale = 60
+            text = text.dropLast()
+        } else if text.hasSuffix("h") {
+            scale = 3600
+            text = text.dropLast()
+        }
+        guard let d = Double(text), d > 0, d.isFinite, d * scale <= 365 * 86400 else {
+            throw .badValue(name, "'\(v)' is not a positive duration")
+        }
+        return d * scale
+    }
+}

@@ -1,0 +1,96 @@
+import Agent
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// The CLI stays thin: parse options, call into Agent, print one clear line on failure.
+
+let usage = """
+    usage: understudy <command> [options]
+
+    commands:
+      whip URL [--token T] [--video testsrc|none|FILE.ivf] [--audio tone|none|FILE.ogg] [--duration SECONDS]
+          publish to a WHIP endpoint (RFC 9725)
+      whep URL [--token T] --record FILE.webm|.mkv|.ogg|.ivf [--duration SECONDS]
+          play from a WHEP endpoint and record without transcoding
+      bench [--quick]
+          run the performance benchmarks and print ratios against their anchors
+    """
+
+func fail(_ message: String, code: Int32 = 1) -> Never {
+    FileHandle.standardError.write(Data("understudy: \(message)\n".utf8))
+    exit(code)
+}
+
+func logLine(_ message: String) {
+    FileHandle.standardError.write(Data("understudy: \(message)\n".utf8))
+}
+
+func sourceChoice(_ value: String?, synthetic: String, option: String) throws(Arguments.Failure) -> SourceChoice {
+    guard let value else { return .synthetic }
+    switch value {
+    case synthetic: return .synthetic
+    case "none": return .none
+    default:
+        guard FileManager.default.isReadableFile(atPath: value) else {
+            throw .badValue(option, "'\(value)' is not '\(synthetic)', 'none' or a readable file")
+        }
+        return .file(value)
+    }
+}
+
+func runWHIP(_ args: [String]) async {
+    do {
+        let a = try Arguments(args, valueOptions: ["--token", "--video", "--audio", "--duration"])
+        guard let url = a.positionals.first else { throw Arguments.Failure.missingPositional("the WHIP endpoint URL") }
+        guard a.positionals.count == 1 else { throw Arguments.Failure.unexpected(a.positionals[1]) }
+        let video = try sourceChoice(a.value("--video"), synthetic: "testsrc", option: "--video")
+        let audio = try sourceChoice(a.value("--audio"), synthetic: "tone", option: "--audio")
+        let duration = try a.seconds("--duration", default: 30)
+        ShutdownSignal.shared.install()
+        let summary = try await WHIPClient.publish(
+            url: url, token: a.value("--token"), video: video, audio: audio, duration: duration, log: logLine)
+        logLine("whip done: \(summary.line)")
+    } catch let e as Arguments.Failure {
+        fail("whip: \(e)", code: 2)
+    } catch {
+        fail("whip: \(error)")
+    }
+}
+
+func runWHEP(_ args: [String]) async {
+    do {
+        let a = try Arguments(args, valueOptions: ["--token", "--record", "--duration"])
+        guard let url = a.positionals.first else { throw Arguments.Failure.missingPositional("the WHEP endpoint URL") }
+        guard a.positionals.count == 1 else { throw Arguments.Failure.unexpected(a.positionals[1]) }
+        guard let record = a.value("--record") else { throw Arguments.Failure.missingValue("--record") }
+        let duration = try a.seconds("--duration", default: 30)
+        ShutdownSignal.shared.install()
+        let summary = try await WHIPClient.play(
+            url: url, token: a.value("--token"), recordPath: record, duration: duration, log: logLine)
+        logLine("whep done: \(summary.line)")
+        if summary.videoFrames == 0 && summary.audioFrames == 0 {
+            fail("whep: no media was received")
+        }
+    } catch let e as Arguments.Failure {
+        fail("whep: \(e)", code: 2)
+    } catch {
+        fail("whep: \(error)")
+    }
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else {
+    print(usage)
+    exit(2)
+}
+let rest = Array(arguments.dropFirst())
+switch command {
+case "whip": await runWHIP(rest)
+case "whep": await runWHEP(rest)
+case "-h", "--help", "help": print(usage)
+default: fail("unknown command '\(command)'\n\(usage)", code: 2)
+}
+exit(0)

@@ -1,0 +1,272 @@
+import Testing
+
+@testable import RTC
+@testable import RTCWire
+
+/// One side of an ICE test: a socket whose STUN goes to an agent, ticked by the loop.
+/// Everything is touched on the loop thread only.
+private final class ICEEndpoint: DatagramHandler, EventLoopTicker, @unchecked Sendable {
+    var agent: ICEAgent!
+    var socket: UDPSocket!
+    var states: [ICEState] = []
+    var selections: [SocketAddress] = []
+    var notSTUN = 0
+
+    func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        if agent?.handleSTUN(UnsafeRawBufferPointer(data), from: from, socket: socket) != true { notSTUN += 1 }
+    }
+
+    func tick(now: UInt64) { agent?.tick(now: now) }
+}
+
+/// Stores whole datagrams (for tests that play a raw peer).
+private final class RawSTUNPeer: DatagramHandler, @unchecked Sendable {
+    var datagrams: [[UInt8]] = []
+    func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        datagrams.append(Array(data))
+    }
+}
+
+private func candidate(of endpoint: ICEEndpoint) -> ICECandidate {
+    endpoint.agent.localCandidates[0]
+}
+
+/// Builds two endpoints on `loop`, exchanges credentials and (for full agents) candidates.
+private func makeEndpoints(
+    loop: EventLoop, roles: (ICEAgent.Role, ICEAgent.Role), tieBreakers: (UInt64, UInt64)? = nil,
+    wrongPasswordForB: Bool = false, timeouts: ICETimeouts = ICETimeouts()
+) async throws -> (ICEEndpoint, ICEEndpoint) {
+    let a = ICEEndpoint()
+    let b = ICEEndpoint()
+    let socketA = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: a)
+    let socketB = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: b)
+    await loop.submit {
+        for (endpoint, socket, role, tie) in [
+            (a, socketA, roles.0, tieBreakers?.0), (b, socketB, roles.1, tieBreakers?.1),
+        ] {
+            let credentials = ICEAgent.randomCredentials()
+            let agent =
+                tie.map {
+                    ICEAgent(role: role, localUfrag: credentials.ufrag, localPassword: credentials.password, tieBreaker: $0)
+                } ?? ICEAgent(role: role, localUfrag: credentials.ufrag, localPassword: credentials.password)
+            agent.timeouts = timeouts
+            agent.addLocalSocket(socket)
+            agent.onStateChange = { [unowned endpoint] in endpoint.states.append($0) }
+            agent.onSelectedPair = { [unowned endpoint] _, remote in endpoint.selections.append(remote) }
+            endpoint.agent = agent
+            endpoint.socket = socket
+            loop.addTicker(endpoint)
+        }
+        a.agent.setRemoteCredentials(
+            ufrag: b.agent.localUfrag, password: wrongPasswordForB ? "wrongwrongwrongwrongwrong" : b.agent.localPassword)
+        b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
+        // A lite agent learns its peer from the checks; full agents get the peer's candidate.
+        if roles.0 != .lite { a.agent.addRemoteCandidate(candidate(of: b)) }
+        if roles.1 != .lite { b.agent.addRemoteCandidate(candidate(of: a)) }
+    }
+    return (a, b)
+}
+
+private func bothConnected(_ a: ICEEndpoint, _ b: ICEEndpoint) -> @Sendable () -> Bool {
+    { a.agent.state == .connected && b.agent.state == .connected }
+}
+
+/// Checks that each side selected the other's socket address on its own socket.
+private func expectAgreement(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoint) async {
+    let ok = await loop.submit {
+        guard let pairA = a.agent.selectedPair, let pairB = b.agent.selectedPair else { return false }
+        return pairA.socket === a.socket && pairA.remote == b.socket.localAddress
+            && pairB.socket === b.socket && pairB.remote == a.socket.localAddress
+            && a.agent.isValidRemote(b.socket.localAddress) && b.agent.isValidRemote(a.socket.localAddress)
+            && !a.agent.isValidRemote(SocketAddress(ip: "127.0.0.1", port: 9)!)
+    }
+    #expect(ok)
+}
+
+@Suite struct ICEAgentTests {
+    @Test func credentialsAndHostCandidate() async throws {
+        let (ufrag, password) = ICEAgent.randomCredentials()
+        let iceChars = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        #expect(ufrag.count >= 4 && password.count >= 22)
+        #expect((ufrag + password).allSatisfy { iceChars.contains($0) })
+        #expect(ICEAgent.randomCredentials().password != password)
+
+        let loop = EventLoop(name: "cand")
+        defer { loop.shutdown() }
+        let socket = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: RawSTUNPeer())
+        let host = await loop.submit { () -> ICECandidate in
+            let agent = ICEAgent(role: .controlling, localUfrag: ufrag, localPassword: password)
+            agent.addLocalSocket(socket)
+            agent.addRemoteCandidate(
+                ICECandidate(foundation: "1", priority: 1, address: "abcd.local", port: 9, type: "host"))
+            agent.addRemoteCandidate(
+                ICECandidate(foundation: "2", transport: "tcp", priority: 1, address: "127.0.0.1", port: 9, type: "host"))
+            #expect(agent.remoteCandidates.isEmpty)
+            return agent.localCandidates[0]
+        }
+        // (2^24)*126 + (2^8)*65535 + (256 - 1)
+        #expect(host.priority == 2_130_706_431)
+        #expect(host.type == "host" && host.transport == "udp" && host.component == 1)
+        #expect(host.address == "127.0.0.1" && host.port == socket.localAddress.port)
+    }
+
+    @Test func controllingAndControlledConnectAndAgree() async throws {
+        let loop = EventLoop(name: "ice-full")
+        defer { loop.shutdown() }
+        let (a, b) = try await makeEndpoints(loop: loop, roles: (.controlling, .controlled))
+        #expect(await IOTestSupport.wait(loop, bothConnected(a, b)))
+        await expectAgreement(loop, a, b)
+        let (statesA, statesB, selectionsB) = await loop.submit { (a.states, b.states, b.selections) }
+        #expect(statesA.first == .checking && statesA.last == .connected)
+        #expect(statesB.last == .connected)
+        #expect(selectionsB.count == 1)
+    }
+
+    @Test func fullAndLiteConnectAndAgree() async throws {
+        let loop = EventLoop(name: "ice-lite")
+        defer { loop.shutdown() }
+        let (a, b) = try await makeEndpoints(loop: loop, roles: (.controlling, .lite))
+        #expect(await IOTestSupport.wait(loop, bothConnected(a, b)))
+        await expectAgreement(loop, a, b)
+        let liteChecks = await loop.submit { b.agent.counters.checksSent }
+        #expect(liteChecks == 0)
+        let learned = await loop.submit { b.agent.remoteCandidates.map(\.type) }
+        #expect(learned == ["prflx"])
+    }
+
+    @Test func wrongPasswordNeverConnectsAndCountsDrops() async throws {
+        let loop = EventLoop(name: "ice-badpw")
+        defer { loop.shutdown() }
+        let (a, b) = try await makeEndpoints(loop: loop, roles: (.controlling, .controlled), wrongPasswordForB: true)
+        // A's checks are rejected with 401, so its only pair fails.
+        #expect(await IOTestSupport.wait(loop) { a.agent.state == .failed })
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let (statesA, statesB, badIntegrity, selected) = await loop.submit {
+            (a.states, b.states, b.agent.counters.droppedBadIntegrity, a.agent.selectedPair == nil && b.agent.selectedPair == nil)
+        }
+        #expect(!statesA.contains(.connected))
+        #expect(!statesB.contains(.connected))
+        #expect(badIntegrity > 0)
+        #expect(selected)
+    }
+
+    @Test func consentFailsWhenThePeerGoesSilent() async throws {
+        var timeouts = ICETimeouts()
+        timeouts.consentInterval = 30_000_000
+        timeouts.disconnectedAfter = 150_000_000
+        timeouts.consentExpiry = 400_000_000
+        let loop = EventLoop(name: "ice-consent")
+        defer { loop.shutdown() }
+        let (a, b) = try await makeEndpoints(loop: loop, roles: (.controlling, .controlled), timeouts: timeouts)
+        #expect(await IOTestSupport.wait(loop, bothConnected(a, b)))
+        // Consent keeps the connection up while the peer answers.
+        try await Task.sleep(nanoseconds: 500_000_000)
+        let (stillConnected, consentAnswers) = await loop.submit {
+            (a.agent.state == .connected, b.agent.counters.requestsAnswered)
+        }
+        #expect(stillConnected)
+        #expect(consentAnswers > 5)
+        await loop.submit { b.agent.close() }
+        #expect(await IOTestSupport.wait(loop) { a.agent.state == .failed })
+        let states = await loop.submit { a.states }
+        #expect(states.suffix(3) == [.connected, .disconnected, .failed])
+    }
+
+    @Test func liteAgentFailsWhenChecksStop() async throws {
+        var timeouts = ICETimeouts()
+        timeouts.consentInterval = 30_000_000
+        timeouts.disconnectedAfter = 150_000_000
+        timeouts.consentExpiry = 400_000_000
+        let loop = EventLoop(name: "ice-lite-consent")
+        defer { loop.shutdown() }
+        let (a, b) = try await makeEndpoints(loop: loop, roles: (.controlling, .lite), timeouts: timeouts)
+        #expect(await IOTestSupport.wait(loop, bothConnected(a, b)))
+        await loop.submit { a.agent.close() }
+        #expect(await IOTestSupport.wait(loop) { b.agent.state == .failed })
+        let states = await loop.submit { b.states }
+        #expect(states.suffix(3) == [.connected, .disconnected, .failed])
+    }
+
+    @Test(arguments: [ICEAgent.Role.controlling, .controlled])
+    func roleConflictResolvesByTieBreaker(bothRole: ICEAgent.Role) async throws {
+        let loop = EventLoop(name: "ice-conflict")
+        defer { loop.shutdown() }
+        let (a, b) = try await makeEndpoints(loop: loop, roles: (bothRole, bothRole), tieBreakers: (100, 50))
+        #expect(await IOTestSupport.wait(loop, bothConnected(a, b)))
+        await expectAgreement(loop, a, b)
+        let (roleA, roleB, switches) = await loop.submit {
+            (a.agent.role, b.agent.role, a.agent.counters.roleSwitches + b.agent.counters.roleSwitches)
+        }
+        // The larger tie-breaker controls.
+        #expect(roleA == .controlling)
+        #expect(roleB == .controlled)
+        #expect(switches == 1)
+    }
+
+    @Test func rejectsUnauthenticatedAndMalformedRequests() async throws {
+        let loop = EventLoop(name: "ice-reject")
+        defer { loop.shutdown() }
+        let endpoint = ICEEndpoint()
+        let raw = RawSTUNPeer()
+        let agentSocket = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: endpoint)
+        let rawSocket = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: raw)
+        let badUsername = STUNMessage(
+            messageClass: .request, attributes: [.username("nobody:peer"), .priority(1), .iceControlling(1)])
+        let goodUsernameBadKey = STUNMessage(
+            messageClass: .request, attributes: [.username("ufrag:peer"), .priority(1), .iceControlling(1)])
+        let valid = STUNMessage(
+            messageClass: .request, attributes: [.username("ufrag:peer"), .priority(1), .iceControlling(1)])
+        await loop.submit {
+            let agent = ICEAgent(role: .controlled, localUfrag: "ufrag", localPassword: "local-password-0123456789")
+            agent.addLocalSocket(agentSocket)
+            endpoint.agent = agent
+            let to = agentSocket.localAddress
+            rawSocket.send(badUsername.serialize(integrityKey: Array("local-password-0123456789".utf8), fingerprint: true), to: to)
+            rawSocket.send(goodUsernameBadKey.serialize(integrityKey: Array("nope".utf8), fingerprint: true), to: to)
+            var corrupted = valid.serialize(integrityKey: Array("local-password-0123456789".utf8), fingerprint: true)
+            corrupted[corrupted.count - 1] ^= 0xFF  // FINGERPRINT no longer matches
+            rawSocket.send(corrupted, to: to)
+            rawSocket.send(valid.serialize(integrityKey: Array("local-password-0123456789".utf8), fingerprint: true), to: to)
+            rawSocket.send([0x01, 0x02, 0x03], to: to)  // not STUN: left to the caller
+        }
+        #expect(await IOTestSupport.wait(loop) { raw.datagrams.count >= 3 && endpoint.notSTUN == 1 })
+        let (responses, counters, learned) = await loop.submit {
+            (raw.datagrams.compactMap { $0.withUnsafeBytes { try? STUNMessage.parse($0) } },
+             endpoint.agent.counters, endpoint.agent.isValidRemote(rawSocket.localAddress))
+        }
+        #expect(responses.count == 3)
+        #expect(responses.first { $0.transactionID == badUsername.transactionID }?.errorCode?.code == 401)
+        #expect(responses.first { $0.transactionID == goodUsernameBadKey.transactionID }?.errorCode?.code == 401)
+        let success = try #require(responses.first { $0.transactionID == valid.transactionID })
+        #expect(success.messageClass == .successResponse)
+        #expect(success.xorMappedAddress.flatMap { SocketAddress($0) } == rawSocket.localAddress)
+        #expect(counters.droppedUnknownUsername == 1)
+        #expect(counters.droppedBadIntegrity == 1)
+        #expect(counters.droppedMalformed == 1)
+        #expect(counters.requestsAnswered == 1)
+        #expect(learned)
+    }
+
+    @Test func iceRestartKeepsThePairAndSelectsAgain() async throws {
+        let loop = EventLoop(name: "ice-restart")
+        defer { loop.shutdown() }
+        let (a, b) = try await makeEndpoints(loop: loop, roles: (.controlling, .controlled))
+        #expect(await IOTestSupport.wait(loop, bothConnected(a, b)))
+        let keptDuringRestart = await loop.submit { () -> Bool in
+            let newA = ICEAgent.randomCredentials()
+            let newB = ICEAgent.randomCredentials()
+            a.agent.restart(localUfrag: newA.ufrag, localPassword: newA.password)
+            b.agent.restart(localUfrag: newB.ufrag, localPassword: newB.password)
+            let kept = a.agent.selectedPair?.remote == b.socket.localAddress
+            a.agent.setRemoteCredentials(ufrag: newB.ufrag, password: newB.password)
+            b.agent.setRemoteCredentials(ufrag: newA.ufrag, password: newA.password)
+            a.agent.addRemoteCandidate(candidate(of: b))
+            b.agent.addRemoteCandidate(candidate(of: a))
+            return kept
+        }
+        #expect(keptDuringRestart)
+        #expect(await IOTestSupport.wait(loop) { a.selections.count == 2 && b.selections.count == 2 })
+        #expect(await IOTestSupport.wait(loop, bothConnected(a, b)))
+        await expectAgreement(loop, a, b)
+    }
+}

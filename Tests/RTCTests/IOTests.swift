@@ -1,0 +1,211 @@
+import Synchronization
+import Testing
+
+@testable import RTC
+
+/// Records what a socket receives; touched only on the loop thread.
+private final class CollectingHandler: DatagramHandler, @unchecked Sendable {
+    var payloads: [[UInt8]] = []
+    var sources: [SocketAddress] = []
+    var sizes: [Int] = []
+
+    func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        sizes.append(data.count)
+        payloads.append(Array(data.prefix(8)))
+        sources.append(from)
+    }
+}
+
+private final class CountingTicker: EventLoopTicker, @unchecked Sendable {
+    var times: [UInt64] = []
+    func tick(now: UInt64) { times.append(now) }
+}
+
+/// Helpers shared by the I/O and ICE tests.
+enum IOTestSupport {
+    /// 127.0.0.1 with an ephemeral port.
+    static let loopback = SocketAddress(ip: "127.0.0.1", port: 0)!
+
+    /// Polls `condition` on the loop until it holds or `seconds` pass; returns whether it held.
+    static func wait(_ loop: EventLoop, seconds: Double = 5, _ condition: @escaping @Sendable () -> Bool) async -> Bool {
+        let deadline = EventLoop.now() + UInt64(seconds * 1e9)
+        while EventLoop.now() < deadline {
+            if await loop.submit(condition) { return true }
+            try? await Task.sleep(nanoseconds: 5_000_000)
+        }
+        return await loop.submit(condition)
+    }
+}
+
+@Suite struct SocketAddressTests {
+    @Test func parsesAndPrintsIPv4AndIPv6() throws {
+        let v4 = try #require(SocketAddress(ip: "192.0.2.7", port: 5004))
+        #expect(v4.ip == "192.0.2.7")
+        #expect(v4.port == 5004)
+        #expect(v4.description == "192.0.2.7:5004")
+        #expect(!v4.isIPv6)
+        let v6 = try #require(SocketAddress(ip: "2001:db8::1", port: 443))
+        #expect(v6.ip == "2001:db8::1")
+        #expect(v6.description == "[2001:db8::1]:443")
+        #expect(v6.isIPv6)
+        #expect(SocketAddress(ip: "example.local", port: 1) == nil)
+        #expect(SocketAddress(ip: "300.1.1.1", port: 1) == nil)
+        #expect(SocketAddress(ip: "10.0.0.1", port: 1) == SocketAddress(ip: "10.0.0.1", port: 1))
+        #expect(SocketAddress(ip: "10.0.0.1", port: 1) != SocketAddress(ip: "10.0.0.1", port: 2))
+        #expect(Set([v4, v4, v6]).count == 2)
+    }
+
+    @Test func convertsToAndFromSTUNAddress() throws {
+        let v6 = try #require(SocketAddress(ip: "2001:db8:1234:5678:11:2233:4455:6677", port: 32853))
+        let stun = try #require(v6.stunAddress)
+        #expect(SocketAddress(stun) == v6)
+        let v4 = try #require(SocketAddress(ip: "127.0.0.1", port: 9))
+        #expect(v4.stunAddress?.address == [127, 0, 0, 1])
+    }
+}
+
+@Suite struct EventLoopTests {
+    @Test func twoSocketsExchangeAThousandDatagrams() async throws {
+        let loop = EventLoop(name: "io-test")
+        defer { loop.shutdown() }
+        let handlerA = CollectingHandler()
+        let handlerB = CollectingHandler()
+        let a = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: handlerA)
+        let b = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: handlerB)
+        #expect(a.localAddress.port != 0)
+        #expect(a.localAddress != b.localAddress)
+
+        // Ten rounds of 100 each way, so that the kernel buffers never overflow.
+        for round in 0..<10 {
+            loop.execute {
+                for i in 0..<100 {
+                    var value = UInt32(round * 100 + i)
+                    withUnsafeBytes(of: &value) {
+                        a.send($0, to: b.localAddress)
+                        b.send($0, to: a.localAddress)
+                    }
+                }
+            }
+            let expected = (round + 1) * 100
+            #expect(await IOTestSupport.wait(loop) { handlerA.sizes.count >= expected && handlerB.sizes.count >= expected })
+        }
+        let (receivedByB, sourcesAtB, sentByA, errors) = await loop.submit {
+            (
+                handlerB.payloads.map { $0.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) } },
+                Set(handlerB.sources), a.packetsSent, a.sendErrors + b.sendErrors
+            )
+        }
+        #expect(receivedByB == (0..<1000).map { UInt32($0) })
+        #expect(sourcesAtB == [a.localAddress])
+        #expect(sentByA == 1000)
+        #expect(errors == 0)
+        let counters = await loop.submit { (b.packetsReceived, b.bytesReceived) }
+        #expect(counters.0 == 1000)
+        #expect(counters.1 == 4000)
+    }
+
+    @Test func executeRunsInOrderOnTheLoopThread() async {
+        let loop = EventLoop(name: "order")
+        defer { loop.shutdown() }
+        #expect(!loop.isInLoop)
+        let log = Mutex<[Int]>([])
+        let onLoop = Mutex<Bool>(true)
+        for i in 0..<200 {
+            loop.execute {
+                if !loop.isInLoop { onLoop.withLock { $0 = false } }
+                log.withLock { $0.append(i) }
+            }
+        }
+        _ = await loop.submit { 0 }
+        #expect(log.withLock { $0 } == Array(0..<200))
+        #expect(onLoop.withLock { $0 })
+    }
+
+    @Test func tickersRunUntilRemoved() async {
+        let loop = EventLoop(name: "ticks")
+        defer { loop.shutdown() }
+        let ticker = CountingTicker()
+        loop.addTicker(ticker)
+        #expect(await IOTestSupport.wait(loop) { ticker.times.count >= 5 })
+        let times = await loop.submit { ticker.times }
+        #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 })
+        loop.removeTicker(ticker)
+        let countAfterRemoval = await loop.submit { ticker.times.count }
+        try? await Task.sleep(nanoseconds: 50_000_000)
+        #expect(await loop.submit { ticker.times.count } == countAfterRemoval)
+    }
+
+    /// Sends 1000 datagrams to a socket impaired with `seed`; returns (delivered, dropped).
+    func runImpaired(seed: UInt64) async throws -> (Int, UInt64) {
+        let loop = EventLoop(name: "impair")
+        defer { loop.shutdown() }
+        let sink = CollectingHandler()
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: sink)
+        let sender = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: CollectingHandler())
+        await loop.submit { receiver.impairment = Impairment(receiveDropRate: 0.05, seed: seed) }
+        for _ in 0..<10 {
+            loop.execute {
+                for i in 0..<100 { sender.send([UInt8(truncatingIfNeeded: i)], to: receiver.localAddress) }
+            }
+            _ = await IOTestSupport.wait(loop) { receiver.packetsReceived + receiver.droppedByImpairment >= 100 }
+        }
+        #expect(await IOTestSupport.wait(loop) { Int(receiver.packetsReceived + receiver.droppedByImpairment) == 1000 })
+        return await loop.submit { (sink.sizes.count, receiver.droppedByImpairment) }
+    }
+
+    @Test func impairmentDropsAboutFivePercentDeterministically() async throws {
+        let first = try await runImpaired(seed: 42)
+        let second = try await runImpaired(seed: 42)
+        #expect(first.0 + Int(first.1) == 1000)
+        #expect(first.1 > 20 && first.1 < 90)
+        #expect(first == second)
+        let other = try await runImpaired(seed: 7)
+        #expect(other.0 + Int(other.1) == 1000)
+    }
+
+    @Test func emptyAndOversizedDatagramsDoNotCrash() async throws {
+        let loop = EventLoop(name: "sizes")
+        defer { loop.shutdown() }
+        let sink = CollectingHandler()
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: sink)
+        let sender = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: CollectingHandler())
+        loop.execute {
+            sender.send([], to: receiver.localAddress)
+            sender.send([UInt8](repeating: 7, count: 65_000), to: receiver.localAddress)
+            sender.send([1, 2, 3], to: receiver.localAddress)
+        }
+        #expect(await IOTestSupport.wait(loop) { sink.sizes.count >= 2 })
+        let (sizes, truncated, sent) = await loop.submit { (sink.sizes, receiver.droppedTruncated, sender.packetsSent) }
+        #expect(sizes == [0, 3])
+        #expect(truncated == 1)
+        #expect(sent == 3)
+    }
+
+    @Test func ipv6LoopbackWorksWhenAvailable() async throws {
+        let loop = EventLoop(name: "v6")
+        defer { loop.shutdown() }
+        let sink = CollectingHandler()
+        let any6 = try #require(SocketAddress(ip: "::1", port: 0))
+        // Some sandboxes have no IPv6 loopback; then there is nothing to test.
+        guard let receiver = try? loop.openUDP(bindTo: any6, handler: sink),
+            let sender = try? loop.openUDP(bindTo: any6, handler: CollectingHandler())
+        else { return }
+        #expect(receiver.localAddress.isIPv6 && receiver.localAddress.ip == "::1")
+        loop.execute { sender.send([9, 9], to: receiver.localAddress) }
+        #expect(await IOTestSupport.wait(loop) { sink.sizes == [2] })
+        #expect(await loop.submit { sink.sources } == [sender.localAddress])
+    }
+
+    @Test func closedSocketStopsReceivingAndShutdownJoins() async throws {
+        let loop = EventLoop(name: "close")
+        let sink = CollectingHandler()
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: sink)
+        let sender = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: CollectingHandler())
+        receiver.close()
+        loop.execute { sender.send([1], to: receiver.localAddress) }
+        #expect(await IOTestSupport.wait(loop) { sender.packetsSent + sender.sendErrors >= 1 })
+        #expect(await loop.submit { receiver.isClosed && sink.sizes.isEmpty })
+        loop.shutdown()
+        #expect(throws: SocketError.loopClosed) { try loop.openUDP(bindTo: IOTestSupport.loopback, handler: sink) }
+    }
+}
