@@ -244,7 +244,11 @@ public final class EventLoop: @unchecked Sendable {
     private func run() {
         nextTick = Self.now() &+ Self.tickInterval
         while running.load(ordering: .acquiring) {
-            let count = sys_epoll_wait(epollFD, events, Int32(Self.epollBatch), 10)
+            // Sleep at most until the next tick is due, so tickers run close to every 10 ms.
+            let before = Self.now()
+            let untilTick = nextTick > before ? min(nextTick - before, Self.tickInterval) : 0
+            let timeoutMS = Int32((untilTick + 999_999) / 1_000_000)
+            let count = sys_epoll_wait(epollFD, events, Int32(Self.epollBatch), timeoutMS)
             if count > 0 {
                 for i in 0..<Int(count) {
                     let id = EpollEvent.data(events, index: i)

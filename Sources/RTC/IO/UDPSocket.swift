@@ -61,6 +61,7 @@ public final class UDPSocket: @unchecked Sendable {
     /// Queues a datagram. Loop thread only. The bytes are copied into the loop's preallocated send
     /// batch, which is flushed with `sendmmsg` at the end of the loop iteration or when full.
     public func send(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
+        assert(loop.isInLoop, "UDPSocket.send must be called on its loop thread")
         guard !isClosed else { return }
         loop.enqueueSend(self, bytes, to: address)
     }

@@ -48,6 +48,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var pendingLocalOffer: Bool = false
     var isOfferer = false
     var nextMid = 0
+    var remoteMidOrder: [String] = []
     var extensionIDs: [String: UInt8] = [:]  // uri -> id, negotiated
     var midExtID: UInt8 = 0
     var ridExtID: UInt8 = 0

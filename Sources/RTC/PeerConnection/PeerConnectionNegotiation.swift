@@ -76,6 +76,7 @@ extension PeerConnection {
 
     func applyRemoteOffer(_ remote: RemoteDescription) throws {
         adoptExtensions(remote)
+        remoteMidOrder = remote.media.map(\.mid)
         for m in remote.media {
             var t = transceivers.first { $0.mid == m.mid }
             if t == nil, m.kind != nil {
@@ -265,14 +266,16 @@ extension PeerConnection {
         var s = "v=0\r\n"
         s += "o=- \(sessionID) \(sessionVersion) IN IP4 127.0.0.1\r\n"
         s += "s=-\r\nt=0 0\r\n"
-        let bundled = transceivers.filter { !$0.rejected && $0.mid != nil }.compactMap(\.mid)
+        // An answer must list m-lines in the offer's order (JSEP 5.3.1).
+        let ordered =
+            isOffer ? transceivers : remoteMidOrder.compactMap { mid in transceivers.first { $0.mid == mid } }
+        let bundled = ordered.filter { !$0.rejected && $0.mid != nil }.compactMap(\.mid)
         if !bundled.isEmpty { s += "a=group:BUNDLE \(bundled.joined(separator: " "))\r\n" }
         if configuration.iceLite { s += "a=ice-lite\r\n" }
         s += "a=extmap-allow-mixed\r\n"
         s += "a=msid-semantic: WMS *\r\n"
         let candidates = ice?.localCandidates ?? []
         let fp = certificate.fingerprint
-        let ordered = isOffer ? transceivers : transceivers.filter { $0.mid != nil }
         for t in ordered {
             guard let mid = t.mid else { continue }
             let codecPT = isOffer ? (t.kind == .audio ? LocalCapabilities.opusPT : LocalCapabilities.vp8PT) : t.payloadType

@@ -27,7 +27,7 @@ public struct RTPSendExtensions: Sendable, Equatable {
         transportWideCC: UInt8? = nil, audioLevel: UInt8? = nil
     ) {
         self.mid = mid
-        self.rid = rid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
+        self.rid = rid
         self.repairedRID = repairedRID
         self.absSendTime = absSendTime
         self.transportWideCC = transportWideCC
