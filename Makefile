@@ -46,7 +46,7 @@ interop-selfcheck: deps
 	    Tests/Interop/test_whip_aiortc.py Tests/Interop/test_chromium_peer.py
 
 fuzz: deps
-	Fuzz/run.sh
+	bash Fuzz/run.sh
 
 bench: deps
 	$(SWIFT) run $(SWIFT_BUILD_FLAGS) -c release understudy bench

@@ -4,6 +4,10 @@ import PackageDescription
 // Layout follows docs/architecture.md: dependencies point downward only.
 // RTCWire (pure parsers) <- RTC (I/O, ICE, DTLS, SRTP, RTP engine) <- CLI
 // RTCWire <- Media (codecs, sources, recorders) <- CLI
+// The packet path is single-threaded by design (one event loop owns each object), so Swift's
+// dynamic exclusivity checks only cost time there; release builds of these modules skip them.
+let hotPathSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "Understudy",
     platforms: [.macOS(.v14)],
@@ -14,6 +18,7 @@ let package = Package(
         .library(name: "Media", targets: ["Media"]),
         .library(name: "Signaling", targets: ["Signaling"]),
         .library(name: "Agent", targets: ["Agent"]),
+        .library(name: "RoomServer", targets: ["RoomServer"]),
     ],
     targets: [
         // C libraries, one module map and shim header each.
@@ -34,15 +39,21 @@ let package = Package(
             linkerSettings: [.linkedLibrary("webrtc_audio_processing")]
         ),
 
-        .target(name: "RTCWire", path: "Sources/RTCWire"),
-        .target(name: "RTC", dependencies: ["RTCWire", "COpenSSL", "CSRTP"], path: "Sources/RTC"),
+        .target(name: "RTCWire", path: "Sources/RTCWire", swiftSettings: hotPathSettings),
+        .target(
+            name: "RTC", dependencies: ["RTCWire", "COpenSSL", "CSRTP"], path: "Sources/RTC",
+            swiftSettings: hotPathSettings),
         .target(name: "Media", dependencies: ["RTCWire", "COpus", "CVPX"], path: "Sources/Media"),
-        .target(name: "Signaling", dependencies: ["RTCWire"], path: "Sources/Signaling"),
+        .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
+        // The room service: signalling, room state, PubSub broker, SFU.
+        .target(name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer"),
         // Daemon behaviour: media pumps, recorders, WHIP/WHEP sessions (later: the room agent).
         .target(name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/Agent"),
+        // `understudy bench`: performance measurements reported as ratios against anchors.
+        .target(name: "Benchmarks", dependencies: ["RTCWire", "RTC", "Media", "Agent"], path: "Sources/Benchmarks"),
         .executableTarget(
             name: "understudy",
-            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Agent"],
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Agent", "RoomServer", "Benchmarks"],
             path: "Sources/understudy"
         ),
         // A test peer driven over stdin/stdout by the Chromium interop tests.
@@ -55,6 +66,11 @@ let package = Package(
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
         .testTarget(name: "RTCTests", dependencies: ["RTC", "RTCWire"], path: "Tests/RTCTests"),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire"], path: "Tests/MediaTests"),
+        .testTarget(name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests"),
+        .testTarget(
+            name: "RoomServerTests", dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire"],
+            path: "Tests/RoomServerTests"),
+        .testTarget(name: "AgentTests", dependencies: ["Agent", "RTC", "RTCWire", "Media"], path: "Tests/AgentTests"),
     ],
     cxxLanguageStandard: .cxx17
 )

@@ -75,22 +75,19 @@ public enum WHIPClient {
         defer { session.shutdown() }
         let pc = session.pc
         let pump: MediaPump
-        do {
-            pump = try await pc.loop.run {
-                let v = video == .none ? nil : pc.addTransceiver(kind: .video, direction: .sendonly)
-                let a = audio == .none ? nil : pc.addTransceiver(kind: .audio, direction: .sendonly)
-                return MediaPump(connection: pc, media: media, video: v, audio: a)
-            }
-        } catch { throw .connection("\(error)") }
+        pump = await pc.loop.submit {
+            let v = video == .none ? nil : pc.addTransceiver(kind: .video, direction: .sendonly)
+            let a = audio == .none ? nil : pc.addTransceiver(kind: .audio, direction: .sendonly)
+            return MediaPump(connection: pc, media: media, video: v, audio: a)
+        }
         try await session.negotiate()
-        do { try await pc.loop.run { pump.attach() } } catch { throw .connection("\(error)") }
+        await pc.loop.submit { pump.attach() }
         log("publishing for \(duration) s")
         await ShutdownSignal.shared.sleep(seconds: duration)
-        var summary = Summary()
-        do {
-            try await pc.loop.run { pump.detach() }
-            summary = try await pc.loop.run { Self.summarize(pc) }
-        } catch {}
+        var summary = await pc.loop.submit {
+            pump.detach()
+            return Self.summarize(pc)
+        }
         summary.videoFrames = pump.videoFramesSent
         summary.audioFrames = pump.audioFramesSent
         summary.resourceDeleted = await session.deleteResource()
@@ -108,13 +105,11 @@ public enum WHIPClient {
         let session = try await Session(endpoint: endpoint, token: token, log: log)
         defer { session.shutdown() }
         let pc = session.pc
-        do {
-            try await pc.loop.run {
-                pc.addTransceiver(kind: .audio, direction: .recvonly)
-                pc.addTransceiver(kind: .video, direction: .recvonly)
-                pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
-            }
-        } catch { throw .connection("\(error)") }
+        await pc.loop.submit {
+            pc.addTransceiver(kind: .audio, direction: .recvonly)
+            pc.addTransceiver(kind: .video, direction: .recvonly)
+            pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
+        }
         do {
             try await session.negotiate()
         } catch {
@@ -123,13 +118,10 @@ public enum WHIPClient {
         }
         log("recording to \(recordPath) for \(duration) s")
         await ShutdownSignal.shared.sleep(seconds: duration)
-        var summary = Summary()
-        do {
-            summary = try await pc.loop.run {
-                pc.onFrame = nil
-                return Self.summarize(pc)
-            }
-        } catch {}
+        var summary = await pc.loop.submit {
+            pc.onFrame = nil
+            return Self.summarize(pc)
+        }
         summary.videoFrames = recording.videoFrames
         summary.audioFrames = recording.audioFrames
         summary.keyframes = recording.keyframes
@@ -189,7 +181,7 @@ public enum WHIPClient {
             let pc = self.pc
             let offer: SessionDescription
             do {
-                offer = try await pc.loop.run {
+                offer = try await pc.loop.submit {
                     let o = try pc.createOffer()
                     try pc.setLocalDescription(o)
                     return o
@@ -211,11 +203,11 @@ public enum WHIPClient {
             }
             let answer: SessionDescription
             do { answer = try SessionDescription.parse(response.text) } catch { throw .badSDP("answer: \(error)") }
-            do { try await pc.loop.run { try pc.setRemoteDescription(answer, type: .answer) } } catch {
+            do { try await pc.loop.submit { try pc.setRemoteDescription(answer, type: .answer) } } catch {
                 throw .badSDP("\(error)")
             }
             do { try await pc.waitUntilConnected(timeout: 10) } catch { throw .connection("\(error)") }
-            let profile = (try? await pc.loop.run { pc.srtpProfile.map { "\($0)" } ?? "" }) ?? ""
+            let profile = await pc.loop.submit { pc.srtpProfile.map { "\($0)" } ?? "" }
             log("connected (SRTP \(profile))")
         }
 

@@ -61,7 +61,7 @@ let media = SyntheticMedia.shared(layers: simulcast ? 3 : 1)
 let (wantVideo, wantAudio, wantSimulcast) = (sendVideo, sendAudio, simulcast)
 
 do {
-    let pump: MediaPump = try await loop.run {
+    let pump: MediaPump = try await loop.submit {
         // The answerer's transceivers attach to the offer's m-lines; the offerer creates them.
         let v = pc.addTransceiver(
             kind: .video, direction: wantVideo ? .sendrecv : .recvonly, sendRIDs: wantSimulcast ? ["q", "h", "f"] : [])
@@ -70,7 +70,7 @@ do {
         return MediaPump(connection: pc, media: media, video: wantVideo ? v : nil, audio: wantAudio ? a : nil)
     }
     if role == "offer" {
-        let offer = try await loop.run {
+        let offer = try await loop.submit {
             let o = try pc.createOffer()
             try pc.setLocalDescription(o)
             return o.serialize()
@@ -78,11 +78,11 @@ do {
         emit(["type": "offer", "sdp": offer])
         guard let answer = readMessage(expecting: "answer") else { die("expected an answer line on stdin") }
         let parsed = try SessionDescription.parse(answer)
-        try await loop.run { try pc.setRemoteDescription(parsed, type: .answer) }
+        try await loop.submit { try pc.setRemoteDescription(parsed, type: .answer) }
     } else {
         guard let offer = readMessage(expecting: "offer") else { die("expected an offer line on stdin") }
         let parsed = try SessionDescription.parse(offer)
-        let answer = try await loop.run {
+        let answer = try await loop.submit {
             try pc.setRemoteDescription(parsed, type: .offer)
             let a = try pc.createAnswer()
             try pc.setLocalDescription(a)
@@ -92,11 +92,11 @@ do {
     }
     try await pc.waitUntilConnected(timeout: 10)
     log("connected")
-    try await loop.run { pump.attach() }
+    try await loop.submit { pump.attach() }
     let start = Date()
     while Date().timeIntervalSince(start) < duration {
         try await Task.sleep(nanoseconds: 1_000_000_000)
-        let stats: [String: Any] = try await loop.run {
+        let stats: [String: Any] = try await loop.submit {
             [
                 "video_frames_received": recording?.videoFrames ?? 0,
                 "audio_frames_received": recording?.audioFrames ?? 0,
@@ -110,7 +110,7 @@ do {
         line["type"] = "stats"
         emit(line)
     }
-    try await loop.run {
+    try await loop.submit {
         pump.detach()
         pc.onFrame = nil
     }

@@ -90,6 +90,7 @@ let rest = Array(arguments.dropFirst())
 switch command {
 case "whip": await runWHIP(rest)
 case "whep": await runWHEP(rest)
+case "bench": await runBench(rest)
 case "-h", "--help", "help": print(usage)
 default: fail("unknown command '\(command)'\n\(usage)", code: 2)
 }

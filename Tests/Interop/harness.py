@@ -198,8 +198,13 @@ def probe_frames(path: Path | str, timeout: float = 60) -> dict[str, int]:
 
 def decode_errors(path: Path | str, timeout: float = 60) -> str:
     """Whatever `ffmpeg -v error` prints while decoding the whole file ('' = clean)."""
+    # -enc_time_base -1 keeps the input time base for the null output: otherwise ffmpeg
+    # re-times a variable-frame-rate track (Chromium's camera) to its guessed CFR rate
+    # and complains about its own rounding ("non monotonically increasing dts"),
+    # which says nothing about the file. Timestamps are checked by `timestamp_problems`.
     result = subprocess.run(
-        ["ffmpeg", "-nostdin", "-v", "error", "-i", str(path), "-f", "null", "-"],
+        ["ffmpeg", "-nostdin", "-v", "error", "-i", str(path), "-enc_time_base", "-1",
+         "-f", "null", "-"],
         capture_output=True, text=True, timeout=timeout,
     )
     text = (result.stdout + result.stderr).strip()
@@ -307,6 +312,29 @@ class InteropPeer:
         if getattr(self, "_stderr", None) is not None:
             self._stderr.close()
             self._stderr = None
+
+
+def timestamp_problems(path: Path | str, timeout: float = 60) -> list[str]:
+    """Packets whose timestamp goes backwards (or repeats, for video) within a stream."""
+    result = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_entries", "packet=stream_index,pts",
+         "-show_entries", "stream=index,codec_type", "-of", "json", str(path)],
+        capture_output=True, text=True, timeout=timeout,
+    )
+    data = json.loads(result.stdout or "{}")
+    kinds = {s.get("index"): s.get("codec_type") for s in data.get("streams", [])}
+    last: dict[int, int] = {}
+    problems = []
+    for number, packet in enumerate(data.get("packets", [])):
+        stream, pts = packet.get("stream_index"), packet.get("pts")
+        if pts is None:
+            problems.append(f"packet {number} of stream {stream} has no pts")
+            continue
+        previous = last.get(stream)
+        if previous is not None and (pts < previous or (pts == previous and kinds.get(stream) == "video")):
+            problems.append(f"stream {stream} ({kinds.get(stream)}): pts {pts} after {previous}")
+        last[stream] = pts
+    return problems
 
 
 def video_size(path: Path | str, timeout: float = 30) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from chromium import Chromium
-from harness import InteropPeer, decode_errors, probe_frames
+from harness import InteropPeer, decode_errors, timestamp_problems, probe_frames
 
 PEER_SECONDS = 9      # interop-peer's --duration
 SAMPLE_AFTER = 6.0    # when the page's stats are read, while media still flows
@@ -31,6 +31,7 @@ def check_recording(path, peer: InteropPeer) -> None:
     assert frames.get("vp8", 0) > 0, f"no VP8 in recording: {frames}"
     assert frames.get("opus", 0) > 0, f"no Opus in recording: {frames}"
     assert decode_errors(path) == ""
+    assert timestamp_problems(path) == []
 
 
 async def page_offers(peer_binary: str, workdir) -> tuple[dict, dict, InteropPeer]:

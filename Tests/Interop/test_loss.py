@@ -3,7 +3,7 @@ NACK/RTX recovers, and the recording still decodes cleanly."""
 
 from __future__ import annotations
 
-from harness import decode_errors, probe_frames, run_understudy, summary_counters
+from harness import decode_errors, timestamp_problems, probe_frames, run_understudy, summary_counters
 
 TOKEN = "interop-token"
 DURATION = 6
@@ -25,6 +25,7 @@ def test_whep_under_loss_records_clean_file(understudy, endpoint_factory, tmp_pa
     sent_video = session["video_frames_sent"]
 
     assert decode_errors(out) == ""
+    assert timestamp_problems(out) == []
     frames = probe_frames(out)
     print(f"endpoint sent {sent_video} video frames; recorded {frames}; understudy stderr tail: {result.stderr[-300:]}")
     assert frames.get("vp8", 0) >= 0.8 * sent_video, f"recorded {frames}, endpoint sent {sent_video}"

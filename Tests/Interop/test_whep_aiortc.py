@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import decode_errors, free_port, probe_frames, run_understudy, tone_power_ratio, video_size
+from harness import decode_errors, timestamp_problems, free_port, probe_frames, run_understudy, tone_power_ratio, video_size
 
 TOKEN = "interop-token"
 DURATION = 6
@@ -35,6 +35,7 @@ def test_whep_records_playable_webm(understudy, endpoint_factory, tmp_path):
     assert frames.get("vp8", 0) >= 0.8 * sent_video, f"recorded {frames}, endpoint sent {sent_video} video frames"
     assert frames.get("opus", 0) > 0, f"no Opus frames recorded: {frames}"
     assert decode_errors(out) == ""
+    assert timestamp_problems(out) == []
     assert video_size(out) == (320, 240)
     # The endpoint sends a 440 Hz sine: it must be what the recording plays.
     assert tone_power_ratio(out, 440.0) > 100

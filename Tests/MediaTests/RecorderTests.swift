@@ -7,6 +7,7 @@ import Testing
 struct RecorderTests {
     @Test func webmWithVideoAndAudioPlays() throws {
         let path = temporaryPath("av.webm")
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let writer = try WebMWriter(path: path)
         try feed(seconds: 3) { try writer.write($0, pts: $1) }
         try writer.close()
@@ -26,6 +27,7 @@ struct RecorderTests {
 
     @Test func webmAudioOnlyAndVideoOnlyPlay() throws {
         let audioPath = temporaryPath("audio.webm")
+        defer { try? FileManager.default.removeItem(atPath: audioPath) }
         let audioWriter = try WebMWriter(path: audioPath, video: nil)
         try feed(seconds: 2) { f, pts in if f.codec == .opus { try audioWriter.write(f, pts: pts) } }
         try audioWriter.close()
@@ -33,6 +35,7 @@ struct RecorderTests {
         #expect(try ffmpegDecodeErrors(audioPath) == "")
 
         let videoPath = temporaryPath("video.webm")
+        defer { try? FileManager.default.removeItem(atPath: videoPath) }
         let videoWriter = try WebMWriter(path: videoPath, audio: nil)
         try feed(seconds: 2, layer: 2) { f, pts in if f.codec == .vp8 { try videoWriter.write(f, pts: pts) } }
         try videoWriter.close()
@@ -43,6 +46,7 @@ struct RecorderTests {
 
     @Test func webmDropsDeltaFramesBeforeFirstKeyframe() throws {
         let path = temporaryPath("late.webm")
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let writer = try WebMWriter(path: path)
         // Join mid-GOP: frames 10…59 are deltas, 60 is the next keyframe.
         for i in 10..<120 {
@@ -60,6 +64,7 @@ struct RecorderTests {
 
     @Test func webmAbandonedAfterFlushStillPlays() throws {
         let path = temporaryPath("abandoned.webm")
+        defer { try? FileManager.default.removeItem(atPath: path) }
         var writer: WebMWriter? = try WebMWriter(path: path)
         try feed(seconds: 2) { try writer?.write($0, pts: $1) }
         try writer?.flush()
@@ -76,8 +81,11 @@ struct RecorderTests {
     /// still read every frame up to the last cluster written.
     @Test func webmSurvivesSIGKILL() throws {
         let path = temporaryPath("killed.webm")
+        defer { try? FileManager.default.removeItem(atPath: path) }
         // Warm up every code path in this process so the forked child needs no lazy initialisation.
-        let warm = try WebMWriter(path: temporaryPath("warm.webm"))
+        let warmPath = temporaryPath("warm.webm")
+        defer { try? FileManager.default.removeItem(atPath: warmPath) }
+        let warm = try WebMWriter(path: warmPath)
         try feed(seconds: 1) { try warm.write($0, pts: $1) }
         try warm.close()
         let writer = try WebMWriter(path: path)
@@ -113,6 +121,7 @@ struct RecorderTests {
 
     @Test func ivfRoundTripAndFFprobe() throws {
         let path = temporaryPath("video.ivf")
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let writer = try IVFWriter(path: path)
         // Start on a delta frame: it must be dropped.
         for i in 59..<150 { if let f = testMedia.videoFrame(at: i, layer: 1) { try writer.write(f, pts: Int64(i) * 33_333_333) } }
@@ -130,6 +139,7 @@ struct RecorderTests {
 
     @Test func oggOpusRoundTripAndFFprobe() throws {
         let path = temporaryPath("audio.ogg")
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let writer = try OggOpusWriter(path: path, channels: 1, preSkip: testMedia.audioPreSkip)
         for i in 0..<150 { if let f = testMedia.audioFrame(at: i) { try writer.write(f, pts: Int64(i) * 20_000_000) } }
         try writer.close()
@@ -150,6 +160,7 @@ struct RecorderTests {
 
     @Test func oggOpusFillsGaps() throws {
         let path = temporaryPath("gap.ogg")
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let writer = try OggOpusWriter(path: path)
         for i in [0, 1, 2, 13, 14] { if let f = testMedia.audioFrame(at: i) { try writer.write(f, pts: Int64(i) * 20_000_000) } }
         try writer.close()
@@ -160,6 +171,8 @@ struct RecorderTests {
 
     @Test func fileSourcesLoadAsALoop() throws {
         let ivf = temporaryPath("loop.ivf"), ogg = temporaryPath("loop.ogg")
+        defer { try? FileManager.default.removeItem(atPath: ivf) }
+        defer { try? FileManager.default.removeItem(atPath: ogg) }
         let v = try IVFWriter(path: ivf), a = try OggOpusWriter(path: ogg)
         for i in 0..<60 { if let f = testMedia.videoFrame(at: i, layer: 2) { try v.write(f, pts: Int64(i) * 33_333_333) } }
         for i in 0..<100 { if let f = testMedia.audioFrame(at: i) { try a.write(f, pts: Int64(i) * 20_000_000) } }
@@ -176,12 +189,14 @@ struct RecorderTests {
 
     @Test func badFilesGiveClearErrors() throws {
         let junk = temporaryPath("junk.bin")
+        defer { try? FileManager.default.removeItem(atPath: junk) }
         try Data("definitely not media".utf8).write(to: URL(fileURLWithPath: junk))
         #expect(throws: MediaError.self) { try IVFReader(path: junk) }
         #expect(throws: MediaError.self) { try OggOpusReader(path: junk) }
         #expect(throws: MediaError.cannotOpen(path: "/nonexistent/x.ivf", errno: ENOENT)) { try IVFReader(path: "/nonexistent/x.ivf") }
         // A corrupted Ogg page fails its CRC.
         let ogg = temporaryPath("corrupt.ogg")
+        defer { try? FileManager.default.removeItem(atPath: ogg) }
         let w = try OggOpusWriter(path: ogg)
         for i in 0..<20 { if let f = testMedia.audioFrame(at: i) { try w.write(f) } }
         try w.close()
@@ -190,6 +205,7 @@ struct RecorderTests {
         #expect(throws: MediaError.self) { try OggOpusReader(bytes: bytes) }
         // A truncated IVF keeps its whole frames.
         let ivf = temporaryPath("trunc.ivf")
+        defer { try? FileManager.default.removeItem(atPath: ivf) }
         let v = try IVFWriter(path: ivf)
         for i in 0..<10 { if let f = testMedia.videoFrame(at: i, layer: 2) { try v.write(f) } }
         try v.close()

@@ -47,7 +47,8 @@ private func makeEndpoints(
             let credentials = ICEAgent.randomCredentials()
             let agent =
                 tie.map {
-                    ICEAgent(role: role, localUfrag: credentials.ufrag, localPassword: credentials.password, tieBreaker: $0)
+                    ICEAgent(
+                        role: role, localUfrag: credentials.ufrag, localPassword: credentials.password, tieBreaker: $0)
                 } ?? ICEAgent(role: role, localUfrag: credentials.ufrag, localPassword: credentials.password)
             agent.timeouts = timeouts
             agent.addLocalSocket(socket)
@@ -58,7 +59,8 @@ private func makeEndpoints(
             loop.addTicker(endpoint)
         }
         a.agent.setRemoteCredentials(
-            ufrag: b.agent.localUfrag, password: wrongPasswordForB ? "wrongwrongwrongwrongwrong" : b.agent.localPassword)
+            ufrag: b.agent.localUfrag, password: wrongPasswordForB ? "wrongwrongwrongwrongwrong" : b.agent.localPassword
+        )
         b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
         // A lite agent learns its peer from the checks; full agents get the peer's candidate.
         if roles.0 != .lite { a.agent.addRemoteCandidate(candidate(of: b)) }
@@ -100,7 +102,8 @@ private func expectAgreement(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoi
             agent.addRemoteCandidate(
                 ICECandidate(foundation: "1", priority: 1, address: "abcd.local", port: 9, type: "host"))
             agent.addRemoteCandidate(
-                ICECandidate(foundation: "2", transport: "tcp", priority: 1, address: "127.0.0.1", port: 9, type: "host"))
+                ICECandidate(
+                    foundation: "2", transport: "tcp", priority: 1, address: "127.0.0.1", port: 9, type: "host"))
             #expect(agent.remoteCandidates.isEmpty)
             return agent.localCandidates[0]
         }
@@ -142,7 +145,10 @@ private func expectAgreement(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoi
         #expect(await IOTestSupport.wait(loop) { a.agent.state == .failed })
         try await Task.sleep(nanoseconds: 300_000_000)
         let (statesA, statesB, badIntegrity, selected) = await loop.submit {
-            (a.states, b.states, b.agent.counters.droppedBadIntegrity, a.agent.selectedPair == nil && b.agent.selectedPair == nil)
+            (
+                a.states, b.states, b.agent.counters.droppedBadIntegrity,
+                a.agent.selectedPair == nil && b.agent.selectedPair == nil
+            )
         }
         #expect(!statesA.contains(.connected))
         #expect(!statesB.contains(.connected))
@@ -153,8 +159,8 @@ private func expectAgreement(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoi
     @Test func consentFailsWhenThePeerGoesSilent() async throws {
         var timeouts = ICETimeouts()
         timeouts.consentInterval = 30_000_000
-        timeouts.disconnectedAfter = 150_000_000
-        timeouts.consentExpiry = 400_000_000
+        timeouts.disconnectedAfter = 400_000_000
+        timeouts.consentExpiry = 800_000_000
         let loop = EventLoop(name: "ice-consent")
         defer { loop.shutdown() }
         let (a, b) = try await makeEndpoints(loop: loop, roles: (.controlling, .controlled), timeouts: timeouts)
@@ -175,8 +181,8 @@ private func expectAgreement(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoi
     @Test func liteAgentFailsWhenChecksStop() async throws {
         var timeouts = ICETimeouts()
         timeouts.consentInterval = 30_000_000
-        timeouts.disconnectedAfter = 150_000_000
-        timeouts.consentExpiry = 400_000_000
+        timeouts.disconnectedAfter = 400_000_000
+        timeouts.consentExpiry = 800_000_000
         let loop = EventLoop(name: "ice-lite-consent")
         defer { loop.shutdown() }
         let (a, b) = try await makeEndpoints(loop: loop, roles: (.controlling, .lite), timeouts: timeouts)
@@ -221,18 +227,22 @@ private func expectAgreement(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoi
             agent.addLocalSocket(agentSocket)
             endpoint.agent = agent
             let to = agentSocket.localAddress
-            rawSocket.send(badUsername.serialize(integrityKey: Array("local-password-0123456789".utf8), fingerprint: true), to: to)
+            rawSocket.send(
+                badUsername.serialize(integrityKey: Array("local-password-0123456789".utf8), fingerprint: true), to: to)
             rawSocket.send(goodUsernameBadKey.serialize(integrityKey: Array("nope".utf8), fingerprint: true), to: to)
             var corrupted = valid.serialize(integrityKey: Array("local-password-0123456789".utf8), fingerprint: true)
             corrupted[corrupted.count - 1] ^= 0xFF  // FINGERPRINT no longer matches
             rawSocket.send(corrupted, to: to)
-            rawSocket.send(valid.serialize(integrityKey: Array("local-password-0123456789".utf8), fingerprint: true), to: to)
+            rawSocket.send(
+                valid.serialize(integrityKey: Array("local-password-0123456789".utf8), fingerprint: true), to: to)
             rawSocket.send([0x01, 0x02, 0x03], to: to)  // not STUN: left to the caller
         }
         #expect(await IOTestSupport.wait(loop) { raw.datagrams.count >= 3 && endpoint.notSTUN == 1 })
         let (responses, counters, learned) = await loop.submit {
-            (raw.datagrams.compactMap { $0.withUnsafeBytes { try? STUNMessage.parse($0) } },
-             endpoint.agent.counters, endpoint.agent.isValidRemote(rawSocket.localAddress))
+            (
+                raw.datagrams.compactMap { $0.withUnsafeBytes { try? STUNMessage.parse($0) } },
+                endpoint.agent.counters, endpoint.agent.isValidRemote(rawSocket.localAddress)
+            )
         }
         #expect(responses.count == 3)
         #expect(responses.first { $0.transactionID == badUsername.transactionID }?.errorCode?.code == 401)

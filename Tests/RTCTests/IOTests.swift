@@ -27,7 +27,8 @@ enum IOTestSupport {
     static let loopback = SocketAddress(ip: "127.0.0.1", port: 0)!
 
     /// Polls `condition` on the loop until it holds or `seconds` pass; returns whether it held.
-    static func wait(_ loop: EventLoop, seconds: Double = 5, _ condition: @escaping @Sendable () -> Bool) async -> Bool {
+    static func wait(_ loop: EventLoop, seconds: Double = 5, _ condition: @escaping @Sendable () -> Bool) async -> Bool
+    {
         let deadline = EventLoop.now() + UInt64(seconds * 1e9)
         while EventLoop.now() < deadline {
             if await loop.submit(condition) { return true }
@@ -87,7 +88,8 @@ enum IOTestSupport {
                 }
             }
             let expected = (round + 1) * 100
-            #expect(await IOTestSupport.wait(loop) { handlerA.sizes.count >= expected && handlerB.sizes.count >= expected })
+            #expect(
+                await IOTestSupport.wait(loop) { handlerA.sizes.count >= expected && handlerB.sizes.count >= expected })
         }
         let (receivedByB, sourcesAtB, sentByA, errors) = await loop.submit {
             (

@@ -645,4 +645,42 @@ final class Loopback {
         try feed(craft(seq: 105, pictureID: 4, frame: FakeVP8.keyframe(index: 4, size: 200)))
         #expect(delivered.last == 4)
     }
+
+    /// Random packets on the stream's SSRC (media and RTX) must never trap or deliver a frame that was
+    /// not a well-formed key frame first.
+    @Test func randomPacketsNeverTrap() throws {
+        let receiver = RTPReceiver(
+            ssrc: 0x4444, codec: .vp8, payloadType: 96, rtxPayloadType: 97, rtxSSRC: 0x4545, localSSRC: 1,
+            options: RTPReceiverOptions(bufferPackets: 32))
+        var frames = 0
+        receiver.onFrame = { f, _ in
+            frames += 1
+            #expect(!f.data.isEmpty)
+        }
+        var rng = RTPRandom(seed: 4242)
+        var now: UInt64 = 1_000_000_000
+        var packet = [UInt8](repeating: 0, count: 80)
+        for n in 0..<20_000 {
+            let length = 12 + Int(rng.next() % 68)
+            for k in 0..<length { packet[k] = UInt8(truncatingIfNeeded: rng.next()) }
+            packet[0] = 0x80
+            let rtx = rng.next() % 4 == 0
+            packet[1] = (packet[1] & 0x80) | (rtx ? 97 : 96)
+            let ssrc: UInt32 = rtx ? 0x4545 : 0x4444
+            for k in 0..<4 { packet[8 + k] = UInt8(truncatingIfNeeded: ssrc >> (24 - 8 * UInt32(k))) }
+            // Keep sequence numbers in a moving neighbourhood so the buffer logic is exercised.
+            let seq = UInt16(truncatingIfNeeded: n / 2 + Int(rng.next() % 64))
+            packet[2] = UInt8(seq >> 8)
+            packet[3] = UInt8(seq & 0xFF)
+            packet.withUnsafeBytes { all in
+                let p = UnsafeRawBufferPointer(rebasing: all[0..<length])
+                if let h = try? RTPHeader.parse(p) { receiver.receive(p, header: h, now: now) }
+            }
+            now += 1_000_000
+            if n % 10 == 0 { receiver.tick(now: now) { _, _ in } }
+        }
+        let s = receiver.stats
+        #expect(s.packetsMalformed + s.packetsDuplicated + s.packetsLate + s.packetsReceived > 0)
+        #expect(UInt64(frames) == s.framesDecodable)
+    }
 }

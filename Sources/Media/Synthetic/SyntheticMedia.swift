@@ -41,7 +41,7 @@ public final class SyntheticMedia: @unchecked Sendable {
     /// - Parameters:
     ///   - seconds: loop length; rounded up to a whole number of 2 s marker intervals.
     ///   - layers: number of simulcast layers, 1…3.
-    ///   - topBitrate: bits per second of layer 0; each lower layer gets about a third less than half.
+    ///   - topBitrate: bits per second of layer 0; layers 1 and 2 get 40 % and 17 % of it.
     public init(seconds: Int = 10, layers layerCount: Int = 1, width: Int = 640, height: Int = 360, fps: Int = 30,
                 topBitrate: Int = 600_000, audioBitrate: Int = 32_000, keyframeIntervalSeconds: Int = 2) throws {
         guard (1...3).contains(layerCount) else { throw MediaError.invalidArgument("layers \(layerCount) (need 1…3)") }
@@ -50,37 +50,21 @@ public final class SyntheticMedia: @unchecked Sendable {
         let loop = max(markerSeconds, (seconds + markerSeconds - 1) / markerSeconds * markerSeconds)
         self.fps = fps
         loopSeconds = loop
-        var layerList: [Layer] = []
-        for k in 0..<layerCount {
-            let w = max(16, (width >> k) & ~1), h = max(16, (height >> k) & ~1)
-            layerList.append(Layer(width: w, height: h, bitrate: max(30_000, topBitrate * [100, 40, 17][k] / 100)))
+        let layerList: [Layer] = (0..<layerCount).map { k in
+            Layer(width: max(16, (width >> k) & ~1), height: max(16, (height >> k) & ~1),
+                  bitrate: max(30_000, topBitrate * [100, 40, 17][k] / 100))
         }
         layers = layerList
 
         let frameCount = loop * fps
         let keyInterval = keyframeIntervalSeconds * fps
-        var video: [[EncodedFrame]] = []
-        for layer in layerList {
-            let encoder = try VP8Encoder(width: layer.width, height: layer.height, fps: fps, bitrate: layer.bitrate,
-                                         keyframeInterval: keyInterval, realtime: true, errorResilient: true)
-            let pattern = TestPatternSource(width: layer.width, height: layer.height, fps: fps, markerIntervalSeconds: markerSeconds)
-            var picture = I420Image(width: layer.width, height: layer.height)
-            var frames: [EncodedFrame] = []
-            frames.reserveCapacity(frameCount)
-            let ticks = 90_000 / fps
-            for i in 0..<frameCount {
-                if i % keyInterval == 0 { encoder.forceKeyframe() }
-                pattern.render(i, into: &picture)
-                for var f in try encoder.encode(i420: picture) {
-                    f.timestamp = UInt32(frames.count * ticks)
-                    frames.append(f)
-                }
-            }
-            guard frames.count == frameCount, frames.first?.isKeyframe == true else {
-                throw MediaError.vpx(function: "vpx_codec_encode", code: -1, detail: "produced \(frames.count) of \(frameCount) frames")
-            }
-            video.append(frames)
+        // Layers are independent encodes: run them in parallel (the top layer dominates).
+        let results = LayerResults(count: layerList.count)
+        DispatchQueue.concurrentPerform(iterations: layerList.count) { k in
+            results.set(k, Result { try Self.encodeLayer(layerList[k], fps: fps, frameCount: frameCount,
+                                                        keyInterval: keyInterval, markerSeconds: markerSeconds) })
         }
+        let video = try results.values().map { try $0.get() }
         videoFrames = video
         videoLoopTicks = frameCount * (90_000 / fps)
 
@@ -137,6 +121,46 @@ public final class SyntheticMedia: @unchecked Sendable {
         layers = video.map { frames in
             let size = frames.first.flatMap { VP8KeyframeInfo.parse($0.data) } ?? (width: 0, height: 0)
             return Layer(width: size.width, height: size.height, bitrate: 0)
+        }
+    }
+
+    private static func encodeLayer(_ layer: Layer, fps: Int, frameCount: Int, keyInterval: Int,
+                                    markerSeconds: Int) throws -> [EncodedFrame] {
+        let encoder = try VP8Encoder(width: layer.width, height: layer.height, fps: fps, bitrate: layer.bitrate,
+                                     keyframeInterval: keyInterval, realtime: true, errorResilient: true)
+        let pattern = TestPatternSource(width: layer.width, height: layer.height, fps: fps, markerIntervalSeconds: markerSeconds)
+        var picture = I420Image(width: layer.width, height: layer.height)
+        var frames: [EncodedFrame] = []
+        frames.reserveCapacity(frameCount)
+        let ticks = 90_000 / fps
+        for i in 0..<frameCount {
+            if i % keyInterval == 0 { encoder.forceKeyframe() }
+            pattern.render(i, into: &picture)
+            for var f in try encoder.encode(i420: picture) {
+                f.timestamp = UInt32(frames.count * ticks)
+                frames.append(f)
+            }
+        }
+        guard frames.count == frameCount, frames.first?.isKeyframe == true else {
+            throw MediaError.vpx(function: "vpx_codec_encode", code: -1, detail: "produced \(frames.count) of \(frameCount) frames")
+        }
+        return frames
+    }
+
+    /// Per-layer results written from concurrent encodes.
+    private final class LayerResults: @unchecked Sendable {
+        private let lock = NSLock()
+        private var slots: [Result<[EncodedFrame], any Error>?]
+        init(count: Int) { slots = Array(repeating: nil, count: count) }
+        func set(_ index: Int, _ value: Result<[EncodedFrame], any Error>) {
+            lock.lock()
+            slots[index] = value
+            lock.unlock()
+        }
+        func values() throws -> [Result<[EncodedFrame], any Error>] {
+            lock.lock()
+            defer { lock.unlock() }
+            return slots.map { $0 ?? .failure(MediaError.invalidArgument("layer not encoded")) }
         }
     }
 

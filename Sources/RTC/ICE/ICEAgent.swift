@@ -259,7 +259,9 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
                     priority: remotePriority, address: from.ip, port: from.port, type: "prflx"))
             remoteAddresses.append((from, remotePriority))
         }
-        guard let pair = addPair(socket: socket, localPriority: local.priority, remote: from, remotePriority: remotePriority)
+        guard
+            let pair = addPair(
+                socket: socket, localPriority: local.priority, remote: from, remotePriority: remotePriority)
         else { return }
         pair.lastValidRequest = now
 
@@ -437,6 +439,8 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         guard selected != nil, state == .connected || state == .disconnected else { return }
         let silence = now &- lastConsent
         if silence >= timeouts.consentExpiry {
+            // Always pass through disconnected, even when ticks were late.
+            setState(.disconnected)
             setState(.failed)
         } else if silence >= timeouts.disconnectedAfter, state == .connected {
             setState(.disconnected)
@@ -471,7 +475,9 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     private func pruneTransactions(now: UInt64) {
         // Consent transactions are not retransmitted; forget them once they cannot matter.
         guard transactions.count > 16 else { return }
-        transactions = transactions.filter { $0.value.kind == .check || now &- $0.value.sentAt < timeouts.consentExpiry }
+        transactions = transactions.filter {
+            $0.value.kind == .check || now &- $0.value.sentAt < timeouts.consentExpiry
+        }
     }
 
     /// Controlling agent, regular nomination: once a pair has succeeded and either no better pair

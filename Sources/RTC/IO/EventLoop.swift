@@ -82,7 +82,9 @@ public final class EventLoop: @unchecked Sendable {
         }
 
         var wakeEvent: (UInt64, UInt64) = (0, 0)
-        withUnsafeMutableBytes(of: &wakeEvent) { EpollEvent.write($0.baseAddress!, events: SystemConstants.epollIn, data: 0) }
+        withUnsafeMutableBytes(of: &wakeEvent) {
+            EpollEvent.write($0.baseAddress!, events: SystemConstants.epollIn, data: 0)
+        }
         _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlAdd, wakeFD, &wakeEvent)
 
         let box = Unmanaged.passRetained(self).toOpaque()
@@ -213,7 +215,9 @@ public final class EventLoop: @unchecked Sendable {
         guard !udp.isClosed else { return }
         sockets[udp.id] = udp
         var event: (UInt64, UInt64) = (0, 0)
-        withUnsafeMutableBytes(of: &event) { EpollEvent.write($0.baseAddress!, events: SystemConstants.epollIn, data: udp.id) }
+        withUnsafeMutableBytes(of: &event) {
+            EpollEvent.write($0.baseAddress!, events: SystemConstants.epollIn, data: udp.id)
+        }
         _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlAdd, udp.fd, &event)
     }
 

@@ -1,23 +1,9 @@
-extension EventLoop {
-    /// Runs `body` on the loop thread and returns its result to the caller's task.
-    ///
-    /// This is the bridge between async control code and loop-confined RTC objects; it is meant
-    /// for control operations, never per packet.
-    public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            execute {
-                do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
-            }
-        }
-    }
-}
-
 extension PeerConnection {
     /// Waits until the connection is connected, or throws when it fails, closes or `timeout` passes.
     public func waitUntilConnected(timeout seconds: Double) async throws {
         let deadline = EventLoop.now() + UInt64(seconds * 1e9)
         while true {
-            let s = try await loop.run { self.state }
+            let s = try await loop.submit { self.state }
             switch s {
             case .connected: return
             case .failed: throw PeerConnectionError.invalidState(failureReason ?? "ICE or DTLS failed")
@@ -25,7 +11,7 @@ extension PeerConnection {
             default: break
             }
             if EventLoop.now() > deadline {
-                let detail = try await loop.run { self.progressDescription }
+                let detail = try await loop.submit { self.progressDescription }
                 throw PeerConnectionError.invalidState("timed out after \(Int(seconds)) s waiting for ICE/DTLS (\(detail))")
             }
             try await Task.sleep(nanoseconds: 10_000_000)

@@ -343,6 +343,12 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         setState(.closed)
     }
 
+    /// ICE counters, including STUN requests dropped for bad integrity or unknown usernames.
+    public var iceCounters: ICECounters? { ice?.counters }
+
+    /// The local address of the first media socket (for diagnostics and tests).
+    public var localAddress: SocketAddress? { sockets.first?.localAddress }
+
     /// Aggregated receiver statistics, per (transceiver mid, rid).
     public func receiverStats() -> [(mid: String?, rid: String?, kind: MediaKind, stats: RTPReceiverStats)] {
         receiveStreams.map { ($0.transceiver.mid, $0.rid, $0.transceiver.kind, $0.receiver.stats) }

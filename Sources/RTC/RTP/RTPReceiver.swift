@@ -339,7 +339,7 @@ public final class RTPReceiver: @unchecked Sendable {
         }
         let ring = seenExt.count
         let ringIndex = Int(ext % Int64(ring))
-        if codec == .vp8, !synced, ext < frontier, frontier - ext < Int64(capacity / 2), seenExt[ringIndex] != ext {
+        if codec == .vp8, !synced, ext < frontier, highestExt - ext < Int64(capacity), seenExt[ringIndex] != ext {
             frontier = ext  // reordered ahead of the first packet seen
         }
         if ext < frontier && codec == .vp8 || seenExt[ringIndex] == ext {
@@ -352,7 +352,13 @@ public final class RTPReceiver: @unchecked Sendable {
         if retransmission { counters.retransmissionsReceived += 1 }
 
         if ext > highestExt {
-            if codec == .vp8 && ext > highestExt + 1 { noteGap(from: highestExt + 1, to: ext, now: now) }
+            if codec == .vp8 {
+                if ext - highestExt > Int64(capacity) {
+                    resync(at: ext)  // a jump past the whole window: nothing before it can still complete
+                } else if ext > highestExt + 1 {
+                    noteGap(from: highestExt + 1, to: ext, now: now)
+                }
+            }
             highestExt = ext
             if !retransmission { updateJitter(timestamp: timestamp, now: now) }
         } else if codec == .vp8 {
@@ -477,6 +483,16 @@ public final class RTPReceiver: @unchecked Sendable {
             frontier += 1
             markBroken(media: true)
         }
+    }
+
+    /// Drops everything buffered and restarts assembly at `ext`, in O(window) whatever the jump.
+    private func resync(at ext: Int64) {
+        let pending = frontier <= highestExt
+        for i in 0..<capacity { slotExt[i] = -1 }
+        missing.removeAll(keepingCapacity: true)
+        frontier = ext
+        // Skipped packets may have held media; picture-ID continuity decides at the next frame start.
+        markBroken(media: pending)
     }
 
     private func noteGap(from first: Int64, to end: Int64, now: UInt64) {

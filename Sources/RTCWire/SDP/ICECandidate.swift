@@ -8,6 +8,7 @@ public struct ICECandidate: Sendable, Hashable {
         public var key: String
         public var value: String
 
+        /// Creates a value from its fields.
         public init(key: String, value: String) {
             self.key = key
             self.value = value
@@ -20,17 +21,22 @@ public struct ICECandidate: Sendable, Hashable {
     public var component: Int
     /// `udp` (or `tcp`).
     public var transport: String
+    /// Candidate priority (RFC 8445 §5.1.2).
     public var priority: UInt32
     /// IP address or mDNS name.
     public var address: String
+    /// Transport port.
     public var port: UInt16
     /// `host`, `srflx`, `prflx` or `relay`.
     public var type: String
+    /// `raddr` of reflexive and relay candidates.
     public var relatedAddress: String?
+    /// `rport` of reflexive and relay candidates.
     public var relatedPort: UInt16?
     /// Remaining pairs in written order (`generation`, `ufrag`, `network-id`, `tcptype` …).
     public var extensions: [Extension]
 
+    /// Creates a value from its fields.
     public init(
         foundation: String, component: Int = 1, transport: String = "udp", priority: UInt32,
         address: String, port: UInt16, type: String, relatedAddress: String? = nil, relatedPort: UInt16? = nil,

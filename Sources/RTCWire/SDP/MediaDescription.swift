@@ -3,6 +3,7 @@ public enum SDPMediaType: Sendable, Hashable {
     case audio, video, application
     case other(String)
 
+    /// Maps the `m=` token to a case.
     public init(_ text: String) {
         switch text {
         case "audio": self = .audio
@@ -12,6 +13,7 @@ public enum SDPMediaType: Sendable, Hashable {
         }
     }
 
+    /// The `m=` token.
     public var text: String {
         switch self {
         case .audio: "audio"
@@ -44,6 +46,7 @@ public struct RTPCodec: Sendable, Hashable {
     /// Feedback mechanisms for this payload type, including `rtcp-fb:*` ones.
     public var feedback: [RTCPFeedback]
 
+    /// Creates a value from its fields.
     public init(
         payloadType: UInt8, name: String, clockRate: UInt32, channels: UInt16? = nil,
         parameters: [SDPParameter] = [], feedback: [RTCPFeedback] = []
@@ -92,7 +95,9 @@ public struct RTPCodec: Sendable, Hashable {
 /// The attribute list ``attributes`` is the source of truth and keeps written order; the typed
 /// properties read and write it.
 public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
+    /// Media type of the `m=` line.
     public var type: SDPMediaType
+    /// Port of the `m=` line; 9 with ICE, 0 when rejected.
     public var port: UInt16
     /// The `/<n>` after the port, rarely used.
     public var portCount: UInt16?
@@ -102,12 +107,16 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
     public var formats: [String]
     /// `i=` (and any unknown) lines before `c=`; kept verbatim.
     public var informationLines: [SDPLine]
+    /// The `c=` line.
     public var connection: SDPConnection?
+    /// `b=` lines in order.
     public var bandwidths: [SDPBandwidth]
     /// `k=` and unknown line types after `b=`; kept verbatim.
     public var otherLines: [SDPLine]
+    /// `a=` lines in written order; the typed properties read and edit this list.
     public var attributes: [SDPAttribute]
 
+    /// Creates a value from its fields.
     public init(
         type: SDPMediaType, port: UInt16 = 9, portCount: UInt16? = nil, proto: String = "UDP/TLS/RTP/SAVPF",
         formats: [String] = [], connection: SDPConnection? = SDPConnection(address: "0.0.0.0"),
@@ -128,6 +137,7 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
     /// Audio/video/application as the shared enum (nil for application/unknown).
     public var kind: MediaKind? { type.mediaKind }
 
+    /// `a=mid`: the section's identifier inside the BUNDLE group.
     public var mid: String? {
         get { first(\.asMid) }
         set { replaceAll(\.asMid, with: newValue.map { [.mid($0)] } ?? []) }
@@ -139,11 +149,19 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
         set { replaceAll(\.asDirection, with: newValue.map { [.direction($0)] } ?? []) }
     }
 
+    /// The direction, defaulting to `sendrecv` when the attribute is absent (RFC 8866 §6.7).
+    public var effectiveDirection: SDPDirection { direction ?? .sendrecv }
+
+    /// A rejected or stopped section has port 0 (RFC 8829 §5.3.1).
+    public var isRejected: Bool { port == 0 }
+
+    /// `a=ice-ufrag` at this level (see ``SessionDescription/iceCredentials(forMediaAt:)`` for the fallback).
     public var iceUfrag: String? {
         get { first(\.asIceUfrag) }
         set { replaceAll(\.asIceUfrag, with: newValue.map { [.iceUfrag($0)] } ?? []) }
     }
 
+    /// `a=ice-pwd` at this level.
     public var icePwd: String? {
         get { first(\.asIcePwd) }
         set { replaceAll(\.asIcePwd, with: newValue.map { [.icePwd($0)] } ?? []) }
@@ -167,21 +185,25 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
         set { fingerprints = newValue.map { [$0] } ?? [] }
     }
 
+    /// `a=setup`: the DTLS role offered or chosen.
     public var setup: SDPSetup? {
         get { first(\.asSetup) }
         set { replaceAll(\.asSetup, with: newValue.map { [.setup($0)] } ?? []) }
     }
 
+    /// `a=rtcp-mux`: RTP and RTCP share one transport.
     public var rtcpMux: Bool {
         get { has(.rtcpMux) }
         set { setFlag(.rtcpMux, newValue) }
     }
 
+    /// `a=rtcp-rsize`: reduced-size RTCP is allowed (RFC 5506).
     public var rtcpRsize: Bool {
         get { has(.rtcpRsize) }
         set { setFlag(.rtcpRsize, newValue) }
     }
 
+    /// `a=end-of-candidates`: no more trickled candidates follow.
     public var endOfCandidates: Bool {
         get { has(.endOfCandidates) }
         set { setFlag(.endOfCandidates, newValue) }
@@ -196,6 +218,7 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
         }
     }
 
+    /// `a=msid`: stream and track ids of the sender.
     public var msid: SDPMsid? {
         get { first(\.asMsid) }
         set { replaceAll(\.asMsid, with: newValue.map { [.msid($0)] } ?? []) }
@@ -229,6 +252,7 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
         ssrcAttributes.first { $0.ssrc == ssrc && $0.attribute == "cname" }?.value
     }
 
+    /// `a=ssrc-group` lines in order (FID pairs a primary SSRC with its RTX SSRC).
     public var ssrcGroups: [SDPSSRCGroup] {
         get { all(\.asSSRCGroup) }
         set { replaceAll(\.asSSRCGroup, with: newValue.map(SDPAttribute.ssrcGroup)) }
@@ -259,16 +283,19 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
         set { replaceAll(\.asRid, with: newValue.map(SDPAttribute.rid)) }
     }
 
+    /// `a=simulcast`.
     public var simulcast: SDPSimulcast? {
         get { first(\.asSimulcast) }
         set { replaceAll(\.asSimulcast, with: newValue.map { [.simulcast($0)] } ?? []) }
     }
 
+    /// `a=sctp-port` of a data channel section (RFC 8841).
     public var sctpPort: UInt16? {
         get { first(\.asSctpPort) }
         set { replaceAll(\.asSctpPort, with: newValue.map { [.sctpPort($0)] } ?? []) }
     }
 
+    /// `a=max-message-size` of a data channel section.
     public var maxMessageSize: UInt64? {
         get { first(\.asMaxMessageSize) }
         set { replaceAll(\.asMaxMessageSize, with: newValue.map { [.maxMessageSize($0)] } ?? []) }

@@ -29,6 +29,7 @@ public struct SDPFingerprint: Sendable, Hashable {
     /// Colon-separated upper-case hex bytes as written.
     public var value: String
 
+    /// Creates a value from its fields.
     public init(algorithm: String, value: String) {
         self.algorithm = algorithm
         self.value = value
@@ -74,6 +75,7 @@ public struct SDPOrigin: Sendable, Hashable {
     public var addressType: String
     public var address: String
 
+    /// Creates a value from its fields.
     public init(
         username: String = "-", sessionID: String, sessionVersion: UInt64,
         networkType: String = "IN", addressType: String = "IP4", address: String = "127.0.0.1"
@@ -107,6 +109,7 @@ public struct SDPConnection: Sendable, Hashable {
     /// Address as written (may carry `/ttl` for multicast).
     public var address: String
 
+    /// Creates a value from its fields.
     public init(networkType: String = "IN", addressType: String = "IP4", address: String) {
         self.networkType = networkType
         self.addressType = addressType
@@ -129,6 +132,7 @@ public struct SDPBandwidth: Sendable, Hashable {
     public var type: String
     public var value: UInt64
 
+    /// Creates a value from its fields.
     public init(type: String, value: UInt64) {
         self.type = type
         self.value = value
@@ -151,6 +155,7 @@ public struct SDPTiming: Sendable, Hashable {
     /// `r=` values, kept verbatim.
     public var repeats: [String]
 
+    /// Creates a value from its fields.
     public init(start: UInt64 = 0, stop: UInt64 = 0, repeats: [String] = []) {
         self.start = start
         self.stop = stop
@@ -172,6 +177,7 @@ public struct SDPLine: Sendable, Hashable {
     public var type: UInt8
     public var value: String
 
+    /// Creates a value from its fields.
     public init(type: UInt8, value: String) {
         self.type = type
         self.value = value
@@ -185,6 +191,7 @@ public struct SDPParameter: Sendable, Hashable {
     public var key: String
     public var value: String?
 
+    /// Creates a value from its fields.
     public init(key: String, value: String? = nil) {
         self.key = key
         self.value = value
@@ -203,6 +210,7 @@ public struct SDPGroup: Sendable, Hashable {
     public var semantics: String
     public var mids: [String]
 
+    /// Creates a value from its fields.
     public init(semantics: String, mids: [String]) {
         self.semantics = semantics
         self.mids = mids
@@ -223,6 +231,7 @@ public struct SDPMsid: Sendable, Hashable {
     public var streamID: String
     public var trackID: String?
 
+    /// Creates a value from its fields.
     public init(streamID: String, trackID: String? = nil) {
         self.streamID = streamID
         self.trackID = trackID
@@ -242,6 +251,7 @@ public struct SDPMsidSemantic: Sendable, Hashable {
     public var semantic: String
     public var identifiers: [String]
 
+    /// Creates a value from its fields.
     public init(semantic: String = "WMS", identifiers: [String] = []) {
         self.semantic = semantic
         self.identifiers = identifiers
@@ -255,6 +265,7 @@ public struct SDPRtpMap: Sendable, Hashable {
     public var clockRate: UInt32
     public var channels: UInt16?
 
+    /// Creates a value from its fields.
     public init(payloadType: UInt8, name: String, clockRate: UInt32, channels: UInt16? = nil) {
         self.payloadType = payloadType
         self.name = name
@@ -297,6 +308,7 @@ public struct SDPFormatParameters: Sendable, Hashable {
     public var payloadType: UInt8
     public var parameters: [SDPParameter]
 
+    /// Creates a value from its fields.
     public init(payloadType: UInt8, parameters: [SDPParameter]) {
         self.payloadType = payloadType
         self.parameters = parameters
@@ -318,15 +330,21 @@ public struct RTCPFeedback: Sendable, Hashable {
     public var type: String
     public var parameter: String?
 
+    /// Creates a value from its fields.
     public init(type: String, parameter: String? = nil) {
         self.type = type
         self.parameter = parameter
     }
 
+    /// `nack`.
     public static let nack = RTCPFeedback(type: "nack")
+    /// `nack pli`.
     public static let pli = RTCPFeedback(type: "nack", parameter: "pli")
+    /// `ccm fir`.
     public static let fir = RTCPFeedback(type: "ccm", parameter: "fir")
+    /// `transport-cc`.
     public static let transportCC = RTCPFeedback(type: "transport-cc")
+    /// `goog-remb`.
     public static let googREMB = RTCPFeedback(type: "goog-remb")
 }
 
@@ -336,6 +354,7 @@ public struct SDPRtcpFeedback: Sendable, Hashable {
     public var payloadType: UInt8?
     public var feedback: RTCPFeedback
 
+    /// Creates a value from its fields.
     public init(payloadType: UInt8?, feedback: RTCPFeedback) {
         self.payloadType = payloadType
         self.feedback = feedback
@@ -370,6 +389,7 @@ public struct SDPExtmap: Sendable, Hashable {
     public var uri: String
     public var attributes: String?
 
+    /// Creates a value from its fields.
     public init(id: UInt16, direction: SDPDirection? = nil, uri: String, attributes: String? = nil) {
         self.id = id
         self.direction = direction
@@ -406,6 +426,7 @@ public struct SDPSSRCAttribute: Sendable, Hashable {
     public var attribute: String
     public var value: String?
 
+    /// Creates a value from its fields.
     public init(ssrc: UInt32, attribute: String, value: String? = nil) {
         self.ssrc = ssrc
         self.attribute = attribute
@@ -430,6 +451,7 @@ public struct SDPSSRCGroup: Sendable, Hashable {
     public var semantics: String
     public var ssrcs: [UInt32]
 
+    /// Creates a value from its fields.
     public init(semantics: String, ssrcs: [UInt32]) {
         self.semantics = semantics
         self.ssrcs = ssrcs
@@ -460,6 +482,7 @@ public struct SDPRid: Sendable, Hashable {
     public var direction: SDPRidDirection
     public var parameters: [SDPParameter]
 
+    /// Creates a value from its fields.
     public init(id: String, direction: SDPRidDirection, parameters: [SDPParameter] = []) {
         self.id = id
         self.direction = direction
@@ -487,6 +510,7 @@ public struct SDPSimulcastRID: Sendable, Hashable {
     public var id: String
     public var paused: Bool
 
+    /// Creates a value from its fields.
     public init(id: String, paused: Bool = false) {
         self.id = id
         self.paused = paused
@@ -499,6 +523,7 @@ public struct SDPSimulcast: Sendable, Hashable {
     public var send: [[SDPSimulcastRID]]
     public var receive: [[SDPSimulcastRID]]
 
+    /// Creates a value from its fields.
     public init(send: [[SDPSimulcastRID]] = [], receive: [[SDPSimulcastRID]] = []) {
         self.send = send
         self.receive = receive

@@ -13,7 +13,9 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
     public var sessionName: String
     /// `i=`, `u=`, `e=`, `p=` lines (between `s=` and `c=`), verbatim.
     public var informationLines: [SDPLine]
+    /// The `c=` line.
     public var connection: SDPConnection?
+    /// `b=` lines in order.
     public var bandwidths: [SDPBandwidth]
     /// `t=` lines with their `r=` lines; `[0 0]` for WebRTC.
     public var timing: [SDPTiming]
@@ -23,6 +25,7 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
     public var attributes: [SDPAttribute]
     public var media: [MediaDescription]
 
+    /// Creates a value from its fields.
     public init(
         origin: SDPOrigin, sessionName: String = "-", timing: [SDPTiming] = [SDPTiming()],
         attributes: [SDPAttribute] = [], media: [MediaDescription] = []
@@ -56,11 +59,13 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
         set { setFlag(.iceLite, newValue) }
     }
 
+    /// `a=ice-ufrag` at this level (see ``SessionDescription/iceCredentials(forMediaAt:)`` for the fallback).
     public var iceUfrag: String? {
         get { first(\.asIceUfrag) }
         set { replaceAll(\.asIceUfrag, with: newValue.map { [.iceUfrag($0)] } ?? []) }
     }
 
+    /// `a=ice-pwd` at this level.
     public var icePwd: String? {
         get { first(\.asIcePwd) }
         set { replaceAll(\.asIcePwd, with: newValue.map { [.icePwd($0)] } ?? []) }
@@ -81,6 +86,7 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
         set { fingerprints = newValue.map { [$0] } ?? [] }
     }
 
+    /// `a=setup`: the DTLS role offered or chosen.
     public var setup: SDPSetup? {
         get { first(\.asSetup) }
         set { replaceAll(\.asSetup, with: newValue.map { [.setup($0)] } ?? []) }

@@ -62,7 +62,11 @@ public enum SHA1 {
                     }
                 }
             }
-            var a = h0, b = h1, c = h2, d = h3, e = h4
+            var a = h0
+            var b = h1
+            var c = h2
+            var d = h3
+            var e = h4
             withUnsafeMutableBytes(of: &w) { raw in
                 let words = raw.bindMemory(to: UInt32.self)
                 for t in 0..<80 {

@@ -500,40 +500,40 @@ public struct STUNMessage: Hashable, Sendable {
 // MARK: Byte helpers (callers bounds-check first)
 
 @inline(__always)
-fileprivate func readUInt16(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt16 {
+private func readUInt16(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt16 {
     UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
 }
 
 @inline(__always)
-fileprivate func readUInt32(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt32 {
+private func readUInt32(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt32 {
     UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8
         | UInt32(bytes[offset + 3])
 }
 
 @inline(__always)
-fileprivate func readUInt64(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt64 {
+private func readUInt64(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt64 {
     UInt64(readUInt32(bytes, offset)) << 32 | UInt64(readUInt32(bytes, offset + 4))
 }
 
 @inline(__always)
-fileprivate func appendUInt16(_ out: inout [UInt8], _ value: UInt16) {
+private func appendUInt16(_ out: inout [UInt8], _ value: UInt16) {
     out.append(UInt8(truncatingIfNeeded: value >> 8))
     out.append(UInt8(truncatingIfNeeded: value))
 }
 
 @inline(__always)
-fileprivate func appendUInt32(_ out: inout [UInt8], _ value: UInt32) {
+private func appendUInt32(_ out: inout [UInt8], _ value: UInt32) {
     appendUInt16(&out, UInt16(truncatingIfNeeded: value >> 16))
     appendUInt16(&out, UInt16(truncatingIfNeeded: value))
 }
 
 @inline(__always)
-fileprivate func appendUInt64(_ out: inout [UInt8], _ value: UInt64) {
+private func appendUInt64(_ out: inout [UInt8], _ value: UInt64) {
     appendUInt32(&out, UInt32(truncatingIfNeeded: value >> 32))
     appendUInt32(&out, UInt32(truncatingIfNeeded: value))
 }
 
-fileprivate func hexByte(_ byte: UInt8) -> String {
+private func hexByte(_ byte: UInt8) -> String {
     let digits: [Character] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f"]
     return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
 }

@@ -102,7 +102,7 @@ public enum HTTPClient {
         return HTTPResponse(status: parser.status, reason: parser.reason, headers: parser.headers, body: parser.body)
     }
 
-    private static func connect(host: String, port: UInt16, timeout: Double) throws(HTTPError) -> Int32 {
+    static func connect(host: String, port: UInt16, timeout: Double) throws(HTTPError) -> Int32 {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -129,7 +129,7 @@ public enum HTTPClient {
         throw .connectFailed("\(host):\(port): \(lastError)")
     }
 
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(HTTPError) {
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(HTTPError) {
         var sent = 0
         while sent < bytes.count {
             let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }

@@ -1,0 +1,145 @@
+import Foundation
+import RTC
+import RTCWire
+
+/// CPU per received SRTP packet on the full receive path, against bare libsrtp unprotect.
+///
+/// Method: two real ``PeerConnection``s on two event loops connect over loopback (ICE, DTLS,
+/// SRTP as negotiated). The sender blasts VP8-shaped frames of `packetsPerFrame` packets. The
+/// receiving loop thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) is sampled before and after, minus
+/// the same thread's idle cost over an equal time, and divided by the packets it received. That
+/// covers recvmmsg → demux → SRTP unprotect → RTP parse → receiver bookkeeping and VP8 frame
+/// assembly. The anchor, in the same run, is bare `srtp_unprotect` of packets of the same size and
+/// profile, timed in a tight loop.
+public enum ReceivePathBenchmark {
+    public struct Result: Sendable {
+        public var packets: Int
+        public var payloadBytes: Int
+        public var profile: String
+        public var fullPathNanosPerPacket: Double
+        public var bareUnprotectNanosPerPacket: Double
+        public var ratio: Double { fullPathNanosPerPacket / bareUnprotectNanosPerPacket }
+        public var lostPackets: Int
+        /// Share of the receive thread's busy time spent in the kernel (recvmmsg, UDP stack).
+        public var kernelShare: Double
+    }
+
+    final class Blaster: EventLoopTicker, @unchecked Sendable {
+        let pc: PeerConnection
+        let transceiver: RTPTransceiver
+        let framesPerTick: Int
+        let totalFrames: Int
+        let keyframe: EncodedFrame
+        let delta: EncodedFrame
+        var sent = 0
+        init(pc: PeerConnection, transceiver: RTPTransceiver, framesPerTick: Int, totalFrames: Int, frameBytes: Int) {
+            self.pc = pc
+            self.transceiver = transceiver
+            self.framesPerTick = framesPerTick
+            self.totalFrames = totalFrames
+            var key = [UInt8](repeating: 0, count: frameBytes)
+            for i in key.indices { key[i] = UInt8(truncatingIfNeeded: i &* 31 &+ 7) }
+            // VP8 key frame header (RFC 6386 9.1): P=0, show_frame, start code, 640x360.
+            key[0] = 0x10
+            key[3] = 0x9D
+            key[4] = 0x01
+            key[5] = 0x2A
+            key[6] = 0x80
+            key[7] = 0x02
+            key[8] = 0x68
+            key[9] = 0x01
+            var d = key
+            d[0] = 0x11
+            keyframe = EncodedFrame(codec: .vp8, data: key, timestamp: 0, isKeyframe: true)
+            delta = EncodedFrame(codec: .vp8, data: d, timestamp: 0, isKeyframe: false)
+        }
+        var done: Bool { sent >= totalFrames }
+        func tick(now: UInt64) {
+            var n = 0
+            while n < framesPerTick && sent < totalFrames {
+                var f = sent % 300 == 0 ? keyframe : delta
+                f.timestamp = UInt32(truncatingIfNeeded: sent &* 3000)
+                pc.send(f, on: transceiver)
+                sent += 1
+                n += 1
+            }
+        }
+    }
+
+    /// Runs the benchmark. `packets` is approximate (rounded to whole frames).
+    public static func run(packets: Int = 50_000, packetsPerFrame: Int = 8) async throws -> Result {
+        let rxLoop = EventLoop(name: "bench-rx")
+        let txLoop = EventLoop(name: "bench-tx")
+        defer {
+            rxLoop.shutdown()
+            txLoop.shutdown()
+        }
+        let rx = try PeerConnection(loop: rxLoop)
+        let tx = try PeerConnection(loop: txLoop)
+        let transceiver = try await txLoop.submit { tx.addTransceiver(kind: .video, direction: .sendonly) }
+        let offer = try await txLoop.submit {
+            let o = try tx.createOffer()
+            try tx.setLocalDescription(o)
+            return o
+        }
+        let answer = try await rxLoop.submit {
+            try rx.setRemoteDescription(offer, type: .offer)
+            let a = try rx.createAnswer()
+            try rx.setLocalDescription(a)
+            return a
+        }
+        try await txLoop.submit { try tx.setRemoteDescription(answer, type: .answer) }
+        try await tx.waitUntilConnected(timeout: 10)
+        try await rx.waitUntilConnected(timeout: 10)
+        let profile = await rxLoop.submit { rx.srtpProfile.map { "\($0)" } ?? "none" }
+
+        let payloadPerPacket = 1100
+        let frameBytes = payloadPerPacket * packetsPerFrame - 100
+        let totalFrames = max(10, packets / packetsPerFrame)
+        // ~10k packets/s keeps bursts well inside the socket buffer, so nothing is lost.
+        let blaster = Blaster(
+            pc: tx, transceiver: transceiver, framesPerTick: max(1, 100 / packetsPerFrame), totalFrames: totalFrames,
+            frameBytes: frameBytes)
+
+        // Idle cost of the receive thread (ticks, timers) over one second.
+        let idleStart = await rxLoop.submit { threadCPUNanoseconds() }
+        let idleWallStart = EventLoop.now()
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        let idleEnd = await rxLoop.submit { threadCPUNanoseconds() }
+        let idlePerNano = Double(idleEnd - idleStart) / Double(EventLoop.now() - idleWallStart)
+
+        let before = await rxLoop.submit { (threadCPUNanoseconds(), rx.counters.packetsReceived) }
+        let usageBefore = await rxLoop.submit { threadUserSystemNanoseconds() }
+        let wallStart = EventLoop.now()
+        await txLoop.submit { txLoop.addTicker(blaster) }
+        while !(await txLoop.submit { blaster.done }) { try await Task.sleep(nanoseconds: 50_000_000) }
+        // Wait for the tail to drain.
+        var last = await rxLoop.submit { rx.counters.packetsReceived }
+        while true {
+            try await Task.sleep(nanoseconds: 200_000_000)
+            let now = await rxLoop.submit { rx.counters.packetsReceived }
+            if now == last { break }
+            last = now
+        }
+        await txLoop.submit { txLoop.removeTicker(blaster) }
+        let after = await rxLoop.submit { (threadCPUNanoseconds(), rx.counters.packetsReceived) }
+        let usageAfter = await rxLoop.submit { threadUserSystemNanoseconds() }
+        let userTime = Double(usageAfter.user - usageBefore.user)
+        let systemTime = Double(usageAfter.system - usageBefore.system)
+        let wall = Double(EventLoop.now() - wallStart)
+        let received = Int(after.1 - before.1)
+        let stats = await rxLoop.submit { rx.receiverStats() }
+        let lost = stats.reduce(0) { $0 + Int(max(0, $1.stats.packetsLost)) }
+        let busy = Double(after.0 - before.0) - idlePerNano * wall
+        let perPacket = busy / Double(max(1, received))
+
+        let srtpProfile: SRTPProfile = profile.contains("GCM") ? .aeadAES128GCM : .aes128CMHMACSHA1_80
+        let bare = SRTPBench.unprotectCost(profile: srtpProfile, payloadSize: payloadPerPacket + 20, count: 2_048)
+        await rxLoop.submit { rx.close() }
+        await txLoop.submit { tx.close() }
+        return Result(
+            packets: received, payloadBytes: payloadPerPacket, profile: profile, fullPathNanosPerPacket: perPacket,
+            bareUnprotectNanosPerPacket: bare, lostPackets: lost,
+            kernelShare: systemTime / max(1, userTime + systemTime))
+    }
+}

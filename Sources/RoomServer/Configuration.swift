@@ -1,0 +1,82 @@
+import Foundation
+
+/// Settings of a ``RoomServer``. Every field has a default, so `Configuration()` runs a dev server
+/// on 127.0.0.1:7880 with a generated secret.
+public struct RoomServerConfiguration: Sendable, Codable, Equatable {
+    /// Address the HTTP/WebSocket listener binds to.
+    public var listenHost: String = "127.0.0.1"
+    /// TCP port of the listener; 0 picks an ephemeral port (read ``RoomServer/httpPort``).
+    public var listenPort: UInt16 = 7880
+    /// IP announced in ICE candidates once the SFU lands (nil: the listen host).
+    public var mediaAddress: String?
+    /// UDP ports the SFU may bind (inclusive); a single port when both ends are equal.
+    public var udpPortLow: UInt16 = 7882
+    public var udpPortHigh: UInt16 = 7882
+    /// HS256 secret for room tokens. Nil makes ``RoomServer`` generate a dev secret at start.
+    public var secret: String?
+    /// Joined participants per room; a further join gets 4009 `MAX_PARTCIPANT_REACHED`.
+    public var maxParticipantsPerRoom: Int = 100
+    /// Largest signalling message (UTF-8 bytes) the server interprets; larger ones get 3073.
+    public var maxMessageBytes: Int = 64 * 1024
+    /// Largest PubSub `message` plus `payload` (bytes of their JSON); larger publishes get 4087.
+    public var maxPubSubMessageBytes: Int = 16 * 1024
+    /// Persisted messages kept per topic; the oldest are dropped first.
+    public var pubsubHistoryLimit: Int = 200
+    /// Messages per `pubsubHistory` notification when history is replayed.
+    public var pubsubHistoryBatchSize: Int = 50
+    /// Topics one participant may subscribe to at once; more get 4088.
+    public var maxTopicsPerParticipant: Int = 256
+    /// Sustained requests per second per connection (token bucket rate).
+    public var rateLimitPerSecond: Double = 50
+    /// Burst size of the per-connection token bucket.
+    public var rateLimitBurst: Double = 100
+    /// Invalid or refused-for-abuse messages tolerated within ``abuseWindowSeconds`` before the
+    /// connection is closed with 1008.
+    public var abuseThreshold: Int = 20
+    public var abuseWindowSeconds: Double = 10
+    /// A connection that has not sent `join` by then is closed.
+    public var joinTimeoutSeconds: Double = 30
+
+    public init() {}
+
+    /// Reads a JSON configuration file; absent keys keep their defaults.
+    public static func load(path: String) throws -> RoomServerConfiguration {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        return try JSONDecoder().decode(RoomServerConfiguration.self, from: data)
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let d = RoomServerConfiguration()
+        listenHost = try c.decodeIfPresent(String.self, forKey: .listenHost) ?? d.listenHost
+        listenPort = try c.decodeIfPresent(UInt16.self, forKey: .listenPort) ?? d.listenPort
+        mediaAddress = try c.decodeIfPresent(String.self, forKey: .mediaAddress)
+        udpPortLow = try c.decodeIfPresent(UInt16.self, forKey: .udpPortLow) ?? d.udpPortLow
+        udpPortHigh = try c.decodeIfPresent(UInt16.self, forKey: .udpPortHigh) ?? udpPortLow
+        secret = try c.decodeIfPresent(String.self, forKey: .secret)
+        maxParticipantsPerRoom = try c.decodeIfPresent(Int.self, forKey: .maxParticipantsPerRoom) ?? d.maxParticipantsPerRoom
+        maxMessageBytes = try c.decodeIfPresent(Int.self, forKey: .maxMessageBytes) ?? d.maxMessageBytes
+        maxPubSubMessageBytes = try c.decodeIfPresent(Int.self, forKey: .maxPubSubMessageBytes) ?? d.maxPubSubMessageBytes
+        pubsubHistoryLimit = try c.decodeIfPresent(Int.self, forKey: .pubsubHistoryLimit) ?? d.pubsubHistoryLimit
+        pubsubHistoryBatchSize = try c.decodeIfPresent(Int.self, forKey: .pubsubHistoryBatchSize) ?? d.pubsubHistoryBatchSize
+        maxTopicsPerParticipant = try c.decodeIfPresent(Int.self, forKey: .maxTopicsPerParticipant) ?? d.maxTopicsPerParticipant
+        rateLimitPerSecond = try c.decodeIfPresent(Double.self, forKey: .rateLimitPerSecond) ?? d.rateLimitPerSecond
+        rateLimitBurst = try c.decodeIfPresent(Double.self, forKey: .rateLimitBurst) ?? d.rateLimitBurst
+        abuseThreshold = try c.decodeIfPresent(Int.self, forKey: .abuseThreshold) ?? d.abuseThreshold
+        abuseWindowSeconds = try c.decodeIfPresent(Double.self, forKey: .abuseWindowSeconds) ?? d.abuseWindowSeconds
+        joinTimeoutSeconds = try c.decodeIfPresent(Double.self, forKey: .joinTimeoutSeconds) ?? d.joinTimeoutSeconds
+    }
+
+    /// Checks ranges; returns a description of the first problem, or nil.
+    public func validationProblem() -> String? {
+        if udpPortLow > udpPortHigh { return "UDP port range \(udpPortLow)-\(udpPortHigh) is empty" }
+        if maxParticipantsPerRoom < 1 { return "maxParticipantsPerRoom must be at least 1" }
+        if maxMessageBytes < 1024 { return "maxMessageBytes must be at least 1024" }
+        if maxPubSubMessageBytes < 1 || pubsubHistoryLimit < 0 || pubsubHistoryBatchSize < 1 { return "bad PubSub limits" }
+        if maxTopicsPerParticipant < 1 { return "maxTopicsPerParticipant must be at least 1" }
+        if !(rateLimitPerSecond > 0) || !(rateLimitBurst >= 1) { return "rate limits must be positive" }
+        if abuseThreshold < 1 || !(abuseWindowSeconds > 0) || !(joinTimeoutSeconds > 0) { return "bad abuse/join limits" }
+        if let secret, secret.isEmpty { return "secret must not be empty" }
+        return nil
+    }
+}

@@ -1,0 +1,188 @@
+import Foundation
+import Signaling
+
+/// A participant's mode (room-api.md §3). Only `SEND_AND_RECV` may publish.
+public enum ParticipantMode: String, Sendable, CaseIterable {
+    case sendAndRecv = "SEND_AND_RECV"
+    case recvOnly = "RECV_ONLY"
+    case signallingOnly = "SIGNALLING_ONLY"
+
+    /// Parses a wire name, accepting the deprecated aliases `CONFERENCE` and `VIEWER`.
+    public init?(wireName: String) {
+        switch wireName {
+        case "SEND_AND_RECV", "CONFERENCE": self = .sendAndRecv
+        case "RECV_ONLY": self = .recvOnly
+        case "SIGNALLING_ONLY", "VIEWER": self = .signallingOnly
+        default: return nil
+        }
+    }
+
+    var consumes: Bool { self != .signallingOnly }
+}
+
+/// The kind of a published track.
+public enum TrackKind: String, Sendable, CaseIterable {
+    case mic, webcam, screen, screenAudio
+
+    /// Parses a wire name; `audio`/`video`/`share`/`shareAudio` (the SDK's stream kinds) are aliases.
+    public init?(wireName: String) {
+        switch wireName {
+        case "mic", "audio": self = .mic
+        case "webcam", "video": self = .webcam
+        case "screen", "share": self = .screen
+        case "screenAudio", "shareAudio": self = .screenAudio
+        default: return nil
+        }
+    }
+
+    /// Screen shares are always consumed; mic and webcam only by policy (`autoConsume`, `consume`).
+    var alwaysConsumed: Bool { self == .screen || self == .screenAudio }
+}
+
+/// One published track (a producer in SFU terms). The SFU attaches media to `producerId`.
+public struct ProducerInfo: Sendable, Equatable {
+    public var producerId: String
+    public var participantId: String
+    public var kind: TrackKind
+    public var paused: Bool
+    /// Whatever else the client sent with `produce` (e.g. RTP parameters later); passed to the SFU.
+    public var appData: JSONValue
+
+    var json: JSONValue {
+        ["producerId": .string(producerId), "participantId": .string(participantId), "kind": .string(kind.rawValue), "paused": .bool(paused)]
+    }
+}
+
+/// What one subscriber receives of one producer. The SFU forwards media per `consumerId`.
+public struct ConsumerInfo: Sendable, Equatable {
+    public var consumerId: String
+    public var producerId: String
+    /// The participant whose track this is.
+    public var producerParticipantId: String
+    public var subscriberId: String
+    public var kind: TrackKind
+    /// `low`, `medium` or `high` (nil: the server picks).
+    public var preferredQuality: String?
+    /// Viewport in pixels from `setViewPort` (nil: unknown).
+    public var viewportWidth: Int?
+    public var viewportHeight: Int?
+
+    var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "consumerId": .string(consumerId), "producerId": .string(producerId),
+            "participantId": .string(producerParticipantId), "kind": .string(kind.rawValue),
+        ]
+        if let preferredQuality { o["quality"] = .string(preferredQuality) }
+        if let viewportWidth, let viewportHeight { o["viewPort"] = ["width": .number(Double(viewportWidth)), "height": .number(Double(viewportHeight))] }
+        return .object(o)
+    }
+}
+
+/// Hooks the SFU implements to attach media to the room's control-plane state. They are called on
+/// the room's serial queue, in the order the state changes, and must return quickly.
+public protocol RoomMediaHooks: AnyObject, Sendable {
+    func producerCreated(roomId: String, producer: ProducerInfo)
+    func producerClosed(roomId: String, producer: ProducerInfo)
+    func consumerCreated(roomId: String, consumer: ConsumerInfo)
+    func consumerClosed(roomId: String, consumer: ConsumerInfo)
+    /// `setQuality`/`setViewPort` changed a consumer's preferences.
+    func consumerPreferencesChanged(roomId: String, consumer: ConsumerInfo)
+}
+
+/// A message stored or delivered by the PubSub broker. `payload` is never interpreted.
+struct PubSubMessage {
+    var id: String
+    var topic: String
+    var message: String
+    var senderId: String
+    var senderName: String
+    var timestamp: Int64
+    var payload: JSONValue?
+    var sendOnly: [String]
+
+    var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "id": .string(id), "topic": .string(topic), "message": .string(message), "senderId": .string(senderId),
+            "senderName": .string(senderName), "timestamp": .number(Double(timestamp)),
+            "sendOnly": .array(sendOnly.map(JSONValue.string)),
+        ]
+        if let payload { o["payload"] = payload }
+        return .object(o)
+    }
+
+    func isVisible(to participantId: String) -> Bool {
+        sendOnly.isEmpty || sendOnly.contains(participantId) || senderId == participantId
+    }
+}
+
+/// A joined participant, owned by its room's queue.
+final class ParticipantState {
+    let id: String
+    let session: ClientSession
+    var name: String
+    var mode: ParticipantMode
+    var metaData: JSONValue
+    var isAgent: Bool
+    var agentId: String?
+    var micEnabled: Bool
+    var camEnabled: Bool
+    var autoConsume: Bool
+    var permissions: Set<String>
+    var producers: [String: ProducerInfo] = [:]
+    /// Consumers keyed by consumerId.
+    var consumers: [String: ConsumerInfo] = [:]
+    /// With `autoConsume` off: the (participant, kind) pairs this subscriber asked to receive.
+    var wanted: Set<String> = []
+    var topics: Set<String> = []
+    let joinedAt: Int64
+
+    init(
+        id: String, session: ClientSession, name: String, mode: ParticipantMode, metaData: JSONValue, isAgent: Bool,
+        agentId: String?, micEnabled: Bool, camEnabled: Bool, autoConsume: Bool, permissions: Set<String>
+    ) {
+        self.id = id
+        self.session = session
+        self.name = name
+        self.mode = mode
+        self.metaData = metaData
+        self.isAgent = isAgent
+        self.agentId = agentId
+        self.micEnabled = micEnabled
+        self.camEnabled = camEnabled
+        self.autoConsume = autoConsume
+        self.permissions = permissions
+        self.joinedAt = Int64(Date().timeIntervalSince1970 * 1000)
+    }
+
+    static func wantKey(_ peer: String, _ kind: TrackKind) -> String { kind.rawValue + "\u{0}" + peer }
+
+    func wants(_ producer: ProducerInfo) -> Bool {
+        guard mode.consumes, producer.participantId != id else { return false }
+        return producer.kind.alwaysConsumed || autoConsume || wanted.contains(Self.wantKey(producer.participantId, producer.kind))
+    }
+
+    var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "participantId": .string(id), "name": .string(name), "mode": .string(mode.rawValue),
+            "metaData": metaData, "isAgent": .bool(isAgent), "micEnabled": .bool(micEnabled), "camEnabled": .bool(camEnabled),
+            "producers": .array(producers.values.sorted { $0.producerId < $1.producerId }.map(\.json)),
+        ]
+        if let agentId { o["agentId"] = .string(agentId) }
+        return .object(o)
+    }
+}
+
+func makeId(_ prefix: String) -> String {
+    prefix + "-" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+}
+
+func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+/// Room and participant ids: 1–128 bytes, no whitespace or control characters, no `/`.
+func isValidIdentifier(_ s: String) -> Bool {
+    guard !s.isEmpty, s.utf8.count <= 128 else { return false }
+    for scalar in s.unicodeScalars {
+        if scalar.properties.isWhitespace || scalar.value < 0x20 || scalar.value == 0x7F || scalar == "/" { return false }
+    }
+    return true
+}

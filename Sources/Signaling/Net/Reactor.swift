@@ -1,0 +1,215 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Something the reactor delivers readiness events to. Only ever called on the reactor thread.
+protocol ReactorChannel: AnyObject {
+    func handleEvents(_ events: UInt32)
+}
+
+/// A single epoll thread that owns non-blocking TCP sockets for the signalling layer.
+///
+/// Every socket, parser and buffer registered with a reactor is confined to its thread, so none of
+/// them take locks. Other threads hand work over with ``execute(_:)``; the only shared state is the
+/// pending-work queue, guarded by a lock and signalled through an eventfd. One reactor comfortably
+/// drives thousands of mostly-idle WebSocket connections, which a thread per connection would not.
+public final class Reactor: @unchecked Sendable {
+    /// A process-wide reactor for client connections, started on first use.
+    public static let shared = Reactor(name: "signaling-reactor")
+
+    public let name: String
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let lock = NSLock()
+    private var pending: [() -> Void] = []
+    private var stopping = false
+    private var thread: Thread?
+    private var threadID: pthread_t?
+
+    // Reactor-thread state.
+    private var channels: [Int32: ReactorChannel] = [:]
+    private var timers: [(deadline: UInt64, id: UInt64, action: () -> Void)] = []
+    private var nextTimerID: UInt64 = 1
+    /// Scratch buffer every read lands in before a channel copies out what it keeps.
+    let readScratch: UnsafeMutableRawBufferPointer
+
+    private static let maxEvents = 256
+    private let events: UnsafeMutableRawPointer
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Creates the reactor and starts its thread.
+    public init(name: String) {
+        self.name = name
+        epollFD = sig_epoll_create1(EpollConstants.cloexec)
+        wakeFD = sig_eventfd(0, EpollConstants.eventfdNonblock | EpollConstants.cloexec)
+        precondition(epollFD >= 0 && wakeFD >= 0, "epoll/eventfd creation failed: errno \(errno)")
+        readScratch = .allocate(byteCount: 64 * 1024, alignment: 16)
+        events = .allocate(byteCount: Self.maxEvents * EpollEventLayout.size, alignment: 8)
+        var wake = (UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &wake) { raw in
+            raw.storeBytes(of: EpollConstants.input, as: UInt32.self)
+            raw.storeBytes(of: UInt64(UInt32.max), toByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+        }
+        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlAdd, wakeFD, &wake)
+        let thread = Thread { [self] in self.run() }
+        thread.name = name
+        self.thread = thread
+        thread.start()
+    }
+
+    deinit {
+        readScratch.deallocate()
+        events.deallocate()
+        close(epollFD)
+        close(wakeFD)
+    }
+
+    /// Monotonic clock in milliseconds.
+    static func nowMS() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1000 + UInt64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// True when called on this reactor's thread.
+    public var isReactorThread: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let id = threadID else { return false }
+        return pthread_equal(id, pthread_self()) != 0
+    }
+
+    /// Runs `work` on the reactor thread, after the work queued before it.
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        enqueue(work)
+    }
+
+    /// Like ``execute(_:)`` for closures that capture reactor-confined objects.
+    func enqueue(_ work: @escaping () -> Void) {
+        lock.lock()
+        if stopping {
+            lock.unlock()
+            return
+        }
+        let wasEmpty = pending.isEmpty
+        pending.append(work)
+        lock.unlock()
+        if wasEmpty {
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
+    }
+
+    /// Stops the thread after closing every registered channel. Waits for it unless called on it.
+    public func shutdown() {
+        let onThread = isReactorThread
+        lock.lock()
+        if stopping {
+            lock.unlock()
+            return
+        }
+        stopping = true
+        lock.unlock()
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+        if !onThread { finished.wait() }
+    }
+
+    // MARK: Reactor thread
+
+    func register(fd: Int32, events: UInt32, channel: ReactorChannel) {
+        channels[fd] = channel
+        var event = makeEvent(fd: fd, events: events)
+        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlAdd, fd, &event)
+    }
+
+    func modify(fd: Int32, events: UInt32) {
+        var event = makeEvent(fd: fd, events: events)
+        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlMod, fd, &event)
+    }
+
+    func unregister(fd: Int32) {
+        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlDel, fd, nil)
+        channels[fd] = nil
+    }
+
+    /// Schedules `action` on the reactor thread after `milliseconds`; returns an id for ``cancelTimer(_:)``.
+    @discardableResult
+    func schedule(afterMilliseconds milliseconds: UInt64, _ action: @escaping () -> Void) -> UInt64 {
+        let id = nextTimerID
+        nextTimerID += 1
+        timers.append((Self.nowMS() + milliseconds, id, action))
+        return id
+    }
+
+    func cancelTimer(_ id: UInt64) {
+        timers.removeAll { $0.id == id }
+    }
+
+    private func makeEvent(fd: Int32, events: UInt32) -> (UInt64, UInt64) {
+        var event = (UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &event) { raw in
+            raw.storeBytes(of: events, as: UInt32.self)
+            raw.storeBytes(of: UInt64(UInt32(bitPattern: fd)), toByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+        }
+        return event
+    }
+
+    private func run() {
+        lock.lock()
+        threadID = pthread_self()
+        lock.unlock()
+        while true {
+            var timeout: Int32 = -1
+            if let soonest = timers.map(\.deadline).min() {
+                let now = Self.nowMS()
+                timeout = soonest > now ? Int32(min(soonest - now, 60_000)) : 0
+            }
+            let count = sig_epoll_wait(epollFD, events, Int32(Self.maxEvents), timeout)
+            if count > 0 {
+                for i in 0..<Int(count) {
+                    let base = events + i * EpollEventLayout.size
+                    let mask = base.loadUnaligned(as: UInt32.self)
+                    let data = base.loadUnaligned(fromByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+                    if data == UInt64(UInt32.max) {
+                        var value: UInt64 = 0
+                        _ = read(wakeFD, &value, 8)
+                    } else if let channel = channels[Int32(truncatingIfNeeded: data)] {
+                        channel.handleEvents(mask)
+                    }
+                }
+            }
+            runTimers()
+            lock.lock()
+            let work = pending
+            pending.removeAll(keepingCapacity: true)
+            let stop = stopping
+            lock.unlock()
+            for item in work { item() }
+            if stop { break }
+        }
+        // Close everything still registered; channels unregister themselves as they close.
+        for channel in Array(channels.values) {
+            (channel as? ClosableChannel)?.forceClose()
+        }
+        channels.removeAll()
+        timers.removeAll()
+        finished.signal()
+    }
+
+    private func runTimers() {
+        guard !timers.isEmpty else { return }
+        let now = Self.nowMS()
+        let due = timers.filter { $0.deadline <= now }
+        guard !due.isEmpty else { return }
+        timers.removeAll { $0.deadline <= now }
+        for timer in due { timer.action() }
+    }
+}
+
+/// A channel that can be torn down when its reactor stops.
+protocol ClosableChannel: AnyObject {
+    func forceClose()
+}

@@ -1,0 +1,179 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Receives the bytes and the end of a ``StreamChannel``. Called on the reactor thread only.
+protocol StreamChannelDelegate: AnyObject {
+    /// New bytes; the buffer is only valid for the duration of the call.
+    func channel(_ channel: StreamChannel, received bytes: UnsafeRawBufferPointer)
+    /// The connection is gone (peer close, error, or our own close). Called once.
+    func channelClosed(_ channel: StreamChannel)
+}
+
+/// A non-blocking TCP connection owned by a ``Reactor``: buffered writes with a bound, reads that
+/// can be paused (backpressure), and a graceful "flush, half-close, drain, close" ending so that a
+/// final message (an HTTP error, a WebSocket close frame) reaches a peer that is still sending.
+final class StreamChannel: ReactorChannel, ClosableChannel {
+    let fd: Int32
+    unowned let reactor: Reactor
+    weak var delegate: StreamChannelDelegate?
+    /// Keeps the delegate alive while the channel is open (released on close to break the cycle).
+    private var delegateOwner: AnyObject?
+    /// The largest amount of unsent data tolerated before the peer is considered stuck.
+    var maxWriteBuffer: Int
+
+    private var writeBuffer: [UInt8] = []
+    private var writeOffset = 0
+    private var readingEnabled = true
+    private var writeInterest = false
+    private var finishing = false
+    private var halfClosed = false
+    private(set) var isClosed = false
+    private var drainTimer: UInt64?
+
+    init(fd: Int32, reactor: Reactor, maxWriteBuffer: Int) {
+        self.fd = fd
+        self.reactor = reactor
+        self.maxWriteBuffer = maxWriteBuffer
+    }
+
+    /// Registers with the reactor and starts reading. `delegate` is retained until close.
+    func start(delegate: StreamChannelDelegate & AnyObject) {
+        setDelegate(delegate)
+        let mask = currentInterest()
+        registeredInterest = mask
+        reactor.register(fd: fd, events: mask, channel: self)
+    }
+
+    /// Hands the connection to another delegate (HTTP → WebSocket upgrade).
+    func setDelegate(_ delegate: StreamChannelDelegate & AnyObject) {
+        self.delegate = delegate
+        delegateOwner = delegate
+    }
+
+    var pendingWriteBytes: Int { writeBuffer.count - writeOffset }
+
+    /// Queues bytes and writes as much as the socket takes now. Returns false (and closes) when the
+    /// write buffer would exceed its bound.
+    @discardableResult
+    func write(_ bytes: [UInt8]) -> Bool {
+        guard !isClosed, !halfClosed else { return false }
+        if pendingWriteBytes + bytes.count > maxWriteBuffer {
+            forceClose()
+            return false
+        }
+        if writeOffset == writeBuffer.count {
+            writeBuffer.removeAll(keepingCapacity: writeBuffer.capacity <= 256 * 1024)
+            writeOffset = 0
+        }
+        writeBuffer.append(contentsOf: bytes)
+        flush()
+        return !isClosed
+    }
+
+    /// Stops or resumes reading (the peer then sees TCP flow control).
+    func setReading(_ enabled: Bool) {
+        guard readingEnabled != enabled else { return }
+        readingEnabled = enabled
+        updateInterest()
+    }
+
+    /// Sends what is queued, half-closes, discards whatever the peer still sends, then closes.
+    func finish(drainTimeoutMS: UInt64 = 2000) {
+        guard !isClosed, !finishing else { return }
+        finishing = true
+        readingEnabled = true
+        drainTimer = reactor.schedule(afterMilliseconds: drainTimeoutMS) { [weak self] in self?.forceClose() }
+        flush()
+    }
+
+    /// Closes now, dropping unsent data.
+    func forceClose() {
+        guard !isClosed else { return }
+        isClosed = true
+        if let t = drainTimer { reactor.cancelTimer(t) }
+        reactor.unregister(fd: fd)
+        Glibc.close(fd)
+        writeBuffer = []
+        let d = delegate
+        delegateOwner = nil
+        d?.channelClosed(self)
+    }
+
+    func handleEvents(_ events: UInt32) {
+        if events & EpollConstants.output != 0 { flush() }
+        if isClosed { return }
+        if events & (EpollConstants.hangup | EpollConstants.error) != 0, !(readingEnabled || finishing) {
+            forceClose()
+            return
+        }
+        if events & (EpollConstants.input | EpollConstants.hangup | EpollConstants.error | EpollConstants.readHangup) != 0 {
+            readAvailable()
+        }
+    }
+
+    private func readAvailable() {
+        // A bounded number of reads per wakeup keeps one busy peer from starving the others.
+        for _ in 0..<4 {
+            guard !isClosed, readingEnabled || finishing else { return }
+            let scratch = reactor.readScratch
+            let n = recv(fd, scratch.baseAddress, scratch.count, 0)
+            if n > 0 {
+                if !finishing {
+                    delegate?.channel(self, received: UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
+                }
+                if n < scratch.count { return }
+            } else if n == 0 {
+                forceClose()
+                return
+            } else {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return }
+                forceClose()
+                return
+            }
+        }
+    }
+
+    private func flush() {
+        while writeOffset < writeBuffer.count, !isClosed {
+            let n = writeBuffer.withUnsafeBytes { raw in
+                send(fd, raw.baseAddress! + writeOffset, raw.count - writeOffset, Int32(MSG_NOSIGNAL))
+            }
+            if n > 0 {
+                writeOffset += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                break
+            } else {
+                forceClose()
+                return
+            }
+        }
+        if isClosed { return }
+        if writeOffset == writeBuffer.count, finishing, !halfClosed {
+            halfClosed = true
+            Glibc.shutdown(fd, Int32(SHUT_WR))
+        }
+        updateInterest()
+    }
+
+    private func currentInterest() -> UInt32 {
+        var mask: UInt32 = 0
+        if readingEnabled || finishing { mask |= EpollConstants.input | EpollConstants.readHangup }
+        if writeOffset < writeBuffer.count { mask |= EpollConstants.output }
+        return mask
+    }
+
+    private var registeredInterest: UInt32?
+
+    private func updateInterest() {
+        guard !isClosed else { return }
+        let mask = currentInterest()
+        if mask != registeredInterest {
+            registeredInterest = mask
+            reactor.modify(fd: fd, events: mask)
+        }
+    }
+}

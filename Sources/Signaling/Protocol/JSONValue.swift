@@ -1,0 +1,165 @@
+import Foundation
+
+/// A JSON value that is `Sendable` and `Hashable`, for protocol payloads whose shape the message
+/// layer does not know.
+public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    // MARK: Accessors
+
+    public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    public var doubleValue: Double? { if case .number(let n) = self { return n } else { return nil } }
+    /// The number as an integer when it is integral and in range.
+    public var intValue: Int? {
+        guard case .number(let n) = self, n.rounded() == n, n >= -9.007_199_254_740_992e15, n <= 9.007_199_254_740_992e15 else { return nil }
+        return Int(n)
+    }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
+    public var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o } else { return nil } }
+    public var isNull: Bool { self == .null }
+
+    /// Member `key` of an object (nil for other kinds or a missing key).
+    public subscript(key: String) -> JSONValue? { objectValue?[key] }
+
+    /// Element `index` of an array (nil when out of range or not an array).
+    public subscript(index: Int) -> JSONValue? {
+        guard let a = arrayValue, a.indices.contains(index) else { return nil }
+        return a[index]
+    }
+
+    // MARK: Conversions
+
+    /// Converts a `JSONSerialization` object graph. Returns nil for values JSON cannot hold.
+    public init?(any value: Any) {
+        switch value {
+        case is NSNull:
+            self = .null
+        case let number as NSNumber:
+            // JSONSerialization hands booleans over as NSNumber too; their type encoding is "c".
+            if String(cString: number.objCType) == "c" || String(describing: type(of: number)).contains("Boolean") {
+                self = .bool(number.boolValue)
+            } else {
+                self = .number(number.doubleValue)
+            }
+        case let string as String:
+            self = .string(string)
+        case let bool as Bool:
+            self = .bool(bool)
+        case let int as Int:
+            self = .number(Double(int))
+        case let double as Double:
+            self = .number(double)
+        case let array as [Any]:
+            var out: [JSONValue] = []
+            out.reserveCapacity(array.count)
+            for element in array {
+                guard let v = JSONValue(any: element) else { return nil }
+                out.append(v)
+            }
+            self = .array(out)
+        case let object as [String: Any]:
+            var out: [String: JSONValue] = [:]
+            for (k, element) in object {
+                guard let v = JSONValue(any: element) else { return nil }
+                out[k] = v
+            }
+            self = .object(out)
+        default:
+            return nil
+        }
+    }
+
+    /// The `JSONSerialization`-compatible object graph.
+    public var anyValue: Any {
+        switch self {
+        case .null: return NSNull()
+        case .bool(let b): return b
+        case .number(let n):
+            if n.rounded() == n, abs(n) < 9.007_199_254_740_992e15 { return Int(n) }
+            return n
+        case .string(let s): return s
+        case .array(let a): return a.map(\.anyValue)
+        case .object(let o): return o.mapValues(\.anyValue)
+        }
+    }
+
+    /// Parses JSON text (any top-level value).
+    public static func parse(_ text: String) throws(SignalEnvelopeError) -> JSONValue {
+        try parse(Array(text.utf8))
+    }
+
+    /// Parses JSON bytes (any top-level value).
+    public static func parse(_ bytes: [UInt8]) throws(SignalEnvelopeError) -> JSONValue {
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+        } catch {
+            throw .malformedJSON(String(describing: error))
+        }
+        guard let value = JSONValue(any: object) else { throw .malformedJSON("unsupported value") }
+        return value
+    }
+
+    /// Compact JSON text with sorted keys (deterministic, so equal values serialize equally).
+    public var jsonString: String {
+        let data = (try? JSONSerialization.data(withJSONObject: anyValue, options: [.fragmentsAllowed, .sortedKeys, .withoutEscapingSlashes])) ?? Data("null".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    public var description: String { jsonString }
+
+    // MARK: Codable
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let b = try? container.decode(Bool.self) {
+            self = .bool(b)
+        } else if let n = try? container.decode(Double.self) {
+            self = .number(n)
+        } else if let s = try? container.decode(String.self) {
+            self = .string(s)
+        } else if let a = try? container.decode([JSONValue].self) {
+            self = .array(a)
+        } else if let o = try? container.decode([String: JSONValue].self) {
+            self = .object(o)
+        } else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a JSON value")
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let b): try container.encode(b)
+        case .number(let n): try container.encode(n)
+        case .string(let s): try container.encode(s)
+        case .array(let a): try container.encode(a)
+        case .object(let o): try container.encode(o)
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        var o: [String: JSONValue] = [:]
+        for (k, v) in elements { o[k] = v }
+        self = .object(o)
+    }
+}

@@ -1,0 +1,396 @@
+import Foundation
+
+/// Limits and timeouts for one WebSocket connection.
+public struct WebSocketConfiguration: Sendable {
+    /// Largest message (after reassembling fragments) accepted; bigger ones close with 1009.
+    public var maxMessageBytes: Int
+    /// Largest amount of unsent outgoing data before the peer is considered stuck and dropped.
+    public var maxWriteBufferBytes: Int
+    /// How long to wait for the peer's close frame after sending ours.
+    public var closeTimeoutMilliseconds: UInt64
+    /// When set, a ping is sent after this many seconds without traffic from the peer, and the
+    /// connection is dropped (1006) if nothing arrives within another interval.
+    public var idlePingSeconds: Double?
+
+    public init(
+        maxMessageBytes: Int = 1024 * 1024, maxWriteBufferBytes: Int = 16 * 1024 * 1024,
+        closeTimeoutMilliseconds: UInt64 = 5000, idlePingSeconds: Double? = nil
+    ) {
+        self.maxMessageBytes = maxMessageBytes
+        self.maxWriteBufferBytes = maxWriteBufferBytes
+        self.closeTimeoutMilliseconds = closeTimeoutMilliseconds
+        self.idlePingSeconds = idlePingSeconds
+    }
+}
+
+/// One WebSocket connection (RFC 6455), server or client side.
+///
+/// The socket, the frame parser and all protocol state live on a ``Reactor`` thread. The public
+/// methods may be called from any thread: frames are encoded on the caller's thread and queued to
+/// the reactor in call order. Callbacks run on a per-connection serial queue, so for one
+/// connection they never overlap, and they arrive in wire order. ``onClose`` is called exactly once.
+///
+/// Delivery starts when ``start()`` is called; the server calls it for you right after the
+/// upgrade's `onOpen`. A client sets its callbacks and then calls ``start()``, so no message can
+/// arrive before a callback exists.
+public final class WebSocketConnection: @unchecked Sendable {
+    /// True for the connecting side (which masks its frames).
+    public let isClient: Bool
+    /// The handshake request's target (path and query), e.g. `/v1/rtc?token=…`.
+    public let requestTarget: String
+    public let configuration: WebSocketConfiguration
+
+    private let stateLock = NSLock()
+    private var textHandler: (@Sendable (String) -> Void)?
+    private var binaryHandler: (@Sendable ([UInt8]) -> Void)?
+    private var closeHandler: (@Sendable (UInt16, String) -> Void)?
+    private var pongHandler: (@Sendable ([UInt8]) -> Void)?
+    private var started = false
+    private var closeRequested = false
+    private var open = true
+    private let callbackQueue: DispatchQueue
+
+    // Reactor-confined state.
+    let reactor: Reactor
+    let channel: StreamChannel
+    private var readBuffer: [UInt8] = []
+    private var fragmentOpcode: WebSocketOpcode?
+    private var fragments: [UInt8] = []
+    private var closeSent = false
+    private var closeReceived = false
+    private var failed = false
+    private var reportedClose = false
+    private var peerCloseCode: UInt16?
+    private var peerCloseReason = ""
+    private var localCloseCode: UInt16?
+    private var localCloseReason = ""
+    private var closeTimer: UInt64?
+    private var pingTimer: UInt64?
+    private var lastReceiveMS = Reactor.nowMS()
+    private var awaitingKeepalivePong = false
+    /// Called on the reactor thread when the socket closes (the server untracks the connection).
+    var onChannelClosed: (() -> Void)?
+
+    init(channel: StreamChannel, reactor: Reactor, isClient: Bool, requestTarget: String, configuration: WebSocketConfiguration) {
+        self.channel = channel
+        self.reactor = reactor
+        self.isClient = isClient
+        self.requestTarget = requestTarget
+        self.configuration = configuration
+        callbackQueue = DispatchQueue(label: "websocket", attributes: .initiallyInactive)
+        channel.maxWriteBuffer = configuration.maxWriteBufferBytes
+    }
+
+    // MARK: Callbacks
+
+    /// Called with each complete text message.
+    public var onText: (@Sendable (String) -> Void)? {
+        get { locked { textHandler } }
+        set { locked { textHandler = newValue } }
+    }
+
+    /// Called with each complete binary message.
+    public var onBinary: (@Sendable ([UInt8]) -> Void)? {
+        get { locked { binaryHandler } }
+        set { locked { binaryHandler = newValue } }
+    }
+
+    /// Called once when the connection is gone, with the peer's close code (1005 when its close
+    /// frame had none, 1006 when the TCP connection dropped without a close handshake, or the code
+    /// we failed the connection with) and reason.
+    public var onClose: (@Sendable (UInt16, String) -> Void)? {
+        get { locked { closeHandler } }
+        set { locked { closeHandler = newValue } }
+    }
+
+    /// Called with the payload of each pong (ours are answered automatically to pings).
+    public var onPong: (@Sendable ([UInt8]) -> Void)? {
+        get { locked { pongHandler } }
+        set { locked { pongHandler = newValue } }
+    }
+
+    /// Begins delivering callbacks. Idempotent.
+    public func start() {
+        let first: Bool = locked {
+            defer { started = true }
+            return !started
+        }
+        if first { callbackQueue.activate() }
+    }
+
+    /// True until a close has been sent or received, or the socket dropped.
+    public var isOpen: Bool { locked { open && !closeRequested } }
+
+    // MARK: Sending
+
+    /// Sends a text message.
+    public func send(text: String) {
+        sendData(opcode: .text, payload: Array(text.utf8))
+    }
+
+    /// Sends a binary message.
+    public func send(binary: [UInt8]) {
+        sendData(opcode: .binary, payload: binary)
+    }
+
+    /// Sends a ping (payload at most 125 bytes; longer payloads are cut).
+    public func sendPing(_ payload: [UInt8] = []) {
+        let frame = encode(.ping, payload.prefix(125))
+        reactor.enqueue { [self] in
+            guard !closeSent, !channel.isClosed else { return }
+            channel.write(frame)
+        }
+    }
+
+    /// Sends a message as several frames (a first frame and continuations); for tests and for
+    /// streaming large payloads.
+    public func sendFragmented(text: String, fragmentSize: Int) {
+        let bytes = Array(text.utf8)
+        let size = max(1, fragmentSize)
+        var frames: [[UInt8]] = []
+        var offset = 0
+        repeat {
+            let end = min(bytes.count, offset + size)
+            frames.append(encode(offset == 0 ? .text : .continuation, bytes[offset..<end], fin: end == bytes.count))
+            offset = end
+        } while offset < bytes.count
+        queueFrames(frames)
+    }
+
+    /// Starts the closing handshake. Further sends are dropped; ``onClose`` follows when the peer
+    /// answers (or after the close timeout).
+    public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") {
+        let proceed: Bool = locked {
+            defer { closeRequested = true }
+            return !closeRequested
+        }
+        guard proceed else { return }
+        reactor.enqueue { [self] in initiateClose(code: code, reason: reason) }
+    }
+
+    /// Sends raw, already-encoded bytes; lets tests put protocol violations on the wire.
+    func sendRaw(_ bytes: [UInt8]) {
+        reactor.enqueue { [self] in channel.write(bytes) }
+    }
+
+    private func sendData(opcode: WebSocketOpcode, payload: [UInt8]) {
+        guard locked({ !closeRequested }) else { return }
+        queueFrames([encode(opcode, payload)])
+    }
+
+    private func queueFrames(_ frames: [[UInt8]]) {
+        reactor.enqueue { [self] in
+            guard !closeSent, !channel.isClosed else { return }
+            for frame in frames where !channel.write(frame) { return }
+        }
+    }
+
+    private func encode(_ opcode: WebSocketOpcode, _ payload: some Collection<UInt8>, fin: Bool = true) -> [UInt8] {
+        WebSocketFrameCodec.encode(opcode: opcode, payload: payload, fin: fin, maskKey: isClient ? UInt32.random(in: 0...UInt32.max) : nil)
+    }
+
+    private func locked<T>(_ body: () -> T) -> T {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        return body()
+    }
+
+    // MARK: Reactor thread
+
+    /// Takes over the channel, processing bytes that arrived together with the handshake.
+    func attach(initialBytes: [UInt8]) {
+        schedulePing()
+        if !initialBytes.isEmpty {
+            readBuffer = initialBytes
+            processFrames()
+        }
+    }
+
+    private func initiateClose(code: UInt16, reason: String) {
+        guard !channel.isClosed, !closeSent else { return }
+        closeSent = true
+        localCloseCode = code
+        localCloseReason = reason
+        channel.write(encode(.close, WebSocketFrameCodec.closePayload(code: code, reason: reason)))
+        if closeReceived {
+            channel.finish()
+        } else {
+            closeTimer = reactor.schedule(afterMilliseconds: configuration.closeTimeoutMilliseconds) { [weak self] in
+                self?.channel.forceClose()
+            }
+        }
+    }
+
+    /// Fails the connection (RFC 6455 §7.1.7): send a close with `code`, stop reading frames, close.
+    private func fail(code: UInt16, reason: String) {
+        guard !failed else { return }
+        failed = true
+        locked { closeRequested = true }
+        if !closeSent {
+            closeSent = true
+            localCloseCode = code
+            localCloseReason = reason
+            channel.write(encode(.close, WebSocketFrameCodec.closePayload(code: code, reason: reason)))
+        }
+        channel.finish()
+    }
+
+    fileprivate func received(_ bytes: UnsafeRawBufferPointer) {
+        guard !failed, !closeReceived else { return }
+        lastReceiveMS = Reactor.nowMS()
+        awaitingKeepalivePong = false
+        readBuffer.append(contentsOf: bytes)
+        processFrames()
+    }
+
+    private func processFrames() {
+        var consumed = 0
+        defer {
+            if consumed > 0 {
+                if consumed >= readBuffer.count { readBuffer.removeAll(keepingCapacity: readBuffer.capacity <= 128 * 1024) }
+                else { readBuffer.removeFirst(consumed) }
+            }
+        }
+        while !failed, !closeReceived, !channel.isClosed {
+            let allowance = configuration.maxMessageBytes - (fragmentOpcode == nil ? 0 : fragments.count)
+            let result: Result<(WebSocketFrame, Int)?, WebSocketProtocolViolation> = readBuffer.withUnsafeBytes { raw in
+                let window = UnsafeRawBufferPointer(rebasing: raw[consumed...])
+                do throws(WebSocketProtocolViolation) {
+                    return .success(try WebSocketFrameCodec.decode(window, expectMasked: !isClient, maxPayload: max(0, allowance)))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            let decoded: (WebSocketFrame, Int)?
+            switch result {
+            case .success(let value): decoded = value
+            case .failure(let violation):
+                fail(code: violation.code, reason: violation.reason)
+                return
+            }
+            guard let (frame, length) = decoded else { return }
+            consumed += length
+            handle(frame)
+        }
+    }
+
+    private func handle(_ frame: WebSocketFrame) {
+        switch frame.opcode {
+        case .text, .binary:
+            guard fragmentOpcode == nil else { return fail(code: 1002, reason: "new message inside a fragmented one") }
+            if frame.fin {
+                deliverMessage(frame.opcode, frame.payload)
+            } else {
+                fragmentOpcode = frame.opcode
+                fragments = frame.payload
+            }
+        case .continuation:
+            guard let opcode = fragmentOpcode else { return fail(code: 1002, reason: "continuation without a message") }
+            fragments.append(contentsOf: frame.payload)
+            if frame.fin {
+                let message = fragments
+                fragments = []
+                fragmentOpcode = nil
+                deliverMessage(opcode, message)
+            }
+        case .ping:
+            if !closeSent { channel.write(encode(.pong, frame.payload)) }
+        case .pong:
+            let payload = frame.payload
+            deliver { $0.pongHandler.map { handler in { handler(payload) } } }
+        case .close:
+            handleClose(frame.payload)
+        }
+    }
+
+    private func deliverMessage(_ opcode: WebSocketOpcode, _ payload: [UInt8]) {
+        if opcode == .text {
+            guard let text = String(validating: payload, as: UTF8.self) else {
+                return fail(code: 1007, reason: "text message is not valid UTF-8")
+            }
+            deliver { $0.textHandler.map { handler in { handler(text) } } }
+        } else {
+            deliver { $0.binaryHandler.map { handler in { handler(payload) } } }
+        }
+    }
+
+    private func handleClose(_ payload: [UInt8]) {
+        var code = WebSocketCloseCode.noStatus
+        var reason = ""
+        if payload.count == 1 { return fail(code: 1002, reason: "close payload of one byte") }
+        if payload.count >= 2 {
+            code = UInt16(payload[0]) << 8 | UInt16(payload[1])
+            guard WebSocketCloseCode.isValidOnWire(code) else { return fail(code: 1002, reason: "invalid close code") }
+            guard let text = String(validating: payload[2...], as: UTF8.self) else {
+                return fail(code: 1007, reason: "close reason is not valid UTF-8")
+            }
+            reason = text
+        }
+        closeReceived = true
+        peerCloseCode = code
+        peerCloseReason = reason
+        locked { closeRequested = true }
+        if !closeSent {
+            // Echo the peer's code (RFC 6455 §5.5.1).
+            closeSent = true
+            let echo = code == WebSocketCloseCode.noStatus ? [] : WebSocketFrameCodec.closePayload(code: code, reason: "")
+            channel.write(encode(.close, echo))
+        }
+        if let t = closeTimer { reactor.cancelTimer(t) }
+        channel.finish()
+    }
+
+    fileprivate func channelClosed() {
+        if let t = closeTimer { reactor.cancelTimer(t) }
+        if let t = pingTimer { reactor.cancelTimer(t) }
+        guard !reportedClose else { return }
+        reportedClose = true
+        locked { open = false }
+        let code = peerCloseCode ?? (failed ? localCloseCode : nil) ?? WebSocketCloseCode.abnormal
+        let reason = peerCloseCode != nil ? peerCloseReason : (failed ? localCloseReason : "")
+        deliver { $0.closeHandler.map { handler in { handler(code, reason) } } }
+        onChannelClosed?()
+        onChannelClosed = nil
+    }
+
+    /// Queues a callback on the serial queue; the handler is read when it runs, so one installed
+    /// in `onOpen` sees every message.
+    private func deliver(_ pick: @escaping @Sendable (WebSocketConnection) -> (() -> Void)?) {
+        callbackQueue.async { [self] in
+            let action = locked { pick(self) }
+            action?()
+        }
+    }
+
+    /// Runs `body` on the callback queue ahead of any message (used for the server's `onOpen`).
+    func runOnCallbackQueue(_ body: @escaping @Sendable () -> Void) {
+        callbackQueue.async(execute: body)
+    }
+
+    private func schedulePing() {
+        guard let seconds = configuration.idlePingSeconds, seconds > 0 else { return }
+        let interval = UInt64(seconds * 1000)
+        pingTimer = reactor.schedule(afterMilliseconds: interval) { [weak self] in
+            guard let self, !self.channel.isClosed else { return }
+            if Reactor.nowMS() - self.lastReceiveMS >= interval {
+                if self.awaitingKeepalivePong {
+                    self.channel.forceClose()
+                    return
+                }
+                self.awaitingKeepalivePong = true
+                if !self.closeSent { self.channel.write(self.encode(.ping, [UInt8]())) }
+            }
+            self.schedulePing()
+        }
+    }
+}
+
+extension WebSocketConnection: StreamChannelDelegate {
+    func channel(_ channel: StreamChannel, received bytes: UnsafeRawBufferPointer) {
+        received(bytes)
+    }
+
+    func channelClosed(_ channel: StreamChannel) {
+        channelClosed()
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+import Testing
+
+@testable import Agent
+import Media
+@testable import RTC
+import RTCWire
+
+/// Swift ↔ Swift PeerConnections over real loopback UDP: media flows and is recorded, and hostile
+/// datagrams are dropped and counted without disturbing the session.
+@Suite(.serialized) struct PeerConnectionLoopbackTests {
+    /// Connects a sending and a receiving PeerConnection on two event loops.
+    static func connectedPair(
+        sendVideo: Bool = true, sendAudio: Bool = true
+    ) async throws -> (tx: PeerConnection, rx: PeerConnection, video: RTPTransceiver?, audio: RTPTransceiver?) {
+        let tx = try PeerConnection(loop: EventLoop(name: "test-tx"))
+        let rx = try PeerConnection(loop: EventLoop(name: "test-rx"))
+        let (video, audio) = await tx.loop.submit {
+            (
+                sendVideo ? tx.addTransceiver(kind: .video, direction: .sendonly) : nil,
+                sendAudio ? tx.addTransceiver(kind: .audio, direction: .sendonly) : nil
+            )
+        }
+        let offer = try await tx.loop.submit {
+            let o = try tx.createOffer()
+            try tx.setLocalDescription(o)
+            return o
+        }
+        let answer = try await rx.loop.submit {
+            try rx.setRemoteDescription(offer, type: .offer)
+            let a = try rx.createAnswer()
+            try rx.setLocalDescription(a)
+            return a
+        }
+        try await tx.loop.submit { try tx.setRemoteDescription(answer, type: .answer) }
+        try await tx.waitUntilConnected(timeout: 10)
+        try await rx.waitUntilConnected(timeout: 10)
+        return (tx, rx, video, audio)
+    }
+
+    static func shutdown(_ pcs: PeerConnection...) async {
+        for pc in pcs {
+            await pc.loop.submit { pc.close() }
+            pc.loop.shutdown()
+        }
+    }
+
+    @Test func mediaFlowsAndRecordingPlaysInFFmpeg() async throws {
+        let (tx, rx, video, audio) = try await Self.connectedPair()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pc-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("loop.webm").path
+        let recording = try Recording(path: path)
+        await rx.loop.submit { rx.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) } }
+        let pump = MediaPump(connection: tx, media: SyntheticMedia.shared(layers: 1), video: video, audio: audio)
+        await tx.loop.submit { pump.attach() }
+        try await Task.sleep(nanoseconds: 3_000_000_000)
+        await tx.loop.submit { pump.detach() }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        await rx.loop.submit { rx.onFrame = nil }
+        try recording.close()
+        let profile = await rx.loop.submit { rx.srtpProfile }
+        #expect(profile == .aeadAES128GCM, "GCM is offered first and both sides support it")
+        #expect(recording.videoFrames >= 80)
+        #expect(recording.audioFrames >= 130)
+        let probe = try runTool("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-show_entries",
+            "stream=codec_name,nb_read_frames", "-of", "csv=p=0", path])
+        #expect(probe.contains("vp8"))
+        #expect(probe.contains("opus"))
+        let decode = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
+        await Self.shutdown(tx, rx)
+    }
+
+    @Test func hostileDatagramsAreDroppedAndCounted() async throws {
+        let (tx, rx, video, _) = try await Self.connectedPair(sendAudio: false)
+        guard let rxAddress = await rx.loop.submit({ rx.localAddress }) else {
+            Issue.record("receiver has no socket")
+            return
+        }
+        // An attacker socket on another port of the same host.
+        final class Sink: DatagramHandler {
+            func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {}
+        }
+        let attackerLoop = EventLoop(name: "attacker")
+        let sink = Sink()
+        let attacker = try attackerLoop.openUDP(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!, handler: sink)
+        let before = await rx.loop.submit { (rx.counters, rx.iceCounters ?? ICECounters()) }
+
+        await attackerLoop.submit {
+            // RTP-looking, DTLS-looking and unclassifiable datagrams from an address that never did ICE.
+            attacker.send([0x80, 0x60, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1] + [UInt8](repeating: 7, count: 100), to: rxAddress)
+            attacker.send([22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 40), to: rxAddress)
+            attacker.send([0xFF, 1, 2, 3], to: rxAddress)
+            attacker.send([], to: rxAddress)
+            // A STUN binding request with the right username shape but a wrong MESSAGE-INTEGRITY key.
+            var stun = STUNMessage(method: .binding, messageClass: .request, transactionID: .random())
+            stun.attributes = [.username("nobody:nobody"), .priority(1)]
+            attacker.send(stun.serialize(integrityKey: Array("wrong-password-wrong-pw".utf8), fingerprint: true), to: rxAddress)
+            // Truncated STUN.
+            attacker.send([0x00, 0x01, 0x00, 0x08, 0x21, 0x12], to: rxAddress)
+        }
+        // From the address that did complete ICE: SRTP that fails authentication.
+        await tx.loop.submit {
+            guard let socket = tx.sockets.first else { return }
+            var bogus: [UInt8] = [0x80, 0x60, 0x12, 0x34, 0, 0, 0, 1, 0xDE, 0xAD, 0xBE, 0xEF]
+            bogus += [UInt8](repeating: 0x55, count: 200)
+            socket.send(bogus, to: rxAddress)
+        }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let after = await rx.loop.submit { (rx.counters, rx.iceCounters ?? ICECounters(), rx.state) }
+        #expect(after.0.droppedUnknownAddress >= before.0.droppedUnknownAddress + 2)
+        #expect(after.0.droppedMalformed > before.0.droppedMalformed)
+        #expect(after.0.droppedSRTP >= before.0.droppedSRTP + 1)
+        let iceDrops = after.1.droppedBadIntegrity + after.1.droppedUnknownUsername + after.1.droppedMalformed
+        let iceDropsBefore = before.1.droppedBadIntegrity + before.1.droppedUnknownUsername + before.1.droppedMalformed
+        #expect(iceDrops >= iceDropsBefore + 2)
+        #expect(after.2 == .connected, "the session survives hostile input")
+
+        // And media still flows after the attack.
+        let pump = MediaPump(connection: tx, media: SyntheticMedia.shared(layers: 1), video: video, audio: nil)
+        let received = Counter()
+        await rx.loop.submit { rx.onFrame = { _, _, _, _ in received.add() } }
+        await tx.loop.submit { pump.attach() }
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        await tx.loop.submit { pump.detach() }
+        #expect(received.value > 10)
+        attackerLoop.shutdown()
+        await Self.shutdown(tx, rx)
+    }
+
+    @Test func wrongFingerprintFailsTheConnection() async throws {
+        let tx = try PeerConnection(loop: EventLoop(name: "fp-tx"))
+        let rx = try PeerConnection(loop: EventLoop(name: "fp-rx"))
+        await tx.loop.submit { _ = tx.addTransceiver(kind: .video, direction: .sendonly) }
+        let offer = try await tx.loop.submit {
+            let o = try tx.createOffer()
+            try tx.setLocalDescription(o)
+            return o
+        }
+        var answer = try await rx.loop.submit {
+            try rx.setRemoteDescription(offer, type: .offer)
+            let a = try rx.createAnswer()
+            try rx.setLocalDescription(a)
+            return a
+        }
+        // Tamper with the answer's certificate fingerprint.
+        let forged = String(repeating: "AB:", count: 31) + "AB"
+        answer = try SessionDescription.parse(
+            answer.serialize().replacingOccurrences(
+                of: #"a=fingerprint:sha-256 [0-9A-F:]+"#, with: "a=fingerprint:sha-256 \(forged)", options: .regularExpression))
+        try await tx.loop.submit { try tx.setRemoteDescription(answer, type: .answer) }
+        await #expect(throws: (any Error).self) { try await tx.waitUntilConnected(timeout: 8) }
+        let reason = await tx.loop.submit { tx.failureReason ?? "" }
+        #expect(reason.contains("DTLS"))
+        await Self.shutdown(tx, rx)
+    }
+}
+
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
+
+func runTool(_ path: String, _ args: [String]) throws -> String {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    let pipe = Pipe()
+    p.standardOutput = pipe
+    p.standardError = pipe
+    try p.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+}
