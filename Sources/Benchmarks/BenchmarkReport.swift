@@ -15,11 +15,16 @@ public struct BenchmarkReport: Sendable {
         md += "\nEvery figure is a ratio against an anchor measured side by side in the same run.\n\n"
 
         progress("bench: receive path vs bare libsrtp unprotect")
-        let r = try await ReceivePathBenchmark.run(packets: quick ? 4_000 : 80_000)
+        // Three runs; the report shows the median-ratio run, so one disturbed run does not decide it.
+        var runs: [ReceivePathBenchmark.Result] = []
+        for _ in 0..<(quick ? 1 : 3) { runs.append(try await ReceivePathBenchmark.run(packets: quick ? 4_000 : 80_000)) }
+        runs.sort { $0.ratio < $1.ratio }
+        let r = runs[runs.count / 2]
         let verdict = r.ratio <= 1.5 ? "meets the target" : String(format: "misses the target by %.0f %%", (r.ratio / 1.5 - 1) * 100)
         md += "## Receive path per packet ÷ bare libsrtp unprotect\n\n"
         md += "| metric | value |\n|---|---|\n"
         md += "| packets received | \(r.packets) (lost: \(r.lostPackets)) |\n"
+        md += "| ratios of the runs | \(runs.map { String(format: "%.2f×", $0.ratio) }.joined(separator: ", ")) |\n"
         md += "| payload per packet | \(r.payloadBytes) bytes, SRTP profile \(r.profile) |\n"
         md += String(format: "| full receive path, CPU per packet | %.0f ns |\n", r.fullPathNanosPerPacket)
         md += String(format: "| of which in the kernel (recvmmsg, UDP) | %.0f %% |\n", r.kernelShare * 100)
@@ -27,13 +32,14 @@ public struct BenchmarkReport: Sendable {
         md += String(format: "| **ratio** (target ≤ 1.5×) | **%.2f×** — %@ |\n\n", r.ratio, verdict)
         md += """
             Method: two real `PeerConnection`s on two event loops connect over loopback with ICE, DTLS and
-            the negotiated SRTP profile. The sender sends VP8-shaped frames of 8 packets at about 10k
-            packets/s. The receiving loop thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) over the run,
+            the negotiated SRTP profile. The sender sends VP8-shaped frames of 8 packets at about 40k
+            packets/s (a busy loop, as in load mode). Three runs; the median ratio is reported. The receiving loop thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) over the run,
             minus its idle cost (timers) over the same wall time, is divided by the packets it received.
             That covers `recvmmsg` → demultiplexing → SRTP unprotect → RTP parse → receiver bookkeeping
             (sequence tracking, loss detection, jitter) → VP8 frame assembly. The anchor is bare
-            `srtp_unprotect` of packets of the same size and profile, timed in a tight loop in the same
-            process right after.
+            `srtp_unprotect` of packets of the same size and profile, timed by thread CPU time in a tight
+            loop in the same process right after (median of 5 rounds of 8192 packets). Debian's libsrtp2
+            uses NSS for its ciphers; the anchor and the full path pay that cost alike.
 
 
             """

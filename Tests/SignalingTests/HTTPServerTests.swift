@@ -92,6 +92,24 @@ struct HTTPServerTests {
         #expect(all.contains("Connection: close"))
     }
 
+    @Test func thousandsOfPipelinedRequestsAllGetAnswers() throws {
+        let server = try makeServer()
+        defer { server.stop() }
+        let raw = try RawSocket(port: server.port)
+        let count = 3000
+        var burst = ""
+        for i in 0..<count { burst += "GET /hello?name=\(i) HTTP/1.1\r\nHost: x\r\n\r\n" }
+        burst += "GET /hello?name=last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        // Write from another thread: the server stops reading while it answers, so a blocking
+        // writer and reader on one thread could deadlock on full socket buffers.
+        let bytes = Array(burst.utf8)
+        let sender = Thread { try? raw.send(bytes) }
+        sender.start()
+        let all = String(decoding: raw.readToEnd(), as: UTF8.self)
+        #expect(all.components(separatedBy: "HTTP/1.1 200 OK").count - 1 == count + 1)
+        #expect(all.hasSuffix("hello last"))
+    }
+
     @Test func chunkedRequestBody() throws {
         let server = try makeServer()
         defer { server.stop() }
@@ -152,5 +170,28 @@ struct HTTPServerTests {
         #expect(requests.first?.text == "body")
         #expect(requests.first?.keepAlive == true)
         #expect(requests.last?.keepAlive == false)
+    }
+}
+
+@Suite("HTTPServer timeouts")
+struct HTTPServerTimeoutTests {
+    @Test func idleConnectionGets408() throws {
+        var config = HTTPServerConfiguration()
+        config.requestTimeoutMilliseconds = 200
+        let server = HTTPServer(host: "127.0.0.1", port: 0, configuration: config)
+        try server.start()
+        defer { server.stop() }
+        do {
+            let raw = try RawSocket(port: server.port)
+            try raw.send("GET /partial HTTP/1.1\r\nHost: x\r\n")  // never finishes the head
+            #expect(String(decoding: raw.readToEnd(), as: UTF8.self).hasPrefix("HTTP/1.1 408"))
+        }
+        // Once the client has gone too, the server holds nothing for it.
+        var polls = 0
+        while server.connectionCount() > 0, polls < 500 {
+            usleep(10_000)
+            polls += 1
+        }
+        #expect(server.connectionCount() == 0)
     }
 }

@@ -93,7 +93,7 @@ func makeEchoServer(configuration: HTTPServerConfiguration = HTTPServerConfigura
 }
 
 /// A blocking TCP client for sending hand-made bytes (malformed requests, unmasked frames).
-final class RawSocket {
+final class RawSocket: @unchecked Sendable {
     let fd: Int32
 
     init(port: UInt16) throws {

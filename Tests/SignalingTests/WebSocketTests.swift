@@ -260,3 +260,66 @@ struct WebSocketTests {
         #expect(reply.hasSuffix("early"))
     }
 }
+
+@Suite("WebSocket backpressure")
+struct WebSocketBackpressureTests {
+    @Test func slowConsumerPausesReadingWithoutLosingMessages() async throws {
+        // The server's handler is slow and the undelivered-bytes bound is tiny, so the server must
+        // stop and restart reading many times; every message must still arrive, in order.
+        var config = HTTPServerConfiguration()
+        config.webSocket.maxUndeliveredBytes = 16 * 1024
+        let server = HTTPServer(host: "127.0.0.1", port: 0, configuration: config)
+        let serverSide = LockedBox<WebSocketConnection?>(nil)
+        server.webSocket(path: "/slow") { _ in
+            .accept(onOpen: { ws in
+                serverSide.value = ws
+                ws.onBinary = { bytes in
+                    usleep(200)
+                    ws.send(text: "\(bytes.count):\(bytes.first ?? 0)")
+                }
+            })
+        }
+        try server.start()
+        defer { server.stop() }
+        let ws = try await WebSocketConnection.connect(url: "ws://127.0.0.1:\(server.port)/slow")
+        let probe = WSProbe(ws)
+        let count = 300
+        for i in 0..<count { ws.send(binary: [UInt8](repeating: UInt8(i % 251), count: 8 * 1024)) }
+        var mismatches = 0
+        for i in 0..<count where try await probe.next("reply \(i)", seconds: 30) != .text("8192:\(i % 251)") { mismatches += 1 }
+        #expect(mismatches == 0)
+        #expect((serverSide.value?.readPauseCount ?? 0) > 0)
+        ws.close()
+        #expect(try await probe.closed().0 == 1000)
+    }
+}
+
+@Suite("WebSocket keepalive")
+struct WebSocketKeepaliveTests {
+    @Test func silentPeerIsPingedThenDropped() throws {
+        var config = HTTPServerConfiguration()
+        config.webSocket.idlePingSeconds = 0.2
+        let server = try makeEchoServer(configuration: config)
+        defer { server.stop() }
+        let raw = try RawSocket(port: server.port)
+        _ = try raw.handshake()
+        // Never answer: the server pings (unmasked, empty payload), then gives up and closes.
+        let bytes = raw.readToEnd()
+        #expect(Array(bytes.prefix(2)) == [0x89, 0x00])
+    }
+
+    @Test func answeringPeerStaysConnected() async throws {
+        var config = HTTPServerConfiguration()
+        config.webSocket.idlePingSeconds = 0.1
+        let server = try makeEchoServer(configuration: config)
+        defer { server.stop() }
+        // Our client answers pings automatically, so several ping intervals pass without a drop.
+        let ws = try await WebSocketConnection.connect(url: "ws://127.0.0.1:\(server.port)/echo")
+        let probe = WSProbe(ws)
+        try await Task.sleep(nanoseconds: 600_000_000)
+        ws.send(text: "still here")
+        #expect(try await probe.next() == .text("still here"))
+        ws.close()
+        #expect(try await probe.closed().0 == 1000)
+    }
+}

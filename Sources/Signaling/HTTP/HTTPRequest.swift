@@ -117,8 +117,10 @@ public enum HTTPRequestError: Error, Equatable, Sendable {
 public struct HTTPRequestParser: Sendable {
     public let maxHeadBytes: Int
     public let maxBodyBytes: Int
-    /// Bytes received and not yet consumed by a returned request.
-    public private(set) var buffered: [UInt8] = []
+    /// Received bytes; everything before `start` belongs to requests already returned. Consumed
+    /// bytes are dropped lazily so a burst of pipelined requests costs linear, not quadratic, time.
+    private var storage: [UInt8] = []
+    private var start = 0
     private var scanFrom = 0
 
     public init(maxHeadBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024) {
@@ -126,34 +128,42 @@ public struct HTTPRequestParser: Sendable {
         self.maxBodyBytes = maxBodyBytes
     }
 
+    /// Number of received bytes not yet consumed by a returned request.
+    public var bufferedCount: Int { storage.count - start }
+
+    /// The unconsumed bytes.
+    public var buffered: [UInt8] { Array(storage[start...]) }
+
     public mutating func append(_ bytes: some Sequence<UInt8>) {
-        buffered.append(contentsOf: bytes)
+        if start > 0 && start >= storage.count / 2 {
+            storage.removeFirst(start)
+            scanFrom -= start
+            start = 0
+        }
+        storage.append(contentsOf: bytes)
     }
 
     /// Removes and returns the unconsumed bytes.
     public mutating func takeBuffered() -> [UInt8] {
         defer {
-            buffered = []
+            storage = []
+            start = 0
             scanFrom = 0
         }
-        return buffered
+        return Array(storage[start...])
     }
 
     /// Returns the next complete request, nil when more bytes are needed.
     public mutating func next() throws(HTTPRequestError) -> HTTPRequest? {
         // Tolerate stray CRLFs between pipelined requests (RFC 9112 §2.2).
-        var skip = 0
-        while skip + 1 < buffered.count, buffered[skip] == 13, buffered[skip + 1] == 10 { skip += 2 }
-        if skip > 0 {
-            buffered.removeFirst(skip)
-            scanFrom = 0
-        }
+        while start + 1 < storage.count, storage[start] == 13, storage[start + 1] == 10 { start += 2 }
+        scanFrom = max(scanFrom, start)
         guard let headEnd = findHeadEnd() else {
-            if buffered.count > maxHeadBytes { throw .headTooLarge }
+            if storage.count - start > maxHeadBytes { throw .headTooLarge }
             return nil
         }
-        guard headEnd <= maxHeadBytes else { throw .headTooLarge }
-        var request = try parseHead(buffered[0..<(headEnd - 4)])
+        guard headEnd - start <= maxHeadBytes else { throw .headTooLarge }
+        var request = try parseHead(storage[start..<(headEnd - 4)])
         var consumed = headEnd
         if let te = request.headers["Transfer-Encoding"] {
             guard te.lowercased().trimmingSpaces() == "chunked" else { throw .unsupportedTransferEncoding }
@@ -163,25 +173,24 @@ public struct HTTPRequestParser: Sendable {
         } else if let cl = request.headers["Content-Length"] {
             guard let length = Int(cl.trimmingSpaces()), length >= 0 else { throw .malformed("bad Content-Length") }
             guard length <= maxBodyBytes else { throw .bodyTooLarge }
-            guard buffered.count - headEnd >= length else { return nil }
-            request.body = Array(buffered[headEnd..<(headEnd + length)])
+            guard storage.count - headEnd >= length else { return nil }
+            request.body = Array(storage[headEnd..<(headEnd + length)])
             consumed = headEnd + length
         }
-        buffered.removeFirst(consumed)
-        scanFrom = 0
+        start = consumed
+        scanFrom = consumed
         return request
     }
 
     private mutating func findHeadEnd() -> Int? {
-        guard buffered.count >= 4 else { return nil }
-        var i = max(0, scanFrom - 3)
-        while i + 3 < buffered.count {
-            if buffered[i] == 13 && buffered[i + 1] == 10 && buffered[i + 2] == 13 && buffered[i + 3] == 10 {
+        var i = max(start, scanFrom - 3)
+        while i + 3 < storage.count {
+            if storage[i] == 13 && storage[i + 1] == 10 && storage[i + 2] == 13 && storage[i + 3] == 10 {
                 return i + 4
             }
             i += 1
         }
-        scanFrom = buffered.count
+        scanFrom = storage.count
         return nil
     }
 
@@ -212,10 +221,10 @@ public struct HTTPRequestParser: Sendable {
         var out: [UInt8] = []
         while true {
             guard let lineEnd = findCRLF(from: i) else {
-                if buffered.count - i > 1024 { throw .malformed("chunk size line too long") }
+                if storage.count - i > 1024 { throw .malformed("chunk size line too long") }
                 return nil
             }
-            let sizeField = buffered[i..<lineEnd].split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false).first ?? []
+            let sizeField = storage[i..<lineEnd].split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false).first ?? []
             let sizeText = String(decoding: sizeField, as: UTF8.self).trimmingSpaces()
             guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText, radix: 16) else { throw .malformed("bad chunk size") }
             guard out.count + size <= maxBodyBytes else { throw .bodyTooLarge }
@@ -229,17 +238,17 @@ public struct HTTPRequestParser: Sendable {
                     t = end + 2
                 }
             }
-            guard buffered.count >= dataStart + size + 2 else { return nil }
-            guard buffered[dataStart + size] == 13, buffered[dataStart + size + 1] == 10 else { throw .malformed("chunk not terminated by CRLF") }
-            out.append(contentsOf: buffered[dataStart..<(dataStart + size)])
+            guard storage.count >= dataStart + size + 2 else { return nil }
+            guard storage[dataStart + size] == 13, storage[dataStart + size + 1] == 10 else { throw .malformed("chunk not terminated by CRLF") }
+            out.append(contentsOf: storage[dataStart..<(dataStart + size)])
             i = dataStart + size + 2
         }
     }
 
     private func findCRLF(from start: Int) -> Int? {
         var j = start
-        while j + 1 < buffered.count {
-            if buffered[j] == 13 && buffered[j + 1] == 10 { return j }
+        while j + 1 < storage.count {
+            if storage[j] == 13 && storage[j + 1] == 10 { return j }
             j += 1
         }
         return nil

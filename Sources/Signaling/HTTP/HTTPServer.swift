@@ -14,6 +14,10 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxWriteBufferBytes: Int = 16 * 1024 * 1024
     /// Simultaneous connections (HTTP and WebSocket); further accepts are closed at once.
     public var maxConnections: Int = 10_000
+    /// Time a connection may take to deliver a complete request (from accept, or from the previous
+    /// response on a keep-alive connection) before it gets 408 and is closed; stops idle or
+    /// slow-drip clients from holding sockets.
+    public var requestTimeoutMilliseconds: UInt64 = 30_000
     /// Settings for upgraded WebSocket connections.
     public var webSocket = WebSocketConfiguration()
 
@@ -81,6 +85,11 @@ public final class HTTPServer: @unchecked Sendable {
         self.configuration = configuration
         self.reactor = reactor ?? Reactor(name: "http-server")
         self.ownsReactor = reactor == nil
+    }
+
+    deinit {
+        // Without stop() the owned reactor would keep running with the listening socket.
+        if ownsReactor { reactor.shutdown() }
     }
 
     /// The bound port (the ephemeral one when created with port 0).
@@ -175,7 +184,8 @@ public final class HTTPServer: @unchecked Sendable {
         lock.unlock()
         guard !already else { return }
         let done = DispatchSemaphore(value: 0)
-        reactor.enqueue { [self] in
+        let onReactor = reactor.isReactorThread
+        let work = { [self] in
             if let l = listener {
                 reactor.unregister(fd: l.fd)
                 close(l.fd)
@@ -189,12 +199,18 @@ public final class HTTPServer: @unchecked Sendable {
             for channel in Array(channels.values) { channel.forceClose() }
             done.signal()
         }
-        done.wait()
+        if onReactor {
+            work()
+        } else {
+            reactor.enqueue(work)
+            done.wait()
+        }
         if ownsReactor { reactor.shutdown() }
     }
 
     /// Number of open connections (HTTP and WebSocket); for tests and metrics.
     public func connectionCount() -> Int {
+        if reactor.isReactorThread { return channels.count }
         let result = LockedBox(0)
         let done = DispatchSemaphore(value: 0)
         reactor.enqueue { [self] in
@@ -221,6 +237,7 @@ public final class HTTPServer: @unchecked Sendable {
             let connection = HTTPServerConnection(server: self, channel: channel)
             channels[fd] = channel
             channel.start(delegate: connection)
+            connection.armRequestTimer()
         }
     }
 
@@ -264,26 +281,33 @@ final class LockedBox<T>: @unchecked Sendable {
     }
 }
 
-private final class Listener: ReactorChannel {
+private final class Listener: ReactorChannel, ClosableChannel {
     let fd: Int32
-    unowned let server: HTTPServer
+    weak var server: HTTPServer?
     init(fd: Int32, server: HTTPServer) {
         self.fd = fd
         self.server = server
     }
-    func handleEvents(_ events: UInt32) { server.accept(on: fd) }
+    func handleEvents(_ events: UInt32) { server?.accept(on: fd) }
+    func forceClose() { close(fd) }
 }
 
 /// One HTTP connection until it closes or upgrades. Reactor-thread only.
 private final class HTTPServerConnection: StreamChannelDelegate {
-    unowned let server: HTTPServer
+    /// Weak so that a server released without ``HTTPServer/stop()`` does not leave dangling references.
+    weak var server: HTTPServer?
+    let reactor: Reactor
+    let configuration: HTTPServerConfiguration
     let channel: StreamChannel
     private var parser: HTTPRequestParser
     private var inFlight = false
     private var done = false
+    private var requestTimer: UInt64?
 
     init(server: HTTPServer, channel: StreamChannel) {
         self.server = server
+        self.reactor = server.reactor
+        self.configuration = server.configuration
         self.channel = channel
         parser = HTTPRequestParser(maxHeadBytes: server.configuration.maxHeadBytes, maxBodyBytes: server.configuration.maxBodyBytes)
     }
@@ -295,7 +319,22 @@ private final class HTTPServerConnection: StreamChannelDelegate {
 
     func channelClosed(_ channel: StreamChannel) {
         done = true
-        server.connectionClosed(channel)
+        disarmRequestTimer()
+        server?.connectionClosed(channel)
+    }
+
+    func armRequestTimer() {
+        disarmRequestTimer()
+        requestTimer = reactor.schedule(afterMilliseconds: configuration.requestTimeoutMilliseconds) { [weak self] in
+            guard let self, !self.done, !self.inFlight else { return }
+            self.requestTimer = nil
+            self.fail(status: 408, message: "request timeout")
+        }
+    }
+
+    private func disarmRequestTimer() {
+        if let t = requestTimer { reactor.cancelTimer(t) }
+        requestTimer = nil
     }
 
     private func processRequests() {
@@ -309,7 +348,7 @@ private final class HTTPServerConnection: StreamChannelDelegate {
             }
             guard let request else {
                 // Bound what an idle pipelining client can make us hold.
-                if parser.buffered.count > server.configuration.maxHeadBytes + server.configuration.maxBodyBytes {
+                if parser.bufferedCount > configuration.maxHeadBytes + configuration.maxBodyBytes {
                     fail(status: 413, message: "too much buffered data")
                 }
                 return
@@ -325,6 +364,8 @@ private final class HTTPServerConnection: StreamChannelDelegate {
     }
 
     private func dispatch(_ request: HTTPRequest) {
+        disarmRequestTimer()
+        guard let server else { return answer(HTTPResponse.text("server stopping\n", status: 503), to: request) }
         let (routes, upgrade) = server.handlers(for: request.path)
         if let upgrade {
             handleUpgrade(request, upgrade)
@@ -340,13 +381,11 @@ private final class HTTPServerConnection: StreamChannelDelegate {
         }
         inFlight = true
         channel.setReading(false)
-        let reactor = server.reactor
+        let reactor = reactor
+        // Always answer through the queue, even from the reactor thread: answering inline would
+        // recurse once per pipelined request.
         let responder = HTTPResponder { [self] response in
-            if reactor.isReactorThread {
-                answer(response, to: request)
-            } else {
-                reactor.enqueue { self.answer(response, to: request) }
-            }
+            reactor.enqueue { self.answer(response, to: request) }
         }
         handler(request, responder)
     }
@@ -358,6 +397,7 @@ private final class HTTPServerConnection: StreamChannelDelegate {
         channel.write(response.serialized(keepAlive: keepAlive, isHeadRequest: request.method == "HEAD"))
         if keepAlive {
             channel.setReading(true)
+            armRequestTimer()
             processRequests()
         } else {
             done = true
@@ -387,10 +427,10 @@ private final class HTTPServerConnection: StreamChannelDelegate {
             for (name, value) in extraHeaders { headers.add(name, value) }
             channel.write(HTTPResponse(status: 101, headers: headers).serialized(keepAlive: true))
             let ws = WebSocketConnection(
-                channel: channel, reactor: server.reactor, isClient: false, requestTarget: request.target,
-                configuration: server.configuration.webSocket)
+                channel: channel, reactor: reactor, isClient: false, requestTarget: request.target,
+                configuration: configuration.webSocket)
             channel.setDelegate(ws)
-            server.upgraded(ws)
+            server?.upgraded(ws)
             ws.runOnCallbackQueue { onOpen(ws) }
             ws.start()
             ws.attach(initialBytes: parser.takeBuffered())

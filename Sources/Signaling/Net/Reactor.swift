@@ -30,7 +30,7 @@ public final class Reactor: @unchecked Sendable {
 
     // Reactor-thread state.
     private var channels: [Int32: ReactorChannel] = [:]
-    private var timers: [(deadline: UInt64, id: UInt64, action: () -> Void)] = []
+    private var timers = TimerHeap()
     private var nextTimerID: UInt64 = 1
     /// Scratch buffer every read lands in before a channel copies out what it keeps.
     let readScratch: UnsafeMutableRawBufferPointer
@@ -140,12 +140,12 @@ public final class Reactor: @unchecked Sendable {
     func schedule(afterMilliseconds milliseconds: UInt64, _ action: @escaping () -> Void) -> UInt64 {
         let id = nextTimerID
         nextTimerID += 1
-        timers.append((Self.nowMS() + milliseconds, id, action))
+        timers.insert(deadline: Self.nowMS() + milliseconds, id: id, action: action)
         return id
     }
 
     func cancelTimer(_ id: UInt64) {
-        timers.removeAll { $0.id == id }
+        timers.cancel(id)
     }
 
     private func makeEvent(fd: Int32, events: UInt32) -> (UInt64, UInt64) {
@@ -163,7 +163,7 @@ public final class Reactor: @unchecked Sendable {
         lock.unlock()
         while true {
             var timeout: Int32 = -1
-            if let soonest = timers.map(\.deadline).min() {
+            if let soonest = timers.nextDeadline {
                 let now = Self.nowMS()
                 timeout = soonest > now ? Int32(min(soonest - now, 60_000)) : 0
             }
@@ -195,17 +195,75 @@ public final class Reactor: @unchecked Sendable {
             (channel as? ClosableChannel)?.forceClose()
         }
         channels.removeAll()
-        timers.removeAll()
+        timers = TimerHeap()
         finished.signal()
     }
 
     private func runTimers() {
-        guard !timers.isEmpty else { return }
         let now = Self.nowMS()
-        let due = timers.filter { $0.deadline <= now }
-        guard !due.isEmpty else { return }
-        timers.removeAll { $0.deadline <= now }
-        for timer in due { timer.action() }
+        while let action = timers.popDue(now: now) { action() }
+    }
+}
+
+/// A binary min-heap of timers by deadline; cancellation is lazy (a set of cancelled ids), so
+/// thousands of connections arming and cancelling close/drain timers cost O(log n) each.
+struct TimerHeap {
+    private var heap: [(deadline: UInt64, id: UInt64, action: () -> Void)] = []
+    private var cancelled: Set<UInt64> = []
+
+    var nextDeadline: UInt64? {
+        mutating get {
+            dropCancelledTop()
+            return heap.first?.deadline
+        }
+    }
+
+    mutating func insert(deadline: UInt64, id: UInt64, action: @escaping () -> Void) {
+        heap.append((deadline, id, action))
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].deadline < heap[parent].deadline else { break }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func cancel(_ id: UInt64) {
+        cancelled.insert(id)
+    }
+
+    /// Removes and returns the action of the earliest timer if it is due.
+    mutating func popDue(now: UInt64) -> (() -> Void)? {
+        dropCancelledTop()
+        guard let top = heap.first, top.deadline <= now else { return nil }
+        removeTop()
+        return top.action
+    }
+
+    private mutating func dropCancelledTop() {
+        while let top = heap.first, cancelled.contains(top.id) {
+            cancelled.remove(top.id)
+            removeTop()
+        }
+        if heap.isEmpty { cancelled.removeAll() }
+    }
+
+    private mutating func removeTop() {
+        let last = heap.removeLast()
+        guard !heap.isEmpty else { return }
+        heap[0] = last
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < heap.count, heap[left].deadline < heap[smallest].deadline { smallest = left }
+            if right < heap.count, heap[right].deadline < heap[smallest].deadline { smallest = right }
+            if smallest == parent { return }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
     }
 }
 

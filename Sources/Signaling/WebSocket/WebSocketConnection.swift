@@ -8,14 +8,18 @@ public struct WebSocketConfiguration: Sendable {
     public var maxWriteBufferBytes: Int
     /// How long to wait for the peer's close frame after sending ours.
     public var closeTimeoutMilliseconds: UInt64
+    /// Received message bytes waiting for their callbacks before the connection stops reading
+    /// (TCP flow control then slows the peer); reading resumes below half of it.
+    public var maxUndeliveredBytes: Int
     /// When set, a ping is sent after this many seconds without traffic from the peer, and the
     /// connection is dropped (1006) if nothing arrives within another interval.
     public var idlePingSeconds: Double?
 
     public init(
         maxMessageBytes: Int = 1024 * 1024, maxWriteBufferBytes: Int = 16 * 1024 * 1024,
-        closeTimeoutMilliseconds: UInt64 = 5000, idlePingSeconds: Double? = nil
+        closeTimeoutMilliseconds: UInt64 = 5000, idlePingSeconds: Double? = nil, maxUndeliveredBytes: Int = 8 * 1024 * 1024
     ) {
+        self.maxUndeliveredBytes = maxUndeliveredBytes
         self.maxMessageBytes = maxMessageBytes
         self.maxWriteBufferBytes = maxWriteBufferBytes
         self.closeTimeoutMilliseconds = closeTimeoutMilliseconds
@@ -48,6 +52,11 @@ public final class WebSocketConnection: @unchecked Sendable {
     private var started = false
     private var closeRequested = false
     private var open = true
+    private var undeliveredBytes = 0
+    private var readingPaused = false
+    private var pauses = 0
+    /// How many times reading was paused for slow callbacks (for tests and metrics).
+    public var readPauseCount: Int { locked { pauses } }
     private let callbackQueue: DispatchQueue
 
     // Reactor-confined state.
@@ -168,11 +177,6 @@ public final class WebSocketConnection: @unchecked Sendable {
         reactor.enqueue { [self] in initiateClose(code: code, reason: reason) }
     }
 
-    /// Sends raw, already-encoded bytes; lets tests put protocol violations on the wire.
-    func sendRaw(_ bytes: [UInt8]) {
-        reactor.enqueue { [self] in channel.write(bytes) }
-    }
-
     private func sendData(opcode: WebSocketOpcode, payload: [UInt8]) {
         guard locked({ !closeRequested }) else { return }
         queueFrames([encode(opcode, payload)])
@@ -241,6 +245,24 @@ public final class WebSocketConnection: @unchecked Sendable {
         awaitingKeepalivePong = false
         readBuffer.append(contentsOf: bytes)
         processFrames()
+        let pause: Bool = locked {
+            guard !readingPaused, undeliveredBytes > configuration.maxUndeliveredBytes else { return false }
+            readingPaused = true
+            pauses += 1
+            return true
+        }
+        if pause { channel.setReading(false) }
+    }
+
+    /// Called on the callback queue after a message callback ran.
+    private func delivered(_ count: Int) {
+        let resume: Bool = locked {
+            undeliveredBytes -= count
+            guard readingPaused, undeliveredBytes <= configuration.maxUndeliveredBytes / 2 else { return false }
+            readingPaused = false
+            return true
+        }
+        if resume { reactor.enqueue { [self] in channel.setReading(true) } }
     }
 
     private func processFrames() {
@@ -308,9 +330,9 @@ public final class WebSocketConnection: @unchecked Sendable {
             guard let text = String(validating: payload, as: UTF8.self) else {
                 return fail(code: 1007, reason: "text message is not valid UTF-8")
             }
-            deliver { $0.textHandler.map { handler in { handler(text) } } }
+            deliver(bytes: payload.count) { $0.textHandler.map { handler in { handler(text) } } }
         } else {
-            deliver { $0.binaryHandler.map { handler in { handler(payload) } } }
+            deliver(bytes: payload.count) { $0.binaryHandler.map { handler in { handler(payload) } } }
         }
     }
 
@@ -355,10 +377,12 @@ public final class WebSocketConnection: @unchecked Sendable {
 
     /// Queues a callback on the serial queue; the handler is read when it runs, so one installed
     /// in `onOpen` sees every message.
-    private func deliver(_ pick: @escaping @Sendable (WebSocketConnection) -> (() -> Void)?) {
+    private func deliver(bytes: Int = 0, _ pick: @escaping @Sendable (WebSocketConnection) -> (() -> Void)?) {
+        if bytes > 0 { locked { undeliveredBytes += bytes } }
         callbackQueue.async { [self] in
             let action = locked { pick(self) }
             action?()
+            if bytes > 0 { delivered(bytes) }
         }
     }
 

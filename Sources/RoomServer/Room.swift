@@ -1,0 +1,596 @@
+import Foundation
+import Signaling
+
+/// One room's control-plane state: participants, lobby, producers/consumers, pins and PubSub.
+/// Everything here runs on `queue`, so handlers never race and notifications go out in the order
+/// the state changed. Media packets never pass through here.
+final class Room: @unchecked Sendable {
+    let id: String
+    unowned let server: RoomServer
+    private let configuration: RoomServerConfiguration
+    private let hooks: RoomMediaHooks?
+    private let queue: DispatchQueue
+    private let createdAt = nowMilliseconds()
+
+    // Queue-confined state.
+    private var closed = false
+    private var participants: [String: ParticipantState] = [:]
+    private var lobby: [String: (session: ClientSession, request: JoinRequest)] = [:]
+    private var pins: [String: (cam: Bool, share: Bool)] = [:]
+    private var presenterId: String?
+    private var history: [String: [PubSubMessage]] = [:]
+
+    private let summaryLock = NSLock()
+    private var summaryValue: RoomSummary
+
+    init(id: String, server: RoomServer, configuration: RoomServerConfiguration, hooks: RoomMediaHooks?) {
+        self.id = id
+        self.server = server
+        self.configuration = configuration
+        self.hooks = hooks
+        queue = DispatchQueue(label: "room.\(id)")
+        summaryValue = RoomSummary(roomId: id, participantIds: [], lobbyCount: 0, producerCount: 0, consumerCount: 0, createdAt: createdAt)
+    }
+
+    func enqueue(_ work: @escaping @Sendable () -> Void) { queue.async(execute: work) }
+
+    var summary: RoomSummary {
+        summaryLock.lock()
+        defer { summaryLock.unlock() }
+        return summaryValue
+    }
+
+    private func publishSummary() {
+        let s = RoomSummary(
+            roomId: id, participantIds: participantsInOrder.map(\.id), lobbyCount: lobby.count,
+            producerCount: participants.values.reduce(0) { $0 + $1.producers.count },
+            consumerCount: participants.values.reduce(0) { $0 + $1.consumers.count }, createdAt: createdAt)
+        summaryLock.lock()
+        summaryValue = s
+        summaryLock.unlock()
+    }
+
+    private var participantsInOrder: [ParticipantState] {
+        participants.values.sorted { ($0.joinedAt, $0.id) < ($1.joinedAt, $1.id) }
+    }
+
+    private func broadcast(_ method: String, _ data: JSONValue, except: String? = nil) {
+        for p in participantsInOrder where p.id != except { p.session.notify(method, data) }
+    }
+
+    // MARK: Join, lobby, leave
+
+    func join(session: ClientSession, request: JoinRequest) {
+        if closed {
+            // The room emptied or ended while this join was queued: start a fresh one.
+            server.routeJoin(session: session, request: request)
+            return
+        }
+        guard !session.isClosed else { return closeIfEmpty() }
+        server.registerEndRoute(roomId: id)
+        if request.permissions.contains("ask_join") {
+            lobby[request.participantId]?.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
+            lobby[request.participantId] = (session, request)
+            let data: JSONValue = ["participantId": .string(request.participantId), "name": .string(request.name)]
+            for p in participantsInOrder where p.permissions.contains("allow_join") { p.session.notify("entryRequested", data) }
+            publishSummary()
+            return
+        }
+        admit(session: session, request: request)
+    }
+
+    private func admit(session: ClientSession, request: JoinRequest) {
+        if let old = participants[request.participantId] {
+            old.session.notify("error", RoomError(4005, "participant '\(old.id)' joined from another connection").errorJSON)
+            old.session.notify("roomLeft", .object(leaveJSON(.duplicateParticipant)))
+            remove(old, reason: .duplicateParticipant)
+            old.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
+        }
+        guard participants.count < configuration.maxParticipantsPerRoom else {
+            server.refuseJoin(session: session, id: request.id, error: RoomError(4009, "room '\(id)' has reached \(configuration.maxParticipantsPerRoom) participants"))
+            return closeIfEmpty()
+        }
+        let sends = request.mode == .sendAndRecv
+        let p = ParticipantState(
+            id: request.participantId, session: session, name: request.name, mode: request.mode, metaData: request.metaData,
+            isAgent: request.isAgent, agentId: request.agentId, micEnabled: sends && request.micEnabled,
+            camEnabled: sends && request.camEnabled, autoConsume: request.autoConsume, permissions: request.permissions)
+        // Existing participants first, then the answer: the joiner's onParticipantJoined for them
+        // precedes its onRoomJoined.
+        let existing = participantsInOrder
+        for other in existing { session.notify("participantJoined", other.json) }
+        participants[p.id] = p
+        session.markJoined(participantId: p.id)
+        server.counters.add(joins: 1)
+        session.respond(request.id, [
+            "protocolVersion": .number(Double(RoomServer.protocolVersion)), "roomId": .string(id),
+            "participant": p.json, "participants": .array(existing.map(\.json)),
+            "permissions": .array(p.permissions.sorted().map(JSONValue.string)),
+            "pinStates": .array(pins.keys.sorted().map { pinJSON($0) }), "presenterId": presenterId.map(JSONValue.string) ?? .null,
+        ])
+        broadcast("participantJoined", p.json, except: p.id)
+        for other in existing {
+            for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer) {
+                createConsumer(for: p, of: producer)
+            }
+        }
+        if p.permissions.contains("allow_join") {
+            for (pid, entry) in lobby.sorted(by: { $0.key < $1.key }) {
+                p.session.notify("entryRequested", ["participantId": .string(pid), "name": .string(entry.request.name)])
+            }
+        }
+        publishSummary()
+    }
+
+    /// Drops `p` from the room: its producers and consumers close, everyone else hears why.
+    private func remove(_ p: ParticipantState, reason: LeaveReason) {
+        guard participants[p.id] === p else { return }
+        for producer in p.producers.values.sorted(by: { $0.producerId < $1.producerId }) { closeProducer(producer, of: p) }
+        for consumer in p.consumers.values { hooks?.consumerClosed(roomId: id, consumer: consumer) }
+        p.consumers.removeAll()
+        participants[p.id] = nil
+        pins[p.id] = nil
+        var data = leaveJSON(reason)
+        data["participantId"] = .string(p.id)
+        data["name"] = .string(p.name)
+        broadcast("participantLeft", .object(data))
+        publishSummary()
+    }
+
+    func connectionClosed(_ session: ClientSession) {
+        if let pid = session.participantId, let p = participants[pid], p.session === session {
+            remove(p, reason: .websocketDisconnected)
+        }
+        for (pid, entry) in lobby where entry.session === session { lobby[pid] = nil }
+        publishSummary()
+        closeIfEmpty()
+    }
+
+    private func closeIfEmpty() {
+        guard !closed, participants.isEmpty, lobby.isEmpty else { return }
+        closed = true
+        server.roomClosed(self)
+        publishSummary()
+    }
+
+    /// Ends the room for everyone (`end`, the admin API, server stop).
+    func close(reason: LeaveReason) {
+        guard !closed else { return }
+        closed = true
+        server.roomClosed(self)
+        let data: JSONValue = .object(leaveJSON(reason))
+        for p in participantsInOrder {
+            for producer in p.producers.values { hooks?.producerClosed(roomId: id, producer: producer) }
+            for consumer in p.consumers.values { hooks?.consumerClosed(roomId: id, consumer: consumer) }
+            p.session.notify("roomClosed", data)
+            p.session.close(code: WebSocketCloseCode.normal, reason: reason.name)
+        }
+        for entry in lobby.values {
+            entry.session.notify("roomClosed", data)
+            entry.session.close(code: WebSocketCloseCode.normal, reason: reason.name)
+        }
+        participants.removeAll()
+        lobby.removeAll()
+        history.removeAll()
+        publishSummary()
+    }
+
+    // MARK: Requests
+
+    func handle(session: ClientSession, id: JSONValue, method: String, data: JSONValue) {
+        guard !closed, let pid = session.participantId, let p = participants[pid], p.session === session else {
+            let lobbyWaiting = lobby.values.contains { $0.session === session }
+            let why = lobbyWaiting ? "is waiting in the lobby" : "has not joined the room"
+            return session.respond(id, error: RoomError(3035, "'\(method)' refused: this connection \(why)"))
+        }
+        do {
+            let result = try dispatch(p, method: method, data: data, id: id)
+            if let result { session.respond(id, result) }
+        } catch {
+            session.respond(id, error: error)
+            if error.code == 3073 { session.noteBadMessage() }
+        }
+        publishSummary()
+    }
+
+    /// Runs one request; returns the response data, or nil when the handler answered itself.
+    private func dispatch(_ p: ParticipantState, method: String, data: JSONValue, id: JSONValue) throws(RoomError) -> JSONValue? {
+        switch method {
+        case "ping":
+            return ["time": .number(Double(nowMilliseconds()))]
+        case "leave":
+            var reason = LeaveReason.manualLeaveCalled
+            if let code = try data.optionalInt("reason") {
+                guard let r = LeaveReason(rawValue: code) else { throw .invalidParameter("unknown leave reason \(code)") }
+                reason = r
+            }
+            remove(p, reason: reason)
+            p.session.respond(id, [:])
+            p.session.close(code: WebSocketCloseCode.normal, reason: reason.name)
+            closeIfEmpty()
+            return nil
+        case "end":
+            p.session.respond(id, [:])
+            close(reason: .roomClose)
+            return nil
+        case "changeMode": return try changeMode(p, data)
+        case "setMediaStatus": return try setMediaStatus(p, data)
+        case "produce": return try produce(p, data)
+        case "closeProducer":
+            guard p.mode == .sendAndRecv else { throw RoomError(3066, "closeProducer is not supported in \(p.mode.rawValue)") }
+            let producerId = try data.requiredString("producerId")
+            guard let producer = p.producers[producerId] else { throw .invalidParameter("no producer '\(producerId)' of yours") }
+            closeProducer(producer, of: p)
+            return ["producerId": .string(producerId)]
+        case "consume", "stopConsuming": return try consume(p, data, start: method == "consume")
+        case "setQuality": return try setQuality(p, data)
+        case "setViewPort": return try setViewPort(p, data)
+        case "publish": return try publish(p, data)
+        case "subscribe": return try subscribe(p, data, id: id)
+        case "unsubscribe":
+            let topic = try data.requiredString("topic")
+            guard p.topics.remove(topic) != nil else { throw RoomError(4089, "not subscribed to '\(topic.prefix(64))'") }
+            return ["topic": .string(topic)]
+        case "requestMic", "requestCam", "disableMic", "disableCam": return try moderateMedia(p, method, data)
+        case "remove": return try removeParticipant(p, data)
+        case "pin", "unpin": return try pin(p, data, pin: method == "pin")
+        case "respondEntry": return try respondEntry(p, data)
+        default:
+            throw RoomError(3068, "unknown method '\(method)'")
+        }
+    }
+
+    // MARK: Modes and media status
+
+    private func changeMode(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        let name = try data.requiredString("mode")
+        guard let mode = ParticipantMode(wireName: name) else { throw RoomError(3067, "unknown mode '\(name.prefix(40))'") }
+        guard mode != p.mode else { throw RoomError(3054, "already in \(mode.rawValue)") }
+        let previous = p.mode
+        if previous == .sendAndRecv {
+            for producer in p.producers.values.sorted(by: { $0.producerId < $1.producerId }) { closeProducer(producer, of: p) }
+            setStatus(p, .mic, false)
+            setStatus(p, .webcam, false)
+        }
+        p.mode = mode
+        if mode == .signallingOnly {
+            for consumer in p.consumers.values.sorted(by: { $0.consumerId < $1.consumerId }) { closeConsumer(consumer, of: p) }
+        } else if previous == .signallingOnly {
+            for other in participantsInOrder where other.id != p.id {
+                for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer) {
+                    createConsumer(for: p, of: producer)
+                }
+            }
+        }
+        broadcast("participantModeChanged", ["participantId": .string(p.id), "mode": .string(mode.rawValue)])
+        return ["mode": .string(mode.rawValue), "previousMode": .string(previous.rawValue)]
+    }
+
+    private func setMediaStatus(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        let kindName = try data.requiredString("kind")
+        guard let kind = TrackKind(wireName: kindName), kind == .mic || kind == .webcam else {
+            throw .invalidParameter("kind must be 'mic' or 'webcam'")
+        }
+        guard let enabled = try data.optionalBool("enabled") else { throw .invalidParameter("missing field 'enabled'") }
+        if enabled, p.mode != .sendAndRecv { throw RoomError(3066, "cannot turn on the \(kind.rawValue) in \(p.mode.rawValue)") }
+        setStatus(p, kind, enabled)
+        return ["kind": .string(kind.rawValue), "enabled": .bool(enabled)]
+    }
+
+    /// Updates a mic/webcam status and tells everyone (consumers or not) when it changed.
+    private func setStatus(_ p: ParticipantState, _ kind: TrackKind, _ on: Bool) {
+        let changed: Bool
+        switch kind {
+        case .mic:
+            changed = p.micEnabled != on
+            p.micEnabled = on
+        case .webcam:
+            changed = p.camEnabled != on
+            p.camEnabled = on
+        default: return
+        }
+        guard changed else { return }
+        broadcast("mediaStatusChanged", [
+            "participantId": .string(p.id), "kind": .string(kind.rawValue), "enabled": .bool(on), "status": .string(on ? "on" : "off"),
+        ])
+    }
+
+    // MARK: Producers and consumers
+
+    private func produce(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        let kindName = try data.requiredString("kind")
+        guard let kind = TrackKind(wireName: kindName) else { throw .invalidParameter("unknown kind '\(kindName.prefix(40))'") }
+        guard p.mode == .sendAndRecv else { throw RoomError(3066, "produce is not supported in \(p.mode.rawValue)") }
+        let failure: Int = kind == .mic ? 3058 : kind == .webcam ? 3049 : 3061
+        guard !p.producers.values.contains(where: { $0.kind == kind }) else {
+            throw RoomError(failure, "already producing \(kind.rawValue); close that producer first")
+        }
+        if kind == .screen, let presenterId, presenterId != p.id {
+            throw RoomError(3061, "participant '\(presenterId)' is already sharing a screen")
+        }
+        var appData = data.objectValue ?? [:]
+        appData["kind"] = nil
+        appData["paused"] = nil
+        let producer = ProducerInfo(
+            producerId: makeId("pr"), participantId: p.id, kind: kind, paused: try data.optionalBool("paused") ?? false,
+            appData: .object(appData))
+        p.producers[producer.producerId] = producer
+        hooks?.producerCreated(roomId: id, producer: producer)
+        broadcast("producerAdded", producer.json)
+        if kind == .screen {
+            presenterId = p.id
+            broadcast("presenterChanged", ["participantId": .string(p.id)])
+        }
+        for other in participantsInOrder where other.wants(producer) { createConsumer(for: other, of: producer) }
+        return producer.json
+    }
+
+    private func closeProducer(_ producer: ProducerInfo, of p: ParticipantState) {
+        guard p.producers.removeValue(forKey: producer.producerId) != nil else { return }
+        for other in participantsInOrder {
+            for consumer in other.consumers.values where consumer.producerId == producer.producerId { closeConsumer(consumer, of: other) }
+        }
+        hooks?.producerClosed(roomId: id, producer: producer)
+        broadcast("producerClosed", producer.json)
+        if producer.kind == .screen, presenterId == p.id {
+            presenterId = nil
+            broadcast("presenterChanged", ["participantId": nil])
+        }
+    }
+
+    private func createConsumer(for subscriber: ParticipantState, of producer: ProducerInfo) {
+        guard !subscriber.consumers.values.contains(where: { $0.producerId == producer.producerId }) else { return }
+        let consumer = ConsumerInfo(
+            consumerId: makeId("co"), producerId: producer.producerId, producerParticipantId: producer.participantId,
+            subscriberId: subscriber.id, kind: producer.kind)
+        subscriber.consumers[consumer.consumerId] = consumer
+        hooks?.consumerCreated(roomId: id, consumer: consumer)
+        subscriber.session.notify("consumerCreated", consumer.json)
+    }
+
+    private func closeConsumer(_ consumer: ConsumerInfo, of subscriber: ParticipantState) {
+        guard subscriber.consumers.removeValue(forKey: consumer.consumerId) != nil else { return }
+        hooks?.consumerClosed(roomId: id, consumer: consumer)
+        subscriber.session.notify("consumerClosed", consumer.json)
+    }
+
+    private func consume(_ p: ParticipantState, _ data: JSONValue, start: Bool) throws(RoomError) -> JSONValue {
+        let kindName = try data.requiredString("kind")
+        guard let kind = TrackKind(wireName: kindName), kind == .mic || kind == .webcam else {
+            throw .invalidParameter("kind must be 'mic' or 'webcam' (screen shares are always consumed)")
+        }
+        let code = start ? (kind == .mic ? 4080 : 4081) : (kind == .mic ? 4082 : 4083)
+        let peerId = try data.requiredString("participantId")
+        guard let peer = participants[peerId], peer.id != p.id else { throw RoomError(code, "no remote participant '\(peerId.prefix(128))'") }
+        guard p.mode.consumes else { throw RoomError(3066, "\(start ? "consume" : "stopConsuming") is not supported in \(p.mode.rawValue)") }
+        if p.autoConsume {
+            // With autoConsume on, everything is already received; the call does nothing.
+            return ["participantId": .string(peerId), "kind": .string(kind.rawValue), "autoConsume": true]
+        }
+        let key = ParticipantState.wantKey(peerId, kind)
+        if start {
+            p.wanted.insert(key)
+            for producer in peer.producers.values.sorted(by: { $0.producerId < $1.producerId }) where producer.kind == kind {
+                createConsumer(for: p, of: producer)
+            }
+        } else {
+            p.wanted.remove(key)
+            for consumer in p.consumers.values where consumer.producerParticipantId == peerId && consumer.kind == kind {
+                closeConsumer(consumer, of: p)
+            }
+        }
+        return ["participantId": .string(peerId), "kind": .string(kind.rawValue), "autoConsume": false]
+    }
+
+    /// The caller's consumers of `peerId`'s `kind`, or 3068 when it receives none.
+    private func consumers(of p: ParticipantState, peerId: String, kind: TrackKind, action: String, unknownCode: Int) throws(RoomError) -> [ConsumerInfo] {
+        guard let peer = participants[peerId], peer.id != p.id else { throw RoomError(unknownCode, "no remote participant '\(peerId.prefix(128))'") }
+        if peer.isAgent, action == "setQuality" { throw RoomError(3068, "setQuality is not supported on an agent") }
+        let found = p.consumers.values.filter { $0.producerParticipantId == peerId && $0.kind == kind }
+        guard !found.isEmpty else { throw RoomError(3068, "\(action): this connection receives no \(kind.rawValue) from '\(peerId)'") }
+        return found.sorted { $0.consumerId < $1.consumerId }
+    }
+
+    private func setQuality(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        let peerId = try data.requiredString("participantId")
+        let quality = try data.requiredString("quality")
+        guard ["low", "medium", "high"].contains(quality) else { throw .invalidParameter("quality must be low, medium or high") }
+        let kindName = try data.optionalString("kind") ?? "webcam"
+        guard let kind = TrackKind(wireName: kindName), kind == .webcam || kind == .screen else {
+            throw .invalidParameter("kind must be 'webcam' or 'screen'")
+        }
+        var previous: String?
+        for var consumer in try consumers(of: p, peerId: peerId, kind: kind, action: "setQuality", unknownCode: 4073) {
+            previous = consumer.preferredQuality
+            consumer.preferredQuality = quality
+            p.consumers[consumer.consumerId] = consumer
+            hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
+        }
+        return [
+            "participantId": .string(peerId), "kind": .string(kind.rawValue), "quality": .string(quality),
+            "previousQuality": previous.map(JSONValue.string) ?? .null,
+        ]
+    }
+
+    private func setViewPort(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        let peerId = try data.requiredString("participantId")
+        guard let width = try data.optionalInt("width"), let height = try data.optionalInt("height"),
+            (1...16384).contains(width), (1...16384).contains(height)
+        else { throw .invalidParameter("width and height must be integers in 1...16384 (pixels)") }
+        for var consumer in try consumers(of: p, peerId: peerId, kind: .webcam, action: "setViewPort", unknownCode: 3068) {
+            consumer.viewportWidth = width
+            consumer.viewportHeight = height
+            p.consumers[consumer.consumerId] = consumer
+            hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
+        }
+        return ["participantId": .string(peerId), "width": .number(Double(width)), "height": .number(Double(height))]
+    }
+
+    // MARK: PubSub
+
+    private func validTopic(_ data: JSONValue, code: Int) throws(RoomError) -> String {
+        guard let topic = data["topic"]?.stringValue else { throw RoomError(code, "missing string field 'topic'") }
+        guard !topic.isEmpty, topic.utf8.count <= 256 else { throw RoomError(code, "topic must be 1-256 bytes") }
+        return topic
+    }
+
+    private func publish(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        let topic = try validTopic(data, code: 4087)
+        guard let message = data["message"]?.stringValue else { throw RoomError(4087, "missing string field 'message'") }
+        let payload = data["payload"].flatMap { $0.isNull ? nil : $0 }
+        if let payload, payload.objectValue == nil { throw RoomError(4087, "payload must be a JSON object") }
+        let size = message.utf8.count + (payload?.jsonString.utf8.count ?? 0)
+        guard size <= configuration.maxPubSubMessageBytes else {
+            throw RoomError(4087, "message of \(size) bytes exceeds the limit of \(configuration.maxPubSubMessageBytes)")
+        }
+        let options = data["options"] ?? .object([:])
+        let persistValue = data["persist"] ?? options["persist"]
+        let sendOnlyValue = data["sendOnly"] ?? options["sendOnly"]
+        var persist = false
+        if let persistValue, !persistValue.isNull {
+            guard let b = persistValue.boolValue else { throw RoomError(4087, "persist must be a boolean") }
+            persist = b
+        }
+        var sendOnly: [String] = []
+        if let sendOnlyValue, !sendOnlyValue.isNull {
+            guard let list = sendOnlyValue.arrayValue else { throw RoomError(4087, "sendOnly must be an array of participant ids") }
+            for item in list {
+                guard let s = item.stringValue else { throw RoomError(4087, "sendOnly must be an array of participant ids") }
+                sendOnly.append(s)
+            }
+        }
+        let stored = PubSubMessage(
+            id: makeId("m"), topic: topic, message: message, senderId: p.id, senderName: p.name, timestamp: nowMilliseconds(),
+            payload: payload, sendOnly: sendOnly)
+        server.counters.add(pubsub: 1)
+        if persist {
+            var list = history[topic] ?? []
+            list.append(stored)
+            if list.count > configuration.pubsubHistoryLimit { list.removeFirst(list.count - configuration.pubsubHistoryLimit) }
+            history[topic] = list.isEmpty ? nil : list
+        }
+        let json = stored.json
+        for other in participantsInOrder where other.topics.contains(topic) && stored.isVisible(to: other.id) {
+            other.session.notify("pubsubMessage", json)
+        }
+        return ["id": .string(stored.id), "topic": .string(topic), "timestamp": .number(Double(stored.timestamp))]
+    }
+
+    private func subscribe(_ p: ParticipantState, _ data: JSONValue, id requestId: JSONValue) throws(RoomError) -> JSONValue? {
+        let topic = try validTopic(data, code: 4088)
+        if !p.topics.contains(topic) {
+            guard p.topics.count < configuration.maxTopicsPerParticipant else {
+                throw RoomError(4088, "subscribed to the limit of \(configuration.maxTopicsPerParticipant) topics")
+            }
+            p.topics.insert(topic)
+        }
+        let visible = (history[topic] ?? []).filter { $0.isVisible(to: p.id) }
+        p.session.respond(requestId, ["topic": .string(topic), "historyCount": .number(Double(visible.count))])
+        let batch = configuration.pubsubHistoryBatchSize
+        var start = 0
+        while start < visible.count {
+            let end = min(visible.count, start + batch)
+            p.session.notify("pubsubHistory", [
+                "topic": .string(topic), "messages": .array(visible[start..<end].map(\.json)), "isLast": .bool(end == visible.count),
+            ])
+            start = end
+        }
+        return nil
+    }
+
+    // MARK: Moderation
+
+    private func target(_ data: JSONValue, code: Int, caller: ParticipantState, needsMod: Bool) throws(RoomError) -> ParticipantState {
+        if needsMod, !caller.permissions.contains("allow_mod") {
+            throw RoomError(code, "acting on another participant needs the allow_mod permission")
+        }
+        let peerId = try data.requiredString("participantId")
+        guard let peer = participants[peerId] else { throw RoomError(code, "no participant '\(peerId.prefix(128))' in the room") }
+        return peer
+    }
+
+    private func moderateMedia(_ p: ParticipantState, _ method: String, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        let (code, kind, ask): (Int, TrackKind, Bool) =
+            switch method {
+            case "requestMic": (4067, .mic, true)
+            case "disableMic": (4068, .mic, false)
+            case "requestCam": (4069, .webcam, true)
+            default: (4070, .webcam, false)
+            }
+        let peer = try target(data, code: code, caller: p, needsMod: true)
+        guard peer.id != p.id else { throw .invalidParameter("\(method) acts on remote participants; use setMediaStatus for your own") }
+        guard !peer.isAgent else { throw RoomError(3068, "\(method) is not supported on an agent") }
+        let by: JSONValue = ["participantId": .string(p.id), "name": .string(p.name)]
+        if ask {
+            guard peer.mode == .sendAndRecv else { throw RoomError(3066, "'\(peer.id)' is in \(peer.mode.rawValue) and cannot publish") }
+            peer.session.notify(kind == .mic ? "micRequested" : "webcamRequested", by)
+        } else {
+            peer.session.notify(kind == .mic ? "micDisabled" : "webcamDisabled", by)
+            for producer in peer.producers.values where producer.kind == kind { closeProducer(producer, of: peer) }
+            setStatus(peer, kind, false)
+        }
+        return ["participantId": .string(peer.id)]
+    }
+
+    private func removeParticipant(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        let peer = try target(data, code: 4066, caller: p, needsMod: true)
+        guard peer.id != p.id else { throw .invalidParameter("use leave to leave the room") }
+        peer.session.notify("roomLeft", .object(leaveJSON(.removePeer)))
+        remove(peer, reason: .removePeer)
+        peer.session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.removePeer.name)
+        return ["participantId": .string(peer.id)]
+    }
+
+    private func pin(_ p: ParticipantState, _ data: JSONValue, pin: Bool) throws(RoomError) -> JSONValue {
+        let peer = try target(data, code: pin ? 4071 : 4072, caller: p, needsMod: false)
+        let typeName = try data.optionalString("pinType") ?? "SHARE_AND_CAM"
+        let (cam, share): (Bool, Bool)
+        switch typeName {
+        case "SHARE_AND_CAM": (cam, share) = (true, true)
+        case "CAM": (cam, share) = (true, false)
+        case "SHARE": (cam, share) = (false, true)
+        default: throw .invalidParameter("pinType must be SHARE_AND_CAM, CAM or SHARE")
+        }
+        var state = pins[peer.id] ?? (false, false)
+        if pin {
+            state = (state.cam || cam, state.share || share)
+        } else {
+            state = (state.cam && !cam, state.share && !share)
+        }
+        pins[peer.id] = (state.cam || state.share) ? state : nil
+        var event = pinJSON(peer.id).objectValue ?? [:]
+        event["pinnedBy"] = .string(p.id)
+        broadcast("pinStateChanged", .object(event))
+        return pinJSON(peer.id)
+    }
+
+    private func pinJSON(_ participantId: String) -> JSONValue {
+        let state = pins[participantId] ?? (false, false)
+        return ["participantId": .string(participantId), "pinState": ["cam": .bool(state.cam), "share": .bool(state.share)]]
+    }
+
+    private func respondEntry(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        guard p.permissions.contains("allow_join") else { throw RoomError(4024, "answering entry requests needs allow_join") }
+        let peerId = try data.requiredString("participantId")
+        let decision = try data.requiredString("decision")
+        guard decision == "allowed" || decision == "denied" else { throw .invalidParameter("decision must be 'allowed' or 'denied'") }
+        guard let entry = lobby.removeValue(forKey: peerId) else { throw .invalidParameter("no entry request from '\(peerId.prefix(128))'") }
+        let event: JSONValue = ["participantId": .string(peerId), "decision": .string(decision), "decidedBy": .string(p.id)]
+        entry.session.notify("entryResponded", event)
+        for other in participantsInOrder where other.permissions.contains("allow_join") { other.session.notify("entryResponded", event) }
+        if decision == "allowed" {
+            admit(session: entry.session, request: entry.request)
+        } else {
+            server.refuseJoin(session: entry.session, id: entry.request.id, error: RoomError(3047, "entry was denied"))
+        }
+        return event
+    }
+}
+
+private func leaveJSON(_ reason: LeaveReason) -> [String: JSONValue] {
+    ["reason": .number(Double(reason.rawValue)), "reasonName": .string(reason.name)]
+}
+
+extension RoomError {
+    var errorJSON: JSONValue { ["code": .number(Double(code)), "name": .string(name), "message": .string(message)] }
+}

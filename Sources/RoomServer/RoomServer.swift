@@ -1,0 +1,396 @@
+import Foundation
+import Signaling
+
+/// Errors from starting a ``RoomServer``.
+public enum RoomServerError: Error, Sendable, CustomStringConvertible {
+    case invalidConfiguration(String)
+    case listenFailed(String)
+
+    public var description: String {
+        switch self {
+        case .invalidConfiguration(let why): return "invalid configuration: \(why)"
+        case .listenFailed(let why): return "cannot listen: \(why)"
+        }
+    }
+}
+
+/// Server-wide counters for `/metrics`.
+final class ServerCounters: @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var connections = 0
+    private(set) var messagesReceived = 0
+    private(set) var messagesSent = 0
+    private(set) var errorResponses = 0
+    private(set) var abuseClosures = 0
+    private(set) var pubsubMessages = 0
+    private(set) var joins = 0
+
+    func add(connections c: Int = 0, received: Int = 0, sent: Int = 0, errors: Int = 0, abuseClosures a: Int = 0, pubsub: Int = 0, joins j: Int = 0) {
+        lock.lock()
+        connections += c
+        messagesReceived += received
+        messagesSent += sent
+        errorResponses += errors
+        abuseClosures += a
+        pubsubMessages += pubsub
+        joins += j
+        lock.unlock()
+    }
+
+    func snapshot() -> [String: Int] {
+        lock.lock()
+        defer { lock.unlock() }
+        return [
+            "connections": connections, "received": messagesReceived, "sent": messagesSent, "errors": errorResponses,
+            "abuse": abuseClosures, "pubsub": pubsubMessages, "joins": joins,
+        ]
+    }
+}
+
+/// The room service: signalling over WebSocket (`/v1/rtc`), room state and PubSub, health,
+/// metrics and an admin API, on one ``HTTPServer``. Start it in-process for tests with
+/// `listenPort = 0` and read ``httpPort``. The protocol is documented in `docs/protocol.md`.
+///
+/// Each room keeps its state on its own serial queue (control plane only); the SFU attaches media
+/// through ``mediaHooks``.
+public final class RoomServer: @unchecked Sendable {
+    /// The signalling protocol version this server speaks.
+    public static let protocolVersion = 1
+    /// Request methods understood on the signalling socket.
+    public static let methods: Set<String> = [
+        "join", "leave", "end", "changeMode", "setMediaStatus", "produce", "closeProducer", "consume", "stopConsuming",
+        "setQuality", "setViewPort", "publish", "subscribe", "unsubscribe", "requestMic", "requestCam", "disableMic",
+        "disableCam", "remove", "pin", "unpin", "respondEntry", "ping",
+    ]
+
+    public let configuration: RoomServerConfiguration
+    /// The token secret in use (the configured one, or the generated dev secret).
+    public let secret: String
+    /// True when no secret was configured and ``secret`` was generated for this run.
+    public let secretWasGenerated: Bool
+    /// Media attachment points for the SFU; set before ``start()``.
+    public var mediaHooks: RoomMediaHooks? {
+        get { locked { hooks } }
+        set { locked { hooks = newValue } }
+    }
+
+    let counters = ServerCounters()
+    private let lock = NSLock()
+    private var hooks: RoomMediaHooks?
+    private var rooms: [String: Room] = [:]
+    private var registeredEndRoutes: Set<String> = []
+    private var http: HTTPServer?
+    private var stopping = false
+
+    /// Creates a server; nothing listens until ``start()``.
+    public init(configuration: RoomServerConfiguration = RoomServerConfiguration()) {
+        self.configuration = configuration
+        if let s = configuration.secret {
+            secret = s
+            secretWasGenerated = false
+        } else {
+            var bytes = [UInt8](repeating: 0, count: 24)
+            for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
+            secret = "dev-" + bytes.map { String(format: "%02x", $0) }.joined()
+            secretWasGenerated = true
+        }
+    }
+
+    private func locked<T>(_ body: () -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body()
+    }
+
+    /// The bound TCP port (the ephemeral one when configured with port 0); 0 before ``start()``.
+    public var httpPort: UInt16 { locked { http?.port ?? 0 } }
+
+    /// The WebSocket URL clients join at, without the token.
+    public var signalingURL: String { "ws://\(configuration.listenHost):\(httpPort)/v1/rtc" }
+
+    /// Binds the listener and starts serving.
+    public func start() throws {
+        if let problem = configuration.validationProblem() { throw RoomServerError.invalidConfiguration(problem) }
+        var httpConfiguration = HTTPServerConfiguration()
+        // Messages between our limit and this one get a 3073 answer; only larger ones close (1009).
+        httpConfiguration.webSocket = WebSocketConfiguration(
+            maxMessageBytes: configuration.maxMessageBytes + 1024 * 1024, idlePingSeconds: 30)
+        let server = HTTPServer(host: configuration.listenHost, port: configuration.listenPort, configuration: httpConfiguration)
+        installRoutes(on: server)
+        do {
+            try server.start()
+        } catch {
+            throw RoomServerError.listenFailed(error.description)
+        }
+        locked { http = server }
+    }
+
+    /// Closes every room (participants get `roomClosed`) and stops listening.
+    public func stop() {
+        let (server, all): (HTTPServer?, [Room]) = locked {
+            stopping = true
+            let s = http
+            return (s, Array(rooms.values))
+        }
+        let group = DispatchGroup()
+        for room in all {
+            group.enter()
+            room.enqueue {
+                room.close(reason: .roomClose)
+                group.leave()
+            }
+        }
+        _ = group.wait(timeout: .now() + 5)
+        server?.stop()
+    }
+
+    // MARK: Rooms
+
+    /// The live room `id`, created on first use.
+    func room(for id: String) -> Room? {
+        locked {
+            if stopping { return nil }
+            if let r = rooms[id] { return r }
+            let r = Room(id: id, server: self, configuration: configuration, hooks: hooks)
+            rooms[id] = r
+            return r
+        }
+    }
+
+    func roomClosed(_ room: Room) {
+        locked {
+            if rooms[room.id] === room { rooms[room.id] = nil }
+        }
+    }
+
+    func existingRoom(_ id: String) -> Room? { locked { rooms[id] } }
+
+    /// Summaries of the live rooms, sorted by id.
+    public func roomSummaries() -> [RoomSummary] {
+        locked { Array(rooms.values) }.map { $0.summary }.sorted { $0.roomId < $1.roomId }
+    }
+
+    /// Ends room `id` for everyone (leave reason 1006), as the admin API does. False when no such room.
+    @discardableResult
+    public func endRoom(_ id: String) -> Bool {
+        guard let room = existingRoom(id) else { return false }
+        room.enqueue { room.close(reason: .roomClose) }
+        return true
+    }
+
+    // MARK: Join (connection queue)
+
+    func handleJoin(session: ClientSession, id: JSONValue, data: JSONValue) {
+        guard session.beginJoin() else {
+            return session.respond(id, error: RoomError(3054, "this connection has already joined (or is joining) a room"))
+        }
+        let request: JoinRequest
+        do {
+            request = try JoinRequest.parse(id: id, data: data, session: session, secret: secret)
+        } catch {
+            return refuseJoin(session: session, id: id, error: error)
+        }
+        routeJoin(session: session, request: request)
+    }
+
+    func routeJoin(session: ClientSession, request: JoinRequest) {
+        guard let room = room(for: request.roomId) else {
+            return refuseJoin(session: session, id: request.id, error: RoomError(3047, "the server is shutting down"))
+        }
+        session.assign(room: room)
+        room.enqueue { room.join(session: session, request: request) }
+    }
+
+    /// Answers a failed join and closes the socket with the error code as its close code.
+    func refuseJoin(session: ClientSession, id: JSONValue, error: RoomError) {
+        session.respond(id, error: error)
+        session.close(code: UInt16(clamping: error.code), reason: error.name)
+    }
+
+    // MARK: HTTP
+
+    private func installRoutes(on server: HTTPServer) {
+        server.webSocket(path: "/v1/rtc") { [weak self] request in
+            guard let self else { return .reject(HTTPResponse.text("gone\n", status: 503)) }
+            let token = request.query("token") ?? bearerToken(request)
+            return .accept(onOpen: { connection in
+                let session = ClientSession(connection: connection, queryToken: token, server: self, configuration: self.configuration)
+                self.counters.add(connections: 1)
+                connection.onText = { text in session.received(text) }
+                connection.onBinary = { _ in session.reject(.null, RoomError(3073, "binary messages are not part of the protocol")) }
+                connection.onClose = { _, _ in session.closed() }
+                let timeout = self.configuration.joinTimeoutSeconds
+                DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+                    if session.currentPhase == .new { session.close(code: WebSocketCloseCode.policyViolation, reason: "no join within \(Int(timeout)) s") }
+                }
+            })
+        }
+        server.route(method: "GET", path: "/healthz") { _ in HTTPResponse.text("ok\n") }
+        server.route(method: "GET", path: "/metrics") { [weak self] _ in
+            guard let self else { return HTTPResponse.text("", status: 503) }
+            var response = HTTPResponse.text(self.metricsText())
+            response.headers = HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")])
+            return response
+        }
+        server.route(method: "GET", path: "/v1/rooms") { [weak self] request in
+            guard let self else { return HTTPResponse.text("", status: 503) }
+            if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
+            let list = JSONValue.array(self.roomSummaries().map(\.json))
+            return HTTPResponse.json(JSONValue.object(["rooms": list]).jsonString)
+        }
+        // The body form, for room ids that are awkward in a path: {"roomId": "…"}.
+        server.route(method: "POST", path: "/v1/rooms/end") { [weak self] request in
+            guard let self else { return HTTPResponse.text("", status: 503) }
+            guard let body = try? JSONValue.parse(request.body), let roomId = body["roomId"]?.stringValue else {
+                return adminError(400, RoomError(3073, "body must be {\"roomId\": \"…\"}"))
+            }
+            return self.adminEnd(request, roomId: roomId)
+        }
+    }
+
+    /// `POST /v1/rooms/{id}/end`: the HTTP server matches exact paths, so the route is added when
+    /// the room is first created (it answers 404 once the room is gone).
+    func registerEndRoute(roomId: String) {
+        let (server, isNew): (HTTPServer?, Bool) = locked { (http, registeredEndRoutes.insert(roomId).inserted) }
+        guard isNew, let server else { return }
+        server.route(method: "POST", path: "/v1/rooms/\(roomId)/end") { [weak self] request in
+            guard let self else { return HTTPResponse.text("", status: 503) }
+            return self.adminEnd(request, roomId: roomId)
+        }
+    }
+
+    private func adminEnd(_ request: HTTPRequest, roomId: String) -> HTTPResponse {
+        if let refusal = adminRefusal(request, roomId: roomId) { return refusal }
+        guard endRoom(roomId) else { return adminError(404, RoomError(4003, "no room '\(roomId)'")) }
+        return HTTPResponse.json(JSONValue.object(["roomId": .string(roomId), "ended": true]).jsonString)
+    }
+
+    /// Nil when the request carries a valid `allow_mod` token (for `roomId`, when the token names a room).
+    private func adminRefusal(_ request: HTTPRequest, roomId: String?) -> HTTPResponse? {
+        guard let jwt = bearerToken(request) else { return adminError(401, RoomError(4002, "missing Authorization: Bearer token")) }
+        let token: RoomToken
+        do {
+            token = try RoomToken.verify(jwt, secret: secret)
+        } catch {
+            return adminError(401, RoomError(error.code, error.description))
+        }
+        guard token.isModerator else { return adminError(403, RoomError(4024, "the admin API needs a token with allow_mod")) }
+        if let roomId, let scoped = token.roomId, scoped != roomId {
+            return adminError(403, RoomError(4022, "token is not valid for room '\(roomId)'"))
+        }
+        return nil
+    }
+
+    // MARK: Metrics
+
+    func metricsText() -> String {
+        let summaries = roomSummaries()
+        let c = counters.snapshot()
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+        }
+        metric("understudy_rooms", "gauge", "Rooms with at least one participant or lobby entry.", summaries.count)
+        metric("understudy_participants", "gauge", "Joined participants over all rooms.", summaries.reduce(0) { $0 + $1.participantCount })
+        metric("understudy_producers", "gauge", "Published tracks over all rooms.", summaries.reduce(0) { $0 + $1.producerCount })
+        metric("understudy_consumers", "gauge", "Subscriber-track pairs over all rooms.", summaries.reduce(0) { $0 + $1.consumerCount })
+        metric("understudy_signaling_connections", "gauge", "Open signalling WebSockets.", c["connections"] ?? 0)
+        metric("understudy_joins_total", "counter", "Successful joins.", c["joins"] ?? 0)
+        metric("understudy_signaling_messages_received_total", "counter", "Signalling messages received.", c["received"] ?? 0)
+        metric("understudy_signaling_messages_sent_total", "counter", "Signalling messages sent.", c["sent"] ?? 0)
+        metric("understudy_signaling_errors_total", "counter", "Error responses sent.", c["errors"] ?? 0)
+        metric("understudy_signaling_abuse_closures_total", "counter", "Connections closed for abuse.", c["abuse"] ?? 0)
+        metric("understudy_pubsub_messages_total", "counter", "PubSub messages published.", c["pubsub"] ?? 0)
+        // Media counters: the SFU fills these in; the names are stable now.
+        metric("understudy_rtp_packets_received_total", "counter", "RTP packets received from producers.", 0)
+        metric("understudy_rtp_bytes_received_total", "counter", "RTP bytes received from producers.", 0)
+        metric("understudy_rtp_packets_forwarded_total", "counter", "RTP packets forwarded to consumers.", 0)
+        metric("understudy_rtp_bytes_forwarded_total", "counter", "RTP bytes forwarded to consumers.", 0)
+        metric("understudy_rtp_packets_dropped_total", "counter", "RTP packets dropped (queues full).", 0)
+        return out
+    }
+}
+
+/// A snapshot of one room for the admin API and metrics.
+public struct RoomSummary: Sendable, Equatable {
+    public var roomId: String
+    public var participantIds: [String]
+    public var lobbyCount: Int
+    public var producerCount: Int
+    public var consumerCount: Int
+    public var createdAt: Int64
+    public var participantCount: Int { participantIds.count }
+
+    var json: JSONValue {
+        [
+            "roomId": .string(roomId), "participants": .array(participantIds.map(JSONValue.string)),
+            "participantCount": .number(Double(participantIds.count)), "lobbyCount": .number(Double(lobbyCount)),
+            "producerCount": .number(Double(producerCount)), "consumerCount": .number(Double(consumerCount)),
+            "createdAt": .number(Double(createdAt)),
+        ]
+    }
+}
+
+private func bearerToken(_ request: HTTPRequest) -> String? {
+    guard let value = request.headers["Authorization"] else { return nil }
+    let parts = value.split(separator: " ", maxSplits: 1)
+    guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+    return String(parts[1])
+}
+
+private func adminError(_ status: Int, _ error: RoomError) -> HTTPResponse {
+    let body: JSONValue = ["error": ["code": .number(Double(error.code)), "name": .string(error.name), "message": .string(error.message)]]
+    return HTTPResponse.json(body.jsonString, status: status)
+}
+
+/// A validated `join` request.
+struct JoinRequest: Sendable {
+    var id: JSONValue
+    var roomId: String
+    var participantId: String
+    var name: String
+    var mode: ParticipantMode
+    var metaData: JSONValue
+    var isAgent: Bool
+    var agentId: String?
+    var micEnabled: Bool
+    var camEnabled: Bool
+    var autoConsume: Bool
+    var permissions: Set<String>
+
+    static func parse(id: JSONValue, data: JSONValue, session: ClientSession, secret: String) throws(RoomError) -> JoinRequest {
+        let version = try data.optionalInt("protocolVersion") ?? RoomServer.protocolVersion
+        guard version == RoomServer.protocolVersion else {
+            throw RoomError(3073, "unsupported protocolVersion \(version); this server speaks \(RoomServer.protocolVersion)")
+        }
+        let jwt = try data.optionalString("token", maxLength: 8192) ?? session.queryToken ?? ""
+        let token: RoomToken
+        do {
+            token = try RoomToken.verify(jwt, secret: secret)
+        } catch {
+            throw RoomError(error.code, error.description)
+        }
+        guard let roomId = try data.optionalString("roomId") ?? token.roomId else { throw RoomError(4003, "missing roomId") }
+        guard isValidIdentifier(roomId) else { throw RoomError(4003, "invalid roomId (1-128 bytes, no whitespace or '/')") }
+        let requested = try data.optionalString("participantId")
+        do {
+            try token.check(room: roomId, participant: requested)
+        } catch {
+            throw RoomError(error.code, error.description)
+        }
+        let participantId = requested ?? token.participantId ?? makeId("p")
+        guard isValidIdentifier(participantId) else { throw RoomError(4004, "invalid participantId (1-128 bytes, no whitespace or '/')") }
+        guard token.canJoin || token.mustAskToJoin else { throw RoomError(4008, "the token allows neither allow_join nor ask_join") }
+        let modeName = try data.optionalString("mode") ?? ParticipantMode.sendAndRecv.rawValue
+        guard let mode = ParticipantMode(wireName: modeName) else { throw RoomError(3067, "unknown mode '\(modeName.prefix(40))'") }
+        let name = try data.optionalString("name", maxLength: 256) ?? participantId
+        let isAgent = try data.optionalBool("isAgent") ?? false
+        let agentId = try data.optionalString("agentId")
+        if agentId != nil && !isAgent { throw RoomError(3073, "agentId needs isAgent: true") }
+        return JoinRequest(
+            id: id, roomId: roomId, participantId: participantId, name: name, mode: mode, metaData: data["metaData"] ?? .null,
+            isAgent: isAgent, agentId: agentId, micEnabled: try data.optionalBool("micEnabled") ?? true,
+            camEnabled: try data.optionalBool("camEnabled") ?? true, autoConsume: try data.optionalBool("autoConsume") ?? true,
+            permissions: Set(token.permissions))
+    }
+}

@@ -1,0 +1,75 @@
+import Agent
+import Foundation
+import RoomServer
+
+// `understudy serve`: run the room server until SIGINT/SIGTERM.
+
+/// Parses `HOST:PORT` (IPv6 as `[::1]:7880`).
+func parseListenAddress(_ text: String) -> (host: String, port: UInt16)? {
+    if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+        let host = String(text[text.index(after: text.startIndex)..<close])
+        let rest = text[text.index(after: close)...]
+        guard rest.hasPrefix(":"), let port = UInt16(rest.dropFirst()) else { return nil }
+        return (host, port)
+    }
+    guard let colon = text.lastIndex(of: ":") else { return nil }
+    let host = String(text[..<colon])
+    guard !host.isEmpty, let port = UInt16(text[text.index(after: colon)...]) else { return nil }
+    return (host, port)
+}
+
+func runServe(_ args: [String]) async {
+    do {
+        let a = try Arguments(
+            args, valueOptions: ["--listen", "--media-address", "--udp-port", "--udp-ports", "--config", "--secret"])
+        if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
+        var configuration = RoomServerConfiguration()
+        if let path = a.value("--config") {
+            do {
+                configuration = try RoomServerConfiguration.load(path: path)
+            } catch {
+                throw Arguments.Failure.badValue("--config", "cannot read \(path): \(error)")
+            }
+        }
+        if let listen = a.value("--listen") {
+            guard let (host, port) = parseListenAddress(listen) else { throw Arguments.Failure.badValue("--listen", "expected HOST:PORT") }
+            configuration.listenHost = host
+            configuration.listenPort = port
+        }
+        if let media = a.value("--media-address") { configuration.mediaAddress = media }
+        if let port = a.value("--udp-port") {
+            guard let p = UInt16(port), p > 0 else { throw Arguments.Failure.badValue("--udp-port", "expected a port number") }
+            configuration.udpPortLow = p
+            configuration.udpPortHigh = p
+        }
+        if let range = a.value("--udp-ports") {
+            let parts = range.split(separator: "-")
+            guard parts.count == 2, let low = UInt16(parts[0]), let high = UInt16(parts[1]), low > 0, low <= high else {
+                throw Arguments.Failure.badValue("--udp-ports", "expected A-B with A <= B")
+            }
+            configuration.udpPortLow = low
+            configuration.udpPortHigh = high
+        }
+        if let secret = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"] {
+            guard !secret.isEmpty else { throw Arguments.Failure.badValue("--secret", "must not be empty") }
+            configuration.secret = secret
+        }
+        let server = RoomServer(configuration: configuration)
+        try server.start()
+        logLine("serve: listening on http://\(configuration.listenHost):\(server.httpPort) (signalling \(server.signalingURL)?token=JWT)")
+        if server.secretWasGenerated {
+            logLine("serve: no --secret or UNDERSTUDY_SECRET given; using a dev secret for this run: \(server.secret)")
+            logLine("serve: make a token with: understudy token --secret \(server.secret) --room ROOM [--participant ID] [--permissions allow_join,allow_mod]")
+        }
+        ShutdownSignal.shared.install()
+        while !ShutdownSignal.shared.isRequested {
+            await ShutdownSignal.shared.sleep(seconds: 3600)
+        }
+        logLine("serve: shutting down")
+        server.stop()
+    } catch let e as Arguments.Failure {
+        fail("serve: \(e)", code: 2)
+    } catch {
+        fail("serve: \(error)")
+    }
+}
