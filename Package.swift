@@ -66,9 +66,10 @@ let package = Package(
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
         .testTarget(name: "RTCTests", dependencies: ["RTC", "RTCWire"], path: "Tests/RTCTests"),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire"], path: "Tests/MediaTests"),
-        .testTarget(name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests"),
         .testTarget(
-            name: "RoomServerTests", dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire"],
+            name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
+        .testTarget(
+            name: "RoomServerTests", dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "Agent"],
             path: "Tests/RoomServerTests"),
         .testTarget(name: "AgentTests", dependencies: ["Agent", "RTC", "RTCWire", "Media"], path: "Tests/AgentTests"),
     ],

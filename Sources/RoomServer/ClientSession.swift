@@ -9,7 +9,7 @@ final class ClientSession: @unchecked Sendable {
 
     let connection: WebSocketConnection
     let queryToken: String?
-    unowned let server: RoomServer
+    let server: RoomServer
     private let configuration: RoomServerConfiguration
     private let lock = NSLock()
     private var phase: Phase = .new
@@ -19,7 +19,9 @@ final class ClientSession: @unchecked Sendable {
     private var bucketTokens: Double
     private var bucketUpdatedNS: UInt64
 
-    init(connection: WebSocketConnection, queryToken: String?, server: RoomServer, configuration: RoomServerConfiguration) {
+    init(
+        connection: WebSocketConnection, queryToken: String?, server: RoomServer, configuration: RoomServerConfiguration
+    ) {
         self.connection = connection
         self.queryToken = queryToken
         self.server = server
@@ -83,7 +85,10 @@ final class ClientSession: @unchecked Sendable {
     func received(_ text: String) {
         server.counters.add(received: 1)
         guard text.utf8.count <= configuration.maxMessageBytes else {
-            return reject(.null, RoomError(3073, "message of \(text.utf8.count) bytes exceeds the limit of \(configuration.maxMessageBytes)"))
+            return reject(
+                .null,
+                RoomError(
+                    3073, "message of \(text.utf8.count) bytes exceeds the limit of \(configuration.maxMessageBytes)"))
         }
         let envelope: SignalEnvelope
         do {
@@ -97,7 +102,9 @@ final class ClientSession: @unchecked Sendable {
             return reject(id, RoomError(3073, "expected a request {id, method, data}"))
         }
         guard takeRateToken() else { return reject(id, RoomError(4000, "rate limit exceeded: slow down")) }
-        guard RoomServer.methods.contains(method) else { return reject(id, RoomError(3068, "unknown method '\(method.prefix(64))'")) }
+        guard RoomServer.methods.contains(method) else {
+            return reject(id, RoomError(3068, "unknown method '\(method.prefix(64))'"))
+        }
         guard data.objectValue != nil else { return reject(id, RoomError(3073, "data must be a JSON object")) }
         if method == "join" {
             server.handleJoin(session: self, id: id, data: data)
@@ -110,8 +117,14 @@ final class ClientSession: @unchecked Sendable {
     }
 
     /// Answers a bad message and counts it; too many within the window close the connection.
+    /// Messages without a usable id are answered with an `error` notification instead.
     func reject(_ id: JSONValue, _ error: RoomError) {
-        respond(id, error: error)
+        if id.isNull {
+            server.counters.add(errors: 1)
+            notify("error", error.errorJSON)
+        } else {
+            respond(id, error: error)
+        }
         noteBadMessage()
     }
 
@@ -119,6 +132,7 @@ final class ClientSession: @unchecked Sendable {
         let now = DispatchTime.now().uptimeNanoseconds
         let window = UInt64(configuration.abuseWindowSeconds * 1e9)
         let abusive: Bool = locked {
+            guard phase != .closed else { return false }
             badMessageTimes.append(now)
             badMessageTimes.removeAll { now &- $0 > window }
             return badMessageTimes.count >= configuration.abuseThreshold

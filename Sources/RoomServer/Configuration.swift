@@ -24,6 +24,8 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     public var pubsubHistoryLimit: Int = 200
     /// Messages per `pubsubHistory` notification when history is replayed.
     public var pubsubHistoryBatchSize: Int = 50
+    /// Topics with stored history per room; a persisted publish to a further topic gets 4087.
+    public var maxPersistedTopicsPerRoom: Int = 1000
     /// Topics one participant may subscribe to at once; more get 4088.
     public var maxTopicsPerParticipant: Int = 256
     /// Sustained requests per second per connection (token bucket rate).
@@ -54,12 +56,18 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         udpPortLow = try c.decodeIfPresent(UInt16.self, forKey: .udpPortLow) ?? d.udpPortLow
         udpPortHigh = try c.decodeIfPresent(UInt16.self, forKey: .udpPortHigh) ?? udpPortLow
         secret = try c.decodeIfPresent(String.self, forKey: .secret)
-        maxParticipantsPerRoom = try c.decodeIfPresent(Int.self, forKey: .maxParticipantsPerRoom) ?? d.maxParticipantsPerRoom
+        maxParticipantsPerRoom =
+            try c.decodeIfPresent(Int.self, forKey: .maxParticipantsPerRoom) ?? d.maxParticipantsPerRoom
         maxMessageBytes = try c.decodeIfPresent(Int.self, forKey: .maxMessageBytes) ?? d.maxMessageBytes
-        maxPubSubMessageBytes = try c.decodeIfPresent(Int.self, forKey: .maxPubSubMessageBytes) ?? d.maxPubSubMessageBytes
+        maxPubSubMessageBytes =
+            try c.decodeIfPresent(Int.self, forKey: .maxPubSubMessageBytes) ?? d.maxPubSubMessageBytes
         pubsubHistoryLimit = try c.decodeIfPresent(Int.self, forKey: .pubsubHistoryLimit) ?? d.pubsubHistoryLimit
-        pubsubHistoryBatchSize = try c.decodeIfPresent(Int.self, forKey: .pubsubHistoryBatchSize) ?? d.pubsubHistoryBatchSize
-        maxTopicsPerParticipant = try c.decodeIfPresent(Int.self, forKey: .maxTopicsPerParticipant) ?? d.maxTopicsPerParticipant
+        pubsubHistoryBatchSize =
+            try c.decodeIfPresent(Int.self, forKey: .pubsubHistoryBatchSize) ?? d.pubsubHistoryBatchSize
+        maxPersistedTopicsPerRoom =
+            try c.decodeIfPresent(Int.self, forKey: .maxPersistedTopicsPerRoom) ?? d.maxPersistedTopicsPerRoom
+        maxTopicsPerParticipant =
+            try c.decodeIfPresent(Int.self, forKey: .maxTopicsPerParticipant) ?? d.maxTopicsPerParticipant
         rateLimitPerSecond = try c.decodeIfPresent(Double.self, forKey: .rateLimitPerSecond) ?? d.rateLimitPerSecond
         rateLimitBurst = try c.decodeIfPresent(Double.self, forKey: .rateLimitBurst) ?? d.rateLimitBurst
         abuseThreshold = try c.decodeIfPresent(Int.self, forKey: .abuseThreshold) ?? d.abuseThreshold
@@ -72,10 +80,16 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         if udpPortLow > udpPortHigh { return "UDP port range \(udpPortLow)-\(udpPortHigh) is empty" }
         if maxParticipantsPerRoom < 1 { return "maxParticipantsPerRoom must be at least 1" }
         if maxMessageBytes < 1024 { return "maxMessageBytes must be at least 1024" }
-        if maxPubSubMessageBytes < 1 || pubsubHistoryLimit < 0 || pubsubHistoryBatchSize < 1 { return "bad PubSub limits" }
-        if maxTopicsPerParticipant < 1 { return "maxTopicsPerParticipant must be at least 1" }
+        if maxPubSubMessageBytes < 1 || pubsubHistoryLimit < 0 || pubsubHistoryBatchSize < 1 {
+            return "bad PubSub limits"
+        }
+        if maxTopicsPerParticipant < 1 || maxPersistedTopicsPerRoom < 1 {
+            return "maxTopicsPerParticipant must be at least 1"
+        }
         if !(rateLimitPerSecond > 0) || !(rateLimitBurst >= 1) { return "rate limits must be positive" }
-        if abuseThreshold < 1 || !(abuseWindowSeconds > 0) || !(joinTimeoutSeconds > 0) { return "bad abuse/join limits" }
+        if abuseThreshold < 1 || !(abuseWindowSeconds > 0) || !(joinTimeoutSeconds > 0) {
+            return "bad abuse/join limits"
+        }
         if let secret, secret.isEmpty { return "secret must not be empty" }
         return nil
     }

@@ -6,7 +6,7 @@ import Signaling
 /// the state changed. Media packets never pass through here.
 final class Room: @unchecked Sendable {
     let id: String
-    unowned let server: RoomServer
+    let server: RoomServer
     private let configuration: RoomServerConfiguration
     private let hooks: RoomMediaHooks?
     private let queue: DispatchQueue
@@ -20,34 +20,29 @@ final class Room: @unchecked Sendable {
     private var presenterId: String?
     private var history: [String: [PubSubMessage]] = [:]
 
-    private let summaryLock = NSLock()
-    private var summaryValue: RoomSummary
-
     init(id: String, server: RoomServer, configuration: RoomServerConfiguration, hooks: RoomMediaHooks?) {
         self.id = id
         self.server = server
         self.configuration = configuration
         self.hooks = hooks
         queue = DispatchQueue(label: "room.\(id)")
-        summaryValue = RoomSummary(roomId: id, participantIds: [], lobbyCount: 0, producerCount: 0, consumerCount: 0, createdAt: createdAt)
     }
 
     func enqueue(_ work: @escaping @Sendable () -> Void) { queue.async(execute: work) }
 
-    var summary: RoomSummary {
-        summaryLock.lock()
-        defer { summaryLock.unlock() }
-        return summaryValue
+    /// The room's state once every request queued before this call has been handled; nil once
+    /// the room has closed.
+    func currentSummary() async -> RoomSummary? {
+        await withCheckedContinuation { continuation in
+            enqueue { continuation.resume(returning: self.closed ? nil : self.makeSummary()) }
+        }
     }
 
-    private func publishSummary() {
-        let s = RoomSummary(
+    private func makeSummary() -> RoomSummary {
+        RoomSummary(
             roomId: id, participantIds: participantsInOrder.map(\.id), lobbyCount: lobby.count,
             producerCount: participants.values.reduce(0) { $0 + $1.producers.count },
             consumerCount: participants.values.reduce(0) { $0 + $1.consumers.count }, createdAt: createdAt)
-        summaryLock.lock()
-        summaryValue = s
-        summaryLock.unlock()
     }
 
     private var participantsInOrder: [ParticipantState] {
@@ -69,11 +64,17 @@ final class Room: @unchecked Sendable {
         guard !session.isClosed else { return closeIfEmpty() }
         server.registerEndRoute(roomId: id)
         if request.permissions.contains("ask_join") {
+            guard lobby[request.participantId] != nil || lobby.count < configuration.maxParticipantsPerRoom else {
+                server.refuseJoin(
+                    session: session, id: request.id, error: RoomError(4009, "the lobby of room '\(id)' is full"))
+                return closeIfEmpty()
+            }
             lobby[request.participantId]?.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
             lobby[request.participantId] = (session, request)
             let data: JSONValue = ["participantId": .string(request.participantId), "name": .string(request.name)]
-            for p in participantsInOrder where p.permissions.contains("allow_join") { p.session.notify("entryRequested", data) }
-            publishSummary()
+            for p in participantsInOrder where p.permissions.contains("allow_join") {
+                p.session.notify("entryRequested", data)
+            }
             return
         }
         admit(session: session, request: request)
@@ -81,18 +82,22 @@ final class Room: @unchecked Sendable {
 
     private func admit(session: ClientSession, request: JoinRequest) {
         if let old = participants[request.participantId] {
-            old.session.notify("error", RoomError(4005, "participant '\(old.id)' joined from another connection").errorJSON)
+            old.session.notify(
+                "error", RoomError(4005, "participant '\(old.id)' joined from another connection").errorJSON)
             old.session.notify("roomLeft", .object(leaveJSON(.duplicateParticipant)))
             remove(old, reason: .duplicateParticipant)
             old.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
         }
         guard participants.count < configuration.maxParticipantsPerRoom else {
-            server.refuseJoin(session: session, id: request.id, error: RoomError(4009, "room '\(id)' has reached \(configuration.maxParticipantsPerRoom) participants"))
+            server.refuseJoin(
+                session: session, id: request.id,
+                error: RoomError(4009, "room '\(id)' has reached \(configuration.maxParticipantsPerRoom) participants"))
             return closeIfEmpty()
         }
         let sends = request.mode == .sendAndRecv
         let p = ParticipantState(
-            id: request.participantId, session: session, name: request.name, mode: request.mode, metaData: request.metaData,
+            id: request.participantId, session: session, name: request.name, mode: request.mode,
+            metaData: request.metaData,
             isAgent: request.isAgent, agentId: request.agentId, micEnabled: sends && request.micEnabled,
             camEnabled: sends && request.camEnabled, autoConsume: request.autoConsume, permissions: request.permissions)
         // Existing participants first, then the answer: the joiner's onParticipantJoined for them
@@ -102,30 +107,36 @@ final class Room: @unchecked Sendable {
         participants[p.id] = p
         session.markJoined(participantId: p.id)
         server.counters.add(joins: 1)
-        session.respond(request.id, [
-            "protocolVersion": .number(Double(RoomServer.protocolVersion)), "roomId": .string(id),
-            "participant": p.json, "participants": .array(existing.map(\.json)),
-            "permissions": .array(p.permissions.sorted().map(JSONValue.string)),
-            "pinStates": .array(pins.keys.sorted().map { pinJSON($0) }), "presenterId": presenterId.map(JSONValue.string) ?? .null,
-        ])
+        session.respond(
+            request.id,
+            [
+                "protocolVersion": .number(Double(RoomServer.protocolVersion)), "roomId": .string(id),
+                "participant": p.json, "participants": .array(existing.map(\.json)),
+                "permissions": .array(p.permissions.sorted().map(JSONValue.string)),
+                "pinStates": .array(pins.keys.sorted().map { pinJSON($0) }),
+                "presenterId": presenterId.map(JSONValue.string) ?? .null,
+            ])
         broadcast("participantJoined", p.json, except: p.id)
         for other in existing {
-            for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer) {
+            for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer)
+            {
                 createConsumer(for: p, of: producer)
             }
         }
         if p.permissions.contains("allow_join") {
             for (pid, entry) in lobby.sorted(by: { $0.key < $1.key }) {
-                p.session.notify("entryRequested", ["participantId": .string(pid), "name": .string(entry.request.name)])
+                p.session.notify(
+                    "entryRequested", ["participantId": .string(pid), "name": .string(entry.request.name)])
             }
         }
-        publishSummary()
     }
 
     /// Drops `p` from the room: its producers and consumers close, everyone else hears why.
     private func remove(_ p: ParticipantState, reason: LeaveReason) {
         guard participants[p.id] === p else { return }
-        for producer in p.producers.values.sorted(by: { $0.producerId < $1.producerId }) { closeProducer(producer, of: p) }
+        for producer in p.producers.values.sorted(by: { $0.producerId < $1.producerId }) {
+            closeProducer(producer, of: p)
+        }
         for consumer in p.consumers.values { hooks?.consumerClosed(roomId: id, consumer: consumer) }
         p.consumers.removeAll()
         participants[p.id] = nil
@@ -134,7 +145,6 @@ final class Room: @unchecked Sendable {
         data["participantId"] = .string(p.id)
         data["name"] = .string(p.name)
         broadcast("participantLeft", .object(data))
-        publishSummary()
     }
 
     func connectionClosed(_ session: ClientSession) {
@@ -142,7 +152,6 @@ final class Room: @unchecked Sendable {
             remove(p, reason: .websocketDisconnected)
         }
         for (pid, entry) in lobby where entry.session === session { lobby[pid] = nil }
-        publishSummary()
         closeIfEmpty()
     }
 
@@ -150,7 +159,6 @@ final class Room: @unchecked Sendable {
         guard !closed, participants.isEmpty, lobby.isEmpty else { return }
         closed = true
         server.roomClosed(self)
-        publishSummary()
     }
 
     /// Ends the room for everyone (`end`, the admin API, server stop).
@@ -172,15 +180,25 @@ final class Room: @unchecked Sendable {
         participants.removeAll()
         lobby.removeAll()
         history.removeAll()
-        publishSummary()
     }
 
     // MARK: Requests
 
     func handle(session: ClientSession, id: JSONValue, method: String, data: JSONValue) {
         guard !closed, let pid = session.participantId, let p = participants[pid], p.session === session else {
-            let lobbyWaiting = lobby.values.contains { $0.session === session }
-            let why = lobbyWaiting ? "is waiting in the lobby" : "has not joined the room"
+            let waiting = lobby.first { $0.value.session === session }
+            if let waiting, method == "leave", !closed {
+                // Giving up while in the lobby: the entry request is withdrawn.
+                lobby[waiting.key] = nil
+                let event: JSONValue = ["participantId": .string(waiting.key), "decision": "withdrawn"]
+                for p in participantsInOrder where p.permissions.contains("allow_join") {
+                    p.session.notify("entryResponded", event)
+                }
+                session.respond(id, [:])
+                session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.manualLeaveCalled.name)
+                return closeIfEmpty()
+            }
+            let why = waiting != nil ? "is waiting in the lobby" : "has not joined the room"
             return session.respond(id, error: RoomError(3035, "'\(method)' refused: this connection \(why)"))
         }
         do {
@@ -190,18 +208,21 @@ final class Room: @unchecked Sendable {
             session.respond(id, error: error)
             if error.code == 3073 { session.noteBadMessage() }
         }
-        publishSummary()
     }
 
     /// Runs one request; returns the response data, or nil when the handler answered itself.
-    private func dispatch(_ p: ParticipantState, method: String, data: JSONValue, id: JSONValue) throws(RoomError) -> JSONValue? {
+    private func dispatch(_ p: ParticipantState, method: String, data: JSONValue, id: JSONValue) throws(RoomError)
+        -> JSONValue?
+    {
         switch method {
         case "ping":
             return ["time": .number(Double(nowMilliseconds()))]
         case "leave":
             var reason = LeaveReason.manualLeaveCalled
             if let code = try data.optionalInt("reason") {
-                guard let r = LeaveReason(rawValue: code) else { throw .invalidParameter("unknown leave reason \(code)") }
+                guard let r = LeaveReason(rawValue: code), r.isClientReason else {
+                    throw .invalidParameter("leave reason must be 1101, 1102 or 1103")
+                }
                 reason = r
             }
             remove(p, reason: reason)
@@ -217,9 +238,13 @@ final class Room: @unchecked Sendable {
         case "setMediaStatus": return try setMediaStatus(p, data)
         case "produce": return try produce(p, data)
         case "closeProducer":
-            guard p.mode == .sendAndRecv else { throw RoomError(3066, "closeProducer is not supported in \(p.mode.rawValue)") }
+            guard p.mode == .sendAndRecv else {
+                throw RoomError(3066, "closeProducer is not supported in \(p.mode.rawValue)")
+            }
             let producerId = try data.requiredString("producerId")
-            guard let producer = p.producers[producerId] else { throw .invalidParameter("no producer '\(producerId)' of yours") }
+            guard let producer = p.producers[producerId] else {
+                throw .invalidParameter("no producer '\(producerId)' of yours")
+            }
             closeProducer(producer, of: p)
             return ["producerId": .string(producerId)]
         case "consume", "stopConsuming": return try consume(p, data, start: method == "consume")
@@ -229,7 +254,9 @@ final class Room: @unchecked Sendable {
         case "subscribe": return try subscribe(p, data, id: id)
         case "unsubscribe":
             let topic = try data.requiredString("topic")
-            guard p.topics.remove(topic) != nil else { throw RoomError(4089, "not subscribed to '\(topic.prefix(64))'") }
+            guard p.topics.remove(topic) != nil else {
+                throw RoomError(4089, "not subscribed to '\(topic.prefix(64))'")
+            }
             return ["topic": .string(topic)]
         case "requestMic", "requestCam", "disableMic", "disableCam": return try moderateMedia(p, method, data)
         case "remove": return try removeParticipant(p, data)
@@ -244,20 +271,27 @@ final class Room: @unchecked Sendable {
 
     private func changeMode(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
         let name = try data.requiredString("mode")
-        guard let mode = ParticipantMode(wireName: name) else { throw RoomError(3067, "unknown mode '\(name.prefix(40))'") }
+        guard let mode = ParticipantMode(wireName: name) else {
+            throw RoomError(3067, "unknown mode '\(name.prefix(40))'")
+        }
         guard mode != p.mode else { throw RoomError(3054, "already in \(mode.rawValue)") }
         let previous = p.mode
         if previous == .sendAndRecv {
-            for producer in p.producers.values.sorted(by: { $0.producerId < $1.producerId }) { closeProducer(producer, of: p) }
+            for producer in p.producers.values.sorted(by: { $0.producerId < $1.producerId }) {
+                closeProducer(producer, of: p)
+            }
             setStatus(p, .mic, false)
             setStatus(p, .webcam, false)
         }
         p.mode = mode
         if mode == .signallingOnly {
-            for consumer in p.consumers.values.sorted(by: { $0.consumerId < $1.consumerId }) { closeConsumer(consumer, of: p) }
+            for consumer in p.consumers.values.sorted(by: { $0.consumerId < $1.consumerId }) {
+                closeConsumer(consumer, of: p)
+            }
         } else if previous == .signallingOnly {
             for other in participantsInOrder where other.id != p.id {
-                for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer) {
+                for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId })
+                where p.wants(producer) {
                     createConsumer(for: p, of: producer)
                 }
             }
@@ -272,7 +306,9 @@ final class Room: @unchecked Sendable {
             throw .invalidParameter("kind must be 'mic' or 'webcam'")
         }
         guard let enabled = try data.optionalBool("enabled") else { throw .invalidParameter("missing field 'enabled'") }
-        if enabled, p.mode != .sendAndRecv { throw RoomError(3066, "cannot turn on the \(kind.rawValue) in \(p.mode.rawValue)") }
+        if enabled, p.mode != .sendAndRecv {
+            throw RoomError(3066, "cannot turn on the \(kind.rawValue) in \(p.mode.rawValue)")
+        }
         setStatus(p, kind, enabled)
         return ["kind": .string(kind.rawValue), "enabled": .bool(enabled)]
     }
@@ -290,16 +326,21 @@ final class Room: @unchecked Sendable {
         default: return
         }
         guard changed else { return }
-        broadcast("mediaStatusChanged", [
-            "participantId": .string(p.id), "kind": .string(kind.rawValue), "enabled": .bool(on), "status": .string(on ? "on" : "off"),
-        ])
+        broadcast(
+            "mediaStatusChanged",
+            [
+                "participantId": .string(p.id), "kind": .string(kind.rawValue), "enabled": .bool(on),
+                "status": .string(on ? "on" : "off"),
+            ])
     }
 
     // MARK: Producers and consumers
 
     private func produce(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
         let kindName = try data.requiredString("kind")
-        guard let kind = TrackKind(wireName: kindName) else { throw .invalidParameter("unknown kind '\(kindName.prefix(40))'") }
+        guard let kind = TrackKind(wireName: kindName) else {
+            throw .invalidParameter("unknown kind '\(kindName.prefix(40))'")
+        }
         guard p.mode == .sendAndRecv else { throw RoomError(3066, "produce is not supported in \(p.mode.rawValue)") }
         let failure: Int = kind == .mic ? 3058 : kind == .webcam ? 3049 : 3061
         guard !p.producers.values.contains(where: { $0.kind == kind }) else {
@@ -311,7 +352,7 @@ final class Room: @unchecked Sendable {
         var appData = data.objectValue ?? [:]
         appData["kind"] = nil
         appData["paused"] = nil
-        let producer = ProducerInfo(
+        let producer = RoomProducer(
             producerId: makeId("pr"), participantId: p.id, kind: kind, paused: try data.optionalBool("paused") ?? false,
             appData: .object(appData))
         p.producers[producer.producerId] = producer
@@ -325,10 +366,12 @@ final class Room: @unchecked Sendable {
         return producer.json
     }
 
-    private func closeProducer(_ producer: ProducerInfo, of p: ParticipantState) {
+    private func closeProducer(_ producer: RoomProducer, of p: ParticipantState) {
         guard p.producers.removeValue(forKey: producer.producerId) != nil else { return }
         for other in participantsInOrder {
-            for consumer in other.consumers.values where consumer.producerId == producer.producerId { closeConsumer(consumer, of: other) }
+            for consumer in other.consumers.values where consumer.producerId == producer.producerId {
+                closeConsumer(consumer, of: other)
+            }
         }
         hooks?.producerClosed(roomId: id, producer: producer)
         broadcast("producerClosed", producer.json)
@@ -338,9 +381,9 @@ final class Room: @unchecked Sendable {
         }
     }
 
-    private func createConsumer(for subscriber: ParticipantState, of producer: ProducerInfo) {
+    private func createConsumer(for subscriber: ParticipantState, of producer: RoomProducer) {
         guard !subscriber.consumers.values.contains(where: { $0.producerId == producer.producerId }) else { return }
-        let consumer = ConsumerInfo(
+        let consumer = RoomConsumer(
             consumerId: makeId("co"), producerId: producer.producerId, producerParticipantId: producer.participantId,
             subscriberId: subscriber.id, kind: producer.kind)
         subscriber.consumers[consumer.consumerId] = consumer
@@ -348,7 +391,7 @@ final class Room: @unchecked Sendable {
         subscriber.session.notify("consumerCreated", consumer.json)
     }
 
-    private func closeConsumer(_ consumer: ConsumerInfo, of subscriber: ParticipantState) {
+    private func closeConsumer(_ consumer: RoomConsumer, of subscriber: ParticipantState) {
         guard subscriber.consumers.removeValue(forKey: consumer.consumerId) != nil else { return }
         hooks?.consumerClosed(roomId: id, consumer: consumer)
         subscriber.session.notify("consumerClosed", consumer.json)
@@ -361,8 +404,12 @@ final class Room: @unchecked Sendable {
         }
         let code = start ? (kind == .mic ? 4080 : 4081) : (kind == .mic ? 4082 : 4083)
         let peerId = try data.requiredString("participantId")
-        guard let peer = participants[peerId], peer.id != p.id else { throw RoomError(code, "no remote participant '\(peerId.prefix(128))'") }
-        guard p.mode.consumes else { throw RoomError(3066, "\(start ? "consume" : "stopConsuming") is not supported in \(p.mode.rawValue)") }
+        guard let peer = participants[peerId], peer.id != p.id else {
+            throw RoomError(code, "no remote participant '\(peerId.prefix(128))'")
+        }
+        guard p.mode.consumes else {
+            throw RoomError(3066, "\(start ? "consume" : "stopConsuming") is not supported in \(p.mode.rawValue)")
+        }
         if p.autoConsume {
             // With autoConsume on, everything is already received; the call does nothing.
             return ["participantId": .string(peerId), "kind": .string(kind.rawValue), "autoConsume": true]
@@ -370,7 +417,8 @@ final class Room: @unchecked Sendable {
         let key = ParticipantState.wantKey(peerId, kind)
         if start {
             p.wanted.insert(key)
-            for producer in peer.producers.values.sorted(by: { $0.producerId < $1.producerId }) where producer.kind == kind {
+            for producer in peer.producers.values.sorted(by: { $0.producerId < $1.producerId })
+            where producer.kind == kind {
                 createConsumer(for: p, of: producer)
             }
         } else {
@@ -383,18 +431,26 @@ final class Room: @unchecked Sendable {
     }
 
     /// The caller's consumers of `peerId`'s `kind`, or 3068 when it receives none.
-    private func consumers(of p: ParticipantState, peerId: String, kind: TrackKind, action: String, unknownCode: Int) throws(RoomError) -> [ConsumerInfo] {
-        guard let peer = participants[peerId], peer.id != p.id else { throw RoomError(unknownCode, "no remote participant '\(peerId.prefix(128))'") }
+    private func consumers(of p: ParticipantState, peerId: String, kind: TrackKind, action: String, unknownCode: Int)
+        throws(RoomError) -> [RoomConsumer]
+    {
+        guard let peer = participants[peerId], peer.id != p.id else {
+            throw RoomError(unknownCode, "no remote participant '\(peerId.prefix(128))'")
+        }
         if peer.isAgent, action == "setQuality" { throw RoomError(3068, "setQuality is not supported on an agent") }
         let found = p.consumers.values.filter { $0.producerParticipantId == peerId && $0.kind == kind }
-        guard !found.isEmpty else { throw RoomError(3068, "\(action): this connection receives no \(kind.rawValue) from '\(peerId)'") }
+        guard !found.isEmpty else {
+            throw RoomError(3068, "\(action): this connection receives no \(kind.rawValue) from '\(peerId)'")
+        }
         return found.sorted { $0.consumerId < $1.consumerId }
     }
 
     private func setQuality(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
         let peerId = try data.requiredString("participantId")
         let quality = try data.requiredString("quality")
-        guard ["low", "medium", "high"].contains(quality) else { throw .invalidParameter("quality must be low, medium or high") }
+        guard ["low", "medium", "high"].contains(quality) else {
+            throw .invalidParameter("quality must be low, medium or high")
+        }
         let kindName = try data.optionalString("kind") ?? "webcam"
         guard let kind = TrackKind(wireName: kindName), kind == .webcam || kind == .screen else {
             throw .invalidParameter("kind must be 'webcam' or 'screen'")
@@ -417,7 +473,9 @@ final class Room: @unchecked Sendable {
         guard let width = try data.optionalInt("width"), let height = try data.optionalInt("height"),
             (1...16384).contains(width), (1...16384).contains(height)
         else { throw .invalidParameter("width and height must be integers in 1...16384 (pixels)") }
-        for var consumer in try consumers(of: p, peerId: peerId, kind: .webcam, action: "setViewPort", unknownCode: 3068) {
+        for var consumer in try consumers(
+            of: p, peerId: peerId, kind: .webcam, action: "setViewPort", unknownCode: 3068)
+        {
             consumer.viewportWidth = width
             consumer.viewportHeight = height
             p.consumers[consumer.consumerId] = consumer
@@ -436,12 +494,15 @@ final class Room: @unchecked Sendable {
 
     private func publish(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
         let topic = try validTopic(data, code: 4087)
-        guard let message = data["message"]?.stringValue else { throw RoomError(4087, "missing string field 'message'") }
+        guard let message = data["message"]?.stringValue else {
+            throw RoomError(4087, "missing string field 'message'")
+        }
         let payload = data["payload"].flatMap { $0.isNull ? nil : $0 }
         if let payload, payload.objectValue == nil { throw RoomError(4087, "payload must be a JSON object") }
         let size = message.utf8.count + (payload?.jsonString.utf8.count ?? 0)
         guard size <= configuration.maxPubSubMessageBytes else {
-            throw RoomError(4087, "message of \(size) bytes exceeds the limit of \(configuration.maxPubSubMessageBytes)")
+            throw RoomError(
+                4087, "message of \(size) bytes exceeds the limit of \(configuration.maxPubSubMessageBytes)")
         }
         let options = data["options"] ?? .object([:])
         let persistValue = data["persist"] ?? options["persist"]
@@ -453,20 +514,31 @@ final class Room: @unchecked Sendable {
         }
         var sendOnly: [String] = []
         if let sendOnlyValue, !sendOnlyValue.isNull {
-            guard let list = sendOnlyValue.arrayValue else { throw RoomError(4087, "sendOnly must be an array of participant ids") }
+            guard let list = sendOnlyValue.arrayValue else {
+                throw RoomError(4087, "sendOnly must be an array of participant ids")
+            }
             for item in list {
-                guard let s = item.stringValue else { throw RoomError(4087, "sendOnly must be an array of participant ids") }
+                guard let s = item.stringValue else {
+                    throw RoomError(4087, "sendOnly must be an array of participant ids")
+                }
                 sendOnly.append(s)
             }
         }
         let stored = PubSubMessage(
-            id: makeId("m"), topic: topic, message: message, senderId: p.id, senderName: p.name, timestamp: nowMilliseconds(),
+            id: makeId("m"), topic: topic, message: message, senderId: p.id, senderName: p.name,
+            timestamp: nowMilliseconds(),
             payload: payload, sendOnly: sendOnly)
         server.counters.add(pubsub: 1)
         if persist {
+            guard history[topic] != nil || history.count < configuration.maxPersistedTopicsPerRoom else {
+                throw RoomError(
+                    4087, "the room already stores history for \(configuration.maxPersistedTopicsPerRoom) topics")
+            }
             var list = history[topic] ?? []
             list.append(stored)
-            if list.count > configuration.pubsubHistoryLimit { list.removeFirst(list.count - configuration.pubsubHistoryLimit) }
+            if list.count > configuration.pubsubHistoryLimit {
+                list.removeFirst(list.count - configuration.pubsubHistoryLimit)
+            }
             history[topic] = list.isEmpty ? nil : list
         }
         let json = stored.json
@@ -476,7 +548,9 @@ final class Room: @unchecked Sendable {
         return ["id": .string(stored.id), "topic": .string(topic), "timestamp": .number(Double(stored.timestamp))]
     }
 
-    private func subscribe(_ p: ParticipantState, _ data: JSONValue, id requestId: JSONValue) throws(RoomError) -> JSONValue? {
+    private func subscribe(_ p: ParticipantState, _ data: JSONValue, id requestId: JSONValue) throws(RoomError)
+        -> JSONValue?
+    {
         let topic = try validTopic(data, code: 4088)
         if !p.topics.contains(topic) {
             guard p.topics.count < configuration.maxTopicsPerParticipant else {
@@ -490,9 +564,12 @@ final class Room: @unchecked Sendable {
         var start = 0
         while start < visible.count {
             let end = min(visible.count, start + batch)
-            p.session.notify("pubsubHistory", [
-                "topic": .string(topic), "messages": .array(visible[start..<end].map(\.json)), "isLast": .bool(end == visible.count),
-            ])
+            p.session.notify(
+                "pubsubHistory",
+                [
+                    "topic": .string(topic), "messages": .array(visible[start..<end].map(\.json)),
+                    "isLast": .bool(end == visible.count),
+                ])
             start = end
         }
         return nil
@@ -500,16 +577,22 @@ final class Room: @unchecked Sendable {
 
     // MARK: Moderation
 
-    private func target(_ data: JSONValue, code: Int, caller: ParticipantState, needsMod: Bool) throws(RoomError) -> ParticipantState {
+    private func target(_ data: JSONValue, code: Int, caller: ParticipantState, needsMod: Bool) throws(RoomError)
+        -> ParticipantState
+    {
         if needsMod, !caller.permissions.contains("allow_mod") {
             throw RoomError(code, "acting on another participant needs the allow_mod permission")
         }
         let peerId = try data.requiredString("participantId")
-        guard let peer = participants[peerId] else { throw RoomError(code, "no participant '\(peerId.prefix(128))' in the room") }
+        guard let peer = participants[peerId] else {
+            throw RoomError(code, "no participant '\(peerId.prefix(128))' in the room")
+        }
         return peer
     }
 
-    private func moderateMedia(_ p: ParticipantState, _ method: String, _ data: JSONValue) throws(RoomError) -> JSONValue {
+    private func moderateMedia(_ p: ParticipantState, _ method: String, _ data: JSONValue) throws(RoomError)
+        -> JSONValue
+    {
         let (code, kind, ask): (Int, TrackKind, Bool) =
             switch method {
             case "requestMic": (4067, .mic, true)
@@ -518,11 +601,15 @@ final class Room: @unchecked Sendable {
             default: (4070, .webcam, false)
             }
         let peer = try target(data, code: code, caller: p, needsMod: true)
-        guard peer.id != p.id else { throw .invalidParameter("\(method) acts on remote participants; use setMediaStatus for your own") }
+        guard peer.id != p.id else {
+            throw .invalidParameter("\(method) acts on remote participants; use setMediaStatus for your own")
+        }
         guard !peer.isAgent else { throw RoomError(3068, "\(method) is not supported on an agent") }
         let by: JSONValue = ["participantId": .string(p.id), "name": .string(p.name)]
         if ask {
-            guard peer.mode == .sendAndRecv else { throw RoomError(3066, "'\(peer.id)' is in \(peer.mode.rawValue) and cannot publish") }
+            guard peer.mode == .sendAndRecv else {
+                throw RoomError(3066, "'\(peer.id)' is in \(peer.mode.rawValue) and cannot publish")
+            }
             peer.session.notify(kind == .mic ? "micRequested" : "webcamRequested", by)
         } else {
             peer.session.notify(kind == .mic ? "micDisabled" : "webcamDisabled", by)
@@ -566,18 +653,31 @@ final class Room: @unchecked Sendable {
 
     private func pinJSON(_ participantId: String) -> JSONValue {
         let state = pins[participantId] ?? (false, false)
-        return ["participantId": .string(participantId), "pinState": ["cam": .bool(state.cam), "share": .bool(state.share)]]
+        return [
+            "participantId": .string(participantId),
+            "pinState": ["cam": .bool(state.cam), "share": .bool(state.share)],
+        ]
     }
 
     private func respondEntry(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
-        guard p.permissions.contains("allow_join") else { throw RoomError(4024, "answering entry requests needs allow_join") }
+        guard p.permissions.contains("allow_join") else {
+            throw RoomError(4024, "answering entry requests needs allow_join")
+        }
         let peerId = try data.requiredString("participantId")
         let decision = try data.requiredString("decision")
-        guard decision == "allowed" || decision == "denied" else { throw .invalidParameter("decision must be 'allowed' or 'denied'") }
-        guard let entry = lobby.removeValue(forKey: peerId) else { throw .invalidParameter("no entry request from '\(peerId.prefix(128))'") }
-        let event: JSONValue = ["participantId": .string(peerId), "decision": .string(decision), "decidedBy": .string(p.id)]
+        guard decision == "allowed" || decision == "denied" else {
+            throw .invalidParameter("decision must be 'allowed' or 'denied'")
+        }
+        guard let entry = lobby.removeValue(forKey: peerId) else {
+            throw .invalidParameter("no entry request from '\(peerId.prefix(128))'")
+        }
+        let event: JSONValue = [
+            "participantId": .string(peerId), "decision": .string(decision), "decidedBy": .string(p.id),
+        ]
         entry.session.notify("entryResponded", event)
-        for other in participantsInOrder where other.permissions.contains("allow_join") { other.session.notify("entryResponded", event) }
+        for other in participantsInOrder where other.permissions.contains("allow_join") {
+            other.session.notify("entryResponded", event)
+        }
         if decision == "allowed" {
             admit(session: entry.session, request: entry.request)
         } else {

@@ -69,7 +69,11 @@ public enum LeaveReason: Int, Sendable {
     case unknown = 1007
     case duplicateParticipant = 1011
     case manualLeaveCalled = 1101
+    case websocketConnectionAttemptsExhausted = 1102
     case joinRoomFailed = 1103
+
+    /// The reasons a client may give for its own `leave` (codes 1101 and above come from the SDK).
+    public var isClientReason: Bool { rawValue >= 1101 }
 
     public var name: String {
         switch self {
@@ -79,6 +83,7 @@ public enum LeaveReason: Int, Sendable {
         case .unknown: return "UNKNOWN"
         case .duplicateParticipant: return "DUPLICATE_PARTICIPANT"
         case .manualLeaveCalled: return "MANUAL_LEAVE_CALLED"
+        case .websocketConnectionAttemptsExhausted: return "WEBSOCKET_CONNECTION_ATTEMPTS_EXHAUSTED"
         case .joinRoomFailed: return "JOIN_ROOM_FAILED"
         }
     }
@@ -91,7 +96,9 @@ extension JSONValue {
     func requiredString(_ key: String, maxLength: Int = 1024) throws(RoomError) -> String {
         guard let value = self[key] else { throw .invalidParameter("missing field '\(key)'") }
         guard let s = value.stringValue else { throw .invalidParameter("field '\(key)' must be a string") }
-        guard s.utf8.count <= maxLength else { throw .invalidParameter("field '\(key)' is longer than \(maxLength) bytes") }
+        guard s.utf8.count <= maxLength else {
+            throw .invalidParameter("field '\(key)' is longer than \(maxLength) bytes")
+        }
         return s
     }
 

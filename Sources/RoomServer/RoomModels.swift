@@ -40,7 +40,7 @@ public enum TrackKind: String, Sendable, CaseIterable {
 }
 
 /// One published track (a producer in SFU terms). The SFU attaches media to `producerId`.
-public struct ProducerInfo: Sendable, Equatable {
+public struct RoomProducer: Sendable, Equatable {
     public var producerId: String
     public var participantId: String
     public var kind: TrackKind
@@ -49,12 +49,15 @@ public struct ProducerInfo: Sendable, Equatable {
     public var appData: JSONValue
 
     var json: JSONValue {
-        ["producerId": .string(producerId), "participantId": .string(participantId), "kind": .string(kind.rawValue), "paused": .bool(paused)]
+        [
+            "producerId": .string(producerId), "participantId": .string(participantId), "kind": .string(kind.rawValue),
+            "paused": .bool(paused),
+        ]
     }
 }
 
 /// What one subscriber receives of one producer. The SFU forwards media per `consumerId`.
-public struct ConsumerInfo: Sendable, Equatable {
+public struct RoomConsumer: Sendable, Equatable {
     public var consumerId: String
     public var producerId: String
     /// The participant whose track this is.
@@ -73,7 +76,9 @@ public struct ConsumerInfo: Sendable, Equatable {
             "participantId": .string(producerParticipantId), "kind": .string(kind.rawValue),
         ]
         if let preferredQuality { o["quality"] = .string(preferredQuality) }
-        if let viewportWidth, let viewportHeight { o["viewPort"] = ["width": .number(Double(viewportWidth)), "height": .number(Double(viewportHeight))] }
+        if let viewportWidth, let viewportHeight {
+            o["viewPort"] = ["width": .number(Double(viewportWidth)), "height": .number(Double(viewportHeight))]
+        }
         return .object(o)
     }
 }
@@ -81,12 +86,12 @@ public struct ConsumerInfo: Sendable, Equatable {
 /// Hooks the SFU implements to attach media to the room's control-plane state. They are called on
 /// the room's serial queue, in the order the state changes, and must return quickly.
 public protocol RoomMediaHooks: AnyObject, Sendable {
-    func producerCreated(roomId: String, producer: ProducerInfo)
-    func producerClosed(roomId: String, producer: ProducerInfo)
-    func consumerCreated(roomId: String, consumer: ConsumerInfo)
-    func consumerClosed(roomId: String, consumer: ConsumerInfo)
+    func producerCreated(roomId: String, producer: RoomProducer)
+    func producerClosed(roomId: String, producer: RoomProducer)
+    func consumerCreated(roomId: String, consumer: RoomConsumer)
+    func consumerClosed(roomId: String, consumer: RoomConsumer)
     /// `setQuality`/`setViewPort` changed a consumer's preferences.
-    func consumerPreferencesChanged(roomId: String, consumer: ConsumerInfo)
+    func consumerPreferencesChanged(roomId: String, consumer: RoomConsumer)
 }
 
 /// A message stored or delivered by the PubSub broker. `payload` is never interpreted.
@@ -128,9 +133,9 @@ final class ParticipantState {
     var camEnabled: Bool
     var autoConsume: Bool
     var permissions: Set<String>
-    var producers: [String: ProducerInfo] = [:]
+    var producers: [String: RoomProducer] = [:]
     /// Consumers keyed by consumerId.
-    var consumers: [String: ConsumerInfo] = [:]
+    var consumers: [String: RoomConsumer] = [:]
     /// With `autoConsume` off: the (participant, kind) pairs this subscriber asked to receive.
     var wanted: Set<String> = []
     var topics: Set<String> = []
@@ -156,15 +161,17 @@ final class ParticipantState {
 
     static func wantKey(_ peer: String, _ kind: TrackKind) -> String { kind.rawValue + "\u{0}" + peer }
 
-    func wants(_ producer: ProducerInfo) -> Bool {
+    func wants(_ producer: RoomProducer) -> Bool {
         guard mode.consumes, producer.participantId != id else { return false }
-        return producer.kind.alwaysConsumed || autoConsume || wanted.contains(Self.wantKey(producer.participantId, producer.kind))
+        return producer.kind.alwaysConsumed || autoConsume
+            || wanted.contains(Self.wantKey(producer.participantId, producer.kind))
     }
 
     var json: JSONValue {
         var o: [String: JSONValue] = [
             "participantId": .string(id), "name": .string(name), "mode": .string(mode.rawValue),
-            "metaData": metaData, "isAgent": .bool(isAgent), "micEnabled": .bool(micEnabled), "camEnabled": .bool(camEnabled),
+            "metaData": metaData, "isAgent": .bool(isAgent), "micEnabled": .bool(micEnabled),
+            "camEnabled": .bool(camEnabled),
             "producers": .array(producers.values.sorted { $0.producerId < $1.producerId }.map(\.json)),
         ]
         if let agentId { o["agentId"] = .string(agentId) }
@@ -182,7 +189,9 @@ func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 func isValidIdentifier(_ s: String) -> Bool {
     guard !s.isEmpty, s.utf8.count <= 128 else { return false }
     for scalar in s.unicodeScalars {
-        if scalar.properties.isWhitespace || scalar.value < 0x20 || scalar.value == 0x7F || scalar == "/" { return false }
+        if scalar.properties.isWhitespace || scalar.value < 0x20 || scalar.value == 0x7F || scalar == "/" {
+            return false
+        }
     }
     return true
 }

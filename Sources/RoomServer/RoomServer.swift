@@ -25,7 +25,10 @@ final class ServerCounters: @unchecked Sendable {
     private(set) var pubsubMessages = 0
     private(set) var joins = 0
 
-    func add(connections c: Int = 0, received: Int = 0, sent: Int = 0, errors: Int = 0, abuseClosures a: Int = 0, pubsub: Int = 0, joins j: Int = 0) {
+    func add(
+        connections c: Int = 0, received: Int = 0, sent: Int = 0, errors: Int = 0, abuseClosures a: Int = 0,
+        pubsub: Int = 0, joins j: Int = 0
+    ) {
         lock.lock()
         connections += c
         messagesReceived += received
@@ -54,6 +57,9 @@ final class ServerCounters: @unchecked Sendable {
 /// Each room keeps its state on its own serial queue (control plane only); the SFU attaches media
 /// through ``mediaHooks``.
 public final class RoomServer: @unchecked Sendable {
+    /// The server's settings (``RoomServerConfiguration``).
+    public typealias Configuration = RoomServerConfiguration
+
     /// The signalling protocol version this server speaks.
     public static let protocolVersion = 1
     /// Request methods understood on the signalling socket.
@@ -115,7 +121,8 @@ public final class RoomServer: @unchecked Sendable {
         // Messages between our limit and this one get a 3073 answer; only larger ones close (1009).
         httpConfiguration.webSocket = WebSocketConfiguration(
             maxMessageBytes: configuration.maxMessageBytes + 1024 * 1024, idlePingSeconds: 30)
-        let server = HTTPServer(host: configuration.listenHost, port: configuration.listenPort, configuration: httpConfiguration)
+        let server = HTTPServer(
+            host: configuration.listenHost, port: configuration.listenPort, configuration: httpConfiguration)
         installRoutes(on: server)
         do {
             try server.start()
@@ -165,9 +172,14 @@ public final class RoomServer: @unchecked Sendable {
 
     func existingRoom(_ id: String) -> Room? { locked { rooms[id] } }
 
-    /// Summaries of the live rooms, sorted by id.
-    public func roomSummaries() -> [RoomSummary] {
-        locked { Array(rooms.values) }.map { $0.summary }.sorted { $0.roomId < $1.roomId }
+    /// Summaries of the live rooms, sorted by id. Each reflects every request its room received
+    /// before this call.
+    public func roomSummaries() async -> [RoomSummary] {
+        var out: [RoomSummary] = []
+        for room in locked({ Array(rooms.values) }) {
+            if let summary = await room.currentSummary() { out.append(summary) }
+        }
+        return out.sorted { $0.roomId < $1.roomId }
     }
 
     /// Ends room `id` for everyone (leave reason 1006), as the admin API does. False when no such room.
@@ -182,7 +194,8 @@ public final class RoomServer: @unchecked Sendable {
 
     func handleJoin(session: ClientSession, id: JSONValue, data: JSONValue) {
         guard session.beginJoin() else {
-            return session.respond(id, error: RoomError(3054, "this connection has already joined (or is joining) a room"))
+            return session.respond(
+                id, error: RoomError(3054, "this connection has already joined (or is joining) a room"))
         }
         let request: JoinRequest
         do {
@@ -214,28 +227,34 @@ public final class RoomServer: @unchecked Sendable {
             guard let self else { return .reject(HTTPResponse.text("gone\n", status: 503)) }
             let token = request.query("token") ?? bearerToken(request)
             return .accept(onOpen: { connection in
-                let session = ClientSession(connection: connection, queryToken: token, server: self, configuration: self.configuration)
+                let session = ClientSession(
+                    connection: connection, queryToken: token, server: self, configuration: self.configuration)
                 self.counters.add(connections: 1)
                 connection.onText = { text in session.received(text) }
-                connection.onBinary = { _ in session.reject(.null, RoomError(3073, "binary messages are not part of the protocol")) }
+                connection.onBinary = { _ in
+                    session.reject(.null, RoomError(3073, "binary messages are not part of the protocol"))
+                }
                 connection.onClose = { _, _ in session.closed() }
                 let timeout = self.configuration.joinTimeoutSeconds
                 DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
-                    if session.currentPhase == .new { session.close(code: WebSocketCloseCode.policyViolation, reason: "no join within \(Int(timeout)) s") }
+                    if session.currentPhase == .new {
+                        session.close(
+                            code: WebSocketCloseCode.policyViolation, reason: "no join within \(Int(timeout)) s")
+                    }
                 }
             })
         }
         server.route(method: "GET", path: "/healthz") { _ in HTTPResponse.text("ok\n") }
-        server.route(method: "GET", path: "/metrics") { [weak self] _ in
+        server.route(method: "GET", path: "/metrics") { [weak self] (_: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
-            var response = HTTPResponse.text(self.metricsText())
+            var response = HTTPResponse.text(await self.metricsText())
             response.headers = HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")])
             return response
         }
-        server.route(method: "GET", path: "/v1/rooms") { [weak self] request in
+        server.route(method: "GET", path: "/v1/rooms") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
             if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
-            let list = JSONValue.array(self.roomSummaries().map(\.json))
+            let list = JSONValue.array(await self.roomSummaries().map(\.json))
             return HTTPResponse.json(JSONValue.object(["rooms": list]).jsonString)
         }
         // The body form, for room ids that are awkward in a path: {"roomId": "…"}.
@@ -267,14 +286,18 @@ public final class RoomServer: @unchecked Sendable {
 
     /// Nil when the request carries a valid `allow_mod` token (for `roomId`, when the token names a room).
     private func adminRefusal(_ request: HTTPRequest, roomId: String?) -> HTTPResponse? {
-        guard let jwt = bearerToken(request) else { return adminError(401, RoomError(4002, "missing Authorization: Bearer token")) }
+        guard let jwt = bearerToken(request) else {
+            return adminError(401, RoomError(4002, "missing Authorization: Bearer token"))
+        }
         let token: RoomToken
         do {
             token = try RoomToken.verify(jwt, secret: secret)
         } catch {
             return adminError(401, RoomError(error.code, error.description))
         }
-        guard token.isModerator else { return adminError(403, RoomError(4024, "the admin API needs a token with allow_mod")) }
+        guard token.isModerator else {
+            return adminError(403, RoomError(4024, "the admin API needs a token with allow_mod"))
+        }
         if let roomId, let scoped = token.roomId, scoped != roomId {
             return adminError(403, RoomError(4022, "token is not valid for room '\(roomId)'"))
         }
@@ -283,20 +306,28 @@ public final class RoomServer: @unchecked Sendable {
 
     // MARK: Metrics
 
-    func metricsText() -> String {
-        let summaries = roomSummaries()
+    func metricsText() async -> String {
+        let summaries = await roomSummaries()
         let c = counters.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
         }
         metric("understudy_rooms", "gauge", "Rooms with at least one participant or lobby entry.", summaries.count)
-        metric("understudy_participants", "gauge", "Joined participants over all rooms.", summaries.reduce(0) { $0 + $1.participantCount })
-        metric("understudy_producers", "gauge", "Published tracks over all rooms.", summaries.reduce(0) { $0 + $1.producerCount })
-        metric("understudy_consumers", "gauge", "Subscriber-track pairs over all rooms.", summaries.reduce(0) { $0 + $1.consumerCount })
+        metric(
+            "understudy_participants", "gauge", "Joined participants over all rooms.",
+            summaries.reduce(0) { $0 + $1.participantCount })
+        metric(
+            "understudy_producers", "gauge", "Published tracks over all rooms.",
+            summaries.reduce(0) { $0 + $1.producerCount })
+        metric(
+            "understudy_consumers", "gauge", "Subscriber-track pairs over all rooms.",
+            summaries.reduce(0) { $0 + $1.consumerCount })
         metric("understudy_signaling_connections", "gauge", "Open signalling WebSockets.", c["connections"] ?? 0)
         metric("understudy_joins_total", "counter", "Successful joins.", c["joins"] ?? 0)
-        metric("understudy_signaling_messages_received_total", "counter", "Signalling messages received.", c["received"] ?? 0)
+        metric(
+            "understudy_signaling_messages_received_total", "counter", "Signalling messages received.",
+            c["received"] ?? 0)
         metric("understudy_signaling_messages_sent_total", "counter", "Signalling messages sent.", c["sent"] ?? 0)
         metric("understudy_signaling_errors_total", "counter", "Error responses sent.", c["errors"] ?? 0)
         metric("understudy_signaling_abuse_closures_total", "counter", "Connections closed for abuse.", c["abuse"] ?? 0)
@@ -339,7 +370,9 @@ private func bearerToken(_ request: HTTPRequest) -> String? {
 }
 
 private func adminError(_ status: Int, _ error: RoomError) -> HTTPResponse {
-    let body: JSONValue = ["error": ["code": .number(Double(error.code)), "name": .string(error.name), "message": .string(error.message)]]
+    let body: JSONValue = [
+        "error": ["code": .number(Double(error.code)), "name": .string(error.name), "message": .string(error.message)]
+    ]
     return HTTPResponse.json(body.jsonString, status: status)
 }
 
@@ -358,10 +391,13 @@ struct JoinRequest: Sendable {
     var autoConsume: Bool
     var permissions: Set<String>
 
-    static func parse(id: JSONValue, data: JSONValue, session: ClientSession, secret: String) throws(RoomError) -> JoinRequest {
+    static func parse(id: JSONValue, data: JSONValue, session: ClientSession, secret: String) throws(RoomError)
+        -> JoinRequest
+    {
         let version = try data.optionalInt("protocolVersion") ?? RoomServer.protocolVersion
         guard version == RoomServer.protocolVersion else {
-            throw RoomError(3073, "unsupported protocolVersion \(version); this server speaks \(RoomServer.protocolVersion)")
+            throw RoomError(
+                3073, "unsupported protocolVersion \(version); this server speaks \(RoomServer.protocolVersion)")
         }
         let jwt = try data.optionalString("token", maxLength: 8192) ?? session.queryToken ?? ""
         let token: RoomToken
@@ -370,8 +406,12 @@ struct JoinRequest: Sendable {
         } catch {
             throw RoomError(error.code, error.description)
         }
-        guard let roomId = try data.optionalString("roomId") ?? token.roomId else { throw RoomError(4003, "missing roomId") }
-        guard isValidIdentifier(roomId) else { throw RoomError(4003, "invalid roomId (1-128 bytes, no whitespace or '/')") }
+        guard let roomId = try data.optionalString("roomId") ?? token.roomId else {
+            throw RoomError(4003, "missing roomId")
+        }
+        guard isValidIdentifier(roomId) else {
+            throw RoomError(4003, "invalid roomId (1-128 bytes, no whitespace or '/')")
+        }
         let requested = try data.optionalString("participantId")
         do {
             try token.check(room: roomId, participant: requested)
@@ -379,18 +419,26 @@ struct JoinRequest: Sendable {
             throw RoomError(error.code, error.description)
         }
         let participantId = requested ?? token.participantId ?? makeId("p")
-        guard isValidIdentifier(participantId) else { throw RoomError(4004, "invalid participantId (1-128 bytes, no whitespace or '/')") }
-        guard token.canJoin || token.mustAskToJoin else { throw RoomError(4008, "the token allows neither allow_join nor ask_join") }
+        guard isValidIdentifier(participantId) else {
+            throw RoomError(4004, "invalid participantId (1-128 bytes, no whitespace or '/')")
+        }
+        guard token.canJoin || token.mustAskToJoin else {
+            throw RoomError(4008, "the token allows neither allow_join nor ask_join")
+        }
         let modeName = try data.optionalString("mode") ?? ParticipantMode.sendAndRecv.rawValue
-        guard let mode = ParticipantMode(wireName: modeName) else { throw RoomError(3067, "unknown mode '\(modeName.prefix(40))'") }
+        guard let mode = ParticipantMode(wireName: modeName) else {
+            throw RoomError(3067, "unknown mode '\(modeName.prefix(40))'")
+        }
         let name = try data.optionalString("name", maxLength: 256) ?? participantId
         let isAgent = try data.optionalBool("isAgent") ?? false
         let agentId = try data.optionalString("agentId")
         if agentId != nil && !isAgent { throw RoomError(3073, "agentId needs isAgent: true") }
         return JoinRequest(
-            id: id, roomId: roomId, participantId: participantId, name: name, mode: mode, metaData: data["metaData"] ?? .null,
+            id: id, roomId: roomId, participantId: participantId, name: name, mode: mode,
+            metaData: data["metaData"] ?? .null,
             isAgent: isAgent, agentId: agentId, micEnabled: try data.optionalBool("micEnabled") ?? true,
-            camEnabled: try data.optionalBool("camEnabled") ?? true, autoConsume: try data.optionalBool("autoConsume") ?? true,
+            camEnabled: try data.optionalBool("camEnabled") ?? true,
+            autoConsume: try data.optionalBool("autoConsume") ?? true,
             permissions: Set(token.permissions))
     }
 }

@@ -32,13 +32,17 @@ func runServe(_ args: [String]) async {
             }
         }
         if let listen = a.value("--listen") {
-            guard let (host, port) = parseListenAddress(listen) else { throw Arguments.Failure.badValue("--listen", "expected HOST:PORT") }
+            guard let (host, port) = parseListenAddress(listen) else {
+                throw Arguments.Failure.badValue("--listen", "expected HOST:PORT")
+            }
             configuration.listenHost = host
             configuration.listenPort = port
         }
         if let media = a.value("--media-address") { configuration.mediaAddress = media }
         if let port = a.value("--udp-port") {
-            guard let p = UInt16(port), p > 0 else { throw Arguments.Failure.badValue("--udp-port", "expected a port number") }
+            guard let p = UInt16(port), p > 0 else {
+                throw Arguments.Failure.badValue("--udp-port", "expected a port number")
+            }
             configuration.udpPortLow = p
             configuration.udpPortHigh = p
         }
@@ -56,10 +60,14 @@ func runServe(_ args: [String]) async {
         }
         let server = RoomServer(configuration: configuration)
         try server.start()
-        logLine("serve: listening on http://\(configuration.listenHost):\(server.httpPort) (signalling \(server.signalingURL)?token=JWT)")
+        logLine(
+            "serve: listening on http://\(configuration.listenHost):\(server.httpPort) (signalling \(server.signalingURL)?token=JWT)"
+        )
         if server.secretWasGenerated {
             logLine("serve: no --secret or UNDERSTUDY_SECRET given; using a dev secret for this run: \(server.secret)")
-            logLine("serve: make a token with: understudy token --secret \(server.secret) --room ROOM [--participant ID] [--permissions allow_join,allow_mod]")
+            logLine(
+                "serve: make a token with: understudy token --secret \(server.secret) --room ROOM [--participant ID] [--permissions allow_join,allow_mod]"
+            )
         }
         ShutdownSignal.shared.install()
         while !ShutdownSignal.shared.isRequested {

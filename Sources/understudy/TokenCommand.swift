@@ -5,9 +5,13 @@ import Signaling
 
 func runToken(_ args: [String]) async {
     do {
-        let a = try Arguments(args, valueOptions: ["--secret", "--room", "--participant", "--permissions", "--ttl", "--apikey", "--roles"])
+        let a = try Arguments(
+            args,
+            valueOptions: ["--secret", "--room", "--participant", "--permissions", "--ttl", "--apikey", "--roles"])
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
-        guard let secret = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"], !secret.isEmpty else {
+        guard let secret = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"],
+            !secret.isEmpty
+        else {
             throw Arguments.Failure.missingValue("--secret (or UNDERSTUDY_SECRET)")
         }
         let permissions = (a.value("--permissions") ?? "allow_join").split(separator: ",").map {

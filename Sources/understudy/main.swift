@@ -15,7 +15,11 @@ let usage = """
           publish to a WHIP endpoint (RFC 9725)
       whep URL [--token T] --record FILE.webm|.mkv|.ogg|.ivf [--duration SECONDS]
           play from a WHEP endpoint and record without transcoding
-      bench [--quick]
+      serve [--listen HOST:PORT] [--media-address IP] [--udp-port N | --udp-ports A-B] [--config FILE.json] [--secret S]
+          run the room server (HTTP + WebSocket signalling on 127.0.0.1:7880 by default)
+      token --secret S --room R [--participant ID] [--permissions allow_join,allow_mod] [--ttl 2h]
+          print an HS256 room token
+      bench [--quick] [--out FILE]
           run the performance benchmarks and print ratios against their anchors
     """
 
@@ -91,6 +95,8 @@ switch command {
 case "whip": await runWHIP(rest)
 case "whep": await runWHEP(rest)
 case "bench": await runBench(rest)
+case "serve": await runServe(rest)
+case "token": await runToken(rest)
 case "-h", "--help", "help": print(usage)
 default: fail("unknown command '\(command)'\n\(usage)", code: 2)
 }

@@ -6,7 +6,9 @@ import Testing
 @Suite("RoomServer tokens, bad messages and abuse")
 struct AuthAndAbuseTests {
     /// Joins with `jwt` and returns the refusal.
-    private func refusal(_ server: RoomServer, _ jwt: String?, participant: String = "p1") async throws -> (SignalError, UInt16) {
+    private func refusal(_ server: RoomServer, _ jwt: String?, participant: String = "p1") async throws -> (
+        SignalError, UInt16
+    ) {
         let client = try await TestClient.connect(server, token: jwt)
         let error = try await client.expectError("join", ["roomId": "r1", "participantId": .string(participant)])
         return (error, try await client.closed())
@@ -19,7 +21,9 @@ struct AuthAndAbuseTests {
         #expect(missing.0.code == 4002)
         #expect(missing.0.name == "INVALID_TOKEN")
         #expect(missing.1 == 4002)
-        let expired = RoomToken.sign(RoomToken(apikey: "k", permissions: ["allow_join"], exp: Int64(Date().timeIntervalSince1970) - 10), secret: server.secret)
+        let expired = RoomToken.sign(
+            RoomToken(apikey: "k", permissions: ["allow_join"], exp: Int64(Date().timeIntervalSince1970) - 10),
+            secret: server.secret)
         #expect(try await refusal(server, expired).0.code == 4002)
         #expect(try await refusal(server, token(server, secret: "wrong-secret")).0.code == 4002)
         #expect(try await refusal(server, "not.a.jwt").0.code == 4002)
@@ -47,12 +51,12 @@ struct AuthAndAbuseTests {
         #expect(before.message.contains("publish"))
 
         let (a, _) = try await TestClient.joined(server, participant: "alice")
+        // Messages without a usable id are answered with an `error` notification.
         func nullIdError() async throws -> SignalError {
-            let e = try await a.waitFor("error response") {
-                if case .response(.null, .failure) = $0 { return true } else { return false }
-            }
-            guard case .response(_, .failure(let error)) = e else { throw Timeout(what: "error") }
-            return error
+            let e = try await a.notification("error")
+            return SignalError(
+                code: e["code"]?.intValue ?? 0, name: e["name"]?.stringValue ?? "",
+                message: e["message"]?.stringValue ?? "")
         }
         a.send(raw: "{not json")
         #expect(try await nullIdError().code == 3073)

@@ -10,32 +10,32 @@ struct ForeignClientTests {
     static let python = "/work/main/.venv/bin/python"
 
     static let script = #"""
-    import asyncio, json, sys
-    import websockets
+        import asyncio, json, sys
+        import websockets
 
-    async def main(url, token):
-        async with websockets.connect(url + "?token=" + token) as ws:
-            async def call(id, method, data):
-                await ws.send(json.dumps({"id": id, "method": method, "data": data}))
+        async def main(url, token):
+            async with websockets.connect(url + "?token=" + token) as ws:
+                async def call(id, method, data):
+                    await ws.send(json.dumps({"id": id, "method": method, "data": data}))
+                    while True:
+                        msg = json.loads(await ws.recv())
+                        print(json.dumps(msg), flush=True)
+                        if msg.get("id") == id:
+                            assert msg["ok"], msg
+                            return msg
+                await call("j1", "join", {"protocolVersion": 1, "roomId": "py-room", "participantId": "python",
+                                          "name": "Py", "mode": "RECV_ONLY"})
+                await call(2, "subscribe", {"topic": "hello"})
+                await call(3, "publish", {"topic": "ready", "message": "ready", "persist": True})
                 while True:
                     msg = json.loads(await ws.recv())
                     print(json.dumps(msg), flush=True)
-                    if msg.get("id") == id:
-                        assert msg["ok"], msg
-                        return msg
-            await call("j1", "join", {"protocolVersion": 1, "roomId": "py-room", "participantId": "python",
-                                      "name": "Py", "mode": "RECV_ONLY"})
-            await call(2, "subscribe", {"topic": "hello"})
-            await call(3, "publish", {"topic": "ready", "message": "ready", "persist": True})
-            while True:
-                msg = json.loads(await ws.recv())
-                print(json.dumps(msg), flush=True)
-                if msg.get("method") == "pubsubMessage":
-                    break
-            await call(4, "leave", {})
+                    if msg.get("method") == "pubsubMessage":
+                        break
+                await call(4, "leave", {})
 
-    asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2]), 20))
-    """#
+        asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2]), 20))
+        """#
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: python)))
     func pythonWebsocketsClientJoinsAndReceivesNotifications() async throws {
@@ -58,7 +58,8 @@ struct ForeignClientTests {
             guard Date() < deadline else { throw Timeout(what: "python ready") }
             try await Task.sleep(nanoseconds: 10_000_000)
         }
-        _ = try await swift.request("publish", ["topic": "hello", "message": "hi from swift", "payload": ["n": 1]]).get()
+        _ = try await swift.request("publish", ["topic": "hello", "message": "hi from swift", "payload": ["n": 1]])
+            .get()
         let left = try await swift.notification("participantLeft", seconds: 20)
         #expect(left["participantId"] == "python")
         #expect(left["reason"]?.intValue == 1101)

@@ -33,7 +33,8 @@ struct HTTPAPITests {
         let none = try await http(server, "GET", "/v1/rooms")
         #expect(none.status == 401)
         #expect(try JSONValue.parse(none.body)["error"]?["code"]?.intValue == 4002)
-        let forged = try await http(server, "GET", "/v1/rooms", bearer: token(server, permissions: ["allow_mod"], secret: "nope"))
+        let forged = try await http(
+            server, "GET", "/v1/rooms", bearer: token(server, permissions: ["allow_mod"], secret: "nope"))
         #expect(forged.status == 401)
         let joinOnly = try await http(server, "GET", "/v1/rooms", bearer: token(server))
         #expect(joinOnly.status == 403)
@@ -45,7 +46,8 @@ struct HTTPAPITests {
         #expect(rooms.first?["roomId"] == "stage")
         #expect(rooms.first?["participants"] == ["alice"])
 
-        let wrongRoom = try await http(server, "POST", "/v1/rooms/stage/end", bearer: token(server, room: "other", permissions: ["allow_mod"]))
+        let wrongRoom = try await http(
+            server, "POST", "/v1/rooms/stage/end", bearer: token(server, room: "other", permissions: ["allow_mod"]))
         #expect(wrongRoom.status == 403)
         let refused = try await http(server, "POST", "/v1/rooms/stage/end", bearer: token(server))
         #expect(refused.status == 403)

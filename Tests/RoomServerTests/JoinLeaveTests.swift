@@ -13,7 +13,9 @@ struct JoinLeaveTests {
         let (c, joinData) = try await TestClient.joined(server, participant: "carol")
 
         let log = c.messages
-        guard let responseIndex = log.firstIndex(where: { if case .response = $0 { return true } else { return false } }) else {
+        guard
+            let responseIndex = log.firstIndex(where: { if case .response = $0 { return true } else { return false } })
+        else {
             Issue.record("no join response")
             return
         }
@@ -26,7 +28,14 @@ struct JoinLeaveTests {
         #expect(joinData["participant"]?["participantId"]?.stringValue == "carol")
         #expect(joinData["participants"]?.arrayValue?.count == 2)
         // The joiner is not announced to itself; the others hear about it.
-        #expect(!log.contains { if case .notification("participantJoined", let d) = $0 { return d["participantId"] == "carol" } else { return false } })
+        #expect(
+            !log.contains {
+                if case .notification("participantJoined", let d) = $0 {
+                    return d["participantId"] == "carol"
+                } else {
+                    return false
+                }
+            })
         try await a.notification("participantJoined") { $0["participantId"] == "carol" }
         try await b.notification("participantJoined") { $0["participantId"] == "carol" }
     }
@@ -36,6 +45,7 @@ struct JoinLeaveTests {
         defer { server.stop() }
         let (a, _) = try await TestClient.joined(server, participant: "alice")
         let (b, _) = try await TestClient.joined(server, participant: "bob")
+        #expect(try await b.expectError("leave", ["reason": 1006]).code == 3073)
         _ = try await b.request("leave").get()
         let left = try await a.notification("participantLeft")
         #expect(left["participantId"] == "bob")

@@ -11,8 +11,10 @@ struct ModerationTests {
         let (a, _) = try await TestClient.joined(server, participant: "alice")
         _ = try await TestClient.joined(server, participant: "bob")
         let cases: [(String, Int, String)] = [
-            ("requestMic", 4067, "ENABLE_PARTICIPANT_MIC_FAILED"), ("disableMic", 4068, "DISABLE_PARTICIPANT_MIC_FAILED"),
-            ("requestCam", 4069, "ENABLE_PARTICIPANT_WEBCAM_FAILED"), ("disableCam", 4070, "DISABLE_PARTICIPANT_WEBCAM_FAILED"),
+            ("requestMic", 4067, "ENABLE_PARTICIPANT_MIC_FAILED"),
+            ("disableMic", 4068, "DISABLE_PARTICIPANT_MIC_FAILED"),
+            ("requestCam", 4069, "ENABLE_PARTICIPANT_WEBCAM_FAILED"),
+            ("disableCam", 4070, "DISABLE_PARTICIPANT_WEBCAM_FAILED"),
             ("remove", 4066, "REMOVE_PARTICIPANT_FAILED"),
         ]
         for (method, code, name) in cases {
@@ -25,7 +27,8 @@ struct ModerationTests {
     @Test func requestsReachTheTargetAndDisablesActAtOnce() async throws {
         let server = try startServer()
         defer { server.stop() }
-        let (mod, _) = try await TestClient.joined(server, participant: "mod", permissions: ["allow_join", "allow_mod"])
+        let (mod, _) = try await TestClient.joined(
+            server, participant: "mod", permissions: ["allow_join", "allow_mod"])
         let (bob, _) = try await TestClient.joined(server, participant: "bob")
         let (carol, _) = try await TestClient.joined(server, participant: "carol", extra: ["mode": "SIGNALLING_ONLY"])
         _ = try await bob.request("produce", ["kind": "mic"]).get()
@@ -52,7 +55,8 @@ struct ModerationTests {
     @Test func removeSendsReason1002() async throws {
         let server = try startServer()
         defer { server.stop() }
-        let (mod, _) = try await TestClient.joined(server, participant: "mod", permissions: ["allow_join", "allow_mod"])
+        let (mod, _) = try await TestClient.joined(
+            server, participant: "mod", permissions: ["allow_join", "allow_mod"])
         let (bob, _) = try await TestClient.joined(server, participant: "bob")
         let (carol, _) = try await TestClient.joined(server, participant: "carol")
         _ = try await mod.request("remove", ["participantId": "bob"]).get()
@@ -70,7 +74,8 @@ struct ModerationTests {
     @Test func agentsRefuseMediaModeration() async throws {
         let server = try startServer()
         defer { server.stop() }
-        let (mod, _) = try await TestClient.joined(server, participant: "mod", permissions: ["allow_join", "allow_mod"])
+        let (mod, _) = try await TestClient.joined(
+            server, participant: "mod", permissions: ["allow_join", "allow_mod"])
         _ = try await TestClient.joined(server, participant: "bot", extra: ["isAgent": true, "agentId": "a1"])
         let error = try await mod.expectError("disableMic", ["participantId": "bot"])
         #expect(error.code == 3068)
@@ -122,6 +127,20 @@ struct ModerationTests {
         // A lobby participant cannot answer entry requests.
         let refused = try await guest.expectError("respondEntry", ["participantId": "x", "decision": "allowed"])
         #expect(refused.code == 4024)
+    }
+
+    @Test func leavingTheLobbyWithdrawsTheRequest() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        let (host, _) = try await TestClient.joined(server, participant: "host")
+        let guest = try await TestClient.connect(server, token: token(server, room: "r1", permissions: ["ask_join"]))
+        _ = guest.sendRequest("join", ["roomId": "r1", "participantId": "guest"])
+        try await host.notification("entryRequested")
+        _ = try await guest.request("leave").get()
+        #expect(try await host.notification("entryResponded")["decision"] == "withdrawn")
+        #expect(try await guest.closed() == 1000)
+        let late = try await host.expectError("respondEntry", ["participantId": "guest", "decision": "allowed"])
+        #expect(late.code == 3073)
     }
 
     @Test func deniedEntryFailsTheJoin() async throws {

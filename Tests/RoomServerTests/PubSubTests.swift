@@ -43,7 +43,9 @@ struct PubSubTests {
         let (c, _) = try await TestClient.joined(server, participant: "carol")
         for client in [a, b, c] { _ = try await client.request("subscribe", ["topic": "t"]).get() }
         let payload: JSONValue = ["nested": ["x": 1.5, "list": [1, "two", nil, false]], "emoji": "🎭"]
-        _ = try await a.request("publish", ["topic": "t", "message": "for bob", "options": ["sendOnly": ["bob"]], "payload": payload]).get()
+        _ = try await a.request(
+            "publish", ["topic": "t", "message": "for bob", "options": ["sendOnly": ["bob"]], "payload": payload]
+        ).get()
         let atBob = try await b.notification("pubsubMessage")
         #expect(atBob["message"] == "for bob")
         #expect(atBob["payload"] == payload)
@@ -56,12 +58,19 @@ struct PubSubTests {
     }
 
     @Test func pubSubErrorsUseTheirCodes() async throws {
-        let server = try startServer { $0.maxPubSubMessageBytes = 100 }
+        let server = try startServer {
+            $0.maxPubSubMessageBytes = 100
+            $0.maxPersistedTopicsPerRoom = 1
+        }
         defer { server.stop() }
         let (a, _) = try await TestClient.joined(server, participant: "alice")
-        let big = try await a.expectError("publish", ["topic": "t", "message": .string(String(repeating: "x", count: 101))])
+        let big = try await a.expectError(
+            "publish", ["topic": "t", "message": .string(String(repeating: "x", count: 101))])
         #expect(big.code == 4087)
         #expect(big.name == "PUBSUB_PUBLISH_FAILED")
+        _ = try await a.request("publish", ["topic": "kept", "message": "x", "persist": true]).get()
+        let tooManyTopics = try await a.expectError("publish", ["topic": "another", "message": "x", "persist": true])
+        #expect(tooManyTopics.code == 4087)
         let noTopic = try await a.expectError("publish", ["message": "hi"])
         #expect(noTopic.code == 4087)
         let badSub = try await a.expectError("subscribe", ["topic": ""])
@@ -84,7 +93,8 @@ struct PubSubTests {
         let (host, _) = try await TestClient.joined(server, participant: "host")
         let (guest, _) = try await TestClient.joined(server, participant: "guest", extra: ["mode": "RECV_ONLY"])
         _ = try await guest.request("subscribe", ["topic": "REQUEST_TO_JOIN_AS_HOST_guest"]).get()
-        _ = try await host.request("publish", ["topic": "REQUEST_TO_JOIN_AS_HOST_guest", "message": "SEND_AND_RECV"]).get()
+        _ = try await host.request("publish", ["topic": "REQUEST_TO_JOIN_AS_HOST_guest", "message": "SEND_AND_RECV"])
+            .get()
         let invite = try await guest.notification("pubsubMessage")
         let mode = try #require(invite["message"]?.stringValue)
         _ = try await guest.request("changeMode", ["mode": .string(mode)]).get()

@@ -24,7 +24,8 @@ func token(
     lifetime: TimeInterval = 3600, secret: String? = nil
 ) -> String {
     RoomToken.sign(
-        RoomToken(apikey: "test", permissions: permissions, roomId: room, participantId: participant, lifetime: lifetime),
+        RoomToken(
+            apikey: "test", permissions: permissions, roomId: room, participantId: participant, lifetime: lifetime),
         secret: secret ?? server.secret)
 }
 
@@ -58,7 +59,10 @@ final class TestClient: @unchecked Sendable {
         extra: [String: JSONValue] = [:]
     ) async throws -> (TestClient, JSONValue) {
         let client = try await connect(server, token: token(server, room: room, permissions: permissions))
-        var data: [String: JSONValue] = ["roomId": .string(room), "participantId": .string(participant), "name": .string("name-\(participant)"), "protocolVersion": 1]
+        var data: [String: JSONValue] = [
+            "roomId": .string(room), "participantId": .string(participant), "name": .string("name-\(participant)"),
+            "protocolVersion": 1,
+        ]
         for (k, v) in extra { data[k] = v }
         let response = try await client.request("join", .object(data)).get()
         return (client, response)
@@ -121,7 +125,8 @@ final class TestClient: @unchecked Sendable {
 
     /// Waits for the first not-yet-taken message matching `match` and takes it.
     @discardableResult
-    func waitFor(_ what: String, seconds: Double = 5, _ match: (SignalEnvelope) -> Bool) async throws -> SignalEnvelope {
+    func waitFor(_ what: String, seconds: Double = 5, _ match: (SignalEnvelope) -> Bool) async throws -> SignalEnvelope
+    {
         let deadline = Date().addingTimeInterval(seconds)
         while true {
             let found: SignalEnvelope? = {
@@ -141,7 +146,9 @@ final class TestClient: @unchecked Sendable {
 
     /// Waits for the next notification `method` (optionally matching its data) and returns its data.
     @discardableResult
-    func notification(_ method: String, seconds: Double = 5, where match: (JSONValue) -> Bool = { _ in true }) async throws -> JSONValue {
+    func notification(_ method: String, seconds: Double = 5, where match: (JSONValue) -> Bool = { _ in true })
+        async throws -> JSONValue
+    {
         let e = try await waitFor("notification \(method)", seconds: seconds) {
             if case .notification(let m, let d) = $0 { return m == method && match(d) }
             return false
@@ -193,9 +200,12 @@ extension SignalEnvelope {
 }
 
 /// An HTTP request to the server under test.
-func http(_ server: RoomServer, _ method: String, _ path: String, bearer: String? = nil, body: String = "") async throws -> HTTPResponse {
+func http(_ server: RoomServer, _ method: String, _ path: String, bearer: String? = nil, body: String = "") async throws
+    -> HTTPResponse
+{
     var headers = HTTPHeaders()
     if let bearer { headers.add("Authorization", "Bearer \(bearer)") }
     if !body.isEmpty { headers.add("Content-Type", "application/json") }
-    return try await HTTPClient.request(method, try HTTPURL("http://127.0.0.1:\(server.httpPort)\(path)"), headers: headers, body: Array(body.utf8))
+    return try await HTTPClient.request(
+        method, try HTTPURL("http://127.0.0.1:\(server.httpPort)\(path)"), headers: headers, body: Array(body.utf8))
 }

@@ -61,6 +61,20 @@ struct HTTPServerTests {
         #expect(b.text == "from another thread")
     }
 
+    @Test func prefixRoutesMatchLongestPrefixAfterExactRoutes() async throws {
+        let server = try makeServer()
+        defer { server.stop() }
+        server.route(method: "POST", pathPrefix: "/v1/rooms/") { .text("rooms:\($0.path.dropFirst(10))") }
+        server.route(method: "POST", pathPrefix: "/v1/rooms/special/") { _ in .text("special") }
+        server.route(method: "POST", path: "/v1/rooms/exact") { _ in .text("exact") }
+        let base = "http://127.0.0.1:\(server.port)"
+        #expect(try await HTTPClient.request("POST", HTTPURL(base + "/v1/rooms/abc/end")).text == "rooms:abc/end")
+        #expect(try await HTTPClient.request("POST", HTTPURL(base + "/v1/rooms/special/x")).text == "special")
+        #expect(try await HTTPClient.request("POST", HTTPURL(base + "/v1/rooms/exact")).text == "exact")
+        #expect(try await HTTPClient.request("GET", HTTPURL(base + "/v1/rooms/abc")).status == 405)
+        #expect(try await HTTPClient.request("POST", HTTPURL(base + "/v1/other")).status == 404)
+    }
+
     @Test func notFoundAndMethodNotAllowed() async throws {
         let server = try makeServer()
         defer { server.stop() }

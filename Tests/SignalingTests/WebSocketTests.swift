@@ -310,13 +310,13 @@ struct WebSocketKeepaliveTests {
 
     @Test func answeringPeerStaysConnected() async throws {
         var config = HTTPServerConfiguration()
-        config.webSocket.idlePingSeconds = 0.1
+        config.webSocket.idlePingSeconds = 0.3
         let server = try makeEchoServer(configuration: config)
         defer { server.stop() }
         // Our client answers pings automatically, so several ping intervals pass without a drop.
         let ws = try await WebSocketConnection.connect(url: "ws://127.0.0.1:\(server.port)/echo")
         let probe = WSProbe(ws)
-        try await Task.sleep(nanoseconds: 600_000_000)
+        try await Task.sleep(nanoseconds: 1_200_000_000)
         ws.send(text: "still here")
         #expect(try await probe.next() == .text("still here"))
         ws.close()

@@ -27,6 +27,10 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     public var onStateChange: ((PeerConnectionState) -> Void)?
     /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
     public var onKeyframeRequest: ((RTPTransceiver) -> Void)?
+    /// Every received media packet (after SRTP, RTX unwrapping and the receiver's bookkeeping), on
+    /// the loop thread, for forwarding without frame assembly (an SFU). The packet's bytes are only
+    /// valid during the call. The receiver still sends NACK, PLI and receiver reports upstream.
+    public var onRTP: RTPPacketHandler?
 
     // Transport.
     var sockets: [UDPSocket] = []
@@ -150,6 +154,49 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         for s in receiveStreams where s.transceiver === transceiver { s.receiver.requestKeyframe() }
     }
 
+    /// Asks for a keyframe on one simulcast encoding (`rid`; nil for a single-encoding track).
+    public func requestKeyframe(on transceiver: RTPTransceiver, rid: String?) {
+        for s in receiveStreams where s.transceiver === transceiver && s.rid == rid { s.receiver.requestKeyframe() }
+    }
+
+    /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
+    /// sender: rewritten sequence number and timestamp, this connection's header extensions, kept in
+    /// the sender's history for NACK, SRTP-protected and sent. Loop thread only.
+    ///
+    /// - Returns: whether the packet went out (false before DTLS completes or when not sending).
+    @discardableResult
+    public func sendForwarded(
+        on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
+        sequenceNumber: UInt16, vp8PictureID: UInt16? = nil, audioLevel: RTPAudioLevel? = nil, now: UInt64
+    ) -> Bool {
+        guard state == .connected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
+            return false
+        }
+        if let audioLevel {
+            sender.audioLevel = audioLevel.level
+            sender.voiceActivity = audioLevel.voiceActivity
+        }
+        return sender.sendForwarded(
+            payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
+            vp8PictureID: vp8PictureID, now: now
+        ) { buffer, length in
+            self.protectAndSendRTP(buffer, length: length)
+        }
+    }
+
+    /// Gives every transceiver without a media id one now (as ``createOffer()`` would), so callers can
+    /// name the m-line of a new transceiver before the offer is made.
+    public func assignMids() {
+        for t in transceivers where t.mid == nil {
+            while transceivers.contains(where: { $0.mid == String(nextMid) }) { nextMid += 1 }
+            t.mid = String(nextMid)
+            nextMid += 1
+        }
+    }
+
+    /// The header-extension id negotiated for `uri` (e.g. `urn:ietf:params:rtp-hdrext:ssrc-audio-level`).
+    public func negotiatedExtensionID(_ uri: String) -> UInt8? { extensionIDs[uri] }
+
     // MARK: Receive path
 
     public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
@@ -207,6 +254,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
         if let stream = receiveBySSRC[header.ssrc] {
             stream.receiver.receive(packet, header: header, now: now)
+            if let onRTP { deliverRaw(stream, packet, header: header, now: now, to: onRTP) }
             return
         }
         guard let stream = routeUnknownSSRC(packet, header: header) else {
@@ -214,6 +262,33 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
             return
         }
         stream.receiver.receive(packet, header: header, now: now)
+        if let onRTP { deliverRaw(stream, packet, header: header, now: now, to: onRTP) }
+    }
+
+    /// Hands a media packet to ``onRTP`` with RTX unwrapped (original sequence number and payload).
+    @inline(__always)
+    func deliverRaw(
+        _ stream: ReceiveStream, _ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64,
+        to handler: RTPPacketHandler
+    ) {
+        let end = header.payloadOffset + header.payloadLength
+        guard header.payloadOffset >= 12, header.payloadLength >= 0, end <= packet.count else { return }
+        var payload = UnsafeRawBufferPointer(rebasing: packet[header.payloadOffset..<end])
+        var sequenceNumber = header.sequenceNumber
+        let isRepair = header.ssrc != stream.receiver.ssrc
+        if isRepair {
+            // RTX (RFC 4588): the original sequence number leads the payload; empty ones are probes.
+            guard payload.count > 2 else { return }
+            sequenceNumber = payload.rtpGet16(0)
+            payload = UnsafeRawBufferPointer(rebasing: payload[2...])
+        } else if header.payloadType != stream.receiver.payloadType || payload.isEmpty {
+            return
+        }
+        handler(
+            stream.transceiver, stream.rid,
+            ReceivedRTPPacket(
+                packet: packet, header: header, mediaSSRC: stream.receiver.ssrc, sequenceNumber: sequenceNumber,
+                payload: payload, isRepair: isRepair, arrival: now))
     }
 
     /// Binds a new SSRC to a receive stream by mid/rid extension, announced SSRCs, or payload type.
@@ -362,6 +437,28 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
         return out
     }
+}
+
+/// Called on the loop thread with each received media packet; see ``PeerConnection/onRTP``.
+public typealias RTPPacketHandler = (RTPTransceiver, _ rid: String?, ReceivedRTPPacket) -> Void
+
+/// One received, decrypted RTP packet as seen by ``PeerConnection/onRTP``. Its buffers point into the
+/// receive ring and are only valid during the call.
+public struct ReceivedRTPPacket {
+    /// The whole plaintext packet as received (the RTX packet for a repair).
+    public let packet: UnsafeRawBufferPointer
+    /// The parsed header of `packet`.
+    public let header: RTPHeader
+    /// The SSRC of the media stream (the primary SSRC also for RTX repairs).
+    public let mediaSSRC: UInt32
+    /// The media sequence number (the original one for an RTX repair).
+    public let sequenceNumber: UInt16
+    /// The codec payload (for VP8: payload descriptor and data), without the RTX header.
+    public let payload: UnsafeRawBufferPointer
+    /// Whether the packet arrived as an RTX retransmission.
+    public let isRepair: Bool
+    /// Arrival time on the loop clock (``EventLoop/now()``).
+    public let arrival: UInt64
 }
 
 func asciiString(_ packet: UnsafeRawBufferPointer, _ range: Range<Int>) -> String? {

@@ -176,16 +176,7 @@ extension PeerConnection {
     func gatherIfNeeded(role: ICEAgent.Role) throws {
         if ice != nil { return }
         let agent = ICEAgent(role: role, localUfrag: localUfrag, localPassword: localPassword)
-        if sockets.isEmpty {
-            for address in configuration.bindAddresses {
-                guard let bind = SocketAddress(ip: address, port: configuration.port) else {
-                    throw PeerConnectionError.socket("bad bind address \(address)")
-                }
-                do { sockets.append(try loop.openUDP(bindTo: bind, handler: self)) } catch {
-                    throw PeerConnectionError.socket("cannot bind \(address): \(error)")
-                }
-            }
-        }
+        try bindSockets()
         for s in sockets { agent.addLocalSocket(s) }
         agent.onSelectedPair = { [unowned self] socket, remote in
             self.mediaTarget = (socket, remote)
@@ -204,6 +195,26 @@ extension PeerConnection {
         }
         ice = agent
         loop.addTicker(self)
+    }
+
+    /// Opens the UDP sockets now (otherwise the first offer or remote offer does), so a caller that
+    /// allocates ports from a range learns at once whether the configured port is free.
+    /// Loop thread only; does nothing when the sockets are already open.
+    public func bindSockets() throws {
+        guard !closed else { throw PeerConnectionError.closed }
+        guard sockets.isEmpty else { return }
+        var opened: [UDPSocket] = []
+        for address in configuration.bindAddresses {
+            guard let bind = SocketAddress(ip: address, port: configuration.port) else {
+                for s in opened { s.close() }
+                throw PeerConnectionError.socket("bad bind address \(address)")
+            }
+            do { opened.append(try loop.openUDP(bindTo: bind, handler: self)) } catch {
+                for s in opened { s.close() }
+                throw PeerConnectionError.socket("cannot bind \(address): \(error)")
+            }
+        }
+        sockets = opened
     }
 
     func startTransports() throws {

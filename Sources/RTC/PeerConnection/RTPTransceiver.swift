@@ -47,6 +47,11 @@ public final class RTPTransceiver: @unchecked Sendable {
         }
     }
 
+    /// Counters of the first (or only) sender, once negotiation created it.
+    public var senderStats: RTPSenderStats? { senders.first?.stats }
+    /// SSRC of the first local send encoding.
+    public var localSSRC: UInt32? { localSSRCs.first }
+
     var sends: Bool { currentDirection == .sendrecv || currentDirection == .sendonly }
     var receives: Bool { currentDirection == .sendrecv || currentDirection == .recvonly }
 }

@@ -257,6 +257,67 @@ public final class RTPSender: @unchecked Sendable {
         hasSentFrame = true
     }
 
+    /// Sends one payload relayed from another stream (an SFU consumer): the caller chose the
+    /// sequence number and timestamp (continuous across source switches); this sender writes its own
+    /// SSRC, payload type and header extensions, optionally rewrites the VP8 picture ID, keeps the
+    /// packet in its history so it answers NACKs for it, and counts it for sender reports.
+    ///
+    /// A repeated sequence number (an upstream retransmission filling a hole) replaces the stored copy.
+    ///
+    /// - Returns: false when the payload does not fit in a packet.
+    @discardableResult
+    public func sendForwarded(
+        payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
+        vp8PictureID: UInt16? = nil, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+    ) -> Bool {
+        let buffer = scratch
+        // Keep our own counter ahead so SRs and any later own packets continue the stream.
+        if Int16(bitPattern: sequenceNumber &- self.sequenceNumber) >= 0 { self.sequenceNumber = sequenceNumber &+ 1 }
+        buffer[0] = 0x80
+        buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
+        buffer.rtpPut16(sequenceNumber, at: 2)
+        buffer.rtpPut32(timestamp, at: 4)
+        buffer.rtpPut32(ssrc, at: 8)
+        let payloadOffset = writeExtensions(buffer, now: now, repaired: false)
+        guard payloadOffset + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress
+        else {
+            stats.framesFailed += 1
+            return false
+        }
+        if let src = payload.baseAddress, payload.count > 0 {
+            (base + payloadOffset).copyMemory(from: src, byteCount: payload.count)
+        }
+        if let pictureID = vp8PictureID, codec == .vp8 {
+            Self.rewriteVP8PictureID(buffer, at: payloadOffset, end: payloadOffset + payload.count, to: pictureID)
+        }
+        let length = payloadOffset + payload.count
+        remember(seq: sequenceNumber, length: length, payloadOffset: payloadOffset)
+        stats.packetsSent += 1
+        stats.bytesSent += UInt64(length)
+        stats.payloadBytesSent += UInt64(payload.count)
+        if marker || codec == .opus { stats.framesSent += 1 }
+        lastFrameRTPTimestamp = timestamp
+        lastFrameSendTime = now
+        hasSentFrame = true
+        emit(buffer, length)
+        return true
+    }
+
+    /// Overwrites the picture ID of the VP8 payload descriptor at `offset`, keeping its 7/15-bit form.
+    private static func rewriteVP8PictureID(
+        _ buffer: UnsafeMutableRawBufferPointer, at offset: Int, end: Int, to pictureID: UInt16
+    ) {
+        guard end > offset + 2, buffer[offset] & 0x80 != 0, buffer[offset + 1] & 0x80 != 0 else { return }
+        let i = offset + 2
+        if buffer[i] & 0x80 != 0 {
+            guard end > i + 1 else { return }
+            buffer[i] = 0x80 | UInt8(truncatingIfNeeded: (pictureID >> 8) & 0x7F)
+            buffer[i + 1] = UInt8(truncatingIfNeeded: pictureID)
+        } else {
+            buffer[i] = UInt8(truncatingIfNeeded: pictureID) & 0x7F
+        }
+    }
+
     /// Writes the extension block for a packet at offset 12 and returns the payload offset.
     private func writeExtensions(
         _ buffer: UnsafeMutableRawBufferPointer, now: UInt64, repaired: Bool

@@ -67,6 +67,7 @@ public final class HTTPServer: @unchecked Sendable {
     private let lock = NSLock()
     private var routes: [String: [String: ResponderHandler]] = [:]
     private var upgradeRoutes: [String: UpgradeHandler] = [:]
+    private var prefixRoutes: [String: [String: ResponderHandler]] = [:]
     private var boundPort: UInt16
     private var stopped = false
 
@@ -119,6 +120,15 @@ public final class HTTPServer: @unchecked Sendable {
     public func route(method: String, path: String, responder: @escaping ResponderHandler) {
         lock.lock()
         routes[path, default: [:]][method.uppercased()] = responder
+        lock.unlock()
+    }
+
+    /// Registers a synchronous handler for every path that starts with `pathPrefix` (e.g.
+    /// `/v1/rooms/` for `/v1/rooms/{id}/end`) and has no exact route; the longest prefix wins.
+    /// The handler reads the rest from ``HTTPRequest/path``. Runs on the reactor thread.
+    public func route(method: String, pathPrefix: String, handler: @escaping Handler) {
+        lock.lock()
+        prefixRoutes[pathPrefix, default: [:]][method.uppercased()] = { request, responder in responder.respond(handler(request)) }
         lock.unlock()
     }
 
@@ -249,7 +259,10 @@ public final class HTTPServer: @unchecked Sendable {
     fileprivate func handlers(for path: String) -> (routes: [String: ResponderHandler]?, upgrade: UpgradeHandler?) {
         lock.lock()
         defer { lock.unlock() }
-        return (routes[path], upgradeRoutes[path])
+        if let exact = routes[path] { return (exact, nil) }
+        if let upgrade = upgradeRoutes[path] { return (nil, upgrade) }
+        let prefix = prefixRoutes.keys.filter { path.hasPrefix($0) }.max { $0.count < $1.count }
+        return (prefix.flatMap { prefixRoutes[$0] }, nil)
     }
 
     fileprivate func upgraded(_ ws: WebSocketConnection) {

@@ -1,0 +1,410 @@
+import RTC
+import RTCWire
+
+/// The media half of the room server: a selective forwarding unit in the style of mediasoup.
+///
+/// Each participant has up to two server-side connections, both ICE-lite with DTLS passive:
+/// - *publish*: the client offers its tracks, the SFU answers; each received track becomes a producer.
+/// - *subscribe*: the SFU offers one send transceiver per consumer and re-offers when consumers are
+///   added or removed (``onRenegotiationNeeded``); the client answers.
+///
+/// All connections live on one ``EventLoop`` owned by the SFU, so forwarding is a direct call chain on
+/// that thread: publisher connection → producer → consumers → subscriber connections, with no
+/// allocation, lock or task hop per packet. The control API below hops onto the loop.
+public final class SFU: @unchecked Sendable {
+    public let configuration: SFUConfiguration
+    /// The loop every SFU connection runs on.
+    public let loop: EventLoop
+
+    /// Called on the loop thread when a participant's subscribe connection needs a new offer
+    /// (consumers added or removed); the room layer should call ``subscriberOffer(participantID:)``.
+    public var onRenegotiationNeeded: (@Sendable (_ participantID: String) -> Void)? {
+        get { renegotiationHandler.value }
+        set { renegotiationHandler.value = newValue }
+    }
+
+    final class Participant {
+        let id: String
+        var publishConnection: PeerConnection?
+        var subscribeConnection: PeerConnection?
+        var producers: [SFUProducer] = []
+        var producerByTransceiver: [ObjectIdentifier: SFUProducer] = [:]
+        var consumers: [SFUConsumer] = []
+        var consumerByTransceiver: [ObjectIdentifier: SFUConsumer] = [:]
+        /// Transceivers included in the subscribe offer awaiting an answer (nil: none outstanding).
+        var offered: Set<ObjectIdentifier>?
+        var renegotiationPending = false
+        init(id: String) { self.id = id }
+    }
+
+    final class HandlerBox: @unchecked Sendable {
+        var value: (@Sendable (String) -> Void)?
+    }
+
+    var participants: [String: Participant] = [:]
+    var producers: [String: SFUProducer] = [:]
+    var counters = SFUCounters()
+    /// Totals of closed consumers and producers, so global counters never go backwards.
+    var retiredNACKsReceived: UInt64 = 0
+    var retiredNACKsSent: UInt64 = 0
+    var nextPortIndex = 0
+    let renegotiationHandler = HandlerBox()
+    var closed = false
+
+    /// Creates an SFU with its own event loop thread.
+    public init(configuration: SFUConfiguration = SFUConfiguration()) {
+        self.configuration = configuration
+        self.loop = EventLoop(name: configuration.loopName)
+    }
+
+    // MARK: Publishing
+
+    /// Answers a participant's publish offer; every received m-line becomes a producer.
+    ///
+    /// A later offer from the same participant renegotiates the same connection and creates producers
+    /// for new m-lines only.
+    ///
+    /// - Parameter sources: the source of each new track in m-line order; when absent, audio is
+    ///   `mic`, the first video `webcam` and later videos `screen`.
+    public func publish(
+        participantID: String, offer: SessionDescription, sources: [SFUMediaSource]? = nil
+    ) async throws -> (answer: SessionDescription, producers: [ProducerInfo]) {
+        try await loop.submit { [self] in
+            guard !closed else { throw SFUError.closed }
+            let participant = participants[participantID] ?? Participant(id: participantID)
+            participants[participantID] = participant
+            let connection: PeerConnection
+            if let existing = participant.publishConnection {
+                connection = existing
+            } else {
+                connection = try makeConnection()
+                participant.publishConnection = connection
+                connection.onRTP = { [unowned participant] transceiver, rid, packet in
+                    participant.producerByTransceiver[ObjectIdentifier(transceiver)]?.receive(rid: rid, packet)
+                }
+            }
+            let answer: SessionDescription
+            do {
+                try connection.setRemoteDescription(offer, type: .offer)
+                answer = try connection.createAnswer()
+                try connection.setLocalDescription(answer)
+            } catch {
+                throw SFUError.negotiation("\(error)")
+            }
+            var created: [ProducerInfo] = []
+            var videoCount = participant.producers.filter { $0.kind == .video }.count
+            for t in connection.transceivers where t.currentDirection == .recvonly || t.currentDirection == .sendrecv {
+                guard participant.producerByTransceiver[ObjectIdentifier(t)] == nil else { continue }
+                let source: SFUMediaSource
+                if let sources, created.count < sources.count {
+                    source = sources[created.count]
+                } else if t.kind == .audio {
+                    source = .microphone
+                } else {
+                    source = videoCount == 0 ? .webcam : .screen
+                }
+                if t.kind == .video { videoCount += 1 }
+                let producer = SFUProducer(
+                    id: sfuRandomID("p-"), participantID: participantID, kind: t.kind, source: source,
+                    transceiver: t, publisher: connection, sfu: self)
+                participant.producers.append(producer)
+                participant.producerByTransceiver[ObjectIdentifier(t)] = producer
+                producers[producer.id] = producer
+                created.append(producer.info)
+            }
+            return (answer, created)
+        }
+    }
+
+    /// Stops forwarding a producer and removes it from every subscriber (renegotiation follows).
+    public func closeProducer(_ producerID: String) async throws {
+        try await loop.submit { [self] in
+            guard let producer = producers[producerID] else { throw SFUError.unknownProducer(producerID) }
+            removeProducer(producer)
+        }
+    }
+
+    // MARK: Subscribing
+
+    /// Forwards a producer to `subscriber`: adds a send transceiver to its subscribe connection
+    /// (created on first use). The subscriber must then renegotiate; ``onRenegotiationNeeded`` fires too.
+    public func consume(
+        subscriber: String, producerID: String, quality: SFULayerQuality = .high
+    ) async throws -> ConsumerInfo {
+        try await loop.submit { [self] in
+            guard !closed else { throw SFUError.closed }
+            guard let producer = producers[producerID], !producer.closed else {
+                throw SFUError.unknownProducer(producerID)
+            }
+            let participant = participants[subscriber] ?? Participant(id: subscriber)
+            participants[subscriber] = participant
+            if let existing = participant.consumers.first(where: { $0.producer === producer }) {
+                return consumerInfo(existing, renegotiationNeeded: false)
+            }
+            let connection = try subscribeConnection(participant)
+            let transceiver = connection.addTransceiver(kind: producer.kind, direction: .sendonly)
+            connection.assignMids()
+            let consumer = SFUConsumer(
+                id: sfuRandomID("c-"), subscriberID: subscriber, producer: producer, connection: connection,
+                transceiver: transceiver)
+            consumer.quality = quality
+            consumer.updateTarget()
+            participant.consumers.append(consumer)
+            participant.consumerByTransceiver[ObjectIdentifier(transceiver)] = consumer
+            producer.consumers.append(consumer)
+            needsRenegotiation(participant)
+            return consumerInfo(consumer, renegotiationNeeded: true)
+        }
+    }
+
+    /// Stops forwarding a producer to `subscriber`; its m-line becomes inactive at the next offer.
+    public func stopConsuming(subscriber: String, producerID: String) async throws {
+        try await loop.submit { [self] in
+            guard let participant = participants[subscriber] else { throw SFUError.unknownParticipant(subscriber) }
+            guard let consumer = participant.consumers.first(where: { $0.producer.id == producerID }) else {
+                throw SFUError.notConsuming(subscriber: subscriber, producerID: producerID)
+            }
+            removeConsumer(consumer, from: participant)
+        }
+    }
+
+    /// Creates the (re-)offer for a participant's subscribe connection.
+    public func subscriberOffer(participantID: String) async throws -> SessionDescription {
+        try await loop.submit { [self] in
+            guard let participant = participants[participantID] else {
+                throw SFUError.unknownParticipant(participantID)
+            }
+            guard let connection = participant.subscribeConnection, !connection.transceivers.isEmpty else {
+                throw SFUError.nothingToOffer(participantID)
+            }
+            do {
+                let offer = try connection.createOffer()
+                try connection.setLocalDescription(offer)
+                participant.offered = Set(connection.transceivers.map { ObjectIdentifier($0) })
+                participant.renegotiationPending = false
+                return offer
+            } catch {
+                throw SFUError.negotiation("\(error)")
+            }
+        }
+    }
+
+    /// Applies the subscriber's answer. If consumers changed while the offer was out, asks for
+    /// another round through ``onRenegotiationNeeded``.
+    public func subscriberAnswer(participantID: String, answer: SessionDescription) async throws {
+        try await loop.submit { [self] in
+            guard let participant = participants[participantID], let connection = participant.subscribeConnection
+            else { throw SFUError.unknownParticipant(participantID) }
+            guard participant.offered != nil else { throw SFUError.noPendingOffer(participantID) }
+            do { try connection.setRemoteDescription(answer, type: .answer) } catch {
+                throw SFUError.negotiation("\(error)")
+            }
+            participant.offered = nil
+            if participant.renegotiationPending {
+                participant.renegotiationPending = false
+                renegotiationHandler.value?(participantID)
+            }
+        }
+    }
+
+    // MARK: Layers
+
+    /// Sets the simulcast quality `subscriber` receives of `producerID`; the switch happens on the
+    /// next key frame of the new layer, which is requested from the publisher.
+    public func setPreferredLayer(subscriber: String, producerID: String, quality: SFULayerQuality) async throws {
+        try await withConsumer(subscriber, producerID) { consumer in
+            consumer.quality = quality
+            consumer.viewport = nil
+            self.retarget(consumer)
+        }
+    }
+
+    /// Picks the smallest layer whose resolution covers `width`×`height` (the largest when none does).
+    public func setViewport(subscriber: String, producerID: String, width: Int, height: Int) async throws {
+        try await withConsumer(subscriber, producerID) { consumer in
+            consumer.viewport = (max(0, width), max(0, height))
+            self.retarget(consumer)
+        }
+    }
+
+    // MARK: Participants
+
+    /// Closes both connections of a participant, its producers (removed from every subscriber) and
+    /// its consumers.
+    public func closeParticipant(_ participantID: String) async {
+        await loop.submit { [self] in
+            guard let participant = participants.removeValue(forKey: participantID) else { return }
+            for p in participant.producers { removeProducer(p) }
+            for c in participant.consumers { retire(c) }
+            participant.consumers = []
+            participant.consumerByTransceiver = [:]
+            participant.publishConnection?.onRTP = nil
+            participant.publishConnection?.close()
+            participant.subscribeConnection?.onKeyframeRequest = nil
+            participant.subscribeConnection?.close()
+        }
+    }
+
+    /// Closes every connection and stops the loop thread.
+    public func shutdown() async {
+        let ids = await loop.submit { [self] in Array(participants.keys) }
+        for id in ids { await closeParticipant(id) }
+        await loop.submit { [self] in closed = true }
+        loop.shutdown()
+    }
+
+    // MARK: Observability
+
+    /// Counters of every producer and consumer, and the global totals.
+    public func stats() async -> SFUStats {
+        await loop.submit { [self] in
+            let producerStats = producers.values.sorted { $0.id < $1.id }.map { $0.stats() }
+            var consumerStats: [SFUConsumerStats] = []
+            for p in participants.values.sorted(by: { $0.id < $1.id }) {
+                for c in p.consumers { consumerStats.append(c.stats()) }
+            }
+            var totals = counters
+            totals.nacksReceived = retiredNACKsReceived + consumerStats.reduce(0) { $0 + $1.nacksReceived }
+            totals.nacksSent = retiredNACKsSent + producerStats.reduce(0) { $0 + $1.nacksSent }
+            totals.producers = producerStats.count
+            totals.consumers = consumerStats.count
+            return SFUStats(counters: totals, producers: producerStats, consumers: consumerStats)
+        }
+    }
+
+    /// Global counters only (cheap enough for every `/metrics` scrape).
+    public func counterSnapshot() async -> SFUCounters { await stats().counters }
+
+    /// The latest audio level (-dBov, 127 = silence) and voice flag of every audio producer that has
+    /// sent one, for active-speaker detection.
+    public func audioLevels() async -> [String: (level: UInt8, voice: Bool)] {
+        let pairs: [(String, UInt8, Bool)] = await loop.submit { [self] in
+            producers.values.compactMap { p in p.audioLevel.map { (p.id, $0, p.voiceActivity) } }
+        }
+        var out: [String: (level: UInt8, voice: Bool)] = [:]
+        for (id, level, voice) in pairs { out[id] = (level, voice) }
+        return out
+    }
+
+    /// Connection state of a participant's publish and subscribe connections (nil where none exists).
+    public func connectionStates(participantID: String) async -> (publish: PeerConnectionState?, subscribe: PeerConnectionState?) {
+        await loop.submit { [self] in
+            let p = participants[participantID]
+            return (p?.publishConnection?.state, p?.subscribeConnection?.state)
+        }
+    }
+
+    // MARK: Internals (loop thread)
+
+    func serverConfiguration(port: UInt16 = 0) -> PeerConnectionConfiguration {
+        PeerConnectionConfiguration(
+            bindAddresses: configuration.mediaAddresses, port: port, iceLite: true, answerDTLSRole: .server,
+            cname: "understudy-sfu")
+    }
+
+    /// A server-side connection with its sockets bound: on the next free port of the range, or ephemeral.
+    func makeConnection() throws -> PeerConnection {
+        guard let range = configuration.portRange else {
+            do {
+                let connection = try PeerConnection(loop: loop, configuration: serverConfiguration())
+                try connection.bindSockets()
+                return connection
+            } catch {
+                throw SFUError.negotiation("cannot open a connection: \(error)")
+            }
+        }
+        let count = Int(range.upperBound) - Int(range.lowerBound) + 1
+        for step in 0..<count {
+            let port = UInt16(Int(range.lowerBound) + (nextPortIndex + step) % count)
+            guard let connection = try? PeerConnection(loop: loop, configuration: serverConfiguration(port: port)) else {
+                continue
+            }
+            do {
+                try connection.bindSockets()
+                nextPortIndex = (nextPortIndex + step + 1) % count
+                return connection
+            } catch {
+                connection.close()
+            }
+        }
+        throw SFUError.noFreePort
+    }
+
+    func subscribeConnection(_ participant: Participant) throws -> PeerConnection {
+        if let existing = participant.subscribeConnection { return existing }
+        let connection = try makeConnection()
+        connection.onKeyframeRequest = { [unowned participant] transceiver in
+            participant.consumerByTransceiver[ObjectIdentifier(transceiver)]?.keyframeRequested(now: EventLoop.now())
+        }
+        participant.subscribeConnection = connection
+        return connection
+    }
+
+    func needsRenegotiation(_ participant: Participant) {
+        if participant.offered != nil {
+            participant.renegotiationPending = true  // asked again once the outstanding answer arrives
+        } else {
+            renegotiationHandler.value?(participant.id)
+        }
+    }
+
+    func consumerInfo(_ c: SFUConsumer, renegotiationNeeded: Bool) -> ConsumerInfo {
+        ConsumerInfo(
+            id: c.id, producerID: c.producer.id, subscriberID: c.subscriberID, publisherID: c.producer.participantID,
+            kind: c.producer.kind, source: c.producer.source, mid: c.transceiver.mid ?? "",
+            renegotiationNeeded: renegotiationNeeded)
+    }
+
+    func withConsumer(_ subscriber: String, _ producerID: String, _ body: @escaping @Sendable (SFUConsumer) -> Void)
+        async throws
+    {
+        try await loop.submit { [self] in
+            guard let participant = participants[subscriber] else { throw SFUError.unknownParticipant(subscriber) }
+            guard let consumer = participant.consumers.first(where: { $0.producer.id == producerID }) else {
+                throw SFUError.notConsuming(subscriber: subscriber, producerID: producerID)
+            }
+            body(consumer)
+        }
+    }
+
+    func retarget(_ consumer: SFUConsumer) {
+        consumer.updateTarget()
+        if consumer.targetLayer != consumer.currentLayer {
+            consumer.producer.requestKeyframe(layer: consumer.targetLayer, now: EventLoop.now())
+        }
+    }
+
+    func removeConsumer(_ consumer: SFUConsumer, from participant: Participant) {
+        retire(consumer)
+        participant.consumers.removeAll { $0 === consumer }
+        participant.consumerByTransceiver[ObjectIdentifier(consumer.transceiver)] = nil
+        // The m-line stays (m-lines are never removed) but stops sending.
+        consumer.transceiver.direction = .inactive
+        needsRenegotiation(participant)
+    }
+
+    func retire(_ consumer: SFUConsumer) {
+        consumer.closed = true
+        consumer.producer.consumers.removeAll { $0 === consumer }
+        retiredNACKsReceived &+= consumer.transceiver.senderStats?.nacksReceived ?? 0
+    }
+
+    func removeProducer(_ producer: SFUProducer) {
+        guard !producer.closed else { return }
+        for consumer in producer.consumers {
+            if let subscriber = participants[consumer.subscriberID] {
+                removeConsumer(consumer, from: subscriber)
+            } else {
+                retire(consumer)
+            }
+        }
+        retiredNACKsSent &+= producer.stats().nacksSent
+        producer.closed = true
+        producer.consumers = []
+        producers[producer.id] = nil
+        if let owner = participants[producer.participantID] {
+            owner.producers.removeAll { $0 === producer }
+            owner.producerByTransceiver[ObjectIdentifier(producer.transceiver)] = nil
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import RTC
+import RTCWire
+
+/// One track received on a publisher's connection, fanned out to its consumers.
+///
+/// Loop-thread confined, like the connections it sits between.
+final class SFUProducer: @unchecked Sendable {
+    struct Layer {
+        var rid: String?
+        var width = 0
+        var height = 0
+        var packets: UInt64 = 0
+        var bytes: UInt64 = 0
+        var keyframes: UInt64 = 0
+        var lastKeyframeRequest: UInt64 = 0
+        var hasRequested = false
+    }
+
+    let id: String
+    let participantID: String
+    let kind: MediaKind
+    let source: SFUMediaSource
+    let transceiver: RTPTransceiver
+    unowned let publisher: PeerConnection
+    unowned let sfu: SFU
+    let mid: String
+    var layers: [Layer]
+    /// Media SSRC -> layer index, learned on each SSRC's first packet.
+    var layerBySSRC: [UInt32: Int] = [:]
+    var consumers: [SFUConsumer] = []
+    var audioLevelExtensionID: UInt8 = 0
+    var audioLevel: UInt8?
+    var voiceActivity = false
+    var packetsReceived: UInt64 = 0
+    var bytesReceived: UInt64 = 0
+    var repairsReceived: UInt64 = 0
+    var plisSent: UInt64 = 0
+    var closed = false
+
+    init(
+        id: String, participantID: String, kind: MediaKind, source: SFUMediaSource, transceiver: RTPTransceiver,
+        publisher: PeerConnection, sfu: SFU
+    ) {
+        self.id = id
+        self.participantID = participantID
+        self.kind = kind
+        self.source = source
+        self.transceiver = transceiver
+        self.publisher = publisher
+        self.sfu = sfu
+        self.mid = transceiver.mid ?? ""
+        let rids = kind == .video ? transceiver.remoteRIDs : []
+        layers = rids.isEmpty ? [Layer(rid: nil)] : rids.map { Layer(rid: $0) }
+        audioLevelExtensionID = publisher.negotiatedExtensionID("urn:ietf:params:rtp-hdrext:ssrc-audio-level") ?? 0
+    }
+
+    var info: ProducerInfo {
+        ProducerInfo(
+            id: id, participantID: participantID, kind: kind, source: source, mid: mid,
+            rids: layers.compactMap(\.rid))
+    }
+
+    // MARK: Hot path
+
+    /// One packet from the publisher. Allocation-free except on a new SSRC's first packet.
+    func receive(rid: String?, _ packet: ReceivedRTPPacket) {
+        guard !closed else { return }
+        let layer: Int
+        if let known = layerBySSRC[packet.mediaSSRC] {
+            layer = known
+        } else {
+            layer = layers.firstIndex { $0.rid == rid } ?? 0
+            layerBySSRC[packet.mediaSSRC] = layer
+        }
+        let size = UInt64(packet.packet.count)
+        packetsReceived &+= 1
+        bytesReceived &+= size
+        if packet.isRepair { repairsReceived &+= 1 }
+        layers[layer].packets &+= 1
+        layers[layer].bytes &+= size
+        sfu.counters.packetsIn &+= 1
+        sfu.counters.bytesIn &+= size
+
+        var keyframeStart = false
+        if kind == .video {
+            if let size = VP8Peek.keyframeStart(packet.payload) {
+                keyframeStart = true
+                layers[layer].keyframes &+= 1
+                if layers[layer].width != size.width || layers[layer].height != size.height {
+                    layers[layer].width = size.width
+                    layers[layer].height = size.height
+                    // Layer order by resolution may have changed: re-pick every consumer's target.
+                    for c in consumers { c.updateTarget() }
+                }
+            }
+        } else if audioLevelExtensionID != 0, !packet.isRepair,
+            let r = packet.header.extensionElement(id: audioLevelExtensionID, in: packet.packet), r.count >= 1
+        {
+            let byte = packet.packet[r.lowerBound]
+            audioLevel = byte & 0x7F
+            voiceActivity = byte & 0x80 != 0
+        }
+        for c in consumers { c.forward(layer: layer, packet, keyframeStart: keyframeStart) }
+    }
+
+    // MARK: Layers
+
+    /// Layer indices from lowest to highest quality: by key-frame resolution when every layer has
+    /// shown one, else by the usual RID names (q/h/f, l/m/h), else in offer order.
+    var layersByQuality: [Int] {
+        let indices = Array(layers.indices)
+        guard layers.count > 1 else { return indices }
+        if layers.allSatisfy({ $0.width > 0 }) {
+            return indices.sorted { layers[$0].width * layers[$0].height < layers[$1].width * layers[$1].height }
+        }
+        func rank(_ rid: String?) -> Int? {
+            switch rid?.lowercased() {
+            case "q", "l", "low", "quarter": return 0
+            case "h", "half": return 1
+            case "f", "full", "high", "hi": return 2
+            case "m", "mid", "medium": return 1
+            default: return nil
+            }
+        }
+        if layers.allSatisfy({ rank($0.rid) != nil }) {
+            return indices.sorted { (rank(layers[$0].rid) ?? 0) < (rank(layers[$1].rid) ?? 0) }
+        }
+        return indices
+    }
+
+    /// The layer for a quality preference or, when a viewport is given, the smallest layer that covers it.
+    func layerIndex(quality: SFULayerQuality, viewport: (width: Int, height: Int)?) -> Int {
+        let order = layersByQuality
+        guard order.count > 1 else { return 0 }
+        if let viewport {
+            for i in order where layers[i].width >= viewport.width && layers[i].height >= viewport.height {
+                return i
+            }
+            return order[order.count - 1]
+        }
+        switch quality {
+        case .low: return order[0]
+        case .medium: return order[min(1, order.count - 1)]
+        case .high: return order[order.count - 1]
+        }
+    }
+
+    /// Asks the publisher for a key frame on `layer`, at most once per configured interval per layer.
+    func requestKeyframe(layer: Int, now: UInt64) {
+        guard kind == .video, layers.indices.contains(layer), !closed else { return }
+        if layers[layer].hasRequested, now &- layers[layer].lastKeyframeRequest < sfu.configuration.keyframeRequestInterval {
+            return
+        }
+        layers[layer].hasRequested = true
+        layers[layer].lastKeyframeRequest = now
+        plisSent &+= 1
+        sfu.counters.plisSent &+= 1
+        publisher.requestKeyframe(on: transceiver, rid: layers[layer].rid)
+    }
+
+    func stats() -> SFUProducerStats {
+        var nacks: UInt64 = 0
+        for s in publisher.receiverStats() where s.mid == mid { nacks &+= s.stats.nacksSent }
+        return SFUProducerStats(
+            id: id, participantID: participantID, kind: kind, packetsReceived: packetsReceived,
+            bytesReceived: bytesReceived, repairsReceived: repairsReceived, nacksSent: nacks, plisSent: plisSent,
+            audioLevel: kind == .audio ? audioLevel : nil, voiceActivity: voiceActivity,
+            layers: layers.map {
+                SFULayerStats(
+                    rid: $0.rid, width: $0.width, height: $0.height, packets: $0.packets, bytes: $0.bytes,
+                    keyframes: $0.keyframes)
+            }, consumers: consumers.count)
+    }
+}

@@ -1,0 +1,225 @@
+import RTC
+import RTCWire
+
+/// Where a published track comes from, as the room layer labels it.
+public enum SFUMediaSource: String, Sendable, Hashable, CaseIterable {
+    case microphone = "mic"
+    case webcam
+    case screen
+}
+
+/// A subscriber's preferred simulcast quality.
+public enum SFULayerQuality: Int, Sendable, Hashable, Comparable, CaseIterable {
+    case low = 0, medium = 1, high = 2
+
+    public static func < (a: SFULayerQuality, b: SFULayerQuality) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// A track received from a publisher.
+public struct ProducerInfo: Sendable, Hashable {
+    /// Unique within the SFU.
+    public var id: String
+    /// The publishing participant.
+    public var participantID: String
+    public var kind: MediaKind
+    public var source: SFUMediaSource
+    /// The m-line of the publish connection carrying it.
+    public var mid: String
+    /// Simulcast RIDs offered by the publisher (empty: one encoding).
+    public var rids: [String]
+}
+
+/// A producer forwarded to one subscriber (a send transceiver on the subscriber's connection).
+public struct ConsumerInfo: Sendable, Hashable {
+    public var id: String
+    public var producerID: String
+    public var subscriberID: String
+    public var publisherID: String
+    public var kind: MediaKind
+    public var source: SFUMediaSource
+    /// The m-line of the subscribe connection that will carry it.
+    public var mid: String
+    /// Whether the subscribe connection must be renegotiated (always true when adding or removing).
+    public var renegotiationNeeded: Bool
+}
+
+/// One simulcast layer of a producer as the SFU has seen it.
+public struct SFULayerStats: Sendable, Hashable {
+    public var rid: String?
+    /// Frame size from the last key frame (0 until one arrived).
+    public var width: Int
+    public var height: Int
+    public var packets: UInt64
+    public var bytes: UInt64
+    public var keyframes: UInt64
+}
+
+/// Counters of one producer.
+public struct SFUProducerStats: Sendable, Hashable {
+    public var id: String
+    public var participantID: String
+    public var kind: MediaKind
+    public var packetsReceived: UInt64
+    public var bytesReceived: UInt64
+    /// Upstream retransmissions (RTX) received.
+    public var repairsReceived: UInt64
+    /// NACK messages the SFU sent to the publisher for this track.
+    public var nacksSent: UInt64
+    /// Key-frame requests (PLI) the SFU sent to the publisher for this track.
+    public var plisSent: UInt64
+    /// Last `ssrc-audio-level` value (-dBov, 127 = silence) for audio; nil before any or for video.
+    public var audioLevel: UInt8?
+    public var voiceActivity: Bool
+    public var layers: [SFULayerStats]
+    public var consumers: Int
+}
+
+/// Counters of one consumer.
+public struct SFUConsumerStats: Sendable, Hashable {
+    public var id: String
+    public var producerID: String
+    public var subscriberID: String
+    public var packetsSent: UInt64
+    public var bytesSent: UInt64
+    /// NACK messages received from the subscriber, and packets resent for them.
+    public var nacksReceived: UInt64
+    public var retransmissions: UInt64
+    /// Key-frame requests (PLI/FIR) received from the subscriber.
+    public var plisReceived: UInt64
+    /// Packets not forwarded (waiting for a key frame, other layers, before the subscriber connected).
+    public var packetsDropped: UInt64
+    public var layerSwitches: UInt64
+    /// RID of the layer being forwarded (nil for a single-encoding track or before the first key frame).
+    public var currentRID: String?
+    public var targetRID: String?
+}
+
+/// Global counters for `/metrics`.
+public struct SFUCounters: Sendable, Hashable {
+    public var packetsIn: UInt64 = 0
+    public var bytesIn: UInt64 = 0
+    public var packetsOut: UInt64 = 0
+    public var bytesOut: UInt64 = 0
+    /// NACK messages from subscribers (answered by the consumers' histories).
+    public var nacksReceived: UInt64 = 0
+    /// NACK messages sent to publishers.
+    public var nacksSent: UInt64 = 0
+    /// PLIs sent to publishers.
+    public var plisSent: UInt64 = 0
+    /// PLI/FIR received from subscribers.
+    public var plisReceived: UInt64 = 0
+    /// Packets received but not forwarded to some consumer.
+    public var dropped: UInt64 = 0
+    public var producers: Int = 0
+    public var consumers: Int = 0
+    public init() {}
+}
+
+/// A snapshot of every counter of an ``SFU``.
+public struct SFUStats: Sendable {
+    public var counters: SFUCounters
+    public var producers: [SFUProducerStats]
+    public var consumers: [SFUConsumerStats]
+}
+
+/// Errors of the ``SFU`` control API.
+public enum SFUError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownParticipant(String)
+    case unknownProducer(String)
+    case notConsuming(subscriber: String, producerID: String)
+    /// The subscribe connection has no consumer yet, so there is nothing to offer.
+    case nothingToOffer(String)
+    case noPendingOffer(String)
+    case negotiation(String)
+    /// Every port of ``SFUConfiguration/portRange`` is taken.
+    case noFreePort
+    case closed
+
+    public var description: String {
+        switch self {
+        case .unknownParticipant(let p): return "unknown participant \(p)"
+        case .unknownProducer(let p): return "unknown producer \(p)"
+        case .notConsuming(let s, let p): return "\(s) does not consume \(p)"
+        case .nothingToOffer(let p): return "no consumers for \(p) yet"
+        case .noPendingOffer(let p): return "no subscribe offer outstanding for \(p)"
+        case .negotiation(let s): return "negotiation failed: \(s)"
+        case .noFreePort: return "no free UDP port in the configured range"
+        case .closed: return "SFU closed"
+        }
+    }
+}
+
+/// Settings of an ``SFU``.
+public struct SFUConfiguration: Sendable {
+    /// Addresses the media sockets bind to (host candidates).
+    public var mediaAddresses: [String]
+    /// UDP ports for the connections' sockets, one port per connection (nil: ephemeral ports).
+    /// A single shared port with ICE-ufrag demultiplexing is not implemented yet.
+    public var portRange: ClosedRange<UInt16>?
+    /// Shortest interval between key-frame requests sent to a publisher, per simulcast layer.
+    public var keyframeRequestInterval: UInt64
+    /// Name of the event loop thread.
+    public var loopName: String
+
+    public init(
+        mediaAddresses: [String] = ["127.0.0.1"], portRange: ClosedRange<UInt16>? = nil,
+        keyframeRequestInterval: UInt64 = 500_000_000, loopName: String = "sfu"
+    ) {
+        self.mediaAddresses = mediaAddresses
+        self.portRange = portRange
+        self.keyframeRequestInterval = keyframeRequestInterval
+        self.loopName = loopName
+    }
+}
+
+/// VP8 facts the forwarder needs, read straight from a packet payload without allocating.
+enum VP8Peek {
+    /// Offset of the VP8 bitstream after the payload descriptor, or nil when malformed.
+    @inline(__always)
+    static func descriptorLength(_ p: UnsafeRawBufferPointer) -> Int? {
+        guard p.count >= 1 else { return nil }
+        var i = 1
+        if p[0] & 0x80 != 0 {
+            guard p.count > i else { return nil }
+            let x = p[i]
+            i += 1
+            if x & 0x80 != 0 {
+                guard p.count > i else { return nil }
+                i += p[i] & 0x80 != 0 ? 2 : 1
+            }
+            if x & 0x40 != 0 { i += 1 }
+            if x & 0x30 != 0 { i += 1 }
+        }
+        return i <= p.count ? i : nil
+    }
+
+    /// Whether the payload starts a key frame (S=1, partition 0, P bit clear), with its frame size.
+    @inline(__always)
+    static func keyframeStart(_ p: UnsafeRawBufferPointer) -> (width: Int, height: Int)? {
+        guard p.count >= 1, p[0] & 0x10 != 0, p[0] & 0x07 == 0, let i = descriptorLength(p), p.count >= i + 10 else {
+            return nil
+        }
+        guard p[i] & 0x01 == 0, p[i + 3] == 0x9D, p[i + 4] == 0x01, p[i + 5] == 0x2A else { return nil }
+        let width = (Int(p[i + 6]) | Int(p[i + 7]) << 8) & 0x3FFF
+        let height = (Int(p[i + 8]) | Int(p[i + 9]) << 8) & 0x3FFF
+        return (width, height)
+    }
+
+    /// The picture ID of the descriptor, if it carries one.
+    @inline(__always)
+    static func pictureID(_ p: UnsafeRawBufferPointer) -> (id: UInt16, long: Bool)? {
+        guard p.count >= 3, p[0] & 0x80 != 0, p[1] & 0x80 != 0 else { return nil }
+        if p[2] & 0x80 != 0 {
+            guard p.count >= 4 else { return nil }
+            return (UInt16(p[2] & 0x7F) << 8 | UInt16(p[3]), true)
+        }
+        return (UInt16(p[2] & 0x7F), false)
+    }
+}
+
+func sfuRandomID(_ prefix: String) -> String {
+    let chars = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+    var s = prefix
+    for _ in 0..<12 { s.append(chars[Int.random(in: 0..<chars.count)]) }
+    return s
+}
