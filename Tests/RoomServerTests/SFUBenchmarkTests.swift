@@ -9,4 +9,12 @@ import Testing
         #expect(result.packetsPerSecondPerCore > 0)
         #expect(result.method.contains("2 subscribers"))
     }
+
+    /// Every packet is forwarded well past 32768 packets after the last layer switch (a 16-bit
+    /// sequence comparison against the switch point once dropped everything from there on).
+    @Test func longRunsForwardEveryPacket() async throws {
+        let m = try await SFUBenchmark.measure(seconds: 3, subscribers: 1, packetsPerSecond: 15000)
+        #expect(m.packetsIn > 0)
+        #expect(m.packetsForwarded + 64 >= m.packetsIn, "in \(m.packetsIn), forwarded \(m.packetsForwarded)")
+    }
 }

@@ -151,9 +151,12 @@ extension PeerConnection {
             exts.audioLevel = t.kind == .audio ? extensionIDs[LocalCapabilities.audioLevelURI] : nil
             for i in 0..<layers {
                 let rtx: (payloadType: UInt8, ssrc: UInt32)? = t.rtxPayloadType.map { ($0, t.localRTXSSRCs[i]) }
+                // Audio is never NACKed (no `nack` feedback is negotiated for Opus): a small history
+                // saves ~700 KB per audio sender, which adds up on an SFU with many consumers.
                 let sender = RTPSender(
                     ssrc: t.localSSRCs[i], payloadType: t.payloadType, codec: t.codec, rtx: rtx, extensions: exts,
-                    mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i], cname: configuration.cname)
+                    mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i], historySize: t.kind == .audio ? 32 : 512,
+                    cname: configuration.cname)
                 t.senders.append(sender)
                 sendBySSRC[t.localSSRCs[i]] = sender
             }

@@ -48,6 +48,8 @@ public final class SFU: @unchecked Sendable {
     var retiredNACKsReceived: UInt64 = 0
     var retiredNACKsSent: UInt64 = 0
     var nextPortIndex = 0
+    /// One DTLS identity for every connection of this SFU (generated once; nil falls back to one each).
+    let certificate: DTLSCertificate?
     let renegotiationHandler = HandlerBox()
     var closed = false
 
@@ -55,6 +57,7 @@ public final class SFU: @unchecked Sendable {
     public init(configuration: SFUConfiguration = SFUConfiguration()) {
         self.configuration = configuration
         self.loop = EventLoop(name: configuration.loopName)
+        self.certificate = try? DTLSCertificate.generate(commonName: "understudy-sfu")
     }
 
     // MARK: Publishing
@@ -306,7 +309,8 @@ public final class SFU: @unchecked Sendable {
     func makeConnection() throws -> PeerConnection {
         guard let range = configuration.portRange else {
             do {
-                let connection = try PeerConnection(loop: loop, configuration: serverConfiguration())
+                let connection = try PeerConnection(
+                    loop: loop, configuration: serverConfiguration(), certificate: certificate)
                 try connection.bindSockets()
                 return connection
             } catch {
@@ -316,7 +320,10 @@ public final class SFU: @unchecked Sendable {
         let count = Int(range.upperBound) - Int(range.lowerBound) + 1
         for step in 0..<count {
             let port = UInt16(Int(range.lowerBound) + (nextPortIndex + step) % count)
-            guard let connection = try? PeerConnection(loop: loop, configuration: serverConfiguration(port: port)) else {
+            guard
+                let connection = try? PeerConnection(
+                    loop: loop, configuration: serverConfiguration(port: port), certificate: certificate)
+            else {
                 continue
             }
             do {

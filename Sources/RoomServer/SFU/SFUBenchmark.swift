@@ -23,6 +23,20 @@ public enum SFUBenchmark {
     public static func run(seconds: Double, subscribers: Int, packetsPerSecond: Int) async throws -> (
         packetsPerSecondPerCore: Double, method: String
     ) {
+        let m = try await measure(seconds: seconds, subscribers: subscribers, packetsPerSecond: packetsPerSecond)
+        return (m.packetsPerSecondPerCore, m.method)
+    }
+
+    /// What one benchmark run counted.
+    struct Measurement {
+        var packetsIn: UInt64
+        var packetsForwarded: UInt64
+        var cpuSeconds: Double
+        var packetsPerSecondPerCore: Double
+        var method: String
+    }
+
+    static func measure(seconds: Double, subscribers: Int, packetsPerSecond: Int) async throws -> Measurement {
         let fanOut = max(1, subscribers)
         let sfu = SFU(configuration: SFUConfiguration(loopName: "sfu-bench"))
         let publisherLoop = EventLoop(name: "bench-pub")
@@ -84,7 +98,9 @@ public enum SFUBenchmark {
         method += "\(Int(received)) packets in, \(Int(forwarded)) forwarded in \(Int(seconds * 1000)) ms; "
         method += "forwarded packets / SFU loop-thread CPU seconds (CLOCK_THREAD_CPUTIME_ID, \(cpuMillis) ms); "
         method += "includes SRTP unprotect, receiver bookkeeping (NACK/RR, frame assembly), rewrite, SRTP protect, sendmmsg"
-        return (forwarded / cpu, method)
+        return Measurement(
+            packetsIn: end.2 &- start.2, packetsForwarded: end.1 &- start.1, cpuSeconds: cpu,
+            packetsPerSecondPerCore: forwarded / cpu, method: method)
     }
 
     static func threadCPU() -> UInt64 {

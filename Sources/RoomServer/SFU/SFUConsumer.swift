@@ -29,6 +29,7 @@ final class SFUConsumer: @unchecked Sendable {
     var pictureIDOffset: UInt16 = 0
     /// First source sequence number forwarded from the current layer; older ones are not forwarded.
     var switchSequence: UInt16 = 0
+    var guardingSwitch = false
     var lastSequence: UInt16 = 0
     var lastTimestamp: UInt32 = 0
     var lastPictureID: UInt16 = 0
@@ -70,9 +71,15 @@ final class SFUConsumer: @unchecked Sendable {
                 return
             }
             switchLayer(to: layer, packet, now: now)
-        } else if Int16(bitPattern: packet.sequenceNumber &- switchSequence) < 0 {
-            drop()  // from before the switch point: the subscriber's stream already moved on
-            return
+        } else if guardingSwitch {
+            // Packets from before the switch point (reordered or late repairs) would land on sequence
+            // numbers the old layer used. The check only makes sense near the switch (16-bit wrap).
+            let distance = Int16(bitPattern: packet.sequenceNumber &- switchSequence)
+            if distance < 0 {
+                drop()
+                return
+            }
+            if distance > 1024 { guardingSwitch = false }
         }
         let sequence = packet.sequenceNumber &+ sequenceOffset
         let timestamp = packet.header.timestamp &+ timestampOffset
@@ -137,6 +144,7 @@ final class SFUConsumer: @unchecked Sendable {
         }
         currentLayer = layer
         switchSequence = packet.sequenceNumber
+        guardingSwitch = true
     }
 
     /// The subscriber asked for a key frame (PLI/FIR).
