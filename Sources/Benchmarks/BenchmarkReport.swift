@@ -32,8 +32,10 @@ public struct BenchmarkReport: Sendable {
         md += String(format: "| **ratio** (target ≤ 1.5×) | **%.2f×** — %@ |\n\n", r.ratio, verdict)
         md += """
             Method: two real `PeerConnection`s on two event loops connect over loopback with ICE, DTLS and
-            the negotiated SRTP profile. The sender sends VP8-shaped frames of 8 packets at about 40k
-            packets/s (a busy loop, as in load mode). Three runs; the median ratio is reported. The receiving loop thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) over the run,
+            the negotiated SRTP profile. The sender packetizes and encrypts VP8-shaped frames of 8
+            packets; those real SRTP packets are captured and then replayed from the sender's socket at
+            about 40k packets/s (a busy loop, as in load mode), so no encryption runs beside the
+            receiver during the measurement. Three runs; the median ratio is reported. The receiving loop thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) over the run,
             minus its idle cost (timers) over the same wall time, is divided by the packets it received.
             That covers `recvmmsg` → demultiplexing → SRTP unprotect → RTP parse → receiver bookkeeping
             (sequence tracking, loss detection, jitter) → VP8 frame assembly. The anchor is bare

@@ -24,44 +24,47 @@ public enum ReceivePathBenchmark {
         public var kernelShare: Double
     }
 
-    final class Blaster: EventLoopTicker, @unchecked Sendable {
-        let pc: PeerConnection
-        let transceiver: RTPTransceiver
-        let framesPerTick: Int
-        let totalFrames: Int
-        let keyframe: EncodedFrame
-        let delta: EncodedFrame
-        var sent = 0
-        init(pc: PeerConnection, transceiver: RTPTransceiver, framesPerTick: Int, totalFrames: Int, frameBytes: Int) {
-            self.pc = pc
-            self.transceiver = transceiver
-            self.framesPerTick = framesPerTick
-            self.totalFrames = totalFrames
-            var key = [UInt8](repeating: 0, count: frameBytes)
-            for i in key.indices { key[i] = UInt8(truncatingIfNeeded: i &* 31 &+ 7) }
-            // VP8 key frame header (RFC 6386 9.1): P=0, show_frame, start code, 640x360.
-            key[0] = 0x10
-            key[3] = 0x9D
-            key[4] = 0x01
-            key[5] = 0x2A
-            key[6] = 0x80
-            key[7] = 0x02
-            key[8] = 0x68
-            key[9] = 0x01
-            var d = key
-            d[0] = 0x11
-            keyframe = EncodedFrame(codec: .vp8, data: key, timestamp: 0, isKeyframe: true)
-            delta = EncodedFrame(codec: .vp8, data: d, timestamp: 0, isKeyframe: false)
+    /// Makes VP8-shaped frames: a keyframe every 300 frames, deltas otherwise.
+    static func frames(count: Int, frameBytes: Int) -> [EncodedFrame] {
+        var key = [UInt8](repeating: 0, count: frameBytes)
+        for i in key.indices { key[i] = UInt8(truncatingIfNeeded: i &* 31 &+ 7) }
+        // VP8 key frame header (RFC 6386 9.1): P=0, show_frame, start code, 640x360.
+        key[0] = 0x10
+        key[3] = 0x9D
+        key[4] = 0x01
+        key[5] = 0x2A
+        key[6] = 0x80
+        key[7] = 0x02
+        key[8] = 0x68
+        key[9] = 0x01
+        var delta = key
+        delta[0] = 0x11
+        return (0..<count).map { n in
+            EncodedFrame(
+                codec: .vp8, data: n % 300 == 0 ? key : delta, timestamp: UInt32(truncatingIfNeeded: n &* 3000),
+                isKeyframe: n % 300 == 0)
         }
-        var done: Bool { sent >= totalFrames }
+    }
+
+    /// Replays captured SRTP packets from the sender's socket in bursts, on the sender's loop.
+    final class Replayer: EventLoopTicker, @unchecked Sendable {
+        let packets: [[UInt8]]
+        let socket: UDPSocket
+        let remote: SocketAddress
+        let perTick: Int
+        var next = 0
+        init(packets: [[UInt8]], socket: UDPSocket, remote: SocketAddress, perTick: Int) {
+            self.packets = packets
+            self.socket = socket
+            self.remote = remote
+            self.perTick = perTick
+        }
+        var done: Bool { next >= packets.count }
         func tick(now: UInt64) {
-            var n = 0
-            while n < framesPerTick && sent < totalFrames {
-                var f = sent % 300 == 0 ? keyframe : delta
-                f.timestamp = UInt32(truncatingIfNeeded: sent &* 3000)
-                pc.send(f, on: transceiver)
-                sent += 1
-                n += 1
+            let end = min(packets.count, next + perTick)
+            while next < end {
+                packets[next].withUnsafeBytes { socket.send($0, to: remote) }
+                next += 1
             }
         }
     }
@@ -96,11 +99,33 @@ public enum ReceivePathBenchmark {
         let payloadPerPacket = 1100
         let frameBytes = payloadPerPacket * packetsPerFrame - 100
         let totalFrames = max(10, packets / packetsPerFrame)
+
+        // Capture the real SRTP packets the sender produces, then replay them: the measured window
+        // then holds only the receiver's work, with no encryption running on another thread (which
+        // would share libsrtp's crypto backend locks with the receiver).
+        final class Capture: @unchecked Sendable {
+            var packets: [[UInt8]] = []
+            var socket: UDPSocket?
+            var remote: SocketAddress?
+        }
+        let capture = Capture()
+        await txLoop.submit {
+            tx.outboundRTPTap = { packet, socket, remote in
+                capture.packets.append([UInt8](packet))
+                capture.socket = socket
+                capture.remote = remote
+                return true
+            }
+            for frame in frames(count: totalFrames, frameBytes: frameBytes) { tx.send(frame, on: transceiver) }
+            // From here on the sender stays silent (retransmissions included).
+            tx.outboundRTPTap = { _, _, _ in true }
+        }
+        guard let socket = capture.socket, let remote = capture.remote else {
+            throw PeerConnectionError.invalidState("the sender produced no packets")
+        }
         // ~40k packets/s (400 per 10 ms tick): a busy loop, as in load mode, still inside the socket
         // buffer so nothing is lost (the result reports losses).
-        let blaster = Blaster(
-            pc: tx, transceiver: transceiver, framesPerTick: max(1, 400 / packetsPerFrame), totalFrames: totalFrames,
-            frameBytes: frameBytes)
+        let blaster = Replayer(packets: capture.packets, socket: socket, remote: remote, perTick: 400)
 
         // Idle cost of the receive thread (ticks, timers) over one second.
         let idleStart = await rxLoop.submit { threadCPUNanoseconds() }

@@ -1,121 +1,123 @@
 // These tests need the Agent and Media modules (MediaPump, SyntheticMedia, Recording). Until
 // Package.swift lists them as RoomServerTests dependencies the file compiles to nothing.
 #if canImport(Agent) && canImport(Media)
-import Foundation
-import Testing
+    import Foundation
+    import Testing
 
-import Agent
-import Media
-import RTC
-import RTCWire
-@testable import RoomServer
+    import Agent
+    import Media
+    import RTC
+    import RTCWire
+    @testable import RoomServer
 
-/// The repository root, found from this file (through a symlinked test copy too).
-private let sfuRepoRoot: URL = {
-    if let root = ProcessInfo.processInfo.environment["UNDERSTUDY_REPO"] { return URL(fileURLWithPath: root) }
-    return URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-}()
+    /// The repository root, found from this file (through a symlinked test copy too).
+    private let sfuRepoRoot: URL = {
+        if let root = ProcessInfo.processInfo.environment["UNDERSTUDY_REPO"] { return URL(fileURLWithPath: root) }
+        return URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }()
 
-private let aiortcPython = sfuRepoRoot.appendingPathComponent(".venv/bin/python").path
+    private let aiortcPython = sfuRepoRoot.appendingPathComponent(".venv/bin/python").path
 
-/// An aiortc process publishing through the SFU: the non-Swift peer proof.
-@Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: aiortcPython)))
-struct SFUAiortcTests {
-    /// A child process spoken to with JSON lines.
-    final class JSONLinePeer: @unchecked Sendable {
-        let process = Process()
-        let input = Pipe()
-        let output = Pipe()
-        private var buffer: [UInt8] = []
+    /// An aiortc process publishing through the SFU: the non-Swift peer proof.
+    @Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: aiortcPython)))
+    struct SFUAiortcTests {
+        /// A child process spoken to with JSON lines.
+        final class JSONLinePeer: @unchecked Sendable {
+            let process = Process()
+            let input = Pipe()
+            let output = Pipe()
+            private var buffer: [UInt8] = []
 
-        init(script: String) throws {
-            process.executableURL = URL(fileURLWithPath: aiortcPython)
-            process.arguments = [script]
-            var env = ProcessInfo.processInfo.environment
-            env["PYTHONPATH"] = sfuRepoRoot.appendingPathComponent("Tests/Interop").path
-            env["PYTHONUNBUFFERED"] = "1"
-            process.environment = env
-            process.standardInput = input
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-        }
+            init(script: String) throws {
+                process.executableURL = URL(fileURLWithPath: aiortcPython)
+                process.arguments = [script]
+                var env = ProcessInfo.processInfo.environment
+                env["PYTHONPATH"] = sfuRepoRoot.appendingPathComponent("Tests/Interop").path
+                env["PYTHONUNBUFFERED"] = "1"
+                process.environment = env
+                process.standardInput = input
+                process.standardOutput = output
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+            }
 
-        /// The next JSON object printed by the peer (blocking; call off the cooperative pool).
-        func readMessage() -> [String: Any]? {
-            while true {
-                if let newline = buffer.firstIndex(of: 10) {
-                    let line = Array(buffer[..<newline])
-                    buffer.removeSubrange(...newline)
-                    if let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] {
-                        return object
+            /// The next JSON object printed by the peer (blocking; call off the cooperative pool).
+            func readMessage() -> [String: Any]? {
+                while true {
+                    if let newline = buffer.firstIndex(of: 10) {
+                        let line = Array(buffer[..<newline])
+                        buffer.removeSubrange(...newline)
+                        if let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] {
+                            return object
+                        }
+                        continue
                     }
-                    continue
+                    let chunk = output.fileHandleForReading.availableData
+                    if chunk.isEmpty { return nil }
+                    buffer.append(contentsOf: chunk)
                 }
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { return nil }
-                buffer.append(contentsOf: chunk)
+            }
+
+            func send(_ object: [String: Any]) throws {
+                var data = try JSONSerialization.data(withJSONObject: object)
+                data.append(10)
+                input.fileHandleForWriting.write(data)
+            }
+
+            func stop() {
+                try? send(["stop": true])
+                try? input.fileHandleForWriting.close()
+                process.waitUntilExit()
             }
         }
 
-        func send(_ object: [String: Any]) throws {
-            var data = try JSONSerialization.data(withJSONObject: object)
-            data.append(10)
-            input.fileHandleForWriting.write(data)
-        }
+        @Test func aiortcPublisherReachesASwiftSubscriber() async throws {
+            let script = sfuRepoRoot.appendingPathComponent("Tests/Interop/sfu_aiortc_publisher.py").path
+            let peer = try JSONLinePeer(script: script)
+            defer { peer.stop() }
+            let offer: String? = await Task.detached { peer.readMessage()?["offer"] as? String }.value
+            guard let offerText = offer else {
+                Issue.record("aiortc printed no offer")
+                return
+            }
+            let sfu = SFU()
+            let (answer, producers) = try await sfu.publish(
+                participantID: "aiortc", offer: try SessionDescription.parse(offerText))
+            #expect(Set(producers.map(\.kind)) == [.audio, .video])
+            try peer.send(["answer": answer.serialize()])
 
-        func stop() {
-            try? send(["stop": true])
-            try? input.fileHandleForWriting.close()
-            process.waitUntilExit()
+            let subscriber = try SFUTestClient(name: "sfu-sub-aiortc")
+            for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
+            let path = try sfuTempPath("aiortc.webm")
+            let recording = try Recording(path: path)
+            let pc = subscriber.connection
+            await subscriber.loop.submit {
+                pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
+            }
+            try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
+            try await pc.waitUntilConnected(timeout: 10)
+            try await sfuSleep(4)
+            await subscriber.loop.submit { pc.onFrame = nil }
+            try recording.close()
+
+            let stats = await sfu.stats()
+            #expect(stats.counters.packetsIn > 100, "aiortc's media reached the SFU")
+            #expect(recording.videoFrames >= 30, "video frames: \(recording.videoFrames)")
+            #expect(recording.audioFrames >= 50, "audio frames: \(recording.audioFrames)")
+            let probe = try sfuRunTool(
+                "/usr/bin/ffprobe",
+                [
+                    "-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", path,
+                ])
+            #expect(probe.contains("vp8,320,240"), "ffprobe: \(probe)")
+            #expect(probe.contains("opus"))
+            let decode = try sfuRunTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+            #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
+
+            await subscriber.close()
+            await sfu.shutdown()
         }
     }
-
-    @Test func aiortcPublisherReachesASwiftSubscriber() async throws {
-        let script = sfuRepoRoot.appendingPathComponent("Tests/Interop/sfu_aiortc_publisher.py").path
-        let peer = try JSONLinePeer(script: script)
-        defer { peer.stop() }
-        let offer: String? = await Task.detached { peer.readMessage()?["offer"] as? String }.value
-        guard let offerText = offer else {
-            Issue.record("aiortc printed no offer")
-            return
-        }
-        let sfu = SFU()
-        let (answer, producers) = try await sfu.publish(
-            participantID: "aiortc", offer: try SessionDescription.parse(offerText))
-        #expect(Set(producers.map(\.kind)) == [.audio, .video])
-        try peer.send(["answer": answer.serialize()])
-
-        let subscriber = try SFUTestClient(name: "sfu-sub-aiortc")
-        for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
-        let path = try sfuTempPath("aiortc.webm")
-        let recording = try Recording(path: path)
-        let pc = subscriber.connection
-        await subscriber.loop.submit {
-            pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
-        }
-        try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
-        try await pc.waitUntilConnected(timeout: 10)
-        try await sfuSleep(4)
-        await subscriber.loop.submit { pc.onFrame = nil }
-        try recording.close()
-
-        let stats = await sfu.stats()
-        #expect(stats.counters.packetsIn > 100, "aiortc's media reached the SFU")
-        #expect(recording.videoFrames >= 30, "video frames: \(recording.videoFrames)")
-        #expect(recording.audioFrames >= 50, "audio frames: \(recording.audioFrames)")
-        let probe = try sfuRunTool("/usr/bin/ffprobe", [
-            "-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", path,
-        ])
-        #expect(probe.contains("vp8,320,240"), "ffprobe: \(probe)")
-        #expect(probe.contains("opus"))
-        let decode = try sfuRunTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
-        #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
-
-        await subscriber.close()
-        await sfu.shutdown()
-    }
-}
 
 #endif

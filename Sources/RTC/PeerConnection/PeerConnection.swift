@@ -25,6 +25,10 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     public var onFrame: FrameHandler?
     /// State changes, on the loop thread.
     public var onStateChange: ((PeerConnectionState) -> Void)?
+    /// Sees each protected outgoing RTP packet with its socket and destination; returning true
+    /// consumes it instead of sending. Benchmarks use it to capture real SRTP traffic once and replay
+    /// it without the sender's cost in the measurement.
+    public var outboundRTPTap: ((UnsafeRawBufferPointer, UDPSocket, SocketAddress) -> Bool)?
     /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
     public var onKeyframeRequest: ((RTPTransceiver) -> Void)?
     /// Every received media packet (after SRTP, RTX unwrapping and the receiver's bookkeeping), on
@@ -129,7 +133,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         guard let srtp = srtpOut, let target = mediaTarget, let base = buffer.baseAddress else { return }
         do {
             let n = try srtp.protectRTP(base, length: length, capacity: buffer.count)
-            target.socket.send(UnsafeRawBufferPointer(start: base, count: n), to: target.remote)
+            let packet = UnsafeRawBufferPointer(start: base, count: n)
+            if let tap = outboundRTPTap, tap(packet, target.socket, target.remote) { return }
+            target.socket.send(packet, to: target.remote)
             counters.packetsSent &+= 1
             counters.bytesSent &+= UInt64(n)
         } catch {

@@ -290,7 +290,9 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// Connection state of a participant's publish and subscribe connections (nil where none exists).
-    public func connectionStates(participantID: String) async -> (publish: PeerConnectionState?, subscribe: PeerConnectionState?) {
+    public func connectionStates(participantID: String) async -> (
+        publish: PeerConnectionState?, subscribe: PeerConnectionState?
+    ) {
         await loop.submit { [self] in
             let p = participants[participantID]
             return (p?.publishConnection?.state, p?.subscribeConnection?.state)

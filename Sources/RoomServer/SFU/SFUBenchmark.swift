@@ -97,7 +97,8 @@ public enum SFUBenchmark {
         var method = "publisher -> SFU -> \(fanOut) subscribers, loopback UDP, DTLS-SRTP GCM, VP8 ~1.1 kB packets; "
         method += "\(Int(received)) packets in, \(Int(forwarded)) forwarded in \(Int(seconds * 1000)) ms; "
         method += "forwarded packets / SFU loop-thread CPU seconds (CLOCK_THREAD_CPUTIME_ID, \(cpuMillis) ms); "
-        method += "includes SRTP unprotect, receiver bookkeeping (NACK/RR, frame assembly), rewrite, SRTP protect, sendmmsg"
+        method +=
+            "includes SRTP unprotect, receiver bookkeeping (NACK/RR, frame assembly), rewrite, SRTP protect, sendmmsg"
         return Measurement(
             packetsIn: end.2 &- start.2, packetsForwarded: end.1 &- start.1, cpuSeconds: cpu,
             packetsPerSecondPerCore: forwarded / cpu, method: method)

@@ -41,7 +41,9 @@ final class SFUConsumer: @unchecked Sendable {
     var plisReceived: UInt64 = 0
     var closed = false
 
-    init(id: String, subscriberID: String, producer: SFUProducer, connection: PeerConnection, transceiver: RTPTransceiver) {
+    init(
+        id: String, subscriberID: String, producer: SFUProducer, connection: PeerConnection, transceiver: RTPTransceiver
+    ) {
         self.id = id
         self.subscriberID = subscriberID
         self.producer = producer
@@ -159,7 +161,8 @@ final class SFUConsumer: @unchecked Sendable {
         let layers = producer.layers
         return SFUConsumerStats(
             id: id, producerID: producer.id, subscriberID: subscriberID, packetsSent: s?.packetsSent ?? 0,
-            bytesSent: s?.bytesSent ?? 0, nacksReceived: s?.nacksReceived ?? 0, retransmissions: s?.retransmissions ?? 0,
+            bytesSent: s?.bytesSent ?? 0, nacksReceived: s?.nacksReceived ?? 0,
+            retransmissions: s?.retransmissions ?? 0,
             plisReceived: plisReceived, packetsDropped: packetsDropped, layerSwitches: layerSwitches,
             currentRID: layers.indices.contains(currentLayer) ? layers[currentLayer].rid : nil,
             targetRID: layers.indices.contains(targetLayer) ? layers[targetLayer].rid : nil)

@@ -148,7 +148,9 @@ final class SFUProducer: @unchecked Sendable {
     /// Asks the publisher for a key frame on `layer`, at most once per configured interval per layer.
     func requestKeyframe(layer: Int, now: UInt64) {
         guard kind == .video, layers.indices.contains(layer), !closed else { return }
-        if layers[layer].hasRequested, now &- layers[layer].lastKeyframeRequest < sfu.configuration.keyframeRequestInterval {
+        if layers[layer].hasRequested,
+            now &- layers[layer].lastKeyframeRequest < sfu.configuration.keyframeRequestInterval
+        {
             return
         }
         layers[layer].hasRequested = true

@@ -10,7 +10,9 @@ public enum SFUMediaSource: String, Sendable, Hashable, CaseIterable {
 
 /// A subscriber's preferred simulcast quality.
 public enum SFULayerQuality: Int, Sendable, Hashable, Comparable, CaseIterable {
-    case low = 0, medium = 1, high = 2
+    case low = 0
+    case medium = 1
+    case high = 2
 
     public static func < (a: SFULayerQuality, b: SFULayerQuality) -> Bool { a.rawValue < b.rawValue }
 }
