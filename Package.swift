@@ -50,7 +50,9 @@ let package = Package(
         // Daemon behaviour: media pumps, recorders, WHIP/WHEP sessions (later: the room agent).
         .target(name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/Agent"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
-        .target(name: "Benchmarks", dependencies: ["RTCWire", "RTC", "Media", "Agent"], path: "Sources/Benchmarks"),
+        .target(
+            name: "Benchmarks", dependencies: ["RTCWire", "RTC", "Media", "Agent", "RoomServer"],
+            path: "Sources/Benchmarks"),
         .executableTarget(
             name: "understudy",
             dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Agent", "RoomServer", "Benchmarks"],

@@ -260,6 +260,38 @@
             await subscriber.close()
             await sfu.shutdown()
         }
+
+        @Test func closingAPublisherRemovesItsProducersFromSubscribers() async throws {
+            let sfu = SFU()
+            let log = SFUFrameLog()
+            let publisher = try SFUTestClient(name: "sfu-pub7")
+            let producers = try await publisher.publish(to: sfu, participantID: "alice")
+            for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
+            sfu.onRenegotiationNeeded = { id in log.renegotiate(id) }
+            guard let audio = producers.first(where: { $0.kind == .audio }) else {
+                Issue.record("no audio producer")
+                return
+            }
+            try await sfu.closeProducer(audio.id)
+            var stats = await sfu.stats()
+            #expect(stats.producers.count == 1)
+            #expect(stats.consumers.count == 1)
+            #expect(log.renegotiationRequests == ["bob"])
+            await #expect(throws: SFUError.self) {
+                _ = try await sfu.consume(subscriber: "carol", producerID: audio.id)
+            }
+
+            await sfu.closeParticipant("alice")
+            stats = await sfu.stats()
+            #expect(stats.producers.isEmpty)
+            #expect(stats.consumers.isEmpty)
+            #expect(log.renegotiationRequests == ["bob", "bob"])
+            let states = await sfu.connectionStates(participantID: "alice")
+            #expect(states.publish == nil)
+
+            await publisher.close()
+            await sfu.shutdown()
+        }
     }
 
 #endif

@@ -22,7 +22,15 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     public internal(set) var srtpProfile: SRTPProfile?
 
     /// Frames received, on the loop thread.
-    public var onFrame: FrameHandler?
+    ///
+    /// While it is nil the receivers skip frame assembly copies entirely (an SFU only forwards).
+    public var onFrame: FrameHandler? {
+        didSet {
+            if (oldValue == nil) != (onFrame == nil) {
+                for s in receiveStreams { attachFrameHandler(s) }
+            }
+        }
+    }
     /// State changes, on the loop thread.
     public var onStateChange: ((PeerConnectionState) -> Void)?
     /// Sees each protected outgoing RTP packet with its socket and destination; returning true
@@ -348,12 +356,22 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
             ssrc: ssrc, codec: t.codec, payloadType: t.payloadType, localSSRC: localSSRC,
             nack: t.kind == .video, pli: t.kind == .video)
         let stream = ReceiveStream(transceiver: t, rid: rid, receiver: receiver)
-        receiver.onFrame = { [unowned self, unowned t] frame, timing in
-            self.onFrame?(t, rid, frame, timing)
-        }
+        attachFrameHandler(stream)
         receiveBySSRC[ssrc] = stream
         receiveStreams.append(stream)
         return stream
+    }
+
+    func attachFrameHandler(_ stream: ReceiveStream) {
+        guard onFrame != nil else {
+            stream.receiver.onFrame = nil
+            return
+        }
+        let t = stream.transceiver
+        let rid = stream.rid
+        stream.receiver.onFrame = { [unowned self, unowned t] frame, timing in
+            self.onFrame?(t, rid, frame, timing)
+        }
     }
 
     func handleRTCP(_ packet: UnsafeRawBufferPointer, now: UInt64) {

@@ -396,13 +396,14 @@ public final class RTPReceiver: @unchecked Sendable {
             return
         }
         frontier = ext + 1
-        let data = [UInt8](payload)
-        let frame = EncodedFrame(
-            codec: .opus, data: data, timestamp: timestamp, isKeyframe: true,
-            duration: UInt32(clamping: (try? OpusTOC.packetDuration(payload)) ?? 0))
         counters.framesAssembled += 1
         counters.framesDecodable += 1
-        onFrame?(frame, timing(timestamp: timestamp, arrival: now))
+        // Without a consumer of frames (an SFU forwards packets), skip the per-packet copy.
+        guard let onFrame else { return }
+        let frame = EncodedFrame(
+            codec: .opus, data: [UInt8](payload), timestamp: timestamp, isKeyframe: true,
+            duration: UInt32(clamping: (try? OpusTOC.packetDuration(payload)) ?? 0))
+        onFrame(frame, timing(timestamp: timestamp, arrival: now))
     }
 
     private func timing(timestamp: UInt32, arrival: UInt64) -> FrameTiming {
@@ -650,6 +651,21 @@ public final class RTPReceiver: @unchecked Sendable {
             arrival = max(arrival, slotArrival[j])
             e += 1
         }
+        if isKey {
+            waitingForKeyframe = false
+            keyframeWanted = false
+            counters.keyframesReceived += 1
+        }
+        counters.framesDecodable += 1
+        guard let onFrame else {
+            // Nobody wants frames (an SFU forwards packets): free the slots without copying.
+            var e = first
+            while e <= last {
+                slotExt[slot(e)] = -1
+                e += 1
+            }
+            return
+        }
         let data = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
             var w = 0
             var e = first
@@ -666,14 +682,8 @@ public final class RTPReceiver: @unchecked Sendable {
             }
             count = w
         }
-        if isKey {
-            waitingForKeyframe = false
-            keyframeWanted = false
-            counters.keyframesReceived += 1
-        }
-        counters.framesDecodable += 1
         let frame = EncodedFrame(codec: .vp8, data: data, timestamp: timestamp, isKeyframe: isKey)
-        onFrame?(frame, timing(timestamp: timestamp, arrival: arrival))
+        onFrame(frame, timing(timestamp: timestamp, arrival: arrival))
     }
 
     // MARK: - Feedback in
