@@ -57,7 +57,7 @@ public enum WHIPClient {
                 if case .file(let p) = video { v = p }
                 if case .file(let p) = audio { a = p }
                 let fromFiles = try SyntheticMedia.fromFiles(video: v, audio: a)
-                if (video == .synthetic || audio == .synthetic) {
+                if video == .synthetic || audio == .synthetic {
                     let synthetic = SyntheticMedia.shared(layers: 1)
                     media = SyntheticMedia(
                         videoLayers: v != nil ? fromFiles.videoFrames : synthetic.videoFrames,
@@ -128,7 +128,8 @@ public enum WHIPClient {
         summary.resourceDeleted = await session.deleteResource()
         try recording.close()
         if recording.writeErrors > 0 {
-            throw .file("\(recording.writeErrors) frames could not be written to \(recordPath): \(recording.lastError ?? "")")
+            throw .file(
+                "\(recording.writeErrors) frames could not be written to \(recordPath): \(recording.lastError ?? "")")
         }
         return summary
     }
@@ -159,7 +160,8 @@ public enum WHIPClient {
         let log: @Sendable (String) -> Void
         var resource: HTTPURL?
 
-        init(endpoint: HTTPURL, token: String?, log: @escaping @Sendable (String) -> Void) async throws(StreamingError) {
+        init(endpoint: HTTPURL, token: String?, log: @escaping @Sendable (String) -> Void) async throws(StreamingError)
+        {
             self.endpoint = endpoint
             self.token = token
             self.log = log
@@ -191,13 +193,16 @@ public enum WHIPClient {
             h.add("Content-Type", "application/sdp")
             let response: HTTPResponse
             do {
-                response = try await HTTPClient.request("POST", endpoint, headers: h, body: Array(offer.serialize().utf8))
+                response = try await HTTPClient.request(
+                    "POST", endpoint, headers: h, body: Array(offer.serialize().utf8))
             } catch { throw .http("\(error)") }
             guard response.status == 201 else {
                 throw .rejected(status: response.status, reason: response.reason, body: response.text)
             }
             if let location = response.headers["Location"] {
-                do { resource = try endpoint.resolving(location) } catch { throw .http("bad Location header: \(error)") }
+                do { resource = try endpoint.resolving(location) } catch {
+                    throw .http("bad Location header: \(error)")
+                }
             } else {
                 log("warning: 201 without a Location header; the session cannot be deleted")
             }

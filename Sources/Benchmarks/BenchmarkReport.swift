@@ -7,7 +7,8 @@ public struct BenchmarkReport: Sendable {
 
     /// Runs the suite. `quick` shrinks every workload so CI can check the harness in seconds; its
     /// figures are not meaningful.
-    public static func run(quick: Bool, progress: @escaping @Sendable (String) -> Void) async throws -> BenchmarkReport {
+    public static func run(quick: Bool, progress: @escaping @Sendable (String) -> Void) async throws -> BenchmarkReport
+    {
         var md = "# Benchmarks\n\n"
         let host = ProcessInfo.processInfo.hostName
         md += "Machine: \(host), \(ProcessInfo.processInfo.activeProcessorCount) cores. "
@@ -18,10 +19,14 @@ public struct BenchmarkReport: Sendable {
         progress("bench: receive path vs bare libsrtp unprotect")
         // Three runs; the report shows the median-ratio run, so one disturbed run does not decide it.
         var runs: [ReceivePathBenchmark.Result] = []
-        for _ in 0..<(quick ? 1 : 3) { runs.append(try await ReceivePathBenchmark.run(packets: quick ? 4_000 : 80_000)) }
+        for _ in 0..<(quick ? 1 : 3) {
+            runs.append(try await ReceivePathBenchmark.run(packets: quick ? 4_000 : 80_000))
+        }
         runs.sort { $0.ratio < $1.ratio }
         let r = runs[runs.count / 2]
-        let verdict = r.ratio <= 1.5 ? "meets the target" : String(format: "misses the target by %.0f %%", (r.ratio / 1.5 - 1) * 100)
+        let verdict =
+            r.ratio <= 1.5
+            ? "meets the target" : String(format: "misses the target by %.0f %%", (r.ratio / 1.5 - 1) * 100)
         md += "## Receive path per packet ÷ bare libsrtp unprotect\n\n"
         md += "| metric | value |\n|---|---|\n"
         md += "| packets received | \(r.packets) (lost: \(r.lostPackets)) |\n"
@@ -29,7 +34,8 @@ public struct BenchmarkReport: Sendable {
         md += "| payload per packet | \(r.payloadBytes) bytes, SRTP profile \(r.profile) |\n"
         md += String(format: "| full receive path, CPU per packet | %.0f ns |\n", r.fullPathNanosPerPacket)
         md += String(format: "| of which in the kernel (recvmmsg, UDP) | %.0f %% |\n", r.kernelShare * 100)
-        md += String(format: "| bare `srtp_unprotect`, CPU per packet (anchor) | %.0f ns |\n", r.bareUnprotectNanosPerPacket)
+        md += String(
+            format: "| bare `srtp_unprotect`, CPU per packet (anchor) | %.0f ns |\n", r.bareUnprotectNanosPerPacket)
         md += String(format: "| **ratio** (target ≤ 1.5×) | **%.2f×** — %@ |\n\n", r.ratio, verdict)
         md += """
             Method: two real `PeerConnection`s on two event loops connect over loopback with ICE, DTLS and
@@ -59,8 +65,11 @@ public struct BenchmarkReport: Sendable {
             : String(format: "misses the target by %.0f %%", (1 - sfu.packetsPerSecondPerCore / 150_000) * 100)
         md += "## SFU forwarded packets per second per core\n\n"
         md += "| metric | value |\n|---|---|\n"
-        md += "| runs | \(sfuRuns.map { String(format: "%.0f", $0.packetsPerSecondPerCore) }.joined(separator: ", ")) |\n"
-        md += String(format: "| **forwarded packets per CPU-second of the SFU thread** (target ≥ 150k) | **%.0f** — %@ |\n", sfu.packetsPerSecondPerCore, sfuVerdict)
+        md +=
+            "| runs | \(sfuRuns.map { String(format: "%.0f", $0.packetsPerSecondPerCore) }.joined(separator: ", ")) |\n"
+        md += String(
+            format: "| **forwarded packets per CPU-second of the SFU thread** (target ≥ 150k) | **%.0f** — %@ |\n",
+            sfu.packetsPerSecondPerCore, sfuVerdict)
         md += "| anchor | LiveKit's published 40–75k packets/s per core (not run here) |\n\n"
         md += "Method: \(sfu.method) The median of the runs is reported.\n\n"
         return BenchmarkReport(markdown: md)

@@ -163,7 +163,8 @@ public enum ReceivePathBenchmark {
         // The anchor is the median of several rounds, so one disturbed round does not decide it.
         var rounds: [Double] = []
         for _ in 0..<5 {
-            rounds.append(SRTPBench.unprotectCost(profile: srtpProfile, payloadSize: payloadPerPacket + 20, count: 8_192))
+            rounds.append(
+                SRTPBench.unprotectCost(profile: srtpProfile, payloadSize: payloadPerPacket + 20, count: 8_192))
         }
         let bare = rounds.sorted()[rounds.count / 2]
         await rxLoop.submit { rx.close() }

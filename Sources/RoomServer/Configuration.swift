@@ -7,11 +7,13 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     public var listenHost: String = "127.0.0.1"
     /// TCP port of the listener; 0 picks an ephemeral port (read ``RoomServer/httpPort``).
     public var listenPort: UInt16 = 7880
-    /// IP announced in ICE candidates once the SFU lands (nil: the listen host).
+    /// IP the SFU binds its media sockets to and announces in ICE candidates (nil: the listen host).
     public var mediaAddress: String?
-    /// UDP ports the SFU may bind (inclusive); a single port when both ends are equal.
+    /// UDP ports the SFU may bind (inclusive). The SFU uses one port per WebRTC connection (each
+    /// participant has up to two: publish and subscribe), so the range bounds the connections;
+    /// `udpPortLow = 0` means ephemeral ports.
     public var udpPortLow: UInt16 = 7882
-    public var udpPortHigh: UInt16 = 7882
+    public var udpPortHigh: UInt16 = 7981
     /// HS256 secret for room tokens. Nil makes ``RoomServer`` generate a dev secret at start.
     public var secret: String?
     /// Joined participants per room; a further join gets 4009 `MAX_PARTCIPANT_REACHED`.
@@ -54,7 +56,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         listenPort = try c.decodeIfPresent(UInt16.self, forKey: .listenPort) ?? d.listenPort
         mediaAddress = try c.decodeIfPresent(String.self, forKey: .mediaAddress)
         udpPortLow = try c.decodeIfPresent(UInt16.self, forKey: .udpPortLow) ?? d.udpPortLow
-        udpPortHigh = try c.decodeIfPresent(UInt16.self, forKey: .udpPortHigh) ?? udpPortLow
+        udpPortHigh =
+            try c.decodeIfPresent(UInt16.self, forKey: .udpPortHigh)
+            ?? (c.contains(.udpPortLow) ? udpPortLow : d.udpPortHigh)
         secret = try c.decodeIfPresent(String.self, forKey: .secret)
         maxParticipantsPerRoom =
             try c.decodeIfPresent(Int.self, forKey: .maxParticipantsPerRoom) ?? d.maxParticipantsPerRoom

@@ -1,4 +1,5 @@
 import Foundation
+import RTCWire
 import Signaling
 
 /// One room's control-plane state: participants, lobby, producers/consumers, pins and PubSub.
@@ -19,6 +20,8 @@ final class Room: @unchecked Sendable {
     private var pins: [String: (cam: Bool, share: Bool)] = [:]
     private var presenterId: String?
     private var history: [String: [PubSubMessage]] = [:]
+    private var speakerDetector = SpeakerDetector()
+    private var speakerPolling = false
 
     init(id: String, server: RoomServer, configuration: RoomServerConfiguration, hooks: RoomMediaHooks?) {
         self.id = id
@@ -139,6 +142,7 @@ final class Room: @unchecked Sendable {
         }
         for consumer in p.consumers.values { hooks?.consumerClosed(roomId: id, consumer: consumer) }
         p.consumers.removeAll()
+        closeInSFU(p)
         participants[p.id] = nil
         pins[p.id] = nil
         var data = leaveJSON(reason)
@@ -172,6 +176,7 @@ final class Room: @unchecked Sendable {
             for consumer in p.consumers.values { hooks?.consumerClosed(roomId: id, consumer: consumer) }
             p.session.notify("roomClosed", data)
             p.session.close(code: WebSocketCloseCode.normal, reason: reason.name)
+            closeInSFU(p)
         }
         for entry in lobby.values {
             entry.session.notify("roomClosed", data)
@@ -236,7 +241,10 @@ final class Room: @unchecked Sendable {
             return nil
         case "changeMode": return try changeMode(p, data)
         case "setMediaStatus": return try setMediaStatus(p, data)
-        case "produce": return try produce(p, data)
+        case "produce":
+            if data["sdp"] != nil || data["tracks"] != nil { return try producePublishing(p, data) }
+            return try produce(p, data)
+        case "subscriberAnswer": return try subscriberAnswer(p, data)
         case "closeProducer":
             guard p.mode == .sendAndRecv else {
                 throw RoomError(3066, "closeProducer is not supported in \(p.mode.rawValue)")
@@ -373,6 +381,10 @@ final class Room: @unchecked Sendable {
                 closeConsumer(consumer, of: other)
             }
         }
+        if producer.hasMedia, let media = server.media() {
+            let producerId = producer.producerId
+            _ = try? media.call("closeProducer") { try await $0.closeProducer(producerId) }
+        }
         hooks?.producerClosed(roomId: id, producer: producer)
         broadcast("producerClosed", producer.json)
         if producer.kind == .screen, presenterId == p.id {
@@ -383,9 +395,23 @@ final class Room: @unchecked Sendable {
 
     private func createConsumer(for subscriber: ParticipantState, of producer: RoomProducer) {
         guard !subscriber.consumers.values.contains(where: { $0.producerId == producer.producerId }) else { return }
-        let consumer = RoomConsumer(
+        var consumer = RoomConsumer(
             consumerId: makeId("co"), producerId: producer.producerId, producerParticipantId: producer.participantId,
             subscriberId: subscriber.id, kind: producer.kind)
+        if producer.hasMedia, let media = server.media() {
+            let key = RoomMedia.key(room: id, participant: subscriber.id)
+            let producerId = producer.producerId
+            subscriber.inSFU = true
+            // On failure the consumer still exists in the room (without mid): the client can see the
+            // track is announced but not forwarded.
+            do {
+                let info = try media.call("consume") { try await $0.consume(subscriber: key, producerID: producerId) }
+                consumer.consumerId = info.id
+                consumer.mid = info.mid
+            } catch {
+                FileHandle.standardError.write(Data("room \(id): consume failed: \(error)\n".utf8))
+            }
+        }
         subscriber.consumers[consumer.consumerId] = consumer
         hooks?.consumerCreated(roomId: id, consumer: consumer)
         subscriber.session.notify("consumerCreated", consumer.json)
@@ -393,6 +419,11 @@ final class Room: @unchecked Sendable {
 
     private func closeConsumer(_ consumer: RoomConsumer, of subscriber: ParticipantState) {
         guard subscriber.consumers.removeValue(forKey: consumer.consumerId) != nil else { return }
+        if consumer.hasMedia, let media = server.media() {
+            let key = RoomMedia.key(room: id, participant: subscriber.id)
+            let producerId = consumer.producerId
+            _ = try? media.call("stopConsuming") { try await $0.stopConsuming(subscriber: key, producerID: producerId) }
+        }
         hooks?.consumerClosed(roomId: id, consumer: consumer)
         subscriber.session.notify("consumerClosed", consumer.json)
     }
@@ -460,6 +491,14 @@ final class Room: @unchecked Sendable {
             previous = consumer.preferredQuality
             consumer.preferredQuality = quality
             p.consumers[consumer.consumerId] = consumer
+            if consumer.hasMedia, let media = server.media() {
+                let key = RoomMedia.key(room: id, participant: p.id)
+                let producerId = consumer.producerId
+                let layer: SFULayerQuality = quality == "low" ? .low : quality == "medium" ? .medium : .high
+                try media.call("setQuality") {
+                    try await $0.setPreferredLayer(subscriber: key, producerID: producerId, quality: layer)
+                }
+            }
             hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
         }
         return [
@@ -479,9 +518,192 @@ final class Room: @unchecked Sendable {
             consumer.viewportWidth = width
             consumer.viewportHeight = height
             p.consumers[consumer.consumerId] = consumer
+            if consumer.hasMedia, let media = server.media() {
+                let key = RoomMedia.key(room: id, participant: p.id)
+                let producerId = consumer.producerId
+                try media.call("setViewPort") {
+                    try await $0.setViewport(subscriber: key, producerID: producerId, width: width, height: height)
+                }
+            }
             hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
         }
         return ["participantId": .string(peerId), "width": .number(Double(width)), "height": .number(Double(height))]
+    }
+
+    // MARK: Media negotiation (SFU)
+
+    /// `produce` carrying an SDP offer: the SFU answers and every new m-line becomes a producer.
+    ///
+    /// `{"kind": "webcam", "sdp": "…"}` publishes one track; `{"tracks": [{"kind": "mic"}, {"kind":
+    /// "webcam"}], "sdp": "…"}` several, labelled in the order of the offer's new m-lines.
+    private func producePublishing(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        var kinds: [TrackKind] = []
+        if let tracks = data["tracks"], !tracks.isNull {
+            guard let list = tracks.arrayValue, !list.isEmpty, list.count <= 8 else {
+                throw .invalidParameter("tracks must be an array of 1-8 {kind} objects")
+            }
+            for item in list {
+                let name = try item.requiredString("kind")
+                guard let kind = TrackKind(wireName: name) else {
+                    throw .invalidParameter("unknown kind '\(name.prefix(40))'")
+                }
+                kinds.append(kind)
+            }
+        } else {
+            let name = try data.requiredString("kind")
+            guard let kind = TrackKind(wireName: name) else {
+                throw .invalidParameter("unknown kind '\(name.prefix(40))'")
+            }
+            kinds = [kind]
+        }
+        guard p.mode == .sendAndRecv else { throw RoomError(3066, "produce is not supported in \(p.mode.rawValue)") }
+        for (i, kind) in kinds.enumerated() {
+            let failure: Int = kind == .mic ? 3058 : kind == .webcam ? 3049 : 3061
+            guard !p.producers.values.contains(where: { $0.kind == kind }), !kinds[..<i].contains(kind) else {
+                throw RoomError(failure, "already producing \(kind.rawValue); close that producer first")
+            }
+            if kind == .screen, let presenterId, presenterId != p.id {
+                throw RoomError(3061, "participant '\(presenterId)' is already sharing a screen")
+            }
+        }
+        let sdpText = try data.requiredString("sdp", maxLength: SessionDescription.maximumInputSize)
+        let offer: SessionDescription
+        do { offer = try SessionDescription.parse(sdpText) } catch {
+            throw .invalidParameter("sdp is not a valid offer: \(error)")
+        }
+        guard let media = server.media() else { throw RoomError(3047, "the server is shutting down") }
+        let key = RoomMedia.key(room: id, participant: p.id)
+        let sources: [SFUMediaSource] = kinds.map {
+            switch $0 {
+            case .mic, .screenAudio: return .microphone
+            case .webcam: return .webcam
+            case .screen: return .screen
+            }
+        }
+        p.inSFU = true
+        let (answer, infos) = try media.call("produce") { try await $0.publish(participantID: key, offer: offer, sources: sources) }
+        // Every new m-line must be one of the announced tracks, of the right media kind.
+        let mismatch =
+            infos.count != kinds.count
+            || zip(infos, kinds).contains { info, kind in
+                info.kind != (kind == .mic || kind == .screenAudio ? MediaKind.audio : MediaKind.video)
+            }
+        if mismatch {
+            for info in infos {
+                let producerId = info.id
+                _ = try? media.call("closeProducer") { try await $0.closeProducer(producerId) }
+            }
+            throw .invalidParameter(
+                "the offer's new m-lines (\(infos.map(\.kind.rawValue))) do not match tracks \(kinds.map(\.rawValue))")
+        }
+        var appData = data.objectValue ?? [:]
+        for field in ["kind", "paused", "sdp", "tracks"] { appData[field] = nil }
+        let paused = try data.optionalBool("paused") ?? false
+        var created: [RoomProducer] = []
+        for (info, kind) in zip(infos, kinds) {
+            var producer = RoomProducer(
+                producerId: info.id, participantId: p.id, kind: kind, paused: paused, appData: .object(appData))
+            producer.mid = info.mid
+            created.append(producer)
+            p.producers[producer.producerId] = producer
+            hooks?.producerCreated(roomId: id, producer: producer)
+            broadcast("producerAdded", producer.json)
+            if kind == .screen {
+                presenterId = p.id
+                broadcast("presenterChanged", ["participantId": .string(p.id)])
+            }
+            for other in participantsInOrder where other.wants(producer) { createConsumer(for: other, of: producer) }
+            if kind == .mic { startSpeakerPolling() }
+        }
+        var response = created.count == 1 ? (created[0].json.objectValue ?? [:]) : [:]
+        response["sdp"] = .string(answer.serialize())
+        response["producers"] = .array(created.map(\.json))
+        return .object(response)
+    }
+
+    /// The SFU wants a new subscribe offer for `participantId` (its consumers changed).
+    func subscribeRenegotiationNeeded(participantId: String) {
+        guard !closed, let p = participants[participantId] else { return }
+        p.subscribe.wanted = true
+        sendSubscriberOfferIfNeeded(p)
+    }
+
+    /// Sends `subscriberOffer` when the consumer set changed and no offer is waiting for its answer.
+    private func sendSubscriberOfferIfNeeded(_ p: ParticipantState) {
+        guard p.subscribe.wanted, !p.subscribe.outstanding, let media = server.media() else { return }
+        p.subscribe.wanted = false
+        let key = RoomMedia.key(room: id, participant: p.id)
+        guard let offer = try? media.call("subscriberOffer", { try await $0.subscriberOffer(participantID: key) })
+        else { return }  // nothing to offer (every consumer gone before the first offer)
+        p.subscribe.revision += 1
+        p.subscribe.outstanding = true
+        p.session.notify(
+            "subscriberOffer",
+            ["sdp": .string(offer.serialize()), "revision": .number(Double(p.subscribe.revision))])
+    }
+
+    private func subscriberAnswer(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        let sdpText = try data.requiredString("sdp", maxLength: SessionDescription.maximumInputSize)
+        guard let revision = try data.optionalInt("revision") else {
+            throw .invalidParameter("missing field 'revision'")
+        }
+        guard p.subscribe.outstanding, revision == p.subscribe.revision else {
+            throw RoomError(
+                3054,
+                "no subscriberOffer revision \(revision) is waiting for an answer (latest: \(p.subscribe.revision))")
+        }
+        let answer: SessionDescription
+        do { answer = try SessionDescription.parse(sdpText) } catch {
+            throw .invalidParameter("sdp is not a valid answer: \(error)")
+        }
+        guard let media = server.media() else { throw RoomError(3047, "the server is shutting down") }
+        let key = RoomMedia.key(room: id, participant: p.id)
+        try media.call("subscriberAnswer") { try await $0.subscriberAnswer(participantID: key, answer: answer) }
+        p.subscribe.outstanding = false
+        sendSubscriberOfferIfNeeded(p)
+        return ["revision": .number(Double(revision))]
+    }
+
+    /// Closes both SFU connections of `p` (its producers and consumers are already closed here).
+    private func closeInSFU(_ p: ParticipantState) {
+        guard p.inSFU, let media = server.media() else { return }
+        p.inSFU = false
+        let key = RoomMedia.key(room: id, participant: p.id)
+        _ = try? media.call("closeParticipant", timeout: 3) { await $0.closeParticipant(key) }
+    }
+
+    // MARK: Active speaker
+
+    private func startSpeakerPolling() {
+        guard !speakerPolling else { return }
+        speakerPolling = true
+        queue.asyncAfter(deadline: .now() + SpeakerDetector.pollInterval) { [self] in pollSpeaker() }
+    }
+
+    /// One active-speaker poll; reschedules itself while a mic with media exists.
+    private func pollSpeaker() {
+        var micOwners: [String: String] = [:]
+        for p in participants.values {
+            for producer in p.producers.values where producer.kind == .mic && producer.hasMedia {
+                micOwners[producer.producerId] = p.id
+            }
+        }
+        guard !closed, !micOwners.isEmpty, let media = server.media() else {
+            speakerPolling = false
+            if !closed, speakerDetector.speaker != nil, let change = speakerDetector.update([]) ?? nil {
+                broadcast("speakerChanged", ["participantId": .string(change)])
+            }
+            return
+        }
+        let levels = (try? media.call("audioLevels", timeout: 2) { await $0.audioLevels() }) ?? [:]
+        var samples: [(participant: String, level: UInt8, voice: Bool)] = []
+        for (producerId, sample) in levels {
+            if let owner = micOwners[producerId] { samples.append((owner, sample.level, sample.voice)) }
+        }
+        if let change = speakerDetector.update(samples) {
+            broadcast("speakerChanged", ["participantId": change.map(JSONValue.string) ?? .null])
+        }
+        queue.asyncAfter(deadline: .now() + SpeakerDetector.pollInterval) { [self] in pollSpeaker() }
     }
 
     // MARK: PubSub

@@ -47,12 +47,20 @@ public struct RoomProducer: Sendable, Equatable {
     public var paused: Bool
     /// Whatever else the client sent with `produce` (e.g. RTP parameters later); passed to the SFU.
     public var appData: JSONValue
+    /// The m-line (`mid`) of the publisher's publish connection carrying this track; nil for a
+    /// control-plane-only producer (`produce` without `sdp`), which has no media in the SFU.
+    public var mid: String? = nil
+
+    /// True when the SFU receives this track (the producer was created by an SDP-carrying `produce`).
+    var hasMedia: Bool { mid != nil }
 
     var json: JSONValue {
-        [
+        var o: [String: JSONValue] = [
             "producerId": .string(producerId), "participantId": .string(participantId), "kind": .string(kind.rawValue),
             "paused": .bool(paused),
         ]
+        if let mid { o["mid"] = .string(mid) }
+        return .object(o)
     }
 }
 
@@ -69,12 +77,18 @@ public struct RoomConsumer: Sendable, Equatable {
     /// Viewport in pixels from `setViewPort` (nil: unknown).
     public var viewportWidth: Int?
     public var viewportHeight: Int?
+    /// The m-line (`mid`) of the subscriber's subscribe connection carrying this track; nil when the
+    /// SFU forwards nothing for it (control-plane-only producer, or the SFU refused).
+    public var mid: String? = nil
+
+    var hasMedia: Bool { mid != nil }
 
     var json: JSONValue {
         var o: [String: JSONValue] = [
             "consumerId": .string(consumerId), "producerId": .string(producerId),
             "participantId": .string(producerParticipantId), "kind": .string(kind.rawValue),
         ]
+        if let mid { o["mid"] = .string(mid) }
         if let preferredQuality { o["quality"] = .string(preferredQuality) }
         if let viewportWidth, let viewportHeight {
             o["viewPort"] = ["width": .number(Double(viewportWidth)), "height": .number(Double(viewportHeight))]
@@ -139,6 +153,10 @@ final class ParticipantState {
     /// With `autoConsume` off: the (participant, kind) pairs this subscriber asked to receive.
     var wanted: Set<String> = []
     var topics: Set<String> = []
+    /// Offer/answer state of the SFU subscribe connection.
+    var subscribe = SubscribeNegotiation()
+    /// True once the SFU knows this participant (published or consumed media).
+    var inSFU = false
     let joinedAt: Int64
 
     init(

@@ -66,7 +66,7 @@ public final class RoomServer: @unchecked Sendable {
     public static let methods: Set<String> = [
         "join", "leave", "end", "changeMode", "setMediaStatus", "produce", "closeProducer", "consume", "stopConsuming",
         "setQuality", "setViewPort", "publish", "subscribe", "unsubscribe", "requestMic", "requestCam", "disableMic",
-        "disableCam", "remove", "pin", "unpin", "respondEntry", "ping",
+        "disableCam", "remove", "pin", "unpin", "respondEntry", "ping", "subscriberAnswer",
     ]
 
     public let configuration: RoomServerConfiguration
@@ -87,6 +87,7 @@ public final class RoomServer: @unchecked Sendable {
     private var registeredEndRoutes: Set<String> = []
     private var http: HTTPServer?
     private var stopping = false
+    private var mediaPlane: RoomMedia?
 
     /// Creates a server; nothing listens until ``start()``.
     public init(configuration: RoomServerConfiguration = RoomServerConfiguration()) {
@@ -107,6 +108,20 @@ public final class RoomServer: @unchecked Sendable {
         defer { lock.unlock() }
         return body()
     }
+
+    /// The server's SFU, created on the first media request (one per server, shared by all rooms).
+    func media() -> RoomMedia? {
+        locked {
+            if stopping { return nil }
+            if let m = mediaPlane { return m }
+            let m = RoomMedia(configuration: configuration, server: self)
+            mediaPlane = m
+            return m
+        }
+    }
+
+    /// The SFU if one has been started (nil until the first SDP-carrying request).
+    public var sfu: SFU? { locked { mediaPlane?.sfu } }
 
     /// The bound TCP port (the ephemeral one when configured with port 0); 0 before ``start()``.
     public var httpPort: UInt16 { locked { http?.port ?? 0 } }
@@ -149,6 +164,11 @@ public final class RoomServer: @unchecked Sendable {
         }
         _ = group.wait(timeout: .now() + 5)
         server?.stop()
+        let media: RoomMedia? = locked {
+            defer { mediaPlane = nil }
+            return mediaPlane
+        }
+        media?.shutdown()
     }
 
     // MARK: Rooms
@@ -332,12 +352,34 @@ public final class RoomServer: @unchecked Sendable {
         metric("understudy_signaling_errors_total", "counter", "Error responses sent.", c["errors"] ?? 0)
         metric("understudy_signaling_abuse_closures_total", "counter", "Connections closed for abuse.", c["abuse"] ?? 0)
         metric("understudy_pubsub_messages_total", "counter", "PubSub messages published.", c["pubsub"] ?? 0)
-        // Media counters: the SFU fills these in; the names are stable now.
-        metric("understudy_rtp_packets_received_total", "counter", "RTP packets received from producers.", 0)
-        metric("understudy_rtp_bytes_received_total", "counter", "RTP bytes received from producers.", 0)
-        metric("understudy_rtp_packets_forwarded_total", "counter", "RTP packets forwarded to consumers.", 0)
-        metric("understudy_rtp_bytes_forwarded_total", "counter", "RTP bytes forwarded to consumers.", 0)
-        metric("understudy_rtp_packets_dropped_total", "counter", "RTP packets dropped (queues full).", 0)
+        // Media counters come from the SFU (zero until it starts).
+        let media = await locked({ mediaPlane })?.sfu.counterSnapshot() ?? SFUCounters()
+        func clamp(_ v: UInt64) -> Int { Int(clamping: v) }
+        metric(
+            "understudy_rtp_packets_received_total", "counter", "RTP packets received from producers.",
+            clamp(media.packetsIn))
+        metric(
+            "understudy_rtp_bytes_received_total", "counter", "RTP bytes received from producers.", clamp(media.bytesIn))
+        metric(
+            "understudy_rtp_packets_forwarded_total", "counter", "RTP packets forwarded to consumers.",
+            clamp(media.packetsOut))
+        metric(
+            "understudy_rtp_bytes_forwarded_total", "counter", "RTP bytes forwarded to consumers.",
+            clamp(media.bytesOut))
+        metric(
+            "understudy_rtp_packets_dropped_total", "counter",
+            "RTP packets received but not forwarded to some consumer (no key frame yet, other layer, not connected).",
+            clamp(media.dropped))
+        metric(
+            "understudy_rtcp_nacks_received_total", "counter", "NACKs received from subscribers.",
+            clamp(media.nacksReceived))
+        metric("understudy_rtcp_nacks_sent_total", "counter", "NACKs sent to publishers.", clamp(media.nacksSent))
+        metric(
+            "understudy_rtcp_plis_received_total", "counter", "PLI/FIR received from subscribers.",
+            clamp(media.plisReceived))
+        metric("understudy_rtcp_plis_sent_total", "counter", "PLIs sent to publishers.", clamp(media.plisSent))
+        metric("understudy_sfu_producers", "gauge", "Producers receiving media in the SFU.", media.producers)
+        metric("understudy_sfu_consumers", "gauge", "Consumers forwarding media in the SFU.", media.consumers)
         return out
     }
 }

@@ -1,10 +1,10 @@
 import Foundation
+import Media
+import RTCWire
 import Testing
 
 @testable import Agent
-import Media
 @testable import RTC
-import RTCWire
 
 /// Swift ↔ Swift PeerConnections over real loopback UDP: media flows and is recorded, and hostile
 /// datagrams are dropped and counted without disturbing the session.
@@ -51,7 +51,9 @@ import RTCWire
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent("loop.webm").path
         let recording = try Recording(path: path)
-        await rx.loop.submit { rx.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) } }
+        await rx.loop.submit {
+            rx.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
+        }
         let pump = MediaPump(connection: tx, media: SyntheticMedia.shared(layers: 1), video: video, audio: audio)
         await tx.loop.submit { pump.attach() }
         try await Task.sleep(nanoseconds: 3_000_000_000)
@@ -63,8 +65,12 @@ import RTCWire
         #expect(profile == .aeadAES128GCM, "GCM is offered first and both sides support it")
         #expect(recording.videoFrames >= 80)
         #expect(recording.audioFrames >= 130)
-        let probe = try runTool("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-show_entries",
-            "stream=codec_name,nb_read_frames", "-of", "csv=p=0", path])
+        let probe = try runTool(
+            "/usr/bin/ffprobe",
+            [
+                "-v", "error", "-count_frames", "-show_entries",
+                "stream=codec_name,nb_read_frames", "-of", "csv=p=0", path,
+            ])
         #expect(probe.contains("vp8"))
         #expect(probe.contains("opus"))
         let decode = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
@@ -89,14 +95,16 @@ import RTCWire
 
         await attackerLoop.submit {
             // RTP-looking, DTLS-looking and unclassifiable datagrams from an address that never did ICE.
-            attacker.send([0x80, 0x60, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1] + [UInt8](repeating: 7, count: 100), to: rxAddress)
+            attacker.send(
+                [0x80, 0x60, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1] + [UInt8](repeating: 7, count: 100), to: rxAddress)
             attacker.send([22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 40), to: rxAddress)
             attacker.send([0xFF, 1, 2, 3], to: rxAddress)
             attacker.send([], to: rxAddress)
             // A STUN binding request with the right username shape but a wrong MESSAGE-INTEGRITY key.
             var stun = STUNMessage(method: .binding, messageClass: .request, transactionID: .random())
             stun.attributes = [.username("nobody:nobody"), .priority(1)]
-            attacker.send(stun.serialize(integrityKey: Array("wrong-password-wrong-pw".utf8), fingerprint: true), to: rxAddress)
+            attacker.send(
+                stun.serialize(integrityKey: Array("wrong-password-wrong-pw".utf8), fingerprint: true), to: rxAddress)
             // Truncated STUN.
             attacker.send([0x00, 0x01, 0x00, 0x08, 0x21, 0x12], to: rxAddress)
         }
@@ -149,7 +157,8 @@ import RTCWire
         let forged = String(repeating: "AB:", count: 31) + "AB"
         let answer = try SessionDescription.parse(
             genuine.serialize().replacingOccurrences(
-                of: #"a=fingerprint:sha-256 [0-9A-F:]+"#, with: "a=fingerprint:sha-256 \(forged)", options: .regularExpression))
+                of: #"a=fingerprint:sha-256 [0-9A-F:]+"#, with: "a=fingerprint:sha-256 \(forged)",
+                options: .regularExpression))
         try await tx.loop.submit { try tx.setRemoteDescription(answer, type: .answer) }
         await #expect(throws: (any Error).self) { try await tx.waitUntilConnected(timeout: 8) }
         let reason = await tx.loop.submit { tx.failureReason ?? "" }

@@ -8,7 +8,8 @@ struct CodecTests {
         let encoder = try OpusEncoder(channels: 1, bitrate: 48_000, inbandFEC: true)
         let decoder = try OpusDecoder(channels: 1)
         let tone = ToneSource()
-        var inEnergy = 0.0, outEnergy = 0.0
+        var inEnergy = 0.0
+        var outEnergy = 0.0
         for i in 0..<50 {
             let pcm = tone.frame(at: i)
             let packet = try encoder.encode(pcm: pcm)

@@ -17,10 +17,15 @@ struct RecorderTests {
         #expect(counts["vp8"] == 90)
         #expect(counts["opus"] == 150)
         #expect(try ffmpegDecodeErrors(path) == "")
-        let size = try run("/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries",
-                                                "stream=width,height", "-of", "csv=p=0", path])
+        let size = try run(
+            "/usr/bin/ffprobe",
+            [
+                "-v", "error", "-select_streams", "v:0", "-show_entries",
+                "stream=width,height", "-of", "csv=p=0", path,
+            ])
         #expect(size.out.trimmingCharacters(in: .whitespacesAndNewlines) == "640,360")
-        let duration = try run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
+        let duration = try run(
+            "/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
         let seconds = Double(duration.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(seconds > 2.9 && seconds < 3.2, "duration \(seconds)")
     }
@@ -113,7 +118,8 @@ struct RecorderTests {
         let counts = try probeFrameCounts(path)
         // Clusters end at each video keyframe (0 s, 2 s) and every second; the reorder window may hold
         // back a few frames, so the file holds at least the first 2 s.
-        let video = counts["vp8"] ?? 0, audio = counts["opus"] ?? 0
+        let video = counts["vp8"] ?? 0
+        let audio = counts["opus"] ?? 0
         #expect(video >= 60 && video < 75, "video frames \(video)")
         #expect(audio >= 95 && audio < 125, "audio frames \(audio)")
         #expect(try ffmpegDecodeErrors(path) == "")
@@ -124,7 +130,9 @@ struct RecorderTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         let writer = try IVFWriter(path: path)
         // Start on a delta frame: it must be dropped.
-        for i in 59..<150 { if let f = testMedia.videoFrame(at: i, layer: 1) { try writer.write(f, pts: Int64(i) * 33_333_333) } }
+        for i in 59..<150 {
+            if let f = testMedia.videoFrame(at: i, layer: 1) { try writer.write(f, pts: Int64(i) * 33_333_333) }
+        }
         try writer.close()
         #expect(writer.droppedBeforeKeyframe == 1 && writer.framesWritten == 90)
         #expect(try probeFrameCounts(path) == ["vp8": 90])
@@ -153,7 +161,8 @@ struct RecorderTests {
         let last = try #require(frames.last)
         #expect(last.timestamp == UInt32(149 * 960))
         // ffprobe agrees on the duration: 3 s minus the pre-skip.
-        let duration = try run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
+        let duration = try run(
+            "/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
         let seconds = Double(duration.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(abs(seconds - (3.0 - 312.0 / 48_000)) < 0.01, "duration \(seconds)")
     }
@@ -162,7 +171,9 @@ struct RecorderTests {
         let path = temporaryPath("gap.ogg")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let writer = try OggOpusWriter(path: path)
-        for i in [0, 1, 2, 13, 14] { if let f = testMedia.audioFrame(at: i) { try writer.write(f, pts: Int64(i) * 20_000_000) } }
+        for i in [0, 1, 2, 13, 14] {
+            if let f = testMedia.audioFrame(at: i) { try writer.write(f, pts: Int64(i) * 20_000_000) }
+        }
         try writer.close()
         #expect(writer.gapPacketsInserted == 10)
         #expect(try ffmpegDecodeErrors(path) == "")
@@ -170,11 +181,15 @@ struct RecorderTests {
     }
 
     @Test func fileSourcesLoadAsALoop() throws {
-        let ivf = temporaryPath("loop.ivf"), ogg = temporaryPath("loop.ogg")
+        let ivf = temporaryPath("loop.ivf")
+        let ogg = temporaryPath("loop.ogg")
         defer { try? FileManager.default.removeItem(atPath: ivf) }
         defer { try? FileManager.default.removeItem(atPath: ogg) }
-        let v = try IVFWriter(path: ivf), a = try OggOpusWriter(path: ogg)
-        for i in 0..<60 { if let f = testMedia.videoFrame(at: i, layer: 2) { try v.write(f, pts: Int64(i) * 33_333_333) } }
+        let v = try IVFWriter(path: ivf)
+        let a = try OggOpusWriter(path: ogg)
+        for i in 0..<60 {
+            if let f = testMedia.videoFrame(at: i, layer: 2) { try v.write(f, pts: Int64(i) * 33_333_333) }
+        }
         for i in 0..<100 { if let f = testMedia.audioFrame(at: i) { try a.write(f, pts: Int64(i) * 20_000_000) } }
         try v.close()
         try a.close()
@@ -193,7 +208,9 @@ struct RecorderTests {
         try Data("definitely not media".utf8).write(to: URL(fileURLWithPath: junk))
         #expect(throws: MediaError.self) { try IVFReader(path: junk) }
         #expect(throws: MediaError.self) { try OggOpusReader(path: junk) }
-        #expect(throws: MediaError.cannotOpen(path: "/nonexistent/x.ivf", errno: ENOENT)) { try IVFReader(path: "/nonexistent/x.ivf") }
+        #expect(throws: MediaError.cannotOpen(path: "/nonexistent/x.ivf", errno: ENOENT)) {
+            try IVFReader(path: "/nonexistent/x.ivf")
+        }
         // A corrupted Ogg page fails its CRC.
         let ogg = temporaryPath("corrupt.ogg")
         defer { try? FileManager.default.removeItem(atPath: ogg) }

@@ -41,23 +41,29 @@ struct SyntheticTests {
             lumas[i] = picture.meanLuma
         }
         #expect(lumas.count == 120)
-        for marker in [0, 60] { #expect((lumas[marker] ?? 0) > 200, "flash frame \(marker) luma \(lumas[marker] ?? 0)") }
-        for other in [1, 30, 59, 61, 119] { #expect((lumas[other] ?? 255) < 200, "frame \(other) luma \(lumas[other] ?? 0)") }
+        for marker in [0, 60] {
+            #expect((lumas[marker] ?? 0) > 200, "flash frame \(marker) luma \(lumas[marker] ?? 0)")
+        }
+        for other in [1, 30, 59, 61, 119] {
+            #expect((lumas[other] ?? 255) < 200, "frame \(other) luma \(lumas[other] ?? 0)")
+        }
     }
 
     @Test func beepMarksEveryTwoSeconds() throws {
         let tone = ToneSource()
         func peak(_ frame: Int) -> Int { tone.frame(at: frame).map { abs(Int($0)) }.max() ?? 0 }
-        #expect(peak(0) > 15_000)   // beep at 0 s
-        #expect(peak(100) > 15_000) // beep at 2 s
-        #expect(peak(10) < 4_000)   // quiet 440 Hz between
+        #expect(peak(0) > 15_000)  // beep at 0 s
+        #expect(peak(100) > 15_000)  // beep at 2 s
+        #expect(peak(10) < 4_000)  // quiet 440 Hz between
         #expect(peak(99) < 4_000)
         #expect(tone.isBeep(sample: 96_000) && !tone.isBeep(sample: 96_000 + 4_800))
     }
 
     @Test func patternShowsMotionAndDigits() {
         let pattern = TestPatternSource(width: 320, height: 180)
-        let a = pattern.frame(at: 3), b = pattern.frame(at: 9), c = pattern.frame(at: 13)
+        let a = pattern.frame(at: 3)
+        let b = pattern.frame(at: 9)
+        let c = pattern.frame(at: 13)
         #expect(a.y != b.y)  // the box moved
         #expect(a.meanLuma < 200 && pattern.frame(at: 60).meanLuma > 200)
         #expect(b.y != c.y)

@@ -7,7 +7,8 @@ func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, out: S
     let process = Process()
     process.executableURL = URL(fileURLWithPath: tool)
     process.arguments = arguments
-    let outPipe = Pipe(), errPipe = Pipe()
+    let outPipe = Pipe()
+    let errPipe = Pipe()
     process.standardOutput = outPipe
     process.standardError = errPipe
     try process.run()
@@ -20,10 +21,15 @@ func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, out: S
 
 /// Frame counts per codec as ffprobe decodes them.
 func probeFrameCounts(_ path: String) throws -> [String: Int] {
-    let r = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-show_entries",
-                                         "stream=codec_name,nb_read_frames", "-of", "json", path])
+    let r = try run(
+        "/usr/bin/ffprobe",
+        [
+            "-v", "error", "-count_frames", "-show_entries",
+            "stream=codec_name,nb_read_frames", "-of", "json", path,
+        ])
     guard r.status == 0, let json = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any],
-          let streams = json["streams"] as? [[String: Any]] else { return [:] }
+        let streams = json["streams"] as? [[String: Any]]
+    else { return [:] }
     var counts: [String: Int] = [:]
     for s in streams {
         guard let name = s["codec_name"] as? String else { continue }
@@ -50,11 +56,14 @@ let testMedia: SyntheticMedia = {
 }()
 
 /// Feeds `seconds` of synthetic media, interleaved in time order, to `sink` with ns pts.
-func feed(seconds: Double, media: SyntheticMedia = testMedia, layer: Int = 0,
-          _ sink: (EncodedFrame, Int64) throws -> Void) throws {
+func feed(
+    seconds: Double, media: SyntheticMedia = testMedia, layer: Int = 0,
+    _ sink: (EncodedFrame, Int64) throws -> Void
+) throws {
     let videoCount = Int(seconds * Double(media.fps))
     let audioCount = Int(seconds * 50)
-    var v = 0, a = 0
+    var v = 0
+    var a = 0
     while v < videoCount || a < audioCount {
         let vPts = Int64(v) * 1_000_000_000 / Int64(media.fps)
         let aPts = Int64(a) * 20_000_000

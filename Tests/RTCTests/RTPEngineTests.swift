@@ -437,7 +437,8 @@ final class Loopback {
 
     private func opusFrame(_ i: Int) -> EncodedFrame {
         // TOC 0x78: CELT fullband 20 ms, one frame.
-        EncodedFrame(codec: .opus, data: [0x78] + (0..<60).map { UInt8(truncatingIfNeeded: $0 + i) },
+        EncodedFrame(
+            codec: .opus, data: [0x78] + (0..<60).map { UInt8(truncatingIfNeeded: $0 + i) },
             timestamp: UInt32(i) * 960, isKeyframe: true, duration: 960)
     }
 
@@ -595,7 +596,8 @@ final class Loopback {
         var packet = [UInt8](repeating: 0, count: 12 + 4 + (frame?.count ?? 0))
         try packet.withUnsafeMutableBytes { b in
             try RTPHeaderWriter.writeFixedHeader(
-                into: b, marker: frame != nil, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(pictureID) * 3000,
+                into: b, marker: frame != nil, payloadType: 96, sequenceNumber: seq,
+                timestamp: UInt32(pictureID) * 3000,
                 ssrc: 0x4444)
             guard let frame else { return }
             let n = try VP8PayloadDescriptor(startOfPartition: true, pictureID: pictureID).write(

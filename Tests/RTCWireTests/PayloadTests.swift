@@ -3,225 +3,225 @@ import Testing
 @testable import RTCWire
 
 private func parseVP8(_ bytes: [UInt8]) throws(VP8Error) -> (VP8PayloadDescriptor, Int) {
-  var result: Result<(VP8PayloadDescriptor, Int), VP8Error> = .failure(.truncated)
-  bytes.withUnsafeBytes { raw in
-    do throws(VP8Error) {
-      let (d, n) = try VP8PayloadDescriptor.parse(raw)
-      result = .success((d, n))
-    } catch { result = .failure(error) }
-  }
-  return try result.get()
+    var result: Result<(VP8PayloadDescriptor, Int), VP8Error> = .failure(.truncated)
+    bytes.withUnsafeBytes { raw in
+        do throws(VP8Error) {
+            let (d, n) = try VP8PayloadDescriptor.parse(raw)
+            result = .success((d, n))
+        } catch { result = .failure(error) }
+    }
+    return try result.get()
 }
 
 private func vp8Error(_ bytes: [UInt8]) -> VP8Error? {
-  do {
-    _ = try parseVP8(bytes)
-    return nil
-  } catch { return error }
+    do {
+        _ = try parseVP8(bytes)
+        return nil
+    } catch { return error }
 }
 
 private func writeVP8(_ d: VP8PayloadDescriptor, capacity: Int = 16) throws(VP8Error) -> [UInt8] {
-  var buf = [UInt8](repeating: 0xEE, count: capacity)
-  var result: Result<Int, VP8Error> = .success(0)
-  buf.withUnsafeMutableBytes { raw in
-    do throws(VP8Error) { result = .success(try d.write(into: raw)) } catch {
-      result = .failure(error)
+    var buf = [UInt8](repeating: 0xEE, count: capacity)
+    var result: Result<Int, VP8Error> = .success(0)
+    buf.withUnsafeMutableBytes { raw in
+        do throws(VP8Error) { result = .success(try d.write(into: raw)) } catch {
+            result = .failure(error)
+        }
     }
-  }
-  return Array(buf[0..<(try result.get())])
+    return Array(buf[0..<(try result.get())])
 }
 
 private func opusDuration(_ bytes: [UInt8]) throws(OpusError) -> Int {
-  var result: Result<Int, OpusError> = .success(0)
-  bytes.withUnsafeBytes { raw in
-    do throws(OpusError) { result = .success(try OpusTOC.packetDuration(raw)) } catch {
-      result = .failure(error)
+    var result: Result<Int, OpusError> = .success(0)
+    bytes.withUnsafeBytes { raw in
+        do throws(OpusError) { result = .success(try OpusTOC.packetDuration(raw)) } catch {
+            result = .failure(error)
+        }
     }
-  }
-  return try result.get()
+    return try result.get()
 }
 
 private func opusError(_ bytes: [UInt8]) -> OpusError? {
-  do {
-    _ = try opusDuration(bytes)
-    return nil
-  } catch { return error }
+    do {
+        _ = try opusDuration(bytes)
+        return nil
+    } catch { return error }
 }
 
 @Suite struct VP8DescriptorTests {
-  @Test func minimalDescriptor() throws {
-    let (d, n) = try parseVP8([0x10, 0x50, 0x42, 0x00])
-    #expect(n == 1)
-    #expect(d == VP8PayloadDescriptor(startOfPartition: true, pictureIDIs15Bit: false))
-    #expect(!d.hasExtension)
-    #expect(try writeVP8(d) == [0x10])
-  }
-
-  @Test func everyOptionalField() throws {
-    // X N=1 S PID=2 | I L T K | M PictureID 0x1234 | TL0PICIDX 5 | TID 2 Y KEYIDX 3
-    let bytes: [UInt8] = [0xB2, 0xF0, 0x92, 0x34, 0x05, 0xA3, 0x9D]
-    let (d, n) = try parseVP8(bytes)
-    #expect(n == 6)
-    #expect(d.nonReference)
-    #expect(d.startOfPartition)
-    #expect(d.partitionIndex == 2)
-    #expect(d.pictureID == 0x1234)
-    #expect(d.pictureIDIs15Bit)
-    #expect(d.tl0PicIdx == 5)
-    #expect(d.tid == 2)
-    #expect(d.layerSync)
-    #expect(d.keyIdx == 3)
-    #expect(d.encodedLength == 6)
-    #expect(try writeVP8(d) == Array(bytes.prefix(6)))
-  }
-
-  @Test func sevenBitPictureIDAndKeyIdxOnly() throws {
-    let (d, n) = try parseVP8([0x80, 0x80, 0x7F, 0x00])
-    #expect(n == 3)
-    #expect(d.pictureID == 0x7F)
-    #expect(!d.pictureIDIs15Bit)
-    #expect(try writeVP8(d) == [0x80, 0x80, 0x7F])
-    // K without T: the TID and Y bits are ignored.
-    let (k, m) = try parseVP8([0x80, 0x10, 0xE5, 0x00])
-    #expect(m == 3)
-    #expect(k.tid == nil)
-    #expect(!k.layerSync)
-    #expect(k.keyIdx == 5)
-    #expect(try writeVP8(k) == [0x80, 0x10, 0x05])
-  }
-
-  @Test func truncatedDescriptors() {
-    #expect(vp8Error([]) == .truncated)
-    #expect(vp8Error([0x10]) == .truncated)  // no VP8 data after the descriptor
-    #expect(vp8Error([0x80]) == .truncated)
-    #expect(vp8Error([0x80, 0x80]) == .truncated)
-    #expect(vp8Error([0x80, 0x80, 0x80]) == .truncated)
-    #expect(vp8Error([0x80, 0x80, 0x80, 0x01]) == .truncated)
-    #expect(vp8Error([0x80, 0x40]) == .truncated)
-    #expect(vp8Error([0x80, 0x20]) == .truncated)
-    #expect(vp8Error([0x80, 0x80, 0x80, 0x01, 0x00]) == nil)
-  }
-
-  @Test func writeValidatesFields() {
-    #expect(throws: VP8Error.invalidField) {
-      try writeVP8(VP8PayloadDescriptor(startOfPartition: true, pictureID: 0x8000))
+    @Test func minimalDescriptor() throws {
+        let (d, n) = try parseVP8([0x10, 0x50, 0x42, 0x00])
+        #expect(n == 1)
+        #expect(d == VP8PayloadDescriptor(startOfPartition: true, pictureIDIs15Bit: false))
+        #expect(!d.hasExtension)
+        #expect(try writeVP8(d) == [0x10])
     }
-    #expect(throws: VP8Error.invalidField) {
-      try writeVP8(VP8PayloadDescriptor(startOfPartition: true, tid: 4))
-    }
-    #expect(throws: VP8Error.invalidField) {
-      try writeVP8(VP8PayloadDescriptor(startOfPartition: true, partitionIndex: 8))
-    }
-    #expect(throws: VP8Error.bufferTooSmall) {
-      try writeVP8(VP8PayloadDescriptor(startOfPartition: true, pictureID: 300), capacity: 3)
-    }
-    // A picture id above 127 is always written in the 15-bit form.
-    #expect(
-      VP8PayloadDescriptor(startOfPartition: true, pictureID: 300, pictureIDIs15Bit: false)
-        .encodedLength == 4)
-  }
 
-  @Test func keyframeDetection() {
-    // Frame tag of a key frame (P=0) followed by the start code 9d 01 2a.
-    let key: [UInt8] = [0x50, 0x42, 0x00, 0x9D, 0x01, 0x2A]
-    let inter: [UInt8] = [0x31, 0x0A, 0x00]
-    key.withUnsafeBytes { #expect(VP8PayloadDescriptor.isKeyframe(payloadAfterDescriptor: $0)) }
-    inter.withUnsafeBytes { #expect(!VP8PayloadDescriptor.isKeyframe(payloadAfterDescriptor: $0)) }
-    [UInt8]().withUnsafeBytes {
-      #expect(!VP8PayloadDescriptor.isKeyframe(payloadAfterDescriptor: $0))
+    @Test func everyOptionalField() throws {
+        // X N=1 S PID=2 | I L T K | M PictureID 0x1234 | TL0PICIDX 5 | TID 2 Y KEYIDX 3
+        let bytes: [UInt8] = [0xB2, 0xF0, 0x92, 0x34, 0x05, 0xA3, 0x9D]
+        let (d, n) = try parseVP8(bytes)
+        #expect(n == 6)
+        #expect(d.nonReference)
+        #expect(d.startOfPartition)
+        #expect(d.partitionIndex == 2)
+        #expect(d.pictureID == 0x1234)
+        #expect(d.pictureIDIs15Bit)
+        #expect(d.tl0PicIdx == 5)
+        #expect(d.tid == 2)
+        #expect(d.layerSync)
+        #expect(d.keyIdx == 3)
+        #expect(d.encodedLength == 6)
+        #expect(try writeVP8(d) == Array(bytes.prefix(6)))
     }
-  }
+
+    @Test func sevenBitPictureIDAndKeyIdxOnly() throws {
+        let (d, n) = try parseVP8([0x80, 0x80, 0x7F, 0x00])
+        #expect(n == 3)
+        #expect(d.pictureID == 0x7F)
+        #expect(!d.pictureIDIs15Bit)
+        #expect(try writeVP8(d) == [0x80, 0x80, 0x7F])
+        // K without T: the TID and Y bits are ignored.
+        let (k, m) = try parseVP8([0x80, 0x10, 0xE5, 0x00])
+        #expect(m == 3)
+        #expect(k.tid == nil)
+        #expect(!k.layerSync)
+        #expect(k.keyIdx == 5)
+        #expect(try writeVP8(k) == [0x80, 0x10, 0x05])
+    }
+
+    @Test func truncatedDescriptors() {
+        #expect(vp8Error([]) == .truncated)
+        #expect(vp8Error([0x10]) == .truncated)  // no VP8 data after the descriptor
+        #expect(vp8Error([0x80]) == .truncated)
+        #expect(vp8Error([0x80, 0x80]) == .truncated)
+        #expect(vp8Error([0x80, 0x80, 0x80]) == .truncated)
+        #expect(vp8Error([0x80, 0x80, 0x80, 0x01]) == .truncated)
+        #expect(vp8Error([0x80, 0x40]) == .truncated)
+        #expect(vp8Error([0x80, 0x20]) == .truncated)
+        #expect(vp8Error([0x80, 0x80, 0x80, 0x01, 0x00]) == nil)
+    }
+
+    @Test func writeValidatesFields() {
+        #expect(throws: VP8Error.invalidField) {
+            try writeVP8(VP8PayloadDescriptor(startOfPartition: true, pictureID: 0x8000))
+        }
+        #expect(throws: VP8Error.invalidField) {
+            try writeVP8(VP8PayloadDescriptor(startOfPartition: true, tid: 4))
+        }
+        #expect(throws: VP8Error.invalidField) {
+            try writeVP8(VP8PayloadDescriptor(startOfPartition: true, partitionIndex: 8))
+        }
+        #expect(throws: VP8Error.bufferTooSmall) {
+            try writeVP8(VP8PayloadDescriptor(startOfPartition: true, pictureID: 300), capacity: 3)
+        }
+        // A picture id above 127 is always written in the 15-bit form.
+        #expect(
+            VP8PayloadDescriptor(startOfPartition: true, pictureID: 300, pictureIDIs15Bit: false)
+                .encodedLength == 4)
+    }
+
+    @Test func keyframeDetection() {
+        // Frame tag of a key frame (P=0) followed by the start code 9d 01 2a.
+        let key: [UInt8] = [0x50, 0x42, 0x00, 0x9D, 0x01, 0x2A]
+        let inter: [UInt8] = [0x31, 0x0A, 0x00]
+        key.withUnsafeBytes { #expect(VP8PayloadDescriptor.isKeyframe(payloadAfterDescriptor: $0)) }
+        inter.withUnsafeBytes { #expect(!VP8PayloadDescriptor.isKeyframe(payloadAfterDescriptor: $0)) }
+        [UInt8]().withUnsafeBytes {
+            #expect(!VP8PayloadDescriptor.isKeyframe(payloadAfterDescriptor: $0))
+        }
+    }
 }
 
 @Suite struct VP8PacketizerTests {
-  @Test(arguments: [
-    (2500, 1000, nil as UInt8?), (10, 1200, 7), (996, 1000, nil), (997, 1000, nil), (3000, 6, 1),
-  ])
-  func packetizeAndReassemble(frameLength: Int, maxPayload: Int, tl0: UInt8?) throws {
-    let frame = (0..<frameLength).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
-    var packetizer = VP8Packetizer()
-    var reassembled: [UInt8] = []
-    var descriptors: [VP8PayloadDescriptor] = []
-    var lastFlags: [Bool] = []
-    var sizes: [Int] = []
-    let count = try frame.withUnsafeBytes { raw in
-      try packetizer.packetize(
-        frame: raw, maxPayloadSize: maxPayload, pictureID: 0x7FFF, tl0PicIdx: tl0
-      ) {
-        payload, isLast in
-        sizes.append(payload.count)
-        lastFlags.append(isLast)
-        if let (d, n) = try? VP8PayloadDescriptor.parse(payload) {
-          descriptors.append(d)
-          reassembled.append(contentsOf: payload[n...])
+    @Test(arguments: [
+        (2500, 1000, nil as UInt8?), (10, 1200, 7), (996, 1000, nil), (997, 1000, nil), (3000, 6, 1),
+    ])
+    func packetizeAndReassemble(frameLength: Int, maxPayload: Int, tl0: UInt8?) throws {
+        let frame = (0..<frameLength).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        var packetizer = VP8Packetizer()
+        var reassembled: [UInt8] = []
+        var descriptors: [VP8PayloadDescriptor] = []
+        var lastFlags: [Bool] = []
+        var sizes: [Int] = []
+        let count = try frame.withUnsafeBytes { raw in
+            try packetizer.packetize(
+                frame: raw, maxPayloadSize: maxPayload, pictureID: 0x7FFF, tl0PicIdx: tl0
+            ) {
+                payload, isLast in
+                sizes.append(payload.count)
+                lastFlags.append(isLast)
+                if let (d, n) = try? VP8PayloadDescriptor.parse(payload) {
+                    descriptors.append(d)
+                    reassembled.append(contentsOf: payload[n...])
+                }
+            }
         }
-      }
+        let descriptorLength = tl0 == nil ? 4 : 5
+        let expectedCount =
+            (frameLength + maxPayload - descriptorLength - 1) / (maxPayload - descriptorLength)
+        #expect(count == expectedCount)
+        #expect(descriptors.count == count)
+        #expect(reassembled == frame)
+        #expect(sizes.allSatisfy { $0 <= maxPayload })
+        #expect(sizes.max()! - sizes.min()! <= 1)  // balanced
+        #expect(lastFlags == Array(repeating: false, count: count - 1) + [true])
+        #expect(
+            descriptors.map(\.startOfPartition) == [true] + Array(repeating: false, count: count - 1))
+        #expect(
+            descriptors.allSatisfy {
+                $0.pictureID == 0x7FFF && $0.pictureIDIs15Bit && $0.tl0PicIdx == tl0
+            })
+        #expect(VP8Packetizer.nextPictureID(0x7FFF) == 0)
     }
-    let descriptorLength = tl0 == nil ? 4 : 5
-    let expectedCount =
-      (frameLength + maxPayload - descriptorLength - 1) / (maxPayload - descriptorLength)
-    #expect(count == expectedCount)
-    #expect(descriptors.count == count)
-    #expect(reassembled == frame)
-    #expect(sizes.allSatisfy { $0 <= maxPayload })
-    #expect(sizes.max()! - sizes.min()! <= 1)  // balanced
-    #expect(lastFlags == Array(repeating: false, count: count - 1) + [true])
-    #expect(
-      descriptors.map(\.startOfPartition) == [true] + Array(repeating: false, count: count - 1))
-    #expect(
-      descriptors.allSatisfy {
-        $0.pictureID == 0x7FFF && $0.pictureIDIs15Bit && $0.tl0PicIdx == tl0
-      })
-    #expect(VP8Packetizer.nextPictureID(0x7FFF) == 0)
-  }
 
-  @Test func tooSmallPayloadSizeThrows() {
-    var packetizer = VP8Packetizer()
-    let frame: [UInt8] = [1, 2, 3]
-    #expect(throws: VP8Error.payloadSizeTooSmall) {
-      try frame.withUnsafeBytes { raw in
-        try packetizer.packetize(frame: raw, maxPayloadSize: 4, pictureID: 1) { _, _ in }
-      }
+    @Test func tooSmallPayloadSizeThrows() {
+        var packetizer = VP8Packetizer()
+        let frame: [UInt8] = [1, 2, 3]
+        #expect(throws: VP8Error.payloadSizeTooSmall) {
+            try frame.withUnsafeBytes { raw in
+                try packetizer.packetize(frame: raw, maxPayloadSize: 4, pictureID: 1) { _, _ in }
+            }
+        }
     }
-  }
 }
 
 @Suite struct OpusTOCTests {
-  @Test func tocFields() {
-    let toc = OpusTOC(0xFC)  // config 31, stereo, code 0
-    #expect(toc.config == 31)
-    #expect(toc.stereo)
-    #expect(toc.frameCountCode == 0)
-    #expect(toc.byte == 0xFC)
-  }
+    @Test func tocFields() {
+        let toc = OpusTOC(0xFC)  // config 31, stereo, code 0
+        #expect(toc.config == 31)
+        #expect(toc.stereo)
+        #expect(toc.frameCountCode == 0)
+        #expect(toc.byte == 0xFC)
+    }
 
-  @Test func frameDurationsForAllConfigs() {
-    let expected = [
-      480, 960, 1920, 2880, 480, 960, 1920, 2880, 480, 960, 1920, 2880,  // SILK
-      480, 960, 480, 960,  // Hybrid
-      120, 240, 480, 960, 120, 240, 480, 960, 120, 240, 480, 960, 120, 240, 480, 960,  // CELT
-    ]
-    #expect((0..<32).map { OpusTOC(UInt8($0) << 3).frameDuration } == expected)
-  }
+    @Test func frameDurationsForAllConfigs() {
+        let expected = [
+            480, 960, 1920, 2880, 480, 960, 1920, 2880, 480, 960, 1920, 2880,  // SILK
+            480, 960, 480, 960,  // Hybrid
+            120, 240, 480, 960, 120, 240, 480, 960, 120, 240, 480, 960, 120, 240, 480, 960,  // CELT
+        ]
+        #expect((0..<32).map { OpusTOC(UInt8($0) << 3).frameDuration } == expected)
+    }
 
-  @Test func packetDurations() throws {
-    #expect(try opusDuration([0xF8, 0x01, 0x02]) == 960)  // code 0, 20 ms
-    #expect(try opusDuration([0xF9, 0x01, 0x02]) == 1920)  // code 1: two equal frames
-    #expect(try opusDuration([0xFA, 0x01, 0xAA, 0xBB]) == 1920)  // code 2
-    #expect(try opusDuration([0xFB, 0x03, 0, 0, 0]) == 2880)  // code 3, 3 frames
-    #expect(try opusDuration([0x03, 12]) == 5760)  // SILK 10 ms x 12 = 120 ms
-    #expect(try opusDuration([0x83, 48]) == 5760)  // CELT 2.5 ms x 48
-  }
+    @Test func packetDurations() throws {
+        #expect(try opusDuration([0xF8, 0x01, 0x02]) == 960)  // code 0, 20 ms
+        #expect(try opusDuration([0xF9, 0x01, 0x02]) == 1920)  // code 1: two equal frames
+        #expect(try opusDuration([0xFA, 0x01, 0xAA, 0xBB]) == 1920)  // code 2
+        #expect(try opusDuration([0xFB, 0x03, 0, 0, 0]) == 2880)  // code 3, 3 frames
+        #expect(try opusDuration([0x03, 12]) == 5760)  // SILK 10 ms x 12 = 120 ms
+        #expect(try opusDuration([0x83, 48]) == 5760)  // CELT 2.5 ms x 48
+    }
 
-  @Test func malformedPackets() {
-    #expect(opusError([]) == .empty)
-    #expect(opusError([0xF9, 0x01]) == .badCode1Length)
-    #expect(opusError([0xFA]) == .badCode2Length)
-    #expect(opusError([0xFA, 0x05, 0x00]) == .badCode2Length)
-    #expect(opusError([0xFA, 0xFC]) == .badCode2Length)  // two-byte length cut off
-    #expect(opusError([0xFB]) == .missingFrameCount)
-    #expect(opusError([0xFB, 0x00]) == .zeroFrames)
-    #expect(opusError([0xFB, 0x07]) == .tooLong(samples: 6720))
-    #expect(opusError([0x03, 13]) == .tooLong(samples: 6240))
-  }
+    @Test func malformedPackets() {
+        #expect(opusError([]) == .empty)
+        #expect(opusError([0xF9, 0x01]) == .badCode1Length)
+        #expect(opusError([0xFA]) == .badCode2Length)
+        #expect(opusError([0xFA, 0x05, 0x00]) == .badCode2Length)
+        #expect(opusError([0xFA, 0xFC]) == .badCode2Length)  // two-byte length cut off
+        #expect(opusError([0xFB]) == .missingFrameCount)
+        #expect(opusError([0xFB, 0x00]) == .zeroFrames)
+        #expect(opusError([0xFB, 0x07]) == .tooLong(samples: 6720))
+        #expect(opusError([0x03, 13]) == .tooLong(samples: 6240))
+    }
 }

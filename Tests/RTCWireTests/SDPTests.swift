@@ -61,8 +61,8 @@ struct SDPVectorTests {
         #expect(audio.type == .audio && audio.kind == .audio)
         #expect(audio.direction == .sendonly)
         #expect(audio.msid == SDPMsid(streamID: "-", trackID: "b986eac5-3381-4dcf-8f4f-479a90858d0b"))
-        #expect(audio.ssrcs == [438245661])
-        #expect(audio.cname(for: 438245661) == "Da25xRKaMD2b8yT6")
+        #expect(audio.ssrcs == [438_245_661])
+        #expect(audio.cname(for: 438_245_661) == "Da25xRKaMD2b8yT6")
 
         let video = sdp.media[1]
         #expect(video.type == .video)
@@ -77,8 +77,10 @@ struct SDPVectorTests {
         #expect(video.extensionID(for: "urn:ietf:params:rtp-hdrext:sdes:mid") == 4)
         #expect(video.extensionID(for: "urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id") == 10)
         #expect(video.extensionID(for: "urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id") == 11)
-        #expect(video.extensionID(for:
-            "https://aomediacodec.github.io/av1-rtp-spec/#dependency-descriptor-rtp-header-extension") == 12)
+        #expect(
+            video.extensionID(
+                for:
+                    "https://aomediacodec.github.io/av1-rtp-spec/#dependency-descriptor-rtp-header-extension") == 12)
         #expect(video.extensionID(for: "urn:example:absent") == nil)
         #expect(video.ssrcs.isEmpty)
         #expect(video.ssrcGroups.isEmpty)
@@ -108,8 +110,11 @@ struct SDPVectorTests {
         let opus = try #require(audio.codec(payloadType: 111))
         #expect(opus.hasName("OPUS") && opus.mediaCodec == .opus)
         #expect(opus.clockRate == 48000 && opus.channels == 2)
-        #expect(opus.parameters == [SDPParameter(key: "minptime", value: "10"),
-                                    SDPParameter(key: "useinbandfec", value: "1")])
+        #expect(
+            opus.parameters == [
+                SDPParameter(key: "minptime", value: "10"),
+                SDPParameter(key: "useinbandfec", value: "1"),
+            ])
         #expect(opus.feedback == [.transportCC])
         #expect(audio.codec(payloadType: 63)?.parameters == [SDPParameter(key: "111/111")])
         #expect(audio.codec(payloadType: 9)?.channels == nil)
@@ -118,23 +123,28 @@ struct SDPVectorTests {
         #expect(audio.candidates.count == 2)
         let udp = audio.candidates[0]
         #expect(udp.foundation == "2027105895" && udp.component == 1 && udp.transport == "udp")
-        #expect(udp.priority == 2122260223 && udp.address == "127.0.0.1" && udp.port == 36091)
+        #expect(udp.priority == 2_122_260_223 && udp.address == "127.0.0.1" && udp.port == 36091)
         #expect(udp.type == "host" && udp.relatedAddress == nil && udp.relatedPort == nil)
-        #expect(udp.extensions == [.init(key: "generation", value: "0"), .init(key: "network-id", value: "1"),
-                                   .init(key: "network-cost", value: "50")])
+        #expect(
+            udp.extensions == [
+                .init(key: "generation", value: "0"), .init(key: "network-id", value: "1"),
+                .init(key: "network-cost", value: "50"),
+            ])
         let tcp = audio.candidates[1]
         #expect(tcp.transport == "tcp" && tcp.port == 9 && tcp.value(forExtension: "tcptype") == "active")
 
         let video = sdp.media[1]
-        #expect(video.fidSSRCs?.primary == 1344066152 && video.fidSSRCs?.rtx == 650572485)
-        #expect(video.rtxSSRC(for: 1344066152) == 650572485)
-        #expect(video.rtxSSRC(for: 650572485) == nil)
-        #expect(video.primarySSRC == 1344066152)
-        #expect(video.ssrcs == [1344066152, 650572485])
+        #expect(video.fidSSRCs?.primary == 1_344_066_152 && video.fidSSRCs?.rtx == 650_572_485)
+        #expect(video.rtxSSRC(for: 1_344_066_152) == 650_572_485)
+        #expect(video.rtxSSRC(for: 650_572_485) == nil)
+        #expect(video.primarySSRC == 1_344_066_152)
+        #expect(video.ssrcs == [1_344_066_152, 650_572_485])
         #expect(video.ssrcAttributes.count == 4)
-        #expect(video.ssrcAttributes[1] == SDPSSRCAttribute(
-            ssrc: 1344066152, attribute: "msid",
-            value: "30124d5f-6377-4e3b-b69a-aea2f630bb9a d14f44ca-67c9-4eca-94f6-a197e5e9d126"))
+        #expect(
+            video.ssrcAttributes[1]
+                == SDPSSRCAttribute(
+                    ssrc: 1_344_066_152, attribute: "msid",
+                    value: "30124d5f-6377-4e3b-b69a-aea2f630bb9a d14f44ca-67c9-4eca-94f6-a197e5e9d126"))
         let vp8 = try #require(video.codec(named: "vp8"))
         #expect(vp8.payloadType == 96 && vp8.mediaCodec == .vp8 && vp8.clockRate == 90000)
         #expect(vp8.feedback == [.googREMB, .transportCC, .fir, .nack, .pli])
@@ -174,10 +184,10 @@ struct SDPVectorTests {
         #expect(audio.setup == .active && audio.direction == .recvonly)
         #expect(audio.endOfCandidates)
         #expect(audio.candidates.first?.foundation == "16572de626da4e5384a0ce2d0d93678a")
-        #expect(audio.candidates.first?.priority == 2130706431)
+        #expect(audio.candidates.first?.priority == 2_130_706_431)
         #expect(audio.codecs.map(\.name) == ["opus", "G722", "PCMU", "PCMA"])
         #expect(audio.extensionID(for: "urn:ietf:params:rtp-hdrext:sdes:mid") == 4)
-        #expect(sdp.media[1].rtxSSRC(for: 2216902814) == 433154023)
+        #expect(sdp.media[1].rtxSSRC(for: 2_216_902_814) == 433_154_023)
         #expect(sdp.media[1].codec(payloadType: 97)?.parameters == [SDPParameter(key: "apt", value: "96")])
     }
 
@@ -193,13 +203,16 @@ struct SDPVectorTests {
         #expect(answer.iceCredentials(forMediaAt: 0)?.ufrag == "TJyK")
         #expect(answer.iceCredentials(forMediaAt: 5) == nil)
         let candidate = try #require(answer.media[0].candidates.first)
-        #expect(candidate == ICECandidate(foundation: "1", component: 1, transport: "udp", priority: 2015363327,
-                                          address: "127.0.0.2", port: 20177, type: "host"))
+        #expect(
+            candidate
+                == ICECandidate(
+                    foundation: "1", component: 1, transport: "udp", priority: 2_015_363_327,
+                    address: "127.0.0.2", port: 20177, type: "host"))
         #expect(answer.media[1].msid == SDPMsid(streamID: "janus", trackID: "janus1"))
         #expect(answer.media(mid: "1")?.codecs.map(\.name) == ["VP8", "rtx"])
 
         let offer = try SessionDescription.parse(SDPTestVectors.janus112VideoroomSubscriberOffer)
-        #expect(offer.media[1].fidSSRCs?.primary == 246457405 && offer.media[1].fidSSRCs?.rtx == 1038605764)
+        #expect(offer.media[1].fidSSRCs?.primary == 246_457_405 && offer.media[1].fidSSRCs?.rtx == 1_038_605_764)
         #expect(offer.media[0].extensionID(for: "urn:ietf:params:rtp-hdrext:sdes:mid") == 4)
         #expect(offer.media[1].extensionID(for: "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time") == 2)
         #expect(offer.media.allSatisfy { $0.setup == .actpass && $0.direction == .sendonly })
@@ -220,12 +233,18 @@ struct SDPEditingTests {
         audio.setup = .actpass
         audio.rtcpMux = true
         audio.extmaps = [SDPExtmap(id: 1, uri: "urn:ietf:params:rtp-hdrext:sdes:mid")]
-        audio.codecs = [RTPCodec(payloadType: 111, name: "opus", clockRate: 48000, channels: 2,
-                                 parameters: [SDPParameter(key: "minptime", value: "10")],
-                                 feedback: [.transportCC])]
+        audio.codecs = [
+            RTPCodec(
+                payloadType: 111, name: "opus", clockRate: 48000, channels: 2,
+                parameters: [SDPParameter(key: "minptime", value: "10")],
+                feedback: [.transportCC])
+        ]
         audio.ssrcAttributes = [SDPSSRCAttribute(ssrc: 42, attribute: "cname", value: "understudy")]
-        audio.candidates = [ICECandidate(foundation: "1", priority: 2130706431, address: "127.0.0.1", port: 5000,
-                                         type: "host")]
+        audio.candidates = [
+            ICECandidate(
+                foundation: "1", priority: 2_130_706_431, address: "127.0.0.1", port: 5000,
+                type: "host")
+        ]
         audio.endOfCandidates = true
 
         var sdp = SessionDescription(origin: SDPOrigin(sessionID: "123", sessionVersion: 1))
@@ -234,17 +253,18 @@ struct SDPEditingTests {
         sdp.media = [audio]
 
         let text = sdp.serialize()
-        #expect(lines(text) == [
-            "v=0", "o=- 123 1 IN IP4 127.0.0.1", "s=-", "t=0 0",
-            "a=group:BUNDLE 0", "a=msid-semantic: WMS *",
-            "m=audio 9 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 0.0.0.0",
-            "a=mid:0", "a=sendrecv", "a=ice-ufrag:abcd", "a=ice-pwd:0123456789abcdefghijkl",
-            "a=ice-options:trickle", "a=fingerprint:sha-256 AB:CD", "a=setup:actpass", "a=rtcp-mux",
-            "a=extmap:1 urn:ietf:params:rtp-hdrext:sdes:mid",
-            "a=rtpmap:111 opus/48000/2", "a=rtcp-fb:111 transport-cc", "a=fmtp:111 minptime=10",
-            "a=ssrc:42 cname:understudy",
-            "a=candidate:1 1 udp 2130706431 127.0.0.1 5000 typ host", "a=end-of-candidates",
-        ])
+        #expect(
+            lines(text) == [
+                "v=0", "o=- 123 1 IN IP4 127.0.0.1", "s=-", "t=0 0",
+                "a=group:BUNDLE 0", "a=msid-semantic: WMS *",
+                "m=audio 9 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 0.0.0.0",
+                "a=mid:0", "a=sendrecv", "a=ice-ufrag:abcd", "a=ice-pwd:0123456789abcdefghijkl",
+                "a=ice-options:trickle", "a=fingerprint:sha-256 AB:CD", "a=setup:actpass", "a=rtcp-mux",
+                "a=extmap:1 urn:ietf:params:rtp-hdrext:sdes:mid",
+                "a=rtpmap:111 opus/48000/2", "a=rtcp-fb:111 transport-cc", "a=fmtp:111 minptime=10",
+                "a=ssrc:42 cname:understudy",
+                "a=candidate:1 1 udp 2130706431 127.0.0.1 5000 typ host", "a=end-of-candidates",
+            ])
         #expect(text.hasSuffix("\r\n") && !text.contains("\n\n"))
         #expect(try SessionDescription.parse(text) == sdp)
     }
@@ -265,10 +285,12 @@ struct SDPEditingTests {
         #expect(text.contains("a=fmtp:97 apt=96\r\na=ssrc-group:FID 1344066152 650572485\r\n"))
 
         var answer = try SessionDescription.parse(SDPTestVectors.aiortc116AnswerToChromiumOffer)
-        let extra = try ICECandidate.parse("candidate:2 1 udp 1694498815 192.0.2.1 40000 typ srflx raddr 0.0.0.0 rport 0")
+        let extra = try ICECandidate.parse(
+            "candidate:2 1 udp 1694498815 192.0.2.1 40000 typ srflx raddr 0.0.0.0 rport 0")
         answer.media[0].candidates.append(extra)
-        #expect(answer.serialize().contains(
-            "a=candidate:" + extra.attributeValue + "\r\na=end-of-candidates\r\n"))
+        #expect(
+            answer.serialize().contains(
+                "a=candidate:" + extra.attributeValue + "\r\na=end-of-candidates\r\n"))
         answer.media[0].direction = .inactive
         answer.media[0].mid = nil
         #expect(answer.media[0].mid == nil && answer.media[0].direction == .inactive)
@@ -280,7 +302,8 @@ struct SDPEditingTests {
 @Suite("ICE candidate")
 struct ICECandidateTests {
     @Test func parsesWithAndWithoutPrefix() throws {
-        let text = "842163049 1 udp 1677729535 203.0.113.7 49203 typ srflx raddr 10.0.0.2 rport 49203 generation 0 ufrag Xy12 network-cost 999"
+        let text =
+            "842163049 1 udp 1677729535 203.0.113.7 49203 typ srflx raddr 10.0.0.2 rport 49203 generation 0 ufrag Xy12 network-cost 999"
         let plain = try ICECandidate.parse(text)
         let prefixed = try ICECandidate.parse("candidate:" + text)
         #expect(plain == prefixed)
@@ -291,21 +314,23 @@ struct ICECandidateTests {
         #expect(Set([plain, prefixed]).count == 1)
     }
 
-    @Test("rejects malformed candidates", arguments: [
-        "",
-        "candidate:",
-        "1 1 udp 2130706431 127.0.0.1 5000 typ",  // no type
-        "1 1 udp 2130706431 127.0.0.1 99999999999 typ host",  // port overflow
-        "1 1 udp 2130706431 127.0.0.1 65536 typ host",
-        "1 1 udp 4294967296 127.0.0.1 5000 typ host",  // priority overflow
-        "1 0 udp 2130706431 127.0.0.1 5000 typ host",  // component 0
-        "1 -1 udp 2130706431 127.0.0.1 5000 typ host",
-        "1 1 udp 2130706431 127.0.0.1 5000 type host",  // not "typ"
-        "f:o 1 udp 2130706431 127.0.0.1 5000 typ host",  // foundation not ice-chars
-        "1 1 udp 2130706431 127.0.0.1 5000 typ host generation",  // dangling key
-        "1 1 udp 2130706431 127.0.0.1 5000 typ srflx raddr 1.2.3.4 rport x",
-        "1 1 udp 2130706431 127.0.0.1 5000 typ srflx raddr 1.2.3.4 raddr 5.6.7.8",
-    ])
+    @Test(
+        "rejects malformed candidates",
+        arguments: [
+            "",
+            "candidate:",
+            "1 1 udp 2130706431 127.0.0.1 5000 typ",  // no type
+            "1 1 udp 2130706431 127.0.0.1 99999999999 typ host",  // port overflow
+            "1 1 udp 2130706431 127.0.0.1 65536 typ host",
+            "1 1 udp 4294967296 127.0.0.1 5000 typ host",  // priority overflow
+            "1 0 udp 2130706431 127.0.0.1 5000 typ host",  // component 0
+            "1 -1 udp 2130706431 127.0.0.1 5000 typ host",
+            "1 1 udp 2130706431 127.0.0.1 5000 type host",  // not "typ"
+            "f:o 1 udp 2130706431 127.0.0.1 5000 typ host",  // foundation not ice-chars
+            "1 1 udp 2130706431 127.0.0.1 5000 typ host generation",  // dangling key
+            "1 1 udp 2130706431 127.0.0.1 5000 typ srflx raddr 1.2.3.4 rport x",
+            "1 1 udp 2130706431 127.0.0.1 5000 typ srflx raddr 1.2.3.4 raddr 5.6.7.8",
+        ])
     func rejectsMalformed(text: String) {
         #expect(throws: SDPError.self) { try ICECandidate.parse(text) }
     }
@@ -346,44 +371,48 @@ struct SDPMalformedTests {
         #expect(error(Self.minimal + "m=audio 9") == .invalidMediaLine(line: 5))
     }
 
-    @Test("bad m= lines", arguments: [
-        "m=audio",
-        "m=audio 9",
-        "m=audio 99999999999 UDP/TLS/RTP/SAVPF 111",
-        "m=audio 65536 UDP/TLS/RTP/SAVPF 111",
-        "m=audio -1 UDP/TLS/RTP/SAVPF 111",
-        "m=audio 9/ UDP/TLS/RTP/SAVPF 111",
-        "m=audio 9/x UDP/TLS/RTP/SAVPF 111",
-    ])
+    @Test(
+        "bad m= lines",
+        arguments: [
+            "m=audio",
+            "m=audio 9",
+            "m=audio 99999999999 UDP/TLS/RTP/SAVPF 111",
+            "m=audio 65536 UDP/TLS/RTP/SAVPF 111",
+            "m=audio -1 UDP/TLS/RTP/SAVPF 111",
+            "m=audio 9/ UDP/TLS/RTP/SAVPF 111",
+            "m=audio 9/x UDP/TLS/RTP/SAVPF 111",
+        ])
     func badMediaLine(line: String) {
         #expect(error(Self.minimal + line + "\r\n") == .invalidMediaLine(line: 5))
     }
 
-    @Test("bad typed attributes name the line and attribute", arguments: [
-        ("candidate", "1 1 udp 2130706431 127.0.0.1 99999999999 typ host"),
-        ("candidate", "garbage"),
-        ("rtpmap", "300 opus/48000/2"),
-        ("rtpmap", "111 opus"),
-        ("rtpmap", "111 opus/48000/99999999"),
-        ("fmtp", "abc x=1"),
-        ("rtcp-fb", "111"),
-        ("extmap", "99999999 urn:x"),
-        ("extmap", "1/sideways urn:x"),
-        ("ssrc", "4294967296 cname:x"),
-        ("ssrc", "1"),
-        ("ssrc-group", "FID 1 x"),
-        ("setup", "sometimes"),
-        ("fingerprint", "sha-256"),
-        ("rid", "q sideways"),
-        ("simulcast", "send"),
-        ("simulcast", "send q;;h"),
-        ("simulcast", "send q send h"),
-        ("simulcast", "send ~"),
-        ("sctp-port", "70000"),
-        ("mid", ""),
-        ("group", ""),
-        ("msid", "a b c"),
-    ])
+    @Test(
+        "bad typed attributes name the line and attribute",
+        arguments: [
+            ("candidate", "1 1 udp 2130706431 127.0.0.1 99999999999 typ host"),
+            ("candidate", "garbage"),
+            ("rtpmap", "300 opus/48000/2"),
+            ("rtpmap", "111 opus"),
+            ("rtpmap", "111 opus/48000/99999999"),
+            ("fmtp", "abc x=1"),
+            ("rtcp-fb", "111"),
+            ("extmap", "99999999 urn:x"),
+            ("extmap", "1/sideways urn:x"),
+            ("ssrc", "4294967296 cname:x"),
+            ("ssrc", "1"),
+            ("ssrc-group", "FID 1 x"),
+            ("setup", "sometimes"),
+            ("fingerprint", "sha-256"),
+            ("rid", "q sideways"),
+            ("simulcast", "send"),
+            ("simulcast", "send q;;h"),
+            ("simulcast", "send q send h"),
+            ("simulcast", "send ~"),
+            ("sctp-port", "70000"),
+            ("mid", ""),
+            ("group", ""),
+            ("msid", "a b c"),
+        ])
     func badAttribute(name: String, value: String) {
         let text = Self.minimal + "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=\(name):\(value)\r\n"
         #expect(error(text) == .invalidAttribute(line: 6, name: name))
@@ -407,14 +436,24 @@ struct SDPMalformedTests {
         #expect(data.sctpPort == 5000 && data.maxMessageSize == 262144)
         let video = sdp.media[1]
         #expect(video.isRejected && video.effectiveDirection == .sendrecv)
-        #expect(video.extmaps == [SDPExtmap(id: 3, direction: .recvonly, uri: "urn:example:ext",
-                                            attributes: "some attributes")])
-        #expect(video.rids[0].parameters == [SDPParameter(key: "pt", value: "96"),
-                                             SDPParameter(key: "max-width", value: "1280")])
+        #expect(
+            video.extmaps == [
+                SDPExtmap(
+                    id: 3, direction: .recvonly, uri: "urn:example:ext",
+                    attributes: "some attributes")
+            ])
+        #expect(
+            video.rids[0].parameters == [
+                SDPParameter(key: "pt", value: "96"),
+                SDPParameter(key: "max-width", value: "1280"),
+            ])
         let simulcast = try #require(video.simulcast)
         #expect(simulcast.send.isEmpty)
-        #expect(simulcast.receive == [[SDPSimulcastRID(id: "1"), SDPSimulcastRID(id: "4", paused: true)],
-                                      [SDPSimulcastRID(id: "2")], [SDPSimulcastRID(id: "3", paused: true)]])
+        #expect(
+            simulcast.receive == [
+                [SDPSimulcastRID(id: "1"), SDPSimulcastRID(id: "4", paused: true)],
+                [SDPSimulcastRID(id: "2")], [SDPSimulcastRID(id: "3", paused: true)],
+            ])
         #expect(simulcast.receiveRIDs == ["1", "2", "3"])
         #expect(sdp.serialize() == text)
     }
@@ -426,7 +465,8 @@ struct SDPMalformedTests {
 
     @Test("lenient where real peers are: LF, blank lines, missing s=/t=, unknown lines kept")
     func lenient() throws {
-        let text = "v=0\no=- 1 1 IN IP4 127.0.0.1\n\ni=info\nz=0 0\nx=unknown\na=custom\nm=video 9 RTP/AVP 96\nk=prompt\ni=media info\nb=AS:500\na=custom:with: colons \n"
+        let text =
+            "v=0\no=- 1 1 IN IP4 127.0.0.1\n\ni=info\nz=0 0\nx=unknown\na=custom\nm=video 9 RTP/AVP 96\nk=prompt\ni=media info\nb=AS:500\na=custom:with: colons \n"
         let sdp = try SessionDescription.parse(text)
         #expect(sdp.sessionName == "-")
         #expect(sdp.timing == [SDPTiming()])

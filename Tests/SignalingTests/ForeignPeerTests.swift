@@ -4,7 +4,10 @@ import Testing
 @testable import Signaling
 
 /// Interop with the Python `websockets` package (a real, independent RFC 6455 implementation).
-@Suite("WebSocket foreign peer", .enabled(if: pythonWebsocketsAvailable, "needs /work/main/.venv with the websockets package (pip install websockets)"))
+@Suite(
+    "WebSocket foreign peer",
+    .enabled(
+        if: pythonWebsocketsAvailable, "needs /work/main/.venv with the websockets package (pip install websockets)"))
 struct ForeignPeerTests {
     @Test func pythonClientTalksToOurServer() async throws {
         let server = try makeEchoServer()

@@ -35,7 +35,8 @@ struct HTTPServerTests {
     @Test func routesWithDecodedQuery() async throws {
         let server = try makeServer()
         defer { server.stop() }
-        let r = try await HTTPClient.request("GET", HTTPURL("http://127.0.0.1:\(server.port)/hello?name=J%C3%BCrgen+X&other=1"))
+        let r = try await HTTPClient.request(
+            "GET", HTTPURL("http://127.0.0.1:\(server.port)/hello?name=J%C3%BCrgen+X&other=1"))
         #expect(r.status == 200)
         #expect(r.text == "hello Jürgen X")
     }
@@ -91,7 +92,8 @@ struct HTTPServerTests {
         let raw = try RawSocket(port: server.port)
         try raw.send(
             "GET /hello?name=a HTTP/1.1\r\nHost: x\r\n\r\n" + "GET /async HTTP/1.1\r\nHost: x\r\n\r\n"
-                + "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nxyz" + "GET /hello?name=b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                + "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nxyz"
+                + "GET /hello?name=b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         let all = String(decoding: raw.readToEnd(), as: UTF8.self)
         let statuses = all.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
         #expect(statuses == ["200", "200", "201", "200"])
@@ -101,7 +103,8 @@ struct HTTPServerTests {
         let b = all.range(of: "hello b")
         #expect(a != nil && path != nil && xyz != nil && b != nil)
         if let a, let path, let xyz, let b {
-            #expect(a.upperBound <= path.lowerBound && path.upperBound <= xyz.lowerBound && xyz.upperBound <= b.lowerBound)
+            #expect(
+                a.upperBound <= path.lowerBound && path.upperBound <= xyz.lowerBound && xyz.upperBound <= b.lowerBound)
         }
         #expect(all.contains("Connection: close"))
     }
@@ -128,7 +131,9 @@ struct HTTPServerTests {
         let server = try makeServer()
         defer { server.stop() }
         let raw = try RawSocket(port: server.port)
-        try raw.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n")
+        try raw.send(
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n"
+        )
         let reply = String(decoding: raw.readToEnd(), as: UTF8.self)
         #expect(reply.hasPrefix("HTTP/1.1 201"))
         #expect(reply.hasSuffix("\r\n\r\nhello world"))
@@ -171,7 +176,9 @@ struct HTTPServerTests {
 
     @Test func requestParserHandlesSplitInput() throws {
         var parser = HTTPRequestParser()
-        let text = Array("POST /a%20b?x=1&y=%E2%9C%93&flag HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbodyGET / HTTP/1.0\r\n\r\n".utf8)
+        let text = Array(
+            "POST /a%20b?x=1&y=%E2%9C%93&flag HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbodyGET / HTTP/1.0\r\n\r\n"
+                .utf8)
         var requests: [HTTPRequest] = []
         for byte in text {
             parser.append([byte])

@@ -25,7 +25,9 @@ struct LoadTests {
             let opened = try await withThrowingTaskGroup(of: WSProbe.self) { group in
                 for _ in first..<min(count, first + batch) {
                     group.addTask {
-                        WSProbe(try await WebSocketConnection.connect(url: "ws://127.0.0.1:\(server.port)/echo", timeout: 30))
+                        WSProbe(
+                            try await WebSocketConnection.connect(
+                                url: "ws://127.0.0.1:\(server.port)/echo", timeout: 30))
                     }
                 }
                 var out: [WSProbe] = []
@@ -41,11 +43,15 @@ struct LoadTests {
         // Every connection is alive: one round trip each, all in flight at once.
         for (i, p) in probes.enumerated() { p.connection.send(text: "n\(i)") }
         var wrongEchoes = 0
-        for (i, p) in probes.enumerated() where try await p.next("echo \(i)", seconds: 30) != .text("n\(i)") { wrongEchoes += 1 }
+        for (i, p) in probes.enumerated() where try await p.next("echo \(i)", seconds: 30) != .text("n\(i)") {
+            wrongEchoes += 1
+        }
         #expect(wrongEchoes == 0)
         let rssHeld = Self.residentKiB
         let roundTripSeconds = Date().timeIntervalSince(started) - connectSeconds
-        print("load: \(count) WebSocket connections (client+server in one process) opened in \(String(format: "%.2f", connectSeconds)) s, one echo each in \(String(format: "%.2f", roundTripSeconds)) s, RSS \(rssBefore / 1024) → \(rssHeld / 1024) MiB")
+        print(
+            "load: \(count) WebSocket connections (client+server in one process) opened in \(String(format: "%.2f", connectSeconds)) s, one echo each in \(String(format: "%.2f", roundTripSeconds)) s, RSS \(rssBefore / 1024) → \(rssHeld / 1024) MiB"
+        )
 
         for p in probes { p.connection.close() }
         var codes: [UInt16: Int] = [:]

@@ -18,7 +18,9 @@ struct ParserRobustnessTests {
 
     @Test func mutatedHTTPRequestsNeverTrap() {
         var rng = SplitMix(state: 42)
-        let seed = Array("POST /a?b=%41&c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\nGET / HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz".utf8)
+        let seed = Array(
+            "POST /a?b=%41&c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\nGET / HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz"
+                .utf8)
         var outcomes = (requests: 0, errors: 0)
         for _ in 0..<3000 {
             var input = seed
@@ -53,7 +55,9 @@ struct ParserRobustnessTests {
             let masked = Bool.random(using: &rng)
             bytes.withUnsafeBytes { raw in
                 do throws(WebSocketProtocolViolation) {
-                    if try WebSocketFrameCodec.decode(raw, expectMasked: masked, maxPayload: 1 << 20) != nil { frames += 1 }
+                    if try WebSocketFrameCodec.decode(raw, expectMasked: masked, maxPayload: 1 << 20) != nil {
+                        frames += 1
+                    }
                 } catch {
                     violations += 1
                 }

@@ -9,7 +9,9 @@ struct RoomTokenTests {
     let now = Date(timeIntervalSince1970: 1_700_000_000)
 
     func token(_ permissions: [String] = ["allow_join"], exp: Int64 = 1_700_003_600) -> RoomToken {
-        RoomToken(apikey: "key-1", permissions: permissions, roomId: "room-a", participantId: "p-1", roles: ["rtc"], exp: exp, iat: 1_700_000_000)
+        RoomToken(
+            apikey: "key-1", permissions: permissions, roomId: "room-a", participantId: "p-1", roles: ["rtc"], exp: exp,
+            iat: 1_700_000_000)
     }
 
     @Test func signThenVerifyRoundTrips() throws {
@@ -63,13 +65,20 @@ struct RoomTokenTests {
         let jwt = RoomToken.sign(token(), secret: secret)
         let parts = jwt.split(separator: ".").map(String.init)
         // Swap in a payload granting moderation, keep the signature.
-        let forged = RoomToken.sign(token(["allow_join", "allow_mod"]), secret: "attacker").split(separator: ".").map(String.init)
-        #expect(throws: TokenError.invalid("bad signature")) { try RoomToken.verify("\(parts[0]).\(forged[1]).\(parts[2])", secret: secret, now: now) }
+        let forged = RoomToken.sign(token(["allow_join", "allow_mod"]), secret: "attacker").split(separator: ".").map(
+            String.init)
+        #expect(throws: TokenError.invalid("bad signature")) {
+            try RoomToken.verify("\(parts[0]).\(forged[1]).\(parts[2])", secret: secret, now: now)
+        }
         // Flip one signature character.
         var sig = Array(parts[2])
         sig[5] = sig[5] == "A" ? "B" : "A"
-        #expect(throws: TokenError.invalid("bad signature")) { try RoomToken.verify("\(parts[0]).\(parts[1]).\(String(sig))", secret: secret, now: now) }
-        #expect(throws: TokenError.invalid("bad signature")) { try RoomToken.verify(jwt, secret: secret + "x", now: now) }
+        #expect(throws: TokenError.invalid("bad signature")) {
+            try RoomToken.verify("\(parts[0]).\(parts[1]).\(String(sig))", secret: secret, now: now)
+        }
+        #expect(throws: TokenError.invalid("bad signature")) {
+            try RoomToken.verify(jwt, secret: secret + "x", now: now)
+        }
     }
 
     @Test func malformedTokensAreInvalid() {
@@ -87,8 +96,13 @@ struct RoomTokenTests {
         let payload = Base64URL.encode(Array(token().claims.jsonString.utf8))
         for alg in ["none", "HS512", "RS256", "hs256"] {
             let header = Base64URL.encode(Array(#"{"alg":"\#(alg)","typ":"JWT"}"#.utf8))
-            let signature = alg == "none" ? "" : Base64URL.encode(HMACSHA256.mac(key: Array(secret.utf8), message: Array("\(header).\(payload)".utf8)))
-            #expect(throws: TokenError.invalid("unsupported alg \(alg)")) { try RoomToken.verify("\(header).\(payload).\(signature)", secret: secret, now: now) }
+            let signature =
+                alg == "none"
+                ? ""
+                : Base64URL.encode(HMACSHA256.mac(key: Array(secret.utf8), message: Array("\(header).\(payload)".utf8)))
+            #expect(throws: TokenError.invalid("unsupported alg \(alg)")) {
+                try RoomToken.verify("\(header).\(payload).\(signature)", secret: secret, now: now)
+            }
         }
     }
 
@@ -102,7 +116,9 @@ struct RoomTokenTests {
 
     @Test func permissionRules() throws {
         for ok in [["allow_join"], ["ask_join"], ["allow_join", "allow_mod"], ["allow_mod"], []] {
-            #expect(throws: Never.self) { try RoomToken.verify(RoomToken.sign(token(ok), secret: secret), secret: secret, now: now) }
+            #expect(throws: Never.self) {
+                try RoomToken.verify(RoomToken.sign(token(ok), secret: secret), secret: secret, now: now)
+            }
         }
         for bad in [["ask_join", "allow_join"], ["ask_join", "allow_mod"], ["allow_join", "superuser"]] {
             let jwt = RoomToken.sign(token(bad), secret: secret)

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Signaling
@@ -5,12 +6,20 @@ import Testing
 @Suite("SignalEnvelope")
 struct SignalEnvelopeTests {
     @Test func parsesTheThreeShapes() throws {
-        #expect(try SignalEnvelope.parse(#"{"id":1,"method":"join","data":{"name":"a","n":2.5,"ok":true,"x":null,"l":[1,"b"]}}"#)
-            == .request(id: 1, method: "join", data: ["name": "a", "n": 2.5, "ok": true, "x": nil, "l": [1, "b"]]))
-        #expect(try SignalEnvelope.parse(#"{"id":"r7","ok":true,"data":{}}"#) == .response(id: "r7", result: .success([:])))
-        #expect(try SignalEnvelope.parse(#"{"id":2,"ok":false,"error":{"code":4002,"name":"INVALID_TOKEN","message":"expired"}}"#)
-            == .response(id: 2, result: .failure(SignalError(code: 4002, name: "INVALID_TOKEN", message: "expired"))))
-        #expect(try SignalEnvelope.parse(#"{"method":"peerJoined","data":{"id":"p"}}"#) == .notification(method: "peerJoined", data: ["id": "p"]))
+        #expect(
+            try SignalEnvelope.parse(
+                #"{"id":1,"method":"join","data":{"name":"a","n":2.5,"ok":true,"x":null,"l":[1,"b"]}}"#)
+                == .request(id: 1, method: "join", data: ["name": "a", "n": 2.5, "ok": true, "x": nil, "l": [1, "b"]]))
+        #expect(
+            try SignalEnvelope.parse(#"{"id":"r7","ok":true,"data":{}}"#) == .response(id: "r7", result: .success([:])))
+        #expect(
+            try SignalEnvelope.parse(
+                #"{"id":2,"ok":false,"error":{"code":4002,"name":"INVALID_TOKEN","message":"expired"}}"#)
+                == .response(
+                    id: 2, result: .failure(SignalError(code: 4002, name: "INVALID_TOKEN", message: "expired"))))
+        #expect(
+            try SignalEnvelope.parse(#"{"method":"peerJoined","data":{"id":"p"}}"#)
+                == .notification(method: "peerJoined", data: ["id": "p"]))
         // data is optional and defaults to an empty object.
         #expect(try SignalEnvelope.parse(#"{"method":"ping"}"#) == .notification(method: "ping", data: [:]))
     }
@@ -23,7 +32,9 @@ struct SignalEnvelopeTests {
 
     @Test func serializationRoundTrips() throws {
         let messages: [SignalEnvelope] = [
-            .request(id: 5, method: "publish", data: ["sdp": "v=0\r\n", "tracks": ["a", "v"], "nested": ["deep": [nil, false]]]),
+            .request(
+                id: 5, method: "publish",
+                data: ["sdp": "v=0\r\n", "tracks": ["a", "v"], "nested": ["deep": [nil, false]]]),
             .response(id: 5, result: .success(["answer": "x/y"])),
             .response(id: "abc", result: .failure(SignalError(code: 4008, name: "INVALID_PERMISSIONS", message: "no"))),
             .notification(method: "left", data: ["id": "ü✓"]),
@@ -38,7 +49,8 @@ struct SignalEnvelopeTests {
         let cases: [(String, Bool)] = [
             ("", true), ("{", true), ("not json", true), ("[1,2]", false), ("42", false), (#"{"id":1}"#, false),
             (#"{"id":1,"method":5}"#, false), (#"{"id":1,"method":""}"#, false), (#"{"ok":true}"#, false),
-            (#"{"id":1,"ok":"yes"}"#, false), (#"{"id":1,"ok":false}"#, false), (#"{"id":1,"ok":false,"error":{"code":"x"}}"#, false),
+            (#"{"id":1,"ok":"yes"}"#, false), (#"{"id":1,"ok":false}"#, false),
+            (#"{"id":1,"ok":false,"error":{"code":"x"}}"#, false),
             (#"{"id":[1],"method":"m"}"#, false), (#"{"id":1.5,"method":"m"}"#, false),
         ]
         for (text, isJSONError) in cases {
@@ -46,7 +58,11 @@ struct SignalEnvelopeTests {
                 _ = try SignalEnvelope.parse(text)
                 Issue.record("accepted \(text)")
             } catch {
-                if case .malformedJSON = error { #expect(isJSONError, "\(text)") } else { #expect(!isJSONError, "\(text)") }
+                if case .malformedJSON = error {
+                    #expect(isJSONError, "\(text)")
+                } else {
+                    #expect(!isJSONError, "\(text)")
+                }
             }
         }
     }
@@ -57,5 +73,3 @@ struct SignalEnvelopeTests {
         #expect(try JSONDecoder().decode(JSONValue.self, from: data) == value)
     }
 }
-
-import Foundation

@@ -23,7 +23,9 @@ struct WebSocketTests {
                 // Every strict prefix is "need more bytes", never an error or a frame.
                 if bytes.count > 1 {
                     let partial = try bytes.withUnsafeBytes { raw in
-                        try WebSocketFrameCodec.decode(UnsafeRawBufferPointer(rebasing: raw[0..<(bytes.count - 1)]), expectMasked: key != nil, maxPayload: 1 << 20)
+                        try WebSocketFrameCodec.decode(
+                            UnsafeRawBufferPointer(rebasing: raw[0..<(bytes.count - 1)]), expectMasked: key != nil,
+                            maxPayload: 1 << 20)
                     }
                     #expect(partial == nil)
                 }
@@ -195,7 +197,8 @@ struct WebSocketTests {
         defer { server.stop() }
         let raw = try RawSocket(port: server.port)
         _ = try raw.handshake()
-        try raw.send(WebSocketFrameCodec.encode(opcode: .text, payload: [0x68, 0xC3, 0x28, 0xFF], maskKey: 0x0102_0304))
+        try raw.send(
+            WebSocketFrameCodec.encode(opcode: .text, payload: [0x68, 0xC3, 0x28, 0xFF], maskKey: 0x0102_0304))
         let reply = raw.readToEnd()
         #expect(reply.count >= 4)
         #expect(reply.first == 0x88)
@@ -224,17 +227,30 @@ struct WebSocketTests {
         }
         let base = "Host: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         // Missing key.
-        #expect(try statusLine("GET /echo HTTP/1.1\r\n\(base)Sec-WebSocket-Version: 13\r\n\r\n") == "HTTP/1.1 400 Bad Request")
+        #expect(
+            try statusLine("GET /echo HTTP/1.1\r\n\(base)Sec-WebSocket-Version: 13\r\n\r\n")
+                == "HTTP/1.1 400 Bad Request")
         // Key that is not 16 bytes of base64.
-        #expect(try statusLine("GET /echo HTTP/1.1\r\n\(base)Sec-WebSocket-Key: abc\r\nSec-WebSocket-Version: 13\r\n\r\n") == "HTTP/1.1 400 Bad Request")
+        #expect(
+            try statusLine("GET /echo HTTP/1.1\r\n\(base)Sec-WebSocket-Key: abc\r\nSec-WebSocket-Version: 13\r\n\r\n")
+                == "HTTP/1.1 400 Bad Request")
         // Wrong version.
-        #expect(try statusLine("GET /echo HTTP/1.1\r\n\(base)Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n").hasPrefix("HTTP/1.1 426"))
+        #expect(
+            try statusLine(
+                "GET /echo HTTP/1.1\r\n\(base)Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n"
+            ).hasPrefix("HTTP/1.1 426"))
         // Not an upgrade at all.
         #expect(try statusLine("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n").hasPrefix("HTTP/1.1 426"))
         // POST.
-        #expect(try statusLine("POST /echo HTTP/1.1\r\n\(base)Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\n\r\n") == "HTTP/1.1 400 Bad Request")
+        #expect(
+            try statusLine(
+                "POST /echo HTTP/1.1\r\n\(base)Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\n\r\n"
+            ) == "HTTP/1.1 400 Bad Request")
         // Connection header without Upgrade.
-        #expect(try statusLine("GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n") == "HTTP/1.1 400 Bad Request")
+        #expect(
+            try statusLine(
+                "GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ) == "HTTP/1.1 400 Bad Request")
     }
 
     @Test func stopClosesOpenWebSockets() async throws {
@@ -253,7 +269,9 @@ struct WebSocketTests {
         let server = try makeEchoServer()
         defer { server.stop() }
         let raw = try RawSocket(port: server.port)
-        var bytes = Array("GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".utf8)
+        var bytes = Array(
+            "GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                .utf8)
         bytes += WebSocketFrameCodec.encode(opcode: .text, payload: Array("early".utf8), maskKey: 0x5555_AAAA)
         try raw.send(bytes)
         let reply = raw.read(until: "early")
@@ -286,7 +304,9 @@ struct WebSocketBackpressureTests {
         let count = 300
         for i in 0..<count { ws.send(binary: [UInt8](repeating: UInt8(i % 251), count: 8 * 1024)) }
         var mismatches = 0
-        for i in 0..<count where try await probe.next("reply \(i)", seconds: 30) != .text("8192:\(i % 251)") { mismatches += 1 }
+        for i in 0..<count where try await probe.next("reply \(i)", seconds: 30) != .text("8192:\(i % 251)") {
+            mismatches += 1
+        }
         #expect(mismatches == 0)
         #expect((serverSide.value?.readPauseCount ?? 0) > 0)
         ws.close()

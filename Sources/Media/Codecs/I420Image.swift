@@ -24,7 +24,8 @@ public struct I420Image: Sendable, Equatable {
 
     /// Creates a tightly packed image filled with one colour (default: video black).
     public init(width: Int, height: Int, fillY: UInt8 = 16, fillU: UInt8 = 128, fillV: UInt8 = 128) {
-        let w = max(width, 0), h = max(height, 0)
+        let w = max(width, 0)
+        let h = max(height, 0)
         self.width = w
         self.height = h
         strideY = w

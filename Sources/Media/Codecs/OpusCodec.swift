@@ -25,8 +25,10 @@ public final class OpusEncoder: @unchecked Sendable {
     ///   - bitrate: target bits per second.
     ///   - inbandFEC: emit forward error correction so a lost packet can be rebuilt from the next.
     ///   - expectedLossPercent: loss estimate that sizes the FEC (only with `inbandFEC`).
-    public init(channels: Int = 1, bitrate: Int = 32_000, application: Application = .audio,
-                inbandFEC: Bool = false, expectedLossPercent: Int = 10, complexity: Int = 5) throws {
+    public init(
+        channels: Int = 1, bitrate: Int = 32_000, application: Application = .audio,
+        inbandFEC: Bool = false, expectedLossPercent: Int = 10, complexity: Int = 5
+    ) throws {
         guard channels == 1 || channels == 2 else { throw MediaError.invalidArgument("opus channels \(channels)") }
         let app: Int32
         switch application {
@@ -60,7 +62,8 @@ public final class OpusEncoder: @unchecked Sendable {
     /// Encodes one 20 ms frame of interleaved PCM (`960 × channels` samples) into one Opus packet.
     public func encode(pcm: UnsafeBufferPointer<Int16>) throws -> [UInt8] {
         guard pcm.count == Self.frameSamples * channels, let base = pcm.baseAddress else {
-            throw MediaError.invalidArgument("opus frame needs \(Self.frameSamples * channels) samples, got \(pcm.count)")
+            throw MediaError.invalidArgument(
+                "opus frame needs \(Self.frameSamples * channels) samples, got \(pcm.count)")
         }
         let n = scratch.withUnsafeMutableBufferPointer { out -> Int32 in
             guard let ob = out.baseAddress else { return OPUS_BUFFER_TOO_SMALL }

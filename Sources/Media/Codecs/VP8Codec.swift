@@ -1,7 +1,8 @@
-public import RTCWire
 internal import CVPX
+public import RTCWire
 
-private func vpxCheck(_ err: vpx_codec_err_t, _ function: String, _ ctx: UnsafeMutablePointer<vpx_codec_ctx_t>?) throws {
+private func vpxCheck(_ err: vpx_codec_err_t, _ function: String, _ ctx: UnsafeMutablePointer<vpx_codec_ctx_t>?) throws
+{
     guard err != VPX_CODEC_OK else { return }
     var detail = String(cString: vpx_codec_err_to_string(err))
     if let ctx, let d = vpx_codec_error_detail(ctx) { detail += " (" + String(cString: d) + ")" }
@@ -31,8 +32,10 @@ public final class VP8Encoder: @unchecked Sendable {
     ///   - realtime: use libvpx's real-time deadline (fast); otherwise good quality.
     ///   - errorResilient: make frames decodable after losses in earlier non-reference frames.
     ///   - cpuUsed: libvpx speed setting (-16…16, higher is faster).
-    public init(width: Int, height: Int, fps: Int = 30, bitrate: Int = 600_000, keyframeInterval: Int = 60,
-                realtime: Bool = true, errorResilient: Bool = true, cpuUsed: Int = 8, threads: Int = 1) throws {
+    public init(
+        width: Int, height: Int, fps: Int = 30, bitrate: Int = 600_000, keyframeInterval: Int = 60,
+        realtime: Bool = true, errorResilient: Bool = true, cpuUsed: Int = 8, threads: Int = 1
+    ) throws {
         guard width > 0, height > 0, width <= 16383, height <= 16383, width % 2 == 0, height % 2 == 0 else {
             throw MediaError.invalidArgument("VP8 size \(width)x\(height) (need even, 1…16383)")
         }
@@ -97,7 +100,8 @@ public final class VP8Encoder: @unchecked Sendable {
     /// with a 90 kHz timestamp from the frame counter.
     public func encode(i420 picture: I420Image) throws -> [EncodedFrame] {
         guard picture.width == width, picture.height == height, picture.isConsistent else {
-            throw MediaError.invalidArgument("picture \(picture.width)x\(picture.height) for a \(width)x\(height) encoder")
+            throw MediaError.invalidArgument(
+                "picture \(picture.width)x\(picture.height) for a \(width)x\(height) encoder")
         }
         copyPlane(picture.y, stride: picture.strideY, rows: height, cols: width, plane: 0)
         copyPlane(picture.u, stride: picture.strideU, rows: picture.chromaHeight, cols: picture.chromaWidth, plane: 1)
@@ -116,15 +120,24 @@ public final class VP8Encoder: @unchecked Sendable {
             guard let buf = f.buf, f.sz > 0 else { continue }
             let bytes = Array(UnsafeRawBufferPointer(start: buf, count: Int(f.sz)))
             let isKey = (f.flags & ua_vpx_frame_is_key) != 0
-            out.append(EncodedFrame(codec: .vp8, data: bytes, timestamp: UInt32(truncatingIfNeeded: f.pts &* ticks),
-                                    isKeyframe: isKey, duration: UInt32(ticks)))
+            out.append(
+                EncodedFrame(
+                    codec: .vp8, data: bytes, timestamp: UInt32(truncatingIfNeeded: f.pts &* ticks),
+                    isKeyframe: isKey, duration: UInt32(ticks)))
         }
         return out
     }
 
     private func copyPlane(_ src: [UInt8], stride: Int, rows: Int, cols: Int, plane: Int) {
-        let dstStride = Int(withUnsafePointer(to: image.pointee.stride) { $0.withMemoryRebound(to: Int32.self, capacity: 3) { $0[plane] } })
-        guard let dst = withUnsafePointer(to: image.pointee.planes, { $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 3) { $0[plane] } }) else { return }
+        let dstStride = Int(
+            withUnsafePointer(to: image.pointee.stride) {
+                $0.withMemoryRebound(to: Int32.self, capacity: 3) { $0[plane] }
+            })
+        guard
+            let dst = withUnsafePointer(
+                to: image.pointee.planes,
+                { $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 3) { $0[plane] } })
+        else { return }
         src.withUnsafeBufferPointer { s in
             guard let sb = s.baseAddress else { return }
             for r in 0..<rows {
@@ -175,7 +188,8 @@ public final class VP8Decoder: @unchecked Sendable {
 
     private static func copy(_ img: vpx_image_t) -> I420Image? {
         guard img.fmt == VPX_IMG_FMT_I420 else { return nil }
-        let w = Int(img.d_w), h = Int(img.d_h)
+        let w = Int(img.d_w)
+        let h = Int(img.d_h)
         var out = I420Image(width: w, height: h)
         let planes = [img.planes.0, img.planes.1, img.planes.2]
         let strides = [Int(img.stride.0), Int(img.stride.1), Int(img.stride.2)]

@@ -51,9 +51,15 @@ public struct IVFReader: Sendable {
         var at = Int(headerLength)
         var truncated = false
         while at < b.count {
-            guard let size = b.le32(at), let pts = b.le64(at + 4) else { truncated = true; break }
+            guard let size = b.le32(at), let pts = b.le64(at + 4) else {
+                truncated = true
+                break
+            }
             let start = at + 12
-            guard Int(size) <= b.count - start else { truncated = true; break }
+            guard Int(size) <= b.count - start else {
+                truncated = true
+                break
+            }
             frames.append(Frame(pts: pts, data: Array(b[start..<(start + Int(size))])))
             at = start + Int(size)
         }
@@ -84,8 +90,10 @@ public struct IVFReader: Sendable {
             let t = ticks(f.pts)
             let next = i + 1 < frames.count ? ticks(frames[i + 1].pts) : t + Int(defaultDuration)
             let duration = next > t ? UInt32(clamping: next - t) : defaultDuration
-            out.append(EncodedFrame(codec: .vp8, data: f.data, timestamp: UInt32(truncatingIfNeeded: t),
-                                    isKeyframe: VP8KeyframeInfo.isKeyframe(f.data), duration: duration))
+            out.append(
+                EncodedFrame(
+                    codec: .vp8, data: f.data, timestamp: UInt32(truncatingIfNeeded: t),
+                    isKeyframe: VP8KeyframeInfo.isKeyframe(f.data), duration: duration))
         }
         return out
     }

@@ -29,17 +29,26 @@ public struct OggOpusReader: Sendable {
         var truncated = false
         while at < b.count {
             guard b.hasBytes(at, Array("OggS".utf8)) else { throw bad("lost page sync at byte \(at)") }
-            guard at + 27 <= b.count else { truncated = true; break }
+            guard at + 27 <= b.count else {
+                truncated = true
+                break
+            }
             guard b[at + 4] == 0 else { throw bad("unsupported Ogg version \(b[at + 4]) at byte \(at)") }
             let pageSerial = b.le32(at + 14) ?? 0
             let storedCRC = b.le32(at + 22) ?? 0
             let segmentCount = Int(b[at + 26])
             let lacingStart = at + 27
-            guard lacingStart + segmentCount <= b.count else { truncated = true; break }
+            guard lacingStart + segmentCount <= b.count else {
+                truncated = true
+                break
+            }
             var bodyLength = 0
             for i in 0..<segmentCount { bodyLength += Int(b[lacingStart + i]) }
             let bodyStart = lacingStart + segmentCount
-            guard bodyStart + bodyLength <= b.count else { truncated = true; break }
+            guard bodyStart + bodyLength <= b.count else {
+                truncated = true
+                break
+            }
             let pageEnd = bodyStart + bodyLength
             var crc = OggCRC.update(0, b[at..<(at + 22)])
             crc = OggCRC.update(crc, [0, 0, 0, 0][...])
@@ -85,8 +94,10 @@ public struct OggOpusReader: Sendable {
         var t = 0
         for p in packets {
             guard let samples = OpusDecoder.sampleCount(of: p) else { continue }
-            out.append(EncodedFrame(codec: .opus, data: p, timestamp: UInt32(truncatingIfNeeded: t),
-                                    isKeyframe: true, duration: UInt32(samples)))
+            out.append(
+                EncodedFrame(
+                    codec: .opus, data: p, timestamp: UInt32(truncatingIfNeeded: t),
+                    isKeyframe: true, duration: UInt32(samples)))
             t += samples
         }
         return out

@@ -25,11 +25,17 @@ extension Array where Element == UInt8 {
         if n < 0x7F {
             append(0x80 | UInt8(n))
         } else if n < 0x3FFF {
-            append(0x40 | UInt8(n >> 8)); append(UInt8(n & 0xFF))
+            append(0x40 | UInt8(n >> 8))
+            append(UInt8(n & 0xFF))
         } else if n < 0x1F_FFFF {
-            append(0x20 | UInt8(n >> 16)); append(UInt8((n >> 8) & 0xFF)); append(UInt8(n & 0xFF))
+            append(0x20 | UInt8(n >> 16))
+            append(UInt8((n >> 8) & 0xFF))
+            append(UInt8(n & 0xFF))
         } else if n < 0x0FFF_FFFF {
-            append(0x10 | UInt8(n >> 24)); append(UInt8((n >> 16) & 0xFF)); append(UInt8((n >> 8) & 0xFF)); append(UInt8(n & 0xFF))
+            append(0x10 | UInt8(n >> 24))
+            append(UInt8((n >> 16) & 0xFF))
+            append(UInt8((n >> 8) & 0xFF))
+            append(UInt8(n & 0xFF))
         } else {
             append(contentsOf: EBML.size8(size))
         }

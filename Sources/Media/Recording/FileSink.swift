@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An append-only file with a reusable write buffer and in-place patching of earlier bytes.
@@ -67,7 +67,16 @@ final class FileSink {
 }
 
 extension Array where Element == UInt8 {
-    mutating func appendLE16(_ v: UInt16) { append(UInt8(v & 0xFF)); append(UInt8(v >> 8)) }
-    mutating func appendLE32(_ v: UInt32) { appendLE16(UInt16(v & 0xFFFF)); appendLE16(UInt16(v >> 16)) }
-    mutating func appendLE64(_ v: UInt64) { appendLE32(UInt32(v & 0xFFFF_FFFF)); appendLE32(UInt32(v >> 32)) }
+    mutating func appendLE16(_ v: UInt16) {
+        append(UInt8(v & 0xFF))
+        append(UInt8(v >> 8))
+    }
+    mutating func appendLE32(_ v: UInt32) {
+        appendLE16(UInt16(v & 0xFFFF))
+        appendLE16(UInt16(v >> 16))
+    }
+    mutating func appendLE64(_ v: UInt64) {
+        appendLE32(UInt32(v & 0xFFFF_FFFF))
+        appendLE32(UInt32(v >> 32))
+    }
 }

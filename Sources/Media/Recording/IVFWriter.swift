@@ -62,15 +62,15 @@ public final class IVFWriter: @unchecked Sendable {
 
     private func writeHeader(width: Int, height: Int) {
         sink.buffer.append(contentsOf: Array("DKIF".utf8))
-        sink.buffer.appendLE16(0)   // version
+        sink.buffer.appendLE16(0)  // version
         sink.buffer.appendLE16(32)  // header length
         sink.buffer.append(contentsOf: Array("VP80".utf8))
         sink.buffer.appendLE16(UInt16(clamping: width))
         sink.buffer.appendLE16(UInt16(clamping: height))
         sink.buffer.appendLE32(90_000)  // time base denominator ("rate")
-        sink.buffer.appendLE32(1)       // time base numerator ("scale")
-        sink.buffer.appendLE32(0)       // frame count, patched at close
-        sink.buffer.appendLE32(0)       // unused
+        sink.buffer.appendLE32(1)  // time base numerator ("scale")
+        sink.buffer.appendLE32(0)  // frame count, patched at close
+        sink.buffer.appendLE32(0)  // unused
         headerWritten = true
     }
 

@@ -29,8 +29,10 @@ public final class OggOpusWriter: @unchecked Sendable {
     private var closed = false
 
     /// Creates (truncates) `path` and writes the OpusHead and OpusTags pages.
-    public init(path: String, channels: Int = 1, preSkip: Int = 312, packetsPerPage: Int = 10,
-                serial: UInt32 = UInt32.random(in: 1...UInt32.max)) throws {
+    public init(
+        path: String, channels: Int = 1, preSkip: Int = 312, packetsPerPage: Int = 10,
+        serial: UInt32 = UInt32.random(in: 1...UInt32.max)
+    ) throws {
         guard channels == 1 || channels == 2 else { throw MediaError.invalidArgument("Ogg Opus channels \(channels)") }
         sink = try FileSink(path: path)
         self.channels = channels
@@ -58,7 +60,7 @@ public final class OggOpusWriter: @unchecked Sendable {
         head.appendLE16(UInt16(clamping: preSkip))
         head.appendLE32(UInt32(clamping: inputSampleRate))
         head.appendLE16(0)  // output gain
-        head.append(0)      // channel mapping family 0 (mono/stereo)
+        head.append(0)  // channel mapping family 0 (mono/stereo)
         return head
     }
 
@@ -66,7 +68,9 @@ public final class OggOpusWriter: @unchecked Sendable {
     /// gap of two or more packets is filled with empty frames.
     public func write(_ frame: EncodedFrame, pts: Int64? = nil) throws {
         guard !closed else { throw MediaError.closed }
-        guard frame.codec == .opus else { throw MediaError.invalidArgument("Ogg Opus holds Opus only, got \(frame.codec)") }
+        guard frame.codec == .opus else {
+            throw MediaError.invalidArgument("Ogg Opus holds Opus only, got \(frame.codec)")
+        }
         guard let samples = OpusDecoder.sampleCount(of: frame.data) else {
             invalidPackets += 1
             return
@@ -80,7 +84,8 @@ public final class OggOpusWriter: @unchecked Sendable {
                 // Fill only real gaps (two packets or more), not jitter; never more than 30 s at once.
                 let gap = expected - granule
                 if gap >= Int64(2 * fillerSamples) {
-                    let count = min((gap + Int64(fillerSamples / 2)) / Int64(fillerSamples), Int64(30 * 48_000 / fillerSamples))
+                    let count = min(
+                        (gap + Int64(fillerSamples / 2)) / Int64(fillerSamples), Int64(30 * 48_000 / fillerSamples))
                     for _ in 0..<count { try addPacket(filler, samples: fillerSamples) }
                     gapPacketsInserted += Int(count)
                 }

@@ -93,9 +93,13 @@ public final class WebMWriter: @unchecked Sendable {
 
     /// Creates (truncates) `path`. At least one of `video` and `audio` must be given.
     /// Throws ``MediaError/cannotOpen(path:errno:)`` when the file cannot be created.
-    public init(path: String, video: VideoTrack? = VideoTrack(), audio: AudioTrack? = AudioTrack(),
-                reorderWindowMs: Int = 300, headerWaitMs: Int = 5_000, maxClusterMs: Int = 1_000) throws {
-        guard video != nil || audio != nil else { throw MediaError.invalidArgument("WebM needs a video or an audio track") }
+    public init(
+        path: String, video: VideoTrack? = VideoTrack(), audio: AudioTrack? = AudioTrack(),
+        reorderWindowMs: Int = 300, headerWaitMs: Int = 5_000, maxClusterMs: Int = 1_000
+    ) throws {
+        guard video != nil || audio != nil else {
+            throw MediaError.invalidArgument("WebM needs a video or an audio track")
+        }
         if let audio, !(audio.channels == 1 || audio.channels == 2) {
             throw MediaError.invalidArgument("WebM Opus channels \(audio.channels)")
         }
@@ -141,7 +145,9 @@ public final class WebMWriter: @unchecked Sendable {
         if !headerWritten {
             let waitingForVideo = video != nil && !sawVideoKeyframe
             if waitingForVideo {
-                guard let first = pending.first, let last = pending.last, last.ms - first.ms > headerWaitMs else { return }
+                guard let first = pending.first, let last = pending.last, last.ms - first.ms > headerWaitMs else {
+                    return
+                }
             }
             try writeHeader()
         }

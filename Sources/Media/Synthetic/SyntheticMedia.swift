@@ -1,5 +1,5 @@
-public import RTCWire
 import Foundation
+public import RTCWire
 
 /// A loop of encoded audio and video, encoded once and shared by every bot that sends it.
 ///
@@ -42,8 +42,10 @@ public final class SyntheticMedia: @unchecked Sendable {
     ///   - seconds: loop length; rounded up to a whole number of 2 s marker intervals.
     ///   - layers: number of simulcast layers, 1…3.
     ///   - topBitrate: bits per second of layer 0; layers 1 and 2 get 40 % and 17 % of it.
-    public init(seconds: Int = 10, layers layerCount: Int = 1, width: Int = 640, height: Int = 360, fps: Int = 30,
-                topBitrate: Int = 600_000, audioBitrate: Int = 32_000, keyframeIntervalSeconds: Int = 2) throws {
+    public init(
+        seconds: Int = 10, layers layerCount: Int = 1, width: Int = 640, height: Int = 360, fps: Int = 30,
+        topBitrate: Int = 600_000, audioBitrate: Int = 32_000, keyframeIntervalSeconds: Int = 2
+    ) throws {
         guard (1...3).contains(layerCount) else { throw MediaError.invalidArgument("layers \(layerCount) (need 1…3)") }
         guard fps > 0, fps <= 120, keyframeIntervalSeconds > 0 else { throw MediaError.invalidArgument("fps \(fps)") }
         let markerSeconds = 2
@@ -51,8 +53,9 @@ public final class SyntheticMedia: @unchecked Sendable {
         self.fps = fps
         loopSeconds = loop
         let layerList: [Layer] = (0..<layerCount).map { k in
-            Layer(width: max(16, (width >> k) & ~1), height: max(16, (height >> k) & ~1),
-                  bitrate: max(30_000, topBitrate * [100, 40, 17][k] / 100))
+            Layer(
+                width: max(16, (width >> k) & ~1), height: max(16, (height >> k) & ~1),
+                bitrate: max(30_000, topBitrate * [100, 40, 17][k] / 100))
         }
         layers = layerList
 
@@ -61,8 +64,13 @@ public final class SyntheticMedia: @unchecked Sendable {
         // Layers are independent encodes: run them in parallel (the top layer dominates).
         let results = LayerResults(count: layerList.count)
         DispatchQueue.concurrentPerform(iterations: layerList.count) { k in
-            results.set(k, Result { try Self.encodeLayer(layerList[k], fps: fps, frameCount: frameCount,
-                                                        keyInterval: keyInterval, markerSeconds: markerSeconds) })
+            results.set(
+                k,
+                Result {
+                    try Self.encodeLayer(
+                        layerList[k], fps: fps, frameCount: frameCount,
+                        keyInterval: keyInterval, markerSeconds: markerSeconds)
+                })
         }
         let video = try results.values().map { try $0.get() }
         videoFrames = video
@@ -77,7 +85,8 @@ public final class SyntheticMedia: @unchecked Sendable {
         for i in 0..<audioCount {
             pcm.withUnsafeMutableBufferPointer { tone.render(frame: i, into: $0) }
             let packet = try pcm.withUnsafeBufferPointer { try opus.encode(pcm: $0) }
-            audio.append(EncodedFrame(codec: .opus, data: packet, timestamp: UInt32(i * 960), isKeyframe: true, duration: 960))
+            audio.append(
+                EncodedFrame(codec: .opus, data: packet, timestamp: UInt32(i * 960), isKeyframe: true, duration: 960))
         }
         audioFrames = audio
         audioChannels = 1
@@ -89,7 +98,10 @@ public final class SyntheticMedia: @unchecked Sendable {
     ///
     /// Timestamps are rebased so that each list starts at 0. Empty lists are allowed (no video or
     /// no audio).
-    public init(videoLayers: [[EncodedFrame]], audio: [EncodedFrame], fps: Int = 30, audioChannels: Int = 1, audioPreSkip: Int = 312) {
+    public init(
+        videoLayers: [[EncodedFrame]], audio: [EncodedFrame], fps: Int = 30, audioChannels: Int = 1,
+        audioPreSkip: Int = 312
+    ) {
         func rebase(_ frames: [EncodedFrame], defaultDuration: UInt32) -> ([EncodedFrame], Int) {
             guard let first = frames.first else { return ([], 0) }
             var out = frames
@@ -124,11 +136,15 @@ public final class SyntheticMedia: @unchecked Sendable {
         }
     }
 
-    private static func encodeLayer(_ layer: Layer, fps: Int, frameCount: Int, keyInterval: Int,
-                                    markerSeconds: Int) throws -> [EncodedFrame] {
-        let encoder = try VP8Encoder(width: layer.width, height: layer.height, fps: fps, bitrate: layer.bitrate,
-                                     keyframeInterval: keyInterval, realtime: true, errorResilient: true)
-        let pattern = TestPatternSource(width: layer.width, height: layer.height, fps: fps, markerIntervalSeconds: markerSeconds)
+    private static func encodeLayer(
+        _ layer: Layer, fps: Int, frameCount: Int, keyInterval: Int,
+        markerSeconds: Int
+    ) throws -> [EncodedFrame] {
+        let encoder = try VP8Encoder(
+            width: layer.width, height: layer.height, fps: fps, bitrate: layer.bitrate,
+            keyframeInterval: keyInterval, realtime: true, errorResilient: true)
+        let pattern = TestPatternSource(
+            width: layer.width, height: layer.height, fps: fps, markerIntervalSeconds: markerSeconds)
         var picture = I420Image(width: layer.width, height: layer.height)
         var frames: [EncodedFrame] = []
         frames.reserveCapacity(frameCount)
@@ -142,7 +158,8 @@ public final class SyntheticMedia: @unchecked Sendable {
             }
         }
         guard frames.count == frameCount, frames.first?.isKeyframe == true else {
-            throw MediaError.vpx(function: "vpx_codec_encode", code: -1, detail: "produced \(frames.count) of \(frameCount) frames")
+            throw MediaError.vpx(
+                function: "vpx_codec_encode", code: -1, detail: "produced \(frames.count) of \(frameCount) frames")
         }
         return frames
     }
@@ -177,15 +194,17 @@ public final class SyntheticMedia: @unchecked Sendable {
             }
         }
         var audio: [EncodedFrame] = []
-        var channels = 1, preSkip = 312
+        var channels = 1
+        var preSkip = 312
         if let audioPath {
             let reader = try OggOpusReader(path: audioPath)
             audio = reader.encodedFrames()
             channels = reader.channels
             preSkip = reader.preSkip
         }
-        return SyntheticMedia(videoLayers: video.isEmpty ? [] : [video], audio: audio, fps: fps,
-                              audioChannels: channels, audioPreSkip: preSkip)
+        return SyntheticMedia(
+            videoLayers: video.isEmpty ? [] : [video], audio: audio, fps: fps,
+            audioChannels: channels, audioPreSkip: preSkip)
     }
 
     /// Number of video frames in one loop (layer 0).

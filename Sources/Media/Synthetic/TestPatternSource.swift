@@ -49,10 +49,15 @@ public struct TestPatternSource: Sendable {
             (80, 184, 198), (65, 100, 212), (45, 212, 114), (30, 128, 128),
         ]
         for (i, bar) in bars.enumerated() {
-            let x0 = i * width / bars.count, x1 = (i + 1) * width / bars.count
+            let x0 = i * width / bars.count
+            let x1 = (i + 1) * width / bars.count
             fill(&image.y, stride: image.strideY, x: x0, y: 0, w: x1 - x0, h: height, value: bar.y)
-            fill(&image.u, stride: image.strideU, x: x0 / 2, y: 0, w: (x1 - x0 + 1) / 2, h: image.chromaHeight, value: bar.u)
-            fill(&image.v, stride: image.strideV, x: x0 / 2, y: 0, w: (x1 - x0 + 1) / 2, h: image.chromaHeight, value: bar.v)
+            fill(
+                &image.u, stride: image.strideU, x: x0 / 2, y: 0, w: (x1 - x0 + 1) / 2, h: image.chromaHeight,
+                value: bar.u)
+            fill(
+                &image.v, stride: image.strideV, x: x0 / 2, y: 0, w: (x1 - x0 + 1) / 2, h: image.chromaHeight,
+                value: bar.v)
         }
         // A box sweeping left to right once per second, on the lower third.
         let box = max(4, height / 6)
@@ -75,8 +80,12 @@ public struct TestPatternSource: Sendable {
         let plateW = digits.count * (digitW + gap) + gap
         let plateH = digitH + 2 * gap
         fill(&image.y, stride: image.strideY, x: margin, y: margin, w: plateW, h: plateH, value: 16)
-        fill(&image.u, stride: image.strideU, x: margin / 2, y: margin / 2, w: (plateW + 1) / 2, h: (plateH + 1) / 2, value: 128)
-        fill(&image.v, stride: image.strideV, x: margin / 2, y: margin / 2, w: (plateW + 1) / 2, h: (plateH + 1) / 2, value: 128)
+        fill(
+            &image.u, stride: image.strideU, x: margin / 2, y: margin / 2, w: (plateW + 1) / 2, h: (plateH + 1) / 2,
+            value: 128)
+        fill(
+            &image.v, stride: image.strideV, x: margin / 2, y: margin / 2, w: (plateW + 1) / 2, h: (plateH + 1) / 2,
+            value: 128)
         for (i, ch) in digits.enumerated() {
             guard let d = ch.wholeNumberValue else { continue }
             drawDigit(d, x: margin + gap + i * (digitW + gap), y: margin + gap, w: digitW, h: digitH, into: &image)
@@ -91,13 +100,13 @@ public struct TestPatternSource: Sendable {
         let t = max(1, h / 10)
         let half = h / 2
         let rects: [(Int, Int, Int, Int)] = [
-            (t, 0, w - 2 * t, t),              // a
-            (w - t, t, t, half - t),           // b
-            (w - t, half, t, half - t),        // c
-            (t, h - t, w - 2 * t, t),          // d
-            (0, half, t, half - t),            // e
-            (0, t, t, half - t),               // f
-            (t, half - t / 2, w - 2 * t, t),   // g
+            (t, 0, w - 2 * t, t),  // a
+            (w - t, t, t, half - t),  // b
+            (w - t, half, t, half - t),  // c
+            (t, h - t, w - 2 * t, t),  // d
+            (0, half, t, half - t),  // e
+            (0, t, t, half - t),  // f
+            (t, half - t / 2, w - 2 * t, t),  // g
         ]
         for (bit, r) in rects.enumerated() where mask & (1 << bit) != 0 {
             fill(&image.y, stride: image.strideY, x: x + r.0, y: y + r.1, w: r.2, h: r.3, value: 235)
@@ -107,8 +116,10 @@ public struct TestPatternSource: Sendable {
     /// Fills a clipped rectangle of one plane.
     private func fill(_ plane: inout [UInt8], stride: Int, x: Int, y: Int, w: Int, h: Int, value: UInt8) {
         let rows = plane.count / max(1, stride)
-        let x0 = max(0, x), y0 = max(0, y)
-        let x1 = min(stride, x + w), y1 = min(rows, y + h)
+        let x0 = max(0, x)
+        let y0 = max(0, y)
+        let x1 = min(stride, x + w)
+        let y1 = min(rows, y + h)
         guard x1 > x0, y1 > y0 else { return }
         plane.withUnsafeMutableBufferPointer { p in
             guard let base = p.baseAddress else { return }

@@ -52,9 +52,9 @@ public struct ToneSource: Sendable {
 }
 
 #if canImport(Glibc)
-import Glibc
-@inline(__always) private func _sin(_ x: Double) -> Double { Glibc.sin(x) }
+    import Glibc
+    @inline(__always) private func _sin(_ x: Double) -> Double { Glibc.sin(x) }
 #else
-import Foundation
-@inline(__always) private func _sin(_ x: Double) -> Double { Foundation.sin(x) }
+    import Foundation
+    @inline(__always) private func _sin(_ x: Double) -> Double { Foundation.sin(x) }
 #endif

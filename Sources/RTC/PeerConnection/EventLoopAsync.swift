@@ -12,7 +12,8 @@ extension PeerConnection {
             }
             if EventLoop.now() > deadline {
                 let detail = try await loop.submit { self.progressDescription }
-                throw PeerConnectionError.invalidState("timed out after \(Int(seconds)) s waiting for ICE/DTLS (\(detail))")
+                throw PeerConnectionError.invalidState(
+                    "timed out after \(Int(seconds)) s waiting for ICE/DTLS (\(detail))")
             }
             try await Task.sleep(nanoseconds: 10_000_000)
         }

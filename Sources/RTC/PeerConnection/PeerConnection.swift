@@ -92,7 +92,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var closed = false
 
     /// Creates a peer connection and opens its UDP sockets on `loop`.
-    public init(loop: EventLoop, configuration: PeerConnectionConfiguration = .init(), certificate: DTLSCertificate? = nil)
+    public init(
+        loop: EventLoop, configuration: PeerConnectionConfiguration = .init(), certificate: DTLSCertificate? = nil
+    )
         throws
     {
         self.loop = loop
@@ -341,7 +343,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
         if isRTX || isRepair {
             // Repair stream identified by repaired-rid: find the primary stream with that rid.
-            guard let primary = receiveStreams.first(where: { $0.transceiver === t && $0.rid == rid }) else { return nil }
+            guard let primary = receiveStreams.first(where: { $0.transceiver === t && $0.rid == rid }) else {
+                return nil
+            }
             primary.receiver.setRTX(ssrc: header.ssrc, payloadType: t.rtxPayloadType ?? 0)
             receiveBySSRC[header.ssrc] = primary
             return primary

@@ -292,9 +292,11 @@ extension PeerConnection {
         let fp = certificate.fingerprint
         for t in ordered {
             guard let mid = t.mid else { continue }
-            let codecPT = isOffer ? (t.kind == .audio ? LocalCapabilities.opusPT : LocalCapabilities.vp8PT) : t.payloadType
+            let codecPT =
+                isOffer ? (t.kind == .audio ? LocalCapabilities.opusPT : LocalCapabilities.vp8PT) : t.payloadType
             let rtxPT: UInt8? =
-                isOffer ? (t.kind == .video && configuration.enableRTX ? LocalCapabilities.vp8RTXPT : nil) : t.rtxPayloadType
+                isOffer
+                ? (t.kind == .video && configuration.enableRTX ? LocalCapabilities.vp8RTXPT : nil) : t.rtxPayloadType
             var pts = [String(codecPT)]
             if let rtxPT { pts.append(String(rtxPT)) }
             let port = t.rejected ? 0 : (candidates.first.map { Int($0.port) } ?? 9)

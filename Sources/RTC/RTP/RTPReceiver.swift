@@ -421,7 +421,8 @@ public final class RTPReceiver: @unchecked Sendable {
     private func slot(_ ext: Int64) -> Int { Int(ext % Int64(capacity)) }
 
     private func store(
-        ext: Int64, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer, descriptor: (VP8PayloadDescriptor, headerLength: Int)?,
+        ext: Int64, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer,
+        descriptor: (VP8PayloadDescriptor, headerLength: Int)?,
         now: UInt64
     ) {
         // Keep the window bounded: packets too far ahead push the assembler forward.
@@ -745,7 +746,8 @@ public final class RTPReceiver: @unchecked Sendable {
             let age = now &- m.firstSeen
             let expired: Bool
             if options.nack {
-                expired = age > options.maxNACKAge
+                expired =
+                    age > options.maxNACKAge
                     || (m.retries >= options.maxNACKRetries && now &- m.lastSent >= retryInterval)
             } else {
                 expired = age >= options.reorderWait
@@ -770,7 +772,9 @@ public final class RTPReceiver: @unchecked Sendable {
 
         // NACK items due now.
         var nackCount = 0
-        if codec == .vp8, options.nack, !missing.isEmpty, now &- lastNACKTime >= options.nackInterval || lastNACKTime == 0 {
+        if codec == .vp8, options.nack, !missing.isEmpty,
+            now &- lastNACKTime >= options.nackInterval || lastNACKTime == 0
+        {
             let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
             for k in missing.indices where nackCount < nackScratch.count {
                 let m = missing[k]

@@ -1,9 +1,9 @@
 import RTCWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Header-extension ids negotiated for a sender (RFC 8285 `a=extmap`); nil means not negotiated.
@@ -439,7 +439,10 @@ public final class RTPSender: @unchecked Sendable {
         let lastResent = historyLastResent[slot]
         guard lastResent == 0 || now &- lastResent >= resendInterval || now < lastResent else { return }
         historyLastResent[slot] = now == 0 ? 1 : now
-        guard let stored = history.baseAddress.map({ UnsafeRawBufferPointer(start: $0 + slot * Self.packetCapacity, count: length) }),
+        guard
+            let stored = history.baseAddress.map({
+                UnsafeRawBufferPointer(start: $0 + slot * Self.packetCapacity, count: length)
+            }),
             let out = scratch.baseAddress
         else { return }
         let outLength: Int
@@ -453,7 +456,8 @@ public final class RTPSender: @unchecked Sendable {
             for i in 4..<8 { scratch[i] = stored[i] }
             scratch.rtpPut32(rtx.ssrc, at: 8)
             let o = writeExtensions(scratch, now: now, repaired: true)
-            guard o + 2 + payloadLength <= Self.packetCapacity - Self.trailerReserve, let src = stored.baseAddress else {
+            guard o + 2 + payloadLength <= Self.packetCapacity - Self.trailerReserve, let src = stored.baseAddress
+            else {
                 return
             }
             scratch.rtpPut16(seq, at: o)
@@ -557,7 +561,9 @@ public final class RTPSender: @unchecked Sendable {
         now: UInt64, wallClock: NTPTime, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
     ) -> Int {
         let elapsed = hasSentFrame && now > lastFrameSendTime ? now - lastFrameSendTime : 0
-        let rtpTime = lastFrameRTPTimestamp &+ UInt32(truncatingIfNeeded: rtpTicks(nanoseconds: elapsed, clockRate: codec.clockRate))
+        let rtpTime =
+            lastFrameRTPTimestamp
+            &+ UInt32(truncatingIfNeeded: rtpTicks(nanoseconds: elapsed, clockRate: codec.clockRate))
         let end: Int
         do throws(RTCPError) {
             let sr = try RTCPWriter.writeSenderReport(

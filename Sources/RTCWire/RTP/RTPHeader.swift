@@ -101,7 +101,10 @@ public struct RTPHeader: Sendable, Equatable {
         if profile == 0xBEDE {
             while i < end {
                 let b = bytes[i]
-                if b == 0 { i += 1; continue }  // padding
+                if b == 0 {
+                    i += 1
+                    continue
+                }  // padding
                 let elementID = b >> 4
                 let length = Int(b & 0x0F) + 1
                 if elementID == 15 { return nil }  // reserved: stop parsing (RFC 8285 §4.2)
@@ -113,7 +116,10 @@ public struct RTPHeader: Sendable, Equatable {
         } else if profile & 0xFFF0 == 0x1000 {
             while i < end {
                 let elementID = bytes[i]
-                if elementID == 0 { i += 1; continue }
+                if elementID == 0 {
+                    i += 1
+                    continue
+                }
                 guard i + 1 < end else { return nil }
                 let length = Int(bytes[i + 1])
                 let dataStart = i + 2

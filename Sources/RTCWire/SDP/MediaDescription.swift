@@ -318,11 +318,13 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
             var seen = Set<UInt8>()
             for format in formats {
                 guard let payloadType = SDPPayloadType.parse(SDPText.bytes(format)),
-                      seen.insert(payloadType).inserted else { continue }
+                    seen.insert(payloadType).inserted
+                else { continue }
                 var codec: RTPCodec
                 if let map = maps.first(where: { $0.payloadType == payloadType }) {
-                    codec = RTPCodec(payloadType: payloadType, name: map.name, clockRate: map.clockRate,
-                                     channels: map.channels)
+                    codec = RTPCodec(
+                        payloadType: payloadType, name: map.name, clockRate: map.clockRate,
+                        channels: map.channels)
                 } else if let known = RTPCodec.staticCodec(payloadType) {
                     codec = known
                 } else {
@@ -340,14 +342,20 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
             formats = newValue.map { "\($0.payloadType)" }
             var lines: [SDPAttribute] = []
             for codec in newValue {
-                lines.append(.rtpmap(SDPRtpMap(payloadType: codec.payloadType, name: codec.name,
-                                               clockRate: codec.clockRate, channels: codec.channels)))
+                lines.append(
+                    .rtpmap(
+                        SDPRtpMap(
+                            payloadType: codec.payloadType, name: codec.name,
+                            clockRate: codec.clockRate, channels: codec.channels)))
                 for item in codec.feedback {
                     lines.append(.rtcpFeedback(SDPRtcpFeedback(payloadType: codec.payloadType, feedback: item)))
                 }
                 if !codec.parameters.isEmpty {
-                    lines.append(.fmtp(SDPFormatParameters(payloadType: codec.payloadType,
-                                                           parameters: codec.parameters)))
+                    lines.append(
+                        .fmtp(
+                            SDPFormatParameters(
+                                payloadType: codec.payloadType,
+                                parameters: codec.parameters)))
                 }
             }
             replaceAll({ $0.isCodecAttribute ? () : nil }, with: lines)

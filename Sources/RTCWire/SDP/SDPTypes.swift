@@ -40,7 +40,8 @@ public struct SDPFingerprint: Sendable, Hashable {
         var result: [UInt8] = []
         for part in SDPText.split(SDPText.bytes(value), on: SDPText.colon) {
             guard part.count == 2, let high = Self.hexValue(part[part.startIndex]),
-                  let low = Self.hexValue(part[part.startIndex + 1]) else { return nil }
+                let low = Self.hexValue(part[part.startIndex + 1])
+            else { return nil }
             result.append(high << 4 | low)
         }
         return result.isEmpty ? nil : result
@@ -141,7 +142,8 @@ public struct SDPBandwidth: Sendable, Hashable {
     static func parse(_ bytes: SDPBytes) -> SDPBandwidth? {
         let (type, value) = SDPText.splitOnce(SDPText.trim(bytes), at: SDPText.colon)
         guard !type.isEmpty, !type.contains(where: SDPText.isSpace), let value,
-              let number = SDPText.unsigned(value, as: UInt64.self) else { return nil }
+            let number = SDPText.unsigned(value, as: UInt64.self)
+        else { return nil }
         return SDPBandwidth(type: SDPText.string(type), value: number)
     }
 
@@ -165,7 +167,8 @@ public struct SDPTiming: Sendable, Hashable {
     static func parse(_ bytes: SDPBytes) -> SDPTiming? {
         let parts = SDPText.tokens(bytes)
         guard parts.count == 2, let start = SDPText.unsigned(parts[0], as: UInt64.self),
-              let stop = SDPText.unsigned(parts[1], as: UInt64.self) else { return nil }
+            let stop = SDPText.unsigned(parts[1], as: UInt64.self)
+        else { return nil }
         return SDPTiming(start: start, stop: stop)
     }
 }
@@ -278,14 +281,16 @@ public struct SDPRtpMap: Sendable, Hashable {
         guard parts.count == 2, let payloadType = SDPPayloadType.parse(parts[0]) else { return nil }
         let encoding = SDPText.split(parts[1], on: SDPText.slash)
         guard encoding.count == 2 || encoding.count == 3, !encoding[0].isEmpty,
-              let clockRate = SDPText.unsigned(encoding[1], as: UInt32.self) else { return nil }
+            let clockRate = SDPText.unsigned(encoding[1], as: UInt32.self)
+        else { return nil }
         var channels: UInt16?
         if encoding.count == 3 {
             guard let value = SDPText.unsigned(encoding[2], as: UInt16.self) else { return nil }
             channels = value
         }
-        return SDPRtpMap(payloadType: payloadType, name: SDPText.string(encoding[0]), clockRate: clockRate,
-                         channels: channels)
+        return SDPRtpMap(
+            payloadType: payloadType, name: SDPText.string(encoding[0]), clockRate: clockRate,
+            channels: channels)
     }
 
     var attributeValue: String {
@@ -538,7 +543,8 @@ public struct SDPSimulcast: Sendable, Hashable {
         let parts = SDPText.tokens(bytes)
         guard !parts.isEmpty, parts.count.isMultiple(of: 2) else { return nil }
         var result = SDPSimulcast()
-        var sawSend = false, sawReceive = false
+        var sawSend = false
+        var sawReceive = false
         var index = 0
         while index + 1 < parts.count {
             guard let streams = parseStreams(parts[index + 1]) else { return nil }

@@ -117,8 +117,11 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
         set {
             let isMsidSemantic: (SDPAttribute) -> Void? = { $0.name == "msid-semantic" ? () : nil }
             let replacement = newValue.map { value in
-                [SDPAttribute.other(name: "msid-semantic",
-                                    value: " " + ([value.semantic] + value.identifiers).joined(separator: " "))]
+                [
+                    SDPAttribute.other(
+                        name: "msid-semantic",
+                        value: " " + ([value.semantic] + value.identifiers).joined(separator: " "))
+                ]
             }
             replaceAll(isMsidSemantic, with: replacement ?? [])
         }
@@ -238,7 +241,8 @@ struct SDPParser {
 
         for (number, content) in lines.dropFirst() {
             guard content.count >= 2, Self.isLetter(content[content.startIndex]),
-                  content[content.startIndex + 1] == SDPText.equals else {
+                content[content.startIndex + 1] == SDPText.equals
+            else {
                 throw .malformed(line: number, bytes: content)
             }
             let type = content[content.startIndex]
@@ -252,8 +256,9 @@ struct SDPParser {
 
             if !description.media.isEmpty {
                 // Mutate in place: copying the section out and back would copy its attribute array per line.
-                try Self.parseMediaLevel(type: type, value: value, content: content, line: number,
-                                         into: &description.media[description.media.count - 1])
+                try Self.parseMediaLevel(
+                    type: type, value: value, content: content, line: number,
+                    into: &description.media[description.media.count - 1])
                 continue
             }
 

@@ -11,7 +11,8 @@ enum HMACSHA256 {
         keyBytes.withUnsafeBufferPointer { k in
             message.withUnsafeBufferPointer { m in
                 out.withUnsafeMutableBufferPointer { o in
-                    _ = HMAC(EVP_sha256(), k.baseAddress, Int32(key.count), m.baseAddress, m.count, o.baseAddress, &length)
+                    _ = HMAC(
+                        EVP_sha256(), k.baseAddress, Int32(key.count), m.baseAddress, m.count, o.baseAddress, &length)
                 }
             }
         }

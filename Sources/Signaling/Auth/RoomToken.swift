@@ -76,9 +76,14 @@ public struct RoomToken: Sendable, Equatable {
     }
 
     /// Convenience: a token valid for `lifetime` seconds from `now`.
-    public init(apikey: String, permissions: [String], roomId: String? = nil, participantId: String? = nil, roles: [String] = [], lifetime: TimeInterval, now: Date = Date()) {
+    public init(
+        apikey: String, permissions: [String], roomId: String? = nil, participantId: String? = nil,
+        roles: [String] = [], lifetime: TimeInterval, now: Date = Date()
+    ) {
         let issued = Int64(now.timeIntervalSince1970)
-        self.init(apikey: apikey, permissions: permissions, roomId: roomId, participantId: participantId, roles: roles, exp: issued + Int64(lifetime), iat: issued)
+        self.init(
+            apikey: apikey, permissions: permissions, roomId: roomId, participantId: participantId, roles: roles,
+            exp: issued + Int64(lifetime), iat: issued)
     }
 
     /// The claims as a JSON object.
@@ -164,7 +169,9 @@ public struct RoomToken: Sendable, Equatable {
     public static func validatePermissions(_ permissions: [String]) throws(TokenError) {
         let set = Set(permissions)
         guard set.isSubset(of: knownPermissions) else { throw .invalidPermissions }
-        if set.contains("ask_join"), set.contains("allow_join") || set.contains("allow_mod") { throw .invalidPermissions }
+        if set.contains("ask_join"), set.contains("allow_join") || set.contains("allow_mod") {
+            throw .invalidPermissions
+        }
     }
 
     /// Checks the token against the room and participant being joined: a token that names a room

@@ -57,7 +57,9 @@ public enum HTTPClient {
         let result: Result<HTTPResponse, HTTPError> = await withCheckedContinuation { cont in
             let thread = Thread {
                 do throws(HTTPError) {
-                    cont.resume(returning: .success(try requestBlocking(method, url, headers: headers, body: body, timeout: timeout)))
+                    cont.resume(
+                        returning: .success(
+                            try requestBlocking(method, url, headers: headers, body: body, timeout: timeout)))
                 } catch {
                     cont.resume(returning: .failure(error))
                 }

@@ -13,7 +13,10 @@ public struct HTTPRequest: Sendable {
     /// `HTTP/1.1` or `HTTP/1.0`.
     public var version: String
 
-    public init(method: String, target: String, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], version: String = "HTTP/1.1") {
+    public init(
+        method: String, target: String, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [],
+        version: String = "HTTP/1.1"
+    ) {
         self.method = method
         self.target = target
         let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
@@ -56,7 +59,11 @@ func parseQuery(_ query: String) -> [(name: String, value: String)] {
         let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
         let rawName = String(kv[0])
         let rawValue = kv.count > 1 ? String(kv[1]) : ""
-        items.append((percentDecode(rawName, plusIsSpace: true) ?? rawName, percentDecode(rawValue, plusIsSpace: true) ?? rawValue))
+        items.append(
+            (
+                percentDecode(rawName, plusIsSpace: true) ?? rawName,
+                percentDecode(rawValue, plusIsSpace: true) ?? rawValue
+            ))
     }
     return items
 }
@@ -68,7 +75,9 @@ func percentDecode(_ text: String, plusIsSpace: Bool) -> String? {
     var iterator = text.utf8.makeIterator()
     while let byte = iterator.next() {
         if byte == UInt8(ascii: "%") {
-            guard let h = iterator.next().flatMap(hexValue), let l = iterator.next().flatMap(hexValue) else { return nil }
+            guard let h = iterator.next().flatMap(hexValue), let l = iterator.next().flatMap(hexValue) else {
+                return nil
+            }
             bytes.append(h << 4 | l)
         } else if plusIsSpace && byte == UInt8(ascii: "+") {
             bytes.append(UInt8(ascii: " "))
@@ -204,7 +213,9 @@ public struct HTTPRequestParser: Sendable {
         else { throw .malformed("bad request line") }
         var headers = HTTPHeaders()
         for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else { throw .malformed("bad header line") }
+            guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
+                throw .malformed("bad header line")
+            }
             let name = line[..<colon]
             guard !name.contains(where: { $0 == " " || $0 == "\t" }) else { throw .malformed("space in header name") }
             headers.add(String(name), line[line.index(after: colon)...].trimmingSpaces())
@@ -212,7 +223,8 @@ public struct HTTPRequestParser: Sendable {
         if headers["Transfer-Encoding"] != nil, headers["Content-Length"] != nil {
             throw .malformed("both Transfer-Encoding and Content-Length")
         }
-        return HTTPRequest(method: String(parts[0]), target: String(parts[1]), headers: headers, version: String(parts[2]))
+        return HTTPRequest(
+            method: String(parts[0]), target: String(parts[1]), headers: headers, version: String(parts[2]))
     }
 
     /// Decodes a chunked body starting at `start`; nil when incomplete. Trailers are skipped.
@@ -224,9 +236,13 @@ public struct HTTPRequestParser: Sendable {
                 if storage.count - i > 1024 { throw .malformed("chunk size line too long") }
                 return nil
             }
-            let sizeField = storage[i..<lineEnd].split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false).first ?? []
+            let sizeField =
+                storage[i..<lineEnd].split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false)
+                .first ?? []
             let sizeText = String(decoding: sizeField, as: UTF8.self).trimmingSpaces()
-            guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText, radix: 16) else { throw .malformed("bad chunk size") }
+            guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText, radix: 16) else {
+                throw .malformed("bad chunk size")
+            }
             guard out.count + size <= maxBodyBytes else { throw .bodyTooLarge }
             let dataStart = lineEnd + 2
             if size == 0 {
@@ -239,7 +255,9 @@ public struct HTTPRequestParser: Sendable {
                 }
             }
             guard storage.count >= dataStart + size + 2 else { return nil }
-            guard storage[dataStart + size] == 13, storage[dataStart + size + 1] == 10 else { throw .malformed("chunk not terminated by CRLF") }
+            guard storage[dataStart + size] == 13, storage[dataStart + size + 1] == 10 else {
+                throw .malformed("chunk not terminated by CRLF")
+            }
             out.append(contentsOf: storage[dataStart..<(dataStart + size)])
             i = dataStart + size + 2
         }
@@ -263,12 +281,15 @@ extension HTTPResponse {
 
     /// A `text/plain; charset=utf-8` response.
     public static func text(_ text: String, status: Int = 200) -> HTTPResponse {
-        HTTPResponse(status: status, headers: HTTPHeaders([("Content-Type", "text/plain; charset=utf-8")]), body: Array(text.utf8))
+        HTTPResponse(
+            status: status, headers: HTTPHeaders([("Content-Type", "text/plain; charset=utf-8")]),
+            body: Array(text.utf8))
     }
 
     /// An `application/json` response from already-serialized JSON.
     public static func json(_ json: String, status: Int = 200) -> HTTPResponse {
-        HTTPResponse(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: Array(json.utf8))
+        HTTPResponse(
+            status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: Array(json.utf8))
     }
 
     /// The standard reason phrase, or "Status" for unknown codes.
@@ -310,7 +331,9 @@ extension HTTPResponse {
             if lower == "connection" && status != 101 { continue }
             head += "\(name): \(value)\r\n"
         }
-        if !hasLength && status != 101 && status != 204 && status / 100 != 1 { head += "Content-Length: \(body.count)\r\n" }
+        if !hasLength && status != 101 && status != 204 && status / 100 != 1 {
+            head += "Content-Length: \(body.count)\r\n"
+        }
         if status != 101 { head += keepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n" }
         head += "\r\n"
         var out = Array(head.utf8)

@@ -80,7 +80,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// - Parameters:
     ///   - port: TCP port; 0 picks an ephemeral one (read ``port`` after ``start()``).
     ///   - reactor: the reactor to run on; by default the server starts and owns its own.
-    public init(host: String = "127.0.0.1", port: UInt16 = 7880, configuration: HTTPServerConfiguration = HTTPServerConfiguration(), reactor: Reactor? = nil) {
+    public init(
+        host: String = "127.0.0.1", port: UInt16 = 7880,
+        configuration: HTTPServerConfiguration = HTTPServerConfiguration(), reactor: Reactor? = nil
+    ) {
         self.host = host
         self.boundPort = port
         self.configuration = configuration
@@ -110,9 +113,11 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Registers an `async` handler; it runs off the reactor thread.
     public func route(method: String, path: String, asyncHandler: @escaping AsyncHandler) {
-        route(method: method, path: path, responder: { request, responder in
-            Task { responder.respond(await asyncHandler(request)) }
-        })
+        route(
+            method: method, path: path,
+            responder: { request, responder in
+                Task { responder.respond(await asyncHandler(request)) }
+            })
     }
 
     /// Registers a completion-based handler: it is called on the reactor thread and must return
@@ -128,7 +133,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// The handler reads the rest from ``HTTPRequest/path``. Runs on the reactor thread.
     public func route(method: String, pathPrefix: String, handler: @escaping Handler) {
         lock.lock()
-        prefixRoutes[pathPrefix, default: [:]][method.uppercased()] = { request, responder in responder.respond(handler(request)) }
+        prefixRoutes[pathPrefix, default: [:]][method.uppercased()] = { request, responder in
+            responder.respond(handler(request))
+        }
         lock.unlock()
     }
 
@@ -151,9 +158,12 @@ public final class HTTPServer: @unchecked Sendable {
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
         var res: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host, String(port), &hints, &res)
-        guard rc == 0, let ai = res else { throw .connectFailed("cannot resolve \(host): \(String(cString: gai_strerror(rc)))") }
+        guard rc == 0, let ai = res else {
+            throw .connectFailed("cannot resolve \(host): \(String(cString: gai_strerror(rc)))")
+        }
         defer { freeaddrinfo(res) }
-        let fd = socket(ai.pointee.ai_family, ai.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), ai.pointee.ai_protocol)
+        let fd = socket(
+            ai.pointee.ai_family, ai.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), ai.pointee.ai_protocol)
         guard fd >= 0 else { throw .connectFailed("socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -167,7 +177,9 @@ public final class HTTPServer: @unchecked Sendable {
         let actual: UInt16 = withUnsafeMutablePointer(to: &storage) { ptr in
             _ = ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
             if Int32(ptr.pointee.ss_family) == AF_INET6 {
-                return ptr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+                return ptr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    UInt16(bigEndian: $0.pointee.sin6_port)
+                }
             }
             return ptr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
         }
@@ -202,9 +214,12 @@ public final class HTTPServer: @unchecked Sendable {
                 listener = nil
             }
             for ws in Array(webSockets.values) {
-                ws.channel.write(WebSocketFrameCodec.encode(
-                    opcode: .close, payload: WebSocketFrameCodec.closePayload(code: WebSocketCloseCode.goingAway, reason: "server stopping"),
-                    maskKey: nil))
+                ws.channel.write(
+                    WebSocketFrameCodec.encode(
+                        opcode: .close,
+                        payload: WebSocketFrameCodec.closePayload(
+                            code: WebSocketCloseCode.goingAway, reason: "server stopping"),
+                        maskKey: nil))
             }
             for channel in Array(channels.values) { channel.forceClose() }
             done.signal()
@@ -322,7 +337,8 @@ private final class HTTPServerConnection: StreamChannelDelegate {
         self.reactor = server.reactor
         self.configuration = server.configuration
         self.channel = channel
-        parser = HTTPRequestParser(maxHeadBytes: server.configuration.maxHeadBytes, maxBodyBytes: server.configuration.maxBodyBytes)
+        parser = HTTPRequestParser(
+            maxHeadBytes: server.configuration.maxHeadBytes, maxBodyBytes: server.configuration.maxBodyBytes)
     }
 
     func channel(_ channel: StreamChannel, received bytes: UnsafeRawBufferPointer) {

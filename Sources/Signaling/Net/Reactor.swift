@@ -152,7 +152,8 @@ public final class Reactor: @unchecked Sendable {
         var event = (UInt64(0), UInt64(0))
         withUnsafeMutableBytes(of: &event) { raw in
             raw.storeBytes(of: events, as: UInt32.self)
-            raw.storeBytes(of: UInt64(UInt32(bitPattern: fd)), toByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+            raw.storeBytes(
+                of: UInt64(UInt32(bitPattern: fd)), toByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
         }
         return event
     }

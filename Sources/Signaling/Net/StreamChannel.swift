@@ -107,7 +107,9 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
             forceClose()
             return
         }
-        if events & (EpollConstants.input | EpollConstants.hangup | EpollConstants.error | EpollConstants.readHangup) != 0 {
+        if events & (EpollConstants.input | EpollConstants.hangup | EpollConstants.error | EpollConstants.readHangup)
+            != 0
+        {
             readAvailable()
         }
     }

@@ -17,7 +17,9 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
     public var doubleValue: Double? { if case .number(let n) = self { return n } else { return nil } }
     /// The number as an integer when it is integral and in range.
     public var intValue: Int? {
-        guard case .number(let n) = self, n.rounded() == n, n >= -9.007_199_254_740_992e15, n <= 9.007_199_254_740_992e15 else { return nil }
+        guard case .number(let n) = self, n.rounded() == n, n >= -9.007_199_254_740_992e15,
+            n <= 9.007_199_254_740_992e15
+        else { return nil }
         return Int(n)
     }
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
@@ -108,7 +110,10 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// Compact JSON text with sorted keys (deterministic, so equal values serialize equally).
     public var jsonString: String {
-        let data = (try? JSONSerialization.data(withJSONObject: anyValue, options: [.fragmentsAllowed, .sortedKeys, .withoutEscapingSlashes])) ?? Data("null".utf8)
+        let data =
+            (try? JSONSerialization.data(
+                withJSONObject: anyValue, options: [.fragmentsAllowed, .sortedKeys, .withoutEscapingSlashes]))
+            ?? Data("null".utf8)
         return String(decoding: data, as: UTF8.self)
     }
 

@@ -50,20 +50,26 @@ public enum SignalEnvelope: Sendable, Hashable {
         let data = object["data"] ?? .object([:])
         let id = object["id"]
         if let id {
-            guard id.stringValue != nil || id.intValue != nil else { throw .invalidEnvelope("id must be a string or an integer") }
+            guard id.stringValue != nil || id.intValue != nil else {
+                throw .invalidEnvelope("id must be a string or an integer")
+            }
         }
         if let ok = object["ok"] {
             guard let id else { throw .invalidEnvelope("response without id") }
             guard let success = ok.boolValue else { throw .invalidEnvelope("ok must be a boolean") }
             if success { return .response(id: id, result: .success(data)) }
-            guard let error = object["error"]?.objectValue else { throw .invalidEnvelope("failed response without error object") }
+            guard let error = object["error"]?.objectValue else {
+                throw .invalidEnvelope("failed response without error object")
+            }
             guard let code = error["code"]?.intValue else { throw .invalidEnvelope("error.code must be an integer") }
             let name = error["name"]?.stringValue ?? ""
             let message = error["message"]?.stringValue ?? ""
             return .response(id: id, result: .failure(SignalError(code: code, name: name, message: message)))
         }
         guard let methodValue = object["method"] else { throw .invalidEnvelope("missing method") }
-        guard let method = methodValue.stringValue, !method.isEmpty else { throw .invalidEnvelope("method must be a non-empty string") }
+        guard let method = methodValue.stringValue, !method.isEmpty else {
+            throw .invalidEnvelope("method must be a non-empty string")
+        }
         if let id { return .request(id: id, method: method, data: data) }
         return .notification(method: method, data: data)
     }
@@ -80,7 +86,9 @@ public enum SignalEnvelope: Sendable, Hashable {
         case .response(let id, .failure(let error)):
             return .object([
                 "id": id, "ok": false,
-                "error": .object(["code": .number(Double(error.code)), "name": .string(error.name), "message": .string(error.message)]),
+                "error": .object([
+                    "code": .number(Double(error.code)), "name": .string(error.name), "message": .string(error.message),
+                ]),
             ])
         }
     }
@@ -88,4 +96,3 @@ public enum SignalEnvelope: Sendable, Hashable {
     /// Compact JSON text for a text frame.
     public var text: String { jsonValue.jsonString }
 }
-

@@ -37,8 +37,11 @@ extension WebSocketConnection {
         let result: Result<WebSocketConnection, WebSocketError> = await withCheckedContinuation { cont in
             let thread = Thread {
                 do throws(WebSocketError) {
-                    cont.resume(returning: .success(try connectBlocking(
-                        url: url, headers: headers, timeout: timeout, configuration: configuration, reactor: reactor)))
+                    cont.resume(
+                        returning: .success(
+                            try connectBlocking(
+                                url: url, headers: headers, timeout: timeout, configuration: configuration,
+                                reactor: reactor)))
                 } catch {
                     cont.resume(returning: .failure(error))
                 }
@@ -71,7 +74,8 @@ extension WebSocketConnection {
 
         let key = WebSocketHandshake.makeKey()
         var head = "GET \(target.target) HTTP/1.1\r\nHost: \(target.hostHeader)\r\n"
-        head += "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
+        head +=
+            "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         head += "User-Agent: understudy\r\n"
         for (n, v) in headers { head += "\(n): \(v)\r\n" }
         head += "\r\n"
@@ -98,7 +102,9 @@ extension WebSocketConnection {
                     }
                     i += 1
                 }
-                if headEnd == nil && received.count > 16 * 1024 { throw .handshakeFailed(status: 0, reason: "response head too large") }
+                if headEnd == nil && received.count > 16 * 1024 {
+                    throw .handshakeFailed(status: 0, reason: "response head too large")
+                }
             } else if n == 0 {
                 throw .connectionClosed
             } else if errno == EINTR {
@@ -119,7 +125,9 @@ extension WebSocketConnection {
         }
         guard parser.status == 101 else { throw .handshakeFailed(status: parser.status, reason: parser.reason) }
         guard parser.headers["Upgrade"]?.lowercased() == "websocket",
-            parser.headers["Connection"]?.lowercased().split(separator: ",").contains(where: { $0.trimmingSpaces() == "upgrade" }) == true
+            parser.headers["Connection"]?.lowercased().split(separator: ",").contains(where: {
+                $0.trimmingSpaces() == "upgrade"
+            }) == true
         else { throw .handshakeFailed(status: 101, reason: "missing Upgrade/Connection headers") }
         guard parser.headers["Sec-WebSocket-Accept"] == WebSocketHandshake.acceptValue(forKey: key) else {
             throw .handshakeFailed(status: 101, reason: "wrong Sec-WebSocket-Accept")
@@ -132,7 +140,8 @@ extension WebSocketConnection {
         configureStreamSocket(fd)
         let channel = StreamChannel(fd: fd, reactor: reactor, maxWriteBuffer: configuration.maxWriteBufferBytes)
         let connection = WebSocketConnection(
-            channel: channel, reactor: reactor, isClient: true, requestTarget: target.target, configuration: configuration)
+            channel: channel, reactor: reactor, isClient: true, requestTarget: target.target,
+            configuration: configuration)
         let leftover = Array(received[end...])
         reactor.enqueue {
             channel.start(delegate: connection)

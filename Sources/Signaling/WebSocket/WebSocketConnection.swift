@@ -17,7 +17,8 @@ public struct WebSocketConfiguration: Sendable {
 
     public init(
         maxMessageBytes: Int = 1024 * 1024, maxWriteBufferBytes: Int = 16 * 1024 * 1024,
-        closeTimeoutMilliseconds: UInt64 = 5000, idlePingSeconds: Double? = nil, maxUndeliveredBytes: Int = 8 * 1024 * 1024
+        closeTimeoutMilliseconds: UInt64 = 5000, idlePingSeconds: Double? = nil,
+        maxUndeliveredBytes: Int = 8 * 1024 * 1024
     ) {
         self.maxUndeliveredBytes = maxUndeliveredBytes
         self.maxMessageBytes = maxMessageBytes
@@ -80,7 +81,10 @@ public final class WebSocketConnection: @unchecked Sendable {
     /// Called on the reactor thread when the socket closes (the server untracks the connection).
     var onChannelClosed: (() -> Void)?
 
-    init(channel: StreamChannel, reactor: Reactor, isClient: Bool, requestTarget: String, configuration: WebSocketConfiguration) {
+    init(
+        channel: StreamChannel, reactor: Reactor, isClient: Bool, requestTarget: String,
+        configuration: WebSocketConfiguration
+    ) {
         self.channel = channel
         self.reactor = reactor
         self.isClient = isClient
@@ -190,7 +194,8 @@ public final class WebSocketConnection: @unchecked Sendable {
     }
 
     private func encode(_ opcode: WebSocketOpcode, _ payload: some Collection<UInt8>, fin: Bool = true) -> [UInt8] {
-        WebSocketFrameCodec.encode(opcode: opcode, payload: payload, fin: fin, maskKey: isClient ? UInt32.random(in: 0...UInt32.max) : nil)
+        WebSocketFrameCodec.encode(
+            opcode: opcode, payload: payload, fin: fin, maskKey: isClient ? UInt32.random(in: 0...UInt32.max) : nil)
     }
 
     private func locked<T>(_ body: () -> T) -> T {
@@ -269,8 +274,11 @@ public final class WebSocketConnection: @unchecked Sendable {
         var consumed = 0
         defer {
             if consumed > 0 {
-                if consumed >= readBuffer.count { readBuffer.removeAll(keepingCapacity: readBuffer.capacity <= 128 * 1024) }
-                else { readBuffer.removeFirst(consumed) }
+                if consumed >= readBuffer.count {
+                    readBuffer.removeAll(keepingCapacity: readBuffer.capacity <= 128 * 1024)
+                } else {
+                    readBuffer.removeFirst(consumed)
+                }
             }
         }
         while !failed, !closeReceived, !channel.isClosed {
@@ -278,7 +286,8 @@ public final class WebSocketConnection: @unchecked Sendable {
             let result: Result<(WebSocketFrame, Int)?, WebSocketProtocolViolation> = readBuffer.withUnsafeBytes { raw in
                 let window = UnsafeRawBufferPointer(rebasing: raw[consumed...])
                 do throws(WebSocketProtocolViolation) {
-                    return .success(try WebSocketFrameCodec.decode(window, expectMasked: !isClient, maxPayload: max(0, allowance)))
+                    return .success(
+                        try WebSocketFrameCodec.decode(window, expectMasked: !isClient, maxPayload: max(0, allowance)))
                 } catch {
                     return .failure(error)
                 }
@@ -355,7 +364,8 @@ public final class WebSocketConnection: @unchecked Sendable {
         if !closeSent {
             // Echo the peer's code (RFC 6455 §5.5.1).
             closeSent = true
-            let echo = code == WebSocketCloseCode.noStatus ? [] : WebSocketFrameCodec.closePayload(code: code, reason: "")
+            let echo =
+                code == WebSocketCloseCode.noStatus ? [] : WebSocketFrameCodec.closePayload(code: code, reason: "")
             channel.write(encode(.close, echo))
         }
         if let t = closeTimer { reactor.cancelTimer(t) }

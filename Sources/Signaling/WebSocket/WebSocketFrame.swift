@@ -51,7 +51,9 @@ struct WebSocketProtocolViolation: Error {
 /// Frame encoding and incremental decoding.
 enum WebSocketFrameCodec {
     /// Encodes one frame. Clients pass a `maskKey` (RFC 6455 §5.3: client frames MUST be masked).
-    static func encode(opcode: WebSocketOpcode, payload: some Collection<UInt8>, fin: Bool = true, maskKey: UInt32?) -> [UInt8] {
+    static func encode(opcode: WebSocketOpcode, payload: some Collection<UInt8>, fin: Bool = true, maskKey: UInt32?)
+        -> [UInt8]
+    {
         var out: [UInt8] = []
         let count = payload.count
         out.reserveCapacity(count + 14)
@@ -89,7 +91,9 @@ enum WebSocketFrameCodec {
         if reasonBytes.count > 123 {
             reasonBytes = Array(reasonBytes[0..<123])
             // Do not cut a multi-byte character in half.
-            while !reasonBytes.isEmpty, String(validating: reasonBytes, as: UTF8.self) == nil { reasonBytes.removeLast() }
+            while !reasonBytes.isEmpty, String(validating: reasonBytes, as: UTF8.self) == nil {
+                reasonBytes.removeLast()
+            }
         }
         out.append(contentsOf: reasonBytes)
         return out
@@ -111,7 +115,8 @@ enum WebSocketFrameCodec {
         let fin = b0 & 0x80 != 0
         let masked = b1 & 0x80 != 0
         guard masked == expectMasked else {
-            throw WebSocketProtocolViolation(code: 1002, reason: expectMasked ? "client frame not masked" : "server frame masked")
+            throw WebSocketProtocolViolation(
+                code: 1002, reason: expectMasked ? "client frame not masked" : "server frame masked")
         }
         var headerLength = 2
         var length = UInt64(b1 & 0x7F)
@@ -132,7 +137,9 @@ enum WebSocketFrameCodec {
             guard fin else { throw WebSocketProtocolViolation(code: 1002, reason: "fragmented control frame") }
             guard length <= 125 else { throw WebSocketProtocolViolation(code: 1002, reason: "control frame too long") }
         }
-        guard length <= UInt64(maxPayload) else { throw WebSocketProtocolViolation(code: 1009, reason: "message too big") }
+        guard length <= UInt64(maxPayload) else {
+            throw WebSocketProtocolViolation(code: 1009, reason: "message too big")
+        }
         let payloadLength = Int(length)
         var key: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
         if masked {
@@ -149,7 +156,8 @@ enum WebSocketFrameCodec {
             }
         } else if payloadLength > 0 {
             payload.withUnsafeMutableBytes { out in
-                out.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[headerLength..<(headerLength + payloadLength)]))
+                out.copyMemory(
+                    from: UnsafeRawBufferPointer(rebasing: buffer[headerLength..<(headerLength + payloadLength)]))
             }
         }
         return (WebSocketFrame(fin: fin, opcode: opcode, payload: payload), headerLength + payloadLength)

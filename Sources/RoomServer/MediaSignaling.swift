@@ -1,0 +1,142 @@
+import Dispatch
+import Foundation
+import RTC
+import RTCWire
+import Signaling
+
+/// Runs the SFU's async control calls on one private dispatch queue instead of the cooperative pool.
+///
+/// Room handlers are synchronous on their room queue and wait for the SFU (so requests stay strictly
+/// ordered); if those calls needed the cooperative pool, a caller blocking a pool thread (for example
+/// ``RoomServer/stop()`` from a test) could starve them on a two-core machine.
+final class MediaTaskExecutor: TaskExecutor, @unchecked Sendable {
+    private let queue = DispatchQueue(label: "room.media.executor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { unowned.runSynchronously(on: executor) }
+    }
+}
+
+/// The server's media plane as rooms see it: one ``SFU`` plus a blocking bridge for room queues.
+///
+/// SFU participant ids are `"<roomId>/<participantId>"` (`/` is not allowed in either id), so one SFU
+/// serves every room without collisions.
+final class RoomMedia: @unchecked Sendable {
+    let sfu: SFU
+    private let executor = MediaTaskExecutor()
+
+    init(configuration: RoomServerConfiguration, server: RoomServer) {
+        let address = configuration.mediaAddress ?? configuration.listenHost
+        // Port 0 (low end) means ephemeral ports, one per connection.
+        let range: ClosedRange<UInt16>? =
+            configuration.udpPortLow == 0 ? nil : configuration.udpPortLow...configuration.udpPortHigh
+        sfu = SFU(configuration: SFUConfiguration(mediaAddresses: [address], portRange: range, loopName: "room-sfu"))
+        sfu.onRenegotiationNeeded = { [weak server] key in
+            guard let server, let (roomId, participantId) = RoomMedia.split(key),
+                let room = server.existingRoom(roomId)
+            else { return }
+            room.enqueue { room.subscribeRenegotiationNeeded(participantId: participantId) }
+        }
+    }
+
+    static func key(room: String, participant: String) -> String { room + "/" + participant }
+
+    static func split(_ key: String) -> (String, String)? {
+        guard let slash = key.firstIndex(of: "/") else { return nil }
+        return (String(key[..<slash]), String(key[key.index(after: slash)...]))
+    }
+
+    /// Runs `body` against the SFU and waits for it (on a room queue, never on the cooperative pool).
+    func call<T: Sendable>(
+        _ what: String, timeout: Double = 10, _ body: @escaping @Sendable (SFU) async throws -> T
+    ) throws(RoomError) -> T {
+        let box = MediaResultBox<T>()
+        let done = DispatchSemaphore(value: 0)
+        let sfu = self.sfu
+        Task(executorPreference: executor) {
+            do { box.result = .success(try await body(sfu)) } catch { box.result = .failure(error) }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + timeout) == .success, let result = box.result else {
+            throw RoomError(5000, "the media server did not answer \(what) in time")
+        }
+        switch result {
+        case .success(let value): return value
+        case .failure(let error as SFUError): throw RoomError(5000, "\(what): \(error.description)")
+        case .failure(let error): throw RoomError(5000, "\(what): \(error)")
+        }
+    }
+
+    /// Runs `body` against the SFU without waiting (closing things, where nobody needs the answer).
+    func fire(_ body: @escaping @Sendable (SFU) async throws -> Void) {
+        let sfu = self.sfu
+        Task(executorPreference: executor) { try? await body(sfu) }
+    }
+
+    func shutdown() {
+        _ = try? call("shutdown", timeout: 5) { await $0.shutdown() }
+    }
+}
+
+/// Hands a result from the executor to the waiting room queue (the semaphore orders the accesses).
+final class MediaResultBox<T>: @unchecked Sendable {
+    var result: Result<T, any Error>?
+}
+
+/// Subscribe-connection negotiation state of one participant (room queue only).
+struct SubscribeNegotiation {
+    /// Revision of the last `subscriberOffer` sent (0: none yet).
+    var revision = 0
+    /// An offer is out and its answer has not arrived.
+    var outstanding = false
+    /// The consumer set changed since the last offer was made.
+    var wanted = false
+}
+
+/// Active-speaker selection from the SFU's audio levels, polled on the room queue.
+///
+/// Rule: a microphone is *active* when its last `ssrc-audio-level` is at most ``activeLevel``
+/// (-dBov, i.e. louder than -50 dBov) or carries the voice-activity flag. The loudest active mic
+/// (lowest -dBov, ties broken by participant id) becomes the speaker once it has been the loudest in
+/// ``confirmPolls`` consecutive polls; when no mic has been active for ``silencePolls`` polls the
+/// speaker becomes `null`. Every change is broadcast as `speakerChanged {participantId}`.
+struct SpeakerDetector {
+    static let activeLevel: UInt8 = 50
+    static let confirmPolls = 2
+    static let silencePolls = 5
+    static let pollInterval: DispatchTimeInterval = .milliseconds(300)
+
+    private(set) var speaker: String?
+    private var candidate: String?
+    private var candidateCount = 0
+    private var silentCount = 0
+
+    /// Feeds one poll (`levels`: participant → (level, voice)); returns the new speaker when it changed.
+    mutating func update(_ levels: [(participant: String, level: UInt8, voice: Bool)]) -> String?? {
+        let active = levels.filter { $0.voice || $0.level <= Self.activeLevel }
+        guard let loudest = active.min(by: { ($0.level, $0.participant) < ($1.level, $1.participant) }) else {
+            candidate = nil
+            candidateCount = 0
+            silentCount += 1
+            if speaker != nil, silentCount >= Self.silencePolls {
+                speaker = nil
+                return .some(nil)
+            }
+            return nil
+        }
+        silentCount = 0
+        if loudest.participant == candidate {
+            candidateCount += 1
+        } else {
+            candidate = loudest.participant
+            candidateCount = 1
+        }
+        if candidateCount >= Self.confirmPolls, speaker != loudest.participant {
+            speaker = loudest.participant
+            return .some(speaker)
+        }
+        return nil
+    }
+}
