@@ -581,7 +581,9 @@ final class Room: @unchecked Sendable {
             }
         }
         p.inSFU = true
-        let (answer, infos) = try media.call("produce") { try await $0.publish(participantID: key, offer: offer, sources: sources) }
+        let (answer, infos) = try media.call("produce") {
+            try await $0.publish(participantID: key, offer: offer, sources: sources)
+        }
         // Every new m-line must be one of the announced tracks, of the right media kind.
         let mismatch =
             infos.count != kinds.count

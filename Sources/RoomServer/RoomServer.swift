@@ -359,7 +359,8 @@ public final class RoomServer: @unchecked Sendable {
             "understudy_rtp_packets_received_total", "counter", "RTP packets received from producers.",
             clamp(media.packetsIn))
         metric(
-            "understudy_rtp_bytes_received_total", "counter", "RTP bytes received from producers.", clamp(media.bytesIn))
+            "understudy_rtp_bytes_received_total", "counter", "RTP bytes received from producers.", clamp(media.bytesIn)
+        )
         metric(
             "understudy_rtp_packets_forwarded_total", "counter", "RTP packets forwarded to consumers.",
             clamp(media.packetsOut))

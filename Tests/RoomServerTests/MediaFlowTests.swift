@@ -13,7 +13,10 @@
     /// an SDP offer, `subscriberOffer`/`subscriberAnswer`), forwarded by the server's SFU.
     @Suite(.serialized) struct MediaFlowTests {
         @Test func consumeStartsMediaAndStopConsumingStopsIt() async throws {
-            let server = try startServer { $0.udpPortLow = 0; $0.udpPortHigh = 0 }
+            let server = try startServer {
+                $0.udpPortLow = 0
+                $0.udpPortHigh = 0
+            }
             defer { server.stop() }
             let alice = try await RoomMediaPeer.join(server, room: "media-a", participant: "alice")
             let bob = try await RoomMediaPeer.join(
@@ -80,7 +83,10 @@
         }
 
         @Test func autoConsumeReceivesWithoutConsume() async throws {
-            let server = try startServer { $0.udpPortLow = 0; $0.udpPortHigh = 0 }
+            let server = try startServer {
+                $0.udpPortLow = 0
+                $0.udpPortHigh = 0
+            }
             defer { server.stop() }
             let bob = try await RoomMediaPeer.join(server, room: "media-b", participant: "bob", mode: "RECV_ONLY")
             let alice = try await RoomMediaPeer.join(server, room: "media-b", participant: "alice")
@@ -97,7 +103,10 @@
         }
 
         @Test func recvOnlyCannotProduceAndChangeModeClosesProducers() async throws {
-            let server = try startServer { $0.udpPortLow = 0; $0.udpPortHigh = 0 }
+            let server = try startServer {
+                $0.udpPortLow = 0
+                $0.udpPortHigh = 0
+            }
             defer { server.stop() }
             let alice = try await RoomMediaPeer.join(server, room: "media-c", participant: "alice")
             let bob = try await RoomMediaPeer.join(server, room: "media-c", participant: "bob", mode: "RECV_ONLY")

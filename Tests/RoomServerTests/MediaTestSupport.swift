@@ -116,7 +116,8 @@
                             return a
                         }
                         let result = try await client.request(
-                            "subscriberAnswer", ["sdp": .string(answer.serialize()), "revision": .number(Double(revision))])
+                            "subscriberAnswer",
+                            ["sdp": .string(answer.serialize()), "revision": .number(Double(revision))])
                         if case .success = result { self?.lock.withLock { self?.answered.append(revision) } }
                     } catch {
                         Issue.record("answering subscriberOffer \(revision) failed: \(error)")
@@ -139,7 +140,8 @@
             let deadline = Date().addingTimeInterval(seconds)
             while frames.videoFrames < video || frames.audioFrames < audio {
                 if Date() > deadline {
-                    throw Timeout(what: "frames (video \(frames.videoFrames)/\(video), audio \(frames.audioFrames)/\(audio))")
+                    throw Timeout(
+                        what: "frames (video \(frames.videoFrames)/\(video), audio \(frames.audioFrames)/\(audio))")
                 }
                 try await Task.sleep(nanoseconds: 20_000_000)
             }

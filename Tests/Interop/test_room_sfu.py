@@ -1,0 +1,204 @@
+"""Media through `understudy serve`, negotiated over the room protocol.
+
+An aiortc publisher joins (SEND_AND_RECV) and publishes VP8 + Opus with `produce {tracks, sdp}`;
+* an aiortc subscriber joins RECV_ONLY with autoConsume off, asks for the tracks with `consume`,
+  answers the server's `subscriberOffer` and counts the frames it decodes;
+* a headless Chromium subscriber (RECV_ONLY, autoConsume on; its signalling relayed by this test)
+  receives without asking and reports what it decoded through getStats().
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+import urllib.request
+
+from chromium import Chromium
+from harness import free_port, kill_process, run_understudy, understudy_bin
+from room_client import RoomClient, RoomError, Subscriber, publish
+
+SECRET = "interop-room-secret"
+ROOM = "interop-room"
+
+
+def _start_server(port: int, udp_low: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [understudy_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--secret", SECRET,
+         "--udp-ports", f"{udp_low}-{udp_low + 49}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"understudy serve exited {proc.returncode}: {proc.stdout.read()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.1)
+    kill_process(proc)
+    raise AssertionError("understudy serve did not become healthy within 20 s")
+
+
+def _token(participant: str) -> str:
+    result = run_understudy(
+        ["token", "--secret", SECRET, "--room", ROOM, "--participant", participant,
+         "--permissions", "allow_join"],
+        timeout=20,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def _metric(port: int, name: str) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return int(line.split()[-1])
+    return -1
+
+
+async def _scenario(port: int) -> dict:
+    url = f"ws://127.0.0.1:{port}/v1/rtc"
+    alice = await RoomClient.connect(url, _token("alice"))
+    bob = await RoomClient.connect(url, _token("bob"))
+    pub_pc = None
+    subscriber = None
+    try:
+        await alice.join(ROOM, "alice")
+        await bob.join(ROOM, "bob", mode="RECV_ONLY", autoConsume=False)
+        subscriber = Subscriber(bob)
+
+        # RECV_ONLY may not publish.
+        try:
+            await bob.request("produce", {"kind": "webcam", "sdp": "v=0\r\n"})
+            refused = None
+        except RoomError as error:
+            refused = error.code
+
+        pub_pc, response, sent = await publish(alice)
+        producers = response["producers"]
+        assert sorted(p["kind"] for p in producers) == ["mic", "webcam"], response
+        await asyncio.sleep(2)
+        before_consume = dict(subscriber.frames)
+
+        await bob.request("consume", {"participantId": "alice", "kind": "webcam"})
+        await bob.request("consume", {"participantId": "alice", "kind": "mic"})
+        deadline = time.monotonic() + 20
+        while not subscriber.answered and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        start = dict(subscriber.frames)
+        await asyncio.sleep(5)
+        during = {k: subscriber.frames[k] - start[k] for k in start}
+        forwarded = await asyncio.to_thread(_metric, port, "understudy_rtp_packets_forwarded_total")
+        return {
+            "refused": refused, "before_consume": before_consume, "during": during,
+            "answered": list(subscriber.answered), "errors": list(subscriber.errors),
+            "sent": dict(sent.__dict__), "forwarded": forwarded,
+            "pub_state": pub_pc.connectionState, "sub_state": subscriber.pc.connectionState,
+        }
+    finally:
+        if subscriber:
+            await subscriber.close()
+        if pub_pc:
+            await pub_pc.close()
+        await alice.close()
+        await bob.close()
+
+
+def test_aiortc_publisher_to_aiortc_subscriber_through_room_sfu(understudy):
+    port = free_port()
+    server = _start_server(port, udp_low=41000)
+    try:
+        result = asyncio.run(asyncio.wait_for(_scenario(port), 90))
+        print(f"room sfu scenario: {result}")
+        assert result["refused"] == 3066, result
+        assert result["before_consume"] == {"video": 0, "audio": 0}, "media before consume"
+        assert result["answered"], f"no subscriberOffer was answered: {result}"
+        assert not result["errors"], result
+        assert result["during"]["video"] >= 60, result
+        assert result["during"]["audio"] >= 100, result
+        assert result["forwarded"] > 100, result
+    finally:
+        kill_process(server)
+        if server.stdout:
+            tail = server.stdout.read()[-3000:]
+            print(f"understudy serve output:\n{tail}")
+
+
+# Answers (re-)offers on one page connection; peer.html's own acceptOffer starts a new one each time.
+ROOM_ANSWER_JS = """
+window.roomAnswer = async (sdp) => {
+  if (!pc) newPeerConnection();
+  await pc.setRemoteDescription({ type: 'offer', sdp });
+  await pc.setLocalDescription(await pc.createAnswer());
+  await gatheringComplete();
+  return pc.localDescription.sdp;
+};
+true
+"""
+
+
+async def _chromium_scenario(port: int) -> dict:
+    url = f"ws://127.0.0.1:{port}/v1/rtc"
+    alice = await RoomClient.connect(url, _token("alice"))
+    bob = await RoomClient.connect(url, _token("bob"))
+    pub_pc = None
+    answered: list[int] = []
+    errors: list[str] = []
+    try:
+        async with Chromium() as browser:
+            page = await browser.open_peer_page()
+            await page.evaluate(ROOM_ANSWER_JS)
+
+            async def answer_loop() -> None:
+                while True:
+                    offer = await bob.notification("subscriberOffer", timeout=3600)
+                    try:
+                        sdp = await page.evaluate(f"roomAnswer({json.dumps(offer['sdp'])})")
+                        await bob.request("subscriberAnswer", {"sdp": sdp, "revision": offer["revision"]})
+                        answered.append(offer["revision"])
+                    except Exception as error:
+                        errors.append(f"revision {offer.get('revision')}: {error!r}")
+
+            await alice.join(ROOM, "alice")
+            await bob.join(ROOM, "bob", mode="RECV_ONLY")  # autoConsume defaults to true
+            answering = asyncio.get_running_loop().create_task(answer_loop())
+            try:
+                pub_pc, _, _ = await publish(alice)
+                # The page has a peer connection only once the first subscriber offer is answered.
+                for _ in range(150):
+                    if answered or errors:
+                        break
+                    await asyncio.sleep(0.1)
+                assert answered, f"no subscriber offer was answered: {errors}"
+                connected = await page.call("waitConnected", 15000, timeout=20)
+                await asyncio.sleep(5)
+                stats = await page.call("stats")
+            finally:
+                answering.cancel()
+            return {"connected": connected, "answered": answered, "errors": errors, "stats": stats}
+    finally:
+        if pub_pc:
+            await pub_pc.close()
+        await alice.close()
+        await bob.close()
+
+
+def test_aiortc_publisher_to_chromium_subscriber_with_auto_consume(understudy):
+    port = free_port()
+    server = _start_server(port, udp_low=42000)
+    try:
+        result = asyncio.run(asyncio.wait_for(_chromium_scenario(port), 120))
+        print(f"chromium room scenario: {result}")
+        stats = result["stats"]
+        assert result["answered"] and not result["errors"], result
+        assert result["connected"] == "connected", result
+        assert (stats["videoCodec"] or "").lower() == "video/vp8", stats
+        assert stats["framesDecoded"] >= 60, stats
+        assert stats["audioPacketsReceived"] > 100, stats
+    finally:
+        kill_process(server)
