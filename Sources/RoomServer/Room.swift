@@ -258,6 +258,7 @@ final class Room: @unchecked Sendable {
         case "consume", "stopConsuming": return try consume(p, data, start: method == "consume")
         case "setQuality": return try setQuality(p, data)
         case "setViewPort": return try setViewPort(p, data)
+        case "getStats": return try getStats(p)
         case "publish": return try publish(p, data)
         case "subscribe": return try subscribe(p, data, id: id)
         case "unsubscribe":
@@ -528,6 +529,42 @@ final class Room: @unchecked Sendable {
             hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
         }
         return ["participantId": .string(peerId), "width": .number(Double(width)), "height": .number(Double(height))]
+    }
+
+    /// `getStats`: the SFU's counters for the caller's own producers and consumers, the server-side
+    /// half of the client's getVideoStats/getAudioStats/getTransportStats.
+    private func getStats(_ p: ParticipantState) throws(RoomError) -> JSONValue {
+        guard let media = server.media() else { return ["producers": [], "consumers": []] }
+        let key = RoomMedia.key(room: id, participant: p.id)
+        let stats = try media.call("getStats") { await $0.stats() }
+        let roomConsumers = Array(p.consumers.values)
+        var producers: [JSONValue] = []
+        for s in stats.producers where s.participantID == key {
+            let kind = p.producers[s.id]?.kind.rawValue ?? s.kind.rawValue
+            producers.append([
+                "producerId": .string(s.id), "kind": .string(kind),
+                "packetsReceived": .number(Double(s.packetsReceived)), "bytesReceived": .number(Double(s.bytesReceived)),
+                "retransmissionsReceived": .number(Double(s.repairsReceived)),
+                "nacksSent": .number(Double(s.nacksSent)), "plisSent": .number(Double(s.plisSent)),
+                "layers": .array(s.layers.map { .string($0.rid ?? "") }),
+            ])
+        }
+        var consumers: [JSONValue] = []
+        for s in stats.consumers where s.subscriberID == key {
+            let roomConsumer = roomConsumers.first { $0.producerId == s.producerID }
+            consumers.append([
+                "consumerId": .string(s.id), "producerId": .string(s.producerID),
+                "participantId": roomConsumer.map { .string($0.producerParticipantId) } ?? .null,
+                "kind": roomConsumer.map { .string($0.kind.rawValue) } ?? .null,
+                "packetsSent": .number(Double(s.packetsSent)), "bytesSent": .number(Double(s.bytesSent)),
+                "nacksReceived": .number(Double(s.nacksReceived)), "retransmissions": .number(Double(s.retransmissions)),
+                "plisReceived": .number(Double(s.plisReceived)), "packetsDropped": .number(Double(s.packetsDropped)),
+                "layerSwitches": .number(Double(s.layerSwitches)),
+                "currentLayer": s.currentRID.map(JSONValue.string) ?? .null,
+                "targetLayer": s.targetRID.map(JSONValue.string) ?? .null,
+            ])
+        }
+        return ["producers": .array(producers), "consumers": .array(consumers)]
     }
 
     // MARK: Media negotiation (SFU)

@@ -66,7 +66,7 @@ public final class RoomServer: @unchecked Sendable {
     public static let methods: Set<String> = [
         "join", "leave", "end", "changeMode", "setMediaStatus", "produce", "closeProducer", "consume", "stopConsuming",
         "setQuality", "setViewPort", "publish", "subscribe", "unsubscribe", "requestMic", "requestCam", "disableMic",
-        "disableCam", "remove", "pin", "unpin", "respondEntry", "ping", "subscriberAnswer",
+        "disableCam", "remove", "pin", "unpin", "respondEntry", "ping", "subscriberAnswer", "getStats",
     ]
 
     public let configuration: RoomServerConfiguration

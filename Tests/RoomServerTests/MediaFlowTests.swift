@@ -65,6 +65,13 @@
             #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
             #expect((try await metricValue(server, "understudy_rtp_packets_forwarded_total") ?? 0) > 100)
             #expect(try await metricValue(server, "understudy_sfu_consumers") == 2)
+            // getStats: the subscriber sees its two consumers with forwarded packets, by publisher and kind.
+            let stats = try await bob.signaling.request("getStats").get()
+            let consumers = stats["consumers"]?.arrayValue ?? []
+            #expect(consumers.count == 2, "consumers in getStats: \(stats)")
+            let webcamStats = consumers.first { $0["kind"]?.stringValue == "webcam" }
+            #expect(webcamStats?["participantId"]?.stringValue == "alice")
+            #expect((webcamStats?["packetsSent"]?.doubleValue ?? 0) > 50)
 
             // stopConsuming the webcam: a new offer turns its m-line inactive; audio keeps flowing.
             let answersBefore = bob.answeredRevisions.count
