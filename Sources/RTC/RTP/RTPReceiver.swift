@@ -168,6 +168,8 @@ public final class RTPReceiver: @unchecked Sendable {
     private var slotKeyframe: [Bool]
     private var slotPictureID: [Int32]
     private var slotLength: [Int]
+    /// Whether the slot's payload bytes were kept (only while someone consumes frames).
+    private var slotHasData: [Bool]
     private var slotArrival: [UInt64]
     // Rings remembering which extended numbers were seen / given up, for dedupe and hole skipping.
     private var seenExt: [Int64]
@@ -223,6 +225,7 @@ public final class RTPReceiver: @unchecked Sendable {
         slotKeyframe = Array(repeating: false, count: capacity)
         slotPictureID = Array(repeating: -1, count: capacity)
         slotLength = Array(repeating: 0, count: capacity)
+        slotHasData = Array(repeating: false, count: capacity)
         slotArrival = Array(repeating: 0, count: capacity)
         let ringSize = max(capacity, 1024)
         seenExt = Array(repeating: -1, count: ringSize)
@@ -437,8 +440,12 @@ public final class RTPReceiver: @unchecked Sendable {
         if let (d, headerLength) = descriptor {
             let media = UnsafeRawBufferPointer(rebasing: payload[headerLength...])
             length = min(media.count, Self.slotSize)
-            if let src = media.baseAddress, let dst = storage.baseAddress, length > 0 {
+            // Payload bytes are only kept when someone assembles frames (an SFU forwards packets instead).
+            if onFrame != nil, let src = media.baseAddress, let dst = storage.baseAddress, length > 0 {
                 (dst + i * Self.slotSize).copyMemory(from: src, byteCount: length)
+                slotHasData[i] = true
+            } else {
+                slotHasData[i] = length == 0
             }
             start = d.startOfPartition && d.partitionIndex == 0
             key = start && isVP8Keyframe(media)
@@ -651,6 +658,27 @@ public final class RTPReceiver: @unchecked Sendable {
             total += slotLength[j]
             arrival = max(arrival, slotArrival[j])
             e += 1
+        }
+        // A frame whose first packets arrived before anyone consumed frames has no bytes for them:
+        // treat it as undecodable, as after a loss.
+        if onFrame != nil {
+            var complete = true
+            var c = first
+            while c <= last {
+                if !slotHasData[slot(c)] { complete = false }
+                c += 1
+            }
+            if !complete {
+                counters.framesDropped += 1
+                waitingForKeyframe = true
+                keyframeWanted = true
+                var e = first
+                while e <= last {
+                    release(e)
+                    e += 1
+                }
+                return
+            }
         }
         if isKey {
             waitingForKeyframe = false
