@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "Signaling", targets: ["Signaling"]),
         .library(name: "Agent", targets: ["Agent"]),
         .library(name: "RoomServer", targets: ["RoomServer"]),
+        .library(name: "Understudy", targets: ["Understudy"]),
     ],
     targets: [
         // C libraries, one module map and shim header each.
@@ -47,6 +48,10 @@ let package = Package(
         .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer"),
+        // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).
+        .target(
+            name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Agent"],
+            path: "Sources/Understudy"),
         // Daemon behaviour: media pumps, recorders, WHIP/WHEP sessions (later: the room agent).
         .target(name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/Agent"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
@@ -73,6 +78,9 @@ let package = Package(
         .testTarget(
             name: "RoomServerTests", dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "Agent"],
             path: "Tests/RoomServerTests"),
+        .testTarget(
+            name: "UnderstudyTests", dependencies: ["Understudy", "RoomServer", "Signaling", "RTC", "Media", "Agent"],
+            path: "Tests/UnderstudyTests"),
         .testTarget(name: "AgentTests", dependencies: ["Agent", "RTC", "RTCWire", "Media"], path: "Tests/AgentTests"),
     ],
     cxxLanguageStandard: .cxx17

@@ -1,0 +1,1 @@
+// The Understudy client SDK (work starts here).
