@@ -48,25 +48,29 @@ let package = Package(
         .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer"),
+        // Sending pre-encoded media on a PeerConnection, and recording what arrives.
+        .target(name: "Streaming", dependencies: ["RTCWire", "RTC", "Media"], path: "Sources/Streaming"),
         // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).
         .target(
-            name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Agent"],
+            name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming"],
             path: "Sources/Understudy"),
         // Daemon behaviour: media pumps, recorders, WHIP/WHEP sessions (later: the room agent).
-        .target(name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/Agent"),
+        .target(
+            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy"],
+            path: "Sources/Agent"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
-            name: "Benchmarks", dependencies: ["RTCWire", "RTC", "Media", "Agent", "RoomServer"],
+            name: "Benchmarks", dependencies: ["RTCWire", "RTC", "Media", "Streaming", "RoomServer"],
             path: "Sources/Benchmarks"),
         .executableTarget(
             name: "understudy",
-            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Agent", "RoomServer", "Benchmarks"],
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "Agent", "RoomServer", "Benchmarks"],
             path: "Sources/understudy"
         ),
         // A test peer driven over stdin/stdout by the Chromium interop tests.
         .executableTarget(
             name: "interop-peer",
-            dependencies: ["RTCWire", "RTC", "Media", "Agent"],
+            dependencies: ["RTCWire", "RTC", "Media", "Streaming"],
             path: "Sources/InteropPeer"
         ),
 
@@ -76,12 +80,15 @@ let package = Package(
         .testTarget(
             name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
         .testTarget(
-            name: "RoomServerTests", dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "Agent"],
+            name: "RoomServerTests",
+            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "Streaming"],
             path: "Tests/RoomServerTests"),
         .testTarget(
-            name: "UnderstudyTests", dependencies: ["Understudy", "RoomServer", "Signaling", "RTC", "Media", "Agent"],
+            name: "UnderstudyTests",
+            dependencies: ["Understudy", "RoomServer", "Signaling", "RTC", "Media", "Streaming"],
             path: "Tests/UnderstudyTests"),
-        .testTarget(name: "AgentTests", dependencies: ["Agent", "RTC", "RTCWire", "Media"], path: "Tests/AgentTests"),
+        .testTarget(
+            name: "AgentTests", dependencies: ["Agent", "Streaming", "RTC", "RTCWire", "Media"], path: "Tests/AgentTests"),
     ],
     cxxLanguageStandard: .cxx17
 )

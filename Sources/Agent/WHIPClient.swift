@@ -2,6 +2,7 @@ import Media
 import RTC
 import RTCWire
 import Signaling
+import Streaming
 
 /// Where a sent track's media comes from.
 public enum SourceChoice: Sendable, Equatable {

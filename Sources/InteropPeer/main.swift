@@ -1,4 +1,4 @@
-import Agent
+import Streaming
 import Foundation
 import Media
 import RTC

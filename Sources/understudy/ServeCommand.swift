@@ -1,4 +1,5 @@
 import Agent
+import Streaming
 import Foundation
 import RoomServer
 

@@ -3,7 +3,7 @@ import Media
 import RTCWire
 import Testing
 
-@testable import Agent
+@testable import Streaming
 @testable import RTC
 
 /// Swift ↔ Swift PeerConnections over real loopback UDP: media flows and is recorded, and hostile

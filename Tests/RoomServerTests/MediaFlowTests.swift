@@ -1,8 +1,8 @@
-#if canImport(Agent) && canImport(Media)
+#if canImport(Streaming) && canImport(Media)
     import Foundation
     import Testing
 
-    import Agent
+    import Streaming
     import Media
     import RTC
     import RTCWire

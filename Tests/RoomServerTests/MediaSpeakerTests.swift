@@ -1,4 +1,4 @@
-#if canImport(Agent) && canImport(Media)
+#if canImport(Streaming) && canImport(Media)
     import Foundation
     import Testing
 

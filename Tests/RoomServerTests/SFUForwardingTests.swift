@@ -1,10 +1,10 @@
-// These tests need the Agent and Media modules (MediaPump, SyntheticMedia, Recording). Until
-// Package.swift lists them as RoomServerTests dependencies the file compiles to nothing.
-#if canImport(Agent) && canImport(Media)
+// These tests need the Streaming and Media modules (MediaPump, SyntheticMedia, Recording), which
+// Package.swift lists as RoomServerTests dependencies.
+#if canImport(Streaming) && canImport(Media)
     import Foundation
     import Testing
 
-    import Agent
+    import Streaming
     import Media
     import RTC
     import RTCWire
