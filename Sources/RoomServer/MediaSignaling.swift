@@ -4,28 +4,15 @@ import RTC
 import RTCWire
 import Signaling
 
-/// Runs the SFU's async control calls on one private dispatch queue instead of the cooperative pool.
-///
-/// Room handlers are synchronous on their room queue and wait for the SFU (so requests stay strictly
-/// ordered); if those calls needed the cooperative pool, a caller blocking a pool thread (for example
-/// ``RoomServer/stop()`` from a test) could starve them on a two-core machine.
-final class MediaTaskExecutor: TaskExecutor, @unchecked Sendable {
-    private let queue = DispatchQueue(label: "room.media.executor")
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let unowned = UnownedJob(job)
-        let executor = asUnownedTaskExecutor()
-        queue.async { unowned.runSynchronously(on: executor) }
-    }
-}
-
 /// The server's media plane as rooms see it: one ``SFU`` plus a blocking bridge for room queues.
 ///
 /// SFU participant ids are `"<roomId>/<participantId>"` (`/` is not allowed in either id), so one SFU
 /// serves every room without collisions.
 final class RoomMedia: @unchecked Sendable {
     let sfu: SFU
-    private let executor = MediaTaskExecutor()
+    /// The SFU's async control calls run on a private queue, not the cooperative pool: room handlers
+    /// wait for them synchronously (so requests stay strictly ordered).
+    private let executor = DispatchTaskExecutor(label: "room.media.executor")
 
     init(configuration: RoomServerConfiguration, server: RoomServer) {
         let address = configuration.mediaAddress ?? configuration.listenHost

@@ -49,7 +49,8 @@ public final class HTTPResponder: @unchecked Sendable {
 /// Connections are non-blocking sockets owned by the reactor: request parsing with size limits,
 /// keep-alive and pipelining, bounded write buffers. Handlers run in three flavours:
 /// - ``route(method:path:handler:)``: synchronous, runs on the reactor thread, so it must be quick;
-/// - ``route(method:path:asyncHandler:)``: an `async` handler on the cooperative pool;
+/// - ``route(method:path:asyncHandler:)``: an `async` handler, run on the server's own executor (not
+///   the cooperative pool, which callers may be blocking);
 /// - ``route(method:path:responder:)``: completion-based; call ``HTTPResponder/respond(_:)`` from
 ///   any thread when ready.
 /// While a request is being answered the connection stops reading, which bounds per-connection
@@ -64,6 +65,7 @@ public final class HTTPServer: @unchecked Sendable {
     public let configuration: HTTPServerConfiguration
     let reactor: Reactor
     private let ownsReactor: Bool
+    private let asyncExecutor = DispatchTaskExecutor(label: "http.handlers", concurrent: true)
     private let lock = NSLock()
     private var routes: [String: [String: ResponderHandler]] = [:]
     private var upgradeRoutes: [String: UpgradeHandler] = [:]
@@ -113,10 +115,11 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Registers an `async` handler; it runs off the reactor thread.
     public func route(method: String, path: String, asyncHandler: @escaping AsyncHandler) {
+        let executor = asyncExecutor
         route(
             method: method, path: path,
             responder: { request, responder in
-                Task { responder.respond(await asyncHandler(request)) }
+                Task(executorPreference: executor) { responder.respond(await asyncHandler(request)) }
             })
     }
 
