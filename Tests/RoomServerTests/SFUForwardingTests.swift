@@ -218,6 +218,37 @@
             await publisher.close()
             await sfu.shutdown()
         }
+        /// `--udp-port N`: every connection of every participant shares one port, demultiplexed by
+        /// ICE ufrag and then by the validated source address; media still flows end to end.
+        @Test func allConnectionsShareOnePort() async throws {
+            let port: UInt16 = 47830
+            let sfu = SFU(configuration: SFUConfiguration(portRange: port...port))
+            let publisher = try SFUTestClient(name: "sfu-pub-mux")
+            let subscriber = try SFUTestClient(name: "sfu-sub-mux")
+            let producers = try await publisher.publish(to: sfu, participantID: "alice")
+            await publisher.startPump(layers: 1)
+            for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
+            let frames = SFUFrameLog()
+            let pc = subscriber.connection
+            await subscriber.loop.submit { pc.onFrame = { _, _, frame, _ in frames.add(frame.codec.kind) } }
+            try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
+            try await pc.waitUntilConnected(timeout: 10)
+            try await sfuSleep(2)
+            await subscriber.loop.submit { pc.onFrame = nil }
+            let ports = await sfu.loop.submit { [sfu] in
+                [
+                    sfu.participants["alice"]?.publishConnection?.localAddress?.port,
+                    sfu.participants["bob"]?.subscribeConnection?.localAddress?.port,
+                ]
+            }
+            #expect(ports == [port, port], "both server connections on the shared port: \(ports)")
+            #expect(frames.videoFrames >= 30, "video frames through the shared port: \(frames.videoFrames)")
+            #expect(frames.audioFrames >= 50, "audio frames through the shared port: \(frames.audioFrames)")
+            await publisher.close()
+            await subscriber.close()
+            await sfu.shutdown()
+        }
+
         @Test func subscriberKeyframeRequestsReachThePublisherThrottled() async throws {
             let sfu = SFU()
             let publisher = try SFUTestClient(name: "sfu-pub6")

@@ -442,9 +442,16 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         ice?.close()
         closed = true
         loop.removeTicker(self)
-        for s in sockets { s.close() }
+        if let mux = configuration.portMux {
+            mux.unregister(self)  // the shared socket stays open for the others
+        } else {
+            for s in sockets { s.close() }
+        }
         setState(.closed)
     }
+
+    /// Whether ICE has validated `address` as this connection's peer.
+    func iceAccepts(_ address: SocketAddress) -> Bool { ice?.isValidRemote(address) ?? false }
 
     /// ICE counters, including STUN requests dropped for bad integrity or unknown usernames.
     public var iceCounters: ICECounters? { ice?.counters }

@@ -206,6 +206,12 @@ extension PeerConnection {
     public func bindSockets() throws {
         guard !closed else { throw PeerConnectionError.closed }
         guard sockets.isEmpty else { return }
+        if let mux = configuration.portMux {
+            guard let shared = mux.socket else { throw PeerConnectionError.socket("the shared port is closed") }
+            mux.register(self, ufrag: localUfrag)
+            sockets = [shared]
+            return
+        }
         var opened: [UDPSocket] = []
         for address in configuration.bindAddresses {
             guard let bind = SocketAddress(ip: address, port: configuration.port) else {

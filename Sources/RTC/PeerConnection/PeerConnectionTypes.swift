@@ -40,12 +40,15 @@ public struct PeerConnectionConfiguration: Sendable {
     public var enableRTX: Bool
     /// CNAME for RTCP SDES.
     public var cname: String
+    /// A shared server port (ICE-lite servers): when set, the connection uses the mux's socket
+    /// instead of opening its own.
+    public var portMux: UDPPortMux?
 
     public init(
         bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,
         answerDTLSRole: DTLSTransport.Role = .client,
         srtpProfiles: [SRTPProfile] = [.aeadAES128GCM, .aes128CMHMACSHA1_80], enableRTX: Bool = true,
-        cname: String = "understudy"
+        cname: String = "understudy", portMux: UDPPortMux? = nil
     ) {
         self.bindAddresses = bindAddresses
         self.port = port
@@ -54,6 +57,7 @@ public struct PeerConnectionConfiguration: Sendable {
         self.srtpProfiles = srtpProfiles
         self.enableRTX = enableRTX
         self.cname = cname
+        self.portMux = portMux
     }
 }
 

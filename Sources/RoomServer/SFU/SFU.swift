@@ -48,6 +48,8 @@ public final class SFU: @unchecked Sendable {
     var retiredNACKsReceived: UInt64 = 0
     var retiredNACKsSent: UInt64 = 0
     var nextPortIndex = 0
+    /// The shared socket when the port range is a single port (ICE-ufrag demultiplexing).
+    var sharedPort: UDPPortMux?
     /// One DTLS identity for every connection of this SFU (generated once; nil falls back to one each).
     let certificate: DTLSCertificate?
     let renegotiationHandler = HandlerBox()
@@ -252,7 +254,11 @@ public final class SFU: @unchecked Sendable {
     public func shutdown() async {
         let ids = await loop.submit { [self] in Array(participants.keys) }
         for id in ids { await closeParticipant(id) }
-        await loop.submit { [self] in closed = true }
+        await loop.submit { [self] in
+            closed = true
+            sharedPort?.close()
+            sharedPort = nil
+        }
         loop.shutdown()
     }
 
@@ -301,14 +307,32 @@ public final class SFU: @unchecked Sendable {
 
     // MARK: Internals (loop thread)
 
-    func serverConfiguration(port: UInt16 = 0) -> PeerConnectionConfiguration {
+    func serverConfiguration(port: UInt16 = 0, mux: UDPPortMux? = nil) -> PeerConnectionConfiguration {
         PeerConnectionConfiguration(
             bindAddresses: configuration.mediaAddresses, port: port, iceLite: true, answerDTLSRole: .server,
-            cname: "understudy-sfu")
+            cname: "understudy-sfu", portMux: mux)
     }
 
-    /// A server-side connection with its sockets bound: on the next free port of the range, or ephemeral.
+    /// A server-side connection with its sockets bound: every connection on one shared port when the
+    /// range is a single port, else on the next free port of the range, or ephemeral.
     func makeConnection() throws -> PeerConnection {
+        if let range = configuration.portRange, range.lowerBound == range.upperBound {
+            do {
+                if sharedPort == nil {
+                    guard let address = SocketAddress(ip: configuration.mediaAddresses.first ?? "127.0.0.1", port: range.lowerBound)
+                    else { throw SFUError.negotiation("bad media address") }
+                    sharedPort = try UDPPortMux(loop: loop, bindTo: address)
+                }
+                let connection = try PeerConnection(
+                    loop: loop, configuration: serverConfiguration(mux: sharedPort), certificate: certificate)
+                try connection.bindSockets()
+                return connection
+            } catch let error as SFUError {
+                throw error
+            } catch {
+                throw SFUError.negotiation("cannot open a connection on port \(range.lowerBound): \(error)")
+            }
+        }
         guard let range = configuration.portRange else {
             do {
                 let connection = try PeerConnection(

@@ -156,7 +156,8 @@ public struct SFUConfiguration: Sendable {
     /// Addresses the media sockets bind to (host candidates).
     public var mediaAddresses: [String]
     /// UDP ports for the connections' sockets, one port per connection (nil: ephemeral ports).
-    /// A single shared port with ICE-ufrag demultiplexing is not implemented yet.
+    /// A range of exactly one port makes every connection share that port (demultiplexed by ICE ufrag
+    /// and validated source address).
     public var portRange: ClosedRange<UInt16>?
     /// Shortest interval between key-frame requests sent to a publisher, per simulcast layer.
     public var keyframeRequestInterval: UInt64

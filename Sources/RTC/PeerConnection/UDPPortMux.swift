@@ -1,0 +1,67 @@
+import RTCWire
+
+/// Shares one UDP port among many server-side (ICE-lite) peer connections.
+///
+/// STUN binding requests name their target in USERNAME (`<our ufrag>:<their ufrag>`), so they are
+/// routed by ufrag. Once a connection's ICE agent has validated a source address, every other
+/// datagram from that address (DTLS, SRTP, SRTCP) goes to that connection. Anything else is dropped
+/// and counted. Confined to its loop thread, like the connections it serves.
+public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
+    /// The shared socket.
+    public private(set) var socket: UDPSocket?
+    private var byUfrag: [String: PeerConnection] = [:]
+    private var byAddress: [SocketAddress: PeerConnection] = [:]
+    /// Datagrams that matched no connection (unknown ufrag or address).
+    public private(set) var droppedUnroutable: UInt64 = 0
+
+    /// Opens the shared socket on `loop`.
+    public init(loop: EventLoop, bindTo address: SocketAddress) throws {
+        socket = try loop.openUDP(bindTo: address, handler: self)
+    }
+
+    func register(_ connection: PeerConnection, ufrag: String) {
+        byUfrag[ufrag] = connection
+    }
+
+    func unregister(_ connection: PeerConnection) {
+        byUfrag = byUfrag.filter { $0.value !== connection }
+        byAddress = byAddress.filter { $0.value !== connection }
+    }
+
+    /// Number of connections currently registered.
+    public var connectionCount: Int { byUfrag.count }
+
+    /// Closes the shared socket; the connections must be closed first.
+    public func close() {
+        socket?.close()
+        socket = nil
+        byUfrag.removeAll()
+        byAddress.removeAll()
+    }
+
+    public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        guard let first = data.first else { return }
+        if let connection = byAddress[from] {
+            connection.handleDatagram(data, from: from, socket: socket)
+            return
+        }
+        // Only STUN can introduce a new address; route it by the ufrag it names.
+        guard first < 4, let ufrag = Self.localUfrag(UnsafeRawBufferPointer(data)),
+            let connection = byUfrag[ufrag]
+        else {
+            droppedUnroutable &+= 1
+            return
+        }
+        connection.handleDatagram(data, from: from, socket: socket)
+        // Learn the address only once that connection's ICE agent accepted it (integrity checked).
+        if connection.iceAccepts(from) { byAddress[from] = connection }
+    }
+
+    /// The first half of a STUN USERNAME (`local:remote`), read without a full parse.
+    static func localUfrag(_ bytes: UnsafeRawBufferPointer) -> String? {
+        guard let message = try? STUNMessage.parse(bytes), let username = message.username,
+            let colon = username.firstIndex(of: ":")
+        else { return nil }
+        return String(username[..<colon])
+    }
+}
