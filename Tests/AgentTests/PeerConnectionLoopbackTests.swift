@@ -3,8 +3,8 @@ import Media
 import RTCWire
 import Testing
 
-@testable import Streaming
 @testable import RTC
+@testable import Streaming
 
 /// Swift ↔ Swift PeerConnections over real loopback UDP: media flows and is recorded, and hostile
 /// datagrams are dropped and counted without disturbing the session.
@@ -56,7 +56,7 @@ import Testing
         }
         let pump = MediaPump(connection: tx, media: SyntheticMedia.shared(layers: 1), video: video, audio: audio)
         await tx.loop.submit { pump.attach() }
-        try await Task.sleep(nanoseconds: 3_000_000_000)
+        try await Task.sleep(nanoseconds: 4_500_000_000)
         await tx.loop.submit { pump.detach() }
         try await Task.sleep(nanoseconds: 200_000_000)
         await rx.loop.submit { rx.onFrame = nil }
@@ -75,6 +75,11 @@ import Testing
         #expect(probe.contains("opus"))
         let decode = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
         #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
+        // The synthetic source flashes and beeps together every 2 s: after RTP, SRTP and the
+        // recorder's timestamping they must still line up in the file.
+        let sync = try SyncMarkerAnalyzer.analyze(path: path)
+        #expect(sync.pairs >= 1, "flash/beep pairs found: \(sync)")
+        if let offset = sync.offsetMilliseconds { #expect(abs(offset) <= 40, "A/V offset \(offset) ms") }
         await Self.shutdown(tx, rx)
     }
 
