@@ -49,6 +49,11 @@ public final class EventLoop: @unchecked Sendable {
     private let sendNames: UnsafeMutableRawPointer
     private let sendData: UnsafeMutableRawPointer
     private let sendOwners: UnsafeMutablePointer<Unmanaged<UDPSocket>>
+    /// Scratch for grouping a batch by socket: one sendmmsg per socket, whatever the interleaving
+    /// (an SFU fans each packet out to several sockets).
+    private let groupHeaders: UnsafeMutablePointer<MMsgHdr>
+    private let groupSlots: UnsafeMutablePointer<Int>
+    private let slotTaken: UnsafeMutablePointer<Bool>
     private var sendCount = 0
 
     private static let nameSlot = 32
@@ -71,6 +76,10 @@ public final class EventLoop: @unchecked Sendable {
         sendNames = .allocate(byteCount: n * Self.nameSlot, alignment: 8)
         sendData = .allocate(byteCount: n * Self.slotSize, alignment: 16)
         sendOwners = .allocate(capacity: n)
+        groupHeaders = .allocate(capacity: n)
+        groupSlots = .allocate(capacity: n)
+        slotTaken = .allocate(capacity: n)
+        slotTaken.initialize(repeating: false, count: n)
         events = .allocate(byteCount: Self.epollBatch * EpollEvent.size, alignment: 8)
         for i in 0..<n {
             receiveVectors[i] = iovec(iov_base: receiveData + i * Self.slotSize, iov_len: Self.slotSize)
@@ -111,6 +120,9 @@ public final class EventLoop: @unchecked Sendable {
         sendNames.deallocate()
         sendData.deallocate()
         sendOwners.deallocate()
+        groupHeaders.deallocate()
+        groupSlots.deallocate()
+        slotTaken.deallocate()
         events.deallocate()
     }
 
@@ -354,19 +366,23 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Sends the queued batch: one `sendmmsg` per run of datagrams from the same socket.
     func flushSends() {
-        var start = 0
-        while start < sendCount {
+        for start in 0..<sendCount where !slotTaken[start] {
+            // Gather every queued datagram of this socket, in order, into one contiguous batch.
+            let ownerID = sendOwners[start].toOpaque()
             let owner = sendOwners[start].takeUnretainedValue()
-            var end = start + 1
-            while end < sendCount, sendOwners[end].toOpaque() == sendOwners[start].toOpaque() {
-                end += 1
+            var count = 0
+            for j in start..<sendCount where !slotTaken[j] && sendOwners[j].toOpaque() == ownerID {
+                groupHeaders[count] = sendHeaders[j]
+                groupSlots[count] = j
+                slotTaken[j] = true
+                count += 1
             }
-            var index = start
-            while index < end {
-                let sent = sys_sendmmsg(owner.fd, sendHeaders + index, UInt32(end - index), 0)
+            var index = 0
+            while index < count {
+                let sent = sys_sendmmsg(owner.fd, groupHeaders + index, UInt32(count - index), 0)
                 if sent > 0 {
-                    for j in index..<(index + Int(sent)) {
-                        record(owner, sent: true, bytes: sendVectors[j].iov_len)
+                    for k in index..<(index + Int(sent)) {
+                        record(owner, sent: true, bytes: sendVectors[groupSlots[k]].iov_len)
                     }
                     index += Int(sent)
                 } else {
@@ -376,8 +392,8 @@ public final class EventLoop: @unchecked Sendable {
                     index += 1
                 }
             }
-            start = end
         }
+        for j in 0..<sendCount { slotTaken[j] = false }
         sendCount = 0
     }
 

@@ -1,0 +1,171 @@
+import Foundation
+import Signaling
+
+/// A participant in the room: ``Room/localParticipant`` or one of ``Room/participants``.
+///
+/// State is updated on the room's ``Room/eventQueue`` and may be read from any thread.
+public final class Participant: @unchecked Sendable {
+    public let id: String
+    public let displayName: String
+    public let isLocal: Bool
+    public let isAgent: Bool
+    public let agentId: String?
+    /// The participant's `metaData` as JSON text (nil when none).
+    public let metaDataJSON: String?
+
+    weak var room: Room?
+    private let lock = NSLock()
+    private var _mode: Mode
+    private var _micOn: Bool
+    private var _webcamOn: Bool
+    private var _streams: [String: MediaStream] = [:]
+    private var _pinState = PinState(cam: false, share: false)
+    private var _quality: VideoQuality?
+    private var listeners: [WeakParticipantListener] = []
+
+    init(id: String, name: String, isLocal: Bool, json: JSONValue?) {
+        self.id = id
+        displayName = name
+        self.isLocal = isLocal
+        isAgent = json?["isAgent"]?.boolValue ?? false
+        agentId = json?["agentId"]?.stringValue
+        metaDataJSON = json?["metaData"].flatMap { $0.isNull ? nil : $0.jsonString }
+        _mode = json?["mode"]?.stringValue.flatMap(Mode.init(rawValue:))?.canonical ?? .SEND_AND_RECV
+        _micOn = json?["micEnabled"]?.boolValue ?? false
+        _webcamOn = json?["camEnabled"]?.boolValue ?? false
+    }
+
+    /// The current mode.
+    public var mode: Mode { lock.withLock { _mode } }
+    /// Whether the mic is on (as announced by the room).
+    public var micOn: Bool { lock.withLock { _micOn } }
+    /// Whether the webcam is on (as announced by the room).
+    public var webcamOn: Bool { lock.withLock { _webcamOn } }
+    /// Streams that exist now, keyed by stream id (local: produced; remote: arriving on this device).
+    public var streams: [String: MediaStream] { lock.withLock { _streams } }
+    /// The room-wide pin state.
+    public var pinState: PinState { lock.withLock { _pinState } }
+    /// The preferred webcam quality this device set with ``setQuality(_:)``.
+    public var videoQuality: VideoQuality? { lock.withLock { _quality } }
+
+    func update(mode: Mode) { lock.withLock { _mode = mode } }
+    func update(mic: Bool) { lock.withLock { _micOn = mic } }
+    func update(webcam: Bool) { lock.withLock { _webcamOn = webcam } }
+    func update(pin: PinState) { lock.withLock { _pinState = pin } }
+    func addStream(_ s: MediaStream) { lock.withLock { _streams[s.id] = s } }
+    func removeStream(id: String) -> MediaStream? { lock.withLock { _streams.removeValue(forKey: id) } }
+
+    // MARK: Listeners
+
+    /// Adds a listener, held weakly. Streams that already exist are not reported again; read ``streams``.
+    public func addEventListener(_ listener: ParticipantEventListener) {
+        lock.withLock {
+            listeners.removeAll { $0.value == nil || $0.value === listener }
+            listeners.append(WeakParticipantListener(value: listener))
+        }
+    }
+
+    public func removeEventListener(_ listener: ParticipantEventListener) {
+        lock.withLock { listeners.removeAll { $0.value == nil || $0.value === listener } }
+    }
+
+    public func removeAllEventListeners() { lock.withLock { listeners.removeAll() } }
+
+    /// Live listeners (called on the event queue).
+    var liveListeners: [ParticipantEventListener] { lock.withLock { listeners.compactMap(\.value) } }
+
+    // MARK: Remote methods (seed 003)
+
+    private func remoteCall(_ api: String, _ method: String, _ data: JSONValue, agentRefused: Bool) async throws {
+        guard let room else { throw UnderstudyError(code: 3035, message: "\(api) called outside a room") }
+        try await room.participantRequest(
+            api: api, method: method, data: data, target: self, agentRefused: agentRefused)
+    }
+
+    /// Asks this remote participant to turn its mic on (it gets `onMicRequested`).
+    public func enableMic() async throws {
+        try await remoteCall("enableMic", "requestMic", ["participantId": .string(id)], agentRefused: true)
+    }
+    /// Asks this remote participant to turn its webcam on (it gets `onWebcamRequested`).
+    public func enableCam() async throws {
+        try await remoteCall("enableCam", "requestCam", ["participantId": .string(id)], agentRefused: true)
+    }
+    /// Turns this remote participant's mic off at once.
+    public func disableMic() async throws {
+        try await remoteCall("disableMic", "disableMic", ["participantId": .string(id)], agentRefused: true)
+    }
+    /// Turns this remote participant's webcam off at once.
+    public func disableCam() async throws {
+        try await remoteCall("disableCam", "disableCam", ["participantId": .string(id)], agentRefused: true)
+    }
+    /// Removes this participant from the room (it leaves with `REMOVE_PEER`).
+    public func remove() async throws {
+        try await remoteCall("remove", "remove", ["participantId": .string(id)], agentRefused: false)
+    }
+    /// Pins this participant for the whole room.
+    public func pin(_ type: PinType = .SHARE_AND_CAM) async throws {
+        try await remoteCall(
+            "pin", "pin", ["participantId": .string(id), "pinType": .string(type.rawValue)], agentRefused: false)
+    }
+    /// Unpins this participant for the whole room.
+    public func unpin(_ type: PinType = .SHARE_AND_CAM) async throws {
+        try await remoteCall(
+            "unpin", "unpin", ["participantId": .string(id), "pinType": .string(type.rawValue)], agentRefused: false)
+    }
+    /// Picks which simulcast layer of this participant's webcam this device receives.
+    public func setQuality(_ quality: VideoQuality) async throws {
+        if isLocal || videoQuality == quality {
+            try room?.gate("setQuality")
+            return
+        }
+        try await remoteCall(
+            "setQuality", "setQuality", ["participantId": .string(id), "quality": .string(quality.rawValue)],
+            agentRefused: true)
+        lock.withLock { _quality = quality }
+    }
+    /// Tells the server the size (pixels) at which this participant's webcam is shown.
+    public func setViewPort(width: Int, height: Int) async throws {
+        try await remoteCall(
+            "setViewPort", "setViewPort",
+            ["participantId": .string(id), "width": .number(Double(width)), "height": .number(Double(height))],
+            agentRefused: false)
+    }
+    /// Starts receiving this participant's mic on this device (autoConsume off; no-op otherwise).
+    public func consumeMicStreams() async throws { try await consume("consumeMicStreams", "consume", "mic") }
+    /// Starts receiving this participant's webcam on this device (autoConsume off; no-op otherwise).
+    public func consumeWebcamStreams() async throws { try await consume("consumeWebcamStreams", "consume", "webcam") }
+    /// Stops receiving this participant's mic on this device only.
+    public func stopConsumingMicStreams() async throws {
+        try await consume("stopConsumingMicStreams", "stopConsuming", "mic")
+    }
+    /// Stops receiving this participant's webcam on this device only.
+    public func stopConsumingWebcamStreams() async throws {
+        try await consume("stopConsumingWebcamStreams", "stopConsuming", "webcam")
+    }
+
+    private func consume(_ api: String, _ method: String, _ kind: String) async throws {
+        guard let room else { throw UnderstudyError(code: 3035, message: "\(api) called outside a room") }
+        await room.awaitJoinIfConnecting()
+        try room.gate(api)
+        if room.autoConsume { return }
+        try await remoteCall(api, method, ["participantId": .string(id), "kind": .string(kind)], agentRefused: false)
+    }
+
+    // MARK: Stats
+
+    /// Per-layer webcam metrics since the previous sample (nil when not joined or reconnecting).
+    public func getVideoStats() -> [[String: Any]]? { room?.stats(for: self, kind: .video) }
+    /// Mic metrics since the previous sample (nil when not joined or reconnecting).
+    public func getAudioStats() -> [[String: Any]]? { room?.stats(for: self, kind: .audio) }
+    /// Screen-share metrics; throws 3068 on an agent.
+    public func getShareStats() throws -> [[String: Any]]? {
+        if isAgent { throw UnderstudyError(code: 3068, message: "getShareStats is not supported on an agent") }
+        return room?.stats(for: self, kind: .share)
+    }
+    /// Transport totals and bitrates; waits for the server (call off the event queue).
+    public func getTransportStats() -> [String: Any]? { room?.transportStats(for: self) }
+}
+
+struct WeakParticipantListener {
+    weak var value: ParticipantEventListener?
+}

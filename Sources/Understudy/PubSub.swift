@@ -1,0 +1,92 @@
+import Foundation
+import Signaling
+
+/// Topic-based messaging through the room server (room-api §5).
+public final class PubSub: @unchecked Sendable {
+    weak var room: Room?
+    private let lock = NSLock()
+    private var listeners: [String: [PubSubMessageListener]] = [:]
+
+    init() {}
+
+    private func requireRoom(_ api: String) throws -> Room {
+        guard let room else { throw UnderstudyError(code: 3035, message: "\(api) called without a room") }
+        return room
+    }
+
+    /// Publishes `message` on `topic`. `options`: `persist` (Bool), `sendOnly` ([participantId]).
+    /// `payloadJSON` must be a JSON object; it is passed on untouched.
+    public func publish(topic: String, message: String, options: [String: Any] = [:], payload: JSONValue? = nil)
+        async throws
+    {
+        let room = try requireRoom("publish")
+        var data: [String: JSONValue] = ["topic": .string(topic), "message": .string(message)]
+        if let persist = options["persist"] as? Bool { data["persist"] = .bool(persist) }
+        if let only = options["sendOnly"] as? [String] { data["sendOnly"] = .array(only.map { .string($0) }) }
+        if let payload { data["payload"] = payload }
+        _ = try await room.gatedCall("publish", "publish", .object(data))
+    }
+
+    /// Subscribes `listener` to `topic`; the server subscription is made for the first listener.
+    /// Throws 3035 before the room is joined. History follows as `onOldMessagesReceived` batches.
+    public func subscribe(topic: String, listener: PubSubMessageListener) async throws {
+        let room = try requireRoom("subscribe")
+        try room.gate("subscribe")
+        let first: Bool = lock.withLock {
+            var list = listeners[topic] ?? []
+            let wasEmpty = list.isEmpty
+            if !list.contains(where: { $0 === listener }) { list.append(listener) }
+            listeners[topic] = list
+            return wasEmpty
+        }
+        guard first else { return }
+        do {
+            _ = try await room.call("subscribe", ["topic": .string(topic)])
+        } catch {
+            lock.withLock { listeners[topic] = nil }
+            throw error
+        }
+    }
+
+    /// Removes `listener`; the server subscription ends with the topic's last listener.
+    public func unsubscribe(topic: String, listener: PubSubMessageListener) async throws {
+        let room = try requireRoom("unsubscribe")
+        try room.gate("unsubscribe")
+        let last: Bool = lock.withLock {
+            guard var list = listeners[topic] else { return false }
+            list.removeAll { $0 === listener }
+            listeners[topic] = list.isEmpty ? nil : list
+            return list.isEmpty
+        }
+        if last { _ = try await room.call("unsubscribe", ["topic": .string(topic)]) }
+    }
+
+    /// Topics with at least one listener (resubscribed after a rejoin).
+    var topics: [String] { lock.withLock { Array(listeners.keys) } }
+
+    private func current(_ topic: String) -> [PubSubMessageListener] { lock.withLock { listeners[topic] ?? [] } }
+
+    func deliver(_ data: JSONValue) {
+        guard let m = PubSubMessage(data) else { return }
+        for l in current(m.topic) { l.onMessageReceived(m) }
+    }
+
+    func deliverHistory(_ data: JSONValue) {
+        guard let topic = data["topic"]?.stringValue else { return }
+        let messages = (data["messages"]?.arrayValue ?? []).compactMap(PubSubMessage.init)
+        let isLast = data["isLast"]?.boolValue ?? true
+        for l in current(topic) { l.onOldMessagesReceived(messages, isLast: isLast) }
+    }
+}
+
+extension PubSubMessage {
+    init?(_ json: JSONValue) {
+        guard let topic = json["topic"]?.stringValue else { return nil }
+        self.init(
+            id: json["id"]?.stringValue ?? "", topic: topic, message: json["message"]?.stringValue ?? "",
+            senderId: json["senderId"]?.stringValue ?? "", senderName: json["senderName"]?.stringValue ?? "",
+            timestamp: json["timestamp"]?.intValue ?? 0,
+            payloadJSON: json["payload"].flatMap { $0.isNull ? nil : $0.jsonString },
+            sendOnly: (json["sendOnly"]?.arrayValue ?? []).compactMap(\.stringValue))
+    }
+}

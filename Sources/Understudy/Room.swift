@@ -1,0 +1,647 @@
+import Dispatch
+import Foundation
+import Media
+import RTC
+import RTCWire
+import Signaling
+import Streaming
+
+/// ``LeaveReason`` under a name that stays unambiguous where another module also has a `LeaveReason`.
+public typealias SDKLeaveReason = LeaveReason
+
+/// Entry point of the SDK.
+public enum Understudy {
+    /// The SDK's leave reason (`Understudy.LeaveReason` disambiguates it from other modules' types).
+    public typealias LeaveReason = SDKLeaveReason
+
+    /// Builds a ``Room``; connects to nothing until ``Room/join()``. An empty `roomId` throws 3073.
+    /// A non-nil `agentId` joins as an agent participant (`isAgent == true` for everyone).
+    ///
+    /// `signalingBaseUrl` is the server's `ws://host:port` (the path `/v1/rtc` is appended when absent).
+    public static func createRoom(
+        roomId: String, token: String, participantName: String, participantId: String? = nil,
+        micEnabled: Bool = true, camEnabled: Bool = true, mode: Mode = .SEND_AND_RECV, multiStream: Bool = true,
+        autoConsume: Bool = true, metaData: JSONValue? = nil, signalingBaseUrl: String = "ws://127.0.0.1:7880",
+        agentId: String? = nil
+    ) throws -> Room {
+        guard !roomId.isEmpty else { throw UnderstudyError(code: 3073, message: "roomId must not be empty") }
+        if let participantId, participantId.isEmpty || participantId.contains(where: \.isWhitespace) {
+            throw UnderstudyError(code: 3073, message: "participantId must be non-empty without whitespace")
+        }
+        return Room(
+            roomId: roomId, token: token, participantName: participantName, participantId: participantId,
+            micEnabled: micEnabled, camEnabled: camEnabled, mode: mode.canonical, multiStream: multiStream,
+            autoConsume: autoConsume, metaData: metaData, signalingBaseUrl: signalingBaseUrl, agentId: agentId)
+    }
+}
+
+/// A room session of one local participant.
+///
+/// Threading: all room state changes and every listener callback run on ``eventQueue``, one serial
+/// queue per room, in the order the server reported the changes. Public methods are `async` and may be
+/// called from anywhere except that they must not be awaited *synchronously* on ``eventQueue``.
+/// Received media frames are delivered on the subscribe connection's event loop (``onFrame``).
+public final class Room: @unchecked Sendable {
+    public let roomId: String
+    let token: String
+    let participantName: String
+    let requestedParticipantId: String?
+    let micEnabled: Bool
+    let camEnabled: Bool
+    let initialMode: Mode
+    public let multiStream: Bool
+    public let autoConsume: Bool
+    let metaData: JSONValue?
+    let signalingURL: String
+    let agentId: String?
+
+    /// The serial queue on which every event is delivered.
+    public let eventQueue = DispatchQueue(label: "understudy.room.events")
+
+    // Readable from any thread (guarded by `lock`).
+    private let lock = NSLock()
+    private var _state: RoomState?
+    private var _joined = false
+    private var _finished = false
+    private var _participants: [String: Participant] = [:]
+    private var _local: Participant
+    private var _frameHandler: RoomFrameHandler?
+    private var _presenterId: String?
+    private var _speakerId: String?
+
+    // Confined to `eventQueue`.
+    private var listeners: [RoomEventListener] = []
+    private var socket: WebSocketConnection?
+    private var nextRequestId = 1
+    private var pending: [Int: (Result<JSONValue, SignalError>) -> Void] = [:]
+    private var exitReason: LeaveReason?
+    private var leaving = false
+    private var ending = false
+    let operationLock = NSLock()
+    let operationFlag = ResultBoxFlag()
+    /// Mic/cam state to restore when returning to SEND_AND_RECV.
+    let savedMediaState = SavedMedia()
+    let media: RoomMedia
+    /// The PubSub API of this room.
+    public let pubSub = PubSub()
+
+    init(
+        roomId: String, token: String, participantName: String, participantId: String?, micEnabled: Bool,
+        camEnabled: Bool, mode: Mode, multiStream: Bool, autoConsume: Bool, metaData: JSONValue?,
+        signalingBaseUrl: String, agentId: String? = nil
+    ) {
+        self.agentId = agentId
+        self.roomId = roomId
+        self.token = token
+        self.participantName = participantName
+        requestedParticipantId = participantId
+        self.micEnabled = micEnabled
+        self.camEnabled = camEnabled
+        initialMode = mode
+        self.multiStream = multiStream
+        self.autoConsume = autoConsume
+        self.metaData = metaData
+        var base = signalingBaseUrl
+        while base.hasSuffix("/") { base.removeLast() }
+        if !base.hasSuffix("/v1/rtc") { base += "/v1/rtc" }
+        signalingURL = base
+        _local = Participant(
+            id: participantId ?? "", name: participantName, isLocal: true,
+            json: ["mode": .string(mode.rawValue), "micEnabled": false, "camEnabled": false])
+        media = RoomMedia()
+        media.room = self
+        pubSub.room = self
+        _local.room = self
+    }
+
+    deinit {
+        // A released room stops delivering events; release its socket and media threads too.
+        socket?.onText = nil
+        socket?.close()
+        media.close()
+    }
+
+    // MARK: Public state
+
+    /// The current connection state (nil before ``join()``).
+    public var state: RoomState? { lock.withLock { _state } }
+    /// Remote participants only, keyed by id.
+    public var participants: [String: Participant] { lock.withLock { _participants } }
+    /// The local participant (its id is the server's once joined).
+    public var localParticipant: Participant { lock.withLock { _local } }
+    /// Who shares a screen now.
+    public var presenterId: String? { lock.withLock { _presenterId } }
+    /// The active speaker.
+    public var activeSpeakerId: String? { lock.withLock { _speakerId } }
+    var isJoined: Bool { lock.withLock { _joined && !_finished } }
+
+    /// Received media: `(participantId, kind, frame, arrivalNanos)` on the subscribe loop thread.
+    public var onFrame: RoomFrameHandler? {
+        get { lock.withLock { _frameHandler } }
+        set { lock.withLock { _frameHandler = newValue } }
+    }
+
+    /// Adds a room listener (held strongly until removed). Add listeners before ``join()``.
+    public func addEventListener(_ listener: RoomEventListener) {
+        let box = UncheckedSendable(listener)
+        eventQueue.async { self.listeners.append(box.value) }
+    }
+
+    public func removeEventListener(_ listener: RoomEventListener) {
+        let box = UncheckedSendable(listener)
+        eventQueue.async { self.listeners.removeAll { $0 === box.value } }
+    }
+
+    func emit(_ call: (RoomEventListener) -> Void) {
+        dispatchPrecondition(condition: .onQueue(eventQueue))
+        for l in listeners { call(l) }
+    }
+
+    func setState(_ s: RoomState) {
+        lock.withLock { _state = s }
+        emit { $0.onRoomStateChanged(s) }
+    }
+
+    // MARK: Gating
+
+    /// Throws (and reports to `onError`) 3035 before the join / after leaving, 3065 while reconnecting.
+    func gate(_ api: String) throws {
+        let (state, joined, finished) = lock.withLock { (_state, _joined, _finished) }
+        var error: UnderstudyError?
+        if !joined || finished {
+            error = UnderstudyError(
+                code: 3035, message: "\(api) was called before the room was joined or after it was left")
+        } else if state == .RECONNECTING {
+            error = UnderstudyError(code: 3065, message: "\(api) was refused while the room is reconnecting")
+        }
+        if let error {
+            eventQueue.async { self.emit { $0.onError(error) } }
+            throw error
+        }
+    }
+
+    // MARK: Requests
+
+    /// Sends a request; `handler` runs on the event queue with the response. Call on the event queue.
+    func send(_ method: String, _ data: JSONValue, handler: @escaping (Result<JSONValue, SignalError>) -> Void) {
+        dispatchPrecondition(condition: .onQueue(eventQueue))
+        guard let socket, exitReason == nil || method == "leave" || method == "end" else {
+            handler(
+                .failure(
+                    SignalError(code: 3056, name: "ERROR_OPERATION_ABORTED", message: "\(method): the room is closed")))
+            return
+        }
+        let id = nextRequestId
+        nextRequestId += 1
+        pending[id] = handler
+        socket.send(text: SignalEnvelope.request(id: .number(Double(id)), method: method, data: data).text)
+    }
+
+    /// Sends a request and awaits its response data (server refusals become ``UnderstudyError``).
+    func call(_ method: String, _ data: JSONValue = [:]) async throws -> JSONValue {
+        let result: Result<JSONValue, SignalError> = await withCheckedContinuation { cont in
+            eventQueue.async {
+                self.send(method, data) { cont.resume(returning: $0) }
+            }
+        }
+        switch result {
+        case .success(let d): return d
+        case .failure(let e): throw UnderstudyError(code: e.code, name: e.name, message: e.message)
+        }
+    }
+
+    /// Gated request on behalf of public method `api`.
+    func gatedCall(_ api: String, _ method: String, _ data: JSONValue = [:]) async throws -> JSONValue {
+        try gate(api)
+        return try await call(method, data)
+    }
+
+    /// Lets a call made while `join()` runs (e.g. from `onParticipantJoined`) wait for the join to finish.
+    func awaitJoinIfConnecting() async {
+        for _ in 0..<2000 {
+            let waiting = lock.withLock { _state == .CONNECTING && !_joined && !_finished }
+            if !waiting { return }
+            try? await Task.sleep(nanoseconds: 5_000_000)
+        }
+    }
+
+    func participantRequest(api: String, method: String, data: JSONValue, target: Participant, agentRefused: Bool)
+        async throws
+    {
+        try gate(api)
+        if agentRefused && target.isAgent {
+            throw UnderstudyError(code: 3068, message: "\(api) is not supported on an agent participant")
+        }
+        _ = try await call(method, data)
+    }
+
+    // MARK: Join / leave / end
+
+    /// Connects and joins. Returns when the join finished or failed; `onRoomJoined` (or `onRoomLeft`
+    /// with `JOIN_ROOM_FAILED`) reports the outcome. A second call does nothing.
+    public func join() async {
+        let started: Bool = lock.withLock {
+            if _state != nil { return false }
+            _state = .CONNECTING
+            return true
+        }
+        guard started else { return }
+        await onQueue { self.emit { $0.onRoomStateChanged(.CONNECTING) } }
+        await connectAndJoin(participantId: requestedParticipantId) { result in
+            switch result {
+            case .success(let response): self.joinSucceeded(response)
+            case .failure(let e): self.failJoin(e)
+            }
+        }
+    }
+
+    /// Opens a signalling socket and sends `join`; `handle` runs on the event queue with the outcome,
+    /// before any later message is processed.
+    private func connectAndJoin(
+        participantId: String?, _ handle: @escaping (Result<JSONValue, UnderstudyError>) -> Void
+    ) async {
+        let handler = UncheckedSendable(handle)
+        let connection: WebSocketConnection
+        do {
+            connection = try await WebSocketConnection.connect(url: signalingURL + "?token=" + token)
+        } catch {
+            await onQueue {
+                handler.value(.failure(UnderstudyError(code: 3047, message: "cannot reach the room server: \(error)")))
+            }
+            return
+        }
+        var data: [String: JSONValue] = [
+            "protocolVersion": 1, "roomId": .string(roomId), "name": .string(participantName),
+            "mode": .string(localParticipant.mode.rawValue), "autoConsume": .bool(autoConsume),
+            "micEnabled": .bool(micEnabled), "camEnabled": .bool(camEnabled), "token": .string(token),
+        ]
+        if let participantId, !participantId.isEmpty { data["participantId"] = .string(participantId) }
+        if let metaData { data["metaData"] = metaData }
+        if let agentId {
+            data["isAgent"] = true
+            data["agentId"] = .string(agentId)
+        }
+        let payload = JSONValue.object(data)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            eventQueue.async {
+                guard self.exitReason == nil else {
+                    connection.close()
+                    return done.resume()
+                }
+                self.socket = connection
+                connection.onText = { [weak self] text in
+                    guard let room = self else { return }
+                    room.eventQueue.async { room.received(text) }
+                }
+                let closing = WeakConnection(connection)
+                connection.onClose = { [weak self] code, _ in
+                    guard let room = self else { return }
+                    room.eventQueue.async { room.socketClosed(closing.value, code) }
+                }
+                connection.start()
+                self.send("join", payload) { result in
+                    switch result {
+                    case .success(let response): handler.value(.success(response))
+                    case .failure(let e):
+                        if self.socket === connection { self.socket = nil }
+                        connection.close()
+                        handler.value(.failure(UnderstudyError(code: e.code, name: e.name, message: e.message)))
+                    }
+                    done.resume()
+                }
+            }
+        }
+    }
+
+    private func onQueue(_ work: @escaping @Sendable () -> Void) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            eventQueue.async {
+                work()
+                c.resume()
+            }
+        }
+    }
+
+    private func failJoin(_ error: UnderstudyError) {
+        guard exitReason == nil else { return }
+        setState(.FAILED)
+        emit { $0.onError(error) }
+        finish(.JOIN_ROOM_FAILED)
+    }
+
+    private func joinSucceeded(_ response: JSONValue) {
+        guard exitReason == nil else { return }
+        let me = response["participant"]
+        let local = Participant(
+            id: me?["participantId"]?.stringValue ?? requestedParticipantId ?? "",
+            name: me?["name"]?.stringValue ?? participantName, isLocal: true, json: me)
+        local.room = self
+        lock.withLock {
+            _local = local
+            _joined = true
+            _presenterId = response["presenterId"]?.stringValue
+        }
+        for entry in response["pinStates"]?.arrayValue ?? [] {
+            if let id = entry["participantId"]?.stringValue, let p = participant(id) {
+                p.update(pin: PinState(entry["pinState"]))
+            }
+        }
+        setState(.CONNECTED)
+        emit { $0.onRoomJoined() }
+        if local.mode == .SEND_AND_RECV {
+            var kinds: [StreamKind] = []
+            if micEnabled { kinds.append(.audio) }
+            if camEnabled { kinds.append(.video) }
+            if !kinds.isEmpty { Task { try? await self.media.produce(kinds, reportStatus: false) } }
+        }
+    }
+
+    /// The local participant leaves (`onRoomLeft(MANUAL_LEAVE_CALLED)`). Allowed while reconnecting.
+    public func leave() async {
+        let joined = lock.withLock { _joined && !_finished }
+        if !joined {
+            let error = UnderstudyError(
+                code: 3035, message: "leave was called before the room was joined or after it was left")
+            await onQueue { self.emit { $0.onError(error) } }
+            return
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            eventQueue.async {
+                guard self.exitReason == nil else { return c.resume() }
+                self.leaving = true
+                self.send("leave", ["reason": 1101]) { _ in
+                    self.finish(.MANUAL_LEAVE_CALLED)
+                    c.resume()
+                }
+            }
+        }
+    }
+
+    /// Ends the room for everyone (`onRoomLeft(ROOM_CLOSE)` everywhere).
+    public func end() async throws {
+        try gate("end")
+        await onQueue { self.ending = true }
+        do { _ = try await call("end") } catch let e as UnderstudyError {
+            throw UnderstudyError(code: 3057, message: "end failed: \(e.message)")
+        }
+        await onQueue { self.finish(.ROOM_CLOSE) }
+    }
+
+    /// Every way out ends here: local streams stop, DISCONNECTED once, then `onRoomLeft`.
+    func finish(_ reason: LeaveReason) {
+        dispatchPrecondition(condition: .onQueue(eventQueue))
+        guard exitReason == nil else { return }
+        exitReason = reason
+        lock.withLock { _finished = true }
+        media.stopAllLocal(announce: true)
+        let aborted = pending
+        pending.removeAll()
+        for (_, handler) in aborted {
+            handler(.failure(SignalError(code: 3056, name: "ERROR_OPERATION_ABORTED", message: "the room was left")))
+        }
+        setState(.DISCONNECTED)
+        emit { $0.onRoomLeft(reason: reason) }
+        media.close()
+        socket?.onText = nil
+        socket?.close()
+    }
+
+    private func socketClosed(_ connection: WebSocketConnection?, _ code: UInt16) {
+        guard exitReason == nil, let connection, connection === socket else { return }
+        if leaving || ending {
+            finish(leaving ? .MANUAL_LEAVE_CALLED : .ROOM_CLOSE)
+        } else if isJoined && state == .CONNECTED && reconnectAttempts > 0 {
+            startReconnect()
+        } else {
+            finish(.WEBSOCKET_DISCONNECTED)
+        }
+    }
+
+    // MARK: Reconnection
+
+    /// Rejoin attempts after the signalling socket drops (0 disables reconnection).
+    var reconnectAttempts = 5
+    /// Pause before each rejoin attempt, in seconds.
+    var reconnectDelay = 0.5
+    /// Ids re-announced by the server during a rejoin.
+    private var rejoinSeen: Set<String>?
+
+    /// Test hook: drops the signalling socket as a network failure would.
+    func simulateConnectionDrop() {
+        eventQueue.async { self.socket?.close(code: 1001, reason: "simulated drop") }
+    }
+
+    private func startReconnect() {
+        setState(.RECONNECTING)
+        socket = nil
+        let aborted = pending
+        pending.removeAll()
+        for (_, handler) in aborted {
+            handler(
+                .failure(SignalError(code: 3065, name: "ERROR_ROOM_RECONNECTING", message: "the connection dropped")))
+        }
+        let restore = media.producingKinds
+        media.resetConnections()
+        rejoinSeen = []
+        let localId = localParticipant.id
+        Task {
+            for _ in 0..<reconnectAttempts {
+                try? await Task.sleep(nanoseconds: UInt64(reconnectDelay * 1_000_000_000))
+                if lock.withLock({ _finished }) { return }
+                let rejoined: Bool = await withCheckedContinuation { c in
+                    Task {
+                        await self.connectAndJoin(participantId: localId) { result in
+                            if case .success(let response) = result {
+                                self.rejoinSucceeded(response, restore: restore)
+                                c.resume(returning: true)
+                            } else {
+                                c.resume(returning: false)
+                            }
+                        }
+                    }
+                }
+                if rejoined { return }
+            }
+            await onQueue {
+                guard self.exitReason == nil else { return }
+                self.setState(.FAILED)
+                self.finish(.WEBSOCKET_CONNECTION_ATTEMPTS_EXHAUSTED)
+            }
+        }
+    }
+
+    private func rejoinSucceeded(_ response: JSONValue, restore: Set<StreamKind>) {
+        guard exitReason == nil else { return }
+        let seen = rejoinSeen ?? []
+        rejoinSeen = nil
+        let gone: [Participant] = lock.withLock {
+            let g = _participants.values.filter { !seen.contains($0.id) }
+            for p in g { _participants[p.id] = nil }
+            return g
+        }
+        for p in gone { emit { $0.onParticipantLeft(p, reason: .UNKNOWN) } }
+        setState(.CONNECTED)
+        emit { $0.onRoomJoined() }
+        let topics = pubSub.topics
+        Task {
+            for topic in topics { _ = try? await self.call("subscribe", ["topic": .string(topic)]) }
+            let kinds = [StreamKind.audio, .video].filter { restore.contains($0) }
+            if self.localParticipant.mode == .SEND_AND_RECV {
+                try? await self.media.produce(kinds, reportStatus: true)
+            }
+        }
+    }
+
+    // MARK: Incoming
+
+    func participant(_ id: String) -> Participant? {
+        lock.withLock { id == _local.id ? _local : _participants[id] }
+    }
+
+    private func received(_ text: String) {
+        guard let envelope = try? SignalEnvelope.parse(text) else { return }
+        switch envelope {
+        case .response(let id, let result):
+            guard let key = id.intValue, let handler = pending.removeValue(forKey: key) else { return }
+            handler(result)
+        case .notification(let method, let data):
+            if exitReason == nil { handleNotification(method, data) }
+        case .request:
+            return
+        }
+    }
+
+    private func handleNotification(_ method: String, _ data: JSONValue) {
+        let pid = data["participantId"]?.stringValue
+        switch method {
+        case "participantJoined":
+            guard let pid, pid != localParticipant.id else { return }
+            if let known = lock.withLock({ _participants[pid] }), rejoinSeen != nil {
+                // Re-announced during a rejoin: the same participant, not a new one.
+                rejoinSeen?.insert(pid)
+                if let mode = data["mode"]?.stringValue.flatMap(Mode.init(rawValue:)) {
+                    known.update(mode: mode.canonical)
+                }
+                known.update(mic: data["micEnabled"]?.boolValue ?? false)
+                known.update(webcam: data["camEnabled"]?.boolValue ?? false)
+                return
+            }
+            rejoinSeen?.insert(pid)
+            let p = Participant(id: pid, name: data["name"]?.stringValue ?? pid, isLocal: false, json: data)
+            p.room = self
+            lock.withLock { _participants[pid] = p }
+            emit { $0.onParticipantJoined(p) }
+        case "participantLeft":
+            guard let pid, let p = lock.withLock({ _participants.removeValue(forKey: pid) }) else { return }
+            media.forgetRemote(pid)
+            emit { $0.onParticipantLeft(p, reason: LeaveReason(code: data["reason"]?.intValue ?? 1007)) }
+        case "participantModeChanged":
+            guard let pid, let mode = data["mode"]?.stringValue.flatMap(Mode.init(rawValue:))?.canonical else { return }
+            participant(pid)?.update(mode: mode)
+            emit { $0.onParticipantModeChanged(participantId: pid, mode: mode) }
+        case "mediaStatusChanged":
+            guard let pid, let p = participant(pid),
+                let kind = data["kind"]?.stringValue.flatMap(StreamKind.init(wire:))
+            else { return }
+            let on = data["enabled"]?.boolValue ?? (data["status"]?.stringValue == "on")
+            if kind == .audio { p.update(mic: on) } else { p.update(webcam: on) }
+            for l in p.liveListeners { l.onMediaStatusChanged(participantId: pid, kind: kind, status: on ? .on : .off) }
+        case "consumerCreated":
+            media.consumerCreated(data)
+        case "consumerClosed":
+            media.consumerClosed(data)
+        case "subscriberOffer":
+            media.answer(data)
+        case "presenterChanged":
+            lock.withLock { _presenterId = pid }
+            emit { $0.onPresenterChanged(participantId: pid) }
+        case "speakerChanged":
+            lock.withLock { _speakerId = pid }
+            emit { $0.onSpeakerChanged(participantId: pid) }
+        case "pinStateChanged":
+            guard let pid else { return }
+            let pin = PinState(data["pinState"])
+            participant(pid)?.update(pin: pin)
+            emit { $0.onPinStateChanged(participantId: pid, pinState: pin) }
+        case "micRequested", "webcamRequested":
+            guard let pid else { return }
+            let kind: StreamKind = method == "micRequested" ? .audio : .video
+            let accept: @Sendable () -> Void = {
+                Task {
+                    if kind == .audio { try? await self.unmuteMic() } else { try? await self.enableCam() }
+                }
+            }
+            let reject: @Sendable () -> Void = {}
+            if kind == .audio {
+                emit { $0.onMicRequested(participantId: pid, accept: accept, reject: reject) }
+            } else {
+                emit { $0.onWebcamRequested(participantId: pid, accept: accept, reject: reject) }
+            }
+        case "micDisabled", "webcamDisabled":
+            media.stopLocalNow(method == "micDisabled" ? .audio : .video)
+        case "entryRequested":
+            guard let pid else { return }
+            let answer: @Sendable (String) -> Void = { decision in
+                Task {
+                    _ = try? await self.gatedCall(
+                        "respondEntry", "respondEntry", ["participantId": .string(pid), "decision": .string(decision)])
+                }
+            }
+            emit {
+                $0.onEntryRequested(
+                    participantId: pid, name: data["name"]?.stringValue ?? pid, allow: { answer("allowed") },
+                    deny: { answer("denied") })
+            }
+        case "entryResponded":
+            guard let pid, let decision = data["decision"]?.stringValue.flatMap(EntryDecision.init(rawValue:)) else {
+                return
+            }
+            emit { $0.onEntryResponded(participantId: pid, decision: decision) }
+        case "pubsubMessage":
+            pubSub.deliver(data)
+        case "pubsubHistory":
+            pubSub.deliverHistory(data)
+        case "roomLeft":
+            finish(LeaveReason(code: data["reason"]?.intValue ?? 1007))
+        case "roomClosed":
+            finish(.ROOM_CLOSE)
+        case "error":
+            let code = data["code"]?.intValue ?? 4000
+            emit {
+                $0.onError(
+                    UnderstudyError(
+                        code: code, name: data["name"]?.stringValue ?? UnderstudyError.canonicalName(code),
+                        message: data["message"]?.stringValue ?? ""))
+            }
+        default:
+            break
+        }
+    }
+}
+
+extension PinState {
+    init(_ json: JSONValue?) {
+        self.init(cam: json?["cam"]?.boolValue ?? false, share: json?["share"]?.boolValue ?? false)
+    }
+}
+
+struct UncheckedSendable<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+final class ResultBoxFlag: @unchecked Sendable { var value = false }
+final class SavedMedia: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: (mic: Bool, cam: Bool)?
+    var value: (mic: Bool, cam: Bool)? {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+}
+
+/// The socket an `onClose` belongs to, without keeping it alive from its own callback.
+final class WeakConnection: @unchecked Sendable {
+    weak var value: WebSocketConnection?
+    init(_ value: WebSocketConnection) { self.value = value }
+}

@@ -1,0 +1,116 @@
+import Dispatch
+import Foundation
+import Signaling
+
+extension Room {
+    /// Claims the single slot for a mode change or mic/cam toggle (3055 when taken).
+    private func beginOperation(_ api: String) throws {
+        let taken: Bool = operationLock.withLock {
+            if operationFlag.value { return true }
+            operationFlag.value = true
+            return false
+        }
+        if taken {
+            throw UnderstudyError(code: 3055, message: "\(api): another mode change or media toggle is running")
+        }
+    }
+
+    private func endOperation() { operationLock.withLock { operationFlag.value = false } }
+
+    /// Changes the caller's own mode (seed 000). Leaving `SEND_AND_RECV` stops screen, camera and mic;
+    /// returning restores what was on before (or `micEnabled`/`camEnabled` for a participant that
+    /// joined without sending).
+    public func changeMode(_ mode: Mode) async throws {
+        try gate("changeMode")
+        let target = mode.canonical
+        let local = localParticipant
+        let previous = local.mode
+        if previous == target {
+            throw UnderstudyError(code: 3054, message: "already in \(target.rawValue)")
+        }
+        try beginOperation("changeMode")
+        defer { endOperation() }
+        if previous == .SEND_AND_RECV {
+            let producing = media.producingKinds
+            savedMediaState.value = (producing.contains(.audio), producing.contains(.video))
+            // The server closes the producers itself when the mode changes.
+            for kind in producing { await media.stopLocal(kind, onServer: false) }
+        }
+        do {
+            _ = try await call("changeMode", ["mode": .string(target.rawValue)])
+        } catch let e as UnderstudyError {
+            throw e.code == 3054 || e.code == 3056
+                ? e : UnderstudyError(code: 4065, message: "changeMode refused: \(e.message)")
+        }
+        local.update(mode: target)
+        if target == .SEND_AND_RECV {
+            let restore = savedMediaState.value ?? (micEnabled, camEnabled)
+            var kinds: [StreamKind] = []
+            if restore.mic { kinds.append(.audio) }
+            if restore.cam { kinds.append(.video) }
+            try await media.produce(kinds, reportStatus: true)
+        }
+    }
+
+    private func toggle(_ api: String, _ kind: StreamKind, on: Bool) async throws {
+        try gate(api)
+        if on && localParticipant.mode != .SEND_AND_RECV {
+            throw UnderstudyError(code: 3066, message: "\(api) needs SEND_AND_RECV mode")
+        }
+        if media.producingKinds.contains(kind) == on {
+            throw UnderstudyError(
+                code: 3054, message: "\(api): the \(kind == .audio ? "mic" : "camera") is already \(on ? "on" : "off")")
+        }
+        try beginOperation(api)
+        defer { endOperation() }
+        if on {
+            try await media.produce([kind], reportStatus: true)
+        } else {
+            await media.stopLocal(kind, onServer: true)
+        }
+    }
+
+    /// Turns the local mic on (publishes the synthetic tone).
+    public func unmuteMic() async throws { try await toggle("unmuteMic", .audio, on: true) }
+    /// Turns the local mic off.
+    public func muteMic() async throws { try await toggle("muteMic", .audio, on: false) }
+    /// Turns the local camera on (publishes the synthetic test pattern, 3 layers with multiStream).
+    public func enableCam() async throws { try await toggle("enableCam", .video, on: true) }
+    /// Turns the local camera off.
+    public func disableCam() async throws { try await toggle("disableCam", .video, on: false) }
+
+    // MARK: Stats
+
+    private var statsAllowed: Bool { isJoined && state != .RECONNECTING }
+
+    func stats(for participant: Participant, kind: StreamKind) -> [[String: Any]]? {
+        guard statsAllowed else { return nil }
+        return media.stats(for: participant, kind: kind)
+    }
+
+    /// Blocks on the server's `getStats` (local participant) or sums this device's receive counters.
+    func transportStats(for participant: Participant) -> [String: Any]? {
+        guard statsAllowed else { return nil }
+        if !participant.isLocal {
+            let rows = (media.stats(for: participant, kind: .audio)) + (media.stats(for: participant, kind: .video))
+            let kbps = rows.compactMap { $0["bitrate"] as? Double }.reduce(0, +)
+            return [
+                "send": ["outgoingBitrate": 0.0, "totalSentBytes": 0],
+                "receive": ["incomingBitrate": kbps, "totalReceivedBytes": 0],
+            ]
+        }
+        let semaphore = DispatchSemaphore(value: 0)
+        let box = ResultBox<JSONValue>()
+        Task {
+            box.value = try? await self.call("getStats")
+            semaphore.signal()
+        }
+        guard semaphore.wait(timeout: .now() + 5) == .success, let data = box.value else { return nil }
+        let sent = (data["producers"]?.arrayValue ?? []).compactMap { $0["bytesReceived"]?.intValue }.reduce(0, +)
+        let received = (data["consumers"]?.arrayValue ?? []).compactMap { $0["bytesSent"]?.intValue }.reduce(0, +)
+        return [
+            "send": ["outgoingBitrate": 0.0, "totalSentBytes": sent],
+            "receive": ["incomingBitrate": 0.0, "totalReceivedBytes": received],
+        ]
+    }
+}

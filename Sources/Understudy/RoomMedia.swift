@@ -1,0 +1,400 @@
+import Dispatch
+import Foundation
+import Media
+import RTC
+import RTCWire
+import Signaling
+import Streaming
+
+/// The room's two WebRTC connections to the SFU: publish (synthetic tone + test pattern through a
+/// ``MediaPump``) and subscribe (answering `subscriberOffer`s, frames to ``Room/onFrame``).
+final class RoomMedia: @unchecked Sendable {
+    weak var room: Room?
+    private let lock = NSLock()
+    private var publish: PeerConnection?
+    private var publishConnected = false
+    private var pump: MediaPump?
+    private var activeTransceivers: [StreamKind: RTPTransceiver] = [:]
+    /// Local producers by kind (producer id).
+    private var producers: [StreamKind: String] = [:]
+    private var subscribe: PeerConnection?
+    private struct ConsumerInfo {
+        var participantId: String
+        var kind: StreamKind
+        var producerId: String
+        var mid: String?
+    }
+    private var consumers: [String: ConsumerInfo] = [:]
+    /// Consumer ids whose media has arrived (their `onStreamEnabled` fired).
+    private var flowing: Set<String> = []
+    private var previousSamples: [String: (packets: UInt64, bytes: UInt64, lost: Int64, at: UInt64)] = [:]
+    private var closed = false
+
+    var producingKinds: Set<StreamKind> { lock.withLock { Set(producers.keys) } }
+
+    // MARK: Publishing
+
+    private func publishConnection() throws -> PeerConnection {
+        try lock.withLock {
+            if let publish { return publish }
+            let pc = try PeerConnection(loop: EventLoop(name: "understudy-pub"))
+            publish = pc
+            return pc
+        }
+    }
+
+    /// Publishes `kinds` with one `produce` offer; `reportStatus` also announces them on.
+    func produce(_ kinds: [StreamKind], reportStatus: Bool) async throws {
+        guard let room, !kinds.isEmpty else { return }
+        let pc = try publishConnection()
+        let rids = room.multiStream ? ["q", "h", "f"] : []
+        let (offer, added) = try await pc.loop.submit { () throws -> (String, [RTPTransceiver]) in
+            let added = kinds.map { kind in
+                kind == .video
+                    ? pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids)
+                    : pc.addTransceiver(kind: .audio, direction: .sendonly)
+            }
+            let o = try pc.createOffer()
+            try pc.setLocalDescription(o)
+            return (o.serialize(), added)
+        }
+        let tracks = JSONValue.array(kinds.map { ["kind": .string($0.wireKind)] })
+        let response: JSONValue
+        do {
+            response = try await room.call("produce", ["tracks": tracks, "sdp": .string(offer)])
+        } catch let e as UnderstudyError {
+            let code = kinds.contains(.video) ? 3049 : 3058
+            throw e.code == 3066 || e.code == 3056
+                ? e : UnderstudyError(code: code, message: "produce failed: \(e.message)")
+        }
+        guard let sdp = response["sdp"]?.stringValue, let answer = try? SessionDescription.parse(sdp) else {
+            throw UnderstudyError(code: kinds.contains(.video) ? 3049 : 3058, message: "produce: no usable SDP answer")
+        }
+        try await pc.loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
+        if !lock.withLock({ publishConnected }) {
+            do { try await pc.waitUntilConnected(timeout: 10) } catch {
+                throw UnderstudyError(code: 3044, message: "publish connection failed: \(error)")
+            }
+            lock.withLock { publishConnected = true }
+        }
+        var made: [MediaStream] = []
+        let localId = room.localParticipant.id
+        for entry in response["producers"]?.arrayValue ?? [] {
+            guard let id = entry["producerId"]?.stringValue,
+                let kind = entry["kind"]?.stringValue.flatMap(StreamKind.init(wire:))
+            else { continue }
+            made.append(MediaStream(id: id, kind: kind, participantId: localId))
+        }
+        lock.withLock {
+            for (kind, t) in zip(kinds, added) { activeTransceivers[kind] = t }
+            for s in made { producers[s.kind] = s.id }
+        }
+        await rebuildPump()
+        if reportStatus {
+            for kind in kinds {
+                _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": true])
+            }
+        }
+        let local = room.localParticipant
+        let madeStreams = made
+        room.eventQueue.async {
+            for s in madeStreams {
+                if s.kind == .audio { local.update(mic: true) } else if s.kind == .video { local.update(webcam: true) }
+                local.addStream(s)
+                for l in local.liveListeners { l.onStreamEnabled(s, participant: local) }
+            }
+        }
+    }
+
+    private func rebuildPump() async {
+        guard let pc = lock.withLock({ publish }), let room else { return }
+        let (video, audio, old) = lock.withLock { (activeTransceivers[.video], activeTransceivers[.audio], pump) }
+        let layers = room.multiStream ? 3 : 1
+        let box = UncheckedSendable((video, audio, old))
+        let newPump: MediaPump? = await pc.loop.submit {
+            box.value.2?.detach()
+            guard box.value.0 != nil || box.value.1 != nil else { return nil }
+            let p = MediaPump(
+                connection: pc, media: SyntheticMedia.shared(layers: layers), video: box.value.0, audio: box.value.1)
+            p.attach()
+            return p
+        }
+        lock.withLock { pump = newPump }
+    }
+
+    /// Stops a local stream; `onServer` also closes the producer and announces the status off.
+    func stopLocal(_ kind: StreamKind, onServer: Bool) async {
+        guard let room, let producerId = lock.withLock({ producers.removeValue(forKey: kind) }) else { return }
+        let retired = lock.withLock { activeTransceivers.removeValue(forKey: kind) }
+        // A retired m-line is offered inactive from now on, so the SFU never takes it for a new track.
+        if let retired, let pc = lock.withLock({ publish }) {
+            await pc.loop.submit { retired.direction = .inactive }
+        }
+        await rebuildPump()
+        if onServer {
+            _ = try? await room.call("closeProducer", ["producerId": .string(producerId)])
+            _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
+        }
+        announceStopped(kind, producerId: producerId)
+    }
+
+    private func announceStopped(_ kind: StreamKind, producerId: String) {
+        guard let room else { return }
+        let local = room.localParticipant
+        room.eventQueue.async {
+            if kind == .audio { local.update(mic: false) } else if kind == .video { local.update(webcam: false) }
+            if let s = local.removeStream(id: producerId) {
+                for l in local.liveListeners { l.onStreamDisabled(s, participant: local) }
+            }
+        }
+    }
+
+    /// A moderator turned a local stream off: the server closed the producer already.
+    func stopLocalNow(_ kind: StreamKind) {
+        Task { await stopLocal(kind, onServer: false) }
+    }
+
+    /// On the event queue, when the room is left: every local stream ends with `onStreamDisabled`.
+    func stopAllLocal(announce: Bool) {
+        guard let room else { return }
+        let (stopped, oldPump, pc) = lock.withLock { () -> ([StreamKind: String], MediaPump?, PeerConnection?) in
+            let s = producers
+            producers.removeAll()
+            activeTransceivers.removeAll()
+            let p = pump
+            pump = nil
+            return (s, p, publish)
+        }
+        if let oldPump, let pc {
+            let box = UncheckedSendable(oldPump)
+            pc.loop.execute { box.value.detach() }
+        }
+        let local = room.localParticipant
+        for (kind, id) in stopped {
+            if kind == .audio { local.update(mic: false) } else if kind == .video { local.update(webcam: false) }
+            if let s = local.removeStream(id: id), announce {
+                for l in local.liveListeners { l.onStreamDisabled(s, participant: local) }
+            }
+        }
+    }
+
+    /// After a dropped signalling socket: both connections go, remote streams end (`onStreamDisabled`).
+    /// Called on the event queue.
+    func resetConnections() {
+        guard let room else { return }
+        stopAllLocal(announce: false)
+        let ended: [(String, String)] = lock.withLock {
+            let e = consumers.filter { flowing.contains($0.key) }.map { ($0.value.participantId, $0.value.producerId) }
+            consumers.removeAll()
+            flowing.removeAll()
+            return e
+        }
+        for (pid, producerId) in ended {
+            guard let p = room.participants[pid], let s = p.removeStream(id: producerId) else { continue }
+            for l in p.liveListeners { l.onStreamDisabled(s, participant: p) }
+        }
+        resetPublish()
+        let sub: PeerConnection? = lock.withLock {
+            let s = subscribe
+            subscribe = nil
+            return s
+        }
+        if let sub {
+            sub.loop.execute {
+                sub.onFrame = nil
+                sub.close()
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { sub.loop.shutdown() }
+        }
+    }
+
+    /// Drops the publish connection so that the next `produce` negotiates a new one.
+    func resetPublish() {
+        let (pc, oldPump) = lock.withLock { () -> (PeerConnection?, MediaPump?) in
+            let old = (publish, pump)
+            publish = nil
+            pump = nil
+            publishConnected = false
+            activeTransceivers.removeAll()
+            return old
+        }
+        guard let pc else { return }
+        let box = UncheckedSendable(oldPump)
+        pc.loop.execute {
+            box.value?.detach()
+            pc.close()
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { pc.loop.shutdown() }
+    }
+
+    func close() {
+        let pcs: [PeerConnection] = lock.withLock {
+            closed = true
+            let list = [publish, subscribe].compactMap { $0 }
+            publish = nil
+            subscribe = nil
+            return list
+        }
+        for pc in pcs {
+            pc.loop.execute {
+                pc.onFrame = nil
+                pc.close()
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { pc.loop.shutdown() }
+        }
+    }
+
+    // MARK: Subscribing
+
+    private func subscribeConnection() throws -> PeerConnection {
+        try lock.withLock {
+            if let subscribe { return subscribe }
+            let pc = try PeerConnection(loop: EventLoop(name: "understudy-sub"))
+            subscribe = pc
+            pc.loop.execute { [weak self] in
+                pc.onFrame = { transceiver, _, frame, timing in
+                    self?.frameArrived(transceiver.mid, frame, timing.arrivalTime)
+                }
+            }
+            return pc
+        }
+    }
+
+    /// Loop thread: hands the frame to the app and reports the stream's first frame.
+    private func frameArrived(_ mid: String?, _ frame: EncodedFrame, _ arrival: UInt64) {
+        guard let mid, let room else { return }
+        let found: (String, ConsumerInfo, Bool)? = lock.withLock {
+            guard let (id, info) = consumers.first(where: { $0.value.mid == mid }) else { return nil }
+            let first = flowing.insert(id).inserted
+            return (id, info, first)
+        }
+        guard let (_, info, first) = found else { return }
+        room.onFrame?(info.participantId, frame.codec.kind, frame, arrival)
+        if first {
+            room.eventQueue.async {
+                guard let p = room.participants[info.participantId] else { return }
+                let s = MediaStream(id: info.producerId, kind: info.kind, participantId: info.participantId)
+                p.addStream(s)
+                for l in p.liveListeners { l.onStreamEnabled(s, participant: p) }
+            }
+        }
+    }
+
+    func consumerCreated(_ data: JSONValue) {
+        guard let id = data["consumerId"]?.stringValue, let pid = data["participantId"]?.stringValue,
+            let kind = data["kind"]?.stringValue.flatMap(StreamKind.init(wire:))
+        else { return }
+        let info = ConsumerInfo(
+            participantId: pid, kind: kind, producerId: data["producerId"]?.stringValue ?? id,
+            mid: data["mid"]?.stringValue)
+        lock.withLock { consumers[id] = info }
+    }
+
+    /// On the event queue.
+    func consumerClosed(_ data: JSONValue) {
+        guard let room, let id = data["consumerId"]?.stringValue else { return }
+        let (info, wasFlowing) = lock.withLock { (consumers.removeValue(forKey: id), flowing.remove(id) != nil) }
+        guard let info, wasFlowing, let p = room.participants[info.participantId],
+            let s = p.removeStream(id: info.producerId)
+        else { return }
+        for l in p.liveListeners { l.onStreamDisabled(s, participant: p) }
+    }
+
+    func forgetRemote(_ participantId: String) {
+        lock.withLock {
+            for (id, c) in consumers where c.participantId == participantId {
+                consumers[id] = nil
+                flowing.remove(id)
+            }
+        }
+    }
+
+    /// Answers a `subscriberOffer` (called on the event queue; the answer goes out asynchronously).
+    func answer(_ data: JSONValue) {
+        guard let room, let sdp = data["sdp"]?.stringValue, let revision = data["revision"]?.intValue,
+            let offer = try? SessionDescription.parse(sdp), let pc = try? subscribeConnection()
+        else { return }
+        Task {
+            do {
+                let answer = try await pc.loop.submit { () throws -> String in
+                    try pc.setRemoteDescription(offer, type: .offer)
+                    let a = try pc.createAnswer()
+                    try pc.setLocalDescription(a)
+                    return a.serialize()
+                }
+                _ = try await room.call(
+                    "subscriberAnswer", ["sdp": .string(answer), "revision": .number(Double(revision))])
+            } catch {
+                let e = UnderstudyError(code: 3044, message: "subscribe negotiation failed: \(error)")
+                room.eventQueue.async { room.emit { $0.onError(e) } }
+            }
+        }
+    }
+
+    // MARK: Stats
+
+    /// Runs `work` on `pc`'s loop and waits for it (directly when already on that loop).
+    private func onLoopSync<T>(_ pc: PeerConnection, _ work: @escaping () -> T) -> T? {
+        if pc.loop.isInLoop { return work() }
+        let semaphore = DispatchSemaphore(value: 0)
+        let box = ResultBox<T>()
+        let workBox = UncheckedSendable(work)
+        pc.loop.execute {
+            box.value = workBox.value()
+            semaphore.signal()
+        }
+        guard semaphore.wait(timeout: .now() + 2) == .success else { return nil }
+        return box.value
+    }
+
+    func stats(for participant: Participant, kind: StreamKind) -> [[String: Any]] {
+        let mediaKind: MediaKind = kind == .audio || kind == .shareAudio ? .audio : .video
+        var samples: [(key: String, packets: UInt64, bytes: UInt64, lost: Int64, rid: String?)] = []
+        if participant.isLocal {
+            guard kind == .audio || kind == .video, let pc = lock.withLock({ publish }),
+                let mid = lock.withLock({ activeTransceivers[kind]?.mid })
+            else { return [] }
+            let rows = onLoopSync(pc) { pc.senderStats() } ?? []
+            for r in rows where r.kind == mediaKind && r.mid == mid {
+                samples.append(("local|\(mid)|\(r.layer)", r.stats.packetsSent, r.stats.bytesSent, 0, "\(r.layer)"))
+            }
+        } else {
+            guard let pc = lock.withLock({ subscribe }) else { return [] }
+            let mids = lock.withLock {
+                Set(consumers.values.filter { $0.participantId == participant.id && $0.kind == kind }.compactMap(\.mid))
+            }
+            guard !mids.isEmpty else { return [] }
+            let rows = onLoopSync(pc) { pc.receiverStats() } ?? []
+            for r in rows where r.kind == mediaKind {
+                guard let mid = r.mid, mids.contains(mid) else { continue }
+                samples.append(
+                    (
+                        "\(participant.id)|\(mid)|\(r.rid ?? "")", r.stats.packetsReceived, r.stats.bytesReceived,
+                        r.stats.packetsLost, r.rid
+                    ))
+            }
+        }
+        let now = EventLoop.now()
+        return lock.withLock {
+            samples.map { s in
+                let prev = previousSamples[s.key]
+                previousSamples[s.key] = (s.packets, s.bytes, s.lost, now)
+                let seconds = prev.map { Double(now &- $0.at) / 1e9 } ?? 0
+                let bytes = s.bytes &- (prev?.bytes ?? 0)
+                var row: [String: Any] = [
+                    "totalPackets": Int(s.packets &- (prev?.packets ?? 0)),
+                    "packetsLost": Int(s.lost - (prev?.lost ?? 0)),
+                    "bitrate": seconds > 0 ? Double(bytes) * 8 / 1000 / seconds : 0.0,
+                    "jitter": 0.0, "rtt": 0.0, "codec": mediaKind == .audio ? "opus" : "vp8",
+                ]
+                if let rid = s.rid { row["rid"] = rid }
+                if mediaKind == .video { row["size"] = [String: Any]() }
+                return row
+            }
+        }
+    }
+}
+
+final class ResultBox<T>: @unchecked Sendable {
+    var value: T?
+}

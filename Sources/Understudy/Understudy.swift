@@ -1,1 +1,0 @@
-// The Understudy client SDK (work starts here).
