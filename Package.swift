@@ -85,7 +85,7 @@ let package = Package(
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
-            dependencies: ["Understudy", "RoomServer", "Signaling", "RTC", "Media", "Streaming"],
+            dependencies: ["Understudy", "RoomServer", "Signaling", "RTC", "Media", "Streaming", "Agent"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "AgentTests", dependencies: ["Agent", "Streaming", "RTC", "RTCWire", "Media"], path: "Tests/AgentTests"),
