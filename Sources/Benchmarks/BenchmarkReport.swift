@@ -42,13 +42,21 @@ public struct BenchmarkReport: Sendable {
             the negotiated SRTP profile. The sender packetizes and encrypts VP8-shaped frames of 8
             packets; those real SRTP packets are captured and then replayed from the sender's socket at
             about 40k packets/s (a busy loop, as in load mode), so no encryption runs beside the
-            receiver during the measurement. Three runs; the median ratio is reported. The receiving loop thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) over the run,
-            minus its idle cost (timers) over the same wall time, is divided by the packets it received.
-            That covers `recvmmsg` → demultiplexing → SRTP unprotect → RTP parse → receiver bookkeeping
-            (sequence tracking, loss detection, jitter) → VP8 frame assembly. The anchor is bare
-            `srtp_unprotect` of packets of the same size and profile, timed by thread CPU time in a tight
-            loop in the same process right after (median of 5 rounds of 8192 packets). Debian's libsrtp2
-            uses NSS for its ciphers; the anchor and the full path pay that cost alike.
+            receiver during the measurement. Three runs; the median ratio is reported.
+
+            The receiving loop thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) over the run, minus its
+            idle cost (timers) over the same wall time, is divided by the packets it received. That
+            covers `recvmmsg` → demultiplexing → source-address check → SRTP unprotect → RTP parse →
+            receiver bookkeeping (sequence tracking, loss detection, NACK list, jitter, frame
+            boundaries). Nobody consumes frames here (as in an SFU or a load-test subscriber), so no
+            payload is copied into frames. The anchor is bare `srtp_unprotect` of packets of the same
+            size and profile, timed by thread CPU time in a tight loop in the same process right after
+            (median of 5 rounds of 8192 packets). Debian's libsrtp2 uses NSS for its ciphers (a lock
+            and allocations per call); the anchor and the full path pay that cost alike.
+
+            Reading the figure: the kernel's share (recvmmsg copies and UDP socket work, counted in the
+            receiving thread) is part of the path but not of the anchor, so it alone takes a fifth to a
+            third of the budget. Run-to-run spread on this virtual machine is large (see the runs).
 
 
             """

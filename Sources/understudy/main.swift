@@ -22,6 +22,9 @@ let usage = """
           print an HS256 room token
       bench [--quick] [--out FILE]
           run the performance benchmarks and print ratios against their anchors
+      join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--accept-invites yes|no|from:ID,ID] [--record DIR] [--relay rtp://HOST:PORT] [--duration S] [--log-format text|json]
+      invite --server URL --room R --participant ID [--mode SEND_AND_RECV] [--token T | --secret S]
+      pubsub publish|subscribe --server URL --room R --topic T [--message M] [--persist] [--token T | --secret S]
     """
 
 func fail(_ message: String, code: Int32 = 1) -> Never {
@@ -98,6 +101,9 @@ case "whep": await runWHEP(rest)
 case "bench": await runBench(rest)
 case "serve": await runServe(rest)
 case "token": await runToken(rest)
+case "join": await runJoin(rest)
+case "invite": await runInvite(rest)
+case "pubsub": await runPubSub(rest)
 case "-h", "--help", "help": print(usage)
 default: fail("unknown command '\(command)'\n\(usage)", code: 2)
 }

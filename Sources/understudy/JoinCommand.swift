@@ -1,0 +1,184 @@
+import Agent
+import RTCWire
+import Foundation
+import Signaling
+import Streaming
+import Understudy
+
+// `understudy join|invite|pubsub`: a headless participant and one-shot room actions.
+
+/// The signalling URL for `--server` (`http://` and `https://` become `ws://`/`wss://`).
+func signalingURL(_ server: String) throws(Arguments.Failure) -> String {
+    if server.hasPrefix("http://") { return "ws://" + server.dropFirst(7) }
+    if server.hasPrefix("https://") { return "wss://" + server.dropFirst(8) }
+    if server.hasPrefix("ws://") || server.hasPrefix("wss://") { return server }
+    throw .badValue("--server", "'\(server)' is not an http://, https://, ws:// or wss:// URL")
+}
+
+/// `--token T`, or a token signed here from `--secret S` for `room`.
+func roomToken(_ a: Arguments, room: String, participant: String?) throws(Arguments.Failure) -> String {
+    if let t = a.value("--token") { return t }
+    guard let secret = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"], !secret.isEmpty
+    else { throw .missingValue("--token or --secret") }
+    return RoomToken.sign(
+        RoomToken(apikey: "understudy", permissions: ["allow_join"], roomId: room, participantId: participant,
+            lifetime: 6 * 3600),
+        secret: secret)
+}
+
+func parseMode(_ text: String?, default def: Mode, option: String) throws(Arguments.Failure) -> Mode {
+    guard let text else { return def }
+    guard let m = Mode(rawValue: text.uppercased()) else {
+        throw .badValue(option, "'\(text)' is not SEND_AND_RECV, RECV_ONLY or SIGNALLING_ONLY")
+    }
+    return m
+}
+
+func idList(_ text: Substring) -> [String] {
+    text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+}
+
+func required(_ a: Arguments, _ name: String) throws(Arguments.Failure) -> String {
+    guard let v = a.value(name), !v.isEmpty else { throw .missingValue(name) }
+    return v
+}
+
+func jsonLogger(_ json: Bool) -> @Sendable (String) -> Void {
+    if !json { return logLine }
+    return { message in
+        let object: [String: Any] = ["time": ISO8601DateFormatter().string(from: Date()), "msg": message]
+        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+            FileHandle.standardError.write(data + Data("\n".utf8))
+        }
+    }
+}
+
+func runJoin(_ args: [String]) async {
+    do {
+        let a = try Arguments(
+            args,
+            valueOptions: [
+                "--server", "--room", "--token", "--secret", "--name", "--id", "--mode", "--consume",
+                "--consume-kinds", "--accept-invites", "--record", "--relay", "--duration", "--log-format",
+            ], switches: ["--agent"])
+        if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
+        let url = try signalingURL(try required(a, "--server"))
+        let roomId = try required(a, "--room")
+        let token = try roomToken(a, room: roomId, participant: a.value("--id"))
+        var options = RoomAgent.Options(roomId: roomId, token: token, signalingURL: url)
+        options.participantName = a.value("--name") ?? "understudy"
+        options.participantId = a.value("--id")
+        options.asAgent = a.flag("--agent")
+        options.mode = try parseMode(a.value("--mode"), default: .RECV_ONLY, option: "--mode")
+        switch a.value("--consume") ?? "all" {
+        case "all": options.consume = .all
+        case "stage": options.consume = .stage
+        case "none": options.consume = .none
+        case let ids:
+            let list = idList(Substring(ids))
+            guard !list.isEmpty else { throw Arguments.Failure.badValue("--consume", "empty id list") }
+            options.consume = .ids(list)
+        }
+        if let kinds = a.value("--consume-kinds") {
+            var set: Set<MediaKind> = []
+            for k in idList(Substring(kinds)) {
+                switch k {
+                case "audio": set.insert(.audio)
+                case "video": set.insert(.video)
+                default: throw Arguments.Failure.badValue("--consume-kinds", "'\(k)' is not audio or video")
+                }
+            }
+            options.kinds = set
+        }
+        switch a.value("--accept-invites") ?? "yes" {
+        case "yes": options.acceptInvites = .yes
+        case "no": options.acceptInvites = .no
+        case let v where v.hasPrefix("from:"):
+            let list = idList(v.dropFirst(5))
+            guard !list.isEmpty else { throw Arguments.Failure.badValue("--accept-invites", "empty id list") }
+            options.acceptInvites = .from(list)
+        case let v: throw Arguments.Failure.badValue("--accept-invites", "'\(v)' is not yes, no or from:ID,ID")
+        }
+        options.recordDirectory = a.value("--record")
+        if let relay = a.value("--relay") {
+            do { _ = try RTPRelay.parseURL(relay) } catch {
+                throw Arguments.Failure.badValue("--relay", "\(error)")
+            }
+            options.relayURL = relay
+        }
+        let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)
+        let format = a.value("--log-format") ?? "text"
+        guard format == "text" || format == "json" else {
+            throw Arguments.Failure.badValue("--log-format", "'\(format)' is not text or json")
+        }
+        ShutdownSignal.shared.install()
+        let agent = try RoomAgent(options: options, log: jsonLogger(format == "json"))
+        do {
+            try await agent.start()
+        } catch {
+            await agent.stop()
+            fail("join: \(error)")
+        }
+        await agent.run(duration: duration)
+        if let reason = agent.leaveReason, reason != .MANUAL_LEAVE_CALLED {
+            fail("join: the room was left: \(reason.name)")
+        }
+    } catch let e as Arguments.Failure {
+        fail("join: \(e)", code: 2)
+    } catch {
+        fail("join: \(error)")
+    }
+}
+
+func runInvite(_ args: [String]) async {
+    do {
+        let a = try Arguments(
+            args, valueOptions: ["--server", "--room", "--participant", "--mode", "--token", "--secret"])
+        if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
+        let url = try signalingURL(try required(a, "--server"))
+        let roomId = try required(a, "--room")
+        let target = try required(a, "--participant")
+        let mode = try parseMode(a.value("--mode"), default: .SEND_AND_RECV, option: "--mode")
+        let token = try roomToken(a, room: roomId, participant: nil)
+        try await RoomAgentTools.invite(
+            roomId: roomId, token: token, signalingURL: url, participantId: target, mode: mode)
+        logLine("invited \(target) to \(mode.rawValue)")
+    } catch let e as Arguments.Failure {
+        fail("invite: \(e)", code: 2)
+    } catch {
+        fail("invite: \(error)")
+    }
+}
+
+func runPubSub(_ args: [String]) async {
+    do {
+        let a = try Arguments(
+            args, valueOptions: ["--server", "--room", "--topic", "--message", "--token", "--secret", "--duration"],
+            switches: ["--persist"])
+        guard let action = a.positionals.first else { throw Arguments.Failure.missingPositional("publish|subscribe") }
+        if a.positionals.count > 1 { throw Arguments.Failure.unexpected(a.positionals[1]) }
+        let url = try signalingURL(try required(a, "--server"))
+        let roomId = try required(a, "--room")
+        let topic = try required(a, "--topic")
+        let token = try roomToken(a, room: roomId, participant: nil)
+        switch action {
+        case "publish":
+            let message = try required(a, "--message")
+            try await RoomAgentTools.publish(
+                roomId: roomId, token: token, signalingURL: url, topic: topic, message: message,
+                persist: a.flag("--persist"))
+        case "subscribe":
+            let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)
+            ShutdownSignal.shared.install()
+            try await RoomAgentTools.subscribe(
+                roomId: roomId, token: token, signalingURL: url, topic: topic, duration: duration,
+                shouldStop: { ShutdownSignal.shared.isRequested },
+                output: { m in print("\(m.senderId)\t\(m.topic)\t\(m.message)") })
+        default: throw Arguments.Failure.badValue("pubsub", "'\(action)' is not publish or subscribe")
+        }
+    } catch let e as Arguments.Failure {
+        fail("pubsub: \(e)", code: 2)
+    } catch {
+        fail("pubsub: \(error)")
+    }
+}
