@@ -64,7 +64,9 @@ let package = Package(
             path: "Sources/Benchmarks"),
         .executableTarget(
             name: "understudy",
-            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "Agent", "RoomServer", "Benchmarks"],
+            dependencies: [
+                "RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy", "Agent", "RoomServer", "Benchmarks",
+            ],
             path: "Sources/understudy"
         ),
         // A test peer driven over stdin/stdout by the Chromium interop tests.

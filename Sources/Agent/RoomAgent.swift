@@ -72,6 +72,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     private var participantsSeen: [String: String] = [:]
     private var refusedInvites = 0
     private var stopped = false
+    private var inviteSubscribed = false
     private var joined = false
     private var leftReason: Understudy.LeaveReason?
     private var lastError: UnderstudyError?
@@ -84,7 +85,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         self.log = log
         room = try Understudy.createRoom(
             roomId: options.roomId, token: options.token, participantName: options.participantName,
-            participantId: options.participantId, micEnabled: false, camEnabled: false, mode: options.mode,
+            // Ignored in the audience; on stage the agent publishes the synthetic tone and test pattern.
+            participantId: options.participantId, micEnabled: true, camEnabled: true, mode: options.mode,
             multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil)
         room.addEventListener(self)
@@ -92,6 +94,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     /// The room's local participant id (known after joining).
     public var participantId: String { room.localParticipant.id }
+    /// Whether the subscription to `REQUEST_TO_JOIN_AS_HOST_<own id>` is in place.
+    public var isListeningForInvites: Bool { lock.withLock { inviteSubscribed } }
     /// Stage invites refused so far.
     public var refusedInviteCount: Int { lock.withLock { refusedInvites } }
     /// Ids currently consumed.
@@ -99,7 +103,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     /// Recording paths by participant id.
     public var recordingPaths: [String: String] { lock.withLock { recordings.mapValues(\.path) } }
     /// The manifest path when recording.
-    public var manifestPath: String? { options.recordDirectory.map { ($0 as NSString).appendingPathComponent("manifest.json") } }
+    public var manifestPath: String? {
+        options.recordDirectory.map { ($0 as NSString).appendingPathComponent("manifest.json") }
+    }
     /// Why the room was left, once it was.
     public var leaveReason: Understudy.LeaveReason? { lock.withLock { leftReason } }
 
@@ -114,9 +120,14 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             let target = try RTPRelay.parseURL(url)
             let loop = EventLoop(name: "understudy-relay")
             relayLoop = loop
-            relay = try await loop.submit { () throws -> RTPRelay in
+            let created = try await loop.submit { () throws -> RTPRelay in
                 try RTPRelay(destination: target.host, basePort: target.port, loop: loop)
             }
+            relay = created
+            // The .sdp lets ffmpeg/GStreamer/VLC open the relayed streams.
+            let sdpPath = (options.recordDirectory ?? ".") + "/relay.sdp"
+            try created.writeSDP(to: sdpPath)
+            log("relaying to \(url); play with: ffmpeg -protocol_whitelist file,udp,rtp -i \(sdpPath)")
         }
         room.onFrame = { [weak self] id, kind, frame, arrival in self?.handleFrame(id, kind, frame, arrival) }
         await room.join()
@@ -285,6 +296,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         Task {
             do {
                 try await room.pubSub.subscribe(topic: topic, listener: self)
+                lock.withLock { inviteSubscribed = true }
             } catch {
                 log("cannot subscribe to \(topic): \(error)")
             }
@@ -293,8 +305,12 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     }
 
     public func onRoomLeft(reason: Understudy.LeaveReason) {
-        lock.withLock { leftReason = reason }
-        log("left room: \(reason.name)")
+        // Before the join completes, start() reports the failure itself as one line.
+        let wasJoined = lock.withLock { () -> Bool in
+            leftReason = reason
+            return joined
+        }
+        if wasJoined { log("left room: \(reason.name)") }
     }
 
     public func onParticipantJoined(_ participant: Participant) {
@@ -317,8 +333,11 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     }
 
     public func onError(_ error: UnderstudyError) {
-        lock.withLock { lastError = error }
-        log("error \(error)")
+        let wasJoined = lock.withLock { () -> Bool in
+            lastError = error
+            return joined
+        }
+        if wasJoined { log("error \(error)") }
     }
 
     // MARK: Stage invites

@@ -1,6 +1,6 @@
 import Agent
-import RTCWire
 import Foundation
+import RTCWire
 import Signaling
 import Streaming
 import Understudy
@@ -21,7 +21,8 @@ func roomToken(_ a: Arguments, room: String, participant: String?) throws(Argume
     guard let secret = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"], !secret.isEmpty
     else { throw .missingValue("--token or --secret") }
     return RoomToken.sign(
-        RoomToken(apikey: "understudy", permissions: ["allow_join"], roomId: room, participantId: participant,
+        RoomToken(
+            apikey: "understudy", permissions: ["allow_join"], roomId: room, participantId: participant,
             lifetime: 6 * 3600),
         secret: secret)
 }

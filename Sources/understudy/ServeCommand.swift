@@ -1,7 +1,7 @@
 import Agent
-import Streaming
 import Foundation
 import RoomServer
+import Streaming
 
 // `understudy serve`: run the room server until SIGINT/SIGTERM.
 

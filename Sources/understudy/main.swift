@@ -1,6 +1,6 @@
 import Agent
-import Streaming
 import Foundation
+import Streaming
 
 #if canImport(Glibc)
     import Glibc

@@ -1,0 +1,146 @@
+import Agent
+import Foundation
+import RoomServer
+import Testing
+
+@testable import Understudy
+
+/// Runs a tool and returns (exit status, stdout, stderr).
+private func runTool(_ tool: String, _ args: [String]) throws -> (Int32, String, String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    p.arguments = [tool] + args
+    let out = Pipe()
+    let err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
+
+@Suite("Room agent", .serialized)
+struct RoomAgentTests {
+    @Test func agentRecordsTheStageAndFollowsAStageInvite() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("agent-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+
+        let (host, hostLog) = try await joinedRoom(
+            server, room: "agent-stage", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
+        var options = RoomAgent.Options(
+            roomId: "agent-stage", token: sdkToken(server, room: "agent-stage"), signalingURL: server.signalingURL)
+        options.participantId = "agent1"
+        options.consume = .stage
+        options.recordDirectory = dir
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        #expect(agent.room.localParticipant.mode == .RECV_ONLY)
+        try await waitUntil("agent consumes the host", seconds: 15) { agent.consumedIds == ["host"] }
+        let recordingPath = try #require(
+            await {
+                try? await waitUntil("recording opened", seconds: 15) { agent.recordingPaths["host"] != nil }
+                return agent.recordingPaths["host"]
+            }())
+        // Let a few seconds of media (and at least one keyframe) arrive.
+        try await Task.sleep(nanoseconds: 3_000_000_000)
+
+        // Host invites the agent on stage (seed 000 steps 1-2); the agent changes its own mode.
+        try await waitUntil("host sees agent") { hostLog.has("pjoined:agent1") && agent.isListeningForInvites }
+        final class FrameCount: @unchecked Sendable {
+            let lock = NSLock()
+            var video = 0
+            var audio = 0
+        }
+        let fromAgent = FrameCount()
+        host.onFrame = { id, kind, _, _ in
+            guard id == "agent1" else { return }
+            fromAgent.lock.withLock { if kind == .video { fromAgent.video += 1 } else { fromAgent.audio += 1 } }
+        }
+        try await host.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent1", message: "SEND_AND_RECV")
+        try await waitUntil("host sees the agent on stage", seconds: 15) { hostLog.has("mode:agent1:SEND_AND_RECV") }
+        #expect(agent.room.localParticipant.mode == .SEND_AND_RECV)
+        #expect(host.participants["agent1"]?.mode == .SEND_AND_RECV)
+        // On stage the agent publishes its test pattern and tone, and the host (autoConsume) receives them.
+        try await waitUntil("host receives the agent's media", seconds: 15) {
+            fromAgent.lock.withLock { fromAgent.video >= 30 && fromAgent.audio >= 30 }
+        }
+        host.onFrame = nil
+
+        await agent.stop()
+        await host.leave()
+        print("agent recording: \(recordingPath)")
+
+        // The recording holds VP8 and Opus and decodes cleanly.
+        let (status, streams, _) = try runTool(
+            "ffprobe",
+            [
+                "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames", "-of", "csv=p=0",
+                recordingPath,
+            ])
+        #expect(status == 0)
+        let rows = streams.split(separator: "\n").map { $0.split(separator: ",").map(String.init) }
+        let vp8 = rows.first { $0.first == "vp8" }
+        let opus = rows.first { $0.first == "opus" }
+        #expect((vp8.flatMap { Int($0.last ?? "") } ?? 0) > 0, "\(streams)")
+        #expect((opus.flatMap { Int($0.last ?? "") } ?? 0) > 0, "\(streams)")
+        let (decodeStatus, _, decodeErrors) = try runTool(
+            "ffmpeg", ["-v", "error", "-i", recordingPath, "-f", "null", "-"])
+        #expect(decodeStatus == 0)
+        #expect(decodeErrors.isEmpty, "\(decodeErrors)")
+
+        // The manifest lists the file and the agent's own mode change.
+        let manifestData = try Data(contentsOf: URL(fileURLWithPath: try #require(agent.manifestPath)))
+        let manifest = try #require(try JSONSerialization.jsonObject(with: manifestData) as? [String: Any])
+        let files = try #require(manifest["files"] as? [[String: Any]])
+        #expect(
+            files.contains { ($0["participantId"] as? String) == "host" && ($0["path"] as? String) == recordingPath })
+        let changes = try #require(manifest["modeChanges"] as? [[String: Any]])
+        #expect(
+            changes.contains {
+                ($0["participantId"] as? String) == "agent1" && ($0["mode"] as? String) == "SEND_AND_RECV"
+            })
+    }
+
+    @Test func refusedInvitesLeaveTheModeAlone() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (host, _) = try await joinedRoom(server, room: "agent-refuse", id: "host", mode: .SEND_AND_RECV)
+        var options = RoomAgent.Options(
+            roomId: "agent-refuse", token: sdkToken(server, room: "agent-refuse"), signalingURL: server.signalingURL)
+        options.participantId = "agent2"
+        options.acceptInvites = .from(["someone-else"])
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        try await waitUntil("agent subscribed") { agent.isListeningForInvites }
+        try await host.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent2", message: "SEND_AND_RECV")
+        try await waitUntil("invite refused") { agent.refusedInviteCount == 1 }
+        #expect(agent.room.localParticipant.mode == .RECV_ONLY)
+        await agent.stop()
+        await host.leave()
+    }
+
+    @Test func stagePolicyStopsConsumingWhoeverLeavesTheStage() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (host, _) = try await joinedRoom(server, room: "agent-demote", id: "host", mode: .SEND_AND_RECV)
+        let (viewer, _) = try await joinedRoom(server, room: "agent-demote", id: "viewer", mode: .RECV_ONLY)
+        var options = RoomAgent.Options(
+            roomId: "agent-demote", token: sdkToken(server, room: "agent-demote"), signalingURL: server.signalingURL)
+        options.participantId = "agent3"
+        options.consume = .stage
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        try await waitUntil("agent consumes only the stage") { agent.consumedIds == ["host"] }
+        try await host.changeMode(.RECV_ONLY)
+        try await waitUntil("agent drops the demoted host") { agent.consumedIds.isEmpty }
+        try await viewer.changeMode(.SEND_AND_RECV)
+        try await waitUntil("agent picks up the promoted viewer") { agent.consumedIds == ["viewer"] }
+        await agent.stop()
+        await host.leave()
+        await viewer.leave()
+    }
+}
