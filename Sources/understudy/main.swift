@@ -20,6 +20,8 @@ let usage = """
           run the room server (HTTP + WebSocket signalling on 127.0.0.1:7880 by default)
       token --secret S --room R [--participant ID] [--permissions allow_join,allow_mod] [--ttl 2h]
           print an HS256 room token
+      demo [--duration 20] [--out DIR]
+          the main job on the embedded server: an agent records a host, is invited on stage, publishes
       bench [--quick] [--out FILE]
           run the performance benchmarks and print ratios against their anchors
       join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--accept-invites yes|no|from:ID,ID] [--record DIR] [--relay rtp://HOST:PORT] [--duration S] [--log-format text|json]
@@ -99,6 +101,7 @@ switch command {
 case "whip": await runWHIP(rest)
 case "whep": await runWHEP(rest)
 case "bench": await runBench(rest)
+case "demo": await runDemo(rest)
 case "serve": await runServe(rest)
 case "token": await runToken(rest)
 case "join": await runJoin(rest)
