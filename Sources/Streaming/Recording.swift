@@ -69,8 +69,10 @@ public final class Recording: @unchecked Sendable {
         if var anchor = anchors[kind] {
             let delta = Int64(Int32(bitPattern: frame.timestamp &- anchor.timestamp))
             pts = Int64(anchor.arrival - start) + delta * 1_000_000_000 / Int64(anchor.clock)
-            // Never go backwards in a track (a reordered or repeated timestamp).
-            if pts < anchor.lastPTS { pts = anchor.lastPTS }
+            // Strictly increasing per track at the container's 1 ms resolution: a reordered or
+            // repeated timestamp must not give two frames the same (or a decreasing) time.
+            let minimum = anchor.lastPTS + 1_000_000
+            if pts < minimum { pts = minimum }
             anchor.lastPTS = pts
             anchors[kind] = anchor
         } else {

@@ -40,7 +40,7 @@ func probeFrameCounts(_ path: String) throws -> [String: Int] {
 
 /// What `ffmpeg -v error -i FILE -f null -` prints (empty for a clean decode).
 func ffmpegDecodeErrors(_ path: String) throws -> String {
-    let r = try run("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-f", "null", "-"])
+    let r = try run("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
     return (r.status == 0 ? "" : "exit \(r.status)\n") + r.err
 }
 

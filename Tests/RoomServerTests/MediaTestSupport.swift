@@ -119,7 +119,10 @@
                             "subscriberAnswer",
                             ["sdp": .string(answer.serialize()), "revision": .number(Double(revision))])
                         if case .success = result { self?.lock.withLock { self?.answered.append(revision) } }
+                    } catch is CancellationError {
+                        return  // the client is shutting down; an offer in flight is moot
                     } catch {
+                        if Task.isCancelled { return }
                         Issue.record("answering subscriberOffer \(revision) failed: \(error)")
                     }
                 }

@@ -88,7 +88,7 @@ struct RoomAgentTests {
         #expect((vp8.flatMap { Int($0.last ?? "") } ?? 0) > 0, "\(streams)")
         #expect((opus.flatMap { Int($0.last ?? "") } ?? 0) > 0, "\(streams)")
         let (decodeStatus, _, decodeErrors) = try runTool(
-            "ffmpeg", ["-v", "error", "-i", recordingPath, "-f", "null", "-"])
+            "ffmpeg", ["-v", "error", "-i", recordingPath, "-enc_time_base", "-1", "-f", "null", "-"])
         #expect(decodeStatus == 0)
         #expect(decodeErrors.isEmpty, "\(decodeErrors)")
 
