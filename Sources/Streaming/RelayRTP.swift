@@ -229,18 +229,10 @@ public final class RTPRelay: @unchecked Sendable {
     }
 
     private func writeHeader(payloadType: UInt8, marker: Bool, sequence: UInt16, timestamp: UInt32, ssrc: UInt32) {
-        scratch[0] = 0x80  // version 2, no padding, no extension, no CSRC
-        scratch[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
-        scratch[2] = UInt8(truncatingIfNeeded: sequence >> 8)
-        scratch[3] = UInt8(truncatingIfNeeded: sequence)
-        scratch[4] = UInt8(truncatingIfNeeded: timestamp >> 24)
-        scratch[5] = UInt8(truncatingIfNeeded: timestamp >> 16)
-        scratch[6] = UInt8(truncatingIfNeeded: timestamp >> 8)
-        scratch[7] = UInt8(truncatingIfNeeded: timestamp)
-        scratch[8] = UInt8(truncatingIfNeeded: ssrc >> 24)
-        scratch[9] = UInt8(truncatingIfNeeded: ssrc >> 16)
-        scratch[10] = UInt8(truncatingIfNeeded: ssrc >> 8)
-        scratch[11] = UInt8(truncatingIfNeeded: ssrc)
+        // The scratch buffer is far larger than a header, so this cannot throw.
+        _ = try? RTPHeaderWriter.writeFixedHeader(
+            into: scratch, marker: marker, payloadType: payloadType, sequenceNumber: sequence, timestamp: timestamp,
+            ssrc: ssrc)
     }
 
     private func send(length: Int, to address: SocketAddress) {
