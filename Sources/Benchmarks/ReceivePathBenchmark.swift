@@ -26,23 +26,12 @@ public enum ReceivePathBenchmark {
 
     /// Makes VP8-shaped frames: a keyframe every 300 frames, deltas otherwise.
     static func frames(count: Int, frameBytes: Int) -> [EncodedFrame] {
-        var key = [UInt8](repeating: 0, count: frameBytes)
-        for i in key.indices { key[i] = UInt8(truncatingIfNeeded: i &* 31 &+ 7) }
-        // VP8 key frame header (RFC 6386 9.1): P=0, show_frame, start code, 640x360.
-        key[0] = 0x10
-        key[3] = 0x9D
-        key[4] = 0x01
-        key[5] = 0x2A
-        key[6] = 0x80
-        key[7] = 0x02
-        key[8] = 0x68
-        key[9] = 0x01
-        var delta = key
-        delta[0] = 0x11
+        let key = SyntheticVP8Frame.make(size: frameBytes, keyframe: true)
+        let delta = SyntheticVP8Frame.make(size: frameBytes, keyframe: false)
         return (0..<count).map { n in
-            EncodedFrame(
-                codec: .vp8, data: n % 300 == 0 ? key : delta, timestamp: UInt32(truncatingIfNeeded: n &* 3000),
-                isKeyframe: n % 300 == 0)
+            var frame = n % 300 == 0 ? key : delta
+            frame.timestamp = UInt32(truncatingIfNeeded: n &* 3000)
+            return frame
         }
     }
 

@@ -126,22 +126,8 @@ final class BenchFrameSource: EventLoopTicker, @unchecked Sendable {
         self.transceiver = transceiver
         // 6 packets per 6.6 kB frame at the sender's 1150-byte payload size.
         framesPerSecond = Double(max(60, packetsPerSecond)) / 6
-        var key = [UInt8](repeating: 0x5A, count: 6600)
-        // Frame tag with P=0, start code and a 640x360 size: what the forwarder looks for.
-        key[0] = 0x10
-        key[1] = 0x02
-        key[2] = 0x00
-        key[3] = 0x9D
-        key[4] = 0x01
-        key[5] = 0x2A
-        key[6] = 0x80
-        key[7] = 0x02
-        key[8] = 0x68
-        key[9] = 0x01
-        var deltaBytes = [UInt8](repeating: 0xA5, count: 6600)
-        deltaBytes[0] = 0x11  // P=1
-        keyframe = EncodedFrame(codec: .vp8, data: key, timestamp: 0, isKeyframe: true)
-        delta = EncodedFrame(codec: .vp8, data: deltaBytes, timestamp: 0, isKeyframe: false)
+        keyframe = SyntheticVP8Frame.make(size: 6600, keyframe: true)
+        delta = SyntheticVP8Frame.make(size: 6600, keyframe: false)
     }
 
     func tick(now: UInt64) {
