@@ -20,6 +20,8 @@ let package = Package(
         .library(name: "Agent", targets: ["Agent"]),
         .library(name: "RoomServer", targets: ["RoomServer"]),
         .library(name: "Understudy", targets: ["Understudy"]),
+        .library(name: "LoadGen", targets: ["LoadGen"]),
+        .library(name: "Scenario", targets: ["Scenario"]),
     ],
     targets: [
         // C libraries, one module map and shim header each.
@@ -44,7 +46,9 @@ let package = Package(
         .target(
             name: "RTC", dependencies: ["RTCWire", "COpenSSL", "CSRTP"], path: "Sources/RTC",
             swiftSettings: hotPathSettings),
-        .target(name: "Media", dependencies: ["RTCWire", "COpus", "CVPX"], path: "Sources/Media"),
+        .target(
+            name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
+            path: "Sources/Media"),
         .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer"),
@@ -58,14 +62,27 @@ let package = Package(
         .target(
             name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy"],
             path: "Sources/Agent"),
+        // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
+        .target(
+            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming"],
+            path: "Sources/LoadGen", swiftSettings: hotPathSettings),
+        // `understudy scenario`: scripted stage tests with several bots and expectations.
+        .target(
+            name: "Scenario",
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy", "Agent"],
+            path: "Sources/Scenario"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
-            name: "Benchmarks", dependencies: ["RTCWire", "RTC", "Media", "Streaming", "RoomServer"],
+            name: "Benchmarks",
+            dependencies: [
+                "RTCWire", "RTC", "Media", "Signaling", "Streaming", "RoomServer", "Understudy", "Agent", "LoadGen",
+            ],
             path: "Sources/Benchmarks"),
         .executableTarget(
             name: "understudy",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy", "Agent", "RoomServer", "Benchmarks",
+                "LoadGen", "Scenario",
             ],
             path: "Sources/understudy"
         ),
@@ -89,6 +106,13 @@ let package = Package(
             name: "UnderstudyTests",
             dependencies: ["Understudy", "RoomServer", "Signaling", "RTC", "Media", "Streaming", "Agent"],
             path: "Tests/UnderstudyTests"),
+        .testTarget(
+            name: "LoadGenTests", dependencies: ["LoadGen", "RoomServer", "Signaling", "RTC", "RTCWire", "Media"],
+            path: "Tests/LoadGenTests"),
+        .testTarget(
+            name: "ScenarioTests",
+            dependencies: ["Scenario", "Understudy", "Agent", "RoomServer", "Signaling", "Media", "Streaming"],
+            path: "Tests/ScenarioTests"),
         .testTarget(
             name: "AgentTests", dependencies: ["Agent", "Streaming", "RTC", "RTCWire", "Media"], path: "Tests/AgentTests"),
     ],

@@ -2,89 +2,90 @@ import Media
 import RTC
 import RTCWire
 
-/// Sends a pre-encoded ``SyntheticMedia`` loop on a peer connection in real time.
+/// Sends the frames of local ``MediaSource``s on a peer connection in real time.
 ///
-/// It runs as a ticker on the connection's loop thread: each tick sends every frame that is due, so
-/// no thread or task exists per stream. Frames are shared, never re-encoded. On a keyframe request
-/// it jumps to the next keyframe of the loop, since a pre-encoded stream cannot make a new one.
+/// It runs as a ticker on the connection's loop thread: each tick pulls every frame that is due, so
+/// no thread or task exists per stream. A keyframe request for the video transceiver is passed to
+/// the video source.
 public final class MediaPump: EventLoopTicker, @unchecked Sendable {
     let connection: PeerConnection
-    let media: SyntheticMedia
     let video: RTPTransceiver?
     let audio: RTPTransceiver?
+    /// The sources, pulled on the loop thread.
+    public let videoSource: MediaSource?
+    public let audioSource: MediaSource?
     var start: UInt64?
-    var videoIndex = 0
-    var audioIndex = 0
-    /// Added to the video index to pick content: moves forward to reach a keyframe on request.
-    var contentOffset = 0
-    var keyframeWanted = false
-    /// Frames sent so far.
+    /// Frames sent so far (a simulcast frame counts once).
     public private(set) var videoFramesSent = 0
     public private(set) var audioFramesSent = 0
-    public private(set) var keyframeJumps = 0
 
-    /// Creates a pump; call ``start()`` on the loop thread (or via ``attach()``).
-    public init(connection: PeerConnection, media: SyntheticMedia, video: RTPTransceiver?, audio: RTPTransceiver?) {
+    /// Creates a pump sending `videoSource` on `video` and `audioSource` on `audio`; call
+    /// ``attach()`` on the loop thread.
+    public init(
+        connection: PeerConnection, video: RTPTransceiver?, videoSource: MediaSource?, audio: RTPTransceiver?,
+        audioSource: MediaSource?
+    ) {
         self.connection = connection
-        self.media = media
-        self.video = video
-        self.audio = audio
+        self.video = videoSource == nil ? nil : video
+        self.audio = audioSource == nil ? nil : audio
+        self.videoSource = video == nil ? nil : videoSource
+        self.audioSource = audio == nil ? nil : audioSource
     }
+
+    /// Creates a pump sending the synthetic test pattern and tone of `media`.
+    public convenience init(
+        connection: PeerConnection, media: SyntheticMedia, video: RTPTransceiver?, audio: RTPTransceiver?
+    ) {
+        let layers = max(1, video?.sendRIDs.count ?? 1)
+        self.init(
+            connection: connection, video: video, videoSource: SyntheticVideoSource(media: media, layers: layers),
+            audio: audio, audioSource: SyntheticAudioSource(media: media))
+    }
+
+    /// Times the synthetic video source jumped ahead to a keyframe on request.
+    public var keyframeJumps: Int { (videoSource as? SyntheticVideoSource)?.keyframeJumps ?? 0 }
 
     /// Registers the pump with the connection's loop. Must run on the loop thread.
     public func attach() {
         let previous = connection.onKeyframeRequest
         connection.onKeyframeRequest = { [weak self] t in
             previous?(t)
-            if let self, t === self.video { self.keyframeWanted = true }
+            if let self, t === self.video { self.videoSource?.requestKeyframe() }
         }
         connection.loop.addTicker(self)
     }
 
-    /// Stops sending. Must run on the loop thread.
+    /// Stops sending. Must run on the loop thread. The sources stay open (see ``close()``).
     public func detach() {
         connection.loop.removeTicker(self)
+    }
+
+    /// Stops sending and closes the sources. Must run on the loop thread.
+    public func close() {
+        detach()
+        videoSource?.close()
+        audioSource?.close()
     }
 
     public func tick(now: UInt64) {
         guard connection.state == .connected else { return }
         if start == nil { start = now }
         let elapsed = now - (start ?? now)
-        if let video, !media.videoFrames.isEmpty {
-            let frameNanos = 1_000_000_000 / UInt64(media.fps)
-            while UInt64(videoIndex) * frameNanos <= elapsed {
-                sendVideo(on: video)
-                videoIndex += 1
-            }
-        }
-        if let audio, !media.audioFrames.isEmpty {
-            while UInt64(audioIndex) * 20_000_000 <= elapsed {
-                if var frame = media.audioFrame(at: audioIndex) {
-                    frame.timestamp = UInt32(truncatingIfNeeded: audioIndex &* 960)
-                    connection.send(frame, on: audio)
-                    audioFramesSent += 1
+        if let video, let videoSource {
+            var lastTimestamp: UInt32?
+            videoSource.pull(elapsedNanos: elapsed) { frame, layer in
+                connection.send(frame, on: video, layer: layer)
+                if frame.timestamp != lastTimestamp {
+                    lastTimestamp = frame.timestamp
+                    videoFramesSent += 1
                 }
-                audioIndex += 1
             }
         }
-    }
-
-    func sendVideo(on transceiver: RTPTransceiver) {
-        if keyframeWanted {
-            keyframeWanted = false
-            let perLoop = media.videoFrames[0].count
-            var j = videoIndex + contentOffset
-            while !(media.videoFrames[0][j % perLoop].isKeyframe) && j < videoIndex + contentOffset + perLoop { j += 1 }
-            if j != videoIndex + contentOffset { keyframeJumps += 1 }
-            contentOffset = j - videoIndex
+        if let audio, let audioSource {
+            audioSource.pull(elapsedNanos: elapsed) { frame, _ in
+                connection.send(frame, on: audio)
+                audioFramesSent += 1
+            }
         }
-        let layers = max(1, transceiver.sendRIDs.count)
-        for layer in 0..<layers {
-            guard var frame = media.videoFrame(at: videoIndex + contentOffset, layer: layer) else { continue }
-            // Media time follows the wall clock even when content jumps ahead.
-            frame.timestamp = UInt32(truncatingIfNeeded: videoIndex &* (90_000 / media.fps))
-            connection.send(frame, on: transceiver, layer: layer)
-        }
-        videoFramesSent += 1
     }
 }

@@ -66,6 +66,7 @@ public final class Room: @unchecked Sendable {
     private var _participants: [String: Participant] = [:]
     private var _local: Participant
     private var _frameHandler: RoomFrameHandler?
+    private var _sourceFactory: MediaSourceFactory?
     private var _presenterId: String?
     private var _speakerId: String?
 
@@ -139,6 +140,14 @@ public final class Room: @unchecked Sendable {
     public var onFrame: RoomFrameHandler? {
         get { lock.withLock { _frameHandler } }
         set { lock.withLock { _frameHandler = newValue } }
+    }
+
+    /// Makes the local tracks' media each time one starts (mic/camera on, joining the stage): files,
+    /// a capture device, or anything else that yields encoded frames. Nil (the default) sends the
+    /// synthetic test pattern and tone with their sync markers. Set it before ``join()``.
+    public var mediaSourceFactory: MediaSourceFactory? {
+        get { lock.withLock { _sourceFactory } }
+        set { lock.withLock { _sourceFactory = newValue } }
     }
 
     /// Adds a room listener (held strongly until removed). Add listeners before ``join()``.

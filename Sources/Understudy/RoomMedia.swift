@@ -14,6 +14,8 @@ final class RoomMedia: @unchecked Sendable {
     private var publish: PeerConnection?
     private var publishConnected = false
     private var pump: MediaPump?
+    /// The local tracks' sources by kind; used only on the publish loop thread once created.
+    private var sources: [StreamKind: UncheckedSendable<MediaSource>] = [:]
     private var activeTransceivers: [StreamKind: RTPTransceiver] = [:]
     /// Local producers by kind (producer id).
     private var producers: [StreamKind: String] = [:]
@@ -48,6 +50,7 @@ final class RoomMedia: @unchecked Sendable {
         guard let room, !kinds.isEmpty else { return }
         let pc = try publishConnection()
         let rids = room.multiStream ? ["q", "h", "f"] : []
+        try makeSources(for: kinds, layers: max(1, rids.count))
         let (offer, added) = try await pc.loop.submit { () throws -> (String, [RTPTransceiver]) in
             let added = kinds.map { kind in
                 kind == .video
@@ -106,16 +109,54 @@ final class RoomMedia: @unchecked Sendable {
         }
     }
 
+    /// Opens a source for each kind that has none; a source that cannot open fails the produce.
+    private func makeSources(for kinds: [StreamKind], layers: Int) throws {
+        guard let room else { return }
+        let factory = room.mediaSourceFactory
+        for kind in kinds where lock.withLock({ sources[kind] == nil }) {
+            let mediaKind: MediaKind = kind == .audio ? .audio : .video
+            let source: MediaSource
+            if let factory {
+                do { source = try factory(mediaKind, mediaKind == .video ? layers : 1) } catch {
+                    throw UnderstudyError(
+                        code: kind == .video ? 3049 : 3058, message: "cannot open the \(kind.wireKind) source: \(error)")
+                }
+            } else if mediaKind == .video {
+                source = SyntheticVideoSource(media: SyntheticMedia.shared(layers: layers), layers: layers)
+            } else {
+                source = SyntheticAudioSource(media: SyntheticMedia.shared(layers: 1))
+            }
+            lock.withLock { sources[kind] = UncheckedSendable(source) }
+        }
+    }
+
+    /// Closes the sources of `kinds` (all when nil) on the publish loop thread.
+    private func closeSources(_ kinds: Set<StreamKind>?, on pc: PeerConnection?) {
+        let closing: [UncheckedSendable<MediaSource>] = lock.withLock {
+            let chosen = sources.filter { kinds?.contains($0.key) ?? true }
+            for k in chosen.keys { sources[k] = nil }
+            return Array(chosen.values)
+        }
+        guard !closing.isEmpty else { return }
+        if let pc {
+            pc.loop.execute { for s in closing { s.value.close() } }
+        } else {
+            for s in closing { s.value.close() }
+        }
+    }
+
     private func rebuildPump() async {
-        guard let pc = lock.withLock({ publish }), let room else { return }
-        let (video, audio, old) = lock.withLock { (activeTransceivers[.video], activeTransceivers[.audio], pump) }
-        let layers = room.multiStream ? 3 : 1
-        let box = UncheckedSendable((video, audio, old))
+        guard let pc = lock.withLock({ publish }) else { return }
+        let (video, audio, old, videoSource, audioSource) = lock.withLock {
+            (activeTransceivers[.video], activeTransceivers[.audio], pump, sources[.video], sources[.audio])
+        }
+        let box = UncheckedSendable((video, audio, old, videoSource?.value, audioSource?.value))
         let newPump: MediaPump? = await pc.loop.submit {
-            box.value.2?.detach()
-            guard box.value.0 != nil || box.value.1 != nil else { return nil }
+            let (video, audio, old, videoSource, audioSource) = box.value
+            old?.detach()
+            guard video != nil || audio != nil else { return nil }
             let p = MediaPump(
-                connection: pc, media: SyntheticMedia.shared(layers: layers), video: box.value.0, audio: box.value.1)
+                connection: pc, video: video, videoSource: videoSource, audio: audio, audioSource: audioSource)
             p.attach()
             return p
         }
@@ -131,6 +172,7 @@ final class RoomMedia: @unchecked Sendable {
             await pc.loop.submit { retired.direction = .inactive }
         }
         await rebuildPump()
+        closeSources([kind], on: lock.withLock { publish })
         if onServer {
             _ = try? await room.call("closeProducer", ["producerId": .string(producerId)])
             _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
@@ -169,6 +211,7 @@ final class RoomMedia: @unchecked Sendable {
             let box = UncheckedSendable(oldPump)
             pc.loop.execute { box.value.detach() }
         }
+        closeSources(nil, on: pc)
         let local = room.localParticipant
         for (kind, id) in stopped {
             if kind == .audio { local.update(mic: false) } else if kind == .video { local.update(webcam: false) }
@@ -218,6 +261,7 @@ final class RoomMedia: @unchecked Sendable {
             activeTransceivers.removeAll()
             return old
         }
+        closeSources(nil, on: pc)
         guard let pc else { return }
         let box = UncheckedSendable(oldPump)
         pc.loop.execute {

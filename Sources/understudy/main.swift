@@ -107,6 +107,8 @@ case "token": await runToken(rest)
 case "join": await runJoin(rest)
 case "invite": await runInvite(rest)
 case "pubsub": await runPubSub(rest)
+case "load": await runLoad(rest)
+case "scenario": await runScenario(rest)
 case "-h", "--help", "help": print(usage)
 default: fail("unknown command '\(command)'\n\(usage)", code: 2)
 }
