@@ -51,7 +51,10 @@ let package = Package(
             path: "Sources/Media"),
         .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
         // The room service: signalling, room state, PubSub broker, SFU.
-        .target(name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer"),
+        .target(
+            name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer",
+            // The page's source files; the binary serves the copies embedded in Web/WebAssets.swift.
+            exclude: ["Web/assets", "Web/embed_assets.py"]),
         // Sending pre-encoded media on a PeerConnection, and recording what arrives.
         .target(name: "Streaming", dependencies: ["RTCWire", "RTC", "Media"], path: "Sources/Streaming"),
         // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).

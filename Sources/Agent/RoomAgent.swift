@@ -9,7 +9,8 @@ import Understudy
 /// stage invites (seed 000) by changing its own mode.
 ///
 /// Threading: SDK callbacks arrive on the room's event queue, frames on the subscribe loop thread;
-/// the agent's own state (consumed set, recordings, manifest) is guarded by one lock.
+/// the agent's own state (consumed set, recordings, manifest) is guarded by one lock. Consume and
+/// stop-consuming calls run one at a time, in order, on a chain of tasks.
 public final class RoomAgent: RoomEventListener, PubSubMessageListener, @unchecked Sendable {
     /// Whose media the agent consumes.
     public enum ConsumePolicy: Sendable, Equatable {
@@ -19,7 +20,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         case stage
         /// Nobody.
         case none
-        /// Only these participant ids.
+        /// Only these participant ids, in this order of preference.
         case ids([String])
     }
 
@@ -29,6 +30,14 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         case no
         /// Only invites sent by these participant ids.
         case from([String])
+    }
+
+    /// How recordings are stored (nothing is transcoded either way).
+    public enum RecordFormat: String, Sendable, Equatable {
+        /// One WebM per participant, VP8 and Opus together.
+        case webm
+        /// One Ogg Opus file (audio) and one IVF file (VP8) per participant.
+        case oggIVF = "ogg+ivf"
     }
 
     /// Everything the agent needs to run.
@@ -42,11 +51,23 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         public var asAgent: Bool = false
         public var consume: ConsumePolicy = .all
         public var kinds: Set<MediaKind> = [.audio, .video]
+        /// At most this many webcams are consumed (nil: no limit). Audio is not limited.
+        public var maxVideo: Int?
         public var acceptInvites: InvitePolicy = .yes
-        /// Directory for one WebM per remote participant plus `manifest.json`; nil records nothing.
+        /// Directory for the recordings plus `manifest.json`; nil records nothing.
         public var recordDirectory: String?
+        /// Container(s) of the recordings.
+        public var recordFormat: RecordFormat = .webm
         /// `rtp://host:port` to relay received media to; nil relays nothing.
         public var relayURL: String?
+        /// A room to republish each consumed participant into, as `relay-<id>`; nil republishes nothing.
+        public var relayRoom: String?
+        /// The token for ``relayRoom`` (nil: ``token``).
+        public var relayRoomToken: String?
+        /// What the agent publishes on stage: `testsrc` (nil), `none`, or a .ivf/.webm file.
+        public var video: String?
+        /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
+        public var audio: String?
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -60,16 +81,28 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         public var description: String
     }
 
+    /// One recorded file: a participant's WebM (`kind` nil) or one track of it.
+    private struct RecordingKey: Hashable {
+        var participantId: String
+        var kind: MediaKind?
+    }
+
     public let options: Options
     /// The SDK room the agent drives.
     public let room: Room
+    /// Counters exposed through ``metricsText()``.
+    public let counters = RoomAgentCounters()
     private let log: @Sendable (String) -> Void
     private let lock = NSLock()
+    /// Kinds currently consumed (or being consumed) per participant id.
     private var consumed: [String: Set<MediaKind>] = [:]
-    private var recordings: [String: Recording] = [:]
+    /// Remote participant ids in the order the agent saw them join.
+    private var joinOrder: [String] = []
+    private var recordings: [RecordingKey: Recording] = [:]
     private var files: [[String: Any]] = []
     private var modeChanges: [[String: Any]] = []
-    private var participantsSeen: [String: String] = [:]
+    /// Every remote participant seen: id, name, last known mode, join and leave times.
+    private var participantsSeen: [String: [String: Any]] = [:]
     private var refusedInvites = 0
     private var stopped = false
     private var inviteSubscribed = false
@@ -78,6 +111,13 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     private var lastError: UnderstudyError?
     private var relay: RTPRelay?
     private var relayLoop: EventLoop?
+    private let relayRooms: RelayRoomSet?
+    /// The last queued consume/stop operation; the next one waits for it.
+    private var operationTail: Task<Void, Never>?
+    /// The same for joining and leaving the relay room.
+    private var relayRoomTail: Task<Void, Never>?
+    /// The stage and audience just before leaving, kept for the final manifest.
+    private var finalStage: (stage: [String], audience: [String])?
 
     /// Builds the agent and its room; connects to nothing until ``start()``.
     public init(options: Options, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
@@ -85,10 +125,18 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         self.log = log
         room = try Understudy.createRoom(
             roomId: options.roomId, token: options.token, participantName: options.participantName,
-            // Ignored in the audience; on stage the agent publishes the synthetic tone and test pattern.
-            participantId: options.participantId, micEnabled: true, camEnabled: true, mode: options.mode,
-            multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
+            // Used on stage only: the sources are opened when the agent goes on stage, closed when it leaves.
+            participantId: options.participantId,
+            micEnabled: LocalSources.publishes(.audio, video: options.video, audio: options.audio),
+            camEnabled: LocalSources.publishes(.video, video: options.video, audio: options.audio),
+            mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil)
+        room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
+        relayRooms = options.relayRoom.map {
+            RelayRoomSet(
+                roomId: $0, token: options.relayRoomToken ?? options.token, signalingURL: options.signalingURL,
+                log: log)
+        }
         room.addEventListener(self)
     }
 
@@ -98,16 +146,35 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     public var isListeningForInvites: Bool { lock.withLock { inviteSubscribed } }
     /// Stage invites refused so far.
     public var refusedInviteCount: Int { lock.withLock { refusedInvites } }
-    /// Ids currently consumed.
+    /// Ids currently consumed (any kind).
     public var consumedIds: [String] { lock.withLock { consumed.keys.sorted() } }
-    /// Recording paths by participant id.
-    public var recordingPaths: [String: String] { lock.withLock { recordings.mapValues(\.path) } }
+    /// Ids whose webcam is currently consumed.
+    public var consumedVideoIds: [String] {
+        lock.withLock { consumed.filter { $0.value.contains(.video) }.keys.sorted() }
+    }
+    /// The first recording path of each participant (its WebM, or its IVF/Ogg file).
+    public var recordingPaths: [String: String] {
+        lock.withLock {
+            var paths: [String: String] = [:]
+            for (key, rec) in recordings.sorted(by: {
+                ($0.key.kind == .video ? 0 : 1) < ($1.key.kind == .video ? 0 : 1)
+            })
+            where paths[key.participantId] == nil {
+                paths[key.participantId] = rec.path
+            }
+            return paths
+        }
+    }
+    /// Every recording path, sorted.
+    public var recordedFiles: [String] { lock.withLock { recordings.values.map(\.path).sorted() } }
     /// The manifest path when recording.
     public var manifestPath: String? {
         options.recordDirectory.map { ($0 as NSString).appendingPathComponent("manifest.json") }
     }
     /// Why the room was left, once it was.
     public var leaveReason: Understudy.LeaveReason? { lock.withLock { leftReason } }
+    /// Ids of the stand-ins in the relay room (`--relay-room`).
+    public var relayRoomParticipantIds: [String] { relayRooms?.participantIds ?? [] }
 
     /// Joins the room; throws when the join fails (unreachable server, refused token).
     public func start(timeout: Double = 15) async throws {
@@ -136,7 +203,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             let (ok, left, err) = lock.withLock { (joined, leftReason, lastError) }
             if ok { break }
             if let left {
-                throw Failure(description: "join failed (\(left.name))" + (err.map { ": \($0)" } ?? ""))
+                throw Failure(
+                    description: "join failed (\(left.name))" + (err.map { ": \($0.code) \($0.message)" } ?? ""))
             }
             if Date() > deadline { throw Failure(description: "join timed out after \(Int(timeout)) s") }
             try await Task.sleep(nanoseconds: 10_000_000)
@@ -154,7 +222,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         await stop()
     }
 
-    /// Closes recordings, writes the manifest and leaves the room. Safe to call twice.
+    /// Closes recordings, writes the manifest and leaves the room (and the relay room). Safe to call twice.
     public func stop() async {
         let first = lock.withLock { () -> Bool in
             if stopped { return false }
@@ -162,12 +230,20 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             return true
         }
         guard first else { return }
+        // The manifest keeps the stage as it was in the room, not the empty one after leaving.
+        let lastStage = stageAndAudience()
+        lock.withLock { finalStage = lastStage }
         if leaveReason == nil { await room.leave() }
         room.onFrame = nil
-        let closing: [String: Recording] = lock.withLock {
+        let closing: [RecordingKey: Recording] = lock.withLock {
             let r = recordings
-            for (id, rec) in r {
-                do { try rec.close() } catch { log("closing recording of \(id) failed: \(error)") }
+            for (key, rec) in r {
+                do { try rec.close() } catch { log("closing recording of \(key.participantId) failed: \(error)") }
+                if let index = files.firstIndex(where: { ($0["path"] as? String) == rec.path }) {
+                    files[index]["videoFrames"] = rec.videoFrames
+                    files[index]["audioFrames"] = rec.audioFrames
+                    files[index]["complete"] = true
+                }
             }
             return r
         }
@@ -175,9 +251,12 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             await relayLoop.submit { relay.close() }
             relayLoop.shutdown()
         }
+        await relayRooms?.closeAll()
         writeManifest()
-        for (id, rec) in closing {
-            log("recorded \(id): \(rec.videoFrames) video, \(rec.audioFrames) audio frames -> \(rec.path)")
+        for (key, rec) in closing.sorted(by: { $0.value.path < $1.value.path }) {
+            log(
+                "recorded \(key.participantId): \(rec.videoFrames) video, \(rec.audioFrames) audio frames -> \(rec.path)"
+            )
         }
     }
 
@@ -192,64 +271,193 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         }
     }
 
+    /// What the policy wants now: kinds per participant id. Webcam slots (`maxVideo`) go first to
+    /// those already holding one, then in policy order (the id list, else join order), and only to
+    /// participants on stage, since nobody else can send a webcam.
+    private func desiredKinds(_ remote: [String: Participant]) -> [String: Set<MediaKind>] {
+        let (order, holders) = lock.withLock {
+            (joinOrder, Set(consumed.filter { $0.value.contains(.video) }.keys))
+        }
+        let ordered: [Participant]
+        if case .ids(let ids) = options.consume {
+            ordered = ids.compactMap { remote[$0] }
+        } else {
+            let known = order.compactMap { remote[$0] }
+            let unknown = remote.values.filter { !order.contains($0.id) }.sorted { $0.id < $1.id }
+            ordered = (known + unknown).filter(qualifies)
+        }
+        var desired: [String: Set<MediaKind>] = [:]
+        for p in ordered where options.kinds.contains(.audio) { desired[p.id, default: []].insert(.audio) }
+        if options.kinds.contains(.video) {
+            if let limit = options.maxVideo {
+                let eligible = ordered.filter { $0.mode.canonical == .SEND_AND_RECV }
+                let chosen = eligible.filter { holders.contains($0.id) } + eligible.filter { !holders.contains($0.id) }
+                for p in chosen.prefix(max(0, limit)) { desired[p.id, default: []].insert(.video) }
+            } else {
+                for p in ordered { desired[p.id, default: []].insert(.video) }
+            }
+        }
+        return desired
+    }
+
     /// Brings the consumed set in line with the policy: consume newcomers, stop those who left it.
     private func reconcile() {
         guard !lock.withLock({ stopped }) else { return }
         let remote = room.participants
-        let wanted = Set(remote.values.filter(qualifies).map(\.id))
-        let (toStart, toStop): ([Participant], [(Participant?, String, Set<MediaKind>)]) = lock.withLock {
-            let start = remote.values.filter { wanted.contains($0.id) && consumed[$0.id] == nil }
-            let stop = consumed.filter { !wanted.contains($0.key) }.map { (remote[$0.key], $0.key, $0.value) }
-            for p in start { consumed[p.id] = options.kinds }
-            for s in stop { consumed[s.1] = nil }
-            return (start, stop)
-        }
-        for p in toStart {
-            log("consuming \(p.id)")
-            Task {
-                if options.kinds.contains(.audio) { try? await p.consumeMicStreams() }
-                if options.kinds.contains(.video) { try? await p.consumeWebcamStreams() }
+        let desired = desiredKinds(remote)
+        let changes: [(id: String, start: Set<MediaKind>, stop: Set<MediaKind>, wasConsumed: Bool)] = lock.withLock {
+            var list: [(String, Set<MediaKind>, Set<MediaKind>, Bool)] = []
+            for id in Set(consumed.keys).union(desired.keys).sorted() {
+                let have = consumed[id] ?? []
+                let want = desired[id] ?? []
+                guard have != want else { continue }
+                list.append((id, want.subtracting(have), have.subtracting(want), !have.isEmpty))
+                consumed[id] = want.isEmpty ? nil : want
             }
+            return list
         }
-        for (p, id, kinds) in toStop {
-            log("stopped consuming \(id)")
-            guard let p else { continue }
-            Task {
-                if kinds.contains(.audio) { try? await p.stopConsumingMicStreams() }
-                if kinds.contains(.video) { try? await p.stopConsumingWebcamStreams() }
+        for change in changes {
+            let participant = remote[change.id]
+            if !change.start.isEmpty { log("consuming \(change.id) \(Self.describe(change.start))") }
+            if !change.stop.isEmpty { log("stopped consuming \(change.id) \(Self.describe(change.stop))") }
+            // A participant who left needs no stopConsuming: the server closed its consumers.
+            guard let participant else {
+                if change.wasConsumed { relayRoomChange(remove: change.id) }
+                continue
+            }
+            enqueueOperation { [self] in
+                if change.start.contains(.audio) {
+                    await perform("consumeMicStreams", change.id) { try await participant.consumeMicStreams() }
+                }
+                if change.start.contains(.video) {
+                    await perform("consumeWebcamStreams", change.id) { try await participant.consumeWebcamStreams() }
+                }
+                if change.stop.contains(.audio) {
+                    await perform("stopConsumingMicStreams", change.id) {
+                        try await participant.stopConsumingMicStreams()
+                    }
+                }
+                if change.stop.contains(.video) {
+                    await perform("stopConsumingWebcamStreams", change.id) {
+                        try await participant.stopConsumingWebcamStreams()
+                    }
+                }
+            }
+            let nowConsumed = lock.withLock { consumed[change.id] != nil }
+            if !change.wasConsumed && nowConsumed {
+                relayRoomChange(add: participant)
+            } else if change.wasConsumed && !nowConsumed {
+                relayRoomChange(remove: change.id)
             }
         }
     }
 
-    private func handleFrame(_ id: String, _ kind: MediaKind, _ frame: EncodedFrame, _ arrival: UInt64) {
-        guard options.kinds.contains(kind) else { return }
+    private static func describe(_ kinds: Set<MediaKind>) -> String {
+        kinds.map { $0 == .audio ? "audio" : "video" }.sorted().joined(separator: "+")
+    }
+
+    /// Queues `work` after every earlier consume/stop operation.
+    private func enqueueOperation(_ work: @escaping @Sendable () async -> Void) {
         lock.withLock {
-            guard !stopped, consumed[id] != nil else { return }
-            if let dir = options.recordDirectory {
-                let rec: Recording?
-                if let existing = recordings[id] {
-                    rec = existing
-                } else {
-                    let path = (dir as NSString).appendingPathComponent("\(Self.fileSafe(id)).webm")
-                    do {
-                        let r = try Recording(path: path)
-                        recordings[id] = r
-                        files.append([
-                            "participantId": id, "path": path, "startedAt": Self.timestamp(),
-                        ])
-                        rec = r
-                        writeManifestLocked()
-                    } catch {
-                        log("cannot record \(id): \(error)")
-                        rec = nil
-                    }
-                }
-                rec?.write(frame, arrival: arrival)
+            let previous = operationTail
+            operationTail = Task {
+                await previous?.value
+                await work()
             }
         }
+    }
+
+    private func relayRoomChange(add participant: Participant? = nil, remove id: String? = nil) {
+        guard let relayRooms else { return }
+        let kinds = options.kinds
+        lock.withLock {
+            let previous = relayRoomTail
+            relayRoomTail = Task {
+                await previous?.value
+                if let participant {
+                    await relayRooms.add(participantId: participant.id, name: participant.displayName, kinds: kinds)
+                }
+                if let id { await relayRooms.remove(participantId: id) }
+            }
+        }
+    }
+
+    /// Errors worth one retry: the room was reconnecting or the request was cut off.
+    static func isTransient(_ error: Error) -> Bool {
+        guard let e = error as? UnderstudyError else { return false }
+        return e.code == 3065 || e.code == 3056 || e.code == 3047
+    }
+
+    /// Runs one consume/stop call, retries once after a transient error and logs a failure.
+    private func perform(_ api: String, _ id: String, _ call: @Sendable () async throws -> Void) async {
+        for attempt in 1...2 {
+            if lock.withLock({ stopped }) { return }
+            do {
+                try await call()
+                return
+            } catch {
+                if lock.withLock({ stopped }) { return }
+                if attempt == 1 && Self.isTransient(error) {
+                    log("\(api)(\(id)) failed: \(error); retrying once")
+                    try? await Task.sleep(nanoseconds: 1_000_000_000)
+                    continue
+                }
+                counters.consumeFailed()
+                log("\(api)(\(id)) failed: \(error)")
+                return
+            }
+        }
+    }
+
+    // MARK: Frames
+
+    private func handleFrame(_ id: String, _ kind: MediaKind, _ frame: EncodedFrame, _ arrival: UInt64) {
+        guard options.kinds.contains(kind) else { return }
+        let wanted = lock.withLock { () -> Bool in
+            guard !stopped, consumed[id]?.contains(kind) == true else { return false }
+            if options.recordDirectory != nil { record(id, kind, frame, arrival) }
+            return true
+        }
+        guard wanted else { return }
+        counters.received(frame)
         if let relay, let relayLoop {
             relayLoop.execute { relay.relay(frame, arrival: arrival) }
         }
+        relayRooms?.forward(id, frame)
+    }
+
+    /// Writes a frame to its participant's recording, opening it on first use. Called with the lock held.
+    private func record(_ id: String, _ kind: MediaKind, _ frame: EncodedFrame, _ arrival: UInt64) {
+        guard let dir = options.recordDirectory else { return }
+        let key = RecordingKey(participantId: id, kind: options.recordFormat == .webm ? nil : kind)
+        let rec: Recording
+        if let existing = recordings[key] {
+            rec = existing
+        } else {
+            let ext: String
+            switch key.kind {
+            case nil: ext = "webm"
+            case .audio?: ext = "ogg"
+            case .video?: ext = "ivf"
+            }
+            let path = (dir as NSString).appendingPathComponent("\(Self.fileSafe(id)).\(ext)")
+            do {
+                rec = try Recording(path: path)
+            } catch {
+                log("cannot record \(id): \(error)")
+                return
+            }
+            recordings[key] = rec
+            files.append([
+                "participantId": id, "path": path, "format": ext, "startedAt": Self.timestamp(),
+                "kinds": key.kind.map { [$0 == .audio ? "audio" : "video"] } ?? ["audio", "video"],
+            ])
+            log("recording \(id) -> \(path)")
+            writeManifestLocked()
+        }
+        let before = rec.videoFrames + rec.audioFrames
+        rec.write(frame, arrival: arrival)
+        if rec.videoFrames + rec.audioFrames > before { counters.recorded(frame) }
     }
 
     // MARK: Manifest
@@ -258,17 +466,36 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         String(id.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
     }
 
-    private static func timestamp() -> String { ISO8601DateFormatter().string(from: Date()) }
+    private static func timestamp() -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date())
+    }
 
     private func writeManifest() { lock.withLock { writeManifestLocked() } }
 
+    /// Who is on stage and who is in the audience now, the agent included.
+    private func stageAndAudience() -> (stage: [String], audience: [String]) {
+        var everyone = room.participants.values.map { ($0.id, $0.mode.canonical) }
+        let local = room.localParticipant
+        if !local.id.isEmpty { everyone.append((local.id, local.mode.canonical)) }
+        let stage = everyone.filter { $0.1 == .SEND_AND_RECV }.map(\.0).sorted()
+        let audience = everyone.filter { $0.1 != .SEND_AND_RECV }.map(\.0).sorted()
+        return (stage, audience)
+    }
+
     private func writeManifestLocked() {
         guard let path = manifestPath else { return }
+        let (stage, audience) = finalStage ?? stageAndAudience()
         let manifest: [String: Any] = [
             "room": options.roomId,
             "participantId": room.localParticipant.id,
+            "mode": room.localParticipant.mode.rawValue,
+            "recordFormat": options.recordFormat.rawValue,
             "files": files,
-            "participants": participantsSeen.keys.sorted().map { ["id": $0, "name": participantsSeen[$0] ?? ""] },
+            "participants": participantsSeen.keys.sorted().compactMap { participantsSeen[$0] },
+            "stage": stage,
+            "audience": audience,
             "modeChanges": modeChanges,
             "refusedInvites": refusedInvites,
         ]
@@ -282,21 +509,81 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     private func noteParticipant(_ p: Participant) {
         lock.withLock {
-            participantsSeen[p.id] = p.displayName
+            if participantsSeen[p.id] == nil {
+                participantsSeen[p.id] = ["id": p.id, "name": p.displayName, "joinedAt": Self.timestamp()]
+            }
+            participantsSeen[p.id]?["mode"] = p.mode.rawValue
+            participantsSeen[p.id]?["leftAt"] = nil
+            if !joinOrder.contains(p.id) { joinOrder.append(p.id) }
             writeManifestLocked()
         }
+    }
+
+    private func logStage() {
+        let (stage, audience) = stageAndAudience()
+        log("stage: [\(stage.joined(separator: ","))] audience: [\(audience.joined(separator: ","))]")
+    }
+
+    // MARK: Metrics
+
+    /// The agent's metrics in the Prometheus text format (what `GET /metrics` serves).
+    public func metricsText() -> String {
+        var out = PrometheusText()
+        let remote = room.participants
+        let local = room.localParticipant
+        let (consumedAudio, consumedVideo, recordingCount) = lock.withLock {
+            (
+                consumed.values.filter { $0.contains(.audio) }.count,
+                consumed.values.filter { $0.contains(.video) }.count, recordings.count
+            )
+        }
+        out.single("understudy_agent_participants", "gauge", "Remote participants in the room.", remote.count)
+        out.single(
+            "understudy_agent_stage_participants", "gauge", "Remote participants on stage (SEND_AND_RECV).",
+            remote.values.filter { $0.mode.canonical == .SEND_AND_RECV }.count)
+        out.family("understudy_agent_consumed_tracks", "gauge", "Tracks the agent consumes now.")
+        out.sample("understudy_agent_consumed_tracks", labels: ["kind": "audio"], Double(consumedAudio))
+        out.sample("understudy_agent_consumed_tracks", labels: ["kind": "video"], Double(consumedVideo))
+        out.single("understudy_agent_recordings", "gauge", "Recording files opened.", recordingCount)
+        out.family("understudy_agent_mode", "gauge", "The agent's own mode (1 for the current one).")
+        for mode in [Mode.SEND_AND_RECV, .RECV_ONLY, .SIGNALLING_ONLY] {
+            out.sample(
+                "understudy_agent_mode", labels: ["mode": mode.rawValue], local.mode.canonical == mode ? 1 : 0)
+        }
+        out.single(
+            "understudy_agent_connected", "gauge", "1 while the room is connected.", room.state == .CONNECTED ? 1 : 0)
+        if let relayRooms {
+            let c = relayRooms.counters
+            out.single(
+                "understudy_agent_relay_room_participants", "gauge", "Stand-ins in the relay room.",
+                relayRooms.participantIds.count)
+            out.single(
+                "understudy_agent_relay_room_frames_forwarded_total", "counter",
+                "Frames handed to the relay room's publishers.", c.forwarded)
+            out.single(
+                "understudy_agent_relay_room_frames_dropped_total", "counter",
+                "Frames dropped before the relay room (queue overflow, waiting for a keyframe).", c.dropped)
+            out.single(
+                "understudy_agent_relay_room_keyframe_requests_total", "counter",
+                "Keyframe requests received from the relay room.", c.keyframeRequests)
+        }
+        counters.render(into: &out)
+        return out.text
     }
 
     // MARK: RoomEventListener
 
     public func onRoomJoined() {
         lock.withLock { joined = true }
-        for p in room.participants.values { noteParticipant(p) }
+        for p in room.participants.values.sorted(by: { $0.id < $1.id }) { noteParticipant(p) }
+        writeManifest()
+        logStage()
         let topic = "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)"
         Task {
             do {
                 try await room.pubSub.subscribe(topic: topic, listener: self)
                 lock.withLock { inviteSubscribed = true }
+                log("listening for stage invites on \(topic)")
             } catch {
                 log("cannot subscribe to \(topic): \(error)")
             }
@@ -310,25 +597,42 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             leftReason = reason
             return joined
         }
-        if wasJoined { log("left room: \(reason.name)") }
+        if wasJoined { log("left room: \(reason.name) (\(reason.rawValue))") }
+    }
+
+    public func onRoomStateChanged(_ state: RoomState) {
+        guard lock.withLock({ joined }) else { return }
+        if state == .RECONNECTING {
+            counters.reconnected()
+            log("connection lost; reconnecting")
+        }
     }
 
     public func onParticipantJoined(_ participant: Participant) {
         noteParticipant(participant)
+        log("participant joined: \(participant.id) (\(participant.mode.rawValue))")
+        logStage()
         reconcile()
     }
 
     public func onParticipantLeft(_ participant: Participant, reason: Understudy.LeaveReason) {
-        lock.withLock { consumed[participant.id] = nil }
+        log("participant left: \(participant.id) (\(reason.name))")
+        lock.withLock {
+            participantsSeen[participant.id]?["leftAt"] = Self.timestamp()
+            writeManifestLocked()
+        }
+        logStage()
         reconcile()
     }
 
     public func onParticipantModeChanged(participantId: String, mode: Mode) {
         lock.withLock {
             modeChanges.append(["participantId": participantId, "mode": mode.rawValue, "at": Self.timestamp()])
+            participantsSeen[participantId]?["mode"] = mode.rawValue
             writeManifestLocked()
         }
         log("mode of \(participantId) is now \(mode.rawValue)")
+        logStage()
         reconcile()
     }
 
@@ -355,6 +659,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         case .no: accepted = false
         case .from(let ids): accepted = ids.contains(message.senderId)
         }
+        counters.invite(accepted: accepted)
         guard accepted else {
             lock.withLock {
                 refusedInvites += 1

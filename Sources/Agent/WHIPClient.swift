@@ -49,29 +49,16 @@ public enum WHIPClient {
         let endpoint: HTTPURL
         do { endpoint = try HTTPURL(url) } catch { throw .http("\(error)") }
         if video == .none && audio == .none { throw .badArgument("nothing to send: both --video and --audio are none") }
-        let media: SyntheticMedia
+        // Files are read (and checked) before any network exchange, so a bad file fails fast.
+        let videoSource: MediaSource?
+        let audioSource: MediaSource?
         do {
-            switch (video, audio) {
-            case (.file, _), (_, .file):
-                var v: String?
-                var a: String?
-                if case .file(let p) = video { v = p }
-                if case .file(let p) = audio { a = p }
-                let fromFiles = try SyntheticMedia.fromFiles(video: v, audio: a)
-                if video == .synthetic || audio == .synthetic {
-                    let synthetic = SyntheticMedia.shared(layers: 1)
-                    media = SyntheticMedia(
-                        videoLayers: v != nil ? fromFiles.videoFrames : synthetic.videoFrames,
-                        audio: a != nil ? fromFiles.audioFrames : synthetic.audioFrames)
-                } else {
-                    media = fromFiles
-                }
-            default:
-                media = SyntheticMedia.shared(layers: 1)
-            }
+            videoSource = try Self.source(video, kind: .video)
+            audioSource = try Self.source(audio, kind: .audio)
         } catch {
             throw .file("\(error)")
         }
+        let sources = UncheckedSources(video: videoSource, audio: audioSource)
         let session = try await Session(endpoint: endpoint, token: token, log: log)
         defer { session.shutdown() }
         let pc = session.pc
@@ -79,20 +66,38 @@ public enum WHIPClient {
         pump = await pc.loop.submit {
             let v = video == .none ? nil : pc.addTransceiver(kind: .video, direction: .sendonly)
             let a = audio == .none ? nil : pc.addTransceiver(kind: .audio, direction: .sendonly)
-            return MediaPump(connection: pc, media: media, video: v, audio: a)
+            return MediaPump(
+                connection: pc, video: v, videoSource: sources.video, audio: a, audioSource: sources.audio)
         }
         try await session.negotiate()
         await pc.loop.submit { pump.attach() }
         log("publishing for \(duration) s")
         await ShutdownSignal.shared.sleep(seconds: duration)
         var summary = await pc.loop.submit {
-            pump.detach()
+            pump.close()
             return Self.summarize(pc)
         }
         summary.videoFrames = pump.videoFramesSent
         summary.audioFrames = pump.audioFramesSent
         summary.resourceDeleted = await session.deleteResource()
         return summary
+    }
+
+    /// The source for one kind: the synthetic loop, a file (IVF/WebM video, Ogg/WebM audio), or none.
+    static func source(_ choice: SourceChoice, kind: MediaKind) throws(MediaSourceError) -> MediaSource? {
+        switch choice {
+        case .none: return nil
+        case .synthetic:
+            return try LocalSources.makeSource(kind: kind, layers: 1, video: .testPattern, audio: .tone)
+        case .file(let path):
+            return try LocalSources.makeSource(kind: kind, layers: 1, video: .file(path), audio: .file(path))
+        }
+    }
+
+    /// Hands the sources to the loop thread, which owns them from then on.
+    struct UncheckedSources: @unchecked Sendable {
+        let video: MediaSource?
+        let audio: MediaSource?
     }
 
     /// Plays from the WHEP endpoint at `url` for `duration` seconds, recording to `recordPath`.

@@ -68,7 +68,7 @@ public enum ReceivePathBenchmark {
         }
         let rx = try PeerConnection(loop: rxLoop)
         let tx = try PeerConnection(loop: txLoop)
-        let transceiver = try await txLoop.submit { tx.addTransceiver(kind: .video, direction: .sendonly) }
+        let transceiver = await txLoop.submit { tx.addTransceiver(kind: .video, direction: .sendonly) }
         let offer = try await txLoop.submit {
             let o = try tx.createOffer()
             try tx.setLocalDescription(o)

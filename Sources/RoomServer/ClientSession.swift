@@ -37,6 +37,8 @@ final class ClientSession: @unchecked Sendable {
     }
 
     var currentPhase: Phase { locked { phase } }
+    /// The room this session joined (nil before).
+    var joinedRoom: Room? { locked { room } }
     var participantId: String? { locked { participantIdValue } }
 
     /// Claims the session for a join; false when a join is already under way or done.
@@ -102,6 +104,7 @@ final class ClientSession: @unchecked Sendable {
             return reject(id, RoomError(3073, "expected a request {id, method, data}"))
         }
         guard takeRateToken() else { return reject(id, RoomError(4000, "rate limit exceeded: slow down")) }
+        if method == "restartIce", data.objectValue != nil { return handleRestartICE(id: id, data: data) }
         guard RoomServer.methods.contains(method) else {
             return reject(id, RoomError(3068, "unknown method '\(method.prefix(64))'"))
         }

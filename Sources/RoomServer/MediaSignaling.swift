@@ -148,3 +148,55 @@ struct SpeakerDetector {
         return nil
     }
 }
+
+// MARK: Reconnection: ICE restart
+
+extension ClientSession {
+    /// `restartIce {connection, ufrag, pwd}` → `{ufrag, pwd}`, or for the publish connection
+    /// `restartIce {connection: "publish", sdp}` → `{sdp}` (a re-offer with new credentials).
+    ///
+    /// Runs on the room's queue like every other request of a joined participant, so it is ordered
+    /// with produce and subscribe negotiation. See docs/protocol.md, "Reconnection".
+    func handleRestartICE(id: JSONValue, data: JSONValue) {
+        guard let room = joinedRoom, let participantId = participantId, currentPhase == .joined else {
+            return respond(id, error: RoomError(3035, "'restartIce' was called before the room was joined"))
+        }
+        room.enqueue {
+            do throws(RoomError) {
+                let result = try self.restartICE(roomId: room.id, participantId: participantId, data: data)
+                self.respond(id, result)
+            } catch {
+                self.respond(id, error: error)
+                if error.code == 3073 { self.noteBadMessage() }
+            }
+        }
+    }
+
+    private func restartICE(roomId: String, participantId: String, data: JSONValue) throws(RoomError) -> JSONValue {
+        guard let which = data["connection"]?.stringValue, let role = SFUConnectionRole(rawValue: which) else {
+            throw RoomError(3073, "restartIce needs connection: \"publish\" or \"subscribe\"")
+        }
+        guard let media = server.media() else { throw RoomError(5000, "the media server is stopping") }
+        let key = RoomMedia.key(room: roomId, participant: participantId)
+        if let sdp = data["sdp"]?.stringValue {
+            guard role == .publish else { throw RoomError(3073, "an SDP restart applies to the publish connection") }
+            let offer: SessionDescription
+            do { offer = try SessionDescription.parse(sdp) } catch {
+                throw RoomError(3073, "restartIce: bad SDP: \(error)")
+            }
+            let answer = try media.call("restartIce") {
+                try await $0.restartPublishICE(participantID: key, offer: offer)
+            }
+            return ["connection": .string(which), "sdp": .string(answer.serialize())]
+        }
+        guard let ufrag = data["ufrag"]?.stringValue, let pwd = data["pwd"]?.stringValue,
+            (4...256).contains(ufrag.utf8.count), (22...256).contains(pwd.utf8.count)
+        else {
+            throw RoomError(3073, "restartIce needs ufrag (4-256 chars) and pwd (22-256 chars), or sdp")
+        }
+        let fresh = try media.call("restartIce") {
+            try await $0.restartICE(participantID: key, connection: role, remoteUfrag: ufrag, remotePassword: pwd)
+        }
+        return ["connection": .string(which), "ufrag": .string(fresh.ufrag), "pwd": .string(fresh.password)]
+    }
+}

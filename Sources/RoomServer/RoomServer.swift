@@ -243,6 +243,7 @@ public final class RoomServer: @unchecked Sendable {
     // MARK: HTTP
 
     private func installRoutes(on server: HTTPServer) {
+        installWebRoutes(on: server)  // the browser page (Web/WebPage.swift)
         server.webSocket(path: "/v1/rtc") { [weak self] request in
             guard let self else { return .reject(HTTPResponse.text("gone\n", status: 503)) }
             let token = request.query("token") ?? bearerToken(request)

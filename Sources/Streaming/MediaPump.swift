@@ -42,8 +42,12 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
             audio: audio, audioSource: SyntheticAudioSource(media: media))
     }
 
-    /// Times the synthetic video source jumped ahead to a keyframe on request.
-    public var keyframeJumps: Int { (videoSource as? SyntheticVideoSource)?.keyframeJumps ?? 0 }
+    /// Times the pre-encoded video source (synthetic or file) jumped ahead to a keyframe on request.
+    public var keyframeJumps: Int {
+        if let synthetic = videoSource as? SyntheticVideoSource { return synthetic.keyframeJumps }
+        if let file = videoSource as? FileVideoSource { return file.keyframeJumps }
+        return 0
+    }
 
     /// Registers the pump with the connection's loop. Must run on the loop thread.
     public func attach() {

@@ -45,6 +45,10 @@ public struct UnderstudyError: Error, Sendable, Hashable, CustomStringConvertibl
     public static func canonicalName(_ code: Int) -> String { names[code] ?? "UNKNOWN_ERROR" }
 }
 
+/// The SDK's documented error type name, so that code written against the docs
+/// (`catch let error as VideoSDKError`) ports unchanged.
+public typealias VideoSDKError = UnderstudyError
+
 /// Why a participant left the room (`onRoomLeft`, `onParticipantLeft`).
 public enum LeaveReason: Int, Sendable, Hashable {
     case WEBSOCKET_DISCONNECTED = 1001

@@ -52,12 +52,15 @@ public protocol ParticipantEventListener: AnyObject {
     func onStreamEnabled(_ stream: MediaStream, participant: Participant)
     func onStreamDisabled(_ stream: MediaStream, participant: Participant)
     func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus)
+    /// The webcam quality this device receives from the participant changed (after ``Participant/setQuality(_:)``).
+    func onVideoQualityChanged(participantId: String, prevQuality: VideoQuality, currentQuality: VideoQuality)
 }
 
 extension ParticipantEventListener {
     public func onStreamEnabled(_ stream: MediaStream, participant: Participant) {}
     public func onStreamDisabled(_ stream: MediaStream, participant: Participant) {}
     public func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus) {}
+    public func onVideoQualityChanged(participantId: String, prevQuality: VideoQuality, currentQuality: VideoQuality) {}
 }
 
 /// PubSub deliveries for a topic, on the room's ``Room/eventQueue``.

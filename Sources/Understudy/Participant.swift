@@ -21,7 +21,15 @@ public final class Participant: @unchecked Sendable {
     private var _streams: [String: MediaStream] = [:]
     private var _pinState = PinState(cam: false, share: false)
     private var _quality: VideoQuality?
+    private var _shareQuality: VideoQuality?
+    private var _flashCaptureRunning = false
     private var listeners: [WeakParticipantListener] = []
+    /// The webcam frames since the last keyframe, for ``captureImage(width:height:flash:)``.
+    let captureFrames = CaptureFrameBuffer()
+    /// The received screen share's picture size (stats).
+    let sharePictureSize = PictureSizeTracker()
+    /// The previous transport totals (``getTransportStats()`` bitrates).
+    let transportSample = TransportSample()
 
     init(id: String, name: String, isLocal: Bool, json: JSONValue?) {
         self.id = id
@@ -47,13 +55,33 @@ public final class Participant: @unchecked Sendable {
     public var pinState: PinState { lock.withLock { _pinState } }
     /// The preferred webcam quality this device set with ``setQuality(_:)``.
     public var videoQuality: VideoQuality? { lock.withLock { _quality } }
+    /// The preferred screen-share quality this device set with ``setScreenShareQuality(_:)``.
+    public var screenShareQuality: VideoQuality? { lock.withLock { _shareQuality } }
 
     func update(mode: Mode) { lock.withLock { _mode = mode } }
     func update(mic: Bool) { lock.withLock { _micOn = mic } }
     func update(webcam: Bool) { lock.withLock { _webcamOn = webcam } }
     func update(pin: PinState) { lock.withLock { _pinState = pin } }
     func addStream(_ s: MediaStream) { lock.withLock { _streams[s.id] = s } }
-    func removeStream(id: String) -> MediaStream? { lock.withLock { _streams.removeValue(forKey: id) } }
+    func removeStream(id: String) -> MediaStream? {
+        let removed = lock.withLock { _streams.removeValue(forKey: id) }
+        // A stopped webcam leaves nothing to capture; a restarted one starts from its next keyframe.
+        if removed?.kind == .video { captureFrames.clear() }
+        if removed?.kind == .share { sharePictureSize.clear() }
+        return removed
+    }
+    func setShareQuality(_ q: VideoQuality) { lock.withLock { _shareQuality = q } }
+    /// Claims the single flash capture slot; false when a flash capture is already running.
+    func beginFlashCapture() -> Bool {
+        lock.withLock {
+            if _flashCaptureRunning { return false }
+            _flashCaptureRunning = true
+            return true
+        }
+    }
+    func endFlashCapture() { lock.withLock { _flashCaptureRunning = false } }
+    /// Whether a stream of `kind` exists now (local: produced; remote: arriving on this device).
+    func hasStream(_ kind: StreamKind) -> Bool { lock.withLock { _streams.values.contains { $0.kind == kind } } }
 
     // MARK: Listeners
 
@@ -76,6 +104,18 @@ public final class Participant: @unchecked Sendable {
 
     // MARK: Remote methods (seed 003)
 
+    /// Mic/cam moderation: remote participants only (the local one uses the Room's methods): 3068.
+    private func moderate(_ api: String, _ method: String) async throws {
+        guard let room else { throw UnderstudyError(code: 3035, message: "\(api) called outside a room") }
+        try room.gate(api)
+        if isLocal {
+            let roomMethod = ["enableMic": "unmuteMic", "disableMic": "muteMic"][api] ?? api
+            throw UnderstudyError(
+                code: 3068, message: "\(api) works only on remote participants; use Room.\(roomMethod)() for your own")
+        }
+        try await remoteCall(api, method, ["participantId": .string(id)], agentRefused: true)
+    }
+
     private func remoteCall(_ api: String, _ method: String, _ data: JSONValue, agentRefused: Bool) async throws {
         guard let room else { throw UnderstudyError(code: 3035, message: "\(api) called outside a room") }
         try await room.participantRequest(
@@ -83,20 +123,24 @@ public final class Participant: @unchecked Sendable {
     }
 
     /// Asks this remote participant to turn its mic on (it gets `onMicRequested`).
+    /// - Throws: 3035/3065 (gating); 3068 on the local participant (use ``Room/unmuteMic()``) or an agent.
     public func enableMic() async throws {
-        try await remoteCall("enableMic", "requestMic", ["participantId": .string(id)], agentRefused: true)
+        try await moderate("enableMic", "requestMic")
     }
     /// Asks this remote participant to turn its webcam on (it gets `onWebcamRequested`).
+    /// - Throws: 3035/3065 (gating); 3068 on the local participant (use ``Room/enableCam()``) or an agent.
     public func enableCam() async throws {
-        try await remoteCall("enableCam", "requestCam", ["participantId": .string(id)], agentRefused: true)
+        try await moderate("enableCam", "requestCam")
     }
-    /// Turns this remote participant's mic off at once.
+    /// Turns this remote participant's mic off at once, without asking.
+    /// - Throws: 3035/3065 (gating); 3068 on the local participant (use ``Room/muteMic()``) or an agent.
     public func disableMic() async throws {
-        try await remoteCall("disableMic", "disableMic", ["participantId": .string(id)], agentRefused: true)
+        try await moderate("disableMic", "disableMic")
     }
-    /// Turns this remote participant's webcam off at once.
+    /// Turns this remote participant's webcam off at once, without asking.
+    /// - Throws: 3035/3065 (gating); 3068 on the local participant (use ``Room/disableCam()``) or an agent.
     public func disableCam() async throws {
-        try await remoteCall("disableCam", "disableCam", ["participantId": .string(id)], agentRefused: true)
+        try await moderate("disableCam", "disableCam")
     }
     /// Removes this participant from the room (it leaves with `REMOVE_PEER`).
     public func remove() async throws {
@@ -113,15 +157,30 @@ public final class Participant: @unchecked Sendable {
             "unpin", "unpin", ["participantId": .string(id), "pinType": .string(type.rawValue)], agentRefused: false)
     }
     /// Picks which simulcast layer of this participant's webcam this device receives.
+    /// Does nothing for the local participant or when ``videoQuality`` already is `quality`; throws 3068
+    /// when this device receives no webcam video from the participant (or it is an agent).
+    /// A change is reported to this participant's listeners with `onVideoQualityChanged`.
     public func setQuality(_ quality: VideoQuality) async throws {
-        if isLocal || videoQuality == quality {
-            try room?.gate("setQuality")
-            return
-        }
-        try await remoteCall(
-            "setQuality", "setQuality", ["participantId": .string(id), "quality": .string(quality.rawValue)],
-            agentRefused: true)
+        guard let room else { throw UnderstudyError(code: 3035, message: "setQuality called outside a room") }
+        try room.gate("setQuality")
+        if isAgent { throw UnderstudyError(code: 3068, message: "setQuality is not supported on an agent participant") }
+        if isLocal || videoQuality == quality { return }
+        let response = try await room.call(
+            "setQuality",
+            ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": "webcam"])
+        // Until this device picks a layer the server forwards the top one.
+        let previous = response["previousQuality"]?.stringValue.flatMap(VideoQuality.init(rawValue:)) ?? .high
         lock.withLock { _quality = quality }
+        if previous != quality { reportQualityChange(from: previous, to: quality) }
+    }
+
+    private func reportQualityChange(from previous: VideoQuality, to current: VideoQuality) {
+        guard let room else { return }
+        room.eventQueue.async {
+            for l in self.liveListeners {
+                l.onVideoQualityChanged(participantId: self.id, prevQuality: previous, currentQuality: current)
+            }
+        }
     }
     /// Tells the server the size (pixels) at which this participant's webcam is shown.
     public func setViewPort(width: Int, height: Int) async throws {

@@ -26,7 +26,8 @@ public enum Understudy {
     ) throws -> Room {
         guard !roomId.isEmpty else { throw UnderstudyError(code: 3073, message: "roomId must not be empty") }
         if let participantId, participantId.isEmpty || participantId.contains(where: \.isWhitespace) {
-            throw UnderstudyError(code: 3073, message: "participantId must be non-empty without whitespace")
+            // room-api §1: an id with whitespace is rejected with INVALID_PARTICIPANT_ID.
+            throw UnderstudyError(code: 4004, message: "participantId must be non-empty without whitespace")
         }
         return Room(
             roomId: roomId, token: token, participantName: participantName, participantId: participantId,
@@ -72,12 +73,12 @@ public final class Room: @unchecked Sendable {
 
     // Confined to `eventQueue`.
     private var listeners: [RoomEventListener] = []
-    private var socket: WebSocketConnection?
+    var socket: WebSocketConnection?
     private var nextRequestId = 1
-    private var pending: [Int: (Result<JSONValue, SignalError>) -> Void] = [:]
-    private var exitReason: LeaveReason?
-    private var leaving = false
-    private var ending = false
+    var pending: [Int: (Result<JSONValue, SignalError>) -> Void] = [:]
+    var exitReason: LeaveReason?
+    var leaving = false
+    var ending = false
     let operationLock = NSLock()
     let operationFlag = ResultBoxFlag()
     /// Mic/cam state to restore when returning to SEND_AND_RECV.
@@ -242,6 +243,7 @@ public final class Room: @unchecked Sendable {
             throw UnderstudyError(code: 3068, message: "\(api) is not supported on an agent participant")
         }
         _ = try await call(method, data)
+        noteConsumeChoice(method, data)
     }
 
     // MARK: Join / leave / end
@@ -266,7 +268,7 @@ public final class Room: @unchecked Sendable {
 
     /// Opens a signalling socket and sends `join`; `handle` runs on the event queue with the outcome,
     /// before any later message is processed.
-    private func connectAndJoin(
+    func connectAndJoin(
         participantId: String?, _ handle: @escaping (Result<JSONValue, UnderstudyError>) -> Void
     ) async {
         let handler = UncheckedSendable(handle)
@@ -322,7 +324,7 @@ public final class Room: @unchecked Sendable {
         }
     }
 
-    private func onQueue(_ work: @escaping @Sendable () -> Void) async {
+    func onQueue(_ work: @escaping @Sendable () -> Void) async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             eventQueue.async {
                 work()
@@ -419,7 +421,7 @@ public final class Room: @unchecked Sendable {
         guard exitReason == nil, let connection, connection === socket else { return }
         if leaving || ending {
             finish(leaving ? .MANUAL_LEAVE_CALLED : .ROOM_CLOSE)
-        } else if isJoined && state == .CONNECTED && reconnectAttempts > 0 {
+        } else if isJoined && (state == .CONNECTED || state == .RECONNECTING) && reconnectAttempts > 0 {
             startReconnect()
         } else {
             finish(.WEBSOCKET_DISCONNECTED)
@@ -433,72 +435,24 @@ public final class Room: @unchecked Sendable {
     /// Pause before each rejoin attempt, in seconds.
     var reconnectDelay = 0.5
     /// Ids re-announced by the server during a rejoin.
-    private var rejoinSeen: Set<String>?
+    var rejoinSeen: Set<String>?
+    /// ICE restart and rejoin bookkeeping (RoomReconnection.swift).
+    let reconnection = ReconnectionState()
+
+    var isFinished: Bool { lock.withLock { _finished } }
+
+    /// After a rejoin: drops the remote participants the server did not announce again.
+    func dropParticipants(notIn seen: Set<String>) -> [Participant] {
+        lock.withLock {
+            let gone = _participants.values.filter { !seen.contains($0.id) }
+            for p in gone { _participants[p.id] = nil }
+            return gone
+        }
+    }
 
     /// Test hook: drops the signalling socket as a network failure would.
     func simulateConnectionDrop() {
         eventQueue.async { self.socket?.close(code: 1001, reason: "simulated drop") }
-    }
-
-    private func startReconnect() {
-        setState(.RECONNECTING)
-        socket = nil
-        let aborted = pending
-        pending.removeAll()
-        for (_, handler) in aborted {
-            handler(
-                .failure(SignalError(code: 3065, name: "ERROR_ROOM_RECONNECTING", message: "the connection dropped")))
-        }
-        let restore = media.producingKinds
-        media.resetConnections()
-        rejoinSeen = []
-        let localId = localParticipant.id
-        Task {
-            for _ in 0..<reconnectAttempts {
-                try? await Task.sleep(nanoseconds: UInt64(reconnectDelay * 1_000_000_000))
-                if lock.withLock({ _finished }) { return }
-                let rejoined: Bool = await withCheckedContinuation { c in
-                    Task {
-                        await self.connectAndJoin(participantId: localId) { result in
-                            if case .success(let response) = result {
-                                self.rejoinSucceeded(response, restore: restore)
-                                c.resume(returning: true)
-                            } else {
-                                c.resume(returning: false)
-                            }
-                        }
-                    }
-                }
-                if rejoined { return }
-            }
-            await onQueue {
-                guard self.exitReason == nil else { return }
-                self.setState(.FAILED)
-                self.finish(.WEBSOCKET_CONNECTION_ATTEMPTS_EXHAUSTED)
-            }
-        }
-    }
-
-    private func rejoinSucceeded(_ response: JSONValue, restore: Set<StreamKind>) {
-        guard exitReason == nil else { return }
-        let seen = rejoinSeen ?? []
-        rejoinSeen = nil
-        let gone: [Participant] = lock.withLock {
-            let g = _participants.values.filter { !seen.contains($0.id) }
-            for p in g { _participants[p.id] = nil }
-            return g
-        }
-        for p in gone { emit { $0.onParticipantLeft(p, reason: .UNKNOWN) } }
-        setState(.CONNECTED)
-        emit { $0.onRoomJoined() }
-        let topics = pubSub.topics
-        Task {
-            for topic in topics { _ = try? await self.call("subscribe", ["topic": .string(topic)]) }
-            let kinds = [StreamKind.audio, .video].filter { restore.contains($0) }
-            if self.localParticipant.mode == .SEND_AND_RECV {
-                try? await self.media.produce(kinds, reportStatus: true)
-            }
-        }
     }
 
     // MARK: Incoming

@@ -4,7 +4,7 @@ import Signaling
 
 extension Room {
     /// Claims the single slot for a mode change or mic/cam toggle (3055 when taken).
-    private func beginOperation(_ api: String) throws {
+    func beginOperation(_ api: String) throws {
         let taken: Bool = operationLock.withLock {
             if operationFlag.value { return true }
             operationFlag.value = true
@@ -15,7 +15,7 @@ extension Room {
         }
     }
 
-    private func endOperation() { operationLock.withLock { operationFlag.value = false } }
+    func endOperation() { operationLock.withLock { operationFlag.value = false } }
 
     /// Changes the caller's own mode (seed 000). Leaving `SEND_AND_RECV` stops screen, camera and mic;
     /// returning restores what was on before (or `micEnabled`/`camEnabled` for a participant that
@@ -88,29 +88,30 @@ extension Room {
         return media.stats(for: participant, kind: kind)
     }
 
-    /// Blocks on the server's `getStats` (local participant) or sums this device's receive counters.
+    /// Blocks on the server's `getStats` (local participant). For a remote participant only what flows
+    /// from it to this device is known here: that is its `send`, and its `receive` stays 0. Bitrates
+    /// are over the time since the previous call for the same participant (0 on the first).
     func transportStats(for participant: Participant) -> [String: Any]? {
         guard statsAllowed else { return nil }
-        if !participant.isLocal {
-            let rows = (media.stats(for: participant, kind: .audio)) + (media.stats(for: participant, kind: .video))
-            let kbps = rows.compactMap { $0["bitrate"] as? Double }.reduce(0, +)
-            return [
-                "send": ["outgoingBitrate": 0.0, "totalSentBytes": 0],
-                "receive": ["incomingBitrate": kbps, "totalReceivedBytes": 0],
-            ]
+        var sent = 0
+        var received = 0
+        if participant.isLocal {
+            let semaphore = DispatchSemaphore(value: 0)
+            let box = ResultBox<JSONValue>()
+            Task {
+                box.value = try? await self.call("getStats")
+                semaphore.signal()
+            }
+            guard semaphore.wait(timeout: .now() + 5) == .success, let data = box.value else { return nil }
+            sent = (data["producers"]?.arrayValue ?? []).compactMap { $0["bytesReceived"]?.intValue }.reduce(0, +)
+            received = (data["consumers"]?.arrayValue ?? []).compactMap { $0["bytesSent"]?.intValue }.reduce(0, +)
+        } else {
+            sent = Int(clamping: media.receivedBytes(from: participant.id))
         }
-        let semaphore = DispatchSemaphore(value: 0)
-        let box = ResultBox<JSONValue>()
-        Task {
-            box.value = try? await self.call("getStats")
-            semaphore.signal()
-        }
-        guard semaphore.wait(timeout: .now() + 5) == .success, let data = box.value else { return nil }
-        let sent = (data["producers"]?.arrayValue ?? []).compactMap { $0["bytesReceived"]?.intValue }.reduce(0, +)
-        let received = (data["consumers"]?.arrayValue ?? []).compactMap { $0["bytesSent"]?.intValue }.reduce(0, +)
+        let (sendKbps, receiveKbps) = participant.transportSample.rates(sent: sent, received: received)
         return [
-            "send": ["outgoingBitrate": 0.0, "totalSentBytes": sent],
-            "receive": ["incomingBitrate": 0.0, "totalReceivedBytes": received],
+            "send": ["outgoingBitrate": sendKbps, "totalSentBytes": sent],
+            "receive": ["incomingBitrate": receiveKbps, "totalReceivedBytes": received],
         ]
     }
 }

@@ -13,7 +13,9 @@ final class RoomMedia: @unchecked Sendable {
     private let lock = NSLock()
     private var publish: PeerConnection?
     private var publishConnected = false
-    private var pump: MediaPump?
+    /// One pump per local track (mic, webcam, screen share). A pump's clock starts when it does, so a
+    /// running track keeps its pump when another track starts or stops (a new pump would stall it).
+    private var pumps: [StreamKind: MediaPump] = [:]
     /// The local tracks' sources by kind; used only on the publish loop thread once created.
     private var sources: [StreamKind: UncheckedSendable<MediaSource>] = [:]
     private var activeTransceivers: [StreamKind: RTPTransceiver] = [:]
@@ -29,18 +31,30 @@ final class RoomMedia: @unchecked Sendable {
     private var consumers: [String: ConsumerInfo] = [:]
     /// Consumer ids whose media has arrived (their `onStreamEnabled` fired).
     private var flowing: Set<String> = []
-    private var previousSamples: [String: (packets: UInt64, bytes: UInt64, lost: Int64, at: UInt64)] = [:]
+    private var previousSamples: [String: (packets: UInt64, bytes: UInt64, lost: Int64, frames: UInt64, at: UInt64)] =
+        [:]
     private var closed = false
 
     var producingKinds: Set<StreamKind> { lock.withLock { Set(producers.keys) } }
+    /// The local source of `kind` as wrapped for captures and stats sizes.
+    func localTap(_ kind: StreamKind) -> CaptureTapSource? {
+        lock.withLock { sources[kind]?.value as? CaptureTapSource }
+    }
+    /// The open connections with their role in the room protocol (`publish`, `subscribe`).
+    var connections: [(role: String, pc: PeerConnection)] {
+        lock.withLock {
+            [("publish", publish), ("subscribe", subscribe)].compactMap { r in r.1.map { (r.0, $0) } }
+        }
+    }
 
     // MARK: Publishing
 
     private func publishConnection() throws -> PeerConnection {
         try lock.withLock {
             if let publish { return publish }
-            let pc = try PeerConnection(loop: EventLoop(name: "understudy-pub"))
+            let pc = try PeerConnection(loop: EventLoop(name: "understudy-pub"), configuration: Self.clientConfiguration)
             publish = pc
+            watch(pc)
             return pc
         }
     }
@@ -53,9 +67,11 @@ final class RoomMedia: @unchecked Sendable {
         try makeSources(for: kinds, layers: max(1, rids.count))
         let (offer, added) = try await pc.loop.submit { () throws -> (String, [RTPTransceiver]) in
             let added = kinds.map { kind in
-                kind == .video
-                    ? pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids)
-                    : pc.addTransceiver(kind: .audio, direction: .sendonly)
+                switch kind {
+                case .video: return pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids)
+                case .share: return pc.addTransceiver(kind: .video, direction: .sendonly)  // one layer
+                default: return pc.addTransceiver(kind: .audio, direction: .sendonly)
+                }
             }
             let o = try pc.createOffer()
             try pc.setLocalDescription(o)
@@ -66,12 +82,18 @@ final class RoomMedia: @unchecked Sendable {
         do {
             response = try await room.call("produce", ["tracks": tracks, "sdp": .string(offer)])
         } catch let e as UnderstudyError {
-            let code = kinds.contains(.video) ? 3049 : 3058
+            // The refused m-lines stay in the connection: offer them inactive so a later produce is not
+            // taken for them.
+            let refused = UncheckedSendable(added)
+            await pc.loop.submit { for t in refused.value { t.direction = .inactive } }
+            let code = kinds.contains(.share) ? 3061 : kinds.contains(.video) ? 3049 : 3058
             throw e.code == 3066 || e.code == 3056
                 ? e : UnderstudyError(code: code, message: "produce failed: \(e.message)")
         }
         guard let sdp = response["sdp"]?.stringValue, let answer = try? SessionDescription.parse(sdp) else {
-            throw UnderstudyError(code: kinds.contains(.video) ? 3049 : 3058, message: "produce: no usable SDP answer")
+            throw UnderstudyError(
+                code: kinds.contains(.share) ? 3061 : kinds.contains(.video) ? 3049 : 3058,
+                message: "produce: no usable SDP answer")
         }
         try await pc.loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
         if !lock.withLock({ publishConnected }) {
@@ -94,7 +116,7 @@ final class RoomMedia: @unchecked Sendable {
         }
         await rebuildPump()
         if reportStatus {
-            for kind in kinds {
+            for kind in kinds where kind == .audio || kind == .video {
                 _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": true])
             }
         }
@@ -115,16 +137,21 @@ final class RoomMedia: @unchecked Sendable {
         let factory = room.mediaSourceFactory
         for kind in kinds where lock.withLock({ sources[kind] == nil }) {
             let mediaKind: MediaKind = kind == .audio ? .audio : .video
-            let source: MediaSource
+            let layers = kind == .video ? layers : 1
+            var source: MediaSource
             if let factory {
                 do { source = try factory(mediaKind, mediaKind == .video ? layers : 1) } catch {
                     throw UnderstudyError(
-                        code: kind == .video ? 3049 : 3058, message: "cannot open the \(kind.wireKind) source: \(error)")
+                        code: kind == .share ? 3061 : kind == .video ? 3049 : 3058,
+                        message: "cannot open the \(kind.wireKind) source: \(error)")
                 }
             } else if mediaKind == .video {
                 source = SyntheticVideoSource(media: SyntheticMedia.shared(layers: layers), layers: layers)
             } else {
                 source = SyntheticAudioSource(media: SyntheticMedia.shared(layers: 1))
+            }
+            if kind == .video || kind == .share {
+                source = CaptureTapSource(source, buffer: kind == .video ? room.localParticipant.captureFrames : nil)
             }
             lock.withLock { sources[kind] = UncheckedSendable(source) }
         }
@@ -147,20 +174,41 @@ final class RoomMedia: @unchecked Sendable {
 
     private func rebuildPump() async {
         guard let pc = lock.withLock({ publish }) else { return }
-        let (video, audio, old, videoSource, audioSource) = lock.withLock {
-            (activeTransceivers[.video], activeTransceivers[.audio], pump, sources[.video], sources[.audio])
+        for kind in [StreamKind.audio, .video, .share] { await rebuildPump(kind, on: pc) }
+    }
+
+    /// Starts or stops the pump of `kind` when its source changed; a running track keeps its pump.
+    private func rebuildPump(_ kind: StreamKind, on pc: PeerConnection) async {
+        let (transceiver, source, old) = lock.withLock { (activeTransceivers[kind], sources[kind], pumps[kind]) }
+        if let old, let source, transceiver != nil,
+            (kind == .audio ? old.audioSource : old.videoSource) === source.value
+        {
+            return
         }
-        let box = UncheckedSendable((video, audio, old, videoSource?.value, audioSource?.value))
+        let box = UncheckedSendable((transceiver, source?.value, old))
         let newPump: MediaPump? = await pc.loop.submit {
-            let (video, audio, old, videoSource, audioSource) = box.value
+            let (transceiver, source, old) = box.value
             old?.detach()
-            guard video != nil || audio != nil else { return nil }
-            let p = MediaPump(
-                connection: pc, video: video, videoSource: videoSource, audio: audio, audioSource: audioSource)
+            guard let transceiver, let source else { return nil }
+            let p =
+                kind == .audio
+                ? MediaPump(connection: pc, video: nil, videoSource: nil, audio: transceiver, audioSource: source)
+                : MediaPump(connection: pc, video: transceiver, videoSource: source, audio: nil, audioSource: nil)
             p.attach()
             return p
         }
-        lock.withLock { pump = newPump }
+        lock.withLock { pumps[kind] = newPump }
+    }
+
+    private func detachPumps(on pc: PeerConnection?) {
+        let old: [MediaPump] = lock.withLock {
+            let p = Array(pumps.values)
+            pumps.removeAll()
+            return p
+        }
+        guard let pc, !old.isEmpty else { return }
+        let box = UncheckedSendable(old)
+        pc.loop.execute { for p in box.value { p.detach() } }
     }
 
     /// Stops a local stream; `onServer` also closes the producer and announces the status off.
@@ -175,7 +223,9 @@ final class RoomMedia: @unchecked Sendable {
         closeSources([kind], on: lock.withLock { publish })
         if onServer {
             _ = try? await room.call("closeProducer", ["producerId": .string(producerId)])
-            _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
+            if kind != .share {
+                _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
+            }
         }
         announceStopped(kind, producerId: producerId)
     }
@@ -199,18 +249,13 @@ final class RoomMedia: @unchecked Sendable {
     /// On the event queue, when the room is left: every local stream ends with `onStreamDisabled`.
     func stopAllLocal(announce: Bool) {
         guard let room else { return }
-        let (stopped, oldPump, pc) = lock.withLock { () -> ([StreamKind: String], MediaPump?, PeerConnection?) in
+        let (stopped, pc) = lock.withLock { () -> ([StreamKind: String], PeerConnection?) in
             let s = producers
             producers.removeAll()
             activeTransceivers.removeAll()
-            let p = pump
-            pump = nil
-            return (s, p, publish)
+            return (s, publish)
         }
-        if let oldPump, let pc {
-            let box = UncheckedSendable(oldPump)
-            pc.loop.execute { box.value.detach() }
-        }
+        detachPumps(on: pc)
         closeSources(nil, on: pc)
         let local = room.localParticipant
         for (kind, id) in stopped {
@@ -253,21 +298,17 @@ final class RoomMedia: @unchecked Sendable {
 
     /// Drops the publish connection so that the next `produce` negotiates a new one.
     func resetPublish() {
-        let (pc, oldPump) = lock.withLock { () -> (PeerConnection?, MediaPump?) in
-            let old = (publish, pump)
+        let pc: PeerConnection? = lock.withLock {
+            let old = publish
             publish = nil
-            pump = nil
             publishConnected = false
             activeTransceivers.removeAll()
             return old
         }
+        detachPumps(on: pc)
         closeSources(nil, on: pc)
         guard let pc else { return }
-        let box = UncheckedSendable(oldPump)
-        pc.loop.execute {
-            box.value?.detach()
-            pc.close()
-        }
+        pc.loop.execute { pc.close() }
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { pc.loop.shutdown() }
     }
 
@@ -293,8 +334,9 @@ final class RoomMedia: @unchecked Sendable {
     private func subscribeConnection() throws -> PeerConnection {
         try lock.withLock {
             if let subscribe { return subscribe }
-            let pc = try PeerConnection(loop: EventLoop(name: "understudy-sub"))
+            let pc = try PeerConnection(loop: EventLoop(name: "understudy-sub"), configuration: Self.clientConfiguration)
             subscribe = pc
+            watch(pc)
             pc.loop.execute { [weak self] in
                 pc.onFrame = { transceiver, _, frame, timing in
                     self?.frameArrived(transceiver.mid, frame, timing.arrivalTime)
@@ -314,6 +356,9 @@ final class RoomMedia: @unchecked Sendable {
         }
         guard let (_, info, first) = found else { return }
         room.onFrame?(info.participantId, frame.codec.kind, frame, arrival)
+        if info.kind == .video || info.kind == .share {
+            room.participant(info.participantId)?.receivedVideoFrame(frame, kind: info.kind)
+        }
         if first {
             room.eventQueue.async {
                 guard let p = room.participants[info.participantId] else { return }
@@ -322,6 +367,28 @@ final class RoomMedia: @unchecked Sendable {
                 for l in p.liveListeners { l.onStreamEnabled(s, participant: p) }
             }
         }
+    }
+
+    /// Asks the SFU for a keyframe of `participantId`'s webcam (PLI), so a capture can decode soon.
+    func requestWebcamKeyframe(of participantId: String) {
+        guard let pc = lock.withLock({ subscribe }) else { return }
+        let mids = lock.withLock {
+            Set(consumers.values.filter { $0.participantId == participantId && $0.kind == .video }.compactMap(\.mid))
+        }
+        pc.loop.execute {
+            for t in pc.transceivers where t.mid.map(mids.contains) ?? false { pc.requestKeyframe(on: t) }
+        }
+    }
+
+    /// Bytes this device received so far from `participantId`'s streams (all kinds); stats stay untouched.
+    func receivedBytes(from participantId: String) -> UInt64 {
+        guard let pc = lock.withLock({ subscribe }) else { return 0 }
+        let mids = lock.withLock {
+            Set(consumers.values.filter { $0.participantId == participantId }.compactMap(\.mid))
+        }
+        guard !mids.isEmpty else { return 0 }
+        let rows = onLoopSync(pc) { pc.receiverStats() } ?? []
+        return rows.reduce(0) { $0 + ($1.mid.map(mids.contains) ?? false ? $1.stats.bytesReceived : 0) }
     }
 
     func consumerCreated(_ data: JSONValue) {
@@ -393,14 +460,22 @@ final class RoomMedia: @unchecked Sendable {
 
     func stats(for participant: Participant, kind: StreamKind) -> [[String: Any]] {
         let mediaKind: MediaKind = kind == .audio || kind == .shareAudio ? .audio : .video
-        var samples: [(key: String, packets: UInt64, bytes: UInt64, lost: Int64, rid: String?)] = []
+        var samples:
+            [(
+                key: String, packets: UInt64, bytes: UInt64, lost: Int64, rid: String?, frames: UInt64, jitter: Double,
+                rtt: Double
+            )] = []
         if participant.isLocal {
-            guard kind == .audio || kind == .video, let pc = lock.withLock({ publish }),
+            guard kind == .audio || kind == .video || kind == .share, let pc = lock.withLock({ publish }),
                 let mid = lock.withLock({ activeTransceivers[kind]?.mid })
             else { return [] }
             let rows = onLoopSync(pc) { pc.senderStats() } ?? []
             for r in rows where r.kind == mediaKind && r.mid == mid {
-                samples.append(("local|\(mid)|\(r.layer)", r.stats.packetsSent, r.stats.bytesSent, 0, "\(r.layer)"))
+                samples.append(
+                    (
+                        "local|\(mid)|\(r.layer)", r.stats.packetsSent, r.stats.bytesSent, 0, "\(r.layer)",
+                        r.stats.framesSent, 0, Double(r.stats.roundTripTime) / 1e6
+                    ))
             }
         } else {
             guard let pc = lock.withLock({ subscribe }) else { return [] }
@@ -414,28 +489,53 @@ final class RoomMedia: @unchecked Sendable {
                 samples.append(
                     (
                         "\(participant.id)|\(mid)|\(r.rid ?? "")", r.stats.packetsReceived, r.stats.bytesReceived,
-                        r.stats.packetsLost, r.rid
+                        r.stats.packetsLost, r.rid, r.stats.framesAssembled, r.stats.jitter, 0
                     ))
             }
         }
+        var sizes: [String: [String: Any]] = [:]
+        if mediaKind == .video { for s in samples { sizes[s.key] = pictureSize(participant, kind, layer: s.rid) } }
         let now = EventLoop.now()
         return lock.withLock {
             samples.map { s in
-                let prev = previousSamples[s.key]
-                previousSamples[s.key] = (s.packets, s.bytes, s.lost, now)
+                // Counters that went backwards belong to a new stream under the same key: start over.
+                let prev = previousSamples[s.key].flatMap {
+                    $0.packets <= s.packets && $0.bytes <= s.bytes && $0.frames <= s.frames ? $0 : nil
+                }
+                previousSamples[s.key] = (s.packets, s.bytes, s.lost, s.frames, now)
                 let seconds = prev.map { Double(now &- $0.at) / 1e9 } ?? 0
-                let bytes = s.bytes &- (prev?.bytes ?? 0)
+                let bytes = s.bytes - (prev?.bytes ?? 0)
                 var row: [String: Any] = [
-                    "totalPackets": Int(s.packets &- (prev?.packets ?? 0)),
-                    "packetsLost": Int(s.lost - (prev?.lost ?? 0)),
+                    "totalPackets": Int(clamping: s.packets - (prev?.packets ?? 0)),
+                    "packetsLost": Int(clamping: max(0, s.lost &- (prev?.lost ?? 0))),
                     "bitrate": seconds > 0 ? Double(bytes) * 8 / 1000 / seconds : 0.0,
-                    "jitter": 0.0, "rtt": 0.0, "codec": mediaKind == .audio ? "opus" : "vp8",
+                    "jitter": s.jitter, "rtt": s.rtt, "codec": mediaKind == .audio ? "opus" : "vp8",
                 ]
                 if let rid = s.rid { row["rid"] = rid }
-                if mediaKind == .video { row["size"] = [String: Any]() }
+                if mediaKind == .video {
+                    var size = sizes[s.key] ?? [String: Any]()
+                    if let prev, seconds > 0, !size.isEmpty {
+                        size["framerate"] = (Double(s.frames - prev.frames) / seconds * 10).rounded() / 10
+                    }
+                    row["size"] = size
+                }
                 return row
             }
         }
+    }
+}
+
+extension RoomMedia {
+    /// A video stats row's `size`: the newest keyframe's width and height (empty before the first).
+    fileprivate func pictureSize(_ participant: Participant, _ kind: StreamKind, layer: String?) -> [String: Any] {
+        let size: (width: Int, height: Int)?
+        if participant.isLocal {
+            size = layer.flatMap { Int($0) }.flatMap { localTap(kind)?.size(ofLayer: $0) }
+        } else {
+            size = kind == .share ? participant.sharePictureSize.pictureSize : participant.captureFrames.pictureSize
+        }
+        guard let size else { return [:] }
+        return ["width": size.width, "height": size.height]
     }
 }
 

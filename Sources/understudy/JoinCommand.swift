@@ -44,11 +44,18 @@ func required(_ a: Arguments, _ name: String) throws(Arguments.Failure) -> Strin
     return v
 }
 
-func jsonLogger(_ json: Bool) -> @Sendable (String) -> Void {
+/// Text lines (`understudy: …`) or one JSON object per line: time, level, msg plus `fields` (room, participant).
+func jsonLogger(_ json: Bool, fields: [String: String] = [:]) -> @Sendable (String) -> Void {
     if !json { return logLine }
     return { message in
-        let object: [String: Any] = ["time": ISO8601DateFormatter().string(from: Date()), "msg": message]
-        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+        var object: [String: Any] = fields
+        object["time"] = ISO8601DateFormatter().string(from: Date())
+        object["msg"] = message
+        let problem = ["failed", "refused", "cannot", "error", "timed out"].contains { message.contains($0) }
+        object["level"] = problem ? "warn" : "info"
+        if let data = try? JSONSerialization.data(
+            withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        {
             FileHandle.standardError.write(data + Data("\n".utf8))
         }
     }
@@ -61,6 +68,7 @@ func runJoin(_ args: [String]) async {
             valueOptions: [
                 "--server", "--room", "--token", "--secret", "--name", "--id", "--mode", "--consume",
                 "--consume-kinds", "--accept-invites", "--record", "--relay", "--duration", "--log-format",
+                "--max-video", "--record-format", "--metrics", "--relay-room", "--video", "--audio",
             ], switches: ["--agent"])
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         let url = try signalingURL(try required(a, "--server"))
@@ -100,7 +108,43 @@ func runJoin(_ args: [String]) async {
             options.acceptInvites = .from(list)
         case let v: throw Arguments.Failure.badValue("--accept-invites", "'\(v)' is not yes, no or from:ID,ID")
         }
+        if let max = a.value("--max-video") {
+            guard let n = Int(max), n >= 0 else {
+                throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
+            }
+            options.maxVideo = n
+        }
         options.recordDirectory = a.value("--record")
+        if let format = a.value("--record-format") {
+            guard let f = RoomAgent.RecordFormat(rawValue: format) else {
+                throw Arguments.Failure.badValue("--record-format", "'\(format)' is not webm or ogg+ivf")
+            }
+            options.recordFormat = f
+        }
+        var metricsAddress: (host: String, port: UInt16)?
+        if let metrics = a.value("--metrics") {
+            do { metricsAddress = try RoomAgentMetricsServer.parseAddress(metrics) } catch {
+                throw Arguments.Failure.badValue("--metrics", error.description)
+            }
+        }
+        if let relayRoom = a.value("--relay-room") {
+            guard !relayRoom.isEmpty, relayRoom != roomId else {
+                throw Arguments.Failure.badValue("--relay-room", "'\(relayRoom)' must name another room than --room")
+            }
+            options.relayRoom = relayRoom
+            // A token signed here is bound to its room; a given --token is used for both rooms.
+            if a.value("--token") == nil {
+                options.relayRoomToken = try roomToken(a, room: relayRoom, participant: nil)
+            }
+        }
+        do {
+            try LocalSources.validate(video: a.value("--video"), audio: a.value("--audio"))
+        } catch {
+            if case .badOption(let option, let message) = error { throw Arguments.Failure.badValue(option, message) }
+            throw Arguments.Failure.badValue("--video/--audio", error.description)
+        }
+        options.video = a.value("--video")
+        options.audio = a.value("--audio")
         if let relay = a.value("--relay") {
             do { _ = try RTPRelay.parseURL(relay) } catch {
                 throw Arguments.Failure.badValue("--relay", "\(error)")
@@ -113,16 +157,32 @@ func runJoin(_ args: [String]) async {
             throw Arguments.Failure.badValue("--log-format", "'\(format)' is not text or json")
         }
         ShutdownSignal.shared.install()
-        let agent = try RoomAgent(options: options, log: jsonLogger(format == "json"))
+        var logFields = ["room": roomId]
+        if let id = options.participantId { logFields["participant"] = id }
+        let log = jsonLogger(format == "json", fields: logFields)
+        let agent = try RoomAgent(options: options, log: log)
+        var metricsServer: RoomAgentMetricsServer?
+        if let metricsAddress {
+            do {
+                metricsServer = try RoomAgentMetricsServer(
+                    host: metricsAddress.host, port: metricsAddress.port, render: { [agent] in agent.metricsText() })
+            } catch {
+                fail("join: \(error)")
+            }
+            let shown = metricsAddress.host.contains(":") ? "[\(metricsAddress.host)]" : metricsAddress.host
+            log("metrics on http://\(shown):\(metricsServer?.port ?? 0)/metrics")
+        }
         do {
             try await agent.start()
         } catch {
             await agent.stop()
+            metricsServer?.stop()
             fail("join: \(error)")
         }
         await agent.run(duration: duration)
+        metricsServer?.stop()
         if let reason = agent.leaveReason, reason != .MANUAL_LEAVE_CALLED {
-            fail("join: the room was left: \(reason.name)")
+            fail("join: the room was left: \(reason.name) (\(reason.rawValue))")
         }
     } catch let e as Arguments.Failure {
         fail("join: \(e)", code: 2)

@@ -1,2 +1,107 @@
-// `understudy load`: being built (issue 6); the load helper replaces this file.
-func runLoad(_ args: [String]) async { fail("load: not available in this build", code: 2) }
+import Foundation
+import LoadGen
+
+// `understudy load`: many lightweight bots in this process against a room server (docs/load-testing.md).
+
+let loadUsage = """
+    usage: understudy load --server URL --room ROOM [--rooms N] [--token T | --secret S]
+                           [--publishers N] [--audio-publishers N] [--subscribers N]
+                           [--duration 60s] [--join-rate 10/s] [--layout speaker|3x3|4x4|5x5] [--no-simulcast]
+                           [--invite-every 30s] [--threads N] [--json FILE] [--quiet]
+    """
+
+/// A count option: a whole number ≥ 0.
+private func count(_ a: Arguments, _ name: String, default def: Int) throws(Arguments.Failure) -> Int {
+    guard let v = a.value(name) else { return def }
+    guard let n = Int(v), n >= 0, n <= 100_000 else { throw .badValue(name, "'\(v)' is not a count") }
+    return n
+}
+
+/// `--join-rate`: `10`, `10/s` or `600/m` joins per second.
+private func joinRate(_ a: Arguments) throws(Arguments.Failure) -> Double {
+    guard let v = a.value("--join-rate") else { return 10 }
+    var text = Substring(v)
+    var scale = 1.0
+    if text.hasSuffix("/s") {
+        text = text.dropLast(2)
+    } else if text.hasSuffix("/m") {
+        text = text.dropLast(2)
+        scale = 1.0 / 60
+    }
+    guard let r = Double(text), r > 0, r.isFinite, r * scale <= 10_000 else {
+        throw .badValue("--join-rate", "'\(v)' is not a rate like 10/s")
+    }
+    return r * scale
+}
+
+func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
+    LoadConfiguration, json: String?, quiet: Bool
+) {
+    let a = try Arguments(
+        args,
+        valueOptions: [
+            "--server", "--room", "--rooms", "--token", "--secret", "--publishers", "--audio-publishers",
+            "--subscribers", "--duration", "--join-rate", "--layout", "--invite-every", "--json", "--threads",
+        ],
+        switches: ["--no-simulcast", "--quiet"])
+    if let extra = a.positionals.first { throw .unexpected(extra) }
+    let url = try signalingURL(try required(a, "--server"))
+    guard url.hasPrefix("ws://") else { throw .badValue("--server", "wss:// is not supported; use http:// or ws://") }
+    var c = LoadConfiguration(signalingURL: url, room: try required(a, "--room"))
+    c.rooms = try count(a, "--rooms", default: 1)
+    guard c.rooms >= 1 else { throw .badValue("--rooms", "need at least 1") }
+    c.token = a.value("--token")
+    if c.token == nil {
+        guard let secret = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"],
+            !secret.isEmpty
+        else { throw .missingValue("--token or --secret") }
+        c.secret = secret
+    }
+    c.publishers = try count(a, "--publishers", default: 1)
+    c.audioPublishers = try count(a, "--audio-publishers", default: 0)
+    c.subscribers = try count(a, "--subscribers", default: 10)
+    c.duration = try a.seconds("--duration", default: 60)
+    c.joinRate = try joinRate(a)
+    if let l = a.value("--layout") {
+        guard let layout = LoadLayout(l) else { throw .badValue("--layout", "'\(l)' is not speaker, 3x3, 4x4 or 5x5") }
+        c.layout = layout
+    }
+    c.simulcast = !a.flag("--no-simulcast")
+    if a.value("--invite-every") != nil { c.inviteEvery = try a.seconds("--invite-every", default: 30) }
+    if let t = a.value("--threads") {
+        guard let n = Int(t), (1...64).contains(n) else { throw .badValue("--threads", "'\(t)' is not 1…64") }
+        c.loopCount = n
+    }
+    do { try c.validate() } catch { throw .badValue("options", error.description) }
+    return (c, a.value("--json"), a.flag("--quiet"))
+}
+
+func runLoad(_ args: [String]) async {
+    let configuration: LoadConfiguration
+    let jsonPath: String?
+    let quiet: Bool
+    do { (configuration, jsonPath, quiet) = try parseLoadConfiguration(args) } catch {
+        fail(
+            args.isEmpty ? "load: \(error)\n\(loadUsage)" : "load: \(error) (see understudy load without options)",
+            code: 2)
+    }
+    var progress: (@Sendable (LoadProgress) -> Void)?
+    if !quiet { progress = { (p: LoadProgress) in logLine(p.line) } }
+    let report: LoadReport
+    do { report = try await LoadGen.run(configuration, progress: progress) } catch {
+        switch error {
+        case .invalidConfiguration(let m): fail("load: \(m)", code: 2)
+        case .unreachable: fail("load: \(error)", code: 3)
+        case .refused: fail("load: \(error)", code: 4)
+        case .failed: fail("load: \(error)", code: 1)
+        }
+    }
+    print(report.table(), terminator: "")
+    if let jsonPath {
+        do { try report.json().write(toFile: jsonPath, atomically: true, encoding: .utf8) } catch {
+            fail("load: cannot write \(jsonPath): \(error)", code: 1)
+        }
+    }
+    // Every bot failed to join, or nothing was received although publishers and subscribers ran.
+    if report.joinedParticipants == 0 { fail("load: no participant could join", code: 1) }
+}

@@ -1,2 +1,84 @@
-// `understudy scenario`: being built (issue 6); the scenario helper replaces this file.
-func runScenario(_ args: [String]) async { fail("scenario: not available in this build", code: 2) }
+import Foundation
+import RoomServer
+import Scenario
+
+/// `understudy scenario FILE.json… [--server URL] [--secret S] [--junit FILE] [--out DIR] [--quiet]`:
+/// runs scripted stage tests (docs/scenarios.md). Without `--server` (and without a `server` in the
+/// file) the embedded room server runs in this process. Exit code: 0 when every step and expectation
+/// held, 1 when one did not, 2 for a malformed file or bad options.
+func runScenario(_ args: [String]) async {
+    let a: Arguments
+    do {
+        a = try Arguments(args, valueOptions: ["--server", "--secret", "--junit", "--out"], switches: ["--quiet"])
+        guard !a.positionals.isEmpty else { throw Arguments.Failure.missingPositional("scenario file (FILE.json)") }
+    } catch {
+        fail(
+            "scenario: \(error)\nusage: understudy scenario FILE.json… [--server URL] [--secret S] [--junit FILE] "
+                + "[--out DIR] [--quiet]", code: 2)
+    }
+
+    // Every file is checked before anything runs, so a typo in the third file costs no waiting.
+    var scenarios: [Scenario] = []
+    for path in a.positionals {
+        do {
+            scenarios.append(try Scenario.load(path: path))
+        } catch {
+            fail("scenario: \(error)", code: 2)
+        }
+    }
+
+    let quiet = a.flag("--quiet")
+    let secretOption = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"]
+    var embedded: RoomServer?
+    defer { embedded?.stop() }
+    var results: [ScenarioResult] = []
+    for (i, scenario) in scenarios.enumerated() {
+        let url: String
+        let secret: String
+        if let server = a.value("--server") ?? scenario.server {
+            guard let secretOption, !secretOption.isEmpty else {
+                fail("scenario: a --server needs --secret or UNDERSTUDY_SECRET to sign the bots' tokens", code: 2)
+            }
+            url = server
+            secret = secretOption
+        } else {
+            if embedded == nil {
+                var configuration = RoomServerConfiguration()
+                configuration.listenPort = 0
+                configuration.udpPortLow = 0
+                let server = RoomServer(configuration: configuration)
+                do { try server.start() } catch { fail("scenario: cannot start the embedded room server: \(error)") }
+                if !quiet { logLine("scenario: embedded room server on \(server.signalingURL)") }
+                embedded = server
+            }
+            guard let server = embedded else { fail("scenario: no room server") }
+            url = server.signalingURL
+            secret = server.secret
+        }
+        var out: String?
+        if let dir = a.value("--out") {
+            out = scenarios.count > 1 ? (dir as NSString).appendingPathComponent("\(i)") : dir
+        }
+        let environment = ScenarioEnvironment(
+            signalingURL: url, secret: secret, outputDirectory: out,
+            log: { line in if !quiet { logLine("scenario: \(line)") } })
+        if !quiet { logLine("scenario: running '\(scenario.name)' (\(scenario.path))") }
+        let result = await ScenarioRunner.run(scenario, environment: environment)
+        print(result.summary)
+        for (bot, files) in result.recordings.sorted(by: { $0.key < $1.key }) {
+            for (peer, path) in files.sorted(by: { $0.key < $1.key }) {
+                print("  recording: \(bot) ← \(peer): \(path)")
+            }
+        }
+        results.append(result)
+    }
+
+    if let junit = a.value("--junit") {
+        do {
+            try ScenarioResult.junitXML(results).write(toFile: junit, atomically: true, encoding: .utf8)
+        } catch {
+            fail("scenario: cannot write \(junit): \(error)", code: 2)
+        }
+    }
+    exit(results.allSatisfy(\.passed) ? 0 : 1)
+}

@@ -64,11 +64,15 @@ func runServe(_ args: [String]) async {
         logLine(
             "serve: listening on http://\(configuration.listenHost):\(server.httpPort) (signalling \(server.signalingURL)?token=JWT)"
         )
+        let pageURL = "http://\(configuration.listenHost):\(server.httpPort)/room/ROOM"
         if server.secretWasGenerated {
+            logLine("serve: room page at \(pageURL) (development mode: the page gets its tokens from /dev/token)")
             logLine("serve: no --secret or UNDERSTUDY_SECRET given; using a dev secret for this run: \(server.secret)")
             logLine(
                 "serve: make a token with: understudy token --secret \(server.secret) --room ROOM [--participant ID] [--permissions allow_join,allow_mod]"
             )
+        } else {
+            logLine("serve: room page at \(pageURL)?token=JWT (a token made with the configured secret)")
         }
         ShutdownSignal.shared.install()
         while !ShutdownSignal.shared.isRequested {

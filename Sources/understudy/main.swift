@@ -27,6 +27,8 @@ let usage = """
       join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--accept-invites yes|no|from:ID,ID] [--record DIR] [--relay rtp://HOST:PORT] [--duration S] [--log-format text|json]
       invite --server URL --room R --participant ID [--mode SEND_AND_RECV] [--token T | --secret S]
       pubsub publish|subscribe --server URL --room R --topic T [--message M] [--persist] [--token T | --secret S]
+      scenario FILE.json... [--server URL] [--secret S] [--junit FILE] [--out DIR] [--quiet]
+          run scripted stage tests with bots and expectations (docs/scenarios.md); exit 0 only when all hold
     """
 
 func fail(_ message: String, code: Int32 = 1) -> Never {

@@ -323,6 +323,31 @@
             await publisher.close()
             await sfu.shutdown()
         }
+
+        /// protocol.md: the m-line of a closed producer stays in the session and is ignored, even when the
+        /// client still offers it sendonly; only genuinely new m-lines become producers.
+        @Test func aClosedProducersMLineNeverBecomesANewTrack() async throws {
+            let sfu = SFU()
+            let publisher = try SFUTestClient(name: "sfu-pub8")
+            let producers = try await publisher.publish(to: sfu, participantID: "alice")
+            let audio = try #require(producers.first { $0.kind == .audio })
+            try await sfu.closeProducer(audio.id)
+            let pc = publisher.connection
+            let offer = try await publisher.loop.submit {
+                _ = pc.addTransceiver(kind: .audio, direction: .sendonly)
+                let o = try pc.createOffer()
+                try pc.setLocalDescription(o)
+                return o
+            }
+            let (answer, created) = try await sfu.publish(participantID: "alice", offer: offer)
+            try await publisher.loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
+            #expect(created.map(\.kind) == [.audio], "only the new m-line is a new producer: \(created)")
+            #expect(created.first?.id != audio.id)
+            let stats = await sfu.stats()
+            #expect(stats.producers.count == 2)
+            await publisher.close()
+            await sfu.shutdown()
+        }
     }
 
 #endif

@@ -61,7 +61,16 @@ struct ParticipantMethodsTests {
         await expectCode(3068) { try await agent.disableCam() }
         await expectCode(3068) { try await agent.setQuality(.low) }
         #expect(throws: UnderstudyError.self) { _ = try agent.getShareStats() }
+        await expectCode(3068) { try await agent.disableMic() }
+        await expectCode(3068) { try await agent.enableCam() }
+        await expectCode(3068) { _ = try await agent.captureImage() }
+        await expectCode(3068) { _ = try agent.getShareStats() }
+        // Stats, listeners, pin/unpin and remove work on an agent.
+        #expect(agent.getAudioStats() != nil && agent.getVideoStats() != nil && agent.getShareAudioStats() != nil)
+        agent.addEventListener(hostLog)
+        agent.removeEventListener(hostLog)
         try await agent.pin()
+        try await agent.unpin()
         try await agent.remove()
         try await waitUntil("agent removed") { agentLog.has("left:1002") }
         await host.leave()

@@ -143,4 +143,153 @@ struct RoomAgentTests {
         await host.leave()
         await viewer.leave()
     }
+
+    @Test func maxVideoConsumesOneWebcamAndMovesOnWhenItsOwnerLeaves() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (host1, _) = try await joinedRoom(server, room: "agent-maxv", id: "host1", mode: .SEND_AND_RECV)
+        let (host2, _) = try await joinedRoom(server, room: "agent-maxv", id: "host2", mode: .SEND_AND_RECV)
+        var options = RoomAgent.Options(
+            roomId: "agent-maxv", token: sdkToken(server, room: "agent-maxv"), signalingURL: server.signalingURL)
+        options.participantId = "agent4"
+        options.consume = .stage
+        options.maxVideo = 1
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        // Audio is not limited; the one webcam slot goes to the first in order.
+        try await waitUntil("agent consumes both mics, one webcam") {
+            agent.consumedIds == ["host1", "host2"] && agent.consumedVideoIds == ["host1"]
+        }
+        await host1.leave()
+        try await waitUntil("the slot moves to host2") {
+            agent.consumedIds == ["host2"] && agent.consumedVideoIds == ["host2"]
+        }
+        await agent.stop()
+        await host2.leave()
+    }
+
+    @Test func removedAgentLogsTheLeaveReasonWithItsCode() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (host, hostLog) = try await joinedRoom(server, room: "agent-remove", id: "host", mode: .SEND_AND_RECV)
+        final class Lines: @unchecked Sendable {
+            let lock = NSLock()
+            var lines: [String] = []
+            func has(_ s: String) -> Bool { lock.withLock { lines.contains(s) } }
+        }
+        let lines = Lines()
+        var options = RoomAgent.Options(
+            roomId: "agent-remove", token: sdkToken(server, room: "agent-remove"), signalingURL: server.signalingURL)
+        options.participantId = "agent5"
+        let agent = try RoomAgent(options: options) { line in lines.lock.withLock { lines.lines.append(line) } }
+        try await agent.start()
+        try await waitUntil("host sees the agent") { hostLog.has("pjoined:agent5") }
+        try await #require(host.participants["agent5"]).remove()
+        try await waitUntil("agent removed") { agent.leaveReason != nil }
+        #expect(agent.leaveReason == .REMOVE_PEER)
+        #expect(lines.has("left room: REMOVE_PEER (1002)"))
+        await agent.stop()
+        await host.leave()
+    }
+
+    @Test func oggIVFRecordingAndMetricsText() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("agent-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (host, _) = try await joinedRoom(
+            server, room: "agent-ogg", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
+        var options = RoomAgent.Options(
+            roomId: "agent-ogg", token: sdkToken(server, room: "agent-ogg"), signalingURL: server.signalingURL)
+        options.participantId = "agent6"
+        options.recordDirectory = dir
+        options.recordFormat = .oggIVF
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        try await waitUntil("both files open", seconds: 20) { agent.recordedFiles.count == 2 }
+        try await waitUntil("frames recorded", seconds: 30) {
+            agent.counters.framesRecorded(.video) >= 30 && agent.counters.framesRecorded(.audio) >= 50
+        }
+        let metrics = agent.metricsText()
+        #expect(metrics.contains("understudy_agent_participants 1\n"))
+        #expect(metrics.contains("understudy_agent_consumed_tracks{kind=\"video\"} 1\n"))
+        #expect(metrics.contains("understudy_agent_mode{mode=\"RECV_ONLY\"} 1\n"))
+        #expect(metrics.contains("# TYPE understudy_agent_frames_received_total counter"))
+        #expect(!metrics.contains("understudy_agent_frames_recorded_total{kind=\"video\"} 0\n"))
+        await agent.stop()
+        await host.leave()
+        #expect(agent.recordedFiles == [dir + "/host.ivf", dir + "/host.ogg"])
+        for (path, codec) in [(dir + "/host.ivf", "vp8"), (dir + "/host.ogg", "opus")] {
+            let (status, streams, _) = try runTool(
+                "ffprobe",
+                [
+                    "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames", "-of",
+                    "csv=p=0", path,
+                ])
+            #expect(status == 0)
+            let row = streams.split(separator: "\n").first.map { $0.split(separator: ",").map(String.init) } ?? []
+            #expect(row.first == codec, "\(streams)")
+            #expect((Int(row.last ?? "") ?? 0) > 0, "\(streams)")
+        }
+        let manifestData = try Data(contentsOf: URL(fileURLWithPath: try #require(agent.manifestPath)))
+        let manifest = try #require(try JSONSerialization.jsonObject(with: manifestData) as? [String: Any])
+        let files = try #require(manifest["files"] as? [[String: Any]])
+        #expect(Set(files.compactMap { $0["path"] as? String }) == [dir + "/host.ivf", dir + "/host.ogg"])
+    }
+
+    @Test func relayRoomRepublishesTheConsumedParticipant() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (host, _) = try await joinedRoom(
+            server, room: "agent-src", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
+        var options = RoomAgent.Options(
+            roomId: "agent-src", token: sdkToken(server, room: "agent-src"), signalingURL: server.signalingURL)
+        options.participantId = "agent7"
+        options.relayRoom = "agent-dst"
+        options.relayRoomToken = sdkToken(server, room: "agent-dst")
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        final class FrameCount: @unchecked Sendable {
+            let lock = NSLock()
+            var video = 0
+            var audio = 0
+            var keyframeFirst: Bool?
+        }
+        let received = FrameCount()
+        let viewer = try makeRoom(server, room: "agent-dst", id: "viewer", mode: .RECV_ONLY)
+        viewer.onFrame = { id, kind, frame, _ in
+            guard id == "relay-host" else { return }
+            received.lock.withLock {
+                if kind == .video {
+                    if received.keyframeFirst == nil { received.keyframeFirst = frame.isKeyframe }
+                    received.video += 1
+                } else {
+                    received.audio += 1
+                }
+            }
+        }
+        await viewer.join()
+        try await waitUntil("viewer receives the relayed host", seconds: 30) {
+            received.lock.withLock { received.video >= 30 && received.audio >= 50 }
+        }
+        #expect(agent.relayRoomParticipantIds == ["relay-host"])
+        #expect(viewer.participants["relay-host"]?.mode == .SEND_AND_RECV)
+        #expect(received.lock.withLock { received.keyframeFirst } == true)
+        #expect(agent.metricsText().contains("understudy_agent_relay_room_participants 1\n"))
+        viewer.onFrame = nil
+        await agent.stop()
+        await viewer.leave()
+        await host.leave()
+    }
+
+    @Test func metricsAddressMustBeLoopback() throws {
+        #expect(try RoomAgentMetricsServer.parseAddress("127.0.0.1:9100") == ("127.0.0.1", 9100))
+        #expect(try RoomAgentMetricsServer.parseAddress("localhost:1") == ("127.0.0.1", 1))
+        #expect(try RoomAgentMetricsServer.parseAddress("[::1]:0") == ("::1", 0))
+        for refused in ["0.0.0.0:9100", "10.0.0.1:80", "example.com:80", "127.0.0.1", "127.0.0.1:70000", "[::1]9"] {
+            #expect(throws: RoomAgentMetricsServer.Failure.self, "\(refused)") {
+                _ = try RoomAgentMetricsServer.parseAddress(refused)
+            }
+        }
+    }
 }

@@ -81,6 +81,10 @@ final class EventLog: RoomEventListener, ParticipantEventListener, PubSubMessage
         add("error:\(error.code)")
     }
     func onPinStateChanged(participantId: String, pinState: PinState) { add("pin:\(participantId):\(pinState.cam)") }
+    func onPresenterChanged(participantId: String?) { add("presenter:\(participantId ?? "nil")") }
+    func onVideoQualityChanged(participantId: String, prevQuality: VideoQuality, currentQuality: VideoQuality) {
+        add("quality:\(participantId):\(prevQuality.rawValue)->\(currentQuality.rawValue)")
+    }
     func onStreamEnabled(_ stream: MediaStream, participant: Participant) {
         add("streamOn:\(participant.id):\(stream.kind.rawValue)")
     }

@@ -569,8 +569,16 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
             self.selected = nil
             pendingReselect = (selected.socket, selected.remote)
         }
-        if state == .failed || state == .disconnected { setState(.checking) }
+        // Checking again: a restart whose checks all fail ends in `.failed` (RFC 8445 §2.4).
+        if state != .new { setState(.checking) }
     }
+
+    /// True between ``restart(localUfrag:localPassword:)`` and the selection of a pair by the new
+    /// checks (media keeps using the old pair meanwhile).
+    public var isRestarting: Bool { selected == nil && pendingReselect != nil }
+
+    /// Whether a pair is selected (not merely kept from before a restart).
+    public var hasSelectedPair: Bool { selected != nil }
 
     /// The old selected pair during an ICE restart; `selectedPair` keeps reporting it.
     private var pendingReselect: (socket: UDPSocket, remote: SocketAddress)?

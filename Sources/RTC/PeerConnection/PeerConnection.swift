@@ -46,8 +46,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
 
     // Transport.
     var sockets: [UDPSocket] = []
-    let localUfrag: String
-    let localPassword: String
+    /// Our ICE credentials; an ICE restart replaces them (``restartICE()``).
+    var localUfrag: String
+    var localPassword: String
     var ice: ICEAgent?
     var dtls: DTLSTransport?
     var srtpOut: SRTPSession?

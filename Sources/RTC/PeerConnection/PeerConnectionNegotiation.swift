@@ -4,9 +4,12 @@ extension PeerConnection {
     // MARK: Offer / answer
 
     /// Creates an offer for the current transceivers (non-trickle: all host candidates included).
-    public func createOffer() throws -> SessionDescription {
+    /// With `iceRestart` the offer carries fresh ICE credentials and the agent restarts its checks
+    /// (RFC 8445 §2.4); DTLS, SRTP and every RTP sender and receiver are kept.
+    public func createOffer(iceRestart: Bool = false) throws -> SessionDescription {
         guard !closed else { throw PeerConnectionError.closed }
         try gatherIfNeeded(role: configuration.iceLite ? .lite : .controlling)
+        if iceRestart { restartLocalICE() }
         isOfferer = true
         for t in transceivers where t.mid == nil {
             while transceivers.contains(where: { $0.mid == String(nextMid) }) { nextMid += 1 }
@@ -45,6 +48,16 @@ extension PeerConnection {
     public func setRemoteDescription(_ description: SessionDescription, type: DescriptionType) throws {
         guard !closed else { throw PeerConnectionError.closed }
         let remote = try RemoteDescription(description)
+        // New remote credentials on an established connection mean the peer restarted ICE.
+        let remoteRestarted = ice != nil && remoteUfrag != nil && remoteUfrag != remote.iceUfrag
+        if remoteRestarted {
+            if type == .offer {
+                // JSEP 5.3.1: the answer to a restart offer carries fresh credentials too.
+                restartLocalICE()
+            } else if ice?.isRestarting != true {
+                ice?.restart(localUfrag: localUfrag, localPassword: localPassword)
+            }
+        }
         remoteUfrag = remote.iceUfrag
         remotePassword = remote.icePassword
         remoteFingerprint = remote.fingerprint
@@ -148,6 +161,7 @@ extension PeerConnection {
             exts.rid = ridExtID == 0 || t.sendRIDs.isEmpty ? nil : ridExtID
             exts.repairedRID = repairedRIDExtID == 0 || t.sendRIDs.isEmpty ? nil : repairedRIDExtID
             exts.absSendTime = extensionIDs[LocalCapabilities.absSendTimeURI]
+            exts.absCaptureTime = extensionIDs[LocalCapabilities.absCaptureTimeURI]
             exts.audioLevel = t.kind == .audio ? extensionIDs[LocalCapabilities.audioLevelURI] : nil
             for i in 0..<layers {
                 let rtx: (payloadType: UInt8, ssrc: UInt32)? = t.rtxPayloadType.map { ($0, t.localRTXSSRCs[i]) }
@@ -179,6 +193,7 @@ extension PeerConnection {
     func gatherIfNeeded(role: ICEAgent.Role) throws {
         if ice != nil { return }
         let agent = ICEAgent(role: role, localUfrag: localUfrag, localPassword: localPassword)
+        agent.timeouts = configuration.iceTimeouts
         try bindSockets()
         for s in sockets { agent.addLocalSocket(s) }
         agent.onSelectedPair = { [unowned self] socket, remote in

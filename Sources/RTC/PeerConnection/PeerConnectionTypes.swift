@@ -43,6 +43,9 @@ public struct PeerConnectionConfiguration: Sendable {
     /// A shared server port (ICE-lite servers): when set, the connection uses the mux's socket
     /// instead of opening its own.
     public var portMux: UDPPortMux?
+    /// ICE pacing and consent timers. A client that must notice lost media quickly shortens
+    /// `consentInterval` and `disconnectedAfter` (see ``ICETimeouts``).
+    public var iceTimeouts = ICETimeouts()
 
     public init(
         bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,
@@ -88,6 +91,8 @@ enum LocalCapabilities {
     static let midURI = "urn:ietf:params:rtp-hdrext:sdes:mid"
     static let ridURI = "urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id"
     static let repairedRIDURI = "urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id"
+    /// Capture time forwarded end to end through the SFU (load tests measure latency with it).
+    static let absCaptureTimeURI = AbsCaptureTime.uri
 
     /// Extension ids we use when we offer. Stable across m-lines, as BUNDLE requires.
     static let offeredExtensions: [(id: UInt8, uri: String, kinds: Set<MediaKind>)] = [
@@ -96,6 +101,7 @@ enum LocalCapabilities {
         (4, midURI, [.audio, .video]),
         (10, ridURI, [.video]),
         (11, repairedRIDURI, [.video]),
+        (7, absCaptureTimeURI, [.audio, .video]),
     ]
 
     static func isSupported(uri: String) -> Bool {

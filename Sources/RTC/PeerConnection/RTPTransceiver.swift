@@ -49,6 +49,8 @@ public final class RTPTransceiver: @unchecked Sendable {
 
     /// Counters of the first (or only) sender, once negotiation created it.
     public var senderStats: RTPSenderStats? { senders.first?.stats }
+    /// The first (or only) local sender, once negotiation created it; loop thread only.
+    public var primarySender: RTPSender? { senders.first }
     /// SSRC of the first local send encoding.
     public var localSSRC: UInt32? { localSSRCs.first }
 

@@ -19,6 +19,8 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
         socket = try loop.openUDP(bindTo: address, handler: self)
     }
 
+    /// Routes STUN naming `ufrag` to `connection`. After an ICE restart a connection has its old and
+    /// new ufrags registered; checks with the old one are then refused by its agent.
     func register(_ connection: PeerConnection, ufrag: String) {
         byUfrag[ufrag] = connection
     }
@@ -29,7 +31,7 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
     }
 
     /// Number of connections currently registered.
-    public var connectionCount: Int { byUfrag.count }
+    public var connectionCount: Int { Set(byUfrag.values.map { ObjectIdentifier($0) }).count }
 
     /// Closes the shared socket; the connections must be closed first.
     public func close() {

@@ -20,11 +20,13 @@ public struct RTPSendExtensions: Sendable, Equatable {
     public var transportWideCC: UInt8?
     /// `urn:ietf:params:rtp-hdrext:ssrc-audio-level`
     public var audioLevel: UInt8?
+    /// `http://www.webrtc.org/experiments/rtp-hdrext/abs-capture-time` (``AbsCaptureTime``)
+    public var absCaptureTime: UInt8?
 
     /// Creates a set of extension ids.
     public init(
         mid: UInt8? = nil, rid: UInt8? = nil, repairedRID: UInt8? = nil, absSendTime: UInt8? = nil,
-        transportWideCC: UInt8? = nil, audioLevel: UInt8? = nil
+        transportWideCC: UInt8? = nil, audioLevel: UInt8? = nil, absCaptureTime: UInt8? = nil
     ) {
         self.mid = mid
         self.rid = rid
@@ -32,6 +34,7 @@ public struct RTPSendExtensions: Sendable, Equatable {
         self.absSendTime = absSendTime
         self.transportWideCC = transportWideCC
         self.audioLevel = audioLevel
+        self.absCaptureTime = absCaptureTime
     }
 }
 
@@ -114,6 +117,11 @@ public final class RTPSender: @unchecked Sendable {
     public var audioLevel: UInt8 = 127
     /// Whether the current audio frame carries voice (V bit of the audio-level extension).
     public var voiceActivity = false
+    /// Capture time (NTP 32.32) written in the abs-capture-time extension of the next
+    /// ``sendForwarded(payload:marker:timestamp:sequenceNumber:vp8PictureID:now:emit:)`` packet: an
+    /// SFU copies the publisher's value here; nil leaves the element out. Own frames are stamped with
+    /// the wall clock when they are packetized.
+    public var forwardedCaptureTime: UInt64?
     /// Shared transport-wide sequence counter; a private one is used when nil.
     public var transportSequence: TransportSequenceCounter?
     /// Nominal interval between sender reports (randomized ±50 %).
@@ -134,6 +142,7 @@ public final class RTPSender: @unchecked Sendable {
     private let timestampOffset: UInt32
     private var pictureID: UInt16
     private var privateTransportSequence: UInt16 = 0
+    private var frameCaptureTime: UInt64?
 
     private let scratch: UnsafeMutableRawBufferPointer
     // History ring: slot i holds the packet whose sequence number maps to i.
@@ -178,7 +187,7 @@ public final class RTPSender: @unchecked Sendable {
         var twoByte = (validMid?.utf8.count ?? 0) > 16 || (validRid?.utf8.count ?? 0) > 16
         for id in [
             extensions.mid, extensions.rid, extensions.repairedRID, extensions.absSendTime,
-            extensions.transportWideCC, extensions.audioLevel,
+            extensions.transportWideCC, extensions.audioLevel, extensions.absCaptureTime,
         ] {
             if let id, id > 14 { twoByte = true }
         }
@@ -226,6 +235,9 @@ public final class RTPSender: @unchecked Sendable {
             return
         }
         let timestamp = frame.timestamp &+ timestampOffset
+        // One capture time per frame: every packet of it was "captured" together.
+        frameCaptureTime = extensions.absCaptureTime == nil ? nil : wallClock(now).value
+        defer { frameCaptureTime = nil }
         frame.data.withUnsafeBytes { data in
             switch codec {
             case .opus:
@@ -278,7 +290,7 @@ public final class RTPSender: @unchecked Sendable {
         buffer.rtpPut16(sequenceNumber, at: 2)
         buffer.rtpPut32(timestamp, at: 4)
         buffer.rtpPut32(ssrc, at: 8)
-        let payloadOffset = writeExtensions(buffer, now: now, repaired: false)
+        let payloadOffset = writeExtensions(buffer, now: now, repaired: false, captureTime: forwardedCaptureTime)
         guard payloadOffset + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress
         else {
             stats.framesFailed += 1
@@ -320,13 +332,14 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Writes the extension block for a packet at offset 12 and returns the payload offset.
     private func writeExtensions(
-        _ buffer: UnsafeMutableRawBufferPointer, now: UInt64, repaired: Bool
+        _ buffer: UnsafeMutableRawBufferPointer, now: UInt64, repaired: Bool, captureTime: UInt64? = nil
     ) -> Int {
         let ridID = repaired ? extensions.repairedRID : extensions.rid
         let audioLevelID = codec == .opus ? extensions.audioLevel : nil
+        let captureTimeID = captureTime == nil ? nil : extensions.absCaptureTime
         guard
             (extensions.mid != nil && midValue != nil) || (ridID != nil && rid != nil) || extensions.absSendTime != nil
-                || extensions.transportWideCC != nil || audioLevelID != nil
+                || extensions.transportWideCC != nil || audioLevelID != nil || captureTimeID != nil
         else { return 12 }
         // The buffer is far larger than any block we write (at most 2 × 255-byte ids and 3 small
         // elements), so these writes cannot fail; on failure the packet goes out without extensions.
@@ -353,6 +366,7 @@ public final class RTPSender: @unchecked Sendable {
             if let id = audioLevelID {
                 try w.appendAudioLevel(id: id, RTPAudioLevel(voiceActivity: voiceActivity, level: audioLevel & 0x7F))
             }
+            if let id = captureTimeID, let captureTime { try w.appendAbsCaptureTime(id: id, captureTime) }
             return try w.finish()
         } catch {
             buffer[0] &= ~0x10
@@ -372,7 +386,7 @@ public final class RTPSender: @unchecked Sendable {
         buffer.rtpPut16(seq, at: 2)
         buffer.rtpPut32(timestamp, at: 4)
         buffer.rtpPut32(ssrc, at: 8)
-        let payloadOffset = writeExtensions(buffer, now: now, repaired: false)
+        let payloadOffset = writeExtensions(buffer, now: now, repaired: false, captureTime: frameCaptureTime)
         var w = payloadOffset
         if let d = descriptor {
             guard let n = try? d.write(into: UnsafeMutableRawBufferPointer(rebasing: buffer[w...])) else {

@@ -283,6 +283,13 @@ public struct RTPExtensionBlockWriter {
         position = try RTPExtensions.writeTransportSequenceNumber(value, into: buffer, at: at)
     }
 
+    /// Appends an abs-capture-time element with only the capture timestamp (NTP 32.32, 8 bytes).
+    public mutating func appendAbsCaptureTime(id: UInt8, _ ntp: UInt64) throws(RTPError) {
+        let at = try beginElement(id: id, length: 8)
+        for i in 0..<8 { buffer[at + i] = UInt8(truncatingIfNeeded: ntp >> (56 - 8 * i)) }
+        position = at + 8
+    }
+
     /// Pads, writes the block header and sets the X bit; returns the offset just past the block
     /// (the payload offset when there are no CSRCs after it).
     public mutating func finish() throws(RTPError) -> Int {

@@ -29,6 +29,8 @@ public final class SFU: @unchecked Sendable {
         var subscribeConnection: PeerConnection?
         var producers: [SFUProducer] = []
         var producerByTransceiver: [ObjectIdentifier: SFUProducer] = [:]
+        /// m-lines whose producer was closed: they stay in the session and never carry a new track.
+        var retiredTransceivers: Set<ObjectIdentifier> = []
         var consumers: [SFUConsumer] = []
         var consumerByTransceiver: [ObjectIdentifier: SFUConsumer] = [:]
         /// Transceivers included in the subscribe offer awaiting an answer (nil: none outstanding).
@@ -99,7 +101,9 @@ public final class SFU: @unchecked Sendable {
             var created: [ProducerInfo] = []
             var videoCount = participant.producers.filter { $0.kind == .video }.count
             for t in connection.transceivers where t.currentDirection == .recvonly || t.currentDirection == .sendrecv {
-                guard participant.producerByTransceiver[ObjectIdentifier(t)] == nil else { continue }
+                let key = ObjectIdentifier(t)
+                guard participant.producerByTransceiver[key] == nil, !participant.retiredTransceivers.contains(key)
+                else { continue }
                 let source: SFUMediaSource
                 if let sources, created.count < sources.count {
                     source = sources[created.count]
@@ -438,6 +442,7 @@ public final class SFU: @unchecked Sendable {
         if let owner = participants[producer.participantID] {
             owner.producers.removeAll { $0 === producer }
             owner.producerByTransceiver[ObjectIdentifier(producer.transceiver)] = nil
+            owner.retiredTransceivers.insert(ObjectIdentifier(producer.transceiver))
         }
     }
 }

@@ -91,6 +91,7 @@ final class SFUConsumer: @unchecked Sendable {
             pictureID = rewritten
             if Int16(bitPattern: (rewritten &- lastPictureID) << 1) > 0 || !hasForwarded { lastPictureID = rewritten }
         }
+        transceiver.primarySender?.forwardedCaptureTime = producer.captureTime
         let sent = connection.sendForwarded(
             on: transceiver, payload: packet.payload, marker: packet.header.marker, timestamp: timestamp,
             sequenceNumber: sequence, vp8PictureID: pictureID, now: now)
@@ -101,6 +102,7 @@ final class SFUConsumer: @unchecked Sendable {
         let sequence = packet.sequenceNumber &+ sequenceOffset
         let timestamp = packet.header.timestamp &+ timestampOffset
         let level = producer.audioLevel.map { RTPAudioLevel(voiceActivity: producer.voiceActivity, level: $0) }
+        transceiver.primarySender?.forwardedCaptureTime = producer.captureTime
         let sent = connection.sendForwarded(
             on: transceiver, payload: packet.payload, marker: packet.header.marker, timestamp: timestamp,
             sequenceNumber: sequence, audioLevel: level, now: now)

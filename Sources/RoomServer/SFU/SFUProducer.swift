@@ -29,6 +29,10 @@ final class SFUProducer: @unchecked Sendable {
     var layerBySSRC: [UInt32: Int] = [:]
     var consumers: [SFUConsumer] = []
     var audioLevelExtensionID: UInt8 = 0
+    var captureTimeExtensionID: UInt8 = 0
+    /// The abs-capture-time of the packet being forwarded (nil when it has none), copied to every
+    /// consumer so latency can be measured end to end.
+    var captureTime: UInt64?
     var audioLevel: UInt8?
     var voiceActivity = false
     var packetsReceived: UInt64 = 0
@@ -52,6 +56,7 @@ final class SFUProducer: @unchecked Sendable {
         let rids = kind == .video ? transceiver.remoteRIDs : []
         layers = rids.isEmpty ? [Layer(rid: nil)] : rids.map { Layer(rid: $0) }
         audioLevelExtensionID = publisher.negotiatedExtensionID("urn:ietf:params:rtp-hdrext:ssrc-audio-level") ?? 0
+        captureTimeExtensionID = publisher.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
     }
 
     var info: ProducerInfo {
@@ -99,6 +104,12 @@ final class SFUProducer: @unchecked Sendable {
             let byte = packet.packet[r.lowerBound]
             audioLevel = byte & 0x7F
             voiceActivity = byte & 0x80 != 0
+        }
+        captureTime = nil
+        if captureTimeExtensionID != 0, !packet.isRepair,
+            let r = packet.header.extensionElement(id: captureTimeExtensionID, in: packet.packet)
+        {
+            captureTime = AbsCaptureTime.captureTime(packet.packet, r)
         }
         for c in consumers { c.forward(layer: layer, packet, keyframeStart: keyframeStart) }
     }

@@ -1,0 +1,179 @@
+import Dispatch
+import Foundation
+import RTCWire
+import Signaling
+
+/// Counters of a ``RoomAgent``, rendered in the Prometheus text format by ``RoomAgent/metricsText()``.
+/// Thread-safe: frames are counted on the subscribe loop thread, events on the room's event queue.
+public final class RoomAgentCounters: @unchecked Sendable {
+    private let lock = NSLock()
+    private var framesReceived: [MediaKind: UInt64] = [:]
+    private var bytesReceived: [MediaKind: UInt64] = [:]
+    private var framesRecorded: [MediaKind: UInt64] = [:]
+    private var bytesRecorded: [MediaKind: UInt64] = [:]
+    private var keyframes: UInt64 = 0
+    private var invitesAccepted: UInt64 = 0
+    private var invitesRefused: UInt64 = 0
+    private var reconnectCount: UInt64 = 0
+    private var consumeFailures: UInt64 = 0
+    private let startNanos = DispatchTime.now().uptimeNanoseconds
+
+    func received(_ frame: EncodedFrame) {
+        let kind = frame.codec.kind
+        lock.withLock {
+            framesReceived[kind, default: 0] += 1
+            bytesReceived[kind, default: 0] += UInt64(frame.data.count)
+            if kind == .video && frame.isKeyframe { keyframes += 1 }
+        }
+    }
+
+    func recorded(_ frame: EncodedFrame) {
+        let kind = frame.codec.kind
+        lock.withLock {
+            framesRecorded[kind, default: 0] += 1
+            bytesRecorded[kind, default: 0] += UInt64(frame.data.count)
+        }
+    }
+
+    func invite(accepted: Bool) { lock.withLock { if accepted { invitesAccepted += 1 } else { invitesRefused += 1 } } }
+    func reconnected() { lock.withLock { reconnectCount += 1 } }
+    func consumeFailed() { lock.withLock { consumeFailures += 1 } }
+
+    /// Frames received of `kind`.
+    public func framesReceived(_ kind: MediaKind) -> UInt64 { lock.withLock { framesReceived[kind] ?? 0 } }
+    /// Frames written to recordings of `kind`.
+    public func framesRecorded(_ kind: MediaKind) -> UInt64 { lock.withLock { framesRecorded[kind] ?? 0 } }
+    /// Stage invites refused.
+    public var refusedInvites: UInt64 { lock.withLock { invitesRefused } }
+    /// Times the room started reconnecting.
+    public var reconnects: UInt64 { lock.withLock { reconnectCount } }
+
+    /// Seconds since the counters were created.
+    public var uptimeSeconds: Double { Double(DispatchTime.now().uptimeNanoseconds - startNanos) / 1e9 }
+
+    /// The counter part of the exposition.
+    func render(into out: inout PrometheusText) {
+        lock.withLock {
+            for (name, help, values) in [
+                (
+                    "understudy_agent_frames_received_total", "Media frames received from consumed participants.",
+                    framesReceived
+                ),
+                ("understudy_agent_bytes_received_total", "Payload bytes of the frames received.", bytesReceived),
+                ("understudy_agent_frames_recorded_total", "Frames written to recordings.", framesRecorded),
+                ("understudy_agent_bytes_recorded_total", "Payload bytes written to recordings.", bytesRecorded),
+            ] {
+                out.family(name, "counter", help)
+                for kind in [MediaKind.audio, .video] {
+                    out.sample(name, labels: ["kind": kind == .audio ? "audio" : "video"], Double(values[kind] ?? 0))
+                }
+            }
+            out.single("understudy_agent_keyframes_received_total", "counter", "Video keyframes received.", keyframes)
+            out.single(
+                "understudy_agent_invites_accepted_total", "counter", "Stage invites followed.", invitesAccepted)
+            out.single(
+                "understudy_agent_invites_refused_total", "counter", "Stage invites refused by --accept-invites.",
+                invitesRefused)
+            out.single(
+                "understudy_agent_reconnects_total", "counter", "Times the signalling connection was re-established.",
+                reconnectCount)
+            out.single(
+                "understudy_agent_consume_failures_total", "counter", "consume/stopConsuming calls that failed twice.",
+                consumeFailures)
+        }
+        out.single(
+            "understudy_agent_uptime_seconds", "gauge", "Seconds since the agent started.", uptimeSeconds)
+    }
+}
+
+/// Builds a Prometheus text exposition (format 0.0.4).
+struct PrometheusText {
+    private(set) var text = ""
+
+    mutating func family(_ name: String, _ type: String, _ help: String) {
+        text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+    }
+
+    mutating func sample(_ name: String, labels: [String: String] = [:], _ value: Double) {
+        var line = name
+        if !labels.isEmpty {
+            let pairs = labels.keys.sorted().map { key in "\(key)=\"\(Self.escape(labels[key] ?? ""))\"" }
+            line += "{" + pairs.joined(separator: ",") + "}"
+        }
+        let formatted = value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+        text += line + " " + formatted + "\n"
+    }
+
+    mutating func single<V: BinaryInteger>(_ name: String, _ type: String, _ help: String, _ value: V) {
+        family(name, type, help)
+        sample(name, Double(value))
+    }
+
+    mutating func single(_ name: String, _ type: String, _ help: String, _ value: Double) {
+        family(name, type, help)
+        sample(name, value)
+    }
+
+    static func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+    }
+}
+
+/// Serves `GET /metrics` (Prometheus text) for one agent on a loopback address.
+///
+/// Only loopback addresses are accepted: the endpoint has no authentication and reveals who is in
+/// the room, so exposing it further is left to a deliberate proxy.
+public final class RoomAgentMetricsServer: @unchecked Sendable {
+    /// Why the endpoint could not start.
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    private let server: HTTPServer
+
+    /// Parses `HOST:PORT` (`127.0.0.1:9100`, `[::1]:9100`, `localhost:9100`); refuses other hosts.
+    public static func parseAddress(_ text: String) throws(Failure) -> (host: String, port: UInt16) {
+        let host: Substring
+        let portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[close...].hasPrefix("]:") else {
+                throw Failure(description: "'\(text)' is not HOST:PORT")
+            }
+            host = text[text.index(after: text.startIndex)..<close]
+            portText = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { throw Failure(description: "'\(text)' is not HOST:PORT") }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        }
+        guard let port = UInt16(portText) else { throw Failure(description: "'\(portText)' is not a port number") }
+        switch host {
+        case "127.0.0.1", "localhost": return ("127.0.0.1", port)
+        case "::1": return ("::1", port)
+        default:
+            throw Failure(
+                description: "'\(host)' is not a loopback address (the metrics endpoint has no authentication; "
+                    + "use 127.0.0.1 or [::1] and a proxy to expose it)")
+        }
+    }
+
+    /// Starts listening on `host:port` (port 0 picks one; read ``port``).
+    public init(host: String, port: UInt16, render: @escaping @Sendable () -> String) throws(Failure) {
+        server = HTTPServer(host: host, port: port)
+        server.route(method: "GET", path: "/metrics") { _ in
+            var response = HTTPResponse.text(render())
+            response.headers = HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")])
+            return response
+        }
+        do { try server.start() } catch {
+            throw Failure(description: "cannot listen on \(host):\(port) for metrics: \(error)")
+        }
+    }
+
+    /// The bound port.
+    public var port: UInt16 { server.port }
+
+    /// Stops listening.
+    public func stop() { server.stop() }
+}

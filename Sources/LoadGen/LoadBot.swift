@@ -1,0 +1,470 @@
+import Foundation
+import Media
+import RTC
+import RTCWire
+import Signaling
+import Streaming
+
+/// A lightweight virtual participant: a signalling channel, at most one publish and one subscribe
+/// ``PeerConnection`` on a shared ``EventLoop``, and counters. No thread, SDK room or decoder of its own.
+///
+/// Control (signalling) runs in one task per bot; everything that touches packets (the ``MediaPump``,
+/// ``PeerConnection/onRTP`` counting) runs on the bot's loop thread.
+final class LoadBot: @unchecked Sendable {
+    enum Role: Sendable, Equatable {
+        /// Publishes webcam (simulcast unless disabled) and mic.
+        case publisher
+        /// Publishes mic only.
+        case audioPublisher
+        /// RECV_ONLY audience, autoConsume off, consumes by layout.
+        case subscriber
+    }
+
+    let id: String
+    let room: String
+    let role: Role
+    let counters: LoopCounters
+    var loop: EventLoop { counters.loop }
+    unowned let run: LoadRun
+
+    // Control state (guarded by `lock`).
+    private let lock = NSLock()
+    private(set) var channel: SignalChannel?
+    private var stream: AsyncStream<(String, JSONValue)>.Continuation?
+    private var controlTask: Task<Void, Never>?
+    /// Stage (SEND_AND_RECV) participants other than this bot, in order of arrival.
+    private var stage: [String] = []
+    private var modes: [String: String] = [:]
+    /// What this bot currently asked to consume: participant -> kinds.
+    private var consuming: [String: Set<String>] = [:]
+    /// Tile size wanted for each participant's webcam, and the one last sent.
+    private var wantedViewport: [String: (Int, Int)] = [:]
+    private var sentViewport: [String: (Int, Int)] = [:]
+    /// Participants whose webcam consumer exists (setViewPort needs one).
+    private var webcamConsumers: Set<String> = []
+    private(set) var mode = "RECV_ONLY"
+    private(set) var joined = false
+    private var leaving = false
+
+    // Loop-confined media state.
+    private var publishConnection: PeerConnection?
+    private var pump: MediaPump?
+    private var subscribeConnection: PeerConnection?
+    private var tracksByMid: [String: TrackCounter] = [:]
+    private var trackByTransceiver: [ObjectIdentifier: TrackCounter] = [:]
+    private(set) var allTracks: [TrackCounter] = []
+    private var captureTimeExtensionID: UInt8 = 0
+
+    init(id: String, room: String, role: Role, counters: LoopCounters, run: LoadRun) {
+        self.id = id
+        self.room = room
+        self.role = role
+        self.counters = counters
+        self.run = run
+        self.mode = role == .subscriber ? "RECV_ONLY" : "SEND_AND_RECV"
+    }
+
+    var inviteTopic: String { "REQUEST_TO_JOIN_AS_HOST_\(id)" }
+
+    // MARK: Joining
+
+    /// Connects, joins and (for publishers) starts publishing. Returns the join latency in seconds
+    /// (connect + join response); throws the reason a join failed.
+    func start() async throws -> Double {
+        let began = EventLoop.now()
+        let config = run.configuration
+        let url = run.signalingURL(room: room)
+        let channel: SignalChannel
+        do { channel = try await SignalChannel.connect(url: url, timeout: config.requestTimeout) } catch {
+            throw LoadError.unreachable("\(error)")
+        }
+        lock.withLock { self.channel = channel }
+        if role == .subscriber {
+            let (s, c) = AsyncStream<(String, JSONValue)>.makeStream()
+            lock.withLock { stream = c }
+            channel.setNotificationHandler { method, data in c.yield((method, data)) }
+            controlTask = Task { [weak self] in
+                for await (method, data) in s {
+                    guard let self else { return }
+                    await self.handle(method, data)
+                }
+            }
+            try await openSubscribeConnection()
+        }
+        channel.onClose = { [weak self] in self?.connectionClosed() }
+        var data: [String: JSONValue] = [
+            "protocolVersion": 1, "roomId": .string(room), "participantId": .string(id),
+            "mode": .string(role == .subscriber ? "RECV_ONLY" : "SEND_AND_RECV"), "autoConsume": false,
+            "name": .string(id),
+        ]
+        if role == .subscriber { data["micEnabled"] = false }
+        let response = await channel.request("join", .object(data), timeout: config.requestTimeout)
+        let joinData: JSONValue
+        switch response {
+        case .success(let d): joinData = d
+        case .failure(let e):
+            // A bot that did not join must not act on notifications (a late join would still be live).
+            await stop()
+            if e.code < 0 { throw LoadError.unreachable("join: \(e.message)") }
+            throw LoadError.refused(code: e.code, name: e.name, message: e.message)
+        }
+        let latency = Double(EventLoop.now() - began) / 1e9
+        lock.withLock { joined = true }
+        if role == .subscriber {
+            // The roster arrives as participantJoined before the response; the response is authoritative.
+            let s = lock.withLock { stream }
+            for p in joinData["participants"]?.arrayValue ?? [] {
+                if let pid = p["participantId"]?.stringValue, let m = p["mode"]?.stringValue {
+                    s?.yield(("participantJoined", ["participantId": .string(pid), "mode": .string(m)]))
+                }
+            }
+            if config.inviteEvery != nil {
+                _ = await call("subscribe", ["topic": .string(inviteTopic)])
+            }
+        } else {
+            try await publish(video: role == .publisher)
+        }
+        return latency
+    }
+
+    private func openSubscribeConnection() async throws {
+        let pc = try PeerConnection(loop: loop, certificate: run.certificate)
+        await loop.submit { [self] in
+            subscribeConnection = pc
+            counters.subscribeConnections.append(pc)
+            pc.onRTP = { [unowned self] transceiver, _, packet in self.received(transceiver, packet) }
+        }
+    }
+
+    /// Sends a request; failures are counted as errors of kind `method` and returned.
+    @discardableResult
+    func call(_ method: String, _ data: JSONValue) async -> Result<JSONValue, SignalError> {
+        guard let channel = lock.withLock({ self.channel }) else { return .failure(SignalChannel.closedError) }
+        let r = await channel.request(method, data, timeout: run.configuration.requestTimeout)
+        if case .failure(let e) = r, !lock.withLock({ leaving }) {
+            run.noteError(method, "\(id): \(e.code) \(e.name) \(e.message)")
+        }
+        return r
+    }
+
+    // MARK: Publishing
+
+    /// Adds webcam (optional) and mic to the publish connection, offers them with `produce` and
+    /// starts the shared pre-encoded media on them.
+    func publish(video: Bool) async throws {
+        let layers = run.configuration.simulcast ? 3 : 1
+        let rids = layers == 3 ? ["q", "h", "f"] : []
+        let pc: PeerConnection
+        if let existing = await loop.submit({ [self] in publishConnection }) {
+            pc = existing
+        } else {
+            pc = try PeerConnection(loop: loop, certificate: run.certificate)
+            await loop.submit { [self] in publishConnection = pc }
+        }
+        let (offer, videoT, audioT) = try await loop.submit { () throws -> (String, RTPTransceiver?, RTPTransceiver) in
+            // Tracks of an earlier turn on stage were closed by the mode change: their m-lines stay in
+            // the offer, inactive, so only the new ones become producers.
+            for t in pc.transceivers { t.direction = .inactive }
+            let v = video ? pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids) : nil
+            let a = pc.addTransceiver(kind: .audio, direction: .sendonly)
+            let o = try pc.createOffer()
+            try pc.setLocalDescription(o)
+            return (o.serialize(), v, a)
+        }
+        var tracks: [JSONValue] = []
+        if video { tracks.append(["kind": "webcam"]) }
+        tracks.append(["kind": "mic"])
+        let response = await call("produce", ["tracks": .array(tracks), "sdp": .string(offer)])
+        guard case .success(let data) = response, let sdp = data["sdp"]?.stringValue else {
+            throw LoadError.failed("produce failed for \(id)")
+        }
+        let answer = try SessionDescription.parse(sdp)
+        try await loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
+        try await pc.waitUntilConnected(timeout: run.configuration.requestTimeout)
+        let media = run.media
+        await loop.submit { [self] in
+            pump?.detach()
+            let p = MediaPump(connection: pc, media: media, video: videoT, audio: audioT)
+            pump = p
+            p.attach()
+        }
+    }
+
+    /// Stops sending (the producers were closed by the mode change).
+    func stopPublishing() async {
+        await loop.submit { [self] in
+            pump?.detach()
+            pump = nil
+        }
+    }
+
+    // MARK: Stage invites
+
+    /// Handles an invite message on this bot's topic: calls its own changeMode and publishes, or
+    /// goes back to the audience.
+    private func invited(to newMode: String) async {
+        guard newMode != mode else { return }
+        let began = EventLoop.now()
+        let r = await call("changeMode", ["mode": .string(newMode)])
+        guard case .success = r else {
+            run.noteModeChange(promoted: newMode == "SEND_AND_RECV", ok: false, seconds: 0)
+            return
+        }
+        mode = newMode
+        if newMode == "SEND_AND_RECV" {
+            do {
+                try await publish(video: true)
+                run.noteModeChange(promoted: true, ok: true, seconds: Double(EventLoop.now() - began) / 1e9)
+            } catch {
+                run.noteError("publish-after-invite", "\(id): \(error)")
+                run.noteModeChange(promoted: true, ok: false, seconds: 0)
+            }
+        } else {
+            await stopPublishing()
+            run.noteModeChange(promoted: false, ok: true, seconds: Double(EventLoop.now() - began) / 1e9)
+        }
+    }
+
+    // MARK: Subscriber control
+
+    private func handle(_ method: String, _ data: JSONValue) async {
+        switch method {
+        case "participantJoined":
+            guard let pid = data["participantId"]?.stringValue, pid != id else { return }
+            let m = data["mode"]?.stringValue ?? "SEND_AND_RECV"
+            if setMode(pid, m) { await reconcile() }
+        case "participantLeft":
+            guard let pid = data["participantId"]?.stringValue else { return }
+            modes[pid] = nil
+            let wasOnStage = stage.contains(pid)
+            stage.removeAll { $0 == pid }
+            consuming[pid] = nil
+            webcamConsumers.remove(pid)
+            sentViewport[pid] = nil
+            if wasOnStage { await reconcile() }
+        case "participantModeChanged":
+            guard let pid = data["participantId"]?.stringValue, pid != id, let m = data["mode"]?.stringValue else {
+                return
+            }
+            if setMode(pid, m) { await reconcile() }
+        case "consumerCreated":
+            guard let pid = data["participantId"]?.stringValue, let kind = data["kind"]?.stringValue else { return }
+            if let mid = data["mid"]?.stringValue {
+                let mediaKind: MediaKind = kind == "mic" || kind == "screenAudio" ? .audio : .video
+                let now = EventLoop.now()
+                let track = TrackCounter(subscriberID: id, publisherID: pid, kind: mediaKind, mid: mid, createdAt: now)
+                await loop.submit { [self] in
+                    if let old = tracksByMid[mid], old.closedAt == 0 {
+                        old.closedAt = now
+                        counters.tracksClosed += 1
+                    }
+                    tracksByMid[mid] = track
+                    trackByTransceiver.removeAll(keepingCapacity: true)
+                    allTracks.append(track)
+                    counters.tracksCreated += 1
+                }
+            }
+            if kind == "webcam" {
+                webcamConsumers.insert(pid)
+                await sendViewports()
+            }
+        case "consumerClosed":
+            guard let pid = data["participantId"]?.stringValue else { return }
+            if data["kind"]?.stringValue == "webcam" {
+                webcamConsumers.remove(pid)
+                sentViewport[pid] = nil
+            }
+            if let mid = data["mid"]?.stringValue {
+                let now = EventLoop.now()
+                await loop.submit { [self] in
+                    if let t = tracksByMid[mid], t.closedAt == 0 {
+                        t.closedAt = now
+                        counters.tracksClosed += 1
+                    }
+                }
+            }
+        case "subscriberOffer":
+            guard let sdp = data["sdp"]?.stringValue, let revision = data["revision"]?.intValue else { return }
+            await answer(sdp: sdp, revision: revision)
+        case "pubsubMessage":
+            guard data["topic"]?.stringValue == inviteTopic, let m = data["message"]?.stringValue else { return }
+            if m == "SEND_AND_RECV" || m == "RECV_ONLY" { await invited(to: m) }
+        default:
+            break
+        }
+    }
+
+    /// Records a participant's mode; returns whether the stage changed.
+    private func setMode(_ pid: String, _ m: String) -> Bool {
+        modes[pid] = m
+        let onStage = stage.contains(pid)
+        if m == "SEND_AND_RECV" {
+            if !onStage { stage.append(pid) }
+            return !onStage
+        }
+        if onStage { stage.removeAll { $0 == pid } }
+        return onStage
+    }
+
+    /// Brings what this bot consumes in line with the layout: webcam + mic for tiled participants,
+    /// mic only for the rest of the stage, nothing for the audience.
+    private func reconcile() async {
+        guard !lock.withLock({ leaving }) else { return }
+        let tiles = run.configuration.layout.tiles
+        var wanted: [String: Set<String>] = [:]
+        var viewports: [String: (Int, Int)] = [:]
+        for (i, pid) in stage.enumerated() {
+            if i < tiles.count {
+                wanted[pid] = ["webcam", "mic"]
+                viewports[pid] = tiles[i]
+            } else {
+                wanted[pid] = ["mic"]
+            }
+        }
+        for (pid, kinds) in consuming {
+            for kind in kinds.subtracting(wanted[pid] ?? []) {
+                consuming[pid]?.remove(kind)
+                await call("stopConsuming", ["participantId": .string(pid), "kind": .string(kind)])
+            }
+        }
+        for (pid, kinds) in wanted.sorted(by: { $0.key < $1.key }) {
+            for kind in kinds.subtracting(consuming[pid] ?? []).sorted() {
+                consuming[pid, default: []].insert(kind)
+                await call("consume", ["participantId": .string(pid), "kind": .string(kind)])
+            }
+        }
+        wantedViewport = viewports
+        await sendViewports()
+    }
+
+    /// Sends setViewPort for every tiled webcam whose consumer exists and whose size changed.
+    private func sendViewports() async {
+        guard run.configuration.simulcast else { return }
+        for (pid, size) in wantedViewport where webcamConsumers.contains(pid) {
+            if let sent = sentViewport[pid], sent == size { continue }
+            sentViewport[pid] = size
+            await call(
+                "setViewPort",
+                ["participantId": .string(pid), "width": .number(Double(size.0)), "height": .number(Double(size.1))])
+        }
+    }
+
+    private func answer(sdp: String, revision: Int) async {
+        guard let pc = await loop.submit({ [self] in subscribeConnection }) else { return }
+        do {
+            let offer = try SessionDescription.parse(sdp)
+            let answer = try await loop.submit { [self] () throws -> String in
+                try pc.setRemoteDescription(offer, type: .offer)
+                let a = try pc.createAnswer()
+                try pc.setLocalDescription(a)
+                captureTimeExtensionID = pc.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
+                return a.serialize()
+            }
+            await call("subscriberAnswer", ["sdp": .string(answer), "revision": .number(Double(revision))])
+        } catch {
+            run.noteError("subscriberOffer", "\(id): \(error)")
+        }
+    }
+
+    // MARK: Hot path (loop thread)
+
+    /// Counts one received packet. No allocation: dictionary lookups by object identity, integer adds.
+    private func received(_ transceiver: RTPTransceiver, _ packet: ReceivedRTPPacket) {
+        let track: TrackCounter
+        if let known = trackByTransceiver[ObjectIdentifier(transceiver)] {
+            track = known
+        } else {
+            guard let mid = transceiver.mid, let t = tracksByMid[mid] else {
+                counters.unroutedPackets &+= 1
+                return
+            }
+            trackByTransceiver[ObjectIdentifier(transceiver)] = t
+            track = t
+        }
+        let size = UInt64(packet.packet.count)
+        let now = packet.arrival
+        track.packets &+= 1
+        track.bytes &+= size
+        track.lastPacket = now
+        counters.packets &+= 1
+        counters.bytes &+= size
+        if packet.isRepair {
+            track.repairs &+= 1
+            return
+        }
+        if track.firstPacket == 0 { track.firstPacket = now }
+        if track.firstKeyframe == 0, track.kind == .video, vp8PayloadStartsKeyframe(packet.payload) {
+            track.firstKeyframe = now
+        }
+        if captureTimeExtensionID != 0,
+            let r = packet.header.extensionElement(id: captureTimeExtensionID, in: packet.packet),
+            let ntp = AbsCaptureTime.captureTime(packet.packet, r)
+        {
+            let captured = AbsCaptureTime.unixNanoseconds(ntp: ntp)
+            let wall = wallClockNanoseconds()
+            if captured > 0, wall >= captured {
+                let latency = wall - captured
+                track.latencySum &+= latency
+                track.latencyCount &+= 1
+                if latency > track.latencyMax { track.latencyMax = latency }
+                counters.latency.add(latency)
+            }
+        }
+    }
+
+    /// Receiver statistics per mid of this bot's subscribe connection (loop thread).
+    func receiverStatsByMid() -> [String: ReceiverTotals] {
+        var out: [String: ReceiverTotals] = [:]
+        guard let pc = subscribeConnection else { return out }
+        for s in pc.receiverStats() {
+            guard let mid = s.mid else { continue }
+            var total = out[mid] ?? ReceiverTotals()
+            total.packetsReceived &+= s.stats.packetsReceived
+            total.packetsLost &+= max(0, s.stats.packetsLost)
+            total.nacksSent &+= s.stats.nacksSent
+            total.plisSent &+= s.stats.plisSent &+ s.stats.firsSent
+            total.retransmissionsReceived &+= s.stats.retransmissionsReceived
+            out[mid] = total
+        }
+        return out
+    }
+
+    /// Sender statistics of this bot's publish connection (loop thread).
+    func senderStats() -> [(kind: MediaKind, stats: RTPSenderStats)] {
+        publishConnection?.senderStats().map { ($0.kind, $0.stats) } ?? []
+    }
+
+    // MARK: Teardown
+
+    private func connectionClosed() {
+        let wasLeaving = lock.withLock { () -> Bool in
+            let l = leaving
+            leaving = true
+            return l
+        }
+        if !wasLeaving { run.noteError("disconnected", "\(id): signalling connection closed by the server") }
+        lock.withLock { stream }?.finish()
+    }
+
+    /// Leaves the room and closes both connections.
+    func stop() async {
+        let channel = lock.withLock { () -> SignalChannel? in
+            leaving = true
+            return self.channel
+        }
+        if let channel {
+            _ = await channel.request("leave", [:], timeout: 2)
+            channel.close()
+        }
+        lock.withLock { stream }?.finish()
+        controlTask?.cancel()
+        await loop.submit { [self] in
+            pump?.detach()
+            pump = nil
+            publishConnection?.close()
+            subscribeConnection?.onRTP = nil
+            subscribeConnection?.close()
+            if let pc = subscribeConnection { counters.subscribeConnections.removeAll { $0 === pc } }
+        }
+    }
+}

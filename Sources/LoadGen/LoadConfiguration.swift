@@ -1,0 +1,135 @@
+import Foundation
+
+/// How a subscriber bot lays out the stage, which decides what it consumes and at which view size.
+///
+/// The window is 1280x720. `speaker` shows the first stage participant big and up to five more as
+/// 160x90 thumbnails; `grid(n)` shows up to n×n tiles of (1280/n)x(720/n). Every stage participant's
+/// mic is consumed, as a real client hears everyone it cannot see.
+public enum LoadLayout: Sendable, Equatable, CustomStringConvertible {
+    case speaker
+    case grid(Int)
+
+    /// Parses `speaker`, `3x3`, `4x4` or `5x5` (any `NxN` with 1 ≤ N ≤ 8).
+    public init?(_ text: String) {
+        if text == "speaker" {
+            self = .speaker
+            return
+        }
+        let parts = text.split(separator: "x")
+        guard parts.count == 2, let a = Int(parts[0]), let b = Int(parts[1]), a == b, (1...8).contains(a) else {
+            return nil
+        }
+        self = .grid(a)
+    }
+
+    public var description: String {
+        switch self {
+        case .speaker: return "speaker"
+        case .grid(let n): return "\(n)x\(n)"
+        }
+    }
+
+    /// View sizes of the tiles in order (the first stage participant gets the first tile).
+    public var tiles: [(width: Int, height: Int)] {
+        switch self {
+        case .speaker:
+            return [(1280, 720)] + Array(repeating: (160, 90), count: 5)
+        case .grid(let n):
+            return Array(repeating: (1280 / n, 720 / n), count: n * n)
+        }
+    }
+}
+
+/// Everything `understudy load` needs to run; the CLI fills it from its flags.
+public struct LoadConfiguration: Sendable {
+    /// Signalling URL, `ws://HOST:PORT` (the `/v1/rtc` path is added when missing).
+    public var signalingURL: String
+    /// Room name; with ``rooms`` > 1 the rooms are `ROOM-1` … `ROOM-N`.
+    public var room: String
+    /// Number of rooms; every room gets the publishers and subscribers below.
+    public var rooms: Int = 1
+    /// A token used as is for every bot (it must not name a participant), or nil to sign with ``secret``.
+    public var token: String?
+    /// Server secret: each room gets its own `allow_join` token signed here.
+    public var secret: String?
+    /// Video+audio publishers per room (webcam with 3 simulcast layers unless ``simulcast`` is off, and mic).
+    public var publishers: Int = 1
+    /// Audio-only publishers per room.
+    public var audioPublishers: Int = 0
+    /// Audience bots per room (RECV_ONLY, autoConsume off).
+    public var subscribers: Int = 10
+    /// Length of the run in seconds, counted from the first join.
+    public var duration: Double = 60
+    /// Joins started per second.
+    public var joinRate: Double = 10
+    /// What subscribers watch.
+    public var layout: LoadLayout = .grid(3)
+    /// Publish 3 simulcast layers (else one 640x360 layer).
+    public var simulcast: Bool = true
+    /// Every this many seconds, one audience bot per room is invited on stage (and the previous one
+    /// sent back to the audience). Nil: no invites.
+    public var inviteEvery: Double?
+    /// I/O threads (event loops) shared by all bots; defaults to one per core.
+    public var loopCount: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// Seconds allowed for one WebSocket connect and for one signalling request.
+    public var requestTimeout: Double = 15
+    /// Participant id prefix, so two load processes can share a room.
+    public var idPrefix: String = "load"
+
+    /// A configuration for `room` on the server at `signalingURL`; other fields keep their defaults.
+    public init(signalingURL: String, room: String) {
+        self.signalingURL = signalingURL
+        self.room = room
+    }
+
+    /// Room names in use.
+    public var roomNames: [String] { rooms <= 1 ? [room] : (1...rooms).map { "\(room)-\($0)" } }
+
+    /// The full signalling URL (with `/v1/rtc`).
+    var rtcURL: String {
+        var url = signalingURL
+        while url.hasSuffix("/") { url.removeLast() }
+        let afterScheme = url.range(of: "://").map { url[$0.upperBound...] } ?? Substring(url)
+        return afterScheme.contains("/") ? url : url + "/v1/rtc"
+    }
+
+    /// Checks the values; the message names the offending option.
+    public func validate() throws(LoadError) {
+        func bad(_ m: String) -> LoadError { .invalidConfiguration(m) }
+        guard signalingURL.hasPrefix("ws://") else { throw bad("--server must be an http:// or ws:// URL") }
+        guard !room.isEmpty, !room.contains(where: { $0.isWhitespace || $0 == "/" }) else {
+            throw bad("--room must be non-empty, without whitespace or '/'")
+        }
+        guard (1...1000).contains(rooms) else { throw bad("--rooms must be 1…1000") }
+        guard token != nil || secret != nil else { throw bad("give --token or --secret") }
+        guard publishers >= 0, audioPublishers >= 0, subscribers >= 0 else { throw bad("counts must be ≥ 0") }
+        guard publishers + audioPublishers + subscribers > 0 else { throw bad("nothing to do: no bots") }
+        guard duration > 0, duration.isFinite else { throw bad("--duration must be positive") }
+        guard joinRate > 0, joinRate.isFinite else { throw bad("--join-rate must be positive") }
+        if let inviteEvery {
+            guard inviteEvery > 0, inviteEvery.isFinite else { throw bad("--invite-every must be positive") }
+        }
+        guard loopCount >= 1 else { throw bad("need at least one I/O thread") }
+    }
+}
+
+/// Why a load run could not start or went wrong as a whole.
+public enum LoadError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// Bad flags or configuration (the CLI exits 2).
+    case invalidConfiguration(String)
+    /// The server could not be reached (TCP or WebSocket handshake).
+    case unreachable(String)
+    /// The server refused the first join (token, room, permissions).
+    case refused(code: Int, name: String, message: String)
+    /// Anything else that stops the run.
+    case failed(String)
+
+    public var description: String {
+        switch self {
+        case .invalidConfiguration(let m): return m
+        case .unreachable(let m): return "server unreachable: \(m)"
+        case .refused(let code, let name, let message): return "join refused: \(code) \(name): \(message)"
+        case .failed(let m): return m
+        }
+    }
+}

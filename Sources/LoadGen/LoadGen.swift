@@ -1,2 +1,0 @@
-/// Namespace for the load generator behind `understudy load` (see docs/architecture.md).
-public enum LoadGen {}

@@ -1,0 +1,374 @@
+import Foundation
+import Media
+import RTC
+import RTCWire
+import Signaling
+
+/// One line of live progress.
+public struct LoadProgress: Sendable {
+    /// Seconds since the first join.
+    public var elapsed: Double
+    /// Bots joined, and bots planned.
+    public var joined: Int
+    public var planned: Int
+    /// Bots whose join failed.
+    public var failed: Int
+    /// Tracks currently received by subscribers.
+    public var tracks: Int
+    /// Received media rate over the last interval.
+    public var mbps: Double
+    /// Loss so far (lost ÷ expected) over every receiver.
+    public var lossPercent: Double
+    /// Resident memory of the process.
+    public var rssBytes: Int
+    /// Cumulative counters since the start: packets received and lost by every receiver, and CPU
+    /// seconds of the load generator's I/O threads (for steady-state windows).
+    public var packetsReceived: UInt64
+    public var packetsLost: Int64
+    public var loopCPUSeconds: Double
+
+    /// The progress line printed on stderr.
+    public var line: String {
+        String(
+            format: "load: %5.1fs joined %d/%d%@ tracks %d  %.1f Mbps  loss %.2f%%  rss %d MB", elapsed, joined,
+            planned, failed > 0 ? " (\(failed) failed)" as NSString : "" as NSString, tracks, mbps, lossPercent,
+            rssBytes / 1_048_576)
+    }
+}
+
+/// Runs one load test: plans the bots, joins them at the configured rate over a few shared event
+/// loops, drives stage invites, samples progress and builds the ``LoadReport``.
+public final class LoadRun: @unchecked Sendable {
+    public let configuration: LoadConfiguration
+    let certificate: DTLSCertificate
+    let media: SyntheticMedia
+    let loopCounters: [LoopCounters]
+    /// Called about once a second with the progress (on a background task).
+    public var onProgress: (@Sendable (LoadProgress) -> Void)?
+
+    private let lock = NSLock()
+    private var bots: [LoadBot] = []
+    private var joinLatencies: [Double] = []
+    private var joinFailures = 0
+    private var errorCounts: [String: (count: Int, example: String)] = [:]
+    private var invitesSent = 0
+    private var promotions = 0
+    private var demotions = 0
+    private var modeFailures = 0
+    private var modeLatencies: [Double] = []
+    private var rssSamples: [LoadReport.RSSSample] = []
+    private var ticks: [LoadReport.Tick] = []
+    private var stopSpawning = false
+
+    /// Prepares a run: validates, encodes the shared media once and starts the event loops.
+    public init(configuration: LoadConfiguration) throws(LoadError) {
+        try configuration.validate()
+        self.configuration = configuration
+        do { certificate = try DTLSCertificate.generate(commonName: "understudy-load") } catch {
+            throw .failed("cannot make a DTLS certificate: \(error)")
+        }
+        media = SyntheticMedia.shared(layers: configuration.simulcast ? 3 : 1)
+        loopCounters = (0..<configuration.loopCount).map { LoopCounters(loop: EventLoop(name: "load-\($0)")) }
+    }
+
+    func signalingURL(room: String) -> String {
+        let token: String
+        if let t = configuration.token {
+            token = t
+        } else {
+            token = RoomToken.sign(
+                RoomToken(
+                    apikey: "understudy-load", permissions: ["allow_join"], roomId: room, participantId: nil,
+                    lifetime: max(3600, configuration.duration * 2)),
+                secret: configuration.secret ?? "")
+        }
+        return configuration.rtcURL + "?token=" + token
+    }
+
+    // MARK: Bookkeeping (any thread)
+
+    func noteError(_ kind: String, _ message: String) {
+        lock.withLock {
+            let e = errorCounts[kind] ?? (0, message)
+            errorCounts[kind] = (e.count + 1, e.example)
+        }
+    }
+
+    func noteModeChange(promoted: Bool, ok: Bool, seconds: Double) {
+        lock.withLock {
+            if !ok {
+                modeFailures += 1
+            } else {
+                if promoted { promotions += 1 } else { demotions += 1 }
+                modeLatencies.append(seconds)
+            }
+        }
+    }
+
+    // MARK: Running
+
+    private struct Planned {
+        let id: String
+        let room: String
+        let role: LoadBot.Role
+    }
+
+    private func plan() -> [Planned] {
+        let c = configuration
+        var out: [Planned] = []
+        let prefix = c.idPrefix
+        for (r, room) in c.roomNames.enumerated() {
+            let tag = c.rooms > 1 ? "\(prefix)-r\(r + 1)" : prefix
+            for i in 0..<c.publishers { out.append(Planned(id: "\(tag)-pub-\(i + 1)", room: room, role: .publisher)) }
+            for i in 0..<c.audioPublishers {
+                out.append(Planned(id: "\(tag)-mic-\(i + 1)", room: room, role: .audioPublisher))
+            }
+        }
+        for (r, room) in c.roomNames.enumerated() {
+            let tag = c.rooms > 1 ? "\(prefix)-r\(r + 1)" : prefix
+            for i in 0..<c.subscribers { out.append(Planned(id: "\(tag)-sub-\(i + 1)", room: room, role: .subscriber)) }
+        }
+        return out
+    }
+
+    private func startBot(_ p: Planned, index: Int) async throws -> LoadBot {
+        let counters = loopCounters[index % loopCounters.count]
+        let bot = LoadBot(id: p.id, room: p.room, role: p.role, counters: counters, run: self)
+        lock.withLock { bots.append(bot) }
+        do {
+            let latency = try await bot.start()
+            lock.withLock { joinLatencies.append(latency) }
+            return bot
+        } catch {
+            lock.withLock { joinFailures += 1 }
+            noteError("join", "\(p.id): \(error)")
+            throw error
+        }
+    }
+
+    /// Runs the test for the configured duration and returns the report. Throws when the first bot
+    /// cannot reach the server or is refused, so a wrong URL or token fails fast with one reason.
+    public func run() async throws(LoadError) -> LoadReport {
+        let planned = plan()
+        let startCPU = currentProcessCPUSeconds()
+        let startLoopCPU = await loopCPU()
+        let start = EventLoop.now()
+        let deadline = start + UInt64(configuration.duration * 1e9)
+        let baselineRSS = residentBytes()
+        lock.withLock { rssSamples.append(LoadReport.RSSSample(seconds: 0, bytes: baselineRSS)) }
+        // The first join is the probe: its failure is the run's failure.
+        do { _ = try await startBot(planned[0], index: 0) } catch let e as LoadError {
+            await teardown()
+            throw e
+        } catch {
+            await teardown()
+            throw .failed("\(error)")
+        }
+        let rate = configuration.joinRate
+        let spawner = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for (i, p) in planned.enumerated().dropFirst() {
+                    let due = start + UInt64(Double(i) / rate * 1e9)
+                    while EventLoop.now() < due {
+                        if lock.withLock({ stopSpawning }) { break }
+                        try? await Task.sleep(nanoseconds: min(due - EventLoop.now(), 50_000_000))
+                    }
+                    if lock.withLock({ stopSpawning }) || EventLoop.now() >= deadline { break }
+                    group.addTask { _ = try? await self.startBot(p, index: i) }
+                }
+            }
+        }
+        let inviter: Task<Void, Never>? = configuration.inviteEvery.map { every in
+            Task { await self.runInvites(every: every, until: deadline) }
+        }
+        // Progress, about once a second, until the deadline.
+        var lastBytes: UInt64 = 0
+        var lastTime = start
+        while EventLoop.now() < deadline {
+            let remaining = deadline - EventLoop.now()
+            try? await Task.sleep(nanoseconds: min(remaining, 1_000_000_000))
+            let sample = await snapshot()
+            let now = EventLoop.now()
+            let seconds = Double(now - lastTime) / 1e9
+            let mbps = seconds > 0 ? Double(sample.bytes &- lastBytes) * 8 / seconds / 1e6 : 0
+            lastBytes = sample.bytes
+            lastTime = now
+            let expected = Double(sample.received) + Double(sample.lost)
+            let rss = residentBytes()
+            let elapsed = Double(now - start) / 1e9
+            let (joined, failed) = lock.withLock { () -> (Int, Int) in
+                rssSamples.append(LoadReport.RSSSample(seconds: elapsed, bytes: rss))
+                return (joinLatencies.count, joinFailures)
+            }
+            lock.withLock {
+                ticks.append(
+                    LoadReport.Tick(
+                        seconds: elapsed, loopCPUSeconds: Double(sample.cpuNanos) / 1e9,
+                        packetsReceived: sample.received, packetsLost: sample.lost, tracks: sample.tracks))
+            }
+            onProgress?(
+                LoadProgress(
+                    elapsed: elapsed, joined: joined, planned: planned.count, failed: failed,
+                    tracks: sample.tracks, mbps: mbps,
+                    lossPercent: expected > 0 ? Double(sample.lost) / expected * 100 : 0,
+                    rssBytes: rss, packetsReceived: sample.received, packetsLost: sample.lost,
+                    loopCPUSeconds: Double(sample.cpuNanos) / 1e9))
+        }
+        lock.withLock { stopSpawning = true }
+        inviter?.cancel()
+        await spawner.value
+        _ = await inviter?.value
+        let elapsed = Double(EventLoop.now() - start) / 1e9
+        let endLoopCPU = await loopCPU()
+        let report = await buildReport(
+            planned: planned.count, elapsed: elapsed, cpu: currentProcessCPUSeconds() - startCPU,
+            loopCPU: endLoopCPU - startLoopCPU)
+        await teardown()
+        return report
+    }
+
+    /// Sum of the loop threads' CPU time, in seconds.
+    func loopCPU() async -> Double {
+        var total: UInt64 = 0
+        for c in loopCounters { total &+= await c.loop.submit { threadCPUNanoseconds() } }
+        return Double(total) / 1e9
+    }
+
+    struct Snapshot {
+        var bytes: UInt64 = 0
+        var packets: UInt64 = 0
+        var received: UInt64 = 0
+        var lost: Int64 = 0
+        var tracks = 0
+        var cpuNanos: UInt64 = 0
+    }
+
+    func snapshot() async -> Snapshot {
+        var s = Snapshot()
+        for c in loopCounters {
+            let (bytes, packets, totals, tracks, cpu) = await c.loop.submit {
+                (c.bytes, c.packets, c.receiverTotals(), c.tracksCreated - c.tracksClosed, threadCPUNanoseconds())
+            }
+            s.cpuNanos &+= cpu
+            s.bytes &+= bytes
+            s.packets &+= packets
+            s.received &+= totals.received
+            s.lost &+= totals.lost
+            s.tracks += tracks
+        }
+        return s
+    }
+
+    /// Every `every` seconds, per room: the previous guest goes back to the audience and the next
+    /// audience bot is invited on stage, by a publisher sending the PubSub invite.
+    private func runInvites(every: Double, until deadline: UInt64) async {
+        var next: [String: Int] = [:]
+        var onStage: [String: LoadBot] = [:]
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: UInt64(every * 1e9))
+            if Task.isCancelled || EventLoop.now() >= deadline { return }
+            let current = lock.withLock { bots.filter { $0.joined } }
+            for room in configuration.roomNames {
+                guard let host = current.first(where: { $0.room == room && $0.role != .subscriber }) else { continue }
+                let audience = current.filter { $0.room == room && $0.role == .subscriber }
+                if let guest = onStage[room] {
+                    onStage[room] = nil
+                    await invite(guest, to: "RECV_ONLY", by: host)
+                }
+                guard !audience.isEmpty else { continue }
+                let i = next[room, default: 0] % audience.count
+                next[room] = i + 1
+                onStage[room] = audience[i]
+                await invite(audience[i], to: "SEND_AND_RECV", by: host)
+            }
+        }
+    }
+
+    private func invite(_ bot: LoadBot, to mode: String, by host: LoadBot) async {
+        lock.withLock { invitesSent += 1 }
+        await host.call(
+            "publish", ["topic": .string(bot.inviteTopic), "message": .string(mode), "sendOnly": [.string(bot.id)]])
+    }
+
+    private func teardown() async {
+        let all = lock.withLock { bots }
+        await withTaskGroup(of: Void.self) { group in
+            for b in all { group.addTask { await b.stop() } }
+        }
+        for c in loopCounters { c.loop.shutdown() }
+    }
+
+    // MARK: Report
+
+    private func buildReport(planned: Int, elapsed: Double, cpu: Double, loopCPU: Double) async -> LoadReport {
+        let all = lock.withLock { bots }
+        var tracks: [LoadReport.TrackResult] = []
+        var publishers: [LoadReport.PublisherResult] = []
+        var latency = LatencyHistogram()
+        var ttfp: [Double] = []
+        var ttfk: [Double] = []
+        for c in loopCounters {
+            let mine = all.filter { $0.counters === c }
+            let (t, p, h) = await c.loop.submit {
+                () -> ([LoadReport.TrackResult], [LoadReport.PublisherResult], LatencyHistogram) in
+                var t: [LoadReport.TrackResult] = []
+                var p: [LoadReport.PublisherResult] = []
+                for bot in mine {
+                    let stats = bot.receiverStatsByMid()
+                    for track in bot.allTracks {
+                        t.append(LoadReport.TrackResult(track, receiver: stats[track.mid]))
+                    }
+                    for s in bot.senderStats() {
+                        p.append(
+                            LoadReport.PublisherResult(
+                                participant: bot.id, kind: s.kind == .video ? "video" : "audio",
+                                packetsSent: s.stats.packetsSent, bytesSent: s.stats.bytesSent,
+                                nacksReceived: s.stats.nacksReceived, retransmissions: s.stats.retransmissions,
+                                plisReceived: s.stats.plisReceived))
+                    }
+                }
+                return (t, p, c.latency)
+            }
+            tracks += t
+            publishers += p
+            latency.merge(h)
+        }
+        // Several tracks can share a mid over time (m-lines reused): receiver stats then belong to
+        // the newest, which is how the receiver sees them too.
+        for t in tracks {
+            if let v = t.timeToFirstPacketMs { ttfp.append(v) }
+            if let v = t.timeToFirstKeyframeMs { ttfk.append(v) }
+        }
+        let (joins, failures, errors, modes, rss, tickLog) = lock.withLock {
+            (
+                joinLatencies, joinFailures,
+                errorCounts.map {
+                    LoadReport.ErrorCount(kind: $0.key, count: $0.value.count, example: $0.value.example)
+                }
+                .sorted { $0.count > $1.count },
+                LoadReport.ModeChanges(
+                    invitesSent: invitesSent, promotions: promotions, demotions: demotions, failures: modeFailures,
+                    latencyMs: .of(modeLatencies.map { $0 * 1000 })),
+                rssSamples, ticks
+            )
+        }
+        return LoadReport(
+            configuration: configuration, plannedParticipants: planned, joinedParticipants: joins.count,
+            joinFailures: failures, elapsedSeconds: elapsed, joinLatencyMs: .of(joins.map { $0 * 1000 }),
+            tracks: tracks, publishers: publishers, latency: latency, timeToFirstPacketMs: .of(ttfp),
+            timeToFirstKeyframeMs: .of(ttfk), modeChanges: modes, processCPUSeconds: cpu, loopCPUSeconds: loopCPU,
+            rssSamples: rss, ticks: tickLog, errors: errors)
+    }
+}
+
+/// Entry points of the load generator.
+public enum LoadGen {
+    /// Runs one load test with `configuration`; `progress` receives the live progress about once a second.
+    public static func run(
+        _ configuration: LoadConfiguration, progress: (@Sendable (LoadProgress) -> Void)? = nil
+    ) async throws(LoadError) -> LoadReport {
+        let run = try LoadRun(configuration: configuration)
+        run.onProgress = progress
+        return try await run.run()
+    }
+}

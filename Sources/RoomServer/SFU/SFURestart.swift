@@ -1,0 +1,46 @@
+import RTC
+import RTCWire
+
+/// Which of a participant's two server connections an ICE restart is for.
+public enum SFUConnectionRole: String, Sendable {
+    case publish, subscribe
+}
+
+extension SFU {
+    /// ICE restart of an existing connection without SDP (the room protocol's `restartIce`): the
+    /// connection takes the client's new credentials and makes fresh ones of its own, which a shared
+    /// UDP port learns at once. DTLS, SRTP, producers and consumers are untouched, so forwarding
+    /// resumes with the same SSRCs and sequence numbers once the client's checks succeed.
+    ///
+    /// - Returns: the server's new ufrag and password.
+    public func restartICE(
+        participantID: String, connection role: SFUConnectionRole, remoteUfrag: String, remotePassword: String
+    ) async throws -> (ufrag: String, password: String) {
+        try await loop.submit { [self] in
+            guard !closed else { throw SFUError.closed }
+            guard let participant = participants[participantID] else {
+                throw SFUError.unknownParticipant(participantID)
+            }
+            let found = role == .publish ? participant.publishConnection : participant.subscribeConnection
+            guard let connection = found else {
+                throw SFUError.negotiation("no \(role.rawValue) connection to restart")
+            }
+            do {
+                let fresh = try connection.restartICE()
+                try connection.setRemoteICECredentials(ufrag: remoteUfrag, password: remotePassword)
+                return fresh
+            } catch {
+                throw SFUError.negotiation("ICE restart failed: \(error)")
+            }
+        }
+    }
+
+    /// ICE restart of the publish connection by SDP: a re-offer with new credentials. Same as a
+    /// renegotiating ``publish(participantID:offer:sources:)``, which already keeps every producer;
+    /// the answer carries the server's fresh credentials.
+    public func restartPublishICE(participantID: String, offer: SessionDescription) async throws -> SessionDescription {
+        let hasConnection = await loop.submit { [self] in participants[participantID]?.publishConnection != nil }
+        guard hasConnection else { throw SFUError.negotiation("no publish connection to restart") }
+        return try await publish(participantID: participantID, offer: offer).answer
+    }
+}

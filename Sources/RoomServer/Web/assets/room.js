@@ -1,0 +1,1100 @@
+// The Understudy room page: joins a room over the signalling protocol v1 (docs/protocol.md),
+// publishes camera/mic through the SFU, shows the stage and the audience, stage invites both ways,
+// chat, moderation and a stats overlay. Plain JavaScript, no build step, nothing from the network
+// but this server.
+'use strict';
+
+(() => {
+  const SEND_AND_RECV = 'SEND_AND_RECV';
+  const RECV_ONLY = 'RECV_ONLY';
+  const MODES = new Set([SEND_AND_RECV, RECV_ONLY, 'SIGNALLING_ONLY']);
+  const INVITE_PREFIX = 'REQUEST_TO_JOIN_AS_HOST_';
+  const CHAT_TOPIC = 'CHAT';
+
+  const params = new URLSearchParams(location.search);
+  const flag = (name, fallback) => {
+    const value = params.get(name);
+    if (value === null) return fallback;
+    return ['1', 'true', 'yes', 'on'].includes(value.toLowerCase());
+  };
+  const $ = (id) => document.getElementById(id);
+
+  const state = {
+    ws: null,
+    nextRequestId: 1,
+    pending: new Map(),
+    joined: false,
+    left: null,
+    roomId: '',
+    me: '',
+    myName: '',
+    permissions: [],
+    participants: new Map(), // id -> {id, name, mode, isAgent, micEnabled, camEnabled}
+    pins: new Map(), // id -> {cam, share}
+    consumers: new Map(), // consumerId -> {consumerId, producerId, participantId, kind, mid}
+    midTracks: new Map(), // subscribe-connection mid -> MediaStreamTrack
+    pubPc: null,
+    subPc: null,
+    pubChain: Promise.resolve(),
+    subChain: Promise.resolve(),
+    local: {}, // kind -> {track, transceiver, producerId}
+    wantMic: true,
+    wantCam: true,
+    chatIds: new Set(),
+    presenterId: null,
+    speakerId: null,
+    tileStats: new Map(), // participantId -> overlay text
+    statsSamples: new Map(), // key -> {bytes, packets, lost, time}
+    events: [], // what happened, for tests and debugging
+    autoAcceptInvites: flag('autoAcceptInvites', false),
+    showStats: flag('stats', true),
+  };
+
+  function note(event, detail) {
+    state.events.push({ event, detail, time: Date.now() });
+    if (state.events.length > 500) state.events.shift();
+  }
+
+  function toast(text) {
+    const element = document.createElement('div');
+    element.className = 'toast';
+    element.textContent = text;
+    $('toasts').appendChild(element);
+    setTimeout(() => element.remove(), 6000);
+    note('toast', text);
+  }
+
+  function setStatus(text) {
+    $('status').textContent = text;
+  }
+
+  // ---- Signalling -------------------------------------------------------------------------
+
+  class RoomRequestError extends Error {
+    constructor(method, error) {
+      super(`${method}: ${error.code} ${error.name}: ${error.message}`);
+      this.code = error.code;
+      this.errorName = error.name;
+    }
+  }
+
+  function connect(token) {
+    return new Promise((resolve, reject) => {
+      const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+      const ws = new WebSocket(`${scheme}//${location.host}/v1/rtc?token=${encodeURIComponent(token)}`);
+      let opened = false;
+      ws.onopen = () => {
+        opened = true;
+        resolve(ws);
+      };
+      ws.onerror = () => {
+        if (!opened) reject(new Error('cannot reach the room server'));
+      };
+      ws.onmessage = (event) => {
+        let message;
+        try {
+          message = JSON.parse(event.data);
+        } catch {
+          return;
+        }
+        received(message);
+      };
+      ws.onclose = (event) => socketClosed(event);
+    });
+  }
+
+  function request(method, data = {}) {
+    return new Promise((resolve, reject) => {
+      if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
+        reject(new Error(`${method}: not connected`));
+        return;
+      }
+      const id = state.nextRequestId++;
+      state.pending.set(id, { resolve, reject, method });
+      state.ws.send(JSON.stringify({ id, method, data }));
+    });
+  }
+
+  function received(message) {
+    if ('id' in message && 'ok' in message) {
+      const pending = state.pending.get(message.id);
+      if (!pending) return;
+      state.pending.delete(message.id);
+      if (message.ok) pending.resolve(message.data || {});
+      else pending.reject(new RoomRequestError(pending.method, message.error || {}));
+      return;
+    }
+    const handler = notifications[message.method];
+    if (handler) {
+      try {
+        handler(message.data || {});
+      } catch (error) {
+        console.error(`handling ${message.method}`, error);
+      }
+    }
+  }
+
+  function socketClosed(event) {
+    for (const pending of state.pending.values()) pending.reject(new Error(`${pending.method}: connection closed`));
+    state.pending.clear();
+    if (state.joined && !state.left) finish(`connection closed (${event.code})`);
+  }
+
+  // ---- Participants and lists ---------------------------------------------------------------
+
+  function remember(p) {
+    const previous = state.participants.get(p.participantId) || {};
+    state.participants.set(p.participantId, {
+      ...previous,
+      id: p.participantId,
+      name: p.name || p.participantId,
+      mode: p.mode,
+      isAgent: !!p.isAgent,
+      micEnabled: !!p.micEnabled,
+      camEnabled: !!p.camEnabled,
+    });
+  }
+
+  // Seed 000: rebuild both lists from every participant (the local one included) by mode.
+  function participantsWithMode(mode) {
+    return [...state.participants.values()].filter((p) => p.mode === mode);
+  }
+
+  function rebuildLists() {
+    const stage = participantsWithMode(SEND_AND_RECV);
+    const audience = participantsWithMode(RECV_ONLY);
+    const pinned = (p) => (isPinned(p.id) ? 0 : 1);
+    stage.sort((a, b) => pinned(a) - pinned(b) || (a.id === state.me ? -1 : b.id === state.me ? 1 : 0));
+    renderStage(stage);
+    renderAudience(audience);
+    renderControls();
+  }
+
+  function isPinned(id) {
+    const pin = state.pins.get(id);
+    return !!pin && (pin.cam || pin.share);
+  }
+
+  function myMode() {
+    return state.participants.get(state.me)?.mode;
+  }
+
+  function isModerator() {
+    return state.permissions.includes('allow_mod');
+  }
+
+  function button(text, action, id, extraClass) {
+    const element = document.createElement('button');
+    element.type = 'button';
+    element.className = `small ${extraClass || ''}`.trim();
+    element.textContent = text;
+    element.dataset.action = action;
+    element.dataset.participantId = id;
+    return element;
+  }
+
+  function badge(text, className) {
+    const element = document.createElement('span');
+    element.className = `badge ${className}`;
+    element.textContent = text;
+    return element;
+  }
+
+  const tiles = new Map(); // participantId -> {root, video, audio: Map, label, actions, stats, placeholder}
+
+  function renderStage(stage) {
+    const list = $('stage-list');
+    const wanted = new Set(stage.map((p) => p.id));
+    for (const [id, tile] of tiles) {
+      if (!wanted.has(id)) {
+        tile.root.remove();
+        tiles.delete(id);
+      }
+    }
+    for (const p of stage) {
+      let tile = tiles.get(p.id);
+      if (!tile) tile = makeTile(p.id);
+      updateTile(tile, p);
+      list.appendChild(tile.root); // appending an existing node moves it: keeps the sorted order
+    }
+    $('stage-count').textContent = String(stage.length);
+  }
+
+  function makeTile(id) {
+    const root = document.createElement('div');
+    root.className = 'tile';
+    root.dataset.participantId = id;
+    const video = document.createElement('video');
+    video.autoplay = true;
+    video.playsInline = true;
+    video.muted = true; // audio plays through separate <audio> elements
+    const placeholder = document.createElement('div');
+    placeholder.className = 'placeholder';
+    const label = document.createElement('div');
+    label.className = 'label';
+    const actions = document.createElement('div');
+    actions.className = 'actions';
+    const stats = document.createElement('div');
+    stats.className = 'stats';
+    const media = document.createElement('div');
+    media.className = 'media';
+    media.append(video, placeholder, stats);
+    const footer = document.createElement('div');
+    footer.className = 'footer';
+    footer.append(label, actions);
+    root.append(media, footer);
+    const tile = { root, video, placeholder, label, actions, stats, audio: new Map(), trackId: null };
+    tiles.set(id, tile);
+    return tile;
+  }
+
+  function updateTile(tile, p) {
+    const local = p.id === state.me;
+    tile.root.classList.toggle('pinned', isPinned(p.id));
+    tile.root.classList.toggle('speaking', state.speakerId === p.id);
+    tile.root.dataset.pinned = isPinned(p.id) ? 'true' : 'false';
+    tile.root.dataset.mic = p.micEnabled ? 'on' : 'off';
+
+    const track = local ? (state.local.screen || state.local.webcam)?.track : remoteVideoTrack(p.id);
+    const trackId = track ? track.id : null;
+    if (tile.trackId !== trackId) {
+      tile.trackId = trackId;
+      tile.video.srcObject = track ? new MediaStream([track]) : null;
+      if (track) tile.video.play().catch(() => {});
+    }
+    tile.video.hidden = !track;
+    tile.placeholder.textContent = track ? '' : initials(p.name);
+
+    if (!local) syncRemoteAudio(tile, p.id);
+
+    tile.label.replaceChildren();
+    const name = document.createElement('span');
+    name.className = 'name';
+    name.textContent = local ? `${p.name} (you)` : p.name;
+    tile.label.append(name, badge(p.micEnabled ? 'mic on' : 'mic off', p.micEnabled ? 'mic-on' : 'mic-off'));
+    if (!p.camEnabled) tile.label.append(badge('cam off', 'cam-off'));
+    if (isPinned(p.id)) tile.label.append(badge('pinned', 'pin'));
+    if (state.presenterId === p.id) tile.label.append(badge('presenting', 'share'));
+    if (p.isAgent) tile.label.append(badge('agent', 'agent'));
+
+    tile.actions.replaceChildren();
+    tile.actions.append(button(isPinned(p.id) ? 'Unpin' : 'Pin', isPinned(p.id) ? 'unpin' : 'pin', p.id));
+    if (!local && isModerator()) {
+      const media = [
+        p.micEnabled ? button('Mute', 'disableMic', p.id) : button('Ask mic', 'requestMic', p.id),
+        p.camEnabled ? button('Cam off', 'disableCam', p.id) : button('Ask cam', 'requestCam', p.id),
+      ];
+      // Media moderation is not supported on agents (3068); remove and pin are.
+      for (const element of media) {
+        element.disabled = p.isAgent;
+        tile.actions.append(element);
+      }
+      tile.actions.append(button('Remove', 'remove', p.id, 'danger'));
+    }
+    tile.stats.textContent = state.tileStats.get(p.id) || '';
+  }
+
+  function initials(name) {
+    return (name || '?')
+      .split(/\s+/)
+      .map((part) => part[0] || '')
+      .join('')
+      .slice(0, 2)
+      .toUpperCase();
+  }
+
+  function consumersOf(id, kinds) {
+    return [...state.consumers.values()].filter((c) => c.participantId === id && kinds.includes(c.kind));
+  }
+
+  function remoteVideoTrack(id) {
+    // A screen share wins over the camera, as on most room UIs.
+    for (const kinds of [['screen', 'share'], ['webcam', 'video']]) {
+      for (const consumer of consumersOf(id, kinds)) {
+        const track = state.midTracks.get(consumer.mid);
+        if (track && track.readyState === 'live') return track;
+      }
+    }
+    return null;
+  }
+
+  function syncRemoteAudio(tile, id) {
+    const tracks = new Map();
+    for (const consumer of consumersOf(id, ['mic', 'audio', 'screenAudio', 'shareAudio'])) {
+      const track = state.midTracks.get(consumer.mid);
+      if (track && track.readyState === 'live') tracks.set(track.id, track);
+    }
+    for (const [trackId, element] of tile.audio) {
+      if (!tracks.has(trackId)) {
+        element.srcObject = null;
+        element.remove();
+        tile.audio.delete(trackId);
+      }
+    }
+    for (const [trackId, track] of tracks) {
+      if (tile.audio.has(trackId)) continue;
+      const element = document.createElement('audio');
+      element.autoplay = true;
+      element.srcObject = new MediaStream([track]);
+      tile.root.appendChild(element);
+      element.play().catch(() => {});
+      tile.audio.set(trackId, element);
+    }
+  }
+
+  function renderAudience(audience) {
+    const list = $('audience-list');
+    list.replaceChildren();
+    for (const p of audience) {
+      const item = document.createElement('li');
+      item.dataset.participantId = p.id;
+      const name = document.createElement('span');
+      name.className = 'name';
+      name.textContent = p.id === state.me ? `${p.name} (you)` : p.name;
+      item.append(name);
+      if (p.isAgent) item.append(badge('agent', 'agent'));
+      if (isPinned(p.id)) item.append(badge('pinned', 'pin'));
+      if (p.id !== state.me) {
+        // Seed 000, step 2: an "Invite on Stage" button for each audience member.
+        item.append(button('Invite on stage', 'invite', p.id, 'invite'));
+        if (isModerator()) item.append(button('Remove', 'remove', p.id, 'danger'));
+      }
+      list.append(item);
+    }
+    $('audience-count').textContent = String(audience.length);
+  }
+
+  function renderControls() {
+    const onStage = myMode() === SEND_AND_RECV;
+    const mic = !!state.local.mic;
+    const cam = !!state.local.webcam;
+    const screen = !!state.local.screen;
+    $('btn-mic').textContent = mic ? 'Mute' : 'Unmute';
+    $('btn-cam').textContent = cam ? 'Camera off' : 'Camera on';
+    $('btn-screen').textContent = screen ? 'Stop sharing' : 'Share screen';
+    $('btn-stage').textContent = onStage ? 'Leave the stage' : 'Go on stage';
+    for (const id of ['btn-mic', 'btn-cam', 'btn-screen']) $(id).disabled = !onStage || !state.joined;
+    $('btn-stage').disabled = !state.joined;
+    $('btn-leave').disabled = !state.joined;
+    $('btn-stats').setAttribute('aria-pressed', String(state.showStats));
+    document.body.classList.toggle('hide-stats', !state.showStats);
+  }
+
+  // ---- Notifications ------------------------------------------------------------------------
+
+  const notifications = {
+    participantJoined(p) {
+      remember(p);
+      note('participantJoined', p.participantId);
+      rebuildLists();
+    },
+    participantLeft(d) {
+      state.participants.delete(d.participantId);
+      state.pins.delete(d.participantId);
+      for (const [id, consumer] of state.consumers) {
+        if (consumer.participantId === d.participantId) state.consumers.delete(id);
+      }
+      note('participantLeft', d);
+      rebuildLists();
+    },
+    participantModeChanged(d) {
+      const p = state.participants.get(d.participantId);
+      if (p) p.mode = d.mode;
+      note('participantModeChanged', d);
+      rebuildLists();
+    },
+    mediaStatusChanged(d) {
+      const p = state.participants.get(d.participantId);
+      if (p) {
+        if (d.kind === 'mic' || d.kind === 'audio') p.micEnabled = !!d.enabled;
+        if (d.kind === 'webcam' || d.kind === 'video') p.camEnabled = !!d.enabled;
+      }
+      rebuildLists();
+    },
+    producerAdded() {},
+    producerClosed(d) {
+      if (d.participantId === state.me) forgetLocal(d.producerId);
+    },
+    consumerCreated(c) {
+      state.consumers.set(c.consumerId, c);
+      rebuildLists();
+    },
+    consumerClosed(c) {
+      state.consumers.delete(c.consumerId);
+      rebuildLists();
+    },
+    subscriberOffer(d) {
+      state.subChain = state.subChain
+        .then(() => answerSubscriberOffer(d))
+        .catch((error) => {
+          console.error('subscriber offer', error);
+          toast(`Receiving media failed: ${error.message}`);
+        });
+    },
+    presenterChanged(d) {
+      state.presenterId = d.participantId || null;
+      rebuildLists();
+    },
+    speakerChanged(d) {
+      state.speakerId = d.participantId || null;
+      rebuildLists();
+    },
+    pinStateChanged(d) {
+      state.pins.set(d.participantId, d.pinState || {});
+      note('pinStateChanged', d);
+      rebuildLists();
+    },
+    micRequested(d) {
+      ask(`${d.name || d.participantId} asks you to turn on your microphone.`, () => setMic(true));
+    },
+    webcamRequested(d) {
+      ask(`${d.name || d.participantId} asks you to turn on your camera.`, () => setCam(true));
+    },
+    micDisabled(d) {
+      dropLocal('mic');
+      toast(`${d.name || d.participantId} turned off your microphone.`);
+    },
+    webcamDisabled(d) {
+      dropLocal('webcam');
+      toast(`${d.name || d.participantId} turned off your camera.`);
+    },
+    pubsubMessage(m) {
+      if (m.topic === inviteTopic()) return invited(m);
+      if (m.topic === CHAT_TOPIC) return addChat([m]);
+    },
+    pubsubHistory(d) {
+      if (d.topic === CHAT_TOPIC) addChat(d.messages || []);
+    },
+    roomLeft(d) {
+      finish(`left the room: ${d.reasonName || ''} (${d.reason})`);
+    },
+    roomClosed(d) {
+      finish(`the room was closed: ${d.reasonName || ''} (${d.reason})`);
+    },
+    error(d) {
+      toast(`Server: ${d.code} ${d.name}: ${d.message}`);
+    },
+  };
+
+  // ---- Media: publishing --------------------------------------------------------------------
+
+  function waitForGathering(pc, timeoutMs = 5000) {
+    if (pc.iceGatheringState === 'complete') return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        if (pc.iceGatheringState === 'complete') {
+          pc.removeEventListener('icegatheringstatechange', done);
+          resolve();
+        }
+      };
+      pc.addEventListener('icegatheringstatechange', done);
+      setTimeout(resolve, timeoutMs); // send what was gathered rather than hang
+    });
+  }
+
+  function publishConnection() {
+    if (!state.pubPc) {
+      state.pubPc = new RTCPeerConnection({ iceServers: [] });
+      state.localStream = new MediaStream();
+    }
+    return state.pubPc;
+  }
+
+  // One `produce {tracks, sdp}` for a batch of new tracks; each renegotiation waits for the last.
+  function produce(entries) {
+    const run = async () => {
+      const pc = publishConnection();
+      const transceivers = entries.map(({ track }) =>
+        pc.addTransceiver(track, { direction: 'sendonly', streams: [state.localStream] }),
+      );
+      await pc.setLocalDescription(await pc.createOffer());
+      await waitForGathering(pc);
+      let response;
+      try {
+        response = await request('produce', {
+          tracks: entries.map(({ kind }) => ({ kind })),
+          sdp: pc.localDescription.sdp,
+        });
+      } catch (error) {
+        await pc.setLocalDescription({ type: 'rollback' }).catch(() => {});
+        // Rollback keeps transceivers made by addTransceiver: make them inactive so that the next
+        // offer does not present them as new tracks.
+        for (const t of transceivers) {
+          t.sender.replaceTrack(null).catch(() => {});
+          if (!t.stopped) t.direction = 'inactive';
+        }
+        throw error;
+      }
+      await pc.setRemoteDescription({ type: 'answer', sdp: response.sdp });
+      const producers = response.producers || [response];
+      entries.forEach(({ kind, track }, index) => {
+        state.local[kind] = { track, transceiver: transceivers[index], producerId: producers[index]?.producerId };
+        track.addEventListener('ended', () => {
+          if (state.local[kind]?.track === track) stopProducing(kind).catch(() => {});
+        });
+      });
+      note('produced', entries.map((e) => e.kind));
+      rebuildLists();
+    };
+    const result = state.pubChain.then(run);
+    state.pubChain = result.catch(() => {});
+    return result;
+  }
+
+  function dropLocal(kind) {
+    const local = state.local[kind];
+    if (!local) return;
+    delete state.local[kind];
+    local.track.stop();
+    local.transceiver.sender.replaceTrack(null).catch(() => {});
+    // The closed track's m-line stays in later offers; marking it inactive keeps the server from
+    // taking it for a new track. A track turned on again gets a new m-line.
+    if (!local.transceiver.stopped) local.transceiver.direction = 'inactive';
+    rebuildLists();
+  }
+
+  function forgetLocal(producerId) {
+    for (const kind of Object.keys(state.local)) {
+      if (state.local[kind].producerId === producerId) dropLocal(kind);
+    }
+  }
+
+  async function stopProducing(kind) {
+    const local = state.local[kind];
+    if (!local) return;
+    dropLocal(kind);
+    if (local.producerId) await request('closeProducer', { producerId: local.producerId }).catch(() => {});
+    if (kind === 'mic' || kind === 'webcam') await request('setMediaStatus', { kind, enabled: false });
+  }
+
+  async function capture(mic, cam) {
+    if (!mic && !cam) return [];
+    const stream = await navigator.mediaDevices.getUserMedia({
+      audio: mic,
+      video: cam ? { width: { ideal: 640 }, height: { ideal: 480 }, frameRate: { ideal: 30 } } : false,
+    });
+    const entries = [];
+    const video = stream.getVideoTracks()[0];
+    const audio = stream.getAudioTracks()[0];
+    if (video) entries.push({ kind: 'webcam', track: video });
+    if (audio) entries.push({ kind: 'mic', track: audio });
+    return entries;
+  }
+
+  // Turns on the devices asked for that are off; reports each status to the room.
+  async function startMedia(mic, cam) {
+    const wanted = { mic: mic && !state.local.mic, webcam: cam && !state.local.webcam };
+    let entries = [];
+    try {
+      entries = await capture(wanted.mic, wanted.webcam);
+    } catch (error) {
+      toast(`Camera/microphone unavailable: ${error.message}`);
+    }
+    if (entries.length) await produce(entries);
+    // Setting the current value again is accepted and announces nothing.
+    for (const kind of ['mic', 'webcam']) {
+      await request('setMediaStatus', { kind, enabled: !!state.local[kind] }).catch(() => {});
+    }
+  }
+
+  async function setMic(on) {
+    if (on) await startMedia(true, false);
+    else await stopProducing('mic');
+    state.wantMic = !!state.local.mic;
+  }
+
+  async function setCam(on) {
+    if (on) await startMedia(false, true);
+    else await stopProducing('webcam');
+    state.wantCam = !!state.local.webcam;
+  }
+
+  async function toggleScreen() {
+    if (state.local.screen) return stopProducing('screen');
+    const stream = await navigator.mediaDevices.getDisplayMedia({ video: true, audio: false });
+    const track = stream.getVideoTracks()[0];
+    try {
+      await produce([{ kind: 'screen', track }]);
+    } catch (error) {
+      track.stop();
+      throw error;
+    }
+  }
+
+  // ---- Media: receiving ---------------------------------------------------------------------
+
+  function subscribeConnection() {
+    if (!state.subPc) {
+      const pc = new RTCPeerConnection({ iceServers: [] });
+      pc.ontrack = (event) => {
+        const mid = event.transceiver.mid;
+        state.midTracks.set(mid, event.track);
+        event.track.addEventListener('ended', () => rebuildLists());
+        rebuildLists();
+      };
+      state.subPc = pc;
+    }
+    return state.subPc;
+  }
+
+  async function answerSubscriberOffer({ sdp, revision }) {
+    const pc = subscribeConnection();
+    await pc.setRemoteDescription({ type: 'offer', sdp });
+    await pc.setLocalDescription(await pc.createAnswer());
+    await waitForGathering(pc);
+    await request('subscriberAnswer', { sdp: pc.localDescription.sdp, revision });
+    note('subscriberAnswer', revision);
+    rebuildLists();
+  }
+
+  // ---- Modes and invites --------------------------------------------------------------------
+
+  function inviteTopic() {
+    return `${INVITE_PREFIX}${state.me}`;
+  }
+
+  async function changeMode(mode) {
+    const previous = myMode();
+    if (previous === SEND_AND_RECV && mode !== SEND_AND_RECV) {
+      // Remember what to restore when coming back on stage.
+      state.wantMic = !!state.local.mic;
+      state.wantCam = !!state.local.webcam;
+    }
+    const response = await request('changeMode', { mode });
+    note('changedMode', response);
+    if (mode !== SEND_AND_RECV) {
+      // The server closed every producer; drop the local side too.
+      for (const kind of Object.keys(state.local)) dropLocal(kind);
+    } else {
+      await startMedia(state.wantMic, state.wantCam);
+    }
+    rebuildLists();
+  }
+
+  // Seed 000, steps 1-2: the host side. Only audience members (RECV_ONLY) are invited.
+  async function invite(id) {
+    const p = state.participants.get(id);
+    if (!p || p.mode !== RECV_ONLY) return;
+    await request('publish', { topic: `${INVITE_PREFIX}${id}`, message: SEND_AND_RECV });
+    note('invited', id);
+    toast(`Invitation sent to ${p.name}.`);
+  }
+
+  // Seed 000, step 3: our own topic; on accept, change our own mode.
+  function invited(message) {
+    const mode = message.message;
+    note('inviteReceived', message);
+    if (!MODES.has(mode) || mode === myMode()) return;
+    const accept = () => changeMode(mode);
+    if (state.autoAcceptInvites) {
+      accept().catch((error) => toast(`Could not change mode: ${error.message}`));
+      return;
+    }
+    const who = message.senderName || message.senderId;
+    ask(
+      mode === SEND_AND_RECV ? `${who} invites you on stage.` : `${who} asks you to switch to ${mode}.`,
+      accept,
+      () => note('inviteDeclined', message.senderId),
+    );
+  }
+
+  // ---- Prompts ------------------------------------------------------------------------------
+
+  const promptQueue = [];
+
+  function ask(text, onAccept, onDecline) {
+    promptQueue.push({ text, onAccept, onDecline });
+    if (promptQueue.length === 1) showPrompt();
+  }
+
+  function showPrompt() {
+    const next = promptQueue[0];
+    if (!next) return;
+    $('prompt-text').textContent = next.text;
+    const dialog = $('prompt');
+    if (!dialog.open) dialog.showModal();
+  }
+
+  function answerPrompt(accepted) {
+    const current = promptQueue.shift();
+    $('prompt').close();
+    if (current) {
+      const action = accepted ? current.onAccept : current.onDecline;
+      if (action) Promise.resolve(action()).catch((error) => toast(error.message));
+    }
+    showPrompt();
+  }
+
+  // ---- Chat ---------------------------------------------------------------------------------
+
+  function addChat(messages) {
+    const log = $('chat-log');
+    for (const m of messages) {
+      if (state.chatIds.has(m.id)) continue;
+      state.chatIds.add(m.id);
+      const item = document.createElement('li');
+      const from = document.createElement('span');
+      from.className = 'from';
+      from.textContent = m.senderName || m.senderId;
+      const text = document.createElement('span');
+      text.textContent = m.message;
+      const time = document.createElement('span');
+      time.className = 'time';
+      time.textContent = new Date(m.timestamp || Date.now()).toLocaleTimeString([], {
+        hour: '2-digit',
+        minute: '2-digit',
+      });
+      item.append(from, text, time);
+      log.append(item);
+    }
+    log.scrollTop = log.scrollHeight;
+  }
+
+  async function sendChat(text) {
+    await request('publish', { topic: CHAT_TOPIC, message: text, persist: true });
+  }
+
+  // ---- Stats overlay ------------------------------------------------------------------------
+
+  function rate(key, bytes, packets, lost, now) {
+    const previous = state.statsSamples.get(key);
+    state.statsSamples.set(key, { bytes, packets, lost, now });
+    if (!previous || now <= previous.now) return null;
+    const seconds = (now - previous.now) / 1000;
+    const dp = packets - previous.packets;
+    const dl = Math.max(0, lost - previous.lost);
+    return {
+      kbps: Math.max(0, ((bytes - previous.bytes) * 8) / 1000 / seconds),
+      loss: dp + dl > 0 ? (100 * dl) / (dp + dl) : 0,
+    };
+  }
+
+  async function receiverStats(mid) {
+    const transceiver = state.subPc?.getTransceivers().find((t) => t.mid === mid);
+    if (!transceiver) return null;
+    const report = await transceiver.receiver.getStats();
+    let inbound = null;
+    const codecs = new Map();
+    report.forEach((s) => {
+      if (s.type === 'inbound-rtp') inbound = s;
+      if (s.type === 'codec') codecs.set(s.id, s.mimeType);
+    });
+    if (inbound) inbound.codec = codecs.get(inbound.codecId) || '';
+    return inbound;
+  }
+
+  async function senderStats(transceiver) {
+    const report = await transceiver.sender.getStats();
+    const out = [];
+    report.forEach((s) => {
+      if (s.type === 'outbound-rtp') out.push(s);
+    });
+    return out;
+  }
+
+  async function refreshStats() {
+    if (!state.joined || state.left) return;
+    let server = { consumers: [], producers: [] };
+    try {
+      server = await request('getStats', {});
+    } catch {
+      // the overlay is best effort
+    }
+    const layerOf = new Map((server.consumers || []).map((c) => [c.consumerId, c.currentLayer]));
+    const now = performance.now();
+    const texts = new Map();
+    for (const p of participantsWithMode(SEND_AND_RECV)) {
+      const lines = [];
+      if (p.id === state.me) {
+        const webcam = state.local.screen || state.local.webcam;
+        if (webcam) {
+          for (const s of await senderStats(webcam.transceiver)) {
+            const r = rate(`out-${s.id}`, s.bytesSent || 0, s.packetsSent || 0, 0, now);
+            const size = s.frameWidth ? `${s.frameWidth}x${s.frameHeight}` : '';
+            lines.push(`sent ${size} ${r ? r.kbps.toFixed(0) : '…'} kbps${s.rid ? ' rid ' + s.rid : ''}`);
+          }
+        }
+      } else {
+        for (const consumer of consumersOf(p.id, ['webcam', 'screen', 'mic'])) {
+          const s = await receiverStats(consumer.mid);
+          if (!s) continue;
+          const r = rate(`in-${consumer.consumerId}`, s.bytesReceived || 0, s.packetsReceived || 0, s.packetsLost || 0, now);
+          const kbps = r ? r.kbps.toFixed(0) : '…';
+          const loss = r ? r.loss.toFixed(1) : '0.0';
+          if (consumer.kind === 'mic') {
+            lines.push(`audio ${kbps} kbps loss ${loss}%`);
+          } else {
+            const layer = layerOf.get(consumer.consumerId);
+            const size = s.frameWidth ? `${s.frameWidth}x${s.frameHeight}` : '';
+            lines.push(`${(s.codec || '').replace('video/', '')} ${size} ${kbps} kbps loss ${loss}%`);
+            lines.push(`layer ${layer || 'single'} · ${s.framesDecoded || 0} frames`);
+          }
+        }
+      }
+      texts.set(p.id, lines.join('\n'));
+    }
+    state.tileStats = texts;
+    for (const [id, tile] of tiles) tile.stats.textContent = texts.get(id) || '';
+  }
+
+  // ---- Joining and leaving ------------------------------------------------------------------
+
+  function decodeTokenClaims(token) {
+    try {
+      const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+      return JSON.parse(atob(part + '='.repeat((4 - (part.length % 4)) % 4)));
+    } catch {
+      return {};
+    }
+  }
+
+  function makeParticipantId(name) {
+    const slug = name
+      .toLowerCase()
+      .replace(/[^a-z0-9_-]+/g, '-')
+      .replace(/^-+|-+$/g, '')
+      .slice(0, 24);
+    return `${slug || 'guest'}-${Math.random().toString(36).slice(2, 7)}`;
+  }
+
+  async function devToken(room, participant) {
+    const url = `/dev/token?room=${encodeURIComponent(room)}&participant=${encodeURIComponent(participant)}`;
+    const response = await fetch(url, { cache: 'no-store' });
+    if (response.status === 404) {
+      throw new Error('This server is not in development mode: open the page with ?token=… in the URL.');
+    }
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.error?.message || `token request failed (${response.status})`);
+    return body.token;
+  }
+
+  async function join(options) {
+    const urlToken = params.get('token');
+    const claims = urlToken ? decodeTokenClaims(urlToken) : {};
+    const roomId = claims.roomId || options.room;
+    const me = claims.participantId || params.get('id') || makeParticipantId(options.name);
+    const token = urlToken || (await devToken(roomId, me));
+    state.roomId = roomId;
+    state.me = me;
+    state.myName = options.name;
+    state.wantMic = options.mic;
+    state.wantCam = options.cam;
+    setStatus('connecting…');
+    state.ws = await connect(token);
+    const response = await request('join', {
+      protocolVersion: 1,
+      roomId,
+      participantId: me,
+      name: options.name,
+      mode: options.mode,
+      micEnabled: options.mic,
+      camEnabled: options.cam,
+      autoConsume: true,
+    });
+    state.joined = true;
+    state.me = response.participant.participantId;
+    state.permissions = response.permissions || [];
+    remember(response.participant);
+    for (const p of response.participants || []) remember(p);
+    for (const pin of response.pinStates || []) state.pins.set(pin.participantId, pin.pinState || {});
+    state.presenterId = response.presenterId || null;
+    note('joined', { roomId, me: state.me, mode: options.mode });
+
+    $('join-form').hidden = true;
+    $('room').hidden = false;
+    $('room-title').textContent = roomId;
+    document.title = `${roomId} · Understudy`;
+    setStatus(`joined as ${options.name}${isModerator() ? ' (moderator)' : ''}`);
+    history.replaceState(null, '', `/room/${encodeURIComponent(roomId)}${location.search}`);
+    rebuildLists();
+
+    // Subscribe only after the join (seed 000, step 3).
+    await request('subscribe', { topic: inviteTopic() });
+    await request('subscribe', { topic: CHAT_TOPIC });
+    if (options.mode === SEND_AND_RECV) await startMedia(options.mic, options.cam);
+    state.statsTimer = setInterval(() => refreshStats().catch(() => {}), 2000);
+  }
+
+  function finish(reason) {
+    if (state.left) return;
+    state.left = reason;
+    state.joined = false;
+    note('left', reason);
+    clearInterval(state.statsTimer);
+    for (const kind of Object.keys(state.local)) {
+      state.local[kind].track.stop();
+      delete state.local[kind];
+    }
+    state.pubPc?.close();
+    state.subPc?.close();
+    setStatus(reason);
+    toast(reason);
+    renderControls();
+  }
+
+  async function leave() {
+    try {
+      await request('leave', {});
+    } catch {
+      // the socket may already be gone
+    }
+    finish('you left the room');
+    state.ws?.close();
+  }
+
+  // ---- Wiring -------------------------------------------------------------------------------
+
+  async function act(action, id) {
+    switch (action) {
+      case 'invite':
+        return invite(id);
+      case 'pin':
+        return request('pin', { participantId: id, pinType: 'SHARE_AND_CAM' });
+      case 'unpin':
+        return request('unpin', { participantId: id, pinType: 'SHARE_AND_CAM' });
+      case 'requestMic':
+      case 'requestCam':
+      case 'disableMic':
+      case 'disableCam':
+      case 'remove':
+        return request(action, { participantId: id });
+    }
+  }
+
+  function guarded(work) {
+    return () =>
+      Promise.resolve()
+        .then(work)
+        .catch((error) => toast(error.message))
+        .finally(() => rebuildLists());
+  }
+
+  function readForm() {
+    return {
+      name: $('join-name').value.trim(),
+      room: $('join-room').value.trim(),
+      mode: document.querySelector('input[name="mode"]:checked').value,
+      cam: $('join-cam').checked,
+      mic: $('join-mic').checked,
+    };
+  }
+
+  function start() {
+    const pathRoom = location.pathname.startsWith('/room/')
+      ? decodeURIComponent(location.pathname.slice('/room/'.length))
+      : '';
+    $('join-room').value = params.get('room') || pathRoom;
+    $('join-name').value = params.get('name') || '';
+    const mode = (params.get('mode') || SEND_AND_RECV).toUpperCase();
+    for (const radio of document.querySelectorAll('input[name="mode"]')) radio.checked = radio.value === mode;
+    $('join-cam').checked = flag('cam', true);
+    $('join-mic').checked = flag('mic', true);
+    if (params.get('token')) $('join-note').textContent = 'Using the token from the URL.';
+
+    $('join-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      const button = $('join-button');
+      button.disabled = true;
+      join(readForm()).catch((error) => {
+        button.disabled = false;
+        $('join-note').textContent = error.message;
+        setStatus('not joined');
+        note('joinFailed', error.message);
+      });
+    });
+
+    document.addEventListener('click', (event) => {
+      const target = event.target.closest('button[data-action]');
+      if (!target) return;
+      guarded(() => act(target.dataset.action, target.dataset.participantId))();
+    });
+    $('btn-mic').addEventListener('click', guarded(() => setMic(!state.local.mic)));
+    $('btn-cam').addEventListener('click', guarded(() => setCam(!state.local.webcam)));
+    $('btn-screen').addEventListener('click', guarded(toggleScreen));
+    $('btn-stage').addEventListener(
+      'click',
+      guarded(() => changeMode(myMode() === SEND_AND_RECV ? RECV_ONLY : SEND_AND_RECV)),
+    );
+    $('btn-stats').addEventListener('click', () => {
+      state.showStats = !state.showStats;
+      renderControls();
+    });
+    $('btn-leave').addEventListener('click', guarded(leave));
+    $('prompt-accept').addEventListener('click', () => answerPrompt(true));
+    $('prompt-decline').addEventListener('click', () => answerPrompt(false));
+    $('prompt').addEventListener('cancel', (event) => {
+      event.preventDefault();
+      answerPrompt(false);
+    });
+    $('chat-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      const input = $('chat-input');
+      const text = input.value.trim();
+      if (!text) return;
+      input.value = '';
+      sendChat(text).catch((error) => toast(error.message));
+    });
+    renderControls();
+
+    if (flag('autoJoin', false) && $('join-name').value && $('join-room').value) {
+      $('join-form').requestSubmit();
+    }
+  }
+
+  // A small read-only window into the page, for tests and for curious people in DevTools.
+  window.understudyRoom = {
+    snapshot() {
+      const ids = (mode) => participantsWithMode(mode).map((p) => p.id);
+      return {
+        joined: state.joined,
+        left: state.left,
+        me: state.me,
+        mode: myMode() || null,
+        permissions: state.permissions,
+        stage: ids(SEND_AND_RECV),
+        audience: ids(RECV_ONLY),
+        stageDom: [...document.querySelectorAll('#stage-list .tile')].map((e) => e.dataset.participantId),
+        audienceDom: [...document.querySelectorAll('#audience-list li')].map((e) => e.dataset.participantId),
+        pinnedDom: [...document.querySelectorAll('#stage-list .tile[data-pinned="true"]')].map(
+          (e) => e.dataset.participantId,
+        ),
+        pins: Object.fromEntries(state.pins),
+        producing: Object.keys(state.local),
+        chat: [...document.querySelectorAll('#chat-log li')].map((e) => e.textContent),
+        events: state.events.map((e) => e.event),
+        toasts: state.events.filter((e) => e.event === 'toast').map((e) => e.detail),
+        presenter: state.presenterId,
+        receiving: [...state.consumers.values()]
+          .filter((c) => state.midTracks.get(c.mid)?.readyState === 'live')
+          .map((c) => `${c.participantId}:${c.kind}`),
+        prompt: $('prompt').open ? $('prompt-text').textContent : null,
+        micOffDom: [...document.querySelectorAll('#stage-list .tile[data-mic="off"]')].map(
+          (e) => e.dataset.participantId,
+        ),
+      };
+    },
+    // Video decoding of a remote participant's tile, from getStats().
+    async videoStats(id) {
+      for (const consumer of consumersOf(id, ['webcam', 'screen'])) {
+        const s = await receiverStats(consumer.mid);
+        if (s) {
+          return {
+            framesDecoded: s.framesDecoded || 0,
+            codec: s.codec,
+            width: s.frameWidth || 0,
+            height: s.frameHeight || 0,
+            packetsLost: s.packetsLost || 0,
+          };
+        }
+      }
+      return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0 };
+    },
+    tileStatsText(id) {
+      return tiles.get(id)?.stats.textContent || '';
+    },
+    sendChat,
+  };
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

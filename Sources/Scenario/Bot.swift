@@ -1,0 +1,333 @@
+import Foundation
+import RTCWire
+import Signaling
+import Streaming
+import Understudy
+
+/// The step that is running, read by bots to stamp the events they receive.
+final class StepClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var step = 0
+    var current: Int {
+        get { lock.withLock { step } }
+        set { lock.withLock { step = newValue } }
+    }
+}
+
+/// A scenario participant: one SDK ``Room`` per join, an event log, the stage and audience lists it
+/// rebuilds on every mode change (seed 000), its consume policy and optional recordings.
+///
+/// Threading: SDK callbacks arrive on the room's event queue and frames on the subscribe loop thread;
+/// everything the runner reads is guarded by `lock`.
+final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListener, @unchecked Sendable {
+    let spec: BotSpec
+    private let clock: StepClock
+    private let recordDirectory: String?
+    private let log: @Sendable (String) -> Void
+    private let lock = NSLock()
+    private var _room: Room?
+    private var _events: [BotEvent] = []
+    private var _stage: [String] = []
+    private var _audience: [String] = []
+    private var _joined = false
+    private var _inviteReady = false
+    private var _consumed: Set<String> = []
+    private var received: [String: (video: Int, audio: Int)] = [:]
+    private var recordings: [String: Recording] = [:]
+    private var _recordingErrors: [String] = []
+    /// Set once the recordings are closed: a frame still in flight must not touch them.
+    private var closed = false
+
+    init(spec: BotSpec, clock: StepClock, recordDirectory: String?, log: @escaping @Sendable (String) -> Void) {
+        self.spec = spec
+        self.clock = clock
+        self.recordDirectory = recordDirectory
+        self.log = log
+    }
+
+    var id: String { spec.id }
+    var room: Room? { lock.withLock { _room } }
+    /// In the room now (joined and not yet left or removed).
+    var isJoined: Bool { lock.withLock { _joined } }
+    var inviteReady: Bool { lock.withLock { _inviteReady } }
+    var events: [BotEvent] { lock.withLock { _events } }
+    var stage: [String] { lock.withLock { _stage } }
+    var audience: [String] { lock.withLock { _audience } }
+    var recordingErrors: [String] { lock.withLock { _recordingErrors } }
+    var recordingPaths: [String: String] { lock.withLock { recordings.mapValues(\.path) } }
+
+    /// Frames from `participant` of `kind`: those written when recording, else those received.
+    func frames(from participant: String, kind: FrameKind) -> Int {
+        lock.withLock {
+            let counts: (video: Int, audio: Int)
+            if let rec = recordings[participant] {
+                counts = (rec.videoFrames, rec.audioFrames)
+            } else {
+                counts = received[participant] ?? (0, 0)
+            }
+            switch kind {
+            case .video: return counts.video
+            case .audio: return counts.audio
+            case .any: return counts.video + counts.audio
+            }
+        }
+    }
+
+    // MARK: Actions
+
+    /// Creates a fresh room and joins it; returns once joined, invites are listened for and the
+    /// bot's topics are subscribed.
+    func join(roomId: String, token: String, url: String, mode: Mode?, video: String?, audio: String?) async throws {
+        guard !isJoined else { throw ScenarioStepError("\(id) is already in the room") }
+        let video = video ?? spec.video
+        let audio = audio ?? spec.audio
+        let room = try Understudy.createRoom(
+            roomId: roomId, token: token, participantName: spec.displayName, participantId: spec.id,
+            micEnabled: audio != "none", camEnabled: video != "none", mode: mode ?? spec.mode,
+            multiStream: spec.multiStream, autoConsume: spec.consume == .auto, signalingBaseUrl: url)
+        // Nil for the synthetic pair: the SDK's default sources.
+        room.mediaSourceFactory = try LocalSources.factory(
+            video: video == "testsrc" ? nil : video, audio: audio == "tone" ? nil : audio)
+        room.addEventListener(self)
+        room.onFrame = { [weak self] id, kind, frame, arrival in self?.frame(id, kind, frame, arrival) }
+        lock.withLock {
+            _room = room
+            _inviteReady = false
+            _consumed = []
+        }
+        await room.join()
+        guard room.state == .CONNECTED else {
+            let why = events.last { $0.name == .error }.map { " (\($0))" } ?? ""
+            throw ScenarioStepError("\(id) could not join: state \(room.state?.rawValue ?? "none")\(why)")
+        }
+        for topic in spec.subscribe { try await room.pubSub.subscribe(topic: topic, listener: self) }
+    }
+
+    func leave() async throws {
+        guard let room, isJoined else { throw ScenarioStepError("\(id) is not in the room") }
+        await room.leave()
+    }
+
+    func requireRoom() throws -> Room {
+        guard let room, isJoined else { throw ScenarioStepError("\(id) is not in the room") }
+        return room
+    }
+
+    func remote(_ participant: String) throws -> Participant {
+        let room = try requireRoom()
+        guard let p = room.participants[participant] else {
+            throw ScenarioStepError("\(id) does not see participant '\(participant)' in the room")
+        }
+        return p
+    }
+
+    func subscribe(topic: String) async throws {
+        try await requireRoom().pubSub.subscribe(topic: topic, listener: self)
+    }
+
+    /// Leaves if still in the room and closes the recordings.
+    func shutdown() async {
+        if isJoined, let room { await room.leave() }
+        room?.onFrame = nil
+        lock.withLock {
+            closed = true
+            for (peer, rec) in recordings {
+                do { try rec.close() } catch { _recordingErrors.append("closing \(peer): \(error)") }
+            }
+        }
+    }
+
+    // MARK: State
+
+    private func note(
+        _ name: EventName, participant: String? = nil, mode: Mode? = nil, kind: String? = nil,
+        topic: String? = nil, message: String? = nil, reason: String? = nil, code: Int? = nil
+    ) {
+        let event = BotEvent(
+            name: name, step: clock.current, participant: participant, mode: mode, kind: kind, topic: topic,
+            message: message, reason: reason, code: code)
+        lock.withLock { _events.append(event) }
+        log("\(id): \(event)")
+    }
+
+    /// Re-derives both lists from the current participants (seed 000: rebuild stage *and* audience).
+    private func rebuildLists() {
+        guard let room else { return }
+        let everyone = [room.localParticipant] + Array(room.participants.values)
+        let stage = everyone.filter { $0.mode.canonical == .SEND_AND_RECV }.map(\.id).sorted()
+        let audience = everyone.filter { $0.mode.canonical == .RECV_ONLY }.map(\.id).sorted()
+        lock.withLock {
+            _stage = stage
+            _audience = audience
+        }
+    }
+
+    /// Brings consumption in line with the bot's `stage`/`all` policy.
+    private func reconcile() {
+        guard spec.consume == .stage || spec.consume == .all, let room, isJoined else { return }
+        let remote = room.participants
+        let wanted = Set(remote.values.filter { spec.consume == .all || $0.mode.canonical == .SEND_AND_RECV }.map(\.id))
+        let (start, stop): ([Participant], [Participant]) = lock.withLock {
+            let start = remote.values.filter { wanted.contains($0.id) && !_consumed.contains($0.id) }
+            let stop = remote.values.filter { !wanted.contains($0.id) && _consumed.contains($0.id) }
+            _consumed.formUnion(start.map(\.id))
+            _consumed.subtract(stop.map(\.id))
+            _consumed.formIntersection(Set(remote.keys))
+            return (start, stop)
+        }
+        for p in start {
+            Task {
+                do {
+                    try await p.consumeMicStreams()
+                    try await p.consumeWebcamStreams()
+                } catch { self.log("\(self.id): consuming \(p.id) failed: \(error)") }
+            }
+        }
+        for p in stop {
+            Task {
+                do {
+                    try await p.stopConsumingMicStreams()
+                    try await p.stopConsumingWebcamStreams()
+                } catch { self.log("\(self.id): stopping \(p.id) failed: \(error)") }
+            }
+        }
+    }
+
+    private func frame(_ peer: String, _ kind: MediaKind, _ frame: EncodedFrame, _ arrival: UInt64) {
+        lock.withLock {
+            var counts = received[peer] ?? (0, 0)
+            if kind == .video { counts.video += 1 } else { counts.audio += 1 }
+            received[peer] = counts
+            guard spec.record, !closed, let dir = recordDirectory else { return }
+            let rec: Recording
+            if let existing = recordings[peer] {
+                rec = existing
+            } else {
+                let safe = String(peer.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
+                do {
+                    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+                    rec = try Recording(path: (dir as NSString).appendingPathComponent("\(safe).webm"))
+                } catch {
+                    _recordingErrors.append("cannot record \(peer): \(error)")
+                    return
+                }
+                recordings[peer] = rec
+            }
+            rec.write(frame, arrival: arrival)
+        }
+    }
+
+    // MARK: RoomEventListener
+
+    func onRoomJoined() {
+        guard let room else { return }
+        lock.withLock { _joined = true }
+        room.localParticipant.addEventListener(self)
+        for p in room.participants.values { p.addEventListener(self) }
+        rebuildLists()
+        note(.roomJoined, participant: room.localParticipant.id, mode: room.localParticipant.mode.canonical)
+        reconcile()
+        if spec.acceptInvites {
+            // Seed 000 step 3: subscribe to our own invite topic once joined; the handler changes our mode.
+            let topic = "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)"
+            Task {
+                do {
+                    try await room.pubSub.subscribe(topic: topic, listener: self)
+                    self.lock.withLock { self._inviteReady = true }
+                } catch { self.log("\(self.id): cannot subscribe to \(topic): \(error)") }
+            }
+        }
+    }
+
+    func onRoomLeft(reason: LeaveReason) {
+        lock.withLock {
+            _joined = false
+            _inviteReady = false
+            _stage = []
+            _audience = []
+        }
+        note(.roomLeft, reason: reason.name)
+    }
+
+    func onRoomStateChanged(_ state: RoomState) { note(.roomStateChanged, reason: state.rawValue) }
+
+    func onParticipantJoined(_ participant: Participant) {
+        participant.addEventListener(self)
+        rebuildLists()
+        note(.participantJoined, participant: participant.id, mode: participant.mode.canonical)
+        reconcile()
+    }
+
+    func onParticipantLeft(_ participant: Participant, reason: LeaveReason) {
+        rebuildLists()
+        note(.participantLeft, participant: participant.id, reason: reason.name)
+        reconcile()
+    }
+
+    func onParticipantModeChanged(participantId: String, mode: Mode) {
+        rebuildLists()
+        note(.participantModeChanged, participant: participantId, mode: mode.canonical)
+        reconcile()
+    }
+
+    func onMicRequested(
+        participantId: String, accept: @escaping @Sendable () -> Void, reject: @escaping @Sendable () -> Void
+    ) {
+        note(.micRequested, participant: participantId)
+        accept()
+    }
+
+    func onWebcamRequested(
+        participantId: String, accept: @escaping @Sendable () -> Void, reject: @escaping @Sendable () -> Void
+    ) {
+        note(.webcamRequested, participant: participantId)
+        accept()
+    }
+
+    func onPinStateChanged(participantId: String, pinState: PinState) {
+        let kind =
+            pinState.cam && pinState.share ? "SHARE_AND_CAM" : pinState.cam ? "CAM" : pinState.share ? "SHARE" : "none"
+        note(.pinStateChanged, participant: participantId, kind: kind)
+    }
+
+    func onSpeakerChanged(participantId: String?) { note(.speakerChanged, participant: participantId) }
+    func onPresenterChanged(participantId: String?) { note(.presenterChanged, participant: participantId) }
+
+    func onError(_ error: UnderstudyError) {
+        note(.error, message: error.message, reason: error.name, code: error.code)
+    }
+
+    // MARK: ParticipantEventListener
+
+    func onStreamEnabled(_ stream: MediaStream, participant: Participant) {
+        note(.streamEnabled, participant: participant.id, kind: stream.kind.rawValue)
+    }
+
+    func onStreamDisabled(_ stream: MediaStream, participant: Participant) {
+        note(.streamDisabled, participant: participant.id, kind: stream.kind.rawValue)
+    }
+
+    func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus) {
+        note(.mediaStatusChanged, participant: participantId, kind: kind.rawValue, reason: status.rawValue)
+    }
+
+    // MARK: PubSubMessageListener
+
+    func onMessageReceived(_ message: PubSubMessage) {
+        note(.message, participant: message.senderId, topic: message.topic, message: message.message)
+        guard spec.acceptInvites, let room, message.topic == "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)",
+            let mode = Mode(rawValue: message.message)
+        else { return }
+        Task {
+            do {
+                try await room.changeMode(mode)
+            } catch { self.log("\(self.id): changeMode(\(mode.rawValue)) after an invite failed: \(error)") }
+        }
+    }
+}
+
+/// A step that could not be carried out.
+struct ScenarioStepError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}

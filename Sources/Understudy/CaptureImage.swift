@@ -1,0 +1,230 @@
+import Foundation
+import Media
+import RTCWire
+import Streaming
+
+/// Whether ``Participant/captureImage(width:height:flash:)`` lights the scene first.
+public enum CaptureFlash: String, Sendable, Hashable {
+    case ON, OFF
+}
+
+/// The VP8 frames of one webcam since its last keyframe, kept so that a capture can decode the
+/// current picture on demand instead of decoding every frame all the time.
+///
+/// Bounded: past ``maxFrames`` or ``maxBytes`` without a keyframe the frames are dropped and the
+/// buffer waits for the next keyframe (a capture then asks the sender for one).
+final class CaptureFrameBuffer: @unchecked Sendable {
+    static let maxFrames = 300
+    static let maxBytes = 16 << 20
+    private let lock = NSLock()
+    private var frames: [[UInt8]] = []
+    private var bytes = 0
+    private var _pictureSize: (width: Int, height: Int)?
+
+    /// The picture size of the newest keyframe (for the stats' `size`), nil before the first one.
+    var pictureSize: (width: Int, height: Int)? { lock.withLock { _pictureSize } }
+
+    /// Called for every received (or sent) webcam frame.
+    func append(_ frame: EncodedFrame) {
+        guard frame.codec == .vp8, !frame.data.isEmpty else { return }
+        let keySize = VP8KeyframeInfo.parse(frame.data)
+        lock.withLock {
+            if let keySize {
+                _pictureSize = keySize
+                frames.removeAll(keepingCapacity: true)
+                bytes = 0
+            } else if frames.isEmpty {
+                return  // a delta frame cannot be decoded without its keyframe
+            } else if frames.count >= Self.maxFrames || bytes + frame.data.count > Self.maxBytes {
+                frames.removeAll()
+                bytes = 0
+                return
+            }
+            frames.append(frame.data)
+            bytes += frame.data.count
+        }
+    }
+
+    /// The frames from the last keyframe on (empty while waiting for a keyframe).
+    var snapshot: [[UInt8]] { lock.withLock { frames } }
+
+    func clear() {
+        lock.withLock {
+            frames.removeAll()
+            bytes = 0
+            _pictureSize = nil
+        }
+    }
+}
+
+/// The picture size of a video stream's newest keyframe (for the stats' `size`), without keeping frames.
+final class PictureSizeTracker: @unchecked Sendable {
+    private let lock = NSLock()
+    private var size: (width: Int, height: Int)?
+
+    func note(_ frame: EncodedFrame) {
+        guard frame.codec == .vp8, let keySize = VP8KeyframeInfo.parse(frame.data) else { return }
+        lock.withLock { size = keySize }
+    }
+
+    var pictureSize: (width: Int, height: Int)? { lock.withLock { size } }
+    func clear() { lock.withLock { size = nil } }
+}
+
+/// The previous `getTransportStats` totals of a participant, for its bitrates.
+final class TransportSample: @unchecked Sendable {
+    private let lock = NSLock()
+    private var previous: (sent: Int, received: Int, at: Date)?
+
+    /// kbps since the previous call (0 on the first, or when a total went backwards).
+    func rates(sent: Int, received: Int) -> (send: Double, receive: Double) {
+        let now = Date()
+        return lock.withLock {
+            defer { previous = (sent, received, now) }
+            guard let p = previous, sent >= p.sent, received >= p.received else { return (0, 0) }
+            let seconds = now.timeIntervalSince(p.at)
+            guard seconds > 0 else { return (0, 0) }
+            return (Double(sent - p.sent) * 8 / 1000 / seconds, Double(received - p.received) * 8 / 1000 / seconds)
+        }
+    }
+}
+
+/// Wraps a local video source and keeps its largest layer's frames for captures of the local webcam.
+/// (Layer order differs between sources, so the largest layer is found from the keyframes' sizes.)
+final class CaptureTapSource: MediaSource {
+    let inner: MediaSource
+    /// Nil for a screen share: only its sizes are kept.
+    let buffer: CaptureFrameBuffer?
+    private var capturedLayer: Int?
+    private var capturedWidth = 0
+    private let sizeLock = NSLock()
+    private var layerSizes: [Int: (width: Int, height: Int)] = [:]
+
+    /// The picture size of each layer's newest keyframe (for the stats' `size`).
+    func size(ofLayer layer: Int) -> (width: Int, height: Int)? { sizeLock.withLock { layerSizes[layer] } }
+    var kind: MediaKind { inner.kind }
+    var layerCount: Int { inner.layerCount }
+
+    init(_ inner: MediaSource, buffer: CaptureFrameBuffer?) {
+        self.inner = inner
+        self.buffer = buffer
+    }
+
+    func pull(elapsedNanos: UInt64, emit: (EncodedFrame, Int) -> Void) {
+        inner.pull(elapsedNanos: elapsedNanos) { frame, layer in
+            if frame.isKeyframe || capturedLayer == nil, let size = VP8KeyframeInfo.parse(frame.data) {
+                if size.width > capturedWidth {
+                    capturedLayer = layer
+                    capturedWidth = size.width
+                }
+                if layerSizes[layer].map({ $0 != size }) ?? true { sizeLock.withLock { layerSizes[layer] = size } }
+            }
+            if layer == capturedLayer { buffer?.append(frame) }
+            emit(frame, layer)
+        }
+    }
+
+    func requestKeyframe() { inner.requestKeyframe() }
+    func close() {
+        inner.close()
+        buffer?.clear()
+    }
+}
+
+extension Participant {
+    /// Subscribe loop thread: a received video frame of this participant (webcam kept for captures).
+    func receivedVideoFrame(_ frame: EncodedFrame, kind: StreamKind) {
+        if kind == .video {
+            captureFrames.append(frame)
+        } else if kind == .share {
+            sharePictureSize.note(frame)
+        }
+    }
+
+    /// Captures the participant's current webcam picture as a base64-encoded JPEG.
+    ///
+    /// Works for the local participant (its own camera) and for a remote participant whose webcam
+    /// video this device receives. The picture is scaled down to fit within `width` × `height` pixels
+    /// keeping its aspect ratio, and never enlarged; a nil (or infinite) bound does not constrain, so
+    /// without both the image has the size of the video. Fractional bounds are rounded down.
+    ///
+    /// `flash: .ON` is accepted only for the local participant. A headless participant has neither a
+    /// torch nor a screen flash, so the image is captured unlit; a second flash capture while one runs
+    /// is refused.
+    ///
+    /// Unlike the other methods it is not refused before the join or while reconnecting: it throws
+    /// 3062 then, because no webcam video is received.
+    ///
+    /// - Throws: 3068 on an agent participant; 3062 (`ERROR_WEBCAM_NOT_ENABLED`) when the webcam is off
+    ///   or not received on this device; 3069 (`ERROR_CAPTURE_IMAGE_FAILED`, also sent to `onError`)
+    ///   when the capture fails, for `flash: .ON` on a remote participant, for a bound that is not a
+    ///   positive number, or while another flash capture runs.
+    public func captureImage(width: CGFloat? = nil, height: CGFloat? = nil, flash: CaptureFlash = .OFF) async throws
+        -> String
+    {
+        if isAgent {
+            throw UnderstudyError(code: 3068, message: "captureImage is not supported on an agent participant")
+        }
+        if flash == .ON && !isLocal {
+            throw captureFailed("flash .ON works only for the local participant")
+        }
+        let maxWidth = try pixelBound(width, "width")
+        let maxHeight = try pixelBound(height, "height")
+        guard hasStream(.video) else {
+            throw UnderstudyError(
+                code: 3062,
+                message: isLocal
+                    ? "captureImage: the webcam is off" : "captureImage: this device does not receive \(id)'s webcam")
+        }
+        if flash == .ON {
+            guard beginFlashCapture() else { throw captureFailed("another capture with flash is running") }
+        }
+        defer { if flash == .ON { endFlashCapture() } }
+        var frames = captureFrames.snapshot
+        if frames.isEmpty {
+            // The buffer waits for a keyframe (just started, or dropped a too-long run): ask for one.
+            if !isLocal { room?.media.requestWebcamKeyframe(of: id) }
+            for _ in 0..<500 where frames.isEmpty && hasStream(.video) {
+                try? await Task.sleep(nanoseconds: 10_000_000)
+                frames = captureFrames.snapshot
+            }
+        }
+        guard !frames.isEmpty else {
+            if !hasStream(.video) { throw UnderstudyError(code: 3062, message: "captureImage: the webcam stopped") }
+            throw captureFailed("no keyframe of \(id)'s webcam arrived")
+        }
+        let encoded: Result<[UInt8], Error> = await Task.detached(priority: .utility) {
+            Result { try Self.decodeAndEncode(frames, maxWidth: maxWidth, maxHeight: maxHeight) }
+        }.value
+        switch encoded {
+        case .success(let jpeg): return Data(jpeg).base64EncodedString()
+        case .failure(let error): throw captureFailed("\(error)")
+        }
+    }
+
+    /// A positive pixel bound rounded down, nil for no bound; throws 3069 for NaN or ≤ 0.
+    private func pixelBound(_ value: CGFloat?, _ name: String) throws -> Int? {
+        guard let value, value.isFinite || value.isNaN else { return nil }
+        guard value.isFinite, value >= 1 else { throw captureFailed("\(name) must be at least 1 pixel, got \(value)") }
+        return Int(min(value.rounded(.down), 1_048_576))
+    }
+
+    /// A 3069 error, also reported to the room's `onError`.
+    private func captureFailed(_ message: String) -> UnderstudyError {
+        let error = UnderstudyError(code: 3069, message: "captureImage: \(message)")
+        if let room { room.eventQueue.async { room.emit { $0.onError(error) } } }
+        return error
+    }
+
+    /// Decodes from the keyframe to the newest frame (skipping frames that fail), scales, encodes.
+    static func decodeAndEncode(_ frames: [[UInt8]], maxWidth: Int?, maxHeight: Int?) throws -> [UInt8] {
+        let decoder = try VP8Decoder()
+        var picture: I420Image?
+        for frame in frames {
+            if let p = try? decoder.decode(frame) { picture = p }
+        }
+        guard let picture, picture.isConsistent else { throw MediaError.invalidArgument("no picture decoded") }
+        let size = picture.fittedSize(maxWidth: maxWidth, maxHeight: maxHeight)
+        return try JPEGEncoder().encode(picture.scaledDown(toWidth: size.width, height: size.height), quality: 85)
+    }
+}

@@ -1,0 +1,64 @@
+"""`understudy bench --quick`: the benchmark harness runs end to end and reports every figure.
+
+This checks that each benchmark runs and that the report has every section and every
+summary row with a number; it does not judge the figures (quick mode shrinks the
+workloads, and this machine is shared).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from harness import REPO, run_understudy
+
+SUMMARY_ROWS = [
+    "full receive path per packet ÷ bare libsrtp unprotect",
+    "subscribed tracks per core at < 0.5 % loss",
+    "RSS per subscriber bot",
+    "RSS over a soak",
+    "recording CPU, aiortc MediaRecorder ÷ ours, same stream",
+    "join() → onRoomJoined p50",
+    "join() → first recorded keyframe p50",
+    "SFU forwarded packets/s per core",
+]
+
+SECTIONS = [
+    "## Summary",
+    "## Receive path per packet ÷ bare libsrtp unprotect",
+    "## Load mode",
+    "## Recording CPU: aiortc MediaRecorder ÷ ours, same stream",
+    "## join() → onRoomJoined; first recorded keyframe",
+    "## SFU forwarded packets per second per core",
+]
+
+NUMBER = re.compile(r"\d+(\.\d+)?")
+
+
+def test_bench_quick_reports_every_figure(understudy, tmp_path):
+    out = tmp_path / "benchmarks.md"
+    result = run_understudy(
+        ["bench", "--quick", "--out", str(out)],
+        timeout=420,
+        env={"UNDERSTUDY_BENCH_PYTHON": sys.executable},
+        cwd=REPO,
+    )
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    report = out.read_text()
+    assert "Quick mode" in report
+    for section in SECTIONS:
+        assert section in report, f"missing section {section!r}\n{report}"
+
+    rows = {}
+    for line in report.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4:
+            rows[cells[0]] = cells
+    for metric in SUMMARY_ROWS:
+        assert metric in rows, f"summary row {metric!r} missing\n{report}"
+        measured = rows[metric][2]
+        assert NUMBER.search(measured), f"{metric}: no number in {measured!r}"
+        assert "nan" not in measured.lower(), f"{metric}: {measured!r}"
+
+    # Progress lines go to stderr while the suite runs.
+    assert "bench: [5/5]" in result.stderr, result.stderr[-2000:]

@@ -1,0 +1,236 @@
+import Foundation
+import RTCWire
+import RoomServer
+import Signaling
+import Testing
+
+@testable import LoadGen
+
+/// A room server on an ephemeral loopback port with ephemeral media ports.
+private func startServer(secret: String = "load-test-secret") throws -> RoomServer {
+    var configuration = RoomServerConfiguration()
+    configuration.listenPort = 0
+    configuration.udpPortLow = 0
+    configuration.udpPortHigh = 0
+    configuration.secret = secret
+    let server = RoomServer(configuration: configuration)
+    try server.start()
+    return server
+}
+
+private func configuration(_ server: RoomServer, room: String) -> LoadConfiguration {
+    var c = LoadConfiguration(signalingURL: server.signalingURL, room: room)
+    c.secret = "load-test-secret"
+    c.joinRate = 20
+    return c
+}
+
+@Suite(.serialized) struct LoadRunTests {
+    @Test func publishersAndSubscribersExchangeMediaWithoutLoss() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        var c = configuration(server, room: "media")
+        c.publishers = 2
+        c.subscribers = 10
+        c.duration = 8
+        let report = try await LoadGen.run(c)
+        #expect(report.joinedParticipants == 12)
+        #expect(report.joinFailures == 0)
+        // Each subscriber tiles both publishers (3x3): webcam + mic of each.
+        #expect(report.announcedTracks == 40)
+        #expect(report.subscribedTracks == 40)
+        #expect(report.videoTracks == 20 && report.audioTracks == 20)
+        for track in report.tracks {
+            #expect(track.packets > 20, "\(track.subscriber) <- \(track.publisher) \(track.kind)")
+            #expect(track.timeToFirstPacketMs != nil)
+            if track.kind == "video" { #expect(track.timeToFirstKeyframeMs != nil) }
+        }
+        // Loopback: nothing should be lost beyond what NACK repairs.
+        #expect(report.lossPercent < 1.0)
+        // abs-capture-time crosses the SFU: every subscriber measured latency.
+        #expect(report.latencyMs.count > 100)
+        #expect((report.latencyMs.p50 ?? 1e9) < 1000)
+        #expect(report.tracks.allSatisfy { $0.latencyAvgMs != nil })
+        #expect(report.joinLatencyMs.count == 12)
+        #expect(report.errors.isEmpty, "\(report.errors)")
+        // Publishers report what they sent: 3 simulcast layers + mic each.
+        #expect(report.publishers.filter { $0.kind == "video" }.count == 6)
+        #expect(report.publishers.allSatisfy { $0.packetsSent > 0 })
+        // Both renderings carry the numbers.
+        #expect(report.table().contains("load-pub-1 video"))
+        let json = try JSONSerialization.jsonObject(with: Data(report.json().utf8)) as? [String: Any]
+        #expect((json?["subscribedTracks"] as? Int) == 40)
+    }
+
+    @Test func speakerLayoutAsksForABigAndASmallLayer() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        var c = configuration(server, room: "speaker")
+        c.publishers = 2
+        c.subscribers = 3
+        c.layout = .speaker
+        c.duration = 8
+        let report = try await LoadGen.run(c)
+        let video = report.tracks.filter { $0.kind == "video" }
+        let big = video.filter { $0.publisher == "load-pub-1" }.map(\.bytes).reduce(0, +)
+        let small = video.filter { $0.publisher == "load-pub-2" }.map(\.bytes).reduce(0, +)
+        // The speaker tile (1280x720) gets the top layer, the thumbnail (160x90) the lowest one; the
+        // synthetic pattern compresses well, so the top layer is only about twice the lowest.
+        #expect(Double(big) > Double(small) * 1.3, "big \(big) small \(small)")
+    }
+
+    @Test func stageInvitesPromoteAndDemoteAudienceBots() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        var c = configuration(server, room: "stage")
+        c.publishers = 1
+        c.subscribers = 3
+        c.inviteEvery = 2.5
+        c.duration = 11
+        let report = try await LoadGen.run(c)
+        #expect(report.modeChanges.invitesSent >= 5)
+        #expect(report.modeChanges.promotions >= 3)
+        #expect(report.modeChanges.demotions >= 2)
+        #expect(report.modeChanges.failures == 0)
+        // An invited bot published: the other subscribers consumed its tracks and received media.
+        let fromGuests = report.tracks.filter { $0.publisher.contains("-sub-") && $0.packets > 0 }
+        #expect(!fromGuests.isEmpty)
+        #expect(report.errors.isEmpty, "\(report.errors)")
+    }
+
+    @Test func benchmarkMeasuresASteadyStateWindow() async throws {
+        let result = try await LoadBenchmarkResult.runBenchmark(subscribers: 6, publishers: 2, duration: 3)
+        #expect(result.subscribedTracks == 24)
+        #expect(result.windowSeconds >= 2)
+        #expect(result.cpuSeconds > 0)
+        #expect(result.tracksPerCore > 0)
+        #expect(result.lossPercent < 1.0)
+        #expect(result.rssPerSubscriberBotBytes > 0)
+        #expect(result.rssSamples.count >= 3)
+        #expect(result.latencyP50Ms != nil)
+    }
+
+    @Test func wrongSecretIsRefusedAtTheFirstJoin() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        var c = configuration(server, room: "refused")
+        c.secret = "not-the-secret"
+        c.duration = 5
+        await #expect(throws: LoadError.self) { _ = try await LoadGen.run(c) }
+        do {
+            _ = try await LoadGen.run(c)
+        } catch {
+            guard case .refused(let code, _, _) = error else {
+                Issue.record("expected a refusal, got \(error)")
+                return
+            }
+            #expect(code == 4002)
+        }
+    }
+
+    @Test func unreachableServerFailsFast() async throws {
+        var c = LoadConfiguration(signalingURL: "ws://127.0.0.1:1", room: "nowhere")
+        c.secret = "s"
+        c.duration = 5
+        do {
+            _ = try await LoadGen.run(c)
+            Issue.record("the run should have failed")
+        } catch {
+            guard case .unreachable = error else {
+                Issue.record("expected unreachable, got \(error)")
+                return
+            }
+        }
+    }
+}
+
+@Test func badConfigurationsAreRejected() {
+    var c = LoadConfiguration(signalingURL: "ws://127.0.0.1:7880", room: "r")
+    #expect(throws: LoadError.self) { try c.validate() }  // no token or secret
+    c.secret = "s"
+    #expect(throws: Never.self) { try c.validate() }
+    var bad = c
+    bad.room = "has space"
+    #expect(throws: LoadError.self) { try bad.validate() }
+    bad = c
+    bad.duration = 0
+    #expect(throws: LoadError.self) { try bad.validate() }
+    bad = c
+    bad.joinRate = -1
+    #expect(throws: LoadError.self) { try bad.validate() }
+    bad = c
+    bad.publishers = 0
+    bad.subscribers = 0
+    #expect(throws: LoadError.self) { try bad.validate() }
+    bad = c
+    bad.signalingURL = "http://x"
+    #expect(throws: LoadError.self) { try bad.validate() }
+    bad = c
+    bad.inviteEvery = 0
+    #expect(throws: LoadError.self) { try bad.validate() }
+}
+
+@Test func layoutsParseAndSizeTheirTiles() {
+    #expect(LoadLayout("speaker") == .speaker)
+    #expect(LoadLayout("4x4") == .grid(4))
+    #expect(LoadLayout("4x5") == nil)
+    #expect(LoadLayout("grid") == nil)
+    #expect(LoadLayout("0x0") == nil)
+    #expect(LoadLayout.grid(3).tiles.count == 9)
+    #expect(LoadLayout.grid(5).tiles.first! == (256, 144))
+    #expect(LoadLayout.speaker.tiles.first! == (1280, 720))
+    var c = LoadConfiguration(signalingURL: "ws://h:1", room: "r")
+    #expect(c.rtcURL == "ws://h:1/v1/rtc")
+    c.signalingURL = "ws://h:1/v1/rtc"
+    #expect(c.rtcURL == "ws://h:1/v1/rtc")
+    c.rooms = 3
+    #expect(c.roomNames == ["r-1", "r-2", "r-3"])
+}
+
+@Test func latencyHistogramPercentiles() {
+    var h = LatencyHistogram()
+    #expect(h.percentileMilliseconds(0.5) == nil)
+    for ms in 1...100 { h.add(UInt64(ms) * 1_000_000) }
+    let p50 = h.percentileMilliseconds(0.5) ?? 0
+    let p99 = h.percentileMilliseconds(0.99) ?? 0
+    #expect(abs(p50 - 50) < 0.2)
+    #expect(abs(p99 - 99) < 0.2)
+    h.add(750_000_000)  // a coarse (1 ms) bucket
+    #expect(abs((h.percentileMilliseconds(1.0) ?? 0) - 750) < 1)
+    h.add(10_000_000_000)  // beyond the last bucket: reported as the maximum
+    #expect(h.percentileMilliseconds(1.0) == 10_000)
+}
+
+@Test func vp8KeyframePeek() {
+    // X=1, S=1, PID=0; I=1 with a 15-bit picture id; then a key frame header (P bit clear).
+    let key: [UInt8] = [0x90, 0x80, 0x81, 0x23, 0x10, 0x02, 0x00]
+    let delta: [UInt8] = [0x90, 0x80, 0x81, 0x23, 0x11, 0x02, 0x00]
+    let continuation: [UInt8] = [0x80, 0x80, 0x81, 0x23, 0x10]
+    key.withUnsafeBytes { #expect(vp8PayloadStartsKeyframe($0)) }
+    delta.withUnsafeBytes { #expect(!vp8PayloadStartsKeyframe($0)) }
+    continuation.withUnsafeBytes { #expect(!vp8PayloadStartsKeyframe($0)) }
+    [UInt8]([0x90, 0x80]).withUnsafeBytes { #expect(!vp8PayloadStartsKeyframe($0)) }
+}
+
+@Test func absCaptureTimeRoundTripsThroughAnExtensionBlock() throws {
+    let unix: UInt64 = 1_764_000_000_123_456_789
+    let ntp = AbsCaptureTime.ntp(unixNanoseconds: unix)
+    let back = AbsCaptureTime.unixNanoseconds(ntp: ntp)
+    #expect(back <= unix && unix - back < 2)
+    var packet = [UInt8](repeating: 0, count: 64)
+    packet[0] = 0x80
+    let end = try packet.withUnsafeMutableBytes { buffer in
+        var w = try RTPExtensionBlockWriter(buffer: buffer, at: 12)
+        try w.appendAbsCaptureTime(id: 7, ntp)
+        return try w.finish()
+    }
+    let parsed = try packet[0..<end].withUnsafeBytes { bytes -> UInt64? in
+        let header = try RTPHeader.parse(UnsafeRawBufferPointer(bytes))
+        guard let r = header.extensionElement(id: 7, in: UnsafeRawBufferPointer(bytes)) else { return nil }
+        return AbsCaptureTime.captureTime(UnsafeRawBufferPointer(bytes), r)
+    }
+    #expect(parsed == ntp)
+    // Wrong sizes are refused rather than misread.
+    let short: [UInt8] = [1, 2, 3, 4]
+    short.withUnsafeBytes { #expect(AbsCaptureTime.captureTime($0, 0..<4) == nil) }
+}

@@ -1,5 +1,0 @@
-import Testing
-
-@testable import Scenario
-
-@Test func scenarioModuleLinks() { #expect(String(describing: ScenarioRunner.self) == "ScenarioRunner") }

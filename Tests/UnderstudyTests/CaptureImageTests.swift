@@ -1,0 +1,176 @@
+import Foundation
+import Media
+import RTCWire
+import RoomServer
+import Testing
+
+@testable import Understudy
+
+/// Decodes a captured base64 JPEG with libturbojpeg; nil when it is not a decodable JPEG.
+func decodeCapture(_ base64: String) -> (width: Int, height: Int, pixels: [UInt8])? {
+    guard let data = Data(base64Encoded: base64) else { return nil }
+    return JPEGDecoder.decodeLuma([UInt8](data))
+}
+
+/// Records `onMediaStatusChanged` as `participantId:kind:status`.
+final class StatusLog: ParticipantEventListener, @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    var events: [String] { lock.withLock { lines } }
+    func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus) {
+        lock.withLock { lines.append("\(participantId):\(kind.rawValue):\(status.rawValue)") }
+    }
+}
+
+/// Waits until `participant` has a stream of `kind` on this device.
+func waitForStream(_ participant: Participant, _ kind: StreamKind, seconds: Double = 20) async throws {
+    try await waitUntil("\(participant.id) \(kind) stream", seconds: seconds) {
+        participant.streams.values.contains { $0.kind == kind }
+    }
+}
+
+@Suite("Understudy captureImage", .serialized)
+struct CaptureImageTests {
+    @Test func aRemoteWebcamIsCapturedAsAJPEGScaledDownButNeverUp() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (publisher, pubLog) = try await joinedRoom(
+            server, room: "capture", id: "pub", mode: .SEND_AND_RECV, cam: true, multiStream: true)
+        try await waitUntil("published") { pubLog.has("streamOn:pub:video") }
+        let (viewer, viewerLog) = try await joinedRoom(server, room: "capture", id: "viewer", mode: .RECV_ONLY)
+        let remote = try #require(viewer.participants["pub"])
+        try await waitForStream(remote, .video)
+
+        // Full size: the received layer's size (one of the pattern's 16:9 layers), decodable, not blank.
+        let full = try #require(decodeCapture(try await remote.captureImage()))
+        #expect([640, 320, 160].contains(full.width), "width \(full.width)")
+        #expect(full.width * 9 == full.height * 16, "\(full.width)x\(full.height)")
+        // The pattern has bars, a box and digits, except on its all-white sync-marker frames.
+        var structured = Set(full.pixels).count > 8
+        for _ in 0..<20 where !structured {
+            try await Task.sleep(nanoseconds: 100_000_000)
+            structured = Set(try #require(decodeCapture(try await remote.captureImage())).pixels).count > 8
+        }
+        #expect(structured, "the picture has structure")
+
+        // Scaled to fit within the bounds, keeping the aspect ratio.
+        let small = try #require(decodeCapture(try await remote.captureImage(width: 100)))
+        #expect(small.width == 100 && small.height == 56)
+        let byHeight = try #require(decodeCapture(try await remote.captureImage(width: 1000, height: 45)))
+        #expect(byHeight.width == 80 && byHeight.height == 45)
+        // Never enlarged.
+        let big = try #require(decodeCapture(try await remote.captureImage(width: 4000, height: 4000)))
+        #expect(big.width <= 640 && big.width * 9 == big.height * 16)
+
+        // ffprobe agrees it is a JPEG of that size.
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("cap-\(UUID().uuidString).jpg").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try #require(Data(base64Encoded: try await remote.captureImage(width: 64, height: 64)))
+            .write(to: URL(fileURLWithPath: path))
+        let probe = Process()
+        probe.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        probe.arguments = [
+            "ffprobe", "-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", path,
+        ]
+        let pipe = Pipe()
+        probe.standardOutput = pipe
+        try probe.run()
+        probe.waitUntilExit()
+        let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(out.trimmingCharacters(in: .whitespacesAndNewlines) == "mjpeg,64,36")
+
+        // flash .ON works only for the local participant: 3069, also sent to onError.
+        await expectCode(3069) { _ = try await remote.captureImage(flash: .ON) }
+        await expectCode(3069) { _ = try await remote.captureImage(width: 0) }
+        await expectCode(3069) { _ = try await remote.captureImage(height: .nan) }
+        try await waitUntil("3069 reported") { viewerLog.errorCodes.filter { $0 == 3069 }.count == 3 }
+
+        // The viewer itself has no webcam: 3062, not sent to onError.
+        await expectCode(3062) { _ = try await viewer.localParticipant.captureImage() }
+
+        // The publisher turns its webcam off: nothing to capture.
+        try await publisher.disableCam()
+        try await waitUntil("stream gone") { !remote.streams.values.contains { $0.kind == .video } }
+        await expectCode(3062) { _ = try await remote.captureImage() }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        #expect(!viewerLog.errorCodes.contains(3062))
+        await viewer.leave()
+        await publisher.leave()
+    }
+
+    @Test func theLocalWebcamIsCapturedWithFlashUnlitAndNotBeforeJoin() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let early = try makeRoom(server, room: "selfie", id: "early", mode: .SEND_AND_RECV, cam: true)
+        // Not gated: before the join there is simply no webcam (3062, not 3035).
+        await expectCode(3062) { _ = try await early.localParticipant.captureImage() }
+
+        let (room, log) = try await joinedRoom(
+            server, room: "selfie", id: "me", mode: .SEND_AND_RECV, cam: true, multiStream: true)
+        try await waitUntil("cam on") { log.has("streamOn:me:video") }
+        // The top layer of the local camera (640x360), scaled to 320 wide.
+        let local = try #require(decodeCapture(try await room.localParticipant.captureImage(width: 320)))
+        #expect(local.width == 320 && local.height == 180)
+        let full = try #require(decodeCapture(try await room.localParticipant.captureImage()))
+        #expect(full.width == 640 && full.height == 360)
+        // No torch or screen flash on a headless participant: flash captures unlit, and succeeds.
+        let flashed = try #require(decodeCapture(try await room.localParticipant.captureImage(flash: .ON)))
+        #expect(flashed.width == 640)
+
+        try await room.disableCam()
+        await expectCode(3062) { _ = try await room.localParticipant.captureImage() }
+        await room.leave()
+        await expectCode(3062) { _ = try await room.localParticipant.captureImage() }
+    }
+
+    @Test func aWebcamThisDeviceDoesNotConsumeIsNotCaptured() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (publisher, pubLog) = try await joinedRoom(
+            server, room: "capture-ac", id: "pub", mode: .SEND_AND_RECV, cam: true)
+        try await waitUntil("published") { pubLog.has("streamOn:pub:video") }
+        let (viewer, _) = try await joinedRoom(
+            server, room: "capture-ac", id: "viewer", mode: .RECV_ONLY, autoConsume: false)
+        let remote = try #require(viewer.participants["pub"])
+        #expect(remote.webcamOn)
+        await expectCode(3062) { _ = try await remote.captureImage() }
+        try await remote.consumeWebcamStreams()
+        try await waitForStream(remote, .video)
+        let image = try #require(decodeCapture(try await remote.captureImage()))
+        #expect(image.width == 640 && image.height == 360)  // single layer (multiStream off)
+        try await remote.stopConsumingWebcamStreams()
+        try await waitUntil("stopped") { !remote.streams.values.contains { $0.kind == .video } }
+        await expectCode(3062) { _ = try await remote.captureImage() }
+        // Not consuming it, this device still hears about the webcam turning off (room-api §4).
+        let status = StatusLog()
+        remote.addEventListener(status)
+        try await publisher.disableCam()
+        try await waitUntil("status off") { status.events.contains("pub:video:off") }
+        #expect(!remote.webcamOn)
+        await viewer.leave()
+        await publisher.leave()
+    }
+
+    @Test func theFrameBufferKeepsOnlyFramesFromTheLastKeyframeAndIsBounded() throws {
+        let media = try SyntheticMedia(
+            seconds: 4, layers: 1, width: 64, height: 36, fps: 10, keyframeIntervalSeconds: 2)
+        let buffer = CaptureFrameBuffer()
+        let frames = media.videoFrames[0]
+        // Delta frames before any keyframe are useless: dropped.
+        buffer.append(frames[1])
+        #expect(buffer.snapshot.isEmpty)
+        for f in frames.prefix(25) { buffer.append(f) }
+        // Keyframes at 0 and 20: the buffer holds 20...24.
+        #expect(buffer.snapshot.count == 5)
+        #expect(VP8KeyframeInfo.parse(buffer.snapshot[0]) != nil)
+        let jpeg = try Participant.decodeAndEncode(buffer.snapshot, maxWidth: nil, maxHeight: nil)
+        #expect(JPEGDecoder.size(of: jpeg).map { [$0.width, $0.height] } == [64, 36])
+        // Too many frames without a keyframe: dropped until the next keyframe.
+        for _ in 0..<CaptureFrameBuffer.maxFrames { buffer.append(frames[21]) }
+        #expect(buffer.snapshot.isEmpty)
+        buffer.append(frames[20])
+        #expect(buffer.snapshot.count == 1)
+        buffer.clear()
+        #expect(buffer.snapshot.isEmpty)
+    }
+}
