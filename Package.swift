@@ -67,7 +67,7 @@ let package = Package(
             path: "Sources/Agent"),
         // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
         .target(
-            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming"],
+            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "RoomServer"],
             path: "Sources/LoadGen", swiftSettings: hotPathSettings),
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(

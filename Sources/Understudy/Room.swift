@@ -421,7 +421,10 @@ public final class Room: @unchecked Sendable {
         guard exitReason == nil, let connection, connection === socket else { return }
         if leaving || ending {
             finish(leaving ? .MANUAL_LEAVE_CALLED : .ROOM_CLOSE)
-        } else if isJoined && (state == .CONNECTED || state == .RECONNECTING) && reconnectAttempts > 0 {
+        } else if reconnection.rejoining
+            || (isJoined && (state == .CONNECTED || state == .RECONNECTING) && reconnectAttempts > 0)
+        {
+            // A socket lost during a rejoin attempt fails that attempt; the rejoin loop decides what follows.
             startReconnect()
         } else {
             finish(.WEBSOCKET_DISCONNECTED)

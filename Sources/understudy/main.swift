@@ -24,9 +24,12 @@ let usage = """
           the main job on the embedded server: an agent records a host, is invited on stage, publishes
       bench [--quick] [--out FILE]
           run the performance benchmarks and print ratios against their anchors
-      join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--accept-invites yes|no|from:ID,ID] [--record DIR] [--relay rtp://HOST:PORT] [--duration S] [--log-format text|json]
+      join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--max-video N] [--accept-invites yes|no|from:ID,ID] [--record DIR] [--record-format webm|ogg+ivf] [--relay rtp://HOST:PORT] [--relay-room ROOM] [--video testsrc|none|FILE] [--audio tone|none|FILE|alsa:DEVICE] [--duration S] [--metrics 127.0.0.1:PORT] [--log-format text|json]
+          a headless participant: consumes, records, relays, follows stage invites
       invite --server URL --room R --participant ID [--mode SEND_AND_RECV] [--token T | --secret S]
       pubsub publish|subscribe --server URL --room R --topic T [--message M] [--persist] [--token T | --secret S]
+      load --server URL --room R [--rooms N] [--token T | --secret S] [--publishers N] [--audio-publishers N] [--subscribers N] [--duration 60s] [--join-rate 10/s] [--layout speaker|3x3|4x4|5x5] [--no-simulcast] [--invite-every 30s] [--threads N] [--json FILE] [--quiet]
+          many virtual participants in one process (docs/load-testing.md)
       scenario FILE.json... [--server URL] [--secret S] [--junit FILE] [--out DIR] [--quiet]
           run scripted stage tests with bots and expectations (docs/scenarios.md); exit 0 only when all hold
     """
