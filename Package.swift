@@ -53,8 +53,11 @@ let package = Package(
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(
             name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer",
-            // The page's source files; the binary serves the copies embedded in Web/WebAssets.swift.
-            exclude: ["Web/assets", "Web/embed_assets.py"]),
+            // The browser page, compiled into the binary (`PackageResources`).
+            resources: [
+                .embedInCode("Web/assets/index.html"), .embedInCode("Web/assets/room.js"),
+                .embedInCode("Web/assets/style.css"),
+            ]),
         // Sending pre-encoded media on a PeerConnection, and recording what arrives.
         .target(name: "Streaming", dependencies: ["RTCWire", "RTC", "Media"], path: "Sources/Streaming"),
         // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).

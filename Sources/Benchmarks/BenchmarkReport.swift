@@ -266,7 +266,10 @@ public struct BenchmarkReport: Sendable {
                 synthetic 640x360 VP8 + Opus source) and publishes; then, in sequence, a recording client
                 (`.RECV_ONLY`, `autoConsume: true`, `room.onFrame` writing WebM with `Recording`) is created
                 and the wall time from `join()` to the first keyframe written to its file is taken; it
-                leaves before the next. One warm-up run is dropped.
+                leaves before the next, and the next joins 0.7 s later. One warm-up run is dropped. The
+                spacing keeps each join independent: the SFU asks a publisher for at most one key frame per
+                500 ms per layer, so a recorder that joins within 500 ms of another one's request waits out
+                that throttle (back to back, this benchmark measured about 500 ms).
 
 
                 """

@@ -172,6 +172,9 @@ public enum JoinLatencyBenchmark {
             await agent.leave()
             keyframes.close()
             try? FileManager.default.removeItem(atPath: path)
+            // Each join stands alone: the SFU asks a publisher for at most one key frame per 500 ms
+            // per layer, so a join within 500 ms of the previous one's request waits out that throttle.
+            try await Task.sleep(nanoseconds: 700_000_000)
             guard i >= 0 else { continue }
             if let firstFrame { result.firstFrames.append(Double(firstFrame - start) / 1e6) }
             if let at {

@@ -406,7 +406,8 @@ public final class SFU: @unchecked Sendable {
 
     func retarget(_ consumer: SFUConsumer) {
         consumer.updateTarget()
-        if consumer.targetLayer != consumer.currentLayer {
+        // Before the subscriber connects, the first forwarded packet asks for the key frame instead.
+        if consumer.targetLayer != consumer.currentLayer, consumer.connection.canSend(on: consumer.transceiver) {
             consumer.producer.requestKeyframe(layer: consumer.targetLayer, now: EventLoop.now())
         }
     }

@@ -68,8 +68,12 @@ final class SFUConsumer: @unchecked Sendable {
         if layer != currentLayer {
             guard layer == targetLayer, keyframeStart, connection.canSend(on: transceiver) else {
                 drop()
-                // Nothing forwarded yet, or a switch is pending: ask the target layer for a key frame.
-                if layer == targetLayer || currentLayer < 0 { producer.requestKeyframe(layer: targetLayer, now: now) }
+                // Nothing forwarded yet, or a switch is pending: ask the target layer for a key frame, but
+                // only once the subscriber can receive it: one sent earlier is dropped here and would hold
+                // the request throttle (500 ms) against the one that counts.
+                if layer == targetLayer || currentLayer < 0, connection.canSend(on: transceiver) {
+                    producer.requestKeyframe(layer: targetLayer, now: now)
+                }
                 return
             }
             switchLayer(to: layer, packet, now: now)
