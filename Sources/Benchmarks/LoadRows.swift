@@ -1,11 +1,14 @@
 import Foundation
 import LoadGen
-import RoomServer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The load-mode rows of the report: subscribed tracks per core, RSS per subscriber bot, and a soak.
 ///
 /// Both runs use ``LoadBenchmarkResult/runBenchmark(subscribers:publishers:duration:signalingURL:secret:)``
-/// against an in-process ``RoomServer`` on loopback.
+/// against an `understudy serve` child process on loopback.
 enum LoadRows {
     struct Output {
         var summary: [BenchmarkReport.SummaryRow]
@@ -59,20 +62,84 @@ enum LoadRows {
 
     static func megabytes(_ bytes: Double) -> String { String(format: "%.1f MB", bytes / 1_048_576) }
 
-    /// Runs one benchmark against a fresh in-process server sized for it.
+    /// Runs one benchmark against a fresh `understudy serve` child process sized for it, so the load
+    /// process's CPU and memory are the bots' alone (as with LiveKit's tester and a separate server).
     static func measure(subscribers: Int, publishers: Int, seconds: Double) async throws -> LoadBenchmarkResult {
-        var configuration = RoomServerConfiguration()
-        configuration.listenPort = 0
-        configuration.udpPortLow = 0
-        configuration.udpPortHigh = 0
-        configuration.secret = "bench-load-secret"
-        configuration.maxParticipantsPerRoom = subscribers + publishers + 10
-        let server = RoomServer(configuration: configuration)
-        try server.start()
+        let server = try ServerProcess(maxParticipants: subscribers + publishers + 10)
         defer { server.stop() }
         return try await LoadBenchmarkResult.runBenchmark(
             subscribers: subscribers, publishers: publishers, duration: seconds, signalingURL: server.signalingURL,
-            secret: server.secret)
+            secret: ServerProcess.secret)
+    }
+
+    /// `understudy serve` (this same executable) on an ephemeral loopback port, all media on one UDP port.
+    final class ServerProcess {
+        static let secret = "bench-load-secret"
+        let process = Process()
+        let directory: String
+        private(set) var signalingURL = ""
+
+        struct Failure: Error, CustomStringConvertible { var description: String }
+
+        init(maxParticipants: Int) throws {
+            directory = NSTemporaryDirectory() + "understudy-bench-server-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let config = directory + "/server.json"
+            try Data("{\"maxParticipantsPerRoom\": \(maxParticipants)}".utf8).write(to: URL(fileURLWithPath: config))
+            let log = directory + "/serve.log"
+            FileManager.default.createFile(atPath: log, contents: nil)
+            process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            process.arguments = [
+                "serve", "--listen", "127.0.0.1:0", "--udp-port", "\(try Self.freeUDPPort())", "--config", config,
+                "--secret", Self.secret,
+            ]
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+            process.standardError = handle
+            process.standardOutput = handle
+            try process.run()
+            // The port is in the first log line: "serve: listening on http://127.0.0.1:PORT (…".
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline && process.isRunning {
+                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                if let range = text.range(of: "listening on http://127.0.0.1:") {
+                    let port = text[range.upperBound...].prefix { $0.isNumber }
+                    if !port.isEmpty {
+                        signalingURL = "ws://127.0.0.1:\(port)"
+                        return
+                    }
+                }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            stop()
+            throw Failure(description: "understudy serve did not start: \(output)")
+        }
+
+        /// A UDP port nobody uses now (bound, read back, released).
+        static func freeUDPPort() throws -> UInt16 {
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            guard fd >= 0 else { throw Failure(description: "socket() failed") }
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+                }
+            }
+            guard bound else { throw Failure(description: "cannot bind a UDP port") }
+            return UInt16(bigEndian: address.sin_port)
+        }
+
+        func stop() {
+            if process.isRunning {
+                process.terminate()
+                process.waitUntilExit()
+            }
+            try? FileManager.default.removeItem(atPath: directory)
+        }
     }
 
     /// - Parameter bareUnprotectNanos: the receive-path benchmark's bare `srtp_unprotect` cost in this
@@ -124,7 +191,7 @@ enum LoadRows {
                 r.tracksPerCore * packetsPerTrackSecond)
             md += String(
                 format:
-                    "| load generator I/O threads CPU | %.2f s (%.2f cores); whole process with the server: %.2f s |\n",
+                    "| load generator I/O threads CPU | %.2f s (%.2f cores); whole load process: %.2f s |\n",
                 r.cpuSeconds, r.cpuSeconds / max(0.001, r.windowSeconds), r.processCPUSeconds)
             md += String(format: "| packet loss over the window | %.3f %% |\n", r.lossPercent)
             if let p50 = r.latencyP50Ms, let p95 = r.latencyP95Ms {
@@ -143,20 +210,20 @@ enum LoadRows {
                 format: "| **RSS per subscriber bot** (target ≤ 2 MB) | **%@** — %@ |\n\n",
                 megabytes(Double(r.rssPerSubscriberBotBytes)), rssVerdict)
             md += """
-                Method: an in-process `RoomServer` on loopback and the load generator
-                (`LoadBenchmarkResult.runBenchmark`, the engine of `understudy load`) in the same
-                process. Publishers send the synthetic simulcast VP8 + Opus loop; every subscriber bot
-                consumes every publisher's camera and microphone (3x3 grid layout), without decoding,
-                as in LiveKit's load tester. The packets per track depend on the layer the grid layout
-                selects and on how fast the publishers and the server in the same process manage to
-                send on this machine, so they are shown: tracks per core is only comparable between
-                runs with similar packet rates. After all bots joined and media settled, a steady window is
-                measured. Tracks per core = subscribed tracks ÷ (CPU seconds of the load generator's
-                I/O threads ÷ window seconds); the server's threads are not counted. Loss = packets lost
-                ÷ expected over every receiver in the window. RSS per subscriber bot = growth of the
-                process's resident memory from before the bots joined to the end, ÷ subscribers; the
-                server's per-consumer state is in the same process, so this is an upper bound on a bot's
-                own memory. The crypto-only ceiling uses the bare `srtp_unprotect` cost measured in the
+                Method: `understudy serve` as a separate child process on loopback (media on one shared
+                UDP port) and the load generator (`LoadBenchmarkResult.runBenchmark`, the engine of
+                `understudy load`) in this process. Publishers send the synthetic simulcast VP8 + Opus loop;
+                every subscriber bot consumes every publisher's camera and microphone (3x3 grid layout),
+                without decoding, as in LiveKit's load tester. The packets per track depend on the layer the
+                grid layout selects and on how fast the publishers and the server manage to send on this
+                machine, so they are shown: tracks per core is only comparable between runs with similar
+                packet rates. After all bots joined and media settled, a steady window is measured. Tracks
+                per core = subscribed tracks ÷ (CPU seconds of the load generator's I/O threads ÷ window
+                seconds); the server process is not counted. Loss = packets lost ÷ expected over every
+                receiver in the window. RSS per subscriber bot = growth of the load process's resident
+                memory from before the bots joined to the end, ÷ subscribers (the publisher bots live in
+                the same process, so this slightly overstates a subscriber's own memory).
+                The crypto-only ceiling uses the bare `srtp_unprotect` cost measured in the
                 receive-path section of this run: it is what one core could do if a track cost nothing
                 but decrypting its packets.
 

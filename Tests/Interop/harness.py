@@ -122,6 +122,31 @@ class AiortcEndpoint:
         self.stop()
 
 
+
+def start_room_server(port: int, udp_low: int, secret: str, udp_count: int = 100,
+                      timeout: float = 30) -> subprocess.Popen:
+    """`understudy serve` on 127.0.0.1:port with `secret`, once /healthz answers 200.
+
+    Its output goes to a pipe, read only when it exits early (for the failure message)."""
+    proc = subprocess.Popen(
+        [understudy_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--secret", secret,
+         "--udp-ports", f"{udp_low}-{udp_low + udp_count - 1}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"understudy serve exited {proc.returncode}: {proc.stdout.read()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.1)
+    kill_process(proc)
+    raise AssertionError(f"understudy serve did not become healthy within {timeout:.0f} s")
+
+
 def _readline_with_deadline(proc: subprocess.Popen, deadline: float) -> str:
     """Reads one stdout line without blocking forever (select on the pipe)."""
     assert proc.stdout is not None

@@ -9,9 +9,7 @@ publishes the synthetic test pattern and tone).
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 

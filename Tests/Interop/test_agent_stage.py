@@ -16,33 +16,16 @@ import re
 import signal
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
-from harness import decode_errors, free_port, kill_process, probe_frames, run_understudy, understudy_bin
+from harness import decode_errors, free_port, kill_process, probe_frames, run_understudy, understudy_bin, start_room_server
 
 SECRET = "interop-agent-secret"
 
 
 def start_server(port: int, udp_low: int) -> subprocess.Popen:
-    """`understudy serve` on 127.0.0.1:port, healthy."""
-    proc = subprocess.Popen(
-        [understudy_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--secret", SECRET,
-         "--udp-ports", f"{udp_low}-{udp_low + 99}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"understudy serve exited {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.1)
-    kill_process(proc)
-    raise AssertionError("understudy serve did not become healthy within 30 s")
+    """`understudy serve` on 127.0.0.1:port with this file's secret, healthy."""
+    return start_room_server(port, udp_low, SECRET)
 
 
 class AgentProcess:

@@ -6,32 +6,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-import urllib.request
 
-from harness import free_port, kill_process, run_understudy, understudy_bin
+from harness import free_port, kill_process, run_understudy, start_room_server
 
 SECRET = "interop-load-secret"
 
 
 def start_server(port: int, udp_low: int) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [understudy_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--secret", SECRET,
-         "--udp-ports", f"{udp_low}-{udp_low + 99}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"understudy serve exited {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.1)
-    kill_process(proc)
-    raise AssertionError("understudy serve did not become healthy within 30 s")
+    return start_room_server(port, udp_low, SECRET)
 
 
 def test_load_run_reports_media_and_json(understudy, tmp_path):

@@ -16,7 +16,7 @@ import time
 import urllib.request
 
 from chromium import Chromium
-from harness import free_port, kill_process, run_understudy, understudy_bin
+from harness import free_port, kill_process, run_understudy, start_room_server
 from room_client import RoomClient, RoomError, Subscriber, publish
 
 SECRET = "interop-room-secret"
@@ -24,23 +24,7 @@ ROOM = "interop-room"
 
 
 def _start_server(port: int, udp_low: int) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [understudy_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--secret", SECRET,
-         "--udp-ports", f"{udp_low}-{udp_low + 49}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"understudy serve exited {proc.returncode}: {proc.stdout.read()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.1)
-    kill_process(proc)
-    raise AssertionError("understudy serve did not become healthy within 20 s")
+    return start_room_server(port, udp_low, SECRET, udp_count=50, timeout=20)
 
 
 def _token(participant: str) -> str:

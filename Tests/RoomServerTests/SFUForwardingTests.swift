@@ -55,7 +55,8 @@
                 ])
             #expect(probe.contains("vp8"))
             #expect(probe.contains("opus"))
-            let decode = try sfuRunTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+            let decode = try sfuRunTool(
+                "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
             #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
 
             await publisher.close()
@@ -158,7 +159,8 @@
             for line in frames.split(separator: "\n") where sizes.last != String(line) { sizes.append(String(line)) }
             // Synthetic layers: 640x360, 320x180, 160x90.
             #expect(sizes == ["640,360", "160,90", "320,180"], "resolution sequence: \(sizes)")
-            let decode = try sfuRunTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+            let decode = try sfuRunTool(
+                "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
             #expect(decode.isEmpty, "ffmpeg reported decode errors across the switch: \(decode)")
 
             await publisher.close()
@@ -200,7 +202,8 @@
             let repaired = await loop.submit { pc.receiverStats().reduce(0) { $0 + $1.stats.retransmissionsReceived } }
             #expect(repaired > 0, "retransmissions reached the subscriber")
             #expect(recording.videoFrames > 60)
-            let decode = try sfuRunTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+            let decode = try sfuRunTool(
+                "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
             #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
 
             await publisher.close()

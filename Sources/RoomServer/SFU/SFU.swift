@@ -323,7 +323,9 @@ public final class SFU: @unchecked Sendable {
         if let range = configuration.portRange, range.lowerBound == range.upperBound {
             do {
                 if sharedPort == nil {
-                    guard let address = SocketAddress(ip: configuration.mediaAddresses.first ?? "127.0.0.1", port: range.lowerBound)
+                    guard
+                        let address = SocketAddress(
+                            ip: configuration.mediaAddresses.first ?? "127.0.0.1", port: range.lowerBound)
                     else { throw SFUError.negotiation("bad media address") }
                     sharedPort = try UDPPortMux(loop: loop, bindTo: address)
                 }
