@@ -1,6 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
+    import CSystem
     import Glibc
 #endif
 
@@ -195,7 +196,7 @@ public final class HTTPServer: @unchecked Sendable {
         reactor.enqueue { [self] in
             let listener = Listener(fd: fd, server: self)
             self.listener = listener
-            reactor.register(fd: fd, events: EpollConstants.input, channel: listener)
+            reactor.register(fd: fd, events: EPOLLIN.rawValue, channel: listener)
             ready.signal()
         }
         ready.wait()
