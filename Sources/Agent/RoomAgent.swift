@@ -370,12 +370,16 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     private func relayRoomChange(add participant: Participant? = nil, remove id: String? = nil) {
         guard let relayRooms else { return }
         let kinds = options.kinds
+        let room = self.room
         lock.withLock {
             let previous = relayRoomTail
             relayRoomTail = Task {
                 await previous?.value
                 if let participant {
-                    await relayRooms.add(participantId: participant.id, name: participant.displayName, kinds: kinds)
+                    let id = participant.id
+                    await relayRooms.add(
+                        participantId: id, name: participant.displayName, kinds: kinds,
+                        requestUpstreamKeyframe: { [weak room] in room?.participants[id]?.requestWebcamKeyframe() })
                 }
                 if let id { await relayRooms.remove(participantId: id) }
             }
@@ -567,6 +571,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 "understudy_agent_relay_room_keyframe_requests_total", "counter",
                 "Keyframe requests received from the relay room.", c.keyframeRequests)
         }
+        out.subscribeFeedback(room.subscribeFeedbackSent)
         counters.render(into: &out)
         return out.text
     }

@@ -114,6 +114,17 @@ struct PrometheusText {
         sample(name, value)
     }
 
+    /// RTCP feedback sent by the agent's subscribe connection (``Room/subscribeFeedbackSent``); the
+    /// counts restart when a reconnection replaces that connection, which Prometheus reads as a reset.
+    mutating func subscribeFeedback(_ sent: (plis: UInt64, nacks: UInt64)) {
+        single(
+            "understudy_agent_plis_sent_total", "counter",
+            "Keyframe requests (PLI) sent to the SFU by the subscribe connection.", sent.plis)
+        single(
+            "understudy_agent_nacks_sent_total", "counter",
+            "Retransmission requests (NACK) sent to the SFU by the subscribe connection.", sent.nacks)
+    }
+
     static func escape(_ s: String) -> String {
         s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
             .replacingOccurrences(of: "\n", with: "\\n")

@@ -22,6 +22,14 @@ final class RelayFeed: @unchecked Sendable {
     private var droppedFrames = 0
     private var forwardedFrames = 0
     private var keyframeRequests = 0
+    /// Asks the consumed participant for a keyframe through the agent's subscribe connection.
+    private let requestUpstreamKeyframe: @Sendable () -> Void
+
+    /// - Parameter requestUpstreamKeyframe: passes a relay-room keyframe request on to the original
+    ///   publisher; called off the publish loop thread, must not block.
+    init(requestUpstreamKeyframe: @escaping @Sendable () -> Void = {}) {
+        self.requestUpstreamKeyframe = requestUpstreamKeyframe
+    }
 
     /// Frames dropped (queue overflow or waiting for a keyframe), forwarded, and keyframe requests
     /// received from the relay room.
@@ -84,7 +92,15 @@ final class RelayFeed: @unchecked Sendable {
         }
     }
 
-    func noteKeyframeRequest() { lock.withLock { keyframeRequests += 1 } }
+    /// A viewer in the relay room asked for a keyframe (publish loop thread): counts it and, for
+    /// video, asks the original publisher from a global queue so the publish loop never waits on the
+    /// subscribe side's lock or loop.
+    func keyframeRequested(_ kind: MediaKind) {
+        lock.withLock { keyframeRequests += 1 }
+        guard kind == .video else { return }
+        let upstream = requestUpstreamKeyframe
+        DispatchQueue.global().async { upstream() }
+    }
 }
 
 /// A ``MediaSource`` that publishes what a ``RelayFeed`` received, re-timed onto its own media clock.
@@ -119,9 +135,9 @@ final class ForwardingSource: MediaSource {
         }
     }
 
-    /// The received stream cannot be asked for a keyframe from here (the SDK's receiver requests
-    /// them itself after loss); the request is only counted.
-    func requestKeyframe() { feed.noteKeyframeRequest() }
+    /// Passed upstream: the original publisher is asked for a keyframe (PLI on the agent's subscribe
+    /// connection, throttled there), which then reaches the relay room like any received frame.
+    func requestKeyframe() { feed.keyframeRequested(kind) }
 
     func close() { feed.detach(kind) }
 }
@@ -181,8 +197,12 @@ final class RelayRoomSet: @unchecked Sendable {
     }
 
     /// Joins the relay room as the stand-in of `participantId` (no-op when it is already there).
-    func add(participantId: String, name: String, kinds: Set<MediaKind>) async {
-        let feed = RelayFeed()
+    /// `requestUpstreamKeyframe` asks `participantId` for a keyframe when a relay-room viewer wants one.
+    func add(
+        participantId: String, name: String, kinds: Set<MediaKind>,
+        requestUpstreamKeyframe: @escaping @Sendable () -> Void = {}
+    ) async {
+        let feed = RelayFeed(requestUpstreamKeyframe: requestUpstreamKeyframe)
         let watcher = Watcher()
         let standInId = Self.standInId(for: participantId)
         let room: Room

@@ -52,7 +52,8 @@ final class RoomMedia: @unchecked Sendable {
     private func publishConnection() throws -> PeerConnection {
         try lock.withLock {
             if let publish { return publish }
-            let pc = try PeerConnection(loop: EventLoop(name: "understudy-pub"), configuration: Self.clientConfiguration)
+            let pc = try PeerConnection(
+                loop: EventLoop(name: "understudy-pub"), configuration: Self.clientConfiguration)
             publish = pc
             watch(pc)
             return pc
@@ -334,7 +335,8 @@ final class RoomMedia: @unchecked Sendable {
     private func subscribeConnection() throws -> PeerConnection {
         try lock.withLock {
             if let subscribe { return subscribe }
-            let pc = try PeerConnection(loop: EventLoop(name: "understudy-sub"), configuration: Self.clientConfiguration)
+            let pc = try PeerConnection(
+                loop: EventLoop(name: "understudy-sub"), configuration: Self.clientConfiguration)
             subscribe = pc
             watch(pc)
             pc.loop.execute { [weak self] in
@@ -378,6 +380,13 @@ final class RoomMedia: @unchecked Sendable {
         pc.loop.execute {
             for t in pc.transceivers where t.mid.map(mids.contains) ?? false { pc.requestKeyframe(on: t) }
         }
+    }
+
+    /// PLIs and NACKs sent by the subscribe connection's receivers (zeros without one).
+    func receiverFeedbackSent() -> (plis: UInt64, nacks: UInt64) {
+        guard let pc = lock.withLock({ subscribe }) else { return (0, 0) }
+        let rows = onLoopSync(pc) { pc.receiverStats() } ?? []
+        return rows.reduce((UInt64(0), UInt64(0))) { ($0.0 &+ $1.stats.plisSent, $0.1 &+ $1.stats.nacksSent) }
     }
 
     /// Bytes this device received so far from `participantId`'s streams (all kinds); stats stay untouched.

@@ -1,0 +1,23 @@
+import Foundation
+
+// Package-level hooks for the headless agent (`understudy join`): not part of the documented SDK.
+
+extension Participant {
+    /// Asks this remote participant for a webcam keyframe: the subscribe connection's receiver sends
+    /// a PLI (throttled by the receiver) that the SFU forwards to the publisher.
+    ///
+    /// Does not block: the PLI is scheduled on the subscribe loop. Does nothing for the local
+    /// participant, outside a room, or while the webcam is not consumed.
+    package func requestWebcamKeyframe() {
+        guard !isLocal, let room else { return }
+        room.media.requestWebcamKeyframe(of: id)
+    }
+}
+
+extension Room {
+    /// RTCP feedback the subscribe connection has sent so far, summed over its receivers.
+    ///
+    /// Counts restart from zero when the subscribe connection is replaced (after a reconnection).
+    /// Waits up to 2 s for the subscribe loop; call it off that loop's hot path (metrics, tests).
+    package var subscribeFeedbackSent: (plis: UInt64, nacks: UInt64) { media.receiverFeedbackSent() }
+}
