@@ -173,32 +173,45 @@ final class RoomMedia: @unchecked Sendable {
         }
     }
 
+    /// Starts or stops the pump of each kind whose source changed; a running track keeps its pump.
+    ///
+    /// Pumps that start together are made in one loop turn, so their first tick (their time zero) is
+    /// the same: the synthetic flash and beep then leave at the same wall time and the far end
+    /// measures the true A/V offset, not the gap between two loop hops.
     private func rebuildPump() async {
         guard let pc = lock.withLock({ publish }) else { return }
-        for kind in [StreamKind.audio, .video, .share] { await rebuildPump(kind, on: pc) }
-    }
-
-    /// Starts or stops the pump of `kind` when its source changed; a running track keeps its pump.
-    private func rebuildPump(_ kind: StreamKind, on pc: PeerConnection) async {
-        let (transceiver, source, old) = lock.withLock { (activeTransceivers[kind], sources[kind], pumps[kind]) }
-        if let old, let source, transceiver != nil,
-            (kind == .audio ? old.audioSource : old.videoSource) === source.value
-        {
-            return
+        typealias Change = (kind: StreamKind, transceiver: RTPTransceiver?, source: MediaSource?, old: MediaPump?)
+        let changes: [Change] = lock.withLock {
+            [StreamKind.audio, .video, .share].compactMap { kind -> Change? in
+                let (transceiver, source, old) = (activeTransceivers[kind], sources[kind], pumps[kind])
+                if let old, let source, transceiver != nil,
+                    (kind == .audio ? old.audioSource : old.videoSource) === source.value
+                {
+                    return nil
+                }
+                guard old != nil || (transceiver != nil && source != nil) else { return nil }
+                return (kind, transceiver, source?.value, old)
+            }
         }
-        let box = UncheckedSendable((transceiver, source?.value, old))
-        let newPump: MediaPump? = await pc.loop.submit {
-            let (transceiver, source, old) = box.value
-            old?.detach()
-            guard let transceiver, let source else { return nil }
-            let p =
-                kind == .audio
-                ? MediaPump(connection: pc, video: nil, videoSource: nil, audio: transceiver, audioSource: source)
-                : MediaPump(connection: pc, video: transceiver, videoSource: source, audio: nil, audioSource: nil)
-            p.attach()
-            return p
+        guard !changes.isEmpty else { return }
+        let box = UncheckedSendable(changes)
+        let made: [StreamKind: UncheckedSendable<MediaPump>] = await pc.loop.submit {
+            var made: [StreamKind: UncheckedSendable<MediaPump>] = [:]
+            for change in box.value {
+                change.old?.detach()
+                guard let transceiver = change.transceiver, let source = change.source else { continue }
+                let p =
+                    change.kind == .audio
+                    ? MediaPump(connection: pc, video: nil, videoSource: nil, audio: transceiver, audioSource: source)
+                    : MediaPump(connection: pc, video: transceiver, videoSource: source, audio: nil, audioSource: nil)
+                p.attach()
+                made[change.kind] = UncheckedSendable(p)
+            }
+            return made
         }
-        lock.withLock { pumps[kind] = newPump }
+        lock.withLock {
+            for change in changes { pumps[change.kind] = made[change.kind]?.value }
+        }
     }
 
     private func detachPumps(on pc: PeerConnection?) {
