@@ -31,8 +31,6 @@ let package = Package(
         .systemLibrary(name: "CVPX", path: "CModules/CVPX", pkgConfig: "vpx"),
         .systemLibrary(name: "CALSA", path: "CModules/CALSA", pkgConfig: "alsa"),
         .systemLibrary(name: "CTurboJPEG", path: "CModules/CTurboJPEG", pkgConfig: "libturbojpeg"),
-        // epoll, eventfd and recvmmsg/sendmmsg, which Swift's Glibc module leaves out (libc only).
-        .systemLibrary(name: "CSystem", path: "CModules/CSystem"),
         .target(
             name: "CAudioProcessing",
             path: "CModules/CAudioProcessing",
@@ -46,12 +44,12 @@ let package = Package(
 
         .target(name: "RTCWire", path: "Sources/RTCWire", swiftSettings: hotPathSettings),
         .target(
-            name: "RTC", dependencies: ["RTCWire", "COpenSSL", "CSRTP", "CSystem"], path: "Sources/RTC",
+            name: "RTC", dependencies: ["RTCWire", "COpenSSL", "CSRTP"], path: "Sources/RTC",
             swiftSettings: hotPathSettings),
         .target(
             name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
             path: "Sources/Media"),
-        .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL", "CSystem"], path: "Sources/Signaling"),
+        .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(
             name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer",
@@ -122,8 +120,7 @@ let package = Package(
             dependencies: ["Scenario", "Understudy", "Agent", "RoomServer", "Signaling", "Media", "Streaming"],
             path: "Tests/ScenarioTests"),
         .testTarget(
-            name: "AgentTests", dependencies: ["Agent", "Streaming", "RTC", "RTCWire", "Media"],
-            path: "Tests/AgentTests"),
+            name: "AgentTests", dependencies: ["Agent", "Streaming", "RTC", "RTCWire", "Media"], path: "Tests/AgentTests"),
     ],
     cxxLanguageStandard: .cxx17
 )

@@ -1,4 +1,3 @@
-import CSystem
 import Glibc
 import Synchronization
 
@@ -39,33 +38,33 @@ public final class EventLoop: @unchecked Sendable {
     private var nextTick: UInt64 = 0
 
     // Receive ring, allocated once.
-    private let receiveHeaders: UnsafeMutablePointer<csystem_mmsghdr>
+    private let receiveHeaders: UnsafeMutablePointer<MMsgHdr>
     private let receiveVectors: UnsafeMutablePointer<iovec>
     private let receiveNames: UnsafeMutableRawPointer
     private let receiveData: UnsafeMutableRawPointer
 
     // Send batch, allocated once, shared by all sockets of the loop.
-    private let sendHeaders: UnsafeMutablePointer<csystem_mmsghdr>
+    private let sendHeaders: UnsafeMutablePointer<MMsgHdr>
     private let sendVectors: UnsafeMutablePointer<iovec>
     private let sendNames: UnsafeMutableRawPointer
     private let sendData: UnsafeMutableRawPointer
     private let sendOwners: UnsafeMutablePointer<Unmanaged<UDPSocket>>
     /// Scratch for grouping a batch by socket: one sendmmsg per socket, whatever the interleaving
     /// (an SFU fans each packet out to several sockets).
-    private let groupHeaders: UnsafeMutablePointer<csystem_mmsghdr>
+    private let groupHeaders: UnsafeMutablePointer<MMsgHdr>
     private let groupSlots: UnsafeMutablePointer<Int>
     private let slotTaken: UnsafeMutablePointer<Bool>
     private var sendCount = 0
 
     private static let nameSlot = 32
     private static let epollBatch = 64
-    private let events: UnsafeMutablePointer<epoll_event>
+    private let events: UnsafeMutableRawPointer
 
     /// Creates the loop and starts its thread.
     public init(name: String) {
         self.name = name
-        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        epollFD = sys_epoll_create1(SystemConstants.epollCloexec)
+        wakeFD = sys_eventfd(0, SystemConstants.eventfdNonblock | SystemConstants.eventfdCloexec)
         precondition(epollFD >= 0 && wakeFD >= 0, "epoll/eventfd creation failed: errno \(errno)")
         let n = Self.batchSize
         receiveHeaders = .allocate(capacity: n)
@@ -81,21 +80,21 @@ public final class EventLoop: @unchecked Sendable {
         groupSlots = .allocate(capacity: n)
         slotTaken = .allocate(capacity: n)
         slotTaken.initialize(repeating: false, count: n)
-        events = .allocate(capacity: Self.epollBatch)
+        events = .allocate(byteCount: Self.epollBatch * EpollEvent.size, alignment: 8)
         for i in 0..<n {
             receiveVectors[i] = iovec(iov_base: receiveData + i * Self.slotSize, iov_len: Self.slotSize)
             sendVectors[i] = iovec(iov_base: sendData + i * Self.slotSize, iov_len: 0)
-            sendHeaders[i] = csystem_mmsghdr()
+            sendHeaders[i] = MMsgHdr()
             sendHeaders[i].msg_hdr.msg_name = sendNames + i * Self.nameSlot
             sendHeaders[i].msg_hdr.msg_iov = sendVectors + i
             sendHeaders[i].msg_hdr.msg_iovlen = 1
         }
 
-        // Socket ids start at 1, so data 0 marks the wake eventfd.
-        var wakeEvent = epoll_event()
-        wakeEvent.events = EPOLLIN.rawValue
-        wakeEvent.data.u64 = 0
-        _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &wakeEvent)
+        var wakeEvent: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &wakeEvent) {
+            EpollEvent.write($0.baseAddress!, events: SystemConstants.epollIn, data: 0)
+        }
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlAdd, wakeFD, &wakeEvent)
 
         let box = Unmanaged.passRetained(self).toOpaque()
         let result = pthread_create(
@@ -227,10 +226,11 @@ public final class EventLoop: @unchecked Sendable {
     private func register(_ udp: UDPSocket) {
         guard !udp.isClosed else { return }
         sockets[udp.id] = udp
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue
-        event.data.u64 = udp.id
-        _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, udp.fd, &event)
+        var event: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &event) {
+            EpollEvent.write($0.baseAddress!, events: SystemConstants.epollIn, data: udp.id)
+        }
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlAdd, udp.fd, &event)
     }
 
     func closeSocket(_ udp: UDPSocket) {
@@ -238,7 +238,7 @@ public final class EventLoop: @unchecked Sendable {
         flushSends()
         udp.markClosed()
         sockets[udp.id] = nil
-        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, udp.fd, nil)
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlDel, udp.fd, nil)
         Glibc.close(udp.fd)
     }
 
@@ -264,10 +264,10 @@ public final class EventLoop: @unchecked Sendable {
             let before = Self.now()
             let untilTick = nextTick > before ? min(nextTick - before, Self.tickInterval) : 0
             let timeoutMS = Int32((untilTick + 999_999) / 1_000_000)
-            let count = epoll_wait(epollFD, events, Int32(Self.epollBatch), timeoutMS)
+            let count = sys_epoll_wait(epollFD, events, Int32(Self.epollBatch), timeoutMS)
             if count > 0 {
                 for i in 0..<Int(count) {
-                    let id = events[i].data.u64
+                    let id = EpollEvent.data(events, index: i)
                     if id == 0 {
                         var value: UInt64 = 0
                         _ = Glibc.read(wakeFD, &value, 8)
@@ -313,13 +313,13 @@ public final class EventLoop: @unchecked Sendable {
         // Bounded so that one busy socket cannot starve the others; epoll is level-triggered.
         for _ in 0..<8 {
             for i in 0..<n {
-                receiveHeaders[i] = csystem_mmsghdr()
+                receiveHeaders[i] = MMsgHdr()
                 receiveHeaders[i].msg_hdr.msg_name = receiveNames + i * Self.nameSlot
                 receiveHeaders[i].msg_hdr.msg_namelen = socklen_t(Self.nameSlot)
                 receiveHeaders[i].msg_hdr.msg_iov = receiveVectors + i
                 receiveHeaders[i].msg_hdr.msg_iovlen = 1
             }
-            let received = csystem_recvmmsg(udp.fd, receiveHeaders, UInt32(n), Int32(MSG_DONTWAIT), nil)
+            let received = sys_recvmmsg(udp.fd, receiveHeaders, UInt32(n), Int32(MSG_DONTWAIT), nil)
             guard received > 0 else { return }
             for i in 0..<Int(received) {
                 if udp.isClosed { return }
@@ -379,7 +379,7 @@ public final class EventLoop: @unchecked Sendable {
             }
             var index = 0
             while index < count {
-                let sent = csystem_sendmmsg(owner.fd, groupHeaders + index, UInt32(count - index), 0)
+                let sent = sys_sendmmsg(owner.fd, groupHeaders + index, UInt32(count - index), 0)
                 if sent > 0 {
                     for k in index..<(index + Int(sent)) {
                         record(owner, sent: true, bytes: sendVectors[groupSlots[k]].iov_len)

@@ -1,7 +1,6 @@
 import Foundation
 
 #if canImport(Glibc)
-    import CSystem
     import Glibc
 #endif
 
@@ -196,7 +195,7 @@ public final class HTTPServer: @unchecked Sendable {
         reactor.enqueue { [self] in
             let listener = Listener(fd: fd, server: self)
             self.listener = listener
-            reactor.register(fd: fd, events: EPOLLIN.rawValue, channel: listener)
+            reactor.register(fd: fd, events: EpollConstants.input, channel: listener)
             ready.signal()
         }
         ready.wait()

@@ -1,7 +1,6 @@
 import Foundation
 
 #if canImport(Glibc)
-    import CSystem
     import Glibc
 #endif
 
@@ -37,23 +36,23 @@ public final class Reactor: @unchecked Sendable {
     let readScratch: UnsafeMutableRawBufferPointer
 
     private static let maxEvents = 256
-    /// epoll data of the wake eventfd; socket registrations carry the descriptor, which is never this.
-    private static let wakeToken = UInt64(UInt32.max)
-    private let events: UnsafeMutablePointer<epoll_event>
+    private let events: UnsafeMutableRawPointer
     private let finished = DispatchSemaphore(value: 0)
 
     /// Creates the reactor and starts its thread.
     public init(name: String) {
         self.name = name
-        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        epollFD = sig_epoll_create1(EpollConstants.cloexec)
+        wakeFD = sig_eventfd(0, EpollConstants.eventfdNonblock | EpollConstants.cloexec)
         precondition(epollFD >= 0 && wakeFD >= 0, "epoll/eventfd creation failed: errno \(errno)")
         readScratch = .allocate(byteCount: 64 * 1024, alignment: 16)
-        events = .allocate(capacity: Self.maxEvents)
-        var wake = epoll_event()
-        wake.events = EPOLLIN.rawValue
-        wake.data.u64 = Self.wakeToken
-        _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &wake)
+        events = .allocate(byteCount: Self.maxEvents * EpollEventLayout.size, alignment: 8)
+        var wake = (UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &wake) { raw in
+            raw.storeBytes(of: EpollConstants.input, as: UInt32.self)
+            raw.storeBytes(of: UInt64(UInt32.max), toByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+        }
+        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlAdd, wakeFD, &wake)
         let thread = Thread { [self] in self.run() }
         thread.name = name
         self.thread = thread
@@ -123,16 +122,16 @@ public final class Reactor: @unchecked Sendable {
     func register(fd: Int32, events: UInt32, channel: ReactorChannel) {
         channels[fd] = channel
         var event = makeEvent(fd: fd, events: events)
-        _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
+        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlAdd, fd, &event)
     }
 
     func modify(fd: Int32, events: UInt32) {
         var event = makeEvent(fd: fd, events: events)
-        _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
+        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlMod, fd, &event)
     }
 
     func unregister(fd: Int32) {
-        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlDel, fd, nil)
         channels[fd] = nil
     }
 
@@ -149,10 +148,13 @@ public final class Reactor: @unchecked Sendable {
         timers.cancel(id)
     }
 
-    private func makeEvent(fd: Int32, events: UInt32) -> epoll_event {
-        var event = epoll_event()
-        event.events = events
-        event.data.u64 = UInt64(UInt32(bitPattern: fd))
+    private func makeEvent(fd: Int32, events: UInt32) -> (UInt64, UInt64) {
+        var event = (UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &event) { raw in
+            raw.storeBytes(of: events, as: UInt32.self)
+            raw.storeBytes(
+                of: UInt64(UInt32(bitPattern: fd)), toByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+        }
         return event
     }
 
@@ -166,12 +168,13 @@ public final class Reactor: @unchecked Sendable {
                 let now = Self.nowMS()
                 timeout = soonest > now ? Int32(min(soonest - now, 60_000)) : 0
             }
-            let count = epoll_wait(epollFD, events, Int32(Self.maxEvents), timeout)
+            let count = sig_epoll_wait(epollFD, events, Int32(Self.maxEvents), timeout)
             if count > 0 {
                 for i in 0..<Int(count) {
-                    let mask = events[i].events
-                    let data = events[i].data.u64
-                    if data == Self.wakeToken {
+                    let base = events + i * EpollEventLayout.size
+                    let mask = base.loadUnaligned(as: UInt32.self)
+                    let data = base.loadUnaligned(fromByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+                    if data == UInt64(UInt32.max) {
                         var value: UInt64 = 0
                         _ = read(wakeFD, &value, 8)
                     } else if let channel = channels[Int32(truncatingIfNeeded: data)] {

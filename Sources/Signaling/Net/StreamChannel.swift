@@ -1,5 +1,4 @@
 #if canImport(Glibc)
-    import CSystem
     import Glibc
 #endif
 
@@ -102,13 +101,13 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
     }
 
     func handleEvents(_ events: UInt32) {
-        if events & EPOLLOUT.rawValue != 0 { flush() }
+        if events & EpollConstants.output != 0 { flush() }
         if isClosed { return }
-        if events & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0, !(readingEnabled || finishing) {
+        if events & (EpollConstants.hangup | EpollConstants.error) != 0, !(readingEnabled || finishing) {
             forceClose()
             return
         }
-        if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue)
+        if events & (EpollConstants.input | EpollConstants.hangup | EpollConstants.error | EpollConstants.readHangup)
             != 0
         {
             readAvailable()
@@ -164,8 +163,8 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
 
     private func currentInterest() -> UInt32 {
         var mask: UInt32 = 0
-        if readingEnabled || finishing { mask |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
-        if writeOffset < writeBuffer.count { mask |= EPOLLOUT.rawValue }
+        if readingEnabled || finishing { mask |= EpollConstants.input | EpollConstants.readHangup }
+        if writeOffset < writeBuffer.count { mask |= EpollConstants.output }
         return mask
     }
 
