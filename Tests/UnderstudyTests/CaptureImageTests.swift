@@ -67,16 +67,8 @@ struct CaptureImageTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         try #require(Data(base64Encoded: try await remote.captureImage(width: 64, height: 64)))
             .write(to: URL(fileURLWithPath: path))
-        let probe = Process()
-        probe.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        probe.arguments = [
-            "ffprobe", "-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", path,
-        ]
-        let pipe = Pipe()
-        probe.standardOutput = pipe
-        try probe.run()
-        probe.waitUntilExit()
-        let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let (_, out, _) = try runTool(
+            "ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", path])
         #expect(out.trimmingCharacters(in: .whitespacesAndNewlines) == "mjpeg,64,36")
 
         // flash .ON works only for the local participant: 3069, also sent to onError.

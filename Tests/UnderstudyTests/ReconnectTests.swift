@@ -24,21 +24,6 @@ final class FrameTally: @unchecked Sendable {
     }
 }
 
-private func runReconnectTool(_ tool: String, _ args: [String]) throws -> (Int32, String, String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    p.arguments = [tool] + args
-    let out = Pipe()
-    let err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
-}
-
 @Suite("Understudy reconnection", .serialized)
 struct ReconnectTests {
     /// A publishing host (mic + cam) and a RECV_ONLY guest with autoConsume off that consumed both and
@@ -168,7 +153,7 @@ struct ReconnectTests {
         await host.leave()
 
         // ffprobe: the video track runs past the pause (RTP time goes on through it).
-        let (status, out, _) = try runReconnectTool(
+        let (status, out, _) = try runTool(
             "ffprobe",
             [
                 "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", path,
@@ -180,7 +165,7 @@ struct ReconnectTests {
         #expect(
             (times.max() ?? 0) > recordedUntilResume,
             "last frame \(times.max() ?? 0) s, resumed at \(recordedUntilResume) s")
-        let (decodeStatus, _, decodeErrors) = try runReconnectTool(
+        let (decodeStatus, _, decodeErrors) = try runTool(
             "ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
         #expect(decodeStatus == 0)
         #expect(decodeErrors.isEmpty, "\(decodeErrors)")

@@ -10,26 +10,13 @@ import Testing
 /// pattern, and sends no audio; the host's recording of it is the file's picture size.
 @Suite("Room agent sources", .serialized)
 struct RoomAgentSourcesTests {
-    private func run(_ tool: String, _ args: [String]) throws -> (Int32, String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = [tool] + args
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
-
     @Test func onStageTheAgentPublishesItsVideoFileAndNoAudio() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("agent-src-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // A third-party encoder makes the file: 176x144, so it cannot be mistaken for the test pattern.
         let ivf = dir + "/clip.ivf"
-        let (made, log) = try run(
+        let (made, _, log) = try runTool(
             "ffmpeg",
             [
                 "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=176x144:rate=30:duration=2",
@@ -81,7 +68,7 @@ struct RoomAgentSourcesTests {
         await agent.stop()
         await host.leave()
 
-        let (status, probe) = try run(
+        let (status, probe, _) = try runTool(
             "ffprobe",
             [
                 "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
@@ -95,7 +82,7 @@ struct RoomAgentSourcesTests {
             #expect(fields[1] == "176" && fields[2] == "144", "the file's size, not the test pattern's: \(probe)")
             #expect((Int(fields[3]) ?? 0) >= 60, "\(probe)")
         }
-        let (decodeStatus, errors) = try run(
+        let (decodeStatus, _, errors) = try runTool(
             "ffmpeg", ["-nostdin", "-v", "error", "-i", recordingPath, "-enc_time_base", "-1", "-f", "null", "-"])
         #expect(decodeStatus == 0 && errors.isEmpty, "\(errors)")
     }

@@ -5,22 +5,6 @@ import Testing
 
 @testable import Understudy
 
-/// Runs a tool and returns (exit status, stdout, stderr).
-private func runTool(_ tool: String, _ args: [String]) throws -> (Int32, String, String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    p.arguments = [tool] + args
-    let out = Pipe()
-    let err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
-}
-
 @Suite("Room agent", .serialized)
 struct RoomAgentTests {
     @Test func agentRecordsTheStageAndFollowsAStageInvite() async throws {

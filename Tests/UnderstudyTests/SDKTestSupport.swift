@@ -147,3 +147,20 @@ func expectCode(_ code: Int, _ body: () async throws -> Void, sourceLocation: So
         Issue.record("expected UnderstudyError \(code), got \(error)", sourceLocation: sourceLocation)
     }
 }
+
+/// Runs a tool found on PATH (ffprobe, ffmpeg) and returns (exit status, stdout, stderr).
+func runTool(_ tool: String, _ args: [String]) throws -> (status: Int32, out: String, err: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    p.arguments = [tool] + args
+    let out = Pipe()
+    let err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    // Read both pipes before waiting, so a chatty tool cannot block on a full pipe.
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
