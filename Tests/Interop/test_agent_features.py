@@ -11,12 +11,29 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from harness import decode_errors, free_port, kill_process, probe_frames, run_understudy
 from test_agent_stage import SECRET, AgentProcess, join_args, manifest, start_server, wait_for_frames
 
 CUES_ID = bytes.fromhex("1C53BB6B")
+
+
+@contextmanager
+def served_room(udp_low: int) -> Iterator[tuple[int, list[AgentProcess]]]:
+    """A fresh `understudy serve`; yields its port and a list the test appends its agents to.
+    Every agent, then the server, is stopped on the way out, whatever happened."""
+    port = free_port()
+    server = start_server(port, udp_low=udp_low)
+    agents: list[AgentProcess] = []
+    try:
+        yield port, agents
+    finally:
+        for a in agents:
+            a.stop()
+        kill_process(server)
 
 
 def _host(port: int, room: str, pid: str, tmp_path: Path) -> AgentProcess:
@@ -33,11 +50,7 @@ def _one_line_failure(result: subprocess.CompletedProcess) -> str:
 
 
 def test_rtp_relay_plays_in_ffmpeg_from_the_generated_sdp(understudy, tmp_path):
-    port = free_port()
-    server = start_server(port, udp_low=43000)
-    agents: list[AgentProcess] = []
-    ffmpeg = None
-    try:
+    with served_room(43000) as (port, agents):
         agents.append(_host(port, "relay", "host", tmp_path))
         out = tmp_path / "relay"
         agent = AgentProcess("agent", join_args(
@@ -57,17 +70,10 @@ def test_rtp_relay_plays_in_ffmpeg_from_the_generated_sdp(understudy, tmp_path):
         print(f"relayed video frames decoded by ffmpeg: {len(frames)}; stderr: {ffmpeg.stderr[-500:]}")
         assert len(frames) >= 60, ffmpeg.stderr[-2000:]
         assert agent.terminate() == 0
-    finally:
-        for a in agents:
-            a.stop()
-        kill_process(server)
 
 
 def test_kill9_leaves_a_playable_file_and_sigterm_finalizes(understudy, tmp_path):
-    port = free_port()
-    server = start_server(port, udp_low=43200)
-    agents: list[AgentProcess] = []
-    try:
+    with served_room(43200) as (port, agents):
         agents.append(_host(port, "kill", "host", tmp_path))
         killed_dir, finished_dir = tmp_path / "killed", tmp_path / "finished"
         killed = AgentProcess("killed", join_args(
@@ -90,17 +96,10 @@ def test_kill9_leaves_a_playable_file_and_sigterm_finalizes(understudy, tmp_path
         assert CUES_ID in data, "SIGTERM did not finalize the WebM (no Cues)"
         assert decode_errors(finished_dir / "host.webm") == ""
         assert manifest(finished_dir)["files"][0]["complete"] is True
-    finally:
-        for a in agents:
-            a.stop()
-        kill_process(server)
 
 
 def test_ogg_ivf_recording_and_metrics_endpoint(understudy, tmp_path):
-    port = free_port()
-    server = start_server(port, udp_low=43400)
-    agents: list[AgentProcess] = []
-    try:
+    with served_room(43400) as (port, agents):
         agents.append(_host(port, "formats", "host", tmp_path))
         out = tmp_path / "ogg"
         metrics_port = free_port()
@@ -155,17 +154,10 @@ def test_ogg_ivf_recording_and_metrics_endpoint(understudy, tmp_path):
         files = {Path(f["path"]).name: f for f in manifest(out)["files"]}
         assert set(files) == {"host.ivf", "host.ogg"}, files
         assert files["host.ivf"]["kinds"] == ["video"] and files["host.ogg"]["kinds"] == ["audio"]
-    finally:
-        for a in agents:
-            a.stop()
-        kill_process(server)
 
 
 def test_max_video_consumes_one_webcam_and_moves_on_when_its_owner_leaves(understudy, tmp_path):
-    port = free_port()
-    server = start_server(port, udp_low=43600)
-    agents: list[AgentProcess] = []
-    try:
+    with served_room(43600) as (port, agents):
         host1 = _host(port, "maxv", "host1", tmp_path)
         host2 = _host(port, "maxv", "host2", tmp_path)
         agents += [host1, host2]
@@ -185,17 +177,10 @@ def test_max_video_consumes_one_webcam_and_moves_on_when_its_owner_leaves(unders
         assert agent.terminate() == 0
         for name in ("host1.webm", "host2.webm"):
             assert decode_errors(out / name) == "", name
-    finally:
-        for a in agents:
-            a.stop()
-        kill_process(server)
 
 
 def test_relay_room_republishes_the_consumed_participant(understudy, tmp_path):
-    port = free_port()
-    server = start_server(port, udp_low=43800)
-    agents: list[AgentProcess] = []
-    try:
+    with served_room(43800) as (port, agents):
         agents.append(_host(port, "source-room", "host", tmp_path))
         relay = AgentProcess("relay", join_args(
             port, "source-room", "relayer", "--consume", "all", "--relay-room", "other-room"), tmp_path)
@@ -212,10 +197,6 @@ def test_relay_room_republishes_the_consumed_participant(understudy, tmp_path):
         assert relay.terminate() == 0
         assert decode_errors(out / "relay-host.webm") == ""
         assert any(p["id"] == "relay-host" for p in manifest(out)["participants"])
-    finally:
-        for a in agents:
-            a.stop()
-        kill_process(server)
 
 
 def test_bad_flag_unreachable_server_and_refused_token_fail_with_one_line(understudy, tmp_path):
