@@ -135,21 +135,18 @@ final class RoomMedia: @unchecked Sendable {
     /// Opens a source for each kind that has none; a source that cannot open fails the produce.
     private func makeSources(for kinds: [StreamKind], layers: Int) throws {
         guard let room else { return }
-        let factory = room.mediaSourceFactory
+        // Without a factory: the synthetic test pattern and tone, as `--video testsrc --audio tone`.
+        let factory: MediaSourceFactory =
+            room.mediaSourceFactory ?? { kind, layers in
+                try LocalSources.makeSource(kind: kind, layers: layers, video: .testPattern, audio: .tone)
+            }
         for kind in kinds where lock.withLock({ sources[kind] == nil }) {
             let mediaKind: MediaKind = kind == .audio ? .audio : .video
-            let layers = kind == .video ? layers : 1
             var source: MediaSource
-            if let factory {
-                do { source = try factory(mediaKind, mediaKind == .video ? layers : 1) } catch {
-                    throw UnderstudyError(
-                        code: kind == .share ? 3061 : kind == .video ? 3049 : 3058,
-                        message: "cannot open the \(kind.wireKind) source: \(error)")
-                }
-            } else if mediaKind == .video {
-                source = SyntheticVideoSource(media: SyntheticMedia.shared(layers: layers), layers: layers)
-            } else {
-                source = SyntheticAudioSource(media: SyntheticMedia.shared(layers: 1))
+            do { source = try factory(mediaKind, kind == .video ? layers : 1) } catch {
+                throw UnderstudyError(
+                    code: kind == .share ? 3061 : kind == .video ? 3049 : 3058,
+                    message: "cannot open the \(kind.wireKind) source: \(error)")
             }
             if kind == .video || kind == .share {
                 source = CaptureTapSource(source, buffer: kind == .video ? room.localParticipant.captureFrames : nil)
