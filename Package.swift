@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "RTC", targets: ["RTC"]),
         .library(name: "Media", targets: ["Media"]),
         .library(name: "Signaling", targets: ["Signaling"]),
+        .library(name: "Redis", targets: ["Redis"]),
+        .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "Agent", targets: ["Agent"]),
         .library(name: "RoomServer", targets: ["RoomServer"]),
         .library(name: "Understudy", targets: ["Understudy"]),
@@ -31,6 +33,8 @@ let package = Package(
         .systemLibrary(name: "CVPX", path: "CModules/CVPX", pkgConfig: "vpx"),
         .systemLibrary(name: "CALSA", path: "CModules/CALSA", pkgConfig: "alsa"),
         .systemLibrary(name: "CTurboJPEG", path: "CModules/CTurboJPEG", pkgConfig: "libturbojpeg"),
+        // No pkgConfig: hiredis.pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM refuses with a warning.
+        .systemLibrary(name: "CHiredis", path: "CModules/CHiredis"),
         .target(
             name: "CAudioProcessing",
             path: "CModules/CAudioProcessing",
@@ -50,6 +54,10 @@ let package = Package(
             name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
             path: "Sources/Media"),
         .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
+        // Redis through hiredis, on its own queue: the shared state of clusters and bot fleets.
+        .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
+        // Bot fleets: recording/relay jobs from a Redis Stream, run by workers as RoomAgents.
+        .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy"], path: "Sources/Fleet"),
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(
             name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer",
@@ -88,7 +96,7 @@ let package = Package(
             name: "understudy",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy", "Agent", "RoomServer", "Benchmarks",
-                "LoadGen", "Scenario",
+                "LoadGen", "Scenario", "Redis", "Fleet",
             ],
             path: "Sources/understudy"
         ),
@@ -99,6 +107,7 @@ let package = Package(
             path: "Sources/InteropPeer"
         ),
 
+        .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
         .testTarget(name: "RTCTests", dependencies: ["RTC", "RTCWire"], path: "Tests/RTCTests"),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire"], path: "Tests/MediaTests"),

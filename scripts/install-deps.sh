@@ -12,12 +12,14 @@ cd "$ROOT"
 # needs nothing extra; clang + libclang-rt-14-dev are for C-side sanitizers (LSan).
 # janus (1.1.2) is an interop peer: Tests/Interop/test_janus.py runs its own instance with
 # a private configuration, so the packaged service (if it starts) is never used.
+# redis-server is started by the Redis, fleet and cluster tests themselves (a throw-away instance each).
 DEB_PACKAGES=(
     pkg-config libssl-dev libsrtp2-dev libopus-dev libvpx-dev libasound2-dev
     libwebrtc-audio-processing-dev libturbojpeg0-dev
     ffmpeg chromium iproute2 util-linux python3-venv
     clang libclang-rt-14-dev
     janus
+    libhiredis-dev redis-server
 )
 
 missing=()

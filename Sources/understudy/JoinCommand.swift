@@ -61,97 +61,106 @@ func jsonLogger(_ json: Bool, fields: [String: String] = [:]) -> @Sendable (Stri
     }
 }
 
+/// The options `understudy join` takes (also the grammar of a fleet job, `understudy jobs submit`).
+let joinValueOptions: Set<String> = [
+    "--server", "--room", "--token", "--secret", "--name", "--id", "--mode", "--consume",
+    "--consume-kinds", "--accept-invites", "--record", "--relay", "--duration", "--log-format",
+    "--max-video", "--record-format", "--metrics", "--relay-room", "--video", "--audio",
+]
+let joinSwitches: Set<String> = ["--agent"]
+
+/// The agent options and the duration of an `understudy join` command line.
+func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: RoomAgent.Options, duration: Double?) {
+    if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
+    let url = try signalingURL(try required(a, "--server"))
+    let roomId = try required(a, "--room")
+    let token = try roomToken(a, room: roomId, participant: a.value("--id"))
+    var options = RoomAgent.Options(roomId: roomId, token: token, signalingURL: url)
+    options.participantName = a.value("--name") ?? "understudy"
+    options.participantId = a.value("--id")
+    options.asAgent = a.flag("--agent")
+    options.mode = try parseMode(a.value("--mode"), default: .RECV_ONLY, option: "--mode")
+    switch a.value("--consume") ?? "all" {
+    case "all": options.consume = .all
+    case "stage": options.consume = .stage
+    case "none": options.consume = .none
+    case let ids:
+        let list = idList(Substring(ids))
+        guard !list.isEmpty else { throw Arguments.Failure.badValue("--consume", "empty id list") }
+        options.consume = .ids(list)
+    }
+    if let kinds = a.value("--consume-kinds") {
+        var set: Set<MediaKind> = []
+        for k in idList(Substring(kinds)) {
+            switch k {
+            case "audio": set.insert(.audio)
+            case "video": set.insert(.video)
+            default: throw Arguments.Failure.badValue("--consume-kinds", "'\(k)' is not audio or video")
+            }
+        }
+        options.kinds = set
+    }
+    switch a.value("--accept-invites") ?? "yes" {
+    case "yes": options.acceptInvites = .yes
+    case "no": options.acceptInvites = .no
+    case let v where v.hasPrefix("from:"):
+        let list = idList(v.dropFirst(5))
+        guard !list.isEmpty else { throw Arguments.Failure.badValue("--accept-invites", "empty id list") }
+        options.acceptInvites = .from(list)
+    case let v: throw Arguments.Failure.badValue("--accept-invites", "'\(v)' is not yes, no or from:ID,ID")
+    }
+    if let max = a.value("--max-video") {
+        guard let n = Int(max), n >= 0 else {
+            throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
+        }
+        options.maxVideo = n
+    }
+    options.recordDirectory = a.value("--record")
+    if let format = a.value("--record-format") {
+        guard let f = RoomAgent.RecordFormat(rawValue: format) else {
+            throw Arguments.Failure.badValue("--record-format", "'\(format)' is not webm or ogg+ivf")
+        }
+        options.recordFormat = f
+    }
+    if let relayRoom = a.value("--relay-room") {
+        guard !relayRoom.isEmpty, relayRoom != roomId else {
+            throw Arguments.Failure.badValue("--relay-room", "'\(relayRoom)' must name another room than --room")
+        }
+        options.relayRoom = relayRoom
+        // A token signed here is bound to its room; a given --token is used for both rooms.
+        if a.value("--token") == nil {
+            options.relayRoomToken = try roomToken(a, room: relayRoom, participant: nil)
+        }
+    }
+    do {
+        try LocalSources.validate(video: a.value("--video"), audio: a.value("--audio"))
+    } catch {
+        if case .badOption(let option, let message) = error { throw Arguments.Failure.badValue(option, message) }
+        throw Arguments.Failure.badValue("--video/--audio", error.description)
+    }
+    options.video = a.value("--video")
+    options.audio = a.value("--audio")
+    if let relay = a.value("--relay") {
+        do { _ = try RTPRelay.parseURL(relay) } catch {
+            throw Arguments.Failure.badValue("--relay", "\(error)")
+        }
+        options.relayURL = relay
+    }
+    let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)
+    return (options, duration)
+}
+
 func runJoin(_ args: [String]) async {
     do {
-        let a = try Arguments(
-            args,
-            valueOptions: [
-                "--server", "--room", "--token", "--secret", "--name", "--id", "--mode", "--consume",
-                "--consume-kinds", "--accept-invites", "--record", "--relay", "--duration", "--log-format",
-                "--max-video", "--record-format", "--metrics", "--relay-room", "--video", "--audio",
-            ], switches: ["--agent"])
-        if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
-        let url = try signalingURL(try required(a, "--server"))
-        let roomId = try required(a, "--room")
-        let token = try roomToken(a, room: roomId, participant: a.value("--id"))
-        var options = RoomAgent.Options(roomId: roomId, token: token, signalingURL: url)
-        options.participantName = a.value("--name") ?? "understudy"
-        options.participantId = a.value("--id")
-        options.asAgent = a.flag("--agent")
-        options.mode = try parseMode(a.value("--mode"), default: .RECV_ONLY, option: "--mode")
-        switch a.value("--consume") ?? "all" {
-        case "all": options.consume = .all
-        case "stage": options.consume = .stage
-        case "none": options.consume = .none
-        case let ids:
-            let list = idList(Substring(ids))
-            guard !list.isEmpty else { throw Arguments.Failure.badValue("--consume", "empty id list") }
-            options.consume = .ids(list)
-        }
-        if let kinds = a.value("--consume-kinds") {
-            var set: Set<MediaKind> = []
-            for k in idList(Substring(kinds)) {
-                switch k {
-                case "audio": set.insert(.audio)
-                case "video": set.insert(.video)
-                default: throw Arguments.Failure.badValue("--consume-kinds", "'\(k)' is not audio or video")
-                }
-            }
-            options.kinds = set
-        }
-        switch a.value("--accept-invites") ?? "yes" {
-        case "yes": options.acceptInvites = .yes
-        case "no": options.acceptInvites = .no
-        case let v where v.hasPrefix("from:"):
-            let list = idList(v.dropFirst(5))
-            guard !list.isEmpty else { throw Arguments.Failure.badValue("--accept-invites", "empty id list") }
-            options.acceptInvites = .from(list)
-        case let v: throw Arguments.Failure.badValue("--accept-invites", "'\(v)' is not yes, no or from:ID,ID")
-        }
-        if let max = a.value("--max-video") {
-            guard let n = Int(max), n >= 0 else {
-                throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
-            }
-            options.maxVideo = n
-        }
-        options.recordDirectory = a.value("--record")
-        if let format = a.value("--record-format") {
-            guard let f = RoomAgent.RecordFormat(rawValue: format) else {
-                throw Arguments.Failure.badValue("--record-format", "'\(format)' is not webm or ogg+ivf")
-            }
-            options.recordFormat = f
-        }
+        let a = try Arguments(args, valueOptions: joinValueOptions, switches: joinSwitches)
+        let (options, duration) = try joinAgentOptions(a)
+        let roomId = options.roomId
         var metricsAddress: (host: String, port: UInt16)?
         if let metrics = a.value("--metrics") {
             do { metricsAddress = try RoomAgentMetricsServer.parseAddress(metrics) } catch {
                 throw Arguments.Failure.badValue("--metrics", error.description)
             }
         }
-        if let relayRoom = a.value("--relay-room") {
-            guard !relayRoom.isEmpty, relayRoom != roomId else {
-                throw Arguments.Failure.badValue("--relay-room", "'\(relayRoom)' must name another room than --room")
-            }
-            options.relayRoom = relayRoom
-            // A token signed here is bound to its room; a given --token is used for both rooms.
-            if a.value("--token") == nil {
-                options.relayRoomToken = try roomToken(a, room: relayRoom, participant: nil)
-            }
-        }
-        do {
-            try LocalSources.validate(video: a.value("--video"), audio: a.value("--audio"))
-        } catch {
-            if case .badOption(let option, let message) = error { throw Arguments.Failure.badValue(option, message) }
-            throw Arguments.Failure.badValue("--video/--audio", error.description)
-        }
-        options.video = a.value("--video")
-        options.audio = a.value("--audio")
-        if let relay = a.value("--relay") {
-            do { _ = try RTPRelay.parseURL(relay) } catch {
-                throw Arguments.Failure.badValue("--relay", "\(error)")
-            }
-            options.relayURL = relay
-        }
-        let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)
         let format = a.value("--log-format") ?? "text"
         guard format == "text" || format == "json" else {
             throw Arguments.Failure.badValue("--log-format", "'\(format)' is not text or json")

@@ -32,6 +32,10 @@ let usage = """
           many virtual participants in one process (docs/load-testing.md)
       scenario FILE.json... [--server URL] [--secret S] [--junit FILE] [--out DIR] [--quiet]
           run scripted stage tests with bots and expectations (docs/scenarios.md); exit 0 only when all hold
+      worker --redis redis://HOST:PORT[/DB] [--capacity N] [--out DIR] [--id ID] [--claim-timeout 5s]
+          run recording/relay jobs from a fleet's Redis (docs/fleet.md)
+      jobs submit --redis URL [--job-id ID] [--cost N] <join options>  |  jobs list --redis URL [--json]  |  jobs stop ID --redis URL
+          queue, list or stop fleet jobs
     """
 
 func fail(_ message: String, code: Int32 = 1) -> Never {
@@ -114,6 +118,8 @@ case "invite": await runInvite(rest)
 case "pubsub": await runPubSub(rest)
 case "load": await runLoad(rest)
 case "scenario": await runScenario(rest)
+case "worker": await runWorker(rest)
+case "jobs": await runJobs(rest)
 case "-h", "--help", "help": print(usage)
 default: fail("unknown command '\(command)'\n\(usage)", code: 2)
 }

@@ -1,0 +1,422 @@
+import Agent
+import Foundation
+import Redis
+import Understudy
+
+/// A long-running process that takes recording and relay jobs from the fleet's Redis Stream
+/// through its consumer group and runs each as a ``RoomAgent`` (the model is LiveKit's Egress
+/// workers). It claims a job only while it has room for it, keeps its claims fresh while the
+/// jobs run, re-claims the jobs of workers that died (`XAUTOCLAIM`), and hands its jobs back when
+/// it is stopped. Every attempt writes into a directory of its own, so no file is ever overwritten.
+public final class FleetWorker: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var id: String
+        /// Stream units this worker may run at once (see ``FleetWorker/defaultCapacity``).
+        public var capacity: Int
+        /// Jobs write under `outputDirectory/JOB/attempt-N`.
+        public var outputDirectory: String
+        /// A job whose worker has not refreshed its claim for this long is taken over.
+        public var claimTimeout: Double = 5
+        /// How often the registration, the claims and the job statuses are refreshed.
+        public var heartbeat: Double = 1
+
+        public init(id: String, capacity: Int, outputDirectory: String) {
+            self.id = id
+            self.capacity = capacity
+            self.outputDirectory = outputDirectory
+        }
+    }
+
+    /// Turns a job's `understudy join` arguments (plus the directory chosen for this attempt) into
+    /// agent options and an optional duration; the CLI owns that grammar.
+    public typealias AgentFactory =
+        @Sendable (_ joinArguments: [String], _ recordDirectory: String) throws -> (
+            options: RoomAgent.Options, duration: Double?
+        )
+
+    /// Stream units per core: the recording benchmark measured 0.74 % of a core per received
+    /// 1 Mbit/s VP8 + Opus participant (about 135 per core); a worker keeps more than half of each
+    /// core for the SDK, signalling and disk, so 60 per core.
+    public static let unitsPerCore = 60
+    public static var defaultCapacity: Int {
+        unitsPerCore * max(1, ProcessInfo.processInfo.activeProcessorCount)
+    }
+
+    private final class RunningJob: @unchecked Sendable {
+        let entryId: String
+        var status: FleetJobStatus
+        let agent: RoomAgent
+        /// When the job ends: its duration counts from its first attempt, so a job taken over
+        /// records for what is left of it, not for its whole duration again.
+        let deadline: Date?
+        var stopRequested = false
+        /// Set when the worker itself is stopping: the job goes back to the queue, not to "stopped".
+        var handBack = false
+        var finished = false
+        init(entryId: String, status: FleetJobStatus, agent: RoomAgent, deadline: Date?) {
+            self.entryId = entryId
+            self.status = status
+            self.agent = agent
+            self.deadline = deadline
+        }
+    }
+
+    public let options: Options
+    private let store: FleetStore
+    /// A second connection for the blocking `XREADGROUP`, so heartbeats never wait behind it.
+    private let blocking: RedisClient
+    private let makeAgent: AgentFactory
+    private let log: @Sendable (String) -> Void
+    private let lock = NSLock()
+    private var running: [String: RunningJob] = [:]
+    private var tasks: [String: Task<Void, Never>] = [:]
+    private let startedAt = Date().timeIntervalSince1970
+    private var redisDown = false
+
+    public init(
+        store: FleetStore, blocking: RedisClient, options: Options, makeAgent: @escaping AgentFactory,
+        log: @escaping @Sendable (String) -> Void
+    ) {
+        self.store = store
+        self.blocking = blocking
+        self.options = options
+        self.makeAgent = makeAgent
+        self.log = log
+    }
+
+    /// Ids of the jobs running here.
+    public var runningJobs: [String] { lock.withLock { running.keys.sorted() } }
+
+    /// Stream units in use: each job counts what it was expected to cost or what it consumes now,
+    /// whichever is more.
+    public var used: Int {
+        lock.withLock { running.values.filter { !$0.finished }.reduce(0) { $0 + cost(of: $1) } }
+    }
+
+    private func cost(of job: RunningJob) -> Int { max(job.status.spec.cost, job.agent.consumedIds.count) }
+
+    /// Takes and runs jobs until `shouldStop` says so; then stops every job, hands the jobs back and
+    /// deregisters.
+    public func run(until shouldStop: @escaping @Sendable () -> Bool) async {
+        log("worker \(options.id): capacity \(options.capacity) units, jobs under \(options.outputDirectory)")
+        var lastBeat = Date.distantPast
+        while !shouldStop() {
+            if Date().timeIntervalSince(lastBeat) >= options.heartbeat {
+                lastBeat = Date()
+                await heartbeat()
+            }
+            let free = options.capacity - used
+            if free <= 0 {
+                try? await Task.sleep(nanoseconds: 200_000_000)
+                continue
+            }
+            do throws(RedisError) {
+                try await store.ensureGroup()
+                var entry = try await claimAbandoned()
+                if entry == nil { entry = try await readNew() }
+                if let entry { await take(entryId: entry.id, jobId: entry.job) }
+                setRedis(up: true, nil)
+            } catch {
+                setRedis(up: false, error.description)
+                try? await Task.sleep(nanoseconds: 500_000_000)
+            }
+        }
+        await handBackAll()
+        _ = try? await store.redis.pipeline([
+            ["DEL", store.keys.worker(options.id)], ["SREM", store.keys.workerSet, options.id],
+        ])
+        log("worker \(options.id): stopped")
+    }
+
+    // MARK: - Claiming
+
+    private func readNew() async throws(RedisError) -> (id: String, job: String)? {
+        let reply = try await blocking.command([
+            "XREADGROUP", "GROUP", store.keys.workerGroup, options.id, "COUNT", "1", "BLOCK", "500", "STREAMS",
+            store.keys.jobStream, ">",
+        ])
+        guard let streams = reply.array, let first = streams.first?.array, first.count == 2,
+            let entries = first[1].array
+        else { return nil }
+        return entries.lazy.compactMap(Self.entry).first
+    }
+
+    /// A job whose worker stopped refreshing its claim (it died).
+    private func claimAbandoned() async throws(RedisError) -> (id: String, job: String)? {
+        let reply = try await store.redis.command([
+            "XAUTOCLAIM", store.keys.jobStream, store.keys.workerGroup, options.id,
+            String(Int(options.claimTimeout * 1000)), "0-0", "COUNT", "1",
+        ])
+        guard let parts = reply.array, parts.count >= 2, let entries = parts[1].array else { return nil }
+        return entries.lazy.compactMap(Self.entry).first
+    }
+
+    private static func entry(_ value: RedisValue) -> (id: String, job: String)? {
+        guard let pair = value.array, pair.count == 2, let id = pair[0].string, let fields = pair[1].array else {
+            return nil
+        }
+        var i = 0
+        while i + 1 < fields.count {
+            if fields[i].string == "job", let job = fields[i + 1].string { return (id, job) }
+            i += 2
+        }
+        return nil
+    }
+
+    private func take(entryId: String, jobId: String) async {
+        do {
+            guard var status = try await store.status(jobId) else {
+                try await ack(entryId)
+                return
+            }
+            if [.done, .stopped, .failed].contains(status.state) {
+                try await ack(entryId)
+                return
+            }
+            if let owner = status.worker, owner != options.id, status.state == .running,
+                try await store.redis.command(["EXISTS", store.keys.worker(owner)]).int == 1
+            {
+                // Its worker is alive (it was only slow to refresh): it takes the claim back itself.
+                return
+            }
+            if try await store.stopRequested(jobId) {
+                status.state = .stopped
+                status.updatedAt = Date().timeIntervalSince1970
+                try await store.save(status)
+                try await ack(entryId)
+                log("job \(jobId): stopped before it started")
+                return
+            }
+            if status.spec.cost > options.capacity - used {
+                // Not enough room here: queue it again for a worker that has it.
+                try await requeue(entryId: entryId, jobId: jobId)
+                try? await Task.sleep(nanoseconds: 300_000_000)
+                return
+            }
+            if var last = status.attempts.last, last.end == nil {
+                last.end = "lost (worker \(last.worker) stopped refreshing its claim)"
+                last.endedAt = Date().timeIntervalSince1970
+                status.attempts[status.attempts.count - 1] = last
+                log("job \(jobId): taking over from worker \(last.worker)")
+            }
+            try await start(&status, entryId: entryId)
+        } catch {
+            setRedis(up: false, error.description)
+        }
+    }
+
+    private func start(_ status: inout FleetJobStatus, entryId: String) async throws(RedisError) {
+        let jobId = status.spec.id
+        let number = status.attempts.count + 1
+        let directory = uniqueDirectory(jobId: jobId, attempt: number)
+        var attempt = FleetJobAttempt(
+            attempt: number, worker: options.id, directory: directory, files: [],
+            startedAt: Date().timeIntervalSince1970, endedAt: nil, end: nil)
+        let agent: RoomAgent
+        let duration: Double?
+        do {
+            let made = try makeAgent(status.spec.joinArguments, directory)
+            agent = try RoomAgent(options: made.options) { [log] in log("job \(jobId): \($0)") }
+            duration = made.duration
+        } catch {
+            attempt.end = "failed: \(error)"
+            attempt.endedAt = Date().timeIntervalSince1970
+            status.attempts.append(attempt)
+            status.state = .failed
+            status.error = "\(error)"
+            status.updatedAt = Date().timeIntervalSince1970
+            try await store.save(status)
+            try await ack(entryId)
+            log("job \(jobId): refused: \(error)")
+            return
+        }
+        status.attempts.append(attempt)
+        status.state = .running
+        status.worker = options.id
+        status.updatedAt = Date().timeIntervalSince1970
+        try await store.save(status)
+        let firstStart = status.attempts.first?.startedAt ?? attempt.startedAt
+        let deadline = duration.map { Date(timeIntervalSince1970: firstStart + $0) }
+        let job = RunningJob(entryId: entryId, status: status, agent: agent, deadline: deadline)
+        let task = Task { [weak self] in
+            guard let self else { return }
+            await self.drive(job)
+        }
+        lock.withLock {
+            running[jobId] = job
+            tasks[jobId] = task
+        }
+        log("job \(jobId): attempt \(number) on \(options.id), recording to \(directory)")
+    }
+
+    private func uniqueDirectory(jobId: String, attempt: Int) -> String {
+        let base = (options.outputDirectory as NSString).appendingPathComponent(Self.safeName(jobId))
+        var candidate = (base as NSString).appendingPathComponent("attempt-\(attempt)")
+        var n = 2
+        // Never reuse a directory: an earlier run (or another worker sharing the disk) may own it.
+        while FileManager.default.fileExists(atPath: candidate) {
+            candidate = (base as NSString).appendingPathComponent("attempt-\(attempt)-\(n)")
+            n += 1
+        }
+        return candidate
+    }
+
+    static func safeName(_ id: String) -> String {
+        String(id.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." ? $0 : "_" })
+    }
+
+    // MARK: - Running
+
+    /// Joins, then waits for the end: the duration, the room left, or a stop request.
+    private func drive(_ job: RunningJob) async {
+        let jobId = job.status.spec.id
+        var end = "done"
+        do {
+            try await job.agent.start()
+            while true {
+                let (stop, handBack) = lock.withLock { (job.stopRequested, job.handBack) }
+                if stop {
+                    end = handBack ? "handed back" : "stopped"
+                    break
+                }
+                if let reason = job.agent.leaveReason {
+                    end = reason == .MANUAL_LEAVE_CALLED ? "done" : "left room: \(reason.name) (\(reason.rawValue))"
+                    break
+                }
+                if let deadline = job.deadline, Date() >= deadline { break }
+                try? await Task.sleep(nanoseconds: 100_000_000)
+            }
+        } catch {
+            end = "failed: \(error)"
+        }
+        await job.agent.stop()
+        await finish(job, end: end)
+        log("job \(jobId): \(end)")
+    }
+
+    private func files(of job: RunningJob) -> [String] {
+        var files = job.agent.recordedFiles
+        if let manifest = job.agent.manifestPath, FileManager.default.fileExists(atPath: manifest) {
+            files.append(manifest)
+        }
+        return files
+    }
+
+    private func finish(_ job: RunningJob, end: String) async {
+        let jobId = job.status.spec.id
+        let status: FleetJobStatus = lock.withLock {
+            job.finished = true
+            var s = job.status
+            var attempt = s.attempts[s.attempts.count - 1]
+            attempt.files = files(of: job)
+            attempt.end = end
+            attempt.endedAt = Date().timeIntervalSince1970
+            s.attempts[s.attempts.count - 1] = attempt
+            switch end {
+            case "done": s.state = .done
+            case "stopped": s.state = .stopped
+            case "handed back": s.state = .queued
+            default:
+                s.state = .failed
+                s.error = end
+            }
+            if s.state == .queued { s.worker = nil }
+            s.updatedAt = Date().timeIntervalSince1970
+            job.status = s
+            return s
+        }
+        // The final status must reach Redis: retry through a short outage.
+        for delay in [0.0, 0.5, 1, 2, 4] {
+            if delay > 0 { try? await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
+            do {
+                try await store.save(status)
+                if end == "handed back" {
+                    try await requeue(entryId: job.entryId, jobId: jobId)
+                } else {
+                    try await ack(job.entryId)
+                }
+                break
+            } catch {
+                setRedis(up: false, error.description)
+            }
+        }
+        lock.withLock {
+            running[jobId] = nil
+            tasks[jobId] = nil
+        }
+    }
+
+    /// Stops every job (their files are finished) and queues them again for other workers.
+    private func handBackAll() async {
+        let tasks: [Task<Void, Never>] = lock.withLock {
+            for job in running.values {
+                job.handBack = true
+                job.stopRequested = true
+            }
+            return Array(self.tasks.values)
+        }
+        for task in tasks { await task.value }
+        if !tasks.isEmpty { log("worker \(options.id): handed back \(tasks.count) job(s)") }
+    }
+
+    // MARK: - Heartbeat
+
+    private func heartbeat() async {
+        let jobs: [RunningJob] = lock.withLock { running.values.filter { !$0.finished } }
+        let info = FleetWorkerInfo(
+            id: options.id, capacity: options.capacity, used: used, jobs: jobs.map(\.status.spec.id).sorted(),
+            host: ProcessInfo.processInfo.hostName, startedAt: startedAt, updatedAt: Date().timeIntervalSince1970,
+            load: true)
+        do {
+            let ttl = String(Int(max(options.claimTimeout, options.heartbeat * 3) * 1000))
+            var commands: [[String]] = [
+                ["SET", store.keys.worker(options.id), FleetStore.encode(info), "PX", ttl],
+                ["SADD", store.keys.workerSet, options.id],
+            ]
+            // Refreshing the claims resets their idle time, so nobody takes over a live job.
+            for job in jobs {
+                commands.append([
+                    "XCLAIM", store.keys.jobStream, store.keys.workerGroup, options.id, "0", job.entryId, "JUSTID",
+                ])
+            }
+            _ = try await store.redis.pipeline(commands)
+            for job in jobs {
+                if try await store.stopRequested(job.status.spec.id) { lock.withLock { job.stopRequested = true } }
+                let status: FleetJobStatus? = lock.withLock {
+                    guard !job.finished else { return nil }
+                    job.status.attempts[job.status.attempts.count - 1].files = files(of: job)
+                    job.status.updatedAt = Date().timeIntervalSince1970
+                    return job.status
+                }
+                if let status { try await store.save(status) }
+            }
+            setRedis(up: true, nil)
+        } catch {
+            setRedis(up: false, error.description)
+        }
+    }
+
+    private func ack(_ entryId: String) async throws(RedisError) {
+        try await store.redis.command(["XACK", store.keys.jobStream, store.keys.workerGroup, entryId])
+    }
+
+    private func requeue(entryId: String, jobId: String) async throws(RedisError) {
+        _ = try await store.redis.pipeline([
+            ["XACK", store.keys.jobStream, store.keys.workerGroup, entryId],
+            ["XADD", store.keys.jobStream, "*", "job", jobId],
+        ])
+    }
+
+    private func setRedis(up: Bool, _ why: String?) {
+        let changed: Bool = lock.withLock {
+            let was = !redisDown
+            redisDown = !up
+            return was != up
+        }
+        guard changed else { return }
+        log(
+            up
+                ? "worker \(options.id): Redis reachable again"
+                : "worker \(options.id): Redis unreachable: \(why ?? "?")")
+    }
+}

@@ -1,0 +1,164 @@
+import Agent
+import Fleet
+import Foundation
+import Redis
+import Streaming
+
+// `understudy worker` and `understudy jobs`: recording and relay jobs run by a fleet over Redis
+// (docs/fleet.md).
+
+func redisURL(_ a: Arguments) throws(Arguments.Failure) -> RedisURL {
+    let text = try required(a, "--redis")
+    do { return try RedisURL(parsing: text) } catch { throw .badValue("--redis", error.description) }
+}
+
+func positiveInt(_ a: Arguments, _ name: String) throws(Arguments.Failure) -> Int? {
+    guard let text = a.value(name) else { return nil }
+    guard let n = Int(text), n > 0 else { throw .badValue(name, "'\(text)' is not a positive whole number") }
+    return n
+}
+
+func runWorker(_ args: [String]) async {
+    do {
+        let a = try Arguments(
+            args,
+            valueOptions: ["--redis", "--capacity", "--out", "--id", "--claim-timeout", "--log-format"])
+        if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
+        let url = try redisURL(a)
+        let capacity = try positiveInt(a, "--capacity") ?? FleetWorker.defaultCapacity
+        let out = a.value("--out") ?? "jobs"
+        let id = a.value("--id") ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+        guard !id.isEmpty, id.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+            throw Arguments.Failure.badValue("--id", "'\(id)' must be letters, digits, '-', '_' or '.'")
+        }
+        let format = a.value("--log-format") ?? "text"
+        guard format == "text" || format == "json" else {
+            throw Arguments.Failure.badValue("--log-format", "'\(format)' is not text or json")
+        }
+        var options = FleetWorker.Options(id: id, capacity: capacity, outputDirectory: out)
+        options.claimTimeout = try a.seconds("--claim-timeout", default: options.claimTimeout)
+        do {
+            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        } catch {
+            throw Arguments.Failure.badValue("--out", "cannot create '\(out)': \(error.localizedDescription)")
+        }
+        let log = jsonLogger(format == "json", fields: ["worker": id])
+        let redis = RedisClient(url: url, label: "fleet")
+        do { try await redis.command(["PING"]) } catch { fail("worker: \(error)") }
+        ShutdownSignal.shared.install()
+        let worker = FleetWorker(
+            store: FleetStore(redis: redis), blocking: RedisClient(url: url, timeout: 3, label: "fleet-read"),
+            options: options,
+            makeAgent: { joinArguments, directory in
+                let parsed = try Arguments(joinArguments, valueOptions: joinValueOptions, switches: joinSwitches)
+                var (agentOptions, duration) = try joinAgentOptions(parsed)
+                agentOptions.recordDirectory = directory
+                return (agentOptions, duration)
+            }, log: log)
+        await worker.run(until: { ShutdownSignal.shared.isRequested })
+    } catch let e as Arguments.Failure {
+        fail("worker: \(e)", code: 2)
+    } catch {
+        fail("worker: \(error)")
+    }
+}
+
+func runJobs(_ args: [String]) async {
+    guard let action = args.first else { fail("jobs: missing submit|list|stop", code: 2) }
+    let rest = Array(args.dropFirst())
+    do {
+        switch action {
+        case "submit": try await submitJob(rest)
+        case "list": try await listJobs(rest)
+        case "stop": try await stopJob(rest)
+        default: throw Arguments.Failure.badValue("jobs", "'\(action)' is not submit, list or stop")
+        }
+    } catch let e as Arguments.Failure {
+        fail("jobs: \(e)", code: 2)
+    } catch {
+        fail("jobs \(action): \(error)")
+    }
+}
+
+/// `jobs submit --redis URL [--job-id ID] [--cost N] <understudy join options>`: the join options are
+/// checked here with the same rules as `understudy join`, and stored with a token so that any worker
+/// can run them.
+private func submitJob(_ args: [String]) async throws {
+    var joinArgs: [String] = []
+    var fleetArgs: [String] = []
+    var i = 0
+    while i < args.count {
+        let name = args[i].split(separator: "=", maxSplits: 1).first.map(String.init) ?? args[i]
+        let isFleet = ["--redis", "--job-id", "--cost"].contains(name)
+        let takesValue = !args[i].contains("=") && !joinSwitches.contains(name)
+        let count = takesValue && i + 1 < args.count ? 2 : 1
+        if isFleet { fleetArgs += args[i..<(i + count)] } else { joinArgs += args[i..<(i + count)] }
+        i += count
+    }
+    let f = try Arguments(fleetArgs, valueOptions: ["--redis", "--job-id", "--cost"])
+    let url = try redisURL(f)
+    for forbidden in ["--record", "--metrics"] where joinArgs.contains(where: { $0.hasPrefix(forbidden) }) {
+        throw Arguments.Failure.badValue(forbidden, "a worker chooses it (jobs write under the worker's --out)")
+    }
+    let parsed = try Arguments(joinArgs, valueOptions: joinValueOptions, switches: joinSwitches)
+    let (options, _) = try joinAgentOptions(parsed)
+    // Store the token, not the secret: a worker needs nothing but Redis to run the job.
+    var stored = joinArgs
+    if parsed.value("--token") == nil {
+        stored = removing(["--secret"], from: stored) + ["--token", options.token]
+    }
+    let id = f.value("--job-id") ?? "job-\(UUID().uuidString.prefix(8).lowercased())"
+    guard id.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }), !id.isEmpty else {
+        throw Arguments.Failure.badValue("--job-id", "'\(id)' must be letters, digits, '-', '_' or '.'")
+    }
+    // Without a measured figure, a job is expected to receive its --max-video participants or two.
+    let cost = try positiveInt(f, "--cost") ?? max(2, options.maxVideo ?? 2)
+    let spec = FleetJobSpec(
+        id: id, joinArguments: stored, cost: cost, room: options.roomId, submittedAt: Date().timeIntervalSince1970)
+    let redis = RedisClient(url: url)
+    try await FleetStore(redis: redis).submit(spec)
+    print(id)
+}
+
+private func removing(_ names: Set<String>, from args: [String]) -> [String] {
+    var out: [String] = []
+    var i = 0
+    while i < args.count {
+        let name = args[i].split(separator: "=", maxSplits: 1).first.map(String.init) ?? args[i]
+        if names.contains(name) {
+            i += args[i].contains("=") ? 1 : 2
+            continue
+        }
+        out.append(args[i])
+        i += 1
+    }
+    return out
+}
+
+private func listJobs(_ args: [String]) async throws {
+    let a = try Arguments(args, valueOptions: ["--redis"], switches: ["--json"])
+    if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
+    let store = FleetStore(redis: RedisClient(url: try redisURL(a)))
+    let jobs = try await store.list()
+    if a.flag("--json") {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        print(String(decoding: try encoder.encode(jobs), as: UTF8.self))
+        return
+    }
+    print("JOB\tROOM\tSTATE\tWORKER\tATTEMPTS\tFILES")
+    for job in jobs {
+        print(
+            "\(job.spec.id)\t\(job.spec.room)\t\(job.state.rawValue)\t\(job.worker ?? "-")\t\(job.attempts.count)\t\(job.files.count)"
+        )
+    }
+}
+
+private func stopJob(_ args: [String]) async throws {
+    let a = try Arguments(args, valueOptions: ["--redis"])
+    guard let id = a.positionals.first else { throw Arguments.Failure.missingPositional("job id") }
+    if a.positionals.count > 1 { throw Arguments.Failure.unexpected(a.positionals[1]) }
+    let store = FleetStore(redis: RedisClient(url: try redisURL(a)))
+    guard try await store.requestStop(id) else { fail("jobs stop: no job '\(id)'") }
+    logLine("asked job \(id) to stop")
+}

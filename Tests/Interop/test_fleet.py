@@ -1,0 +1,218 @@
+"""Bot fleets over Redis (docs/fleet.md): `understudy worker` processes take recording jobs from a
+Redis Stream; a worker killed with -9 in the middle of its jobs has them re-claimed and finished by
+another worker, every file plays in ffprobe, and each job's manifest lists every file.
+
+A throw-away `redis-server` and `understudy serve` run inside this test's network namespace; the hosts
+are `understudy join --mode SEND_AND_RECV` (synthetic pattern and tone).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import decode_errors, free_port, kill_process, probe_frames, run_understudy, understudy_bin
+from test_agent_stage import SECRET, AgentProcess, join_args, start_server
+
+REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def start_redis(tmp_path: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"redis://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if jobs(url, check=False) is not None:
+            return proc, url
+        time.sleep(0.1)
+    kill_process(proc)
+    raise AssertionError("redis-server did not start")
+
+
+def jobs(url: str, check: bool = True) -> list[dict] | None:
+    result = run_understudy(["jobs", "list", "--redis", url, "--json"], timeout=30)
+    if result.returncode != 0:
+        if check:
+            raise AssertionError(result.stderr)
+        return None
+    return json.loads(result.stdout)
+
+
+class Worker:
+    def __init__(self, name: str, url: str, capacity: int, out: Path, workdir: Path):
+        self.name = name
+        self.log_path = workdir / f"{name}.log"
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen(
+                [understudy_bin(), "worker", "--redis", url, "--capacity", str(capacity), "--out", str(out),
+                 "--id", name, "--claim-timeout", "3s"],
+                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def wait_until(predicate, timeout: float, what: str, detail=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"no {what} within {timeout} s\n{detail()}")
+
+
+def test_jobs_survive_a_killed_worker_and_every_file_plays(understudy, tmp_path):
+    redis, url = start_redis(tmp_path)
+    port = free_port()
+    server = start_server(port, udp_low=44000)
+    hosts: list[AgentProcess] = []
+    workers: list[Worker] = []
+    try:
+        for room in ("fleet-a", "fleet-b"):
+            host = AgentProcess(f"host-{room}", join_args(
+                port, room, f"host-{room}", "--mode", "SEND_AND_RECV", "--consume", "none"), tmp_path)
+            hosts.append(host)
+            host.wait_for(rf"joined room {room} as host-{room}")
+        out = tmp_path / "jobs"
+        # w1 has room for two jobs, w2 for four: both must take jobs, and w2 can take over all of w1's.
+        workers.append(Worker("w1", url, 4, out, tmp_path))
+        workers.append(Worker("w2", url, 8, out, tmp_path))
+        for i, room in enumerate(("fleet-a", "fleet-a", "fleet-b", "fleet-b")):
+            result = run_understudy(
+                ["jobs", "submit", "--redis", url, "--job-id", f"rec-{i}", "--cost", "2",
+                 *join_args(port, room, f"rec-{i}", "--consume", "all", "--duration", "25s")], timeout=30)
+            assert result.returncode == 0, result.stderr
+            assert result.stdout.strip() == f"rec-{i}"
+        running = wait_until(
+            lambda: (lambda js: js if js and all(j["state"] == "running" for j in js) else None)(jobs(url)),
+            90, "four running jobs", lambda: "\n".join(w.log()[-2000:] for w in workers))
+        owners = {j["worker"] for j in running}
+        assert owners == {"w1", "w2"}, running
+        w1_jobs = [j["spec"]["id"] for j in running if j["worker"] == "w1"]
+        # Let w1 record for a while, then kill it without warning.
+        first_files: dict[str, list[str]] = {}
+        def w1_has_recorded():
+            listed = {j["spec"]["id"]: j["attempts"][-1]["files"] for j in jobs(url) if j["spec"]["id"] in w1_jobs}
+            ready = all(any(f.endswith(".webm") and Path(f).exists() and Path(f).stat().st_size > 50_000
+                            for f in files) for files in listed.values())
+            if ready:
+                first_files.update(listed)
+            return ready
+        wait_until(w1_has_recorded, 60, "w1 recordings", lambda: workers[0].log()[-3000:])
+        os.killpg(workers[0].proc.pid, signal.SIGKILL)
+        workers[0].proc.wait(timeout=10)
+        # Every job ends done; w1's jobs have two attempts, the second on w2.
+        final = wait_until(
+            lambda: (lambda js: js if js and all(j["state"] == "done" for j in js) else None)(jobs(url)),
+            150, "four finished jobs", lambda: workers[1].log()[-4000:] + json.dumps(jobs(url), indent=1)[-4000:])
+        by_id = {j["spec"]["id"]: j for j in final}
+        for job_id in w1_jobs:
+            attempts = by_id[job_id]["attempts"]
+            assert [a["worker"] for a in attempts] == ["w1", "w2"], attempts
+            assert attempts[0]["end"].startswith("lost"), attempts
+            assert attempts[1]["end"] == "done", attempts
+            assert attempts[0]["directory"] != attempts[1]["directory"]
+            # Nothing recorded before the kill is lost: the first attempt's files are still listed.
+            for f in first_files[job_id]:
+                assert f in attempts[0]["files"], (f, attempts)
+        for job in final:
+            listed = [f for a in job["attempts"] for f in a["files"]]
+            webms = [f for f in listed if f.endswith(".webm")]
+            assert webms, job
+            # Every file the job lists exists, and every recording plays.
+            for f in listed:
+                assert Path(f).exists(), f
+            for f in webms:
+                frames = probe_frames(f)
+                assert frames.get("vp8", 0) >= 30 and frames.get("opus", 0) >= 50, (f, frames)
+                assert decode_errors(f) == "", f
+            # The files on disk under the job's directory are exactly those its manifest lists.
+            on_disk = {str(p) for p in (out / job["spec"]["id"]).rglob("*.webm")}
+            assert on_disk == set(webms), (on_disk, webms)
+    finally:
+        for w in workers:
+            kill_process(w.proc, grace=10)
+        for h in hosts:
+            h.stop()
+        kill_process(server)
+        kill_process(redis)
+
+
+def test_sigterm_hands_jobs_back_and_stop_finishes_them(understudy, tmp_path):
+    redis, url = start_redis(tmp_path)
+    port = free_port()
+    server = start_server(port, udp_low=44200)
+    host = AgentProcess("host", join_args(port, "handback", "host", "--mode", "SEND_AND_RECV", "--consume", "none"),
+                        tmp_path)
+    workers: list[Worker] = []
+    try:
+        host.wait_for(r"joined room handback as host")
+        out = tmp_path / "jobs"
+        workers.append(Worker("first", url, 4, out, tmp_path))
+        result = run_understudy(["jobs", "submit", "--redis", url, "--job-id", "long", "--cost", "2",
+                                 *join_args(port, "handback", "rec", "--consume", "all")], timeout=30)
+        assert result.returncode == 0, result.stderr
+        wait_until(lambda: (jobs(url) or [{}])[0].get("state") == "running", 60, "a running job")
+        wait_until(lambda: any(f.endswith(".webm") and Path(f).exists()
+                               for f in jobs(url)[0]["attempts"][-1]["files"]), 60, "a recording")
+        time.sleep(2)
+        os.killpg(workers[0].proc.pid, signal.SIGTERM)
+        assert workers[0].proc.wait(timeout=60) == 0, workers[0].log()
+        job = jobs(url)[0]
+        assert job["state"] == "queued", job
+        assert job["attempts"][0]["end"] == "handed back", job
+        # A second worker picks it up; `jobs stop` ends it cleanly.
+        workers.append(Worker("second", url, 4, out, tmp_path))
+        wait_until(lambda: jobs(url)[0]["state"] == "running" and jobs(url)[0]["worker"] == "second", 60,
+                   "the job running on the second worker", lambda: workers[1].log()[-3000:])
+        wait_until(lambda: any(f.endswith(".webm") and Path(f).exists()
+                               for f in jobs(url)[0]["attempts"][-1]["files"]), 60, "a second recording")
+        stop = run_understudy(["jobs", "stop", "long", "--redis", url], timeout=30)
+        assert stop.returncode == 0, stop.stderr
+        job = wait_until(lambda: (lambda j: j if j["state"] == "stopped" else None)(jobs(url)[0]), 60, "a stopped job")
+        assert [a["end"] for a in job["attempts"]] == ["handed back", "stopped"], job
+        for f in [f for a in job["attempts"] for f in a["files"] if f.endswith(".webm")]:
+            assert probe_frames(f).get("vp8", 0) > 0, f
+            assert decode_errors(f) == "", f
+        missing = run_understudy(["jobs", "stop", "nope", "--redis", url], timeout=30)
+        assert missing.returncode == 1 and "no job 'nope'" in missing.stderr
+    finally:
+        for w in workers:
+            kill_process(w.proc, grace=10)
+        host.stop()
+        kill_process(server)
+        kill_process(redis)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["worker"], "option --redis needs a value"),
+    (["worker", "--redis", "http://x"], "must start with redis://"),
+    (["worker", "--redis", "redis://127.0.0.1:1", "--capacity", "0"], "not a positive whole number"),
+    (["jobs", "submit", "--redis", "redis://127.0.0.1:1", "--server", "http://h:1", "--room", "r", "--secret", "s",
+      "--record", "x"], "a worker chooses it"),
+    (["jobs", "submit", "--redis", "redis://127.0.0.1:1", "--room", "r"], "--server"),
+    (["jobs", "frobnicate"], "not submit, list or stop"),
+])
+def test_bad_flags_exit_2_with_one_line(understudy, args, message):
+    result = run_understudy(args, timeout=30)
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_unreachable_redis_is_one_clear_line(understudy):
+    result = run_understudy(["jobs", "list", "--redis", f"redis://127.0.0.1:{free_port()}"], timeout=30)
+    assert result.returncode == 1
+    assert "Redis connection" in result.stderr, result.stderr
