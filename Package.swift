@@ -57,7 +57,7 @@ let package = Package(
         // Redis through hiredis, on its own queue: the shared state of clusters and bot fleets.
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
         // Bot fleets: recording/relay jobs from a Redis Stream, run by workers as RoomAgents.
-        .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy"], path: "Sources/Fleet"),
+        .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(
             name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer",

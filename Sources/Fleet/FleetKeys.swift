@@ -17,8 +17,8 @@ public struct FleetKeys: Sendable, Equatable {
     public var workerSet: String { "\(prefix):workers" }
     /// A worker's registration (JSON), refreshed every second with a short TTL.
     public func worker(_ id: String) -> String { "\(prefix):worker:\(id)" }
-    /// The stream a distributed load test's controller and workers talk through.
+    /// The prefix of a distributed load test's keys (`…:accepted`, `…:start`, `…:reports`).
     public func loadTest(_ id: String) -> String { "\(prefix):load:\(id)" }
-    /// The stream of load-test assignments, read by every worker.
-    public var loadStream: String { "\(prefix):load" }
+    /// A worker's stream of load-test assignments.
+    public func workerLoad(_ worker: String) -> String { "\(prefix):worker:\(worker):load" }
 }

@@ -66,6 +66,9 @@ public final class FleetWorker: @unchecked Sendable {
     /// A second connection for the blocking `XREADGROUP`, so heartbeats never wait behind it.
     private let blocking: RedisClient
     private let makeAgent: AgentFactory
+    private let loadRunner: FleetLoadRunner?
+    /// The last load assignment seen on this worker's load stream.
+    private var lastLoadEntry: String?
     private let log: @Sendable (String) -> Void
     private let lock = NSLock()
     private var running: [String: RunningJob] = [:]
@@ -75,8 +78,9 @@ public final class FleetWorker: @unchecked Sendable {
 
     public init(
         store: FleetStore, blocking: RedisClient, options: Options, makeAgent: @escaping AgentFactory,
-        log: @escaping @Sendable (String) -> Void
+        loadRunner: FleetLoadRunner? = nil, log: @escaping @Sendable (String) -> Void
     ) {
+        self.loadRunner = loadRunner
         self.store = store
         self.blocking = blocking
         self.options = options
@@ -366,7 +370,7 @@ public final class FleetWorker: @unchecked Sendable {
         let info = FleetWorkerInfo(
             id: options.id, capacity: options.capacity, used: used, jobs: jobs.map(\.status.spec.id).sorted(),
             host: ProcessInfo.processInfo.hostName, startedAt: startedAt, updatedAt: Date().timeIntervalSince1970,
-            load: true)
+            load: loadRunner != nil)
         do {
             let ttl = String(Int(max(options.claimTimeout, options.heartbeat * 3) * 1000))
             var commands: [[String]] = [
@@ -390,9 +394,76 @@ public final class FleetWorker: @unchecked Sendable {
                 }
                 if let status { try await store.save(status) }
             }
+            try await pollLoadAssignments()
             setRedis(up: true, nil)
         } catch {
             setRedis(up: false, error.description)
+        }
+    }
+
+    // MARK: - Distributed load
+
+    private func pollLoadAssignments() async throws(RedisError) {
+        guard let loadRunner else { return }
+        let stream = store.keys.workerLoad(options.id)
+        guard let last = lastLoadEntry else {
+            // Start after whatever was assigned before this worker existed.
+            let newest = try await store.redis.command(["XREVRANGE", stream, "+", "-", "COUNT", "1"])
+            lastLoadEntry = newest.array?.first?.array?.first?.string ?? "0-0"
+            return
+        }
+        let reply = try await store.redis.command(["XREAD", "COUNT", "1", "STREAMS", stream, last])
+        guard let entries = reply.array?.first?.array?.last?.array, let entry = entries.first?.array, entry.count == 2,
+            let id = entry[0].string, let fields = entry[1].array, fields.count == 2, let text = fields[1].string
+        else { return }
+        lastLoadEntry = id
+        let assignment = try FleetStore.decode(LoadAssignment.self, text)
+        Task { [self] in await runLoad(assignment, runner: loadRunner) }
+    }
+
+    private func runLoad(_ assignment: LoadAssignment, runner: FleetLoadRunner) async {
+        let keys = store.keys
+        let prefix = keys.loadTest(assignment.test)
+        do {
+            do {
+                try runner.validate(assignment.arguments)
+            } catch {
+                try await store.redis.command(["HSET", prefix + ":accepted", options.id, "\(error)"])
+                return
+            }
+            try await store.redis.pipeline([
+                ["HSET", prefix + ":accepted", options.id, "ok"], ["EXPIRE", prefix + ":accepted", "3600"],
+            ])
+            log("load test \(assignment.test): accepted; waiting for the start")
+            var startAt: Double?
+            let deadline = Date().addingTimeInterval(120)
+            while startAt == nil && Date() < deadline {
+                if let text = try await store.redis.command(["GET", prefix + ":start"]).string {
+                    if text == "abort" {
+                        log("load test \(assignment.test): aborted by the controller")
+                        return
+                    }
+                    startAt = Double(text)
+                }
+                try? await Task.sleep(nanoseconds: 50_000_000)
+            }
+            guard let startAt else { return }
+            let wait = startAt - Date().timeIntervalSince1970
+            if wait > 0 { try? await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+            let result: String
+            do {
+                let report = try await runner.run(assignment.arguments)
+                result = FleetStore.encode(report)
+                log("load test \(assignment.test): done, \(report.joinedParticipants) joined")
+            } catch {
+                result = "failed: \(error)"
+                log("load test \(assignment.test): \(result)")
+            }
+            try await store.redis.pipeline([
+                ["HSET", prefix + ":reports", options.id, result], ["EXPIRE", prefix + ":reports", "3600"],
+            ])
+        } catch {
+            setRedis(up: false, "\(error)")
         }
     }
 

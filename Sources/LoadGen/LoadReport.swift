@@ -197,14 +197,42 @@ public struct LoadReport: Sendable, Codable {
     public var errors: [ErrorCount]
     public var tracks: [TrackResult]
     public var publishers: [PublisherResult]
+    /// The raw samples behind the percentiles, so that reports of several machines merge into exact
+    /// percentiles (`understudy load --workers`) instead of averaged ones.
+    public var samples: Samples?
+    /// One row per worker of a distributed run (nil for a run in one process).
+    public var workers: [WorkerResult]?
+
+    /// See ``samples``.
+    public struct Samples: Sendable, Codable {
+        public var joinLatencyMs: [Double]
+        public var modeChangeLatencyMs: [Double]
+        /// The end-to-end latency histogram, as (bucket, count) pairs of its non-empty buckets.
+        public var latencyBuckets: [[UInt64]]
+        public var latencyMaxNanos: UInt64
+    }
+
+    /// A worker's share of a distributed run.
+    public struct WorkerResult: Sendable, Codable, Equatable {
+        public var worker: String
+        /// `ok`, or why it has no report (`died`: its registration expired during the run).
+        public var status: String
+        public var plannedParticipants: Int
+        public var joinedParticipants: Int
+        public var joinFailures: Int
+        public var subscribedTracks: Int
+        public var packets: UInt64
+        public var lossPercent: Double
+    }
 
     init(
         configuration c: LoadConfiguration, plannedParticipants: Int, joinedParticipants: Int, joinFailures: Int,
         elapsedSeconds: Double, joinLatencyMs: Percentiles, tracks: [TrackResult], publishers: [PublisherResult],
         latency: LatencyHistogram, timeToFirstPacketMs: Percentiles, timeToFirstKeyframeMs: Percentiles,
         modeChanges: ModeChanges, processCPUSeconds: Double, loopCPUSeconds: Double, rssSamples: [RSSSample],
-        ticks: [Tick], errors: [ErrorCount]
+        ticks: [Tick], errors: [ErrorCount], samples: Samples? = nil
     ) {
+        self.samples = samples
         server = c.rtcURL
         rooms = c.roomNames
         layout = c.layout.description

@@ -67,6 +67,23 @@ struct LatencyHistogram: Sendable {
         if nanos > maxNanos { maxNanos = nanos }
     }
 
+    /// (bucket, count) of every non-empty bucket: the compact form a report carries.
+    var nonEmptyBuckets: [[UInt64]] {
+        buckets.indices.compactMap { buckets[$0] > 0 ? [UInt64($0), UInt64(buckets[$0])] : nil }
+    }
+
+    /// The histogram of ``nonEmptyBuckets`` pairs (pairs out of range are ignored).
+    init(buckets pairs: [[UInt64]], maxNanos: UInt64) {
+        for pair in pairs where pair.count == 2 && pair[0] < UInt64(buckets.count) {
+            let n = UInt32(clamping: pair[1])
+            buckets[Int(pair[0])] &+= n
+            count &+= UInt64(n)
+        }
+        self.maxNanos = maxNanos
+    }
+
+    init() {}
+
     mutating func merge(_ other: LatencyHistogram) {
         for i in buckets.indices { buckets[i] &+= other.buckets[i] }
         count &+= other.count

@@ -54,7 +54,7 @@ func runWorker(_ args: [String]) async {
                 var (agentOptions, duration) = try joinAgentOptions(parsed)
                 agentOptions.recordDirectory = directory
                 return (agentOptions, duration)
-            }, log: log)
+            }, loadRunner: fleetLoadRunner, log: log)
         await worker.run(until: { ShutdownSignal.shared.isRequested })
     } catch let e as Arguments.Failure {
         fail("worker: \(e)", code: 2)
@@ -71,7 +71,8 @@ func runJobs(_ args: [String]) async {
         case "submit": try await submitJob(rest)
         case "list": try await listJobs(rest)
         case "stop": try await stopJob(rest)
-        default: throw Arguments.Failure.badValue("jobs", "'\(action)' is not submit, list or stop")
+        case "workers": try await listWorkers(rest)
+        default: throw Arguments.Failure.badValue("jobs", "'\(action)' is not submit, list, stop or workers")
         }
     } catch let e as Arguments.Failure {
         fail("jobs: \(e)", code: 2)
@@ -152,6 +153,20 @@ private func listJobs(_ args: [String]) async throws {
             "\(job.spec.id)\t\(job.spec.room)\t\(job.state.rawValue)\t\(job.worker ?? "-")\t\(job.attempts.count)\t\(job.files.count)"
         )
     }
+}
+
+private func listWorkers(_ args: [String]) async throws {
+    let a = try Arguments(args, valueOptions: ["--redis"], switches: ["--json"])
+    if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
+    let workers = try await FleetStore(redis: RedisClient(url: try redisURL(a))).workers()
+    if a.flag("--json") {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        print(String(decoding: try encoder.encode(workers), as: UTF8.self))
+        return
+    }
+    print("WORKER\tHOST\tCAPACITY\tUSED\tJOBS")
+    for w in workers { print("\(w.id)\t\(w.host)\t\(w.capacity)\t\(w.used)\t\(w.jobs.joined(separator: ","))") }
 }
 
 private func stopJob(_ args: [String]) async throws {

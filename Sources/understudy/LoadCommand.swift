@@ -1,5 +1,7 @@
+import Fleet
 import Foundation
 import LoadGen
+import Redis
 
 // `understudy load`: many lightweight bots in this process against a room server (docs/load-testing.md).
 
@@ -8,6 +10,7 @@ let loadUsage = """
                            [--publishers N] [--audio-publishers N] [--subscribers N]
                            [--duration 60s] [--join-rate 10/s] [--layout speaker|3x3|4x4|5x5] [--no-simulcast]
                            [--invite-every 30s] [--threads N] [--json FILE] [--quiet]
+                           [--workers redis://HOST:PORT[/DB]]   (run over every worker of a fleet: docs/fleet.md)
     """
 
 /// A count option: a whole number ≥ 0.
@@ -42,6 +45,7 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
         valueOptions: [
             "--server", "--room", "--rooms", "--token", "--secret", "--publishers", "--audio-publishers",
             "--subscribers", "--duration", "--join-rate", "--layout", "--invite-every", "--json", "--threads",
+            "--id-prefix",
         ],
         switches: ["--no-simulcast", "--quiet"])
     if let extra = a.positionals.first { throw .unexpected(extra) }
@@ -72,11 +76,21 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
         guard let n = Int(t), (1...64).contains(n) else { throw .badValue("--threads", "'\(t)' is not 1…64") }
         c.loopCount = n
     }
+    if let prefix = a.value("--id-prefix") {
+        guard !prefix.isEmpty, prefix.count <= 40,
+            prefix.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
+        else { throw .badValue("--id-prefix", "'\(prefix)' must be 1-40 letters, digits, '-', '_' or '.'") }
+        c.idPrefix = prefix
+    }
     do { try c.validate() } catch { throw .badValue("options", error.description) }
     return (c, a.value("--json"), a.flag("--quiet"))
 }
 
 func runLoad(_ args: [String]) async {
+    if let i = args.firstIndex(where: { $0 == "--workers" || $0.hasPrefix("--workers=") }) {
+        await runDistributedLoad(args, workersAt: i)
+        return
+    }
     let configuration: LoadConfiguration
     let jsonPath: String?
     let quiet: Bool
@@ -105,3 +119,79 @@ func runLoad(_ args: [String]) async {
     // Every bot failed to join, or nothing was received although publishers and subscribers ran.
     if report.joinedParticipants == 0 { fail("load: no participant could join", code: 1) }
 }
+
+/// `understudy load --workers redis://…`: the same test, split over every worker of a fleet.
+private func runDistributedLoad(_ args: [String], workersAt index: Int) async {
+    var rest = args
+    let url: String
+    if args[index].hasPrefix("--workers=") {
+        url = String(args[index].dropFirst("--workers=".count))
+        rest.remove(at: index)
+    } else {
+        guard index + 1 < args.count else { fail("load: option --workers needs a value", code: 2) }
+        url = args[index + 1]
+        rest.removeSubrange(index...(index + 1))
+    }
+    let configuration: LoadConfiguration
+    let jsonPath: String?
+    let quiet: Bool
+    let redis: RedisURL
+    do {
+        (configuration, jsonPath, quiet) = try parseLoadConfiguration(rest)
+        do { redis = try RedisURL(parsing: url) } catch {
+            throw Arguments.Failure.badValue("--workers", error.description)
+        }
+        if rest.contains(where: { $0.hasPrefix("--id-prefix") }) {
+            throw Arguments.Failure.badValue("--id-prefix", "each worker gets its own with --workers")
+        }
+    } catch {
+        fail("load: \(error)", code: 2)
+    }
+    // The counts, the rate and the output options are the controller's; the rest goes to every worker.
+    let base = removingOptions(
+        ["--publishers", "--audio-publishers", "--subscribers", "--join-rate", "--json"], switches: ["--quiet"],
+        from: rest)
+    let plan = DistributedLoad.Plan(
+        publishers: configuration.publishers, audioPublishers: configuration.audioPublishers,
+        subscribers: configuration.subscribers, joinRate: configuration.joinRate, duration: configuration.duration)
+    let log: @Sendable (String) -> Void = { message in if !quiet { logLine(message) } }
+    let report: LoadReport
+    do {
+        report = try await DistributedLoad(store: FleetStore(redis: RedisClient(url: redis)), log: log).run(
+            baseArguments: base, plan: plan)
+    } catch {
+        fail("load: \(error)", code: 3)
+    }
+    print(report.table() + report.workerTable(), terminator: "")
+    if let jsonPath {
+        do { try report.json().write(toFile: jsonPath, atomically: true, encoding: .utf8) } catch {
+            fail("load: cannot write \(jsonPath): \(error)", code: 1)
+        }
+    }
+    if report.joinedParticipants == 0 { fail("load: no participant could join", code: 1) }
+}
+
+private func removingOptions(_ names: Set<String>, switches: Set<String>, from args: [String]) -> [String] {
+    var out: [String] = []
+    var i = 0
+    while i < args.count {
+        let name = args[i].split(separator: "=", maxSplits: 1).first.map(String.init) ?? args[i]
+        if switches.contains(name) {
+            i += 1
+        } else if names.contains(name) {
+            i += args[i].contains("=") ? 1 : 2
+        } else {
+            out.append(args[i])
+            i += 1
+        }
+    }
+    return out
+}
+
+/// How a fleet worker runs its share of a distributed load test.
+let fleetLoadRunner = FleetLoadRunner(
+    validate: { args in _ = try parseLoadConfiguration(args) },
+    run: { args in
+        let (configuration, _, _) = try parseLoadConfiguration(args)
+        return try await LoadGen.run(configuration)
+    })

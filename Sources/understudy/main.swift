@@ -34,7 +34,7 @@ let usage = """
           run scripted stage tests with bots and expectations (docs/scenarios.md); exit 0 only when all hold
       worker --redis redis://HOST:PORT[/DB] [--capacity N] [--out DIR] [--id ID] [--claim-timeout 5s]
           run recording/relay jobs from a fleet's Redis (docs/fleet.md)
-      jobs submit --redis URL [--job-id ID] [--cost N] <join options>  |  jobs list --redis URL [--json]  |  jobs stop ID --redis URL
+      jobs submit --redis URL [--job-id ID] [--cost N] <join options> | jobs list|workers --redis URL [--json] | jobs stop ID --redis URL
           queue, list or stop fleet jobs
     """
 

@@ -203,7 +203,11 @@ def test_sigterm_hands_jobs_back_and_stop_finishes_them(understudy, tmp_path):
     (["jobs", "submit", "--redis", "redis://127.0.0.1:1", "--server", "http://h:1", "--room", "r", "--secret", "s",
       "--record", "x"], "a worker chooses it"),
     (["jobs", "submit", "--redis", "redis://127.0.0.1:1", "--room", "r"], "--server"),
-    (["jobs", "frobnicate"], "not submit, list or stop"),
+    (["jobs", "frobnicate"], "not submit, list, stop or workers"),
+    (["load", "--workers", "http://x", "--server", "http://127.0.0.1:1", "--room", "r", "--secret", "s"],
+     "must start with redis://"),
+    (["load", "--workers", "redis://127.0.0.1:1", "--server", "http://127.0.0.1:1", "--room", "r", "--secret", "s",
+      "--id-prefix", "x"], "each worker gets its own"),
 ])
 def test_bad_flags_exit_2_with_one_line(understudy, args, message):
     result = run_understudy(args, timeout=30)
@@ -216,3 +220,56 @@ def test_unreachable_redis_is_one_clear_line(understudy):
     result = run_understudy(["jobs", "list", "--redis", f"redis://127.0.0.1:{free_port()}"], timeout=30)
     assert result.returncode == 1
     assert "Redis connection" in result.stderr, result.stderr
+
+
+def load_report(url: str, port: int, room: str, out: Path) -> dict:
+    result = run_understudy(
+        ["load", "--workers", url, "--server", f"http://127.0.0.1:{port}", "--room", room, "--secret", SECRET,
+         "--publishers", "2", "--subscribers", "8", "--duration", "12s", "--join-rate", "20/s", "--layout", "3x3",
+         "--json", str(out)], timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(out.read_text())
+
+
+def test_distributed_load_gives_the_totals_of_one_worker(understudy, tmp_path):
+    redis, url = start_redis(tmp_path)
+    port = free_port()
+    server = start_server(port, udp_low=44400)
+    workers: list[Worker] = []
+    try:
+        workers.append(Worker("lw1", url, 10, tmp_path / "jobs", tmp_path))
+        workers.append(Worker("lw2", url, 10, tmp_path / "jobs", tmp_path))
+        # Both workers must be registered before the controller splits the test.
+        def registered() -> bool:
+            return _live_workers(url) == {"lw1", "lw2"}
+        wait_until(registered, 60, "two registered workers", lambda: "\n".join(w.log() for w in workers))
+        two = load_report(url, port, "dist-two", tmp_path / "two.json")
+        rows = {w["worker"]: w for w in two["workers"]}
+        assert set(rows) == {"lw1", "lw2"} and all(r["status"] == "ok" for r in rows.values()), rows
+        # Both took part: 10 bots split by equal capacity.
+        assert all(r["plannedParticipants"] == 5 for r in rows.values()), rows
+        # One worker alone runs the same test.
+        kill_process(workers[1].proc, grace=20)
+        wait_until(lambda: _live_workers(url) == {"lw1"}, 30, "one live worker")
+        one = load_report(url, port, "dist-one", tmp_path / "one.json")
+        assert [w["worker"] for w in one["workers"]] == ["lw1"], one["workers"]
+        for report in (two, one):
+            assert report["plannedParticipants"] == 10 and report["joinedParticipants"] == 10, report["errors"]
+            assert report["joinFailures"] == 0, report["errors"]
+            # 8 subscribers × 2 publishers × (video + audio).
+            assert report["subscribedTracks"] == 32, report["subscribedTracks"]
+            assert report["joinLatencyMs"]["count"] == 10
+        # The same media within noise: the same tracks for the same duration.
+        ratio = two["packets"] / max(1, one["packets"])
+        assert 0.7 < ratio < 1.4, (two["packets"], one["packets"])
+    finally:
+        for w in workers:
+            kill_process(w.proc, grace=10)
+        kill_process(server)
+        kill_process(redis)
+
+
+def _live_workers(url: str) -> set[str]:
+    result = run_understudy(["jobs", "workers", "--redis", url, "--json"], timeout=30)
+    assert result.returncode == 0, result.stderr
+    return {w["id"] for w in json.loads(result.stdout)}
