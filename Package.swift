@@ -107,7 +107,11 @@ let package = Package(
             path: "Sources/InteropPeer"
         ),
 
-        .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
+        // A throw-away redis-server for the tests that need one.
+        .target(name: "RedisTestSupport", path: "Tests/RedisTestSupport"),
+        .testTarget(name: "RedisTests", dependencies: ["Redis", "RedisTestSupport"], path: "Tests/RedisTests"),
+        .testTarget(
+            name: "FleetTests", dependencies: ["Fleet", "Redis", "RedisTestSupport"], path: "Tests/FleetTests"),
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
         .testTarget(name: "RTCTests", dependencies: ["RTC", "RTCWire"], path: "Tests/RTCTests"),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire"], path: "Tests/MediaTests"),

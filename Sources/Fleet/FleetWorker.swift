@@ -75,12 +75,16 @@ public final class FleetWorker: @unchecked Sendable {
     private var tasks: [String: Task<Void, Never>] = [:]
     private let startedAt = Date().timeIntervalSince1970
     private var redisDown = false
+    private var deregistered = false
+    /// The registration thread's own connection.
+    private let registration: RedisClient
 
     public init(
         store: FleetStore, blocking: RedisClient, options: Options, makeAgent: @escaping AgentFactory,
         loadRunner: FleetLoadRunner? = nil, log: @escaping @Sendable (String) -> Void
     ) {
         self.loadRunner = loadRunner
+        self.registration = RedisClient(url: store.redis.url, label: "fleet-registration")
         self.store = store
         self.blocking = blocking
         self.options = options
@@ -103,6 +107,8 @@ public final class FleetWorker: @unchecked Sendable {
     /// deregisters.
     public func run(until shouldStop: @escaping @Sendable () -> Bool) async {
         log("worker \(options.id): capacity \(options.capacity) units, jobs under \(options.outputDirectory)")
+        refreshRegistration()
+        _ = startRegistration(until: shouldStop)
         var lastBeat = Date.distantPast
         while !shouldStop() {
             if Date().timeIntervalSince(lastBeat) >= options.heartbeat {
@@ -126,6 +132,7 @@ public final class FleetWorker: @unchecked Sendable {
             }
         }
         await handBackAll()
+        lock.withLock { deregistered = true }
         _ = try? await store.redis.pipeline([
             ["DEL", store.keys.worker(options.id)], ["SREM", store.keys.workerSet, options.id],
         ])
@@ -365,25 +372,10 @@ public final class FleetWorker: @unchecked Sendable {
 
     // MARK: - Heartbeat
 
+    /// Job statuses (with the files written so far), stop requests and load assignments.
     private func heartbeat() async {
         let jobs: [RunningJob] = lock.withLock { running.values.filter { !$0.finished } }
-        let info = FleetWorkerInfo(
-            id: options.id, capacity: options.capacity, used: used, jobs: jobs.map(\.status.spec.id).sorted(),
-            host: ProcessInfo.processInfo.hostName, startedAt: startedAt, updatedAt: Date().timeIntervalSince1970,
-            load: loadRunner != nil)
         do {
-            let ttl = String(Int(max(options.claimTimeout, options.heartbeat * 3) * 1000))
-            var commands: [[String]] = [
-                ["SET", store.keys.worker(options.id), FleetStore.encode(info), "PX", ttl],
-                ["SADD", store.keys.workerSet, options.id],
-            ]
-            // Refreshing the claims resets their idle time, so nobody takes over a live job.
-            for job in jobs {
-                commands.append([
-                    "XCLAIM", store.keys.jobStream, store.keys.workerGroup, options.id, "0", job.entryId, "JUSTID",
-                ])
-            }
-            _ = try await store.redis.pipeline(commands)
             for job in jobs {
                 if try await store.stopRequested(job.status.spec.id) { lock.withLock { job.stopRequested = true } }
                 let status: FleetJobStatus? = lock.withLock {
@@ -396,6 +388,44 @@ public final class FleetWorker: @unchecked Sendable {
             }
             try await pollLoadAssignments()
             setRedis(up: true, nil)
+        } catch {
+            setRedis(up: false, error.description)
+        }
+    }
+
+    /// The registration and the claims are refreshed from a thread of their own: a worker whose
+    /// task pool is busy (a load test's bots joining) must never look dead to the fleet.
+    private func startRegistration(until shouldStop: @escaping @Sendable () -> Bool) -> Thread {
+        let thread = Thread { [self] in
+            while !shouldStop() && !lock.withLock({ deregistered }) {
+                refreshRegistration()
+                Thread.sleep(forTimeInterval: options.heartbeat)
+            }
+        }
+        thread.name = "fleet-registration"
+        thread.start()
+        return thread
+    }
+
+    private func refreshRegistration() {
+        let jobs: [RunningJob] = lock.withLock { running.values.filter { !$0.finished } }
+        let info = FleetWorkerInfo(
+            id: options.id, capacity: options.capacity, used: used, jobs: jobs.map(\.status.spec.id).sorted(),
+            host: ProcessInfo.processInfo.hostName, startedAt: startedAt, updatedAt: Date().timeIntervalSince1970,
+            load: loadRunner != nil)
+        let ttl = String(Int(max(options.claimTimeout, options.heartbeat * 3) * 1000))
+        var commands: [[String]] = [
+            ["SET", store.keys.worker(options.id), FleetStore.encode(info), "PX", ttl],
+            ["SADD", store.keys.workerSet, options.id],
+        ]
+        // Refreshing the claims resets their idle time, so nobody takes over a live job.
+        for job in jobs {
+            commands.append([
+                "XCLAIM", store.keys.jobStream, store.keys.workerGroup, options.id, "0", job.entryId, "JUSTID",
+            ])
+        }
+        do {
+            try registration.pipelineSync(commands)
         } catch {
             setRedis(up: false, error.description)
         }

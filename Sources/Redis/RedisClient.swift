@@ -66,6 +66,18 @@ public final class RedisClient: @unchecked Sendable {
         try queue.sync { runOnQueue { c throws(RedisError) in try c.command(arguments) } }.get()
     }
 
+    /// The blocking form of ``pipeline(_:)``.
+    @discardableResult
+    public func pipelineSync(_ commands: [[String]]) throws(RedisError) -> [RedisValue] {
+        try queue.sync {
+            runOnQueue { c throws(RedisError) in
+                var values: [RedisValue] = []
+                for command in commands { values.append(try c.command(command)) }
+                return values
+            }
+        }.get()
+    }
+
     /// Closes the connection; a later command opens a new one.
     public func close() {
         queue.sync {

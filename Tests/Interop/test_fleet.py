@@ -273,3 +273,39 @@ def _live_workers(url: str) -> set[str]:
     result = run_understudy(["jobs", "workers", "--redis", url, "--json"], timeout=30)
     assert result.returncode == 0, result.stderr
     return {w["id"] for w in json.loads(result.stdout)}
+
+
+def test_a_worker_that_dies_during_a_load_test_is_reported_with_its_bots(understudy, tmp_path):
+    redis, url = start_redis(tmp_path)
+    port = free_port()
+    server = start_server(port, udp_low=44600)
+    workers = [Worker("dw1", url, 10, tmp_path / "jobs", tmp_path), Worker("dw2", url, 10, tmp_path / "jobs", tmp_path)]
+    try:
+        wait_until(lambda: _live_workers(url) == {"dw1", "dw2"}, 60, "two registered workers")
+        out = tmp_path / "died.json"
+        controller = subprocess.Popen(
+            [understudy_bin(), "load", "--workers", url, "--server", f"http://127.0.0.1:{port}", "--room", "died",
+             "--secret", SECRET, "--publishers", "2", "--subscribers", "8", "--duration", "20s", "--join-rate", "20/s",
+             "--json", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # Kill dw2 once its bots run: its share is accepted, the start barrier (2 s) passed and the
+        # bots joined at 10/s; the 20 s test is then far from over.
+        wait_until(lambda: "accepted" in workers[1].log(), 60, "dw2 accepting its share", lambda: workers[1].log())
+        time.sleep(8)
+        assert controller.poll() is None, controller.communicate()
+        os.killpg(workers[1].proc.pid, signal.SIGKILL)
+        stdout, stderr = controller.communicate(timeout=240)
+        assert controller.returncode == 0, stdout + stderr
+        report = json.loads(out.read_text())
+        rows = {w["worker"]: w for w in report["workers"]}
+        assert rows["dw1"]["status"] == "ok" and rows["dw2"]["status"] == "died", rows
+        assert rows["dw2"]["plannedParticipants"] == 5 and rows["dw2"]["joinFailures"] == 5, rows
+        assert report["plannedParticipants"] == 10 and report["joinedParticipants"] == 5, report["workers"]
+        assert any(e["kind"] == "worker lost" and e["count"] == 5 and "dw2 died" in e["example"]
+                   for e in report["errors"]), report["errors"]
+        assert "dw2" in stdout and "died" in stdout, stdout
+    finally:
+        for w in workers:
+            kill_process(w.proc, grace=10)
+        kill_process(server)
+        kill_process(redis)

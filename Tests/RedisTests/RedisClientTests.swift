@@ -1,5 +1,6 @@
 import Foundation
 import Redis
+import RedisTestSupport
 import Testing
 
 @Suite struct RedisURLTests {

@@ -1,12 +1,12 @@
 import Foundation
 
 /// A throw-away `redis-server` on a free loopback port, started by the test itself (no persistence).
-final class RedisServerProcess: @unchecked Sendable {
-    let port: Int
+public final class RedisServerProcess: @unchecked Sendable {
+    public let port: Int
     private var process: Process?
     private let directory: URL
 
-    init() throws {
+    public init() throws {
         port = Self.freePort()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("redis-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -15,9 +15,9 @@ final class RedisServerProcess: @unchecked Sendable {
 
     deinit { stop() }
 
-    var url: String { "redis://127.0.0.1:\(port)" }
+    public var url: String { "redis://127.0.0.1:\(port)" }
 
-    func start() throws {
+    public func start() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.serverPath)
         p.arguments = [
@@ -37,7 +37,7 @@ final class RedisServerProcess: @unchecked Sendable {
         throw NSError(domain: "redis-server did not start on port \(port)", code: 1)
     }
 
-    func stop() {
+    public func stop() {
         guard let p = process else { return }
         // SIGKILL: a child spawned from a dispatch thread inherits its blocked SIGTERM, and a
         // throw-away server has nothing to save.
