@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "Signaling", targets: ["Signaling"]),
         .library(name: "Redis", targets: ["Redis"]),
         .library(name: "Fleet", targets: ["Fleet"]),
+        .library(name: "Cluster", targets: ["Cluster"]),
         .library(name: "Agent", targets: ["Agent"]),
         .library(name: "RoomServer", targets: ["RoomServer"]),
         .library(name: "Understudy", targets: ["Understudy"]),
@@ -56,6 +57,8 @@ let package = Package(
         .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
         // Redis through hiredis, on its own queue: the shared state of clusters and bot fleets.
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
+        // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
+        .target(name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling"], path: "Sources/Cluster"),
         // Bot fleets: recording/relay jobs from a Redis Stream, run by workers as RoomAgents.
         .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
         // The room service: signalling, room state, PubSub broker, SFU.
@@ -96,7 +99,7 @@ let package = Package(
             name: "understudy",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy", "Agent", "RoomServer", "Benchmarks",
-                "LoadGen", "Scenario", "Redis", "Fleet",
+                "LoadGen", "Scenario", "Redis", "Fleet", "Cluster",
             ],
             path: "Sources/understudy"
         ),

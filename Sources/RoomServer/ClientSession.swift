@@ -18,10 +18,18 @@ final class ClientSession: @unchecked Sendable {
     private var badMessageTimes: [UInt64] = []
     private var bucketTokens: Double
     private var bucketUpdatedNS: UInt64
+    /// Cluster mode: the node that relayed this connection here (nil for a direct client).
+    let relayedBy: String?
+    /// Cluster mode: the text of the join request, kept until the room's owner is known.
+    private var joinTextValue: String?
+    /// Cluster mode: set when the room lives on another node; everything then goes there.
+    private var relay: SignalRelay?
 
     init(
-        connection: WebSocketConnection, queryToken: String?, server: RoomServer, configuration: RoomServerConfiguration
+        connection: WebSocketConnection, queryToken: String?, server: RoomServer, configuration: RoomServerConfiguration,
+        relayedBy: String? = nil
     ) {
+        self.relayedBy = relayedBy
         self.connection = connection
         self.queryToken = queryToken
         self.server = server
@@ -37,6 +45,18 @@ final class ClientSession: @unchecked Sendable {
     }
 
     var currentPhase: Phase { locked { phase } }
+    var joinText: String? { locked { joinTextValue } }
+    var configurationMaxMessageBytes: Int { configuration.maxMessageBytes }
+
+    /// Hands the connection to a relay: from now on its messages go to the room's owner node.
+    func relayed(through relay: SignalRelay) {
+        let closedAlready: Bool = locked {
+            self.relay = relay
+            joinTextValue = nil
+            return phase == .closed
+        }
+        if closedAlready { relay.clientClosed() }
+    }
     /// The room this session joined (nil before).
     var joinedRoom: Room? { locked { room } }
     var participantId: String? { locked { participantIdValue } }
@@ -85,6 +105,7 @@ final class ClientSession: @unchecked Sendable {
     // MARK: Receiving (connection queue)
 
     func received(_ text: String) {
+        if let relay = locked({ relay }) { return relay.forward(text) }
         server.counters.add(received: 1)
         guard text.utf8.count <= configuration.maxMessageBytes else {
             return reject(
@@ -110,6 +131,7 @@ final class ClientSession: @unchecked Sendable {
         }
         guard data.objectValue != nil else { return reject(id, RoomError(3073, "data must be a JSON object")) }
         if method == "join" {
+            locked { joinTextValue = text }
             server.handleJoin(session: self, id: id, data: data)
             return
         }
@@ -160,10 +182,11 @@ final class ClientSession: @unchecked Sendable {
 
     /// The socket is gone: the room (if any) drops the participant with reason 1001.
     func closed() {
-        let room: Room? = locked {
+        let (room, relay): (Room?, SignalRelay?) = locked {
             phase = .closed
-            return self.room
+            return (self.room, self.relay)
         }
+        relay?.clientClosed()
         server.counters.add(connections: -1)
         if let room { room.enqueue { room.connectionClosed(self) } }
     }

@@ -40,6 +40,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     public var abuseWindowSeconds: Double = 10
     /// A connection that has not sent `join` by then is closed.
     public var joinTimeoutSeconds: Double = 30
+    /// Cluster mode: how long a join waits for its room to be placed (Redis unreachable, owner
+    /// node gone and not yet expired) before it is refused with 3047.
+    public var clusterPlacementTimeoutSeconds: Double = 15
 
     public init() {}
 
@@ -77,6 +80,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         abuseThreshold = try c.decodeIfPresent(Int.self, forKey: .abuseThreshold) ?? d.abuseThreshold
         abuseWindowSeconds = try c.decodeIfPresent(Double.self, forKey: .abuseWindowSeconds) ?? d.abuseWindowSeconds
         joinTimeoutSeconds = try c.decodeIfPresent(Double.self, forKey: .joinTimeoutSeconds) ?? d.joinTimeoutSeconds
+        clusterPlacementTimeoutSeconds =
+            try c.decodeIfPresent(Double.self, forKey: .clusterPlacementTimeoutSeconds)
+            ?? d.clusterPlacementTimeoutSeconds
     }
 
     /// Checks ranges; returns a description of the first problem, or nil.

@@ -80,8 +80,18 @@ public final class RoomServer: @unchecked Sendable {
         set { locked { hooks = newValue } }
     }
 
+    /// Cluster mode: where rooms live (nil: every room is local). Set before ``start()``.
+    public var directory: RoomDirectory? {
+        get { locked { roomDirectory } }
+        set { locked { roomDirectory = newValue } }
+    }
+    /// Cluster mode: this node's id, sent to owners on relayed connections.
+    public var nodeId: String = "local"
+
     let counters = ServerCounters()
     private let lock = NSLock()
+    private var roomDirectory: RoomDirectory?
+    private var relayedConnections = 0
     private var hooks: RoomMediaHooks?
     private var rooms: [String: Room] = [:]
     private var registeredEndRoutes: Set<String> = []
@@ -180,14 +190,18 @@ public final class RoomServer: @unchecked Sendable {
             if let r = rooms[id] { return r }
             let r = Room(id: id, server: self, configuration: configuration, hooks: hooks)
             rooms[id] = r
+            roomDirectory?.roomOpened(id)
             return r
         }
     }
 
     func roomClosed(_ room: Room) {
-        locked {
-            if rooms[room.id] === room { rooms[room.id] = nil }
+        let directory: RoomDirectory? = locked {
+            guard rooms[room.id] === room else { return nil }
+            rooms[room.id] = nil
+            return roomDirectory
         }
+        directory?.roomClosed(room.id)
     }
 
     func existingRoom(_ id: String) -> Room? { locked { rooms[id] } }
@@ -227,11 +241,52 @@ public final class RoomServer: @unchecked Sendable {
     }
 
     func routeJoin(session: ClientSession, request: JoinRequest) {
+        if let directory, existingRoom(request.roomId) == nil {
+            // Cluster mode: the room may live on another node (join flow in docs/cluster.md).
+            Task { await self.placeAndJoin(session: session, request: request, directory: directory) }
+            return
+        }
+        admitLocally(session: session, request: request)
+    }
+
+    private func admitLocally(session: ClientSession, request: JoinRequest) {
         guard let room = room(for: request.roomId) else {
             return refuseJoin(session: session, id: request.id, error: RoomError(3047, "the server is shutting down"))
         }
         session.assign(room: room)
         room.enqueue { room.join(session: session, request: request) }
+    }
+
+    /// Finds the room's owner (placing the room when it has none) and joins here or relays there.
+    /// An owner that cannot be reached is retried until its registration expires and the room is
+    /// placed again; a connection that another node relayed here is never relayed on.
+    private func placeAndJoin(session: ClientSession, request: JoinRequest, directory: RoomDirectory) async {
+        let deadline = Date().addingTimeInterval(configuration.clusterPlacementTimeoutSeconds)
+        var lastProblem = "no node could take the room"
+        while Date() < deadline {
+            switch await directory.locate(roomId: request.roomId) {
+            case .here:
+                return admitLocally(session: session, request: request)
+            case .peer(let peer):
+                if let by = session.relayedBy {
+                    // The relaying node thought the room was here: ownership moved in between.
+                    lastProblem = "room '\(request.roomId)' moved from this node (relayed by \(by)); retry"
+                    return refuseJoin(session: session, id: request.id, error: RoomError(3047, lastProblem))
+                }
+                guard let text = session.joinText else { return }
+                if let relay = await SignalRelay.open(for: session, to: peer, joinText: text, relayNode: nodeId) {
+                    locked { relayedConnections += 1 }
+                    session.relayed(through: relay)
+                    return
+                }
+                lastProblem = "the node that holds room '\(request.roomId)' (\(peer.nodeId)) is unreachable"
+            case .unavailable(let why):
+                lastProblem = why
+            }
+            if session.currentPhase == .closed { return }
+            try? await Task.sleep(nanoseconds: 250_000_000)
+        }
+        refuseJoin(session: session, id: request.id, error: RoomError(3047, lastProblem))
     }
 
     /// Answers a failed join and closes the socket with the error code as its close code.
@@ -247,9 +302,11 @@ public final class RoomServer: @unchecked Sendable {
         server.webSocket(path: "/v1/rtc") { [weak self] request in
             guard let self else { return .reject(HTTPResponse.text("gone\n", status: 503)) }
             let token = request.query("token") ?? bearerToken(request)
+            let relayedBy = request.headers[SignalRelay.header]
             return .accept(onOpen: { connection in
                 let session = ClientSession(
-                    connection: connection, queryToken: token, server: self, configuration: self.configuration)
+                    connection: connection, queryToken: token, server: self, configuration: self.configuration,
+                    relayedBy: relayedBy)
                 self.counters.add(connections: 1)
                 connection.onText = { text in session.received(text) }
                 connection.onBinary = { _ in
@@ -275,15 +332,30 @@ public final class RoomServer: @unchecked Sendable {
         server.route(method: "GET", path: "/v1/rooms") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
             if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
-            let list = JSONValue.array(await self.roomSummaries().map(\.json))
-            return HTTPResponse.json(JSONValue.object(["rooms": list]).jsonString)
+            var list = await self.roomSummaries().map(\.json)
+            if let directory = self.directory {
+                let here = Set(list.compactMap { $0["roomId"]?.stringValue })
+                for remote in await directory.remoteRooms() where !here.contains(remote.roomId) {
+                    list.append(remote.json)
+                }
+            }
+            return HTTPResponse.json(JSONValue.object(["rooms": .array(list)]).jsonString)
+        }
+        server.route(method: "GET", path: "/cluster") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
+            guard let self else { return HTTPResponse.text("", status: 503) }
+            if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
+            guard let directory = self.directory else {
+                return adminError(404, RoomError(4003, "this server is not part of a cluster (serve --redis)"))
+            }
+            return HTTPResponse.json(await directory.status().jsonString)
         }
         // The body form, for room ids that are awkward in a path: {"roomId": "…"}.
-        server.route(method: "POST", path: "/v1/rooms/end") { [weak self] request in
+        server.route(method: "POST", path: "/v1/rooms/end") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
             guard let body = try? JSONValue.parse(request.body), let roomId = body["roomId"]?.stringValue else {
                 return adminError(400, RoomError(3073, "body must be {\"roomId\": \"…\"}"))
             }
+            if let forwarded = await self.forwardToOwner(request, roomId: roomId) { return forwarded }
             return self.adminEnd(request, roomId: roomId)
         }
     }
@@ -296,6 +368,28 @@ public final class RoomServer: @unchecked Sendable {
         server.route(method: "POST", path: "/v1/rooms/\(roomId)/end") { [weak self] request in
             guard let self else { return HTTPResponse.text("", status: 503) }
             return self.adminEnd(request, roomId: roomId)
+        }
+    }
+
+    /// Cluster mode: an admin request for a room that lives on another node is answered by that node.
+    private func forwardToOwner(_ request: HTTPRequest, roomId: String) async -> HTTPResponse? {
+        guard let directory, existingRoom(roomId) == nil, request.headers[SignalRelay.header] == nil else {
+            return nil
+        }
+        if let refusal = adminRefusal(request, roomId: roomId) { return refusal }
+        guard let owner = await directory.owner(of: roomId) else { return nil }
+        var headers = HTTPHeaders([(SignalRelay.header, nodeId), ("Content-Type", "application/json")])
+        if let auth = request.headers["Authorization"] { headers.add("Authorization", auth) }
+        do {
+            let url = try HTTPURL(owner.httpURL + request.target)
+            var response = try await HTTPClient.request(
+                request.method, url, headers: headers, body: request.body, timeout: 5)
+            // The reply is re-framed here: drop the owner's framing headers.
+            response.headers = HTTPHeaders(
+                response.headers.filter { !["content-length", "connection", "transfer-encoding"].contains($0.0.lowercased()) })
+            return response
+        } catch {
+            return adminError(502, RoomError(3047, "the node that holds room '\(roomId)' is unreachable: \(error)"))
         }
     }
 
@@ -382,7 +476,22 @@ public final class RoomServer: @unchecked Sendable {
         metric("understudy_rtcp_plis_sent_total", "counter", "PLIs sent to publishers.", clamp(media.plisSent))
         metric("understudy_sfu_producers", "gauge", "Producers receiving media in the SFU.", media.producers)
         metric("understudy_sfu_consumers", "gauge", "Consumers forwarding media in the SFU.", media.consumers)
+        if let directory {
+            metric(
+                "understudy_cluster_relayed_connections_total", "counter",
+                "Signalling connections relayed to the node that holds their room.", locked { relayedConnections })
+            out += directory.metricsText()
+        }
         return out
+    }
+}
+
+extension RemoteRoomSummary {
+    var json: JSONValue {
+        [
+            "roomId": .string(roomId), "node": .string(nodeId), "participantCount": .number(Double(participantCount)),
+            "producerCount": .number(Double(producerCount)), "consumerCount": .number(Double(consumerCount)),
+        ]
     }
 }
 

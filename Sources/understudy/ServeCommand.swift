@@ -1,5 +1,7 @@
 import Agent
+import Cluster
 import Foundation
+import Redis
 import RoomServer
 import Streaming
 
@@ -22,7 +24,12 @@ func parseListenAddress(_ text: String) -> (host: String, port: UInt16)? {
 func runServe(_ args: [String]) async {
     do {
         let a = try Arguments(
-            args, valueOptions: ["--listen", "--media-address", "--udp-port", "--udp-ports", "--config", "--secret"])
+            args,
+            valueOptions: [
+                "--listen", "--media-address", "--udp-port", "--udp-ports", "--config", "--secret", "--redis",
+                "--node-id",
+                "--advertise",
+            ])
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         var configuration = RoomServerConfiguration()
         if let path = a.value("--config") {
@@ -59,8 +66,43 @@ func runServe(_ args: [String]) async {
             guard !secret.isEmpty else { throw Arguments.Failure.badValue("--secret", "must not be empty") }
             configuration.secret = secret
         }
+        var clusterRedis: RedisURL?
+        if let text = a.value("--redis") {
+            do { clusterRedis = try RedisURL(parsing: text) } catch {
+                throw Arguments.Failure.badValue("--redis", error.description)
+            }
+        }
+        if clusterRedis == nil, a.value("--node-id") != nil || a.value("--advertise") != nil {
+            throw Arguments.Failure.badValue("--node-id/--advertise", "only with --redis (cluster mode)")
+        }
+        let nodeId = a.value("--node-id") ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+        guard !nodeId.isEmpty, nodeId.count <= 64,
+            nodeId.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
+        else {
+            throw Arguments.Failure.badValue("--node-id", "'\(nodeId)' must be 1-64 letters, digits, '-', '_' or '.'")
+        }
+        if let advertise = a.value("--advertise"), parseListenAddress(advertise) == nil {
+            throw Arguments.Failure.badValue(
+                "--advertise", "expected HOST:PORT (where other nodes and clients reach this one)")
+        }
         let server = RoomServer(configuration: configuration)
         try server.start()
+        var cluster: ClusterNode?
+        if let clusterRedis {
+            // Other nodes reach this one at --advertise, by default the listen address.
+            let reach = a.value("--advertise") ?? "\(configuration.listenHost):\(server.httpPort)"
+            let node = ClusterNode(
+                configuration: ClusterNode.Configuration(
+                    redis: clusterRedis, nodeId: nodeId, signalingURL: "ws://\(reach)/v1/rtc",
+                    httpURL: "http://\(reach)",
+                    mediaAddress: configuration.mediaAddress ?? configuration.listenHost),
+                log: logLine)
+            do { try node.attach(to: server) } catch {
+                server.stop()
+                fail("serve: cannot join the cluster: \(error)")
+            }
+            cluster = node
+        }
         logLine(
             "serve: listening on http://\(configuration.listenHost):\(server.httpPort) (signalling \(server.signalingURL)?token=JWT)"
         )
@@ -79,6 +121,8 @@ func runServe(_ args: [String]) async {
             await ShutdownSignal.shared.sleep(seconds: 3600)
         }
         logLine("serve: shutting down")
+        // Deregister first, so that clients leaving this node are placed on another at once.
+        cluster?.stop()
         server.stop()
     } catch let e as Arguments.Failure {
         fail("serve: \(e)", code: 2)

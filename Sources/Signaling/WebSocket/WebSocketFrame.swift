@@ -24,6 +24,8 @@ public enum WebSocketCloseCode {
     public static let policyViolation: UInt16 = 1008
     public static let messageTooBig: UInt16 = 1009
     public static let internalError: UInt16 = 1011
+    /// The server is restarting (or, in a cluster, the node that held the room went away): reconnect.
+    public static let serviceRestart: UInt16 = 1012
 
     /// Whether a code may appear in a close frame on the wire.
     public static func isValidOnWire(_ code: UInt16) -> Bool {

@@ -1,0 +1,63 @@
+import Foundation
+import Signaling
+
+/// Another room server of the same cluster.
+public struct ClusterPeer: Sendable, Equatable {
+    public var nodeId: String
+    /// Where its clients connect (`ws://HOST:PORT/v1/rtc`).
+    public var signalingURL: String
+    /// Its HTTP base (`http://HOST:PORT`), for the admin API.
+    public var httpURL: String
+
+    public init(nodeId: String, signalingURL: String, httpURL: String) {
+        self.nodeId = nodeId
+        self.signalingURL = signalingURL
+        self.httpURL = httpURL
+    }
+}
+
+/// Where a room lives.
+public enum RoomLocation: Sendable, Equatable {
+    /// On this server.
+    case here
+    /// On another node: the join is relayed there.
+    case peer(ClusterPeer)
+    /// Nowhere yet (the shared state cannot be reached); the reason goes to the client.
+    case unavailable(String)
+}
+
+/// A room on another node, as the admin API lists it.
+public struct RemoteRoomSummary: Sendable, Equatable {
+    public var roomId: String
+    public var nodeId: String
+    public var participantCount: Int
+    public var producerCount: Int
+    public var consumerCount: Int
+
+    public init(roomId: String, nodeId: String, participantCount: Int, producerCount: Int, consumerCount: Int) {
+        self.roomId = roomId
+        self.nodeId = nodeId
+        self.participantCount = participantCount
+        self.producerCount = producerCount
+        self.consumerCount = consumerCount
+    }
+}
+
+/// Where rooms live when several servers share the load. Without one (the default) every room is
+/// local; the `Cluster` module implements it over Redis.
+public protocol RoomDirectory: AnyObject, Sendable {
+    /// The owner of `roomId`, placing the room first when nobody owns it.
+    func locate(roomId: String) async -> RoomLocation
+    /// A room opened on this server (it was placed here).
+    func roomOpened(_ roomId: String)
+    /// A room on this server closed; its placement is released.
+    func roomClosed(_ roomId: String)
+    /// Rooms of the other nodes, for `GET /v1/rooms`.
+    func remoteRooms() async -> [RemoteRoomSummary]
+    /// The owner of a room that is not on this server, for forwarding admin requests; nil when none.
+    func owner(of roomId: String) async -> ClusterPeer?
+    /// `GET /cluster`: nodes, their load and their rooms.
+    func status() async -> JSONValue
+    /// Extra lines for `/metrics`.
+    func metricsText() -> String
+}
