@@ -620,7 +620,7 @@ final class Room: @unchecked Sendable {
         do { offer = try SessionDescription.parse(sdpText) } catch {
             throw .invalidParameter("sdp is not a valid offer: \(error)")
         }
-        guard let media = server.media() else { throw RoomError(3047, "the server is shutting down") }
+        let media = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
         let sources: [SFUMediaSource] = kinds.map {
             switch $0 {
@@ -644,6 +644,7 @@ final class Room: @unchecked Sendable {
                 let producerId = info.id
                 _ = try? media.call("closeProducer") { try await $0.closeProducer(producerId) }
             }
+            _ = try? media.call("closePublishConnection") { await $0.closePublishConnectionIfUnused(key) }
             throw .invalidParameter(
                 "the offer's new m-lines (\(infos.map(\.kind.rawValue))) do not match tracks \(kinds.map(\.rawValue))")
         }
@@ -707,7 +708,7 @@ final class Room: @unchecked Sendable {
         do { answer = try SessionDescription.parse(sdpText) } catch {
             throw .invalidParameter("sdp is not a valid answer: \(error)")
         }
-        guard let media = server.media() else { throw RoomError(3047, "the server is shutting down") }
+        let media = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
         try media.call("subscriberAnswer") { try await $0.subscriberAnswer(participantID: key, answer: answer) }
         p.subscribe.outstanding = false

@@ -112,15 +112,25 @@ public final class RoomServer: @unchecked Sendable {
         return body()
     }
 
-    /// The server's SFU, created on the first media request (one per server, shared by all rooms).
-    func media() -> RoomMedia? {
-        locked {
-            if stopping { return nil }
-            if let m = mediaPlane { return m }
-            let m = RoomMedia(configuration: configuration, server: self)
-            mediaPlane = m
-            return m
+    /// The server's SFU, created on the first media request (one per server, shared by all rooms);
+    /// nil while stopping or when it cannot be created now.
+    func media() -> RoomMedia? { try? requireMedia() }
+
+    /// The SFU, or the error a media request gets: 3047 while stopping, 5000 when it cannot be
+    /// created (e.g. the process is out of file descriptors; a later request tries again).
+    func requireMedia() throws(RoomError) -> RoomMedia {
+        let result: Result<RoomMedia, RoomError> = locked {
+            if stopping { return .failure(RoomError(3047, "the server is shutting down")) }
+            if let m = mediaPlane { return .success(m) }
+            do {
+                let m = try RoomMedia(configuration: configuration, server: self)
+                mediaPlane = m
+                return .success(m)
+            } catch {
+                return .failure(RoomError(5000, "the media server cannot start: \(error)"))
+            }
         }
+        return try result.get()
     }
 
     /// The SFU if one has been started (nil until the first SDP-carrying request).

@@ -22,7 +22,8 @@ func parseListenAddress(_ text: String) -> (host: String, port: UInt16)? {
 func runServe(_ args: [String]) async {
     do {
         let a = try Arguments(
-            args, valueOptions: ["--listen", "--media-address", "--udp-port", "--udp-ports", "--config", "--secret"])
+            args, valueOptions: ["--listen", "--media-address", "--udp-port", "--udp-ports", "--config", "--secret"],
+            switches: ["--anyone-may-end"])
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         var configuration = RoomServerConfiguration()
         if let path = a.value("--config") {
@@ -59,6 +60,8 @@ func runServe(_ args: [String]) async {
             guard !secret.isEmpty else { throw Arguments.Failure.badValue("--secret", "must not be empty") }
             configuration.secret = secret
         }
+        // Deviation from the hosted SDK: `end` needs allow_mod unless this switch opens it to all.
+        if a.flag("--anyone-may-end") { configuration.anyoneMayEnd = true }
         let server = RoomServer(configuration: configuration)
         try server.start()
         logLine(

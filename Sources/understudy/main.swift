@@ -16,7 +16,7 @@ let usage = """
           publish to a WHIP endpoint (RFC 9725)
       whep URL [--token T] --record FILE.webm|.mkv|.ogg|.ivf [--duration SECONDS]
           play from a WHEP endpoint and record without transcoding
-      serve [--listen HOST:PORT] [--media-address IP] [--udp-port N | --udp-ports A-B] [--config FILE.json] [--secret S]
+      serve [--listen HOST:PORT] [--media-address IP] [--udp-port N | --udp-ports A-B] [--config FILE.json] [--secret S] [--anyone-may-end]
           run the room server (HTTP + WebSocket signalling on 127.0.0.1:7880 by default)
       token --secret S --room R [--participant ID] [--permissions allow_join,allow_mod] [--ttl 2h]
           print an HS256 room token

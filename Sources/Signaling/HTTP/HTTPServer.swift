@@ -251,10 +251,24 @@ public final class HTTPServer: @unchecked Sendable {
 
     // MARK: Reactor thread
 
+    /// How long the listener rests after `accept` failed for lack of descriptors or memory.
+    static let acceptBackoffMilliseconds: UInt64 = 100
+    private var acceptPaused = false
+    /// Times the accept loop backed off (EMFILE and friends); for tests and logs.
+    private(set) var acceptBackoffs = 0
+
     fileprivate func accept(on listenFD: Int32) {
         for _ in 0..<64 {
             let fd = Glibc.accept(listenFD, nil, nil)
-            if fd < 0 { return }
+            if fd < 0 {
+                let error = errno
+                // Out of descriptors (or memory): the pending connection stays readable, so a
+                // level-triggered loop would spin. Stop watching the listener for a moment.
+                if error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM {
+                    pauseAccepting(listenFD)
+                }
+                return
+            }
             guard channels.count < configuration.maxConnections else {
                 close(fd)
                 continue
@@ -266,6 +280,19 @@ public final class HTTPServer: @unchecked Sendable {
             channels[fd] = channel
             channel.start(delegate: connection)
             connection.armRequestTimer()
+        }
+    }
+
+    private func pauseAccepting(_ listenFD: Int32) {
+        guard !acceptPaused else { return }
+        acceptPaused = true
+        acceptBackoffs += 1
+        reactor.modify(fd: listenFD, events: 0)
+        reactor.schedule(afterMilliseconds: Self.acceptBackoffMilliseconds) { [weak self] in
+            guard let self else { return }
+            self.acceptPaused = false
+            guard let listener = self.listener, listener.fd == listenFD else { return }
+            self.reactor.modify(fd: listenFD, events: EpollConstants.input)
         }
     }
 
