@@ -540,7 +540,8 @@ def test_descriptor_exhaustion(understudy):
 
         cpu_share, media_code = asyncio.run(asyncio.wait_for(scenario(), 60))
         assert proc.poll() is None, f"understudy serve exited with {proc.returncode}"
-        assert cpu_share < 0.4, f"accept loop used {cpu_share:.0%} of a core while out of descriptors"
+        # Measured here: about 0.005 with the back-off, 0.3-0.4 (on a busy 2-core machine) when spinning.
+        assert cpu_share < 0.15, f"accept loop used {cpu_share:.0%} of a core while out of descriptors"
         assert media_code == 5000, media_code
         # Descriptors are free again: everything works, media included.
         deadline = time.monotonic() + 20
