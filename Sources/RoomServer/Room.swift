@@ -988,7 +988,8 @@ extension Room {
             }
             server.refuseJoin(
                 session: session, id: entry.request.id,
-                error: RoomError(3047, "nobody answered the entry request within \(Int(configuration.lobbyTimeoutSeconds)) s"))
+                error: RoomError(
+                    3047, "nobody answered the entry request within \(Int(configuration.lobbyTimeoutSeconds)) s"))
             closeIfEmpty()
         }
     }

@@ -110,7 +110,8 @@ struct HardeningTests {
         let allIds = (try JSONValue.parse(all.body)["rooms"]?.arrayValue ?? []).compactMap { $0["roomId"]?.stringValue }
         #expect(allIds == ["mine", "theirs"])
         // The end route answers for any room id without a per-room table: JSON 404 for unknown rooms.
-        let ghost = try await http(server, "POST", "/v1/rooms/ghost/end", bearer: token(server, permissions: ["allow_mod"]))
+        let ghost = try await http(
+            server, "POST", "/v1/rooms/ghost/end", bearer: token(server, permissions: ["allow_mod"]))
         #expect(ghost.status == 404)
         #expect(try JSONValue.parse(ghost.body)["error"]?["code"]?.intValue == 4003)
         let ended = try await http(

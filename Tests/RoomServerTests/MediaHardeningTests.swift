@@ -53,7 +53,8 @@
                 }
                 pc.loop.shutdown()
                 // No DTLS fingerprint: the SFU cannot negotiate this offer.
-                let broken = offer.split(separator: "\r\n").filter { !$0.hasPrefix("a=fingerprint") }
+                let broken =
+                    offer.split(separator: "\r\n").filter { !$0.hasPrefix("a=fingerprint") }
                     .joined(separator: "\r\n") + "\r\n"
                 let error = try await client.expectError(
                     "produce", ["kind": "webcam", "sdp": .string(broken)])

@@ -439,7 +439,8 @@ public enum EventLoopError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .cannotCreate(let code): return "cannot create an event loop: \(String(cString: strerror(code))) (errno \(code))"
+        case .cannotCreate(let code):
+            return "cannot create an event loop: \(String(cString: strerror(code))) (errno \(code))"
         }
     }
 }
