@@ -151,6 +151,8 @@ public final class RoomServer: @unchecked Sendable {
             maxMessageBytes: configuration.maxMessageBytes + 1024 * 1024,
             maxWriteBufferBytes: configuration.maxQueuedOutputBytes, idlePingSeconds: 30)
         httpConfiguration.webSocket.writeOverflowCloseCode = RoomServer.slowReaderCloseCode
+        // Plain HTTP too: a client pipelining requests without reading is dropped at the same bound.
+        httpConfiguration.maxWriteBufferBytes = configuration.maxQueuedOutputBytes
         let server = HTTPServer(
             host: configuration.listenHost, port: configuration.listenPort, configuration: httpConfiguration)
         installRoutes(on: server)

@@ -61,12 +61,14 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
     var pendingWriteBytes: Int { writeBuffer.count - writeOffset }
 
     /// Queues bytes and writes as much as the socket takes now. Returns false (and closes, or calls
-    /// ``onWriteOverflow``) when the write buffer would exceed its bound; `exceedingLimit` lets a
-    /// final small frame (a close) through anyway.
+    /// ``onWriteOverflow``) when unsent data is queued already and this write would take it past
+    /// its bound; `exceedingLimit` lets a final small frame (a close) through anyway.
     @discardableResult
     func write(_ bytes: [UInt8], exceedingLimit: Bool = false) -> Bool {
         guard !isClosed, !halfClosed else { return false }
-        if !exceedingLimit, pendingWriteBytes + bytes.count > maxWriteBuffer {
+        // A single write larger than the bound is accepted onto an empty queue (a big response to
+        // a reading peer); otherwise the queue may not grow past the bound.
+        if !exceedingLimit, pendingWriteBytes > 0, pendingWriteBytes + bytes.count > maxWriteBuffer {
             if let overflow = onWriteOverflow {
                 onWriteOverflow = nil
                 overflow()
