@@ -75,10 +75,15 @@ func runJoin(_ args: [String]) async {
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         let url = try signalingURL(try required(a, "--server"))
         let roomId = try required(a, "--room")
-        let token = try roomToken(a, room: roomId, participant: a.value("--id"))
+        // A token signed here is bound to the participant id (one is made up when --id is absent),
+        // so that a rejoin after a dropped connection may replace the stale participant.
+        let participantId =
+            a.value("--id")
+            ?? (a.value("--token") == nil ? "understudy-" + String(UInt32.random(in: 0...UInt32.max), radix: 36) : nil)
+        let token = try roomToken(a, room: roomId, participant: participantId)
         var options = RoomAgent.Options(roomId: roomId, token: token, signalingURL: url)
         options.participantName = a.value("--name") ?? "understudy"
-        options.participantId = a.value("--id")
+        options.participantId = participantId
         options.asAgent = a.flag("--agent")
         options.mode = try parseMode(a.value("--mode"), default: .RECV_ONLY, option: "--mode")
         switch a.value("--consume") ?? "all" {
