@@ -557,3 +557,33 @@ def test_descriptor_exhaustion(understudy):
         for s in idle:
             s.close()
         kill_process(proc)
+
+
+# ---- `end` and the server switch that opens it ------------------------------------------------
+
+
+def test_end_needs_allow_mod_unless_serve_opens_it(understudy):
+    """Any participant ending the room was a hole; `serve --anyone-may-end` restores the hosted
+    SDK's behaviour on purpose."""
+
+    async def try_end(url: str) -> int | None:
+        plain = await RoomClient.connect(url, make_token(roomId="end", participantId="plain"))
+        try:
+            await plain.join("end", "plain")
+            try:
+                await plain.request("end")
+                return None
+            except RoomError as error:
+                return error.code
+        finally:
+            await plain.close()
+
+    results = {}
+    for name, extra in [("default", []), ("anyone-may-end", ["--anyone-may-end"])]:
+        port = free_port()
+        proc = start_room_server(port, free_port(), SECRET, extra_args=extra)
+        try:
+            results[name] = asyncio.run(asyncio.wait_for(try_end(f"ws://127.0.0.1:{port}/v1/rtc"), 30))
+        finally:
+            kill_process(proc)
+    assert results == {"default": 4024, "anyone-may-end": None}
