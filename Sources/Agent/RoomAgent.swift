@@ -26,6 +26,10 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     /// Which stage invites the agent follows.
     public enum InvitePolicy: Sendable, Equatable {
+        /// Invites from participants on stage (`SEND_AND_RECV`) or holding `allow_mod` (as the
+        /// server reports in `senderIsModerator`): the default, since anyone may publish an invite.
+        case trusted
+        /// Every invite.
         case yes
         case no
         /// Only invites sent by these participant ids.
@@ -53,7 +57,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         public var kinds: Set<MediaKind> = [.audio, .video]
         /// At most this many webcams are consumed (nil: no limit). Audio is not limited.
         public var maxVideo: Int?
-        public var acceptInvites: InvitePolicy = .yes
+        public var acceptInvites: InvitePolicy = .trusted
         /// Directory for the recordings plus `manifest.json`; nil records nothing.
         public var recordDirectory: String?
         /// Container(s) of the recordings.
@@ -660,6 +664,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         }
         let accepted: Bool
         switch options.acceptInvites {
+        case .trusted:
+            accepted =
+                message.senderIsModerator || room.participants[message.senderId]?.mode == .SEND_AND_RECV
         case .yes: accepted = true
         case .no: accepted = false
         case .from(let ids): accepted = ids.contains(message.senderId)

@@ -9,11 +9,12 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     public var listenPort: UInt16 = 7880
     /// IP the SFU binds its media sockets to and announces in ICE candidates (nil: the listen host).
     public var mediaAddress: String?
-    /// UDP ports the SFU may bind (inclusive). The SFU uses one port per WebRTC connection (each
-    /// participant has up to two: publish and subscribe), so the range bounds the connections;
-    /// `udpPortLow = 0` means ephemeral ports.
+    /// UDP ports the SFU may bind (inclusive). The default is one port shared by every WebRTC
+    /// connection (demultiplexed by ICE ufrag), so connections are not limited by ports. A wider
+    /// range gives each connection its own port (each participant has up to two: publish and
+    /// subscribe), so the range bounds the connections; `udpPortLow = 0` means ephemeral ports.
     public var udpPortLow: UInt16 = 7882
-    public var udpPortHigh: UInt16 = 7981
+    public var udpPortHigh: UInt16 = 7882
     /// HS256 secret for room tokens. Nil makes ``RoomServer`` generate a dev secret at start.
     public var secret: String?
     /// Joined participants per room; a further join gets 4009 `MAX_PARTCIPANT_REACHED`.
@@ -43,6 +44,29 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// Cluster mode: how long a join waits for its room to be placed (Redis unreachable, owner
     /// node gone and not yet expired) before it is refused with 3047.
     public var clusterPlacementTimeoutSeconds: Double = 15
+
+    // MARK: Hardening limits (docs/protocol.md, "Limits")
+
+    /// When false (the default) `end` needs `allow_mod` (else 4024); true lets every participant end
+    /// the room, as the hosted SDK does (`serve --anyone-may-end`).
+    public var anyoneMayEnd: Bool = false
+    /// Longest accepted token lifetime, `exp` minus `iat` (or minus now without `iat`); longer → 4002.
+    public var maxTokenLifetimeSeconds: Double = 24 * 3600
+    /// Live rooms; a join that would open a further room gets 4009.
+    public var maxRooms: Int = 1000
+    /// Stored PubSub history per room, counting every stored byte; the oldest messages of the room
+    /// are dropped to make space.
+    public var maxPubSubHistoryBytesPerRoom: Int = 512 * 1024
+    /// Stored PubSub history over all rooms; a persisted publish beyond it gets 4087.
+    public var maxPubSubHistoryBytesTotal: Int = 64 * 1024 * 1024
+    /// Unsent output per signalling connection; a client that does not read past it is closed
+    /// with WebSocket code 1013.
+    public var maxQueuedOutputBytes: Int = 1024 * 1024
+    /// Seconds a lobby entry waits for `respondEntry`; then its join fails with 3047.
+    public var lobbyTimeoutSeconds: Double = 300
+    /// SSRCs a publisher may create receive state for (per connection); packets of further SSRCs
+    /// are dropped.
+    public var maxSSRCsPerPublisher: Int = 32
 
     public init() {}
 
@@ -83,6 +107,17 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         clusterPlacementTimeoutSeconds =
             try c.decodeIfPresent(Double.self, forKey: .clusterPlacementTimeoutSeconds)
             ?? d.clusterPlacementTimeoutSeconds
+        anyoneMayEnd = try c.decodeIfPresent(Bool.self, forKey: .anyoneMayEnd) ?? d.anyoneMayEnd
+        maxTokenLifetimeSeconds =
+            try c.decodeIfPresent(Double.self, forKey: .maxTokenLifetimeSeconds) ?? d.maxTokenLifetimeSeconds
+        maxRooms = try c.decodeIfPresent(Int.self, forKey: .maxRooms) ?? d.maxRooms
+        maxPubSubHistoryBytesPerRoom =
+            try c.decodeIfPresent(Int.self, forKey: .maxPubSubHistoryBytesPerRoom) ?? d.maxPubSubHistoryBytesPerRoom
+        maxPubSubHistoryBytesTotal =
+            try c.decodeIfPresent(Int.self, forKey: .maxPubSubHistoryBytesTotal) ?? d.maxPubSubHistoryBytesTotal
+        maxQueuedOutputBytes = try c.decodeIfPresent(Int.self, forKey: .maxQueuedOutputBytes) ?? d.maxQueuedOutputBytes
+        lobbyTimeoutSeconds = try c.decodeIfPresent(Double.self, forKey: .lobbyTimeoutSeconds) ?? d.lobbyTimeoutSeconds
+        maxSSRCsPerPublisher = try c.decodeIfPresent(Int.self, forKey: .maxSSRCsPerPublisher) ?? d.maxSSRCsPerPublisher
     }
 
     /// Checks ranges; returns a description of the first problem, or nil.
@@ -101,6 +136,12 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
             return "bad abuse/join limits"
         }
         if let secret, secret.isEmpty { return "secret must not be empty" }
+        if !(maxTokenLifetimeSeconds > 0) || maxRooms < 1 || maxPubSubHistoryBytesPerRoom < 0
+            || maxPubSubHistoryBytesTotal < 0 || maxQueuedOutputBytes < 16 * 1024 || !(lobbyTimeoutSeconds > 0)
+            || maxSSRCsPerPublisher < 1
+        {
+            return "bad hardening limits (token lifetime, rooms, history bytes, output queue >= 16 KiB, lobby, SSRCs)"
+        }
         return nil
     }
 }

@@ -14,12 +14,14 @@ final class RoomMedia: @unchecked Sendable {
     /// wait for them synchronously (so requests stay strictly ordered).
     private let executor = DispatchTaskExecutor(label: "room.media.executor")
 
-    init(configuration: RoomServerConfiguration, server: RoomServer) {
+    init(configuration: RoomServerConfiguration, server: RoomServer) throws(EventLoopError) {
         let address = configuration.mediaAddress ?? configuration.listenHost
         // Port 0 (low end) means ephemeral ports, one per connection.
         let range: ClosedRange<UInt16>? =
             configuration.udpPortLow == 0 ? nil : configuration.udpPortLow...configuration.udpPortHigh
-        sfu = SFU(configuration: SFUConfiguration(mediaAddresses: [address], portRange: range, loopName: "room-sfu"))
+        var sfuConfiguration = SFUConfiguration(mediaAddresses: [address], portRange: range, loopName: "room-sfu")
+        sfuConfiguration.maxSSRCsPerConnection = configuration.maxSSRCsPerPublisher
+        sfu = try SFU.make(configuration: sfuConfiguration)
         let pending = self.pendingRenegotiations
         sfu.onRenegotiationNeeded = { [weak server] key in
             guard let server, let (roomId, participantId) = RoomMedia.split(key),
@@ -60,6 +62,8 @@ final class RoomMedia: @unchecked Sendable {
         }
         switch result {
         case .success(let value): return value
+        case .failure(let error as SFUError) where error == .restartAddsMLines:
+            throw RoomError(3073, "\(what): \(error.description)")
         case .failure(let error as SFUError): throw RoomError(5000, "\(what): \(error.description)")
         case .failure(let error): throw RoomError(5000, "\(what): \(error)")
         }

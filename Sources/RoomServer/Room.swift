@@ -19,7 +19,7 @@ final class Room: @unchecked Sendable {
     private var lobby: [String: (session: ClientSession, request: JoinRequest)] = [:]
     private var pins: [String: (cam: Bool, share: Bool)] = [:]
     private var presenterId: String?
-    private var history: [String: [PubSubMessage]] = [:]
+    private var history = PubSubHistory()
     private var speakerDetector = SpeakerDetector()
     private var speakerPolling = false
 
@@ -65,7 +65,10 @@ final class Room: @unchecked Sendable {
             return
         }
         guard !session.isClosed else { return closeIfEmpty() }
-        server.registerEndRoute(roomId: id)
+        if let refusal = takeoverRefusal(request) {
+            server.refuseJoin(session: session, id: request.id, error: refusal)
+            return closeIfEmpty()
+        }
         if request.permissions.contains("ask_join") {
             guard lobby[request.participantId] != nil || lobby.count < configuration.maxParticipantsPerRoom else {
                 server.refuseJoin(
@@ -74,6 +77,7 @@ final class Room: @unchecked Sendable {
             }
             lobby[request.participantId]?.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
             lobby[request.participantId] = (session, request)
+            expireLobbyEntry(request.participantId, session: session)
             let data: JSONValue = ["participantId": .string(request.participantId), "name": .string(request.name)]
             for p in participantsInOrder where p.permissions.contains("allow_join") {
                 p.session.notify("entryRequested", data)
@@ -84,6 +88,10 @@ final class Room: @unchecked Sendable {
     }
 
     private func admit(session: ClientSession, request: JoinRequest) {
+        if let refusal = takeoverRefusal(request) {
+            server.refuseJoin(session: session, id: request.id, error: refusal)
+            return closeIfEmpty()
+        }
         if let old = participants[request.participantId] {
             old.session.notify(
                 "error", RoomError(4005, "participant '\(old.id)' joined from another connection").errorJSON)
@@ -163,6 +171,7 @@ final class Room: @unchecked Sendable {
         guard !closed, participants.isEmpty, lobby.isEmpty else { return }
         closed = true
         server.roomClosed(self)
+        dropAllHistory()
     }
 
     /// Ends the room for everyone (`end`, the admin API, server stop).
@@ -184,7 +193,7 @@ final class Room: @unchecked Sendable {
         }
         participants.removeAll()
         lobby.removeAll()
-        history.removeAll()
+        dropAllHistory()
     }
 
     // MARK: Requests
@@ -236,6 +245,9 @@ final class Room: @unchecked Sendable {
             closeIfEmpty()
             return nil
         case "end":
+            guard configuration.anyoneMayEnd || p.permissions.contains("allow_mod") else {
+                throw RoomError(4024, "ending the room needs the allow_mod permission")
+            }
             p.session.respond(id, [:])
             close(reason: .roomClose)
             return nil
@@ -608,7 +620,7 @@ final class Room: @unchecked Sendable {
         do { offer = try SessionDescription.parse(sdpText) } catch {
             throw .invalidParameter("sdp is not a valid offer: \(error)")
         }
-        guard let media = server.media() else { throw RoomError(3047, "the server is shutting down") }
+        let media = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
         let sources: [SFUMediaSource] = kinds.map {
             switch $0 {
@@ -632,6 +644,7 @@ final class Room: @unchecked Sendable {
                 let producerId = info.id
                 _ = try? media.call("closeProducer") { try await $0.closeProducer(producerId) }
             }
+            _ = try? media.call("closePublishConnection") { await $0.closePublishConnectionIfUnused(key) }
             throw .invalidParameter(
                 "the offer's new m-lines (\(infos.map(\.kind.rawValue))) do not match tracks \(kinds.map(\.rawValue))")
         }
@@ -695,7 +708,7 @@ final class Room: @unchecked Sendable {
         do { answer = try SessionDescription.parse(sdpText) } catch {
             throw .invalidParameter("sdp is not a valid answer: \(error)")
         }
-        guard let media = server.media() else { throw RoomError(3047, "the server is shutting down") }
+        let media = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
         try media.call("subscriberAnswer") { try await $0.subscriberAnswer(participantID: key, answer: answer) }
         p.subscribe.outstanding = false
@@ -785,23 +798,22 @@ final class Room: @unchecked Sendable {
                 sendOnly.append(s)
             }
         }
-        let stored = PubSubMessage(
+        guard sendOnly.count <= configuration.maxParticipantsPerRoom else {
+            throw RoomError(4087, "sendOnly lists more ids than a room can hold")
+        }
+        var stored = PubSubMessage(
             id: makeId("m"), topic: topic, message: message, senderId: p.id, senderName: p.name,
             timestamp: nowMilliseconds(),
-            payload: payload, sendOnly: sendOnly)
-        server.counters.add(pubsub: 1)
+            payload: payload, sendOnly: sendOnly, senderIsModerator: p.permissions.contains("allow_mod"),
+            sequence: server.nextPubSubSequence())
+        stored.measure()
         if persist {
-            guard history[topic] != nil || history.count < configuration.maxPersistedTopicsPerRoom else {
-                throw RoomError(
-                    4087, "the room already stores history for \(configuration.maxPersistedTopicsPerRoom) topics")
-            }
-            var list = history[topic] ?? []
-            list.append(stored)
-            if list.count > configuration.pubsubHistoryLimit {
-                list.removeFirst(list.count - configuration.pubsubHistoryLimit)
-            }
-            history[topic] = list.isEmpty ? nil : list
+            let server = self.server
+            try history.store(
+                stored, configuration: configuration, reserve: { server.reserveHistoryBytes($0) },
+                release: { server.releaseHistoryBytes($0) })
         }
+        server.counters.add(pubsub: 1)
         let json = stored.json
         for other in participantsInOrder where other.topics.contains(topic) && stored.isVisible(to: other.id) {
             other.session.notify("pubsubMessage", json)
@@ -819,7 +831,7 @@ final class Room: @unchecked Sendable {
             }
             p.topics.insert(topic)
         }
-        let visible = (history[topic] ?? []).filter { $0.isVisible(to: p.id) }
+        let visible = history.messages(topic).filter { $0.isVisible(to: p.id) }
         p.session.respond(requestId, ["topic": .string(topic), "historyCount": .number(Double(visible.count))])
         let batch = configuration.pubsubHistoryBatchSize
         var start = 0
@@ -945,6 +957,47 @@ final class Room: @unchecked Sendable {
             server.refuseJoin(session: entry.session, id: entry.request.id, error: RoomError(3047, "entry was denied"))
         }
         return event
+    }
+}
+
+// MARK: Identity, lobby expiry, history release
+
+extension Room {
+    /// Replacing a participant (or lobby entry) needs a token bound to its id; a token without
+    /// `participantId` may only take free ids (4005 otherwise).
+    fileprivate func takeoverRefusal(_ request: JoinRequest) -> RoomError? {
+        guard !request.idBoundByToken, isTaken(request.participantId) else { return nil }
+        return RoomError(
+            4005,
+            "participant id '\(request.participantId)' is in use; replacing it needs a token bound to that id")
+    }
+
+    private func isTaken(_ participantId: String) -> Bool {
+        participants[participantId] != nil || lobby[participantId] != nil
+    }
+
+    /// A lobby entry nobody answers within `lobbyTimeoutSeconds` fails with 3047; `allow_join`
+    /// holders see `entryResponded {decision: "timeout"}`.
+    fileprivate func expireLobbyEntry(_ participantId: String, session: ClientSession) {
+        queue.asyncAfter(deadline: .now() + configuration.lobbyTimeoutSeconds) { [self] in
+            guard !closed, let entry = lobby[participantId], entry.session === session else { return }
+            lobby[participantId] = nil
+            let event: JSONValue = ["participantId": .string(participantId), "decision": "timeout"]
+            for p in participantsInOrder where p.permissions.contains("allow_join") {
+                p.session.notify("entryResponded", event)
+            }
+            server.refuseJoin(
+                session: session, id: entry.request.id,
+                error: RoomError(
+                    3047, "nobody answered the entry request within \(Int(configuration.lobbyTimeoutSeconds)) s"))
+            closeIfEmpty()
+        }
+    }
+
+    /// Returns the room's stored history bytes to the server-wide budget.
+    fileprivate func dropAllHistory() {
+        let server = self.server
+        history.removeAll { server.releaseHistoryBytes($0) }
     }
 }
 

@@ -118,12 +118,28 @@ struct PubSubMessage {
     var timestamp: Int64
     var payload: JSONValue?
     var sendOnly: [String]
+    /// Whether the sender held `allow_mod` when it published (lets clients judge stage invites).
+    var senderIsModerator = false
+    /// Publication order within the server (history eviction picks the smallest).
+    var sequence: UInt64 = 0
+    /// Bytes this message holds while stored: every string and the payload, plus fixed overhead.
+    var storedBytes = 0
+
+    /// Fixed per-message cost added to the strings (struct, array slots, timestamp, sequence).
+    static let overheadBytes = 96
+
+    mutating func measure() {
+        storedBytes =
+            Self.overheadBytes + id.utf8.count + topic.utf8.count + message.utf8.count + senderId.utf8.count
+            + senderName.utf8.count + (payload?.jsonString.utf8.count ?? 0)
+            + sendOnly.reduce(0) { $0 + $1.utf8.count + 16 }
+    }
 
     var json: JSONValue {
         var o: [String: JSONValue] = [
             "id": .string(id), "topic": .string(topic), "message": .string(message), "senderId": .string(senderId),
             "senderName": .string(senderName), "timestamp": .number(Double(timestamp)),
-            "sendOnly": .array(sendOnly.map(JSONValue.string)),
+            "sendOnly": .array(sendOnly.map(JSONValue.string)), "senderIsModerator": .bool(senderIsModerator),
         ]
         if let payload { o["payload"] = payload }
         return .object(o)

@@ -24,10 +24,11 @@ final class ServerCounters: @unchecked Sendable {
     private(set) var abuseClosures = 0
     private(set) var pubsubMessages = 0
     private(set) var joins = 0
+    private(set) var slowReaders = 0
 
     func add(
         connections c: Int = 0, received: Int = 0, sent: Int = 0, errors: Int = 0, abuseClosures a: Int = 0,
-        pubsub: Int = 0, joins j: Int = 0
+        pubsub: Int = 0, joins j: Int = 0, slowReaders s: Int = 0
     ) {
         lock.lock()
         connections += c
@@ -37,6 +38,7 @@ final class ServerCounters: @unchecked Sendable {
         abuseClosures += a
         pubsubMessages += pubsub
         joins += j
+        slowReaders += s
         lock.unlock()
     }
 
@@ -45,7 +47,7 @@ final class ServerCounters: @unchecked Sendable {
         defer { lock.unlock() }
         return [
             "connections": connections, "received": messagesReceived, "sent": messagesSent, "errors": errorResponses,
-            "abuse": abuseClosures, "pubsub": pubsubMessages, "joins": joins,
+            "abuse": abuseClosures, "pubsub": pubsubMessages, "joins": joins, "slowReaders": slowReaders,
         ]
     }
 }
@@ -94,7 +96,8 @@ public final class RoomServer: @unchecked Sendable {
     private var relayedConnections = 0
     private var hooks: RoomMediaHooks?
     private var rooms: [String: Room] = [:]
-    private var registeredEndRoutes: Set<String> = []
+    /// Stored PubSub history bytes over all rooms (bounded by `maxPubSubHistoryBytesTotal`).
+    private var historyBytesTotal = 0
     private var http: HTTPServer?
     private var stopping = false
     private var mediaPlane: RoomMedia?
@@ -119,15 +122,25 @@ public final class RoomServer: @unchecked Sendable {
         return body()
     }
 
-    /// The server's SFU, created on the first media request (one per server, shared by all rooms).
-    func media() -> RoomMedia? {
-        locked {
-            if stopping { return nil }
-            if let m = mediaPlane { return m }
-            let m = RoomMedia(configuration: configuration, server: self)
-            mediaPlane = m
-            return m
+    /// The server's SFU, created on the first media request (one per server, shared by all rooms);
+    /// nil while stopping or when it cannot be created now.
+    func media() -> RoomMedia? { try? requireMedia() }
+
+    /// The SFU, or the error a media request gets: 3047 while stopping, 5000 when it cannot be
+    /// created (e.g. the process is out of file descriptors; a later request tries again).
+    func requireMedia() throws(RoomError) -> RoomMedia {
+        let result: Result<RoomMedia, RoomError> = locked {
+            if stopping { return .failure(RoomError(3047, "the server is shutting down")) }
+            if let m = mediaPlane { return .success(m) }
+            do {
+                let m = try RoomMedia(configuration: configuration, server: self)
+                mediaPlane = m
+                return .success(m)
+            } catch {
+                return .failure(RoomError(5000, "the media server cannot start: \(error)"))
+            }
         }
+        return try result.get()
     }
 
     /// The SFU if one has been started (nil until the first SDP-carrying request).
@@ -145,7 +158,11 @@ public final class RoomServer: @unchecked Sendable {
         var httpConfiguration = HTTPServerConfiguration()
         // Messages between our limit and this one get a 3073 answer; only larger ones close (1009).
         httpConfiguration.webSocket = WebSocketConfiguration(
-            maxMessageBytes: configuration.maxMessageBytes + 1024 * 1024, idlePingSeconds: 30)
+            maxMessageBytes: configuration.maxMessageBytes + 1024 * 1024,
+            maxWriteBufferBytes: configuration.maxQueuedOutputBytes, idlePingSeconds: 30)
+        httpConfiguration.webSocket.writeOverflowCloseCode = RoomServer.slowReaderCloseCode
+        // Plain HTTP too: a client pipelining requests without reading is dropped at the same bound.
+        httpConfiguration.maxWriteBufferBytes = configuration.maxQueuedOutputBytes
         let server = HTTPServer(
             host: configuration.listenHost, port: configuration.listenPort, configuration: httpConfiguration)
         installRoutes(on: server)
@@ -183,17 +200,48 @@ public final class RoomServer: @unchecked Sendable {
 
     // MARK: Rooms
 
-    /// The live room `id`, created on first use.
-    func room(for id: String) -> Room? {
-        locked {
-            if stopping { return nil }
-            if let r = rooms[id] { return r }
+    /// WebSocket close code for a client that stopped reading (its unsent output passed
+    /// `maxQueuedOutputBytes`): 1013 "try again later".
+    public static let slowReaderCloseCode: UInt16 = 1013
+
+    /// The live room `id`, created on first use; 3047 while stopping, 4009 when `maxRooms` are open.
+    func room(for id: String) throws(RoomError) -> Room {
+        let result: Result<Room, RoomError> = locked {
+            if stopping { return .failure(RoomError(3047, "the server is shutting down")) }
+            if let r = rooms[id] { return .success(r) }
+            guard rooms.count < configuration.maxRooms else {
+                return .failure(RoomError(4009, "the server has reached its limit of \(configuration.maxRooms) rooms"))
+            }
             let r = Room(id: id, server: self, configuration: configuration, hooks: hooks)
             rooms[id] = r
             roomDirectory?.roomOpened(id)
-            return r
+            return .success(r)
+        }
+        return try result.get()
+    }
+
+    /// Takes `bytes` of the server-wide PubSub history budget; false when it is spent.
+    func reserveHistoryBytes(_ bytes: Int) -> Bool {
+        locked {
+            guard historyBytesTotal + bytes <= configuration.maxPubSubHistoryBytesTotal else { return false }
+            historyBytesTotal += bytes
+            return true
         }
     }
+
+    func releaseHistoryBytes(_ bytes: Int) { locked { historyBytesTotal -= bytes } }
+
+    private var pubsubSequence: UInt64 = 0
+    /// A server-wide increasing number for ordering stored PubSub messages.
+    func nextPubSubSequence() -> UInt64 {
+        locked {
+            pubsubSequence += 1
+            return pubsubSequence
+        }
+    }
+
+    /// Stored PubSub history bytes over all rooms.
+    public var pubsubHistoryBytes: Int { locked { historyBytesTotal } }
 
     func roomClosed(_ room: Room) {
         let directory: RoomDirectory? = locked {
@@ -233,7 +281,9 @@ public final class RoomServer: @unchecked Sendable {
         }
         let request: JoinRequest
         do {
-            request = try JoinRequest.parse(id: id, data: data, session: session, secret: secret)
+            request = try JoinRequest.parse(
+                id: id, data: data, session: session, secret: secret,
+                maxTokenLifetime: configuration.maxTokenLifetimeSeconds)
         } catch {
             return refuseJoin(session: session, id: id, error: error)
         }
@@ -250,8 +300,9 @@ public final class RoomServer: @unchecked Sendable {
     }
 
     private func admitLocally(session: ClientSession, request: JoinRequest) {
-        guard let room = room(for: request.roomId) else {
-            return refuseJoin(session: session, id: request.id, error: RoomError(3047, "the server is shutting down"))
+        let room: Room
+        do { room = try self.room(for: request.roomId) } catch {
+            return refuseJoin(session: session, id: request.id, error: error)
         }
         session.assign(room: room)
         room.enqueue { room.join(session: session, request: request) }
@@ -312,7 +363,10 @@ public final class RoomServer: @unchecked Sendable {
                 connection.onBinary = { _ in
                     session.reject(.null, RoomError(3073, "binary messages are not part of the protocol"))
                 }
-                connection.onClose = { _, _ in session.closed() }
+                connection.onClose = { code, _ in
+                    if code == RoomServer.slowReaderCloseCode { self.counters.add(slowReaders: 1) }
+                    session.closed()
+                }
                 let timeout = self.configuration.joinTimeoutSeconds
                 DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
                     if session.currentPhase == .new {
@@ -332,10 +386,15 @@ public final class RoomServer: @unchecked Sendable {
         server.route(method: "GET", path: "/v1/rooms") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
             if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
-            var list = await self.roomSummaries().map(\.json)
+            // A token scoped to one room lists only that room.
+            let scope = bearerToken(request).flatMap {
+                try? RoomToken.verify($0, secret: self.secret, maxLifetime: self.configuration.maxTokenLifetimeSeconds)
+            }?.roomId
+            var list = await self.roomSummaries().filter { scope == nil || $0.roomId == scope }.map(\.json)
             if let directory = self.directory {
                 let here = Set(list.compactMap { $0["roomId"]?.stringValue })
-                for remote in await directory.remoteRooms() where !here.contains(remote.roomId) {
+                for remote in await directory.remoteRooms()
+                where !here.contains(remote.roomId) && (scope == nil || remote.roomId == scope) {
                     list.append(remote.json)
                 }
             }
@@ -358,15 +417,14 @@ public final class RoomServer: @unchecked Sendable {
             if let forwarded = await self.forwardToOwner(request, roomId: roomId) { return forwarded }
             return self.adminEnd(request, roomId: roomId)
         }
-    }
-
-    /// `POST /v1/rooms/{id}/end`: the HTTP server matches exact paths, so the route is added when
-    /// the room is first created (it answers 404 once the room is gone).
-    func registerEndRoute(roomId: String) {
-        let (server, isNew): (HTTPServer?, Bool) = locked { (http, registeredEndRoutes.insert(roomId).inserted) }
-        guard isNew, let server else { return }
-        server.route(method: "POST", path: "/v1/rooms/\(roomId)/end") { [weak self] request in
+        // `POST /v1/rooms/{id}/end`: one prefix route for every room, so no per-room table grows.
+        server.route(method: "POST", pathPrefix: "/v1/rooms/") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
+            let rest = request.path.dropFirst("/v1/rooms/".count)
+            guard rest.hasSuffix("/end"), case let roomId = String(rest.dropLast("/end".count)),
+                isValidIdentifier(roomId)
+            else { return adminError(404, RoomError(4003, "no such admin route")) }
+            if let forwarded = await self.forwardToOwner(request, roomId: roomId) { return forwarded }
             return self.adminEnd(request, roomId: roomId)
         }
     }
@@ -406,7 +464,7 @@ public final class RoomServer: @unchecked Sendable {
         }
         let token: RoomToken
         do {
-            token = try RoomToken.verify(jwt, secret: secret)
+            token = try RoomToken.verify(jwt, secret: secret, maxLifetime: configuration.maxTokenLifetimeSeconds)
         } catch {
             return adminError(401, RoomError(error.code, error.description))
         }
@@ -447,6 +505,10 @@ public final class RoomServer: @unchecked Sendable {
         metric("understudy_signaling_errors_total", "counter", "Error responses sent.", c["errors"] ?? 0)
         metric("understudy_signaling_abuse_closures_total", "counter", "Connections closed for abuse.", c["abuse"] ?? 0)
         metric("understudy_pubsub_messages_total", "counter", "PubSub messages published.", c["pubsub"] ?? 0)
+        metric(
+            "understudy_signaling_slow_reader_closures_total", "counter",
+            "Connections closed (1013) because the client stopped reading.", c["slowReaders"] ?? 0)
+        metric("understudy_pubsub_history_bytes", "gauge", "Stored PubSub history bytes.", pubsubHistoryBytes)
         // Media counters come from the SFU (zero until it starts).
         let media = await locked({ mediaPlane })?.sfu.counterSnapshot() ?? SFUCounters()
         func clamp(_ v: UInt64) -> Int { Int(clamping: v) }
@@ -543,8 +605,13 @@ struct JoinRequest: Sendable {
     var camEnabled: Bool
     var autoConsume: Bool
     var permissions: Set<String>
+    /// True when the token's `participantId` claim names this id: only such a join may replace a
+    /// participant already in the room.
+    var idBoundByToken: Bool
 
-    static func parse(id: JSONValue, data: JSONValue, session: ClientSession, secret: String) throws(RoomError)
+    static func parse(
+        id: JSONValue, data: JSONValue, session: ClientSession, secret: String, maxTokenLifetime: Double
+    ) throws(RoomError)
         -> JoinRequest
     {
         let version = try data.optionalInt("protocolVersion") ?? RoomServer.protocolVersion
@@ -555,7 +622,7 @@ struct JoinRequest: Sendable {
         let jwt = try data.optionalString("token", maxLength: 8192) ?? session.queryToken ?? ""
         let token: RoomToken
         do {
-            token = try RoomToken.verify(jwt, secret: secret)
+            token = try RoomToken.verify(jwt, secret: secret, maxLifetime: maxTokenLifetime)
         } catch {
             throw RoomError(error.code, error.description)
         }
@@ -592,6 +659,6 @@ struct JoinRequest: Sendable {
             isAgent: isAgent, agentId: agentId, micEnabled: try data.optionalBool("micEnabled") ?? true,
             camEnabled: try data.optionalBool("camEnabled") ?? true,
             autoConsume: try data.optionalBool("autoConsume") ?? true,
-            permissions: Set(token.permissions))
+            permissions: Set(token.permissions), idBoundByToken: token.participantId == participantId)
     }
 }

@@ -87,6 +87,7 @@ extension PubSubMessage {
             senderId: json["senderId"]?.stringValue ?? "", senderName: json["senderName"]?.stringValue ?? "",
             timestamp: json["timestamp"]?.intValue ?? 0,
             payloadJSON: json["payload"].flatMap { $0.isNull ? nil : $0.jsonString },
-            sendOnly: (json["sendOnly"]?.arrayValue ?? []).compactMap(\.stringValue))
+            sendOnly: (json["sendOnly"]?.arrayValue ?? []).compactMap(\.stringValue),
+            senderIsModerator: json["senderIsModerator"]?.boolValue ?? false)
     }
 }

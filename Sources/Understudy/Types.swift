@@ -88,4 +88,7 @@ public struct PubSubMessage: Sendable, Hashable {
     /// The publisher's payload, untouched (nil when none was sent).
     public var payloadJSON: String?
     public var sendOnly: [String]
+    /// Set by the server: whether the sender held `allow_mod` when it published (an Understudy
+    /// server extension; false from servers that do not send it). Lets a client judge stage invites.
+    public var senderIsModerator: Bool = false
 }

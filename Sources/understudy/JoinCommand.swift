@@ -16,13 +16,15 @@ func signalingURL(_ server: String) throws(Arguments.Failure) -> String {
 }
 
 /// `--token T`, or a token signed here from `--secret S` for `room`.
-func roomToken(_ a: Arguments, room: String, participant: String?) throws(Arguments.Failure) -> String {
+func roomToken(
+    _ a: Arguments, room: String, participant: String?, permissions: [String] = ["allow_join"]
+) throws(Arguments.Failure) -> String {
     if let t = a.value("--token") { return t }
     guard let secret = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"], !secret.isEmpty
     else { throw .missingValue("--token or --secret") }
     return RoomToken.sign(
         RoomToken(
-            apikey: "understudy", permissions: ["allow_join"], roomId: room, participantId: participant,
+            apikey: "understudy", permissions: permissions, roomId: room, participantId: participant,
             lifetime: 6 * 3600),
         secret: secret)
 }
@@ -74,10 +76,15 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
     if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
     let url = try signalingURL(try required(a, "--server"))
     let roomId = try required(a, "--room")
-    let token = try roomToken(a, room: roomId, participant: a.value("--id"))
+    // A token signed here is bound to the participant id (one is made up when --id is absent),
+    // so that a rejoin after a dropped connection may replace the stale participant.
+    let participantId =
+        a.value("--id")
+        ?? (a.value("--token") == nil ? "understudy-" + String(UInt32.random(in: 0...UInt32.max), radix: 36) : nil)
+    let token = try roomToken(a, room: roomId, participant: participantId)
     var options = RoomAgent.Options(roomId: roomId, token: token, signalingURL: url)
     options.participantName = a.value("--name") ?? "understudy"
-    options.participantId = a.value("--id")
+    options.participantId = participantId
     options.asAgent = a.flag("--agent")
     options.mode = try parseMode(a.value("--mode"), default: .RECV_ONLY, option: "--mode")
     switch a.value("--consume") ?? "all" {
@@ -100,14 +107,15 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
         }
         options.kinds = set
     }
-    switch a.value("--accept-invites") ?? "yes" {
+    switch a.value("--accept-invites") ?? "trusted" {
+    case "trusted": options.acceptInvites = .trusted
     case "yes": options.acceptInvites = .yes
     case "no": options.acceptInvites = .no
     case let v where v.hasPrefix("from:"):
         let list = idList(v.dropFirst(5))
         guard !list.isEmpty else { throw Arguments.Failure.badValue("--accept-invites", "empty id list") }
         options.acceptInvites = .from(list)
-    case let v: throw Arguments.Failure.badValue("--accept-invites", "'\(v)' is not yes, no or from:ID,ID")
+    case let v: throw Arguments.Failure.badValue("--accept-invites", "'\(v)' is not trusted, yes, no or from:ID,ID")
     }
     if let max = a.value("--max-video") {
         guard let n = Int(max), n >= 0 else {
@@ -209,7 +217,9 @@ func runInvite(_ args: [String]) async {
         let roomId = try required(a, "--room")
         let target = try required(a, "--participant")
         let mode = try parseMode(a.value("--mode"), default: .SEND_AND_RECV, option: "--mode")
-        let token = try roomToken(a, room: roomId, participant: nil)
+        // Whoever holds the secret is the operator: its invite is a moderator's (allow_mod), which
+        // agents with the default `--accept-invites trusted` follow.
+        let token = try roomToken(a, room: roomId, participant: nil, permissions: ["allow_join", "allow_mod"])
         try await RoomAgentTools.invite(
             roomId: roomId, token: token, signalingURL: url, participantId: target, mode: mode)
         logLine("invited \(target) to \(mode.rawValue)")

@@ -27,9 +27,9 @@ func runServe(_ args: [String]) async {
             args,
             valueOptions: [
                 "--listen", "--media-address", "--udp-port", "--udp-ports", "--config", "--secret", "--redis",
-                "--node-id",
-                "--advertise",
-            ])
+                "--node-id", "--advertise",
+            ],
+            switches: ["--anyone-may-end"])
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         var configuration = RoomServerConfiguration()
         if let path = a.value("--config") {
@@ -66,6 +66,8 @@ func runServe(_ args: [String]) async {
             guard !secret.isEmpty else { throw Arguments.Failure.badValue("--secret", "must not be empty") }
             configuration.secret = secret
         }
+        // Deviation from the hosted SDK: `end` needs allow_mod unless this switch opens it to all.
+        if a.flag("--anyone-may-end") { configuration.anyoneMayEnd = true }
         var clusterRedis: RedisURL?
         if let text = a.value("--redis") {
             do { clusterRedis = try RedisURL(parsing: text) } catch {

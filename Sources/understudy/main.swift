@@ -16,7 +16,7 @@ let usage = """
           publish to a WHIP endpoint (RFC 9725)
       whep URL [--token T] --record FILE.webm|.mkv|.ogg|.ivf [--duration SECONDS]
           play from a WHEP endpoint and record without transcoding
-      serve [--listen HOST:PORT] [--media-address IP] [--udp-port N | --udp-ports A-B] [--config FILE.json] [--secret S]
+      serve [--listen HOST:PORT] [--media-address IP] [--udp-port N | --udp-ports A-B] [--config FILE.json] [--secret S] [--anyone-may-end]
           run the room server (HTTP + WebSocket signalling on 127.0.0.1:7880 by default)
       token --secret S --room R [--participant ID] [--permissions allow_join,allow_mod] [--ttl 2h]
           print an HS256 room token
@@ -24,7 +24,7 @@ let usage = """
           the main job on the embedded server: an agent records a host, is invited on stage, publishes
       bench [--quick] [--out FILE]
           run the performance benchmarks and print ratios against their anchors
-      join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--max-video N] [--accept-invites yes|no|from:ID,ID] [--record DIR] [--record-format webm|ogg+ivf] [--relay rtp://HOST:PORT] [--relay-room ROOM] [--video testsrc|none|FILE] [--audio tone|none|FILE|alsa:DEVICE] [--duration S] [--metrics 127.0.0.1:PORT] [--log-format text|json]
+      join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--max-video N] [--accept-invites trusted|yes|no|from:ID,ID] [--record DIR] [--record-format webm|ogg+ivf] [--relay rtp://HOST:PORT] [--relay-room ROOM] [--video testsrc|none|FILE] [--audio tone|none|FILE|alsa:DEVICE] [--duration S] [--metrics 127.0.0.1:PORT] [--log-format text|json]
           a headless participant: consumes, records, relays, follows stage invites
       invite --server URL --room R --participant ID [--mode SEND_AND_RECV] [--token T | --secret S]
       pubsub publish|subscribe --server URL --room R --topic T [--message M] [--persist] [--token T | --secret S]

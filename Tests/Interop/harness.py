@@ -123,15 +123,21 @@ class AiortcEndpoint:
 
 
 
-def start_room_server(port: int, udp_low: int, secret: str, udp_count: int = 100,
-                      timeout: float = 30) -> subprocess.Popen:
+def start_room_server(port: int, udp_low: int, secret: str, udp_count: int = 1,
+                      timeout: float = 30, extra_args: list[str] | None = None,
+                      preexec_fn=None) -> subprocess.Popen:
     """`understudy serve` on 127.0.0.1:port with `secret`, once /healthz answers 200.
 
-    Its output goes to a pipe, read only when it exits early (for the failure message)."""
+    Media goes through one shared UDP port (`udp_low`, the server's default mode) unless
+    `udp_count` > 1 asks for a range with one port per connection. Its output goes to a pipe,
+    read only when it exits early (for the failure message)."""
+    ports = (["--udp-port", str(udp_low)] if udp_count == 1
+             else ["--udp-ports", f"{udp_low}-{udp_low + udp_count - 1}"])
     proc = subprocess.Popen(
-        [understudy_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--secret", secret,
-         "--udp-ports", f"{udp_low}-{udp_low + udp_count - 1}"],
+        [understudy_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--secret", secret, *ports,
+         *(extra_args or [])],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=preexec_fn,
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -257,6 +257,39 @@ private func expectAgreement(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoi
         #expect(learned)
     }
 
+    /// Attributes appended after MESSAGE-INTEGRITY are not covered by it: an ICE-CONTROLLED added
+    /// there must not cause a role conflict (487); the signed part alone is answered.
+    @Test func attributesAfterMessageIntegrityAreIgnored() async throws {
+        let loop = EventLoop(name: "ice-after-mi")
+        defer { loop.shutdown() }
+        let endpoint = ICEEndpoint()
+        let raw = RawSTUNPeer()
+        let agentSocket = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: endpoint)
+        let rawSocket = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: raw)
+        let password = "local-password-0123456789"
+        let request = STUNMessage(messageClass: .request, attributes: [.username("ufrag:peer"), .priority(1)])
+        var bytes = request.serialize(integrityKey: Array(password.utf8), fingerprint: false)
+        // ICE-CONTROLLED (0x8029) with the largest tie-breaker, after MESSAGE-INTEGRITY.
+        bytes += [0x80, 0x29, 0x00, 0x08] + [UInt8](repeating: 0xFF, count: 8)
+        let length = bytes.count - 20
+        bytes[2] = UInt8(length >> 8)
+        bytes[3] = UInt8(length & 0xFF)
+        let datagram = bytes
+        await loop.submit {
+            let agent = ICEAgent(role: .controlled, localUfrag: "ufrag", localPassword: password, tieBreaker: 1)
+            agent.addLocalSocket(agentSocket)
+            endpoint.agent = agent
+            rawSocket.send(datagram, to: agentSocket.localAddress)
+        }
+        #expect(await IOTestSupport.wait(loop) { raw.datagrams.count >= 1 })
+        let (response, role) = await loop.submit {
+            (raw.datagrams.first.flatMap { $0.withUnsafeBytes { try? STUNMessage.parse($0) } }, endpoint.agent.role)
+        }
+        #expect(response?.messageClass == .successResponse)
+        #expect(response?.errorCode == nil)
+        #expect(role == .controlled)
+    }
+
     @Test func iceRestartKeepsThePairAndSelectsAgain() async throws {
         let loop = EventLoop(name: "ice-restart")
         defer { loop.shutdown() }

@@ -68,7 +68,8 @@ struct JoinLeaveTests {
         let server = try startServer()
         defer { server.stop() }
         let (a, _) = try await TestClient.joined(server, participant: "alice")
-        let (b, _) = try await TestClient.joined(server, participant: "bob")
+        let (b, _) = try await TestClient.joined(
+            server, participant: "bob", permissions: ["allow_join", "allow_mod"])
         _ = try await b.request("end").get()
         for client in [a, b] {
             let closedEvent = try await client.notification("roomClosed")
@@ -87,7 +88,7 @@ struct JoinLeaveTests {
         defer { server.stop() }
         let (watcher, _) = try await TestClient.joined(server, participant: "watcher")
         let (old, _) = try await TestClient.joined(server, participant: "dup")
-        let (new, _) = try await TestClient.joined(server, participant: "dup")
+        let (new, _) = try await TestClient.joined(server, participant: "dup", bound: true)
         let error = try await old.notification("error")
         #expect(error["code"]?.intValue == 4005)
         #expect(error["name"] == "DUPLICATE_PARTICIPANT")

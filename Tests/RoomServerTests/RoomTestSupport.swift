@@ -56,9 +56,10 @@ final class TestClient: @unchecked Sendable {
     /// Connects and joins; returns the client and the join response data (throws on a refusal).
     static func joined(
         _ server: RoomServer, room: String = "r1", participant: String, permissions: [String] = ["allow_join"],
-        extra: [String: JSONValue] = [:]
+        extra: [String: JSONValue] = [:], bound: Bool = false
     ) async throws -> (TestClient, JSONValue) {
-        let client = try await connect(server, token: token(server, room: room, permissions: permissions))
+        let client = try await connect(
+            server, token: token(server, room: room, participant: bound ? participant : nil, permissions: permissions))
         var data: [String: JSONValue] = [
             "roomId": .string(room), "participantId": .string(participant), "name": .string("name-\(participant)"),
             "protocolVersion": 1,

@@ -22,9 +22,11 @@ func startRoomServer() throws -> RoomServer {
     return server
 }
 
-func sdkToken(_ server: RoomServer, room: String, permissions: [String] = ["allow_join", "allow_mod"]) -> String {
+func sdkToken(
+    _ server: RoomServer, room: String, participant: String? = nil, permissions: [String] = ["allow_join", "allow_mod"]
+) -> String {
     RoomToken.sign(
-        RoomToken(apikey: "test", permissions: permissions, roomId: room, participantId: nil, lifetime: 3600),
+        RoomToken(apikey: "test", permissions: permissions, roomId: room, participantId: participant, lifetime: 3600),
         secret: server.secret)
 }
 
@@ -33,7 +35,8 @@ func makeRoom(
     cam: Bool = false, autoConsume: Bool = true, multiStream: Bool = false
 ) throws -> Room {
     try Understudy.createRoom(
-        roomId: room, token: sdkToken(server, room: room), participantName: "name-\(id)", participantId: id,
+        roomId: room, token: sdkToken(server, room: room, participant: id), participantName: "name-\(id)",
+        participantId: id,
         micEnabled: mic, camEnabled: cam, mode: mode, multiStream: multiStream, autoConsume: autoConsume,
         signalingBaseUrl: server.signalingURL)
 }

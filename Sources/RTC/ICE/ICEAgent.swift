@@ -175,13 +175,14 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     public func handleSTUN(_ bytes: UnsafeRawBufferPointer, from: SocketAddress, socket: UDPSocket) -> Bool {
         guard STUNMessage.looksLikeSTUN(bytes) else { return false }
         guard state != .closed else { return true }
-        let message: STUNMessage
+        var message: STUNMessage
         do {
             message = try STUNMessage.parse(bytes)
         } catch {
             counters.droppedMalformed &+= 1
             return true
         }
+        message.attributes = Self.integrityCovered(message.attributes)
         if message.hasFingerprint && !STUNMessage.verifyFingerprint(bytes) {
             counters.droppedMalformed &+= 1
             return true
@@ -197,6 +198,18 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
             break  // keepalives need no answer
         }
         return true
+    }
+
+    /// The attributes MESSAGE-INTEGRITY covers: those after it are ignored, except FINGERPRINT
+    /// (RFC 8489 §14.5), so an on-path attacker cannot append USE-CANDIDATE or a role attribute.
+    static func integrityCovered(_ attributes: [STUNAttribute]) -> [STUNAttribute] {
+        guard
+            let index = attributes.firstIndex(where: {
+                if case .messageIntegrity = $0 { return true } else { return false }
+            })
+        else { return attributes }
+        return Array(attributes[...index])
+            + attributes[(index + 1)...].filter { if case .fingerprint = $0 { return true } else { return false } }
     }
 
     private func handleRequest(

@@ -60,12 +60,30 @@ public final class EventLoop: @unchecked Sendable {
     private static let epollBatch = 64
     private let events: UnsafeMutableRawPointer
 
-    /// Creates the loop and starts its thread.
-    public init(name: String) {
+    /// Creates the loop and starts its thread; traps when the process has no descriptors left.
+    /// Servers use ``make(name:)``, which reports that as an error instead.
+    public convenience init(name: String) {
+        try! self.init(name: name, reportingFailure: ())
+    }
+
+    /// Creates the loop and starts its thread, or throws when its epoll/eventfd descriptors cannot
+    /// be created (e.g. `EMFILE`: the process is out of file descriptors).
+    public static func make(name: String) throws(EventLoopError) -> EventLoop {
+        try EventLoop(name: name, reportingFailure: ())
+    }
+
+    private init(name: String, reportingFailure: Void) throws(EventLoopError) {
         self.name = name
-        epollFD = sys_epoll_create1(SystemConstants.epollCloexec)
-        wakeFD = sys_eventfd(0, SystemConstants.eventfdNonblock | SystemConstants.eventfdCloexec)
-        precondition(epollFD >= 0 && wakeFD >= 0, "epoll/eventfd creation failed: errno \(errno)")
+        let epoll = sys_epoll_create1(SystemConstants.epollCloexec)
+        let epollErrno = errno
+        let wake = epoll >= 0 ? sys_eventfd(0, SystemConstants.eventfdNonblock | SystemConstants.eventfdCloexec) : -1
+        guard epoll >= 0, wake >= 0 else {
+            let code = epoll < 0 ? epollErrno : errno
+            if epoll >= 0 { Glibc.close(epoll) }
+            throw EventLoopError.cannotCreate(errno: code)
+        }
+        epollFD = epoll
+        wakeFD = wake
         let n = Self.batchSize
         receiveHeaders = .allocate(capacity: n)
         receiveVectors = .allocate(capacity: n)
@@ -412,4 +430,17 @@ public final class EventLoop: @unchecked Sendable {
 struct UncheckedBox<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
+}
+
+/// Why an ``EventLoop`` could not be created.
+public enum EventLoopError: Error, Sendable, CustomStringConvertible {
+    /// epoll or eventfd creation failed with this errno (EMFILE: out of file descriptors).
+    case cannotCreate(errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .cannotCreate(let code):
+            return "cannot create an event loop: \(String(cString: strerror(code))) (errno \(code))"
+        }
+    }
 }

@@ -311,6 +311,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// Binds a new SSRC to a receive stream by mid/rid extension, announced SSRCs, or payload type.
     /// Runs once per new SSRC, not per packet.
     func routeUnknownSSRC(_ packet: UnsafeRawBufferPointer, header: RTPHeader) -> ReceiveStream? {
+        guard receiveBySSRC.count < configuration.maxRemoteSSRCs else { return nil }
         var mid: String?
         var rid: String?
         var isRepair = false

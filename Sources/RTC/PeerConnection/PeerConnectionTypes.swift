@@ -46,6 +46,11 @@ public struct PeerConnectionConfiguration: Sendable {
     /// ICE pacing and consent timers. A client that must notice lost media quickly shortens
     /// `consentInterval` and `disconnectedAfter` (see ``ICETimeouts``).
     public var iceTimeouts = ICETimeouts()
+    /// Remote SSRCs (media and RTX) this connection creates receive state for; packets of further
+    /// SSRCs are dropped (counted as unroutable), so a peer inventing SSRCs cannot grow memory. The
+    /// default leaves room for a subscriber receiving many tracks; the SFU sets a tight bound on
+    /// its publish connections.
+    public var maxRemoteSSRCs = 4096
 
     public init(
         bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,

@@ -58,9 +58,19 @@ public final class SFU: @unchecked Sendable {
     var closed = false
 
     /// Creates an SFU with its own event loop thread.
-    public init(configuration: SFUConfiguration = SFUConfiguration()) {
+    public convenience init(configuration: SFUConfiguration = SFUConfiguration()) {
+        self.init(configuration: configuration, loop: EventLoop(name: configuration.loopName))
+    }
+
+    /// Creates an SFU, or throws when its event loop cannot be created (out of descriptors)
+    /// instead of stopping the process.
+    public static func make(configuration: SFUConfiguration) throws(EventLoopError) -> SFU {
+        SFU(configuration: configuration, loop: try EventLoop.make(name: configuration.loopName))
+    }
+
+    private init(configuration: SFUConfiguration, loop: EventLoop) {
         self.configuration = configuration
-        self.loop = EventLoop(name: configuration.loopName)
+        self.loop = loop
         self.certificate = try? DTLSCertificate.generate(commonName: "understudy-sfu")
     }
 
@@ -81,6 +91,7 @@ public final class SFU: @unchecked Sendable {
             let participant = participants[participantID] ?? Participant(id: participantID)
             participants[participantID] = participant
             let connection: PeerConnection
+            let isNew = participant.publishConnection == nil
             if let existing = participant.publishConnection {
                 connection = existing
             } else {
@@ -96,6 +107,8 @@ public final class SFU: @unchecked Sendable {
                 answer = try connection.createAnswer()
                 try connection.setLocalDescription(answer)
             } catch {
+                // A connection that never negotiated gives its port back at once.
+                if isNew { dropPublishConnection(participant) }
                 throw SFUError.negotiation("\(error)")
             }
             var created: [ProducerInfo] = []
@@ -122,6 +135,26 @@ public final class SFU: @unchecked Sendable {
                 created.append(producer.info)
             }
             return (answer, created)
+        }
+    }
+
+    /// Closes a participant's publish connection when it carries no producer (its port is freed);
+    /// used when the room refuses what a first offer published.
+    public func closePublishConnectionIfUnused(_ participantID: String) async {
+        await loop.submit { [self] in
+            guard let participant = participants[participantID], participant.producers.isEmpty else { return }
+            dropPublishConnection(participant)
+        }
+    }
+
+    func dropPublishConnection(_ participant: Participant) {
+        participant.publishConnection?.onRTP = nil
+        participant.publishConnection?.close()
+        participant.publishConnection = nil
+        participant.producerByTransceiver = [:]
+        participant.retiredTransceivers = []
+        if participant.subscribeConnection == nil, participant.consumers.isEmpty {
+            participants[participant.id] = nil
         }
     }
 
@@ -312,9 +345,11 @@ public final class SFU: @unchecked Sendable {
     // MARK: Internals (loop thread)
 
     func serverConfiguration(port: UInt16 = 0, mux: UDPPortMux? = nil) -> PeerConnectionConfiguration {
-        PeerConnectionConfiguration(
+        var c = PeerConnectionConfiguration(
             bindAddresses: configuration.mediaAddresses, port: port, iceLite: true, answerDTLSRole: .server,
             cname: "understudy-sfu", portMux: mux)
+        c.maxRemoteSSRCs = configuration.maxSSRCsPerConnection
+        return c
     }
 
     /// A server-side connection with its sockets bound: every connection on one shared port when the

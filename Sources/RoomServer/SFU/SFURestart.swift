@@ -38,9 +38,18 @@ extension SFU {
     /// ICE restart of the publish connection by SDP: a re-offer with new credentials. Same as a
     /// renegotiating ``publish(participantID:offer:sources:)``, which already keeps every producer;
     /// the answer carries the server's fresh credentials.
+    ///
+    /// The re-offer must keep the negotiated m-lines: one that adds an m-line is refused, since the
+    /// room would never learn of the track it carries (publish new tracks with `produce`).
     public func restartPublishICE(participantID: String, offer: SessionDescription) async throws -> SessionDescription {
-        let hasConnection = await loop.submit { [self] in participants[participantID]?.publishConnection != nil }
-        guard hasConnection else { throw SFUError.negotiation("no publish connection to restart") }
+        let known: Set<String>? = await loop.submit { [self] in
+            participants[participantID]?.publishConnection.map { Set($0.transceivers.compactMap(\.mid)) }
+        }
+        guard let known else { throw SFUError.negotiation("no publish connection to restart") }
+        let offered = offer.media.map { $0.mid ?? "" }
+        guard offered.count <= known.count, offered.allSatisfy({ known.contains($0) }) else {
+            throw SFUError.restartAddsMLines
+        }
         return try await publish(participantID: participantID, offer: offer).answer
     }
 }

@@ -135,6 +135,8 @@ public enum SFUError: Error, Sendable, Equatable, CustomStringConvertible {
     case negotiation(String)
     /// Every port of ``SFUConfiguration/portRange`` is taken.
     case noFreePort
+    /// An ICE-restart offer tried to add m-lines.
+    case restartAddsMLines
     case closed
 
     public var description: String {
@@ -146,6 +148,7 @@ public enum SFUError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noPendingOffer(let p): return "no subscribe offer outstanding for \(p)"
         case .negotiation(let s): return "negotiation failed: \(s)"
         case .noFreePort: return "no free UDP port in the configured range"
+        case .restartAddsMLines: return "an ICE restart offer must not add m-lines; publish new tracks with produce"
         case .closed: return "SFU closed"
         }
     }
@@ -163,6 +166,9 @@ public struct SFUConfiguration: Sendable {
     public var keyframeRequestInterval: UInt64
     /// Name of the event loop thread.
     public var loopName: String
+    /// Remote SSRCs one connection creates receive state for (a publisher inventing more gets
+    /// those packets dropped).
+    public var maxSSRCsPerConnection = 32
 
     public init(
         mediaAddresses: [String] = ["127.0.0.1"], portRange: ClosedRange<UInt16>? = nil,

@@ -60,10 +60,12 @@ public struct RoomToken: Sendable, Equatable {
     public var exp: Int64
     /// Issued-at, Unix seconds.
     public var iat: Int64?
+    /// Not-before, Unix seconds: the token is refused until then.
+    public var nbf: Int64?
 
     public init(
         apikey: String, permissions: [String], version: Int = 2, roomId: String? = nil, participantId: String? = nil,
-        roles: [String] = [], exp: Int64, iat: Int64? = nil
+        roles: [String] = [], exp: Int64, iat: Int64? = nil, nbf: Int64? = nil
     ) {
         self.apikey = apikey
         self.permissions = permissions
@@ -73,6 +75,7 @@ public struct RoomToken: Sendable, Equatable {
         self.roles = roles
         self.exp = exp
         self.iat = iat
+        self.nbf = nbf
     }
 
     /// Convenience: a token valid for `lifetime` seconds from `now`.
@@ -98,6 +101,7 @@ public struct RoomToken: Sendable, Equatable {
         if let participantId { object["participantId"] = .string(participantId) }
         if !roles.isEmpty { object["roles"] = .array(roles.map(JSONValue.string)) }
         if let iat { object["iat"] = .number(Double(iat)) }
+        if let nbf { object["nbf"] = .number(Double(nbf)) }
         return .object(object)
     }
 
@@ -110,11 +114,17 @@ public struct RoomToken: Sendable, Equatable {
         return signingInput + "." + Base64URL.encode(signature)
     }
 
-    /// Verifies signature, algorithm, expiry and permission rules, and returns the claims.
+    /// Verifies signature, algorithm, expiry, not-before and permission rules, and returns the claims.
     ///
     /// Only `HS256` is accepted (so `none` and algorithm-confusion tokens fail). The signature is
     /// checked before the payload is interpreted, with a constant-time comparison.
-    public static func verify(_ jwt: String, secret: String, now: Date = Date()) throws(TokenError) -> RoomToken {
+    ///
+    /// - Parameter maxLifetime: when given, a token whose `exp` lies further than this many seconds
+    ///   after its `iat` (or after `now` when it has no `iat`) is refused, so that a leaked token
+    ///   cannot be valid for years.
+    public static func verify(_ jwt: String, secret: String, now: Date = Date(), maxLifetime: Double? = nil)
+        throws(TokenError) -> RoomToken
+    {
         let trimmed = jwt.trimmingSpaces()
         guard !trimmed.isEmpty else { throw .invalid("missing token") }
         guard trimmed.utf8.count <= 8192 else { throw .invalid("token too long") }
@@ -160,9 +170,29 @@ public struct RoomToken: Sendable, Equatable {
             return s
         }
         let iat = claims["iat"]?.doubleValue.flatMap { $0.isFinite && abs($0) < 1e15 ? Int64($0) : nil }
+        let nbf = try timePolicy(claims, exp: exp, iat: iat, now: now.timeIntervalSince1970, maxLifetime: maxLifetime)
         return RoomToken(
             apikey: apikey, permissions: permissions, version: 2, roomId: try optionalString("roomId"),
-            participantId: try optionalString("participantId"), roles: roles, exp: Int64(exp), iat: iat)
+            participantId: try optionalString("participantId"), roles: roles, exp: Int64(exp), iat: iat, nbf: nbf)
+    }
+
+    /// `nbf` (must be a number when present, and not in the future) and the maximum lifetime; returns `nbf`.
+    private static func timePolicy(_ claims: JSONValue, exp: Double, iat: Int64?, now: Double, maxLifetime: Double?)
+        throws(TokenError) -> Int64?
+    {
+        var nbf: Int64?
+        if let value = claims["nbf"], !value.isNull {
+            guard let n = value.doubleValue, n.isFinite, abs(n) < 1e15 else { throw .invalid("nbf must be a number") }
+            guard now >= n else { throw .invalid("token not valid yet (nbf)") }
+            nbf = Int64(n)
+        }
+        if let maxLifetime {
+            let start = iat.map(Double.init) ?? now
+            guard exp - start <= maxLifetime else {
+                throw .invalid("token lifetime exceeds the server's maximum of \(Int(maxLifetime)) s")
+            }
+        }
+        return nbf
     }
 
     /// Checks the permission rules: known names only, and `ask_join` never with `allow_join` or `allow_mod`.

@@ -240,7 +240,7 @@ public struct HTTPRequestParser: Sendable {
                 storage[i..<lineEnd].split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false)
                 .first ?? []
             let sizeText = String(decoding: sizeField, as: UTF8.self).trimmingSpaces()
-            guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText, radix: 16) else {
+            guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText, radix: 16), size >= 0 else {
                 throw .malformed("bad chunk size")
             }
             guard out.count + size <= maxBodyBytes else { throw .bodyTooLarge }

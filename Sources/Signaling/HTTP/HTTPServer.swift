@@ -142,6 +142,16 @@ public final class HTTPServer: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// The `async` form of ``route(method:pathPrefix:handler:)``; it runs off the reactor thread.
+    public func route(method: String, pathPrefix: String, asyncHandler: @escaping AsyncHandler) {
+        let executor = asyncExecutor
+        lock.lock()
+        prefixRoutes[pathPrefix, default: [:]][method.uppercased()] = { request, responder in
+            Task(executorPreference: executor) { responder.respond(await asyncHandler(request)) }
+        }
+        lock.unlock()
+    }
+
     /// Accepts WebSocket upgrades at `path` (any query). The handler runs on the reactor thread
     /// after the handshake headers were validated and decides to accept or refuse. Non-upgrade
     /// requests to this path get 426.
@@ -251,10 +261,24 @@ public final class HTTPServer: @unchecked Sendable {
 
     // MARK: Reactor thread
 
+    /// How long the listener rests after `accept` failed for lack of descriptors or memory.
+    static let acceptBackoffMilliseconds: UInt64 = 100
+    private var acceptPaused = false
+    /// Times the accept loop backed off (EMFILE and friends); for tests and logs.
+    private(set) var acceptBackoffs = 0
+
     fileprivate func accept(on listenFD: Int32) {
         for _ in 0..<64 {
             let fd = Glibc.accept(listenFD, nil, nil)
-            if fd < 0 { return }
+            if fd < 0 {
+                let error = errno
+                // Out of descriptors (or memory): the pending connection stays readable, so a
+                // level-triggered loop would spin. Stop watching the listener for a moment.
+                if error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM {
+                    pauseAccepting(listenFD)
+                }
+                return
+            }
             guard channels.count < configuration.maxConnections else {
                 close(fd)
                 continue
@@ -266,6 +290,19 @@ public final class HTTPServer: @unchecked Sendable {
             channels[fd] = channel
             channel.start(delegate: connection)
             connection.armRequestTimer()
+        }
+    }
+
+    private func pauseAccepting(_ listenFD: Int32) {
+        guard !acceptPaused else { return }
+        acceptPaused = true
+        acceptBackoffs += 1
+        reactor.modify(fd: listenFD, events: 0)
+        reactor.schedule(afterMilliseconds: Self.acceptBackoffMilliseconds) { [weak self] in
+            guard let self else { return }
+            self.acceptPaused = false
+            guard let listener = self.listener, listener.fd == listenFD else { return }
+            self.reactor.modify(fd: listenFD, events: EpollConstants.input)
         }
     }
 

@@ -232,6 +232,19 @@ struct TimerHeap {
 
     mutating func cancel(_ id: UInt64) {
         cancelled.insert(id)
+        // Bound the heap: when cancelled entries are the majority, rebuild without them, so
+        // connections arming and cancelling far-off timers cannot grow it without limit.
+        if cancelled.count > 64, cancelled.count * 2 > heap.count { compact() }
+    }
+
+    /// Entries in the heap, live and cancelled-but-not-yet-dropped (bounded by twice the live ones).
+    var storedCount: Int { heap.count }
+
+    private mutating func compact() {
+        heap.removeAll { cancelled.contains($0.id) }
+        cancelled.removeAll()
+        // An array sorted by deadline satisfies the heap property.
+        heap.sort { $0.deadline < $1.deadline }
     }
 
     /// Removes and returns the action of the earliest timer if it is due.

@@ -21,9 +21,16 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
     private var delegateOwner: AnyObject?
     /// The largest amount of unsent data tolerated before the peer is considered stuck.
     var maxWriteBuffer: Int
+    /// Called instead of closing at once when a write would pass ``maxWriteBuffer`` (the WebSocket
+    /// layer sends a close frame with a documented code first). The write itself is dropped.
+    var onWriteOverflow: (() -> Void)?
 
     private var writeBuffer: [UInt8] = []
     private var writeOffset = 0
+    /// End offset in ``writeBuffer`` of each queued `write` (from `unitHead` on), so that unsent
+    /// whole units (WebSocket frames) can be discarded without cutting one in half.
+    private var unitEnds: [Int] = []
+    private var unitHead = 0
     private var readingEnabled = true
     private var writeInterest = false
     private var finishing = false
@@ -53,22 +60,53 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
 
     var pendingWriteBytes: Int { writeBuffer.count - writeOffset }
 
-    /// Queues bytes and writes as much as the socket takes now. Returns false (and closes) when the
-    /// write buffer would exceed its bound.
+    /// Queues bytes and writes as much as the socket takes now. Returns false (and closes, or calls
+    /// ``onWriteOverflow``) when unsent data is queued already and this write would take it past
+    /// its bound; `exceedingLimit` lets a final small frame (a close) through anyway.
     @discardableResult
-    func write(_ bytes: [UInt8]) -> Bool {
+    func write(_ bytes: [UInt8], exceedingLimit: Bool = false) -> Bool {
         guard !isClosed, !halfClosed else { return false }
-        if pendingWriteBytes + bytes.count > maxWriteBuffer {
-            forceClose()
+        // A single write larger than the bound is accepted onto an empty queue (a big response to
+        // a reading peer); otherwise the queue may not grow past the bound.
+        if !exceedingLimit, pendingWriteBytes > 0, pendingWriteBytes + bytes.count > maxWriteBuffer {
+            if let overflow = onWriteOverflow {
+                onWriteOverflow = nil
+                overflow()
+            } else {
+                forceClose()
+            }
             return false
         }
         if writeOffset == writeBuffer.count {
             writeBuffer.removeAll(keepingCapacity: writeBuffer.capacity <= 256 * 1024)
             writeOffset = 0
+            unitEnds.removeAll(keepingCapacity: true)
+            unitHead = 0
         }
         writeBuffer.append(contentsOf: bytes)
+        dropSentUnits()
+        unitEnds.append(writeBuffer.count)
         flush()
         return !isClosed
+    }
+
+    private func dropSentUnits() {
+        while unitHead < unitEnds.count, unitEnds[unitHead] <= writeOffset { unitHead += 1 }
+        if unitHead > 1024, unitHead * 2 > unitEnds.count {
+            unitEnds.removeFirst(unitHead)
+            unitHead = 0
+        }
+    }
+
+    /// Drops the queued writes after the one in flight (which is kept whole, so the stream stays
+    /// well-formed), so that a final message can follow at once and the memory is freed.
+    func discardUnsentWrites() {
+        dropSentUnits()
+        guard unitHead < unitEnds.count else { return }
+        let keep = unitEnds[unitHead]
+        writeBuffer.removeSubrange(keep...)
+        unitEnds = [keep]
+        unitHead = 0
     }
 
     /// Stops or resumes reading (the peer then sees TCP flow control).

@@ -14,6 +14,10 @@ public struct WebSocketConfiguration: Sendable {
     /// When set, a ping is sent after this many seconds without traffic from the peer, and the
     /// connection is dropped (1006) if nothing arrives within another interval.
     public var idlePingSeconds: Double?
+    /// When set, a peer whose unsent data passes ``maxWriteBufferBytes`` loses the queued messages
+    /// that have not started to go out, is sent a close frame with this code instead, and is dropped
+    /// 2 s later; nil drops it at once (1006).
+    public var writeOverflowCloseCode: UInt16?
 
     public init(
         maxMessageBytes: Int = 1024 * 1024, maxWriteBufferBytes: Int = 16 * 1024 * 1024,
@@ -92,6 +96,13 @@ public final class WebSocketConnection: @unchecked Sendable {
         self.configuration = configuration
         callbackQueue = DispatchQueue(label: "websocket", attributes: .initiallyInactive)
         channel.maxWriteBuffer = configuration.maxWriteBufferBytes
+        if let code = configuration.writeOverflowCloseCode {
+            channel.onWriteOverflow = { [weak self] in
+                // Unsent messages are dropped so that the close frame is next in line.
+                self?.channel.discardUnsentWrites()
+                self?.fail(code: code, reason: "peer does not read: output queue over its limit")
+            }
+        }
     }
 
     // MARK: Callbacks
@@ -239,7 +250,8 @@ public final class WebSocketConnection: @unchecked Sendable {
             closeSent = true
             localCloseCode = code
             localCloseReason = reason
-            channel.write(encode(.close, WebSocketFrameCodec.closePayload(code: code, reason: reason)))
+            channel.write(
+                encode(.close, WebSocketFrameCodec.closePayload(code: code, reason: reason)), exceedingLimit: true)
         }
         channel.finish()
     }
