@@ -1,0 +1,248 @@
+"""Room servers as a cluster over Redis (docs/cluster.md): three `understudy serve --redis` nodes and
+one throw-away `redis-server`, all on loopback inside this test's namespace.
+
+- Rooms are placed on the least-loaded node and spread evenly; clients that connect to a node other
+  than the owner still join, publish, consume, invite, run load and record (their signalling is
+  relayed to the owner; media goes straight to it).
+- kill -9 of a node in the middle of a recording: its rooms are placed again on a live node, the
+  participants reconnect within 5 s and the recording goes on.
+- Redis unreachable for 5 s: running rooms keep their media; a new room waits and then succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from harness import decode_errors, free_port, kill_process, probe_frames, run_understudy, understudy_bin
+from test_agent_stage import SECRET, AgentProcess, join_args, wait_for_frames
+from test_fleet import start_redis, wait_until
+
+
+class Node:
+    def __init__(self, name: str, redis_url: str, udp_port: int, workdir: Path):
+        self.name = name
+        self.port = free_port()
+        self.log_path = workdir / f"{name}.log"
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen(
+                [understudy_bin(), "serve", "--listen", f"127.0.0.1:{self.port}", "--secret", SECRET,
+                 "--udp-port", str(udp_port), "--redis", redis_url, "--node-id", name],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_until(self.healthy, 30, f"{name} healthy", self.log)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/healthz", timeout=2) as r:
+                return r.status == 200 and "registered" in self.log()
+        except OSError:
+            return False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def get(self, path: str) -> dict:
+        request = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {ADMIN}"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return json.loads(r.read())
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+            return r.read().decode()
+
+
+ADMIN = ""
+
+
+def admin_token() -> str:
+    result = run_understudy(["token", "--secret", SECRET, "--permissions", "allow_join,allow_mod", "--ttl", "2h"],
+                            timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def owners(node: Node) -> dict[str, str]:
+    """room id -> node id, from GET /cluster."""
+    status = node.get("/cluster")
+    return {room: n["id"] for n in status["nodes"] for room in n["roomIds"]}
+
+
+def test_rooms_spread_and_any_node_serves_any_room(understudy, tmp_path):
+    global ADMIN
+    ADMIN = admin_token()
+    redis, url = start_redis(tmp_path)
+    nodes: list[Node] = []
+    agents: list[AgentProcess] = []
+    try:
+        for i in range(3):
+            nodes.append(Node(f"n{i}", url, 45000 + i, tmp_path))
+        # Six rooms, each opened by a host that connects to node i % 3.
+        for i in range(6):
+            host = AgentProcess(f"host{i}", ["--server", nodes[i % 3].url, "--room", f"room{i}", "--secret", SECRET,
+                                              "--id", f"host{i}", "--mode", "SEND_AND_RECV", "--consume", "none"],
+                                tmp_path)
+            agents.append(host)
+            host.wait_for(rf"joined room room{i} as host{i} \(SEND_AND_RECV\)")
+        placed = wait_until(lambda: (lambda o: o if len(o) == 6 else None)(owners(nodes[0])), 30, "six placed rooms")
+        per_node = {n.name: sum(1 for owner in placed.values() if owner == n.name) for n in nodes}
+        assert sorted(per_node.values()) == [2, 2, 2], per_node
+        # Every node lists every room (the admin API works whichever node it talks to).
+        for node in nodes:
+            rooms = {r["roomId"] for r in node.get("/v1/rooms")["rooms"]}
+            assert {f"room{i}" for i in range(6)} <= rooms, (node.name, rooms)
+        # A recording agent joins room0 through a node that does not own it.
+        owner0 = placed["room0"]
+        other = next(n for n in nodes if n.name != owner0)
+        rec = tmp_path / "rec0"
+        agent = AgentProcess("agent0", ["--server", other.url, "--room", "room0", "--secret", SECRET, "--id", "agent0",
+                                        "--consume", "all", "--record", str(rec)], tmp_path)
+        agents.append(agent)
+        agent.wait_for(r"joined room room0 as agent0")
+        webm = wait_until(lambda: next(iter(rec.glob("host0*.webm")), None), 60, "a recording of host0",
+                          agent.log)
+        frames = wait_for_frames(webm, {"vp8": 60, "opus": 100})
+        assert frames["vp8"] >= 60
+        # `understudy invite` through a third node puts the agent on stage; it publishes.
+        third = next(n for n in nodes if n.name not in (owner0, other.name))
+        invite = run_understudy(["invite", "--server", third.url, "--room", "room0", "--participant", "agent0",
+                                 "--secret", SECRET], timeout=60)
+        assert invite.returncode == 0, invite.stderr
+        agent.wait_for(r"changed own mode to SEND_AND_RECV", timeout=60)
+        # Load bots through a non-owner node: they join, consume and receive.
+        owner1 = placed["room1"]
+        edge = next(n for n in nodes if n.name != owner1)
+        report_path = tmp_path / "load.json"
+        load = run_understudy(["load", "--server", edge.url, "--room", "room1", "--secret", SECRET,
+                               "--publishers", "1", "--subscribers", "4", "--duration", "8s", "--json",
+                               str(report_path)], timeout=120)
+        assert load.returncode == 0, load.stdout + load.stderr
+        report = json.loads(report_path.read_text())
+        assert report["joinedParticipants"] == 5 and report["joinFailures"] == 0, report["errors"]
+        # 4 subscribers × (host1 + the load publisher) × (video + audio).
+        assert report["subscribedTracks"] >= 16, report["subscribedTracks"]
+        # Ending a room through a node that does not own it ends it on its owner.
+        owner5 = placed["room5"]
+        far = next(n for n in nodes if n.name != owner5)
+        request = urllib.request.Request(far.url + "/v1/rooms/room5/end", method="POST",
+                                         headers={"Authorization": f"Bearer {ADMIN}"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            assert json.loads(r.read())["ended"] is True
+        agents[5].wait_for(r"left room: ROOM_CLOSED|1006|left room", timeout=30)
+        assert "understudy_cluster_relayed_connections_total" in other.metrics()
+        agent.terminate()
+        for f in rec.glob("*.webm"):
+            assert decode_errors(f) == "", f
+    finally:
+        for a in agents:
+            a.stop()
+        for n in nodes:
+            kill_process(n.proc)
+        kill_process(redis)
+
+
+def test_a_killed_node_loses_no_recording(understudy, tmp_path):
+    global ADMIN
+    ADMIN = admin_token()
+    redis, url = start_redis(tmp_path)
+    nodes: list[Node] = []
+    agents: list[AgentProcess] = []
+    try:
+        for i in range(3):
+            nodes.append(Node(f"k{i}", url, 45100 + i, tmp_path))
+        # The room is placed on k0 (the first node with the fewest rooms); its host and the
+        # recording agent connect through k1 and k2.
+        host = AgentProcess("host", ["--server", nodes[1].url, "--room", "doomed", "--secret", SECRET, "--id", "host",
+                                     "--mode", "SEND_AND_RECV", "--consume", "none"], tmp_path)
+        agents.append(host)
+        host.wait_for(r"joined room doomed as host")
+        # Node views refresh every second.
+        wait_until(lambda: owners(nodes[1]).get("doomed") == "k0", 20, "the room placed on k0")
+        rec = tmp_path / "rec"
+        agent = AgentProcess("agent", ["--server", nodes[2].url, "--room", "doomed", "--secret", SECRET, "--id",
+                                       "agent", "--consume", "all", "--record", str(rec)], tmp_path)
+        agents.append(agent)
+        agent.wait_for(r"joined room doomed as agent")
+        webm = wait_until(lambda: next(iter(rec.glob("host*.webm")), None), 60, "a recording", agent.log)
+        before = wait_for_frames(webm, {"vp8": 90})
+        killed_at = time.monotonic()
+        os.killpg(nodes[0].proc.pid, signal.SIGKILL)
+        nodes[0].proc.wait(timeout=10)
+        # Both reconnect through their own (live) nodes, and the room is placed again.
+        agent.wait_for(r"connection lost; reconnecting", timeout=30)
+        agent.wait_for(r"reconnected", timeout=30)
+        host.wait_for(r"reconnected", timeout=30)
+        elapsed = time.monotonic() - killed_at
+        assert elapsed < 5 + 3, f"reconnected after {elapsed:.1f} s"  # 5 s goal, 3 s of slack for a busy machine
+        wait_until(lambda: owners(nodes[1]).get("doomed") in ("k1", "k2"), 20, "the room placed again")
+        # The recording goes on: more frames after the kill than before, and nothing before is lost.
+        after = wait_for_frames(webm, {"vp8": before["vp8"] + 60}, timeout=60)
+        assert after["vp8"] >= before["vp8"] + 60
+        agent.terminate()
+        assert decode_errors(webm) == "", webm
+        frames = probe_frames(webm)
+        assert frames["vp8"] >= after["vp8"] and frames.get("opus", 0) > 0, frames
+    finally:
+        for a in agents:
+            a.stop()
+        for n in nodes:
+            kill_process(n.proc)
+        kill_process(redis)
+
+
+def test_redis_outage_keeps_rooms_running_and_delays_new_ones(understudy, tmp_path):
+    global ADMIN
+    ADMIN = admin_token()
+    redis, url = start_redis(tmp_path)
+    redis_port = int(url.rsplit(":", 1)[1])
+    nodes: list[Node] = []
+    agents: list[AgentProcess] = []
+    try:
+        for i in range(2):
+            nodes.append(Node(f"r{i}", url, 45200 + i, tmp_path))
+        host = AgentProcess("host", ["--server", nodes[0].url, "--room", "steady", "--secret", SECRET, "--id", "host",
+                                     "--mode", "SEND_AND_RECV", "--consume", "none"], tmp_path)
+        agents.append(host)
+        host.wait_for(r"joined room steady as host")
+        rec = tmp_path / "rec"
+        agent = AgentProcess("agent", ["--server", nodes[0].url, "--room", "steady", "--secret", SECRET, "--id",
+                                       "agent", "--consume", "all", "--record", str(rec)], tmp_path)
+        agents.append(agent)
+        agent.wait_for(r"joined room steady as agent")
+        webm = wait_until(lambda: next(iter(rec.glob("host*.webm")), None), 60, "a recording", agent.log)
+        before = wait_for_frames(webm, {"vp8": 30})
+        kill_process(redis, grace=2)
+        wait_until(lambda: "Redis unreachable" in nodes[0].log(), 20, "the outage in the node's log", nodes[0].log)
+        assert "understudy_cluster_redis_up 0" in nodes[0].metrics()
+        # A new room during the outage waits for Redis ...
+        late = AgentProcess("late", ["--server", nodes[1].url, "--room", "late", "--secret", SECRET, "--id", "late",
+                                     "--consume", "none"], tmp_path)
+        agents.append(late)
+        # ... while the running room keeps recording.
+        during = wait_for_frames(webm, {"vp8": before["vp8"] + 60}, timeout=30)
+        assert "joined room late" not in late.log()
+        time.sleep(max(0.0, 5 - 0))  # the outage lasts about 5 s in all
+        restarted = subprocess.Popen(
+            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        redis = restarted
+        late.wait_for(r"joined room late as late", timeout=30)
+        wait_until(lambda: "Redis reachable again" in nodes[1].log(), 20, "recovery in the log", nodes[1].log)
+        wait_until(lambda: "understudy_cluster_redis_up 1" in nodes[0].metrics(), 20, "redis_up back to 1")
+        # The running room re-registered its placement: a fresh node view lists it again.
+        wait_until(lambda: owners(nodes[1]).get("steady") == "r0", 20, "the steady room listed again")
+        assert during["vp8"] >= before["vp8"] + 60
+    finally:
+        for a in agents:
+            a.stop()
+        for n in nodes:
+            kill_process(n.proc)
+        kill_process(redis)
