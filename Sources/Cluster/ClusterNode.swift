@@ -238,8 +238,9 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
             return !stopped
         }
         guard stillRunning else { return }
-        let command = releaseCommand(roomId)
-        Task { [redis] in _ = try? await redis.command(command) }
+        // A room that closes here (empty or ended) forgets its state, as on a single server.
+        let commands = [releaseCommand(roomId), ["DEL", messagesKey(roomId), pinsKey(roomId)]]
+        Task { [redis] in _ = try? await redis.pipeline(commands) }
     }
 
     private func releaseCommand(_ roomId: String) -> [String] {
@@ -299,6 +300,47 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
             "Placement attempts that failed because Redis was unreachable (the join waited and retried).", waits)
         return out
     }
+
+    // MARK: Room state that outlives a node
+
+    private func messagesKey(_ roomId: String) -> String { "\(prefix):room:\(roomId):pubsub" }
+    private func pinsKey(_ roomId: String) -> String { "\(prefix):room:\(roomId):pins" }
+
+    public func saveMessage(roomId: String, message: JSONValue, topicLimit: Int) {
+        // One list per room, oldest first; trimmed to what the room itself keeps at most.
+        let cap = max(1, topicLimit) * 1000
+        let commands: [[String]] = [
+            ["RPUSH", messagesKey(roomId), message.jsonString], ["LTRIM", messagesKey(roomId), String(-cap), "-1"],
+            ["EXPIRE", messagesKey(roomId), String(Self.stateTTLSeconds)],
+        ]
+        Task { [redis] in _ = try? await redis.pipeline(commands) }
+    }
+
+    public func savePins(roomId: String, pins: [JSONValue]) {
+        let command: [String] =
+            pins.isEmpty
+            ? ["DEL", pinsKey(roomId)]
+            : ["SET", pinsKey(roomId), JSONValue.array(pins).jsonString, "EX", String(Self.stateTTLSeconds)]
+        Task { [redis] in _ = try? await redis.command(command) }
+    }
+
+    public func restore(roomId: String) async -> RoomStateSnapshot? {
+        guard
+            let replies = try? await redis.pipeline([
+                ["LRANGE", messagesKey(roomId), "0", "-1"], ["GET", pinsKey(roomId)],
+            ]), replies.count == 2
+        else { return nil }
+        let messages = (replies[0].array ?? []).compactMap {
+            $0.string.flatMap { try? JSONValue.parse(Array($0.utf8)) }
+        }
+        let pins = replies[1].string.flatMap { try? JSONValue.parse(Array($0.utf8)) }?.arrayValue ?? []
+        guard !messages.isEmpty || !pins.isEmpty else { return nil }
+        log("cluster: room \(roomId) restored here: \(messages.count) PubSub message(s), \(pins.count) pin(s)")
+        return RoomStateSnapshot(messages: messages, pins: pins)
+    }
+
+    /// Kept while the room lives (every write renews it); a room that closed normally drops it.
+    static let stateTTLSeconds = 24 * 3600
 
     // MARK: Reading the registry
 

@@ -8,7 +8,7 @@ import Signaling
 final class Room: @unchecked Sendable {
     let id: String
     let server: RoomServer
-    private let configuration: RoomServerConfiguration
+    let configuration: RoomServerConfiguration
     private let hooks: RoomMediaHooks?
     private let queue: DispatchQueue
     private let createdAt = nowMilliseconds()
@@ -17,9 +17,11 @@ final class Room: @unchecked Sendable {
     private var closed = false
     private var participants: [String: ParticipantState] = [:]
     private var lobby: [String: (session: ClientSession, request: JoinRequest)] = [:]
-    private var pins: [String: (cam: Bool, share: Bool)] = [:]
+    /// Pin states by participant (internal for RoomPersistence.swift).
+    var pins: [String: (cam: Bool, share: Bool)] = [:]
     private var presenterId: String?
-    private var history = PubSubHistory()
+    /// Persisted PubSub messages (internal for RoomPersistence.swift).
+    var history = PubSubHistory()
     private var speakerDetector = SpeakerDetector()
     private var speakerPolling = false
 
@@ -152,7 +154,7 @@ final class Room: @unchecked Sendable {
         p.consumers.removeAll()
         closeInSFU(p)
         participants[p.id] = nil
-        pins[p.id] = nil
+        if pins.removeValue(forKey: p.id) != nil { pinsChanged() }
         var data = leaveJSON(reason)
         data["participantId"] = .string(p.id)
         data["name"] = .string(p.name)
@@ -812,6 +814,7 @@ final class Room: @unchecked Sendable {
             try history.store(
                 stored, configuration: configuration, reserve: { server.reserveHistoryBytes($0) },
                 release: { server.releaseHistoryBytes($0) })
+            server.directory?.saveMessage(roomId: id, message: stored.json, topicLimit: configuration.pubsubHistoryLimit)
         }
         server.counters.add(pubsub: 1)
         let json = stored.json
@@ -918,6 +921,7 @@ final class Room: @unchecked Sendable {
             state = (state.cam && !cam, state.share && !share)
         }
         pins[peer.id] = (state.cam || state.share) ? state : nil
+        pinsChanged()
         var event = pinJSON(peer.id).objectValue ?? [:]
         event["pinnedBy"] = .string(p.id)
         broadcast("pinStateChanged", .object(event))

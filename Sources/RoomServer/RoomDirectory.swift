@@ -60,4 +60,11 @@ public protocol RoomDirectory: AnyObject, Sendable {
     func status() async -> JSONValue
     /// Extra lines for `/metrics`.
     func metricsText() -> String
+    /// Keeps a persisted PubSub message (at most `topicLimit` per topic) where the room's next
+    /// holder finds it. Called on the room's queue; must not block.
+    func saveMessage(roomId: String, message: JSONValue, topicLimit: Int)
+    /// Keeps the room's pins (the whole list after a change). Must not block.
+    func savePins(roomId: String, pins: [JSONValue])
+    /// What a previous holder of the room left; nil when nothing (or the store is unreachable).
+    func restore(roomId: String) async -> RoomStateSnapshot?
 }

@@ -317,6 +317,12 @@ public final class RoomServer: @unchecked Sendable {
         while Date() < deadline {
             switch await directory.locate(roomId: request.roomId) {
             case .here:
+                // A room that opens here may have lived on a node that died: take over its state.
+                if existingRoom(request.roomId) == nil, let snapshot = await directory.restore(roomId: request.roomId),
+                    existingRoom(request.roomId) == nil, let room = try? room(for: request.roomId)
+                {
+                    room.enqueue { room.restore(snapshot) }
+                }
                 return admitLocally(session: session, request: request)
             case .peer(let peer):
                 if let by = session.relayedBy {
@@ -409,7 +415,8 @@ public final class RoomServer: @unchecked Sendable {
             return HTTPResponse.json(await directory.status().jsonString)
         }
         // The body form, for room ids that are awkward in a path: {"roomId": "…"}.
-        server.route(method: "POST", path: "/v1/rooms/end") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
+        server.route(method: "POST", path: "/v1/rooms/end") {
+            [weak self] (request: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
             guard let body = try? JSONValue.parse(request.body), let roomId = body["roomId"]?.stringValue else {
                 return adminError(400, RoomError(3073, "body must be {\"roomId\": \"…\"}"))
@@ -418,7 +425,8 @@ public final class RoomServer: @unchecked Sendable {
             return self.adminEnd(request, roomId: roomId)
         }
         // `POST /v1/rooms/{id}/end`: one prefix route for every room, so no per-room table grows.
-        server.route(method: "POST", pathPrefix: "/v1/rooms/") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
+        server.route(method: "POST", pathPrefix: "/v1/rooms/") {
+            [weak self] (request: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
             let rest = request.path.dropFirst("/v1/rooms/".count)
             guard rest.hasSuffix("/end"), case let roomId = String(rest.dropLast("/end".count)),
@@ -444,7 +452,9 @@ public final class RoomServer: @unchecked Sendable {
                 request.method, url, headers: headers, body: request.body, timeout: 5)
             // The reply is re-framed here: drop the owner's framing headers.
             response.headers = HTTPHeaders(
-                response.headers.filter { !["content-length", "connection", "transfer-encoding"].contains($0.0.lowercased()) })
+                response.headers.filter {
+                    !["content-length", "connection", "transfer-encoding"].contains($0.0.lowercased())
+                })
             return response
         } catch {
             return adminError(502, RoomError(3047, "the node that holds room '\(roomId)' is unreachable: \(error)"))

@@ -19,6 +19,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+import asyncio
+
+from room_client import RoomClient
 from harness import decode_errors, free_port, kill_process, probe_frames, run_understudy, understudy_bin
 from test_agent_stage import SECRET, AgentProcess, join_args, wait_for_frames
 from test_fleet import start_redis, wait_until
@@ -68,6 +71,39 @@ def admin_token() -> str:
                             timeout=30)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
+
+
+def token_for(room: str, participant: str) -> str:
+    result = run_understudy(["token", "--secret", SECRET, "--room", room, "--participant", participant,
+                             "--permissions", "allow_join,allow_mod"], timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+async def moderate(node: "Node", token: str) -> None:
+    client = await RoomClient.connect(f"ws://127.0.0.1:{node.port}/v1/rtc", token)
+    try:
+        await client.join("doomed", "mod", mode="SIGNALLING_ONLY")
+        await client.request("publish", {"topic": "chat", "message": "kept across nodes", "persist": True})
+        await client.request("pin", {"participantId": "host", "pinType": "CAM"})
+        await client.request("leave", {})
+    finally:
+        await client.close()
+
+
+async def inspect(node: "Node", token: str) -> tuple[list[dict], list[dict]]:
+    """The persisted `chat` messages and the pins that a fresh member sees."""
+    client = await RoomClient.connect(f"ws://127.0.0.1:{node.port}/v1/rtc", token)
+    try:
+        joined = await client.join("doomed", "late", mode="SIGNALLING_ONLY")
+        answer = await client.request("subscribe", {"topic": "chat"})
+        history: list[dict] = []
+        while len(history) < answer.get("historyCount", 0):
+            batch = await client.notification("pubsubHistory")
+            history += batch.get("messages", [])
+        return history, joined.get("pinStates", [])
+    finally:
+        await client.close()
 
 
 def owners(node: Node) -> dict[str, str]:
@@ -173,6 +209,9 @@ def test_a_killed_node_loses_no_recording(understudy, tmp_path):
         agent.wait_for(r"joined room doomed as agent")
         webm = wait_until(lambda: next(iter(rec.glob("host*.webm")), None), 60, "a recording", agent.log)
         before = wait_for_frames(webm, {"vp8": 90})
+        # State that must outlive the node: a persisted PubSub message and a pin (set through k1).
+        mod_token = token_for("doomed", "mod")
+        asyncio.run(moderate(nodes[1], mod_token))
         killed_at = time.monotonic()
         os.killpg(nodes[0].proc.pid, signal.SIGKILL)
         nodes[0].proc.wait(timeout=10)
@@ -186,6 +225,10 @@ def test_a_killed_node_loses_no_recording(understudy, tmp_path):
         # The recording goes on: more frames after the kill than before, and nothing before is lost.
         after = wait_for_frames(webm, {"vp8": before["vp8"] + 60}, timeout=60)
         assert after["vp8"] >= before["vp8"] + 60
+        # The new holder of the room restored the message and the pin.
+        history, pins = asyncio.run(inspect(nodes[2], token_for("doomed", "late")))
+        assert [m["message"] for m in history] == ["kept across nodes"], history
+        assert {"participantId": "host", "pinState": {"cam": True, "share": False}} in pins, pins
         agent.terminate()
         assert decode_errors(webm) == "", webm
         frames = probe_frames(webm)

@@ -1,0 +1,63 @@
+import Signaling
+
+/// What a room keeps in its cluster's shared store so that it outlives the node that holds it:
+/// the persisted PubSub messages and the pins. Everything else is rebuilt by the clients when they
+/// rejoin (docs/cluster.md, "What a node failure loses").
+public struct RoomStateSnapshot: Sendable {
+    /// Persisted messages, oldest first, in their `pubsubMessage` JSON form.
+    public var messages: [JSONValue]
+    /// The room's pins: `[{participantId, pinState: {cam, share}}]`.
+    public var pins: [JSONValue]
+
+    public init(messages: [JSONValue], pins: [JSONValue]) {
+        self.messages = messages
+        self.pins = pins
+    }
+}
+
+extension Room {
+    /// Tells the cluster (if any) the room's pins after a change.
+    func pinsChanged() {
+        guard let directory = server.directory else { return }
+        let list: [JSONValue] = pins.keys.sorted().map { id in
+            let state = pins[id] ?? (false, false)
+            return ["participantId": .string(id), "pinState": ["cam": .bool(state.cam), "share": .bool(state.share)]]
+        }
+        directory.savePins(roomId: self.id, pins: list)
+    }
+
+    /// Loads the state a previous holder of this room left in the cluster; runs on the room's
+    /// queue before the first join is admitted. Malformed entries are skipped.
+    func restore(_ snapshot: RoomStateSnapshot) {
+        let server = self.server
+        for json in snapshot.messages {
+            guard var message = PubSubMessage(json: json) else { continue }
+            message.sequence = server.nextPubSubSequence()
+            message.measure()
+            try? history.store(
+                message, configuration: configuration, reserve: { server.reserveHistoryBytes($0) },
+                release: { server.releaseHistoryBytes($0) })
+        }
+        for json in snapshot.pins {
+            guard let participant = json["participantId"]?.stringValue, let state = json["pinState"] else { continue }
+            let cam = state["cam"]?.boolValue ?? false
+            let share = state["share"]?.boolValue ?? false
+            if cam || share { pins[participant] = (cam, share) }
+        }
+    }
+}
+
+extension PubSubMessage {
+    /// The message of a `pubsubMessage` JSON object (as stored by ``json``); nil when malformed.
+    init?(json: JSONValue) {
+        guard let id = json["id"]?.stringValue, let topic = json["topic"]?.stringValue,
+            let message = json["message"]?.stringValue, let senderId = json["senderId"]?.stringValue
+        else { return nil }
+        self.init(
+            id: id, topic: topic, message: message, senderId: senderId,
+            senderName: json["senderName"]?.stringValue ?? senderId,
+            timestamp: Int64(json["timestamp"]?.intValue ?? 0), payload: json["payload"],
+            sendOnly: json["sendOnly"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+            senderIsModerator: json["senderIsModerator"]?.boolValue ?? false)
+    }
+}
