@@ -93,6 +93,7 @@ let package = Package(
             name: "Benchmarks",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "Streaming", "RoomServer", "Understudy", "Agent", "LoadGen",
+                "Redis", "Cluster",
             ],
             path: "Sources/Benchmarks"),
         .executableTarget(
@@ -110,11 +111,8 @@ let package = Package(
             path: "Sources/InteropPeer"
         ),
 
-        // A throw-away redis-server for the tests that need one.
-        .target(name: "RedisTestSupport", path: "Tests/RedisTestSupport"),
-        .testTarget(name: "RedisTests", dependencies: ["Redis", "RedisTestSupport"], path: "Tests/RedisTests"),
-        .testTarget(
-            name: "FleetTests", dependencies: ["Fleet", "Redis", "RedisTestSupport"], path: "Tests/FleetTests"),
+        .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
+        .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
         .testTarget(name: "RTCTests", dependencies: ["RTC", "RTCWire"], path: "Tests/RTCTests"),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire"], path: "Tests/MediaTests"),

@@ -28,7 +28,7 @@ public struct BenchmarkReport: Sendable {
 
     /// The report's sections, for running a subset (`understudy bench --only recording,join`).
     public enum Section: String, Sendable, CaseIterable {
-        case receive, load, recording, join, sfu
+        case receive, load, recording, join, sfu, cluster
     }
 
     /// One line of the summary table.
@@ -299,6 +299,49 @@ public struct BenchmarkReport: Sendable {
                 sfu.packetsPerSecondPerCore, sfuVerdict)
             body += "| anchor | LiveKit's published 40–75k packets/s per core (not run here) |\n\n"
             body += "Method: \(sfu.method) The median of the runs is reported.\n\n"
+        }
+
+        // MARK: Cluster
+        if included(.cluster) {
+            progress("bench: cluster: joins through the owner vs another node; room balance")
+            let c = try await ClusterBenchmark.run(joins: quick ? 5 : 60, rooms: quick ? 9 : 30, progress: progress)
+            let p = JoinLatencyBenchmark.percentile
+            let extra = p(c.relayedJoins, 0.5) - p(c.ownerJoins, 0.5)
+            let counts = c.roomsPerNode.sorted { $0.key < $1.key }
+            let spread = (counts.map(\.value).max() ?? 0) - (counts.map(\.value).min() ?? 0)
+            let extraVerdict =
+                extra <= 2 ? "meets the target" : String(format: "misses the target by %.2f ms", extra - 2)
+            let balanceVerdict = spread <= 2 ? "meets the target" : "misses the target"
+            summary.append(
+                SummaryRow(
+                    metric: "cluster: join through a non-owner node, extra p50", target: "≤ 2 ms",
+                    measured: String(format: "%.2f ms", extra), verdict: extraVerdict))
+            summary.append(
+                SummaryRow(
+                    metric: "cluster: rooms per node as \(c.roomsCreated) rooms are created", target: "within ±1",
+                    measured: counts.map { "\($0.value)" }.joined(separator: " / "), verdict: balanceVerdict))
+            body += "## Cluster: joins through a non-owner node; room balance\n\n"
+            body += "| metric | p50 | p95 | samples |\n|---|---|---|---|\n"
+            body += String(
+                format: "| join() → onRoomJoined through the owner node (anchor) | %.2f ms | %.2f ms | %d |\n",
+                p(c.ownerJoins, 0.5), p(c.ownerJoins, 0.95), c.ownerJoins.count)
+            body += String(
+                format: "| **join() → onRoomJoined through another node (relayed)** | **%.2f ms** | %.2f ms | %d |\n\n",
+                p(c.relayedJoins, 0.5), p(c.relayedJoins, 0.95), c.relayedJoins.count)
+            body += String(format: "Extra cost at p50: %.2f ms (target ≤ 2 ms) — %@. ", extra, extraVerdict)
+            body += "Rooms per node after \(c.roomsCreated) rooms were created through random nodes: "
+            body += counts.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + " — \(balanceVerdict).\n\n"
+            body += """
+                Method: three in-process room servers in cluster mode (`ClusterNode`) share one throw-away
+                `redis-server`. A member keeps the room open on the node it was placed on; then, in turn,
+                one SDK join through that node and one through one of the two others (the join is relayed
+                to the owner over a node-to-node WebSocket), each timed from `join()` to `onRoomJoined` and
+                left again. One warm-up of each is dropped. For the balance, rooms are opened one after
+                another, each by one member joining through a randomly chosen node; the count is taken
+                from each server's own rooms.
+
+
+                """
         }
 
         // MARK: Assemble

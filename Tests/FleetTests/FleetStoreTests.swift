@@ -1,7 +1,6 @@
 import Fleet
 import Foundation
 import Redis
-import RedisTestSupport
 import Testing
 
 @Suite struct DistributedLoadSplitTests {
@@ -25,7 +24,7 @@ import Testing
 
 @Suite(.serialized) struct FleetStoreTests {
     @Test func submitListStopAndDuplicateIds() async throws {
-        let server = try RedisServerProcess()
+        let server = try LocalRedisServer()
         let store = FleetStore(redis: RedisClient(url: try RedisURL(parsing: server.url)))
         let first = FleetJobSpec(id: "a", joinArguments: ["--room", "r"], cost: 2, room: "r", submittedAt: 1)
         let second = FleetJobSpec(id: "b", joinArguments: ["--room", "s"], cost: 3, room: "s", submittedAt: 2)
@@ -44,7 +43,7 @@ import Testing
     }
 
     @Test func aJobWhoseJoinArgumentsAreRefusedFailsWithTheReason() async throws {
-        let server = try RedisServerProcess()
+        let server = try LocalRedisServer()
         let url = try RedisURL(parsing: server.url)
         let store = FleetStore(redis: RedisClient(url: url))
         try await store.submit(FleetJobSpec(id: "bad", joinArguments: ["--nope"], cost: 1, room: "r", submittedAt: 1))

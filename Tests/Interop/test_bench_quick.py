@@ -21,6 +21,8 @@ SUMMARY_ROWS = [
     "join() → onRoomJoined p50",
     "join() → first recorded keyframe p50",
     "SFU forwarded packets/s per core",
+    "cluster: join through a non-owner node, extra p50",
+    "cluster: rooms per node as",
 ]
 
 SECTIONS = [
@@ -30,6 +32,7 @@ SECTIONS = [
     "## Recording CPU: aiortc MediaRecorder ÷ ours, same stream",
     "## join() → onRoomJoined; first recorded keyframe",
     "## SFU forwarded packets per second per core",
+    "## Cluster: joins through a non-owner node; room balance",
 ]
 
 NUMBER = re.compile(r"\d+(\.\d+)?")

@@ -1,6 +1,5 @@
 import Foundation
 import Redis
-import RedisTestSupport
 import Testing
 
 @Suite struct RedisURLTests {
@@ -23,7 +22,7 @@ import Testing
 
 @Suite(.serialized) struct RedisClientTests {
     @Test func commandsRoundTripBinarySafeValues() async throws {
-        let server = try RedisServerProcess()
+        let server = try LocalRedisServer()
         let client = RedisClient(url: try RedisURL(parsing: server.url))
         #expect(try await client.command(["PING"]) == .status("PONG"))
         #expect(try await client.command(["SET", "k", "v\u{0}w"]) == .status("OK"))
@@ -37,7 +36,7 @@ import Testing
     }
 
     @Test func errorRepliesAreThrownAndTheConnectionStaysUsable() async throws {
-        let server = try RedisServerProcess()
+        let server = try LocalRedisServer()
         let client = RedisClient(url: try RedisURL(parsing: server.url))
         _ = try await client.command(["SET", "s", "text"])
         await #expect(throws: RedisError.self) { try await client.command(["INCR", "s"]) }
@@ -56,7 +55,7 @@ import Testing
     }
 
     @Test func unreachableServerIsAConnectionErrorThenTheClientReconnects() async throws {
-        let server = try RedisServerProcess()
+        let server = try LocalRedisServer()
         let client = RedisClient(url: try RedisURL(parsing: server.url), timeout: 1)
         let changes = ChangeLog()
         client.onConnectionChange { up, _ in changes.append(up) }

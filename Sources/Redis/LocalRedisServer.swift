@@ -1,7 +1,8 @@
 import Foundation
 
-/// A throw-away `redis-server` on a free loopback port, started by the test itself (no persistence).
-public final class RedisServerProcess: @unchecked Sendable {
+/// A throw-away `redis-server` on a free loopback port (no persistence), for tests and benchmarks:
+/// they start their own instead of depending on one being there.
+public final class LocalRedisServer: @unchecked Sendable {
     public let port: Int
     private var process: Process?
     private let directory: URL
@@ -26,6 +27,9 @@ public final class RedisServerProcess: @unchecked Sendable {
         ]
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
+        guard FileManager.default.isExecutableFile(atPath: p.executableURL?.path ?? "") else {
+            throw RedisError.connection("redis-server is not installed (Debian: apt-get install redis-server)")
+        }
         try p.run()
         process = p
         // Ready when it accepts a connection (generous deadline: the machine may be busy).
@@ -34,7 +38,7 @@ public final class RedisServerProcess: @unchecked Sendable {
             if Self.canConnect(port) { return }
             Thread.sleep(forTimeInterval: 0.05)
         }
-        throw NSError(domain: "redis-server did not start on port \(port)", code: 1)
+        throw RedisError.connection("redis-server did not start on port \(port)")
     }
 
     public func stop() {
