@@ -307,8 +307,9 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     private func pinsKey(_ roomId: String) -> String { "\(prefix):room:\(roomId):pins" }
 
     public func saveMessage(roomId: String, message: JSONValue, topicLimit: Int) {
-        // One list per room, oldest first; trimmed to what the room itself keeps at most.
-        let cap = max(1, topicLimit) * 1000
+        // One list per room, oldest first, trimmed; the room that restores it applies its own
+        // limits (messages per topic, bytes per room) again.
+        let cap = Self.storedMessagesPerRoom
         let commands: [[String]] = [
             ["RPUSH", messagesKey(roomId), message.jsonString], ["LTRIM", messagesKey(roomId), String(-cap), "-1"],
             ["EXPIRE", messagesKey(roomId), String(Self.stateTTLSeconds)],
@@ -338,6 +339,9 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         log("cluster: room \(roomId) restored here: \(messages.count) PubSub message(s), \(pins.count) pin(s)")
         return RoomStateSnapshot(messages: messages, pins: pins)
     }
+
+    /// Persisted messages kept in Redis per room (the newest).
+    static let storedMessagesPerRoom = 2000
 
     /// Kept while the room lives (every write renews it); a room that closed normally drops it.
     static let stateTTLSeconds = 24 * 3600

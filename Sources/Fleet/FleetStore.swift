@@ -79,6 +79,9 @@ public struct FleetStore: Sendable {
         return live
     }
 
+    /// Job statuses as JSON text (what `jobs list --json` and `GET /admin/jobs` show).
+    public static func encodeForDisplay(_ jobs: [FleetJobStatus]) -> String { encode(jobs) }
+
     static func encode<T: Encodable>(_ value: T) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -87,12 +87,18 @@ public final class RoomServer: @unchecked Sendable {
         get { locked { roomDirectory } }
         set { locked { roomDirectory = newValue } }
     }
+    /// Recording/relay jobs for `POST /admin/jobs` (nil: the routes answer 404). Set before ``start()``.
+    public var jobService: RoomJobService? {
+        get { locked { jobs } }
+        set { locked { jobs = newValue } }
+    }
     /// Cluster mode: this node's id, sent to owners on relayed connections.
     public var nodeId: String = "local"
 
     let counters = ServerCounters()
     private let lock = NSLock()
     private var roomDirectory: RoomDirectory?
+    private var jobs: RoomJobService?
     private var relayedConnections = 0
     private var hooks: RoomMediaHooks?
     private var rooms: [String: Room] = [:]
@@ -356,6 +362,7 @@ public final class RoomServer: @unchecked Sendable {
 
     private func installRoutes(on server: HTTPServer) {
         installWebRoutes(on: server)  // the browser page (Web/WebPage.swift)
+        installJobRoutes(on: server)  // fleet jobs (RoomJobs.swift)
         server.webSocket(path: "/v1/rtc") { [weak self] request in
             guard let self else { return .reject(HTTPResponse.text("gone\n", status: 503)) }
             let token = request.query("token") ?? bearerToken(request)
@@ -467,8 +474,15 @@ public final class RoomServer: @unchecked Sendable {
         return HTTPResponse.json(JSONValue.object(["roomId": .string(roomId), "ended": true]).jsonString)
     }
 
+    /// The room a valid admin token is scoped to (nil: all rooms).
+    func tokenRoomScope(_ request: HTTPRequest) -> String? {
+        bearerToken(request).flatMap {
+            try? RoomToken.verify($0, secret: secret, maxLifetime: configuration.maxTokenLifetimeSeconds)
+        }?.roomId
+    }
+
     /// Nil when the request carries a valid `allow_mod` token (for `roomId`, when the token names a room).
-    private func adminRefusal(_ request: HTTPRequest, roomId: String?) -> HTTPResponse? {
+    func adminRefusal(_ request: HTTPRequest, roomId: String?) -> HTTPResponse? {
         guard let jwt = bearerToken(request) else {
             return adminError(401, RoomError(4002, "missing Authorization: Bearer token"))
         }

@@ -2,6 +2,8 @@ import Agent
 import Fleet
 import Foundation
 import Redis
+import RoomServer
+import Signaling
 import Streaming
 
 // `understudy worker` and `understudy jobs`: recording and relay jobs run by a fleet over Redis
@@ -176,4 +178,78 @@ private func stopJob(_ args: [String]) async throws {
     let store = FleetStore(redis: RedisClient(url: try redisURL(a)))
     guard try await store.requestStop(id) else { fail("jobs stop: no job '\(id)'") }
     logLine("asked job \(id) to stop")
+}
+
+/// `serve --jobs redis://…`: `POST /admin/jobs` queues jobs for the server's own rooms on a fleet.
+/// Each job joins through this server with a token the server signs for it.
+final class ServeJobService: RoomJobService, @unchecked Sendable {
+    private let store: FleetStore
+    private let serverURL: String
+    private let secret: String
+
+    init(store: FleetStore, serverURL: String, secret: String) {
+        self.store = store
+        self.serverURL = serverURL
+        self.secret = secret
+    }
+
+    func submit(roomId: String, options: [String], jobId: String?, cost: Int?) async throws(RoomError) -> JSONValue {
+        let id = jobId ?? "job-\(UUID().uuidString.prefix(8).lowercased())"
+        guard !id.isEmpty, id.count <= 64, id.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+            throw RoomError(3073, "jobId must be 1-64 letters, digits, '-', '_' or '.'")
+        }
+        if let cost, cost <= 0 { throw RoomError(3073, "cost must be a positive whole number") }
+        for option in options {
+            let name = option.split(separator: "=", maxSplits: 1).first.map(String.init) ?? option
+            if ["--server", "--room", "--token", "--secret", "--record", "--metrics"].contains(name) {
+                throw RoomError(3073, "option \(name) is chosen by the server or the worker")
+            }
+        }
+        let participant = options.firstIndex(of: "--id").flatMap { $0 + 1 < options.count ? options[$0 + 1] : nil }
+        let token = RoomToken.sign(
+            RoomToken(
+                apikey: "understudy", permissions: ["allow_join"], roomId: roomId,
+                participantId: participant ?? "rec-\(id)", lifetime: 24 * 3600), secret: secret)
+        var args = ["--server", serverURL, "--room", roomId, "--token", token] + options
+        if participant == nil { args += ["--id", "rec-\(id)"] }
+        let parsed: RoomAgent.Options
+        do {
+            let a = try Arguments(args, valueOptions: joinValueOptions, switches: joinSwitches)
+            parsed = try joinAgentOptions(a).options
+        } catch {
+            throw RoomError(3073, "bad job options: \(error)")
+        }
+        let spec = FleetJobSpec(
+            id: id, joinArguments: args, cost: cost ?? max(2, parsed.maxVideo ?? 2), room: roomId,
+            submittedAt: Date().timeIntervalSince1970)
+        do {
+            try await store.submit(spec)
+        } catch {
+            if case .server(let message) = error { throw RoomError(3073, message) }
+            throw RoomError(3047, "the job fleet is unreachable: \(error)")
+        }
+        return ["jobId": .string(id), "roomId": .string(roomId), "state": .string("queued")]
+    }
+
+    func list(roomId: String?) async throws(RoomError) -> JSONValue {
+        let jobs: [FleetJobStatus]
+        do { jobs = try await store.list() } catch { throw RoomError(3047, "the job fleet is unreachable: \(error)") }
+        let shown = jobs.filter { roomId == nil || $0.spec.room == roomId }
+        let encoded = FleetStore.encodeForDisplay(shown)
+        return ["jobs": (try? JSONValue.parse(encoded)) ?? .array([])]
+    }
+
+    func stop(jobId: String, roomId: String?) async throws(RoomError) -> JSONValue {
+        do {
+            guard let status = try await store.status(jobId), roomId == nil || status.spec.room == roomId else {
+                throw RoomError(4003, "no job '\(jobId)'")
+            }
+            _ = try await store.requestStop(jobId)
+        } catch let error as RoomError {
+            throw error
+        } catch {
+            throw RoomError(3047, "the job fleet is unreachable: \(error)")
+        }
+        return ["jobId": .string(jobId), "stopping": .bool(true)]
+    }
 }

@@ -1,5 +1,6 @@
 import Agent
 import Cluster
+import Fleet
 import Foundation
 import Redis
 import RoomServer
@@ -27,7 +28,7 @@ func runServe(_ args: [String]) async {
             args,
             valueOptions: [
                 "--listen", "--media-address", "--udp-port", "--udp-ports", "--config", "--secret", "--redis",
-                "--node-id", "--advertise",
+                "--node-id", "--advertise", "--jobs",
             ],
             switches: ["--anyone-may-end"])
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
@@ -87,8 +88,21 @@ func runServe(_ args: [String]) async {
             throw Arguments.Failure.badValue(
                 "--advertise", "expected HOST:PORT (where other nodes and clients reach this one)")
         }
+        var jobsRedis: RedisURL?
+        if let text = a.value("--jobs") {
+            do { jobsRedis = try RedisURL(parsing: text) } catch {
+                throw Arguments.Failure.badValue("--jobs", error.description)
+            }
+        }
         let server = RoomServer(configuration: configuration)
         try server.start()
+        if let jobsRedis {
+            let reach = a.value("--advertise") ?? "\(configuration.listenHost):\(server.httpPort)"
+            server.jobService = ServeJobService(
+                store: FleetStore(redis: RedisClient(url: jobsRedis, label: "jobs")), serverURL: "http://\(reach)",
+                secret: server.secret)
+            logLine("serve: POST /admin/jobs queues recording jobs on the fleet at \(jobsRedis)")
+        }
         var cluster: ClusterNode?
         if let clusterRedis {
             // Other nodes reach this one at --advertise, by default the listen address.

@@ -309,3 +309,61 @@ def test_a_worker_that_dies_during_a_load_test_is_reported_with_its_bots(underst
             kill_process(w.proc, grace=10)
         kill_process(server)
         kill_process(redis)
+
+
+def _post(url: str, body: dict | None, token: str | None) -> tuple[int, dict]:
+    import urllib.error
+    import urllib.request
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else b"{"
+    request = urllib.request.Request(url, data=data, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=20) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_the_room_server_queues_a_recording_of_its_room(understudy, tmp_path):
+    redis, url = start_redis(tmp_path)
+    port = free_port()
+    server = subprocess.Popen(
+        [understudy_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--secret", SECRET, "--udp-port", "44800",
+         "--jobs", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    host = None
+    worker = None
+    try:
+        wait_until(lambda: run_understudy(["jobs", "list", "--redis", url], timeout=10).returncode == 0, 30, "redis")
+        host = AgentProcess("host", join_args(port, "admin-rec", "host", "--mode", "SEND_AND_RECV", "--consume", "none"),
+                            tmp_path)
+        host.wait_for(r"joined room admin-rec as host")
+        worker = Worker("aw", url, 4, tmp_path / "jobs", tmp_path)
+        admin = run_understudy(["token", "--secret", SECRET, "--permissions", "allow_join,allow_mod"], timeout=30)
+        token = admin.stdout.strip()
+        base = f"http://127.0.0.1:{port}/admin/jobs"
+        # Refusals: no token, a body without a room, options the server owns, bad options.
+        assert _post(base, {"roomId": "admin-rec"}, None)[0] == 401
+        assert _post(base, {"options": []}, token)[0] == 400
+        status, body = _post(base, {"roomId": "admin-rec", "options": ["--record", "/tmp/x"]}, token)
+        assert status == 400 and "chosen by the server" in body["error"]["message"], body
+        status, body = _post(base, {"roomId": "admin-rec", "options": ["--consume-kinds", "smell"]}, token)
+        assert status == 400 and body["error"]["code"] == 3073, body
+        status, body = _post(base, {"roomId": "admin-rec", "jobId": "from-server",
+                                    "options": ["--consume", "all", "--duration", "10s"]}, token)
+        assert status == 201 and body["jobId"] == "from-server", body
+        job = wait_until(lambda: (lambda js: js[0] if js and js[0]["state"] == "done" else None)(jobs(url)), 90,
+                         "the server's job done", worker.log)
+        webms = [f for a in job["attempts"] for f in a["files"] if f.endswith(".webm")]
+        assert webms, job
+        for f in webms:
+            assert probe_frames(f).get("vp8", 0) >= 60, f
+            assert decode_errors(f) == "", f
+    finally:
+        if worker:
+            kill_process(worker.proc, grace=10)
+        if host:
+            host.stop()
+        kill_process(server)
+        kill_process(redis)

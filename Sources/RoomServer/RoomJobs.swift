@@ -1,0 +1,82 @@
+import Signaling
+
+/// Recording and relay jobs for the server's rooms (`POST /admin/jobs`), run by a fleet of
+/// `understudy worker`s. The server only forwards: the CLI wires in an implementation over the
+/// fleet's Redis (`serve --jobs redis://…`, docs/fleet.md).
+public protocol RoomJobService: AnyObject, Sendable {
+    /// Queues a job that joins `roomId` with these `understudy join` options; returns `{jobId, …}`.
+    /// Bad options are refused with 3073 and the reason.
+    func submit(roomId: String, options: [String], jobId: String?, cost: Int?) async throws(RoomError) -> JSONValue
+    /// `{jobs: […]}`, only those of `roomId` when given.
+    func list(roomId: String?) async throws(RoomError) -> JSONValue
+    /// Asks the job to stop; 4003 when there is no such job.
+    func stop(jobId: String, roomId: String?) async throws(RoomError) -> JSONValue
+}
+
+extension RoomServer {
+    func installJobRoutes(on server: HTTPServer) {
+        server.route(method: "POST", path: "/admin/jobs") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
+            guard let self else { return HTTPResponse.text("", status: 503) }
+            guard let body = try? JSONValue.parse(request.body), let roomId = body["roomId"]?.stringValue,
+                isValidIdentifier(roomId)
+            else {
+                return jobError(
+                    400, RoomError(3073, "body must be {\"roomId\": \"…\", \"options\": [\"--consume\", \"stage\", …]}")
+                )
+            }
+            if let refusal = self.adminRefusal(request, roomId: roomId) { return refusal }
+            guard let jobs = self.jobService else {
+                return jobError(404, RoomError(4003, "this server has no job fleet (serve --jobs redis://…)"))
+            }
+            let options = body["options"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            guard options.count == (body["options"]?.arrayValue?.count ?? 0) else {
+                return jobError(400, RoomError(3073, "options must be an array of strings"))
+            }
+            do throws(RoomError) {
+                let created = try await jobs.submit(
+                    roomId: roomId, options: options, jobId: body["jobId"]?.stringValue, cost: body["cost"]?.intValue)
+                return HTTPResponse.json(created.jsonString, status: 201)
+            } catch {
+                return jobError(error.code == 3047 ? 503 : 400, error)
+            }
+        }
+        server.route(method: "GET", path: "/admin/jobs") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
+            guard let self else { return HTTPResponse.text("", status: 503) }
+            if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
+            guard let jobs = self.jobService else {
+                return jobError(404, RoomError(4003, "this server has no job fleet (serve --jobs redis://…)"))
+            }
+            do throws(RoomError) {
+                return HTTPResponse.json(try await jobs.list(roomId: self.tokenRoomScope(request)).jsonString)
+            } catch {
+                return jobError(503, error)
+            }
+        }
+        // `POST /admin/jobs/ID/stop`
+        server.route(method: "POST", pathPrefix: "/admin/jobs/") {
+            [weak self] (request: HTTPRequest) async -> HTTPResponse in
+            guard let self else { return HTTPResponse.text("", status: 503) }
+            let rest = request.path.dropFirst("/admin/jobs/".count)
+            guard rest.hasSuffix("/stop"), case let jobId = String(rest.dropLast("/stop".count)), !jobId.isEmpty else {
+                return jobError(404, RoomError(4003, "no such admin route"))
+            }
+            if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
+            guard let jobs = self.jobService else {
+                return jobError(404, RoomError(4003, "this server has no job fleet (serve --jobs redis://…)"))
+            }
+            do throws(RoomError) {
+                return HTTPResponse.json(
+                    try await jobs.stop(jobId: jobId, roomId: self.tokenRoomScope(request)).jsonString)
+            } catch {
+                return jobError(error.code == 4003 ? 404 : 503, error)
+            }
+        }
+    }
+}
+
+private func jobError(_ status: Int, _ error: RoomError) -> HTTPResponse {
+    let body: JSONValue = [
+        "error": ["code": .number(Double(error.code)), "name": .string(error.name), "message": .string(error.message)]
+    ]
+    return HTTPResponse.json(body.jsonString, status: status)
+}
