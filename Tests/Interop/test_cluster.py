@@ -289,3 +289,52 @@ def test_redis_outage_keeps_rooms_running_and_delays_new_ones(understudy, tmp_pa
         for n in nodes:
             kill_process(n.proc)
         kill_process(redis)
+
+
+class _PageServer:
+    """What RoomPage.open needs of a server: where its page is."""
+
+    def __init__(self, node: Node):
+        self.base = node.url
+        self.secret = SECRET
+
+
+async def _pages_through_non_owners(nodes: list[Node], workdir: Path) -> dict:
+    from browser_support import WINDOW, RoomPage
+    from chromium import Chromium
+
+    async with Chromium(extra_flags=WINDOW) as host_browser, Chromium(extra_flags=WINDOW) as viewer_browser:
+        # The room is placed on c0 (the first node with the fewest rooms); both pages come through c1.
+        host = await RoomPage.open(host_browser, _PageServer(nodes[1]), "pages", name="Host", mode="SEND_AND_RECV",
+                                   token=token_for("pages", "host"))
+        await host.wait_until("host publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]))
+        viewer = await RoomPage.open(viewer_browser, _PageServer(nodes[1]), "pages", name="Viewer",
+                                     mode="RECV_ONLY", token=token_for("pages", "viewer"))
+        await viewer.wait_until("viewer sees the host on stage", lambda s: "host" in s["stageDom"])
+        stats = await viewer.wait_frames("host", 60, timeout=60)
+        # Node views refresh every second.
+        placed: dict = {}
+        for _ in range(100):
+            placed = await asyncio.to_thread(owners, nodes[0])
+            if "pages" in placed:
+                break
+            await asyncio.sleep(0.2)
+        return {"stats": stats, "owners": placed}
+
+
+def test_browser_pages_through_a_non_owner_node(understudy, tmp_path):
+    global ADMIN
+    ADMIN = admin_token()
+    redis, url = start_redis(tmp_path)
+    nodes: list[Node] = []
+    try:
+        for i in range(2):
+            nodes.append(Node(f"c{i}", url, 45300 + i, tmp_path))
+        result = asyncio.run(asyncio.wait_for(_pages_through_non_owners(nodes, tmp_path), 150))
+        assert result["stats"]["framesDecoded"] >= 60, result
+        assert result["owners"].get("pages") == "c0", result["owners"]
+        assert "understudy_cluster_relayed_connections_total 2" in nodes[1].metrics()
+    finally:
+        for n in nodes:
+            kill_process(n.proc)
+        kill_process(redis)
