@@ -32,6 +32,9 @@ public struct FleetJobAttempt: Codable, Sendable, Equatable {
     public var endedAt: Double?
     /// `done`, `stopped`, `failed: …`, `handed back` (worker stopped) or `lost` (worker died).
     public var end: String?
+    /// The agent's manifest (participants, stage, mode changes, files) as last written, so it
+    /// survives a worker whose disk is gone.
+    public var manifest: String?
 }
 
 /// The state of a job, as `jobs list` shows it.

@@ -313,6 +313,13 @@ public final class FleetWorker: @unchecked Sendable {
         return files
     }
 
+    private func manifest(of job: RunningJob) -> String? {
+        guard let path = job.agent.manifestPath, let data = FileManager.default.contents(atPath: path),
+            data.count <= 256 * 1024
+        else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
     private func finish(_ job: RunningJob, end: String) async {
         let jobId = job.status.spec.id
         let status: FleetJobStatus = lock.withLock {
@@ -320,6 +327,7 @@ public final class FleetWorker: @unchecked Sendable {
             var s = job.status
             var attempt = s.attempts[s.attempts.count - 1]
             attempt.files = files(of: job)
+            attempt.manifest = manifest(of: job)
             attempt.end = end
             attempt.endedAt = Date().timeIntervalSince1970
             s.attempts[s.attempts.count - 1] = attempt
@@ -381,6 +389,7 @@ public final class FleetWorker: @unchecked Sendable {
                 let status: FleetJobStatus? = lock.withLock {
                     guard !job.finished else { return nil }
                     job.status.attempts[job.status.attempts.count - 1].files = files(of: job)
+                    job.status.attempts[job.status.attempts.count - 1].manifest = manifest(of: job)
                     job.status.updatedAt = Date().timeIntervalSince1970
                     return job.status
                 }

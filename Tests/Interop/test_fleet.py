@@ -124,9 +124,11 @@ def test_jobs_survive_a_killed_worker_and_every_file_plays(understudy, tmp_path)
             assert attempts[0]["end"].startswith("lost"), attempts
             assert attempts[1]["end"] == "done", attempts
             assert attempts[0]["directory"] != attempts[1]["directory"]
-            # Nothing recorded before the kill is lost: the first attempt's files are still listed.
+            # Nothing recorded before the kill is lost: the first attempt's files are still listed,
+            # and so is the agent's manifest as it was last written there.
             for f in first_files[job_id]:
                 assert f in attempts[0]["files"], (f, attempts)
+            assert json.loads(attempts[0]["manifest"])["room"] == by_id[job_id]["spec"]["room"], attempts[0]
         for job in final:
             listed = [f for a in job["attempts"] for f in a["files"]]
             webms = [f for f in listed if f.endswith(".webm")]
