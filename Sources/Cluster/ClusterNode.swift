@@ -76,6 +76,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     private var cpuCores = 0.0
     private weak var server: RoomServer?
     private var summaryTask: Task<Void, Never>?
+    private var knownURLs: [String] = []
     private let startedAt = Date().timeIntervalSince1970
 
     public init(configuration: Configuration, log: @escaping @Sendable (String) -> Void) {
@@ -106,6 +107,11 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
                 if let server = self.server {
                     let current = await server.roomSummaries()
                     self.lock.withLock { self.summaries = current }
+                }
+                if let records = try? await self.liveRecords() {
+                    let own = self.configuration.signalingURL
+                    let urls = [own] + records.map(\.signalingURL).filter { $0 != own }
+                    self.lock.withLock { self.knownURLs = urls }
                 }
                 try? await Task.sleep(nanoseconds: UInt64(self.configuration.heartbeat * 1e9))
             }
@@ -226,6 +232,10 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
             setRedis(up: false, error.description)
             return .unavailable("rooms cannot be placed: \(error)")
         }
+    }
+
+    public var signalingURLs: [String] {
+        lock.withLock { knownURLs.isEmpty ? [configuration.signalingURL] : knownURLs }
     }
 
     public func roomOpened(_ roomId: String) {

@@ -67,4 +67,7 @@ public protocol RoomDirectory: AnyObject, Sendable {
     func savePins(roomId: String, pins: [JSONValue])
     /// What a previous holder of the room left; nil when nothing (or the store is unreachable).
     func restore(roomId: String) async -> RoomStateSnapshot?
+    /// Every live node's signalling URL (this one first), as last read; sent to clients after they
+    /// join (`clusterNodes`) so that they can reconnect through another node when this one dies.
+    var signalingURLs: [String] { get }
 }

@@ -312,6 +312,13 @@ public final class RoomServer: @unchecked Sendable {
         }
         session.assign(room: room)
         room.enqueue { room.join(session: session, request: request) }
+        if let directory {
+            // Cluster mode: after the join answer, where else the client can reconnect (docs/protocol.md).
+            room.enqueue {
+                guard session.currentPhase == .joined else { return }
+                session.notify("clusterNodes", ["signalingUrls": .array(directory.signalingURLs.map(JSONValue.string))])
+            }
+        }
     }
 
     /// Finds the room's owner (placing the room when it has none) and joins here or relays there.
