@@ -149,6 +149,9 @@ final class Room: @unchecked Sendable {
         data["participantId"] = .string(p.id)
         data["name"] = .string(p.name)
         broadcast("participantLeft", .object(data))
+        answerAsks(of: p, kind: nil) { kind in
+            RoomError(kind == .mic ? 4067 : 4069, "'\(p.id)' left before turning its \(kind.rawValue) on")
+        }
     }
 
     func connectionClosed(_ session: ClientSession) {
@@ -267,7 +270,7 @@ final class Room: @unchecked Sendable {
                 throw RoomError(4089, "not subscribed to '\(topic.prefix(64))'")
             }
             return ["topic": .string(topic)]
-        case "requestMic", "requestCam", "disableMic", "disableCam": return try moderateMedia(p, method, data)
+        case "requestMic", "requestCam", "disableMic", "disableCam": return try moderateMedia(p, method, data, id: id)
         case "remove": return try removeParticipant(p, data)
         case "pin", "unpin": return try pin(p, data, pin: method == "pin")
         case "respondEntry": return try respondEntry(p, data)
@@ -341,6 +344,22 @@ final class Room: @unchecked Sendable {
                 "participantId": .string(p.id), "kind": .string(kind.rawValue), "enabled": .bool(on),
                 "status": .string(on ? "on" : "off"),
             ])
+        if on { answerAsks(of: p, kind: kind, error: nil) }
+    }
+
+    /// Answers the `requestMic`/`requestCam` asks waiting for `p`'s `kind` (all kinds when nil):
+    /// success once the device is on, `error` when `p` leaves.
+    private func answerAsks(of p: ParticipantState, kind: TrackKind?, error: ((TrackKind) -> RoomError)?) {
+        let answered = p.pendingAsks.filter { kind == nil || $0.kind == kind }
+        guard !answered.isEmpty else { return }
+        p.pendingAsks.removeAll { kind == nil || $0.kind == kind }
+        for ask in answered {
+            if let error {
+                ask.session.respond(ask.requestId, error: error(ask.kind))
+            } else {
+                ask.session.respond(ask.requestId, ["participantId": .string(p.id)])
+            }
+        }
     }
 
     // MARK: Producers and consumers
@@ -394,8 +413,15 @@ final class Room: @unchecked Sendable {
         }
     }
 
-    private func createConsumer(for subscriber: ParticipantState, of producer: RoomProducer) {
-        guard !subscriber.consumers.values.contains(where: { $0.producerId == producer.producerId }) else { return }
+    /// Creates a consumer; when the SFU cannot, the subscriber gets 4050 `CREATE_CONSUMER_FAILED`:
+    /// returned here for an explicit `consume` to refuse, else sent as an `error` notification.
+    @discardableResult
+    private func createConsumer(for subscriber: ParticipantState, of producer: RoomProducer, explicit: Bool = false)
+        -> RoomError?
+    {
+        guard !subscriber.consumers.values.contains(where: { $0.producerId == producer.producerId }) else {
+            return nil
+        }
         var consumer = RoomConsumer(
             consumerId: makeId("co"), producerId: producer.producerId, producerParticipantId: producer.participantId,
             subscriberId: subscriber.id, kind: producer.kind)
@@ -403,19 +429,28 @@ final class Room: @unchecked Sendable {
             let key = RoomMedia.key(room: id, participant: subscriber.id)
             let producerId = producer.producerId
             subscriber.inSFU = true
-            // On failure the consumer still exists in the room (without mid): the client can see the
-            // track is announced but not forwarded.
             do {
                 let info = try media.call("consume") { try await $0.consume(subscriber: key, producerID: producerId) }
                 consumer.consumerId = info.id
                 consumer.mid = info.mid
             } catch {
-                FileHandle.standardError.write(Data("room \(id): consume failed: \(error)\n".utf8))
+                // No consumer then: announcing one would promise media that never comes.
+                let failure = RoomError(
+                    4050,
+                    "cannot forward \(producer.kind.rawValue) of '\(producer.participantId)' to '\(subscriber.id)': \(error)")
+                if !explicit {
+                    var event = failure.errorJSON.objectValue ?? [:]
+                    event["participantId"] = .string(producer.participantId)
+                    event["kind"] = .string(producer.kind.rawValue)
+                    subscriber.session.notify("error", .object(event))
+                }
+                return failure
             }
         }
         subscriber.consumers[consumer.consumerId] = consumer
         hooks?.consumerCreated(roomId: id, consumer: consumer)
         subscriber.session.notify("consumerCreated", consumer.json)
+        return nil
     }
 
     private func closeConsumer(_ consumer: RoomConsumer, of subscriber: ParticipantState) {
@@ -451,7 +486,7 @@ final class Room: @unchecked Sendable {
             p.wanted.insert(key)
             for producer in peer.producers.values.sorted(by: { $0.producerId < $1.producerId })
             where producer.kind == kind {
-                createConsumer(for: p, of: producer)
+                if let failure = createConsumer(for: p, of: producer, explicit: true) { throw failure }
             }
         } else {
             p.wanted.remove(key)
@@ -851,8 +886,9 @@ final class Room: @unchecked Sendable {
         return peer
     }
 
-    private func moderateMedia(_ p: ParticipantState, _ method: String, _ data: JSONValue) throws(RoomError)
-        -> JSONValue
+    /// `requestMic`/`requestCam` are answered when the target turns the device on (nil here).
+    private func moderateMedia(_ p: ParticipantState, _ method: String, _ data: JSONValue, id requestId: JSONValue)
+        throws(RoomError) -> JSONValue?
     {
         let (code, kind, ask): (Int, TrackKind, Bool) =
             switch method {
@@ -871,7 +907,11 @@ final class Room: @unchecked Sendable {
             guard peer.mode == .sendAndRecv else {
                 throw RoomError(3066, "'\(peer.id)' is in \(peer.mode.rawValue) and cannot publish")
             }
+            let on = kind == .mic ? peer.micEnabled : peer.camEnabled
+            if on { return ["participantId": .string(peer.id)] }
+            peer.pendingAsks.append((kind, p.session, requestId))
             peer.session.notify(kind == .mic ? "micRequested" : "webcamRequested", by)
+            return nil
         } else {
             peer.session.notify(kind == .mic ? "micDisabled" : "webcamDisabled", by)
             for producer in peer.producers.values where producer.kind == kind { closeProducer(producer, of: peer) }

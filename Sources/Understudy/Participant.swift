@@ -99,6 +99,15 @@ public final class Participant: @unchecked Sendable {
 
     public func removeAllEventListeners() { lock.withLock { listeners.removeAll() } }
 
+    /// Takes over `other`'s listeners (the local participant object is replaced when the join finishes).
+    func adoptListeners(from other: Participant) {
+        guard other !== self else { return }
+        let adopted = other.lock.withLock { other.listeners.filter { $0.value != nil } }
+        lock.withLock {
+            for l in adopted where !listeners.contains(where: { $0.value === l.value }) { listeners.append(l) }
+        }
+    }
+
     /// Live listeners (called on the event queue).
     var liveListeners: [ParticipantEventListener] { lock.withLock { listeners.compactMap(\.value) } }
 

@@ -30,17 +30,19 @@ extension Room {
         }
         try beginOperation("changeMode")
         defer { endOperation() }
-        if previous == .SEND_AND_RECV {
-            let producing = media.producingKinds
-            savedMediaState.value = (producing.contains(.audio), producing.contains(.video))
-            // The server closes the producers itself when the mode changes.
-            for kind in producing { await media.stopLocal(kind, onServer: false) }
-        }
+        // The server answers first: a refusal (4065) or an interruption (3065, 3079, 3056) leaves the
+        // local media as it was, matching the server, which keeps the producers in that case.
         do {
             _ = try await call("changeMode", ["mode": .string(target.rawValue)])
         } catch let e as UnderstudyError {
-            throw e.code == 3054 || e.code == 3056
+            throw [3054, 3056, 3065, 3079].contains(e.code)
                 ? e : UnderstudyError(code: 4065, message: "changeMode refused: \(e.message)")
+        }
+        if previous == .SEND_AND_RECV {
+            let producing = media.producingKinds
+            savedMediaState.value = (producing.contains(.audio), producing.contains(.video))
+            // The server closed the producers itself when the mode changed.
+            for kind in producing { await media.stopLocal(kind, onServer: false) }
         }
         local.update(mode: target)
         if target == .SEND_AND_RECV {
@@ -57,7 +59,8 @@ extension Room {
         if on && localParticipant.mode != .SEND_AND_RECV {
             throw UnderstudyError(code: 3066, message: "\(api) needs SEND_AND_RECV mode")
         }
-        if media.producingKinds.contains(kind) == on {
+        // A device the join is still publishing counts as on (3054 to turn it on, 3055 to turn it off).
+        if media.producingKinds.union(media.joinPublishing).contains(kind) == on {
             throw UnderstudyError(
                 code: 3054, message: "\(api): the \(kind == .audio ? "mic" : "camera") is already \(on ? "on" : "off")")
         }

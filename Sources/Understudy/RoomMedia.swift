@@ -36,6 +36,12 @@ final class RoomMedia: @unchecked Sendable {
     private var closed = false
 
     var producingKinds: Set<StreamKind> { lock.withLock { Set(producers.keys) } }
+    private var _joinPublishing: [StreamKind] = []
+    /// The kinds the join is still publishing (`micEnabled`/`camEnabled`); they count as on.
+    var joinPublishing: [StreamKind] {
+        get { lock.withLock { _joinPublishing } }
+        set { lock.withLock { _joinPublishing = newValue } }
+    }
     /// The local source of `kind` as wrapped for captures and stats sizes.
     func localTap(_ kind: StreamKind) -> CaptureTapSource? {
         lock.withLock { sources[kind]?.value as? CaptureTapSource }
@@ -123,7 +129,8 @@ final class RoomMedia: @unchecked Sendable {
         }
         let local = room.localParticipant
         let madeStreams = made
-        room.eventQueue.async {
+        // Awaited: when the call returns, `streams` and the listeners have the new streams.
+        await room.onQueue {
             for s in madeStreams {
                 if s.kind == .audio { local.update(mic: true) } else if s.kind == .video { local.update(webcam: true) }
                 local.addStream(s)
@@ -144,9 +151,16 @@ final class RoomMedia: @unchecked Sendable {
             let mediaKind: MediaKind = kind == .audio ? .audio : .video
             var source: MediaSource
             do { source = try factory(mediaKind, kind == .video ? layers : 1) } catch {
-                throw UnderstudyError(
-                    code: kind == .share ? 3061 : kind == .video ? 3049 : 3058,
-                    message: "cannot open the \(kind.wireKind) source: \(error)")
+                // A missing or unusable capture device (or a kind configured as `none`) is "no device
+                // found" (3059 mic, 3051 webcam); anything else failed the produce (3058, 3049, 3061).
+                var noDevice = false
+                switch error as? MediaSourceError {
+                case .device?, .notPublished?: noDevice = true
+                default: break
+                }
+                let code =
+                    kind == .share ? 3061 : kind == .video ? (noDevice ? 3051 : 3049) : (noDevice ? 3059 : 3058)
+                throw UnderstudyError(code: code, message: "cannot open the \(kind.wireKind) source: \(error)")
             }
             if kind == .video || kind == .share {
                 source = CaptureTapSource(source, buffer: kind == .video ? room.localParticipant.captureFrames : nil)
@@ -281,7 +295,8 @@ final class RoomMedia: @unchecked Sendable {
     /// Called on the event queue.
     func resetConnections() {
         guard let room else { return }
-        stopAllLocal(announce: false)
+        // Local streams end now; the rejoin publishes new ones (`onStreamEnabled` again).
+        stopAllLocal(announce: true)
         let ended: [(String, String)] = lock.withLock {
             let e = consumers.filter { flowing.contains($0.key) }.map { ($0.value.participantId, $0.value.producerId) }
             consumers.removeAll()

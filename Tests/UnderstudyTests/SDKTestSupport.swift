@@ -91,6 +91,9 @@ final class EventLog: RoomEventListener, ParticipantEventListener, PubSubMessage
     func onStreamDisabled(_ stream: MediaStream, participant: Participant) {
         add("streamOff:\(participant.id):\(stream.kind.rawValue)")
     }
+    func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus) {
+        add("status:\(participantId):\(kind.rawValue):\(status.rawValue)")
+    }
     func onMessageReceived(_ message: PubSubMessage) {
         lock.withLock { messages.append(message) }
         onMessage?(message)
