@@ -437,7 +437,8 @@ final class Room: @unchecked Sendable {
                 // No consumer then: announcing one would promise media that never comes.
                 let failure = RoomError(
                     4050,
-                    "cannot forward \(producer.kind.rawValue) of '\(producer.participantId)' to '\(subscriber.id)': \(error)")
+                    "cannot forward \(producer.kind.rawValue) of '\(producer.participantId)' to '\(subscriber.id)': \(error)"
+                )
                 if !explicit {
                     var event = failure.errorJSON.objectValue ?? [:]
                     event["participantId"] = .string(producer.participantId)
@@ -578,7 +579,8 @@ final class Room: @unchecked Sendable {
             let kind = p.producers[s.id]?.kind.rawValue ?? s.kind.rawValue
             producers.append([
                 "producerId": .string(s.id), "kind": .string(kind),
-                "packetsReceived": .number(Double(s.packetsReceived)), "bytesReceived": .number(Double(s.bytesReceived)),
+                "packetsReceived": .number(Double(s.packetsReceived)),
+                "bytesReceived": .number(Double(s.bytesReceived)),
                 "retransmissionsReceived": .number(Double(s.repairsReceived)),
                 "nacksSent": .number(Double(s.nacksSent)), "plisSent": .number(Double(s.plisSent)),
                 "layers": .array(s.layers.map { .string($0.rid ?? "") }),
@@ -592,7 +594,8 @@ final class Room: @unchecked Sendable {
                 "participantId": roomConsumer.map { .string($0.producerParticipantId) } ?? .null,
                 "kind": roomConsumer.map { .string($0.kind.rawValue) } ?? .null,
                 "packetsSent": .number(Double(s.packetsSent)), "bytesSent": .number(Double(s.bytesSent)),
-                "nacksReceived": .number(Double(s.nacksReceived)), "retransmissions": .number(Double(s.retransmissions)),
+                "nacksReceived": .number(Double(s.nacksReceived)),
+                "retransmissions": .number(Double(s.retransmissions)),
                 "plisReceived": .number(Double(s.plisReceived)), "packetsDropped": .number(Double(s.packetsDropped)),
                 "layerSwitches": .number(Double(s.layerSwitches)),
                 "currentLayer": s.currentRID.map(JSONValue.string) ?? .null,

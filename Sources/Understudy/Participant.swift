@@ -22,6 +22,7 @@ public final class Participant: @unchecked Sendable {
     private var _pinState = PinState(cam: false, share: false)
     private var _quality: VideoQuality?
     private var _shareQuality: VideoQuality?
+    private var _viewPort: (width: Int, height: Int)?
     private var _flashCaptureRunning = false
     private var listeners: [WeakParticipantListener] = []
     /// The webcam frames since the last keyframe, for ``captureImage(width:height:flash:)``.
@@ -71,6 +72,28 @@ public final class Participant: @unchecked Sendable {
         return removed
     }
     func setShareQuality(_ q: VideoQuality) { lock.withLock { _shareQuality = q } }
+    /// The webcam view size this device set with ``setViewPort(width:height:)``.
+    var viewPort: (width: Int, height: Int)? { lock.withLock { _viewPort } }
+
+    /// The server made a new consumer of this participant's `kind`: this device's quality and view
+    /// size choices apply to it as they did to the one it replaces. Off the event queue.
+    func reapplyChoices(to kind: StreamKind) async {
+        guard let room else { return }
+        let (quality, shareQuality, viewPort) = lock.withLock { (_quality, _shareQuality, _viewPort) }
+        let wire = kind == .share ? "screen" : "webcam"
+        if let q = kind == .share ? shareQuality : quality {
+            _ = try? await room.call(
+                "setQuality", ["participantId": .string(id), "quality": .string(q.rawValue), "kind": .string(wire)])
+        }
+        if kind == .video, let viewPort {
+            _ = try? await room.call(
+                "setViewPort",
+                [
+                    "participantId": .string(id), "width": .number(Double(viewPort.width)),
+                    "height": .number(Double(viewPort.height)),
+                ])
+        }
+    }
     /// Claims the single flash capture slot; false when a flash capture is already running.
     func beginFlashCapture() -> Bool {
         lock.withLock {
@@ -166,14 +189,17 @@ public final class Participant: @unchecked Sendable {
             "unpin", "unpin", ["participantId": .string(id), "pinType": .string(type.rawValue)], agentRefused: false)
     }
     /// Picks which simulcast layer of this participant's webcam this device receives.
-    /// Does nothing for the local participant or when ``videoQuality`` already is `quality`; throws 3068
+    /// The choice survives the server re-creating the consumer (the publisher toggles its camera,
+    /// stop/consume, a rejoin): the SDK applies it again to the new consumer.
+    /// Does nothing for the local participant; throws 3068
     /// when this device receives no webcam video from the participant (or it is an agent).
     /// A change is reported to this participant's listeners with `onVideoQualityChanged`.
     public func setQuality(_ quality: VideoQuality) async throws {
         guard let room else { throw UnderstudyError(code: 3035, message: "setQuality called outside a room") }
         try room.gate("setQuality")
         if isAgent { throw UnderstudyError(code: 3068, message: "setQuality is not supported on an agent participant") }
-        if isLocal || videoQuality == quality { return }
+        if isLocal { return }
+        // Always asked (no cached no-op): the server may have re-created the consumer meanwhile.
         let response = try await room.call(
             "setQuality",
             ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": "webcam"])
@@ -192,11 +218,18 @@ public final class Participant: @unchecked Sendable {
         }
     }
     /// Tells the server the size (pixels) at which this participant's webcam is shown.
+    /// - Throws: 3068 for the local participant or when this device receives no webcam video from
+    ///   it; 3073 for a size that is not positive.
     public func setViewPort(width: Int, height: Int) async throws {
+        if isLocal, let room {
+            try room.gate("setViewPort")
+            throw UnderstudyError(code: 3068, message: "setViewPort works only on remote participants")
+        }
         try await remoteCall(
             "setViewPort", "setViewPort",
             ["participantId": .string(id), "width": .number(Double(width)), "height": .number(Double(height))],
             agentRefused: false)
+        lock.withLock { _viewPort = (width, height) }
     }
     /// Starts receiving this participant's mic on this device (autoConsume off; no-op otherwise).
     public func consumeMicStreams() async throws { try await consume("consumeMicStreams", "consume", "mic") }

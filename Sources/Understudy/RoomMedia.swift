@@ -252,13 +252,14 @@ final class RoomMedia: @unchecked Sendable {
                 _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
             }
         }
-        announceStopped(kind, producerId: producerId)
+        await announceStopped(kind, producerId: producerId)
     }
 
-    private func announceStopped(_ kind: StreamKind, producerId: String) {
+    /// Awaited: when the stop returns, `streams` and the listeners have seen it.
+    private func announceStopped(_ kind: StreamKind, producerId: String) async {
         guard let room else { return }
         let local = room.localParticipant
-        room.eventQueue.async {
+        await room.onQueue {
             if kind == .audio { local.update(mic: false) } else if kind == .video { local.update(webcam: false) }
             if let s = local.removeStream(id: producerId) {
                 for l in local.liveListeners { l.onStreamDisabled(s, participant: local) }
@@ -433,6 +434,9 @@ final class RoomMedia: @unchecked Sendable {
             participantId: pid, kind: kind, producerId: data["producerId"]?.stringValue ?? id,
             mid: data["mid"]?.stringValue)
         lock.withLock { consumers[id] = info }
+        if kind == .video || kind == .share, let p = room?.participants[pid] {
+            Task { await p.reapplyChoices(to: kind) }
+        }
     }
 
     /// On the event queue.

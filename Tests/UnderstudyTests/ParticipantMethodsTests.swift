@@ -60,7 +60,9 @@ struct ParticipantMethodsTests {
         await expectCode(3068) { try await agent.enableMic() }
         await expectCode(3068) { try await agent.disableCam() }
         await expectCode(3068) { try await agent.setQuality(.low) }
-        #expect(throws: UnderstudyError.self) { _ = try agent.getShareStats() }
+        #expect(throws: UnderstudyError(code: 3068, message: "getShareStats is not supported on an agent")) {
+            _ = try agent.getShareStats()
+        }
         await expectCode(3068) { try await agent.disableMic() }
         await expectCode(3068) { try await agent.enableCam() }
         await expectCode(3068) { _ = try await agent.captureImage() }

@@ -160,6 +160,37 @@ struct SDKTruthTests {
         await watcher.leave()
     }
 
+    // MARK: 2. Quality choices survive
+
+    /// `setQuality(.low)` holds after the publisher turns its camera off and on (the server makes a
+    /// new consumer): the received picture is the low layer again, and the same call is not a no-op.
+    @Test func aQualityChoiceSurvivesANewConsumer() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (pub, pubLog) = try await joinedRoom(
+            server, room: "quality", id: "pub", mode: .SEND_AND_RECV, cam: true, multiStream: true)
+        try await waitUntil("camera on") { pubLog.has("streamOn:pub:video") }
+        let (viewer, viewerLog) = try await joinedRoom(server, room: "quality", id: "viewer", mode: .RECV_ONLY)
+        let remote = try #require(viewer.participants["pub"])
+        remote.addEventListener(viewerLog)
+        try await waitUntil("the top layer arrives", seconds: 20) {
+            remote.captureFrames.pictureSize?.width == 640
+        }
+        try await remote.setQuality(.low)
+        try await waitUntil("the low layer arrives", seconds: 20) { remote.captureFrames.pictureSize?.width == 160 }
+        try await pub.disableCam()
+        try await waitUntil("stream off at the viewer") { viewerLog.has("streamOff:pub:video") }
+        try await pub.enableCam()
+        try await waitUntil("stream on again", seconds: 20) { viewerLog.count("streamOn:pub:video") == 2 }
+        try await waitUntil("the low layer arrives again", seconds: 20) {
+            remote.captureFrames.pictureSize?.width == 160
+        }
+        try await remote.setQuality(.medium)
+        try await waitUntil("the middle layer arrives", seconds: 20) { remote.captureFrames.pictureSize?.width == 320 }
+        await viewer.leave()
+        await pub.leave()
+    }
+
     // MARK: 3. Listeners added before join()
 
     @Test func listenersAddedToTheLocalParticipantBeforeJoinStay() async throws {
@@ -322,7 +353,8 @@ struct SDKTruthTests {
         defer { server.stop() }
         let (pub, pubLog) = try await joinedRoom(server, room: "no-port", id: "pub", mode: .SEND_AND_RECV, mic: true)
         try await waitUntil("mic on") { pubLog.has("streamOn:pub:audio") }
-        let (manual, _) = try await joinedRoom(server, room: "no-port", id: "manual", mode: .RECV_ONLY, autoConsume: false)
+        let (manual, _) = try await joinedRoom(
+            server, room: "no-port", id: "manual", mode: .RECV_ONLY, autoConsume: false)
         let remote = try #require(manual.participants["pub"])
         await expectCode(4050) { try await remote.consumeMicStreams() }
         // With autoConsume the failure comes as onError(4050).

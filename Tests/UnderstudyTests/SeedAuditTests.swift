@@ -236,10 +236,8 @@ struct SeedAuditTests {
         // setViewPort: for a received webcam it works; bad sizes, the local participant and a
         // participant whose webcam is not received throw.
         try await atViewer.setViewPort(width: 320, height: 180)
-        await #expect(throws: UnderstudyError.self) { try await atViewer.setViewPort(width: 0, height: 180) }
-        await #expect(throws: UnderstudyError.self) {
-            try await viewer.localParticipant.setViewPort(width: 1, height: 1)
-        }
+        await expectCode(3073) { try await atViewer.setViewPort(width: 0, height: 180) }
+        await expectCode(3068) { try await viewer.localParticipant.setViewPort(width: 1, height: 1) }
         let hostAtViewer = try #require(viewer.participants["host"])
         await expectCode(3068) { try await hostAtViewer.setViewPort(width: 320, height: 180) }
         await expectCode(3068) { try await hostAtViewer.setQuality(.low) }
