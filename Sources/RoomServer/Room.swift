@@ -261,7 +261,13 @@ final class Room: @unchecked Sendable {
         case "consume", "stopConsuming": return try consume(p, data, start: method == "consume")
         case "setQuality": return try setQuality(p, data)
         case "setViewPort": return try setViewPort(p, data)
-        case "getStats": return try getStats(p)
+        case "getStats":
+            // `participantId` (optional): another member's totals, for its `getTransportStats()`.
+            guard let other = try data.optionalString("participantId") else { return try getStats(p) }
+            guard let target = participants[other] else {
+                throw .invalidParameter("no participant '\(other.prefix(128))' in the room")
+            }
+            return try getStats(target)
         case "publish": return try publish(p, data)
         case "subscribe": return try subscribe(p, data, id: id)
         case "unsubscribe":
@@ -910,10 +916,10 @@ final class Room: @unchecked Sendable {
             guard peer.mode == .sendAndRecv else {
                 throw RoomError(3066, "'\(peer.id)' is in \(peer.mode.rawValue) and cannot publish")
             }
-            let on = kind == .mic ? peer.micEnabled : peer.camEnabled
-            if on { return ["participantId": .string(peer.id)] }
-            peer.pendingAsks.append((kind, p.session, requestId))
             peer.session.notify(kind == .mic ? "micRequested" : "webcamRequested", by)
+            // Already on: nothing to wait for.
+            if kind == .mic ? peer.micEnabled : peer.camEnabled { return ["participantId": .string(peer.id)] }
+            peer.pendingAsks.append((kind, p.session, requestId))
             return nil
         } else {
             peer.session.notify(kind == .mic ? "micDisabled" : "webcamDisabled", by)

@@ -91,26 +91,30 @@ extension Room {
         return media.stats(for: participant, kind: kind)
     }
 
-    /// Blocks on the server's `getStats` (local participant). For a remote participant only what flows
-    /// from it to this device is known here: that is its `send`, and its `receive` stays 0. Bitrates
-    /// are over the time since the previous call for the same participant (0 on the first).
+    /// Blocks on the server's `getStats` for the participant (local or remote): what the server
+    /// received from it is its `send`, what the server sent it is its `receive`. Bitrates are over
+    /// a shared reference reading renewed about once a second; the first call reads twice, half a
+    /// second apart, so that it has a rate too.
     func transportStats(for participant: Participant) -> [String: Any]? {
         guard statsAllowed else { return nil }
-        var sent = 0
-        var received = 0
-        if participant.isLocal {
+        func totals() -> (sent: Int, received: Int)? {
             let semaphore = DispatchSemaphore(value: 0)
             let box = ResultBox<JSONValue>()
+            let data: JSONValue = participant.isLocal ? [:] : ["participantId": .string(participant.id)]
             Task {
-                box.value = try? await self.call("getStats")
+                box.value = try? await self.call("getStats", data)
                 semaphore.signal()
             }
             guard semaphore.wait(timeout: .now() + 5) == .success, let data = box.value else { return nil }
-            sent = (data["producers"]?.arrayValue ?? []).compactMap { $0["bytesReceived"]?.intValue }.reduce(0, +)
-            received = (data["consumers"]?.arrayValue ?? []).compactMap { $0["bytesSent"]?.intValue }.reduce(0, +)
-        } else {
-            sent = Int(clamping: media.receivedBytes(from: participant.id))
+            let sent = (data["producers"]?.arrayValue ?? []).compactMap { $0["bytesReceived"]?.intValue }.reduce(0, +)
+            let received = (data["consumers"]?.arrayValue ?? []).compactMap { $0["bytesSent"]?.intValue }.reduce(0, +)
+            return (sent, received)
         }
+        if !participant.transportSample.hasReference, let first = totals() {
+            _ = participant.transportSample.rates(sent: first.sent, received: first.received)
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        guard let (sent, received) = totals() else { return nil }
         let (sendKbps, receiveKbps) = participant.transportSample.rates(sent: sent, received: received)
         return [
             "send": ["outgoingBitrate": sendKbps, "totalSentBytes": sent],

@@ -31,8 +31,10 @@ final class RoomMedia: @unchecked Sendable {
     private var consumers: [String: ConsumerInfo] = [:]
     /// Consumer ids whose media has arrived (their `onStreamEnabled` fired).
     private var flowing: Set<String> = []
-    private var previousSamples: [String: (packets: UInt64, bytes: UInt64, lost: Int64, frames: UInt64, at: UInt64)] =
-        [:]
+    /// The stats sampling clock and its last two readings per stream key (`pub|mid|layer`,
+    /// `sub|mid|rid`).
+    private var sampler: DispatchSourceTimer?
+    private var readings: [String: (previous: StatsReading?, latest: StatsReading)] = [:]
     private var closed = false
 
     var producingKinds: Set<StreamKind> { lock.withLock { Set(producers.keys) } }
@@ -70,6 +72,7 @@ final class RoomMedia: @unchecked Sendable {
     func produce(_ kinds: [StreamKind], reportStatus: Bool) async throws {
         guard let room, !kinds.isEmpty else { return }
         let pc = try publishConnection()
+        startSampling()
         let rids = room.multiStream ? ["q", "h", "f"] : []
         try makeSources(for: kinds, layers: max(1, rids.count))
         let (offer, added) = try await pc.loop.submit { () throws -> (String, [RTPTransceiver]) in
@@ -342,6 +345,9 @@ final class RoomMedia: @unchecked Sendable {
     func close() {
         let pcs: [PeerConnection] = lock.withLock {
             closed = true
+            sampler?.cancel()
+            sampler = nil
+            readings.removeAll()
             let list = [publish, subscribe].compactMap { $0 }
             publish = nil
             subscribe = nil
@@ -463,6 +469,7 @@ final class RoomMedia: @unchecked Sendable {
         guard let room, let sdp = data["sdp"]?.stringValue, let revision = data["revision"]?.intValue,
             let offer = try? SessionDescription.parse(sdp), let pc = try? subscribeConnection()
         else { return }
+        startSampling()
         Task {
             do {
                 let answer = try await pc.loop.submit { () throws -> String in
@@ -496,71 +503,142 @@ final class RoomMedia: @unchecked Sendable {
         return box.value
     }
 
+    /// One stream's stats rows: the change between the sampling clock's last two readings, so that
+    /// every caller sees the same values whenever and however often it asks. Empty until a stream
+    /// has two readings (about a second after it starts).
     func stats(for participant: Participant, kind: StreamKind) -> [[String: Any]] {
         let mediaKind: MediaKind = kind == .audio || kind == .shareAudio ? .audio : .video
-        var samples:
-            [(
-                key: String, packets: UInt64, bytes: UInt64, lost: Int64, rid: String?, frames: UInt64, jitter: Double,
-                rtt: Double
-            )] = []
+        let prefix: Set<String>
         if participant.isLocal {
-            guard kind == .audio || kind == .video || kind == .share, let pc = lock.withLock({ publish }),
+            guard kind == .audio || kind == .video || kind == .share,
                 let mid = lock.withLock({ activeTransceivers[kind]?.mid })
             else { return [] }
-            let rows = onLoopSync(pc) { pc.senderStats() } ?? []
-            for r in rows where r.kind == mediaKind && r.mid == mid {
-                samples.append(
-                    (
-                        "local|\(mid)|\(r.layer)", r.stats.packetsSent, r.stats.bytesSent, 0, "\(r.layer)",
-                        r.stats.framesSent, 0, Double(r.stats.roundTripTime) / 1e6
-                    ))
-            }
+            prefix = ["pub|\(mid)|"]
         } else {
-            guard let pc = lock.withLock({ subscribe }) else { return [] }
-            let mids = lock.withLock {
-                Set(consumers.values.filter { $0.participantId == participant.id && $0.kind == kind }.compactMap(\.mid))
-            }
-            guard !mids.isEmpty else { return [] }
-            let rows = onLoopSync(pc) { pc.receiverStats() } ?? []
-            for r in rows where r.kind == mediaKind {
-                guard let mid = r.mid, mids.contains(mid) else { continue }
-                samples.append(
-                    (
-                        "\(participant.id)|\(mid)|\(r.rid ?? "")", r.stats.packetsReceived, r.stats.bytesReceived,
-                        r.stats.packetsLost, r.rid, r.stats.framesAssembled, r.stats.jitter, 0
-                    ))
+            prefix = lock.withLock {
+                Set(
+                    consumers.values.filter { $0.participantId == participant.id && $0.kind == kind }.compactMap(\.mid)
+                        .map { "sub|\($0)|" })
             }
         }
-        var sizes: [String: [String: Any]] = [:]
-        if mediaKind == .video { for s in samples { sizes[s.key] = pictureSize(participant, kind, layer: s.rid) } }
-        let now = EventLoop.now()
-        return lock.withLock {
-            samples.map { s in
-                // Counters that went backwards belong to a new stream under the same key: start over.
-                let prev = previousSamples[s.key].flatMap {
-                    $0.packets <= s.packets && $0.bytes <= s.bytes && $0.frames <= s.frames ? $0 : nil
+        guard !prefix.isEmpty else { return [] }
+        let chosen: [(key: String, layer: String?, previous: StatsReading, latest: StatsReading)] = lock.withLock {
+            readings.compactMap { key, pair in
+                guard pair.latest.kind == mediaKind, let previous = pair.previous,
+                    let split = key.lastIndex(of: "|"), prefix.contains(String(key[...split]))
+                else { return nil }
+                let layer = String(key[key.index(after: split)...])
+                return (key, layer.isEmpty ? nil : layer, previous, pair.latest)
+            }.sorted { $0.key < $1.key }
+        }
+        return chosen.map { c in
+            let (p, l) = (c.previous, c.latest)
+            let seconds = Double(l.at &- p.at) / 1e9
+            var row: [String: Any] = [
+                "totalPackets": Int(clamping: l.packets - p.packets),
+                "packetsLost": Int(clamping: max(0, l.lost &- p.lost)),
+                "bitrate": seconds > 0 ? Double(l.bytes - p.bytes) * 8 / 1000 / seconds : 0.0,
+                "jitter": l.jitterMs, "rtt": l.rttMs, "codec": mediaKind == .audio ? "opus" : "vp8",
+            ]
+            if let layer = c.layer { row["rid"] = layer }
+            if mediaKind == .video {
+                var size = pictureSize(participant, kind, layer: c.layer)
+                if seconds > 0, !size.isEmpty {
+                    size["framerate"] = (Double(l.frames - p.frames) / seconds * 10).rounded() / 10
                 }
-                previousSamples[s.key] = (s.packets, s.bytes, s.lost, s.frames, now)
-                let seconds = prev.map { Double(now &- $0.at) / 1e9 } ?? 0
-                let bytes = s.bytes - (prev?.bytes ?? 0)
-                var row: [String: Any] = [
-                    "totalPackets": Int(clamping: s.packets - (prev?.packets ?? 0)),
-                    "packetsLost": Int(clamping: max(0, s.lost &- (prev?.lost ?? 0))),
-                    "bitrate": seconds > 0 ? Double(bytes) * 8 / 1000 / seconds : 0.0,
-                    "jitter": s.jitter, "rtt": s.rtt, "codec": mediaKind == .audio ? "opus" : "vp8",
-                ]
-                if let rid = s.rid { row["rid"] = rid }
-                if mediaKind == .video {
-                    var size = sizes[s.key] ?? [String: Any]()
-                    if let prev, seconds > 0, !size.isEmpty {
-                        size["framerate"] = (Double(s.frames - prev.frames) / seconds * 10).rounded() / 10
-                    }
-                    row["size"] = size
+                row["size"] = size
+            }
+            return row
+        }
+    }
+
+    // MARK: Sampling clock
+
+    /// How often the stats sampling clock reads the counters, in seconds.
+    static let statsInterval = 1.0
+
+    /// Starts the sampling clock (once; it stops when the room's media closes).
+    func startSampling() {
+        let timer: DispatchSourceTimer? = lock.withLock {
+            guard sampler == nil, !closed else { return nil }
+            let t = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
+            sampler = t
+            return t
+        }
+        guard let timer else { return }
+        timer.schedule(deadline: .now() + Self.statsInterval, repeating: Self.statsInterval)
+        timer.setEventHandler { [weak self] in self?.sample() }
+        timer.resume()
+    }
+
+    /// One tick: each connection reads its counters on its own loop thread.
+    private func sample() {
+        let (pub, sub) = lock.withLock { (publish, subscribe) }
+        if let pub {
+            pub.loop.execute { [weak self] in
+                let rtt = pub.iceRoundTripTime
+                let now = EventLoop.now()
+                let rows = pub.senderStats().compactMap { r -> (String, StatsReading)? in
+                    guard let mid = r.mid else { return nil }
+                    // RTT from the receiver reports (RR), else from the ICE checks of this connection.
+                    let roundTrip = r.stats.roundTripTime > 0 ? r.stats.roundTripTime : rtt
+                    return (
+                        "pub|\(mid)|\(r.layer)",
+                        StatsReading(
+                            kind: r.kind, packets: r.stats.packetsSent, bytes: r.stats.bytesSent,
+                            lost: r.stats.reportedPacketsLost, frames: r.stats.framesSent,
+                            jitterMs: r.stats.reportedJitter * 1000, rttMs: Double(roundTrip) / 1e6, at: now)
+                    )
                 }
-                return row
+                self?.record(rows, prefix: "pub|")
+            }
+        }
+        if let sub {
+            sub.loop.execute { [weak self] in
+                // A receive-only connection sends no SR, so the far end's RR cannot time it: the ICE
+                // consent checks give the round trip between this device and the server.
+                let rtt = Double(sub.iceRoundTripTime) / 1e6
+                let now = EventLoop.now()
+                let rows = sub.receiverStats().compactMap { r -> (String, StatsReading)? in
+                    guard let mid = r.mid else { return nil }
+                    return (
+                        "sub|\(mid)|\(r.rid ?? "")",
+                        StatsReading(
+                            kind: r.kind, packets: r.stats.packetsReceived, bytes: r.stats.bytesReceived,
+                            lost: r.stats.packetsLost, frames: r.stats.framesAssembled, jitterMs: r.stats.jitter,
+                            rttMs: rtt, at: now)
+                    )
+                }
+                self?.record(rows, prefix: "sub|")
             }
         }
     }
+
+    /// Stores one tick's readings of one connection; streams that are gone are forgotten.
+    private func record(_ rows: [(String, StatsReading)], prefix: String) {
+        lock.withLock {
+            let seen = Set(rows.map(\.0))
+            for key in readings.keys where key.hasPrefix(prefix) && !seen.contains(key) { readings[key] = nil }
+            for (key, reading) in rows {
+                // Counters that went backwards belong to a new stream under the same key: start over.
+                let last = readings[key]?.latest
+                let continues = last.map { $0.packets <= reading.packets && $0.bytes <= reading.bytes } ?? false
+                readings[key] = (continues ? last : nil, reading)
+            }
+        }
+    }
+}
+
+/// One reading of a stream's counters by the sampling clock.
+struct StatsReading {
+    var kind: MediaKind
+    var packets: UInt64
+    var bytes: UInt64
+    var lost: Int64
+    var frames: UInt64
+    var jitterMs: Double
+    var rttMs: Double
+    var at: UInt64
 }
 
 extension RoomMedia {

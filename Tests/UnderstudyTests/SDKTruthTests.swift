@@ -207,6 +207,53 @@ struct SDKTruthTests {
         #expect(log.has("streamOff:pub:audio"))
     }
 
+    // MARK: 4. Stats
+
+    /// Rows are the sampling clock's last interval: the first row already has a bitrate, two callers
+    /// asking back to back see the same interval, own streams carry what the receiver reports say
+    /// (jitter, RTT) and remote streams an RTT; a remote's transport stats include what it receives.
+    @Test func statsReportWhatRTCPSaysAndDoNotDependOnTheCaller() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (pub, pubLog) = try await joinedRoom(
+            server, room: "stats-truth", id: "pub", mode: .SEND_AND_RECV, mic: true, cam: true)
+        try await waitUntil("camera on") { pubLog.has("streamOn:pub:video") }
+        let (viewer, viewerLog) = try await joinedRoom(server, room: "stats-truth", id: "viewer", mode: .RECV_ONLY)
+        let remote = try #require(viewer.participants["pub"])
+        remote.addEventListener(viewerLog)
+        try await waitUntil("video at the viewer", seconds: 20) { viewerLog.has("streamOn:pub:video") }
+        var first: [String: Any]?
+        try await waitUntil("a first stats row", seconds: 20) {
+            first = remote.getVideoStats()?.first
+            return first != nil
+        }
+        let row = try #require(first)
+        #expect((row["bitrate"] as? Double ?? 0) > 0, "the first row has a rate: \(row)")
+        // Two callers, back to back: the same interval, so the same values.
+        let a = try #require(remote.getAudioStats()?.first)
+        let b = try #require(remote.getAudioStats()?.first)
+        #expect(a["totalPackets"] as? Int == b["totalPackets"] as? Int)
+        #expect((a["totalPackets"] as? Int ?? 0) > 0)
+        #expect(a["bitrate"] as? Double == b["bitrate"] as? Double)
+        // Remote streams: the round trip between this device and the server.
+        try await waitUntil("remote rtt", seconds: 20) {
+            (remote.getVideoStats()?.first?["rtt"] as? Double ?? 0) > 0
+        }
+        // Own streams: jitter and RTT from the server's receiver reports.
+        try await waitUntil("own jitter and rtt from RR", seconds: 20) {
+            let rows = pub.localParticipant.getVideoStats() ?? []
+            return rows.contains { ($0["jitter"] as? Double ?? 0) > 0 && ($0["rtt"] as? Double ?? 0) > 0 }
+        }
+        // A remote's transport stats: what it sends and what it receives, as the server counts them.
+        let atPub = try #require(pub.participants["viewer"])
+        let transport = try #require(await transportStats(atPub))
+        let receive = try #require(transport["receive"] as? [String: Any])
+        #expect((receive["totalReceivedBytes"] as? Int ?? 0) > 0)
+        #expect((receive["incomingBitrate"] as? Double ?? 0) > 0, "the first call has a rate: \(receive)")
+        await viewer.leave()
+        await pub.leave()
+    }
+
     // MARK: 5. After a reconnect
 
     /// A mic muted before the drop is announced off by the rejoin; local streams end and start again
