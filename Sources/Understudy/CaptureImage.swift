@@ -123,6 +123,8 @@ final class CaptureTapSource: MediaSource {
         self.buffer = buffer
     }
 
+    func use(clock: MediaClock) { inner.use(clock: clock) }
+
     func pull(elapsedNanos: UInt64, emit: (EncodedFrame, Int) -> Void) {
         inner.pull(elapsedNanos: elapsedNanos) { frame, layer in
             if frame.isKeyframe || capturedLayer == nil, let size = VP8KeyframeInfo.parse(frame.data) {

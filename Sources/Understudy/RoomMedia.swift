@@ -13,6 +13,10 @@ final class RoomMedia: @unchecked Sendable {
     private let lock = NSLock()
     private var publish: PeerConnection?
     private var publishConnected = false
+    /// The media clock of every local track on the publish connection (mic, webcam, screen share),
+    /// as a camera and a microphone share a capture clock: their content lines up however far
+    /// apart their pumps start.
+    private var publishClock = MediaClock()
     /// One pump per local track (mic, webcam, screen share). A pump's clock starts when it does, so a
     /// running track keeps its pump when another track starts or stops (a new pump would stall it).
     private var pumps: [StreamKind: MediaPump] = [:]
@@ -209,6 +213,7 @@ final class RoomMedia: @unchecked Sendable {
         }
         guard !changes.isEmpty else { return }
         let box = UncheckedSendable(changes)
+        let clock = lock.withLock { publishClock }
         let made: [StreamKind: UncheckedSendable<MediaPump>] = await pc.loop.submit {
             var made: [StreamKind: UncheckedSendable<MediaPump>] = [:]
             for change in box.value {
@@ -216,8 +221,12 @@ final class RoomMedia: @unchecked Sendable {
                 guard let transceiver = change.transceiver, let source = change.source else { continue }
                 let p =
                     change.kind == .audio
-                    ? MediaPump(connection: pc, video: nil, videoSource: nil, audio: transceiver, audioSource: source)
-                    : MediaPump(connection: pc, video: transceiver, videoSource: source, audio: nil, audioSource: nil)
+                    ? MediaPump(
+                        connection: pc, video: nil, videoSource: nil, audio: transceiver, audioSource: source,
+                        clock: clock)
+                    : MediaPump(
+                        connection: pc, video: transceiver, videoSource: source, audio: nil, audioSource: nil,
+                        clock: clock)
                 p.attach()
                 made[change.kind] = UncheckedSendable(p)
             }
@@ -332,6 +341,7 @@ final class RoomMedia: @unchecked Sendable {
             let old = publish
             publish = nil
             publishConnected = false
+            publishClock = MediaClock()
             activeTransceivers.removeAll()
             return old
         }
