@@ -488,7 +488,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         let local = room.localParticipant
         if !local.id.isEmpty { everyone.append((local.id, local.mode.canonical)) }
         let stage = everyone.filter { $0.1 == .SEND_AND_RECV }.map(\.0).sorted()
-        let audience = everyone.filter { $0.1 != .SEND_AND_RECV }.map(\.0).sorted()
+        // The audience is RECV_ONLY (seed 000); SIGNALLING_ONLY members receive no media and are neither.
+        let audience = everyone.filter { $0.1 == .RECV_ONLY }.map(\.0).sorted()
         return (stage, audience)
     }
 

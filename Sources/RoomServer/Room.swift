@@ -511,7 +511,10 @@ final class Room: @unchecked Sendable {
         guard let peer = participants[peerId], peer.id != p.id else {
             throw RoomError(unknownCode, "no remote participant '\(peerId.prefix(128))'")
         }
-        if peer.isAgent, action == "setQuality" { throw RoomError(3068, "setQuality is not supported on an agent") }
+        // room-api §7 refuses setQuality on an agent; setScreenShareQuality is not in that list.
+        if peer.isAgent, action == "setQuality", kind == .webcam {
+            throw RoomError(3068, "setQuality is not supported on an agent")
+        }
         let found = p.consumers.values.filter { $0.producerParticipantId == peerId && $0.kind == kind }
         guard !found.isEmpty else {
             throw RoomError(3068, "\(action): this connection receives no \(kind.rawValue) from '\(peerId)'")

@@ -177,7 +177,7 @@ extension Participant {
     public func captureImage(width: CGFloat? = nil, height: CGFloat? = nil, flash: CaptureFlash = .OFF) async throws
         -> String
     {
-        if isAgent {
+        if isAgent() {
             throw UnderstudyError(code: 3068, message: "captureImage is not supported on an agent participant")
         }
         if flash == .ON && !isLocal {

@@ -8,7 +8,9 @@ public final class Participant: @unchecked Sendable {
     public let id: String
     public let displayName: String
     public let isLocal: Bool
-    public let isAgent: Bool
+    /// Whether this participant is an agent (the spec's `isAgent()`).
+    public func isAgent() -> Bool { agent }
+    private let agent: Bool
     public let agentId: String?
     /// The participant's `metaData` as JSON text (nil when none).
     public let metaDataJSON: String?
@@ -36,7 +38,7 @@ public final class Participant: @unchecked Sendable {
         self.id = id
         displayName = name
         self.isLocal = isLocal
-        isAgent = json?["isAgent"]?.boolValue ?? false
+        agent = json?["isAgent"]?.boolValue ?? false
         agentId = json?["agentId"]?.stringValue
         metaDataJSON = json?["metaData"].flatMap { $0.isNull ? nil : $0.jsonString }
         _mode = json?["mode"]?.stringValue.flatMap(Mode.init(rawValue:))?.canonical ?? .SEND_AND_RECV
@@ -197,7 +199,7 @@ public final class Participant: @unchecked Sendable {
     public func setQuality(_ quality: VideoQuality) async throws {
         guard let room else { throw UnderstudyError(code: 3035, message: "setQuality called outside a room") }
         try room.gate("setQuality")
-        if isAgent { throw UnderstudyError(code: 3068, message: "setQuality is not supported on an agent participant") }
+        if agent { throw UnderstudyError(code: 3068, message: "setQuality is not supported on an agent participant") }
         if isLocal { return }
         // Always asked (no cached no-op): the server may have re-created the consumer meanwhile.
         let response = try await room.call(
@@ -260,7 +262,7 @@ public final class Participant: @unchecked Sendable {
     public func getAudioStats() -> [[String: Any]]? { room?.stats(for: self, kind: .audio) }
     /// Screen-share metrics; throws 3068 on an agent.
     public func getShareStats() throws -> [[String: Any]]? {
-        if isAgent { throw UnderstudyError(code: 3068, message: "getShareStats is not supported on an agent") }
+        if agent { throw UnderstudyError(code: 3068, message: "getShareStats is not supported on an agent") }
         return room?.stats(for: self, kind: .share)
     }
     /// Transport totals and bitrates; waits for the server (call off the event queue).

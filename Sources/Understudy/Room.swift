@@ -15,7 +15,7 @@ public enum Understudy {
     public typealias LeaveReason = SDKLeaveReason
 
     /// Builds a ``Room``; connects to nothing until ``Room/join()``. An empty `roomId` throws 3073.
-    /// A non-nil `agentId` joins as an agent participant (`isAgent == true` for everyone).
+    /// A non-nil `agentId` joins as an agent participant (`isAgent()` is true for everyone).
     /// `reconnect` says how long a dropped connection is retried (``ReconnectPolicy``).
     ///
     /// `signalingBaseUrl` is the server's `ws://host:port` (the path `/v1/rtc` is appended when absent).
@@ -258,7 +258,7 @@ public final class Room: @unchecked Sendable {
         async throws
     {
         try gate(api)
-        if agentRefused && target.isAgent {
+        if agentRefused && target.isAgent() {
             throw UnderstudyError(code: 3068, message: "\(api) is not supported on an agent participant")
         }
         _ = try await call(method, data)
@@ -573,7 +573,7 @@ public final class Room: @unchecked Sendable {
             else { return }
             let on = data["enabled"]?.boolValue ?? (data["status"]?.stringValue == "on")
             if kind == .audio { p.update(mic: on) } else { p.update(webcam: on) }
-            for l in p.liveListeners { l.onMediaStatusChanged(participantId: pid, kind: kind, status: on ? .on : .off) }
+            for l in p.liveListeners { l.onMediaStatusChanged(peerId: pid, kind: kind, newStatus: on ? .on : .off) }
         case "consumerCreated":
             media.consumerCreated(data)
         case "consumerClosed":

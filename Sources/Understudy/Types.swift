@@ -86,9 +86,15 @@ public struct PubSubMessage: Sendable, Hashable {
     public var senderName: String
     /// Milliseconds since 1970.
     public var timestamp: Int
-    /// The publisher's payload, untouched (nil when none was sent).
+    /// The publisher's payload, untouched, as JSON text (nil when none was sent).
     public var payloadJSON: String?
     public var sendOnly: [String]
+
+    /// The publisher's payload as the spec shapes it (`[String: Any]?`), parsed from ``payloadJSON``.
+    public var payload: [String: Any]? {
+        guard let payloadJSON, let data = payloadJSON.data(using: .utf8) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    }
 }
 
 /// How a room rides out a lost signalling connection (room-api.md §2): it stays `RECONNECTING`

@@ -17,8 +17,8 @@ final class StatusLog: ParticipantEventListener, @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
     var events: [String] { lock.withLock { lines } }
-    func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus) {
-        lock.withLock { lines.append("\(participantId):\(kind.rawValue):\(status.rawValue)") }
+    func onMediaStatusChanged(peerId: String, kind: StreamKind, newStatus: MediaStatus) {
+        lock.withLock { lines.append("\(peerId):\(kind.rawValue):\(newStatus.rawValue)") }
     }
 }
 

@@ -55,7 +55,7 @@ struct ParticipantMethodsTests {
         await agentRoom.join()
         try await waitUntil("host sees agent") { hostLog.has("pjoined:bot") }
         let agent = try #require(host.participants["bot"])
-        #expect(agent.isAgent)
+        #expect(agent.isAgent())
         #expect(agent.agentId == "agent-7")
         await expectCode(3068) { try await agent.enableMic() }
         await expectCode(3068) { try await agent.disableCam() }

@@ -1,3 +1,4 @@
+import Agent
 import Foundation
 import Media
 import Streaming
@@ -338,6 +339,75 @@ struct SDKTruthTests {
         #expect(host.participants["guest"]?.micOn == true)
         await guest.leave()
         await host.leave()
+    }
+
+    // MARK: 9. Names and shapes
+
+    /// `payload` is the spec's `[String: Any]` both ways.
+    @Test func aPubSubPayloadIsADictionaryBothWays() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (a, aLog) = try await joinedRoom(server, room: "payload", id: "a")
+        try await a.pubSub.subscribe(topic: "t", listener: aLog)
+        try await a.pubSub.publish(topic: "t", message: "hi", payload: ["n": 7, "s": "x", "list": [1, 2]])
+        try await waitUntil("message back") { !aLog.received.isEmpty }
+        let payload = try #require(aLog.received.first?.payload)
+        #expect(payload["n"] as? Int == 7)
+        #expect(payload["s"] as? String == "x")
+        #expect(payload["list"] as? [Int] == [1, 2])
+        await a.leave()
+    }
+
+    /// `setScreenShareQuality` works on an agent's share (room-api §7 refuses only `setQuality`).
+    @Test func setScreenShareQualityWorksOnAnAgent() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let agent = try Understudy.createRoom(
+            roomId: "agent-share", token: sdkToken(server, room: "agent-share"), participantName: "bot",
+            participantId: "bot", micEnabled: false, camEnabled: false, mode: .SEND_AND_RECV,
+            signalingBaseUrl: server.signalingURL, agentId: "bot")
+        let agentLog = EventLog()
+        agent.addEventListener(agentLog)
+        await agent.join()
+        try await agent.enableScreenShare()
+        let (viewer, viewerLog) = try await joinedRoom(server, room: "agent-share", id: "viewer", mode: .RECV_ONLY)
+        let remote = try #require(viewer.participants["bot"])
+        #expect(remote.isAgent())
+        remote.addEventListener(viewerLog)
+        try await waitUntil("share arrives", seconds: 20) { viewerLog.has("streamOn:bot:share") }
+        try await remote.setScreenShareQuality(.low)
+        await expectCode(3068) { try await remote.setQuality(.low) }
+        await viewer.leave()
+        await agent.leave()
+    }
+
+    /// The agent's audience is RECV_ONLY members only: a SIGNALLING_ONLY member is in neither list.
+    @Test func theAgentDoesNotCountSignallingOnlyMembersAsAudience() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (watcher, _) = try await joinedRoom(server, room: "agent-lists", id: "watcher", mode: .SIGNALLING_ONLY)
+        let (viewer, _) = try await joinedRoom(server, room: "agent-lists", id: "viewer", mode: .RECV_ONLY)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lists-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var options = RoomAgent.Options(
+            roomId: "agent-lists", token: sdkToken(server, room: "agent-lists"), signalingURL: server.signalingURL)
+        options.participantId = "agent"
+        options.recordDirectory = dir
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        let manifest = try #require(agent.manifestPath)
+        var audience: [String]?
+        try await waitUntil("the manifest lists the audience", seconds: 15) {
+            guard let data = FileManager.default.contents(atPath: manifest),
+                let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+            else { return false }
+            audience = json["audience"] as? [String]
+            return audience?.contains("viewer") == true
+        }
+        #expect(audience == ["agent", "viewer"])
+        await agent.stop()
+        await viewer.leave()
+        await watcher.leave()
     }
 
     // MARK: 7. Timeouts
