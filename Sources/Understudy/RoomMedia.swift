@@ -101,7 +101,7 @@ final class RoomMedia: @unchecked Sendable {
             let refused = UncheckedSendable(added)
             await pc.loop.submit { for t in refused.value { t.direction = .inactive } }
             let code = kinds.contains(.share) ? 3061 : kinds.contains(.video) ? 3049 : 3058
-            throw e.code == 3066 || e.code == 3056
+            throw [3066, 3056, 3065, 3079, 4051].contains(e.code)
                 ? e : UnderstudyError(code: code, message: "produce failed: \(e.message)")
         }
         guard let sdp = response["sdp"]?.stringValue, let answer = try? SessionDescription.parse(sdp) else {

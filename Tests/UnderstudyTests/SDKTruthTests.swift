@@ -341,6 +341,22 @@ struct SDKTruthTests {
         await host.leave()
     }
 
+    /// An offer whose video m-line has no codec the SFU forwards is refused with 4051.
+    @Test func anOfferWithoutASupportedCodecIs4051() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (room, _) = try await joinedRoom(server, room: "codec", id: "pub", mode: .SEND_AND_RECV)
+        let fingerprint = Array(repeating: "00", count: 32).joined(separator: ":")
+        let sdp = [
+            "v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0",
+            "m=video 9 UDP/TLS/RTP/SAVPF 102", "c=IN IP4 0.0.0.0", "a=mid:0", "a=sendonly",
+            "a=rtpmap:102 H264/90000", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
+            "a=fingerprint:sha-256 \(fingerprint)", "a=setup:actpass", "",
+        ].joined(separator: "\r\n")
+        await expectCode(4051) { _ = try await room.call("produce", ["kind": "webcam", "sdp": .string(sdp)]) }
+        await room.leave()
+    }
+
     // MARK: 9. Names and shapes
 
     /// `payload` is the spec's `[String: Any]` both ways.
