@@ -714,6 +714,20 @@ final class Room: @unchecked Sendable {
         return .object(response)
     }
 
+    /// The SFU forwards another simulcast layer to `subscriberId`: it is told what it now receives.
+    func consumerLayerChanged(subscriberId: String, producerId: String, _ quality: SFULayerQuality) {
+        guard !closed, let p = participants[subscriberId],
+            let consumer = p.consumers.values.first(where: { $0.producerId == producerId })
+        else { return }
+        let name = ["low", "medium", "high"][quality.rawValue]
+        p.session.notify(
+            "consumerLayerChanged",
+            [
+                "consumerId": .string(consumer.consumerId), "participantId": .string(consumer.producerParticipantId),
+                "kind": .string(consumer.kind.rawValue), "quality": .string(name),
+            ])
+    }
+
     /// The SFU wants a new subscribe offer for `participantId` (its consumers changed).
     func subscribeRenegotiationNeeded(participantId: String) {
         guard !closed, let p = participants[participantId] else { return }

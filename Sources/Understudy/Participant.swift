@@ -25,6 +25,8 @@ public final class Participant: @unchecked Sendable {
     private var _quality: VideoQuality?
     private var _shareQuality: VideoQuality?
     private var _viewPort: (width: Int, height: Int)?
+    /// The webcam layer this device receives now (nil before the first, or after the stream ended).
+    private var _receivedQuality: VideoQuality?
     private var _flashCaptureRunning = false
     private var listeners: [WeakParticipantListener] = []
     /// The webcam frames since the last keyframe, for ``captureImage(width:height:flash:)``.
@@ -69,7 +71,10 @@ public final class Participant: @unchecked Sendable {
     func removeStream(id: String) -> MediaStream? {
         let removed = lock.withLock { _streams.removeValue(forKey: id) }
         // A stopped webcam leaves nothing to capture; a restarted one starts from its next keyframe.
-        if removed?.kind == .video { captureFrames.clear() }
+        if removed?.kind == .video {
+            captureFrames.clear()
+            lock.withLock { _receivedQuality = nil }
+        }
         if removed?.kind == .share { sharePictureSize.clear() }
         return removed
     }
@@ -195,28 +200,31 @@ public final class Participant: @unchecked Sendable {
     /// stop/consume, a rejoin): the SDK applies it again to the new consumer.
     /// Does nothing for the local participant; throws 3068
     /// when this device receives no webcam video from the participant (or it is an agent).
-    /// A change is reported to this participant's listeners with `onVideoQualityChanged`.
+    /// `onVideoQualityChanged` reports what is received, when the server switches layers (not the
+    /// request): nothing when the publisher sends one layer.
     public func setQuality(_ quality: VideoQuality) async throws {
         guard let room else { throw UnderstudyError(code: 3035, message: "setQuality called outside a room") }
         try room.gate("setQuality")
         if agent { throw UnderstudyError(code: 3068, message: "setQuality is not supported on an agent participant") }
         if isLocal { return }
         // Always asked (no cached no-op): the server may have re-created the consumer meanwhile.
-        let response = try await room.call(
+        _ = try await room.call(
             "setQuality",
             ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": "webcam"])
-        // Until this device picks a layer the server forwards the top one.
-        let previous = response["previousQuality"]?.stringValue.flatMap(VideoQuality.init(rawValue:)) ?? .high
         lock.withLock { _quality = quality }
-        if previous != quality { reportQualityChange(from: previous, to: quality) }
     }
 
-    private func reportQualityChange(from previous: VideoQuality, to current: VideoQuality) {
-        guard let room else { return }
-        room.eventQueue.async {
-            for l in self.liveListeners {
-                l.onVideoQualityChanged(participantId: self.id, prevQuality: previous, currentQuality: current)
-            }
+    /// On the event queue: the server now forwards `quality` of this participant's webcam
+    /// (`consumerLayerChanged`). A change from what was received before is reported to the listeners;
+    /// the first layer of a new consumer is not a change.
+    func receivedLayer(_ quality: VideoQuality) {
+        let previous: VideoQuality? = lock.withLock {
+            defer { _receivedQuality = quality }
+            return _receivedQuality
+        }
+        guard let previous, previous != quality else { return }
+        for l in liveListeners {
+            l.onVideoQualityChanged(participantId: id, prevQuality: previous, currentQuality: quality)
         }
     }
     /// Tells the server the size (pixels) at which this participant's webcam is shown.

@@ -574,6 +574,11 @@ public final class Room: @unchecked Sendable {
             let on = data["enabled"]?.boolValue ?? (data["status"]?.stringValue == "on")
             if kind == .audio { p.update(mic: on) } else { p.update(webcam: on) }
             for l in p.liveListeners { l.onMediaStatusChanged(peerId: pid, kind: kind, newStatus: on ? .on : .off) }
+        case "consumerLayerChanged":
+            guard let pid, data["kind"]?.stringValue.flatMap(StreamKind.init(wire:)) == .video,
+                let quality = data["quality"]?.stringValue.flatMap(VideoQuality.init(rawValue:))
+            else { return }
+            participant(pid)?.receivedLayer(quality)
         case "consumerCreated":
             media.consumerCreated(data)
         case "consumerClosed":

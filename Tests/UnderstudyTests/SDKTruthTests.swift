@@ -179,6 +179,8 @@ struct SDKTruthTests {
         }
         try await remote.setQuality(.low)
         try await waitUntil("the low layer arrives", seconds: 20) { remote.captureFrames.pictureSize?.width == 160 }
+        // onVideoQualityChanged reports the switch of what is received.
+        try await waitUntil("quality event", seconds: 20) { viewerLog.has("quality:pub:high->low") }
         try await pub.disableCam()
         try await waitUntil("stream off at the viewer") { viewerLog.has("streamOff:pub:video") }
         try await pub.enableCam()
@@ -188,6 +190,7 @@ struct SDKTruthTests {
         }
         try await remote.setQuality(.medium)
         try await waitUntil("the middle layer arrives", seconds: 20) { remote.captureFrames.pictureSize?.width == 320 }
+        try await waitUntil("quality event", seconds: 20) { viewerLog.has("quality:pub:low->medium") }
         await viewer.leave()
         await pub.leave()
     }
