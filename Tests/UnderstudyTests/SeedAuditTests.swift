@@ -36,7 +36,7 @@ func roomActions(_ r: Room) -> [(String, () async throws -> Void)] {
 /// Runs each action, expecting `code` with the method named in the message; then checks that
 /// `onError` saw each refusal exactly once.
 func expectEachRefused(
-    _ code: Int, _ actions: [(String, () async throws -> Void)], log: EventLog,
+    _ code: Int, _ actions: [(String, () async throws -> Void)], log: EventLog, room: Room,
     sourceLocation: SourceLocation = #_sourceLocation
 ) async throws {
     let before = log.errorCodes.filter { $0 == code }.count
@@ -53,7 +53,8 @@ func expectEachRefused(
     try await waitUntil("\(actions.count) refusals reported") {
         log.errorCodes.filter { $0 == code }.count >= before + actions.count
     }
-    try await Task.sleep(nanoseconds: 200_000_000)
+    // Every report was queued before its refusal was thrown: one turn of the event queue delivers them all.
+    await room.onQueue {}
     #expect(
         log.errorCodes.filter { $0 == code }.count == before + actions.count, "each refusal is reported once",
         sourceLocation: sourceLocation)
@@ -85,7 +86,7 @@ struct SeedAuditTests {
         let earlyLog = EventLog()
         early.addEventListener(earlyLog)
         try await expectEachRefused(
-            3035, participantActions(early.localParticipant) + roomActions(early), log: earlyLog)
+            3035, participantActions(early.localParticipant) + roomActions(early), log: earlyLog, room: early)
         try expectNoStats(early.localParticipant)
 
         let (pub, pubLog) = try await joinedRoom(server, room: "gating", id: "pub", mode: .SEND_AND_RECV, mic: true)
@@ -95,7 +96,8 @@ struct SeedAuditTests {
         try await waitForStream(remote, .audio)
         #expect(remote.getAudioStats() != nil)
         await viewer.leave()
-        try await expectEachRefused(3035, participantActions(remote) + roomActions(viewer), log: viewerLog)
+        try await expectEachRefused(
+            3035, participantActions(remote) + roomActions(viewer), log: viewerLog, room: viewer)
         try expectNoStats(remote)
         try expectNoStats(viewer.localParticipant)
         await pub.leave()
@@ -111,7 +113,8 @@ struct SeedAuditTests {
         viewer.reconnectDelay = 4  // long enough to try everything while RECONNECTING
         viewer.simulateConnectionDrop()
         try await waitUntil("reconnecting") { viewer.state == .RECONNECTING }
-        try await expectEachRefused(3065, participantActions(remote) + roomActions(viewer), log: viewerLog)
+        try await expectEachRefused(
+            3065, participantActions(remote) + roomActions(viewer), log: viewerLog, room: viewer)
         try expectNoStats(remote)
         // captureImage is not gated: there is no webcam video while reconnecting.
         await expectCode(3062) { _ = try await remote.captureImage() }
@@ -138,7 +141,7 @@ struct SeedAuditTests {
         remote.addEventListener(removed)
         remote.addEventListener(late)  // added twice: still one listener
         #expect(remote.liveListeners.count == 2)
-        try await Task.sleep(nanoseconds: 300_000_000)
+        await viewer.onQueue {}  // anything adding a listener caused would be delivered by now
         #expect(late.events.isEmpty, "existing streams are not reported again: \(late.events)")
         #expect(remote.streams.count == 2, "they are in streams")
 
@@ -153,7 +156,7 @@ struct SeedAuditTests {
         #expect(remote.liveListeners.isEmpty)
         try await pub.enableCam()
         try await waitForStream(remote, .video)
-        try await Task.sleep(nanoseconds: 300_000_000)
+        await viewer.onQueue {}  // the stream's listener calls ran in the block that added it
         #expect(cleared.events.isEmpty && late.count("streamOn:pub:video") == 0)
         await viewer.leave()
         await pub.leave()
