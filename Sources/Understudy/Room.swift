@@ -303,6 +303,8 @@ public final class Room: @unchecked Sendable {
         do {
             try await media.produce(kinds, reportStatus: false)
         } catch let error as UnderstudyError {
+            // Overtaken by leaving (3056) or by a reconnect (3065, whose rejoin publishes them again).
+            if isFinished || error.code == 3056 || error.code == 3065 { return }
             await onQueue { self.emit { $0.onError(error) } }
             for kind in kinds where !media.producingKinds.contains(kind) {
                 _ = try? await call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
