@@ -431,17 +431,6 @@ final class RoomMedia: @unchecked Sendable {
         return rows.reduce((UInt64(0), UInt64(0))) { ($0.0 &+ $1.stats.plisSent, $0.1 &+ $1.stats.nacksSent) }
     }
 
-    /// Bytes this device received so far from `participantId`'s streams (all kinds); stats stay untouched.
-    func receivedBytes(from participantId: String) -> UInt64 {
-        guard let pc = lock.withLock({ subscribe }) else { return 0 }
-        let mids = lock.withLock {
-            Set(consumers.values.filter { $0.participantId == participantId }.compactMap(\.mid))
-        }
-        guard !mids.isEmpty else { return 0 }
-        let rows = onLoopSync(pc) { pc.receiverStats() } ?? []
-        return rows.reduce(0) { $0 + ($1.mid.map(mids.contains) ?? false ? $1.stats.bytesReceived : 0) }
-    }
-
     func consumerCreated(_ data: JSONValue) {
         guard let id = data["consumerId"]?.stringValue, let pid = data["participantId"]?.stringValue,
             let kind = data["kind"]?.stringValue.flatMap(StreamKind.init(wire:))
