@@ -223,8 +223,9 @@ public final class Room: @unchecked Sendable {
                     if once.claim() { cont.resume(returning: result) }
                 }
                 guard self.pending[id] != nil else { return }  // answered (or refused) already
-                self.eventQueue.asyncAfter(deadline: .now() + timeout) {
-                    guard self.pending.removeValue(forKey: id) != nil, once.claim() else { return }
+                // Weak: a released room does not wait for its timers.
+                self.eventQueue.asyncAfter(deadline: .now() + timeout) { [weak self] in
+                    guard let self, self.pending.removeValue(forKey: id) != nil, once.claim() else { return }
                     cont.resume(
                         returning: .failure(
                             SignalError(
@@ -285,14 +286,14 @@ public final class Room: @unchecked Sendable {
             case .failure(let e): self.failJoin(e)
             }
         }
-        await publishAtJoin(mic: announced.mic, cam: announced.cam)
+        await publishAtJoin()
     }
 
     /// The join's own publishing (`micEnabled`/`camEnabled`), awaited by ``join()``. It holds the
     /// operation slot claimed in `joinSucceeded`, so a toggle or `changeMode` made from
     /// `onRoomJoined` meanwhile gets 3054/3055 instead of racing it. A failure goes to `onError`
     /// (3058/3049/3059/3051/3044) and the room is told that the device is off after all.
-    private func publishAtJoin(mic: Bool, cam: Bool) async {
+    private func publishAtJoin() async {
         let kinds = media.joinPublishing
         guard !kinds.isEmpty else { return }
         defer {
