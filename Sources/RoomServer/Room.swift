@@ -655,13 +655,6 @@ final class Room: @unchecked Sendable {
         do { offer = try SessionDescription.parse(sdpText) } catch {
             throw .invalidParameter("sdp is not a valid offer: \(error)")
         }
-        // An audio or video m-line must offer a codec the SFU forwards (Opus, VP8).
-        for section in offer.media where section.port != 0 && section.kind != nil {
-            guard section.codecs.contains(where: { $0.mediaCodec != nil }) else {
-                let offered = section.codecs.map(\.name).joined(separator: ", ")
-                throw RoomError(4051, "no supported codec in the offer's \(section.type) m-line (offered: \(offered))")
-            }
-        }
         guard let media = server.media() else { throw RoomError(3047, "the server is shutting down") }
         let key = RoomMedia.key(room: id, participant: p.id)
         let sources: [SFUMediaSource] = kinds.map {
@@ -669,6 +662,13 @@ final class Room: @unchecked Sendable {
             case .mic, .screenAudio: return .microphone
             case .webcam: return .webcam
             case .screen: return .screen
+            }
+        }
+        // An audio or video m-line must offer a codec the SFU forwards (Opus, VP8).
+        for section in offer.media where section.port != 0 && section.kind != nil {
+            guard section.codecs.contains(where: { $0.mediaCodec != nil }) else {
+                let offered = section.codecs.map(\.name).joined(separator: ", ")
+                throw RoomError(4051, "no supported codec in the offer's \(section.type) m-line (offered: \(offered))")
             }
         }
         p.inSFU = true

@@ -95,6 +95,12 @@ public final class PubSub: @unchecked Sendable {
 }
 
 extension PubSubMessage {
+    /// The publisher's payload as the spec shapes it (`[String: Any]?`), parsed from ``payloadJSON``.
+    public var payload: [String: Any]? {
+        guard let payloadJSON, let data = payloadJSON.data(using: .utf8) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    }
+
     init?(_ json: JSONValue) {
         guard let topic = json["topic"]?.stringValue else { return nil }
         self.init(
