@@ -8,8 +8,6 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
-import pytest
-
 from harness import decode_errors, probe_frames, run_understudy
 
 
@@ -25,10 +23,10 @@ def cpu_burners(count: int) -> Iterator[None]:
             b.wait(timeout=10)
 
 
-@pytest.mark.parametrize("burners", [0, 2], ids=["quiet", "two-cpu-burners"])
-def test_demo_stage_flow_records_both_ways(understudy, tmp_path, burners):
+def test_demo_stage_flow_records_both_ways_on_a_busy_machine(understudy, tmp_path):
+    """Run beside two CPU-bound processes: the A/V offset must hold whatever the scheduling."""
     out = tmp_path / "demo"
-    with cpu_burners(burners):
+    with cpu_burners(2):
         result = run_understudy(["demo", "--duration", "12", "--out", str(out)], timeout=180)
     print(result.stdout)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
