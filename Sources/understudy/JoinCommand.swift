@@ -71,6 +71,7 @@ func runJoin(_ args: [String]) async {
                 "--server", "--room", "--token", "--secret", "--name", "--id", "--mode", "--consume",
                 "--consume-kinds", "--accept-invites", "--record", "--relay", "--duration", "--log-format",
                 "--max-video", "--record-format", "--metrics", "--relay-room", "--video", "--audio",
+                "--reconnect-for",
             ], switches: ["--agent"])
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         let url = try signalingURL(try required(a, "--server"))
@@ -121,6 +122,11 @@ func runJoin(_ args: [String]) async {
                 throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
             }
             options.maxVideo = n
+        }
+        if let window = a.value("--reconnect-for") {
+            // `0` turns reconnection off; otherwise a duration such as `60s` or `10m`.
+            let seconds = Double(window) == 0 ? 0 : try a.seconds("--reconnect-for", default: 0)
+            options.reconnect = ReconnectPolicy(window: seconds, maxDelay: 10)
         }
         options.recordDirectory = a.value("--record")
         if let format = a.value("--record-format") {
