@@ -72,6 +72,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         public var video: String?
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
+        /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
+        /// server restart or a deploy, with pauses growing to 10 s.
+        public var reconnect = ReconnectPolicy(window: 300, maxDelay: 10)
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -134,7 +137,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             micEnabled: LocalSources.publishes(.audio, video: options.video, audio: options.audio),
             camEnabled: LocalSources.publishes(.video, video: options.video, audio: options.audio),
             mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
-            agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil)
+            agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
+            reconnect: options.reconnect)
         room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
         relayRooms = options.relayRoom.map {
             RelayRoomSet(
@@ -488,7 +492,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         let local = room.localParticipant
         if !local.id.isEmpty { everyone.append((local.id, local.mode.canonical)) }
         let stage = everyone.filter { $0.1 == .SEND_AND_RECV }.map(\.0).sorted()
-        let audience = everyone.filter { $0.1 != .SEND_AND_RECV }.map(\.0).sorted()
+        // The audience is RECV_ONLY (seed 000); SIGNALLING_ONLY members receive no media and are neither.
+        let audience = everyone.filter { $0.1 == .RECV_ONLY }.map(\.0).sorted()
         return (stage, audience)
     }
 
@@ -614,6 +619,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         if state == .RECONNECTING {
             counters.reconnected()
             log("connection lost; reconnecting")
+        } else if state == .CONNECTED {
+            log("reconnected to room \(options.roomId)")
         }
     }
 

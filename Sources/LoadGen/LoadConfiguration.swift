@@ -60,6 +60,14 @@ public struct LoadConfiguration: Sendable {
     public var subscribers: Int = 10
     /// Length of the run in seconds, counted from the first join.
     public var duration: Double = 60
+    /// When set, the run goes on past ``duration`` until this many tracks are subscribed, then
+    /// ``settleSeconds`` more, but never past ``maxDuration``: a test waits for the event on a busy
+    /// machine instead of counting what arrived in a fixed window.
+    public var waitForTracks: Int?
+    /// Seconds the run goes on after ``waitForTracks`` was reached (and ``duration`` passed).
+    public var settleSeconds: Double = 3
+    /// The hard limit of a run that waits for tracks, in seconds.
+    public var maxDuration: Double = 120
     /// Joins started per second.
     public var joinRate: Double = 10
     /// What subscribers watch.

@@ -153,7 +153,12 @@ public final class LoadRun: @unchecked Sendable {
         let startCPU = currentProcessCPUSeconds()
         let startLoopCPU = await loopCPU()
         let start = EventLoop.now()
-        let deadline = start + UInt64(configuration.duration * 1e9)
+        var deadline = start + UInt64(configuration.duration * 1e9)
+        // Waiting for tracks: spawn and run until the hard limit; the deadline moves below.
+        let hardDeadline =
+            configuration.waitForTracks == nil
+            ? deadline : start + UInt64(max(configuration.duration, configuration.maxDuration) * 1e9)
+        var tracksReachedAt: UInt64?
         let baselineRSS = residentBytes()
         lock.withLock { rssSamples.append(LoadReport.RSSSample(seconds: 0, bytes: baselineRSS)) }
         // The first join is the probe: its failure is the run's failure.
@@ -173,22 +178,28 @@ public final class LoadRun: @unchecked Sendable {
                         if lock.withLock({ stopSpawning }) { break }
                         try? await Task.sleep(nanoseconds: min(due - EventLoop.now(), 50_000_000))
                     }
-                    if lock.withLock({ stopSpawning }) || EventLoop.now() >= deadline { break }
+                    if lock.withLock({ stopSpawning }) || EventLoop.now() >= hardDeadline { break }
                     group.addTask { _ = try? await self.startBot(p, index: i) }
                 }
             }
         }
         let inviter: Task<Void, Never>? = configuration.inviteEvery.map { every in
-            Task { await self.runInvites(every: every, until: deadline) }
+            Task { await self.runInvites(every: every, until: hardDeadline) }
         }
+        if configuration.waitForTracks != nil { deadline = hardDeadline }
         // Progress, about once a second, until the deadline.
         var lastBytes: UInt64 = 0
         var lastTime = start
         while EventLoop.now() < deadline {
-            let remaining = deadline - EventLoop.now()
+            let remaining = deadline &- min(deadline, EventLoop.now())
             try? await Task.sleep(nanoseconds: min(remaining, 1_000_000_000))
             let sample = await snapshot()
             let now = EventLoop.now()
+            if let wanted = configuration.waitForTracks, tracksReachedAt == nil, sample.tracks >= wanted {
+                tracksReachedAt = now
+                let minimum = start + UInt64(configuration.duration * 1e9)
+                deadline = min(hardDeadline, max(minimum, now + UInt64(configuration.settleSeconds * 1e9)))
+            }
             let seconds = Double(now - lastTime) / 1e9
             let mbps = seconds > 0 ? Double(sample.bytes &- lastBytes) * 8 / seconds / 1e6 : 0
             lastBytes = sample.bytes

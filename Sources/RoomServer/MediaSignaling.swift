@@ -34,6 +34,17 @@ final class RoomMedia: @unchecked Sendable {
                 room.subscribeRenegotiationNeeded(participantId: participantId)
             }
         }
+        watchLayers(server: server)
+    }
+
+    /// Tells the subscriber which layer it now receives (`consumerLayerChanged`).
+    private func watchLayers(server: RoomServer) {
+        sfu.onLayerChanged = { [weak server] key, producerId, quality in
+            guard let server, let (roomId, participantId) = RoomMedia.split(key),
+                let room = server.existingRoom(roomId)
+            else { return }
+            room.enqueue { room.consumerLayerChanged(subscriberId: participantId, producerId: producerId, quality) }
+        }
     }
 
     /// SFU participants with a renegotiation job queued on their room and not yet run.

@@ -159,6 +159,9 @@ final class Room: @unchecked Sendable {
         data["participantId"] = .string(p.id)
         data["name"] = .string(p.name)
         broadcast("participantLeft", .object(data))
+        answerAsks(of: p, kind: nil) { kind in
+            RoomError(kind == .mic ? 4067 : 4069, "'\(p.id)' left before turning its \(kind.rawValue) on")
+        }
     }
 
     func connectionClosed(_ session: ClientSession) {
@@ -272,7 +275,13 @@ final class Room: @unchecked Sendable {
         case "consume", "stopConsuming": return try consume(p, data, start: method == "consume")
         case "setQuality": return try setQuality(p, data)
         case "setViewPort": return try setViewPort(p, data)
-        case "getStats": return try getStats(p)
+        case "getStats":
+            // `participantId` (optional): another member's totals, for its `getTransportStats()`.
+            guard let other = try data.optionalString("participantId") else { return try getStats(p) }
+            guard let target = participants[other] else {
+                throw .invalidParameter("no participant '\(other.prefix(128))' in the room")
+            }
+            return try getStats(target)
         case "publish": return try publish(p, data)
         case "subscribe": return try subscribe(p, data, id: id)
         case "unsubscribe":
@@ -281,7 +290,7 @@ final class Room: @unchecked Sendable {
                 throw RoomError(4089, "not subscribed to '\(topic.prefix(64))'")
             }
             return ["topic": .string(topic)]
-        case "requestMic", "requestCam", "disableMic", "disableCam": return try moderateMedia(p, method, data)
+        case "requestMic", "requestCam", "disableMic", "disableCam": return try moderateMedia(p, method, data, id: id)
         case "remove": return try removeParticipant(p, data)
         case "pin", "unpin": return try pin(p, data, pin: method == "pin")
         case "respondEntry": return try respondEntry(p, data)
@@ -355,6 +364,22 @@ final class Room: @unchecked Sendable {
                 "participantId": .string(p.id), "kind": .string(kind.rawValue), "enabled": .bool(on),
                 "status": .string(on ? "on" : "off"),
             ])
+        if on { answerAsks(of: p, kind: kind, error: nil) }
+    }
+
+    /// Answers the `requestMic`/`requestCam` asks waiting for `p`'s `kind` (all kinds when nil):
+    /// success once the device is on, `error` when `p` leaves.
+    private func answerAsks(of p: ParticipantState, kind: TrackKind?, error: ((TrackKind) -> RoomError)?) {
+        let answered = p.pendingAsks.filter { kind == nil || $0.kind == kind }
+        guard !answered.isEmpty else { return }
+        p.pendingAsks.removeAll { kind == nil || $0.kind == kind }
+        for ask in answered {
+            if let error {
+                ask.session.respond(ask.requestId, error: error(ask.kind))
+            } else {
+                ask.session.respond(ask.requestId, ["participantId": .string(p.id)])
+            }
+        }
     }
 
     // MARK: Producers and consumers
@@ -408,8 +433,15 @@ final class Room: @unchecked Sendable {
         }
     }
 
-    private func createConsumer(for subscriber: ParticipantState, of producer: RoomProducer) {
-        guard !subscriber.consumers.values.contains(where: { $0.producerId == producer.producerId }) else { return }
+    /// Creates a consumer; when the SFU cannot, the subscriber gets 4050 `CREATE_CONSUMER_FAILED`:
+    /// returned here for an explicit `consume` to refuse, else sent as an `error` notification.
+    @discardableResult
+    private func createConsumer(for subscriber: ParticipantState, of producer: RoomProducer, explicit: Bool = false)
+        -> RoomError?
+    {
+        guard !subscriber.consumers.values.contains(where: { $0.producerId == producer.producerId }) else {
+            return nil
+        }
         var consumer = RoomConsumer(
             consumerId: makeId("co"), producerId: producer.producerId, producerParticipantId: producer.participantId,
             subscriberId: subscriber.id, kind: producer.kind)
@@ -417,19 +449,29 @@ final class Room: @unchecked Sendable {
             let key = RoomMedia.key(room: id, participant: subscriber.id)
             let producerId = producer.producerId
             subscriber.inSFU = true
-            // On failure the consumer still exists in the room (without mid): the client can see the
-            // track is announced but not forwarded.
             do {
                 let info = try media.call("consume") { try await $0.consume(subscriber: key, producerID: producerId) }
                 consumer.consumerId = info.id
                 consumer.mid = info.mid
             } catch {
-                FileHandle.standardError.write(Data("room \(id): consume failed: \(error)\n".utf8))
+                // No consumer then: announcing one would promise media that never comes.
+                let failure = RoomError(
+                    4050,
+                    "cannot forward \(producer.kind.rawValue) of '\(producer.participantId)' to '\(subscriber.id)': \(error)"
+                )
+                if !explicit {
+                    var event = failure.errorJSON.objectValue ?? [:]
+                    event["participantId"] = .string(producer.participantId)
+                    event["kind"] = .string(producer.kind.rawValue)
+                    subscriber.session.notify("error", .object(event))
+                }
+                return failure
             }
         }
         subscriber.consumers[consumer.consumerId] = consumer
         hooks?.consumerCreated(roomId: id, consumer: consumer)
         subscriber.session.notify("consumerCreated", consumer.json)
+        return nil
     }
 
     private func closeConsumer(_ consumer: RoomConsumer, of subscriber: ParticipantState) {
@@ -465,7 +507,7 @@ final class Room: @unchecked Sendable {
             p.wanted.insert(key)
             for producer in peer.producers.values.sorted(by: { $0.producerId < $1.producerId })
             where producer.kind == kind {
-                createConsumer(for: p, of: producer)
+                if let failure = createConsumer(for: p, of: producer, explicit: true) { throw failure }
             }
         } else {
             p.wanted.remove(key)
@@ -483,7 +525,10 @@ final class Room: @unchecked Sendable {
         guard let peer = participants[peerId], peer.id != p.id else {
             throw RoomError(unknownCode, "no remote participant '\(peerId.prefix(128))'")
         }
-        if peer.isAgent, action == "setQuality" { throw RoomError(3068, "setQuality is not supported on an agent") }
+        // room-api §7 refuses setQuality on an agent; setScreenShareQuality is not in that list.
+        if peer.isAgent, action == "setQuality", kind == .webcam {
+            throw RoomError(3068, "setQuality is not supported on an agent")
+        }
         let found = p.consumers.values.filter { $0.producerParticipantId == peerId && $0.kind == kind }
         guard !found.isEmpty else {
             throw RoomError(3068, "\(action): this connection receives no \(kind.rawValue) from '\(peerId)'")
@@ -557,7 +602,8 @@ final class Room: @unchecked Sendable {
             let kind = p.producers[s.id]?.kind.rawValue ?? s.kind.rawValue
             producers.append([
                 "producerId": .string(s.id), "kind": .string(kind),
-                "packetsReceived": .number(Double(s.packetsReceived)), "bytesReceived": .number(Double(s.bytesReceived)),
+                "packetsReceived": .number(Double(s.packetsReceived)),
+                "bytesReceived": .number(Double(s.bytesReceived)),
                 "retransmissionsReceived": .number(Double(s.repairsReceived)),
                 "nacksSent": .number(Double(s.nacksSent)), "plisSent": .number(Double(s.plisSent)),
                 "layers": .array(s.layers.map { .string($0.rid ?? "") }),
@@ -571,7 +617,8 @@ final class Room: @unchecked Sendable {
                 "participantId": roomConsumer.map { .string($0.producerParticipantId) } ?? .null,
                 "kind": roomConsumer.map { .string($0.kind.rawValue) } ?? .null,
                 "packetsSent": .number(Double(s.packetsSent)), "bytesSent": .number(Double(s.bytesSent)),
-                "nacksReceived": .number(Double(s.nacksReceived)), "retransmissions": .number(Double(s.retransmissions)),
+                "nacksReceived": .number(Double(s.nacksReceived)),
+                "retransmissions": .number(Double(s.retransmissions)),
                 "plisReceived": .number(Double(s.plisReceived)), "packetsDropped": .number(Double(s.packetsDropped)),
                 "layerSwitches": .number(Double(s.layerSwitches)),
                 "currentLayer": s.currentRID.map(JSONValue.string) ?? .null,
@@ -631,6 +678,13 @@ final class Room: @unchecked Sendable {
             case .screen: return .screen
             }
         }
+        // An audio or video m-line must offer a codec the SFU forwards (Opus, VP8).
+        for section in offer.media where section.port != 0 && section.kind != nil {
+            guard section.codecs.contains(where: { $0.mediaCodec != nil }) else {
+                let offered = section.codecs.map(\.name).joined(separator: ", ")
+                throw RoomError(4051, "no supported codec in the offer's \(section.type) m-line (offered: \(offered))")
+            }
+        }
         p.inSFU = true
         let (answer, infos) = try media.call("produce") {
             try await $0.publish(participantID: key, offer: offer, sources: sources)
@@ -673,6 +727,20 @@ final class Room: @unchecked Sendable {
         response["sdp"] = .string(answer.serialize())
         response["producers"] = .array(created.map(\.json))
         return .object(response)
+    }
+
+    /// The SFU forwards another simulcast layer to `subscriberId`: it is told what it now receives.
+    func consumerLayerChanged(subscriberId: String, producerId: String, _ quality: SFULayerQuality) {
+        guard !closed, let p = participants[subscriberId],
+            let consumer = p.consumers.values.first(where: { $0.producerId == producerId })
+        else { return }
+        let name = ["low", "medium", "high"][quality.rawValue]
+        p.session.notify(
+            "consumerLayerChanged",
+            [
+                "consumerId": .string(consumer.consumerId), "participantId": .string(consumer.producerParticipantId),
+                "kind": .string(consumer.kind.rawValue), "quality": .string(name),
+            ])
     }
 
     /// The SFU wants a new subscribe offer for `participantId` (its consumers changed).
@@ -866,8 +934,9 @@ final class Room: @unchecked Sendable {
         return peer
     }
 
-    private func moderateMedia(_ p: ParticipantState, _ method: String, _ data: JSONValue) throws(RoomError)
-        -> JSONValue
+    /// `requestMic`/`requestCam` are answered when the target turns the device on (nil here).
+    private func moderateMedia(_ p: ParticipantState, _ method: String, _ data: JSONValue, id requestId: JSONValue)
+        throws(RoomError) -> JSONValue?
     {
         let (code, kind, ask): (Int, TrackKind, Bool) =
             switch method {
@@ -887,6 +956,10 @@ final class Room: @unchecked Sendable {
                 throw RoomError(3066, "'\(peer.id)' is in \(peer.mode.rawValue) and cannot publish")
             }
             peer.session.notify(kind == .mic ? "micRequested" : "webcamRequested", by)
+            // Already on: nothing to wait for.
+            if kind == .mic ? peer.micEnabled : peer.camEnabled { return ["participantId": .string(peer.id)] }
+            peer.pendingAsks.append((kind, p.session, requestId))
+            return nil
         } else {
             peer.session.notify(kind == .mic ? "micDisabled" : "webcamDisabled", by)
             for producer in peer.producers.values where producer.kind == kind { closeProducer(producer, of: peer) }

@@ -173,6 +173,9 @@ final class ParticipantState {
     var subscribe = SubscribeNegotiation()
     /// True once the SFU knows this participant (published or consumed media).
     var inSFU = false
+    /// `requestMic`/`requestCam` asks waiting for this participant to turn the device on: the asker's
+    /// session and request id. Answered when it does; a refusal is silent (the asker times out).
+    var pendingAsks: [(kind: TrackKind, session: ClientSession, requestId: JSONValue)] = []
     let joinedAt: Int64
 
     init(

@@ -307,8 +307,8 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         note(.streamDisabled, participant: participant.id, kind: stream.kind.rawValue)
     }
 
-    func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus) {
-        note(.mediaStatusChanged, participant: participantId, kind: kind.rawValue, reason: status.rawValue)
+    func onMediaStatusChanged(peerId: String, kind: StreamKind, newStatus: MediaStatus) {
+        note(.mediaStatusChanged, participant: peerId, kind: kind.rawValue, reason: newStatus.rawValue)
     }
 
     // MARK: PubSubMessageListener

@@ -14,22 +14,27 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
     /// The sources, pulled on the loop thread.
     public let videoSource: MediaSource?
     public let audioSource: MediaSource?
-    var start: UInt64?
+    /// The media clock shared with the other pumps of the same participant.
+    public let clock: MediaClock
     /// Frames sent so far (a simulcast frame counts once).
     public private(set) var videoFramesSent = 0
     public private(set) var audioFramesSent = 0
 
     /// Creates a pump sending `videoSource` on `video` and `audioSource` on `audio`; call
     /// ``attach()`` on the loop thread.
+    /// `clock` is shared by every pump of one participant (default: a clock of this pump's own).
     public init(
         connection: PeerConnection, video: RTPTransceiver?, videoSource: MediaSource?, audio: RTPTransceiver?,
-        audioSource: MediaSource?
+        audioSource: MediaSource?, clock: MediaClock = MediaClock()
     ) {
         self.connection = connection
         self.video = videoSource == nil ? nil : video
         self.audio = audioSource == nil ? nil : audio
         self.videoSource = video == nil ? nil : videoSource
         self.audioSource = audio == nil ? nil : audioSource
+        self.clock = clock
+        self.videoSource?.use(clock: clock)
+        self.audioSource?.use(clock: clock)
     }
 
     /// Creates a pump sending the synthetic test pattern and tone of `media`.
@@ -73,8 +78,7 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
 
     public func tick(now: UInt64) {
         guard connection.state == .connected else { return }
-        if start == nil { start = now }
-        let elapsed = now - (start ?? now)
+        let elapsed = clock.elapsed(now: now)
         if let video, let videoSource {
             var lastTimestamp: UInt32?
             videoSource.pull(elapsedNanos: elapsed) { frame, layer in

@@ -59,6 +59,10 @@ public final class Recording: @unchecked Sendable {
         }
     }
 
+    /// How far the time an RTP timestamp gives may stray from the arrival time before the stream is
+    /// taken for a new one (jitter and clock drift stay far below this), in nanoseconds.
+    static let discontinuity: Int64 = 2_000_000_000
+
     /// Writes one received frame; `arrival` is the loop's monotonic time in nanoseconds.
     public func write(_ frame: EncodedFrame, arrival: UInt64) {
         guard !closed, accepts(frame.codec.kind) else { return }
@@ -69,9 +73,17 @@ public final class Recording: @unchecked Sendable {
         if var anchor = anchors[kind] {
             let delta = Int64(Int32(bitPattern: frame.timestamp &- anchor.timestamp))
             pts = Int64(anchor.arrival - start) + delta * 1_000_000_000 / Int64(anchor.clock)
+            let minimum = anchor.lastPTS + 1_000_000
+            let arrived = Int64(arrival - start)
+            if abs(pts - arrived) > Self.discontinuity {
+                // A new RTP stream under the same track (the sender rejoined after a server restart,
+                // a new producer): its timestamps have another origin. Anchor again at this arrival.
+                pts = max(arrived, minimum)
+                anchor = (arrival, frame.timestamp, frame.codec.clockRate, pts)
+                anchor.arrival = UInt64(Int64(start) + pts)
+            }
             // Strictly increasing per track at the container's 1 ms resolution: a reordered or
             // repeated timestamp must not give two frames the same (or a decreasing) time.
-            let minimum = anchor.lastPTS + 1_000_000
             if pts < minimum { pts = minimum }
             anchor.lastPTS = pts
             anchors[kind] = anchor

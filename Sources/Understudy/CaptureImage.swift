@@ -73,15 +73,28 @@ final class PictureSizeTracker: @unchecked Sendable {
 
 /// The previous `getTransportStats` totals of a participant, for its bitrates.
 final class TransportSample: @unchecked Sendable {
+    typealias Totals = (sent: Int, received: Int, at: Date)
     private let lock = NSLock()
-    private var previous: (sent: Int, received: Int, at: Date)?
+    /// Reference readings, renewed at most once a second: every caller measures against the same
+    /// one, so two callers polling the same participant do not shorten each other's interval.
+    private var older: Totals?
+    private var newer: Totals?
 
-    /// kbps since the previous call (0 on the first, or when a total went backwards).
+    /// Whether a reference reading exists (false before the first call).
+    var hasReference: Bool { lock.withLock { newer != nil } }
+
+    /// kbps between a reference reading (at least half a second old when one is) and `sent`/`received`;
+    /// 0 when a total went backwards.
     func rates(sent: Int, received: Int) -> (send: Double, receive: Double) {
         let now = Date()
         return lock.withLock {
-            defer { previous = (sent, received, now) }
-            guard let p = previous, sent >= p.sent, received >= p.received else { return (0, 0) }
+            let reference: Totals? =
+                if let n = newer, now.timeIntervalSince(n.at) >= 0.5 { n } else { older ?? newer }
+            if newer.map({ now.timeIntervalSince($0.at) >= 1 }) ?? true {
+                older = newer
+                newer = (sent, received, now)
+            }
+            guard let p = reference, sent >= p.sent, received >= p.received else { return (0, 0) }
             let seconds = now.timeIntervalSince(p.at)
             guard seconds > 0 else { return (0, 0) }
             return (Double(sent - p.sent) * 8 / 1000 / seconds, Double(received - p.received) * 8 / 1000 / seconds)
@@ -109,6 +122,8 @@ final class CaptureTapSource: MediaSource {
         self.inner = inner
         self.buffer = buffer
     }
+
+    func use(clock: MediaClock) { inner.use(clock: clock) }
 
     func pull(elapsedNanos: UInt64, emit: (EncodedFrame, Int) -> Void) {
         inner.pull(elapsedNanos: elapsedNanos) { frame, layer in
@@ -162,7 +177,7 @@ extension Participant {
     public func captureImage(width: CGFloat? = nil, height: CGFloat? = nil, flash: CaptureFlash = .OFF) async throws
         -> String
     {
-        if isAgent {
+        if isAgent() {
             throw UnderstudyError(code: 3068, message: "captureImage is not supported on an agent participant")
         }
         if flash == .ON && !isLocal {

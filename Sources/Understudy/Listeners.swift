@@ -51,7 +51,7 @@ extension RoomEventListener {
 public protocol ParticipantEventListener: AnyObject {
     func onStreamEnabled(_ stream: MediaStream, participant: Participant)
     func onStreamDisabled(_ stream: MediaStream, participant: Participant)
-    func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus)
+    func onMediaStatusChanged(peerId: String, kind: StreamKind, newStatus: MediaStatus)
     /// The webcam quality this device receives from the participant changed (after ``Participant/setQuality(_:)``).
     func onVideoQualityChanged(participantId: String, prevQuality: VideoQuality, currentQuality: VideoQuality)
 }
@@ -59,7 +59,7 @@ public protocol ParticipantEventListener: AnyObject {
 extension ParticipantEventListener {
     public func onStreamEnabled(_ stream: MediaStream, participant: Participant) {}
     public func onStreamDisabled(_ stream: MediaStream, participant: Participant) {}
-    public func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus) {}
+    public func onMediaStatusChanged(peerId: String, kind: StreamKind, newStatus: MediaStatus) {}
     public func onVideoQualityChanged(participantId: String, prevQuality: VideoQuality, currentQuality: VideoQuality) {}
 }
 

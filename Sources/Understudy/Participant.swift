@@ -8,7 +8,9 @@ public final class Participant: @unchecked Sendable {
     public let id: String
     public let displayName: String
     public let isLocal: Bool
-    public let isAgent: Bool
+    /// Whether this participant is an agent (the spec's `isAgent()`).
+    public func isAgent() -> Bool { agent }
+    private let agent: Bool
     public let agentId: String?
     /// The participant's `metaData` as JSON text (nil when none).
     public let metaDataJSON: String?
@@ -22,6 +24,9 @@ public final class Participant: @unchecked Sendable {
     private var _pinState = PinState(cam: false, share: false)
     private var _quality: VideoQuality?
     private var _shareQuality: VideoQuality?
+    private var _viewPort: (width: Int, height: Int)?
+    /// The webcam layer this device receives now (nil before the first, or after the stream ended).
+    private var _receivedQuality: VideoQuality?
     private var _flashCaptureRunning = false
     private var listeners: [WeakParticipantListener] = []
     /// The webcam frames since the last keyframe, for ``captureImage(width:height:flash:)``.
@@ -35,7 +40,7 @@ public final class Participant: @unchecked Sendable {
         self.id = id
         displayName = name
         self.isLocal = isLocal
-        isAgent = json?["isAgent"]?.boolValue ?? false
+        agent = json?["isAgent"]?.boolValue ?? false
         agentId = json?["agentId"]?.stringValue
         metaDataJSON = json?["metaData"].flatMap { $0.isNull ? nil : $0.jsonString }
         _mode = json?["mode"]?.stringValue.flatMap(Mode.init(rawValue:))?.canonical ?? .SEND_AND_RECV
@@ -66,11 +71,36 @@ public final class Participant: @unchecked Sendable {
     func removeStream(id: String) -> MediaStream? {
         let removed = lock.withLock { _streams.removeValue(forKey: id) }
         // A stopped webcam leaves nothing to capture; a restarted one starts from its next keyframe.
-        if removed?.kind == .video { captureFrames.clear() }
+        if removed?.kind == .video {
+            captureFrames.clear()
+            lock.withLock { _receivedQuality = nil }
+        }
         if removed?.kind == .share { sharePictureSize.clear() }
         return removed
     }
     func setShareQuality(_ q: VideoQuality) { lock.withLock { _shareQuality = q } }
+    /// The webcam view size this device set with ``setViewPort(width:height:)``.
+    var viewPort: (width: Int, height: Int)? { lock.withLock { _viewPort } }
+
+    /// The server made a new consumer of this participant's `kind`: this device's quality and view
+    /// size choices apply to it as they did to the one it replaces. Off the event queue.
+    func reapplyChoices(to kind: StreamKind) async {
+        guard let room else { return }
+        let (quality, shareQuality, viewPort) = lock.withLock { (_quality, _shareQuality, _viewPort) }
+        let wire = kind == .share ? "screen" : "webcam"
+        if let q = kind == .share ? shareQuality : quality {
+            _ = try? await room.call(
+                "setQuality", ["participantId": .string(id), "quality": .string(q.rawValue), "kind": .string(wire)])
+        }
+        if kind == .video, let viewPort {
+            _ = try? await room.call(
+                "setViewPort",
+                [
+                    "participantId": .string(id), "width": .number(Double(viewPort.width)),
+                    "height": .number(Double(viewPort.height)),
+                ])
+        }
+    }
     /// Claims the single flash capture slot; false when a flash capture is already running.
     func beginFlashCapture() -> Bool {
         lock.withLock {
@@ -98,6 +128,15 @@ public final class Participant: @unchecked Sendable {
     }
 
     public func removeAllEventListeners() { lock.withLock { listeners.removeAll() } }
+
+    /// Takes over `other`'s listeners (the local participant object is replaced when the join finishes).
+    func adoptListeners(from other: Participant) {
+        guard other !== self else { return }
+        let adopted = other.lock.withLock { other.listeners.filter { $0.value != nil } }
+        lock.withLock {
+            for l in adopted where !listeners.contains(where: { $0.value === l.value }) { listeners.append(l) }
+        }
+    }
 
     /// Live listeners (called on the event queue).
     var liveListeners: [ParticipantEventListener] { lock.withLock { listeners.compactMap(\.value) } }
@@ -157,37 +196,50 @@ public final class Participant: @unchecked Sendable {
             "unpin", "unpin", ["participantId": .string(id), "pinType": .string(type.rawValue)], agentRefused: false)
     }
     /// Picks which simulcast layer of this participant's webcam this device receives.
-    /// Does nothing for the local participant or when ``videoQuality`` already is `quality`; throws 3068
+    /// The choice survives the server re-creating the consumer (the publisher toggles its camera,
+    /// stop/consume, a rejoin): the SDK applies it again to the new consumer.
+    /// Does nothing for the local participant; throws 3068
     /// when this device receives no webcam video from the participant (or it is an agent).
-    /// A change is reported to this participant's listeners with `onVideoQualityChanged`.
+    /// `onVideoQualityChanged` reports what is received, when the server switches layers (not the
+    /// request): nothing when the publisher sends one layer.
     public func setQuality(_ quality: VideoQuality) async throws {
         guard let room else { throw UnderstudyError(code: 3035, message: "setQuality called outside a room") }
         try room.gate("setQuality")
-        if isAgent { throw UnderstudyError(code: 3068, message: "setQuality is not supported on an agent participant") }
-        if isLocal || videoQuality == quality { return }
-        let response = try await room.call(
+        if agent { throw UnderstudyError(code: 3068, message: "setQuality is not supported on an agent participant") }
+        if isLocal { return }
+        // Always asked (no cached no-op): the server may have re-created the consumer meanwhile.
+        _ = try await room.call(
             "setQuality",
             ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": "webcam"])
-        // Until this device picks a layer the server forwards the top one.
-        let previous = response["previousQuality"]?.stringValue.flatMap(VideoQuality.init(rawValue:)) ?? .high
         lock.withLock { _quality = quality }
-        if previous != quality { reportQualityChange(from: previous, to: quality) }
     }
 
-    private func reportQualityChange(from previous: VideoQuality, to current: VideoQuality) {
-        guard let room else { return }
-        room.eventQueue.async {
-            for l in self.liveListeners {
-                l.onVideoQualityChanged(participantId: self.id, prevQuality: previous, currentQuality: current)
-            }
+    /// On the event queue: the server now forwards `quality` of this participant's webcam
+    /// (`consumerLayerChanged`). A change from what was received before is reported to the listeners;
+    /// the first layer of a new consumer is not a change.
+    func receivedLayer(_ quality: VideoQuality) {
+        let previous: VideoQuality? = lock.withLock {
+            defer { _receivedQuality = quality }
+            return _receivedQuality
+        }
+        guard let previous, previous != quality else { return }
+        for l in liveListeners {
+            l.onVideoQualityChanged(participantId: id, prevQuality: previous, currentQuality: quality)
         }
     }
     /// Tells the server the size (pixels) at which this participant's webcam is shown.
+    /// - Throws: 3068 for the local participant or when this device receives no webcam video from
+    ///   it; 3073 for a size that is not positive.
     public func setViewPort(width: Int, height: Int) async throws {
+        if isLocal, let room {
+            try room.gate("setViewPort")
+            throw UnderstudyError(code: 3068, message: "setViewPort works only on remote participants")
+        }
         try await remoteCall(
             "setViewPort", "setViewPort",
             ["participantId": .string(id), "width": .number(Double(width)), "height": .number(Double(height))],
             agentRefused: false)
+        lock.withLock { _viewPort = (width, height) }
     }
     /// Starts receiving this participant's mic on this device (autoConsume off; no-op otherwise).
     public func consumeMicStreams() async throws { try await consume("consumeMicStreams", "consume", "mic") }
@@ -218,7 +270,7 @@ public final class Participant: @unchecked Sendable {
     public func getAudioStats() -> [[String: Any]]? { room?.stats(for: self, kind: .audio) }
     /// Screen-share metrics; throws 3068 on an agent.
     public func getShareStats() throws -> [[String: Any]]? {
-        if isAgent { throw UnderstudyError(code: 3068, message: "getShareStats is not supported on an agent") }
+        if agent { throw UnderstudyError(code: 3068, message: "getShareStats is not supported on an agent") }
         return room?.stats(for: self, kind: .share)
     }
     /// Transport totals and bitrates; waits for the server (call off the event queue).

@@ -15,15 +15,30 @@ public final class PubSub: @unchecked Sendable {
     }
 
     /// Publishes `message` on `topic`. `options`: `persist` (Bool), `sendOnly` ([participantId]).
-    /// `payloadJSON` must be a JSON object; it is passed on untouched.
-    public func publish(topic: String, message: String, options: [String: Any] = [:], payload: JSONValue? = nil)
+    /// `payload` (the spec's `[String: Any]?`) is passed on untouched; a value JSON cannot hold
+    /// throws 3073 and `4087` comes from the server for anything it refuses.
+    public func publish(
+        topic: String, message: String, options: [String: Any] = [:], payload: [String: Any]? = nil
+    ) async throws {
+        var json: JSONValue?
+        if let payload {
+            guard let value = JSONValue(any: payload) else {
+                throw UnderstudyError(code: 3073, message: "publish: payload holds a value JSON cannot carry")
+            }
+            json = value
+        }
+        try await publish(topic: topic, message: message, options: options, payloadJSON: json)
+    }
+
+    /// ``publish(topic:message:options:payload:)`` with the payload as a ``JSONValue`` object.
+    public func publish(topic: String, message: String, options: [String: Any] = [:], payloadJSON: JSONValue?)
         async throws
     {
         let room = try requireRoom("publish")
         var data: [String: JSONValue] = ["topic": .string(topic), "message": .string(message)]
         if let persist = options["persist"] as? Bool { data["persist"] = .bool(persist) }
         if let only = options["sendOnly"] as? [String] { data["sendOnly"] = .array(only.map { .string($0) }) }
-        if let payload { data["payload"] = payload }
+        if let payloadJSON { data["payload"] = payloadJSON }
         _ = try await room.gatedCall("publish", "publish", .object(data))
     }
 
@@ -80,6 +95,12 @@ public final class PubSub: @unchecked Sendable {
 }
 
 extension PubSubMessage {
+    /// The publisher's payload as the spec shapes it (`[String: Any]?`), parsed from ``payloadJSON``.
+    public var payload: [String: Any]? {
+        guard let payloadJSON, let data = payloadJSON.data(using: .utf8) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    }
+
     init?(_ json: JSONValue) {
         guard let topic = json["topic"]?.stringValue else { return nil }
         self.init(

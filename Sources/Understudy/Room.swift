@@ -15,14 +15,15 @@ public enum Understudy {
     public typealias LeaveReason = SDKLeaveReason
 
     /// Builds a ``Room``; connects to nothing until ``Room/join()``. An empty `roomId` throws 3073.
-    /// A non-nil `agentId` joins as an agent participant (`isAgent == true` for everyone).
+    /// A non-nil `agentId` joins as an agent participant (`isAgent()` is true for everyone).
+    /// `reconnect` says how long a dropped connection is retried (``ReconnectPolicy``).
     ///
     /// `signalingBaseUrl` is the server's `ws://host:port` (the path `/v1/rtc` is appended when absent).
     public static func createRoom(
         roomId: String, token: String, participantName: String, participantId: String? = nil,
         micEnabled: Bool = true, camEnabled: Bool = true, mode: Mode = .SEND_AND_RECV, multiStream: Bool = true,
         autoConsume: Bool = true, metaData: JSONValue? = nil, signalingBaseUrl: String = "ws://127.0.0.1:7880",
-        agentId: String? = nil
+        agentId: String? = nil, reconnect: ReconnectPolicy = .default
     ) throws -> Room {
         guard !roomId.isEmpty else { throw UnderstudyError(code: 3073, message: "roomId must not be empty") }
         if let participantId, participantId.isEmpty || participantId.contains(where: \.isWhitespace) {
@@ -32,7 +33,8 @@ public enum Understudy {
         return Room(
             roomId: roomId, token: token, participantName: participantName, participantId: participantId,
             micEnabled: micEnabled, camEnabled: camEnabled, mode: mode.canonical, multiStream: multiStream,
-            autoConsume: autoConsume, metaData: metaData, signalingBaseUrl: signalingBaseUrl, agentId: agentId)
+            autoConsume: autoConsume, metaData: metaData, signalingBaseUrl: signalingBaseUrl, agentId: agentId,
+            reconnect: reconnect)
     }
 }
 
@@ -90,9 +92,10 @@ public final class Room: @unchecked Sendable {
     init(
         roomId: String, token: String, participantName: String, participantId: String?, micEnabled: Bool,
         camEnabled: Bool, mode: Mode, multiStream: Bool, autoConsume: Bool, metaData: JSONValue?,
-        signalingBaseUrl: String, agentId: String? = nil
+        signalingBaseUrl: String, agentId: String? = nil, reconnect: ReconnectPolicy = .default
     ) {
         self.agentId = agentId
+        self.reconnect = reconnect
         self.roomId = roomId
         self.token = token
         self.participantName = participantName
@@ -208,10 +211,27 @@ public final class Room: @unchecked Sendable {
     }
 
     /// Sends a request and awaits its response data (server refusals become ``UnderstudyError``).
+    /// A request the server has not answered within ``requestTimeout`` fails with 3079
+    /// `ERROR_OPERATION_TIMED_OUT`; a late answer is then ignored.
     func call(_ method: String, _ data: JSONValue = [:]) async throws -> JSONValue {
+        let timeout = requestTimeout
         let result: Result<JSONValue, SignalError> = await withCheckedContinuation { cont in
             eventQueue.async {
-                self.send(method, data) { cont.resume(returning: $0) }
+                let once = OnceFlag()
+                let id = self.nextRequestId
+                self.send(method, data) { result in
+                    if once.claim() { cont.resume(returning: result) }
+                }
+                guard self.pending[id] != nil else { return }  // answered (or refused) already
+                // Weak: a released room does not wait for its timers.
+                self.eventQueue.asyncAfter(deadline: .now() + timeout) { [weak self] in
+                    guard let self, self.pending.removeValue(forKey: id) != nil, once.claim() else { return }
+                    cont.resume(
+                        returning: .failure(
+                            SignalError(
+                                code: 3079, name: "ERROR_OPERATION_TIMED_OUT",
+                                message: "\(method): no answer from the server within \(timeout) s")))
+                }
             }
         }
         switch result {
@@ -239,7 +259,7 @@ public final class Room: @unchecked Sendable {
         async throws
     {
         try gate(api)
-        if agentRefused && target.isAgent {
+        if agentRefused && target.isAgent() {
             throw UnderstudyError(code: 3068, message: "\(api) is not supported on an agent participant")
         }
         _ = try await call(method, data)
@@ -258,18 +278,45 @@ public final class Room: @unchecked Sendable {
         }
         guard started else { return }
         await onQueue { self.emit { $0.onRoomStateChanged(.CONNECTING) } }
-        await connectAndJoin(participantId: requestedParticipantId) { result in
+        let sends = initialMode == .SEND_AND_RECV
+        let announced = (mic: sends && micEnabled, cam: sends && camEnabled)
+        await connectAndJoin(participantId: requestedParticipantId, mic: announced.mic, cam: announced.cam) { result in
             switch result {
             case .success(let response): self.joinSucceeded(response)
             case .failure(let e): self.failJoin(e)
             }
         }
+        await publishAtJoin()
+    }
+
+    /// The join's own publishing (`micEnabled`/`camEnabled`), awaited by ``join()``. It holds the
+    /// operation slot claimed in `joinSucceeded`, so a toggle or `changeMode` made from
+    /// `onRoomJoined` meanwhile gets 3054/3055 instead of racing it. A failure goes to `onError`
+    /// (3058/3049/3059/3051/3044) and the room is told that the device is off after all.
+    private func publishAtJoin() async {
+        let kinds = media.joinPublishing
+        guard !kinds.isEmpty else { return }
+        defer {
+            media.joinPublishing = []
+            endOperation()
+        }
+        guard isJoined, localParticipant.mode == .SEND_AND_RECV else { return }
+        do {
+            try await media.produce(kinds, reportStatus: false)
+        } catch let error as UnderstudyError {
+            // Overtaken by leaving (3056) or by a reconnect (3065, whose rejoin publishes them again).
+            if isFinished || error.code == 3056 || error.code == 3065 { return }
+            await onQueue { self.emit { $0.onError(error) } }
+            for kind in kinds where !media.producingKinds.contains(kind) {
+                _ = try? await call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
+            }
+        } catch {}
     }
 
     /// Opens a signalling socket and sends `join`; `handle` runs on the event queue with the outcome,
     /// before any later message is processed.
     func connectAndJoin(
-        participantId: String?, _ handle: @escaping (Result<JSONValue, UnderstudyError>) -> Void
+        participantId: String?, mic: Bool, cam: Bool, _ handle: @escaping (Result<JSONValue, UnderstudyError>) -> Void
     ) async {
         let handler = UncheckedSendable(handle)
         let connection: WebSocketConnection
@@ -284,7 +331,7 @@ public final class Room: @unchecked Sendable {
         var data: [String: JSONValue] = [
             "protocolVersion": 1, "roomId": .string(roomId), "name": .string(participantName),
             "mode": .string(localParticipant.mode.rawValue), "autoConsume": .bool(autoConsume),
-            "micEnabled": .bool(micEnabled), "camEnabled": .bool(camEnabled), "token": .string(token),
+            "micEnabled": .bool(mic), "camEnabled": .bool(cam), "token": .string(token),
         ]
         if let participantId, !participantId.isEmpty { data["participantId"] = .string(participantId) }
         if let metaData { data["metaData"] = metaData }
@@ -347,6 +394,8 @@ public final class Room: @unchecked Sendable {
             id: me?["participantId"]?.stringValue ?? requestedParticipantId ?? "",
             name: me?["name"]?.stringValue ?? participantName, isLocal: true, json: me)
         local.room = self
+        // Listeners added to `localParticipant` before the join stay with it.
+        local.adoptListeners(from: localParticipant)
         lock.withLock {
             _local = local
             _joined = true
@@ -357,14 +406,15 @@ public final class Room: @unchecked Sendable {
                 p.update(pin: PinState(entry["pinState"]))
             }
         }
-        setState(.CONNECTED)
-        emit { $0.onRoomJoined() }
         if local.mode == .SEND_AND_RECV {
             var kinds: [StreamKind] = []
             if micEnabled { kinds.append(.audio) }
             if camEnabled { kinds.append(.video) }
-            if !kinds.isEmpty { Task { try? await self.media.produce(kinds, reportStatus: false) } }
+            // Claimed before `onRoomJoined`, so the app's first toggle sees the publishing under way.
+            if !kinds.isEmpty, (try? beginOperation("join")) != nil { media.joinPublishing = kinds }
         }
+        setState(.CONNECTED)
+        emit { $0.onRoomJoined() }
     }
 
     /// The local participant leaves (`onRoomLeft(MANUAL_LEAVE_CALLED)`). Allowed while reconnecting.
@@ -433,10 +483,25 @@ public final class Room: @unchecked Sendable {
 
     // MARK: Reconnection
 
-    /// Rejoin attempts after the signalling socket drops (0 disables reconnection).
-    var reconnectAttempts = 5
-    /// Pause before each rejoin attempt, in seconds.
-    var reconnectDelay = 0.5
+    /// How long a request may wait for the server's answer before it fails with 3079, in seconds.
+    /// Asking a remote participant to turn its mic or camera on waits for its answer as well.
+    var requestTimeout: Double = 30
+
+    /// How a dropped signalling connection is ridden out (set with `createRoom(reconnect:)`).
+    var reconnect: ReconnectPolicy
+    /// Test convenience: caps the rejoin attempts (0 disables reconnection).
+    var reconnectAttempts: Int {
+        get { reconnect.window > 0 ? (reconnect.maxAttempts ?? Int.max) : 0 }
+        set { reconnect.maxAttempts = newValue }
+    }
+    /// Test convenience: the pause before the first rejoin attempt, in seconds.
+    var reconnectDelay: Double {
+        get { reconnect.initialDelay }
+        set {
+            reconnect.initialDelay = newValue
+            reconnect.maxDelay = max(reconnect.maxDelay, newValue)
+        }
+    }
     /// Ids re-announced by the server during a rejoin.
     var rejoinSeen: Set<String>?
     /// ICE restart and rejoin bookkeeping (RoomReconnection.swift).
@@ -511,7 +576,12 @@ public final class Room: @unchecked Sendable {
             else { return }
             let on = data["enabled"]?.boolValue ?? (data["status"]?.stringValue == "on")
             if kind == .audio { p.update(mic: on) } else { p.update(webcam: on) }
-            for l in p.liveListeners { l.onMediaStatusChanged(participantId: pid, kind: kind, status: on ? .on : .off) }
+            for l in p.liveListeners { l.onMediaStatusChanged(peerId: pid, kind: kind, newStatus: on ? .on : .off) }
+        case "consumerLayerChanged":
+            guard let pid, data["kind"]?.stringValue.flatMap(StreamKind.init(wire:)) == .video,
+                let quality = data["quality"]?.stringValue.flatMap(VideoQuality.init(rawValue:))
+            else { return }
+            participant(pid)?.receivedLayer(quality)
         case "consumerCreated":
             media.consumerCreated(data)
         case "consumerClosed":

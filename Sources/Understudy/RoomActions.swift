@@ -30,17 +30,19 @@ extension Room {
         }
         try beginOperation("changeMode")
         defer { endOperation() }
-        if previous == .SEND_AND_RECV {
-            let producing = media.producingKinds
-            savedMediaState.value = (producing.contains(.audio), producing.contains(.video))
-            // The server closes the producers itself when the mode changes.
-            for kind in producing { await media.stopLocal(kind, onServer: false) }
-        }
+        // The server answers first: a refusal (4065) or an interruption (3065, 3079, 3056) leaves the
+        // local media as it was, matching the server, which keeps the producers in that case.
         do {
             _ = try await call("changeMode", ["mode": .string(target.rawValue)])
         } catch let e as UnderstudyError {
-            throw e.code == 3054 || e.code == 3056
+            throw [3054, 3056, 3065, 3079].contains(e.code)
                 ? e : UnderstudyError(code: 4065, message: "changeMode refused: \(e.message)")
+        }
+        if previous == .SEND_AND_RECV {
+            let producing = media.producingKinds
+            savedMediaState.value = (producing.contains(.audio), producing.contains(.video))
+            // The server closed the producers itself when the mode changed.
+            for kind in producing { await media.stopLocal(kind, onServer: false) }
         }
         local.update(mode: target)
         if target == .SEND_AND_RECV {
@@ -57,7 +59,8 @@ extension Room {
         if on && localParticipant.mode != .SEND_AND_RECV {
             throw UnderstudyError(code: 3066, message: "\(api) needs SEND_AND_RECV mode")
         }
-        if media.producingKinds.contains(kind) == on {
+        // A device the join is still publishing counts as on (3054 to turn it on, 3055 to turn it off).
+        if media.producingKinds.union(media.joinPublishing).contains(kind) == on {
             throw UnderstudyError(
                 code: 3054, message: "\(api): the \(kind == .audio ? "mic" : "camera") is already \(on ? "on" : "off")")
         }
@@ -88,26 +91,30 @@ extension Room {
         return media.stats(for: participant, kind: kind)
     }
 
-    /// Blocks on the server's `getStats` (local participant). For a remote participant only what flows
-    /// from it to this device is known here: that is its `send`, and its `receive` stays 0. Bitrates
-    /// are over the time since the previous call for the same participant (0 on the first).
+    /// Blocks on the server's `getStats` for the participant (local or remote): what the server
+    /// received from it is its `send`, what the server sent it is its `receive`. Bitrates are over
+    /// a shared reference reading renewed about once a second; the first call reads twice, half a
+    /// second apart, so that it has a rate too.
     func transportStats(for participant: Participant) -> [String: Any]? {
         guard statsAllowed else { return nil }
-        var sent = 0
-        var received = 0
-        if participant.isLocal {
+        func totals() -> (sent: Int, received: Int)? {
             let semaphore = DispatchSemaphore(value: 0)
             let box = ResultBox<JSONValue>()
+            let data: JSONValue = participant.isLocal ? [:] : ["participantId": .string(participant.id)]
             Task {
-                box.value = try? await self.call("getStats")
+                box.value = try? await self.call("getStats", data)
                 semaphore.signal()
             }
             guard semaphore.wait(timeout: .now() + 5) == .success, let data = box.value else { return nil }
-            sent = (data["producers"]?.arrayValue ?? []).compactMap { $0["bytesReceived"]?.intValue }.reduce(0, +)
-            received = (data["consumers"]?.arrayValue ?? []).compactMap { $0["bytesSent"]?.intValue }.reduce(0, +)
-        } else {
-            sent = Int(clamping: media.receivedBytes(from: participant.id))
+            let sent = (data["producers"]?.arrayValue ?? []).compactMap { $0["bytesReceived"]?.intValue }.reduce(0, +)
+            let received = (data["consumers"]?.arrayValue ?? []).compactMap { $0["bytesSent"]?.intValue }.reduce(0, +)
+            return (sent, received)
         }
+        if !participant.transportSample.hasReference, let first = totals() {
+            _ = participant.transportSample.rates(sent: first.sent, received: first.received)
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        guard let (sent, received) = totals() else { return nil }
         let (sendKbps, receiveKbps) = participant.transportSample.rates(sent: sent, received: received)
         return [
             "send": ["outgoingBitrate": sendKbps, "totalSentBytes": sent],

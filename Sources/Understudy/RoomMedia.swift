@@ -13,6 +13,10 @@ final class RoomMedia: @unchecked Sendable {
     private let lock = NSLock()
     private var publish: PeerConnection?
     private var publishConnected = false
+    /// The media clock of every local track on the publish connection (mic, webcam, screen share),
+    /// as a camera and a microphone share a capture clock: their content lines up however far
+    /// apart their pumps start.
+    private var publishClock = MediaClock()
     /// One pump per local track (mic, webcam, screen share). A pump's clock starts when it does, so a
     /// running track keeps its pump when another track starts or stops (a new pump would stall it).
     private var pumps: [StreamKind: MediaPump] = [:]
@@ -31,11 +35,19 @@ final class RoomMedia: @unchecked Sendable {
     private var consumers: [String: ConsumerInfo] = [:]
     /// Consumer ids whose media has arrived (their `onStreamEnabled` fired).
     private var flowing: Set<String> = []
-    private var previousSamples: [String: (packets: UInt64, bytes: UInt64, lost: Int64, frames: UInt64, at: UInt64)] =
-        [:]
+    /// The stats sampling clock and its last two readings per stream key (`pub|mid|layer`,
+    /// `sub|mid|rid`).
+    private var sampler: DispatchSourceTimer?
+    private var readings: [String: (previous: StatsReading?, latest: StatsReading)] = [:]
     private var closed = false
 
     var producingKinds: Set<StreamKind> { lock.withLock { Set(producers.keys) } }
+    private var _joinPublishing: [StreamKind] = []
+    /// The kinds the join is still publishing (`micEnabled`/`camEnabled`); they count as on.
+    var joinPublishing: [StreamKind] {
+        get { lock.withLock { _joinPublishing } }
+        set { lock.withLock { _joinPublishing = newValue } }
+    }
     /// The local source of `kind` as wrapped for captures and stats sizes.
     func localTap(_ kind: StreamKind) -> CaptureTapSource? {
         lock.withLock { sources[kind]?.value as? CaptureTapSource }
@@ -64,6 +76,7 @@ final class RoomMedia: @unchecked Sendable {
     func produce(_ kinds: [StreamKind], reportStatus: Bool) async throws {
         guard let room, !kinds.isEmpty else { return }
         let pc = try publishConnection()
+        startSampling()
         let rids = room.multiStream ? ["q", "h", "f"] : []
         try makeSources(for: kinds, layers: max(1, rids.count))
         let (offer, added) = try await pc.loop.submit { () throws -> (String, [RTPTransceiver]) in
@@ -88,7 +101,7 @@ final class RoomMedia: @unchecked Sendable {
             let refused = UncheckedSendable(added)
             await pc.loop.submit { for t in refused.value { t.direction = .inactive } }
             let code = kinds.contains(.share) ? 3061 : kinds.contains(.video) ? 3049 : 3058
-            throw e.code == 3066 || e.code == 3056
+            throw [3066, 3056, 3065, 3079, 4051].contains(e.code)
                 ? e : UnderstudyError(code: code, message: "produce failed: \(e.message)")
         }
         guard let sdp = response["sdp"]?.stringValue, let answer = try? SessionDescription.parse(sdp) else {
@@ -123,7 +136,8 @@ final class RoomMedia: @unchecked Sendable {
         }
         let local = room.localParticipant
         let madeStreams = made
-        room.eventQueue.async {
+        // Awaited: when the call returns, `streams` and the listeners have the new streams.
+        await room.onQueue {
             for s in madeStreams {
                 if s.kind == .audio { local.update(mic: true) } else if s.kind == .video { local.update(webcam: true) }
                 local.addStream(s)
@@ -144,9 +158,16 @@ final class RoomMedia: @unchecked Sendable {
             let mediaKind: MediaKind = kind == .audio ? .audio : .video
             var source: MediaSource
             do { source = try factory(mediaKind, kind == .video ? layers : 1) } catch {
-                throw UnderstudyError(
-                    code: kind == .share ? 3061 : kind == .video ? 3049 : 3058,
-                    message: "cannot open the \(kind.wireKind) source: \(error)")
+                // A missing or unusable capture device (or a kind configured as `none`) is "no device
+                // found" (3059 mic, 3051 webcam); anything else failed the produce (3058, 3049, 3061).
+                var noDevice = false
+                switch error as? MediaSourceError {
+                case .device?, .notPublished?: noDevice = true
+                default: break
+                }
+                let code =
+                    kind == .share ? 3061 : kind == .video ? (noDevice ? 3051 : 3049) : (noDevice ? 3059 : 3058)
+                throw UnderstudyError(code: code, message: "cannot open the \(kind.wireKind) source: \(error)")
             }
             if kind == .video || kind == .share {
                 source = CaptureTapSource(source, buffer: kind == .video ? room.localParticipant.captureFrames : nil)
@@ -192,6 +213,7 @@ final class RoomMedia: @unchecked Sendable {
         }
         guard !changes.isEmpty else { return }
         let box = UncheckedSendable(changes)
+        let clock = lock.withLock { publishClock }
         let made: [StreamKind: UncheckedSendable<MediaPump>] = await pc.loop.submit {
             var made: [StreamKind: UncheckedSendable<MediaPump>] = [:]
             for change in box.value {
@@ -199,8 +221,12 @@ final class RoomMedia: @unchecked Sendable {
                 guard let transceiver = change.transceiver, let source = change.source else { continue }
                 let p =
                     change.kind == .audio
-                    ? MediaPump(connection: pc, video: nil, videoSource: nil, audio: transceiver, audioSource: source)
-                    : MediaPump(connection: pc, video: transceiver, videoSource: source, audio: nil, audioSource: nil)
+                    ? MediaPump(
+                        connection: pc, video: nil, videoSource: nil, audio: transceiver, audioSource: source,
+                        clock: clock)
+                    : MediaPump(
+                        connection: pc, video: transceiver, videoSource: source, audio: nil, audioSource: nil,
+                        clock: clock)
                 p.attach()
                 made[change.kind] = UncheckedSendable(p)
             }
@@ -238,13 +264,14 @@ final class RoomMedia: @unchecked Sendable {
                 _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
             }
         }
-        announceStopped(kind, producerId: producerId)
+        await announceStopped(kind, producerId: producerId)
     }
 
-    private func announceStopped(_ kind: StreamKind, producerId: String) {
+    /// Awaited: when the stop returns, `streams` and the listeners have seen it.
+    private func announceStopped(_ kind: StreamKind, producerId: String) async {
         guard let room else { return }
         let local = room.localParticipant
-        room.eventQueue.async {
+        await room.onQueue {
             if kind == .audio { local.update(mic: false) } else if kind == .video { local.update(webcam: false) }
             if let s = local.removeStream(id: producerId) {
                 for l in local.liveListeners { l.onStreamDisabled(s, participant: local) }
@@ -281,7 +308,8 @@ final class RoomMedia: @unchecked Sendable {
     /// Called on the event queue.
     func resetConnections() {
         guard let room else { return }
-        stopAllLocal(announce: false)
+        // Local streams end now; the rejoin publishes new ones (`onStreamEnabled` again).
+        stopAllLocal(announce: true)
         let ended: [(String, String)] = lock.withLock {
             let e = consumers.filter { flowing.contains($0.key) }.map { ($0.value.participantId, $0.value.producerId) }
             consumers.removeAll()
@@ -313,6 +341,7 @@ final class RoomMedia: @unchecked Sendable {
             let old = publish
             publish = nil
             publishConnected = false
+            publishClock = MediaClock()
             activeTransceivers.removeAll()
             return old
         }
@@ -326,6 +355,9 @@ final class RoomMedia: @unchecked Sendable {
     func close() {
         let pcs: [PeerConnection] = lock.withLock {
             closed = true
+            sampler?.cancel()
+            sampler = nil
+            readings.removeAll()
             let list = [publish, subscribe].compactMap { $0 }
             publish = nil
             subscribe = nil
@@ -399,17 +431,6 @@ final class RoomMedia: @unchecked Sendable {
         return rows.reduce((UInt64(0), UInt64(0))) { ($0.0 &+ $1.stats.plisSent, $0.1 &+ $1.stats.nacksSent) }
     }
 
-    /// Bytes this device received so far from `participantId`'s streams (all kinds); stats stay untouched.
-    func receivedBytes(from participantId: String) -> UInt64 {
-        guard let pc = lock.withLock({ subscribe }) else { return 0 }
-        let mids = lock.withLock {
-            Set(consumers.values.filter { $0.participantId == participantId }.compactMap(\.mid))
-        }
-        guard !mids.isEmpty else { return 0 }
-        let rows = onLoopSync(pc) { pc.receiverStats() } ?? []
-        return rows.reduce(0) { $0 + ($1.mid.map(mids.contains) ?? false ? $1.stats.bytesReceived : 0) }
-    }
-
     func consumerCreated(_ data: JSONValue) {
         guard let id = data["consumerId"]?.stringValue, let pid = data["participantId"]?.stringValue,
             let kind = data["kind"]?.stringValue.flatMap(StreamKind.init(wire:))
@@ -418,6 +439,9 @@ final class RoomMedia: @unchecked Sendable {
             participantId: pid, kind: kind, producerId: data["producerId"]?.stringValue ?? id,
             mid: data["mid"]?.stringValue)
         lock.withLock { consumers[id] = info }
+        if kind == .video || kind == .share, let p = room?.participants[pid] {
+            Task { await p.reapplyChoices(to: kind) }
+        }
     }
 
     /// On the event queue.
@@ -444,6 +468,7 @@ final class RoomMedia: @unchecked Sendable {
         guard let room, let sdp = data["sdp"]?.stringValue, let revision = data["revision"]?.intValue,
             let offer = try? SessionDescription.parse(sdp), let pc = try? subscribeConnection()
         else { return }
+        startSampling()
         Task {
             do {
                 let answer = try await pc.loop.submit { () throws -> String in
@@ -477,71 +502,142 @@ final class RoomMedia: @unchecked Sendable {
         return box.value
     }
 
+    /// One stream's stats rows: the change between the sampling clock's last two readings, so that
+    /// every caller sees the same values whenever and however often it asks. Empty until a stream
+    /// has two readings (about a second after it starts).
     func stats(for participant: Participant, kind: StreamKind) -> [[String: Any]] {
         let mediaKind: MediaKind = kind == .audio || kind == .shareAudio ? .audio : .video
-        var samples:
-            [(
-                key: String, packets: UInt64, bytes: UInt64, lost: Int64, rid: String?, frames: UInt64, jitter: Double,
-                rtt: Double
-            )] = []
+        let prefix: Set<String>
         if participant.isLocal {
-            guard kind == .audio || kind == .video || kind == .share, let pc = lock.withLock({ publish }),
+            guard kind == .audio || kind == .video || kind == .share,
                 let mid = lock.withLock({ activeTransceivers[kind]?.mid })
             else { return [] }
-            let rows = onLoopSync(pc) { pc.senderStats() } ?? []
-            for r in rows where r.kind == mediaKind && r.mid == mid {
-                samples.append(
-                    (
-                        "local|\(mid)|\(r.layer)", r.stats.packetsSent, r.stats.bytesSent, 0, "\(r.layer)",
-                        r.stats.framesSent, 0, Double(r.stats.roundTripTime) / 1e6
-                    ))
-            }
+            prefix = ["pub|\(mid)|"]
         } else {
-            guard let pc = lock.withLock({ subscribe }) else { return [] }
-            let mids = lock.withLock {
-                Set(consumers.values.filter { $0.participantId == participant.id && $0.kind == kind }.compactMap(\.mid))
-            }
-            guard !mids.isEmpty else { return [] }
-            let rows = onLoopSync(pc) { pc.receiverStats() } ?? []
-            for r in rows where r.kind == mediaKind {
-                guard let mid = r.mid, mids.contains(mid) else { continue }
-                samples.append(
-                    (
-                        "\(participant.id)|\(mid)|\(r.rid ?? "")", r.stats.packetsReceived, r.stats.bytesReceived,
-                        r.stats.packetsLost, r.rid, r.stats.framesAssembled, r.stats.jitter, 0
-                    ))
+            prefix = lock.withLock {
+                Set(
+                    consumers.values.filter { $0.participantId == participant.id && $0.kind == kind }.compactMap(\.mid)
+                        .map { "sub|\($0)|" })
             }
         }
-        var sizes: [String: [String: Any]] = [:]
-        if mediaKind == .video { for s in samples { sizes[s.key] = pictureSize(participant, kind, layer: s.rid) } }
-        let now = EventLoop.now()
-        return lock.withLock {
-            samples.map { s in
-                // Counters that went backwards belong to a new stream under the same key: start over.
-                let prev = previousSamples[s.key].flatMap {
-                    $0.packets <= s.packets && $0.bytes <= s.bytes && $0.frames <= s.frames ? $0 : nil
+        guard !prefix.isEmpty else { return [] }
+        let chosen: [(key: String, layer: String?, previous: StatsReading, latest: StatsReading)] = lock.withLock {
+            readings.compactMap { key, pair in
+                guard pair.latest.kind == mediaKind, let previous = pair.previous,
+                    let split = key.lastIndex(of: "|"), prefix.contains(String(key[...split]))
+                else { return nil }
+                let layer = String(key[key.index(after: split)...])
+                return (key, layer.isEmpty ? nil : layer, previous, pair.latest)
+            }.sorted { $0.key < $1.key }
+        }
+        return chosen.map { c in
+            let (p, l) = (c.previous, c.latest)
+            let seconds = Double(l.at &- p.at) / 1e9
+            var row: [String: Any] = [
+                "totalPackets": Int(clamping: l.packets - p.packets),
+                "packetsLost": Int(clamping: max(0, l.lost &- p.lost)),
+                "bitrate": seconds > 0 ? Double(l.bytes - p.bytes) * 8 / 1000 / seconds : 0.0,
+                "jitter": l.jitterMs, "rtt": l.rttMs, "codec": mediaKind == .audio ? "opus" : "vp8",
+            ]
+            if let layer = c.layer { row["rid"] = layer }
+            if mediaKind == .video {
+                var size = pictureSize(participant, kind, layer: c.layer)
+                if seconds > 0, !size.isEmpty {
+                    size["framerate"] = (Double(l.frames - p.frames) / seconds * 10).rounded() / 10
                 }
-                previousSamples[s.key] = (s.packets, s.bytes, s.lost, s.frames, now)
-                let seconds = prev.map { Double(now &- $0.at) / 1e9 } ?? 0
-                let bytes = s.bytes - (prev?.bytes ?? 0)
-                var row: [String: Any] = [
-                    "totalPackets": Int(clamping: s.packets - (prev?.packets ?? 0)),
-                    "packetsLost": Int(clamping: max(0, s.lost &- (prev?.lost ?? 0))),
-                    "bitrate": seconds > 0 ? Double(bytes) * 8 / 1000 / seconds : 0.0,
-                    "jitter": s.jitter, "rtt": s.rtt, "codec": mediaKind == .audio ? "opus" : "vp8",
-                ]
-                if let rid = s.rid { row["rid"] = rid }
-                if mediaKind == .video {
-                    var size = sizes[s.key] ?? [String: Any]()
-                    if let prev, seconds > 0, !size.isEmpty {
-                        size["framerate"] = (Double(s.frames - prev.frames) / seconds * 10).rounded() / 10
-                    }
-                    row["size"] = size
+                row["size"] = size
+            }
+            return row
+        }
+    }
+
+    // MARK: Sampling clock
+
+    /// How often the stats sampling clock reads the counters, in seconds.
+    static let statsInterval = 1.0
+
+    /// Starts the sampling clock (once; it stops when the room's media closes).
+    func startSampling() {
+        let timer: DispatchSourceTimer? = lock.withLock {
+            guard sampler == nil, !closed else { return nil }
+            let t = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
+            sampler = t
+            return t
+        }
+        guard let timer else { return }
+        timer.schedule(deadline: .now() + Self.statsInterval, repeating: Self.statsInterval)
+        timer.setEventHandler { [weak self] in self?.sample() }
+        timer.resume()
+    }
+
+    /// One tick: each connection reads its counters on its own loop thread.
+    private func sample() {
+        let (pub, sub) = lock.withLock { (publish, subscribe) }
+        if let pub {
+            pub.loop.execute { [weak self] in
+                let rtt = pub.iceRoundTripTime
+                let now = EventLoop.now()
+                let rows = pub.senderStats().compactMap { r -> (String, StatsReading)? in
+                    guard let mid = r.mid else { return nil }
+                    // RTT from the receiver reports (RR), else from the ICE checks of this connection.
+                    let roundTrip = r.stats.roundTripTime > 0 ? r.stats.roundTripTime : rtt
+                    return (
+                        "pub|\(mid)|\(r.layer)",
+                        StatsReading(
+                            kind: r.kind, packets: r.stats.packetsSent, bytes: r.stats.bytesSent,
+                            lost: r.stats.reportedPacketsLost, frames: r.stats.framesSent,
+                            jitterMs: r.stats.reportedJitter * 1000, rttMs: Double(roundTrip) / 1e6, at: now)
+                    )
                 }
-                return row
+                self?.record(rows, prefix: "pub|")
+            }
+        }
+        if let sub {
+            sub.loop.execute { [weak self] in
+                // A receive-only connection sends no SR, so the far end's RR cannot time it: the ICE
+                // consent checks give the round trip between this device and the server.
+                let rtt = Double(sub.iceRoundTripTime) / 1e6
+                let now = EventLoop.now()
+                let rows = sub.receiverStats().compactMap { r -> (String, StatsReading)? in
+                    guard let mid = r.mid else { return nil }
+                    return (
+                        "sub|\(mid)|\(r.rid ?? "")",
+                        StatsReading(
+                            kind: r.kind, packets: r.stats.packetsReceived, bytes: r.stats.bytesReceived,
+                            lost: r.stats.packetsLost, frames: r.stats.framesAssembled, jitterMs: r.stats.jitter,
+                            rttMs: rtt, at: now)
+                    )
+                }
+                self?.record(rows, prefix: "sub|")
             }
         }
     }
+
+    /// Stores one tick's readings of one connection; streams that are gone are forgotten.
+    private func record(_ rows: [(String, StatsReading)], prefix: String) {
+        lock.withLock {
+            let seen = Set(rows.map(\.0))
+            for key in readings.keys where key.hasPrefix(prefix) && !seen.contains(key) { readings[key] = nil }
+            for (key, reading) in rows {
+                // Counters that went backwards belong to a new stream under the same key: start over.
+                let last = readings[key]?.latest
+                let continues = last.map { $0.packets <= reading.packets && $0.bytes <= reading.bytes } ?? false
+                readings[key] = (continues ? last : nil, reading)
+            }
+        }
+    }
+}
+
+/// One reading of a stream's counters by the sampling clock.
+struct StatsReading {
+    var kind: MediaKind
+    var packets: UInt64
+    var bytes: UInt64
+    var lost: Int64
+    var frames: UInt64
+    var jitterMs: Double
+    var rttMs: Double
+    var at: UInt64
 }
 
 extension RoomMedia {

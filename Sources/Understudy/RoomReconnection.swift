@@ -13,8 +13,11 @@ import Signaling
 //   room is CONNECTED again; otherwise it falls back to a full rejoin.
 // - A dropped WebSocket (or a failed ICE restart): full rejoin. The old socket is closed, both media
 //   connections are rebuilt, `join` is sent again with the same participant id, then PubSub topics,
-//   local mic/cam/share and the app's consume choices are restored. `reconnectAttempts` attempts,
-//   `reconnectDelay` apart; when they run out: FAILED, then DISCONNECTED, then onRoomLeft(1102).
+//   local mic/cam/share and the app's consume choices are restored. The join announces the mic and
+//   camera as they were when the connection dropped (not as `micEnabled`/`camEnabled` said). Local
+//   streams end (`onStreamDisabled`) when the rejoin starts and start again once re-published.
+//   Attempts follow `reconnect` (``ReconnectPolicy``): exponential backoff with jitter within a time
+//   window; when it runs out: FAILED, then DISCONNECTED, then onRoomLeft(1102).
 //
 // Everything here runs on the room's event queue unless it says otherwise.
 
@@ -184,15 +187,23 @@ extension Room {
         }
         socket = nil
         abortPending(message: "the connection dropped")
-        let restore = media.producingKinds
+        // The devices on now (or still being published by the join) are the ones to restore.
+        let restore = media.producingKinds.union(media.joinPublishing)
         media.resetConnections()
         rejoinSeen = []
         let localId = localParticipant.id
-        let attempts = reconnectAttempts
-        let delay = reconnectDelay
+        let policy = reconnect
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(policy.window * 1e9)
         Task {
-            for _ in 0..<attempts {
-                try? await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+            var attempt = 0
+            while attempt < (policy.maxAttempts ?? Int.max) {
+                let pause = policy.delay(beforeAttempt: attempt)
+                attempt += 1
+                // The last attempt starts no later than the end of the window.
+                let now = DispatchTime.now().uptimeNanoseconds
+                guard now < deadline || attempt == 1 else { break }
+                let wait = min(pause, Double(deadline &- min(deadline, now)) / 1e9)
+                try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
                 if self.isFinished { return }
                 if await self.rejoinOnce(participantId: localId, restore: restore) { return }
             }
@@ -210,7 +221,9 @@ extension Room {
         let outcome = OnceFlag()
         let rejoined: Bool = await withCheckedContinuation { c in
             Task {
-                await self.connectAndJoin(participantId: participantId) { result in
+                await self.connectAndJoin(
+                    participantId: participantId, mic: restore.contains(.audio), cam: restore.contains(.video)
+                ) { result in
                     var ok = false
                     if case .success(let response) = result {
                         self.rejoinSucceeded(response, restore: restore)

@@ -59,7 +59,7 @@ extension Participant {
             throw UnderstudyError(
                 code: 3068, message: "setScreenShareQuality: this device receives no screen share from \(id)")
         }
-        if screenShareQuality == quality { return }
+        // Always asked: the server may have re-created the consumer since the last choice.
         _ = try await room.call(
             "setQuality", ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": "screen"])
         setShareQuality(quality)

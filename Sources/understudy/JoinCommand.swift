@@ -67,7 +67,7 @@ func jsonLogger(_ json: Bool, fields: [String: String] = [:]) -> @Sendable (Stri
 let joinValueOptions: Set<String> = [
     "--server", "--room", "--token", "--secret", "--name", "--id", "--mode", "--consume",
     "--consume-kinds", "--accept-invites", "--record", "--relay", "--duration", "--log-format",
-    "--max-video", "--record-format", "--metrics", "--relay-room", "--video", "--audio",
+    "--max-video", "--record-format", "--metrics", "--relay-room", "--video", "--audio", "--reconnect-for",
 ]
 let joinSwitches: Set<String> = ["--agent"]
 
@@ -122,6 +122,11 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
             throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
         }
         options.maxVideo = n
+    }
+    if let window = a.value("--reconnect-for") {
+        // `0` turns reconnection off; otherwise a duration such as `60s` or `10m`.
+        let seconds = Double(window) == 0 ? 0 : try a.seconds("--reconnect-for", default: 0)
+        options.reconnect = ReconnectPolicy(window: seconds, maxDelay: 10)
     }
     options.recordDirectory = a.value("--record")
     if let format = a.value("--record-format") {

@@ -26,6 +26,7 @@ let usage = """
           run the performance benchmarks and print ratios against their anchors
       join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--max-video N] [--accept-invites trusted|yes|no|from:ID,ID] [--record DIR] [--record-format webm|ogg+ivf] [--relay rtp://HOST:PORT] [--relay-room ROOM] [--video testsrc|none|FILE] [--audio tone|none|FILE|alsa:DEVICE] [--duration S] [--metrics 127.0.0.1:PORT] [--log-format text|json]
           a headless participant: consumes, records, relays, follows stage invites
+          --reconnect-for 5m: how long a lost connection (a server restart) is retried before leaving with 1102
       invite --server URL --room R --participant ID [--mode SEND_AND_RECV] [--token T | --secret S]
       pubsub publish|subscribe --server URL --room R --topic T [--message M] [--persist] [--token T | --secret S]
       load --server URL --room R [--rooms N] [--token T | --secret S] [--publishers N] [--audio-publishers N] [--subscribers N] [--duration 60s] [--join-rate 10/s] [--layout speaker|3x3|4x4|5x5] [--no-simulcast] [--invite-every 30s] [--threads N] [--json FILE] [--quiet]

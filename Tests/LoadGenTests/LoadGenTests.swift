@@ -33,6 +33,9 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         c.publishers = 2
         c.subscribers = 10
         c.duration = 8
+        // On a busy machine the subscriptions may take longer than 8 s: wait for all 40 of them,
+        // then 3 s more, within 2 minutes.
+        c.waitForTracks = 40
         let report = try await LoadGen.run(c)
         #expect(report.joinedParticipants == 12)
         #expect(report.joinFailures == 0)

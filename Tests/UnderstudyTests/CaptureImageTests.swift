@@ -17,8 +17,8 @@ final class StatusLog: ParticipantEventListener, @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
     var events: [String] { lock.withLock { lines } }
-    func onMediaStatusChanged(participantId: String, kind: StreamKind, status: MediaStatus) {
-        lock.withLock { lines.append("\(participantId):\(kind.rawValue):\(status.rawValue)") }
+    func onMediaStatusChanged(peerId: String, kind: StreamKind, newStatus: MediaStatus) {
+        lock.withLock { lines.append("\(peerId):\(kind.rawValue):\(newStatus.rawValue)") }
     }
 }
 
@@ -84,7 +84,7 @@ struct CaptureImageTests {
         try await publisher.disableCam()
         try await waitUntil("stream gone") { !remote.streams.values.contains { $0.kind == .video } }
         await expectCode(3062) { _ = try await remote.captureImage() }
-        try await Task.sleep(nanoseconds: 200_000_000)
+        await viewer.onQueue {}  // a report to onError would have been queued before the throw
         #expect(!viewerLog.errorCodes.contains(3062))
         await viewer.leave()
         await publisher.leave()

@@ -229,7 +229,7 @@ struct ReconnectTests {
             Issue.record("events: \(log.events)")
             throw error
         }
-        try await Task.sleep(nanoseconds: 500_000_000)
+        await room.onQueue {}  // anything the exit queued has run
         #expect(
             log.events.filter { $0.hasPrefix("state:") }
                 == ["state:CONNECTING", "state:CONNECTED", "state:RECONNECTING", "state:FAILED", "state:DISCONNECTED"])

@@ -94,6 +94,9 @@ final class EventLog: RoomEventListener, ParticipantEventListener, PubSubMessage
     func onStreamDisabled(_ stream: MediaStream, participant: Participant) {
         add("streamOff:\(participant.id):\(stream.kind.rawValue)")
     }
+    func onMediaStatusChanged(peerId: String, kind: StreamKind, newStatus: MediaStatus) {
+        add("status:\(peerId):\(kind.rawValue):\(newStatus.rawValue)")
+    }
     func onMessageReceived(_ message: PubSubMessage) {
         lock.withLock { messages.append(message) }
         onMessage?(message)

@@ -28,6 +28,9 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     public var timeouts = ICETimeouts()
     /// Drop and traffic counters.
     public private(set) var counters = ICECounters()
+    /// The latest round-trip time of a connectivity or consent check, in nanoseconds (0 until known):
+    /// the time between this end and the peer, measured about once per consent interval.
+    public private(set) var roundTripTime: UInt64 = 0
 
     /// The connectivity state.
     public private(set) var state: ICEState = .new
@@ -332,6 +335,10 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         transactions[response.transactionID] = nil
         counters.successResponses &+= 1
         validRemotes.insert(from)
+        // A response to a request sent once times the path exactly (a retransmitted one is ambiguous).
+        if transaction.transmissions == 1, now >= transaction.sentAt, pair === selected || selected == nil {
+            roundTripTime = now - transaction.sentAt
+        }
 
         switch transaction.kind {
         case .consent:

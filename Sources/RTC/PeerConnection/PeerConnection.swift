@@ -457,6 +457,8 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
 
     /// ICE counters, including STUN requests dropped for bad integrity or unknown usernames.
     public var iceCounters: ICECounters? { ice?.counters }
+    /// The latest ICE check round-trip time to the peer, in nanoseconds (0 until known).
+    public var iceRoundTripTime: UInt64 { ice?.roundTripTime ?? 0 }
 
     /// The local address of the first media socket (for diagnostics and tests).
     public var localAddress: SocketAddress? { sockets.first?.localAddress }

@@ -78,6 +78,12 @@ public struct RTPSenderStats: Sendable, Equatable {
     public var senderReportsSent: UInt64 = 0
     /// The latest round-trip time computed from receiver reports, in nanoseconds (0 until known).
     public var roundTripTime: UInt64 = 0
+    /// Report blocks (RR or SR) received about this sender.
+    public var receiverReports: UInt64 = 0
+    /// Cumulative packets lost, as the latest report block says (the far end's count).
+    public var reportedPacketsLost: Int64 = 0
+    /// Interarrival jitter, as the latest report block says, in seconds.
+    public var reportedJitter: Double = 0
 }
 
 /// Packetizes the frames of one outgoing encoding (one SSRC) into plaintext RTP, keeps a history for
@@ -507,6 +513,9 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Takes a parsed report block about this sender (from an SR or RR) and updates the round-trip time.
     public func handleReceiverReport(_ block: RTCPReportBlock, now: UInt64) {
+        stats.receiverReports &+= 1
+        stats.reportedPacketsLost = Int64(block.cumulativeLost)
+        stats.reportedJitter = Double(block.jitter) / Double(max(1, codec.clockRate))
         handleReportBlock(lastSR: block.lastSR, delaySinceLastSR: block.delaySinceLastSR, now: now)
     }
 

@@ -43,6 +43,29 @@ public final class SFU: @unchecked Sendable {
         var value: (@Sendable (String) -> Void)?
     }
 
+    /// Called on the loop thread when a consumer starts forwarding another simulcast layer of its
+    /// producer (the first layer included): what the subscriber now receives. Not called for a
+    /// single-layer producer.
+    public var onLayerChanged:
+        (@Sendable (_ subscriberID: String, _ producerID: String, _ quality: SFULayerQuality) -> Void)?
+    {
+        get { layerHandler.value }
+        set { layerHandler.value = newValue }
+    }
+
+    final class LayerHandlerBox: @unchecked Sendable {
+        var value: (@Sendable (String, String, SFULayerQuality) -> Void)?
+    }
+    let layerHandler = LayerHandlerBox()
+
+    /// A consumer switched layers (loop thread; a switch is rare, so this may allocate).
+    func layerSwitched(_ consumer: SFUConsumer) {
+        let order = consumer.producer.layersByQuality
+        guard order.count > 1, let position = order.firstIndex(of: consumer.currentLayer) else { return }
+        let quality: SFULayerQuality = position == 0 ? .low : position == order.count - 1 ? .high : .medium
+        layerHandler.value?(consumer.subscriberID, consumer.producer.id, quality)
+    }
+
     var participants: [String: Participant] = [:]
     var producers: [String: SFUProducer] = [:]
     var counters = SFUCounters()

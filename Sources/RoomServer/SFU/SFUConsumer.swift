@@ -150,7 +150,9 @@ final class SFUConsumer: @unchecked Sendable {
             }
             layerSwitches &+= 1
         }
+        let previous = currentLayer
         currentLayer = layer
+        if previous != layer { producer.sfu.layerSwitched(self) }
         switchSequence = packet.sequenceNumber
         guardingSwitch = true
     }

@@ -21,8 +21,13 @@ public final class FileAudioSource: MediaSource {
     /// Completed passes over the file.
     public var loops: Int { playback.loops }
 
+    /// Clock time of the first pull: the file plays from its beginning there.
+    private var startedAt: UInt64?
+
     public func pull(elapsedNanos: UInt64, emit: (EncodedFrame, Int) -> Void) {
-        playback.pull(elapsedNanos: elapsedNanos) { emit($0, 0) }
+        let start = startedAt ?? elapsedNanos
+        startedAt = start
+        playback.pull(elapsedNanos: elapsedNanos &- start) { emit($0, 0) }
     }
 
     public func requestKeyframe() {}
