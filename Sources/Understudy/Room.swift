@@ -57,6 +57,13 @@ public final class Room: @unchecked Sendable {
     let metaData: JSONValue?
     let signalingURL: String
     let agentId: String?
+    /// Cluster mode: the other nodes' signalling URLs (`clusterNodes`), tried in order when
+    /// ``signalingURL`` cannot be reached, so a client outlives the node it first connected to.
+    private var clusterURLs: [String] {
+        get { lock.withLock { _clusterURLs } }
+        set { lock.withLock { _clusterURLs = newValue } }
+    }
+    private var _clusterURLs: [String] = []
 
     /// The serial queue on which every event is delivered.
     public let eventQueue = DispatchQueue(label: "understudy.room.events")
@@ -319,13 +326,19 @@ public final class Room: @unchecked Sendable {
         participantId: String?, mic: Bool, cam: Bool, _ handle: @escaping (Result<JSONValue, UnderstudyError>) -> Void
     ) async {
         let handler = UncheckedSendable(handle)
-        let connection: WebSocketConnection
-        do {
-            connection = try await WebSocketConnection.connect(url: signalingURL + "?token=" + token)
-        } catch {
-            await onQueue {
-                handler.value(.failure(UnderstudyError(code: 3047, message: "cannot reach the room server: \(error)")))
+        var connection: WebSocketConnection?
+        var lastError = ""
+        for url in [signalingURL] + clusterURLs.filter({ $0 != signalingURL }) {
+            do {
+                connection = try await WebSocketConnection.connect(url: url + "?token=" + token)
+                break
+            } catch {
+                lastError = "\(error)"
             }
+        }
+        guard let connection else {
+            let message = "cannot reach the room server: \(lastError)"
+            await onQueue { handler.value(.failure(UnderstudyError(code: 3047, message: message))) }
             return
         }
         var data: [String: JSONValue] = [
@@ -577,6 +590,8 @@ public final class Room: @unchecked Sendable {
             let on = data["enabled"]?.boolValue ?? (data["status"]?.stringValue == "on")
             if kind == .audio { p.update(mic: on) } else { p.update(webcam: on) }
             for l in p.liveListeners { l.onMediaStatusChanged(peerId: pid, kind: kind, newStatus: on ? .on : .off) }
+        case "clusterNodes":
+            clusterURLs = data["signalingUrls"]?.arrayValue?.compactMap(\.stringValue) ?? []
         case "consumerLayerChanged":
             guard let pid, data["kind"]?.stringValue.flatMap(StreamKind.init(wire:)) == .video,
                 let quality = data["quality"]?.stringValue.flatMap(VideoQuality.init(rawValue:))

@@ -207,6 +207,11 @@ def test_a_killed_node_loses_no_recording(understudy, tmp_path):
                                        "agent", "--consume", "all", "--record", str(rec)], tmp_path)
         agents.append(agent)
         agent.wait_for(r"joined room doomed as agent")
+        # A third member connects straight to k0: it must reconnect through another node (clusterNodes).
+        direct = AgentProcess("direct", ["--server", nodes[0].url, "--room", "doomed", "--secret", SECRET, "--id",
+                                         "direct", "--consume", "none"], tmp_path)
+        agents.append(direct)
+        direct.wait_for(r"joined room doomed as direct")
         webm = wait_until(lambda: next(iter(rec.glob("host*.webm")), None), 60, "a recording", agent.log)
         before = wait_for_frames(webm, {"vp8": 90})
         # State that must outlive the node: a persisted PubSub message and a pin (set through k1).
@@ -219,6 +224,7 @@ def test_a_killed_node_loses_no_recording(understudy, tmp_path):
         agent.wait_for(r"connection lost; reconnecting", timeout=30)
         agent.wait_for(r"reconnected", timeout=30)
         host.wait_for(r"reconnected", timeout=30)
+        direct.wait_for(r"reconnected", timeout=30)
         elapsed = time.monotonic() - killed_at
         assert elapsed < 5 + 3, f"reconnected after {elapsed:.1f} s"  # 5 s goal, 3 s of slack for a busy machine
         wait_until(lambda: owners(nodes[1]).get("doomed") in ("k1", "k2"), 20, "the room placed again")
