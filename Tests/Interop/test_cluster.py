@@ -226,6 +226,7 @@ def test_a_killed_node_loses_no_recording(understudy, tmp_path):
         host.wait_for(r"reconnected", timeout=30)
         direct.wait_for(r"reconnected", timeout=30)
         elapsed = time.monotonic() - killed_at
+        print(f"all three reconnected {elapsed:.1f} s after the kill")
         assert elapsed < 5 + 3, f"reconnected after {elapsed:.1f} s"  # 5 s goal, 3 s of slack for a busy machine
         wait_until(lambda: owners(nodes[1]).get("doomed") in ("k1", "k2"), 20, "the room placed again")
         # The recording goes on: more frames after the kill than before, and nothing before is lost.
