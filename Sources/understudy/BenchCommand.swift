@@ -4,7 +4,7 @@ import Foundation
 /// `understudy bench [--quick] [--only SECTIONS] [--out FILE]`: runs the benchmarks and writes the report.
 func runBench(_ args: [String]) async {
     do {
-        let a = try Arguments(args, valueOptions: ["--out", "--only"], switches: ["--quick"])
+        let a = try Arguments(args, help: Help.bench)
         let quick = a.flag("--quick")
         var only: Set<BenchmarkReport.Section>?
         if let list = a.value("--only") {

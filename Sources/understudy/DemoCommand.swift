@@ -13,7 +13,7 @@ func runDemo(_ args: [String]) async {
     let a: Arguments
     let duration: Double
     do {
-        a = try Arguments(args, valueOptions: ["--duration", "--out"])
+        a = try Arguments(args, help: Help.demo)
         duration = try a.seconds("--duration", default: 20)
         guard duration >= 8 else { throw Arguments.Failure.badValue("--duration", "at least 8 seconds") }
     } catch {

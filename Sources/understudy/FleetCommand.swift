@@ -22,9 +22,7 @@ func positiveInt(_ a: Arguments, _ name: String) throws(Arguments.Failure) -> In
 
 func runWorker(_ args: [String]) async {
     do {
-        let a = try Arguments(
-            args,
-            valueOptions: ["--redis", "--capacity", "--out", "--id", "--claim-timeout", "--log-format"])
+        let a = try Arguments(args, help: Help.worker)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         let url = try redisURL(a)
         let capacity = try positiveInt(a, "--capacity") ?? FleetWorker.defaultCapacity
@@ -98,7 +96,7 @@ private func submitJob(_ args: [String]) async throws {
         if isFleet { fleetArgs += args[i..<(i + count)] } else { joinArgs += args[i..<(i + count)] }
         i += count
     }
-    let f = try Arguments(fleetArgs, valueOptions: ["--redis", "--job-id", "--cost"])
+    let f = try Arguments(fleetArgs, help: Help.jobs.subset(["--redis", "--job-id", "--cost"]))
     let url = try redisURL(f)
     for forbidden in ["--record", "--metrics"] where joinArgs.contains(where: { $0.hasPrefix(forbidden) }) {
         throw Arguments.Failure.badValue(forbidden, "a worker chooses it (jobs write under the worker's --out)")
@@ -139,7 +137,7 @@ private func removing(_ names: Set<String>, from args: [String]) -> [String] {
 }
 
 private func listJobs(_ args: [String]) async throws {
-    let a = try Arguments(args, valueOptions: ["--redis"], switches: ["--json"])
+    let a = try Arguments(args, help: Help.jobs.subset(["--redis", "--json"]))
     if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
     let store = FleetStore(redis: RedisClient(url: try redisURL(a)))
     let jobs = try await store.list()
@@ -158,7 +156,7 @@ private func listJobs(_ args: [String]) async throws {
 }
 
 private func listWorkers(_ args: [String]) async throws {
-    let a = try Arguments(args, valueOptions: ["--redis"], switches: ["--json"])
+    let a = try Arguments(args, help: Help.jobs.subset(["--redis", "--json"]))
     if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
     let workers = try await FleetStore(redis: RedisClient(url: try redisURL(a))).workers()
     if a.flag("--json") {
@@ -172,7 +170,7 @@ private func listWorkers(_ args: [String]) async throws {
 }
 
 private func stopJob(_ args: [String]) async throws {
-    let a = try Arguments(args, valueOptions: ["--redis"])
+    let a = try Arguments(args, help: Help.jobs.subset(["--redis"]))
     guard let id = a.positionals.first else { throw Arguments.Failure.missingPositional("job id") }
     if a.positionals.count > 1 { throw Arguments.Failure.unexpected(a.positionals[1]) }
     let store = FleetStore(redis: RedisClient(url: try redisURL(a)))

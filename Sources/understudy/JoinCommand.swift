@@ -64,12 +64,8 @@ func jsonLogger(_ json: Bool, fields: [String: String] = [:]) -> @Sendable (Stri
 }
 
 /// The options `understudy join` takes (also the grammar of a fleet job, `understudy jobs submit`).
-let joinValueOptions: Set<String> = [
-    "--server", "--room", "--token", "--secret", "--name", "--id", "--mode", "--consume",
-    "--consume-kinds", "--accept-invites", "--record", "--relay", "--duration", "--log-format",
-    "--max-video", "--record-format", "--metrics", "--relay-room", "--video", "--audio", "--reconnect-for",
-]
-let joinSwitches: Set<String> = ["--agent"]
+let joinValueOptions: Set<String> = Help.join.valueOptions
+let joinSwitches: Set<String> = Help.join.switches
 
 /// The agent options and the duration of an `understudy join` command line.
 func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: RoomAgent.Options, duration: Double?) {
@@ -215,8 +211,7 @@ func runJoin(_ args: [String]) async {
 
 func runInvite(_ args: [String]) async {
     do {
-        let a = try Arguments(
-            args, valueOptions: ["--server", "--room", "--participant", "--mode", "--token", "--secret"])
+        let a = try Arguments(args, help: Help.invite)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         let url = try signalingURL(try required(a, "--server"))
         let roomId = try required(a, "--room")
@@ -237,9 +232,7 @@ func runInvite(_ args: [String]) async {
 
 func runPubSub(_ args: [String]) async {
     do {
-        let a = try Arguments(
-            args, valueOptions: ["--server", "--room", "--topic", "--message", "--token", "--secret", "--duration"],
-            switches: ["--persist"])
+        let a = try Arguments(args, help: Help.pubsub)
         guard let action = a.positionals.first else { throw Arguments.Failure.missingPositional("publish|subscribe") }
         if a.positionals.count > 1 { throw Arguments.Failure.unexpected(a.positionals[1]) }
         let url = try signalingURL(try required(a, "--server"))

@@ -41,13 +41,7 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
     LoadConfiguration, json: String?, quiet: Bool
 ) {
     let a = try Arguments(
-        args,
-        valueOptions: [
-            "--server", "--room", "--rooms", "--token", "--secret", "--publishers", "--audio-publishers",
-            "--subscribers", "--duration", "--join-rate", "--layout", "--invite-every", "--json", "--threads",
-            "--id-prefix",
-        ],
-        switches: ["--no-simulcast", "--quiet"])
+        args, help: Help.load.subset(Help.load.valueOptions.union(Help.load.switches).subtracting(["--workers"])))
     if let extra = a.positionals.first { throw .unexpected(extra) }
     let url = try signalingURL(try required(a, "--server"))
     guard url.hasPrefix("ws://") else { throw .badValue("--server", "wss:// is not supported; use http:// or ws://") }

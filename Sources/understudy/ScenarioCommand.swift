@@ -9,7 +9,7 @@ import Scenario
 func runScenario(_ args: [String]) async {
     let a: Arguments
     do {
-        a = try Arguments(args, valueOptions: ["--server", "--secret", "--junit", "--out"], switches: ["--quiet"])
+        a = try Arguments(args, help: Help.scenario)
         guard !a.positionals.isEmpty else { throw Arguments.Failure.missingPositional("scenario file (FILE.json)") }
     } catch {
         fail(

@@ -24,13 +24,7 @@ func parseListenAddress(_ text: String) -> (host: String, port: UInt16)? {
 
 func runServe(_ args: [String]) async {
     do {
-        let a = try Arguments(
-            args,
-            valueOptions: [
-                "--listen", "--media-address", "--udp-port", "--udp-ports", "--config", "--secret", "--redis",
-                "--node-id", "--advertise", "--jobs",
-            ],
-            switches: ["--anyone-may-end"])
+        let a = try Arguments(args, help: Help.serve)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         var configuration = RoomServerConfiguration()
         if let path = a.value("--config") {

@@ -5,9 +5,7 @@ import Signaling
 
 func runToken(_ args: [String]) async {
     do {
-        let a = try Arguments(
-            args,
-            valueOptions: ["--secret", "--room", "--participant", "--permissions", "--ttl", "--apikey", "--roles"])
+        let a = try Arguments(args, help: Help.token)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         guard let secret = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"],
             !secret.isEmpty

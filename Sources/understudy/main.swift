@@ -37,6 +37,8 @@ let usage = """
           run recording/relay jobs from a fleet's Redis (docs/fleet.md)
       jobs submit --redis URL [--job-id ID] [--cost N] <join options> | jobs list|workers --redis URL [--json] | jobs stop ID --redis URL
           queue, list or stop fleet jobs
+      completion bash
+          print a bash completion script (source <(understudy completion bash))
     """
 
 func fail(_ message: String, code: Int32 = 1) -> Never {
@@ -63,7 +65,7 @@ func sourceChoice(_ value: String?, synthetic: String, option: String) throws(Ar
 
 func runWHIP(_ args: [String]) async {
     do {
-        let a = try Arguments(args, valueOptions: ["--token", "--video", "--audio", "--duration"])
+        let a = try Arguments(args, help: Help.whip)
         guard let url = a.positionals.first else { throw Arguments.Failure.missingPositional("the WHIP endpoint URL") }
         guard a.positionals.count == 1 else { throw Arguments.Failure.unexpected(a.positionals[1]) }
         let video = try sourceChoice(a.value("--video"), synthetic: "testsrc", option: "--video")
@@ -82,7 +84,7 @@ func runWHIP(_ args: [String]) async {
 
 func runWHEP(_ args: [String]) async {
     do {
-        let a = try Arguments(args, valueOptions: ["--token", "--record", "--duration"])
+        let a = try Arguments(args, help: Help.whep)
         guard let url = a.positionals.first else { throw Arguments.Failure.missingPositional("the WHEP endpoint URL") }
         guard a.positionals.count == 1 else { throw Arguments.Failure.unexpected(a.positionals[1]) }
         guard let record = a.value("--record") else { throw Arguments.Failure.missingValue("--record") }
@@ -107,6 +109,10 @@ guard let command = arguments.first else {
     exit(2)
 }
 let rest = Array(arguments.dropFirst())
+if Help.isRequested(rest), let help = Help.command(command) {
+    print(help.text, terminator: "")
+    exit(0)
+}
 switch command {
 case "whip": await runWHIP(rest)
 case "whep": await runWHEP(rest)
@@ -121,7 +127,13 @@ case "load": await runLoad(rest)
 case "scenario": await runScenario(rest)
 case "worker": await runWorker(rest)
 case "jobs": await runJobs(rest)
-case "-h", "--help", "help": print(usage)
+case "completion": runCompletion(rest)
+case "-h", "--help", "help":
+    if let name = rest.first, let help = Help.command(name) {
+        print(help.text, terminator: "")
+    } else {
+        print(usage + "\n`understudy COMMAND --help` shows a command's options and an example.")
+    }
 default: fail("unknown command '\(command)'\n\(usage)", code: 2)
 }
 exit(0)

@@ -1,0 +1,300 @@
+// `understudy --help`, `understudy COMMAND --help|-h`: every command's usage, each of its options, an
+// example. The parsers take their option names from these tables, so a command cannot accept an
+// option that its help does not list.
+
+/// One command's help, and the option names its parser accepts.
+struct CommandHelp {
+    struct Option {
+        var name: String
+        /// What the value looks like (`HOST:PORT`); nil for a switch.
+        var value: String?
+        var text: String
+    }
+
+    var name: String
+    var synopsis: String
+    var summary: String
+    var options: [Option]
+    var examples: [String]
+    var notes: String = ""
+
+    var valueOptions: Set<String> { Set(options.filter { $0.value != nil }.map(\.name)) }
+    var switches: Set<String> { Set(options.filter { $0.value == nil }.map(\.name)) }
+
+    /// The options named in `names` (for a subcommand that takes a subset).
+    func subset(_ names: Set<String>) -> CommandHelp {
+        var copy = self
+        copy.options = options.filter { names.contains($0.name) }
+        return copy
+    }
+
+    var text: String {
+        var out = "usage: understudy \(synopsis)\n\n\(summary)\n"
+        if !options.isEmpty {
+            out += "\noptions:\n"
+            let width = min(34, options.map { $0.name.count + ($0.value.map { $0.count + 1 } ?? 0) }.max() ?? 0)
+            for option in options {
+                let left = option.name + (option.value.map { " " + $0 } ?? "")
+                let pad = String(repeating: " ", count: max(1, width - left.count + 2))
+                out += "  \(left)\(pad)\(option.text)\n"
+            }
+            out += "  -h, --help" + String(repeating: " ", count: max(1, width - 8)) + "this help\n"
+        }
+        if !notes.isEmpty { out += "\n\(notes)\n" }
+        out += "\nexample" + (examples.count > 1 ? "s" : "") + ":\n"
+        for example in examples { out += "  \(example)\n" }
+        return out
+    }
+}
+
+/// Shared option texts.
+private let serverOption = CommandHelp.Option(
+    name: "--server", value: "URL", text: "the room server (http://HOST:PORT or ws://HOST:PORT)")
+private let roomOption = CommandHelp.Option(name: "--room", value: "ROOM", text: "the room id")
+private let tokenOption = CommandHelp.Option(name: "--token", value: "JWT", text: "a room token")
+private let secretOption = CommandHelp.Option(
+    name: "--secret", value: "S", text: "sign a token here with the server's secret (or UNDERSTUDY_SECRET)")
+private let redisOption = CommandHelp.Option(
+    name: "--redis", value: "redis://HOST:PORT[/DB]", text: "the fleet's Redis (redis://:PASSWORD@HOST:PORT/DB)")
+private let logFormatOption = CommandHelp.Option(
+    name: "--log-format", value: "text|json", text: "one line per event, as text (default) or JSON")
+
+enum Help {
+    static let whip = CommandHelp(
+        name: "whip", synopsis: "whip URL [options]",
+        summary: "Publish the test pattern and tone (or files) to a WHIP endpoint (RFC 9725).",
+        options: [
+            .init(name: "--token", value: "T", text: "Bearer token for the endpoint"),
+            .init(name: "--video", value: "testsrc|none|FILE.ivf", text: "what to send as video (default testsrc)"),
+            .init(name: "--audio", value: "tone|none|FILE.ogg", text: "what to send as audio (default tone)"),
+            .init(name: "--duration", value: "SECONDS", text: "how long to publish (default 30 s)"),
+        ], examples: ["understudy whip http://127.0.0.1:8080/whip --duration 20s"])
+
+    static let whep = CommandHelp(
+        name: "whep", synopsis: "whep URL --record FILE [options]",
+        summary: "Play from a WHEP endpoint and record without transcoding.",
+        options: [
+            .init(name: "--token", value: "T", text: "Bearer token for the endpoint"),
+            .init(name: "--record", value: "FILE.webm|.mkv|.ogg|.ivf", text: "where to record (required)"),
+            .init(name: "--duration", value: "SECONDS", text: "how long to play (default 30 s)"),
+        ], examples: ["understudy whep http://127.0.0.1:8080/whep --record out.webm --duration 20s"])
+
+    static let serve = CommandHelp(
+        name: "serve", synopsis: "serve [options]",
+        summary: "Run the room server: HTTP + WebSocket signalling, the SFU, the browser page, the admin API.",
+        options: [
+            .init(name: "--listen", value: "HOST:PORT", text: "HTTP/WebSocket address (default 127.0.0.1:7880)"),
+            .init(name: "--media-address", value: "IP", text: "address of the media sockets and ICE candidates"),
+            .init(name: "--udp-port", value: "N", text: "one shared UDP port for every connection (default 7882)"),
+            .init(name: "--udp-ports", value: "A-B", text: "one UDP port per connection from this range instead"),
+            .init(name: "--config", value: "FILE.json", text: "settings and limits (docs/protocol.md, Limits)"),
+            secretOption,
+            .init(
+                name: "--anyone-may-end", value: nil, text: "let every participant end the room (default: allow_mod)"),
+            .init(
+                name: "--redis", value: "redis://HOST:PORT[/DB]",
+                text: "join a cluster of room servers over this Redis (docs/cluster.md)"),
+            .init(name: "--node-id", value: "ID", text: "this node's name in the cluster"),
+            .init(name: "--advertise", value: "HOST:PORT", text: "where clients and other nodes reach this node"),
+            .init(
+                name: "--jobs", value: "redis://HOST:PORT",
+                text: "enable POST /admin/jobs on this fleet (docs/fleet.md)"),
+        ],
+        examples: [
+            "understudy serve --secret s3cret",
+            "understudy serve --listen 127.0.0.1:7890 --udp-port 7892 --secret s3cret --redis redis://127.0.0.1:6379 --node-id n2",
+        ])
+
+    static let token = CommandHelp(
+        name: "token", synopsis: "token --secret S [options]", summary: "Print an HS256 room token.",
+        options: [
+            .init(name: "--secret", value: "S", text: "the server's secret (or UNDERSTUDY_SECRET)"),
+            .init(name: "--room", value: "ROOM", text: "bind the token to one room"),
+            .init(name: "--participant", value: "ID", text: "bind the token to one participant id"),
+            .init(
+                name: "--permissions", value: "LIST",
+                text: "comma list of allow_join, ask_join, allow_mod (default allow_join)"),
+            .init(name: "--ttl", value: "DURATION", text: "lifetime such as 45s, 30m, 2h, 1d (default 2h)"),
+            .init(name: "--apikey", value: "KEY", text: "the apikey claim (default understudy)"),
+            .init(name: "--roles", value: "LIST", text: "comma list of roles"),
+        ],
+        examples: [
+            "understudy token --secret s3cret --room demo --participant alice --permissions allow_join,allow_mod --ttl 2h"
+        ])
+
+    static let demo = CommandHelp(
+        name: "demo", synopsis: "demo [options]",
+        summary:
+            "The main job on the embedded server: an agent records a host, is invited on stage, publishes; A/V offsets.",
+        options: [
+            .init(name: "--duration", value: "SECONDS", text: "how long each phase runs (default 20)"),
+            .init(name: "--out", value: "DIR", text: "where the recordings go"),
+        ], examples: ["understudy demo --duration 20 --out demo-out"])
+
+    static let bench = CommandHelp(
+        name: "bench", synopsis: "bench [options]",
+        summary: "Run the performance benchmarks; every figure is a ratio against an anchor of the same run.",
+        options: [
+            .init(name: "--quick", value: nil, text: "shrink every workload (a harness check; figures mean nothing)"),
+            .init(name: "--only", value: "SECTIONS", text: "comma list of sections to run"),
+            .init(
+                name: "--out", value: "FILE", text: "write the report there (default docs/benchmarks.md for a full run)"
+            ),
+        ], examples: ["understudy bench --only join,cluster --out /tmp/bench.md"])
+
+    static let join = CommandHelp(
+        name: "join", synopsis: "join --server URL --room ROOM [--token T | --secret S] [options]",
+        summary: "A headless participant: consumes, records, relays and follows stage invites until stopped.",
+        options: [
+            serverOption, roomOption, tokenOption, secretOption,
+            .init(name: "--name", value: "NAME", text: "display name"),
+            .init(name: "--id", value: "ID", text: "participant id"),
+            .init(name: "--mode", value: "MODE", text: "SEND_AND_RECV, RECV_ONLY (default) or SIGNALLING_ONLY"),
+            .init(name: "--agent", value: nil, text: "join as an agent"),
+            .init(name: "--consume", value: "all|stage|none|ID,ID", text: "whom to receive (default all)"),
+            .init(name: "--consume-kinds", value: "audio,video", text: "which kinds to receive"),
+            .init(name: "--max-video", value: "N", text: "receive at most N webcams"),
+            .init(
+                name: "--accept-invites", value: "trusted|yes|no|from:ID,ID",
+                text: "whose stage invites to follow (default trusted: stage members and allow_mod)"),
+            .init(name: "--record", value: "DIR", text: "record each participant (and a manifest) there"),
+            .init(name: "--record-format", value: "webm|ogg+ivf", text: "container of the recordings (default webm)"),
+            .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
+            .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
+            .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),
+            .init(name: "--audio", value: "tone|none|FILE|alsa:DEVICE", text: "what to send on stage (default tone)"),
+            .init(name: "--duration", value: "SECONDS", text: "leave after this long (default: until stopped)"),
+            .init(name: "--metrics", value: "127.0.0.1:PORT", text: "serve Prometheus metrics there"),
+            .init(
+                name: "--reconnect-for", value: "DURATION",
+                text: "keep reconnecting this long after a drop (default 5m; 0 turns it off)"),
+            logFormatOption,
+        ],
+        examples: [
+            "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --consume stage --record out/"
+        ])
+
+    static let invite = CommandHelp(
+        name: "invite", synopsis: "invite --server URL --room ROOM --participant ID [options]",
+        summary: "Send a stage invite (a PubSub message) to one participant.",
+        options: [
+            serverOption, roomOption, .init(name: "--participant", value: "ID", text: "whom to invite"),
+            .init(name: "--mode", value: "MODE", text: "the mode to invite to (default SEND_AND_RECV)"), tokenOption,
+            secretOption,
+        ],
+        examples: ["understudy invite --server http://127.0.0.1:7880 --room demo --participant agent --secret s3cret"])
+
+    static let pubsub = CommandHelp(
+        name: "pubsub", synopsis: "pubsub publish|subscribe --server URL --room ROOM --topic T [options]",
+        summary: "Publish one PubSub message, or print the messages of a topic as they arrive.",
+        options: [
+            serverOption, roomOption, .init(name: "--topic", value: "T", text: "the topic"),
+            .init(name: "--message", value: "M", text: "the message (publish)"),
+            .init(name: "--persist", value: nil, text: "keep it in the topic's history (publish)"), tokenOption,
+            secretOption, .init(name: "--duration", value: "SECONDS", text: "how long to listen (subscribe)"),
+        ],
+        examples: [
+            "understudy pubsub publish --server http://127.0.0.1:7880 --room demo --topic chat --message hi --persist --secret s3cret"
+        ])
+
+    static let load = CommandHelp(
+        name: "load", synopsis: "load --server URL --room ROOM [--token T | --secret S] [options]",
+        summary: "Many virtual participants in one process (or over a fleet with --workers); docs/load-testing.md.",
+        options: [
+            serverOption, roomOption, .init(name: "--rooms", value: "N", text: "spread over N rooms ROOM-1…ROOM-N"),
+            tokenOption, secretOption,
+            .init(name: "--publishers", value: "N", text: "bots publishing simulcast VP8 + Opus, per room (default 1)"),
+            .init(name: "--audio-publishers", value: "N", text: "bots publishing audio only, per room"),
+            .init(name: "--subscribers", value: "N", text: "RECV_ONLY bots, per room (default 10)"),
+            .init(name: "--duration", value: "SECONDS", text: "how long the test runs (default 60s)"),
+            .init(name: "--join-rate", value: "N/s", text: "joins per second (default 10/s)"),
+            .init(name: "--layout", value: "speaker|3x3|4x4|5x5", text: "what each subscriber consumes (default 3x3)"),
+            .init(name: "--no-simulcast", value: nil, text: "publish one layer"),
+            .init(name: "--invite-every", value: "SECONDS", text: "invite a subscriber on stage this often"),
+            .init(name: "--threads", value: "N", text: "I/O threads (default: one per core)"),
+            .init(name: "--json", value: "FILE", text: "write the full report as JSON"),
+            .init(name: "--quiet", value: nil, text: "no progress line"),
+            .init(name: "--id-prefix", value: "PREFIX", text: "prefix of the bots' participant ids"),
+            .init(
+                name: "--workers", value: "redis://HOST:PORT",
+                text: "run the test over every worker of this fleet and merge the reports (docs/fleet.md)"),
+        ],
+        examples: [
+            "understudy load --server http://127.0.0.1:7880 --room load --secret s3cret --publishers 2 --subscribers 50 --duration 60s"
+        ])
+
+    static let scenario = CommandHelp(
+        name: "scenario", synopsis: "scenario FILE.json... [options]",
+        summary: "Run scripted stage tests with bots and expectations (docs/scenarios.md); exit 0 only when all hold.",
+        options: [
+            .init(name: "--server", value: "URL", text: "a room server to use (default: an embedded one)"),
+            secretOption, .init(name: "--junit", value: "FILE", text: "write a JUnit XML report"),
+            .init(name: "--out", value: "DIR", text: "where the bots' recordings go"),
+            .init(name: "--quiet", value: nil, text: "only the result lines"),
+        ], examples: ["understudy scenario examples/seed000-stage-invite.json --junit report.xml"])
+
+    static let worker = CommandHelp(
+        name: "worker", synopsis: "worker --redis redis://HOST:PORT [options]",
+        summary: "Run recording/relay jobs (and load-test shares) from a fleet's Redis until stopped (docs/fleet.md).",
+        options: [
+            redisOption,
+            .init(name: "--capacity", value: "N", text: "stream units this worker runs at once (default 60 per core)"),
+            .init(name: "--out", value: "DIR", text: "where jobs write (DIR/JOB/attempt-N; default jobs)"),
+            .init(name: "--id", value: "ID", text: "this worker's name (default host-pid)"),
+            .init(
+                name: "--claim-timeout", value: "SECONDS",
+                text: "take over a silent worker's jobs after this (default 5s)"),
+            logFormatOption,
+        ], examples: ["understudy worker --redis redis://127.0.0.1:6379 --out /var/lib/understudy/jobs"])
+
+    static let jobs = CommandHelp(
+        name: "jobs",
+        synopsis:
+            "jobs submit --redis URL [--job-id ID] [--cost N] <join options> | jobs list|workers --redis URL [--json] | jobs stop ID --redis URL",
+        summary: "Queue, list and stop a fleet's recording jobs; list its live workers (docs/fleet.md).",
+        options: [
+            redisOption, .init(name: "--job-id", value: "ID", text: "the new job's id (submit; default generated)"),
+            .init(name: "--cost", value: "N", text: "expected stream units (submit; default max-video, at least 2)"),
+            .init(name: "--json", value: nil, text: "print JSON (list, workers)"),
+        ],
+        examples: [
+            "understudy jobs submit --redis redis://127.0.0.1:6379 --server http://127.0.0.1:7880 --room demo --secret s3cret --consume stage --duration 10m",
+            "understudy jobs list --redis redis://127.0.0.1:6379",
+        ], notes: "submit takes every option of `understudy join` except --record and --metrics (the worker chooses).")
+
+    static let all: [CommandHelp] = [
+        serve, token, join, invite, pubsub, whip, whep, load, scenario, worker, jobs, demo, bench,
+    ]
+
+    static func command(_ name: String) -> CommandHelp? { all.first { $0.name == name } }
+
+    /// Whether `args` ask for help (`--help` or `-h` anywhere).
+    static func isRequested(_ args: [String]) -> Bool { args.contains("--help") || args.contains("-h") }
+}
+
+extension Arguments {
+    /// Parses `args` with the options that `help` lists.
+    init(_ args: [String], help: CommandHelp) throws(Failure) {
+        try self.init(args, valueOptions: help.valueOptions, switches: help.switches)
+    }
+}
+
+/// `understudy completion bash`: a bash completion script built from the same tables
+/// (`source <(understudy completion bash)`).
+func runCompletion(_ args: [String]) {
+    guard args == ["bash"] else { fail("completion: only 'bash' is supported (understudy completion bash)", code: 2) }
+    var script = "# bash completion for understudy (generated by `understudy completion bash`)\n"
+    script += "_understudy() {\n"
+    script += "    local cur=${COMP_WORDS[COMP_CWORD]}\n"
+    script += "    if [[ $COMP_CWORD -eq 1 ]]; then\n"
+    script +=
+        "        COMPREPLY=($(compgen -W \"\(Help.all.map(\.name).joined(separator: " ")) completion help\" -- \"$cur\"))\n"
+    script += "        return\n    fi\n"
+    script += "    case ${COMP_WORDS[1]} in\n"
+    for command in Help.all {
+        let words = (command.options.map(\.name) + ["--help"]).joined(separator: " ")
+        script += "    \(command.name)) COMPREPLY=($(compgen -W \"\(words)\" -- \"$cur\")) ;;\n"
+    }
+    script += "    esac\n}\ncomplete -o default -F _understudy understudy\n"
+    print(script, terminator: "")
+}
