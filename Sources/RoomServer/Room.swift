@@ -22,6 +22,10 @@ final class Room: @unchecked Sendable {
     private var history: [String: [PubSubMessage]] = [:]
     private var speakerDetector = SpeakerDetector()
     private var speakerPolling = false
+    /// Joined participants in join order (kept, not sorted per broadcast).
+    private var participantsInOrder: [ParticipantState] = []
+    /// Joins, leaves and mode changes, encoded once and coalesced for protocol-2 clients.
+    private let participantEvents: ParticipantEventFanout
 
     init(id: String, server: RoomServer, configuration: RoomServerConfiguration, hooks: RoomMediaHooks?) {
         self.id = id
@@ -29,6 +33,9 @@ final class Room: @unchecked Sendable {
         self.configuration = configuration
         self.hooks = hooks
         queue = DispatchQueue(label: "room.\(id)")
+        participantEvents = ParticipantEventFanout(
+            window: .milliseconds(configuration.participantEventWindowMilliseconds), queue: queue)
+        participantEvents.onWindowElapsed = { [unowned self] in flushParticipantEvents() }
     }
 
     func enqueue(_ work: @escaping @Sendable () -> Void) { queue.async(execute: work) }
@@ -48,12 +55,23 @@ final class Room: @unchecked Sendable {
             consumerCount: participants.values.reduce(0) { $0 + $1.consumers.count }, createdAt: createdAt)
     }
 
-    private var participantsInOrder: [ParticipantState] {
-        participants.values.sorted { ($0.joinedAt, $0.id) < ($1.joinedAt, $1.id) }
+    /// Sends `method` to everyone (but `except`), encoded once. Pending participant events go first,
+    /// so nobody hears of a producer or a pin before the join of its participant.
+    private func broadcast(_ method: String, _ data: JSONValue, except: String? = nil) {
+        flushParticipantEvents()
+        let message = PreparedTextMessage(SignalEnvelope.notification(method: method, data: data).text)
+        for p in participantsInOrder where p.id != except { p.session.send(message) }
     }
 
-    private func broadcast(_ method: String, _ data: JSONValue, except: String? = nil) {
-        for p in participantsInOrder where p.id != except { p.session.notify(method, data) }
+    /// A join, leave or mode change, for everyone in the room but `except` (see ``ParticipantEventFanout``).
+    private func announce(_ method: String, _ data: JSONValue, except: String? = nil) {
+        participantEvents.post(
+            method: method, dataText: data.jsonString, except: except, recipients: participantsInOrder)
+    }
+
+    private func flushParticipantEvents() {
+        guard participantEvents.hasPending else { return }
+        participantEvents.flush(to: participantsInOrder)
     }
 
     // MARK: Join, lobby, leave
@@ -105,21 +123,30 @@ final class Room: @unchecked Sendable {
             camEnabled: sends && request.camEnabled, autoConsume: request.autoConsume, permissions: request.permissions)
         // Existing participants first, then the answer: the joiner's onParticipantJoined for them
         // precedes its onRoomJoined.
+        // Protocol 2 gets the roster as bounded `participantEvents` pages and a response without
+        // it; protocol 1 one notification per participant and the full list in the response.
+        p.protocolVersion = request.protocolVersion
         let existing = participantsInOrder
-        for other in existing { session.notify("participantJoined", other.json) }
+        for message in ParticipantEventFanout.roster(of: existing, protocolVersion: p.protocolVersion) {
+            session.send(message)
+        }
         participants[p.id] = p
+        participantsInOrder.append(p)
         session.markJoined(participantId: p.id)
         server.counters.add(joins: 1)
-        session.respond(
-            request.id,
-            [
-                "protocolVersion": .number(Double(RoomServer.protocolVersion)), "roomId": .string(id),
-                "participant": p.json, "participants": .array(existing.map(\.json)),
-                "permissions": .array(p.permissions.sorted().map(JSONValue.string)),
-                "pinStates": .array(pins.keys.sorted().map { pinJSON($0) }),
-                "presenterId": presenterId.map(JSONValue.string) ?? .null,
-            ])
-        broadcast("participantJoined", p.json, except: p.id)
+        var fields: [String: JSONValue] = [
+            "protocolVersion": .number(Double(p.protocolVersion)), "roomId": .string(id),
+            "participant": p.json, "participantCount": .number(Double(existing.count)),
+            "permissions": .array(p.permissions.sorted().map(JSONValue.string)),
+            "pinStates": .array(pins.keys.sorted().map { pinJSON($0) }),
+            "presenterId": presenterId.map(JSONValue.string) ?? .null,
+        ]
+        if p.protocolVersion < 2 { fields["participantCount"] = nil }
+        session.send(
+            ParticipantEventFanout.joinResponse(
+                id: request.id, fields: fields, participants: p.protocolVersion < 2 ? existing : nil))
+        announce("participantJoined", p.json, except: p.id)
+        p.eventMark = participantEvents.lastSequence
         for other in existing {
             for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer)
             {
@@ -144,11 +171,12 @@ final class Room: @unchecked Sendable {
         p.consumers.removeAll()
         closeInSFU(p)
         participants[p.id] = nil
+        participantsInOrder.removeAll { $0 === p }
         pins[p.id] = nil
         var data = leaveJSON(reason)
         data["participantId"] = .string(p.id)
         data["name"] = .string(p.name)
-        broadcast("participantLeft", .object(data))
+        announce("participantLeft", .object(data))
     }
 
     func connectionClosed(_ session: ClientSession) {
@@ -183,6 +211,7 @@ final class Room: @unchecked Sendable {
             entry.session.close(code: WebSocketCloseCode.normal, reason: reason.name)
         }
         participants.removeAll()
+        participantsInOrder.removeAll()
         lobby.removeAll()
         history.removeAll()
     }
@@ -305,7 +334,8 @@ final class Room: @unchecked Sendable {
                 }
             }
         }
-        broadcast("participantModeChanged", ["participantId": .string(p.id), "mode": .string(mode.rawValue)])
+        announce("participantModeChanged", ["participantId": .string(p.id), "mode": .string(mode.rawValue)])
+        flushParticipantEvents()  // rare, and a stage invite should take effect at once
         return ["mode": .string(mode.rawValue), "previousMode": .string(previous.rawValue)]
     }
 
@@ -543,7 +573,8 @@ final class Room: @unchecked Sendable {
             let kind = p.producers[s.id]?.kind.rawValue ?? s.kind.rawValue
             producers.append([
                 "producerId": .string(s.id), "kind": .string(kind),
-                "packetsReceived": .number(Double(s.packetsReceived)), "bytesReceived": .number(Double(s.bytesReceived)),
+                "packetsReceived": .number(Double(s.packetsReceived)),
+                "bytesReceived": .number(Double(s.bytesReceived)),
                 "retransmissionsReceived": .number(Double(s.repairsReceived)),
                 "nacksSent": .number(Double(s.nacksSent)), "plisSent": .number(Double(s.plisSent)),
                 "layers": .array(s.layers.map { .string($0.rid ?? "") }),
@@ -557,7 +588,8 @@ final class Room: @unchecked Sendable {
                 "participantId": roomConsumer.map { .string($0.producerParticipantId) } ?? .null,
                 "kind": roomConsumer.map { .string($0.kind.rawValue) } ?? .null,
                 "packetsSent": .number(Double(s.packetsSent)), "bytesSent": .number(Double(s.bytesSent)),
-                "nacksReceived": .number(Double(s.nacksReceived)), "retransmissions": .number(Double(s.retransmissions)),
+                "nacksReceived": .number(Double(s.nacksReceived)),
+                "retransmissions": .number(Double(s.retransmissions)),
                 "plisReceived": .number(Double(s.plisReceived)), "packetsDropped": .number(Double(s.packetsDropped)),
                 "layerSwitches": .number(Double(s.layerSwitches)),
                 "currentLayer": s.currentRID.map(JSONValue.string) ?? .null,
@@ -802,9 +834,11 @@ final class Room: @unchecked Sendable {
             }
             history[topic] = list.isEmpty ? nil : list
         }
-        let json = stored.json
+        flushParticipantEvents()  // the sender's join goes first
+        let delivery = PreparedTextMessage(
+            SignalEnvelope.notification(method: "pubsubMessage", data: stored.json).text)
         for other in participantsInOrder where other.topics.contains(topic) && stored.isVisible(to: other.id) {
-            other.session.notify("pubsubMessage", json)
+            other.session.send(delivery)
         }
         return ["id": .string(stored.id), "topic": .string(topic), "timestamp": .number(Double(stored.timestamp))]
     }

@@ -46,6 +46,9 @@ public struct PeerConnectionConfiguration: Sendable {
     /// ICE pacing and consent timers. A client that must notice lost media quickly shortens
     /// `consentInterval` and `disconnectedAfter` (see ``ICETimeouts``).
     public var iceTimeouts = ICETimeouts()
+    /// Senders keep their own retransmission history (about 750 KB per video sender). An SFU turns
+    /// this off and answers NACKs itself (``PeerConnection/onNACK``) from one buffer per producer.
+    public var senderHistory = true
 
     public init(
         bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,

@@ -250,6 +250,7 @@ public final class SFU: @unchecked Sendable {
             participant.publishConnection?.onRTP = nil
             participant.publishConnection?.close()
             participant.subscribeConnection?.onKeyframeRequest = nil
+            participant.subscribeConnection?.onNACK = nil
             participant.subscribeConnection?.close()
         }
     }
@@ -312,9 +313,12 @@ public final class SFU: @unchecked Sendable {
     // MARK: Internals (loop thread)
 
     func serverConfiguration(port: UInt16 = 0, mux: UDPPortMux? = nil) -> PeerConnectionConfiguration {
-        PeerConnectionConfiguration(
+        var c = PeerConnectionConfiguration(
             bindAddresses: configuration.mediaAddresses, port: port, iceLite: true, answerDTLSRole: .server,
             cname: "understudy-sfu", portMux: mux)
+        // Consumers answer NACKs from their producer's shared buffer (SFURetransmission.swift).
+        c.senderHistory = false
+        return c
     }
 
     /// A server-side connection with its sockets bound: every connection on one shared port when the
@@ -374,6 +378,9 @@ public final class SFU: @unchecked Sendable {
         let connection = try makeConnection()
         connection.onKeyframeRequest = { [unowned participant] transceiver in
             participant.consumerByTransceiver[ObjectIdentifier(transceiver)]?.keyframeRequested(now: EventLoop.now())
+        }
+        connection.onNACK = { [unowned participant] transceiver, sequenceNumbers, now in
+            participant.consumerByTransceiver[ObjectIdentifier(transceiver)]?.handleNACK(sequenceNumbers, now: now)
         }
         participant.subscribeConnection = connection
         return connection
