@@ -170,6 +170,7 @@ final class Room: @unchecked Sendable {
         for consumer in p.consumers.values { hooks?.consumerClosed(roomId: id, consumer: consumer) }
         p.consumers.removeAll()
         closeInSFU(p)
+        participantEvents.deliverPending(to: p)
         participants[p.id] = nil
         participantsInOrder.removeAll { $0 === p }
         pins[p.id] = nil
@@ -177,6 +178,9 @@ final class Room: @unchecked Sendable {
         data["participantId"] = .string(p.id)
         data["name"] = .string(p.name)
         announce("participantLeft", .object(data))
+        // Joins are what floods a live stream; a leave goes out at once (with the pending joins), so
+        // nobody acts on a participant that is gone.
+        flushParticipantEvents()
     }
 
     func connectionClosed(_ session: ClientSession) {

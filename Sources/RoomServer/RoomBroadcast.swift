@@ -79,6 +79,14 @@ final class ParticipantEventFanout: @unchecked Sendable {
         }
     }
 
+    /// Sends a departing protocol-2 participant the pending events it has not had, without ending the
+    /// window for the others: it learns of everything that happened while it was in the room.
+    func deliverPending(to leaving: ParticipantState) {
+        guard leaving.protocolVersion >= 2 else { return }
+        let newer = pending.lazy.filter { $0.sequence > leaving.eventMark }.map(\.text)
+        if !newer.isEmpty { leaving.session.send(PreparedTextMessage(Self.batch(newer))) }
+    }
+
     /// True while events wait for the end of their window.
     var hasPending: Bool { !pending.isEmpty }
 

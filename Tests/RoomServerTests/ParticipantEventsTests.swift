@@ -86,6 +86,27 @@ struct ParticipantEventsTests {
         #expect(!p1.contains("participantJoined p1"))
     }
 
+    @Test func aLeavingParticipantGetsThePendingJoinsBeforeItsLeaveResponse() async throws {
+        let server = try startServer { $0.participantEventWindowMilliseconds = 5000 }
+        defer { server.stop() }
+        let (watcher, _) = try await Self.join2(server, "watcher", mode: "RECV_ONLY")
+        _ = try await Self.join2(server, "host")
+        let id = watcher.sendRequest("leave")
+        _ = try await watcher.response(id: .number(Double(id)))
+        #expect(Self.events(watcher) == ["participantJoined host"])
+    }
+
+    @Test func aLeaveIsNotHeldForTheWindow() async throws {
+        let server = try startServer { $0.participantEventWindowMilliseconds = 5000 }
+        defer { server.stop() }
+        let (watcher, _) = try await Self.join2(server, "watcher", mode: "RECV_ONLY")
+        let (host, _) = try await Self.join2(server, "host")
+        _ = try await host.request("leave").get()
+        // The room handled the leave before this ping; what it sent the watcher then precedes the answer.
+        _ = try await watcher.request("ping").get()
+        #expect(Self.events(watcher) == ["participantJoined host", "participantLeft host"])
+    }
+
     @Test func aProducerIsNeverAnnouncedBeforeItsParticipant() async throws {
         // A broadcast flushes the pending participant events first.
         let server = try startServer { $0.participantEventWindowMilliseconds = 5000 }
