@@ -27,11 +27,12 @@ enum LiveStreamRows {
         var serverCores: Double
         var consumeFailures: Int
         var disconnects: Int
+        /// Loss over the window after the ramp (and 4 s of settling) to the end, in percent.
+        var steadyLoss: Double?
 
         var joinFailures: Int { report.joinFailures }
         var joinP95: Double? { report.joinLatencyMs.p95 }
         var keyframeP95: Double? { report.timeToFirstKeyframeMs.p95 }
-        var steadyLoss: Double? { report.steadyState?.lossPercent }
         var inviteP95: Double? { report.modeChanges.latencyMs.p95 }
         var bytesPerMember: Double { Double(max(0, serverRSSPeakBytes - serverRSSBeforeBytes)) / Double(audience) }
         var membersPerCore: Double { serverCores > 0 ? Double(audience) / serverCores : 0 }
@@ -90,8 +91,15 @@ enum LiveStreamRows {
         }
         let report = try await run.run()
         let log = samples.all
-        // Server cores over the steady window (or the last third of the run when it never settled).
-        let from = report.steadyState?.fromSeconds ?? (log.last?.seconds ?? 0) * 2 / 3
+        // The steady window: after the ramp and 4 s of settling (stage invites keep changing the
+        // track count, so the generic steady-state finder would never settle).
+        let from = Double(audience + 3) / config.joinRate + 4
+        var steadyLoss: Double?
+        if let a = report.ticks.first(where: { $0.seconds >= from }), let b = report.ticks.last, b.seconds > a.seconds {
+            let lost = Double(b.packetsLost - a.packetsLost)
+            let received = Double(b.packetsReceived &- a.packetsReceived)
+            steadyLoss = received + lost > 0 ? max(0, lost) / (received + lost) * 100 : nil
+        }
         let window = log.filter { $0.seconds >= from }
         var cores = 0.0
         if let a = window.first, let b = window.last, b.seconds > a.seconds {
@@ -101,7 +109,8 @@ enum LiveStreamRows {
             audience: audience, report: report, serverRSSBeforeBytes: before?.rss ?? 0,
             serverRSSPeakBytes: log.map(\.rss).max() ?? 0, serverCores: cores,
             consumeFailures: report.errors.filter { $0.kind.hasPrefix("consume") }.reduce(0) { $0 + $1.count },
-            disconnects: report.errors.filter { $0.kind == "disconnected" }.reduce(0) { $0 + $1.count })
+            disconnects: report.errors.filter { $0.kind == "disconnected" }.reduce(0) { $0 + $1.count },
+            steadyLoss: steadyLoss)
     }
 
     final class SampleLog: @unchecked Sendable {

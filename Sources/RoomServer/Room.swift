@@ -440,7 +440,9 @@ final class Room: @unchecked Sendable {
             // On failure the consumer still exists in the room (without mid): the client can see the
             // track is announced but not forwarded.
             do {
-                let info = try media.call("consume") { try await $0.consume(subscriber: key, producerID: producerId) }
+                let info = try media.callOnLoop("consume") {
+                    try $0.consumeOnLoop(subscriber: key, producerID: producerId)
+                }
                 consumer.consumerId = info.id
                 consumer.mid = info.mid
             } catch {
@@ -457,7 +459,9 @@ final class Room: @unchecked Sendable {
         if consumer.hasMedia, let media = server.media() {
             let key = RoomMedia.key(room: id, participant: subscriber.id)
             let producerId = consumer.producerId
-            _ = try? media.call("stopConsuming") { try await $0.stopConsuming(subscriber: key, producerID: producerId) }
+            _ = try? media.callOnLoop("stopConsuming") {
+                try $0.stopConsumingOnLoop(subscriber: key, producerID: producerId)
+            }
         }
         hooks?.consumerClosed(roomId: id, consumer: consumer)
         subscriber.session.notify("consumerClosed", consumer.json)
@@ -530,8 +534,8 @@ final class Room: @unchecked Sendable {
                 let key = RoomMedia.key(room: id, participant: p.id)
                 let producerId = consumer.producerId
                 let layer: SFULayerQuality = quality == "low" ? .low : quality == "medium" ? .medium : .high
-                try media.call("setQuality") {
-                    try await $0.setPreferredLayer(subscriber: key, producerID: producerId, quality: layer)
+                try media.callOnLoop("setQuality") {
+                    try $0.setPreferredLayerOnLoop(subscriber: key, producerID: producerId, quality: layer)
                 }
             }
             hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
@@ -556,8 +560,8 @@ final class Room: @unchecked Sendable {
             if consumer.hasMedia, let media = server.media() {
                 let key = RoomMedia.key(room: id, participant: p.id)
                 let producerId = consumer.producerId
-                try media.call("setViewPort") {
-                    try await $0.setViewport(subscriber: key, producerID: producerId, width: width, height: height)
+                try media.callOnLoop("setViewPort") {
+                    try $0.setViewportOnLoop(subscriber: key, producerID: producerId, width: width, height: height)
                 }
             }
             hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
@@ -708,7 +712,7 @@ final class Room: @unchecked Sendable {
         guard p.subscribe.wanted, !p.subscribe.outstanding, let media = server.media() else { return }
         p.subscribe.wanted = false
         let key = RoomMedia.key(room: id, participant: p.id)
-        guard let offer = try? media.call("subscriberOffer", { try await $0.subscriberOffer(participantID: key) })
+        guard let offer = try? media.callOnLoop("subscriberOffer", { try $0.subscriberOfferOnLoop(participantID: key) })
         else { return }  // nothing to offer (every consumer gone before the first offer)
         p.subscribe.revision += 1
         p.subscribe.outstanding = true
@@ -733,7 +737,7 @@ final class Room: @unchecked Sendable {
         }
         guard let media = server.media() else { throw RoomError(3047, "the server is shutting down") }
         let key = RoomMedia.key(room: id, participant: p.id)
-        try media.call("subscriberAnswer") { try await $0.subscriberAnswer(participantID: key, answer: answer) }
+        try media.callOnLoop("subscriberAnswer") { try $0.subscriberAnswerOnLoop(participantID: key, answer: answer) }
         p.subscribe.outstanding = false
         sendSubscriberOfferIfNeeded(p)
         return ["revision": .number(Double(revision))]
