@@ -126,7 +126,7 @@ enum LiveStreamRows {
         -> (summary: [BenchmarkReport.SummaryRow], markdown: String)
     {
         // The goal size last; smaller sizes show where the goals stop holding (the knee).
-        let sizes = quick ? [20] : [250, 500, 750, 1000]
+        let sizes = quick ? [20] : [250, 350, 500, 750, 1000]
         var md = "## Live stream: a stage and a large audience in one room\n\n"
         var runs: [Run] = []
         for size in sizes {
