@@ -183,6 +183,10 @@ enum LiveStreamRows {
         md +=
             knee.map { "**Knee in this run: \($0) audience members** (the largest size where every goal held).\n\n" }
             ?? "**No size held every goal in this run.**\n\n"
+        // Memory per member includes the server's fixed cost, which small audiences cannot amortize.
+        if let soft = runs.filter({ $0.misses.allSatisfy { $0 == "memory" } }).map(\.audience).max() {
+            md += "Largest size where every goal but memory held: **\(soft)**.\n\n"
+        }
         md += """
             Goals (issue 11): 0 join and consume failures and 0 server-side disconnects; join →
             `onRoomJoined` p95 ≤ 1 s and first keyframe p95 ≤ 1.5 s over the whole ramp; loss < 0.5 % in
