@@ -34,7 +34,7 @@ final class Room: @unchecked Sendable {
         self.hooks = hooks
         queue = DispatchQueue(label: "room.\(id)")
         participantEvents = ParticipantEventFanout(
-            window: .milliseconds(configuration.participantEventWindowMilliseconds), queue: queue)
+            windowMilliseconds: configuration.participantEventWindowMilliseconds, queue: queue)
         participantEvents.onWindowElapsed = { [unowned self] in flushParticipantEvents() }
     }
 
@@ -65,8 +65,11 @@ final class Room: @unchecked Sendable {
 
     /// A join, leave or mode change, for everyone in the room but `except` (see ``ParticipantEventFanout``).
     private func announce(_ method: String, _ data: JSONValue, except: String? = nil) {
-        participantEvents.post(
+        if participantEvents.post(
             method: method, dataText: data.jsonString, except: except, recipients: participantsInOrder)
+        {
+            flushParticipantEvents()
+        }
     }
 
     private func flushParticipantEvents() {
@@ -145,8 +148,8 @@ final class Room: @unchecked Sendable {
         session.send(
             ParticipantEventFanout.joinResponse(
                 id: request.id, fields: fields, participants: p.protocolVersion < 2 ? existing : nil))
+        p.eventMark = participantEvents.lastSequence + 1  // its own join, the event posted next
         announce("participantJoined", p.json, except: p.id)
-        p.eventMark = participantEvents.lastSequence
         for other in existing {
             for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer)
             {

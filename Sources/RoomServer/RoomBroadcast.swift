@@ -23,23 +23,28 @@ final class ParticipantEventFanout: @unchecked Sendable {
     /// The largest roster page sent to a protocol-2 joiner (bounded messages, whatever the room size).
     static let rosterPageSize = 200
 
-    private let window: DispatchTimeInterval
+    private let windowNanos: UInt64
     private let queue: DispatchQueue
     private var pending: [Event] = []
     private var flushScheduled = false
+    /// When the last batch went out (uptime ns; 0: never).
+    private var lastFlushNanos: UInt64 = 0
     /// Sequence number of the last event posted (0: none yet).
     private(set) var lastSequence: UInt64 = 0
     /// Called on the room queue when the window has passed and ``flush(to:)`` should run.
     var onWindowElapsed: (() -> Void)?
 
-    init(window: DispatchTimeInterval, queue: DispatchQueue) {
-        self.window = window
+    init(windowMilliseconds: Int, queue: DispatchQueue) {
+        windowNanos = UInt64(max(0, windowMilliseconds)) * 1_000_000
         self.queue = queue
     }
 
     /// Posts one participant event to `recipients` (except `except`): protocol-1 recipients get it
-    /// now, protocol-2 recipients at the end of the window.
-    func post(method: String, dataText: String, except: String? = nil, recipients: [ParticipantState]) {
+    /// now, protocol-2 recipients with the next batch. Returns true when that batch should go out
+    /// now (the caller then calls ``flush(to:)``): nothing went out for a whole window, so a lone
+    /// event is not delayed; events in quick succession wait for the end of the window.
+    @discardableResult
+    func post(method: String, dataText: String, except: String? = nil, recipients: [ParticipantState]) -> Bool {
         let text = Self.envelope(method: method, dataText: dataText)
         lastSequence += 1
         var immediate: PreparedTextMessage?
@@ -52,17 +57,24 @@ final class ParticipantEventFanout: @unchecked Sendable {
                 r.session.send(immediate!)
             }
         }
-        guard batched else { return }
+        guard batched else { return false }
         pending.append(Event(sequence: lastSequence, text: text))
-        guard !flushScheduled else { return }
+        guard !flushScheduled else { return false }
+        let now = DispatchTime.now().uptimeNanoseconds
+        let sinceLast = now &- lastFlushNanos
+        if lastFlushNanos == 0 || sinceLast >= windowNanos { return true }
         flushScheduled = true
-        queue.asyncAfter(deadline: .now() + window) { [weak self] in self?.onWindowElapsed?() }
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(windowNanos - sinceLast))) { [weak self] in
+            self?.onWindowElapsed?()
+        }
+        return false
     }
 
     /// Sends the pending events to every protocol-2 recipient: each gets the events posted after it
     /// joined (``ParticipantState/eventMark``). Recipients present before the window share one message.
     func flush(to recipients: [ParticipantState]) {
         flushScheduled = false
+        lastFlushNanos = DispatchTime.now().uptimeNanoseconds
         guard let first = pending.first?.sequence else { return }
         let events = pending
         pending.removeAll(keepingCapacity: true)

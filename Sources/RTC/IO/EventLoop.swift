@@ -316,6 +316,8 @@ public final class EventLoop: @unchecked Sendable {
         let n = Self.batchSize
         // Bounded so that one busy socket cannot starve the others; epoll is level-triggered.
         for _ in 0..<8 {
+            // Work run between datagrams may have closed this socket (its fd could even be reused).
+            if udp.isClosed { return }
             for i in 0..<n {
                 receiveHeaders[i] = MMsgHdr()
                 receiveHeaders[i].msg_hdr.msg_name = receiveNames + i * Self.nameSlot
