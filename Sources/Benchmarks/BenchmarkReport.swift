@@ -28,7 +28,7 @@ public struct BenchmarkReport: Sendable {
 
     /// The report's sections, for running a subset (`understudy bench --only recording,join`).
     public enum Section: String, Sendable, CaseIterable {
-        case receive, load, recording, join, sfu, cluster
+        case receive, load, live, recording, join, sfu, cluster
     }
 
     /// One line of the summary table.
@@ -125,6 +125,14 @@ public struct BenchmarkReport: Sendable {
             let load = try await LoadRows.run(quick: quick, bareUnprotectNanos: bare, progress: progress)
             summary += load.summary
             body += load.markdown
+        }
+
+        // MARK: Live stream (one room, a stage and a large audience)
+        if included(.live) {
+            progress("bench: [2/5] live stream: a stage and a large audience in one room")
+            let live = await LiveStreamRows.run(quick: quick, progress: progress)
+            summary += live.summary
+            body += live.markdown
         }
 
         // MARK: Recording

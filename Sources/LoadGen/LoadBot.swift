@@ -25,7 +25,9 @@ final class LoadBot: @unchecked Sendable {
     let role: Role
     let counters: LoopCounters
     var loop: EventLoop { counters.loop }
-    unowned let run: LoadRun
+    /// Strong: a bot's control task may still run after the run finished (a late notification, a
+    /// timed-out request); ``LoadRun`` drops its bots at teardown, which ends the cycle.
+    let run: LoadRun
 
     // Control state (guarded by `lock`).
     private let lock = NSLock()
@@ -34,6 +36,7 @@ final class LoadBot: @unchecked Sendable {
     private var controlTask: Task<Void, Never>?
     /// Stage (SEND_AND_RECV) participants other than this bot, in order of arrival.
     private var stage: [String] = []
+    /// Every other participant's mode as this bot learnt it from notifications (guarded by `lock`).
     private var modes: [String: String] = [:]
     /// What this bot currently asked to consume: participant -> kinds.
     private var consuming: [String: Set<String>] = [:]
@@ -93,7 +96,7 @@ final class LoadBot: @unchecked Sendable {
         }
         channel.onClose = { [weak self] in self?.connectionClosed() }
         var data: [String: JSONValue] = [
-            "protocolVersion": 1, "roomId": .string(room), "participantId": .string(id),
+            "protocolVersion": 2, "roomId": .string(room), "participantId": .string(id),
             "mode": .string(role == .subscriber ? "RECV_ONLY" : "SEND_AND_RECV"), "autoConsume": false,
             "name": .string(id),
         ]
@@ -111,7 +114,8 @@ final class LoadBot: @unchecked Sendable {
         let latency = Double(EventLoop.now() - began) / 1e9
         lock.withLock { joined = true }
         if role == .subscriber {
-            // The roster arrives as participantJoined before the response; the response is authoritative.
+            // The roster arrives as participantJoined events before the response (protocol 2 sends
+            // it only that way; a protocol-1 response repeats it).
             let s = lock.withLock { stream }
             for p in joinData["participants"]?.arrayValue ?? [] {
                 if let pid = p["participantId"]?.stringValue, let m = p["mode"]?.stringValue {
@@ -142,7 +146,7 @@ final class LoadBot: @unchecked Sendable {
         guard let channel = lock.withLock({ self.channel }) else { return .failure(SignalChannel.closedError) }
         let r = await channel.request(method, data, timeout: run.configuration.requestTimeout)
         if case .failure(let e) = r, !lock.withLock({ leaving }) {
-            run.noteError(method, "\(id): \(e.code) \(e.name) \(e.message)")
+            run.noteError("\(method) \(e.code) \(e.name)", "\(id): \(e.message)")
         }
         return r
     }
@@ -235,7 +239,7 @@ final class LoadBot: @unchecked Sendable {
             if setMode(pid, m) { await reconcile() }
         case "participantLeft":
             guard let pid = data["participantId"]?.stringValue else { return }
-            modes[pid] = nil
+            lock.withLock { modes[pid] = nil }
             let wasOnStage = stage.contains(pid)
             stage.removeAll { $0 == pid }
             consuming[pid] = nil
@@ -296,7 +300,7 @@ final class LoadBot: @unchecked Sendable {
 
     /// Records a participant's mode; returns whether the stage changed.
     private func setMode(_ pid: String, _ m: String) -> Bool {
-        modes[pid] = m
+        lock.withLock { modes[pid] = m }
         let onStage = stage.contains(pid)
         if m == "SEND_AND_RECV" {
             if !onStage { stage.append(pid) }
@@ -412,6 +416,12 @@ final class LoadBot: @unchecked Sendable {
         }
     }
 
+    /// The room as this bot sees it: participant → mode (subscribers only; they track notifications).
+    var roomView: [String: String] { lock.withLock { modes } }
+
+    /// Joined and not disconnected.
+    var isPresent: Bool { lock.withLock { joined && !leaving } }
+
     /// Receiver statistics per mid of this bot's subscribe connection (loop thread).
     func receiverStatsByMid() -> [String: ReceiverTotals] {
         var out: [String: ReceiverTotals] = [:]
@@ -437,12 +447,15 @@ final class LoadBot: @unchecked Sendable {
     // MARK: Teardown
 
     private func connectionClosed() {
-        let wasLeaving = lock.withLock { () -> Bool in
+        let (wasLeaving, wasJoined) = lock.withLock { () -> (Bool, Bool) in
             let l = leaving
             leaving = true
-            return l
+            return (l, joined)
         }
-        if !wasLeaving { run.noteError("disconnected", "\(id): signalling connection closed by the server") }
+        // A refused join closes the socket too: it is reported once, as the join's failure.
+        if !wasLeaving && wasJoined {
+            run.noteError("disconnected", "\(id): signalling connection closed by the server")
+        }
         lock.withLock { stream }?.finish()
     }
 

@@ -97,6 +97,17 @@ public struct LoadReport: Sendable, Codable {
         public var example: String
     }
 
+    /// Whether every audience bot learnt every join, leave and mode change: at the end of the run each
+    /// one's view of the room (participant → mode, from notifications) is compared with the truth.
+    public struct RosterCheck: Sendable, Codable, Equatable {
+        /// Audience bots compared.
+        public var checked: Int
+        /// Bots whose view still differed after waiting for the last notifications.
+        public var mismatched: Int
+        /// One difference, for the report.
+        public var example: String?
+    }
+
     /// Stage invites sent and the resulting mode changes (invite to producing, or back).
     public struct ModeChanges: Sendable, Codable {
         public var invitesSent: Int
@@ -195,6 +206,8 @@ public struct LoadReport: Sendable, Codable {
     /// The progress samples.
     public var ticks: [Tick]
     public var errors: [ErrorCount]
+    /// The end-of-run roster comparison (nil when no audience bot joined).
+    public var rosterCheck: RosterCheck?
     public var tracks: [TrackResult]
     public var publishers: [PublisherResult]
     /// The raw samples behind the percentiles, so that reports of several machines merge into exact
@@ -368,6 +381,12 @@ public struct LoadReport: Sendable, Codable {
                 out += right(ms(r.latN > 0 ? r.lat / Double(r.latN) : nil), 9) + "\n"
             }
             out += "(1st-pkt/1st-key: median ms from consumerCreated; latency: mean capture-to-arrival ms)\n"
+        }
+        if let r = rosterCheck {
+            out +=
+                "\nroster        \(r.checked - r.mismatched)/\(r.checked) audience bots learnt every join, leave and mode change"
+            if let e = r.example { out += " (e.g. \(e))" }
+            out += "\n"
         }
         if !errors.isEmpty {
             out += "\nerrors\n"

@@ -141,7 +141,13 @@ public final class LoadRun: @unchecked Sendable {
             return bot
         } catch {
             lock.withLock { joinFailures += 1 }
-            noteError("join", "\(p.id): \(error)")
+            let reason: String
+            switch error as? LoadError {
+            case .refused(let code, let name, _): reason = "join \(code) \(name)"
+            case .unreachable: reason = "join unreachable"
+            default: reason = "join failed"
+            }
+            noteError(reason, "\(p.id): \(error)")
             throw error
         }
     }
@@ -231,11 +237,43 @@ public final class LoadRun: @unchecked Sendable {
         _ = await inviter?.value
         let elapsed = Double(EventLoop.now() - start) / 1e9
         let endLoopCPU = await loopCPU()
-        let report = await buildReport(
+        var report = await buildReport(
             planned: planned.count, elapsed: elapsed, cpu: currentProcessCPUSeconds() - startCPU,
             loopCPU: endLoopCPU - startLoopCPU)
+        report.rosterCheck = await checkRosters()
         await teardown()
         return report
+    }
+
+    /// Compares every present audience bot's view of its room with the truth (the present bots and
+    /// their modes), waiting up to 15 s for notifications still on their way. Assumes the room holds
+    /// only this run's bots.
+    func checkRosters() async -> LoadReport.RosterCheck? {
+        let all = lock.withLock { bots }
+        var mismatched: [(LoadBot, String)] = []
+        var checked = 0
+        let deadline = EventLoop.now() + 15_000_000_000
+        repeat {
+            let present = all.filter(\.isPresent)
+            var truth: [String: [String: String]] = [:]
+            for b in present { truth[b.room, default: [:]][b.id] = b.mode }
+            let audience = present.filter { $0.role == .subscriber }
+            checked = audience.count
+            mismatched = []
+            for bot in audience {
+                var expected = truth[bot.room] ?? [:]
+                expected[bot.id] = nil
+                let seen = bot.roomView
+                guard seen != expected else { continue }
+                let missing = expected.filter { seen[$0.key] != $0.value }.map { "\($0.key)=\($0.value)" }.sorted()
+                let extra = seen.filter { expected[$0.key] == nil }.keys.sorted()
+                mismatched.append((bot, "\(bot.id) misses \(missing.prefix(3)) and still sees \(extra.prefix(3))"))
+            }
+            if mismatched.isEmpty || EventLoop.now() >= deadline { break }
+            try? await Task.sleep(nanoseconds: 250_000_000)
+        } while true
+        guard checked > 0 else { return nil }
+        return LoadReport.RosterCheck(checked: checked, mismatched: mismatched.count, example: mismatched.first?.1)
     }
 
     /// Sum of the loop threads' CPU time, in seconds.
@@ -307,6 +345,7 @@ public final class LoadRun: @unchecked Sendable {
             for b in all { group.addTask { await b.stop() } }
         }
         for c in loopCounters { c.loop.shutdown() }
+        lock.withLock { bots.removeAll() }
     }
 
     // MARK: Report

@@ -77,7 +77,14 @@ final class SignalChannel: @unchecked Sendable {
             if let n = id.intValue { finish(n, result) }
         case .notification(let method, let data):
             let h = lock.withLock { handler }
-            h?(method, data)
+            if method == "participantEvents" {
+                // Protocol 2: joins, leaves and mode changes coalesced by the server, in order.
+                for event in data["events"]?.arrayValue ?? [] {
+                    if let m = event["method"]?.stringValue, let d = event["data"] { h?(m, d) }
+                }
+            } else {
+                h?(method, data)
+            }
         case .request:
             break
         }

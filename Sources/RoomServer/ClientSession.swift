@@ -89,6 +89,12 @@ final class ClientSession: @unchecked Sendable {
 
     func notify(_ method: String, _ data: JSONValue) { send(.notification(method: method, data: data)) }
 
+    /// Sends a message that was encoded once for many recipients (a room broadcast).
+    func send(_ message: PreparedTextMessage) {
+        server.counters.add(sent: 1)
+        connection.send(prepared: message)
+    }
+
     func respond(_ id: JSONValue, _ data: JSONValue) { send(.response(id: id, result: .success(data))) }
 
     func respond(_ id: JSONValue, error: RoomError) {

@@ -17,8 +17,11 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     public var udpPortHigh: UInt16 = 7882
     /// HS256 secret for room tokens. Nil makes ``RoomServer`` generate a dev secret at start.
     public var secret: String?
-    /// Joined participants per room; a further join gets 4009 `MAX_PARTCIPANT_REACHED`.
-    public var maxParticipantsPerRoom: Int = 100
+    /// Joined participants per room; a further join gets 4009 `MAX_PARTCIPANT_REACHED`. The default
+    /// admits a live stream (a stage and a thousand in the audience, see docs/benchmarks.md).
+    public var maxParticipantsPerRoom: Int = 2000
+    /// Protocol-2 clients get joins and leaves coalesced over this window (`participantEvents`).
+    public var participantEventWindowMilliseconds: Int = 100
     /// Largest signalling message (UTF-8 bytes) the server interprets; larger ones get 3073.
     public var maxMessageBytes: Int = 64 * 1024
     /// Largest PubSub `message` plus `payload` (bytes of their JSON); larger publishes get 4087.
@@ -89,6 +92,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         secret = try c.decodeIfPresent(String.self, forKey: .secret)
         maxParticipantsPerRoom =
             try c.decodeIfPresent(Int.self, forKey: .maxParticipantsPerRoom) ?? d.maxParticipantsPerRoom
+        participantEventWindowMilliseconds =
+            try c.decodeIfPresent(Int.self, forKey: .participantEventWindowMilliseconds)
+            ?? d.participantEventWindowMilliseconds
         maxMessageBytes = try c.decodeIfPresent(Int.self, forKey: .maxMessageBytes) ?? d.maxMessageBytes
         maxPubSubMessageBytes =
             try c.decodeIfPresent(Int.self, forKey: .maxPubSubMessageBytes) ?? d.maxPubSubMessageBytes
@@ -124,6 +130,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     public func validationProblem() -> String? {
         if udpPortLow > udpPortHigh { return "UDP port range \(udpPortLow)-\(udpPortHigh) is empty" }
         if maxParticipantsPerRoom < 1 { return "maxParticipantsPerRoom must be at least 1" }
+        if !(0...5000).contains(participantEventWindowMilliseconds) {
+            return "participantEventWindowMilliseconds must be 0…5000"
+        }
         if maxMessageBytes < 1024 { return "maxMessageBytes must be at least 1024" }
         if maxPubSubMessageBytes < 1 || pubsubHistoryLimit < 0 || pubsubHistoryBatchSize < 1 {
             return "bad PubSub limits"

@@ -80,6 +80,29 @@ final class RoomMedia: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` on the SFU's loop thread and waits for it: one hop each way, for the calls a live
+    /// stream makes by the thousand (consume, offers and answers, layer choice), where the async
+    /// path's extra executor hops added up on the room's queue.
+    func callOnLoop<T: Sendable>(
+        _ what: String, timeout: Double = 10, _ body: @escaping @Sendable (SFU) throws -> T
+    ) throws(RoomError) -> T {
+        let box = MediaResultBox<T>()
+        let done = DispatchSemaphore(value: 0)
+        let sfu = self.sfu
+        sfu.loop.execute {
+            do { box.result = .success(try body(sfu)) } catch { box.result = .failure(error) }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + timeout) == .success, let result = box.result else {
+            throw RoomError(5000, "the media server did not answer \(what) in time")
+        }
+        switch result {
+        case .success(let value): return value
+        case .failure(let error as SFUError): throw RoomError(5000, "\(what): \(error.description)")
+        case .failure(let error): throw RoomError(5000, "\(what): \(error)")
+        }
+    }
+
     /// Runs `body` against the SFU without waiting (closing things, where nobody needs the answer).
     func fire(_ body: @escaping @Sendable (SFU) async throws -> Void) {
         let sfu = self.sfu

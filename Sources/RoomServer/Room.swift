@@ -24,6 +24,10 @@ final class Room: @unchecked Sendable {
     var history = PubSubHistory()
     private var speakerDetector = SpeakerDetector()
     private var speakerPolling = false
+    /// Joined participants in join order (kept, not sorted per broadcast).
+    private var participantsInOrder: [ParticipantState] = []
+    /// Joins, leaves and mode changes, encoded once and coalesced for protocol-2 clients.
+    private let participantEvents: ParticipantEventFanout
 
     init(id: String, server: RoomServer, configuration: RoomServerConfiguration, hooks: RoomMediaHooks?) {
         self.id = id
@@ -31,6 +35,9 @@ final class Room: @unchecked Sendable {
         self.configuration = configuration
         self.hooks = hooks
         queue = DispatchQueue(label: "room.\(id)")
+        participantEvents = ParticipantEventFanout(
+            windowMilliseconds: configuration.participantEventWindowMilliseconds, queue: queue)
+        participantEvents.onWindowElapsed = { [unowned self] in flushParticipantEvents() }
     }
 
     func enqueue(_ work: @escaping @Sendable () -> Void) { queue.async(execute: work) }
@@ -50,12 +57,26 @@ final class Room: @unchecked Sendable {
             consumerCount: participants.values.reduce(0) { $0 + $1.consumers.count }, createdAt: createdAt)
     }
 
-    private var participantsInOrder: [ParticipantState] {
-        participants.values.sorted { ($0.joinedAt, $0.id) < ($1.joinedAt, $1.id) }
+    /// Sends `method` to everyone (but `except`), encoded once. Pending participant events go first,
+    /// so nobody hears of a producer or a pin before the join of its participant.
+    private func broadcast(_ method: String, _ data: JSONValue, except: String? = nil) {
+        flushParticipantEvents()
+        let message = PreparedTextMessage(SignalEnvelope.notification(method: method, data: data).text)
+        for p in participantsInOrder where p.id != except { p.session.send(message) }
     }
 
-    private func broadcast(_ method: String, _ data: JSONValue, except: String? = nil) {
-        for p in participantsInOrder where p.id != except { p.session.notify(method, data) }
+    /// A join, leave or mode change, for everyone in the room but `except` (see ``ParticipantEventFanout``).
+    private func announce(_ method: String, _ data: JSONValue, except: String? = nil) {
+        if participantEvents.post(
+            method: method, dataText: data.jsonString, except: except, recipients: participantsInOrder)
+        {
+            flushParticipantEvents()
+        }
+    }
+
+    private func flushParticipantEvents() {
+        guard participantEvents.hasPending else { return }
+        participantEvents.flush(to: participantsInOrder)
     }
 
     // MARK: Join, lobby, leave
@@ -115,21 +136,30 @@ final class Room: @unchecked Sendable {
             camEnabled: sends && request.camEnabled, autoConsume: request.autoConsume, permissions: request.permissions)
         // Existing participants first, then the answer: the joiner's onParticipantJoined for them
         // precedes its onRoomJoined.
+        // Protocol 2 gets the roster as bounded `participantEvents` pages and a response without
+        // it; protocol 1 one notification per participant and the full list in the response.
+        p.protocolVersion = request.protocolVersion
         let existing = participantsInOrder
-        for other in existing { session.notify("participantJoined", other.json) }
+        for message in ParticipantEventFanout.roster(of: existing, protocolVersion: p.protocolVersion) {
+            session.send(message)
+        }
         participants[p.id] = p
+        participantsInOrder.append(p)
         session.markJoined(participantId: p.id)
         server.counters.add(joins: 1)
-        session.respond(
-            request.id,
-            [
-                "protocolVersion": .number(Double(RoomServer.protocolVersion)), "roomId": .string(id),
-                "participant": p.json, "participants": .array(existing.map(\.json)),
-                "permissions": .array(p.permissions.sorted().map(JSONValue.string)),
-                "pinStates": .array(pins.keys.sorted().map { pinJSON($0) }),
-                "presenterId": presenterId.map(JSONValue.string) ?? .null,
-            ])
-        broadcast("participantJoined", p.json, except: p.id)
+        var fields: [String: JSONValue] = [
+            "protocolVersion": .number(Double(p.protocolVersion)), "roomId": .string(id),
+            "participant": p.json, "participantCount": .number(Double(existing.count)),
+            "permissions": .array(p.permissions.sorted().map(JSONValue.string)),
+            "pinStates": .array(pins.keys.sorted().map { pinJSON($0) }),
+            "presenterId": presenterId.map(JSONValue.string) ?? .null,
+        ]
+        if p.protocolVersion < 2 { fields["participantCount"] = nil }
+        session.send(
+            ParticipantEventFanout.joinResponse(
+                id: request.id, fields: fields, participants: p.protocolVersion < 2 ? existing : nil))
+        p.eventMark = participantEvents.lastSequence + 1  // its own join, the event posted next
+        announce("participantJoined", p.json, except: p.id)
         for other in existing {
             for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer)
             {
@@ -153,12 +183,17 @@ final class Room: @unchecked Sendable {
         for consumer in p.consumers.values { hooks?.consumerClosed(roomId: id, consumer: consumer) }
         p.consumers.removeAll()
         closeInSFU(p)
+        participantEvents.deliverPending(to: p)
         participants[p.id] = nil
+        participantsInOrder.removeAll { $0 === p }
         if pins.removeValue(forKey: p.id) != nil { pinsChanged() }
         var data = leaveJSON(reason)
         data["participantId"] = .string(p.id)
         data["name"] = .string(p.name)
-        broadcast("participantLeft", .object(data))
+        announce("participantLeft", .object(data))
+        // Joins are what floods a live stream; a leave goes out at once (with the pending joins), so
+        // nobody acts on a participant that is gone.
+        flushParticipantEvents()
         answerAsks(of: p, kind: nil) { kind in
             RoomError(kind == .mic ? 4067 : 4069, "'\(p.id)' left before turning its \(kind.rawValue) on")
         }
@@ -197,6 +232,7 @@ final class Room: @unchecked Sendable {
             entry.session.close(code: WebSocketCloseCode.normal, reason: reason.name)
         }
         participants.removeAll()
+        participantsInOrder.removeAll()
         lobby.removeAll()
         dropAllHistory()
     }
@@ -328,7 +364,8 @@ final class Room: @unchecked Sendable {
                 }
             }
         }
-        broadcast("participantModeChanged", ["participantId": .string(p.id), "mode": .string(mode.rawValue)])
+        announce("participantModeChanged", ["participantId": .string(p.id), "mode": .string(mode.rawValue)])
+        flushParticipantEvents()  // rare, and a stage invite should take effect at once
         return ["mode": .string(mode.rawValue), "previousMode": .string(previous.rawValue)]
     }
 
@@ -450,7 +487,9 @@ final class Room: @unchecked Sendable {
             let producerId = producer.producerId
             subscriber.inSFU = true
             do {
-                let info = try media.call("consume") { try await $0.consume(subscriber: key, producerID: producerId) }
+                let info = try media.callOnLoop("consume") {
+                    try $0.consumeOnLoop(subscriber: key, producerID: producerId)
+                }
                 consumer.consumerId = info.id
                 consumer.mid = info.mid
             } catch {
@@ -479,7 +518,9 @@ final class Room: @unchecked Sendable {
         if consumer.hasMedia, let media = server.media() {
             let key = RoomMedia.key(room: id, participant: subscriber.id)
             let producerId = consumer.producerId
-            _ = try? media.call("stopConsuming") { try await $0.stopConsuming(subscriber: key, producerID: producerId) }
+            _ = try? media.callOnLoop("stopConsuming") {
+                try $0.stopConsumingOnLoop(subscriber: key, producerID: producerId)
+            }
         }
         hooks?.consumerClosed(roomId: id, consumer: consumer)
         subscriber.session.notify("consumerClosed", consumer.json)
@@ -555,8 +596,8 @@ final class Room: @unchecked Sendable {
                 let key = RoomMedia.key(room: id, participant: p.id)
                 let producerId = consumer.producerId
                 let layer: SFULayerQuality = quality == "low" ? .low : quality == "medium" ? .medium : .high
-                try media.call("setQuality") {
-                    try await $0.setPreferredLayer(subscriber: key, producerID: producerId, quality: layer)
+                try media.callOnLoop("setQuality") {
+                    try $0.setPreferredLayerOnLoop(subscriber: key, producerID: producerId, quality: layer)
                 }
             }
             hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
@@ -581,8 +622,8 @@ final class Room: @unchecked Sendable {
             if consumer.hasMedia, let media = server.media() {
                 let key = RoomMedia.key(room: id, participant: p.id)
                 let producerId = consumer.producerId
-                try media.call("setViewPort") {
-                    try await $0.setViewport(subscriber: key, producerID: producerId, width: width, height: height)
+                try media.callOnLoop("setViewPort") {
+                    try $0.setViewportOnLoop(subscriber: key, producerID: producerId, width: width, height: height)
                 }
             }
             hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
@@ -755,7 +796,7 @@ final class Room: @unchecked Sendable {
         guard p.subscribe.wanted, !p.subscribe.outstanding, let media = server.media() else { return }
         p.subscribe.wanted = false
         let key = RoomMedia.key(room: id, participant: p.id)
-        guard let offer = try? media.call("subscriberOffer", { try await $0.subscriberOffer(participantID: key) })
+        guard let offer = try? media.callOnLoop("subscriberOffer", { try $0.subscriberOfferOnLoop(participantID: key) })
         else { return }  // nothing to offer (every consumer gone before the first offer)
         p.subscribe.revision += 1
         p.subscribe.outstanding = true
@@ -780,7 +821,7 @@ final class Room: @unchecked Sendable {
         }
         let media = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
-        try media.call("subscriberAnswer") { try await $0.subscriberAnswer(participantID: key, answer: answer) }
+        try media.callOnLoop("subscriberAnswer") { try $0.subscriberAnswerOnLoop(participantID: key, answer: answer) }
         p.subscribe.outstanding = false
         sendSubscriberOfferIfNeeded(p)
         return ["revision": .number(Double(revision))]
@@ -885,9 +926,11 @@ final class Room: @unchecked Sendable {
             server.directory?.saveMessage(roomId: id, message: stored.json, topicLimit: configuration.pubsubHistoryLimit)
         }
         server.counters.add(pubsub: 1)
-        let json = stored.json
+        flushParticipantEvents()  // the sender's join goes first
+        let delivery = PreparedTextMessage(
+            SignalEnvelope.notification(method: "pubsubMessage", data: stored.json).text)
         for other in participantsInOrder where other.topics.contains(topic) && stored.isVisible(to: other.id) {
-            other.session.notify("pubsubMessage", json)
+            other.session.send(delivery)
         }
         return ["id": .string(stored.id), "topic": .string(topic), "timestamp": .number(Double(stored.timestamp))]
     }

@@ -154,16 +154,32 @@ struct PubSubMessage {
 final class ParticipantState {
     let id: String
     let session: ClientSession
-    var name: String
-    var mode: ParticipantMode
-    var metaData: JSONValue
-    var isAgent: Bool
-    var agentId: String?
-    var micEnabled: Bool
-    var camEnabled: Bool
+    // Fields of `json`: a change drops the cached encoding.
+    var name: String { didSet { cachedJSONText = nil } }
+    var mode: ParticipantMode { didSet { cachedJSONText = nil } }
+    var metaData: JSONValue { didSet { cachedJSONText = nil } }
+    var isAgent: Bool { didSet { cachedJSONText = nil } }
+    var agentId: String? { didSet { cachedJSONText = nil } }
+    var micEnabled: Bool { didSet { cachedJSONText = nil } }
+    var camEnabled: Bool { didSet { cachedJSONText = nil } }
     var autoConsume: Bool
     var permissions: Set<String>
-    var producers: [String: RoomProducer] = [:]
+    var producers: [String: RoomProducer] = [:] { didSet { cachedJSONText = nil } }
+    /// Signalling protocol version of this participant's client (1 or 2; see docs/protocol.md).
+    var protocolVersion = 1
+    /// Sequence number of the last participant event this participant does not need (it joined
+    /// after it); see ``ParticipantEventFanout``.
+    var eventMark: UInt64 = 0
+    private var cachedJSONText: String?
+
+    /// `json` encoded, cached until a field of it changes (a join sends every participant's
+    /// description to the joiner, so a live-stream ramp would otherwise encode N² of them).
+    var jsonText: String {
+        if let cachedJSONText { return cachedJSONText }
+        let text = json.jsonString
+        cachedJSONText = text
+        return text
+    }
     /// Consumers keyed by consumerId.
     var consumers: [String: RoomConsumer] = [:]
     /// With `autoConsume` off: the (participant, kind) pairs this subscriber asked to receive.

@@ -62,8 +62,10 @@ public final class RoomServer: @unchecked Sendable {
     /// The server's settings (``RoomServerConfiguration``).
     public typealias Configuration = RoomServerConfiguration
 
-    /// The signalling protocol version this server speaks.
-    public static let protocolVersion = 1
+    /// The newest signalling protocol version this server speaks.
+    public static let protocolVersion = 2
+    /// Every version a client may ask for in `join` (1 when it names none); see docs/protocol.md.
+    public static let supportedProtocolVersions = 1...2
     /// Request methods understood on the signalling socket.
     public static let methods: Set<String> = [
         "join", "leave", "end", "changeMode", "setMediaStatus", "produce", "closeProducer", "consume", "stopConsuming",
@@ -625,6 +627,7 @@ private func adminError(_ status: Int, _ error: RoomError) -> HTTPResponse {
 /// A validated `join` request.
 struct JoinRequest: Sendable {
     var id: JSONValue
+    var protocolVersion: Int
     var roomId: String
     var participantId: String
     var name: String
@@ -645,10 +648,12 @@ struct JoinRequest: Sendable {
     ) throws(RoomError)
         -> JoinRequest
     {
-        let version = try data.optionalInt("protocolVersion") ?? RoomServer.protocolVersion
-        guard version == RoomServer.protocolVersion else {
+        let version = try data.optionalInt("protocolVersion") ?? 1
+        guard RoomServer.supportedProtocolVersions.contains(version) else {
+            let range = RoomServer.supportedProtocolVersions
             throw RoomError(
-                3073, "unsupported protocolVersion \(version); this server speaks \(RoomServer.protocolVersion)")
+                3073,
+                "unsupported protocolVersion \(version); this server speaks \(range.lowerBound) to \(range.upperBound)")
         }
         let jwt = try data.optionalString("token", maxLength: 8192) ?? session.queryToken ?? ""
         let token: RoomToken
@@ -685,7 +690,7 @@ struct JoinRequest: Sendable {
         let agentId = try data.optionalString("agentId")
         if agentId != nil && !isAgent { throw RoomError(3073, "agentId needs isAgent: true") }
         return JoinRequest(
-            id: id, roomId: roomId, participantId: participantId, name: name, mode: mode,
+            id: id, protocolVersion: version, roomId: roomId, participantId: participantId, name: name, mode: mode,
             metaData: data["metaData"] ?? .null,
             isAgent: isAgent, agentId: agentId, micEnabled: try data.optionalBool("micEnabled") ?? true,
             camEnabled: try data.optionalBool("camEnabled") ?? true,

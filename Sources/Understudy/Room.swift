@@ -342,7 +342,7 @@ public final class Room: @unchecked Sendable {
             return
         }
         var data: [String: JSONValue] = [
-            "protocolVersion": 1, "roomId": .string(roomId), "name": .string(participantName),
+            "protocolVersion": 2, "roomId": .string(roomId), "name": .string(participantName),
             "mode": .string(localParticipant.mode.rawValue), "autoConsume": .bool(autoConsume),
             "micEnabled": .bool(mic), "camEnabled": .bool(cam), "token": .string(token),
         ]
@@ -558,6 +558,14 @@ public final class Room: @unchecked Sendable {
     private func handleNotification(_ method: String, _ data: JSONValue) {
         let pid = data["participantId"]?.stringValue
         switch method {
+        case "participantEvents":
+            // Protocol 2: joins, leaves and mode changes coalesced by the server, in order.
+            for event in data["events"]?.arrayValue ?? [] {
+                guard let m = event["method"]?.stringValue, m != "participantEvents", let d = event["data"] else {
+                    continue
+                }
+                handleNotification(m, d)
+            }
         case "participantJoined":
             guard let pid, pid != localParticipant.id else { return }
             if let known = lock.withLock({ _participants[pid] }), rejoinSeen != nil {

@@ -116,6 +116,8 @@ func runServe(_ args: [String]) async {
         logLine(
             "serve: listening on http://\(configuration.listenHost):\(server.httpPort) (signalling \(server.signalingURL)?token=JWT)"
         )
+        // A live-stream room holds thousands of signalling sockets; Debian's default soft limit is 1024.
+        if let warning = OpenFileLimit.raise().warning { logLine("serve: warning: \(warning)") }
         let pageURL = "http://\(configuration.listenHost):\(server.httpPort)/room/ROOM"
         if server.secretWasGenerated {
             logLine("serve: room page at \(pageURL) (development mode: the page gets its tokens from /dev/token)")

@@ -16,6 +16,18 @@ private final class CollectingHandler: DatagramHandler, @unchecked Sendable {
     }
 }
 
+/// Logs datagrams by their first byte; the first one queues loop work that logs too.
+private final class InterleavingHandler: DatagramHandler, @unchecked Sendable {
+    let loop: EventLoop
+    var log: [String] = []
+    init(loop: EventLoop) { self.loop = loop }
+
+    func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        log.append("d\(data.first ?? 0)")
+        if log.count == 1 { loop.execute { [self] in log.append("work") } }
+    }
+}
+
 private final class CountingTicker: EventLoopTicker, @unchecked Sendable {
     var times: [UInt64] = []
     func tick(now: UInt64) { times.append(now) }
@@ -104,6 +116,22 @@ enum IOTestSupport {
         let counters = await loop.submit { (b.packetsReceived, b.bytesReceived) }
         #expect(counters.0 == 1000)
         #expect(counters.1 == 4000)
+    }
+
+    @Test func workQueuedDuringABurstRunsBeforeTheRestOfTheBurst() async throws {
+        // An SFU datagram can fan out to a thousand sends; a room's control call queued meanwhile
+        // must not wait for the whole burst of 256.
+        let loop = EventLoop(name: "interleave")
+        defer { loop.shutdown() }
+        let handler = InterleavingHandler(loop: loop)
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: handler)
+        let sender = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: CollectingHandler())
+        // Sent in one batch at the end of this loop turn, so they are all queued before the next read.
+        loop.execute {
+            for i in 1...10 { sender.send([UInt8(i)], to: receiver.localAddress) }
+        }
+        #expect(await IOTestSupport.wait(loop) { handler.log.count >= 11 })
+        #expect(await loop.submit { handler.log } == ["d1", "work"] + (2...10).map { "d\($0)" })
     }
 
     @Test func executeRunsInOrderOnTheLoopThread() async {

@@ -30,6 +30,8 @@ public final class EventLoop: @unchecked Sendable {
     private let running = Atomic<Bool>(true)
     private let threadStarted = Atomic<Bool>(false)
     private let pendingWork = Mutex<[@Sendable () -> Void]>([])
+    /// Set when work is queued, so a long receive burst can run it between datagrams.
+    private let workQueued = Atomic<Bool>(false)
 
     // Loop-thread state.
     private var sockets: [UInt64: UDPSocket] = [:]
@@ -159,6 +161,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `work` on the loop thread, in submission order. Thread-safe.
     public func execute(_ work: @escaping @Sendable () -> Void) {
         pendingWork.withLock { $0.append(work) }
+        workQueued.store(true, ordering: .releasing)
         wake()
     }
 
@@ -315,6 +318,7 @@ public final class EventLoop: @unchecked Sendable {
     private func runPendingWork() {
         // Work enqueued by work runs in the next iteration, so a self-rescheduling job cannot
         // starve I/O.
+        workQueued.store(false, ordering: .relaxed)
         let work = pendingWork.withLock { queue -> [@Sendable () -> Void] in
             if queue.isEmpty { return [] }
             let taken = queue
@@ -330,6 +334,8 @@ public final class EventLoop: @unchecked Sendable {
         let n = Self.batchSize
         // Bounded so that one busy socket cannot starve the others; epoll is level-triggered.
         for _ in 0..<8 {
+            // Work run between datagrams may have closed this socket (its fd could even be reused).
+            if udp.isClosed { return }
             for i in 0..<n {
                 receiveHeaders[i] = MMsgHdr()
                 receiveHeaders[i].msg_hdr.msg_name = receiveNames + i * Self.nameSlot
@@ -356,6 +362,9 @@ public final class EventLoop: @unchecked Sendable {
                 udp.bytesReceived &+= UInt64(length)
                 let data = UnsafeMutableRawBufferPointer(start: receiveData + i * Self.slotSize, count: length)
                 udp.handler?.handleDatagram(data, from: from, socket: udp)
+                // One datagram can be costly (an SFU fans it out to every subscriber): queued
+                // control work (a room's consume, an offer) should not wait for a whole burst.
+                if workQueued.load(ordering: .acquiring) { runPendingWork() }
             }
             if Int(received) < n { return }
         }

@@ -39,6 +39,10 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     public var outboundRTPTap: ((UnsafeRawBufferPointer, UDPSocket, SocketAddress) -> Bool)?
     /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
     public var onKeyframeRequest: ((RTPTransceiver) -> Void)?
+    /// When set, NACKs for this connection's senders go here (transceiver, lost sequence numbers,
+    /// now) instead of being answered from the senders' own history: an SFU answers them from its
+    /// shared per-producer buffer (``PeerConnectionConfiguration/senderHistory`` is then usually off).
+    public var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)?
     /// Every received media packet (after SRTP, RTX unwrapping and the receiver's bookkeeping), on
     /// the loop thread, for forwarding without frame assembly (an SFU). The packet's bytes are only
     /// valid during the call. The receiver still sends NACK, PLI and receiver reports upstream.
@@ -194,6 +198,25 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
             sender.voiceActivity = audioLevel.voiceActivity
         }
         return sender.sendForwarded(
+            payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
+            vp8PictureID: vp8PictureID, now: now
+        ) { buffer, length in
+            self.protectAndSendRTP(buffer, length: length)
+        }
+    }
+
+    /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps (an SFU's
+    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:vp8PictureID:now:emit:)``.
+    /// Loop thread only.
+    @discardableResult
+    public func sendRetransmission(
+        on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
+        sequenceNumber: UInt16, vp8PictureID: UInt16? = nil, now: UInt64
+    ) -> Bool {
+        guard state == .connected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
+            return false
+        }
+        return sender.sendRetransmission(
             payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
             vp8PictureID: vp8PictureID, now: now
         ) { buffer, length in
@@ -396,6 +419,11 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
                 for block in rr.reports { sendBySSRC[block.ssrc]?.handleReceiverReport(block, now: now) }
             case .nack(let nack):
                 guard let sender = sendBySSRC[nack.mediaSSRC] else { continue }
+                if let onNACK, let t = transceivers.first(where: { $0.senders.contains { $0 === sender } }) {
+                    sender.noteNACKReceived()
+                    onNACK(t, nack.lostSequenceNumbers, now)
+                    continue
+                }
                 sender.handleNACK(sequenceNumbers: nack.lostSequenceNumbers, now: now) { buffer, length in
                     self.protectAndSendRTP(buffer, length: length)
                 }

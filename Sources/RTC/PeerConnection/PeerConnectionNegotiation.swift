@@ -169,7 +169,8 @@ extension PeerConnection {
                 // saves ~700 KB per audio sender, which adds up on an SFU with many consumers.
                 let sender = RTPSender(
                     ssrc: t.localSSRCs[i], payloadType: t.payloadType, codec: t.codec, rtx: rtx, extensions: exts,
-                    mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i], historySize: t.kind == .audio ? 32 : 512,
+                    mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i],
+                    historySize: !configuration.senderHistory ? 1 : t.kind == .audio ? 32 : 512,
                     cname: configuration.cname)
                 t.senders.append(sender)
                 sendBySSRC[t.localSSRCs[i]] = sender

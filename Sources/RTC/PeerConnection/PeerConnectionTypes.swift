@@ -51,6 +51,9 @@ public struct PeerConnectionConfiguration: Sendable {
     /// default leaves room for a subscriber receiving many tracks; the SFU sets a tight bound on
     /// its publish connections.
     public var maxRemoteSSRCs = 4096
+    /// Senders keep their own retransmission history (about 750 KB per video sender). An SFU turns
+    /// this off and answers NACKs itself (``PeerConnection/onNACK``) from one buffer per producer.
+    public var senderHistory = true
 
     public init(
         bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,

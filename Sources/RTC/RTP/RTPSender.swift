@@ -321,6 +321,54 @@ public final class RTPSender: @unchecked Sendable {
         return true
     }
 
+    /// Resends one packet whose payload is kept by the caller (an SFU answering a NACK from its shared
+    /// per-producer buffer instead of this sender's history): as RTX when negotiated (RFC 4588: RTX
+    /// SSRC and payload type, own sequence space, the original sequence number first in the payload),
+    /// else as the original packet again. Counted as a retransmission, never as a new packet.
+    ///
+    /// - Returns: false when the payload does not fit in a packet.
+    @discardableResult
+    public func sendRetransmission(
+        payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
+        vp8PictureID: UInt16? = nil, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+    ) -> Bool {
+        let buffer = scratch
+        buffer[0] = 0x80
+        buffer.rtpPut32(timestamp, at: 4)
+        let payloadOffset: Int
+        if let rtx {
+            buffer[1] = (marker ? 0x80 : 0) | (rtx.payloadType & 0x7F)
+            buffer.rtpPut16(rtxSequenceNumber, at: 2)
+            buffer.rtpPut32(rtx.ssrc, at: 8)
+            let o = writeExtensions(buffer, now: now, repaired: true)
+            guard o + 2 <= Self.packetCapacity else { return false }
+            buffer.rtpPut16(sequenceNumber, at: o)
+            payloadOffset = o + 2
+        } else {
+            buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
+            buffer.rtpPut16(sequenceNumber, at: 2)
+            buffer.rtpPut32(ssrc, at: 8)
+            payloadOffset = writeExtensions(buffer, now: now, repaired: false)
+        }
+        guard payloadOffset + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress
+        else { return false }
+        if let src = payload.baseAddress, payload.count > 0 {
+            (base + payloadOffset).copyMemory(from: src, byteCount: payload.count)
+        }
+        if let pictureID = vp8PictureID, codec == .vp8 {
+            Self.rewriteVP8PictureID(buffer, at: payloadOffset, end: payloadOffset + payload.count, to: pictureID)
+        }
+        if rtx != nil { rtxSequenceNumber &+= 1 }
+        let length = payloadOffset + payload.count
+        stats.retransmissions += 1
+        stats.retransmittedBytes += UInt64(length)
+        emit(buffer, length)
+        return true
+    }
+
+    /// Counts one NACK message that the caller answers itself (see ``sendRetransmission(payload:marker:timestamp:sequenceNumber:vp8PictureID:now:emit:)``).
+    public func noteNACKReceived() { stats.nacksReceived += 1 }
+
     /// Overwrites the picture ID of the VP8 payload descriptor at `offset`, keeping its 7/15-bit form.
     private static func rewriteVP8PictureID(
         _ buffer: UnsafeMutableRawBufferPointer, at offset: Int, end: Int, to pictureID: UInt16

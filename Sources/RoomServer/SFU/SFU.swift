@@ -197,6 +197,14 @@ public final class SFU: @unchecked Sendable {
         subscriber: String, producerID: String, quality: SFULayerQuality = .high
     ) async throws -> ConsumerInfo {
         try await loop.submit { [self] in
+            try consumeOnLoop(subscriber: subscriber, producerID: producerID, quality: quality)
+        }
+    }
+
+    /// ``consume(subscriber:producerID:quality:)`` on the loop thread (a room's blocking call, one hop).
+    func consumeOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality = .high) throws -> ConsumerInfo
+    {
+        do {
             guard !closed else { throw SFUError.closed }
             guard let producer = producers[producerID], !producer.closed else {
                 throw SFUError.unknownProducer(producerID)
@@ -224,7 +232,12 @@ public final class SFU: @unchecked Sendable {
 
     /// Stops forwarding a producer to `subscriber`; its m-line becomes inactive at the next offer.
     public func stopConsuming(subscriber: String, producerID: String) async throws {
-        try await loop.submit { [self] in
+        try await loop.submit { [self] in try stopConsumingOnLoop(subscriber: subscriber, producerID: producerID) }
+    }
+
+    /// ``stopConsuming(subscriber:producerID:)`` on the loop thread.
+    func stopConsumingOnLoop(subscriber: String, producerID: String) throws {
+        do {
             guard let participant = participants[subscriber] else { throw SFUError.unknownParticipant(subscriber) }
             guard let consumer = participant.consumers.first(where: { $0.producer.id == producerID }) else {
                 throw SFUError.notConsuming(subscriber: subscriber, producerID: producerID)
@@ -235,7 +248,12 @@ public final class SFU: @unchecked Sendable {
 
     /// Creates the (re-)offer for a participant's subscribe connection.
     public func subscriberOffer(participantID: String) async throws -> SessionDescription {
-        try await loop.submit { [self] in
+        try await loop.submit { [self] in try subscriberOfferOnLoop(participantID: participantID) }
+    }
+
+    /// ``subscriberOffer(participantID:)`` on the loop thread.
+    func subscriberOfferOnLoop(participantID: String) throws -> SessionDescription {
+        do {
             guard let participant = participants[participantID] else {
                 throw SFUError.unknownParticipant(participantID)
             }
@@ -257,7 +275,12 @@ public final class SFU: @unchecked Sendable {
     /// Applies the subscriber's answer. If consumers changed while the offer was out, asks for
     /// another round through ``onRenegotiationNeeded``.
     public func subscriberAnswer(participantID: String, answer: SessionDescription) async throws {
-        try await loop.submit { [self] in
+        try await loop.submit { [self] in try subscriberAnswerOnLoop(participantID: participantID, answer: answer) }
+    }
+
+    /// ``subscriberAnswer(participantID:answer:)`` on the loop thread.
+    func subscriberAnswerOnLoop(participantID: String, answer: SessionDescription) throws {
+        do {
             guard let participant = participants[participantID], let connection = participant.subscribeConnection
             else { throw SFUError.unknownParticipant(participantID) }
             guard participant.offered != nil else { throw SFUError.noPendingOffer(participantID) }
@@ -292,6 +315,23 @@ public final class SFU: @unchecked Sendable {
         }
     }
 
+    /// ``setPreferredLayer(subscriber:producerID:quality:)`` on the loop thread.
+    func setPreferredLayerOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality) throws {
+        try withConsumerOnLoop(subscriber, producerID) { consumer in
+            consumer.quality = quality
+            consumer.viewport = nil
+            retarget(consumer)
+        }
+    }
+
+    /// ``setViewport(subscriber:producerID:width:height:)`` on the loop thread.
+    func setViewportOnLoop(subscriber: String, producerID: String, width: Int, height: Int) throws {
+        try withConsumerOnLoop(subscriber, producerID) { consumer in
+            consumer.viewport = (max(0, width), max(0, height))
+            retarget(consumer)
+        }
+    }
+
     // MARK: Participants
 
     /// Closes both connections of a participant, its producers (removed from every subscriber) and
@@ -306,6 +346,7 @@ public final class SFU: @unchecked Sendable {
             participant.publishConnection?.onRTP = nil
             participant.publishConnection?.close()
             participant.subscribeConnection?.onKeyframeRequest = nil
+            participant.subscribeConnection?.onNACK = nil
             participant.subscribeConnection?.close()
         }
     }
@@ -372,6 +413,8 @@ public final class SFU: @unchecked Sendable {
             bindAddresses: configuration.mediaAddresses, port: port, iceLite: true, answerDTLSRole: .server,
             cname: "understudy-sfu", portMux: mux)
         c.maxRemoteSSRCs = configuration.maxSSRCsPerConnection
+        // Consumers answer NACKs from their producer's shared buffer (SFURetransmission.swift).
+        c.senderHistory = false
         return c
     }
 
@@ -433,6 +476,9 @@ public final class SFU: @unchecked Sendable {
         connection.onKeyframeRequest = { [unowned participant] transceiver in
             participant.consumerByTransceiver[ObjectIdentifier(transceiver)]?.keyframeRequested(now: EventLoop.now())
         }
+        connection.onNACK = { [unowned participant] transceiver, sequenceNumbers, now in
+            participant.consumerByTransceiver[ObjectIdentifier(transceiver)]?.handleNACK(sequenceNumbers, now: now)
+        }
         participant.subscribeConnection = connection
         return connection
     }
@@ -455,7 +501,12 @@ public final class SFU: @unchecked Sendable {
     func withConsumer(_ subscriber: String, _ producerID: String, _ body: @escaping @Sendable (SFUConsumer) -> Void)
         async throws
     {
-        try await loop.submit { [self] in
+        try await loop.submit { [self] in try withConsumerOnLoop(subscriber, producerID, body) }
+    }
+
+    /// Runs `body` on a consumer, on the loop thread.
+    func withConsumerOnLoop(_ subscriber: String, _ producerID: String, _ body: (SFUConsumer) -> Void) throws {
+        do {
             guard let participant = participants[subscriber] else { throw SFUError.unknownParticipant(subscriber) }
             guard let consumer = participant.consumers.first(where: { $0.producer.id == producerID }) else {
                 throw SFUError.notConsuming(subscriber: subscriber, producerID: producerID)

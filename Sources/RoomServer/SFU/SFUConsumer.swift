@@ -7,7 +7,9 @@ import RTCWire
 /// offset per source layer, and the offsets change only where the forwarder switches layers, on a key
 /// frame of the new layer. An upstream retransmission maps to the same outgoing sequence number, so it
 /// fills the hole the subscriber saw. Packets go through the subscriber connection's own
-/// ``RTPSender`` (its SSRC, negotiated extension ids, history for NACK/RTX, sender reports).
+/// ``RTPSender`` (its SSRC, negotiated extension ids, RTX, sender reports), which keeps no copy: a
+/// video consumer answers NACKs from its producer's shared ``SFUPacketBuffer`` through its
+/// ``SFUSequencer``.
 ///
 /// Loop-thread confined.
 final class SFUConsumer: @unchecked Sendable {
@@ -36,9 +38,14 @@ final class SFUConsumer: @unchecked Sendable {
     var lastForwardTime: UInt64 = 0
     var hasForwarded = false
 
+    /// Outgoing sequence number → source packet, for NACKs (video only; Opus is never NACKed).
+    var sequencer: SFUSequencer?
+
     var packetsDropped: UInt64 = 0
     var layerSwitches: UInt64 = 0
     var plisReceived: UInt64 = 0
+    /// NACKed packets not resent: gone from the shared buffer, or resent less than an RTT ago.
+    var nackMisses: UInt64 = 0
     var closed = false
 
     init(
@@ -49,6 +56,7 @@ final class SFUConsumer: @unchecked Sendable {
         self.producer = producer
         self.connection = connection
         self.transceiver = transceiver
+        if producer.kind == .video { sequencer = SFUSequencer() }
         updateTarget()
     }
 
@@ -99,7 +107,31 @@ final class SFUConsumer: @unchecked Sendable {
         let sent = connection.sendForwarded(
             on: transceiver, payload: packet.payload, marker: packet.header.marker, timestamp: timestamp,
             sequenceNumber: sequence, vp8PictureID: pictureID, now: now)
+        if sent {
+            sequencer?.record(
+                outgoing: sequence, source: packet.sequenceNumber, layer: layer, timestamp: timestamp,
+                marker: packet.header.marker, pictureID: pictureID)
+        }
         noteSent(sent, sequence: sequence, timestamp: timestamp, size: packet.packet.count, now: now)
+    }
+
+    /// The subscriber NACKed `sequenceNumbers`: each one still in the producer's shared buffer is
+    /// resent with the same rewriting it had (as RTX when negotiated).
+    func handleNACK(_ sequenceNumbers: [UInt16], now: UInt64) {
+        guard !closed, sequencer != nil else { return }
+        let rtt = transceiver.primarySender?.stats.roundTripTime ?? 0
+        let interval = rtt > 0 ? max(rtt, 5_000_000) : 50_000_000
+        for seq in sequenceNumbers {
+            guard let entry = sequencer?.resendable(outgoing: seq, now: now, minimumInterval: interval),
+                let payload = producer.bufferedPayload(layer: Int(entry.layer), sequenceNumber: entry.source)
+            else {
+                nackMisses &+= 1
+                continue
+            }
+            connection.sendRetransmission(
+                on: transceiver, payload: payload, marker: entry.marker, timestamp: entry.timestamp,
+                sequenceNumber: seq, vp8PictureID: entry.hasPictureID ? entry.pictureID : nil, now: now)
+        }
     }
 
     private func forwardAudio(_ packet: ReceivedRTPPacket, now: UInt64) {

@@ -28,6 +28,8 @@ final class SFUProducer: @unchecked Sendable {
     /// Media SSRC -> layer index, learned on each SSRC's first packet.
     var layerBySSRC: [UInt32: Int] = [:]
     var consumers: [SFUConsumer] = []
+    /// The last packets of each video layer, shared by every consumer for NACKs (empty for audio).
+    let buffers: [SFUPacketBuffer]
     var audioLevelExtensionID: UInt8 = 0
     var captureTimeExtensionID: UInt8 = 0
     /// The abs-capture-time of the packet being forwarded (nil when it has none), copied to every
@@ -55,6 +57,7 @@ final class SFUProducer: @unchecked Sendable {
         self.mid = transceiver.mid ?? ""
         let rids = kind == .video ? transceiver.remoteRIDs : []
         layers = rids.isEmpty ? [Layer(rid: nil)] : rids.map { Layer(rid: $0) }
+        buffers = kind == .video ? layers.map { _ in SFUPacketBuffer() } : []
         audioLevelExtensionID = publisher.negotiatedExtensionID("urn:ietf:params:rtp-hdrext:ssrc-audio-level") ?? 0
         captureTimeExtensionID = publisher.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
     }
@@ -111,7 +114,14 @@ final class SFUProducer: @unchecked Sendable {
         {
             captureTime = AbsCaptureTime.captureTime(packet.packet, r)
         }
+        if kind == .video { buffers[layer].store(sequenceNumber: packet.sequenceNumber, payload: packet.payload) }
         for c in consumers { c.forward(layer: layer, packet, keyframeStart: keyframeStart) }
+    }
+
+    /// A packet of `layer` from the shared buffer (see ``SFUPacketBuffer/payload(sequenceNumber:)``).
+    func bufferedPayload(layer: Int, sequenceNumber: UInt16) -> UnsafeRawBufferPointer? {
+        guard buffers.indices.contains(layer) else { return nil }
+        return buffers[layer].payload(sequenceNumber: sequenceNumber)
     }
 
     // MARK: Layers

@@ -26,6 +26,9 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
     var onWriteOverflow: (() -> Void)?
 
     private var writeBuffer: [UInt8] = []
+    /// Write-buffer capacity kept between bursts; a server holds thousands of channels, so a burst's
+    /// larger buffer is released once drained.
+    static let retainedCapacity = 16 * 1024
     private var writeOffset = 0
     /// End offset in ``writeBuffer`` of each queued `write` (from `unitHead` on), so that unsent
     /// whole units (WebSocket frames) can be discarded without cutting one in half.
@@ -78,7 +81,7 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
             return false
         }
         if writeOffset == writeBuffer.count {
-            writeBuffer.removeAll(keepingCapacity: writeBuffer.capacity <= 256 * 1024)
+            writeBuffer.removeAll(keepingCapacity: writeBuffer.capacity <= Self.retainedCapacity)
             writeOffset = 0
             unitEnds.removeAll(keepingCapacity: true)
             unitHead = 0
@@ -192,6 +195,11 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
             }
         }
         if isClosed { return }
+        if writeOffset == writeBuffer.count, writeBuffer.capacity > Self.retainedCapacity {
+            // Drained after a burst (a large roster): give the memory back now, not at the next write.
+            writeBuffer = []
+            writeOffset = 0
+        }
         if writeOffset == writeBuffer.count, finishing, !halfClosed {
             halfClosed = true
             Glibc.shutdown(fd, Int32(SHUT_WR))

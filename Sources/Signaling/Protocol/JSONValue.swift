@@ -98,24 +98,11 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// Parses JSON bytes (any top-level value).
     public static func parse(_ bytes: [UInt8]) throws(SignalEnvelopeError) -> JSONValue {
-        let object: Any
-        do {
-            object = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
-        } catch {
-            throw .malformedJSON(String(describing: error))
-        }
-        guard let value = JSONValue(any: object) else { throw .malformedJSON("unsupported value") }
-        return value
+        try bytes.withUnsafeBufferPointer { (raw) throws(SignalEnvelopeError) in try JSONParser.parse(raw) }
     }
 
     /// Compact JSON text with sorted keys (deterministic, so equal values serialize equally).
-    public var jsonString: String {
-        let data =
-            (try? JSONSerialization.data(
-                withJSONObject: anyValue, options: [.fragmentsAllowed, .sortedKeys, .withoutEscapingSlashes]))
-            ?? Data("null".utf8)
-        return String(decoding: data, as: UTF8.self)
-    }
+    public var jsonString: String { JSONWriter.text(self) }
 
     public var description: String { jsonString }
 

@@ -152,6 +152,13 @@ public final class WebSocketConnection: @unchecked Sendable {
         sendData(opcode: .text, payload: Array(text.utf8))
     }
 
+    /// Sends a text message encoded once for many connections (``PreparedTextMessage``): a server
+    /// connection queues the shared frame bytes as they are; a client connection masks its own copy.
+    public func send(prepared message: PreparedTextMessage) {
+        guard locked({ !closeRequested }) else { return }
+        queueFrames([isClient ? encode(.text, message.payload) : message.serverFrame])
+    }
+
     /// Sends a binary message.
     public func send(binary: [UInt8]) {
         sendData(opcode: .binary, payload: binary)
@@ -287,7 +294,7 @@ public final class WebSocketConnection: @unchecked Sendable {
         defer {
             if consumed > 0 {
                 if consumed >= readBuffer.count {
-                    readBuffer.removeAll(keepingCapacity: readBuffer.capacity <= 128 * 1024)
+                    readBuffer.removeAll(keepingCapacity: readBuffer.capacity <= StreamChannel.retainedCapacity)
                 } else {
                     readBuffer.removeFirst(consumed)
                 }
@@ -439,4 +446,23 @@ extension WebSocketConnection: StreamChannelDelegate {
     func channelClosed(_ channel: StreamChannel) {
         channelClosed()
     }
+}
+
+/// A text message framed once and sent to many connections (a room's broadcast): the frame bytes of
+/// an unmasked (server-to-client) frame are built here, and every ``WebSocketConnection/send(prepared:)``
+/// shares them instead of copying and framing the text again.
+public struct PreparedTextMessage: Sendable {
+    /// The UTF-8 text.
+    public let payload: [UInt8]
+    /// The complete unmasked frame.
+    let serverFrame: [UInt8]
+
+    /// Frames `text` once.
+    public init(_ text: String) {
+        payload = Array(text.utf8)
+        serverFrame = WebSocketFrameCodec.encode(opcode: .text, payload: payload, maskKey: nil)
+    }
+
+    /// Size of the text in bytes.
+    public var byteCount: Int { payload.count }
 }

@@ -383,6 +383,13 @@
   // ---- Notifications ------------------------------------------------------------------------
 
   const notifications = {
+    // Protocol 2: joins, leaves and mode changes coalesced by the server, in order.
+    participantEvents(d) {
+      for (const event of d.events || []) {
+        const handler = event.method !== 'participantEvents' && notifications[event.method];
+        if (handler) handler(event.data || {});
+      }
+    },
     participantJoined(p) {
       remember(p);
       note('participantJoined', p.participantId);
@@ -882,7 +889,7 @@
     setStatus('connecting…');
     state.ws = await connect(token);
     const response = await request('join', {
-      protocolVersion: 1,
+      protocolVersion: 2,
       roomId,
       participantId: me,
       name: options.name,

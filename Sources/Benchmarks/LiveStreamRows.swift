@@ -1,0 +1,213 @@
+import Foundation
+import LoadGen
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The live-stream rows (issue 11): one room with a stage (a simulcast VP8 + Opus host and two audio
+/// hosts) and a large `RECV_ONLY` audience joining at 50/s, `understudy serve` in its own process and
+/// `understudy load` (this process) beside it, stage invites every 10 s.
+enum LiveStreamRows {
+    /// Goals of the row (docs/benchmarks.md).
+    struct Goals {
+        static let joinP95Ms = 1000.0
+        static let firstKeyframeP95Ms = 1500.0
+        static let lossPercent = 0.5
+        static let inviteMs = 500.0
+        static let bytesPerMember = 150.0 * 1024
+    }
+
+    /// One run at one audience size.
+    struct Run {
+        var audience: Int
+        var report: LoadReport
+        var serverRSSBeforeBytes: Int
+        var serverRSSPeakBytes: Int
+        var serverCores: Double
+        var consumeFailures: Int
+        var disconnects: Int
+        /// Loss over the window after the ramp (and 4 s of settling) to the end, in percent.
+        var steadyLoss: Double?
+
+        var joinFailures: Int { report.joinFailures }
+        var joinP95: Double? { report.joinLatencyMs.p95 }
+        var keyframeP95: Double? { report.timeToFirstKeyframeMs.p95 }
+        var inviteP95: Double? { report.modeChanges.latencyMs.p95 }
+        var bytesPerMember: Double { Double(max(0, serverRSSPeakBytes - serverRSSBeforeBytes)) / Double(audience) }
+        var membersPerCore: Double { serverCores > 0 ? Double(audience) / serverCores : 0 }
+        var rosterOK: Bool { report.rosterCheck.map { $0.mismatched == 0 } ?? false }
+
+        /// The goals this run misses (empty: it holds them all).
+        var misses: [String] {
+            var out: [String] = []
+            if joinFailures > 0 { out.append("\(joinFailures) join failures") }
+            if consumeFailures > 0 { out.append("\(consumeFailures) consume failures") }
+            if disconnects > 0 { out.append("\(disconnects) disconnects") }
+            if (joinP95 ?? .infinity) > Goals.joinP95Ms { out.append("join p95") }
+            if (keyframeP95 ?? .infinity) > Goals.firstKeyframeP95Ms { out.append("first keyframe p95") }
+            if (steadyLoss ?? .infinity) >= Goals.lossPercent { out.append("loss") }
+            if (inviteP95 ?? .infinity) > Goals.inviteMs { out.append("invites") }
+            if bytesPerMember > Goals.bytesPerMember { out.append("memory") }
+            if !rosterOK { out.append("roster") }
+            return out
+        }
+    }
+
+    /// Resident bytes and CPU seconds of another process, from /proc.
+    static func sample(pid: Int32) -> (rss: Int, cpu: Double)? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kb = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return nil }
+        // Fields after the parenthesized command: utime and stime are the 14th and 15th fields.
+        guard let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let utime = Double(fields[11]), let stime = Double(fields[12]) else { return nil }
+        return (kb * 1024, (utime + stime) / Double(sysconf(Int32(_SC_CLK_TCK))))
+    }
+
+    /// Runs one live stream of `audience` viewers for `seconds` after the ramp.
+    static func run(audience: Int, steadySeconds: Double, inviteEvery: Double) async throws -> Run {
+        let server = try LoadRows.ServerProcess(maxParticipants: audience + 10)
+        defer { server.stop() }
+        let pid = server.process.processIdentifier
+        var config = LoadConfiguration(signalingURL: server.signalingURL, room: "live")
+        config.secret = LoadRows.ServerProcess.secret
+        config.publishers = 1
+        config.audioPublishers = 2
+        config.subscribers = audience
+        config.layout = .speaker
+        config.joinRate = 50
+        config.inviteEvery = inviteEvery
+        config.duration = Double(audience + 3) / config.joinRate + 4 + steadySeconds
+        let before = sample(pid: pid)
+        let samples = SampleLog()
+        let run = try LoadRun(configuration: config)
+        let started = Date()
+        run.onProgress = { _ in
+            if let s = sample(pid: pid) { samples.add(Date().timeIntervalSince(started), s.rss, s.cpu) }
+        }
+        let report = try await run.run()
+        let log = samples.all
+        // The steady window: after the ramp and 4 s of settling (stage invites keep changing the
+        // track count, so the generic steady-state finder would never settle).
+        let from = Double(audience + 3) / config.joinRate + 4
+        var steadyLoss: Double?
+        if let a = report.ticks.first(where: { $0.seconds >= from }), let b = report.ticks.last, b.seconds > a.seconds {
+            let lost = Double(b.packetsLost - a.packetsLost)
+            let received = Double(b.packetsReceived &- a.packetsReceived)
+            steadyLoss = received + lost > 0 ? max(0, lost) / (received + lost) * 100 : nil
+        }
+        let window = log.filter { $0.seconds >= from }
+        var cores = 0.0
+        if let a = window.first, let b = window.last, b.seconds > a.seconds {
+            cores = (b.cpu - a.cpu) / (b.seconds - a.seconds)
+        }
+        return Run(
+            audience: audience, report: report, serverRSSBeforeBytes: before?.rss ?? 0,
+            serverRSSPeakBytes: log.map(\.rss).max() ?? 0, serverCores: cores,
+            consumeFailures: report.errors.filter { $0.kind.hasPrefix("consume") }.reduce(0) { $0 + $1.count },
+            disconnects: report.errors.filter { $0.kind == "disconnected" }.reduce(0) { $0 + $1.count },
+            steadyLoss: steadyLoss)
+    }
+
+    final class SampleLog: @unchecked Sendable {
+        private let lock = NSLock()
+        private var entries: [(seconds: Double, rss: Int, cpu: Double)] = []
+        func add(_ seconds: Double, _ rss: Int, _ cpu: Double) { lock.withLock { entries.append((seconds, rss, cpu)) } }
+        var all: [(seconds: Double, rss: Int, cpu: Double)] { lock.withLock { entries } }
+    }
+
+    static func ms(_ v: Double?) -> String { v.map { String(format: "%.0f ms", $0) } ?? "–" }
+
+    static func run(quick: Bool, progress: @escaping @Sendable (String) -> Void) async
+        -> (summary: [BenchmarkReport.SummaryRow], markdown: String)
+    {
+        // The goal size last; smaller sizes show where the goals stop holding (the knee).
+        let sizes = quick ? [20] : [250, 350, 500, 750, 1000]
+        var md = "## Live stream: a stage and a large audience in one room\n\n"
+        var runs: [Run] = []
+        for size in sizes {
+            progress("bench:   live stream: 3 hosts, \(size) in the audience")
+            do {
+                let r = try await run(audience: size, steadySeconds: quick ? 4 : 20, inviteEvery: quick ? 3 : 10)
+                progress(
+                    String(
+                        format: "bench:   %d joined, join p95 %@, first key p95 %@, loss %.2f %%, %.0f KB/member",
+                        r.report.joinedParticipants, ms(r.joinP95), ms(r.keyframeP95), r.steadyLoss ?? -1,
+                        r.bytesPerMember / 1024))
+                runs.append(r)
+            } catch {
+                progress("bench:   live stream of \(size) failed: \(error)")
+                md += "Audience of \(size): not measured: \(error)\n\n"
+            }
+        }
+        var summary: [BenchmarkReport.SummaryRow] = []
+        guard let goal = runs.last(where: { $0.audience == sizes.last }) else {
+            summary.append(
+                BenchmarkReport.SummaryRow(
+                    metric: "live stream: audience members per server core", target: "1,000 members on 2 cores",
+                    measured: "not measured", verdict: "failed"))
+            return (summary, md)
+        }
+        let knee = runs.filter { $0.misses.isEmpty }.map(\.audience).max()
+        summary.append(
+            BenchmarkReport.SummaryRow(
+                metric: "live stream: audience members per server core",
+                target: "1,000 members, goals held (LiveKit: about 190 per core)",
+                measured: String(
+                    format: "%.0f (%d members on %.2f cores)", goal.membersPerCore, goal.audience, goal.serverCores),
+                verdict: goal.misses.isEmpty ? "meets the goals" : "misses: " + goal.misses.joined(separator: ", ")))
+        summary.append(
+            BenchmarkReport.SummaryRow(
+                metric: "live stream: server memory per audience member", target: "≤ 150 KB",
+                measured: String(format: "%.0f KB", goal.bytesPerMember / 1024),
+                verdict: BenchmarkReport.atMost(goal.bytesPerMember, Goals.bytesPerMember)))
+        md += "| audience | joined | join / consume failures, disconnects | join p95 | first keyframe p95 "
+        md += "| steady loss | invite p95 | roster | server cores | members per core | server KB per member "
+        md += "| goals |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        for r in runs {
+            md += "| \(r.audience) | \(r.report.joinedParticipants)/\(r.report.plannedParticipants) "
+            md +=
+                "| \(r.joinFailures) / \(r.consumeFailures), \(r.disconnects) | \(ms(r.joinP95)) | \(ms(r.keyframeP95)) "
+            md += String(format: "| %@ ", r.steadyLoss.map { String(format: "%.2f %%", $0) } ?? "–")
+            md += "| \(ms(r.inviteP95)) (\(r.report.modeChanges.promotions) promoted) "
+            md += "| \(r.report.rosterCheck.map { "\($0.checked - $0.mismatched)/\($0.checked)" } ?? "–") "
+            md += String(
+                format: "| %.2f | %.0f | %.0f | %@ |\n", r.serverCores, r.membersPerCore, r.bytesPerMember / 1024,
+                r.misses.isEmpty ? "held" : "missed: " + r.misses.joined(separator: ", "))
+        }
+        md += "\n"
+        md +=
+            knee.map { "**Knee in this run: \($0) audience members** (the largest size where every goal held).\n\n" }
+            ?? "**No size held every goal in this run.**\n\n"
+        // Memory per member includes the server's fixed cost, which small audiences cannot amortize.
+        if let soft = runs.filter({ $0.misses.allSatisfy { $0 == "memory" } }).map(\.audience).max() {
+            md += "Largest size where every goal but memory held: **\(soft)**.\n\n"
+        }
+        md += """
+            Goals (issue 11): 0 join and consume failures and 0 server-side disconnects; join →
+            `onRoomJoined` p95 ≤ 1 s and first keyframe p95 ≤ 1.5 s over the whole ramp; loss < 0.5 % in
+            the steady window; stage invites take effect in < 500 ms; ≤ 150 KB of server memory per
+            audience member; every audience member learnt every join, leave and mode change ("roster").
+            Anchor: LiveKit publishes about 3,000 subscribers of one publisher on 16 cores (about 190 per
+            core).
+
+            Method: `understudy serve` in its own child process (media on one shared UDP port), the load
+            generator in this process: one host publishing simulcast VP8 (3 layers) + Opus, two hosts
+            with Opus, then the audience joining at 50/s in `RECV_ONLY` with protocol 2, each consuming
+            the stage in the speaker layout (host webcam at 1280x720, every mic). Every 10 s one audience
+            member is invited on stage over PubSub (`changeMode` + publish) and the previous one sent
+            back. Server memory per member = peak RSS of the server process during the run minus its RSS
+            before the first join, ÷ audience. Server cores = process CPU time over the steady window ÷
+            its length; members per core = audience ÷ that. Both processes share this two-core machine,
+            so the generator's own receive work (about as large as the server's) competes with the
+            server: on a dedicated server the per-core figure would be higher.
+
+
+            """
+        return (summary, md)
+    }
+}

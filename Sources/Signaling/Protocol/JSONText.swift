@@ -1,0 +1,340 @@
+/// A strict JSON (RFC 8259) parser straight to ``JSONValue``.
+///
+/// Going through `JSONSerialization` and then bridging its `Any` graph into ``JSONValue`` spent most
+/// of its time in dynamic casts and `NSDictionary` bridging: a load generator with a thousand
+/// audience bots, each hearing of every join, spent two thirds of its CPU there. This parser reads
+/// the UTF-8 bytes once and builds the value directly.
+///
+/// Strict: one value surrounded by optional whitespace; strings must be valid UTF-8 without raw
+/// control characters and with valid escapes (surrogates paired); numbers follow the JSON grammar
+/// and must be finite; nesting is limited to ``maximumDepth``.
+struct JSONParser {
+    /// Deeper nesting is refused (a stack guard for hostile input).
+    static let maximumDepth = 512
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index = 0
+    private var depth = 0
+
+    private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    /// Parses one complete JSON text.
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(SignalEnvelopeError) -> JSONValue {
+        var parser = JSONParser(bytes)
+        parser.skipWhitespace()
+        let value = try parser.parseValue()
+        parser.skipWhitespace()
+        guard parser.index == bytes.count else { throw parser.failure("unexpected data after the value") }
+        return value
+    }
+
+    private func failure(_ why: String) -> SignalEnvelopeError {
+        .malformedJSON("\(why) at byte \(index)")
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func parseValue() throws(SignalEnvelopeError) -> JSONValue {
+        guard index < bytes.count else { throw failure("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
+        default: throw failure("unexpected character")
+        }
+    }
+
+    private mutating func expectLiteral(_ word: StaticString) throws(SignalEnvelopeError) {
+        let count = word.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw failure("unexpected end of input") }
+        let expected = UnsafeBufferPointer(start: word.utf8Start, count: count)
+        for k in 0..<count where bytes[index + k] != expected[k] { throw failure("invalid literal") }
+        index += count
+    }
+
+    private mutating func enter() throws(SignalEnvelopeError) {
+        depth += 1
+        guard depth <= Self.maximumDepth else { throw failure("nesting deeper than \(Self.maximumDepth)") }
+    }
+
+    private mutating func parseObject() throws(SignalEnvelopeError) -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        index += 1  // {
+        var object: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(object)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a key") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
+            index += 1
+            skipWhitespace()
+            object[key] = try parseValue()
+            skipWhitespace()
+            guard index < bytes.count else { throw failure("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            guard bytes[index] == UInt8(ascii: "}") else { throw failure("expected ',' or '}'") }
+            index += 1
+            return .object(object)
+        }
+    }
+
+    private mutating func parseArray() throws(SignalEnvelopeError) -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        index += 1  // [
+        var array: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(array)
+        }
+        while true {
+            skipWhitespace()
+            array.append(try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw failure("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            guard bytes[index] == UInt8(ascii: "]") else { throw failure("expected ',' or ']'") }
+            index += 1
+            return .array(array)
+        }
+    }
+
+    private mutating func parseString() throws(SignalEnvelopeError) -> String {
+        index += 1  // opening quote
+        let start = index
+        // Fast path: no escapes.
+        while index < bytes.count {
+            let b = bytes[index]
+            if b == UInt8(ascii: "\"") {
+                let text = try validUTF8(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                index += 1
+                return text
+            }
+            if b == UInt8(ascii: "\\") { break }
+            guard b >= 0x20 else { throw failure("control character in a string") }
+            index += 1
+        }
+        guard index < bytes.count else { throw failure("unterminated string") }
+        var buffer = Array(bytes[start..<index])
+        while index < bytes.count {
+            let b = bytes[index]
+            if b == UInt8(ascii: "\"") {
+                index += 1
+                return try buffer.withUnsafeBufferPointer { (raw) throws(SignalEnvelopeError) in try validUTF8(raw) }
+            }
+            guard b >= 0x20 else { throw failure("control character in a string") }
+            guard b == UInt8(ascii: "\\") else {
+                buffer.append(b)
+                index += 1
+                continue
+            }
+            index += 1
+            guard index < bytes.count else { throw failure("unterminated string") }
+            let e = bytes[index]
+            index += 1
+            switch e {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): buffer.append(e)
+            case UInt8(ascii: "b"): buffer.append(0x08)
+            case UInt8(ascii: "f"): buffer.append(0x0C)
+            case UInt8(ascii: "n"): buffer.append(0x0A)
+            case UInt8(ascii: "r"): buffer.append(0x0D)
+            case UInt8(ascii: "t"): buffer.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = UInt32(try hex4())
+                if (0xD800...0xDBFF).contains(scalar) {
+                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                        bytes[index + 1] == UInt8(ascii: "u")
+                    else { throw failure("unpaired surrogate") }
+                    index += 2
+                    let low = UInt32(try hex4())
+                    guard (0xDC00...0xDFFF).contains(low) else { throw failure("unpaired surrogate") }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(scalar) {
+                    throw failure("unpaired surrogate")
+                }
+                guard let unicode = Unicode.Scalar(scalar) else { throw failure("invalid escape") }
+                buffer.append(contentsOf: String(Character(unicode)).utf8)
+            default: throw failure("invalid escape")
+            }
+        }
+        throw failure("unterminated string")
+    }
+
+    private func validUTF8(_ raw: UnsafeBufferPointer<UInt8>) throws(SignalEnvelopeError) -> String {
+        guard let text = String(validating: raw, as: UTF8.self) else { throw failure("invalid UTF-8 in a string") }
+        return text
+    }
+
+    private mutating func hex4() throws(SignalEnvelopeError) -> UInt16 {
+        guard index + 4 <= bytes.count else { throw failure("unterminated escape") }
+        var v: UInt16 = 0
+        for _ in 0..<4 {
+            let b = bytes[index]
+            let digit: UInt8
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = b - UInt8(ascii: "A") + 10
+            default: throw failure("invalid \\u escape")
+            }
+            v = v << 4 | UInt16(digit)
+            index += 1
+        }
+        return v
+    }
+
+    private mutating func parseNumber() throws(SignalEnvelopeError) -> Double {
+        let start = index
+        func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count, isDigit(bytes[index]) else { throw failure("invalid number") }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else {
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        var integral = true
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            integral = false
+            index += 1
+            guard index < bytes.count, isDigit(bytes[index]) else { throw failure("invalid number") }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            integral = false
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
+            guard index < bytes.count, isDigit(bytes[index]) else { throw failure("invalid number") }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        let digits = UnsafeBufferPointer(rebasing: bytes[start..<index])
+        // Short integers (ids, codes, sizes) without a string round trip.
+        if integral, digits.count <= 16 {
+            var value: Int64 = 0
+            var negative = false
+            for b in digits {
+                if b == UInt8(ascii: "-") {
+                    negative = true
+                } else {
+                    value = value * 10 + Int64(b - UInt8(ascii: "0"))
+                }
+            }
+            return Double(negative ? -value : value)
+        }
+        guard let value = Double(String(decoding: digits, as: UTF8.self)), value.isFinite else {
+            throw failure("number out of range")
+        }
+        return value
+    }
+}
+
+/// Compact JSON text of a ``JSONValue``, keys sorted (deterministic), written straight to UTF-8
+/// without the `JSONSerialization` bridging (a broadcast to a thousand participants, and every
+/// request of a thousand bots, encodes here). Slashes are not escaped; non-ASCII stays UTF-8;
+/// integral numbers up to 2^53 print without a fraction.
+struct JSONWriter {
+    private(set) var bytes: [UInt8] = []
+
+    static func text(_ value: JSONValue) -> String {
+        var w = JSONWriter()
+        w.bytes.reserveCapacity(128)
+        w.write(value)
+        return String(decoding: w.bytes, as: UTF8.self)
+    }
+
+    private mutating func write(_ value: JSONValue) {
+        switch value {
+        case .null: append("null")
+        case .bool(let b): append(b ? "true" : "false")
+        case .number(let n): writeNumber(n)
+        case .string(let s): writeString(s)
+        case .array(let a):
+            bytes.append(UInt8(ascii: "["))
+            for (i, element) in a.enumerated() {
+                if i > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(element)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let o):
+            bytes.append(UInt8(ascii: "{"))
+            for (i, key) in o.keys.sorted().enumerated() {
+                if i > 0 { bytes.append(UInt8(ascii: ",")) }
+                writeString(key)
+                bytes.append(UInt8(ascii: ":"))
+                write(o[key] ?? .null)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private mutating func append(_ s: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+    }
+
+    private mutating func writeNumber(_ n: Double) {
+        guard n.isFinite else {
+            append("null")  // JSON has no NaN or infinity
+            return
+        }
+        if n.rounded() == n, abs(n) <= 9_007_199_254_740_992 {
+            bytes.append(contentsOf: String(Int64(n)).utf8)
+        } else {
+            bytes.append(contentsOf: "\(n)".utf8)
+        }
+    }
+
+    private mutating func writeString(_ s: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): append("\\\"")
+            case UInt8(ascii: "\\"): append("\\\\")
+            case 0x0A: append("\\n")
+            case 0x0D: append("\\r")
+            case 0x09: append("\\t")
+            case 0x08: append("\\b")
+            case 0x0C: append("\\f")
+            case 0..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                append("\\u00")
+                bytes.append(hex[Int(b >> 4)])
+                bytes.append(hex[Int(b & 0xF)])
+            default: bytes.append(b)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
