@@ -71,6 +71,17 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// are dropped.
     public var maxSSRCsPerPublisher: Int = 32
 
+    // MARK: Cluster and fleet (read by `understudy serve`; the flags of the same names win)
+
+    /// Cluster mode: the Redis of the cluster (`--redis`), `redis://HOST:PORT[/DB]`.
+    public var redis: String?
+    /// Cluster mode: this node's id (`--node-id`).
+    public var nodeId: String?
+    /// Cluster mode: where clients and other nodes reach this node, `HOST:PORT` (`--advertise`).
+    public var advertise: String?
+    /// The job fleet's Redis for `POST /admin/jobs` (`--jobs`).
+    public var jobs: String?
+
     public init() {}
 
     /// Reads a JSON configuration file; absent keys keep their defaults.
@@ -124,6 +135,10 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         maxQueuedOutputBytes = try c.decodeIfPresent(Int.self, forKey: .maxQueuedOutputBytes) ?? d.maxQueuedOutputBytes
         lobbyTimeoutSeconds = try c.decodeIfPresent(Double.self, forKey: .lobbyTimeoutSeconds) ?? d.lobbyTimeoutSeconds
         maxSSRCsPerPublisher = try c.decodeIfPresent(Int.self, forKey: .maxSSRCsPerPublisher) ?? d.maxSSRCsPerPublisher
+        redis = try c.decodeIfPresent(String.self, forKey: .redis)
+        nodeId = try c.decodeIfPresent(String.self, forKey: .nodeId)
+        advertise = try c.decodeIfPresent(String.self, forKey: .advertise)
+        jobs = try c.decodeIfPresent(String.self, forKey: .jobs)
     }
 
     /// Checks ranges; returns a description of the first problem, or nil.

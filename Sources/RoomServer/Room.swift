@@ -923,7 +923,8 @@ final class Room: @unchecked Sendable {
             try history.store(
                 stored, configuration: configuration, reserve: { server.reserveHistoryBytes($0) },
                 release: { server.releaseHistoryBytes($0) })
-            server.directory?.saveMessage(roomId: id, message: stored.json, topicLimit: configuration.pubsubHistoryLimit)
+            server.directory?.saveMessage(
+                roomId: id, message: stored.json, topicLimit: configuration.pubsubHistoryLimit)
         }
         server.counters.add(pubsub: 1)
         flushParticipantEvents()  // the sender's join goes first
@@ -1018,6 +1019,16 @@ final class Room: @unchecked Sendable {
         remove(peer, reason: .removePeer)
         peer.session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.removePeer.name)
         return ["participantId": .string(peer.id)]
+    }
+
+    /// The admin API's remove (`POST /v1/rooms/ROOM/participants/ID/remove`), as a moderator's
+    /// `remove`: reason 1002 to the participant and to everyone else. False when not in the room.
+    func adminRemove(_ participantId: String) -> Bool {
+        guard let peer = participants[participantId] else { return false }
+        peer.session.notify("roomLeft", .object(leaveJSON(.removePeer)))
+        remove(peer, reason: .removePeer)
+        peer.session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.removePeer.name)
+        return true
     }
 
     private func pin(_ p: ParticipantState, _ data: JSONValue, pin: Bool) throws(RoomError) -> JSONValue {

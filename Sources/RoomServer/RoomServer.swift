@@ -444,12 +444,17 @@ public final class RoomServer: @unchecked Sendable {
         server.route(method: "POST", pathPrefix: "/v1/rooms/") {
             [weak self] (request: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
-            let rest = request.path.dropFirst("/v1/rooms/".count)
-            guard rest.hasSuffix("/end"), case let roomId = String(rest.dropLast("/end".count)),
-                isValidIdentifier(roomId)
+            let parts = request.path.dropFirst("/v1/rooms/".count).split(
+                separator: "/", omittingEmptySubsequences: false)
+            // ROOM/end, or ROOM/participants/ID/remove
+            let roomId = parts.first.map(String.init) ?? ""
+            guard isValidIdentifier(roomId),
+                parts.count == 2 && parts[1] == "end"
+                    || parts.count == 4 && parts[1] == "participants" && parts[3] == "remove"
             else { return adminError(404, RoomError(4003, "no such admin route")) }
             if let forwarded = await self.forwardToOwner(request, roomId: roomId) { return forwarded }
-            return self.adminEnd(request, roomId: roomId)
+            if parts.count == 2 { return self.adminEnd(request, roomId: roomId) }
+            return await self.adminRemove(request, roomId: roomId, participantId: String(parts[2]))
         }
     }
 
@@ -475,6 +480,21 @@ public final class RoomServer: @unchecked Sendable {
         } catch {
             return adminError(502, RoomError(3047, "the node that holds room '\(roomId)' is unreachable: \(error)"))
         }
+    }
+
+    /// `POST /v1/rooms/ROOM/participants/ID/remove`: the participant leaves with 1002 (REMOVE_PEER).
+    private func adminRemove(_ request: HTTPRequest, roomId: String, participantId: String) async -> HTTPResponse {
+        if let refusal = adminRefusal(request, roomId: roomId) { return refusal }
+        guard let room = existingRoom(roomId) else { return adminError(404, RoomError(4003, "no room '\(roomId)'")) }
+        let removed: Bool = await withCheckedContinuation { done in
+            room.enqueue { done.resume(returning: room.adminRemove(participantId)) }
+        }
+        guard removed else {
+            return adminError(404, RoomError(4004, "no participant '\(participantId)' in room '\(roomId)'"))
+        }
+        return HTTPResponse.json(
+            JSONValue.object(["roomId": .string(roomId), "participantId": .string(participantId), "removed": true])
+                .jsonString)
     }
 
     private func adminEnd(_ request: HTTPRequest, roomId: String) -> HTTPResponse {

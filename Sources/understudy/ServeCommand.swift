@@ -63,27 +63,32 @@ func runServe(_ args: [String]) async {
         }
         // Deviation from the hosted SDK: `end` needs allow_mod unless this switch opens it to all.
         if a.flag("--anyone-may-end") { configuration.anyoneMayEnd = true }
+        // Cluster and fleet: the flags win over the configuration file.
+        if let v = a.value("--redis") { configuration.redis = v }
+        if let v = a.value("--node-id") { configuration.nodeId = v }
+        if let v = a.value("--advertise") { configuration.advertise = v }
+        if let v = a.value("--jobs") { configuration.jobs = v }
         var clusterRedis: RedisURL?
-        if let text = a.value("--redis") {
+        if let text = configuration.redis {
             do { clusterRedis = try RedisURL(parsing: text) } catch {
                 throw Arguments.Failure.badValue("--redis", error.description)
             }
         }
-        if clusterRedis == nil, a.value("--node-id") != nil || a.value("--advertise") != nil {
+        if clusterRedis == nil, configuration.nodeId != nil || configuration.advertise != nil {
             throw Arguments.Failure.badValue("--node-id/--advertise", "only with --redis (cluster mode)")
         }
-        let nodeId = a.value("--node-id") ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+        let nodeId = configuration.nodeId ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
         guard !nodeId.isEmpty, nodeId.count <= 64,
             nodeId.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
         else {
             throw Arguments.Failure.badValue("--node-id", "'\(nodeId)' must be 1-64 letters, digits, '-', '_' or '.'")
         }
-        if let advertise = a.value("--advertise"), parseListenAddress(advertise) == nil {
+        if let advertise = configuration.advertise, parseListenAddress(advertise) == nil {
             throw Arguments.Failure.badValue(
                 "--advertise", "expected HOST:PORT (where other nodes and clients reach this one)")
         }
         var jobsRedis: RedisURL?
-        if let text = a.value("--jobs") {
+        if let text = configuration.jobs {
             do { jobsRedis = try RedisURL(parsing: text) } catch {
                 throw Arguments.Failure.badValue("--jobs", error.description)
             }
@@ -91,7 +96,7 @@ func runServe(_ args: [String]) async {
         let server = RoomServer(configuration: configuration)
         try server.start()
         if let jobsRedis {
-            let reach = a.value("--advertise") ?? "\(configuration.listenHost):\(server.httpPort)"
+            let reach = configuration.advertise ?? "\(configuration.listenHost):\(server.httpPort)"
             server.jobService = ServeJobService(
                 store: FleetStore(redis: RedisClient(url: jobsRedis, label: "jobs")), serverURL: "http://\(reach)",
                 secret: server.secret)
@@ -100,7 +105,7 @@ func runServe(_ args: [String]) async {
         var cluster: ClusterNode?
         if let clusterRedis {
             // Other nodes reach this one at --advertise, by default the listen address.
-            let reach = a.value("--advertise") ?? "\(configuration.listenHost):\(server.httpPort)"
+            let reach = configuration.advertise ?? "\(configuration.listenHost):\(server.httpPort)"
             let node = ClusterNode(
                 configuration: ClusterNode.Configuration(
                     redis: clusterRedis, nodeId: nodeId, signalingURL: "ws://\(reach)/v1/rtc",

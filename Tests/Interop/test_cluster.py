@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -28,15 +29,21 @@ from test_fleet import start_redis, wait_until
 
 
 class Node:
-    def __init__(self, name: str, redis_url: str, udp_port: int, workdir: Path):
+    def __init__(self, name: str, redis_url: str, udp_port: int, workdir: Path, use_config: bool = False):
         self.name = name
         self.port = free_port()
         self.log_path = workdir / f"{name}.log"
+        args = [understudy_bin(), "serve", "--listen", f"127.0.0.1:{self.port}", "--secret", SECRET,
+                "--udp-port", str(udp_port)]
+        if use_config:
+            # The same settings from the configuration file instead of flags.
+            config = workdir / f"{name}.json"
+            config.write_text(json.dumps({"redis": redis_url, "nodeId": name}))
+            args += ["--config", str(config)]
+        else:
+            args += ["--redis", redis_url, "--node-id", name]
         with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                [understudy_bin(), "serve", "--listen", f"127.0.0.1:{self.port}", "--secret", SECRET,
-                 "--udp-port", str(udp_port), "--redis", redis_url, "--node-id", name],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(self.healthy, 30, f"{name} healthy", self.log)
 
     @property
@@ -173,6 +180,21 @@ def test_rooms_spread_and_any_node_serves_any_room(understudy, tmp_path):
         with urllib.request.urlopen(request, timeout=10) as r:
             assert json.loads(r.read())["ended"] is True
         agents[5].wait_for(r"left room: ROOM_CLOSED|1006|left room", timeout=30)
+        # Removing a participant through a node that does not own its room removes it on the owner.
+        owner2 = placed["room2"]
+        far = next(n for n in nodes if n.name != owner2)
+        request = urllib.request.Request(far.url + "/v1/rooms/room2/participants/host2/remove", method="POST",
+                                         headers={"Authorization": f"Bearer {ADMIN}"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            assert json.loads(r.read())["removed"] is True
+        agents[2].wait_for(r"left room: REMOVE_PEER \(1002\)", timeout=30)
+        missing = urllib.request.Request(far.url + "/v1/rooms/room3/participants/nobody/remove", method="POST",
+                                         headers={"Authorization": f"Bearer {ADMIN}"})
+        try:
+            urllib.request.urlopen(missing, timeout=10)
+            raise AssertionError("removing nobody must fail")
+        except urllib.error.HTTPError as error:
+            assert error.code == 404 and json.loads(error.read())["error"]["code"] == 4004
         assert "understudy_cluster_relayed_connections_total" in other.metrics()
         agent.terminate()
         for f in rec.glob("*.webm"):
@@ -257,7 +279,7 @@ def test_redis_outage_keeps_rooms_running_and_delays_new_ones(understudy, tmp_pa
     agents: list[AgentProcess] = []
     try:
         for i in range(2):
-            nodes.append(Node(f"r{i}", url, 45200 + i, tmp_path))
+            nodes.append(Node(f"r{i}", url, 45200 + i, tmp_path, use_config=(i == 1)))
         host = AgentProcess("host", ["--server", nodes[0].url, "--room", "steady", "--secret", SECRET, "--id", "host",
                                      "--mode", "SEND_AND_RECV", "--consume", "none"], tmp_path)
         agents.append(host)
