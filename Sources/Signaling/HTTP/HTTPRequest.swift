@@ -180,7 +180,9 @@ public struct HTTPRequestParser: Sendable {
             request.body = body
             consumed = end
         } else if let cl = request.headers["Content-Length"] {
-            guard let length = Int(cl.trimmingSpaces()), length >= 0 else { throw .malformed("bad Content-Length") }
+            guard let length = HTTPNumber.contentLength(cl.trimmingSpaces()) else {
+                throw .malformed("bad Content-Length")
+            }
             guard length <= maxBodyBytes else { throw .bodyTooLarge }
             guard storage.count - headEnd >= length else { return nil }
             request.body = Array(storage[headEnd..<(headEnd + length)])
@@ -240,9 +242,7 @@ public struct HTTPRequestParser: Sendable {
                 storage[i..<lineEnd].split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false)
                 .first ?? []
             let sizeText = String(decoding: sizeField, as: UTF8.self).trimmingSpaces()
-            guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText, radix: 16) else {
-                throw .malformed("bad chunk size")
-            }
+            guard let size = HTTPNumber.chunkSize(sizeText) else { throw .malformed("bad chunk size") }
             guard out.count + size <= maxBodyBytes else { throw .bodyTooLarge }
             let dataStart = lineEnd + 2
             if size == 0 {

@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+
+@testable import Signaling
+
+/// Hostile numbers in HTTP framing (issue 10): each case once trapped or was accepted when it must
+/// not be. They must end in the documented status (400/413) or a typed client error, never a crash.
+@Suite("Hostile HTTP framing")
+struct HostileHTTPTests {
+    /// Parses `text` as one request; returns the request or the error.
+    func parse(_ text: String, maxBodyBytes: Int = 1024 * 1024) -> Result<HTTPRequest?, HTTPRequestError> {
+        var parser = HTTPRequestParser(maxBodyBytes: maxBodyBytes)
+        parser.append(Array(text.utf8))
+        do throws(HTTPRequestError) { return .success(try parser.next()) } catch { return .failure(error) }
+    }
+
+    @Test func negativeChunkSizeIs400NotACrash() {
+        // The 80-byte request of issue 10: `Int("-2", radix: 16)` is -2 and built a backwards range.
+        let request = "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nabcdefgh\r\n0\r\n\r\n"
+        #expect(parse(request).failure == .malformed("bad chunk size"))
+    }
+
+    @Test func signedOrPaddedChunkSizesAre400() {
+        for size in ["+4", "-0", "0x4", " -1", "4 4", "", "g"] {
+            let request = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\(size)\r\nabcd\r\n0\r\n\r\n"
+            #expect(parse(request).failure == .malformed("bad chunk size"), "chunk size \(size.debugDescription)")
+        }
+    }
+
+    @Test func hugeChunkSizesAre413() {
+        for size in ["ffffffff", "7fffffffffffffff", "ffffffffffffffffffffffff", String(repeating: "f", count: 200)] {
+            let request = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n\(size)\r\n"
+            #expect(parse(request).failure == .bodyTooLarge, "chunk size \(size.prefix(20))")
+        }
+        // Leading zeros are still a small size.
+        let padded = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0000000000000000004\r\nabcd\r\n0\r\n\r\n"
+        #expect(parse(padded).success??.text == "abcd")
+    }
+
+    @Test func signedOrHugeContentLength() {
+        #expect(parse("POST /x HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc").failure == .malformed("bad Content-Length"))
+        #expect(parse("POST /x HTTP/1.1\r\nContent-Length: -0\r\n\r\n").failure == .malformed("bad Content-Length"))
+        #expect(
+            parse("POST /x HTTP/1.1\r\nContent-Length: 99999999999999999999999999\r\n\r\n").failure == .bodyTooLarge)
+        #expect(parse("POST /x HTTP/1.1\r\nContent-Length: 003\r\n\r\nabc").success??.text == "abc")
+    }
+
+    @Test func responseParserRejectsHugeAndSignedChunks() {
+        // After one byte of body, a chunk of Int.max made `out.count + size` overflow.
+        for size in ["7fffffffffffffff", "ffffffffffffffffff"] {
+            var parser = HTTPResponseParser()
+            let text = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n\(size)\r\n"
+            #expect(throws: HTTPError.messageTooLarge) { try parser.append(Array(text.utf8)) }
+        }
+        for size in ["-2", "+2"] {
+            var parser = HTTPResponseParser()
+            let text = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\(size)\r\nab\r\n0\r\n\r\n"
+            #expect(throws: HTTPError.malformedResponse("bad chunk size")) { try parser.append(Array(text.utf8)) }
+        }
+        var signed = HTTPResponseParser()
+        #expect(throws: HTTPError.malformedResponse("bad Content-Length")) {
+            try signed.append(Array("HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nab".utf8))
+        }
+    }
+
+    /// The server answers the crashing request with 400 and keeps serving.
+    @Test func serverSurvivesTheNegativeChunk() throws {
+        let server = HTTPServer(host: "127.0.0.1", port: 0)
+        server.route(method: "POST", path: "/x") { .text("got \($0.body.count)") }
+        server.route(method: "GET", path: "/alive") { _ in .text("yes") }
+        try server.start()
+        defer { server.stop() }
+        let raw = try RawSocket(port: server.port)
+        try raw.send("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nabcdefgh\r\n0\r\n\r\n")
+        #expect(String(decoding: raw.readToEnd(), as: UTF8.self).hasPrefix("HTTP/1.1 400"))
+        let again = try RawSocket(port: server.port)
+        try again.send("GET /alive HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        #expect(String(decoding: again.readToEnd(), as: UTF8.self).hasSuffix("\r\n\r\nyes"))
+    }
+}
+
+extension Result {
+    var failure: Failure? { if case .failure(let e) = self { return e } else { return nil } }
+    var success: Success? { if case .success(let v) = self { return v } else { return nil } }
+}
