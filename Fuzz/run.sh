@@ -6,6 +6,7 @@
 # Environment:
 #   FUZZ_MAX_TIME=S   stop each target after S seconds even if RUNS were not reached (CI safety net)
 #   FUZZ_JOBS=N       parallel compiles (default: number of cores)
+#   FUZZ_OUT, FUZZ_CORPUS  other folders for binaries/logs and corpora (e.g. a long run beside short ones)
 #
 # Each target, Fuzz/Targets/<name>.swift, defines LLVMFuzzerTestOneInput and names the library it
 # fuzzes in a `// library: NAME` line (default RTCWire). The libraries are compiled once each with
@@ -27,8 +28,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 SWIFTC="${SWIFTC:-$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)}"
-OUT="$ROOT/Fuzz/out"
-CORPUS="$ROOT/Fuzz/corpus"
+OUT="${FUZZ_OUT:-$ROOT/Fuzz/out}"
+CORPUS="${FUZZ_CORPUS:-$ROOT/Fuzz/corpus}"
 SEEDS="$ROOT/Fuzz/seeds"
 MODULE_DIR="$OUT/module"
 JOBS="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}"
