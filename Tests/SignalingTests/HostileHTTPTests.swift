@@ -63,6 +63,37 @@ struct HostileHTTPTests {
         }
     }
 
+    /// A chunked body that trickles in is decoded once, resuming where it stopped (it used to be
+    /// decoded from its start on every read); also across the buffer compaction that follows a
+    /// pipelined request.
+    @Test func chunkedBodyInPiecesAfterAPipelinedRequest() throws {
+        let first = "GET /first HTTP/1.1\r\nHost: a\r\nX-Padding: \(String(repeating: "p", count: 200))\r\n\r\n"
+        var chunks = ""
+        var expected = ""
+        for i in 0..<300 {
+            let data = String(repeating: Character(UnicodeScalar(UInt8(65 + i % 26))), count: 1 + i % 7)
+            chunks += String(data.utf8.count, radix: 16) + (i % 5 == 0 ? ";ext=\(i)" : "") + "\r\n" + data + "\r\n"
+            expected += data
+        }
+        let second =
+            "POST /second HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + "0\r\nX-Trailer: t\r\n\r\n"
+        let bytes = Array((first + second).utf8)
+        let split = first.utf8.count + 70  // the second head and the first chunks arrive with the first request
+        var parser = HTTPRequestParser()
+        parser.append(bytes[..<split])
+        #expect(try parser.next()?.path == "/first")
+        #expect(try parser.next() == nil)
+        var requests: [HTTPRequest] = []
+        for byte in bytes[split...] {
+            parser.append([byte])
+            if let request = try parser.next() { requests.append(request) }
+        }
+        #expect(requests.count == 1)
+        #expect(requests.first?.path == "/second")
+        #expect(requests.first?.text == expected)
+        #expect(parser.bufferedCount == 0)
+    }
+
     /// The server answers the crashing request with 400 and keeps serving.
     @Test func serverSurvivesTheNegativeChunk() throws {
         let server = HTTPServer(host: "127.0.0.1", port: 0)
