@@ -85,7 +85,9 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
         case .null: return NSNull()
         case .bool(let b): return b
         case .number(let n):
-            if n.rounded() == n, abs(n) < 9.007_199_254_740_992e15 { return Int(n) }
+            // Integral values go out as integers (exact up to 2^63): Foundation's parser can read the
+            // exponent form of a large number back one ulp off (5.5555555555552557e+17).
+            if let integer = Int64(exactly: n) { return integer }
             return n
         case .string(let s): return s
         case .array(let a): return a.map(\.anyValue)
