@@ -6,6 +6,7 @@
 # Environment:
 #   FUZZ_MAX_TIME=S   stop each target after S seconds even if RUNS were not reached (CI safety net)
 #   FUZZ_JOBS=N       parallel compiles (default: number of cores)
+#   FUZZ_PARALLEL=N   targets fuzzed at the same time (default: FUZZ_JOBS)
 #   FUZZ_OUT, FUZZ_CORPUS  other folders for binaries/logs and corpora (e.g. a long run beside short ones)
 #
 # Each target, Fuzz/Targets/<name>.swift, defines LLVMFuzzerTestOneInput and names the library it
@@ -121,9 +122,25 @@ for name in "${TARGETS[@]}"; do
     for l in $(lib_deps "$lib") "$lib"; do [[ " ${needed[*]} " == *" $l "* ]] || needed+=("$l"); done
 done
 build_start=$(date +%s)
-for lib in "${needed[@]}"; do
-    build_library "$lib" || { echo "FAILED: $lib does not compile with -sanitize=fuzzer,address" >&2; exit 1; }
+# Libraries without dependencies compile side by side, then the ones that import them.
+lib_failed=""
+for phase in independent dependent; do
+    lib_pids=()
+    for lib in "${needed[@]}"; do
+        deps="$(lib_deps "$lib")"
+        [[ ("$phase" == independent && -z "$deps") || ("$phase" == dependent && -n "$deps") ]] || continue
+        build_library "$lib" &
+        lib_pids+=("$!:$lib")
+    done
+    for entry in "${lib_pids[@]}"; do
+        wait "${entry%%:*}" || lib_failed+=" ${entry#*:}"
+    done
+    [[ -z "$lib_failed" ]] || break
 done
+if [[ -n "$lib_failed" ]]; then
+    echo "FAILED:$lib_failed does not compile with -sanitize=fuzzer,address" >&2
+    exit 1
+fi
 
 # Targets compile and link independently: run up to $JOBS at once.
 failed=()
@@ -142,17 +159,13 @@ for i in "${!pids[@]}"; do
 done
 echo "builds took $(($(date +%s) - build_start)) s"
 
-for name in "${TARGETS[@]}"; do
-    if [[ -n "${build_failed[$name]:-}" ]]; then
-        failed+=("$name (build)")
-        summary+=("$(printf '%-9s BUILD FAILED (see %s)' "$name" "$OUT/$name.build.log")")
-        continue
-    fi
+# Runs target $1 and writes its one-line result to $OUT/$1.result ("ok ..." or "CRASH ...").
+run_target() {
+    local name="$1" log="$OUT/$1.log" rc start elapsed runs cov files
     mkdir -p "$CORPUS/$name"
     if [[ -d "$SEEDS/$name" ]]; then cp -n "$SEEDS/$name"/* "$CORPUS/$name"/ 2>/dev/null || true; fi
     [[ -n "$(ls -A "$CORPUS/$name")" ]] || printf '\x80' >"$CORPUS/$name/one-byte"
-    log="$OUT/$name.log"
-    limits=(-runs="$RUNS")
+    local -a limits=(-runs="$RUNS")
     [[ -n "${FUZZ_MAX_TIME:-}" ]] && limits+=(-max_total_time="$FUZZ_MAX_TIME")
     echo "run   $name: $RUNS runs${FUZZ_MAX_TIME:+ (at most ${FUZZ_MAX_TIME}s)}"
     start=$(date +%s.%N)
@@ -166,13 +179,36 @@ for name in "${TARGETS[@]}"; do
     cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 || true)
     files=$(find "$CORPUS/$name" -type f | wc -l)
     if [[ $rc -ne 0 ]]; then
-        failed+=("$name")
-        summary+=("$(printf '%-9s CRASH after %s runs, %ss (see %s)' "$name" "${runs:-?}" "$elapsed" "$log")")
+        printf '%-9s CRASH after %s runs, %ss (see %s)\n' "$name" "${runs:-?}" "$elapsed" "$log" >"$OUT/$name.result"
         grep -E 'ERROR|Fatal error|Precondition|SUMMARY|Test unit written' "$log" | head -10 >&2 || true
     else
-        summary+=("$(printf '%-9s ok  %9s runs in %6ss, corpus %5s files, %s' "$name" "${runs:-?}" "$elapsed" "$files" "$cov")")
+        printf '%-9s ok  %9s runs in %6ss, corpus %5s files, %s\n' "$name" "${runs:-?}" "$elapsed" "$files" \
+            "$cov" >"$OUT/$name.result"
+    fi
+}
+
+# Targets run side by side, FUZZ_PARALLEL (default: $JOBS) at a time.
+run_start=$(date +%s)
+for name in "${TARGETS[@]}"; do
+    rm -f "$OUT/$name.result"
+    [[ -n "${build_failed[$name]:-}" ]] && continue
+    while [[ $(jobs -rp | wc -l) -ge ${FUZZ_PARALLEL:-$JOBS} ]]; do wait -n || true; done
+    run_target "$name" &
+done
+wait
+for name in "${TARGETS[@]}"; do
+    if [[ -n "${build_failed[$name]:-}" ]]; then
+        failed+=("$name (build)")
+        summary+=("$(printf '%-9s BUILD FAILED (see %s)' "$name" "$OUT/$name.build.log")")
+    elif [[ ! -f "$OUT/$name.result" ]]; then
+        failed+=("$name")
+        summary+=("$(printf '%-9s DID NOT RUN' "$name")")
+    else
+        summary+=("$(cat "$OUT/$name.result")")
+        grep -q '^[^ ]* *ok ' "$OUT/$name.result" || failed+=("$name")
     fi
 done
+echo "runs took $(($(date +%s) - run_start)) s"
 
 echo
 echo "fuzz summary ($RUNS runs per target${FUZZ_MAX_TIME:+, at most ${FUZZ_MAX_TIME}s each}):"
