@@ -15,6 +15,7 @@
 #   RTCWire    Sources/RTCWire (pure Swift)
 #   Signaling  Sources/Signaling (Foundation, OpenSSL through CModules/COpenSSL; links -lssl -lcrypto)
 #   Media      Sources/Media/Files + MediaError.swift: the container readers only (no codec libraries)
+#   RTC        Sources/RTC/RTP: the RTP receive/send engine (pure Swift over RTCWire; no DTLS/SRTP/sockets)
 # Targets use `@testable import` where they drive internal types.
 #
 # Seeds: Fuzz/seeds/<name>/ (committed, real inputs) are copied into the working corpus
@@ -43,10 +44,11 @@ lib_sources() {
     RTCWire) find Sources/RTCWire -name '*.swift' ;;
     Signaling) find Sources/Signaling -name '*.swift' ;;
     Media) find Sources/Media/Files -name '*.swift' && echo Sources/Media/MediaError.swift ;;
+    RTC) find Sources/RTC/RTP -name '*.swift' ;;
     *) return 1 ;;
     esac | sort
 }
-lib_deps() { case "$1" in Media) echo RTCWire ;; *) ;; esac; }
+lib_deps() { case "$1" in Media | RTC) echo RTCWire ;; *) ;; esac; }
 C_MODULES=(-I "$ROOT/CModules/COpenSSL")
 SANITIZE=(-sanitize=fuzzer,address -parse-as-library -O)
 
