@@ -66,7 +66,7 @@ fi
 library_of() { sed -n 's|^// library: *\([A-Za-z0-9_]*\).*|\1|p' "Fuzz/Targets/$1.swift" | head -1 | grep . || echo RTCWire; }
 max_len_for() {
     case "$1" in
-    sdp | signal | jwt | rtpreceiver) echo 16384 ;;
+    sdp | signal | jwt | rtpreceiver | rtpsender) echo 16384 ;;
     ivf | ogg | webm | http | websocket) echo 65536 ;;
     *) echo 4096 ;;
     esac
