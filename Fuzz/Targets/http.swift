@@ -2,7 +2,8 @@
 @testable import Signaling
 
 /// libFuzzer entry for HTTP/1.1 framing: the server's request parser (pipelining, Content-Length,
-/// chunked bodies and trailers) fed in two pieces split where the first byte says, and the client's
+/// chunked bodies and trailers) fed in pieces of a size the first byte picks (1-64 bytes, or two
+/// halves), so decoding resumes mid-body as it does on a slow connection; and the client's
 /// response parser over the same bytes.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
@@ -10,12 +11,16 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
   let split = bytes.isEmpty ? 0 : Int(bytes[0]) * bytes.count / 256
   // Small limits so the size checks are reachable.
   var parser = HTTPRequestParser(maxHeadBytes: 2048, maxBodyBytes: 4096)
-  var requests = 0
+  var parsed: [HTTPRequest] = []
   do {
-    for piece in [bytes[..<split], bytes[split...]] {
-      parser.append(piece)
+    let step = bytes.isEmpty || bytes[0] >= 0xC0 ? max(1, split) : 1 + Int(bytes[0] & 0x3F)
+    var from = 0
+    while from < bytes.count {
+      let to = min(bytes.count, from + step)
+      parser.append(bytes[from..<to])
+      from = to
       while let request = try parser.next() {
-        requests += 1
+        parsed.append(request)
         precondition(request.body.count <= 4096, "body over the limit")
         _ = request.queryParameters
         _ = request.keepAlive
@@ -23,6 +28,15 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
       }
     }
     precondition(parser.bufferedCount >= 0)
+    // Differential: the same bytes at once must give the same requests.
+    var whole = HTTPRequestParser(maxHeadBytes: 2048, maxBodyBytes: 4096)
+    whole.append(bytes)
+    var again: [HTTPRequest] = []
+    while let request = try? whole.next() { again.append(request) }
+    precondition(again.count == parsed.count, "piecewise and whole parses differ in count")
+    for (a, b) in zip(again, parsed) {
+      precondition(a.method == b.method && a.target == b.target && a.body == b.body, "parses differ")
+    }
   } catch {
     precondition([400, 413, 431, 501].contains(error.status))
   }

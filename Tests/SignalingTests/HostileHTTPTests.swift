@@ -37,6 +37,14 @@ struct HostileHTTPTests {
         #expect(parse(padded).success??.text == "abcd")
     }
 
+    /// The 1 KiB limit on a chunk-size line holds whether the line arrives whole or in pieces
+    /// (the http fuzz target checks that both give the same requests).
+    @Test func longChunkSizeLineIs400EvenWhenItArrivesWhole() {
+        let line = String(repeating: "0", count: 1100) + "4"
+        let request = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\(line)\r\nabcd\r\n0\r\n\r\n"
+        #expect(parse(request).failure == .malformed("chunk size line too long"))
+    }
+
     @Test func signedOrHugeContentLength() {
         #expect(parse("POST /x HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc").failure == .malformed("bad Content-Length"))
         #expect(parse("POST /x HTTP/1.1\r\nContent-Length: -0\r\n\r\n").failure == .malformed("bad Content-Length"))

@@ -254,10 +254,12 @@ public struct HTTPRequestParser: Sendable {
         chunkProgress = nil
         defer { chunkProgress = (i, out, inTrailer) }
         while !inTrailer {
+            // The same limit whether the line arrived whole or is still arriving.
             guard let lineEnd = findCRLF(from: i) else {
                 if storage.count - i > 1024 { throw .malformed("chunk size line too long") }
                 return nil
             }
+            guard lineEnd - i <= 1024 else { throw .malformed("chunk size line too long") }
             let sizeField =
                 storage[i..<lineEnd].split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false)
                 .first ?? []
