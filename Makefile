@@ -7,6 +7,11 @@ SHELL := /bin/bash
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 export SWIFT_BUILD_FLAGS
+# libFuzzer executions per target for `make fuzz`; `make test` runs a short pass (FUZZ_CI_RUNS).
+FUZZ_RUNS ?= 10000000
+FUZZ_CI_RUNS ?= 100000
+# Safety net for the CI pass: seconds per target before it stops short of FUZZ_CI_RUNS.
+FUZZ_CI_MAX_TIME ?= 25
 
 .PHONY: all deps build test unit interop interop-selfcheck fuzz bench demo format clean
 
@@ -31,6 +36,7 @@ test: deps
 	else \
 	    echo "make test: swift build failed" >&2; status=1; \
 	fi; \
+	FUZZ_MAX_TIME=$(FUZZ_CI_MAX_TIME) bash Fuzz/run.sh $(FUZZ_CI_RUNS) || { echo "make test: fuzz pass failed" >&2; status=1; }; \
 	exit $$status
 
 interop: deps
@@ -45,8 +51,9 @@ interop-selfcheck: deps
 	INTEROP_SKIP_BUILD=1 scripts/interop.sh Tests/Interop/test_whep_aiortc.py \
 	    Tests/Interop/test_whip_aiortc.py Tests/Interop/test_chromium_peer.py
 
+# `make fuzz FUZZ_RUNS=N [FUZZ_TARGETS="http jwt"]`: every parser that faces the network or a file.
 fuzz: deps
-	bash Fuzz/run.sh
+	bash Fuzz/run.sh $(FUZZ_RUNS) $(FUZZ_TARGETS)
 
 # The whole suite (about 15 minutes on 2 cores) in a network namespace with only loopback up;
 # writes docs/benchmarks.md. `understudy bench --quick` is the CI variant (see test_bench_quick.py).

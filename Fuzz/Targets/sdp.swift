@@ -1,4 +1,3 @@
-// requires: SDPFuzz
 import RTCWire
 
 /// libFuzzer entry for the SDP parser; the checks live in `SDPFuzz.run`.

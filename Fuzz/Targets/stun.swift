@@ -1,4 +1,3 @@
-// requires: STUNFuzz
 import RTCWire
 
 /// libFuzzer entry for the STUN parser; the checks live in `STUNFuzz.run`.

@@ -72,4 +72,32 @@ struct SignalEnvelopeTests {
         let data = try JSONEncoder().encode(value)
         #expect(try JSONDecoder().decode(JSONValue.self, from: data) == value)
     }
+
+    /// Found by the fuzzer: an integer above 2^53 went out as `5.5555555555552557e+17`, which
+    /// Foundation's parser reads back one ulp off, so a relayed payload changed.
+    @Test func largeIntegersSurviveARoundTrip() throws {
+        for text in ["555555555555525551", "-9223372036854775808", "9007199254740993", "123456789012345678"] {
+            let message = try SignalEnvelope.parse(#"{"method":"m","data":{"n":\#(text)}}"#)
+            #expect(try SignalEnvelope.parse(message.text) == message, "for \(text)")
+        }
+    }
+
+    /// Nesting is parsed in linear time (it was quadratic: 500 levels cost 0.4 s of CPU); the depth
+    /// limit of the JSON parser (512) turns deeper input into an error, not a crash.
+    @Test func deepNestingParsesOrFailsCleanly() throws {
+        let nested = String(repeating: "[", count: 500) + String(repeating: "]", count: 500)
+        let message = try SignalEnvelope.parse(#"{"id":1,"method":"m","data":{"a":\#(nested)}}"#)
+        guard case .request(_, _, let data) = message else { throw TestTimeout(what: "a request") }
+        var depth = 0
+        var value = data["a"]
+        while let array = value?.arrayValue {
+            depth += 1
+            value = array.first
+        }
+        #expect(depth == 500)
+        let tooDeep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        #expect(throws: SignalEnvelopeError.self) {
+            try SignalEnvelope.parse(#"{"id":1,"method":"m","data":\#(tooDeep)}"#)
+        }
+    }
 }

@@ -115,7 +115,7 @@ public enum SyncMarkerAnalyzer {
         pcm.reserveCapacity(frames.count * 960)
         var segmentStartNs: Int64 = frames.first?.timestampNanoseconds ?? 0
         func finishSegment() {
-            let originMs = Double(segmentStartNs - delayNs) / 1e6
+            let originMs = (Double(segmentStartNs) - Double(delayNs)) / 1e6  // both come from the file: no Int64 overflow
             onsetsMs += detectBeeps(pcm).map { originMs + Double($0) / 48.0 }
             pcm.removeAll(keepingCapacity: true)
         }

@@ -78,17 +78,19 @@ public struct IVFReader: Sendable {
     /// The frames as ``EncodedFrame``s with 90 kHz timestamps (first frame at 0) and durations.
     public func encodedFrames() -> [EncodedFrame] {
         guard let firstPts = frames.first?.pts else { return [] }
-        func ticks(_ pts: UInt64) -> Int {
+        // 90 kHz ticks from the first frame, in UInt64 so hostile timestamps (up to 2^64 - 1 ticks)
+        // cannot overflow; the RTP timestamp keeps the low 32 bits anyway.
+        func ticks(_ pts: UInt64) -> UInt64 {
             let rel = pts >= firstPts ? pts - firstPts : 0
             let (product, overflow) = rel.multipliedReportingOverflow(by: 90_000 * UInt64(timebaseNumerator))
-            return overflow ? 0 : Int(truncatingIfNeeded: product / UInt64(timebaseDenominator))
+            return overflow ? 0 : product / UInt64(timebaseDenominator)
         }
         let defaultDuration = UInt32(90_000 / (framesPerSecond ?? 30))
         var out: [EncodedFrame] = []
         out.reserveCapacity(frames.count)
         for (i, f) in frames.enumerated() {
             let t = ticks(f.pts)
-            let next = i + 1 < frames.count ? ticks(frames[i + 1].pts) : t + Int(defaultDuration)
+            let next = i + 1 < frames.count ? ticks(frames[i + 1].pts) : t &+ UInt64(defaultDuration)
             let duration = next > t ? UInt32(clamping: next - t) : defaultDuration
             out.append(
                 EncodedFrame(

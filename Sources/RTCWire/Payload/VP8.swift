@@ -238,3 +238,27 @@ public struct VP8Packetizer {
         return count
     }
 }
+
+/// Reads the picture size from a VP8 keyframe header (RFC 6386 §9.1).
+public enum VP8KeyframeInfo {
+    /// Returns the size coded in `frame` if it is a keyframe, or nil for a delta frame or bad data.
+    public static func parse(_ frame: [UInt8]) -> (width: Int, height: Int)? {
+        frame.withUnsafeBytes { parse(bytes: $0) }
+    }
+
+    /// Same as ``parse(_:)`` over raw bytes.
+    public static func parse(bytes b: UnsafeRawBufferPointer) -> (width: Int, height: Int)? {
+        // 3-byte frame tag (bit 0 clear = keyframe), start code 9d 01 2a, then 14-bit sizes + 2-bit scale.
+        guard b.count >= 10, b[0] & 1 == 0, b[3] == 0x9d, b[4] == 0x01, b[5] == 0x2a else { return nil }
+        let w = (Int(b[6]) | Int(b[7]) << 8) & 0x3fff
+        let h = (Int(b[8]) | Int(b[9]) << 8) & 0x3fff
+        guard w > 0, h > 0 else { return nil }
+        return (w, h)
+    }
+
+    /// True when the VP8 frame tag marks a keyframe (no size validation).
+    public static func isKeyframe(_ frame: [UInt8]) -> Bool {
+        guard let first = frame.first else { return false }
+        return first & 1 == 0
+    }
+}

@@ -160,7 +160,7 @@ public struct HTTPResponseParser {
         if let te = headers["Transfer-Encoding"], te.lowercased().contains("chunked") {
             chunked = true
         } else if let cl = headers["Content-Length"] {
-            guard let n = Int(cl), n >= 0 else { throw .malformedResponse("bad Content-Length") }
+            guard let n = HTTPNumber.contentLength(cl) else { throw .malformedResponse("bad Content-Length") }
             contentLength = n
         }
     }
@@ -181,7 +181,7 @@ public struct HTTPResponseParser {
             }
             guard let le = lineEnd else { return }
             let sizeText = String(decoding: buffer[i..<le], as: UTF8.self).split(separator: ";").first ?? ""
-            guard let size = Int(sizeText.trimmingSpaces(), radix: 16), size >= 0 else {
+            guard let size = HTTPNumber.chunkSize(sizeText.trimmingSpaces()) else {
                 throw .malformedResponse("bad chunk size")
             }
             guard out.count + size <= maxBodyBytes else { throw .messageTooLarge }

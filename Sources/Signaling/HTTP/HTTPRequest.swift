@@ -131,6 +131,11 @@ public struct HTTPRequestParser: Sendable {
     private var storage: [UInt8] = []
     private var start = 0
     private var scanFrom = 0
+    /// The parsed head of a request whose body is still arriving, so it is parsed once.
+    private var pendingHead: (request: HTTPRequest, end: Int)?
+    /// Progress through a chunked body (offset of the next chunk-size or trailer line, the data so
+    /// far), so bytes that trickle in cost linear time in total rather than a re-decode each time.
+    private var chunkProgress: (next: Int, body: [UInt8], inTrailer: Bool)?
 
     public init(maxHeadBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024) {
         self.maxHeadBytes = maxHeadBytes
@@ -147,6 +152,8 @@ public struct HTTPRequestParser: Sendable {
         if start > 0 && start >= storage.count / 2 {
             storage.removeFirst(start)
             scanFrom -= start
+            pendingHead?.end -= start
+            chunkProgress?.next -= start
             start = 0
         }
         storage.append(contentsOf: bytes)
@@ -158,12 +165,41 @@ public struct HTTPRequestParser: Sendable {
             storage = []
             start = 0
             scanFrom = 0
+            pendingHead = nil
+            chunkProgress = nil
         }
         return Array(storage[start...])
     }
 
     /// Returns the next complete request, nil when more bytes are needed.
     public mutating func next() throws(HTTPRequestError) -> HTTPRequest? {
+        if pendingHead == nil { pendingHead = try nextHead() }
+        guard let (parsed, headEnd) = pendingHead else { return nil }
+        var request = parsed
+        var consumed = headEnd
+        if let te = request.headers["Transfer-Encoding"] {
+            guard te.lowercased().trimmingSpaces() == "chunked" else { throw .unsupportedTransferEncoding }
+            guard let (body, end) = try decodeChunked(from: headEnd) else { return nil }
+            request.body = body
+            consumed = end
+        } else if let cl = request.headers["Content-Length"] {
+            guard let length = HTTPNumber.contentLength(cl.trimmingSpaces()) else {
+                throw .malformed("bad Content-Length")
+            }
+            guard length <= maxBodyBytes else { throw .bodyTooLarge }
+            guard storage.count - headEnd >= length else { return nil }
+            request.body = Array(storage[headEnd..<(headEnd + length)])
+            consumed = headEnd + length
+        }
+        start = consumed
+        scanFrom = consumed
+        pendingHead = nil
+        chunkProgress = nil
+        return request
+    }
+
+    /// Finds and parses the next request head; nil when it is not complete yet.
+    private mutating func nextHead() throws(HTTPRequestError) -> (request: HTTPRequest, end: Int)? {
         // Tolerate stray CRLFs between pipelined requests (RFC 9112 §2.2).
         while start + 1 < storage.count, storage[start] == 13, storage[start + 1] == 10 { start += 2 }
         scanFrom = max(scanFrom, start)
@@ -172,23 +208,7 @@ public struct HTTPRequestParser: Sendable {
             return nil
         }
         guard headEnd - start <= maxHeadBytes else { throw .headTooLarge }
-        var request = try parseHead(storage[start..<(headEnd - 4)])
-        var consumed = headEnd
-        if let te = request.headers["Transfer-Encoding"] {
-            guard te.lowercased().trimmingSpaces() == "chunked" else { throw .unsupportedTransferEncoding }
-            guard let (body, end) = try decodeChunked(from: headEnd) else { return nil }
-            request.body = body
-            consumed = end
-        } else if let cl = request.headers["Content-Length"] {
-            guard let length = Int(cl.trimmingSpaces()), length >= 0 else { throw .malformed("bad Content-Length") }
-            guard length <= maxBodyBytes else { throw .bodyTooLarge }
-            guard storage.count - headEnd >= length else { return nil }
-            request.body = Array(storage[headEnd..<(headEnd + length)])
-            consumed = headEnd + length
-        }
-        start = consumed
-        scanFrom = consumed
-        return request
+        return (try parseHead(storage[start..<(headEnd - 4)]), headEnd)
     }
 
     private mutating func findHeadEnd() -> Int? {
@@ -228,31 +248,29 @@ public struct HTTPRequestParser: Sendable {
     }
 
     /// Decodes a chunked body starting at `start`; nil when incomplete. Trailers are skipped.
-    private func decodeChunked(from start: Int) throws(HTTPRequestError) -> ([UInt8], Int)? {
-        var i = start
-        var out: [UInt8] = []
-        while true {
+    /// Resumes where the previous call stopped (``chunkProgress``).
+    private mutating func decodeChunked(from start: Int) throws(HTTPRequestError) -> ([UInt8], Int)? {
+        var (i, out, inTrailer) = chunkProgress ?? (start, [], false)
+        chunkProgress = nil
+        defer { chunkProgress = (i, out, inTrailer) }
+        while !inTrailer {
+            // The same limit whether the line arrived whole or is still arriving.
             guard let lineEnd = findCRLF(from: i) else {
                 if storage.count - i > 1024 { throw .malformed("chunk size line too long") }
                 return nil
             }
+            guard lineEnd - i <= 1024 else { throw .malformed("chunk size line too long") }
             let sizeField =
                 storage[i..<lineEnd].split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false)
                 .first ?? []
             let sizeText = String(decoding: sizeField, as: UTF8.self).trimmingSpaces()
-            guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText, radix: 16), size >= 0 else {
-                throw .malformed("bad chunk size")
-            }
+            guard let size = HTTPNumber.chunkSize(sizeText) else { throw .malformed("bad chunk size") }
             guard out.count + size <= maxBodyBytes else { throw .bodyTooLarge }
             let dataStart = lineEnd + 2
             if size == 0 {
-                // Trailer section: header lines until an empty line.
-                var t = dataStart
-                while true {
-                    guard let end = findCRLF(from: t) else { return nil }
-                    if end == t { return (out, end + 2) }
-                    t = end + 2
-                }
+                i = dataStart
+                inTrailer = true
+                break
             }
             guard storage.count >= dataStart + size + 2 else { return nil }
             guard storage[dataStart + size] == 13, storage[dataStart + size + 1] == 10 else {
@@ -260,6 +278,12 @@ public struct HTTPRequestParser: Sendable {
             }
             out.append(contentsOf: storage[dataStart..<(dataStart + size)])
             i = dataStart + size + 2
+        }
+        // Trailer section: header lines until an empty line.
+        while true {
+            guard let end = findCRLF(from: i) else { return nil }
+            if end == i { return (out, end + 2) }
+            i = end + 2
         }
     }
 

@@ -68,8 +68,7 @@ public final class WebSocketConnection: @unchecked Sendable {
     let reactor: Reactor
     let channel: StreamChannel
     private var readBuffer: [UInt8] = []
-    private var fragmentOpcode: WebSocketOpcode?
-    private var fragments: [UInt8] = []
+    private var assembler: WebSocketMessageAssembler
     private var closeSent = false
     private var closeReceived = false
     private var failed = false
@@ -95,6 +94,7 @@ public final class WebSocketConnection: @unchecked Sendable {
         self.requestTarget = requestTarget
         self.configuration = configuration
         callbackQueue = DispatchQueue(label: "websocket", attributes: .initiallyInactive)
+        assembler = WebSocketMessageAssembler(maxMessageBytes: configuration.maxMessageBytes, expectMasked: !isClient)
         channel.maxWriteBuffer = configuration.maxWriteBufferBytes
         if let code = configuration.writeOverflowCloseCode {
             channel.onWriteOverflow = { [weak self] in
@@ -301,81 +301,43 @@ public final class WebSocketConnection: @unchecked Sendable {
             }
         }
         while !failed, !closeReceived, !channel.isClosed {
-            let allowance = configuration.maxMessageBytes - (fragmentOpcode == nil ? 0 : fragments.count)
-            let result: Result<(WebSocketFrame, Int)?, WebSocketProtocolViolation> = readBuffer.withUnsafeBytes { raw in
-                let window = UnsafeRawBufferPointer(rebasing: raw[consumed...])
-                do throws(WebSocketProtocolViolation) {
-                    return .success(
-                        try WebSocketFrameCodec.decode(window, expectMasked: !isClient, maxPayload: max(0, allowance)))
-                } catch {
-                    return .failure(error)
+            let result: Result<(event: WebSocketEvent?, length: Int)?, WebSocketProtocolViolation> =
+                readBuffer.withUnsafeBytes { raw in
+                    do throws(WebSocketProtocolViolation) {
+                        return .success(try assembler.next(UnsafeRawBufferPointer(rebasing: raw[consumed...])))
+                    } catch {
+                        return .failure(error)
+                    }
                 }
-            }
-            let decoded: (WebSocketFrame, Int)?
             switch result {
-            case .success(let value): decoded = value
+            case .success(nil): return
+            case .success(let (event, length)?):
+                consumed += length
+                if let event { handle(event) }
             case .failure(let violation):
                 fail(code: violation.code, reason: violation.reason)
                 return
             }
-            guard let (frame, length) = decoded else { return }
-            consumed += length
-            handle(frame)
         }
     }
 
-    private func handle(_ frame: WebSocketFrame) {
-        switch frame.opcode {
-        case .text, .binary:
-            guard fragmentOpcode == nil else { return fail(code: 1002, reason: "new message inside a fragmented one") }
-            if frame.fin {
-                deliverMessage(frame.opcode, frame.payload)
-            } else {
-                fragmentOpcode = frame.opcode
-                fragments = frame.payload
-            }
-        case .continuation:
-            guard let opcode = fragmentOpcode else { return fail(code: 1002, reason: "continuation without a message") }
-            fragments.append(contentsOf: frame.payload)
-            if frame.fin {
-                let message = fragments
-                fragments = []
-                fragmentOpcode = nil
-                deliverMessage(opcode, message)
-            }
-        case .ping:
-            if !closeSent { channel.write(encode(.pong, frame.payload)) }
-        case .pong:
-            let payload = frame.payload
-            deliver { $0.pongHandler.map { handler in { handler(payload) } } }
-        case .close:
-            handleClose(frame.payload)
-        }
-    }
-
-    private func deliverMessage(_ opcode: WebSocketOpcode, _ payload: [UInt8]) {
-        if opcode == .text {
-            guard let text = String(validating: payload, as: UTF8.self) else {
-                return fail(code: 1007, reason: "text message is not valid UTF-8")
-            }
-            deliver(bytes: payload.count) { $0.textHandler.map { handler in { handler(text) } } }
-        } else {
+    private func handle(_ event: WebSocketEvent) {
+        switch event {
+        case .text(let text):
+            let count = text.utf8.count
+            deliver(bytes: count) { $0.textHandler.map { handler in { handler(text) } } }
+        case .binary(let payload):
             deliver(bytes: payload.count) { $0.binaryHandler.map { handler in { handler(payload) } } }
+        case .ping(let payload):
+            if !closeSent { channel.write(encode(.pong, payload)) }
+        case .pong(let payload):
+            deliver { $0.pongHandler.map { handler in { handler(payload) } } }
+        case .close(let code, let reason):
+            handleClose(code: code, reason: reason)
         }
     }
 
-    private func handleClose(_ payload: [UInt8]) {
-        var code = WebSocketCloseCode.noStatus
-        var reason = ""
-        if payload.count == 1 { return fail(code: 1002, reason: "close payload of one byte") }
-        if payload.count >= 2 {
-            code = UInt16(payload[0]) << 8 | UInt16(payload[1])
-            guard WebSocketCloseCode.isValidOnWire(code) else { return fail(code: 1002, reason: "invalid close code") }
-            guard let text = String(validating: payload[2...], as: UTF8.self) else {
-                return fail(code: 1007, reason: "close reason is not valid UTF-8")
-            }
-            reason = text
-        }
+    private func handleClose(code: UInt16, reason: String) {
         closeReceived = true
         peerCloseCode = code
         peerCloseReason = reason

@@ -165,3 +165,95 @@ enum WebSocketFrameCodec {
         return (WebSocketFrame(fin: fin, opcode: opcode, payload: payload), headerLength + payloadLength)
     }
 }
+
+/// What a received frame means for the connection, after reassembly and validation.
+enum WebSocketEvent: Equatable {
+    case text(String)
+    case binary([UInt8])
+    case ping([UInt8])
+    case pong([UInt8])
+    /// The peer's close frame: its code (1005 when it carried none) and reason.
+    case close(code: UInt16, reason: String)
+}
+
+/// Turns received bytes into ``WebSocketEvent``s: decodes frames, reassembles fragmented messages
+/// and applies every RFC 6455 rule that concerns peer input (§5.4 fragmentation, §5.5 control
+/// frames, §5.5.1 close payloads, §8.1 UTF-8). Pure, so the fuzzer drives exactly what a
+/// ``WebSocketConnection`` runs.
+struct WebSocketMessageAssembler {
+    /// Largest message after reassembly; a bigger one fails with 1009 before it is buffered.
+    let maxMessageBytes: Int
+    /// True on the server: client frames must be masked and server frames must not.
+    let expectMasked: Bool
+    private var fragmentOpcode: WebSocketOpcode?
+    private var fragments: [UInt8] = []
+
+    init(maxMessageBytes: Int, expectMasked: Bool) {
+        self.maxMessageBytes = maxMessageBytes
+        self.expectMasked = expectMasked
+    }
+
+    /// Decodes one frame from the front of `buffer`. Returns nil when more bytes are needed,
+    /// otherwise the bytes used and the event the frame completes (nil for a non-final fragment).
+    mutating func next(_ buffer: UnsafeRawBufferPointer) throws(WebSocketProtocolViolation) -> (
+        event: WebSocketEvent?, length: Int
+    )? {
+        let allowance = maxMessageBytes - (fragmentOpcode == nil ? 0 : fragments.count)
+        guard
+            let (frame, length) = try WebSocketFrameCodec.decode(
+                buffer, expectMasked: expectMasked, maxPayload: max(0, allowance))
+        else { return nil }
+        return (try handle(frame), length)
+    }
+
+    private mutating func handle(_ frame: WebSocketFrame) throws(WebSocketProtocolViolation) -> WebSocketEvent? {
+        switch frame.opcode {
+        case .text, .binary:
+            guard fragmentOpcode == nil else {
+                throw WebSocketProtocolViolation(code: 1002, reason: "new message inside a fragmented one")
+            }
+            if frame.fin { return try message(frame.opcode, frame.payload) }
+            fragmentOpcode = frame.opcode
+            fragments = frame.payload
+            return nil
+        case .continuation:
+            guard let opcode = fragmentOpcode else {
+                throw WebSocketProtocolViolation(code: 1002, reason: "continuation without a message")
+            }
+            fragments.append(contentsOf: frame.payload)
+            guard frame.fin else { return nil }
+            let payload = fragments
+            fragments = []
+            fragmentOpcode = nil
+            return try message(opcode, payload)
+        case .ping: return .ping(frame.payload)
+        case .pong: return .pong(frame.payload)
+        case .close: return try close(frame.payload)
+        }
+    }
+
+    private func message(_ opcode: WebSocketOpcode, _ payload: [UInt8]) throws(WebSocketProtocolViolation)
+        -> WebSocketEvent
+    {
+        guard opcode == .text else { return .binary(payload) }
+        guard let text = String(validating: payload, as: UTF8.self) else {
+            throw WebSocketProtocolViolation(code: 1007, reason: "text message is not valid UTF-8")
+        }
+        return .text(text)
+    }
+
+    private func close(_ payload: [UInt8]) throws(WebSocketProtocolViolation) -> WebSocketEvent {
+        if payload.isEmpty { return .close(code: WebSocketCloseCode.noStatus, reason: "") }
+        guard payload.count >= 2 else {
+            throw WebSocketProtocolViolation(code: 1002, reason: "close payload of one byte")
+        }
+        let code = UInt16(payload[0]) << 8 | UInt16(payload[1])
+        guard WebSocketCloseCode.isValidOnWire(code) else {
+            throw WebSocketProtocolViolation(code: 1002, reason: "invalid close code")
+        }
+        guard let reason = String(validating: payload[2...], as: UTF8.self) else {
+            throw WebSocketProtocolViolation(code: 1007, reason: "close reason is not valid UTF-8")
+        }
+        return .close(code: code, reason: reason)
+    }
+}
