@@ -326,8 +326,9 @@ public struct BenchmarkReport: Sendable {
                     measured: String(format: "%.2f ms", extra), verdict: extraVerdict))
             summary.append(
                 SummaryRow(
-                    metric: "cluster: rooms per node as \(c.roomsCreated) rooms are created", target: "within ±1",
-                    measured: counts.map { "\($0.value)" }.joined(separator: " / "), verdict: balanceVerdict))
+                    metric: "cluster: rooms per node as rooms are created", target: "within ±1",
+                    measured: counts.map { "\($0.value)" }.joined(separator: " / ") + " (\(c.roomsCreated) rooms)",
+                    verdict: balanceVerdict))
             body += "## Cluster: joins through a non-owner node; room balance\n\n"
             body += "| metric | p50 | p95 | samples |\n|---|---|---|---|\n"
             body += String(

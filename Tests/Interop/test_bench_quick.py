@@ -24,7 +24,7 @@ SUMMARY_ROWS = [
     "join() → first recorded keyframe p50",
     "SFU forwarded packets/s per core",
     "cluster: join through a non-owner node, extra p50",
-    "cluster: rooms per node as",
+    "cluster: rooms per node as rooms are created",
 ]
 
 SECTIONS = [
