@@ -50,14 +50,16 @@ public final class RedisClient: @unchecked Sendable {
         let result: Result<[RedisValue], RedisError> = await withCheckedContinuation { continuation in
             queue.async {
                 continuation.resume(
-                    returning: self.runOnQueue { c throws(RedisError) in
-                        var values: [RedisValue] = []
-                        for command in commands { values.append(try c.command(command)) }
-                        return values
-                    })
+                    returning: self.runOnQueue { c throws(RedisError) in try Self.run(commands, on: c) })
             }
         }
         return try result.get()
+    }
+
+    private static func run(_ commands: [[String]], on connection: RedisConnection) throws(RedisError) -> [RedisValue] {
+        var values: [RedisValue] = []
+        for command in commands { values.append(try connection.command(command)) }
+        return values
     }
 
     /// The blocking form, for threads that may block (never a packet loop or a Swift task).
@@ -69,13 +71,7 @@ public final class RedisClient: @unchecked Sendable {
     /// The blocking form of ``pipeline(_:)``.
     @discardableResult
     public func pipelineSync(_ commands: [[String]]) throws(RedisError) -> [RedisValue] {
-        try queue.sync {
-            runOnQueue { c throws(RedisError) in
-                var values: [RedisValue] = []
-                for command in commands { values.append(try c.command(command)) }
-                return values
-            }
-        }.get()
+        try queue.sync { runOnQueue { c throws(RedisError) in try Self.run(commands, on: c) } }.get()
     }
 
     /// Closes the connection; a later command opens a new one.

@@ -20,36 +20,36 @@ extension RoomServer {
             guard let body = try? JSONValue.parse(request.body), let roomId = body["roomId"]?.stringValue,
                 isValidIdentifier(roomId)
             else {
-                return jobError(
+                return adminError(
                     400, RoomError(3073, "body must be {\"roomId\": \"…\", \"options\": [\"--consume\", \"stage\", …]}")
                 )
             }
             if let refusal = self.adminRefusal(request, roomId: roomId) { return refusal }
             guard let jobs = self.jobService else {
-                return jobError(404, RoomError(4003, "this server has no job fleet (serve --jobs redis://…)"))
+                return adminError(404, RoomError(4003, "this server has no job fleet (serve --jobs redis://…)"))
             }
             let options = body["options"]?.arrayValue?.compactMap(\.stringValue) ?? []
             guard options.count == (body["options"]?.arrayValue?.count ?? 0) else {
-                return jobError(400, RoomError(3073, "options must be an array of strings"))
+                return adminError(400, RoomError(3073, "options must be an array of strings"))
             }
             do throws(RoomError) {
                 let created = try await jobs.submit(
                     roomId: roomId, options: options, jobId: body["jobId"]?.stringValue, cost: body["cost"]?.intValue)
                 return HTTPResponse.json(created.jsonString, status: 201)
             } catch {
-                return jobError(error.code == 3047 ? 503 : 400, error)
+                return adminError(error.code == 3047 ? 503 : 400, error)
             }
         }
         server.route(method: "GET", path: "/admin/jobs") { [weak self] (request: HTTPRequest) async -> HTTPResponse in
             guard let self else { return HTTPResponse.text("", status: 503) }
             if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
             guard let jobs = self.jobService else {
-                return jobError(404, RoomError(4003, "this server has no job fleet (serve --jobs redis://…)"))
+                return adminError(404, RoomError(4003, "this server has no job fleet (serve --jobs redis://…)"))
             }
             do throws(RoomError) {
                 return HTTPResponse.json(try await jobs.list(roomId: self.tokenRoomScope(request)).jsonString)
             } catch {
-                return jobError(503, error)
+                return adminError(503, error)
             }
         }
         // `POST /admin/jobs/ID/stop`
@@ -58,25 +58,18 @@ extension RoomServer {
             guard let self else { return HTTPResponse.text("", status: 503) }
             let rest = request.path.dropFirst("/admin/jobs/".count)
             guard rest.hasSuffix("/stop"), case let jobId = String(rest.dropLast("/stop".count)), !jobId.isEmpty else {
-                return jobError(404, RoomError(4003, "no such admin route"))
+                return adminError(404, RoomError(4003, "no such admin route"))
             }
             if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
             guard let jobs = self.jobService else {
-                return jobError(404, RoomError(4003, "this server has no job fleet (serve --jobs redis://…)"))
+                return adminError(404, RoomError(4003, "this server has no job fleet (serve --jobs redis://…)"))
             }
             do throws(RoomError) {
                 return HTTPResponse.json(
                     try await jobs.stop(jobId: jobId, roomId: self.tokenRoomScope(request)).jsonString)
             } catch {
-                return jobError(error.code == 4003 ? 404 : 503, error)
+                return adminError(error.code == 4003 ? 404 : 503, error)
             }
         }
     }
-}
-
-private func jobError(_ status: Int, _ error: RoomError) -> HTTPResponse {
-    let body: JSONValue = [
-        "error": ["code": .number(Double(error.code)), "name": .string(error.name), "message": .string(error.message)]
-    ]
-    return HTTPResponse.json(body.jsonString, status: status)
 }

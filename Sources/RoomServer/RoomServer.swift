@@ -637,7 +637,8 @@ private func bearerToken(_ request: HTTPRequest) -> String? {
     return String(parts[1])
 }
 
-private func adminError(_ status: Int, _ error: RoomError) -> HTTPResponse {
+/// An admin API error: `{"error": {code, name, message}}` with an HTTP status.
+func adminError(_ status: Int, _ error: RoomError) -> HTTPResponse {
     let body: JSONValue = [
         "error": ["code": .number(Double(error.code)), "name": .string(error.name), "message": .string(error.message)]
     ]

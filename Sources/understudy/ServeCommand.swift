@@ -95,8 +95,9 @@ func runServe(_ args: [String]) async {
         }
         let server = RoomServer(configuration: configuration)
         try server.start()
+        // Where clients and other nodes reach this server (the listen address unless --advertise).
+        let reach = configuration.advertise ?? "\(configuration.listenHost):\(server.httpPort)"
         if let jobsRedis {
-            let reach = configuration.advertise ?? "\(configuration.listenHost):\(server.httpPort)"
             server.jobService = ServeJobService(
                 store: FleetStore(redis: RedisClient(url: jobsRedis, label: "jobs")), serverURL: "http://\(reach)",
                 secret: server.secret)
@@ -105,7 +106,6 @@ func runServe(_ args: [String]) async {
         var cluster: ClusterNode?
         if let clusterRedis {
             // Other nodes reach this one at --advertise, by default the listen address.
-            let reach = configuration.advertise ?? "\(configuration.listenHost):\(server.httpPort)"
             let node = ClusterNode(
                 configuration: ClusterNode.Configuration(
                     redis: clusterRedis, nodeId: nodeId, signalingURL: "ws://\(reach)/v1/rtc",
