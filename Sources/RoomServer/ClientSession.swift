@@ -4,7 +4,7 @@ import Signaling
 /// One signalling WebSocket. Parsing, size checks, rate limiting and abuse accounting run on the
 /// connection's own serial callback queue, so a misbehaving client costs its room nothing; only
 /// well-formed requests are handed to the room's queue, in arrival order.
-final class ClientSession: @unchecked Sendable {
+final class ClientSession: ParticipantSignaling, @unchecked Sendable {
     enum Phase { case new, joining, joined, closed }
 
     let connection: WebSocketConnection
@@ -26,7 +26,8 @@ final class ClientSession: @unchecked Sendable {
     private var relay: SignalRelay?
 
     init(
-        connection: WebSocketConnection, queryToken: String?, server: RoomServer, configuration: RoomServerConfiguration,
+        connection: WebSocketConnection, queryToken: String?, server: RoomServer,
+        configuration: RoomServerConfiguration,
         relayedBy: String? = nil
     ) {
         self.relayedBy = relayedBy
@@ -198,4 +199,5 @@ final class ClientSession: @unchecked Sendable {
     }
 
     var isClosed: Bool { locked { phase == .closed } }
+    var renegotiatesSubscriptions: Bool { true }
 }

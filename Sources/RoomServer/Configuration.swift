@@ -71,6 +71,14 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// are dropped.
     public var maxSSRCsPerPublisher: Int = 32
 
+    // MARK: WHIP and WHEP (docs/protocol.md, "WHIP and WHEP endpoints")
+
+    /// A WHIP/WHEP session whose media connection is not connected this long after its POST (ICE
+    /// never completed), or stays disconnected or failed this long later, is removed from its room.
+    public var httpSessionICETimeoutSeconds: Double = 30
+    /// Live WHIP plus WHEP sessions on the server; a further POST gets 503.
+    public var maxHTTPSessions: Int = 1000
+
     // MARK: Cluster and fleet (read by `understudy serve`; the flags of the same names win)
 
     /// Cluster mode: the Redis of the cluster (`--redis`), `redis://HOST:PORT[/DB]`.
@@ -135,6 +143,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         maxQueuedOutputBytes = try c.decodeIfPresent(Int.self, forKey: .maxQueuedOutputBytes) ?? d.maxQueuedOutputBytes
         lobbyTimeoutSeconds = try c.decodeIfPresent(Double.self, forKey: .lobbyTimeoutSeconds) ?? d.lobbyTimeoutSeconds
         maxSSRCsPerPublisher = try c.decodeIfPresent(Int.self, forKey: .maxSSRCsPerPublisher) ?? d.maxSSRCsPerPublisher
+        httpSessionICETimeoutSeconds =
+            try c.decodeIfPresent(Double.self, forKey: .httpSessionICETimeoutSeconds) ?? d.httpSessionICETimeoutSeconds
+        maxHTTPSessions = try c.decodeIfPresent(Int.self, forKey: .maxHTTPSessions) ?? d.maxHTTPSessions
         redis = try c.decodeIfPresent(String.self, forKey: .redis)
         nodeId = try c.decodeIfPresent(String.self, forKey: .nodeId)
         advertise = try c.decodeIfPresent(String.self, forKey: .advertise)
@@ -160,6 +171,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
             return "bad abuse/join limits"
         }
         if let secret, secret.isEmpty { return "secret must not be empty" }
+        if !(httpSessionICETimeoutSeconds > 0) || maxHTTPSessions < 0 {
+            return "httpSessionICETimeoutSeconds must be positive and maxHTTPSessions at least 0"
+        }
         if !(maxTokenLifetimeSeconds > 0) || maxRooms < 1 || maxPubSubHistoryBytesPerRoom < 0
             || maxPubSubHistoryBytesTotal < 0 || maxQueuedOutputBytes < 16 * 1024 || !(lobbyTimeoutSeconds > 0)
             || maxSSRCsPerPublisher < 1

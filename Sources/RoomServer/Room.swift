@@ -16,7 +16,7 @@ final class Room: @unchecked Sendable {
     // Queue-confined state.
     private var closed = false
     private var participants: [String: ParticipantState] = [:]
-    private var lobby: [String: (session: ClientSession, request: JoinRequest)] = [:]
+    private var lobby: [String: (session: any ParticipantSignaling, request: JoinRequest)] = [:]
     /// Pin states by participant (internal for RoomPersistence.swift).
     var pins: [String: (cam: Bool, share: Bool)] = [:]
     private var presenterId: String?
@@ -81,7 +81,7 @@ final class Room: @unchecked Sendable {
 
     // MARK: Join, lobby, leave
 
-    func join(session: ClientSession, request: JoinRequest) {
+    func join(session: any ParticipantSignaling, request: JoinRequest) {
         if closed {
             // The room emptied or ended while this join was queued: start a fresh one.
             server.routeJoin(session: session, request: request)
@@ -110,7 +110,7 @@ final class Room: @unchecked Sendable {
         admit(session: session, request: request)
     }
 
-    private func admit(session: ClientSession, request: JoinRequest) {
+    private func admit(session: any ParticipantSignaling, request: JoinRequest) {
         if let refusal = takeoverRefusal(request) {
             server.refuseJoin(session: session, id: request.id, error: refusal)
             return closeIfEmpty()
@@ -199,7 +199,7 @@ final class Room: @unchecked Sendable {
         }
     }
 
-    func connectionClosed(_ session: ClientSession) {
+    func connectionClosed(_ session: any ParticipantSignaling) {
         if let pid = session.participantId, let p = participants[pid], p.session === session {
             remove(p, reason: .websocketDisconnected)
         }
@@ -239,7 +239,7 @@ final class Room: @unchecked Sendable {
 
     // MARK: Requests
 
-    func handle(session: ClientSession, id: JSONValue, method: String, data: JSONValue) {
+    func handle(session: any ParticipantSignaling, id: JSONValue, method: String, data: JSONValue) {
         guard !closed, let pid = session.participantId, let p = participants[pid], p.session === session else {
             let waiting = lobby.first { $0.value.session === session }
             if let waiting, method == "leave", !closed {
@@ -784,9 +784,16 @@ final class Room: @unchecked Sendable {
             ])
     }
 
+    /// The producers with media of `participantId`, for a WHEP viewer; nil when no such participant.
+    func mediaProducers(of participantId: String) -> [RoomProducer]? {
+        guard !closed, let p = participants[participantId] else { return nil }
+        return p.producers.values.filter(\.hasMedia).sorted { $0.producerId < $1.producerId }
+    }
+
     /// The SFU wants a new subscribe offer for `participantId` (its consumers changed).
     func subscribeRenegotiationNeeded(participantId: String) {
-        guard !closed, let p = participants[participantId] else { return }
+        // A WHEP viewer negotiated once, up front; it never gets a re-offer.
+        guard !closed, let p = participants[participantId], p.session.renegotiatesSubscriptions else { return }
         p.subscribe.wanted = true
         sendSubscriberOfferIfNeeded(p)
     }
@@ -1109,7 +1116,7 @@ extension Room {
 
     /// A lobby entry nobody answers within `lobbyTimeoutSeconds` fails with 3047; `allow_join`
     /// holders see `entryResponded {decision: "timeout"}`.
-    fileprivate func expireLobbyEntry(_ participantId: String, session: ClientSession) {
+    fileprivate func expireLobbyEntry(_ participantId: String, session: any ParticipantSignaling) {
         queue.asyncAfter(deadline: .now() + configuration.lobbyTimeoutSeconds) { [self] in
             guard !closed, let entry = lobby[participantId], entry.session === session else { return }
             lobby[participantId] = nil

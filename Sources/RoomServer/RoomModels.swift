@@ -153,7 +153,7 @@ struct PubSubMessage {
 /// A joined participant, owned by its room's queue.
 final class ParticipantState {
     let id: String
-    let session: ClientSession
+    let session: any ParticipantSignaling
     // Fields of `json`: a change drops the cached encoding.
     var name: String { didSet { cachedJSONText = nil } }
     var mode: ParticipantMode { didSet { cachedJSONText = nil } }
@@ -191,11 +191,12 @@ final class ParticipantState {
     var inSFU = false
     /// `requestMic`/`requestCam` asks waiting for this participant to turn the device on: the asker's
     /// session and request id. Answered when it does; a refusal is silent (the asker times out).
-    var pendingAsks: [(kind: TrackKind, session: ClientSession, requestId: JSONValue)] = []
+    var pendingAsks: [(kind: TrackKind, session: any ParticipantSignaling, requestId: JSONValue)] = []
     let joinedAt: Int64
 
     init(
-        id: String, session: ClientSession, name: String, mode: ParticipantMode, metaData: JSONValue, isAgent: Bool,
+        id: String, session: any ParticipantSignaling, name: String, mode: ParticipantMode, metaData: JSONValue,
+        isAgent: Bool,
         agentId: String?, micEnabled: Bool, camEnabled: Bool, autoConsume: Bool, permissions: Set<String>
     ) {
         self.id = id

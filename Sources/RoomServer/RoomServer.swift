@@ -109,6 +109,8 @@ public final class RoomServer: @unchecked Sendable {
     private var http: HTTPServer?
     private var stopping = false
     private var mediaPlane: RoomMedia?
+    /// Live WHIP and WHEP sessions (WHIP/).
+    let httpSessions = HTTPSessionRegistry()
 
     /// Creates a server; nothing listens until ``start()``.
     public init(configuration: RoomServerConfiguration = RoomServerConfiguration()) {
@@ -290,7 +292,7 @@ public final class RoomServer: @unchecked Sendable {
         let request: JoinRequest
         do {
             request = try JoinRequest.parse(
-                id: id, data: data, session: session, secret: secret,
+                id: id, data: data, queryToken: session.queryToken, secret: secret,
                 maxTokenLifetime: configuration.maxTokenLifetimeSeconds)
         } catch {
             return refuseJoin(session: session, id: id, error: error)
@@ -298,27 +300,28 @@ public final class RoomServer: @unchecked Sendable {
         routeJoin(session: session, request: request)
     }
 
-    func routeJoin(session: ClientSession, request: JoinRequest) {
-        if let directory, existingRoom(request.roomId) == nil {
+    func routeJoin(session: any ParticipantSignaling, request: JoinRequest) {
+        // HTTP sessions (WHIP/WHEP) were placed by their endpoint already (WHIP/WHIPEndpoints.swift).
+        if let directory, existingRoom(request.roomId) == nil, let client = session as? ClientSession {
             // Cluster mode: the room may live on another node (join flow in docs/cluster.md).
-            Task { await self.placeAndJoin(session: session, request: request, directory: directory) }
+            Task { await self.placeAndJoin(session: client, request: request, directory: directory) }
             return
         }
         admitLocally(session: session, request: request)
     }
 
-    private func admitLocally(session: ClientSession, request: JoinRequest) {
+    private func admitLocally(session: any ParticipantSignaling, request: JoinRequest) {
         let room: Room
         do { room = try self.room(for: request.roomId) } catch {
             return refuseJoin(session: session, id: request.id, error: error)
         }
         session.assign(room: room)
         room.enqueue { room.join(session: session, request: request) }
-        if let directory {
+        if let directory, let client = session as? ClientSession {
             // Cluster mode: after the join answer, where else the client can reconnect (docs/protocol.md).
             room.enqueue {
-                guard session.currentPhase == .joined else { return }
-                session.notify("clusterNodes", ["signalingUrls": .array(directory.signalingURLs.map(JSONValue.string))])
+                guard client.currentPhase == .joined else { return }
+                client.notify("clusterNodes", ["signalingUrls": .array(directory.signalingURLs.map(JSONValue.string))])
             }
         }
     }
@@ -362,7 +365,7 @@ public final class RoomServer: @unchecked Sendable {
     }
 
     /// Answers a failed join and closes the socket with the error code as its close code.
-    func refuseJoin(session: ClientSession, id: JSONValue, error: RoomError) {
+    func refuseJoin(session: any ParticipantSignaling, id: JSONValue, error: RoomError) {
         session.respond(id, error: error)
         session.close(code: UInt16(clamping: error.code), reason: error.name)
     }
@@ -372,6 +375,7 @@ public final class RoomServer: @unchecked Sendable {
     private func installRoutes(on server: HTTPServer) {
         installWebRoutes(on: server)  // the browser page (Web/WebPage.swift)
         installJobRoutes(on: server)  // fleet jobs (RoomJobs.swift)
+        installWHIPRoutes(on: server)  // WHIP and WHEP (WHIP/WHIPEndpoints.swift)
         server.webSocket(path: "/v1/rtc") { [weak self] request in
             guard let self else { return .reject(HTTPResponse.text("gone\n", status: 503)) }
             let token = request.query("token") ?? bearerToken(request)
@@ -665,7 +669,7 @@ struct JoinRequest: Sendable {
     var idBoundByToken: Bool
 
     static func parse(
-        id: JSONValue, data: JSONValue, session: ClientSession, secret: String, maxTokenLifetime: Double
+        id: JSONValue, data: JSONValue, queryToken: String?, secret: String, maxTokenLifetime: Double
     ) throws(RoomError)
         -> JoinRequest
     {
@@ -676,7 +680,7 @@ struct JoinRequest: Sendable {
                 3073,
                 "unsupported protocolVersion \(version); this server speaks \(range.lowerBound) to \(range.upperBound)")
         }
-        let jwt = try data.optionalString("token", maxLength: 8192) ?? session.queryToken ?? ""
+        let jwt = try data.optionalString("token", maxLength: 8192) ?? queryToken ?? ""
         let token: RoomToken
         do {
             token = try RoomToken.verify(jwt, secret: secret, maxLifetime: maxTokenLifetime)
