@@ -47,6 +47,8 @@ class Publisher:
         self.connected_at: float | None = None
         self.state = "new"
         self.deleted = False
+        self.offer_set = False
+        self.offer_attempts = 0
         self.webrtc.connect("on-negotiation-needed", self._on_negotiation_needed)
         self.webrtc.connect("notify::ice-gathering-state", self._on_gathering)
         self.webrtc.connect("notify::connection-state", self._on_connection_state)
@@ -68,7 +70,22 @@ class Publisher:
 
     def _on_offer_created(self, promise, element, _data) -> None:
         promise.wait()
-        offer = promise.get_reply().get_value("offer")
+        reply = promise.get_reply()
+        offer = reply.get_value("offer") if reply is not None else None
+        if offer is None:
+            # Seen once here: a reply without an offer (negotiation-needed fires per
+            # linked pad). Ask again, a few times, unless an offer is already set.
+            print(f"create-offer gave no offer: {reply.to_string() if reply is not None else 'no reply'}",
+                  file=sys.stderr)
+            self.offer_attempts += 1
+            if self.offer_attempts > 5:
+                GLib.idle_add(lambda: self.fail("create-offer failed 5 times") or False)
+            elif not self.offer_set:
+                GLib.timeout_add(200, lambda: self._on_negotiation_needed(element) or False)
+            return
+        if self.offer_set:
+            return
+        self.offer_set = True
         element.emit("set-local-description", offer, Gst.Promise.new())
 
     def _on_gathering(self, element, _param) -> None:
