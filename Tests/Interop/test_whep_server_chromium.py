@@ -3,7 +3,8 @@
 The page (pages/whep_player.html) is plain `RTCPeerConnection` + `fetch`, served from another
 origin than the room server (so the endpoints' CORS answers are exercised too). The participant it
 plays is an ordinary WebSocket member, `understudy join --mode SEND_AND_RECV` (test pattern and
-tone). The viewer shows up in the room's roster while it plays and leaves it after its DELETE.
+tone). The viewer shows up in the room's roster while it plays, restarts ICE through PATCH (media
+goes on over a new candidate pair) and leaves the roster after its DELETE.
 """
 
 from __future__ import annotations
@@ -35,8 +36,23 @@ async def _play(port: int) -> dict:
                 break
             await asyncio.sleep(0.5)
         roster = await asyncio.to_thread(room_participants, port)
+
+        # ICE restart through PATCH: media keeps flowing on a new candidate pair.
+        before = await page.call("transport")
+        restart = await page.call("restartIce")
+        after: dict = {}
+        after_stats: dict = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            after = await page.call("transport")
+            after_stats = await page.call("stats")
+            if (after.get("pairId") != before.get("pairId") and after.get("responsesReceived", 0) > 0
+                    and after_stats["video"].get("framesDecoded", 0) >= stats["video"]["framesDecoded"] + 60):
+                break
+            await asyncio.sleep(0.5)
         deleted = await page.call("stop")
-        return {"answer": answer, "stats": stats, "roster": roster, "deleted": deleted}
+        return {"answer": answer, "stats": stats, "roster": roster, "deleted": deleted, "restart": restart,
+                "transport_before": before, "transport_after": after, "stats_after_restart": after_stats}
 
 
 def test_chromium_plays_a_participant_through_whep(understudy, tmp_path):
@@ -59,6 +75,12 @@ def test_chromium_plays_a_participant_through_whep(understudy, tmp_path):
             assert stats["audio"]["totalSamplesReceived"] >= 48000, result
             assert stats["element"]["width"] > 0 and stats["element"]["height"] > 0, result
             assert "chromium" in result["roster"], result
+            assert result["restart"]["status"] == 200, result
+            assert result["restart"]["etag"] != result["answer"]["etag"], result
+            assert result["transport_after"]["pairId"] != result["transport_before"]["pairId"], result
+            assert result["transport_after"]["responsesReceived"] > 0, result
+            assert (result["stats_after_restart"]["video"]["framesDecoded"]
+                    >= stats["video"]["framesDecoded"] + 60), result
             assert result["deleted"] == 200, result
             wait_participants(port, lambda ids: "chromium" not in ids and "host" in ids, "lost the WHEP viewer")
         finally:

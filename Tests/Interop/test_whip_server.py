@@ -169,3 +169,36 @@ def test_bad_input_gets_a_clear_4xx(understudy):
         # Still serving, and nobody joined.
         assert http("GET", f"{base}/healthz")[0] == 200
         assert room_participants(port) == []
+
+
+def test_understudy_whep_plays_an_understudy_whip_publisher(understudy, tmp_path):
+    """Our own client on both ends, through the room: WHIP in, WHEP out, the recording decodes."""
+    import subprocess
+
+    from harness import kill_process, probe_frames, understudy_bin
+
+    with served(44600) as port:
+        log = open(tmp_path / "whip.log", "w")
+        publisher = subprocess.Popen(
+            [understudy_bin(), "whip", f"http://127.0.0.1:{port}/whip/{ROOM}", "--token", token("cam"),
+             "--duration", "60"],
+            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+        )
+        try:
+            wait_participants(port, lambda ids: "cam" in ids, "showed the WHIP publisher")
+            out = tmp_path / "cam.webm"
+            result = run_understudy(
+                ["whep", f"http://127.0.0.1:{port}/whep/{ROOM}/cam", "--token", token("viewer"),
+                 "--record", str(out), "--duration", "6"],
+                timeout=60,
+            )
+            assert result.returncode == 0, result.stderr
+            assert "deleted=true" in result.stderr, result.stderr
+            counts = probe_frames(out)
+            print(f"recorded through WHEP: {counts}")
+            assert counts.get("vp8", 0) >= 90 and counts.get("opus", 0) >= 150, counts
+            assert decode_errors(out) == ""
+            wait_participants(port, lambda ids: "viewer" not in ids and "cam" in ids, "lost the WHEP viewer")
+        finally:
+            kill_process(publisher)
+            log.close()

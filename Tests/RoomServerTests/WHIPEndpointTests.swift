@@ -84,6 +84,9 @@ struct WHIPEndpointTests {
         defer { pc3.close() }
         let nobody = try await Self.post(server, "/whep/r1/nobody", sdp: receiveOffer, bearer: good)
         #expect(nobody.status == 404 && Self.errorCode(nobody) == 4004)
+        let playsItself = try await Self.post(
+            server, "/whep/r1/me", sdp: receiveOffer, bearer: token(server, room: "r1", participant: "me"))
+        #expect(playsItself.status == 400 && Self.errorCode(playsItself) == 4004)
         let whepNoTarget = try await Self.post(server, "/whep/r1", sdp: receiveOffer, bearer: good)
         #expect(whepNoTarget.status == 404)
         let unknownDelete = try await Self.post(server, "/whip/r1/whipdeadbeef", sdp: "", bearer: nil, method: "DELETE")

@@ -110,6 +110,10 @@ extension RoomServer {
         let camWanted = video == 1
         join.micEnabled = kind == .whip && micWanted
         join.camEnabled = kind == .whip && camWanted
+        if let target, join.participantId == target {
+            // Joining under the played id would replace the very participant it wants to play.
+            return adminError(400, RoomError(4004, "a WHEP viewer cannot play itself ('\(target)')"))
+        }
         if join.name == join.participantId, let name = request.query("name"), !name.isEmpty {
             join.name = String(name.prefix(256))
         }
