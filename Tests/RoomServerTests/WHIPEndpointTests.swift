@@ -78,6 +78,12 @@ struct WHIPEndpointTests {
         defer { pc2.close() }
         let tooMany = try await Self.post(server, "/whip/r1", sdp: twoVideos, bearer: good)
         #expect(tooMany.status == 400 && Self.errorCode(tooMany) == 3073)
+        // A well-formed offer without Opus or VP8: the room's `produce` refuses it, the member leaves.
+        let h264 = sdp.replacingOccurrences(of: "VP8/90000", with: "H264/90000")
+            .replacingOccurrences(of: "opus/48000", with: "G722/8000")
+        #expect(h264 != sdp)
+        let noCodec = try await Self.post(server, "/whip/r1", sdp: h264, bearer: good)
+        #expect(noCodec.status == 422 && Self.errorCode(noCodec) == 4051, "\(noCodec.text)")
         let badRoom = try await Self.post(server, "/whip/r1/extra/segments", sdp: sdp, bearer: good)
         #expect(badRoom.status == 404)
         let (pc3, receiveOffer) = try await Self.offer(receive: true)

@@ -126,7 +126,7 @@ extension RoomServer {
         }
         let answer: Result<String, RoomError>
         switch kind {
-        case .whip: answer = await publish(session, offer: request.text, mic: micWanted, cam: camWanted)
+        case .whip: answer = await publish(session, offer: offer, text: request.text)
         case .whep: answer = await play(session, offer: offer, target: target ?? "", mic: micWanted, cam: camWanted)
         }
         switch answer {
@@ -146,16 +146,12 @@ extension RoomServer {
     }
 
     /// WHIP: the room's own `produce` with the offer; every m-line becomes a producer.
-    private func publish(_ session: HTTPParticipant, offer: String, mic: Bool, cam: Bool) async -> Result<
+    private func publish(_ session: HTTPParticipant, offer: SessionDescription, text: String) async -> Result<
         String, RoomError
     > {
-        var tracks: [JSONValue] = []
         // In the offer's m-line order, which `produce` labels its new m-lines by.
-        for kind in (try? SessionDescription.parse(offer))?.media.compactMap(\.kind) ?? [] {
-            tracks.append(["kind": kind == .audio ? "mic" : "webcam"])
-        }
-        let result = await session.request(
-            "produce", ["tracks": .array(tracks), "sdp": .string(offer)])
+        let tracks: [JSONValue] = offer.media.compactMap(\.kind).map { ["kind": $0 == .audio ? "mic" : "webcam"] }
+        let result = await session.request("produce", ["tracks": .array(tracks), "sdp": .string(text)])
         return result.flatMap { response in
             guard let sdp = response["sdp"]?.stringValue else {
                 return .failure(RoomError(5000, "produce answered without an SDP"))
