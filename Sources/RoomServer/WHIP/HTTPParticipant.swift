@@ -20,7 +20,8 @@ final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
     let roomId: String
     /// The resource URL path (`Location`), e.g. `/whip/ROOM/SESSION`.
     let resourcePath: String
-    let renegotiatesSubscriptions: Bool
+    /// An HTTP member negotiates once, in its POST.
+    var renegotiatesSubscriptions: Bool { false }
     private let server: RoomServer
     private let lock = NSLock()
     private var room: Room?
@@ -39,7 +40,6 @@ final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
         self.server = server
         sessionId = makeId(kind.rawValue).replacingOccurrences(of: "-", with: "")
         resourcePath = endpointPath + "/" + sessionId
-        renegotiatesSubscriptions = false
     }
 
     private func locked<T>(_ body: () -> T) -> T {

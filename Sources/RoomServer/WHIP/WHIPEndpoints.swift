@@ -117,8 +117,7 @@ extension RoomServer {
         if join.name == join.participantId, let name = request.query("name"), !name.isEmpty {
             join.name = String(name.prefix(256))
         }
-        let endpoint = request.path.hasSuffix("/") ? String(request.path.dropLast()) : request.path
-        let session = HTTPParticipant(kind: kind, roomId: roomId, endpointPath: endpoint, server: self)
+        let session = HTTPParticipant(kind: kind, roomId: roomId, endpointPath: request.path, server: self)
         httpSessions.add(session)
         if case .failure(let error) = await session.join(join) {
             httpSessions.remove(session)
