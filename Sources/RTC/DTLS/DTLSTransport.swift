@@ -66,7 +66,6 @@ public final class DTLSTransport: @unchecked Sendable {
     /// Number of datagrams given to ``handleDatagram(_:)`` so far.
     public private(set) var datagramsReceived = 0
 
-    private let context: OpaquePointer  // SSL_CTX*
     private let ssl: OpaquePointer  // SSL*
     private let readBIO: OpaquePointer  // memory BIO, one datagram at a time
     private let handshakeTimeout: UInt64
@@ -102,30 +101,22 @@ public final class DTLSTransport: @unchecked Sendable {
         self.handshakeTimeout = handshakeTimeout
 
         ERR_clear_error()
-        guard let context = SSL_CTX_new(DTLS_method()) else {
-            throw DTLSError.setupFailed("SSL_CTX_new: \(openSSLErrors())")
-        }
-        func setupError(_ step: String) -> DTLSError { .setupFailed("\(step): \(openSSLErrors())") }
-        do {
-            try Self.configure(
-                context: context, certificate: certificate, profiles: profiles, setupError: setupError)
-        } catch {
-            SSL_CTX_free(context)
-            throw error
-        }
+        let context = try certificate.dtlsContext(profiles: profiles)
         guard let ssl = SSL_new(context) else {
-            SSL_CTX_free(context)
-            throw setupError("SSL_new")
+            throw DTLSError.setupFailed("SSL_new: \(openSSLErrors())")
         }
-        guard let readBIO = BIO_new(BIO_s_mem()), let writeBIO = BIO_new(Self.datagramBIOMethod) else {
+        guard let readBIO = BIO_new(BIO_s_mem()) else {
             SSL_free(ssl)
-            SSL_CTX_free(context)
-            throw setupError("BIO_new")
+            throw DTLSError.setupFailed("BIO_new: \(openSSLErrors())")
+        }
+        guard let writeBIO = BIO_new(Self.datagramBIOMethod) else {
+            BIO_free(readBIO)
+            SSL_free(ssl)
+            throw DTLSError.setupFailed("BIO_new: \(openSSLErrors())")
         }
         // Empty read BIO means "no datagram yet", not end of stream.
         _ = shim_BIO_set_mem_eof_return(readBIO, -1)
         SSL_set_bio(ssl, readBIO, writeBIO)  // ssl owns both BIOs now
-        self.context = context
         self.ssl = ssl
         self.readBIO = readBIO
 
@@ -133,6 +124,9 @@ public final class DTLSTransport: @unchecked Sendable {
         BIO_set_data(writeBIO, unmanagedSelf)
         _ = SSL_set_ex_data(ssl, 0, unmanagedSelf)
         _ = shim_DTLS_set_link_mtu(ssl, mtu)
+        // OpenSSL sizes its write buffer for 16 KB records (about 17 KB per connection), but no
+        // record we send is larger than a datagram: handshake flights are cut to the MTU.
+        _ = shim_SSL_set_max_send_fragment(ssl, max(512, mtu))
         DTLS_set_timer_cb(ssl) { _, previousMicroseconds in
             DTLSTransport.nextRetransmitTimeout(previousMicroseconds: previousMicroseconds)
         }
@@ -143,8 +137,7 @@ public final class DTLSTransport: @unchecked Sendable {
     }
 
     deinit {
-        SSL_free(ssl)  // frees both BIOs
-        SSL_CTX_free(context)
+        SSL_free(ssl)  // frees both BIOs and drops its reference to the shared context
     }
 
     /// RFC 7983 demultiplexing: a first byte in 20...63 is DTLS.
@@ -354,12 +347,14 @@ public final class DTLSTransport: @unchecked Sendable {
         return min(previousMicroseconds.multipliedReportingOverflow(by: 2).partialValue, 8_000_000)
     }
 
-    private static func configure(
+    /// Configures a context for DTLS-SRTP with `certificate`. Nothing in it is per connection: the
+    /// verify callback finds its transport through the `SSL`'s ex-data.
+    static func configure(
         context: OpaquePointer,
         certificate: DTLSCertificate,
-        profiles: [SRTPProfile],
-        setupError: (String) -> DTLSError
-    ) throws {
+        profiles: [SRTPProfile]
+    ) throws(DTLSError) {
+        func setupError(_ step: String) -> DTLSError { .setupFailed("\(step): \(openSSLErrors())") }
         // OpenSSL 3.0 has no DTLS 1.3; pin 1.2 so a 1.3-capable ClientHello settles on it.
         guard shim_SSL_CTX_set_min_proto_version(context, shim_DTLS1_2_VERSION()) == 1,
             shim_SSL_CTX_set_max_proto_version(context, shim_DTLS1_2_VERSION()) == 1
@@ -368,6 +363,7 @@ public final class DTLSTransport: @unchecked Sendable {
             context,
             shim_SSL_OP_NO_QUERY_MTU() | shim_SSL_OP_NO_TICKET() | shim_SSL_OP_NO_RENEGOTIATION()
                 | shim_SSL_OP_CIPHER_SERVER_PREFERENCE())
+        _ = shim_SSL_CTX_disable_session_cache(context)
         guard SSL_CTX_use_certificate(context, certificate.x509) == 1,
             SSL_CTX_use_PrivateKey(context, certificate.privateKey) == 1,
             SSL_CTX_check_private_key(context) == 1
