@@ -197,6 +197,27 @@ private final class DTLSLoopback {
         #expect(first.serverKeys?.localKey != cmOnly.serverKeys?.localKey)
     }
 
+    @Test func releasedHandshakeStateIgnoresDTLSAndClosesQuietly() throws {
+        let link = try DTLSLoopback()
+        link.server.releaseHandshakeState()  // before the handshake: refused
+        #expect(!link.server.isHandshakeStateReleased)
+        link.connect()
+        #expect(link.server.state == .connected)
+        link.server.releaseHandshakeState()
+        #expect(link.server.isHandshakeStateReleased)
+        // The client's close_notify is ignored (no state to read it with), and no reply goes out.
+        link.client.close()
+        let sentBefore = link.server.datagramsSent
+        link.pump()
+        #expect(!link.serverClosed && link.server.state == .connected)
+        #expect(link.server.datagramsSent == sentBefore)
+        // Closing sends nothing but still reports the close.
+        link.server.close()
+        #expect(link.serverClosed && link.server.state == .closed)
+        #expect(link.server.datagramsSent == sentBefore)
+        #expect(link.serverKeys != nil && link.server.keyingMaterial == link.serverKeys)
+    }
+
     @Test func lateFingerprintReleasesKeysOnlyWhenItMatches() throws {
         let link = try DTLSLoopback(serverSeesFingerprint: { _ in nil })
         link.connect()

@@ -66,7 +66,8 @@ public final class DTLSTransport: @unchecked Sendable {
     /// Number of datagrams given to ``handleDatagram(_:)`` so far.
     public private(set) var datagramsReceived = 0
 
-    private let ssl: OpaquePointer  // SSL*
+    /// `SSL*`; nil once given back after the handshake (see ``releaseHandshakeState()``).
+    private var ssl: OpaquePointer?
     private let readBIO: OpaquePointer  // memory BIO, one datagram at a time
     private let handshakeTimeout: UInt64
     private var handshakeDeadline: UInt64?
@@ -137,7 +138,7 @@ public final class DTLSTransport: @unchecked Sendable {
     }
 
     deinit {
-        SSL_free(ssl)  // frees both BIOs and drops its reference to the shared context
+        if let ssl { SSL_free(ssl) }  // frees both BIOs and drops its reference to the shared context
     }
 
     /// RFC 7983 demultiplexing: a first byte in 20...63 is DTLS.
@@ -160,6 +161,7 @@ public final class DTLSTransport: @unchecked Sendable {
             bytes.count > 0, bytes.count <= 65_535
         else { return }
         datagramsReceived += 1
+        guard ssl != nil else { return }  // released: the peer has its keys, nothing left to answer
         // Keep datagram boundaries: never let a leftover be glued to the next datagram.
         if BIO_ctrl_pending(readBIO) > 0 { _ = BIO_ctrl(readBIO, BIO_CTRL_RESET, 0, nil) }
         guard BIO_write(readBIO, base, Int32(bytes.count)) == Int32(bytes.count) else { return }
@@ -183,7 +185,7 @@ public final class DTLSTransport: @unchecked Sendable {
             fail(.timeout)
             return
         }
-        guard !awaitingFingerprint else { return }
+        guard !awaitingFingerprint, let ssl else { return }
         var seconds = 0
         var microseconds = 0
         guard shim_DTLSv1_get_timeout(ssl, &seconds, &microseconds) == 1, seconds == 0,
@@ -198,12 +200,28 @@ public final class DTLSTransport: @unchecked Sendable {
         }
     }
 
+    /// True once ``releaseHandshakeState()`` gave the OpenSSL connection back.
+    public var isHandshakeStateReleased: Bool { ssl == nil && state == .connected }
+
+    /// Frees the OpenSSL connection (about 45 KB: the handshake buffer OpenSSL keeps for
+    /// retransmissions, a 17 KB record buffer, the connection itself) once the SRTP keys are in use.
+    ///
+    /// Call it when an authentic SRTP or SRTCP packet arrived from the peer: that proves the peer
+    /// finished its handshake, so it will never again need a retransmitted flight from us. After
+    /// it, DTLS datagrams from the peer are ignored and ``close()`` sends no close_notify (the peer
+    /// learns of the end through signalling or ICE consent, as after a lost close_notify).
+    public func releaseHandshakeState() {
+        guard state == .connected, let ssl else { return }
+        SSL_free(ssl)
+        self.ssl = nil
+    }
+
     /// Sends close_notify and moves to ``State/closed``.
     public func close() {
         guard state != .closed && state != .failed else { return }
         let wasRunning = state != .new
         state = .closed
-        if wasRunning {
+        if wasRunning, let ssl {
             ERR_clear_error()
             _ = SSL_shutdown(ssl)
         }
@@ -213,6 +231,7 @@ public final class DTLSTransport: @unchecked Sendable {
     // MARK: - Handshake
 
     private func continueHandshake() {
+        guard let ssl else { return }
         ERR_clear_error()
         let result = SSL_do_handshake(ssl)
         if result == 1 {
@@ -233,7 +252,7 @@ public final class DTLSTransport: @unchecked Sendable {
 
     /// Runs once the handshake is done and again when a late ``remoteFingerprint`` arrives.
     private func verifyPeerAndExportKeys() {
-        guard awaitingFingerprint, state == .connecting, let expected = remoteFingerprint else {
+        guard awaitingFingerprint, state == .connecting, let expected = remoteFingerprint, let ssl else {
             return
         }
         awaitingFingerprint = false
@@ -277,7 +296,7 @@ public final class DTLSTransport: @unchecked Sendable {
     }
 
     private func readApplicationData() {
-        while state == .connected || awaitingFingerprint {
+        while state == .connected || awaitingFingerprint, let ssl {
             ERR_clear_error()
             let count = readScratch.withUnsafeMutableBytes { buffer in
                 SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
@@ -310,7 +329,7 @@ public final class DTLSTransport: @unchecked Sendable {
     /// The handshake completed but we refuse the peer: tell it with close_notify so it stops too.
     private func failAfterHandshake(_ error: DTLSError) {
         ERR_clear_error()
-        _ = SSL_shutdown(ssl)
+        if let ssl { _ = SSL_shutdown(ssl) }
         fail(error)
     }
 
