@@ -10,6 +10,8 @@
 #include <openssl/ec.h>
 #include <openssl/crypto.h>
 #include <openssl/obj_mac.h>
+#include <openssl/sha.h>
+#include <string.h>
 
 // Swift cannot import function-like macros (most of them expand to SSL_ctrl /
 // SSL_CTX_ctrl / BIO_ctrl calls), so each one used from Swift gets a typed
@@ -69,6 +71,14 @@ static inline long shim_SSL_CTX_set_read_ahead(SSL_CTX *ctx, int yes) {
     return SSL_CTX_set_read_ahead(ctx, yes);
 }
 
+// A DTLS context is shared by every connection of a certificate: no session may outlive its
+// connection or be resumed by another (resumption would skip the fingerprint check).
+static inline long shim_SSL_CTX_disable_session_cache(SSL_CTX *ctx) {
+    return SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+}
+static inline long shim_SSL_set_max_send_fragment(SSL *ssl, long length) {
+    return SSL_set_max_send_fragment(ssl, length);
+}
 static inline void shim_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); }
 
 /// ECDSA P-256 key pair (EVP_EC_gen is a macro over EVP_PKEY_Q_keygen).
@@ -97,3 +107,49 @@ static inline int shim_X509_set_notBefore_offset(X509 *x509, long seconds) {
 static inline int shim_X509_set_notAfter_offset(X509 *x509, long seconds) {
     return X509_gmtime_adj(X509_getm_notAfter(x509), seconds) != NULL;
 }
+
+// HMAC-SHA1 with the key schedule done once: the padded-key states are kept, so a tag costs two
+// SHA-1 runs and no allocation (EVP_MAC duplicates a digest context on every reset). Used by the
+// SRTP AES-CM profile, whose keys never change during a session.
+typedef struct {
+    SHA_CTX inner;
+    SHA_CTX outer;
+} shim_hmac_sha1_key;
+
+static inline void shim_hmac_sha1_key_init(shim_hmac_sha1_key *state, const unsigned char *key, size_t length) {
+    unsigned char block[SHA_CBLOCK];
+    unsigned char hashed[SHA_DIGEST_LENGTH];
+    memset(block, 0, sizeof block);
+    if (length > SHA_CBLOCK) {
+        SHA1(key, length, hashed);
+        memcpy(block, hashed, SHA_DIGEST_LENGTH);
+    } else if (length > 0) {
+        memcpy(block, key, length);
+    }
+    unsigned char pad[SHA_CBLOCK];
+    for (size_t i = 0; i < SHA_CBLOCK; i++) pad[i] = block[i] ^ 0x36;
+    SHA1_Init(&state->inner);
+    SHA1_Update(&state->inner, pad, SHA_CBLOCK);
+    for (size_t i = 0; i < SHA_CBLOCK; i++) pad[i] = block[i] ^ 0x5c;
+    SHA1_Init(&state->outer);
+    SHA1_Update(&state->outer, pad, SHA_CBLOCK);
+    OPENSSL_cleanse(block, sizeof block);
+    OPENSSL_cleanse(pad, sizeof pad);
+}
+
+// HMAC-SHA1 over data ‖ suffix (SRTP authenticates the packet followed by its 4-byte ROC).
+static inline void shim_hmac_sha1(const shim_hmac_sha1_key *state, const void *data, size_t length,
+                                  const void *suffix, size_t suffixLength, unsigned char out[SHA_DIGEST_LENGTH]) {
+    SHA_CTX context = state->inner;
+    unsigned char innerDigest[SHA_DIGEST_LENGTH];
+    SHA1_Update(&context, data, length);
+    if (suffixLength > 0) SHA1_Update(&context, suffix, suffixLength);
+    SHA1_Final(innerDigest, &context);
+    context = state->outer;
+    SHA1_Update(&context, innerDigest, SHA_DIGEST_LENGTH);
+    SHA1_Final(out, &context);
+}
+
+static inline int shim_EVP_CTRL_GCM_SET_TAG(void) { return EVP_CTRL_GCM_SET_TAG; }
+static inline int shim_EVP_CTRL_GCM_GET_TAG(void) { return EVP_CTRL_GCM_GET_TAG; }
+static inline int shim_EVP_CTRL_GCM_SET_IVLEN(void) { return EVP_CTRL_GCM_SET_IVLEN; }

@@ -33,10 +33,11 @@ private final class DTLSLoopback {
         serverProfiles: [SRTPProfile] = [.aeadAES128GCM, .aes128CMHMACSHA1_80],
         clientSeesFingerprint: ((DTLSCertificate) -> DTLSFingerprint?)? = nil,
         serverSeesFingerprint: ((DTLSCertificate) -> DTLSFingerprint?)? = nil,
-        clientMTU: Int = DTLSTransport.defaultMTU
+        clientMTU: Int = DTLSTransport.defaultMTU,
+        serverCertificate sharedServerCertificate: DTLSCertificate? = nil
     ) throws {
         let clientCertificate = try DTLSCertificate.generate()
-        let serverCertificate = try DTLSCertificate.generate()
+        let serverCertificate = try sharedServerCertificate ?? DTLSCertificate.generate()
         client = try DTLSTransport(
             role: .client, certificate: clientCertificate,
             remoteFingerprint: clientSeesFingerprint.map { $0(serverCertificate) }
@@ -174,6 +175,47 @@ private final class DTLSLoopback {
         #expect(link.serverKeys == nil)
         #expect(link.clientKeys == nil)
         #expect(link.client.state == .failed)
+    }
+
+    @Test func connectionsOfOneCertificateShareOneContextAndStillCheckTheirOwnPeer() throws {
+        let server = try DTLSCertificate.generate()
+        let stranger = try DTLSCertificate.generate()
+        let first = try DTLSLoopback(serverCertificate: server)
+        let impostor = try DTLSLoopback(serverSeesFingerprint: { _ in stranger.fingerprint }, serverCertificate: server)
+        let cmOnly = try DTLSLoopback(serverProfiles: [.aes128CMHMACSHA1_80], serverCertificate: server)
+        #expect(server.dtlsContextCount == 2)  // one per profile list, not one per connection
+        // Interleave the handshakes so that each verify callback runs while the others are open.
+        for link in [first, impostor, cmOnly] {
+            link.server.start()
+            link.client.start()
+        }
+        for link in [first, impostor, cmOnly] { link.pump() }
+        #expect(first.server.state == .connected && first.serverKeys?.profile == .aeadAES128GCM)
+        #expect(impostor.serverError == .fingerprintMismatch && impostor.serverKeys == nil)
+        #expect(cmOnly.server.state == .connected && cmOnly.serverKeys?.profile == .aes128CMHMACSHA1_80)
+        #expect(first.clientKeys?.localKey == first.serverKeys?.remoteKey)
+        #expect(first.serverKeys?.localKey != cmOnly.serverKeys?.localKey)
+    }
+
+    @Test func releasedHandshakeStateIgnoresDTLSAndClosesQuietly() throws {
+        let link = try DTLSLoopback()
+        link.server.releaseHandshakeState()  // before the handshake: refused
+        #expect(!link.server.isHandshakeStateReleased)
+        link.connect()
+        #expect(link.server.state == .connected)
+        link.server.releaseHandshakeState()
+        #expect(link.server.isHandshakeStateReleased)
+        // The client's close_notify is ignored (no state to read it with), and no reply goes out.
+        link.client.close()
+        let sentBefore = link.server.datagramsSent
+        link.pump()
+        #expect(!link.serverClosed && link.server.state == .connected)
+        #expect(link.server.datagramsSent == sentBefore)
+        // Closing sends nothing but still reports the close.
+        link.server.close()
+        #expect(link.serverClosed && link.server.state == .closed)
+        #expect(link.server.datagramsSent == sentBefore)
+        #expect(link.serverKeys != nil && link.server.keyingMaterial == link.serverKeys)
     }
 
     @Test func lateFingerprintReleasesKeysOnlyWhenItMatches() throws {

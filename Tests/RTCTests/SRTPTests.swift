@@ -178,7 +178,7 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
         buffer[0] = 0x80
         #expect(throws: SRTPError.badParameter) {
             _ = try buffer.withUnsafeMutableBytes { bytes in
-                try outbound.protectRTP(bytes.baseAddress!, length: 180, capacity: 200)
+                try outbound.protectRTP(bytes.baseAddress!, length: 201 - SRTPSession.maxTrailerLength, capacity: 200)
             }
         }
     }
@@ -215,5 +215,187 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
         #expect(cost > 0)
         #expect(
             SRTPBench.unprotectCost(profile: .aes128CMHMACSHA1_80, payloadSize: 100, count: 50).isFinite)
+    }
+}
+
+/// Our SRTP against libsrtp, the reference implementation: the same keys must give byte-identical
+/// packets, and each must open what the other sealed.
+@Suite struct SRTPReferenceTests {
+    static let profiles: [SRTPProfile] = [.aes128CMHMACSHA1_80, .aeadAES128GCM]
+
+    /// A pseudo-random RTP packet: CSRCs, a header extension and padding appear in some.
+    private static func packet(sequence: UInt16, ssrc: UInt32, seed: inout UInt64) -> [UInt8] {
+        func next() -> UInt64 {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return seed >> 33
+        }
+        let csrcCount = Int(next() % 3)
+        let hasExtension = next() % 2 == 0
+        let hasPadding = next() % 4 == 0
+        var bytes: [UInt8] = [
+            0x80 | (hasPadding ? 0x20 : 0) | (hasExtension ? 0x10 : 0) | UInt8(csrcCount), 96,
+            UInt8(sequence >> 8), UInt8(truncatingIfNeeded: sequence),
+        ]
+        let timestamp = UInt32(truncatingIfNeeded: next())
+        for shift in stride(from: 24, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: timestamp >> UInt32(shift)))
+        }
+        for shift in stride(from: 24, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: ssrc >> UInt32(shift)))
+        }
+        for _ in 0..<(csrcCount * 4) { bytes.append(UInt8(truncatingIfNeeded: next())) }
+        if hasExtension {
+            bytes += [0xBE, 0xDE, 0x00, 0x02]
+            for _ in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: next())) }
+        }
+        let payloadLength = Int(next() % 1100)
+        for _ in 0..<payloadLength { bytes.append(UInt8(truncatingIfNeeded: next())) }
+        if hasPadding { bytes += [0, 0, 3] }
+        return bytes
+    }
+
+    private static func keys(_ profile: SRTPProfile) -> (key: [UInt8], salt: [UInt8]) {
+        (
+            (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 3) },
+            (0..<profile.saltLength).map { UInt8(truncatingIfNeeded: $0 &* 53 &+ 7) }
+        )
+    }
+
+    /// Sequence numbers with the things that break index estimation: a wrap, reordering, a
+    /// retransmission and a jump.
+    static let sequences: [UInt16] = [
+        65_500, 65_501, 65_503, 65_502, 65_535, 0, 1, 65_534, 2, 3, 3, 900, 901, 20_000, 30_000, 45_000, 60_000,
+        65_535, 0, 5,
+    ]
+
+    @Test(arguments: profiles)
+    func rtpPacketsAreByteIdenticalAndOpenBothWays(profile: SRTPProfile) throws {
+        let (key, salt) = Self.keys(profile)
+        let ours = try SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
+        let reference = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound))
+        let oursIn = try SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
+        let referenceIn = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .inbound))
+        var seed: UInt64 = 42
+        var opened = 0
+        for (step, sequence) in Self.sequences.enumerated() {
+            for ssrc: UInt32 in [0x0102_0304, 0xCAFE_F00D] {
+                let plain = Self.packet(sequence: sequence, ssrc: ssrc, seed: &seed)
+                var a = plain + [UInt8](repeating: 0, count: LibSRTPSession.maxTrailerLength)
+                var b = a
+                let lengthA = try a.withUnsafeMutableBytes {
+                    try ours.protectRTP($0.baseAddress!, length: plain.count, capacity: $0.count)
+                }
+                let lengthB = try #require(
+                    b.withUnsafeMutableBytes { reference.protectRTP($0.baseAddress!, length: plain.count) })
+                #expect(lengthA == lengthB, "step \(step)")
+                #expect(a[0..<lengthA] == b[0..<lengthB], "step \(step) seq \(sequence): ciphertext differs")
+                // The repeated 3 is a retransmission: both receivers refuse it as a replay.
+                let isReplay = step == 10
+                let back = a.withUnsafeMutableBytes { try? oursIn.unprotectRTP($0.baseAddress!, length: lengthA) }
+                let backRef = b.withUnsafeMutableBytes { referenceIn.unprotectRTP($0.baseAddress!, length: lengthB) }
+                if isReplay {
+                    #expect(back == nil && backRef == nil, "step \(step): replay accepted")
+                } else {
+                    #expect(back == plain.count && backRef == plain.count, "step \(step) seq \(sequence)")
+                    #expect(Array(a[0..<plain.count]) == plain)
+                    opened += 1
+                }
+            }
+        }
+        #expect(opened == 2 * (Self.sequences.count - 1))
+        #expect(oursIn.replayFailures == 2)
+    }
+
+    @Test(arguments: profiles)
+    func libsrtpPacketsOpenWithOursAndForgeriesDoNot(profile: SRTPProfile) throws {
+        let (key, salt) = Self.keys(profile)
+        let reference = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound))
+        let ours = try SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
+        var seed: UInt64 = 7
+        for sequence: UInt16 in [10, 11, 9, 12] {
+            let plain = Self.packet(sequence: sequence, ssrc: 77, seed: &seed)
+            var buffer = plain + [UInt8](repeating: 0, count: LibSRTPSession.maxTrailerLength)
+            let length = try #require(
+                buffer.withUnsafeMutableBytes { reference.protectRTP($0.baseAddress!, length: plain.count) })
+            var forged = buffer
+            forged[length - 1] ^= 0x01
+            #expect(throws: SRTPError.authFailed) {
+                _ = try forged.withUnsafeMutableBytes { try ours.unprotectRTP($0.baseAddress!, length: length) }
+            }
+            let opened = try buffer.withUnsafeMutableBytes { try ours.unprotectRTP($0.baseAddress!, length: length) }
+            #expect(Array(buffer[0..<opened]) == plain)
+        }
+        #expect(ours.authFailures == 4)
+    }
+
+    @Test(arguments: profiles)
+    func rtcpOpensBothWays(profile: SRTPProfile) throws {
+        let (key, salt) = Self.keys(profile)
+        let ours = try SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
+        let reference = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound))
+        let oursIn = try SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
+        let referenceIn = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .inbound))
+        for round in 0..<5 {
+            // A sender report followed by an SDES chunk, as a compound packet.
+            var plain: [UInt8] = [0x80, 200, 0x00, 0x06, 0xAA, 0xBB, 0xCC, 0xDD]
+            plain += (0..<20).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ round) }
+            plain += [0x81, 202, 0x00, 0x02, 0xAA, 0xBB, 0xCC, 0xDD, 0x01, 0x02, 0x61, 0x62]
+            // Ours → libsrtp.
+            var a = plain + [UInt8](repeating: 0, count: LibSRTPSession.maxTrailerLength)
+            let sealed = try a.withUnsafeMutableBytes {
+                try ours.protectRTCP($0.baseAddress!, length: plain.count, capacity: $0.count)
+            }
+            #expect(a[8..<plain.count] != plain[8...])
+            let openedByReference = a.withUnsafeMutableBytes {
+                referenceIn.unprotectRTCP($0.baseAddress!, length: sealed)
+            }
+            #expect(openedByReference == plain.count)
+            #expect(Array(a[0..<plain.count]) == plain)
+            // libsrtp → ours.
+            var b = plain + [UInt8](repeating: 0, count: LibSRTPSession.maxTrailerLength)
+            let sealedByReference = try #require(
+                b.withUnsafeMutableBytes { reference.protectRTCP($0.baseAddress!, length: plain.count) })
+            var replay = b
+            let openedByUs = try b.withUnsafeMutableBytes {
+                try oursIn.unprotectRTCP($0.baseAddress!, length: sealedByReference)
+            }
+            #expect(openedByUs == plain.count)
+            #expect(Array(b[0..<plain.count]) == plain)
+            #expect(throws: SRTPError.replayFailed) {
+                _ = try replay.withUnsafeMutableBytes {
+                    try oursIn.unprotectRTCP($0.baseAddress!, length: sealedByReference)
+                }
+            }
+        }
+    }
+
+    @Test func replayWindowSlidesAndForgets() {
+        var window = SRTPReplayWindow(size: 128)
+        #expect(window.check(5) == .fresh)
+        window.accept(5)
+        #expect(window.check(5) == .replayed)
+        window.accept(70)  // slide by 65: across a word boundary
+        #expect(window.check(5) == .replayed)
+        #expect(window.check(6) == .fresh)
+        window.accept(6)
+        #expect(window.check(6) == .replayed)
+        window.accept(200)  // 6 is now 194 behind: older than the window
+        #expect(window.check(6) == .tooOld)
+        #expect(window.check(70) == .tooOld)
+        #expect(window.check(73) == .fresh)  // 127 behind, never seen
+        #expect(window.check(200) == .replayed)
+        window.accept(1_000)
+        #expect(window.check(999) == .fresh)
+        #expect(window.check(200) == .tooOld)
+    }
+
+    @Test func indexEstimateFollowsTheRollover() {
+        #expect(estimateSRTPIndex(sequence: 65_535, highest: 3) == 65_535)  // no earlier cycle
+        #expect(estimateSRTPIndex(sequence: 0, highest: 65_535) == 65_536)
+        #expect(estimateSRTPIndex(sequence: 65_535, highest: 65_536 + 2) == 65_535)
+        #expect(estimateSRTPIndex(sequence: 10, highest: 3 << 16 | 40_000) == 4 << 16 | 10)  // 25,546 ahead
+        #expect(estimateSRTPIndex(sequence: 65_000, highest: 3 << 16 | 100) == 2 << 16 | 65_000)  // 636 behind
+        #expect(estimateSRTPIndex(sequence: 30_000, highest: 3 << 16 | 100) == 3 << 16 | 30_000)
+        #expect(estimateSRTPIndex(sequence: 5, highest: 3 << 16 | 60_000) == 4 << 16 | 5)
     }
 }

@@ -1,4 +1,5 @@
 import COpenSSL
+import Synchronization
 
 /// Errors from the DTLS layer.
 public enum DTLSError: Error, Sendable, Hashable {
@@ -128,6 +129,12 @@ public final class DTLSCertificate: @unchecked Sendable {
     /// SHA-256 fingerprint of the DER certificate, for SDP `a=fingerprint:`.
     public let fingerprint: DTLSFingerprint
 
+    /// One configured `SSL_CTX*` per list of SRTP profiles, shared by every transport that uses this
+    /// certificate: a context costs about 12 KB, which a server with a thousand connections would
+    /// otherwise pay a thousand times. OpenSSL reference-counts it (each `SSL` holds a reference)
+    /// and allows `SSL_new` on one context from several threads.
+    private let contexts = Mutex<[[SRTPProfile]: OpaquePointer]>([:])
+
     private init(x509: OpaquePointer, privateKey: OpaquePointer, fingerprint: DTLSFingerprint) {
         self.x509 = x509
         self.privateKey = privateKey
@@ -135,9 +142,35 @@ public final class DTLSCertificate: @unchecked Sendable {
     }
 
     deinit {
+        contexts.withLock { contexts in
+            for context in contexts.values { SSL_CTX_free(context) }
+        }
         X509_free(x509)
         EVP_PKEY_free(privateKey)
     }
+
+    /// The shared DTLS context for `profiles`, created and configured on first use.
+    /// The caller must not free it; `SSL_new` takes its own reference.
+    func dtlsContext(profiles: [SRTPProfile]) throws(DTLSError) -> OpaquePointer {
+        try contexts.withLock { (contexts) throws(DTLSError) -> OpaquePointer in
+            if let context = contexts[profiles] { return context }
+            ERR_clear_error()
+            guard let context = SSL_CTX_new(DTLS_method()) else {
+                throw .setupFailed("SSL_CTX_new: \(openSSLErrors())")
+            }
+            do throws(DTLSError) {
+                try DTLSTransport.configure(context: context, certificate: self, profiles: profiles)
+            } catch {
+                SSL_CTX_free(context)
+                throw error
+            }
+            contexts[profiles] = context
+            return context
+        }
+    }
+
+    /// Number of DTLS contexts this certificate holds (one per profile list in use).
+    var dtlsContextCount: Int { contexts.withLock { $0.count } }
 
     /// Generates a fresh ECDSA P-256 key and a self-signed certificate (CN "understudy", random
     /// serial, valid from 30 days ago to one year ahead so that clock skew does not matter).

@@ -66,8 +66,8 @@ public final class DTLSTransport: @unchecked Sendable {
     /// Number of datagrams given to ``handleDatagram(_:)`` so far.
     public private(set) var datagramsReceived = 0
 
-    private let context: OpaquePointer  // SSL_CTX*
-    private let ssl: OpaquePointer  // SSL*
+    /// `SSL*`; nil once given back after the handshake (see ``releaseHandshakeState()``).
+    private var ssl: OpaquePointer?
     private let readBIO: OpaquePointer  // memory BIO, one datagram at a time
     private let handshakeTimeout: UInt64
     private var handshakeDeadline: UInt64?
@@ -102,30 +102,22 @@ public final class DTLSTransport: @unchecked Sendable {
         self.handshakeTimeout = handshakeTimeout
 
         ERR_clear_error()
-        guard let context = SSL_CTX_new(DTLS_method()) else {
-            throw DTLSError.setupFailed("SSL_CTX_new: \(openSSLErrors())")
-        }
-        func setupError(_ step: String) -> DTLSError { .setupFailed("\(step): \(openSSLErrors())") }
-        do {
-            try Self.configure(
-                context: context, certificate: certificate, profiles: profiles, setupError: setupError)
-        } catch {
-            SSL_CTX_free(context)
-            throw error
-        }
+        let context = try certificate.dtlsContext(profiles: profiles)
         guard let ssl = SSL_new(context) else {
-            SSL_CTX_free(context)
-            throw setupError("SSL_new")
+            throw DTLSError.setupFailed("SSL_new: \(openSSLErrors())")
         }
-        guard let readBIO = BIO_new(BIO_s_mem()), let writeBIO = BIO_new(Self.datagramBIOMethod) else {
+        guard let readBIO = BIO_new(BIO_s_mem()) else {
             SSL_free(ssl)
-            SSL_CTX_free(context)
-            throw setupError("BIO_new")
+            throw DTLSError.setupFailed("BIO_new: \(openSSLErrors())")
+        }
+        guard let writeBIO = BIO_new(Self.datagramBIOMethod) else {
+            BIO_free(readBIO)
+            SSL_free(ssl)
+            throw DTLSError.setupFailed("BIO_new: \(openSSLErrors())")
         }
         // Empty read BIO means "no datagram yet", not end of stream.
         _ = shim_BIO_set_mem_eof_return(readBIO, -1)
         SSL_set_bio(ssl, readBIO, writeBIO)  // ssl owns both BIOs now
-        self.context = context
         self.ssl = ssl
         self.readBIO = readBIO
 
@@ -133,6 +125,9 @@ public final class DTLSTransport: @unchecked Sendable {
         BIO_set_data(writeBIO, unmanagedSelf)
         _ = SSL_set_ex_data(ssl, 0, unmanagedSelf)
         _ = shim_DTLS_set_link_mtu(ssl, mtu)
+        // OpenSSL sizes its write buffer for 16 KB records (about 17 KB per connection), but no
+        // record we send is larger than a datagram: handshake flights are cut to the MTU.
+        _ = shim_SSL_set_max_send_fragment(ssl, max(512, mtu))
         DTLS_set_timer_cb(ssl) { _, previousMicroseconds in
             DTLSTransport.nextRetransmitTimeout(previousMicroseconds: previousMicroseconds)
         }
@@ -143,8 +138,7 @@ public final class DTLSTransport: @unchecked Sendable {
     }
 
     deinit {
-        SSL_free(ssl)  // frees both BIOs
-        SSL_CTX_free(context)
+        if let ssl { SSL_free(ssl) }  // frees both BIOs and drops its reference to the shared context
     }
 
     /// RFC 7983 demultiplexing: a first byte in 20...63 is DTLS.
@@ -167,6 +161,7 @@ public final class DTLSTransport: @unchecked Sendable {
             bytes.count > 0, bytes.count <= 65_535
         else { return }
         datagramsReceived += 1
+        guard ssl != nil else { return }  // released: the peer has its keys, nothing left to answer
         // Keep datagram boundaries: never let a leftover be glued to the next datagram.
         if BIO_ctrl_pending(readBIO) > 0 { _ = BIO_ctrl(readBIO, BIO_CTRL_RESET, 0, nil) }
         guard BIO_write(readBIO, base, Int32(bytes.count)) == Int32(bytes.count) else { return }
@@ -190,7 +185,7 @@ public final class DTLSTransport: @unchecked Sendable {
             fail(.timeout)
             return
         }
-        guard !awaitingFingerprint else { return }
+        guard !awaitingFingerprint, let ssl else { return }
         var seconds = 0
         var microseconds = 0
         guard shim_DTLSv1_get_timeout(ssl, &seconds, &microseconds) == 1, seconds == 0,
@@ -205,12 +200,28 @@ public final class DTLSTransport: @unchecked Sendable {
         }
     }
 
+    /// True once ``releaseHandshakeState()`` gave the OpenSSL connection back.
+    public var isHandshakeStateReleased: Bool { ssl == nil && state == .connected }
+
+    /// Frees the OpenSSL connection (about 45 KB: the handshake buffer OpenSSL keeps for
+    /// retransmissions, a 17 KB record buffer, the connection itself) once the SRTP keys are in use.
+    ///
+    /// Call it when an authentic SRTP or SRTCP packet arrived from the peer: that proves the peer
+    /// finished its handshake, so it will never again need a retransmitted flight from us. After
+    /// it, DTLS datagrams from the peer are ignored and ``close()`` sends no close_notify (the peer
+    /// learns of the end through signalling or ICE consent, as after a lost close_notify).
+    public func releaseHandshakeState() {
+        guard state == .connected, let ssl else { return }
+        SSL_free(ssl)
+        self.ssl = nil
+    }
+
     /// Sends close_notify and moves to ``State/closed``.
     public func close() {
         guard state != .closed && state != .failed else { return }
         let wasRunning = state != .new
         state = .closed
-        if wasRunning {
+        if wasRunning, let ssl {
             ERR_clear_error()
             _ = SSL_shutdown(ssl)
         }
@@ -220,6 +231,7 @@ public final class DTLSTransport: @unchecked Sendable {
     // MARK: - Handshake
 
     private func continueHandshake() {
+        guard let ssl else { return }
         ERR_clear_error()
         let result = SSL_do_handshake(ssl)
         if result == 1 {
@@ -240,7 +252,7 @@ public final class DTLSTransport: @unchecked Sendable {
 
     /// Runs once the handshake is done and again when a late ``remoteFingerprint`` arrives.
     private func verifyPeerAndExportKeys() {
-        guard awaitingFingerprint, state == .connecting, let expected = remoteFingerprint else {
+        guard awaitingFingerprint, state == .connecting, let expected = remoteFingerprint, let ssl else {
             return
         }
         awaitingFingerprint = false
@@ -284,7 +296,7 @@ public final class DTLSTransport: @unchecked Sendable {
     }
 
     private func readApplicationData() {
-        while state == .connected || awaitingFingerprint {
+        while state == .connected || awaitingFingerprint, let ssl {
             ERR_clear_error()
             let count = readScratch.withUnsafeMutableBytes { buffer in
                 SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
@@ -317,7 +329,7 @@ public final class DTLSTransport: @unchecked Sendable {
     /// The handshake completed but we refuse the peer: tell it with close_notify so it stops too.
     private func failAfterHandshake(_ error: DTLSError) {
         ERR_clear_error()
-        _ = SSL_shutdown(ssl)
+        if let ssl { _ = SSL_shutdown(ssl) }
         fail(error)
     }
 
@@ -354,12 +366,14 @@ public final class DTLSTransport: @unchecked Sendable {
         return min(previousMicroseconds.multipliedReportingOverflow(by: 2).partialValue, 8_000_000)
     }
 
-    private static func configure(
+    /// Configures a context for DTLS-SRTP with `certificate`. Nothing in it is per connection: the
+    /// verify callback finds its transport through the `SSL`'s ex-data.
+    static func configure(
         context: OpaquePointer,
         certificate: DTLSCertificate,
-        profiles: [SRTPProfile],
-        setupError: (String) -> DTLSError
-    ) throws {
+        profiles: [SRTPProfile]
+    ) throws(DTLSError) {
+        func setupError(_ step: String) -> DTLSError { .setupFailed("\(step): \(openSSLErrors())") }
         // OpenSSL 3.0 has no DTLS 1.3; pin 1.2 so a 1.3-capable ClientHello settles on it.
         guard shim_SSL_CTX_set_min_proto_version(context, shim_DTLS1_2_VERSION()) == 1,
             shim_SSL_CTX_set_max_proto_version(context, shim_DTLS1_2_VERSION()) == 1
@@ -368,6 +382,7 @@ public final class DTLSTransport: @unchecked Sendable {
             context,
             shim_SSL_OP_NO_QUERY_MTU() | shim_SSL_OP_NO_TICKET() | shim_SSL_OP_NO_RENEGOTIATION()
                 | shim_SSL_OP_CIPHER_SERVER_PREFERENCE())
+        _ = shim_SSL_CTX_disable_session_cache(context)
         guard SSL_CTX_use_certificate(context, certificate.x509) == 1,
             SSL_CTX_use_PrivateKey(context, certificate.privateKey) == 1,
             SSL_CTX_check_private_key(context) == 1

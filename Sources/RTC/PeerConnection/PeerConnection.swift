@@ -57,6 +57,8 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var dtls: DTLSTransport?
     var srtpOut: SRTPSession?
     var srtpIn: SRTPSession?
+    /// Set when DTLS connects; cleared when the first authentic packet lets it give its state back.
+    var dtlsReleasePending = false
     var remoteFingerprint: SDPFingerprint?
     var remoteUfrag: String?
     var remotePassword: String?
@@ -278,6 +280,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
                 counters.droppedSRTP &+= 1
                 return
             }
+            if dtlsReleasePending { releaseDTLSHandshakeState() }
             handleRTCP(UnsafeRawBufferPointer(start: base, count: n), now: now)
             return
         }
@@ -286,6 +289,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
             counters.droppedSRTP &+= 1
             return
         }
+        if dtlsReleasePending { releaseDTLSHandshakeState() }
         let packet = UnsafeRawBufferPointer(start: base, count: n)
         let header: RTPHeader
         do { header = try RTPHeader.parse(packet) } catch {

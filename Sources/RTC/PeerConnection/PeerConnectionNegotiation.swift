@@ -289,10 +289,18 @@ extension PeerConnection {
             srtpOut = pair.outbound
             srtpIn = pair.inbound
             srtpProfile = keys.profile
+            dtlsReleasePending = true
             setState(.connected)
         } catch {
             setState(.failed)
         }
+    }
+
+    /// The peer sent a packet under the new keys, so its handshake is over: DTLS can give back
+    /// the memory it kept for retransmitting flights (``DTLSTransport/releaseHandshakeState()``).
+    func releaseDTLSHandshakeState() {
+        dtlsReleasePending = false
+        dtls?.releaseHandshakeState()
     }
 
     // MARK: Rendering

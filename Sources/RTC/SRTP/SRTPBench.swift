@@ -4,8 +4,17 @@ import CSRTP
     import Glibc
 #endif
 
-/// Measures the anchor for the performance goals: bare libsrtp `srtp_unprotect` cost.
+/// Measures the anchor for the performance goals: bare libsrtp `srtp_unprotect` cost, and the
+/// same for our ``SRTPSession`` so that the two can be compared in one run.
 public enum SRTPBench {
+    /// Which SRTP code to time.
+    public enum Implementation: Sendable {
+        /// libsrtp's bare `srtp_unprotect` (the anchor).
+        case libsrtp
+        /// ``SRTPSession/unprotectRTP(_:length:)``, which the media path uses.
+        case understudy
+    }
+
     /// CPU time of the calling thread in nanoseconds.
     static func threadCPUTime() -> UInt64 {
         var ts = timespec()
@@ -17,12 +26,14 @@ public enum SRTPBench {
     /// `payloadSize`-byte payload. Packets are protected and copied before timing; only the
     /// unprotect calls are timed. The best of three rounds (fresh session each) is returned,
     /// or `.nan` if anything fails.
-    public static func unprotectCost(profile: SRTPProfile, payloadSize: Int, count: Int) -> Double {
+    public static func unprotectCost(
+        profile: SRTPProfile, payloadSize: Int, count: Int, implementation: Implementation = .libsrtp
+    ) -> Double {
         guard count > 0, payloadSize >= 0, payloadSize <= 1400 else { return .nan }
         let key = (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
         let salt = (0..<profile.saltLength).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
         let rtpLength = 12 + payloadSize
-        let slot = rtpLength + SRTPSession.maxTrailerLength
+        let slot = rtpLength + LibSRTPSession.maxTrailerLength
         guard
             let outbound = try? SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
         else {
@@ -63,8 +74,9 @@ public enum SRTPBench {
         var best = Double.infinity
         var work = protected
         for _ in 0..<3 {
-            guard
-                let inbound = try? SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
+            let ours = try? SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
+            guard let reference = LibSRTPSession(profile: profile, key: key, salt: salt, direction: .inbound),
+                let ours
             else {
                 return .nan
             }
@@ -79,8 +91,15 @@ public enum SRTPBench {
                 let start = threadCPUTime()
                 for index in 0..<count {
                     var length = protectedLengths[index]
-                    if inbound.rawUnprotect(base + index * slot, length: &length) != srtp_err_status_ok {
-                        failures += 1
+                    switch implementation {
+                    case .libsrtp:
+                        if reference.rawUnprotect(base + index * slot, length: &length) != srtp_err_status_ok {
+                            failures += 1
+                        }
+                    case .understudy:
+                        if (try? ours.unprotectRTP(base + index * slot, length: Int(length))) == nil {
+                            failures += 1
+                        }
                     }
                 }
                 return Double(threadCPUTime() - start)

@@ -1,4 +1,4 @@
-import CSRTP
+import COpenSSL
 
 /// Why an SRTP or SRTCP packet could not be protected or unprotected.
 public enum SRTPError: Error, Sendable, Hashable {
@@ -8,37 +8,39 @@ public enum SRTPError: Error, Sendable, Hashable {
     case replayFailed
     /// The packet is too short or malformed, the buffer too small, or the key the wrong size.
     case badParameter
-    /// Any other libsrtp status code.
+    /// The crypto library failed (code), or the stream table is full.
     case other(Int32)
-
-    init(status: srtp_err_status_t) {
-        switch status {
-        case srtp_err_status_auth_fail: self = .authFailed
-        case srtp_err_status_replay_fail, srtp_err_status_replay_old, srtp_err_status_pkt_idx_old:
-            self = .replayFailed
-        case srtp_err_status_bad_param, srtp_err_status_parse_err: self = .badParameter
-        default: self = .other(Int32(bitPattern: status.rawValue))
-        }
-    }
 }
 
-/// One direction of SRTP/SRTCP protection (libsrtp2), for every SSRC of that direction.
+/// One direction of SRTP/SRTCP protection (RFC 3711, and RFC 7714 for AES-GCM), for every SSRC
+/// of that direction, over OpenSSL's ciphers.
 ///
-/// All operations work in place on the caller's buffer and allocate nothing. Confined to the
-/// EventLoop thread; not thread-safe.
+/// All operations work in place on the caller's buffer and allocate nothing once a stream is
+/// known (the first packet of a new SSRC creates its state). Confined to the EventLoop thread;
+/// not thread-safe.
+///
+/// libsrtp, the reference implementation, is kept as the yardstick (``LibSRTPSession``): the
+/// tests check both against each other in every direction, and `understudy bench` measures
+/// against it. Debian's libsrtp is built on NSS, which allocates a cipher context per packet and
+/// holds about 35 KB of key state per connection.
 public final class SRTPSession: @unchecked Sendable {
     /// Which way the packets flow.
     public enum Direction: Sendable, Hashable {
-        /// Packets we receive and unprotect (`ssrc_any_inbound`).
+        /// Packets we receive and unprotect.
         case inbound
-        /// Packets we protect and send (`ssrc_any_outbound`).
+        /// Packets we protect and send.
         case outbound
     }
 
-    /// Spare bytes a buffer needs after the packet for ``protectRTP(_:length:capacity:)`` and ``protectRTCP(_:length:capacity:)``.
-    public static let maxTrailerLength = Int(shim_SRTP_MAX_TRAILER_LEN())
+    /// Spare bytes a buffer needs after the packet for ``protectRTP(_:length:capacity:)`` and
+    /// ``protectRTCP(_:length:capacity:)``: a 16-byte tag and the 4-byte SRTCP index.
+    public static let maxTrailerLength = 20
     /// Replay window in packets: wide enough that late NACK retransmissions are still accepted.
     public static let replayWindowSize = 1024
+    /// SRTCP replay window (libsrtp's size).
+    static let rtcpReplayWindowSize = 128
+    /// Most SSRCs one session keeps state for; packets of further SSRCs are refused.
+    public static let maxStreams = 1024
 
     /// The protection profile.
     public let profile: SRTPProfile
@@ -52,10 +54,16 @@ public final class SRTPSession: @unchecked Sendable {
     /// Packets rejected for any other reason.
     public private(set) var otherFailures: UInt64 = 0
 
-    private let session: srtp_t
-
-    /// libsrtp wants one global initialisation per process; a static let runs it exactly once.
-    private static let libraryStatus: srtp_err_status_t = srtp_init()
+    private let rtp: SRTPCipher
+    private let rtcp: SRTPCipher
+    /// Per-SSRC state: the highest index and replay window of RTP and of RTCP.
+    private final class Stream {
+        var rtpWindow = SRTPReplayWindow(size: SRTPSession.replayWindowSize)
+        var rtcpWindow = SRTPReplayWindow(size: SRTPSession.rtcpReplayWindowSize)
+        /// Next SRTCP index to send (outbound).
+        var nextRTCPIndex: UInt32 = 1
+    }
+    private var streams: [UInt32: Stream] = [:]
 
     /// Creates a session from a master key and salt.
     /// - Parameters:
@@ -66,43 +74,15 @@ public final class SRTPSession: @unchecked Sendable {
     public init(profile: SRTPProfile, key: [UInt8], salt: [UInt8], direction: Direction)
         throws(SRTPError)
     {
-        guard Self.libraryStatus == srtp_err_status_ok else {
-            throw SRTPError(status: Self.libraryStatus)
-        }
-        guard key.count == profile.keyLength, salt.count == profile.saltLength else {
+        guard key.count == profile.keyLength, salt.count == profile.saltLength, key.count == 16 else {
             throw .badParameter
         }
         self.profile = profile
         self.direction = direction
-
-        var policy = srtp_policy_t()
-        switch profile {
-        case .aes128CMHMACSHA1_80:
-            srtp_crypto_policy_set_rtp_default(&policy.rtp)
-            srtp_crypto_policy_set_rtcp_default(&policy.rtcp)
-        case .aeadAES128GCM:
-            srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp)
-            srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp)
-        }
-        policy.ssrc.type = direction == .inbound ? ssrc_any_inbound : ssrc_any_outbound
-        policy.window_size = UInt(Self.replayWindowSize)
-        // We resend NACKed packets with their original sequence number.
-        policy.allow_repeat_tx = 1
-        policy.next = nil
-
-        var masterKey = key + salt  // srtp_create copies it
-        var created: srtp_t?
-        let status = masterKey.withUnsafeMutableBufferPointer { buffer in
-            policy.key = buffer.baseAddress
-            return srtp_create(&created, &policy)
-        }
-        for index in masterKey.indices { masterKey[index] = 0 }
-        guard status == srtp_err_status_ok, let created else { throw SRTPError(status: status) }
-        session = created
-    }
-
-    deinit {
-        _ = srtp_dealloc(session)
+        rtp = try SRTPCipher(
+            profile: profile, masterKey: key, masterSalt: salt, rtcp: false, encrypt: direction == .outbound)
+        rtcp = try SRTPCipher(
+            profile: profile, masterKey: key, masterSalt: salt, rtcp: true, encrypt: direction == .outbound)
     }
 
     /// Creates the outbound and inbound sessions for keys exported by ``DTLSTransport``.
@@ -127,23 +107,76 @@ public final class SRTPSession: @unchecked Sendable {
     public func protectRTP(_ buffer: UnsafeMutableRawPointer, length: Int, capacity: Int)
         throws(SRTPError) -> Int
     {
-        guard length >= 12, length <= Int(Int32.max) - Self.maxTrailerLength,
-            capacity >= length + Self.maxTrailerLength
+        guard direction == .outbound, capacity >= length + Self.maxTrailerLength,
+            let headerLength = Self.rtpHeaderLength(buffer, end: length)
         else { throw record(.badParameter) }
-        var packetLength = Int32(length)
-        let status = srtp_protect(session, buffer, &packetLength)
-        guard status == srtp_err_status_ok else { throw record(SRTPError(status: status)) }
-        return Int(packetLength)
+        let ssrc = buffer.loadBigEndianUInt32(at: 8)
+        let sequence = buffer.loadBigEndianUInt16(at: 2)
+        guard let stream = stream(for: ssrc, create: true) else { throw record(.other(0)) }
+        // A retransmission keeps its original index (the sender resends NACKed packets as they were).
+        let index: UInt64
+        if stream.rtpWindow.isEmpty {
+            index = UInt64(sequence)
+        } else {
+            index = estimateSRTPIndex(sequence: sequence, highest: stream.rtpWindow.highest)
+        }
+        let roc = UInt32(truncatingIfNeeded: index >> 16)
+        let payload = UnsafeMutableRawBufferPointer(start: buffer + headerLength, count: length - headerLength)
+        switch profile {
+        case .aeadAES128GCM:
+            guard
+                rtp.sealGCM(
+                    ssrc: ssrc, rtpROC: roc, low: UInt32(sequence),
+                    aad: UnsafeRawBufferPointer(start: buffer, count: headerLength), payload: payload,
+                    tag: buffer + length)
+            else { throw record(.other(-1)) }
+        case .aes128CMHMACSHA1_80:
+            guard rtp.applyKeystream(ssrc: ssrc, index: index, payload: payload) else { throw record(.other(-1)) }
+            rtp.authenticate(UnsafeRawBufferPointer(start: buffer, count: length), roc: roc, tag: buffer + length)
+        }
+        stream.rtpWindow.accept(index)
+        return length + rtp.tagLength
     }
 
     /// Verifies and decrypts an SRTP packet in place.
     /// - Returns: the RTP packet length (the tag is stripped).
     public func unprotectRTP(_ buffer: UnsafeMutableRawPointer, length: Int) throws(SRTPError) -> Int {
-        guard length >= 12, length <= Int(Int32.max) else { throw record(.badParameter) }
-        var packetLength = Int32(length)
-        let status = srtp_unprotect(session, buffer, &packetLength)
-        guard status == srtp_err_status_ok else { throw record(SRTPError(status: status)) }
-        return Int(packetLength)
+        let tagLength = rtp.tagLength
+        guard direction == .inbound, length >= 12 + tagLength,
+            let headerLength = Self.rtpHeaderLength(buffer, end: length - tagLength)
+        else { throw record(.badParameter) }
+        let ssrc = buffer.loadBigEndianUInt32(at: 8)
+        let sequence = buffer.loadBigEndianUInt16(at: 2)
+        let known = streams[ssrc]
+        let index: UInt64
+        if let known, !known.rtpWindow.isEmpty {
+            let estimate = estimateSRTPIndex(sequence: sequence, highest: known.rtpWindow.highest)
+            guard known.rtpWindow.check(estimate) == .fresh else { throw record(.replayFailed) }
+            index = estimate
+        } else {
+            index = UInt64(sequence)
+        }
+        let roc = UInt32(truncatingIfNeeded: index >> 16)
+        let end = length - tagLength
+        let payload = UnsafeMutableRawBufferPointer(start: buffer + headerLength, count: end - headerLength)
+        switch profile {
+        case .aeadAES128GCM:
+            guard
+                rtp.openGCM(
+                    ssrc: ssrc, rtpROC: roc, low: UInt32(sequence),
+                    aad: UnsafeRawBufferPointer(start: buffer, count: headerLength), payload: payload,
+                    tag: buffer + end)
+            else { throw record(.authFailed) }
+        case .aes128CMHMACSHA1_80:
+            guard rtp.verify(UnsafeRawBufferPointer(start: buffer, count: end), roc: roc, tag: buffer + end) else {
+                throw record(.authFailed)
+            }
+            guard rtp.applyKeystream(ssrc: ssrc, index: index, payload: payload) else { throw record(.other(-1)) }
+        }
+        // Only an authentic packet may create or move stream state.
+        guard let stream = known ?? stream(for: ssrc, create: true) else { throw record(.other(0)) }
+        stream.rtpWindow.accept(index)
+        return end
     }
 
     /// Encrypts and authenticates an RTCP (compound) packet in place.
@@ -151,24 +184,122 @@ public final class SRTPSession: @unchecked Sendable {
     public func protectRTCP(_ buffer: UnsafeMutableRawPointer, length: Int, capacity: Int)
         throws(SRTPError) -> Int
     {
-        guard length >= 8, length <= Int(Int32.max) - Self.maxTrailerLength,
-            capacity >= length + Self.maxTrailerLength
+        guard direction == .outbound, length >= 8, capacity >= length + Self.maxTrailerLength,
+            buffer.load(as: UInt8.self) >> 6 == 2
         else { throw record(.badParameter) }
-        var packetLength = Int32(length)
-        let status = srtp_protect_rtcp(session, buffer, &packetLength)
-        guard status == srtp_err_status_ok else { throw record(SRTPError(status: status)) }
-        return Int(packetLength)
+        let ssrc = buffer.loadBigEndianUInt32(at: 4)
+        guard let stream = stream(for: ssrc, create: true) else { throw record(.other(0)) }
+        let index = stream.nextRTCPIndex
+        stream.nextRTCPIndex = (index &+ 1) & 0x7FFF_FFFF
+        let indexWord = 0x8000_0000 | index  // E: the packet is encrypted
+        let payload = UnsafeMutableRawBufferPointer(start: buffer + 8, count: length - 8)
+        switch profile {
+        case .aeadAES128GCM:
+            let sealed = rtcp.withRTCPAAD(header: buffer, indexWord: indexWord) { aad in
+                rtcp.sealGCM(ssrc: ssrc, rtpROC: nil, low: index, aad: aad, payload: payload, tag: buffer + length)
+            }
+            guard sealed else { throw record(.other(-1)) }
+            (buffer + length + 16).storeBigEndianUInt32(indexWord)
+            return length + 16 + 4
+        case .aes128CMHMACSHA1_80:
+            guard rtcp.applyKeystream(ssrc: ssrc, index: UInt64(index), payload: payload) else {
+                throw record(.other(-1))
+            }
+            (buffer + length).storeBigEndianUInt32(indexWord)
+            rtcp.authenticate(
+                UnsafeRawBufferPointer(start: buffer, count: length + 4), roc: nil, tag: buffer + length + 4)
+            return length + 4 + 10
+        }
     }
 
     /// Verifies and decrypts an SRTCP packet in place.
     /// - Returns: the RTCP packet length.
     public func unprotectRTCP(_ buffer: UnsafeMutableRawPointer, length: Int) throws(SRTPError) -> Int {
-        // Header (8) + SRTCP index (4) is the least that can be valid.
-        guard length >= 12, length <= Int(Int32.max) else { throw record(.badParameter) }
-        var packetLength = Int32(length)
-        let status = srtp_unprotect_rtcp(session, buffer, &packetLength)
-        guard status == srtp_err_status_ok else { throw record(SRTPError(status: status)) }
-        return Int(packetLength)
+        let tagLength = rtcp.tagLength
+        guard direction == .inbound, length >= 8 + 4 + tagLength, buffer.load(as: UInt8.self) >> 6 == 2 else {
+            throw record(.badParameter)
+        }
+        let ssrc = buffer.loadBigEndianUInt32(at: 4)
+        let end: Int
+        let indexWord: UInt32
+        switch profile {
+        case .aeadAES128GCM:
+            // header ‖ ciphertext ‖ tag ‖ E·index
+            indexWord = buffer.loadBigEndianUInt32(at: length - 4)
+            end = length - 4 - tagLength
+        case .aes128CMHMACSHA1_80:
+            // header ‖ ciphertext ‖ E·index ‖ tag
+            indexWord = buffer.loadBigEndianUInt32(at: length - tagLength - 4)
+            end = length - tagLength - 4
+        }
+        let index = indexWord & 0x7FFF_FFFF
+        let encrypted = indexWord & 0x8000_0000 != 0
+        let known = streams[ssrc]
+        if let known, known.rtcpWindow.check(UInt64(index)) != .fresh { throw record(.replayFailed) }
+        switch profile {
+        case .aeadAES128GCM:
+            let tag = buffer + end
+            let opened: Bool
+            if encrypted {
+                let payload = UnsafeMutableRawBufferPointer(start: buffer + 8, count: end - 8)
+                opened = rtcp.withRTCPAAD(header: buffer, indexWord: indexWord) { aad in
+                    rtcp.openGCM(ssrc: ssrc, rtpROC: nil, low: index, aad: aad, payload: payload, tag: tag)
+                }
+            } else {
+                // Unencrypted SRTCP: the whole packet and the index word are authenticated data. The
+                // index word follows the tag, so move it next to the packet for one AAD run.
+                var word = indexWord.bigEndian
+                let aadLength = end + 4
+                var tagCopy = (UInt64(0), UInt64(0))
+                withUnsafeMutableBytes(of: &tagCopy) {
+                    $0.copyMemory(from: UnsafeRawBufferPointer(start: tag, count: 16))
+                }
+                withUnsafeBytes(of: &word) { (buffer + end).copyMemory(from: $0.baseAddress!, byteCount: 4) }
+                opened = withUnsafeMutableBytes(of: &tagCopy) { tagBytes in
+                    rtcp.openGCM(
+                        ssrc: ssrc, rtpROC: nil, low: index,
+                        aad: UnsafeRawBufferPointer(start: buffer, count: aadLength),
+                        payload: UnsafeMutableRawBufferPointer(start: nil, count: 0), tag: tagBytes.baseAddress!)
+                }
+            }
+            guard opened else { throw record(.authFailed) }
+        case .aes128CMHMACSHA1_80:
+            guard
+                rtcp.verify(
+                    UnsafeRawBufferPointer(start: buffer, count: end + 4), roc: nil, tag: buffer + end + 4)
+            else { throw record(.authFailed) }
+            if encrypted {
+                let payload = UnsafeMutableRawBufferPointer(start: buffer + 8, count: end - 8)
+                guard rtcp.applyKeystream(ssrc: ssrc, index: UInt64(index), payload: payload) else {
+                    throw record(.other(-1))
+                }
+            }
+        }
+        guard let stream = known ?? stream(for: ssrc, create: true) else { throw record(.other(0)) }
+        stream.rtcpWindow.accept(UInt64(index))
+        return end
+    }
+
+    private func stream(for ssrc: UInt32, create: Bool) -> Stream? {
+        if let stream = streams[ssrc] { return stream }
+        guard create, streams.count < Self.maxStreams else { return nil }
+        let stream = Stream()
+        streams[ssrc] = stream
+        return stream
+    }
+
+    /// Length of the RTP header (fixed part, CSRCs, extension), or nil when it does not fit in
+    /// `end` bytes or the version is not 2.
+    private static func rtpHeaderLength(_ buffer: UnsafeMutableRawPointer, end: Int) -> Int? {
+        guard end >= 12 else { return nil }
+        let first = buffer.load(as: UInt8.self)
+        guard first >> 6 == 2 else { return nil }
+        var length = 12 + 4 * Int(first & 0x0F)
+        if first & 0x10 != 0 {
+            guard end >= length + 4 else { return nil }
+            length += 4 + 4 * Int(buffer.loadBigEndianUInt16(at: length + 2))
+        }
+        return length <= end ? length : nil
     }
 
     private func record(_ error: SRTPError) -> SRTPError {
@@ -179,9 +310,19 @@ public final class SRTPSession: @unchecked Sendable {
         }
         return error
     }
+}
 
-    /// Bare libsrtp unprotect, for the benchmark anchor (no Swift-side checks or counters).
-    func rawUnprotect(_ buffer: UnsafeMutableRawPointer, length: inout Int32) -> srtp_err_status_t {
-        srtp_unprotect(session, buffer, &length)
+extension UnsafeMutableRawPointer {
+    fileprivate func loadBigEndianUInt32(at offset: Int) -> UInt32 {
+        (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(load(fromByteOffset: offset + $1, as: UInt8.self)) }
+    }
+    fileprivate func loadBigEndianUInt16(at offset: Int) -> UInt16 {
+        UInt16(load(fromByteOffset: offset, as: UInt8.self)) << 8
+            | UInt16(load(fromByteOffset: offset + 1, as: UInt8.self))
+    }
+    fileprivate func storeBigEndianUInt32(_ value: UInt32) {
+        for i in 0..<4 {
+            storeBytes(of: UInt8(truncatingIfNeeded: value >> (24 - 8 * UInt32(i))), toByteOffset: i, as: UInt8.self)
+        }
     }
 }
