@@ -16,6 +16,7 @@
 #   Signaling  Sources/Signaling (Foundation, OpenSSL through CModules/COpenSSL; links -lssl -lcrypto)
 #   Media      Sources/Media/Files + MediaError.swift: the container readers only (no codec libraries)
 #   RTC        Sources/RTC/RTP: the RTP receive/send engine (pure Swift over RTCWire; no DTLS/SRTP/sockets)
+#   SRTP       Sources/RTC/SRTP: SRTPSession over OpenSSL's libcrypto (not the libsrtp reference)
 # Targets use `@testable import` where they drive internal types.
 #
 # Seeds: Fuzz/seeds/<name>/ (committed, real inputs) are copied into the working corpus
@@ -45,6 +46,8 @@ lib_sources() {
     Signaling) find Sources/Signaling -name '*.swift' ;;
     Media) find Sources/Media/Files -name '*.swift' && echo Sources/Media/MediaError.swift ;;
     RTC) find Sources/RTC/RTP -name '*.swift' ;;
+    SRTP) printf '%s\n' Sources/RTC/SRTP/SRTPSession.swift Sources/RTC/SRTP/SRTPCrypto.swift \
+        Sources/RTC/SRTP/SRTPReplayWindow.swift Sources/RTC/DTLS/SRTPProfile.swift ;;
     *) return 1 ;;
     esac | sort
 }
@@ -104,7 +107,7 @@ build_target() {
     if [[ -x "$bin" && "$bin" -nt "$OUT/lib${lib}Fuzz.a" && "$bin" -nt "$entry" ]]; then return 0; fi
     local -a libs=(-l"${lib}Fuzz")
     for dep in $(lib_deps "$lib"); do libs+=(-l"${dep}Fuzz"); done
-    [[ "$lib" == Signaling ]] && libs+=(-lssl -lcrypto)
+    [[ "$lib" == Signaling || "$lib" == SRTP ]] && libs+=(-lssl -lcrypto)
     echo "build $name"
     if ! "$SWIFTC" "${SANITIZE[@]}" -module-name "Fuzz_$name" -I "$MODULE_DIR" "${C_MODULES[@]}" \
         "$entry" -L "$OUT" "${libs[@]}" -o "$bin" >"$OUT/$name.build.log" 2>&1; then
