@@ -370,7 +370,7 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
     }
 
     @Test func replayWindowSlidesAndForgets() {
-        var window = SRTPReplayWindow(size: 128)
+        let window = SRTPReplayWindow(size: 128)
         #expect(window.check(5) == .fresh)
         window.accept(5)
         #expect(window.check(5) == .replayed)
@@ -387,6 +387,18 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
         window.accept(1_000)
         #expect(window.check(999) == .fresh)
         #expect(window.check(200) == .tooOld)
+        // Ring positions reused after a wrap must have been cleared: 1,000 + 128 lands on 1,000's bit.
+        window.accept(1_100)
+        window.accept(1_128)
+        #expect(window.check(1_000) == .tooOld)
+        #expect(window.check(1_101) == .fresh)
+        #expect(window.check(1_100) == .replayed)
+        for index: UInt64 in 1_129...1_300 { window.accept(index) }
+        #expect(window.check(1_172) == .tooOld)
+        #expect(window.check(1_173) == .replayed)
+        window.accept(1_400)  // the bits of 1,301…1,399 held 1,173…1,271, all accepted: now cleared
+        #expect(window.check(1_350) == .fresh)
+        #expect(window.check(1_300) == .replayed)
     }
 
     @Test func indexEstimateFollowsTheRollover() {

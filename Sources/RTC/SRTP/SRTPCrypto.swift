@@ -40,10 +40,14 @@ final class SRTPCipher {
     let salt: [UInt8]
     /// HMAC-SHA1 key schedule (AES-CM only).
     private var authentication = shim_hmac_sha1_key()
-    /// Scratch for IVs and digests, so that a packet allocates nothing.
-    private var iv = [UInt8](repeating: 0, count: 16)
-    private var digest = [UInt8](repeating: 0, count: 20)
-    private var aad = [UInt8](repeating: 0, count: 12)
+    /// Scratch for the IV, digests and SRTCP AAD, allocated once: a packet allocates nothing,
+    /// and raw memory spares the per-access uniqueness checks of arrays on the hot path.
+    private let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: 16 + 20 + 12)
+    private var iv: UnsafeMutablePointer<UInt8> { scratch }
+    private var digest: UnsafeMutablePointer<UInt8> { scratch + 16 }
+    private var aad: UnsafeMutablePointer<UInt8> { scratch + 36 }
+    /// The session salt, copied to raw memory for the same reason.
+    private let saltBytes = UnsafeMutablePointer<UInt8>.allocate(capacity: 14)
 
     /// Bytes the authentication tag adds.
     var tagLength: Int { profile == .aeadAES128GCM ? 16 : 10 }
@@ -61,6 +65,9 @@ final class SRTPCipher {
         salt = try SRTPKeyDerivation.derive(
             masterKey: masterKey, masterSalt: masterSalt, label: labels.2,
             length: profile == .aeadAES128GCM ? 12 : 14)
+        scratch.initialize(repeating: 0, count: 48)
+        saltBytes.initialize(repeating: 0, count: 14)
+        for (i, byte) in salt.enumerated() { saltBytes[i] = byte }
         guard let context = EVP_CIPHER_CTX_new() else { throw .other(-1) }
         let cipher = profile == .aeadAES128GCM ? EVP_aes_128_gcm() : EVP_aes_128_ctr()
         guard EVP_CipherInit_ex(context, cipher, nil, key, nil, encrypt ? 1 : 0) == 1 else {
@@ -77,6 +84,8 @@ final class SRTPCipher {
     }
 
     deinit {
+        scratch.deallocate()
+        saltBytes.deallocate()
         EVP_CIPHER_CTX_free(context)
         withUnsafeMutableBytes(of: &authentication) { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
     }
@@ -98,7 +107,7 @@ final class SRTPCipher {
             iv[7] = 0
             iv.storeBigEndian(low, at: 8)
         }
-        for i in 0..<12 { iv[i] ^= salt[i] }
+        for i in 0..<12 { iv[i] ^= saltBytes[i] }
     }
 
     /// Encrypts `payload` in place with `aad` authenticated, writing the 16-byte tag at `tag`.
@@ -117,10 +126,8 @@ final class SRTPCipher {
                 return false
             }
         }
-        return digest.withUnsafeMutableBufferPointer { scratch in
-            EVP_EncryptFinal_ex(context, scratch.baseAddress, &written) == 1
-                && EVP_CIPHER_CTX_ctrl(context, shim_EVP_CTRL_GCM_GET_TAG(), 16, tag) == 1
-        }
+        return EVP_EncryptFinal_ex(context, digest, &written) == 1
+            && EVP_CIPHER_CTX_ctrl(context, shim_EVP_CTRL_GCM_GET_TAG(), 16, tag) == 1
     }
 
     /// Verifies the tag and decrypts `payload` in place. On failure the payload is garbage.
@@ -140,16 +147,14 @@ final class SRTPCipher {
             }
         }
         guard EVP_CIPHER_CTX_ctrl(context, shim_EVP_CTRL_GCM_SET_TAG(), 16, tag) == 1 else { return false }
-        return digest.withUnsafeMutableBufferPointer { scratch in
-            EVP_DecryptFinal_ex(context, scratch.baseAddress, &written) > 0
-        }
+        return EVP_DecryptFinal_ex(context, digest, &written) > 0
     }
 
     /// The 12 bytes of SRTCP AAD: the first 8 header bytes and E ‖ SRTCP index.
     func withRTCPAAD<R>(header: UnsafeRawPointer, indexWord: UInt32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         for i in 0..<8 { aad[i] = header.load(fromByteOffset: i, as: UInt8.self) }
         aad.storeBigEndian(indexWord, at: 8)
-        return aad.withUnsafeBytes { body($0) }
+        return body(UnsafeRawBufferPointer(start: aad, count: 12))
     }
 
     // MARK: AES-128-CM + HMAC-SHA1-80 (RFC 3711)
@@ -158,7 +163,7 @@ final class SRTPCipher {
     func applyKeystream(ssrc: UInt32, index: UInt64, payload: UnsafeMutableRawBufferPointer) -> Bool {
         guard let base = payload.baseAddress, payload.count > 0 else { return true }
         // IV = salt·2^16 XOR SSRC·2^64 XOR index·2^16.
-        for i in 0..<14 { iv[i] = salt[i] }
+        for i in 0..<14 { iv[i] = saltBytes[i] }
         iv[14] = 0
         iv[15] = 0
         for i in 0..<4 { iv[4 + i] ^= UInt8(truncatingIfNeeded: ssrc >> (24 - 8 * UInt32(i))) }
@@ -186,17 +191,15 @@ final class SRTPCipher {
     private func computeDigest(_ data: UnsafeRawBufferPointer, roc: UInt32?) {
         var suffix = (roc ?? 0).bigEndian
         withUnsafeBytes(of: &suffix) { suffixBytes in
-            digest.withUnsafeMutableBufferPointer { out in
-                shim_hmac_sha1(
-                    &authentication, data.baseAddress, data.count, suffixBytes.baseAddress,
-                    roc == nil ? 0 : 4, out.baseAddress)
-            }
+            shim_hmac_sha1(
+                &authentication, data.baseAddress, data.count, suffixBytes.baseAddress,
+                roc == nil ? 0 : 4, digest)
         }
     }
 }
 
-extension [UInt8] {
-    fileprivate mutating func storeBigEndian(_ value: UInt32, at offset: Int) {
+extension UnsafeMutablePointer<UInt8> {
+    fileprivate func storeBigEndian(_ value: UInt32, at offset: Int) {
         self[offset] = UInt8(truncatingIfNeeded: value >> 24)
         self[offset + 1] = UInt8(truncatingIfNeeded: value >> 16)
         self[offset + 2] = UInt8(truncatingIfNeeded: value >> 8)

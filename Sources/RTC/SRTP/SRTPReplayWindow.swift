@@ -1,7 +1,8 @@
-/// Which packet indices of one stream were already accepted (RFC 3711 §3.3.2): a bitmap of the
-/// `size` indices at and below the highest one seen.
-struct SRTPReplayWindow {
-    /// Why an index is refused.
+/// Which packet indices of one stream were already accepted (RFC 3711 §3.3.2): the `size` indices
+/// at and below the highest one seen, as a ring of bits (index `i` is bit `i % size`), so that the
+/// usual step of one index clears one bit instead of shifting the whole map.
+final class SRTPReplayWindow {
+    /// What a packet's index means for the window.
     enum Verdict: Equatable {
         /// Not seen yet and inside (or ahead of) the window.
         case fresh
@@ -14,61 +15,65 @@ struct SRTPReplayWindow {
     /// The highest index accepted so far; meaningless while `isEmpty`.
     private(set) var highest: UInt64 = 0
     private(set) var isEmpty = true
-    /// Bit k of the bitmap stands for index `highest - k`.
-    private var words: [UInt64]
     let size: Int
+    private let words: UnsafeMutablePointer<UInt64>
+    private let wordCount: Int
 
     init(size: Int) {
         precondition(size > 0 && size % 64 == 0, "replay window must be a positive multiple of 64")
         self.size = size
-        words = [UInt64](repeating: 0, count: size / 64)
+        wordCount = size / 64
+        words = .allocate(capacity: wordCount)
+        words.initialize(repeating: 0, count: wordCount)
     }
+
+    deinit { words.deallocate() }
 
     func check(_ index: UInt64) -> Verdict {
         guard !isEmpty, index <= highest else { return .fresh }
-        let age = highest - index
-        guard age < UInt64(size) else { return .tooOld }
-        let bit = Int(age)
-        return words[bit >> 6] & (1 << UInt64(bit & 63)) != 0 ? .replayed : .fresh
+        guard highest - index < UInt64(size) else { return .tooOld }
+        return isSet(index) ? .replayed : .fresh
     }
 
-    /// Marks `index` as accepted, sliding the window when it is the new highest.
-    mutating func accept(_ index: UInt64) {
+    /// Marks `index` as accepted, moving the window forward when it is the new highest.
+    func accept(_ index: UInt64) {
         if isEmpty {
             isEmpty = false
             highest = index
-            words[0] = 1
+        } else if index > highest {
+            let distance = index - highest
+            if distance >= UInt64(size) {
+                words.update(repeating: 0, count: wordCount)
+            } else {
+                // The indices the window now covers anew must start unseen.
+                var next = highest &+ 1
+                while next < index {
+                    clear(next)
+                    next &+= 1
+                }
+            }
+            highest = index
+        } else if highest - index >= UInt64(size) {
             return
         }
-        if index > highest {
-            shift(by: index - highest)
-            highest = index
-            words[0] |= 1
-        } else {
-            let age = highest - index
-            guard age < UInt64(size) else { return }
-            let bit = Int(age)
-            words[bit >> 6] |= 1 << UInt64(bit & 63)
-        }
+        set(index)
     }
 
-    /// Moves every bit `distance` places towards older indices.
-    private mutating func shift(by distance: UInt64) {
-        guard distance < UInt64(size) else {
-            for i in words.indices { words[i] = 0 }
-            return
-        }
-        let wordShift = Int(distance) >> 6
-        let bitShift = UInt64(distance) & 63
-        for i in stride(from: words.count - 1, through: 0, by: -1) {
-            let source = i - wordShift
-            var value: UInt64 = 0
-            if source >= 0 {
-                value = words[source] << bitShift
-                if bitShift > 0 && source > 0 { value |= words[source - 1] >> (64 - bitShift) }
-            }
-            words[i] = value
-        }
+    private func bit(_ index: UInt64) -> (word: Int, mask: UInt64) {
+        let position = Int(index % UInt64(size))
+        return (position >> 6, 1 << UInt64(position & 63))
+    }
+    private func isSet(_ index: UInt64) -> Bool {
+        let (word, mask) = bit(index)
+        return words[word] & mask != 0
+    }
+    private func set(_ index: UInt64) {
+        let (word, mask) = bit(index)
+        words[word] |= mask
+    }
+    private func clear(_ index: UInt64) {
+        let (word, mask) = bit(index)
+        words[word] &= ~mask
     }
 }
 

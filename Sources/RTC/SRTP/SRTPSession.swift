@@ -58,12 +58,28 @@ public final class SRTPSession: @unchecked Sendable {
     private let rtcp: SRTPCipher
     /// Per-SSRC state: the highest index and replay window of RTP and of RTCP.
     private final class Stream {
-        var rtpWindow = SRTPReplayWindow(size: SRTPSession.replayWindowSize)
-        var rtcpWindow = SRTPReplayWindow(size: SRTPSession.rtcpReplayWindowSize)
+        /// Received packets only (a sender needs no replay check): nil on outbound sessions.
+        let rtpWindow: SRTPReplayWindow?
+        let rtcpWindow: SRTPReplayWindow?
+        /// Highest RTP index protected or accepted, for the rollover estimate.
+        var highestIndex: UInt64 = 0
+        var hasIndex = false
         /// Next SRTCP index to send (outbound).
         var nextRTCPIndex: UInt32 = 1
+
+        init(inbound: Bool) {
+            rtpWindow = inbound ? SRTPReplayWindow(size: SRTPSession.replayWindowSize) : nil
+            rtcpWindow = inbound ? SRTPReplayWindow(size: SRTPSession.rtcpReplayWindowSize) : nil
+        }
+
+        func advance(to index: UInt64) {
+            if !hasIndex || index > highestIndex { highestIndex = index }
+            hasIndex = true
+        }
     }
     private var streams: [UInt32: Stream] = [:]
+    private var lastSSRC: UInt32 = 0
+    private var lastStream: Stream?
 
     /// Creates a session from a master key and salt.
     /// - Parameters:
@@ -115,10 +131,10 @@ public final class SRTPSession: @unchecked Sendable {
         guard let stream = stream(for: ssrc, create: true) else { throw record(.other(0)) }
         // A retransmission keeps its original index (the sender resends NACKed packets as they were).
         let index: UInt64
-        if stream.rtpWindow.isEmpty {
-            index = UInt64(sequence)
+        if stream.hasIndex {
+            index = estimateSRTPIndex(sequence: sequence, highest: stream.highestIndex)
         } else {
-            index = estimateSRTPIndex(sequence: sequence, highest: stream.rtpWindow.highest)
+            index = UInt64(sequence)
         }
         let roc = UInt32(truncatingIfNeeded: index >> 16)
         let payload = UnsafeMutableRawBufferPointer(start: buffer + headerLength, count: length - headerLength)
@@ -134,7 +150,7 @@ public final class SRTPSession: @unchecked Sendable {
             guard rtp.applyKeystream(ssrc: ssrc, index: index, payload: payload) else { throw record(.other(-1)) }
             rtp.authenticate(UnsafeRawBufferPointer(start: buffer, count: length), roc: roc, tag: buffer + length)
         }
-        stream.rtpWindow.accept(index)
+        stream.advance(to: index)
         return length + rtp.tagLength
     }
 
@@ -147,11 +163,11 @@ public final class SRTPSession: @unchecked Sendable {
         else { throw record(.badParameter) }
         let ssrc = buffer.loadBigEndianUInt32(at: 8)
         let sequence = buffer.loadBigEndianUInt16(at: 2)
-        let known = streams[ssrc]
+        let known = stream(for: ssrc, create: false)
         let index: UInt64
-        if let known, !known.rtpWindow.isEmpty {
-            let estimate = estimateSRTPIndex(sequence: sequence, highest: known.rtpWindow.highest)
-            guard known.rtpWindow.check(estimate) == .fresh else { throw record(.replayFailed) }
+        if let known, known.hasIndex {
+            let estimate = estimateSRTPIndex(sequence: sequence, highest: known.highestIndex)
+            guard known.rtpWindow?.check(estimate) == .fresh else { throw record(.replayFailed) }
             index = estimate
         } else {
             index = UInt64(sequence)
@@ -175,7 +191,8 @@ public final class SRTPSession: @unchecked Sendable {
         }
         // Only an authentic packet may create or move stream state.
         guard let stream = known ?? stream(for: ssrc, create: true) else { throw record(.other(0)) }
-        stream.rtpWindow.accept(index)
+        stream.rtpWindow?.accept(index)
+        stream.advance(to: index)
         return end
     }
 
@@ -234,8 +251,8 @@ public final class SRTPSession: @unchecked Sendable {
         }
         let index = indexWord & 0x7FFF_FFFF
         let encrypted = indexWord & 0x8000_0000 != 0
-        let known = streams[ssrc]
-        if let known, known.rtcpWindow.check(UInt64(index)) != .fresh { throw record(.replayFailed) }
+        let known = stream(for: ssrc, create: false)
+        if let known, known.rtcpWindow?.check(UInt64(index)) != .fresh { throw record(.replayFailed) }
         switch profile {
         case .aeadAES128GCM:
             let tag = buffer + end
@@ -276,15 +293,21 @@ public final class SRTPSession: @unchecked Sendable {
             }
         }
         guard let stream = known ?? stream(for: ssrc, create: true) else { throw record(.other(0)) }
-        stream.rtcpWindow.accept(UInt64(index))
+        stream.rtcpWindow?.accept(UInt64(index))
         return end
     }
 
     private func stream(for ssrc: UInt32, create: Bool) -> Stream? {
-        if let stream = streams[ssrc] { return stream }
-        guard create, streams.count < Self.maxStreams else { return nil }
-        let stream = Stream()
-        streams[ssrc] = stream
+        // Packets come in runs per SSRC; skip the table for a repeat.
+        if let last = lastStream, lastSSRC == ssrc { return last }
+        var stream = streams[ssrc]
+        if stream == nil {
+            guard create, streams.count < Self.maxStreams else { return nil }
+            stream = Stream(inbound: direction == .inbound)
+            streams[ssrc] = stream
+        }
+        lastSSRC = ssrc
+        lastStream = stream
         return stream
     }
 
