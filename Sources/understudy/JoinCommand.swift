@@ -162,6 +162,7 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
 func runJoin(_ args: [String]) async {
     do {
         let a = try Arguments(args, valueOptions: joinValueOptions, switches: joinSwitches)
+        if isJanusServer(a) { return await runJanusJoin(a) }
         let (options, duration) = try joinAgentOptions(a)
         let roomId = options.roomId
         var metricsAddress: (host: String, port: UInt16)?
