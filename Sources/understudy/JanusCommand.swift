@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import LoadGen
 import RTCWire
 import Signaling
 import Streaming
@@ -130,4 +131,100 @@ func runJanusJoin(_ a: Arguments) async {
     } catch {
         fail("join: \(error)")
     }
+}
+
+/// Whether a raw command line's `--server` is a `janus://` URL (before any command-specific parsing).
+func argumentsNameJanusServer(_ args: [String]) -> Bool {
+    for (i, arg) in args.enumerated() {
+        if arg.hasPrefix("--server=") { return arg.dropFirst("--server=".count).hasPrefix("janus://") }
+        if arg == "--server", i + 1 < args.count { return args[i + 1].hasPrefix("janus://") }
+    }
+    return false
+}
+
+/// The load options that a Janus room has no counterpart for, and why.
+let janusRefusedLoadOptions: [(name: String, why: String)] = [
+    ("--room", "the room number is the last part of janus://HOST:PORT/ROOM_NUMBER"),
+    ("--rooms", "a janus:// URL names one room"),
+    ("--token", "Janus rooms take no understudy token"),
+    ("--secret", "Janus rooms take no understudy token"),
+    ("--layout", "Janus subscribers receive every publisher (no layouts)"),
+    ("--invite-every", "stage invites travel over PubSub, which Janus does not have"),
+    ("--workers", "fleets run against our room servers only"),
+]
+
+/// `understudy load --server janus://HOST:PORT/ROOM_NUMBER …`.
+func runJanusLoad(_ args: [String]) async {
+    let configuration: LoadConfiguration
+    let room: JanusRoomURL
+    let a: Arguments
+    do {
+        a = try Arguments(args, help: Help.load)
+        if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
+        room = try janusRoomURL(a)
+        try refuseForJanus(a, janusRefusedLoadOptions)
+        var c = LoadConfiguration(signalingURL: "ws://unused", room: String(room.room))
+        // Janus publishers send one layer; `--no-simulcast` is accepted since that is what happens.
+        c.simulcast = false
+        c.secret = "unused"
+        c.publishers = try loadCount(a, "--publishers", default: 1)
+        c.audioPublishers = try loadCount(a, "--audio-publishers", default: 0)
+        c.subscribers = try loadCount(a, "--subscribers", default: 10)
+        c.duration = try a.seconds("--duration", default: 60)
+        if let rate = a.value("--join-rate") {
+            let text = rate.hasSuffix("/s") ? String(rate.dropLast(2)) : rate
+            guard let r = Double(text), r > 0, r <= 1000 else {
+                throw Arguments.Failure.badValue("--join-rate", "'\(rate)' is not a rate like 10/s")
+            }
+            c.joinRate = r
+        }
+        if let t = a.value("--threads") {
+            guard let n = Int(t), (1...64).contains(n) else {
+                throw Arguments.Failure.badValue("--threads", "'\(t)' is not 1…64")
+            }
+            c.loopCount = n
+        }
+        if let prefix = a.value("--id-prefix") {
+            guard !prefix.isEmpty, prefix.count <= 40,
+                prefix.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
+            else {
+                throw Arguments.Failure.badValue(
+                    "--id-prefix", "'\(prefix)' must be 1-40 letters, digits, '-', '_' or '.'")
+            }
+            c.idPrefix = prefix
+        }
+        guard c.publishers + c.audioPublishers + c.subscribers > 0 else {
+            throw Arguments.Failure.badValue("--publishers/--subscribers", "nothing to do: no bots")
+        }
+        configuration = c
+    } catch let e as Arguments.Failure {
+        fail("load: \(e)", code: 2)
+    } catch {
+        fail("load: \(error)", code: 2)
+    }
+    ShutdownSignal.shared.install()
+    let run = JanusLoadRun(configuration: configuration, room: room)
+    if !a.flag("--quiet") { run.onProgress = { (p: LoadProgress) in logLine(p.line) } }
+    let report: LoadReport
+    do { report = try await run.run() } catch {
+        switch error {
+        case .invalidConfiguration(let m): fail("load: \(m)", code: 2)
+        case .unreachable: fail("load: \(error)", code: 3)
+        case .refused: fail("load: \(error)", code: 4)
+        case .failed: fail("load: \(error)", code: 1)
+        }
+    }
+    print(report.table(), terminator: "")
+    if let jsonPath = a.value("--json") {
+        do { try report.json().write(toFile: jsonPath, atomically: true, encoding: .utf8) } catch {
+            fail("load: cannot write \(jsonPath): \(error)", code: 1)
+        }
+    }
+    if report.joinedParticipants == 0 { fail("load: no participant could join", code: 1) }
+}
+
+private func loadCount(_ a: Arguments, _ name: String, default def: Int) throws(Arguments.Failure) -> Int {
+    guard let v = a.value(name) else { return def }
+    guard let n = Int(v), n >= 0, n <= 10_000 else { throw .badValue(name, "'\(v)' is not a count") }
+    return n
 }
