@@ -9,6 +9,9 @@ import Understudy
 
 /// The signalling URL for `--server` (`http://` and `https://` become `ws://`/`wss://`).
 func signalingURL(_ server: String) throws(Arguments.Failure) -> String {
+    if server.hasPrefix("janus://") {
+        throw .badValue("--server", "janus:// servers work only with join and load (docs/janus.md)")
+    }
     if server.hasPrefix("http://") { return "ws://" + server.dropFirst(7) }
     if server.hasPrefix("https://") { return "wss://" + server.dropFirst(8) }
     if server.hasPrefix("ws://") || server.hasPrefix("wss://") { return server }

@@ -40,6 +40,8 @@ public final class JanusAgent: @unchecked Sendable {
         let pc: PeerConnection
         var recordings: [MediaKind?: Recording] = [:]
         var frames = 0
+        var videoFrames = 0
+        var audioFrames = 0
         /// Whether the feed takes one of the `maxVideo` slots.
         var video = false
         init(id: UInt64, display: String, handle: UInt64, pc: PeerConnection) {
@@ -62,6 +64,8 @@ public final class JanusAgent: @unchecked Sendable {
     /// Feeds being subscribed right now (so that a repeated `publishers` event does not subscribe twice).
     private var pendingFeeds: Set<UInt64> = []
     private var videoFeeds = 0
+    /// Final frame counts of publishers that left, by display name.
+    private var departedCounts: [String: (video: Int, audio: Int)] = [:]
     private var files: [[String: Any]] = []
     private var publishersSeen: [UInt64: [String: Any]] = [:]
     private var relay: RTPRelay?
@@ -151,6 +155,46 @@ public final class JanusAgent: @unchecked Sendable {
         log("left Janus room \(options.url.room) (\(feeds.count) feeds)")
     }
 
+    // MARK: What the agent sees (for scenarios and tests)
+
+    /// Display names of the publishers in the room now (Janus's stage), ourselves excluded.
+    public var publisherNames: [String] {
+        lock.withLock {
+            publishersSeen.values.filter { $0["leftAt"] == nil }.compactMap { $0["display"] as? String }.sorted()
+        }
+    }
+
+    /// Whether this agent publishes (it is then on Janus's stage too).
+    public var isPublishing: Bool { lock.withLock { pump != nil } }
+
+    /// Frames received so far from each consumed publisher, by display name.
+    public func frameCounts() async -> [String: (video: Int, audio: Int)] {
+        let (feeds, done) = lock.withLock { (Array(self.feeds.values), stopped) }
+        // After stop() the loop is gone and the feeds' counters no longer change.
+        if done { return counts(feeds) }
+        return await loop.submit { self.counts(feeds) }
+    }
+
+    private func counts(_ feeds: [Feed]) -> [String: (video: Int, audio: Int)] {
+        // Publishers that left keep the count they ended with.
+        var counts = lock.withLock { departedCounts }
+        for feed in feeds { counts[feed.display] = (feed.videoFrames, feed.audioFrames) }
+        return counts
+    }
+
+    /// Recording files by publisher display name.
+    public var recordingPaths: [String: String] {
+        lock.withLock {
+            var paths: [String: String] = [:]
+            for file in files {
+                if let display = file["display"] as? String, let path = file["path"] as? String {
+                    paths[display] = path
+                }
+            }
+            return paths
+        }
+    }
+
     // MARK: Publishing
 
     private func publish(session: JanusSession, handle: UInt64) async throws {
@@ -197,7 +241,8 @@ public final class JanusAgent: @unchecked Sendable {
             lock.withLock { lostReason = "lost the Janus session: \(event.json["reason"]?.stringValue ?? "")" }
             log("lost the Janus session")
         case "hangup":
-            guard let sender = event.sender else { return }
+            // Our own stop() closes the PeerConnections first; Janus then reports their DTLS alert.
+            guard let sender = event.sender, !lock.withLock({ stopped }) else { return }
             let feed = lock.withLock { feeds.values.first { $0.handle == sender } }
             if let feed { log("Janus hung up feed \(feed.id): \(event.json["reason"]?.stringValue ?? "")") }
             if sender == lock.withLock({ publisherHandle }) {
@@ -233,7 +278,7 @@ public final class JanusAgent: @unchecked Sendable {
                 }
             }
             let wanted: Bool = lock.withLock {
-                if publishersSeen[id] == nil {
+                if publishersSeen[id] == nil || publishersSeen[id]?["leftAt"] != nil {
                     publishersSeen[id] = ["id": String(id), "display": display, "joinedAt": Self.timestamp()]
                 }
                 guard !stopped, feeds[id] == nil, !pendingFeeds.contains(id), Self.picks(options.consume, id, display)
@@ -332,10 +377,12 @@ public final class JanusAgent: @unchecked Sendable {
                 return (feed, session)
             })
         else { return }
-        await loop.submit {
+        let final = await loop.submit { () -> (video: Int, audio: Int) in
             feed.pc.onFrame = nil
             feed.pc.close()
+            return (feed.videoFrames, feed.audioFrames)
         }
+        lock.withLock { departedCounts[feed.display] = final }
         closeRecordings(feed)
         await session?.detach(feed.handle)
         log("publisher \(id) (\(feed.display)) left; \(feed.frames) frames received")
@@ -346,6 +393,7 @@ public final class JanusAgent: @unchecked Sendable {
 
     private func received(_ frame: EncodedFrame, arrival: UInt64, feed: Feed) {
         feed.frames += 1
+        if frame.codec.kind == .video { feed.videoFrames += 1 } else { feed.audioFrames += 1 }
         if options.recordDirectory != nil { record(frame, arrival: arrival, feed: feed) }
         relay?.relay(frame, arrival: arrival)
     }
