@@ -4,8 +4,8 @@
    agent joins (the agent finds it in the `joined` reply's publisher list), headless Chromium
    publishes after (the agent learns of it from the long-poll `publishers` event). The agent
    records both; ffprobe counts VP8 and Opus frames in each file and ffmpeg decodes them cleanly.
-   When the agent ends (its `--duration`) it detaches and destroys its session: Janus no longer
-   lists it as a participant.
+   On SIGTERM the agent detaches and destroys its session and exits 0: Janus no longer lists it
+   as a participant.
 2. Flags for room features that Janus has no counterpart for are refused with exit 2 and one line.
 
 Janus runs as in test_janus.py (janus_support.JanusServer, a veth pair holding 127.0.0.2): needs
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -30,7 +31,8 @@ from janus_support import ROOM, JanusServer, JanusSession, data_of, in_private_n
 pytestmark = pytest.mark.skipif(
     janus_binary() is None, reason="janus is not installed (scripts/install-deps.sh installs it)")
 
-AGENT_SECONDS = 16
+# How long the agent records once both publishers are subscribed, before it gets SIGTERM.
+RECORD_SECONDS = 8
 MIN_VIDEO_FRAMES = 60
 MIN_AUDIO_FRAMES = 100
 
@@ -77,10 +79,10 @@ async def _publish_chromium(session: JanusSession, browser: Chromium) -> int:
 
 async def _record_two_publishers(server: JanusServer, tmp_path: Path, record: Path) -> dict:
     session = await asyncio.to_thread(JanusSession, server)
-    peer = InteropPeer("offer", tmp_path, duration=AGENT_SECONDS + 30)
+    peer = InteropPeer("offer", tmp_path, duration=120)
     agent = LogProcess(
         [understudy_bin(), "join", "--server", f"janus://127.0.0.1:{server.port}/{ROOM}", "--name", "agent",
-         "--record", str(record), "--duration", str(AGENT_SECONDS)],
+         "--record", str(record)],
         tmp_path / "agent.log")
     try:
         async with Chromium() as browser:
@@ -90,7 +92,10 @@ async def _record_two_publishers(server: JanusServer, tmp_path: Path, record: Pa
             await agent.wait_for(rf"subscribed to {peer_feed} ", 30)
             chromium_feed = await _publish_chromium(session, browser)
             await agent.wait_for(rf"subscribed to {chromium_feed} ", 30)
-            code = await agent.wait_exit(AGENT_SECONDS + 40)
+            await asyncio.sleep(RECORD_SECONDS)
+            assert agent.proc is not None
+            agent.proc.send_signal(signal.SIGTERM)
+            code = await agent.wait_exit(30)
             # The agent detached and destroyed its session: Janus lists only the two publishers.
             probe = await asyncio.to_thread(session.attach)
             listing = await asyncio.to_thread(session.message, probe, {"request": "listparticipants", "room": ROOM})
