@@ -164,3 +164,52 @@ def test_join_without_janus_fails_cleanly(understudy: str) -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr
     assert "Janus HTTP API" in done.stderr, done.stderr
+
+
+async def _outlive_session_timeout(server: JanusServer, tmp_path: Path, seconds: float) -> dict:
+    session = await asyncio.to_thread(JanusSession, server)
+    peer = InteropPeer("offer", tmp_path, duration=seconds + 60)
+    agent = LogProcess(
+        [understudy_bin(), "join", "--server", f"janus://127.0.0.1:{server.port}/{ROOM}", "--name", "agent"],
+        tmp_path / "agent-keepalive.log")
+    try:
+        peer_feed = await _publish_peer(session, peer)
+        agent.start()
+        await agent.wait_for(rf"subscribed to {peer_feed} ", 30)
+        # The test's own session (the publisher's) needs keepalives too.
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            await asyncio.to_thread(session.keepalive)
+            await asyncio.sleep(1)
+        probe = await asyncio.to_thread(session.attach)
+        listing = await asyncio.to_thread(session.message, probe, {"request": "listparticipants", "room": ROOM})
+        names = sorted(p.get("display", "") for p in data_of(listing).get("participants", []))
+        alive = agent.proc is not None and agent.proc.poll() is None
+        assert agent.proc is not None
+        agent.proc.send_signal(signal.SIGTERM)
+        code = await agent.wait_exit(30)
+        return {"names": names, "alive": alive, "code": code, "log": agent.text()}
+    finally:
+        agent.stop()
+        await peer.stop()
+        await asyncio.to_thread(session.destroy)
+
+
+def test_agent_keeps_its_session_alive_past_the_session_timeout(understudy: str, tmp_path: Path) -> None:
+    # Janus drops a session that sends nothing for `session_timeout` seconds; the agent sends a
+    # keepalive every third of it (read from /janus/info), so it stays for three timeouts and more.
+    timeout = 6
+    folder = tmp_path / "janus"
+    if not in_private_namespace():
+        pytest.skip("adds a veth pair for Janus, so it runs only in scripts/interop.sh's network namespace")
+    folder.mkdir()
+    server = JanusServer(folder, session_timeout=timeout)
+    try:
+        server.start()
+        result = asyncio.run(asyncio.wait_for(_outlive_session_timeout(server, tmp_path, 3.5 * timeout), 120))
+    except Exception as error:
+        raise AssertionError(f"{type(error).__name__}: {error}\n--- janus log ---\n{server.log()}") from error
+    finally:
+        server.stop()
+    assert result["alive"] and result["names"] == ["agent", "peer"], result
+    assert result["code"] == 0 and "lost the Janus session" not in result["log"], result["log"]

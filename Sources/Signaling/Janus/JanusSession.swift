@@ -69,7 +69,8 @@ public struct JanusMessage: Sendable {
 /// later as an event carrying the same `transaction`; ``request(_:body:jsep:timeout:)`` hides the
 /// difference. A long-poll loop (`GET /janus/SESSION`) collects events: replies go to their
 /// waiting request, everything else (publishers joining/leaving, `webrtcup`, `hangup`) to
-/// ``onEvent``. A keepalive every 25 s keeps the session alive (Janus drops it after 60 s idle).
+/// ``onEvent``. Keepalives (every third of Janus's `session-timeout`, at most 25 s) keep the session
+/// alive: Janus drops a session that sends nothing for that long (a pending long poll does not count).
 public final class JanusSession: @unchecked Sendable {
     public let api: HTTPURL
     public let sessionId: UInt64
@@ -94,10 +95,11 @@ public final class JanusSession: @unchecked Sendable {
             throw Self.failure(created)
         }
         sessionId = UInt64(id)
+        let interval = await Self.keepaliveInterval(api)
         poller = Task.detached { [weak self] in await self?.poll() }
         keepalive = Task.detached { [weak self] in
             while let self, !self.isClosed {
-                try? await Task.sleep(nanoseconds: 25_000_000_000)
+                try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
                 if self.isClosed { return }
                 _ = try? await self.post(path: "", ["janus": "keepalive"], timeout: 10)
             }
@@ -105,6 +107,17 @@ public final class JanusSession: @unchecked Sendable {
     }
 
     var isClosed: Bool { lock.withLock { closed } }
+
+    /// Seconds between keepalives: a third of the server's `session-timeout` (from `GET /janus/info`),
+    /// at most 25 s as in Janus's own client; 25 s when the server does not say.
+    static func keepaliveInterval(_ api: HTTPURL) async -> Double {
+        var info = api
+        info.target = api.target + "/info"
+        guard let response = try? await HTTPClient.request("GET", info, timeout: 10),
+            let timeout = (try? JSONValue.parse(response.body))?["session-timeout"]?.doubleValue, timeout > 0
+        else { return 25 }
+        return min(25, max(1, timeout / 3))
+    }
 
     /// Attaches a plugin (by default the VideoRoom) and returns the handle id.
     public func attach(plugin: String = "janus.plugin.videoroom") async throws(JanusError) -> UInt64 {
