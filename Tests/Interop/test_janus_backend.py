@@ -213,3 +213,54 @@ def test_agent_keeps_its_session_alive_past_the_session_timeout(understudy: str,
         server.stop()
     assert result["alive"] and result["names"] == ["agent", "peer"], result
     assert result["code"] == 0 and "lost the Janus session" not in result["log"], result["log"]
+
+
+async def _agent_publishes(server: JanusServer, tmp_path: Path, record: Path) -> dict:
+    url = f"janus://127.0.0.1:{server.port}/{ROOM}"
+    publisher = LogProcess(
+        [understudy_bin(), "join", "--server", url, "--name", "bot", "--mode", "SEND_AND_RECV", "--consume", "none"],
+        tmp_path / "publisher.log")
+    # Only `bot`'s video: a filter by display name and by kind.
+    recorder = LogProcess(
+        [understudy_bin(), "join", "--server", url, "--name", "recorder", "--consume", "bot",
+         "--consume-kinds", "video", "--record", str(record)],
+        tmp_path / "recorder.log")
+    try:
+        publisher.start()
+        await publisher.wait_for(r"publishing into Janus room", 30)
+        recorder.start()
+        await recorder.wait_for(r"subscribed to \d+ \(bot\): video", 30)
+        await recorder.wait_for(r"recording \d+ \(bot\)", 30)
+        await asyncio.sleep(RECORD_SECONDS)
+        for process in (recorder, publisher):
+            assert process.proc is not None
+            process.proc.send_signal(signal.SIGTERM)
+        codes = [await recorder.wait_exit(30), await publisher.wait_exit(30)]
+        # A room number Janus does not have: one clear line, exit 1.
+        missing = subprocess.run([understudy_bin(), "join", "--server", f"janus://127.0.0.1:{server.port}/999"],
+                                 capture_output=True, text=True, timeout=60)
+        return {"codes": codes, "log": recorder.text() + "\n" + publisher.text(), "missing": missing}
+    finally:
+        recorder.stop()
+        publisher.stop()
+
+
+def test_agent_publishes_into_janus_and_filters_what_it_consumes(understudy: str, tmp_path: Path) -> None:
+    server = _janus(tmp_path)
+    record = tmp_path / "rec"
+    try:
+        server.start()
+        result = asyncio.run(asyncio.wait_for(_agent_publishes(server, tmp_path, record), 120))
+    except Exception as error:
+        raise AssertionError(f"{type(error).__name__}: {error}\n--- janus log ---\n{server.log()}") from error
+    finally:
+        server.stop()
+    assert result["codes"] == [0, 0], result["log"]
+    files = sorted(record.glob("*.webm"))
+    assert len(files) == 1 and files[0].name.startswith("bot-"), files
+    counts = probe_frames(files[0])
+    assert counts.get("vp8", 0) >= MIN_VIDEO_FRAMES and counts.get("opus", 0) == 0, counts
+    assert decode_errors(files[0]) == ""
+    missing = result["missing"]
+    lines = missing.stderr.strip().splitlines()
+    assert missing.returncode == 1 and len(lines) == 1 and "No such room" in lines[0], missing.stderr

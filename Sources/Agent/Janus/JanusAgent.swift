@@ -70,6 +70,7 @@ public final class JanusAgent: @unchecked Sendable {
     private var publishersSeen: [UInt64: [String: Any]] = [:]
     private var relay: RTPRelay?
     private var stopped = false
+    private var joinedRoom = false
     private var lostReason: String?
     /// Subscriptions run one after another (Janus handles them fine in parallel; our logs stay readable).
     private var operationTail: Task<Void, Never>?
@@ -109,6 +110,7 @@ public final class JanusAgent: @unchecked Sendable {
         guard joined.data["videoroom"]?.stringValue == "joined", let myId = joined.data["id"]?.intValue else {
             throw JanusError.refused(code: 0, reason: "unexpected join reply \(joined.json)")
         }
+        lock.withLock { joinedRoom = true }
         log("joined Janus room \(options.url.room) as feed \(myId) (session \(session.sessionId))")
         if options.publish { try await publish(session: session, handle: handle) }
         writeManifest()
@@ -152,7 +154,7 @@ public final class JanusAgent: @unchecked Sendable {
         }
         writeManifest()
         loop.shutdown()
-        log("left Janus room \(options.url.room) (\(feeds.count) feeds)")
+        if lock.withLock({ joinedRoom }) { log("left Janus room \(options.url.room) (\(feeds.count) feeds)") }
     }
 
     // MARK: What the agent sees (for scenarios and tests)

@@ -144,16 +144,24 @@ public final class JanusSession: @unchecked Sendable {
         do {
             reply = try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<JanusMessage, Error>) in
-                lock.withLock { waiting[transaction] = continuation }
+                let open = lock.withLock {
+                    if !closed { waiting[transaction] = continuation }
+                    return !closed
+                }
+                guard open else { return continuation.resume(throwing: JanusError.closed) }
                 Task {
+                    let deadline = Date().addingTimeInterval(timeout)
                     do {
                         let first = try await Self.post(url, payload, timeout: timeout)
                         if first.kind != "ack" { self.resolve(transaction, with: first) }
                     } catch {
                         self.fail(transaction, error)
                     }
-                    try? await Task.sleep(nanoseconds: UInt64(timeout * 1e9))
-                    self.fail(transaction, JanusError.timeout(what))
+                    // The answer to an `ack` comes through the long poll; give up at the deadline.
+                    while self.isWaiting(transaction) {
+                        if Date() >= deadline { return self.fail(transaction, JanusError.timeout(what)) }
+                        try? await Task.sleep(nanoseconds: 100_000_000)
+                    }
                 }
             }
         } catch let error as JanusError {
@@ -226,6 +234,8 @@ public final class JanusSession: @unchecked Sendable {
             }
         }
     }
+
+    private func isWaiting(_ transaction: String) -> Bool { lock.withLock { waiting[transaction] != nil } }
 
     @discardableResult
     private func resolve(_ transaction: String, with message: JanusMessage) -> Bool {
