@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -220,10 +221,12 @@ async def _agent_publishes(server: JanusServer, tmp_path: Path, record: Path) ->
     publisher = LogProcess(
         [understudy_bin(), "join", "--server", url, "--name", "bot", "--mode", "SEND_AND_RECV", "--consume", "none"],
         tmp_path / "publisher.log")
-    # Only `bot`'s video: a filter by display name and by kind.
+    # Only `bot`'s video: a filter by display name and by kind; relayed as plain RTP too.
+    relay = _even_udp_socket()
     recorder = LogProcess(
         [understudy_bin(), "join", "--server", url, "--name", "recorder", "--consume", "bot",
-         "--consume-kinds", "video", "--record", str(record)],
+         "--consume-kinds", "video", "--record", str(record),
+         "--relay", f"rtp://127.0.0.1:{relay.getsockname()[1]}"],
         tmp_path / "recorder.log")
     try:
         publisher.start()
@@ -232,6 +235,7 @@ async def _agent_publishes(server: JanusServer, tmp_path: Path, record: Path) ->
         await recorder.wait_for(r"subscribed to \d+ \(bot\): video", 30)
         await recorder.wait_for(r"recording \d+ \(bot\)", 30)
         await asyncio.sleep(RECORD_SECONDS)
+        relayed = _drain(relay)
         for process in (recorder, publisher):
             assert process.proc is not None
             process.proc.send_signal(signal.SIGTERM)
@@ -239,10 +243,32 @@ async def _agent_publishes(server: JanusServer, tmp_path: Path, record: Path) ->
         # A room number Janus does not have: one clear line, exit 1.
         missing = subprocess.run([understudy_bin(), "join", "--server", f"janus://127.0.0.1:{server.port}/999"],
                                  capture_output=True, text=True, timeout=60)
-        return {"codes": codes, "log": recorder.text() + "\n" + publisher.text(), "missing": missing}
+        return {"codes": codes, "log": recorder.text() + "\n" + publisher.text(), "missing": missing,
+                "relayed": relayed}
     finally:
         recorder.stop()
         publisher.stop()
+        relay.close()
+
+
+def _even_udp_socket() -> socket.socket:
+    """A UDP socket on an even port (RTPRelay sends video to an even base port)."""
+    while True:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        if sock.getsockname()[1] % 2 == 0 and sock.getsockname()[1] < 65000:
+            sock.setblocking(False)
+            return sock
+        sock.close()
+
+
+def _drain(sock: socket.socket) -> list[bytes]:
+    packets = []
+    while True:
+        try:
+            packets.append(sock.recv(2048))
+        except BlockingIOError:
+            return packets
 
 
 def test_agent_publishes_into_janus_and_filters_what_it_consumes(understudy: str, tmp_path: Path) -> None:
@@ -261,6 +287,10 @@ def test_agent_publishes_into_janus_and_filters_what_it_consumes(understudy: str
     counts = probe_frames(files[0])
     assert counts.get("vp8", 0) >= MIN_VIDEO_FRAMES and counts.get("opus", 0) == 0, counts
     assert decode_errors(files[0]) == ""
+    # RTP version 2, VP8 payload type 96 (relay.sdp says so).
+    relayed = result["relayed"]
+    assert len(relayed) > 50 and all(p[0] >> 6 == 2 and p[1] & 0x7F == 96 for p in relayed), len(relayed)
+    assert "m=video" in (record / "relay.sdp").read_text()
     missing = result["missing"]
     lines = missing.stderr.strip().splitlines()
     assert missing.returncode == 1 and len(lines) == 1 and "No such room" in lines[0], missing.stderr

@@ -88,10 +88,17 @@ public final class JanusAgent: @unchecked Sendable {
         if let url = options.relayURL {
             let target = try RTPRelay.parseURL(url)
             let loop = self.loop
-            relay = try await loop.submit { () throws -> RTPRelay in
+            let created = try await loop.submit { () throws -> RTPRelay in
                 try RTPRelay(destination: target.host, basePort: target.port, loop: loop)
             }
-            log("relaying to \(url)")
+            relay = created
+            // The .sdp lets ffmpeg/GStreamer/VLC open the relayed streams (as for our rooms).
+            let sdpPath = (options.recordDirectory ?? ".") + "/relay.sdp"
+            if let dir = options.recordDirectory {
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            }
+            try created.writeSDP(to: sdpPath)
+            log("relaying to \(url); play with: ffmpeg -protocol_whitelist file,udp,rtp -i \(sdpPath)")
         }
         if let dir = options.recordDirectory {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
