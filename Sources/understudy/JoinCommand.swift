@@ -10,7 +10,7 @@ import Understudy
 /// The signalling URL for `--server` (`http://` and `https://` become `ws://`/`wss://`).
 func signalingURL(_ server: String) throws(Arguments.Failure) -> String {
     if server.hasPrefix("janus://") {
-        throw .badValue("--server", "janus:// servers work only with join and load (docs/janus.md)")
+        throw .badValue("--server", "janus:// servers work only with join, load and scenario (docs/janus.md)")
     }
     if server.hasPrefix("http://") { return "ws://" + server.dropFirst(7) }
     if server.hasPrefix("https://") { return "wss://" + server.dropFirst(8) }
