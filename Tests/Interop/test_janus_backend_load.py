@@ -8,6 +8,7 @@ Janus runs as in test_janus.py (a veth pair holding 127.0.0.2): needs scripts/in
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def test_load_two_publishers_twenty_subscribers_through_janus(understudy: str, t
     for track in report["tracks"]:
         assert track["packets"] > 50, track
     assert report["packetsLost"] == 0 and report["lossPercent"] == 0, detail
+    # The progress lines show the media rate while it flows.
+    rates = [float(m) for m in re.findall(r"tracks 80 +([0-9.]+) Mbps", done.stderr)]
+    assert rates and max(rates) > 1, done.stderr[-2000:]
     assert report["timeToFirstPacketMs"]["count"] == 80, detail
     assert len(report["publishers"]) == 4 and all(p["packetsSent"] > 0 for p in report["publishers"]), detail
 

@@ -44,6 +44,8 @@ public final class JanusLoadRun: @unchecked Sendable {
     private var joinLatencies: [Double] = []
     private var joinFailures = 0
     private var errorCounts: [String: (count: Int, example: String)] = [:]
+    /// The previous progress sample: when, and the bytes received by then (for the rate).
+    private var lastProgress: (at: Date, bytes: UInt64)?
 
     public init(configuration: LoadConfiguration, room: JanusRoomURL) {
         self.configuration = configuration
@@ -68,7 +70,11 @@ public final class JanusLoadRun: @unchecked Sendable {
                 await self.reportProgress(planned: planned, since: started)
             }
         }
-        defer { progressTask.cancel() }
+        // Stopped before the loops shut down (it submits work to them).
+        func stopProgress() async {
+            progressTask.cancel()
+            await progressTask.value
+        }
 
         // Publishers first, so that every subscriber finds them all.
         var index = 0
@@ -85,6 +91,7 @@ public final class JanusLoadRun: @unchecked Sendable {
         let feeds = lock.withLock { bots.compactMap { bot in bot.feed.map { (feed: $0, display: bot.id) } } }
         if feeds.isEmpty && c.publishers + c.audioPublishers > 0 {
             let first = lock.withLock { errorCounts.first?.value.example ?? "no publisher could join" }
+            await stopProgress()
             await teardown()
             // A transport failure means nobody answered at the API address.
             if first.hasPrefix("Janus HTTP API") { throw .unreachable(first) }
@@ -114,6 +121,7 @@ public final class JanusLoadRun: @unchecked Sendable {
             }
             try? await Task.sleep(nanoseconds: 200_000_000)
         }
+        await stopProgress()
         rss.append(LoadReport.RSSSample(seconds: Date().timeIntervalSince(started), bytes: residentBytes()))
         let elapsed = Date().timeIntervalSince(started)
         let loopCPUEnd = await loopCPU()
@@ -270,27 +278,36 @@ public final class JanusLoadRun: @unchecked Sendable {
     private func reportProgress(planned: Int, since started: Date) async {
         var received: UInt64 = 0
         var lost: Int64 = 0
+        var bytes: UInt64 = 0
         var tracks = 0
         for bot in lock.withLock({ bots }) {
             guard let pc = bot.pc else { continue }
-            let (r, l, t) = await bot.loop.submit { () -> (UInt64, Int64, Int) in
+            let (r, l, b, t) = await bot.loop.submit { () -> (UInt64, Int64, UInt64, Int) in
                 let stats = pc.receiverStats()
                 return (
                     stats.reduce(0) { $0 &+ $1.stats.packetsReceived },
                     stats.reduce(0) { $0 &+ max(0, $1.stats.packetsLost) },
+                    stats.reduce(0) { $0 &+ $1.stats.bytesReceived },
                     bot.tracks.values.filter { $0.firstPacket != 0 }.count
                 )
             }
             received &+= r
             lost &+= l
+            bytes &+= b
             tracks += t
         }
-        let (joined, failures) = lock.withLock { (joinLatencies.count, joinFailures) }
+        let now = Date()
+        let (joined, failures, previous) = lock.withLock {
+            defer { lastProgress = (now, bytes) }
+            return (joinLatencies.count, joinFailures, lastProgress)
+        }
+        let seconds = previous.map { now.timeIntervalSince($0.at) } ?? 0
+        let mbps = seconds > 0 ? Double(bytes &- (previous?.bytes ?? 0)) * 8 / seconds / 1e6 : 0
         let expected = Double(received) + Double(lost)
         onProgress?(
             LoadProgress(
-                elapsed: Date().timeIntervalSince(started), joined: joined, planned: planned, failed: failures,
-                tracks: tracks, mbps: 0, lossPercent: expected > 0 ? Double(lost) / expected * 100 : 0,
+                elapsed: now.timeIntervalSince(started), joined: joined, planned: planned, failed: failures,
+                tracks: tracks, mbps: mbps, lossPercent: expected > 0 ? Double(lost) / expected * 100 : 0,
                 rssBytes: residentBytes(), packetsReceived: received, packetsLost: lost, loopCPUSeconds: 0))
     }
 
