@@ -135,12 +135,18 @@ public final class JanusAgent: @unchecked Sendable {
     }
 
     /// Unpublishes, closes every PeerConnection and recording, detaches the handles and destroys the session.
+    /// Calls after the first do nothing.
     public func stop() async {
-        let (session, feeds, publisherHandle, tail) = lock.withLock {
-            stopped = true
-            return (self.session, Array(self.feeds.values), self.publisherHandle, operationTail)
+        let (first, tail) = lock.withLock {
+            defer { stopped = true }
+            return (!stopped, operationTail)
         }
+        guard first else { return }
+        // A subscription under way finishes first (no new one starts once `stopped` is set).
         await tail?.value
+        let (session, feeds, publisherHandle) = lock.withLock {
+            (self.session, Array(self.feeds.values), self.publisherHandle)
+        }
         let pump = self.pump
         let publisherPC = self.publisherPC
         let relay = self.relay
