@@ -171,7 +171,8 @@ enum Help {
             logFormatOption,
         ],
         examples: [
-            "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --consume stage --record out/"
+            "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --consume stage --record out/",
+            "understudy join --server janus://127.0.0.1:8088/1234 --record out/   (a Janus VideoRoom: docs/janus.md)",
         ])
 
     static let invite = CommandHelp(
@@ -220,18 +221,25 @@ enum Help {
                 text: "run the test over every worker of this fleet and merge the reports (docs/fleet.md)"),
         ],
         examples: [
-            "understudy load --server http://127.0.0.1:7880 --room load --secret s3cret --publishers 2 --subscribers 50 --duration 60s"
+            "understudy load --server http://127.0.0.1:7880 --room load --secret s3cret --publishers 2 --subscribers 50 --duration 60s",
+            "understudy load --server janus://127.0.0.1:8088/1234 --publishers 2 --subscribers 20   (docs/janus.md)",
         ])
 
     static let scenario = CommandHelp(
         name: "scenario", synopsis: "scenario FILE.json... [options]",
         summary: "Run scripted stage tests with bots and expectations (docs/scenarios.md); exit 0 only when all hold.",
         options: [
-            .init(name: "--server", value: "URL", text: "a room server to use (default: an embedded one)"),
+            .init(
+                name: "--server", value: "URL",
+                text: "a room server to use (default: an embedded one), or janus://HOST:PORT/ROOM (docs/janus.md)"),
             secretOption, .init(name: "--junit", value: "FILE", text: "write a JUnit XML report"),
             .init(name: "--out", value: "DIR", text: "where the bots' recordings go"),
             .init(name: "--quiet", value: nil, text: "only the result lines"),
-        ], examples: ["understudy scenario examples/seed000-stage-invite.json --junit report.xml"])
+        ],
+        examples: [
+            "understudy scenario examples/seed000-stage-invite.json --junit report.xml",
+            "understudy scenario examples/janus-stage.json --server janus://127.0.0.1:8088/1234",
+        ])
 
     static let worker = CommandHelp(
         name: "worker", synopsis: "worker --redis redis://HOST:PORT [options]",

@@ -9,6 +9,9 @@ import Understudy
 
 /// The signalling URL for `--server` (`http://` and `https://` become `ws://`/`wss://`).
 func signalingURL(_ server: String) throws(Arguments.Failure) -> String {
+    if server.hasPrefix("janus://") {
+        throw .badValue("--server", "janus:// servers work only with join, load and scenario (docs/janus.md)")
+    }
     if server.hasPrefix("http://") { return "ws://" + server.dropFirst(7) }
     if server.hasPrefix("https://") { return "wss://" + server.dropFirst(8) }
     if server.hasPrefix("ws://") || server.hasPrefix("wss://") { return server }
@@ -162,6 +165,7 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
 func runJoin(_ args: [String]) async {
     do {
         let a = try Arguments(args, valueOptions: joinValueOptions, switches: joinSwitches)
+        if isJanusServer(a) { return await runJanusJoin(a) }
         let (options, duration) = try joinAgentOptions(a)
         let roomId = options.roomId
         var metricsAddress: (host: String, port: UInt16)?

@@ -81,6 +81,7 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
 }
 
 func runLoad(_ args: [String]) async {
+    if argumentsNameJanusServer(args) { return await runJanusLoad(args) }
     if let i = args.firstIndex(where: { $0 == "--workers" || $0.hasPrefix("--workers=") }) {
         await runDistributedLoad(args, workersAt: i)
         return

@@ -1,6 +1,7 @@
 import Foundation
 import RoomServer
 import Scenario
+import Signaling
 
 /// `understudy scenario FILE.json… [--server URL] [--secret S] [--junit FILE] [--out DIR] [--quiet]`:
 /// runs scripted stage tests (docs/scenarios.md). Without `--server` (and without a `server` in the
@@ -27,6 +28,13 @@ func runScenario(_ args: [String]) async {
         }
     }
 
+    // Janus rooms run only the part of a scenario that a VideoRoom has: checked before anything runs too.
+    for scenario in scenarios {
+        guard let server = a.value("--server") ?? scenario.server, server.hasPrefix("janus://") else { continue }
+        do { _ = try JanusRoomURL(server) } catch { fail("scenario: bad value for --server: \(error)", code: 2) }
+        if let first = JanusScenarioRunner.unsupported(scenario).first { fail("scenario: \(first)", code: 2) }
+    }
+
     let quiet = a.flag("--quiet")
     let secretOption = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"]
     var embedded: RoomServer?
@@ -36,6 +44,10 @@ func runScenario(_ args: [String]) async {
         let url: String
         let secret: String
         if let server = a.value("--server") ?? scenario.server {
+            if server.hasPrefix("janus://") {
+                results.append(await runJanusScenario(scenario, server: server, index: i, count: scenarios.count, a))
+                continue
+            }
             guard let secretOption, !secretOption.isEmpty else {
                 fail("scenario: a --server needs --secret or UNDERSTUDY_SECRET to sign the bots' tokens", code: 2)
             }
@@ -81,4 +93,23 @@ func runScenario(_ args: [String]) async {
         }
     }
     exit(results.allSatisfy(\.passed) ? 0 : 1)
+}
+
+/// One scenario in a Janus VideoRoom (docs/janus.md), already checked by `JanusScenarioRunner.unsupported`.
+private func runJanusScenario(_ scenario: Scenario, server: String, index: Int, count: Int, _ a: Arguments) async
+    -> ScenarioResult
+{
+    let room: JanusRoomURL
+    do { room = try JanusRoomURL(server) } catch { fail("scenario: bad value for --server: \(error)", code: 2) }
+    let quiet = a.flag("--quiet")
+    var out: String?
+    if let dir = a.value("--out") { out = count > 1 ? (dir as NSString).appendingPathComponent("\(index)") : dir }
+    if !quiet { logLine("scenario: running '\(scenario.name)' (\(scenario.path)) in Janus room \(room.room)") }
+    let result = await JanusScenarioRunner.run(
+        scenario, room: room, outputDirectory: out, log: { line in if !quiet { logLine("scenario: \(line)") } })
+    print(result.summary)
+    for (bot, files) in result.recordings.sorted(by: { $0.key < $1.key }) {
+        for (peer, path) in files.sorted(by: { $0.key < $1.key }) { print("  recording: \(bot) ← \(peer): \(path)") }
+    }
+    return result
 }

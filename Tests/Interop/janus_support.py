@@ -93,8 +93,9 @@ def add_janus_address() -> None:
 class JanusServer:
     """A Janus process with only VideoRoom + HTTP, configured in `workdir`."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, session_timeout: int = 120):
         self.workdir = Path(workdir)
+        self.session_timeout = session_timeout
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.log_file = self.workdir / "janus.log"
@@ -124,7 +125,7 @@ class JanusServer:
     events_folder = "{empty}"
     loggers_folder = "{empty}"
     debug_level = 4
-    session_timeout = 120
+    session_timeout = {self.session_timeout}
 }}
 certificates: {{
 }}
@@ -281,6 +282,10 @@ class JanusSession:
             if "error" in data:
                 raise JanusError(f"{body.get('request')} failed: {data}")
         return reply
+
+    def keepalive(self) -> None:
+        # Janus drops a session that sends nothing for `session_timeout`; a long poll does not count.
+        self._post(self.session_url, {"janus": "keepalive"})
 
     def end_of_candidates(self, handle: int) -> None:
         # Our candidates are all in the SDP: tell Janus there will be no more.

@@ -1,0 +1,483 @@
+import Foundation
+import Media
+import RTC
+import RTCWire
+import Signaling
+import Streaming
+
+/// The room agent for a Janus VideoRoom (`understudy join --server janus://HOST:PORT/ROOM`).
+///
+/// Janus's publisher list plays the part of our stage: the agent joins the room as a publisher
+/// participant (publishing only when asked), subscribes to the publishers its consume policy
+/// picks, one subscriber handle and PeerConnection per feed, records and relays them as
+/// ``RoomAgent`` does, and follows the room's `publishers`/`unpublished`/`leaving` events.
+/// ``stop()`` detaches every handle and destroys the session.
+public final class JanusAgent: @unchecked Sendable {
+    /// Everything the agent needs; the subset of ``RoomAgent/Options`` that Janus can honour.
+    public struct Options: Sendable {
+        public var url: JanusRoomURL
+        public var display: String = "understudy"
+        /// `.stage` and `.all` are the same here: only publishers carry media.
+        public var consume: RoomAgent.ConsumePolicy = .all
+        public var kinds: Set<MediaKind> = [.audio, .video]
+        public var maxVideo: Int?
+        public var recordDirectory: String?
+        public var recordFormat: RoomAgent.RecordFormat = .webm
+        public var relayURL: String?
+        /// Publish `video`/`audio` into the room (`--mode SEND_AND_RECV`).
+        public var publish = false
+        public var video: String?
+        public var audio: String?
+
+        public init(url: JanusRoomURL) { self.url = url }
+    }
+
+    /// One subscribed feed: its handle, PeerConnection and recordings (written on the loop thread).
+    final class Feed: @unchecked Sendable {
+        let id: UInt64
+        let display: String
+        let handle: UInt64
+        let pc: PeerConnection
+        var recordings: [MediaKind?: Recording] = [:]
+        var frames = 0
+        var videoFrames = 0
+        var audioFrames = 0
+        /// Whether the feed takes one of the `maxVideo` slots.
+        var video = false
+        init(id: UInt64, display: String, handle: UInt64, pc: PeerConnection) {
+            self.id = id
+            self.display = display
+            self.handle = handle
+            self.pc = pc
+        }
+    }
+
+    public let options: Options
+    private let log: @Sendable (String) -> Void
+    private let loop = EventLoop(name: "janus-agent")
+    private let lock = NSLock()
+    private var session: JanusSession?
+    private var publisherHandle: UInt64?
+    private var publisherPC: PeerConnection?
+    private var pump: MediaPump?
+    private var feeds: [UInt64: Feed] = [:]
+    /// Feeds being subscribed right now (so that a repeated `publishers` event does not subscribe twice).
+    private var pendingFeeds: Set<UInt64> = []
+    private var videoFeeds = 0
+    /// Final frame counts of publishers that left, by display name.
+    private var departedCounts: [String: (video: Int, audio: Int)] = [:]
+    private var files: [[String: Any]] = []
+    private var publishersSeen: [UInt64: [String: Any]] = [:]
+    private var relay: RTPRelay?
+    private var stopped = false
+    private var joinedRoom = false
+    private var lostReason: String?
+    /// Subscriptions run one after another (Janus handles them fine in parallel; our logs stay readable).
+    private var operationTail: Task<Void, Never>?
+
+    public init(options: Options, log: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.options = options
+        self.log = log
+    }
+
+    /// Why the agent ended on its own (Janus gone, kicked), nil while it runs or after ``stop()``.
+    public var failure: String? { lock.withLock { lostReason } }
+
+    /// Creates the session, joins the room, publishes when asked and subscribes to the current publishers.
+    public func start() async throws {
+        if let url = options.relayURL {
+            let target = try RTPRelay.parseURL(url)
+            let loop = self.loop
+            let created = try await loop.submit { () throws -> RTPRelay in
+                try RTPRelay(destination: target.host, basePort: target.port, loop: loop)
+            }
+            relay = created
+            // The .sdp lets ffmpeg/GStreamer/VLC open the relayed streams (as for our rooms).
+            let sdpPath = (options.recordDirectory ?? ".") + "/relay.sdp"
+            if let dir = options.recordDirectory {
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            }
+            try created.writeSDP(to: sdpPath)
+            log("relaying to \(url); play with: ffmpeg -protocol_whitelist file,udp,rtp -i \(sdpPath)")
+        }
+        if let dir = options.recordDirectory {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        }
+        let session = try await JanusSession(api: options.url.api)
+        lock.withLock { self.session = session }
+        session.onEvent = { [weak self] event in self?.handle(event) }
+        let handle = try await session.attach()
+        lock.withLock { publisherHandle = handle }
+        let joined = try await session.request(
+            handle,
+            body: [
+                "request": "join", "ptype": "publisher", "room": .number(Double(options.url.room)),
+                "display": .string(options.display),
+            ])
+        guard joined.data["videoroom"]?.stringValue == "joined", let myId = joined.data["id"]?.intValue else {
+            throw JanusError.refused(code: 0, reason: "unexpected join reply \(joined.json)")
+        }
+        lock.withLock { joinedRoom = true }
+        log("joined Janus room \(options.url.room) as feed \(myId) (session \(session.sessionId))")
+        if options.publish { try await publish(session: session, handle: handle) }
+        writeManifest()
+        considerPublishers(joined.data["publishers"])
+    }
+
+    /// Runs until `duration` passes, SIGTERM/SIGINT arrives or Janus goes away; then ``stop()``.
+    public func run(duration: Double?) async {
+        let start = Date()
+        while !ShutdownSignal.shared.isRequested && failure == nil {
+            if let duration, Date().timeIntervalSince(start) >= duration { break }
+            try? await Task.sleep(nanoseconds: 200_000_000)
+        }
+        await stop()
+    }
+
+    /// Unpublishes, closes every PeerConnection and recording, detaches the handles and destroys the session.
+    /// Calls after the first do nothing.
+    public func stop() async {
+        let (first, tail) = lock.withLock {
+            defer { stopped = true }
+            return (!stopped, operationTail)
+        }
+        guard first else { return }
+        // A subscription under way finishes first (no new one starts once `stopped` is set).
+        await tail?.value
+        let (session, feeds, publisherHandle) = lock.withLock {
+            (self.session, Array(self.feeds.values), self.publisherHandle)
+        }
+        let pump = self.pump
+        let publisherPC = self.publisherPC
+        let relay = self.relay
+        await loop.submit {
+            pump?.close()
+            publisherPC?.close()
+            for feed in feeds {
+                feed.pc.onFrame = nil
+                feed.pc.close()
+            }
+            relay?.close()
+        }
+        for feed in feeds { closeRecordings(feed) }
+        if let session {
+            for feed in feeds { await session.detach(feed.handle) }
+            if let publisherHandle { await session.detach(publisherHandle) }
+            await session.destroy()
+        }
+        writeManifest()
+        loop.shutdown()
+        if lock.withLock({ joinedRoom }) { log("left Janus room \(options.url.room) (\(feeds.count) feeds)") }
+    }
+
+    // MARK: What the agent sees (for scenarios and tests)
+
+    /// Display names of the publishers in the room now (Janus's stage), ourselves excluded.
+    public var publisherNames: [String] {
+        lock.withLock {
+            publishersSeen.values.filter { $0["leftAt"] == nil }.compactMap { $0["display"] as? String }.sorted()
+        }
+    }
+
+    /// Whether this agent publishes (it is then on Janus's stage too).
+    public var isPublishing: Bool { lock.withLock { pump != nil } }
+
+    /// Frames received so far from each consumed publisher, by display name.
+    public func frameCounts() async -> [String: (video: Int, audio: Int)] {
+        let (feeds, done) = lock.withLock { (Array(self.feeds.values), stopped) }
+        // After stop() the loop is gone and the feeds' counters no longer change.
+        if done { return counts(feeds) }
+        return await loop.submit { self.counts(feeds) }
+    }
+
+    private func counts(_ feeds: [Feed]) -> [String: (video: Int, audio: Int)] {
+        // Publishers that left keep the count they ended with.
+        var counts = lock.withLock { departedCounts }
+        for feed in feeds { counts[feed.display] = (feed.videoFrames, feed.audioFrames) }
+        return counts
+    }
+
+    /// Recording files by publisher display name.
+    public var recordingPaths: [String: String] {
+        lock.withLock {
+            var paths: [String: String] = [:]
+            for file in files {
+                if let display = file["display"] as? String, let path = file["path"] as? String {
+                    paths[display] = path
+                }
+            }
+            return paths
+        }
+    }
+
+    // MARK: Publishing
+
+    private func publish(session: JanusSession, handle: UInt64) async throws {
+        let video = LocalSources.video(options.video)
+        let audio = LocalSources.audio(options.audio)
+        let videoSource =
+            video == .none ? nil : try LocalSources.makeSource(kind: .video, layers: 1, video: video, audio: audio)
+        let audioSource =
+            audio == .none ? nil : try LocalSources.makeSource(kind: .audio, layers: 1, video: video, audio: audio)
+        let pc = try PeerConnection(loop: loop)
+        let sources = WHIPClient.UncheckedSources(video: videoSource, audio: audioSource)
+        let (pump, offer) = try await loop.submit { () throws -> (MediaPump, SessionDescription) in
+            let a = sources.audio == nil ? nil : pc.addTransceiver(kind: .audio, direction: .sendonly)
+            let v = sources.video == nil ? nil : pc.addTransceiver(kind: .video, direction: .sendonly)
+            let pump = MediaPump(
+                connection: pc, video: v, videoSource: sources.video, audio: a, audioSource: sources.audio)
+            let offer = try pc.createOffer()
+            try pc.setLocalDescription(offer)
+            return (pump, offer)
+        }
+        lock.withLock {
+            self.publisherPC = pc
+            self.pump = pump
+        }
+        let reply = try await session.request(
+            handle, body: ["request": "publish", "display": .string(options.display)],
+            jsep: ("offer", offer.serialize()))
+        try await session.endOfCandidates(handle)
+        guard let jsep = reply.jsep, jsep.type == "answer" else {
+            throw JanusError.refused(code: 0, reason: "publish answered without an SDP answer: \(reply.json)")
+        }
+        let answer = try SessionDescription.parse(jsep.sdp)
+        try await loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
+        try await pc.waitUntilConnected(timeout: 15)
+        await loop.submit { pump.attach() }
+        log("publishing into Janus room \(options.url.room)")
+    }
+
+    // MARK: Events
+
+    private func handle(_ event: JanusMessage) {
+        switch event.kind {
+        case "session_lost":
+            lock.withLock { lostReason = "lost the Janus session: \(event.json["reason"]?.stringValue ?? "")" }
+            log("lost the Janus session")
+        case "hangup":
+            // Our own stop() closes the PeerConnections first; Janus then reports their DTLS alert.
+            guard let sender = event.sender, !lock.withLock({ stopped }) else { return }
+            let feed = lock.withLock { feeds.values.first { $0.handle == sender } }
+            if let feed { log("Janus hung up feed \(feed.id): \(event.json["reason"]?.stringValue ?? "")") }
+            if sender == lock.withLock({ publisherHandle }) {
+                lock.withLock { lostReason = "Janus hung up our publisher" }
+            }
+        case "event":
+            let data = event.data
+            if let publishers = data["publishers"] { considerPublishers(publishers) }
+            for key in ["unpublished", "leaving"] {
+                // `leaving: "ok"` is our own leave; only a number names another feed.
+                if let id = data[key]?.intValue { enqueue { await self.unsubscribe(UInt64(id)) } }
+            }
+            if data["videoroom"]?.stringValue == "destroyed" {
+                lock.withLock { lostReason = "the Janus room was destroyed" }
+            }
+        default:
+            break
+        }
+    }
+
+    /// Subscribes to every publisher in `list` that the consume policy picks.
+    private func considerPublishers(_ list: JSONValue?) {
+        for publisher in list?.arrayValue ?? [] {
+            guard let idNumber = publisher["id"]?.intValue else { continue }
+            let id = UInt64(idNumber)
+            let display = publisher["display"]?.stringValue ?? ""
+            let streams = (publisher["streams"]?.arrayValue ?? []).compactMap { s -> (mid: String, kind: MediaKind)? in
+                guard s["disabled"]?.boolValue != true, let mid = s["mid"]?.stringValue else { return nil }
+                switch s["type"]?.stringValue {
+                case "audio": return (mid, .audio)
+                case "video": return (mid, .video)
+                default: return nil
+                }
+            }
+            let wanted: Bool = lock.withLock {
+                if publishersSeen[id] == nil || publishersSeen[id]?["leftAt"] != nil {
+                    publishersSeen[id] = ["id": String(id), "display": display, "joinedAt": Self.timestamp()]
+                }
+                guard !stopped, feeds[id] == nil, !pendingFeeds.contains(id), Self.picks(options.consume, id, display)
+                else { return false }
+                pendingFeeds.insert(id)
+                return true
+            }
+            log("publisher \(id) (\(display)) \(wanted ? "consumed" : "seen")")
+            if wanted { enqueue { await self.subscribe(id: id, display: display, streams: streams) } }
+        }
+        writeManifest()
+    }
+
+    static func picks(_ policy: RoomAgent.ConsumePolicy, _ id: UInt64, _ display: String) -> Bool {
+        switch policy {
+        case .all, .stage: return true
+        case .none: return false
+        case .ids(let ids): return ids.contains(String(id)) || (!display.isEmpty && ids.contains(display))
+        }
+    }
+
+    private func enqueue(_ work: @escaping @Sendable () async -> Void) {
+        lock.withLock {
+            let previous = operationTail
+            operationTail = Task {
+                await previous?.value
+                await work()
+            }
+        }
+    }
+
+    // MARK: Subscribing
+
+    private func subscribe(id: UInt64, display: String, streams: [(mid: String, kind: MediaKind)]) async {
+        defer { lock.withLock { _ = pendingFeeds.remove(id) } }
+        guard let session = lock.withLock({ stopped ? nil : self.session }) else { return }
+        var kinds = options.kinds
+        if kinds.contains(.video), let limit = options.maxVideo {
+            let allowed = lock.withLock { videoFeeds < limit }
+            if !allowed { kinds.remove(.video) }
+        }
+        let chosen = streams.filter { kinds.contains($0.kind) }
+        guard !chosen.isEmpty else {
+            log("publisher \(id): none of its streams is wanted")
+            return
+        }
+        do {
+            let handle = try await session.attach()
+            let reply = try await session.request(
+                handle,
+                body: [
+                    "request": "join", "ptype": "subscriber", "room": .number(Double(options.url.room)),
+                    "streams": .array(
+                        chosen.map { ["feed": .number(Double(id)), "mid": .string($0.mid)] }),
+                ])
+            guard let jsep = reply.jsep, jsep.type == "offer" else {
+                throw JanusError.refused(code: 0, reason: "subscriber join without an offer: \(reply.json)")
+            }
+            let offer = try SessionDescription.parse(jsep.sdp)
+            let pc = try PeerConnection(loop: loop)
+            let feed = Feed(id: id, display: display, handle: handle, pc: pc)
+            let answer = try await loop.submit { () throws -> SessionDescription in
+                for stream in chosen { pc.addTransceiver(kind: stream.kind, direction: .recvonly) }
+                pc.onFrame = { [weak self, feed] _, _, frame, timing in
+                    self?.received(frame, arrival: timing.arrivalTime, feed: feed)
+                }
+                try pc.setRemoteDescription(offer, type: .offer)
+                let answer = try pc.createAnswer()
+                try pc.setLocalDescription(answer)
+                return answer
+            }
+            lock.withLock {
+                feeds[id] = feed
+                if chosen.contains(where: { $0.kind == .video }) {
+                    feed.video = true
+                    videoFeeds += 1
+                }
+            }
+            _ = try await session.request(handle, body: ["request": "start"], jsep: ("answer", answer.serialize()))
+            try await session.endOfCandidates(handle)
+            try await pc.waitUntilConnected(timeout: 15)
+            log(
+                "subscribed to \(id) (\(display)): \(chosen.map { $0.kind == .audio ? "audio" : "video" }.joined(separator: "+"))"
+            )
+        } catch {
+            log("cannot subscribe to \(id): \(error)")
+        }
+    }
+
+    private func unsubscribe(_ id: UInt64) async {
+        guard
+            let (feed, session) = lock.withLock({ () -> (Feed, JanusSession?)? in
+                publishersSeen[id]?["leftAt"] = Self.timestamp()
+                guard let feed = feeds.removeValue(forKey: id) else { return nil }
+                if feed.video { videoFeeds -= 1 }
+                return (feed, session)
+            })
+        else { return }
+        let final = await loop.submit { () -> (video: Int, audio: Int) in
+            feed.pc.onFrame = nil
+            feed.pc.close()
+            return (feed.videoFrames, feed.audioFrames)
+        }
+        lock.withLock { departedCounts[feed.display] = final }
+        closeRecordings(feed)
+        await session?.detach(feed.handle)
+        log("publisher \(id) (\(feed.display)) left; \(feed.frames) frames received")
+        writeManifest()
+    }
+
+    // MARK: Frames (loop thread)
+
+    private func received(_ frame: EncodedFrame, arrival: UInt64, feed: Feed) {
+        feed.frames += 1
+        if frame.codec.kind == .video { feed.videoFrames += 1 } else { feed.audioFrames += 1 }
+        if options.recordDirectory != nil { record(frame, arrival: arrival, feed: feed) }
+        relay?.relay(frame, arrival: arrival)
+    }
+
+    private func record(_ frame: EncodedFrame, arrival: UInt64, feed: Feed) {
+        guard let dir = options.recordDirectory else { return }
+        let key: MediaKind? = options.recordFormat == .webm ? nil : frame.codec.kind
+        if let rec = feed.recordings[key] {
+            rec.write(frame, arrival: arrival)
+            return
+        }
+        let ext = key == nil ? "webm" : key == .audio ? "ogg" : "ivf"
+        let name = feed.display.isEmpty ? "\(feed.id)" : "\(Self.fileSafe(feed.display))-\(feed.id)"
+        let path = (dir as NSString).appendingPathComponent("\(name).\(ext)")
+        do {
+            let rec = try Recording(path: path)
+            feed.recordings[key] = rec
+            rec.write(frame, arrival: arrival)
+        } catch {
+            log("cannot record \(feed.id): \(error)")
+            return
+        }
+        log("recording \(feed.id) (\(feed.display)) -> \(path)")
+        lock.withLock {
+            files.append([
+                "participantId": String(feed.id), "display": feed.display, "path": path, "format": ext,
+                "startedAt": Self.timestamp(),
+            ])
+        }
+        writeManifest()
+    }
+
+    /// Closes a feed's recordings once its PeerConnection no longer delivers frames.
+    private func closeRecordings(_ feed: Feed) {
+        for (_, rec) in feed.recordings {
+            do { try rec.close() } catch { log("cannot close \(rec.path): \(error)") }
+        }
+        feed.recordings.removeAll()
+    }
+
+    // MARK: Manifest
+
+    private func writeManifest() {
+        guard let dir = options.recordDirectory else { return }
+        let manifest: [String: Any] = lock.withLock {
+            [
+                "backend": "janus", "room": String(options.url.room), "recordFormat": options.recordFormat.rawValue,
+                "files": files,
+                "participants": publishersSeen.keys.sorted().compactMap { publishersSeen[$0] },
+                // The stage is Janus's publisher list: every publisher seen that has not left.
+                "stage": publishersSeen.filter { $0.value["leftAt"] == nil }.keys.sorted().map { String($0) },
+            ]
+        }
+        do {
+            let data = try JSONSerialization.data(withJSONObject: manifest, options: [.prettyPrinted, .sortedKeys])
+            try data.write(
+                to: URL(fileURLWithPath: (dir as NSString).appendingPathComponent("manifest.json")), options: .atomic)
+        } catch {
+            log("cannot write manifest: \(error)")
+        }
+    }
+
+    private static func fileSafe(_ id: String) -> String {
+        String(id.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
+    }
+
+    private static func timestamp() -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date())
+    }
+}
