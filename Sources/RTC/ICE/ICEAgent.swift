@@ -90,18 +90,24 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
 
     // MARK: Candidates
 
-    /// Adds a host candidate for `socket` (component 1, RFC 8445 §5.1.2 priority).
-    public func addLocalSocket(_ socket: UDPSocket) {
+    /// Adds a host candidate for `socket` (component 1, RFC 8445 §5.1.2 priority), or a relayed
+    /// candidate when `socket` is a TURN relayed socket (`relatedAddress` is then the address the
+    /// TURN server saw, or the local base).
+    public func addLocalSocket(_ socket: UDPSocket, relatedAddress: SocketAddress? = nil) {
         guard !localSockets.contains(where: { $0.socket === socket }) else { return }
         // Earlier sockets are preferred; local preference stays within 16 bits.
         let localPreference = UInt32(max(0, 65535 - localSockets.count))
-        let priority = Self.priority(typePreference: 126, localPreference: localPreference)
+        let isRelay = socket.relay != nil
+        // RFC 8445 §5.1.2.2: host 126, relayed 0.
+        let priority = Self.priority(typePreference: isRelay ? 0 : 126, localPreference: localPreference)
         localSockets.append((socket, priority))
         let address = socket.localAddress
         localCandidates.append(
             ICECandidate(
-                foundation: Self.foundation(for: address.ip), component: 1, transport: "udp",
-                priority: priority, address: address.ip, port: address.port, type: "host"))
+                foundation: Self.foundation(for: (isRelay ? "relay" : "") + address.ip), component: 1,
+                transport: "udp", priority: priority, address: address.ip, port: address.port,
+                type: isRelay ? "relay" : "host", relatedAddress: isRelay ? (relatedAddress?.ip ?? "0.0.0.0") : nil,
+                relatedPort: isRelay ? (relatedAddress?.port ?? 0) : nil))
         for remote in remoteAddresses {
             addPair(socket: socket, localPriority: priority, remote: remote.address, remotePriority: remote.priority)
         }

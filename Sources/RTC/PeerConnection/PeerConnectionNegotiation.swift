@@ -197,6 +197,10 @@ extension PeerConnection {
         agent.timeouts = configuration.iceTimeouts
         try bindSockets()
         for s in sockets { agent.addLocalSocket(s) }
+        startRelays(configuration.iceServers.map { ($0, SocketAddress(ip: $0.host, port: $0.port)) })
+        for client in turnClients where client.state == .allocated {
+            if let relayed = client.relayedSocket { agent.addLocalSocket(relayed, relatedAddress: client.mappedAddress) }
+        }
         agent.onSelectedPair = { [unowned self] socket, remote in
             self.mediaTarget = (socket, remote)
             self.startDTLSIfReady()
@@ -205,7 +209,7 @@ extension PeerConnection {
             switch s {
             case .checking: if self.state == .new { self.setState(.connecting) }
             case .failed:
-                self.failureReason = self.failureReason ?? "ICE failed (no candidate pair answered)"
+                self.failureReason = self.failureReason ?? "ICE failed (no candidate pair answered)" + self.relaySummary
                 self.setState(.failed)
             case .disconnected: if self.state == .connected { self.setState(.disconnected) }
             case .connected: if self.state == .disconnected { self.setState(.connected) }
