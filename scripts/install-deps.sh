@@ -20,6 +20,7 @@ DEB_PACKAGES=(
     clang libclang-rt-14-dev
     janus
     libhiredis-dev redis-server
+    coturn nftables
 )
 
 missing=()

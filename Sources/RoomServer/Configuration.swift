@@ -1,4 +1,5 @@
 import Foundation
+import Signaling
 
 /// Settings of a ``RoomServer``. Every field has a default, so `Configuration()` runs a dev server
 /// on 127.0.0.1:7880 with a generated secret.
@@ -82,6 +83,12 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// The job fleet's Redis for `POST /admin/jobs` (`--jobs`).
     public var jobs: String?
 
+    // MARK: TURN hand-out
+
+    /// TURN servers handed to every client in the join response (`iceServers`), in the shape of
+    /// WebRTC's `RTCIceServer`; `understudy serve --ice-servers` sets them too.
+    public var iceServers: [ICEServerDescription] = []
+
     public init() {}
 
     /// Reads a JSON configuration file; absent keys keep their defaults.
@@ -138,6 +145,7 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         redis = try c.decodeIfPresent(String.self, forKey: .redis)
         nodeId = try c.decodeIfPresent(String.self, forKey: .nodeId)
         advertise = try c.decodeIfPresent(String.self, forKey: .advertise)
+        iceServers = try c.decodeIfPresent([ICEServerDescription].self, forKey: .iceServers) ?? []
         jobs = try c.decodeIfPresent(String.self, forKey: .jobs)
     }
 

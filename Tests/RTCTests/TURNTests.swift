@@ -6,7 +6,8 @@ import Testing
 @Suite struct ICEServerURLTests {
     @Test func parsesTurnURLsWithInlineCredentials() throws {
         let udp = try ICEServer(url: "turn:alice:s3cret@127.0.0.2:3479?transport=udp")
-        #expect(udp == ICEServer(host: "127.0.0.2", port: 3479, transport: .udp, username: "alice", credential: "s3cret"))
+        #expect(
+            udp == ICEServer(host: "127.0.0.2", port: 3479, transport: .udp, username: "alice", credential: "s3cret"))
         let tcp = try ICEServer(url: "turn:u:p@turn.example:3478?transport=tcp")
         #expect(tcp.transport == .tcp && tcp.host == "turn.example")
         let tls = try ICEServer(url: "turns:[::1]", username: "u", credential: "p:with:colons")

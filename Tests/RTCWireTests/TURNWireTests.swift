@@ -6,7 +6,8 @@ import Testing
     @Test func turnAttributesRoundTrip() throws {
         let peer = try #require(STUNAddress(family: .ipv4, port: 40000, address: [10, 1, 2, 3]))
         let relayed = try #require(
-            STUNAddress(family: .ipv6, port: 50000, address: [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 7, count: 12)))
+            STUNAddress(
+                family: .ipv6, port: 50000, address: [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 7, count: 12)))
         let message = STUNMessage(
             method: .allocate, messageClass: .successResponse,
             attributes: [
@@ -33,7 +34,8 @@ import Testing
         let send = STUNMessage(method: .send, messageClass: .indication)
         let bytes = send.serialize(integrityKey: nil, fingerprint: false)
         #expect(bytes[0] == 0x00 && bytes[1] == 0x16)
-        let data = STUNMessage(method: .data, messageClass: .indication).serialize(integrityKey: nil, fingerprint: false)
+        let data = STUNMessage(method: .data, messageClass: .indication).serialize(
+            integrityKey: nil, fingerprint: false)
         #expect(data[0] == 0x00 && data[1] == 0x17)
         let bind = STUNMessage(method: .channelBind, messageClass: .successResponse)
             .serialize(integrityKey: nil, fingerprint: false)

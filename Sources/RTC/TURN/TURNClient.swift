@@ -17,7 +17,9 @@ import RTCWire
 public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTransport, @unchecked Sendable {
     /// Where the allocation stands.
     public enum State: Equatable, Sendable {
-        case new, allocating, allocated, failed(String), closed
+        case new, allocating, allocated
+        case failed(String)
+        case closed
     }
 
     /// The server and credentials.
@@ -276,7 +278,9 @@ public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTr
                 fail("TURN server keeps refusing our credentials (\(code) \(reason))")
                 return
             }
-            send(method: transaction.method, attributes: transaction.attributes, kind: transaction.kind, peer: transaction.peer)
+            send(
+                method: transaction.method, attributes: transaction.attributes, kind: transaction.kind,
+                peer: transaction.peer)
         default:
             switch transaction.kind {
             case .allocate:

@@ -1,0 +1,173 @@
+"""TURN relaying end to end, with direct UDP between the clients and the room server blocked.
+
+coturn (Debian `coturn`, a TURN server nobody here wrote) listens on 127.0.0.2 and relays from
+127.0.0.2. nftables rules in this test's own network namespace drop every UDP datagram to or from
+the room server's media port unless it comes from or goes to 127.0.0.2, so ICE can only succeed
+through a relayed candidate. A counter on the relay's accept rule proves that media really went
+through coturn, and ffprobe/ffmpeg judge the agent's recording.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from harness import decode_errors, free_port, kill_process, probe_frames, start_room_server
+from test_agent_stage import SECRET, AgentProcess, join_args, wait_for_frames
+
+TURN_IP = "127.0.0.2"
+TURN_USER, TURN_PASSWORD, TURN_REALM = "bot", "s3cret-relay", "understudy.test"
+NFT_TABLE = "understudy_turn_test"
+
+
+def _nft(*args: str, input_text: str | None = None) -> str:
+    result = subprocess.run(["nft", *args], input=input_text, capture_output=True, text=True, timeout=10)
+    assert result.returncode == 0, f"nft {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+@contextmanager
+def udp_blocked_except_relay(media_port: int) -> Iterator[None]:
+    """Drops UDP to/from the room server's media port unless the other end is the TURN relay."""
+    _nft("-f", "-", input_text=f"""
+table inet {NFT_TABLE} {{
+    chain output {{
+        type filter hook output priority 0; policy accept;
+        ip daddr 127.0.0.1 udp dport {media_port} ip saddr {TURN_IP} counter accept comment "relayed-in"
+        ip daddr 127.0.0.1 udp dport {media_port} counter drop comment "direct-in"
+        udp sport {media_port} ip daddr != {TURN_IP} counter drop comment "direct-out"
+    }}
+}}
+""")
+    try:
+        yield
+    finally:
+        subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], capture_output=True, timeout=10)
+
+
+def rule_packets(comment: str) -> int:
+    ruleset = json.loads(_nft("-j", "list", "table", "inet", NFT_TABLE))
+    for item in ruleset.get("nftables", []):
+        rule = item.get("rule")
+        if rule and rule.get("comment") == comment:
+            for expression in rule.get("expr", []):
+                if "counter" in expression:
+                    return int(expression["counter"]["packets"])
+    raise AssertionError(f"no nft rule {comment}: {ruleset}")
+
+
+@contextmanager
+def coturn(workdir: Path, port: int) -> Iterator[subprocess.Popen]:
+    """turnserver with long-term credentials on TURN_IP:port (UDP and TCP)."""
+    log = workdir / "turnserver.log"
+    proc = subprocess.Popen(
+        ["turnserver", "-n", "--no-cli", "--listening-ip", TURN_IP, "--relay-ip", TURN_IP,
+         "--listening-port", str(port), "--min-port", "50000", "--max-port", "50200",
+         "--lt-cred-mech", "--user", f"{TURN_USER}:{TURN_PASSWORD}", "--realm", TURN_REALM,
+         "--allow-loopback-peers", "--no-tls", "--no-dtls", "--no-multicast-peers",
+         "--log-file", str(log), "--simple-log", "--no-stdout-log"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"turnserver exited {proc.returncode}: {log.read_text(errors='replace')[-2000:]}"
+            ss = subprocess.run(["ss", "-Hlun", f"src {TURN_IP}:{port}"], capture_output=True, text=True)
+            if ss.stdout.strip():
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("turnserver did not listen within 20 s")
+        yield proc
+    finally:
+        kill_process(proc)
+
+
+def _require_tools() -> None:
+    for tool in ("turnserver", "nft", "ffprobe"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is missing (scripts/install-deps.sh installs it)")
+
+
+def _record_through_turn(tmp_path: Path, server_extra: list[str], client_extra: list[str], room: str) -> None:
+    _require_tools()
+    turn_port, port, media_port = free_port(), free_port(), 44100
+    with coturn(tmp_path, turn_port), udp_blocked_except_relay(media_port):
+        server = start_room_server(port, media_port, SECRET, extra_args=[
+            a.replace("TURNPORT", str(turn_port)) for a in server_extra])
+        agents: list[AgentProcess] = []
+        try:
+            extra = [a.replace("TURNPORT", str(turn_port)) for a in client_extra]
+            host = AgentProcess("host", join_args(
+                port, room, "host", "--mode", "SEND_AND_RECV", "--consume", "none", *extra), tmp_path)
+            agents.append(host)
+            host.wait_for(rf"joined room {room} as host \(SEND_AND_RECV\)")
+            out = tmp_path / "rec"
+            agent = AgentProcess("agent", join_args(
+                port, room, "agent", "--consume", "all", "--record", str(out), *extra), tmp_path)
+            agents.append(agent)
+            counts = wait_for_frames(out / "host.webm", {"vp8": 60, "opus": 100}, timeout=90)
+            print(f"recorded through TURN: {counts}")
+            assert agent.terminate() == 0, agent.log()[-3000:]
+            assert decode_errors(out / "host.webm") == ""
+            frames = probe_frames(out / "host.webm")
+            assert frames.get("vp8", 0) >= 60 and frames.get("opus", 0) >= 100, frames
+            relayed, direct_in, direct_out = rule_packets("relayed-in"), rule_packets("direct-in"), rule_packets("direct-out")
+            print(f"nft: relayed-in={relayed} direct-in={direct_in} direct-out={direct_out}")
+            # Media and checks reached the server only from the relay; the direct checks were dropped.
+            assert relayed >= 200, relayed
+            assert direct_in > 0, "the clients never tried their host candidates: the block proves nothing"
+        finally:
+            for a in agents:
+                a.stop()
+            kill_process(server)
+
+
+def test_turn_udp_from_the_ice_servers_flag(understudy, tmp_path):
+    ice = f"turn:{TURN_USER}:{TURN_PASSWORD}@{TURN_IP}:TURNPORT?transport=udp"
+    _record_through_turn(tmp_path, [], ["--ice-servers", ice], "turn-flag")
+
+
+def test_turn_udp_handed_out_by_the_room_server(understudy, tmp_path):
+    # The clients have no flag: the join response's iceServers tell them where to relay.
+    ice = f"turn:{TURN_USER}:{TURN_PASSWORD}@{TURN_IP}:TURNPORT?transport=udp"
+    _record_through_turn(tmp_path, ["--ice-servers", ice], [], "turn-handout")
+
+
+def test_without_turn_the_block_stops_media(understudy, tmp_path):
+    """The control: with the same rules and no TURN server the agent records nothing."""
+    _require_tools()
+    port, media_port = free_port(), 44300
+    with udp_blocked_except_relay(media_port):
+        server = start_room_server(port, media_port, SECRET)
+        agents: list[AgentProcess] = []
+        try:
+            host = AgentProcess("host", join_args(
+                port, "blocked", "host", "--mode", "SEND_AND_RECV", "--consume", "none"), tmp_path)
+            agents.append(host)
+            host.wait_for(r"joined room blocked as host \(SEND_AND_RECV\)")
+            out = tmp_path / "rec"
+            agent = AgentProcess("agent", join_args(
+                port, "blocked", "agent", "--consume", "all", "--record", str(out)), tmp_path)
+            agents.append(agent)
+            agent.wait_for(r"joined room blocked as agent")
+            # ICE gives up after its checks time out (about 13 s); wait for the publisher's failure.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and rule_packets("direct-in") < 10:
+                time.sleep(0.5)
+            time.sleep(5)
+            assert rule_packets("direct-in") >= 10
+            assert rule_packets("relayed-in") == 0
+            recorded = out / "host.webm"
+            counts = probe_frames(recorded) if recorded.exists() and recorded.stat().st_size > 0 else {}
+            assert counts.get("vp8", 0) == 0 and counts.get("opus", 0) == 0, counts
+        finally:
+            for a in agents:
+                a.stop()
+            kill_process(server)
