@@ -34,12 +34,17 @@ def _nft(*args: str, input_text: str | None = None) -> str:
 
 
 @contextmanager
-def udp_blocked_except_relay(media_port: int) -> Iterator[None]:
-    """Drops UDP to/from the room server's media port unless the other end is the TURN relay."""
+def udp_blocked_except_relay(media_port: int, turn_udp_port: int = 0) -> Iterator[None]:
+    """Drops UDP to/from the room server's media port unless the other end is the TURN relay;
+    with `turn_udp_port`, also every UDP datagram to the TURN server's port (so TURN over TCP or
+    TLS is the only way left)."""
+    turn_rule = (f'ip daddr {TURN_IP} udp dport {turn_udp_port} counter drop comment "turn-udp"'
+                 if turn_udp_port else "")
     _nft("-f", "-", input_text=f"""
 table inet {NFT_TABLE} {{
     chain output {{
         type filter hook output priority 0; policy accept;
+        {turn_rule}
         ip daddr 127.0.0.1 udp dport {media_port} ip saddr {TURN_IP} counter accept comment "relayed-in"
         ip daddr 127.0.0.1 udp dport {media_port} counter drop comment "direct-in"
         udp sport {media_port} ip daddr != {TURN_IP} counter drop comment "direct-out"
@@ -63,23 +68,39 @@ def rule_packets(comment: str) -> int:
     raise AssertionError(f"no nft rule {comment}: {ruleset}")
 
 
+def make_certificate(workdir: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for TURN_IP (subjectAltName IP), which the clients trust through
+    SSL_CERT_FILE: the TLS link verifies the server like any other."""
+    cert, key = workdir / "turn-cert.pem", workdir / "turn-key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=understudy turn test",
+         "-addext", f"subjectAltName=IP:{TURN_IP}"],
+        check=True, capture_output=True, timeout=30)
+    return cert, key
+
+
 @contextmanager
-def coturn(workdir: Path, port: int) -> Iterator[subprocess.Popen]:
-    """turnserver with long-term credentials on TURN_IP:port (UDP and TCP)."""
+def coturn(workdir: Path, port: int, tls_port: int) -> Iterator[subprocess.Popen]:
+    """turnserver with long-term credentials on TURN_IP: UDP and TCP on `port`, TLS on `tls_port`."""
     log = workdir / "turnserver.log"
+    cert, key = make_certificate(workdir)
     proc = subprocess.Popen(
         ["turnserver", "-n", "--no-cli", "--listening-ip", TURN_IP, "--relay-ip", TURN_IP,
-         "--listening-port", str(port), "--min-port", "50000", "--max-port", "50200",
+         "--listening-port", str(port), "--tls-listening-port", str(tls_port),
+         "--min-port", "50000", "--max-port", "50200",
          "--lt-cred-mech", "--user", f"{TURN_USER}:{TURN_PASSWORD}", "--realm", TURN_REALM,
-         "--allow-loopback-peers", "--no-tls", "--no-dtls", "--no-multicast-peers",
+         "--cert", str(cert), "--pkey", str(key),
+         "--allow-loopback-peers", "--no-dtls", "--no-multicast-peers",
          "--log-file", str(log), "--simple-log", "--no-stdout-log"],
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             assert proc.poll() is None, f"turnserver exited {proc.returncode}: {log.read_text(errors='replace')[-2000:]}"
-            ss = subprocess.run(["ss", "-Hlun", f"src {TURN_IP}:{port}"], capture_output=True, text=True)
-            if ss.stdout.strip():
+            udp = subprocess.run(["ss", "-Hlun", f"src {TURN_IP}:{port}"], capture_output=True, text=True)
+            tls = subprocess.run(["ss", "-Hltn", f"src {TURN_IP}:{tls_port}"], capture_output=True, text=True)
+            if udp.stdout.strip() and tls.stdout.strip():
                 break
             time.sleep(0.1)
         else:
@@ -95,15 +116,20 @@ def _require_tools() -> None:
             pytest.fail(f"{tool} is missing (scripts/install-deps.sh installs it)")
 
 
-def _record_through_turn(tmp_path: Path, server_extra: list[str], client_extra: list[str], room: str) -> None:
+def _record_through_turn(tmp_path: Path, server_extra: list[str], client_extra: list[str], room: str,
+                         block_turn_udp: bool = False) -> None:
     _require_tools()
-    turn_port, port, media_port = free_port(), free_port(), 44100
-    with coturn(tmp_path, turn_port), udp_blocked_except_relay(media_port):
-        server = start_room_server(port, media_port, SECRET, extra_args=[
-            a.replace("TURNPORT", str(turn_port)) for a in server_extra])
+    turn_port, tls_port, port, media_port = free_port(), free_port(), free_port(), 44100
+
+    def ports(args: list[str]) -> list[str]:
+        return [a.replace("TURNPORT", str(turn_port)).replace("TLSPORT", str(tls_port)) for a in args]
+
+    with coturn(tmp_path, turn_port, tls_port), \
+            udp_blocked_except_relay(media_port, turn_port if block_turn_udp else 0):
+        server = start_room_server(port, media_port, SECRET, extra_args=ports(server_extra))
         agents: list[AgentProcess] = []
         try:
-            extra = [a.replace("TURNPORT", str(turn_port)) for a in client_extra]
+            extra = ports(client_extra)
             host = AgentProcess("host", join_args(
                 port, room, "host", "--mode", "SEND_AND_RECV", "--consume", "none", *extra), tmp_path)
             agents.append(host)
@@ -129,9 +155,35 @@ def _record_through_turn(tmp_path: Path, server_extra: list[str], client_extra: 
             kill_process(server)
 
 
-def test_turn_udp_from_the_ice_servers_flag(understudy, tmp_path):
-    ice = f"turn:{TURN_USER}:{TURN_PASSWORD}@{TURN_IP}:TURNPORT?transport=udp"
-    _record_through_turn(tmp_path, [], ["--ice-servers", ice], "turn-flag")
+@pytest.mark.parametrize("url", [
+    "turn:{auth}@{ip}:TURNPORT?transport=udp",
+    "turn:{auth}@{ip}:TURNPORT?transport=tcp",
+    "turns:{auth}@{ip}:TLSPORT?transport=tcp",
+], ids=["udp", "tcp", "tls"])
+def test_turn_from_the_ice_servers_flag(understudy, tmp_path, monkeypatch, url):
+    # The clients verify coturn's self-signed certificate through the OpenSSL trust path.
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "turn-cert.pem"))
+    ice = url.format(auth=f"{TURN_USER}:{TURN_PASSWORD}", ip=TURN_IP)
+    # Over TCP and TLS no UDP may reach coturn at all: the stream is the only way out.
+    _record_through_turn(tmp_path, [], ["--ice-servers", ice], "turn-flag", block_turn_udp="transport=tcp" in url)
+
+
+def test_turns_refuses_a_certificate_it_cannot_verify(understudy, tmp_path):
+    """Without the test certificate in the trust store the TLS link fails and says why."""
+    _require_tools()
+    turn_port, tls_port, port, media_port = free_port(), free_port(), free_port(), 44200
+    with coturn(tmp_path, turn_port, tls_port), udp_blocked_except_relay(media_port):
+        server = start_room_server(port, media_port, SECRET)
+        agent = AgentProcess("host", join_args(
+            port, "turns-bad", "host", "--mode", "SEND_AND_RECV", "--consume", "none", "--ice-servers",
+            f"turns:{TURN_USER}:{TURN_PASSWORD}@{TURN_IP}:{tls_port}"), tmp_path)
+        try:
+            found = agent.wait_for(r"TURN: 0 of 1 allocated \(turns:[^)]*certificate: ([^)]*)\)", timeout=90)
+            print(f"refused: {found.group(0)}")
+            assert "self-signed" in found.group(1), found.group(0)
+        finally:
+            agent.stop()
+            kill_process(server)
 
 
 def test_turn_udp_handed_out_by_the_room_server(understudy, tmp_path):

@@ -1,8 +1,8 @@
 import COpenSSL
 import RTCWire
 
-/// A TURN client (RFC 8656) over UDP: one allocation on one TURN server, whose relayed transport
-/// address becomes a `relay` ICE candidate.
+/// A TURN client (RFC 8656) over UDP, TCP or TLS to the server: one UDP allocation on one TURN
+/// server, whose relayed transport address becomes a `relay` ICE candidate.
 ///
 /// It authenticates with long-term credentials (401 with REALM and NONCE, then signed requests;
 /// 438 Stale Nonce retries with the new nonce), binds a channel to each peer it sends to (which
@@ -14,7 +14,7 @@ import RTCWire
 /// Confined to its loop's thread, like the `PeerConnection` it serves: media through the relay
 /// costs one copy into a preallocated buffer (the 4-byte ChannelData header in front) and no
 /// allocation.
-public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTransport, @unchecked Sendable {
+public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketTransport, @unchecked Sendable {
     /// Where the allocation stands.
     public enum State: Equatable, Sendable {
         case new, allocating, allocated
@@ -33,8 +33,10 @@ public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTr
     public private(set) var relayedSocket: UDPSocket?
     /// Our address as the server saw it (XOR-MAPPED-ADDRESS of the Allocate response).
     public private(set) var mappedAddress: SocketAddress?
-    /// The socket that talks to the TURN server (the relay candidate's related address).
-    public private(set) var serverSocket: UDPSocket?
+    /// The local end of the link to the TURN server.
+    public var localAddress: SocketAddress? { link?.localAddress }
+    /// The link to the TURN server (UDP, TCP or TLS).
+    var link: (any TURNServerLink)?
     /// Called on the loop thread once, when the allocation succeeds or fails.
     public var onAllocationDone: ((TURNClient) -> Void)?
     /// Counters for stats and tests.
@@ -65,29 +67,51 @@ public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTr
 
     // MARK: Allocation
 
-    /// Opens a socket towards the server, bound to `bindAddress` (port 0), and sends the first
-    /// Allocate. Loop thread only.
+    /// Opens the link to the server from `bindAddress` (port 0) and sends the first Allocate once
+    /// the link is ready. Loop thread only.
     public func start(bindAddress: String) {
         guard state == .new else { return }
-        guard server.transport == .udp else {
-            fail("TURN over \(server.transport.rawValue) is not supported yet")
-            return
-        }
         let wildcard = serverAddress.isIPv6 ? "::" : "0.0.0.0"
-        let bindIP = (SocketAddress(ip: bindAddress, port: 0)?.isIPv6 == serverAddress.isIPv6) ? bindAddress : wildcard
-        guard let bind = SocketAddress(ip: bindIP, port: 0) else {
+        let sameFamily = SocketAddress(ip: bindAddress, port: 0)?.isIPv6 == serverAddress.isIPv6
+        guard let bind = SocketAddress(ip: sameFamily ? bindAddress : wildcard, port: 0) else {
             fail("bad bind address \(bindAddress)")
             return
         }
-        do {
-            serverSocket = try loop.openUDP(bindTo: bind, handler: self)
-        } catch {
-            fail("cannot open a socket to the TURN server: \(error)")
-            return
+        let newLink: any TURNServerLink
+        switch server.transport {
+        case .udp:
+            let udp = TURNUDPLink(server: serverAddress, bindAddress: bind, loop: loop)
+            udp.delegate = self
+            newLink = udp
+        case .tcp, .tls:
+            let stream = TURNStreamLink(
+                server: serverAddress, bindAddress: bind, loop: loop,
+                tlsHost: server.transport == .tls ? server.host : nil)
+            stream.delegate = self
+            newLink = stream
         }
+        link = newLink
         state = .allocating
         loop.addTicker(self)
+        do { try newLink.open() } catch {
+            fail("cannot reach the TURN server \(server.url): \(error)")
+        }
+    }
+
+    func linkReady() {
+        guard state == .allocating, transactions.isEmpty else { return }
         sendAllocate()
+    }
+
+    func linkFailed(_ reason: String) {
+        link = nil
+        fail("TURN server \(server.url): \(reason)")
+        if state != .closed {
+            // The allocation is gone with the link (a stream's allocation lives as long as it).
+            let relayed = relayedSocket
+            relayedSocket = nil
+            relayed?.close()
+        }
     }
 
     private func sendAllocate() {
@@ -122,8 +146,8 @@ public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTr
         let relayed = relayedSocket
         relayedSocket = nil
         relayed?.close()
-        serverSocket?.close()  // flushes the Refresh first
-        serverSocket = nil
+        link?.close()  // flushes the Refresh first
+        link = nil
         finishAllocation()
     }
 
@@ -131,19 +155,19 @@ public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTr
 
     /// Sends a request (signed once credentials are known) and tracks it for retransmission.
     func send(method: STUNMethod, attributes: [STUNAttribute], kind: TURNTransaction.Kind, peer: SocketAddress? = nil) {
-        guard let serverSocket else { return }
+        guard let link else { return }
         var all = attributes
         if let key, let realm, let nonce {
             all += [.username(server.username), .realm(realm), .nonce(nonce)]
             let message = STUNMessage(method: method, messageClass: .request, attributes: all)
             let bytes = message.serialize(integrityKey: key, fingerprint: false)
             track(message, bytes: bytes, kind: kind, attributes: attributes, peer: peer)
-            serverSocket.send(bytes, to: serverAddress)
+            bytes.withUnsafeBytes { link.send($0) }
         } else {
             let message = STUNMessage(method: method, messageClass: .request, attributes: all)
             let bytes = message.serialize(integrityKey: nil, fingerprint: false)
             track(message, bytes: bytes, kind: kind, attributes: attributes, peer: peer)
-            serverSocket.send(bytes, to: serverAddress)
+            bytes.withUnsafeBytes { link.send($0) }
         }
         counters.requestsSent &+= 1
     }
@@ -164,11 +188,8 @@ public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTr
 
     // MARK: Receive
 
-    public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
-        guard from == serverAddress, state != .closed else {
-            counters.droppedForeign &+= 1
-            return
-        }
+    func linkReceived(_ data: UnsafeMutableRawBufferPointer) {
+        guard state != .closed else { return }
         let bytes = UnsafeRawBufferPointer(data)
         if TURNChannelData.looksLikeChannelData(bytes) {
             guard let (channel, payload) = TURNChannelData.parse(bytes), let peer = peersByChannel[channel],
@@ -313,18 +334,23 @@ public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTr
     // MARK: Send (the relayed socket's transport)
 
     public func sendRelayed(_ bytes: UnsafeRawBufferPointer, to peer: SocketAddress) {
-        guard state == .allocated, let serverSocket else { return }
+        guard state == .allocated, let link else { return }
         if let channel = channels[peer], channel.confirmed,
-            bytes.count + TURNChannelData.headerLength <= scratch.count
+            bytes.count + TURNChannelData.headerLength + 3 <= scratch.count
         {
             TURNChannelData.writeHeader(into: scratch, channel: channel.number, length: bytes.count)
             if let base = bytes.baseAddress, bytes.count > 0 {
                 (scratch.baseAddress! + TURNChannelData.headerLength).copyMemory(from: base, byteCount: bytes.count)
             }
-            // UDP needs no padding (RFC 8656 §12.5).
-            serverSocket.send(
-                UnsafeRawBufferPointer(start: scratch.baseAddress, count: TURNChannelData.headerLength + bytes.count),
-                to: serverAddress)
+            var length = TURNChannelData.headerLength + bytes.count
+            if link.isStream {
+                // Streams pad ChannelData to a multiple of 4 (RFC 8656 §12.5); UDP does not need to.
+                while length % 4 != 0 {
+                    scratch[length] = 0
+                    length += 1
+                }
+            }
+            link.send(UnsafeRawBufferPointer(start: scratch.baseAddress, count: length))
             counters.channelDataSent &+= 1
             return
         }
@@ -334,7 +360,7 @@ public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTr
         guard let peerSTUN = peer.stunAddress else { return }
         let indication = STUNMessage(
             method: .send, messageClass: .indication, attributes: [.xorPeerAddress(peerSTUN), .data(Array(bytes))])
-        serverSocket.send(indication.serialize(integrityKey: nil, fingerprint: false), to: serverAddress)
+        indication.serialize(integrityKey: nil, fingerprint: false).withUnsafeBytes { link.send($0) }
         counters.sendIndications &+= 1
     }
 
@@ -373,7 +399,9 @@ public final class TURNClient: DatagramHandler, EventLoopTicker, RelayedSocketTr
             updated.rto = min(updated.rto * 2, 8_000_000_000)
             updated.nextRetransmit = now &+ updated.rto
             transactions[id] = updated
-            serverSocket?.send(transaction.bytes, to: serverAddress)
+            // A stream is reliable: only the timeout runs (RFC 8489 §6.2.2), nothing is resent.
+            guard let link, !link.isStream else { continue }
+            transaction.bytes.withUnsafeBytes { link.send($0) }
             counters.retransmissions &+= 1
         }
         for id in expired {
@@ -428,8 +456,6 @@ public struct TURNCounters: Sendable, Equatable {
     public var channelBinds: UInt64 = 0
     public var sendIndications: UInt64 = 0
     public var channelDataSent: UInt64 = 0
-    /// Datagrams from anyone but the server.
-    public var droppedForeign: UInt64 = 0
     public var droppedMalformed: UInt64 = 0
     public var droppedBadIntegrity: UInt64 = 0
     /// The last failure or refusal, for diagnostics.
