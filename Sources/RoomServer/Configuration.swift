@@ -88,6 +88,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// TURN servers handed to every client in the join response (`iceServers`), in the shape of
     /// WebRTC's `RTCIceServer`; `understudy serve --ice-servers` sets them too.
     public var iceServers: [ICEServerDescription] = []
+    /// ICE-TCP passive candidates (RFC 6544) on the media port's number, for clients whose network
+    /// drops UDP (`understudy serve --ice-tcp`); single shared-port mode only.
+    public var iceTCP: Bool = false
 
     public init() {}
 
@@ -146,6 +149,7 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         nodeId = try c.decodeIfPresent(String.self, forKey: .nodeId)
         advertise = try c.decodeIfPresent(String.self, forKey: .advertise)
         iceServers = try c.decodeIfPresent([ICEServerDescription].self, forKey: .iceServers) ?? []
+        iceTCP = try c.decodeIfPresent(Bool.self, forKey: .iceTCP) ?? d.iceTCP
         jobs = try c.decodeIfPresent(String.self, forKey: .jobs)
     }
 

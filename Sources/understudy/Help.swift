@@ -109,6 +109,9 @@ enum Help {
             .init(
                 name: "--ice-servers", value: "turn:USER:PASS@HOST:PORT[?transport=udp|tcp],…",
                 text: "TURN servers handed to clients in the join response (iceServers)"),
+            .init(
+                name: "--ice-tcp", value: nil,
+                text: "also accept media over TCP on the media port's number (ICE-TCP passive candidates)"),
         ],
         examples: [
             "understudy serve --secret s3cret",

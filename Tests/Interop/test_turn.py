@@ -223,3 +223,56 @@ def test_without_turn_the_block_stops_media(understudy, tmp_path):
             for a in agents:
                 a.stop()
             kill_process(server)
+
+
+@contextmanager
+def all_udp_blocked(media_port: int) -> Iterator[None]:
+    """Drops every UDP datagram to or from the room server's media port (no TURN either)."""
+    _nft("-f", "-", input_text=f"""
+table inet {NFT_TABLE} {{
+    chain output {{
+        type filter hook output priority 0; policy accept;
+        udp dport {media_port} counter drop comment "direct-in"
+        udp sport {media_port} counter drop comment "direct-out"
+        tcp dport {media_port} counter accept comment "tcp-in"
+    }}
+}}
+""")
+    try:
+        yield
+    finally:
+        subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], capture_output=True, timeout=10)
+
+
+def test_ice_tcp_connects_when_udp_is_dropped(understudy, tmp_path):
+    """`serve --ice-tcp` advertises a passive TCP candidate on the media port's number; the
+    clients open active ICE-TCP connections (RFC 6544, RFC 4571 framing) and media flows over TCP."""
+    _require_tools()
+    port, media_port = free_port(), 44400
+    with all_udp_blocked(media_port):
+        server = start_room_server(port, media_port, SECRET, extra_args=["--ice-tcp"])
+        agents: list[AgentProcess] = []
+        try:
+            host = AgentProcess("host", join_args(
+                port, "icetcp", "host", "--mode", "SEND_AND_RECV", "--consume", "none"), tmp_path)
+            agents.append(host)
+            host.wait_for(r"joined room icetcp as host \(SEND_AND_RECV\)")
+            out = tmp_path / "rec"
+            agent = AgentProcess("agent", join_args(
+                port, "icetcp", "agent", "--consume", "all", "--record", str(out)), tmp_path)
+            agents.append(agent)
+            counts = wait_for_frames(out / "host.webm", {"vp8": 60, "opus": 100}, timeout=90)
+            print(f"recorded over ICE-TCP: {counts}")
+            assert agent.terminate() == 0, agent.log()[-3000:]
+            assert decode_errors(out / "host.webm") == ""
+            established = subprocess.run(
+                ["ss", "-Htn", "state", "established", f"sport = :{media_port}"], capture_output=True, text=True)
+            direct_in, tcp_in = rule_packets("direct-in"), rule_packets("tcp-in")
+            print(f"nft: udp dropped={direct_in} tcp segments in={tcp_in}; established: {established.stdout!r}")
+            assert direct_in > 0, "the clients never tried UDP: the block proves nothing"
+            assert tcp_in >= 200, tcp_in
+            assert rule_packets("direct-out") == 0
+        finally:
+            for a in agents:
+                a.stop()
+            kill_process(server)

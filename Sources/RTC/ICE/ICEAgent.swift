@@ -50,6 +50,8 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     public private(set) var remoteCandidates: [ICECandidate] = []
 
     private var localSockets: [(socket: UDPSocket, priority: UInt32)] = []
+    /// ICE-TCP sockets and the one peer each is connected to.
+    private var tcpRemotes: [ObjectIdentifier: SocketAddress] = [:]
     private var remoteAddresses: [(address: SocketAddress, priority: UInt32)] = []
     private var pairs: [ICECandidatePair] = []
     private var transactions: [STUNTransactionID: ICETransaction] = [:]
@@ -113,6 +115,35 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         }
     }
 
+    /// RFC 6544 §4.2 local preference of a TCP candidate: direction (active 6, passive 4) over
+    /// 2^13, so UDP host candidates (local preference 65535) stay preferred.
+    static func tcpPriority(passive: Bool) -> UInt32 {
+        priority(typePreference: 126, localPreference: (passive ? 4 : 6) << 13 | 0x1FFF)
+    }
+
+    /// Advertises a passive ICE-TCP host candidate at `address` (RFC 6544); its connections join
+    /// later through ``addICETCPSocket(_:remote:remotePriority:)``.
+    public func addPassiveTCPCandidate(_ address: SocketAddress) {
+        localCandidates.append(
+            ICECandidate(
+                foundation: Self.foundation(for: "tcp" + address.ip), component: 1, transport: "tcp",
+                priority: Self.tcpPriority(passive: true), address: address.ip, port: address.port, type: "host",
+                extensions: [.init(key: "tcptype", value: "passive")]))
+    }
+
+    /// Adds an ICE-TCP connection's socket, paired only with the peer at its other end: an
+    /// accepted one on a server (its checks then arrive on it), or an active one the client
+    /// opened to a passive candidate (which it then checks). It is not advertised.
+    public func addICETCPSocket(_ socket: UDPSocket, remote: SocketAddress, remotePriority: UInt32) {
+        guard !localSockets.contains(where: { $0.socket === socket }) else { return }
+        let priority = Self.tcpPriority(passive: isLite)
+        localSockets.append((socket, priority))
+        tcpRemotes[ObjectIdentifier(socket)] = remote
+        if !isLite {
+            addPair(socket: socket, localPriority: priority, remote: remote, remotePriority: remotePriority)
+        }
+    }
+
     /// RFC 8445 §5.1.2.1 priority for component 1.
     static func priority(typePreference: UInt32, localPreference: UInt32) -> UInt32 {
         (typePreference << 24) | ((localPreference & 0xFFFF) << 8) | (256 - 1)
@@ -158,8 +189,9 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     private func addPair(socket: UDPSocket, localPriority: UInt32, remote: SocketAddress, remotePriority: UInt32)
         -> ICECandidatePair?
     {
-        // Only same-family pairs can work.
+        // Only same-family pairs can work; an ICE-TCP socket reaches only its own peer.
         guard socket.localAddress.isIPv6 == remote.isIPv6 else { return nil }
+        if let only = tcpRemotes[ObjectIdentifier(socket)], only != remote { return nil }
         if let existing = pair(socket: socket, remote: remote) { return existing }
         let pair = ICECandidatePair(
             socket: socket, remote: remote, localPriority: localPriority, remotePriority: remotePriority)

@@ -26,6 +26,12 @@ func sys_recvmmsg(
 @_silgen_name("sendmmsg")
 func sys_sendmmsg(_ fd: Int32, _ vector: UnsafeMutableRawPointer, _ count: UInt32, _ flags: Int32) -> Int32
 
+@_silgen_name("accept4")
+func sys_accept4(
+    _ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?,
+    _ flags: Int32
+) -> Int32
+
 enum SystemConstants {
     static let epollCloexec: Int32 = 0o2_000_000
     static let epollIn: UInt32 = 0x001

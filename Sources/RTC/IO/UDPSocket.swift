@@ -59,7 +59,7 @@ public final class UDPSocket: @unchecked Sendable {
     public private(set) var isClosed = false
     /// Set for a relayed socket (a TURN relayed candidate): it has no descriptor of its own, its
     /// sends go through the relay and its relay delivers received datagrams to `handler`.
-    public let relay: (any RelayedSocketTransport)?
+    public private(set) var relay: (any RelayedSocketTransport)?
 
     init(fd: Int32, id: UInt64, localAddress: SocketAddress, loop: EventLoop, handler: any DatagramHandler) {
         self.fd = fd
@@ -78,6 +78,13 @@ public final class UDPSocket: @unchecked Sendable {
         self.localAddress = relayedAddress
         self.loop = loop
         self.handler = nil
+        self.relay = relay
+    }
+
+    /// Replaces the relay of a relayed socket (for transports that need the socket to exist before
+    /// they do).
+    func replaceRelay(_ relay: any RelayedSocketTransport) {
+        guard self.relay != nil else { return }
         self.relay = relay
     }
 

@@ -66,6 +66,8 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var mediaTarget: (socket: UDPSocket, remote: SocketAddress)?
     /// One TURN allocation per configured ICE server (``PeerConnectionConfiguration/iceServers``).
     var turnClients: [TURNClient] = []
+    /// ICE-TCP connections (accepted on a server, opened by a client).
+    var iceTCPStreams: [ICETCPStream] = []
     /// Why TURN servers could not be used (unresolvable names, refused allocations).
     var relayErrors: [String] = []
 
@@ -477,6 +479,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         closed = true
         loop.removeTicker(self)
         for client in turnClients { client.close() }
+        closeICETCP()
         if let mux = configuration.portMux {
             mux.unregister(self)  // the shared socket stays open for the others
         } else {

@@ -198,8 +198,11 @@ extension PeerConnection {
         try bindSockets()
         for s in sockets { agent.addLocalSocket(s) }
         startRelays(configuration.iceServers.map { ($0, SocketAddress(ip: $0.host, port: $0.port)) })
+        if let listener = configuration.portMux?.iceTCPListener { agent.addPassiveTCPCandidate(listener.localAddress) }
         for client in turnClients where client.state == .allocated {
-            if let relayed = client.relayedSocket { agent.addLocalSocket(relayed, relatedAddress: client.mappedAddress) }
+            if let relayed = client.relayedSocket {
+                agent.addLocalSocket(relayed, relatedAddress: client.mappedAddress)
+            }
         }
         agent.onSelectedPair = { [unowned self] socket, remote in
             self.mediaTarget = (socket, remote)
@@ -278,6 +281,7 @@ extension PeerConnection {
         }
         ice.setRemoteCredentials(ufrag: ufrag, password: pwd)
         for c in remoteCandidates { ice.addRemoteCandidate(c) }
+        connectICETCP(to: remoteCandidates)
         if state == .new { setState(.connecting) }
         startDTLSIfReady()
     }
