@@ -34,3 +34,27 @@ import Testing
             ])
     }
 }
+
+@Suite struct TURNClientHostileInputTests {
+    @Test func garbageFromTheServerIsCountedNotTrusted() async throws {
+        let loop = EventLoop(name: "turn-hostile")
+        defer { loop.shutdown() }
+        let server = ICEServer(host: "127.0.0.1", port: 3478, transport: .udp, username: "u", credential: "p")
+        let client = TURNClient(server: server, serverAddress: SocketAddress(ip: "127.0.0.1", port: 3478)!, loop: loop)
+        let counters = await loop.submit { () -> TURNCounters in
+            var inputs: [[UInt8]] = [
+                [0x40, 0x00, 0x00, 0x04, 1, 2, 3, 4],  // ChannelData on a channel never bound
+                [0x40, 0x00, 0xFF, 0xFF, 1],  // ChannelData longer than the datagram
+                [0x00, 0x17, 0x00, 0x00, 0x21, 0x12, 0xA4, 0x42] + [UInt8](repeating: 0, count: 12),  // empty Data indication
+                [0x01, 0x03, 0x00, 0x00, 0x21, 0x12, 0xA4, 0x42] + [UInt8](repeating: 9, count: 12),  // unsolicited response
+                [0xFF, 0x00, 0x00, 0x00],
+            ]
+            for i in inputs.indices {
+                inputs[i].withUnsafeMutableBytes { client.linkReceived($0) }
+            }
+            return client.counters
+        }
+        #expect(counters.droppedMalformed == 5)
+        #expect(counters.allocations == 0)
+    }
+}
