@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pytest
 
-from harness import decode_errors, free_port, kill_process, probe_frames, start_room_server
+from harness import decode_errors, free_port, kill_process, probe_frames, run_understudy, start_room_server
 from test_agent_stage import SECRET, AgentProcess, join_args, wait_for_frames
 
 TURN_IP = "127.0.0.2"
@@ -275,4 +275,31 @@ def test_ice_tcp_connects_when_udp_is_dropped(understudy, tmp_path):
         finally:
             for a in agents:
                 a.stop()
+            kill_process(server)
+
+
+def test_load_bots_relay_through_turn_tcp(understudy, tmp_path):
+    """`understudy load --ice-servers`: every bot's publish and subscribe connection relays through
+    coturn over TCP (UDP to the room server and to coturn dropped) with no loss."""
+    _require_tools()
+    turn_port, tls_port, port, media_port = free_port(), free_port(), free_port(), 44500
+    with coturn(tmp_path, turn_port, tls_port), udp_blocked_except_relay(media_port, turn_port):
+        server = start_room_server(port, media_port, SECRET)
+        try:
+            report_path = tmp_path / "load.json"
+            result = run_understudy(
+                ["load", "--server", f"http://127.0.0.1:{port}", "--room", "turn-load", "--secret", SECRET,
+                 "--publishers", "1", "--subscribers", "4", "--duration", "8s", "--json", str(report_path),
+                 "--ice-servers", f"turn:{TURN_USER}:{TURN_PASSWORD}@{TURN_IP}:{turn_port}?transport=tcp"],
+                timeout=120)
+            assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+            report = json.loads(report_path.read_text())
+            relayed = rule_packets("relayed-in")
+            print(f"load through TURN-TCP: joined={report['joinedParticipants']} tracks={report['subscribedTracks']} "
+                  f"loss={report['lossPercent']}% relayed-in={relayed}")
+            assert report["joinedParticipants"] == 5
+            assert report["subscribedTracks"] >= 4
+            assert report["lossPercent"] < 1.0
+            assert relayed >= 200
+        finally:
             kill_process(server)
