@@ -81,7 +81,7 @@ def make_certificate(workdir: Path) -> tuple[Path, Path]:
 
 
 @contextmanager
-def coturn(workdir: Path, port: int, tls_port: int) -> Iterator[subprocess.Popen]:
+def coturn(workdir: Path, port: int, tls_port: int, extra: list[str] | None = None) -> Iterator[subprocess.Popen]:
     """turnserver with long-term credentials on TURN_IP: UDP and TCP on `port`, TLS on `tls_port`."""
     log = workdir / "turnserver.log"
     cert, key = make_certificate(workdir)
@@ -92,7 +92,8 @@ def coturn(workdir: Path, port: int, tls_port: int) -> Iterator[subprocess.Popen
          "--lt-cred-mech", "--user", f"{TURN_USER}:{TURN_PASSWORD}", "--realm", TURN_REALM,
          "--cert", str(cert), "--pkey", str(key),
          "--allow-loopback-peers", "--no-dtls", "--no-multicast-peers",
-         "--log-file", str(log), "--simple-log", "--no-stdout-log"],
+         "--log-file", str(log), "--simple-log", "--no-stdout-log", "--pidfile", str(workdir / "turnserver.pid"),
+         *(extra or [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 20
@@ -302,4 +303,57 @@ def test_load_bots_relay_through_turn_tcp(understudy, tmp_path):
             assert report["lossPercent"] < 1.0
             assert relayed >= 200
         finally:
+            kill_process(server)
+
+
+def test_allocation_is_refreshed_through_stale_nonces(understudy, tmp_path):
+    """coturn grants 20 s allocations and lets nonces go stale after 4 s: the client must refresh
+    before expiry, answer 438 Stale Nonce with the new nonce, and keep the media flowing."""
+    _require_tools()
+    turn_port, tls_port, port, media_port = free_port(), free_port(), free_port(), 44800
+    extra = ["--stale-nonce=4", "--max-allocate-lifetime=20", "--verbose"]
+    with coturn(tmp_path, turn_port, tls_port, extra), udp_blocked_except_relay(media_port):
+        server = start_room_server(port, media_port, SECRET)
+        agents: list[AgentProcess] = []
+        try:
+            ice = ["--ice-servers", f"turn:{TURN_USER}:{TURN_PASSWORD}@{TURN_IP}:{turn_port}?transport=udp"]
+            host = AgentProcess("host", join_args(
+                port, "refresh", "host", "--mode", "SEND_AND_RECV", "--consume", "none", *ice), tmp_path)
+            agents.append(host)
+            host.wait_for(r"joined room refresh as host \(SEND_AND_RECV\)")
+            out = tmp_path / "rec"
+            agent = AgentProcess("agent", join_args(
+                port, "refresh", "agent", "--consume", "all", "--record", str(out), *ice), tmp_path)
+            agents.append(agent)
+            # 45 s of audio: two allocation lifetimes, each refreshed through a stale nonce.
+            counts = wait_for_frames(out / "host.webm", {"opus": 45 * 50}, timeout=150)
+            print(f"recorded across refreshes: {counts}")
+            assert agent.terminate() == 0, agent.log()[-3000:]
+            assert decode_errors(out / "host.webm") == ""
+            log = (tmp_path / "turnserver.log").read_text(errors="replace")
+            refreshed = [line for line in log.splitlines() if "REFRESH" in line and "success" in line]
+            stale = [line for line in log.splitlines() if "error 438" in line]
+            print(f"coturn: {len(refreshed)} refreshes, {len(stale)} stale-nonce answers")
+            assert len(refreshed) >= 4, log[-3000:]
+            assert stale, log[-3000:]
+        finally:
+            for a in agents:
+                a.stop()
+            kill_process(server)
+
+
+def test_wrong_turn_password_fails_with_the_servers_reason(understudy, tmp_path):
+    _require_tools()
+    turn_port, tls_port, port, media_port = free_port(), free_port(), free_port(), 44900
+    with coturn(tmp_path, turn_port, tls_port), udp_blocked_except_relay(media_port):
+        server = start_room_server(port, media_port, SECRET)
+        host = AgentProcess("host", join_args(
+            port, "badpass", "host", "--mode", "SEND_AND_RECV", "--consume", "none", "--ice-servers",
+            f"turn:{TURN_USER}:wrong@{TURN_IP}:{turn_port}"), tmp_path)
+        try:
+            found = host.wait_for(r"TURN: 0 of 1 allocated \(turn:[^)]*Allocate refused: (\d+)[^)]*\)", timeout=90)
+            print(f"refused: {found.group(0)}")
+            assert found.group(1) == "401"
+        finally:
+            host.stop()
             kill_process(server)
