@@ -52,6 +52,8 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     private var localSockets: [(socket: UDPSocket, priority: UInt32)] = []
     /// ICE-TCP sockets and the one peer each is connected to.
     private var tcpRemotes: [ObjectIdentifier: SocketAddress] = [:]
+    /// The signalled priority of each ICE-TCP socket's peer, to pair it again after a restart.
+    private var tcpRemotePriorities: [ObjectIdentifier: UInt32] = [:]
     private var remoteAddresses: [(address: SocketAddress, priority: UInt32)] = []
     private var pairs: [ICECandidatePair] = []
     private var transactions: [STUNTransactionID: ICETransaction] = [:]
@@ -139,6 +141,7 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         let priority = Self.tcpPriority(passive: isLite)
         localSockets.append((socket, priority))
         tcpRemotes[ObjectIdentifier(socket)] = remote
+        tcpRemotePriorities[ObjectIdentifier(socket)] = remotePriority
         if !isLite {
             addPair(socket: socket, localPriority: priority, remote: remote, remotePriority: remotePriority)
         }
@@ -626,6 +629,16 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
             selected.nominatedByPeer = false
             self.selected = nil
             pendingReselect = (selected.socket, selected.remote)
+        }
+        // An ICE-TCP connection stays: its pair is checked again with the new credentials.
+        if !isLite {
+            for local in localSockets {
+                let key = ObjectIdentifier(local.socket)
+                guard !local.socket.isClosed, let remote = tcpRemotes[key] else { continue }
+                addPair(
+                    socket: local.socket, localPriority: local.priority, remote: remote,
+                    remotePriority: tcpRemotePriorities[key] ?? 0)
+            }
         }
         // Checking again: a restart whose checks all fail ends in `.failed` (RFC 8445 §2.4).
         if state != .new { setState(.checking) }
