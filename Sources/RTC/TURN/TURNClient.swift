@@ -52,6 +52,8 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
     var channels: [SocketAddress: TURNChannel] = [:]
     var peersByChannel: [UInt16: SocketAddress] = [:]
     var nextChannel: UInt16 = 0x4000
+    /// Set while a closed client waits for the answer to its release.
+    var releaseDeadline: UInt64?
     /// ChannelData out and Data-indication payloads in, reused.
     let scratch: UnsafeMutableRawBufferPointer
 
@@ -105,6 +107,10 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
 
     func linkFailed(_ reason: String) {
         link = nil
+        if releaseDeadline != nil {
+            finishRelease()
+            return
+        }
         fail("TURN server \(server.url): \(reason)")
         if state != .closed {
             // The allocation is gone with the link (a stream's allocation lives as long as it).
@@ -134,39 +140,59 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
         done?(self)
     }
 
-    /// Releases the allocation (Refresh with LIFETIME 0) and closes the sockets. Loop thread only.
+    /// Releases the allocation (Refresh with LIFETIME 0) and closes the relayed socket. Loop thread
+    /// only. The link to the server stays open until the release is answered (a 438 Stale Nonce is
+    /// answered once more with the new nonce) or ``releaseTimeout`` passes.
     public func close() {
         guard state != .closed else { return }
-        if state == .allocated, key != nil {
-            send(method: .refresh, attributes: [.lifetime(0)], kind: .release)
-        }
+        let release = state == .allocated && key != nil && link != nil
         state = .closed
         transactions = [:]
-        loop.removeTicker(self)
         let relayed = relayedSocket
         relayedSocket = nil
         relayed?.close()
-        link?.close()  // flushes the Refresh first
-        link = nil
+        if release {
+            releaseDeadline = EventLoop.now() &+ Self.releaseTimeout
+            send(method: .refresh, attributes: [.lifetime(0)], kind: .release)
+        } else {
+            finishRelease()
+        }
         finishAllocation()
+    }
+
+    /// How long a closed client waits for the answer to its release.
+    static let releaseTimeout: UInt64 = 2_000_000_000
+
+    /// Ends the release: the link closes (after flushing) and the ticks stop.
+    private func finishRelease() {
+        releaseDeadline = nil
+        transactions = [:]
+        loop.removeTicker(self)
+        link?.close()
+        link = nil
     }
 
     // MARK: Requests
 
     /// Sends a request (signed once credentials are known) and tracks it for retransmission.
-    func send(method: STUNMethod, attributes: [STUNAttribute], kind: TURNTransaction.Kind, peer: SocketAddress? = nil) {
+    func send(
+        method: STUNMethod, attributes: [STUNAttribute], kind: TURNTransaction.Kind, peer: SocketAddress? = nil,
+        authenticationAttempts: Int = 0
+    ) {
         guard let link else { return }
         var all = attributes
         if let key, let realm, let nonce {
             all += [.username(server.username), .realm(realm), .nonce(nonce)]
             let message = STUNMessage(method: method, messageClass: .request, attributes: all)
             let bytes = message.serialize(integrityKey: key, fingerprint: false)
-            track(message, bytes: bytes, kind: kind, attributes: attributes, peer: peer)
+            track(
+                message, bytes: bytes, kind: kind, attributes: attributes, peer: peer, attempts: authenticationAttempts)
             bytes.withUnsafeBytes { link.send($0) }
         } else {
             let message = STUNMessage(method: method, messageClass: .request, attributes: all)
             let bytes = message.serialize(integrityKey: nil, fingerprint: false)
-            track(message, bytes: bytes, kind: kind, attributes: attributes, peer: peer)
+            track(
+                message, bytes: bytes, kind: kind, attributes: attributes, peer: peer, attempts: authenticationAttempts)
             bytes.withUnsafeBytes { link.send($0) }
         }
         counters.requestsSent &+= 1
@@ -174,13 +200,12 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
 
     private func track(
         _ message: STUNMessage, bytes: [UInt8], kind: TURNTransaction.Kind, attributes: [STUNAttribute],
-        peer: SocketAddress?
+        peer: SocketAddress?, attempts: Int
     ) {
-        guard kind != .release else { return }
         let now = EventLoop.now()
         transactions[message.transactionID] = TURNTransaction(
             kind: kind, method: message.method, attributes: attributes, peer: peer, bytes: bytes,
-            rto: Self.initialRTO, nextRetransmit: now &+ Self.initialRTO)
+            authenticationAttempts: attempts, rto: Self.initialRTO, nextRetransmit: now &+ Self.initialRTO)
     }
 
     static let initialRTO: UInt64 = 500_000_000
@@ -189,8 +214,17 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
     // MARK: Receive
 
     func linkReceived(_ data: UnsafeMutableRawBufferPointer) {
-        guard state != .closed else { return }
+        guard state != .closed || releaseDeadline != nil else { return }
         let bytes = UnsafeRawBufferPointer(data)
+        if state == .closed {
+            // Releasing: only the answer to the release matters.
+            if STUNMessage.looksLikeSTUN(bytes), let message = try? STUNMessage.parse(bytes),
+                message.messageClass == .successResponse || message.messageClass == .errorResponse
+            {
+                handleResponse(message, bytes: bytes)
+            }
+            return
+        }
         if TURNChannelData.looksLikeChannelData(bytes) {
             guard let (channel, payload) = TURNChannelData.parse(bytes), let peer = peersByChannel[channel],
                 let relayedSocket
@@ -269,7 +303,7 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
             channels[peer] = channel
             counters.channelBinds &+= 1
         case .release:
-            break
+            finishRelease()
         }
     }
 
@@ -295,13 +329,19 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
             }
             self.nonce = nonce
             counters.authenticationRetries &+= 1
-            guard counters.authenticationRetries < 10 else {
-                fail("TURN server keeps refusing our credentials (\(code) \(reason))")
+            // Each request is retried a few times at most (a 401 then a 438 is the usual worst);
+            // a long session meets a stale nonce at every refresh, so the limit is per request.
+            guard transaction.authenticationAttempts < 3 else {
+                if transaction.kind == .release {
+                    finishRelease()
+                } else {
+                    fail("TURN server keeps refusing our credentials (\(code) \(reason))")
+                }
                 return
             }
             send(
                 method: transaction.method, attributes: transaction.attributes, kind: transaction.kind,
-                peer: transaction.peer)
+                peer: transaction.peer, authenticationAttempts: transaction.authenticationAttempts + 1)
         default:
             switch transaction.kind {
             case .allocate:
@@ -315,7 +355,7 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
                 }
                 counters.lastError = "ChannelBind refused: \(code) \(reason)"
             case .release:
-                break
+                finishRelease()
             }
         }
     }
@@ -387,7 +427,14 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
     // MARK: Timers
 
     public func tick(now: UInt64) {
-        guard state == .allocating || state == .allocated else { return }
+        if let releaseDeadline {
+            if now >= releaseDeadline {
+                finishRelease()
+                return
+            }
+        } else {
+            guard state == .allocating || state == .allocated else { return }
+        }
         var expired: [STUNTransactionID] = []
         for (id, transaction) in transactions where now >= transaction.nextRetransmit {
             if transaction.transmissions >= Self.maxTransmissions {
@@ -412,7 +459,7 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
                 if let peer = transaction.peer, let channel = channels.removeValue(forKey: peer) {
                     peersByChannel[channel.number] = nil
                 }
-            case .release: break
+            case .release: finishRelease()
             }
         }
         guard state == .allocated else { return }
@@ -479,6 +526,8 @@ struct TURNTransaction {
     let attributes: [STUNAttribute]
     let peer: SocketAddress?
     let bytes: [UInt8]
+    /// How often this request was already re-sent after a 401 or 438.
+    var authenticationAttempts = 0
     var transmissions = 1
     var rto: UInt64
     var nextRetransmit: UInt64
