@@ -23,6 +23,7 @@ DEB_PACKAGES=(
     # GStreamer webrtcbin as a WHIP publisher (Tests/Interop/test_whip_server_gstreamer.py)
     gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-nice
     python3-gst-1.0 gir1.2-gst-plugins-bad-1.0
+    coturn nftables
 )
 
 missing=()

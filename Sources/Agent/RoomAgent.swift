@@ -75,6 +75,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
         /// server restart or a deploy, with pauses growing to 10 s.
         public var reconnect = ReconnectPolicy(window: 300, maxDelay: 10)
+        /// TURN servers for the media (`--ice-servers`); nil uses those the room server hands out.
+        public var iceServers: [ICEServer]?
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -140,6 +142,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect)
         room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
+        if let iceServers = options.iceServers { room.iceServers = iceServers }
         relayRooms = options.relayRoom.map {
             RelayRoomSet(
                 roomId: $0, token: options.relayRoomToken ?? options.token, signalingURL: options.signalingURL,

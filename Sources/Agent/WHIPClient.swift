@@ -44,7 +44,7 @@ public enum WHIPClient {
     /// Publishes `video`/`audio` to the WHIP endpoint at `url` for `duration` seconds.
     public static func publish(
         url: String, token: String?, video: SourceChoice, audio: SourceChoice, duration: Double,
-        log: @escaping @Sendable (String) -> Void = { _ in }
+        iceServers: [ICEServer] = [], log: @escaping @Sendable (String) -> Void = { _ in }
     ) async throws(StreamingError) -> Summary {
         let endpoint: HTTPURL
         do { endpoint = try HTTPURL(url) } catch { throw .http("\(error)") }
@@ -59,7 +59,7 @@ public enum WHIPClient {
             throw .file("\(error)")
         }
         let sources = UncheckedSources(video: videoSource, audio: audioSource)
-        let session = try await Session(endpoint: endpoint, token: token, log: log)
+        let session = try await Session(endpoint: endpoint, token: token, iceServers: iceServers, log: log)
         defer { session.shutdown() }
         let pc = session.pc
         let pump: MediaPump
@@ -102,13 +102,13 @@ public enum WHIPClient {
 
     /// Plays from the WHEP endpoint at `url` for `duration` seconds, recording to `recordPath`.
     public static func play(
-        url: String, token: String?, recordPath: String, duration: Double,
+        url: String, token: String?, recordPath: String, duration: Double, iceServers: [ICEServer] = [],
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) async throws(StreamingError) -> Summary {
         let endpoint: HTTPURL
         do { endpoint = try HTTPURL(url) } catch { throw .http("\(error)") }
         let recording = try Recording(path: recordPath)
-        let session = try await Session(endpoint: endpoint, token: token, log: log)
+        let session = try await Session(endpoint: endpoint, token: token, iceServers: iceServers, log: log)
         defer { session.shutdown() }
         let pc = session.pc
         await pc.loop.submit {
@@ -166,13 +166,16 @@ public enum WHIPClient {
         let log: @Sendable (String) -> Void
         var resource: HTTPURL?
 
-        init(endpoint: HTTPURL, token: String?, log: @escaping @Sendable (String) -> Void) async throws(StreamingError)
-        {
+        init(
+            endpoint: HTTPURL, token: String?, iceServers: [ICEServer] = [], log: @escaping @Sendable (String) -> Void
+        ) async throws(StreamingError) {
             self.endpoint = endpoint
             self.token = token
             self.log = log
             loop = EventLoop(name: "whip")
-            do { pc = try PeerConnection(loop: loop) } catch {
+            var configuration = PeerConnectionConfiguration()
+            configuration.iceServers = iceServers
+            do { pc = try PeerConnection(loop: loop, configuration: configuration) } catch {
                 loop.shutdown()
                 throw .connection("\(error)")
             }
@@ -188,6 +191,7 @@ public enum WHIPClient {
         func negotiate() async throws(StreamingError) {
             let pc = self.pc
             let offer: SessionDescription
+            await pc.gatherRelayCandidates()
             do {
                 offer = try await pc.loop.submit {
                     let o = try pc.createOffer()

@@ -132,12 +132,19 @@ final class LoadBot: @unchecked Sendable {
     }
 
     private func openSubscribeConnection() async throws {
-        let pc = try PeerConnection(loop: loop, certificate: run.certificate)
+        let pc = try PeerConnection(loop: loop, configuration: connectionConfiguration, certificate: run.certificate)
         await loop.submit { [self] in
             subscribeConnection = pc
             counters.subscribeConnections.append(pc)
             pc.onRTP = { [unowned self] transceiver, _, packet in self.received(transceiver, packet) }
         }
+    }
+
+    /// The default connection settings, with the run's TURN servers.
+    private var connectionConfiguration: PeerConnectionConfiguration {
+        var configuration = PeerConnectionConfiguration()
+        configuration.iceServers = run.configuration.iceServers
+        return configuration
     }
 
     /// Sends a request; failures are counted as errors of kind `method` and returned.
@@ -162,9 +169,10 @@ final class LoadBot: @unchecked Sendable {
         if let existing = await loop.submit({ [self] in publishConnection }) {
             pc = existing
         } else {
-            pc = try PeerConnection(loop: loop, certificate: run.certificate)
+            pc = try PeerConnection(loop: loop, configuration: connectionConfiguration, certificate: run.certificate)
             await loop.submit { [self] in publishConnection = pc }
         }
+        await pc.gatherRelayCandidates()
         let (offer, videoT, audioT) = try await loop.submit { () throws -> (String, RTPTransceiver?, RTPTransceiver) in
             // Tracks of an earlier turn on stage were closed by the mode change: their m-lines stay in
             // the offer, inactive, so only the new ones become producers.
@@ -357,6 +365,7 @@ final class LoadBot: @unchecked Sendable {
         guard let pc = await loop.submit({ [self] in subscribeConnection }) else { return }
         do {
             let offer = try SessionDescription.parse(sdp)
+            await pc.gatherRelayCandidates()
             let answer = try await loop.submit { [self] () throws -> String in
                 try pc.setRemoteDescription(offer, type: .offer)
                 let a = try pc.createAnswer()

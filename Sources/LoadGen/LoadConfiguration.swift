@@ -1,4 +1,5 @@
 import Foundation
+import RTC
 
 /// How a subscriber bot lays out the stage, which decides what it consumes and at which view size.
 ///
@@ -83,6 +84,8 @@ public struct LoadConfiguration: Sendable {
     public var requestTimeout: Double = 15
     /// Participant id prefix, so two load processes can share a room.
     public var idPrefix: String = "load"
+    /// TURN servers every bot relays its media through (`--ice-servers`); empty: host candidates.
+    public var iceServers: [ICEServer] = []
 
     /// A configuration for `room` on the server at `signalingURL`; other fields keep their defaults.
     public init(signalingURL: String, room: String) {

@@ -1,4 +1,5 @@
 import Foundation
+import Signaling
 
 /// Settings of a ``RoomServer``. Every field has a default, so `Configuration()` runs a dev server
 /// on 127.0.0.1:7880 with a generated secret.
@@ -90,6 +91,15 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// The job fleet's Redis for `POST /admin/jobs` (`--jobs`).
     public var jobs: String?
 
+    // MARK: TURN hand-out
+
+    /// TURN servers handed to every client in the join response (`iceServers`), in the shape of
+    /// WebRTC's `RTCIceServer`; `understudy serve --ice-servers` sets them too.
+    public var iceServers: [ICEServerDescription] = []
+    /// ICE-TCP passive candidates (RFC 6544) on the media port's number, for clients whose network
+    /// drops UDP (`understudy serve --ice-tcp`); single shared-port mode only.
+    public var iceTCP: Bool = false
+
     public init() {}
 
     /// Reads a JSON configuration file; absent keys keep their defaults.
@@ -149,6 +159,8 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         redis = try c.decodeIfPresent(String.self, forKey: .redis)
         nodeId = try c.decodeIfPresent(String.self, forKey: .nodeId)
         advertise = try c.decodeIfPresent(String.self, forKey: .advertise)
+        iceServers = try c.decodeIfPresent([ICEServerDescription].self, forKey: .iceServers) ?? []
+        iceTCP = try c.decodeIfPresent(Bool.self, forKey: .iceTCP) ?? d.iceTCP
         jobs = try c.decodeIfPresent(String.self, forKey: .jobs)
     }
 

@@ -21,6 +21,7 @@ final class RoomMedia: @unchecked Sendable {
             configuration.udpPortLow == 0 ? nil : configuration.udpPortLow...configuration.udpPortHigh
         var sfuConfiguration = SFUConfiguration(mediaAddresses: [address], portRange: range, loopName: "room-sfu")
         sfuConfiguration.maxSSRCsPerConnection = configuration.maxSSRCsPerPublisher
+        sfuConfiguration.iceTCP = configuration.iceTCP
         sfu = try SFU.make(configuration: sfuConfiguration)
         let pending = self.pendingRenegotiations
         sfu.onRenegotiationNeeded = { [weak server] key in

@@ -155,6 +155,7 @@ final class Room: @unchecked Sendable {
             "presenterId": presenterId.map(JSONValue.string) ?? .null,
         ]
         if p.protocolVersion < 2 { fields["participantCount"] = nil }
+        if !configuration.iceServers.isEmpty { fields["iceServers"] = .array(configuration.iceServers.map(\.json)) }
         session.send(
             ParticipantEventFanout.joinResponse(
                 id: request.id, fields: fields, participants: p.protocolVersion < 2 ? existing : nil))

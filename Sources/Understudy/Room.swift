@@ -65,6 +65,18 @@ public final class Room: @unchecked Sendable {
     }
     private var _clusterURLs: [String] = []
 
+    /// TURN servers for this room's media connections. Nil (the default) uses those the room
+    /// server hands out in its join response (`iceServers`); set it before ``join()`` to override
+    /// them (an empty list then means host candidates only).
+    public var iceServers: [ICEServer]? {
+        get { lock.withLock { _iceServers } }
+        set {
+            lock.withLock { _iceServers = newValue }
+            if let newValue { media.iceServers = newValue }
+        }
+    }
+    private var _iceServers: [ICEServer]?
+
     /// The serial queue on which every event is delivered.
     public let eventQueue = DispatchQueue(label: "understudy.room.events")
 
@@ -413,6 +425,14 @@ public final class Room: @unchecked Sendable {
             _local = local
             _joined = true
             _presenterId = response["presenterId"]?.stringValue
+        }
+        if iceServers == nil {
+            // The server's TURN servers; entries this client cannot use (stun:, bad URLs) are skipped.
+            media.iceServers = ICEServerDescription.list(from: response["iceServers"]).flatMap { entry in
+                entry.urls.compactMap {
+                    try? ICEServer(url: $0, username: entry.username, credential: entry.credential)
+                }
+            }
         }
         for entry in response["pinStates"]?.arrayValue ?? [] {
             if let id = entry["participantId"]?.stringValue, let p = participant(id) {

@@ -26,6 +26,12 @@ final class RoomMedia: @unchecked Sendable {
     /// Local producers by kind (producer id).
     private var producers: [StreamKind: String] = [:]
     private var subscribe: PeerConnection?
+    /// TURN servers for new connections: the app's (``Room/iceServers``) or the join response's.
+    var iceServers: [ICEServer] {
+        get { lock.withLock { _iceServers } }
+        set { lock.withLock { _iceServers = newValue } }
+    }
+    private var _iceServers: [ICEServer] = []
     private struct ConsumerInfo {
         var participantId: String
         var kind: StreamKind
@@ -64,8 +70,9 @@ final class RoomMedia: @unchecked Sendable {
     private func publishConnection() throws -> PeerConnection {
         try lock.withLock {
             if let publish { return publish }
-            let pc = try PeerConnection(
-                loop: EventLoop(name: "understudy-pub"), configuration: Self.clientConfiguration)
+            var configuration = Self.clientConfiguration
+            configuration.iceServers = _iceServers
+            let pc = try PeerConnection(loop: EventLoop(name: "understudy-pub"), configuration: configuration)
             publish = pc
             watch(pc)
             return pc
@@ -79,6 +86,7 @@ final class RoomMedia: @unchecked Sendable {
         startSampling()
         let rids = room.multiStream ? ["q", "h", "f"] : []
         try makeSources(for: kinds, layers: max(1, rids.count))
+        await pc.gatherRelayCandidates()
         let (offer, added) = try await pc.loop.submit { () throws -> (String, [RTPTransceiver]) in
             let added = kinds.map { kind in
                 switch kind {
@@ -377,8 +385,9 @@ final class RoomMedia: @unchecked Sendable {
     private func subscribeConnection() throws -> PeerConnection {
         try lock.withLock {
             if let subscribe { return subscribe }
-            let pc = try PeerConnection(
-                loop: EventLoop(name: "understudy-sub"), configuration: Self.clientConfiguration)
+            var configuration = Self.clientConfiguration
+            configuration.iceServers = _iceServers
+            let pc = try PeerConnection(loop: EventLoop(name: "understudy-sub"), configuration: configuration)
             subscribe = pc
             watch(pc)
             pc.loop.execute { [weak self] in
@@ -471,6 +480,7 @@ final class RoomMedia: @unchecked Sendable {
         startSampling()
         Task {
             do {
+                await pc.gatherRelayCandidates()
                 let answer = try await pc.loop.submit { () throws -> String in
                     try pc.setRemoteDescription(offer, type: .offer)
                     let a = try pc.createAnswer()

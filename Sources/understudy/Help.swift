@@ -59,6 +59,11 @@ private let redisOption = CommandHelp.Option(
 private let logFormatOption = CommandHelp.Option(
     name: "--log-format", value: "text|json", text: "one line per event, as text (default) or JSON")
 
+/// TURN servers for the client's media (docs: README "TURN and ICE-TCP").
+let iceServersOption = CommandHelp.Option(
+    name: "--ice-servers", value: "turn:USER:PASS@HOST:PORT[?transport=udp|tcp],turns:…",
+    text: "TURN servers to relay media through (default: those the room server hands out)")
+
 enum Help {
     static let whip = CommandHelp(
         name: "whip", synopsis: "whip URL [options]",
@@ -68,6 +73,7 @@ enum Help {
             .init(name: "--video", value: "testsrc|none|FILE.ivf", text: "what to send as video (default testsrc)"),
             .init(name: "--audio", value: "tone|none|FILE.ogg", text: "what to send as audio (default tone)"),
             .init(name: "--duration", value: "SECONDS", text: "how long to publish (default 30 s)"),
+            iceServersOption,
         ], examples: ["understudy whip http://127.0.0.1:8080/whip --duration 20s"])
 
     static let whep = CommandHelp(
@@ -77,6 +83,7 @@ enum Help {
             .init(name: "--token", value: "T", text: "Bearer token for the endpoint"),
             .init(name: "--record", value: "FILE.webm|.mkv|.ogg|.ivf", text: "where to record (required)"),
             .init(name: "--duration", value: "SECONDS", text: "how long to play (default 30 s)"),
+            iceServersOption,
         ], examples: ["understudy whep http://127.0.0.1:8080/whep --record out.webm --duration 20s"])
 
     static let serve = CommandHelp(
@@ -99,6 +106,12 @@ enum Help {
             .init(
                 name: "--jobs", value: "redis://HOST:PORT",
                 text: "enable POST /admin/jobs on this fleet (docs/fleet.md)"),
+            .init(
+                name: "--ice-servers", value: "turn:USER:PASS@HOST:PORT[?transport=udp|tcp],…",
+                text: "TURN servers handed to clients in the join response (iceServers)"),
+            .init(
+                name: "--ice-tcp", value: nil,
+                text: "also accept media over TCP on the media port's number (ICE-TCP passive candidates)"),
         ],
         examples: [
             "understudy serve --secret s3cret",
@@ -148,6 +161,7 @@ enum Help {
         options: [
             serverOption, roomOption, tokenOption, secretOption,
             .init(name: "--name", value: "NAME", text: "display name"),
+            iceServersOption,
             .init(name: "--id", value: "ID", text: "participant id"),
             .init(name: "--mode", value: "MODE", text: "SEND_AND_RECV, RECV_ONLY (default) or SIGNALLING_ONLY"),
             .init(name: "--agent", value: nil, text: "join as an agent"),
@@ -216,6 +230,7 @@ enum Help {
             .init(name: "--json", value: "FILE", text: "write the full report as JSON"),
             .init(name: "--quiet", value: nil, text: "no progress line"),
             .init(name: "--id-prefix", value: "PREFIX", text: "prefix of the bots' participant ids"),
+            iceServersOption,
             .init(
                 name: "--workers", value: "redis://HOST:PORT",
                 text: "run the test over every worker of this fleet and merge the reports (docs/fleet.md)"),

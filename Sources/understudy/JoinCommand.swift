@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import RTC
 import RTCWire
 import Signaling
 import Streaming
@@ -158,8 +159,17 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
         }
         options.relayURL = relay
     }
+    options.iceServers = try iceServers(a)
     let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)
     return (options, duration)
+}
+
+/// `--ice-servers`: nil when absent (the room server's then apply).
+func iceServers(_ a: Arguments) throws(Arguments.Failure) -> [ICEServer]? {
+    guard let text = a.value("--ice-servers") else { return nil }
+    do { return try ICEServer.parseList(text) } catch {
+        throw Arguments.Failure.badValue("--ice-servers", error.description)
+    }
 }
 
 func runJoin(_ args: [String]) async {

@@ -77,6 +77,7 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
         c.idPrefix = prefix
     }
     do { try c.validate() } catch { throw .badValue("options", error.description) }
+    c.iceServers = try iceServers(a) ?? []
     return (c, a.value("--json"), a.flag("--quiet"))
 }
 

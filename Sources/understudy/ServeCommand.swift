@@ -2,8 +2,10 @@ import Agent
 import Cluster
 import Fleet
 import Foundation
+import RTC
 import Redis
 import RoomServer
+import Signaling
 import Streaming
 
 // `understudy serve`: run the room server until SIGINT/SIGTERM.
@@ -68,6 +70,17 @@ func runServe(_ args: [String]) async {
         if let v = a.value("--node-id") { configuration.nodeId = v }
         if let v = a.value("--advertise") { configuration.advertise = v }
         if let v = a.value("--jobs") { configuration.jobs = v }
+        if a.flag("--ice-tcp") {
+            guard configuration.udpPortLow != 0, configuration.udpPortLow == configuration.udpPortHigh else {
+                throw Arguments.Failure.badValue("--ice-tcp", "needs one shared UDP port (--udp-port), not a range")
+            }
+            configuration.iceTCP = true
+        }
+        if let servers = try iceServers(a) {
+            configuration.iceServers = servers.map {
+                ICEServerDescription(urls: [$0.url], username: $0.username, credential: $0.credential)
+            }
+        }
         var clusterRedis: RedisURL?
         if let text = configuration.redis {
             do { clusterRedis = try RedisURL(parsing: text) } catch {

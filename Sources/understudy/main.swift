@@ -73,7 +73,8 @@ func runWHIP(_ args: [String]) async {
         let duration = try a.seconds("--duration", default: 30)
         ShutdownSignal.shared.install()
         let summary = try await WHIPClient.publish(
-            url: url, token: a.value("--token"), video: video, audio: audio, duration: duration, log: logLine)
+            url: url, token: a.value("--token"), video: video, audio: audio, duration: duration,
+            iceServers: try iceServers(a) ?? [], log: logLine)
         logLine("whip done: \(summary.line)")
     } catch let e as Arguments.Failure {
         fail("whip: \(e)", code: 2)
@@ -91,7 +92,8 @@ func runWHEP(_ args: [String]) async {
         let duration = try a.seconds("--duration", default: 30)
         ShutdownSignal.shared.install()
         let summary = try await WHIPClient.play(
-            url: url, token: a.value("--token"), recordPath: record, duration: duration, log: logLine)
+            url: url, token: a.value("--token"), recordPath: record, duration: duration,
+            iceServers: try iceServers(a) ?? [], log: logLine)
         logLine("whep done: \(summary.line)")
         if summary.videoFrames == 0 && summary.audioFrames == 0 {
             fail("whep: no media was received")

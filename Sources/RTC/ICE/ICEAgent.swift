@@ -50,6 +50,10 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     public private(set) var remoteCandidates: [ICECandidate] = []
 
     private var localSockets: [(socket: UDPSocket, priority: UInt32)] = []
+    /// ICE-TCP sockets and the one peer each is connected to.
+    private var tcpRemotes: [ObjectIdentifier: SocketAddress] = [:]
+    /// The signalled priority of each ICE-TCP socket's peer, to pair it again after a restart.
+    private var tcpRemotePriorities: [ObjectIdentifier: UInt32] = [:]
     private var remoteAddresses: [(address: SocketAddress, priority: UInt32)] = []
     private var pairs: [ICECandidatePair] = []
     private var transactions: [STUNTransactionID: ICETransaction] = [:]
@@ -90,20 +94,56 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
 
     // MARK: Candidates
 
-    /// Adds a host candidate for `socket` (component 1, RFC 8445 §5.1.2 priority).
-    public func addLocalSocket(_ socket: UDPSocket) {
+    /// Adds a host candidate for `socket` (component 1, RFC 8445 §5.1.2 priority), or a relayed
+    /// candidate when `socket` is a TURN relayed socket (`relatedAddress` is then the address the
+    /// TURN server saw, or the local base).
+    public func addLocalSocket(_ socket: UDPSocket, relatedAddress: SocketAddress? = nil) {
         guard !localSockets.contains(where: { $0.socket === socket }) else { return }
         // Earlier sockets are preferred; local preference stays within 16 bits.
         let localPreference = UInt32(max(0, 65535 - localSockets.count))
-        let priority = Self.priority(typePreference: 126, localPreference: localPreference)
+        let isRelay = socket.relay != nil
+        // RFC 8445 §5.1.2.2: host 126, relayed 0.
+        let priority = Self.priority(typePreference: isRelay ? 0 : 126, localPreference: localPreference)
         localSockets.append((socket, priority))
         let address = socket.localAddress
         localCandidates.append(
             ICECandidate(
-                foundation: Self.foundation(for: address.ip), component: 1, transport: "udp",
-                priority: priority, address: address.ip, port: address.port, type: "host"))
+                foundation: Self.foundation(for: (isRelay ? "relay" : "") + address.ip), component: 1,
+                transport: "udp", priority: priority, address: address.ip, port: address.port,
+                type: isRelay ? "relay" : "host", relatedAddress: isRelay ? (relatedAddress?.ip ?? "0.0.0.0") : nil,
+                relatedPort: isRelay ? (relatedAddress?.port ?? 0) : nil))
         for remote in remoteAddresses {
             addPair(socket: socket, localPriority: priority, remote: remote.address, remotePriority: remote.priority)
+        }
+    }
+
+    /// RFC 6544 §4.2 local preference of a TCP candidate: direction (active 6, passive 4) over
+    /// 2^13, so UDP host candidates (local preference 65535) stay preferred.
+    static func tcpPriority(passive: Bool) -> UInt32 {
+        priority(typePreference: 126, localPreference: (passive ? 4 : 6) << 13 | 0x1FFF)
+    }
+
+    /// Advertises a passive ICE-TCP host candidate at `address` (RFC 6544); its connections join
+    /// later through ``addICETCPSocket(_:remote:remotePriority:)``.
+    public func addPassiveTCPCandidate(_ address: SocketAddress) {
+        localCandidates.append(
+            ICECandidate(
+                foundation: Self.foundation(for: "tcp" + address.ip), component: 1, transport: "tcp",
+                priority: Self.tcpPriority(passive: true), address: address.ip, port: address.port, type: "host",
+                extensions: [.init(key: "tcptype", value: "passive")]))
+    }
+
+    /// Adds an ICE-TCP connection's socket, paired only with the peer at its other end: an
+    /// accepted one on a server (its checks then arrive on it), or an active one the client
+    /// opened to a passive candidate (which it then checks). It is not advertised.
+    public func addICETCPSocket(_ socket: UDPSocket, remote: SocketAddress, remotePriority: UInt32) {
+        guard !localSockets.contains(where: { $0.socket === socket }) else { return }
+        let priority = Self.tcpPriority(passive: isLite)
+        localSockets.append((socket, priority))
+        tcpRemotes[ObjectIdentifier(socket)] = remote
+        tcpRemotePriorities[ObjectIdentifier(socket)] = remotePriority
+        if !isLite {
+            addPair(socket: socket, localPriority: priority, remote: remote, remotePriority: remotePriority)
         }
     }
 
@@ -152,8 +192,9 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     private func addPair(socket: UDPSocket, localPriority: UInt32, remote: SocketAddress, remotePriority: UInt32)
         -> ICECandidatePair?
     {
-        // Only same-family pairs can work.
+        // Only same-family pairs can work; an ICE-TCP socket reaches only its own peer.
         guard socket.localAddress.isIPv6 == remote.isIPv6 else { return nil }
+        if let only = tcpRemotes[ObjectIdentifier(socket)], only != remote { return nil }
         if let existing = pair(socket: socket, remote: remote) { return existing }
         let pair = ICECandidatePair(
             socket: socket, remote: remote, localPriority: localPriority, remotePriority: remotePriority)
@@ -588,6 +629,16 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
             selected.nominatedByPeer = false
             self.selected = nil
             pendingReselect = (selected.socket, selected.remote)
+        }
+        // An ICE-TCP connection stays: its pair is checked again with the new credentials.
+        if !isLite {
+            for local in localSockets {
+                let key = ObjectIdentifier(local.socket)
+                guard !local.socket.isClosed, let remote = tcpRemotes[key] else { continue }
+                addPair(
+                    socket: local.socket, localPriority: local.priority, remote: remote,
+                    remotePriority: tcpRemotePriorities[key] ?? 0)
+            }
         }
         // Checking again: a restart whose checks all fail ends in `.failed` (RFC 8445 §2.4).
         if state != .new { setState(.checking) }

@@ -35,6 +35,8 @@ public final class EventLoop: @unchecked Sendable {
 
     // Loop-thread state.
     private var sockets: [UInt64: UDPSocket] = [:]
+    /// Other descriptors (TCP connections and listeners), by the id in their epoll data.
+    private var watchers: [UInt64: any EventLoopDescriptorWatcher] = [:]
     private let nextSocketID = Atomic<UInt64>(1)
     private var tickers: [any EventLoopTicker] = []
     private var nextTick: UInt64 = 0
@@ -263,6 +265,32 @@ public final class EventLoop: @unchecked Sendable {
         Glibc.close(udp.fd)
     }
 
+    // MARK: Other descriptors (loop thread only)
+
+    /// Registers `fd` with epoll for `events` (``EventLoopEvents``); its readiness goes to
+    /// `watcher` on the loop thread. Returns the registration id for ``modifyWatch`` and ``unwatch``.
+    func watch(fd: Int32, events: UInt32, watcher: any EventLoopDescriptorWatcher) -> UInt64 {
+        let id = nextSocketID.wrappingAdd(1, ordering: .relaxed).oldValue
+        watchers[id] = watcher
+        var event: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &event) { EpollEvent.write($0.baseAddress!, events: events, data: id) }
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlAdd, fd, &event)
+        return id
+    }
+
+    /// Changes the events a watched descriptor waits for.
+    func modifyWatch(id: UInt64, fd: Int32, events: UInt32) {
+        var event: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &event) { EpollEvent.write($0.baseAddress!, events: events, data: id) }
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlMod, fd, &event)
+    }
+
+    /// Stops watching a descriptor (the caller closes it).
+    func unwatch(id: UInt64, fd: Int32) {
+        watchers[id] = nil
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlDel, fd, nil)
+    }
+
     /// Stops the loop: pending work runs, sockets close, and the thread is joined (unless called
     /// on the loop thread itself, which only stops it).
     public func shutdown() {
@@ -294,6 +322,8 @@ public final class EventLoop: @unchecked Sendable {
                         _ = Glibc.read(wakeFD, &value, 8)
                     } else if let udp = sockets[id] {
                         receive(on: udp)
+                    } else if let watcher = watchers[id] {
+                        watcher.handleEvents(EpollEvent.events(events, index: i))
                     }
                 }
             }
@@ -312,6 +342,10 @@ public final class EventLoop: @unchecked Sendable {
         for udp in Array(sockets.values) {
             closeSocket(udp)
         }
+        for watcher in Array(watchers.values) {
+            watcher.loopClosing()
+        }
+        watchers.removeAll()
         tickers.removeAll()
     }
 

@@ -26,9 +26,19 @@ func sys_recvmmsg(
 @_silgen_name("sendmmsg")
 func sys_sendmmsg(_ fd: Int32, _ vector: UnsafeMutableRawPointer, _ count: UInt32, _ flags: Int32) -> Int32
 
+@_silgen_name("accept4")
+func sys_accept4(
+    _ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?,
+    _ flags: Int32
+) -> Int32
+
 enum SystemConstants {
     static let epollCloexec: Int32 = 0o2_000_000
     static let epollIn: UInt32 = 0x001
+    static let epollOut: UInt32 = 0x004
+    static let epollErr: UInt32 = 0x008
+    static let epollHup: UInt32 = 0x010
+    static let epollCtlMod: Int32 = 3
     static let epollCtlAdd: Int32 = 1
     static let epollCtlDel: Int32 = 2
     static let eventfdNonblock: Int32 = 0o4000
@@ -48,6 +58,10 @@ enum EpollEvent {
     static func write(_ base: UnsafeMutableRawPointer, events: UInt32, data: UInt64) {
         base.storeBytes(of: events, as: UInt32.self)
         base.storeBytes(of: data, toByteOffset: dataOffset, as: UInt64.self)
+    }
+
+    static func events(_ base: UnsafeRawPointer, index: Int) -> UInt32 {
+        base.loadUnaligned(fromByteOffset: index * size, as: UInt32.self)
     }
 
     static func data(_ base: UnsafeRawPointer, index: Int) -> UInt64 {

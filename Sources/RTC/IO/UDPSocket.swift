@@ -7,6 +7,14 @@ public protocol DatagramHandler: AnyObject {
     func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket)
 }
 
+/// Carries the datagrams of a relayed socket (a TURN allocation) instead of a kernel socket.
+public protocol RelayedSocketTransport: AnyObject {
+    /// Sends `bytes` to `peer` through the relay. Loop thread only.
+    func sendRelayed(_ bytes: UnsafeRawBufferPointer, to peer: SocketAddress)
+    /// The relayed socket was closed: release the relay. Loop thread only.
+    func relayedSocketClosed()
+}
+
 /// Errors from socket setup.
 public enum SocketError: Error, Equatable, Sendable {
     /// A system call failed with this `errno`.
@@ -49,6 +57,9 @@ public final class UDPSocket: @unchecked Sendable {
     let fd: Int32
     let id: UInt64
     public private(set) var isClosed = false
+    /// Set for a relayed socket (a TURN relayed candidate): it has no descriptor of its own, its
+    /// sends go through the relay and its relay delivers received datagrams to `handler`.
+    public private(set) var relay: (any RelayedSocketTransport)?
 
     init(fd: Int32, id: UInt64, localAddress: SocketAddress, loop: EventLoop, handler: any DatagramHandler) {
         self.fd = fd
@@ -56,6 +67,34 @@ public final class UDPSocket: @unchecked Sendable {
         self.localAddress = localAddress
         self.loop = loop
         self.handler = handler
+        self.relay = nil
+    }
+
+    /// Creates a relayed socket whose address is `relayedAddress` (the TURN server's relayed
+    /// transport address). It is not registered with the loop's epoll.
+    public init(relay: any RelayedSocketTransport, relayedAddress: SocketAddress, loop: EventLoop) {
+        self.fd = -1
+        self.id = 0
+        self.localAddress = relayedAddress
+        self.loop = loop
+        self.handler = nil
+        self.relay = relay
+    }
+
+    /// Replaces the relay of a relayed socket (for transports that need the socket to exist before
+    /// they do).
+    func replaceRelay(_ relay: any RelayedSocketTransport) {
+        guard self.relay != nil else { return }
+        self.relay = relay
+    }
+
+    /// Hands a datagram that arrived through the relay to `handler`, counted like a received one.
+    /// Loop thread only.
+    public func deliverRelayed(_ data: UnsafeMutableRawBufferPointer, from peer: SocketAddress) {
+        guard !isClosed, let handler else { return }
+        packetsReceived &+= 1
+        bytesReceived &+= UInt64(data.count)
+        handler.handleDatagram(data, from: peer, socket: self)
     }
 
     /// Queues a datagram. Loop thread only. The bytes are copied into the loop's preallocated send
@@ -63,6 +102,12 @@ public final class UDPSocket: @unchecked Sendable {
     public func send(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
         assert(loop.isInLoop, "UDPSocket.send must be called on its loop thread")
         guard !isClosed else { return }
+        if let relay {
+            packetsSent &+= 1
+            bytesSent &+= UInt64(bytes.count)
+            relay.sendRelayed(bytes, to: address)
+            return
+        }
         loop.enqueueSend(self, bytes, to: address)
     }
 
@@ -74,11 +119,21 @@ public final class UDPSocket: @unchecked Sendable {
     /// Closes the socket: pending sends are flushed, the fd is closed and the handler released.
     /// Callable from any thread; the work happens on the loop thread.
     public func close() {
+        if relay != nil {
+            if loop.isInLoop { closeRelayed() } else { loop.execute { [self] in closeRelayed() } }
+            return
+        }
         if loop.isInLoop {
             loop.closeSocket(self)
         } else {
             loop.execute { [self] in loop.closeSocket(self) }
         }
+    }
+
+    private func closeRelayed() {
+        guard !isClosed else { return }
+        markClosed()
+        relay?.relayedSocketClosed()
     }
 
     /// Decides, from the impairment's seeded sequence, whether to drop the next received datagram.

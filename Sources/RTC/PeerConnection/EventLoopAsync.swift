@@ -23,6 +23,6 @@ extension PeerConnection {
     var progressDescription: String {
         let iceState = ice.map { "\($0.state)" } ?? "none"
         let dtlsState = dtls.map { "\($0.state)" } ?? "none"
-        return "ice=\(iceState) dtls=\(dtlsState)"
+        return "ice=\(iceState) dtls=\(dtlsState)" + relaySummary
     }
 }

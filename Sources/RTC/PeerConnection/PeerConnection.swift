@@ -66,6 +66,12 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var remoteIsLite = false
     var dtlsRole: DTLSTransport.Role?
     var mediaTarget: (socket: UDPSocket, remote: SocketAddress)?
+    /// One TURN allocation per configured ICE server (``PeerConnectionConfiguration/iceServers``).
+    var turnClients: [TURNClient] = []
+    /// ICE-TCP connections (accepted on a server, opened by a client).
+    var iceTCPStreams: [ICETCPStream] = []
+    /// Why TURN servers could not be used (unresolvable names, refused allocations).
+    var relayErrors: [String] = []
 
     // Negotiation.
     var pendingLocalOffer: Bool = false
@@ -476,6 +482,8 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         ice?.close()
         closed = true
         loop.removeTicker(self)
+        for client in turnClients { client.close() }
+        closeICETCP()
         if let mux = configuration.portMux {
             mux.unregister(self)  // the shared socket stays open for the others
         } else {

@@ -197,6 +197,13 @@ extension PeerConnection {
         agent.timeouts = configuration.iceTimeouts
         try bindSockets()
         for s in sockets { agent.addLocalSocket(s) }
+        startRelays(configuration.iceServers.map { ($0, SocketAddress(ip: $0.host, port: $0.port)) })
+        if let listener = configuration.portMux?.iceTCPListener { agent.addPassiveTCPCandidate(listener.localAddress) }
+        for client in turnClients where client.state == .allocated {
+            if let relayed = client.relayedSocket {
+                agent.addLocalSocket(relayed, relatedAddress: client.mappedAddress)
+            }
+        }
         agent.onSelectedPair = { [unowned self] socket, remote in
             self.mediaTarget = (socket, remote)
             self.startDTLSIfReady()
@@ -205,7 +212,7 @@ extension PeerConnection {
             switch s {
             case .checking: if self.state == .new { self.setState(.connecting) }
             case .failed:
-                self.failureReason = self.failureReason ?? "ICE failed (no candidate pair answered)"
+                self.failureReason = self.failureReason ?? "ICE failed (no candidate pair answered)" + self.relaySummary
                 self.setState(.failed)
             case .disconnected: if self.state == .connected { self.setState(.disconnected) }
             case .connected: if self.state == .disconnected { self.setState(.connected) }
@@ -274,6 +281,7 @@ extension PeerConnection {
         }
         ice.setRemoteCredentials(ufrag: ufrag, password: pwd)
         for c in remoteCandidates { ice.addRemoteCandidate(c) }
+        connectICETCP(to: remoteCandidates)
         if state == .new { setState(.connecting) }
         startDTLSIfReady()
     }

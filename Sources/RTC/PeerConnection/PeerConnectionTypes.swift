@@ -51,6 +51,13 @@ public struct PeerConnectionConfiguration: Sendable {
     /// default leaves room for a subscriber receiving many tracks; the SFU sets a tight bound on
     /// its publish connections.
     public var maxRemoteSSRCs = 4096
+    /// TURN servers to gather relayed candidates from (clients; see ``ICEServer``). Empty: host
+    /// candidates only.
+    public var iceServers: [ICEServer] = []
+    /// Clients: open ICE-TCP connections (RFC 6544, active) to the peer's passive TCP candidates,
+    /// so a network that drops UDP still connects. Servers advertise passive candidates through
+    /// their ``UDPPortMux`` instead.
+    public var iceTCP = true
     /// Senders keep their own retransmission history (about 750 KB per video sender). An SFU turns
     /// this off and answers NACKs itself (``PeerConnection/onNACK``) from one buffer per producer.
     public var senderHistory = true

@@ -14,9 +14,27 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
     /// Datagrams that matched no connection (unknown ufrag or address).
     public private(set) var droppedUnroutable: UInt64 = 0
 
-    /// Opens the shared socket on `loop`.
-    public init(loop: EventLoop, bindTo address: SocketAddress) throws {
-        socket = try loop.openUDP(bindTo: address, handler: self)
+    /// The ICE-TCP listener on the same address and port number, when enabled.
+    public private(set) var iceTCPListener: ICETCPListener?
+
+    /// Opens the shared socket on `loop`; with `iceTCP`, also a TCP listener on the same address
+    /// and port for ICE-TCP passive candidates (RFC 6544). Loop thread only when `iceTCP` is set.
+    public init(loop: EventLoop, bindTo address: SocketAddress, iceTCP: Bool = false) throws {
+        let udp = try loop.openUDP(bindTo: address, handler: self)
+        socket = udp
+        if iceTCP {
+            do {
+                let listener = try ICETCPListener(loop: loop, address: udp.localAddress)
+                listener.route = { [unowned self] _, frame in
+                    guard let ufrag = Self.localUfrag(UnsafeRawBufferPointer(frame)) else { return nil }
+                    return self.byUfrag[ufrag]
+                }
+                iceTCPListener = listener
+            } catch {
+                udp.close()
+                throw error
+            }
+        }
     }
 
     /// Routes STUN naming `ufrag` to `connection`. After an ICE restart a connection has its old and
@@ -37,6 +55,8 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
     public func close() {
         socket?.close()
         socket = nil
+        iceTCPListener?.close()
+        iceTCPListener = nil
         byUfrag.removeAll()
         byAddress.removeAll()
     }

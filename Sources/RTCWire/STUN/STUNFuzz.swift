@@ -6,6 +6,12 @@ public enum STUNFuzz {
         _ = STUNMessage.looksLikeSTUN(data)
         _ = STUNMessage.verifyFingerprint(data)
         _ = STUNMessage.verifyIntegrity(data, key: Array("fuzz".utf8))
+        if let (_, payload) = TURNChannelData.parse(data) {
+            precondition(payload.upperBound <= data.count, "ChannelData payload past the datagram")
+        }
+        if case .complete(let length) = TURNChannelData.streamFrame(data) {
+            precondition(length >= 4 && length <= data.count, "stream frame past the buffer")
+        }
         guard let message = try? STUNMessage.parse(data) else { return }
         let bytes = message.serialize(
             integrityKey: message.hasMessageIntegrity ? Array("key".utf8) : nil,

@@ -60,13 +60,25 @@ public struct STUNTransactionID: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// A STUN method; only Binding is used by ICE.
+/// A STUN method: Binding for ICE, and the TURN methods of RFC 8656.
 public struct STUNMethod: RawRepresentable, Hashable, Sendable {
     /// The 12-bit method number.
     public var rawValue: UInt16
     public init(rawValue: UInt16) { self.rawValue = rawValue & 0x0FFF }
     /// The Binding method (0x001).
     public static let binding = STUNMethod(rawValue: 0x001)
+    /// TURN Allocate (0x003).
+    public static let allocate = STUNMethod(rawValue: 0x003)
+    /// TURN Refresh (0x004).
+    public static let refresh = STUNMethod(rawValue: 0x004)
+    /// TURN Send indication (0x006).
+    public static let send = STUNMethod(rawValue: 0x006)
+    /// TURN Data indication (0x007).
+    public static let data = STUNMethod(rawValue: 0x007)
+    /// TURN CreatePermission (0x008).
+    public static let createPermission = STUNMethod(rawValue: 0x008)
+    /// TURN ChannelBind (0x009).
+    public static let channelBind = STUNMethod(rawValue: 0x009)
 }
 
 /// The class of a STUN message.
@@ -132,6 +144,22 @@ public enum STUNAttribute: Hashable, Sendable {
     case iceControlling(UInt64)
     /// ERROR-CODE (0x0009): code 300–699 and a reason phrase.
     case errorCode(code: Int, reason: String)
+    /// TURN CHANNEL-NUMBER (0x000C): 0x4000–0x4FFF.
+    case channelNumber(UInt16)
+    /// TURN LIFETIME (0x000D), in seconds.
+    case lifetime(UInt32)
+    /// TURN XOR-PEER-ADDRESS (0x0012), stored un-XORed.
+    case xorPeerAddress(STUNAddress)
+    /// TURN DATA (0x0013): the application datagram of a Send or Data indication.
+    case data([UInt8])
+    /// REALM (0x0014) of long-term credentials.
+    case realm(String)
+    /// NONCE (0x0015) of long-term credentials.
+    case nonce(String)
+    /// TURN XOR-RELAYED-ADDRESS (0x0016), stored un-XORed.
+    case xorRelayedAddress(STUNAddress)
+    /// TURN REQUESTED-TRANSPORT (0x0019): the IP protocol number (17 for UDP).
+    case requestedTransport(UInt8)
     /// Any other attribute, value without padding.
     case unknown(type: UInt16, value: [UInt8])
 
@@ -140,6 +168,14 @@ public enum STUNAttribute: Hashable, Sendable {
         public static let username: UInt16 = 0x0006
         public static let messageIntegrity: UInt16 = 0x0008
         public static let errorCode: UInt16 = 0x0009
+        public static let channelNumber: UInt16 = 0x000C
+        public static let lifetime: UInt16 = 0x000D
+        public static let xorPeerAddress: UInt16 = 0x0012
+        public static let data: UInt16 = 0x0013
+        public static let realm: UInt16 = 0x0014
+        public static let nonce: UInt16 = 0x0015
+        public static let xorRelayedAddress: UInt16 = 0x0016
+        public static let requestedTransport: UInt16 = 0x0019
         public static let xorMappedAddress: UInt16 = 0x0020
         public static let priority: UInt16 = 0x0024
         public static let useCandidate: UInt16 = 0x0025
@@ -207,6 +243,36 @@ public struct STUNMessage: Hashable, Sendable {
     /// The ERROR-CODE, if present.
     public var errorCode: (code: Int, reason: String)? {
         for case .errorCode(let code, let reason) in attributes { return (code, reason) }
+        return nil
+    }
+    /// The XOR-RELAYED-ADDRESS (TURN), if present.
+    public var xorRelayedAddress: STUNAddress? {
+        for case .xorRelayedAddress(let value) in attributes { return value }
+        return nil
+    }
+    /// The XOR-PEER-ADDRESS (TURN), if present.
+    public var xorPeerAddress: STUNAddress? {
+        for case .xorPeerAddress(let value) in attributes { return value }
+        return nil
+    }
+    /// The DATA attribute (TURN), if present.
+    public var data: [UInt8]? {
+        for case .data(let value) in attributes { return value }
+        return nil
+    }
+    /// The LIFETIME (TURN), if present.
+    public var lifetime: UInt32? {
+        for case .lifetime(let value) in attributes { return value }
+        return nil
+    }
+    /// The REALM, if present.
+    public var realm: String? {
+        for case .realm(let value) in attributes { return value }
+        return nil
+    }
+    /// The NONCE, if present.
+    public var nonce: String? {
+        for case .nonce(let value) in attributes { return value }
         return nil
     }
     /// True if MESSAGE-INTEGRITY is present.
@@ -305,32 +371,59 @@ public struct STUNMessage: Hashable, Sendable {
                 decoding: UnsafeRawBufferPointer(rebasing: value[4...]), as: UTF8.self)
             return .errorCode(code: hundreds * 100 + number, reason: reason)
         case Code.xorMappedAddress:
-            guard value.count >= 4 else { throw .malformedAttribute(type: type) }
-            let port = readUInt16(value, 2) ^ UInt16(magicCookie >> 16)
-            switch value[1] {
-            case STUNAddress.Family.ipv4.rawValue:
-                guard value.count == 8 else { throw .malformedAttribute(type: type) }
-                let raw = readUInt32(value, 4) ^ magicCookie
-                var address = [UInt8]()
-                appendUInt32(&address, raw)
-                guard let result = STUNAddress(family: .ipv4, port: port, address: address) else {
-                    throw .malformedAttribute(type: type)
-                }
-                return .xorMappedAddress(result)
-            case STUNAddress.Family.ipv6.rawValue:
-                guard value.count == 20 else { throw .malformedAttribute(type: type) }
-                let mask = xorMask(transactionID)
-                var address = [UInt8](repeating: 0, count: 16)
-                for i in 0..<16 { address[i] = value[4 + i] ^ mask[i] }
-                guard let result = STUNAddress(family: .ipv6, port: port, address: address) else {
-                    throw .malformedAttribute(type: type)
-                }
-                return .xorMappedAddress(result)
-            default:
-                throw .malformedAttribute(type: type)
-            }
+            return .xorMappedAddress(try parseXORAddress(type: type, value: value, transactionID: transactionID))
+        case Code.xorPeerAddress:
+            return .xorPeerAddress(try parseXORAddress(type: type, value: value, transactionID: transactionID))
+        case Code.xorRelayedAddress:
+            return .xorRelayedAddress(try parseXORAddress(type: type, value: value, transactionID: transactionID))
+        case Code.channelNumber:
+            guard value.count == 4 else { throw .malformedAttribute(type: type) }
+            return .channelNumber(readUInt16(value, 0))
+        case Code.lifetime:
+            guard value.count == 4 else { throw .malformedAttribute(type: type) }
+            return .lifetime(readUInt32(value, 0))
+        case Code.requestedTransport:
+            guard value.count == 4 else { throw .malformedAttribute(type: type) }
+            return .requestedTransport(value[0])
+        case Code.data:
+            return .data(Array(value))
+        case Code.realm, Code.nonce:
+            // RFC 8489 §14.9/14.10: fewer than 128 characters, at most 763 bytes.
+            guard value.count <= 763 else { throw .malformedAttribute(type: type) }
+            let text = String(decoding: value, as: UTF8.self)
+            return type == Code.realm ? .realm(text) : .nonce(text)
         default:
             return .unknown(type: type, value: Array(value))
+        }
+    }
+
+    /// Decodes an XOR-MAPPED-ADDRESS-style value (also XOR-PEER- and XOR-RELAYED-ADDRESS).
+    static func parseXORAddress(
+        type: UInt16, value: UnsafeRawBufferPointer, transactionID: STUNTransactionID
+    ) throws(STUNError) -> STUNAddress {
+        guard value.count >= 4 else { throw .malformedAttribute(type: type) }
+        let port = readUInt16(value, 2) ^ UInt16(magicCookie >> 16)
+        switch value[1] {
+        case STUNAddress.Family.ipv4.rawValue:
+            guard value.count == 8 else { throw .malformedAttribute(type: type) }
+            let raw = readUInt32(value, 4) ^ magicCookie
+            var address = [UInt8]()
+            appendUInt32(&address, raw)
+            guard let result = STUNAddress(family: .ipv4, port: port, address: address) else {
+                throw .malformedAttribute(type: type)
+            }
+            return result
+        case STUNAddress.Family.ipv6.rawValue:
+            guard value.count == 20 else { throw .malformedAttribute(type: type) }
+            let mask = xorMask(transactionID)
+            var address = [UInt8](repeating: 0, count: 16)
+            for i in 0..<16 { address[i] = value[4 + i] ^ mask[i] }
+            guard let result = STUNAddress(family: .ipv6, port: port, address: address) else {
+                throw .malformedAttribute(type: type)
+            }
+            return result
+        default:
+            throw .malformedAttribute(type: type)
         }
     }
 
@@ -423,24 +516,56 @@ public struct STUNMessage: Hashable, Sendable {
             value += Array(reason.utf8.prefix(763))
         case .xorMappedAddress(let address):
             type = Code.xorMappedAddress
-            value = [0, address.family.rawValue]
-            appendUInt16(&value, address.port ^ UInt16(Self.magicCookie >> 16))
-            switch address.family {
-            case .ipv4:
-                var raw: UInt32 = 0
-                for byte in address.address.prefix(4) { raw = raw << 8 | UInt32(byte) }
-                appendUInt32(&value, raw ^ Self.magicCookie)
-            case .ipv6:
-                let mask = Self.xorMask(transactionID)
-                for i in 0..<16 {
-                    value.append((i < address.address.count ? address.address[i] : 0) ^ mask[i])
-                }
-            }
+            value = xorAddressValue(address)
+        case .xorPeerAddress(let address):
+            type = Code.xorPeerAddress
+            value = xorAddressValue(address)
+        case .xorRelayedAddress(let address):
+            type = Code.xorRelayedAddress
+            value = xorAddressValue(address)
+        case .channelNumber(let channel):
+            type = Code.channelNumber
+            appendUInt16(&value, channel)
+            appendUInt16(&value, 0)
+        case .lifetime(let seconds):
+            type = Code.lifetime
+            appendUInt32(&value, seconds)
+        case .requestedTransport(let proto):
+            type = Code.requestedTransport
+            value = [proto, 0, 0, 0]
+        case .data(let bytes):
+            type = Code.data
+            // The length field is 16 bits and the whole message must fit too.
+            value = Array(bytes.prefix(0xFFFF - 256))
+        case .realm(let text):
+            type = Code.realm
+            value = Array(text.utf8.prefix(763))
+        case .nonce(let text):
+            type = Code.nonce
+            value = Array(text.utf8.prefix(763))
         case .unknown(let t, let raw):
             type = t
             value = Array(raw.prefix(0xFFFF))
         }
         appendTLV(&out, type, value)
+    }
+
+    /// The XORed wire value of an address attribute.
+    func xorAddressValue(_ address: STUNAddress) -> [UInt8] {
+        var value: [UInt8] = [0, address.family.rawValue]
+        appendUInt16(&value, address.port ^ UInt16(Self.magicCookie >> 16))
+        switch address.family {
+        case .ipv4:
+            var raw: UInt32 = 0
+            for byte in address.address.prefix(4) { raw = raw << 8 | UInt32(byte) }
+            appendUInt32(&value, raw ^ Self.magicCookie)
+        case .ipv6:
+            let mask = Self.xorMask(transactionID)
+            for i in 0..<16 {
+                value.append((i < address.address.count ? address.address[i] : 0) ^ mask[i])
+            }
+        }
+        return value
     }
 
     func appendTLV(_ out: inout [UInt8], _ type: UInt16, _ value: [UInt8]) {

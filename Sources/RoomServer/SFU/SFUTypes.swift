@@ -169,6 +169,8 @@ public struct SFUConfiguration: Sendable {
     /// Remote SSRCs one connection creates receive state for (a publisher inventing more gets
     /// those packets dropped).
     public var maxSSRCsPerConnection = 32
+    /// ICE-TCP passive candidates (RFC 6544) on the shared port's number (single-port mode only).
+    public var iceTCP = false
 
     public init(
         mediaAddresses: [String] = ["127.0.0.1"], portRange: ClosedRange<UInt16>? = nil,

@@ -43,6 +43,7 @@
     chatIds: new Set(),
     presenterId: null,
     speakerId: null,
+    iceServers: [], // TURN servers from the join response (docs/protocol.md, iceServers)
     tileStats: new Map(), // participantId -> overlay text
     statsSamples: new Map(), // key -> {bytes, packets, lost, time}
     events: [], // what happened, for tests and debugging
@@ -501,7 +502,7 @@
 
   function publishConnection() {
     if (!state.pubPc) {
-      state.pubPc = new RTCPeerConnection({ iceServers: [] });
+      state.pubPc = new RTCPeerConnection({ iceServers: state.iceServers });
       state.localStream = new MediaStream();
     }
     return state.pubPc;
@@ -632,7 +633,7 @@
 
   function subscribeConnection() {
     if (!state.subPc) {
-      const pc = new RTCPeerConnection({ iceServers: [] });
+      const pc = new RTCPeerConnection({ iceServers: state.iceServers });
       pc.ontrack = (event) => {
         const mid = event.transceiver.mid;
         state.midTracks.set(mid, event.track);
@@ -905,6 +906,7 @@
     for (const p of response.participants || []) remember(p);
     for (const pin of response.pinStates || []) state.pins.set(pin.participantId, pin.pinState || {});
     state.presenterId = response.presenterId || null;
+    state.iceServers = Array.isArray(response.iceServers) ? response.iceServers : [];
     note('joined', { roomId, me: state.me, mode: options.mode });
 
     $('join-form').hidden = true;
