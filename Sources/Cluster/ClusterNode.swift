@@ -164,7 +164,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
             }, startedAt: startedAt, updatedAt: Date().timeIntervalSince1970)
         var commands: [[String]] = [
             [
-                "SET", nodeKey(configuration.nodeId), Self.encode(record), "PX",
+                "SET", nodeKey(configuration.nodeId), RedisJSON.encode(record), "PX",
                 String(Int(configuration.nodeTTL * 1000)),
             ],
             ["SADD", "\(prefix):nodes", configuration.nodeId],
@@ -371,12 +371,6 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     private func record(of id: String) async throws(RedisError) -> NodeRecord? {
         guard let text = try await redis.command(["GET", nodeKey(id)]).string else { return nil }
         return try? JSONDecoder().decode(NodeRecord.self, from: Data(text.utf8))
-    }
-
-    static func encode<T: Encodable>(_ value: T) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
     // MARK: Scripts (each runs atomically in Redis)

@@ -97,7 +97,7 @@ public struct DistributedLoad: Sendable {
                     "--join-rate", String(plan.joinRate * Double(share.bots) / Double(totalBots)),
                     "--id-prefix", "\(FleetWorker.safeName(share.worker))-",
                 ]
-            let assignment = FleetStore.encode(LoadAssignment(test: test, arguments: args))
+            let assignment = RedisJSON.encode(LoadAssignment(test: test, arguments: args))
             try await store.redis.pipeline([
                 ["XADD", keys.workerLoad(share.worker), "MAXLEN", "~", "100", "*", "assignment", assignment],
                 ["EXPIRE", keys.workerLoad(share.worker), "3600"],
@@ -146,7 +146,7 @@ public struct DistributedLoad: Sendable {
                         lost.append((share.worker, share.bots, text))
                         log("\(share.worker): \(text)")
                     } else {
-                        reports[share.worker] = try FleetStore.decode(LoadReport.self, text)
+                        reports[share.worker] = try RedisJSON.decode(LoadReport.self, text)
                         log("\(share.worker): report received")
                     }
                 } else if try await store.redis.command(["EXISTS", keys.worker(share.worker)]).int == 0 {

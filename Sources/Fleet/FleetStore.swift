@@ -29,7 +29,7 @@ public struct FleetStore: Sendable {
         try await ensureGroup()
         let status = FleetJobStatus(
             spec: spec, state: .queued, worker: nil, attempts: [], error: nil, updatedAt: Date().timeIntervalSince1970)
-        let created = try await redis.command(["HSETNX", keys.job(spec.id), "status", Self.encode(status)])
+        let created = try await redis.command(["HSETNX", keys.job(spec.id), "status", RedisJSON.encode(status)])
         guard created.int == 1 else { throw .server("job '\(spec.id)' already exists") }
         _ = try await redis.pipeline([
             ["ZADD", keys.jobIndex, String(spec.submittedAt), spec.id],
@@ -41,7 +41,7 @@ public struct FleetStore: Sendable {
     public func status(_ id: String) async throws(RedisError) -> FleetJobStatus? {
         let value = try await redis.command(["HGET", keys.job(id), "status"])
         guard let text = value.string else { return nil }
-        return try Self.decode(FleetJobStatus.self, text)
+        return try RedisJSON.decode(FleetJobStatus.self, text)
     }
 
     /// Every job, oldest first.
@@ -65,7 +65,7 @@ public struct FleetStore: Sendable {
     }
 
     func save(_ status: FleetJobStatus) async throws(RedisError) {
-        try await redis.command(["HSET", keys.job(status.spec.id), "status", Self.encode(status)])
+        try await redis.command(["HSET", keys.job(status.spec.id), "status", RedisJSON.encode(status)])
     }
 
     /// Live workers (those whose registration has not expired).
@@ -74,24 +74,11 @@ public struct FleetStore: Sendable {
         var live: [FleetWorkerInfo] = []
         for id in ids.sorted() {
             guard let text = try await redis.command(["GET", keys.worker(id)]).string else { continue }
-            live.append(try Self.decode(FleetWorkerInfo.self, text))
+            live.append(try RedisJSON.decode(FleetWorkerInfo.self, text))
         }
         return live
     }
 
     /// Job statuses as JSON text (what `jobs list --json` and `GET /admin/jobs` show).
-    public static func encodeForDisplay(_ jobs: [FleetJobStatus]) -> String { encode(jobs) }
-
-    static func encode<T: Encodable>(_ value: T) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding these plain value types cannot fail.
-        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-    }
-
-    static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws(RedisError) -> T {
-        do { return try JSONDecoder().decode(type, from: Data(text.utf8)) } catch {
-            throw .unexpectedReply("stored \(type) is not valid: \(error)")
-        }
-    }
+    public static func encodeForDisplay(_ jobs: [FleetJobStatus]) -> String { RedisJSON.encode(jobs) }
 }

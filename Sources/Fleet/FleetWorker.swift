@@ -424,7 +424,7 @@ public final class FleetWorker: @unchecked Sendable {
             load: loadRunner != nil)
         let ttl = String(Int(max(options.claimTimeout, options.heartbeat * 3) * 1000))
         var commands: [[String]] = [
-            ["SET", store.keys.worker(options.id), FleetStore.encode(info), "PX", ttl],
+            ["SET", store.keys.worker(options.id), RedisJSON.encode(info), "PX", ttl],
             ["SADD", store.keys.workerSet, options.id],
         ]
         // Refreshing the claims resets their idle time, so nobody takes over a live job.
@@ -456,7 +456,7 @@ public final class FleetWorker: @unchecked Sendable {
             let id = entry[0].string, let fields = entry[1].array, fields.count == 2, let text = fields[1].string
         else { return }
         lastLoadEntry = id
-        let assignment = try FleetStore.decode(LoadAssignment.self, text)
+        let assignment = try RedisJSON.decode(LoadAssignment.self, text)
         Task { [self] in await runLoad(assignment, runner: loadRunner) }
     }
 
@@ -492,7 +492,7 @@ public final class FleetWorker: @unchecked Sendable {
             let result: String
             do {
                 let report = try await runner.run(assignment.arguments)
-                result = FleetStore.encode(report)
+                result = RedisJSON.encode(report)
                 log("load test \(assignment.test): done, \(report.joinedParticipants) joined")
             } catch {
                 result = "failed: \(error)"
