@@ -73,6 +73,38 @@ class Node:
 ADMIN = ""
 
 
+class Cluster:
+    """A throw-away `redis-server`, `count` nodes on it and the agents a test starts: everything is
+    stopped on the way out, whether the test passed or not."""
+
+    def __init__(self, tmp_path: Path, prefix: str, base_udp_port: int, count: int, config_index: int | None = None):
+        global ADMIN
+        ADMIN = admin_token()
+        self.redis, self.url = start_redis(tmp_path)
+        self.nodes: list[Node] = []
+        self.agents: list[AgentProcess] = []
+        try:
+            for i in range(count):
+                self.nodes.append(Node(f"{prefix}{i}", self.url, base_udp_port + i, tmp_path,
+                                       use_config=(i == config_index)))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for a in self.agents:
+            a.stop()
+        for n in self.nodes:
+            kill_process(n.proc)
+        kill_process(self.redis)
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def admin_token() -> str:
     result = run_understudy(["token", "--secret", SECRET, "--permissions", "allow_join,allow_mod", "--ttl", "2h"],
                             timeout=30)
@@ -120,14 +152,8 @@ def owners(node: Node) -> dict[str, str]:
 
 
 def test_rooms_spread_and_any_node_serves_any_room(understudy, tmp_path):
-    global ADMIN
-    ADMIN = admin_token()
-    redis, url = start_redis(tmp_path)
-    nodes: list[Node] = []
-    agents: list[AgentProcess] = []
-    try:
-        for i in range(3):
-            nodes.append(Node(f"n{i}", url, 45000 + i, tmp_path))
+    with Cluster(tmp_path, "n", 45000, 3) as cluster:
+        nodes, agents = cluster.nodes, cluster.agents
         # Six rooms, each opened by a host that connects to node i % 3.
         for i in range(6):
             host = AgentProcess(f"host{i}", ["--server", nodes[i % 3].url, "--room", f"room{i}", "--secret", SECRET,
@@ -199,23 +225,11 @@ def test_rooms_spread_and_any_node_serves_any_room(understudy, tmp_path):
         agent.terminate()
         for f in rec.glob("*.webm"):
             assert decode_errors(f) == "", f
-    finally:
-        for a in agents:
-            a.stop()
-        for n in nodes:
-            kill_process(n.proc)
-        kill_process(redis)
 
 
 def test_a_killed_node_loses_no_recording(understudy, tmp_path):
-    global ADMIN
-    ADMIN = admin_token()
-    redis, url = start_redis(tmp_path)
-    nodes: list[Node] = []
-    agents: list[AgentProcess] = []
-    try:
-        for i in range(3):
-            nodes.append(Node(f"k{i}", url, 45100 + i, tmp_path))
+    with Cluster(tmp_path, "k", 45100, 3) as cluster:
+        nodes, agents = cluster.nodes, cluster.agents
         # The room is placed on k0 (the first node with the fewest rooms); its host and the
         # recording agent connect through k1 and k2.
         host = AgentProcess("host", ["--server", nodes[1].url, "--room", "doomed", "--secret", SECRET, "--id", "host",
@@ -262,24 +276,12 @@ def test_a_killed_node_loses_no_recording(understudy, tmp_path):
         assert decode_errors(webm) == "", webm
         frames = probe_frames(webm)
         assert frames["vp8"] >= after["vp8"] and frames.get("opus", 0) > 0, frames
-    finally:
-        for a in agents:
-            a.stop()
-        for n in nodes:
-            kill_process(n.proc)
-        kill_process(redis)
 
 
 def test_redis_outage_keeps_rooms_running_and_delays_new_ones(understudy, tmp_path):
-    global ADMIN
-    ADMIN = admin_token()
-    redis, url = start_redis(tmp_path)
-    redis_port = int(url.rsplit(":", 1)[1])
-    nodes: list[Node] = []
-    agents: list[AgentProcess] = []
-    try:
-        for i in range(2):
-            nodes.append(Node(f"r{i}", url, 45200 + i, tmp_path, use_config=(i == 1)))
+    with Cluster(tmp_path, "r", 45200, 2, config_index=1) as cluster:
+        nodes, agents = cluster.nodes, cluster.agents
+        redis_port = int(cluster.url.rsplit(":", 1)[1])
         host = AgentProcess("host", ["--server", nodes[0].url, "--room", "steady", "--secret", SECRET, "--id", "host",
                                      "--mode", "SEND_AND_RECV", "--consume", "none"], tmp_path)
         agents.append(host)
@@ -291,7 +293,7 @@ def test_redis_outage_keeps_rooms_running_and_delays_new_ones(understudy, tmp_pa
         agent.wait_for(r"joined room steady as agent")
         webm = wait_until(lambda: next(iter(rec.glob("host*.webm")), None), 60, "a recording", agent.log)
         before = wait_for_frames(webm, {"vp8": 30})
-        kill_process(redis, grace=2)
+        kill_process(cluster.redis, grace=2)
         wait_until(lambda: "Redis unreachable" in nodes[0].log(), 20, "the outage in the node's log", nodes[0].log)
         assert "understudy_cluster_redis_up 0" in nodes[0].metrics()
         # A new room during the outage waits for Redis ...
@@ -305,19 +307,13 @@ def test_redis_outage_keeps_rooms_running_and_delays_new_ones(understudy, tmp_pa
         restarted = subprocess.Popen(
             ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        redis = restarted
+        cluster.redis = restarted
         late.wait_for(r"joined room late as late", timeout=30)
         wait_until(lambda: "Redis reachable again" in nodes[1].log(), 20, "recovery in the log", nodes[1].log)
         wait_until(lambda: "understudy_cluster_redis_up 1" in nodes[0].metrics(), 20, "redis_up back to 1")
         # The running room re-registered its placement: a fresh node view lists it again.
         wait_until(lambda: owners(nodes[1]).get("steady") == "r0", 20, "the steady room listed again")
         assert during["vp8"] >= before["vp8"] + 60
-    finally:
-        for a in agents:
-            a.stop()
-        for n in nodes:
-            kill_process(n.proc)
-        kill_process(redis)
 
 
 class _PageServer:
@@ -352,18 +348,9 @@ async def _pages_through_non_owners(nodes: list[Node], workdir: Path) -> dict:
 
 
 def test_browser_pages_through_a_non_owner_node(understudy, tmp_path):
-    global ADMIN
-    ADMIN = admin_token()
-    redis, url = start_redis(tmp_path)
-    nodes: list[Node] = []
-    try:
-        for i in range(2):
-            nodes.append(Node(f"c{i}", url, 45300 + i, tmp_path))
+    with Cluster(tmp_path, "c", 45300, 2) as cluster:
+        nodes = cluster.nodes
         result = asyncio.run(asyncio.wait_for(_pages_through_non_owners(nodes, tmp_path), 150))
         assert result["stats"]["framesDecoded"] >= 60, result
         assert result["owners"].get("pages") == "c0", result["owners"]
         assert "understudy_cluster_relayed_connections_total 2" in nodes[1].metrics()
-    finally:
-        for n in nodes:
-            kill_process(n.proc)
-        kill_process(redis)
