@@ -43,7 +43,8 @@ public enum Understudy {
 /// Threading: all room state changes and every listener callback run on ``eventQueue``, one serial
 /// queue per room, in the order the server reported the changes. Public methods are `async` and may be
 /// called from anywhere except that they must not be awaited *synchronously* on ``eventQueue``.
-/// Received media frames are delivered on the subscribe connection's event loop (``onFrame``).
+/// Received media frames are delivered on the subscribe connection's event loop, to the sinks of
+/// each consumed stream's ``RemoteTrack`` (``onTrack``; ``onFrame`` is one such sink).
 public final class Room: @unchecked Sendable {
     public let roomId: String
     let token: String
@@ -76,6 +77,7 @@ public final class Room: @unchecked Sendable {
     private var _participants: [String: Participant] = [:]
     private var _local: Participant
     private var _frameHandler: RoomFrameHandler?
+    private var _trackHandler: (@Sendable (RemoteTrack) -> Void)?
     private var _sourceFactory: MediaSourceFactory?
     private var _presenterId: String?
     private var _speakerId: String?
@@ -148,9 +150,23 @@ public final class Room: @unchecked Sendable {
     var isJoined: Bool { lock.withLock { _joined && !_finished } }
 
     /// Received media: `(participantId, kind, frame, arrivalNanos)` on the subscribe loop thread.
+    ///
+    /// A convenience over the tracks' sinks (``onTrack``, ``RemoteTrack/addSink(_:)``): every consumed
+    /// stream's track has a sink that calls this handler. Setting it waits until the subscribe loop
+    /// uses the new value, so no frame reaches a handler after it was replaced.
     public var onFrame: RoomFrameHandler? {
         get { lock.withLock { _frameHandler } }
-        set { lock.withLock { _frameHandler = newValue } }
+        set {
+            lock.withLock { _frameHandler = newValue }
+            media.setFrameHandler(newValue)
+        }
+    }
+
+    /// Called on the subscribe loop thread with each new ``RemoteTrack`` (a consumer the server
+    /// confirmed), before its first frame: add sinks to it there. Set it before ``join()``.
+    public var onTrack: (@Sendable (RemoteTrack) -> Void)? {
+        get { lock.withLock { _trackHandler } }
+        set { lock.withLock { _trackHandler = newValue } }
     }
 
     /// Makes the local tracks' media each time one starts (mic/camera on, joining the stage): files,

@@ -7,7 +7,8 @@ import Signaling
 import Streaming
 
 /// The room's two WebRTC connections to the SFU: publish (synthetic tone + test pattern through a
-/// ``MediaPump``) and subscribe (answering `subscriberOffer`s, frames to ``Room/onFrame``).
+/// ``MediaPump``) and subscribe (answering `subscriberOffer`s; each consumer's frames go to the sinks of
+/// its ``RemoteTrack``, ``Room/onFrame`` among them).
 final class RoomMedia: @unchecked Sendable {
     weak var room: Room?
     private let lock = NSLock()
@@ -35,6 +36,11 @@ final class RoomMedia: @unchecked Sendable {
     private var consumers: [String: ConsumerInfo] = [:]
     /// Consumer ids whose media has arrived (their `onStreamEnabled` fired).
     private var flowing: Set<String> = []
+    /// The consumed streams by the mid of their transceiver. Confined to the subscribe loop thread:
+    /// a frame finds its track with one dictionary lookup and no lock.
+    private var tracksByMid: [String: RemoteTrack] = [:]
+    /// ``Room/onFrame`` as the subscribe loop sees it (set there by `setFrameHandler`). Loop-confined.
+    private var loopFrameHandler: RoomFrameHandler?
     /// The stats sampling clock and its last two readings per stream key (`pub|mid|layer`,
     /// `sub|mid|rid`).
     private var sampler: DispatchSourceTimer?
@@ -327,8 +333,9 @@ final class RoomMedia: @unchecked Sendable {
             return s
         }
         if let sub {
-            sub.loop.execute {
+            sub.loop.execute { [self] in
                 sub.onFrame = nil
+                endAllTracks()
                 sub.close()
             }
             DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { sub.loop.shutdown() }
@@ -353,19 +360,22 @@ final class RoomMedia: @unchecked Sendable {
     }
 
     func close() {
-        let pcs: [PeerConnection] = lock.withLock {
+        let (pub, sub): (PeerConnection?, PeerConnection?) = lock.withLock {
             closed = true
             sampler?.cancel()
             sampler = nil
             readings.removeAll()
-            let list = [publish, subscribe].compactMap { $0 }
-            publish = nil
-            subscribe = nil
-            return list
+            defer {
+                publish = nil
+                subscribe = nil
+            }
+            return (publish, subscribe)
         }
-        for pc in pcs {
-            pc.loop.execute {
+        for (pc, isSubscribe) in [(pub, false), (sub, true)] {
+            guard let pc else { continue }
+            pc.loop.execute { [self] in
                 pc.onFrame = nil
+                if isSubscribe { endAllTracks() }
                 pc.close()
             }
             DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { pc.loop.shutdown() }
@@ -381,7 +391,9 @@ final class RoomMedia: @unchecked Sendable {
                 loop: EventLoop(name: "understudy-sub"), configuration: Self.clientConfiguration)
             subscribe = pc
             watch(pc)
+            let handler = room?.onFrame
             pc.loop.execute { [weak self] in
+                self?.loopFrameHandler = handler
                 pc.onFrame = { transceiver, _, frame, timing in
                     self?.frameArrived(transceiver.mid, frame, timing.arrivalTime)
                 }
@@ -390,27 +402,65 @@ final class RoomMedia: @unchecked Sendable {
         }
     }
 
-    /// Loop thread: hands the frame to the app and reports the stream's first frame.
+    /// Installs ``Room/onFrame`` on the subscribe loop; returns once the loop uses it (so that no
+    /// frame reaches a handler after it was replaced), or at once when there is no connection.
+    func setFrameHandler(_ handler: RoomFrameHandler?) {
+        guard let pc = lock.withLock({ subscribe }) else { return }
+        _ = onLoopSync(pc) { [self] in loopFrameHandler = handler }
+    }
+
+    /// Loop thread: every track ends (the connection is going away).
+    private func endAllTracks() {
+        let ending = tracksByMid.values
+        tracksByMid.removeAll()
+        for track in ending { track.end() }
+    }
+
+    /// Loop thread: the track of a confirmed consumer, reported to ``Room/onTrack``, with the SDK's
+    /// own sinks (``Room/onFrame``, the first-frame event, the picture kept for `captureImage`).
+    private func addTrack(_ track: RemoteTrack) {
+        guard let room else { return }
+        tracksByMid[track.mid]?.end()
+        tracksByMid[track.mid] = track
+        track.addSink(StreamEnabledSink(media: self))
+        if track.kind == .video || track.kind == .share, let participant = room.participant(track.participantId) {
+            track.addSink(CaptureSink(participant: participant))
+        }
+        track.addSink(RoomFrameSink(media: self))
+        room.onTrack?(track)
+    }
+
+    /// Loop thread: the stream's first frame arrived; announce it (`onStreamEnabled`) on the event queue.
+    fileprivate func firstFrame(of track: RemoteTrack) {
+        guard let room else { return }
+        let first = lock.withLock { consumers[track.consumerId] != nil && flowing.insert(track.consumerId).inserted }
+        guard first else { return }
+        room.eventQueue.async {
+            guard let p = room.participants[track.participantId] else { return }
+            let s = MediaStream(id: track.producerId, kind: track.kind, participantId: track.participantId)
+            p.addStream(s)
+            for l in p.liveListeners { l.onStreamEnabled(s, participant: p) }
+        }
+    }
+
+    fileprivate func frameToRoom(_ track: RemoteTrack, _ frame: EncodedFrame, _ arrival: UInt64) {
+        loopFrameHandler?(track.participantId, frame.codec.kind, frame, arrival)
+    }
+
+    /// Ends the track of consumer `consumerId` (any thread).
+    private func endTrack(mid: String?) {
+        guard let mid, let pc = lock.withLock({ subscribe }) else { return }
+        pc.loop.execute { [self] in
+            guard let track = tracksByMid[mid] else { return }
+            tracksByMid[mid] = nil
+            track.end()
+        }
+    }
+
+    /// Loop thread: one assembled frame of the subscribe connection, to its track's sinks.
     private func frameArrived(_ mid: String?, _ frame: EncodedFrame, _ arrival: UInt64) {
-        guard let mid, let room else { return }
-        let found: (String, ConsumerInfo, Bool)? = lock.withLock {
-            guard let (id, info) = consumers.first(where: { $0.value.mid == mid }) else { return nil }
-            let first = flowing.insert(id).inserted
-            return (id, info, first)
-        }
-        guard let (_, info, first) = found else { return }
-        room.onFrame?(info.participantId, frame.codec.kind, frame, arrival)
-        if info.kind == .video || info.kind == .share {
-            room.participant(info.participantId)?.receivedVideoFrame(frame, kind: info.kind)
-        }
-        if first {
-            room.eventQueue.async {
-                guard let p = room.participants[info.participantId] else { return }
-                let s = MediaStream(id: info.producerId, kind: info.kind, participantId: info.participantId)
-                p.addStream(s)
-                for l in p.liveListeners { l.onStreamEnabled(s, participant: p) }
-            }
-        }
+        guard let mid, let track = tracksByMid[mid] else { return }
+        track.deliver(frame, arrival: arrival)
     }
 
     /// Asks the SFU for a keyframe of `participantId`'s webcam (PLI), so a capture can decode soon.
@@ -439,6 +489,21 @@ final class RoomMedia: @unchecked Sendable {
             participantId: pid, kind: kind, producerId: data["producerId"]?.stringValue ?? id,
             mid: data["mid"]?.stringValue)
         lock.withLock { consumers[id] = info }
+        if let mid = info.mid, let pc = try? subscribeConnection() {
+            let loop = pc.loop
+            let track = RemoteTrack(
+                participantId: pid, kind: kind, producerId: info.producerId, consumerId: id, mid: mid, loop: loop,
+                requestKeyframe: {
+                    loop.execute {
+                        for t in pc.transceivers where t.mid == mid { pc.requestKeyframe(on: t) }
+                    }
+                })
+            loop.execute { [self] in
+                // A consumer closed again before this ran must not come back.
+                guard lock.withLock({ consumers[id] != nil }) else { return }
+                addTrack(track)
+            }
+        }
         if kind == .video || kind == .share, let p = room?.participants[pid] {
             Task { await p.reapplyChoices(to: kind) }
         }
@@ -448,6 +513,7 @@ final class RoomMedia: @unchecked Sendable {
     func consumerClosed(_ data: JSONValue) {
         guard let room, let id = data["consumerId"]?.stringValue else { return }
         let (info, wasFlowing) = lock.withLock { (consumers.removeValue(forKey: id), flowing.remove(id) != nil) }
+        endTrack(mid: info?.mid)
         guard let info, wasFlowing, let p = room.participants[info.participantId],
             let s = p.removeStream(id: info.producerId)
         else { return }
@@ -459,6 +525,13 @@ final class RoomMedia: @unchecked Sendable {
             for (id, c) in consumers where c.participantId == participantId {
                 consumers[id] = nil
                 flowing.remove(id)
+            }
+        }
+        guard let pc = lock.withLock({ subscribe }) else { return }
+        pc.loop.execute { [self] in
+            for (mid, track) in tracksByMid where track.participantId == participantId {
+                tracksByMid[mid] = nil
+                track.end()
             }
         }
     }
@@ -656,4 +729,35 @@ extension RoomMedia {
 
 final class ResultBox<T>: @unchecked Sendable {
     var value: T?
+}
+
+/// The SDK's sink that announces a stream when its first frame arrives (`onStreamEnabled`).
+private final class StreamEnabledSink: RemoteTrackSink {
+    private weak var media: RoomMedia?
+    private var seen = false
+    init(media: RoomMedia) { self.media = media }
+    func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
+        guard !seen else { return }
+        seen = true
+        media?.firstFrame(of: track)
+    }
+}
+
+/// The SDK's sink behind ``Room/onFrame``.
+private final class RoomFrameSink: RemoteTrackSink {
+    private weak var media: RoomMedia?
+    init(media: RoomMedia) { self.media = media }
+    func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
+        media?.frameToRoom(track, frame, arrival)
+    }
+}
+
+/// The SDK's sink that keeps a webcam's frames since its last keyframe for `captureImage` (and a
+/// screen share's picture size for its stats).
+private final class CaptureSink: RemoteTrackSink {
+    private weak var participant: Participant?
+    init(participant: Participant) { self.participant = participant }
+    func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
+        participant?.receivedVideoFrame(frame, kind: track.kind)
+    }
 }
