@@ -3,6 +3,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Signaling
 import Streaming
 
@@ -100,7 +101,7 @@ final class RoomMedia: @unchecked Sendable {
         let tracks = JSONValue.array(kinds.map { ["kind": .string($0.wireKind)] })
         let response: JSONValue
         do {
-            response = try await room.call("produce", ["tracks": tracks, "sdp": .string(offer)])
+            response = try await room.call(.produce, ["tracks": tracks, "sdp": .string(offer)])
         } catch let e as UnderstudyError {
             // The refused m-lines stay in the connection: offer them inactive so a later produce is not
             // taken for them.
@@ -137,7 +138,7 @@ final class RoomMedia: @unchecked Sendable {
         await rebuildPump()
         if reportStatus {
             for kind in kinds where kind == .audio || kind == .video {
-                _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": true])
+                _ = try? await room.call(.setMediaStatus, ["kind": .string(kind.wireKind), "enabled": true])
             }
         }
         let local = room.localParticipant
@@ -265,9 +266,9 @@ final class RoomMedia: @unchecked Sendable {
         await rebuildPump()
         closeSources([kind], on: lock.withLock { publish })
         if onServer {
-            _ = try? await room.call("closeProducer", ["producerId": .string(producerId)])
+            _ = try? await room.call(.closeProducer, ["producerId": .string(producerId)])
             if kind != .share {
-                _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
+                _ = try? await room.call(.setMediaStatus, ["kind": .string(kind.wireKind), "enabled": false])
             }
         }
         await announceStopped(kind, producerId: producerId)
@@ -551,7 +552,7 @@ final class RoomMedia: @unchecked Sendable {
                     return a.serialize()
                 }
                 _ = try await room.call(
-                    "subscriberAnswer", ["sdp": .string(answer), "revision": .number(Double(revision))])
+                    .subscriberAnswer, ["sdp": .string(answer), "revision": .number(Double(revision))])
             } catch {
                 let e = UnderstudyError(code: 3044, message: "subscribe negotiation failed: \(error)")
                 room.eventQueue.async { room.emit { $0.onError(e) } }
