@@ -448,11 +448,12 @@ final class RoomMedia: @unchecked Sendable {
         loopFrameHandler?(track.participantId, frame.codec.kind, frame, arrival)
     }
 
-    /// Ends the track of consumer `consumerId` (any thread).
-    private func endTrack(mid: String?) {
+    /// Ends the track of consumer `consumerId` on media line `mid` (any thread); a newer consumer
+    /// that already took over the mid keeps its track.
+    private func endTrack(consumerId: String, mid: String?) {
         guard let mid, let pc = lock.withLock({ subscribe }) else { return }
         pc.loop.execute { [self] in
-            guard let track = tracksByMid[mid] else { return }
+            guard let track = tracksByMid[mid], track.consumerId == consumerId else { return }
             tracksByMid[mid] = nil
             track.end()
         }
@@ -514,7 +515,7 @@ final class RoomMedia: @unchecked Sendable {
     func consumerClosed(_ data: JSONValue) {
         guard let room, let id = data["consumerId"]?.stringValue else { return }
         let (info, wasFlowing) = lock.withLock { (consumers.removeValue(forKey: id), flowing.remove(id) != nil) }
-        endTrack(mid: info?.mid)
+        endTrack(consumerId: id, mid: info?.mid)
         guard let info, wasFlowing, let p = room.participants[info.participantId],
             let s = p.removeStream(id: info.producerId)
         else { return }
