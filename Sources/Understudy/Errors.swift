@@ -28,19 +28,6 @@ public struct UnderstudyError: Error, Sendable, Hashable, CustomStringConvertibl
 /// (`catch let error as VideoSDKError`) ports unchanged.
 public typealias VideoSDKError = UnderstudyError
 
-/// Why a participant left the room (`onRoomLeft`, `onParticipantLeft`).
-public enum LeaveReason: Int, Sendable, Hashable {
-    case WEBSOCKET_DISCONNECTED = 1001
-    case REMOVE_PEER = 1002
-    case ROOM_CLOSE = 1006
-    case UNKNOWN = 1007
-    case DUPLICATE_PARTICIPANT = 1011
-    case MANUAL_LEAVE_CALLED = 1101
-    case WEBSOCKET_CONNECTION_ATTEMPTS_EXHAUSTED = 1102
-    case JOIN_ROOM_FAILED = 1103
-
-    /// The reason for a wire code; unknown codes read as `.UNKNOWN`.
-    public init(code: Int) { self = LeaveReason(rawValue: code) ?? .UNKNOWN }
-
-    public var name: String { "\(self)" }
-}
+/// Why a participant left the room (`onRoomLeft`, `onParticipantLeft`): the room protocol's leave
+/// codes (docs/protocol.md §12), one type for the wire and the SDK.
+public typealias LeaveReason = RoomLeaveCode
