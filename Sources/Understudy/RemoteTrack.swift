@@ -82,18 +82,27 @@ public final class RemoteTrack: @unchecked Sendable {
     /// Whether the track carries audio or video frames.
     public var mediaKind: MediaKind { kind == .audio || kind == .shareAudio ? .audio : .video }
 
-    /// Adds `sink` (held strongly until removed or the track ends). On ``loop``'s thread only; adding
-    /// the same sink twice has no effect. A sink added to an ended track gets `trackEnded` at once.
+    /// Adds `sink` (held strongly until removed or the track ends); adding the same sink twice has no
+    /// effect, and a sink added to an ended track gets `trackEnded` at once. Call it on ``loop``'s
+    /// thread (in ``Room/onTrack``, before the first frame); from another thread the change is
+    /// handed to the loop and takes effect there shortly after.
     public func addSink(_ sink: any RemoteTrackSink) {
-        precondition(loop.isInLoop, "RemoteTrack.addSink must be called on the track's loop thread")
+        guard loop.isInLoop else {
+            let box = SinkBox(sink)
+            return loop.execute { [self] in addSink(box.sink) }
+        }
         if isEnded { return sink.trackEnded(self) }
         guard !sinks.contains(where: { $0 === sink }) else { return }
         sinks.append(sink)
     }
 
-    /// Removes `sink`; it gets no further calls. On ``loop``'s thread only.
+    /// Removes `sink`; on ``loop``'s thread it gets no further calls. From another thread the removal
+    /// is handed to the loop (await `loop.submit { track.removeSink(sink) }` to know when it is done).
     public func removeSink(_ sink: any RemoteTrackSink) {
-        precondition(loop.isInLoop, "RemoteTrack.removeSink must be called on the track's loop thread")
+        guard loop.isInLoop else {
+            let box = SinkBox(sink)
+            return loop.execute { [self] in removeSink(box.sink) }
+        }
         sinks.removeAll { $0 === sink }
     }
 
@@ -118,4 +127,10 @@ public final class RemoteTrack: @unchecked Sendable {
         sinks.removeAll()
         for sink in ending { sink.trackEnded(self) }
     }
+}
+
+/// Carries a sink to the loop thread (sinks are loop-confined, not `Sendable`).
+private struct SinkBox: @unchecked Sendable {
+    let sink: any RemoteTrackSink
+    init(_ sink: any RemoteTrackSink) { self.sink = sink }
 }

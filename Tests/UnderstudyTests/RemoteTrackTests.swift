@@ -61,11 +61,13 @@ struct RemoteTrackTests {
         let audio = try #require(log.track(.audio))
         try await waitUntil("audio frames to the sink") { log.frames(audio) >= 10 }
 
-        // A second sink on the audio track, removed again: after removal its count stays put while
+        // A second sink on the audio track, removed again (on the loop, so the removal is done when
+        // `submit` returns): after removal its count stays put while
         // the first sink's count keeps growing.
         let extra = FrameCounter()
         let sink = FrameSink { _, _, t in extra.add(t.participantId, .audio) }
-        await audio.loop.submit { audio.addSink(sink) }
+        // Added from this (non-loop) thread: handed to the loop.
+        audio.addSink(sink)
         try await waitUntil("extra sink frames") { extra.count("pub", .audio) >= 5 }
         await audio.loop.submit { audio.removeSink(sink) }
         let frozen = extra.count("pub", .audio)
