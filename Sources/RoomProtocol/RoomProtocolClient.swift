@@ -19,8 +19,7 @@ public final class RoomProtocolClient: @unchecked Sendable {
 
     private let connection: WebSocketConnection
     private let lock = NSLock()
-    private var nextID = 1
-    private var pending: [Int: CheckedContinuation<Result<JSONValue, RoomWireError>, Never>] = [:]
+    private var pending = RoomRequestTable<CheckedContinuation<Result<JSONValue, RoomWireError>, Never>>()
     private var isClosed = false
     private var handler: NotificationHandler?
     private var closeHandler: (@Sendable () -> Void)?
@@ -47,18 +46,11 @@ public final class RoomProtocolClient: @unchecked Sendable {
     public func request(_ method: RoomMethod, _ data: JSONValue = .object([:]), timeout: Double) async -> Result<
         JSONValue, RoomWireError
     > {
-        let id: Int = lock.withLock {
-            defer { nextID += 1 }
-            return nextID
-        }
-        let text = SignalEnvelope.request(id: .number(Double(id)), method: method.rawValue, data: data).text
-        return await withCheckedContinuation { cont in
-            let accepted: Bool = lock.withLock {
-                if isClosed { return false }
-                pending[id] = cont
-                return true
+        await withCheckedContinuation { cont in
+            let request: (id: Int, text: String)? = lock.withLock {
+                isClosed ? nil : pending.add(method, data, waiter: cont)
             }
-            guard accepted else {
+            guard let (id, text) = request else {
                 cont.resume(returning: .failure(Self.closedError))
                 return
             }
@@ -77,19 +69,18 @@ public final class RoomProtocolClient: @unchecked Sendable {
     }
 
     private func finish(_ id: Int, _ result: Result<JSONValue, RoomWireError>) {
-        let cont = lock.withLock { pending.removeValue(forKey: id) }
+        let cont = lock.withLock { pending.take(id) }
         cont?.resume(returning: result)
     }
 
     private func received(_ text: String) {
-        guard let envelope = try? SignalEnvelope.parse(text) else { return }
-        switch envelope {
-        case .response(let id, let result):
-            if let n = id.intValue { finish(n, result) }
-        case .notification(let method, let data):
+        switch RoomIncoming.decode(text) {
+        case .response(let id, let result)?:
+            finish(id, result)
+        case .notification(let method, let data)?:
             guard let h = lock.withLock({ handler }) else { return }
             Self.unpack(method, data, into: h)
-        case .request:
+        case nil:
             break
         }
     }
@@ -109,9 +100,7 @@ public final class RoomProtocolClient: @unchecked Sendable {
                 lock.withLock {
                     if isClosed { return ([], nil) }
                     isClosed = true
-                    let w = Array(pending.values)
-                    pending.removeAll()
-                    return (w, closeHandler)
+                    return (pending.takeAll(), closeHandler)
                 }
         for c in waiting { c.resume(returning: .failure(Self.closedError)) }
         callback?()

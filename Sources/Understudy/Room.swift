@@ -86,8 +86,8 @@ public final class Room: @unchecked Sendable {
     // Confined to `eventQueue`.
     private var listeners: [RoomEventListener] = []
     var socket: WebSocketConnection?
-    private var nextRequestId = 1
-    var pending: [Int: (Result<JSONValue, SignalError>) -> Void] = [:]
+    /// Requests waiting for their responses (the room protocol's shared bookkeeping).
+    var pending = RoomRequestTable<(Result<JSONValue, RoomWireError>) -> Void>()
     var exitReason: LeaveReason?
     var leaving = false
     var ending = false
@@ -228,10 +228,7 @@ public final class Room: @unchecked Sendable {
                     RoomErrorNames.error(3056, "\(method.rawValue): the room is closed")))
             return
         }
-        let id = nextRequestId
-        nextRequestId += 1
-        pending[id] = handler
-        socket.send(text: SignalEnvelope.request(id: .number(Double(id)), method: method.rawValue, data: data).text)
+        socket.send(text: pending.add(method, data, waiter: handler).text)
     }
 
     /// Sends a request and awaits its response data (server refusals become ``UnderstudyError``).
@@ -242,14 +239,14 @@ public final class Room: @unchecked Sendable {
         let result: Result<JSONValue, SignalError> = await withCheckedContinuation { cont in
             eventQueue.async {
                 let once = OnceFlag()
-                let id = self.nextRequestId
+                let id = self.pending.nextRequestID
                 self.send(method, data) { result in
                     if once.claim() { cont.resume(returning: result) }
                 }
-                guard self.pending[id] != nil else { return }  // answered (or refused) already
+                guard self.pending.isWaiting(id) else { return }  // answered (or refused) already
                 // Weak: a released room does not wait for its timers.
                 self.eventQueue.asyncAfter(deadline: .now() + timeout) { [weak self] in
-                    guard let self, self.pending.removeValue(forKey: id) != nil, once.claim() else { return }
+                    guard let self, self.pending.take(id) != nil, once.claim() else { return }
                     cont.resume(
                         returning: .failure(
                             RoomErrorNames.error(
@@ -484,9 +481,7 @@ public final class Room: @unchecked Sendable {
         exitReason = reason
         lock.withLock { _finished = true }
         media.stopAllLocal(announce: true)
-        let aborted = pending
-        pending.removeAll()
-        for (_, handler) in aborted {
+        for handler in pending.takeAll() {
             handler(.failure(RoomErrorNames.error(3056, "the room was left")))
         }
         setState(.DISCONNECTED)
@@ -559,14 +554,12 @@ public final class Room: @unchecked Sendable {
     }
 
     private func received(_ text: String) {
-        guard let envelope = try? SignalEnvelope.parse(text) else { return }
-        switch envelope {
-        case .response(let id, let result):
-            guard let key = id.intValue, let handler = pending.removeValue(forKey: key) else { return }
-            handler(result)
-        case .notification(let method, let data):
+        switch RoomIncoming.decode(text) {
+        case .response(let id, let result)?:
+            pending.take(id)?(result)
+        case .notification(let method, let data)?:
             if exitReason == nil { handleNotification(method, data) }
-        case .request:
+        case nil:
             return
         }
     }

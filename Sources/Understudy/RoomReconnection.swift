@@ -167,11 +167,7 @@ extension Room {
     }
 
     private func abortPending(message: String) {
-        let aborted = pending
-        pending.removeAll()
-        for (_, handler) in aborted {
-            handler(.failure(SignalError(code: 3065, name: "ERROR_ROOM_RECONNECTING", message: message)))
-        }
+        for handler in pending.takeAll() { handler(.failure(RoomErrorNames.error(3065, message))) }
     }
 
     /// Full rejoin: a new socket, a new `join` with the same participant id, new media connections.

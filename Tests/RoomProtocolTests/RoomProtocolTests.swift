@@ -33,6 +33,32 @@ struct RoomProtocolTests {
         #expect(seen == ["participantJoined:a", "participantLeft:b", "roomClosed"])
     }
 
+    /// The request table gives each request its own id and its text frame; an answer is taken once.
+    @Test func requestsAreMatchedOnceByID() throws {
+        var table = RoomRequestTable<String>()
+        let first = table.add(.consume, ["kind": "mic"], waiter: "first")
+        let second = table.add(.ping, .object([:]), waiter: "second")
+        #expect(second.id == first.id + 1 && table.nextRequestID == second.id + 1 && table.count == 2)
+        guard case .request(let id, let method, let data)? = try? SignalEnvelope.parse(first.text) else {
+            Issue.record("not a request: \(first.text)")
+            return
+        }
+        #expect(id.intValue == first.id && method == "consume" && data["kind"]?.stringValue == "mic")
+        #expect(table.take(first.id) == "first")
+        #expect(table.take(first.id) == nil)
+        #expect(table.takeAll() == ["second"] && table.count == 0)
+
+        let answer =
+            #"{"id":\#(second.id),"ok":false,"error":{"code":4009,"name":"MAX_PARTCIPANT_REACHED","message":"full"}}"#
+        guard case .response(let rid, .failure(let error))? = RoomIncoming.decode(answer) else {
+            Issue.record("not a failed response")
+            return
+        }
+        #expect(rid == second.id && error == RoomErrorNames.error(4009, "full"))
+        #expect(RoomIncoming.decode("not json") == nil)
+        #expect(RoomIncoming.decode(#"{"id":1,"method":"ping","data":{}}"#) == nil)
+    }
+
     /// Against a running server: a join succeeds, a refused request comes back as the one wire error
     /// shape with the documented name, notifications arrive, and closing fails what is pending.
     @Test func theClientCoreJoinsGetsTypedErrorsAndNotifications() async throws {
