@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "RTC", targets: ["RTC"]),
         .library(name: "Media", targets: ["Media"]),
         .library(name: "Signaling", targets: ["Signaling"]),
+        .library(name: "RoomProtocol", targets: ["RoomProtocol"]),
         .library(name: "Redis", targets: ["Redis"]),
         .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "Cluster", targets: ["Cluster"]),
@@ -55,6 +56,9 @@ let package = Package(
             name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
             path: "Sources/Media"),
         .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
+        // The room protocol, typed: method and notification names, the error-name table, leave codes,
+        // and the client core (requests matched to responses) that the SDK and the load bots share.
+        .target(name: "RoomProtocol", dependencies: ["Signaling"], path: "Sources/RoomProtocol"),
         // Redis through hiredis, on its own queue: the shared state of clusters and bot fleets.
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
         // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
@@ -63,7 +67,8 @@ let package = Package(
         .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(
-            name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling"], path: "Sources/RoomServer",
+            name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling", "RoomProtocol"],
+            path: "Sources/RoomServer",
             // The browser page, compiled into the binary (`PackageResources`).
             resources: [
                 .embedInCode("Web/assets/index.html"), .embedInCode("Web/assets/room.js"),
@@ -73,7 +78,7 @@ let package = Package(
         .target(name: "Streaming", dependencies: ["RTCWire", "RTC", "Media"], path: "Sources/Streaming"),
         // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).
         .target(
-            name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming"],
+            name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol", "Streaming"],
             path: "Sources/Understudy"),
         // Daemon behaviour: media pumps, recorders, WHIP/WHEP sessions (later: the room agent).
         .target(
@@ -81,7 +86,7 @@ let package = Package(
             path: "Sources/Agent"),
         // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
         .target(
-            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "RoomServer"],
+            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol", "Streaming"],
             path: "Sources/LoadGen", swiftSettings: hotPathSettings),
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(
@@ -113,6 +118,9 @@ let package = Package(
 
         .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
+        .testTarget(
+            name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling"],
+            path: "Tests/RoomProtocolTests"),
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
         .testTarget(name: "RTCTests", dependencies: ["RTC", "RTCWire"], path: "Tests/RTCTests"),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire"], path: "Tests/MediaTests"),
@@ -127,14 +135,16 @@ let package = Package(
             dependencies: ["Understudy", "RoomServer", "Signaling", "RTC", "Media", "Streaming", "Agent"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
-            name: "LoadGenTests", dependencies: ["LoadGen", "RoomServer", "Signaling", "RTC", "RTCWire", "Media"],
+            name: "LoadGenTests",
+            dependencies: ["LoadGen", "Benchmarks", "RoomServer", "Signaling", "RTC", "RTCWire", "Media"],
             path: "Tests/LoadGenTests"),
         .testTarget(
             name: "ScenarioTests",
             dependencies: ["Scenario", "Understudy", "Agent", "RoomServer", "Signaling", "Media", "Streaming"],
             path: "Tests/ScenarioTests"),
         .testTarget(
-            name: "AgentTests", dependencies: ["Agent", "Streaming", "RTC", "RTCWire", "Media"], path: "Tests/AgentTests"),
+            name: "AgentTests", dependencies: ["Agent", "Streaming", "RTC", "RTCWire", "Media"],
+            path: "Tests/AgentTests"),
     ],
     cxxLanguageStandard: .cxx17
 )

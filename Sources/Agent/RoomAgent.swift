@@ -8,8 +8,10 @@ import Understudy
 /// A headless room participant: joins a room, consumes and records whoever qualifies, and follows
 /// stage invites (seed 000) by changing its own mode.
 ///
-/// Threading: SDK callbacks arrive on the room's event queue, frames on the subscribe loop thread;
-/// the agent's own state (consumed set, recordings, manifest) is guarded by one lock. Consume and
+/// Threading: SDK callbacks arrive on the room's event queue. Frames go, on the subscribe loop thread,
+/// to one ``AgentTrackSink`` per consumed track (count, record, relay) with no lock per frame; the
+/// recordings hand their disk writes to a `DiskWriter` thread. The agent's own state (consumed set,
+/// the recordings' table, manifest) is guarded by one lock, taken once per track, not per frame. Consume and
 /// stop-consuming calls run one at a time, in order, on a chain of tasks.
 public final class RoomAgent: RoomEventListener, PubSubMessageListener, @unchecked Sendable {
     /// Whose media the agent consumes.
@@ -91,7 +93,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     }
 
     /// One recorded file: a participant's WebM (`kind` nil) or one track of it.
-    private struct RecordingKey: Hashable {
+    fileprivate struct RecordingKey: Hashable {
         var participantId: String
         var kind: MediaKind?
     }
@@ -108,6 +110,11 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     /// Remote participant ids in the order the agent saw them join.
     private var joinOrder: [String] = []
     private var recordings: [RecordingKey: Recording] = [:]
+    /// Tracks carrying one of the agent's sinks, and who waits for them to end (``stop()``).
+    private var liveTracks = 0
+    private var tracksGone: CheckedContinuation<Void, Never>?
+    /// Writes the manifest when a recording opens, away from the loop thread.
+    private let manifestQueue = DispatchQueue(label: "understudy.agent.manifest")
     private var files: [[String: Any]] = []
     private var modeChanges: [[String: Any]] = []
     /// Every remote participant seen: id, name, last known mode, join and leave times.
@@ -207,7 +214,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             try created.writeSDP(to: sdpPath)
             log("relaying to \(url); play with: ffmpeg -protocol_whitelist file,udp,rtp -i \(sdpPath)")
         }
-        room.onFrame = { [weak self] id, kind, frame, arrival in self?.handleFrame(id, kind, frame, arrival) }
+        room.onTrack = { [weak self] track in self?.trackStarted(track) }
         await room.join()
         let deadline = Date().addingTimeInterval(timeout)
         while true {
@@ -245,7 +252,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         let lastStage = stageAndAudience()
         lock.withLock { finalStage = lastStage }
         if leaveReason == nil { await room.leave() }
-        room.onFrame = nil
+        // Leaving ends every track on the subscribe loop; after that no sink writes, and the
+        // recordings can be closed (and their disk writes awaited) here.
+        await tracksEnded(timeout: 5)
         let closing: [RecordingKey: Recording] = lock.withLock {
             let r = recordings
             for (key, rec) in r {
@@ -253,6 +262,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 if let index = files.firstIndex(where: { ($0["path"] as? String) == rec.path }) {
                     files[index]["videoFrames"] = rec.videoFrames
                     files[index]["audioFrames"] = rec.audioFrames
+                    files[index]["droppedFrames"] = rec.droppedFrames
                     files[index]["complete"] = true
                 }
             }
@@ -426,53 +436,89 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     // MARK: Frames
 
-    private func handleFrame(_ id: String, _ kind: MediaKind, _ frame: EncodedFrame, _ arrival: UInt64) {
+    /// Subscribe loop: a consumed track starts; the agent's sink joins it if the agent wants its kind.
+    private func trackStarted(_ track: RemoteTrack) {
+        let kind = track.mediaKind
         guard options.kinds.contains(kind) else { return }
+        let key: RecordingKey? = options.recordDirectory.map { _ in
+            RecordingKey(participantId: track.participantId, kind: options.recordFormat == .webm ? nil : kind)
+        }
         let wanted = lock.withLock { () -> Bool in
-            guard !stopped, consumed[id]?.contains(kind) == true else { return false }
-            if options.recordDirectory != nil { record(id, kind, frame, arrival) }
+            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return false }
+            liveTracks += 1
             return true
         }
         guard wanted else { return }
-        counters.received(frame)
-        if let relay, let relayLoop {
-            relayLoop.execute { relay.relay(frame, arrival: arrival) }
-        }
-        relayRooms?.forward(id, frame)
+        track.addSink(
+            AgentTrackSink(
+                agent: self, recordingKey: key, relay: relay.flatMap { r in relayLoop.map { (r, $0) } },
+                relayRooms: relayRooms))
     }
 
-    /// Writes a frame to its participant's recording, opening it on first use. Called with the lock held.
-    private func record(_ id: String, _ kind: MediaKind, _ frame: EncodedFrame, _ arrival: UInt64) {
-        guard let dir = options.recordDirectory else { return }
-        let key = RecordingKey(participantId: id, kind: options.recordFormat == .webm ? nil : kind)
+    /// Subscribe loop: a track the agent's sink was on ended.
+    fileprivate func trackEnded() {
+        let waiter: CheckedContinuation<Void, Never>? = lock.withLock {
+            liveTracks -= 1
+            guard liveTracks == 0 else { return nil }
+            defer { tracksGone = nil }
+            return tracksGone
+        }
+        waiter?.resume()
+    }
+
+    /// Waits until every track the agent's sinks are on has ended (or `timeout` seconds).
+    private func tracksEnded(timeout: Double) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = lock.withLock { () -> Bool in
+                if liveTracks == 0 { return true }
+                tracksGone = c
+                return false
+            }
+            if done { return c.resume() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
+                let late = self?.lock.withLock { () -> CheckedContinuation<Void, Never>? in
+                    defer { self?.tracksGone = nil }
+                    return self?.tracksGone
+                }
+                late?.resume()
+            }
+        }
+    }
+
+    /// Subscribe loop: the recording of `key`, opened on first use (one per participant for WebM, one
+    /// per participant and kind otherwise). Nil when it cannot be opened.
+    fileprivate func recording(for key: RecordingKey) -> Recording? {
+        guard let dir = options.recordDirectory else { return nil }
+        if let existing = lock.withLock({ recordings[key] }) { return existing }
+        let ext: String
+        switch key.kind {
+        case nil: ext = "webm"
+        case .audio?: ext = "ogg"
+        case .video?: ext = "ivf"
+        }
+        let id = key.participantId
+        let path = (dir as NSString).appendingPathComponent("\(Self.fileSafe(id)).\(ext)")
         let rec: Recording
-        if let existing = recordings[key] {
-            rec = existing
-        } else {
-            let ext: String
-            switch key.kind {
-            case nil: ext = "webm"
-            case .audio?: ext = "ogg"
-            case .video?: ext = "ivf"
-            }
-            let path = (dir as NSString).appendingPathComponent("\(Self.fileSafe(id)).\(ext)")
-            do {
-                rec = try Recording(path: path)
-            } catch {
-                log("cannot record \(id): \(error)")
-                return
-            }
+        do {
+            rec = try Recording(path: path)
+        } catch {
+            log("cannot record \(id): \(error)")
+            return nil
+        }
+        let kept = lock.withLock { () -> Recording in
+            if let raced = recordings[key] { return raced }
             recordings[key] = rec
             files.append([
                 "participantId": id, "path": path, "format": ext, "startedAt": Self.timestamp(),
                 "kinds": key.kind.map { [$0 == .audio ? "audio" : "video"] } ?? ["audio", "video"],
             ])
-            log("recording \(id) -> \(path)")
-            writeManifestLocked()
+            return rec
         }
-        let before = rec.videoFrames + rec.audioFrames
-        rec.write(frame, arrival: arrival)
-        if rec.videoFrames + rec.audioFrames > before { counters.recorded(frame) }
+        guard kept === rec else { return kept }
+        log("recording \(id) -> \(path)")
+        // The manifest is a file too: written off the loop thread.
+        manifestQueue.async { [weak self] in self?.writeManifest() }
+        return rec
     }
 
     // MARK: Manifest
@@ -712,4 +758,48 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         if let d = value as? [String: Any], let s = d["mode"] as? String { return Mode(rawValue: s) }
         return nil
     }
+}
+
+/// The agent's sink on one consumed track, on the subscribe loop thread: counts the frames, writes
+/// them to the participant's recording and hands them to the relays. No lock per frame.
+private final class AgentTrackSink: RemoteTrackSink {
+    private weak var agent: RoomAgent?
+    private let recordingKey: RoomAgent.RecordingKey?
+    private var recording: Recording?
+    private var recordingLooked = false
+    private let relay: (RTPRelay, EventLoop)?
+    private let relayRooms: RelayRoomSet?
+
+    init(
+        agent: RoomAgent, recordingKey: RoomAgent.RecordingKey?, relay: (RTPRelay, EventLoop)?,
+        relayRooms: RelayRoomSet?
+    ) {
+        self.agent = agent
+        self.recordingKey = recordingKey
+        self.relay = relay
+        self.relayRooms = relayRooms
+    }
+
+    func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
+        guard let agent else { return }
+        agent.counters.received(frame)
+        if let recordingKey {
+            if !recordingLooked {
+                recordingLooked = true
+                recording = agent.recording(for: recordingKey)
+            }
+            if let recording {
+                let before = recording.videoFrames + recording.audioFrames
+                recording.write(frame, arrival: arrival)
+                if recording.videoFrames + recording.audioFrames > before { agent.counters.recorded(frame) }
+            }
+        }
+        if let (relay, relayLoop) = relay {
+            // The relay's socket lives on its own loop.
+            relayLoop.execute { relay.relay(frame, arrival: arrival) }
+        }
+        relayRooms?.forward(track.participantId, frame)
+    }
+
+    func trackEnded(_ track: RemoteTrack) { agent?.trackEnded() }
 }

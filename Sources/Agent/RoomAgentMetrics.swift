@@ -2,16 +2,18 @@ import Dispatch
 import Foundation
 import RTCWire
 import Signaling
+import Synchronization
 
 /// Counters of a ``RoomAgent``, rendered in the Prometheus text format by ``RoomAgent/metricsText()``.
 /// Thread-safe: frames are counted on the subscribe loop thread, events on the room's event queue.
 public final class RoomAgentCounters: @unchecked Sendable {
     private let lock = NSLock()
-    private var framesReceived: [MediaKind: UInt64] = [:]
-    private var bytesReceived: [MediaKind: UInt64] = [:]
-    private var framesRecorded: [MediaKind: UInt64] = [:]
-    private var bytesRecorded: [MediaKind: UInt64] = [:]
-    private var keyframes: UInt64 = 0
+    /// Per-frame counts are atomics, bumped by the tracks' sinks on the loop thread without a lock.
+    private let audioReceived = FrameTally()
+    private let videoReceived = FrameTally()
+    private let audioRecorded = FrameTally()
+    private let videoRecorded = FrameTally()
+    private let keyframes = Atomic<UInt64>(0)
     private var invitesAccepted: UInt64 = 0
     private var invitesRefused: UInt64 = 0
     private var reconnectCount: UInt64 = 0
@@ -19,20 +21,13 @@ public final class RoomAgentCounters: @unchecked Sendable {
     private let startNanos = DispatchTime.now().uptimeNanoseconds
 
     func received(_ frame: EncodedFrame) {
-        let kind = frame.codec.kind
-        lock.withLock {
-            framesReceived[kind, default: 0] += 1
-            bytesReceived[kind, default: 0] += UInt64(frame.data.count)
-            if kind == .video && frame.isKeyframe { keyframes += 1 }
-        }
+        let video = frame.codec.kind == .video
+        (video ? videoReceived : audioReceived).add(frame)
+        if video && frame.isKeyframe { keyframes.add(1, ordering: .relaxed) }
     }
 
     func recorded(_ frame: EncodedFrame) {
-        let kind = frame.codec.kind
-        lock.withLock {
-            framesRecorded[kind, default: 0] += 1
-            bytesRecorded[kind, default: 0] += UInt64(frame.data.count)
-        }
+        (frame.codec.kind == .video ? videoRecorded : audioRecorded).add(frame)
     }
 
     func invite(accepted: Bool) { lock.withLock { if accepted { invitesAccepted += 1 } else { invitesRefused += 1 } } }
@@ -40,9 +35,9 @@ public final class RoomAgentCounters: @unchecked Sendable {
     func consumeFailed() { lock.withLock { consumeFailures += 1 } }
 
     /// Frames received of `kind`.
-    public func framesReceived(_ kind: MediaKind) -> UInt64 { lock.withLock { framesReceived[kind] ?? 0 } }
+    public func framesReceived(_ kind: MediaKind) -> UInt64 { (kind == .video ? videoReceived : audioReceived).frames }
     /// Frames written to recordings of `kind`.
-    public func framesRecorded(_ kind: MediaKind) -> UInt64 { lock.withLock { framesRecorded[kind] ?? 0 } }
+    public func framesRecorded(_ kind: MediaKind) -> UInt64 { (kind == .video ? videoRecorded : audioRecorded).frames }
     /// Stage invites refused.
     public var refusedInvites: UInt64 { lock.withLock { invitesRefused } }
     /// Times the room started reconnecting.
@@ -53,22 +48,32 @@ public final class RoomAgentCounters: @unchecked Sendable {
 
     /// The counter part of the exposition.
     func render(into out: inout PrometheusText) {
+        for (name, help, audio, video) in [
+            (
+                "understudy_agent_frames_received_total", "Media frames received from consumed participants.",
+                audioReceived.frames, videoReceived.frames
+            ),
+            (
+                "understudy_agent_bytes_received_total", "Payload bytes of the frames received.", audioReceived.bytes,
+                videoReceived.bytes
+            ),
+            (
+                "understudy_agent_frames_recorded_total", "Frames written to recordings.", audioRecorded.frames,
+                videoRecorded.frames
+            ),
+            (
+                "understudy_agent_bytes_recorded_total", "Payload bytes written to recordings.", audioRecorded.bytes,
+                videoRecorded.bytes
+            ),
+        ] {
+            out.family(name, "counter", help)
+            out.sample(name, labels: ["kind": "audio"], Double(audio))
+            out.sample(name, labels: ["kind": "video"], Double(video))
+        }
+        out.single(
+            "understudy_agent_keyframes_received_total", "counter", "Video keyframes received.",
+            keyframes.load(ordering: .relaxed))
         lock.withLock {
-            for (name, help, values) in [
-                (
-                    "understudy_agent_frames_received_total", "Media frames received from consumed participants.",
-                    framesReceived
-                ),
-                ("understudy_agent_bytes_received_total", "Payload bytes of the frames received.", bytesReceived),
-                ("understudy_agent_frames_recorded_total", "Frames written to recordings.", framesRecorded),
-                ("understudy_agent_bytes_recorded_total", "Payload bytes written to recordings.", bytesRecorded),
-            ] {
-                out.family(name, "counter", help)
-                for kind in [MediaKind.audio, .video] {
-                    out.sample(name, labels: ["kind": kind == .audio ? "audio" : "video"], Double(values[kind] ?? 0))
-                }
-            }
-            out.single("understudy_agent_keyframes_received_total", "counter", "Video keyframes received.", keyframes)
             out.single(
                 "understudy_agent_invites_accepted_total", "counter", "Stage invites followed.", invitesAccepted)
             out.single(
@@ -187,4 +192,18 @@ public final class RoomAgentMetricsServer: @unchecked Sendable {
 
     /// Stops listening.
     public func stop() { server.stop() }
+}
+
+/// Frames and payload bytes of one kind, counted without a lock.
+final class FrameTally: Sendable {
+    private let frameCount = Atomic<UInt64>(0)
+    private let byteCount = Atomic<UInt64>(0)
+
+    func add(_ frame: EncodedFrame) {
+        frameCount.add(1, ordering: .relaxed)
+        byteCount.add(UInt64(frame.data.count), ordering: .relaxed)
+    }
+
+    var frames: UInt64 { frameCount.load(ordering: .relaxed) }
+    var bytes: UInt64 { byteCount.load(ordering: .relaxed) }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Signaling
 import Streaming
 
@@ -31,7 +32,7 @@ final class LoadBot: @unchecked Sendable {
 
     // Control state (guarded by `lock`).
     private let lock = NSLock()
-    private(set) var channel: SignalChannel?
+    private(set) var channel: RoomProtocolClient?
     private var stream: AsyncStream<(String, JSONValue)>.Continuation?
     private var controlTask: Task<Void, Never>?
     /// Stage (SEND_AND_RECV) participants other than this bot, in order of arrival.
@@ -77,8 +78,8 @@ final class LoadBot: @unchecked Sendable {
         let began = EventLoop.now()
         let config = run.configuration
         let url = run.signalingURL(room: room)
-        let channel: SignalChannel
-        do { channel = try await SignalChannel.connect(url: url, timeout: config.requestTimeout) } catch {
+        let channel: RoomProtocolClient
+        do { channel = try await RoomProtocolClient.connect(url: url, timeout: config.requestTimeout) } catch {
             throw LoadError.unreachable("\(error)")
         }
         lock.withLock { self.channel = channel }
@@ -94,14 +95,14 @@ final class LoadBot: @unchecked Sendable {
             }
             try await openSubscribeConnection()
         }
-        channel.onClose = { [weak self] in self?.connectionClosed() }
+        channel.setCloseHandler { [weak self] in self?.connectionClosed() }
         var data: [String: JSONValue] = [
             "protocolVersion": 2, "roomId": .string(room), "participantId": .string(id),
             "mode": .string(role == .subscriber ? "RECV_ONLY" : "SEND_AND_RECV"), "autoConsume": false,
             "name": .string(id),
         ]
         if role == .subscriber { data["micEnabled"] = false }
-        let response = await channel.request("join", .object(data), timeout: config.requestTimeout)
+        let response = await channel.request(.join, .object(data), timeout: config.requestTimeout)
         let joinData: JSONValue
         switch response {
         case .success(let d): joinData = d
@@ -119,11 +120,15 @@ final class LoadBot: @unchecked Sendable {
             let s = lock.withLock { stream }
             for p in joinData["participants"]?.arrayValue ?? [] {
                 if let pid = p["participantId"]?.stringValue, let m = p["mode"]?.stringValue {
-                    s?.yield(("participantJoined", ["participantId": .string(pid), "mode": .string(m)]))
+                    s?.yield(
+                        (
+                            RoomNotification.participantJoined.rawValue,
+                            ["participantId": .string(pid), "mode": .string(m)]
+                        ))
                 }
             }
             if config.inviteEvery != nil {
-                _ = await call("subscribe", ["topic": .string(inviteTopic)])
+                _ = await call(.subscribe, ["topic": .string(inviteTopic)])
             }
         } else {
             try await publish(video: role == .publisher)
@@ -149,11 +154,11 @@ final class LoadBot: @unchecked Sendable {
 
     /// Sends a request; failures are counted as errors of kind `method` and returned.
     @discardableResult
-    func call(_ method: String, _ data: JSONValue) async -> Result<JSONValue, SignalError> {
-        guard let channel = lock.withLock({ self.channel }) else { return .failure(SignalChannel.closedError) }
+    func call(_ method: RoomMethod, _ data: JSONValue) async -> Result<JSONValue, RoomWireError> {
+        guard let channel = lock.withLock({ self.channel }) else { return .failure(RoomProtocolClient.closedError) }
         let r = await channel.request(method, data, timeout: run.configuration.requestTimeout)
         if case .failure(let e) = r, !lock.withLock({ leaving }) {
-            run.noteError("\(method) \(e.code) \(e.name)", "\(id): \(e.message)")
+            run.noteError("\(method.rawValue) \(e.code) \(e.name)", "\(id): \(e.message)")
         }
         return r
     }
@@ -186,7 +191,7 @@ final class LoadBot: @unchecked Sendable {
         var tracks: [JSONValue] = []
         if video { tracks.append(["kind": "webcam"]) }
         tracks.append(["kind": "mic"])
-        let response = await call("produce", ["tracks": .array(tracks), "sdp": .string(offer)])
+        let response = await call(.produce, ["tracks": .array(tracks), "sdp": .string(offer)])
         guard case .success(let data) = response, let sdp = data["sdp"]?.stringValue else {
             throw LoadError.failed("produce failed for \(id)")
         }
@@ -217,7 +222,7 @@ final class LoadBot: @unchecked Sendable {
     private func invited(to newMode: String) async {
         guard newMode != mode else { return }
         let began = EventLoop.now()
-        let r = await call("changeMode", ["mode": .string(newMode)])
+        let r = await call(.changeMode, ["mode": .string(newMode)])
         guard case .success = r else {
             run.noteModeChange(promoted: newMode == "SEND_AND_RECV", ok: false, seconds: 0)
             return
@@ -241,11 +246,11 @@ final class LoadBot: @unchecked Sendable {
 
     private func handle(_ method: String, _ data: JSONValue) async {
         switch method {
-        case "participantJoined":
+        case RoomNotification.participantJoined.rawValue:
             guard let pid = data["participantId"]?.stringValue, pid != id else { return }
             let m = data["mode"]?.stringValue ?? "SEND_AND_RECV"
             if setMode(pid, m) { await reconcile() }
-        case "participantLeft":
+        case RoomNotification.participantLeft.rawValue:
             guard let pid = data["participantId"]?.stringValue else { return }
             lock.withLock { modes[pid] = nil }
             let wasOnStage = stage.contains(pid)
@@ -254,12 +259,12 @@ final class LoadBot: @unchecked Sendable {
             webcamConsumers.remove(pid)
             sentViewport[pid] = nil
             if wasOnStage { await reconcile() }
-        case "participantModeChanged":
+        case RoomNotification.participantModeChanged.rawValue:
             guard let pid = data["participantId"]?.stringValue, pid != id, let m = data["mode"]?.stringValue else {
                 return
             }
             if setMode(pid, m) { await reconcile() }
-        case "consumerCreated":
+        case RoomNotification.consumerCreated.rawValue:
             guard let pid = data["participantId"]?.stringValue, let kind = data["kind"]?.stringValue else { return }
             if let mid = data["mid"]?.stringValue {
                 let mediaKind: MediaKind = kind == "mic" || kind == "screenAudio" ? .audio : .video
@@ -280,7 +285,7 @@ final class LoadBot: @unchecked Sendable {
                 webcamConsumers.insert(pid)
                 await sendViewports()
             }
-        case "consumerClosed":
+        case RoomNotification.consumerClosed.rawValue:
             guard let pid = data["participantId"]?.stringValue else { return }
             if data["kind"]?.stringValue == "webcam" {
                 webcamConsumers.remove(pid)
@@ -295,10 +300,10 @@ final class LoadBot: @unchecked Sendable {
                     }
                 }
             }
-        case "subscriberOffer":
+        case RoomNotification.subscriberOffer.rawValue:
             guard let sdp = data["sdp"]?.stringValue, let revision = data["revision"]?.intValue else { return }
             await answer(sdp: sdp, revision: revision)
-        case "pubsubMessage":
+        case RoomNotification.pubsubMessage.rawValue:
             guard data["topic"]?.stringValue == inviteTopic, let m = data["message"]?.stringValue else { return }
             if m == "SEND_AND_RECV" || m == "RECV_ONLY" { await invited(to: m) }
         default:
@@ -336,13 +341,13 @@ final class LoadBot: @unchecked Sendable {
         for (pid, kinds) in consuming {
             for kind in kinds.subtracting(wanted[pid] ?? []) {
                 consuming[pid]?.remove(kind)
-                await call("stopConsuming", ["participantId": .string(pid), "kind": .string(kind)])
+                await call(.stopConsuming, ["participantId": .string(pid), "kind": .string(kind)])
             }
         }
         for (pid, kinds) in wanted.sorted(by: { $0.key < $1.key }) {
             for kind in kinds.subtracting(consuming[pid] ?? []).sorted() {
                 consuming[pid, default: []].insert(kind)
-                await call("consume", ["participantId": .string(pid), "kind": .string(kind)])
+                await call(.consume, ["participantId": .string(pid), "kind": .string(kind)])
             }
         }
         wantedViewport = viewports
@@ -356,7 +361,7 @@ final class LoadBot: @unchecked Sendable {
             if let sent = sentViewport[pid], sent == size { continue }
             sentViewport[pid] = size
             await call(
-                "setViewPort",
+                .setViewPort,
                 ["participantId": .string(pid), "width": .number(Double(size.0)), "height": .number(Double(size.1))])
         }
     }
@@ -373,7 +378,7 @@ final class LoadBot: @unchecked Sendable {
                 captureTimeExtensionID = pc.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
                 return a.serialize()
             }
-            await call("subscriberAnswer", ["sdp": .string(answer), "revision": .number(Double(revision))])
+            await call(.subscriberAnswer, ["sdp": .string(answer), "revision": .number(Double(revision))])
         } catch {
             run.noteError("subscriberOffer", "\(id): \(error)")
         }
@@ -470,12 +475,12 @@ final class LoadBot: @unchecked Sendable {
 
     /// Leaves the room and closes both connections.
     func stop() async {
-        let channel = lock.withLock { () -> SignalChannel? in
+        let channel = lock.withLock { () -> RoomProtocolClient? in
             leaving = true
             return self.channel
         }
         if let channel {
-            _ = await channel.request("leave", [:], timeout: 2)
+            _ = await channel.request(.leave, [:], timeout: 2)
             channel.close()
         }
         lock.withLock { stream }?.finish()

@@ -2,6 +2,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Signaling
 
 /// One line of live progress.
@@ -336,7 +337,7 @@ public final class LoadRun: @unchecked Sendable {
     private func invite(_ bot: LoadBot, to mode: String, by host: LoadBot) async {
         lock.withLock { invitesSent += 1 }
         await host.call(
-            "publish", ["topic": .string(bot.inviteTopic), "message": .string(mode), "sendOnly": [.string(bot.id)]])
+            .publish, ["topic": .string(bot.inviteTopic), "message": .string(mode), "sendOnly": [.string(bot.id)]])
     }
 
     private func teardown() async {
@@ -409,7 +410,8 @@ public final class LoadRun: @unchecked Sendable {
             timeToFirstKeyframeMs: .of(ttfk), modeChanges: modes, processCPUSeconds: cpu, loopCPUSeconds: loopCPU,
             rssSamples: rss, ticks: tickLog, errors: errors,
             samples: LoadReport.Samples(
-                joinLatencyMs: joins.map { $0 * 1000 }, modeChangeLatencyMs: lock.withLock { modeLatencies.map { $0 * 1000 } },
+                joinLatencyMs: joins.map { $0 * 1000 },
+                modeChangeLatencyMs: lock.withLock { modeLatencies.map { $0 * 1000 } },
                 latencyBuckets: latency.nonEmptyBuckets, latencyMaxNanos: latency.maxNanos))
     }
 }

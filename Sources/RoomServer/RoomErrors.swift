@@ -1,3 +1,4 @@
+import RoomProtocol
 import Signaling
 
 /// A refusal sent back to a client as `{code, name, message}`; codes and names are those of the
@@ -12,53 +13,13 @@ public struct RoomError: Error, Sendable, Equatable {
     }
 
     /// The canonical name of `code`.
-    public var name: String { RoomError.names[code] ?? "UNKNOWN_ERROR" }
+    public var name: String { RoomErrorNames.name(code) }
 
     /// The wire form.
     public var signalError: SignalError { SignalError(code: code, name: name, message: message) }
 
-    /// Every code this server sends, with its name.
-    public static let names: [Int: String] = [
-        3035: "ERROR_ACTION_PERFORMED_BEFORE_ROOM_JOINED",
-        3047: "ERROR_UNABLE_TO_JOIN_ROOM",
-        3049: "ERROR_WEBCAM_PRODUCE_FAILED",
-        3054: "ERROR_ALREADY_IN_REQUESTED_STATE",
-        3058: "ERROR_MICROPHONE_PRODUCE_FAILED",
-        3061: "ERROR_SCREENSHARE_PRODUCE_FAILED",
-        3066: "ERROR_ACTION_NOT_SUPPORTED_IN_MODE",
-        3067: "ERROR_INVALID_MODE",
-        3068: "ERROR_ACTION_NOT_SUPPORTED",
-        3073: "ERROR_INVALID_PARAMETER",
-        4000: "UNKNOWN_ERROR",
-        4002: "INVALID_TOKEN",
-        4003: "INVALID_MEETING_ID",
-        4004: "INVALID_PARTICIPANT_ID",
-        4005: "DUPLICATE_PARTICIPANT",
-        4008: "INVALID_PERMISSIONS",
-        4009: "MAX_PARTCIPANT_REACHED",
-        4022: "UNAUTHORIZED_MEETING_ID",
-        4023: "UNAUTHORIZED_PARTCIPANT_ID",
-        4024: "UNAUTHORIZED_ROLE",
-        4050: "CREATE_CONSUMER_FAILED",
-        4051: "CODEC_NOT_SUPPORTED",
-        4065: "CHANGE_MODE_FAILED",
-        4066: "REMOVE_PARTICIPANT_FAILED",
-        4067: "ENABLE_PARTICIPANT_MIC_FAILED",
-        4068: "DISABLE_PARTICIPANT_MIC_FAILED",
-        4069: "ENABLE_PARTICIPANT_WEBCAM_FAILED",
-        4070: "DISABLE_PARTICIPANT_WEBCAM_FAILED",
-        4071: "PIN_FAILED",
-        4072: "UNPIN_FAILED",
-        4073: "SET_QUALITY_FAILED",
-        4080: "CONSUME_MIC_STREAMS_FAILED",
-        4081: "CONSUME_WEBCAM_STREAMS_FAILED",
-        4082: "STOP_CONSUMING_MIC_STREAMS_FAILED",
-        4083: "STOP_CONSUMING_WEBCAM_STREAMS_FAILED",
-        4087: "PUBSUB_PUBLISH_FAILED",
-        4088: "PUBSUB_SUBSCRIBE_FAILED",
-        4089: "PUBSUB_UNSUBSCRIBE_FAILED",
-        5000: "SOMETHING_WENT_WRONG",
-    ]
+    /// Every documented code with its name (the table shared with the SDK, `RoomErrorNames`).
+    public static var names: [Int: String] { RoomErrorNames.table }
 
     static func invalidParameter(_ message: String) -> RoomError { RoomError(3073, message) }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import Signaling
 
 /// Errors from starting a ``RoomServer``.
@@ -67,11 +68,8 @@ public final class RoomServer: @unchecked Sendable {
     /// Every version a client may ask for in `join` (1 when it names none); see docs/protocol.md.
     public static let supportedProtocolVersions = 1...2
     /// Request methods understood on the signalling socket.
-    public static let methods: Set<String> = [
-        "join", "leave", "end", "changeMode", "setMediaStatus", "produce", "closeProducer", "consume", "stopConsuming",
-        "setQuality", "setViewPort", "publish", "subscribe", "unsubscribe", "requestMic", "requestCam", "disableMic",
-        "disableCam", "remove", "pin", "unpin", "respondEntry", "ping", "subscriberAnswer", "getStats",
-    ]
+    /// (`restartIce` takes the media route of `ClientSession`, not the room's.)
+    public static let methods: Set<String> = Set(RoomMethod.allCases.filter { $0 != .restartIce }.map(\.rawValue))
 
     public let configuration: RoomServerConfiguration
     /// The token secret in use (the configured one, or the generated dev secret).

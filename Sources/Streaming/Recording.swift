@@ -7,7 +7,13 @@ import RTCWire
 ///
 /// Presentation times come from RTP timestamps, anchored per stream at its first frame's arrival
 /// (and through RTCP sender reports when both streams have them), so audio and video line up.
-/// Loop-thread confined.
+/// Disk writes happen on a ``DiskWriter`` thread, never on the caller's: a frame costs the caller
+/// only the container bytes it adds to a buffer. When the disk falls behind so that more than
+/// ``backlogLimit`` bytes of this file wait for it, whole frames are dropped instead of queued (counted
+/// in ``droppedFrames``), and video resumes only at a keyframe once the backlog is under the limit
+/// again: the file then has a gap, but every frame in it decodes.
+///
+/// Loop-thread confined (one thread writes; ``close()`` may follow from another once writes stopped).
 public final class Recording: @unchecked Sendable {
     public enum Container: String, Sendable { case webm, ogg, ivf }
 
@@ -22,24 +28,41 @@ public final class Recording: @unchecked Sendable {
     public private(set) var audioFrames = 0
     public private(set) var keyframes = 0
     public private(set) var writeErrors = 0
+    /// Frames not written because the disk was behind (see ``backlogLimit``), including the video
+    /// frames skipped afterwards until a keyframe.
+    public private(set) var droppedFrames = 0
+    /// Bytes of this file that may wait for the disk writer before frames are dropped.
+    public let backlogLimit: Int
+    /// The default ``backlogLimit``: 4 MiB, about half a minute of a 1 Mbit/s stream.
+    public static let defaultBacklogLimit = 4 << 20
+    /// Video was dropped: skip deltas until the next keyframe.
+    var videoNeedsKeyframe = false
     public private(set) var lastError: String?
     var closed = false
 
     /// Opens `path` for writing; throws a ``StreamingError/file(_:)`` for an unknown extension or an
     /// unwritable path.
-    public init(path: String, opusChannels: Int = 2) throws(StreamingError) {
+    ///
+    /// - Parameters:
+    ///   - writer: the thread that writes the file (default: the process-wide one).
+    ///   - backlogLimit: bytes that may wait for `writer` before frames are dropped.
+    public init(
+        path: String, opusChannels: Int = 2, writer: DiskWriter = .shared,
+        backlogLimit: Int = Recording.defaultBacklogLimit
+    ) throws(StreamingError) {
         self.path = path
+        self.backlogLimit = max(0, backlogLimit)
         let lower = path.lowercased()
         do {
             if lower.hasSuffix(".webm") || lower.hasSuffix(".mkv") {
                 container = .webm
-                webm = try WebMWriter(path: path, audio: WebMWriter.AudioTrack(channels: opusChannels))
+                webm = try WebMWriter(path: path, audio: WebMWriter.AudioTrack(channels: opusChannels), writer: writer)
             } else if lower.hasSuffix(".ogg") || lower.hasSuffix(".opus") {
                 container = .ogg
-                ogg = try OggOpusWriter(path: path, channels: opusChannels)
+                ogg = try OggOpusWriter(path: path, channels: opusChannels, writer: writer)
             } else if lower.hasSuffix(".ivf") {
                 container = .ivf
-                ivf = try IVFWriter(path: path)
+                ivf = try IVFWriter(path: path, writer: writer)
             } else {
                 throw StreamingError.file("unsupported recording format '\(path)' (use .webm, .mkv, .ogg or .ivf)")
             }
@@ -67,6 +90,18 @@ public final class Recording: @unchecked Sendable {
     public func write(_ frame: EncodedFrame, arrival: UInt64) {
         guard !closed, accepts(frame.codec.kind) else { return }
         let kind = frame.codec.kind
+        if backlogBytes > backlogLimit {
+            droppedFrames += 1
+            if kind == .video { videoNeedsKeyframe = true }
+            return
+        }
+        if kind == .video && videoNeedsKeyframe {
+            guard frame.isKeyframe else {
+                droppedFrames += 1
+                return
+            }
+            videoNeedsKeyframe = false
+        }
         if sessionStart == nil { sessionStart = arrival }
         let start = sessionStart ?? arrival
         var pts: Int64
@@ -107,7 +142,11 @@ public final class Recording: @unchecked Sendable {
         }
     }
 
-    /// Finishes the file (patches sizes, writes indexes). Safe to call twice.
+    /// Bytes of this file handed to the disk writer and not yet written.
+    public var backlogBytes: Int { webm?.backlogBytes ?? ogg?.backlogBytes ?? ivf?.backlogBytes ?? 0 }
+
+    /// Finishes the file (patches sizes, writes indexes) and waits until the disk writer has written
+    /// all of it. Safe to call twice.
     public func close() throws(StreamingError) {
         guard !closed else { return }
         closed = true

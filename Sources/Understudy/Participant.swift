@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import Signaling
 
 /// A participant in the room: ``Room/localParticipant`` or one of ``Room/participants``.
@@ -90,11 +91,11 @@ public final class Participant: @unchecked Sendable {
         let wire = kind == .share ? "screen" : "webcam"
         if let q = kind == .share ? shareQuality : quality {
             _ = try? await room.call(
-                "setQuality", ["participantId": .string(id), "quality": .string(q.rawValue), "kind": .string(wire)])
+                .setQuality, ["participantId": .string(id), "quality": .string(q.rawValue), "kind": .string(wire)])
         }
         if kind == .video, let viewPort {
             _ = try? await room.call(
-                "setViewPort",
+                .setViewPort,
                 [
                     "participantId": .string(id), "width": .number(Double(viewPort.width)),
                     "height": .number(Double(viewPort.height)),
@@ -144,7 +145,7 @@ public final class Participant: @unchecked Sendable {
     // MARK: Remote methods (seed 003)
 
     /// Mic/cam moderation: remote participants only (the local one uses the Room's methods): 3068.
-    private func moderate(_ api: String, _ method: String) async throws {
+    private func moderate(_ api: String, _ method: RoomMethod) async throws {
         guard let room else { throw UnderstudyError(code: 3035, message: "\(api) called outside a room") }
         try room.gate(api)
         if isLocal {
@@ -155,7 +156,7 @@ public final class Participant: @unchecked Sendable {
         try await remoteCall(api, method, ["participantId": .string(id)], agentRefused: true)
     }
 
-    private func remoteCall(_ api: String, _ method: String, _ data: JSONValue, agentRefused: Bool) async throws {
+    private func remoteCall(_ api: String, _ method: RoomMethod, _ data: JSONValue, agentRefused: Bool) async throws {
         guard let room else { throw UnderstudyError(code: 3035, message: "\(api) called outside a room") }
         try await room.participantRequest(
             api: api, method: method, data: data, target: self, agentRefused: agentRefused)
@@ -164,36 +165,36 @@ public final class Participant: @unchecked Sendable {
     /// Asks this remote participant to turn its mic on (it gets `onMicRequested`).
     /// - Throws: 3035/3065 (gating); 3068 on the local participant (use ``Room/unmuteMic()``) or an agent.
     public func enableMic() async throws {
-        try await moderate("enableMic", "requestMic")
+        try await moderate("enableMic", .requestMic)
     }
     /// Asks this remote participant to turn its webcam on (it gets `onWebcamRequested`).
     /// - Throws: 3035/3065 (gating); 3068 on the local participant (use ``Room/enableCam()``) or an agent.
     public func enableCam() async throws {
-        try await moderate("enableCam", "requestCam")
+        try await moderate("enableCam", .requestCam)
     }
     /// Turns this remote participant's mic off at once, without asking.
     /// - Throws: 3035/3065 (gating); 3068 on the local participant (use ``Room/muteMic()``) or an agent.
     public func disableMic() async throws {
-        try await moderate("disableMic", "disableMic")
+        try await moderate("disableMic", .disableMic)
     }
     /// Turns this remote participant's webcam off at once, without asking.
     /// - Throws: 3035/3065 (gating); 3068 on the local participant (use ``Room/disableCam()``) or an agent.
     public func disableCam() async throws {
-        try await moderate("disableCam", "disableCam")
+        try await moderate("disableCam", .disableCam)
     }
     /// Removes this participant from the room (it leaves with `REMOVE_PEER`).
     public func remove() async throws {
-        try await remoteCall("remove", "remove", ["participantId": .string(id)], agentRefused: false)
+        try await remoteCall("remove", .remove, ["participantId": .string(id)], agentRefused: false)
     }
     /// Pins this participant for the whole room.
     public func pin(_ type: PinType = .SHARE_AND_CAM) async throws {
         try await remoteCall(
-            "pin", "pin", ["participantId": .string(id), "pinType": .string(type.rawValue)], agentRefused: false)
+            "pin", .pin, ["participantId": .string(id), "pinType": .string(type.rawValue)], agentRefused: false)
     }
     /// Unpins this participant for the whole room.
     public func unpin(_ type: PinType = .SHARE_AND_CAM) async throws {
         try await remoteCall(
-            "unpin", "unpin", ["participantId": .string(id), "pinType": .string(type.rawValue)], agentRefused: false)
+            "unpin", .unpin, ["participantId": .string(id), "pinType": .string(type.rawValue)], agentRefused: false)
     }
     /// Picks which simulcast layer of this participant's webcam this device receives.
     /// The choice survives the server re-creating the consumer (the publisher toggles its camera,
@@ -209,7 +210,7 @@ public final class Participant: @unchecked Sendable {
         if isLocal { return }
         // Always asked (no cached no-op): the server may have re-created the consumer meanwhile.
         _ = try await room.call(
-            "setQuality",
+            .setQuality,
             ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": "webcam"])
         lock.withLock { _quality = quality }
     }
@@ -236,25 +237,25 @@ public final class Participant: @unchecked Sendable {
             throw UnderstudyError(code: 3068, message: "setViewPort works only on remote participants")
         }
         try await remoteCall(
-            "setViewPort", "setViewPort",
+            "setViewPort", .setViewPort,
             ["participantId": .string(id), "width": .number(Double(width)), "height": .number(Double(height))],
             agentRefused: false)
         lock.withLock { _viewPort = (width, height) }
     }
     /// Starts receiving this participant's mic on this device (autoConsume off; no-op otherwise).
-    public func consumeMicStreams() async throws { try await consume("consumeMicStreams", "consume", "mic") }
+    public func consumeMicStreams() async throws { try await consume("consumeMicStreams", .consume, "mic") }
     /// Starts receiving this participant's webcam on this device (autoConsume off; no-op otherwise).
-    public func consumeWebcamStreams() async throws { try await consume("consumeWebcamStreams", "consume", "webcam") }
+    public func consumeWebcamStreams() async throws { try await consume("consumeWebcamStreams", .consume, "webcam") }
     /// Stops receiving this participant's mic on this device only.
     public func stopConsumingMicStreams() async throws {
-        try await consume("stopConsumingMicStreams", "stopConsuming", "mic")
+        try await consume("stopConsumingMicStreams", .stopConsuming, "mic")
     }
     /// Stops receiving this participant's webcam on this device only.
     public func stopConsumingWebcamStreams() async throws {
-        try await consume("stopConsumingWebcamStreams", "stopConsuming", "webcam")
+        try await consume("stopConsumingWebcamStreams", .stopConsuming, "webcam")
     }
 
-    private func consume(_ api: String, _ method: String, _ kind: String) async throws {
+    private func consume(_ api: String, _ method: RoomMethod, _ kind: String) async throws {
         guard let room else { throw UnderstudyError(code: 3035, message: "\(api) called outside a room") }
         await room.awaitJoinIfConnecting()
         try room.gate(api)

@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import Signaling
 
 /// Topic-based messaging through the room server (room-api §5).
@@ -39,7 +40,7 @@ public final class PubSub: @unchecked Sendable {
         if let persist = options["persist"] as? Bool { data["persist"] = .bool(persist) }
         if let only = options["sendOnly"] as? [String] { data["sendOnly"] = .array(only.map { .string($0) }) }
         if let payloadJSON { data["payload"] = payloadJSON }
-        _ = try await room.gatedCall("publish", "publish", .object(data))
+        _ = try await room.gatedCall("publish", .publish, .object(data))
     }
 
     /// Subscribes `listener` to `topic`; the server subscription is made for the first listener.
@@ -56,7 +57,7 @@ public final class PubSub: @unchecked Sendable {
         }
         guard first else { return }
         do {
-            _ = try await room.call("subscribe", ["topic": .string(topic)])
+            _ = try await room.call(.subscribe, ["topic": .string(topic)])
         } catch {
             lock.withLock { listeners[topic] = nil }
             throw error
@@ -73,7 +74,7 @@ public final class PubSub: @unchecked Sendable {
             listeners[topic] = list.isEmpty ? nil : list
             return list.isEmpty
         }
-        if last { _ = try await room.call("unsubscribe", ["topic": .string(topic)]) }
+        if last { _ = try await room.call(.unsubscribe, ["topic": .string(topic)]) }
     }
 
     /// Topics with at least one listener (resubscribed after a rejoin).

@@ -3,6 +3,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Signaling
 import Streaming
 
@@ -43,7 +44,8 @@ public enum Understudy {
 /// Threading: all room state changes and every listener callback run on ``eventQueue``, one serial
 /// queue per room, in the order the server reported the changes. Public methods are `async` and may be
 /// called from anywhere except that they must not be awaited *synchronously* on ``eventQueue``.
-/// Received media frames are delivered on the subscribe connection's event loop (``onFrame``).
+/// Received media frames are delivered on the subscribe connection's event loop, to the sinks of
+/// each consumed stream's ``RemoteTrack`` (``onTrack``; ``onFrame`` is one such sink).
 public final class Room: @unchecked Sendable {
     public let roomId: String
     let token: String
@@ -88,6 +90,7 @@ public final class Room: @unchecked Sendable {
     private var _participants: [String: Participant] = [:]
     private var _local: Participant
     private var _frameHandler: RoomFrameHandler?
+    private var _trackHandler: (@Sendable (RemoteTrack) -> Void)?
     private var _sourceFactory: MediaSourceFactory?
     private var _presenterId: String?
     private var _speakerId: String?
@@ -95,8 +98,8 @@ public final class Room: @unchecked Sendable {
     // Confined to `eventQueue`.
     private var listeners: [RoomEventListener] = []
     var socket: WebSocketConnection?
-    private var nextRequestId = 1
-    var pending: [Int: (Result<JSONValue, SignalError>) -> Void] = [:]
+    /// Requests waiting for their responses (the room protocol's shared bookkeeping).
+    var pending = RoomRequestTable<(Result<JSONValue, RoomWireError>) -> Void>()
     var exitReason: LeaveReason?
     var leaving = false
     var ending = false
@@ -160,9 +163,23 @@ public final class Room: @unchecked Sendable {
     var isJoined: Bool { lock.withLock { _joined && !_finished } }
 
     /// Received media: `(participantId, kind, frame, arrivalNanos)` on the subscribe loop thread.
+    ///
+    /// A convenience over the tracks' sinks (``onTrack``, ``RemoteTrack/addSink(_:)``): every consumed
+    /// stream's track has a sink that calls this handler. Setting it waits until the subscribe loop
+    /// uses the new value, so no frame reaches a handler after it was replaced.
     public var onFrame: RoomFrameHandler? {
         get { lock.withLock { _frameHandler } }
-        set { lock.withLock { _frameHandler = newValue } }
+        set {
+            lock.withLock { _frameHandler = newValue }
+            media.setFrameHandler(newValue)
+        }
+    }
+
+    /// Called on the subscribe loop thread with each new ``RemoteTrack`` (a consumer the server
+    /// confirmed), before its first frame: add sinks to it there. Set it before ``join()``.
+    public var onTrack: (@Sendable (RemoteTrack) -> Void)? {
+        get { lock.withLock { _trackHandler } }
+        set { lock.withLock { _trackHandler = newValue } }
     }
 
     /// Makes the local tracks' media each time one starts (mic/camera on, joining the stage): files,
@@ -215,41 +232,37 @@ public final class Room: @unchecked Sendable {
     // MARK: Requests
 
     /// Sends a request; `handler` runs on the event queue with the response. Call on the event queue.
-    func send(_ method: String, _ data: JSONValue, handler: @escaping (Result<JSONValue, SignalError>) -> Void) {
+    func send(_ method: RoomMethod, _ data: JSONValue, handler: @escaping (Result<JSONValue, RoomWireError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(eventQueue))
-        guard let socket, exitReason == nil || method == "leave" || method == "end" else {
+        guard let socket, exitReason == nil || method == .leave || method == .end else {
             handler(
                 .failure(
-                    SignalError(code: 3056, name: "ERROR_OPERATION_ABORTED", message: "\(method): the room is closed")))
+                    RoomErrorNames.error(3056, "\(method.rawValue): the room is closed")))
             return
         }
-        let id = nextRequestId
-        nextRequestId += 1
-        pending[id] = handler
-        socket.send(text: SignalEnvelope.request(id: .number(Double(id)), method: method, data: data).text)
+        socket.send(text: pending.add(method, data, waiter: handler).text)
     }
 
     /// Sends a request and awaits its response data (server refusals become ``UnderstudyError``).
     /// A request the server has not answered within ``requestTimeout`` fails with 3079
     /// `ERROR_OPERATION_TIMED_OUT`; a late answer is then ignored.
-    func call(_ method: String, _ data: JSONValue = [:]) async throws -> JSONValue {
+    func call(_ method: RoomMethod, _ data: JSONValue = [:]) async throws -> JSONValue {
         let timeout = requestTimeout
         let result: Result<JSONValue, SignalError> = await withCheckedContinuation { cont in
             eventQueue.async {
                 let once = OnceFlag()
-                let id = self.nextRequestId
+                let id = self.pending.nextRequestID
                 self.send(method, data) { result in
                     if once.claim() { cont.resume(returning: result) }
                 }
-                guard self.pending[id] != nil else { return }  // answered (or refused) already
+                guard self.pending.isWaiting(id) else { return }  // answered (or refused) already
                 // Weak: a released room does not wait for its timers.
                 self.eventQueue.asyncAfter(deadline: .now() + timeout) { [weak self] in
-                    guard let self, self.pending.removeValue(forKey: id) != nil, once.claim() else { return }
+                    guard let self, self.pending.take(id) != nil, once.claim() else { return }
                     cont.resume(
                         returning: .failure(
-                            SignalError(
-                                code: 3079, name: "ERROR_OPERATION_TIMED_OUT",
-                                message: "\(method): no answer from the server within \(timeout) s")))
+                            RoomErrorNames.error(
+                                3079, "\(method.rawValue): no answer from the server within \(timeout) s")))
                 }
             }
         }
@@ -260,7 +273,7 @@ public final class Room: @unchecked Sendable {
     }
 
     /// Gated request on behalf of public method `api`.
-    func gatedCall(_ api: String, _ method: String, _ data: JSONValue = [:]) async throws -> JSONValue {
+    func gatedCall(_ api: String, _ method: RoomMethod, _ data: JSONValue = [:]) async throws -> JSONValue {
         try gate(api)
         return try await call(method, data)
     }
@@ -274,7 +287,7 @@ public final class Room: @unchecked Sendable {
         }
     }
 
-    func participantRequest(api: String, method: String, data: JSONValue, target: Participant, agentRefused: Bool)
+    func participantRequest(api: String, method: RoomMethod, data: JSONValue, target: Participant, agentRefused: Bool)
         async throws
     {
         try gate(api)
@@ -327,7 +340,7 @@ public final class Room: @unchecked Sendable {
             if isFinished || error.code == 3056 || error.code == 3065 { return }
             await onQueue { self.emit { $0.onError(error) } }
             for kind in kinds where !media.producingKinds.contains(kind) {
-                _ = try? await call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
+                _ = try? await call(.setMediaStatus, ["kind": .string(kind.wireKind), "enabled": false])
             }
         } catch {}
     }
@@ -382,7 +395,7 @@ public final class Room: @unchecked Sendable {
                     room.eventQueue.async { room.socketClosed(closing.value, code) }
                 }
                 connection.start()
-                self.send("join", payload) { result in
+                self.send(.join, payload) { result in
                     switch result {
                     case .success(let response): handler.value(.success(response))
                     case .failure(let e):
@@ -463,7 +476,7 @@ public final class Room: @unchecked Sendable {
             eventQueue.async {
                 guard self.exitReason == nil else { return c.resume() }
                 self.leaving = true
-                self.send("leave", ["reason": 1101]) { _ in
+                self.send(.leave, ["reason": 1101]) { _ in
                     self.finish(.MANUAL_LEAVE_CALLED)
                     c.resume()
                 }
@@ -475,7 +488,7 @@ public final class Room: @unchecked Sendable {
     public func end() async throws {
         try gate("end")
         await onQueue { self.ending = true }
-        do { _ = try await call("end") } catch let e as UnderstudyError {
+        do { _ = try await call(.end) } catch let e as UnderstudyError {
             throw UnderstudyError(code: 3057, message: "end failed: \(e.message)")
         }
         await onQueue { self.finish(.ROOM_CLOSE) }
@@ -488,10 +501,8 @@ public final class Room: @unchecked Sendable {
         exitReason = reason
         lock.withLock { _finished = true }
         media.stopAllLocal(announce: true)
-        let aborted = pending
-        pending.removeAll()
-        for (_, handler) in aborted {
-            handler(.failure(SignalError(code: 3056, name: "ERROR_OPERATION_ABORTED", message: "the room was left")))
+        for handler in pending.takeAll() {
+            handler(.failure(RoomErrorNames.error(3056, "the room was left")))
         }
         setState(.DISCONNECTED)
         emit { $0.onRoomLeft(reason: reason) }
@@ -563,30 +574,27 @@ public final class Room: @unchecked Sendable {
     }
 
     private func received(_ text: String) {
-        guard let envelope = try? SignalEnvelope.parse(text) else { return }
-        switch envelope {
-        case .response(let id, let result):
-            guard let key = id.intValue, let handler = pending.removeValue(forKey: key) else { return }
-            handler(result)
-        case .notification(let method, let data):
+        switch RoomIncoming.decode(text) {
+        case .response(let id, let result)?:
+            pending.take(id)?(result)
+        case .notification(let method, let data)?:
             if exitReason == nil { handleNotification(method, data) }
-        case .request:
+        case nil:
             return
         }
     }
 
-    private func handleNotification(_ method: String, _ data: JSONValue) {
+    private func handleNotification(_ name: String, _ data: JSONValue) {
+        // Protocol 2: joins, leaves and mode changes coalesced by the server, in order.
+        if name == RoomNotification.participantEvents.rawValue {
+            return RoomProtocolClient.unpack(name, data) { m, d in
+                if m != name { handleNotification(m, d) }
+            }
+        }
+        guard let method = RoomNotification(rawValue: name) else { return }
         let pid = data["participantId"]?.stringValue
         switch method {
-        case "participantEvents":
-            // Protocol 2: joins, leaves and mode changes coalesced by the server, in order.
-            for event in data["events"]?.arrayValue ?? [] {
-                guard let m = event["method"]?.stringValue, m != "participantEvents", let d = event["data"] else {
-                    continue
-                }
-                handleNotification(m, d)
-            }
-        case "participantJoined":
+        case .participantJoined:
             guard let pid, pid != localParticipant.id else { return }
             if let known = lock.withLock({ _participants[pid] }), rejoinSeen != nil {
                 // Re-announced during a rejoin: the same participant, not a new one.
@@ -603,48 +611,48 @@ public final class Room: @unchecked Sendable {
             p.room = self
             lock.withLock { _participants[pid] = p }
             emit { $0.onParticipantJoined(p) }
-        case "participantLeft":
+        case .participantLeft:
             guard let pid, let p = lock.withLock({ _participants.removeValue(forKey: pid) }) else { return }
             media.forgetRemote(pid)
             emit { $0.onParticipantLeft(p, reason: LeaveReason(code: data["reason"]?.intValue ?? 1007)) }
-        case "participantModeChanged":
+        case .participantModeChanged:
             guard let pid, let mode = data["mode"]?.stringValue.flatMap(Mode.init(rawValue:))?.canonical else { return }
             participant(pid)?.update(mode: mode)
             emit { $0.onParticipantModeChanged(participantId: pid, mode: mode) }
-        case "mediaStatusChanged":
+        case .mediaStatusChanged:
             guard let pid, let p = participant(pid),
                 let kind = data["kind"]?.stringValue.flatMap(StreamKind.init(wire:))
             else { return }
             let on = data["enabled"]?.boolValue ?? (data["status"]?.stringValue == "on")
             if kind == .audio { p.update(mic: on) } else { p.update(webcam: on) }
             for l in p.liveListeners { l.onMediaStatusChanged(peerId: pid, kind: kind, newStatus: on ? .on : .off) }
-        case "clusterNodes":
+        case .clusterNodes:
             clusterURLs = data["signalingUrls"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        case "consumerLayerChanged":
+        case .consumerLayerChanged:
             guard let pid, data["kind"]?.stringValue.flatMap(StreamKind.init(wire:)) == .video,
                 let quality = data["quality"]?.stringValue.flatMap(VideoQuality.init(rawValue:))
             else { return }
             participant(pid)?.receivedLayer(quality)
-        case "consumerCreated":
+        case .consumerCreated:
             media.consumerCreated(data)
-        case "consumerClosed":
+        case .consumerClosed:
             media.consumerClosed(data)
-        case "subscriberOffer":
+        case .subscriberOffer:
             media.answer(data)
-        case "presenterChanged":
+        case .presenterChanged:
             lock.withLock { _presenterId = pid }
             emit { $0.onPresenterChanged(participantId: pid) }
-        case "speakerChanged":
+        case .speakerChanged:
             lock.withLock { _speakerId = pid }
             emit { $0.onSpeakerChanged(participantId: pid) }
-        case "pinStateChanged":
+        case .pinStateChanged:
             guard let pid else { return }
             let pin = PinState(data["pinState"])
             participant(pid)?.update(pin: pin)
             emit { $0.onPinStateChanged(participantId: pid, pinState: pin) }
-        case "micRequested", "webcamRequested":
+        case .micRequested, .webcamRequested:
             guard let pid else { return }
-            let kind: StreamKind = method == "micRequested" ? .audio : .video
+            let kind: StreamKind = method == .micRequested ? .audio : .video
             let accept: @Sendable () -> Void = {
                 Task {
                     if kind == .audio { try? await self.unmuteMic() } else { try? await self.enableCam() }
@@ -656,14 +664,14 @@ public final class Room: @unchecked Sendable {
             } else {
                 emit { $0.onWebcamRequested(participantId: pid, accept: accept, reject: reject) }
             }
-        case "micDisabled", "webcamDisabled":
-            media.stopLocalNow(method == "micDisabled" ? .audio : .video)
-        case "entryRequested":
+        case .micDisabled, .webcamDisabled:
+            media.stopLocalNow(method == .micDisabled ? .audio : .video)
+        case .entryRequested:
             guard let pid else { return }
             let answer: @Sendable (String) -> Void = { decision in
                 Task {
                     _ = try? await self.gatedCall(
-                        "respondEntry", "respondEntry", ["participantId": .string(pid), "decision": .string(decision)])
+                        "respondEntry", .respondEntry, ["participantId": .string(pid), "decision": .string(decision)])
                 }
             }
             emit {
@@ -671,20 +679,20 @@ public final class Room: @unchecked Sendable {
                     participantId: pid, name: data["name"]?.stringValue ?? pid, allow: { answer("allowed") },
                     deny: { answer("denied") })
             }
-        case "entryResponded":
+        case .entryResponded:
             guard let pid, let decision = data["decision"]?.stringValue.flatMap(EntryDecision.init(rawValue:)) else {
                 return
             }
             emit { $0.onEntryResponded(participantId: pid, decision: decision) }
-        case "pubsubMessage":
+        case .pubsubMessage:
             pubSub.deliver(data)
-        case "pubsubHistory":
+        case .pubsubHistory:
             pubSub.deliverHistory(data)
-        case "roomLeft":
+        case .roomLeft:
             finish(LeaveReason(code: data["reason"]?.intValue ?? 1007))
-        case "roomClosed":
+        case .roomClosed:
             finish(.ROOM_CLOSE)
-        case "error":
+        case .error:
             let code = data["code"]?.intValue ?? 4000
             emit {
                 $0.onError(

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import RoomProtocol
 import Signaling
 
 extension Room {
@@ -33,7 +34,7 @@ extension Room {
         // The server answers first: a refusal (4065) or an interruption (3065, 3079, 3056) leaves the
         // local media as it was, matching the server, which keeps the producers in that case.
         do {
-            _ = try await call("changeMode", ["mode": .string(target.rawValue)])
+            _ = try await call(.changeMode, ["mode": .string(target.rawValue)])
         } catch let e as UnderstudyError {
             throw [3054, 3056, 3065, 3079].contains(e.code)
                 ? e : UnderstudyError(code: 4065, message: "changeMode refused: \(e.message)")
@@ -102,7 +103,7 @@ extension Room {
             let box = ResultBox<JSONValue>()
             let data: JSONValue = participant.isLocal ? [:] : ["participantId": .string(participant.id)]
             Task {
-                box.value = try? await self.call("getStats", data)
+                box.value = try? await self.call(.getStats, data)
                 semaphore.signal()
             }
             guard semaphore.wait(timeout: .now() + 5) == .success, let data = box.value else { return nil }

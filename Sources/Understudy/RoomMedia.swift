@@ -3,11 +3,13 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Signaling
 import Streaming
 
 /// The room's two WebRTC connections to the SFU: publish (synthetic tone + test pattern through a
-/// ``MediaPump``) and subscribe (answering `subscriberOffer`s, frames to ``Room/onFrame``).
+/// ``MediaPump``) and subscribe (answering `subscriberOffer`s; each consumer's frames go to the sinks of
+/// its ``RemoteTrack``, ``Room/onFrame`` among them).
 final class RoomMedia: @unchecked Sendable {
     weak var room: Room?
     private let lock = NSLock()
@@ -41,6 +43,11 @@ final class RoomMedia: @unchecked Sendable {
     private var consumers: [String: ConsumerInfo] = [:]
     /// Consumer ids whose media has arrived (their `onStreamEnabled` fired).
     private var flowing: Set<String> = []
+    /// The consumed streams by the mid of their transceiver. Confined to the subscribe loop thread:
+    /// a frame finds its track with one dictionary lookup and no lock.
+    private var tracksByMid: [String: RemoteTrack] = [:]
+    /// ``Room/onFrame`` as the subscribe loop sees it (set there by `setFrameHandler`). Loop-confined.
+    private var loopFrameHandler: RoomFrameHandler?
     /// The stats sampling clock and its last two readings per stream key (`pub|mid|layer`,
     /// `sub|mid|rid`).
     private var sampler: DispatchSourceTimer?
@@ -102,7 +109,7 @@ final class RoomMedia: @unchecked Sendable {
         let tracks = JSONValue.array(kinds.map { ["kind": .string($0.wireKind)] })
         let response: JSONValue
         do {
-            response = try await room.call("produce", ["tracks": tracks, "sdp": .string(offer)])
+            response = try await room.call(.produce, ["tracks": tracks, "sdp": .string(offer)])
         } catch let e as UnderstudyError {
             // The refused m-lines stay in the connection: offer them inactive so a later produce is not
             // taken for them.
@@ -139,7 +146,7 @@ final class RoomMedia: @unchecked Sendable {
         await rebuildPump()
         if reportStatus {
             for kind in kinds where kind == .audio || kind == .video {
-                _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": true])
+                _ = try? await room.call(.setMediaStatus, ["kind": .string(kind.wireKind), "enabled": true])
             }
         }
         let local = room.localParticipant
@@ -267,9 +274,9 @@ final class RoomMedia: @unchecked Sendable {
         await rebuildPump()
         closeSources([kind], on: lock.withLock { publish })
         if onServer {
-            _ = try? await room.call("closeProducer", ["producerId": .string(producerId)])
+            _ = try? await room.call(.closeProducer, ["producerId": .string(producerId)])
             if kind != .share {
-                _ = try? await room.call("setMediaStatus", ["kind": .string(kind.wireKind), "enabled": false])
+                _ = try? await room.call(.setMediaStatus, ["kind": .string(kind.wireKind), "enabled": false])
             }
         }
         await announceStopped(kind, producerId: producerId)
@@ -335,8 +342,9 @@ final class RoomMedia: @unchecked Sendable {
             return s
         }
         if let sub {
-            sub.loop.execute {
+            sub.loop.execute { [self] in
                 sub.onFrame = nil
+                endAllTracks()
                 sub.close()
             }
             DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { sub.loop.shutdown() }
@@ -361,19 +369,22 @@ final class RoomMedia: @unchecked Sendable {
     }
 
     func close() {
-        let pcs: [PeerConnection] = lock.withLock {
+        let (pub, sub): (PeerConnection?, PeerConnection?) = lock.withLock {
             closed = true
             sampler?.cancel()
             sampler = nil
             readings.removeAll()
-            let list = [publish, subscribe].compactMap { $0 }
-            publish = nil
-            subscribe = nil
-            return list
+            defer {
+                publish = nil
+                subscribe = nil
+            }
+            return (publish, subscribe)
         }
-        for pc in pcs {
-            pc.loop.execute {
+        for (pc, isSubscribe) in [(pub, false), (sub, true)] {
+            guard let pc else { continue }
+            pc.loop.execute { [self] in
                 pc.onFrame = nil
+                if isSubscribe { endAllTracks() }
                 pc.close()
             }
             DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { pc.loop.shutdown() }
@@ -390,7 +401,9 @@ final class RoomMedia: @unchecked Sendable {
             let pc = try PeerConnection(loop: EventLoop(name: "understudy-sub"), configuration: configuration)
             subscribe = pc
             watch(pc)
+            let handler = room?.onFrame
             pc.loop.execute { [weak self] in
+                self?.loopFrameHandler = handler
                 pc.onFrame = { transceiver, _, frame, timing in
                     self?.frameArrived(transceiver.mid, frame, timing.arrivalTime)
                 }
@@ -399,27 +412,66 @@ final class RoomMedia: @unchecked Sendable {
         }
     }
 
-    /// Loop thread: hands the frame to the app and reports the stream's first frame.
+    /// Installs ``Room/onFrame`` on the subscribe loop; returns once the loop uses it (so that no
+    /// frame reaches a handler after it was replaced), or at once when there is no connection.
+    func setFrameHandler(_ handler: RoomFrameHandler?) {
+        guard let pc = lock.withLock({ subscribe }) else { return }
+        _ = onLoopSync(pc) { [self] in loopFrameHandler = handler }
+    }
+
+    /// Loop thread: every track ends (the connection is going away).
+    private func endAllTracks() {
+        let ending = tracksByMid.values
+        tracksByMid.removeAll()
+        for track in ending { track.end() }
+    }
+
+    /// Loop thread: the track of a confirmed consumer, reported to ``Room/onTrack``, with the SDK's
+    /// own sinks (``Room/onFrame``, the first-frame event, the picture kept for `captureImage`).
+    private func addTrack(_ track: RemoteTrack) {
+        guard let room else { return }
+        tracksByMid[track.mid]?.end()
+        tracksByMid[track.mid] = track
+        track.addSink(StreamEnabledSink(media: self))
+        if track.kind == .video || track.kind == .share, let participant = room.participant(track.participantId) {
+            track.addSink(CaptureSink(participant: participant))
+        }
+        track.addSink(RoomFrameSink(media: self))
+        room.onTrack?(track)
+    }
+
+    /// Loop thread: the stream's first frame arrived; announce it (`onStreamEnabled`) on the event queue.
+    fileprivate func firstFrame(of track: RemoteTrack) {
+        guard let room else { return }
+        let first = lock.withLock { consumers[track.consumerId] != nil && flowing.insert(track.consumerId).inserted }
+        guard first else { return }
+        room.eventQueue.async {
+            guard let p = room.participants[track.participantId] else { return }
+            let s = MediaStream(id: track.producerId, kind: track.kind, participantId: track.participantId)
+            p.addStream(s)
+            for l in p.liveListeners { l.onStreamEnabled(s, participant: p) }
+        }
+    }
+
+    fileprivate func frameToRoom(_ track: RemoteTrack, _ frame: EncodedFrame, _ arrival: UInt64) {
+        loopFrameHandler?(track.participantId, frame.codec.kind, frame, arrival)
+    }
+
+    /// Ends the track of consumer `consumerId` on media line `mid` (any thread); a newer consumer
+    /// that already took over the mid keeps its track.
+    private func endTrack(consumerId: String, mid: String?) {
+        guard let mid, let pc = lock.withLock({ subscribe }) else { return }
+        pc.loop.execute { [self] in
+            guard let track = tracksByMid[mid], track.consumerId == consumerId else { return }
+            tracksByMid[mid] = nil
+            track.end()
+        }
+    }
+
+    /// Loop thread: one assembled frame of the subscribe connection, to its track's sinks.
     private func frameArrived(_ mid: String?, _ frame: EncodedFrame, _ arrival: UInt64) {
-        guard let mid, let room else { return }
-        let found: (String, ConsumerInfo, Bool)? = lock.withLock {
-            guard let (id, info) = consumers.first(where: { $0.value.mid == mid }) else { return nil }
-            let first = flowing.insert(id).inserted
-            return (id, info, first)
-        }
-        guard let (_, info, first) = found else { return }
-        room.onFrame?(info.participantId, frame.codec.kind, frame, arrival)
-        if info.kind == .video || info.kind == .share {
-            room.participant(info.participantId)?.receivedVideoFrame(frame, kind: info.kind)
-        }
-        if first {
-            room.eventQueue.async {
-                guard let p = room.participants[info.participantId] else { return }
-                let s = MediaStream(id: info.producerId, kind: info.kind, participantId: info.participantId)
-                p.addStream(s)
-                for l in p.liveListeners { l.onStreamEnabled(s, participant: p) }
-            }
-        }
+        guard let mid, let track = tracksByMid[mid] else { return }
+        track.deliver(frame, arrival: arrival)
     }
 
     /// Asks the SFU for a keyframe of `participantId`'s webcam (PLI), so a capture can decode soon.
@@ -448,6 +500,21 @@ final class RoomMedia: @unchecked Sendable {
             participantId: pid, kind: kind, producerId: data["producerId"]?.stringValue ?? id,
             mid: data["mid"]?.stringValue)
         lock.withLock { consumers[id] = info }
+        if let mid = info.mid, let pc = try? subscribeConnection() {
+            let loop = pc.loop
+            let track = RemoteTrack(
+                participantId: pid, kind: kind, producerId: info.producerId, consumerId: id, mid: mid, loop: loop,
+                requestKeyframe: {
+                    loop.execute {
+                        for t in pc.transceivers where t.mid == mid { pc.requestKeyframe(on: t) }
+                    }
+                })
+            loop.execute { [self] in
+                // A consumer closed again before this ran must not come back.
+                guard lock.withLock({ consumers[id] != nil }) else { return }
+                addTrack(track)
+            }
+        }
         if kind == .video || kind == .share, let p = room?.participants[pid] {
             Task { await p.reapplyChoices(to: kind) }
         }
@@ -457,6 +524,7 @@ final class RoomMedia: @unchecked Sendable {
     func consumerClosed(_ data: JSONValue) {
         guard let room, let id = data["consumerId"]?.stringValue else { return }
         let (info, wasFlowing) = lock.withLock { (consumers.removeValue(forKey: id), flowing.remove(id) != nil) }
+        endTrack(consumerId: id, mid: info?.mid)
         guard let info, wasFlowing, let p = room.participants[info.participantId],
             let s = p.removeStream(id: info.producerId)
         else { return }
@@ -468,6 +536,13 @@ final class RoomMedia: @unchecked Sendable {
             for (id, c) in consumers where c.participantId == participantId {
                 consumers[id] = nil
                 flowing.remove(id)
+            }
+        }
+        guard let pc = lock.withLock({ subscribe }) else { return }
+        pc.loop.execute { [self] in
+            for (mid, track) in tracksByMid where track.participantId == participantId {
+                tracksByMid[mid] = nil
+                track.end()
             }
         }
     }
@@ -488,7 +563,7 @@ final class RoomMedia: @unchecked Sendable {
                     return a.serialize()
                 }
                 _ = try await room.call(
-                    "subscriberAnswer", ["sdp": .string(answer), "revision": .number(Double(revision))])
+                    .subscriberAnswer, ["sdp": .string(answer), "revision": .number(Double(revision))])
             } catch {
                 let e = UnderstudyError(code: 3044, message: "subscribe negotiation failed: \(error)")
                 room.eventQueue.async { room.emit { $0.onError(e) } }
@@ -666,4 +741,35 @@ extension RoomMedia {
 
 final class ResultBox<T>: @unchecked Sendable {
     var value: T?
+}
+
+/// The SDK's sink that announces a stream when its first frame arrives (`onStreamEnabled`).
+private final class StreamEnabledSink: RemoteTrackSink {
+    private weak var media: RoomMedia?
+    private var seen = false
+    init(media: RoomMedia) { self.media = media }
+    func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
+        guard !seen else { return }
+        seen = true
+        media?.firstFrame(of: track)
+    }
+}
+
+/// The SDK's sink behind ``Room/onFrame``.
+private final class RoomFrameSink: RemoteTrackSink {
+    private weak var media: RoomMedia?
+    init(media: RoomMedia) { self.media = media }
+    func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
+        media?.frameToRoom(track, frame, arrival)
+    }
+}
+
+/// The SDK's sink that keeps a webcam's frames since its last keyframe for `captureImage` (and a
+/// screen share's picture size for its stats).
+private final class CaptureSink: RemoteTrackSink {
+    private weak var participant: Participant?
+    init(participant: Participant) { self.participant = participant }
+    func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
+        participant?.receivedVideoFrame(frame, kind: track.kind)
+    }
 }

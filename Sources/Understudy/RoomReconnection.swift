@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import RTC
+import RoomProtocol
 import Signaling
 
 // Reconnection (room-api.md §2): CONNECTED → RECONNECTING → CONNECTED, or → FAILED → DISCONNECTED →
@@ -84,11 +85,11 @@ extension RoomMedia {
 
 extension Room {
     /// Records the app's consume choices (autoConsume off) so a rejoin can restore them.
-    func noteConsumeChoice(_ method: String, _ data: JSONValue) {
-        guard !autoConsume, method == "consume" || method == "stopConsuming",
+    func noteConsumeChoice(_ method: RoomMethod, _ data: JSONValue) {
+        guard !autoConsume, method == .consume || method == .stopConsuming,
             let pid = data["participantId"]?.stringValue, let kind = data["kind"]?.stringValue
         else { return }
-        reconnection.setConsumed(pid, kind, method == "consume")
+        reconnection.setConsumed(pid, kind, method == .consume)
     }
 
     /// A media connection changed state.
@@ -127,7 +128,7 @@ extension Room {
             let reply: JSONValue
             do {
                 reply = try await call(
-                    "restartIce",
+                    .restartIce,
                     ["connection": .string(role), "ufrag": .string(mine.ufrag), "pwd": .string(mine.password)])
             } catch {
                 return false
@@ -166,11 +167,7 @@ extension Room {
     }
 
     private func abortPending(message: String) {
-        let aborted = pending
-        pending.removeAll()
-        for (_, handler) in aborted {
-            handler(.failure(SignalError(code: 3065, name: "ERROR_ROOM_RECONNECTING", message: message)))
-        }
+        for handler in pending.takeAll() { handler(.failure(RoomErrorNames.error(3065, message))) }
     }
 
     /// Full rejoin: a new socket, a new `join` with the same participant id, new media connections.
@@ -251,7 +248,7 @@ extension Room {
         let present = Set(participants.keys)
         let choices = reconnection.consumeChoices
         Task {
-            for topic in topics { _ = try? await self.call("subscribe", ["topic": .string(topic)]) }
+            for topic in topics { _ = try? await self.call(.subscribe, ["topic": .string(topic)]) }
             let kinds = [StreamKind.audio, .video, .share].filter { restore.contains($0) }
             if self.localParticipant.mode == .SEND_AND_RECV && !kinds.isEmpty {
                 try? await self.media.produce(kinds, reportStatus: true)
@@ -259,7 +256,7 @@ extension Room {
             // The app's consume choices survive the rejoin (autoConsume off).
             for choice in choices where present.contains(choice.participantId) {
                 _ = try? await self.call(
-                    "consume", ["participantId": .string(choice.participantId), "kind": .string(choice.kind)])
+                    .consume, ["participantId": .string(choice.participantId), "kind": .string(choice.kind)])
             }
         }
     }

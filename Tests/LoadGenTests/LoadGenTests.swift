@@ -1,3 +1,4 @@
+import Benchmarks
 import Foundation
 import RTCWire
 import RoomServer
@@ -124,7 +125,7 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
     }
 
     @Test func benchmarkMeasuresASteadyStateWindow() async throws {
-        let result = try await LoadBenchmarkResult.runBenchmark(subscribers: 6, publishers: 2, duration: 3)
+        let result = try await LoadBenchmarkResult.runInProcess(subscribers: 6, publishers: 2, duration: 3)
         #expect(result.subscribedTracks == 24)
         #expect(result.windowSeconds >= 2)
         #expect(result.cpuSeconds > 0)

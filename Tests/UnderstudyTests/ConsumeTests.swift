@@ -34,7 +34,7 @@ struct ConsumeTests {
         #expect(remote.micOn && remote.webcamOn)
 
         // Nothing was asked for: the server forwards nothing to the viewer (its own count, not a wait).
-        let stats = try await viewer.call("getStats")
+        let stats = try await viewer.call(.getStats)
         #expect(stats["consumers"]?.arrayValue?.isEmpty == true, "\(stats)")
         #expect(frames.count("pub", .video) == 0)
         #expect(frames.count("pub", .audio) == 0)

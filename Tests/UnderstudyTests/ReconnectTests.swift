@@ -252,7 +252,7 @@ struct ReconnectTests {
             return (o.serialize(), old)
         }
         #expect(!offer.contains("a=ice-ufrag:\(oldUfrag)"))
-        let reply = try await host.call("restartIce", ["connection": "publish", "sdp": .string(offer)])
+        let reply = try await host.call(.restartIce, ["connection": "publish", "sdp": .string(offer)])
         let answerText = try #require(reply["sdp"]?.stringValue)
         let answer = try SessionDescription.parse(answerText)
         let serverUfragBefore = await pc.loop.submit { pc.remoteICECredentials?.ufrag }
@@ -269,7 +269,7 @@ struct ReconnectTests {
         try await waitUntil("media after the restart", seconds: 15) { tally.videoCount >= before + 30 }
         #expect(host.localParticipant.streams.count == 2)
         await expectCode(3073) {
-            _ = try await guest.call("restartIce", ["connection": "subscribe", "sdp": .string(offer)])
+            _ = try await guest.call(.restartIce, ["connection": "subscribe", "sdp": .string(offer)])
         }
         await guest.leave()
         await host.leave()

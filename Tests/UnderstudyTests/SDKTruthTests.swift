@@ -357,7 +357,7 @@ struct SDKTruthTests {
             "a=rtpmap:102 H264/90000", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
             "a=fingerprint:sha-256 \(fingerprint)", "a=setup:actpass", "",
         ].joined(separator: "\r\n")
-        await expectCode(4051) { _ = try await room.call("produce", ["kind": "webcam", "sdp": .string(sdp)]) }
+        await expectCode(4051) { _ = try await room.call(.produce, ["kind": "webcam", "sdp": .string(sdp)]) }
         await room.leave()
     }
 

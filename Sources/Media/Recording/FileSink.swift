@@ -1,68 +1,75 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Dispatch
 
 /// An append-only file with a reusable write buffer and in-place patching of earlier bytes.
 ///
-/// Bytes reach the kernel on `flush()` with `write(2)`; once there they survive a SIGKILL of
-/// the process, which is what makes the recorders' files playable after a crash.
+/// Writers append to ``buffer`` on their own thread; `flush()` hands the buffered bytes to a
+/// ``DiskWriter`` thread, which writes them with `write(2)`. Once in the kernel they survive a SIGKILL
+/// of the process, which is what makes the recorders' files playable after a crash. Only `close()`
+/// waits for the disk (for this file's queued bytes).
 final class FileSink {
     let path: String
-    private var fd: Int32
-    /// Pending bytes not yet written. Writers append here directly to avoid temporary arrays.
+    private let target: FileTarget
+    private let writer: DiskWriter
+    private var closed = false
+    /// Pending bytes not yet handed over. Writers append here directly to avoid temporary arrays.
     var buffer: [UInt8] = []
-    /// Bytes already handed to the kernel.
+    /// Bytes handed to the writer thread (done or queued).
     private(set) var flushedLength: Int64 = 0
 
     /// Absolute file offset of the next appended byte.
     var offset: Int64 { flushedLength + Int64(buffer.count) }
 
-    init(path: String) throws {
+    /// Bytes handed over that the writer thread has not written yet.
+    var backlogBytes: Int { Int(flushedLength) - target.completedBytes.load(ordering: .acquiring) }
+
+    init(path: String, writer: DiskWriter = .shared) throws {
         self.path = path
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw MediaError.cannotOpen(path: path, errno: errno) }
+        self.writer = writer
+        target = try FileTarget(path: path)
         buffer.reserveCapacity(1 << 16)
     }
 
     deinit {
-        // Abandoned without close(): keep what is on disk, exactly as a kill would.
-        if fd >= 0 { _ = Glibc.close(fd) }
+        // Abandoned without close(): keep what is handed over, exactly as a kill would.
+        if !closed { writer.enqueue(.close(target, nil)) }
     }
 
-    var isOpen: Bool { fd >= 0 }
+    var isOpen: Bool { !closed }
 
     func flush() throws {
-        guard fd >= 0 else { throw MediaError.closed }
-        var done = 0
-        while done < buffer.count {
-            let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw MediaError.writeFailed(path: path, errno: errno)
-            }
-            done += n
-        }
-        flushedLength += Int64(done)
-        buffer.removeAll(keepingCapacity: true)
+        guard !closed else { throw MediaError.closed }
+        if let e = target.error { throw e }
+        guard !buffer.isEmpty else { return }
+        flushedLength += Int64(buffer.count)
+        let chunk = buffer
+        buffer = writer.recycledBuffer()
+        writer.enqueue(.append(target, chunk))
     }
 
-    /// Overwrites bytes already written at `at` (flushes first if they are still buffered).
+    /// Overwrites bytes already written at `at` (after everything appended before this call).
     func patch(at: Int64, _ bytes: [UInt8]) throws {
-        guard fd >= 0 else { throw MediaError.closed }
-        if at + Int64(bytes.count) > flushedLength { try flush() }
-        let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(at)) }
-        guard n == bytes.count else { throw MediaError.writeFailed(path: path, errno: errno) }
+        try flush()
+        writer.enqueue(.patch(target, at, bytes))
     }
 
-    func close() throws {
-        guard fd >= 0 else { return }
-        defer {
-            _ = Glibc.close(fd)
-            fd = -1
-        }
+    /// Hands over the buffered bytes and waits until the writer thread has written them.
+    func sync() throws {
         try flush()
+        let done = DispatchSemaphore(value: 0)
+        writer.enqueue(.barrier(done))
+        done.wait()
+        if let e = target.error { throw e }
+    }
+
+    /// Hands over the rest and waits until the writer thread has written and closed the file.
+    func close() throws {
+        guard !closed else { return }
+        try? flush()
+        closed = true
+        let done = DispatchSemaphore(value: 0)
+        writer.enqueue(.close(target, done))
+        done.wait()
+        if let e = target.error { throw e }
     }
 }
 

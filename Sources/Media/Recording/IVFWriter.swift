@@ -21,9 +21,12 @@ public final class IVFWriter: @unchecked Sendable {
     private var lastPts: Int64 = -1
     private var closed = false
 
+    /// Bytes handed to the disk writer thread and not yet written (see ``DiskWriter``).
+    public var backlogBytes: Int { sink.backlogBytes }
+
     /// Creates (truncates) `path`. Throws ``MediaError/cannotOpen(path:errno:)`` if it cannot.
-    public init(path: String, width: Int? = nil, height: Int? = nil) throws {
-        sink = try FileSink(path: path)
+    public init(path: String, width: Int? = nil, height: Int? = nil, writer: DiskWriter = .shared) throws {
+        sink = try FileSink(path: path, writer: writer)
         self.width = width
         self.height = height
     }

@@ -28,13 +28,16 @@ public final class OggOpusWriter: @unchecked Sendable {
     private var packetsInPage = 0
     private var closed = false
 
+    /// Bytes handed to the disk writer thread and not yet written (see ``DiskWriter``).
+    public var backlogBytes: Int { sink.backlogBytes }
+
     /// Creates (truncates) `path` and writes the OpusHead and OpusTags pages.
     public init(
         path: String, channels: Int = 1, preSkip: Int = 312, packetsPerPage: Int = 10,
-        serial: UInt32 = UInt32.random(in: 1...UInt32.max)
+        serial: UInt32 = UInt32.random(in: 1...UInt32.max), writer: DiskWriter = .shared
     ) throws {
         guard channels == 1 || channels == 2 else { throw MediaError.invalidArgument("Ogg Opus channels \(channels)") }
-        sink = try FileSink(path: path)
+        sink = try FileSink(path: path, writer: writer)
         self.channels = channels
         self.preSkip = max(0, min(preSkip, 65_535))
         self.serial = serial

@@ -91,11 +91,15 @@ public final class WebMWriter: @unchecked Sendable {
     private var cues: [(time: Int64, position: Int64)] = []
     private var closed = false
 
+    /// Bytes handed to the disk writer thread and not yet written (see ``DiskWriter``).
+    public var backlogBytes: Int { sink.backlogBytes }
+
     /// Creates (truncates) `path`. At least one of `video` and `audio` must be given.
     /// Throws ``MediaError/cannotOpen(path:errno:)`` when the file cannot be created.
     public init(
         path: String, video: VideoTrack? = VideoTrack(), audio: AudioTrack? = AudioTrack(),
-        reorderWindowMs: Int = 300, headerWaitMs: Int = 5_000, maxClusterMs: Int = 1_000
+        reorderWindowMs: Int = 300, headerWaitMs: Int = 5_000, maxClusterMs: Int = 1_000,
+        writer: DiskWriter = .shared
     ) throws {
         guard video != nil || audio != nil else {
             throw MediaError.invalidArgument("WebM needs a video or an audio track")
@@ -110,7 +114,7 @@ public final class WebMWriter: @unchecked Sendable {
         self.reorderWindowMs = Int64(max(0, reorderWindowMs))
         self.headerWaitMs = Int64(max(0, headerWaitMs))
         self.maxClusterMs = Int64(min(max(100, maxClusterMs), 30_000))
-        sink = try FileSink(path: path)
+        sink = try FileSink(path: path, writer: writer)
         cluster.reserveCapacity(1 << 18)
         pending.reserveCapacity(64)
         if let video, let w = video.width, let h = video.height { videoSize = (w, h) }
@@ -154,8 +158,9 @@ public final class WebMWriter: @unchecked Sendable {
         try drain(force: false)
     }
 
-    /// Writes everything buffered, including the open cluster, and flushes it to the kernel.
-    /// After this the file on disk is playable even if the process dies.
+    /// Writes everything buffered, including the open cluster, and waits until the disk writer thread
+    /// has handed it to the kernel. After this the file on disk is playable even if the process dies.
+    /// (Clusters are handed over as they close without waiting; only this call and `close()` wait.)
     public func flush() throws {
         guard !closed else { throw MediaError.closed }
         if !headerWritten {
@@ -164,7 +169,7 @@ public final class WebMWriter: @unchecked Sendable {
         }
         try drain(force: true)
         try finishCluster()
-        try sink.flush()
+        try sink.sync()
     }
 
     /// Writes the remaining frames, Cues, and the final sizes and duration, then closes the file.
