@@ -188,7 +188,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     @discardableResult
     public func sendForwarded(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
-        sequenceNumber: UInt16, vp8PictureID: UInt16? = nil, audioLevel: RTPAudioLevel? = nil, now: UInt64
+        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil, now: UInt64
     ) -> Bool {
         guard state == .connected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
             return false
@@ -199,26 +199,26 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
         return sender.sendForwarded(
             payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            vp8PictureID: vp8PictureID, now: now
+            rewrite: rewrite, now: now
         ) { buffer, length in
             self.protectAndSendRTP(buffer, length: length)
         }
     }
 
     /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps (an SFU's
-    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:vp8PictureID:now:emit:)``.
+    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``.
     /// Loop thread only.
     @discardableResult
     public func sendRetransmission(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
-        sequenceNumber: UInt16, vp8PictureID: UInt16? = nil, now: UInt64
+        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, now: UInt64
     ) -> Bool {
         guard state == .connected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
             return false
         }
         return sender.sendRetransmission(
             payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            vp8PictureID: vp8PictureID, now: now
+            rewrite: rewrite, now: now
         ) { buffer, length in
             self.protectAndSendRTP(buffer, length: length)
         }
@@ -292,43 +292,28 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
             counters.droppedMalformed &+= 1
             return
         }
-        if let stream = receiveBySSRC[header.ssrc] {
-            stream.receiver.receive(packet, header: header, now: now)
-            if let onRTP { deliverRaw(stream, packet, header: header, now: now, to: onRTP) }
-            return
-        }
-        guard let stream = routeUnknownSSRC(packet, header: header) else {
+        guard let stream = receiveBySSRC[header.ssrc] ?? routeUnknownSSRC(packet, header: header) else {
             counters.droppedUnroutable &+= 1
             return
         }
-        stream.receiver.receive(packet, header: header, now: now)
-        if let onRTP { deliverRaw(stream, packet, header: header, now: now, to: onRTP) }
+        // The receiver unwraps RTX and parses the codec header once; a forwarder reuses both.
+        let read = stream.receiver.receive(packet, header: header, now: now)
+        if let onRTP, let read { deliverRaw(stream, packet, header: header, read, now: now, to: onRTP) }
     }
 
-    /// Hands a media packet to ``onRTP`` with RTX unwrapped (original sequence number and payload).
+    /// Hands a media packet to ``onRTP`` as its receiver read it (RTX unwrapped, codec header parsed).
     @inline(__always)
     func deliverRaw(
-        _ stream: ReceiveStream, _ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64,
-        to handler: RTPPacketHandler
+        _ stream: ReceiveStream, _ packet: UnsafeRawBufferPointer, header: RTPHeader, _ read: RTPReceivedPayload,
+        now: UInt64, to handler: RTPPacketHandler
     ) {
-        let end = header.payloadOffset + header.payloadLength
-        guard header.payloadOffset >= 12, header.payloadLength >= 0, end <= packet.count else { return }
-        var payload = UnsafeRawBufferPointer(rebasing: packet[header.payloadOffset..<end])
-        var sequenceNumber = header.sequenceNumber
-        let isRepair = header.ssrc != stream.receiver.ssrc
-        if isRepair {
-            // RTX (RFC 4588): the original sequence number leads the payload; empty ones are probes.
-            guard payload.count > 2 else { return }
-            sequenceNumber = payload.rtpGet16(0)
-            payload = UnsafeRawBufferPointer(rebasing: payload[2...])
-        } else if header.payloadType != stream.receiver.payloadType || payload.isEmpty {
-            return
-        }
+        // Padding carries no media to forward.
+        guard !read.payload.isEmpty else { return }
         handler(
             stream.transceiver, stream.rid,
             ReceivedRTPPacket(
-                packet: packet, header: header, mediaSSRC: stream.receiver.ssrc, sequenceNumber: sequenceNumber,
-                payload: payload, isRepair: isRepair, arrival: now))
+                packet: packet, header: header, mediaSSRC: stream.receiver.ssrc, sequenceNumber: read.sequenceNumber,
+                payload: read.payload, info: read.info, isRepair: read.isRepair, arrival: now))
     }
 
     /// Binds a new SSRC to a receive stream by mid/rid extension, announced SSRCs, or payload type.
@@ -522,6 +507,8 @@ public struct ReceivedRTPPacket {
     public let sequenceNumber: UInt16
     /// The codec payload (for VP8: payload descriptor and data), without the RTX header.
     public let payload: UnsafeRawBufferPointer
+    /// The codec payload header, parsed once by the receiver (``RTPPayloadFormat``).
+    public let info: RTPPayloadInfo
     /// Whether the packet arrived as an RTX retransmission.
     public let isRepair: Bool
     /// Arrival time on the loop clock (``EventLoop/now()``).

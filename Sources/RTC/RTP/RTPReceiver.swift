@@ -98,6 +98,20 @@ public struct RTPReceiverStats: Sendable, Equatable {
     public var receiverReportsSent: UInt64 = 0
 }
 
+/// One received packet as ``RTPReceiver/receive(_:header:now:)`` read it: the media sequence number
+/// and codec payload (RTX unwrapped) and the codec header parsed once. Its buffer is only valid
+/// during the call that produced it.
+public struct RTPReceivedPayload {
+    /// The media sequence number (the original one for an RTX repair).
+    public let sequenceNumber: UInt16
+    /// The codec payload (for VP8: descriptor and data), without the RTX prefix.
+    public let payload: UnsafeRawBufferPointer
+    /// The codec payload header, read once.
+    public let info: RTPPayloadInfo
+    /// Whether it arrived as an RTX retransmission.
+    public let isRepair: Bool
+}
+
 /// Receives one incoming RTP stream: sequence tracking, loss and NACK, jitter, reordering, frame
 /// assembly with key-frame discipline, and RTCP receiver feedback.
 ///
@@ -263,44 +277,55 @@ public final class RTPReceiver: @unchecked Sendable {
 
     /// Handles one plaintext RTP packet of this stream (media or RTX) whose header was parsed by
     /// `RTPHeader.parse`.
-    public func receive(_ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64) {
+    ///
+    /// - Returns: the packet as read (RTX unwrapped, codec header parsed once), also for a duplicate
+    ///   or late packet, so a forwarder reuses the parse; nil when the packet was dropped as malformed,
+    ///   unknown, or an RTX padding probe.
+    @discardableResult
+    public func receive(_ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64) -> RTPReceivedPayload? {
         counters.bytesReceived += UInt64(packet.count)
         counters.lastPacketTime = now
         let payloadEnd = header.payloadOffset + header.payloadLength
         guard header.payloadOffset >= 0, header.payloadLength >= 0, payloadEnd <= packet.count else {
             counters.packetsMalformed += 1
-            return
+            return nil
         }
-        let payload = UnsafeRawBufferPointer(rebasing: packet[header.payloadOffset..<payloadEnd])
+        var payload = UnsafeRawBufferPointer(rebasing: packet[header.payloadOffset..<payloadEnd])
+        var seq = header.sequenceNumber
         let isRTX =
             (rtxSSRC != nil && header.ssrc == rtxSSRC)
             || (header.ssrc != ssrc && rtxPayloadType != nil && header.payloadType == rtxPayloadType)
         if isRTX {
             guard header.payloadType == rtxPayloadType || rtxPayloadType == nil else {
                 counters.packetsUnknown += 1
-                return
+                return nil
             }
             if rtxSSRC == nil { rtxSSRC = header.ssrc }
             // An RTX packet without payload is bandwidth-probe padding.
-            if payload.count == 0 { return }
+            if payload.count == 0 { return nil }
             guard payload.count > 2 else {
                 counters.packetsMalformed += 1
-                return
+                return nil
             }
-            let osn = payload.rtpGet16(0)
-            let original = UnsafeRawBufferPointer(rebasing: payload[2...])
-            handle(
-                seq: osn, timestamp: header.timestamp, marker: header.marker, payload: original, now: now,
-                retransmission: true)
-            return
+            seq = payload.rtpGet16(0)
+            payload = UnsafeRawBufferPointer(rebasing: payload[2...])
+        } else {
+            guard header.ssrc == ssrc, header.payloadType == payloadType else {
+                counters.packetsUnknown += 1
+                return nil
+            }
         }
-        guard header.ssrc == ssrc, header.payloadType == payloadType else {
-            counters.packetsUnknown += 1
-            return
+        // Validate before touching sequence state, so a corrupt packet looks like a loss. A VP8
+        // packet without payload is padding: it occupies a sequence number but carries no media.
+        let info: RTPPayloadInfo
+        do throws(RTPPayloadError) { info = try codec.inspect(payload) } catch {
+            counters.packetsMalformed += 1
+            return nil
         }
         handle(
-            seq: header.sequenceNumber, timestamp: header.timestamp, marker: header.marker, payload: payload, now: now,
-            retransmission: false)
+            seq: seq, timestamp: header.timestamp, marker: header.marker, payload: payload, info: info, now: now,
+            retransmission: isRTX)
+        return RTPReceivedPayload(sequenceNumber: seq, payload: payload, info: info, isRepair: isRTX)
     }
 
     private func extend(_ seq: UInt16) -> Int64 {
@@ -310,27 +335,9 @@ public final class RTPReceiver: @unchecked Sendable {
     }
 
     private func handle(
-        seq: UInt16, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer, now: UInt64, retransmission: Bool
+        seq: UInt16, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer, info: RTPPayloadInfo,
+        now: UInt64, retransmission: Bool
     ) {
-        // Validate before touching sequence state, so a corrupt packet looks like a loss.
-        var descriptor: (VP8PayloadDescriptor, headerLength: Int)?
-        if codec == .vp8 {
-            if payload.count == 0 {
-                // Padding-only packets occupy sequence numbers but carry no media.
-                descriptor = nil
-            } else {
-                do throws(VP8Error) {
-                    descriptor = try VP8PayloadDescriptor.parse(payload)
-                } catch {
-                    counters.packetsMalformed += 1
-                    return
-                }
-            }
-        } else if payload.count == 0 {
-            counters.packetsMalformed += 1
-            return
-        }
-
         let ext = extend(seq)
         if !started {
             started = true
@@ -372,7 +379,7 @@ public final class RTPReceiver: @unchecked Sendable {
         case .opus:
             deliverAudio(ext: ext, timestamp: timestamp, payload: payload, now: now)
         case .vp8:
-            store(ext: ext, timestamp: timestamp, marker: marker, payload: payload, descriptor: descriptor, now: now)
+            store(ext: ext, timestamp: timestamp, marker: marker, payload: payload, info: info, now: now)
             assemble(now: now)
         }
     }
@@ -425,8 +432,7 @@ public final class RTPReceiver: @unchecked Sendable {
 
     private func store(
         ext: Int64, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer,
-        descriptor: (VP8PayloadDescriptor, headerLength: Int)?,
-        now: UInt64
+        info: RTPPayloadInfo, now: UInt64
     ) {
         // Keep the window bounded: packets too far ahead push the assembler forward.
         if ext >= frontier + Int64(capacity) {
@@ -437,8 +443,8 @@ public final class RTPReceiver: @unchecked Sendable {
         var start = false
         var key = false
         var pictureID: Int32 = -1
-        if let (d, headerLength) = descriptor {
-            let media = UnsafeRawBufferPointer(rebasing: payload[headerLength...])
+        if !payload.isEmpty {
+            let media = UnsafeRawBufferPointer(rebasing: payload[info.headerLength...])
             length = min(media.count, Self.slotSize)
             // Payload bytes are only kept when someone assembles frames (an SFU forwards packets instead).
             if onFrame != nil, let src = media.baseAddress, let dst = storage.baseAddress, length > 0 {
@@ -447,10 +453,10 @@ public final class RTPReceiver: @unchecked Sendable {
             } else {
                 slotHasData[i] = length == 0
             }
-            start = d.startOfPartition && d.partitionIndex == 0
-            key = start && isVP8Keyframe(media)
-            pictureID = d.pictureID.map { Int32($0) } ?? -1
-            lastPictureIDLong = d.pictureIDIs15Bit
+            start = info.startsFrame
+            key = info.isKeyframe
+            pictureID = info.hasPictureID ? Int32(info.pictureID) : -1
+            if info.hasPictureID { lastPictureIDLong = info.pictureIDIs15Bit }
         }
         slotExt[i] = ext
         slotTimestamp[i] = timestamp

@@ -124,7 +124,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Whether the current audio frame carries voice (V bit of the audio-level extension).
     public var voiceActivity = false
     /// Capture time (NTP 32.32) written in the abs-capture-time extension of the next
-    /// ``sendForwarded(payload:marker:timestamp:sequenceNumber:vp8PictureID:now:emit:)`` packet: an
+    /// ``sendForwarded(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)`` packet: an
     /// SFU copies the publisher's value here; nil leaves the element out. Own frames are stamped with
     /// the wall clock when they are packetized.
     public var forwardedCaptureTime: UInt64?
@@ -247,24 +247,22 @@ public final class RTPSender: @unchecked Sendable {
         frame.data.withUnsafeBytes { data in
             switch codec {
             case .opus:
-                sendPacket(payload: data, descriptor: nil, marker: false, timestamp: timestamp, now: now, emit: emit)
+                sendPacket(marker: false, timestamp: timestamp, now: now, emit: emit) { out throws(VP8Error) in
+                    guard data.count <= out.count else { throw .bufferTooSmall }
+                    if let src = data.baseAddress, let dst = out.baseAddress {
+                        dst.copyMemory(from: src, byteCount: data.count)
+                    }
+                    return data.count
+                }
             case .vp8:
-                let descriptorLength = 4  // X, I and a 15-bit picture ID
-                let count = VP8Packetizer.packetCount(
-                    frameLength: data.count, maxPayloadSize: maxPayloadSize, descriptorLength: descriptorLength)
                 // Equal-sized packets spread the loss risk and keep packets below the MTU.
-                let base = data.count / count
-                let extra = data.count % count
-                var offset = 0
-                for i in 0..<count {
-                    let size = base + (i < extra ? 1 : 0)
-                    let slice = UnsafeRawBufferPointer(rebasing: data[offset..<(offset + size)])
-                    let descriptor = VP8PayloadDescriptor(
-                        startOfPartition: i == 0, pictureID: pictureID, pictureIDIs15Bit: true)
-                    sendPacket(
-                        payload: slice, descriptor: descriptor, marker: i == count - 1, timestamp: timestamp,
-                        now: now, emit: emit)
-                    offset += size
+                let split = VP8PayloadFormat.Split(
+                    frameLength: data.count, maxPayloadSize: maxPayloadSize, descriptorLength: 4)
+                for k in 0..<split.count {
+                    sendPacket(marker: k == split.count - 1, timestamp: timestamp, now: now, emit: emit) {
+                        out throws(VP8Error) in
+                        try VP8PayloadFormat.writePacket(k, of: split, frame: data, pictureID: pictureID, into: out)
+                    }
                 }
                 pictureID = VP8Packetizer.nextPictureID(pictureID)
             }
@@ -277,7 +275,7 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Sends one payload relayed from another stream (an SFU consumer): the caller chose the
     /// sequence number and timestamp (continuous across source switches); this sender writes its own
-    /// SSRC, payload type and header extensions, optionally rewrites the VP8 picture ID, keeps the
+    /// SSRC, payload type and header extensions, applies the codec munger's `rewrite`, keeps the
     /// packet in its history so it answers NACKs for it, and counts it for sender reports.
     ///
     /// A repeated sequence number (an upstream retransmission filling a hole) replaces the stored copy.
@@ -286,7 +284,7 @@ public final class RTPSender: @unchecked Sendable {
     @discardableResult
     public func sendForwarded(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        vp8PictureID: UInt16? = nil, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+        rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
         let buffer = scratch
         // Keep our own counter ahead so SRs and any later own packets continue the stream.
@@ -305,8 +303,9 @@ public final class RTPSender: @unchecked Sendable {
         if let src = payload.baseAddress, payload.count > 0 {
             (base + payloadOffset).copyMemory(from: src, byteCount: payload.count)
         }
-        if let pictureID = vp8PictureID, codec == .vp8 {
-            Self.rewriteVP8PictureID(buffer, at: payloadOffset, end: payloadOffset + payload.count, to: pictureID)
+        if !rewrite.isEmpty {
+            rewrite.apply(
+                to: UnsafeMutableRawBufferPointer(rebasing: buffer[payloadOffset..<(payloadOffset + payload.count)]))
         }
         let length = payloadOffset + payload.count
         remember(seq: sequenceNumber, length: length, payloadOffset: payloadOffset)
@@ -330,7 +329,7 @@ public final class RTPSender: @unchecked Sendable {
     @discardableResult
     public func sendRetransmission(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        vp8PictureID: UInt16? = nil, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+        rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
         let buffer = scratch
         buffer[0] = 0x80
@@ -355,8 +354,9 @@ public final class RTPSender: @unchecked Sendable {
         if let src = payload.baseAddress, payload.count > 0 {
             (base + payloadOffset).copyMemory(from: src, byteCount: payload.count)
         }
-        if let pictureID = vp8PictureID, codec == .vp8 {
-            Self.rewriteVP8PictureID(buffer, at: payloadOffset, end: payloadOffset + payload.count, to: pictureID)
+        if !rewrite.isEmpty {
+            rewrite.apply(
+                to: UnsafeMutableRawBufferPointer(rebasing: buffer[payloadOffset..<(payloadOffset + payload.count)]))
         }
         if rtx != nil { rtxSequenceNumber &+= 1 }
         let length = payloadOffset + payload.count
@@ -366,23 +366,8 @@ public final class RTPSender: @unchecked Sendable {
         return true
     }
 
-    /// Counts one NACK message that the caller answers itself (see ``sendRetransmission(payload:marker:timestamp:sequenceNumber:vp8PictureID:now:emit:)``).
+    /// Counts one NACK message that the caller answers itself (see ``sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``).
     public func noteNACKReceived() { stats.nacksReceived += 1 }
-
-    /// Overwrites the picture ID of the VP8 payload descriptor at `offset`, keeping its 7/15-bit form.
-    private static func rewriteVP8PictureID(
-        _ buffer: UnsafeMutableRawBufferPointer, at offset: Int, end: Int, to pictureID: UInt16
-    ) {
-        guard end > offset + 2, buffer[offset] & 0x80 != 0, buffer[offset + 1] & 0x80 != 0 else { return }
-        let i = offset + 2
-        if buffer[i] & 0x80 != 0 {
-            guard end > i + 1 else { return }
-            buffer[i] = 0x80 | UInt8(truncatingIfNeeded: (pictureID >> 8) & 0x7F)
-            buffer[i + 1] = UInt8(truncatingIfNeeded: pictureID)
-        } else {
-            buffer[i] = UInt8(truncatingIfNeeded: pictureID) & 0x7F
-        }
-    }
 
     /// Writes the extension block for a packet at offset 12 and returns the payload offset.
     private func writeExtensions(
@@ -428,39 +413,33 @@ public final class RTPSender: @unchecked Sendable {
         }
     }
 
+    /// Builds one packet of an own frame: header and extensions here, the payload written by the
+    /// codec's packetizer straight into the packet buffer.
     private func sendPacket(
-        payload: UnsafeRawBufferPointer, descriptor: VP8PayloadDescriptor?, marker: Bool, timestamp: UInt32,
-        now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+        marker: Bool, timestamp: UInt32, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void,
+        writePayload: (UnsafeMutableRawBufferPointer) throws(VP8Error) -> Int
     ) {
         let buffer = scratch
         let seq = sequenceNumber
-        sequenceNumber &+= 1
         buffer[0] = 0x80
         buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
         buffer.rtpPut16(seq, at: 2)
         buffer.rtpPut32(timestamp, at: 4)
         buffer.rtpPut32(ssrc, at: 8)
         let payloadOffset = writeExtensions(buffer, now: now, repaired: false, captureTime: frameCaptureTime)
-        var w = payloadOffset
-        if let d = descriptor {
-            guard let n = try? d.write(into: UnsafeMutableRawBufferPointer(rebasing: buffer[w...])) else {
-                stats.framesFailed += 1
-                return
-            }
-            w += n
-        }
-        guard w + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress else {
+        let room = UnsafeMutableRawBufferPointer(
+            rebasing: buffer[payloadOffset..<(Self.packetCapacity - Self.trailerReserve)])
+        let payloadLength: Int
+        do throws(VP8Error) { payloadLength = try writePayload(room) } catch {
             stats.framesFailed += 1
             return
         }
-        if let src = payload.baseAddress, payload.count > 0 {
-            (base + w).copyMemory(from: src, byteCount: payload.count)
-        }
-        let length = w + payload.count
+        sequenceNumber &+= 1
+        let length = payloadOffset + payloadLength
         remember(seq: seq, length: length, payloadOffset: payloadOffset)
         stats.packetsSent += 1
         stats.bytesSent += UInt64(length)
-        stats.payloadBytesSent += UInt64(length - payloadOffset)
+        stats.payloadBytesSent += UInt64(payloadLength)
         emit(buffer, length)
     }
 

@@ -19,6 +19,8 @@ final class SFUProducer: @unchecked Sendable {
     let id: String
     let participantID: String
     let kind: MediaKind
+    /// The codec the SFU negotiates for this kind (Opus or VP8): its clock drives timestamp rewriting.
+    let codec: MediaCodec
     let source: SFUMediaSource
     let transceiver: RTPTransceiver
     unowned let publisher: PeerConnection
@@ -50,6 +52,7 @@ final class SFUProducer: @unchecked Sendable {
         self.id = id
         self.participantID = participantID
         self.kind = kind
+        codec = kind == .audio ? .opus : .vp8
         self.source = source
         self.transceiver = transceiver
         self.publisher = publisher
@@ -89,14 +92,16 @@ final class SFUProducer: @unchecked Sendable {
         sfu.counters.packetsIn &+= 1
         sfu.counters.bytesIn &+= size
 
-        var keyframeStart = false
         if kind == .video {
-            if let size = VP8Peek.keyframeStart(packet.payload) {
-                keyframeStart = true
+            // The codec header was parsed once by the publisher's receiver; every consumer reuses it.
+            let info = packet.info
+            if info.isKeyframe {
                 layers[layer].keyframes &+= 1
-                if layers[layer].width != size.width || layers[layer].height != size.height {
-                    layers[layer].width = size.width
-                    layers[layer].height = size.height
+                let width = Int(info.width)
+                let height = Int(info.height)
+                if width > 0, height > 0, layers[layer].width != width || layers[layer].height != height {
+                    layers[layer].width = width
+                    layers[layer].height = height
                     // Layer order by resolution may have changed: re-pick every consumer's target.
                     for c in consumers { c.updateTarget() }
                 }
@@ -115,7 +120,7 @@ final class SFUProducer: @unchecked Sendable {
             captureTime = AbsCaptureTime.captureTime(packet.packet, r)
         }
         if kind == .video { buffers[layer].store(sequenceNumber: packet.sequenceNumber, payload: packet.payload) }
-        for c in consumers { c.forward(layer: layer, packet, keyframeStart: keyframeStart) }
+        for c in consumers { c.forward(layer: layer, packet) }
     }
 
     /// A packet of `layer` from the shared buffer (see ``SFUPacketBuffer/payload(sequenceNumber:)``).
