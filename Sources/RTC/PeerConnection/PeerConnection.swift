@@ -388,43 +388,30 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
+    /// Routes one decrypted compound RTCP packet to this connection's senders and receivers
+    /// (``RTCPRouter``). NACKs go to ``onNACK`` when set (as an array: NACKs are rare next to media).
     func handleRTCP(_ packet: UnsafeRawBufferPointer, now: UInt64) {
-        let packets: [RTCPPacket]
-        do { packets = try RTCPCompound.parse(packet) } catch {
+        do throws(RTCPError) {
+            try RTCPRouter.route(
+                packet, now: now, sender: { sendBySSRC[$0] }, receiver: { receiveBySSRC[$0]?.receiver },
+                nack: { sender, view throws(RTCPError) in
+                    guard let onNACK, let t = transceiver(of: sender) else { return false }
+                    var lost: [UInt16] = []
+                    try view.forEachNACKSequence { lost.append($0) }
+                    onNACK(t, lost, now)
+                    return true
+                },
+                keyframeRequested: { sender in
+                    if let onKeyframeRequest, let t = transceiver(of: sender) { onKeyframeRequest(t) }
+                },
+                emit: { buffer, length in protectAndSendRTP(buffer, length: length) })
+        } catch {
             counters.droppedMalformed &+= 1
-            return
-        }
-        for p in packets {
-            switch p {
-            case .senderReport(let sr):
-                receiveBySSRC[sr.ssrc]?.receiver.handleSenderReport(
-                    ntp: sr.ntpTimestamp, rtpTimestamp: sr.rtpTimestamp, now: now)
-                for block in sr.reports { sendBySSRC[block.ssrc]?.handleReceiverReport(block, now: now) }
-            case .receiverReport(let rr):
-                for block in rr.reports { sendBySSRC[block.ssrc]?.handleReceiverReport(block, now: now) }
-            case .nack(let nack):
-                guard let sender = sendBySSRC[nack.mediaSSRC] else { continue }
-                if let onNACK, let t = transceivers.first(where: { $0.senders.contains { $0 === sender } }) {
-                    sender.noteNACKReceived()
-                    onNACK(t, nack.lostSequenceNumbers, now)
-                    continue
-                }
-                sender.handleNACK(sequenceNumbers: nack.lostSequenceNumbers, now: now) { buffer, length in
-                    self.protectAndSendRTP(buffer, length: length)
-                }
-            case .pli(_, let media):
-                if let sender = sendBySSRC[media] { keyframeRequested(sender) }
-            case .fir(_, let entries):
-                for e in entries { if let sender = sendBySSRC[e.ssrc] { keyframeRequested(sender) } }
-            default:
-                break
-            }
         }
     }
 
-    func keyframeRequested(_ sender: RTPSender) {
-        sender.noteKeyframeRequest()
-        if let t = transceivers.first(where: { $0.senders.contains { $0 === sender } }) { onKeyframeRequest?(t) }
+    func transceiver(of sender: RTPSender) -> RTPTransceiver? {
+        transceivers.first { $0.senders.contains { $0 === sender } }
     }
 
     // MARK: Timers

@@ -471,11 +471,13 @@ public final class RTPSender: @unchecked Sendable {
     ) {
         stats.nacksReceived += 1
         for seq in sequenceNumbers {
-            resend(seq: seq, now: now, emit: emit)
+            resendFromHistory(seq, now: now, emit: emit)
         }
     }
 
-    private func resend(seq: UInt16, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+    /// Resends one NACKed packet from the history (the retransmission responder, see
+    /// ``handleNACK(sequenceNumbers:now:emit:)``).
+    func resendFromHistory(_ seq: UInt16, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
         let slot = Int(seq) % historySize
         let length = historyLength[slot]
         guard length > 0, historySeq[slot] == seq else {
@@ -528,15 +530,16 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Handles a Full Intra Request entry for this sender; repeats of the same sequence number are ignored
     /// (RFC 5104 §4.3.1.1).
-    public func handleFIR(sequenceNumber: UInt8) {
-        guard lastFIRSequence != sequenceNumber else { return }
+    ///
+    /// - Returns: whether it was a new request (and ``onKeyframeRequest`` ran).
+    @discardableResult
+    public func handleFIR(sequenceNumber: UInt8) -> Bool {
+        guard lastFIRSequence != sequenceNumber else { return false }
         lastFIRSequence = sequenceNumber
         stats.firsReceived += 1
         onKeyframeRequest?()
+        return true
     }
-
-    /// Counts a key-frame request (PLI) that the caller routes itself, and calls ``onKeyframeRequest``.
-    public func noteKeyframeRequest() { handlePLI() }
 
     /// Takes a parsed report block about this sender (from an SR or RR) and updates the round-trip time.
     public func handleReceiverReport(_ block: RTCPReportBlock, now: UInt64) {
@@ -558,47 +561,16 @@ public final class RTPSender: @unchecked Sendable {
     }
 
     /// Handles every feedback in a compound RTCP packet that concerns this sender: report blocks (RTT),
-    /// generic NACK (resend), PLI and FIR (key-frame request). Walks the packet without allocating.
+    /// generic NACK (resend), PLI and FIR (key-frame request), through the same ``RTCPRouter`` a
+    /// ``PeerConnection`` uses. Walks the packet without allocating.
     ///
     /// - Throws: the parser's error when the compound packet is malformed; feedback before the
     ///   malformed part may already have been handled.
     public func handleRTCP(
         _ compound: UnsafeRawBufferPointer, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) throws(RTCPError) {
-        try RTCPCompound.forEach(compound) { view throws(RTCPError) in
-            if view.isSenderReport || view.isReceiverReport {
-                try view.forEachReportBlock { block in
-                    if block.ssrc == ssrc { handleReceiverReport(block, now: now) }
-                }
-            } else if view.isNACK, view.mediaSSRC == ssrc {
-                stats.nacksReceived += 1
-                try view.forEachNACKSequence { seq in resend(seq: seq, now: now, emit: emit) }
-            } else if view.isPLI, view.mediaSSRC == ssrc {
-                handlePLI()
-            } else if view.isFIR {
-                try view.forEachFIREntry { entry in
-                    if entry.ssrc == ssrc { handleFIR(sequenceNumber: entry.sequenceNumber) }
-                }
-            }
-        }
-    }
-
-    /// Handles one parsed RTCP packet if it concerns this sender (see ``handleRTCP(_:now:emit:)-(UnsafeRawBufferPointer,_,_)``).
-    public func handleRTCP(_ packet: RTCPPacket, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        switch packet {
-        case .senderReport(let sr):
-            for block in sr.reports where block.ssrc == ssrc { handleReceiverReport(block, now: now) }
-        case .receiverReport(let rr):
-            for block in rr.reports where block.ssrc == ssrc { handleReceiverReport(block, now: now) }
-        case .nack(let nack) where nack.mediaSSRC == ssrc:
-            handleNACK(sequenceNumbers: nack.lostSequenceNumbers, now: now, emit: emit)
-        case .pli(_, let media) where media == ssrc:
-            handlePLI()
-        case .fir(_, let entries):
-            for e in entries where e.ssrc == ssrc { handleFIR(sequenceNumber: e.sequenceNumber) }
-        default:
-            break
-        }
+        try RTCPRouter.route(
+            compound, now: now, sender: { $0 == ssrc ? self : nil }, receiver: { _ in nil }, emit: emit)
     }
 
     // MARK: - Reports
