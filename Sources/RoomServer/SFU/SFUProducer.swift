@@ -12,8 +12,6 @@ final class SFUProducer: @unchecked Sendable {
         var packets: UInt64 = 0
         var bytes: UInt64 = 0
         var keyframes: UInt64 = 0
-        var lastKeyframeRequest: UInt64 = 0
-        var hasRequested = false
     }
 
     let id: String
@@ -30,6 +28,8 @@ final class SFUProducer: @unchecked Sendable {
     /// Media SSRC -> layer index, learned on each SSRC's first packet.
     var layerBySSRC: [UInt32: Int] = [:]
     var consumers: [SFUConsumer] = []
+    /// Pending key-frame requests per layer: throttled, retried until the key frame arrives.
+    var keyframeRequests: SFUKeyframeRequests
     /// The last packets of each video layer, shared by every consumer for NACKs (empty for audio).
     let buffers: [SFUPacketBuffer]
     var audioLevelExtensionID: UInt8 = 0
@@ -61,6 +61,8 @@ final class SFUProducer: @unchecked Sendable {
         let rids = kind == .video ? transceiver.remoteRIDs : []
         layers = rids.isEmpty ? [Layer(rid: nil)] : rids.map { Layer(rid: $0) }
         buffers = kind == .video ? layers.map { _ in SFUPacketBuffer() } : []
+        keyframeRequests = SFUKeyframeRequests(
+            layers: layers.count, interval: sfu.configuration.keyframeRequestInterval)
         audioLevelExtensionID = publisher.negotiatedExtensionID("urn:ietf:params:rtp-hdrext:ssrc-audio-level") ?? 0
         captureTimeExtensionID = publisher.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
     }
@@ -97,6 +99,7 @@ final class SFUProducer: @unchecked Sendable {
             let info = packet.info
             if info.isKeyframe {
                 layers[layer].keyframes &+= 1
+                keyframeRequests.keyframeArrived(layer: layer)
                 let width = Int(info.width)
                 let height = Int(info.height)
                 if width > 0, height > 0, layers[layer].width != width || layers[layer].height != height {
@@ -119,7 +122,13 @@ final class SFUProducer: @unchecked Sendable {
         {
             captureTime = AbsCaptureTime.captureTime(packet.packet, r)
         }
-        if kind == .video { buffers[layer].store(sequenceNumber: packet.sequenceNumber, payload: packet.payload) }
+        if kind == .video {
+            buffers[layer].store(sequenceNumber: packet.sequenceNumber, payload: packet.payload)
+            // A PLI or the key frame it asked for was lost: ask again (packets drive the clock).
+            if keyframeRequests.hasPending, let retry = keyframeRequests.retryDue(now: packet.arrival) {
+                sendPLI(layer: retry)
+            }
+        }
         for c in consumers { c.forward(layer: layer, packet) }
     }
 
@@ -171,16 +180,14 @@ final class SFUProducer: @unchecked Sendable {
         }
     }
 
-    /// Asks the publisher for a key frame on `layer`, at most once per configured interval per layer.
+    /// Asks the publisher for a key frame on `layer`: at most one PLI per configured interval per
+    /// layer, repeated until the key frame arrives (``SFUKeyframeRequests``).
     func requestKeyframe(layer: Int, now: UInt64) {
         guard kind == .video, layers.indices.contains(layer), !closed else { return }
-        if layers[layer].hasRequested,
-            now &- layers[layer].lastKeyframeRequest < sfu.configuration.keyframeRequestInterval
-        {
-            return
-        }
-        layers[layer].hasRequested = true
-        layers[layer].lastKeyframeRequest = now
+        if keyframeRequests.request(layer: layer, now: now) { sendPLI(layer: layer) }
+    }
+
+    private func sendPLI(layer: Int) {
         plisSent &+= 1
         sfu.counters.plisSent &+= 1
         publisher.requestKeyframe(on: transceiver, rid: layers[layer].rid)
