@@ -463,6 +463,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// The local address of the first media socket (for diagnostics and tests).
     public var localAddress: SocketAddress? { sockets.first?.localAddress }
 
+    /// The receiver of a remote media SSRC, once packets of it arrived (loop thread).
+    public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? { receiveBySSRC[ssrc]?.receiver }
+
     /// Aggregated receiver statistics, per (transceiver mid, rid).
     public func receiverStats() -> [(mid: String?, rid: String?, kind: MediaKind, stats: RTPReceiverStats)] {
         receiveStreams.map { ($0.transceiver.mid, $0.rid, $0.transceiver.kind, $0.receiver.stats) }

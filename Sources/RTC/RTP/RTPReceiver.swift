@@ -736,6 +736,12 @@ public final class RTPReceiver: @unchecked Sendable {
         handleSenderReport(ntp: NTPTime(value: ntp), rtpTimestamp: rtpTimestamp, now: now)
     }
 
+    /// The latest sender report of this stream: the sender's wall clock at one RTP timestamp (nil
+    /// before any). An SFU lines up simulcast layers with it when it switches between them.
+    public var senderReport: (ntp: NTPTime, rtpTimestamp: UInt32)? {
+        lastSRNTP.map { ($0, lastSRRTP) }
+    }
+
     /// Asks for a key frame (PLI), e.g. when a recorder starts; throttled like every other request.
     public func requestKeyframe() {
         guard codec == .vp8 else { return }

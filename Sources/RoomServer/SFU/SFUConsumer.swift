@@ -32,6 +32,9 @@ final class SFUConsumer: @unchecked Sendable {
     /// VP8 picture ID and TL0PICIDX (video only; audio passes through).
     var munger = VP8Munger()
     var lastTimestamp: UInt32 = 0
+    /// Source timestamp and layer of the newest packet sent (where a switch continues from).
+    var lastSourceTimestamp: UInt32 = 0
+    var lastSourceLayer = 0
     var lastForwardTime: UInt64 = 0
     var hasForwarded = false
 
@@ -99,6 +102,10 @@ final class SFUConsumer: @unchecked Sendable {
                 marker: packet.header.marker, rewrite: rewrite)
         }
         noteSent(sent, timestamp: timestamp, size: packet.packet.count, now: now)
+        if sent, lastTimestamp == timestamp {
+            lastSourceTimestamp = packet.header.timestamp
+            lastSourceLayer = layer
+        }
     }
 
     /// The subscriber NACKed `sequenceNumbers`: each one still in the producer's shared buffer is
@@ -158,17 +165,16 @@ final class SFUConsumer: @unchecked Sendable {
 
     /// Starts forwarding `layer` at this key-frame packet: the sequence manager and the munger continue
     /// the outgoing sequence numbers and picture IDs, and the timestamp continues from the last one
-    /// sent, advanced by the wall time since (in the codec's clock).
+    /// sent, advanced by the capture-time gap the publisher's sender reports give
+    /// (``SFULayerTimeline``), in the codec's clock.
     private func switchLayer(to layer: Int, _ packet: ReceivedRTPPacket, now: UInt64) {
         sequence.sync(packet.sequenceNumber)
         if hasForwarded {
-            let clockRate = producer.codec.clockRate
-            let elapsed = now > lastForwardTime ? now - lastForwardTime : 0
-            // At least one frame interval (30 fps): the new layer's key frame may arrive right after the
-            // old layer's frame of the same instant, and must not share its timestamp.
-            let ticks = max(
-                UInt64(clockRate / 30), rtpTicks(nanoseconds: min(elapsed, 10_000_000_000), clockRate: clockRate))
-            timestampOffset = lastTimestamp &+ UInt32(truncatingIfNeeded: ticks) &- packet.header.timestamp
+            let ticks = SFULayerTimeline.advance(
+                from: lastSourceTimestamp, producer.senderReport(layer: lastSourceLayer), to: packet.header.timestamp,
+                producer.senderReport(layer: layer), elapsed: now > lastForwardTime ? now - lastForwardTime : 0,
+                clockRate: producer.codec.clockRate)
+            timestampOffset = lastTimestamp &+ ticks &- packet.header.timestamp
             munger.switchSource(at: packet.info)
             layerSwitches &+= 1
         }

@@ -132,6 +132,13 @@ final class SFUProducer: @unchecked Sendable {
         for c in consumers { c.forward(layer: layer, packet) }
     }
 
+    /// The latest sender report of `layer`'s media SSRC (a layer switch lines timestamps up with it).
+    /// Runs at a switch, not per packet.
+    func senderReport(layer: Int) -> SFULayerTimeline.SenderReport? {
+        guard let ssrc = layerBySSRC.first(where: { $0.value == layer })?.key else { return nil }
+        return publisher.receiver(forSSRC: ssrc)?.senderReport
+    }
+
     /// A packet of `layer` from the shared buffer (see ``SFUPacketBuffer/payload(sequenceNumber:)``).
     func bufferedPayload(layer: Int, sequenceNumber: UInt16) -> UnsafeRawBufferPointer? {
         guard buffers.indices.contains(layer) else { return nil }
