@@ -162,9 +162,7 @@ public final class RTPReceiver: @unchecked Sendable {
     private var receivedPrior: UInt64 = 0
 
     // Jitter (RFC 3550 A.8), in RTP units scaled by 16.
-    private var jitterQ4: UInt64 = 0
-    private var lastTransit: Int64 = 0
-    private var hasTransit = false
+    private var jitter: JitterEstimator
     private var firstArrival: UInt64 = 0
 
     // Sender report mapping.
@@ -189,22 +187,12 @@ public final class RTPReceiver: @unchecked Sendable {
     private var seenExt: [Int64]
     private var givenUpExt: [Int64]
 
-    // Missing packets, sorted by extended sequence number.
-    private struct Missing {
-        var ext: Int64
-        var firstSeen: UInt64
-        var lastSent: UInt64
-        var retries: Int
-    }
-    private var missing: [Missing]
-    private let missingCapacity: Int
-    private var nackScratch: [UInt16]
+    /// Missing packets and the NACKs asking for them.
+    private var nack: NACKGenerator
 
     // Key-frame discipline.
     private var waitingForKeyframe = true
-    private var keyframeWanted = false
-    private var lastKeyframeRequest: UInt64 = 0
-    private var hasRequestedKeyframe = false
+    private var keyframes: KeyframeRequester
     private var skipping = false  // inside a broken frame: dropping until the next frame start
     // Until the assembler has found a frame start, packets reordered ahead of the first one still count.
     private var synced = false
@@ -214,7 +202,6 @@ public final class RTPReceiver: @unchecked Sendable {
 
     // RTCP scheduling.
     private var nextReportTime: UInt64 = 0
-    private var lastNACKTime: UInt64 = 0
     private var random: RTPRandom
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
 
@@ -244,10 +231,10 @@ public final class RTPReceiver: @unchecked Sendable {
         let ringSize = max(capacity, 1024)
         seenExt = Array(repeating: -1, count: ringSize)
         givenUpExt = Array(repeating: -1, count: ringSize)
-        missingCapacity = min(capacity, 256)
-        missing = []
-        missing.reserveCapacity(missingCapacity + 1)
-        nackScratch = Array(repeating: 0, count: missingCapacity)
+        nack = NACKGenerator(options: options, capacity: min(capacity, 256))
+        keyframes = KeyframeRequester(
+            enabled: codec == .vp8 && options.pli, interval: options.keyframeRequestInterval)
+        jitter = JitterEstimator(clockRate: codec.clockRate)
         random = RTPRandom(seed: seed ?? UInt64.random(in: .min ... .max))
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
     }
@@ -366,13 +353,16 @@ public final class RTPReceiver: @unchecked Sendable {
                 if ext - highestExt > Int64(capacity) {
                     resync(at: ext)  // a jump past the whole window: nothing before it can still complete
                 } else if ext > highestExt + 1 {
-                    noteGap(from: highestExt + 1, to: ext, now: now)
+                    nack.gap(from: highestExt + 1, to: ext, now: now) { giveUp($0) }
                 }
             }
             highestExt = ext
-            if !retransmission { updateJitter(timestamp: timestamp, now: now) }
+            if !retransmission {
+                jitter.received(timestamp: timestamp, sinceStart: now &- firstArrival)
+                counters.jitter = jitter.milliseconds
+            }
         } else if codec == .vp8 {
-            if removeMissing(ext), !retransmission { counters.retransmissionsReceived += 1 }
+            if nack.received(ext), !retransmission { counters.retransmissionsReceived += 1 }
         }
 
         switch codec {
@@ -382,19 +372,6 @@ public final class RTPReceiver: @unchecked Sendable {
             store(ext: ext, timestamp: timestamp, marker: marker, payload: payload, info: info, now: now)
             assemble(now: now)
         }
-    }
-
-    private func updateJitter(timestamp: UInt32, now: UInt64) {
-        let arrival = rtpTicks(nanoseconds: now &- firstArrival, clockRate: codec.clockRate)
-        let transit = Int64(UInt32(truncatingIfNeeded: arrival) &- timestamp)
-        if hasTransit {
-            // Differences are taken mod 2^32 so timestamp wrap does not look like a jump.
-            let d = Int64(Int32(truncatingIfNeeded: transit &- lastTransit)).magnitude
-            jitterQ4 = jitterQ4 &+ d &- ((jitterQ4 + 8) >> 4)
-            counters.jitter = Double(jitterQ4 >> 4) * 1000 / Double(codec.clockRate)
-        }
-        lastTransit = transit
-        hasTransit = true
     }
 
     // MARK: Audio
@@ -487,10 +464,7 @@ public final class RTPReceiver: @unchecked Sendable {
             if slotExt[slot(e)] != e && !isGivenUp(e) { giveUp(e) }
             e += 1
         }
-        var k = 0
-        while k < missing.count {
-            if missing[k].ext < target { missing.remove(at: k) } else { k += 1 }
-        }
+        nack.forget(before: target)
         assemble(now: now)
         // If the assembler still waits before target (a frame spanning the whole window), drop it.
         while frontier < target {
@@ -504,43 +478,10 @@ public final class RTPReceiver: @unchecked Sendable {
     private func resync(at ext: Int64) {
         let pending = frontier <= highestExt
         for i in 0..<capacity { slotExt[i] = -1 }
-        missing.removeAll(keepingCapacity: true)
+        nack.reset()
         frontier = ext
         // Skipped packets may have held media; picture-ID continuity decides at the next frame start.
         markBroken(media: pending)
-    }
-
-    private func noteGap(from first: Int64, to end: Int64, now: UInt64) {
-        var e = first
-        if end - first > Int64(missingCapacity) {
-            // Too many to recover: give up the oldest at once.
-            let cut = end - Int64(missingCapacity)
-            while e < cut {
-                giveUp(e)
-                e += 1
-            }
-        }
-        while e < end {
-            if missing.count >= missingCapacity {
-                giveUp(missing[0].ext)
-                missing.remove(at: 0)
-            }
-            missing.append(Missing(ext: e, firstSeen: now, lastSent: 0, retries: 0))
-            e += 1
-        }
-    }
-
-    /// Removes `ext` from the missing list; returns whether it was there.
-    private func removeMissing(_ ext: Int64) -> Bool {
-        var lo = 0
-        var hi = missing.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if missing[mid].ext < ext { lo = mid + 1 } else { hi = mid }
-        }
-        guard lo < missing.count, missing[lo].ext == ext else { return false }
-        missing.remove(at: lo)
-        return true
     }
 
     private func markBroken(media: Bool) {
@@ -636,7 +577,7 @@ public final class RTPReceiver: @unchecked Sendable {
     private func frameBroken() {
         counters.framesDropped += 1
         waitingForKeyframe = true
-        keyframeWanted = true
+        keyframes.want()
     }
 
     private func deliverVideo(from first: Int64, through last: Int64, now: UInt64) {
@@ -648,7 +589,7 @@ public final class RTPReceiver: @unchecked Sendable {
         if waitingForKeyframe && !isKey {
             // Undecodable without its references: drop and keep asking for a key frame.
             counters.framesDropped += 1
-            keyframeWanted = true
+            keyframes.want()
             var e = first
             while e <= last {
                 release(e)
@@ -677,7 +618,7 @@ public final class RTPReceiver: @unchecked Sendable {
             if !complete {
                 counters.framesDropped += 1
                 waitingForKeyframe = true
-                keyframeWanted = true
+                keyframes.want()
                 var e = first
                 while e <= last {
                     release(e)
@@ -688,7 +629,7 @@ public final class RTPReceiver: @unchecked Sendable {
         }
         if isKey {
             waitingForKeyframe = false
-            keyframeWanted = false
+            keyframes.satisfied()
             counters.keyframesReceived += 1
         }
         counters.framesDecodable += 1
@@ -745,7 +686,7 @@ public final class RTPReceiver: @unchecked Sendable {
     /// Asks for a key frame (PLI), e.g. when a recorder starts; throttled like every other request.
     public func requestKeyframe() {
         guard codec == .vp8 else { return }
-        keyframeWanted = true
+        keyframes.want()
     }
 
     // MARK: - Feedback out
@@ -773,34 +714,7 @@ public final class RTPReceiver: @unchecked Sendable {
             // The field is 24-bit signed.
             cumulativeLost: Int32(clamping: min(max(lost, -0x80_0000), 0x7F_FFFF)),
             highestSequence: UInt32(truncatingIfNeeded: started ? highestExt - 0x1_0000 : 0),
-            jitter: UInt32(truncatingIfNeeded: jitterQ4 >> 4), lastSR: lsr, delaySinceLastSR: dlsr)
-    }
-
-    /// Gives up on missing packets that are out of retries or too old; returns whether any was.
-    private func expireMissing(now: UInt64) -> Bool {
-        var changed = false
-        var k = 0
-        let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
-        while k < missing.count {
-            let m = missing[k]
-            let age = now &- m.firstSeen
-            let expired: Bool
-            if options.nack {
-                expired =
-                    age > options.maxNACKAge
-                    || (m.retries >= options.maxNACKRetries && now &- m.lastSent >= retryInterval)
-            } else {
-                expired = age >= options.reorderWait
-            }
-            if expired {
-                giveUp(m.ext)
-                missing.remove(at: k)
-                changed = true
-            } else {
-                k += 1
-            }
-        }
-        return changed
+            jitter: jitter.jitter, lastSR: lsr, delaySinceLastSR: dlsr)
     }
 
     /// Runs timers: gives up old holes, then sends NACKs (every ``RTPReceiverOptions/nackInterval`` while
@@ -808,28 +722,11 @@ public final class RTPReceiver: @unchecked Sendable {
     /// Each emitted compound starts with a receiver report (RFC 3550 §6.1, RFC 4585 §3.1).
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
         guard started else { return }
-        if codec == .vp8, expireMissing(now: now) || !synced { assemble(now: now) }
-
-        // NACK items due now.
-        var nackCount = 0
-        if codec == .vp8, options.nack, !missing.isEmpty,
-            now &- lastNACKTime >= options.nackInterval || lastNACKTime == 0
-        {
-            let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
-            for k in missing.indices where nackCount < nackScratch.count {
-                let m = missing[k]
-                guard m.retries < options.maxNACKRetries, m.lastSent == 0 || now &- m.lastSent >= retryInterval else {
-                    continue
-                }
-                missing[k].lastSent = now
-                missing[k].retries += 1
-                nackScratch[nackCount] = UInt16(truncatingIfNeeded: m.ext)
-                nackCount += 1
-            }
+        if codec == .vp8, nack.expire(now: now, roundTripTime: roundTripTime, giveUp: { giveUp($0) }) || !synced {
+            assemble(now: now)
         }
-        let wantPLI =
-            codec == .vp8 && options.pli && keyframeWanted
-            && (!hasRequestedKeyframe || now &- lastKeyframeRequest >= options.keyframeRequestInterval)
+        let nackCount = codec == .vp8 ? nack.due(now: now, roundTripTime: roundTripTime) : 0
+        let wantPLI = keyframes.isDue(now: now)
         let reportDue = now >= nextReportTime
         guard nackCount > 0 || wantPLI || reportDue else { return }
 
@@ -847,19 +744,18 @@ public final class RTPReceiver: @unchecked Sendable {
             }
             if nackCount > 0 {
                 // Entries are sorted, so the writer packs them into the fewest PID/BLP pairs.
-                end = try nackScratch.withUnsafeBufferPointer { all throws(RTCPError) in
+                end = try nack.items.withUnsafeBufferPointer { all throws(RTCPError) in
                     try RTCPWriter.writeNACK(
                         into: buffer, at: end, senderSSRC: localSSRC, mediaSSRC: ssrc,
                         lostSequenceNumbers: UnsafeBufferPointer(rebasing: all[0..<nackCount]))
                 }
-                lastNACKTime = now
+                nack.sent(now: now)
                 counters.nacksSent += 1
                 counters.nackedSequenceNumbers += UInt64(nackCount)
             }
             if wantPLI {
                 end = try RTCPWriter.writePLI(into: buffer, at: end, senderSSRC: localSSRC, mediaSSRC: ssrc)
-                lastKeyframeRequest = now
-                hasRequestedKeyframe = true
+                keyframes.sent(now: now)
                 counters.plisSent += 1
             }
         } catch {
