@@ -141,7 +141,6 @@ public final class RTPSender: @unchecked Sendable {
 
     private let midValue: String?
     private let twoByteExtensions: Bool
-    private var random: RTPRandom
 
     private var sequenceNumber: UInt16
     private var rtxSequenceNumber: UInt16
@@ -152,21 +151,14 @@ public final class RTPSender: @unchecked Sendable {
 
     private let scratch: UnsafeMutableRawBufferPointer
     // History ring: slot i holds the packet whose sequence number maps to i.
-    private let historySize: Int
-    private let history: UnsafeMutableRawBufferPointer
-    private var historySeq: [UInt16]
-    private var historyLength: [Int]  // 0 = empty
-    private var historyPayloadOffset: [Int]
-    private var historyLastResent: [UInt64]
+    /// The retransmission buffer (NACK responder's memory).
+    private let history: RetransmissionBuffer
 
     private var lastFrameRTPTimestamp: UInt32
     private var lastFrameSendTime: UInt64 = 0
     private var hasSentFrame = false
-    private var nextReportTime: UInt64 = 0
+    private var reports: SenderReportClock
     private var lastFIRSequence: UInt8?
-    // Recent SRs (middle 32 bits of NTP, send time) to turn RR LSR/DLSR into an RTT.
-    private var reportLog: [(ntp: UInt32, at: UInt64)] = Array(repeating: (0, 0), count: 8)
-    private var reportLogNext = 0
 
     /// Creates a sender.
     ///
@@ -199,28 +191,21 @@ public final class RTPSender: @unchecked Sendable {
         }
         twoByteExtensions = twoByte
         var rng = RTPRandom(seed: seed ?? UInt64.random(in: .min ... .max))
-        random = rng
         // Start low enough that the first thousand packets do not wrap: some receivers mishandle an early wrap.
         sequenceNumber = initialSequenceNumber ?? UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
         rtxSequenceNumber = UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
         timestampOffset = initialTimestamp ?? UInt32(truncatingIfNeeded: rng.next())
         pictureID = UInt16(truncatingIfNeeded: rng.next()) & 0x7FFF
-        random = rng
+        reports = SenderReportClock(random: rng)
         lastFrameRTPTimestamp = timestampOffset
 
-        self.historySize = max(1, historySize)
         scratch = .allocate(byteCount: Self.packetCapacity, alignment: 16)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
-        history = .allocate(byteCount: self.historySize * Self.packetCapacity, alignment: 16)
-        historySeq = Array(repeating: 0, count: self.historySize)
-        historyLength = Array(repeating: 0, count: self.historySize)
-        historyPayloadOffset = Array(repeating: 0, count: self.historySize)
-        historyLastResent = Array(repeating: 0, count: self.historySize)
+        history = RetransmissionBuffer(capacity: historySize, slotBytes: Self.packetCapacity)
     }
 
     deinit {
         scratch.deallocate()
-        history.deallocate()
     }
 
     /// The sequence number the next new packet will carry.
@@ -444,13 +429,8 @@ public final class RTPSender: @unchecked Sendable {
     }
 
     private func remember(seq: UInt16, length: Int, payloadOffset: Int) {
-        let slot = Int(seq) % historySize
-        guard let src = scratch.baseAddress, let dst = history.baseAddress else { return }
-        (dst + slot * Self.packetCapacity).copyMemory(from: src, byteCount: length)
-        historySeq[slot] = seq
-        historyLength[slot] = length
-        historyPayloadOffset[slot] = payloadOffset
-        historyLastResent[slot] = 0
+        history.store(
+            seq, packet: UnsafeRawBufferPointer(rebasing: scratch[0..<length]), payloadOffset: payloadOffset)
     }
 
     // MARK: - Feedback
@@ -478,25 +458,23 @@ public final class RTPSender: @unchecked Sendable {
     /// Resends one NACKed packet from the history (the retransmission responder, see
     /// ``handleNACK(sequenceNumbers:now:emit:)``).
     func resendFromHistory(_ seq: UInt16, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        let slot = Int(seq) % historySize
-        let length = historyLength[slot]
-        guard length > 0, historySeq[slot] == seq else {
+        // The first NACK is answered at once; repeats wait an RTT so a resend in flight is not doubled.
+        let stored: UnsafeRawBufferPointer
+        let payloadOffset: Int
+        switch history.resend(seq, now: now, minimumInterval: resendInterval) {
+        case .missing:
             stats.nackMisses += 1
             return
+        case .tooSoon:
+            return
+        case .resend(let packet, let offset):
+            stored = packet
+            payloadOffset = offset
         }
-        // The first NACK is answered at once; repeats wait an RTT so a resend in flight is not doubled.
-        let lastResent = historyLastResent[slot]
-        guard lastResent == 0 || now &- lastResent >= resendInterval || now < lastResent else { return }
-        historyLastResent[slot] = now == 0 ? 1 : now
-        guard
-            let stored = history.baseAddress.map({
-                UnsafeRawBufferPointer(start: $0 + slot * Self.packetCapacity, count: length)
-            }),
-            let out = scratch.baseAddress
-        else { return }
+        guard let out = scratch.baseAddress else { return }
+        let length = stored.count
         let outLength: Int
         if let rtx {
-            let payloadOffset = historyPayloadOffset[slot]
             let payloadLength = length - payloadOffset
             scratch[0] = 0x80
             scratch[1] = (stored[1] & 0x80) | (rtx.payloadType & 0x7F)
@@ -551,12 +529,8 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Takes the LSR/DLSR of a report block about this sender and updates the round-trip time.
     public func handleReportBlock(lastSR: UInt32, delaySinceLastSR: UInt32, now: UInt64) {
-        guard lastSR != 0 else { return }
-        for entry in reportLog where entry.ntp == lastSR && entry.at != 0 {
-            let delay = (UInt64(delaySinceLastSR) * RTPNanos.second) >> 16
-            let elapsed = now &- entry.at
-            if now >= entry.at, elapsed >= delay { stats.roundTripTime = elapsed - delay }
-            return
+        if let rtt = reports.roundTripTime(lastSR: lastSR, delaySinceLastSR: delaySinceLastSR, now: now) {
+            stats.roundTripTime = rtt
         }
     }
 
@@ -596,8 +570,7 @@ public final class RTPSender: @unchecked Sendable {
         } catch {
             return offset
         }
-        reportLog[reportLogNext] = (wallClock.middle32, now)
-        reportLogNext = (reportLogNext + 1) % reportLog.count
+        reports.sent(ntp: wallClock, now: now)
         stats.senderReportsSent += 1
         return end
     }
@@ -610,11 +583,10 @@ public final class RTPSender: @unchecked Sendable {
     /// Emits a sender report when one is due (about every ``reportInterval``, randomized ±50 %, and
     /// soon after the first packet).
     public func tick(now: UInt64, wallClock: NTPTime, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        guard stats.packetsSent > 0, now >= nextReportTime else { return }
+        guard stats.packetsSent > 0, reports.isDue(now: now) else { return }
         let end = makeSenderReport(now: now, wallClock: wallClock, into: scratch, at: 0)
         guard end > 0 else { return }
-        let jitter = reportInterval / 2 + random.next() % max(reportInterval, 1)
-        nextReportTime = now + jitter
+        reports.scheduleNext(now: now, interval: reportInterval)
         emitRTCP(scratch, end)
     }
 }
