@@ -45,6 +45,15 @@ struct RTPSendLinksTests {
         }
     }
 
+    @Test func aBufferOfNoCapacityKeepsNothing() {
+        let b = RetransmissionBuffer(capacity: 0, slotBytes: 64)
+        packet(1).withUnsafeBytes { b.store(1, packet: $0, payloadOffset: 12) }
+        guard case .missing = b.resend(1, now: 1, minimumInterval: 0) else {
+            Issue.record("nothing is kept")
+            return
+        }
+    }
+
     @Test func roundTripTimeComesFromTheReportBlockThatAnswersAnSR() {
         var clock = SenderReportClock(random: RTPRandom(seed: 1))
         let ntp = NTPTime(seconds: 3_900_000_000, fraction: 0x4000_0000)

@@ -181,18 +181,21 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
-    /// sender: rewritten sequence number and timestamp, this connection's header extensions, kept in
-    /// the sender's history for NACK, SRTP-protected and sent. Loop thread only.
+    /// sender: rewritten sequence number and timestamp, this connection's header extensions (with the
+    /// source's abs-capture-time `captureTime`), kept in the sender's history (if it has one),
+    /// SRTP-protected and sent. Loop thread only.
     ///
     /// - Returns: whether the packet went out (false before DTLS completes or when not sending).
     @discardableResult
     public func sendForwarded(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
-        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil, now: UInt64
+        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil,
+        captureTime: UInt64? = nil, now: UInt64
     ) -> Bool {
         guard state == .connected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
             return false
         }
+        sender.forwardedCaptureTime = captureTime
         if let audioLevel {
             sender.audioLevel = audioLevel.level
             sender.voiceActivity = audioLevel.voiceActivity

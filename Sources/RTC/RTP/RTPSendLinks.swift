@@ -6,7 +6,8 @@ import RTCWire
 ///
 /// Slot `i` holds the packet whose sequence number is `i` modulo the capacity. A packet is handed
 /// out again at most once per `minimumInterval` (a repeated NACK while the first resend is in flight
-/// is not doubled). Storage is allocated once; loop-thread confined.
+/// is not doubled). Storage is allocated once; loop-thread confined. A capacity of 0 keeps nothing:
+/// a sender whose NACKs are answered elsewhere (an SFU's shared buffer) copies nothing per packet.
 final class RetransmissionBuffer {
     let capacity: Int
     let slotBytes: Int
@@ -17,9 +18,9 @@ final class RetransmissionBuffer {
     private var lastResent: [UInt64]
 
     init(capacity: Int, slotBytes: Int) {
-        self.capacity = max(1, capacity)
+        self.capacity = max(0, capacity)
         self.slotBytes = slotBytes
-        storage = .allocate(byteCount: self.capacity * slotBytes, alignment: 16)
+        storage = .allocate(byteCount: max(1, self.capacity * slotBytes), alignment: 16)
         sequence = Array(repeating: 0, count: self.capacity)
         length = Array(repeating: 0, count: self.capacity)
         payloadOffset = Array(repeating: 0, count: self.capacity)
@@ -31,6 +32,7 @@ final class RetransmissionBuffer {
     /// Keeps `packet` (a whole plaintext RTP packet whose payload starts at `payloadOffset`) as the
     /// one with sequence number `seq`; a packet larger than a slot is not kept.
     func store(_ seq: UInt16, packet: UnsafeRawBufferPointer, payloadOffset offset: Int) {
+        guard capacity > 0 else { return }
         let slot = Int(seq) % capacity
         guard packet.count <= slotBytes, let src = packet.baseAddress, let dst = storage.baseAddress else {
             length[slot] = 0
@@ -55,6 +57,7 @@ final class RetransmissionBuffer {
 
     /// The packet to resend for a NACK of `seq` at `now` (and notes the resend).
     func resend(_ seq: UInt16, now: UInt64, minimumInterval: UInt64) -> Lookup {
+        guard capacity > 0 else { return .missing }
         let slot = Int(seq) % capacity
         guard length[slot] > 0, sequence[slot] == seq, let base = storage.baseAddress else { return .missing }
         let last = lastResent[slot]

@@ -163,6 +163,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Creates a sender.
     ///
     /// - Parameters:
+    ///   - historySize: packets kept for NACKs; 0 keeps none (the caller answers NACKs itself).
     ///   - initialSequenceNumber, initialTimestamp, seed: fixed starting values for tests; random when nil.
     public init(
         ssrc: UInt32, payloadType: UInt8, codec: MediaCodec, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil,

@@ -6,8 +6,8 @@ import RTCWire
 /// The subscriber sees one continuous stream: an ``SFUSequenceManager`` maps sequence numbers, a
 /// timestamp offset and a ``VP8Munger`` (picture ID, TL0PICIDX) do the rest, and all of them change
 /// only where the forwarder switches layers, on a key frame of the new layer. The packet's codec
-/// header was parsed once by the publisher's receiver (``ReceivedRTPPacket/info``). An upstream retransmission maps to the same outgoing sequence number, so it
-/// fills the hole the subscriber saw. Packets go through the subscriber connection's own
+/// header was parsed once by the publisher's receiver (``ReceivedRTPPacket/info``). An upstream
+/// retransmission maps to the same outgoing sequence number, so it fills the hole the subscriber saw. Packets go through the subscriber connection's own
 /// ``RTPSender`` (its SSRC, negotiated extension ids, RTX, sender reports), which keeps no copy: a
 /// video consumer answers NACKs from its producer's shared ``SFUPacketBuffer`` through its
 /// ``SFUSequencer``.
@@ -92,10 +92,9 @@ final class SFUConsumer: @unchecked Sendable {
         }
         let timestamp = packet.header.timestamp &+ timestampOffset
         let rewrite = munger.munge(packet.info)
-        transceiver.primarySender?.forwardedCaptureTime = producer.captureTime
         let sent = connection.sendForwarded(
             on: transceiver, payload: packet.payload, marker: packet.header.marker, timestamp: timestamp,
-            sequenceNumber: outgoing, rewrite: rewrite, now: now)
+            sequenceNumber: outgoing, rewrite: rewrite, captureTime: producer.captureTime, now: now)
         if sent {
             sequencer?.record(
                 outgoing: outgoing, source: packet.sequenceNumber, layer: layer, timestamp: timestamp,
@@ -135,10 +134,9 @@ final class SFUConsumer: @unchecked Sendable {
         }
         let timestamp = packet.header.timestamp &+ timestampOffset
         let level = producer.audioLevel.map { RTPAudioLevel(voiceActivity: producer.voiceActivity, level: $0) }
-        transceiver.primarySender?.forwardedCaptureTime = producer.captureTime
         let sent = connection.sendForwarded(
             on: transceiver, payload: packet.payload, marker: packet.header.marker, timestamp: timestamp,
-            sequenceNumber: outgoing, audioLevel: level, now: now)
+            sequenceNumber: outgoing, audioLevel: level, captureTime: producer.captureTime, now: now)
         noteSent(sent, timestamp: timestamp, size: packet.packet.count, now: now)
     }
 
