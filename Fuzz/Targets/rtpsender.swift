@@ -38,10 +38,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let record = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(input)[at..<end])
     at = end
     if record.count >= 2, record[0] & 0xC0 == 0x80, (200...206).contains(record[1]) {
+      // The same RTCPRouter a PeerConnection runs every received compound through.
       try? sender.handleRTCP(record, now: now) { check($0, $1) }
-      if let packets = try? RTCPCompound.parse(record) {
-        for packet in packets { sender.handleRTCP(packet, now: now) { check($0, $1) } }
-      }
     } else {
       timestamp &+= codec == .vp8 ? 3000 : 960
       let frame = EncodedFrame(

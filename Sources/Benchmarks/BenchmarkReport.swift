@@ -368,6 +368,14 @@ public struct BenchmarkReport: Sendable {
                 sfu.packetsPerSecondPerCore, sfuVerdict)
             body += "| anchor | LiveKit's published 40–75k packets/s per core (not run here) |\n\n"
             body += "Method: \(sfu.method) The median of the runs is reported.\n\n"
+            let memory = try await SFUBenchmark.memoryPerVideoConsumer(subscribers: quick ? 20 : 100)
+            summary.append(
+                SummaryRow(
+                    metric: "SFU memory per video consumer (KB)", target: "≤ 100",
+                    measured: String(format: "%.1f", memory.kilobytes), verdict: atMost(memory.kilobytes, 100)))
+            body += "## SFU memory per video consumer\n\n"
+            body += String(format: "**%.1f KB** per subscriber with one video consumer. ", memory.kilobytes)
+            body += "Method: \(memory.method).\n\n"
         }
 
         // MARK: Cluster

@@ -229,7 +229,7 @@ final class Loopback {
         let first = FakeVP8.frame(0)
         sent.append(first)
         for p in link.packets(of: first) {
-            try p.withUnsafeBytes { b in link.receiver.receive(b, header: try RTPHeader.parse(b), now: link.now) }
+            _ = try p.withUnsafeBytes { b in link.receiver.receive(b, header: try RTPHeader.parse(b), now: link.now) }
         }
         for i in 1..<100 {
             let f = FakeVP8.frame(i)
@@ -616,7 +616,7 @@ final class Loopback {
         receiver.onFrame = { f, _ in delivered.append(f.timestamp / 3000) }
         var now: UInt64 = 1_000_000_000
         func feed(_ p: [UInt8]) throws {
-            try p.withUnsafeBytes { b in receiver.receive(b, header: try RTPHeader.parse(b), now: now) }
+            _ = try p.withUnsafeBytes { b in receiver.receive(b, header: try RTPHeader.parse(b), now: now) }
         }
         try feed(craft(seq: 100, pictureID: 0, frame: FakeVP8.keyframe(index: 0, size: 200)))
         try feed(craft(seq: 101, pictureID: 1, frame: FakeVP8.delta(index: 1, size: 200)))

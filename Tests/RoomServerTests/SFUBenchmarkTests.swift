@@ -17,4 +17,12 @@ import Testing
         #expect(m.packetsIn > 0)
         #expect(m.packetsForwarded + 64 >= m.packetsIn, "in \(m.packetsIn), forwarded \(m.packetsForwarded)")
     }
+
+    /// The memory row runs end to end: every subscriber gets its consumer and offer.
+    @Test func memoryPerConsumerIsMeasuredOverEverySubscriber() async throws {
+        let m = try await SFUBenchmark.memoryPerVideoConsumer(subscribers: 20)
+        #expect(m.kilobytes.isFinite)
+        #expect(m.method.contains("20 subscribers"))
+        print("SFU memory per video consumer: \(m.kilobytes) KB")
+    }
 }

@@ -1,3 +1,4 @@
+import RTCWire
 import Testing
 
 @testable import RoomServer
@@ -42,30 +43,32 @@ struct SFURetransmissionTests {
         for i in UInt16(0)..<10 {
             sequencer.record(
                 outgoing: 1000 &+ i, source: 5000 &+ i, layer: i < 5 ? 0 : 2, timestamp: 90_000 &+ UInt32(i) * 3000,
-                marker: i % 5 == 4, pictureID: i < 5 ? nil : 300 &+ i)
+                marker: i % 5 == 4,
+                rewrite: i < 5
+                    ? .none : RTPPayloadRewrite(pictureIDOffset: 2, pictureIDIs15Bit: true, pictureID: 300 &+ i))
         }
         let early = sequencer.resendable(outgoing: 1003, now: 1_000_000, minimumInterval: 50_000_000)
         #expect(early?.source == 5003)
         #expect(early?.layer == 0)
-        #expect(early?.hasPictureID == false)
+        #expect(early?.rewrite.isEmpty == true)
         let late = sequencer.resendable(outgoing: 1009, now: 1_000_000, minimumInterval: 50_000_000)
         #expect(late?.source == 5009)
         #expect(late?.layer == 2)
         #expect(late?.marker == true)
         let lateTimestamp: UInt32 = 90_000 + 9 * 3000
         #expect(late?.timestamp == lateTimestamp)
-        #expect(late?.hasPictureID == true && late?.pictureID == 309)
+        #expect(late?.rewrite.pictureIDOffset == 2 && late?.rewrite.pictureID == 309)
         #expect(sequencer.resendable(outgoing: 999, now: 1_000_000, minimumInterval: 50_000_000) == nil)
     }
 
     @Test func aRepeatedNACKWithinTheIntervalIsNotResentTwice() {
         var sequencer = SFUSequencer(capacity: 16)
-        sequencer.record(outgoing: 7, source: 70, layer: 0, timestamp: 1, marker: false, pictureID: nil)
+        sequencer.record(outgoing: 7, source: 70, layer: 0, timestamp: 1, marker: false, rewrite: .none)
         #expect(sequencer.resendable(outgoing: 7, now: 1_000, minimumInterval: 50_000_000) != nil)
         #expect(sequencer.resendable(outgoing: 7, now: 20_000_000, minimumInterval: 50_000_000) == nil)
         #expect(sequencer.resendable(outgoing: 7, now: 60_000_000, minimumInterval: 50_000_000) != nil)
         // An entry overwritten by a later packet no longer answers for the old number.
-        sequencer.record(outgoing: 23, source: 230, layer: 0, timestamp: 2, marker: false, pictureID: nil)
+        sequencer.record(outgoing: 23, source: 230, layer: 0, timestamp: 2, marker: false, rewrite: .none)
         #expect(sequencer.resendable(outgoing: 7, now: 200_000_000, minimumInterval: 50_000_000) == nil)
     }
 

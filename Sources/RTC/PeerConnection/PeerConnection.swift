@@ -189,44 +189,47 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
-    /// sender: rewritten sequence number and timestamp, this connection's header extensions, kept in
-    /// the sender's history for NACK, SRTP-protected and sent. Loop thread only.
+    /// sender: rewritten sequence number and timestamp, this connection's header extensions (with the
+    /// source's abs-capture-time `captureTime`), kept in the sender's history (if it has one),
+    /// SRTP-protected and sent. Loop thread only.
     ///
     /// - Returns: whether the packet went out (false before DTLS completes or when not sending).
     @discardableResult
     public func sendForwarded(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
-        sequenceNumber: UInt16, vp8PictureID: UInt16? = nil, audioLevel: RTPAudioLevel? = nil, now: UInt64
+        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil,
+        captureTime: UInt64? = nil, now: UInt64
     ) -> Bool {
         guard state == .connected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
             return false
         }
+        sender.forwardedCaptureTime = captureTime
         if let audioLevel {
             sender.audioLevel = audioLevel.level
             sender.voiceActivity = audioLevel.voiceActivity
         }
         return sender.sendForwarded(
             payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            vp8PictureID: vp8PictureID, now: now
+            rewrite: rewrite, now: now
         ) { buffer, length in
             self.protectAndSendRTP(buffer, length: length)
         }
     }
 
     /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps (an SFU's
-    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:vp8PictureID:now:emit:)``.
+    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``.
     /// Loop thread only.
     @discardableResult
     public func sendRetransmission(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
-        sequenceNumber: UInt16, vp8PictureID: UInt16? = nil, now: UInt64
+        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, now: UInt64
     ) -> Bool {
         guard state == .connected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
             return false
         }
         return sender.sendRetransmission(
             payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            vp8PictureID: vp8PictureID, now: now
+            rewrite: rewrite, now: now
         ) { buffer, length in
             self.protectAndSendRTP(buffer, length: length)
         }
@@ -302,43 +305,28 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
             counters.droppedMalformed &+= 1
             return
         }
-        if let stream = receiveBySSRC[header.ssrc] {
-            stream.receiver.receive(packet, header: header, now: now)
-            if let onRTP { deliverRaw(stream, packet, header: header, now: now, to: onRTP) }
-            return
-        }
-        guard let stream = routeUnknownSSRC(packet, header: header) else {
+        guard let stream = receiveBySSRC[header.ssrc] ?? routeUnknownSSRC(packet, header: header) else {
             counters.droppedUnroutable &+= 1
             return
         }
-        stream.receiver.receive(packet, header: header, now: now)
-        if let onRTP { deliverRaw(stream, packet, header: header, now: now, to: onRTP) }
+        // The receiver unwraps RTX and parses the codec header once; a forwarder reuses both.
+        let read = stream.receiver.receive(packet, header: header, now: now)
+        if let onRTP, let read { deliverRaw(stream, packet, header: header, read, now: now, to: onRTP) }
     }
 
-    /// Hands a media packet to ``onRTP`` with RTX unwrapped (original sequence number and payload).
+    /// Hands a media packet to ``onRTP`` as its receiver read it (RTX unwrapped, codec header parsed).
     @inline(__always)
     func deliverRaw(
-        _ stream: ReceiveStream, _ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64,
-        to handler: RTPPacketHandler
+        _ stream: ReceiveStream, _ packet: UnsafeRawBufferPointer, header: RTPHeader, _ read: RTPReceivedPayload,
+        now: UInt64, to handler: RTPPacketHandler
     ) {
-        let end = header.payloadOffset + header.payloadLength
-        guard header.payloadOffset >= 12, header.payloadLength >= 0, end <= packet.count else { return }
-        var payload = UnsafeRawBufferPointer(rebasing: packet[header.payloadOffset..<end])
-        var sequenceNumber = header.sequenceNumber
-        let isRepair = header.ssrc != stream.receiver.ssrc
-        if isRepair {
-            // RTX (RFC 4588): the original sequence number leads the payload; empty ones are probes.
-            guard payload.count > 2 else { return }
-            sequenceNumber = payload.rtpGet16(0)
-            payload = UnsafeRawBufferPointer(rebasing: payload[2...])
-        } else if header.payloadType != stream.receiver.payloadType || payload.isEmpty {
-            return
-        }
+        // Padding carries no media to forward.
+        guard !read.payload.isEmpty else { return }
         handler(
             stream.transceiver, stream.rid,
             ReceivedRTPPacket(
-                packet: packet, header: header, mediaSSRC: stream.receiver.ssrc, sequenceNumber: sequenceNumber,
-                payload: payload, isRepair: isRepair, arrival: now))
+                packet: packet, header: header, mediaSSRC: stream.receiver.ssrc, sequenceNumber: read.sequenceNumber,
+                payload: read.payload, info: read.info, isRepair: read.isRepair, arrival: now))
     }
 
     /// Binds a new SSRC to a receive stream by mid/rid extension, announced SSRCs, or payload type.
@@ -413,43 +401,30 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
+    /// Routes one decrypted compound RTCP packet to this connection's senders and receivers
+    /// (``RTCPRouter``). NACKs go to ``onNACK`` when set (as an array: NACKs are rare next to media).
     func handleRTCP(_ packet: UnsafeRawBufferPointer, now: UInt64) {
-        let packets: [RTCPPacket]
-        do { packets = try RTCPCompound.parse(packet) } catch {
+        do throws(RTCPError) {
+            try RTCPRouter.route(
+                packet, now: now, sender: { sendBySSRC[$0] }, receiver: { receiveBySSRC[$0]?.receiver },
+                nack: { sender, view throws(RTCPError) in
+                    guard let onNACK, let t = transceiver(of: sender) else { return false }
+                    var lost: [UInt16] = []
+                    try view.forEachNACKSequence { lost.append($0) }
+                    onNACK(t, lost, now)
+                    return true
+                },
+                keyframeRequested: { sender in
+                    if let onKeyframeRequest, let t = transceiver(of: sender) { onKeyframeRequest(t) }
+                },
+                emit: { buffer, length in protectAndSendRTP(buffer, length: length) })
+        } catch {
             counters.droppedMalformed &+= 1
-            return
-        }
-        for p in packets {
-            switch p {
-            case .senderReport(let sr):
-                receiveBySSRC[sr.ssrc]?.receiver.handleSenderReport(
-                    ntp: sr.ntpTimestamp, rtpTimestamp: sr.rtpTimestamp, now: now)
-                for block in sr.reports { sendBySSRC[block.ssrc]?.handleReceiverReport(block, now: now) }
-            case .receiverReport(let rr):
-                for block in rr.reports { sendBySSRC[block.ssrc]?.handleReceiverReport(block, now: now) }
-            case .nack(let nack):
-                guard let sender = sendBySSRC[nack.mediaSSRC] else { continue }
-                if let onNACK, let t = transceivers.first(where: { $0.senders.contains { $0 === sender } }) {
-                    sender.noteNACKReceived()
-                    onNACK(t, nack.lostSequenceNumbers, now)
-                    continue
-                }
-                sender.handleNACK(sequenceNumbers: nack.lostSequenceNumbers, now: now) { buffer, length in
-                    self.protectAndSendRTP(buffer, length: length)
-                }
-            case .pli(_, let media):
-                if let sender = sendBySSRC[media] { keyframeRequested(sender) }
-            case .fir(_, let entries):
-                for e in entries { if let sender = sendBySSRC[e.ssrc] { keyframeRequested(sender) } }
-            default:
-                break
-            }
         }
     }
 
-    func keyframeRequested(_ sender: RTPSender) {
-        sender.noteKeyframeRequest()
-        if let t = transceivers.first(where: { $0.senders.contains { $0 === sender } }) { onKeyframeRequest?(t) }
+    func transceiver(of sender: RTPSender) -> RTPTransceiver? {
+        transceivers.first { $0.senders.contains { $0 === sender } }
     }
 
     // MARK: Timers
@@ -503,6 +478,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// The local address of the first media socket (for diagnostics and tests).
     public var localAddress: SocketAddress? { sockets.first?.localAddress }
 
+    /// The receiver of a remote media SSRC, once packets of it arrived (loop thread).
+    public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? { receiveBySSRC[ssrc]?.receiver }
+
     /// Aggregated receiver statistics, per (transceiver mid, rid).
     public func receiverStats() -> [(mid: String?, rid: String?, kind: MediaKind, stats: RTPReceiverStats)] {
         receiveStreams.map { ($0.transceiver.mid, $0.rid, $0.transceiver.kind, $0.receiver.stats) }
@@ -534,6 +512,8 @@ public struct ReceivedRTPPacket {
     public let sequenceNumber: UInt16
     /// The codec payload (for VP8: payload descriptor and data), without the RTX header.
     public let payload: UnsafeRawBufferPointer
+    /// The codec payload header, parsed once by the receiver (``RTPPayloadFormat``).
+    public let info: RTPPayloadInfo
     /// Whether the packet arrived as an RTX retransmission.
     public let isRepair: Bool
     /// Arrival time on the loop clock (``EventLoop/now()``).

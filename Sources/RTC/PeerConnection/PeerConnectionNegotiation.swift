@@ -170,7 +170,7 @@ extension PeerConnection {
                 let sender = RTPSender(
                     ssrc: t.localSSRCs[i], payloadType: t.payloadType, codec: t.codec, rtx: rtx, extensions: exts,
                     mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i],
-                    historySize: !configuration.senderHistory ? 1 : t.kind == .audio ? 32 : 512,
+                    historySize: !configuration.senderHistory ? 0 : t.kind == .audio ? 32 : 512,
                     cname: configuration.cname)
                 t.senders.append(sender)
                 sendBySSRC[t.localSSRCs[i]] = sender

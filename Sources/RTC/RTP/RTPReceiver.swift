@@ -98,6 +98,20 @@ public struct RTPReceiverStats: Sendable, Equatable {
     public var receiverReportsSent: UInt64 = 0
 }
 
+/// One received packet as ``RTPReceiver/receive(_:header:now:)`` read it: the media sequence number
+/// and codec payload (RTX unwrapped) and the codec header parsed once. Its buffer is only valid
+/// during the call that produced it.
+public struct RTPReceivedPayload {
+    /// The media sequence number (the original one for an RTX repair).
+    public let sequenceNumber: UInt16
+    /// The codec payload (for VP8: descriptor and data), without the RTX prefix.
+    public let payload: UnsafeRawBufferPointer
+    /// The codec payload header, read once.
+    public let info: RTPPayloadInfo
+    /// Whether it arrived as an RTX retransmission.
+    public let isRepair: Bool
+}
+
 /// Receives one incoming RTP stream: sequence tracking, loss and NACK, jitter, reordering, frame
 /// assembly with key-frame discipline, and RTCP receiver feedback.
 ///
@@ -148,9 +162,7 @@ public final class RTPReceiver: @unchecked Sendable {
     private var receivedPrior: UInt64 = 0
 
     // Jitter (RFC 3550 A.8), in RTP units scaled by 16.
-    private var jitterQ4: UInt64 = 0
-    private var lastTransit: Int64 = 0
-    private var hasTransit = false
+    private var jitter: JitterEstimator
     private var firstArrival: UInt64 = 0
 
     // Sender report mapping.
@@ -175,22 +187,12 @@ public final class RTPReceiver: @unchecked Sendable {
     private var seenExt: [Int64]
     private var givenUpExt: [Int64]
 
-    // Missing packets, sorted by extended sequence number.
-    private struct Missing {
-        var ext: Int64
-        var firstSeen: UInt64
-        var lastSent: UInt64
-        var retries: Int
-    }
-    private var missing: [Missing]
-    private let missingCapacity: Int
-    private var nackScratch: [UInt16]
+    /// Missing packets and the NACKs asking for them.
+    private var nack: NACKGenerator
 
     // Key-frame discipline.
     private var waitingForKeyframe = true
-    private var keyframeWanted = false
-    private var lastKeyframeRequest: UInt64 = 0
-    private var hasRequestedKeyframe = false
+    private var keyframes: KeyframeRequester
     private var skipping = false  // inside a broken frame: dropping until the next frame start
     // Until the assembler has found a frame start, packets reordered ahead of the first one still count.
     private var synced = false
@@ -200,7 +202,6 @@ public final class RTPReceiver: @unchecked Sendable {
 
     // RTCP scheduling.
     private var nextReportTime: UInt64 = 0
-    private var lastNACKTime: UInt64 = 0
     private var random: RTPRandom
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
 
@@ -230,10 +231,10 @@ public final class RTPReceiver: @unchecked Sendable {
         let ringSize = max(capacity, 1024)
         seenExt = Array(repeating: -1, count: ringSize)
         givenUpExt = Array(repeating: -1, count: ringSize)
-        missingCapacity = min(capacity, 256)
-        missing = []
-        missing.reserveCapacity(missingCapacity + 1)
-        nackScratch = Array(repeating: 0, count: missingCapacity)
+        nack = NACKGenerator(options: options, capacity: min(capacity, 256))
+        keyframes = KeyframeRequester(
+            enabled: codec == .vp8 && options.pli, interval: options.keyframeRequestInterval)
+        jitter = JitterEstimator(clockRate: codec.clockRate)
         random = RTPRandom(seed: seed ?? UInt64.random(in: .min ... .max))
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
     }
@@ -263,44 +264,55 @@ public final class RTPReceiver: @unchecked Sendable {
 
     /// Handles one plaintext RTP packet of this stream (media or RTX) whose header was parsed by
     /// `RTPHeader.parse`.
-    public func receive(_ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64) {
+    ///
+    /// - Returns: the packet as read (RTX unwrapped, codec header parsed once), also for a duplicate
+    ///   or late packet, so a forwarder reuses the parse; nil when the packet was dropped as malformed,
+    ///   unknown, or an RTX padding probe.
+    @discardableResult
+    public func receive(_ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64) -> RTPReceivedPayload? {
         counters.bytesReceived += UInt64(packet.count)
         counters.lastPacketTime = now
         let payloadEnd = header.payloadOffset + header.payloadLength
         guard header.payloadOffset >= 0, header.payloadLength >= 0, payloadEnd <= packet.count else {
             counters.packetsMalformed += 1
-            return
+            return nil
         }
-        let payload = UnsafeRawBufferPointer(rebasing: packet[header.payloadOffset..<payloadEnd])
+        var payload = UnsafeRawBufferPointer(rebasing: packet[header.payloadOffset..<payloadEnd])
+        var seq = header.sequenceNumber
         let isRTX =
             (rtxSSRC != nil && header.ssrc == rtxSSRC)
             || (header.ssrc != ssrc && rtxPayloadType != nil && header.payloadType == rtxPayloadType)
         if isRTX {
             guard header.payloadType == rtxPayloadType || rtxPayloadType == nil else {
                 counters.packetsUnknown += 1
-                return
+                return nil
             }
             if rtxSSRC == nil { rtxSSRC = header.ssrc }
             // An RTX packet without payload is bandwidth-probe padding.
-            if payload.count == 0 { return }
+            if payload.count == 0 { return nil }
             guard payload.count > 2 else {
                 counters.packetsMalformed += 1
-                return
+                return nil
             }
-            let osn = payload.rtpGet16(0)
-            let original = UnsafeRawBufferPointer(rebasing: payload[2...])
-            handle(
-                seq: osn, timestamp: header.timestamp, marker: header.marker, payload: original, now: now,
-                retransmission: true)
-            return
+            seq = payload.rtpGet16(0)
+            payload = UnsafeRawBufferPointer(rebasing: payload[2...])
+        } else {
+            guard header.ssrc == ssrc, header.payloadType == payloadType else {
+                counters.packetsUnknown += 1
+                return nil
+            }
         }
-        guard header.ssrc == ssrc, header.payloadType == payloadType else {
-            counters.packetsUnknown += 1
-            return
+        // Validate before touching sequence state, so a corrupt packet looks like a loss. A VP8
+        // packet without payload is padding: it occupies a sequence number but carries no media.
+        let info: RTPPayloadInfo
+        do throws(RTPPayloadError) { info = try codec.inspect(payload) } catch {
+            counters.packetsMalformed += 1
+            return nil
         }
         handle(
-            seq: header.sequenceNumber, timestamp: header.timestamp, marker: header.marker, payload: payload, now: now,
-            retransmission: false)
+            seq: seq, timestamp: header.timestamp, marker: header.marker, payload: payload, info: info, now: now,
+            retransmission: isRTX)
+        return RTPReceivedPayload(sequenceNumber: seq, payload: payload, info: info, isRepair: isRTX)
     }
 
     private func extend(_ seq: UInt16) -> Int64 {
@@ -310,27 +322,9 @@ public final class RTPReceiver: @unchecked Sendable {
     }
 
     private func handle(
-        seq: UInt16, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer, now: UInt64, retransmission: Bool
+        seq: UInt16, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer, info: RTPPayloadInfo,
+        now: UInt64, retransmission: Bool
     ) {
-        // Validate before touching sequence state, so a corrupt packet looks like a loss.
-        var descriptor: (VP8PayloadDescriptor, headerLength: Int)?
-        if codec == .vp8 {
-            if payload.count == 0 {
-                // Padding-only packets occupy sequence numbers but carry no media.
-                descriptor = nil
-            } else {
-                do throws(VP8Error) {
-                    descriptor = try VP8PayloadDescriptor.parse(payload)
-                } catch {
-                    counters.packetsMalformed += 1
-                    return
-                }
-            }
-        } else if payload.count == 0 {
-            counters.packetsMalformed += 1
-            return
-        }
-
         let ext = extend(seq)
         if !started {
             started = true
@@ -359,35 +353,25 @@ public final class RTPReceiver: @unchecked Sendable {
                 if ext - highestExt > Int64(capacity) {
                     resync(at: ext)  // a jump past the whole window: nothing before it can still complete
                 } else if ext > highestExt + 1 {
-                    noteGap(from: highestExt + 1, to: ext, now: now)
+                    nack.gap(from: highestExt + 1, to: ext, now: now) { giveUp($0) }
                 }
             }
             highestExt = ext
-            if !retransmission { updateJitter(timestamp: timestamp, now: now) }
+            if !retransmission {
+                jitter.received(timestamp: timestamp, sinceStart: now &- firstArrival)
+                counters.jitter = jitter.milliseconds
+            }
         } else if codec == .vp8 {
-            if removeMissing(ext), !retransmission { counters.retransmissionsReceived += 1 }
+            if nack.received(ext), !retransmission { counters.retransmissionsReceived += 1 }
         }
 
         switch codec {
         case .opus:
             deliverAudio(ext: ext, timestamp: timestamp, payload: payload, now: now)
         case .vp8:
-            store(ext: ext, timestamp: timestamp, marker: marker, payload: payload, descriptor: descriptor, now: now)
+            store(ext: ext, timestamp: timestamp, marker: marker, payload: payload, info: info, now: now)
             assemble(now: now)
         }
-    }
-
-    private func updateJitter(timestamp: UInt32, now: UInt64) {
-        let arrival = rtpTicks(nanoseconds: now &- firstArrival, clockRate: codec.clockRate)
-        let transit = Int64(UInt32(truncatingIfNeeded: arrival) &- timestamp)
-        if hasTransit {
-            // Differences are taken mod 2^32 so timestamp wrap does not look like a jump.
-            let d = Int64(Int32(truncatingIfNeeded: transit &- lastTransit)).magnitude
-            jitterQ4 = jitterQ4 &+ d &- ((jitterQ4 + 8) >> 4)
-            counters.jitter = Double(jitterQ4 >> 4) * 1000 / Double(codec.clockRate)
-        }
-        lastTransit = transit
-        hasTransit = true
     }
 
     // MARK: Audio
@@ -425,8 +409,7 @@ public final class RTPReceiver: @unchecked Sendable {
 
     private func store(
         ext: Int64, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer,
-        descriptor: (VP8PayloadDescriptor, headerLength: Int)?,
-        now: UInt64
+        info: RTPPayloadInfo, now: UInt64
     ) {
         // Keep the window bounded: packets too far ahead push the assembler forward.
         if ext >= frontier + Int64(capacity) {
@@ -437,8 +420,8 @@ public final class RTPReceiver: @unchecked Sendable {
         var start = false
         var key = false
         var pictureID: Int32 = -1
-        if let (d, headerLength) = descriptor {
-            let media = UnsafeRawBufferPointer(rebasing: payload[headerLength...])
+        if !payload.isEmpty {
+            let media = UnsafeRawBufferPointer(rebasing: payload[info.headerLength...])
             length = min(media.count, Self.slotSize)
             // Payload bytes are only kept when someone assembles frames (an SFU forwards packets instead).
             if onFrame != nil, let src = media.baseAddress, let dst = storage.baseAddress, length > 0 {
@@ -447,10 +430,10 @@ public final class RTPReceiver: @unchecked Sendable {
             } else {
                 slotHasData[i] = length == 0
             }
-            start = d.startOfPartition && d.partitionIndex == 0
-            key = start && isVP8Keyframe(media)
-            pictureID = d.pictureID.map { Int32($0) } ?? -1
-            lastPictureIDLong = d.pictureIDIs15Bit
+            start = info.startsFrame
+            key = info.isKeyframe
+            pictureID = info.hasPictureID ? Int32(info.pictureID) : -1
+            if info.hasPictureID { lastPictureIDLong = info.pictureIDIs15Bit }
         }
         slotExt[i] = ext
         slotTimestamp[i] = timestamp
@@ -481,10 +464,7 @@ public final class RTPReceiver: @unchecked Sendable {
             if slotExt[slot(e)] != e && !isGivenUp(e) { giveUp(e) }
             e += 1
         }
-        var k = 0
-        while k < missing.count {
-            if missing[k].ext < target { missing.remove(at: k) } else { k += 1 }
-        }
+        nack.forget(before: target)
         assemble(now: now)
         // If the assembler still waits before target (a frame spanning the whole window), drop it.
         while frontier < target {
@@ -498,43 +478,10 @@ public final class RTPReceiver: @unchecked Sendable {
     private func resync(at ext: Int64) {
         let pending = frontier <= highestExt
         for i in 0..<capacity { slotExt[i] = -1 }
-        missing.removeAll(keepingCapacity: true)
+        nack.reset()
         frontier = ext
         // Skipped packets may have held media; picture-ID continuity decides at the next frame start.
         markBroken(media: pending)
-    }
-
-    private func noteGap(from first: Int64, to end: Int64, now: UInt64) {
-        var e = first
-        if end - first > Int64(missingCapacity) {
-            // Too many to recover: give up the oldest at once.
-            let cut = end - Int64(missingCapacity)
-            while e < cut {
-                giveUp(e)
-                e += 1
-            }
-        }
-        while e < end {
-            if missing.count >= missingCapacity {
-                giveUp(missing[0].ext)
-                missing.remove(at: 0)
-            }
-            missing.append(Missing(ext: e, firstSeen: now, lastSent: 0, retries: 0))
-            e += 1
-        }
-    }
-
-    /// Removes `ext` from the missing list; returns whether it was there.
-    private func removeMissing(_ ext: Int64) -> Bool {
-        var lo = 0
-        var hi = missing.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if missing[mid].ext < ext { lo = mid + 1 } else { hi = mid }
-        }
-        guard lo < missing.count, missing[lo].ext == ext else { return false }
-        missing.remove(at: lo)
-        return true
     }
 
     private func markBroken(media: Bool) {
@@ -630,7 +577,7 @@ public final class RTPReceiver: @unchecked Sendable {
     private func frameBroken() {
         counters.framesDropped += 1
         waitingForKeyframe = true
-        keyframeWanted = true
+        keyframes.want()
     }
 
     private func deliverVideo(from first: Int64, through last: Int64, now: UInt64) {
@@ -642,7 +589,7 @@ public final class RTPReceiver: @unchecked Sendable {
         if waitingForKeyframe && !isKey {
             // Undecodable without its references: drop and keep asking for a key frame.
             counters.framesDropped += 1
-            keyframeWanted = true
+            keyframes.want()
             var e = first
             while e <= last {
                 release(e)
@@ -671,7 +618,7 @@ public final class RTPReceiver: @unchecked Sendable {
             if !complete {
                 counters.framesDropped += 1
                 waitingForKeyframe = true
-                keyframeWanted = true
+                keyframes.want()
                 var e = first
                 while e <= last {
                     release(e)
@@ -682,7 +629,7 @@ public final class RTPReceiver: @unchecked Sendable {
         }
         if isKey {
             waitingForKeyframe = false
-            keyframeWanted = false
+            keyframes.satisfied()
             counters.keyframesReceived += 1
         }
         counters.framesDecodable += 1
@@ -730,10 +677,16 @@ public final class RTPReceiver: @unchecked Sendable {
         handleSenderReport(ntp: NTPTime(value: ntp), rtpTimestamp: rtpTimestamp, now: now)
     }
 
+    /// The latest sender report of this stream: the sender's wall clock at one RTP timestamp (nil
+    /// before any). An SFU lines up simulcast layers with it when it switches between them.
+    public var senderReport: (ntp: NTPTime, rtpTimestamp: UInt32)? {
+        lastSRNTP.map { ($0, lastSRRTP) }
+    }
+
     /// Asks for a key frame (PLI), e.g. when a recorder starts; throttled like every other request.
     public func requestKeyframe() {
         guard codec == .vp8 else { return }
-        keyframeWanted = true
+        keyframes.want()
     }
 
     // MARK: - Feedback out
@@ -761,34 +714,7 @@ public final class RTPReceiver: @unchecked Sendable {
             // The field is 24-bit signed.
             cumulativeLost: Int32(clamping: min(max(lost, -0x80_0000), 0x7F_FFFF)),
             highestSequence: UInt32(truncatingIfNeeded: started ? highestExt - 0x1_0000 : 0),
-            jitter: UInt32(truncatingIfNeeded: jitterQ4 >> 4), lastSR: lsr, delaySinceLastSR: dlsr)
-    }
-
-    /// Gives up on missing packets that are out of retries or too old; returns whether any was.
-    private func expireMissing(now: UInt64) -> Bool {
-        var changed = false
-        var k = 0
-        let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
-        while k < missing.count {
-            let m = missing[k]
-            let age = now &- m.firstSeen
-            let expired: Bool
-            if options.nack {
-                expired =
-                    age > options.maxNACKAge
-                    || (m.retries >= options.maxNACKRetries && now &- m.lastSent >= retryInterval)
-            } else {
-                expired = age >= options.reorderWait
-            }
-            if expired {
-                giveUp(m.ext)
-                missing.remove(at: k)
-                changed = true
-            } else {
-                k += 1
-            }
-        }
-        return changed
+            jitter: jitter.jitter, lastSR: lsr, delaySinceLastSR: dlsr)
     }
 
     /// Runs timers: gives up old holes, then sends NACKs (every ``RTPReceiverOptions/nackInterval`` while
@@ -796,28 +722,11 @@ public final class RTPReceiver: @unchecked Sendable {
     /// Each emitted compound starts with a receiver report (RFC 3550 §6.1, RFC 4585 §3.1).
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
         guard started else { return }
-        if codec == .vp8, expireMissing(now: now) || !synced { assemble(now: now) }
-
-        // NACK items due now.
-        var nackCount = 0
-        if codec == .vp8, options.nack, !missing.isEmpty,
-            now &- lastNACKTime >= options.nackInterval || lastNACKTime == 0
-        {
-            let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
-            for k in missing.indices where nackCount < nackScratch.count {
-                let m = missing[k]
-                guard m.retries < options.maxNACKRetries, m.lastSent == 0 || now &- m.lastSent >= retryInterval else {
-                    continue
-                }
-                missing[k].lastSent = now
-                missing[k].retries += 1
-                nackScratch[nackCount] = UInt16(truncatingIfNeeded: m.ext)
-                nackCount += 1
-            }
+        if codec == .vp8, nack.expire(now: now, roundTripTime: roundTripTime, giveUp: { giveUp($0) }) || !synced {
+            assemble(now: now)
         }
-        let wantPLI =
-            codec == .vp8 && options.pli && keyframeWanted
-            && (!hasRequestedKeyframe || now &- lastKeyframeRequest >= options.keyframeRequestInterval)
+        let nackCount = codec == .vp8 ? nack.due(now: now, roundTripTime: roundTripTime) : 0
+        let wantPLI = keyframes.isDue(now: now)
         let reportDue = now >= nextReportTime
         guard nackCount > 0 || wantPLI || reportDue else { return }
 
@@ -835,19 +744,18 @@ public final class RTPReceiver: @unchecked Sendable {
             }
             if nackCount > 0 {
                 // Entries are sorted, so the writer packs them into the fewest PID/BLP pairs.
-                end = try nackScratch.withUnsafeBufferPointer { all throws(RTCPError) in
+                end = try nack.items.withUnsafeBufferPointer { all throws(RTCPError) in
                     try RTCPWriter.writeNACK(
                         into: buffer, at: end, senderSSRC: localSSRC, mediaSSRC: ssrc,
                         lostSequenceNumbers: UnsafeBufferPointer(rebasing: all[0..<nackCount]))
                 }
-                lastNACKTime = now
+                nack.sent(now: now)
                 counters.nacksSent += 1
                 counters.nackedSequenceNumbers += UInt64(nackCount)
             }
             if wantPLI {
                 end = try RTCPWriter.writePLI(into: buffer, at: end, senderSSRC: localSSRC, mediaSSRC: ssrc)
-                lastKeyframeRequest = now
-                hasRequestedKeyframe = true
+                keyframes.sent(now: now)
                 counters.plisSent += 1
             }
         } catch {

@@ -124,7 +124,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Whether the current audio frame carries voice (V bit of the audio-level extension).
     public var voiceActivity = false
     /// Capture time (NTP 32.32) written in the abs-capture-time extension of the next
-    /// ``sendForwarded(payload:marker:timestamp:sequenceNumber:vp8PictureID:now:emit:)`` packet: an
+    /// ``sendForwarded(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)`` packet: an
     /// SFU copies the publisher's value here; nil leaves the element out. Own frames are stamped with
     /// the wall clock when they are packetized.
     public var forwardedCaptureTime: UInt64?
@@ -141,7 +141,6 @@ public final class RTPSender: @unchecked Sendable {
 
     private let midValue: String?
     private let twoByteExtensions: Bool
-    private var random: RTPRandom
 
     private var sequenceNumber: UInt16
     private var rtxSequenceNumber: UInt16
@@ -152,25 +151,19 @@ public final class RTPSender: @unchecked Sendable {
 
     private let scratch: UnsafeMutableRawBufferPointer
     // History ring: slot i holds the packet whose sequence number maps to i.
-    private let historySize: Int
-    private let history: UnsafeMutableRawBufferPointer
-    private var historySeq: [UInt16]
-    private var historyLength: [Int]  // 0 = empty
-    private var historyPayloadOffset: [Int]
-    private var historyLastResent: [UInt64]
+    /// The retransmission buffer (NACK responder's memory).
+    private let history: RetransmissionBuffer
 
     private var lastFrameRTPTimestamp: UInt32
     private var lastFrameSendTime: UInt64 = 0
     private var hasSentFrame = false
-    private var nextReportTime: UInt64 = 0
+    private var reports: SenderReportClock
     private var lastFIRSequence: UInt8?
-    // Recent SRs (middle 32 bits of NTP, send time) to turn RR LSR/DLSR into an RTT.
-    private var reportLog: [(ntp: UInt32, at: UInt64)] = Array(repeating: (0, 0), count: 8)
-    private var reportLogNext = 0
 
     /// Creates a sender.
     ///
     /// - Parameters:
+    ///   - historySize: packets kept for NACKs; 0 keeps none (the caller answers NACKs itself).
     ///   - initialSequenceNumber, initialTimestamp, seed: fixed starting values for tests; random when nil.
     public init(
         ssrc: UInt32, payloadType: UInt8, codec: MediaCodec, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil,
@@ -199,28 +192,21 @@ public final class RTPSender: @unchecked Sendable {
         }
         twoByteExtensions = twoByte
         var rng = RTPRandom(seed: seed ?? UInt64.random(in: .min ... .max))
-        random = rng
         // Start low enough that the first thousand packets do not wrap: some receivers mishandle an early wrap.
         sequenceNumber = initialSequenceNumber ?? UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
         rtxSequenceNumber = UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
         timestampOffset = initialTimestamp ?? UInt32(truncatingIfNeeded: rng.next())
         pictureID = UInt16(truncatingIfNeeded: rng.next()) & 0x7FFF
-        random = rng
+        reports = SenderReportClock(random: rng)
         lastFrameRTPTimestamp = timestampOffset
 
-        self.historySize = max(1, historySize)
         scratch = .allocate(byteCount: Self.packetCapacity, alignment: 16)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
-        history = .allocate(byteCount: self.historySize * Self.packetCapacity, alignment: 16)
-        historySeq = Array(repeating: 0, count: self.historySize)
-        historyLength = Array(repeating: 0, count: self.historySize)
-        historyPayloadOffset = Array(repeating: 0, count: self.historySize)
-        historyLastResent = Array(repeating: 0, count: self.historySize)
+        history = RetransmissionBuffer(capacity: historySize, slotBytes: Self.packetCapacity)
     }
 
     deinit {
         scratch.deallocate()
-        history.deallocate()
     }
 
     /// The sequence number the next new packet will carry.
@@ -247,24 +233,22 @@ public final class RTPSender: @unchecked Sendable {
         frame.data.withUnsafeBytes { data in
             switch codec {
             case .opus:
-                sendPacket(payload: data, descriptor: nil, marker: false, timestamp: timestamp, now: now, emit: emit)
+                sendPacket(marker: false, timestamp: timestamp, now: now, emit: emit) { out throws(VP8Error) in
+                    guard data.count <= out.count else { throw .bufferTooSmall }
+                    if let src = data.baseAddress, let dst = out.baseAddress {
+                        dst.copyMemory(from: src, byteCount: data.count)
+                    }
+                    return data.count
+                }
             case .vp8:
-                let descriptorLength = 4  // X, I and a 15-bit picture ID
-                let count = VP8Packetizer.packetCount(
-                    frameLength: data.count, maxPayloadSize: maxPayloadSize, descriptorLength: descriptorLength)
                 // Equal-sized packets spread the loss risk and keep packets below the MTU.
-                let base = data.count / count
-                let extra = data.count % count
-                var offset = 0
-                for i in 0..<count {
-                    let size = base + (i < extra ? 1 : 0)
-                    let slice = UnsafeRawBufferPointer(rebasing: data[offset..<(offset + size)])
-                    let descriptor = VP8PayloadDescriptor(
-                        startOfPartition: i == 0, pictureID: pictureID, pictureIDIs15Bit: true)
-                    sendPacket(
-                        payload: slice, descriptor: descriptor, marker: i == count - 1, timestamp: timestamp,
-                        now: now, emit: emit)
-                    offset += size
+                let split = VP8PayloadFormat.Split(
+                    frameLength: data.count, maxPayloadSize: maxPayloadSize, descriptorLength: 4)
+                for k in 0..<split.count {
+                    sendPacket(marker: k == split.count - 1, timestamp: timestamp, now: now, emit: emit) {
+                        out throws(VP8Error) in
+                        try VP8PayloadFormat.writePacket(k, of: split, frame: data, pictureID: pictureID, into: out)
+                    }
                 }
                 pictureID = VP8Packetizer.nextPictureID(pictureID)
             }
@@ -277,7 +261,7 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Sends one payload relayed from another stream (an SFU consumer): the caller chose the
     /// sequence number and timestamp (continuous across source switches); this sender writes its own
-    /// SSRC, payload type and header extensions, optionally rewrites the VP8 picture ID, keeps the
+    /// SSRC, payload type and header extensions, applies the codec munger's `rewrite`, keeps the
     /// packet in its history so it answers NACKs for it, and counts it for sender reports.
     ///
     /// A repeated sequence number (an upstream retransmission filling a hole) replaces the stored copy.
@@ -286,7 +270,7 @@ public final class RTPSender: @unchecked Sendable {
     @discardableResult
     public func sendForwarded(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        vp8PictureID: UInt16? = nil, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+        rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
         let buffer = scratch
         // Keep our own counter ahead so SRs and any later own packets continue the stream.
@@ -305,8 +289,9 @@ public final class RTPSender: @unchecked Sendable {
         if let src = payload.baseAddress, payload.count > 0 {
             (base + payloadOffset).copyMemory(from: src, byteCount: payload.count)
         }
-        if let pictureID = vp8PictureID, codec == .vp8 {
-            Self.rewriteVP8PictureID(buffer, at: payloadOffset, end: payloadOffset + payload.count, to: pictureID)
+        if !rewrite.isEmpty {
+            rewrite.apply(
+                to: UnsafeMutableRawBufferPointer(rebasing: buffer[payloadOffset..<(payloadOffset + payload.count)]))
         }
         let length = payloadOffset + payload.count
         remember(seq: sequenceNumber, length: length, payloadOffset: payloadOffset)
@@ -330,7 +315,7 @@ public final class RTPSender: @unchecked Sendable {
     @discardableResult
     public func sendRetransmission(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        vp8PictureID: UInt16? = nil, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+        rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
         let buffer = scratch
         buffer[0] = 0x80
@@ -355,8 +340,9 @@ public final class RTPSender: @unchecked Sendable {
         if let src = payload.baseAddress, payload.count > 0 {
             (base + payloadOffset).copyMemory(from: src, byteCount: payload.count)
         }
-        if let pictureID = vp8PictureID, codec == .vp8 {
-            Self.rewriteVP8PictureID(buffer, at: payloadOffset, end: payloadOffset + payload.count, to: pictureID)
+        if !rewrite.isEmpty {
+            rewrite.apply(
+                to: UnsafeMutableRawBufferPointer(rebasing: buffer[payloadOffset..<(payloadOffset + payload.count)]))
         }
         if rtx != nil { rtxSequenceNumber &+= 1 }
         let length = payloadOffset + payload.count
@@ -366,23 +352,8 @@ public final class RTPSender: @unchecked Sendable {
         return true
     }
 
-    /// Counts one NACK message that the caller answers itself (see ``sendRetransmission(payload:marker:timestamp:sequenceNumber:vp8PictureID:now:emit:)``).
+    /// Counts one NACK message that the caller answers itself (see ``sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``).
     public func noteNACKReceived() { stats.nacksReceived += 1 }
-
-    /// Overwrites the picture ID of the VP8 payload descriptor at `offset`, keeping its 7/15-bit form.
-    private static func rewriteVP8PictureID(
-        _ buffer: UnsafeMutableRawBufferPointer, at offset: Int, end: Int, to pictureID: UInt16
-    ) {
-        guard end > offset + 2, buffer[offset] & 0x80 != 0, buffer[offset + 1] & 0x80 != 0 else { return }
-        let i = offset + 2
-        if buffer[i] & 0x80 != 0 {
-            guard end > i + 1 else { return }
-            buffer[i] = 0x80 | UInt8(truncatingIfNeeded: (pictureID >> 8) & 0x7F)
-            buffer[i + 1] = UInt8(truncatingIfNeeded: pictureID)
-        } else {
-            buffer[i] = UInt8(truncatingIfNeeded: pictureID) & 0x7F
-        }
-    }
 
     /// Writes the extension block for a packet at offset 12 and returns the payload offset.
     private func writeExtensions(
@@ -428,50 +399,39 @@ public final class RTPSender: @unchecked Sendable {
         }
     }
 
+    /// Builds one packet of an own frame: header and extensions here, the payload written by the
+    /// codec's packetizer straight into the packet buffer.
     private func sendPacket(
-        payload: UnsafeRawBufferPointer, descriptor: VP8PayloadDescriptor?, marker: Bool, timestamp: UInt32,
-        now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+        marker: Bool, timestamp: UInt32, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void,
+        writePayload: (UnsafeMutableRawBufferPointer) throws(VP8Error) -> Int
     ) {
         let buffer = scratch
         let seq = sequenceNumber
-        sequenceNumber &+= 1
         buffer[0] = 0x80
         buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
         buffer.rtpPut16(seq, at: 2)
         buffer.rtpPut32(timestamp, at: 4)
         buffer.rtpPut32(ssrc, at: 8)
         let payloadOffset = writeExtensions(buffer, now: now, repaired: false, captureTime: frameCaptureTime)
-        var w = payloadOffset
-        if let d = descriptor {
-            guard let n = try? d.write(into: UnsafeMutableRawBufferPointer(rebasing: buffer[w...])) else {
-                stats.framesFailed += 1
-                return
-            }
-            w += n
-        }
-        guard w + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress else {
+        let room = UnsafeMutableRawBufferPointer(
+            rebasing: buffer[payloadOffset..<(Self.packetCapacity - Self.trailerReserve)])
+        let payloadLength: Int
+        do throws(VP8Error) { payloadLength = try writePayload(room) } catch {
             stats.framesFailed += 1
             return
         }
-        if let src = payload.baseAddress, payload.count > 0 {
-            (base + w).copyMemory(from: src, byteCount: payload.count)
-        }
-        let length = w + payload.count
+        sequenceNumber &+= 1
+        let length = payloadOffset + payloadLength
         remember(seq: seq, length: length, payloadOffset: payloadOffset)
         stats.packetsSent += 1
         stats.bytesSent += UInt64(length)
-        stats.payloadBytesSent += UInt64(length - payloadOffset)
+        stats.payloadBytesSent += UInt64(payloadLength)
         emit(buffer, length)
     }
 
     private func remember(seq: UInt16, length: Int, payloadOffset: Int) {
-        let slot = Int(seq) % historySize
-        guard let src = scratch.baseAddress, let dst = history.baseAddress else { return }
-        (dst + slot * Self.packetCapacity).copyMemory(from: src, byteCount: length)
-        historySeq[slot] = seq
-        historyLength[slot] = length
-        historyPayloadOffset[slot] = payloadOffset
-        historyLastResent[slot] = 0
+        history.store(
+            seq, packet: UnsafeRawBufferPointer(rebasing: scratch[0..<length]), payloadOffset: payloadOffset)
     }
 
     // MARK: - Feedback
@@ -492,30 +452,30 @@ public final class RTPSender: @unchecked Sendable {
     ) {
         stats.nacksReceived += 1
         for seq in sequenceNumbers {
-            resend(seq: seq, now: now, emit: emit)
+            resendFromHistory(seq, now: now, emit: emit)
         }
     }
 
-    private func resend(seq: UInt16, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        let slot = Int(seq) % historySize
-        let length = historyLength[slot]
-        guard length > 0, historySeq[slot] == seq else {
+    /// Resends one NACKed packet from the history (the retransmission responder, see
+    /// ``handleNACK(sequenceNumbers:now:emit:)``).
+    func resendFromHistory(_ seq: UInt16, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        // The first NACK is answered at once; repeats wait an RTT so a resend in flight is not doubled.
+        let stored: UnsafeRawBufferPointer
+        let payloadOffset: Int
+        switch history.resend(seq, now: now, minimumInterval: resendInterval) {
+        case .missing:
             stats.nackMisses += 1
             return
+        case .tooSoon:
+            return
+        case .resend(let packet, let offset):
+            stored = packet
+            payloadOffset = offset
         }
-        // The first NACK is answered at once; repeats wait an RTT so a resend in flight is not doubled.
-        let lastResent = historyLastResent[slot]
-        guard lastResent == 0 || now &- lastResent >= resendInterval || now < lastResent else { return }
-        historyLastResent[slot] = now == 0 ? 1 : now
-        guard
-            let stored = history.baseAddress.map({
-                UnsafeRawBufferPointer(start: $0 + slot * Self.packetCapacity, count: length)
-            }),
-            let out = scratch.baseAddress
-        else { return }
+        guard let out = scratch.baseAddress else { return }
+        let length = stored.count
         let outLength: Int
         if let rtx {
-            let payloadOffset = historyPayloadOffset[slot]
             let payloadLength = length - payloadOffset
             scratch[0] = 0x80
             scratch[1] = (stored[1] & 0x80) | (rtx.payloadType & 0x7F)
@@ -549,15 +509,16 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Handles a Full Intra Request entry for this sender; repeats of the same sequence number are ignored
     /// (RFC 5104 §4.3.1.1).
-    public func handleFIR(sequenceNumber: UInt8) {
-        guard lastFIRSequence != sequenceNumber else { return }
+    ///
+    /// - Returns: whether it was a new request (and ``onKeyframeRequest`` ran).
+    @discardableResult
+    public func handleFIR(sequenceNumber: UInt8) -> Bool {
+        guard lastFIRSequence != sequenceNumber else { return false }
         lastFIRSequence = sequenceNumber
         stats.firsReceived += 1
         onKeyframeRequest?()
+        return true
     }
-
-    /// Counts a key-frame request (PLI) that the caller routes itself, and calls ``onKeyframeRequest``.
-    public func noteKeyframeRequest() { handlePLI() }
 
     /// Takes a parsed report block about this sender (from an SR or RR) and updates the round-trip time.
     public func handleReceiverReport(_ block: RTCPReportBlock, now: UInt64) {
@@ -569,57 +530,22 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Takes the LSR/DLSR of a report block about this sender and updates the round-trip time.
     public func handleReportBlock(lastSR: UInt32, delaySinceLastSR: UInt32, now: UInt64) {
-        guard lastSR != 0 else { return }
-        for entry in reportLog where entry.ntp == lastSR && entry.at != 0 {
-            let delay = (UInt64(delaySinceLastSR) * RTPNanos.second) >> 16
-            let elapsed = now &- entry.at
-            if now >= entry.at, elapsed >= delay { stats.roundTripTime = elapsed - delay }
-            return
+        if let rtt = reports.roundTripTime(lastSR: lastSR, delaySinceLastSR: delaySinceLastSR, now: now) {
+            stats.roundTripTime = rtt
         }
     }
 
     /// Handles every feedback in a compound RTCP packet that concerns this sender: report blocks (RTT),
-    /// generic NACK (resend), PLI and FIR (key-frame request). Walks the packet without allocating.
+    /// generic NACK (resend), PLI and FIR (key-frame request), through the same ``RTCPRouter`` a
+    /// ``PeerConnection`` uses. Walks the packet without allocating.
     ///
     /// - Throws: the parser's error when the compound packet is malformed; feedback before the
     ///   malformed part may already have been handled.
     public func handleRTCP(
         _ compound: UnsafeRawBufferPointer, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) throws(RTCPError) {
-        try RTCPCompound.forEach(compound) { view throws(RTCPError) in
-            if view.isSenderReport || view.isReceiverReport {
-                try view.forEachReportBlock { block in
-                    if block.ssrc == ssrc { handleReceiverReport(block, now: now) }
-                }
-            } else if view.isNACK, view.mediaSSRC == ssrc {
-                stats.nacksReceived += 1
-                try view.forEachNACKSequence { seq in resend(seq: seq, now: now, emit: emit) }
-            } else if view.isPLI, view.mediaSSRC == ssrc {
-                handlePLI()
-            } else if view.isFIR {
-                try view.forEachFIREntry { entry in
-                    if entry.ssrc == ssrc { handleFIR(sequenceNumber: entry.sequenceNumber) }
-                }
-            }
-        }
-    }
-
-    /// Handles one parsed RTCP packet if it concerns this sender (see ``handleRTCP(_:now:emit:)-(UnsafeRawBufferPointer,_,_)``).
-    public func handleRTCP(_ packet: RTCPPacket, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        switch packet {
-        case .senderReport(let sr):
-            for block in sr.reports where block.ssrc == ssrc { handleReceiverReport(block, now: now) }
-        case .receiverReport(let rr):
-            for block in rr.reports where block.ssrc == ssrc { handleReceiverReport(block, now: now) }
-        case .nack(let nack) where nack.mediaSSRC == ssrc:
-            handleNACK(sequenceNumbers: nack.lostSequenceNumbers, now: now, emit: emit)
-        case .pli(_, let media) where media == ssrc:
-            handlePLI()
-        case .fir(_, let entries):
-            for e in entries where e.ssrc == ssrc { handleFIR(sequenceNumber: e.sequenceNumber) }
-        default:
-            break
-        }
+        try RTCPRouter.route(
+            compound, now: now, sender: { $0 == ssrc ? self : nil }, receiver: { _ in nil }, emit: emit)
     }
 
     // MARK: - Reports
@@ -645,8 +571,7 @@ public final class RTPSender: @unchecked Sendable {
         } catch {
             return offset
         }
-        reportLog[reportLogNext] = (wallClock.middle32, now)
-        reportLogNext = (reportLogNext + 1) % reportLog.count
+        reports.sent(ntp: wallClock, now: now)
         stats.senderReportsSent += 1
         return end
     }
@@ -659,11 +584,10 @@ public final class RTPSender: @unchecked Sendable {
     /// Emits a sender report when one is due (about every ``reportInterval``, randomized ±50 %, and
     /// soon after the first packet).
     public func tick(now: UInt64, wallClock: NTPTime, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        guard stats.packetsSent > 0, now >= nextReportTime else { return }
+        guard stats.packetsSent > 0, reports.isDue(now: now) else { return }
         let end = makeSenderReport(now: now, wallClock: wallClock, into: scratch, at: 0)
         guard end > 0 else { return }
-        let jitter = reportInterval / 2 + random.next() % max(reportInterval, 1)
-        nextReportTime = now + jitter
+        reports.scheduleNext(now: now, interval: reportInterval)
         emitRTCP(scratch, end)
     }
 }

@@ -55,11 +55,11 @@ enum RTPNanos {
 }
 
 /// Converts a nanosecond span to RTP clock units without overflow.
-@inline(__always)
-func rtpTicks(nanoseconds: UInt64, clockRate: UInt32) -> UInt64 {
+@inlinable
+public func rtpTicks(nanoseconds: UInt64, clockRate: UInt32) -> UInt64 {
     let product = nanoseconds.multipliedFullWidth(by: UInt64(clockRate))
     // The quotient is smaller than `nanoseconds` (clock rates are < 1 GHz), so it cannot overflow.
-    return RTPNanos.second.dividingFullWidth(product).quotient
+    return UInt64(1_000_000_000).dividingFullWidth(product).quotient
 }
 
 /// A small deterministic generator (RTPRandom) so a seed makes tests reproducible.
@@ -98,11 +98,4 @@ extension UnsafeRawBufferPointer {
     @inline(__always) func rtpGet32(_ i: Int) -> UInt32 {
         UInt32(self[i]) << 24 | UInt32(self[i + 1]) << 16 | UInt32(self[i + 2]) << 8 | UInt32(self[i + 3])
     }
-}
-
-/// Whether VP8 frame bytes (starting at the frame tag) begin a key frame: P bit clear and the
-/// start code 9d 01 2a after the 3-byte tag (RFC 6386 §9.1).
-func isVP8Keyframe(_ vp8: UnsafeRawBufferPointer) -> Bool {
-    guard VP8PayloadDescriptor.isKeyframe(payloadAfterDescriptor: vp8), vp8.count >= 6 else { return false }
-    return vp8[3] == 0x9D && vp8[4] == 0x01 && vp8[5] == 0x2A
 }

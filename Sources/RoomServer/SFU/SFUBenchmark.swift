@@ -104,6 +104,53 @@ public enum SFUBenchmark {
             packetsPerSecondPerCore: forwarded / cpu, method: method)
     }
 
+    /// Memory the SFU holds per subscriber with one video consumer: the process's resident size
+    /// before and after `subscribers` subscribers each consume one video producer and get
+    /// their subscribe offer (server connection with its sockets, DTLS and ICE state, transceiver,
+    /// sender, consumer and its sequencer), divided by `subscribers`. The subscribers do not connect,
+    /// so SRTP contexts (a few KB) are not counted.
+    public static func memoryPerVideoConsumer(subscribers: Int = 100) async throws -> (
+        kilobytes: Double, method: String
+    ) {
+        let count = max(1, subscribers)
+        let sfu = SFU(configuration: SFUConfiguration(loopName: "sfu-mem"))
+        let publisherLoop = EventLoop(name: "mem-pub")
+        defer { publisherLoop.shutdown() }
+        let publisher = try PeerConnection(loop: publisherLoop)
+        let offer = try await publisherLoop.submit {
+            _ = publisher.addTransceiver(kind: .video, direction: .sendonly)
+            let o = try publisher.createOffer()
+            try publisher.setLocalDescription(o)
+            return o
+        }
+        let published = try await sfu.publish(participantID: "mem-publisher", offer: offer)
+        guard let producer = published.producers.first else { throw SFUError.negotiation("no producer") }
+        // One subscriber first, so state made once (caches, the shared port) is not counted.
+        _ = try await sfu.consume(subscriber: "mem-warm", producerID: producer.id)
+        _ = try await sfu.subscriberOffer(participantID: "mem-warm")
+        let before = await sfu.loop.submit { residentBytes() }
+        for i in 0..<count {
+            _ = try await sfu.consume(subscriber: "mem-\(i)", producerID: producer.id)
+            _ = try await sfu.subscriberOffer(participantID: "mem-\(i)")
+        }
+        let after = await sfu.loop.submit { residentBytes() }
+        await publisherLoop.submit { publisher.close() }
+        await sfu.shutdown()
+        let kilobytes = Double(Int64(after) - Int64(before)) / Double(count) / 1024
+        let method =
+            "resident set size (/proc/self/statm) before and after \(count) subscribers each consume one video producer "
+            + "and get their subscribe offer, divided by \(count); server side only, before DTLS/SRTP"
+        return (kilobytes, method)
+    }
+
+    /// Resident set size of this process in bytes (`/proc/self/statm`), 0 when unreadable.
+    static func residentBytes() -> UInt64 {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = UInt64(fields[1]) else { return 0 }
+        return pages * UInt64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
     static func threadCPU() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)

@@ -3,10 +3,11 @@ import RTCWire
 
 /// One producer forwarded to one subscriber: a send transceiver on the subscriber's connection.
 ///
-/// The subscriber sees one continuous stream: sequence numbers, timestamps and VP8 picture IDs are
-/// offset per source layer, and the offsets change only where the forwarder switches layers, on a key
-/// frame of the new layer. An upstream retransmission maps to the same outgoing sequence number, so it
-/// fills the hole the subscriber saw. Packets go through the subscriber connection's own
+/// The subscriber sees one continuous stream: an ``SFUSequenceManager`` maps sequence numbers, a
+/// timestamp offset and a ``VP8Munger`` (picture ID, TL0PICIDX) do the rest, and all of them change
+/// only where the forwarder switches layers, on a key frame of the new layer. The packet's codec
+/// header was parsed once by the publisher's receiver (``ReceivedRTPPacket/info``). An upstream
+/// retransmission maps to the same outgoing sequence number, so it fills the hole the subscriber saw. Packets go through the subscriber connection's own
 /// ``RTPSender`` (its SSRC, negotiated extension ids, RTX, sender reports), which keeps no copy: a
 /// video consumer answers NACKs from its producer's shared ``SFUPacketBuffer`` through its
 /// ``SFUSequencer``.
@@ -25,16 +26,15 @@ final class SFUConsumer: @unchecked Sendable {
     var targetLayer = 0
     var currentLayer = -1
 
-    // Rewriting state.
-    var sequenceOffset: UInt16 = 0
+    // Rewriting state: sequence numbers, timestamps and codec fields continue across layer switches.
+    var sequence = SFUSequenceManager()
     var timestampOffset: UInt32 = 0
-    var pictureIDOffset: UInt16 = 0
-    /// First source sequence number forwarded from the current layer; older ones are not forwarded.
-    var switchSequence: UInt16 = 0
-    var guardingSwitch = false
-    var lastSequence: UInt16 = 0
+    /// VP8 picture ID and TL0PICIDX (video only; audio passes through).
+    var munger = VP8Munger()
     var lastTimestamp: UInt32 = 0
-    var lastPictureID: UInt16 = 0
+    /// Source timestamp and layer of the newest packet sent (where a switch continues from).
+    var lastSourceTimestamp: UInt32 = 0
+    var lastSourceLayer = 0
     var lastForwardTime: UInt64 = 0
     var hasForwarded = false
 
@@ -66,7 +66,7 @@ final class SFUConsumer: @unchecked Sendable {
 
     // MARK: Hot path
 
-    func forward(layer: Int, _ packet: ReceivedRTPPacket, keyframeStart: Bool) {
+    func forward(layer: Int, _ packet: ReceivedRTPPacket) {
         guard !closed else { return }
         let now = packet.arrival
         if producer.kind == .audio {
@@ -74,7 +74,7 @@ final class SFUConsumer: @unchecked Sendable {
             return
         }
         if layer != currentLayer {
-            guard layer == targetLayer, keyframeStart, connection.canSend(on: transceiver) else {
+            guard layer == targetLayer, packet.info.isKeyframe, connection.canSend(on: transceiver) else {
                 drop()
                 // Nothing forwarded yet, or a switch is pending: ask the target layer for a key frame, but
                 // only once the subscriber can receive it: one sent earlier is dropped here and would hold
@@ -85,34 +85,26 @@ final class SFUConsumer: @unchecked Sendable {
                 return
             }
             switchLayer(to: layer, packet, now: now)
-        } else if guardingSwitch {
-            // Packets from before the switch point (reordered or late repairs) would land on sequence
-            // numbers the old layer used. The check only makes sense near the switch (16-bit wrap).
-            let distance = Int16(bitPattern: packet.sequenceNumber &- switchSequence)
-            if distance < 0 {
-                drop()
-                return
-            }
-            if distance > 1024 { guardingSwitch = false }
         }
-        let sequence = packet.sequenceNumber &+ sequenceOffset
+        guard let outgoing = sequence.input(packet.sequenceNumber) else {
+            drop()  // from before the switch point (reordered or a late repair)
+            return
+        }
         let timestamp = packet.header.timestamp &+ timestampOffset
-        var pictureID: UInt16?
-        if let source = VP8Peek.pictureID(packet.payload) {
-            let rewritten = (source.id &+ pictureIDOffset) & (source.long ? 0x7FFF : 0x7F)
-            pictureID = rewritten
-            if Int16(bitPattern: (rewritten &- lastPictureID) << 1) > 0 || !hasForwarded { lastPictureID = rewritten }
-        }
-        transceiver.primarySender?.forwardedCaptureTime = producer.captureTime
+        let rewrite = munger.munge(packet.info)
         let sent = connection.sendForwarded(
             on: transceiver, payload: packet.payload, marker: packet.header.marker, timestamp: timestamp,
-            sequenceNumber: sequence, vp8PictureID: pictureID, now: now)
+            sequenceNumber: outgoing, rewrite: rewrite, captureTime: producer.captureTime, now: now)
         if sent {
             sequencer?.record(
-                outgoing: sequence, source: packet.sequenceNumber, layer: layer, timestamp: timestamp,
-                marker: packet.header.marker, pictureID: pictureID)
+                outgoing: outgoing, source: packet.sequenceNumber, layer: layer, timestamp: timestamp,
+                marker: packet.header.marker, rewrite: rewrite)
         }
-        noteSent(sent, sequence: sequence, timestamp: timestamp, size: packet.packet.count, now: now)
+        noteSent(sent, timestamp: timestamp, size: packet.packet.count, now: now)
+        if sent, lastTimestamp == timestamp {
+            lastSourceTimestamp = packet.header.timestamp
+            lastSourceLayer = layer
+        }
     }
 
     /// The subscriber NACKed `sequenceNumbers`: each one still in the producer's shared buffer is
@@ -130,29 +122,31 @@ final class SFUConsumer: @unchecked Sendable {
             }
             connection.sendRetransmission(
                 on: transceiver, payload: payload, marker: entry.marker, timestamp: entry.timestamp,
-                sequenceNumber: seq, vp8PictureID: entry.hasPictureID ? entry.pictureID : nil, now: now)
+                sequenceNumber: seq, rewrite: entry.rewrite, now: now)
         }
     }
 
     private func forwardAudio(_ packet: ReceivedRTPPacket, now: UInt64) {
-        let sequence = packet.sequenceNumber &+ sequenceOffset
+        if !hasForwarded { sequence.sync(packet.sequenceNumber) }
+        guard let outgoing = sequence.input(packet.sequenceNumber) else {
+            drop()
+            return
+        }
         let timestamp = packet.header.timestamp &+ timestampOffset
         let level = producer.audioLevel.map { RTPAudioLevel(voiceActivity: producer.voiceActivity, level: $0) }
-        transceiver.primarySender?.forwardedCaptureTime = producer.captureTime
         let sent = connection.sendForwarded(
             on: transceiver, payload: packet.payload, marker: packet.header.marker, timestamp: timestamp,
-            sequenceNumber: sequence, audioLevel: level, now: now)
-        noteSent(sent, sequence: sequence, timestamp: timestamp, size: packet.packet.count, now: now)
+            sequenceNumber: outgoing, audioLevel: level, captureTime: producer.captureTime, now: now)
+        noteSent(sent, timestamp: timestamp, size: packet.packet.count, now: now)
     }
 
     @inline(__always)
-    private func noteSent(_ sent: Bool, sequence: UInt16, timestamp: UInt32, size: Int, now: UInt64) {
+    private func noteSent(_ sent: Bool, timestamp: UInt32, size: Int, now: UInt64) {
         guard sent else {
             drop()
             return
         }
-        if !hasForwarded || Int16(bitPattern: sequence &- lastSequence) > 0 {
-            lastSequence = sequence
+        if !hasForwarded || Int32(bitPattern: timestamp &- lastTimestamp) >= 0 {
             lastTimestamp = timestamp
             lastForwardTime = now
         }
@@ -167,26 +161,24 @@ final class SFUConsumer: @unchecked Sendable {
         producer.sfu.counters.dropped &+= 1
     }
 
-    /// Starts forwarding `layer` at this key-frame packet: the new offsets continue the outgoing
-    /// sequence numbers, timestamps (advanced by the wall time since the last packet) and picture IDs.
+    /// Starts forwarding `layer` at this key-frame packet: the sequence manager and the munger continue
+    /// the outgoing sequence numbers and picture IDs, and the timestamp continues from the last one
+    /// sent, advanced by the capture-time gap the publisher's sender reports give
+    /// (``SFULayerTimeline``), in the codec's clock.
     private func switchLayer(to layer: Int, _ packet: ReceivedRTPPacket, now: UInt64) {
+        sequence.sync(packet.sequenceNumber)
         if hasForwarded {
-            sequenceOffset = lastSequence &+ 1 &- packet.sequenceNumber
-            let elapsed = now > lastForwardTime ? now - lastForwardTime : 0
-            // At least one frame interval (30 fps at 90 kHz): the new layer's key frame may arrive right
-            // after the old layer's frame of the same instant, and must not share its timestamp.
-            let ticks = UInt32(truncatingIfNeeded: max(3000, min(elapsed, 10_000_000_000) * 9 / 100_000))
+            let ticks = SFULayerTimeline.advance(
+                from: lastSourceTimestamp, producer.senderReport(layer: lastSourceLayer), to: packet.header.timestamp,
+                producer.senderReport(layer: layer), elapsed: now > lastForwardTime ? now - lastForwardTime : 0,
+                clockRate: producer.codec.clockRate)
             timestampOffset = lastTimestamp &+ ticks &- packet.header.timestamp
-            if let source = VP8Peek.pictureID(packet.payload) {
-                pictureIDOffset = lastPictureID &+ 1 &- source.id
-            }
+            munger.switchSource(at: packet.info)
             layerSwitches &+= 1
         }
         let previous = currentLayer
         currentLayer = layer
         if previous != layer { producer.sfu.layerSwitched(self) }
-        switchSequence = packet.sequenceNumber
-        guardingSwitch = true
     }
 
     /// The subscriber asked for a key frame (PLI/FIR).

@@ -12,13 +12,13 @@ final class SFUProducer: @unchecked Sendable {
         var packets: UInt64 = 0
         var bytes: UInt64 = 0
         var keyframes: UInt64 = 0
-        var lastKeyframeRequest: UInt64 = 0
-        var hasRequested = false
     }
 
     let id: String
     let participantID: String
     let kind: MediaKind
+    /// The codec the SFU negotiates for this kind (Opus or VP8): its clock drives timestamp rewriting.
+    let codec: MediaCodec
     let source: SFUMediaSource
     let transceiver: RTPTransceiver
     unowned let publisher: PeerConnection
@@ -28,6 +28,8 @@ final class SFUProducer: @unchecked Sendable {
     /// Media SSRC -> layer index, learned on each SSRC's first packet.
     var layerBySSRC: [UInt32: Int] = [:]
     var consumers: [SFUConsumer] = []
+    /// Pending key-frame requests per layer: throttled, retried until the key frame arrives.
+    var keyframeRequests: SFUKeyframeRequests
     /// The last packets of each video layer, shared by every consumer for NACKs (empty for audio).
     let buffers: [SFUPacketBuffer]
     var audioLevelExtensionID: UInt8 = 0
@@ -50,6 +52,7 @@ final class SFUProducer: @unchecked Sendable {
         self.id = id
         self.participantID = participantID
         self.kind = kind
+        codec = kind == .audio ? .opus : .vp8
         self.source = source
         self.transceiver = transceiver
         self.publisher = publisher
@@ -58,6 +61,8 @@ final class SFUProducer: @unchecked Sendable {
         let rids = kind == .video ? transceiver.remoteRIDs : []
         layers = rids.isEmpty ? [Layer(rid: nil)] : rids.map { Layer(rid: $0) }
         buffers = kind == .video ? layers.map { _ in SFUPacketBuffer() } : []
+        keyframeRequests = SFUKeyframeRequests(
+            layers: layers.count, interval: sfu.configuration.keyframeRequestInterval)
         audioLevelExtensionID = publisher.negotiatedExtensionID("urn:ietf:params:rtp-hdrext:ssrc-audio-level") ?? 0
         captureTimeExtensionID = publisher.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
     }
@@ -89,14 +94,17 @@ final class SFUProducer: @unchecked Sendable {
         sfu.counters.packetsIn &+= 1
         sfu.counters.bytesIn &+= size
 
-        var keyframeStart = false
         if kind == .video {
-            if let size = VP8Peek.keyframeStart(packet.payload) {
-                keyframeStart = true
+            // The codec header was parsed once by the publisher's receiver; every consumer reuses it.
+            let info = packet.info
+            if info.isKeyframe {
                 layers[layer].keyframes &+= 1
-                if layers[layer].width != size.width || layers[layer].height != size.height {
-                    layers[layer].width = size.width
-                    layers[layer].height = size.height
+                keyframeRequests.keyframeArrived(layer: layer)
+                let width = Int(info.width)
+                let height = Int(info.height)
+                if width > 0, height > 0, layers[layer].width != width || layers[layer].height != height {
+                    layers[layer].width = width
+                    layers[layer].height = height
                     // Layer order by resolution may have changed: re-pick every consumer's target.
                     for c in consumers { c.updateTarget() }
                 }
@@ -114,8 +122,21 @@ final class SFUProducer: @unchecked Sendable {
         {
             captureTime = AbsCaptureTime.captureTime(packet.packet, r)
         }
-        if kind == .video { buffers[layer].store(sequenceNumber: packet.sequenceNumber, payload: packet.payload) }
-        for c in consumers { c.forward(layer: layer, packet, keyframeStart: keyframeStart) }
+        if kind == .video {
+            buffers[layer].store(sequenceNumber: packet.sequenceNumber, payload: packet.payload)
+            // A PLI or the key frame it asked for was lost: ask again (packets drive the clock).
+            if keyframeRequests.hasPending, let retry = keyframeRequests.retryDue(now: packet.arrival) {
+                sendPLI(layer: retry)
+            }
+        }
+        for c in consumers { c.forward(layer: layer, packet) }
+    }
+
+    /// The latest sender report of `layer`'s media SSRC (a layer switch lines timestamps up with it).
+    /// Runs at a switch, not per packet.
+    func senderReport(layer: Int) -> SFULayerTimeline.SenderReport? {
+        guard let ssrc = layerBySSRC.first(where: { $0.value == layer })?.key else { return nil }
+        return publisher.receiver(forSSRC: ssrc)?.senderReport
     }
 
     /// A packet of `layer` from the shared buffer (see ``SFUPacketBuffer/payload(sequenceNumber:)``).
@@ -166,16 +187,14 @@ final class SFUProducer: @unchecked Sendable {
         }
     }
 
-    /// Asks the publisher for a key frame on `layer`, at most once per configured interval per layer.
+    /// Asks the publisher for a key frame on `layer`: at most one PLI per configured interval per
+    /// layer, repeated until the key frame arrives (``SFUKeyframeRequests``).
     func requestKeyframe(layer: Int, now: UInt64) {
         guard kind == .video, layers.indices.contains(layer), !closed else { return }
-        if layers[layer].hasRequested,
-            now &- layers[layer].lastKeyframeRequest < sfu.configuration.keyframeRequestInterval
-        {
-            return
-        }
-        layers[layer].hasRequested = true
-        layers[layer].lastKeyframeRequest = now
+        if keyframeRequests.request(layer: layer, now: now) { sendPLI(layer: layer) }
+    }
+
+    private func sendPLI(layer: Int) {
         plisSent &+= 1
         sfu.counters.plisSent &+= 1
         publisher.requestKeyframe(on: transceiver, rid: layers[layer].rid)

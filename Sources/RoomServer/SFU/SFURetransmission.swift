@@ -1,4 +1,5 @@
 import RTC
+import RTCWire
 
 /// The last packets of one producer layer, kept once for all of its consumers.
 ///
@@ -53,18 +54,18 @@ final class SFUPacketBuffer {
 }
 
 /// A consumer's map from the sequence numbers it sent to the source packets in its producer's
-/// ``SFUPacketBuffer``, with what it rewrote (timestamp, VP8 picture ID), so that a NACK is answered
-/// with exactly the packet the subscriber missed. About 24 bytes per entry.
+/// ``SFUPacketBuffer``, with what it rewrote (timestamp, VP8 picture ID and TL0PICIDX), so that a NACK is
+/// answered with exactly the packet the subscriber missed. About 32 bytes per entry.
 struct SFUSequencer {
     struct Entry {
         var outgoing: UInt16 = 0
         var source: UInt16 = 0
         var timestamp: UInt32 = 0
-        var pictureID: UInt16 = 0
+        /// The codec fields the munger rewrote (VP8 picture ID, TL0PICIDX), applied again on resend.
+        var rewrite = RTPPayloadRewrite.none
         var layer: UInt8 = 0
         var valid = false
         var marker = false
-        var hasPictureID = false
         /// Loop time of the last resend (0: never).
         var lastResent: UInt64 = 0
     }
@@ -77,13 +78,12 @@ struct SFUSequencer {
 
     /// Notes one forwarded packet (a repair of the same outgoing number replaces it).
     mutating func record(
-        outgoing: UInt16, source: UInt16, layer: Int, timestamp: UInt32, marker: Bool, pictureID: UInt16?
+        outgoing: UInt16, source: UInt16, layer: Int, timestamp: UInt32, marker: Bool, rewrite: RTPPayloadRewrite
     ) {
         let slot = Int(outgoing) % entries.count
         entries[slot] = Entry(
-            outgoing: outgoing, source: source, timestamp: timestamp, pictureID: pictureID ?? 0,
-            layer: UInt8(truncatingIfNeeded: layer), valid: true, marker: marker, hasPictureID: pictureID != nil,
-            lastResent: 0)
+            outgoing: outgoing, source: source, timestamp: timestamp, rewrite: rewrite,
+            layer: UInt8(truncatingIfNeeded: layer), valid: true, marker: marker, lastResent: 0)
     }
 
     /// The entry for a NACKed outgoing sequence number, if it is still known and was not resent within

@@ -183,51 +183,6 @@ public struct SFUConfiguration: Sendable {
     }
 }
 
-/// VP8 facts the forwarder needs, read straight from a packet payload without allocating.
-enum VP8Peek {
-    /// Offset of the VP8 bitstream after the payload descriptor, or nil when malformed.
-    @inline(__always)
-    static func descriptorLength(_ p: UnsafeRawBufferPointer) -> Int? {
-        guard p.count >= 1 else { return nil }
-        var i = 1
-        if p[0] & 0x80 != 0 {
-            guard p.count > i else { return nil }
-            let x = p[i]
-            i += 1
-            if x & 0x80 != 0 {
-                guard p.count > i else { return nil }
-                i += p[i] & 0x80 != 0 ? 2 : 1
-            }
-            if x & 0x40 != 0 { i += 1 }
-            if x & 0x30 != 0 { i += 1 }
-        }
-        return i <= p.count ? i : nil
-    }
-
-    /// Whether the payload starts a key frame (S=1, partition 0, P bit clear), with its frame size.
-    @inline(__always)
-    static func keyframeStart(_ p: UnsafeRawBufferPointer) -> (width: Int, height: Int)? {
-        guard p.count >= 1, p[0] & 0x10 != 0, p[0] & 0x07 == 0, let i = descriptorLength(p), p.count >= i + 10 else {
-            return nil
-        }
-        guard p[i] & 0x01 == 0, p[i + 3] == 0x9D, p[i + 4] == 0x01, p[i + 5] == 0x2A else { return nil }
-        let width = (Int(p[i + 6]) | Int(p[i + 7]) << 8) & 0x3FFF
-        let height = (Int(p[i + 8]) | Int(p[i + 9]) << 8) & 0x3FFF
-        return (width, height)
-    }
-
-    /// The picture ID of the descriptor, if it carries one.
-    @inline(__always)
-    static func pictureID(_ p: UnsafeRawBufferPointer) -> (id: UInt16, long: Bool)? {
-        guard p.count >= 3, p[0] & 0x80 != 0, p[1] & 0x80 != 0 else { return nil }
-        if p[2] & 0x80 != 0 {
-            guard p.count >= 4 else { return nil }
-            return (UInt16(p[2] & 0x7F) << 8 | UInt16(p[3]), true)
-        }
-        return (UInt16(p[2] & 0x7F), false)
-    }
-}
-
 func sfuRandomID(_ prefix: String) -> String {
     let chars = Array("abcdefghijklmnopqrstuvwxyz0123456789")
     var s = prefix

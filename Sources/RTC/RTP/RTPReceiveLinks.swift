@@ -1,0 +1,194 @@
+import RTCWire
+
+// The feature links of a receive stream (after pion's interceptors, on the single loop thread): each
+// is a value type held inline by ``RTPReceiver``, driven by `received`/`tick`, and testable alone.
+
+/// NACK generator (RFC 4585 generic NACK): remembers missing packets by extended sequence number and
+/// decides which to ask for at each tick, and which to give up (out of retries, too old, or without
+/// NACK after the reordering wait).
+///
+/// The list is sorted and bounded (`capacity`); its storage and the scratch of sequence numbers for
+/// one NACK message are allocated once.
+struct NACKGenerator {
+    struct Missing {
+        var ext: Int64
+        var firstSeen: UInt64
+        var lastSent: UInt64
+        var retries: Int
+    }
+
+    let enabled: Bool
+    let capacity: Int
+    let maxRetries: Int
+    let maxAge: UInt64
+    let reorderWait: UInt64
+    let interval: UInt64
+    private(set) var missing: [Missing]
+    /// The sequence numbers of the last ``due(now:roundTripTime:)`` call.
+    private(set) var items: [UInt16]
+    private var lastSent: UInt64 = 0
+
+    init(options: RTPReceiverOptions, capacity: Int) {
+        enabled = options.nack
+        self.capacity = max(1, capacity)
+        maxRetries = options.maxNACKRetries
+        maxAge = options.maxNACKAge
+        reorderWait = options.reorderWait
+        interval = options.nackInterval
+        missing = []
+        missing.reserveCapacity(self.capacity + 1)
+        items = Array(repeating: 0, count: self.capacity)
+    }
+
+    var isEmpty: Bool { missing.isEmpty }
+
+    /// Packets `first..<end` were skipped by a newer arrival. When more are missing than the list
+    /// holds, the oldest are given up at once.
+    mutating func gap(from first: Int64, to end: Int64, now: UInt64, giveUp: (Int64) -> Void) {
+        var e = first
+        if end - first > Int64(capacity) {
+            let cut = end - Int64(capacity)
+            while e < cut {
+                giveUp(e)
+                e += 1
+            }
+        }
+        while e < end {
+            if missing.count >= capacity {
+                giveUp(missing[0].ext)
+                missing.remove(at: 0)
+            }
+            missing.append(Missing(ext: e, firstSeen: now, lastSent: 0, retries: 0))
+            e += 1
+        }
+    }
+
+    /// A packet arrived; returns whether it filled a hole on the list.
+    mutating func received(_ ext: Int64) -> Bool {
+        var lo = 0
+        var hi = missing.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if missing[mid].ext < ext { lo = mid + 1 } else { hi = mid }
+        }
+        guard lo < missing.count, missing[lo].ext == ext else { return false }
+        missing.remove(at: lo)
+        return true
+    }
+
+    /// Forgets every hole before `target` (the assembler moved past them).
+    mutating func forget(before target: Int64) {
+        var k = 0
+        while k < missing.count {
+            if missing[k].ext < target { missing.remove(at: k) } else { k += 1 }
+        }
+    }
+
+    /// Forgets every hole (the stream jumped).
+    mutating func reset() { missing.removeAll(keepingCapacity: true) }
+
+    /// Gives up holes out of retries or too old; returns whether any was.
+    mutating func expire(now: UInt64, roundTripTime: UInt64, giveUp: (Int64) -> Void) -> Bool {
+        var changed = false
+        var k = 0
+        let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
+        while k < missing.count {
+            let m = missing[k]
+            let age = now &- m.firstSeen
+            let expired =
+                enabled
+                ? age > maxAge || (m.retries >= maxRetries && now &- m.lastSent >= retryInterval)
+                : age >= reorderWait
+            if expired {
+                giveUp(m.ext)
+                missing.remove(at: k)
+                changed = true
+            } else {
+                k += 1
+            }
+        }
+        return changed
+    }
+
+    /// The holes to NACK now (every `interval` while any is missing, each at most once per RTT and
+    /// `maxRetries` times), written to ``items``; returns how many.
+    mutating func due(now: UInt64, roundTripTime: UInt64) -> Int {
+        guard enabled, !missing.isEmpty, now &- lastSent >= interval || lastSent == 0 else { return 0 }
+        let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
+        var count = 0
+        for k in missing.indices where count < items.count {
+            let m = missing[k]
+            guard m.retries < maxRetries, m.lastSent == 0 || now &- m.lastSent >= retryInterval else { continue }
+            missing[k].lastSent = now
+            missing[k].retries += 1
+            items[count] = UInt16(truncatingIfNeeded: m.ext)
+            count += 1
+        }
+        return count
+    }
+
+    /// The NACK message with ``items`` went out.
+    mutating func sent(now: UInt64) { lastSent = now }
+}
+
+/// Key-frame requester (PLI): wanted after a loss that breaks a frame, while waiting for the first
+/// key frame, or on demand; sent at most once per `interval` and repeated until a key frame is
+/// delivered.
+struct KeyframeRequester {
+    let enabled: Bool
+    let interval: UInt64
+    private(set) var wanted = false
+    private var hasSent = false
+    private var lastSent: UInt64 = 0
+
+    init(enabled: Bool, interval: UInt64) {
+        self.enabled = enabled
+        self.interval = interval
+    }
+
+    /// A key frame is needed.
+    mutating func want() { wanted = true }
+
+    /// A key frame was delivered: nothing more to ask.
+    mutating func satisfied() { wanted = false }
+
+    /// Whether a PLI is due now.
+    func isDue(now: UInt64) -> Bool {
+        enabled && wanted && (!hasSent || now &- lastSent >= interval)
+    }
+
+    /// The PLI went out.
+    mutating func sent(now: UInt64) {
+        hasSent = true
+        lastSent = now
+    }
+}
+
+/// Interarrival jitter (RFC 3550 §6.4.1, A.8), in RTP units scaled by 16, from packets that arrive
+/// in order for the first time.
+struct JitterEstimator {
+    let clockRate: UInt32
+    private var jitterQ4: UInt64 = 0
+    private var lastTransit: Int64 = 0
+    private var hasTransit = false
+
+    init(clockRate: UInt32) { self.clockRate = clockRate }
+
+    /// The jitter in RTP units, as a report block carries it.
+    var jitter: UInt32 { UInt32(truncatingIfNeeded: jitterQ4 >> 4) }
+    /// The jitter in milliseconds.
+    var milliseconds: Double { Double(jitterQ4 >> 4) * 1000 / Double(clockRate) }
+
+    /// A packet with RTP `timestamp` arrived `sinceStart` nanoseconds after the stream's first one.
+    mutating func received(timestamp: UInt32, sinceStart: UInt64) {
+        let arrival = rtpTicks(nanoseconds: sinceStart, clockRate: clockRate)
+        let transit = Int64(UInt32(truncatingIfNeeded: arrival) &- timestamp)
+        if hasTransit {
+            // Differences are taken mod 2^32 so timestamp wrap does not look like a jump.
+            let d = Int64(Int32(truncatingIfNeeded: transit &- lastTransit)).magnitude
+            jitterQ4 = jitterQ4 &+ d &- ((jitterQ4 + 8) >> 4)
+        }
+        lastTransit = transit
+        hasTransit = true
+    }
+}

@@ -1,0 +1,66 @@
+import Testing
+
+@testable import RoomServer
+
+/// The producer's key-frame request manager alone, on a synthetic clock (ms → ns).
+@Suite("SFU key-frame requests")
+struct SFUKeyframeRequestsTests {
+    let ms: UInt64 = 1_000_000
+
+    @Test func requestsWhileOneIsRecentAreAbsorbedPerLayer() {
+        var k = SFUKeyframeRequests(layers: 3, interval: 500 * ms)
+        let sent1 = k.request(layer: 2, now: 1_000 * ms)
+        #expect(sent1)
+        for t in UInt64(1_001)..<1_010 {
+            let sent2 = k.request(layer: 2, now: t * ms)
+            #expect(!sent2)
+        }
+        #expect(k.absorbed == 9)
+        let sent3 = k.request(layer: 0, now: 1_005 * ms)
+        #expect(sent3, "another layer has its own throttle")
+        let sent4 = k.request(layer: 2, now: 1_500 * ms)
+        #expect(sent4, "after the interval a request goes out again")
+        #expect(k.sent == 3)
+        let sent5 = k.request(layer: 7, now: 2_000 * ms)
+        #expect(!sent5, "an unknown layer is ignored")
+    }
+
+    @Test func aPendingRequestIsRetriedUntilItsKeyframeArrives() {
+        var k = SFUKeyframeRequests(layers: 2, interval: 500 * ms)
+        let sent6 = k.request(layer: 1, now: 0)
+        #expect(sent6)
+        #expect(k.hasPending && k.isPending(1))
+        let retry7 = k.retryDue(now: 499 * ms)
+        #expect(retry7 == nil)
+        let retry8 = k.retryDue(now: 500 * ms)
+        #expect(retry8 == 1, "no key frame within the interval: ask again")
+        let retry9 = k.retryDue(now: 600 * ms)
+        #expect(retry9 == nil, "the retry restarted the interval")
+        // A key frame of the other layer answers nothing.
+        k.keyframeArrived(layer: 0)
+        #expect(k.isPending(1))
+        k.keyframeArrived(layer: 1)
+        #expect(!k.hasPending)
+        let retry10 = k.retryDue(now: 5_000 * ms)
+        #expect(retry10 == nil, "cleared: no more retries")
+        #expect(k.retries == 1)
+    }
+
+    @Test func retriesStopAfterTheLimitAndANewRequestRestartsThem() {
+        var k = SFUKeyframeRequests(layers: 1, interval: 100 * ms)
+        let sent11 = k.request(layer: 0, now: 0)
+        #expect(sent11)
+        var t: UInt64 = 0
+        var retried = 0
+        while t < 10_000 * ms {
+            t += 100 * ms
+            if k.retryDue(now: t) != nil { retried += 1 }
+        }
+        #expect(retried == SFUKeyframeRequests.maxRetries)
+        #expect(!k.hasPending, "a layer that never answers stops drawing PLIs")
+        let sent12 = k.request(layer: 0, now: t + 100 * ms)
+        #expect(sent12)
+        let retry13 = k.retryDue(now: t + 200 * ms)
+        #expect(retry13 == 0)
+    }
+}
