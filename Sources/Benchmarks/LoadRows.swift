@@ -87,7 +87,7 @@ enum LoadRows {
             let config = directory + "/server.json"
             try Data("{\"maxParticipantsPerRoom\": \(maxParticipants)}".utf8).write(to: URL(fileURLWithPath: config))
             let log = directory + "/serve.log"
-            FileManager.default.createFile(atPath: log, contents: nil)
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
             process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             process.arguments = [
                 "serve", "--listen", "127.0.0.1:0", "--udp-port", "\(try Self.freeUDPPort())", "--config", config,

@@ -61,7 +61,7 @@ let media = SyntheticMedia.shared(layers: simulcast ? 3 : 1)
 let (wantVideo, wantAudio, wantSimulcast) = (sendVideo, sendAudio, simulcast)
 
 do {
-    let pump: MediaPump = try await loop.submit {
+    let pump: MediaPump = await loop.submit {
         // The answerer's transceivers attach to the offer's m-lines; the offerer creates them.
         let v = pc.addTransceiver(
             kind: .video, direction: wantVideo ? .sendrecv : .recvonly, sendRIDs: wantSimulcast ? ["q", "h", "f"] : [])
@@ -92,11 +92,11 @@ do {
     }
     try await pc.waitUntilConnected(timeout: 10)
     log("connected")
-    try await loop.submit { pump.attach() }
+    await loop.submit { pump.attach() }
     let start = Date()
     while Date().timeIntervalSince(start) < duration {
         try await Task.sleep(nanoseconds: 1_000_000_000)
-        let stats: [String: Any] = try await loop.submit {
+        let stats: [String: Any] = await loop.submit {
             [
                 "video_frames_received": recording?.videoFrames ?? 0,
                 "audio_frames_received": recording?.audioFrames ?? 0,
@@ -110,7 +110,7 @@ do {
         line["type"] = "stats"
         emit(line)
     }
-    try await loop.submit {
+    await loop.submit {
         pump.detach()
         pc.onFrame = nil
     }

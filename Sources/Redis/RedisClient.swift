@@ -46,6 +46,7 @@ public final class RedisClient: @unchecked Sendable {
 
     /// Runs several commands on one connection in order (no other command runs between them); the
     /// first failure stops the batch and is thrown.
+    @discardableResult
     public func pipeline(_ commands: [[String]]) async throws(RedisError) -> [RedisValue] {
         let result: Result<[RedisValue], RedisError> = await withCheckedContinuation { continuation in
             queue.async {

@@ -3,7 +3,7 @@ extension PeerConnection {
     public func waitUntilConnected(timeout seconds: Double) async throws {
         let deadline = EventLoop.now() + UInt64(seconds * 1e9)
         while true {
-            let s = try await loop.submit { self.state }
+            let s = await loop.submit { self.state }
             switch s {
             case .connected: return
             case .failed: throw PeerConnectionError.invalidState(failureReason ?? "ICE or DTLS failed")
@@ -11,7 +11,7 @@ extension PeerConnection {
             default: break
             }
             if EventLoop.now() > deadline {
-                let detail = try await loop.submit { self.progressDescription }
+                let detail = await loop.submit { self.progressDescription }
                 throw PeerConnectionError.invalidState(
                     "timed out after \(Int(seconds)) s waiting for ICE/DTLS (\(detail))")
             }
