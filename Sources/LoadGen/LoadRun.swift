@@ -247,13 +247,15 @@ public final class LoadRun: @unchecked Sendable {
     }
 
     /// Compares every present audience bot's view of its room with the truth (the present bots and
-    /// their modes), waiting up to 15 s for notifications still on their way. Assumes the room holds
-    /// only this run's bots.
+    /// their modes), waiting up to 60 s for notifications still on their way: a bot handles its
+    /// notifications one after the other, and one that was just invited may be busy for a while
+    /// with its own requests (on a loaded machine, several request timeouts) before it reads the
+    /// rest. Assumes the room holds only this run's bots.
     func checkRosters() async -> LoadReport.RosterCheck? {
         let all = lock.withLock { bots }
         var mismatched: [(LoadBot, String)] = []
         var checked = 0
-        let deadline = EventLoop.now() + 15_000_000_000
+        let deadline = EventLoop.now() + 60_000_000_000
         repeat {
             let present = all.filter(\.isPresent)
             var truth: [String: [String: String]] = [:]
