@@ -1,17 +1,26 @@
 /// The parts of an `application/trickle-ice-sdpfrag` body (RFC 8840) that WHIP/WHEP PATCH uses.
-struct TrickleICEFragment: Equatable, Sendable {
-    var ufrag: String?
-    var pwd: String?
-    var mids: [String] = []
-    var candidates: [String] = []
-    var endOfCandidates = false
+///
+/// It lives beside the SDP parser because a peer sends it straight from the network (WHIP PATCH);
+/// the `sdpfrag` fuzz target drives it.
+public struct TrickleICEFragment: Equatable, Sendable {
+    /// `a=ice-ufrag`, present together with `pwd` when the peer restarts ICE.
+    public var ufrag: String?
+    /// `a=ice-pwd`.
+    public var pwd: String?
+    /// Every `a=mid` in order.
+    public var mids: [String] = []
+    /// Every `a=candidate` value (without the `candidate:` prefix), unparsed.
+    public var candidates: [String] = []
+    /// Whether `a=end-of-candidates` was present.
+    public var endOfCandidates = false
 
-    struct ParseError: Error, Equatable {
-        var message: String
+    /// Why a fragment was refused; `message` is safe to return to the peer.
+    public struct ParseError: Error, Equatable, Sendable {
+        public var message: String
     }
 
     /// Parses the fragment; refuses lines that are not `x=value` and more than 1000 lines.
-    static func parse(_ text: String) throws(ParseError) -> TrickleICEFragment {
+    public static func parse(_ text: String) throws(ParseError) -> TrickleICEFragment {
         var fragment = TrickleICEFragment()
         let lines = text.split(whereSeparator: \.isNewline)
         guard lines.count <= 1000 else { throw ParseError(message: "more than 1000 lines") }
