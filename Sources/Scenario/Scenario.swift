@@ -100,66 +100,11 @@ public enum ScenarioRunner {
             scenario: scenario, bots: bots, order: scenario.bots.map(\.id), roomId: roomId, token: token,
             url: environment.signalingURL, log: log)
 
-        var cases: [ScenarioCaseResult] = []
-        var abortedBy: Int?
-        for step in scenario.steps {
-            clock.current = step.index
-            let field = "steps[\(step.index)]"
-            let title = context.title(step)
-            if let abortedBy {
-                cases.append(
-                    ScenarioCaseResult(
-                        field: field, title: title, status: .skipped, message: "skipped: steps[\(abortedBy)] failed",
-                        seconds: 0, line: step.line))
-                continue
-            }
-            log("\(field) \(title)")
-            let t0 = Date()
-            var failure: String?
-            switch step.kind {
-            case .action(let action):
-                do {
-                    try await withTimeout(step.timeout, what: title) { try await context.perform(action, step: step) }
-                    if let wanted = step.expectError { failure = "succeeded, but error \(wanted) was expected" }
-                } catch {
-                    if let wanted = step.expectError, Self.error(error, matches: wanted) {
-                        failure = nil
-                    } else {
-                        failure = "\(error)"
-                    }
-                }
-                if failure != nil { abortedBy = step.index }
-            case .expect(let e):
-                failure = await context.check(e)
-            }
-            if let failure { log("\(field) failed: \(failure)") }
-            cases.append(
-                ScenarioCaseResult(
-                    field: field, title: title, status: failure == nil ? .passed : .failed,
-                    message: failure.map { "\(field) (line \(step.line)): \($0)" },
-                    seconds: Date().timeIntervalSince(t0),
-                    line: step.line))
-        }
-        clock.current = scenario.steps.count
-        for (i, e) in scenario.expectations.enumerated() {
-            let title = context.title(e)
-            if let abortedBy {
-                cases.append(
-                    ScenarioCaseResult(
-                        field: e.field, title: title, status: .skipped, message: "skipped: steps[\(abortedBy)] failed",
-                        seconds: 0, line: e.line))
-                continue
-            }
-            log("expect[\(i)] \(title)")
-            let t0 = Date()
-            let failure = await context.check(e)
-            if let failure { log("expect[\(i)] failed: \(failure)") }
-            cases.append(
-                ScenarioCaseResult(
-                    field: e.field, title: title, status: failure == nil ? .passed : .failed,
-                    message: failure.map { "\(e.field) (line \(e.line)), after the last step: \($0)" },
-                    seconds: Date().timeIntervalSince(t0), line: e.line))
-        }
+        let cases = await ScenarioSteps(
+            title: context.title, expectationTitle: context.title,
+            perform: { action, step in try await context.perform(action, step: step) }, check: context.check,
+            errorMatches: Self.error(_:matches:), willRun: { clock.current = $0 }, log: log
+        ).run(scenario)
         for id in context.order { await bots[id]?.shutdown() }
         var recordings: [String: [String: String]] = [:]
         for (id, bot) in bots where !bot.recordingPaths.isEmpty { recordings[id] = bot.recordingPaths }

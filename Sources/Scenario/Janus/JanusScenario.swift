@@ -78,64 +78,18 @@ public enum JanusScenarioRunner {
             url: "", log: log)
         let bots = JanusBots(scenario: scenario, room: room, outDir: outDir, log: log)
 
-        var cases: [ScenarioCaseResult] = []
-        var abortedBy: Int?
-        for step in scenario.steps {
-            let field = "steps[\(step.index)]"
-            var title = titles.title(step)
-            if case .action(.join(let bot, let mode, _, _)) = step.kind {
-                // `titles` has no bots to look the default mode up in.
-                let spec = scenario.bots.first { $0.id == bot }
-                title = "join \(bot) as \((mode ?? spec?.mode)?.rawValue ?? "?")"
-            }
-            if let abortedBy {
-                cases.append(
-                    ScenarioCaseResult(
-                        field: field, title: title, status: .skipped, message: "skipped: steps[\(abortedBy)] failed",
-                        seconds: 0, line: step.line))
-                continue
-            }
-            log("\(field) \(title)")
-            let t0 = Date()
-            var failure: String?
-            switch step.kind {
-            case .action(let action):
-                do {
-                    try await withTimeout(step.timeout, what: title) { try await bots.perform(action) }
-                } catch {
-                    failure = "\(error)"
-                    abortedBy = step.index
+        let cases = await ScenarioSteps(
+            title: { step in
+                if case .action(.join(let bot, let mode, _, _)) = step.kind {
+                    // `titles` has no bots to look the default mode up in.
+                    let spec = scenario.bots.first { $0.id == bot }
+                    return "join \(bot) as \((mode ?? spec?.mode)?.rawValue ?? "?")"
                 }
-            case .expect(let e):
-                failure = await bots.check(e)
-            }
-            if let failure { log("\(field) failed: \(failure)") }
-            cases.append(
-                ScenarioCaseResult(
-                    field: field, title: title, status: failure == nil ? .passed : .failed,
-                    message: failure.map { "\(field) (line \(step.line)): \($0)" },
-                    seconds: Date().timeIntervalSince(t0),
-                    line: step.line))
-        }
-        for (i, e) in scenario.expectations.enumerated() {
-            let title = titles.title(e)
-            if let abortedBy {
-                cases.append(
-                    ScenarioCaseResult(
-                        field: e.field, title: title, status: .skipped, message: "skipped: steps[\(abortedBy)] failed",
-                        seconds: 0, line: e.line))
-                continue
-            }
-            log("expect[\(i)] \(title)")
-            let t0 = Date()
-            let failure = await bots.check(e)
-            if let failure { log("expect[\(i)] failed: \(failure)") }
-            cases.append(
-                ScenarioCaseResult(
-                    field: e.field, title: title, status: failure == nil ? .passed : .failed,
-                    message: failure.map { "\(e.field) (line \(e.line)), after the last step: \($0)" },
-                    seconds: Date().timeIntervalSince(t0), line: e.line))
-        }
+                return titles.title(step)
+            },
+            expectationTitle: titles.title, perform: { action, _ in try await bots.perform(action) },
+            check: bots.check, log: log
+        ).run(scenario)
         let recordings = await bots.shutdown()
         return ScenarioResult(
             name: scenario.name, path: scenario.path, cases: cases, seconds: Date().timeIntervalSince(started),
