@@ -52,32 +52,8 @@ func janusJoinOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Jan
             "--mode",
             "'\(m)' is not available with a janus:// server (only RECV_ONLY or SEND_AND_RECV, which publishes)")
     }
-    switch a.value("--consume") ?? "all" {
-    case "all": options.consume = .all
-    case "stage": options.consume = .stage
-    case "none": options.consume = .none
-    case let ids:
-        let list = idList(Substring(ids))
-        guard !list.isEmpty else { throw Arguments.Failure.badValue("--consume", "empty id list") }
-        options.consume = .ids(list)
-    }
-    if let kinds = a.value("--consume-kinds") {
-        var set: Set<MediaKind> = []
-        for k in idList(Substring(kinds)) {
-            switch k {
-            case "audio": set.insert(.audio)
-            case "video": set.insert(.video)
-            default: throw Arguments.Failure.badValue("--consume-kinds", "'\(k)' is not audio or video")
-            }
-        }
-        options.kinds = set
-    }
-    if let max = a.value("--max-video") {
-        guard let n = Int(max), n >= 0 else {
-            throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
-        }
-        options.maxVideo = n
-    }
+    (options.consume, options.kinds) = try consumeOptions(a)
+    options.maxVideo = try maxVideoOption(a)
     options.recordDirectory = a.value("--record")
     if let format = a.value("--record-format") {
         guard let f = RoomAgent.RecordFormat(rawValue: format) else {

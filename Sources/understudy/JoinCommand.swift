@@ -41,6 +41,39 @@ func parseMode(_ text: String?, default def: Mode, option: String) throws(Argume
     return m
 }
 
+/// `--consume` and `--consume-kinds`, which the room agent and the Janus agent read the same way.
+func consumeOptions(_ a: Arguments) throws(Arguments.Failure) -> (RoomAgent.ConsumePolicy, Set<MediaKind>) {
+    let consume: RoomAgent.ConsumePolicy
+    switch a.value("--consume") ?? "all" {
+    case "all": consume = .all
+    case "stage": consume = .stage
+    case "none": consume = .none
+    case let ids:
+        let list = idList(Substring(ids))
+        guard !list.isEmpty else { throw Arguments.Failure.badValue("--consume", "empty id list") }
+        consume = .ids(list)
+    }
+    guard let kinds = a.value("--consume-kinds") else { return (consume, [.audio, .video]) }
+    var set: Set<MediaKind> = []
+    for k in idList(Substring(kinds)) {
+        switch k {
+        case "audio": set.insert(.audio)
+        case "video": set.insert(.video)
+        default: throw Arguments.Failure.badValue("--consume-kinds", "'\(k)' is not audio or video")
+        }
+    }
+    return (consume, set)
+}
+
+/// `--max-video N`: at most N video streams consumed at once (nil: no limit).
+func maxVideoOption(_ a: Arguments) throws(Arguments.Failure) -> Int? {
+    guard let max = a.value("--max-video") else { return nil }
+    guard let n = Int(max), n >= 0 else {
+        throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
+    }
+    return n
+}
+
 func idList(_ text: Substring) -> [String] {
     text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
 }
@@ -87,26 +120,7 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
     options.participantId = participantId
     options.asAgent = a.flag("--agent")
     options.mode = try parseMode(a.value("--mode"), default: .RECV_ONLY, option: "--mode")
-    switch a.value("--consume") ?? "all" {
-    case "all": options.consume = .all
-    case "stage": options.consume = .stage
-    case "none": options.consume = .none
-    case let ids:
-        let list = idList(Substring(ids))
-        guard !list.isEmpty else { throw Arguments.Failure.badValue("--consume", "empty id list") }
-        options.consume = .ids(list)
-    }
-    if let kinds = a.value("--consume-kinds") {
-        var set: Set<MediaKind> = []
-        for k in idList(Substring(kinds)) {
-            switch k {
-            case "audio": set.insert(.audio)
-            case "video": set.insert(.video)
-            default: throw Arguments.Failure.badValue("--consume-kinds", "'\(k)' is not audio or video")
-            }
-        }
-        options.kinds = set
-    }
+    (options.consume, options.kinds) = try consumeOptions(a)
     switch a.value("--accept-invites") ?? "trusted" {
     case "trusted": options.acceptInvites = .trusted
     case "yes": options.acceptInvites = .yes
@@ -117,12 +131,7 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
         options.acceptInvites = .from(list)
     case let v: throw Arguments.Failure.badValue("--accept-invites", "'\(v)' is not trusted, yes, no or from:ID,ID")
     }
-    if let max = a.value("--max-video") {
-        guard let n = Int(max), n >= 0 else {
-            throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
-        }
-        options.maxVideo = n
-    }
+    options.maxVideo = try maxVideoOption(a)
     if let window = a.value("--reconnect-for") {
         // `0` turns reconnection off; otherwise a duration such as `60s` or `10m`.
         let seconds = Double(window) == 0 ? 0 : try a.seconds("--reconnect-for", default: 0)
