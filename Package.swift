@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "Cluster", targets: ["Cluster"]),
         .library(name: "Agent", targets: ["Agent"]),
+        .library(name: "WHIP", targets: ["WHIP"]),
         .library(name: "RoomServer", targets: ["RoomServer"]),
         .library(name: "Understudy", targets: ["Understudy"]),
         .library(name: "LoadGen", targets: ["LoadGen"]),
@@ -55,7 +56,7 @@ let package = Package(
         .target(
             name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
             path: "Sources/Media"),
-        .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
+        .target(name: "Signaling", dependencies: ["COpenSSL"], path: "Sources/Signaling"),
         // The room protocol, typed: method and notification names, the error-name table, leave codes,
         // and the client core (requests matched to responses) that the SDK and the load bots share.
         .target(name: "RoomProtocol", dependencies: ["Signaling"], path: "Sources/RoomProtocol"),
@@ -67,44 +68,45 @@ let package = Package(
         .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(
-            name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling", "RoomProtocol"],
+            name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling", "RoomProtocol", "Media"],
             path: "Sources/RoomServer",
             // The browser page, compiled into the binary (`PackageResources`).
             resources: [
                 .embedInCode("Web/assets/index.html"), .embedInCode("Web/assets/room.js"),
                 .embedInCode("Web/assets/style.css"),
             ]),
-        // Sending pre-encoded media on a PeerConnection, and recording what arrives.
-        .target(name: "Streaming", dependencies: ["RTCWire", "RTC", "Media"], path: "Sources/Streaming"),
         // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).
         .target(
-            name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol", "Streaming"],
+            name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol"],
             path: "Sources/Understudy"),
-        // Daemon behaviour: media pumps, recorders, WHIP/WHEP sessions (later: the room agent).
+        // The room agent (consume policy, stage invites, recording per participant, RTP relay) and the
+        // Janus agent: daemon behaviour on top of the SDK.
         .target(
-            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy"],
+            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy"],
             path: "Sources/Agent"),
+        // WHIP publish and WHEP play (RFC 9725): one PeerConnection and an HTTP resource, no room.
+        .target(name: "WHIP", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/WHIP"),
         // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
         .target(
-            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol", "Streaming"],
+            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol"],
             path: "Sources/LoadGen", swiftSettings: hotPathSettings),
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(
             name: "Scenario",
-            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy", "Agent"],
+            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent"],
             path: "Sources/Scenario"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
             name: "Benchmarks",
             dependencies: [
-                "RTCWire", "RTC", "Media", "Signaling", "Streaming", "RoomServer", "Understudy", "Agent", "LoadGen",
+                "RTCWire", "RTC", "Media", "Signaling", "RoomServer", "Understudy", "LoadGen",
                 "Redis", "Cluster",
             ],
             path: "Sources/Benchmarks"),
         .executableTarget(
             name: "understudy",
             dependencies: [
-                "RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy", "Agent", "RoomServer", "Benchmarks",
+                "RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "WHIP", "RoomServer", "Benchmarks",
                 "LoadGen", "Scenario", "Redis", "Fleet", "Cluster",
             ],
             path: "Sources/understudy"
@@ -112,38 +114,42 @@ let package = Package(
         // A test peer driven over stdin/stdout by the Chromium interop tests.
         .executableTarget(
             name: "interop-peer",
-            dependencies: ["RTCWire", "RTC", "Media", "Streaming"],
+            dependencies: ["RTCWire", "RTC", "Media"],
             path: "Sources/InteropPeer"
         ),
 
+        // Helpers every test target shares: tool runs (ffmpeg, ffprobe), media fixtures, a connected
+        // PeerConnection pair, waits with deadlines, an in-process room server.
+        .target(
+            name: "TestSupport", dependencies: ["Media", "RTC", "RTCWire", "RoomServer"], path: "Tests/TestSupport"),
         .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling"],
             path: "Tests/RoomProtocolTests"),
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
-        .testTarget(name: "RTCTests", dependencies: ["RTC", "RTCWire"], path: "Tests/RTCTests"),
-        .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire"], path: "Tests/MediaTests"),
+        .testTarget(
+            name: "RTCTests", dependencies: ["RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/RTCTests"),
+        .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire", "TestSupport"], path: "Tests/MediaTests"),
         .testTarget(
             name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
         .testTarget(
             name: "RoomServerTests",
-            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "Streaming"],
+            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media"],
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
-            dependencies: ["Understudy", "RoomServer", "Signaling", "RTC", "Media", "Streaming", "Agent"],
+            dependencies: ["Understudy", "RoomServer", "Signaling", "RTCWire", "Media", "Agent", "TestSupport"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
-            dependencies: ["LoadGen", "Benchmarks", "RoomServer", "Signaling", "RTC", "RTCWire", "Media"],
+            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "TestSupport"],
             path: "Tests/LoadGenTests"),
+        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC"], path: "Tests/BenchmarksTests"),
         .testTarget(
-            name: "ScenarioTests",
-            dependencies: ["Scenario", "Understudy", "Agent", "RoomServer", "Signaling", "Media", "Streaming"],
-            path: "Tests/ScenarioTests"),
+            name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media"], path: "Tests/ScenarioTests"),
         .testTarget(
-            name: "AgentTests", dependencies: ["Agent", "Streaming", "RTC", "RTCWire", "Media"],
+            name: "AgentTests", dependencies: ["Agent", "RTC", "RTCWire", "Media", "TestSupport"],
             path: "Tests/AgentTests"),
     ],
     cxxLanguageStandard: .cxx17

@@ -5,7 +5,6 @@ import RTC
 import RTCWire
 import RoomProtocol
 import Signaling
-import Streaming
 
 /// The room's two WebRTC connections to the SFU: publish (synthetic tone + test pattern through a
 /// ``MediaPump``) and subscribe (answering `subscriberOffer`s; each consumer's frames go to the sinks of

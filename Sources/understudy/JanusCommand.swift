@@ -1,9 +1,9 @@
 import Agent
 import Foundation
 import LoadGen
+import Media
 import RTCWire
 import Signaling
-import Streaming
 
 // `--server janus://HOST:PORT/ROOM_NUMBER`: `join` and `load` against a Janus VideoRoom.
 // Flags for room features that Janus does not have are refused (exit 2), never ignored.
@@ -124,7 +124,7 @@ func runJanusJoin(_ a: Arguments) async {
             await agent.stop()
             fail("join: \(error)")
         }
-        await agent.run(duration: duration)
+        await agent.run(duration: duration, until: { ShutdownSignal.shared.isRequested })
         if let failure = agent.failure { fail("join: \(failure)") }
     } catch let e as Arguments.Failure {
         fail("join: \(e)", code: 2)
@@ -206,7 +206,7 @@ func runJanusLoad(_ args: [String]) async {
     let run = JanusLoadRun(configuration: configuration, room: room)
     if !a.flag("--quiet") { run.onProgress = { (p: LoadProgress) in logLine(p.line) } }
     let report: LoadReport
-    do { report = try await run.run() } catch {
+    do { report = try await run.run(until: { ShutdownSignal.shared.isRequested }) } catch {
         switch error {
         case .invalidConfiguration(let m): fail("load: \(m)", code: 2)
         case .unreachable: fail("load: \(error)", code: 3)

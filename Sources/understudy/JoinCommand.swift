@@ -1,9 +1,9 @@
 import Agent
 import Foundation
+import Media
 import RTC
 import RTCWire
 import Signaling
-import Streaming
 import Understudy
 
 // `understudy join|invite|pubsub`: a headless participant and one-shot room actions.
@@ -211,7 +211,7 @@ func runJoin(_ args: [String]) async {
             metricsServer?.stop()
             fail("join: \(error)")
         }
-        await agent.run(duration: duration)
+        await agent.run(duration: duration, until: { ShutdownSignal.shared.isRequested })
         metricsServer?.stop()
         if let reason = agent.leaveReason, reason != .MANUAL_LEAVE_CALLED {
             fail("join: the room was left: \(reason.name) (\(reason.rawValue))")

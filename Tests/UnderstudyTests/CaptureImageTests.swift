@@ -2,6 +2,7 @@ import Foundation
 import Media
 import RTCWire
 import RoomServer
+import TestSupport
 import Testing
 
 @testable import Understudy

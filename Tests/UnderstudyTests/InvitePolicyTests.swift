@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import RoomServer
+import TestSupport
 import Testing
 
 @testable import Understudy

@@ -1,7 +1,8 @@
 import Foundation
+import Media
 import RTCWire
 import RoomServer
-import Streaming
+import TestSupport
 import Testing
 
 @testable import Understudy

@@ -2,7 +2,7 @@ import Foundation
 import Media
 import RTCWire
 import RoomServer
-import Streaming
+import TestSupport
 import Testing
 
 @testable import Understudy

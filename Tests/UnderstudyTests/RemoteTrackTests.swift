@@ -1,6 +1,7 @@
 import Foundation
 import RTCWire
 import RoomServer
+import TestSupport
 import Testing
 
 @testable import Understudy

@@ -1,7 +1,8 @@
 import Agent
 import Foundation
+import Media
 import RoomServer
-import Streaming
+import TestSupport
 import Testing
 
 @testable import Understudy

@@ -1,5 +1,6 @@
 import Foundation
 import RoomServer
+import TestSupport
 import Testing
 
 @testable import Understudy

@@ -2,14 +2,10 @@ import Foundation
 import RTCWire
 import RoomServer
 import Signaling
+import TestSupport
 import Testing
 
 @testable import Understudy
-
-struct WaitTimeout: Error, CustomStringConvertible {
-    var what: String
-    var description: String { "timed out waiting for \(what)" }
-}
 
 /// A real room server on an ephemeral loopback port.
 func startRoomServer() throws -> RoomServer {
@@ -39,15 +35,6 @@ func makeRoom(
         participantId: id,
         micEnabled: mic, camEnabled: cam, mode: mode, multiStream: multiStream, autoConsume: autoConsume,
         signalingBaseUrl: server.signalingURL)
-}
-
-/// Polls `condition` until true.
-func waitUntil(_ what: String, seconds: Double = 10, _ condition: () -> Bool) async throws {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        if Date() > deadline { throw WaitTimeout(what: what) }
-        try await Task.sleep(nanoseconds: 10_000_000)
-    }
 }
 
 /// Records every room, participant and PubSub event as a line of text, in delivery order.
@@ -152,21 +139,4 @@ func expectCode(_ code: Int, _ body: () async throws -> Void, sourceLocation: So
     } catch {
         Issue.record("expected UnderstudyError \(code), got \(error)", sourceLocation: sourceLocation)
     }
-}
-
-/// Runs a tool found on PATH (ffprobe, ffmpeg) and returns (exit status, stdout, stderr).
-func runTool(_ tool: String, _ args: [String]) throws -> (status: Int32, out: String, err: String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    p.arguments = [tool] + args
-    let out = Pipe()
-    let err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    // Read both pipes before waiting, so a chatty tool cannot block on a full pipe.
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
 }

@@ -1,7 +1,7 @@
 import Agent
 import Foundation
 import Media
-import Streaming
+import TestSupport
 import Testing
 
 @testable import RoomServer

@@ -1,52 +1,16 @@
 import Foundation
 import Media
 import RTCWire
+import TestSupport
 import Testing
 
 @testable import RTC
-@testable import Streaming
 
 /// Swift ↔ Swift PeerConnections over real loopback UDP: media flows and is recorded, and hostile
 /// datagrams are dropped and counted without disturbing the session.
 @Suite(.serialized) struct PeerConnectionLoopbackTests {
-    /// Connects a sending and a receiving PeerConnection on two event loops.
-    static func connectedPair(
-        sendVideo: Bool = true, sendAudio: Bool = true
-    ) async throws -> (tx: PeerConnection, rx: PeerConnection, video: RTPTransceiver?, audio: RTPTransceiver?) {
-        let tx = try PeerConnection(loop: EventLoop(name: "test-tx"))
-        let rx = try PeerConnection(loop: EventLoop(name: "test-rx"))
-        let (video, audio) = await tx.loop.submit {
-            (
-                sendVideo ? tx.addTransceiver(kind: .video, direction: .sendonly) : nil,
-                sendAudio ? tx.addTransceiver(kind: .audio, direction: .sendonly) : nil
-            )
-        }
-        let offer = try await tx.loop.submit {
-            let o = try tx.createOffer()
-            try tx.setLocalDescription(o)
-            return o
-        }
-        let answer = try await rx.loop.submit {
-            try rx.setRemoteDescription(offer, type: .offer)
-            let a = try rx.createAnswer()
-            try rx.setLocalDescription(a)
-            return a
-        }
-        try await tx.loop.submit { try tx.setRemoteDescription(answer, type: .answer) }
-        try await tx.waitUntilConnected(timeout: 10)
-        try await rx.waitUntilConnected(timeout: 10)
-        return (tx, rx, video, audio)
-    }
-
-    static func shutdown(_ pcs: PeerConnection...) async {
-        for pc in pcs {
-            await pc.loop.submit { pc.close() }
-            pc.loop.shutdown()
-        }
-    }
-
     @Test func mediaFlowsAndRecordingPlaysInFFmpeg() async throws {
-        let (tx, rx, video, audio) = try await Self.connectedPair()
+        let (tx, rx, video, audio) = try await connectedPair()
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pc-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent("loop.webm").path
@@ -54,7 +18,8 @@ import Testing
         await rx.loop.submit {
             rx.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
         }
-        let pump = MediaPump(connection: tx, media: SyntheticMedia.shared(layers: 1), video: video, audio: audio)
+        let pump = MediaPump(
+            connection: tx, video: video, audio: audio, sources: SyntheticMedia.shared(layers: 1).source)
         await tx.loop.submit { pump.attach() }
         try await Task.sleep(nanoseconds: 4_500_000_000)
         await tx.loop.submit { pump.detach() }
@@ -65,7 +30,7 @@ import Testing
         #expect(profile == .aeadAES128GCM, "GCM is offered first and both sides support it")
         #expect(recording.videoFrames >= 80)
         #expect(recording.audioFrames >= 130)
-        let probe = try runTool(
+        let probe = try runToolText(
             "/usr/bin/ffprobe",
             [
                 "-v", "error", "-count_frames", "-show_entries",
@@ -73,18 +38,19 @@ import Testing
             ])
         #expect(probe.contains("vp8"))
         #expect(probe.contains("opus"))
-        let decode = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+        let decode = try runToolText(
+            "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
         #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
         // The synthetic source flashes and beeps together every 2 s: after RTP, SRTP and the
         // recorder's timestamping they must still line up in the file.
         let sync = try SyncMarkerAnalyzer.analyze(path: path)
         #expect(sync.pairs >= 1, "flash/beep pairs found: \(sync)")
         if let offset = sync.offsetMilliseconds { #expect(abs(offset) <= 40, "A/V offset \(offset) ms") }
-        await Self.shutdown(tx, rx)
+        await shutdown(tx, rx)
     }
 
     @Test func hostileDatagramsAreDroppedAndCounted() async throws {
-        let (tx, rx, video, _) = try await Self.connectedPair(sendAudio: false)
+        let (tx, rx, video, _) = try await connectedPair(sendAudio: false)
         guard let rxAddress = await rx.loop.submit({ rx.localAddress }) else {
             Issue.record("receiver has no socket")
             return
@@ -132,7 +98,7 @@ import Testing
         #expect(after.2 == .connected, "the session survives hostile input")
 
         // And media still flows after the attack.
-        let pump = MediaPump(connection: tx, media: SyntheticMedia.shared(layers: 1), video: video, audio: nil)
+        let pump = MediaPump(connection: tx, video: video, audio: nil, sources: SyntheticMedia.shared(layers: 1).source)
         let received = Counter()
         await rx.loop.submit { rx.onFrame = { _, _, _, _ in received.add() } }
         await tx.loop.submit { pump.attach() }
@@ -140,7 +106,7 @@ import Testing
         await tx.loop.submit { pump.detach() }
         #expect(received.value > 10)
         attackerLoop.shutdown()
-        await Self.shutdown(tx, rx)
+        await shutdown(tx, rx)
     }
 
     @Test func wrongFingerprintFailsTheConnection() async throws {
@@ -168,26 +134,6 @@ import Testing
         await #expect(throws: (any Error).self) { try await tx.waitUntilConnected(timeout: 8) }
         let reason = await tx.loop.submit { tx.failureReason ?? "" }
         #expect(reason.contains("DTLS"))
-        await Self.shutdown(tx, rx)
+        await shutdown(tx, rx)
     }
-}
-
-final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func add() { lock.withLock { count += 1 } }
-    var value: Int { lock.withLock { count } }
-}
-
-func runTool(_ path: String, _ args: [String]) throws -> String {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    let pipe = Pipe()
-    p.standardOutput = pipe
-    p.standardError = pipe
-    try p.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
 }

@@ -1,5 +1,10 @@
 import Foundation
-import RTC
+import LoadGen
+import RoomServer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// What `make bench` reports about load mode: receive capacity per core, loss and memory per bot.
 public struct LoadBenchmarkResult: Sendable {
@@ -51,13 +56,14 @@ public struct LoadBenchmarkResult: Sendable {
         let baselineRSS = residentBytes()
         let windowStart = ramp + settle
         let samples = ProgressLog()
-        run.onProgress = { p in samples.add(p, cpu: currentProcessCPUSeconds()) }
+        run.onProgress = { p in samples.add(p, cpu: Double(processCPUNanoseconds()) / 1e9) }
         let report = try await run.run()
         let log = samples.all
         guard let first = log.first(where: { $0.progress.elapsed >= windowStart }), let last = log.last,
             last.progress.elapsed > first.progress.elapsed
         else {
-            throw LoadError.failed("benchmark too short to measure a steady-state window")
+            throw LoadBenchmarkError.noSteadyStateWindow(
+                elapsed: log.last?.progress.elapsed ?? 0, windowStart: windowStart)
         }
         let window = last.progress.elapsed - first.progress.elapsed
         let cpu = last.progress.loopCPUSeconds - first.progress.loopCPUSeconds
@@ -72,6 +78,47 @@ public struct LoadBenchmarkResult: Sendable {
             rssPerSubscriberBotBytes: subscribers > 0 ? max(0, endRSS - baselineRSS) / subscribers : 0,
             rssSamples: report.rssSamples.map { (seconds: $0.seconds, bytes: $0.bytes) },
             latencyP50Ms: report.latencyMs.p50, latencyP95Ms: report.latencyMs.p95, report: report)
+    }
+}
+
+extension LoadBenchmarkResult {
+    /// Starts an in-process ``RoomServer`` on loopback (ephemeral ports, room size raised to fit)
+    /// and runs ``runBenchmark(subscribers:publishers:duration:signalingURL:secret:)`` against it.
+    ///
+    /// The server shares the process, so ``rssPerSubscriberBotBytes`` includes its per-consumer
+    /// memory; ``cpuSeconds`` counts only the load generator's threads.
+    public static func runInProcess(subscribers: Int, publishers: Int, duration: Double) async throws
+        -> LoadBenchmarkResult
+    {
+        var server = RoomServerConfiguration()
+        server.listenPort = 0
+        server.udpPortLow = 0
+        server.udpPortHigh = 0
+        server.secret = "load-benchmark-secret"
+        server.maxParticipantsPerRoom = subscribers + publishers + 10
+        let roomServer = RoomServer(configuration: server)
+        try roomServer.start()
+        defer { roomServer.stop() }
+        return try await runBenchmark(
+            subscribers: subscribers, publishers: publishers, duration: duration,
+            signalingURL: roomServer.signalingURL, secret: "load-benchmark-secret")
+    }
+}
+
+/// Resident bytes of this process.
+private func residentBytes() -> Int { LiveStreamRows.sample(pid: getpid())?.rss ?? 0 }
+
+/// Why the load benchmark measured nothing.
+public enum LoadBenchmarkError: Error, CustomStringConvertible {
+    /// The run ended before a steady-state window after the ramp and settling time could be measured.
+    case noSteadyStateWindow(elapsed: Double, windowStart: Double)
+
+    public var description: String {
+        switch self {
+        case .noSteadyStateWindow(let elapsed, let start):
+            return
+                "benchmark too short to measure a steady-state window (ran \(elapsed) s, window starts at \(start) s)"
+        }
     }
 }
 

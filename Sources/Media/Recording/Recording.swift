@@ -1,5 +1,3 @@
-import Media
-import RTC
 import RTCWire
 
 /// Writes received frames to one file, choosing the container from the file extension:
@@ -37,11 +35,12 @@ public final class Recording: @unchecked Sendable {
     public static let defaultBacklogLimit = 4 << 20
     /// Video was dropped: skip deltas until the next keyframe.
     var videoNeedsKeyframe = false
-    public private(set) var lastError: String?
+    /// The writer's error for the last frame that could not be written (counted in ``writeErrors``).
+    public private(set) var lastError: (any Error)?
     var closed = false
 
-    /// Opens `path` for writing; throws a ``StreamingError/file(_:)`` for an unknown extension or an
-    /// unwritable path.
+    /// Opens `path` for writing; throws ``RecordingError/unsupportedFormat(path:)`` for an unknown
+    /// extension, ``RecordingError/cannotCreate(path:cause:)`` for an unwritable path.
     ///
     /// - Parameters:
     ///   - writer: the thread that writes the file (default: the process-wide one).
@@ -49,7 +48,7 @@ public final class Recording: @unchecked Sendable {
     public init(
         path: String, opusChannels: Int = 2, writer: DiskWriter = .shared,
         backlogLimit: Int = Recording.defaultBacklogLimit
-    ) throws(StreamingError) {
+    ) throws(RecordingError) {
         self.path = path
         self.backlogLimit = max(0, backlogLimit)
         let lower = path.lowercased()
@@ -64,12 +63,12 @@ public final class Recording: @unchecked Sendable {
                 container = .ivf
                 ivf = try IVFWriter(path: path, writer: writer)
             } else {
-                throw StreamingError.file("unsupported recording format '\(path)' (use .webm, .mkv, .ogg or .ivf)")
+                throw RecordingError.unsupportedFormat(path: path)
             }
-        } catch let e as StreamingError {
+        } catch let e as RecordingError {
             throw e
         } catch {
-            throw .file("cannot record to '\(path)': \(error)")
+            throw .cannotCreate(path: path, cause: error)
         }
     }
 
@@ -138,7 +137,7 @@ public final class Recording: @unchecked Sendable {
             }
         } catch {
             writeErrors += 1
-            lastError = "\(error)"
+            lastError = error
         }
     }
 
@@ -147,7 +146,7 @@ public final class Recording: @unchecked Sendable {
 
     /// Finishes the file (patches sizes, writes indexes) and waits until the disk writer has written
     /// all of it. Safe to call twice.
-    public func close() throws(StreamingError) {
+    public func close() throws(RecordingError) {
         guard !closed else { return }
         closed = true
         do {
@@ -155,7 +154,26 @@ public final class Recording: @unchecked Sendable {
             try ogg?.close()
             try ivf?.close()
         } catch {
-            throw .file("cannot finish '\(path)': \(error)")
+            throw .cannotFinish(path: path, cause: error)
+        }
+    }
+}
+
+/// Why a ``Recording`` could not be started or finished; the cause is the container writer's error.
+public enum RecordingError: Error, CustomStringConvertible {
+    /// The extension names no container this recorder writes (`.webm`, `.mkv`, `.ogg`, `.opus`, `.ivf`).
+    case unsupportedFormat(path: String)
+    /// The file could not be created.
+    case cannotCreate(path: String, cause: any Error)
+    /// The file could not be finished (flush, sizes, index).
+    case cannotFinish(path: String, cause: any Error)
+
+    public var description: String {
+        switch self {
+        case .unsupportedFormat(let path):
+            return "unsupported recording format '\(path)' (use .webm, .mkv, .ogg or .ivf)"
+        case .cannotCreate(let path, let cause): return "cannot record to '\(path)': \(cause)"
+        case .cannotFinish(let path, let cause): return "cannot finish '\(path)': \(cause)"
         }
     }
 }

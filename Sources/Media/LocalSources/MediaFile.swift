@@ -1,5 +1,4 @@
 import Glibc
-import Media
 import RTCWire
 
 /// Loads the encoded frames of a media file, recognised by its first bytes (not its name).

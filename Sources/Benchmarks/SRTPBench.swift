@@ -1,8 +1,4 @@
-import CSRTP
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import RTC
 
 /// Measures the anchor for the performance goals: bare libsrtp `srtp_unprotect` cost, and the
 /// same for our ``SRTPSession`` so that the two can be compared in one run.
@@ -13,13 +9,6 @@ public enum SRTPBench {
         case libsrtp
         /// ``SRTPSession/unprotectRTP(_:length:)``, which the media path uses.
         case understudy
-    }
-
-    /// CPU time of the calling thread in nanoseconds.
-    static func threadCPUTime() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
     /// Nanoseconds per packet for `srtp_unprotect` of `count` distinct RTP packets with a
@@ -88,12 +77,12 @@ public enum SRTPBench {
             // Thread CPU time, not wall time: the figure must not depend on what else the machine runs.
             let nanoseconds = work.withUnsafeMutableBytes { all -> Double in
                 let base = all.baseAddress!  // non-empty: count > 0
-                let start = threadCPUTime()
+                let start = threadCPUNanoseconds()
                 for index in 0..<count {
                     var length = protectedLengths[index]
                     switch implementation {
                     case .libsrtp:
-                        if reference.rawUnprotect(base + index * slot, length: &length) != srtp_err_status_ok {
+                        if !reference.rawUnprotect(base + index * slot, length: &length) {
                             failures += 1
                         }
                     case .understudy:
@@ -102,7 +91,7 @@ public enum SRTPBench {
                         }
                     }
                 }
-                return Double(threadCPUTime() - start)
+                return Double(threadCPUNanoseconds() - start)
             }
             guard failures == 0 else { return .nan }
             best = min(best, nanoseconds / Double(count))

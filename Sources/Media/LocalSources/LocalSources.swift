@@ -1,4 +1,3 @@
-import Media
 import RTCWire
 
 /// What the agent publishes when it is on stage, from its `--video` and `--audio` options.

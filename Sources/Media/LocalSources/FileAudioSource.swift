@@ -1,4 +1,3 @@
-import Media
 import RTCWire
 
 /// Opus audio from an Ogg Opus (`.ogg`/`.opus`) or WebM/Matroska file, sent in real time by the

@@ -1,4 +1,3 @@
-import Media
 import RTCWire
 
 /// VP8 video from an IVF or WebM/Matroska file, sent in real time by the file's own timestamps and

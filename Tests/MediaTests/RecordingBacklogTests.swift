@@ -1,7 +1,7 @@
 import Foundation
 import Media
 import RTCWire
-import Streaming
+import TestSupport
 import Testing
 
 /// A slow disk must never stall the thread that records: frames past the backlog limit are dropped
@@ -44,7 +44,7 @@ import Testing
         #expect(recording.backlogBytes == 0)
         #expect(recording.videoFrames + recording.audioFrames + recording.droppedFrames == videoCount + audioCount)
 
-        let out = try runTool(
+        let out = try runToolText(
             "/usr/bin/ffprobe",
             [
                 "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames", "-of", "csv=p=0",
@@ -58,7 +58,7 @@ import Testing
             })
         #expect(counts["vp8"] == recording.videoFrames)
         #expect(counts["opus"] == recording.audioFrames)
-        let errors = try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-f", "null", "-"])
+        let errors = try runToolText("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-f", "null", "-"])
         #expect(errors.isEmpty, "ffmpeg reported: \(errors)")
     }
 }

@@ -2,7 +2,6 @@ import Media
 import RTC
 import RTCWire
 import Signaling
-import Streaming
 
 /// Where a sent track's media comes from.
 public enum SourceChoice: Sendable, Equatable {
@@ -41,14 +40,22 @@ public enum WHIPClient {
         }
     }
 
-    /// Publishes `video`/`audio` to the WHIP endpoint at `url` for `duration` seconds.
+    /// Waits `seconds`: how long a session streams unless the caller passes a wait that ends earlier
+    /// (the CLI's returns at SIGINT/SIGTERM).
+    public static func sleep(seconds: Double) async {
+        try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+    }
+
+    /// Publishes `video`/`audio` to the WHIP endpoint at `url` for `duration` seconds, or until
+    /// `wait(duration)` returns.
     public static func publish(
         url: String, token: String?, video: SourceChoice, audio: SourceChoice, duration: Double,
-        iceServers: [ICEServer] = [], log: @escaping @Sendable (String) -> Void = { _ in }
-    ) async throws(StreamingError) -> Summary {
+        iceServers: [ICEServer] = [], log: @escaping @Sendable (String) -> Void = { _ in },
+        wait: @Sendable (_ seconds: Double) async -> Void = WHIPClient.sleep
+    ) async throws(WHIPError) -> Summary {
         let endpoint: HTTPURL
-        do { endpoint = try HTTPURL(url) } catch { throw .http("\(error)") }
-        if video == .none && audio == .none { throw .badArgument("nothing to send: both --video and --audio are none") }
+        do { endpoint = try HTTPURL(url) } catch { throw .badURL(url, cause: error) }
+        if video == .none && audio == .none { throw .nothingToSend }
         // Files are read (and checked) before any network exchange, so a bad file fails fast.
         let videoSource: MediaSource?
         let audioSource: MediaSource?
@@ -56,7 +63,7 @@ public enum WHIPClient {
             videoSource = try Self.source(video, kind: .video)
             audioSource = try Self.source(audio, kind: .audio)
         } catch {
-            throw .file("\(error)")
+            throw .source(error)
         }
         let sources = UncheckedSources(video: videoSource, audio: audioSource)
         let session = try await Session(endpoint: endpoint, token: token, iceServers: iceServers, log: log)
@@ -72,7 +79,7 @@ public enum WHIPClient {
         try await session.negotiate()
         await pc.loop.submit { pump.attach() }
         log("publishing for \(duration) s")
-        await ShutdownSignal.shared.sleep(seconds: duration)
+        await wait(duration)
         var summary = await pc.loop.submit {
             pump.close()
             return Self.summarize(pc)
@@ -100,14 +107,17 @@ public enum WHIPClient {
         let audio: MediaSource?
     }
 
-    /// Plays from the WHEP endpoint at `url` for `duration` seconds, recording to `recordPath`.
+    /// Plays from the WHEP endpoint at `url` for `duration` seconds (or until `wait(duration)`
+    /// returns), recording to `recordPath`.
     public static func play(
         url: String, token: String?, recordPath: String, duration: Double, iceServers: [ICEServer] = [],
-        log: @escaping @Sendable (String) -> Void = { _ in }
-    ) async throws(StreamingError) -> Summary {
+        log: @escaping @Sendable (String) -> Void = { _ in },
+        wait: @Sendable (_ seconds: Double) async -> Void = WHIPClient.sleep
+    ) async throws(WHIPError) -> Summary {
         let endpoint: HTTPURL
-        do { endpoint = try HTTPURL(url) } catch { throw .http("\(error)") }
-        let recording = try Recording(path: recordPath)
+        do { endpoint = try HTTPURL(url) } catch { throw .badURL(url, cause: error) }
+        let recording: Recording
+        do { recording = try Recording(path: recordPath) } catch { throw .recording(error) }
         let session = try await Session(endpoint: endpoint, token: token, iceServers: iceServers, log: log)
         defer { session.shutdown() }
         let pc = session.pc
@@ -123,7 +133,7 @@ public enum WHIPClient {
             throw error
         }
         log("recording to \(recordPath) for \(duration) s")
-        await ShutdownSignal.shared.sleep(seconds: duration)
+        await wait(duration)
         var summary = await pc.loop.submit {
             pc.onFrame = nil
             return Self.summarize(pc)
@@ -132,10 +142,9 @@ public enum WHIPClient {
         summary.audioFrames = recording.audioFrames
         summary.keyframes = recording.keyframes
         summary.resourceDeleted = await session.deleteResource()
-        try recording.close()
+        do { try recording.close() } catch { throw .recording(error) }
         if recording.writeErrors > 0 {
-            throw .file(
-                "\(recording.writeErrors) frames could not be written to \(recordPath): \(recording.lastError ?? "")")
+            throw .framesNotWritten(count: recording.writeErrors, path: recordPath, cause: recording.lastError)
         }
         return summary
     }
@@ -168,7 +177,7 @@ public enum WHIPClient {
 
         init(
             endpoint: HTTPURL, token: String?, iceServers: [ICEServer] = [], log: @escaping @Sendable (String) -> Void
-        ) async throws(StreamingError) {
+        ) async throws(WHIPError) {
             self.endpoint = endpoint
             self.token = token
             self.log = log
@@ -177,7 +186,7 @@ public enum WHIPClient {
             configuration.iceServers = iceServers
             do { pc = try PeerConnection(loop: loop, configuration: configuration) } catch {
                 loop.shutdown()
-                throw .connection("\(error)")
+                throw .connection(cause: error)
             }
         }
 
@@ -188,7 +197,7 @@ public enum WHIPClient {
         }
 
         /// POSTs the offer, applies the answer and waits for ICE + DTLS.
-        func negotiate() async throws(StreamingError) {
+        func negotiate() async throws(WHIPError) {
             let pc = self.pc
             let offer: SessionDescription
             await pc.gatherRelayCandidates()
@@ -198,30 +207,32 @@ public enum WHIPClient {
                     try pc.setLocalDescription(o)
                     return o
                 }
-            } catch { throw .connection("\(error)") }
+            } catch { throw .badSDP(what: "offer", cause: error) }
             var h = headers
             h.add("Content-Type", "application/sdp")
             let response: HTTPResponse
             do {
                 response = try await HTTPClient.request(
                     "POST", endpoint, headers: h, body: Array(offer.serialize().utf8))
-            } catch { throw .http("\(error)") }
+            } catch { throw .http(cause: error) }
             guard response.status == 201 else {
                 throw .rejected(status: response.status, reason: response.reason, body: response.text)
             }
             if let location = response.headers["Location"] {
                 do { resource = try endpoint.resolving(location) } catch {
-                    throw .http("bad Location header: \(error)")
+                    throw .badURL(location, cause: error)
                 }
             } else {
                 log("warning: 201 without a Location header; the session cannot be deleted")
             }
             let answer: SessionDescription
-            do { answer = try SessionDescription.parse(response.text) } catch { throw .badSDP("answer: \(error)") }
-            do { try await pc.loop.submit { try pc.setRemoteDescription(answer, type: .answer) } } catch {
-                throw .badSDP("\(error)")
+            do { answer = try SessionDescription.parse(response.text) } catch {
+                throw .badSDP(what: "answer", cause: error)
             }
-            do { try await pc.waitUntilConnected(timeout: 10) } catch { throw .connection("\(error)") }
+            do { try await pc.loop.submit { try pc.setRemoteDescription(answer, type: .answer) } } catch {
+                throw .badSDP(what: "answer", cause: error)
+            }
+            do { try await pc.waitUntilConnected(timeout: 10) } catch { throw .connection(cause: error) }
             let profile = await pc.loop.submit { pc.srtpProfile.map { "\($0)" } ?? "" }
             log("connected (SRTP \(profile))")
         }

@@ -1,4 +1,3 @@
-import Media
 import RTCWire
 
 /// A microphone through ALSA: captured on its own thread, cleaned by webrtc-audio-processing

@@ -1,5 +1,3 @@
-import Media
-import RTC
 import RTCWire
 
 /// Sends the frames of local ``MediaSource``s on a peer connection in real time.
@@ -37,22 +35,20 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
         self.audioSource?.use(clock: clock)
     }
 
-    /// Creates a pump sending the synthetic test pattern and tone of `media`.
+    /// Creates a pump sending a source from `source(kind, layers)` on each given transceiver, with as
+    /// many layers as the video transceiver has simulcast RIDs (for example `SyntheticMedia.source`).
     public convenience init(
-        connection: PeerConnection, media: SyntheticMedia, video: RTPTransceiver?, audio: RTPTransceiver?
+        connection: PeerConnection, video: RTPTransceiver?, audio: RTPTransceiver?,
+        sources source: (_ kind: MediaKind, _ layers: Int) -> MediaSource
     ) {
-        let layers = max(1, video?.sendRIDs.count ?? 1)
         self.init(
-            connection: connection, video: video, videoSource: SyntheticVideoSource(media: media, layers: layers),
-            audio: audio, audioSource: SyntheticAudioSource(media: media))
+            connection: connection, video: video,
+            videoSource: video.map { source(.video, max(1, $0.sendRIDs.count)) }, audio: audio,
+            audioSource: audio.map { _ in source(.audio, 1) })
     }
 
     /// Times the pre-encoded video source (synthetic or file) jumped ahead to a keyframe on request.
-    public var keyframeJumps: Int {
-        if let synthetic = videoSource as? SyntheticVideoSource { return synthetic.keyframeJumps }
-        if let file = videoSource as? FileVideoSource { return file.keyframeJumps }
-        return 0
-    }
+    public var keyframeJumps: Int { videoSource?.keyframeJumps ?? 0 }
 
     /// Registers the pump with the connection's loop. Must run on the loop thread.
     public func attach() {

@@ -1,55 +1,11 @@
 import Foundation
-import Media
 import RTCWire
+import TestSupport
 import Testing
 
-@testable import RTC
-@testable import Streaming
+@testable import Media
 
-/// Small media files made by ffmpeg (a third-party muxer) once per test process: 2 s each, VP8 with
-/// a keyframe every 15 frames (30 fps), Opus in 20 ms packets.
-enum SourceFixtures {
-    struct Files: Sendable {
-        let dir: String
-        var ivf: String { dir + "/video.ivf" }
-        var ogg: String { dir + "/audio.ogg" }
-        var opus: String { dir + "/audio.opus" }
-        var webm: String { dir + "/av.webm" }
-        var audioOnlyWebM: String { dir + "/audio-only.webm" }
-        var mkv: String { dir + "/av.mkv" }
-    }
-
-    static let files: Result<Files, any Error> = Result {
-        let dir = NSTemporaryDirectory() + "understudy-source-fixtures-\(getpid())"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let f = Files(dir: dir)
-        let videoIn = ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=30"]
-        let audioIn = ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"]
-        let videoOut = [
-            "-c:v", "libvpx", "-g", "15", "-keyint_min", "15", "-auto-alt-ref", "0", "-deadline", "realtime",
-            "-cpu-used", "8", "-b:v", "400k",
-        ]
-        let audioOut = ["-c:a", "libopus", "-b:a", "32k"]
-        let both = videoIn + audioIn + ["-t", "2"] + videoOut + audioOut
-        let jobs: [[String]] = [
-            videoIn + ["-t", "2"] + videoOut + ["-f", "ivf", f.ivf],
-            audioIn + ["-t", "2"] + audioOut + [f.ogg],
-            audioIn + ["-t", "2"] + audioOut + ["-f", "ogg", f.opus],
-            both + [f.webm],
-            audioIn + ["-t", "2"] + audioOut + [f.audioOnlyWebM],
-            both + [f.mkv],
-        ]
-        for job in jobs {
-            let out = try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-y"] + job)
-            guard out.isEmpty else { throw MediaSourceError.unsupported(path: job.last ?? "", reason: out) }
-        }
-        return f
-    }
-
-    static func get() throws -> Files { try files.get() }
-}
-
-/// Pulls `source` as MediaPump would, in 10 ms steps of a simulated clock, for `seconds`.
+/// Pulls `source` as `MediaPump` would, in 10 ms steps of a simulated clock, for `seconds`.
 func pullFrames(_ source: MediaSource, seconds: Double, from start: Double = 0) -> [EncodedFrame] {
     var frames: [EncodedFrame] = []
     var t = UInt64(start * 1e9)
@@ -271,73 +227,6 @@ func pullFrames(_ source: MediaSource, seconds: Double, from start: Double = 0) 
         let decoder = try OpusDecoder(channels: 1)
         for f in frames { #expect(try decoder.decode(f.data).count == 960) }
         source.close()  // closing twice is harmless
-    }
-
-    // MARK: Over the network
-
-    /// Sends `videoPath`/`audioPath` through a real PeerConnection pair for 4.5 s, records what
-    /// arrives, and checks the file with ffprobe and ffmpeg.
-    func loopback(video videoPath: String, audio audioPath: String) async throws {
-        let (tx, rx, video, audio) = try await PeerConnectionLoopbackTests.connectedPair()
-        let path = NSTemporaryDirectory() + "file-sources-\(UUID().uuidString).webm"
-        let recording = try Recording(path: path)
-        await rx.loop.submit {
-            rx.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
-        }
-        let videoSource = try FileVideoSource(path: videoPath)
-        let audioSource = try FileAudioSource(path: audioPath)
-        let pump = MediaPump(
-            connection: tx, video: video, videoSource: videoSource, audio: audio, audioSource: audioSource)
-        await tx.loop.submit { pump.attach() }
-        try await Task.sleep(nanoseconds: 4_500_000_000)
-        await tx.loop.submit { pump.close() }
-        try await Task.sleep(nanoseconds: 300_000_000)
-        await rx.loop.submit { rx.onFrame = nil }
-        try recording.close()
-        await PeerConnectionLoopbackTests.shutdown(tx, rx)
-        defer { try? FileManager.default.removeItem(atPath: path) }
-
-        // The 2 s files looped at least once.
-        #expect(videoSource.loops >= 1 && audioSource.loops >= 1)
-        #expect(pump.videoFramesSent >= 80 && pump.audioFramesSent >= 130)
-        let probe = try runTool(
-            "/usr/bin/ffprobe",
-            [
-                "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames", "-of", "csv=p=0",
-                path,
-            ])
-        var counts: [String: Int] = [:]
-        for line in probe.split(separator: "\n") {
-            let parts = line.split(separator: ",")
-            if parts.count == 2 { counts[String(parts[0])] = Int(parts[1]) }
-        }
-        #expect((counts["vp8"] ?? 0) >= 80, "ffprobe: \(probe)")
-        #expect((counts["opus"] ?? 0) >= 130, "ffprobe: \(probe)")
-        #expect((counts["vp8"] ?? 0) == recording.videoFrames)
-        let decode = try runTool(
-            "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
-        #expect(decode.isEmpty, "ffmpeg reported errors: \(decode)")
-        // Across the loop the recorded times keep increasing and cover the whole send.
-        let file = try WebMReader(path: path)
-        for kind in [MediaKind.video, .audio] {
-            guard let track = file.firstTrack(of: kind) else {
-                Issue.record("no \(kind) track")
-                continue
-            }
-            let times = file.frames(track: track.number).map(\.timestampNanoseconds)
-            #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 }, "\(kind) times increase")
-            #expect((times.last ?? 0) - (times.first ?? 0) > 3_000_000_000, "\(kind) spans the loop")
-        }
-    }
-
-    @Test func ivfAndOggFilesPlayThroughAPeerConnection() async throws {
-        let files = try SourceFixtures.get()
-        try await loopback(video: files.ivf, audio: files.ogg)
-    }
-
-    @Test func webmFilePlaysThroughAPeerConnection() async throws {
-        let files = try SourceFixtures.get()
-        try await loopback(video: files.webm, audio: files.webm)
     }
 }
 
