@@ -1,9 +1,12 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Layout follows docs/architecture.md: dependencies point downward only.
-// RTCWire (pure parsers) <- RTC (I/O, ICE, DTLS, SRTP, RTP engine) <- CLI
-// RTCWire <- Media (codecs, sources, recorders) <- CLI
+// Layout follows docs/architecture.md ("Module graph"), which lists these dependencies edge for edge;
+// scripts/check-module-graph.py checks that, and that every target declares exactly what it imports.
+// Dependencies point downward only. At the bottom, RTCWire (pure parsers, EncodedFrame, MediaSource);
+// above it RTC (I/O, ICE, DTLS, SRTP, RTP engine, MediaPump) and Media (codecs, sources, recorders),
+// which do not know each other; then the protocol clients and the server (Understudy, WHIP, LoadGen,
+// RoomServer), the agents and tools built on them, and the CLI on top.
 // The packet path is single-threaded by design (one event loop owns each object), so Swift's
 // dynamic exclusivity checks only cost time there; release builds of these modules skip them.
 let hotPathSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
