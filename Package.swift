@@ -128,7 +128,7 @@ let package = Package(
         .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(
-            name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling"],
+            name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
             path: "Tests/RoomProtocolTests"),
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
         .testTarget(
@@ -150,7 +150,8 @@ let package = Package(
             path: "Tests/LoadGenTests"),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC"], path: "Tests/BenchmarksTests"),
         .testTarget(
-            name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media"], path: "Tests/ScenarioTests"),
+            name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media", "TestSupport"],
+            path: "Tests/ScenarioTests"),
         .testTarget(
             name: "AgentTests", dependencies: ["Agent", "RTC", "RTCWire", "Media", "TestSupport"],
             path: "Tests/AgentTests"),

@@ -8,15 +8,7 @@ import Testing
 @testable import Understudy
 
 /// A real room server on an ephemeral loopback port.
-func startRoomServer() throws -> RoomServer {
-    var configuration = RoomServerConfiguration()
-    configuration.listenPort = 0
-    configuration.secret = "sdk-test-secret"
-    configuration.udpPortLow = 0
-    let server = RoomServer(configuration: configuration)
-    try server.start()
-    return server
-}
+func startRoomServer() throws -> RoomServer { try startTestServer(secret: "sdk-test-secret") }
 
 func sdkToken(
     _ server: RoomServer, room: String, participant: String? = nil, permissions: [String] = ["allow_join", "allow_mod"]
