@@ -176,7 +176,7 @@ final class RoomMedia: @unchecked Sendable {
                 // found" (3059 mic, 3051 webcam); anything else failed the produce (3058, 3049, 3061).
                 var noDevice = false
                 switch error as? MediaSourceError {
-                case .device?, .notPublished?: noDevice = true
+                case .capture?, .notPublished?: noDevice = true
                 default: break
                 }
                 let code =

@@ -148,7 +148,7 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
     do {
         try LocalSources.validate(video: a.value("--video"), audio: a.value("--audio"))
     } catch {
-        if case .badOption(let option, let message) = error { throw Arguments.Failure.badValue(option, message) }
+        if case .badOption(let option, _, _) = error { throw Arguments.Failure.badValue(option, error.explanation) }
         throw Arguments.Failure.badValue("--video/--audio", error.description)
     }
     options.video = a.value("--video")

@@ -275,7 +275,7 @@ private func openEvenPortPair(loop: EventLoop, handler: any DatagramHandler) thr
         }
         return (port, [first, second])
     }
-    throw RelayError.socket("no free even port pair")
+    throw WaitTimeout(what: "a free even port pair")
 }
 
 private func readUInt16(_ p: [UInt8], _ at: Int) -> UInt16 { UInt16(p[at]) << 8 | UInt16(p[at + 1]) }

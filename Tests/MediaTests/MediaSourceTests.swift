@@ -176,7 +176,13 @@ func pullFrames(_ source: MediaSource, seconds: Double, from start: Double = 0) 
             try LocalSources.validate(video: nil, audio: "alsa:hw:97,1")
             Issue.record("a missing ALSA device accepted")
         } catch {
-            #expect(error.description.contains("--audio: cannot open ALSA capture device 'hw:97,1'"), "\(error)")
+            #expect(error.description.hasPrefix("--audio: 'alsa:hw:97,1' is not a usable capture device"), "\(error)")
+            // The cause is kept as a value, not only as text.
+            guard case .badOption(_, _, .capture(.cannotOpen(let device, _))?) = error else {
+                Issue.record("no capture error as the cause: \(error)")
+                return
+            }
+            #expect(device == "hw:97,1")
         }
         #expect(throws: MediaSourceError.self) { try LocalSources.validate(video: nil, audio: "alsa:") }
     }

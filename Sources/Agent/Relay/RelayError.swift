@@ -1,3 +1,5 @@
+import RTC
+
 /// Why an RTP relay could not be set up; each case prints as one clear line.
 public enum RelayError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The URL does not start with `rtp://`.
@@ -14,7 +16,7 @@ public enum RelayError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The URL carries something after the port (a path or query), which the relay does not use.
     case unexpectedSuffix(String)
     /// The UDP socket could not be opened.
-    case socket(String)
+    case socket(SocketError)
     /// The session description could not be written.
     case file(path: String, errno: Int32)
 
@@ -28,7 +30,7 @@ public enum RelayError: Error, Equatable, CustomStringConvertible, Sendable {
         case .invalidPort(let p):
             return "relay port \"\(p)\" must be an even number from 2 to 65532 (audio uses PORT+2)"
         case .unexpectedSuffix(let s): return "relay URL has unexpected text after the port: \"\(s)\""
-        case .socket(let s): return "relay socket failed: \(s)"
+        case .socket(let error): return "relay socket failed: \(error)"
         case .file(let path, let errno): return "cannot write session description \(path) (errno \(errno))"
         }
     }

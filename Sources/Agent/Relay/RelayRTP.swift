@@ -148,7 +148,7 @@ public final class RTPRelay: @unchecked Sendable {
             socket = try loop.openUDP(bindTo: bindAddress, handler: IgnoreDatagrams.shared)
         } catch {
             scratch.deallocate()
-            throw .socket("\(error)")
+            throw .socket(error)
         }
     }
 

@@ -14,14 +14,14 @@ public final class ALSAAudioSource: MediaSource {
     /// Opens `device` (an ALSA PCM name such as `default` or `hw:1,0`) and starts capturing.
     ///
     /// - Parameter configText: an ALSA configuration to resolve `device` in instead of the system's.
-    /// - Throws: ``MediaSourceError/device(_:)`` naming the device and ALSA's message.
+    /// - Throws: ``MediaSourceError/capture(_:)`` naming the device and ALSA's message.
     public init(device: String, configText: String? = nil, processing: AudioProcessingOptions = .init())
         throws(MediaSourceError)
     {
         do {
             capture = try ALSACapture(device: device, configText: configText, processing: processing)
         } catch {
-            throw .device(error.description)
+            throw .capture(error)
         }
         capture.start()
     }

@@ -53,14 +53,14 @@ public enum LocalSources {
     }
 
     /// Checks both options at startup: files are read and parsed, an ALSA device is opened and
-    /// closed. Throws ``MediaSourceError/badOption(option:message:)`` with one line, e.g.
+    /// closed. Throws ``MediaSourceError/badOption(option:message:cause:)``, which reads as one line, e.g.
     /// `--video: 'x.mp4' is not testsrc, none or a readable .ivf/.webm file (x.mp4: MP4/QuickTime …)`.
     public static func validate(video: String?, audio: String?) throws(MediaSourceError) {
         if case .file(let path) = Self.video(video) {
             do { _ = try MediaFile.videoPlayback(path: path) } catch {
                 throw .badOption(
                     option: "--video",
-                    message: "'\(path)' is not testsrc, none or a readable .ivf/.webm file (\(error))")
+                    message: "'\(path)' is not testsrc, none or a readable .ivf/.webm file", cause: error)
             }
         }
         switch Self.audio(audio) {
@@ -68,14 +68,18 @@ public enum LocalSources {
             do { _ = try MediaFile.audioPlayback(path: path) } catch {
                 throw .badOption(
                     option: "--audio",
-                    message: "'\(path)' is not tone, none, alsa:DEVICE or a readable .ogg/.opus/.webm file (\(error))")
+                    message: "'\(path)' is not tone, none, alsa:DEVICE or a readable .ogg/.opus/.webm file",
+                    cause: error)
             }
         case .alsa(let device):
             guard !device.isEmpty else {
-                throw .badOption(option: "--audio", message: "'alsa:' needs a device name, e.g. alsa:default")
+                throw .badOption(
+                    option: "--audio", message: "'alsa:' needs a device name, e.g. alsa:default", cause: nil)
             }
             do { try ALSACapture.probe(device: device) } catch {
-                throw .badOption(option: "--audio", message: error.description)
+                throw .badOption(
+                    option: "--audio", message: "'alsa:\(device)' is not a usable capture device",
+                    cause: .capture(error))
             }
         case .tone, .none:
             break

@@ -8,11 +8,11 @@ enum MediaFile {
     /// Reads the first bytes of `path` and names the container, or says why it cannot be used.
     static func container(of path: String) throws(MediaSourceError) -> Container {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw .unreadable(path: path, reason: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw .unreadable(path: path, errno: errno) }
         defer { close(fd) }
         var head = [UInt8](repeating: 0, count: 12)
         let n = head.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard n >= 0 else { throw .unreadable(path: path, reason: String(cString: strerror(errno))) }
+        guard n >= 0 else { throw .unreadable(path: path, errno: errno) }
         guard n >= 4 else { throw .unsupported(path: path, reason: "file is empty or too short (\(n) bytes)") }
         if head[0..<4].elementsEqual(Array("DKIF".utf8)) { return .ivf }
         if head[0..<4].elementsEqual([0x1A, 0x45, 0xDF, 0xA3]) { return .matroska }
@@ -27,7 +27,7 @@ enum MediaFile {
     static func wrap(_ error: any Error, path: String) -> MediaSourceError {
         switch error {
         case MediaError.cannotOpen(_, let code), WebMReaderError.cannotOpen(_, let code):
-            return .unreadable(path: path, reason: String(cString: strerror(code)))
+            return .unreadable(path: path, errno: code)
         case MediaError.malformedFile(_, let reason): return .unsupported(path: path, reason: reason)
         default: return .unsupported(path: path, reason: "\(error)")
         }
