@@ -8,8 +8,9 @@ import RoomServer
 
 /// What `make bench` reports about load mode: receive capacity per core, loss and memory per bot.
 public struct LoadBenchmarkResult: Sendable {
-    /// Bots in the run.
+    /// Audience bots in the run.
     public var subscribers: Int
+    /// Publishing bots in the run.
     public var publishers: Int
     /// Consumers that received media (video and audio tracks at the subscriber bots).
     public var subscribedTracks: Int
@@ -30,8 +31,9 @@ public struct LoadBenchmarkResult: Sendable {
     public var rssPerSubscriberBotBytes: Int
     /// Resident memory over the run (seconds since the first join).
     public var rssSamples: [(seconds: Double, bytes: Int)]
-    /// End-to-end media latency (abs-capture-time), p50 and p95, in milliseconds.
+    /// End-to-end media latency (abs-capture-time), median, in milliseconds.
     public var latencyP50Ms: Double?
+    /// End-to-end media latency, 95th percentile, in milliseconds.
     public var latencyP95Ms: Double?
     /// The full report of the run.
     public var report: LoadReport

@@ -1,7 +1,8 @@
 /// The encoded frames of one local track, pulled by `RTC`'s `MediaPump` on its connection's loop thread.
 ///
 /// It lives here, under both `Media` (which implements it: synthetic, file and capture sources) and
-/// `RTC` (whose `MediaPump` sends it), since neither of those may import the other.
+/// `RTC` (whose `MediaPump` sends it): the network stack needs no codec library and the codecs no
+/// sockets, so neither of those imports the other.
 ///
 /// Emitted frames carry their own RTP timestamps (90 kHz video, 48 kHz Opus). The time a source is
 /// pulled at comes from a ``MediaClock`` that a participant's local sources share, as a camera and
@@ -43,6 +44,7 @@ public final class MediaClock: @unchecked Sendable {
     /// How far the content runs ahead of the clock, in nanoseconds (keyframe jumps).
     public private(set) var contentOffset: UInt64 = 0
 
+    /// A clock whose origin is set by its first ``elapsed(now:)``.
     public init() {}
 
     /// Clock time at loop time `now`; the first call sets the origin.

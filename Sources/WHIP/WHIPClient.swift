@@ -5,8 +5,11 @@ import Signaling
 
 /// Where a sent track's media comes from.
 public enum SourceChoice: Sendable, Equatable {
+    /// The kind is not sent.
     case none
+    /// The synthetic loop: the test pattern (video) or the tone (audio), with sync markers.
     case synthetic
+    /// A file: IVF or WebM for video, Ogg Opus or WebM for audio.
     case file(String)
 }
 
@@ -17,17 +20,29 @@ public enum SourceChoice: Sendable, Equatable {
 public enum WHIPClient {
     /// The result of a finished session.
     public struct Summary: Sendable {
+        /// Video frames sent (WHIP) or recorded (WHEP).
         public var videoFrames = 0
+        /// Audio frames sent (WHIP) or recorded (WHEP).
         public var audioFrames = 0
+        /// Video keyframes recorded (WHEP).
         public var keyframes = 0
+        /// Sequence numbers this side asked the server to resend (NACK).
         public var nackSent = 0
+        /// Keyframe requests this side sent (PLI).
         public var pliSent = 0
+        /// Retransmitted packets received.
         public var retransmissionsReceived = 0
+        /// NACKs received from the server.
         public var nackReceived = 0
+        /// Packets resent on the server's request.
         public var retransmissionsSent = 0
+        /// The negotiated SRTP protection profile (`none` if DTLS never completed).
         public var srtpProfile = ""
+        /// Datagrams dropped because SRTP authentication or replay checks failed.
         public var droppedSRTP: UInt64 = 0
+        /// Datagrams dropped because they came from an address ICE had not validated.
         public var droppedUnknownAddress: UInt64 = 0
+        /// Whether the server confirmed the DELETE of the session's resource.
         public var resourceDeleted = false
 
         /// One line of `key=value` pairs for logs and tests.

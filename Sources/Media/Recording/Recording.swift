@@ -13,18 +13,25 @@ import RTCWire
 ///
 /// Loop-thread confined (one thread writes; ``close()`` may follow from another once writes stopped).
 public final class Recording: @unchecked Sendable {
+    /// The file format, chosen from the extension.
     public enum Container: String, Sendable { case webm, ogg, ivf }
 
+    /// The file written.
     public let path: String
+    /// Its format.
     public let container: Container
     var webm: WebMWriter?
     var ogg: OggOpusWriter?
     var ivf: IVFWriter?
     var sessionStart: UInt64?
     var anchors: [MediaKind: (arrival: UInt64, timestamp: UInt32, clock: UInt32, lastPTS: Int64)] = [:]
+    /// Video frames written.
     public private(set) var videoFrames = 0
+    /// Audio frames written.
     public private(set) var audioFrames = 0
+    /// Video keyframes written.
     public private(set) var keyframes = 0
+    /// Frames the container writer refused (see ``lastError``).
     public private(set) var writeErrors = 0
     /// Frames not written because the disk was behind (see ``backlogLimit``), including the video
     /// frames skipped afterwards until a keyframe.

@@ -5,6 +5,7 @@ import RTCWire
 /// A pre-encoded loop cannot make a new keyframe, so a keyframe request jumps the content ahead to
 /// the loop's next keyframe while the media clock keeps following the wall clock.
 public final class SyntheticVideoSource: MediaSource {
+    /// The pre-encoded loop played.
     public let media: SyntheticMedia
     public let kind = MediaKind.video
     public let layerCount: Int
@@ -16,6 +17,7 @@ public final class SyntheticVideoSource: MediaSource {
     /// Times a keyframe request moved the content forward.
     public private(set) var keyframeJumps = 0
 
+    /// Plays `media`'s test pattern with `layers` simulcast layers (at most the loop's).
     public init(media: SyntheticMedia, layers: Int = 1) {
         self.media = media
         layerCount = max(1, min(layers, media.videoFrames.count))
@@ -63,6 +65,7 @@ public final class SyntheticVideoSource: MediaSource {
 
 /// The pre-encoded tone (with its sync beeps) of a ``SyntheticMedia`` loop, one Opus frame per 20 ms.
 public final class SyntheticAudioSource: MediaSource {
+    /// The pre-encoded loop played.
     public let media: SyntheticMedia
     public let kind = MediaKind.audio
     public let layerCount = 1
@@ -71,6 +74,7 @@ public final class SyntheticAudioSource: MediaSource {
     private var started = false
     private var clock = MediaClock()
 
+    /// Plays `media`'s tone.
     public init(media: SyntheticMedia) { self.media = media }
 
     public func use(clock: MediaClock) { self.clock = clock }

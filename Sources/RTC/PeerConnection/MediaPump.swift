@@ -9,13 +9,15 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
     let connection: PeerConnection
     let video: RTPTransceiver?
     let audio: RTPTransceiver?
-    /// The sources, pulled on the loop thread.
+    /// The video source, pulled on the loop thread (nil when no video is sent).
     public let videoSource: MediaSource?
+    /// The audio source, pulled on the loop thread (nil when no audio is sent).
     public let audioSource: MediaSource?
     /// The media clock shared with the other pumps of the same participant.
     public let clock: MediaClock
-    /// Frames sent so far (a simulcast frame counts once).
+    /// Video frames sent so far (a simulcast frame counts once).
     public private(set) var videoFramesSent = 0
+    /// Audio frames sent so far.
     public private(set) var audioFramesSent = 0
 
     /// Creates a pump sending `videoSource` on `video` and `audioSource` on `audio`; call
@@ -72,6 +74,7 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
         audioSource?.close()
     }
 
+    /// Sends every frame due at loop time `now` while the connection is up (called by the loop).
     public func tick(now: UInt64) {
         guard connection.state == .connected else { return }
         let elapsed = clock.elapsed(now: now)
