@@ -125,6 +125,11 @@ let package = Package(
         // PeerConnection pair, waits with deadlines, an in-process room server.
         .target(
             name: "TestSupport", dependencies: ["Media", "RTC", "RTCWire", "RoomServer"], path: "Tests/TestSupport"),
+        // The SDK tests' helpers (a test server for the SDK, tokens, joined rooms, event logs), shared by
+        // the SDK's and the agent's tests.
+        .target(
+            name: "SDKTestSupport", dependencies: ["Understudy", "RoomServer", "Signaling", "TestSupport"],
+            path: "Tests/SDKTestSupport"),
         .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(
@@ -142,7 +147,7 @@ let package = Package(
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
-            dependencies: ["Understudy", "RoomServer", "Signaling", "RTCWire", "Media", "Agent", "TestSupport"],
+            dependencies: ["Understudy", "RoomServer", "RTCWire", "Media", "TestSupport", "SDKTestSupport"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
@@ -153,7 +158,8 @@ let package = Package(
             name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media", "TestSupport"],
             path: "Tests/ScenarioTests"),
         .testTarget(
-            name: "AgentTests", dependencies: ["Agent", "RTC", "RTCWire", "Media", "TestSupport"],
+            name: "AgentTests",
+            dependencies: ["Agent", "Understudy", "RoomServer", "RTC", "RTCWire", "Media", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTests"),
     ],
     cxxLanguageStandard: .cxx17

@@ -2,6 +2,7 @@ import Foundation
 import Media
 import RTCWire
 import RoomServer
+import SDKTestSupport
 import TestSupport
 import Testing
 

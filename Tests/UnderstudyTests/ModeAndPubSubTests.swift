@@ -1,5 +1,6 @@
 import Foundation
 import RoomServer
+import SDKTestSupport
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import Media
+import SDKTestSupport
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import RTCWire
 import RoomServer
+import SDKTestSupport
 import TestSupport
 import Testing
 

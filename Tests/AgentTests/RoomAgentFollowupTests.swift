@@ -3,6 +3,7 @@ import Foundation
 import Media
 import RTCWire
 import RoomServer
+import SDKTestSupport
 import TestSupport
 import Testing
 

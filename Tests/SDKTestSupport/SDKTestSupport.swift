@@ -4,13 +4,13 @@ import RoomServer
 import Signaling
 import TestSupport
 import Testing
-
-@testable import Understudy
+import Understudy
 
 /// A real room server on an ephemeral loopback port.
-func startRoomServer() throws -> RoomServer { try startTestServer(secret: "sdk-test-secret") }
+public func startRoomServer() throws -> RoomServer { try startTestServer(secret: "sdk-test-secret") }
 
-func sdkToken(
+/// A token for `room` signed with the server's secret (join and moderation rights by default).
+public func sdkToken(
     _ server: RoomServer, room: String, participant: String? = nil, permissions: [String] = ["allow_join", "allow_mod"]
 ) -> String {
     RoomToken.sign(
@@ -18,7 +18,8 @@ func sdkToken(
         secret: server.secret)
 }
 
-func makeRoom(
+/// An SDK room for participant `id` against `server`, not yet joined.
+public func makeRoom(
     _ server: RoomServer, room: String, id: String, mode: Mode = .SIGNALLING_ONLY, mic: Bool = false,
     cam: Bool = false, autoConsume: Bool = true, multiStream: Bool = false
 ) throws -> Room {
@@ -30,63 +31,69 @@ func makeRoom(
 }
 
 /// Records every room, participant and PubSub event as a line of text, in delivery order.
-final class EventLog: RoomEventListener, ParticipantEventListener, PubSubMessageListener, @unchecked Sendable {
+public final class EventLog: RoomEventListener, ParticipantEventListener, PubSubMessageListener, @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
-    private(set) var errors: [UnderstudyError] = []
+    public private(set) var errors: [UnderstudyError] = []
     private var messages: [PubSubMessage] = []
     private var history: [([PubSubMessage], Bool)] = []
-    var onMessage: (@Sendable (PubSubMessage) -> Void)?
-    var onJoined: (@Sendable () -> Void)?
+    public var onMessage: (@Sendable (PubSubMessage) -> Void)?
+    public var onJoined: (@Sendable () -> Void)?
 
-    func add(_ line: String) { lock.withLock { lines.append(line) } }
-    var events: [String] { lock.withLock { lines } }
-    var errorCodes: [Int] { lock.withLock { errors.map(\.code) } }
-    var received: [PubSubMessage] { lock.withLock { messages } }
-    var historyBatches: [([PubSubMessage], Bool)] { lock.withLock { history } }
-    func count(_ line: String) -> Int { events.filter { $0 == line }.count }
-    func has(_ line: String) -> Bool { events.contains(line) }
+    public init() {}
 
-    func onRoomJoined() {
+    public func add(_ line: String) { lock.withLock { lines.append(line) } }
+    public var events: [String] { lock.withLock { lines } }
+    public var errorCodes: [Int] { lock.withLock { errors.map(\.code) } }
+    public var received: [PubSubMessage] { lock.withLock { messages } }
+    public var historyBatches: [([PubSubMessage], Bool)] { lock.withLock { history } }
+    public func count(_ line: String) -> Int { events.filter { $0 == line }.count }
+    public func has(_ line: String) -> Bool { events.contains(line) }
+
+    public func onRoomJoined() {
         add("joined")
         onJoined?()
     }
-    func onRoomLeft(reason: Understudy.LeaveReason) { add("left:\(reason.rawValue)") }
-    func onParticipantJoined(_ participant: Participant) { add("pjoined:\(participant.id)") }
-    func onParticipantLeft(_ participant: Participant, reason: Understudy.LeaveReason) {
+    public func onRoomLeft(reason: Understudy.LeaveReason) { add("left:\(reason.rawValue)") }
+    public func onParticipantJoined(_ participant: Participant) { add("pjoined:\(participant.id)") }
+    public func onParticipantLeft(_ participant: Participant, reason: Understudy.LeaveReason) {
         add("pleft:\(participant.id):\(reason.rawValue)")
     }
-    func onParticipantModeChanged(participantId: String, mode: Mode) { add("mode:\(participantId):\(mode.rawValue)") }
-    func onRoomStateChanged(_ state: RoomState) { add("state:\(state.rawValue)") }
-    func onError(_ error: UnderstudyError) {
+    public func onParticipantModeChanged(participantId: String, mode: Mode) {
+        add("mode:\(participantId):\(mode.rawValue)")
+    }
+    public func onRoomStateChanged(_ state: RoomState) { add("state:\(state.rawValue)") }
+    public func onError(_ error: UnderstudyError) {
         lock.withLock { errors.append(error) }
         add("error:\(error.code)")
     }
-    func onPinStateChanged(participantId: String, pinState: PinState) { add("pin:\(participantId):\(pinState.cam)") }
-    func onPresenterChanged(participantId: String?) { add("presenter:\(participantId ?? "nil")") }
-    func onVideoQualityChanged(participantId: String, prevQuality: VideoQuality, currentQuality: VideoQuality) {
+    public func onPinStateChanged(participantId: String, pinState: PinState) {
+        add("pin:\(participantId):\(pinState.cam)")
+    }
+    public func onPresenterChanged(participantId: String?) { add("presenter:\(participantId ?? "nil")") }
+    public func onVideoQualityChanged(participantId: String, prevQuality: VideoQuality, currentQuality: VideoQuality) {
         add("quality:\(participantId):\(prevQuality.rawValue)->\(currentQuality.rawValue)")
     }
-    func onStreamEnabled(_ stream: MediaStream, participant: Participant) {
+    public func onStreamEnabled(_ stream: MediaStream, participant: Participant) {
         add("streamOn:\(participant.id):\(stream.kind.rawValue)")
     }
-    func onStreamDisabled(_ stream: MediaStream, participant: Participant) {
+    public func onStreamDisabled(_ stream: MediaStream, participant: Participant) {
         add("streamOff:\(participant.id):\(stream.kind.rawValue)")
     }
-    func onMediaStatusChanged(peerId: String, kind: StreamKind, newStatus: MediaStatus) {
+    public func onMediaStatusChanged(peerId: String, kind: StreamKind, newStatus: MediaStatus) {
         add("status:\(peerId):\(kind.rawValue):\(newStatus.rawValue)")
     }
-    func onMessageReceived(_ message: PubSubMessage) {
+    public func onMessageReceived(_ message: PubSubMessage) {
         lock.withLock { messages.append(message) }
         onMessage?(message)
     }
-    func onOldMessagesReceived(_ messages: [PubSubMessage], isLast: Bool) {
+    public func onOldMessagesReceived(_ messages: [PubSubMessage], isLast: Bool) {
         lock.withLock { history.append((messages, isLast)) }
     }
 }
 
 /// Creates, listens to and joins a room; waits for `onRoomJoined`.
-func joinedRoom(
+public func joinedRoom(
     _ server: RoomServer, room: String, id: String, mode: Mode = .SIGNALLING_ONLY, mic: Bool = false,
     cam: Bool = false, autoConsume: Bool = true, multiStream: Bool = false
 ) async throws -> (Room, EventLog) {
@@ -102,18 +109,19 @@ func joinedRoom(
 }
 
 /// Records mic/webcam requests and accepts them when `acceptRequests` is set.
-final class RequestLog: RoomEventListener, @unchecked Sendable {
+public final class RequestLog: RoomEventListener, @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
-    var acceptRequests = true
-    var events: [String] { lock.withLock { lines } }
-    func onMicRequested(
+    public var acceptRequests = true
+    public init() {}
+    public var events: [String] { lock.withLock { lines } }
+    public func onMicRequested(
         participantId: String, accept: @escaping @Sendable () -> Void, reject: @escaping @Sendable () -> Void
     ) {
         lock.withLock { lines.append("micRequested:\(participantId)") }
         if acceptRequests { accept() } else { reject() }
     }
-    func onWebcamRequested(
+    public func onWebcamRequested(
         participantId: String, accept: @escaping @Sendable () -> Void, reject: @escaping @Sendable () -> Void
     ) {
         lock.withLock { lines.append("webcamRequested:\(participantId)") }
@@ -121,7 +129,10 @@ final class RequestLog: RoomEventListener, @unchecked Sendable {
     }
 }
 
-func expectCode(_ code: Int, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
+/// Runs `body` and expects an ``UnderstudyError`` with `code` and its canonical name.
+public func expectCode(_ code: Int, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation)
+    async
+{
     do {
         try await body()
         Issue.record("expected error \(code), got success", sourceLocation: sourceLocation)

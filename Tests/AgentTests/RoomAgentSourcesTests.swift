@@ -2,6 +2,7 @@ import Agent
 import Foundation
 import Media
 import RoomServer
+import SDKTestSupport
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import RoomServer
+import SDKTestSupport
 import TestSupport
 import Testing
 
