@@ -1,6 +1,6 @@
 import RTCWire
 
-/// VP8-shaped frames for benchmarks: real frame headers (what packetizers, receivers and the SFU
+/// VP8-shaped frames for benchmarks and tests: real frame headers (what packetizers, receivers and the SFU
 /// look at), filler for the rest. Not decodable; never sent to a decoder.
 public enum SyntheticVP8Frame {
     /// A frame of `size` bytes (at least 10): a 640x360 key frame header (RFC 6386 §9.1: P=0,
