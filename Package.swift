@@ -153,6 +153,8 @@ let package = Package(
             name: "LoadGenTests",
             dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "TestSupport"],
             path: "Tests/LoadGenTests"),
+        .testTarget(
+            name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC"], path: "Tests/BenchmarksTests"),
         .testTarget(
             name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media", "TestSupport"],
