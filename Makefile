@@ -30,6 +30,7 @@ unit: build
 # then fails if any part failed. A failed build skips the tests that need it.
 test: deps
 	@status=0; \
+	scripts/check-module-graph.py || { echo "make test: module graph differs from docs/architecture.md" >&2; status=1; }; \
 	if $(SWIFT) build $(SWIFT_BUILD_FLAGS); then \
 	    $(SWIFT) test $(SWIFT_BUILD_FLAGS) || { echo "make test: swift test failed" >&2; status=1; }; \
 	    INTEROP_SKIP_BUILD=1 scripts/interop.sh || { echo "make test: interop suite failed" >&2; status=1; }; \

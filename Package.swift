@@ -1,9 +1,12 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Layout follows docs/architecture.md: dependencies point downward only.
-// RTCWire (pure parsers) <- RTC (I/O, ICE, DTLS, SRTP, RTP engine) <- CLI
-// RTCWire <- Media (codecs, sources, recorders) <- CLI
+// Layout follows docs/architecture.md ("Module graph"), which lists these dependencies edge for edge;
+// scripts/check-module-graph.py checks that, and that every target declares exactly what it imports.
+// Dependencies point downward only. At the bottom, RTCWire (pure parsers, EncodedFrame, MediaSource);
+// above it RTC (I/O, ICE, DTLS, SRTP, RTP engine, MediaPump) and Media (codecs, sources, recorders),
+// which do not know each other; then the protocol clients and the server (Understudy, WHIP, LoadGen,
+// RoomServer), the agents and tools built on them, and the CLI on top.
 // The packet path is single-threaded by design (one event loop owns each object), so Swift's
 // dynamic exclusivity checks only cost time there; release builds of these modules skip them.
 let hotPathSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
@@ -22,6 +25,7 @@ let package = Package(
         .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "Cluster", targets: ["Cluster"]),
         .library(name: "Agent", targets: ["Agent"]),
+        .library(name: "WHIP", targets: ["WHIP"]),
         .library(name: "RoomServer", targets: ["RoomServer"]),
         .library(name: "Understudy", targets: ["Understudy"]),
         .library(name: "LoadGen", targets: ["LoadGen"]),
@@ -55,7 +59,7 @@ let package = Package(
         .target(
             name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
             path: "Sources/Media"),
-        .target(name: "Signaling", dependencies: ["RTCWire", "COpenSSL"], path: "Sources/Signaling"),
+        .target(name: "Signaling", dependencies: ["COpenSSL"], path: "Sources/Signaling"),
         // The room protocol, typed: method and notification names, the error-name table, leave codes,
         // and the client core (requests matched to responses) that the SDK and the load bots share.
         .target(name: "RoomProtocol", dependencies: ["Signaling"], path: "Sources/RoomProtocol"),
@@ -67,44 +71,45 @@ let package = Package(
         .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
         // The room service: signalling, room state, PubSub broker, SFU.
         .target(
-            name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling", "RoomProtocol"],
+            name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling", "RoomProtocol", "Media"],
             path: "Sources/RoomServer",
             // The browser page, compiled into the binary (`PackageResources`).
             resources: [
                 .embedInCode("Web/assets/index.html"), .embedInCode("Web/assets/room.js"),
                 .embedInCode("Web/assets/style.css"),
             ]),
-        // Sending pre-encoded media on a PeerConnection, and recording what arrives.
-        .target(name: "Streaming", dependencies: ["RTCWire", "RTC", "Media"], path: "Sources/Streaming"),
         // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).
         .target(
-            name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol", "Streaming"],
+            name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol"],
             path: "Sources/Understudy"),
-        // Daemon behaviour: media pumps, recorders, WHIP/WHEP sessions (later: the room agent).
+        // The room agent (consume policy, stage invites, recording per participant, RTP relay) and the
+        // Janus agent: daemon behaviour on top of the SDK.
         .target(
-            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy"],
+            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy"],
             path: "Sources/Agent"),
+        // WHIP publish and WHEP play (RFC 9725): one PeerConnection and an HTTP resource, no room.
+        .target(name: "WHIP", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/WHIP"),
         // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
         .target(
-            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol", "Streaming"],
+            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol"],
             path: "Sources/LoadGen", swiftSettings: hotPathSettings),
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(
             name: "Scenario",
-            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy", "Agent"],
+            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent"],
             path: "Sources/Scenario"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
             name: "Benchmarks",
             dependencies: [
-                "RTCWire", "RTC", "Media", "Signaling", "Streaming", "RoomServer", "Understudy", "Agent", "LoadGen",
+                "RTCWire", "RTC", "Media", "Signaling", "RoomServer", "Understudy", "LoadGen",
                 "Redis", "Cluster",
             ],
             path: "Sources/Benchmarks"),
         .executableTarget(
             name: "understudy",
             dependencies: [
-                "RTCWire", "RTC", "Media", "Signaling", "Streaming", "Understudy", "Agent", "RoomServer", "Benchmarks",
+                "RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "WHIP", "RoomServer", "Benchmarks",
                 "LoadGen", "Scenario", "Redis", "Fleet", "Cluster",
             ],
             path: "Sources/understudy"
@@ -112,38 +117,51 @@ let package = Package(
         // A test peer driven over stdin/stdout by the Chromium interop tests.
         .executableTarget(
             name: "interop-peer",
-            dependencies: ["RTCWire", "RTC", "Media", "Streaming"],
+            dependencies: ["RTCWire", "RTC", "Media"],
             path: "Sources/InteropPeer"
         ),
 
+        // Helpers every test target shares: tool runs (ffmpeg, ffprobe), media fixtures, a connected
+        // PeerConnection pair, waits with deadlines, an in-process room server.
+        .target(
+            name: "TestSupport", dependencies: ["Media", "RTC", "RTCWire", "RoomServer"], path: "Tests/TestSupport"),
+        // The SDK tests' helpers (a test server for the SDK, tokens, joined rooms, event logs), shared by
+        // the SDK's and the agent's tests.
+        .target(
+            name: "SDKTestSupport", dependencies: ["Understudy", "RoomServer", "Signaling", "TestSupport"],
+            path: "Tests/SDKTestSupport"),
         .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(
-            name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling"],
+            name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
             path: "Tests/RoomProtocolTests"),
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
-        .testTarget(name: "RTCTests", dependencies: ["RTC", "RTCWire"], path: "Tests/RTCTests"),
-        .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire"], path: "Tests/MediaTests"),
+        .testTarget(
+            name: "RTCTests", dependencies: ["RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/RTCTests"),
+        .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire", "TestSupport"], path: "Tests/MediaTests"),
         .testTarget(
             name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
         .testTarget(
             name: "RoomServerTests",
-            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "Streaming"],
+            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media"],
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
-            dependencies: ["Understudy", "RoomServer", "Signaling", "RTC", "Media", "Streaming", "Agent"],
+            dependencies: ["Understudy", "RoomServer", "RTCWire", "Media", "TestSupport", "SDKTestSupport"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
-            dependencies: ["LoadGen", "Benchmarks", "RoomServer", "Signaling", "RTC", "RTCWire", "Media"],
+            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "TestSupport"],
             path: "Tests/LoadGenTests"),
         .testTarget(
-            name: "ScenarioTests",
-            dependencies: ["Scenario", "Understudy", "Agent", "RoomServer", "Signaling", "Media", "Streaming"],
+            name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),
+        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC"], path: "Tests/BenchmarksTests"),
+        .testTarget(
+            name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media", "TestSupport"],
             path: "Tests/ScenarioTests"),
         .testTarget(
-            name: "AgentTests", dependencies: ["Agent", "Streaming", "RTC", "RTCWire", "Media"],
+            name: "AgentTests",
+            dependencies: ["Agent", "Understudy", "RoomServer", "RTC", "RTCWire", "Media", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTests"),
     ],
     cxxLanguageStandard: .cxx17

@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
+import Media
 import RTC
 import RTCWire
-import Streaming
 import Understudy
 
 /// A headless room participant: joins a room, consumes and records whoever qualifies, and follows
@@ -230,10 +230,11 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
     }
 
-    /// Runs until the room is left, `duration` seconds pass, or shutdown is requested; then stops.
-    public func run(duration: Double?) async {
+    /// Runs until the room is left, `duration` seconds pass, or `shouldStop` says so (the CLI passes
+    /// its SIGINT/SIGTERM flag); then stops.
+    public func run(duration: Double?, until shouldStop: @Sendable () -> Bool = { false }) async {
         let end = duration.map { Date().addingTimeInterval($0) }
-        while leaveReason == nil && !ShutdownSignal.shared.isRequested {
+        while leaveReason == nil && !shouldStop() {
             if let end, Date() >= end { break }
             try? await Task.sleep(nanoseconds: 20_000_000)
         }

@@ -1,6 +1,5 @@
 import Foundation
 import RTCWire
-import Streaming
 import Understudy
 
 /// Received frames of one consumed participant, handed from the agent's subscribe loop thread

@@ -2,7 +2,6 @@ import Foundation
 import Media
 import RTC
 import RTCWire
-import Streaming
 
 /// How many 1 Mbit/s streams one core can record: `streams` VP8 + Opus participants, each received
 /// by its own `PeerConnection` on one receiving loop and written to its own WebM file.
@@ -68,7 +67,7 @@ public enum ConcurrentRecordingBenchmark {
             let pump = await txLoop.submit {
                 let v = tx.addTransceiver(kind: .video, direction: .sendonly)
                 let a = tx.addTransceiver(kind: .audio, direction: .sendonly)
-                return MediaPump(connection: tx, media: media, video: v, audio: a)
+                return MediaPump(connection: tx, video: v, audio: a, sources: media.source)
             }
             let offer = try await txLoop.submit {
                 let o = try tx.createOffer()

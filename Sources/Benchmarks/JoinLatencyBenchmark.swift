@@ -3,7 +3,6 @@ import Media
 import RTCWire
 import RoomServer
 import Signaling
-import Streaming
 import Understudy
 
 /// `join()` → `onRoomJoined` latency and `join()` → first recorded keyframe, on an in-process

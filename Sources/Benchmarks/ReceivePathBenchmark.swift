@@ -1,4 +1,5 @@
 import Foundation
+import Media
 import RTC
 import RTCWire
 

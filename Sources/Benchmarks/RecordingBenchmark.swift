@@ -2,7 +2,6 @@ import Foundation
 import Media
 import RTC
 import RTCWire
-import Streaming
 
 #if canImport(Glibc)
     import Glibc
@@ -92,12 +91,12 @@ public enum RecordingBenchmark {
         let pumpOurs = await txLoop.submit {
             let v = txOurs.addTransceiver(kind: .video, direction: .sendonly)
             let a = txOurs.addTransceiver(kind: .audio, direction: .sendonly)
-            return MediaPump(connection: txOurs, media: media, video: v, audio: a)
+            return MediaPump(connection: txOurs, video: v, audio: a, sources: media.source)
         }
         let pumpAiortc = await txLoop.submit {
             let v = txAiortc.addTransceiver(kind: .video, direction: .sendonly)
             let a = txAiortc.addTransceiver(kind: .audio, direction: .sendonly)
-            return MediaPump(connection: txAiortc, media: media, video: v, audio: a)
+            return MediaPump(connection: txAiortc, video: v, audio: a, sources: media.source)
         }
         let offer = try await txLoop.submit {
             let o = try txOurs.createOffer()

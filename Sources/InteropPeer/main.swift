@@ -1,4 +1,3 @@
-import Streaming
 import Foundation
 import Media
 import RTC
@@ -67,7 +66,7 @@ do {
             kind: .video, direction: wantVideo ? .sendrecv : .recvonly, sendRIDs: wantSimulcast ? ["q", "h", "f"] : [])
         let a = pc.addTransceiver(kind: .audio, direction: wantAudio ? .sendrecv : .recvonly)
         pc.onFrame = { _, _, frame, timing in recording?.write(frame, arrival: timing.arrivalTime) }
-        return MediaPump(connection: pc, media: media, video: wantVideo ? v : nil, audio: wantAudio ? a : nil)
+        return MediaPump(connection: pc, video: wantVideo ? v : nil, audio: wantAudio ? a : nil, sources: media.source)
     }
     if role == "offer" {
         let offer = try await loop.submit {

@@ -4,7 +4,6 @@ import RTC
 import RTCWire
 import RoomProtocol
 import Signaling
-import Streaming
 
 /// A lightweight virtual participant: a signalling channel, at most one publish and one subscribe
 /// ``PeerConnection`` on a shared ``EventLoop``, and counters. No thread, SDK room or decoder of its own.
@@ -201,7 +200,7 @@ final class LoadBot: @unchecked Sendable {
         let media = run.media
         await loop.submit { [self] in
             pump?.detach()
-            let p = MediaPump(connection: pc, media: media, video: videoT, audio: audioT)
+            let p = MediaPump(connection: pc, video: videoT, audio: audioT, sources: media.source)
             pump = p
             p.attach()
         }

@@ -1,7 +1,7 @@
 import Foundation
+import Media
 import RTCWire
 import Signaling
-import Streaming
 import Understudy
 
 /// The step that is running, read by bots to stamp the events they receive.

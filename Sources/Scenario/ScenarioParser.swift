@@ -1,5 +1,5 @@
 import Foundation
-import Streaming
+import Media
 import Understudy
 
 /// Why a scenario file was refused: `FILE:LINE: field 'steps[2].action': unknown action 'jump' (…)`.

@@ -1,7 +1,6 @@
 import Foundation
 import Media
 import RTCWire
-import Streaming
 
 /// Whether ``Participant/captureImage(width:height:flash:)`` lights the scene first.
 public enum CaptureFlash: String, Sendable, Hashable {

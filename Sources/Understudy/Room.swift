@@ -5,7 +5,6 @@ import RTC
 import RTCWire
 import RoomProtocol
 import Signaling
-import Streaming
 
 /// ``LeaveReason`` under a name that stays unambiguous where another module also has a `LeaveReason`.
 public typealias SDKLeaveReason = LeaveReason

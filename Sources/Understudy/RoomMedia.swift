@@ -5,7 +5,6 @@ import RTC
 import RTCWire
 import RoomProtocol
 import Signaling
-import Streaming
 
 /// The room's two WebRTC connections to the SFU: publish (synthetic tone + test pattern through a
 /// ``MediaPump``) and subscribe (answering `subscriberOffer`s; each consumer's frames go to the sinks of
@@ -177,7 +176,7 @@ final class RoomMedia: @unchecked Sendable {
                 // found" (3059 mic, 3051 webcam); anything else failed the produce (3058, 3049, 3061).
                 var noDevice = false
                 switch error as? MediaSourceError {
-                case .device?, .notPublished?: noDevice = true
+                case .capture?, .notPublished?: noDevice = true
                 default: break
                 }
                 let code =

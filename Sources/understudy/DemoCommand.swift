@@ -3,7 +3,6 @@ import Foundation
 import Media
 import RoomServer
 import Signaling
-import Streaming
 import Understudy
 
 /// `understudy demo [--duration 20] [--out DIR]`: the main job, in one process, on the embedded

@@ -4,7 +4,6 @@ import Foundation
 import Redis
 import RoomServer
 import Signaling
-import Streaming
 
 // `understudy worker` and `understudy jobs`: recording and relay jobs run by a fleet over Redis
 // (docs/fleet.md).

@@ -1,9 +1,9 @@
 import Agent
 import Foundation
 import LoadGen
+import Media
 import RTCWire
 import Signaling
-import Streaming
 
 // `--server janus://HOST:PORT/ROOM_NUMBER`: `join` and `load` against a Janus VideoRoom.
 // Flags for room features that Janus does not have are refused (exit 2), never ignored.
@@ -68,7 +68,7 @@ func janusJoinOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Jan
     do {
         try LocalSources.validate(video: a.value("--video"), audio: a.value("--audio"))
     } catch {
-        if case .badOption(let option, let message) = error { throw Arguments.Failure.badValue(option, message) }
+        if case .badOption(let option, _, _) = error { throw Arguments.Failure.badValue(option, error.explanation) }
         throw Arguments.Failure.badValue("--video/--audio", error.description)
     }
     options.video = a.value("--video")
@@ -100,7 +100,7 @@ func runJanusJoin(_ a: Arguments) async {
             await agent.stop()
             fail("join: \(error)")
         }
-        await agent.run(duration: duration)
+        await agent.run(duration: duration, until: { ShutdownSignal.shared.isRequested })
         if let failure = agent.failure { fail("join: \(failure)") }
     } catch let e as Arguments.Failure {
         fail("join: \(e)", code: 2)
@@ -182,7 +182,7 @@ func runJanusLoad(_ args: [String]) async {
     let run = JanusLoadRun(configuration: configuration, room: room)
     if !a.flag("--quiet") { run.onProgress = { (p: LoadProgress) in logLine(p.line) } }
     let report: LoadReport
-    do { report = try await run.run() } catch {
+    do { report = try await run.run(until: { ShutdownSignal.shared.isRequested }) } catch {
         switch error {
         case .invalidConfiguration(let m): fail("load: \(m)", code: 2)
         case .unreachable: fail("load: \(error)", code: 3)

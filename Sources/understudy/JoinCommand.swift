@@ -1,9 +1,9 @@
 import Agent
 import Foundation
+import Media
 import RTC
 import RTCWire
 import Signaling
-import Streaming
 import Understudy
 
 // `understudy join|invite|pubsub`: a headless participant and one-shot room actions.
@@ -157,7 +157,7 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
     do {
         try LocalSources.validate(video: a.value("--video"), audio: a.value("--audio"))
     } catch {
-        if case .badOption(let option, let message) = error { throw Arguments.Failure.badValue(option, message) }
+        if case .badOption(let option, _, _) = error { throw Arguments.Failure.badValue(option, error.explanation) }
         throw Arguments.Failure.badValue("--video/--audio", error.description)
     }
     options.video = a.value("--video")
@@ -220,7 +220,7 @@ func runJoin(_ args: [String]) async {
             metricsServer?.stop()
             fail("join: \(error)")
         }
-        await agent.run(duration: duration)
+        await agent.run(duration: duration, until: { ShutdownSignal.shared.isRequested })
         metricsServer?.stop()
         if let reason = agent.leaveReason, reason != .MANUAL_LEAVE_CALLED {
             fail("join: the room was left: \(reason.name) (\(reason.rawValue))")

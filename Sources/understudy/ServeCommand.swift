@@ -6,7 +6,6 @@ import RTC
 import Redis
 import RoomServer
 import Signaling
-import Streaming
 
 // `understudy serve`: run the room server until SIGINT/SIGTERM.
 

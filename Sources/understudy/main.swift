@@ -1,6 +1,6 @@
 import Agent
 import Foundation
-import Streaming
+import WHIP
 
 #if canImport(Glibc)
     import Glibc
@@ -74,7 +74,8 @@ func runWHIP(_ args: [String]) async {
         ShutdownSignal.shared.install()
         let summary = try await WHIPClient.publish(
             url: url, token: a.value("--token"), video: video, audio: audio, duration: duration,
-            iceServers: try iceServers(a) ?? [], log: logLine)
+            iceServers: try iceServers(a) ?? [], log: logLine,
+            wait: { await ShutdownSignal.shared.sleep(seconds: $0) })
         logLine("whip done: \(summary.line)")
     } catch let e as Arguments.Failure {
         fail("whip: \(e)", code: 2)
@@ -93,7 +94,8 @@ func runWHEP(_ args: [String]) async {
         ShutdownSignal.shared.install()
         let summary = try await WHIPClient.play(
             url: url, token: a.value("--token"), recordPath: record, duration: duration,
-            iceServers: try iceServers(a) ?? [], log: logLine)
+            iceServers: try iceServers(a) ?? [], log: logLine,
+            wait: { await ShutdownSignal.shared.sleep(seconds: $0) })
         logLine("whep done: \(summary.line)")
         if summary.videoFrames == 0 && summary.audioFrames == 0 {
             fail("whep: no media was received")

@@ -1,8 +1,9 @@
+import Agent
 import Foundation
 import Media
 import RTC
 import RTCWire
-import Streaming
+import TestSupport
 import Testing
 
 /// `RTPRelay`: URL parsing, the packets it puts on the wire, and ffmpeg playing its SDP.
@@ -86,7 +87,7 @@ import Testing
         let stats = await loop.submit { relay.stats }
         #expect(stats.framesBeforeKeyframe == 1)
         #expect(stats.videoFrames == 3 && stats.audioFrames == 2)
-        try await relayWaitFor { collector.count == Int(stats.packets) }
+        try await waitUntil("relayed packets") { collector.count == Int(stats.packets) }
         let packets = collector.packets
         let video = packets.filter { $0.port == port }.map(\.bytes)
         let audio = packets.filter { $0.port == port + 2 }.map(\.bytes)
@@ -173,14 +174,14 @@ import Testing
         let pacer = Pacer(relay: relay, media: SyntheticMedia.shared(layers: 1), seconds: 4)
         await loop.submit { pacer.start = EventLoop.now() }
         loop.addTicker(pacer)
-        try await relayWaitFor(timeout: 15) { pacer.done.withLock { $0 } }
+        try await waitUntil("the pacer", seconds: 15) { pacer.done.withLock { $0 } }
         loop.removeTicker(pacer)
         let stats = await loop.submit { relay.stats }
         #expect(stats.videoFrames >= 115 && stats.audioFrames >= 195)
 
         // ffmpeg stops by itself after 3.5 s of media (`-t`); SIGINT (which also makes it finish its
         // outputs) only if it is still waiting a few seconds later.
-        let exited = (try? await relayWaitFor(timeout: 5) { !ffmpeg.isRunning }) != nil
+        let exited = (try? await waitUntil("ffmpeg to exit", seconds: 5) { !ffmpeg.isRunning }) != nil
         if !exited { ffmpeg.interrupt() }
         #expect(exited, "ffmpeg did not stop after 3.5 s of media")
         let errData = errPipe.fileHandleForReading.readDataToEndOfFile()
@@ -194,10 +195,10 @@ import Testing
             .filter { !$0.contains("max delay reached") && !$0.contains("RTP: missed") && !$0.isEmpty }
         #expect(serious.isEmpty, "ffmpeg reported: \(serious.joined(separator: "\n"))")
 
-        let counts = try relayProbeCounts(outPath)
+        let counts = try probeFrameCounts(outPath)
         #expect((counts["vp8"] ?? 0) >= 60, "counts: \(counts)")
         #expect((counts["opus"] ?? 0) >= 100, "counts: \(counts)")
-        let decode = try relayRunTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", outPath, "-f", "null", "-"])
+        let decode = try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", outPath, "-f", "null", "-"])
         #expect(decode.status == 0 && decode.err.isEmpty, "decode: \(decode.err)")
     }
 }
@@ -274,51 +275,10 @@ private func openEvenPortPair(loop: EventLoop, handler: any DatagramHandler) thr
         }
         return (port, [first, second])
     }
-    throw RelayError.socket("no free even port pair")
-}
-
-private struct Timeout: Error {}
-
-private func relayWaitFor(timeout seconds: Double = 5, _ condition: @Sendable () -> Bool) async throws {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        guard Date() < deadline else { throw Timeout() }
-        try await Task.sleep(nanoseconds: 20_000_000)
-    }
+    throw WaitTimeout(what: "a free even port pair")
 }
 
 private func readUInt16(_ p: [UInt8], _ at: Int) -> UInt16 { UInt16(p[at]) << 8 | UInt16(p[at + 1]) }
 private func readUInt32(_ p: [UInt8], _ at: Int) -> UInt32 {
     UInt32(p[at]) << 24 | UInt32(p[at + 1]) << 16 | UInt32(p[at + 2]) << 8 | UInt32(p[at + 3])
-}
-
-private func relayRunTool(_ tool: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = arguments
-    let outPipe = Pipe()
-    let errPipe = Pipe()
-    process.standardOutput = outPipe
-    process.standardError = errPipe
-    try process.run()
-    let out = outPipe.fileHandleForReading.readDataToEndOfFile()
-    let err = errPipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
-}
-
-/// Decoded frame counts per codec, from `ffprobe -count_frames`.
-private func relayProbeCounts(_ path: String) throws -> [String: Int] {
-    let r = try relayRunTool(
-        "/usr/bin/ffprobe",
-        ["-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames", "-of", "json", path])
-    guard r.status == 0, let json = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any],
-        let streams = json["streams"] as? [[String: Any]]
-    else { return [:] }
-    var counts: [String: Int] = [:]
-    for s in streams {
-        guard let name = s["codec_name"] as? String else { continue }
-        counts[name] = Int(s["nb_read_frames"] as? String ?? "") ?? -1
-    }
-    return counts
 }

@@ -1,23 +1,17 @@
-import Benchmarks
 import Foundation
 import RTCWire
 import RoomServer
 import Signaling
+import TestSupport
 import Testing
 
 @testable import LoadGen
 
-/// A room server on an ephemeral loopback port with ephemeral media ports.
-private func startServer(secret: String = "load-test-secret", maxParticipants: Int? = nil) throws -> RoomServer {
-    var configuration = RoomServerConfiguration()
-    configuration.listenPort = 0
-    configuration.udpPortLow = 0
-    configuration.udpPortHigh = 0
-    configuration.secret = secret
-    if let maxParticipants { configuration.maxParticipantsPerRoom = maxParticipants }
-    let server = RoomServer(configuration: configuration)
-    try server.start()
-    return server
+/// A room server on ephemeral loopback ports whose tokens use the load tests' secret.
+private func startServer(maxParticipants: Int? = nil) throws -> RoomServer {
+    try startTestServer(secret: "load-test-secret") { c in
+        if let maxParticipants { c.maxParticipantsPerRoom = maxParticipants }
+    }
 }
 
 private func configuration(_ server: RoomServer, room: String) -> LoadConfiguration {
@@ -122,20 +116,6 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         #expect(!report.errors.contains { $0.kind == "disconnected" }, "\(report.errors)")
         #expect(report.table().contains("join 4009 MAX_PARTCIPANT_REACHED: 3"))
         #expect(report.rosterCheck?.mismatched == 0)
-    }
-
-    @Test func benchmarkMeasuresASteadyStateWindow() async throws {
-        let result = try await LoadBenchmarkResult.runInProcess(subscribers: 6, publishers: 2, duration: 3)
-        #expect(result.subscribedTracks == 24)
-        #expect(result.windowSeconds >= 2)
-        #expect(result.cpuSeconds > 0)
-        #expect(result.tracksPerCore > 0)
-        #expect(result.lossPercent < 1.0)
-        // The process's RSS is sampled; its growth per bot is not checked here: suites running in
-        // parallel in this process allocate and free too, so a small run can show none.
-        #expect(result.rssSamples.count >= 3)
-        #expect(result.rssSamples.allSatisfy { $0.bytes > 0 })
-        #expect(result.latencyP50Ms != nil)
     }
 
     @Test func wrongSecretIsRefusedAtTheFirstJoin() async throws {

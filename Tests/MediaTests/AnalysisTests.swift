@@ -1,6 +1,7 @@
 import Foundation
 import Media
 import RTCWire
+import TestSupport
 import Testing
 
 /// A small single-layer loop for the sync tests (6 s: three markers).
@@ -25,7 +26,7 @@ private func makeFFmpegWebM(piped: Bool) -> String {
     let command =
         "/usr/bin/ffmpeg -nostdin -v error -y -f lavfi -i testsrc=size=320x240:rate=30 -f lavfi -i sine=f=440 "
         + "-t 3 -c:v libvpx -c:a libopus -f webm " + (piped ? "pipe: > '\(path)'" : "'\(path)'")
-    _ = try? run("/bin/sh", ["-c", command])
+    _ = try? runTool("/bin/sh", ["-c", command])
     return path
 }
 
@@ -61,7 +62,7 @@ struct AnalysisTests {
         let ours = temporaryPath("analysis-remux-src.webm")
         let remuxed = temporaryPath("analysis-remux.webm")
         try writeSyncRecording(path: ours, audioShiftMs: 100)
-        let r = try run("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", ours, "-c", "copy", remuxed])
+        let r = try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", ours, "-c", "copy", remuxed])
         #expect(r.status == 0, "\(r.err)")
         let report = try SyncMarkerAnalyzer.analyze(path: remuxed)
         #expect(report.pairs >= 2)

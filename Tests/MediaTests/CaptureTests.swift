@@ -1,6 +1,7 @@
 import Foundation
 import Media
 import RTCWire
+import TestSupport
 import Testing
 
 /// Root-mean-square of 16-bit samples.

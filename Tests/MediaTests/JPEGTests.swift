@@ -1,5 +1,6 @@
 import Foundation
 import Media
+import TestSupport
 import Testing
 
 @Suite("JPEG encoder")
@@ -31,7 +32,7 @@ struct JPEGTests {
         let path = temporaryPath("jpeg-\(UUID().uuidString).jpg")
         defer { try? FileManager.default.removeItem(atPath: path) }
         try Data(jpeg).write(to: URL(fileURLWithPath: path))
-        let probe = try run(
+        let probe = try runTool(
             "/usr/bin/ffprobe",
             [
                 "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=codec_name,width,height", "-of",

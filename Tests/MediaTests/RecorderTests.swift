@@ -1,6 +1,7 @@
 import Foundation
 import Media
 import RTCWire
+import TestSupport
 import Testing
 
 @Suite("Recorders judged by ffprobe/ffmpeg")
@@ -17,14 +18,14 @@ struct RecorderTests {
         #expect(counts["vp8"] == 90)
         #expect(counts["opus"] == 150)
         #expect(try ffmpegDecodeErrors(path) == "")
-        let size = try run(
+        let size = try runTool(
             "/usr/bin/ffprobe",
             [
                 "-v", "error", "-select_streams", "v:0", "-show_entries",
                 "stream=width,height", "-of", "csv=p=0", path,
             ])
         #expect(size.out.trimmingCharacters(in: .whitespacesAndNewlines) == "640,360")
-        let duration = try run(
+        let duration = try runTool(
             "/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
         let seconds = Double(duration.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(seconds > 2.9 && seconds < 3.2, "duration \(seconds)")
@@ -163,7 +164,7 @@ struct RecorderTests {
         let last = try #require(frames.last)
         #expect(last.timestamp == UInt32(149 * 960))
         // ffprobe agrees on the duration: 3 s minus the pre-skip.
-        let duration = try run(
+        let duration = try runTool(
             "/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
         let seconds = Double(duration.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(abs(seconds - (3.0 - 312.0 / 48_000)) < 0.01, "duration \(seconds)")

@@ -1,5 +1,6 @@
 import Media
 import RTCWire
+import TestSupport
 import Testing
 
 @Suite("Synthetic media")

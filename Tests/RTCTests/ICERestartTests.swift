@@ -1,5 +1,7 @@
 import Foundation
+import Media
 import RTCWire
+import TestSupport
 import Testing
 
 @testable import RTC
@@ -20,33 +22,11 @@ struct ICERestartTests {
     static func connectedPair(_ configuration: PeerConnectionConfiguration = .init()) async throws -> (
         tx: PeerConnection, rx: PeerConnection, video: RTPTransceiver, frames: FrameCounter
     ) {
-        let tx = try PeerConnection(loop: EventLoop(name: "restart-tx"), configuration: configuration)
-        let rx = try PeerConnection(loop: EventLoop(name: "restart-rx"), configuration: configuration)
+        let (tx, rx, video, _) = try await TestSupport.connectedPair(
+            sendAudio: false, configuration: configuration, name: "restart")
         let frames = FrameCounter()
         await rx.loop.submit { rx.onFrame = { _, _, _, _ in frames.add() } }
-        let video = await tx.loop.submit { tx.addTransceiver(kind: .video, direction: .sendonly) }
-        let offer = try await tx.loop.submit {
-            let o = try tx.createOffer()
-            try tx.setLocalDescription(o)
-            return o
-        }
-        let answer = try await rx.loop.submit {
-            try rx.setRemoteDescription(offer, type: .offer)
-            let a = try rx.createAnswer()
-            try rx.setLocalDescription(a)
-            return a
-        }
-        try await tx.loop.submit { try tx.setRemoteDescription(answer, type: .answer) }
-        try await tx.waitUntilConnected(timeout: 10)
-        try await rx.waitUntilConnected(timeout: 10)
-        return (tx, rx, video, frames)
-    }
-
-    static func shutdown(_ pcs: PeerConnection...) async {
-        for pc in pcs {
-            await pc.loop.submit { pc.close() }
-            pc.loop.shutdown()
-        }
+        return (tx, rx, video!, frames)
     }
 
     /// Sends `count` frames (a keyframe first), one per call to the loop.
@@ -119,7 +99,7 @@ struct ICERestartTests {
         #expect(receivers.count == 1)
         let srtpFailures = await rx.loop.submit { rx.counters.droppedSRTP }
         #expect(srtpFailures == 0)
-        await Self.shutdown(tx, rx)
+        await shutdown(tx, rx)
     }
 
     @Test func lostMediaIsNoticedAndARestartWithoutSDPRecoversIt() async throws {
@@ -155,7 +135,7 @@ struct ICERestartTests {
         #expect(await Self.eventually { frames.count >= received + 5 })
         let dropped = await rx.loop.submit { rx.counters.droppedSRTP }
         #expect(dropped == 0)
-        await Self.shutdown(tx, rx)
+        await shutdown(tx, rx)
     }
 
     @Test func consentReturningWithoutARestartReportsRecovery() async throws {
@@ -167,6 +147,6 @@ struct ICERestartTests {
         #expect(await Self.eventually { await tx.loop.submit { tx.state == .disconnected } })
         await tx.loop.submit { tx.setReceiveImpairment(nil) }
         #expect(await Self.eventually { await tx.loop.submit { tx.state == .connected } })
-        await Self.shutdown(tx, rx)
+        await shutdown(tx, rx)
     }
 }

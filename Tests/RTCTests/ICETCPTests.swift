@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import RTCWire
+import TestSupport
 import Testing
 
 @testable import RTC
@@ -62,7 +63,7 @@ struct ICETCPTests {
         let before = frames.count
         await ICERestartTests.send(10, on: client, video, from: 30)
         #expect(await ICERestartTests.eventually { frames.count >= before + 8 }, "after restart: \(frames.count)")
-        await ICERestartTests.shutdown(client)
+        await shutdown(client)
         await serverLoop.submit {
             server.close()
             mux.close()
@@ -119,7 +120,7 @@ struct ICETCPTests {
         #expect(await client.loop.submit { client.isUsingICETCP })
         await ICERestartTests.send(20, on: client, video, from: 0)
         #expect(await ICERestartTests.eventually { frames.count >= 15 }, "frames after the move: \(frames.count)")
-        await ICERestartTests.shutdown(client)
+        await shutdown(client)
         await serverLoop.submit {
             server.close()
             mux.close()

@@ -1,5 +1,6 @@
 import Foundation
 import RTCWire
+import TestSupport
 import Testing
 
 @testable import RTC
@@ -15,18 +16,7 @@ struct RTCPRouterTests {
         let tx = try PeerConnection(loop: EventLoop(name: "\(name)-tx"))
         let rx = try PeerConnection(loop: EventLoop(name: "\(name)-rx"))
         _ = await tx.loop.submit { tx.addTransceiver(kind: .video, direction: .sendonly) }
-        let offer = try await tx.loop.submit {
-            let o = try tx.createOffer()
-            try tx.setLocalDescription(o)
-            return o
-        }
-        let answer = try await rx.loop.submit {
-            try rx.setRemoteDescription(offer, type: .offer)
-            let a = try rx.createAnswer()
-            try rx.setLocalDescription(a)
-            return a
-        }
-        try await tx.loop.submit { try tx.setRemoteDescription(answer, type: .answer) }
+        try await negotiate(offerer: tx, answerer: rx)
         return (tx, rx)
     }
 

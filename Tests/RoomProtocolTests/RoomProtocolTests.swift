@@ -2,6 +2,7 @@ import Foundation
 import RoomProtocol
 import RoomServer
 import Signaling
+import TestSupport
 import Testing
 
 @Suite("Room protocol: names once, the client core against the real server", .serialized)
@@ -62,12 +63,7 @@ struct RoomProtocolTests {
     /// Against a running server: a join succeeds, a refused request comes back as the one wire error
     /// shape with the documented name, notifications arrive, and closing fails what is pending.
     @Test func theClientCoreJoinsGetsTypedErrorsAndNotifications() async throws {
-        var configuration = RoomServerConfiguration()
-        configuration.listenPort = 0
-        configuration.secret = "protocol-test-secret"
-        configuration.udpPortLow = 0
-        let server = RoomServer(configuration: configuration)
-        try server.start()
+        let server = try startTestServer(secret: "protocol-test-secret")
         defer { server.stop() }
         func connect(_ id: String) async throws -> RoomProtocolClient {
             let token = RoomToken.sign(

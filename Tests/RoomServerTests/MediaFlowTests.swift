@@ -1,8 +1,6 @@
 #if canImport(Streaming) && canImport(Media)
     import Foundation
     import Testing
-
-    import Streaming
     import Media
     import RTC
     import RTCWire
@@ -61,7 +59,8 @@
             let audioCount = counted.first { $0.first == "opus" }.flatMap { Int($0.last ?? "") } ?? 0
             #expect(videoCount >= 60, "ffprobe counted \(videoCount) video frames: \(probe)")
             #expect(audioCount >= 100, "ffprobe counted \(audioCount) audio frames: \(probe)")
-            let decode = try sfuRunTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+            let decode = try sfuRunTool(
+                "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
             #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
             #expect((try await metricValue(server, "understudy_rtp_packets_forwarded_total") ?? 0) > 100)
             #expect(try await metricValue(server, "understudy_sfu_consumers") == 2)

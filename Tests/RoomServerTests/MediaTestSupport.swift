@@ -1,8 +1,6 @@
 #if canImport(Streaming) && canImport(Media)
     import Foundation
     import Testing
-
-    import Streaming
     import Media
     import RTC
     import RTCWire
@@ -91,7 +89,8 @@
                     pc.transceivers.first { $0.kind == .video }, pc.transceivers.first { $0.kind == .audio }
                 )
             }
-            let pump = MediaPump(connection: pc, media: SyntheticMedia.shared(layers: 1), video: video, audio: audio)
+            let pump = MediaPump(
+                connection: pc, video: video, audio: audio, sources: SyntheticMedia.shared(layers: 1).source)
             self.pump = pump
             await pc.loop.submit { pump.attach() }
             return response["producers"]?.arrayValue ?? []

@@ -3,8 +3,6 @@
 #if canImport(Streaming) && canImport(Media)
     import Foundation
     import Testing
-
-    import Streaming
     import Media
     import RTC
     import RTCWire
@@ -112,7 +110,8 @@
                 ])
             #expect(probe.contains("vp8,320,240"), "ffprobe: \(probe)")
             #expect(probe.contains("opus"))
-            let decode = try sfuRunTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+            let decode = try sfuRunTool(
+                "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
             #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
 
             await subscriber.close()

@@ -3,8 +3,6 @@
 #if canImport(Streaming) && canImport(Media)
     import Foundation
     import Testing
-
-    import Streaming
     import Media
     import RTC
     import RTCWire

@@ -3,8 +3,6 @@
 #if canImport(Streaming) && canImport(Media)
     import Foundation
     import Testing
-
-    import Streaming
     import Media
     import RTC
     import RTCWire
@@ -44,7 +42,7 @@
         /// Starts sending the shared synthetic loop.
         func startPump(layers: Int) async {
             let media = SyntheticMedia.shared(layers: layers)
-            let pump = MediaPump(connection: connection, media: media, video: video, audio: audio)
+            let pump = MediaPump(connection: connection, video: video, audio: audio, sources: media.source)
             self.pump = pump
             await loop.submit { pump.attach() }
         }

@@ -2,19 +2,13 @@ import Foundation
 import FoundationXML
 import Media
 import RoomServer
+import TestSupport
 import Testing
 
 @testable import Scenario
 
 /// An embedded room server on 127.0.0.1 with ephemeral ports, as `understudy scenario` starts it.
-func startServer() throws -> RoomServer {
-    var configuration = RoomServerConfiguration()
-    configuration.listenPort = 0
-    configuration.udpPortLow = 0
-    let server = RoomServer(configuration: configuration)
-    try server.start()
-    return server
-}
+func startServer() throws -> RoomServer { try startTestServer() }
 
 func run(_ scenario: Scenario, on server: RoomServer) async -> ScenarioResult {
     let out = NSTemporaryDirectory() + "scenario-test-\(UUID().uuidString)"

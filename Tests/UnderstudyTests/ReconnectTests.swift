@@ -2,7 +2,8 @@ import Foundation
 import Media
 import RTCWire
 import RoomServer
-import Streaming
+import SDKTestSupport
+import TestSupport
 import Testing
 
 @testable import Understudy

@@ -1,6 +1,8 @@
 import Foundation
 import RTCWire
 import RoomServer
+import SDKTestSupport
+import TestSupport
 import Testing
 
 @testable import Understudy

@@ -1,5 +1,7 @@
 import Foundation
 import RoomServer
+import SDKTestSupport
+import TestSupport
 import Testing
 
 @testable import Understudy

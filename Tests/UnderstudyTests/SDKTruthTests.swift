@@ -1,7 +1,8 @@
 import Agent
 import Foundation
 import Media
-import Streaming
+import SDKTestSupport
+import TestSupport
 import Testing
 
 @testable import RoomServer
@@ -143,7 +144,9 @@ struct SDKTruthTests {
         let (watcher, watcherLog) = try await joinedRoom(server, room: "join-fail", id: "watcher")
         watcherLog.onJoined = nil
         let room = try makeRoom(server, room: "join-fail", id: "pub", mode: .SEND_AND_RECV, mic: true)
-        room.mediaSourceFactory = { _, _ in throw MediaSourceError.device("no capture device") }
+        room.mediaSourceFactory = { _, _ in
+            throw MediaSourceError.capture(.cannotOpen(device: "default", message: "no capture device"))
+        }
         let log = EventLog()
         room.addEventListener(log)
         await room.join()
@@ -155,7 +158,7 @@ struct SDKTruthTests {
         try await waitUntil("the watcher sees the mic off") { !seen.micOn }
         // A file that cannot be read is a failed produce (3058), not a missing device.
         room.mediaSourceFactory = { _, _ in
-            throw MediaSourceError.unreadable(path: "/nonexistent.ogg", reason: "no such file")
+            throw MediaSourceError.unreadable(path: "/nonexistent.ogg", errno: ENOENT)
         }
         await expectCode(3058) { try await room.unmuteMic() }
         await room.leave()

@@ -3,7 +3,6 @@ import Media
 import RTC
 import RTCWire
 import Signaling
-import Streaming
 
 /// The room agent for a Janus VideoRoom (`understudy join --server janus://HOST:PORT/ROOM`).
 ///
@@ -124,10 +123,11 @@ public final class JanusAgent: @unchecked Sendable {
         considerPublishers(joined.data["publishers"])
     }
 
-    /// Runs until `duration` passes, SIGTERM/SIGINT arrives or Janus goes away; then ``stop()``.
-    public func run(duration: Double?) async {
+    /// Runs until `duration` passes, `shouldStop` says so (the CLI passes its SIGTERM/SIGINT flag) or
+    /// Janus goes away; then ``stop()``.
+    public func run(duration: Double?, until shouldStop: @Sendable () -> Bool = { false }) async {
         let start = Date()
-        while !ShutdownSignal.shared.isRequested && failure == nil {
+        while !shouldStop() && failure == nil {
             if let duration, Date().timeIntervalSince(start) >= duration { break }
             try? await Task.sleep(nanoseconds: 200_000_000)
         }
@@ -220,7 +220,8 @@ public final class JanusAgent: @unchecked Sendable {
         let audioSource =
             audio == .none ? nil : try LocalSources.makeSource(kind: .audio, layers: 1, video: video, audio: audio)
         let pc = try PeerConnection(loop: loop)
-        let sources = WHIPClient.UncheckedSources(video: videoSource, audio: audioSource)
+        // Handed to the loop thread, which owns the sources from then on.
+        nonisolated(unsafe) let sources = (video: videoSource, audio: audioSource)
         let (pump, offer) = try await loop.submit { () throws -> (MediaPump, SessionDescription) in
             let a = sources.audio == nil ? nil : pc.addTransceiver(kind: .audio, direction: .sendonly)
             let v = sources.video == nil ? nil : pc.addTransceiver(kind: .video, direction: .sendonly)

@@ -3,7 +3,6 @@ import Media
 import RTC
 import RTCWire
 import Signaling
-import Streaming
 
 /// `understudy load --server janus://HOST:PORT/ROOM`: publisher and subscriber bots in a Janus VideoRoom.
 ///
@@ -53,8 +52,9 @@ public final class JanusLoadRun: @unchecked Sendable {
         loops = (0..<configuration.loopCount).map { EventLoop(name: "janus-load-\($0)") }
     }
 
-    /// Runs the test and returns its report.
-    public func run() async throws(LoadError) -> LoadReport {
+    /// Runs the test and returns its report; `shouldStop` ends it early (the CLI passes its
+    /// SIGINT/SIGTERM flag).
+    public func run(until shouldStop: @Sendable () -> Bool = { false }) async throws(LoadError) -> LoadReport {
         let c = configuration
         let planned = c.publishers + c.audioPublishers + c.subscribers
         let started = Date()
@@ -109,7 +109,7 @@ public final class JanusLoadRun: @unchecked Sendable {
 
         // Duration from the first join; then until every track has media (bounded), then settle.
         var trackDeadline: Date?
-        while !ShutdownSignal.shared.isRequested {
+        while !shouldStop() {
             let elapsed = Date().timeIntervalSince(started)
             if elapsed >= c.maxDuration { break }
             if elapsed >= c.duration {
@@ -156,7 +156,7 @@ public final class JanusLoadRun: @unchecked Sendable {
             let (pump, offer) = try await bot.loop.submit { () throws -> (MediaPump, SessionDescription) in
                 let a = pc.addTransceiver(kind: .audio, direction: .sendonly)
                 let v = video ? pc.addTransceiver(kind: .video, direction: .sendonly) : nil
-                let pump = MediaPump(connection: pc, media: media, video: v, audio: a)
+                let pump = MediaPump(connection: pc, video: v, audio: a, sources: media.source)
                 let offer = try pc.createOffer()
                 try pc.setLocalDescription(offer)
                 return (pump, offer)

@@ -2,16 +2,17 @@ import CSRTP
 
 /// libsrtp, the reference SRTP implementation, kept beside ``SRTPSession`` as its yardstick: the
 /// tests run packets between the two in every direction, and the benchmarks use its bare
-/// `srtp_unprotect` as the anchor of the receive-path figures. Not used on the media path.
-final class LibSRTPSession {
+/// `srtp_unprotect` as the anchor of the receive-path figures (public for them: `Benchmarks`). Not
+/// used on the media path.
+public final class LibSRTPSession {
     /// libsrtp wants one global initialisation per process; a static let runs it exactly once.
     private static let libraryStatus: srtp_err_status_t = srtp_init()
     /// Room libsrtp may write after a packet (tag, SRTCP index, MKI).
-    static let maxTrailerLength = Int(shim_SRTP_MAX_TRAILER_LEN())
+    public static let maxTrailerLength = Int(shim_SRTP_MAX_TRAILER_LEN())
 
     private let session: srtp_t
 
-    init?(profile: SRTPProfile, key: [UInt8], salt: [UInt8], direction: SRTPSession.Direction) {
+    public init?(profile: SRTPProfile, key: [UInt8], salt: [UInt8], direction: SRTPSession.Direction) {
         guard Self.libraryStatus == srtp_err_status_ok, key.count == profile.keyLength,
             salt.count == profile.saltLength
         else { return nil }
@@ -54,9 +55,11 @@ final class LibSRTPSession {
         call(length) { srtp_unprotect_rtcp(session, buffer, &$0) }
     }
 
-    /// Bare `srtp_unprotect`, for the benchmark anchor (no Swift-side checks).
-    func rawUnprotect(_ buffer: UnsafeMutableRawPointer, length: inout Int32) -> srtp_err_status_t {
-        srtp_unprotect(session, buffer, &length)
+    /// Bare `srtp_unprotect`, for the benchmark anchor (no Swift-side checks); whether libsrtp
+    /// accepted the packet.
+    @inline(__always)
+    public func rawUnprotect(_ buffer: UnsafeMutableRawPointer, length: inout Int32) -> Bool {
+        srtp_unprotect(session, buffer, &length) == srtp_err_status_ok
     }
 
     private func call(_ length: Int, _ body: (inout Int32) -> srtp_err_status_t) -> Int? {

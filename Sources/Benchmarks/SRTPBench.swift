@@ -1,0 +1,101 @@
+import RTC
+
+/// Measures the anchor for the performance goals: bare libsrtp `srtp_unprotect` cost, and the
+/// same for our ``SRTPSession`` so that the two can be compared in one run.
+public enum SRTPBench {
+    /// Which SRTP code to time.
+    public enum Implementation: Sendable {
+        /// libsrtp's bare `srtp_unprotect` (the anchor).
+        case libsrtp
+        /// ``SRTPSession/unprotectRTP(_:length:)``, which the media path uses.
+        case understudy
+    }
+
+    /// Nanoseconds per packet for `srtp_unprotect` of `count` distinct RTP packets with a
+    /// `payloadSize`-byte payload. Packets are protected and copied before timing; only the
+    /// unprotect calls are timed. The best of three rounds (fresh session each) is returned,
+    /// or `.nan` if anything fails.
+    public static func unprotectCost(
+        profile: SRTPProfile, payloadSize: Int, count: Int, implementation: Implementation = .libsrtp
+    ) -> Double {
+        guard count > 0, payloadSize >= 0, payloadSize <= 1400 else { return .nan }
+        let key = (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+        let salt = (0..<profile.saltLength).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+        let rtpLength = 12 + payloadSize
+        let slot = rtpLength + LibSRTPSession.maxTrailerLength
+        guard
+            let outbound = try? SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
+        else {
+            return .nan
+        }
+
+        // Protect every packet once, each with its own sequence number.
+        var protected = [UInt8](repeating: 0, count: slot * count)
+        var protectedLengths = [Int32](repeating: 0, count: count)
+        let protectOK = protected.withUnsafeMutableBytes { all -> Bool in
+            guard let base = all.baseAddress else { return false }
+            for index in 0..<count {
+                let packet = base + index * slot
+                let bytes = packet.assumingMemoryBound(to: UInt8.self)
+                bytes[0] = 0x80
+                bytes[1] = 96
+                bytes[2] = UInt8(truncatingIfNeeded: index >> 8)
+                bytes[3] = UInt8(truncatingIfNeeded: index)
+                let timestamp = UInt32(truncatingIfNeeded: index &* 3000)
+                for shift in 0..<4 {
+                    bytes[4 + shift] = UInt8(truncatingIfNeeded: timestamp >> (24 - 8 * shift))
+                }
+                bytes[8] = 0x12
+                bytes[9] = 0x34
+                bytes[10] = 0x56
+                bytes[11] = 0x78
+                for offset in 12..<rtpLength { bytes[offset] = UInt8(truncatingIfNeeded: offset &+ index) }
+                guard let length = try? outbound.protectRTP(packet, length: rtpLength, capacity: slot)
+                else {
+                    return false
+                }
+                protectedLengths[index] = Int32(length)
+            }
+            return true
+        }
+        guard protectOK else { return .nan }
+
+        var best = Double.infinity
+        var work = protected
+        for _ in 0..<3 {
+            let ours = try? SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
+            guard let reference = LibSRTPSession(profile: profile, key: key, salt: salt, direction: .inbound),
+                let ours
+            else {
+                return .nan
+            }
+            // Fresh ciphertext for every round; the copy is outside the timed region.
+            work.withUnsafeMutableBytes { destination in
+                protected.withUnsafeBytes { source in destination.copyMemory(from: source) }
+            }
+            var failures = 0
+            // Thread CPU time, not wall time: the figure must not depend on what else the machine runs.
+            let nanoseconds = work.withUnsafeMutableBytes { all -> Double in
+                let base = all.baseAddress!  // non-empty: count > 0
+                let start = threadCPUNanoseconds()
+                for index in 0..<count {
+                    var length = protectedLengths[index]
+                    switch implementation {
+                    case .libsrtp:
+                        if !reference.rawUnprotect(base + index * slot, length: &length) {
+                            failures += 1
+                        }
+                    case .understudy:
+                        if (try? ours.unprotectRTP(base + index * slot, length: Int(length))) == nil {
+                            failures += 1
+                        }
+                    }
+                }
+                return Double(threadCPUNanoseconds() - start)
+            }
+            guard failures == 0 else { return .nan }
+            best = min(best, nanoseconds / Double(count))
+        }
+        return best
+    }
+}

@@ -1,0 +1,126 @@
+import RTCWire
+
+/// What the agent publishes when it is on stage, from its `--video` and `--audio` options.
+///
+/// `--video testsrc|none|FILE` (VP8 in `.ivf`, `.webm`, `.mkv`) and
+/// `--audio tone|none|FILE|alsa:DEVICE` (Opus in `.ogg`, `.opus`, `.webm`; an ALSA capture device).
+/// A missing option means the synthetic source (`testsrc`, `tone`).
+public enum LocalSources {
+    /// A parsed `--video` value.
+    public enum Video: Sendable, Equatable {
+        /// The synthetic test pattern with its sync flashes.
+        case testPattern
+        /// No video is published.
+        case none
+        /// VP8 from an IVF or WebM/Matroska file, looped.
+        case file(String)
+    }
+
+    /// A parsed `--audio` value.
+    public enum Audio: Sendable, Equatable {
+        /// The synthetic tone with its sync beeps.
+        case tone
+        /// No audio is published.
+        case none
+        /// Opus from an Ogg or WebM/Matroska file, looped.
+        case file(String)
+        /// An ALSA capture device (`alsa:DEVICE`), through webrtc-audio-processing.
+        case alsa(device: String)
+    }
+
+    /// Parses a `--video` value (nil: `testsrc`). Does not touch the file; see ``validate(video:audio:)``.
+    public static func video(_ value: String?) -> Video {
+        switch value {
+        case nil, "testsrc": return .testPattern
+        case "none": return .none
+        case let path?: return .file(path)
+        }
+    }
+
+    /// Parses an `--audio` value (nil: `tone`). Does not touch files or devices.
+    public static func audio(_ value: String?) -> Audio {
+        switch value {
+        case nil, "tone": return .tone
+        case "none": return .none
+        case let v? where v.hasPrefix("alsa:"): return .alsa(device: String(v.dropFirst("alsa:".count)))
+        case let path?: return .file(path)
+        }
+    }
+
+    /// Whether `kind` is published at all with these options (false for `none`).
+    public static func publishes(_ kind: MediaKind, video: String?, audio: String?) -> Bool {
+        kind == .video ? Self.video(video) != .none : Self.audio(audio) != .none
+    }
+
+    /// Checks both options at startup: files are read and parsed, an ALSA device is opened and
+    /// closed. Throws ``MediaSourceError/badOption(option:message:cause:)``, which reads as one line, e.g.
+    /// `--video: 'x.mp4' is not testsrc, none or a readable .ivf/.webm file (x.mp4: MP4/QuickTime …)`.
+    public static func validate(video: String?, audio: String?) throws(MediaSourceError) {
+        if case .file(let path) = Self.video(video) {
+            do { _ = try MediaFile.videoPlayback(path: path) } catch {
+                throw .badOption(
+                    option: "--video",
+                    message: "'\(path)' is not testsrc, none or a readable .ivf/.webm file", cause: error)
+            }
+        }
+        switch Self.audio(audio) {
+        case .file(let path):
+            do { _ = try MediaFile.audioPlayback(path: path) } catch {
+                throw .badOption(
+                    option: "--audio",
+                    message: "'\(path)' is not tone, none, alsa:DEVICE or a readable .ogg/.opus/.webm file",
+                    cause: error)
+            }
+        case .alsa(let device):
+            guard !device.isEmpty else {
+                throw .badOption(
+                    option: "--audio", message: "'alsa:' needs a device name, e.g. alsa:default", cause: nil)
+            }
+            do { try ALSACapture.probe(device: device) } catch {
+                throw .badOption(
+                    option: "--audio", message: "'alsa:\(device)' is not a usable capture device",
+                    cause: .capture(error))
+            }
+        case .tone, .none:
+            break
+        }
+    }
+
+    /// A factory for `Room.mediaSourceFactory`, or nil when both options are the synthetic sources
+    /// (the SDK's default, which shares one pre-encoded loop).
+    ///
+    /// Validates first (see ``validate(video:audio:)``). For a kind configured as `none` the factory
+    /// throws ``MediaSourceError/notPublished(_:)``: do not start that track (check
+    /// ``publishes(_:video:audio:)``). Files are read again and devices opened each time a track
+    /// starts, and closed when it stops.
+    public static func factory(video: String?, audio: String?) throws(MediaSourceError) -> MediaSourceFactory? {
+        try validate(video: video, audio: audio)
+        let v = Self.video(video)
+        let a = Self.audio(audio)
+        if v == .testPattern && a == .tone { return nil }
+        return { kind, layers in try makeSource(kind: kind, layers: layers, video: v, audio: a) }
+    }
+
+    /// Makes one source for `kind` from parsed options; throws ``MediaSourceError``.
+    public static func makeSource(kind: MediaKind, layers: Int, video: Video, audio: Audio) throws(MediaSourceError)
+        -> MediaSource
+    {
+        switch kind {
+        case .video:
+            switch video {
+            case .testPattern:
+                let n = max(1, min(layers, 3))
+                return SyntheticVideoSource(media: SyntheticMedia.shared(layers: n), layers: n)
+            case .none: throw .notPublished(.video)
+            case .file(let path): return try FileVideoSource(path: path)
+            }
+        case .audio:
+            switch audio {
+            case .tone: return SyntheticAudioSource(media: SyntheticMedia.shared(layers: 1))
+            case .none: throw .notPublished(.audio)
+            case .file(let path): return try FileAudioSource(path: path)
+            case .alsa(let device): return try ALSAAudioSource(device: device)
+            }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+import RTCWire
+
+/// Writes received frames to one file, choosing the container from the file extension:
+/// `.webm`/`.mkv` (VP8 + Opus), `.ogg` (Opus only) or `.ivf` (VP8 only). Nothing is transcoded.
+///
+/// Presentation times come from RTP timestamps, anchored per stream at its first frame's arrival
+/// (and through RTCP sender reports when both streams have them), so audio and video line up.
+/// Disk writes happen on a ``DiskWriter`` thread, never on the caller's: a frame costs the caller
+/// only the container bytes it adds to a buffer. When the disk falls behind so that more than
+/// ``backlogLimit`` bytes of this file wait for it, whole frames are dropped instead of queued (counted
+/// in ``droppedFrames``), and video resumes only at a keyframe once the backlog is under the limit
+/// again: the file then has a gap, but every frame in it decodes.
+///
+/// Loop-thread confined (one thread writes; ``close()`` may follow from another once writes stopped).
+public final class Recording: @unchecked Sendable {
+    /// The file format, chosen from the extension.
+    public enum Container: String, Sendable { case webm, ogg, ivf }
+
+    /// The file written.
+    public let path: String
+    /// Its format.
+    public let container: Container
+    var webm: WebMWriter?
+    var ogg: OggOpusWriter?
+    var ivf: IVFWriter?
+    var sessionStart: UInt64?
+    var anchors: [MediaKind: (arrival: UInt64, timestamp: UInt32, clock: UInt32, lastPTS: Int64)] = [:]
+    /// Video frames written.
+    public private(set) var videoFrames = 0
+    /// Audio frames written.
+    public private(set) var audioFrames = 0
+    /// Video keyframes written.
+    public private(set) var keyframes = 0
+    /// Frames the container writer refused (see ``lastError``).
+    public private(set) var writeErrors = 0
+    /// Frames not written because the disk was behind (see ``backlogLimit``), including the video
+    /// frames skipped afterwards until a keyframe.
+    public private(set) var droppedFrames = 0
+    /// Bytes of this file that may wait for the disk writer before frames are dropped.
+    public let backlogLimit: Int
+    /// The default ``backlogLimit``: 4 MiB, about half a minute of a 1 Mbit/s stream.
+    public static let defaultBacklogLimit = 4 << 20
+    /// Video was dropped: skip deltas until the next keyframe.
+    var videoNeedsKeyframe = false
+    /// The writer's error for the last frame that could not be written (counted in ``writeErrors``).
+    public private(set) var lastError: (any Error)?
+    var closed = false
+
+    /// Opens `path` for writing; throws ``RecordingError/unsupportedFormat(path:)`` for an unknown
+    /// extension, ``RecordingError/cannotCreate(path:cause:)`` for an unwritable path.
+    ///
+    /// - Parameters:
+    ///   - writer: the thread that writes the file (default: the process-wide one).
+    ///   - backlogLimit: bytes that may wait for `writer` before frames are dropped.
+    public init(
+        path: String, opusChannels: Int = 2, writer: DiskWriter = .shared,
+        backlogLimit: Int = Recording.defaultBacklogLimit
+    ) throws(RecordingError) {
+        self.path = path
+        self.backlogLimit = max(0, backlogLimit)
+        let lower = path.lowercased()
+        do {
+            if lower.hasSuffix(".webm") || lower.hasSuffix(".mkv") {
+                container = .webm
+                webm = try WebMWriter(path: path, audio: WebMWriter.AudioTrack(channels: opusChannels), writer: writer)
+            } else if lower.hasSuffix(".ogg") || lower.hasSuffix(".opus") {
+                container = .ogg
+                ogg = try OggOpusWriter(path: path, channels: opusChannels, writer: writer)
+            } else if lower.hasSuffix(".ivf") {
+                container = .ivf
+                ivf = try IVFWriter(path: path, writer: writer)
+            } else {
+                throw RecordingError.unsupportedFormat(path: path)
+            }
+        } catch let e as RecordingError {
+            throw e
+        } catch {
+            throw .cannotCreate(path: path, cause: error)
+        }
+    }
+
+    /// Whether this container stores frames of `kind`.
+    public func accepts(_ kind: MediaKind) -> Bool {
+        switch container {
+        case .webm: return true
+        case .ogg: return kind == .audio
+        case .ivf: return kind == .video
+        }
+    }
+
+    /// How far the time an RTP timestamp gives may stray from the arrival time before the stream is
+    /// taken for a new one (jitter and clock drift stay far below this), in nanoseconds.
+    static let discontinuity: Int64 = 2_000_000_000
+
+    /// Writes one received frame; `arrival` is the loop's monotonic time in nanoseconds.
+    public func write(_ frame: EncodedFrame, arrival: UInt64) {
+        guard !closed, accepts(frame.codec.kind) else { return }
+        let kind = frame.codec.kind
+        if backlogBytes > backlogLimit {
+            droppedFrames += 1
+            if kind == .video { videoNeedsKeyframe = true }
+            return
+        }
+        if kind == .video && videoNeedsKeyframe {
+            guard frame.isKeyframe else {
+                droppedFrames += 1
+                return
+            }
+            videoNeedsKeyframe = false
+        }
+        if sessionStart == nil { sessionStart = arrival }
+        let start = sessionStart ?? arrival
+        var pts: Int64
+        if var anchor = anchors[kind] {
+            let delta = Int64(Int32(bitPattern: frame.timestamp &- anchor.timestamp))
+            pts = Int64(anchor.arrival - start) + delta * 1_000_000_000 / Int64(anchor.clock)
+            let minimum = anchor.lastPTS + 1_000_000
+            let arrived = Int64(arrival - start)
+            if abs(pts - arrived) > Self.discontinuity {
+                // A new RTP stream under the same track (the sender rejoined after a server restart,
+                // a new producer): its timestamps have another origin. Anchor again at this arrival.
+                pts = max(arrived, minimum)
+                anchor = (arrival, frame.timestamp, frame.codec.clockRate, pts)
+                anchor.arrival = UInt64(Int64(start) + pts)
+            }
+            // Strictly increasing per track at the container's 1 ms resolution: a reordered or
+            // repeated timestamp must not give two frames the same (or a decreasing) time.
+            if pts < minimum { pts = minimum }
+            anchor.lastPTS = pts
+            anchors[kind] = anchor
+        } else {
+            pts = Int64(arrival - start)
+            anchors[kind] = (arrival, frame.timestamp, frame.codec.clockRate, pts)
+        }
+        do {
+            if let webm { try webm.write(frame, pts: pts) }
+            if let ogg { try ogg.write(frame, pts: pts) }
+            if let ivf { try ivf.write(frame, pts: pts) }
+            if kind == .video {
+                videoFrames += 1
+                if frame.isKeyframe { keyframes += 1 }
+            } else {
+                audioFrames += 1
+            }
+        } catch {
+            writeErrors += 1
+            lastError = error
+        }
+    }
+
+    /// Bytes of this file handed to the disk writer and not yet written.
+    public var backlogBytes: Int { webm?.backlogBytes ?? ogg?.backlogBytes ?? ivf?.backlogBytes ?? 0 }
+
+    /// Finishes the file (patches sizes, writes indexes) and waits until the disk writer has written
+    /// all of it. Safe to call twice.
+    public func close() throws(RecordingError) {
+        guard !closed else { return }
+        closed = true
+        do {
+            try webm?.close()
+            try ogg?.close()
+            try ivf?.close()
+        } catch {
+            throw .cannotFinish(path: path, cause: error)
+        }
+    }
+}
+
+/// Why a ``Recording`` could not be started or finished; the cause is the container writer's error.
+public enum RecordingError: Error, CustomStringConvertible {
+    /// The extension names no container this recorder writes (`.webm`, `.mkv`, `.ogg`, `.opus`, `.ivf`).
+    case unsupportedFormat(path: String)
+    /// The file could not be created.
+    case cannotCreate(path: String, cause: any Error)
+    /// The file could not be finished (flush, sizes, index).
+    case cannotFinish(path: String, cause: any Error)
+
+    public var description: String {
+        switch self {
+        case .unsupportedFormat(let path):
+            return "unsupported recording format '\(path)' (use .webm, .mkv, .ogg or .ivf)"
+        case .cannotCreate(let path, let cause): return "cannot record to '\(path)': \(cause)"
+        case .cannotFinish(let path, let cause): return "cannot finish '\(path)': \(cause)"
+        }
+    }
+}

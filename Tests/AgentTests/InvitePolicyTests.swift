@@ -1,0 +1,93 @@
+import Agent
+import Foundation
+import RoomServer
+import SDKTestSupport
+import TestSupport
+import Testing
+
+@testable import Understudy
+
+/// Issue 10 item 9: anyone can publish a stage invite, so by default (`--accept-invites trusted`)
+/// the agent follows only invites from participants on stage or holding `allow_mod`, which the
+/// server reports with each PubSub message (`senderIsModerator`).
+@Suite("Agent stage-invite trust", .serialized)
+struct InvitePolicyTests {
+    /// A room whose token lacks `allow_mod`.
+    static func plainParticipant(_ server: RoomServer, room: String, id: String, mode: Mode) async throws -> Room {
+        let r = try Understudy.createRoom(
+            roomId: room, token: sdkToken(server, room: room, participant: id, permissions: ["allow_join"]),
+            participantName: id, participantId: id, micEnabled: false, camEnabled: false, mode: mode,
+            signalingBaseUrl: server.signalingURL)
+        let log = EventLog()
+        r.addEventListener(log)
+        await r.join()
+        try await waitUntil("\(id) joined") { log.has("joined") }
+        return r
+    }
+
+    @Test func theDefaultFollowsOnlyStageOrModeratorInvites() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let room = "invite-trust"
+        var options = RoomAgent.Options(
+            roomId: room, token: sdkToken(server, room: room, participant: "agent"), signalingURL: server.signalingURL)
+        options.participantId = "agent"
+        options.consume = .none
+        #expect(options.acceptInvites == .trusted)
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        try await waitUntil("agent subscribed") { agent.isListeningForInvites }
+
+        // An audience member without allow_mod: refused.
+        let viewer = try await Self.plainParticipant(server, room: room, id: "viewer", mode: .RECV_ONLY)
+        try await waitUntil("agent sees the viewer") { agent.room.participants["viewer"] != nil }
+        try await viewer.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent", message: "SEND_AND_RECV")
+        try await waitUntil("invite refused") { agent.refusedInviteCount == 1 }
+        #expect(agent.room.localParticipant.mode == .RECV_ONLY)
+
+        // A moderator not on stage: followed.
+        let (mod, _) = try await joinedRoom(server, room: room, id: "mod", mode: .SIGNALLING_ONLY)
+        try await waitUntil("agent sees the moderator") { agent.room.participants["mod"] != nil }
+        try await mod.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent", message: "SEND_AND_RECV")
+        try await waitUntil("invite followed", seconds: 15) { agent.room.localParticipant.mode == .SEND_AND_RECV }
+
+        // A participant on stage without allow_mod: followed (by a second agent, still in the audience).
+        options.participantId = "agent2"
+        options.token = sdkToken(server, room: room, participant: "agent2")
+        let agent2 = try RoomAgent(options: options)
+        try await agent2.start()
+        try await waitUntil("second agent subscribed") { agent2.isListeningForInvites }
+        let onStage = try await Self.plainParticipant(server, room: room, id: "speaker", mode: .SEND_AND_RECV)
+        try await waitUntil("agent sees the speaker on stage") {
+            agent2.room.participants["speaker"]?.mode == .SEND_AND_RECV
+        }
+        try await onStage.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent2", message: "SEND_AND_RECV")
+        try await waitUntil("stage invite followed", seconds: 15) {
+            agent2.room.localParticipant.mode == .SEND_AND_RECV
+        }
+        #expect(agent.refusedInviteCount == 1)
+        #expect(agent2.refusedInviteCount == 0)
+        await agent.stop()
+        await agent2.stop()
+        for r in [viewer, mod, onStage] { await r.leave() }
+    }
+
+    @Test func yesFollowsEveryone() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let room = "invite-yes"
+        var options = RoomAgent.Options(
+            roomId: room, token: sdkToken(server, room: room, participant: "agent"), signalingURL: server.signalingURL)
+        options.participantId = "agent"
+        options.consume = .none
+        options.acceptInvites = .yes
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        try await waitUntil("agent subscribed") { agent.isListeningForInvites }
+        let viewer = try await Self.plainParticipant(server, room: room, id: "viewer", mode: .RECV_ONLY)
+        try await viewer.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent", message: "SEND_AND_RECV")
+        try await waitUntil("invite followed", seconds: 15) { agent.room.localParticipant.mode == .SEND_AND_RECV }
+        await agent.stop()
+        await viewer.leave()
+    }
+}
