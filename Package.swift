@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "Cluster", targets: ["Cluster"]),
         .library(name: "Agent", targets: ["Agent"]),
+        .library(name: "SFU", targets: ["SFU"]),
         .library(name: "RoomServer", targets: ["RoomServer"]),
         .library(name: "Understudy", targets: ["Understudy"]),
         .library(name: "LoadGen", targets: ["LoadGen"]),
@@ -65,9 +66,11 @@ let package = Package(
         .target(name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling"], path: "Sources/Cluster"),
         // Bot fleets: recording/relay jobs from a Redis Stream, run by workers as RoomAgents.
         .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
-        // The room service: signalling, room state, PubSub broker, SFU.
+        // The selective forwarding unit: producers, consumers, layer selection, NACK/keyframe handling.
+        .target(name: "SFU", dependencies: ["RTCWire", "RTC"], path: "Sources/SFU", swiftSettings: hotPathSettings),
+        // The room service: signalling, room state, PubSub broker; media through the SFU.
         .target(
-            name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling", "RoomProtocol"],
+            name: "RoomServer", dependencies: ["RTCWire", "RTC", "SFU", "Signaling", "RoomProtocol"],
             path: "Sources/RoomServer",
             // The browser page, compiled into the binary (`PackageResources`).
             resources: [
@@ -97,8 +100,8 @@ let package = Package(
         .target(
             name: "Benchmarks",
             dependencies: [
-                "RTCWire", "RTC", "Media", "Signaling", "Streaming", "RoomServer", "Understudy", "Agent", "LoadGen",
-                "Redis", "Cluster",
+                "RTCWire", "RTC", "Media", "Signaling", "Streaming", "SFU", "RoomServer", "Understudy", "Agent",
+                "LoadGen", "Redis", "Cluster",
             ],
             path: "Sources/Benchmarks"),
         .executableTarget(
@@ -127,8 +130,10 @@ let package = Package(
         .testTarget(
             name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
         .testTarget(
+            name: "SFUTests", dependencies: ["SFU", "RTC", "RTCWire", "Media", "Streaming"], path: "Tests/SFUTests"),
+        .testTarget(
             name: "RoomServerTests",
-            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "Streaming"],
+            dependencies: ["RoomServer", "SFU", "Signaling", "RTC", "RTCWire", "Media", "Streaming"],
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",

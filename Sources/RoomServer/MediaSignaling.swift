@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import RTC
 import RTCWire
+import SFU
 import Signaling
 
 /// The server's media plane as rooms see it: one ``SFU`` plus a blocking bridge for room queues.

@@ -1,5 +1,6 @@
 import Foundation
 import RTCWire
+import SFU
 import Signaling
 
 /// One room's control-plane state: participants, lobby, producers/consumers, pins and PubSub.

@@ -171,4 +171,42 @@
         }
         return nil
     }
+
+    // The same small helpers as Tests/SFUTests/SFUTestSupport.swift (test targets cannot import each other).
+    /// Thread-safe counters and frame log filled from a loop thread.
+    final class SFUFrameLog: @unchecked Sendable {
+        private let lock = NSLock()
+        private var video = 0
+        private var audio = 0
+        private var renegotiations: [String] = []
+        func add(_ kind: MediaKind) { lock.withLock { if kind == .video { video += 1 } else { audio += 1 } } }
+        func renegotiate(_ id: String) { lock.withLock { renegotiations.append(id) } }
+        var videoFrames: Int { lock.withLock { video } }
+        var audioFrames: Int { lock.withLock { audio } }
+        var renegotiationRequests: [String] { lock.withLock { renegotiations } }
+    }
+
+    func sfuTempPath(_ name: String) throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sfu-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir.appendingPathComponent(name).path
+    }
+
+    func sfuRunTool(_ path: String, _ args: [String]) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = pipe
+        try p.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func sfuSleep(_ seconds: Double) async throws {
+        try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+    }
+
 #endif

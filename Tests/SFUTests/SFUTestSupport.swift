@@ -8,7 +8,7 @@
     import Media
     import RTC
     import RTCWire
-    @testable import RoomServer
+    @testable import SFU
 
     /// A Swift client connection on its own loop, as a browser would be: publishing or subscribing.
     final class SFUTestClient: @unchecked Sendable {

@@ -68,7 +68,8 @@ public final class SFU: @unchecked Sendable {
 
     var participants: [String: Participant] = [:]
     var producers: [String: SFUProducer] = [:]
-    var counters = SFUCounters()
+    /// Live counters of open consumers and producers; read them on ``loop`` (totals: ``counterSnapshot()``).
+    public internal(set) var counters = SFUCounters()
     /// Totals of closed consumers and producers, so global counters never go backwards.
     var retiredNACKsReceived: UInt64 = 0
     var retiredNACKsSent: UInt64 = 0
@@ -202,7 +203,8 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``consume(subscriber:producerID:quality:)`` on the loop thread (a room's blocking call, one hop).
-    func consumeOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality = .high) throws -> ConsumerInfo
+    public func consumeOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality = .high) throws
+        -> ConsumerInfo
     {
         do {
             guard !closed else { throw SFUError.closed }
@@ -236,7 +238,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``stopConsuming(subscriber:producerID:)`` on the loop thread.
-    func stopConsumingOnLoop(subscriber: String, producerID: String) throws {
+    public func stopConsumingOnLoop(subscriber: String, producerID: String) throws {
         do {
             guard let participant = participants[subscriber] else { throw SFUError.unknownParticipant(subscriber) }
             guard let consumer = participant.consumers.first(where: { $0.producer.id == producerID }) else {
@@ -252,7 +254,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``subscriberOffer(participantID:)`` on the loop thread.
-    func subscriberOfferOnLoop(participantID: String) throws -> SessionDescription {
+    public func subscriberOfferOnLoop(participantID: String) throws -> SessionDescription {
         do {
             guard let participant = participants[participantID] else {
                 throw SFUError.unknownParticipant(participantID)
@@ -279,7 +281,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``subscriberAnswer(participantID:answer:)`` on the loop thread.
-    func subscriberAnswerOnLoop(participantID: String, answer: SessionDescription) throws {
+    public func subscriberAnswerOnLoop(participantID: String, answer: SessionDescription) throws {
         do {
             guard let participant = participants[participantID], let connection = participant.subscribeConnection
             else { throw SFUError.unknownParticipant(participantID) }
@@ -316,7 +318,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``setPreferredLayer(subscriber:producerID:quality:)`` on the loop thread.
-    func setPreferredLayerOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality) throws {
+    public func setPreferredLayerOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality) throws {
         try withConsumerOnLoop(subscriber, producerID) { consumer in
             consumer.quality = quality
             consumer.viewport = nil
@@ -325,7 +327,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``setViewport(subscriber:producerID:width:height:)`` on the loop thread.
-    func setViewportOnLoop(subscriber: String, producerID: String, width: Int, height: Int) throws {
+    public func setViewportOnLoop(subscriber: String, producerID: String, width: Int, height: Int) throws {
         try withConsumerOnLoop(subscriber, producerID) { consumer in
             consumer.viewport = (max(0, width), max(0, height))
             retarget(consumer)

@@ -8,7 +8,7 @@
     import Media
     import RTC
     import RTCWire
-    @testable import RoomServer
+    @testable import SFU
 
     /// Real connections over loopback: a Swift publisher sends the synthetic VP8/Opus loop into the SFU,
     /// a Swift subscriber receives what the SFU forwards and records it; ffprobe/ffmpeg check the file.

@@ -1,5 +1,6 @@
 import RTC
 import RTCWire
+import SFU
 
 #if canImport(Glibc)
     import Glibc

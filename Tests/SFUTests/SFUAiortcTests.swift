@@ -8,7 +8,7 @@
     import Media
     import RTC
     import RTCWire
-    @testable import RoomServer
+    @testable import SFU
 
     /// The repository root, found from this file (through a symlinked test copy too).
     private let sfuRepoRoot: URL = {
@@ -112,7 +112,8 @@
                 ])
             #expect(probe.contains("vp8,320,240"), "ffprobe: \(probe)")
             #expect(probe.contains("opus"))
-            let decode = try sfuRunTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+            let decode = try sfuRunTool(
+                "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
             #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
 
             await subscriber.close()
