@@ -361,6 +361,8 @@ public final class SFU: @unchecked Sendable {
             closed = true
             sharedPort?.close()
             sharedPort = nil
+            if let observer = audioLevelObserver { loop.removeTicker(observer) }
+            audioLevelObserver = nil
         }
         loop.shutdown()
     }
@@ -387,15 +389,43 @@ public final class SFU: @unchecked Sendable {
     /// Global counters only (cheap enough for every `/metrics` scrape).
     public func counterSnapshot() async -> SFUCounters { await stats().counters }
 
-    /// The latest audio level (-dBov, 127 = silence) and voice flag of every audio producer that has
-    /// sent one, for active-speaker detection.
-    public func audioLevels() async -> [String: (level: UInt8, voice: Bool)] {
-        let pairs: [(String, UInt8, Bool)] = await loop.submit { [self] in
-            producers.values.compactMap { p in p.audioLevel.map { (p.id, $0, p.voiceActivity) } }
+    // MARK: Active speaker
+
+    /// Called on the loop thread when the active speaker of a group of observed microphones changes:
+    /// the group and the new speaker's label (nil: everyone went silent). See
+    /// ``observeAudioLevelOnLoop(producerID:group:label:)``.
+    public var onSpeakerChanged: (@Sendable (_ group: String, _ label: String?) -> Void)? {
+        get { speakerHandler.value }
+        set { speakerHandler.value = newValue }
+    }
+
+    final class SpeakerHandlerBox: @unchecked Sendable {
+        var value: (@Sendable (String, String?) -> Void)?
+    }
+    let speakerHandler = SpeakerHandlerBox()
+
+    /// Samples every observed microphone each 300 ms on this loop; created with the first observation.
+    var audioLevelObserver: SFUAudioLevelObserver?
+
+    /// Adds the audio producer `producerID` to the active-speaker group `group` (e.g. a room), reported
+    /// as `label` in ``onSpeakerChanged``. Call on ``loop``. The producer leaves its group when it closes.
+    public func observeAudioLevelOnLoop(producerID: String, group: String, label: String) throws {
+        guard !closed else { throw SFUError.closed }
+        guard let producer = producers[producerID], !producer.closed, producer.kind == .audio else {
+            throw SFUError.unknownProducer(producerID)
         }
-        var out: [String: (level: UInt8, voice: Bool)] = [:]
-        for (id, level, voice) in pairs { out[id] = (level, voice) }
-        return out
+        let observer: SFUAudioLevelObserver
+        if let existing = audioLevelObserver {
+            observer = existing
+        } else {
+            let handler = speakerHandler
+            observer = SFUAudioLevelObserver(interval: 300 * 1_000_000) { group, label in
+                handler.value?(group, label)
+            }
+            audioLevelObserver = observer
+            loop.addTicker(observer)
+        }
+        observer.add(producer, id: producerID, group: group, label: label)
     }
 
     /// Connection state of a participant's publish and subscribe connections (nil where none exists).
