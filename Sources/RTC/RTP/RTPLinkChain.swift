@@ -98,16 +98,17 @@ extension RTPLinkPair where Head == ReceiveStatistics, Tail == RTPLinkPair<NACKG
         self.init(head: statistics, tail: RTPLinkPair<NACKGenerator, KeyframeRequester>(head: nack, tail: keyframes))
     }
 
+    // `_read`/`_modify` borrow the link in place: no copy (and no retain of its arrays) per access.
     var statistics: ReceiveStatistics {
-        get { head }
+        _read { yield head }
         _modify { yield &head }
     }
     var nack: NACKGenerator {
-        get { tail.head }
+        _read { yield tail.head }
         _modify { yield &tail.head }
     }
     var keyframes: KeyframeRequester {
-        get { tail.tail }
+        _read { yield tail.tail }
         _modify { yield &tail.tail }
     }
 }
