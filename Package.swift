@@ -133,7 +133,7 @@ let package = Package(
             name: "SFUTests", dependencies: ["SFU", "RTC", "RTCWire", "Media", "Streaming"], path: "Tests/SFUTests"),
         .testTarget(
             name: "RoomServerTests",
-            dependencies: ["RoomServer", "SFU", "Signaling", "RTC", "RTCWire", "Media", "Streaming"],
+            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "Streaming"],
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
