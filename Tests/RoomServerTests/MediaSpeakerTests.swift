@@ -54,5 +54,29 @@
             await carol.close()
             await bob.close()
         }
+
+        /// The SFU's observer keeps sampling a room whose speaking mic went away, so the speaker is
+        /// cleared (the polled detector stopped with the last mic and left a stale speaker).
+        @Test func theSpeakerIsClearedWhenTheSpeakingMicLeaves() async throws {
+            let server = try startServer {
+                $0.udpPortLow = 0
+                $0.udpPortHigh = 0
+            }
+            defer { server.stop() }
+            let alice = try await RoomMediaPeer.join(server, room: "speaker-leaves", participant: "alice")
+            let bob = try await RoomMediaPeer.join(
+                server, room: "speaker-leaves", participant: "bob", mode: "RECV_ONLY")
+            try await alice.publish()
+            await speak(alice, level: 10, voice: true)
+            let first = try await bob.signaling.notification("speakerChanged", seconds: 10)
+            #expect(first["participantId"]?.stringValue == "alice")
+
+            await alice.close()
+            let cleared = try await bob.signaling.notification("speakerChanged", seconds: 10) {
+                $0["participantId"]?.isNull == true
+            }
+            #expect(cleared["participantId"]?.isNull == true)
+            await bob.close()
+        }
     }
 #endif
