@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "Cluster", targets: ["Cluster"]),
         .library(name: "Agent", targets: ["Agent"]),
         .library(name: "WHIP", targets: ["WHIP"]),
+        .library(name: "SFU", targets: ["SFU"]),
         .library(name: "RoomServer", targets: ["RoomServer"]),
         .library(name: "Understudy", targets: ["Understudy"]),
         .library(name: "LoadGen", targets: ["LoadGen"]),
@@ -69,9 +70,11 @@ let package = Package(
         .target(name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling"], path: "Sources/Cluster"),
         // Bot fleets: recording/relay jobs from a Redis Stream, run by workers as RoomAgents.
         .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
-        // The room service: signalling, room state, PubSub broker, SFU.
+        // The selective forwarding unit: producers, consumers, layer selection, NACK/keyframe handling.
+        .target(name: "SFU", dependencies: ["RTCWire", "RTC"], path: "Sources/SFU", swiftSettings: hotPathSettings),
+        // The room service: signalling, room state, PubSub broker; media through the SFU.
         .target(
-            name: "RoomServer", dependencies: ["RTCWire", "RTC", "Signaling", "RoomProtocol", "Media"],
+            name: "RoomServer", dependencies: ["RTCWire", "RTC", "SFU", "Signaling", "RoomProtocol"],
             path: "Sources/RoomServer",
             // The browser page, compiled into the binary (`PackageResources`).
             resources: [
@@ -102,7 +105,7 @@ let package = Package(
         .target(
             name: "Benchmarks",
             dependencies: [
-                "RTCWire", "RTC", "Media", "Signaling", "RoomServer", "Understudy", "LoadGen",
+                "RTCWire", "RTC", "Media", "Signaling", "SFU", "RoomServer", "Understudy", "LoadGen",
                 "Redis", "Cluster",
             ],
             path: "Sources/Benchmarks"),
@@ -142,8 +145,10 @@ let package = Package(
         .testTarget(
             name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
         .testTarget(
+            name: "SFUTests", dependencies: ["SFU", "RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/SFUTests"),
+        .testTarget(
             name: "RoomServerTests",
-            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media"],
+            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "TestSupport"],
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",

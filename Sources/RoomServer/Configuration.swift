@@ -1,4 +1,5 @@
 import Foundation
+import SFU
 import Signaling
 
 /// Settings of a ``RoomServer``. Every field has a default, so `Configuration()` runs a dev server

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import RTC
 import RTCWire
+import SFU
 import Signaling
 
 /// The server's media plane as rooms see it: one ``SFU`` plus a blocking bridge for room queues.
@@ -36,6 +37,15 @@ final class RoomMedia: @unchecked Sendable {
             }
         }
         watchLayers(server: server)
+        watchSpeakers(server: server)
+    }
+
+    /// Forwards the SFU's active-speaker changes (one group per room) to their room.
+    private func watchSpeakers(server: RoomServer) {
+        sfu.onSpeakerChanged = { [weak server] roomId, participantId in
+            guard let server, let room = server.existingRoom(roomId) else { return }
+            room.enqueue { room.speakerChanged(participantId) }
+        }
     }
 
     /// Tells the subscriber which layer it now receives (`consumerLayerChanged`).
@@ -140,52 +150,6 @@ struct SubscribeNegotiation {
     var outstanding = false
     /// The consumer set changed since the last offer was made.
     var wanted = false
-}
-
-/// Active-speaker selection from the SFU's audio levels, polled on the room queue.
-///
-/// Rule: a microphone is *active* when its last `ssrc-audio-level` is at most ``activeLevel``
-/// (-dBov, i.e. louder than -50 dBov) or carries the voice-activity flag. The loudest active mic
-/// (lowest -dBov, ties broken by participant id) becomes the speaker once it has been the loudest in
-/// ``confirmPolls`` consecutive polls; when no mic has been active for ``silencePolls`` polls the
-/// speaker becomes `null`. Every change is broadcast as `speakerChanged {participantId}`.
-struct SpeakerDetector {
-    static let activeLevel: UInt8 = 50
-    static let confirmPolls = 2
-    static let silencePolls = 5
-    static let pollInterval: DispatchTimeInterval = .milliseconds(300)
-
-    private(set) var speaker: String?
-    private var candidate: String?
-    private var candidateCount = 0
-    private var silentCount = 0
-
-    /// Feeds one poll (`levels`: participant → (level, voice)); returns the new speaker when it changed.
-    mutating func update(_ levels: [(participant: String, level: UInt8, voice: Bool)]) -> String?? {
-        let active = levels.filter { $0.voice || $0.level <= Self.activeLevel }
-        guard let loudest = active.min(by: { ($0.level, $0.participant) < ($1.level, $1.participant) }) else {
-            candidate = nil
-            candidateCount = 0
-            silentCount += 1
-            if speaker != nil, silentCount >= Self.silencePolls {
-                speaker = nil
-                return .some(nil)
-            }
-            return nil
-        }
-        silentCount = 0
-        if loudest.participant == candidate {
-            candidateCount += 1
-        } else {
-            candidate = loudest.participant
-            candidateCount = 1
-        }
-        if candidateCount >= Self.confirmPolls, speaker != loudest.participant {
-            speaker = loudest.participant
-            return .some(speaker)
-        }
-        return nil
-    }
 }
 
 // MARK: Reconnection: ICE restart

@@ -1,5 +1,6 @@
 import Foundation
 import RTCWire
+import SFU
 import Signaling
 
 /// One room's control-plane state: participants, lobby, producers/consumers, pins and PubSub.
@@ -22,8 +23,6 @@ final class Room: @unchecked Sendable {
     private var presenterId: String?
     /// Persisted PubSub messages (internal for RoomPersistence.swift).
     var history = PubSubHistory()
-    private var speakerDetector = SpeakerDetector()
-    private var speakerPolling = false
     /// Joined participants in join order (kept, not sorted per broadcast).
     private var participantsInOrder: [ParticipantState] = []
     /// Joins, leaves and mode changes, encoded once and coalesced for protocol-2 clients.
@@ -763,7 +762,13 @@ final class Room: @unchecked Sendable {
                 broadcast("presenterChanged", ["participantId": .string(p.id)])
             }
             for other in participantsInOrder where other.wants(producer) { createConsumer(for: other, of: producer) }
-            if kind == .mic { startSpeakerPolling() }
+            if kind == .mic {
+                // The SFU samples this mic with the room's others and pushes changes (`speakerChanged`).
+                let (producerId, roomId, label) = (info.id, id, p.id)
+                _ = try? media.callOnLoop("observeAudioLevel") {
+                    try $0.observeAudioLevelOnLoop(producerID: producerId, group: roomId, label: label)
+                }
+            }
         }
         var response = created.count == 1 ? (created[0].json.objectValue ?? [:]) : [:]
         response["sdp"] = .string(answer.serialize())
@@ -845,36 +850,12 @@ final class Room: @unchecked Sendable {
 
     // MARK: Active speaker
 
-    private func startSpeakerPolling() {
-        guard !speakerPolling else { return }
-        speakerPolling = true
-        queue.asyncAfter(deadline: .now() + SpeakerDetector.pollInterval) { [self] in pollSpeaker() }
-    }
-
-    /// One active-speaker poll; reschedules itself while a mic with media exists.
-    private func pollSpeaker() {
-        var micOwners: [String: String] = [:]
-        for p in participants.values {
-            for producer in p.producers.values where producer.kind == .mic && producer.hasMedia {
-                micOwners[producer.producerId] = p.id
-            }
-        }
-        guard !closed, !micOwners.isEmpty, let media = server.media() else {
-            speakerPolling = false
-            if !closed, speakerDetector.speaker != nil, let change = speakerDetector.update([]) ?? nil {
-                broadcast("speakerChanged", ["participantId": .string(change)])
-            }
-            return
-        }
-        let levels = (try? media.call("audioLevels", timeout: 2) { await $0.audioLevels() }) ?? [:]
-        var samples: [(participant: String, level: UInt8, voice: Bool)] = []
-        for (producerId, sample) in levels {
-            if let owner = micOwners[producerId] { samples.append((owner, sample.level, sample.voice)) }
-        }
-        if let change = speakerDetector.update(samples) {
-            broadcast("speakerChanged", ["participantId": change.map(JSONValue.string) ?? .null])
-        }
-        queue.asyncAfter(deadline: .now() + SpeakerDetector.pollInterval) { [self] in pollSpeaker() }
+    /// The SFU's audio-level observer picked a new speaker for this room (nil: silence); on the room's
+    /// queue. A label that is no longer a participant (it left meanwhile) is not announced.
+    func speakerChanged(_ participantId: String?) {
+        guard !closed else { return }
+        if let participantId, participants[participantId] == nil { return }
+        broadcast("speakerChanged", ["participantId": participantId.map(JSONValue.string) ?? .null])
     }
 
     // MARK: PubSub

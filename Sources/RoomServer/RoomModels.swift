@@ -1,4 +1,5 @@
 import Foundation
+import SFU
 import Signaling
 
 /// A participant's mode (room-api.md §3). Only `SEND_AND_RECV` may publish.

@@ -1,5 +1,6 @@
 import Foundation
 import RoomProtocol
+import SFU
 import Signaling
 
 /// Errors from starting a ``RoomServer``.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An aiortc publisher for the SFU test (Tests/RoomServerTests/SFUAiortcTests.swift).
+"""An aiortc publisher for the SFU test (Tests/SFUTests/SFUAiortcTests.swift).
 
 Driven over stdin/stdout with JSON lines:
 

@@ -1,141 +1,140 @@
-#if canImport(Streaming) && canImport(Media)
-    import Foundation
-    import Testing
-    import Media
-    import RTC
-    import RTCWire
-    import RoomServer
-    import Signaling
+import Foundation
+import Media
+import RTC
+import RTCWire
+import RoomServer
+import Signaling
+import TestSupport
+import Testing
 
-    /// Media through the real room server: WebRTC negotiated over the room protocol (`produce` with
-    /// an SDP offer, `subscriberOffer`/`subscriberAnswer`), forwarded by the server's SFU.
-    @Suite(.serialized) struct MediaFlowTests {
-        @Test func consumeStartsMediaAndStopConsumingStopsIt() async throws {
-            let server = try startServer {
-                $0.udpPortLow = 0
-                $0.udpPortHigh = 0
-            }
-            defer { server.stop() }
-            let alice = try await RoomMediaPeer.join(server, room: "media-a", participant: "alice")
-            let bob = try await RoomMediaPeer.join(
-                server, room: "media-a", participant: "bob", mode: "RECV_ONLY", autoConsume: false)
-
-            let producers = try await alice.publish()
-            #expect(producers.count == 2)
-            #expect(Set(producers.compactMap { $0["kind"]?.stringValue }) == ["webcam", "mic"])
-            #expect(producers.allSatisfy { $0["mid"]?.stringValue != nil }, "SFU producers carry their mid")
-            try await bob.signaling.notification("producerAdded") { $0["kind"]?.stringValue == "webcam" }
-
-            // Media reaches the SFU but nobody consumes it yet.
-            try await sfuSleep(1.5)
-            #expect(bob.frames.videoFrames == 0 && bob.frames.audioFrames == 0)
-            #expect(bob.signaling.notifications("subscriberOffer").isEmpty, "no consumer, no subscribe offer")
-            #expect((try await metricValue(server, "understudy_rtp_packets_received_total") ?? 0) > 50)
-            #expect(try await metricValue(server, "understudy_rtp_packets_forwarded_total") == 0)
-
-            let path = try sfuTempPath("room-consume.webm")
-            let recording = try Recording(path: path)
-            await bob.record(recording)
-            _ = try await bob.signaling.request("consume", ["participantId": "alice", "kind": "webcam"]).get()
-            _ = try await bob.signaling.request("consume", ["participantId": "alice", "kind": "mic"]).get()
-            let created = try await bob.signaling.notification("consumerCreated")
-            #expect(created["mid"]?.stringValue != nil, "the consumer names its subscribe m-line")
-            try await bob.waitForAnswers(1)
-            try await bob.subscribeConnection.waitUntilConnected(timeout: 10)
-            try await bob.waitForFrames(video: 60, audio: 100, seconds: 15)
-            await bob.record(nil)
-            try recording.close()
-
-            #expect(recording.videoFrames >= 60, "video frames recorded: \(recording.videoFrames)")
-            #expect(recording.audioFrames >= 100, "audio frames recorded: \(recording.audioFrames)")
-            let probe = try sfuRunTool(
-                "/usr/bin/ffprobe",
-                [
-                    "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames", "-of",
-                    "csv=p=0", path,
-                ])
-            let counted = probe.split(separator: "\n").map { $0.split(separator: ",") }
-            let videoCount = counted.first { $0.first == "vp8" }.flatMap { Int($0.last ?? "") } ?? 0
-            let audioCount = counted.first { $0.first == "opus" }.flatMap { Int($0.last ?? "") } ?? 0
-            #expect(videoCount >= 60, "ffprobe counted \(videoCount) video frames: \(probe)")
-            #expect(audioCount >= 100, "ffprobe counted \(audioCount) audio frames: \(probe)")
-            let decode = try sfuRunTool(
-                "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
-            #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
-            #expect((try await metricValue(server, "understudy_rtp_packets_forwarded_total") ?? 0) > 100)
-            #expect(try await metricValue(server, "understudy_sfu_consumers") == 2)
-            // getStats: the subscriber sees its two consumers with forwarded packets, by publisher and kind.
-            let stats = try await bob.signaling.request("getStats").get()
-            let consumers = stats["consumers"]?.arrayValue ?? []
-            #expect(consumers.count == 2, "consumers in getStats: \(stats)")
-            let webcamStats = consumers.first { $0["kind"]?.stringValue == "webcam" }
-            #expect(webcamStats?["participantId"]?.stringValue == "alice")
-            #expect((webcamStats?["packetsSent"]?.doubleValue ?? 0) > 50)
-
-            // stopConsuming the webcam: a new offer turns its m-line inactive; audio keeps flowing.
-            let answersBefore = bob.answeredRevisions.count
-            _ = try await bob.signaling.request("stopConsuming", ["participantId": "alice", "kind": "webcam"]).get()
-            try await bob.signaling.notification("consumerClosed") { $0["kind"]?.stringValue == "webcam" }
-            try await bob.waitForAnswers(answersBefore + 1)
-            try await sfuSleep(0.5)
-            let videoAfterStop = bob.frames.videoFrames
-            let audioAfterStop = bob.frames.audioFrames
-            try await sfuSleep(1.5)
-            #expect(bob.frames.videoFrames == videoAfterStop, "video stops after stopConsuming")
-            #expect(bob.frames.audioFrames > audioAfterStop + 30, "audio keeps flowing")
-
-            await alice.close()
-            await bob.close()
+/// Media through the real room server: WebRTC negotiated over the room protocol (`produce` with
+/// an SDP offer, `subscriberOffer`/`subscriberAnswer`), forwarded by the server's SFU.
+@Suite(.serialized) struct MediaFlowTests {
+    @Test func consumeStartsMediaAndStopConsumingStopsIt() async throws {
+        let server = try startServer {
+            $0.udpPortLow = 0
+            $0.udpPortHigh = 0
         }
+        defer { server.stop() }
+        let alice = try await RoomMediaPeer.join(server, room: "media-a", participant: "alice")
+        let bob = try await RoomMediaPeer.join(
+            server, room: "media-a", participant: "bob", mode: "RECV_ONLY", autoConsume: false)
 
-        @Test func autoConsumeReceivesWithoutConsume() async throws {
-            let server = try startServer {
-                $0.udpPortLow = 0
-                $0.udpPortHigh = 0
-            }
-            defer { server.stop() }
-            let bob = try await RoomMediaPeer.join(server, room: "media-b", participant: "bob", mode: "RECV_ONLY")
-            let alice = try await RoomMediaPeer.join(server, room: "media-b", participant: "alice")
-            try await alice.publish()
-            let created = try await bob.signaling.notification("consumerCreated")
-            #expect(created["participantId"]?.stringValue == "alice")
-            try await bob.waitForFrames(video: 30, audio: 50, seconds: 15)
-            #expect(bob.answeredRevisions.first == 1)
-            // A stale revision is refused.
-            let stale = try await bob.signaling.expectError("subscriberAnswer", ["sdp": "v=0", "revision": 0])
-            #expect(stale.code == 3054)
-            await alice.close()
-            await bob.close()
-        }
+        let producers = try await alice.publish()
+        #expect(producers.count == 2)
+        #expect(Set(producers.compactMap { $0["kind"]?.stringValue }) == ["webcam", "mic"])
+        #expect(producers.allSatisfy { $0["mid"]?.stringValue != nil }, "SFU producers carry their mid")
+        try await bob.signaling.notification("producerAdded") { $0["kind"]?.stringValue == "webcam" }
 
-        @Test func recvOnlyCannotProduceAndChangeModeClosesProducers() async throws {
-            let server = try startServer {
-                $0.udpPortLow = 0
-                $0.udpPortHigh = 0
-            }
-            defer { server.stop() }
-            let alice = try await RoomMediaPeer.join(server, room: "media-c", participant: "alice")
-            let bob = try await RoomMediaPeer.join(server, room: "media-c", participant: "bob", mode: "RECV_ONLY")
+        // Media reaches the SFU but nobody consumes it yet.
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(bob.frames.videoFrames == 0 && bob.frames.audioFrames == 0)
+        #expect(bob.signaling.notifications("subscriberOffer").isEmpty, "no consumer, no subscribe offer")
+        #expect((try await metricValue(server, "understudy_rtp_packets_received_total") ?? 0) > 50)
+        #expect(try await metricValue(server, "understudy_rtp_packets_forwarded_total") == 0)
 
-            switch try await bob.publishRequest() {
-            case .success(let d): Issue.record("produce in RECV_ONLY succeeded: \(d)")
-            case .failure(let e): #expect(e.code == 3066)
-            }
-            try await alice.publish()
-            try await bob.waitForFrames(video: 20, audio: 40, seconds: 15)
+        let path = temporaryPath("room-consume.webm")
+        let recording = try Recording(path: path)
+        await bob.record(recording)
+        _ = try await bob.signaling.request("consume", ["participantId": "alice", "kind": "webcam"]).get()
+        _ = try await bob.signaling.request("consume", ["participantId": "alice", "kind": "mic"]).get()
+        let created = try await bob.signaling.notification("consumerCreated")
+        #expect(created["mid"]?.stringValue != nil, "the consumer names its subscribe m-line")
+        try await bob.waitForAnswers(1)
+        try await bob.subscribeConnection.waitUntilConnected(timeout: 10)
+        try await bob.waitForFrames(video: 60, audio: 100, seconds: 15)
+        await bob.record(nil)
+        try recording.close()
 
-            _ = try await alice.signaling.request("changeMode", ["mode": "RECV_ONLY"]).get()
-            try await bob.signaling.notification("producerClosed") { $0["kind"]?.stringValue == "webcam" }
-            try await bob.signaling.notification("producerClosed") { $0["kind"]?.stringValue == "mic" }
-            try await sfuSleep(0.5)
-            let video = bob.frames.videoFrames
-            let audio = bob.frames.audioFrames
-            try await sfuSleep(1.5)
-            #expect(bob.frames.videoFrames == video, "no video after alice left SEND_AND_RECV")
-            #expect(bob.frames.audioFrames == audio, "no audio after alice left SEND_AND_RECV")
-            #expect(try await metricValue(server, "understudy_sfu_producers") == 0)
-            await alice.close()
-            await bob.close()
-        }
+        #expect(recording.videoFrames >= 60, "video frames recorded: \(recording.videoFrames)")
+        #expect(recording.audioFrames >= 100, "audio frames recorded: \(recording.audioFrames)")
+        let probe = try runToolText(
+            "/usr/bin/ffprobe",
+            [
+                "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames", "-of",
+                "csv=p=0", path,
+            ])
+        let counted = probe.split(separator: "\n").map { $0.split(separator: ",") }
+        let videoCount = counted.first { $0.first == "vp8" }.flatMap { Int($0.last ?? "") } ?? 0
+        let audioCount = counted.first { $0.first == "opus" }.flatMap { Int($0.last ?? "") } ?? 0
+        #expect(videoCount >= 60, "ffprobe counted \(videoCount) video frames: \(probe)")
+        #expect(audioCount >= 100, "ffprobe counted \(audioCount) audio frames: \(probe)")
+        let decode = try runToolText(
+            "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+        #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
+        #expect((try await metricValue(server, "understudy_rtp_packets_forwarded_total") ?? 0) > 100)
+        #expect(try await metricValue(server, "understudy_sfu_consumers") == 2)
+        // getStats: the subscriber sees its two consumers with forwarded packets, by publisher and kind.
+        let stats = try await bob.signaling.request("getStats").get()
+        let consumers = stats["consumers"]?.arrayValue ?? []
+        #expect(consumers.count == 2, "consumers in getStats: \(stats)")
+        let webcamStats = consumers.first { $0["kind"]?.stringValue == "webcam" }
+        #expect(webcamStats?["participantId"]?.stringValue == "alice")
+        #expect((webcamStats?["packetsSent"]?.doubleValue ?? 0) > 50)
+
+        // stopConsuming the webcam: a new offer turns its m-line inactive; audio keeps flowing.
+        let answersBefore = bob.answeredRevisions.count
+        _ = try await bob.signaling.request("stopConsuming", ["participantId": "alice", "kind": "webcam"]).get()
+        try await bob.signaling.notification("consumerClosed") { $0["kind"]?.stringValue == "webcam" }
+        try await bob.waitForAnswers(answersBefore + 1)
+        try await Task.sleep(for: .seconds(0.5))
+        let videoAfterStop = bob.frames.videoFrames
+        let audioAfterStop = bob.frames.audioFrames
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(bob.frames.videoFrames == videoAfterStop, "video stops after stopConsuming")
+        #expect(bob.frames.audioFrames > audioAfterStop + 30, "audio keeps flowing")
+
+        await alice.close()
+        await bob.close()
     }
-#endif
+
+    @Test func autoConsumeReceivesWithoutConsume() async throws {
+        let server = try startServer {
+            $0.udpPortLow = 0
+            $0.udpPortHigh = 0
+        }
+        defer { server.stop() }
+        let bob = try await RoomMediaPeer.join(server, room: "media-b", participant: "bob", mode: "RECV_ONLY")
+        let alice = try await RoomMediaPeer.join(server, room: "media-b", participant: "alice")
+        try await alice.publish()
+        let created = try await bob.signaling.notification("consumerCreated")
+        #expect(created["participantId"]?.stringValue == "alice")
+        try await bob.waitForFrames(video: 30, audio: 50, seconds: 15)
+        #expect(bob.answeredRevisions.first == 1)
+        // A stale revision is refused.
+        let stale = try await bob.signaling.expectError("subscriberAnswer", ["sdp": "v=0", "revision": 0])
+        #expect(stale.code == 3054)
+        await alice.close()
+        await bob.close()
+    }
+
+    @Test func recvOnlyCannotProduceAndChangeModeClosesProducers() async throws {
+        let server = try startServer {
+            $0.udpPortLow = 0
+            $0.udpPortHigh = 0
+        }
+        defer { server.stop() }
+        let alice = try await RoomMediaPeer.join(server, room: "media-c", participant: "alice")
+        let bob = try await RoomMediaPeer.join(server, room: "media-c", participant: "bob", mode: "RECV_ONLY")
+
+        switch try await bob.publishRequest() {
+        case .success(let d): Issue.record("produce in RECV_ONLY succeeded: \(d)")
+        case .failure(let e): #expect(e.code == 3066)
+        }
+        try await alice.publish()
+        try await bob.waitForFrames(video: 20, audio: 40, seconds: 15)
+
+        _ = try await alice.signaling.request("changeMode", ["mode": "RECV_ONLY"]).get()
+        try await bob.signaling.notification("producerClosed") { $0["kind"]?.stringValue == "webcam" }
+        try await bob.signaling.notification("producerClosed") { $0["kind"]?.stringValue == "mic" }
+        try await Task.sleep(for: .seconds(0.5))
+        let video = bob.frames.videoFrames
+        let audio = bob.frames.audioFrames
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(bob.frames.videoFrames == video, "no video after alice left SEND_AND_RECV")
+        #expect(bob.frames.audioFrames == audio, "no audio after alice left SEND_AND_RECV")
+        #expect(try await metricValue(server, "understudy_sfu_producers") == 0)
+        await alice.close()
+        await bob.close()
+    }
+}

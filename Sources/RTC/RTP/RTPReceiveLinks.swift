@@ -1,7 +1,8 @@
 import RTCWire
 
 // The feature links of a receive stream (after pion's interceptors, on the single loop thread): each
-// is a value type held inline by ``RTPReceiver``, driven by `received`/`tick`, and testable alone.
+// is a value type composed into ``RTPReceiver``'s chain (RTPLinkChain.swift), driven by
+// `received`/`handleSenderReport`/`tick`/`writeRTCP`, and testable alone.
 
 /// NACK generator (RFC 4585 generic NACK): remembers missing packets by extended sequence number and
 /// decides which to ask for at each tick, and which to give up (out of retries, too old, or without
@@ -18,6 +19,8 @@ struct NACKGenerator {
     }
 
     let enabled: Bool
+    /// Whether the stream tracks holes at all (video; audio plays through losses).
+    let tracksHoles: Bool
     let capacity: Int
     let maxRetries: Int
     let maxAge: UInt64
@@ -27,9 +30,22 @@ struct NACKGenerator {
     /// The sequence numbers of the last ``due(now:roundTripTime:)`` call.
     private(set) var items: [UInt16]
     private var lastSent: UInt64 = 0
+    /// Holes given up, by extended sequence number (a ring, for the frame assembler's skip decision).
+    private var givenUpExt: [Int64]
+    /// NACK count prepared by ``tick(_:)`` for ``writeRTCP(_:_:)``.
+    private var pending = 0
+    /// Missing packets given up (no retransmission in time).
+    private(set) var packetsGivenUp: UInt64 = 0
+    /// Holes filled by a packet that was not an RTX retransmission (a plain resend or late arrival).
+    private(set) var holesFilled: UInt64 = 0
+    /// NACK messages sent, and the sequence numbers they asked for.
+    private(set) var nacksSent: UInt64 = 0
+    private(set) var nackedSequenceNumbers: UInt64 = 0
 
-    init(options: RTPReceiverOptions, capacity: Int) {
+    init(options: RTPReceiverOptions, capacity: Int, tracksHoles: Bool = true, givenUpRing: Int = 1024) {
         enabled = options.nack
+        self.tracksHoles = tracksHoles
+        givenUpExt = Array(repeating: -1, count: max(1, givenUpRing))
         self.capacity = max(1, capacity)
         maxRetries = options.maxNACKRetries
         maxAge = options.maxNACKAge
@@ -44,17 +60,19 @@ struct NACKGenerator {
 
     /// Packets `first..<end` were skipped by a newer arrival. When more are missing than the list
     /// holds, the oldest are given up at once.
-    mutating func gap(from first: Int64, to end: Int64, now: UInt64, giveUp: (Int64) -> Void) {
+    mutating func gap(from first: Int64, to end: Int64, now: UInt64, giveUp: (Int64) -> Void = { _ in }) {
         var e = first
         if end - first > Int64(capacity) {
             let cut = end - Int64(capacity)
             while e < cut {
+                markGivenUp(e)
                 giveUp(e)
                 e += 1
             }
         }
         while e < end {
             if missing.count >= capacity {
+                markGivenUp(missing[0].ext)
                 giveUp(missing[0].ext)
                 missing.remove(at: 0)
             }
@@ -88,7 +106,7 @@ struct NACKGenerator {
     mutating func reset() { missing.removeAll(keepingCapacity: true) }
 
     /// Gives up holes out of retries or too old; returns whether any was.
-    mutating func expire(now: UInt64, roundTripTime: UInt64, giveUp: (Int64) -> Void) -> Bool {
+    mutating func expire(now: UInt64, roundTripTime: UInt64, giveUp: (Int64) -> Void = { _ in }) -> Bool {
         var changed = false
         var k = 0
         let retryInterval = max(roundTripTime, 10 * RTPNanos.millisecond)
@@ -100,6 +118,7 @@ struct NACKGenerator {
                 ? age > maxAge || (m.retries >= maxRetries && now &- m.lastSent >= retryInterval)
                 : age >= reorderWait
             if expired {
+                markGivenUp(m.ext)
                 giveUp(m.ext)
                 missing.remove(at: k)
                 changed = true
@@ -129,6 +148,49 @@ struct NACKGenerator {
 
     /// The NACK message with ``items`` went out.
     mutating func sent(now: UInt64) { lastSent = now }
+
+    /// Whether `ext` was given up (the assembler skips it instead of waiting).
+    func isGivenUp(_ ext: Int64) -> Bool { givenUpExt[Int(ext % Int64(givenUpExt.count))] == ext }
+
+    /// Gives up `ext` (also called by the assembler when it must move past a packet).
+    mutating func markGivenUp(_ ext: Int64) {
+        givenUpExt[Int(ext % Int64(givenUpExt.count))] = ext
+        packetsGivenUp += 1
+    }
+}
+
+extension NACKGenerator: RTPReceiveLink {
+    /// Gaps open holes, late arrivals fill them; a jump past the window forgets them all.
+    mutating func received(_ event: RTPReceiveEvent, now: UInt64) {
+        guard tracksHoles else { return }
+        if event.resynced {
+            reset()
+        } else if event.ext > event.previousHighest + 1 {
+            gap(from: event.previousHighest + 1, to: event.ext, now: now)
+        } else if event.ext < event.previousHighest, received(event.ext), !event.isRepair {
+            holesFilled += 1
+        }
+    }
+
+    mutating func tick(_ clock: RTPLinkClock) -> Bool {
+        pending = tracksHoles ? due(now: clock.now, roundTripTime: clock.roundTripTime) : 0
+        return pending > 0
+    }
+
+    mutating func writeRTCP(_ out: inout RTCPOutput, _ clock: RTPLinkClock) throws(RTCPError) {
+        guard pending > 0 else { return }
+        let count = pending
+        pending = 0
+        // Entries are sorted, so the writer packs them into the fewest PID/BLP pairs.
+        out.end = try items.withUnsafeBufferPointer { all throws(RTCPError) in
+            try RTCPWriter.writeNACK(
+                into: out.buffer, at: out.end, senderSSRC: out.localSSRC, mediaSSRC: out.mediaSSRC,
+                lostSequenceNumbers: UnsafeBufferPointer(rebasing: all[0..<count]))
+        }
+        sent(now: clock.now)
+        nacksSent += 1
+        nackedSequenceNumbers += UInt64(count)
+    }
 }
 
 /// Key-frame requester (PLI): wanted after a loss that breaks a frame, while waiting for the first
@@ -140,6 +202,10 @@ struct KeyframeRequester {
     private(set) var wanted = false
     private var hasSent = false
     private var lastSent: UInt64 = 0
+    /// A PLI prepared by ``tick(_:)`` for ``writeRTCP(_:_:)``.
+    private var prepared = false
+    /// PLIs sent.
+    private(set) var plisSent: UInt64 = 0
 
     init(enabled: Bool, interval: UInt64) {
         self.enabled = enabled
@@ -161,6 +227,22 @@ struct KeyframeRequester {
     mutating func sent(now: UInt64) {
         hasSent = true
         lastSent = now
+    }
+}
+
+extension KeyframeRequester: RTPReceiveLink {
+    mutating func tick(_ clock: RTPLinkClock) -> Bool {
+        prepared = isDue(now: clock.now)
+        return prepared
+    }
+
+    mutating func writeRTCP(_ out: inout RTCPOutput, _ clock: RTPLinkClock) throws(RTCPError) {
+        guard prepared else { return }
+        prepared = false
+        out.end = try RTCPWriter.writePLI(
+            into: out.buffer, at: out.end, senderSSRC: out.localSSRC, mediaSSRC: out.mediaSSRC)
+        sent(now: clock.now)
+        plisSent += 1
     }
 }
 

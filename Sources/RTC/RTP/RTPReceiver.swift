@@ -148,7 +148,16 @@ public final class RTPReceiver: @unchecked Sendable {
     /// Counters; `packetsLost` is computed on read.
     public var stats: RTPReceiverStats {
         var s = counters
-        s.packetsLost = started ? highestExt - baseExt + 1 - Int64(counters.packetsReceived) : 0
+        let statistics = links.statistics
+        s.packetsReceived = statistics.packetsReceived
+        s.packetsLost = started ? statistics.packetsLost(baseExt: baseExt, highestExt: highestExt) : 0
+        s.jitter = statistics.jitter.milliseconds
+        s.receiverReportsSent = statistics.receiverReportsSent
+        s.packetsGivenUp = links.nack.packetsGivenUp
+        s.retransmissionsReceived += links.nack.holesFilled
+        s.nacksSent = links.nack.nacksSent
+        s.nackedSequenceNumbers = links.nack.nackedSequenceNumbers
+        s.plisSent = links.keyframes.plisSent
         return s
     }
     private var counters = RTPReceiverStats()
@@ -158,17 +167,12 @@ public final class RTPReceiver: @unchecked Sendable {
     private var baseExt: Int64 = 0
     private var highestExt: Int64 = 0
     private var frontier: Int64 = 0  // next packet the assembler needs (video) / after the last delivered (audio)
-    private var expectedPrior: Int64 = 0
-    private var receivedPrior: UInt64 = 0
-
-    // Jitter (RFC 3550 A.8), in RTP units scaled by 16.
-    private var jitter: JitterEstimator
     private var firstArrival: UInt64 = 0
 
-    // Sender report mapping.
-    private var lastSRNTP: NTPTime?
-    private var lastSRRTP: UInt32 = 0
-    private var lastSRArrival: UInt64 = 0
+    /// The stream's features as a chain: receive statistics and reports, NACK generator, key-frame
+    /// requester (RTPLinkChain.swift). The frame assembly below drives the last two directly
+    /// (holes it skips, key frames it needs).
+    private var links: RTPReceiverLinks
 
     // Packet slots (video). slotExt == -1 marks an empty slot.
     private let capacity: Int
@@ -183,16 +187,11 @@ public final class RTPReceiver: @unchecked Sendable {
     /// Whether the slot's payload bytes were kept (only while someone consumes frames).
     private var slotHasData: [Bool]
     private var slotArrival: [UInt64]
-    // Rings remembering which extended numbers were seen / given up, for dedupe and hole skipping.
+    // Ring remembering which extended numbers were seen, for dedupe.
     private var seenExt: [Int64]
-    private var givenUpExt: [Int64]
-
-    /// Missing packets and the NACKs asking for them.
-    private var nack: NACKGenerator
 
     // Key-frame discipline.
     private var waitingForKeyframe = true
-    private var keyframes: KeyframeRequester
     private var skipping = false  // inside a broken frame: dropping until the next frame start
     // Until the assembler has found a frame start, packets reordered ahead of the first one still count.
     private var synced = false
@@ -200,9 +199,6 @@ public final class RTPReceiver: @unchecked Sendable {
     private var lastPictureID: Int32 = -1
     private var lastPictureIDLong = true
 
-    // RTCP scheduling.
-    private var nextReportTime: UInt64 = 0
-    private var random: RTPRandom
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
 
     /// Creates a receiver.
@@ -230,12 +226,14 @@ public final class RTPReceiver: @unchecked Sendable {
         slotArrival = Array(repeating: 0, count: capacity)
         let ringSize = max(capacity, 1024)
         seenExt = Array(repeating: -1, count: ringSize)
-        givenUpExt = Array(repeating: -1, count: ringSize)
-        nack = NACKGenerator(options: options, capacity: min(capacity, 256))
-        keyframes = KeyframeRequester(
-            enabled: codec == .vp8 && options.pli, interval: options.keyframeRequestInterval)
-        jitter = JitterEstimator(clockRate: codec.clockRate)
-        random = RTPRandom(seed: seed ?? UInt64.random(in: .min ... .max))
+        links = RTPReceiverLinks(
+            statistics: ReceiveStatistics(
+                ssrc: ssrc, clockRate: codec.clockRate, cname: options.cname, reportInterval: options.reportInterval,
+                seed: seed ?? UInt64.random(in: .min ... .max)),
+            nack: NACKGenerator(
+                options: options, capacity: min(capacity, 256), tracksHoles: codec == .vp8, givenUpRing: ringSize),
+            keyframes: KeyframeRequester(
+                enabled: codec == .vp8 && options.pli, interval: options.keyframeRequestInterval))
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
     }
 
@@ -331,7 +329,6 @@ public final class RTPReceiver: @unchecked Sendable {
             baseExt = ext
             highestExt = ext
             frontier = ext
-            expectedPrior = 0
             firstArrival = now
         }
         let ring = seenExt.count
@@ -345,25 +342,18 @@ public final class RTPReceiver: @unchecked Sendable {
         }
         if ext < baseExt { baseExt = ext }  // reordered ahead of the first packet
         seenExt[ringIndex] = ext
-        counters.packetsReceived += 1
         if retransmission { counters.retransmissionsReceived += 1 }
 
-        if ext > highestExt {
-            if codec == .vp8 {
-                if ext - highestExt > Int64(capacity) {
-                    resync(at: ext)  // a jump past the whole window: nothing before it can still complete
-                } else if ext > highestExt + 1 {
-                    nack.gap(from: highestExt + 1, to: ext, now: now) { giveUp($0) }
-                }
-            }
-            highestExt = ext
-            if !retransmission {
-                jitter.received(timestamp: timestamp, sinceStart: now &- firstArrival)
-                counters.jitter = jitter.milliseconds
-            }
-        } else if codec == .vp8 {
-            if nack.received(ext), !retransmission { counters.retransmissionsReceived += 1 }
-        }
+        let previousHighest = highestExt
+        // A jump past the whole window: nothing before it can still complete.
+        let resynced = codec == .vp8 && ext - highestExt > Int64(capacity)
+        if resynced { resync(at: ext) }
+        if ext > highestExt { highestExt = ext }
+        links.received(
+            RTPReceiveEvent(
+                ext: ext, previousHighest: previousHighest, timestamp: timestamp, isRepair: retransmission,
+                sinceStart: now &- firstArrival, resynced: resynced),
+            now: now)
 
         switch codec {
         case .opus:
@@ -394,13 +384,9 @@ public final class RTPReceiver: @unchecked Sendable {
     }
 
     private func timing(timestamp: UInt32, arrival: UInt64) -> FrameTiming {
-        var ntp: NTPTime?
-        if let sr = lastSRNTP {
-            let ticks = Int64(Int32(bitPattern: timestamp &- lastSRRTP))
-            let nanos = ticks * 1_000_000_000 / Int64(codec.clockRate)
-            ntp = sr.adding(nanoseconds: nanos)
-        }
-        return FrameTiming(rtpTimestamp: timestamp, arrivalTime: arrival, ntpTime: ntp)
+        FrameTiming(
+            rtpTimestamp: timestamp, arrivalTime: arrival,
+            ntpTime: links.statistics.ntpTime(of: timestamp, clockRate: codec.clockRate))
     }
 
     // MARK: Video buffering
@@ -445,12 +431,9 @@ public final class RTPReceiver: @unchecked Sendable {
         slotArrival[i] = now
     }
 
-    private func isGivenUp(_ ext: Int64) -> Bool { givenUpExt[Int(ext % Int64(givenUpExt.count))] == ext }
+    private func isGivenUp(_ ext: Int64) -> Bool { links.nack.isGivenUp(ext) }
 
-    private func giveUp(_ ext: Int64) {
-        givenUpExt[Int(ext % Int64(givenUpExt.count))] = ext
-        counters.packetsGivenUp += 1
-    }
+    private func giveUp(_ ext: Int64) { links.nack.markGivenUp(ext) }
 
     private func release(_ ext: Int64) {
         let i = slot(ext)
@@ -464,7 +447,7 @@ public final class RTPReceiver: @unchecked Sendable {
             if slotExt[slot(e)] != e && !isGivenUp(e) { giveUp(e) }
             e += 1
         }
-        nack.forget(before: target)
+        links.nack.forget(before: target)
         assemble(now: now)
         // If the assembler still waits before target (a frame spanning the whole window), drop it.
         while frontier < target {
@@ -478,7 +461,6 @@ public final class RTPReceiver: @unchecked Sendable {
     private func resync(at ext: Int64) {
         let pending = frontier <= highestExt
         for i in 0..<capacity { slotExt[i] = -1 }
-        nack.reset()
         frontier = ext
         // Skipped packets may have held media; picture-ID continuity decides at the next frame start.
         markBroken(media: pending)
@@ -577,7 +559,7 @@ public final class RTPReceiver: @unchecked Sendable {
     private func frameBroken() {
         counters.framesDropped += 1
         waitingForKeyframe = true
-        keyframes.want()
+        links.keyframes.want()
     }
 
     private func deliverVideo(from first: Int64, through last: Int64, now: UInt64) {
@@ -589,7 +571,7 @@ public final class RTPReceiver: @unchecked Sendable {
         if waitingForKeyframe && !isKey {
             // Undecodable without its references: drop and keep asking for a key frame.
             counters.framesDropped += 1
-            keyframes.want()
+            links.keyframes.want()
             var e = first
             while e <= last {
                 release(e)
@@ -618,7 +600,7 @@ public final class RTPReceiver: @unchecked Sendable {
             if !complete {
                 counters.framesDropped += 1
                 waitingForKeyframe = true
-                keyframes.want()
+                links.keyframes.want()
                 var e = first
                 while e <= last {
                     release(e)
@@ -629,7 +611,7 @@ public final class RTPReceiver: @unchecked Sendable {
         }
         if isKey {
             waitingForKeyframe = false
-            keyframes.satisfied()
+            links.keyframes.satisfied()
             counters.keyframesReceived += 1
         }
         counters.framesDecodable += 1
@@ -667,9 +649,7 @@ public final class RTPReceiver: @unchecked Sendable {
     /// Records a sender report from this stream's sender: its NTP/RTP pair maps RTP time to wall time,
     /// and its arrival time gives LSR/DLSR for our receiver reports.
     public func handleSenderReport(ntp: NTPTime, rtpTimestamp: UInt32, now: UInt64) {
-        lastSRNTP = ntp
-        lastSRRTP = rtpTimestamp
-        lastSRArrival = now
+        links.handleSenderReport(ntp: ntp, rtpTimestamp: rtpTimestamp, now: now)
     }
 
     /// Records a sender report given its raw 64-bit NTP timestamp.
@@ -680,88 +660,34 @@ public final class RTPReceiver: @unchecked Sendable {
     /// The latest sender report of this stream: the sender's wall clock at one RTP timestamp (nil
     /// before any). An SFU lines up simulcast layers with it when it switches between them.
     public var senderReport: (ntp: NTPTime, rtpTimestamp: UInt32)? {
-        lastSRNTP.map { ($0, lastSRRTP) }
+        let statistics = links.statistics
+        return statistics.lastSRNTP.map { ($0, statistics.lastSRRTP) }
     }
 
     /// Asks for a key frame (PLI), e.g. when a recorder starts; throttled like every other request.
     public func requestKeyframe() {
         guard codec == .vp8 else { return }
-        keyframes.want()
+        links.keyframes.want()
     }
 
     // MARK: - Feedback out
-
-    /// The report block describing this stream now; it starts a new fraction-lost interval.
-    private func makeReportBlock(now: UInt64) -> RTCPReportBlock {
-        let expected = started ? highestExt - baseExt + 1 : 0
-        let lost = expected - Int64(counters.packetsReceived)
-        let expectedInterval = expected - expectedPrior
-        let receivedInterval = Int64(counters.packetsReceived) - Int64(receivedPrior)
-        expectedPrior = expected
-        receivedPrior = counters.packetsReceived
-        let lostInterval = expectedInterval - receivedInterval
-        let fraction: UInt8 =
-            expectedInterval <= 0 || lostInterval <= 0 ? 0 : UInt8(min(255, (lostInterval << 8) / expectedInterval))
-        var lsr: UInt32 = 0
-        var dlsr: UInt32 = 0
-        if let sr = lastSRNTP {
-            lsr = sr.middle32
-            let delay = now &- lastSRArrival
-            dlsr = UInt32(truncatingIfNeeded: min((delay << 16) / RTPNanos.second, UInt64(UInt32.max)))
-        }
-        return RTCPReportBlock(
-            ssrc: ssrc, fractionLost: fraction,
-            // The field is 24-bit signed.
-            cumulativeLost: Int32(clamping: min(max(lost, -0x80_0000), 0x7F_FFFF)),
-            highestSequence: UInt32(truncatingIfNeeded: started ? highestExt - 0x1_0000 : 0),
-            jitter: jitter.jitter, lastSR: lsr, delaySinceLastSR: dlsr)
-    }
 
     /// Runs timers: gives up old holes, then sends NACKs (every ``RTPReceiverOptions/nackInterval`` while
     /// packets are missing), PLIs (throttled, repeated while a key frame is awaited) and receiver reports.
     /// Each emitted compound starts with a receiver report (RFC 3550 §6.1, RFC 4585 §3.1).
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
         guard started else { return }
-        if codec == .vp8, nack.expire(now: now, roundTripTime: roundTripTime, giveUp: { giveUp($0) }) || !synced {
+        // Holes out of time are given up first, so the assembler can move past them.
+        if codec == .vp8, links.nack.expire(now: now, roundTripTime: roundTripTime) || !synced {
             assemble(now: now)
         }
-        let nackCount = codec == .vp8 ? nack.due(now: now, roundTripTime: roundTripTime) : 0
-        let wantPLI = keyframes.isDue(now: now)
-        let reportDue = now >= nextReportTime
-        guard nackCount > 0 || wantPLI || reportDue else { return }
-
-        let buffer = rtcpBuffer
-        var end = 0
-        do throws(RTCPError) {
-            end = try RTCPWriter.writeReceiverReport(
-                into: buffer, at: 0, ssrc: localSSRC, reports: [makeReportBlock(now: now)])
-            if reportDue {
-                if !options.cname.isEmpty {
-                    end = try RTCPWriter.writeSDESCNAME(into: buffer, at: end, ssrc: localSSRC, cname: options.cname)
-                }
-                nextReportTime = now + options.reportInterval / 2 + random.next() % max(options.reportInterval, 1)
-                counters.receiverReportsSent += 1
-            }
-            if nackCount > 0 {
-                // Entries are sorted, so the writer packs them into the fewest PID/BLP pairs.
-                end = try nack.items.withUnsafeBufferPointer { all throws(RTCPError) in
-                    try RTCPWriter.writeNACK(
-                        into: buffer, at: end, senderSSRC: localSSRC, mediaSSRC: ssrc,
-                        lostSequenceNumbers: UnsafeBufferPointer(rebasing: all[0..<nackCount]))
-                }
-                nack.sent(now: now)
-                counters.nacksSent += 1
-                counters.nackedSequenceNumbers += UInt64(nackCount)
-            }
-            if wantPLI {
-                end = try RTCPWriter.writePLI(into: buffer, at: end, senderSSRC: localSSRC, mediaSSRC: ssrc)
-                keyframes.sent(now: now)
-                counters.plisSent += 1
-            }
-        } catch {
+        let clock = RTPLinkClock(now: now, roundTripTime: roundTripTime, baseExt: baseExt, highestExt: highestExt)
+        guard links.tick(clock) else { return }
+        var out = RTCPOutput(buffer: rtcpBuffer, end: 0, localSSRC: localSSRC, mediaSSRC: ssrc)
+        do throws(RTCPError) { try links.writeRTCP(&out, clock) } catch {
             // Only a too-small buffer can fail; send what was written.
         }
-        guard end > 0 else { return }
-        emitRTCP(buffer, end)
+        guard out.end > 0 else { return }
+        emitRTCP(rtcpBuffer, out.end)
     }
 }

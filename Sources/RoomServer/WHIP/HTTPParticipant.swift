@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import RTC
 import RTCWire
+import SFU
 import Signaling
 
 /// A room member whose signalling is HTTP, not a WebSocket: a WHIP publisher or a WHEP viewer.

@@ -1,6 +1,7 @@
 import Foundation
 import RTC
 import RTCWire
+import SFU
 import Signaling
 
 // WHIP (RFC 9725) and WHEP endpoints of the room server (docs/protocol.md, "WHIP and WHEP endpoints"):

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import RoomServer
+@testable import Benchmarks
 
 /// The forwarding benchmark runs end to end (its number is reported by `make bench`, not checked here).
 @Suite(.serialized) struct SFUBenchmarkTests {

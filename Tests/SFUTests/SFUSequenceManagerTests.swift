@@ -1,6 +1,6 @@
 import Testing
 
-@testable import RoomServer
+@testable import SFU
 
 /// The down track's sequence manager alone, with synthetic sequence numbers: switches, drops,
 /// reordering and wrap.

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import RoomServer
+@testable import SFU
 
 /// The producer's key-frame request manager alone, on a synthetic clock (ms → ns).
 @Suite("SFU key-frame requests")

@@ -12,7 +12,7 @@ extension SFU {
     /// connection is never re-offered: a later ``consumeOnLoop(subscriber:producerID:quality:)`` for
     /// one of these producers finds its consumer here. Fails when the participant already has a
     /// subscribe connection.
-    func answerViewerOfferOnLoop(participantID: String, offer: SessionDescription, producerIDs: [String]) throws
+    public func answerViewerOfferOnLoop(participantID: String, offer: SessionDescription, producerIDs: [String]) throws
         -> (answer: SessionDescription, consumers: [ConsumerInfo])
     {
         guard !closed else { throw SFUError.closed }

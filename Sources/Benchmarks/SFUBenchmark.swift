@@ -1,6 +1,7 @@
 import Media
 import RTC
 import RTCWire
+import SFU
 
 #if canImport(Glibc)
     import Glibc

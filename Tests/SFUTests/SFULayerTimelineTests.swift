@@ -1,7 +1,7 @@
 import RTC
 import Testing
 
-@testable import RoomServer
+@testable import SFU
 
 /// Timestamp continuity at a simulcast switch, from the publisher's sender reports.
 @Suite("SFU layer timeline")

@@ -214,3 +214,8 @@ final class SFUProducer: @unchecked Sendable {
             }, consumers: consumers.count)
     }
 }
+
+extension SFUProducer: SFUAudioLevelSource {
+    var latestAudioLevel: (level: UInt8, voice: Bool)? { audioLevel.map { ($0, voiceActivity) } }
+    var isClosed: Bool { closed }
+}

@@ -68,7 +68,8 @@ public final class SFU: @unchecked Sendable {
 
     var participants: [String: Participant] = [:]
     var producers: [String: SFUProducer] = [:]
-    var counters = SFUCounters()
+    /// Live counters of open consumers and producers; read them on ``loop`` (totals: ``counterSnapshot()``).
+    public internal(set) var counters = SFUCounters()
     /// Totals of closed consumers and producers, so global counters never go backwards.
     var retiredNACKsReceived: UInt64 = 0
     var retiredNACKsSent: UInt64 = 0
@@ -202,7 +203,8 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``consume(subscriber:producerID:quality:)`` on the loop thread (a room's blocking call, one hop).
-    func consumeOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality = .high) throws -> ConsumerInfo
+    public func consumeOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality = .high) throws
+        -> ConsumerInfo
     {
         do {
             guard !closed else { throw SFUError.closed }
@@ -236,7 +238,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``stopConsuming(subscriber:producerID:)`` on the loop thread.
-    func stopConsumingOnLoop(subscriber: String, producerID: String) throws {
+    public func stopConsumingOnLoop(subscriber: String, producerID: String) throws {
         do {
             guard let participant = participants[subscriber] else { throw SFUError.unknownParticipant(subscriber) }
             guard let consumer = participant.consumers.first(where: { $0.producer.id == producerID }) else {
@@ -252,7 +254,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``subscriberOffer(participantID:)`` on the loop thread.
-    func subscriberOfferOnLoop(participantID: String) throws -> SessionDescription {
+    public func subscriberOfferOnLoop(participantID: String) throws -> SessionDescription {
         do {
             guard let participant = participants[participantID] else {
                 throw SFUError.unknownParticipant(participantID)
@@ -279,7 +281,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``subscriberAnswer(participantID:answer:)`` on the loop thread.
-    func subscriberAnswerOnLoop(participantID: String, answer: SessionDescription) throws {
+    public func subscriberAnswerOnLoop(participantID: String, answer: SessionDescription) throws {
         do {
             guard let participant = participants[participantID], let connection = participant.subscribeConnection
             else { throw SFUError.unknownParticipant(participantID) }
@@ -316,7 +318,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``setPreferredLayer(subscriber:producerID:quality:)`` on the loop thread.
-    func setPreferredLayerOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality) throws {
+    public func setPreferredLayerOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality) throws {
         try withConsumerOnLoop(subscriber, producerID) { consumer in
             consumer.quality = quality
             consumer.viewport = nil
@@ -325,7 +327,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// ``setViewport(subscriber:producerID:width:height:)`` on the loop thread.
-    func setViewportOnLoop(subscriber: String, producerID: String, width: Int, height: Int) throws {
+    public func setViewportOnLoop(subscriber: String, producerID: String, width: Int, height: Int) throws {
         try withConsumerOnLoop(subscriber, producerID) { consumer in
             consumer.viewport = (max(0, width), max(0, height))
             retarget(consumer)
@@ -359,6 +361,8 @@ public final class SFU: @unchecked Sendable {
             closed = true
             sharedPort?.close()
             sharedPort = nil
+            if let observer = audioLevelObserver { loop.removeTicker(observer) }
+            audioLevelObserver = nil
         }
         loop.shutdown()
     }
@@ -385,15 +389,43 @@ public final class SFU: @unchecked Sendable {
     /// Global counters only (cheap enough for every `/metrics` scrape).
     public func counterSnapshot() async -> SFUCounters { await stats().counters }
 
-    /// The latest audio level (-dBov, 127 = silence) and voice flag of every audio producer that has
-    /// sent one, for active-speaker detection.
-    public func audioLevels() async -> [String: (level: UInt8, voice: Bool)] {
-        let pairs: [(String, UInt8, Bool)] = await loop.submit { [self] in
-            producers.values.compactMap { p in p.audioLevel.map { (p.id, $0, p.voiceActivity) } }
+    // MARK: Active speaker
+
+    /// Called on the loop thread when the active speaker of a group of observed microphones changes:
+    /// the group and the new speaker's label (nil: everyone went silent). See
+    /// ``observeAudioLevelOnLoop(producerID:group:label:)``.
+    public var onSpeakerChanged: (@Sendable (_ group: String, _ label: String?) -> Void)? {
+        get { speakerHandler.value }
+        set { speakerHandler.value = newValue }
+    }
+
+    final class SpeakerHandlerBox: @unchecked Sendable {
+        var value: (@Sendable (String, String?) -> Void)?
+    }
+    let speakerHandler = SpeakerHandlerBox()
+
+    /// Samples every observed microphone each 300 ms on this loop; created with the first observation.
+    var audioLevelObserver: SFUAudioLevelObserver?
+
+    /// Adds the audio producer `producerID` to the active-speaker group `group` (e.g. a room), reported
+    /// as `label` in ``onSpeakerChanged``. Call on ``loop``. The producer leaves its group when it closes.
+    public func observeAudioLevelOnLoop(producerID: String, group: String, label: String) throws {
+        guard !closed else { throw SFUError.closed }
+        guard let producer = producers[producerID], !producer.closed, producer.kind == .audio else {
+            throw SFUError.unknownProducer(producerID)
         }
-        var out: [String: (level: UInt8, voice: Bool)] = [:]
-        for (id, level, voice) in pairs { out[id] = (level, voice) }
-        return out
+        let observer: SFUAudioLevelObserver
+        if let existing = audioLevelObserver {
+            observer = existing
+        } else {
+            let handler = speakerHandler
+            observer = SFUAudioLevelObserver(interval: 300 * 1_000_000) { group, label in
+                handler.value?(group, label)
+            }
+            audioLevelObserver = observer
+            loop.addTicker(observer)
+        }
+        observer.add(producer, id: producerID, group: group, label: label)
     }
 
     /// Connection state of a participant's publish and subscribe connections (nil where none exists).

@@ -1,7 +1,7 @@
 import RTCWire
 import Testing
 
-@testable import RoomServer
+@testable import SFU
 
 /// The shared per-producer retransmission buffer and each consumer's sequencer, with synthetic packets.
 @Suite("SFU shared retransmission buffer")

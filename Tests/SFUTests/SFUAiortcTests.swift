@@ -1,0 +1,121 @@
+// These tests need the Streaming and Media modules (MediaPump, SyntheticMedia, Recording), which
+// Package.swift lists as RoomServerTests dependencies.
+import Foundation
+import Media
+import RTC
+import RTCWire
+import TestSupport
+import Testing
+
+@testable import SFU
+
+/// The repository root, found from this file (through a symlinked test copy too).
+private let sfuRepoRoot: URL = {
+    if let root = ProcessInfo.processInfo.environment["UNDERSTUDY_REPO"] { return URL(fileURLWithPath: root) }
+    return URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+}()
+
+private let aiortcPython = sfuRepoRoot.appendingPathComponent(".venv/bin/python").path
+
+/// An aiortc process publishing through the SFU: the non-Swift peer proof.
+@Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: aiortcPython)))
+struct SFUAiortcTests {
+    /// A child process spoken to with JSON lines.
+    final class JSONLinePeer: @unchecked Sendable {
+        let process = Process()
+        let input = Pipe()
+        let output = Pipe()
+        private var buffer: [UInt8] = []
+
+        init(script: String) throws {
+            process.executableURL = URL(fileURLWithPath: aiortcPython)
+            process.arguments = [script]
+            var env = ProcessInfo.processInfo.environment
+            env["PYTHONPATH"] = sfuRepoRoot.appendingPathComponent("Tests/Interop").path
+            env["PYTHONUNBUFFERED"] = "1"
+            process.environment = env
+            process.standardInput = input
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+        }
+
+        /// The next JSON object printed by the peer (blocking; call off the cooperative pool).
+        func readMessage() -> [String: Any]? {
+            while true {
+                if let newline = buffer.firstIndex(of: 10) {
+                    let line = Array(buffer[..<newline])
+                    buffer.removeSubrange(...newline)
+                    if let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] {
+                        return object
+                    }
+                    continue
+                }
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { return nil }
+                buffer.append(contentsOf: chunk)
+            }
+        }
+
+        func send(_ object: [String: Any]) throws {
+            var data = try JSONSerialization.data(withJSONObject: object)
+            data.append(10)
+            input.fileHandleForWriting.write(data)
+        }
+
+        func stop() {
+            try? send(["stop": true])
+            try? input.fileHandleForWriting.close()
+            process.waitUntilExit()
+        }
+    }
+
+    @Test func aiortcPublisherReachesASwiftSubscriber() async throws {
+        let script = sfuRepoRoot.appendingPathComponent("Tests/Interop/sfu_aiortc_publisher.py").path
+        let peer = try JSONLinePeer(script: script)
+        defer { peer.stop() }
+        let offer: String? = await Task.detached { peer.readMessage()?["offer"] as? String }.value
+        guard let offerText = offer else {
+            Issue.record("aiortc printed no offer")
+            return
+        }
+        let sfu = SFU()
+        let (answer, producers) = try await sfu.publish(
+            participantID: "aiortc", offer: try SessionDescription.parse(offerText))
+        #expect(Set(producers.map(\.kind)) == [.audio, .video])
+        try peer.send(["answer": answer.serialize()])
+
+        let subscriber = try SFUTestClient(name: "sfu-sub-aiortc")
+        for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
+        let path = temporaryPath("aiortc.webm")
+        let recording = try Recording(path: path)
+        let pc = subscriber.connection
+        await subscriber.loop.submit {
+            pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
+        }
+        try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
+        try await pc.waitUntilConnected(timeout: 10)
+        try await Task.sleep(for: .seconds(4))
+        await subscriber.loop.submit { pc.onFrame = nil }
+        try recording.close()
+
+        let stats = await sfu.stats()
+        #expect(stats.counters.packetsIn > 100, "aiortc's media reached the SFU")
+        #expect(recording.videoFrames >= 30, "video frames: \(recording.videoFrames)")
+        #expect(recording.audioFrames >= 50, "audio frames: \(recording.audioFrames)")
+        let probe = try runToolText(
+            "/usr/bin/ffprobe",
+            [
+                "-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", path,
+            ])
+        #expect(probe.contains("vp8,320,240"), "ffprobe: \(probe)")
+        #expect(probe.contains("opus"))
+        let decode = try runToolText(
+            "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+        #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
+
+        await subscriber.close()
+        await sfu.shutdown()
+    }
+}
