@@ -52,8 +52,9 @@ struct ForeignClientTests {
 
         let (swift, _) = try await TestClient.joined(server, room: "py-room", participant: "swift")
         _ = try await swift.request("subscribe", ["topic": "ready"]).get()
-        // The Python side's "ready" arrives live or, if it came first, as persisted history.
-        let deadline = Date().addingTimeInterval(20)
+        // The Python side's "ready" arrives live or, if it came first, as persisted history. Python's
+        // start-up (interpreter, websockets import) can take tens of seconds on a loaded machine.
+        let deadline = Date().addingTimeInterval(90)
         while swift.notifications("pubsubMessage").isEmpty && swift.notifications("pubsubHistory").isEmpty {
             guard Date() < deadline else { throw Timeout(what: "python ready") }
             try await Task.sleep(nanoseconds: 10_000_000)

@@ -4,6 +4,7 @@ import RTC
 import RTCWire
 import RoomServer
 import Signaling
+import TestSupport
 import Testing
 
 /// A room participant with real media: a signalling ``TestClient`` plus a publish and a subscribe
