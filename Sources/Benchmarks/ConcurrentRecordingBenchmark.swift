@@ -43,9 +43,7 @@ public enum ConcurrentRecordingBenchmark {
         progress: @escaping @Sendable (String) -> Void = { _ in }
     ) async throws -> Result {
         let media = try RecordingBenchmark.stream(width: 640, height: 360, bitrate: bitrate)
-        let videoBytes = media.videoFrames[0].reduce(0) { $0 + $1.data.count }
-        let audioBytes = media.audioFrames.reduce(0) { $0 + $1.data.count }
-        let streamBits = Double((videoBytes + audioBytes) * 8) / Double(media.loopSeconds)
+        let streamBits = RecordingBenchmark.bitsPerSecond(media)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
 
         let rxLoop = EventLoop(name: "bench-crec-rx")
@@ -61,27 +59,8 @@ public enum ConcurrentRecordingBenchmark {
         for i in 0..<streams {
             let path = (directory as NSString).appendingPathComponent("stream-\(i).webm")
             let recording = try Recording(path: path, opusChannels: media.audioChannels)
-            let txLoop = txLoops[i % txLoops.count]
-            let tx = try PeerConnection(loop: txLoop)
-            let rx = try PeerConnection(loop: rxLoop)
-            let pump = await txLoop.submit {
-                let v = tx.addTransceiver(kind: .video, direction: .sendonly)
-                let a = tx.addTransceiver(kind: .audio, direction: .sendonly)
-                return MediaPump(connection: tx, video: v, audio: a, sources: media.source)
-            }
-            let offer = try await txLoop.submit {
-                let o = try tx.createOffer()
-                try tx.setLocalDescription(o)
-                return o
-            }
-            let answer = try await rxLoop.submit {
-                rx.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
-                try rx.setRemoteDescription(offer, type: .offer)
-                let a = try rx.createAnswer()
-                try rx.setLocalDescription(a)
-                return a
-            }
-            try await txLoop.submit { try tx.setRemoteDescription(answer, type: .answer) }
+            let (tx, pump) = try await RecordingBenchmark.sender(on: txLoops[i % txLoops.count], media: media)
+            let rx = try await RecordingBenchmark.recordingReceiver(for: tx, on: rxLoop, recording: recording)
             receivers.append(rx)
             senders.append(tx)
             pumps.append(pump)

@@ -61,9 +61,7 @@ public enum RecordingBenchmark {
         progress: @escaping @Sendable (String) -> Void = { _ in }
     ) async throws -> Result {
         let media = try stream(width: width, height: height, bitrate: bitrate)
-        let videoBytes = media.videoFrames[0].reduce(0) { $0 + $1.data.count }
-        let audioBytes = media.audioFrames.reduce(0) { $0 + $1.data.count }
-        let streamBits = Double((videoBytes + audioBytes) * 8) / Double(media.loopSeconds)
+        let streamBits = bitsPerSecond(media)
 
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let oursPath = (directory as NSString).appendingPathComponent("ours.webm")
@@ -85,32 +83,9 @@ public enum RecordingBenchmark {
 
         // Our receiver.
         let recording = try Recording(path: oursPath, opusChannels: media.audioChannels)
-        let rx = try PeerConnection(loop: rxLoop)
-        let txOurs = try PeerConnection(loop: txLoop)
-        let txAiortc = try PeerConnection(loop: txLoop)
-        let pumpOurs = await txLoop.submit {
-            let v = txOurs.addTransceiver(kind: .video, direction: .sendonly)
-            let a = txOurs.addTransceiver(kind: .audio, direction: .sendonly)
-            return MediaPump(connection: txOurs, video: v, audio: a, sources: media.source)
-        }
-        let pumpAiortc = await txLoop.submit {
-            let v = txAiortc.addTransceiver(kind: .video, direction: .sendonly)
-            let a = txAiortc.addTransceiver(kind: .audio, direction: .sendonly)
-            return MediaPump(connection: txAiortc, video: v, audio: a, sources: media.source)
-        }
-        let offer = try await txLoop.submit {
-            let o = try txOurs.createOffer()
-            try txOurs.setLocalDescription(o)
-            return o
-        }
-        let answer = try await rxLoop.submit {
-            rx.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
-            try rx.setRemoteDescription(offer, type: .offer)
-            let a = try rx.createAnswer()
-            try rx.setLocalDescription(a)
-            return a
-        }
-        try await txLoop.submit { try txOurs.setRemoteDescription(answer, type: .answer) }
+        let (txOurs, pumpOurs) = try await sender(on: txLoop, media: media)
+        let (txAiortc, pumpAiortc) = try await sender(on: txLoop, media: media)
+        let rx = try await recordingReceiver(for: txOurs, on: rxLoop, recording: recording)
 
         let offerB = try await txLoop.submit {
             let o = try txAiortc.createOffer()
@@ -182,6 +157,46 @@ public enum RecordingBenchmark {
             oursAudioFrames: audioFrames, aiortcVideoFrames: counts["video_frames_decoded"] as? Int ?? 0,
             aiortcAudioFrames: counts["audio_frames_decoded"] as? Int ?? 0, oursFileBytes: size(oursPath),
             aiortcFileBytes: size(aiortcPath))
+    }
+
+    /// The bit rate of `media`'s loop (video layer 0 and audio), in bits per second.
+    static func bitsPerSecond(_ media: SyntheticMedia) -> Double {
+        let videoBytes = media.videoFrames[0].reduce(0) { $0 + $1.data.count }
+        let audioBytes = media.audioFrames.reduce(0) { $0 + $1.data.count }
+        return Double((videoBytes + audioBytes) * 8) / Double(media.loopSeconds)
+    }
+
+    /// A send-only VP8 + Opus connection on `loop` with a pump that plays `media` once attached.
+    static func sender(on loop: EventLoop, media: SyntheticMedia) async throws -> (PeerConnection, MediaPump) {
+        let tx = try PeerConnection(loop: loop)
+        let pump = await loop.submit {
+            let v = tx.addTransceiver(kind: .video, direction: .sendonly)
+            let a = tx.addTransceiver(kind: .audio, direction: .sendonly)
+            return MediaPump(connection: tx, video: v, audio: a, sources: media.source)
+        }
+        return (tx, pump)
+    }
+
+    /// A receiving connection on `loop`, negotiated with `sender` (which offers), whose frames go to
+    /// `recording`.
+    static func recordingReceiver(for sender: PeerConnection, on loop: EventLoop, recording: Recording) async throws
+        -> PeerConnection
+    {
+        let rx = try PeerConnection(loop: loop)
+        let offer = try await sender.loop.submit {
+            let o = try sender.createOffer()
+            try sender.setLocalDescription(o)
+            return o
+        }
+        let answer = try await loop.submit {
+            rx.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
+            try rx.setRemoteDescription(offer, type: .offer)
+            let a = try rx.createAnswer()
+            try rx.setLocalDescription(a)
+            return a
+        }
+        try await sender.loop.submit { try sender.setRemoteDescription(answer, type: .answer) }
+        return rx
     }
 
     /// A 10 s loop of VP8 (CBR at `bitrate` minus the audio) and 32 kbit/s Opus.
