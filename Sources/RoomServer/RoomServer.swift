@@ -319,7 +319,7 @@ public final class RoomServer: @unchecked Sendable {
             // Cluster mode: after the join answer, where else the client can reconnect (docs/protocol.md).
             room.enqueue {
                 guard client.currentPhase == .joined else { return }
-                client.notify("clusterNodes", ["signalingUrls": .array(directory.signalingURLs.map(JSONValue.string))])
+                client.notify(.clusterNodes, ["signalingUrls": .array(directory.signalingURLs.map(JSONValue.string))])
             }
         }
     }

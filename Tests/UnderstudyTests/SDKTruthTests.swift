@@ -327,7 +327,7 @@ struct SDKTruthTests {
             let box = ResultBox<Int>()
             let sem = DispatchSemaphore(value: 0)
             guest.eventQueue.async {
-                box.value = guest.pending.count
+                box.value = guest.client?.pendingCount ?? 0
                 sem.signal()
             }
             sem.wait()
