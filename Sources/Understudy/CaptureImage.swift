@@ -5,7 +5,10 @@ import Streaming
 
 /// Whether ``Participant/captureImage(width:height:flash:)`` lights the scene first.
 public enum CaptureFlash: String, Sendable, Hashable {
-    case ON, OFF
+    /// Lights the scene: the capture waits for a picture taken with the light on.
+    case ON
+    /// Captures the current picture as it is.
+    case OFF
 }
 
 /// The VP8 frames of one webcam since its last keyframe, kept so that a capture can decode the

@@ -25,7 +25,7 @@ public enum Understudy {
         micEnabled: Bool = true, camEnabled: Bool = true, mode: Mode = .SEND_AND_RECV, multiStream: Bool = true,
         autoConsume: Bool = true, metaData: JSONValue? = nil, signalingBaseUrl: String = "ws://127.0.0.1:7880",
         agentId: String? = nil, reconnect: ReconnectPolicy = .default
-    ) throws -> Room {
+    ) throws(UnderstudyError) -> Room {
         guard !roomId.isEmpty else { throw UnderstudyError(code: 3073, message: "roomId must not be empty") }
         if let participantId, participantId.isEmpty || participantId.contains(where: \.isWhitespace) {
             // room-api §1: an id with whitespace is rejected with INVALID_PARTICIPANT_ID.
@@ -47,6 +47,7 @@ public enum Understudy {
 /// Received media frames are delivered on the subscribe connection's event loop, to the sinks of
 /// each consumed stream's ``RemoteTrack`` (``onTrack``; ``onFrame`` is one such sink).
 public final class Room: @unchecked Sendable {
+    /// The room's id (`createRoom(roomId:)`).
     public let roomId: String
     let token: String
     let participantName: String
@@ -54,7 +55,9 @@ public final class Room: @unchecked Sendable {
     let micEnabled: Bool
     let camEnabled: Bool
     let initialMode: Mode
+    /// Whether the local webcam is published as simulcast (three layers the server can choose from).
     public let multiStream: Bool
+    /// Whether remote streams are received without asking (else `consume…Streams()` per participant).
     public let autoConsume: Bool
     let metaData: JSONValue?
     let signalingURL: String
@@ -94,6 +97,8 @@ public final class Room: @unchecked Sendable {
     private var _sourceFactory: MediaSourceFactory?
     private var _presenterId: String?
     private var _speakerId: String?
+    /// Calls made while `join()` runs, waiting for its outcome (``awaitJoinIfConnecting()``).
+    private var _joinWaiters: [CheckedContinuation<Void, Never>] = []
 
     // Confined to `eventQueue`.
     private var listeners: [RoomEventListener] = []
@@ -195,6 +200,7 @@ public final class Room: @unchecked Sendable {
         eventQueue.async { self.listeners.append(box.value) }
     }
 
+    /// Removes a listener added with ``addEventListener(_:)``.
     public func removeEventListener(_ listener: RoomEventListener) {
         let box = UncheckedSendable(listener)
         eventQueue.async { self.listeners.removeAll { $0 === box.value } }
@@ -297,12 +303,26 @@ public final class Room: @unchecked Sendable {
     }
 
     /// Lets a call made while `join()` runs (e.g. from `onParticipantJoined`) wait for the join to finish.
+    /// Resumed by `joinSucceeded` or `finish`, whichever comes first (join outcomes are bounded by
+    /// the connect timeout and ``requestTimeout``).
     func awaitJoinIfConnecting() async {
-        for _ in 0..<2000 {
-            let waiting = lock.withLock { _state == .CONNECTING && !_joined && !_finished }
-            if !waiting { return }
-            try? await Task.sleep(nanoseconds: 5_000_000)
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let waiting = lock.withLock {
+                guard _state == .CONNECTING && !_joined && !_finished else { return false }
+                _joinWaiters.append(c)
+                return true
+            }
+            if !waiting { c.resume() }
         }
+    }
+
+    /// The join has an outcome (joined, or finished): calls waiting for it go on.
+    private func releaseJoinWaiters() {
+        let waiters = lock.withLock {
+            defer { _joinWaiters = [] }
+            return _joinWaiters
+        }
+        for w in waiters { w.resume() }
     }
 
     func participantRequest(api: String, method: RoomMethod, data: JSONValue, target: Participant, agentRefused: Bool)
@@ -412,7 +432,7 @@ public final class Room: @unchecked Sendable {
                     guard let room = self else { return }
                     room.eventQueue.async { room.socketClosed(closing.value) }
                 }
-                self.send(.join, payload) { result in
+                let sent = self.send(.join, payload) { result in
                     switch result {
                     case .success(let response): handler.value(.success(response))
                     case .failure(let e):
@@ -420,6 +440,19 @@ public final class Room: @unchecked Sendable {
                         connection.close()
                         handler.value(.failure(UnderstudyError(code: e.code, name: e.name, message: e.message)))
                     }
+                    done.resume()
+                }
+                // A server that takes the socket but never answers the join fails it with 3079.
+                guard let id = sent else { return }
+                let timeout = self.requestTimeout
+                self.eventQueue.asyncAfter(deadline: .now() + timeout) { [weak connection] in
+                    guard let connection, connection.cancel(id) else { return }
+                    if self.client === connection { self.client = nil }
+                    connection.close()
+                    handler.value(
+                        .failure(
+                            UnderstudyError(code: 3079, message: "join: no answer from the server within \(timeout) s"))
+                    )
                     done.resume()
                 }
             }
@@ -456,6 +489,7 @@ public final class Room: @unchecked Sendable {
             _joined = true
             _presenterId = response["presenterId"]?.stringValue
         }
+        releaseJoinWaiters()
         if iceServers == nil {
             // The server's TURN servers; entries this client cannot use (stun:, bad URLs) are skipped.
             media.iceServers = ICEServerDescription.list(from: response["iceServers"]).flatMap { entry in
@@ -517,6 +551,7 @@ public final class Room: @unchecked Sendable {
         guard exitReason == nil else { return }
         exitReason = reason
         lock.withLock { _finished = true }
+        releaseJoinWaiters()
         media.stopAllLocal(announce: true)
         // Requests still waiting fail with 3056 (`send`), after the close below.
         client?.setNotificationHandler(nil)
