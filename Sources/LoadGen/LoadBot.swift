@@ -80,7 +80,7 @@ final class LoadBot: @unchecked Sendable {
         let url = run.signalingURL(room: room)
         let channel: RoomProtocolClient
         do { channel = try await RoomProtocolClient.connect(url: url, timeout: config.requestTimeout) } catch {
-            throw LoadError.unreachable("\(error)")
+            throw LoadError.unreachable("signalling connection", cause: error)
         }
         lock.withLock { self.channel = channel }
         if role == .subscriber {
@@ -109,7 +109,7 @@ final class LoadBot: @unchecked Sendable {
         case .failure(let e):
             // A bot that did not join must not act on notifications (a late join would still be live).
             await stop()
-            if e.code < 0 { throw LoadError.unreachable("join: \(e.message)") }
+            if e.code < 0 { throw LoadError.unreachable("join", cause: e) }
             throw LoadError.refused(code: e.code, name: e.name, message: e.message)
         }
         let latency = Double(EventLoop.now() - began) / 1e9
@@ -192,8 +192,13 @@ final class LoadBot: @unchecked Sendable {
         if video { tracks.append(["kind": "webcam"]) }
         tracks.append(["kind": "mic"])
         let response = await call(.produce, ["tracks": .array(tracks), "sdp": .string(offer)])
-        guard case .success(let data) = response, let sdp = data["sdp"]?.stringValue else {
-            throw LoadError.failed("produce failed for \(id)")
+        let data: JSONValue
+        switch response {
+        case .success(let d): data = d
+        case .failure(let e): throw LoadError.failed("produce failed for \(id)", cause: e)
+        }
+        guard let sdp = data["sdp"]?.stringValue else {
+            throw LoadError.failed("produce answered \(id) without an SDP")
         }
         let answer = try SessionDescription.parse(sdp)
         try await loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
