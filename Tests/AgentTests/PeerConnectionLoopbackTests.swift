@@ -73,7 +73,8 @@ import Testing
             ])
         #expect(probe.contains("vp8"))
         #expect(probe.contains("opus"))
-        let decode = try runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+        let decode = try runTool(
+            "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
         #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
         // The synthetic source flashes and beeps together every 2 s: after RTP, SRTP and the
         // recorder's timestamping they must still line up in the file.
@@ -169,6 +170,28 @@ import Testing
         let reason = await tx.loop.submit { tx.failureReason ?? "" }
         #expect(reason.contains("DTLS"))
         await Self.shutdown(tx, rx)
+    }
+
+    /// `waitUntilConnected` ends with the state change that decides it (closing the connection
+    /// mid-wait throws `.closed`), and with a typed timeout error when nothing happens.
+    @Test func waitingForTheConnectionEndsOnCloseOrTimeout() async throws {
+        let pc = try PeerConnection(loop: EventLoop(name: "wait-pc"))
+        await pc.loop.submit { _ = pc.addTransceiver(kind: .audio, direction: .sendonly) }
+        do {
+            try await pc.waitUntilConnected(timeout: 0.2)
+            Issue.record("an unanswered connection connected")
+        } catch {
+            guard case .invalidState(let why) = error else { throw error }
+            #expect(why.contains("timed out"), "\(why)")
+        }
+        let waiting = Task { () -> PeerConnectionError? in
+            do { try await pc.waitUntilConnected(timeout: 60) } catch let e as PeerConnectionError { return e } catch {}
+            return nil
+        }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        pc.loop.execute { pc.close() }
+        #expect(await waiting.value == PeerConnectionError.closed)
+        pc.loop.shutdown()
     }
 }
 
