@@ -67,9 +67,6 @@ public final class RoomServer: @unchecked Sendable {
     public static let protocolVersion = 2
     /// Every version a client may ask for in `join` (1 when it names none); see docs/protocol.md.
     public static let supportedProtocolVersions = 1...2
-    /// Request methods understood on the signalling socket.
-    /// (`restartIce` takes the media route of `ClientSession`, not the room's.)
-    public static let methods: Set<String> = Set(RoomMethod.allCases.filter { $0 != .restartIce }.map(\.rawValue))
 
     public let configuration: RoomServerConfiguration
     /// The token secret in use (the configured one, or the generated dev secret).
