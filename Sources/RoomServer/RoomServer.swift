@@ -4,13 +4,15 @@ import Signaling
 
 /// Errors from starting a ``RoomServer``.
 public enum RoomServerError: Error, Sendable, CustomStringConvertible {
+    /// The configuration is inconsistent (which setting, and why).
     case invalidConfiguration(String)
-    case listenFailed(String)
+    /// The listener could not be bound; `cause` is the HTTP server's error.
+    case listenFailed(host: String, port: UInt16, cause: HTTPError)
 
     public var description: String {
         switch self {
         case .invalidConfiguration(let why): return "invalid configuration: \(why)"
-        case .listenFailed(let why): return "cannot listen: \(why)"
+        case .listenFailed(let host, let port, let cause): return "cannot listen on \(host):\(port): \(cause)"
         }
     }
 }
@@ -158,8 +160,8 @@ public final class RoomServer: @unchecked Sendable {
     public var signalingURL: String { "ws://\(configuration.listenHost):\(httpPort)/v1/rtc" }
 
     /// Binds the listener and starts serving.
-    public func start() throws {
-        if let problem = configuration.validationProblem() { throw RoomServerError.invalidConfiguration(problem) }
+    public func start() throws(RoomServerError) {
+        if let problem = configuration.validationProblem() { throw .invalidConfiguration(problem) }
         var httpConfiguration = HTTPServerConfiguration()
         // Messages between our limit and this one get a 3073 answer; only larger ones close (1009).
         httpConfiguration.webSocket = WebSocketConfiguration(
@@ -174,7 +176,7 @@ public final class RoomServer: @unchecked Sendable {
         do {
             try server.start()
         } catch {
-            throw RoomServerError.listenFailed(error.description)
+            throw .listenFailed(host: configuration.listenHost, port: configuration.listenPort, cause: error)
         }
         locked { http = server }
     }
