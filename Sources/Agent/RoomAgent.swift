@@ -87,11 +87,6 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         }
     }
 
-    /// Why ``start()`` failed.
-    public struct Failure: Error, CustomStringConvertible, Sendable {
-        public var description: String
-    }
-
     /// One recorded file: a participant's WebM (`kind` nil) or one track of it.
     fileprivate struct RecordingKey: Hashable {
         var participantId: String
@@ -121,6 +116,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     private var participantsSeen: [String: [String: Any]] = [:]
     private var refusedInvites = 0
     private var stopped = false
+    /// Set by ``requestStop()`` or leaving the room; ``run(duration:until:)`` waits for it.
+    private var stopRequested = false
+    private var runWaiter: CheckedContinuation<Void, Never>?
     private var inviteSubscribed = false
     private var joined = false
     private var leftReason: Understudy.LeaveReason?
@@ -194,51 +192,77 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     /// Ids of the stand-ins in the relay room (`--relay-room`).
     public var relayRoomParticipantIds: [String] { relayRooms?.participantIds ?? [] }
 
-    /// Joins the room; throws when the join fails (unreachable server, refused token).
-    public func start(timeout: Double = 15) async throws {
+    /// Joins the room; throws when the join fails (unreachable server, refused token, no answer
+    /// within the SDK's request timeout).
+    public func start() async throws(RoomAgentError) {
         if let dir = options.recordDirectory {
             do {
                 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            } catch { throw Failure(description: "cannot create record directory '\(dir)': \(error)") }
+            } catch { throw .recordDirectory(path: dir, cause: error) }
         }
         if let url = options.relayURL {
-            let target = try RTPRelay.parseURL(url)
-            let loop = EventLoop(name: "understudy-relay")
-            relayLoop = loop
-            let created = try await loop.submit { () throws -> RTPRelay in
-                try RTPRelay(destination: target.host, basePort: target.port, loop: loop)
-            }
-            relay = created
-            // The .sdp lets ffmpeg/GStreamer/VLC open the relayed streams.
-            let sdpPath = (options.recordDirectory ?? ".") + "/relay.sdp"
-            try created.writeSDP(to: sdpPath)
-            log("relaying to \(url); play with: ffmpeg -protocol_whitelist file,udp,rtp -i \(sdpPath)")
+            do { try await startRelay(url) } catch { throw .relay(url: url, cause: error) }
         }
         room.onTrack = { [weak self] track in self?.trackStarted(track) }
+        // `join()` returns once the outcome was reported to the listeners (this agent among them).
         await room.join()
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let (ok, left, err) = lock.withLock { (joined, leftReason, lastError) }
-            if ok { break }
-            if let left {
-                throw Failure(
-                    description: "join failed (\(left.name))" + (err.map { ": \($0.code) \($0.message)" } ?? ""))
-            }
-            if Date() > deadline { throw Failure(description: "join timed out after \(Int(timeout)) s") }
-            try await Task.sleep(nanoseconds: 10_000_000)
-        }
+        let (ok, left, err) = lock.withLock { (joined, leftReason, lastError) }
+        guard ok else { throw .joinFailed(reason: left ?? .JOIN_ROOM_FAILED, cause: err) }
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
     }
 
-    /// Runs until the room is left, `duration` seconds pass, or `shouldStop` says so (the CLI passes
-    /// its SIGINT/SIGTERM flag); then stops.
-    public func run(duration: Double?, until shouldStop: @Sendable () -> Bool = { false }) async {
-        let end = duration.map { Date().addingTimeInterval($0) }
-        while leaveReason == nil && !shouldStop() {
-            if let end, Date() >= end { break }
-            try? await Task.sleep(nanoseconds: 20_000_000)
+    private func startRelay(_ url: String) async throws {
+        let target = try RTPRelay.parseURL(url)
+        let loop = EventLoop(name: "understudy-relay")
+        relayLoop = loop
+        let created = try await loop.submit { () throws -> RTPRelay in
+            try RTPRelay(destination: target.host, basePort: target.port, loop: loop)
         }
+        relay = created
+        // The .sdp lets ffmpeg/GStreamer/VLC open the relayed streams.
+        let sdpPath = (options.recordDirectory ?? ".") + "/relay.sdp"
+        try created.writeSDP(to: sdpPath)
+        log("relaying to \(url); play with: ffmpeg -protocol_whitelist file,udp,rtp -i \(sdpPath)")
+    }
+
+    /// Runs until the room is left, `duration` seconds pass, ``requestStop()`` is called or
+    /// `shouldStop` says so (the CLI passes its SIGINT/SIGTERM flag); then stops.
+    public func run(duration: Double?, until shouldStop: @escaping @Sendable () -> Bool = { false }) async {
+        let watchers = [
+            duration.map { seconds in
+                Task { [weak self] in
+                    try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                    if !Task.isCancelled { self?.requestStop() }
+                }
+            },
+            // The caller's stop condition is a plain flag: it is the one thing still polled.
+            Task { [weak self] in
+                while !Task.isCancelled && !shouldStop() {
+                    try? await Task.sleep(nanoseconds: 100_000_000)
+                }
+                if !Task.isCancelled { self?.requestStop() }
+            },
+        ]
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = lock.withLock {
+                if stopRequested || leftReason != nil { return true }
+                runWaiter = c
+                return false
+            }
+            if done { c.resume() }
+        }
+        for w in watchers { w?.cancel() }
         await stop()
+    }
+
+    /// Ends ``run(duration:until:)``: the agent stops (recordings closed, room left). Safe to call any time.
+    public func requestStop() {
+        let waiter = lock.withLock {
+            stopRequested = true
+            defer { runWaiter = nil }
+            return runWaiter
+        }
+        waiter?.resume()
     }
 
     /// Closes recordings, writes the manifest and leaves the room (and the relay room). Safe to call twice.
@@ -657,11 +681,13 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     public func onRoomLeft(reason: Understudy.LeaveReason) {
         // Before the join completes, start() reports the failure itself as one line.
-        let wasJoined = lock.withLock { () -> Bool in
+        let (wasJoined, waiter) = lock.withLock { () -> (Bool, CheckedContinuation<Void, Never>?) in
             leftReason = reason
-            return joined
+            defer { runWaiter = nil }
+            return (joined, runWaiter)
         }
         if wasJoined { log("left room: \(reason.name) (\(reason.rawValue))") }
+        waiter?.resume()
     }
 
     public func onRoomStateChanged(_ state: RoomState) {

@@ -141,50 +141,41 @@ struct PrometheusText {
 /// Only loopback addresses are accepted: the endpoint has no authentication and reveals who is in
 /// the room, so exposing it further is left to a deliberate proxy.
 public final class RoomAgentMetricsServer: @unchecked Sendable {
-    /// Why the endpoint could not start.
-    public struct Failure: Error, CustomStringConvertible, Sendable {
-        public var description: String
-    }
-
     private let server: HTTPServer
 
     /// Parses `HOST:PORT` (`127.0.0.1:9100`, `[::1]:9100`, `localhost:9100`); refuses other hosts.
-    public static func parseAddress(_ text: String) throws(Failure) -> (host: String, port: UInt16) {
+    public static func parseAddress(_ text: String) throws(RoomAgentMetricsError) -> (host: String, port: UInt16) {
         let host: Substring
         let portText: Substring
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]"), text[close...].hasPrefix("]:") else {
-                throw Failure(description: "'\(text)' is not HOST:PORT")
+                throw .notHostAndPort(text)
             }
             host = text[text.index(after: text.startIndex)..<close]
             portText = text[text.index(close, offsetBy: 2)...]
         } else {
-            guard let colon = text.lastIndex(of: ":") else { throw Failure(description: "'\(text)' is not HOST:PORT") }
+            guard let colon = text.lastIndex(of: ":") else { throw .notHostAndPort(text) }
             host = text[..<colon]
             portText = text[text.index(after: colon)...]
         }
-        guard let port = UInt16(portText) else { throw Failure(description: "'\(portText)' is not a port number") }
+        guard let port = UInt16(portText) else { throw .badPort(String(portText)) }
         switch host {
         case "127.0.0.1", "localhost": return ("127.0.0.1", port)
         case "::1": return ("::1", port)
         default:
-            throw Failure(
-                description: "'\(host)' is not a loopback address (the metrics endpoint has no authentication; "
-                    + "use 127.0.0.1 or [::1] and a proxy to expose it)")
+            throw .notLoopback(String(host))
         }
     }
 
     /// Starts listening on `host:port` (port 0 picks one; read ``port``).
-    public init(host: String, port: UInt16, render: @escaping @Sendable () -> String) throws(Failure) {
+    public init(host: String, port: UInt16, render: @escaping @Sendable () -> String) throws(RoomAgentMetricsError) {
         server = HTTPServer(host: host, port: port)
         server.route(method: "GET", path: "/metrics") { _ in
             var response = HTTPResponse.text(render())
             response.headers = HTTPHeaders([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")])
             return response
         }
-        do { try server.start() } catch {
-            throw Failure(description: "cannot listen on \(host):\(port) for metrics: \(error)")
-        }
+        do { try server.start() } catch { throw .cannotListen(host: host, port: port, cause: error) }
     }
 
     /// The bound port.

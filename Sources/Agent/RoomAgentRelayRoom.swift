@@ -222,21 +222,15 @@ final class RelayRoomSet: @unchecked Sendable {
             return true
         }
         guard isNew else { return }
+        // `join()` returns once the outcome reached the listeners (the watcher among them).
         await room.join()
-        let deadline = Date().addingTimeInterval(15)
-        while Date() < deadline {
-            let (joined, left) = watcher.lock.withLock { (watcher.joined, watcher.left) }
-            if joined {
-                log("relay-room: \(participantId) republished in \(roomId) as \(standInId)")
-                return
-            }
-            if let left {
-                log("relay-room: \(standInId) could not join \(roomId): \(left.name) (\(left.rawValue))")
-                break
-            }
-            try? await Task.sleep(nanoseconds: 20_000_000)
+        let (joined, left) = watcher.lock.withLock { (watcher.joined, watcher.left) }
+        if joined {
+            log("relay-room: \(participantId) republished in \(roomId) as \(standInId)")
+            return
         }
-        if Date() >= deadline { log("relay-room: \(standInId) did not join \(roomId) within 15 s") }
+        let reason = left ?? .JOIN_ROOM_FAILED
+        log("relay-room: \(standInId) could not join \(roomId): \(reason.name) (\(reason.rawValue))")
         _ = lock.withLock { standIns.removeValue(forKey: participantId) }
         await room.leave()
     }

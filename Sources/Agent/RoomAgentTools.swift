@@ -13,7 +13,7 @@ public enum RoomAgentTools {
 
     /// Joins `roomId` in `SIGNALLING_ONLY` as a lightweight participant and waits for the outcome.
     public static func joinSignallingOnly(
-        roomId: String, token: String, signalingURL: String, name: String, timeout: Double = 15
+        roomId: String, token: String, signalingURL: String, name: String
     ) async throws -> Room {
         var options = RoomAgent.Options(roomId: roomId, token: token, signalingURL: signalingURL)
         options.participantName = name
@@ -21,7 +21,7 @@ public enum RoomAgentTools {
         options.consume = .none
         options.acceptInvites = .no
         let agent = try RoomAgent(options: options)
-        try await agent.start(timeout: timeout)
+        try await agent.start()
         return agent.room
     }
 

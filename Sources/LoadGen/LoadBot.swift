@@ -32,7 +32,7 @@ final class LoadBot: @unchecked Sendable {
     // Control state (guarded by `lock`).
     private let lock = NSLock()
     private(set) var channel: RoomProtocolClient?
-    private var stream: AsyncStream<(String, JSONValue)>.Continuation?
+    private var stream: AsyncStream<(RoomNotification, JSONValue)>.Continuation?
     private var controlTask: Task<Void, Never>?
     /// Stage (SEND_AND_RECV) participants other than this bot, in order of arrival.
     private var stage: [String] = []
@@ -79,11 +79,11 @@ final class LoadBot: @unchecked Sendable {
         let url = run.signalingURL(room: room)
         let channel: RoomProtocolClient
         do { channel = try await RoomProtocolClient.connect(url: url, timeout: config.requestTimeout) } catch {
-            throw LoadError.unreachable("\(error)")
+            throw LoadError.unreachable("signalling connection", cause: error)
         }
         lock.withLock { self.channel = channel }
         if role == .subscriber {
-            let (s, c) = AsyncStream<(String, JSONValue)>.makeStream()
+            let (s, c) = AsyncStream<(RoomNotification, JSONValue)>.makeStream()
             lock.withLock { stream = c }
             channel.setNotificationHandler { method, data in c.yield((method, data)) }
             controlTask = Task { [weak self] in
@@ -108,7 +108,7 @@ final class LoadBot: @unchecked Sendable {
         case .failure(let e):
             // A bot that did not join must not act on notifications (a late join would still be live).
             await stop()
-            if e.code < 0 { throw LoadError.unreachable("join: \(e.message)") }
+            if e.code < 0 { throw LoadError.unreachable("join", cause: e) }
             throw LoadError.refused(code: e.code, name: e.name, message: e.message)
         }
         let latency = Double(EventLoop.now() - began) / 1e9
@@ -121,7 +121,7 @@ final class LoadBot: @unchecked Sendable {
                 if let pid = p["participantId"]?.stringValue, let m = p["mode"]?.stringValue {
                     s?.yield(
                         (
-                            RoomNotification.participantJoined.rawValue,
+                            RoomNotification.participantJoined,
                             ["participantId": .string(pid), "mode": .string(m)]
                         ))
                 }
@@ -191,8 +191,13 @@ final class LoadBot: @unchecked Sendable {
         if video { tracks.append(["kind": "webcam"]) }
         tracks.append(["kind": "mic"])
         let response = await call(.produce, ["tracks": .array(tracks), "sdp": .string(offer)])
-        guard case .success(let data) = response, let sdp = data["sdp"]?.stringValue else {
-            throw LoadError.failed("produce failed for \(id)")
+        let data: JSONValue
+        switch response {
+        case .success(let d): data = d
+        case .failure(let e): throw LoadError.failed("produce failed for \(id)", cause: e)
+        }
+        guard let sdp = data["sdp"]?.stringValue else {
+            throw LoadError.failed("produce answered \(id) without an SDP")
         }
         let answer = try SessionDescription.parse(sdp)
         try await loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
@@ -243,13 +248,13 @@ final class LoadBot: @unchecked Sendable {
 
     // MARK: Subscriber control
 
-    private func handle(_ method: String, _ data: JSONValue) async {
-        switch method {
-        case RoomNotification.participantJoined.rawValue:
+    private func handle(_ notification: RoomNotification, _ data: JSONValue) async {
+        switch notification {
+        case .participantJoined:
             guard let pid = data["participantId"]?.stringValue, pid != id else { return }
             let m = data["mode"]?.stringValue ?? "SEND_AND_RECV"
             if setMode(pid, m) { await reconcile() }
-        case RoomNotification.participantLeft.rawValue:
+        case .participantLeft:
             guard let pid = data["participantId"]?.stringValue else { return }
             lock.withLock { modes[pid] = nil }
             let wasOnStage = stage.contains(pid)
@@ -258,12 +263,12 @@ final class LoadBot: @unchecked Sendable {
             webcamConsumers.remove(pid)
             sentViewport[pid] = nil
             if wasOnStage { await reconcile() }
-        case RoomNotification.participantModeChanged.rawValue:
+        case .participantModeChanged:
             guard let pid = data["participantId"]?.stringValue, pid != id, let m = data["mode"]?.stringValue else {
                 return
             }
             if setMode(pid, m) { await reconcile() }
-        case RoomNotification.consumerCreated.rawValue:
+        case .consumerCreated:
             guard let pid = data["participantId"]?.stringValue, let kind = data["kind"]?.stringValue else { return }
             if let mid = data["mid"]?.stringValue {
                 let mediaKind: MediaKind = kind == "mic" || kind == "screenAudio" ? .audio : .video
@@ -284,7 +289,7 @@ final class LoadBot: @unchecked Sendable {
                 webcamConsumers.insert(pid)
                 await sendViewports()
             }
-        case RoomNotification.consumerClosed.rawValue:
+        case .consumerClosed:
             guard let pid = data["participantId"]?.stringValue else { return }
             if data["kind"]?.stringValue == "webcam" {
                 webcamConsumers.remove(pid)
@@ -299,10 +304,10 @@ final class LoadBot: @unchecked Sendable {
                     }
                 }
             }
-        case RoomNotification.subscriberOffer.rawValue:
+        case .subscriberOffer:
             guard let sdp = data["sdp"]?.stringValue, let revision = data["revision"]?.intValue else { return }
             await answer(sdp: sdp, revision: revision)
-        case RoomNotification.pubsubMessage.rawValue:
+        case .pubsubMessage:
             guard data["topic"]?.stringValue == inviteTopic, let m = data["message"]?.stringValue else { return }
             if m == "SEND_AND_RECV" || m == "RECV_ONLY" { await invited(to: m) }
         default:

@@ -125,22 +125,23 @@ public struct LoadConfiguration: Sendable {
 }
 
 /// Why a load run could not start or went wrong as a whole.
-public enum LoadError: Error, Sendable, CustomStringConvertible, Equatable {
+public enum LoadError: Error, Sendable, CustomStringConvertible {
     /// Bad flags or configuration (the CLI exits 2).
     case invalidConfiguration(String)
-    /// The server could not be reached (TCP or WebSocket handshake).
-    case unreachable(String)
+    /// The server could not be reached (TCP or WebSocket handshake, or no answer to the join):
+    /// what failed, and the transport's error underneath when there is one.
+    case unreachable(String, cause: (any Error)? = nil)
     /// The server refused the first join (token, room, permissions).
     case refused(code: Int, name: String, message: String)
-    /// Anything else that stops the run.
-    case failed(String)
+    /// Anything else that stops the run, with the error underneath when there is one.
+    case failed(String, cause: (any Error)? = nil)
 
     public var description: String {
         switch self {
         case .invalidConfiguration(let m): return m
-        case .unreachable(let m): return "server unreachable: \(m)"
+        case .unreachable(let m, let cause): return "server unreachable: \(m)" + (cause.map { ": \($0)" } ?? "")
         case .refused(let code, let name, let message): return "join refused: \(code) \(name): \(message)"
-        case .failed(let m): return m
+        case .failed(let m, let cause): return m + (cause.map { ": \($0)" } ?? "")
         }
     }
 }

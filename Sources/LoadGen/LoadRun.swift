@@ -66,7 +66,7 @@ public final class LoadRun: @unchecked Sendable {
         try configuration.validate()
         self.configuration = configuration
         do { certificate = try DTLSCertificate.generate(commonName: "understudy-load") } catch {
-            throw .failed("cannot make a DTLS certificate: \(error)")
+            throw .failed("cannot make a DTLS certificate", cause: error)
         }
         media = SyntheticMedia.shared(layers: configuration.simulcast ? 3 : 1)
         loopCounters = (0..<configuration.loopCount).map { LoopCounters(loop: EventLoop(name: "load-\($0)")) }
@@ -174,7 +174,7 @@ public final class LoadRun: @unchecked Sendable {
             throw e
         } catch {
             await teardown()
-            throw .failed("\(error)")
+            throw .failed("the first join failed", cause: error)
         }
         let rate = configuration.joinRate
         let spawner = Task {

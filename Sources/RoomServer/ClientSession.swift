@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import Signaling
 
 /// One signalling WebSocket. Parsing, size checks, rate limiting and abuse accounting run on the
@@ -88,7 +89,9 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
         connection.send(text: envelope.text)
     }
 
-    func notify(_ method: String, _ data: JSONValue) { send(.notification(method: method, data: data)) }
+    func notify(_ notification: RoomNotification, _ data: JSONValue) {
+        send(.notification(method: notification.rawValue, data: data))
+    }
 
     /// Sends a message that was encoded once for many recipients (a room broadcast).
     func send(_ message: PreparedTextMessage) {
@@ -126,24 +129,24 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
         } catch {
             return reject(.null, RoomError(3073, error.description))
         }
-        guard case .request(let id, let method, let data) = envelope else {
+        guard case .request(let id, let methodName, let data) = envelope else {
             var id = JSONValue.null
             if case .response(let rid, _) = envelope { id = rid }
             return reject(id, RoomError(3073, "expected a request {id, method, data}"))
         }
         guard takeRateToken() else { return reject(id, RoomError(4000, "rate limit exceeded: slow down")) }
-        if method == "restartIce", data.objectValue != nil { return handleRestartICE(id: id, data: data) }
-        guard RoomServer.methods.contains(method) else {
-            return reject(id, RoomError(3068, "unknown method '\(method.prefix(64))'"))
+        guard let method = RoomMethod(rawValue: methodName) else {
+            return reject(id, RoomError(3068, "unknown method '\(methodName.prefix(64))'"))
         }
+        if method == .restartIce, data.objectValue != nil { return handleRestartICE(id: id, data: data) }
         guard data.objectValue != nil else { return reject(id, RoomError(3073, "data must be a JSON object")) }
-        if method == "join" {
+        if method == .join {
             locked { joinTextValue = text }
             server.handleJoin(session: self, id: id, data: data)
             return
         }
         guard let room = locked({ room }) else {
-            return respond(id, error: RoomError(3035, "'\(method)' was called before the room was joined"))
+            return respond(id, error: RoomError(3035, "'\(method.rawValue)' was called before the room was joined"))
         }
         room.enqueue { room.handle(session: self, id: id, method: method, data: data) }
     }
@@ -153,7 +156,7 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
     func reject(_ id: JSONValue, _ error: RoomError) {
         if id.isNull {
             server.counters.add(errors: 1)
-            notify("error", error.errorJSON)
+            notify(.error, error.errorJSON)
         } else {
             respond(id, error: error)
         }

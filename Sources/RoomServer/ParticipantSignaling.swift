@@ -1,3 +1,4 @@
+import RoomProtocol
 import Signaling
 
 /// What a room needs from a member's signalling transport, whatever carries it: a WebSocket
@@ -23,13 +24,15 @@ protocol ParticipantSignaling: AnyObject, Sendable {
     func close(code: UInt16, reason: String)
     /// A request was malformed (3073): abuse accounting.
     func noteBadMessage()
-    func notify(_ method: String, _ data: JSONValue)
+    func notify(_ notification: RoomNotification, _ data: JSONValue)
     func respond(_ id: JSONValue, _ data: JSONValue)
     func respond(_ id: JSONValue, error: RoomError)
 }
 
 extension ParticipantSignaling {
-    func notify(_ method: String, _ data: JSONValue) { send(.notification(method: method, data: data)) }
+    func notify(_ notification: RoomNotification, _ data: JSONValue) {
+        send(.notification(method: notification.rawValue, data: data))
+    }
     func respond(_ id: JSONValue, _ data: JSONValue) { send(.response(id: id, result: .success(data))) }
     func respond(_ id: JSONValue, error: RoomError) { send(.response(id: id, result: .failure(error.signalError))) }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import RTCWire
+import RoomProtocol
 import SFU
 import Signaling
 
@@ -58,16 +59,16 @@ final class Room: @unchecked Sendable {
 
     /// Sends `method` to everyone (but `except`), encoded once. Pending participant events go first,
     /// so nobody hears of a producer or a pin before the join of its participant.
-    private func broadcast(_ method: String, _ data: JSONValue, except: String? = nil) {
+    private func broadcast(_ method: RoomNotification, _ data: JSONValue, except: String? = nil) {
         flushParticipantEvents()
-        let message = PreparedTextMessage(SignalEnvelope.notification(method: method, data: data).text)
+        let message = PreparedTextMessage(SignalEnvelope.notification(method: method.rawValue, data: data).text)
         for p in participantsInOrder where p.id != except { p.session.send(message) }
     }
 
     /// A join, leave or mode change, for everyone in the room but `except` (see ``ParticipantEventFanout``).
-    private func announce(_ method: String, _ data: JSONValue, except: String? = nil) {
+    private func announce(_ method: RoomNotification, _ data: JSONValue, except: String? = nil) {
         if participantEvents.post(
-            method: method, dataText: data.jsonString, except: except, recipients: participantsInOrder)
+            method: method.rawValue, dataText: data.jsonString, except: except, recipients: participantsInOrder)
         {
             flushParticipantEvents()
         }
@@ -102,7 +103,7 @@ final class Room: @unchecked Sendable {
             expireLobbyEntry(request.participantId, session: session)
             let data: JSONValue = ["participantId": .string(request.participantId), "name": .string(request.name)]
             for p in participantsInOrder where p.permissions.contains("allow_join") {
-                p.session.notify("entryRequested", data)
+                p.session.notify(.entryRequested, data)
             }
             return
         }
@@ -116,8 +117,8 @@ final class Room: @unchecked Sendable {
         }
         if let old = participants[request.participantId] {
             old.session.notify(
-                "error", RoomError(4005, "participant '\(old.id)' joined from another connection").errorJSON)
-            old.session.notify("roomLeft", .object(leaveJSON(.duplicateParticipant)))
+                .error, RoomError(4005, "participant '\(old.id)' joined from another connection").errorJSON)
+            old.session.notify(.roomLeft, .object(leaveJSON(.duplicateParticipant)))
             remove(old, reason: .duplicateParticipant)
             old.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
         }
@@ -159,7 +160,7 @@ final class Room: @unchecked Sendable {
             ParticipantEventFanout.joinResponse(
                 id: request.id, fields: fields, participants: p.protocolVersion < 2 ? existing : nil))
         p.eventMark = participantEvents.lastSequence + 1  // its own join, the event posted next
-        announce("participantJoined", p.json, except: p.id)
+        announce(.participantJoined, p.json, except: p.id)
         for other in existing {
             for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer)
             {
@@ -169,7 +170,7 @@ final class Room: @unchecked Sendable {
         if p.permissions.contains("allow_join") {
             for (pid, entry) in lobby.sorted(by: { $0.key < $1.key }) {
                 p.session.notify(
-                    "entryRequested", ["participantId": .string(pid), "name": .string(entry.request.name)])
+                    .entryRequested, ["participantId": .string(pid), "name": .string(entry.request.name)])
             }
         }
     }
@@ -190,7 +191,7 @@ final class Room: @unchecked Sendable {
         var data = leaveJSON(reason)
         data["participantId"] = .string(p.id)
         data["name"] = .string(p.name)
-        announce("participantLeft", .object(data))
+        announce(.participantLeft, .object(data))
         // Joins are what floods a live stream; a leave goes out at once (with the pending joins), so
         // nobody acts on a participant that is gone.
         flushParticipantEvents()
@@ -223,12 +224,12 @@ final class Room: @unchecked Sendable {
         for p in participantsInOrder {
             for producer in p.producers.values { hooks?.producerClosed(roomId: id, producer: producer) }
             for consumer in p.consumers.values { hooks?.consumerClosed(roomId: id, consumer: consumer) }
-            p.session.notify("roomClosed", data)
+            p.session.notify(.roomClosed, data)
             p.session.close(code: WebSocketCloseCode.normal, reason: reason.name)
             closeInSFU(p)
         }
         for entry in lobby.values {
-            entry.session.notify("roomClosed", data)
+            entry.session.notify(.roomClosed, data)
             entry.session.close(code: WebSocketCloseCode.normal, reason: reason.name)
         }
         participants.removeAll()
@@ -239,22 +240,22 @@ final class Room: @unchecked Sendable {
 
     // MARK: Requests
 
-    func handle(session: any ParticipantSignaling, id: JSONValue, method: String, data: JSONValue) {
+    func handle(session: any ParticipantSignaling, id: JSONValue, method: RoomMethod, data: JSONValue) {
         guard !closed, let pid = session.participantId, let p = participants[pid], p.session === session else {
             let waiting = lobby.first { $0.value.session === session }
-            if let waiting, method == "leave", !closed {
+            if let waiting, method == .leave, !closed {
                 // Giving up while in the lobby: the entry request is withdrawn.
                 lobby[waiting.key] = nil
                 let event: JSONValue = ["participantId": .string(waiting.key), "decision": "withdrawn"]
                 for p in participantsInOrder where p.permissions.contains("allow_join") {
-                    p.session.notify("entryResponded", event)
+                    p.session.notify(.entryResponded, event)
                 }
                 session.respond(id, [:])
                 session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.manualLeaveCalled.name)
                 return closeIfEmpty()
             }
             let why = waiting != nil ? "is waiting in the lobby" : "has not joined the room"
-            return session.respond(id, error: RoomError(3035, "'\(method)' refused: this connection \(why)"))
+            return session.respond(id, error: RoomError(3035, "'\(method.rawValue)' refused: this connection \(why)"))
         }
         do {
             let result = try dispatch(p, method: method, data: data, id: id)
@@ -266,13 +267,13 @@ final class Room: @unchecked Sendable {
     }
 
     /// Runs one request; returns the response data, or nil when the handler answered itself.
-    private func dispatch(_ p: ParticipantState, method: String, data: JSONValue, id: JSONValue) throws(RoomError)
+    private func dispatch(_ p: ParticipantState, method: RoomMethod, data: JSONValue, id: JSONValue) throws(RoomError)
         -> JSONValue?
     {
         switch method {
-        case "ping":
+        case .ping:
             return ["time": .number(Double(nowMilliseconds()))]
-        case "leave":
+        case .leave:
             var reason = LeaveReason.manualLeaveCalled
             if let code = try data.optionalInt("reason") {
                 guard let r = LeaveReason(rawValue: code), r.isClientReason else {
@@ -285,20 +286,20 @@ final class Room: @unchecked Sendable {
             p.session.close(code: WebSocketCloseCode.normal, reason: reason.name)
             closeIfEmpty()
             return nil
-        case "end":
+        case .end:
             guard configuration.anyoneMayEnd || p.permissions.contains("allow_mod") else {
                 throw RoomError(4024, "ending the room needs the allow_mod permission")
             }
             p.session.respond(id, [:])
             close(reason: .roomClose)
             return nil
-        case "changeMode": return try changeMode(p, data)
-        case "setMediaStatus": return try setMediaStatus(p, data)
-        case "produce":
+        case .changeMode: return try changeMode(p, data)
+        case .setMediaStatus: return try setMediaStatus(p, data)
+        case .produce:
             if data["sdp"] != nil || data["tracks"] != nil { return try producePublishing(p, data) }
             return try produce(p, data)
-        case "subscriberAnswer": return try subscriberAnswer(p, data)
-        case "closeProducer":
+        case .subscriberAnswer: return try subscriberAnswer(p, data)
+        case .closeProducer:
             guard p.mode == .sendAndRecv else {
                 throw RoomError(3066, "closeProducer is not supported in \(p.mode.rawValue)")
             }
@@ -308,30 +309,32 @@ final class Room: @unchecked Sendable {
             }
             closeProducer(producer, of: p)
             return ["producerId": .string(producerId)]
-        case "consume", "stopConsuming": return try consume(p, data, start: method == "consume")
-        case "setQuality": return try setQuality(p, data)
-        case "setViewPort": return try setViewPort(p, data)
-        case "getStats":
+        case .consume, .stopConsuming: return try consume(p, data, start: method == .consume)
+        case .setQuality: return try setQuality(p, data)
+        case .setViewPort: return try setViewPort(p, data)
+        case .getStats:
             // `participantId` (optional): another member's totals, for its `getTransportStats()`.
             guard let other = try data.optionalString("participantId") else { return try getStats(p) }
             guard let target = participants[other] else {
                 throw .invalidParameter("no participant '\(other.prefix(128))' in the room")
             }
             return try getStats(target)
-        case "publish": return try publish(p, data)
-        case "subscribe": return try subscribe(p, data, id: id)
-        case "unsubscribe":
+        case .publish: return try publish(p, data)
+        case .subscribe: return try subscribe(p, data, id: id)
+        case .unsubscribe:
             let topic = try data.requiredString("topic")
             guard p.topics.remove(topic) != nil else {
                 throw RoomError(4089, "not subscribed to '\(topic.prefix(64))'")
             }
             return ["topic": .string(topic)]
-        case "requestMic", "requestCam", "disableMic", "disableCam": return try moderateMedia(p, method, data, id: id)
-        case "remove": return try removeParticipant(p, data)
-        case "pin", "unpin": return try pin(p, data, pin: method == "pin")
-        case "respondEntry": return try respondEntry(p, data)
-        default:
-            throw RoomError(3068, "unknown method '\(method)'")
+        case .requestMic, .requestCam, .disableMic, .disableCam: return try moderateMedia(p, method, data, id: id)
+        case .remove: return try removeParticipant(p, data)
+        case .pin, .unpin: return try pin(p, data, pin: method == .pin)
+        case .respondEntry: return try respondEntry(p, data)
+        case .join, .restartIce:
+            // Both are answered before a request reaches the room's queue (`RoomServer.handleJoin`,
+            // `ClientSession.handleRestartICE`); a transport that forwards them anyway gets 3068.
+            throw RoomError(3068, "'\(method.rawValue)' is not handled by the room")
         }
     }
 
@@ -364,7 +367,7 @@ final class Room: @unchecked Sendable {
                 }
             }
         }
-        announce("participantModeChanged", ["participantId": .string(p.id), "mode": .string(mode.rawValue)])
+        announce(.participantModeChanged, ["participantId": .string(p.id), "mode": .string(mode.rawValue)])
         flushParticipantEvents()  // rare, and a stage invite should take effect at once
         return ["mode": .string(mode.rawValue), "previousMode": .string(previous.rawValue)]
     }
@@ -396,7 +399,7 @@ final class Room: @unchecked Sendable {
         }
         guard changed else { return }
         broadcast(
-            "mediaStatusChanged",
+            .mediaStatusChanged,
             [
                 "participantId": .string(p.id), "kind": .string(kind.rawValue), "enabled": .bool(on),
                 "status": .string(on ? "on" : "off"),
@@ -442,10 +445,10 @@ final class Room: @unchecked Sendable {
             appData: .object(appData))
         p.producers[producer.producerId] = producer
         hooks?.producerCreated(roomId: id, producer: producer)
-        broadcast("producerAdded", producer.json)
+        broadcast(.producerAdded, producer.json)
         if kind == .screen {
             presenterId = p.id
-            broadcast("presenterChanged", ["participantId": .string(p.id)])
+            broadcast(.presenterChanged, ["participantId": .string(p.id)])
         }
         for other in participantsInOrder where other.wants(producer) { createConsumer(for: other, of: producer) }
         return producer.json
@@ -463,10 +466,10 @@ final class Room: @unchecked Sendable {
             _ = try? media.call("closeProducer") { try await $0.closeProducer(producerId) }
         }
         hooks?.producerClosed(roomId: id, producer: producer)
-        broadcast("producerClosed", producer.json)
+        broadcast(.producerClosed, producer.json)
         if producer.kind == .screen, presenterId == p.id {
             presenterId = nil
-            broadcast("presenterChanged", ["participantId": nil])
+            broadcast(.presenterChanged, ["participantId": nil])
         }
     }
 
@@ -502,14 +505,14 @@ final class Room: @unchecked Sendable {
                     var event = failure.errorJSON.objectValue ?? [:]
                     event["participantId"] = .string(producer.participantId)
                     event["kind"] = .string(producer.kind.rawValue)
-                    subscriber.session.notify("error", .object(event))
+                    subscriber.session.notify(.error, .object(event))
                 }
                 return failure
             }
         }
         subscriber.consumers[consumer.consumerId] = consumer
         hooks?.consumerCreated(roomId: id, consumer: consumer)
-        subscriber.session.notify("consumerCreated", consumer.json)
+        subscriber.session.notify(.consumerCreated, consumer.json)
         return nil
     }
 
@@ -523,7 +526,7 @@ final class Room: @unchecked Sendable {
             }
         }
         hooks?.consumerClosed(roomId: id, consumer: consumer)
-        subscriber.session.notify("consumerClosed", consumer.json)
+        subscriber.session.notify(.consumerClosed, consumer.json)
     }
 
     private func consume(_ p: ParticipantState, _ data: JSONValue, start: Bool) throws(RoomError) -> JSONValue {
@@ -756,10 +759,10 @@ final class Room: @unchecked Sendable {
             created.append(producer)
             p.producers[producer.producerId] = producer
             hooks?.producerCreated(roomId: id, producer: producer)
-            broadcast("producerAdded", producer.json)
+            broadcast(.producerAdded, producer.json)
             if kind == .screen {
                 presenterId = p.id
-                broadcast("presenterChanged", ["participantId": .string(p.id)])
+                broadcast(.presenterChanged, ["participantId": .string(p.id)])
             }
             for other in participantsInOrder where other.wants(producer) { createConsumer(for: other, of: producer) }
             if kind == .mic {
@@ -783,7 +786,7 @@ final class Room: @unchecked Sendable {
         else { return }
         let name = ["low", "medium", "high"][quality.rawValue]
         p.session.notify(
-            "consumerLayerChanged",
+            .consumerLayerChanged,
             [
                 "consumerId": .string(consumer.consumerId), "participantId": .string(consumer.producerParticipantId),
                 "kind": .string(consumer.kind.rawValue), "quality": .string(name),
@@ -814,7 +817,7 @@ final class Room: @unchecked Sendable {
         p.subscribe.revision += 1
         p.subscribe.outstanding = true
         p.session.notify(
-            "subscriberOffer",
+            .subscriberOffer,
             ["sdp": .string(offer.serialize()), "revision": .number(Double(p.subscribe.revision))])
     }
 
@@ -855,7 +858,7 @@ final class Room: @unchecked Sendable {
     func speakerChanged(_ participantId: String?) {
         guard !closed else { return }
         if let participantId, participants[participantId] == nil { return }
-        broadcast("speakerChanged", ["participantId": participantId.map(JSONValue.string) ?? .null])
+        broadcast(.speakerChanged, ["participantId": participantId.map(JSONValue.string) ?? .null])
     }
 
     // MARK: PubSub
@@ -918,7 +921,7 @@ final class Room: @unchecked Sendable {
         server.counters.add(pubsub: 1)
         flushParticipantEvents()  // the sender's join goes first
         let delivery = PreparedTextMessage(
-            SignalEnvelope.notification(method: "pubsubMessage", data: stored.json).text)
+            SignalEnvelope.notification(method: RoomNotification.pubsubMessage.rawValue, data: stored.json).text)
         for other in participantsInOrder where other.topics.contains(topic) && stored.isVisible(to: other.id) {
             other.session.send(delivery)
         }
@@ -942,7 +945,7 @@ final class Room: @unchecked Sendable {
         while start < visible.count {
             let end = min(visible.count, start + batch)
             p.session.notify(
-                "pubsubHistory",
+                .pubsubHistory,
                 [
                     "topic": .string(topic), "messages": .array(visible[start..<end].map(\.json)),
                     "isLast": .bool(end == visible.count),
@@ -968,14 +971,14 @@ final class Room: @unchecked Sendable {
     }
 
     /// `requestMic`/`requestCam` are answered when the target turns the device on (nil here).
-    private func moderateMedia(_ p: ParticipantState, _ method: String, _ data: JSONValue, id requestId: JSONValue)
+    private func moderateMedia(_ p: ParticipantState, _ method: RoomMethod, _ data: JSONValue, id requestId: JSONValue)
         throws(RoomError) -> JSONValue?
     {
         let (code, kind, ask): (Int, TrackKind, Bool) =
             switch method {
-            case "requestMic": (4067, .mic, true)
-            case "disableMic": (4068, .mic, false)
-            case "requestCam": (4069, .webcam, true)
+            case .requestMic: (4067, .mic, true)
+            case .disableMic: (4068, .mic, false)
+            case .requestCam: (4069, .webcam, true)
             default: (4070, .webcam, false)
             }
         let peer = try target(data, code: code, caller: p, needsMod: true)
@@ -988,13 +991,13 @@ final class Room: @unchecked Sendable {
             guard peer.mode == .sendAndRecv else {
                 throw RoomError(3066, "'\(peer.id)' is in \(peer.mode.rawValue) and cannot publish")
             }
-            peer.session.notify(kind == .mic ? "micRequested" : "webcamRequested", by)
+            peer.session.notify(kind == .mic ? .micRequested : .webcamRequested, by)
             // Already on: nothing to wait for.
             if kind == .mic ? peer.micEnabled : peer.camEnabled { return ["participantId": .string(peer.id)] }
             peer.pendingAsks.append((kind, p.session, requestId))
             return nil
         } else {
-            peer.session.notify(kind == .mic ? "micDisabled" : "webcamDisabled", by)
+            peer.session.notify(kind == .mic ? .micDisabled : .webcamDisabled, by)
             for producer in peer.producers.values where producer.kind == kind { closeProducer(producer, of: peer) }
             setStatus(peer, kind, false)
         }
@@ -1004,7 +1007,7 @@ final class Room: @unchecked Sendable {
     private func removeParticipant(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
         let peer = try target(data, code: 4066, caller: p, needsMod: true)
         guard peer.id != p.id else { throw .invalidParameter("use leave to leave the room") }
-        peer.session.notify("roomLeft", .object(leaveJSON(.removePeer)))
+        peer.session.notify(.roomLeft, .object(leaveJSON(.removePeer)))
         remove(peer, reason: .removePeer)
         peer.session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.removePeer.name)
         return ["participantId": .string(peer.id)]
@@ -1014,7 +1017,7 @@ final class Room: @unchecked Sendable {
     /// `remove`: reason 1002 to the participant and to everyone else. False when not in the room.
     func adminRemove(_ participantId: String) -> Bool {
         guard let peer = participants[participantId] else { return false }
-        peer.session.notify("roomLeft", .object(leaveJSON(.removePeer)))
+        peer.session.notify(.roomLeft, .object(leaveJSON(.removePeer)))
         remove(peer, reason: .removePeer)
         peer.session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.removePeer.name)
         return true
@@ -1040,7 +1043,7 @@ final class Room: @unchecked Sendable {
         pinsChanged()
         var event = pinJSON(peer.id).objectValue ?? [:]
         event["pinnedBy"] = .string(p.id)
-        broadcast("pinStateChanged", .object(event))
+        broadcast(.pinStateChanged, .object(event))
         return pinJSON(peer.id)
     }
 
@@ -1067,9 +1070,9 @@ final class Room: @unchecked Sendable {
         let event: JSONValue = [
             "participantId": .string(peerId), "decision": .string(decision), "decidedBy": .string(p.id),
         ]
-        entry.session.notify("entryResponded", event)
+        entry.session.notify(.entryResponded, event)
         for other in participantsInOrder where other.permissions.contains("allow_join") {
-            other.session.notify("entryResponded", event)
+            other.session.notify(.entryResponded, event)
         }
         if decision == "allowed" {
             admit(session: entry.session, request: entry.request)
@@ -1104,7 +1107,7 @@ extension Room {
             lobby[participantId] = nil
             let event: JSONValue = ["participantId": .string(participantId), "decision": "timeout"]
             for p in participantsInOrder where p.permissions.contains("allow_join") {
-                p.session.notify("entryResponded", event)
+                p.session.notify(.entryResponded, event)
             }
             server.refuseJoin(
                 session: session, id: entry.request.id,

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import RoomProtocol
 import Signaling
 
 /// How a room tells everyone about joins, leaves and mode changes without N² work.
@@ -108,13 +109,18 @@ final class ParticipantEventFanout: @unchecked Sendable {
     /// `participantEvents` (at most ``rosterPageSize`` each), protocol 1 one `participantJoined` each.
     static func roster(of existing: [ParticipantState], protocolVersion: Int) -> [PreparedTextMessage] {
         if protocolVersion < 2 {
-            return existing.map { PreparedTextMessage(envelope(method: "participantJoined", dataText: $0.jsonText)) }
+            return existing.map {
+                PreparedTextMessage(
+                    envelope(method: RoomNotification.participantJoined.rawValue, dataText: $0.jsonText))
+            }
         }
         var pages: [PreparedTextMessage] = []
         var start = 0
         while start < existing.count {
             let end = min(existing.count, start + rosterPageSize)
-            let events = existing[start..<end].lazy.map { envelope(method: "participantJoined", dataText: $0.jsonText) }
+            let events = existing[start..<end].lazy.map {
+                envelope(method: RoomNotification.participantJoined.rawValue, dataText: $0.jsonText)
+            }
             pages.append(PreparedTextMessage(batch(events)))
             start = end
         }

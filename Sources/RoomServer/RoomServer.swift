@@ -5,13 +5,15 @@ import Signaling
 
 /// Errors from starting a ``RoomServer``.
 public enum RoomServerError: Error, Sendable, CustomStringConvertible {
+    /// The configuration is inconsistent (which setting, and why).
     case invalidConfiguration(String)
-    case listenFailed(String)
+    /// The listener could not be bound; `cause` is the HTTP server's error.
+    case listenFailed(host: String, port: UInt16, cause: HTTPError)
 
     public var description: String {
         switch self {
         case .invalidConfiguration(let why): return "invalid configuration: \(why)"
-        case .listenFailed(let why): return "cannot listen: \(why)"
+        case .listenFailed(let host, let port, let cause): return "cannot listen on \(host):\(port): \(cause)"
         }
     }
 }
@@ -68,9 +70,6 @@ public final class RoomServer: @unchecked Sendable {
     public static let protocolVersion = 2
     /// Every version a client may ask for in `join` (1 when it names none); see docs/protocol.md.
     public static let supportedProtocolVersions = 1...2
-    /// Request methods understood on the signalling socket.
-    /// (`restartIce` takes the media route of `ClientSession`, not the room's.)
-    public static let methods: Set<String> = Set(RoomMethod.allCases.filter { $0 != .restartIce }.map(\.rawValue))
 
     public let configuration: RoomServerConfiguration
     /// The token secret in use (the configured one, or the generated dev secret).
@@ -162,8 +161,8 @@ public final class RoomServer: @unchecked Sendable {
     public var signalingURL: String { "ws://\(configuration.listenHost):\(httpPort)/v1/rtc" }
 
     /// Binds the listener and starts serving.
-    public func start() throws {
-        if let problem = configuration.validationProblem() { throw RoomServerError.invalidConfiguration(problem) }
+    public func start() throws(RoomServerError) {
+        if let problem = configuration.validationProblem() { throw .invalidConfiguration(problem) }
         var httpConfiguration = HTTPServerConfiguration()
         // Messages between our limit and this one get a 3073 answer; only larger ones close (1009).
         httpConfiguration.webSocket = WebSocketConfiguration(
@@ -178,7 +177,7 @@ public final class RoomServer: @unchecked Sendable {
         do {
             try server.start()
         } catch {
-            throw RoomServerError.listenFailed(error.description)
+            throw .listenFailed(host: configuration.listenHost, port: configuration.listenPort, cause: error)
         }
         locked { http = server }
     }
@@ -320,7 +319,7 @@ public final class RoomServer: @unchecked Sendable {
             // Cluster mode: after the join answer, where else the client can reconnect (docs/protocol.md).
             room.enqueue {
                 guard client.currentPhase == .joined else { return }
-                client.notify("clusterNodes", ["signalingUrls": .array(directory.signalingURLs.map(JSONValue.string))])
+                client.notify(.clusterNodes, ["signalingUrls": .array(directory.signalingURLs.map(JSONValue.string))])
             }
         }
     }

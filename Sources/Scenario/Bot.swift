@@ -78,7 +78,7 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     /// Creates a fresh room and joins it; returns once joined, invites are listened for and the
     /// bot's topics are subscribed.
     func join(roomId: String, token: String, url: String, mode: Mode?, video: String?, audio: String?) async throws {
-        guard !isJoined else { throw ScenarioStepError("\(id) is already in the room") }
+        guard !isJoined else { throw ScenarioStepError.alreadyJoined(id) }
         let video = video ?? spec.video
         let audio = audio ?? spec.audio
         let room = try Understudy.createRoom(
@@ -98,25 +98,25 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         await room.join()
         guard room.state == .CONNECTED else {
             let why = events.last { $0.name == .error }.map { " (\($0))" } ?? ""
-            throw ScenarioStepError("\(id) could not join: state \(room.state?.rawValue ?? "none")\(why)")
+            throw ScenarioStepError.joinFailed(bot: id, detail: "state \(room.state?.rawValue ?? "none")\(why)")
         }
         for topic in spec.subscribe { try await room.pubSub.subscribe(topic: topic, listener: self) }
     }
 
     func leave() async throws {
-        guard let room, isJoined else { throw ScenarioStepError("\(id) is not in the room") }
+        guard let room, isJoined else { throw ScenarioStepError.notInRoom(id) }
         await room.leave()
     }
 
     func requireRoom() throws -> Room {
-        guard let room, isJoined else { throw ScenarioStepError("\(id) is not in the room") }
+        guard let room, isJoined else { throw ScenarioStepError.notInRoom(id) }
         return room
     }
 
     func remote(_ participant: String) throws -> Participant {
         let room = try requireRoom()
         guard let p = room.participants[participant] else {
-            throw ScenarioStepError("\(id) does not see participant '\(participant)' in the room")
+            throw ScenarioStepError.participantNotSeen(bot: id, participant: participant)
         }
         return p
     }
@@ -327,7 +327,39 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
 }
 
 /// A step that could not be carried out.
-struct ScenarioStepError: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
+/// Why a scenario step failed; the description is the line the report shows.
+enum ScenarioStepError: Error, CustomStringConvertible {
+    /// The step names a bot the scenario does not declare.
+    case unknownBot(String)
+    /// The bot must be in the room for this step.
+    case notInRoom(String)
+    /// The bot joined already.
+    case alreadyJoined(String)
+    /// The join failed: `detail` says how far it got, `cause` is the error underneath when there is one.
+    case joinFailed(bot: String, detail: String, cause: (any Error)? = nil)
+    /// The bot does not see `participant` in the room.
+    case participantNotSeen(bot: String, participant: String)
+    /// The step has no meaning for this kind of room.
+    case notSupported(String)
+    /// An expectation did not hold in time (`why`: the last reason it did not).
+    case timedOut(String)
+    /// The wait was cancelled before it could decide (`why`: the last reason).
+    case cancelled(String)
+    /// The step needs at least one bot in the room.
+    case noBotJoined
+
+    var description: String {
+        switch self {
+        case .unknownBot(let id): "unknown bot '\(id)'"
+        case .notInRoom(let id): "\(id) is not in the room"
+        case .alreadyJoined(let id): "\(id) is already in the room"
+        case .joinFailed(let id, let detail, let cause):
+            "\(id) could not join: \(detail)" + (cause.map { "\($0)" } ?? "")
+        case .participantNotSeen(let id, let participant): "\(id) does not see participant '\(participant)' in the room"
+        case .notSupported(let what): what
+        case .timedOut(let why): "timed out: \(why)"
+        case .cancelled(let why): why
+        case .noBotJoined: "no bot is in the room"
+        }
+    }
 }

@@ -147,7 +147,7 @@ func withTimeout(_ seconds: Double, what: String, _ body: @escaping @Sendable ()
             try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
             if gate.fire() {
                 work.cancel()
-                c.resume(throwing: ScenarioStepError("timed out after \(seconds) s"))
+                c.resume(throwing: ScenarioStepError.timedOut("after \(seconds) s"))
             }
         }
     }
@@ -177,7 +177,7 @@ struct Context: Sendable {
     let log: @Sendable (String) -> Void
 
     func bot(_ id: String) throws -> Bot {
-        guard let b = bots[id] else { throw ScenarioStepError("unknown bot '\(id)'") }
+        guard let b = bots[id] else { throw ScenarioStepError.unknownBot(id) }
         return b
     }
 
@@ -294,8 +294,8 @@ struct Context: Sendable {
     /// Polls `state` (nil = satisfied, else why not) until it holds; throws the last reason at `deadline`.
     func poll(until deadline: Date, _ state: @escaping @Sendable () -> String?) async throws {
         while let why = state() {
-            if Date() >= deadline { throw ScenarioStepError("timed out: \(why)") }
-            do { try await Task.sleep(nanoseconds: 50_000_000) } catch { throw ScenarioStepError(why) }
+            if Date() >= deadline { throw ScenarioStepError.timedOut(why) }
+            do { try await Task.sleep(nanoseconds: 50_000_000) } catch { throw ScenarioStepError.cancelled(why) }
         }
     }
 
@@ -355,14 +355,14 @@ struct Context: Sendable {
         if let list {
             var out: [Bot] = []
             for id in list {
-                guard let b = bots[id] else { return .failure(ScenarioStepError("unknown bot \(id)")) }
-                guard b.isJoined else { return .failure(ScenarioStepError("bot \(id) is not in the room")) }
+                guard let b = bots[id] else { return .failure(ScenarioStepError.unknownBot(id)) }
+                guard b.isJoined else { return .failure(ScenarioStepError.notInRoom(id)) }
                 out.append(b)
             }
             return .success(out)
         }
         let joined = order.compactMap { bots[$0] }.filter(\.isJoined)
-        return joined.isEmpty ? .failure(ScenarioStepError("no bot is in the room")) : .success(joined)
+        return joined.isEmpty ? .failure(ScenarioStepError.noBotJoined) : .success(joined)
     }
 
     private func everyBot(_ list: [String]?, _ check: (Bot) -> String?) -> String? {

@@ -4,7 +4,10 @@ import RTCWire
 
 /// Whether ``Participant/captureImage(width:height:flash:)`` lights the scene first.
 public enum CaptureFlash: String, Sendable, Hashable {
-    case ON, OFF
+    /// Lights the scene: the capture waits for a picture taken with the light on.
+    case ON
+    /// Captures the current picture as it is.
+    case OFF
 }
 
 /// The VP8 frames of one webcam since its last keyframe, kept so that a capture can decode the
@@ -19,6 +22,9 @@ final class CaptureFrameBuffer: @unchecked Sendable {
     private var frames: [[UInt8]] = []
     private var bytes = 0
     private var _pictureSize: (width: Int, height: Int)?
+    /// Captures waiting for a keyframe (``framesFromNextKeyframe(timeout:)``), by waiter id.
+    private var waiters: [Int: CheckedContinuation<[[UInt8]], Never>] = [:]
+    private var lastWaiterID = 0
 
     /// The picture size of the newest keyframe (for the stats' `size`), nil before the first one.
     var pictureSize: (width: Int, height: Int)? { lock.withLock { _pictureSize } }
@@ -27,11 +33,17 @@ final class CaptureFrameBuffer: @unchecked Sendable {
     func append(_ frame: EncodedFrame) {
         guard frame.codec == .vp8, !frame.data.isEmpty else { return }
         let keySize = VP8KeyframeInfo.parse(frame.data)
+        var woken: [CheckedContinuation<[[UInt8]], Never>] = []
+        defer { for w in woken { w.resume(returning: [frame.data]) } }
         lock.withLock {
             if let keySize {
                 _pictureSize = keySize
                 frames.removeAll(keepingCapacity: true)
                 bytes = 0
+                if !waiters.isEmpty {
+                    woken = Array(waiters.values)
+                    waiters.removeAll()
+                }
             } else if frames.isEmpty {
                 return  // a delta frame cannot be decoded without its keyframe
             } else if frames.count >= Self.maxFrames || bytes + frame.data.count > Self.maxBytes {
@@ -47,12 +59,32 @@ final class CaptureFrameBuffer: @unchecked Sendable {
     /// The frames from the last keyframe on (empty while waiting for a keyframe).
     var snapshot: [[UInt8]] { lock.withLock { frames } }
 
+    /// The frames from the last keyframe on; when there are none, waits for the next keyframe, up to
+    /// `timeout` seconds (empty after that, or when the stream stops meanwhile: ``clear()``).
+    func framesFromNextKeyframe(timeout: Double) async -> [[UInt8]] {
+        await withCheckedContinuation { (c: CheckedContinuation<[[UInt8]], Never>) in
+            let id: Int? = lock.withLock {
+                if !frames.isEmpty { return nil }
+                lastWaiterID += 1
+                waiters[lastWaiterID] = c
+                return lastWaiterID
+            }
+            guard let id else { return c.resume(returning: snapshot) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+                self.lock.withLock { self.waiters.removeValue(forKey: id) }?.resume(returning: [])
+            }
+        }
+    }
+
     func clear() {
-        lock.withLock {
+        let woken: [CheckedContinuation<[[UInt8]], Never>] = lock.withLock {
             frames.removeAll()
             bytes = 0
             _pictureSize = nil
+            defer { waiters.removeAll() }
+            return Array(waiters.values)
         }
+        for w in woken { w.resume(returning: []) }
     }
 }
 
@@ -198,10 +230,7 @@ extension Participant {
         if frames.isEmpty {
             // The buffer waits for a keyframe (just started, or dropped a too-long run): ask for one.
             if !isLocal { room?.media.requestWebcamKeyframe(of: id) }
-            for _ in 0..<500 where frames.isEmpty && hasStream(.video) {
-                try? await Task.sleep(nanoseconds: 10_000_000)
-                frames = captureFrames.snapshot
-            }
+            if hasStream(.video) { frames = await captureFrames.framesFromNextKeyframe(timeout: 5) }
         }
         guard !frames.isEmpty else {
             if !hasStream(.video) { throw UnderstudyError(code: 3062, message: "captureImage: the webcam stopped") }

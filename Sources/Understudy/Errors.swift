@@ -3,10 +3,14 @@ import RoomProtocol
 /// An error of the room SDK: a client-side refusal (3xxx), a server refusal (4xxx) or a failed
 /// service (5xxx). Codes and names follow the SDK's documented table, spelling included.
 public struct UnderstudyError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The documented code (e.g. 3073).
     public var code: Int
+    /// The documented name of ``code`` (e.g. `ERROR_INVALID_PARAMETER`).
     public var name: String
+    /// What went wrong, for people.
     public var message: String
 
+    /// An error with an explicit name (a server's refusal carries its own).
     public init(code: Int, name: String, message: String) {
         self.code = code
         self.name = name
@@ -18,6 +22,7 @@ public struct UnderstudyError: Error, Sendable, Hashable, CustomStringConvertibl
         self.init(code: code, name: UnderstudyError.canonicalName(code), message: message)
     }
 
+    /// `code name: message`.
     public var description: String { "\(code) \(name): \(message)" }
 
     /// The documented name of `code`, or `UNKNOWN_ERROR` for a code the table does not list.

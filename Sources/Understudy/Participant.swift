@@ -6,12 +6,16 @@ import Signaling
 ///
 /// State is updated on the room's ``Room/eventQueue`` and may be read from any thread.
 public final class Participant: @unchecked Sendable {
+    /// The participant id (the server's, once joined).
     public let id: String
+    /// The name shown to others.
     public let displayName: String
+    /// Whether this is the room's local participant.
     public let isLocal: Bool
     /// Whether this participant is an agent (the spec's `isAgent()`).
     public func isAgent() -> Bool { agent }
     private let agent: Bool
+    /// The agent id of an agent participant (nil for others).
     public let agentId: String?
     /// The participant's `metaData` as JSON text (nil when none).
     public let metaDataJSON: String?
@@ -124,10 +128,12 @@ public final class Participant: @unchecked Sendable {
         }
     }
 
+    /// Removes a listener added with ``addEventListener(_:)``.
     public func removeEventListener(_ listener: ParticipantEventListener) {
         lock.withLock { listeners.removeAll { $0.value == nil || $0.value === listener } }
     }
 
+    /// Removes every listener of this participant.
     public func removeAllEventListeners() { lock.withLock { listeners.removeAll() } }
 
     /// Takes over `other`'s listeners (the local participant object is replaced when the join finishes).

@@ -31,7 +31,7 @@ public final class PubSub: @unchecked Sendable {
         try await publish(topic: topic, message: message, options: options, payloadJSON: json)
     }
 
-    /// ``publish(topic:message:options:payload:)`` with the payload as a ``JSONValue`` object.
+    /// ``publish(topic:message:options:payload:)`` with the payload as a `JSONValue` object.
     public func publish(topic: String, message: String, options: [String: Any] = [:], payloadJSON: JSONValue?)
         async throws
     {

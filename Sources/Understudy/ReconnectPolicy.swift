@@ -17,6 +17,7 @@ public struct ReconnectPolicy: Sendable, Hashable {
     /// An optional cap on the number of attempts (nil: as many as fit in `window`).
     public var maxAttempts: Int?
 
+    /// A policy; see the properties for what each value means.
     public init(
         window: Double, initialDelay: Double = 0.5, maxDelay: Double = 5, jitter: Double = 0.2,
         maxAttempts: Int? = nil

@@ -7,7 +7,7 @@ import RTCWire
 /// packets: a sink must return quickly and must not block (hand slow work, such as disk writes, to a
 /// thread of its own through a bounded queue, as `Recording` does).
 public protocol RemoteTrackSink: AnyObject {
-    /// One received frame; `arrival` is the loop's monotonic clock (``EventLoop/now()``) in nanoseconds.
+    /// One received frame; `arrival` is the loop's monotonic clock (`EventLoop.now()`) in nanoseconds.
     func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack)
     /// The track ended (its consumer closed, or the room left or lost its connections); no more
     /// frames follow and the track has dropped its sinks.

@@ -24,7 +24,7 @@ public enum Understudy {
         micEnabled: Bool = true, camEnabled: Bool = true, mode: Mode = .SEND_AND_RECV, multiStream: Bool = true,
         autoConsume: Bool = true, metaData: JSONValue? = nil, signalingBaseUrl: String = "ws://127.0.0.1:7880",
         agentId: String? = nil, reconnect: ReconnectPolicy = .default
-    ) throws -> Room {
+    ) throws(UnderstudyError) -> Room {
         guard !roomId.isEmpty else { throw UnderstudyError(code: 3073, message: "roomId must not be empty") }
         if let participantId, participantId.isEmpty || participantId.contains(where: \.isWhitespace) {
             // room-api §1: an id with whitespace is rejected with INVALID_PARTICIPANT_ID.
@@ -46,6 +46,7 @@ public enum Understudy {
 /// Received media frames are delivered on the subscribe connection's event loop, to the sinks of
 /// each consumed stream's ``RemoteTrack`` (``onTrack``; ``onFrame`` is one such sink).
 public final class Room: @unchecked Sendable {
+    /// The room's id (`createRoom(roomId:)`).
     public let roomId: String
     let token: String
     let participantName: String
@@ -53,7 +54,9 @@ public final class Room: @unchecked Sendable {
     let micEnabled: Bool
     let camEnabled: Bool
     let initialMode: Mode
+    /// Whether the local webcam is published as simulcast (three layers the server can choose from).
     public let multiStream: Bool
+    /// Whether remote streams are received without asking (else `consume…Streams()` per participant).
     public let autoConsume: Bool
     let metaData: JSONValue?
     let signalingURL: String
@@ -93,12 +96,13 @@ public final class Room: @unchecked Sendable {
     private var _sourceFactory: MediaSourceFactory?
     private var _presenterId: String?
     private var _speakerId: String?
+    /// Calls made while `join()` runs, waiting for its outcome (``awaitJoinIfConnecting()``).
+    private var _joinWaiters: [CheckedContinuation<Void, Never>] = []
 
     // Confined to `eventQueue`.
     private var listeners: [RoomEventListener] = []
-    var socket: WebSocketConnection?
-    /// Requests waiting for their responses (the room protocol's shared bookkeeping).
-    var pending = RoomRequestTable<(Result<JSONValue, RoomWireError>) -> Void>()
+    /// The signalling connection (the room protocol's shared client core); nil between connections.
+    var client: RoomProtocolClient?
     var exitReason: LeaveReason?
     var leaving = false
     var ending = false
@@ -142,8 +146,8 @@ public final class Room: @unchecked Sendable {
 
     deinit {
         // A released room stops delivering events; release its socket and media threads too.
-        socket?.onText = nil
-        socket?.close()
+        client?.setNotificationHandler(nil)
+        client?.close()
         media.close()
     }
 
@@ -195,6 +199,7 @@ public final class Room: @unchecked Sendable {
         eventQueue.async { self.listeners.append(box.value) }
     }
 
+    /// Removes a listener added with ``addEventListener(_:)``.
     public func removeEventListener(_ listener: RoomEventListener) {
         let box = UncheckedSendable(listener)
         eventQueue.async { self.listeners.removeAll { $0 === box.value } }
@@ -231,15 +236,35 @@ public final class Room: @unchecked Sendable {
     // MARK: Requests
 
     /// Sends a request; `handler` runs on the event queue with the response. Call on the event queue.
-    func send(_ method: RoomMethod, _ data: JSONValue, handler: @escaping (Result<JSONValue, RoomWireError>) -> Void) {
+    /// Returns the request's id while it waits for its answer (nil when it was refused at once).
+    ///
+    /// A request cut off by the socket closing fails with 3056 when the room was left meanwhile and
+    /// with 3065 when the connection dropped (the close is handled first, so the room knows which).
+    @discardableResult
+    func send(_ method: RoomMethod, _ data: JSONValue, handler: @escaping (Result<JSONValue, RoomWireError>) -> Void)
+        -> Int?
+    {
         dispatchPrecondition(condition: .onQueue(eventQueue))
-        guard let socket, exitReason == nil || method == .leave || method == .end else {
-            handler(
-                .failure(
-                    RoomErrorNames.error(3056, "\(method.rawValue): the room is closed")))
-            return
+        guard let client, exitReason == nil || method == .leave || method == .end else {
+            handler(.failure(RoomErrorNames.error(3056, "\(method.rawValue): the room is closed")))
+            return nil
         }
-        socket.send(text: pending.add(method, data, waiter: handler).text)
+        let queue = eventQueue
+        let deliver = UncheckedSendable(handler)
+        return client.send(method, data) { [weak self] result in
+            let room = self
+            queue.async {
+                guard case .failure(let error) = result, error == RoomProtocolClient.closedError else {
+                    return deliver.value(result)
+                }
+                let left = room.map { $0.exitReason != nil } ?? true
+                deliver.value(
+                    .failure(
+                        left
+                            ? RoomErrorNames.error(3056, "\(method.rawValue): the room was left")
+                            : RoomErrorNames.error(3065, "\(method.rawValue): the connection dropped")))
+            }
+        }
     }
 
     /// Sends a request and awaits its response data (server refusals become ``UnderstudyError``).
@@ -250,14 +275,13 @@ public final class Room: @unchecked Sendable {
         let result: Result<JSONValue, SignalError> = await withCheckedContinuation { cont in
             eventQueue.async {
                 let once = OnceFlag()
-                let id = self.pending.nextRequestID
-                self.send(method, data) { result in
+                let sent = self.send(method, data) { result in
                     if once.claim() { cont.resume(returning: result) }
                 }
-                guard self.pending.isWaiting(id) else { return }  // answered (or refused) already
+                guard let id = sent, let client = self.client else { return }  // refused already
                 // Weak: a released room does not wait for its timers.
-                self.eventQueue.asyncAfter(deadline: .now() + timeout) { [weak self] in
-                    guard let self, self.pending.take(id) != nil, once.claim() else { return }
+                self.eventQueue.asyncAfter(deadline: .now() + timeout) { [weak client] in
+                    guard let client, client.cancel(id), once.claim() else { return }
                     cont.resume(
                         returning: .failure(
                             RoomErrorNames.error(
@@ -278,12 +302,26 @@ public final class Room: @unchecked Sendable {
     }
 
     /// Lets a call made while `join()` runs (e.g. from `onParticipantJoined`) wait for the join to finish.
+    /// Resumed by `joinSucceeded` or `finish`, whichever comes first (join outcomes are bounded by
+    /// the connect timeout and ``requestTimeout``).
     func awaitJoinIfConnecting() async {
-        for _ in 0..<2000 {
-            let waiting = lock.withLock { _state == .CONNECTING && !_joined && !_finished }
-            if !waiting { return }
-            try? await Task.sleep(nanoseconds: 5_000_000)
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let waiting = lock.withLock {
+                guard _state == .CONNECTING && !_joined && !_finished else { return false }
+                _joinWaiters.append(c)
+                return true
+            }
+            if !waiting { c.resume() }
         }
+    }
+
+    /// The join has an outcome (joined, or finished): calls waiting for it go on.
+    private func releaseJoinWaiters() {
+        let waiters = lock.withLock {
+            defer { _joinWaiters = [] }
+            return _joinWaiters
+        }
+        for w in waiters { w.resume() }
     }
 
     func participantRequest(api: String, method: RoomMethod, data: JSONValue, target: Participant, agentRefused: Bool)
@@ -350,11 +388,11 @@ public final class Room: @unchecked Sendable {
         participantId: String?, mic: Bool, cam: Bool, _ handle: @escaping (Result<JSONValue, UnderstudyError>) -> Void
     ) async {
         let handler = UncheckedSendable(handle)
-        var connection: WebSocketConnection?
+        var connection: RoomProtocolClient?
         var lastError = ""
         for url in [signalingURL] + clusterURLs.filter({ $0 != signalingURL }) {
             do {
-                connection = try await WebSocketConnection.connect(url: url + "?token=" + token)
+                connection = try await RoomProtocolClient.connect(url: url + "?token=" + token, timeout: 10)
                 break
             } catch {
                 lastError = "\(error)"
@@ -383,25 +421,37 @@ public final class Room: @unchecked Sendable {
                     connection.close()
                     return done.resume()
                 }
-                self.socket = connection
-                connection.onText = { [weak self] text in
+                self.client = connection
+                connection.setNotificationHandler { [weak self] notification, data in
                     guard let room = self else { return }
-                    room.eventQueue.async { room.received(text) }
+                    room.eventQueue.async { if room.exitReason == nil { room.handleNotification(notification, data) } }
                 }
-                let closing = WeakConnection(connection)
-                connection.onClose = { [weak self] code, _ in
+                let closing = WeakClient(connection)
+                connection.setCloseHandler { [weak self] in
                     guard let room = self else { return }
-                    room.eventQueue.async { room.socketClosed(closing.value, code) }
+                    room.eventQueue.async { room.socketClosed(closing.value) }
                 }
-                connection.start()
-                self.send(.join, payload) { result in
+                let sent = self.send(.join, payload) { result in
                     switch result {
                     case .success(let response): handler.value(.success(response))
                     case .failure(let e):
-                        if self.socket === connection { self.socket = nil }
+                        if self.client === connection { self.client = nil }
                         connection.close()
                         handler.value(.failure(UnderstudyError(code: e.code, name: e.name, message: e.message)))
                     }
+                    done.resume()
+                }
+                // A server that takes the socket but never answers the join fails it with 3079.
+                guard let id = sent else { return }
+                let timeout = self.requestTimeout
+                self.eventQueue.asyncAfter(deadline: .now() + timeout) { [weak connection] in
+                    guard let connection, connection.cancel(id) else { return }
+                    if self.client === connection { self.client = nil }
+                    connection.close()
+                    handler.value(
+                        .failure(
+                            UnderstudyError(code: 3079, message: "join: no answer from the server within \(timeout) s"))
+                    )
                     done.resume()
                 }
             }
@@ -438,6 +488,7 @@ public final class Room: @unchecked Sendable {
             _joined = true
             _presenterId = response["presenterId"]?.stringValue
         }
+        releaseJoinWaiters()
         if iceServers == nil {
             // The server's TURN servers; entries this client cannot use (stun:, bad URLs) are skipped.
             media.iceServers = ICEServerDescription.list(from: response["iceServers"]).flatMap { entry in
@@ -499,19 +550,18 @@ public final class Room: @unchecked Sendable {
         guard exitReason == nil else { return }
         exitReason = reason
         lock.withLock { _finished = true }
+        releaseJoinWaiters()
         media.stopAllLocal(announce: true)
-        for handler in pending.takeAll() {
-            handler(.failure(RoomErrorNames.error(3056, "the room was left")))
-        }
+        // Requests still waiting fail with 3056 (`send`), after the close below.
+        client?.setNotificationHandler(nil)
         setState(.DISCONNECTED)
         emit { $0.onRoomLeft(reason: reason) }
         media.close()
-        socket?.onText = nil
-        socket?.close()
+        client?.close()
     }
 
-    private func socketClosed(_ connection: WebSocketConnection?, _ code: UInt16) {
-        guard exitReason == nil, let connection, connection === socket else { return }
+    private func socketClosed(_ connection: RoomProtocolClient?) {
+        guard exitReason == nil, let connection, connection === client else { return }
         if leaving || ending {
             finish(leaving ? .MANUAL_LEAVE_CALLED : .ROOM_CLOSE)
         } else if reconnection.rejoining
@@ -563,7 +613,7 @@ public final class Room: @unchecked Sendable {
 
     /// Test hook: drops the signalling socket as a network failure would.
     func simulateConnectionDrop() {
-        eventQueue.async { self.socket?.close(code: 1001, reason: "simulated drop") }
+        eventQueue.async { self.client?.close(code: 1001, reason: "simulated drop") }
     }
 
     // MARK: Incoming
@@ -572,25 +622,8 @@ public final class Room: @unchecked Sendable {
         lock.withLock { id == _local.id ? _local : _participants[id] }
     }
 
-    private func received(_ text: String) {
-        switch RoomIncoming.decode(text) {
-        case .response(let id, let result)?:
-            pending.take(id)?(result)
-        case .notification(let method, let data)?:
-            if exitReason == nil { handleNotification(method, data) }
-        case nil:
-            return
-        }
-    }
-
-    private func handleNotification(_ name: String, _ data: JSONValue) {
-        // Protocol 2: joins, leaves and mode changes coalesced by the server, in order.
-        if name == RoomNotification.participantEvents.rawValue {
-            return RoomProtocolClient.unpack(name, data) { m, d in
-                if m != name { handleNotification(m, d) }
-            }
-        }
-        guard let method = RoomNotification(rawValue: name) else { return }
+    /// One notification, in arrival order (the client core unpacked protocol 2's batches already).
+    private func handleNotification(_ method: RoomNotification, _ data: JSONValue) {
         let pid = data["participantId"]?.stringValue
         switch method {
         case .participantJoined:
@@ -726,8 +759,8 @@ final class SavedMedia: @unchecked Sendable {
     }
 }
 
-/// The socket an `onClose` belongs to, without keeping it alive from its own callback.
-final class WeakConnection: @unchecked Sendable {
-    weak var value: WebSocketConnection?
-    init(_ value: WebSocketConnection) { self.value = value }
+/// The connection a close handler belongs to, without keeping it alive from its own callback.
+final class WeakClient: @unchecked Sendable {
+    weak var value: RoomProtocolClient?
+    init(_ value: RoomProtocolClient) { self.value = value }
 }

@@ -158,16 +158,11 @@ extension Room {
     /// The signalling socket dropped (while CONNECTED or RECONNECTING).
     func startReconnect() {
         if reconnection.rejoining {
-            // A rejoin attempt lost its socket: fail its pending join so the loop tries again.
-            socket = nil
-            abortPending(message: "the connection dropped during a rejoin")
+            // A rejoin attempt lost its socket: its pending join fails (3065) so the loop tries again.
+            client = nil
             return
         }
         beginRejoin()
-    }
-
-    private func abortPending(message: String) {
-        for handler in pending.takeAll() { handler(.failure(RoomErrorNames.error(3065, message))) }
     }
 
     /// Full rejoin: a new socket, a new `join` with the same participant id, new media connections.
@@ -176,14 +171,14 @@ extension Room {
         reconnection.rejoining = true
         reconnection.generation += 1
         if state != .RECONNECTING { setState(.RECONNECTING) }
-        if let old = socket {
+        if let old = client {
             // The server drops the old session when this socket closes; nothing from it matters now.
-            old.onText = nil
-            old.onClose = nil
+            // Its requests still waiting fail with 3065 (`send`).
+            old.setNotificationHandler(nil)
+            old.setCloseHandler(nil)
             old.close(code: 1001, reason: "rejoining")
         }
-        socket = nil
-        abortPending(message: "the connection dropped")
+        client = nil
         // The devices on now (or still being published by the join) are the ones to restore.
         let restore = media.producingKinds.union(media.joinPublishing)
         media.resetConnections()

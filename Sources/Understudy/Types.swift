@@ -2,8 +2,11 @@ import RTCWire
 
 /// A participant's mode: what it may publish and receive.
 public enum Mode: String, Sendable, Hashable, CaseIterable {
+    /// Publishes and receives media (on stage).
     case SEND_AND_RECV
+    /// Receives media, publishes none (audience).
     case RECV_ONLY
+    /// Neither publishes nor receives media: signalling, PubSub and events only.
     case SIGNALLING_ONLY
     /// Deprecated alias of `SEND_AND_RECV`.
     case CONFERENCE
@@ -22,12 +25,28 @@ public enum Mode: String, Sendable, Hashable, CaseIterable {
 
 /// The connection state reported by `onRoomStateChanged`.
 public enum RoomState: String, Sendable, Hashable {
-    case CONNECTING, CONNECTED, RECONNECTING, FAILED, DISCONNECTED
+    /// ``Room/join()`` is connecting and joining.
+    case CONNECTING
+    /// Joined; requests and media flow.
+    case CONNECTED
+    /// The connection dropped and is being restored (requests throw 3065 meanwhile).
+    case RECONNECTING
+    /// The join or the reconnection failed; `DISCONNECTED` follows.
+    case FAILED
+    /// The room was left; final.
+    case DISCONNECTED
 }
 
 /// The kind of a participant's stream.
 public enum StreamKind: String, Sendable, Hashable {
-    case audio, video, share, shareAudio
+    /// The microphone.
+    case audio
+    /// The webcam.
+    case video
+    /// A screen share's video.
+    case share
+    /// A screen share's audio.
+    case shareAudio
 
     /// The room protocol's track kind.
     var wireKind: String {
@@ -54,39 +73,75 @@ public enum StreamKind: String, Sendable, Hashable {
 public struct MediaStream: Sendable, Hashable {
     /// The producer id on the server.
     public var id: String
+    /// What the stream carries.
     public var kind: StreamKind
+    /// Whose stream it is.
     public var participantId: String
 }
 
 /// Whether a participant's mic or webcam is on (`onMediaStatusChanged`).
-public enum MediaStatus: String, Sendable, Hashable { case on, off }
+public enum MediaStatus: String, Sendable, Hashable {
+    /// The device is on.
+    case on
+    /// The device is off.
+    case off
+}
 
 /// What `pin()`/`unpin()` applies to.
-public enum PinType: String, Sendable, Hashable { case SHARE_AND_CAM, CAM, SHARE }
+public enum PinType: String, Sendable, Hashable {
+    /// The webcam and the screen share.
+    case SHARE_AND_CAM
+    /// The webcam only.
+    case CAM
+    /// The screen share only.
+    case SHARE
+}
 
 /// A participant's room-wide pin state.
 public struct PinState: Sendable, Hashable {
+    /// Whether the webcam is pinned.
     public var cam: Bool
+    /// Whether the screen share is pinned.
     public var share: Bool
 }
 
 /// The simulcast layer this device prefers for a remote webcam.
-public enum VideoQuality: String, Sendable, Hashable { case low, medium, high }
+public enum VideoQuality: String, Sendable, Hashable {
+    /// The lowest simulcast layer.
+    case low
+    /// The middle layer.
+    case medium
+    /// The full-resolution layer.
+    case high
+}
 
 /// A lobby decision (`onEntryResponded`).
-public enum EntryDecision: String, Sendable, Hashable { case allowed, denied, withdrawn }
+public enum EntryDecision: String, Sendable, Hashable {
+    /// Let in.
+    case allowed
+    /// Turned away.
+    case denied
+    /// The waiting participant gave up (left the lobby).
+    case withdrawn
+}
 
 /// A PubSub message.
 public struct PubSubMessage: Sendable, Hashable {
+    /// The server's id of the message.
     public var id: String
+    /// The topic it was published on.
     public var topic: String
+    /// The text published.
     public var message: String
+    /// Who published it.
     public var senderId: String
+    /// The publisher's display name.
     public var senderName: String
     /// Milliseconds since 1970.
     public var timestamp: Int
     /// The publisher's payload, untouched (nil when none was sent).
     public var payloadJSON: String?
+    /// The participant ids it was addressed to (empty: everyone subscribed).
     public var sendOnly: [String]
     /// Set by the server: whether the sender held `allow_mod` when it published (an Understudy
     /// server extension; false from servers that do not send it). Lets a client judge stage invites.

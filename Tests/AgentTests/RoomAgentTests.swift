@@ -269,14 +269,46 @@ struct RoomAgentTests {
         await host.leave()
     }
 
+    /// `run(duration: nil)` ends on `requestStop()` (no polling loop to notice it) and leaves the room;
+    /// a refused join throws the typed error with the SDK's cause.
+    @Test func runEndsOnRequestStopAndAFailedJoinKeepsItsCause() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let options = RoomAgent.Options(
+            roomId: "agent-stop", token: sdkToken(server, room: "agent-stop"), signalingURL: server.signalingURL)
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        let running = Task { await agent.run(duration: nil) }
+        agent.requestStop()
+        await running.value
+        #expect(agent.leaveReason == .MANUAL_LEAVE_CALLED)
+
+        let refused = try RoomAgent(
+            options: RoomAgent.Options(roomId: "agent-stop", token: "not-a-token", signalingURL: server.signalingURL))
+        do {
+            try await refused.start()
+            Issue.record("a join with a bad token succeeded")
+        } catch {
+            guard case .joinFailed(let reason, let cause) = error else {
+                Issue.record("unexpected \(error)")
+                return
+            }
+            #expect(reason == .JOIN_ROOM_FAILED && cause?.code == 4002, "\(error)")
+        }
+    }
+
     @Test func metricsAddressMustBeLoopback() throws {
         #expect(try RoomAgentMetricsServer.parseAddress("127.0.0.1:9100") == ("127.0.0.1", 9100))
         #expect(try RoomAgentMetricsServer.parseAddress("localhost:1") == ("127.0.0.1", 1))
         #expect(try RoomAgentMetricsServer.parseAddress("[::1]:0") == ("::1", 0))
-        for refused in ["0.0.0.0:9100", "10.0.0.1:80", "example.com:80", "127.0.0.1", "127.0.0.1:70000", "[::1]9"] {
-            #expect(throws: RoomAgentMetricsServer.Failure.self, "\(refused)") {
-                _ = try RoomAgentMetricsServer.parseAddress(refused)
-            }
+        // Each refusal says which part is wrong (a typed error, not a sentence).
+        let refusals: [(String, RoomAgentMetricsError)] = [
+            ("0.0.0.0:9100", .notLoopback("0.0.0.0")), ("10.0.0.1:80", .notLoopback("10.0.0.1")),
+            ("example.com:80", .notLoopback("example.com")), ("127.0.0.1", .notHostAndPort("127.0.0.1")),
+            ("127.0.0.1:70000", .badPort("70000")), ("[::1]9", .notHostAndPort("[::1]9")),
+        ]
+        for (refused, expected) in refusals {
+            #expect(throws: expected, "\(refused)") { _ = try RoomAgentMetricsServer.parseAddress(refused) }
         }
     }
 }

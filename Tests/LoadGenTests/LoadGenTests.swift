@@ -144,8 +144,9 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
             _ = try await LoadGen.run(c)
             Issue.record("the run should have failed")
         } catch {
-            guard case .unreachable = error else {
-                Issue.record("expected unreachable, got \(error)")
+            // The transport's own error is kept, not flattened into a sentence.
+            guard case .unreachable(_, let cause?) = error, cause is WebSocketError else {
+                Issue.record("expected unreachable with the WebSocket error, got \(error)")
                 return
             }
         }

@@ -136,4 +136,26 @@ import Testing
         #expect(reason.contains("DTLS"))
         await shutdown(tx, rx)
     }
+
+    /// `waitUntilConnected` ends with the state change that decides it (closing the connection
+    /// mid-wait throws `.closed`), and with a typed timeout error when nothing happens.
+    @Test func waitingForTheConnectionEndsOnCloseOrTimeout() async throws {
+        let pc = try PeerConnection(loop: EventLoop(name: "wait-pc"))
+        await pc.loop.submit { _ = pc.addTransceiver(kind: .audio, direction: .sendonly) }
+        do {
+            try await pc.waitUntilConnected(timeout: 0.2)
+            Issue.record("an unanswered connection connected")
+        } catch {
+            guard case .invalidState(let why) = error else { throw error }
+            #expect(why.contains("timed out"), "\(why)")
+        }
+        let waiting = Task { () -> PeerConnectionError? in
+            do { try await pc.waitUntilConnected(timeout: 60) } catch let e as PeerConnectionError { return e } catch {}
+            return nil
+        }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        pc.loop.execute { pc.close() }
+        #expect(await waiting.value == PeerConnectionError.closed)
+        pc.loop.shutdown()
+    }
 }

@@ -75,6 +75,27 @@ struct LifecycleAndLimitsTests {
         #expect(throws: RoomServerError.self) { try RoomServer(configuration: bad).start() }
     }
 
+    /// A port already taken is refused with the listener's own error kept as the cause.
+    @Test func aTakenPortKeepsTheListenerErrorAsTheCause() throws {
+        let first = try startServer()
+        defer { first.stop() }
+        var configuration = RoomServerConfiguration()
+        configuration.listenPort = first.httpPort
+        configuration.secret = "test-secret"
+        let second = RoomServer(configuration: configuration)
+        defer { second.stop() }
+        do {
+            try second.start()
+            Issue.record("two servers listened on port \(first.httpPort)")
+        } catch {
+            guard case .listenFailed(_, let port, _) = error else {
+                Issue.record("unexpected \(error)")
+                return
+            }
+            #expect(port == first.httpPort)
+        }
+    }
+
     @Test func generatedDevSecretSignsUsableTokens() async throws {
         var configuration = RoomServerConfiguration()
         configuration.listenPort = 0

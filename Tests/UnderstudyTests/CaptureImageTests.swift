@@ -33,6 +33,24 @@ func waitForStream(_ participant: Participant, _ kind: StreamKind, seconds: Doub
 
 @Suite("Understudy captureImage", .serialized)
 struct CaptureImageTests {
+    /// A capture waiting for a keyframe is woken by the keyframe itself (no polling), ignores delta
+    /// frames before it, and a stopped stream (`clear()`) wakes it empty-handed.
+    @Test func aWaitingCaptureWakesOnTheKeyframeOrWhenTheStreamStops() async throws {
+        let buffer = CaptureFrameBuffer()
+        let keyframe: [UInt8] = [0x10, 0, 0, 0x9d, 0x01, 0x2a, 64, 0, 48, 0, 1, 2, 3]
+        let waiting = Task { await buffer.framesFromNextKeyframe(timeout: 60) }
+        // Nothing may be waiting yet when the frames arrive; then the capture reads the buffer.
+        buffer.append(EncodedFrame(codec: .vp8, data: [0x11, 9, 9], timestamp: 1, isKeyframe: false))
+        buffer.append(EncodedFrame(codec: .vp8, data: keyframe, timestamp: 2, isKeyframe: true))
+        #expect(await waiting.value == [keyframe])
+
+        buffer.clear()
+        let stopped = Task { await buffer.framesFromNextKeyframe(timeout: 60) }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        buffer.clear()
+        #expect(await stopped.value == [])
+    }
+
     @Test func aRemoteWebcamIsCapturedAsAJPEGScaledDownButNeverUp() async throws {
         let server = try startRoomServer()
         defer { server.stop() }

@@ -14,7 +14,9 @@ struct RoomLifecycleTests {
         }
         do {
             _ = try Understudy.createRoom(roomId: "", token: "t", participantName: "x")
-        } catch let e as UnderstudyError {
+        } catch {
+            // `createRoom` throws only UnderstudyError (typed throws).
+            let e: UnderstudyError = error
             #expect(e.code == 3073)
             #expect(e.name == "ERROR_INVALID_PARAMETER")
         }

@@ -330,7 +330,7 @@ struct SDKTruthTests {
             let box = ResultBox<Int>()
             let sem = DispatchSemaphore(value: 0)
             guest.eventQueue.async {
-                box.value = guest.pending.count
+                box.value = guest.client?.pendingCount ?? 0
                 sem.signal()
             }
             sem.wait()
@@ -449,6 +449,23 @@ struct SDKTruthTests {
         // The room works on once the server catches up.
         try await remote.unpin()
         await guest.leave()
+        await host.leave()
+    }
+
+    /// A join the server does not answer in time fails with 3079 and `JOIN_ROOM_FAILED` instead of
+    /// hanging `join()`.
+    @Test func anUnansweredJoinFailsWith3079() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (host, _) = try await joinedRoom(server, room: "slow-join", id: "host")
+        let late = try makeRoom(server, room: "slow-join", id: "late")
+        let log = EventLog()
+        late.addEventListener(log)
+        late.requestTimeout = 0.5
+        try await stallRoom(server, "slow-join", seconds: 3)
+        await late.join()
+        #expect(log.errorCodes == [3079])
+        #expect(log.has("left:1103") && late.state == .DISCONNECTED)
         await host.leave()
     }
 

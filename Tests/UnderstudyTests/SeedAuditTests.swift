@@ -371,7 +371,8 @@ struct SeedAuditTests {
         do {
             _ = try Understudy.createRoom(roomId: "r", token: "t", participantName: "n", participantId: "a b")
             Issue.record("a participantId with whitespace was accepted")
-        } catch let error as VideoSDKError {
+        } catch {
+            let error: VideoSDKError = error
             #expect(error.code == 4004)
             #expect(error.name == "INVALID_PARTICIPANT_ID")
             #expect(!error.message.isEmpty)

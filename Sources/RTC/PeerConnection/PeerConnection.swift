@@ -33,6 +33,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     }
     /// State changes, on the loop thread.
     public var onStateChange: ((PeerConnectionState) -> Void)?
+    /// Waiters of ``waitUntilConnected(timeout:)``, told of each state change on the loop thread;
+    /// one that returns true is done and removed.
+    var stateWaiters: [(PeerConnectionState) -> Bool] = []
     /// Sees each protected outgoing RTP packet with its socket and destination; returning true
     /// consumes it instead of sending. Benchmarks use it to capture real SRTP traffic once and replay
     /// it without the sender's cost in the measurement.
@@ -448,6 +451,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         guard s != state, state != .closed else { return }
         state = s
         onStateChange?(s)
+        if !stateWaiters.isEmpty { stateWaiters.removeAll { $0(s) } }
     }
 
     /// Closes the connection: sends DTLS close_notify, stops timers, closes sockets.

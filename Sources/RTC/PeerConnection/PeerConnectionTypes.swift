@@ -101,13 +101,14 @@ enum LocalCapabilities {
     static let vp8PT: UInt8 = 96
     static let vp8RTXPT: UInt8 = 97
 
-    static let audioLevelURI = "urn:ietf:params:rtp-hdrext:ssrc-audio-level"
-    static let absSendTimeURI = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
-    static let midURI = "urn:ietf:params:rtp-hdrext:sdes:mid"
-    static let ridURI = "urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id"
-    static let repairedRIDURI = "urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id"
+    // The URIs are spelled once, in `RTPExtensionURI`.
+    static let audioLevelURI = RTPExtensionURI.audioLevel
+    static let absSendTimeURI = RTPExtensionURI.absSendTime
+    static let midURI = RTPExtensionURI.mid
+    static let ridURI = RTPExtensionURI.rtpStreamID
+    static let repairedRIDURI = RTPExtensionURI.repairedRTPStreamID
     /// Capture time forwarded end to end through the SFU (load tests measure latency with it).
-    static let absCaptureTimeURI = AbsCaptureTime.uri
+    static let absCaptureTimeURI = RTPExtensionURI.absCaptureTime
 
     /// Extension ids we use when we offer. Stable across m-lines, as BUNDLE requires.
     static let offeredExtensions: [(id: UInt8, uri: String, kinds: Set<MediaKind>)] = [

@@ -13,6 +13,8 @@ public enum RTPExtensionURI {
     /// Transport-wide sequence number for transport-cc feedback (draft-holmer-rmcat-transport-wide-cc).
     public static let transportWideCC =
         "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
+    /// Capture time, forwarded unchanged by SFUs (``AbsCaptureTime``).
+    public static let absCaptureTime = AbsCaptureTime.uri
 }
 
 /// The audio level carried by the RFC 6464 extension.

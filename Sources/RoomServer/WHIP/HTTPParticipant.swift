@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import RTC
 import RTCWire
+import RoomProtocol
 import SFU
 import Signaling
 
@@ -106,9 +107,9 @@ final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
     }
 
     /// Sends one request to the room, as a WebSocket client would, and waits for its response.
-    func request(_ method: String, _ data: JSONValue) async -> Result<JSONValue, RoomError> {
+    func request(_ method: RoomMethod, _ data: JSONValue) async -> Result<JSONValue, RoomError> {
         guard let room = joinedRoom, !isClosed else {
-            return .failure(RoomError(3035, "'\(method)': the session is not in the room"))
+            return .failure(RoomError(3035, "'\(method.rawValue)': the session is not in the room"))
         }
         return await withCheckedContinuation { continuation in
             let id: Int = locked {
@@ -131,7 +132,7 @@ final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
     /// Leaves the room (DELETE): the room sees reason 1101, as for a client's `leave`.
     func leave() async {
         guard participantId != nil, !isClosed else { return markClosed() }
-        _ = await request("leave", [:])
+        _ = await request(.leave, [:])
         markClosed()
     }
 
@@ -180,7 +181,7 @@ final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
     /// Broadcasts (joins, producers, PubSub) have no reader on this transport.
     func send(_ message: PreparedTextMessage) {}
 
-    func notify(_ method: String, _ data: JSONValue) {}
+    func notify(_ notification: RoomNotification, _ data: JSONValue) {}
 
     func respond(_ id: JSONValue, _ data: JSONValue) { resolve(id, .success(data)) }
 

@@ -151,7 +151,7 @@ extension RoomServer {
     > {
         // In the offer's m-line order, which `produce` labels its new m-lines by.
         let tracks: [JSONValue] = offer.media.compactMap(\.kind).map { ["kind": $0 == .audio ? "mic" : "webcam"] }
-        let result = await session.request("produce", ["tracks": .array(tracks), "sdp": .string(text)])
+        let result = await session.request(.produce, ["tracks": .array(tracks), "sdp": .string(text)])
         return result.flatMap { response in
             guard let sdp = response["sdp"]?.stringValue else {
                 return .failure(RoomError(5000, "produce answered without an SDP"))
@@ -198,7 +198,7 @@ extension RoomServer {
         }
         for producer in chosen {
             let result = await session.request(
-                "consume", ["participantId": .string(target), "kind": .string(producer.kind.rawValue)])
+                .consume, ["participantId": .string(target), "kind": .string(producer.kind.rawValue)])
             if case .failure(let error) = result { return .failure(error) }
         }
         return .success(answer.serialize())

@@ -116,14 +116,14 @@ final class JanusBots: @unchecked Sendable {
 
     private func spec(_ id: String) throws -> BotSpec {
         guard let spec = scenario.bots.first(where: { $0.id == id }) else {
-            throw ScenarioStepError("unknown bot '\(id)'")
+            throw ScenarioStepError.unknownBot(id)
         }
         return spec
     }
 
     private func joined(_ id: String) throws -> JanusAgent {
         guard let agent = lock.withLock({ left.contains(id) ? nil : agents[id] }) else {
-            throw ScenarioStepError("\(id) is not in the room")
+            throw ScenarioStepError.notInRoom(id)
         }
         return agent
     }
@@ -141,7 +141,7 @@ final class JanusBots: @unchecked Sendable {
         case .join(let id, let mode, let video, let audio):
             let spec = try spec(id)
             if lock.withLock({ agents[id] != nil && !left.contains(id) }) {
-                throw ScenarioStepError("\(id) already joined")
+                throw ScenarioStepError.alreadyJoined(id)
             }
             var options = JanusAgent.Options(url: room)
             options.display = id
@@ -158,7 +158,7 @@ final class JanusBots: @unchecked Sendable {
             }
             do { try await agent.start() } catch {
                 await agent.stop()
-                throw ScenarioStepError("\(id) could not join: \(error)")
+                throw ScenarioStepError.joinFailed(bot: id, detail: "", cause: error)
             }
         case .leave(let id):
             let agent = try joined(id)
@@ -167,7 +167,7 @@ final class JanusBots: @unchecked Sendable {
         case .sleep(let seconds):
             try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
         default:
-            throw ScenarioStepError("not available with a Janus room")
+            throw ScenarioStepError.notSupported("not available with a Janus room")
         }
     }
 
