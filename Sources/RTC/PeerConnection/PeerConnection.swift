@@ -100,6 +100,11 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var receiveStreams: [ReceiveStream] = []
     var sendBySSRC: [UInt32: RTPSender] = [:]
 
+    /// Until when ``tick(now:)`` has nothing to do on a send-only ICE-lite connection (0: every tick).
+    var nextIdleTick: UInt64 = 0
+    /// How often a send-only ICE-lite connection runs its timers.
+    static let idleTickInterval: UInt64 = 50_000_000
+
     /// Scratch buffer for outgoing RTCP and for re-encrypting, reused (no per-packet allocation).
     let rtcpScratch: UnsafeMutableRawBufferPointer
     var closed = false
@@ -431,6 +436,15 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
 
     public func tick(now: UInt64) {
         guard !closed else { return }
+        // A connected ICE-lite connection that only sends (an SFU's subscribe connection, hundreds per
+        // server) has only coarse timers left: consent expiry and sender reports (about 1 s apart).
+        // Visiting each one every 10 ms was a fixed cost that grew with the audience.
+        if now < nextIdleTick { return }
+        if configuration.iceLite, state == .connected, receiveStreams.isEmpty, iceTCPStreams.isEmpty {
+            nextIdleTick = now &+ Self.idleTickInterval
+        } else {
+            nextIdleTick = 0
+        }
         ice?.tick(now: now)
         dtls?.tick(now: now)
         guard state == .connected, srtpOut != nil else { return }

@@ -21,8 +21,10 @@ final class SFUProducer: @unchecked Sendable {
     let codec: MediaCodec
     let source: SFUMediaSource
     let transceiver: RTPTransceiver
-    unowned let publisher: PeerConnection
-    unowned let sfu: SFU
+    // `unowned(unsafe)`: read on every packet (checked `unowned` costs an atomic retain and release per
+    // access); the SFU owns its producers and drops a producer before its publisher connection.
+    unowned(unsafe) let publisher: PeerConnection
+    unowned(unsafe) let sfu: SFU
     let mid: String
     var layers: [Layer]
     /// Media SSRC -> layer index, learned on each SSRC's first packet.
