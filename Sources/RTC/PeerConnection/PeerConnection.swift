@@ -193,6 +193,19 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         for s in receiveStreams where s.transceiver === transceiver && s.rid == rid { s.receiver.requestKeyframe() }
     }
 
+    /// Sends a PLI for one encoding with the next tick, bypassing the receiver's own throttle (see
+    /// ``RTPReceiver/requestKeyframeNow()``). Returns false when no packet of that encoding arrived
+    /// yet, so there is no stream to ask on.
+    @discardableResult
+    public func requestKeyframeNow(on transceiver: RTPTransceiver, rid: String?) -> Bool {
+        var asked = false
+        for s in receiveStreams where s.transceiver === transceiver && s.rid == rid {
+            s.receiver.requestKeyframeNow()
+            asked = true
+        }
+        return asked
+    }
+
     /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
     /// sender: rewritten sequence number and timestamp, this connection's header extensions (with the
     /// source's abs-capture-time `captureTime`), kept in the sender's history (if it has one),
