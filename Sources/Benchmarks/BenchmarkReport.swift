@@ -348,8 +348,10 @@ public struct BenchmarkReport: Sendable {
         if included(.sfu) {
             progress("bench: [5/5] SFU forwarding")
             // The headline figure: the whole server process in a real room (issue 15).
-            let plan = quick ? (publishers: 1, subscribers: 4, seconds: 2.0) : (publishers: 2, subscribers: 100, seconds: 10.0)
-            progress("bench:   SFU: \(plan.publishers) simulcast publishers, \(plan.subscribers) subscribers (3x3 grid)")
+            let plan =
+                quick ? (publishers: 1, subscribers: 4, seconds: 2.0) : (publishers: 2, subscribers: 100, seconds: 10.0)
+            progress(
+                "bench:   SFU: \(plan.publishers) simulcast publishers, \(plan.subscribers) subscribers (3x3 grid)")
             do {
                 let r = try await SFUProcessRow.run(
                     publishers: plan.publishers, subscribers: plan.subscribers, seconds: plan.seconds)
@@ -367,13 +369,16 @@ public struct BenchmarkReport: Sendable {
                             r.packetsPerSecond, r.serverCores), verdict: verdict))
                 body += "## SFU forwarded packets per second per core (whole server process)\n\n"
                 body += "| metric | value |\n|---|---|\n"
-                body += "| room | \(r.publishers) simulcast VP8 + Opus publishers, \(r.subscribers) subscribers (3x3 grid) |\n"
+                body +=
+                    "| room | \(r.publishers) simulcast VP8 + Opus publishers, \(r.subscribers) subscribers (3x3 grid) |\n"
                 body += String(format: "| window | %.1f s |\n", r.windowSeconds)
                 body += String(format: "| packets forwarded per second | %.0f |\n", r.packetsPerSecond)
-                body += String(format: "| server process CPU | %.2f s (%.3f cores) |\n", r.serverCPUSeconds, r.serverCores)
+                body += String(
+                    format: "| server process CPU | %.2f s (%.3f cores) |\n", r.serverCPUSeconds, r.serverCores)
                 body += String(format: "| loss at the subscribers (whole run) | %.3f %% |\n", r.lossPercent)
                 body += String(
-                    format: "| **forwarded packets per CPU-second of the server process** (target ≥ 250k) | **%.0f** — %@ |\n",
+                    format:
+                        "| **forwarded packets per CPU-second of the server process** (target ≥ 250k) | **%.0f** — %@ |\n",
                     r.packetsPerSecondPerCore, verdict)
                 body += "| anchor | LiveKit's published 40–75k packets/s per core (not run here) |\n\n"
                 body += """
