@@ -349,15 +349,6 @@ public final class EventLoop: @unchecked Sendable {
         tickers.removeAll()
     }
 
-    /// Runs the work queued from other threads now, if there is any. Loop thread only: for a long
-    /// stretch of work (an SFU fanning one packet out to a thousand subscribers) that would otherwise
-    /// hold a caller blocked on ``submit(_:)`` for its whole length. The caller must be in a state
-    /// where that work may run (it can change anything on this loop).
-    @inline(__always)
-    public func runQueuedWorkIfAny() {
-        if workQueued.load(ordering: .acquiring) { runPendingWork() }
-    }
-
     private func runPendingWork() {
         // Work enqueued by work runs in the next iteration, so a self-rescheduling job cannot
         // starve I/O.

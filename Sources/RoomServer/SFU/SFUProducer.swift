@@ -137,16 +137,7 @@ final class SFUProducer: @unchecked Sendable {
                 sendPLI(layer: retry)
             }
         }
-        // A room's control call (consume, offer, answer) blocks its queue until this loop runs it:
-        // let it in every 64 consumers rather than after the whole fan-out (about 10 ms at 1,000
-        // consumers). It may add or retire consumers; this loop walks its own copy of the list and a
-        // retired consumer forwards nothing.
-        var index = 0
-        for c in consumers {
-            c.forward(layer: layer, packet)
-            index &+= 1
-            if index & 63 == 0 { sfu.loop.runQueuedWorkIfAny() }
-        }
+        for c in consumers { c.forward(layer: layer, packet) }
     }
 
     /// The latest sender report of `layer`'s media SSRC (a layer switch lines timestamps up with it).
