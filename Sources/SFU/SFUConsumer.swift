@@ -16,8 +16,10 @@ import RTCWire
 final class SFUConsumer: @unchecked Sendable {
     let id: String
     let subscriberID: String
-    unowned let producer: SFUProducer
-    unowned let connection: PeerConnection
+    // `unowned(unsafe)`: read on every forwarded packet, where checked `unowned` costs an atomic
+    // retain and release per access. The SFU retires a consumer before its producer or connection goes.
+    unowned(unsafe) let producer: SFUProducer
+    unowned(unsafe) let connection: PeerConnection
     let transceiver: RTPTransceiver
 
     var quality: SFULayerQuality = .high

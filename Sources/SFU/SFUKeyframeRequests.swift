@@ -75,6 +75,12 @@ struct SFUKeyframeRequests {
         return nil
     }
 
+    /// A PLI for pending `layer` goes out now outside the schedule (its first one had nowhere to go).
+    mutating func resent(layer: Int, now: UInt64) {
+        guard layers.indices.contains(layer), layers[layer].pending else { return }
+        markSent(layer, now: now)
+    }
+
     /// A key frame of `layer` arrived: its request is answered.
     mutating func keyframeArrived(layer: Int) {
         guard layers.indices.contains(layer) else { return }

@@ -21,8 +21,10 @@ final class SFUProducer: @unchecked Sendable {
     let codec: MediaCodec
     let source: SFUMediaSource
     let transceiver: RTPTransceiver
-    unowned let publisher: PeerConnection
-    unowned let sfu: SFU
+    // `unowned(unsafe)`: read on every packet (checked `unowned` costs an atomic retain and release per
+    // access); the SFU owns its producers and drops a producer before its publisher connection.
+    unowned(unsafe) let publisher: PeerConnection
+    unowned(unsafe) let sfu: SFU
     let mid: String
     var layers: [Layer]
     /// Media SSRC -> layer index, learned on each SSRC's first packet.
@@ -84,6 +86,12 @@ final class SFUProducer: @unchecked Sendable {
         } else {
             layer = layers.firstIndex { $0.rid == rid } ?? 0
             layerBySSRC[packet.mediaSSRC] = layer
+            // A PLI asked for before this layer's first packet had no stream to go out on: ask now
+            // rather than after the throttle interval.
+            if kind == .video, keyframeRequests.isPending(layer), !packet.info.isKeyframe {
+                keyframeRequests.resent(layer: layer, now: packet.arrival)
+                sendPLI(layer: layer)
+            }
         }
         let size = UInt64(packet.packet.count)
         packetsReceived &+= 1
@@ -197,7 +205,9 @@ final class SFUProducer: @unchecked Sendable {
     private func sendPLI(layer: Int) {
         plisSent &+= 1
         sfu.counters.plisSent &+= 1
-        publisher.requestKeyframe(on: transceiver, rid: layers[layer].rid)
+        // This producer throttles its requests (``SFUKeyframeRequests``); the receiver's own throttle
+        // would hold a request for up to another interval after its own start-up PLI.
+        publisher.requestKeyframeNow(on: transceiver, rid: layers[layer].rid)
     }
 
     func stats() -> SFUProducerStats {

@@ -23,7 +23,8 @@ SUMMARY_ROWS = [
     "concurrent 1 Mbit/s streams recorded per core (packet loop CPU)",
     "join() → onRoomJoined p50",
     "join() → first recorded keyframe p50",
-    "SFU forwarded packets/s per core",
+    "SFU forwarded packets/s per core (whole server process)",
+    "SFU loop thread alone: forwarded packets/s per core",
     "cluster: join through a non-owner node, extra p50",
     "cluster: rooms per node as rooms are created",
 ]
@@ -36,7 +37,8 @@ SECTIONS = [
     "## Recording CPU: aiortc MediaRecorder ÷ ours, same stream",
     "## Concurrent recording: 1 Mbit/s streams per core",
     "## join() → onRoomJoined; first recorded keyframe",
-    "## SFU forwarded packets per second per core",
+    "## SFU forwarded packets per second per core (whole server process)",
+    "## SFU loop thread alone: forwarded packets per second per core",
     "## Cluster: joins through a non-owner node; room balance",
 ]
 

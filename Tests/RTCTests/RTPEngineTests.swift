@@ -351,6 +351,26 @@ final class Loopback {
         #expect(link.delivered.count == 1)
     }
 
+    @Test func aKeyframeRequestedNowSkipsTheReceiversOwnThrottle() throws {
+        let link = Loopback.vp8(seed: 6)
+        // Starting on a delta frame: a key frame is wanted and asked for.
+        try link.send(FakeVP8.frame(1))
+        link.receiver.requestKeyframe()
+        try link.tick()
+        #expect(link.plis == 1)
+        // 100 ms later a caller with its own throttle (an SFU) asks: the PLI goes out with the next
+        // tick, not when this receiver's 500 ms interval ends.
+        link.now += 100_000_000
+        link.receiver.requestKeyframeNow()
+        try link.tick()
+        #expect(link.plis == 2)
+        // The plain request still waits for the interval.
+        link.now += 100_000_000
+        link.receiver.requestKeyframe()
+        try link.tick()
+        #expect(link.plis == 2)
+    }
+
     @Test func sequenceNumbersWrapAround() throws {
         let link = Loopback.vp8(firstSequence: 65_528, seed: 11)
         var sent: [EncodedFrame] = []

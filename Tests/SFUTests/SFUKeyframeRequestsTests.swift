@@ -25,6 +25,21 @@ struct SFUKeyframeRequestsTests {
         #expect(!sent5, "an unknown layer is ignored")
     }
 
+    @Test func aRequestResentOutsideTheScheduleRestartsTheInterval() {
+        var k = SFUKeyframeRequests(layers: 3, interval: 500 * ms)
+        let first = k.request(layer: 2, now: 0)
+        #expect(first)
+        // The layer's first packet arrives 100 ms later: the producer resends at once.
+        k.resent(layer: 2, now: 100 * ms)
+        #expect(k.sent == 2)
+        let early = k.retryDue(now: 550 * ms)
+        #expect(early == nil, "the interval counts from the resend")
+        let retry = k.retryDue(now: 600 * ms)
+        #expect(retry == 2)
+        k.resent(layer: 1, now: 700 * ms)
+        #expect(k.sent == 3, "a layer without a pending request is not resent")
+    }
+
     @Test func aPendingRequestIsRetriedUntilItsKeyframeArrives() {
         var k = SFUKeyframeRequests(layers: 2, interval: 500 * ms)
         let sent6 = k.request(layer: 1, now: 0)

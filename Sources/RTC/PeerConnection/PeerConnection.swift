@@ -103,6 +103,11 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var receiveStreams: [ReceiveStream] = []
     var sendBySSRC: [UInt32: RTPSender] = [:]
 
+    /// Until when ``tick(now:)`` has nothing to do on a send-only ICE-lite connection (0: every tick).
+    var nextIdleTick: UInt64 = 0
+    /// How often a send-only ICE-lite connection runs its timers.
+    static let idleTickInterval: UInt64 = 50_000_000
+
     /// Scratch buffer for outgoing RTCP and for re-encrypting, reused (no per-packet allocation).
     let rtcpScratch: UnsafeMutableRawBufferPointer
     var closed = false
@@ -189,6 +194,19 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// Asks for a keyframe on one simulcast encoding (`rid`; nil for a single-encoding track).
     public func requestKeyframe(on transceiver: RTPTransceiver, rid: String?) {
         for s in receiveStreams where s.transceiver === transceiver && s.rid == rid { s.receiver.requestKeyframe() }
+    }
+
+    /// Sends a PLI for one encoding with the next tick, bypassing the receiver's own throttle (see
+    /// ``RTPReceiver/requestKeyframeNow()``). Returns false when no packet of that encoding arrived
+    /// yet, so there is no stream to ask on.
+    @discardableResult
+    public func requestKeyframeNow(on transceiver: RTPTransceiver, rid: String?) -> Bool {
+        var asked = false
+        for s in receiveStreams where s.transceiver === transceiver && s.rid == rid {
+            s.receiver.requestKeyframeNow()
+            asked = true
+        }
+        return asked
     }
 
     /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
@@ -434,6 +452,15 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
 
     public func tick(now: UInt64) {
         guard !closed else { return }
+        // A connected ICE-lite connection that only sends (an SFU's subscribe connection, hundreds per
+        // server) has only coarse timers left: consent expiry and sender reports (about 1 s apart).
+        // Visiting each one every 10 ms was a fixed cost that grew with the audience.
+        if now < nextIdleTick { return }
+        if configuration.iceLite, state == .connected, receiveStreams.isEmpty, iceTCPStreams.isEmpty {
+            nextIdleTick = now &+ Self.idleTickInterval
+        } else {
+            nextIdleTick = 0
+        }
         ice?.tick(now: now)
         dtls?.tick(now: now)
         guard state == .connected, srtpOut != nil else { return }

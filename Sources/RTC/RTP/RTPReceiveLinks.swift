@@ -215,6 +215,9 @@ struct KeyframeRequester {
     /// A key frame is needed.
     mutating func want() { wanted = true }
 
+    /// The next ``isDue(now:)`` is true while a key frame is wanted (the caller throttles).
+    mutating func allowNow() { hasSent = false }
+
     /// A key frame was delivered: nothing more to ask.
     mutating func satisfied() { wanted = false }
 

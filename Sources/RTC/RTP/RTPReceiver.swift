@@ -670,6 +670,15 @@ public final class RTPReceiver: @unchecked Sendable {
         links.keyframes.want()
     }
 
+    /// Asks for a key frame with the next tick, whatever this receiver's own throttle says: for a
+    /// caller that throttles its requests itself (an SFU, per producer layer), where a second
+    /// throttle here would hold a joiner's request for up to another interval.
+    public func requestKeyframeNow() {
+        guard codec == .vp8 else { return }
+        keyframes.want()
+        keyframes.allowNow()
+    }
+
     // MARK: - Feedback out
 
     /// Runs timers: gives up old holes, then sends NACKs (every ``RTPReceiverOptions/nackInterval`` while

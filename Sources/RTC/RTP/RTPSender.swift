@@ -578,6 +578,8 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Emits a sender report when one is due, with the time from ``wallClock``.
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        // Checked before reading the wall clock: this runs for every sender on every loop tick.
+        guard stats.packetsSent > 0, reports.isDue(now: now) else { return }
         tick(now: now, wallClock: wallClock(now), emitRTCP: emitRTCP)
     }
 
