@@ -2,7 +2,7 @@ import RTCWire
 import Testing
 
 @testable import RTC
-@testable import RoomServer
+@testable import SFU
 
 /// The producer's key-frame requests against packets fed straight into it, on the SFU's loop.
 @Suite("SFU producer key-frame requests")
