@@ -675,8 +675,8 @@ public final class RTPReceiver: @unchecked Sendable {
     /// throttle here would hold a joiner's request for up to another interval.
     public func requestKeyframeNow() {
         guard codec == .vp8 else { return }
-        keyframes.want()
-        keyframes.allowNow()
+        links.keyframes.want()
+        links.keyframes.allowNow()
     }
 
     // MARK: - Feedback out
