@@ -1,4 +1,5 @@
 import RTC
+import RTCWire
 
 /// Places the first packet of a new simulcast layer on the outgoing timeline at a layer switch.
 ///
@@ -23,7 +24,7 @@ enum SFULayerTimeline {
         guard let oldReport, let newReport, clockRate > 0 else { return nil }
         // Whole ticks from each report to its packet stay exact; only the gap between the two
         // reports' wall clocks is converted.
-        let reportGap = nanoseconds(newReport.ntp) - nanoseconds(oldReport.ntp)
+        let reportGap = newReport.ntp.nanosecondsSince1900 - oldReport.ntp.nanosecondsSince1900
         let ticks =
             Int64(Int32(bitPattern: new &- newReport.rtpTimestamp))
             - Int64(Int32(bitPattern: old &- oldReport.rtpTimestamp)) + reportGap * Int64(clockRate) / 1_000_000_000
@@ -44,10 +45,5 @@ enum SFULayerTimeline {
         }
         let byClock = rtpTicks(nanoseconds: min(elapsed, maximumGap), clockRate: clockRate)
         return UInt32(truncatingIfNeeded: max(UInt64(clockRate / 30), byClock))
-    }
-
-    /// An NTP time in nanoseconds since 1900.
-    static func nanoseconds(_ ntp: NTPTime) -> Int64 {
-        Int64(ntp.seconds) * 1_000_000_000 + Int64((UInt64(ntp.fraction) * 1_000_000_000) >> 32)
     }
 }

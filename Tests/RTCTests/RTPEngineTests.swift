@@ -192,7 +192,7 @@ final class Loopback {
 
     @Test func reorderingWithinAWindowStillYieldsFramesInOrder() throws {
         let link = Loopback.vp8()
-        var rng = RTPRandom(seed: 42)
+        var rng = SplitMix64(seed: 42)
         var sent: [EncodedFrame] = []
         var pending: [[UInt8]] = []
         for i in 0..<40 {
@@ -216,7 +216,7 @@ final class Loopback {
 
     private func runLossyStream(rtx: Bool) throws -> Loopback {
         let link = Loopback.vp8(rtx: rtx, seed: 7)
-        var rng = RTPRandom(seed: 2024)
+        var rng = SplitMix64(seed: 2024)
         var dropped = 0
         link.drop = { _, _, retransmission in
             guard !retransmission else { return false }
@@ -467,7 +467,7 @@ final class Loopback {
             let (sender, receiver) = opusLink()
             var frames: [EncodedFrame] = []
             receiver.onFrame = { f, _ in frames.append(f) }
-            var rng = RTPRandom(seed: 99)
+            var rng = SplitMix64(seed: 99)
             var now: UInt64 = 1_000_000_000
             for i in 0..<100 {
                 let wobble = jittered ? rng.next() % 8_000_000 : 0
@@ -533,7 +533,7 @@ final class Loopback {
         #expect(link.receiver.stats.packetsUnknown == 1)
         for p in packets { try link.deliver(p) }
         // Garbage arriving after the real packets: duplicates or malformed, never a frame.
-        var rng = RTPRandom(seed: 77)
+        var rng = SplitMix64(seed: 77)
         for p in packets {
             var garbage = Array(p[0..<12])
             garbage[0] = 0x80
@@ -679,7 +679,7 @@ final class Loopback {
             frames += 1
             #expect(!f.data.isEmpty)
         }
-        var rng = RTPRandom(seed: 4242)
+        var rng = SplitMix64(seed: 4242)
         var now: UInt64 = 1_000_000_000
         var packet = [UInt8](repeating: 0, count: 80)
         for n in 0..<20_000 {

@@ -55,7 +55,7 @@ struct RTPSendLinksTests {
     }
 
     @Test func roundTripTimeComesFromTheReportBlockThatAnswersAnSR() {
-        var clock = SenderReportClock(random: RTPRandom(seed: 1))
+        var clock = SenderReportClock(random: SplitMix64(seed: 1))
         let ntp = NTPTime(seconds: 3_900_000_000, fraction: 0x4000_0000)
         #expect(clock.isDue(now: 0), "the first SR goes out soon after the first packet")
         clock.sent(ntp: ntp, now: 1_000 * ms)

@@ -1,4 +1,5 @@
 import RTC
+import RTCWire
 import Testing
 
 @testable import SFU

@@ -129,7 +129,8 @@ public final class RTPRelay: @unchecked Sendable {
         videoAddress = video
         audioAddress = audio
         isIPv6 = video.isIPv6
-        var random = RelayRandom(seed: seed ?? UInt64.random(in: .min ... .max))
+        // SplitMix64 is enough for SSRCs and initial sequence numbers: plain RTP is unprotected anyway.
+        var random = SplitMix64(seed: seed ?? UInt64.random(in: .min ... .max))
         videoSSRC = UInt32(truncatingIfNeeded: random.next())
         var audio32 = UInt32(truncatingIfNeeded: random.next())
         if audio32 == videoSSRC { audio32 &+= 1 }
@@ -290,17 +291,4 @@ public final class RTPRelay: @unchecked Sendable {
 private final class IgnoreDatagrams: DatagramHandler, @unchecked Sendable {
     static let shared = IgnoreDatagrams()
     func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {}
-}
-
-/// SplitMix64, for SSRCs and initial sequence numbers (not security-relevant: plain RTP is unprotected).
-private struct RelayRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E9B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49EB_133F_11EB
-        return z ^ (z >> 31)
-    }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import RTCWire
 
 /// Receives datagrams from a `UDPSocket`, on the loop thread.
 public protocol DatagramHandler: AnyObject {
@@ -50,9 +51,9 @@ public final class UDPSocket: @unchecked Sendable {
 
     /// Deterministic receive loss; setting it restarts its random sequence from the seed.
     public var impairment: Impairment? {
-        didSet { random = ImpairmentRandom(seed: impairment?.seed ?? 0) }
+        didSet { random = SplitMix64(seed: impairment?.seed ?? 0) }
     }
-    var random = ImpairmentRandom(seed: 0)
+    var random = SplitMix64(seed: 0)
 
     let fd: Int32
     let id: UInt64

@@ -132,14 +132,14 @@ struct ReceiveStatistics: RTPReceiveLink {
     private var receivedPrior: UInt64 = 0
     private var nextReportTime: UInt64 = 0
     private var reportDue = false
-    private var random: RTPRandom
+    private var random: SplitMix64
 
     init(ssrc: UInt32, clockRate: UInt32, cname: String, reportInterval: UInt64, seed: UInt64) {
         self.ssrc = ssrc
         self.cname = cname
         self.reportInterval = reportInterval
         jitter = JitterEstimator(clockRate: clockRate)
-        random = RTPRandom(seed: seed)
+        random = SplitMix64(seed: seed)
     }
 
     mutating func received(_ event: RTPReceiveEvent, now: UInt64) {

@@ -74,12 +74,12 @@ final class RetransmissionBuffer {
 /// one of the last SRs sent (RFC 3550 §6.4.1).
 struct SenderReportClock {
     private var nextDue: UInt64 = 0
-    private var random: RTPRandom
+    private var random: SplitMix64
     // Recent SRs: middle 32 bits of their NTP time and when they went out.
     private var log: [(ntp: UInt32, at: UInt64)] = Array(repeating: (0, 0), count: 8)
     private var logNext = 0
 
-    init(random: RTPRandom) { self.random = random }
+    init(random: SplitMix64) { self.random = random }
 
     /// Whether an SR is due.
     func isDue(now: UInt64) -> Bool { now >= nextDue }

@@ -191,7 +191,7 @@ public final class RTPSender: @unchecked Sendable {
             if let id, id > 14 { twoByte = true }
         }
         twoByteExtensions = twoByte
-        var rng = RTPRandom(seed: seed ?? UInt64.random(in: .min ... .max))
+        var rng = SplitMix64(seed: seed ?? UInt64.random(in: .min ... .max))
         // Start low enough that the first thousand packets do not wrap: some receivers mishandle an early wrap.
         sequenceNumber = initialSequenceNumber ?? UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
         rtxSequenceNumber = UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)

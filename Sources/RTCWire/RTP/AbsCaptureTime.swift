@@ -8,9 +8,6 @@
 public enum AbsCaptureTime {
     /// The extension URI used in `a=extmap`.
     public static let uri = "http://www.webrtc.org/experiments/rtp-hdrext/abs-capture-time"
-    /// Seconds from 1900-01-01 (NTP era 0) to 1970-01-01 (Unix epoch).
-    static let unixEpochNTPSeconds: UInt64 = 2_208_988_800
-
     /// Reads the capture timestamp (NTP 32.32) from the element at `range` of `bytes`; nil when the
     /// element does not have the 8- or 16-byte size the format allows or lies outside `bytes`.
     public static func captureTime(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> UInt64? {
@@ -23,16 +20,8 @@ public enum AbsCaptureTime {
     }
 
     /// The NTP 32.32 value of a Unix time in nanoseconds.
-    public static func ntp(unixNanoseconds ns: UInt64) -> UInt64 {
-        let seconds = ns / 1_000_000_000 + unixEpochNTPSeconds
-        let fraction = ((ns % 1_000_000_000) << 32) / 1_000_000_000
-        return seconds << 32 | fraction
-    }
+    public static func ntp(unixNanoseconds ns: UInt64) -> UInt64 { NTPTime(unixNanoseconds: ns).value }
 
     /// The Unix time in nanoseconds of an NTP 32.32 value (0 for times before 1970).
-    public static func unixNanoseconds(ntp: UInt64) -> UInt64 {
-        let seconds = ntp >> 32
-        guard seconds >= unixEpochNTPSeconds else { return 0 }
-        return (seconds - unixEpochNTPSeconds) * 1_000_000_000 + ((ntp & 0xFFFF_FFFF) * 1_000_000_000) >> 32
-    }
+    public static func unixNanoseconds(ntp: UInt64) -> UInt64 { NTPTime(value: ntp).unixNanoseconds }
 }
