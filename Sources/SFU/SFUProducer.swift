@@ -65,7 +65,7 @@ final class SFUProducer: @unchecked Sendable {
         buffers = kind == .video ? layers.map { _ in SFUPacketBuffer() } : []
         keyframeRequests = SFUKeyframeRequests(
             layers: layers.count, interval: sfu.configuration.keyframeRequestInterval)
-        audioLevelExtensionID = publisher.negotiatedExtensionID("urn:ietf:params:rtp-hdrext:ssrc-audio-level") ?? 0
+        audioLevelExtensionID = publisher.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0
         captureTimeExtensionID = publisher.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
     }
 
