@@ -20,21 +20,31 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
     /// Opens the shared socket on `loop`; with `iceTCP`, also a TCP listener on the same address
     /// and port for ICE-TCP passive candidates (RFC 6544). Loop thread only when `iceTCP` is set.
     public init(loop: EventLoop, bindTo address: SocketAddress, iceTCP: Bool = false) throws {
-        let udp = try loop.openUDP(bindTo: address, handler: self)
-        socket = udp
-        if iceTCP {
+        // With an ephemeral port the kernel picks the UDP port; the same number may already be taken
+        // for TCP (another process's connection), so a few fresh picks are tried before giving up.
+        let attempts = iceTCP && address.port == 0 ? 8 : 1
+        var lastError: (any Error)?
+        for _ in 0..<attempts {
+            let udp = try loop.openUDP(bindTo: address, handler: self)
+            guard iceTCP else {
+                socket = udp
+                return
+            }
             do {
                 let listener = try ICETCPListener(loop: loop, address: udp.localAddress)
                 listener.route = { [unowned self] _, frame in
                     guard let ufrag = Self.localUfrag(UnsafeRawBufferPointer(frame)) else { return nil }
                     return self.byUfrag[ufrag]
                 }
+                socket = udp
                 iceTCPListener = listener
+                return
             } catch {
                 udp.close()
-                throw error
+                lastError = error
             }
         }
+        throw lastError ?? SocketError.loopClosed
     }
 
     /// Routes STUN naming `ufrag` to `connection`. After an ICE restart a connection has its old and
