@@ -7,6 +7,7 @@ by ffprobe/ffmpeg.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -30,6 +31,21 @@ def _host_files(directory: Path) -> list[Path]:
     return [Path(f["path"]) for f in manifest(directory)["files"] if f["participantId"] == "host"]
 
 
+def _first_host_file(directory: Path, timeout: float = 60) -> Path:
+    """The agent logs "recording host ->" before its manifest writer (a queue of its own) lists the
+    file, so the manifest is read until it does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            files = _host_files(directory)
+        except (FileNotFoundError, json.JSONDecodeError):
+            files = []
+        if files:
+            return files[0]
+        assert time.monotonic() < deadline, f"the manifest in {directory} never listed a file of host"
+        time.sleep(0.1)
+
+
 def test_a_recording_agent_rides_out_a_10_second_server_restart(understudy, tmp_path):
     port = free_port()
     server = start_server(port, udp_low=43800)
@@ -45,7 +61,7 @@ def test_a_recording_agent_rides_out_a_10_second_server_restart(understudy, tmp_
             port, room, "rec", "--consume", "all", "--record", str(out), "--reconnect-for", "60s"), tmp_path)
         agents.append(recorder)
         recorder.wait_for(r"recording host ->")
-        first = _host_files(out)[0]
+        first = _first_host_file(out)
         wait_for_frames(first, {"vp8": 60, "opus": 100})
 
         os.killpg(server.pid, signal.SIGKILL)
