@@ -3,8 +3,9 @@ import PackageDescription
 
 // Layout follows docs/architecture.md ("Module graph"), which lists these dependencies edge for edge;
 // scripts/check-module-graph.py checks that, and that every target declares exactly what it imports.
-// Dependencies point downward only. At the bottom, RTCWire (pure parsers, EncodedFrame, MediaSource);
-// above it RTC (I/O, ICE, DTLS, SRTP, RTP engine, MediaPump) and Media (codecs, sources, recorders),
+// Dependencies point downward only. At the bottom, RTCWire (pure parsers, EncodedFrame, MediaSource)
+// and SystemCalls (the Linux calls Glibc's Swift module lacks);
+// above them RTC (I/O, ICE, DTLS, SRTP, RTP engine, MediaPump) and Media (codecs, sources, recorders),
 // which do not know each other; then the protocol clients and the server (Understudy, WHIP, LoadGen,
 // RoomServer), the agents and tools built on them, and the CLI on top.
 // The packet path is single-threaded by design (one event loop owns each object), so Swift's
@@ -54,13 +55,16 @@ let package = Package(
         ),
 
         .target(name: "RTCWire", path: "Sources/RTCWire", swiftSettings: hotPathSettings),
+        // The Linux calls Swift's Glibc module does not export (epoll, eventfd, recvmmsg/sendmmsg, accept4):
+        // one home for the media event loop (RTC) and the signalling reactor (Signaling).
+        .target(name: "SystemCalls", path: "Sources/SystemCalls"),
         .target(
-            name: "RTC", dependencies: ["RTCWire", "COpenSSL", "CSRTP"], path: "Sources/RTC",
+            name: "RTC", dependencies: ["RTCWire", "SystemCalls", "COpenSSL", "CSRTP"], path: "Sources/RTC",
             swiftSettings: hotPathSettings),
         .target(
             name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
             path: "Sources/Media"),
-        .target(name: "Signaling", dependencies: ["COpenSSL"], path: "Sources/Signaling"),
+        .target(name: "Signaling", dependencies: ["SystemCalls", "COpenSSL"], path: "Sources/Signaling"),
         // The room protocol, typed: method and notification names, the error-name table, leave codes,
         // and the client core (requests matched to responses) that the SDK and the load bots share.
         .target(name: "RoomProtocol", dependencies: ["Signaling"], path: "Sources/RoomProtocol"),

@@ -1,5 +1,6 @@
 import Glibc
 import RTCWire
+import SystemCalls
 
 // ICE-TCP (RFC 6544): media over a TCP connection, each datagram framed by a 2-byte length
 // (RFC 4571). A framed connection is presented to the ICE agent and the peer connection as a

@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import SystemCalls
 
 /// Something the loop calls about every 10 ms on its thread, to run its own deadlines.
 public protocol EventLoopTicker: AnyObject {

@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// Something the loop watches besides its UDP sockets (a TCP connection or listener).
 protocol EventLoopDescriptorWatcher: AnyObject {

@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -205,7 +206,7 @@ public final class HTTPServer: @unchecked Sendable {
         reactor.enqueue { [self] in
             let listener = Listener(fd: fd, server: self)
             self.listener = listener
-            reactor.register(fd: fd, events: EpollConstants.input, channel: listener)
+            reactor.register(fd: fd, events: SystemConstants.epollIn, channel: listener)
             ready.signal()
         }
         ready.wait()
@@ -302,7 +303,7 @@ public final class HTTPServer: @unchecked Sendable {
             guard let self else { return }
             self.acceptPaused = false
             guard let listener = self.listener, listener.fd == listenFD else { return }
-            self.reactor.modify(fd: listenFD, events: EpollConstants.input)
+            self.reactor.modify(fd: listenFD, events: SystemConstants.epollIn)
         }
     }
 

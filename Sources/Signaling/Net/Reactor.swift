@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -42,17 +43,16 @@ public final class Reactor: @unchecked Sendable {
     /// Creates the reactor and starts its thread.
     public init(name: String) {
         self.name = name
-        epollFD = sig_epoll_create1(EpollConstants.cloexec)
-        wakeFD = sig_eventfd(0, EpollConstants.eventfdNonblock | EpollConstants.cloexec)
+        epollFD = sys_epoll_create1(SystemConstants.epollCloexec)
+        wakeFD = sys_eventfd(0, SystemConstants.eventfdNonblock | SystemConstants.eventfdCloexec)
         precondition(epollFD >= 0 && wakeFD >= 0, "epoll/eventfd creation failed: errno \(errno)")
         readScratch = .allocate(byteCount: 64 * 1024, alignment: 16)
-        events = .allocate(byteCount: Self.maxEvents * EpollEventLayout.size, alignment: 8)
+        events = .allocate(byteCount: Self.maxEvents * EpollEvent.size, alignment: 8)
         var wake = (UInt64(0), UInt64(0))
         withUnsafeMutableBytes(of: &wake) { raw in
-            raw.storeBytes(of: EpollConstants.input, as: UInt32.self)
-            raw.storeBytes(of: UInt64(UInt32.max), toByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+            EpollEvent.write(raw.baseAddress!, events: SystemConstants.epollIn, data: UInt64(UInt32.max))
         }
-        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlAdd, wakeFD, &wake)
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlAdd, wakeFD, &wake)
         let thread = Thread { [self] in self.run() }
         thread.name = name
         self.thread = thread
@@ -122,16 +122,16 @@ public final class Reactor: @unchecked Sendable {
     func register(fd: Int32, events: UInt32, channel: ReactorChannel) {
         channels[fd] = channel
         var event = makeEvent(fd: fd, events: events)
-        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlAdd, fd, &event)
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlAdd, fd, &event)
     }
 
     func modify(fd: Int32, events: UInt32) {
         var event = makeEvent(fd: fd, events: events)
-        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlMod, fd, &event)
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlMod, fd, &event)
     }
 
     func unregister(fd: Int32) {
-        _ = sig_epoll_ctl(epollFD, EpollConstants.ctlDel, fd, nil)
+        _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlDel, fd, nil)
         channels[fd] = nil
     }
 
@@ -151,9 +151,7 @@ public final class Reactor: @unchecked Sendable {
     private func makeEvent(fd: Int32, events: UInt32) -> (UInt64, UInt64) {
         var event = (UInt64(0), UInt64(0))
         withUnsafeMutableBytes(of: &event) { raw in
-            raw.storeBytes(of: events, as: UInt32.self)
-            raw.storeBytes(
-                of: UInt64(UInt32(bitPattern: fd)), toByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+            EpollEvent.write(raw.baseAddress!, events: events, data: UInt64(UInt32(bitPattern: fd)))
         }
         return event
     }
@@ -168,12 +166,11 @@ public final class Reactor: @unchecked Sendable {
                 let now = Self.nowMS()
                 timeout = soonest > now ? Int32(min(soonest - now, 60_000)) : 0
             }
-            let count = sig_epoll_wait(epollFD, events, Int32(Self.maxEvents), timeout)
+            let count = sys_epoll_wait(epollFD, events, Int32(Self.maxEvents), timeout)
             if count > 0 {
                 for i in 0..<Int(count) {
-                    let base = events + i * EpollEventLayout.size
-                    let mask = base.loadUnaligned(as: UInt32.self)
-                    let data = base.loadUnaligned(fromByteOffset: EpollEventLayout.dataOffset, as: UInt64.self)
+                    let mask = EpollEvent.events(events, index: i)
+                    let data = EpollEvent.data(events, index: i)
                     if data == UInt64(UInt32.max) {
                         var value: UInt64 = 0
                         _ = read(wakeFD, &value, 8)

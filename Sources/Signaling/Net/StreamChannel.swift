@@ -1,3 +1,5 @@
+import SystemCalls
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -142,13 +144,15 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
     }
 
     func handleEvents(_ events: UInt32) {
-        if events & EpollConstants.output != 0 { flush() }
+        if events & SystemConstants.epollOut != 0 { flush() }
         if isClosed { return }
-        if events & (EpollConstants.hangup | EpollConstants.error) != 0, !(readingEnabled || finishing) {
+        if events & (SystemConstants.epollHup | SystemConstants.epollErr) != 0, !(readingEnabled || finishing) {
             forceClose()
             return
         }
-        if events & (EpollConstants.input | EpollConstants.hangup | EpollConstants.error | EpollConstants.readHangup)
+        if events
+            & (SystemConstants.epollIn | SystemConstants.epollHup | SystemConstants.epollErr
+                | SystemConstants.epollReadHangup)
             != 0
         {
             readAvailable()
@@ -209,8 +213,8 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
 
     private func currentInterest() -> UInt32 {
         var mask: UInt32 = 0
-        if readingEnabled || finishing { mask |= EpollConstants.input | EpollConstants.readHangup }
-        if writeOffset < writeBuffer.count { mask |= EpollConstants.output }
+        if readingEnabled || finishing { mask |= SystemConstants.epollIn | SystemConstants.epollReadHangup }
+        if writeOffset < writeBuffer.count { mask |= SystemConstants.epollOut }
         return mask
     }
 
@@ -224,4 +228,13 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
             reactor.modify(fd: fd, events: mask)
         }
     }
+}
+
+/// Puts a descriptor into non-blocking mode and disables Nagle (signalling messages are small
+/// and latency-sensitive).
+func configureStreamSocket(_ fd: Int32) {
+    let flags = fcntl(fd, F_GETFL, 0)
+    _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+    var one: Int32 = 1
+    _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
 }
