@@ -44,6 +44,8 @@ public final class RTPRelay: @unchecked Sendable {
     /// Largest RTP payload (descriptor included) per packet, well below a 1500-byte MTU.
     public static let maxPayloadSize = 1200
     private static let headerLength = 12
+    /// The VP8 payload descriptor with a 15-bit picture id (RFC 7741 §4.2): 4 bytes.
+    private static let vp8DescriptorLength = 4
     private static let packetCapacity = 1500
 
     /// The destination host as given (numeric IP).
@@ -63,7 +65,6 @@ public final class RTPRelay: @unchecked Sendable {
     private let videoAddress: SocketAddress
     private let audioAddress: SocketAddress
     private let isIPv6: Bool
-    private var packetizer = VP8Packetizer()
     private let scratch: UnsafeMutableRawBufferPointer
     private var videoSequence: UInt16
     private var audioSequence: UInt16
@@ -206,22 +207,28 @@ public final class RTPRelay: @unchecked Sendable {
             sawKeyframe = true
         }
         let timestamp = frame.timestamp &+ videoTimestampOffset
-        let sent: Int? = frame.data.withUnsafeBytes { data in
-            try? packetizer.packetize(
-                frame: data, maxPayloadSize: Self.maxPayloadSize, pictureID: pictureID
-            ) { payload, isLast in
-                guard let src = payload.baseAddress, let dst = scratch.baseAddress,
-                    Self.headerLength + payload.count <= Self.packetCapacity
-                else { return }
+        // RTCWire's VP8 payload format, as RTPSender uses it: balanced packets, each payload written
+        // straight behind the RTP header in the scratch buffer.
+        let sent: Int = frame.data.withUnsafeBytes { data in
+            let split = VP8PayloadFormat.Split(
+                frameLength: data.count, maxPayloadSize: Self.maxPayloadSize,
+                descriptorLength: Self.vp8DescriptorLength)
+            let payloadRoom = UnsafeMutableRawBufferPointer(rebasing: scratch[Self.headerLength...])
+            for k in 0..<split.count {
+                let payloadLength: Int
+                do throws(VP8Error) {
+                    payloadLength = try VP8PayloadFormat.writePacket(
+                        k, of: split, frame: data, pictureID: pictureID, into: payloadRoom)
+                } catch { return 0 }  // cannot happen: the scratch buffer holds the largest packet
                 writeHeader(
-                    payloadType: Self.videoPayloadType, marker: isLast, sequence: videoSequence,
+                    payloadType: Self.videoPayloadType, marker: k == split.count - 1, sequence: videoSequence,
                     timestamp: timestamp, ssrc: videoSSRC)
                 videoSequence &+= 1
-                (dst + Self.headerLength).copyMemory(from: src, byteCount: payload.count)
-                send(length: Self.headerLength + payload.count, to: videoAddress)
+                send(length: Self.headerLength + payloadLength, to: videoAddress)
             }
+            return split.count
         }
-        guard let sent, sent > 0 else {
+        guard sent > 0 else {
             stats.framesFailed += 1
             return
         }
