@@ -211,18 +211,15 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
     }
 
-    private func startRelay(_ url: String) async throws {
-        let target = try RTPRelay.parseURL(url)
+    private func startRelay(_ url: String) async throws(RelayError) {
         let loop = EventLoop(name: "understudy-relay")
-        relayLoop = loop
-        let created = try await loop.submit { () throws -> RTPRelay in
-            try RTPRelay(destination: target.host, basePort: target.port, loop: loop)
+        do {
+            relay = try await RTPRelay.start(url: url, loop: loop, sdpDirectory: options.recordDirectory, log: log)
+            relayLoop = loop
+        } catch {
+            loop.shutdown()
+            throw error
         }
-        relay = created
-        // The .sdp lets ffmpeg/GStreamer/VLC open the relayed streams.
-        let sdpPath = (options.recordDirectory ?? ".") + "/relay.sdp"
-        try created.writeSDP(to: sdpPath)
-        log("relaying to \(url); play with: ffmpeg -protocol_whitelist file,udp,rtp -i \(sdpPath)")
     }
 
     /// Runs until the room is left, `duration` seconds pass, ``requestStop()`` is called or

@@ -84,23 +84,11 @@ public final class JanusAgent: @unchecked Sendable {
 
     /// Creates the session, joins the room, publishes when asked and subscribes to the current publishers.
     public func start() async throws {
-        if let url = options.relayURL {
-            let target = try RTPRelay.parseURL(url)
-            let loop = self.loop
-            let created = try await loop.submit { () throws -> RTPRelay in
-                try RTPRelay(destination: target.host, basePort: target.port, loop: loop)
-            }
-            relay = created
-            // The .sdp lets ffmpeg/GStreamer/VLC open the relayed streams (as for our rooms).
-            let sdpPath = (options.recordDirectory ?? ".") + "/relay.sdp"
-            if let dir = options.recordDirectory {
-                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            }
-            try created.writeSDP(to: sdpPath)
-            log("relaying to \(url); play with: ffmpeg -protocol_whitelist file,udp,rtp -i \(sdpPath)")
-        }
         if let dir = options.recordDirectory {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        }
+        if let url = options.relayURL {
+            relay = try await RTPRelay.start(url: url, loop: loop, sdpDirectory: options.recordDirectory, log: log)
         }
         let session = try await JanusSession(api: options.url.api)
         lock.withLock { self.session = session }
