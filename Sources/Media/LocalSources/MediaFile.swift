@@ -40,6 +40,14 @@ enum MediaFile {
         return whole &* rate &+ rest * rate / 1_000_000_000
     }
 
+    /// The frames of `kind` in `path`, ready to play.
+    static func playback(path: String, kind: MediaKind) throws(MediaSourceError) -> LoopingPlayback {
+        switch kind {
+        case .video: return try videoPlayback(path: path)
+        case .audio: return try audioPlayback(path: path)
+        }
+    }
+
     /// The VP8 frames of an IVF or WebM file, starting at its first keyframe.
     static func videoPlayback(path: String) throws(MediaSourceError) -> LoopingPlayback {
         var frames: [EncodedFrame]
