@@ -137,6 +137,10 @@ let package = Package(
         .target(
             name: "SDKTestSupport", dependencies: ["Understudy", "RoomServer", "Signaling", "TestSupport"],
             path: "Tests/SDKTestSupport"),
+        // The agent's tests' helpers (an agent started in a room, frame counts, scratch directories).
+        .target(
+            name: "AgentTestSupport", dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
+            path: "Tests/AgentTestSupport"),
         .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(
@@ -170,7 +174,10 @@ let package = Package(
             path: "Tests/ScenarioTests"),
         .testTarget(
             name: "AgentTests",
-            dependencies: ["Agent", "Understudy", "RoomServer", "RTC", "RTCWire", "Media", "TestSupport", "SDKTestSupport"],
+            dependencies: [
+                "Agent", "Understudy", "RoomServer", "RTC", "RTCWire", "Media", "TestSupport", "SDKTestSupport",
+                "AgentTestSupport",
+            ],
             path: "Tests/AgentTests"),
     ],
     cxxLanguageStandard: .cxx17

@@ -1,4 +1,5 @@
 import Agent
+import AgentTestSupport
 import Foundation
 import RoomServer
 import SDKTestSupport
@@ -29,13 +30,12 @@ struct InvitePolicyTests {
         let server = try startRoomServer()
         defer { server.stop() }
         let room = "invite-trust"
-        var options = RoomAgent.Options(
-            roomId: room, token: sdkToken(server, room: room, participant: "agent"), signalingURL: server.signalingURL)
-        options.participantId = "agent"
-        options.consume = .none
-        #expect(options.acceptInvites == .trusted)
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(
+            server, room: room, id: "agent", token: sdkToken(server, room: room, participant: "agent")
+        ) {
+            $0.consume = .none
+            #expect($0.acceptInvites == .trusted)
+        }
         try await waitUntil("agent subscribed") { agent.isListeningForInvites }
 
         // An audience member without allow_mod: refused.
@@ -52,10 +52,9 @@ struct InvitePolicyTests {
         try await waitUntil("invite followed", seconds: 15) { agent.room.localParticipant.mode == .SEND_AND_RECV }
 
         // A participant on stage without allow_mod: followed (by a second agent, still in the audience).
-        options.participantId = "agent2"
-        options.token = sdkToken(server, room: room, participant: "agent2")
-        let agent2 = try RoomAgent(options: options)
-        try await agent2.start()
+        let agent2 = try await startAgent(
+            server, room: room, id: "agent2", token: sdkToken(server, room: room, participant: "agent2")
+        ) { $0.consume = .none }
         try await waitUntil("second agent subscribed") { agent2.isListeningForInvites }
         let onStage = try await Self.plainParticipant(server, room: room, id: "speaker", mode: .SEND_AND_RECV)
         try await waitUntil("agent sees the speaker on stage") {
@@ -76,13 +75,12 @@ struct InvitePolicyTests {
         let server = try startRoomServer()
         defer { server.stop() }
         let room = "invite-yes"
-        var options = RoomAgent.Options(
-            roomId: room, token: sdkToken(server, room: room, participant: "agent"), signalingURL: server.signalingURL)
-        options.participantId = "agent"
-        options.consume = .none
-        options.acceptInvites = .yes
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(
+            server, room: room, id: "agent", token: sdkToken(server, room: room, participant: "agent")
+        ) {
+            $0.consume = .none
+            $0.acceptInvites = .yes
+        }
         try await waitUntil("agent subscribed") { agent.isListeningForInvites }
         let viewer = try await Self.plainParticipant(server, room: room, id: "viewer", mode: .RECV_ONLY)
         try await viewer.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent", message: "SEND_AND_RECV")

@@ -1,4 +1,5 @@
 import Agent
+import AgentTestSupport
 import Foundation
 import Media
 import RTCWire
@@ -54,28 +55,15 @@ struct RoomAgentFollowupTests {
         await host.join()
         try await waitUntil("host joined") { hostLog.has("joined") }
 
-        var options = RoomAgent.Options(
-            roomId: "kf-src", token: sdkToken(server, room: "kf-src"), signalingURL: server.signalingURL)
-        options.participantId = "agent-kf"
-        options.relayRoom = "kf-dst"
-        options.relayRoomToken = sdkToken(server, room: "kf-dst")
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(server, room: "kf-src", id: "agent-kf") {
+            $0.relayRoom = "kf-dst"
+            $0.relayRoomToken = sdkToken(server, room: "kf-dst")
+        }
 
-        final class FrameCount: @unchecked Sendable {
-            let lock = NSLock()
-            var video = 0
-        }
-        let received = FrameCount()
         let viewer = try makeRoom(server, room: "kf-dst", id: "viewer", mode: .RECV_ONLY)
-        viewer.onFrame = { id, kind, _, _ in
-            guard id == "relay-host", kind == .video else { return }
-            received.lock.withLock { received.video += 1 }
-        }
+        let received = countFrames(in: viewer, from: "relay-host")
         await viewer.join()
-        try await waitUntil("viewer receives the relayed host", seconds: 30) {
-            received.lock.withLock { received.video >= 30 }
-        }
+        try await waitUntil("viewer receives the relayed host", seconds: 30) { received.videoFrames >= 30 }
 
         // Steady state: the start-up keyframe requests are behind us. Ask the stand-in for a keyframe
         // until the host's source hears of it (the PLIs are throttled along the way, so repeat).

@@ -1,4 +1,5 @@
 import Agent
+import AgentTestSupport
 import Foundation
 import Media
 import RoomServer
@@ -13,8 +14,7 @@ import Testing
 @Suite("Room agent sources", .serialized)
 struct RoomAgentSourcesTests {
     @Test func onStageTheAgentPublishesItsVideoFileAndNoAudio() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("agent-src-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try makeScratchDirectory("agent-src")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // A third-party encoder makes the file: 176x144, so it cannot be mistaken for the test pattern.
         let ivf = dir + "/clip.ivf"
@@ -30,14 +30,11 @@ struct RoomAgentSourcesTests {
         defer { server.stop() }
         let (host, hostLog) = try await joinedRoom(
             server, room: "agent-src", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
-        var options = RoomAgent.Options(
-            roomId: "agent-src", token: sdkToken(server, room: "agent-src"), signalingURL: server.signalingURL)
-        options.participantId = "agent-src"
-        options.consume = .none
-        options.video = ivf
-        options.audio = "none"
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(server, room: "agent-src", id: "agent-src") {
+            $0.consume = .none
+            $0.video = ivf
+            $0.audio = "none"
+        }
         try await waitUntil("agent listens for invites", seconds: 15) { agent.isListeningForInvites }
 
         let recordingPath = dir + "/agent-as-seen-by-host.webm"

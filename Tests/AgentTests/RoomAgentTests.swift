@@ -1,4 +1,5 @@
 import Agent
+import AgentTestSupport
 import Foundation
 import RoomServer
 import SDKTestSupport
@@ -12,18 +13,15 @@ struct RoomAgentTests {
     @Test func agentRecordsTheStageAndFollowsAStageInvite() async throws {
         let server = try startRoomServer()
         defer { server.stop() }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("agent-\(UUID().uuidString)").path
+        let dir = try makeScratchDirectory("agent")
         defer { try? FileManager.default.removeItem(atPath: dir) }
 
         let (host, hostLog) = try await joinedRoom(
             server, room: "agent-stage", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
-        var options = RoomAgent.Options(
-            roomId: "agent-stage", token: sdkToken(server, room: "agent-stage"), signalingURL: server.signalingURL)
-        options.participantId = "agent1"
-        options.consume = .stage
-        options.recordDirectory = dir
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(server, room: "agent-stage", id: "agent1") {
+            $0.consume = .stage
+            $0.recordDirectory = dir
+        }
         #expect(agent.room.localParticipant.mode == .RECV_ONLY)
         try await waitUntil("agent consumes the host", seconds: 15) { agent.consumedIds == ["host"] }
         let recordingPath = try #require(
@@ -36,16 +34,7 @@ struct RoomAgentTests {
 
         // Host invites the agent on stage (seed 000 steps 1-2); the agent changes its own mode.
         try await waitUntil("host sees agent") { hostLog.has("pjoined:agent1") && agent.isListeningForInvites }
-        final class FrameCount: @unchecked Sendable {
-            let lock = NSLock()
-            var video = 0
-            var audio = 0
-        }
-        let fromAgent = FrameCount()
-        host.onFrame = { id, kind, _, _ in
-            guard id == "agent1" else { return }
-            fromAgent.lock.withLock { if kind == .video { fromAgent.video += 1 } else { fromAgent.audio += 1 } }
-        }
+        let fromAgent = countFrames(in: host, from: "agent1")
         try await host.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent1", message: "SEND_AND_RECV")
         try await waitUntil("host sees the agent on stage", seconds: 15) { hostLog.has("mode:agent1:SEND_AND_RECV") }
         // The host may hear the broadcast before the agent's own room has applied its change.
@@ -53,7 +42,7 @@ struct RoomAgentTests {
         #expect(host.participants["agent1"]?.mode == .SEND_AND_RECV)
         // On stage the agent publishes its test pattern and tone, and the host (autoConsume) receives them.
         try await waitUntil("host receives the agent's media", seconds: 15) {
-            fromAgent.lock.withLock { fromAgent.video >= 30 && fromAgent.audio >= 30 }
+            fromAgent.videoFrames >= 30 && fromAgent.audioFrames >= 30
         }
         host.onFrame = nil
 
@@ -96,12 +85,9 @@ struct RoomAgentTests {
         let server = try startRoomServer()
         defer { server.stop() }
         let (host, _) = try await joinedRoom(server, room: "agent-refuse", id: "host", mode: .SEND_AND_RECV)
-        var options = RoomAgent.Options(
-            roomId: "agent-refuse", token: sdkToken(server, room: "agent-refuse"), signalingURL: server.signalingURL)
-        options.participantId = "agent2"
-        options.acceptInvites = .from(["someone-else"])
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(server, room: "agent-refuse", id: "agent2") {
+            $0.acceptInvites = .from(["someone-else"])
+        }
         try await waitUntil("agent subscribed") { agent.isListeningForInvites }
         try await host.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent2", message: "SEND_AND_RECV")
         try await waitUntil("invite refused") { agent.refusedInviteCount == 1 }
@@ -115,12 +101,7 @@ struct RoomAgentTests {
         defer { server.stop() }
         let (host, _) = try await joinedRoom(server, room: "agent-demote", id: "host", mode: .SEND_AND_RECV)
         let (viewer, _) = try await joinedRoom(server, room: "agent-demote", id: "viewer", mode: .RECV_ONLY)
-        var options = RoomAgent.Options(
-            roomId: "agent-demote", token: sdkToken(server, room: "agent-demote"), signalingURL: server.signalingURL)
-        options.participantId = "agent3"
-        options.consume = .stage
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(server, room: "agent-demote", id: "agent3") { $0.consume = .stage }
         try await waitUntil("agent consumes only the stage") { agent.consumedIds == ["host"] }
         try await host.changeMode(.RECV_ONLY)
         try await waitUntil("agent drops the demoted host") { agent.consumedIds.isEmpty }
@@ -136,13 +117,10 @@ struct RoomAgentTests {
         defer { server.stop() }
         let (host1, _) = try await joinedRoom(server, room: "agent-maxv", id: "host1", mode: .SEND_AND_RECV)
         let (host2, _) = try await joinedRoom(server, room: "agent-maxv", id: "host2", mode: .SEND_AND_RECV)
-        var options = RoomAgent.Options(
-            roomId: "agent-maxv", token: sdkToken(server, room: "agent-maxv"), signalingURL: server.signalingURL)
-        options.participantId = "agent4"
-        options.consume = .stage
-        options.maxVideo = 1
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(server, room: "agent-maxv", id: "agent4") {
+            $0.consume = .stage
+            $0.maxVideo = 1
+        }
         // Audio is not limited; the one webcam slot goes to the first in order.
         try await waitUntil("agent consumes both mics, one webcam") {
             agent.consumedIds == ["host1", "host2"] && agent.consumedVideoIds == ["host1"]
@@ -165,11 +143,9 @@ struct RoomAgentTests {
             func has(_ s: String) -> Bool { lock.withLock { lines.contains(s) } }
         }
         let lines = Lines()
-        var options = RoomAgent.Options(
-            roomId: "agent-remove", token: sdkToken(server, room: "agent-remove"), signalingURL: server.signalingURL)
-        options.participantId = "agent5"
-        let agent = try RoomAgent(options: options) { line in lines.lock.withLock { lines.lines.append(line) } }
-        try await agent.start()
+        let agent = try await startAgent(
+            server, room: "agent-remove", id: "agent5",
+            log: { line in lines.lock.withLock { lines.lines.append(line) } })
         try await waitUntil("host sees the agent") { hostLog.has("pjoined:agent5") }
         try await #require(host.participants["agent5"]).remove()
         try await waitUntil("agent removed") { agent.leaveReason != nil }
@@ -182,17 +158,14 @@ struct RoomAgentTests {
     @Test func oggIVFRecordingAndMetricsText() async throws {
         let server = try startRoomServer()
         defer { server.stop() }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("agent-\(UUID().uuidString)").path
+        let dir = try makeScratchDirectory("agent")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let (host, _) = try await joinedRoom(
             server, room: "agent-ogg", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
-        var options = RoomAgent.Options(
-            roomId: "agent-ogg", token: sdkToken(server, room: "agent-ogg"), signalingURL: server.signalingURL)
-        options.participantId = "agent6"
-        options.recordDirectory = dir
-        options.recordFormat = .oggIVF
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(server, room: "agent-ogg", id: "agent6") {
+            $0.recordDirectory = dir
+            $0.recordFormat = .oggIVF
+        }
         try await waitUntil("both files open", seconds: 20) { agent.recordedFiles.count == 2 }
         try await waitUntil("frames recorded", seconds: 30) {
             agent.counters.framesRecorded(.video) >= 30 && agent.counters.framesRecorded(.audio) >= 50
@@ -229,13 +202,10 @@ struct RoomAgentTests {
         defer { server.stop() }
         let (host, _) = try await joinedRoom(
             server, room: "agent-src", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
-        var options = RoomAgent.Options(
-            roomId: "agent-src", token: sdkToken(server, room: "agent-src"), signalingURL: server.signalingURL)
-        options.participantId = "agent7"
-        options.relayRoom = "agent-dst"
-        options.relayRoomToken = sdkToken(server, room: "agent-dst")
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(server, room: "agent-src", id: "agent7") {
+            $0.relayRoom = "agent-dst"
+            $0.relayRoomToken = sdkToken(server, room: "agent-dst")
+        }
         final class FrameCount: @unchecked Sendable {
             let lock = NSLock()
             var video = 0
@@ -274,10 +244,7 @@ struct RoomAgentTests {
     @Test func runEndsOnRequestStopAndAFailedJoinKeepsItsCause() async throws {
         let server = try startRoomServer()
         defer { server.stop() }
-        let options = RoomAgent.Options(
-            roomId: "agent-stop", token: sdkToken(server, room: "agent-stop"), signalingURL: server.signalingURL)
-        let agent = try RoomAgent(options: options)
-        try await agent.start()
+        let agent = try await startAgent(server, room: "agent-stop", id: nil)
         let running = Task { await agent.run(duration: nil) }
         agent.requestStop()
         await running.value
@@ -294,6 +261,38 @@ struct RoomAgentTests {
                 return
             }
             #expect(reason == .JOIN_ROOM_FAILED && cause?.code == 4002, "\(error)")
+        }
+    }
+
+    /// `--relay`: the agent opens the relay before it joins and writes `relay.sdp` beside its
+    /// recordings; a URL the relay refuses fails the start with the relay's typed error.
+    @Test func relayStartWritesItsSessionDescriptionOrFailsWithTheRelaysError() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let dir = try makeScratchDirectory("agent-relay")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let agent = try await startAgent(server, room: "agent-relay", id: "agent8") {
+            $0.recordDirectory = dir
+            $0.relayURL = "rtp://127.0.0.1:47900"
+        }
+        let sdp = try String(contentsOfFile: dir + "/relay.sdp", encoding: .utf8)
+        #expect(sdp.contains("m=video 47900 RTP/AVP 96"), "\(sdp)")
+        #expect(sdp.contains("m=audio 47902 RTP/AVP 111"), "\(sdp)")
+        await agent.stop()
+
+        do {
+            let refused = try await startAgent(server, room: "agent-relay", id: "agent9") {
+                $0.relayURL = "rtp://example.com:5004"
+            }
+            Issue.record("a relay to a host name started")
+            await refused.stop()
+        } catch let error as RoomAgentError {
+            guard case .relay(let url, let cause) = error else {
+                Issue.record("unexpected \(error)")
+                return
+            }
+            #expect(url == "rtp://example.com:5004")
+            #expect(cause as? RelayError == .invalidHost("example.com"), "\(cause)")
         }
     }
 
