@@ -11,10 +11,7 @@ import Testing
 /// an SDP offer, `subscriberOffer`/`subscriberAnswer`), forwarded by the server's SFU.
 @Suite(.serialized) struct MediaFlowTests {
     @Test func consumeStartsMediaAndStopConsumingStopsIt() async throws {
-        let server = try startServer {
-            $0.udpPortLow = 0
-            $0.udpPortHigh = 0
-        }
+        let server = try startTestServer()
         defer { server.stop() }
         let alice = try await RoomMediaPeer.join(server, room: "media-a", participant: "alice")
         let bob = try await RoomMediaPeer.join(
@@ -89,10 +86,7 @@ import Testing
     }
 
     @Test func autoConsumeReceivesWithoutConsume() async throws {
-        let server = try startServer {
-            $0.udpPortLow = 0
-            $0.udpPortHigh = 0
-        }
+        let server = try startTestServer()
         defer { server.stop() }
         let bob = try await RoomMediaPeer.join(server, room: "media-b", participant: "bob", mode: "RECV_ONLY")
         let alice = try await RoomMediaPeer.join(server, room: "media-b", participant: "alice")
@@ -109,10 +103,7 @@ import Testing
     }
 
     @Test func recvOnlyCannotProduceAndChangeModeClosesProducers() async throws {
-        let server = try startServer {
-            $0.udpPortLow = 0
-            $0.udpPortHigh = 0
-        }
+        let server = try startTestServer()
         defer { server.stop() }
         let alice = try await RoomMediaPeer.join(server, room: "media-c", participant: "alice")
         let bob = try await RoomMediaPeer.join(server, room: "media-c", participant: "bob", mode: "RECV_ONLY")

@@ -3,6 +3,7 @@ import RTC
 import RTCWire
 import RoomServer
 import Signaling
+import TestSupport
 import Testing
 
 /// Issue 10 items 6 and 8 on the media side, against the real in-process SFU.
@@ -11,10 +12,7 @@ struct MediaHardeningTests {
     /// A publish restart (`restartIce` with an SDP) that adds an m-line would create a producer
     /// the room never hears of: it is refused with 3073 and nothing new is forwarded.
     @Test func anICERestartOfferThatAddsAnMLineIsRefused() async throws {
-        let server = try startServer {
-            $0.udpPortLow = 0
-            $0.udpPortHigh = 0
-        }
+        let server = try startTestServer()
         defer { server.stop() }
         let host = try await RoomMediaPeer.join(server, room: "restart", participant: "host")
         defer { Task { await host.close() } }

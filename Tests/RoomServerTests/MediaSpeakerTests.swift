@@ -23,10 +23,7 @@ import Testing
     }
 
     @Test func loudestMicBecomesSpeakerAndSilenceClearsIt() async throws {
-        let server = try startServer {
-            $0.udpPortLow = 0
-            $0.udpPortHigh = 0
-        }
+        let server = try startTestServer()
         defer { server.stop() }
         let alice = try await RoomMediaPeer.join(server, room: "speaker", participant: "alice")
         let carol = try await RoomMediaPeer.join(server, room: "speaker", participant: "carol")
@@ -58,10 +55,7 @@ import Testing
     /// The SFU's observer keeps sampling a room whose speaking mic went away, so the speaker is
     /// cleared (the polled detector stopped with the last mic and left a stale speaker).
     @Test func theSpeakerIsClearedWhenTheSpeakingMicLeaves() async throws {
-        let server = try startServer {
-            $0.udpPortLow = 0
-            $0.udpPortHigh = 0
-        }
+        let server = try startTestServer()
         defer { server.stop() }
         let alice = try await RoomMediaPeer.join(server, room: "speaker-leaves", participant: "alice")
         let bob = try await RoomMediaPeer.join(

@@ -7,24 +7,26 @@ import Signaling
 import TestSupport
 import Testing
 
-/// A room participant with real media: a signalling ``TestClient`` plus a publish and a subscribe
-/// ``PeerConnection`` (each on its own loop), negotiated only through the room protocol.
+/// A room participant with real media: a signalling ``TestClient`` plus a publishing and a
+/// subscribing ``SFUTestClient`` (each on its own loop), negotiated only through the room protocol.
 final class RoomMediaPeer: @unchecked Sendable {
     let signaling: TestClient
-    let publishConnection: PeerConnection
-    let subscribeConnection: PeerConnection
-    let frames = SFUFrameLog()
-    private var pump: MediaPump?
+    let publisher: SFUTestClient
+    let subscriber: SFUTestClient
     private var answerTask: Task<Void, Never>?
     private let lock = NSLock()
     private var answered: [Int] = []
-    private var recording: Recording?
 
     init(signaling: TestClient, name: String) throws {
         self.signaling = signaling
-        publishConnection = try PeerConnection(loop: EventLoop(name: "\(name)-pub"))
-        subscribeConnection = try PeerConnection(loop: EventLoop(name: "\(name)-sub"))
+        publisher = try SFUTestClient(name: "\(name)-pub")
+        subscriber = try SFUTestClient(name: "\(name)-sub")
     }
+
+    var publishConnection: PeerConnection { publisher.connection }
+    var subscribeConnection: PeerConnection { subscriber.connection }
+    /// What the subscribe connection received.
+    var frames: SFUFrameLog { subscriber.frames }
 
     /// Joins `room` as `participant` and starts answering `subscriberOffer`s.
     static func join(
@@ -35,7 +37,7 @@ final class RoomMediaPeer: @unchecked Sendable {
             server, room: room, participant: participant,
             extra: ["mode": .string(mode), "autoConsume": .bool(autoConsume)])
         let peer = try RoomMediaPeer(signaling: client, name: participant)
-        await peer.installFrameSink()
+        await peer.subscriber.startReceiving()
         peer.startAnswering()
         return peer
     }
@@ -43,31 +45,12 @@ final class RoomMediaPeer: @unchecked Sendable {
     /// Revisions of the subscribe offers this peer has answered successfully.
     var answeredRevisions: [Int] { lock.withLock { answered } }
 
-    private func installFrameSink() async {
-        let pc = subscribeConnection
-        await pc.loop.submit { [self] in
-            pc.onFrame = { [self] transceiver, _, frame, timing in
-                frames.add(transceiver.kind)
-                recording?.write(frame, arrival: timing.arrivalTime)
-            }
-        }
-    }
-
-    /// Records what arrives from now on (nil stops recording); loop-confined like the frame sink.
-    func record(_ r: Recording?) async {
-        await subscribeConnection.loop.submit { [self] in recording = r }
-    }
+    /// Records what arrives from now on (nil stops recording).
+    func record(_ r: Recording?) async { await subscriber.record(r) }
 
     /// The `produce` request carrying the offer for webcam (VP8) and mic (Opus), or its error.
     func publishRequest(video: Bool = true, audio: Bool = true) async throws -> Result<JSONValue, SignalError> {
-        let pc = publishConnection
-        let offer = try await pc.loop.submit {
-            if video { _ = pc.addTransceiver(kind: .video, direction: .sendonly) }
-            if audio { _ = pc.addTransceiver(kind: .audio, direction: .sendonly) }
-            let o = try pc.createOffer()
-            try pc.setLocalDescription(o)
-            return o
-        }
+        let offer = try await publisher.makeSendOffer(video: video, audio: audio)
         var tracks: [JSONValue] = []
         if video { tracks.append(["kind": "webcam"]) }
         if audio { tracks.append(["kind": "mic"]) }
@@ -80,26 +63,16 @@ final class RoomMediaPeer: @unchecked Sendable {
     func publish() async throws -> [JSONValue] {
         let response = try await publishRequest().get()
         guard let sdp = response["sdp"]?.stringValue else { throw Timeout(what: "an sdp answer") }
-        let answer = try SessionDescription.parse(sdp)
-        let pc = publishConnection
-        try await pc.loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
-        try await pc.waitUntilConnected(timeout: 10)
-        let (video, audio) = await pc.loop.submit {
-            (
-                pc.transceivers.first { $0.kind == .video }, pc.transceivers.first { $0.kind == .audio }
-            )
-        }
-        let pump = MediaPump(
-            connection: pc, video: video, audio: audio, sources: SyntheticMedia.shared(layers: 1).source)
-        self.pump = pump
-        await pc.loop.submit { pump.attach() }
+        try await publisher.accept(answer: try SessionDescription.parse(sdp))
+        try await publishConnection.waitUntilConnected(timeout: 10)
+        await publisher.startPump(layers: 1)
         return response["producers"]?.arrayValue ?? []
     }
 
     /// Answers every `subscriberOffer` on the subscribe connection, in order.
     private func startAnswering() {
         let client = signaling
-        let pc = subscribeConnection
+        let subscriber = self.subscriber
         answerTask = Task { [weak self] in
             while !Task.isCancelled {
                 guard
@@ -108,12 +81,7 @@ final class RoomMediaPeer: @unchecked Sendable {
                     let offer = try? SessionDescription.parse(sdp)
                 else { continue }
                 do {
-                    let answer = try await pc.loop.submit {
-                        try pc.setRemoteDescription(offer, type: .offer)
-                        let a = try pc.createAnswer()
-                        try pc.setLocalDescription(a)
-                        return a
-                    }
+                    let answer = try await subscriber.answer(offer)
                     let result = try await client.request(
                         "subscriberAnswer",
                         ["sdp": .string(answer.serialize()), "revision": .number(Double(revision))])
@@ -137,27 +105,15 @@ final class RoomMediaPeer: @unchecked Sendable {
         }
     }
 
-    /// Waits until `frames` reports at least the given counts.
+    /// Waits until the subscribe connection has received at least the given counts.
     func waitForFrames(video: Int = 0, audio: Int = 0, seconds: Double = 10) async throws {
-        let deadline = Date().addingTimeInterval(seconds)
-        while frames.videoFrames < video || frames.audioFrames < audio {
-            if Date() > deadline {
-                throw Timeout(
-                    what: "frames (video \(frames.videoFrames)/\(video), audio \(frames.audioFrames)/\(audio))")
-            }
-            try await Task.sleep(nanoseconds: 20_000_000)
-        }
+        try await subscriber.waitForFrames(video: video, audio: audio, seconds: seconds)
     }
 
     func close() async {
         answerTask?.cancel()
-        if let pump {
-            await publishConnection.loop.submit { pump.detach() }
-        }
-        for pc in [publishConnection, subscribeConnection] {
-            await pc.loop.submit { pc.close() }
-            pc.loop.shutdown()
-        }
+        await publisher.close()
+        await subscriber.close()
         signaling.close()
     }
 }

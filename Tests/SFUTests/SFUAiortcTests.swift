@@ -1,5 +1,3 @@
-// These tests need the Streaming and Media modules (MediaPump, SyntheticMedia, Recording), which
-// Package.swift lists as RoomServerTests dependencies.
 import Foundation
 import Media
 import RTC
@@ -89,16 +87,9 @@ struct SFUAiortcTests {
         let subscriber = try SFUTestClient(name: "sfu-sub-aiortc")
         for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
         let path = temporaryPath("aiortc.webm")
-        let recording = try Recording(path: path)
-        let pc = subscriber.connection
-        await subscriber.loop.submit {
-            pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
+        let recording = try await subscriber.recordSubscription(with: sfu, participantID: "bob", path: path) {
+            try await Task.sleep(for: .seconds(4))
         }
-        try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
-        try await pc.waitUntilConnected(timeout: 10)
-        try await Task.sleep(for: .seconds(4))
-        await subscriber.loop.submit { pc.onFrame = nil }
-        try recording.close()
 
         let stats = await sfu.stats()
         #expect(stats.counters.packetsIn > 100, "aiortc's media reached the SFU")
@@ -111,8 +102,7 @@ struct SFUAiortcTests {
             ])
         #expect(probe.contains("vp8,320,240"), "ffprobe: \(probe)")
         #expect(probe.contains("opus"))
-        let decode = try runToolText(
-            "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+        let decode = try ffmpegDecodeErrors(path)
         #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
 
         await subscriber.close()

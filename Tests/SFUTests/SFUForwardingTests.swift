@@ -1,5 +1,3 @@
-// These tests need the Streaming and Media modules (MediaPump, SyntheticMedia, Recording), which
-// Package.swift lists as RoomServerTests dependencies.
 import Foundation
 import Media
 import RTC
@@ -28,16 +26,9 @@ import Testing
             #expect(info.publisherID == "alice")
         }
         let path = temporaryPath("sfu.webm")
-        let recording = try Recording(path: path)
-        let pc = subscriber.connection
-        await subscriber.loop.submit {
-            pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
+        let recording = try await subscriber.recordSubscription(with: sfu, participantID: "bob", path: path) {
+            try await Task.sleep(for: .seconds(3))
         }
-        try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
-        try await pc.waitUntilConnected(timeout: 10)
-        try await Task.sleep(for: .seconds(3))
-        await subscriber.loop.submit { pc.onFrame = nil }
-        try recording.close()
 
         let stats = await sfu.stats()
         #expect(stats.counters.packetsIn > 100)
@@ -54,8 +45,7 @@ import Testing
             ])
         #expect(probe.contains("vp8"))
         #expect(probe.contains("opus"))
-        let decode = try runToolText(
-            "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+        let decode = try ffmpegDecodeErrors(path)
         #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
 
         await publisher.close()
@@ -85,24 +75,24 @@ import Testing
         _ = try await sfu.consume(subscriber: "bob", producerID: video.id)
         _ = try await sfu.consume(subscriber: "bob", producerID: audio.id)
         #expect(log.renegotiationRequests.contains("bob"))
-        let pc = subscriber.connection
-        await subscriber.loop.submit { pc.onFrame = { t, _, _, _ in log.add(t.kind) } }
+        let frames = subscriber.frames
+        await subscriber.startReceiving()
         try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
-        try await pc.waitUntilConnected(timeout: 10)
+        try await subscriber.connection.waitUntilConnected(timeout: 10)
         try await Task.sleep(for: .seconds(1.5))
-        #expect(log.videoFrames > 20)
-        #expect(log.audioFrames > 40)
+        #expect(frames.videoFrames > 20)
+        #expect(frames.audioFrames > 40)
 
         let before = log.renegotiationRequests.count
         try await sfu.stopConsuming(subscriber: "bob", producerID: video.id)
         #expect(log.renegotiationRequests.count == before + 1)
         try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
         try await Task.sleep(for: .seconds(0.3))
-        let videoAfterStop = log.videoFrames
-        let audioAfterStop = log.audioFrames
+        let videoAfterStop = frames.videoFrames
+        let audioAfterStop = frames.audioFrames
         try await Task.sleep(for: .seconds(1))
-        #expect(log.videoFrames == videoAfterStop, "video stops after stopConsuming")
-        #expect(log.audioFrames > audioAfterStop + 20, "audio keeps flowing")
+        #expect(frames.videoFrames == videoAfterStop, "video stops after stopConsuming")
+        #expect(frames.audioFrames > audioAfterStop + 20, "audio keeps flowing")
         await #expect(throws: SFUError.self) {
             try await sfu.stopConsuming(subscriber: "bob", producerID: video.id)
         }
@@ -126,20 +116,13 @@ import Testing
         await publisher.startPump(layers: 3)
         _ = try await sfu.consume(subscriber: "bob", producerID: video.id, quality: .high)
         let path = temporaryPath("simulcast.webm")
-        let recording = try Recording(path: path)
-        let pc = subscriber.connection
-        await subscriber.loop.submit {
-            pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
+        _ = try await subscriber.recordSubscription(with: sfu, participantID: "bob", path: path) {
+            try await Task.sleep(for: .seconds(2))
+            try await sfu.setPreferredLayer(subscriber: "bob", producerID: video.id, quality: .low)
+            try await Task.sleep(for: .seconds(2))
+            try await sfu.setViewport(subscriber: "bob", producerID: video.id, width: 300, height: 170)
+            try await Task.sleep(for: .seconds(2))
         }
-        try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
-        try await pc.waitUntilConnected(timeout: 10)
-        try await Task.sleep(for: .seconds(2))
-        try await sfu.setPreferredLayer(subscriber: "bob", producerID: video.id, quality: .low)
-        try await Task.sleep(for: .seconds(2))
-        try await sfu.setViewport(subscriber: "bob", producerID: video.id, width: 300, height: 170)
-        try await Task.sleep(for: .seconds(2))
-        await subscriber.loop.submit { pc.onFrame = nil }
-        try recording.close()
 
         let stats = await sfu.stats()
         let layers = stats.producers.first?.layers ?? []
@@ -158,8 +141,7 @@ import Testing
         for line in frames.split(separator: "\n") where sizes.last != String(line) { sizes.append(String(line)) }
         // Synthetic layers: 640x360, 320x180, 160x90.
         #expect(sizes == ["640,360", "160,90", "320,180"], "resolution sequence: \(sizes)")
-        let decode = try runToolText(
-            "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+        let decode = try ffmpegDecodeErrors(path)
         #expect(decode.isEmpty, "ffmpeg reported decode errors across the switch: \(decode)")
 
         await publisher.close()
@@ -178,20 +160,14 @@ import Testing
         }
         await publisher.startPump(layers: 1)
         _ = try await sfu.consume(subscriber: "bob", producerID: video.id)
-        let path = temporaryPath("nack.webm")
-        let recording = try Recording(path: path)
-        let pc = subscriber.connection
-        await subscriber.loop.submit {
-            pc.onFrame = { _, _, frame, timing in recording.write(frame, arrival: timing.arrivalTime) }
-        }
         // 5 % seeded loss on everything the subscriber's socket receives (set before it opens).
         let loop = subscriber.loop
         await loop.submit { loop.impairment = Impairment(receiveDropRate: 0.05, seed: 7) }
-        try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
-        try await pc.waitUntilConnected(timeout: 15)
-        try await Task.sleep(for: .seconds(3))
-        await subscriber.loop.submit { pc.onFrame = nil }
-        try recording.close()
+        let path = temporaryPath("nack.webm")
+        let recording = try await subscriber.recordSubscription(
+            with: sfu, participantID: "bob", path: path, connectTimeout: 15
+        ) { try await Task.sleep(for: .seconds(3)) }
+        let pc = subscriber.connection
 
         let stats = await sfu.stats()
         let consumer = stats.consumers.first
@@ -201,8 +177,7 @@ import Testing
         let repaired = await loop.submit { pc.receiverStats().reduce(0) { $0 + $1.stats.retransmissionsReceived } }
         #expect(repaired > 0, "retransmissions reached the subscriber")
         #expect(recording.videoFrames > 60)
-        let decode = try runToolText(
-            "/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"])
+        let decode = try ffmpegDecodeErrors(path)
         #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
 
         await publisher.close()
@@ -230,13 +205,12 @@ import Testing
         let producers = try await publisher.publish(to: sfu, participantID: "alice")
         await publisher.startPump(layers: 1)
         for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
-        let frames = SFUFrameLog()
-        let pc = subscriber.connection
-        await subscriber.loop.submit { pc.onFrame = { _, _, frame, _ in frames.add(frame.codec.kind) } }
+        let frames = subscriber.frames
+        await subscriber.startReceiving()
         try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
-        try await pc.waitUntilConnected(timeout: 10)
+        try await subscriber.connection.waitUntilConnected(timeout: 10)
         try await Task.sleep(for: .seconds(2))
-        await subscriber.loop.submit { pc.onFrame = nil }
+        await subscriber.stopReceiving()
         let ports = await sfu.loop.submit { [sfu] in
             [
                 sfu.participants["alice"]?.publishConnection?.localAddress?.port,

@@ -1,73 +1,42 @@
-import Foundation
 import Media
 import RTC
-import RTCWire
-import Testing
+import TestSupport
 
 @testable import SFU
 
-/// A Swift client connection on its own loop, as a browser would be: publishing or subscribing.
-final class SFUTestClient: @unchecked Sendable {
-    let connection: PeerConnection
-    var video: RTPTransceiver?
-    var audio: RTPTransceiver?
-    var pump: MediaPump?
-
-    init(name: String) throws {
-        connection = try PeerConnection(loop: EventLoop(name: name))
-    }
-
-    var loop: EventLoop { connection.loop }
-
+/// The SFU's own offer/answer steps for a ``SFUTestClient`` talking to an `SFU` directly.
+extension SFUTestClient {
     /// Publishes video (simulcast with `rids`) and audio into `sfu` and waits for the connection.
     func publish(to sfu: SFU, participantID: String, rids: [String] = [], audio wantAudio: Bool = true) async throws
         -> [ProducerInfo]
     {
-        let pc = connection
-        let offer = try await loop.submit { [self] in
-            video = pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids)
-            if wantAudio { audio = pc.addTransceiver(kind: .audio, direction: .sendonly) }
-            let o = try pc.createOffer()
-            try pc.setLocalDescription(o)
-            return o
-        }
+        let offer = try await makeSendOffer(rids: rids, audio: wantAudio)
         let (answer, producers) = try await sfu.publish(participantID: participantID, offer: offer)
-        try await loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
-        try await pc.waitUntilConnected(timeout: 10)
+        try await accept(answer: answer)
+        try await connection.waitUntilConnected(timeout: 10)
         return producers
-    }
-
-    /// Starts sending the shared synthetic loop.
-    func startPump(layers: Int) async {
-        let media = SyntheticMedia.shared(layers: layers)
-        let pump = MediaPump(connection: connection, video: video, audio: audio, sources: media.source)
-        self.pump = pump
-        await loop.submit { pump.attach() }
-    }
-
-    func stopPump() async {
-        guard let pump else { return }
-        await loop.submit { pump.detach() }
     }
 
     /// One subscribe round: the SFU offers, this client answers.
     func negotiateSubscription(with sfu: SFU, participantID: String) async throws {
         let offer = try await sfu.subscriberOffer(participantID: participantID)
-        let pc = connection
-        let answer = try await loop.submit {
-            try pc.setRemoteDescription(offer, type: .offer)
-            let a = try pc.createAnswer()
-            try pc.setLocalDescription(a)
-            return a
-        }
-        try await sfu.subscriberAnswer(participantID: participantID, answer: answer)
+        try await sfu.subscriberAnswer(participantID: participantID, answer: try await answer(offer))
     }
 
-    func close() async {
-        let pc = connection
-        await stopPump()
-        await loop.submit { pc.close() }
-        loop.shutdown()
+    /// Subscribes (one round with `sfu`), records what arrives to `path` once connected while `body`
+    /// runs, and returns the closed recording.
+    func recordSubscription(
+        with sfu: SFU, participantID: String, path: String, connectTimeout: Double = 10,
+        while body: () async throws -> Void
+    ) async throws -> Recording {
+        let recording = try Recording(path: path)
+        await startReceiving()
+        await record(recording)
+        try await negotiateSubscription(with: sfu, participantID: participantID)
+        try await connection.waitUntilConnected(timeout: connectTimeout)
+        try await body()
+        await stopReceiving()
+        try recording.close()
+        return recording
     }
 }
-
