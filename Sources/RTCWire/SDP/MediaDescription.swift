@@ -155,42 +155,6 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
     /// A rejected or stopped section has port 0 (RFC 8829 §5.3.1).
     public var isRejected: Bool { port == 0 }
 
-    /// `a=ice-ufrag` at this level (see ``SessionDescription/iceCredentials(forMediaAt:)`` for the fallback).
-    public var iceUfrag: String? {
-        get { first(\.asIceUfrag) }
-        set { replaceAll(\.asIceUfrag, with: newValue.map { [.iceUfrag($0)] } ?? []) }
-    }
-
-    /// `a=ice-pwd` at this level.
-    public var icePwd: String? {
-        get { first(\.asIcePwd) }
-        set { replaceAll(\.asIcePwd, with: newValue.map { [.icePwd($0)] } ?? []) }
-    }
-
-    /// Tokens of `a=ice-options`, e.g. `["trickle"]`; empty when absent.
-    public var iceOptions: [String] {
-        get { first(\.asIceOptions) ?? [] }
-        set { replaceAll(\.asIceOptions, with: newValue.isEmpty ? [] : [.iceOptions(newValue)]) }
-    }
-
-    /// Every `a=fingerprint` line (aiortc sends sha-256, sha-384 and sha-512).
-    public var fingerprints: [SDPFingerprint] {
-        get { all(\.asFingerprint) }
-        set { replaceAll(\.asFingerprint, with: newValue.map(SDPAttribute.fingerprint)) }
-    }
-
-    /// The first fingerprint.
-    public var fingerprint: SDPFingerprint? {
-        get { first(\.asFingerprint) }
-        set { fingerprints = newValue.map { [$0] } ?? [] }
-    }
-
-    /// `a=setup`: the DTLS role offered or chosen.
-    public var setup: SDPSetup? {
-        get { first(\.asSetup) }
-        set { replaceAll(\.asSetup, with: newValue.map { [.setup($0)] } ?? []) }
-    }
-
     /// `a=rtcp-mux`: RTP and RTCP share one transport.
     public var rtcpMux: Bool {
         get { has(.rtcpMux) }
@@ -222,12 +186,6 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
     public var msid: SDPMsid? {
         get { first(\.asMsid) }
         set { replaceAll(\.asMsid, with: newValue.map { [.msid($0)] } ?? []) }
-    }
-
-    /// `a=extmap` lines in order.
-    public var extmaps: [SDPExtmap] {
-        get { all(\.asExtmap) }
-        set { replaceAll(\.asExtmap, with: newValue.map(SDPAttribute.extmap)) }
     }
 
     /// The negotiated id of header extension `uri`, when it fits an RTP header extension id (≤ 255).

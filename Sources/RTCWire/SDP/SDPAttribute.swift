@@ -135,12 +135,60 @@ public enum SDPAttribute: Sendable, Hashable {
     }
 }
 
-/// Typed views over an ordered attribute list, shared by session and media level.
+/// An ordered attribute list with typed views, shared by session and media level
+/// (``SessionDescription`` and ``MediaDescription``).
 ///
 /// Setters keep the position of the attributes they replace; new attributes go to the end, so a
 /// description built from scratch lists attributes in the order its properties were set.
-protocol SDPAttributeContainer {
+public protocol SDPAttributeContainer {
+    /// The `a=` lines in order.
     var attributes: [SDPAttribute] { get set }
+}
+
+/// The attributes that may stand at session or media level (a media-level one wins; see
+/// ``SessionDescription/iceCredentials(forMediaAt:)``).
+extension SDPAttributeContainer {
+    /// `a=ice-ufrag` at this level.
+    public var iceUfrag: String? {
+        get { first(\.asIceUfrag) }
+        set { replaceAll(\.asIceUfrag, with: newValue.map { [.iceUfrag($0)] } ?? []) }
+    }
+
+    /// `a=ice-pwd` at this level.
+    public var icePwd: String? {
+        get { first(\.asIcePwd) }
+        set { replaceAll(\.asIcePwd, with: newValue.map { [.icePwd($0)] } ?? []) }
+    }
+
+    /// Tokens of `a=ice-options`, e.g. `["trickle"]`; empty when absent.
+    public var iceOptions: [String] {
+        get { first(\.asIceOptions) ?? [] }
+        set { replaceAll(\.asIceOptions, with: newValue.isEmpty ? [] : [.iceOptions(newValue)]) }
+    }
+
+    /// Every `a=fingerprint` line (aiortc sends sha-256, sha-384 and sha-512).
+    public var fingerprints: [SDPFingerprint] {
+        get { all(\.asFingerprint) }
+        set { replaceAll(\.asFingerprint, with: newValue.map(SDPAttribute.fingerprint)) }
+    }
+
+    /// The first fingerprint.
+    public var fingerprint: SDPFingerprint? {
+        get { first(\.asFingerprint) }
+        set { fingerprints = newValue.map { [$0] } ?? [] }
+    }
+
+    /// `a=setup`: the DTLS role offered or chosen.
+    public var setup: SDPSetup? {
+        get { first(\.asSetup) }
+        set { replaceAll(\.asSetup, with: newValue.map { [.setup($0)] } ?? []) }
+    }
+
+    /// `a=extmap` lines at this level, in order.
+    public var extmaps: [SDPExtmap] {
+        get { all(\.asExtmap) }
+        set { replaceAll(\.asExtmap, with: newValue.map(SDPAttribute.extmap)) }
+    }
 }
 
 extension SDPAttributeContainer {

@@ -59,48 +59,9 @@ public struct SessionDescription: Sendable, Hashable, SDPAttributeContainer {
         set { setFlag(.iceLite, newValue) }
     }
 
-    /// `a=ice-ufrag` at this level (see ``SessionDescription/iceCredentials(forMediaAt:)`` for the fallback).
-    public var iceUfrag: String? {
-        get { first(\.asIceUfrag) }
-        set { replaceAll(\.asIceUfrag, with: newValue.map { [.iceUfrag($0)] } ?? []) }
-    }
-
-    /// `a=ice-pwd` at this level.
-    public var icePwd: String? {
-        get { first(\.asIcePwd) }
-        set { replaceAll(\.asIcePwd, with: newValue.map { [.icePwd($0)] } ?? []) }
-    }
-
-    public var iceOptions: [String] {
-        get { first(\.asIceOptions) ?? [] }
-        set { replaceAll(\.asIceOptions, with: newValue.isEmpty ? [] : [.iceOptions(newValue)]) }
-    }
-
-    public var fingerprints: [SDPFingerprint] {
-        get { all(\.asFingerprint) }
-        set { replaceAll(\.asFingerprint, with: newValue.map(SDPAttribute.fingerprint)) }
-    }
-
-    public var fingerprint: SDPFingerprint? {
-        get { first(\.asFingerprint) }
-        set { fingerprints = newValue.map { [$0] } ?? [] }
-    }
-
-    /// `a=setup`: the DTLS role offered or chosen.
-    public var setup: SDPSetup? {
-        get { first(\.asSetup) }
-        set { replaceAll(\.asSetup, with: newValue.map { [.setup($0)] } ?? []) }
-    }
-
     public var extmapAllowMixed: Bool {
         get { has(.extmapAllowMixed) }
         set { setFlag(.extmapAllowMixed, newValue) }
-    }
-
-    /// Session-level `a=extmap` lines.
-    public var extmaps: [SDPExtmap] {
-        get { all(\.asExtmap) }
-        set { replaceAll(\.asExtmap, with: newValue.map(SDPAttribute.extmap)) }
     }
 
     /// `a=msid-semantic`. Stored verbatim (Chromium writes `msid-semantic: WMS` with a space, aiortc
