@@ -65,20 +65,8 @@ func janusJoinOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Jan
         throw Arguments.Failure.badValue(
             a.value("--video") != nil ? "--video" : "--audio", "only used with --mode SEND_AND_RECV (publishing)")
     }
-    do {
-        try LocalSources.validate(video: a.value("--video"), audio: a.value("--audio"))
-    } catch {
-        if case .badOption(let option, _, _) = error { throw Arguments.Failure.badValue(option, error.explanation) }
-        throw Arguments.Failure.badValue("--video/--audio", error.description)
-    }
-    options.video = a.value("--video")
-    options.audio = a.value("--audio")
-    if let relay = a.value("--relay") {
-        do { _ = try RTPRelay.parseURL(relay) } catch {
-            throw Arguments.Failure.badValue("--relay", "\(error)")
-        }
-        options.relayURL = relay
-    }
+    (options.video, options.audio) = try localSourceOptions(a)
+    options.relayURL = try relayURLOption(a)
     let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)
     return (options, duration)
 }

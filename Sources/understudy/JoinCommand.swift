@@ -154,26 +154,32 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
             options.relayRoomToken = try roomToken(a, room: relayRoom, participant: nil)
         }
     }
-    do {
-        try LocalSources.validate(video: a.value("--video"), audio: a.value("--audio"))
-    } catch {
-        if case .badOption(let option, _, _) = error { throw Arguments.Failure.badValue(option, error.explanation) }
-        throw Arguments.Failure.badValue("--video/--audio", error.description)
-    }
-    options.video = a.value("--video")
-    options.audio = a.value("--audio")
-    if let relay = a.value("--relay") {
-        do { _ = try RTPRelay.parseURL(relay) } catch {
-            throw Arguments.Failure.badValue("--relay", "\(error)")
-        }
-        options.relayURL = relay
-    }
+    (options.video, options.audio) = try localSourceOptions(a)
+    options.relayURL = try relayURLOption(a)
     options.iceServers = try iceServers(a)
     let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)
     return (options, duration)
 }
 
 /// `--ice-servers`: nil when absent (the room server's then apply).
+/// `--video` and `--audio` as given (nil when absent), checked: a file must be one the agents can send.
+func localSourceOptions(_ a: Arguments) throws(Arguments.Failure) -> (video: String?, audio: String?) {
+    do {
+        try LocalSources.validate(video: a.value("--video"), audio: a.value("--audio"))
+    } catch {
+        if case .badOption(let option, _, _) = error { throw Arguments.Failure.badValue(option, error.explanation) }
+        throw Arguments.Failure.badValue("--video/--audio", error.description)
+    }
+    return (a.value("--video"), a.value("--audio"))
+}
+
+/// `--relay rtp://HOST:PORT` as given (nil when absent), checked by the relay's own parser.
+func relayURLOption(_ a: Arguments) throws(Arguments.Failure) -> String? {
+    guard let relay = a.value("--relay") else { return nil }
+    do { _ = try RTPRelay.parseURL(relay) } catch { throw Arguments.Failure.badValue("--relay", "\(error)") }
+    return relay
+}
+
 func iceServers(_ a: Arguments) throws(Arguments.Failure) -> [ICEServer]? {
     guard let text = a.value("--ice-servers") else { return nil }
     do { return try ICEServer.parseList(text) } catch {
