@@ -519,7 +519,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         case .video?: ext = "ivf"
         }
         let id = key.participantId
-        let path = (dir as NSString).appendingPathComponent("\(Self.fileSafe(id)).\(ext)")
+        let path = (dir as NSString).appendingPathComponent("\(AgentManifest.fileSafe(id)).\(ext)")
         let rec: Recording
         do {
             rec = try Recording(path: path)
@@ -531,7 +531,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             if let raced = recordings[key] { return raced }
             recordings[key] = rec
             files.append([
-                "participantId": id, "path": path, "format": ext, "startedAt": Self.timestamp(),
+                "participantId": id, "path": path, "format": ext, "startedAt": AgentManifest.timestamp(),
                 "kinds": key.kind.map { [$0 == .audio ? "audio" : "video"] } ?? ["audio", "video"],
             ])
             return rec
@@ -544,16 +544,6 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     }
 
     // MARK: Manifest
-
-    private static func fileSafe(_ id: String) -> String {
-        String(id.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
-    }
-
-    private static func timestamp() -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date())
-    }
 
     private func writeManifest() { lock.withLock { writeManifestLocked() } }
 
@@ -583,18 +573,13 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             "modeChanges": modeChanges,
             "refusedInvites": refusedInvites,
         ]
-        do {
-            let data = try JSONSerialization.data(withJSONObject: manifest, options: [.prettyPrinted, .sortedKeys])
-            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            log("cannot write manifest: \(error)")
-        }
+        AgentManifest.write(manifest, to: path, log: log)
     }
 
     private func noteParticipant(_ p: Participant) {
         lock.withLock {
             if participantsSeen[p.id] == nil {
-                participantsSeen[p.id] = ["id": p.id, "name": p.displayName, "joinedAt": Self.timestamp()]
+                participantsSeen[p.id] = ["id": p.id, "name": p.displayName, "joinedAt": AgentManifest.timestamp()]
             }
             participantsSeen[p.id]?["mode"] = p.mode.rawValue
             participantsSeen[p.id]?["leftAt"] = nil
@@ -707,7 +692,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     public func onParticipantLeft(_ participant: Participant, reason: Understudy.LeaveReason) {
         log("participant left: \(participant.id) (\(reason.name))")
         lock.withLock {
-            participantsSeen[participant.id]?["leftAt"] = Self.timestamp()
+            participantsSeen[participant.id]?["leftAt"] = AgentManifest.timestamp()
             writeManifestLocked()
         }
         logStage()
@@ -716,7 +701,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     public func onParticipantModeChanged(participantId: String, mode: Mode) {
         lock.withLock {
-            modeChanges.append(["participantId": participantId, "mode": mode.rawValue, "at": Self.timestamp()])
+            modeChanges.append(["participantId": participantId, "mode": mode.rawValue, "at": AgentManifest.timestamp()])
             participantsSeen[participantId]?["mode"] = mode.rawValue
             writeManifestLocked()
         }

@@ -283,7 +283,7 @@ public final class JanusAgent: @unchecked Sendable {
             }
             let wanted: Bool = lock.withLock {
                 if publishersSeen[id] == nil || publishersSeen[id]?["leftAt"] != nil {
-                    publishersSeen[id] = ["id": String(id), "display": display, "joinedAt": Self.timestamp()]
+                    publishersSeen[id] = ["id": String(id), "display": display, "joinedAt": AgentManifest.timestamp()]
                 }
                 guard !stopped, feeds[id] == nil, !pendingFeeds.contains(id), Self.picks(options.consume, id, display)
                 else { return false }
@@ -375,7 +375,7 @@ public final class JanusAgent: @unchecked Sendable {
     private func unsubscribe(_ id: UInt64) async {
         guard
             let (feed, session) = lock.withLock({ () -> (Feed, JanusSession?)? in
-                publishersSeen[id]?["leftAt"] = Self.timestamp()
+                publishersSeen[id]?["leftAt"] = AgentManifest.timestamp()
                 guard let feed = feeds.removeValue(forKey: id) else { return nil }
                 if feed.video { videoFeeds -= 1 }
                 return (feed, session)
@@ -410,7 +410,7 @@ public final class JanusAgent: @unchecked Sendable {
             return
         }
         let ext = key == nil ? "webm" : key == .audio ? "ogg" : "ivf"
-        let name = feed.display.isEmpty ? "\(feed.id)" : "\(Self.fileSafe(feed.display))-\(feed.id)"
+        let name = feed.display.isEmpty ? "\(feed.id)" : "\(AgentManifest.fileSafe(feed.display))-\(feed.id)"
         let path = (dir as NSString).appendingPathComponent("\(name).\(ext)")
         do {
             let rec = try Recording(path: path)
@@ -424,7 +424,7 @@ public final class JanusAgent: @unchecked Sendable {
         lock.withLock {
             files.append([
                 "participantId": String(feed.id), "display": feed.display, "path": path, "format": ext,
-                "startedAt": Self.timestamp(),
+                "startedAt": AgentManifest.timestamp(),
             ])
         }
         writeManifest()
@@ -451,22 +451,7 @@ public final class JanusAgent: @unchecked Sendable {
                 "stage": publishersSeen.filter { $0.value["leftAt"] == nil }.keys.sorted().map { String($0) },
             ]
         }
-        do {
-            let data = try JSONSerialization.data(withJSONObject: manifest, options: [.prettyPrinted, .sortedKeys])
-            try data.write(
-                to: URL(fileURLWithPath: (dir as NSString).appendingPathComponent("manifest.json")), options: .atomic)
-        } catch {
-            log("cannot write manifest: \(error)")
-        }
+        AgentManifest.write(manifest, to: (dir as NSString).appendingPathComponent("manifest.json"), log: log)
     }
 
-    private static func fileSafe(_ id: String) -> String {
-        String(id.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
-    }
-
-    private static func timestamp() -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date())
-    }
 }
