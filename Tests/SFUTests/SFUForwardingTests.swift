@@ -103,18 +103,10 @@ import Testing
     }
 
     @Test func simulcastLayerSwitchDecodesCleanlyAndChangesResolution() async throws {
-        let sfu = SFU()
-        let publisher = try SFUTestClient(name: "sfu-pub3")
-        let subscriber = try SFUTestClient(name: "sfu-sub3")
-        let producers = try await publisher.publish(
-            to: sfu, participantID: "alice", rids: ["q", "h", "f"], audio: false)
-        guard let video = producers.first else {
-            Issue.record("no producer")
-            return
-        }
+        let setup = try await SFUForwardingSetup.start("sfu3", rids: ["q", "h", "f"], audio: false)
+        let (sfu, subscriber) = (setup.sfu, setup.subscriber)
+        let video = try #require(setup.producers.first)
         #expect(video.rids == ["q", "h", "f"])
-        await publisher.startPump(layers: 3)
-        _ = try await sfu.consume(subscriber: "bob", producerID: video.id, quality: .high)
         let path = temporaryPath("simulcast.webm")
         _ = try await subscriber.recordSubscription(with: sfu, participantID: "bob", path: path) {
             try await Task.sleep(for: .seconds(2))
@@ -144,22 +136,12 @@ import Testing
         let decode = try ffmpegDecodeErrors(path)
         #expect(decode.isEmpty, "ffmpeg reported decode errors across the switch: \(decode)")
 
-        await publisher.close()
-        await subscriber.close()
-        await sfu.shutdown()
+        await setup.close()
     }
 
     @Test func subscriberNACKsAreAnsweredByTheConsumer() async throws {
-        let sfu = SFU()
-        let publisher = try SFUTestClient(name: "sfu-pub4")
-        let subscriber = try SFUTestClient(name: "sfu-sub4")
-        let producers = try await publisher.publish(to: sfu, participantID: "alice", audio: false)
-        guard let video = producers.first else {
-            Issue.record("no producer")
-            return
-        }
-        await publisher.startPump(layers: 1)
-        _ = try await sfu.consume(subscriber: "bob", producerID: video.id)
+        let setup = try await SFUForwardingSetup.start("sfu4", audio: false)
+        let (sfu, subscriber) = (setup.sfu, setup.subscriber)
         // 5 % seeded loss on everything the subscriber's socket receives (set before it opens).
         let loop = subscriber.loop
         await loop.submit { loop.impairment = Impairment(receiveDropRate: 0.05, seed: 7) }
@@ -180,9 +162,7 @@ import Testing
         let decode = try ffmpegDecodeErrors(path)
         #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")
 
-        await publisher.close()
-        await subscriber.close()
-        await sfu.shutdown()
+        await setup.close()
     }
     @Test func connectionsBindInsideTheConfiguredPortRange() async throws {
         let sfu = SFU(configuration: SFUConfiguration(portRange: 47810...47812))
@@ -199,12 +179,9 @@ import Testing
     /// ICE ufrag and then by the validated source address; media still flows end to end.
     @Test func allConnectionsShareOnePort() async throws {
         let port: UInt16 = 47830
-        let sfu = SFU(configuration: SFUConfiguration(portRange: port...port))
-        let publisher = try SFUTestClient(name: "sfu-pub-mux")
-        let subscriber = try SFUTestClient(name: "sfu-sub-mux")
-        let producers = try await publisher.publish(to: sfu, participantID: "alice")
-        await publisher.startPump(layers: 1)
-        for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
+        let setup = try await SFUForwardingSetup.start(
+            "sfu-mux", sfu: SFU(configuration: SFUConfiguration(portRange: port...port)))
+        let (sfu, subscriber) = (setup.sfu, setup.subscriber)
         let frames = subscriber.frames
         await subscriber.startReceiving()
         try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
@@ -220,22 +197,12 @@ import Testing
         #expect(ports == [port, port], "both server connections on the shared port: \(ports)")
         #expect(frames.videoFrames >= 30, "video frames through the shared port: \(frames.videoFrames)")
         #expect(frames.audioFrames >= 50, "audio frames through the shared port: \(frames.audioFrames)")
-        await publisher.close()
-        await subscriber.close()
-        await sfu.shutdown()
+        await setup.close()
     }
 
     @Test func subscriberKeyframeRequestsReachThePublisherThrottled() async throws {
-        let sfu = SFU()
-        let publisher = try SFUTestClient(name: "sfu-pub6")
-        let subscriber = try SFUTestClient(name: "sfu-sub6")
-        let producers = try await publisher.publish(to: sfu, participantID: "alice", audio: false)
-        guard let video = producers.first else {
-            Issue.record("no producer")
-            return
-        }
-        await publisher.startPump(layers: 1)
-        _ = try await sfu.consume(subscriber: "bob", producerID: video.id)
+        let setup = try await SFUForwardingSetup.start("sfu6", audio: false)
+        let (sfu, publisher, subscriber) = (setup.sfu, setup.publisher, setup.subscriber)
         try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
         try await subscriber.connection.waitUntilConnected(timeout: 10)
         try await Task.sleep(for: .seconds(1))
@@ -263,9 +230,7 @@ import Testing
         let stats = await sfu.stats()
         #expect(stats.consumers.first?.plisReceived == 11)
 
-        await publisher.close()
-        await subscriber.close()
-        await sfu.shutdown()
+        await setup.close()
     }
 
     @Test func closingAPublisherRemovesItsProducersFromSubscribers() async throws {

@@ -40,3 +40,31 @@ extension SFUTestClient {
         return recording
     }
 }
+
+/// The start of most forwarding tests: `alice` publishes into an SFU (video, with simulcast `rids`
+/// when given, and audio when asked) and pumps the synthetic loop; `bob` consumes every producer.
+/// Bob's subscription is not negotiated yet.
+struct SFUForwardingSetup {
+    let sfu: SFU
+    let publisher: SFUTestClient
+    let subscriber: SFUTestClient
+    let producers: [ProducerInfo]
+
+    /// The clients' loops are named `name-pub` and `name-sub`.
+    static func start(
+        _ name: String, sfu: SFU = SFU(), rids: [String] = [], audio: Bool = true
+    ) async throws -> SFUForwardingSetup {
+        let publisher = try SFUTestClient(name: "\(name)-pub")
+        let subscriber = try SFUTestClient(name: "\(name)-sub")
+        let producers = try await publisher.publish(to: sfu, participantID: "alice", rids: rids, audio: audio)
+        await publisher.startPump(layers: max(1, rids.count))
+        for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
+        return SFUForwardingSetup(sfu: sfu, publisher: publisher, subscriber: subscriber, producers: producers)
+    }
+
+    func close() async {
+        await publisher.close()
+        await subscriber.close()
+        await sfu.shutdown()
+    }
+}
