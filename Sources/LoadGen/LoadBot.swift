@@ -442,19 +442,7 @@ final class LoadBot: @unchecked Sendable {
 
     /// Receiver statistics per mid of this bot's subscribe connection (loop thread).
     func receiverStatsByMid() -> [String: ReceiverTotals] {
-        var out: [String: ReceiverTotals] = [:]
-        guard let pc = subscribeConnection else { return out }
-        for s in pc.receiverStats() {
-            guard let mid = s.mid else { continue }
-            var total = out[mid] ?? ReceiverTotals()
-            total.packetsReceived &+= s.stats.packetsReceived
-            total.packetsLost &+= max(0, s.stats.packetsLost)
-            total.nacksSent &+= s.stats.nacksSent
-            total.plisSent &+= s.stats.plisSent &+ s.stats.firsSent
-            total.retransmissionsReceived &+= s.stats.retransmissionsReceived
-            out[mid] = total
-        }
-        return out
+        subscribeConnection.map(ReceiverTotals.byMid) ?? [:]
     }
 
     /// Sender statistics of this bot's publish connection (loop thread).

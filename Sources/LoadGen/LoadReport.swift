@@ -88,6 +88,17 @@ public struct LoadReport: Sendable, Codable {
         public var nacksReceived: UInt64
         public var retransmissions: UInt64
         public var plisReceived: UInt64
+
+        /// The row of one sender of `participant`'s publish connection.
+        init(participant: String, kind: MediaKind, stats: RTPSenderStats) {
+            self.participant = participant
+            self.kind = kind == .video ? "video" : "audio"
+            packetsSent = stats.packetsSent
+            bytesSent = stats.bytesSent
+            nacksReceived = stats.nacksReceived
+            retransmissions = stats.retransmissions
+            plisReceived = stats.plisReceived
+        }
     }
 
     /// Errors by kind (the request method, `join`, `disconnected`…), with one example message.

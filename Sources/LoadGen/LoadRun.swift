@@ -372,12 +372,7 @@ public final class LoadRun: @unchecked Sendable {
                         t.append(LoadReport.TrackResult(track, receiver: stats[track.mid]))
                     }
                     for s in bot.senderStats() {
-                        p.append(
-                            LoadReport.PublisherResult(
-                                participant: bot.id, kind: s.kind == .video ? "video" : "audio",
-                                packetsSent: s.stats.packetsSent, bytesSent: s.stats.bytesSent,
-                                nacksReceived: s.stats.nacksReceived, retransmissions: s.stats.retransmissions,
-                                plisReceived: s.stats.plisReceived))
+                        p.append(LoadReport.PublisherResult(participant: bot.id, kind: s.kind, stats: s.stats))
                     }
                 }
                 return (t, p, c.latency)

@@ -198,4 +198,22 @@ struct ReceiverTotals: Sendable {
     var nacksSent: UInt64 = 0
     var plisSent: UInt64 = 0
     var retransmissionsReceived: UInt64 = 0
+    var bytesReceived: UInt64 = 0
+
+    /// The receive statistics of `connection`, summed per mid (loop thread).
+    static func byMid(_ connection: PeerConnection) -> [String: ReceiverTotals] {
+        var out: [String: ReceiverTotals] = [:]
+        for s in connection.receiverStats() {
+            guard let mid = s.mid else { continue }
+            var total = out[mid] ?? ReceiverTotals()
+            total.packetsReceived &+= s.stats.packetsReceived
+            total.packetsLost &+= max(0, s.stats.packetsLost)
+            total.nacksSent &+= s.stats.nacksSent
+            total.plisSent &+= s.stats.plisSent &+ s.stats.firsSent
+            total.retransmissionsReceived &+= s.stats.retransmissionsReceived
+            total.bytesReceived &+= s.stats.bytesReceived
+            out[mid] = total
+        }
+        return out
+    }
 }

@@ -319,31 +319,15 @@ public final class JanusLoadRun: @unchecked Sendable {
         for bot in lock.withLock({ bots }) {
             guard let pc = bot.pc else { continue }
             let (t, p) = await bot.loop.submit { () -> ([LoadReport.TrackResult], [LoadReport.PublisherResult]) in
-                var totals: [String: ReceiverTotals] = [:]
-                var bytes: [String: UInt64] = [:]
-                for s in pc.receiverStats() {
-                    guard let mid = s.mid else { continue }
-                    var total = totals[mid] ?? ReceiverTotals()
-                    total.packetsReceived &+= s.stats.packetsReceived
-                    total.packetsLost &+= max(0, s.stats.packetsLost)
-                    total.nacksSent &+= s.stats.nacksSent
-                    total.plisSent &+= s.stats.plisSent &+ s.stats.firsSent
-                    total.retransmissionsReceived &+= s.stats.retransmissionsReceived
-                    totals[mid] = total
-                    bytes[mid, default: 0] &+= s.stats.bytesReceived
-                }
+                let totals = ReceiverTotals.byMid(pc)
                 var t: [LoadReport.TrackResult] = []
                 for track in bot.tracks.values.sorted(by: { $0.mid < $1.mid }) {
                     track.packets = totals[track.mid]?.packetsReceived ?? 0
-                    track.bytes = bytes[track.mid] ?? 0
+                    track.bytes = totals[track.mid]?.bytesReceived ?? 0
                     t.append(LoadReport.TrackResult(track, receiver: totals[track.mid]))
                 }
-                let p = pc.senderStats().map { s in
-                    LoadReport.PublisherResult(
-                        participant: bot.id, kind: s.kind == .video ? "video" : "audio",
-                        packetsSent: s.stats.packetsSent, bytesSent: s.stats.bytesSent,
-                        nacksReceived: s.stats.nacksReceived, retransmissions: s.stats.retransmissions,
-                        plisReceived: s.stats.plisReceived)
+                let p = pc.senderStats().map {
+                    LoadReport.PublisherResult(participant: bot.id, kind: $0.kind, stats: $0.stats)
                 }
                 return (t, p)
             }
