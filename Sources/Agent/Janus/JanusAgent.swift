@@ -95,20 +95,12 @@ public final class JanusAgent: @unchecked Sendable {
         session.onEvent = { [weak self] event in self?.handle(event) }
         let handle = try await session.attach()
         lock.withLock { publisherHandle = handle }
-        let joined = try await session.request(
-            handle,
-            body: [
-                "request": "join", "ptype": "publisher", "room": .number(Double(options.url.room)),
-                "display": .string(options.display),
-            ])
-        guard joined.data["videoroom"]?.stringValue == "joined", let myId = joined.data["id"]?.intValue else {
-            throw JanusError.refused(code: 0, reason: "unexpected join reply \(joined.json)")
-        }
+        let joined = try await session.joinAsPublisher(handle, room: options.url.room, display: options.display)
         lock.withLock { joinedRoom = true }
-        log("joined Janus room \(options.url.room) as feed \(myId) (session \(session.sessionId))")
+        log("joined Janus room \(options.url.room) as feed \(joined.feed) (session \(session.sessionId))")
         if options.publish { try await publish(session: session, handle: handle) }
         writeManifest()
-        considerPublishers(joined.data["publishers"])
+        considerPublishers(joined.reply.data["publishers"])
     }
 
     /// Runs until `duration` passes, `shouldStop` says so (the CLI passes its SIGTERM/SIGINT flag) or
@@ -223,14 +215,8 @@ public final class JanusAgent: @unchecked Sendable {
             self.publisherPC = pc
             self.pump = pump
         }
-        let reply = try await session.request(
-            handle, body: ["request": "publish", "display": .string(options.display)],
-            jsep: ("offer", offer.serialize()))
-        try await session.endOfCandidates(handle)
-        guard let jsep = reply.jsep, jsep.type == "answer" else {
-            throw JanusError.refused(code: 0, reason: "publish answered without an SDP answer: \(reply.json)")
-        }
-        let answer = try SessionDescription.parse(jsep.sdp)
+        let answer = try SessionDescription.parse(
+            try await session.publish(handle, offer: offer.serialize(), display: options.display))
         try await loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
         try await pc.waitUntilConnected(timeout: 15)
         await loop.submit { pump.attach() }
@@ -331,17 +317,10 @@ public final class JanusAgent: @unchecked Sendable {
         }
         do {
             let handle = try await session.attach()
-            let reply = try await session.request(
-                handle,
-                body: [
-                    "request": "join", "ptype": "subscriber", "room": .number(Double(options.url.room)),
-                    "streams": .array(
-                        chosen.map { ["feed": .number(Double(id)), "mid": .string($0.mid)] }),
-                ])
-            guard let jsep = reply.jsep, jsep.type == "offer" else {
-                throw JanusError.refused(code: 0, reason: "subscriber join without an offer: \(reply.json)")
-            }
-            let offer = try SessionDescription.parse(jsep.sdp)
+            let joined = try await session.joinAsSubscriber(
+                handle, room: options.url.room,
+                streams: chosen.map { ["feed": .number(Double(id)), "mid": .string($0.mid)] })
+            let offer = try SessionDescription.parse(joined.offer)
             let pc = try PeerConnection(loop: loop)
             let feed = Feed(id: id, display: display, handle: handle, pc: pc)
             let answer = try await loop.submit { () throws -> SessionDescription in
@@ -361,8 +340,7 @@ public final class JanusAgent: @unchecked Sendable {
                     videoFeeds += 1
                 }
             }
-            _ = try await session.request(handle, body: ["request": "start"], jsep: ("answer", answer.serialize()))
-            try await session.endOfCandidates(handle)
+            try await session.start(handle, answer: answer.serialize())
             try await pc.waitUntilConnected(timeout: 15)
             log(
                 "subscribed to \(id) (\(display)): \(chosen.map { $0.kind == .audio ? "audio" : "video" }.joined(separator: "+"))"

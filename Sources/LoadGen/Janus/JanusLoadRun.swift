@@ -141,15 +141,7 @@ public final class JanusLoadRun: @unchecked Sendable {
             bot.session = session
             let handle = try await session.attach()
             bot.handle = handle
-            let joined = try await session.request(
-                handle,
-                body: [
-                    "request": "join", "ptype": "publisher", "room": .number(Double(room.room)),
-                    "display": .string(bot.id),
-                ])
-            guard let feed = joined.data["id"]?.intValue else {
-                throw JanusError.refused(code: 0, reason: "\(joined.json)")
-            }
+            let (feed, _) = try await session.joinAsPublisher(handle, room: room.room, display: bot.id)
             let pc = try PeerConnection(loop: bot.loop)
             bot.pc = pc
             let media = self.media
@@ -162,17 +154,11 @@ public final class JanusLoadRun: @unchecked Sendable {
                 return (pump, offer)
             }
             bot.pump = pump
-            let reply = try await session.request(
-                handle, body: ["request": "publish"], jsep: ("offer", offer.serialize()))
-            try await session.endOfCandidates(handle)
-            guard let jsep = reply.jsep, jsep.type == "answer" else {
-                throw JanusError.refused(code: 0, reason: "publish without an answer: \(reply.json)")
-            }
-            let answer = try SessionDescription.parse(jsep.sdp)
+            let answer = try SessionDescription.parse(try await session.publish(handle, offer: offer.serialize()))
             try await bot.loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
             try await pc.waitUntilConnected(timeout: configuration.requestTimeout)
             await bot.loop.submit { pump.attach() }
-            bot.feed = UInt64(feed)
+            bot.feed = feed
             noteJoined(start)
         } catch {
             failed("publish", error)
@@ -186,15 +172,8 @@ public final class JanusLoadRun: @unchecked Sendable {
             bot.session = session
             let handle = try await session.attach()
             bot.handle = handle
-            let reply = try await session.request(
-                handle,
-                body: [
-                    "request": "join", "ptype": "subscriber", "room": .number(Double(room.room)),
-                    "streams": .array(feeds.map { ["feed": .number(Double($0.feed))] }),
-                ])
-            guard let jsep = reply.jsep, jsep.type == "offer" else {
-                throw JanusError.refused(code: 0, reason: "subscriber join without an offer: \(reply.json)")
-            }
+            let (offerSDP, reply) = try await session.joinAsSubscriber(
+                handle, room: room.room, streams: feeds.map { ["feed": .number(Double($0.feed))] })
             // Janus lists the streams of its offer in m-line order: mid, type and the feed they carry.
             let names = Dictionary(uniqueKeysWithValues: feeds.map { ($0.feed, $0.display) })
             let streams = (reply.data["streams"]?.arrayValue ?? []).compactMap {
@@ -209,7 +188,7 @@ public final class JanusLoadRun: @unchecked Sendable {
                 let feed = s["feed_id"]?.intValue.map { UInt64($0) } ?? 0
                 return (mid, kind, names[feed] ?? String(feed))
             }
-            let offer = try SessionDescription.parse(jsep.sdp)
+            let offer = try SessionDescription.parse(offerSDP)
             let pc = try PeerConnection(loop: bot.loop)
             bot.pc = pc
             let subscriber = bot.id
@@ -231,8 +210,7 @@ public final class JanusLoadRun: @unchecked Sendable {
                 try pc.setLocalDescription(answer)
                 return answer
             }
-            _ = try await session.request(handle, body: ["request": "start"], jsep: ("answer", answer.serialize()))
-            try await session.endOfCandidates(handle)
+            try await session.start(handle, answer: answer.serialize())
             try await pc.waitUntilConnected(timeout: configuration.requestTimeout)
             noteJoined(start)
         } catch {
