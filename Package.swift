@@ -135,7 +135,7 @@ let package = Package(
         // The SDK tests' helpers (a test server for the SDK, tokens, joined rooms, event logs), shared by
         // the SDK's and the agent's tests.
         .target(
-            name: "SDKTestSupport", dependencies: ["Understudy", "RoomServer", "Signaling", "TestSupport"],
+            name: "SDKTestSupport", dependencies: ["RTCWire", "Understudy", "RoomServer", "Signaling", "TestSupport"],
             path: "Tests/SDKTestSupport"),
         // The agent's tests' helpers (an agent started in a room, frame counts, scratch directories).
         .target(
@@ -160,7 +160,8 @@ let package = Package(
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
-            dependencies: ["Understudy", "RoomServer", "RTCWire", "Media", "TestSupport", "SDKTestSupport"],
+            // Agent: SDKTruthTests checks the agent's manifest against the SDK's participant lists.
+            dependencies: ["Understudy", "RoomServer", "RTCWire", "Media", "Agent", "TestSupport", "SDKTestSupport"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",

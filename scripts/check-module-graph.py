@@ -78,6 +78,10 @@ def main():
             if d in targets and targets[d][0] != "systemLibrary" and not targets[d][1].startswith("CModules/") \
                     and d not in uses:
                 problems.append(f"{name}: declares {d} but imports it nowhere")
+        # An undeclared import compiles only when another target happened to build the module first.
+        for d in sorted(uses - set(deps)):
+            if d in modules:
+                problems.append(f"{name}: imports {d} but does not declare it")
     # Cycles among the declared edges of the non-test modules.
     graph = {n: [d for d in t[2] if d in modules] for n, t in modules.items() if t[0] != "testTarget"}
     state = {}
