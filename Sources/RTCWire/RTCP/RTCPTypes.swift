@@ -238,6 +238,25 @@ extension UnsafeRawBufferPointer {
 }
 
 extension UnsafeMutableRawBufferPointer {
+    /// Copies `bytes` to offset `i` on; returns the offset after them.
+    @inline(__always) func rtcpPutBytes(_ bytes: some Sequence<UInt8>, _ i: Int) -> Int {
+        var at = i
+        for b in bytes {
+            self[at] = b
+            at += 1
+        }
+        return at
+    }
+    /// Zeroes from offset `i` up to `end` (RTCP pads to 32-bit words); returns the offset after the
+    /// padding (`i` when it is already at or past `end`).
+    @inline(__always) func rtcpPad(_ i: Int, to end: Int) -> Int {
+        var at = i
+        while at < end {
+            self[at] = 0
+            at += 1
+        }
+        return at
+    }
     @inline(__always) func rtcpPut16(_ v: UInt16, _ i: Int) {
         self[i] = UInt8(truncatingIfNeeded: v >> 8)
         self[i + 1] = UInt8(truncatingIfNeeded: v)

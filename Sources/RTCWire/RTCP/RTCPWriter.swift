@@ -55,16 +55,8 @@ public enum RTCPWriter {
         buffer.rtcpPut32(ssrc, offset + 4)
         buffer[offset + 8] = SDESItem.cname
         buffer[offset + 9] = UInt8(textLength)
-        var at = offset + 10
-        for c in cname.utf8 {
-            buffer[at] = c
-            at += 1
-        }
-        while at < offset + length {
-            buffer[at] = 0
-            at += 1
-        }
-        return at
+        let at = buffer.rtcpPutBytes(cname.utf8, offset + 10)
+        return buffer.rtcpPad(at, to: offset + length)
     }
 
     /// Writes an SDES packet with up to 31 chunks.
@@ -92,16 +84,9 @@ public enum RTCPWriter {
                 buffer[at] = item.type
                 buffer[at + 1] = UInt8(item.text.utf8.count)
                 at += 2
-                for c in item.text.utf8 {
-                    buffer[at] = c
-                    at += 1
-                }
+                at = buffer.rtcpPutBytes(item.text.utf8, at)
             }
-            let chunkEnd = chunkStart + ((at - chunkStart + 1 + 3) & ~3)
-            while at < chunkEnd {
-                buffer[at] = 0
-                at += 1
-            }
+            at = buffer.rtcpPad(at, to: chunkStart + ((at - chunkStart + 1 + 3) & ~3))
         }
         return at
     }
@@ -125,15 +110,7 @@ public enum RTCPWriter {
         }
         if let reason {
             buffer[at] = UInt8(reason.utf8.count)
-            at += 1
-            for c in reason.utf8 {
-                buffer[at] = c
-                at += 1
-            }
-            while at < offset + length {
-                buffer[at] = 0
-                at += 1
-            }
+            at = buffer.rtcpPad(buffer.rtcpPutBytes(reason.utf8, at + 1), to: offset + length)
         }
         return at
     }
@@ -327,10 +304,7 @@ public enum RTCPWriter {
         }
         let end = offset + ((at - offset + 3) & ~3)
         guard end <= buffer.count else { throw .bufferTooSmall }
-        while at < end {
-            buffer[at] = 0
-            at += 1
-        }
+        _ = buffer.rtcpPad(at, to: end)
         try header(
             buffer, offset, count: 15, type: RTCPPacketType.transportFeedback, length: end - offset)
         return end
@@ -343,16 +317,8 @@ public enum RTCPWriter {
     ) throws(RTCPError) -> Int {
         let length = (4 + payload.count + 3) & ~3
         try header(buffer, offset, count: Int(count & 0x1F), type: packetType, length: length)
-        var at = offset + 4
-        for b in payload {
-            buffer[at] = b
-            at += 1
-        }
-        while at < offset + length {
-            buffer[at] = 0
-            at += 1
-        }
-        return at
+        let at = buffer.rtcpPutBytes(payload, offset + 4)
+        return buffer.rtcpPad(at, to: offset + length)
     }
 
     // MARK: enum API
