@@ -208,32 +208,29 @@ public struct VP8Packetizer {
             pictureIDIs15Bit: true,
             tl0PicIdx: tl0PicIdx, tid: tid, layerSync: layerSync)
         let descriptorLength = descriptor.encodedLength
-        let count = Self.packetCount(
+        // The balanced split RTPSender uses (VP8PayloadFormat.Split), with this packetizer's descriptor.
+        let split = VP8PayloadFormat.Split(
             frameLength: frame.count, maxPayloadSize: maxPayloadSize, descriptorLength: descriptorLength)
+        let count = split.count
         guard frame.count > 0 else { return 0 }
         guard count > 0 else { throw .payloadSizeTooSmall }
-        // Balanced split: the first `frame.count % count` chunks get one extra byte.
-        let small = frame.count / count
-        let extra = frame.count % count
-        let largest = descriptorLength + small + (extra > 0 ? 1 : 0)
+        let largest = descriptorLength + split.chunk(0).count
         if scratch.count < largest { scratch = [UInt8](repeating: 0, count: largest) }
-        var source = 0
         for k in 0..<count {
-            let chunk = small + (k < extra ? 1 : 0)
+            let chunk = split.chunk(k)
             descriptor.startOfPartition = k == 0
             var failure: VP8Error? = nil
             scratch.withUnsafeMutableBytes { out in
                 do throws(VP8Error) {
                     let at = try descriptor.write(into: out)
-                    UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + chunk)])
-                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: frame[source..<(source + chunk)]))
-                    emit(UnsafeRawBufferPointer(rebasing: out[0..<(at + chunk)]), k == count - 1)
+                    UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + chunk.count)])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: frame[chunk]))
+                    emit(UnsafeRawBufferPointer(rebasing: out[0..<(at + chunk.count)]), k == count - 1)
                 } catch {
                     failure = error
                 }
             }
             if let failure { throw failure }
-            source += chunk
         }
         return count
     }
