@@ -193,6 +193,7 @@ final class Room: @unchecked Sendable {
                 createConsumer(for: p, of: producer)
             }
         }
+        lanes.expediteRenegotiation(p.id)  // the joiner's first offer is part of its join
         if p.permissions.contains("allow_join") {
             for (pid, entry) in lobby.sorted(by: { $0.key < $1.key }) {
                 p.session.notify(
@@ -283,6 +284,8 @@ final class Room: @unchecked Sendable {
             let why = waiting != nil ? "is waiting in the lobby" : "has not joined the room"
             return session.respond(id, error: RoomError(3035, "'\(method.rawValue)' refused: this connection \(why)"))
         }
+        // A new offer for the caller's own subscribe connection is part of its request's answer.
+        defer { lanes.expediteRenegotiation(p.id) }
         do {
             let result = try dispatch(p, method: method, data: data, id: id)
             if let result { session.respond(id, result) }

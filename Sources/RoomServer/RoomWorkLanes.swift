@@ -10,7 +10,9 @@ import RoomProtocol
 /// - **stage**: what puts someone on stage or takes them off (``isStageMethod(_:)``);
 /// - **requests**: every other request;
 /// - **renegotiations**: members whose subscribe connection needs a new offer (one entry per member,
-///   however many consumers changed; taken in batches when nothing else waits).
+///   however many consumers changed; taken in batches when nothing else waits). A renegotiation the
+///   member's own request caused (its `consume`, its join) is *expedited*: it runs right after the
+///   stage requests, like the rest of that request's answer; the bulk of a fan-out waits.
 ///
 /// A request of a participant that still has one waiting in the requests lane goes there too, so each
 /// participant's requests keep their order. Every submission enqueues one job on the room's queue,
@@ -36,7 +38,10 @@ final class RoomWorkLanes: @unchecked Sendable {
     /// Requests of each session now in `requests` (absent: none).
     private var waitingRequests: [ObjectIdentifier: Int] = [:]
     private var renegotiations = FIFO<String>()
+    /// Members with a renegotiation waiting (in `renegotiations`, and maybe in `expedited` too).
     private var renegotiationSet: Set<String> = []
+    private var expedited = FIFO<String>()
+    private var expeditedSet: Set<String> = []
     private var requestsSinceRenegotiation = 0
 
     init(renegotiationBatch: Int = 16, renegotiationEvery: Int = 32) {
@@ -75,12 +80,28 @@ final class RoomWorkLanes: @unchecked Sendable {
         return true
     }
 
+    /// Moves the waiting renegotiation of `participantId` (if any) ahead of the requests: its own
+    /// request caused it. No job is enqueued: the one of its ``submitRenegotiation(_:)`` runs it.
+    func expediteRenegotiation(_ participantId: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard renegotiationSet.contains(participantId), expeditedSet.insert(participantId).inserted else { return }
+        expedited.append(participantId)
+    }
+
     /// The most urgent waiting work, taken out of its lane.
     func next() -> Work {
         lock.lock()
         defer { lock.unlock() }
         if let work = stage.popFirst() { return .request(work) }
-        let renegotiationDue = requestsSinceRenegotiation >= renegotiationEvery && !renegotiations.isEmpty
+        // Entries are removed lazily: an id run from one FIFO stays in the other and is skipped there
+        // (unless asked for again meanwhile, when running it at the earlier place is just as right).
+        while let id = expedited.popFirst() {
+            guard expeditedSet.remove(id) != nil else { continue }
+            renegotiationSet.remove(id)
+            return .renegotiations([id])
+        }
+        let renegotiationDue = requestsSinceRenegotiation >= renegotiationEvery && !renegotiationSet.isEmpty
         if !renegotiationDue, let (session, work) = requests.popFirst() {
             requestsSinceRenegotiation += 1
             if let n = waitingRequests[session], n > 1 {
@@ -95,7 +116,8 @@ final class RoomWorkLanes: @unchecked Sendable {
         let count = requests.isEmpty ? renegotiationBatch : 1
         var batch: [String] = []
         while batch.count < count, let id = renegotiations.popFirst() {
-            renegotiationSet.remove(id)
+            guard renegotiationSet.remove(id) != nil else { continue }
+            expeditedSet.remove(id)
             batch.append(id)
         }
         return batch.isEmpty ? .nothing : .renegotiations(batch)
@@ -105,7 +127,7 @@ final class RoomWorkLanes: @unchecked Sendable {
     var isEmpty: Bool {
         lock.lock()
         defer { lock.unlock() }
-        return stage.isEmpty && requests.isEmpty && renegotiations.isEmpty
+        return stage.isEmpty && requests.isEmpty && renegotiationSet.isEmpty
     }
 }
 

@@ -71,6 +71,37 @@ struct RoomWorkLanesTests {
         #expect(lanes.submitRenegotiation("a"))
     }
 
+    @Test func aMembersOwnRenegotiationGoesAheadOfRequestsAndTheFanOut() {
+        let lanes = RoomWorkLanes()
+        let log = Log()
+        let other = Session()
+        for i in 0..<3 { _ = lanes.submitRenegotiation("audience-\(i)") }  // a stage change's fan-out
+        lanes.submit(session: ObjectIdentifier(other), method: .consume) { log.add("consume") }
+        #expect(lanes.submitRenegotiation("joiner"))
+        lanes.expediteRenegotiation("joiner")
+        lanes.expediteRenegotiation("nobody")  // nothing waiting: nothing to expedite
+        Self.drain(lanes, log)
+        #expect(log.all == ["offer joiner", "consume", "offer audience-0,audience-1,audience-2"])
+    }
+
+    @Test func anExpeditedRenegotiationRunsOnceWhicheverLaneReachesItFirst() {
+        let lanes = RoomWorkLanes()
+        let log = Log()
+        _ = lanes.submitRenegotiation("a")
+        _ = lanes.submitRenegotiation("b")
+        lanes.expediteRenegotiation("b")
+        // The batch takes a and b; b's expedited entry is then stale.
+        guard case .renegotiations(let first) = lanes.next() else {
+            Issue.record("expected b first")
+            return
+        }
+        #expect(first == ["b"])
+        #expect(lanes.submitRenegotiation("b"), "asked again after it ran")
+        Self.drain(lanes, log)
+        #expect(log.all == ["offer a,b"])
+        #expect(lanes.isEmpty)
+    }
+
     @Test func renegotiationsAreNotStarvedByAStreamOfRequests() {
         let lanes = RoomWorkLanes(renegotiationBatch: 16, renegotiationEvery: 4)
         let log = Log()
@@ -97,6 +128,7 @@ struct RoomWorkLanesTests {
             lanes.submit(session: ObjectIdentifier(s), method: round % 3 == 0 ? .changeMode : .consume) {}
             jobs += 1
             if lanes.submitRenegotiation("m\(round % 7)") { jobs += 1 }
+            if round % 5 == 0 { lanes.expediteRenegotiation("m\((round + 3) % 7)") }
             if round % 4 == 3 {
                 // Some jobs run in between.
                 for _ in 0..<3 where jobs > 0 {
