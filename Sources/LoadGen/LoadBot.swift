@@ -231,18 +231,22 @@ final class LoadBot: @unchecked Sendable {
             run.noteModeChange(promoted: newMode == "SEND_AND_RECV", ok: false, seconds: 0)
             return
         }
+        let answered = Double(EventLoop.now() - began) / 1e9
         mode = newMode
         if newMode == "SEND_AND_RECV" {
             do {
                 try await publish(video: true)
-                run.noteModeChange(promoted: true, ok: true, seconds: Double(EventLoop.now() - began) / 1e9)
+                run.noteModeChange(
+                    promoted: true, ok: true, seconds: Double(EventLoop.now() - began) / 1e9,
+                    changeModeSeconds: answered)
             } catch {
                 run.noteError("publish-after-invite", "\(id): \(error)")
-                run.noteModeChange(promoted: true, ok: false, seconds: 0)
+                run.noteModeChange(promoted: true, ok: false, seconds: 0, changeModeSeconds: answered)
             }
         } else {
             await stopPublishing()
-            run.noteModeChange(promoted: false, ok: true, seconds: Double(EventLoop.now() - began) / 1e9)
+            run.noteModeChange(
+                promoted: false, ok: true, seconds: Double(EventLoop.now() - began) / 1e9, changeModeSeconds: answered)
         }
     }
 

@@ -127,6 +127,10 @@ public struct LoadReport: Sendable, Codable {
         public var failures: Int
         /// From the invite arriving at the bot to its changeMode answered and (promotion) media flowing.
         public var latencyMs: Percentiles
+        /// From the invite arriving at the bot to its changeMode answered: when the mode change took
+        /// effect in the room (everyone is told with it). The rest of ``latencyMs`` is the guest's
+        /// publish connection. Nil in reports merged from several machines.
+        public var changeModeMs: Percentiles?
     }
 
     /// One progress sample (cumulative counters), used to find the steady state.
@@ -329,6 +333,9 @@ public struct LoadReport: Sendable, Codable {
         if modeChanges.invitesSent > 0 {
             out +=
                 "stage invites \(modeChanges.invitesSent) sent, \(modeChanges.promotions) promoted, \(modeChanges.demotions) demoted, \(modeChanges.failures) failed; \(pct(modeChanges.latencyMs))\n"
+            if let changeMode = modeChanges.changeModeMs, changeMode.count > 0 {
+                out += "  changeMode  \(pct(changeMode)) (answered; the rest is the guest's publish connection)\n"
+            }
         }
         let peak = rssSamples.map(\.bytes).max() ?? 0
         out += String(

@@ -57,6 +57,7 @@ public final class LoadRun: @unchecked Sendable {
     private var demotions = 0
     private var modeFailures = 0
     private var modeLatencies: [Double] = []
+    private var changeModeLatencies: [Double] = []
     private var rssSamples: [LoadReport.RSSSample] = []
     private var ticks: [LoadReport.Tick] = []
     private var stopSpawning = false
@@ -95,8 +96,11 @@ public final class LoadRun: @unchecked Sendable {
         }
     }
 
-    func noteModeChange(promoted: Bool, ok: Bool, seconds: Double) {
+    /// A stage invite handled: `seconds` until it took full effect, `changeModeSeconds` until the
+    /// bot's changeMode was answered (nil when it was not).
+    func noteModeChange(promoted: Bool, ok: Bool, seconds: Double, changeModeSeconds: Double? = nil) {
         lock.withLock {
+            if let changeModeSeconds { changeModeLatencies.append(changeModeSeconds) }
             if !ok {
                 modeFailures += 1
             } else {
@@ -396,7 +400,8 @@ public final class LoadRun: @unchecked Sendable {
                 .sorted { $0.count > $1.count },
                 LoadReport.ModeChanges(
                     invitesSent: invitesSent, promotions: promotions, demotions: demotions, failures: modeFailures,
-                    latencyMs: .of(modeLatencies.map { $0 * 1000 })),
+                    latencyMs: .of(modeLatencies.map { $0 * 1000 }),
+                    changeModeMs: .of(changeModeLatencies.map { $0 * 1000 })),
                 rssSamples, ticks
             )
         }

@@ -148,7 +148,7 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
         guard let room = locked({ room }) else {
             return respond(id, error: RoomError(3035, "'\(method.rawValue)' was called before the room was joined"))
         }
-        room.enqueue { room.handle(session: self, id: id, method: method, data: data) }
+        room.submitRequest(session: self, id: id, method: method, data: data)
     }
 
     /// Answers a bad message and counts it; too many within the window close the connection.

@@ -24,17 +24,12 @@ final class RoomMedia: @unchecked Sendable {
         sfuConfiguration.maxSSRCsPerConnection = configuration.maxSSRCsPerPublisher
         sfuConfiguration.iceTCP = configuration.iceTCP
         sfu = try SFU.make(configuration: sfuConfiguration)
-        let pending = self.pendingRenegotiations
         sfu.onRenegotiationNeeded = { [weak server] key in
             guard let server, let (roomId, participantId) = RoomMedia.split(key),
                 let room = server.existingRoom(roomId)
             else { return }
             // Several consumers added by one request ask several times; one offer covers them all.
-            guard pending.withLock({ $0.insert(key).inserted }) else { return }
-            room.enqueue {
-                pending.withLock { _ = $0.remove(key) }
-                room.subscribeRenegotiationNeeded(participantId: participantId)
-            }
+            room.renegotiationNeeded(participantId: participantId)
         }
         watchLayers(server: server)
         watchSpeakers(server: server)
@@ -57,9 +52,6 @@ final class RoomMedia: @unchecked Sendable {
             room.enqueue { room.consumerLayerChanged(subscriberId: participantId, producerId: producerId, quality) }
         }
     }
-
-    /// SFU participants with a renegotiation job queued on their room and not yet run.
-    private let pendingRenegotiations = LockedKeySet()
 
     static func key(room: String, participant: String) -> String { room + "/" + participant }
 
@@ -122,18 +114,6 @@ final class RoomMedia: @unchecked Sendable {
 
     func shutdown() {
         _ = try? call("shutdown", timeout: 5) { await $0.shutdown() }
-    }
-}
-
-/// A lock-protected set of SFU participant keys.
-final class LockedKeySet: @unchecked Sendable {
-    private let lock = NSLock()
-    private var keys: Set<String> = []
-
-    func withLock<T>(_ body: (inout Set<String>) -> T) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&keys)
     }
 }
 

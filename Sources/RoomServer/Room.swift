@@ -42,6 +42,32 @@ final class Room: @unchecked Sendable {
 
     func enqueue(_ work: @escaping @Sendable () -> Void) { queue.async(execute: work) }
 
+    /// Stage requests first, then other requests, then subscribe renegotiations (see ``RoomWorkLanes``).
+    private let lanes = RoomWorkLanes()
+
+    /// Queues a member's request in its lane (stage changes ahead of the room's bulk work).
+    func submitRequest(session: any ParticipantSignaling, id: JSONValue, method: RoomMethod, data: JSONValue) {
+        lanes.submit(session: ObjectIdentifier(session), method: method) { [self] in
+            handle(session: session, id: id, method: method, data: data)
+        }
+        queue.async { [self] in runNextWork() }
+    }
+
+    /// The SFU wants a new subscribe offer for `participantId` (its consumers changed). Called on any
+    /// thread; several calls before the offer is made ask once.
+    func renegotiationNeeded(participantId: String) {
+        guard lanes.submitRenegotiation(participantId) else { return }
+        queue.async { [self] in runNextWork() }
+    }
+
+    private func runNextWork() {
+        switch lanes.next() {
+        case .request(let work): work()
+        case .renegotiations(let participantIds): subscribeRenegotiationsNeeded(participantIds)
+        case .nothing: break
+        }
+    }
+
     /// The room's state once every request queued before this call has been handled; nil once
     /// the room has closed.
     func currentSummary() async -> RoomSummary? {
@@ -167,6 +193,7 @@ final class Room: @unchecked Sendable {
                 createConsumer(for: p, of: producer)
             }
         }
+        lanes.expediteRenegotiation(p.id)  // the joiner's first offer is part of its join
         if p.permissions.contains("allow_join") {
             for (pid, entry) in lobby.sorted(by: { $0.key < $1.key }) {
                 p.session.notify(
@@ -257,6 +284,8 @@ final class Room: @unchecked Sendable {
             let why = waiting != nil ? "is waiting in the lobby" : "has not joined the room"
             return session.respond(id, error: RoomError(3035, "'\(method.rawValue)' refused: this connection \(why)"))
         }
+        // A new offer for the caller's own subscribe connection is part of its request's answer.
+        defer { lanes.expediteRenegotiation(p.id) }
         do {
             let result = try dispatch(p, method: method, data: data, id: id)
             if let result { session.respond(id, result) }
@@ -450,15 +479,16 @@ final class Room: @unchecked Sendable {
             presenterId = p.id
             broadcast(.presenterChanged, ["participantId": .string(p.id)])
         }
-        for other in participantsInOrder where other.wants(producer) { createConsumer(for: other, of: producer) }
+        createConsumers(of: producer, for: participantsInOrder.filter { $0.wants(producer) })
         return producer.json
     }
 
     private func closeProducer(_ producer: RoomProducer, of p: ParticipantState) {
         guard p.producers.removeValue(forKey: producer.producerId) != nil else { return }
+        // Closing the producer in the SFU closes its consumers there too, in one hop.
         for other in participantsInOrder {
             for consumer in other.consumers.values where consumer.producerId == producer.producerId {
-                closeConsumer(consumer, of: other)
+                closeConsumer(consumer, of: other, inSFU: false)
             }
         }
         if producer.hasMedia, let media = server.media() {
@@ -479,27 +509,51 @@ final class Room: @unchecked Sendable {
     private func createConsumer(for subscriber: ParticipantState, of producer: RoomProducer, explicit: Bool = false)
         -> RoomError?
     {
-        guard !subscriber.consumers.values.contains(where: { $0.producerId == producer.producerId }) else {
-            return nil
-        }
-        var consumer = RoomConsumer(
-            consumerId: makeId("co"), producerId: producer.producerId, producerParticipantId: producer.participantId,
-            subscriberId: subscriber.id, kind: producer.kind)
+        createConsumers(of: producer, for: [subscriber], explicit: explicit)
+    }
+
+    /// Creates a consumer of `producer` for each of `subscribers` that has none yet, with one SFU hop
+    /// for all of them: a stage track goes to the whole audience at once, and a hop per member kept
+    /// the room's queue (and the `produce` of a guest invited on stage) waiting on the SFU's loop
+    /// once per member. Failures as in ``createConsumer(for:of:explicit:)``; returns the last one.
+    @discardableResult
+    private func createConsumers(of producer: RoomProducer, for subscribers: [ParticipantState], explicit: Bool = false)
+        -> RoomError?
+    {
+        let targets = subscribers.filter { s in !s.consumers.values.contains { $0.producerId == producer.producerId } }
+        guard !targets.isEmpty else { return nil }
+        // Without media (no SFU), or the SFU's answer for each target in order.
+        var results: [Result<ConsumerInfo, RoomError>]?
         if producer.hasMedia, let media = server.media() {
-            let key = RoomMedia.key(room: id, participant: subscriber.id)
+            let keys = targets.map { RoomMedia.key(room: id, participant: $0.id) }
             let producerId = producer.producerId
-            subscriber.inSFU = true
+            for s in targets { s.inSFU = true }
             do {
-                let info = try media.callOnLoop("consume") {
-                    try $0.consumeOnLoop(subscriber: key, producerID: producerId)
+                let infos = try media.callOnLoop("consume") { sfu in
+                    keys.map { key in
+                        Result { try sfu.consumeOnLoop(subscriber: key, producerID: producerId) }
+                            .mapError { RoomError(5000, "consume: \(($0 as? SFUError)?.description ?? "\($0)")") }
+                    }
                 }
+                results = infos
+            } catch {
+                results = Array(repeating: .failure(error), count: targets.count)
+            }
+        }
+        var lastFailure: RoomError?
+        for (i, subscriber) in targets.enumerated() {
+            var consumer = RoomConsumer(
+                consumerId: makeId("co"), producerId: producer.producerId,
+                producerParticipantId: producer.participantId, subscriberId: subscriber.id, kind: producer.kind)
+            switch results?[i] {
+            case .success(let info):
                 consumer.consumerId = info.id
                 consumer.mid = info.mid
-            } catch {
+            case .failure(let error):
                 // No consumer then: announcing one would promise media that never comes.
                 let failure = RoomError(
                     4050,
-                    "cannot forward \(producer.kind.rawValue) of '\(producer.participantId)' to '\(subscriber.id)': \(error)"
+                    "cannot forward \(producer.kind.rawValue) of '\(producer.participantId)' to '\(subscriber.id)': \(error.message)"
                 )
                 if !explicit {
                     var event = failure.errorJSON.objectValue ?? [:]
@@ -507,18 +561,21 @@ final class Room: @unchecked Sendable {
                     event["kind"] = .string(producer.kind.rawValue)
                     subscriber.session.notify(.error, .object(event))
                 }
-                return failure
+                lastFailure = failure
+                continue
+            case nil: break
             }
+            subscriber.consumers[consumer.consumerId] = consumer
+            hooks?.consumerCreated(roomId: id, consumer: consumer)
+            subscriber.session.notify(.consumerCreated, consumer.json)
         }
-        subscriber.consumers[consumer.consumerId] = consumer
-        hooks?.consumerCreated(roomId: id, consumer: consumer)
-        subscriber.session.notify(.consumerCreated, consumer.json)
-        return nil
+        return lastFailure
     }
 
-    private func closeConsumer(_ consumer: RoomConsumer, of subscriber: ParticipantState) {
+    /// Closes a consumer; `inSFU` false when the SFU closes it itself (its producer closes).
+    private func closeConsumer(_ consumer: RoomConsumer, of subscriber: ParticipantState, inSFU: Bool = true) {
         guard subscriber.consumers.removeValue(forKey: consumer.consumerId) != nil else { return }
-        if consumer.hasMedia, let media = server.media() {
+        if inSFU, consumer.hasMedia, let media = server.media() {
             let key = RoomMedia.key(room: id, participant: subscriber.id)
             let producerId = consumer.producerId
             _ = try? media.callOnLoop("stopConsuming") {
@@ -764,7 +821,7 @@ final class Room: @unchecked Sendable {
                 presenterId = p.id
                 broadcast(.presenterChanged, ["participantId": .string(p.id)])
             }
-            for other in participantsInOrder where other.wants(producer) { createConsumer(for: other, of: producer) }
+            createConsumers(of: producer, for: participantsInOrder.filter { $0.wants(producer) })
             if kind == .mic {
                 // The SFU samples this mic with the room's others and pushes changes (`speakerChanged`).
                 let (producerId, roomId, label) = (info.id, id, p.id)
@@ -799,26 +856,38 @@ final class Room: @unchecked Sendable {
         return p.producers.values.filter(\.hasMedia).sorted { $0.producerId < $1.producerId }
     }
 
-    /// The SFU wants a new subscribe offer for `participantId` (its consumers changed).
-    func subscribeRenegotiationNeeded(participantId: String) {
-        // A WHEP viewer negotiated once, up front; it never gets a re-offer.
-        guard !closed, let p = participants[participantId], p.session.renegotiatesSubscriptions else { return }
-        p.subscribe.wanted = true
-        sendSubscriberOfferIfNeeded(p)
+    /// These participants' subscribe connections need new offers (their consumers changed).
+    private func subscribeRenegotiationsNeeded(_ participantIds: [String]) {
+        guard !closed else { return }
+        var changed: [ParticipantState] = []
+        for participantId in participantIds {
+            // A WHEP viewer negotiated once, up front; it never gets a re-offer.
+            guard let p = participants[participantId], p.session.renegotiatesSubscriptions else { continue }
+            p.subscribe.wanted = true
+            changed.append(p)
+        }
+        sendSubscriberOffers(changed)
     }
 
-    /// Sends `subscriberOffer` when the consumer set changed and no offer is waiting for its answer.
-    private func sendSubscriberOfferIfNeeded(_ p: ParticipantState) {
-        guard p.subscribe.wanted, !p.subscribe.outstanding, let media = server.media() else { return }
-        p.subscribe.wanted = false
-        let key = RoomMedia.key(room: id, participant: p.id)
-        guard let offer = try? media.callOnLoop("subscriberOffer", { try $0.subscriberOfferOnLoop(participantID: key) })
-        else { return }  // nothing to offer (every consumer gone before the first offer)
-        p.subscribe.revision += 1
-        p.subscribe.outstanding = true
-        p.session.notify(
-            .subscriberOffer,
-            ["sdp": .string(offer.serialize()), "revision": .number(Double(p.subscribe.revision))])
+    /// Sends `subscriberOffer` to each of `members` whose consumer set changed and that has no offer
+    /// waiting for its answer; one SFU hop makes all the offers.
+    private func sendSubscriberOffers(_ members: [ParticipantState]) {
+        let ready = members.filter { $0.subscribe.wanted && !$0.subscribe.outstanding }
+        guard !ready.isEmpty, let media = server.media() else { return }
+        for p in ready { p.subscribe.wanted = false }
+        let keys = ready.map { RoomMedia.key(room: id, participant: $0.id) }
+        let offers =
+            (try? media.callOnLoop("subscriberOffer") { sfu in
+                keys.map { try? sfu.subscriberOfferOnLoop(participantID: $0) }
+            }) ?? []
+        for (p, offer) in zip(ready, offers) {
+            guard let offer else { continue }  // nothing to offer (every consumer gone before the first offer)
+            p.subscribe.revision += 1
+            p.subscribe.outstanding = true
+            p.session.notify(
+                .subscriberOffer,
+                ["sdp": .string(offer.serialize()), "revision": .number(Double(p.subscribe.revision))])
+        }
     }
 
     private func subscriberAnswer(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
@@ -839,7 +908,7 @@ final class Room: @unchecked Sendable {
         let key = RoomMedia.key(room: id, participant: p.id)
         try media.callOnLoop("subscriberAnswer") { try $0.subscriberAnswerOnLoop(participantID: key, answer: answer) }
         p.subscribe.outstanding = false
-        sendSubscriberOfferIfNeeded(p)
+        sendSubscriberOffers([p])
         return ["revision": .number(Double(revision))]
     }
 

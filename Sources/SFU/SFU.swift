@@ -217,8 +217,19 @@ public final class SFU: @unchecked Sendable {
                 return consumerInfo(existing, renegotiationNeeded: false)
             }
             let connection = try subscribeConnection(participant)
-            let transceiver = connection.addTransceiver(kind: producer.kind, direction: .sendonly)
-            connection.assignMids()
+            let transceiver: RTPTransceiver
+            if let free = connection.transceivers.first(where: {
+                $0.kind == producer.kind && $0.isReusable
+                    && participant.consumerByTransceiver[ObjectIdentifier($0)] == nil
+            }) {
+                // The m-line of a track this subscriber no longer receives carries the new one: a live
+                // stream's offers stay the size of its stage, however many guests came and went.
+                connection.reuseTransceiver(free, direction: .sendonly)
+                transceiver = free
+            } else {
+                transceiver = connection.addTransceiver(kind: producer.kind, direction: .sendonly)
+                connection.assignMids()
+            }
             let consumer = SFUConsumer(
                 id: sfuRandomID("c-"), subscriberID: subscriber, producer: producer, connection: connection,
                 transceiver: transceiver)
@@ -559,7 +570,8 @@ public final class SFU: @unchecked Sendable {
         retire(consumer)
         participant.consumers.removeAll { $0 === consumer }
         participant.consumerByTransceiver[ObjectIdentifier(consumer.transceiver)] = nil
-        // The m-line stays (m-lines are never removed) but stops sending.
+        // The m-line stays (m-lines are never removed) but stops sending; once the subscriber has
+        // agreed, a later consumer of the same kind reuses it (consumeOnLoop).
         consumer.transceiver.direction = .inactive
         needsRenegotiation(participant)
     }

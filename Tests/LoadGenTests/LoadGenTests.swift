@@ -91,6 +91,10 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         #expect(report.modeChanges.promotions >= 3)
         #expect(report.modeChanges.demotions >= 2)
         #expect(report.modeChanges.failures == 0)
+        // Every mode change's changeMode answer is timed too, and comes before the change's end.
+        let changeMode = try #require(report.modeChanges.changeModeMs)
+        #expect(changeMode.count == report.modeChanges.promotions + report.modeChanges.demotions)
+        #expect((changeMode.max ?? .infinity) <= (report.modeChanges.latencyMs.max ?? 0))
         // An invited bot published: the other subscribers consumed its tracks and received media.
         let fromGuests = report.tracks.filter { $0.publisher.contains("-sub-") && $0.packets > 0 }
         #expect(!fromGuests.isEmpty)

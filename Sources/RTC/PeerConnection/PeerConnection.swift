@@ -141,6 +141,21 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         return t
     }
 
+    /// Puts a new outgoing track on the m-line of an ``RTPTransceiver/isReusable`` transceiver (an SFU
+    /// recycling the m-line of a track that ended, so the session does not grow with every track):
+    /// fresh SSRCs and stream/track ids, `direction` from the next offer on. Its old senders stop at
+    /// once; new ones start when the next negotiation completes. Returns false (and changes nothing)
+    /// when the transceiver cannot be reused.
+    @discardableResult
+    public func reuseTransceiver(_ transceiver: RTPTransceiver, direction: SDPDirection) -> Bool {
+        guard transceivers.contains(where: { $0 === transceiver }), transceiver.isReusable else { return false }
+        for ssrc in transceiver.localSSRCs { sendBySSRC[ssrc] = nil }
+        transceiver.senders = []
+        transceiver.renewSendIdentity()
+        transceiver.direction = direction
+        return true
+    }
+
     // MARK: Sending
 
     /// Sends one encoded frame on `transceiver`, on encoding `layer` (0 for non-simulcast).

@@ -31,20 +31,32 @@ public final class RTPTransceiver: @unchecked Sendable {
     var remoteRTXSSRCs: [UInt32: UInt32] = [:]  // rtx ssrc -> primary ssrc
     /// Whether the m-line was rejected (port 0) or is unsupported.
     var rejected = false
-    let msid: String
-    let trackID: String
+    private(set) var msid = ""
+    private(set) var trackID = ""
 
     init(kind: MediaKind, direction: SDPDirection, sendRIDs: [String]) {
         self.kind = kind
         self.direction = direction
         self.sendRIDs = sendRIDs
-        self.msid = "understudy-" + randomToken(8)
-        self.trackID = randomToken(12)
-        let layers = max(1, sendRIDs.count)
-        for _ in 0..<layers {
+        renewSendIdentity()
+    }
+
+    /// New SSRCs and stream/track ids: what is sent from now on is a new track for the remote.
+    func renewSendIdentity() {
+        msid = "understudy-" + randomToken(8)
+        trackID = randomToken(12)
+        localSSRCs = []
+        localRTXSSRCs = []
+        for _ in 0..<max(1, sendRIDs.count) {
             localSSRCs.append(UInt32.random(in: 1...UInt32.max))
             localRTXSSRCs.append(UInt32.random(in: 1...UInt32.max))
         }
+    }
+
+    /// Whether the m-line can carry a new track (``PeerConnection/reuseTransceiver(_:direction:)``):
+    /// negotiated, not rejected, and inactive in what this side wants and in what both sides agreed.
+    public var isReusable: Bool {
+        mid != nil && !rejected && direction == .inactive && currentDirection == .inactive
     }
 
     /// Counters of the first (or only) sender, once negotiation created it.

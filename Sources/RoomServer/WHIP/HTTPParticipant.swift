@@ -117,7 +117,7 @@ final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
                 waiting[nextRequestId] = continuation
                 return nextRequestId
             }
-            room.enqueue { room.handle(session: self, id: .number(Double(id)), method: method, data: data) }
+            room.submitRequest(session: self, id: .number(Double(id)), method: method, data: data)
         }
     }
 

@@ -1,0 +1,158 @@
+import Foundation
+import RoomProtocol
+
+/// The order in which a room's queue runs its members' requests and its subscribe renegotiations.
+///
+/// A live-stream invite adds a track to every member at once: every member then gets a
+/// `subscriberOffer` and answers it, and every member's client reacts to the mode change with its own
+/// requests. Run first-come first-served, the invited guest's `changeMode` and `produce` waited behind
+/// all of that. Three lanes instead, each first-in first-out:
+/// - **stage**: what puts someone on stage or takes them off (``isStageMethod(_:)``);
+/// - **requests**: every other request;
+/// - **renegotiations**: members whose subscribe connection needs a new offer (one entry per member,
+///   however many consumers changed; taken in batches when nothing else waits). A renegotiation the
+///   member's own request caused (its `consume`, its join) is *expedited*: it runs right after the
+///   stage requests, like the rest of that request's answer; the bulk of a fan-out waits.
+///
+/// A request of a participant that still has one waiting in the requests lane goes there too, so each
+/// participant's requests keep their order. Every submission enqueues one job on the room's queue,
+/// and each job runs the most urgent waiting work, so the queue never runs dry while work waits. So
+/// that renegotiations cannot starve under a steady stream of requests, one of them runs after every
+/// ``renegotiationEvery`` requests.
+final class RoomWorkLanes: @unchecked Sendable {
+    /// What a job of the room's queue should run next.
+    enum Work {
+        case request(@Sendable () -> Void)
+        case renegotiations([String])
+        case nothing
+    }
+
+    /// Renegotiations handed to one job when nothing else waits (one SFU hop makes all their offers).
+    let renegotiationBatch: Int
+    /// A renegotiation runs at least once every this many requests.
+    let renegotiationEvery: Int
+
+    private let lock = NSLock()
+    private var stage = FIFO<@Sendable () -> Void>()
+    private var requests = FIFO<(session: ObjectIdentifier, work: @Sendable () -> Void)>()
+    /// Requests of each session now in `requests` (absent: none).
+    private var waitingRequests: [ObjectIdentifier: Int] = [:]
+    private var renegotiations = FIFO<String>()
+    /// Members with a renegotiation waiting (in `renegotiations`, and maybe in `expedited` too).
+    private var renegotiationSet: Set<String> = []
+    private var expedited = FIFO<String>()
+    private var expeditedSet: Set<String> = []
+    private var requestsSinceRenegotiation = 0
+
+    init(renegotiationBatch: Int = 16, renegotiationEvery: Int = 32) {
+        self.renegotiationBatch = max(1, renegotiationBatch)
+        self.renegotiationEvery = max(1, renegotiationEvery)
+    }
+
+    /// Methods that change who is on stage: a stage invite (`publish` of the invite message,
+    /// `changeMode`, then `produce`) must take effect without waiting for the room's bulk work.
+    static func isStageMethod(_ method: RoomMethod) -> Bool {
+        switch method {
+        case .changeMode, .produce, .closeProducer, .setMediaStatus, .publish: return true
+        default: return false
+        }
+    }
+
+    /// Queues a request of `session`; the caller enqueues one job that calls ``next()``.
+    func submit(session: ObjectIdentifier, method: RoomMethod, _ work: @escaping @Sendable () -> Void) {
+        lock.lock()
+        defer { lock.unlock() }
+        if Self.isStageMethod(method), waitingRequests[session] == nil {
+            stage.append(work)
+        } else {
+            requests.append((session, work))
+            waitingRequests[session, default: 0] += 1
+        }
+    }
+
+    /// Queues a renegotiation of `participantId`; returns false when one is already waiting (the
+    /// caller then enqueues no job: the waiting one makes an offer of everything changed by then).
+    func submitRenegotiation(_ participantId: String) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard renegotiationSet.insert(participantId).inserted else { return false }
+        renegotiations.append(participantId)
+        return true
+    }
+
+    /// Moves the waiting renegotiation of `participantId` (if any) ahead of the requests: its own
+    /// request caused it. No job is enqueued: the one of its ``submitRenegotiation(_:)`` runs it.
+    func expediteRenegotiation(_ participantId: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard renegotiationSet.contains(participantId), expeditedSet.insert(participantId).inserted else { return }
+        expedited.append(participantId)
+    }
+
+    /// The most urgent waiting work, taken out of its lane.
+    func next() -> Work {
+        lock.lock()
+        defer { lock.unlock() }
+        if let work = stage.popFirst() { return .request(work) }
+        // Entries are removed lazily: an id run from one FIFO stays in the other and is skipped there
+        // (unless asked for again meanwhile, when running it at the earlier place is just as right).
+        while let id = expedited.popFirst() {
+            guard expeditedSet.remove(id) != nil else { continue }
+            renegotiationSet.remove(id)
+            return .renegotiations([id])
+        }
+        let renegotiationDue = requestsSinceRenegotiation >= renegotiationEvery && !renegotiationSet.isEmpty
+        if !renegotiationDue, let (session, work) = requests.popFirst() {
+            requestsSinceRenegotiation += 1
+            if let n = waitingRequests[session], n > 1 {
+                waitingRequests[session] = n - 1
+            } else {
+                waitingRequests[session] = nil
+            }
+            return .request(work)
+        }
+        requestsSinceRenegotiation = 0
+        // Only a batch when the other lanes are empty: a due renegotiation lets requests go on after one.
+        let count = requests.isEmpty ? renegotiationBatch : 1
+        var batch: [String] = []
+        while batch.count < count, let id = renegotiations.popFirst() {
+            guard renegotiationSet.remove(id) != nil else { continue }
+            expeditedSet.remove(id)
+            batch.append(id)
+        }
+        return batch.isEmpty ? .nothing : .renegotiations(batch)
+    }
+
+    /// Whether any lane holds work (tests).
+    var isEmpty: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stage.isEmpty && requests.isEmpty && renegotiationSet.isEmpty
+    }
+}
+
+/// A first-in first-out queue that pops in O(1) and reuses its storage.
+struct FIFO<Element> {
+    private var items: [Element?] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == items.count }
+    var count: Int { items.count - head }
+
+    mutating func append(_ item: Element) { items.append(item) }
+
+    mutating func popFirst() -> Element? {
+        guard head < items.count else { return nil }
+        let item = items[head]
+        items[head] = nil
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024, head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return item
+    }
+}

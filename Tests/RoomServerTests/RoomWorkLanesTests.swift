@@ -1,0 +1,164 @@
+import Foundation
+import RoomProtocol
+import Testing
+
+@testable import RoomServer
+
+/// The order in which a room runs requests and subscribe renegotiations (``RoomWorkLanes``).
+@Suite("Room work lanes")
+struct RoomWorkLanesTests {
+    final class Log: @unchecked Sendable {
+        private let lock = NSLock()
+        private var entries: [String] = []
+        func add(_ entry: String) { lock.withLock { entries.append(entry) } }
+        var all: [String] { lock.withLock { entries } }
+    }
+
+    final class Session {}
+
+    /// Runs every waiting job the way the room's queue does (one `next()` per submission).
+    static func drain(_ lanes: RoomWorkLanes, _ log: Log) {
+        while !lanes.isEmpty {
+            switch lanes.next() {
+            case .request(let work): work()
+            case .renegotiations(let ids): log.add("offer " + ids.joined(separator: ","))
+            case .nothing: break
+            }
+        }
+    }
+
+    @Test func aStageRequestGoesAheadOfOtherMembersRequestsAndRenegotiations() {
+        let lanes = RoomWorkLanes()
+        let log = Log()
+        let audience = (0..<5).map { _ in Session() }
+        let guest = Session()
+        for (i, s) in audience.enumerated() {
+            lanes.submit(session: ObjectIdentifier(s), method: .consume) { log.add("consume \(i)") }
+            _ = lanes.submitRenegotiation("member-\(i)")
+        }
+        lanes.submit(session: ObjectIdentifier(guest), method: .changeMode) { log.add("changeMode") }
+        lanes.submit(session: ObjectIdentifier(guest), method: .produce) { log.add("produce") }
+        Self.drain(lanes, log)
+        #expect(log.all.prefix(2) == ["changeMode", "produce"])
+        #expect(log.all.dropFirst(2).prefix(5) == ["consume 0", "consume 1", "consume 2", "consume 3", "consume 4"])
+        #expect(log.all.last == "offer member-0,member-1,member-2,member-3,member-4")
+    }
+
+    @Test func aParticipantsRequestsKeepTheirOrder() {
+        let lanes = RoomWorkLanes()
+        let log = Log()
+        let (other, guest, host) = (Session(), Session(), Session())
+        lanes.submit(session: ObjectIdentifier(other), method: .consume) { log.add("other consume") }
+        lanes.submit(session: ObjectIdentifier(guest), method: .subscriberAnswer) { log.add("guest answer") }
+        // Its own answer is still waiting: the guest's changeMode does not overtake it.
+        lanes.submit(session: ObjectIdentifier(guest), method: .changeMode) { log.add("guest changeMode") }
+        lanes.submit(session: ObjectIdentifier(host), method: .publish) { log.add("host publish") }
+        Self.drain(lanes, log)
+        #expect(log.all == ["host publish", "other consume", "guest answer", "guest changeMode"])
+    }
+
+    @Test func oneRenegotiationPerMemberHoweverOftenItIsAsked() {
+        let lanes = RoomWorkLanes()
+        #expect(lanes.submitRenegotiation("a"))
+        #expect(!lanes.submitRenegotiation("a"))
+        #expect(lanes.submitRenegotiation("b"))
+        guard case .renegotiations(let ids) = lanes.next() else {
+            Issue.record("expected the renegotiations")
+            return
+        }
+        #expect(ids == ["a", "b"])
+        // Taken: a later change asks again.
+        #expect(lanes.submitRenegotiation("a"))
+    }
+
+    @Test func aMembersOwnRenegotiationGoesAheadOfRequestsAndTheFanOut() {
+        let lanes = RoomWorkLanes()
+        let log = Log()
+        let other = Session()
+        for i in 0..<3 { _ = lanes.submitRenegotiation("audience-\(i)") }  // a stage change's fan-out
+        lanes.submit(session: ObjectIdentifier(other), method: .consume) { log.add("consume") }
+        #expect(lanes.submitRenegotiation("joiner"))
+        lanes.expediteRenegotiation("joiner")
+        lanes.expediteRenegotiation("nobody")  // nothing waiting: nothing to expedite
+        Self.drain(lanes, log)
+        #expect(log.all == ["offer joiner", "consume", "offer audience-0,audience-1,audience-2"])
+    }
+
+    @Test func anExpeditedRenegotiationRunsOnceWhicheverLaneReachesItFirst() {
+        let lanes = RoomWorkLanes()
+        let log = Log()
+        _ = lanes.submitRenegotiation("a")
+        _ = lanes.submitRenegotiation("b")
+        lanes.expediteRenegotiation("b")
+        // The batch takes a and b; b's expedited entry is then stale.
+        guard case .renegotiations(let first) = lanes.next() else {
+            Issue.record("expected b first")
+            return
+        }
+        #expect(first == ["b"])
+        #expect(lanes.submitRenegotiation("b"), "asked again after it ran")
+        Self.drain(lanes, log)
+        #expect(log.all == ["offer a,b"])
+        #expect(lanes.isEmpty)
+    }
+
+    @Test func renegotiationsAreNotStarvedByAStreamOfRequests() {
+        let lanes = RoomWorkLanes(renegotiationBatch: 16, renegotiationEvery: 4)
+        let log = Log()
+        let sessions = (0..<12).map { _ in Session() }
+        for i in 0..<3 { _ = lanes.submitRenegotiation("m\(i)") }
+        for (i, s) in sessions.enumerated() {
+            lanes.submit(session: ObjectIdentifier(s), method: .consume) { log.add("r\(i)") }
+        }
+        Self.drain(lanes, log)
+        #expect(
+            log.all == [
+                "r0", "r1", "r2", "r3", "offer m0", "r4", "r5", "r6", "r7", "offer m1", "r8", "r9", "r10", "r11",
+                "offer m2",
+            ])
+    }
+
+    @Test func theQueueNeverRunsDryWhileWorkWaits() {
+        // One job per submission (a duplicate renegotiation submits none); batches leave jobs empty-handed.
+        let lanes = RoomWorkLanes(renegotiationBatch: 8, renegotiationEvery: 2)
+        var jobs = 0
+        let sessions = (0..<6).map { _ in Session() }
+        for round in 0..<20 {
+            let s = sessions[round % sessions.count]
+            lanes.submit(session: ObjectIdentifier(s), method: round % 3 == 0 ? .changeMode : .consume) {}
+            jobs += 1
+            if lanes.submitRenegotiation("m\(round % 7)") { jobs += 1 }
+            if round % 5 == 0 { lanes.expediteRenegotiation("m\((round + 3) % 7)") }
+            if round % 4 == 3 {
+                // Some jobs run in between.
+                for _ in 0..<3 where jobs > 0 {
+                    _ = lanes.next()
+                    jobs -= 1
+                }
+            }
+        }
+        while jobs > 0 {
+            _ = lanes.next()
+            jobs -= 1
+        }
+        #expect(lanes.isEmpty)
+    }
+
+    @Test func fifoKeepsOrderAcrossCompaction() {
+        var fifo = FIFO<Int>()
+        var expected = 0
+        for i in 0..<5000 {
+            fifo.append(i)
+            if i % 3 != 0, let v = fifo.popFirst() {
+                #expect(v == expected)
+                expected += 1
+            }
+        }
+        while let v = fifo.popFirst() {
+            #expect(v == expected)
+            expected += 1
+        }
+        #expect(expected == 5000)
+        #expect(fifo.isEmpty)
+    }
+}
