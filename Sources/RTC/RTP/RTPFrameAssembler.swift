@@ -143,8 +143,9 @@ final class VP8FrameAssembler {
     deinit { storage.deallocate() }
 
     /// Whether a new (not duplicate) packet `ext` comes too late: its frame was released or given
-    /// up. Before the first frame start is found, a packet reordered ahead of the first one moves the
-    /// start back instead (when the window still holds it). The caller counts a late packet.
+    /// up. The first call starts the stream at `ext`. Before the first frame start is found, a packet
+    /// reordered ahead of the first one moves the start back instead (when the window still holds
+    /// it). The caller counts a late packet.
     func isLate(_ ext: Int64, now: UInt64) -> Bool {
         if !started {
             started = true
