@@ -82,25 +82,26 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var nextMid = 0
     var remoteMidOrder: [String] = []
     var extensionIDs: [String: UInt8] = [:]  // uri -> id, negotiated
-    var midExtID: UInt8 = 0
-    var ridExtID: UInt8 = 0
-    var repairedRIDExtID: UInt8 = 0
+    var midExtID: UInt8 {
+        get { listener.midExtensionID }
+        set { listener.midExtensionID = newValue }
+    }
+    var ridExtID: UInt8 {
+        get { listener.ridExtensionID }
+        set { listener.ridExtensionID = newValue }
+    }
+    var repairedRIDExtID: UInt8 {
+        get { listener.repairedRIDExtensionID }
+        set { listener.repairedRIDExtensionID = newValue }
+    }
     var sessionVersion: UInt64 = 1
     let sessionID: UInt64 = UInt64.random(in: 1...(UInt64(1) << 62))
 
-    // Receive routing (hot path): SSRC -> stream. Dictionary lookups do not allocate.
-    final class ReceiveStream {
-        let transceiver: RTPTransceiver
-        let rid: String?
-        let receiver: RTPReceiver
-        init(transceiver: RTPTransceiver, rid: String?, receiver: RTPReceiver) {
-            self.transceiver = transceiver
-            self.rid = rid
-            self.receiver = receiver
-        }
-    }
-    var receiveBySSRC: [UInt32: ReceiveStream] = [:]
-    var receiveStreams: [ReceiveStream] = []
+    // Receive routing (hot path): SSRC -> stream, in the transport's listener (no JSEP inside).
+    typealias ReceiveStream = RTPStreamListener.Stream
+    let listener: RTPStreamListener
+    var receiveBySSRC: [UInt32: ReceiveStream] { listener.bySSRC }
+    var receiveStreams: [ReceiveStream] { listener.streams }
     var sendBySSRC: [UInt32: RTPSender] = [:]
 
     /// Until when ``tick(now:)`` has nothing to do on a send-only ICE-lite connection (0: every tick).
@@ -125,6 +126,8 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         self.localUfrag = creds.ufrag
         self.localPassword = creds.password
         self.rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
+        listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs)
+        listener.onNewStream = { [unowned self] stream in attachFrameHandler(stream) }
     }
 
     deinit {
@@ -341,7 +344,10 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
             counters.droppedMalformed &+= 1
             return
         }
-        guard let stream = receiveBySSRC[header.ssrc] ?? routeUnknownSSRC(packet, header: header) else {
+        guard
+            let stream = listener.bySSRC[header.ssrc]
+                ?? listener.bind(packet, header: header, routes: transceivers)
+        else {
             counters.droppedUnroutable &+= 1
             return
         }
@@ -365,64 +371,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
                 payload: read.payload, info: read.info, isRepair: read.isRepair, arrival: now))
     }
 
-    /// Binds a new SSRC to a receive stream by mid/rid extension, announced SSRCs, or payload type.
-    /// Runs once per new SSRC, not per packet.
+    /// Binds a new SSRC to a receive stream (see ``RTPStreamListener/bind(_:header:routes:)``).
     func routeUnknownSSRC(_ packet: UnsafeRawBufferPointer, header: RTPHeader) -> ReceiveStream? {
-        guard receiveBySSRC.count < configuration.maxRemoteSSRCs else { return nil }
-        var mid: String?
-        var rid: String?
-        var isRepair = false
-        if midExtID != 0, let r = header.extensionElement(id: midExtID, in: packet) { mid = asciiString(packet, r) }
-        if ridExtID != 0, let r = header.extensionElement(id: ridExtID, in: packet) { rid = asciiString(packet, r) }
-        if rid == nil, repairedRIDExtID != 0, let r = header.extensionElement(id: repairedRIDExtID, in: packet) {
-            rid = asciiString(packet, r)
-            isRepair = true
-        }
-        // Which transceiver?
-        var transceiver: RTPTransceiver?
-        if let mid { transceiver = transceivers.first { $0.mid == mid && $0.receives } }
-        if transceiver == nil {
-            transceiver = transceivers.first { t in
-                t.receives && (t.remoteSSRCs.contains(header.ssrc) || t.remoteRTXSSRCs[header.ssrc] != nil)
-            }
-        }
-        if transceiver == nil {
-            transceiver = transceivers.first { t in
-                t.receives && (t.payloadType == header.payloadType || t.rtxPayloadType == header.payloadType)
-            }
-        }
-        guard let t = transceiver else { return nil }
-        let isRTX = header.payloadType == t.rtxPayloadType && t.rtxPayloadType != nil
-        // RTX SSRC announced with ssrc-group FID: attach to its primary stream.
-        if let primary = t.remoteRTXSSRCs[header.ssrc] {
-            let stream = receiveBySSRC[primary] ?? makeReceiveStream(t, rid: rid, ssrc: primary)
-            stream.receiver.setRTX(ssrc: header.ssrc, payloadType: t.rtxPayloadType ?? 0)
-            receiveBySSRC[header.ssrc] = stream
-            return stream
-        }
-        if isRTX || isRepair {
-            // Repair stream identified by repaired-rid: find the primary stream with that rid.
-            guard let primary = receiveStreams.first(where: { $0.transceiver === t && $0.rid == rid }) else {
-                return nil
-            }
-            primary.receiver.setRTX(ssrc: header.ssrc, payloadType: t.rtxPayloadType ?? 0)
-            receiveBySSRC[header.ssrc] = primary
-            return primary
-        }
-        let stream = makeReceiveStream(t, rid: rid, ssrc: header.ssrc)
-        return stream
-    }
-
-    func makeReceiveStream(_ t: RTPTransceiver, rid: String?, ssrc: UInt32) -> ReceiveStream {
-        let localSSRC = t.localSSRCs.first ?? 1
-        let receiver = RTPReceiver(
-            ssrc: ssrc, codec: t.codec, payloadType: t.payloadType, localSSRC: localSSRC,
-            nack: t.kind == .video, pli: t.kind == .video)
-        let stream = ReceiveStream(transceiver: t, rid: rid, receiver: receiver)
-        attachFrameHandler(stream)
-        receiveBySSRC[ssrc] = stream
-        receiveStreams.append(stream)
-        return stream
+        listener.bind(packet, header: header, routes: transceivers)
     }
 
     func attachFrameHandler(_ stream: ReceiveStream) {

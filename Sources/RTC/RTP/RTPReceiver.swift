@@ -115,16 +115,17 @@ public struct RTPReceivedPayload {
 /// Receives one incoming RTP stream: sequence tracking, loss and NACK, jitter, reordering, frame
 /// assembly with key-frame discipline, and RTCP receiver feedback.
 ///
-/// Confined to the event-loop thread. Packets are copied into a preallocated slot ring; the only
-/// allocation is the `[UInt8]` of each delivered frame.
+/// Confined to the event-loop thread. The receiver itself keeps the stream state (RTX unwrap, one
+/// codec inspect, sequence extension, dedupe); each accepted packet goes to its link chain
+/// (``RTPReceiverLinks``) and to its codec's frame assembler (``VP8FrameAssembler``,
+/// ``OpusFrameAssembler``), which copies it into a preallocated slot ring; the only allocation is
+/// the `[UInt8]` of each delivered frame.
 ///
 /// Video (VP8): frames are delivered in order, complete (S=1/PID=0 packet to the marker bit, no gaps)
 /// and decodable: after a loss that breaks a frame, frames are dropped until the next key frame, which
 /// is requested with PLIs (throttled, repeated while waiting). Audio (Opus): each packet is a frame and is
 /// delivered on arrival; late packets are dropped and losses are skipped.
 public final class RTPReceiver: @unchecked Sendable {
-    private static let slotSize = 1500
-
     /// The media SSRC.
     public let ssrc: UInt32
     /// The codec of the stream.
@@ -158,46 +159,38 @@ public final class RTPReceiver: @unchecked Sendable {
         s.nacksSent = links.nack.nacksSent
         s.nackedSequenceNumbers = links.nack.nackedSequenceNumbers
         s.plisSent = links.keyframes.plisSent
+        let assembled = assemblyCounters
+        s.framesAssembled = assembled.framesAssembled
+        s.framesDecodable = assembled.framesDecodable
+        s.framesDropped = assembled.framesDropped
+        s.keyframesReceived = assembled.keyframesReceived
+        s.packetsLate += assembled.packetsLate
         return s
     }
     private var counters = RTPReceiverStats()
+    private var assemblyCounters: RTPFrameAssemblyCounters {
+        switch assembly {
+        case .audio(let audio): audio.counters
+        case .video(let video): video.counters
+        }
+    }
 
     // Sequence tracking. Extended sequence numbers are biased by 2^16 so early reordering stays positive.
     private var started = false
     private var baseExt: Int64 = 0
     private var highestExt: Int64 = 0
-    private var frontier: Int64 = 0  // next packet the assembler needs (video) / after the last delivered (audio)
     private var firstArrival: UInt64 = 0
 
     /// The stream's features as a chain: receive statistics and reports, NACK generator, key-frame
-    /// requester (RTPLinkChain.swift). The frame assembly below drives the last two directly
-    /// (holes it skips, key frames it needs).
+    /// requester (RTPLinkChain.swift).
     private var links: RTPReceiverLinks
-
-    // Packet slots (video). slotExt == -1 marks an empty slot.
+    /// The codec's frame assembler (RTPFrameAssembler.swift); it reaches the NACK and key-frame
+    /// links through this receiver as its ``RTPFrameAssemblyContext``.
+    private let assembly: RTPFrameAssembly
+    /// Packets the reorder window holds (video), 1 for audio.
     private let capacity: Int
-    private let storage: UnsafeMutableRawBufferPointer
-    private var slotExt: [Int64]
-    private var slotTimestamp: [UInt32]
-    private var slotMarker: [Bool]
-    private var slotFrameStart: [Bool]
-    private var slotKeyframe: [Bool]
-    private var slotPictureID: [Int32]
-    private var slotLength: [Int]
-    /// Whether the slot's payload bytes were kept (only while someone consumes frames).
-    private var slotHasData: [Bool]
-    private var slotArrival: [UInt64]
     // Ring remembering which extended numbers were seen, for dedupe.
     private var seenExt: [Int64]
-
-    // Key-frame discipline.
-    private var waitingForKeyframe = true
-    private var skipping = false  // inside a broken frame: dropping until the next frame start
-    // Until the assembler has found a frame start, packets reordered ahead of the first one still count.
-    private var synced = false
-    private var skippedMedia = false
-    private var lastPictureID: Int32 = -1
-    private var lastPictureIDLong = true
 
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
 
@@ -214,16 +207,10 @@ public final class RTPReceiver: @unchecked Sendable {
         self.localSSRC = localSSRC
         self.options = options
         capacity = codec == .vp8 ? max(16, options.bufferPackets) : 1
-        storage = .allocate(byteCount: capacity * Self.slotSize, alignment: 16)
-        slotExt = Array(repeating: -1, count: capacity)
-        slotTimestamp = Array(repeating: 0, count: capacity)
-        slotMarker = Array(repeating: false, count: capacity)
-        slotFrameStart = Array(repeating: false, count: capacity)
-        slotKeyframe = Array(repeating: false, count: capacity)
-        slotPictureID = Array(repeating: -1, count: capacity)
-        slotLength = Array(repeating: 0, count: capacity)
-        slotHasData = Array(repeating: false, count: capacity)
-        slotArrival = Array(repeating: 0, count: capacity)
+        assembly =
+            codec == .vp8
+            ? .video(VP8FrameAssembler(capacity: capacity, reorderWait: options.reorderWait))
+            : .audio(OpusFrameAssembler())
         let ringSize = max(capacity, 1024)
         seenExt = Array(repeating: -1, count: ringSize)
         links = RTPReceiverLinks(
@@ -254,7 +241,6 @@ public final class RTPReceiver: @unchecked Sendable {
     }
 
     deinit {
-        storage.deallocate()
         rtcpBuffer.deallocate()
     }
 
@@ -328,320 +314,44 @@ public final class RTPReceiver: @unchecked Sendable {
             started = true
             baseExt = ext
             highestExt = ext
-            frontier = ext
             firstArrival = now
         }
-        let ring = seenExt.count
-        let ringIndex = Int(ext % Int64(ring))
-        if codec == .vp8, !synced, ext < frontier, highestExt - ext < Int64(capacity), seenExt[ringIndex] != ext {
-            frontier = ext  // reordered ahead of the first packet seen
-        }
-        if ext < frontier && codec == .vp8 || seenExt[ringIndex] == ext {
-            if seenExt[ringIndex] == ext { counters.packetsDuplicated += 1 } else { counters.packetsLate += 1 }
+        let ringIndex = Int(ext % Int64(seenExt.count))
+        if seenExt[ringIndex] == ext {
+            counters.packetsDuplicated += 1
             return
+        }
+        var resynced = false
+        if case .video(let video) = assembly {
+            if video.isLate(ext, now: now) {
+                counters.packetsLate += 1
+                return
+            }
+            // A jump past the whole window: nothing before it can still complete.
+            resynced = video.jumpsPastWindow(ext)
         }
         if ext < baseExt { baseExt = ext }  // reordered ahead of the first packet
         seenExt[ringIndex] = ext
         if retransmission { counters.retransmissionsReceived += 1 }
 
         let previousHighest = highestExt
-        // A jump past the whole window: nothing before it can still complete.
-        let resynced = codec == .vp8 && ext - highestExt > Int64(capacity)
-        if resynced { resync(at: ext) }
         if ext > highestExt { highestExt = ext }
         links.received(
             RTPReceiveEvent(
                 ext: ext, previousHighest: previousHighest, timestamp: timestamp, isRepair: retransmission,
                 sinceStart: now &- firstArrival, resynced: resynced),
             now: now)
-
-        switch codec {
-        case .opus:
-            deliverAudio(ext: ext, timestamp: timestamp, payload: payload, now: now)
-        case .vp8:
-            store(ext: ext, timestamp: timestamp, marker: marker, payload: payload, info: info, now: now)
-            assemble(now: now)
+        let packet = RTPAssemblyPacket(ext: ext, timestamp: timestamp, marker: marker, payload: payload, info: info)
+        switch assembly {
+        case .audio(let audio): audio.insert(packet, now: now, context: self)
+        case .video(let video): video.insert(packet, now: now, context: self)
         }
-    }
-
-    // MARK: Audio
-
-    private func deliverAudio(ext: Int64, timestamp: UInt32, payload: UnsafeRawBufferPointer, now: UInt64) {
-        // `frontier` is one past the last delivered packet; older packets are too late to play in order.
-        if ext < frontier {
-            counters.packetsLate += 1
-            return
-        }
-        frontier = ext + 1
-        counters.framesAssembled += 1
-        counters.framesDecodable += 1
-        // Without a consumer of frames (an SFU forwards packets), skip the per-packet copy.
-        guard let onFrame else { return }
-        let frame = EncodedFrame(
-            codec: .opus, data: [UInt8](payload), timestamp: timestamp, isKeyframe: true,
-            duration: UInt32(clamping: (try? OpusTOC.packetDuration(payload)) ?? 0))
-        onFrame(frame, timing(timestamp: timestamp, arrival: now))
     }
 
     private func timing(timestamp: UInt32, arrival: UInt64) -> FrameTiming {
         FrameTiming(
             rtpTimestamp: timestamp, arrivalTime: arrival,
             ntpTime: links.statistics.ntpTime(of: timestamp, clockRate: codec.clockRate))
-    }
-
-    // MARK: Video buffering
-
-    private func slot(_ ext: Int64) -> Int { Int(ext % Int64(capacity)) }
-
-    private func store(
-        ext: Int64, timestamp: UInt32, marker: Bool, payload: UnsafeRawBufferPointer,
-        info: RTPPayloadInfo, now: UInt64
-    ) {
-        // Keep the window bounded: packets too far ahead push the assembler forward.
-        if ext >= frontier + Int64(capacity) {
-            forceAdvance(to: ext - Int64(capacity) + 1, now: now)
-        }
-        let i = slot(ext)
-        var length = 0
-        var start = false
-        var key = false
-        var pictureID: Int32 = -1
-        if !payload.isEmpty {
-            let media = UnsafeRawBufferPointer(rebasing: payload[info.headerLength...])
-            length = min(media.count, Self.slotSize)
-            // Payload bytes are only kept when someone assembles frames (an SFU forwards packets instead).
-            if onFrame != nil, let src = media.baseAddress, let dst = storage.baseAddress, length > 0 {
-                (dst + i * Self.slotSize).copyMemory(from: src, byteCount: length)
-                slotHasData[i] = true
-            } else {
-                slotHasData[i] = length == 0
-            }
-            start = info.startsFrame
-            key = info.isKeyframe
-            pictureID = info.hasPictureID ? Int32(info.pictureID) : -1
-            if info.hasPictureID { lastPictureIDLong = info.pictureIDIs15Bit }
-        }
-        slotExt[i] = ext
-        slotTimestamp[i] = timestamp
-        slotMarker[i] = marker
-        slotFrameStart[i] = start
-        slotKeyframe[i] = key
-        slotPictureID[i] = pictureID
-        slotLength[i] = length
-        slotArrival[i] = now
-    }
-
-    private func isGivenUp(_ ext: Int64) -> Bool { links.nack.isGivenUp(ext) }
-
-    private func giveUp(_ ext: Int64) { links.nack.markGivenUp(ext) }
-
-    private func release(_ ext: Int64) {
-        let i = slot(ext)
-        if slotExt[i] == ext { slotExt[i] = -1 }
-    }
-
-    /// Gives up every packet before `target` that has not arrived, then lets the assembler run.
-    private func forceAdvance(to target: Int64, now: UInt64) {
-        var e = frontier
-        while e < target {
-            if slotExt[slot(e)] != e && !isGivenUp(e) { giveUp(e) }
-            e += 1
-        }
-        links.nack.forget(before: target)
-        assemble(now: now)
-        // If the assembler still waits before target (a frame spanning the whole window), drop it.
-        while frontier < target {
-            release(frontier)
-            frontier += 1
-            markBroken(media: true)
-        }
-    }
-
-    /// Drops everything buffered and restarts assembly at `ext`, in O(window) whatever the jump.
-    private func resync(at ext: Int64) {
-        let pending = frontier <= highestExt
-        for i in 0..<capacity { slotExt[i] = -1 }
-        frontier = ext
-        // Skipped packets may have held media; picture-ID continuity decides at the next frame start.
-        markBroken(media: pending)
-    }
-
-    private func markBroken(media: Bool) {
-        if !skipping {
-            skipping = true
-            skippedMedia = false
-        }
-        if media { skippedMedia = true }
-    }
-
-    /// Whether a frame starting with picture ID `pictureID` directly follows the last completed frame,
-    /// so the packets skipped before it carried no media.
-    private func followsLastFrame(_ pictureID: Int32) -> Bool {
-        guard pictureID >= 0, lastPictureID >= 0 else { return false }
-        let mask: Int32 = lastPictureIDLong ? 0x7FFF : 0x7F
-        return pictureID == (lastPictureID + 1) & mask
-    }
-
-    /// Releases complete frames (and skips broken ones) from the frontier onwards.
-    private func assemble(now: UInt64) {
-        if !synced {
-            // Wait a little for an earlier frame start before treating the stream head as broken.
-            // A key frame start needs nothing earlier; anything else may be preceded by late packets.
-            let i = slot(frontier)
-            let atStart = slotExt[i] == frontier && slotFrameStart[i] && slotLength[i] > 0
-            guard atStart && slotKeyframe[i] || now &- firstArrival >= options.reorderWait else { return }
-            synced = true
-            if !atStart { markBroken(media: true) }
-        }
-        while frontier <= highestExt {
-            let i = slot(frontier)
-            guard slotExt[i] == frontier else {
-                guard isGivenUp(frontier) else { return }  // still waiting for it
-                markBroken(media: false)
-                frontier += 1
-                continue
-            }
-            if slotLength[i] == 0 {  // padding
-                release(frontier)
-                frontier += 1
-                continue
-            }
-            guard slotFrameStart[i] else {
-                // The frame's first packet is gone: drop the rest of it.
-                markBroken(media: true)
-                release(frontier)
-                frontier += 1
-                continue
-            }
-            if skipping {
-                skipping = false
-                if skippedMedia || !followsLastFrame(slotPictureID[i]) { frameBroken() }
-            }
-            // Find the marker packet of this frame.
-            let timestamp = slotTimestamp[i]
-            var end = frontier
-            var complete = false
-            while end <= highestExt && end - frontier < Int64(capacity) {
-                let j = slot(end)
-                guard slotExt[j] == end else {
-                    if isGivenUp(end) {
-                        break  // hole given up: frame broken
-                    }
-                    return  // wait for the hole to fill
-                }
-                if slotTimestamp[j] != timestamp || (end > frontier && slotFrameStart[j] && slotLength[j] > 0) {
-                    end -= 1  // next frame began without a marker: this frame is incomplete
-                    break
-                }
-                if slotMarker[j] {
-                    complete = true
-                    break
-                }
-                end += 1
-            }
-            if !complete {
-                if end > highestExt { return }  // the rest has not arrived yet
-                // Broken: drop this frame's packets and skip to the next frame start.
-                var e = frontier
-                while e <= end {
-                    release(e)
-                    e += 1
-                }
-                frontier = max(end + 1, frontier + 1)
-                markBroken(media: true)
-                continue
-            }
-            deliverVideo(from: frontier, through: end, now: now)
-            frontier = end + 1
-        }
-    }
-
-    private func frameBroken() {
-        counters.framesDropped += 1
-        waitingForKeyframe = true
-        links.keyframes.want()
-    }
-
-    private func deliverVideo(from first: Int64, through last: Int64, now: UInt64) {
-        let firstSlot = slot(first)
-        let isKey = slotKeyframe[firstSlot]
-        let timestamp = slotTimestamp[firstSlot]
-        lastPictureID = slotPictureID[firstSlot]
-        counters.framesAssembled += 1
-        if waitingForKeyframe && !isKey {
-            // Undecodable without its references: drop and keep asking for a key frame.
-            counters.framesDropped += 1
-            links.keyframes.want()
-            var e = first
-            while e <= last {
-                release(e)
-                e += 1
-            }
-            return
-        }
-        var total = 0
-        var arrival: UInt64 = 0
-        var e = first
-        while e <= last {
-            let j = slot(e)
-            total += slotLength[j]
-            arrival = max(arrival, slotArrival[j])
-            e += 1
-        }
-        // A frame whose first packets arrived before anyone consumed frames has no bytes for them:
-        // treat it as undecodable, as after a loss.
-        if onFrame != nil {
-            var complete = true
-            var c = first
-            while c <= last {
-                if !slotHasData[slot(c)] { complete = false }
-                c += 1
-            }
-            if !complete {
-                counters.framesDropped += 1
-                waitingForKeyframe = true
-                links.keyframes.want()
-                var e = first
-                while e <= last {
-                    release(e)
-                    e += 1
-                }
-                return
-            }
-        }
-        if isKey {
-            waitingForKeyframe = false
-            links.keyframes.satisfied()
-            counters.keyframesReceived += 1
-        }
-        counters.framesDecodable += 1
-        guard let onFrame else {
-            // Nobody wants frames (an SFU forwards packets): free the slots without copying.
-            var e = first
-            while e <= last {
-                slotExt[slot(e)] = -1
-                e += 1
-            }
-            return
-        }
-        let data = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
-            var w = 0
-            var e = first
-            while e <= last {
-                let j = slot(e)
-                let n = slotLength[j]
-                if n > 0, let src = storage.baseAddress, let dst = buffer.baseAddress {
-                    (dst + w).initialize(
-                        from: (src + j * Self.slotSize).assumingMemoryBound(to: UInt8.self), count: n)
-                }
-                w += n
-                slotExt[j] = -1
-                e += 1
-            }
-            count = w
-        }
-        let frame = EncodedFrame(codec: .vp8, data: data, timestamp: timestamp, isKeyframe: isKey)
-        onFrame(frame, timing(timestamp: timestamp, arrival: arrival))
     }
 
     // MARK: - Feedback in
@@ -687,8 +397,10 @@ public final class RTPReceiver: @unchecked Sendable {
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
         guard started else { return }
         // Holes out of time are given up first, so the assembler can move past them.
-        if codec == .vp8, links.nack.expire(now: now, roundTripTime: roundTripTime) || !synced {
-            assemble(now: now)
+        if case .video(let video) = assembly,
+            links.nack.expire(now: now, roundTripTime: roundTripTime) || !video.synced
+        {
+            video.advance(now: now, context: self)
         }
         let clock = RTPLinkClock(now: now, roundTripTime: roundTripTime, baseExt: baseExt, highestExt: highestExt)
         guard links.tick(clock) else { return }
@@ -698,5 +410,24 @@ public final class RTPReceiver: @unchecked Sendable {
         }
         guard out.end > 0 else { return }
         emitRTCP(rtcpBuffer, out.end)
+    }
+}
+
+/// The frame assembler of one receive stream, by codec: a switch rather than an existential, so
+/// each packet's call is direct.
+enum RTPFrameAssembly {
+    case audio(OpusFrameAssembler)
+    case video(VP8FrameAssembler)
+}
+
+extension RTPReceiver: RTPFrameAssemblyContext {
+    func isGivenUp(_ ext: Int64) -> Bool { links.nack.isGivenUp(ext) }
+    func giveUp(_ ext: Int64) { links.nack.markGivenUp(ext) }
+    func forgetHoles(before ext: Int64) { links.nack.forget(before: ext) }
+    func needKeyframe() { links.keyframes.want() }
+    func keyframeDelivered() { links.keyframes.satisfied() }
+    var consumesFrames: Bool { onFrame != nil }
+    func deliver(_ frame: EncodedFrame, arrival: UInt64) {
+        onFrame?(frame, timing(timestamp: frame.timestamp, arrival: arrival))
     }
 }

@@ -1,6 +1,7 @@
 import RTCWire
 
-// The feature links of a send stream, held by ``RTPSender`` (see RTPReceiveLinks.swift).
+// The feature links of a send stream, composed into ``RTPSender``'s chain (RTPSendLinkChain.swift),
+// each driven by `prepare`/`sent`/`handleRTCP`/`tick`/`writeRTCP` and testable alone.
 
 /// Retransmission buffer: the last packets sent, by sequence number, for NACK answers (RFC 4585).
 ///
@@ -105,5 +106,173 @@ struct SenderReportClock {
             return now >= entry.at && elapsed >= delay ? elapsed - delay : nil
         }
         return nil
+    }
+}
+
+/// Retransmission responder's memory as a send link: keeps every new packet in a
+/// ``RetransmissionBuffer`` (nothing when its capacity is 0); the sender looks NACKed packets up in
+/// it and resends them (as RTX when negotiated).
+struct RetransmissionResponder: RTPSendLink {
+    let buffer: RetransmissionBuffer
+
+    init(capacity: Int, slotBytes: Int) { buffer = RetransmissionBuffer(capacity: capacity, slotBytes: slotBytes) }
+
+    func sent(_ packet: RTPSentPacket, now: UInt64) {
+        buffer.store(packet.sequenceNumber, packet: packet.packet, payloadOffset: packet.payloadOffset)
+    }
+}
+
+/// Sender reports (RFC 3550 §6.4.1) as a send link: counts the packets and payload octets sent,
+/// remembers the last frame's RTP timestamp and send time (to extrapolate the SR's RTP time), writes
+/// the SR and SDES CNAME about every `interval` (±50 %, and soon after the first packet), and turns
+/// the LSR/DLSR of report blocks about the stream into the round-trip time.
+struct SenderReports: RTPSendLink {
+    let ssrc: UInt32
+    let clockRate: UInt32
+    let cname: String
+    /// Nominal spacing of sender reports.
+    var interval: UInt64 = RTPNanos.second
+    private var clock: SenderReportClock
+    private var due = false
+    private(set) var packetsSent: UInt64 = 0
+    private(set) var payloadBytesSent: UInt64 = 0
+    private(set) var lastFrameRTPTimestamp: UInt32
+    private var lastFrameSendTime: UInt64 = 0
+    private var hasSentFrame = false
+    private(set) var senderReportsSent: UInt64 = 0
+    /// From the latest report block that answered one of our SRs (0 until known).
+    private(set) var roundTripTime: UInt64 = 0
+    private(set) var receiverReports: UInt64 = 0
+    private(set) var reportedPacketsLost: Int64 = 0
+    private(set) var reportedJitter: Double = 0
+
+    init(ssrc: UInt32, clockRate: UInt32, cname: String, initialTimestamp: UInt32, random: SplitMix64) {
+        self.ssrc = ssrc
+        self.clockRate = clockRate
+        self.cname = cname
+        lastFrameRTPTimestamp = initialTimestamp
+        clock = SenderReportClock(random: random)
+    }
+
+    mutating func sent(_ packet: RTPSentPacket, now: UInt64) {
+        packetsSent += 1
+        payloadBytesSent += UInt64(packet.payloadLength)
+        lastFrameRTPTimestamp = packet.timestamp
+        lastFrameSendTime = now
+        hasSentFrame = true
+    }
+
+    mutating func handleRTCP(_ feedback: RTPSendFeedback, now: UInt64) {
+        switch feedback {
+        case .reportBlock(let block):
+            receiverReports &+= 1
+            reportedPacketsLost = Int64(block.cumulativeLost)
+            reportedJitter = Double(block.jitter) / Double(max(1, clockRate))
+            updateRoundTripTime(lastSR: block.lastSR, delaySinceLastSR: block.delaySinceLastSR, now: now)
+        case .reportTiming(let lastSR, let delay):
+            updateRoundTripTime(lastSR: lastSR, delaySinceLastSR: delay, now: now)
+        case .pictureLoss, .fullIntraRequest:
+            break
+        }
+    }
+
+    private mutating func updateRoundTripTime(lastSR: UInt32, delaySinceLastSR: UInt32, now: UInt64) {
+        if let rtt = clock.roundTripTime(lastSR: lastSR, delaySinceLastSR: delaySinceLastSR, now: now) {
+            roundTripTime = rtt
+        }
+    }
+
+    mutating func tick(now: UInt64) -> Bool {
+        due = packetsSent > 0 && clock.isDue(now: now)
+        return due
+    }
+
+    mutating func writeRTCP(_ out: inout RTCPOutput, _ clock: RTPSendClock) throws(RTCPError) {
+        guard due else { return }
+        due = false
+        out.end = write(now: clock.now, wallClock: clock.wallClock, into: out.buffer, at: out.end)
+        self.clock.scheduleNext(now: clock.now, interval: interval)
+    }
+
+    /// Writes an SR (RTP time extrapolated from the last frame sent to `now`) and an SDES CNAME at
+    /// `offset`; returns the offset past them, or `offset` when the buffer is too small.
+    mutating func write(now: UInt64, wallClock: NTPTime, into buffer: UnsafeMutableRawBufferPointer, at offset: Int)
+        -> Int
+    {
+        let elapsed = hasSentFrame && now > lastFrameSendTime ? now - lastFrameSendTime : 0
+        let rtpTime =
+            lastFrameRTPTimestamp &+ UInt32(truncatingIfNeeded: rtpTicks(nanoseconds: elapsed, clockRate: clockRate))
+        let end: Int
+        do throws(RTCPError) {
+            let sr = try RTCPWriter.writeSenderReport(
+                into: buffer, at: offset, ssrc: ssrc, ntpTimestamp: wallClock.value, rtpTimestamp: rtpTime,
+                packetCount: UInt32(truncatingIfNeeded: packetsSent),
+                octetCount: UInt32(truncatingIfNeeded: payloadBytesSent))
+            end = try RTCPWriter.writeSDESCNAME(into: buffer, at: sr, ssrc: ssrc, cname: cname)
+        } catch {
+            return offset
+        }
+        clock.sent(ntp: wallClock, now: now)
+        senderReportsSent += 1
+        return end
+    }
+}
+
+/// abs-capture-time stamping as a send link: an own frame's packets all carry the wall-clock time
+/// at which the frame was handed to the sender; a forwarded packet carries the publisher's value
+/// (set by the forwarder per packet); retransmissions carry none. Nothing when not negotiated.
+struct AbsCaptureTimeStamper: RTPSendLink {
+    let enabled: Bool
+    /// The capture time of the own frame being packetized.
+    private(set) var frameCaptureTime: UInt64?
+    /// The publisher's capture time for the next forwarded packet.
+    var forwarded: UInt64?
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    /// An own frame starts: all its packets get `captureTime` (NTP 32.32).
+    mutating func beginFrame(captureTime: UInt64) { frameCaptureTime = enabled ? captureTime : nil }
+
+    /// The own frame is packetized.
+    mutating func endFrame() { frameCaptureTime = nil }
+
+    func prepare(_ extensions: inout RTPOutgoingExtensions, now: UInt64) {
+        guard enabled else { return }
+        switch extensions.kind {
+        case .ownFrame: extensions.captureTime = frameCaptureTime
+        case .forwarded: extensions.captureTime = forwarded
+        case .retransmission: extensions.captureTime = nil
+        }
+    }
+}
+
+/// Key-frame requests from the far end as a send link: every PLI, and a FIR only when its sequence
+/// number is new (RFC 5104 §4.3.1.1: a repeated FIR is the same request), become one pending request
+/// the sender takes with ``takeRequest()``.
+struct KeyframeRequestFilter: RTPSendLink {
+    private var lastFIRSequence: UInt8?
+    private var pending = false
+    private(set) var plisReceived: UInt64 = 0
+    private(set) var firsReceived: UInt64 = 0
+
+    mutating func handleRTCP(_ feedback: RTPSendFeedback, now: UInt64) {
+        switch feedback {
+        case .pictureLoss:
+            plisReceived += 1
+            pending = true
+        case .fullIntraRequest(let sequenceNumber):
+            guard lastFIRSequence != sequenceNumber else { return }
+            lastFIRSequence = sequenceNumber
+            firsReceived += 1
+            pending = true
+        case .reportBlock, .reportTiming:
+            break
+        }
+    }
+
+    /// Whether a key frame was requested since the last call (and clears it).
+    mutating func takeRequest() -> Bool {
+        defer { pending = false }
+        return pending
     }
 }

@@ -126,18 +126,38 @@ public final class RTPSender: @unchecked Sendable {
     /// Capture time (NTP 32.32) written in the abs-capture-time extension of the next
     /// ``sendForwarded(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)`` packet: an
     /// SFU copies the publisher's value here; nil leaves the element out. Own frames are stamped with
-    /// the wall clock when they are packetized.
-    public var forwardedCaptureTime: UInt64?
+    /// the wall clock when they are packetized (the ``AbsCaptureTimeStamper`` link).
+    public var forwardedCaptureTime: UInt64? {
+        get { links.captureTime.forwarded }
+        set { links.captureTime.forwarded = newValue }
+    }
     /// Shared transport-wide sequence counter; a private one is used when nil.
     public var transportSequence: TransportSequenceCounter?
     /// Nominal interval between sender reports (randomized ±50 %).
-    public var reportInterval: UInt64 = RTPNanos.second
+    public var reportInterval: UInt64 {
+        get { links.reports.interval }
+        set { links.reports.interval = newValue }
+    }
     /// Maps the monotonic `now` to wall-clock NTP time for sender reports; reads `CLOCK_REALTIME` by
     /// default. Tests replace it to stay deterministic.
     public var wallClock: (UInt64) -> NTPTime = { _ in NTPTime(unixNanoseconds: realtimeNanoseconds()) }
 
-    /// Counters.
-    public private(set) var stats = RTPSenderStats()
+    /// Counters; those of the links are read from them.
+    public var stats: RTPSenderStats {
+        var s = counters
+        let reports = links.reports
+        s.packetsSent = reports.packetsSent
+        s.payloadBytesSent = reports.payloadBytesSent
+        s.senderReportsSent = reports.senderReportsSent
+        s.roundTripTime = reports.roundTripTime
+        s.receiverReports = reports.receiverReports
+        s.reportedPacketsLost = reports.reportedPacketsLost
+        s.reportedJitter = reports.reportedJitter
+        s.plisReceived = links.keyframes.plisReceived
+        s.firsReceived = links.keyframes.firsReceived
+        return s
+    }
+    private var counters = RTPSenderStats()
 
     private let midValue: String?
     private let twoByteExtensions: Bool
@@ -147,18 +167,11 @@ public final class RTPSender: @unchecked Sendable {
     private let timestampOffset: UInt32
     private var pictureID: UInt16
     private var privateTransportSequence: UInt16 = 0
-    private var frameCaptureTime: UInt64?
 
     private let scratch: UnsafeMutableRawBufferPointer
-    // History ring: slot i holds the packet whose sequence number maps to i.
-    /// The retransmission buffer (NACK responder's memory).
-    private let history: RetransmissionBuffer
-
-    private var lastFrameRTPTimestamp: UInt32
-    private var lastFrameSendTime: UInt64 = 0
-    private var hasSentFrame = false
-    private var reports: SenderReportClock
-    private var lastFIRSequence: UInt8?
+    /// The stream's features as a chain (RTPSendLinkChain.swift): abs-capture-time stamping, the
+    /// retransmission buffer, sender reports, key-frame request filtering.
+    private var links: RTPSenderLinks
 
     /// Creates a sender.
     ///
@@ -178,7 +191,8 @@ public final class RTPSender: @unchecked Sendable {
         self.extensions = extensions
         self.rid = rid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
         self.maxPayloadSize = max(16, min(maxPayloadSize, 1200))
-        self.cname = String(decoding: cname.utf8.prefix(255), as: UTF8.self)
+        let cname = String(decoding: cname.utf8.prefix(255), as: UTF8.self)
+        self.cname = cname
         // Identifiers must be 1–255 bytes; an unusable one is left out rather than breaking every packet.
         let validMid = mid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
         let validRid = rid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
@@ -197,12 +211,16 @@ public final class RTPSender: @unchecked Sendable {
         rtxSequenceNumber = UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
         timestampOffset = initialTimestamp ?? UInt32(truncatingIfNeeded: rng.next())
         pictureID = UInt16(truncatingIfNeeded: rng.next()) & 0x7FFF
-        reports = SenderReportClock(random: rng)
-        lastFrameRTPTimestamp = timestampOffset
+        links = RTPSenderLinks(
+            captureTime: AbsCaptureTimeStamper(enabled: extensions.absCaptureTime != nil),
+            retransmissions: RetransmissionResponder(capacity: historySize, slotBytes: Self.packetCapacity),
+            reports: SenderReports(
+                ssrc: ssrc, clockRate: codec.clockRate, cname: cname, initialTimestamp: timestampOffset,
+                random: rng),
+            keyframes: KeyframeRequestFilter())
 
         scratch = .allocate(byteCount: Self.packetCapacity, alignment: 16)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
-        history = RetransmissionBuffer(capacity: historySize, slotBytes: Self.packetCapacity)
     }
 
     deinit {
@@ -223,13 +241,13 @@ public final class RTPSender: @unchecked Sendable {
     /// 15-bit picture ID; the marker bit is set on the last packet. An Opus frame is one packet.
     public func send(_ frame: EncodedFrame, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
         guard !frame.data.isEmpty else {
-            stats.framesFailed += 1
+            counters.framesFailed += 1
             return
         }
         let timestamp = frame.timestamp &+ timestampOffset
         // One capture time per frame: every packet of it was "captured" together.
-        frameCaptureTime = extensions.absCaptureTime == nil ? nil : wallClock(now).value
-        defer { frameCaptureTime = nil }
+        if links.captureTime.enabled { links.captureTime.beginFrame(captureTime: wallClock(now).value) }
+        defer { links.captureTime.endFrame() }
         frame.data.withUnsafeBytes { data in
             switch codec {
             case .opus:
@@ -253,10 +271,7 @@ public final class RTPSender: @unchecked Sendable {
                 pictureID = VP8Packetizer.nextPictureID(pictureID)
             }
         }
-        stats.framesSent += 1
-        lastFrameRTPTimestamp = timestamp
-        lastFrameSendTime = now
-        hasSentFrame = true
+        counters.framesSent += 1
     }
 
     /// Sends one payload relayed from another stream (an SFU consumer): the caller chose the
@@ -280,10 +295,10 @@ public final class RTPSender: @unchecked Sendable {
         buffer.rtpPut16(sequenceNumber, at: 2)
         buffer.rtpPut32(timestamp, at: 4)
         buffer.rtpPut32(ssrc, at: 8)
-        let payloadOffset = writeExtensions(buffer, now: now, repaired: false, captureTime: forwardedCaptureTime)
+        let payloadOffset = writeExtensions(buffer, now: now, kind: .forwarded)
         guard payloadOffset + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress
         else {
-            stats.framesFailed += 1
+            counters.framesFailed += 1
             return false
         }
         if let src = payload.baseAddress, payload.count > 0 {
@@ -294,14 +309,8 @@ public final class RTPSender: @unchecked Sendable {
                 to: UnsafeMutableRawBufferPointer(rebasing: buffer[payloadOffset..<(payloadOffset + payload.count)]))
         }
         let length = payloadOffset + payload.count
-        remember(seq: sequenceNumber, length: length, payloadOffset: payloadOffset)
-        stats.packetsSent += 1
-        stats.bytesSent += UInt64(length)
-        stats.payloadBytesSent += UInt64(payload.count)
-        if marker || codec == .opus { stats.framesSent += 1 }
-        lastFrameRTPTimestamp = timestamp
-        lastFrameSendTime = now
-        hasSentFrame = true
+        sent(seq: sequenceNumber, timestamp: timestamp, length: length, payloadOffset: payloadOffset, now: now)
+        if marker || codec == .opus { counters.framesSent += 1 }
         emit(buffer, length)
         return true
     }
@@ -325,7 +334,7 @@ public final class RTPSender: @unchecked Sendable {
             buffer[1] = (marker ? 0x80 : 0) | (rtx.payloadType & 0x7F)
             buffer.rtpPut16(rtxSequenceNumber, at: 2)
             buffer.rtpPut32(rtx.ssrc, at: 8)
-            let o = writeExtensions(buffer, now: now, repaired: true)
+            let o = writeExtensions(buffer, now: now, kind: .retransmission, repaired: true)
             guard o + 2 <= Self.packetCapacity else { return false }
             buffer.rtpPut16(sequenceNumber, at: o)
             payloadOffset = o + 2
@@ -333,7 +342,7 @@ public final class RTPSender: @unchecked Sendable {
             buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
             buffer.rtpPut16(sequenceNumber, at: 2)
             buffer.rtpPut32(ssrc, at: 8)
-            payloadOffset = writeExtensions(buffer, now: now, repaired: false)
+            payloadOffset = writeExtensions(buffer, now: now, kind: .retransmission)
         }
         guard payloadOffset + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress
         else { return false }
@@ -346,19 +355,23 @@ public final class RTPSender: @unchecked Sendable {
         }
         if rtx != nil { rtxSequenceNumber &+= 1 }
         let length = payloadOffset + payload.count
-        stats.retransmissions += 1
-        stats.retransmittedBytes += UInt64(length)
+        counters.retransmissions += 1
+        counters.retransmittedBytes += UInt64(length)
         emit(buffer, length)
         return true
     }
 
     /// Counts one NACK message that the caller answers itself (see ``sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``).
-    public func noteNACKReceived() { stats.nacksReceived += 1 }
+    public func noteNACKReceived() { counters.nacksReceived += 1 }
 
-    /// Writes the extension block for a packet at offset 12 and returns the payload offset.
+    /// Writes the extension block for a packet at offset 12 and returns the payload offset. The links
+    /// choose their values first (`prepare`); `repaired` writes repaired-rid instead of rid.
     private func writeExtensions(
-        _ buffer: UnsafeMutableRawBufferPointer, now: UInt64, repaired: Bool, captureTime: UInt64? = nil
+        _ buffer: UnsafeMutableRawBufferPointer, now: UInt64, kind: RTPOutgoingKind, repaired: Bool = false
     ) -> Int {
+        var chosen = RTPOutgoingExtensions(kind: kind)
+        links.prepare(&chosen, now: now)
+        let captureTime = chosen.captureTime
         let ridID = repaired ? extensions.repairedRID : extensions.rid
         let audioLevelID = codec == .opus ? extensions.audioLevel : nil
         let captureTimeID = captureTime == nil ? nil : extensions.absCaptureTime
@@ -412,33 +425,37 @@ public final class RTPSender: @unchecked Sendable {
         buffer.rtpPut16(seq, at: 2)
         buffer.rtpPut32(timestamp, at: 4)
         buffer.rtpPut32(ssrc, at: 8)
-        let payloadOffset = writeExtensions(buffer, now: now, repaired: false, captureTime: frameCaptureTime)
+        let payloadOffset = writeExtensions(buffer, now: now, kind: .ownFrame)
         let room = UnsafeMutableRawBufferPointer(
             rebasing: buffer[payloadOffset..<(Self.packetCapacity - Self.trailerReserve)])
         let payloadLength: Int
         do throws(VP8Error) { payloadLength = try writePayload(room) } catch {
-            stats.framesFailed += 1
+            counters.framesFailed += 1
             return
         }
         sequenceNumber &+= 1
         let length = payloadOffset + payloadLength
-        remember(seq: seq, length: length, payloadOffset: payloadOffset)
-        stats.packetsSent += 1
-        stats.bytesSent += UInt64(length)
-        stats.payloadBytesSent += UInt64(payloadLength)
+        sent(seq: seq, timestamp: timestamp, length: length, payloadOffset: payloadOffset, now: now)
         emit(buffer, length)
     }
 
-    private func remember(seq: UInt16, length: Int, payloadOffset: Int) {
-        history.store(
-            seq, packet: UnsafeRawBufferPointer(rebasing: scratch[0..<length]), payloadOffset: payloadOffset)
+    /// A new packet is built in `scratch`: the links keep and count it.
+    private func sent(seq: UInt16, timestamp: UInt32, length: Int, payloadOffset: Int, now: UInt64) {
+        counters.bytesSent += UInt64(length)
+        links.sent(
+            RTPSentPacket(
+                packet: UnsafeRawBufferPointer(rebasing: scratch[0..<length]), sequenceNumber: seq,
+                timestamp: timestamp,
+                payloadOffset: payloadOffset),
+            now: now)
     }
 
     // MARK: - Feedback
 
     /// Minimum spacing between two resends of the same packet: one RTT, or 50 ms before one is known.
     private var resendInterval: UInt64 {
-        stats.roundTripTime > 0 ? max(stats.roundTripTime, 5 * RTPNanos.millisecond) : 50 * RTPNanos.millisecond
+        let rtt = links.reports.roundTripTime
+        return rtt > 0 ? max(rtt, 5 * RTPNanos.millisecond) : 50 * RTPNanos.millisecond
     }
 
     /// Counts one NACK message and resends the requested packets that are still in the history.
@@ -450,7 +467,7 @@ public final class RTPSender: @unchecked Sendable {
     public func handleNACK(
         sequenceNumbers: some Sequence<UInt16>, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) {
-        stats.nacksReceived += 1
+        counters.nacksReceived += 1
         for seq in sequenceNumbers {
             resendFromHistory(seq, now: now, emit: emit)
         }
@@ -462,9 +479,9 @@ public final class RTPSender: @unchecked Sendable {
         // The first NACK is answered at once; repeats wait an RTT so a resend in flight is not doubled.
         let stored: UnsafeRawBufferPointer
         let payloadOffset: Int
-        switch history.resend(seq, now: now, minimumInterval: resendInterval) {
+        switch links.retransmissions.buffer.resend(seq, now: now, minimumInterval: resendInterval) {
         case .missing:
-            stats.nackMisses += 1
+            counters.nackMisses += 1
             return
         case .tooSoon:
             return
@@ -483,7 +500,7 @@ public final class RTPSender: @unchecked Sendable {
             rtxSequenceNumber &+= 1
             for i in 4..<8 { scratch[i] = stored[i] }
             scratch.rtpPut32(rtx.ssrc, at: 8)
-            let o = writeExtensions(scratch, now: now, repaired: true)
+            let o = writeExtensions(scratch, now: now, kind: .retransmission, repaired: true)
             guard o + 2 + payloadLength <= Self.packetCapacity - Self.trailerReserve, let src = stored.baseAddress
             else {
                 return
@@ -496,15 +513,15 @@ public final class RTPSender: @unchecked Sendable {
             out.copyMemory(from: src, byteCount: length)
             outLength = length
         }
-        stats.retransmissions += 1
-        stats.retransmittedBytes += UInt64(outLength)
+        counters.retransmissions += 1
+        counters.retransmittedBytes += UInt64(outLength)
         emit(scratch, outLength)
     }
 
     /// Handles a Picture Loss Indication for this sender.
     public func handlePLI() {
-        stats.plisReceived += 1
-        onKeyframeRequest?()
+        links.handleRTCP(.pictureLoss, now: 0)
+        if links.keyframes.takeRequest() { onKeyframeRequest?() }
     }
 
     /// Handles a Full Intra Request entry for this sender; repeats of the same sequence number are ignored
@@ -513,26 +530,20 @@ public final class RTPSender: @unchecked Sendable {
     /// - Returns: whether it was a new request (and ``onKeyframeRequest`` ran).
     @discardableResult
     public func handleFIR(sequenceNumber: UInt8) -> Bool {
-        guard lastFIRSequence != sequenceNumber else { return false }
-        lastFIRSequence = sequenceNumber
-        stats.firsReceived += 1
+        links.handleRTCP(.fullIntraRequest(sequenceNumber: sequenceNumber), now: 0)
+        guard links.keyframes.takeRequest() else { return false }
         onKeyframeRequest?()
         return true
     }
 
     /// Takes a parsed report block about this sender (from an SR or RR) and updates the round-trip time.
     public func handleReceiverReport(_ block: RTCPReportBlock, now: UInt64) {
-        stats.receiverReports &+= 1
-        stats.reportedPacketsLost = Int64(block.cumulativeLost)
-        stats.reportedJitter = Double(block.jitter) / Double(max(1, codec.clockRate))
-        handleReportBlock(lastSR: block.lastSR, delaySinceLastSR: block.delaySinceLastSR, now: now)
+        links.handleRTCP(.reportBlock(block), now: now)
     }
 
     /// Takes the LSR/DLSR of a report block about this sender and updates the round-trip time.
     public func handleReportBlock(lastSR: UInt32, delaySinceLastSR: UInt32, now: UInt64) {
-        if let rtt = reports.roundTripTime(lastSR: lastSR, delaySinceLastSR: delaySinceLastSR, now: now) {
-            stats.roundTripTime = rtt
-        }
+        links.handleRTCP(.reportTiming(lastSR: lastSR, delaySinceLastSR: delaySinceLastSR), now: now)
     }
 
     /// Handles every feedback in a compound RTCP packet that concerns this sender: report blocks (RTT),
@@ -557,40 +568,31 @@ public final class RTPSender: @unchecked Sendable {
     public func makeSenderReport(
         now: UInt64, wallClock: NTPTime, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
     ) -> Int {
-        let elapsed = hasSentFrame && now > lastFrameSendTime ? now - lastFrameSendTime : 0
-        let rtpTime =
-            lastFrameRTPTimestamp
-            &+ UInt32(truncatingIfNeeded: rtpTicks(nanoseconds: elapsed, clockRate: codec.clockRate))
-        let end: Int
-        do throws(RTCPError) {
-            let sr = try RTCPWriter.writeSenderReport(
-                into: buffer, at: offset, ssrc: ssrc, ntpTimestamp: wallClock.value, rtpTimestamp: rtpTime,
-                packetCount: UInt32(truncatingIfNeeded: stats.packetsSent),
-                octetCount: UInt32(truncatingIfNeeded: stats.payloadBytesSent))
-            end = try RTCPWriter.writeSDESCNAME(into: buffer, at: sr, ssrc: ssrc, cname: cname)
-        } catch {
-            return offset
-        }
-        reports.sent(ntp: wallClock, now: now)
-        stats.senderReportsSent += 1
-        return end
+        links.reports.write(now: now, wallClock: wallClock, into: buffer, at: offset)
     }
 
-    /// Emits a sender report when one is due, with the time from ``wallClock``.
+    /// Emits the links' RTCP when any has some due (a sender report about every ``reportInterval``),
+    /// with the time from ``wallClock``.
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        // Checked before reading the wall clock: this runs for every sender on every loop tick.
-        guard stats.packetsSent > 0, reports.isDue(now: now) else { return }
-        tick(now: now, wallClock: wallClock(now), emitRTCP: emitRTCP)
+        // Asked before reading the wall clock: this runs for every sender on every loop tick.
+        guard links.tick(now: now) else { return }
+        writeDueRTCP(RTPSendClock(now: now, wallClock: wallClock(now)), emitRTCP: emitRTCP)
     }
 
-    /// Emits a sender report when one is due (about every ``reportInterval``, randomized ±50 %, and
-    /// soon after the first packet).
+    /// Emits the links' RTCP when any has some due (a sender report about every ``reportInterval``,
+    /// randomized ±50 %, and soon after the first packet).
     public func tick(now: UInt64, wallClock: NTPTime, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        guard stats.packetsSent > 0, reports.isDue(now: now) else { return }
-        let end = makeSenderReport(now: now, wallClock: wallClock, into: scratch, at: 0)
-        guard end > 0 else { return }
-        reports.scheduleNext(now: now, interval: reportInterval)
-        emitRTCP(scratch, end)
+        guard links.tick(now: now) else { return }
+        writeDueRTCP(RTPSendClock(now: now, wallClock: wallClock), emitRTCP: emitRTCP)
+    }
+
+    private func writeDueRTCP(_ clock: RTPSendClock, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        var out = RTCPOutput(buffer: scratch, end: 0, localSSRC: ssrc, mediaSSRC: ssrc)
+        do throws(RTCPError) { try links.writeRTCP(&out, clock) } catch {
+            // Only a too-small buffer can fail; send what was written.
+        }
+        guard out.end > 0 else { return }
+        emitRTCP(scratch, out.end)
     }
 }
 
