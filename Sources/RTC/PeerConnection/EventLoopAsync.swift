@@ -24,7 +24,7 @@ extension PeerConnection {
 
     /// Waits until `outcome` (asked on the loop at once and after every state change or ICE
     /// event) is not nil, or `seconds` pass.
-    private func waitFor(
+    func waitFor(
         _ what: String, timeout seconds: Double,
         _ outcome: @escaping (PeerConnectionState) -> Result<Void, PeerConnectionError>?
     ) async throws(PeerConnectionError) {

@@ -113,3 +113,22 @@ import Testing
         await #expect(throws: PeerConnectionError.closed) { try await pc.waitUntilConnected(timeout: 600) }
     }
 }
+
+/// Waits on a connection end with the event that settles them, not with a poll or a timer.
+@Suite(.timeLimit(.minutes(2))) struct PeerConnectionWaitTests {
+    @Test func relayGatheringEndsWithTheAllocationsOutcome() async throws {
+        // Nothing listens on 127.0.0.1:1: the TCP link is refused and the allocation fails at once;
+        // the wait ends on that failure, long before its timeout.
+        var configuration = PeerConnectionConfiguration()
+        configuration.iceServers = [
+            ICEServer(host: "127.0.0.1", port: 1, transport: .tcp, username: "u", credential: "p")
+        ]
+        let loop = EventLoop(name: "relay-wait")
+        defer { loop.shutdown() }
+        let pc = try PeerConnection(loop: loop, configuration: configuration)
+        await pc.gatherRelayCandidates(timeout: 600)
+        let summary = await loop.submit { pc.relaySummary }
+        #expect(summary.contains("0 of 1 allocated"), "\(summary)")
+        #expect(summary.contains("127.0.0.1"), "\(summary)")
+    }
+}
