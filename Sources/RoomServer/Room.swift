@@ -711,7 +711,7 @@ final class Room: @unchecked Sendable {
         let sdpText = try data.requiredString("sdp", maxLength: SessionDescription.maximumInputSize)
         let offer: SessionDescription
         do { offer = try SessionDescription.parse(sdpText) } catch {
-            throw .invalidParameter("sdp is not a valid offer: \(error)")
+            throw .invalidParameter("sdp is not a valid offer: \(error)", cause: error)
         }
         let media = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
@@ -833,7 +833,7 @@ final class Room: @unchecked Sendable {
         }
         let answer: SessionDescription
         do { answer = try SessionDescription.parse(sdpText) } catch {
-            throw .invalidParameter("sdp is not a valid answer: \(error)")
+            throw .invalidParameter("sdp is not a valid answer: \(error)", cause: error)
         }
         let media = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)

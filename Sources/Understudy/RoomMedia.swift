@@ -116,7 +116,7 @@ final class RoomMedia: @unchecked Sendable {
             _ = await pc.loop.submitIfRunning { for t in refused.value { t.direction = .inactive } }
             let code = kinds.contains(.share) ? 3061 : kinds.contains(.video) ? 3049 : 3058
             throw [3066, 3056, 3065, 3079, 4051].contains(e.code)
-                ? e : UnderstudyError(code: code, message: "produce failed: \(e.message)")
+                ? e : UnderstudyError(code: code, message: "produce failed: \(e.message)", underlyingError: e)
         }
         guard let sdp = response["sdp"]?.stringValue, let answer = try? SessionDescription.parse(sdp) else {
             throw UnderstudyError(
@@ -126,7 +126,8 @@ final class RoomMedia: @unchecked Sendable {
         try await pc.loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
         if !lock.withLock({ publishConnected }) {
             do { try await pc.waitUntilConnected(timeout: 10) } catch {
-                throw UnderstudyError(code: 3044, message: "publish connection failed: \(error)")
+                throw UnderstudyError(
+                    code: 3044, message: "publish connection failed: \(error)", underlyingError: error)
             }
             lock.withLock { publishConnected = true }
         }
@@ -181,7 +182,8 @@ final class RoomMedia: @unchecked Sendable {
                 }
                 let code =
                     kind == .share ? 3061 : kind == .video ? (noDevice ? 3051 : 3049) : (noDevice ? 3059 : 3058)
-                throw UnderstudyError(code: code, message: "cannot open the \(kind.wireKind) source: \(error)")
+                throw UnderstudyError(
+                    code: code, message: "cannot open the \(kind.wireKind) source: \(error)", underlyingError: error)
             }
             if kind == .video || kind == .share {
                 source = CaptureTapSource(source, buffer: kind == .video ? room.localParticipant.captureFrames : nil)
@@ -563,7 +565,8 @@ final class RoomMedia: @unchecked Sendable {
                 _ = try await room.call(
                     .subscriberAnswer, ["sdp": .string(answer), "revision": .number(Double(revision))])
             } catch {
-                let e = UnderstudyError(code: 3044, message: "subscribe negotiation failed: \(error)")
+                let e = UnderstudyError(
+                    code: 3044, message: "subscribe negotiation failed: \(error)", underlyingError: error)
                 room.eventQueue.async { room.emit { $0.onError(e) } }
             }
         }
