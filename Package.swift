@@ -152,7 +152,7 @@ let package = Package(
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
-            dependencies: ["Understudy", "RoomServer", "RTCWire", "Media", "TestSupport", "SDKTestSupport"],
+            dependencies: ["Understudy", "Agent", "RoomServer", "RTCWire", "Media", "TestSupport", "SDKTestSupport"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
