@@ -274,7 +274,10 @@ func runPubSub(_ args: [String]) async {
             try await RoomAgentTools.subscribe(
                 roomId: roomId, token: token, signalingURL: url, topic: topic, duration: duration,
                 until: { await ShutdownSignal.shared.wait() },
-                output: { m in print("\(m.senderId)\t\(m.topic)\t\(m.message)") })
+                output: { m in
+                    print("\(m.senderId)\t\(m.topic)\t\(m.message)")
+                    fflush(nil)  // one line per message, also into a pipe
+                })
         default: throw Arguments.Failure.badValue("pubsub", "'\(action)' is not publish or subscribe")
         }
     } catch let e as Arguments.Failure {
