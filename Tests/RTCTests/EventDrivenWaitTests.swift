@@ -23,6 +23,14 @@ import Testing
         }
     }
 
+    @Test func nonThrowingSubmitAfterShutdownRunsOnTheCaller() async {
+        // No loop thread is left to run it, and nothing waits for one: the caller runs it.
+        let loop = EventLoop(name: "late-inline")
+        loop.shutdown()
+        let onLoop = await loop.submit { loop.isInLoop }
+        #expect(onLoop == false)
+    }
+
     @Test func workQueuedWhileStoppingStillRuns() {
         // A job that runs during the final drain queues another one: it is accepted and runs
         // before shutdown() returns (the loop closes its queue only once it is empty).

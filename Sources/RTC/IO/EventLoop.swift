@@ -43,6 +43,8 @@ public final class EventLoop: @unchecked Sendable {
     private let pendingWork = Mutex(WorkQueue())
     /// Set when work is queued, so a long receive burst can run it between datagrams.
     private let workQueued = Atomic<Bool>(false)
+    /// Serializes work run on callers' threads after the loop stopped (see ``submit(_:)-(()->T)``).
+    private let lateWork = Mutex<Void>(())
 
     // Loop-thread state.
     private var sockets: [UInt64: UDPSocket] = [:]
@@ -201,14 +203,13 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `work` on the loop thread and returns its result to the caller.
     ///
-    /// Only for callers that own the loop and know it is running (tests, benchmarks, the code
-    /// that will call ``shutdown()``): a submission after shutdown stops the process with a clear
-    /// message rather than waiting forever. Code that may race a shutdown uses the throwing form.
+    /// After shutdown the loop's thread is gone and touches nothing any more, so `work` runs on the
+    /// calling thread instead, one late call at a time: a read sees the final state (closed
+    /// sockets send nothing). It never waits for a loop that will not run it. Code that must know
+    /// whether the loop ran the work uses the throwing ``submit(_:)-(()->T)`` or ``submitIfRunning(_:)``.
     public func submit<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            let accepted = execute { continuation.resume(returning: work()) }
-            precondition(accepted, "event loop '\(name)' has shut down; use the throwing submit where it may be gone")
-        }
+        if let result = await submitIfRunning(work) { return result }
+        return lateWork.withLock { _ in work() }
     }
 
     /// Runs `work` on the loop thread and returns its result, or nil when the loop has shut down
