@@ -223,8 +223,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     }
 
     /// Runs until the room is left, `duration` seconds pass, ``requestStop()`` is called or
-    /// `shouldStop` says so (the CLI passes its SIGINT/SIGTERM flag); then stops.
-    public func run(duration: Double?, until shouldStop: @escaping @Sendable () -> Bool = { false }) async {
+    /// `stopEvent` returns (the CLI passes its SIGINT/SIGTERM wait); then stops. Every one of these
+    /// wakes the run directly; nothing is polled. `stopEvent` should return when its task is cancelled.
+    public func run(duration: Double?, until stopEvent: (@Sendable () async -> Void)? = nil) async {
         let watchers = [
             duration.map { seconds in
                 Task { [weak self] in
@@ -232,12 +233,11 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                     if !Task.isCancelled { self?.requestStop() }
                 }
             },
-            // The caller's stop condition is a plain flag: it is the one thing still polled.
-            Task { [weak self] in
-                while !Task.isCancelled && !shouldStop() {
-                    try? await Task.sleep(nanoseconds: 100_000_000)
+            stopEvent.map { stopEvent in
+                Task { [weak self] in
+                    await stopEvent()
+                    if !Task.isCancelled { self?.requestStop() }
                 }
-                if !Task.isCancelled { self?.requestStop() }
             },
         ]
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in

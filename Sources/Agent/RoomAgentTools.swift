@@ -15,6 +15,13 @@ public enum RoomAgentTools {
     public static func joinSignallingOnly(
         roomId: String, token: String, signalingURL: String, name: String
     ) async throws -> Room {
+        try await signallingOnlyAgent(roomId: roomId, token: token, signalingURL: signalingURL, name: name).room
+    }
+
+    /// A started `SIGNALLING_ONLY` agent (no media, no invites accepted).
+    private static func signallingOnlyAgent(
+        roomId: String, token: String, signalingURL: String, name: String
+    ) async throws -> RoomAgent {
         var options = RoomAgent.Options(roomId: roomId, token: token, signalingURL: signalingURL)
         options.participantName = name
         options.mode = .SIGNALLING_ONLY
@@ -22,7 +29,7 @@ public enum RoomAgentTools {
         options.acceptInvites = .no
         let agent = try RoomAgent(options: options)
         try await agent.start()
-        return agent.room
+        return agent
     }
 
     /// Publishes `REQUEST_TO_JOIN_AS_HOST_<participantId>` with `mode` as the message (seed 000, steps 1-2).
@@ -45,20 +52,16 @@ public enum RoomAgentTools {
         await room.leave()
     }
 
-    /// Subscribes to `topic` and hands every message to `output` until `duration` passes or shutdown.
+    /// Subscribes to `topic` and hands every message to `output` until `duration` passes, the room
+    /// is left or `stopEvent` returns (see ``RoomAgent/run(duration:until:)``: each one wakes it).
     public static func subscribe(
         roomId: String, token: String, signalingURL: String, topic: String, duration: Double?,
-        shouldStop: @escaping @Sendable () -> Bool, output: @escaping @Sendable (PubSubMessage) -> Void
+        until stopEvent: (@Sendable () async -> Void)? = nil, output: @escaping @Sendable (PubSubMessage) -> Void
     ) async throws {
-        let room = try await joinSignallingOnly(
+        let agent = try await signallingOnlyAgent(
             roomId: roomId, token: token, signalingURL: signalingURL, name: "understudy-pubsub")
         let printer = Printer(output: output)
-        try await room.pubSub.subscribe(topic: topic, listener: printer)
-        let end = duration.map { Date().addingTimeInterval($0) }
-        while !shouldStop() && room.state != .DISCONNECTED && room.state != .FAILED {
-            if let end, Date() >= end { break }
-            try? await Task.sleep(nanoseconds: 20_000_000)
-        }
-        await room.leave()
+        try await agent.room.pubSub.subscribe(topic: topic, listener: printer)
+        await agent.run(duration: duration, until: stopEvent)
     }
 }

@@ -316,7 +316,9 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     private func messagesKey(_ roomId: String) -> String { "\(prefix):room:\(roomId):pubsub" }
     private func pinsKey(_ roomId: String) -> String { "\(prefix):room:\(roomId):pins" }
 
-    public func saveMessage(roomId: String, message: JSONValue, topicLimit: Int) {
+    public func saveMessage(
+        roomId: String, message: JSONValue, topicLimit: Int, stored: @escaping @Sendable () -> Void
+    ) {
         // One list per room, oldest first, trimmed; the room that restores it applies its own
         // limits (messages per topic, bytes per room) again.
         let cap = Self.storedMessagesPerRoom
@@ -324,15 +326,21 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
             ["RPUSH", messagesKey(roomId), message.jsonString], ["LTRIM", messagesKey(roomId), String(-cap), "-1"],
             ["EXPIRE", messagesKey(roomId), String(Self.stateTTLSeconds)],
         ]
-        Task { [redis] in _ = try? await redis.pipeline(commands) }
+        Task { [redis] in
+            _ = try? await redis.pipeline(commands)
+            stored()
+        }
     }
 
-    public func savePins(roomId: String, pins: [JSONValue]) {
+    public func savePins(roomId: String, pins: [JSONValue], stored: @escaping @Sendable () -> Void) {
         let command: [String] =
             pins.isEmpty
             ? ["DEL", pinsKey(roomId)]
             : ["SET", pinsKey(roomId), JSONValue.array(pins).jsonString, "EX", String(Self.stateTTLSeconds)]
-        Task { [redis] in _ = try? await redis.command(command) }
+        Task { [redis] in
+            _ = try? await redis.command(command)
+            stored()
+        }
     }
 
     public func restore(roomId: String) async -> RoomStateSnapshot? {

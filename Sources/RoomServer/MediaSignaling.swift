@@ -77,9 +77,9 @@ final class RoomMedia: @unchecked Sendable {
         switch result {
         case .success(let value): return value
         case .failure(let error as SFUError) where error == .restartAddsMLines:
-            throw RoomError(3073, "\(what): \(error.description)")
-        case .failure(let error as SFUError): throw RoomError(5000, "\(what): \(error.description)")
-        case .failure(let error): throw RoomError(5000, "\(what): \(error)")
+            throw RoomError(3073, "\(what): \(error.description)", cause: error)
+        case .failure(let error as SFUError): throw RoomError(5000, "\(what): \(error.description)", cause: error)
+        case .failure(let error): throw RoomError(5000, "\(what): \(error)", cause: error)
         }
     }
 
@@ -92,17 +92,19 @@ final class RoomMedia: @unchecked Sendable {
         let box = MediaResultBox<T>()
         let done = DispatchSemaphore(value: 0)
         let sfu = self.sfu
-        sfu.loop.execute {
+        let accepted = sfu.loop.execute {
             do { box.result = .success(try body(sfu)) } catch { box.result = .failure(error) }
             done.signal()
         }
+        // A stopped media server refuses at once rather than after the timeout.
+        guard accepted else { throw RoomError(5000, "\(what): the media server has stopped") }
         guard done.wait(timeout: .now() + timeout) == .success, let result = box.result else {
             throw RoomError(5000, "the media server did not answer \(what) in time")
         }
         switch result {
         case .success(let value): return value
-        case .failure(let error as SFUError): throw RoomError(5000, "\(what): \(error.description)")
-        case .failure(let error): throw RoomError(5000, "\(what): \(error)")
+        case .failure(let error as SFUError): throw RoomError(5000, "\(what): \(error.description)", cause: error)
+        case .failure(let error): throw RoomError(5000, "\(what): \(error)", cause: error)
         }
     }
 
@@ -165,7 +167,7 @@ extension ClientSession {
             guard role == .publish else { throw RoomError(3073, "an SDP restart applies to the publish connection") }
             let offer: SessionDescription
             do { offer = try SessionDescription.parse(sdp) } catch {
-                throw RoomError(3073, "restartIce: bad SDP: \(error)")
+                throw RoomError(3073, "restartIce: bad SDP: \(error)", cause: error)
             }
             let answer = try media.call("restartIce") {
                 try await $0.restartPublishICE(participantID: key, offer: offer)

@@ -348,7 +348,7 @@ final class Room: @unchecked Sendable {
                 throw .invalidParameter("no participant '\(other.prefix(128))' in the room")
             }
             return try getStats(target)
-        case .publish: return try publish(p, data)
+        case .publish: return try publish(p, data, requestId: id)
         case .subscribe: return try subscribe(p, data, id: id)
         case .unsubscribe:
             let topic = try data.requiredString("topic")
@@ -358,7 +358,7 @@ final class Room: @unchecked Sendable {
             return ["topic": .string(topic)]
         case .requestMic, .requestCam, .disableMic, .disableCam: return try moderateMedia(p, method, data, id: id)
         case .remove: return try removeParticipant(p, data)
-        case .pin, .unpin: return try pin(p, data, pin: method == .pin)
+        case .pin, .unpin: return try pin(p, data, pin: method == .pin, id: id)
         case .respondEntry: return try respondEntry(p, data)
         case .join, .restartIce:
             // Both are answered before a request reaches the room's queue (`RoomServer.handleJoin`,
@@ -768,7 +768,7 @@ final class Room: @unchecked Sendable {
         let sdpText = try data.requiredString("sdp", maxLength: SessionDescription.maximumInputSize)
         let offer: SessionDescription
         do { offer = try SessionDescription.parse(sdpText) } catch {
-            throw .invalidParameter("sdp is not a valid offer: \(error)")
+            throw .invalidParameter("sdp is not a valid offer: \(error)", cause: error)
         }
         let media = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
@@ -902,7 +902,7 @@ final class Room: @unchecked Sendable {
         }
         let answer: SessionDescription
         do { answer = try SessionDescription.parse(sdpText) } catch {
-            throw .invalidParameter("sdp is not a valid answer: \(error)")
+            throw .invalidParameter("sdp is not a valid answer: \(error)", cause: error)
         }
         let media = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
@@ -938,7 +938,10 @@ final class Room: @unchecked Sendable {
         return topic
     }
 
-    private func publish(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+    /// A persisted message is answered once the cluster's store has it (see ``pin``).
+    private func publish(_ p: ParticipantState, _ data: JSONValue, requestId: JSONValue) throws(RoomError)
+        -> JSONValue?
+    {
         let topic = try validTopic(data, code: 4087)
         guard let message = data["message"]?.stringValue else {
             throw RoomError(4087, "missing string field 'message'")
@@ -984,8 +987,6 @@ final class Room: @unchecked Sendable {
             try history.store(
                 stored, configuration: configuration, reserve: { server.reserveHistoryBytes($0) },
                 release: { server.releaseHistoryBytes($0) })
-            server.directory?.saveMessage(
-                roomId: id, message: stored.json, topicLimit: configuration.pubsubHistoryLimit)
         }
         server.counters.add(pubsub: 1)
         flushParticipantEvents()  // the sender's join goes first
@@ -994,7 +995,15 @@ final class Room: @unchecked Sendable {
         for other in participantsInOrder where other.topics.contains(topic) && stored.isVisible(to: other.id) {
             other.session.send(delivery)
         }
-        return ["id": .string(stored.id), "topic": .string(topic), "timestamp": .number(Double(stored.timestamp))]
+        let answer: JSONValue = [
+            "id": .string(stored.id), "topic": .string(topic), "timestamp": .number(Double(stored.timestamp)),
+        ]
+        guard persist, let directory = server.directory else { return answer }
+        let session = p.session
+        directory.saveMessage(roomId: id, message: stored.json, topicLimit: configuration.pubsubHistoryLimit) {
+            [self] in enqueue { session.respond(requestId, answer) }
+        }
+        return nil
     }
 
     private func subscribe(_ p: ParticipantState, _ data: JSONValue, id requestId: JSONValue) throws(RoomError)
@@ -1092,7 +1101,11 @@ final class Room: @unchecked Sendable {
         return true
     }
 
-    private func pin(_ p: ParticipantState, _ data: JSONValue, pin: Bool) throws(RoomError) -> JSONValue {
+    /// Answers once the pins are stored where the room's next holder finds them (cluster mode), so
+    /// that a pin the caller saw acknowledged survives this node being killed.
+    private func pin(_ p: ParticipantState, _ data: JSONValue, pin: Bool, id: JSONValue) throws(RoomError)
+        -> JSONValue?
+    {
         let peer = try target(data, code: pin ? 4071 : 4072, caller: p, needsMod: false)
         let typeName = try data.optionalString("pinType") ?? "SHARE_AND_CAM"
         let (cam, share): (Bool, Bool)
@@ -1109,11 +1122,13 @@ final class Room: @unchecked Sendable {
             state = (state.cam && !cam, state.share && !share)
         }
         pins[peer.id] = (state.cam || state.share) ? state : nil
-        pinsChanged()
-        var event = pinJSON(peer.id).objectValue ?? [:]
+        let answer = pinJSON(peer.id)
+        let session = p.session
+        var event = answer.objectValue ?? [:]
         event["pinnedBy"] = .string(p.id)
         broadcast(.pinStateChanged, .object(event))
-        return pinJSON(peer.id)
+        pinsChanged { session.respond(id, answer) }
+        return nil
     }
 
     private func pinJSON(_ participantId: String) -> JSONValue {

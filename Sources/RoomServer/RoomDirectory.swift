@@ -61,10 +61,12 @@ public protocol RoomDirectory: AnyObject, Sendable {
     /// Extra lines for `/metrics`.
     func metricsText() -> String
     /// Keeps a persisted PubSub message (at most `topicLimit` per topic) where the room's next
-    /// holder finds it. Called on the room's queue; must not block.
-    func saveMessage(roomId: String, message: JSONValue, topicLimit: Int)
-    /// Keeps the room's pins (the whole list after a change). Must not block.
-    func savePins(roomId: String, pins: [JSONValue])
+    /// holder finds it. Called on the room's queue; must not block. `stored` runs (on any thread)
+    /// once the store acknowledged the write or gave up on it, so that the request is answered
+    /// only when the message would survive this node.
+    func saveMessage(roomId: String, message: JSONValue, topicLimit: Int, stored: @escaping @Sendable () -> Void)
+    /// Keeps the room's pins (the whole list after a change). Must not block; `stored` as above.
+    func savePins(roomId: String, pins: [JSONValue], stored: @escaping @Sendable () -> Void)
     /// What a previous holder of the room left; nil when nothing (or the store is unreachable).
     func restore(roomId: String) async -> RoomStateSnapshot?
     /// Every live node's signalling URL (this one first), as last read; sent to clients after they

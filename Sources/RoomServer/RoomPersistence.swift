@@ -16,14 +16,20 @@ public struct RoomStateSnapshot: Sendable {
 }
 
 extension Room {
-    /// Tells the cluster (if any) the room's pins after a change.
-    func pinsChanged() {
-        guard let directory = server.directory else { return }
+    /// Tells the cluster (if any) the room's pins after a change; `stored` runs on the room's queue
+    /// once the cluster's store has them (at once without a cluster).
+    func pinsChanged(stored: (@Sendable () -> Void)? = nil) {
+        guard let directory = server.directory else {
+            stored?()
+            return
+        }
         let list: [JSONValue] = pins.keys.sorted().map { id in
             let state = pins[id] ?? (false, false)
             return ["participantId": .string(id), "pinState": ["cam": .bool(state.cam), "share": .bool(state.share)]]
         }
-        directory.savePins(roomId: self.id, pins: list)
+        directory.savePins(roomId: self.id, pins: list) { [self] in
+            if let stored { enqueue(stored) }
+        }
     }
 
     /// Loads the state a previous holder of this room left in the cluster; runs on the room's

@@ -145,7 +145,7 @@ public final class RoomServer: @unchecked Sendable {
                 mediaPlane = m
                 return .success(m)
             } catch {
-                return .failure(RoomError(5000, "the media server cannot start: \(error)"))
+                return .failure(RoomError(5000, "the media server cannot start: \(error)", cause: error))
             }
         }
         return try result.get()
@@ -480,7 +480,8 @@ public final class RoomServer: @unchecked Sendable {
                 })
             return response
         } catch {
-            return adminError(502, RoomError(3047, "the node that holds room '\(roomId)' is unreachable: \(error)"))
+            return adminError(
+                502, RoomError(3047, "the node that holds room '\(roomId)' is unreachable: \(error)", cause: error))
         }
     }
 

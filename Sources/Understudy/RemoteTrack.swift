@@ -89,7 +89,9 @@ public final class RemoteTrack: @unchecked Sendable {
     public func addSink(_ sink: any RemoteTrackSink) {
         guard loop.isInLoop else {
             let box = SinkBox(sink)
-            return loop.execute { [self] in addSink(box.sink) }
+            // A loop that has shut down ran its last frame: the track has ended for this sink too.
+            if !loop.execute({ [self] in addSink(box.sink) }) { sink.trackEnded(self) }
+            return
         }
         if isEnded { return sink.trackEnded(self) }
         guard !sinks.contains(where: { $0 === sink }) else { return }
@@ -101,7 +103,8 @@ public final class RemoteTrack: @unchecked Sendable {
     public func removeSink(_ sink: any RemoteTrackSink) {
         guard loop.isInLoop else {
             let box = SinkBox(sink)
-            return loop.execute { [self] in removeSink(box.sink) }
+            loop.execute { [self] in removeSink(box.sink) }
+            return
         }
         sinks.removeAll { $0 === sink }
     }

@@ -291,7 +291,7 @@ public final class Room: @unchecked Sendable {
         }
         switch result {
         case .success(let d): return d
-        case .failure(let e): throw UnderstudyError(code: e.code, name: e.name, message: e.message)
+        case .failure(let e): throw UnderstudyError(code: e.code, name: e.name, message: e.message, underlyingError: e)
         }
     }
 
@@ -389,18 +389,19 @@ public final class Room: @unchecked Sendable {
     ) async {
         let handler = UncheckedSendable(handle)
         var connection: RoomProtocolClient?
-        var lastError = ""
+        var lastError: (any Error)?
         for url in [signalingURL] + clusterURLs.filter({ $0 != signalingURL }) {
             do {
                 connection = try await RoomProtocolClient.connect(url: url + "?token=" + token, timeout: 10)
                 break
             } catch {
-                lastError = "\(error)"
+                lastError = error
             }
         }
         guard let connection else {
-            let message = "cannot reach the room server: \(lastError)"
-            await onQueue { handler.value(.failure(UnderstudyError(code: 3047, message: message))) }
+            let message = "cannot reach the room server: \(lastError.map { "\($0)" } ?? "no address")"
+            let failure = UnderstudyError(code: 3047, message: message, underlyingError: lastError)
+            await onQueue { handler.value(.failure(failure)) }
             return
         }
         var data: [String: JSONValue] = [
@@ -437,7 +438,9 @@ public final class Room: @unchecked Sendable {
                     case .failure(let e):
                         if self.client === connection { self.client = nil }
                         connection.close()
-                        handler.value(.failure(UnderstudyError(code: e.code, name: e.name, message: e.message)))
+                        handler.value(
+                            .failure(
+                                UnderstudyError(code: e.code, name: e.name, message: e.message, underlyingError: e)))
                     }
                     done.resume()
                 }
@@ -539,7 +542,7 @@ public final class Room: @unchecked Sendable {
         try gate("end")
         await onQueue { self.ending = true }
         do { _ = try await call(.end) } catch let e as UnderstudyError {
-            throw UnderstudyError(code: 3057, message: "end failed: \(e.message)")
+            throw UnderstudyError(code: 3057, message: "end failed: \(e.message)", underlyingError: e)
         }
         await onQueue { self.finish(.ROOM_CLOSE) }
     }

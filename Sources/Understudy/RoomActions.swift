@@ -37,7 +37,7 @@ extension Room {
             _ = try await call(.changeMode, ["mode": .string(target.rawValue)])
         } catch let e as UnderstudyError {
             throw [3054, 3056, 3065, 3079].contains(e.code)
-                ? e : UnderstudyError(code: 4065, message: "changeMode refused: \(e.message)")
+                ? e : UnderstudyError(code: 4065, message: "changeMode refused: \(e.message)", underlyingError: e)
         }
         if previous == .SEND_AND_RECV {
             let producing = media.producingKinds

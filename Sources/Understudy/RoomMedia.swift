@@ -113,10 +113,10 @@ final class RoomMedia: @unchecked Sendable {
             // The refused m-lines stay in the connection: offer them inactive so a later produce is not
             // taken for them.
             let refused = UncheckedSendable(added)
-            await pc.loop.submit { for t in refused.value { t.direction = .inactive } }
+            _ = await pc.loop.submitIfRunning { for t in refused.value { t.direction = .inactive } }
             let code = kinds.contains(.share) ? 3061 : kinds.contains(.video) ? 3049 : 3058
             throw [3066, 3056, 3065, 3079, 4051].contains(e.code)
-                ? e : UnderstudyError(code: code, message: "produce failed: \(e.message)")
+                ? e : UnderstudyError(code: code, message: "produce failed: \(e.message)", underlyingError: e)
         }
         guard let sdp = response["sdp"]?.stringValue, let answer = try? SessionDescription.parse(sdp) else {
             throw UnderstudyError(
@@ -126,7 +126,8 @@ final class RoomMedia: @unchecked Sendable {
         try await pc.loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
         if !lock.withLock({ publishConnected }) {
             do { try await pc.waitUntilConnected(timeout: 10) } catch {
-                throw UnderstudyError(code: 3044, message: "publish connection failed: \(error)")
+                throw UnderstudyError(
+                    code: 3044, message: "publish connection failed: \(error)", underlyingError: error)
             }
             lock.withLock { publishConnected = true }
         }
@@ -181,7 +182,8 @@ final class RoomMedia: @unchecked Sendable {
                 }
                 let code =
                     kind == .share ? 3061 : kind == .video ? (noDevice ? 3051 : 3049) : (noDevice ? 3059 : 3058)
-                throw UnderstudyError(code: code, message: "cannot open the \(kind.wireKind) source: \(error)")
+                throw UnderstudyError(
+                    code: code, message: "cannot open the \(kind.wireKind) source: \(error)", underlyingError: error)
             }
             if kind == .video || kind == .share {
                 source = CaptureTapSource(source, buffer: kind == .video ? room.localParticipant.captureFrames : nil)
@@ -228,7 +230,8 @@ final class RoomMedia: @unchecked Sendable {
         guard !changes.isEmpty else { return }
         let box = UncheckedSendable(changes)
         let clock = lock.withLock { publishClock }
-        let made: [StreamKind: UncheckedSendable<MediaPump>] = await pc.loop.submit {
+        // A connection closed meanwhile (left or reset) gets no pumps.
+        let made: [StreamKind: UncheckedSendable<MediaPump>]? = await pc.loop.submitIfRunning {
             var made: [StreamKind: UncheckedSendable<MediaPump>] = [:]
             for change in box.value {
                 change.old?.detach()
@@ -247,7 +250,7 @@ final class RoomMedia: @unchecked Sendable {
             return made
         }
         lock.withLock {
-            for change in changes { pumps[change.kind] = made[change.kind]?.value }
+            for change in changes { pumps[change.kind] = made?[change.kind]?.value }
         }
     }
 
@@ -268,7 +271,7 @@ final class RoomMedia: @unchecked Sendable {
         let retired = lock.withLock { activeTransceivers.removeValue(forKey: kind) }
         // A retired m-line is offered inactive from now on, so the SFU never takes it for a new track.
         if let retired, let pc = lock.withLock({ publish }) {
-            await pc.loop.submit { retired.direction = .inactive }
+            _ = await pc.loop.submitIfRunning { retired.direction = .inactive }
         }
         await rebuildPump()
         closeSources([kind], on: lock.withLock { publish })
@@ -341,12 +344,11 @@ final class RoomMedia: @unchecked Sendable {
             return s
         }
         if let sub {
-            sub.loop.execute { [self] in
+            sub.loop.shutdown { [self] in
                 sub.onFrame = nil
                 endAllTracks()
                 sub.close()
             }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { sub.loop.shutdown() }
         }
     }
 
@@ -363,8 +365,7 @@ final class RoomMedia: @unchecked Sendable {
         detachPumps(on: pc)
         closeSources(nil, on: pc)
         guard let pc else { return }
-        pc.loop.execute { pc.close() }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { pc.loop.shutdown() }
+        pc.loop.shutdown { pc.close() }
     }
 
     func close() {
@@ -381,12 +382,12 @@ final class RoomMedia: @unchecked Sendable {
         }
         for (pc, isSubscribe) in [(pub, false), (sub, true)] {
             guard let pc else { continue }
-            pc.loop.execute { [self] in
+            // Close on the loop (close_notify goes out with its last sends), then the loop ends.
+            pc.loop.shutdown { [self] in
                 pc.onFrame = nil
                 if isSubscribe { endAllTracks() }
                 pc.close()
             }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { pc.loop.shutdown() }
         }
     }
 
@@ -564,7 +565,8 @@ final class RoomMedia: @unchecked Sendable {
                 _ = try await room.call(
                     .subscriberAnswer, ["sdp": .string(answer), "revision": .number(Double(revision))])
             } catch {
-                let e = UnderstudyError(code: 3044, message: "subscribe negotiation failed: \(error)")
+                let e = UnderstudyError(
+                    code: 3044, message: "subscribe negotiation failed: \(error)", underlyingError: error)
                 room.eventQueue.async { room.emit { $0.onError(e) } }
             }
         }
@@ -578,11 +580,11 @@ final class RoomMedia: @unchecked Sendable {
         let semaphore = DispatchSemaphore(value: 0)
         let box = ResultBox<T>()
         let workBox = UncheckedSendable(work)
-        pc.loop.execute {
+        let accepted = pc.loop.execute {
             box.value = workBox.value()
             semaphore.signal()
         }
-        guard semaphore.wait(timeout: .now() + 2) == .success else { return nil }
+        guard accepted, semaphore.wait(timeout: .now() + 2) == .success else { return nil }
         return box.value
     }
 

@@ -138,21 +138,14 @@ extension Room {
                 return false
             }
         }
+        // Each wait is woken by its connection's ICE events. Leaving or a rejoin closes the
+        // connections, which ends the waits at once.
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(reconnection.iceRestartTimeout * 1e9)
-        while DispatchTime.now().uptimeNanoseconds < deadline {
-            if isFinished || reconnection.generation != generation { return false }
-            var allConnected = true
-            for (_, pc) in connections {
-                let (connected, broken) = await pc.loop.submit {
-                    (pc.isFullyConnected, pc.state == .failed || pc.state == .closed)
-                }
-                if broken { return false }
-                allConnected = allConnected && connected
-            }
-            if allConnected { return true }
-            try? await Task.sleep(nanoseconds: 50_000_000)
+        for (_, pc) in connections {
+            let left = Double(deadline &- min(deadline, DispatchTime.now().uptimeNanoseconds)) / 1e9
+            do { try await pc.waitUntilFullyConnected(timeout: left) } catch { return false }
         }
-        return false
+        return !isFinished && reconnection.generation == generation
     }
 
     /// The signalling socket dropped (while CONNECTED or RECONNECTING).
@@ -260,7 +253,7 @@ extension Room {
     /// network outage would (the WebSocket is not affected).
     func setMediaPaused(_ paused: Bool) async {
         for (_, pc) in media.connections {
-            await pc.loop.submit { pc.setReceiveImpairment(paused ? Impairment(receiveDropRate: 1) : nil) }
+            _ = await pc.loop.submitIfRunning { pc.setReceiveImpairment(paused ? Impairment(receiveDropRate: 1) : nil) }
         }
     }
 }

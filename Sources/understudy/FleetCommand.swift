@@ -214,7 +214,7 @@ final class ServeJobService: RoomJobService, @unchecked Sendable {
             let a = try Arguments(args, valueOptions: joinValueOptions, switches: joinSwitches)
             parsed = try joinAgentOptions(a).options
         } catch {
-            throw RoomError(3073, "bad job options: \(error)")
+            throw RoomError(3073, "bad job options: \(error)", cause: error)
         }
         let spec = FleetJobSpec(
             id: id, joinArguments: args, cost: cost ?? max(2, parsed.maxVideo ?? 2), room: roomId,
@@ -223,14 +223,16 @@ final class ServeJobService: RoomJobService, @unchecked Sendable {
             try await store.submit(spec)
         } catch {
             if case .server(let message) = error { throw RoomError(3073, message) }
-            throw RoomError(3047, "the job fleet is unreachable: \(error)")
+            throw RoomError(3047, "the job fleet is unreachable: \(error)", cause: error)
         }
         return ["jobId": .string(id), "roomId": .string(roomId), "state": .string("queued")]
     }
 
     func list(roomId: String?) async throws(RoomError) -> JSONValue {
         let jobs: [FleetJobStatus]
-        do { jobs = try await store.list() } catch { throw RoomError(3047, "the job fleet is unreachable: \(error)") }
+        do { jobs = try await store.list() } catch {
+            throw RoomError(3047, "the job fleet is unreachable: \(error)", cause: error)
+        }
         let shown = jobs.filter { roomId == nil || $0.spec.room == roomId }
         let encoded = FleetStore.encodeForDisplay(shown)
         return ["jobs": (try? JSONValue.parse(encoded)) ?? .array([])]
@@ -245,7 +247,7 @@ final class ServeJobService: RoomJobService, @unchecked Sendable {
         } catch let error as RoomError {
             throw error
         } catch {
-            throw RoomError(3047, "the job fleet is unreachable: \(error)")
+            throw RoomError(3047, "the job fleet is unreachable: \(error)", cause: error)
         }
         return ["jobId": .string(jobId), "stopping": .bool(true)]
     }

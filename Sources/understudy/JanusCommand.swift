@@ -88,7 +88,7 @@ func runJanusJoin(_ a: Arguments) async {
             await agent.stop()
             fail("join: \(error)")
         }
-        await agent.run(duration: duration, until: { ShutdownSignal.shared.isRequested })
+        await agent.run(duration: duration, until: { await ShutdownSignal.shared.wait() })
         if let failure = agent.failure { fail("join: \(failure)") }
     } catch let e as Arguments.Failure {
         fail("join: \(e)", code: 2)

@@ -226,7 +226,7 @@ func runJoin(_ args: [String]) async {
             metricsServer?.stop()
             fail("join: \(error)")
         }
-        await agent.run(duration: duration, until: { ShutdownSignal.shared.isRequested })
+        await agent.run(duration: duration, until: { await ShutdownSignal.shared.wait() })
         metricsServer?.stop()
         if let reason = agent.leaveReason, reason != .MANUAL_LEAVE_CALLED {
             fail("join: the room was left: \(reason.name) (\(reason.rawValue))")
@@ -279,8 +279,11 @@ func runPubSub(_ args: [String]) async {
             ShutdownSignal.shared.install()
             try await RoomAgentTools.subscribe(
                 roomId: roomId, token: token, signalingURL: url, topic: topic, duration: duration,
-                shouldStop: { ShutdownSignal.shared.isRequested },
-                output: { m in print("\(m.senderId)\t\(m.topic)\t\(m.message)") })
+                until: { await ShutdownSignal.shared.wait() },
+                output: { m in
+                    print("\(m.senderId)\t\(m.topic)\t\(m.message)")
+                    fflush(nil)  // one line per message, also into a pipe
+                })
         default: throw Arguments.Failure.badValue("pubsub", "'\(action)' is not publish or subscribe")
         }
     } catch let e as Arguments.Failure {

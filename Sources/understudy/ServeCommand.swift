@@ -146,9 +146,7 @@ func runServe(_ args: [String]) async {
             logLine("serve: room page at \(pageURL)?token=JWT (a token made with the configured secret)")
         }
         ShutdownSignal.shared.install()
-        while !ShutdownSignal.shared.isRequested {
-            await ShutdownSignal.shared.sleep(seconds: 3600)
-        }
+        await ShutdownSignal.shared.wait()
         logLine("serve: shutting down")
         // Deregister first, so that clients leaving this node are placed on another at once.
         cluster?.stop()

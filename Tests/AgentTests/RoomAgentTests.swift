@@ -296,6 +296,23 @@ struct RoomAgentTests {
         }
     }
 
+    /// `run(until:)` ends when its stop event fires (the CLI's SIGTERM wait): the event itself wakes it.
+    @Test func runEndsWhenItsStopEventFires() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let options = RoomAgent.Options(
+            roomId: "agent-event", token: sdkToken(server, room: "agent-event"), signalingURL: server.signalingURL)
+        let agent = try RoomAgent(options: options)
+        try await agent.start()
+        let (signal, fire) = AsyncStream<Void>.makeStream()
+        let running = Task {
+            await agent.run(duration: nil, until: { for await _ in signal { return } })
+        }
+        fire.yield()
+        await running.value
+        #expect(agent.leaveReason == .MANUAL_LEAVE_CALLED)
+    }
+
     @Test func metricsAddressMustBeLoopback() throws {
         #expect(try RoomAgentMetricsServer.parseAddress("127.0.0.1:9100") == ("127.0.0.1", 9100))
         #expect(try RoomAgentMetricsServer.parseAddress("localhost:1") == ("127.0.0.1", 1))

@@ -127,8 +127,9 @@ struct ICERestartTests {
         #expect(!stillDown)
         await tx.loop.submit { tx.setReceiveImpairment(nil) }
         await rx.loop.submit { rx.setReceiveImpairment(nil) }
-        #expect(await Self.eventually { await tx.loop.submit { tx.isFullyConnected } })
-        #expect(await Self.eventually { await rx.loop.submit { rx.isFullyConnected } })
+        // Woken by the new pair's selection (the SDK's `restartIce` waits the same way).
+        try await tx.waitUntilFullyConnected(timeout: 30)
+        try await rx.waitUntilFullyConnected(timeout: 30)
 
         let received = frames.count
         await Self.send(10, on: tx, video, from: 10)

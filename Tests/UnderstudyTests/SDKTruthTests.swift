@@ -152,6 +152,12 @@ struct SDKTruthTests {
         await room.join()
         #expect(log.errorCodes == [3059])
         #expect(log.errors.first?.name == "ERROR_NO_MICROPHONE_DEVICE_FOUND")
+        // The source's own error stays reachable, typed, for callers that want the detail.
+        guard case .capture(.cannotOpen(let device, _))? = log.errors.first?.underlyingError as? MediaSourceError else {
+            Issue.record("no MediaSourceError cause in \(String(describing: log.errors.first))")
+            return
+        }
+        #expect(device == "default")
         #expect(room.localParticipant.streams.isEmpty)
         try await waitUntil("the watcher sees pub") { watcher.participants["pub"] != nil }
         let seen = try #require(watcher.participants["pub"])

@@ -382,4 +382,15 @@ struct SeedAuditTests {
         #expect(UnderstudyError.canonicalName(3068) == "ERROR_ACTION_NOT_SUPPORTED")
         #expect(UnderstudyError.canonicalName(4009) == "MAX_PARTCIPANT_REACHED")  // the documented typo
     }
+
+    @Test func aCauseIsKeptButNotCompared() {
+        struct Cause: Error, Equatable { let detail: String }
+        let caused = UnderstudyError(
+            code: 3044, message: "publish connection failed", underlyingError: Cause(detail: "x"))
+        let plain = UnderstudyError(code: 3044, message: "publish connection failed")
+        #expect((caused.underlyingError as? Cause) == Cause(detail: "x"))
+        #expect(caused == plain)
+        #expect(Set([caused, plain]).count == 1)
+        #expect(caused != UnderstudyError(code: 3044, message: "another message"))
+    }
 }

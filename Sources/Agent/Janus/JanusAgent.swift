@@ -71,6 +71,9 @@ public final class JanusAgent: @unchecked Sendable {
     private var stopped = false
     private var joinedRoom = false
     private var lostReason: String?
+    /// The pending ``run(duration:until:)``, resumed by whatever ends it.
+    private var runWaiter: CheckedContinuation<Void, Never>?
+    private var runEnded = false
     /// Subscriptions run one after another (Janus handles them fine in parallel; our logs stay readable).
     private var operationTail: Task<Void, Never>?
 
@@ -103,15 +106,44 @@ public final class JanusAgent: @unchecked Sendable {
         considerPublishers(joined.reply.data["publishers"])
     }
 
-    /// Runs until `duration` passes, `shouldStop` says so (the CLI passes its SIGTERM/SIGINT flag) or
-    /// Janus goes away; then ``stop()``.
-    public func run(duration: Double?, until shouldStop: @Sendable () -> Bool = { false }) async {
-        let start = Date()
-        while !shouldStop() && failure == nil {
-            if let duration, Date().timeIntervalSince(start) >= duration { break }
-            try? await Task.sleep(nanoseconds: 200_000_000)
+    /// Runs until `duration` passes, `stopEvent` returns (the CLI passes its SIGTERM/SIGINT wait) or
+    /// Janus goes away; then ``stop()``. Each of these wakes the run itself; nothing is polled.
+    public func run(duration: Double?, until stopEvent: (@Sendable () async -> Void)? = nil) async {
+        let watchers = [
+            duration.map { seconds in
+                Task { [weak self] in
+                    try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+                    if !Task.isCancelled { self?.endRun(lost: nil) }
+                }
+            },
+            stopEvent.map { stopEvent in
+                Task { [weak self] in
+                    await stopEvent()
+                    if !Task.isCancelled { self?.endRun(lost: nil) }
+                }
+            },
+        ]
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let over = lock.withLock {
+                if runEnded || lostReason != nil { return true }
+                runWaiter = c
+                return false
+            }
+            if over { c.resume() }
         }
+        for w in watchers { w?.cancel() }
         await stop()
+    }
+
+    /// Ends a pending ``run(duration:until:)``; `lost` records why Janus went away.
+    private func endRun(lost reason: String?) {
+        let waiter = lock.withLock {
+            if let reason { lostReason = reason }
+            runEnded = true
+            defer { runWaiter = nil }
+            return runWaiter
+        }
+        waiter?.resume()
     }
 
     /// Unpublishes, closes every PeerConnection and recording, detaches the handles and destroys the session.
@@ -228,7 +260,7 @@ public final class JanusAgent: @unchecked Sendable {
     private func handle(_ event: JanusMessage) {
         switch event.kind {
         case "session_lost":
-            lock.withLock { lostReason = "lost the Janus session: \(event.json["reason"]?.stringValue ?? "")" }
+            endRun(lost: "lost the Janus session: \(event.json["reason"]?.stringValue ?? "")")
             log("lost the Janus session")
         case "hangup":
             // Our own stop() closes the PeerConnections first; Janus then reports their DTLS alert.
@@ -236,7 +268,7 @@ public final class JanusAgent: @unchecked Sendable {
             let feed = lock.withLock { feeds.values.first { $0.handle == sender } }
             if let feed { log("Janus hung up feed \(feed.id): \(event.json["reason"]?.stringValue ?? "")") }
             if sender == lock.withLock({ publisherHandle }) {
-                lock.withLock { lostReason = "Janus hung up our publisher" }
+                endRun(lost: "Janus hung up our publisher")
             }
         case "event":
             let data = event.data
@@ -246,7 +278,7 @@ public final class JanusAgent: @unchecked Sendable {
                 if let id = data[key]?.intValue { enqueue { await self.unsubscribe(UInt64(id)) } }
             }
             if data["videoroom"]?.stringValue == "destroyed" {
-                lock.withLock { lostReason = "the Janus room was destroyed" }
+                endRun(lost: "the Janus room was destroyed")
             }
         default:
             break

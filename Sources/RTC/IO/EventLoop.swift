@@ -6,12 +6,23 @@ import SystemCalls
 public protocol EventLoopTicker: AnyObject {
     /// `now` is `EventLoop.now()`.
     func tick(now: UInt64)
+    /// The loop is stopping (``EventLoop/shutdown()``): last call on the loop thread, so that a
+    /// ticker can end what waits on it. Default: nothing.
+    func loopStopped()
+}
+
+extension EventLoopTicker {
+    public func loopStopped() {}
 }
 
 /// One I/O thread: epoll over UDP sockets, batched `recvmmsg`/`sendmmsg`, a work queue and tickers.
 ///
 /// Every packet is handled to completion on this thread. Other threads only call `execute`,
 /// `openUDP`, `addTicker`/`removeTicker` and `shutdown`, which hop onto the loop.
+///
+/// After ``shutdown()`` the loop runs the work it had accepted, then refuses more: ``execute(_:)``
+/// returns false and the throwing ``submit(_:)-(()->T)`` throws ``EventLoopError/shutDown(name:)``,
+/// so nobody waits for work that will never run.
 public final class EventLoop: @unchecked Sendable {
     /// Datagrams read per `recvmmsg` call and queued per `sendmmsg` batch.
     public static let batchSize = 32
@@ -30,9 +41,11 @@ public final class EventLoop: @unchecked Sendable {
     private var thread = pthread_t()
     private let running = Atomic<Bool>(true)
     private let threadStarted = Atomic<Bool>(false)
-    private let pendingWork = Mutex<[@Sendable () -> Void]>([])
+    private let pendingWork = Mutex(WorkQueue())
     /// Set when work is queued, so a long receive burst can run it between datagrams.
     private let workQueued = Atomic<Bool>(false)
+    /// Serializes work run on callers' threads after the loop stopped (see ``submit(_:)-(()->T)``).
+    private let lateWork = Mutex<Void>(())
 
     // Loop-thread state.
     private var sockets: [UInt64: UDPSocket] = [:]
@@ -162,23 +175,60 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs `work` on the loop thread, in submission order. Thread-safe.
-    public func execute(_ work: @escaping @Sendable () -> Void) {
-        pendingWork.withLock { $0.append(work) }
+    ///
+    /// Returns false, and drops `work`, once the loop has shut down: work accepted before then
+    /// always runs (the loop drains its queue before it stops accepting).
+    @discardableResult
+    public func execute(_ work: @escaping @Sendable () -> Void) -> Bool {
+        let accepted = pendingWork.withLock { queue in
+            guard queue.accepting else { return false }
+            queue.jobs.append(work)
+            return true
+        }
+        guard accepted else { return false }
         workQueued.store(true, ordering: .releasing)
         wake()
+        return true
     }
 
     /// Runs `work` on the loop thread and returns its result to the caller.
+    ///
+    /// Throws what `work` throws, or ``EventLoopError/shutDown(name:)`` when the loop has shut down
+    /// (then `work` does not run). Use this form wherever the loop may be gone.
     public func submit<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            execute { continuation.resume(with: Result { try work() }) }
+            let accepted = execute { continuation.resume(with: Result { try work() }) }
+            if !accepted { continuation.resume(throwing: EventLoopError.shutDown(name: name)) }
         }
     }
 
     /// Runs `work` on the loop thread and returns its result to the caller.
+    ///
+    /// After shutdown the loop's thread is gone and touches nothing any more, so `work` runs on the
+    /// calling thread instead, one late call at a time: a read sees the final state (closed
+    /// sockets send nothing). It never waits for a loop that will not run it. Code that must know
+    /// whether the loop ran the work uses the throwing ``submit(_:)-(()->T)`` or ``submitIfRunning(_:)``.
     public func submit<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        if let result = await submitIfRunning(work) { return result }
+        return lateWork.withLock { _ in work() }
+    }
+
+    /// Runs `work` on the loop thread and returns its result, or nil when the loop has shut down
+    /// (then `work` does not run). For callers that may race the loop's shutdown.
+    public func submitIfRunning<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T? {
         await withCheckedContinuation { continuation in
-            execute { continuation.resume(returning: work()) }
+            let accepted = execute { continuation.resume(returning: work()) }
+            if !accepted { continuation.resume(returning: nil) }
+        }
+    }
+
+    /// Stops the loop once the work queued so far has run: `close` (which may queue final
+    /// datagrams such as a DTLS close_notify) runs on the loop, its sends are flushed, and the loop
+    /// ends. Returns at once; nothing waits on a timer.
+    public func shutdown(after close: @escaping @Sendable () -> Void) {
+        execute { [self] in
+            close()
+            shutdown()
         }
     }
 
@@ -241,14 +291,21 @@ public final class EventLoop: @unchecked Sendable {
         if let impairment { udp.impairment = impairment }
         if isInLoop {
             register(udp)
-        } else {
-            execute { [self] in register(udp) }
+        } else if !execute({ [self] in register(udp) }) {
+            Glibc.close(fd)
+            throw .loopClosed
         }
         return udp
     }
 
     private func register(_ udp: UDPSocket) {
         guard !udp.isClosed else { return }
+        // Opened while the loop was stopping: nothing would ever read or close it.
+        guard running.load(ordering: .acquiring) else {
+            udp.markClosed()
+            Glibc.close(udp.fd)
+            return
+        }
         sockets[udp.id] = udp
         var event: (UInt64, UInt64) = (0, 0)
         withUnsafeMutableBytes(of: &event) {
@@ -339,6 +396,10 @@ public final class EventLoop: @unchecked Sendable {
             flushSends()
         }
         runPendingWork()
+        // Tickers (peer connections) end first, while their sockets can still send a goodbye.
+        let stopping = tickers
+        tickers.removeAll()
+        for ticker in stopping { ticker.loopStopped() }
         flushSends()
         for udp in Array(sockets.values) {
             closeSocket(udp)
@@ -347,19 +408,24 @@ public final class EventLoop: @unchecked Sendable {
             watcher.loopClosing()
         }
         watchers.removeAll()
-        tickers.removeAll()
+        // Work accepted so far still runs (it may resume a caller's continuation); once the queue
+        // is empty it closes, and later submissions fail instead of waiting forever.
+        while true {
+            let work = pendingWork.withLock { queue -> [@Sendable () -> Void] in
+                if queue.jobs.isEmpty { queue.accepting = false }
+                return queue.take()
+            }
+            if work.isEmpty { break }
+            for job in work { job() }
+            flushSends()
+        }
     }
 
     private func runPendingWork() {
         // Work enqueued by work runs in the next iteration, so a self-rescheduling job cannot
         // starve I/O.
         workQueued.store(false, ordering: .relaxed)
-        let work = pendingWork.withLock { queue -> [@Sendable () -> Void] in
-            if queue.isEmpty { return [] }
-            let taken = queue
-            queue.removeAll(keepingCapacity: true)
-            return taken
-        }
+        let work = pendingWork.withLock { $0.take() }
         for job in work {
             job()
         }
@@ -470,6 +536,20 @@ public final class EventLoop: @unchecked Sendable {
     }
 }
 
+/// The loop's queue of submitted work; `accepting` turns false for good when the loop has stopped.
+private struct WorkQueue {
+    var jobs: [@Sendable () -> Void] = []
+    var accepting = true
+
+    /// Takes every queued job, keeping the storage for the next ones.
+    mutating func take() -> [@Sendable () -> Void] {
+        if jobs.isEmpty { return [] }
+        let taken = jobs
+        jobs.removeAll(keepingCapacity: true)
+        return taken
+    }
+}
+
 /// Carries a non-Sendable reference onto the loop thread, where it is then confined.
 struct UncheckedBox<T>: @unchecked Sendable {
     let value: T
@@ -477,14 +557,18 @@ struct UncheckedBox<T>: @unchecked Sendable {
 }
 
 /// Why an ``EventLoop`` could not be created.
-public enum EventLoopError: Error, Sendable, CustomStringConvertible {
+public enum EventLoopError: Error, Sendable, Equatable, CustomStringConvertible {
     /// epoll or eventfd creation failed with this errno (EMFILE: out of file descriptors).
     case cannotCreate(errno: Int32)
+    /// Work was submitted after the loop named `name` shut down; it did not run.
+    case shutDown(name: String)
 
     public var description: String {
         switch self {
         case .cannotCreate(let code):
             return "cannot create an event loop: \(String(cString: strerror(code))) (errno \(code))"
+        case .shutDown(let name):
+            return "event loop '\(name)' has shut down"
         }
     }
 }

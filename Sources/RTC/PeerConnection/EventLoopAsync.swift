@@ -4,22 +4,50 @@ extension PeerConnection {
     /// Waits until the connection is connected, or throws when it fails, closes or `timeout` passes.
     ///
     /// The wait is a continuation resumed by the state change itself (or the timeout), not a poll.
+    /// A connection whose loop has shut down is closed: the wait throws ``PeerConnectionError/closed``.
     public func waitUntilConnected(timeout seconds: Double) async throws(PeerConnectionError) {
+        try await waitFor("ICE/DTLS", timeout: seconds) { [self] s in connectOutcome(s) }
+    }
+
+    /// Waits until the connection is connected over a pair selected with the current ICE
+    /// credentials (``isFullyConnected``: an ICE restart is over), or throws when it fails, closes
+    /// or `timeout` passes. Woken by the ICE events themselves, not a poll.
+    public func waitUntilFullyConnected(timeout seconds: Double) async throws(PeerConnectionError) {
+        try await waitFor("the ICE restart", timeout: seconds) { [self] s in
+            switch s {
+            case .failed: .failure(.invalidState(failureReason ?? "ICE or DTLS failed"))
+            case .closed: .failure(.closed)
+            default: isFullyConnected ? .success(()) : nil
+            }
+        }
+    }
+
+    /// Waits until `outcome` (asked on the loop at once and after every state change or ICE
+    /// event) is not nil, or `seconds` pass.
+    func waitFor(
+        _ what: String, timeout seconds: Double,
+        _ outcome: @escaping (PeerConnectionState) -> Result<Void, PeerConnectionError>?
+    ) async throws(PeerConnectionError) {
+        let check = UncheckedBox(outcome)
         let outcome: Result<Void, PeerConnectionError> = await withCheckedContinuation { continuation in
-            loop.execute { [self] in
+            let accepted = loop.execute { [self] in
                 // Runs on the loop thread: `state` and `stateWaiters` are confined there.
                 let once = ConnectWaitOnce(continuation)
-                if once.finish(connectOutcome(state)) { return }
-                stateWaiters.append { [self] s in once.finish(connectOutcome(s)) }
+                if once.finish(check.value(state)) { return }
+                stateWaiters.append { s in once.finish(check.value(s)) }
+                // A one-shot deadline (not a poll): whichever comes first, state change or timeout, wins.
                 DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
-                    loop.execute { [self] in
+                    let onLoop = loop.execute { [self] in
                         _ = once.finish(
                             .failure(
                                 .invalidState(
-                                    "timed out after \(Int(seconds)) s waiting for ICE/DTLS (\(progressDescription))")))
+                                    "timed out after \(Int(seconds)) s waiting for \(what) (\(progressDescription))")))
                     }
+                    // The loop has stopped (its last work ran), so nothing else touches `once` now.
+                    if !onLoop { _ = once.finish(.failure(.closed)) }
                 }
             }
+            if !accepted { continuation.resume(returning: .failure(.closed)) }
         }
         try outcome.get()
     }

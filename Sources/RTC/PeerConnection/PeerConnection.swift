@@ -440,11 +440,20 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
+    /// The loop is shutting down under the connection: it closes, so that waits on it end.
+    public func loopStopped() { close() }
+
     func setState(_ s: PeerConnectionState) {
         guard s != state, state != .closed else { return }
         state = s
         onStateChange?(s)
-        if !stateWaiters.isEmpty { stateWaiters.removeAll { $0(s) } }
+        notifyStateWaiters()
+    }
+
+    /// Lets each wait (``waitUntilConnected(timeout:)``, …) look at the connection again; those
+    /// that are over return true and go. Called on state changes and on ICE progress.
+    func notifyStateWaiters() {
+        if !stateWaiters.isEmpty { stateWaiters.removeAll { $0(state) } }
     }
 
     /// Closes the connection: sends DTLS close_notify, stops timers, closes sockets.

@@ -207,6 +207,7 @@ extension PeerConnection {
         agent.onSelectedPair = { [unowned self] socket, remote in
             self.mediaTarget = (socket, remote)
             self.startDTLSIfReady()
+            self.notifyStateWaiters()  // a restart's new pair (the state may not change)
         }
         agent.onStateChange = { [unowned self] s in
             switch s {
@@ -218,6 +219,7 @@ extension PeerConnection {
             case .connected: if self.state == .disconnected { self.setState(.connected) }
             default: break
             }
+            self.notifyStateWaiters()
         }
         ice = agent
         loop.addTicker(self)

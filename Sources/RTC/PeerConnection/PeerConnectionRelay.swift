@@ -13,14 +13,10 @@ extension PeerConnection {
         let servers = configuration.iceServers
         guard !servers.isEmpty else { return }
         let resolved = UncheckedBox(servers.map { ($0, $0.resolve()) })
-        await loop.submit { self.startRelays(resolved.value) }
-        let deadline = EventLoop.now() + UInt64(seconds * 1e9)
-        while EventLoop.now() < deadline {
-            let pending = await loop.submit {
-                self.turnClients.contains { $0.state == .new || $0.state == .allocating }
-            }
-            if !pending { return }
-            try? await Task.sleep(nanoseconds: 10_000_000)
+        guard loop.execute({ self.startRelays(resolved.value) }) else { return }
+        // Woken by each allocation's outcome (`relayAllocationDone`); a timeout just ends the wait.
+        try? await waitFor("TURN allocations", timeout: seconds) { [self] _ in
+            closed || !turnClients.contains { $0.state == .new || $0.state == .allocating } ? .success(()) : nil
         }
     }
 
@@ -41,6 +37,7 @@ extension PeerConnection {
     }
 
     func relayAllocationDone(_ client: TURNClient) {
+        defer { notifyStateWaiters() }  // ``gatherRelayCandidates(timeout:)`` waits for this
         guard !closed else { return }
         guard let relayed = client.relayedSocket else {
             if case .failed(let reason) = client.state { relayErrors.append("\(client.server.url): \(reason)") }

@@ -99,7 +99,7 @@ extension RoomServer {
         }
         let offer: SessionDescription
         do { offer = try SessionDescription.parse(request.text) } catch {
-            return adminError(400, RoomError(3073, "the body is not a valid SDP offer: \(error)"))
+            return adminError(400, RoomError(3073, "the body is not a valid SDP offer: \(error)", cause: error))
         }
         let audio = offer.media.filter { $0.port != 0 && $0.kind == .audio }.count
         let video = offer.media.filter { $0.port != 0 && $0.kind == .video }.count
@@ -254,7 +254,7 @@ extension RoomServer {
             fresh = try await media.sfu.restartICE(
                 participantID: key, connection: role, remoteUfrag: ufrag, remotePassword: pwd)
         } catch {
-            return adminError(500, RoomError(5000, "ICE restart failed: \(error)"))
+            return adminError(500, RoomError(5000, "ICE restart failed: \(error)", cause: error))
         }
         session.restarted(remoteUfrag: ufrag)
         var body = "a=ice-lite\r\na=ice-ufrag:\(fresh.ufrag)\r\na=ice-pwd:\(fresh.password)\r\n"
