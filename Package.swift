@@ -156,7 +156,7 @@ let package = Package(
             name: "SFUTests", dependencies: ["SFU", "RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/SFUTests"),
         .testTarget(
             name: "RoomServerTests",
-            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "TestSupport"],
+            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "RoomProtocol", "TestSupport"],
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
