@@ -153,6 +153,9 @@ public final class RTPSender: @unchecked Sendable {
     // History ring: slot i holds the packet whose sequence number maps to i.
     /// The retransmission buffer (NACK responder's memory).
     private let history: RetransmissionBuffer
+    /// False for a sender whose caller answers NACKs itself (an SFU consumer): every packet then skips
+    /// the history, without touching that object (a cache miss per forwarded packet).
+    private let keepsHistory: Bool
 
     private var lastFrameRTPTimestamp: UInt32
     private var lastFrameSendTime: UInt64 = 0
@@ -203,6 +206,7 @@ public final class RTPSender: @unchecked Sendable {
         scratch = .allocate(byteCount: Self.packetCapacity, alignment: 16)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
         history = RetransmissionBuffer(capacity: historySize, slotBytes: Self.packetCapacity)
+        keepsHistory = historySize > 0
     }
 
     deinit {
@@ -430,6 +434,7 @@ public final class RTPSender: @unchecked Sendable {
     }
 
     private func remember(seq: UInt16, length: Int, payloadOffset: Int) {
+        guard keepsHistory else { return }
         history.store(
             seq, packet: UnsafeRawBufferPointer(rebasing: scratch[0..<length]), payloadOffset: payloadOffset)
     }
