@@ -79,8 +79,9 @@ public final class SRTPSession: @unchecked Sendable {
     }
     private var streams: [UInt32: Stream] = [:]
     private var lastSSRC: UInt32 = 0
-    private var lastStream: Stream?
-    /// `lastStream` unretained, for the send path.
+    /// `streams` unretained (each kept alive by `streams`), for the send path.
+    private var streamReferences: [UInt32: Unmanaged<Stream>] = [:]
+    /// The stream of the last SSRC looked up (packets come in runs per SSRC).
     private var lastStreamReference: Unmanaged<Stream>?
 
     /// Creates a session from a master key and salt.
@@ -320,23 +321,31 @@ public final class SRTPSession: @unchecked Sendable {
     }
 
     /// ``stream(for:create:)`` (creating) as an unretained reference: streams are never removed.
+    /// An SFU's subscribe session interleaves the SSRCs of several consumers, so the table lookup is
+    /// on the per-packet path too; it holds unretained references for that.
     @inline(__always)
     private func streamReference(for ssrc: UInt32) -> Unmanaged<Stream>? {
         if let last = lastStreamReference, lastSSRC == ssrc { return last }
+        if let known = streamReferences[ssrc] {
+            lastSSRC = ssrc
+            lastStreamReference = known
+            return known
+        }
         return stream(for: ssrc, create: true).map { Unmanaged.passUnretained($0) }
     }
 
     private func stream(for ssrc: UInt32, create: Bool) -> Stream? {
         // Packets come in runs per SSRC; skip the table for a repeat.
-        if let last = lastStream, lastSSRC == ssrc { return last }
+        if let last = lastStreamReference, lastSSRC == ssrc { return last.takeUnretainedValue() }
         var stream = streams[ssrc]
         if stream == nil {
             guard create, streams.count < Self.maxStreams else { return nil }
-            stream = Stream(inbound: direction == .inbound)
-            streams[ssrc] = stream
+            let created = Stream(inbound: direction == .inbound)
+            streams[ssrc] = created
+            streamReferences[ssrc] = Unmanaged.passUnretained(created)
+            stream = created
         }
         lastSSRC = ssrc
-        lastStream = stream
         lastStreamReference = stream.map { Unmanaged.passUnretained($0) }
         return stream
     }
