@@ -381,13 +381,18 @@ public struct BenchmarkReport: Sendable {
                         "| **forwarded packets per CPU-second of the server process** (target ≥ 250k) | **%.0f** — %@ |\n",
                     r.packetsPerSecondPerCore, verdict)
                 body += "| anchor | LiveKit's published 40–75k packets/s per core (not run here) |\n\n"
+                body += SFUProcessRow.splitTable(r)
                 body += """
                     Method: `understudy serve` in its own child process (media on one shared UDP port), the
                     load generator (the engine of `understudy load`) in this process. After every bot joined
                     and media settled for 4 s, the server's `understudy_rtp_packets_forwarded_total` counter
                     (`/metrics`) and its process CPU time (user + system, `/proc/PID/stat`, every thread:
                     signalling, timers, RTCP, SRTP and the kernel's share of sending) are read at the start
-                    and the end of the window; the figure is forwarded packets ÷ CPU seconds.
+                    and the end of the window; the figure is forwarded packets ÷ CPU seconds. The split
+                    reads every thread's user and system time (`/proc/PID/task/*/stat`): the SFU's event
+                    loop thread (`room-sfu`) and all others; when `perf` is installed, the loop thread is
+                    sampled over the window (`perf record -g`, 499 Hz) and each sample is charged to the
+                    innermost frame that names an activity.
 
 
                     """
@@ -398,6 +403,23 @@ public struct BenchmarkReport: Sendable {
                         metric: "SFU forwarded packets/s per core (whole server process)",
                         target: "≥ 250k (LiveKit: 40–75k)", measured: "not measured", verdict: "failed: \(error)"))
                 body += "SFU process figure not measured in this run: \(error)\n\n"
+            }
+            do {
+                let floor = try await SendFloorRow.run(perRound: quick ? 3200 : 20_000, rounds: quick ? 1 : 5)
+                progress(
+                    String(
+                        format: "bench:   send floor: %.0f ns per datagram, at most %.0f per core",
+                        floor.medianNanoseconds, floor.ceilingPerCore))
+                summary.append(
+                    SummaryRow(
+                        metric: "loopback send floor: datagrams/s per core with no SFU work",
+                        target: "—",
+                        measured: String(format: "%.0f (%.0f ns each)", floor.ceilingPerCore, floor.medianNanoseconds),
+                        verdict: "no target: the ceiling of the SFU rows"))
+                body += SendFloorRow.section(floor)
+            } catch {
+                progress("bench:   send floor failed: \(error)")
+                body += "Send floor not measured in this run: \(error)\n\n"
             }
             var sfuRuns: [(packetsPerSecondPerCore: Double, method: String)] = []
             for _ in 0..<(quick ? 1 : 3) {

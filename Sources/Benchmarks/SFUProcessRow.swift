@@ -15,11 +15,22 @@ enum SFUProcessRow {
         /// CPU seconds of the whole server process over the window (/proc).
         var serverCPUSeconds: Double
         var lossPercent: Double
+        /// The window's CPU by thread (the SFU loop vs the rest) and user vs system.
+        var split: ProcessCPUSplit
+        /// The loop thread's `perf` samples per ``LoopProfile`` category (nil without perf).
+        var loopProfile: [String: Int]?
 
         var packetsPerSecond: Double { windowSeconds > 0 ? packetsForwarded / windowSeconds : 0 }
         var serverCores: Double { windowSeconds > 0 ? serverCPUSeconds / windowSeconds : 0 }
         var packetsPerSecondPerCore: Double { serverCPUSeconds > 0 ? packetsForwarded / serverCPUSeconds : 0 }
+        /// CPU nanoseconds per forwarded packet.
+        func nanosecondsPerPacket(_ seconds: Double) -> Double {
+            packetsForwarded > 0 ? seconds / packetsForwarded * 1e9 : 0
+        }
     }
+
+    /// The room server's SFU event loop names its thread after itself (`MediaSignaling`).
+    static let loopThreadName = "room-sfu"
 
     /// Reads one counter from the server's `/metrics` text.
     static func forwardedPackets(_ signalingURL: String) async throws -> Double {
@@ -53,18 +64,60 @@ enum SFUProcessRow {
             try await Task.sleep(nanoseconds: UInt64(windowStart * 1e9))
             let started = Date()
             guard let cpu0 = LiveStreamRows.sample(pid: pid)?.cpu else { throw CancellationError() }
+            let threads0 = ThreadCPUSample.read(pid: pid)
             let packets0 = try await forwardedPackets(url)
+            // perf samples the loop thread over the same window, when it is installed.
+            let loopTID = threads0.first { $0.value.name == loopThreadName }?.key
+            let profiling = Task { loopTID == nil ? nil : await LoopProfile.record(tid: loopTID!, seconds: seconds) }
             try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
             guard let cpu1 = LiveStreamRows.sample(pid: pid)?.cpu else { throw CancellationError() }
+            let threads1 = ThreadCPUSample.read(pid: pid)
             let packets1 = try await forwardedPackets(url)
-            return (Date().timeIntervalSince(started), packets1 - packets0, cpu1 - cpu0)
+            let window = Date().timeIntervalSince(started)
+            let split = ProcessCPUSplit.between(threads0, threads1, loopThreadName: loopThreadName)
+            return (window, packets1 - packets0, cpu1 - cpu0, split, await profiling.value)
         }
         let report = try await run.run()
-        let (window, packets, cpu) = try await measuring.value
+        let (window, packets, cpu, split, profile) = try await measuring.value
         let lost = report.ticks.last.map { Double(max(0, $0.packetsLost)) } ?? 0
         let received = report.ticks.last.map { Double($0.packetsReceived) } ?? 0
         return Result(
             publishers: publishers, subscribers: subscribers, windowSeconds: window, packetsForwarded: packets,
-            serverCPUSeconds: cpu, lossPercent: received + lost > 0 ? lost / (received + lost) * 100 : 0)
+            serverCPUSeconds: cpu, lossPercent: received + lost > 0 ? lost / (received + lost) * 100 : 0,
+            split: split, loopProfile: profile)
+    }
+
+    /// The report's table of where the window's CPU went, in nanoseconds per forwarded packet.
+    static func splitTable(_ r: Result) -> String {
+        let s = r.split
+        func row(_ label: String, _ seconds: Double) -> String {
+            let share = s.total > 0 ? seconds / s.total * 100 : 0
+            return String(format: "| %@ | %.0f ns (%.0f %%) |\n", label, r.nanosecondsPerPacket(seconds), share)
+        }
+        var text = "Where the CPU went (per forwarded packet; share of the process):\n\n"
+        text += "| part | CPU per forwarded packet |\n|---|---|\n"
+        text += row("whole process", s.total)
+        text += row("user space (all threads)", s.user)
+        text += row("kernel (all threads)", s.system)
+        text += row("SFU loop thread, user space", s.loopUser)
+        text += row("SFU loop thread, kernel (sendmmsg, recvmmsg, epoll)", s.loopSystem)
+        text += row("other threads (signalling, HTTP, tasks): user", s.otherUser)
+        text += row("other threads: kernel", s.otherSystem)
+        text += "\n"
+        guard let profile = r.loopProfile, case let samples = profile.values.reduce(0, +), samples > 0 else {
+            return text + "(`perf` is not installed: no split of the loop thread by activity.)\n\n"
+        }
+        let loopSeconds = s.loopUser + s.loopSystem
+        text += "The SFU loop thread by activity (`perf` samples: \(samples)):\n\n"
+        text += "| activity | CPU per forwarded packet | share of the loop thread |\n|---|---|---|\n"
+        for category in LoopProfile.categories {
+            let n = profile[category] ?? 0
+            guard n > 0 else { continue }
+            let share = Double(n) / Double(samples)
+            text += String(
+                format: "| %@ | %.0f ns | %.1f %% |\n", category, r.nanosecondsPerPacket(loopSeconds * share),
+                share * 100)
+        }
+        return text + "\n"
     }
 }

@@ -25,6 +25,7 @@ SUMMARY_ROWS = [
     "join() → first recorded keyframe p50",
     "SFU forwarded packets/s per core (whole server process)",
     "SFU loop thread alone: forwarded packets/s per core",
+    "loopback send floor: datagrams/s per core with no SFU work",
     "cluster: join through a non-owner node, extra p50",
     "cluster: rooms per node as rooms are created",
 ]
@@ -38,6 +39,8 @@ SECTIONS = [
     "## Concurrent recording: 1 Mbit/s streams per core",
     "## join() → onRoomJoined; first recorded keyframe",
     "## SFU forwarded packets per second per core (whole server process)",
+    "Where the CPU went (per forwarded packet; share of the process)",
+    "## Loopback send floor: datagrams per second per core with no SFU work",
     "## SFU loop thread alone: forwarded packets per second per core",
     "## Cluster: joins through a non-owner node; room balance",
 ]

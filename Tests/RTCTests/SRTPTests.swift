@@ -58,6 +58,29 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
 }
 
 @Suite struct SRTPTests {
+    /// An SFU's subscribe session interleaves the SSRCs of several consumers: each keeps its own
+    /// rollover counter, whatever the order (the send path looks streams up per packet).
+    @Test(arguments: [SRTPProfile.aes128CMHMACSHA1_80, .aeadAES128GCM])
+    func interleavedSSRCsKeepTheirOwnRollover(profile: SRTPProfile) throws {
+        let (outbound, inbound) = try makeSRTPTestSessions(profile)
+        let audio: UInt32 = 0x0A0A_0A0A
+        let video: UInt32 = 0x0B0B_0B0B
+        let third: UInt32 = 0x0C0C_0C0C
+        // The audio stream rolls over while the other two do not.
+        let order: [(UInt32, UInt16)] = [
+            (audio, 65534), (video, 100), (third, 7), (audio, 65535), (video, 101), (audio, 0), (third, 8),
+            (video, 102), (audio, 1), (video, 103), (third, 9), (audio, 2),
+        ]
+        for (ssrc, sequence) in order {
+            var packet = makeSRTPTestPacket(sequence: sequence, ssrc: ssrc)
+            let original = Array(packet.buffer[0..<packet.length])
+            let protectedLength = try protectTestPacket(outbound, &packet)
+            let plainLength = try unprotectTestPacket(inbound, &packet.buffer, length: protectedLength)
+            #expect(Array(packet.buffer[0..<plainLength]) == original, "ssrc \(ssrc) seq \(sequence)")
+        }
+        #expect(inbound.authFailures == 0)
+    }
+
     @Test(arguments: [SRTPProfile.aes128CMHMACSHA1_80, .aeadAES128GCM])
     func rtpRoundTrip(profile: SRTPProfile) throws {
         let (outbound, inbound) = try makeSRTPTestSessions(profile)

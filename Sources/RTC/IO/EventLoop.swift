@@ -365,6 +365,7 @@ public final class EventLoop: @unchecked Sendable {
     // MARK: Loop thread
 
     private func run() {
+        nameCurrentThread(name)
         nextTick = Self.now() &+ Self.tickInterval
         while running.load(ordering: .acquiring) {
             // Sleep at most until the next tick is due, so tickers run close to every 10 ms.

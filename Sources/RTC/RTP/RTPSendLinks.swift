@@ -114,10 +114,17 @@ struct SenderReportClock {
 /// it and resends them (as RTX when negotiated).
 struct RetransmissionResponder: RTPSendLink {
     let buffer: RetransmissionBuffer
+    /// False for a sender whose caller answers NACKs itself (an SFU consumer): every packet then skips
+    /// the buffer without touching that object (a cache miss per forwarded packet).
+    let keepsHistory: Bool
 
-    init(capacity: Int, slotBytes: Int) { buffer = RetransmissionBuffer(capacity: capacity, slotBytes: slotBytes) }
+    init(capacity: Int, slotBytes: Int) {
+        buffer = RetransmissionBuffer(capacity: capacity, slotBytes: slotBytes)
+        keepsHistory = capacity > 0
+    }
 
     func sent(_ packet: RTPSentPacket, now: UInt64) {
+        guard keepsHistory else { return }
         buffer.store(packet.sequenceNumber, packet: packet.packet, payloadOffset: packet.payloadOffset)
     }
 }
