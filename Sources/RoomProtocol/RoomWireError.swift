@@ -57,4 +57,8 @@ public enum RoomLeaveCode: Int, Sendable, Hashable, CaseIterable {
 
     /// The wire name (`reasonName`).
     public var name: String { "\(self)" }
+
+    /// Whether a client may give this reason to its own `leave`: the codes from 1101 up are the
+    /// SDK's; the lower ones only the server decides.
+    public var isClientReason: Bool { rawValue >= 1101 }
 }

@@ -144,8 +144,8 @@ final class Room: @unchecked Sendable {
         if let old = participants[request.participantId] {
             old.session.notify(
                 .error, RoomError(4005, "participant '\(old.id)' joined from another connection").errorJSON)
-            old.session.notify(.roomLeft, .object(leaveJSON(.duplicateParticipant)))
-            remove(old, reason: .duplicateParticipant)
+            old.session.notify(.roomLeft, .object(leaveJSON(.DUPLICATE_PARTICIPANT)))
+            remove(old, reason: .DUPLICATE_PARTICIPANT)
             old.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
         }
         guard participants.count < configuration.maxParticipantsPerRoom else {
@@ -203,7 +203,7 @@ final class Room: @unchecked Sendable {
     }
 
     /// Drops `p` from the room: its producers and consumers close, everyone else hears why.
-    private func remove(_ p: ParticipantState, reason: LeaveReason) {
+    private func remove(_ p: ParticipantState, reason: RoomLeaveCode) {
         guard participants[p.id] === p else { return }
         for producer in p.producers.values.sorted(by: { $0.producerId < $1.producerId }) {
             closeProducer(producer, of: p)
@@ -229,7 +229,7 @@ final class Room: @unchecked Sendable {
 
     func connectionClosed(_ session: any ParticipantSignaling) {
         if let pid = session.participantId, let p = participants[pid], p.session === session {
-            remove(p, reason: .websocketDisconnected)
+            remove(p, reason: .WEBSOCKET_DISCONNECTED)
         }
         for (pid, entry) in lobby where entry.session === session { lobby[pid] = nil }
         closeIfEmpty()
@@ -243,7 +243,7 @@ final class Room: @unchecked Sendable {
     }
 
     /// Ends the room for everyone (`end`, the admin API, server stop).
-    func close(reason: LeaveReason) {
+    func close(reason: RoomLeaveCode) {
         guard !closed else { return }
         closed = true
         server.roomClosed(self)
@@ -278,7 +278,7 @@ final class Room: @unchecked Sendable {
                     p.session.notify(.entryResponded, event)
                 }
                 session.respond(id, [:])
-                session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.manualLeaveCalled.name)
+                session.close(code: WebSocketCloseCode.normal, reason: RoomLeaveCode.MANUAL_LEAVE_CALLED.name)
                 return closeIfEmpty()
             }
             let why = waiting != nil ? "is waiting in the lobby" : "has not joined the room"
@@ -303,9 +303,9 @@ final class Room: @unchecked Sendable {
         case .ping:
             return ["time": .number(Double(nowMilliseconds()))]
         case .leave:
-            var reason = LeaveReason.manualLeaveCalled
+            var reason = RoomLeaveCode.MANUAL_LEAVE_CALLED
             if let code = try data.optionalInt("reason") {
-                guard let r = LeaveReason(rawValue: code), r.isClientReason else {
+                guard let r = RoomLeaveCode(rawValue: code), r.isClientReason else {
                     throw .invalidParameter("leave reason must be 1101, 1102 or 1103")
                 }
                 reason = r
@@ -320,7 +320,7 @@ final class Room: @unchecked Sendable {
                 throw RoomError(4024, "ending the room needs the allow_mod permission")
             }
             p.session.respond(id, [:])
-            close(reason: .roomClose)
+            close(reason: .ROOM_CLOSE)
             return nil
         case .changeMode: return try changeMode(p, data)
         case .setMediaStatus: return try setMediaStatus(p, data)
@@ -1085,9 +1085,9 @@ final class Room: @unchecked Sendable {
     private func removeParticipant(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
         let peer = try target(data, code: 4066, caller: p, needsMod: true)
         guard peer.id != p.id else { throw .invalidParameter("use leave to leave the room") }
-        peer.session.notify(.roomLeft, .object(leaveJSON(.removePeer)))
-        remove(peer, reason: .removePeer)
-        peer.session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.removePeer.name)
+        peer.session.notify(.roomLeft, .object(leaveJSON(.REMOVE_PEER)))
+        remove(peer, reason: .REMOVE_PEER)
+        peer.session.close(code: WebSocketCloseCode.normal, reason: RoomLeaveCode.REMOVE_PEER.name)
         return ["participantId": .string(peer.id)]
     }
 
@@ -1095,9 +1095,9 @@ final class Room: @unchecked Sendable {
     /// `remove`: reason 1002 to the participant and to everyone else. False when not in the room.
     func adminRemove(_ participantId: String) -> Bool {
         guard let peer = participants[participantId] else { return false }
-        peer.session.notify(.roomLeft, .object(leaveJSON(.removePeer)))
-        remove(peer, reason: .removePeer)
-        peer.session.close(code: WebSocketCloseCode.normal, reason: LeaveReason.removePeer.name)
+        peer.session.notify(.roomLeft, .object(leaveJSON(.REMOVE_PEER)))
+        remove(peer, reason: .REMOVE_PEER)
+        peer.session.close(code: WebSocketCloseCode.normal, reason: RoomLeaveCode.REMOVE_PEER.name)
         return true
     }
 
@@ -1208,7 +1208,7 @@ extension Room {
     }
 }
 
-private func leaveJSON(_ reason: LeaveReason) -> [String: JSONValue] {
+private func leaveJSON(_ reason: RoomLeaveCode) -> [String: JSONValue] {
     ["reason": .number(Double(reason.rawValue)), "reasonName": .string(reason.name)]
 }
 

@@ -37,34 +37,6 @@ public struct RoomError: Error, Sendable, Equatable {
     }
 }
 
-/// Why a participant left, as sent in `participantLeft` and `roomLeft` (room-api.md §10).
-public enum LeaveReason: Int, Sendable {
-    case websocketDisconnected = 1001
-    case removePeer = 1002
-    case roomClose = 1006
-    case unknown = 1007
-    case duplicateParticipant = 1011
-    case manualLeaveCalled = 1101
-    case websocketConnectionAttemptsExhausted = 1102
-    case joinRoomFailed = 1103
-
-    /// The reasons a client may give for its own `leave` (codes 1101 and above come from the SDK).
-    public var isClientReason: Bool { rawValue >= 1101 }
-
-    public var name: String {
-        switch self {
-        case .websocketDisconnected: return "WEBSOCKET_DISCONNECTED"
-        case .removePeer: return "REMOVE_PEER"
-        case .roomClose: return "ROOM_CLOSE"
-        case .unknown: return "UNKNOWN"
-        case .duplicateParticipant: return "DUPLICATE_PARTICIPANT"
-        case .manualLeaveCalled: return "MANUAL_LEAVE_CALLED"
-        case .websocketConnectionAttemptsExhausted: return "WEBSOCKET_CONNECTION_ATTEMPTS_EXHAUSTED"
-        case .joinRoomFailed: return "JOIN_ROOM_FAILED"
-        }
-    }
-}
-
 // MARK: Reading request fields
 
 extension JSONValue {

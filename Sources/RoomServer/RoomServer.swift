@@ -193,7 +193,7 @@ public final class RoomServer: @unchecked Sendable {
         for room in all {
             group.enter()
             room.enqueue {
-                room.close(reason: .roomClose)
+                room.close(reason: .ROOM_CLOSE)
                 group.leave()
             }
         }
@@ -276,7 +276,7 @@ public final class RoomServer: @unchecked Sendable {
     @discardableResult
     public func endRoom(_ id: String) -> Bool {
         guard let room = existingRoom(id) else { return false }
-        room.enqueue { room.close(reason: .roomClose) }
+        room.enqueue { room.close(reason: .ROOM_CLOSE) }
         return true
     }
 

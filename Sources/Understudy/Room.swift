@@ -6,13 +6,10 @@ import RTCWire
 import RoomProtocol
 import Signaling
 
-/// ``LeaveReason`` under a name that stays unambiguous where another module also has a `LeaveReason`.
-public typealias SDKLeaveReason = LeaveReason
-
 /// Entry point of the SDK.
 public enum Understudy {
-    /// The SDK's leave reason (`Understudy.LeaveReason` disambiguates it from other modules' types).
-    public typealias LeaveReason = SDKLeaveReason
+    /// The SDK's leave reason, the room protocol's one shape (``LeaveReason``).
+    public typealias LeaveReason = RoomLeaveCode
 
     /// Builds a ``Room``; connects to nothing until ``Room/join()``. An empty `roomId` throws 3073.
     /// A non-nil `agentId` joins as an agent participant (`isAgent()` is true for everyone).

@@ -149,7 +149,7 @@ final class DemoHostListener: RoomEventListener, @unchecked Sendable {
         events.add("participantModeChanged: \(participantId) → \(mode)")
         if participantId == "agent" && mode == .SEND_AND_RECV { lock.withLock { onStage = true } }
     }
-    func onParticipantLeft(_ participant: Participant, reason: SDKLeaveReason) {
+    func onParticipantLeft(_ participant: Participant, reason: LeaveReason) {
         events.add("host sees \(participant.id) leave (\(reason))")
     }
 }

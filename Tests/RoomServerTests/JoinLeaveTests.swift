@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import RoomServer
 import Signaling
 import Testing
@@ -51,6 +52,27 @@ struct JoinLeaveTests {
         #expect(left["participantId"] == "bob")
         #expect(left["reason"]?.intValue == 1101)
         #expect(try await b.closed() == 1000)
+    }
+
+    /// The server reads and writes leave reasons as the protocol's one type: a client may give
+    /// exactly the `isClientReason` codes, and each comes back to the others with its wire name.
+    @Test func leaveReasonsAreTheProtocolsLeaveCodes() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        let (a, _) = try await TestClient.joined(server, participant: "alice")
+        let (refused, _) = try await TestClient.joined(server, participant: "refused")
+        for reason in RoomLeaveCode.allCases where !reason.isClientReason {
+            #expect(try await refused.expectError("leave", ["reason": .number(Double(reason.rawValue))]).code == 3073)
+        }
+        for reason in RoomLeaveCode.allCases where reason.isClientReason {
+            let pid = "leaver-\(reason.rawValue)"
+            let (b, _) = try await TestClient.joined(server, participant: pid)
+            _ = try await b.request("leave", ["reason": .number(Double(reason.rawValue))]).get()
+            let left = try await a.notification("participantLeft") { $0["participantId"]?.stringValue == pid }
+            #expect(left["reason"]?.intValue == reason.rawValue)
+            #expect(left["reasonName"]?.stringValue == reason.name)
+        }
+        #expect(RoomLeaveCode.allCases.filter(\.isClientReason).map(\.rawValue) == [1101, 1102, 1103])
     }
 
     @Test func droppedSocketLeavesWithReason1001() async throws {
