@@ -33,6 +33,18 @@ final class RoomMedia: @unchecked Sendable {
         }
         watchLayers(server: server)
         watchSpeakers(server: server)
+        watchHTTPSessionTransports(server: server)
+    }
+
+    /// Tells a WHIP/WHEP session when its media connection (publish, resp. subscribe) changes
+    /// state; the session reaps itself when it stays unconnected too long.
+    private func watchHTTPSessionTransports(server: RoomServer) {
+        sfu.onConnectionStateChanged = { [weak server] key, role, state in
+            guard let server, let session = server.httpSessions.find(mediaKey: key),
+                role == (session.kind == .whip ? .publish : .subscribe)
+            else { return }
+            session.mediaStateChanged(state)
+        }
     }
 
     /// Forwards the SFU's active-speaker changes (one group per room) to their room.

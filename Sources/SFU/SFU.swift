@@ -43,6 +43,27 @@ public final class SFU: @unchecked Sendable {
         var value: (@Sendable (String) -> Void)?
     }
 
+    /// Called on the loop thread each time one of a participant's connections changes state
+    /// (`connected`, `disconnected`, `failed`, `closed`, …), so the room layer can watch a transport
+    /// without asking for its state over and over.
+    public var onConnectionStateChanged:
+        (@Sendable (_ participantID: String, _ role: SFUConnectionRole, _ state: PeerConnectionState) -> Void)?
+    {
+        get { connectionStateHandler.value }
+        set { connectionStateHandler.value = newValue }
+    }
+
+    final class ConnectionStateHandlerBox: @unchecked Sendable {
+        var value: (@Sendable (String, SFUConnectionRole, PeerConnectionState) -> Void)?
+    }
+    let connectionStateHandler = ConnectionStateHandlerBox()
+
+    /// Reports `connection`'s state changes as `role` of `participantID` (``onConnectionStateChanged``).
+    func reportStates(of connection: PeerConnection, participantID: String, role: SFUConnectionRole) {
+        let handler = connectionStateHandler
+        connection.onStateChange = { state in handler.value?(participantID, role, state) }
+    }
+
     /// Called on the loop thread when a consumer starts forwarding another simulcast layer of its
     /// producer (the first layer included): what the subscriber now receives. Not called for a
     /// single-layer producer.
@@ -121,6 +142,7 @@ public final class SFU: @unchecked Sendable {
             } else {
                 connection = try makeConnection()
                 participant.publishConnection = connection
+                reportStates(of: connection, participantID: participantID, role: .publish)
                 connection.onRTP = { [unowned participant] transceiver, rid, packet in
                     participant.producerByTransceiver[ObjectIdentifier(transceiver)]?.receive(rid: rid, packet)
                 }
@@ -523,6 +545,7 @@ public final class SFU: @unchecked Sendable {
             participant.consumerByTransceiver[ObjectIdentifier(transceiver)]?.handleNACK(sequenceNumbers, now: now)
         }
         participant.subscribeConnection = connection
+        reportStates(of: connection, participantID: participant.id, role: .subscribe)
         return connection
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import RTC
 import RTCWire
 import Signaling
+import TestSupport
 import Testing
 
 @testable import RoomServer
@@ -151,6 +152,28 @@ struct WHIPEndpointTests {
         #expect(server.httpSessions.count == 0)
         let location = try #require(created.headers["Location"])
         #expect(try await Self.post(server, location, sdp: "", bearer: nil, method: "DELETE").status == 404)
+    }
+
+    /// A session that was connected and loses its transport (here the client goes silent, so ICE
+    /// consent lapses) is reaped once it stays unconnected for the timeout: the SFU's state events
+    /// arm the deadline.
+    @Test func sessionThatLosesItsConnectionIsReaped() async throws {
+        let server = try Self.mediaServer { $0.httpSessionICETimeoutSeconds = 5 }
+        defer { server.stop() }
+        let (alice, _) = try await TestClient.joined(server, participant: "alice")
+        let (pc, sdp) = try await Self.offer()
+        let created = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: token(server, participant: "lost"))
+        #expect(created.status == 201)
+        let answer = try SessionDescription.parse(created.text)
+        try await pc.loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
+        try await pc.waitUntilConnected(timeout: 10)
+        let session = try #require(server.httpSessions.all.first)
+        try await waitUntil("the server saw the WHIP connection connect") { session.isMediaConnected }
+        await pc.loop.submit { pc.close() }
+        let left = try await alice.notification("participantLeft", seconds: 60)
+        #expect(left["participantId"] == "lost" && left["reason"]?.intValue == 1001)
+        #expect(!session.isMediaConnected)
+        #expect(server.httpSessions.count == 0)
     }
 
     @Test func patchAcknowledgesTrickleAndRestartsICE() async throws {

@@ -265,6 +265,32 @@ import Testing
         await sfu.shutdown()
     }
 
+    /// The SFU reports each state change of a participant's connection, with its role: the room
+    /// layer watches WHIP/WHEP transports by these events instead of polling.
+    @Test func connectionStateChangesAreReportedPerParticipantAndRole() async throws {
+        let sfu = SFU()
+        final class Seen: @unchecked Sendable {
+            let lock = NSLock()
+            var events: [String] = []
+        }
+        let log = Seen()
+        sfu.onConnectionStateChanged = { id, role, state in
+            log.lock.withLock { log.events.append("\(id):\(role):\(state.rawValue)") }
+        }
+        let publisher = try SFUTestClient(name: "sfu-pub-state")
+        _ = try await publisher.publish(to: sfu, participantID: "alice")
+        try await waitUntil("alice's publish connection reported connected") {
+            log.lock.withLock { log.events.contains("alice:publish:connected") }
+        }
+        await sfu.closeParticipant("alice")
+        try await waitUntil("alice's publish connection reported closed") {
+            log.lock.withLock { log.events.contains("alice:publish:closed") }
+        }
+        #expect(log.lock.withLock { log.events.allSatisfy { $0.hasPrefix("alice:publish:") } })
+        await publisher.close()
+        await sfu.shutdown()
+    }
+
     /// protocol.md: the m-line of a closed producer stays in the session and is ignored, even when the
     /// client still offers it sendonly; only genuinely new m-lines become producers.
     @Test func aClosedProducersMLineNeverBecomesANewTrack() async throws {

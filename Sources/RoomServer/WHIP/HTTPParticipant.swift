@@ -129,6 +129,57 @@ final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
         }
     }
 
+    // MARK: Reaping a session whose media connection is not connected
+
+    /// Whether the media connection (publish for WHIP, subscribe for WHEP) is connected now.
+    private var mediaConnected = false
+    /// Whether the media connection is connected, as the SFU last reported it.
+    var isMediaConnected: Bool { locked { mediaConnected } }
+    /// Set by ``watchICE(timeout:)``: from then on, leaving `connected` arms the deadline.
+    private var iceTimeout: Double?
+    /// Identifies the armed deadline; bumped to disarm it (a fired deadline that is no longer
+    /// current does nothing).
+    private var iceDeadline = 0
+
+    /// Starts the watch once the answer is out: a session that is not connected within `timeout`
+    /// seconds, or not again within `timeout` of losing its connection, leaves the room (1001).
+    func watchICE(timeout: Double) {
+        let armed: Int? = locked {
+            iceTimeout = timeout
+            return mediaConnected ? nil : armICEDeadline()
+        }
+        if let armed { scheduleICEDeadline(armed, after: timeout) }
+    }
+
+    /// The SFU's report of this session's media connection (loop thread): connecting disarms the
+    /// deadline, leaving `connected` arms one.
+    func mediaStateChanged(_ state: PeerConnectionState) {
+        let armed: (Int, Double)? = locked {
+            let wasConnected = mediaConnected
+            mediaConnected = state == .connected
+            if mediaConnected {
+                iceDeadline += 1
+                return nil
+            }
+            guard wasConnected, let timeout = iceTimeout else { return nil }
+            return (armICEDeadline(), timeout)
+        }
+        if let (deadline, timeout) = armed { scheduleICEDeadline(deadline, after: timeout) }
+    }
+
+    /// Under the lock: a new deadline identity (any earlier one is void).
+    private func armICEDeadline() -> Int {
+        iceDeadline += 1
+        return iceDeadline
+    }
+
+    private func scheduleICEDeadline(_ deadline: Int, after seconds: Double) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak self] in
+            guard let self, self.locked({ self.iceDeadline == deadline && !self.mediaConnected }) else { return }
+            self.transportLost()
+        }
+    }
+
     /// Leaves the room (DELETE): the room sees reason 1101, as for a client's `leave`.
     func leave() async {
         guard participantId != nil, !isClosed else { return markClosed() }
@@ -221,6 +272,10 @@ final class HTTPSessionRegistry: @unchecked Sendable {
         lock.withLock { if sessions[session.sessionId] === session { sessions[session.sessionId] = nil } }
     }
     func find(_ id: String) -> HTTPParticipant? { lock.withLock { sessions[id] } }
+    /// The session whose participant has SFU key `mediaKey` (a rare lookup: state changes only).
+    func find(mediaKey: String) -> HTTPParticipant? {
+        lock.withLock { sessions.values.first { $0.mediaKey == mediaKey } }
+    }
     var count: Int { lock.withLock { sessions.count } }
     var all: [HTTPParticipant] { lock.withLock { Array(sessions.values) } }
 }

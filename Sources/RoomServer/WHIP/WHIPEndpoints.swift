@@ -135,7 +135,7 @@ extension RoomServer {
             return adminError(whipStatus(error), error)
         case .success(let sdp):
             session.remember(offer: offer, answer: sdp)
-            watchICE(session)
+            session.watchICE(timeout: configuration.httpSessionICETimeoutSeconds)
             var response = HTTPResponse(status: 201, body: Array(sdp.utf8))
             response.headers.add("Content-Type", "application/sdp")
             response.headers.add("Location", session.resourcePath)
@@ -267,31 +267,6 @@ extension RoomServer {
         response.headers.add("Content-Type", "application/trickle-ice-sdpfrag")
         response.headers.add("ETag", session.eTag)
         return response
-    }
-
-    // MARK: Reaping sessions whose ICE never completes
-
-    /// Polls the session's media connection; one that has not been connected for
-    /// `httpSessionICETimeoutSeconds` (from the POST, or since it last was) leaves the room.
-    private func watchICE(_ session: HTTPParticipant) {
-        let timeout = configuration.httpSessionICETimeoutSeconds
-        let poll = UInt64(min(1.0, timeout / 4) * 1e9)
-        Task { [weak self] in
-            var lastConnected = DispatchTime.now().uptimeNanoseconds
-            while !session.isClosed {
-                try? await Task.sleep(nanoseconds: poll)
-                guard let self, let sfu = self.sfu, let key = session.mediaKey, !session.isClosed else { return }
-                let states = await sfu.connectionStates(participantID: key)
-                let state = session.kind == .whip ? states.publish : states.subscribe
-                let now = DispatchTime.now().uptimeNanoseconds
-                if state == .connected {
-                    lastConnected = now
-                } else if Double(now &- lastConnected) / 1e9 >= timeout {
-                    session.transportLost()
-                    return
-                }
-            }
-        }
     }
 }
 
