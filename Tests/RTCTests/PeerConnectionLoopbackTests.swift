@@ -49,6 +49,43 @@ import Testing
         await shutdown(tx, rx)
     }
 
+    /// RFC 3550 §6.6: a closing connection sends an RTCP BYE for each of its sending SSRCs (RTX
+    /// included) before DTLS closes, after media (behind an SR) and before any (behind an RR).
+    @Test(arguments: [true, false]) func closingSendsABYEForEverySendingSSRC(sendMediaFirst: Bool) async throws {
+        let (tx, rx, video, audio) = try await connectedPair(name: "bye-\(sendMediaFirst)")
+        final class Seen: @unchecked Sendable {
+            let lock = NSLock()
+            var byes: Set<UInt32> = []
+            var frames = 0
+        }
+        let seen = Seen()
+        await rx.loop.submit {
+            rx.onBYE = { ssrc in seen.lock.withLock { _ = seen.byes.insert(ssrc) } }
+            rx.onFrame = { _, _, _, _ in seen.lock.withLock { seen.frames += 1 } }
+        }
+        if sendMediaFirst {
+            let pump = MediaPump(
+                connection: tx, video: video, audio: audio, sources: SyntheticMedia.shared(layers: 1).source)
+            await tx.loop.submit { pump.attach() }
+            try await waitUntil("frames reached the receiver") { seen.lock.withLock { seen.frames >= 10 } }
+            await tx.loop.submit { pump.detach() }
+        }
+        let sending: Set<UInt32> = await tx.loop.submit {
+            var all: Set<UInt32> = []
+            for t in tx.transceivers {
+                for s in t.senders {
+                    all.insert(s.ssrc)
+                    if let rtx = s.rtx { all.insert(rtx.ssrc) }
+                }
+            }
+            return all
+        }
+        #expect(sending.count >= 2)
+        await tx.loop.submit { tx.close() }
+        try await waitUntil("a BYE for every sending SSRC") { seen.lock.withLock { seen.byes == sending } }
+        await shutdown(tx, rx)
+    }
+
     @Test func hostileDatagramsAreDroppedAndCounted() async throws {
         let (tx, rx, video, _) = try await connectedPair(sendAudio: false)
         guard let rxAddress = await rx.loop.submit({ rx.localAddress }) else {

@@ -54,6 +54,35 @@ struct RTCPRouterTests {
         #expect(requests == 3, "two FIRs and one PLI reach the owner")
     }
 
+    /// A BYE names each of its sources to the connection's ``PeerConnection/onBYE``; one whose
+    /// source count runs past its length is dropped and counted as malformed.
+    @Test func aBYEReachesTheOwnerOncePerSource() async throws {
+        let (tx, rx) = try await sendingConnection("bye")
+        defer {
+            tx.loop.shutdown()
+            rx.loop.shutdown()
+        }
+        let (gone, malformed) = try await rx.loop.submit { () throws -> ([UInt32], UInt64) in
+            var gone: [UInt32] = []
+            rx.onBYE = { gone.append($0) }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 8)
+            defer { buffer.deallocate() }
+            var end = try RTCPWriter.writeReceiverReport(into: buffer, at: 0, ssrc: 7)
+            end = try RTCPWriter.writeBYE(into: buffer, at: end, ssrcs: [7, 8, 9], reason: "closing")
+            rx.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
+            let before = rx.counters.droppedMalformed
+            // A BYE claiming 3 sources with room for one.
+            end = try RTCPWriter.writeReceiverReport(into: buffer, at: 0, ssrc: 7)
+            let bye = end
+            end = try RTCPWriter.writeBYE(into: buffer, at: end, ssrcs: [10])
+            buffer[bye] = (buffer[bye] & 0xE0) | 3
+            rx.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
+            return (gone, rx.counters.droppedMalformed - before)
+        }
+        #expect(gone == [7, 8, 9])
+        #expect(malformed == 1)
+    }
+
     /// NACKs reach the owner's handler when it answers them itself (an SFU), with every lost number.
     @Test func nacksGoToTheOwnerWhenItAnswersThem() async throws {
         let (tx, rx) = try await sendingConnection("nack")

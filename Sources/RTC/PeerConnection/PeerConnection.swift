@@ -40,6 +40,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// consumes it instead of sending. Benchmarks use it to capture real SRTP traffic once and replay
     /// it without the sender's cost in the measurement.
     public var outboundRTPTap: ((UnsafeRawBufferPointer, UDPSocket, SocketAddress) -> Bool)?
+    /// The peer's RTCP BYE (RFC 3550 §6.6) said this remote SSRC is gone; on the loop thread, once per
+    /// source named. A closing ``PeerConnection`` sends one for each of its sending SSRCs.
+    public var onBYE: ((UInt32) -> Void)?
     /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
     public var onKeyframeRequest: ((RTPTransceiver) -> Void)?
     /// When set, NACKs for this connection's senders go here (transceiver, lost sequence numbers,
@@ -404,6 +407,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
                 keyframeRequested: { sender in
                     if let onKeyframeRequest, let t = transceiver(of: sender) { onKeyframeRequest(t) }
                 },
+                goodbye: { ssrc in onBYE?(ssrc) },
                 emit: { buffer, length in protectAndSendRTP(buffer, length: length) })
         } catch {
             counters.droppedMalformed &+= 1
@@ -456,9 +460,11 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         if !stateWaiters.isEmpty { stateWaiters.removeAll { $0(state) } }
     }
 
-    /// Closes the connection: sends DTLS close_notify, stops timers, closes sockets.
+    /// Closes the connection: sends an RTCP BYE for its sending SSRCs and DTLS close_notify, stops
+    /// timers, closes sockets.
     public func close() {
         guard !closed else { return }
+        sendGoodbye()
         dtls?.close()
         ice?.close()
         closed = true
@@ -471,6 +477,44 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
             for s in sockets { s.close() }
         }
         setState(.closed)
+    }
+
+    /// RFC 3550 §6.6: tells the peer that every local sending SSRC (RTX ones included) is gone, so
+    /// it need not wait for a timeout. Each compound starts with a report as §6.1 requires (an SR
+    /// with SDES CNAME when its first source has sent media, else an RR with the CNAME) and ends
+    /// with a BYE for up to 31 sources. Only a connection with SRTP keys can send it.
+    func sendGoodbye() {
+        guard srtpOut != nil, mediaTarget != nil else { return }
+        var sources: [(sender: RTPSender, ssrc: UInt32)] = []
+        for t in transceivers {
+            for sender in t.senders {
+                sources.append((sender, sender.ssrc))
+                if let rtx = sender.rtx { sources.append((sender, rtx.ssrc)) }
+            }
+        }
+        let now = EventLoop.now()
+        var start = 0
+        while start < sources.count {
+            let group = sources[start..<min(start + 31, sources.count)]
+            start += group.count
+            let reporter = group[group.startIndex].sender
+            do throws(RTCPError) {
+                var end = 0
+                if reporter.stats.packetsSent > 0 {
+                    end = reporter.makeSenderReport(
+                        now: now, wallClock: reporter.wallClock(now), into: rtcpScratch, at: 0)
+                }
+                if end == 0 {
+                    end = try RTCPWriter.writeReceiverReport(into: rtcpScratch, at: 0, ssrc: reporter.ssrc)
+                    end = try RTCPWriter.writeSDESCNAME(
+                        into: rtcpScratch, at: end, ssrc: reporter.ssrc, cname: reporter.cname)
+                }
+                end = try RTCPWriter.writeBYE(into: rtcpScratch, at: end, ssrcs: group.map(\.ssrc))
+                protectAndSendRTCP(rtcpScratch, length: end)
+            } catch {
+                // Only a too-small buffer fails (2 KB holds a report, a CNAME and 31 sources).
+            }
+        }
     }
 
     /// Whether ICE has validated `address` as this connection's peer.

@@ -10,6 +10,7 @@ import RTCWire
 ///   answers NACKs itself (an SFU answering from its shared per-producer buffer);
 /// - PLI, and FIR with a new sequence number (RFC 5104 §4.3.1.1: a repeated FIR is the same
 ///   request) → the sender's key-frame request, then the owner's `keyframeRequested`.
+/// - BYE → the owner's `goodbye`, once per source it names (RFC 3550 §6.6).
 ///
 /// A ``PeerConnection`` routes every compound it receives through here, and so does
 /// ``RTPSender/handleRTCP(_:now:emit:)`` for a lone sender, so the production path and the unit
@@ -23,12 +24,14 @@ enum RTCPRouter {
     ///   - nack: takes a NACK for `sender` that the owner answers itself and returns true; false
     ///     lets the sender resend from its own history through `emit`.
     ///   - keyframeRequested: runs after `sender` accepted a key-frame request.
+    ///   - goodbye: runs for each SSRC a BYE names.
     /// - Throws: the parser's error for a malformed compound; what came before it was handled.
     static func route(
         _ compound: UnsafeRawBufferPointer, now: UInt64, sender: (UInt32) -> RTPSender?,
         receiver: (UInt32) -> RTPReceiver?,
         nack: (RTPSender, RTCPPacketView) throws(RTCPError) -> Bool = { _, _ in false },
         keyframeRequested: (RTPSender) -> Void = { _ in },
+        goodbye: (UInt32) -> Void = { _ in },
         emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) throws(RTCPError) {
         try RTCPCompound.forEach(compound) { view throws(RTCPError) in
@@ -48,6 +51,8 @@ enum RTCPRouter {
                 guard let target = sender(view.mediaSSRC) else { return }
                 target.handlePLI()
                 keyframeRequested(target)
+            } else if view.isBYE {
+                try view.forEachBYESource { goodbye($0) }
             } else if view.isFIR {
                 try view.forEachFIREntry { entry in
                     guard let target = sender(entry.ssrc) else { return }

@@ -33,6 +33,8 @@ public struct RTCPPacketView {
     public var isTransportCC: Bool { packetType == RTCPPacketType.transportFeedback && count == 15 }
     public var isPLI: Bool { packetType == RTCPPacketType.payloadFeedback && count == 1 }
     public var isFIR: Bool { packetType == RTCPPacketType.payloadFeedback && count == 4 }
+    /// True for a BYE (RFC 3550 §6.6).
+    public var isBYE: Bool { packetType == RTCPPacketType.bye }
     /// True for a PSFB application-layer feedback carrying the "REMB" identifier.
     public var isREMB: Bool {
         packetType == RTCPPacketType.payloadFeedback && count == 15 && bytes.count >= 16
@@ -75,6 +77,14 @@ public struct RTCPPacketView {
                 for bit in 0..<16 where blp & (1 << bit) != 0 { try body(pid &+ UInt16(bit + 1)) }
             }
         }
+    }
+
+    /// Calls `body` for each source a BYE says goodbye for (its optional reason is not read).
+    public func forEachBYESource(_ body: (UInt32) throws(RTCPError) -> Void) throws(RTCPError) {
+        guard isBYE else { throw .badFCI }
+        let n = Int(count)
+        guard 4 + n * 4 <= bytes.count else { throw .countOverrun }
+        for k in 0..<n { try body(bytes.rtcpU32(4 + k * 4)) }
     }
 
     /// Calls `body` for each FIR entry.
