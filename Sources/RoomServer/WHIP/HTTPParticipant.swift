@@ -274,7 +274,8 @@ final class HTTPSessionRegistry: @unchecked Sendable {
     func find(_ id: String) -> HTTPParticipant? { lock.withLock { sessions[id] } }
     /// The session whose participant has SFU key `mediaKey` (a rare lookup: state changes only).
     func find(mediaKey: String) -> HTTPParticipant? {
-        lock.withLock { sessions.values.first { $0.mediaKey == mediaKey } }
+        // A session replaced under the same id may linger a moment: the open one is meant.
+        lock.withLock { sessions.values.first { !$0.isClosed && $0.mediaKey == mediaKey } }
     }
     var count: Int { lock.withLock { sessions.count } }
     var all: [HTTPParticipant] { lock.withLock { Array(sessions.values) } }
