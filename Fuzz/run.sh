@@ -13,6 +13,7 @@
 # fuzzes in a `// library: NAME` line (default RTCWire). The libraries are compiled once each with
 # `swiftc -sanitize=fuzzer,address -O -wmo -enable-testing` into static libraries plus modules:
 #   RTCWire    Sources/RTCWire (pure Swift)
+#   SystemCalls Sources/SystemCalls (the epoll/eventfd/mmsg bindings Signaling's reactor uses)
 #   Signaling  Sources/Signaling (Foundation, OpenSSL through CModules/COpenSSL; links -lssl -lcrypto)
 #   Media      Sources/Media/Files + MediaError.swift: the container readers only (no codec libraries)
 #   RTC        Sources/RTC/RTP: the RTP receive/send engine (pure Swift over RTCWire; no DTLS/SRTP/sockets)
@@ -43,6 +44,7 @@ export SWIFT_BACKTRACE=enable=no
 lib_sources() {
     case "$1" in
     RTCWire) find Sources/RTCWire -name '*.swift' ;;
+    SystemCalls) find Sources/SystemCalls -name '*.swift' ;;
     Signaling) find Sources/Signaling -name '*.swift' ;;
     Media) find Sources/Media/Files -name '*.swift' && echo Sources/Media/MediaError.swift ;;
     RTC) find Sources/RTC/RTP -name '*.swift' ;;
@@ -51,7 +53,13 @@ lib_sources() {
     *) return 1 ;;
     esac | sort
 }
-lib_deps() { case "$1" in Media | RTC) echo RTCWire ;; *) ;; esac; }
+lib_deps() {
+    case "$1" in
+    Media | RTC) echo RTCWire ;;
+    Signaling) echo SystemCalls ;;
+    *) ;;
+    esac
+}
 C_MODULES=(-I "$ROOT/CModules/COpenSSL")
 SANITIZE=(-sanitize=fuzzer,address -parse-as-library -O)
 
