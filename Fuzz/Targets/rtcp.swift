@@ -18,6 +18,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     try? view.forEachFIREntry { _ in }
     _ = try? view.rembBitrate()
     try? view.forEachTransportCCStatus { _ in }
+    // BYE: never more sources than whole words after the header.
+    var byeSources = 0
+    try? view.forEachBYESource { _ in byeSources += 1 }
+    precondition(byeSources <= (view.bytes.count - 4) / 4, "RTCP: BYE read past its packet")
   }
   guard let packets = try? RTCPCompound.parse(bytes) else { return 0 }
   precondition(packets.count == viewCount)
