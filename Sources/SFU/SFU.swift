@@ -39,8 +39,10 @@ public final class SFU: @unchecked Sendable {
         init(id: String) { self.id = id }
     }
 
-    final class HandlerBox: @unchecked Sendable {
-        var value: (@Sendable (String) -> Void)?
+    /// A callback that the loop thread reads while another thread may set it: one box per
+    /// `on…` property, shared with the closures that call it.
+    final class HandlerBox<Handler>: @unchecked Sendable {
+        var value: Handler?
     }
 
     /// Called on the loop thread each time one of a participant's connections changes state
@@ -53,10 +55,7 @@ public final class SFU: @unchecked Sendable {
         set { connectionStateHandler.value = newValue }
     }
 
-    final class ConnectionStateHandlerBox: @unchecked Sendable {
-        var value: (@Sendable (String, SFUConnectionRole, PeerConnectionState) -> Void)?
-    }
-    let connectionStateHandler = ConnectionStateHandlerBox()
+    let connectionStateHandler = HandlerBox<@Sendable (String, SFUConnectionRole, PeerConnectionState) -> Void>()
 
     /// Reports `connection`'s state changes as `role` of `participantID` (``onConnectionStateChanged``).
     func reportStates(of connection: PeerConnection, participantID: String, role: SFUConnectionRole) {
@@ -74,10 +73,7 @@ public final class SFU: @unchecked Sendable {
         set { layerHandler.value = newValue }
     }
 
-    final class LayerHandlerBox: @unchecked Sendable {
-        var value: (@Sendable (String, String, SFULayerQuality) -> Void)?
-    }
-    let layerHandler = LayerHandlerBox()
+    let layerHandler = HandlerBox<@Sendable (String, String, SFULayerQuality) -> Void>()
 
     /// A consumer switched layers (loop thread; a switch is rare, so this may allocate).
     func layerSwitched(_ consumer: SFUConsumer) {
@@ -99,7 +95,7 @@ public final class SFU: @unchecked Sendable {
     var sharedPort: UDPPortMux?
     /// One DTLS identity for every connection of this SFU (generated once; nil falls back to one each).
     let certificate: DTLSCertificate?
-    let renegotiationHandler = HandlerBox()
+    let renegotiationHandler = HandlerBox<@Sendable (String) -> Void>()
     var closed = false
 
     /// Creates an SFU with its own event loop thread.
