@@ -274,3 +274,29 @@ class Chromium:
         if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)
             self.profile = None
+
+
+# Answers (re-)offers on one page connection; peer.html's own acceptOffer starts a new one each time.
+ROOM_ANSWER_JS = """
+window.roomAnswer = async (sdp) => {
+  if (!pc) newPeerConnection();
+  await pc.setRemoteDescription({ type: 'offer', sdp });
+  await pc.setLocalDescription(await pc.createAnswer());
+  await gatheringComplete();
+  return pc.localDescription.sdp;
+};
+true
+"""
+
+
+async def answer_subscriber_offers(page, client, answered: list, errors: list) -> None:
+    """Answers every `subscriberOffer` the room client gets with the page's `roomAnswer` (evaluate
+    ROOM_ANSWER_JS first): the revisions answered go to `answered`, failures to `errors`."""
+    while True:
+        offer = await client.notification("subscriberOffer", timeout=3600)
+        try:
+            sdp = await page.evaluate(f"roomAnswer({json.dumps(offer['sdp'])})")
+            await client.request("subscriberAnswer", {"sdp": sdp, "revision": offer["revision"]})
+            answered.append(offer["revision"])
+        except Exception as error:
+            errors.append(f"revision {offer.get('revision')}: {error!r}")

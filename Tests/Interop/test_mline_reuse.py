@@ -7,10 +7,9 @@ video and one audio m-line however many guests came and went."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
-from chromium import Chromium
+from chromium import ROOM_ANSWER_JS, Chromium, answer_subscriber_offers
 from harness import free_port, kill_process, run_understudy, start_room_server
 from room_client import RoomClient, Subscriber, publish
 
@@ -18,16 +17,6 @@ SECRET = "interop-reuse-secret"
 ROOM = "interop-reuse"
 GUESTS = 3
 
-ROOM_ANSWER_JS = """
-window.roomAnswer = async (sdp) => {
-  if (!pc) newPeerConnection();
-  await pc.setRemoteDescription({ type: 'offer', sdp });
-  await pc.setLocalDescription(await pc.createAnswer());
-  await gatheringComplete();
-  return pc.localDescription.sdp;
-};
-true
-"""
 
 
 def _token(participant: str) -> str:
@@ -131,23 +120,14 @@ async def _chromium_scenario(port: int) -> dict:
         page = await browser.open_peer_page()
         await page.evaluate(ROOM_ANSWER_JS)
 
-        async def answer_loop() -> None:
-            while True:
-                offer = await bob.notification("subscriberOffer", timeout=3600)
-                try:
-                    sdp = await page.evaluate(f"roomAnswer({json.dumps(offer['sdp'])})")
-                    await bob.request("subscriberAnswer", {"sdp": sdp, "revision": offer["revision"]})
-                    answered.append(offer["revision"])
-                except Exception as error:
-                    errors.append(f"revision {offer.get('revision')}: {error!r}")
-
         async def decoded() -> int:
             if not answered:
                 return 0
             return (await page.call("stats"))["framesDecoded"]
 
         await bob.join(ROOM, "bob", mode="RECV_ONLY")
-        answering = asyncio.get_running_loop().create_task(answer_loop())
+        answering = asyncio.get_running_loop().create_task(
+            answer_subscriber_offers(page, bob, answered, errors))
         try:
             grown: list[int] = []
             transceivers: list[int] = []

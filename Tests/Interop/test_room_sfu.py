@@ -10,12 +10,11 @@ An aiortc publisher joins (SEND_AND_RECV) and publishes VP8 + Opus with `produce
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import time
 import urllib.request
 
-from chromium import Chromium
+from chromium import ROOM_ANSWER_JS, Chromium, answer_subscriber_offers
 from harness import free_port, kill_process, run_understudy, start_room_server
 from room_client import RoomClient, RoomError, Subscriber, publish
 
@@ -113,17 +112,6 @@ def test_aiortc_publisher_to_aiortc_subscriber_through_room_sfu(understudy):
             print(f"understudy serve output:\n{tail}")
 
 
-# Answers (re-)offers on one page connection; peer.html's own acceptOffer starts a new one each time.
-ROOM_ANSWER_JS = """
-window.roomAnswer = async (sdp) => {
-  if (!pc) newPeerConnection();
-  await pc.setRemoteDescription({ type: 'offer', sdp });
-  await pc.setLocalDescription(await pc.createAnswer());
-  await gatheringComplete();
-  return pc.localDescription.sdp;
-};
-true
-"""
 
 
 async def _chromium_scenario(port: int) -> dict:
@@ -138,19 +126,10 @@ async def _chromium_scenario(port: int) -> dict:
             page = await browser.open_peer_page()
             await page.evaluate(ROOM_ANSWER_JS)
 
-            async def answer_loop() -> None:
-                while True:
-                    offer = await bob.notification("subscriberOffer", timeout=3600)
-                    try:
-                        sdp = await page.evaluate(f"roomAnswer({json.dumps(offer['sdp'])})")
-                        await bob.request("subscriberAnswer", {"sdp": sdp, "revision": offer["revision"]})
-                        answered.append(offer["revision"])
-                    except Exception as error:
-                        errors.append(f"revision {offer.get('revision')}: {error!r}")
-
             await alice.join(ROOM, "alice")
             await bob.join(ROOM, "bob", mode="RECV_ONLY")  # autoConsume defaults to true
-            answering = asyncio.get_running_loop().create_task(answer_loop())
+            answering = asyncio.get_running_loop().create_task(
+                answer_subscriber_offers(page, bob, answered, errors))
             try:
                 pub_pc, _, _ = await publish(alice)
                 # The page has a peer connection only once the first subscriber offer is answered.
