@@ -33,6 +33,9 @@ public final class SFU: @unchecked Sendable {
         var retiredTransceivers: Set<ObjectIdentifier> = []
         var consumers: [SFUConsumer] = []
         var consumerByTransceiver: [ObjectIdentifier: SFUConsumer] = [:]
+        /// The m-line of each producer and consumer (keyed by the unit's identity): the forwarding
+        /// units know only their ports (``SFUUpstream``, ``SFUDownTrack``), the JSEP side knows m-lines.
+        var transceiverOf: [ObjectIdentifier: RTPTransceiver] = [:]
         /// Transceivers included in the subscribe offer awaiting an answer (nil: none outstanding).
         var offered: Set<ObjectIdentifier>?
         var renegotiationPending = false
@@ -170,8 +173,12 @@ public final class SFU: @unchecked Sendable {
                 if t.kind == .video { videoCount += 1 }
                 let producer = SFUProducer(
                     id: sfuRandomID("p-"), participantID: participantID, kind: t.kind, source: source,
-                    transceiver: t, publisher: connection, sfu: self)
+                    mid: t.mid ?? "", rids: t.remoteRIDs,
+                    upstream: SFUTransportUpstream(transport: connection.transport, transceiver: t),
+                    audioLevelExtensionID: connection.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0,
+                    captureTimeExtensionID: connection.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0, sfu: self)
                 participant.producers.append(producer)
+                participant.transceiverOf[ObjectIdentifier(producer)] = t
                 participant.producerByTransceiver[ObjectIdentifier(t)] = producer
                 producers[producer.id] = producer
                 created.append(producer.info)
@@ -193,6 +200,7 @@ public final class SFU: @unchecked Sendable {
         participant.publishConnection?.onRTP = nil
         participant.publishConnection?.close()
         participant.publishConnection = nil
+        for p in participant.producers { participant.transceiverOf[ObjectIdentifier(p)] = nil }
         participant.producerByTransceiver = [:]
         participant.retiredTransceivers = []
         if participant.subscribeConnection == nil, participant.consumers.isEmpty {
@@ -249,11 +257,12 @@ public final class SFU: @unchecked Sendable {
                 connection.assignMids()
             }
             let consumer = SFUConsumer(
-                id: sfuRandomID("c-"), subscriberID: subscriber, producer: producer, connection: connection,
-                transceiver: transceiver)
+                id: sfuRandomID("c-"), subscriberID: subscriber, producer: producer,
+                track: SFUTransportDownTrack(transport: connection.transport, transceiver: transceiver))
             consumer.quality = quality
             consumer.updateTarget()
             participant.consumers.append(consumer)
+            participant.transceiverOf[ObjectIdentifier(consumer)] = transceiver
             participant.consumerByTransceiver[ObjectIdentifier(transceiver)] = consumer
             producer.consumers.append(consumer)
             needsRenegotiation(participant)
@@ -556,7 +565,8 @@ public final class SFU: @unchecked Sendable {
     func consumerInfo(_ c: SFUConsumer, renegotiationNeeded: Bool) -> ConsumerInfo {
         ConsumerInfo(
             id: c.id, producerID: c.producer.id, subscriberID: c.subscriberID, publisherID: c.producer.participantID,
-            kind: c.producer.kind, source: c.producer.source, mid: c.transceiver.mid ?? "",
+            kind: c.producer.kind, source: c.producer.source,
+            mid: participants[c.subscriberID]?.transceiverOf[ObjectIdentifier(c)]?.mid ?? "",
             renegotiationNeeded: renegotiationNeeded)
     }
 
@@ -577,28 +587,26 @@ public final class SFU: @unchecked Sendable {
         }
     }
 
-    func retarget(_ consumer: SFUConsumer) {
-        consumer.updateTarget()
-        // Before the subscriber connects, the first forwarded packet asks for the key frame instead.
-        if consumer.targetLayer != consumer.currentLayer, consumer.connection.canSend(on: consumer.transceiver) {
-            consumer.producer.requestKeyframe(layer: consumer.targetLayer, now: EventLoop.now())
-        }
-    }
+    func retarget(_ consumer: SFUConsumer) { consumer.retarget(now: EventLoop.now()) }
 
     func removeConsumer(_ consumer: SFUConsumer, from participant: Participant) {
         retire(consumer)
         participant.consumers.removeAll { $0 === consumer }
-        participant.consumerByTransceiver[ObjectIdentifier(consumer.transceiver)] = nil
+        guard let transceiver = participant.transceiverOf.removeValue(forKey: ObjectIdentifier(consumer)) else {
+            needsRenegotiation(participant)
+            return
+        }
+        participant.consumerByTransceiver[ObjectIdentifier(transceiver)] = nil
         // The m-line stays (m-lines are never removed) but stops sending; once the subscriber has
         // agreed, a later consumer of the same kind reuses it (consumeOnLoop).
-        consumer.transceiver.direction = .inactive
+        transceiver.direction = .inactive
         needsRenegotiation(participant)
     }
 
     func retire(_ consumer: SFUConsumer) {
         consumer.closed = true
         consumer.producer.consumers.removeAll { $0 === consumer }
-        retiredNACKsReceived &+= consumer.transceiver.senderStats?.nacksReceived ?? 0
+        retiredNACKsReceived &+= consumer.track.senderStats?.nacksReceived ?? 0
     }
 
     func removeProducer(_ producer: SFUProducer) {
@@ -616,8 +624,10 @@ public final class SFU: @unchecked Sendable {
         producers[producer.id] = nil
         if let owner = participants[producer.participantID] {
             owner.producers.removeAll { $0 === producer }
-            owner.producerByTransceiver[ObjectIdentifier(producer.transceiver)] = nil
-            owner.retiredTransceivers.insert(ObjectIdentifier(producer.transceiver))
+            if let transceiver = owner.transceiverOf.removeValue(forKey: ObjectIdentifier(producer)) {
+                owner.producerByTransceiver[ObjectIdentifier(transceiver)] = nil
+                owner.retiredTransceivers.insert(ObjectIdentifier(transceiver))
+            }
         }
     }
 }

@@ -1,16 +1,17 @@
 import RTC
 import RTCWire
 
-/// One producer forwarded to one subscriber: a send transceiver on the subscriber's connection.
+/// One producer forwarded to one subscriber (a down track), written to an ``SFUDownTrack``: in the
+/// server a transceiver's sender on the subscriber's transport, in tests a recording sink.
 ///
 /// The subscriber sees one continuous stream: an ``SFUSequenceManager`` maps sequence numbers, a
 /// timestamp offset and a ``VP8Munger`` (picture ID, TL0PICIDX) do the rest, and all of them change
 /// only where the forwarder switches layers, on a key frame of the new layer. The packet's codec
 /// header was parsed once by the publisher's receiver (``ReceivedRTPPacket/info``). An upstream
-/// retransmission maps to the same outgoing sequence number, so it fills the hole the subscriber saw. Packets go through the subscriber connection's own
-/// ``RTPSender`` (its SSRC, negotiated extension ids, RTX, sender reports), which keeps no copy: a
-/// video consumer answers NACKs from its producer's shared ``SFUPacketBuffer`` through its
-/// ``SFUSequencer``.
+/// retransmission maps to the same outgoing sequence number, so it fills the hole the subscriber saw.
+/// In the server the track is the subscriber transport's own ``RTPSender`` (its SSRC, negotiated
+/// extension ids, RTX, sender reports), which keeps no copy: a video consumer answers NACKs from its
+/// producer's shared ``SFUPacketBuffer`` through its ``SFUSequencer``.
 ///
 /// Loop-thread confined.
 final class SFUConsumer: @unchecked Sendable {
@@ -19,8 +20,8 @@ final class SFUConsumer: @unchecked Sendable {
     // `unowned(unsafe)`: read on every forwarded packet, where checked `unowned` costs an atomic
     // retain and release per access. The SFU retires a consumer before its producer or connection goes.
     unowned(unsafe) let producer: SFUProducer
-    unowned(unsafe) let connection: PeerConnection
-    let transceiver: RTPTransceiver
+    /// Where forwarded packets and retransmissions go.
+    let track: any SFUDownTrack
 
     var quality: SFULayerQuality = .high
     var viewport: (width: Int, height: Int)?
@@ -51,19 +52,26 @@ final class SFUConsumer: @unchecked Sendable {
     var closed = false
 
     init(
-        id: String, subscriberID: String, producer: SFUProducer, connection: PeerConnection, transceiver: RTPTransceiver
+        id: String, subscriberID: String, producer: SFUProducer, track: any SFUDownTrack
     ) {
         self.id = id
         self.subscriberID = subscriberID
         self.producer = producer
-        self.connection = connection
-        self.transceiver = transceiver
+        self.track = track
         if producer.kind == .video { sequencer = SFUSequencer() }
         updateTarget()
     }
 
     func updateTarget() {
         targetLayer = producer.layerIndex(quality: quality, viewport: viewport)
+    }
+
+    /// The subscriber's preference changed: picks the target again and, when it is another layer,
+    /// asks the publisher for its key frame (the switch happens on it).
+    func retarget(now: UInt64) {
+        updateTarget()
+        // Before the subscriber connects, the first forwarded packet asks for the key frame instead.
+        if targetLayer != currentLayer, track.canSend { producer.requestKeyframe(layer: targetLayer, now: now) }
     }
 
     // MARK: Hot path
@@ -76,12 +84,12 @@ final class SFUConsumer: @unchecked Sendable {
             return
         }
         if layer != currentLayer {
-            guard layer == targetLayer, packet.info.isKeyframe, connection.canSend(on: transceiver) else {
+            guard layer == targetLayer, packet.info.isKeyframe, track.canSend else {
                 drop()
                 // Nothing forwarded yet, or a switch is pending: ask the target layer for a key frame, but
                 // only once the subscriber can receive it: one sent earlier is dropped here and would hold
                 // the request throttle (500 ms) against the one that counts.
-                if layer == targetLayer || currentLayer < 0, connection.canSend(on: transceiver) {
+                if layer == targetLayer || currentLayer < 0, track.canSend {
                     producer.requestKeyframe(layer: targetLayer, now: now)
                 }
                 return
@@ -94,9 +102,9 @@ final class SFUConsumer: @unchecked Sendable {
         }
         let timestamp = packet.header.timestamp &+ timestampOffset
         let rewrite = munger.munge(packet.info)
-        let sent = connection.sendForwarded(
-            on: transceiver, payload: packet.payload, marker: packet.header.marker, timestamp: timestamp,
-            sequenceNumber: outgoing, rewrite: rewrite, captureTime: producer.captureTime, now: now)
+        let sent = track.sendForwarded(
+            payload: packet.payload, marker: packet.header.marker, timestamp: timestamp, sequenceNumber: outgoing,
+            rewrite: rewrite, audioLevel: nil, captureTime: producer.captureTime, now: now)
         if sent {
             sequencer?.record(
                 outgoing: outgoing, source: packet.sequenceNumber, layer: layer, timestamp: timestamp,
@@ -113,7 +121,7 @@ final class SFUConsumer: @unchecked Sendable {
     /// resent with the same rewriting it had (as RTX when negotiated).
     func handleNACK(_ sequenceNumbers: [UInt16], now: UInt64) {
         guard !closed, sequencer != nil else { return }
-        let rtt = transceiver.primarySender?.stats.roundTripTime ?? 0
+        let rtt = track.senderStats?.roundTripTime ?? 0
         let interval = rtt > 0 ? max(rtt, 5_000_000) : 50_000_000
         for seq in sequenceNumbers {
             guard let entry = sequencer?.resendable(outgoing: seq, now: now, minimumInterval: interval),
@@ -122,9 +130,9 @@ final class SFUConsumer: @unchecked Sendable {
                 nackMisses &+= 1
                 continue
             }
-            connection.sendRetransmission(
-                on: transceiver, payload: payload, marker: entry.marker, timestamp: entry.timestamp,
-                sequenceNumber: seq, rewrite: entry.rewrite, now: now)
+            track.sendRetransmission(
+                payload: payload, marker: entry.marker, timestamp: entry.timestamp, sequenceNumber: seq,
+                rewrite: entry.rewrite, now: now)
         }
     }
 
@@ -136,9 +144,9 @@ final class SFUConsumer: @unchecked Sendable {
         }
         let timestamp = packet.header.timestamp &+ timestampOffset
         let level = producer.audioLevel.map { RTPAudioLevel(voiceActivity: producer.voiceActivity, level: $0) }
-        let sent = connection.sendForwarded(
-            on: transceiver, payload: packet.payload, marker: packet.header.marker, timestamp: timestamp,
-            sequenceNumber: outgoing, audioLevel: level, captureTime: producer.captureTime, now: now)
+        let sent = track.sendForwarded(
+            payload: packet.payload, marker: packet.header.marker, timestamp: timestamp, sequenceNumber: outgoing,
+            rewrite: .none, audioLevel: level, captureTime: producer.captureTime, now: now)
         noteSent(sent, timestamp: timestamp, size: packet.packet.count, now: now)
     }
 
@@ -191,7 +199,7 @@ final class SFUConsumer: @unchecked Sendable {
     }
 
     func stats() -> SFUConsumerStats {
-        let s = transceiver.senderStats
+        let s = track.senderStats
         let layers = producer.layers
         return SFUConsumerStats(
             id: id, producerID: producer.id, subscriberID: subscriberID, packetsSent: s?.packetsSent ?? 0,

@@ -1,9 +1,11 @@
 import RTC
 import RTCWire
 
-/// One track received on a publisher's connection, fanned out to its consumers.
+/// One track received from a publisher, fanned out to its consumers.
 ///
-/// Loop-thread confined, like the connections it sits between.
+/// It knows its publisher only as an ``SFUUpstream`` (key-frame requests, sender reports): packets
+/// come in through ``receive(rid:_:)``, so it runs on synthetic packets with no socket or
+/// connection. Loop-thread confined, like the transports it sits between.
 final class SFUProducer: @unchecked Sendable {
     struct Layer {
         var rid: String?
@@ -20,10 +22,10 @@ final class SFUProducer: @unchecked Sendable {
     /// The codec the SFU negotiates for this kind (Opus or VP8): its clock drives timestamp rewriting.
     let codec: MediaCodec
     let source: SFUMediaSource
-    let transceiver: RTPTransceiver
+    /// The publisher's receive streams of this track: PLIs go there, sender reports come from there.
+    let upstream: any SFUUpstream
     // `unowned(unsafe)`: read on every packet (checked `unowned` costs an atomic retain and release per
-    // access); the SFU owns its producers and drops a producer before its publisher connection.
-    unowned(unsafe) let publisher: PeerConnection
+    // access); the SFU owns its producers.
     unowned(unsafe) let sfu: SFU
     let mid: String
     var layers: [Layer]
@@ -53,26 +55,29 @@ final class SFUProducer: @unchecked Sendable {
     var plisSent: UInt64 = 0
     var closed = false
 
+    /// - Parameters:
+    ///   - mid: the publisher's m-line; `rids`: its simulcast encodings (empty: one layer).
+    ///   - audioLevelExtensionID, captureTimeExtensionID: the header-extension ids the publisher
+    ///     negotiated (0: none).
     init(
-        id: String, participantID: String, kind: MediaKind, source: SFUMediaSource, transceiver: RTPTransceiver,
-        publisher: PeerConnection, sfu: SFU
+        id: String, participantID: String, kind: MediaKind, source: SFUMediaSource, mid: String, rids: [String],
+        upstream: any SFUUpstream, audioLevelExtensionID: UInt8 = 0, captureTimeExtensionID: UInt8 = 0, sfu: SFU
     ) {
         self.id = id
         self.participantID = participantID
         self.kind = kind
         codec = kind == .audio ? .opus : .vp8
         self.source = source
-        self.transceiver = transceiver
-        self.publisher = publisher
+        self.upstream = upstream
         self.sfu = sfu
-        self.mid = transceiver.mid ?? ""
-        let rids = kind == .video ? transceiver.remoteRIDs : []
+        self.mid = mid
+        let rids = kind == .video ? rids : []
         layers = rids.isEmpty ? [Layer(rid: nil)] : rids.map { Layer(rid: $0) }
         buffers = kind == .video ? layers.map { _ in SFUPacketBuffer() } : []
         keyframeRequests = SFUKeyframeRequests(
             layers: layers.count, interval: sfu.configuration.keyframeRequestInterval)
-        audioLevelExtensionID = publisher.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0
-        captureTimeExtensionID = publisher.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
+        self.audioLevelExtensionID = audioLevelExtensionID
+        self.captureTimeExtensionID = captureTimeExtensionID
     }
 
     var info: ProducerInfo {
@@ -154,7 +159,7 @@ final class SFUProducer: @unchecked Sendable {
     /// Runs at a switch, not per packet.
     func senderReport(layer: Int) -> SFULayerTimeline.SenderReport? {
         guard let ssrc = layerBySSRC.first(where: { $0.value == layer })?.key else { return nil }
-        return publisher.receiver(forSSRC: ssrc)?.senderReport
+        return upstream.senderReport(ssrc: ssrc)
     }
 
     /// A packet of `layer` from the shared buffer (see ``SFUPacketBuffer/payload(sequenceNumber:)``).
@@ -217,12 +222,11 @@ final class SFUProducer: @unchecked Sendable {
         sfu.counters.plisSent &+= 1
         // This producer throttles its requests (``SFUKeyframeRequests``); the receiver's own throttle
         // would hold a request for up to another interval after its own start-up PLI.
-        publisher.requestKeyframeNow(on: transceiver, rid: layers[layer].rid)
+        upstream.requestKeyframe(rid: layers[layer].rid)
     }
 
     func stats() -> SFUProducerStats {
-        var nacks: UInt64 = 0
-        for s in publisher.receiverStats() where s.mid == mid { nacks &+= s.stats.nacksSent }
+        let nacks = upstream.nacksSent
         return SFUProducerStats(
             id: id, participantID: participantID, kind: kind, packetsReceived: packetsReceived,
             bytesReceived: bytesReceived, repairsReceived: repairsReceived, nacksSent: nacks, plisSent: plisSent,

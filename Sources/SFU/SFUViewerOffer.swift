@@ -31,9 +31,10 @@ extension SFU {
         for producer in sources {
             let transceiver = connection.addTransceiver(kind: producer.kind, direction: .sendonly)
             let consumer = SFUConsumer(
-                id: sfuRandomID("c-"), subscriberID: participantID, producer: producer, connection: connection,
-                transceiver: transceiver)
+                id: sfuRandomID("c-"), subscriberID: participantID, producer: producer,
+                track: SFUTransportDownTrack(transport: connection.transport, transceiver: transceiver))
             participant.consumers.append(consumer)
+            participant.transceiverOf[ObjectIdentifier(consumer)] = transceiver
             participant.consumerByTransceiver[ObjectIdentifier(transceiver)] = consumer
             producer.consumers.append(consumer)
             created.append(consumer)
@@ -47,6 +48,7 @@ extension SFU {
             for consumer in created { retire(consumer) }
             participant.consumers.removeAll { c in created.contains { $0 === c } }
             participant.consumerByTransceiver = [:]
+            for consumer in created { participant.transceiverOf[ObjectIdentifier(consumer)] = nil }
             participant.subscribeConnection?.onKeyframeRequest = nil
             participant.subscribeConnection?.onNACK = nil
             participant.subscribeConnection?.close()

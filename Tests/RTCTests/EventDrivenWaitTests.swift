@@ -135,7 +135,7 @@ import Testing
         defer { loop.shutdown() }
         let pc = try PeerConnection(loop: loop, configuration: configuration)
         await pc.gatherRelayCandidates(timeout: 600)
-        let summary = await loop.submit { pc.relaySummary }
+        let summary = await loop.submit { pc.transport.relaySummary }
         #expect(summary.contains("0 of 1 allocated"), "\(summary)")
         #expect(summary.contains("127.0.0.1"), "\(summary)")
     }

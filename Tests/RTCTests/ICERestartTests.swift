@@ -57,7 +57,7 @@ struct ICERestartTests {
         #expect(await Self.eventually { frames.count >= 10 })
         // The receiver has authentic SRTP from its peer: its DTLS state is given back, and the
         // restart below must work without it.
-        #expect(await rx.loop.submit { rx.dtls?.isHandshakeStateReleased == true })
+        #expect(await rx.loop.submit { rx.transport.dtls?.isHandshakeStateReleased == true })
 
         let before = await tx.loop.submit { (tx.localICECredentials, tx.srtpProfile, tx.senderStats()[0].stats) }
         let rxBefore = await rx.loop.submit { rx.localICECredentials }

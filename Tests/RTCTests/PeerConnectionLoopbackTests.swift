@@ -118,7 +118,7 @@ import Testing
         }
         // From the address that did complete ICE: SRTP that fails authentication.
         await tx.loop.submit {
-            guard let socket = tx.sockets.first else { return }
+            guard let socket = tx.transport.sockets.first else { return }
             var bogus: [UInt8] = [0x80, 0x60, 0x12, 0x34, 0, 0, 0, 1, 0xDE, 0xAD, 0xBE, 0xEF]
             bogus += [UInt8](repeating: 0x55, count: 200)
             socket.send(bogus, to: rxAddress)

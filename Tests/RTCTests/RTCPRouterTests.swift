@@ -43,10 +43,10 @@ struct RTCPRouterTests {
             // A FIR for another SSRC is not ours.
             end = try RTCPWriter.writeFIR(
                 into: buffer, at: end, senderSSRC: 9, mediaSSRC: sender.ssrc &+ 1, sequenceNumber: 3)
-            tx.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
+            tx.transport.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
             // The same FIR sequence number again, in a later compound: still the same request.
             end = try RTCPWriter.writeFIR(into: buffer, at: 0, senderSSRC: 9, mediaSSRC: sender.ssrc, sequenceNumber: 2)
-            tx.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
+            tx.transport.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
             return (requests, sender.stats.firsReceived, sender.stats.plisReceived)
         }
         #expect(firs == 2, "FIR 1 and FIR 2; the repeats are the same requests")
@@ -69,14 +69,14 @@ struct RTCPRouterTests {
             defer { buffer.deallocate() }
             var end = try RTCPWriter.writeReceiverReport(into: buffer, at: 0, ssrc: 7)
             end = try RTCPWriter.writeBYE(into: buffer, at: end, ssrcs: [7, 8, 9], reason: "closing")
-            rx.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
+            rx.transport.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
             let before = rx.counters.droppedMalformed
             // A BYE claiming 3 sources with room for one.
             end = try RTCPWriter.writeReceiverReport(into: buffer, at: 0, ssrc: 7)
             let bye = end
             end = try RTCPWriter.writeBYE(into: buffer, at: end, ssrcs: [10])
             buffer[bye] = (buffer[bye] & 0xE0) | 3
-            rx.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
+            rx.transport.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
             return (gone, rx.counters.droppedMalformed - before)
         }
         #expect(gone == [7, 8, 9])
@@ -99,7 +99,7 @@ struct RTCPRouterTests {
             var end = try RTCPWriter.writeReceiverReport(into: buffer, at: 0, ssrc: 9, reports: [])
             end = try RTCPWriter.writeNACK(
                 into: buffer, at: end, senderSSRC: 9, mediaSSRC: sender.ssrc, lostSequenceNumbers: [UInt16(10), 11, 40])
-            tx.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
+            tx.transport.handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<end]), now: EventLoop.now())
             return (lost, sender.stats.nacksReceived)
         }
         #expect(lost == [10, 11, 40])

@@ -34,11 +34,11 @@ struct SSRCLimitTests {
                 packet += [0x90, 0x80, 0x00, 0x00]
                 let found = try packet.withUnsafeBytes { raw -> Bool in
                     let header = try RTPHeader.parse(raw)
-                    return rx.routeUnknownSSRC(raw, header: header) != nil
+                    return rx.transport.listener.bind(raw, header: header, routes: rx.transceivers) != nil
                 }
                 if found { routed += 1 }
             }
-            return (routed, rx.receiveBySSRC.count)
+            return (routed, rx.transport.listener.bySSRC.count)
         }
         #expect(routed == 4)
         #expect(streams == 4)

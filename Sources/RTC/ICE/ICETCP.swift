@@ -121,7 +121,7 @@ public final class ICETCPListener: EventLoopDescriptorWatcher, EventLoopTicker, 
     /// The listening address (the passive candidate).
     public let localAddress: SocketAddress
     /// Routes a first frame: returns the peer connection that takes the stream, or nil.
-    var route: ((ICETCPStream, UnsafeMutableRawBufferPointer) -> PeerConnection?)?
+    var route: ((ICETCPStream, UnsafeMutableRawBufferPointer) -> MediaTransport?)?
     /// Connections refused (over the limit, unroutable, or silent too long).
     public private(set) var refused: UInt64 = 0
 
@@ -179,11 +179,11 @@ public final class ICETCPListener: EventLoopDescriptorWatcher, EventLoopTicker, 
             let stream = ICETCPStream(connection: connection, localAddress: connection.localAddress ?? localAddress)
             connection.handler = stream
             stream.onFirstFrame = { [weak self] stream, frame in
-                guard let self, let peerConnection = self.route?(stream, frame) else {
+                guard let self, let transport = self.route?(stream, frame) else {
                     self?.refused &+= 1
                     return false
                 }
-                peerConnection.adoptICETCP(stream)
+                transport.adoptICETCP(stream)
                 return true
             }
             stream.onClosed = { [weak self] stream in self?.streams[ObjectIdentifier(stream)] = nil }

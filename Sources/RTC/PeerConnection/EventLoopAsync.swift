@@ -64,9 +64,9 @@ extension PeerConnection {
 
     /// A short description of how far connection establishment got, for error messages.
     var progressDescription: String {
-        let iceState = ice.map { "\($0.state)" } ?? "none"
-        let dtlsState = dtls.map { "\($0.state)" } ?? "none"
-        return "ice=\(iceState) dtls=\(dtlsState)" + relaySummary
+        let iceState = transport.ice.map { "\($0.state)" } ?? "none"
+        let dtlsState = transport.dtls.map { "\($0.state)" } ?? "none"
+        return "ice=\(iceState) dtls=\(dtlsState)" + transport.relaySummary
     }
 }
 

@@ -13,13 +13,18 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     public let loop: EventLoop
     public let configuration: PeerConnectionConfiguration
     public let certificate: DTLSCertificate
-    public private(set) var transceivers: [RTPTransceiver] = []
+    /// The media transport under this connection: ICE, DTLS, SRTP, the RTP listener and the send
+    /// path. The connection keeps JSEP (descriptions, transceivers, m-lines) and starts it.
+    public let transport: MediaTransport
+    public private(set) var transceivers: [RTPTransceiver] = [] {
+        didSet { transport.transceivers = transceivers }
+    }
     public internal(set) var state: PeerConnectionState = .new
-    public private(set) var counters = PeerConnectionCounters()
+    public var counters: PeerConnectionCounters { transport.counters }
     /// Why the connection failed, when it did.
     public internal(set) var failureReason: String?
     /// Negotiated SRTP profile, once DTLS completes.
-    public internal(set) var srtpProfile: SRTPProfile?
+    public var srtpProfile: SRTPProfile? { transport.srtpProfile }
 
     /// Frames received, on the loop thread.
     ///
@@ -27,7 +32,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     public var onFrame: FrameHandler? {
         didSet {
             if (oldValue == nil) != (onFrame == nil) {
-                for s in receiveStreams { attachFrameHandler(s) }
+                for s in transport.listener.streams { attachFrameHandler(s) }
             }
         }
     }
@@ -39,45 +44,43 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// Sees each protected outgoing RTP packet with its socket and destination; returning true
     /// consumes it instead of sending. Benchmarks use it to capture real SRTP traffic once and replay
     /// it without the sender's cost in the measurement.
-    public var outboundRTPTap: ((UnsafeRawBufferPointer, UDPSocket, SocketAddress) -> Bool)?
+    public var outboundRTPTap: ((UnsafeRawBufferPointer, UDPSocket, SocketAddress) -> Bool)? {
+        get { transport.outboundRTPTap }
+        set { transport.outboundRTPTap = newValue }
+    }
     /// The peer's RTCP BYE (RFC 3550 §6.6) said this remote SSRC is gone; on the loop thread, once per
     /// source named. A closing ``PeerConnection`` sends one for each of its sending SSRCs.
-    public var onBYE: ((UInt32) -> Void)?
+    public var onBYE: ((UInt32) -> Void)? {
+        get { transport.onBYE }
+        set { transport.onBYE = newValue }
+    }
     /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
-    public var onKeyframeRequest: ((RTPTransceiver) -> Void)?
+    public var onKeyframeRequest: ((RTPTransceiver) -> Void)? {
+        get { transport.onKeyframeRequest }
+        set { transport.onKeyframeRequest = newValue }
+    }
     /// When set, NACKs for this connection's senders go here (transceiver, lost sequence numbers,
     /// now) instead of being answered from the senders' own history: an SFU answers them from its
     /// shared per-producer buffer (``PeerConnectionConfiguration/senderHistory`` is then usually off).
-    public var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)?
+    public var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)? {
+        get { transport.onNACK }
+        set { transport.onNACK = newValue }
+    }
     /// Every received media packet (after SRTP, RTX unwrapping and the receiver's bookkeeping), on
     /// the loop thread, for forwarding without frame assembly (an SFU). The packet's bytes are only
     /// valid during the call. The receiver still sends NACK, PLI and receiver reports upstream.
-    public var onRTP: RTPPacketHandler?
+    public var onRTP: RTPPacketHandler? {
+        get { transport.onRTP }
+        set { transport.onRTP = newValue }
+    }
 
-    // Transport.
-    var sockets: [UDPSocket] = []
-    /// Our ICE credentials; an ICE restart replaces them (``restartICE()``).
-    var localUfrag: String
-    var localPassword: String
-    var ice: ICEAgent?
-    var dtls: DTLSTransport?
-    var srtpOut: SRTPSession?
-    var srtpIn: SRTPSession?
-    /// Set when DTLS connects; cleared when the first authentic packet lets it give its state back.
-    var dtlsReleasePending = false
+    // The peer's transport parameters, from its description (the transport is started with them).
     var remoteFingerprint: SDPFingerprint?
     var remoteUfrag: String?
     var remotePassword: String?
     var remoteCandidates: [ICECandidate] = []
     var remoteIsLite = false
     var dtlsRole: DTLSTransport.Role?
-    var mediaTarget: (socket: UDPSocket, remote: SocketAddress)?
-    /// One TURN allocation per configured ICE server (``PeerConnectionConfiguration/iceServers``).
-    var turnClients: [TURNClient] = []
-    /// ICE-TCP connections (accepted on a server, opened by a client).
-    var iceTCPStreams: [ICETCPStream] = []
-    /// Why TURN servers could not be used (unresolvable names, refused allocations).
-    var relayErrors: [String] = []
 
     // Negotiation.
     var pendingLocalOffer: Bool = false
@@ -85,38 +88,12 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var nextMid = 0
     var remoteMidOrder: [String] = []
     var extensionIDs: [String: UInt8] = [:]  // uri -> id, negotiated
-    var midExtID: UInt8 {
-        get { listener.midExtensionID }
-        set { listener.midExtensionID = newValue }
-    }
-    var ridExtID: UInt8 {
-        get { listener.ridExtensionID }
-        set { listener.ridExtensionID = newValue }
-    }
-    var repairedRIDExtID: UInt8 {
-        get { listener.repairedRIDExtensionID }
-        set { listener.repairedRIDExtensionID = newValue }
-    }
     var sessionVersion: UInt64 = 1
     let sessionID: UInt64 = UInt64.random(in: 1...(UInt64(1) << 62))
 
-    // Receive routing (hot path): SSRC -> stream, in the transport's listener (no JSEP inside).
-    typealias ReceiveStream = RTPStreamListener.Stream
-    let listener: RTPStreamListener
-    var receiveBySSRC: [UInt32: ReceiveStream] { listener.bySSRC }
-    var receiveStreams: [ReceiveStream] { listener.streams }
-    var sendBySSRC: [UInt32: RTPSender] = [:]
-
-    /// Until when ``tick(now:)`` has nothing to do on a send-only ICE-lite connection (0: every tick).
-    var nextIdleTick: UInt64 = 0
-    /// How often a send-only ICE-lite connection runs its timers.
-    static let idleTickInterval: UInt64 = 50_000_000
-
-    /// Scratch buffer for outgoing RTCP and for re-encrypting, reused (no per-packet allocation).
-    let rtcpScratch: UnsafeMutableRawBufferPointer
     var closed = false
 
-    /// Creates a peer connection and opens its UDP sockets on `loop`.
+    /// Creates a peer connection on `loop` (its sockets open with the first description or ``bindSockets()``).
     public init(
         loop: EventLoop, configuration: PeerConnectionConfiguration = .init(), certificate: DTLSCertificate? = nil
     )
@@ -124,17 +101,29 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     {
         self.loop = loop
         self.configuration = configuration
-        self.certificate = try certificate ?? DTLSCertificate.generate()
-        let creds = ICEAgent.randomCredentials()
-        self.localUfrag = creds.ufrag
-        self.localPassword = creds.password
-        self.rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
-        listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs)
-        listener.onNewStream = { [unowned self] stream in attachFrameHandler(stream) }
+        let certificate = try certificate ?? DTLSCertificate.generate()
+        self.certificate = certificate
+        transport = MediaTransport(loop: loop, configuration: configuration, certificate: certificate)
+        transport.listener.onNewStream = { [unowned self] stream in attachFrameHandler(stream) }
+        transport.onEvent = { [unowned self] event in transportEvent(event) }
     }
 
-    deinit {
-        rtcpScratch.deallocate()
+    /// Maps the transport's progress onto the connection's state.
+    func transportEvent(_ event: MediaTransport.Event) {
+        switch event {
+        case .iceChecking: if state == .new { setState(.connecting) }
+        case .iceFailed:
+            failureReason = failureReason ?? "ICE failed (no candidate pair answered)" + transport.relaySummary
+            setState(.failed)
+        case .iceDisconnected: if state == .connected { setState(.disconnected) }
+        case .iceConnected: if state == .disconnected { setState(.connected) }
+        case .connected: setState(.connected)
+        case .failed(let reason):
+            if let reason { failureReason = reason }
+            setState(.failed)
+        case .progress: notifyStateWaiters()
+        case .loopStopped: close()
+        }
     }
 
     // MARK: Transceivers
@@ -155,7 +144,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     @discardableResult
     public func reuseTransceiver(_ transceiver: RTPTransceiver, direction: SDPDirection) -> Bool {
         guard transceivers.contains(where: { $0 === transceiver }), transceiver.isReusable else { return false }
-        for ssrc in transceiver.localSSRCs { sendBySSRC[ssrc] = nil }
+        for ssrc in transceiver.localSSRCs { transport.sendBySSRC[ssrc] = nil }
         transceiver.senders = []
         transceiver.renewSendIdentity()
         transceiver.direction = direction
@@ -169,52 +158,20 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// Must run on the loop thread. Frames are dropped silently until DTLS completes or when the
     /// negotiated direction does not send.
     public func send(_ frame: EncodedFrame, on transceiver: RTPTransceiver, layer: Int = 0) {
-        guard state == .connected, srtpOut != nil, transceiver.sends, layer < transceiver.senders.count else { return }
-        let now = EventLoop.now()
-        transceiver.senders[layer].send(frame, now: now) { buffer, length in
-            self.protectAndSendRTP(buffer, length: length)
-        }
+        transport.send(frame, on: transceiver, layer: layer)
     }
 
     /// Whether a frame sent now would go out.
-    public func canSend(on transceiver: RTPTransceiver) -> Bool {
-        state == .connected && transceiver.sends && !transceiver.senders.isEmpty
-    }
-
-    func protectAndSendRTP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) {
-        guard let srtp = srtpOut, let target = mediaTarget, let base = buffer.baseAddress else { return }
-        do {
-            let n = try srtp.protectRTP(base, length: length, capacity: buffer.count)
-            let packet = UnsafeRawBufferPointer(start: base, count: n)
-            if let tap = outboundRTPTap, tap(packet, target.socket, target.remote) { return }
-            target.socket.send(packet, to: target.remote)
-            counters.packetsSent &+= 1
-            counters.bytesSent &+= UInt64(n)
-        } catch {
-            counters.droppedSRTP &+= 1
-        }
-    }
-
-    func protectAndSendRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) {
-        guard let srtp = srtpOut, let target = mediaTarget, let base = buffer.baseAddress else { return }
-        do {
-            let n = try srtp.protectRTCP(base, length: length, capacity: buffer.count)
-            target.socket.send(UnsafeRawBufferPointer(start: base, count: n), to: target.remote)
-            counters.packetsSent &+= 1
-            counters.bytesSent &+= UInt64(n)
-        } catch {
-            counters.droppedSRTP &+= 1
-        }
-    }
+    public func canSend(on transceiver: RTPTransceiver) -> Bool { transport.canSend(on: transceiver) }
 
     /// Asks the remote sender of `transceiver` for a keyframe (PLI), on the loop thread.
     public func requestKeyframe(on transceiver: RTPTransceiver) {
-        for s in receiveStreams where s.transceiver === transceiver { s.receiver.requestKeyframe() }
+        transport.requestKeyframe(on: transceiver, rid: nil, allEncodings: true)
     }
 
     /// Asks for a keyframe on one simulcast encoding (`rid`; nil for a single-encoding track).
     public func requestKeyframe(on transceiver: RTPTransceiver, rid: String?) {
-        for s in receiveStreams where s.transceiver === transceiver && s.rid == rid { s.receiver.requestKeyframe() }
+        transport.requestKeyframe(on: transceiver, rid: rid, allEncodings: false)
     }
 
     /// Sends a PLI for one encoding with the next tick, bypassing the receiver's own throttle (see
@@ -222,12 +179,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// yet, so there is no stream to ask on.
     @discardableResult
     public func requestKeyframeNow(on transceiver: RTPTransceiver, rid: String?) -> Bool {
-        var asked = false
-        for s in receiveStreams where s.transceiver === transceiver && s.rid == rid {
-            s.receiver.requestKeyframeNow()
-            asked = true
-        }
-        return asked
+        transport.requestKeyframeNow(on: transceiver, rid: rid)
     }
 
     /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
@@ -242,20 +194,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil,
         captureTime: UInt64? = nil, now: UInt64
     ) -> Bool {
-        guard state == .connected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
-            return false
-        }
-        sender.forwardedCaptureTime = captureTime
-        if let audioLevel {
-            sender.audioLevel = audioLevel.level
-            sender.voiceActivity = audioLevel.voiceActivity
-        }
-        return sender.sendForwarded(
-            payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            rewrite: rewrite, now: now
-        ) { buffer, length in
-            self.protectAndSendRTP(buffer, length: length)
-        }
+        transport.sendForwarded(
+            on: transceiver, payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
+            rewrite: rewrite, audioLevel: audioLevel, captureTime: captureTime, now: now)
     }
 
     /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps (an SFU's
@@ -266,15 +207,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
         sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, now: UInt64
     ) -> Bool {
-        guard state == .connected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
-            return false
-        }
-        return sender.sendRetransmission(
-            payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            rewrite: rewrite, now: now
-        ) { buffer, length in
-            self.protectAndSendRTP(buffer, length: length)
-        }
+        transport.sendRetransmission(
+            on: transceiver, payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
+            rewrite: rewrite, now: now)
     }
 
     /// Gives every transceiver without a media id one now (as ``createOffer()`` would), so callers can
@@ -292,94 +227,13 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
 
     // MARK: Receive path
 
+    /// The transport's receive path (``MediaTransport/handleDatagram(_:from:socket:)``): the sockets
+    /// deliver there directly.
     public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
-        guard !closed, let first = data.first else { return }
-        counters.packetsReceived &+= 1
-        counters.bytesReceived &+= UInt64(data.count)
-        if first < 4 {
-            if ice?.handleSTUN(UnsafeRawBufferPointer(data), from: from, socket: socket) != true {
-                counters.droppedMalformed &+= 1
-            }
-            return
-        }
-        if first >= 20 && first <= 63 {
-            guard let ice, ice.isValidRemote(from), let dtls else {
-                counters.droppedUnknownAddress &+= 1
-                return
-            }
-            if mediaTarget == nil { mediaTarget = (socket, from) }
-            dtls.handleDatagram(UnsafeRawBufferPointer(data))
-            return
-        }
-        guard first >= 128 && first <= 191 else {
-            counters.droppedMalformed &+= 1
-            return
-        }
-        // Media is accepted only from the address ICE validated for this connection.
-        guard let target = mediaTarget, target.remote == from || (ice?.isValidRemote(from) ?? false) else {
-            counters.droppedUnknownAddress &+= 1
-            return
-        }
-        guard let srtp = srtpIn, let base = data.baseAddress else {
-            counters.droppedUnroutable &+= 1
-            return
-        }
-        let now = EventLoop.now()
-        if RTPHeader.isRTCP(UnsafeRawBufferPointer(data)) {
-            let n: Int
-            do { n = try srtp.unprotectRTCP(base, length: data.count) } catch {
-                counters.droppedSRTP &+= 1
-                return
-            }
-            if dtlsReleasePending { releaseDTLSHandshakeState() }
-            handleRTCP(UnsafeRawBufferPointer(start: base, count: n), now: now)
-            return
-        }
-        let n: Int
-        do { n = try srtp.unprotectRTP(base, length: data.count) } catch {
-            counters.droppedSRTP &+= 1
-            return
-        }
-        if dtlsReleasePending { releaseDTLSHandshakeState() }
-        let packet = UnsafeRawBufferPointer(start: base, count: n)
-        let header: RTPHeader
-        do { header = try RTPHeader.parse(packet) } catch {
-            counters.droppedMalformed &+= 1
-            return
-        }
-        guard
-            let stream = listener.bySSRC[header.ssrc]
-                ?? listener.bind(packet, header: header, routes: transceivers)
-        else {
-            counters.droppedUnroutable &+= 1
-            return
-        }
-        // The receiver unwraps RTX and parses the codec header once; a forwarder reuses both.
-        let read = stream.receiver.receive(packet, header: header, now: now)
-        if let onRTP, let read { deliverRaw(stream, packet, header: header, read, now: now, to: onRTP) }
+        transport.handleDatagram(data, from: from, socket: socket)
     }
 
-    /// Hands a media packet to ``onRTP`` as its receiver read it (RTX unwrapped, codec header parsed).
-    @inline(__always)
-    func deliverRaw(
-        _ stream: ReceiveStream, _ packet: UnsafeRawBufferPointer, header: RTPHeader, _ read: RTPReceivedPayload,
-        now: UInt64, to handler: RTPPacketHandler
-    ) {
-        // Padding carries no media to forward.
-        guard !read.payload.isEmpty else { return }
-        handler(
-            stream.transceiver, stream.rid,
-            ReceivedRTPPacket(
-                packet: packet, header: header, mediaSSRC: stream.receiver.ssrc, sequenceNumber: read.sequenceNumber,
-                payload: read.payload, info: read.info, isRepair: read.isRepair, arrival: now))
-    }
-
-    /// Binds a new SSRC to a receive stream (see ``RTPStreamListener/bind(_:header:routes:)``).
-    func routeUnknownSSRC(_ packet: UnsafeRawBufferPointer, header: RTPHeader) -> ReceiveStream? {
-        listener.bind(packet, header: header, routes: transceivers)
-    }
-
-    func attachFrameHandler(_ stream: ReceiveStream) {
+    func attachFrameHandler(_ stream: RTPStreamListener.Stream) {
         guard onFrame != nil else {
             stream.receiver.onFrame = nil
             return
@@ -391,58 +245,10 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
-    /// Routes one decrypted compound RTCP packet to this connection's senders and receivers
-    /// (``RTCPRouter``). NACKs go to ``onNACK`` when set (as an array: NACKs are rare next to media).
-    func handleRTCP(_ packet: UnsafeRawBufferPointer, now: UInt64) {
-        do throws(RTCPError) {
-            try RTCPRouter.route(
-                packet, now: now, sender: { sendBySSRC[$0] }, receiver: { receiveBySSRC[$0]?.receiver },
-                nack: { sender, view throws(RTCPError) in
-                    guard let onNACK, let t = transceiver(of: sender) else { return false }
-                    var lost: [UInt16] = []
-                    try view.forEachNACKSequence { lost.append($0) }
-                    onNACK(t, lost, now)
-                    return true
-                },
-                keyframeRequested: { sender in
-                    if let onKeyframeRequest, let t = transceiver(of: sender) { onKeyframeRequest(t) }
-                },
-                goodbye: { ssrc in onBYE?(ssrc) },
-                emit: { buffer, length in protectAndSendRTP(buffer, length: length) })
-        } catch {
-            counters.droppedMalformed &+= 1
-        }
-    }
-
-    func transceiver(of sender: RTPSender) -> RTPTransceiver? {
-        transceivers.first { $0.senders.contains { $0 === sender } }
-    }
-
     // MARK: Timers
 
-    public func tick(now: UInt64) {
-        guard !closed else { return }
-        // A connected ICE-lite connection that only sends (an SFU's subscribe connection, hundreds per
-        // server) has only coarse timers left: consent expiry and sender reports (about 1 s apart).
-        // Visiting each one every 10 ms was a fixed cost that grew with the audience.
-        if now < nextIdleTick { return }
-        if configuration.iceLite, state == .connected, receiveStreams.isEmpty, iceTCPStreams.isEmpty {
-            nextIdleTick = now &+ Self.idleTickInterval
-        } else {
-            nextIdleTick = 0
-        }
-        ice?.tick(now: now)
-        dtls?.tick(now: now)
-        guard state == .connected, srtpOut != nil else { return }
-        for t in transceivers {
-            for s in t.senders {
-                s.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
-            }
-        }
-        for s in receiveStreams {
-            s.receiver.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
-        }
-    }
+    /// The transport's timers (``MediaTransport/tick(now:)``): the loop ticks the transport directly.
+    public func tick(now: UInt64) { transport.tick(now: now) }
 
     /// The loop is shutting down under the connection: it closes, so that waits on it end.
     public func loopStopped() { close() }
@@ -450,6 +256,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     func setState(_ s: PeerConnectionState) {
         guard s != state, state != .closed else { return }
         state = s
+        transport.isConnected = s == .connected
         onStateChange?(s)
         notifyStateWaiters()
     }
@@ -461,79 +268,28 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// Closes the connection: sends an RTCP BYE for its sending SSRCs and DTLS close_notify, stops
-    /// timers, closes sockets.
+    /// timers, closes sockets (``MediaTransport``).
     public func close() {
         guard !closed else { return }
-        sendGoodbye()
-        dtls?.close()
-        ice?.close()
         closed = true
-        loop.removeTicker(self)
-        for client in turnClients { client.close() }
-        closeICETCP()
-        if let mux = configuration.portMux {
-            mux.unregister(self)  // the shared socket stays open for the others
-        } else {
-            for s in sockets { s.close() }
-        }
+        transport.close()
         setState(.closed)
     }
 
-    /// RFC 3550 §6.6: tells the peer that every local sending SSRC (RTX ones included) is gone, so
-    /// it need not wait for a timeout. Each compound starts with a report as §6.1 requires (an SR
-    /// with SDES CNAME when its first source has sent media, else an RR with the CNAME) and ends
-    /// with a BYE for up to 31 sources. Only a connection with SRTP keys can send it.
-    func sendGoodbye() {
-        guard srtpOut != nil, mediaTarget != nil else { return }
-        var sources: [(sender: RTPSender, ssrc: UInt32)] = []
-        for t in transceivers {
-            for sender in t.senders {
-                sources.append((sender, sender.ssrc))
-                if let rtx = sender.rtx { sources.append((sender, rtx.ssrc)) }
-            }
-        }
-        let now = EventLoop.now()
-        var start = 0
-        while start < sources.count {
-            let group = sources[start..<min(start + 31, sources.count)]
-            start += group.count
-            let reporter = group[group.startIndex].sender
-            do throws(RTCPError) {
-                var end = 0
-                if reporter.stats.packetsSent > 0 {
-                    end = reporter.makeSenderReport(
-                        now: now, wallClock: reporter.wallClock(now), into: rtcpScratch, at: 0)
-                }
-                if end == 0 {
-                    end = try RTCPWriter.writeReceiverReport(into: rtcpScratch, at: 0, ssrc: reporter.ssrc)
-                    end = try RTCPWriter.writeSDESCNAME(
-                        into: rtcpScratch, at: end, ssrc: reporter.ssrc, cname: reporter.cname)
-                }
-                end = try RTCPWriter.writeBYE(into: rtcpScratch, at: end, ssrcs: group.map(\.ssrc))
-                protectAndSendRTCP(rtcpScratch, length: end)
-            } catch {
-                // Only a too-small buffer fails (2 KB holds a report, a CNAME and 31 sources).
-            }
-        }
-    }
-
-    /// Whether ICE has validated `address` as this connection's peer.
-    func iceAccepts(_ address: SocketAddress) -> Bool { ice?.isValidRemote(address) ?? false }
-
     /// ICE counters, including STUN requests dropped for bad integrity or unknown usernames.
-    public var iceCounters: ICECounters? { ice?.counters }
+    public var iceCounters: ICECounters? { transport.ice?.counters }
     /// The latest ICE check round-trip time to the peer, in nanoseconds (0 until known).
-    public var iceRoundTripTime: UInt64 { ice?.roundTripTime ?? 0 }
+    public var iceRoundTripTime: UInt64 { transport.ice?.roundTripTime ?? 0 }
 
     /// The local address of the first media socket (for diagnostics and tests).
-    public var localAddress: SocketAddress? { sockets.first?.localAddress }
+    public var localAddress: SocketAddress? { transport.sockets.first?.localAddress }
 
     /// The receiver of a remote media SSRC, once packets of it arrived (loop thread).
-    public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? { receiveBySSRC[ssrc]?.receiver }
+    public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? { transport.receiver(forSSRC: ssrc) }
 
     /// Aggregated receiver statistics, per (transceiver mid, rid).
     public func receiverStats() -> [(mid: String?, rid: String?, kind: MediaKind, stats: RTPReceiverStats)] {
-        receiveStreams.map { ($0.transceiver.mid, $0.rid, $0.transceiver.kind, $0.receiver.stats) }
+        transport.listener.streams.map { ($0.transceiver.mid, $0.rid, $0.transceiver.kind, $0.receiver.stats) }
     }
 
     /// Aggregated sender statistics, per (transceiver mid, layer).
@@ -544,6 +300,38 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
         return out
     }
+}
+
+/// Relayed candidates (TURN) and ICE-TCP: the transport gathers and runs them.
+extension PeerConnection {
+    /// Allocates on every configured TURN server and waits until each allocation succeeded or
+    /// failed, or `timeout` passed, so that the next offer or answer lists the relayed candidates
+    /// (this stack does not trickle). Host names are resolved here, off the loop. Without ICE
+    /// servers it returns at once. Call it before ``createOffer(iceRestart:)`` or
+    /// ``createAnswer()``; a connection that skips it still gathers relays with numeric
+    /// addresses, adding them to its checks once they are allocated.
+    public func gatherRelayCandidates(timeout seconds: Double = 5) async {
+        let servers = configuration.iceServers
+        guard !servers.isEmpty else { return }
+        let resolved = UncheckedBox(servers.map { ($0, $0.resolve()) })
+        guard loop.execute({ self.transport.startRelays(resolved.value) }) else { return }
+        // Woken by each allocation's outcome (a transport `progress` event); a timeout just ends the wait.
+        try? await waitFor("TURN allocations", timeout: seconds) { [self] _ in
+            closed || !transport.turnClients.contains { $0.state == .new || $0.state == .allocating }
+                ? .success(()) : nil
+        }
+    }
+
+    /// The TURN clients' counters, per server URL.
+    public var relayCounters: [(server: String, state: TURNClient.State, counters: TURNCounters)] {
+        transport.relayCounters
+    }
+
+    /// Whether the selected pair's local candidate is a TURN relayed one.
+    public var isUsingRelay: Bool { transport.isUsingRelay }
+
+    /// Whether the selected pair runs over ICE-TCP.
+    public var isUsingICETCP: Bool { transport.isUsingICETCP }
 }
 
 /// Called on the loop thread with each received media packet; see ``PeerConnection/onRTP``.

@@ -8,8 +8,8 @@ extension PeerConnection {
     /// (RFC 8445 §2.4); DTLS, SRTP and every RTP sender and receiver are kept.
     public func createOffer(iceRestart: Bool = false) throws -> SessionDescription {
         guard !closed else { throw PeerConnectionError.closed }
-        try gatherIfNeeded(role: configuration.iceLite ? .lite : .controlling)
-        if iceRestart { restartLocalICE() }
+        try transport.gatherIfNeeded(role: configuration.iceLite ? .lite : .controlling)
+        if iceRestart { transport.restartLocalICE() }
         isOfferer = true
         for t in transceivers where t.mid == nil {
             while transceivers.contains(where: { $0.mid == String(nextMid) }) { nextMid += 1 }
@@ -49,13 +49,13 @@ extension PeerConnection {
         guard !closed else { throw PeerConnectionError.closed }
         let remote = try RemoteDescription(description)
         // New remote credentials on an established connection mean the peer restarted ICE.
-        let remoteRestarted = ice != nil && remoteUfrag != nil && remoteUfrag != remote.iceUfrag
+        let remoteRestarted = transport.ice != nil && remoteUfrag != nil && remoteUfrag != remote.iceUfrag
         if remoteRestarted {
             if type == .offer {
                 // JSEP 5.3.1: the answer to a restart offer carries fresh credentials too.
-                restartLocalICE()
-            } else if ice?.isRestarting != true {
-                ice?.restart(localUfrag: localUfrag, localPassword: localPassword)
+                transport.restartLocalICE()
+            } else if transport.ice?.isRestarting != true {
+                transport.ice?.restart(localUfrag: transport.localUfrag, localPassword: transport.localPassword)
             }
         }
         remoteUfrag = remote.iceUfrag
@@ -72,7 +72,8 @@ extension PeerConnection {
             case .passive: dtlsRole = .client
             default: dtlsRole = configuration.answerDTLSRole
             }
-            try gatherIfNeeded(role: configuration.iceLite ? .lite : (remote.iceLite ? .controlling : .controlled))
+            try transport.gatherIfNeeded(
+                role: configuration.iceLite ? .lite : (remote.iceLite ? .controlling : .controlled))
         case .answer:
             guard isOfferer else { throw PeerConnectionError.invalidState("answer without a local offer") }
             try applyRemoteAnswer(remote)
@@ -146,13 +147,16 @@ extension PeerConnection {
             }
         }
         extensionIDs = ids
-        midExtID = ids[LocalCapabilities.midURI] ?? 0
-        ridExtID = ids[LocalCapabilities.ridURI] ?? 0
-        repairedRIDExtID = ids[LocalCapabilities.repairedRIDURI] ?? 0
+        transport.listener.midExtensionID = ids[LocalCapabilities.midURI] ?? 0
+        transport.listener.ridExtensionID = ids[LocalCapabilities.ridURI] ?? 0
+        transport.listener.repairedRIDExtensionID = ids[LocalCapabilities.repairedRIDURI] ?? 0
     }
 
     /// Creates the RTP senders for every transceiver that now sends.
     func prepareSenders() {
+        let midExtID = transport.listener.midExtensionID
+        let ridExtID = transport.listener.ridExtensionID
+        let repairedRIDExtID = transport.listener.repairedRIDExtensionID
         for t in transceivers {
             guard t.sends, t.senders.isEmpty else { continue }
             let layers = max(1, t.sendRIDs.count)
@@ -173,7 +177,7 @@ extension PeerConnection {
                     historySize: !configuration.senderHistory ? 0 : t.kind == .audio ? 32 : 512,
                     cname: configuration.cname)
                 t.senders.append(sender)
-                sendBySSRC[t.localSSRCs[i]] = sender
+                transport.sendBySSRC[t.localSSRCs[i]] = sender
             }
         }
     }
@@ -191,68 +195,17 @@ extension PeerConnection {
 
     // MARK: Transports
 
-    func gatherIfNeeded(role: ICEAgent.Role) throws {
-        if ice != nil { return }
-        let agent = ICEAgent(role: role, localUfrag: localUfrag, localPassword: localPassword)
-        agent.timeouts = configuration.iceTimeouts
-        try bindSockets()
-        for s in sockets { agent.addLocalSocket(s) }
-        startRelays(configuration.iceServers.map { ($0, SocketAddress(ip: $0.host, port: $0.port)) })
-        if let listener = configuration.portMux?.iceTCPListener { agent.addPassiveTCPCandidate(listener.localAddress) }
-        for client in turnClients where client.state == .allocated {
-            if let relayed = client.relayedSocket {
-                agent.addLocalSocket(relayed, relatedAddress: client.mappedAddress)
-            }
-        }
-        agent.onSelectedPair = { [unowned self] socket, remote in
-            self.mediaTarget = (socket, remote)
-            self.startDTLSIfReady()
-            self.notifyStateWaiters()  // a restart's new pair (the state may not change)
-        }
-        agent.onStateChange = { [unowned self] s in
-            switch s {
-            case .checking: if self.state == .new { self.setState(.connecting) }
-            case .failed:
-                self.failureReason = self.failureReason ?? "ICE failed (no candidate pair answered)" + self.relaySummary
-                self.setState(.failed)
-            case .disconnected: if self.state == .connected { self.setState(.disconnected) }
-            case .connected: if self.state == .disconnected { self.setState(.connected) }
-            default: break
-            }
-            self.notifyStateWaiters()
-        }
-        ice = agent
-        loop.addTicker(self)
-    }
-
     /// Opens the UDP sockets now (otherwise the first offer or remote offer does), so a caller that
     /// allocates ports from a range learns at once whether the configured port is free.
     /// Loop thread only; does nothing when the sockets are already open.
     public func bindSockets() throws {
         guard !closed else { throw PeerConnectionError.closed }
-        guard sockets.isEmpty else { return }
-        if let mux = configuration.portMux {
-            guard let shared = mux.socket else { throw PeerConnectionError.socket("the shared port is closed") }
-            mux.register(self, ufrag: localUfrag)
-            sockets = [shared]
-            return
-        }
-        var opened: [UDPSocket] = []
-        for address in configuration.bindAddresses {
-            guard let bind = SocketAddress(ip: address, port: configuration.port) else {
-                for s in opened { s.close() }
-                throw PeerConnectionError.socket("bad bind address \(address)")
-            }
-            do { opened.append(try loop.openUDP(bindTo: bind, handler: self)) } catch {
-                for s in opened { s.close() }
-                throw PeerConnectionError.socket("cannot bind \(address): \(error)")
-            }
-        }
-        sockets = opened
+        try transport.bindSockets()
     }
 
+    /// Starts the transport with the peer's ICE and DTLS parameters from its description.
     func startTransports() throws {
-        guard let ice, let ufrag = remoteUfrag, let pwd = remotePassword else {
+        guard transport.ice != nil, let ufrag = remoteUfrag, let pwd = remotePassword else {
             throw PeerConnectionError.invalidState("transports need local and remote descriptions")
         }
         guard let role = dtlsRole else { throw PeerConnectionError.invalidState("DTLS role unknown") }
@@ -261,56 +214,11 @@ extension PeerConnection {
         do { dtlsFingerprint = try DTLSFingerprint(algorithm: fp.algorithm, value: fp.value) } catch {
             throw PeerConnectionError.badDescription("bad fingerprint: \(error)")
         }
-        if dtls == nil {
-            let transport: DTLSTransport
-            do {
-                transport = try DTLSTransport(
-                    role: role, certificate: certificate, remoteFingerprint: dtlsFingerprint,
-                    profiles: configuration.srtpProfiles)
-            } catch {
-                throw PeerConnectionError.invalidState("DTLS setup failed: \(error)")
-            }
-            transport.sendDatagram = { [unowned self] bytes in
-                guard let target = self.mediaTarget else { return }
-                target.socket.send(bytes, to: target.remote)
-            }
-            transport.onConnected = { [unowned self] keys in self.dtlsConnected(keys) }
-            transport.onFailed = { [unowned self] error in
-                self.failureReason = "DTLS failed: \(error)"
-                self.setState(.failed)
-            }
-            dtls = transport
-        }
-        ice.setRemoteCredentials(ufrag: ufrag, password: pwd)
-        for c in remoteCandidates { ice.addRemoteCandidate(c) }
-        connectICETCP(to: remoteCandidates)
+        try transport.start(
+            remoteUfrag: ufrag, remotePassword: pwd, remoteCandidates: remoteCandidates, role: role,
+            fingerprint: dtlsFingerprint)
         if state == .new { setState(.connecting) }
-        startDTLSIfReady()
-    }
-
-    func startDTLSIfReady() {
-        guard mediaTarget != nil, let dtls, dtlsRole == .client, dtls.state == .new else { return }
-        dtls.start()
-    }
-
-    func dtlsConnected(_ keys: SRTPKeyingMaterial) {
-        do {
-            let pair = try SRTPSession.pair(keys)
-            srtpOut = pair.outbound
-            srtpIn = pair.inbound
-            srtpProfile = keys.profile
-            dtlsReleasePending = true
-            setState(.connected)
-        } catch {
-            setState(.failed)
-        }
-    }
-
-    /// The peer sent a packet under the new keys, so its handshake is over: DTLS can give back
-    /// the memory it kept for retransmitting flights (``DTLSTransport/releaseHandshakeState()``).
-    func releaseDTLSHandshakeState() {
-        dtlsReleasePending = false
-        dtls?.releaseHandshakeState()
+        transport.startDTLSIfReady()
     }
 
     // MARK: Rendering
@@ -328,7 +236,7 @@ extension PeerConnection {
         if configuration.iceLite { s += "a=ice-lite\r\n" }
         s += "a=extmap-allow-mixed\r\n"
         s += "a=msid-semantic: WMS *\r\n"
-        let candidates = ice?.localCandidates ?? []
+        let candidates = transport.ice?.localCandidates ?? []
         let fp = certificate.fingerprint
         for t in ordered {
             guard let mid = t.mid else { continue }
@@ -345,7 +253,7 @@ extension PeerConnection {
             s += "a=rtcp:9 IN IP4 0.0.0.0\r\n"
             for c in candidates where !t.rejected { s += "a=candidate:\(c.attributeValue)\r\n" }
             if !t.rejected && !candidates.isEmpty { s += "a=end-of-candidates\r\n" }
-            s += "a=ice-ufrag:\(localUfrag)\r\na=ice-pwd:\(localPassword)\r\n"
+            s += "a=ice-ufrag:\(transport.localUfrag)\r\na=ice-pwd:\(transport.localPassword)\r\n"
             s += "a=fingerprint:\(fp.algorithm) \(fp.value)\r\n"
             s += "a=setup:\(setup.rawValue)\r\n"
             s += "a=mid:\(mid)\r\n"

@@ -20,31 +20,28 @@ extension PeerConnection {
     @discardableResult
     public func restartICE() throws -> (ufrag: String, password: String) {
         guard !closed else { throw PeerConnectionError.closed }
-        guard ice != nil else { throw PeerConnectionError.invalidState("ICE restart before ICE started") }
-        restartLocalICE()
-        return (localUfrag, localPassword)
+        guard transport.ice != nil else { throw PeerConnectionError.invalidState("ICE restart before ICE started") }
+        transport.restartLocalICE()
+        return (transport.localUfrag, transport.localPassword)
     }
 
     /// Gives the agent the peer's credentials after a restart (signalled outside SDP) and starts the
     /// checks against the candidates already known. Loop thread only.
     public func setRemoteICECredentials(ufrag: String, password: String) throws {
         guard !closed else { throw PeerConnectionError.closed }
-        guard let ice else { throw PeerConnectionError.invalidState("no ICE agent") }
+        guard transport.ice != nil else { throw PeerConnectionError.invalidState("no ICE agent") }
         guard !ufrag.isEmpty, !password.isEmpty, ufrag.utf8.count <= 256, password.utf8.count <= 256 else {
             throw PeerConnectionError.badDescription("ICE ufrag/pwd must be 1-256 characters")
         }
-        if ice.remoteUfrag != nil && ice.remoteUfrag != ufrag && !ice.isRestarting {
-            // The peer restarted without us: our credentials stay, the checklist starts over.
-            ice.restart(localUfrag: localUfrag, localPassword: localPassword)
-        }
         remoteUfrag = ufrag
         remotePassword = password
-        ice.setRemoteCredentials(ufrag: ufrag, password: password)
-        for c in remoteCandidates { ice.addRemoteCandidate(c) }
+        transport.setRemoteICECredentials(ufrag: ufrag, password: password, candidates: remoteCandidates)
     }
 
     /// Our current ICE credentials (as our next description will carry them).
-    public var localICECredentials: (ufrag: String, password: String) { (localUfrag, localPassword) }
+    public var localICECredentials: (ufrag: String, password: String) {
+        (transport.localUfrag, transport.localPassword)
+    }
 
     /// The peer's current ICE credentials (nil before its description or `restartIce` reply).
     public var remoteICECredentials: (ufrag: String, password: String)? {
@@ -53,29 +50,20 @@ extension PeerConnection {
     }
 
     /// The ICE agent's state (nil before gathering).
-    public var iceState: ICEState? { ice?.state }
+    public var iceState: ICEState? { transport.ice?.state }
 
     /// True while an ICE restart has not yet selected a pair.
-    public var isRestartingICE: Bool { ice?.isRestarting ?? false }
+    public var isRestartingICE: Bool { transport.ice?.isRestarting ?? false }
 
     /// Connected with a pair selected by the current ICE credentials: a restart, if any, is over.
     public var isFullyConnected: Bool {
-        state == .connected && ice?.state == .connected && ice?.hasSelectedPair == true
+        state == .connected && transport.ice?.state == .connected && transport.ice?.hasSelectedPair == true
     }
 
     /// Applies `impairment` to this connection's own sockets (not to a shared port): tests use a
     /// drop rate of 1 to cut the media path while signalling stays up. Loop thread only.
     public func setReceiveImpairment(_ impairment: Impairment?) {
         guard configuration.portMux == nil else { return }
-        for s in sockets { s.impairment = impairment }
-    }
-
-    func restartLocalICE() {
-        let fresh = ICEAgent.randomCredentials()
-        localUfrag = fresh.ufrag
-        localPassword = fresh.password
-        ice?.restart(localUfrag: fresh.ufrag, localPassword: fresh.password)
-        // A shared server port must route STUN naming the new ufrag here as well.
-        configuration.portMux?.register(self, ufrag: fresh.ufrag)
+        for s in transport.sockets { s.impairment = impairment }
     }
 }

@@ -4,7 +4,7 @@ import RTCWire
 /// the connections routed to it; a full agent opens an active connection to each passive
 /// candidate the peer signals (with ``PeerConnectionConfiguration/iceTCP``) and checks it like
 /// any other pair. UDP stays preferred by priority.
-extension PeerConnection {
+extension MediaTransport {
     /// Server: takes an accepted ICE-TCP connection whose first STUN request named our ufrag.
     /// Loop thread only.
     func adoptICETCP(_ stream: ICETCPStream) {
@@ -55,7 +55,7 @@ extension PeerConnection {
         }
     }
 
-    /// Closes every ICE-TCP connection of this peer connection.
+    /// Closes every ICE-TCP connection of this transport.
     func closeICETCP() {
         let streams = iceTCPStreams
         iceTCPStreams = []
@@ -63,7 +63,7 @@ extension PeerConnection {
     }
 
     /// Whether the selected pair runs over ICE-TCP.
-    public var isUsingICETCP: Bool {
+    var isUsingICETCP: Bool {
         guard let socket = ice?.selectedPair?.socket else { return false }
         return iceTCPStreams.contains { $0.socket === socket }
     }

@@ -1,6 +1,6 @@
 import RTCWire
 
-/// Shares one UDP port among many server-side (ICE-lite) peer connections.
+/// Shares one UDP port among many server-side (ICE-lite) transports (one per peer connection).
 ///
 /// STUN binding requests name their target in USERNAME (`<our ufrag>:<their ufrag>`), so they are
 /// routed by ufrag. Once a connection's ICE agent has validated a source address, every other
@@ -9,8 +9,8 @@ import RTCWire
 public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
     /// The shared socket.
     public private(set) var socket: UDPSocket?
-    private var byUfrag: [String: PeerConnection] = [:]
-    private var byAddress: [SocketAddress: PeerConnection] = [:]
+    private var byUfrag: [String: MediaTransport] = [:]
+    private var byAddress: [SocketAddress: MediaTransport] = [:]
     /// Datagrams that matched no connection (unknown ufrag or address).
     public private(set) var droppedUnroutable: UInt64 = 0
 
@@ -49,11 +49,11 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
 
     /// Routes STUN naming `ufrag` to `connection`. After an ICE restart a connection has its old and
     /// new ufrags registered; checks with the old one are then refused by its agent.
-    func register(_ connection: PeerConnection, ufrag: String) {
+    func register(_ connection: MediaTransport, ufrag: String) {
         byUfrag[ufrag] = connection
     }
 
-    func unregister(_ connection: PeerConnection) {
+    func unregister(_ connection: MediaTransport) {
         byUfrag = byUfrag.filter { $0.value !== connection }
         byAddress = byAddress.filter { $0.value !== connection }
     }

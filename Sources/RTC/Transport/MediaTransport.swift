@@ -1,0 +1,560 @@
+import RTCWire
+
+/// The media transport under one ``PeerConnection`` (mediasoup's `WebRtcTransport`, pion's
+/// ICETransport + DTLSTransport + SRTP session): the ICE agent (full or lite) with its sockets,
+/// TURN relays and ICE-TCP streams, DTLS, the two SRTP sessions, the RTP listener
+/// (``RTPStreamListener``: receive streams by SSRC / mid / rid), the send streams by SSRC, the RTCP
+/// router and the send path.
+///
+/// It knows no SDP. Its owner (``PeerConnection``, which keeps JSEP: descriptions, transceivers,
+/// m-line and mid bookkeeping, negotiation, restart) starts it with the remote ICE and DTLS
+/// parameters, hands it the m-lines as ``transceivers`` (the listener's routes, the senders' home)
+/// and hears of its progress through ``onEvent``. A forwarder (the SFU) writes to its send path
+/// and reads its receive path directly.
+///
+/// Loop-thread confined, like everything on an ``EventLoop``. The per-packet paths allocate nothing.
+public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLoopTicker {
+    /// What the transport tells its owner, on the loop thread.
+    enum Event {
+        /// ICE started checking, failed, lost or regained its pair.
+        case iceChecking, iceFailed, iceDisconnected, iceConnected
+        /// DTLS is done and SRTP keyed: media can flow.
+        case connected
+        /// DTLS or SRTP setup failed (with a reason when one is known).
+        case failed(String?)
+        /// ICE made progress without a state change (a restart's new pair, a relay allocated).
+        case progress
+        /// The loop is stopping under the transport.
+        case loopStopped
+    }
+
+    public let loop: EventLoop
+    let configuration: PeerConnectionConfiguration
+    let certificate: DTLSCertificate
+    /// Packet and drop counters.
+    public internal(set) var counters = PeerConnectionCounters()
+    /// Negotiated SRTP profile, once DTLS completes.
+    public internal(set) var srtpProfile: SRTPProfile?
+    var onEvent: ((Event) -> Void)?
+    /// Whether the owner's state is `connected`: media and RTCP go out only then.
+    var isConnected = false
+    var closed = false
+
+    // MARK: Packet-path callbacks (see PeerConnection's properties of the same names)
+
+    var onRTP: RTPPacketHandler?
+    var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)?
+    var onKeyframeRequest: ((RTPTransceiver) -> Void)?
+    var onBYE: ((UInt32) -> Void)?
+    var outboundRTPTap: ((UnsafeRawBufferPointer, UDPSocket, SocketAddress) -> Bool)?
+
+    // MARK: ICE
+
+    var sockets: [UDPSocket] = []
+    /// Our ICE credentials; an ICE restart replaces them (``restartLocalICE()``).
+    var localUfrag: String
+    var localPassword: String
+    var ice: ICEAgent?
+    /// One TURN allocation per configured ICE server (``PeerConnectionConfiguration/iceServers``).
+    var turnClients: [TURNClient] = []
+    /// ICE-TCP connections (accepted on a server, opened by a client).
+    var iceTCPStreams: [ICETCPStream] = []
+    /// Why TURN servers could not be used (unresolvable names, refused allocations).
+    var relayErrors: [String] = []
+    /// Where media, DTLS and RTCP go: the selected pair (or the first validated address on ICE-lite).
+    var mediaTarget: (socket: UDPSocket, remote: SocketAddress)?
+
+    // MARK: DTLS and SRTP
+
+    var dtls: DTLSTransport?
+    var dtlsRole: DTLSTransport.Role?
+    var srtpOut: SRTPSession?
+    var srtpIn: SRTPSession?
+    /// Set when DTLS connects; cleared when the first authentic packet lets it give its state back.
+    var dtlsReleasePending = false
+
+    // MARK: RTP streams
+
+    /// The m-lines (set by the owner): where new SSRCs are bound and where the senders live.
+    var transceivers: [RTPTransceiver] = []
+    /// Receive routing (hot path): SSRC -> stream.
+    let listener: RTPStreamListener
+    /// Send streams by SSRC, for RTCP feedback.
+    var sendBySSRC: [UInt32: RTPSender] = [:]
+
+    /// Until when ``tick(now:)`` has nothing to do on a send-only ICE-lite transport (0: every tick).
+    var nextIdleTick: UInt64 = 0
+    /// How often a send-only ICE-lite transport runs its timers.
+    static let idleTickInterval: UInt64 = 50_000_000
+
+    /// Scratch buffer for outgoing RTCP, reused (no per-packet allocation).
+    let rtcpScratch: UnsafeMutableRawBufferPointer
+
+    init(loop: EventLoop, configuration: PeerConnectionConfiguration, certificate: DTLSCertificate) {
+        self.loop = loop
+        self.configuration = configuration
+        self.certificate = certificate
+        let creds = ICEAgent.randomCredentials()
+        localUfrag = creds.ufrag
+        localPassword = creds.password
+        rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
+        listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs)
+    }
+
+    deinit {
+        rtcpScratch.deallocate()
+    }
+
+    // MARK: Starting
+
+    /// Opens the UDP sockets (or registers on the shared port); nothing when they are open.
+    func bindSockets() throws {
+        guard !closed else { throw PeerConnectionError.closed }
+        guard sockets.isEmpty else { return }
+        if let mux = configuration.portMux {
+            guard let shared = mux.socket else { throw PeerConnectionError.socket("the shared port is closed") }
+            mux.register(self, ufrag: localUfrag)
+            sockets = [shared]
+            return
+        }
+        var opened: [UDPSocket] = []
+        for address in configuration.bindAddresses {
+            guard let bind = SocketAddress(ip: address, port: configuration.port) else {
+                for s in opened { s.close() }
+                throw PeerConnectionError.socket("bad bind address \(address)")
+            }
+            do { opened.append(try loop.openUDP(bindTo: bind, handler: self)) } catch {
+                for s in opened { s.close() }
+                throw PeerConnectionError.socket("cannot bind \(address): \(error)")
+            }
+        }
+        sockets = opened
+    }
+
+    /// Creates the ICE agent in `role` with every local candidate (host, TURN relays, ICE-TCP
+    /// passive), once, and starts the timers.
+    func gatherIfNeeded(role: ICEAgent.Role) throws {
+        if ice != nil { return }
+        let agent = ICEAgent(role: role, localUfrag: localUfrag, localPassword: localPassword)
+        agent.timeouts = configuration.iceTimeouts
+        try bindSockets()
+        for s in sockets { agent.addLocalSocket(s) }
+        startRelays(configuration.iceServers.map { ($0, SocketAddress(ip: $0.host, port: $0.port)) })
+        if let listener = configuration.portMux?.iceTCPListener { agent.addPassiveTCPCandidate(listener.localAddress) }
+        for client in turnClients where client.state == .allocated {
+            if let relayed = client.relayedSocket {
+                agent.addLocalSocket(relayed, relatedAddress: client.mappedAddress)
+            }
+        }
+        agent.onSelectedPair = { [unowned self] socket, remote in
+            mediaTarget = (socket, remote)
+            startDTLSIfReady()
+            onEvent?(.progress)  // a restart's new pair (the state may not change)
+        }
+        agent.onStateChange = { [unowned self] s in
+            switch s {
+            case .checking: onEvent?(.iceChecking)
+            case .failed: onEvent?(.iceFailed)
+            case .disconnected: onEvent?(.iceDisconnected)
+            case .connected: onEvent?(.iceConnected)
+            default: break
+            }
+            onEvent?(.progress)
+        }
+        ice = agent
+        loop.addTicker(self)
+    }
+
+    /// Starts connectivity checks against the peer's credentials and candidates, and prepares DTLS
+    /// in `role` against the peer's certificate `fingerprint` (the handshake starts once ICE has a
+    /// pair: ``startDTLSIfReady()``).
+    func start(
+        remoteUfrag: String, remotePassword: String, remoteCandidates: [ICECandidate], role: DTLSTransport.Role,
+        fingerprint: DTLSFingerprint
+    ) throws {
+        guard let ice else { throw PeerConnectionError.invalidState("transports need local and remote descriptions") }
+        dtlsRole = role
+        if dtls == nil {
+            let transport: DTLSTransport
+            do {
+                transport = try DTLSTransport(
+                    role: role, certificate: certificate, remoteFingerprint: fingerprint,
+                    profiles: configuration.srtpProfiles)
+            } catch {
+                throw PeerConnectionError.invalidState("DTLS setup failed: \(error)")
+            }
+            transport.sendDatagram = { [unowned self] bytes in
+                guard let target = mediaTarget else { return }
+                target.socket.send(bytes, to: target.remote)
+            }
+            transport.onConnected = { [unowned self] keys in dtlsConnected(keys) }
+            transport.onFailed = { [unowned self] error in onEvent?(.failed("DTLS failed: \(error)")) }
+            dtls = transport
+        }
+        ice.setRemoteCredentials(ufrag: remoteUfrag, password: remotePassword)
+        for c in remoteCandidates { ice.addRemoteCandidate(c) }
+        connectICETCP(to: remoteCandidates)
+    }
+
+    /// The DTLS client starts its handshake once ICE has selected a pair.
+    func startDTLSIfReady() {
+        guard mediaTarget != nil, let dtls, dtlsRole == .client, dtls.state == .new else { return }
+        dtls.start()
+    }
+
+    func dtlsConnected(_ keys: SRTPKeyingMaterial) {
+        do {
+            let pair = try SRTPSession.pair(keys)
+            srtpOut = pair.outbound
+            srtpIn = pair.inbound
+            srtpProfile = keys.profile
+            dtlsReleasePending = true
+            onEvent?(.connected)
+        } catch {
+            onEvent?(.failed(nil))
+        }
+    }
+
+    /// The peer sent a packet under the new keys, so its handshake is over: DTLS can give back
+    /// the memory it kept for retransmitting flights (``DTLSTransport/releaseHandshakeState()``).
+    func releaseDTLSHandshakeState() {
+        dtlsReleasePending = false
+        dtls?.releaseHandshakeState()
+    }
+
+    /// Fresh local ICE credentials; the agent restarts its checks (DTLS and SRTP stay).
+    func restartLocalICE() {
+        let fresh = ICEAgent.randomCredentials()
+        localUfrag = fresh.ufrag
+        localPassword = fresh.password
+        ice?.restart(localUfrag: fresh.ufrag, localPassword: fresh.password)
+        // A shared server port must route STUN naming the new ufrag here as well.
+        configuration.portMux?.register(self, ufrag: fresh.ufrag)
+    }
+
+    /// The peer's new ICE credentials after a restart signalled outside SDP: checks start again
+    /// against the candidates already known.
+    func setRemoteICECredentials(ufrag: String, password: String, candidates: [ICECandidate]) {
+        guard let ice else { return }
+        if ice.remoteUfrag != nil && ice.remoteUfrag != ufrag && !ice.isRestarting {
+            // The peer restarted without us: our credentials stay, the checklist starts over.
+            ice.restart(localUfrag: localUfrag, localPassword: localPassword)
+        }
+        ice.setRemoteCredentials(ufrag: ufrag, password: password)
+        for c in candidates { ice.addRemoteCandidate(c) }
+    }
+
+    /// Whether ICE has validated `address` as the peer.
+    func iceAccepts(_ address: SocketAddress) -> Bool { ice?.isValidRemote(address) ?? false }
+
+    // MARK: Sending
+
+    /// Whether a packet sent now on `transceiver` would go out.
+    public func canSend(on transceiver: RTPTransceiver) -> Bool {
+        isConnected && transceiver.sends && !transceiver.senders.isEmpty
+    }
+
+    /// Sends one encoded frame on `transceiver`'s encoding `layer` (see ``PeerConnection/send(_:on:layer:)``).
+    func send(_ frame: EncodedFrame, on transceiver: RTPTransceiver, layer: Int) {
+        guard isConnected, srtpOut != nil, transceiver.sends, layer < transceiver.senders.count else { return }
+        let now = EventLoop.now()
+        transceiver.senders[layer].send(frame, now: now) { buffer, length in
+            self.protectAndSendRTP(buffer, length: length)
+        }
+    }
+
+    /// Forwards one already-packetized payload on `transceiver`'s first sender: see
+    /// ``PeerConnection/sendForwarded(on:payload:marker:timestamp:sequenceNumber:rewrite:audioLevel:captureTime:now:)``.
+    @discardableResult
+    public func sendForwarded(
+        on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
+        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil,
+        captureTime: UInt64? = nil, now: UInt64
+    ) -> Bool {
+        guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
+            return false
+        }
+        sender.forwardedCaptureTime = captureTime
+        if let audioLevel {
+            sender.audioLevel = audioLevel.level
+            sender.voiceActivity = audioLevel.voiceActivity
+        }
+        return sender.sendForwarded(
+            payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
+            rewrite: rewrite, now: now
+        ) { buffer, length in
+            self.protectAndSendRTP(buffer, length: length)
+        }
+    }
+
+    /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps: see
+    /// ``PeerConnection/sendRetransmission(on:payload:marker:timestamp:sequenceNumber:rewrite:now:)``.
+    @discardableResult
+    public func sendRetransmission(
+        on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
+        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, now: UInt64
+    ) -> Bool {
+        guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
+            return false
+        }
+        return sender.sendRetransmission(
+            payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
+            rewrite: rewrite, now: now
+        ) { buffer, length in
+            self.protectAndSendRTP(buffer, length: length)
+        }
+    }
+
+    func protectAndSendRTP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) {
+        guard let srtp = srtpOut, let target = mediaTarget, let base = buffer.baseAddress else { return }
+        do {
+            let n = try srtp.protectRTP(base, length: length, capacity: buffer.count)
+            let packet = UnsafeRawBufferPointer(start: base, count: n)
+            if let tap = outboundRTPTap, tap(packet, target.socket, target.remote) { return }
+            target.socket.send(packet, to: target.remote)
+            counters.packetsSent &+= 1
+            counters.bytesSent &+= UInt64(n)
+        } catch {
+            counters.droppedSRTP &+= 1
+        }
+    }
+
+    func protectAndSendRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) {
+        guard let srtp = srtpOut, let target = mediaTarget, let base = buffer.baseAddress else { return }
+        do {
+            let n = try srtp.protectRTCP(base, length: length, capacity: buffer.count)
+            target.socket.send(UnsafeRawBufferPointer(start: base, count: n), to: target.remote)
+            counters.packetsSent &+= 1
+            counters.bytesSent &+= UInt64(n)
+        } catch {
+            counters.droppedSRTP &+= 1
+        }
+    }
+
+    // MARK: Asking the remote senders
+
+    /// Asks the remote sender(s) of `transceiver` for a keyframe (PLI with the receiver's throttle);
+    /// `rid` nil with `allEncodings` asks every encoding.
+    func requestKeyframe(on transceiver: RTPTransceiver, rid: String?, allEncodings: Bool) {
+        for s in listener.streams where s.transceiver === transceiver && (allEncodings || s.rid == rid) {
+            s.receiver.requestKeyframe()
+        }
+    }
+
+    /// Sends a PLI for one encoding with the next tick, bypassing the receiver's own throttle
+    /// (``RTPReceiver/requestKeyframeNow()``). False when no packet of that encoding arrived yet.
+    @discardableResult
+    public func requestKeyframeNow(on transceiver: RTPTransceiver, rid: String?) -> Bool {
+        var asked = false
+        for s in listener.streams where s.transceiver === transceiver && s.rid == rid {
+            s.receiver.requestKeyframeNow()
+            asked = true
+        }
+        return asked
+    }
+
+    /// The receiver of a remote media SSRC, once packets of it arrived.
+    public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? { listener.bySSRC[ssrc]?.receiver }
+
+    /// The counters of every receive stream on `transceiver` (one per encoding that sent a packet).
+    public func receiverStats(on transceiver: RTPTransceiver) -> [RTPReceiverStats] {
+        listener.streams.compactMap { $0.transceiver === transceiver ? $0.receiver.stats : nil }
+    }
+
+    // MARK: Receive path
+
+    public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        guard !closed, let first = data.first else { return }
+        counters.packetsReceived &+= 1
+        counters.bytesReceived &+= UInt64(data.count)
+        if first < 4 {
+            if ice?.handleSTUN(UnsafeRawBufferPointer(data), from: from, socket: socket) != true {
+                counters.droppedMalformed &+= 1
+            }
+            return
+        }
+        if first >= 20 && first <= 63 {
+            guard let ice, ice.isValidRemote(from), let dtls else {
+                counters.droppedUnknownAddress &+= 1
+                return
+            }
+            if mediaTarget == nil { mediaTarget = (socket, from) }
+            dtls.handleDatagram(UnsafeRawBufferPointer(data))
+            return
+        }
+        guard first >= 128 && first <= 191 else {
+            counters.droppedMalformed &+= 1
+            return
+        }
+        // Media is accepted only from the address ICE validated for this transport.
+        guard let target = mediaTarget, target.remote == from || (ice?.isValidRemote(from) ?? false) else {
+            counters.droppedUnknownAddress &+= 1
+            return
+        }
+        guard let srtp = srtpIn, let base = data.baseAddress else {
+            counters.droppedUnroutable &+= 1
+            return
+        }
+        let now = EventLoop.now()
+        if RTPHeader.isRTCP(UnsafeRawBufferPointer(data)) {
+            let n: Int
+            do { n = try srtp.unprotectRTCP(base, length: data.count) } catch {
+                counters.droppedSRTP &+= 1
+                return
+            }
+            if dtlsReleasePending { releaseDTLSHandshakeState() }
+            handleRTCP(UnsafeRawBufferPointer(start: base, count: n), now: now)
+            return
+        }
+        let n: Int
+        do { n = try srtp.unprotectRTP(base, length: data.count) } catch {
+            counters.droppedSRTP &+= 1
+            return
+        }
+        if dtlsReleasePending { releaseDTLSHandshakeState() }
+        let packet = UnsafeRawBufferPointer(start: base, count: n)
+        let header: RTPHeader
+        do { header = try RTPHeader.parse(packet) } catch {
+            counters.droppedMalformed &+= 1
+            return
+        }
+        guard
+            let stream = listener.bySSRC[header.ssrc]
+                ?? listener.bind(packet, header: header, routes: transceivers)
+        else {
+            counters.droppedUnroutable &+= 1
+            return
+        }
+        // The receiver unwraps RTX and parses the codec header once; a forwarder reuses both.
+        let read = stream.receiver.receive(packet, header: header, now: now)
+        if let onRTP, let read { deliverRaw(stream, packet, header: header, read, now: now, to: onRTP) }
+    }
+
+    /// Hands a media packet to ``onRTP`` as its receiver read it (RTX unwrapped, codec header parsed).
+    @inline(__always)
+    func deliverRaw(
+        _ stream: RTPStreamListener.Stream, _ packet: UnsafeRawBufferPointer, header: RTPHeader,
+        _ read: RTPReceivedPayload, now: UInt64, to handler: RTPPacketHandler
+    ) {
+        // Padding carries no media to forward.
+        guard !read.payload.isEmpty else { return }
+        handler(
+            stream.transceiver, stream.rid,
+            ReceivedRTPPacket(
+                packet: packet, header: header, mediaSSRC: stream.receiver.ssrc, sequenceNumber: read.sequenceNumber,
+                payload: read.payload, info: read.info, isRepair: read.isRepair, arrival: now))
+    }
+
+    /// Routes one decrypted compound RTCP packet to the senders and receivers (``RTCPRouter``).
+    /// NACKs go to ``onNACK`` when set (as an array: NACKs are rare next to media).
+    func handleRTCP(_ packet: UnsafeRawBufferPointer, now: UInt64) {
+        do throws(RTCPError) {
+            try RTCPRouter.route(
+                packet, now: now, sender: { sendBySSRC[$0] }, receiver: { listener.bySSRC[$0]?.receiver },
+                nack: { sender, view throws(RTCPError) in
+                    guard let onNACK, let t = transceiver(of: sender) else { return false }
+                    var lost: [UInt16] = []
+                    try view.forEachNACKSequence { lost.append($0) }
+                    onNACK(t, lost, now)
+                    return true
+                },
+                keyframeRequested: { sender in
+                    if let onKeyframeRequest, let t = transceiver(of: sender) { onKeyframeRequest(t) }
+                },
+                goodbye: { ssrc in onBYE?(ssrc) },
+                emit: { buffer, length in protectAndSendRTP(buffer, length: length) })
+        } catch {
+            counters.droppedMalformed &+= 1
+        }
+    }
+
+    func transceiver(of sender: RTPSender) -> RTPTransceiver? {
+        transceivers.first { $0.senders.contains { $0 === sender } }
+    }
+
+    // MARK: Timers
+
+    public func tick(now: UInt64) {
+        guard !closed else { return }
+        // A connected ICE-lite transport that only sends (an SFU's subscribe connection, hundreds per
+        // server) has only coarse timers left: consent expiry and sender reports (about 1 s apart).
+        // Visiting each one every 10 ms was a fixed cost that grew with the audience.
+        if now < nextIdleTick { return }
+        if configuration.iceLite, isConnected, listener.streams.isEmpty, iceTCPStreams.isEmpty {
+            nextIdleTick = now &+ Self.idleTickInterval
+        } else {
+            nextIdleTick = 0
+        }
+        ice?.tick(now: now)
+        dtls?.tick(now: now)
+        guard isConnected, srtpOut != nil else { return }
+        for t in transceivers {
+            for s in t.senders {
+                s.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
+            }
+        }
+        for s in listener.streams {
+            s.receiver.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
+        }
+    }
+
+    /// The loop is shutting down under the transport: its owner closes.
+    public func loopStopped() { onEvent?(.loopStopped) }
+
+    // MARK: Closing
+
+    /// Sends an RTCP BYE for the sending SSRCs and DTLS close_notify, stops timers, closes sockets.
+    func close() {
+        guard !closed else { return }
+        sendGoodbye()
+        dtls?.close()
+        ice?.close()
+        closed = true
+        loop.removeTicker(self)
+        for client in turnClients { client.close() }
+        closeICETCP()
+        if let mux = configuration.portMux {
+            mux.unregister(self)  // the shared socket stays open for the others
+        } else {
+            for s in sockets { s.close() }
+        }
+    }
+
+    /// RFC 3550 §6.6: tells the peer that every local sending SSRC (RTX ones included) is gone, so
+    /// it need not wait for a timeout. Each compound starts with a report as §6.1 requires (an SR
+    /// with SDES CNAME when its first source has sent media, else an RR with the CNAME) and ends
+    /// with a BYE for up to 31 sources. Only a transport with SRTP keys can send it.
+    func sendGoodbye() {
+        guard srtpOut != nil, mediaTarget != nil else { return }
+        var sources: [(sender: RTPSender, ssrc: UInt32)] = []
+        for t in transceivers {
+            for sender in t.senders {
+                sources.append((sender, sender.ssrc))
+                if let rtx = sender.rtx { sources.append((sender, rtx.ssrc)) }
+            }
+        }
+        let now = EventLoop.now()
+        var start = 0
+        while start < sources.count {
+            let group = sources[start..<min(start + 31, sources.count)]
+            start += group.count
+            let reporter = group[group.startIndex].sender
+            do throws(RTCPError) {
+                var end = 0
+                if reporter.stats.packetsSent > 0 {
+                    end = reporter.makeSenderReport(
+                        now: now, wallClock: reporter.wallClock(now), into: rtcpScratch, at: 0)
+                }
+                if end == 0 {
+                    end = try RTCPWriter.writeReceiverReport(into: rtcpScratch, at: 0, ssrc: reporter.ssrc)
+                    end = try RTCPWriter.writeSDESCNAME(
+                        into: rtcpScratch, at: end, ssrc: reporter.ssrc, cname: reporter.cname)
+                }
+                end = try RTCPWriter.writeBYE(into: rtcpScratch, at: end, ssrcs: group.map(\.ssrc))
+                protectAndSendRTCP(rtcpScratch, length: end)
+            } catch {
+                // Only a too-small buffer fails (2 KB holds a report, a CNAME and 31 sources).
+            }
+        }
+    }
+}
