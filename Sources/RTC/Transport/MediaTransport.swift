@@ -28,6 +28,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         case loopStopped
     }
 
+    /// The loop whose thread owns the transport, its sockets and its timers.
     public let loop: EventLoop
     let configuration: PeerConnectionConfiguration
     let certificate: DTLSCertificate
@@ -363,6 +364,8 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     // MARK: Receive path
 
+    /// Demultiplexes one datagram (RFC 7983: STUN to ICE, DTLS to DTLS, SRTP/SRTCP to the RTP
+    /// streams and the RTCP router). Loop thread only; allocation-free for media.
     public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
         guard !closed, let first = data.first else { return }
         counters.packetsReceived &+= 1
@@ -474,6 +477,8 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     // MARK: Timers
 
+    /// Runs ICE, DTLS, sender-report and receiver-report timers (a connected, send-only ICE-lite
+    /// transport only every ``idleTickInterval``).
     public func tick(now: UInt64) {
         guard !closed else { return }
         // A connected ICE-lite transport that only sends (an SFU's subscribe connection, hundreds per
