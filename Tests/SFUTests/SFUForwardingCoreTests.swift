@@ -190,4 +190,27 @@ struct SFUForwardingCoreTests {
         #expect(track.sent.count == 10)
         await rig.close()
     }
+
+    @Test func audioIsForwardedWithItsLevelAndTheFirstPacketsNumbering() async throws {
+        let rig = SFUUnitRig(audioLevelID: 3)
+        let (consumer, track) = rig.consume(quality: .high)
+        // 30001 is lost upstream; 29999, from before the first packet forwarded, arrives late.
+        let order: [UInt16] = [30000, 30002, 29999, 30003]
+        for (i, seq) in order.enumerated() {
+            try rig.producer.receive(
+                syntheticOpusPacket(
+                    ssrc: 0x500, sequenceNumber: seq, timestamp: 960 * UInt32(seq), extensionID: 3,
+                    level: UInt8(10 + i), voice: i % 2 == 0), rid: nil, arrival: Self.time(i))
+        }
+        #expect(track.sent.map(\.sequenceNumber) == [30000, 30002, 30003])
+        let timestamps: [UInt32] = [30000, 30002, 30003].map { 960 * $0 }
+        #expect(track.sent.map(\.timestamp) == timestamps)
+        let levels: [UInt8?] = [10, 11, 13]
+        #expect(track.sent.map { $0.audioLevel?.level } == levels)
+        let voice: [Bool?] = [true, false, false]
+        #expect(track.sent.map { $0.audioLevel?.voiceActivity } == voice)
+        #expect(consumer.packetsDropped == 1)
+        #expect(rig.producer.buffers.isEmpty, "audio is never NACKed: no shared buffer")
+        await rig.close()
+    }
 }

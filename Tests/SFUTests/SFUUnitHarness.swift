@@ -28,6 +28,7 @@ final class RecordingDownTrack: SFUDownTrack {
         /// The payload after the rewrite, as it would go out.
         var payload: [UInt8]
         var info: RTPPayloadInfo
+        var audioLevel: RTPAudioLevel?
         /// Which source packet this was (``SyntheticVP8Layer`` writes layer and sequence number last).
         var sourceLayer: UInt8 { payload[payload.count - 3] }
         var sourceSequenceNumber: UInt16 {
@@ -45,7 +46,9 @@ final class RecordingDownTrack: SFUDownTrack {
         rewrite: RTPPayloadRewrite, audioLevel: RTPAudioLevel?, captureTime: UInt64?, now: UInt64
     ) -> Bool {
         guard canSend else { return false }
-        sent.append(Self.record(payload, marker, timestamp, sequenceNumber, rewrite))
+        var packet = Self.record(payload, marker, timestamp, sequenceNumber, rewrite)
+        packet.audioLevel = audioLevel
+        sent.append(packet)
         return true
     }
 
@@ -66,7 +69,8 @@ final class RecordingDownTrack: SFUDownTrack {
         bytes.withUnsafeMutableBytes { rewrite.apply(to: $0) }
         let info = (try? bytes.withUnsafeBytes { try VP8PayloadFormat.inspect($0) }) ?? RTPPayloadInfo()
         return Sent(
-            sequenceNumber: sequenceNumber, timestamp: timestamp, marker: marker, payload: bytes, info: info)
+            sequenceNumber: sequenceNumber, timestamp: timestamp, marker: marker, payload: bytes, info: info,
+            audioLevel: nil)
     }
 }
 
@@ -118,7 +122,7 @@ extension SFUProducer {
             let header = try RTPHeader.parse(raw)
             let payload = UnsafeRawBufferPointer(
                 rebasing: raw[header.payloadOffset..<header.payloadOffset + header.payloadLength])
-            let info = try VP8PayloadFormat.inspect(payload)
+            let info = try codec.inspect(payload)
             receive(
                 rid: rid,
                 ReceivedRTPPacket(
@@ -141,6 +145,14 @@ struct SFUUnitRig {
             upstream: upstream, sfu: sfu)
     }
 
+    /// An audio (Opus) producer whose publisher negotiated the audio-level extension as `audioLevelID`.
+    init(audioLevelID: UInt8, sfu: SFU = SFU()) {
+        self.sfu = sfu
+        producer = SFUProducer(
+            id: "p-1", participantID: "alice", kind: .audio, source: .microphone, mid: "1", rids: [],
+            upstream: upstream, audioLevelExtensionID: audioLevelID, sfu: sfu)
+    }
+
     /// A consumer of the producer at `quality`, writing to a new recording track.
     func consume(quality: SFULayerQuality) -> (SFUConsumer, RecordingDownTrack) {
         let track = RecordingDownTrack()
@@ -158,4 +170,16 @@ struct SFUUnitRig {
         producer.closed = true
         await sfu.shutdown()
     }
+}
+
+/// One Opus packet with the audio-level extension (RFC 6464, one-byte form, id `extensionID`).
+func syntheticOpusPacket(
+    ssrc: UInt32, sequenceNumber: UInt16, timestamp: UInt32, extensionID: UInt8, level: UInt8, voice: Bool
+) -> [UInt8] {
+    var bytes: [UInt8] = [0x90, 111, UInt8(sequenceNumber >> 8), UInt8(sequenceNumber & 0xFF)]
+    bytes += withUnsafeBytes(of: timestamp.bigEndian, Array.init)
+    bytes += withUnsafeBytes(of: ssrc.bigEndian, Array.init)
+    bytes += [0xBE, 0xDE, 0x00, 0x01, extensionID << 4, (voice ? 0x80 : 0) | level, 0x00, 0x00]
+    bytes += [0xFC, 0xFF, 0xFE]  // an Opus TOC and two bytes
+    return bytes
 }
