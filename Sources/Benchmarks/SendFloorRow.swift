@@ -41,7 +41,7 @@ enum SendFloorRow {
     static func run(destinations: Int = 100, size: Int = 300, perRound: Int = 20_000, rounds: Int = 5) async throws
         -> Result
     {
-        precondition(perRound % EventLoop.batchSize == 0, "whole batches only")
+        precondition(perRound % EventLoop.receiveBatchSize == 0, "whole batches only")
         let receiver = try EventLoop.make(name: "floor-recv")
         let sender = try EventLoop.make(name: "floor-send")
         defer {
