@@ -260,8 +260,7 @@ public final class EventLoop: @unchecked Sendable {
         }
         let id = nextSocketID.wrappingAdd(1, ordering: .relaxed).oldValue
         let udp = UDPSocket(fd: fd, id: id, localAddress: local, loop: self, handler: handler)
-        udp.segmentationOffload =
-            UDPSendBatch.segmentationAllowed && UDPSendBatch.kernelSupportsSegmentation(fd: fd)
+        udp.segmentationOffload = UDPSendBatch.segmentationAllowed
         if let impairment { udp.impairment = impairment }
         if isInLoop {
             register(udp)

@@ -56,9 +56,14 @@ public final class UDPSocket: @unchecked Sendable {
     var random = SplitMix64(seed: 0)
 
     /// Whether runs of equal-sized datagrams to one destination go out as one UDP GSO message.
-    /// On when the kernel supports `UDP_SEGMENT` (unless `UNDERSTUDY_UDP_GSO=0`); turned off for
-    /// good when the kernel refuses a GSO message on this socket. Loop thread only.
-    public internal(set) var segmentationOffload = false
+    /// On for new sockets when the kernel supports `UDP_SEGMENT` (unless `UNDERSTUDY_UDP_GSO=0`);
+    /// turned off for good when the kernel refuses a GSO message on this socket. Setting it true
+    /// has no effect where the kernel lacks `UDP_SEGMENT`. Loop thread only.
+    public var segmentationOffload = false {
+        didSet {
+            if segmentationOffload && !UDPSendBatch.kernelSupportsSegmentation(fd: fd) { segmentationOffload = false }
+        }
+    }
 
     let fd: Int32
     let id: UInt64
