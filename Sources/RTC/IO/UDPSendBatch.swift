@@ -31,8 +31,15 @@ public struct EventLoopSendStatistics: Sendable, Equatable {
 /// datagram, and the receiver still gets separate datagrams. An SFU fans each packet of a frame out
 /// to every consumer, so one receive batch gives each consumer a run of a frame's packets.
 final class UDPSendBatch {
-    /// Datagrams held per batch: room for one receive batch's fan-out to many consumers.
-    static let capacity = 1024
+    /// Datagrams held per batch: room for the fan-out of several received packets to a hundred
+    /// consumers, while the first datagram of a full batch waits only a few milliseconds of
+    /// forwarding work. `UNDERSTUDY_UDP_SEND_BATCH=N` (64…16384) sets it, for measurements.
+    static let capacity: Int = {
+        guard let value = getenv("UNDERSTUDY_UDP_SEND_BATCH"), let n = Int(String(cString: value)) else {
+            return 1024
+        }
+        return min(16384, max(64, n))
+    }()
     /// Bytes of datagram data held per batch (datagrams are packed, 16-byte aligned).
     static let dataCapacity = capacity * 1536
     /// Largest datagram the batch takes (larger ones are sent on their own).
@@ -48,7 +55,8 @@ final class UDPSendBatch {
     private static let controlLength = 18
     private static let solUDP: Int32 = 17
     private static let udpSegment: Int32 = 103
-    private static let tableSize = capacity * 2
+    /// A power of two at least twice the capacity (the open-addressing tables stay half empty).
+    private static let tableSize = 1 << (Int.bitWidth - (capacity * 2 - 1).leadingZeroBitCount)
 
     private(set) var statistics = EventLoopSendStatistics()
 
