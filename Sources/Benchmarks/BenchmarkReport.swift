@@ -357,8 +357,11 @@ public struct BenchmarkReport: Sendable {
                     publishers: plan.publishers, subscribers: plan.subscribers, seconds: plan.seconds)
                 progress(
                     String(
-                        format: "bench:   %.0f packets/s on %.3f cores: %.0f per core", r.packetsPerSecond,
-                        r.serverCores, r.packetsPerSecondPerCore))
+                        format:
+                            "bench:   %.0f packets/s on %.3f cores: %.0f per core; %.2f datagrams per send call, %.1f %% in GSO messages",
+                        r.packetsPerSecond, r.serverCores, r.packetsPerSecondPerCore,
+                        r.sends.systemCalls > 0 ? r.sends.datagrams / r.sends.systemCalls : 0,
+                        r.sends.datagrams > 0 ? r.sends.segmentedDatagrams / r.sends.datagrams * 100 : 0))
                 let verdict = atLeast(r.packetsPerSecondPerCore, 250_000)
                 summary.append(
                     SummaryRow(
@@ -382,6 +385,7 @@ public struct BenchmarkReport: Sendable {
                     r.packetsPerSecondPerCore, verdict)
                 body += "| anchor | LiveKit's published 40–75k packets/s per core (not run here) |\n\n"
                 body += SFUProcessRow.splitTable(r)
+                body += SFUProcessRow.sendTable(r)
                 body += """
                     Method: `understudy serve` in its own child process (media on one shared UDP port), the
                     load generator (the engine of `understudy load`) in this process. After every bot joined
@@ -392,7 +396,11 @@ public struct BenchmarkReport: Sendable {
                     reads every thread's user and system time (`/proc/PID/task/*/stat`): the SFU's event
                     loop thread (`room-sfu`) and all others; when `perf` is installed, the loop thread is
                     sampled over the window (`perf record -g`, 499 Hz) and each sample is charged to the
-                    innermost frame that names an activity.
+                    innermost frame that names an activity. The send-path lines read the server's
+                    `understudy_udp_*` counters over the same window: the SFU loop's send batch groups each
+                    flush by destination and sends each run of equal-sized datagrams to one subscriber as one
+                    UDP GSO message (`UDP_SEGMENT`); `UNDERSTUDY_UDP_GSO=0` in the bench's environment (which
+                    the server inherits) turns that off, for A/B runs.
 
 
                     """
@@ -405,18 +413,29 @@ public struct BenchmarkReport: Sendable {
                 body += "SFU process figure not measured in this run: \(error)\n\n"
             }
             do {
-                let floor = try await SendFloorRow.run(perRound: quick ? 3200 : 20_000, rounds: quick ? 1 : 5)
+                let perRound = quick ? 3072 : 20_480
+                let floor = try await SendFloorRow.run(perRound: perRound, rounds: quick ? 1 : 5, segmentation: false)
+                let segmented = try? await SendFloorRow.run(
+                    perRound: perRound, rounds: quick ? 1 : 5, segmentation: true)
                 progress(
                     String(
-                        format: "bench:   send floor: %.0f ns per datagram, at most %.0f per core",
-                        floor.medianNanoseconds, floor.ceilingPerCore))
+                        format: "bench:   send floor: %.0f ns per datagram (%.0f per core); with GSO runs %.0f ns",
+                        floor.medianNanoseconds, floor.ceilingPerCore, segmented?.medianNanoseconds ?? 0))
+                let withGSO =
+                    segmented.map {
+                        String(format: "; %.0f (%.0f ns each) with GSO runs", $0.ceilingPerCore, $0.medianNanoseconds)
+                    }
+                    ?? "; no GSO on this kernel"
                 summary.append(
                     SummaryRow(
                         metric: "loopback send floor: datagrams/s per core with no SFU work",
                         target: "—",
-                        measured: String(format: "%.0f (%.0f ns each)", floor.ceilingPerCore, floor.medianNanoseconds),
+                        measured: String(
+                            format: "%.0f (%.0f ns each) one per message", floor.ceilingPerCore, floor.medianNanoseconds
+                        )
+                            + withGSO,
                         verdict: "no target: the ceiling of the SFU rows"))
-                body += SendFloorRow.section(floor)
+                body += SendFloorRow.section(single: floor, segmented: segmented)
             } catch {
                 progress("bench:   send floor failed: \(error)")
                 body += "Send floor not measured in this run: \(error)\n\n"

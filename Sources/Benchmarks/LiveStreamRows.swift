@@ -29,6 +29,8 @@ enum LiveStreamRows {
         var disconnects: Int
         /// Loss over the window after the ramp (and 4 s of settling) to the end, in percent.
         var steadyLoss: Double?
+        /// The server SFU loop's send-path counters over the whole run (`understudy_udp_*`).
+        var sends: SFUProcessRow.SendCounters?
 
         var joinFailures: Int { report.joinFailures }
         var joinP95: Double? { report.joinLatencyMs.p95 }
@@ -90,6 +92,7 @@ enum LiveStreamRows {
             if let s = sample(pid: pid) { samples.add(Date().timeIntervalSince(started), s.rss, s.cpu) }
         }
         let report = try await run.run()
+        let sends = try? await SFUProcessRow.counters(server.signalingURL).sends
         let log = samples.all
         // The steady window: after the ramp and 4 s of settling (stage invites keep changing the
         // track count, so the generic steady-state finder would never settle).
@@ -110,7 +113,7 @@ enum LiveStreamRows {
             serverRSSPeakBytes: log.map(\.rss).max() ?? 0, serverCores: cores,
             consumeFailures: report.errors.filter { $0.kind.hasPrefix("consume") }.reduce(0) { $0 + $1.count },
             disconnects: report.errors.filter { $0.kind == "disconnected" }.reduce(0) { $0 + $1.count },
-            steadyLoss: steadyLoss)
+            steadyLoss: steadyLoss, sends: sends)
     }
 
     final class SampleLog: @unchecked Sendable {
@@ -180,6 +183,17 @@ enum LiveStreamRows {
                 r.misses.isEmpty ? "held" : "missed: " + r.misses.joined(separator: ", "))
         }
         md += "\n"
+        // The send path (UDP GSO, issue 15) in its own lines, apart from the goals table.
+        let gso = ProcessInfo.processInfo.environment["UNDERSTUDY_UDP_GSO"] != "0"
+        md += "The server's sends over each whole run (UDP GSO \(gso ? "on" : "off: UNDERSTUDY_UDP_GSO=0")): "
+        md += runs.map { r -> String in
+            guard let c = r.sends, c.systemCalls > 0, c.datagrams > 0 else { return "\(r.audience): not read" }
+            return String(
+                format: "%d: %.1f datagrams per send call, %.0f %% in GSO messages of %.2f", r.audience,
+                c.datagrams / c.systemCalls, c.segmentedDatagrams / c.datagrams * 100,
+                c.segmentedMessages > 0 ? c.segmentedDatagrams / c.segmentedMessages : 0)
+        }.joined(separator: "; ")
+        md += ".\n\n"
         md +=
             knee.map { "**Knee in this run: \($0) audience members** (the largest size where every goal held).\n\n" }
             ?? "**No size held every goal in this run.**\n\n"

@@ -19,6 +19,10 @@ enum SFUProcessRow {
         var split: ProcessCPUSplit
         /// The loop thread's `perf` samples per ``LoopProfile`` category (nil without perf).
         var loopProfile: [String: Int]?
+        /// The SFU loop's send path over the window (its `/metrics` counters).
+        var sends: SendCounters
+        /// Whether UDP GSO was allowed in the server (`UNDERSTUDY_UDP_GSO`).
+        var segmentation: Bool
 
         var packetsPerSecond: Double { windowSeconds > 0 ? packetsForwarded / windowSeconds : 0 }
         var serverCores: Double { windowSeconds > 0 ? serverCPUSeconds / windowSeconds : 0 }
@@ -32,15 +36,42 @@ enum SFUProcessRow {
     /// The room server's SFU event loop names its thread after itself (`MediaSignaling`).
     static let loopThreadName = "room-sfu"
 
-    /// Reads one counter from the server's `/metrics` text.
-    static func forwardedPackets(_ signalingURL: String) async throws -> Double {
+    /// The server's send-path counters (`understudy_udp_*` in `/metrics`).
+    struct SendCounters {
+        var systemCalls = 0.0
+        var messages = 0.0
+        var datagrams = 0.0
+        var segmentedMessages = 0.0
+        var segmentedDatagrams = 0.0
+
+        static func - (a: SendCounters, b: SendCounters) -> SendCounters {
+            SendCounters(
+                systemCalls: a.systemCalls - b.systemCalls, messages: a.messages - b.messages,
+                datagrams: a.datagrams - b.datagrams, segmentedMessages: a.segmentedMessages - b.segmentedMessages,
+                segmentedDatagrams: a.segmentedDatagrams - b.segmentedDatagrams)
+        }
+    }
+
+    /// Reads the forwarded-packets counter and the send-path counters from the server's `/metrics`.
+    static func counters(_ signalingURL: String) async throws -> (forwarded: Double, sends: SendCounters) {
         let http = signalingURL.replacingOccurrences(of: "ws://", with: "http://") + "/metrics"
         let response = try await HTTPClient.request("GET", try HTTPURL(http), timeout: 10)
         let text = String(decoding: response.body, as: UTF8.self)
-        for line in text.split(separator: "\n") where line.hasPrefix("understudy_rtp_packets_forwarded_total ") {
-            if let value = Double(line.split(separator: " ").last ?? "") { return value }
+        var values: [Substring: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let value = Double(parts[1]) { values[parts[0]] = value }
         }
-        throw LoadRows.ServerProcess.Failure(description: "no forwarded-packets counter in /metrics")
+        guard let forwarded = values["understudy_rtp_packets_forwarded_total"] else {
+            throw LoadRows.ServerProcess.Failure(description: "no forwarded-packets counter in /metrics")
+        }
+        let sends = SendCounters(
+            systemCalls: values["understudy_udp_send_calls_total"] ?? 0,
+            messages: values["understudy_udp_messages_sent_total"] ?? 0,
+            datagrams: values["understudy_udp_datagrams_sent_total"] ?? 0,
+            segmentedMessages: values["understudy_udp_gso_messages_total"] ?? 0,
+            segmentedDatagrams: values["understudy_udp_gso_datagrams_total"] ?? 0)
+        return (forwarded, sends)
     }
 
     /// One run: `publishers` simulcast publishers and `subscribers` grid subscribers join at 50/s, media
@@ -65,26 +96,48 @@ enum SFUProcessRow {
             let started = Date()
             guard let cpu0 = LiveStreamRows.sample(pid: pid)?.cpu else { throw CancellationError() }
             let threads0 = ThreadCPUSample.read(pid: pid)
-            let packets0 = try await forwardedPackets(url)
+            let counters0 = try await counters(url)
             // perf samples the loop thread over the same window, when it is installed.
             let loopTID = threads0.first { $0.value.name == loopThreadName }?.key
             let profiling = Task { loopTID == nil ? nil : await LoopProfile.record(tid: loopTID!, seconds: seconds) }
             try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
             guard let cpu1 = LiveStreamRows.sample(pid: pid)?.cpu else { throw CancellationError() }
             let threads1 = ThreadCPUSample.read(pid: pid)
-            let packets1 = try await forwardedPackets(url)
+            let counters1 = try await counters(url)
             let window = Date().timeIntervalSince(started)
             let split = ProcessCPUSplit.between(threads0, threads1, loopThreadName: loopThreadName)
-            return (window, packets1 - packets0, cpu1 - cpu0, split, await profiling.value)
+            return (
+                window, counters1.forwarded - counters0.forwarded, cpu1 - cpu0, split, await profiling.value,
+                counters1.sends - counters0.sends
+            )
         }
         let report = try await run.run()
-        let (window, packets, cpu, split, profile) = try await measuring.value
+        let (window, packets, cpu, split, profile, sends) = try await measuring.value
         let lost = report.ticks.last.map { Double(max(0, $0.packetsLost)) } ?? 0
         let received = report.ticks.last.map { Double($0.packetsReceived) } ?? 0
         return Result(
             publishers: publishers, subscribers: subscribers, windowSeconds: window, packetsForwarded: packets,
             serverCPUSeconds: cpu, lossPercent: received + lost > 0 ? lost / (received + lost) * 100 : 0,
-            split: split, loopProfile: profile)
+            split: split, loopProfile: profile, sends: sends,
+            segmentation: ProcessInfo.processInfo.environment["UNDERSTUDY_UDP_GSO"] != "0")
+    }
+
+    /// The report's lines on the send path: datagrams per system call and per GSO message.
+    static func sendTable(_ r: Result) -> String {
+        let s = r.sends
+        func ratio(_ a: Double, _ b: Double) -> String { b > 0 ? String(format: "%.2f", a / b) : "none sent" }
+        var text =
+            "The SFU loop's sends over the window (UDP GSO \(r.segmentation ? "on" : "off: UNDERSTUDY_UDP_GSO=0")):\n\n"
+        text += "| send path | value |\n|---|---|\n"
+        text += String(format: "| datagrams sent | %.0f |\n", s.datagrams)
+        text += String(format: "| send system calls (sendmmsg, sendmsg) | %.0f |\n", s.systemCalls)
+        text += "| datagrams per send system call | \(ratio(s.datagrams, s.systemCalls)) |\n"
+        text += "| datagrams per message (a GSO message counts once) | \(ratio(s.datagrams, s.messages)) |\n"
+        text += String(
+            format: "| GSO messages | %.0f, carrying %.0f datagrams (%.1f %% of all) |\n", s.segmentedMessages,
+            s.segmentedDatagrams, s.datagrams > 0 ? s.segmentedDatagrams / s.datagrams * 100 : 0)
+        text += "| datagrams per GSO message | \(ratio(s.segmentedDatagrams, s.segmentedMessages)) |\n\n"
+        return text
     }
 
     /// The report's table of where the window's CPU went, in nanoseconds per forwarded packet.

@@ -11,12 +11,16 @@ import RTC
 /// the most packets per second one core can forward here.
 enum SendFloorRow {
     struct Result {
+        /// Whether runs to one destination went out as UDP GSO messages.
+        var segmentation: Bool
         var destinations: Int
         var size: Int
         var sent: Int
         var received: Int
         /// Sending-thread CPU per datagram, per round (nanoseconds).
         var rounds: [Double]
+        /// Messages the kernel accepted (fewer than datagrams with GSO).
+        var messages: Int
         var medianNanoseconds: Double {
             let sorted = rounds.sorted()
             return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
@@ -38,10 +42,13 @@ enum SendFloorRow {
     }
 
     /// `rounds` rounds of `perRound` datagrams of `size` bytes to `destinations` loopback sockets.
-    static func run(destinations: Int = 100, size: Int = 300, perRound: Int = 20_000, rounds: Int = 5) async throws
-        -> Result
-    {
-        precondition(perRound % EventLoop.batchSize == 0, "whole batches only")
+    /// With `segmentation` off every datagram is a message of its own (the floor per datagram); with
+    /// it on, a full batch holds about `sendBatchCapacity / destinations` datagrams per destination,
+    /// each run sent as one GSO message.
+    static func run(
+        destinations: Int = 100, size: Int = 300, perRound: Int = 20_480, rounds: Int = 5, segmentation: Bool
+    ) async throws -> Result {
+        precondition(perRound % EventLoop.sendBatchCapacity == 0, "whole batches only")
         let receiver = try EventLoop.make(name: "floor-recv")
         let sender = try EventLoop.make(name: "floor-send")
         defer {
@@ -55,6 +62,12 @@ enum SendFloorRow {
             targets.append(try receiver.openUDP(bindTo: loopback, handler: sink).localAddress)
         }
         let socket = try sender.openUDP(bindTo: loopback, handler: Source())
+        let enabled = await sender.submit { () -> Bool in
+            socket.segmentationOffload = segmentation
+            return socket.segmentationOffload
+        }
+        if segmentation && !enabled { throw SegmentationUnavailable() }
+        let statistics0 = await sender.sendStatistics()
         let box = UncheckedTargets(targets: targets, socket: socket)
         var perPacket: [Double] = []
         for _ in 0..<rounds {
@@ -83,9 +96,14 @@ enum SendFloorRow {
             try await Task.sleep(nanoseconds: 50_000_000)
         }
         let sent = await sender.submit { Int(box.socket.packetsSent) }
+        let statistics1 = await sender.sendStatistics()
         return Result(
-            destinations: destinations, size: size, sent: sent, received: received,
-            rounds: perPacket)
+            segmentation: segmentation, destinations: destinations, size: size, sent: sent, received: received,
+            rounds: perPacket, messages: Int(statistics1.messages - statistics0.messages))
+    }
+
+    struct SegmentationUnavailable: Error, CustomStringConvertible {
+        var description: String { "this kernel has no UDP GSO (UDP_SEGMENT)" }
     }
 
     struct UncheckedTargets: @unchecked Sendable {
@@ -93,25 +111,39 @@ enum SendFloorRow {
         let socket: UDPSocket
     }
 
-    /// The report's section.
-    static func section(_ r: Result) -> String {
+    /// The report's section: the floor one datagram per message, and with GSO runs.
+    static func section(single r: Result, segmented g: Result?) -> String {
         var text = "## Loopback send floor: datagrams per second per core with no SFU work\n\n"
-        text += "| metric | value |\n|---|---|\n"
-        text += "| destinations, datagram size | \(r.destinations) loopback sockets, \(r.size) bytes |\n"
-        text += "| rounds (sending-thread CPU per datagram) | "
-        text += r.rounds.map { String(format: "%.0f ns", $0) }.joined(separator: ", ") + " |\n"
-        text += "| datagrams sent / received | \(r.sent) / \(r.received) |\n"
-        text += String(
-            format: "| **ceiling: datagrams per CPU-second of the sending thread** | **%.0f** (%.0f ns each) |\n\n",
-            r.ceilingPerCore, r.medianNanoseconds)
+        text += "| metric | one datagram per message | GSO runs to each destination |\n|---|---|---|\n"
+        text += "| destinations, datagram size | \(r.destinations) loopback sockets, \(r.size) bytes | same |\n"
+        func rounds(_ x: Result?) -> String {
+            x.map { $0.rounds.map { String(format: "%.0f ns", $0) }.joined(separator: ", ") } ?? "not run"
+        }
+        func counts(_ x: Result?) -> String {
+            x.map {
+                String(
+                    format: "%d / %d (%.1f per message)", $0.sent, $0.received,
+                    Double($0.sent) / Double(max(1, $0.messages)))
+            } ?? "not run"
+        }
+        func ceiling(_ x: Result?) -> String {
+            x.map { String(format: "**%.0f** (%.0f ns each)", $0.ceilingPerCore, $0.medianNanoseconds) } ?? "not run"
+        }
+        text += "| rounds (sending-thread CPU per datagram) | \(rounds(r)) | \(rounds(g)) |\n"
+        text += "| datagrams sent / received | \(counts(r)) | \(counts(g)) |\n"
+        text += "| **datagrams per CPU-second of the sending thread** | \(ceiling(r)) | \(ceiling(g)) |\n\n"
         text += """
             Method: one event loop sends round-robin to \(r.destinations) UDP sockets of a second loop on
-            127.0.0.1 through `UDPSocket.send` (the SFU's own path: copy into the preallocated batch,
-            `sendmmsg` of 32), with no SRTP and no RTP work; the second loop drains them. CPU time of the
+            127.0.0.1 through `UDPSocket.send` (the SFU's own path: copy into the preallocated batch of
+            \(EventLoop.sendBatchCapacity), one `sendmmsg` per flush), with no SRTP and no RTP work; the
+            second loop drains them. First with GSO off on the sending socket (every datagram a message
+            of its own: the floor per datagram), then with it on (the flush groups the batch by
+            destination: about \(EventLoop.sendBatchCapacity / r.destinations) equal-sized datagrams per
+            destination go out as one `UDP_SEGMENT` message). CPU time of the
             sending thread (CLOCK_THREAD_CPUTIME_ID) ÷ datagrams, median of the rounds. Linux charges
             the loopback delivery (the receiver's socket queue and its wake-up) to the sender, as it does
             in the SFU, so this is the kernel's share per forwarded packet on loopback: the whole-process
-            SFU figure cannot exceed it.
+            SFU figure cannot exceed it at the same number of datagrams per message.
 
 
             """

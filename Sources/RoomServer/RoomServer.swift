@@ -1,4 +1,5 @@
 import Foundation
+import RTC
 import RoomProtocol
 import SFU
 import Signaling
@@ -592,6 +593,24 @@ public final class RoomServer: @unchecked Sendable {
             "understudy_rtcp_plis_received_total", "counter", "PLI/FIR received from subscribers.",
             clamp(media.plisReceived))
         metric("understudy_rtcp_plis_sent_total", "counter", "PLIs sent to publishers.", clamp(media.plisSent))
+        // The SFU loop's send path (UDP GSO): datagrams per system call and per message.
+        let sends = await locked({ mediaPlane })?.sfu.loop.sendStatistics() ?? EventLoopSendStatistics()
+        metric(
+            "understudy_udp_send_calls_total", "counter", "sendmmsg/sendmsg calls of the SFU's event loop.",
+            clamp(sends.systemCalls))
+        metric(
+            "understudy_udp_messages_sent_total", "counter",
+            "UDP messages sent by the SFU (a GSO message carries several datagrams).",
+            clamp(sends.messages))
+        metric(
+            "understudy_udp_datagrams_sent_total", "counter", "UDP datagrams sent by the SFU.", clamp(sends.datagrams))
+        metric(
+            "understudy_udp_gso_messages_total", "counter",
+            "UDP GSO messages (several datagrams each) sent by the SFU.",
+            clamp(sends.segmentedMessages))
+        metric(
+            "understudy_udp_gso_datagrams_total", "counter", "UDP datagrams sent inside GSO messages by the SFU.",
+            clamp(sends.segmentedDatagrams))
         metric("understudy_sfu_producers", "gauge", "Producers receiving media in the SFU.", media.producers)
         metric("understudy_sfu_consumers", "gauge", "Consumers forwarding media in the SFU.", media.consumers)
         if let directory {

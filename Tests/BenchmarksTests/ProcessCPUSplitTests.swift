@@ -64,13 +64,22 @@ import Testing
         #expect(counts.values.reduce(0, +) == 4)
     }
 
-    /// The floor row sends through the loop's real path and every datagram arrives.
-    @Test func sendFloorSendsEveryDatagram() async throws {
-        let r = try await SendFloorRow.run(destinations: 8, size: 300, perRound: 640, rounds: 2)
-        #expect(r.sent == 1280)
-        #expect(r.received == 1280)
+    /// The floor row sends through the loop's real path and every datagram arrives, one per
+    /// message without GSO and several per message with it.
+    @Test(arguments: [false, true]) func sendFloorSendsEveryDatagram(segmentation: Bool) async throws {
+        let perRound = 2 * EventLoop.sendBatchCapacity
+        let r = try await SendFloorRow.run(
+            destinations: 8, size: 300, perRound: perRound, rounds: 2, segmentation: segmentation)
+        #expect(r.sent == 2 * perRound)
+        #expect(r.received == 2 * perRound)
         #expect(r.rounds.count == 2)
         #expect(r.medianNanoseconds > 0)
+        if segmentation {
+            // 1024 datagrams per flush over 8 destinations: runs of 128, sent as two messages of 64.
+            #expect(r.messages * 64 == r.sent)
+        } else {
+            #expect(r.messages == r.sent)
+        }
     }
 
     /// An event loop names its thread after itself, which is how the SFU row finds the loop thread.

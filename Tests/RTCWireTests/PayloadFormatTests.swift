@@ -103,8 +103,25 @@ struct PayloadFormatTests {
         }
         #expect(split.count == 3)
         #expect(viaSplit == viaPacketizer)
-        #expect(viaSplit.map(\.count).max()! - viaSplit.map(\.count).min()! <= 1)
+        // Equal sizes but the last, a few bytes shorter (one UDP GSO run per frame).
+        #expect(viaSplit.map(\.count) == [838, 838, 836])
         #expect(viaSplit.flatMap { $0.dropFirst(4) } == frame)
+    }
+
+    @Test(arguments: [1, 2, 3, 5, 7, 13, 100, 999, 1000, 1001, 2500, 9999, 65_000])
+    func everySplitCoversTheFrameWithEqualChunksButTheLast(frameLength: Int) {
+        for room in [1, 2, 3, 4, 7, 100, 996] {
+            let split = VP8PayloadFormat.Split(frameLength: frameLength, maxPayloadSize: room + 4, descriptorLength: 4)
+            let chunks = (0..<split.count).map { split.chunk($0) }
+            // Contiguous, complete, none empty, none larger than the room.
+            #expect(chunks.first?.lowerBound == 0 && chunks.last?.upperBound == frameLength)
+            #expect(zip(chunks, chunks.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
+            #expect(chunks.allSatisfy { !$0.isEmpty && $0.count <= room })
+            #expect(split.count == (frameLength + room - 1) / room)
+            // Sizes never grow along the frame, and differ by less than the packet count.
+            #expect(zip(chunks, chunks.dropFirst()).allSatisfy { $0.count >= $1.count })
+            #expect(chunks[0].count - chunks[chunks.count - 1].count < max(2, split.count))
+        }
     }
 
     /// Two sources (simulcast layers) with unrelated picture IDs: after a switch the output continues

@@ -15,7 +15,8 @@ extension EventLoopTicker {
     public func loopStopped() {}
 }
 
-/// One I/O thread: epoll over UDP sockets, batched `recvmmsg`/`sendmmsg`, a work queue and tickers.
+/// One I/O thread: epoll over UDP sockets, batched `recvmmsg`/`sendmmsg` (with UDP GSO, see
+/// ``UDPSendBatch``), a work queue and tickers.
 ///
 /// Every packet is handled to completion on this thread. Other threads only call `execute`,
 /// `openUDP`, `addTicker`/`removeTicker` and `shutdown`, which hop onto the loop.
@@ -24,9 +25,12 @@ extension EventLoopTicker {
 /// returns false and the throwing ``submit(_:)-(()->T)`` throws ``EventLoopError/shutDown(name:)``,
 /// so nobody waits for work that will never run.
 public final class EventLoop: @unchecked Sendable {
-    /// Datagrams read per `recvmmsg` call and queued per `sendmmsg` batch.
-    public static let batchSize = 32
-    /// Bytes per receive and send slot; larger datagrams are dropped on receive and sent unbatched.
+    /// Datagrams read per `recvmmsg` call.
+    public static let receiveBatchSize = 32
+    /// Datagrams held by the send batch before it is flushed early (see ``UDPSendBatch``).
+    public static var sendBatchCapacity: Int { UDPSendBatch.capacity }
+    /// Bytes per receive slot, and the largest datagram the send batch takes; larger datagrams are
+    /// dropped on receive and sent unbatched.
     public static let slotSize = 2048
     /// Tick period in nanoseconds.
     static let tickInterval: UInt64 = 10_000_000
@@ -61,18 +65,8 @@ public final class EventLoop: @unchecked Sendable {
     private let receiveNames: UnsafeMutableRawPointer
     private let receiveData: UnsafeMutableRawPointer
 
-    // Send batch, allocated once, shared by all sockets of the loop.
-    private let sendHeaders: UnsafeMutablePointer<MMsgHdr>
-    private let sendVectors: UnsafeMutablePointer<iovec>
-    private let sendNames: UnsafeMutableRawPointer
-    private let sendData: UnsafeMutableRawPointer
-    private let sendOwners: UnsafeMutablePointer<Unmanaged<UDPSocket>>
-    /// Scratch for grouping a batch by socket: one sendmmsg per socket, whatever the interleaving
-    /// (an SFU fans each packet out to several sockets).
-    private let groupHeaders: UnsafeMutablePointer<MMsgHdr>
-    private let groupSlots: UnsafeMutablePointer<Int>
-    private let slotTaken: UnsafeMutablePointer<Bool>
-    private var sendCount = 0
+    /// Datagrams queued by the loop's sockets, sent at the end of each iteration (with UDP GSO).
+    private let sendBatch = UDPSendBatch()
 
     private static let nameSlot = 32
     private static let epollBatch = 64
@@ -102,28 +96,14 @@ public final class EventLoop: @unchecked Sendable {
         }
         epollFD = epoll
         wakeFD = wake
-        let n = Self.batchSize
+        let n = Self.receiveBatchSize
         receiveHeaders = .allocate(capacity: n)
         receiveVectors = .allocate(capacity: n)
         receiveNames = .allocate(byteCount: n * Self.nameSlot, alignment: 8)
         receiveData = .allocate(byteCount: n * Self.slotSize, alignment: 16)
-        sendHeaders = .allocate(capacity: n)
-        sendVectors = .allocate(capacity: n)
-        sendNames = .allocate(byteCount: n * Self.nameSlot, alignment: 8)
-        sendData = .allocate(byteCount: n * Self.slotSize, alignment: 16)
-        sendOwners = .allocate(capacity: n)
-        groupHeaders = .allocate(capacity: n)
-        groupSlots = .allocate(capacity: n)
-        slotTaken = .allocate(capacity: n)
-        slotTaken.initialize(repeating: false, count: n)
         events = .allocate(byteCount: Self.epollBatch * EpollEvent.size, alignment: 8)
         for i in 0..<n {
             receiveVectors[i] = iovec(iov_base: receiveData + i * Self.slotSize, iov_len: Self.slotSize)
-            sendVectors[i] = iovec(iov_base: sendData + i * Self.slotSize, iov_len: 0)
-            sendHeaders[i] = MMsgHdr()
-            sendHeaders[i].msg_hdr.msg_name = sendNames + i * Self.nameSlot
-            sendHeaders[i].msg_hdr.msg_iov = sendVectors + i
-            sendHeaders[i].msg_hdr.msg_iovlen = 1
         }
 
         var wakeEvent: (UInt64, UInt64) = (0, 0)
@@ -151,14 +131,6 @@ public final class EventLoop: @unchecked Sendable {
         receiveVectors.deallocate()
         receiveNames.deallocate()
         receiveData.deallocate()
-        sendHeaders.deallocate()
-        sendVectors.deallocate()
-        sendNames.deallocate()
-        sendData.deallocate()
-        sendOwners.deallocate()
-        groupHeaders.deallocate()
-        groupSlots.deallocate()
-        slotTaken.deallocate()
         events.deallocate()
     }
 
@@ -288,6 +260,7 @@ public final class EventLoop: @unchecked Sendable {
         }
         let id = nextSocketID.wrappingAdd(1, ordering: .relaxed).oldValue
         let udp = UDPSocket(fd: fd, id: id, localAddress: local, loop: self, handler: handler)
+        udp.segmentationOffload = UDPSendBatch.segmentationAllowed
         if let impairment { udp.impairment = impairment }
         if isInLoop {
             register(udp)
@@ -433,7 +406,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func receive(on udp: UDPSocket) {
-        let n = Self.batchSize
+        let n = Self.receiveBatchSize
         // Bounded so that one busy socket cannot starve the others; epoll is level-triggered.
         for _ in 0..<8 {
             // Work run between datagrams may have closed this socket (its fd could even be reused).
@@ -472,68 +445,23 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
-    func enqueueSend(_ udp: UDPSocket, _ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
-        if bytes.count > Self.slotSize {
-            // Rare (oversized) datagrams skip the batch rather than growing it.
-            flushSends()
-            let sent = address.withSockAddr { sendto(udp.fd, bytes.baseAddress, bytes.count, 0, $0, $1) }
-            record(udp, sent: sent >= 0, bytes: bytes.count)
-            return
-        }
-        if sendCount == Self.batchSize {
-            flushSends()
-        }
-        let i = sendCount
-        if let base = bytes.baseAddress, bytes.count > 0 {
-            (sendData + i * Self.slotSize).copyMemory(from: base, byteCount: bytes.count)
-        }
-        sendVectors[i].iov_len = bytes.count
-        sendHeaders[i].msg_hdr.msg_namelen = address.copy(to: sendNames + i * Self.nameSlot)
-        sendOwners[i] = Unmanaged.passUnretained(udp)
-        sendCount = i + 1
-    }
-
-    /// Sends the queued batch: one `sendmmsg` per run of datagrams from the same socket.
-    func flushSends() {
-        for start in 0..<sendCount where !slotTaken[start] {
-            // Gather every queued datagram of this socket, in order, into one contiguous batch.
-            let ownerID = sendOwners[start].toOpaque()
-            let owner = sendOwners[start].takeUnretainedValue()
-            var count = 0
-            for j in start..<sendCount where !slotTaken[j] && sendOwners[j].toOpaque() == ownerID {
-                groupHeaders[count] = sendHeaders[j]
-                groupSlots[count] = j
-                slotTaken[j] = true
-                count += 1
-            }
-            var index = 0
-            while index < count {
-                let sent = sys_sendmmsg(owner.fd, groupHeaders + index, UInt32(count - index), 0)
-                if sent > 0 {
-                    for k in index..<(index + Int(sent)) {
-                        record(owner, sent: true, bytes: sendVectors[groupSlots[k]].iov_len)
-                    }
-                    index += Int(sent)
-                } else {
-                    // The first datagram failed (EAGAIN, ECONNREFUSED, …): count it and go on.
-                    if errno == EINTR { continue }
-                    record(owner, sent: false, bytes: 0)
-                    index += 1
-                }
-            }
-        }
-        for j in 0..<sendCount { slotTaken[j] = false }
-        sendCount = 0
-    }
-
     @inline(__always)
-    private func record(_ udp: UDPSocket, sent: Bool, bytes: Int) {
-        if sent {
-            udp.packetsSent &+= 1
-            udp.bytesSent &+= UInt64(bytes)
-        } else {
-            udp.sendErrors &+= 1
-        }
+    func enqueueSend(_ udp: UDPSocket, _ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
+        sendBatch.enqueue(udp, bytes, to: address)
+    }
+
+    /// Sends the queued batch (see ``UDPSendBatch/flush()``).
+    func flushSends() {
+        sendBatch.flush()
+    }
+
+    /// What the loop's sockets have sent so far: system calls, messages, datagrams and GSO
+    /// messages. Loop thread only; from elsewhere use ``sendStatistics()``.
+    public var sendStatisticsOnLoop: EventLoopSendStatistics { sendBatch.statistics }
+
+    /// What the loop's sockets have sent so far (read on the loop thread).
+    public func sendStatistics() async -> EventLoopSendStatistics {
+        await submit { [self] in sendBatch.statistics }
     }
 }
 

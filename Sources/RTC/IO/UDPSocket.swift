@@ -55,6 +55,16 @@ public final class UDPSocket: @unchecked Sendable {
     }
     var random = SplitMix64(seed: 0)
 
+    /// Whether runs of equal-sized datagrams to one destination go out as one UDP GSO message.
+    /// On for new sockets when the kernel supports `UDP_SEGMENT` (unless `UNDERSTUDY_UDP_GSO=0`);
+    /// turned off for good when the kernel refuses a GSO message on this socket. Setting it true
+    /// has no effect where the kernel lacks `UDP_SEGMENT`. Loop thread only.
+    public var segmentationOffload = false {
+        didSet {
+            if segmentationOffload && !UDPSendBatch.kernelSupportsSegmentation(fd: fd) { segmentationOffload = false }
+        }
+    }
+
     let fd: Int32
     let id: UInt64
     public private(set) var isClosed = false
@@ -99,7 +109,8 @@ public final class UDPSocket: @unchecked Sendable {
     }
 
     /// Queues a datagram. Loop thread only. The bytes are copied into the loop's preallocated send
-    /// batch, which is flushed with `sendmmsg` at the end of the loop iteration or when full.
+    /// batch, which is flushed with `sendmmsg` at the end of the loop iteration or when full; runs
+    /// of equal-sized datagrams to one destination go out as one GSO message (``UDPSendBatch``).
     public func send(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
         assert(loop.isInLoop, "UDPSocket.send must be called on its loop thread")
         guard !isClosed else { return }
@@ -146,6 +157,17 @@ public final class UDPSocket: @unchecked Sendable {
             return true
         }
         return false
+    }
+
+    /// Counts one datagram the kernel accepted (`sent`) or refused.
+    @inline(__always)
+    func recordSend(sent: Bool, bytes: Int) {
+        if sent {
+            packetsSent &+= 1
+            bytesSent &+= UInt64(bytes)
+        } else {
+            sendErrors &+= 1
+        }
     }
 
     func markClosed() {

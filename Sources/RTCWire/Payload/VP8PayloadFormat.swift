@@ -65,24 +65,39 @@ public enum VP8PayloadFormat: RTPPayloadFormat {
 
     /// The payloads a frame of `frameLength` bytes is split into, balanced so that the last packet
     /// is not a tiny remainder. Packet `k` carries bytes ``chunk(_:)`` of the frame.
+    ///
+    /// Every packet but the last carries the same number of bytes and the last one a few bytes
+    /// fewer (fewer than the packet count), so that a frame's packets to one receiver make one run
+    /// of equal-sized datagrams, the shape one UDP GSO message sends (`UDPSendBatch`). Where that
+    /// shape does not fit (tiny payload sizes), sizes differ by at most one byte, larger first.
     public struct Split: Sendable, Equatable {
         /// Number of packets (0 for an empty frame or a payload size with no room for data).
         public let count: Int
         private let small: Int
         private let extra: Int
+        private let frameLength: Int
 
         /// Plans the split of a `frameLength`-byte frame into payloads of at most `maxPayloadSize`
         /// bytes, each starting with a `descriptorLength`-byte descriptor.
         public init(frameLength: Int, maxPayloadSize: Int, descriptorLength: Int) {
             count = VP8Packetizer.packetCount(
                 frameLength: frameLength, maxPayloadSize: maxPayloadSize, descriptorLength: descriptorLength)
-            small = count > 0 ? frameLength / count : 0
-            extra = count > 0 ? frameLength % count : 0
+            self.frameLength = frameLength
+            let even = count > 0 ? (frameLength + count - 1) / count : 0
+            if count > 0 && (count - 1) * even < frameLength {
+                // Equal chunks of `even` bytes; the last one takes the rest.
+                small = even
+                extra = 0
+            } else {
+                small = count > 0 ? frameLength / count : 0
+                extra = count > 0 ? frameLength % count : 0
+            }
         }
 
-        /// The frame bytes of packet `k`: the first `frameLength % count` packets get one byte more.
+        /// The frame bytes of packet `k`.
         public func chunk(_ k: Int) -> Range<Int> {
             let start = k * small + min(k, extra)
+            if k == count - 1 { return start..<frameLength }
             return start..<(start + small + (k < extra ? 1 : 0))
         }
     }
