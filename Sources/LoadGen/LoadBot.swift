@@ -57,6 +57,8 @@ final class LoadBot: @unchecked Sendable {
     private var trackByTransceiver: [ObjectIdentifier: TrackCounter] = [:]
     private(set) var allTracks: [TrackCounter] = []
     private var captureTimeExtensionID: UInt8 = 0
+    /// When the subscribe connection first became connected (loop clock; 0: not yet).
+    private var subscribeConnectedAt: UInt64 = 0
 
     init(id: String, room: String, role: Role, counters: LoopCounters, run: LoadRun) {
         self.id = id
@@ -141,6 +143,9 @@ final class LoadBot: @unchecked Sendable {
             subscribeConnection = pc
             counters.subscribeConnections.append(pc)
             pc.onRTP = { [unowned self] transceiver, _, packet in self.received(transceiver, packet) }
+            pc.onStateChange = { [unowned self] state in
+                if state == .connected, subscribeConnectedAt == 0 { subscribeConnectedAt = EventLoop.now() }
+            }
         }
     }
 
@@ -375,6 +380,7 @@ final class LoadBot: @unchecked Sendable {
     }
 
     private func answer(sdp: String, revision: Int) async {
+        let offerArrived = EventLoop.now()
         guard let pc = await loop.submit({ [self] in subscribeConnection }) else { return }
         do {
             let offer = try SessionDescription.parse(sdp)
@@ -386,7 +392,17 @@ final class LoadBot: @unchecked Sendable {
                 captureTimeExtensionID = pc.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
                 return a.serialize()
             }
-            await call(.subscriberAnswer, ["sdp": .string(answer), "revision": .number(Double(revision))])
+            let r = await call(.subscriberAnswer, ["sdp": .string(answer), "revision": .number(Double(revision))])
+            // The steps to each new track's first key frame: its offer, and the answer's acknowledgement.
+            if case .success = r {
+                let acknowledged = EventLoop.now()
+                await loop.submit { [self] in
+                    for t in allTracks where t.answered == 0 && t.createdAt <= offerArrived {
+                        t.offered = offerArrived
+                        t.answered = acknowledged
+                    }
+                }
+            }
         } catch {
             run.noteError("subscriberOffer", "\(id): \(error)")
         }
@@ -443,6 +459,11 @@ final class LoadBot: @unchecked Sendable {
 
     /// Joined and not disconnected.
     var isPresent: Bool { lock.withLock { joined && !leaving } }
+
+    /// Stamps each received track with when the subscribe connection connected (loop thread).
+    func stampConnectionTime() {
+        for t in allTracks { t.connected = subscribeConnectedAt }
+    }
 
     /// Receiver statistics per mid of this bot's subscribe connection (loop thread).
     func receiverStatsByMid() -> [String: ReceiverTotals] {

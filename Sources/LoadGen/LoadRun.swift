@@ -371,6 +371,7 @@ public final class LoadRun: @unchecked Sendable {
                 var t: [LoadReport.TrackResult] = []
                 var p: [LoadReport.PublisherResult] = []
                 for bot in mine {
+                    bot.stampConnectionTime()
                     let stats = bot.receiverStatsByMid()
                     for track in bot.allTracks {
                         t.append(LoadReport.TrackResult(track, receiver: stats[track.mid]))
