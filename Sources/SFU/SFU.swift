@@ -489,7 +489,9 @@ public final class SFU: @unchecked Sendable {
                         let address = SocketAddress(
                             ip: configuration.mediaAddresses.first ?? "127.0.0.1", port: range.lowerBound)
                     else { throw SFUError.negotiation("bad media address") }
-                    sharedPort = try UDPPortMux(loop: loop, bindTo: address, iceTCP: configuration.iceTCP)
+                    sharedPort = try UDPPortMux(
+                        loop: loop, bindTo: address, iceTCP: configuration.iceTCP,
+                        receiveBufferBytes: configuration.sharedPortReceiveBufferBytes)
                 }
                 let connection = try PeerConnection(
                     loop: loop, configuration: serverConfiguration(mux: sharedPort), certificate: certificate)
