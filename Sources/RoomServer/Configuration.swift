@@ -72,9 +72,6 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// SSRCs a publisher may create receive state for (per connection); packets of further SSRCs
     /// are dropped.
     public var maxSSRCsPerPublisher: Int = 32
-    /// Kernel receive buffer of the shared media port (`SO_RCVBUF`; Linux doubles it). Small on
-    /// purpose: see ``SFUConfiguration/sharedPortReceiveBufferBytes``.
-    public var mediaReceiveBufferBytes: Int = SFUConfiguration.defaultSharedPortReceiveBufferBytes
 
     // MARK: WHIP and WHEP (docs/protocol.md, "WHIP and WHEP endpoints")
 
@@ -157,8 +154,6 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         maxQueuedOutputBytes = try c.decodeIfPresent(Int.self, forKey: .maxQueuedOutputBytes) ?? d.maxQueuedOutputBytes
         lobbyTimeoutSeconds = try c.decodeIfPresent(Double.self, forKey: .lobbyTimeoutSeconds) ?? d.lobbyTimeoutSeconds
         maxSSRCsPerPublisher = try c.decodeIfPresent(Int.self, forKey: .maxSSRCsPerPublisher) ?? d.maxSSRCsPerPublisher
-        mediaReceiveBufferBytes =
-            try c.decodeIfPresent(Int.self, forKey: .mediaReceiveBufferBytes) ?? d.mediaReceiveBufferBytes
         httpSessionICETimeoutSeconds =
             try c.decodeIfPresent(Double.self, forKey: .httpSessionICETimeoutSeconds) ?? d.httpSessionICETimeoutSeconds
         maxHTTPSessions = try c.decodeIfPresent(Int.self, forKey: .maxHTTPSessions) ?? d.maxHTTPSessions
@@ -197,9 +192,6 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
             || maxSSRCsPerPublisher < 1
         {
             return "bad hardening limits (token lifetime, rooms, history bytes, output queue >= 16 KiB, lobby, SSRCs)"
-        }
-        if !(16 * 1024...64 * 1024 * 1024).contains(mediaReceiveBufferBytes) {
-            return "mediaReceiveBufferBytes must be 16 KiB to 64 MiB"
         }
         return nil
     }

@@ -23,7 +23,6 @@ final class RoomMedia: @unchecked Sendable {
         var sfuConfiguration = SFUConfiguration(mediaAddresses: [address], portRange: range, loopName: "room-sfu")
         sfuConfiguration.maxSSRCsPerConnection = configuration.maxSSRCsPerPublisher
         sfuConfiguration.iceTCP = configuration.iceTCP
-        sfuConfiguration.sharedPortReceiveBufferBytes = configuration.mediaReceiveBufferBytes
         sfu = try SFU.make(configuration: sfuConfiguration)
         sfu.onRenegotiationNeeded = { [weak server] key in
             guard let server, let (roomId, participantId) = RoomMedia.split(key),

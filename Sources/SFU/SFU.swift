@@ -489,9 +489,7 @@ public final class SFU: @unchecked Sendable {
                         let address = SocketAddress(
                             ip: configuration.mediaAddresses.first ?? "127.0.0.1", port: range.lowerBound)
                     else { throw SFUError.negotiation("bad media address") }
-                    sharedPort = try UDPPortMux(
-                        loop: loop, bindTo: address, iceTCP: configuration.iceTCP,
-                        receiveBufferBytes: configuration.sharedPortReceiveBufferBytes)
+                    sharedPort = try UDPPortMux(loop: loop, bindTo: address, iceTCP: configuration.iceTCP)
                 }
                 let connection = try PeerConnection(
                     loop: loop, configuration: serverConfiguration(mux: sharedPort), certificate: certificate)

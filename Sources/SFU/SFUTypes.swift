@@ -171,16 +171,6 @@ public struct SFUConfiguration: Sendable {
     public var maxSSRCsPerConnection = 32
     /// ICE-TCP passive candidates (RFC 6544) on the shared port's number (single-port mode only).
     public var iceTCP = false
-    /// Kernel receive buffer of the shared port (`SO_RCVBUF`; Linux doubles it).
-    ///
-    /// Small on purpose. Every datagram of every member arrives on that one socket, in order: when
-    /// the loop falls behind (fan-out on a saturated machine), a deep buffer turns into seconds of
-    /// queueing for all of them, the STUN checks and DTLS flights of joining members and invited
-    /// guests included (their retransmissions queue behind too). A shallow one sheds the excess at
-    /// once: media is repaired by NACK or skipped, and a handshake waits a fraction of a second.
-    public var sharedPortReceiveBufferBytes = SFUConfiguration.defaultSharedPortReceiveBufferBytes
-    /// 256 KiB: about half a second of a 750-member live stream's incoming datagrams.
-    public static let defaultSharedPortReceiveBufferBytes = 256 * 1024
 
     public init(
         mediaAddresses: [String] = ["127.0.0.1"], portRange: ClosedRange<UInt16>? = nil,

@@ -15,20 +15,14 @@ struct HardeningTests {
         let json = #"""
             {"anyoneMayEnd": true, "maxTokenLifetimeSeconds": 60, "maxRooms": 3,
              "maxPubSubHistoryBytesPerRoom": 1000, "maxPubSubHistoryBytesTotal": 2000,
-             "maxQueuedOutputBytes": 20000, "lobbyTimeoutSeconds": 5, "maxSSRCsPerPublisher": 8,
-             "mediaReceiveBufferBytes": 65536}
+             "maxQueuedOutputBytes": 20000, "lobbyTimeoutSeconds": 5, "maxSSRCsPerPublisher": 8}
             """#
         let c = try JSONDecoder().decode(RoomServerConfiguration.self, from: Data(json.utf8))
         #expect(c.anyoneMayEnd && c.maxTokenLifetimeSeconds == 60 && c.maxRooms == 3)
         #expect(c.maxPubSubHistoryBytesPerRoom == 1000 && c.maxPubSubHistoryBytesTotal == 2000)
         #expect(c.maxQueuedOutputBytes == 20000 && c.lobbyTimeoutSeconds == 5 && c.maxSSRCsPerPublisher == 8)
-        #expect(c.mediaReceiveBufferBytes == 65536)
         #expect(c.validationProblem() == nil)
         let d = RoomServerConfiguration()
-        #expect(d.mediaReceiveBufferBytes == 256 * 1024)
-        var tinyBuffer = d
-        tinyBuffer.mediaReceiveBufferBytes = 1000
-        #expect(tinyBuffer.validationProblem() != nil)
         #expect(!d.anyoneMayEnd && d.udpPortLow == d.udpPortHigh && d.maxQueuedOutputBytes == 1024 * 1024)
         var tooSmall = d
         tooSmall.maxQueuedOutputBytes = 100

@@ -200,23 +200,6 @@ import Testing
         await setup.close()
     }
 
-    /// The shared port keeps the configured shallow receive buffer, not the loop's 4 MB default: a
-    /// deep queue there holds every member's STUN and DTLS behind seconds of backlog.
-    @Test func theSharedPortKeepsAShallowReceiveBuffer() async throws {
-        #expect(SFUConfiguration().sharedPortReceiveBufferBytes == 256 * 1024)
-        var configuration = SFUConfiguration(portRange: 47840...47840)
-        configuration.sharedPortReceiveBufferBytes = 128 * 1024
-        let sfu = SFU(configuration: configuration)
-        let bytes = try await sfu.loop.submit { [sfu] () throws -> Int? in
-            let connection = try sfu.makeConnection()
-            defer { connection.close() }
-            return sfu.sharedPort?.receiveBufferBytes
-        }
-        // Linux doubles the size asked for (its bookkeeping overhead).
-        #expect(bytes.map { (128 * 1024...256 * 1024).contains($0) } == true, "\(String(describing: bytes))")
-        await sfu.shutdown()
-    }
-
     @Test func subscriberKeyframeRequestsReachThePublisherThrottled() async throws {
         let setup = try await SFUForwardingSetup.start("sfu6", audio: false)
         let (sfu, publisher, subscriber) = (setup.sfu, setup.publisher, setup.subscriber)

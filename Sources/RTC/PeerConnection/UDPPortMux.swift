@@ -1,4 +1,3 @@
-import Glibc
 import RTCWire
 
 /// Shares one UDP port among many server-side (ICE-lite) peer connections.
@@ -20,20 +19,13 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
 
     /// Opens the shared socket on `loop`; with `iceTCP`, also a TCP listener on the same address
     /// and port for ICE-TCP passive candidates (RFC 6544). Loop thread only when `iceTCP` is set.
-    /// `receiveBufferBytes` replaces the loop's default socket receive buffer (`SO_RCVBUF`).
-    public init(
-        loop: EventLoop, bindTo address: SocketAddress, iceTCP: Bool = false, receiveBufferBytes: Int? = nil
-    ) throws {
+    public init(loop: EventLoop, bindTo address: SocketAddress, iceTCP: Bool = false) throws {
         // With an ephemeral port the kernel picks the UDP port; the same number may already be taken
         // for TCP (another process's connection), so a few fresh picks are tried before giving up.
         let attempts = iceTCP && address.port == 0 ? 8 : 1
         var lastError: (any Error)?
         for _ in 0..<attempts {
             let udp = try loop.openUDP(bindTo: address, handler: self)
-            if let receiveBufferBytes {
-                var bytes = Int32(clamping: receiveBufferBytes)
-                _ = setsockopt(udp.fd, SOL_SOCKET, SO_RCVBUF, &bytes, socklen_t(MemoryLayout<Int32>.size))
-            }
             guard iceTCP else {
                 socket = udp
                 return
@@ -64,16 +56,6 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
     func unregister(_ connection: PeerConnection) {
         byUfrag = byUfrag.filter { $0.value !== connection }
         byAddress = byAddress.filter { $0.value !== connection }
-    }
-
-    /// The shared socket's kernel receive buffer as the kernel reports it (Linux: twice what was
-    /// asked), or nil once closed.
-    public var receiveBufferBytes: Int? {
-        guard let socket, !socket.isClosed else { return nil }
-        var bytes: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(socket.fd, SOL_SOCKET, SO_RCVBUF, &bytes, &length) == 0 else { return nil }
-        return Int(bytes)
     }
 
     /// Number of connections currently registered.
