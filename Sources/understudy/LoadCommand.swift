@@ -66,6 +66,10 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
     }
     c.simulcast = !a.flag("--no-simulcast")
     if a.value("--invite-every") != nil { c.inviteEvery = try a.seconds("--invite-every", default: 30) }
+    if a.value("--request-timeout") != nil {
+        c.requestTimeout = try a.seconds("--request-timeout", default: c.requestTimeout)
+        guard c.requestTimeout > 0 else { throw .badValue("--request-timeout", "must be more than 0 s") }
+    }
     if let t = a.value("--threads") {
         guard let n = Int(t), (1...64).contains(n) else { throw .badValue("--threads", "'\(t)' is not 1…64") }
         c.loopCount = n
