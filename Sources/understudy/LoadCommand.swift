@@ -9,7 +9,7 @@ let loadUsage = """
     usage: understudy load --server URL --room ROOM [--rooms N] [--token T | --secret S]
                            [--publishers N] [--audio-publishers N] [--subscribers N]
                            [--duration 60s] [--join-rate 10/s] [--layout speaker|3x3|4x4|5x5] [--no-simulcast]
-                           [--invite-every 30s] [--threads N] [--json FILE] [--quiet]
+                           [--invite-every 30s] [--request-timeout 15s] [--threads N] [--json FILE] [--quiet]
                            [--workers redis://HOST:PORT[/DB]]   (run over every worker of a fleet: docs/fleet.md)
     """
 
