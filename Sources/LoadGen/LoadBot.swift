@@ -259,6 +259,7 @@ final class LoadBot: @unchecked Sendable {
     /// goes back to the audience.
     private func invited(to newMode: String) async {
         guard newMode != mode else { return }
+        run.noteModeChangeStarted()
         let began = EventLoop.now()
         let r = await call(.changeMode, ["mode": .string(newMode)])
         guard case .success = r else {
