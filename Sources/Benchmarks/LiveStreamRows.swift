@@ -129,7 +129,11 @@ enum LiveStreamRows {
         -> (summary: [BenchmarkReport.SummaryRow], markdown: String)
     {
         // The goal size last; smaller sizes show where the goals stop holding (the knee).
-        let sizes = quick ? [20] : [250, 350, 500, 750, 1000]
+        // `UNDERSTUDY_BENCH_LIVE_SIZES=500,750` runs only those sizes (to study one size).
+        let chosen = ProcessInfo.processInfo.environment["UNDERSTUDY_BENCH_LIVE_SIZES"].map {
+            $0.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.filter { $0 > 0 }
+        }
+        let sizes = chosen.flatMap { $0.isEmpty ? nil : $0 } ?? (quick ? [20] : [250, 350, 500, 750, 1000])
         var md = "## Live stream: a stage and a large audience in one room\n\n"
         var runs: [Run] = []
         for size in sizes {
@@ -141,6 +145,8 @@ enum LiveStreamRows {
                         format: "bench:   %d joined, join p95 %@, first key p95 %@, loss %.2f %%, %.0f KB/member",
                         r.report.joinedParticipants, ms(r.joinP95), ms(r.keyframeP95), r.steadyLoss ?? -1,
                         r.bytesPerMember / 1024))
+                // Studying chosen sizes: the generator's whole report (steps to the first key frame…).
+                if chosen != nil { progress(r.report.table()) }
                 runs.append(r)
             } catch {
                 progress("bench:   live stream of \(size) failed: \(error)")

@@ -85,7 +85,15 @@ enum LoadRows {
             directory = NSTemporaryDirectory() + "understudy-bench-server-\(UUID().uuidString)"
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             let config = directory + "/server.json"
-            try Data("{\"maxParticipantsPerRoom\": \(maxParticipants)}".utf8).write(to: URL(fileURLWithPath: config))
+            // `UNDERSTUDY_BENCH_SERVER_CONFIG` (a JSON object) adds server settings, to compare them.
+            var settings: [String: Any] = ["maxParticipantsPerRoom": maxParticipants]
+            if let extra = ProcessInfo.processInfo.environment["UNDERSTUDY_BENCH_SERVER_CONFIG"] {
+                guard let object = try JSONSerialization.jsonObject(with: Data(extra.utf8)) as? [String: Any] else {
+                    throw Failure(description: "UNDERSTUDY_BENCH_SERVER_CONFIG is not a JSON object")
+                }
+                settings.merge(object) { _, new in new }
+            }
+            try JSONSerialization.data(withJSONObject: settings).write(to: URL(fileURLWithPath: config))
             let log = directory + "/serve.log"
             _ = FileManager.default.createFile(atPath: log, contents: nil)
             process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()

@@ -34,6 +34,11 @@ final class LoadBot: @unchecked Sendable {
     private(set) var channel: RoomProtocolClient?
     private var stream: AsyncStream<(RoomNotification, JSONValue)>.Continuation?
     private var controlTask: Task<Void, Never>?
+    /// `subscriberOffer`s, answered on their own task (``answerTask``) as a client's peer connection
+    /// does: behind this bot's pending requests (a `consume` waits for its response), an offer's
+    /// answer, and so the track's media, would wait for every one of them.
+    private var offers: AsyncStream<(sdp: String, revision: Int)>.Continuation?
+    private var answerTask: Task<Void, Never>?
     /// Stage (SEND_AND_RECV) participants other than this bot, in order of arrival.
     private var stage: [String] = []
     /// Every other participant's mode as this bot learnt it from notifications (guarded by `lock`).
@@ -57,6 +62,8 @@ final class LoadBot: @unchecked Sendable {
     private var trackByTransceiver: [ObjectIdentifier: TrackCounter] = [:]
     private(set) var allTracks: [TrackCounter] = []
     private var captureTimeExtensionID: UInt8 = 0
+    /// When the subscribe connection first became connected (loop clock; 0: not yet).
+    private var subscribeConnectedAt: UInt64 = 0
 
     init(id: String, room: String, role: Role, counters: LoopCounters, run: LoadRun) {
         self.id = id
@@ -84,12 +91,36 @@ final class LoadBot: @unchecked Sendable {
         lock.withLock { self.channel = channel }
         if role == .subscriber {
             let (s, c) = AsyncStream<(RoomNotification, JSONValue)>.makeStream()
-            lock.withLock { stream = c }
-            channel.setNotificationHandler { method, data in c.yield((method, data)) }
+            let (offerStream, offerContinuation) = AsyncStream<(sdp: String, revision: Int)>.makeStream()
+            lock.withLock {
+                stream = c
+                offers = offerContinuation
+            }
+            channel.setNotificationHandler { [weak self] method, data in
+                guard let self else { return }
+                switch method {
+                case .subscriberOffer:
+                    guard let sdp = data["sdp"]?.stringValue, let revision = data["revision"]?.intValue else { return }
+                    offerContinuation.yield((sdp, revision))
+                case .consumerCreated, .consumerClosed:
+                    // The track is counted from now, in notification order with the offers that
+                    // follow (its media cannot arrive before it is known); the rest waits its turn.
+                    self.noteTrack(method, data)
+                    c.yield((method, data))
+                default:
+                    c.yield((method, data))
+                }
+            }
             controlTask = Task { [weak self] in
                 for await (method, data) in s {
                     guard let self else { return }
                     await self.handle(method, data)
+                }
+            }
+            answerTask = Task { [weak self] in
+                for await (sdp, revision) in offerStream {
+                    guard let self else { return }
+                    await self.answer(sdp: sdp, revision: revision)
                 }
             }
             try await openSubscribeConnection()
@@ -141,6 +172,9 @@ final class LoadBot: @unchecked Sendable {
             subscribeConnection = pc
             counters.subscribeConnections.append(pc)
             pc.onRTP = { [unowned self] transceiver, _, packet in self.received(transceiver, packet) }
+            pc.onStateChange = { [unowned self] state in
+                if state == .connected, subscribeConnectedAt == 0 { subscribeConnectedAt = EventLoop.now() }
+            }
         }
     }
 
@@ -225,6 +259,7 @@ final class LoadBot: @unchecked Sendable {
     /// goes back to the audience.
     private func invited(to newMode: String) async {
         guard newMode != mode else { return }
+        run.noteModeChangeStarted()
         let began = EventLoop.now()
         let r = await call(.changeMode, ["mode": .string(newMode)])
         guard case .success = r else {
@@ -273,22 +308,8 @@ final class LoadBot: @unchecked Sendable {
             }
             if setMode(pid, m) { await reconcile() }
         case .consumerCreated:
+            // The track itself was registered on arrival (noteTrack).
             guard let pid = data["participantId"]?.stringValue, let kind = data["kind"]?.stringValue else { return }
-            if let mid = data["mid"]?.stringValue {
-                let mediaKind: MediaKind = kind == "mic" || kind == "screenAudio" ? .audio : .video
-                let now = EventLoop.now()
-                let track = TrackCounter(subscriberID: id, publisherID: pid, kind: mediaKind, mid: mid, createdAt: now)
-                await loop.submit { [self] in
-                    if let old = tracksByMid[mid], old.closedAt == 0 {
-                        old.closedAt = now
-                        counters.tracksClosed += 1
-                    }
-                    tracksByMid[mid] = track
-                    trackByTransceiver.removeAll(keepingCapacity: true)
-                    allTracks.append(track)
-                    counters.tracksCreated += 1
-                }
-            }
             if kind == "webcam" {
                 webcamConsumers.insert(pid)
                 await sendViewports()
@@ -299,23 +320,40 @@ final class LoadBot: @unchecked Sendable {
                 webcamConsumers.remove(pid)
                 sentViewport[pid] = nil
             }
-            if let mid = data["mid"]?.stringValue {
-                let now = EventLoop.now()
-                await loop.submit { [self] in
-                    if let t = tracksByMid[mid], t.closedAt == 0 {
-                        t.closedAt = now
-                        counters.tracksClosed += 1
-                    }
-                }
-            }
-        case .subscriberOffer:
-            guard let sdp = data["sdp"]?.stringValue, let revision = data["revision"]?.intValue else { return }
-            await answer(sdp: sdp, revision: revision)
         case .pubsubMessage:
             guard data["topic"]?.stringValue == inviteTopic, let m = data["message"]?.stringValue else { return }
             if m == "SEND_AND_RECV" || m == "RECV_ONLY" { await invited(to: m) }
         default:
             break
+        }
+    }
+
+    /// Opens or closes the counter of the track a `consumerCreated` / `consumerClosed` announces, on
+    /// the loop, in the order the notifications arrived (any thread).
+    private func noteTrack(_ notification: RoomNotification, _ data: JSONValue) {
+        guard let mid = data["mid"]?.stringValue else { return }
+        let now = EventLoop.now()
+        if notification == .consumerClosed {
+            _ = loop.execute { [self] in
+                if let t = tracksByMid[mid], t.closedAt == 0 {
+                    t.closedAt = now
+                    counters.tracksClosed += 1
+                }
+            }
+            return
+        }
+        guard let pid = data["participantId"]?.stringValue, let kind = data["kind"]?.stringValue else { return }
+        let mediaKind: MediaKind = kind == "mic" || kind == "screenAudio" ? .audio : .video
+        let track = TrackCounter(subscriberID: id, publisherID: pid, kind: mediaKind, mid: mid, createdAt: now)
+        _ = loop.execute { [self] in
+            if let old = tracksByMid[mid], old.closedAt == 0 {
+                old.closedAt = now
+                counters.tracksClosed += 1
+            }
+            tracksByMid[mid] = track
+            trackByTransceiver.removeAll(keepingCapacity: true)
+            allTracks.append(track)
+            counters.tracksCreated += 1
         }
     }
 
@@ -375,6 +413,7 @@ final class LoadBot: @unchecked Sendable {
     }
 
     private func answer(sdp: String, revision: Int) async {
+        let offerArrived = EventLoop.now()
         guard let pc = await loop.submit({ [self] in subscribeConnection }) else { return }
         do {
             let offer = try SessionDescription.parse(sdp)
@@ -386,7 +425,17 @@ final class LoadBot: @unchecked Sendable {
                 captureTimeExtensionID = pc.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0
                 return a.serialize()
             }
-            await call(.subscriberAnswer, ["sdp": .string(answer), "revision": .number(Double(revision))])
+            let r = await call(.subscriberAnswer, ["sdp": .string(answer), "revision": .number(Double(revision))])
+            // The steps to each new track's first key frame: its offer, and the answer's acknowledgement.
+            if case .success = r {
+                let acknowledged = EventLoop.now()
+                await loop.submit { [self] in
+                    for t in allTracks where t.answered == 0 && t.createdAt <= offerArrived {
+                        t.offered = offerArrived
+                        t.answered = acknowledged
+                    }
+                }
+            }
         } catch {
             run.noteError("subscriberOffer", "\(id): \(error)")
         }
@@ -444,6 +493,11 @@ final class LoadBot: @unchecked Sendable {
     /// Joined and not disconnected.
     var isPresent: Bool { lock.withLock { joined && !leaving } }
 
+    /// Stamps each received track with when the subscribe connection connected (loop thread).
+    func stampConnectionTime() {
+        for t in allTracks { t.connected = subscribeConnectedAt }
+    }
+
     /// Receiver statistics per mid of this bot's subscribe connection (loop thread).
     func receiverStatsByMid() -> [String: ReceiverTotals] {
         subscribeConnection.map(ReceiverTotals.byMid) ?? [:]
@@ -467,6 +521,7 @@ final class LoadBot: @unchecked Sendable {
             run.noteError("disconnected", "\(id): signalling connection closed by the server")
         }
         lock.withLock { stream }?.finish()
+        lock.withLock { offers }?.finish()
     }
 
     /// Leaves the room and closes both connections.
@@ -480,7 +535,9 @@ final class LoadBot: @unchecked Sendable {
             channel.close()
         }
         lock.withLock { stream }?.finish()
+        lock.withLock { offers }?.finish()
         controlTask?.cancel()
+        answerTask?.cancel()
         await loop.submit { [self] in
             pump?.detach()
             pump = nil

@@ -50,6 +50,12 @@ public struct LoadReport: Sendable, Codable {
         /// From the `consumerCreated` notification to the first media packet / first key-frame packet.
         public var timeToFirstPacketMs: Double?
         public var timeToFirstKeyframeMs: Double?
+        /// Steps to the first key frame, in ms from `consumerCreated` (nil where unknown): the
+        /// `subscriberOffer` carrying the track arrived, its answer was acknowledged, and the
+        /// subscribe connection connected (ICE and DTLS; may precede the track).
+        public var offeredMs: Double?
+        public var answeredMs: Double?
+        public var connectedMs: Double?
         /// Capture (abs-capture-time at the publisher) to arrival at this subscriber.
         public var latencyAvgMs: Double?
         public var latencyMaxMs: Double?
@@ -73,9 +79,40 @@ public struct LoadReport: Sendable, Codable {
             retransmissionsReceived = receiver?.retransmissionsReceived ?? t.repairs
             timeToFirstPacketMs = t.firstPacket > t.createdAt ? Double(t.firstPacket - t.createdAt) / 1e6 : nil
             timeToFirstKeyframeMs = t.firstKeyframe > t.createdAt ? Double(t.firstKeyframe - t.createdAt) / 1e6 : nil
+            func since(_ at: UInt64) -> Double? { at == 0 ? nil : (Double(at) - Double(t.createdAt)) / 1e6 }
+            offeredMs = since(t.offered)
+            answeredMs = since(t.answered)
+            connectedMs = since(t.connected)
             latencyAvgMs = t.latencyCount > 0 ? Double(t.latencySum) / Double(t.latencyCount) / 1e6 : nil
             latencyMaxMs = t.latencyCount > 0 ? Double(t.latencyMax) / 1e6 : nil
             closed = t.closedAt != 0
+        }
+    }
+
+    /// Where the time to a video track's first key frame went, step by step (ms, over the video tracks
+    /// that got one): `consumerCreated` → `subscriberOffer` → answer acknowledged → subscribe connection
+    /// connected (ICE + DTLS; zero when it already was) → first key-frame packet.
+    public struct KeyframeSteps: Sendable, Codable {
+        public var toOffer: Percentiles
+        public var toAnswer: Percentiles
+        public var toConnected: Percentiles
+        public var toKeyframe: Percentiles
+
+        static func of(_ tracks: [TrackResult]) -> KeyframeSteps {
+            var offer: [Double] = []
+            var answer: [Double] = []
+            var connected: [Double] = []
+            var keyframe: [Double] = []
+            for t in tracks where t.kind == "video" {
+                guard let k = t.timeToFirstKeyframeMs, let o = t.offeredMs, let a = t.answeredMs else { continue }
+                let c = max(a, t.connectedMs ?? a)
+                offer.append(max(0, o))
+                answer.append(a - o)
+                connected.append(c - a)
+                keyframe.append(k - c)
+            }
+            return KeyframeSteps(
+                toOffer: .of(offer), toAnswer: .of(answer), toConnected: .of(connected), toKeyframe: .of(keyframe))
         }
     }
 
@@ -204,6 +241,8 @@ public struct LoadReport: Sendable, Codable {
     public var retransmissionsReceived: UInt64
     public var timeToFirstPacketMs: Percentiles
     public var timeToFirstKeyframeMs: Percentiles
+    /// ``timeToFirstKeyframeMs`` step by step (nil in reports written before it existed).
+    public var firstKeyframeSteps: KeyframeSteps?
     /// End-to-end media latency over every packet carrying abs-capture-time.
     public var latencyMs: Percentiles
     public var modeChanges: ModeChanges
@@ -288,6 +327,7 @@ public struct LoadReport: Sendable, Codable {
         retransmissionsReceived = tracks.reduce(0) { $0 &+ $1.retransmissionsReceived }
         self.timeToFirstPacketMs = timeToFirstPacketMs
         self.timeToFirstKeyframeMs = timeToFirstKeyframeMs
+        firstKeyframeSteps = .of(tracks)
         latencyMs = .of(latency)
         self.modeChanges = modeChanges
         self.processCPUSeconds = processCPUSeconds
@@ -329,6 +369,12 @@ public struct LoadReport: Sendable, Codable {
             mbps, packetsLost, lossPercent, nacksSent, plisSent, retransmissionsReceived)
         out += "first packet  \(pct(timeToFirstPacketMs))\n"
         out += "first key     \(pct(timeToFirstKeyframeMs))\n"
+        if let s = firstKeyframeSteps, s.toKeyframe.count > 0 {
+            out += "  → offer     \(pct(s.toOffer))\n"
+            out += "  → answered  \(pct(s.toAnswer))\n"
+            out += "  → connected \(pct(s.toConnected)) (ICE + DTLS)\n"
+            out += "  → key frame \(pct(s.toKeyframe))\n"
+        }
         out += "e2e latency   \(pct(latencyMs))\n"
         if modeChanges.invitesSent > 0 {
             out +=

@@ -36,6 +36,7 @@ extension LoadReport {
         out.retransmissionsReceived = out.tracks.reduce(0) { $0 &+ $1.retransmissionsReceived }
         out.timeToFirstPacketMs = .of(out.tracks.compactMap(\.timeToFirstPacketMs))
         out.timeToFirstKeyframeMs = .of(out.tracks.compactMap(\.timeToFirstKeyframeMs))
+        out.firstKeyframeSteps = .of(out.tracks)
         let samples = reports.compactMap(\.samples)
         var histogram = LatencyHistogram()
         for s in samples {

@@ -57,6 +57,8 @@ public final class LoadRun: @unchecked Sendable {
     private var demotions = 0
     private var modeFailures = 0
     private var modeLatencies: [Double] = []
+    /// Invited bots still changing mode (their outcome is not reported yet).
+    private var modeChangesInFlight = 0
     private var changeModeLatencies: [Double] = []
     private var rssSamples: [LoadReport.RSSSample] = []
     private var ticks: [LoadReport.Tick] = []
@@ -100,6 +102,7 @@ public final class LoadRun: @unchecked Sendable {
     /// bot's changeMode was answered (nil when it was not).
     func noteModeChange(promoted: Bool, ok: Bool, seconds: Double, changeModeSeconds: Double? = nil) {
         lock.withLock {
+            modeChangesInFlight = max(0, modeChangesInFlight - 1)
             if let changeModeSeconds { changeModeLatencies.append(changeModeSeconds) }
             if !ok {
                 modeFailures += 1
@@ -109,6 +112,10 @@ public final class LoadRun: @unchecked Sendable {
             }
         }
     }
+
+    /// A bot started acting on an invite; ``noteModeChange(promoted:ok:seconds:changeModeSeconds:)``
+    /// reports its outcome.
+    func noteModeChangeStarted() { lock.withLock { modeChangesInFlight += 1 } }
 
     // MARK: Running
 
@@ -240,6 +247,11 @@ public final class LoadRun: @unchecked Sendable {
         inviter?.cancel()
         await spawner.value
         _ = await inviter?.value
+        // An invite still under way is reported once it ends (or its requests time out), not dropped.
+        let inviteLimit = EventLoop.now() + UInt64((2 * configuration.requestTimeout + 5) * 1e9)
+        while lock.withLock({ modeChangesInFlight }) > 0, EventLoop.now() < inviteLimit {
+            try? await Task.sleep(nanoseconds: 100_000_000)
+        }
         let elapsed = Double(EventLoop.now() - start) / 1e9
         let endLoopCPU = await loopCPU()
         var report = await buildReport(
@@ -371,6 +383,7 @@ public final class LoadRun: @unchecked Sendable {
                 var t: [LoadReport.TrackResult] = []
                 var p: [LoadReport.PublisherResult] = []
                 for bot in mine {
+                    bot.stampConnectionTime()
                     let stats = bot.receiverStatsByMid()
                     for track in bot.allTracks {
                         t.append(LoadReport.TrackResult(track, receiver: stats[track.mid]))

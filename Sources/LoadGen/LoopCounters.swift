@@ -21,6 +21,12 @@ final class TrackCounter: @unchecked Sendable {
     var firstPacket: UInt64 = 0
     var lastPacket: UInt64 = 0
     var firstKeyframe: UInt64 = 0
+    /// When the first `subscriberOffer` after this track's creation arrived, and when its answer was
+    /// acknowledged (0: not yet): the negotiation steps before the first key frame.
+    var offered: UInt64 = 0
+    var answered: UInt64 = 0
+    /// When the subscribe connection first connected (ICE and DTLS done; 0: never), set at the end.
+    var connected: UInt64 = 0
     var latencySum: UInt64 = 0
     var latencyCount: UInt64 = 0
     var latencyMax: UInt64 = 0

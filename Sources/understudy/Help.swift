@@ -226,6 +226,9 @@ enum Help {
             .init(name: "--layout", value: "speaker|3x3|4x4|5x5", text: "what each subscriber consumes (default 3x3)"),
             .init(name: "--no-simulcast", value: nil, text: "publish one layer"),
             .init(name: "--invite-every", value: "SECONDS", text: "invite a subscriber on stage this often"),
+            .init(
+                name: "--request-timeout", value: "SECONDS",
+                text: "a request, or a publish connection's ICE + DTLS, fails after this long (default 15s)"),
             .init(name: "--threads", value: "N", text: "I/O threads (default: one per core)"),
             .init(name: "--json", value: "FILE", text: "write the full report as JSON"),
             .init(name: "--quiet", value: nil, text: "no progress line"),

@@ -9,7 +9,7 @@ let loadUsage = """
     usage: understudy load --server URL --room ROOM [--rooms N] [--token T | --secret S]
                            [--publishers N] [--audio-publishers N] [--subscribers N]
                            [--duration 60s] [--join-rate 10/s] [--layout speaker|3x3|4x4|5x5] [--no-simulcast]
-                           [--invite-every 30s] [--threads N] [--json FILE] [--quiet]
+                           [--invite-every 30s] [--request-timeout 15s] [--threads N] [--json FILE] [--quiet]
                            [--workers redis://HOST:PORT[/DB]]   (run over every worker of a fleet: docs/fleet.md)
     """
 
@@ -66,6 +66,10 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
     }
     c.simulcast = !a.flag("--no-simulcast")
     if a.value("--invite-every") != nil { c.inviteEvery = try a.seconds("--invite-every", default: 30) }
+    if a.value("--request-timeout") != nil {
+        c.requestTimeout = try a.seconds("--request-timeout", default: c.requestTimeout)
+        guard c.requestTimeout > 0 else { throw .badValue("--request-timeout", "must be more than 0 s") }
+    }
     if let t = a.value("--threads") {
         guard let n = Int(t), (1...64).contains(n) else { throw .badValue("--threads", "'\(t)' is not 1…64") }
         c.loopCount = n

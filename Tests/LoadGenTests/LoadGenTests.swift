@@ -51,6 +51,16 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         #expect((report.latencyMs.p50 ?? 1e9) < 1000)
         #expect(report.tracks.allSatisfy { $0.latencyAvgMs != nil })
         #expect(report.joinLatencyMs.count == 12)
+        // The steps to each video track's first key frame: its offer arrived and was answered, and the
+        // subscribe connection connected.
+        for track in report.tracks where track.kind == "video" {
+            let offered = try #require(track.offeredMs, "\(track.subscriber) <- \(track.publisher)")
+            let answered = try #require(track.answeredMs)
+            #expect(offered >= 0 && answered >= offered)
+            #expect(track.connectedMs != nil)
+        }
+        #expect(report.firstKeyframeSteps?.toKeyframe.count == 20)
+        #expect(report.table().contains("→ connected"))
         #expect(report.errors.isEmpty, "\(report.errors)")
         // Publishers report what they sent: 3 simulcast layers + mic each.
         #expect(report.publishers.filter { $0.kind == "video" }.count == 6)
