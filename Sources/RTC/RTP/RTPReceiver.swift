@@ -189,8 +189,10 @@ public final class RTPReceiver: @unchecked Sendable {
     private let assembly: RTPFrameAssembly
     /// Packets the reorder window holds (video), 1 for audio.
     private let capacity: Int
-    // Ring remembering which extended numbers were seen, for dedupe.
-    private var seenExt: [Int64]
+    // Ring remembering which extended numbers were seen, for dedupe (raw memory: no uniqueness
+    // check per packet).
+    private let seenExt: UnsafeMutablePointer<Int64>
+    private let seenExtCount: Int
 
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
 
@@ -212,7 +214,9 @@ public final class RTPReceiver: @unchecked Sendable {
             ? .video(VP8FrameAssembler(capacity: capacity, reorderWait: options.reorderWait))
             : .audio(OpusFrameAssembler())
         let ringSize = max(capacity, 1024)
-        seenExt = Array(repeating: -1, count: ringSize)
+        seenExt = .allocate(capacity: ringSize)
+        seenExt.initialize(repeating: -1, count: ringSize)
+        seenExtCount = ringSize
         links = RTPReceiverLinks(
             statistics: ReceiveStatistics(
                 ssrc: ssrc, clockRate: codec.clockRate, cname: options.cname, reportInterval: options.reportInterval,
@@ -242,6 +246,7 @@ public final class RTPReceiver: @unchecked Sendable {
 
     deinit {
         rtcpBuffer.deallocate()
+        seenExt.deallocate()
     }
 
     // MARK: - Receive
@@ -316,7 +321,7 @@ public final class RTPReceiver: @unchecked Sendable {
             highestExt = ext
             firstArrival = now
         }
-        let ringIndex = Int(ext % Int64(seenExt.count))
+        let ringIndex = Int(UInt64(bitPattern: ext) % UInt64(seenExtCount))  // in range whatever ext
         if seenExt[ringIndex] == ext {
             counters.packetsDuplicated += 1
             return
