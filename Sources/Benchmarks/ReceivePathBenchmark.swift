@@ -23,6 +23,12 @@ public enum ReceivePathBenchmark {
         public var lostPackets: Int
         /// Share of the receive thread's busy time spent in the kernel (recvmmsg, UDP stack).
         public var kernelShare: Double
+        /// The same connection's user-space work alone: packets handed to
+        /// `PeerConnection.handleDatagram` directly on its loop thread (copied into a receive slot
+        /// first, as `recvmmsg` would), no socket, no kernel, no wake-ups.
+        public var userPathNanosPerPacket: Double
+        /// Packets fed directly.
+        public var directPackets: Int
     }
 
     /// Makes VP8-shaped frames: a keyframe every 300 frames, deltas otherwise.
@@ -99,23 +105,31 @@ public enum ReceivePathBenchmark {
             var remote: SocketAddress?
         }
         let capture = Capture()
-        await txLoop.submit {
+        // A quarter more frames than the socket run, fed to the receiver directly afterwards (their
+        // sequence numbers follow the socket run's, so SRTP and the receiver accept them as new).
+        let directFrames = max(4, totalFrames / 4)
+        let socketRunPackets = await txLoop.submit { () -> Int in
             tx.outboundRTPTap = { packet, socket, remote in
                 capture.packets.append([UInt8](packet))
                 capture.socket = socket
                 capture.remote = remote
                 return true
             }
-            for frame in frames(count: totalFrames, frameBytes: frameBytes) { tx.send(frame, on: transceiver) }
+            let all = frames(count: totalFrames + directFrames, frameBytes: frameBytes)
+            for frame in all[..<totalFrames] { tx.send(frame, on: transceiver) }
+            let boundary = capture.packets.count
+            for frame in all[totalFrames...] { tx.send(frame, on: transceiver) }
             // From here on the sender stays silent (retransmissions included).
             tx.outboundRTPTap = { _, _, _ in true }
+            return boundary
         }
-        guard let socket = capture.socket, let remote = capture.remote else {
+        guard let socket = capture.socket, let remote = capture.remote, let senderAddress = tx.localAddress else {
             throw PeerConnectionError.invalidState("the sender produced no packets")
         }
         // ~40k packets/s (400 per 10 ms tick): a busy loop, as in load mode, still inside the socket
         // buffer so nothing is lost (the result reports losses).
-        let blaster = Replayer(packets: capture.packets, socket: socket, remote: remote, perTick: 400)
+        let blaster = Replayer(
+            packets: Array(capture.packets[..<socketRunPackets]), socket: socket, remote: remote, perTick: 400)
 
         // Idle cost of the receive thread (ticks, timers) over one second.
         let idleStart = await rxLoop.submit { threadCPUNanoseconds() }
@@ -149,6 +163,9 @@ public enum ReceivePathBenchmark {
         let busy = Double(after.0 - before.0) - idlePerNano * wall
         let perPacket = busy / Double(max(1, received))
 
+        let direct = Array(capture.packets[socketRunPackets...])
+        let userPath = try await feedDirectly(direct, to: rx, on: rxLoop, from: senderAddress, socket: socket)
+
         let srtpProfile: SRTPProfile = profile.contains("GCM") ? .aeadAES128GCM : .aes128CMHMACSHA1_80
         // The anchor is the median of several rounds, so one disturbed round does not decide it.
         var rounds: [Double] = []
@@ -162,6 +179,43 @@ public enum ReceivePathBenchmark {
         return Result(
             packets: received, payloadBytes: payloadPerPacket, profile: profile, fullPathNanosPerPacket: perPacket,
             bareUnprotectNanosPerPacket: bare, lostPackets: lost,
-            kernelShare: systemTime / max(1, userTime + systemTime))
+            kernelShare: systemTime / max(1, userTime + systemTime), userPathNanosPerPacket: userPath,
+            directPackets: direct.count)
+    }
+
+    /// CPU per packet of `rx.handleDatagram` on its loop thread for `packets` (fresh SRTP packets of
+    /// its stream), each copied into one receive slot first. Throws when the connection did not
+    /// accept them all as media (the figure would then time a drop path).
+    static func feedDirectly(
+        _ packets: [[UInt8]], to rx: PeerConnection, on loop: EventLoop, from sender: SocketAddress,
+        socket: UDPSocket
+    ) async throws -> Double {
+        // One contiguous copy of the packets, so the timed loop walks plain memory.
+        var starts: [Int] = [0]
+        for packet in packets { starts.append(starts[starts.count - 1] + packet.count) }
+        let offsets = starts
+        let flat = packets.flatMap { $0 }
+        let (nanoseconds, accepted) = await loop.submit { () -> (UInt64, UInt64) in
+            let slot = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
+            defer { slot.deallocate() }
+            let before = rx.receiverStats().reduce(UInt64(0)) { $0 + $1.stats.packetsReceived }
+            let start = threadCPUNanoseconds()
+            flat.withUnsafeBytes { all in
+                for i in 0..<(offsets.count - 1) {
+                    let length = offsets[i + 1] - offsets[i]
+                    slot.baseAddress!.copyMemory(from: all.baseAddress! + offsets[i], byteCount: length)
+                    rx.handleDatagram(
+                        UnsafeMutableRawBufferPointer(rebasing: slot[..<length]), from: sender, socket: socket)
+                }
+            }
+            let elapsed = threadCPUNanoseconds() - start
+            let after = rx.receiverStats().reduce(UInt64(0)) { $0 + $1.stats.packetsReceived }
+            return (elapsed, after - before)
+        }
+        guard accepted == UInt64(packets.count) else {
+            throw PeerConnectionError.invalidState(
+                "direct feed: \(accepted) of \(packets.count) packets accepted as media")
+        }
+        return Double(nanoseconds) / Double(max(1, packets.count))
     }
 }

@@ -1,14 +1,86 @@
 import RTC
 
-/// Measures the anchor for the performance goals: bare libsrtp `srtp_unprotect` cost, and the
-/// same for our ``SRTPSession`` so that the two can be compared in one run.
+/// Measures the anchor for the performance goals: bare libsrtp `srtp_unprotect` (and
+/// `srtp_protect`) cost, and the same for our ``SRTPSession`` so that the two can be compared in
+/// one run.
 public enum SRTPBench {
     /// Which SRTP code to time.
     public enum Implementation: Sendable {
         /// libsrtp's bare `srtp_unprotect` (the anchor).
         case libsrtp
-        /// ``SRTPSession/unprotectRTP(_:length:)``, which the media path uses.
+        /// ``SRTPSession/unprotectRTP(_:length:)`` (or ``SRTPSession/protectRTP(_:length:capacity:)``),
+        /// which the media path uses.
         case understudy
+    }
+
+    /// Nanoseconds per packet for `srtp_protect` (or our `protectRTP`) of `count` distinct RTP
+    /// packets with a `payloadSize`-byte payload, each with its own sequence number. The plaintext
+    /// is copied in before timing; only the protect calls are timed (thread CPU time). The best of
+    /// three rounds (fresh session each) is returned, or `.nan` if anything fails.
+    public static func protectCost(
+        profile: SRTPProfile, payloadSize: Int, count: Int, implementation: Implementation = .libsrtp
+    ) -> Double {
+        guard count > 0, payloadSize >= 0, payloadSize <= 1400 else { return .nan }
+        let key = (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+        let salt = (0..<profile.saltLength).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+        let rtpLength = 12 + payloadSize
+        let slot = rtpLength + LibSRTPSession.maxTrailerLength
+        var plain = [UInt8](repeating: 0, count: slot * count)
+        plain.withUnsafeMutableBytes { all in
+            for index in 0..<count {
+                writePacket(all.baseAddress! + index * slot, index: index, rtpLength: rtpLength)
+            }
+        }
+        var best = Double.infinity
+        var work = plain
+        for _ in 0..<3 {
+            guard
+                let reference = LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound),
+                let ours = try? SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
+            else { return .nan }
+            work.withUnsafeMutableBytes { destination in
+                plain.withUnsafeBytes { source in destination.copyMemory(from: source) }
+            }
+            var failures = 0
+            let nanoseconds = work.withUnsafeMutableBytes { all -> Double in
+                let base = all.baseAddress!  // non-empty: count > 0
+                let start = threadCPUNanoseconds()
+                for index in 0..<count {
+                    switch implementation {
+                    case .libsrtp:
+                        var length = Int32(rtpLength)
+                        if !reference.rawProtect(base + index * slot, length: &length) { failures += 1 }
+                    case .understudy:
+                        if (try? ours.protectRTP(base + index * slot, length: rtpLength, capacity: slot)) == nil {
+                            failures += 1
+                        }
+                    }
+                }
+                return Double(threadCPUNanoseconds() - start)
+            }
+            guard failures == 0 else { return .nan }
+            best = min(best, nanoseconds / Double(count))
+        }
+        return best
+    }
+
+    /// One RTP packet of the benchmarks: version 2, payload type 96, sequence `index`, SSRC
+    /// 0x12345678, a payload pattern that depends on `index`.
+    private static func writePacket(_ packet: UnsafeMutableRawPointer, index: Int, rtpLength: Int) {
+        let bytes = packet.assumingMemoryBound(to: UInt8.self)
+        bytes[0] = 0x80
+        bytes[1] = 96
+        bytes[2] = UInt8(truncatingIfNeeded: index >> 8)
+        bytes[3] = UInt8(truncatingIfNeeded: index)
+        let timestamp = UInt32(truncatingIfNeeded: index &* 3000)
+        for shift in 0..<4 {
+            bytes[4 + shift] = UInt8(truncatingIfNeeded: timestamp >> (24 - 8 * shift))
+        }
+        bytes[8] = 0x12
+        bytes[9] = 0x34
+        bytes[10] = 0x56
+        bytes[11] = 0x78
+        for offset in 12..<rtpLength { bytes[offset] = UInt8(truncatingIfNeeded: offset &+ index) }
     }
 
     /// Nanoseconds per packet for `srtp_unprotect` of `count` distinct RTP packets with a
@@ -36,20 +108,7 @@ public enum SRTPBench {
             guard let base = all.baseAddress else { return false }
             for index in 0..<count {
                 let packet = base + index * slot
-                let bytes = packet.assumingMemoryBound(to: UInt8.self)
-                bytes[0] = 0x80
-                bytes[1] = 96
-                bytes[2] = UInt8(truncatingIfNeeded: index >> 8)
-                bytes[3] = UInt8(truncatingIfNeeded: index)
-                let timestamp = UInt32(truncatingIfNeeded: index &* 3000)
-                for shift in 0..<4 {
-                    bytes[4 + shift] = UInt8(truncatingIfNeeded: timestamp >> (24 - 8 * shift))
-                }
-                bytes[8] = 0x12
-                bytes[9] = 0x34
-                bytes[10] = 0x56
-                bytes[11] = 0x78
-                for offset in 12..<rtpLength { bytes[offset] = UInt8(truncatingIfNeeded: offset &+ index) }
+                writePacket(packet, index: index, rtpLength: rtpLength)
                 guard let length = try? outbound.protectRTP(packet, length: rtpLength, capacity: slot)
                 else {
                     return false

@@ -158,6 +158,28 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
         #expect(assembler.counters.framesDropped == 0)
     }
 
+    /// The marker search resumes where it stopped (a hole or the newest packet): whatever the
+    /// arrival order inside a window, every long frame comes out whole and in order.
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
+    func longFramesInAnyOrderComeOutWhole(seed: UInt64) {
+        let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
+        let context = RecordingAssemblyContext()
+        let sent = frames(count: 8, packetsPerFrame: 10, keys: [0])
+        var packets = sent.flatMap { $0 }
+        // Shuffle inside windows of 16 packets (frames overlap), deterministically per seed.
+        var state = seed
+        for base in stride(from: 0, to: packets.count, by: 16) {
+            let end = min(base + 16, packets.count)
+            for i in stride(from: end - 1, to: base, by: -1) {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                packets.swapAt(i, base + Int((state >> 33) % UInt64(i - base + 1)))
+            }
+        }
+        for p in packets { insert(p, into: assembler, now: 0, context: context) }
+        #expect(context.frames.map(\.data) == sent.map(media))
+        #expect(assembler.counters.framesDropped == 0)
+    }
+
     @Test func aFrameWithoutItsMarkerIsCutAtTheNextFrameStart() {
         let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()

@@ -104,17 +104,28 @@ final class VP8FrameAssembler {
     private var firstArrival: UInt64 = 0
 
     private let storage: UnsafeMutableRawBufferPointer
-    // Slots by extended sequence number modulo capacity; slotExt == -1 marks an empty slot.
-    private var slotExt: [Int64]
-    private var slotTimestamp: [UInt32]
-    private var slotMarker: [Bool]
-    private var slotFrameStart: [Bool]
-    private var slotKeyframe: [Bool]
-    private var slotPictureID: [Int32]
-    private var slotLength: [Int]
-    /// Whether the slot's payload bytes were kept (only while someone consumes frames).
-    private var slotHasData: [Bool]
-    private var slotArrival: [UInt64]
+    /// What the ring knows of one packet.
+    private struct Slot {
+        /// Extended sequence number; -1 marks an empty slot.
+        var ext: Int64 = -1
+        var timestamp: UInt32 = 0
+        var marker = false
+        var frameStart = false
+        var keyframe = false
+        /// Whether the payload bytes were kept (only while someone consumes frames).
+        var hasData = false
+        var pictureID: Int32 = -1
+        var length = 0
+        var arrival: UInt64 = 0
+    }
+    /// Slots by extended sequence number modulo capacity. Raw memory rather than arrays: one
+    /// packet writes one slot, without the uniqueness and bounds checks of nine arrays.
+    private let slots: UnsafeMutablePointer<Slot>
+    /// The marker search of the frame at ``frontier`` resumes at `scannedThrough` (every packet
+    /// from the frontier up to it is present, of one timestamp, without a marker), so a frame of
+    /// n packets costs n slot visits, not n²/2. Valid while `scannedFrontier == frontier`.
+    private var scannedFrontier: Int64 = -1
+    private var scannedThrough: Int64 = 0
 
     // Key-frame discipline.
     private var waitingForKeyframe = true
@@ -129,18 +140,14 @@ final class VP8FrameAssembler {
         self.capacity = max(16, capacity)
         self.reorderWait = reorderWait
         storage = .allocate(byteCount: self.capacity * Self.slotSize, alignment: 16)
-        slotExt = Array(repeating: -1, count: self.capacity)
-        slotTimestamp = Array(repeating: 0, count: self.capacity)
-        slotMarker = Array(repeating: false, count: self.capacity)
-        slotFrameStart = Array(repeating: false, count: self.capacity)
-        slotKeyframe = Array(repeating: false, count: self.capacity)
-        slotPictureID = Array(repeating: -1, count: self.capacity)
-        slotLength = Array(repeating: 0, count: self.capacity)
-        slotHasData = Array(repeating: false, count: self.capacity)
-        slotArrival = Array(repeating: 0, count: self.capacity)
+        slots = .allocate(capacity: self.capacity)
+        slots.initialize(repeating: Slot(), count: self.capacity)
     }
 
-    deinit { storage.deallocate() }
+    deinit {
+        storage.deallocate()
+        slots.deallocate()
+    }
 
     /// Whether a new (not duplicate) packet `ext` comes too late: its frame was released or given
     /// up. The first call starts the stream at `ext`. Before the first frame start is found, a packet
@@ -178,7 +185,8 @@ final class VP8FrameAssembler {
         assemble(now: now, context: context)
     }
 
-    private func slot(_ ext: Int64) -> Int { Int(ext % Int64(capacity)) }
+    /// The slot of `ext`; in range whatever `ext` (the ring is raw memory).
+    private func slot(_ ext: Int64) -> Int { Int(UInt64(bitPattern: ext) % UInt64(capacity)) }
 
     private func store<Context: RTPFrameAssemblyContext>(_ packet: RTPAssemblyPacket, now: UInt64, context: Context) {
         let ext = packet.ext
@@ -188,45 +196,35 @@ final class VP8FrameAssembler {
         }
         let i = slot(ext)
         let info = packet.info
-        var length = 0
-        var start = false
-        var key = false
-        var pictureID: Int32 = -1
+        var entry = Slot(ext: ext, timestamp: packet.timestamp, marker: packet.marker, arrival: now)
         if !packet.payload.isEmpty {
             let media = UnsafeRawBufferPointer(rebasing: packet.payload[info.headerLength...])
-            length = min(media.count, Self.slotSize)
+            entry.length = min(media.count, Self.slotSize)
             // Payload bytes are only kept when someone assembles frames (an SFU forwards packets instead).
-            if context.consumesFrames, let src = media.baseAddress, let dst = storage.baseAddress, length > 0 {
-                (dst + i * Self.slotSize).copyMemory(from: src, byteCount: length)
-                slotHasData[i] = true
+            if context.consumesFrames, let src = media.baseAddress, let dst = storage.baseAddress, entry.length > 0 {
+                (dst + i * Self.slotSize).copyMemory(from: src, byteCount: entry.length)
+                entry.hasData = true
             } else {
-                slotHasData[i] = length == 0
+                entry.hasData = entry.length == 0
             }
-            start = info.startsFrame
-            key = info.isKeyframe
-            pictureID = info.hasPictureID ? Int32(info.pictureID) : -1
+            entry.frameStart = info.startsFrame
+            entry.keyframe = info.isKeyframe
+            entry.pictureID = info.hasPictureID ? Int32(info.pictureID) : -1
             if info.hasPictureID { lastPictureIDLong = info.pictureIDIs15Bit }
         }
-        slotExt[i] = ext
-        slotTimestamp[i] = packet.timestamp
-        slotMarker[i] = packet.marker
-        slotFrameStart[i] = start
-        slotKeyframe[i] = key
-        slotPictureID[i] = pictureID
-        slotLength[i] = length
-        slotArrival[i] = now
+        slots[i] = entry
     }
 
     private func release(_ ext: Int64) {
         let i = slot(ext)
-        if slotExt[i] == ext { slotExt[i] = -1 }
+        if slots[i].ext == ext { slots[i].ext = -1 }
     }
 
     /// Gives up every packet before `target` that has not arrived, then assembles.
     private func forceAdvance<Context: RTPFrameAssemblyContext>(to target: Int64, now: UInt64, context: Context) {
         var e = frontier
         while e < target {
-            if slotExt[slot(e)] != e && !context.isGivenUp(e) { context.giveUp(e) }
+            if slots[slot(e)].ext != e && !context.isGivenUp(e) { context.giveUp(e) }
             e += 1
         }
         context.forgetHoles(before: target)
@@ -242,8 +240,9 @@ final class VP8FrameAssembler {
     /// Drops everything buffered and restarts at `ext`, in O(window) whatever the jump.
     private func resync(at ext: Int64) {
         let pending = frontier <= highest
-        for i in 0..<capacity { slotExt[i] = -1 }
+        for i in 0..<capacity { slots[i].ext = -1 }
         frontier = ext
+        scannedFrontier = -1
         // Skipped packets may have held media; picture-ID continuity decides at the next frame start.
         markBroken(media: pending)
     }
@@ -269,26 +268,26 @@ final class VP8FrameAssembler {
         if !synced {
             // Wait a little for an earlier frame start before treating the stream head as broken.
             // A key frame start needs nothing earlier; anything else may be preceded by late packets.
-            let i = slot(frontier)
-            let atStart = slotExt[i] == frontier && slotFrameStart[i] && slotLength[i] > 0
-            guard atStart && slotKeyframe[i] || now &- firstArrival >= reorderWait else { return }
+            let head = slots[slot(frontier)]
+            let atStart = head.ext == frontier && head.frameStart && head.length > 0
+            guard atStart && head.keyframe || now &- firstArrival >= reorderWait else { return }
             synced = true
             if !atStart { markBroken(media: true) }
         }
         while frontier <= highest {
-            let i = slot(frontier)
-            guard slotExt[i] == frontier else {
+            let first = slots[slot(frontier)]
+            guard first.ext == frontier else {
                 guard context.isGivenUp(frontier) else { return }  // still waiting for it
                 markBroken(media: false)
                 frontier += 1
                 continue
             }
-            if slotLength[i] == 0 {  // padding
+            if first.length == 0 {  // padding
                 release(frontier)
                 frontier += 1
                 continue
             }
-            guard slotFrameStart[i] else {
+            guard first.frameStart else {
                 // The frame's first packet is gone: drop the rest of it.
                 markBroken(media: true)
                 release(frontier)
@@ -297,30 +296,34 @@ final class VP8FrameAssembler {
             }
             if skipping {
                 skipping = false
-                if skippedMedia || !followsLastFrame(slotPictureID[i]) { frameBroken(context) }
+                if skippedMedia || !followsLastFrame(first.pictureID) { frameBroken(context) }
             }
-            // Find the marker packet of this frame.
-            let timestamp = slotTimestamp[i]
-            var end = frontier
+            // Find the marker packet of this frame, from where the last search of it stopped.
+            let timestamp = first.timestamp
+            var end = scannedFrontier == frontier ? scannedThrough : frontier
             var complete = false
             while end <= highest && end - frontier < Int64(capacity) {
-                let j = slot(end)
-                guard slotExt[j] == end else {
+                let packet = slots[slot(end)]
+                guard packet.ext == end else {
                     if context.isGivenUp(end) { break }  // hole given up: frame broken
+                    remember(scannedThrough: end)
                     return  // wait for the hole to fill
                 }
-                if slotTimestamp[j] != timestamp || (end > frontier && slotFrameStart[j] && slotLength[j] > 0) {
+                if packet.timestamp != timestamp || (end > frontier && packet.frameStart && packet.length > 0) {
                     end -= 1  // next frame began without a marker: this frame is incomplete
                     break
                 }
-                if slotMarker[j] {
+                if packet.marker {
                     complete = true
                     break
                 }
                 end += 1
             }
             if !complete {
-                if end > highest { return }  // the rest has not arrived yet
+                if end > highest {  // the rest has not arrived yet
+                    remember(scannedThrough: end)
+                    return
+                }
                 // Broken: drop this frame's packets and skip to the next frame start.
                 releaseRange(frontier, end)
                 frontier = max(end + 1, frontier + 1)
@@ -330,6 +333,11 @@ final class VP8FrameAssembler {
             deliver(from: frontier, through: end, context: context)
             frontier = end + 1
         }
+    }
+
+    private func remember(scannedThrough end: Int64) {
+        scannedFrontier = frontier
+        scannedThrough = end
     }
 
     private func frameBroken<Context: RTPFrameAssemblyContext>(_ context: Context) {
@@ -347,10 +355,10 @@ final class VP8FrameAssembler {
     }
 
     private func deliver<Context: RTPFrameAssemblyContext>(from first: Int64, through last: Int64, context: Context) {
-        let firstSlot = slot(first)
-        let isKey = slotKeyframe[firstSlot]
-        let timestamp = slotTimestamp[firstSlot]
-        lastPictureID = slotPictureID[firstSlot]
+        let head = slots[slot(first)]
+        let isKey = head.keyframe
+        let timestamp = head.timestamp
+        lastPictureID = head.pictureID
         counters.framesAssembled += 1
         if waitingForKeyframe && !isKey {
             // Undecodable without its references: drop and keep asking for a key frame.
@@ -365,10 +373,10 @@ final class VP8FrameAssembler {
         var hasAllBytes = true
         var e = first
         while e <= last {
-            let j = slot(e)
-            total += slotLength[j]
-            arrival = max(arrival, slotArrival[j])
-            if !slotHasData[j] { hasAllBytes = false }
+            let packet = slots[slot(e)]
+            total += packet.length
+            arrival = max(arrival, packet.arrival)
+            if !packet.hasData { hasAllBytes = false }
             e += 1
         }
         // A frame whose first packets arrived before anyone consumed frames has no bytes for them:
@@ -393,13 +401,13 @@ final class VP8FrameAssembler {
             var e = first
             while e <= last {
                 let j = slot(e)
-                let n = slotLength[j]
+                let n = slots[j].length
                 if n > 0, let src = storage.baseAddress, let dst = buffer.baseAddress {
                     (dst + w).initialize(
                         from: (src + j * Self.slotSize).assumingMemoryBound(to: UInt8.self), count: n)
                 }
                 w += n
-                slotExt[j] = -1
+                slots[j].ext = -1
                 e += 1
             }
             count = w

@@ -169,10 +169,7 @@ public final class RTPReceiver: @unchecked Sendable {
     }
     private var counters = RTPReceiverStats()
     private var assemblyCounters: RTPFrameAssemblyCounters {
-        switch assembly {
-        case .audio(let audio): audio.counters
-        case .video(let video): video.counters
-        }
+        videoAssembler?.counters ?? audioAssembler?.counters ?? RTPFrameAssemblyCounters()
     }
 
     // Sequence tracking. Extended sequence numbers are biased by 2^16 so early reordering stays positive.
@@ -184,13 +181,18 @@ public final class RTPReceiver: @unchecked Sendable {
     /// The stream's features as a chain: receive statistics and reports, NACK generator, key-frame
     /// requester (RTPLinkChain.swift).
     private var links: RTPReceiverLinks
-    /// The codec's frame assembler (RTPFrameAssembler.swift); it reaches the NACK and key-frame
-    /// links through this receiver as its ``RTPFrameAssemblyContext``.
-    private let assembly: RTPFrameAssembly
+    /// The codec's frame assembler (RTPFrameAssembler.swift): VP8 for video, Opus otherwise (exactly
+    /// one is set); it reaches the NACK and key-frame links through this receiver as its
+    /// ``RTPFrameAssemblyContext``. Two `let`s rather than an enum: a packet's calls borrow the
+    /// assembler, where binding an enum payload retained and released it for every packet.
+    private let videoAssembler: VP8FrameAssembler?
+    private let audioAssembler: OpusFrameAssembler?
     /// Packets the reorder window holds (video), 1 for audio.
     private let capacity: Int
-    // Ring remembering which extended numbers were seen, for dedupe.
-    private var seenExt: [Int64]
+    // Ring remembering which extended numbers were seen, for dedupe (raw memory: no uniqueness
+    // check per packet).
+    private let seenExt: UnsafeMutablePointer<Int64>
+    private let seenExtCount: Int
 
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
 
@@ -207,12 +209,13 @@ public final class RTPReceiver: @unchecked Sendable {
         self.localSSRC = localSSRC
         self.options = options
         capacity = codec == .vp8 ? max(16, options.bufferPackets) : 1
-        assembly =
-            codec == .vp8
-            ? .video(VP8FrameAssembler(capacity: capacity, reorderWait: options.reorderWait))
-            : .audio(OpusFrameAssembler())
+        videoAssembler =
+            codec == .vp8 ? VP8FrameAssembler(capacity: capacity, reorderWait: options.reorderWait) : nil
+        audioAssembler = codec == .vp8 ? nil : OpusFrameAssembler()
         let ringSize = max(capacity, 1024)
-        seenExt = Array(repeating: -1, count: ringSize)
+        seenExt = .allocate(capacity: ringSize)
+        seenExt.initialize(repeating: -1, count: ringSize)
+        seenExtCount = ringSize
         links = RTPReceiverLinks(
             statistics: ReceiveStatistics(
                 ssrc: ssrc, clockRate: codec.clockRate, cname: options.cname, reportInterval: options.reportInterval,
@@ -242,6 +245,7 @@ public final class RTPReceiver: @unchecked Sendable {
 
     deinit {
         rtcpBuffer.deallocate()
+        seenExt.deallocate()
     }
 
     // MARK: - Receive
@@ -316,13 +320,13 @@ public final class RTPReceiver: @unchecked Sendable {
             highestExt = ext
             firstArrival = now
         }
-        let ringIndex = Int(ext % Int64(seenExt.count))
+        let ringIndex = Int(UInt64(bitPattern: ext) % UInt64(seenExtCount))  // in range whatever ext
         if seenExt[ringIndex] == ext {
             counters.packetsDuplicated += 1
             return
         }
         var resynced = false
-        if case .video(let video) = assembly {
+        if let video = videoAssembler {
             if video.isLate(ext, now: now) {
                 counters.packetsLate += 1
                 return
@@ -342,9 +346,10 @@ public final class RTPReceiver: @unchecked Sendable {
                 sinceStart: now &- firstArrival, resynced: resynced),
             now: now)
         let packet = RTPAssemblyPacket(ext: ext, timestamp: timestamp, marker: marker, payload: payload, info: info)
-        switch assembly {
-        case .audio(let audio): audio.insert(packet, now: now, context: self)
-        case .video(let video): video.insert(packet, now: now, context: self)
+        if let video = videoAssembler {
+            video.insert(packet, now: now, context: self)
+        } else {
+            audioAssembler?.insert(packet, now: now, context: self)
         }
     }
 
@@ -397,7 +402,7 @@ public final class RTPReceiver: @unchecked Sendable {
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
         guard started else { return }
         // Holes out of time are given up first, so the assembler can move past them.
-        if case .video(let video) = assembly,
+        if let video = videoAssembler,
             links.nack.expire(now: now, roundTripTime: roundTripTime) || !video.synced
         {
             video.advance(now: now, context: self)
@@ -411,13 +416,6 @@ public final class RTPReceiver: @unchecked Sendable {
         guard out.end > 0 else { return }
         emitRTCP(rtcpBuffer, out.end)
     }
-}
-
-/// The frame assembler of one receive stream, by codec: a switch rather than an existential, so
-/// each packet's call is direct.
-enum RTPFrameAssembly {
-    case audio(OpusFrameAssembler)
-    case video(VP8FrameAssembler)
 }
 
 extension RTPReceiver: RTPFrameAssemblyContext {

@@ -62,6 +62,13 @@ public final class LibSRTPSession {
         srtp_unprotect(session, buffer, &length) == srtp_err_status_ok
     }
 
+    /// Bare `srtp_protect`, for the benchmark's protect row; whether libsrtp protected the packet
+    /// (the buffer needs ``maxTrailerLength`` spare bytes).
+    @inline(__always)
+    public func rawProtect(_ buffer: UnsafeMutableRawPointer, length: inout Int32) -> Bool {
+        srtp_protect(session, buffer, &length) == srtp_err_status_ok
+    }
+
     private func call(_ length: Int, _ body: (inout Int32) -> srtp_err_status_t) -> Int? {
         guard length > 0, length < Int(Int32.max) - Self.maxTrailerLength else { return nil }
         var packetLength = Int32(length)

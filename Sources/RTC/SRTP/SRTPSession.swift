@@ -186,7 +186,30 @@ public final class SRTPSession: @unchecked Sendable {
         else { throw record(.badParameter) }
         let ssrc = buffer.loadBigEndianUInt32(at: 8)
         let sequence = buffer.loadBigEndianUInt16(at: 2)
-        let known = stream(for: ssrc, create: false)
+        // Borrowed without a retain and release per packet, as on the send path.
+        guard let reference = knownStreamReference(for: ssrc) else {
+            return try unprotectRTP(
+                buffer, length: length, headerLength: headerLength, ssrc: ssrc, sequence: sequence, nil)
+        }
+        var failure: SRTPError?
+        let unprotected = reference._withUnsafeGuaranteedRef { known -> Int in
+            do throws(SRTPError) {
+                return try unprotectRTP(
+                    buffer, length: length, headerLength: headerLength, ssrc: ssrc, sequence: sequence, known)
+            } catch {
+                failure = error
+                return 0
+            }
+        }
+        if let failure { throw failure }
+        return unprotected
+    }
+
+    private func unprotectRTP(
+        _ buffer: UnsafeMutableRawPointer, length: Int, headerLength: Int, ssrc: UInt32, sequence: UInt16,
+        _ known: Stream?
+    ) throws(SRTPError) -> Int {
+        let tagLength = rtp.tagLength
         let index: UInt64
         if let known, known.hasIndex {
             let estimate = estimateSRTPIndex(sequence: sequence, highest: known.highestIndex)
@@ -213,9 +236,14 @@ public final class SRTPSession: @unchecked Sendable {
             guard rtp.applyKeystream(ssrc: ssrc, index: index, payload: payload) else { throw record(.other(-1)) }
         }
         // Only an authentic packet may create or move stream state.
-        guard let stream = known ?? stream(for: ssrc, create: true) else { throw record(.other(0)) }
-        stream.rtpWindow?.accept(index)
-        stream.advance(to: index)
+        if let known {
+            known.rtpWindow?.accept(index)
+            known.advance(to: index)
+        } else {
+            guard let created = stream(for: ssrc, create: true) else { throw record(.other(0)) }
+            created.rtpWindow?.accept(index)
+            created.advance(to: index)
+        }
         return end
     }
 
@@ -323,6 +351,16 @@ public final class SRTPSession: @unchecked Sendable {
     /// ``stream(for:create:)`` (creating) as an unretained reference: streams are never removed.
     /// An SFU's subscribe session interleaves the SSRCs of several consumers, so the table lookup is
     /// on the per-packet path too; it holds unretained references for that.
+    @inline(__always)
+    private func knownStreamReference(for ssrc: UInt32) -> Unmanaged<Stream>? {
+        if let last = lastStreamReference, lastSSRC == ssrc { return last }
+        guard let known = streamReferences[ssrc] else { return nil }
+        lastSSRC = ssrc
+        lastStreamReference = known
+        return known
+    }
+
+    /// ``knownStreamReference(for:)``, creating the stream when it is new.
     @inline(__always)
     private func streamReference(for ssrc: UInt32) -> Unmanaged<Stream>? {
         if let last = lastStreamReference, lastSSRC == ssrc { return last }

@@ -390,7 +390,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             return
         }
         // Media is accepted only from the address ICE validated for this transport.
-        guard let target = mediaTarget, target.remote == from || (ice?.isValidRemote(from) ?? false) else {
+        guard let remote = mediaTarget?.remote, remote == from || (ice?.isValidRemote(from) ?? false) else {
             counters.droppedUnknownAddress &+= 1
             return
         }
@@ -421,16 +421,19 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             counters.droppedMalformed &+= 1
             return
         }
+        // Streams live as long as the listener: borrowed without a retain and release per packet.
         guard
-            let stream = listener.bySSRC[header.ssrc]
-                ?? listener.bind(packet, header: header, routes: transceivers)
+            let reference = listener.boundStream(header.ssrc)
+                ?? listener.bind(packet, header: header, routes: transceivers).map(Unmanaged.passUnretained)
         else {
             counters.droppedUnroutable &+= 1
             return
         }
-        // The receiver unwraps RTX and parses the codec header once; a forwarder reuses both.
-        let read = stream.receiver.receive(packet, header: header, now: now)
-        if let onRTP, let read { deliverRaw(stream, packet, header: header, read, now: now, to: onRTP) }
+        reference._withUnsafeGuaranteedRef { stream in
+            // The receiver unwraps RTX and parses the codec header once; a forwarder reuses both.
+            let read = stream.receiver.receive(packet, header: header, now: now)
+            if let onRTP, let read { deliverRaw(stream, packet, header: header, read, now: now, to: onRTP) }
+        }
     }
 
     /// Hands a media packet to ``onRTP`` as its receiver read it (RTX unwrapped, codec header parsed).

@@ -8,7 +8,8 @@ import RTCWire
 /// It is the transport's listener, apart from JSEP: offers, answers and m-line bookkeeping stay in
 /// ``PeerConnection``, which hands the listener the negotiated extension ids and the receiving
 /// transceivers (only their receive parameters are read). No socket, no SRTP: the unit runs alone
-/// on synthetic packets. Loop-thread confined; the per-packet path is one dictionary lookup.
+/// on synthetic packets. Loop-thread confined; the per-packet path is one compare (the last SSRC)
+/// or one dictionary lookup, without a retain.
 final class RTPStreamListener {
     /// One remote media stream (its RTX stream maps to the same one).
     final class Stream {
@@ -30,6 +31,12 @@ final class RTPStreamListener {
     let maxSSRCs: Int
     /// SSRC (media or RTX) → stream.
     private(set) var bySSRC: [UInt32: Stream] = [:]
+    /// `bySSRC` unretained, for the per-packet lookup: streams are never unbound, so each lives as
+    /// long as the listener, and a packet's lookup then costs no retain and release.
+    private var references: [UInt32: Unmanaged<Stream>] = [:]
+    /// The stream of the last SSRC looked up (packets come in runs per SSRC).
+    private var lastSSRC: UInt32 = 0
+    private var lastReference: Unmanaged<Stream>?
     /// Every stream, in creation order.
     private(set) var streams: [Stream] = []
     /// Runs once for each new stream (the owner attaches its frame handler).
@@ -41,6 +48,17 @@ final class RTPStreamListener {
     /// receiving m-lines), or nil when it belongs to none or the SSRC table is full.
     func stream(for packet: UnsafeRawBufferPointer, header: RTPHeader, routes: [RTPTransceiver]) -> Stream? {
         bySSRC[header.ssrc] ?? bind(packet, header: header, routes: routes)
+    }
+
+    /// The stream bound to `ssrc`, unretained (valid as long as this listener), or nil when the SSRC
+    /// is not bound yet. The per-packet lookup.
+    @inline(__always)
+    func boundStream(_ ssrc: UInt32) -> Unmanaged<Stream>? {
+        if let lastReference, lastSSRC == ssrc { return lastReference }
+        guard let found = references[ssrc] else { return nil }
+        lastSSRC = ssrc
+        lastReference = found
+        return found
     }
 
     /// Binds a new SSRC to a receive stream by mid/rid extension, announced SSRCs, or payload type.
@@ -81,17 +99,22 @@ final class RTPStreamListener {
         if let primary = t.remoteRTXSSRCs[header.ssrc] {
             let stream = bySSRC[primary] ?? makeStream(t, rid: rid, ssrc: primary)
             stream.receiver.setRTX(ssrc: header.ssrc, payloadType: t.rtxPayloadType ?? 0)
-            bySSRC[header.ssrc] = stream
+            bindSSRC(header.ssrc, to: stream)
             return stream
         }
         if isRTX || isRepair {
             // Repair stream identified by repaired-rid: find the primary stream with that rid.
             guard let primary = streams.first(where: { $0.transceiver === t && $0.rid == rid }) else { return nil }
             primary.receiver.setRTX(ssrc: header.ssrc, payloadType: t.rtxPayloadType ?? 0)
-            bySSRC[header.ssrc] = primary
+            bindSSRC(header.ssrc, to: primary)
             return primary
         }
         return makeStream(t, rid: rid, ssrc: header.ssrc)
+    }
+
+    private func bindSSRC(_ ssrc: UInt32, to stream: Stream) {
+        bySSRC[ssrc] = stream
+        references[ssrc] = Unmanaged.passUnretained(stream)
     }
 
     private func makeStream(_ t: RTPTransceiver, rid: String?, ssrc: UInt32) -> Stream {
@@ -100,7 +123,7 @@ final class RTPStreamListener {
             ssrc: ssrc, codec: t.codec, payloadType: t.payloadType, localSSRC: localSSRC,
             nack: t.kind == .video, pli: t.kind == .video)
         let stream = Stream(transceiver: t, rid: rid, receiver: receiver)
-        bySSRC[ssrc] = stream
+        bindSSRC(ssrc, to: stream)
         streams.append(stream)
         onNewStream?(stream)
         return stream
