@@ -20,11 +20,8 @@ public enum SRTPBench {
     public static func protectCost(
         profile: SRTPProfile, payloadSize: Int, count: Int, implementation: Implementation = .libsrtp
     ) -> Double {
-        guard count > 0, payloadSize >= 0, payloadSize <= 1400 else { return .nan }
-        let key = (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
-        let salt = (0..<profile.saltLength).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
-        let rtpLength = 12 + payloadSize
-        let slot = rtpLength + LibSRTPSession.maxTrailerLength
+        guard let shape = Workload(profile: profile, payloadSize: payloadSize, count: count) else { return .nan }
+        let (key, salt, rtpLength, slot) = (shape.key, shape.salt, shape.rtpLength, shape.slot)
         var plain = [UInt8](repeating: 0, count: slot * count)
         plain.withUnsafeMutableBytes { all in
             for index in 0..<count {
@@ -64,6 +61,23 @@ public enum SRTPBench {
         return best
     }
 
+    /// The keys and packet layout both cost functions use: a fixed key and salt, one slot per
+    /// packet with room for the SRTP trailer.
+    private struct Workload {
+        let key: [UInt8]
+        let salt: [UInt8]
+        let rtpLength: Int
+        let slot: Int
+
+        init?(profile: SRTPProfile, payloadSize: Int, count: Int) {
+            guard count > 0, payloadSize >= 0, payloadSize <= 1400 else { return nil }
+            key = (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+            salt = (0..<profile.saltLength).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+            rtpLength = 12 + payloadSize
+            slot = rtpLength + LibSRTPSession.maxTrailerLength
+        }
+    }
+
     /// One RTP packet of the benchmarks: version 2, payload type 96, sequence `index`, SSRC
     /// 0x12345678, a payload pattern that depends on `index`.
     private static func writePacket(_ packet: UnsafeMutableRawPointer, index: Int, rtpLength: Int) {
@@ -90,11 +104,8 @@ public enum SRTPBench {
     public static func unprotectCost(
         profile: SRTPProfile, payloadSize: Int, count: Int, implementation: Implementation = .libsrtp
     ) -> Double {
-        guard count > 0, payloadSize >= 0, payloadSize <= 1400 else { return .nan }
-        let key = (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
-        let salt = (0..<profile.saltLength).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
-        let rtpLength = 12 + payloadSize
-        let slot = rtpLength + LibSRTPSession.maxTrailerLength
+        guard let shape = Workload(profile: profile, payloadSize: payloadSize, count: count) else { return .nan }
+        let (key, salt, rtpLength, slot) = (shape.key, shape.salt, shape.rtpLength, shape.slot)
         guard
             let outbound = try? SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
         else {
