@@ -61,7 +61,7 @@ def test_a_bad_request_timeout_exits_2_with_one_line(understudy, value):
                              "--request-timeout", value], timeout=30)
     assert result.returncode == 2, result
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--request-timeout" in lines[0], result.stderr
+    assert len(lines) == 1 and "bad value for --request-timeout" in lines[0], result.stderr
 
 
 def test_wrong_secret_and_unreachable_server_fail_with_one_line(understudy):
