@@ -120,6 +120,10 @@ public struct LoadConfiguration: Sendable {
         if let inviteEvery {
             guard inviteEvery > 0, inviteEvery.isFinite else { throw bad("--invite-every must be positive") }
         }
+        // Timeouts become nanosecond counts (UInt64): a negative or NaN one would trap.
+        guard requestTimeout > 0, requestTimeout <= 365 * 86400 else {
+            throw bad("--request-timeout must be positive (at most a year)")
+        }
         guard loopCount >= 1 else { throw bad("need at least one I/O thread") }
     }
 }

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from harness import free_port, kill_process, run_understudy, start_room_server
 
 SECRET = "interop-load-secret"
@@ -51,6 +53,15 @@ def test_bad_flags_exit_2_with_one_line(understudy):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--layout" in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-5s", "soon", "0ms"])
+def test_a_bad_request_timeout_exits_2_with_one_line(understudy, value):
+    result = run_understudy(["load", "--server", "http://127.0.0.1:1", "--room", "r", "--secret", "s",
+                             "--request-timeout", value], timeout=30)
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad value for --request-timeout" in lines[0], result.stderr
 
 
 def test_wrong_secret_and_unreachable_server_fail_with_one_line(understudy):

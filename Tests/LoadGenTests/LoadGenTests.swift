@@ -113,6 +113,68 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         #expect(report.rosterCheck == LoadReport.RosterCheck(checked: 3, mismatched: 0, example: nil))
     }
 
+    @Test func anAudienceBotAnswersItsOfferWhileItsConsumeIsOutstanding() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        // Each consume's response waits until the bot has answered a subscriberOffer sent after it: a
+        // bot that handles offers behind its pending consumes answers nothing (and receives nothing)
+        // until its consume times out, which is after the run.
+        let relay = try HoldingRelay.start(to: server, hold: .consumeUntilAnswered)
+        defer { relay.stop() }
+        var c = configuration(server, room: "offer-first")
+        c.signalingURL = relay.url
+        c.publishers = 1
+        c.subscribers = 1
+        c.duration = 10
+        c.requestTimeout = 30
+        let report = try await LoadGen.run(c)
+        // Both consumes (mic, webcam) were outstanding when the bot answered their offers.
+        #expect(relay.held == 2)
+        #expect(relay.releasedByAnswer == 2)
+        #expect(report.announcedTracks == 2)
+        #expect(report.subscribedTracks == 2)
+        for track in report.tracks {
+            #expect(track.packets > 0, "\(track.subscriber) <- \(track.publisher) \(track.kind)")
+            #expect(track.answeredMs != nil)
+        }
+        #expect(report.errors.isEmpty, "\(report.errors)")
+    }
+
+    @Test func anInviteStillUnderWayAtTheEndIsWaitedForAndReported() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        // The guest's changeMode response is held until 2 s after the run's last progress tick: its
+        // promotion ends after the run's duration, and must still be in the report.
+        let relay = try HoldingRelay.start(to: server, hold: .changeModeUntilReleased)
+        defer { relay.stop() }
+        var c = configuration(server, room: "late-invite")
+        c.signalingURL = relay.url
+        c.publishers = 1
+        c.subscribers = 1
+        c.inviteEvery = 3
+        c.duration = 5
+        let duration = c.duration
+        let ended = Counter()
+        let report = try await LoadGen.run(c) { progress in
+            guard progress.elapsed >= duration else { return }
+            ended.add()
+            guard ended.value == 1 else { return }
+            Task {
+                try? await Task.sleep(nanoseconds: 2_000_000_000)
+                relay.releaseChangeModes()
+            }
+        }
+        #expect(ended.value >= 1)
+        #expect(relay.held == 1)  // the invite was under way at the end
+        let modes = report.modeChanges
+        #expect(modes.invitesSent == 1)
+        #expect(modes.promotions == 1)
+        #expect(modes.failures == 0 && modes.demotions == 0)
+        #expect(modes.latencyMs.count == 1)
+        #expect(report.table().contains("stage invites 1 sent, 1 promoted, 0 demoted, 0 failed"), "\(report.table())")
+        #expect(report.errors.isEmpty, "\(report.errors)")
+    }
+
     @Test func aRefusedJoinIsReportedOnceWithItsReason() async throws {
         let server = try startServer(maxParticipants: 4)
         defer { server.stop() }
@@ -191,6 +253,12 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
     bad = c
     bad.inviteEvery = 0
     #expect(throws: LoadError.self) { try bad.validate() }
+    // A zero, negative or NaN request timeout is refused, not turned into a trapping conversion.
+    for timeout in [0, -1, Double.nan, .infinity] {
+        bad = c
+        bad.requestTimeout = timeout
+        #expect(throws: LoadError.self) { try bad.validate() }
+    }
 }
 
 @Test func layoutsParseAndSizeTheirTiles() {
