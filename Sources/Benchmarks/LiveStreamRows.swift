@@ -224,7 +224,11 @@ enum LiveStreamRows {
             before the first join, ÷ audience. Server cores = process CPU time over the steady window ÷
             its length; members per core = audience ÷ that. Both processes share this two-core machine,
             so the generator's own receive work (about as large as the server's) competes with the
-            server: on a dedicated server the per-core figure would be higher.
+            server: on a dedicated server the per-core figure would be higher. What bounds the knee
+            (each member receives about 210 packets/s, a forwarded packet costs several µs of the
+            SFU's one loop thread and about as much in the generator, and past saturation the shared
+            socket queues seconds of datagrams that joins and key frames wait behind): see
+            docs/load-testing.md, "What bounds the knee at 500–750 members".
 
 
             """
