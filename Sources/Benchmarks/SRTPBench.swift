@@ -21,49 +21,30 @@ public enum SRTPBench {
         profile: SRTPProfile, payloadSize: Int, count: Int, implementation: Implementation = .libsrtp
     ) -> Double {
         guard let shape = Workload(profile: profile, payloadSize: payloadSize, count: count) else { return .nan }
-        let (key, salt, rtpLength, slot) = (shape.key, shape.salt, shape.rtpLength, shape.slot)
+        let (rtpLength, slot) = (shape.rtpLength, shape.slot)
         var plain = [UInt8](repeating: 0, count: slot * count)
         plain.withUnsafeMutableBytes { all in
             for index in 0..<count {
                 writePacket(all.baseAddress! + index * slot, index: index, rtpLength: rtpLength)
             }
         }
-        var best = Double.infinity
-        var work = plain
-        for _ in 0..<3 {
-            guard
-                let reference = LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound),
-                let ours = try? SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
-            else { return .nan }
-            work.withUnsafeMutableBytes { destination in
-                plain.withUnsafeBytes { source in destination.copyMemory(from: source) }
+        return bestOfThreeRounds(
+            packets: plain, count: count, slot: slot, workload: shape, direction: .outbound
+        ) { reference, ours, packet, _ in
+            switch implementation {
+            case .libsrtp:
+                var length = Int32(rtpLength)
+                return reference.rawProtect(packet, length: &length)
+            case .understudy:
+                return (try? ours.protectRTP(packet, length: rtpLength, capacity: slot)) != nil
             }
-            var failures = 0
-            let nanoseconds = work.withUnsafeMutableBytes { all -> Double in
-                let base = all.baseAddress!  // non-empty: count > 0
-                let start = threadCPUNanoseconds()
-                for index in 0..<count {
-                    switch implementation {
-                    case .libsrtp:
-                        var length = Int32(rtpLength)
-                        if !reference.rawProtect(base + index * slot, length: &length) { failures += 1 }
-                    case .understudy:
-                        if (try? ours.protectRTP(base + index * slot, length: rtpLength, capacity: slot)) == nil {
-                            failures += 1
-                        }
-                    }
-                }
-                return Double(threadCPUNanoseconds() - start)
-            }
-            guard failures == 0 else { return .nan }
-            best = min(best, nanoseconds / Double(count))
         }
-        return best
     }
 
     /// The keys and packet layout both cost functions use: a fixed key and salt, one slot per
     /// packet with room for the SRTP trailer.
     private struct Workload {
+        let profile: SRTPProfile
         let key: [UInt8]
         let salt: [UInt8]
         let rtpLength: Int
@@ -71,6 +52,7 @@ public enum SRTPBench {
 
         init?(profile: SRTPProfile, payloadSize: Int, count: Int) {
             guard count > 0, payloadSize >= 0, payloadSize <= 1400 else { return nil }
+            self.profile = profile
             key = (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
             salt = (0..<profile.saltLength).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
             rtpLength = 12 + payloadSize
@@ -130,36 +112,47 @@ public enum SRTPBench {
         }
         guard protectOK else { return .nan }
 
-        var best = Double.infinity
-        var work = protected
-        for _ in 0..<3 {
-            let ours = try? SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
-            guard let reference = LibSRTPSession(profile: profile, key: key, salt: salt, direction: .inbound),
-                let ours
-            else {
-                return .nan
+        return bestOfThreeRounds(
+            packets: protected, count: count, slot: slot, workload: shape, direction: .inbound
+        ) { reference, ours, packet, index in
+            var length = protectedLengths[index]
+            switch implementation {
+            case .libsrtp:
+                return reference.rawUnprotect(packet, length: &length)
+            case .understudy:
+                return (try? ours.unprotectRTP(packet, length: Int(length))) != nil
             }
-            // Fresh ciphertext for every round; the copy is outside the timed region.
+        }
+    }
+
+    /// Times `perPacket` over the `count` packets of `packets` (one `slot` each) in three rounds, each
+    /// with fresh sessions of both implementations and a fresh copy of the packets (copied outside the
+    /// timed region), and returns the best round's nanoseconds per packet, or `.nan` if a session
+    /// cannot be made or a packet fails. Thread CPU time, not wall time: the figure must not depend on
+    /// what else the machine runs.
+    @inline(__always)
+    private static func bestOfThreeRounds(
+        packets: [UInt8], count: Int, slot: Int, workload: Workload, direction: SRTPSession.Direction,
+        _ perPacket: (LibSRTPSession, SRTPSession, UnsafeMutableRawPointer, Int) -> Bool
+    ) -> Double {
+        var best = Double.infinity
+        var work = packets
+        for _ in 0..<3 {
+            guard
+                let reference = LibSRTPSession(
+                    profile: workload.profile, key: workload.key, salt: workload.salt, direction: direction),
+                let ours = try? SRTPSession(
+                    profile: workload.profile, key: workload.key, salt: workload.salt, direction: direction)
+            else { return .nan }
             work.withUnsafeMutableBytes { destination in
-                protected.withUnsafeBytes { source in destination.copyMemory(from: source) }
+                packets.withUnsafeBytes { source in destination.copyMemory(from: source) }
             }
             var failures = 0
-            // Thread CPU time, not wall time: the figure must not depend on what else the machine runs.
             let nanoseconds = work.withUnsafeMutableBytes { all -> Double in
                 let base = all.baseAddress!  // non-empty: count > 0
                 let start = threadCPUNanoseconds()
-                for index in 0..<count {
-                    var length = protectedLengths[index]
-                    switch implementation {
-                    case .libsrtp:
-                        if !reference.rawUnprotect(base + index * slot, length: &length) {
-                            failures += 1
-                        }
-                    case .understudy:
-                        if (try? ours.unprotectRTP(base + index * slot, length: Int(length))) == nil {
-                            failures += 1
-                        }
-                    }
+                for index in 0..<count where !perPacket(reference, ours, base + index * slot, index) {
+                    failures += 1
                 }
                 return Double(threadCPUNanoseconds() - start)
             }
