@@ -59,7 +59,10 @@ final class LoadBot: @unchecked Sendable {
     private var pump: MediaPump?
     private var subscribeConnection: PeerConnection?
     private var tracksByMid: [String: TrackCounter] = [:]
-    private var trackByTransceiver: [ObjectIdentifier: TrackCounter] = [:]
+    /// The track of each transceiver that received media since the last track change, unretained
+    /// (``allTracks`` keeps every counter): a bot receives a handful of tracks, so a scan of this
+    /// short list per packet beats a hash lookup and its retain of the counter.
+    private var routes: [(transceiver: ObjectIdentifier, track: Unmanaged<TrackCounter>)] = []
     private(set) var allTracks: [TrackCounter] = []
     private var captureTimeExtensionID: UInt8 = 0
     /// When the subscribe connection first became connected (loop clock; 0: not yet).
@@ -171,7 +174,9 @@ final class LoadBot: @unchecked Sendable {
         await loop.submit { [self] in
             subscribeConnection = pc
             counters.subscribeConnections.append(pc)
-            pc.onRTP = { [unowned self] transceiver, _, packet in self.received(transceiver, packet) }
+            // Unowned without a reference count check per packet: `stop()` clears the handler on
+            // this loop before the run lets the bot go.
+            pc.onRTP = { [unowned(unsafe) self] transceiver, _, packet in self.received(transceiver, packet) }
             pc.onStateChange = { [unowned self] state in
                 if state == .connected, subscribeConnectedAt == 0 { subscribeConnectedAt = EventLoop.now() }
             }
@@ -351,7 +356,7 @@ final class LoadBot: @unchecked Sendable {
                 counters.tracksClosed += 1
             }
             tracksByMid[mid] = track
-            trackByTransceiver.removeAll(keepingCapacity: true)
+            routes.removeAll(keepingCapacity: true)
             allTracks.append(track)
             counters.tracksCreated += 1
         }
@@ -443,19 +448,24 @@ final class LoadBot: @unchecked Sendable {
 
     // MARK: Hot path (loop thread)
 
-    /// Counts one received packet. No allocation: dictionary lookups by object identity, integer adds.
+    /// Counts one received packet. No allocation, no retain: a short scan by object identity, then
+    /// integer adds.
     private func received(_ transceiver: RTPTransceiver, _ packet: ReceivedRTPPacket) {
-        let track: TrackCounter
-        if let known = trackByTransceiver[ObjectIdentifier(transceiver)] {
-            track = known
-        } else {
-            guard let mid = transceiver.mid, let t = tracksByMid[mid] else {
-                counters.unroutedPackets &+= 1
-                return
-            }
-            trackByTransceiver[ObjectIdentifier(transceiver)] = t
-            track = t
+        let key = ObjectIdentifier(transceiver)
+        for i in routes.indices where routes[i].transceiver == key {
+            routes[i].track._withUnsafeGuaranteedRef { count(packet, on: $0) }
+            return
         }
+        guard let mid = transceiver.mid, let track = tracksByMid[mid] else {
+            counters.unroutedPackets &+= 1
+            return
+        }
+        routes.append((key, Unmanaged.passUnretained(track)))
+        count(packet, on: track)
+    }
+
+    @inline(__always)
+    private func count(_ packet: ReceivedRTPPacket, on track: TrackCounter) {
         let size = UInt64(packet.packet.count)
         let now = packet.arrival
         track.packets &+= 1

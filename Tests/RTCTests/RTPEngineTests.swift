@@ -45,6 +45,13 @@ final class Loopback {
     var drop: (_ header: RTPHeader, _ bytes: [UInt8], _ retransmission: Bool) -> Bool = { _, _, _ in false }
     var resent: [[UInt8]] = []
     var keyframeRequests = 0
+    /// When set, ``tick()`` runs the receiver's timers only once this deadline is reached, and then
+    /// moves it to the receiver's next timer: as a ``MediaTransport`` does.
+    var deadline: TickDeadline? {
+        didSet { receiver.tickDeadline = deadline }
+    }
+    /// How many times ``tick()`` ran the receiver's timers.
+    var ticksRun = 0
 
     init(sender: RTPSender, receiver: RTPReceiver) {
         self.sender = sender
@@ -95,10 +102,13 @@ final class Loopback {
     /// Runs the receiver's timers, checks each RTCP compound with the RTCWire parser and feeds it back to
     /// the sender; retransmissions are delivered at once.
     func tick() throws {
+        if let deadline, now < deadline.at { return }
+        ticksRun += 1
         var compounds: [[UInt8]] = []
         receiver.tick(now: now) { buffer, length in
             compounds.append(Array(UnsafeRawBufferPointer(rebasing: buffer[0..<length])))
         }
+        deadline?.at = receiver.nextTimer
         for c in compounds {
             let parsed = try RTCPCompound.parse(c)
             guard case .receiverReport = parsed.first else {

@@ -66,6 +66,9 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     private var nextConsentCheck: UInt64 = 0
     private var lastNow: UInt64 = 0
     private var random = SystemRandomNumberGenerator()
+    /// The owning transport's timer deadline: woken by whatever can make a check or a timer due
+    /// sooner than ``nextTimer(now:)`` said (new pairs, credentials, STUN input, a restart).
+    var tickDeadline: TickDeadline?
 
     /// Creates an agent. `tieBreaker` defaults to a random value.
     public init(
@@ -165,6 +168,7 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     public func setRemoteCredentials(ufrag: String, password: String) {
         remoteUfrag = ufrag
         remotePassword = password
+        tickDeadline?.wake()
     }
 
     /// Adds a signalled remote candidate. Non-UDP candidates, other components and host names
@@ -199,6 +203,7 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         let pair = ICECandidatePair(
             socket: socket, remote: remote, localPriority: localPriority, remotePriority: remotePriority)
         pairs.append(pair)
+        tickDeadline?.wake()
         return pair
     }
 
@@ -233,6 +238,7 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         }
         guard message.method == .binding else { return true }
         let now = EventLoop.now()
+        tickDeadline?.wake()  // a response or a request can select, nominate or trigger a check
         switch message.messageClass {
         case .request:
             handleRequest(message, bytes: bytes, from: from, socket: socket, now: now)
@@ -472,6 +478,25 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
 
     // MARK: Timers
 
+    /// The loop time from which ``tick(now:)`` has something to do, as of now: `now` (every tick)
+    /// while checks, retransmissions or nomination are under way; else the next consent check or
+    /// consent deadline (`UInt64.max` when none). Only input (STUN, candidates, credentials, a
+    /// restart) can make work due sooner, and it wakes ``tickDeadline``.
+    func nextTimer(now: UInt64) -> UInt64 {
+        if state == .closed || state == .failed { return .max }
+        var due = UInt64.max
+        if selected != nil, state == .connected || state == .disconnected {
+            due = lastConsent &+ (state == .connected ? timeouts.disconnectedAfter : timeouts.consentExpiry)
+        }
+        if isLite { return due }
+        // Checks run every `checkInterval` until a pair is selected, then only triggered ones;
+        // check transactions retransmit; more than 16 transactions are pruned at each tick.
+        guard selected != nil, transactions.count <= 16, !pairs.contains(where: { $0.triggered }),
+            !transactions.values.contains(where: { $0.kind == .check })
+        else { return now }
+        return min(due, nextConsentCheck)
+    }
+
     /// Runs checks, retransmissions, nomination and consent. Call about every 10 ms on the loop
     /// thread (the agent is an `EventLoopTicker`).
     public func tick(now: UInt64) {
@@ -611,6 +636,7 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     /// until the new checks select one; set the peer's new credentials and candidates next.
     public func restart(localUfrag: String, localPassword: String) {
         guard state != .closed else { return }
+        tickDeadline?.wake()
         self.localUfrag = localUfrag
         self.localPassword = localPassword
         remoteUfrag = nil

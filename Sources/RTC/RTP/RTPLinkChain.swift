@@ -130,7 +130,8 @@ struct ReceiveStatistics: RTPReceiveLink {
     private var lastSRArrival: UInt64 = 0
     private var expectedPrior: Int64 = 0
     private var receivedPrior: UInt64 = 0
-    private var nextReportTime: UInt64 = 0
+    /// When the next receiver report is due (0: with the first tick).
+    private(set) var nextReportTime: UInt64 = 0
     private var reportDue = false
     private var random: SplitMix64
 

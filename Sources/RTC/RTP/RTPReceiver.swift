@@ -145,6 +145,9 @@ public final class RTPReceiver: @unchecked Sendable {
     public var onFrame: ((EncodedFrame, FrameTiming) -> Void)?
     /// Round-trip estimate (ns) used to space NACK retries; the PeerConnection may update it.
     public var roundTripTime: UInt64 = 100_000_000
+    /// The owning transport's timer deadline, lowered when this stream needs ``tick(now:emitRTCP:)``
+    /// sooner than planned (nil for a receiver driven by its own caller).
+    var tickDeadline: TickDeadline?
 
     /// Counters; `packetsLost` is computed on read.
     public var stats: RTPReceiverStats {
@@ -300,6 +303,8 @@ public final class RTPReceiver: @unchecked Sendable {
         handle(
             seq: seq, timestamp: header.timestamp, marker: header.marker, payload: payload, info: info, now: now,
             retransmission: isRTX)
+        // A first packet, a hole or a broken frame makes a timer due (a report, a NACK, a PLI).
+        tickDeadline?.lower(to: nextTimer)
         return RTPReceivedPayload(sequenceNumber: seq, payload: payload, info: info, isRepair: isRTX)
     }
 
@@ -383,6 +388,7 @@ public final class RTPReceiver: @unchecked Sendable {
     public func requestKeyframe() {
         guard codec == .vp8 else { return }
         links.keyframes.want()
+        tickDeadline?.lower(to: nextTimer)
     }
 
     /// Asks for a key frame with the next tick, whatever this receiver's own throttle says: for a
@@ -392,9 +398,20 @@ public final class RTPReceiver: @unchecked Sendable {
         guard codec == .vp8 else { return }
         links.keyframes.want()
         links.keyframes.allowNow()
+        tickDeadline?.lower(to: nextTimer)
     }
 
     // MARK: - Feedback out
+
+    /// The loop time from which ``tick(now:emitRTCP:)`` has something to do: 0 (every tick) while
+    /// holes are tracked, a key frame is wanted or the stream head is not settled; else when the next
+    /// receiver report is due; `UInt64.max` before the first packet.
+    var nextTimer: UInt64 {
+        guard started else { return .max }
+        if !links.nack.isEmpty || (links.keyframes.enabled && links.keyframes.wanted) { return 0 }
+        if let video = videoAssembler, !video.synced { return 0 }
+        return links.statistics.nextReportTime
+    }
 
     /// Runs timers: gives up old holes, then sends NACKs (every ``RTPReceiverOptions/nackInterval`` while
     /// packets are missing), PLIs (throttled, repeated while a key frame is awaited) and receiver reports.

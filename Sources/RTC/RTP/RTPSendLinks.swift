@@ -74,7 +74,7 @@ final class RetransmissionBuffer {
 /// after the first packet), and the round-trip time from the LSR/DLSR of report blocks that answer
 /// one of the last SRs sent (RFC 3550 §6.4.1).
 struct SenderReportClock {
-    private var nextDue: UInt64 = 0
+    private(set) var nextDue: UInt64 = 0
     private var random: SplitMix64
     // Recent SRs: middle 32 bits of their NTP time and when they went out.
     private var log: [(ntp: UInt32, at: UInt64)] = Array(repeating: (0, 0), count: 8)
@@ -193,6 +193,9 @@ struct SenderReports: RTPSendLink {
         due = packetsSent > 0 && clock.isDue(now: now)
         return due
     }
+
+    /// When ``tick(now:)`` is next true; nil before the first packet (it is due soon after it).
+    var nextTimer: UInt64? { packetsSent > 0 ? clock.nextDue : nil }
 
     mutating func writeRTCP(_ out: inout RTCPOutput, _ clock: RTPSendClock) throws(RTCPError) {
         guard due else { return }

@@ -571,6 +571,10 @@ public final class RTPSender: @unchecked Sendable {
         links.reports.write(now: now, wallClock: wallClock, into: buffer, at: offset)
     }
 
+    /// When ``tick(now:emitRTCP:)`` next has RTCP to send (the next sender report); nil before the
+    /// first packet, after which one is due at once.
+    var nextTimer: UInt64? { links.reports.nextTimer }
+
     /// Emits the links' RTCP when any has some due (a sender report about every ``reportInterval``),
     /// with the time from ``wallClock``.
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {

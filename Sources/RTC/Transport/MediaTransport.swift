@@ -38,7 +38,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     public internal(set) var srtpProfile: SRTPProfile?
     var onEvent: ((Event) -> Void)?
     /// Whether the owner's state is `connected`: media and RTCP go out only then.
-    var isConnected = false
+    var isConnected = false {
+        didSet { tickDeadline.wake() }
+    }
     var closed = false
 
     // MARK: Packet-path callbacks (see PeerConnection's properties of the same names)
@@ -77,15 +79,21 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     // MARK: RTP streams
 
     /// The m-lines (set by the owner): where new SSRCs are bound and where the senders live.
-    var transceivers: [RTPTransceiver] = []
+    var transceivers: [RTPTransceiver] = [] {
+        didSet { tickDeadline.wake() }
+    }
     /// Receive routing (hot path): SSRC -> stream.
     let listener: RTPStreamListener
-    /// Send streams by SSRC, for RTCP feedback.
-    var sendBySSRC: [UInt32: RTPSender] = [:]
+    /// Send streams by SSRC, for RTCP feedback (a negotiation adds senders here, whose timers start).
+    var sendBySSRC: [UInt32: RTPSender] = [:] {
+        didSet { tickDeadline.wake() }
+    }
 
-    /// Until when ``tick(now:)`` has nothing to do on a send-only ICE-lite transport (0: every tick).
-    var nextIdleTick: UInt64 = 0
-    /// How often a send-only ICE-lite transport runs its timers.
+    /// From when ``tick(now:)`` has work (``nextTimer(now:)``); lowered by the ICE agent, the
+    /// receive streams and the input paths below when work becomes due sooner.
+    let tickDeadline = TickDeadline()
+    /// How often the timers of a transport with a sender that has sent nothing yet run at most (its
+    /// first sender report is due soon after its first packet, which no timer foresees).
     static let idleTickInterval: UInt64 = 50_000_000
 
     /// Scratch buffer for outgoing RTCP, reused (no per-packet allocation).
@@ -100,6 +108,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         localPassword = creds.password
         rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
         listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs)
+        listener.tickDeadline = tickDeadline
     }
 
     deinit {
@@ -138,6 +147,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         if ice != nil { return }
         let agent = ICEAgent(role: role, localUfrag: localUfrag, localPassword: localPassword)
         agent.timeouts = configuration.iceTimeouts
+        agent.tickDeadline = tickDeadline
         try bindSockets()
         for s in sockets { agent.addLocalSocket(s) }
         startRelays(configuration.iceServers.map { ($0, SocketAddress(ip: $0.host, port: $0.port)) })
@@ -195,12 +205,14 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         ice.setRemoteCredentials(ufrag: remoteUfrag, password: remotePassword)
         for c in remoteCandidates { ice.addRemoteCandidate(c) }
         connectICETCP(to: remoteCandidates)
+        tickDeadline.wake()
     }
 
     /// The DTLS client starts its handshake once ICE has selected a pair.
     func startDTLSIfReady() {
         guard mediaTarget != nil, let dtls, dtlsRole == .client, dtls.state == .new else { return }
         dtls.start()
+        tickDeadline.wake()  // its retransmission timer runs from now
     }
 
     func dtlsConnected(_ keys: SRTPKeyingMaterial) {
@@ -210,6 +222,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             srtpIn = pair.inbound
             srtpProfile = keys.profile
             dtlsReleasePending = true
+            tickDeadline.wake()
             onEvent?(.connected)
         } catch {
             onEvent?(.failed(nil))
@@ -229,6 +242,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         localUfrag = fresh.ufrag
         localPassword = fresh.password
         ice?.restart(localUfrag: fresh.ufrag, localPassword: fresh.password)
+        tickDeadline.wake()
         // A shared server port must route STUN naming the new ufrag here as well.
         configuration.portMux?.register(self, ufrag: fresh.ufrag)
     }
@@ -243,6 +257,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         }
         ice.setRemoteCredentials(ufrag: ufrag, password: password)
         for c in candidates { ice.addRemoteCandidate(c) }
+        tickDeadline.wake()
     }
 
     /// Whether ICE has validated `address` as the peer.
@@ -371,6 +386,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         counters.packetsReceived &+= 1
         counters.bytesReceived &+= UInt64(data.count)
         if first < 4 {
+            tickDeadline.wake()
             if ice?.handleSTUN(UnsafeRawBufferPointer(data), from: from, socket: socket) != true {
                 counters.droppedMalformed &+= 1
             }
@@ -382,6 +398,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                 return
             }
             if mediaTarget == nil { mediaTarget = (socket, from) }
+            tickDeadline.wake()  // the handshake's state (and its retransmission timer) moves
             dtls.handleDatagram(UnsafeRawBufferPointer(data))
             return
         }
@@ -406,6 +423,8 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                 return
             }
             if dtlsReleasePending { releaseDTLSHandshakeState() }
+            // Rare next to media; feedback can change what the senders and receivers do next.
+            tickDeadline.wake()
             handleRTCP(UnsafeRawBufferPointer(start: base, count: n), now: now)
             return
         }
@@ -480,30 +499,40 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     // MARK: Timers
 
-    /// Runs ICE, DTLS, sender-report and receiver-report timers (a connected, send-only ICE-lite
-    /// transport only every ``idleTickInterval``).
+    /// Runs ICE, DTLS, sender-report and receiver-report timers, once one is due (``tickDeadline``).
     public func tick(now: UInt64) {
-        guard !closed else { return }
-        // A connected ICE-lite transport that only sends (an SFU's subscribe connection, hundreds per
-        // server) has only coarse timers left: consent expiry and sender reports (about 1 s apart).
-        // Visiting each one every 10 ms was a fixed cost that grew with the audience.
-        if now < nextIdleTick { return }
-        if configuration.iceLite, isConnected, listener.streams.isEmpty, iceTCPStreams.isEmpty {
-            nextIdleTick = now &+ Self.idleTickInterval
-        } else {
-            nextIdleTick = 0
-        }
+        // Hundreds of transports share a loop that ticks every 10 ms, and most have nothing due
+        // (a report about once a second, a consent check every few seconds): visiting each of their
+        // streams at every tick was a fixed cost that grew with the audience.
+        guard !closed, now >= tickDeadline.at else { return }
         ice?.tick(now: now)
         dtls?.tick(now: now)
-        guard isConnected, srtpOut != nil else { return }
-        for t in transceivers {
-            for s in t.senders {
-                s.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
+        if isConnected, srtpOut != nil {
+            for t in transceivers {
+                for s in t.senders {
+                    s.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
+                }
+            }
+            for s in listener.streams {
+                s.receiver.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
             }
         }
-        for s in listener.streams {
-            s.receiver.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
+        // From the state after this tick (callbacks above may have changed it).
+        tickDeadline.at = nextTimer(now: now)
+    }
+
+    /// The loop time from which ``tick(now:)`` has something to do: the earliest timer of the ICE
+    /// agent, the DTLS handshake, the senders and the receive streams (`now`: at the next tick).
+    func nextTimer(now: UInt64) -> UInt64 {
+        // ICE-TCP framing and DTLS retransmissions keep their own clocks: every tick while they run.
+        guard iceTCPStreams.isEmpty, dtls?.state != .connecting else { return now }
+        var due = ice?.nextTimer(now: now) ?? .max
+        guard isConnected, srtpOut != nil else { return due }
+        for t in transceivers {
+            for s in t.senders { due = min(due, s.nextTimer ?? now &+ Self.idleTickInterval) }
         }
+        for s in listener.streams { due = min(due, s.receiver.nextTimer) }
+        return due
     }
 
     /// The loop is shutting down under the transport: its owner closes.

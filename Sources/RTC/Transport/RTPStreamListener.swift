@@ -41,6 +41,8 @@ final class RTPStreamListener {
     private(set) var streams: [Stream] = []
     /// Runs once for each new stream (the owner attaches its frame handler).
     var onNewStream: ((Stream) -> Void)?
+    /// The owning transport's timer deadline, handed to each new stream's receiver.
+    var tickDeadline: TickDeadline?
 
     init(maxSSRCs: Int) { self.maxSSRCs = maxSSRCs }
 
@@ -122,6 +124,7 @@ final class RTPStreamListener {
         let receiver = RTPReceiver(
             ssrc: ssrc, codec: t.codec, payloadType: t.payloadType, localSSRC: localSSRC,
             nack: t.kind == .video, pli: t.kind == .video)
+        receiver.tickDeadline = tickDeadline
         let stream = Stream(transceiver: t, rid: rid, receiver: receiver)
         bindSSRC(ssrc, to: stream)
         streams.append(stream)
