@@ -31,6 +31,15 @@ enum LiveStreamRows {
         var steadyLoss: Double?
         /// The server SFU loop's send-path counters over the whole run (`understudy_udp_*`).
         var sends: SFUProcessRow.SendCounters?
+        /// The generator (this process) over the steady window: CPU in cores, and packets received per
+        /// second by all its bots.
+        var generatorCores: Double = 0
+        var generatorPacketsPerSecond: Double = 0
+        /// Generator CPU per received packet (µs) and per audience member (ms of CPU per second).
+        var generatorMicrosecondsPerPacket: Double? {
+            generatorPacketsPerSecond > 0 ? generatorCores / generatorPacketsPerSecond * 1e6 : nil
+        }
+        var generatorMillisecondsPerMember: Double { generatorCores / Double(audience) * 1e3 }
 
         var joinFailures: Int { report.joinFailures }
         var joinP95: Double? { report.joinLatencyMs.p95 }
@@ -86,10 +95,13 @@ enum LiveStreamRows {
         config.duration = Double(audience + 3) / config.joinRate + 4 + steadySeconds
         let before = sample(pid: pid)
         let samples = SampleLog()
+        let generator = SampleLog()
         let run = try LoadRun(configuration: config)
         let started = Date()
         run.onProgress = { _ in
-            if let s = sample(pid: pid) { samples.add(Date().timeIntervalSince(started), s.rss, s.cpu) }
+            let seconds = Date().timeIntervalSince(started)
+            if let s = sample(pid: pid) { samples.add(seconds, s.rss, s.cpu) }
+            if let s = sample(pid: getpid()) { generator.add(seconds, s.rss, s.cpu) }
         }
         let report = try await run.run()
         let sends = try? await SFUProcessRow.counters(server.signalingURL).sends
@@ -103,17 +115,22 @@ enum LiveStreamRows {
             let received = Double(b.packetsReceived &- a.packetsReceived)
             steadyLoss = received + lost > 0 ? max(0, lost) / (received + lost) * 100 : nil
         }
-        let window = log.filter { $0.seconds >= from }
-        var cores = 0.0
-        if let a = window.first, let b = window.last, b.seconds > a.seconds {
-            cores = (b.cpu - a.cpu) / (b.seconds - a.seconds)
+        func cores(_ log: [(seconds: Double, rss: Int, cpu: Double)]) -> Double {
+            let window = log.filter { $0.seconds >= from }
+            guard let a = window.first, let b = window.last, b.seconds > a.seconds else { return 0 }
+            return (b.cpu - a.cpu) / (b.seconds - a.seconds)
+        }
+        var packetsPerSecond = 0.0
+        if let a = report.ticks.first(where: { $0.seconds >= from }), let b = report.ticks.last, b.seconds > a.seconds {
+            packetsPerSecond = Double(b.packetsReceived &- a.packetsReceived) / (b.seconds - a.seconds)
         }
         return Run(
             audience: audience, report: report, serverRSSBeforeBytes: before?.rss ?? 0,
-            serverRSSPeakBytes: log.map(\.rss).max() ?? 0, serverCores: cores,
+            serverRSSPeakBytes: log.map(\.rss).max() ?? 0, serverCores: cores(log),
             consumeFailures: report.errors.filter { $0.kind.hasPrefix("consume") }.reduce(0) { $0 + $1.count },
             disconnects: report.errors.filter { $0.kind == "disconnected" }.reduce(0) { $0 + $1.count },
-            steadyLoss: steadyLoss, sends: sends)
+            steadyLoss: steadyLoss, sends: sends, generatorCores: cores(generator.all),
+            generatorPacketsPerSecond: packetsPerSecond)
     }
 
     final class SampleLog: @unchecked Sendable {
@@ -198,6 +215,17 @@ enum LiveStreamRows {
                 format: "%d: %.1f datagrams per send call, %.0f %% in GSO messages of %.2f", r.audience,
                 c.datagrams / c.systemCalls, c.segmentedDatagrams / c.datagrams * 100,
                 c.segmentedMessages > 0 ? c.segmentedDatagrams / c.segmentedMessages : 0)
+        }.joined(separator: "; ")
+        md += ".\n\n"
+        // The generator's own cost (issue 11: it shares the two cores with the server).
+        md += "The generator (this process) over each steady window: "
+        md += runs.map { r -> String in
+            String(
+                format:
+                    "%d: %.2f cores, %.0f packets/s received, %@ µs per packet, %.2f ms of CPU per member per second",
+                r.audience, r.generatorCores, r.generatorPacketsPerSecond,
+                r.generatorMicrosecondsPerPacket.map { String(format: "%.1f", $0) } ?? "–",
+                r.generatorMillisecondsPerMember)
         }.joined(separator: "; ")
         md += ".\n\n"
         md +=
