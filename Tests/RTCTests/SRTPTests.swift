@@ -321,6 +321,39 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
         #expect(oursIn.replayFailures == 2)
     }
 
+    /// More SSRCs than the session's recent-stream entries, in a changing order and at different
+    /// rollover phases: each keeps its own index (a mixed-up stream would use another's rollover
+    /// counter, and libsrtp's ciphertext and our receiver would disagree).
+    @Test(arguments: profiles)
+    func manyInterleavedSSRCsKeepTheirOwnRollover(profile: SRTPProfile) throws {
+        let (key, salt) = Self.keys(profile)
+        let ours = try SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
+        let reference = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound))
+        let oursIn = try SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
+        let ssrcs: [UInt32] = [0x0000_0001, 0x0102_0304, 0xCAFE_F00D, 0x7777_0000, 0xFFFF_FFFE, 0x1234_5678]
+        let starts: [UInt16] = [65_520, 100, 65_530, 30_000, 65_535, 7]
+        var seed: UInt64 = 7
+        for step in 0..<24 {
+            var order = Array(ssrcs.indices)
+            order = Array(order[(step % 6)...] + order[..<(step % 6)])
+            if step % 2 == 1 { order.reverse() }
+            for i in order {
+                let sequence = starts[i] &+ UInt16(step)
+                let plain = Self.packet(sequence: sequence, ssrc: ssrcs[i], seed: &seed)
+                var a = plain + [UInt8](repeating: 0, count: LibSRTPSession.maxTrailerLength)
+                var b = a
+                let lengthA = try a.withUnsafeMutableBytes {
+                    try ours.protectRTP($0.baseAddress!, length: plain.count, capacity: $0.count)
+                }
+                let lengthB = try #require(
+                    b.withUnsafeMutableBytes { reference.protectRTP($0.baseAddress!, length: plain.count) })
+                #expect(a[0..<lengthA] == b[0..<lengthB], "step \(step) ssrc \(i): ciphertext differs")
+                let back = a.withUnsafeMutableBytes { try? oursIn.unprotectRTP($0.baseAddress!, length: lengthA) }
+                #expect(back == plain.count, "step \(step) ssrc \(i) seq \(sequence)")
+            }
+        }
+    }
+
     @Test(arguments: profiles)
     func libsrtpPacketsOpenWithOursAndForgeriesDoNot(profile: SRTPProfile) throws {
         let (key, salt) = Self.keys(profile)
