@@ -33,6 +33,31 @@ private final class CountingTicker: EventLoopTicker, @unchecked Sendable {
     func tick(now: UInt64) { times.append(now) }
 }
 
+/// A ticker that asks not to be called again for `pause` nanoseconds after each call.
+private final class PausingTicker: EventLoopTicker, @unchecked Sendable {
+    let pause: UInt64
+    var calls = 0
+    init(pause: UInt64) { self.pause = pause }
+    func tick(now: UInt64) { calls += 1 }
+    func tickReturningNextDue(now: UInt64) -> UInt64 {
+        tick(now: now)
+        return now + pause
+    }
+}
+
+/// Records the `now` the loop hands with each datagram, and the clock read when it arrives.
+private final class ClockHandler: DatagramHandler, @unchecked Sendable {
+    var batchTimes: [UInt64] = []
+    var handledAt: [UInt64] = []
+    func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        Issue.record("the loop should pass its batch clock")
+    }
+    func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket, now: UInt64) {
+        batchTimes.append(now)
+        handledAt.append(EventLoop.now())
+    }
+}
+
 /// Helpers shared by the I/O and ICE tests.
 enum IOTestSupport {
     /// 127.0.0.1 with an ephemeral port.
@@ -163,6 +188,36 @@ enum IOTestSupport {
         let countAfterRemoval = await loop.submit { ticker.times.count }
         try? await Task.sleep(nanoseconds: 50_000_000)
         #expect(await loop.submit { ticker.times.count } == countAfterRemoval)
+    }
+
+    @Test func aTickerThatIsNotDueIsNotCalled() async {
+        let loop = EventLoop(name: "ticks-due")
+        defer { loop.shutdown() }
+        let every = CountingTicker()
+        let hourly = PausingTicker(pause: 3_600_000_000_000)
+        loop.addTicker(hourly)
+        loop.addTicker(every)
+        // Ten ticks of the other ticker: the paused one ran once, at its first tick.
+        #expect(await IOTestSupport.wait(loop, seconds: 30) { every.times.count >= 10 })
+        #expect(await loop.submit { hourly.calls } == 1)
+    }
+
+    @Test func handlersGetTheBatchClockOfTheirDatagrams() async throws {
+        let loop = EventLoop(name: "clock")
+        defer { loop.shutdown() }
+        let handler = ClockHandler()
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: handler)
+        let sender = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: CollectingHandler())
+        let before = EventLoop.now()
+        loop.execute {
+            for i in 0..<40 { sender.send([UInt8(i)], to: receiver.localAddress) }
+        }
+        #expect(await IOTestSupport.wait(loop, seconds: 30) { handler.batchTimes.count == 40 })
+        let (times, handled) = await loop.submit { (handler.batchTimes, handler.handledAt) }
+        #expect(times.allSatisfy { $0 >= before })
+        // Read when the batch was received: never after the datagram was handled.
+        #expect(zip(times, handled).allSatisfy { $0 <= $1 })
+        #expect(zip(times, times.dropFirst()).allSatisfy { $0 <= $1 })
     }
 
     /// Sends 1000 datagrams to a socket impaired with `seed`; returns (delivered, dropped).

@@ -269,6 +269,21 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
         return bytes
     }
 
+    /// `plain` protected by our session (`a`) and by libsrtp (`b`), each in its own buffer with
+    /// room for the trailer.
+    private static func protectWithBoth(_ plain: [UInt8], _ ours: SRTPSession, _ reference: LibSRTPSession) throws
+        -> (a: [UInt8], lengthA: Int, b: [UInt8], lengthB: Int)
+    {
+        var a = plain + [UInt8](repeating: 0, count: LibSRTPSession.maxTrailerLength)
+        var b = a
+        let lengthA = try a.withUnsafeMutableBytes {
+            try ours.protectRTP($0.baseAddress!, length: plain.count, capacity: $0.count)
+        }
+        let lengthB = try #require(
+            b.withUnsafeMutableBytes { reference.protectRTP($0.baseAddress!, length: plain.count) })
+        return (a, lengthA, b, lengthB)
+    }
+
     private static func keys(_ profile: SRTPProfile) -> (key: [UInt8], salt: [UInt8]) {
         (
             (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 3) },
@@ -295,13 +310,7 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
         for (step, sequence) in Self.sequences.enumerated() {
             for ssrc: UInt32 in [0x0102_0304, 0xCAFE_F00D] {
                 let plain = Self.packet(sequence: sequence, ssrc: ssrc, seed: &seed)
-                var a = plain + [UInt8](repeating: 0, count: LibSRTPSession.maxTrailerLength)
-                var b = a
-                let lengthA = try a.withUnsafeMutableBytes {
-                    try ours.protectRTP($0.baseAddress!, length: plain.count, capacity: $0.count)
-                }
-                let lengthB = try #require(
-                    b.withUnsafeMutableBytes { reference.protectRTP($0.baseAddress!, length: plain.count) })
+                var (a, lengthA, b, lengthB) = try Self.protectWithBoth(plain, ours, reference)
                 #expect(lengthA == lengthB, "step \(step)")
                 #expect(a[0..<lengthA] == b[0..<lengthB], "step \(step) seq \(sequence): ciphertext differs")
                 // The repeated 3 is a retransmission: both receivers refuse it as a replay.
@@ -319,6 +328,33 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
         }
         #expect(opened == 2 * (Self.sequences.count - 1))
         #expect(oursIn.replayFailures == 2)
+    }
+
+    /// More SSRCs than the session's recent-stream entries, in a changing order and at different
+    /// rollover phases: each keeps its own index (a mixed-up stream would use another's rollover
+    /// counter, and libsrtp's ciphertext and our receiver would disagree).
+    @Test(arguments: profiles)
+    func manyInterleavedSSRCsKeepTheirOwnRollover(profile: SRTPProfile) throws {
+        let (key, salt) = Self.keys(profile)
+        let ours = try SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
+        let reference = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound))
+        let oursIn = try SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
+        let ssrcs: [UInt32] = [0x0000_0001, 0x0102_0304, 0xCAFE_F00D, 0x7777_0000, 0xFFFF_FFFE, 0x1234_5678]
+        let starts: [UInt16] = [65_520, 100, 65_530, 30_000, 65_535, 7]
+        var seed: UInt64 = 7
+        for step in 0..<24 {
+            var order = Array(ssrcs.indices)
+            order = Array(order[(step % 6)...] + order[..<(step % 6)])
+            if step % 2 == 1 { order.reverse() }
+            for i in order {
+                let sequence = starts[i] &+ UInt16(step)
+                let plain = Self.packet(sequence: sequence, ssrc: ssrcs[i], seed: &seed)
+                var (a, lengthA, b, lengthB) = try Self.protectWithBoth(plain, ours, reference)
+                #expect(a[0..<lengthA] == b[0..<lengthB], "step \(step) ssrc \(i): ciphertext differs")
+                let back = a.withUnsafeMutableBytes { try? oursIn.unprotectRTP($0.baseAddress!, length: lengthA) }
+                #expect(back == plain.count, "step \(step) ssrc \(i) seq \(sequence)")
+            }
+        }
     }
 
     @Test(arguments: profiles)

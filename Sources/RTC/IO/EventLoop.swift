@@ -9,10 +9,19 @@ public protocol EventLoopTicker: AnyObject {
     /// The loop is stopping (``EventLoop/shutdown()``): last call on the loop thread, so that a
     /// ticker can end what waits on it. Default: nothing.
     func loopStopped()
+    /// Calls ``tick(now:)`` and returns when the ticker next needs it (an ``EventLoop/now()``
+    /// time; 0: at every tick). The loop does not visit the ticker before then, so that hundreds
+    /// of idle tickers (an SFU's send-only connections) cost nothing per tick. Default: every tick.
+    func tickReturningNextDue(now: UInt64) -> UInt64
 }
 
 extension EventLoopTicker {
     public func loopStopped() {}
+
+    public func tickReturningNextDue(now: UInt64) -> UInt64 {
+        tick(now: now)
+        return 0
+    }
 }
 
 /// One I/O thread: epoll over UDP sockets, batched `recvmmsg`/`sendmmsg` (with UDP GSO, see
@@ -56,7 +65,8 @@ public final class EventLoop: @unchecked Sendable {
     /// Other descriptors (TCP connections and listeners), by the id in their epoll data.
     private var watchers: [UInt64: any EventLoopDescriptorWatcher] = [:]
     private let nextSocketID = Atomic<UInt64>(1)
-    private var tickers: [any EventLoopTicker] = []
+    /// Each ticker with the time it next needs a call (see ``EventLoopTicker/tickReturningNextDue(now:)``).
+    private var tickers: [(ticker: any EventLoopTicker, due: UInt64)] = []
     private var nextTick: UInt64 = 0
 
     // Receive ring, allocated once.
@@ -64,6 +74,8 @@ public final class EventLoop: @unchecked Sendable {
     private let receiveVectors: UnsafeMutablePointer<iovec>
     private let receiveNames: UnsafeMutableRawPointer
     private let receiveData: UnsafeMutableRawPointer
+    /// Headers whose name length the last `recvmmsg` overwrote (reset before the next call).
+    private var receiveHeadersUsed = 0
 
     /// Datagrams queued by the loop's sockets, sent at the end of each iteration (with UDP GSO).
     private let sendBatch = UDPSendBatch()
@@ -104,6 +116,12 @@ public final class EventLoop: @unchecked Sendable {
         events = .allocate(byteCount: Self.epollBatch * EpollEvent.size, alignment: 8)
         for i in 0..<n {
             receiveVectors[i] = iovec(iov_base: receiveData + i * Self.slotSize, iov_len: Self.slotSize)
+            // Built once: `recvmmsg` writes back only the name length, the flags and the length.
+            receiveHeaders[i] = MMsgHdr()
+            receiveHeaders[i].msg_hdr.msg_name = receiveNames + i * Self.nameSlot
+            receiveHeaders[i].msg_hdr.msg_namelen = socklen_t(Self.nameSlot)
+            receiveHeaders[i].msg_hdr.msg_iov = receiveVectors + i
+            receiveHeaders[i].msg_hdr.msg_iovlen = 1
         }
 
         var wakeEvent: (UInt64, UInt64) = (0, 0)
@@ -212,20 +230,20 @@ public final class EventLoop: @unchecked Sendable {
     /// Registers a ticker, called about every 10 ms on the loop thread until removed.
     public func addTicker(_ ticker: any EventLoopTicker) {
         if isInLoop {
-            tickers.append(ticker)
+            tickers.append((ticker, 0))
         } else {
             let box = UncheckedBox(ticker)
-            execute { [self] in tickers.append(box.value) }
+            execute { [self] in tickers.append((box.value, 0)) }
         }
     }
 
     /// Unregisters a ticker.
     public func removeTicker(_ ticker: any EventLoopTicker) {
         if isInLoop {
-            tickers.removeAll { $0 === ticker }
+            tickers.removeAll { $0.ticker === ticker }
         } else {
             let box = UncheckedBox(ticker)
-            execute { [self] in tickers.removeAll { $0 === box.value } }
+            execute { [self] in tickers.removeAll { $0.ticker === box.value } }
         }
     }
 
@@ -363,9 +381,7 @@ public final class EventLoop: @unchecked Sendable {
             let now = Self.now()
             if now >= nextTick {
                 nextTick = now &+ Self.tickInterval
-                for ticker in tickers {
-                    ticker.tick(now: now)
-                }
+                runTickers(now: now)
             }
             flushSends()
         }
@@ -373,7 +389,7 @@ public final class EventLoop: @unchecked Sendable {
         // Tickers (peer connections) end first, while their sockets can still send a goodbye.
         let stopping = tickers
         tickers.removeAll()
-        for ticker in stopping { ticker.loopStopped() }
+        for entry in stopping { entry.ticker.loopStopped() }
         flushSends()
         for udp in Array(sockets.values) {
             closeSocket(udp)
@@ -395,6 +411,20 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Calls every ticker that is due. A tick may add or remove tickers: one added runs in this
+    /// round, and a removal may make another wait for the next round (10 ms later).
+    private func runTickers(now: UInt64) {
+        var i = 0
+        while i < tickers.count {
+            if tickers[i].due <= now {
+                let ticker = tickers[i].ticker
+                let due = ticker.tickReturningNextDue(now: now)
+                if i < tickers.count, tickers[i].ticker === ticker { tickers[i].due = due }
+            }
+            i += 1
+        }
+    }
+
     private func runPendingWork() {
         // Work enqueued by work runs in the next iteration, so a self-rescheduling job cannot
         // starve I/O.
@@ -411,15 +441,14 @@ public final class EventLoop: @unchecked Sendable {
         for _ in 0..<8 {
             // Work run between datagrams may have closed this socket (its fd could even be reused).
             if udp.isClosed { return }
-            for i in 0..<n {
-                receiveHeaders[i] = MMsgHdr()
-                receiveHeaders[i].msg_hdr.msg_name = receiveNames + i * Self.nameSlot
+            for i in 0..<receiveHeadersUsed {
                 receiveHeaders[i].msg_hdr.msg_namelen = socklen_t(Self.nameSlot)
-                receiveHeaders[i].msg_hdr.msg_iov = receiveVectors + i
-                receiveHeaders[i].msg_hdr.msg_iovlen = 1
             }
             let received = sys_recvmmsg(udp.fd, receiveHeaders, UInt32(n), Int32(MSG_DONTWAIT), nil)
             guard received > 0 else { return }
+            receiveHeadersUsed = Int(received)
+            // One clock read per batch: the batch's datagrams arrived before the call returned.
+            var now = Self.now()
             for i in 0..<Int(received) {
                 if udp.isClosed { return }
                 let header = receiveHeaders[i]
@@ -436,10 +465,13 @@ public final class EventLoop: @unchecked Sendable {
                 udp.packetsReceived &+= 1
                 udp.bytesReceived &+= UInt64(length)
                 let data = UnsafeMutableRawBufferPointer(start: receiveData + i * Self.slotSize, count: length)
-                udp.handler?.handleDatagram(data, from: from, socket: udp)
+                udp.handler?.handleDatagram(data, from: from, socket: udp, now: now)
                 // One datagram can be costly (an SFU fans it out to every subscriber): queued
                 // control work (a room's consume, an offer) should not wait for a whole burst.
-                if workQueued.load(ordering: .acquiring) { runPendingWork() }
+                if workQueued.load(ordering: .acquiring) {
+                    runPendingWork()
+                    now = Self.now()
+                }
             }
             if Int(received) < n { return }
         }

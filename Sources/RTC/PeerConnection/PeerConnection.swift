@@ -233,6 +233,13 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         transport.handleDatagram(data, from: from, socket: socket)
     }
 
+    /// The same with the loop's batch clock (``DatagramHandler/handleDatagram(_:from:socket:now:)``).
+    public func handleDatagram(
+        _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket, now: UInt64
+    ) {
+        transport.handleDatagram(data, from: from, socket: socket, now: now)
+    }
+
     func attachFrameHandler(_ stream: RTPStreamListener.Stream) {
         guard onFrame != nil else {
             stream.receiver.onFrame = nil

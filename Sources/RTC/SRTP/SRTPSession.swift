@@ -78,11 +78,21 @@ public final class SRTPSession: @unchecked Sendable {
         }
     }
     private var streams: [UInt32: Stream] = [:]
-    private var lastSSRC: UInt32 = 0
     /// `streams` unretained (each kept alive by `streams`), for the send path.
     private var streamReferences: [UInt32: Unmanaged<Stream>] = [:]
-    /// The stream of the last SSRC looked up (packets come in runs per SSRC).
-    private var lastStreamReference: Unmanaged<Stream>?
+    // The streams of the last four SSRCs looked up, checked before the tables. An SFU's subscribe
+    // session interleaves the SSRCs of its consumers (a packet per consumer per received packet),
+    // so one "last SSRC" mostly missed, and the table's hash and storage are cold on each packet.
+    private var recentSSRC0: UInt32 = 0
+    private var recentSSRC1: UInt32 = 0
+    private var recentSSRC2: UInt32 = 0
+    private var recentSSRC3: UInt32 = 0
+    private var recentStream0: Unmanaged<Stream>?
+    private var recentStream1: Unmanaged<Stream>?
+    private var recentStream2: Unmanaged<Stream>?
+    private var recentStream3: Unmanaged<Stream>?
+    /// The entry ``remember(_:_:)`` replaces next.
+    private var recentNext = 0
 
     /// Creates a session from a master key and salt.
     /// - Parameters:
@@ -354,28 +364,21 @@ public final class SRTPSession: @unchecked Sendable {
     /// on the per-packet path too; it holds unretained references for that.
     @inline(__always)
     private func knownStreamReference(for ssrc: UInt32) -> Unmanaged<Stream>? {
-        if let last = lastStreamReference, lastSSRC == ssrc { return last }
+        if let recent = recentStream(ssrc) { return recent }
         guard let known = streamReferences[ssrc] else { return nil }
-        lastSSRC = ssrc
-        lastStreamReference = known
+        remember(ssrc, known)
         return known
     }
 
     /// ``knownStreamReference(for:)``, creating the stream when it is new.
     @inline(__always)
     private func streamReference(for ssrc: UInt32) -> Unmanaged<Stream>? {
-        if let last = lastStreamReference, lastSSRC == ssrc { return last }
-        if let known = streamReferences[ssrc] {
-            lastSSRC = ssrc
-            lastStreamReference = known
-            return known
-        }
+        if let known = knownStreamReference(for: ssrc) { return known }
         return stream(for: ssrc, create: true).map { Unmanaged.passUnretained($0) }
     }
 
     private func stream(for ssrc: UInt32, create: Bool) -> Stream? {
-        // Packets come in runs per SSRC; skip the table for a repeat.
-        if let last = lastStreamReference, lastSSRC == ssrc { return last.takeUnretainedValue() }
+        if let recent = recentStream(ssrc) { return recent.takeUnretainedValue() }
         var stream = streams[ssrc]
         if stream == nil {
             guard create, streams.count < Self.maxStreams else { return nil }
@@ -384,9 +387,29 @@ public final class SRTPSession: @unchecked Sendable {
             streamReferences[ssrc] = Unmanaged.passUnretained(created)
             stream = created
         }
-        lastSSRC = ssrc
-        lastStreamReference = stream.map { Unmanaged.passUnretained($0) }
+        if let stream { remember(ssrc, Unmanaged.passUnretained(stream)) }
         return stream
+    }
+
+    /// The stream of `ssrc` when it is one of the last four looked up.
+    @inline(__always)
+    private func recentStream(_ ssrc: UInt32) -> Unmanaged<Stream>? {
+        if ssrc == recentSSRC0, let stream = recentStream0 { return stream }
+        if ssrc == recentSSRC1, let stream = recentStream1 { return stream }
+        if ssrc == recentSSRC2, let stream = recentStream2 { return stream }
+        if ssrc == recentSSRC3, let stream = recentStream3 { return stream }
+        return nil
+    }
+
+    /// Keeps `stream` among the recent four, in place of the oldest entry.
+    private func remember(_ ssrc: UInt32, _ stream: Unmanaged<Stream>) {
+        switch recentNext {
+        case 0: (recentSSRC0, recentStream0) = (ssrc, stream)
+        case 1: (recentSSRC1, recentStream1) = (ssrc, stream)
+        case 2: (recentSSRC2, recentStream2) = (ssrc, stream)
+        default: (recentSSRC3, recentStream3) = (ssrc, stream)
+        }
+        recentNext = (recentNext + 1) & 3
     }
 
     /// Length of the RTP header (fixed part, CSRCs, extension), or nil when it does not fit in

@@ -382,6 +382,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// Demultiplexes one datagram (RFC 7983: STUN to ICE, DTLS to DTLS, SRTP/SRTCP to the RTP
     /// streams and the RTCP router). Loop thread only; allocation-free for media.
     public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        handleDatagram(data, from: from, socket: socket, now: EventLoop.now())
+    }
+
+    /// ``handleDatagram(_:from:socket:)`` at `now` (``EventLoop/now()``, read once per receive batch).
+    public func handleDatagram(
+        _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket, now: UInt64
+    ) {
         guard !closed, let first = data.first else { return }
         counters.packetsReceived &+= 1
         counters.bytesReceived &+= UInt64(data.count)
@@ -415,7 +422,6 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             counters.droppedUnroutable &+= 1
             return
         }
-        let now = EventLoop.now()
         if RTPHeader.isRTCP(UnsafeRawBufferPointer(data)) {
             let n: Int
             do { n = try srtp.unprotectRTCP(base, length: data.count) } catch {
@@ -533,6 +539,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         }
         for s in listener.streams { due = min(due, s.receiver.nextTimer) }
         return due
+    }
+
+    /// ``tick(now:)``, then when the loop needs to call again: a connected send-only ICE-lite
+    /// transport is left alone until ``nextIdleTick``, without the loop touching it in between.
+    public func tickReturningNextDue(now: UInt64) -> UInt64 {
+        tick(now: now)
+        return nextIdleTick
     }
 
     /// The loop is shutting down under the transport: its owner closes.

@@ -72,9 +72,15 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
     }
 
     public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        handleDatagram(data, from: from, socket: socket, now: EventLoop.now())
+    }
+
+    public func handleDatagram(
+        _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket, now: UInt64
+    ) {
         guard let first = data.first else { return }
         if let connection = byAddress[from] {
-            connection.handleDatagram(data, from: from, socket: socket)
+            connection.handleDatagram(data, from: from, socket: socket, now: now)
             return
         }
         // Only STUN can introduce a new address; route it by the ufrag it names.
@@ -84,7 +90,7 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
             droppedUnroutable &+= 1
             return
         }
-        connection.handleDatagram(data, from: from, socket: socket)
+        connection.handleDatagram(data, from: from, socket: socket, now: now)
         // Learn the address only once that connection's ICE agent accepted it (integrity checked).
         if connection.iceAccepts(from) { byAddress[from] = connection }
     }
