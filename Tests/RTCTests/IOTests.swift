@@ -33,18 +33,6 @@ private final class CountingTicker: EventLoopTicker, @unchecked Sendable {
     func tick(now: UInt64) { times.append(now) }
 }
 
-/// A ticker that asks not to be called again for `pause` nanoseconds after each call.
-private final class PausingTicker: EventLoopTicker, @unchecked Sendable {
-    let pause: UInt64
-    var calls = 0
-    init(pause: UInt64) { self.pause = pause }
-    func tick(now: UInt64) { calls += 1 }
-    func tickReturningNextDue(now: UInt64) -> UInt64 {
-        tick(now: now)
-        return now + pause
-    }
-}
-
 /// Records the `now` the loop hands with each datagram, and the clock read when it arrives.
 private final class ClockHandler: DatagramHandler, @unchecked Sendable {
     var batchTimes: [UInt64] = []
@@ -188,18 +176,6 @@ enum IOTestSupport {
         let countAfterRemoval = await loop.submit { ticker.times.count }
         try? await Task.sleep(nanoseconds: 50_000_000)
         #expect(await loop.submit { ticker.times.count } == countAfterRemoval)
-    }
-
-    @Test func aTickerThatIsNotDueIsNotCalled() async {
-        let loop = EventLoop(name: "ticks-due")
-        defer { loop.shutdown() }
-        let every = CountingTicker()
-        let hourly = PausingTicker(pause: 3_600_000_000_000)
-        loop.addTicker(hourly)
-        loop.addTicker(every)
-        // Ten ticks of the other ticker: the paused one ran once, at its first tick.
-        #expect(await IOTestSupport.wait(loop, seconds: 30) { every.times.count >= 10 })
-        #expect(await loop.submit { hourly.calls } == 1)
     }
 
     @Test func handlersGetTheBatchClockOfTheirDatagrams() async throws {

@@ -9,19 +9,10 @@ public protocol EventLoopTicker: AnyObject {
     /// The loop is stopping (``EventLoop/shutdown()``): last call on the loop thread, so that a
     /// ticker can end what waits on it. Default: nothing.
     func loopStopped()
-    /// Calls ``tick(now:)`` and returns when the ticker next needs it (an ``EventLoop/now()``
-    /// time; 0: at every tick). The loop does not visit the ticker before then, so that hundreds
-    /// of idle tickers (an SFU's send-only connections) cost nothing per tick. Default: every tick.
-    func tickReturningNextDue(now: UInt64) -> UInt64
 }
 
 extension EventLoopTicker {
     public func loopStopped() {}
-
-    public func tickReturningNextDue(now: UInt64) -> UInt64 {
-        tick(now: now)
-        return 0
-    }
 }
 
 /// One I/O thread: epoll over UDP sockets, batched `recvmmsg`/`sendmmsg` (with UDP GSO, see
@@ -65,8 +56,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Other descriptors (TCP connections and listeners), by the id in their epoll data.
     private var watchers: [UInt64: any EventLoopDescriptorWatcher] = [:]
     private let nextSocketID = Atomic<UInt64>(1)
-    /// Each ticker with the time it next needs a call (see ``EventLoopTicker/tickReturningNextDue(now:)``).
-    private var tickers: [(ticker: any EventLoopTicker, due: UInt64)] = []
+    private var tickers: [any EventLoopTicker] = []
     private var nextTick: UInt64 = 0
 
     // Receive ring, allocated once.
@@ -230,20 +220,20 @@ public final class EventLoop: @unchecked Sendable {
     /// Registers a ticker, called about every 10 ms on the loop thread until removed.
     public func addTicker(_ ticker: any EventLoopTicker) {
         if isInLoop {
-            tickers.append((ticker, 0))
+            tickers.append(ticker)
         } else {
             let box = UncheckedBox(ticker)
-            execute { [self] in tickers.append((box.value, 0)) }
+            execute { [self] in tickers.append(box.value) }
         }
     }
 
     /// Unregisters a ticker.
     public func removeTicker(_ ticker: any EventLoopTicker) {
         if isInLoop {
-            tickers.removeAll { $0.ticker === ticker }
+            tickers.removeAll { $0 === ticker }
         } else {
             let box = UncheckedBox(ticker)
-            execute { [self] in tickers.removeAll { $0.ticker === box.value } }
+            execute { [self] in tickers.removeAll { $0 === box.value } }
         }
     }
 
@@ -381,7 +371,9 @@ public final class EventLoop: @unchecked Sendable {
             let now = Self.now()
             if now >= nextTick {
                 nextTick = now &+ Self.tickInterval
-                runTickers(now: now)
+                for ticker in tickers {
+                    ticker.tick(now: now)
+                }
             }
             flushSends()
         }
@@ -389,7 +381,7 @@ public final class EventLoop: @unchecked Sendable {
         // Tickers (peer connections) end first, while their sockets can still send a goodbye.
         let stopping = tickers
         tickers.removeAll()
-        for entry in stopping { entry.ticker.loopStopped() }
+        for ticker in stopping { ticker.loopStopped() }
         flushSends()
         for udp in Array(sockets.values) {
             closeSocket(udp)
@@ -408,20 +400,6 @@ public final class EventLoop: @unchecked Sendable {
             if work.isEmpty { break }
             for job in work { job() }
             flushSends()
-        }
-    }
-
-    /// Calls every ticker that is due. A tick may add or remove tickers: one added runs in this
-    /// round, and a removal may make another wait for the next round (10 ms later).
-    private func runTickers(now: UInt64) {
-        var i = 0
-        while i < tickers.count {
-            if tickers[i].due <= now {
-                let ticker = tickers[i].ticker
-                let due = ticker.tickReturningNextDue(now: now)
-                if i < tickers.count, tickers[i].ticker === ticker { tickers[i].due = due }
-            }
-            i += 1
         }
     }
 

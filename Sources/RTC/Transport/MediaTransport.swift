@@ -541,13 +541,6 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         return due
     }
 
-    /// ``tick(now:)``, then when the loop needs to call again: a connected send-only ICE-lite
-    /// transport is left alone until ``nextIdleTick``, without the loop touching it in between.
-    public func tickReturningNextDue(now: UInt64) -> UInt64 {
-        tick(now: now)
-        return nextIdleTick
-    }
-
     /// The loop is shutting down under the transport: its owner closes.
     public func loopStopped() { onEvent?(.loopStopped) }
 
