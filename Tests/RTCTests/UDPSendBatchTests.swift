@@ -44,6 +44,9 @@ private final class IgnoringHandler: DatagramHandler, @unchecked Sendable {
         var errors: UInt64
         var offloadAfter: Bool
         var statistics: EventLoopSendStatistics
+        /// Messages the receiving sockets got coalesced (UDP GRO), and the datagrams in them.
+        var coalescedMessages: UInt64
+        var coalescedDatagrams: UInt64
     }
 
     /// Queues the burst (interleaved over both destinations and both sending sockets, in one loop
@@ -93,7 +96,9 @@ private final class IgnoringHandler: DatagramHandler, @unchecked Sendable {
                 first: firstSink.datagrams, second: secondSink.datagrams, sentBySender: sender.packetsSent,
                 sentByOther: other.packetsSent, errors: sender.sendErrors + other.sendErrors,
                 offloadAfter: sender.segmentationOffload,
-                statistics: Self.difference(loop.sendStatisticsOnLoop, before))
+                statistics: Self.difference(loop.sendStatisticsOnLoop, before),
+                coalescedMessages: first.coalescedMessages + second.coalescedMessages,
+                coalescedDatagrams: first.coalescedDatagrams + second.coalescedDatagrams)
         }
     }
 
@@ -142,6 +147,12 @@ private final class IgnoringHandler: DatagramHandler, @unchecked Sendable {
             #expect(outcome.statistics.messages == 10)
             #expect(outcome.statistics.segmentationRefusals == 0)
             #expect(outcome.offloadAfter)
+            if EventLoop.coalescingAllowed {
+                // The receivers asked for UDP GRO: each GSO message crossed loopback whole and was
+                // split here (expectComplete checked every datagram's bytes and order).
+                #expect(outcome.coalescedMessages == 6)
+                #expect(outcome.coalescedDatagrams == outcome.statistics.segmentedDatagrams)
+            }
         }
     }
 
@@ -150,6 +161,7 @@ private final class IgnoringHandler: DatagramHandler, @unchecked Sendable {
         expectComplete(outcome)
         #expect(outcome.statistics.segmentedMessages == 0)
         #expect(outcome.statistics.messages == outcome.statistics.datagrams)
+        #expect(outcome.coalescedMessages == 0)
         #expect(!outcome.offloadAfter)
         if UDPSendBatch.segmentationAllowed {
             #expect(outcome.statistics.segmentationRefusals == 1)

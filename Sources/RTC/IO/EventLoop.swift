@@ -29,9 +29,19 @@ public final class EventLoop: @unchecked Sendable {
     public static let receiveBatchSize = 32
     /// Datagrams held by the send batch before it is flushed early (see ``UDPSendBatch``).
     public static var sendBatchCapacity: Int { UDPSendBatch.capacity }
-    /// Bytes per receive slot, and the largest datagram the send batch takes; larger datagrams are
+    /// The largest datagram received, and the largest the send batch takes; larger datagrams are
     /// dropped on receive and sent unbatched.
     public static let slotSize = 2048
+    /// Whether new sockets ask the kernel to coalesce received datagrams (UDP GRO, `UDP_GRO`): on
+    /// unless `UNDERSTUDY_UDP_GRO=0` (for A/B runs). A GSO message from a peer on the same host (an
+    /// SFU's run of a frame's packets to one member) then crosses the receive path as one buffer
+    /// instead of being cut up by the kernel, on the sender's time, one datagram at a time.
+    public static let coalescingAllowed: Bool = {
+        guard let value = getenv("UNDERSTUDY_UDP_GRO") else { return true }
+        return String(cString: value) != "0"
+    }()
+    /// Bytes per receive slot: a coalesced message holds up to 64 KB of datagrams.
+    static let receiveSlotSize = coalescingAllowed ? 65_536 : slotSize
     /// Tick period in nanoseconds.
     static let tickInterval: UInt64 = 10_000_000
 
@@ -64,6 +74,8 @@ public final class EventLoop: @unchecked Sendable {
     private let receiveVectors: UnsafeMutablePointer<iovec>
     private let receiveNames: UnsafeMutableRawPointer
     private let receiveData: UnsafeMutableRawPointer
+    /// One control-message slot per header, for the segment size of a coalesced message.
+    private let receiveControl: UnsafeMutableRawPointer
     /// Headers whose name length the last `recvmmsg` overwrote (reset before the next call).
     private var receiveHeadersUsed = 0
 
@@ -71,6 +83,10 @@ public final class EventLoop: @unchecked Sendable {
     private let sendBatch = UDPSendBatch()
 
     private static let nameSlot = 32
+    /// `CMSG_SPACE(sizeof(int))` on LP64: a 16-byte `cmsghdr` and the value, padded to 8.
+    private static let controlSlot = 24
+    private static let solUDP: Int32 = 17
+    private static let udpGRO: Int32 = 104
     private static let epollBatch = 64
     private let events: UnsafeMutableRawPointer
 
@@ -102,16 +118,20 @@ public final class EventLoop: @unchecked Sendable {
         receiveHeaders = .allocate(capacity: n)
         receiveVectors = .allocate(capacity: n)
         receiveNames = .allocate(byteCount: n * Self.nameSlot, alignment: 8)
-        receiveData = .allocate(byteCount: n * Self.slotSize, alignment: 16)
+        receiveData = .allocate(byteCount: n * Self.receiveSlotSize, alignment: 16)
+        receiveControl = .allocate(byteCount: n * Self.controlSlot, alignment: 8)
         events = .allocate(byteCount: Self.epollBatch * EpollEvent.size, alignment: 8)
         for i in 0..<n {
-            receiveVectors[i] = iovec(iov_base: receiveData + i * Self.slotSize, iov_len: Self.slotSize)
+            receiveVectors[i] = iovec(
+                iov_base: receiveData + i * Self.receiveSlotSize, iov_len: Self.receiveSlotSize)
             // Built once: `recvmmsg` writes back only the name length, the flags and the length.
             receiveHeaders[i] = MMsgHdr()
             receiveHeaders[i].msg_hdr.msg_name = receiveNames + i * Self.nameSlot
             receiveHeaders[i].msg_hdr.msg_namelen = socklen_t(Self.nameSlot)
             receiveHeaders[i].msg_hdr.msg_iov = receiveVectors + i
             receiveHeaders[i].msg_hdr.msg_iovlen = 1
+            receiveHeaders[i].msg_hdr.msg_control = receiveControl + i * Self.controlSlot
+            receiveHeaders[i].msg_hdr.msg_controllen = Self.coalescingAllowed ? Self.controlSlot : 0
         }
 
         var wakeEvent: (UInt64, UInt64) = (0, 0)
@@ -139,6 +159,7 @@ public final class EventLoop: @unchecked Sendable {
         receiveVectors.deallocate()
         receiveNames.deallocate()
         receiveData.deallocate()
+        receiveControl.deallocate()
         events.deallocate()
     }
 
@@ -269,6 +290,11 @@ public final class EventLoop: @unchecked Sendable {
         let id = nextSocketID.wrappingAdd(1, ordering: .relaxed).oldValue
         let udp = UDPSocket(fd: fd, id: id, localAddress: local, loop: self, handler: handler)
         udp.segmentationOffload = UDPSendBatch.segmentationAllowed
+        if Self.coalescingAllowed {
+            // Refused by kernels before 5.0: datagrams then simply arrive one by one.
+            var on: Int32 = 1
+            _ = setsockopt(fd, Self.solUDP, Self.udpGRO, &on, socklen_t(MemoryLayout<Int32>.size))
+        }
         if let impairment { udp.impairment = impairment }
         if isInLoop {
             register(udp)
@@ -421,6 +447,7 @@ public final class EventLoop: @unchecked Sendable {
             if udp.isClosed { return }
             for i in 0..<receiveHeadersUsed {
                 receiveHeaders[i].msg_hdr.msg_namelen = socklen_t(Self.nameSlot)
+                if Self.coalescingAllowed { receiveHeaders[i].msg_hdr.msg_controllen = Self.controlSlot }
             }
             let received = sys_recvmmsg(udp.fd, receiveHeaders, UInt32(n), Int32(MSG_DONTWAIT), nil)
             guard received > 0 else { return }
@@ -438,21 +465,62 @@ public final class EventLoop: @unchecked Sendable {
                     let from = SocketAddress(
                         raw: receiveNames + i * Self.nameSlot, length: Int(header.msg_hdr.msg_namelen))
                 else { continue }
-                if udp.shouldDropOnReceive() { continue }
                 let length = Int(header.msg_len)
-                udp.packetsReceived &+= 1
-                udp.bytesReceived &+= UInt64(length)
-                let data = UnsafeMutableRawBufferPointer(start: receiveData + i * Self.slotSize, count: length)
-                udp.handler?.handleDatagram(data, from: from, socket: udp, now: now)
-                // One datagram can be costly (an SFU fans it out to every subscriber): queued
-                // control work (a room's consume, an offer) should not wait for a whole burst.
-                if workQueued.load(ordering: .acquiring) {
-                    runPendingWork()
-                    now = Self.now()
+                let start = receiveData + i * Self.receiveSlotSize
+                let segment = Self.segmentSize(header)
+                if segment == 0 || segment >= length {
+                    guard length <= Self.slotSize else {
+                        udp.droppedTruncated &+= 1
+                        continue
+                    }
+                    if udp.shouldDropOnReceive() { continue }
+                    deliver(UnsafeMutableRawBufferPointer(start: start, count: length), from: from, on: udp, now: &now)
+                    continue
+                }
+                // A coalesced message: same-sized datagrams of one sender, the last maybe shorter.
+                udp.coalescedMessages &+= 1
+                var offset = 0
+                while offset < length {
+                    if udp.isClosed { return }
+                    let size = min(segment, length - offset)
+                    udp.coalescedDatagrams &+= 1
+                    if !udp.shouldDropOnReceive() {
+                        deliver(
+                            UnsafeMutableRawBufferPointer(start: start + offset, count: size), from: from, on: udp,
+                            now: &now)
+                    }
+                    offset += size
                 }
             }
             if Int(received) < n { return }
         }
+    }
+
+    @inline(__always)
+    private func deliver(
+        _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, on udp: UDPSocket, now: inout UInt64
+    ) {
+        udp.packetsReceived &+= 1
+        udp.bytesReceived &+= UInt64(data.count)
+        udp.handler?.handleDatagram(data, from: from, socket: udp, now: now)
+        // One datagram can be costly (an SFU fans it out to every subscriber): queued control work
+        // (a room's consume, an offer) should not wait for a whole burst.
+        if workQueued.load(ordering: .acquiring) {
+            runPendingWork()
+            now = Self.now()
+        }
+    }
+
+    /// The segment size the kernel reported for a coalesced message (`UDP_GRO` control message),
+    /// or 0 for a single datagram.
+    @inline(__always)
+    private static func segmentSize(_ header: MMsgHdr) -> Int {
+        guard coalescingAllowed, header.msg_hdr.msg_controllen >= 20, let control = header.msg_hdr.msg_control
+        else { return 0 }
+        let level = control.load(fromByteOffset: 8, as: Int32.self)
+        let type = control.load(fromByteOffset: 12, as: Int32.self)
+        guard level == solUDP, type == udpGRO else { return 0 }
+        return Int(control.load(fromByteOffset: 16, as: Int32.self))
     }
 
     @inline(__always)

@@ -59,6 +59,10 @@ public final class UDPSocket: @unchecked Sendable {
     public internal(set) var droppedByImpairment: UInt64 = 0
     /// Datagrams larger than a receive slot, dropped.
     public internal(set) var droppedTruncated: UInt64 = 0
+    /// Messages the kernel coalesced from several received datagrams (UDP GRO), split again here.
+    public internal(set) var coalescedMessages: UInt64 = 0
+    /// Datagrams that arrived inside those messages (counted in ``packetsReceived`` too).
+    public internal(set) var coalescedDatagrams: UInt64 = 0
 
     /// Deterministic receive loss; setting it restarts its random sequence from the seed.
     public var impairment: Impairment? {
