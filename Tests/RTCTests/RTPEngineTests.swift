@@ -497,6 +497,39 @@ final class Loopback {
         }
     }
 
+    @Test func duplicatesAreCountedOnceAcrossTheWindowAndAfterJumps() throws {
+        let (sender, receiver) = opusLink()
+        var frames: [EncodedFrame] = []
+        receiver.onFrame = { f, _ in frames.append(f) }
+        var packets: [[UInt8]] = []
+        var now: UInt64 = 1_000_000_000
+        for i in 0..<2_000 {
+            sender.send(opusFrame(i), now: now) { b, n in packets.append(Array(b[0..<n])) }
+            now += 20_000_000
+        }
+        func deliver(_ index: Int) {
+            packets[index].withUnsafeBytes { p in
+                if let h = try? RTPHeader.parse(p) { receiver.receive(p, header: h, now: now) }
+            }
+        }
+        for i in 0..<100 { deliver(i) }
+        deliver(99)  // the newest again
+        deliver(40)  // an older one again
+        #expect(receiver.stats.packetsDuplicated == 2)
+        for i in 100..<1_100 { deliver(i) }
+        deliver(100)  // 999 behind the newest, still inside the 1,024-number window
+        #expect(receiver.stats.packetsDuplicated == 3)
+        deliver(1_099)
+        #expect(receiver.stats.packetsDuplicated == 4)
+        // A jump of more than the window: what was seen before it is forgotten, what follows is new.
+        deliver(1_900)
+        deliver(1_901)
+        deliver(1_900)
+        #expect(receiver.stats.packetsDuplicated == 5)
+        #expect(receiver.stats.packetsReceived == 1_102)
+        #expect(frames.count == 1_102)
+    }
+
     @Test func opusLossIsSkippedWithoutPLI() throws {
         let (sender, receiver) = opusLink()
         var frames: [EncodedFrame] = []

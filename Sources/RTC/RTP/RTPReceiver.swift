@@ -192,10 +192,10 @@ public final class RTPReceiver: @unchecked Sendable {
     private let audioAssembler: OpusFrameAssembler?
     /// Packets the reorder window holds (video), 1 for audio.
     private let capacity: Int
-    // Ring remembering which extended numbers were seen, for dedupe (raw memory: no uniqueness
-    // check per packet).
-    private let seenExt: UnsafeMutablePointer<Int64>
-    private let seenExtCount: Int
+    /// Which extended numbers were seen, for dedupe: a bit per number over the last `size` (the SRTP
+    /// replay window's structure). 128 bytes for 1,024 numbers, where a ring of the numbers took
+    /// 8 KB and cost a cache miss per packet once a process held thousands of receivers.
+    private let seen: SRTPReplayWindow
 
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
 
@@ -216,9 +216,7 @@ public final class RTPReceiver: @unchecked Sendable {
             codec == .vp8 ? VP8FrameAssembler(capacity: capacity, reorderWait: options.reorderWait) : nil
         audioAssembler = codec == .vp8 ? nil : OpusFrameAssembler()
         let ringSize = max(capacity, 1024)
-        seenExt = .allocate(capacity: ringSize)
-        seenExt.initialize(repeating: -1, count: ringSize)
-        seenExtCount = ringSize
+        seen = SRTPReplayWindow(size: 1 << (Int.bitWidth - (ringSize - 1).leadingZeroBitCount))
         links = RTPReceiverLinks(
             statistics: ReceiveStatistics(
                 ssrc: ssrc, clockRate: codec.clockRate, cname: options.cname, reportInterval: options.reportInterval,
@@ -248,7 +246,6 @@ public final class RTPReceiver: @unchecked Sendable {
 
     deinit {
         rtcpBuffer.deallocate()
-        seenExt.deallocate()
     }
 
     // MARK: - Receive
@@ -325,8 +322,8 @@ public final class RTPReceiver: @unchecked Sendable {
             highestExt = ext
             firstArrival = now
         }
-        let ringIndex = Int(UInt64(bitPattern: ext) % UInt64(seenExtCount))  // in range whatever ext
-        if seenExt[ringIndex] == ext {
+        // Numbers older than the window pass, as before: the reorder window judges them.
+        if seen.check(UInt64(bitPattern: ext)) == .replayed {
             counters.packetsDuplicated += 1
             return
         }
@@ -340,7 +337,7 @@ public final class RTPReceiver: @unchecked Sendable {
             resynced = video.jumpsPastWindow(ext)
         }
         if ext < baseExt { baseExt = ext }  // reordered ahead of the first packet
-        seenExt[ringIndex] = ext
+        seen.accept(UInt64(bitPattern: ext))
         if retransmission { counters.retransmissionsReceived += 1 }
 
         let previousHighest = highestExt

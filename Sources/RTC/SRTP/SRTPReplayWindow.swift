@@ -1,6 +1,7 @@
 /// Which packet indices of one stream were already accepted (RFC 3711 §3.3.2): the `size` indices
 /// at and below the highest one seen, as a ring of bits (index `i` is bit `i % size`), so that the
-/// usual step of one index clears one bit instead of shifting the whole map.
+/// usual step of one index clears one bit instead of shifting the whole map. `RTPReceiver` uses
+/// the same window to spot duplicate packets.
 final class SRTPReplayWindow {
     /// What a packet's index means for the window.
     enum Verdict: Equatable {
@@ -18,12 +19,17 @@ final class SRTPReplayWindow {
     let size: Int
     private let words: UnsafeMutablePointer<UInt64>
     private let wordCount: Int
+    /// `size - 1`: a power-of-two size makes a packet's bit a mask, not a division.
+    private let positionMask: UInt64
 
     init(size: Int) {
-        precondition(size > 0 && size % 64 == 0, "replay window must be a positive multiple of 64")
+        precondition(size >= 64 && size & (size - 1) == 0, "replay window must be a power of two of at least 64")
         self.size = size
         wordCount = size / 64
-        words = .allocate(capacity: wordCount)
+        positionMask = UInt64(size - 1)
+        // Cache-line aligned: a 1024-bit window is exactly two lines.
+        words = UnsafeMutableRawPointer.allocate(byteCount: wordCount * 8, alignment: 64)
+            .bindMemory(to: UInt64.self, capacity: wordCount)
         words.initialize(repeating: 0, count: wordCount)
     }
 
@@ -60,7 +66,7 @@ final class SRTPReplayWindow {
     }
 
     private func bit(_ index: UInt64) -> (word: Int, mask: UInt64) {
-        let position = Int(index % UInt64(size))
+        let position = Int(index & positionMask)
         return (position >> 6, 1 << UInt64(position & 63))
     }
     private func isSet(_ index: UInt64) -> Bool {
