@@ -30,8 +30,9 @@ struct NACKGenerator {
     /// The sequence numbers of the last ``due(now:roundTripTime:)`` call.
     private(set) var items: [UInt16]
     private var lastSent: UInt64 = 0
-    /// Holes given up, by extended sequence number (a ring, for the frame assembler's skip decision).
-    private var givenUpExt: [Int64]
+    /// Holes given up, by extended sequence number, over the last `givenUpRing` numbers (for the
+    /// frame assembler's skip decision): a bit each, in the SRTP replay window's structure.
+    private let givenUp: SRTPReplayWindow
     /// NACK count prepared by ``tick(_:)`` for ``writeRTCP(_:_:)``.
     private var pending = 0
     /// Missing packets given up (no retransmission in time).
@@ -45,7 +46,9 @@ struct NACKGenerator {
     init(options: RTPReceiverOptions, capacity: Int, tracksHoles: Bool = true, givenUpRing: Int = 1024) {
         enabled = options.nack
         self.tracksHoles = tracksHoles
-        givenUpExt = Array(repeating: -1, count: max(1, givenUpRing))
+        // Audio plays through holes and gives none up: the smallest window then.
+        let window = tracksHoles ? max(64, givenUpRing) : 64
+        givenUp = SRTPReplayWindow(size: 1 << (Int.bitWidth - (window - 1).leadingZeroBitCount))
         self.capacity = max(1, capacity)
         maxRetries = options.maxNACKRetries
         maxAge = options.maxNACKAge
@@ -150,11 +153,11 @@ struct NACKGenerator {
     mutating func sent(now: UInt64) { lastSent = now }
 
     /// Whether `ext` was given up (the assembler skips it instead of waiting).
-    func isGivenUp(_ ext: Int64) -> Bool { givenUpExt[Int(ext % Int64(givenUpExt.count))] == ext }
+    func isGivenUp(_ ext: Int64) -> Bool { givenUp.check(UInt64(bitPattern: ext)) == .replayed }
 
     /// Gives up `ext` (also called by the assembler when it must move past a packet).
     mutating func markGivenUp(_ ext: Int64) {
-        givenUpExt[Int(ext % Int64(givenUpExt.count))] = ext
+        givenUp.accept(UInt64(bitPattern: ext))
         packetsGivenUp += 1
     }
 }
