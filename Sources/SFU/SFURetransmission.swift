@@ -55,19 +55,65 @@ final class SFUPacketBuffer {
 
 /// A consumer's map from the sequence numbers it sent to the source packets in its producer's
 /// ``SFUPacketBuffer``, with what it rewrote (timestamp, VP8 picture ID and TL0PICIDX), so that a NACK is
-/// answered with exactly the packet the subscriber missed. About 32 bytes per entry.
+/// answered with exactly the packet the subscriber missed. 16 bytes per entry.
 struct SFUSequencer {
+    /// 16 bytes: a video consumer keeps 512 of these (8 KB), so an audience member stays small.
     struct Entry {
         var outgoing: UInt16 = 0
         var source: UInt16 = 0
         var timestamp: UInt32 = 0
         /// The codec fields the munger rewrote (VP8 picture ID, TL0PICIDX), applied again on resend.
-        var rewrite = RTPPayloadRewrite.none
-        var layer: UInt8 = 0
-        var valid = false
-        var marker = false
-        /// Loop time of the last resend (0: never).
-        var lastResent: UInt64 = 0
+        private var pictureID: UInt16 = 0
+        private var pictureIDOffset: UInt8 = 0
+        private var tl0PicIdxOffset: UInt8 = 0
+        private var tl0PicIdx: UInt8 = 0
+        /// Bits 0–3: valid, marker, 15-bit picture ID, resent; bits 4–7: the layer.
+        private var flags: UInt8 = 0
+        /// Loop time of the last resend in units of 2^20 ns (about 1 ms), wrapping after about 68 s:
+        /// a NACK for a packet that old finds its slot long reused.
+        private var resentAt: UInt16 = 0
+
+        private static let validBit: UInt8 = 1
+        private static let markerBit: UInt8 = 2
+        private static let longPictureIDBit: UInt8 = 4
+        private static let resentBit: UInt8 = 8
+
+        init() {}
+
+        init(outgoing: UInt16, source: UInt16, layer: Int, timestamp: UInt32, marker: Bool, rewrite: RTPPayloadRewrite)
+        {
+            self.outgoing = outgoing
+            self.source = source
+            self.timestamp = timestamp
+            pictureID = rewrite.pictureID
+            pictureIDOffset = rewrite.pictureIDOffset
+            tl0PicIdxOffset = rewrite.tl0PicIdxOffset
+            tl0PicIdx = rewrite.tl0PicIdx
+            flags =
+                Self.validBit | (marker ? Self.markerBit : 0) | (rewrite.pictureIDIs15Bit ? Self.longPictureIDBit : 0)
+                | UInt8(truncatingIfNeeded: min(max(layer, 0), 15) << 4)
+        }
+
+        var valid: Bool { flags & Self.validBit != 0 }
+        var marker: Bool { flags & Self.markerBit != 0 }
+        var layer: UInt8 { flags >> 4 }
+        var rewrite: RTPPayloadRewrite {
+            RTPPayloadRewrite(
+                pictureIDOffset: pictureIDOffset, pictureIDIs15Bit: flags & Self.longPictureIDBit != 0,
+                pictureID: pictureID, tl0PicIdxOffset: tl0PicIdxOffset, tl0PicIdx: tl0PicIdx)
+        }
+
+        /// Whether a resend at `now` is at least `minimumInterval` after the last one; if so it is noted.
+        mutating func claimResend(now: UInt64, minimumInterval: UInt64) -> Bool {
+            let stamp = UInt16(truncatingIfNeeded: now >> 20)
+            if flags & Self.resentBit != 0 {
+                let minimum = UInt16(min(UInt64(UInt16.max), (minimumInterval + (1 << 20) - 1) >> 20))
+                guard stamp &- resentAt >= minimum else { return false }
+            }
+            flags |= Self.resentBit
+            resentAt = stamp
+            return true
+        }
     }
 
     private var entries: [Entry]
@@ -80,20 +126,17 @@ struct SFUSequencer {
     mutating func record(
         outgoing: UInt16, source: UInt16, layer: Int, timestamp: UInt32, marker: Bool, rewrite: RTPPayloadRewrite
     ) {
-        let slot = Int(outgoing) % entries.count
-        entries[slot] = Entry(
-            outgoing: outgoing, source: source, timestamp: timestamp, rewrite: rewrite,
-            layer: UInt8(truncatingIfNeeded: layer), valid: true, marker: marker, lastResent: 0)
+        entries[Int(outgoing) % entries.count] = Entry(
+            outgoing: outgoing, source: source, layer: layer, timestamp: timestamp, marker: marker, rewrite: rewrite)
     }
 
     /// The entry for a NACKed outgoing sequence number, if it is still known and was not resent within
     /// `minimumInterval` (a repeated NACK while the first resend is in flight is not doubled).
     mutating func resendable(outgoing: UInt16, now: UInt64, minimumInterval: UInt64) -> Entry? {
         let slot = Int(outgoing) % entries.count
-        guard entries[slot].valid, entries[slot].outgoing == outgoing else { return nil }
-        let last = entries[slot].lastResent
-        guard last == 0 || now < last || now - last >= minimumInterval else { return nil }
-        entries[slot].lastResent = max(1, now)
+        guard entries[slot].valid, entries[slot].outgoing == outgoing,
+            entries[slot].claimResend(now: now, minimumInterval: minimumInterval)
+        else { return nil }
         return entries[slot]
     }
 }

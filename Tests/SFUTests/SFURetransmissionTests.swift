@@ -72,6 +72,21 @@ struct SFURetransmissionTests {
         #expect(sequencer.resendable(outgoing: 7, now: 200_000_000, minimumInterval: 50_000_000) == nil)
     }
 
+    @Test func aSequencerEntryIsSixteenBytes() {
+        // 512 per video consumer: each byte here is half a kilobyte per audience member.
+        #expect(MemoryLayout<SFUSequencer.Entry>.stride == 16)
+    }
+
+    @Test func resendIntervalsHoldAcrossTheStampWrap() {
+        var sequencer = SFUSequencer(capacity: 16)
+        sequencer.record(outgoing: 3, source: 30, layer: 1, timestamp: 9, marker: true, rewrite: .none)
+        // Just before the 16-bit stamp (units of 2^20 ns) wraps, and just after it.
+        let beforeWrap: UInt64 = (1 << 36) - 10_000_000
+        #expect(sequencer.resendable(outgoing: 3, now: beforeWrap, minimumInterval: 50_000_000) != nil)
+        #expect(sequencer.resendable(outgoing: 3, now: beforeWrap + 30_000_000, minimumInterval: 50_000_000) == nil)
+        #expect(sequencer.resendable(outgoing: 3, now: beforeWrap + 60_000_000, minimumInterval: 50_000_000) != nil)
+    }
+
     @Test func serverConnectionsKeepNoPerConsumerHistory() {
         let sfu = SFU(configuration: SFUConfiguration(mediaAddresses: ["127.0.0.1"], portRange: nil, loopName: "t"))
         defer { sfu.loop.shutdown() }

@@ -27,10 +27,10 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
     /// layer sends a close frame with a documented code first). The write itself is dropped.
     var onWriteOverflow: (() -> Void)?
 
+    /// Bytes the socket did not take yet. Empty (no storage) while the socket keeps up: a write to
+    /// an idle channel goes straight from the caller's bytes, and a drained buffer is released, since
+    /// a server holds thousands of channels.
     private var writeBuffer: [UInt8] = []
-    /// Write-buffer capacity kept between bursts; a server holds thousands of channels, so a burst's
-    /// larger buffer is released once drained.
-    static let retainedCapacity = 16 * 1024
     private var writeOffset = 0
     /// End offset in ``writeBuffer`` of each queued `write` (from `unitHead` on), so that unsent
     /// whole units (WebSocket frames) can be discarded without cutting one in half.
@@ -83,10 +83,21 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
             return false
         }
         if writeOffset == writeBuffer.count {
-            writeBuffer.removeAll(keepingCapacity: writeBuffer.capacity <= Self.retainedCapacity)
+            writeBuffer = []
             writeOffset = 0
             unitEnds.removeAll(keepingCapacity: true)
             unitHead = 0
+            // Nothing queued: send from the caller's bytes and queue only what the socket refuses.
+            let sent = sendDirectly(bytes)
+            if isClosed { return false }
+            if sent == bytes.count {
+                flush()  // ends a finishing channel, updates interest
+                return !isClosed
+            }
+            writeBuffer.append(contentsOf: bytes[sent...])
+            unitEnds.append(writeBuffer.count)
+            flush()
+            return !isClosed
         }
         writeBuffer.append(contentsOf: bytes)
         dropSentUnits()
@@ -182,6 +193,27 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
         }
     }
 
+    /// Sends as much of `bytes` as the socket takes now; returns how much (closes on a hard error).
+    private func sendDirectly(_ bytes: [UInt8]) -> Int {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { raw in
+                send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+            }
+            if n > 0 {
+                sent += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                break
+            } else {
+                forceClose()
+                break
+            }
+        }
+        return sent
+    }
+
     private func flush() {
         while writeOffset < writeBuffer.count, !isClosed {
             let n = writeBuffer.withUnsafeBytes { raw in
@@ -199,10 +231,12 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
             }
         }
         if isClosed { return }
-        if writeOffset == writeBuffer.count, writeBuffer.capacity > Self.retainedCapacity {
-            // Drained after a burst (a large roster): give the memory back now, not at the next write.
+        if writeOffset == writeBuffer.count, writeBuffer.capacity > 0 {
+            // Drained: give the memory back now, not at the next write.
             writeBuffer = []
             writeOffset = 0
+            unitEnds.removeAll(keepingCapacity: true)
+            unitHead = 0
         }
         if writeOffset == writeBuffer.count, finishing, !halfClosed {
             halfClosed = true

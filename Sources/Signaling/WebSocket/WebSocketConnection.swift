@@ -294,7 +294,9 @@ public final class WebSocketConnection: @unchecked Sendable {
         defer {
             if consumed > 0 {
                 if consumed >= readBuffer.count {
-                    readBuffer.removeAll(keepingCapacity: readBuffer.capacity <= StreamChannel.retainedCapacity)
+                    // Nothing partial left: give the memory back (a server holds thousands of idle
+                    // connections; the next read allocates what it needs).
+                    readBuffer = []
                 } else {
                     readBuffer.removeFirst(consumed)
                 }
