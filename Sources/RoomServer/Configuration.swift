@@ -72,6 +72,10 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// SSRCs a publisher may create receive state for (per connection); packets of further SSRCs
     /// are dropped.
     public var maxSSRCsPerPublisher: Int = 32
+    /// Shortest interval between key-frame requests (PLI) the SFU sends a publisher, per simulcast
+    /// layer, however many consumers ask. 300 ms: libwebrtc's encoder ignores requests closer
+    /// together than that, and a longer interval only makes joiners wait (on average half of it).
+    public var keyframeRequestIntervalMilliseconds: Int = 300
 
     // MARK: WHIP and WHEP (docs/protocol.md, "WHIP and WHEP endpoints")
 
@@ -154,6 +158,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         maxQueuedOutputBytes = try c.decodeIfPresent(Int.self, forKey: .maxQueuedOutputBytes) ?? d.maxQueuedOutputBytes
         lobbyTimeoutSeconds = try c.decodeIfPresent(Double.self, forKey: .lobbyTimeoutSeconds) ?? d.lobbyTimeoutSeconds
         maxSSRCsPerPublisher = try c.decodeIfPresent(Int.self, forKey: .maxSSRCsPerPublisher) ?? d.maxSSRCsPerPublisher
+        keyframeRequestIntervalMilliseconds =
+            try c.decodeIfPresent(Int.self, forKey: .keyframeRequestIntervalMilliseconds)
+            ?? d.keyframeRequestIntervalMilliseconds
         httpSessionICETimeoutSeconds =
             try c.decodeIfPresent(Double.self, forKey: .httpSessionICETimeoutSeconds) ?? d.httpSessionICETimeoutSeconds
         maxHTTPSessions = try c.decodeIfPresent(Int.self, forKey: .maxHTTPSessions) ?? d.maxHTTPSessions
@@ -184,6 +191,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
             return "bad abuse/join limits"
         }
         if let secret, secret.isEmpty { return "secret must not be empty" }
+        if !(50...10_000).contains(keyframeRequestIntervalMilliseconds) {
+            return "keyframeRequestIntervalMilliseconds must be between 50 and 10000"
+        }
         if !(httpSessionICETimeoutSeconds > 0) || maxHTTPSessions < 0 {
             return "httpSessionICETimeoutSeconds must be positive and maxHTTPSessions at least 0"
         }

@@ -22,6 +22,7 @@ final class RoomMedia: @unchecked Sendable {
             configuration.udpPortLow == 0 ? nil : configuration.udpPortLow...configuration.udpPortHigh
         var sfuConfiguration = SFUConfiguration(mediaAddresses: [address], portRange: range, loopName: "room-sfu")
         sfuConfiguration.maxSSRCsPerConnection = configuration.maxSSRCsPerPublisher
+        sfuConfiguration.keyframeRequestInterval = UInt64(configuration.keyframeRequestIntervalMilliseconds) * 1_000_000
         sfuConfiguration.iceTCP = configuration.iceTCP
         sfu = try SFU.make(configuration: sfuConfiguration)
         sfu.onRenegotiationNeeded = { [weak server] key in

@@ -174,7 +174,7 @@ public struct SFUConfiguration: Sendable {
 
     public init(
         mediaAddresses: [String] = ["127.0.0.1"], portRange: ClosedRange<UInt16>? = nil,
-        keyframeRequestInterval: UInt64 = 500_000_000, loopName: String = "sfu"
+        keyframeRequestInterval: UInt64 = 300_000_000, loopName: String = "sfu"
     ) {
         self.mediaAddresses = mediaAddresses
         self.portRange = portRange

@@ -1,7 +1,8 @@
 import Foundation
-import RoomServer
 import Signaling
 import Testing
+
+@testable import RoomServer
 
 @Suite("RoomServer lifecycle, configuration and producer rules")
 struct LifecycleAndLimitsTests {
@@ -73,6 +74,26 @@ struct LifecycleAndLimitsTests {
         bad.udpPortLow = 50000
         #expect(bad.validationProblem() != nil)
         #expect(throws: RoomServerError.self) { try RoomServer(configuration: bad).start() }
+    }
+
+    @Test func theKeyFrameRequestIntervalReachesTheSFUAndIsBounded() throws {
+        #expect(RoomServerConfiguration().keyframeRequestIntervalMilliseconds == 300)
+        let c = try JSONDecoder().decode(
+            RoomServerConfiguration.self, from: Data(#"{"keyframeRequestIntervalMilliseconds": 200}"#.utf8))
+        #expect(c.keyframeRequestIntervalMilliseconds == 200)
+        var configuration = c
+        configuration.listenPort = 0
+        configuration.secret = "test-secret"
+        let server = RoomServer(configuration: configuration)
+        try server.start()
+        defer { server.stop() }
+        #expect(server.media()?.sfu.configuration.keyframeRequestInterval == 200_000_000)
+        for wrong in [0, 49, 10_001] {
+            var bad = configuration
+            bad.keyframeRequestIntervalMilliseconds = wrong
+            #expect(bad.validationProblem()?.contains("keyframeRequestIntervalMilliseconds") == true)
+            #expect(throws: RoomServerError.self) { try RoomServer(configuration: bad).start() }
+        }
     }
 
     /// A port already taken is refused with the listener's own error kept as the cause.
