@@ -19,7 +19,7 @@ struct SFUProducerKeyframeTests {
         producer.requestKeyframe(layer: 0, now: now)
         #expect(producer.plisSent == 1)
         // The layer's first packet (a delta frame) arrives 100 ms later: ask again now, not
-        // when the 500 ms interval ends.
+        // when the request interval ends.
         try producer.receive(layer.packet(0, keyframe: false), rid: nil, arrival: now + 100_000_000)
         #expect(producer.plisSent == 2, "the first packet of a layer with a pending request sends the PLI again")
         // Later packets of the same layer inside the interval add nothing.
