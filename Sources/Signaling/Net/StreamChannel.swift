@@ -88,7 +88,7 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
             unitEnds.removeAll(keepingCapacity: true)
             unitHead = 0
             // Nothing queued: send from the caller's bytes and queue only what the socket refuses.
-            let sent = sendDirectly(bytes)
+            let sent = sendAvailable(bytes, from: 0)
             if isClosed { return false }
             if sent == bytes.count {
                 flush()  // ends a finishing channel, updates interest
@@ -193,10 +193,11 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
         }
     }
 
-    /// Sends as much of `bytes` as the socket takes now; returns how much (closes on a hard error).
-    private func sendDirectly(_ bytes: [UInt8]) -> Int {
-        var sent = 0
-        while sent < bytes.count {
+    /// Sends `bytes` from `offset` on as far as the socket takes them now; returns the offset reached
+    /// (closes the channel on a hard error).
+    private func sendAvailable(_ bytes: [UInt8], from offset: Int) -> Int {
+        var sent = offset
+        while sent < bytes.count, !isClosed {
             let n = bytes.withUnsafeBytes { raw in
                 send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
             }
@@ -208,29 +209,17 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
                 break
             } else {
                 forceClose()
-                break
             }
         }
         return sent
     }
 
     private func flush() {
-        while writeOffset < writeBuffer.count, !isClosed {
-            let n = writeBuffer.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + writeOffset, raw.count - writeOffset, Int32(MSG_NOSIGNAL))
-            }
-            if n > 0 {
-                writeOffset += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                break
-            } else {
-                forceClose()
-                return
-            }
+        writeOffset = sendAvailable(writeBuffer, from: writeOffset)
+        if isClosed {
+            writeOffset = 0  // forceClose dropped the buffer
+            return
         }
-        if isClosed { return }
         if writeOffset == writeBuffer.count, writeBuffer.capacity > 0 {
             // Drained: give the memory back now, not at the next write.
             writeBuffer = []
