@@ -16,7 +16,7 @@
 #   SystemCalls Sources/SystemCalls (the epoll/eventfd/mmsg bindings Signaling's reactor uses)
 #   Signaling  Sources/Signaling (Foundation, OpenSSL through CModules/COpenSSL; links -lssl -lcrypto)
 #   Media      Sources/Media/Files + MediaError.swift: the container readers only (no codec libraries)
-#   RTC        Sources/RTC/RTP: the RTP receive/send engine (pure Swift over RTCWire; no DTLS/SRTP/sockets)
+#   RTC        Sources/RTC/RTP + SRTPReplayWindow.swift: the RTP receive/send engine (pure Swift over RTCWire; no DTLS/SRTP crypto/sockets)
 #   SRTP       Sources/RTC/SRTP: SRTPSession over OpenSSL's libcrypto (not the libsrtp reference)
 # Targets use `@testable import` where they drive internal types.
 #
@@ -47,7 +47,8 @@ lib_sources() {
     SystemCalls) find Sources/SystemCalls -name '*.swift' ;;
     Signaling) find Sources/Signaling -name '*.swift' ;;
     Media) find Sources/Media/Files -name '*.swift' && echo Sources/Media/MediaError.swift ;;
-    RTC) find Sources/RTC/RTP -name '*.swift' ;;
+    # The RTP engine's dedupe and given-up windows reuse the SRTP replay window (pure Swift).
+    RTC) find Sources/RTC/RTP -name '*.swift' && echo Sources/RTC/SRTP/SRTPReplayWindow.swift ;;
     SRTP) printf '%s\n' Sources/RTC/SRTP/SRTPSession.swift Sources/RTC/SRTP/SRTPCrypto.swift \
         Sources/RTC/SRTP/SRTPReplayWindow.swift Sources/RTC/DTLS/SRTPProfile.swift ;;
     *) return 1 ;;
