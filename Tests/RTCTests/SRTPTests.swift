@@ -284,6 +284,19 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
         return (a, lengthA, b, lengthB)
     }
 
+    /// Our sessions and libsrtp's, both directions, on the same keys.
+    private static func sessions(_ profile: SRTPProfile) throws -> (
+        ours: SRTPSession, reference: LibSRTPSession, oursIn: SRTPSession, referenceIn: LibSRTPSession
+    ) {
+        let (key, salt) = keys(profile)
+        return (
+            try SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound),
+            try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)),
+            try SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound),
+            try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .inbound))
+        )
+    }
+
     private static func keys(_ profile: SRTPProfile) -> (key: [UInt8], salt: [UInt8]) {
         (
             (0..<profile.keyLength).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 3) },
@@ -300,11 +313,7 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
 
     @Test(arguments: profiles)
     func rtpPacketsAreByteIdenticalAndOpenBothWays(profile: SRTPProfile) throws {
-        let (key, salt) = Self.keys(profile)
-        let ours = try SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
-        let reference = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound))
-        let oursIn = try SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
-        let referenceIn = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .inbound))
+        let (ours, reference, oursIn, referenceIn) = try Self.sessions(profile)
         var seed: UInt64 = 42
         var opened = 0
         for (step, sequence) in Self.sequences.enumerated() {
@@ -335,10 +344,7 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
     /// counter, and libsrtp's ciphertext and our receiver would disagree).
     @Test(arguments: profiles)
     func manyInterleavedSSRCsKeepTheirOwnRollover(profile: SRTPProfile) throws {
-        let (key, salt) = Self.keys(profile)
-        let ours = try SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
-        let reference = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound))
-        let oursIn = try SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
+        let (ours, reference, oursIn, _) = try Self.sessions(profile)
         let ssrcs: [UInt32] = [0x0000_0001, 0x0102_0304, 0xCAFE_F00D, 0x7777_0000, 0xFFFF_FFFE, 0x1234_5678]
         let starts: [UInt16] = [65_520, 100, 65_530, 30_000, 65_535, 7]
         var seed: UInt64 = 7
@@ -381,11 +387,7 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
 
     @Test(arguments: profiles)
     func rtcpOpensBothWays(profile: SRTPProfile) throws {
-        let (key, salt) = Self.keys(profile)
-        let ours = try SRTPSession(profile: profile, key: key, salt: salt, direction: .outbound)
-        let reference = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .outbound))
-        let oursIn = try SRTPSession(profile: profile, key: key, salt: salt, direction: .inbound)
-        let referenceIn = try #require(LibSRTPSession(profile: profile, key: key, salt: salt, direction: .inbound))
+        let (ours, reference, oursIn, referenceIn) = try Self.sessions(profile)
         for round in 0..<5 {
             // A sender report followed by an SDES chunk, as a compound packet.
             var plain: [UInt8] = [0x80, 200, 0x00, 0x06, 0xAA, 0xBB, 0xCC, 0xDD]

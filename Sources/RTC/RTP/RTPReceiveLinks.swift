@@ -47,8 +47,7 @@ struct NACKGenerator {
         enabled = options.nack
         self.tracksHoles = tracksHoles
         // Audio plays through holes and gives none up: the smallest window then.
-        let window = tracksHoles ? max(64, givenUpRing) : 64
-        givenUp = SRTPReplayWindow(size: 1 << (Int.bitWidth - (window - 1).leadingZeroBitCount))
+        givenUp = SRTPReplayWindow(covering: tracksHoles ? givenUpRing : 64)
         self.capacity = max(1, capacity)
         maxRetries = options.maxNACKRetries
         maxAge = options.maxNACKAge

@@ -216,7 +216,7 @@ public final class RTPReceiver: @unchecked Sendable {
             codec == .vp8 ? VP8FrameAssembler(capacity: capacity, reorderWait: options.reorderWait) : nil
         audioAssembler = codec == .vp8 ? nil : OpusFrameAssembler()
         let ringSize = max(capacity, 1024)
-        seen = SRTPReplayWindow(size: 1 << (Int.bitWidth - (ringSize - 1).leadingZeroBitCount))
+        seen = SRTPReplayWindow(covering: ringSize)
         links = RTPReceiverLinks(
             statistics: ReceiveStatistics(
                 ssrc: ssrc, clockRate: codec.clockRate, cname: options.cname, reportInterval: options.reportInterval,

@@ -33,6 +33,11 @@ final class SRTPReplayWindow {
         words.initialize(repeating: 0, count: wordCount)
     }
 
+    /// A window of at least `count` indices (at least 64), rounded up to a power of two.
+    convenience init(covering count: Int) {
+        self.init(size: max(64, 1 << (Int.bitWidth - (max(count, 2) - 1).leadingZeroBitCount)))
+    }
+
     deinit { words.deallocate() }
 
     func check(_ index: UInt64) -> Verdict {

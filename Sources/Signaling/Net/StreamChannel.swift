@@ -94,10 +94,11 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
                 flush()  // ends a finishing channel, updates interest
                 return !isClosed
             }
+            // The socket is full: queue the rest and wait for it to drain (no second try now).
             writeBuffer.append(contentsOf: bytes[sent...])
             unitEnds.append(writeBuffer.count)
-            flush()
-            return !isClosed
+            updateInterest()
+            return true
         }
         writeBuffer.append(contentsOf: bytes)
         dropSentUnits()
