@@ -205,7 +205,10 @@ final class LoadBot: @unchecked Sendable {
 
     /// Adds webcam (optional) and mic to the publish connection, offers them with `produce` and
     /// starts the shared pre-encoded media on them.
-    func publish(video: Bool) async throws {
+    /// Publishes the bot's tracks; returns when its `produce` was answered and when the publish
+    /// connection connected (``EventLoop/now()``), the steps of a stage invite.
+    @discardableResult
+    func publish(video: Bool) async throws -> (produced: UInt64, connected: UInt64) {
         let layers = run.configuration.simulcast ? 3 : 1
         let rids = layers == 3 ? ["q", "h", "f"] : []
         let pc: PeerConnection
@@ -238,9 +241,11 @@ final class LoadBot: @unchecked Sendable {
         guard let sdp = data["sdp"]?.stringValue else {
             throw LoadError.failed("produce answered \(id) without an SDP")
         }
+        let produced = EventLoop.now()
         let answer = try SessionDescription.parse(sdp)
         try await loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
         try await pc.waitUntilConnected(timeout: run.configuration.requestTimeout)
+        let connected = EventLoop.now()
         let media = run.media
         await loop.submit { [self] in
             pump?.detach()
@@ -248,6 +253,7 @@ final class LoadBot: @unchecked Sendable {
             pump = p
             p.attach()
         }
+        return (produced, connected)
     }
 
     /// Stops sending (the producers were closed by the mode change).
@@ -275,10 +281,11 @@ final class LoadBot: @unchecked Sendable {
         mode = newMode
         if newMode == "SEND_AND_RECV" {
             do {
-                try await publish(video: true)
+                let steps = try await publish(video: true)
                 run.noteModeChange(
                     promoted: true, ok: true, seconds: Double(EventLoop.now() - began) / 1e9,
-                    changeModeSeconds: answered)
+                    changeModeSeconds: answered,
+                    publishSteps: (Double(steps.produced - began) / 1e9, Double(steps.connected - began) / 1e9))
             } catch {
                 run.noteError("publish-after-invite", "\(id): \(error)")
                 run.noteModeChange(promoted: true, ok: false, seconds: 0, changeModeSeconds: answered)

@@ -168,6 +168,12 @@ public struct LoadReport: Sendable, Codable {
         /// effect in the room (everyone is told with it). The rest of ``latencyMs`` is the guest's
         /// publish connection. Nil in reports merged from several machines.
         public var changeModeMs: Percentiles?
+        /// Promotions: from the invite arriving at the bot to its `produce` answered (the server's SDP
+        /// answer for the new tracks). Nil in merged reports and in reports of older versions.
+        public var produceMs: Percentiles?
+        /// Promotions: from the invite arriving at the bot to its publish connection connected (ICE +
+        /// DTLS); the rest of ``latencyMs`` starts the media pump.
+        public var publishConnectedMs: Percentiles?
     }
 
     /// One progress sample (cumulative counters), used to find the steady state.
@@ -381,6 +387,12 @@ public struct LoadReport: Sendable, Codable {
                 "stage invites \(modeChanges.invitesSent) sent, \(modeChanges.promotions) promoted, \(modeChanges.demotions) demoted, \(modeChanges.failures) failed; \(pct(modeChanges.latencyMs))\n"
             if let changeMode = modeChanges.changeModeMs, changeMode.count > 0 {
                 out += "  changeMode  \(pct(changeMode)) (answered; the rest is the guest's publish connection)\n"
+            }
+            if let produce = modeChanges.produceMs, produce.count > 0 {
+                out += "  → produce   \(pct(produce)) (answered, since the invite)\n"
+            }
+            if let connected = modeChanges.publishConnectedMs, connected.count > 0 {
+                out += "  → connected \(pct(connected)) (publish connection: ICE + DTLS, since the invite)\n"
             }
         }
         let peak = rssSamples.map(\.bytes).max() ?? 0

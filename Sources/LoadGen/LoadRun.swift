@@ -60,6 +60,8 @@ public final class LoadRun: @unchecked Sendable {
     /// Invited bots still changing mode (their outcome is not reported yet).
     private var modeChangesInFlight = 0
     private var changeModeLatencies: [Double] = []
+    private var produceLatencies: [Double] = []
+    private var publishConnectedLatencies: [Double] = []
     private var rssSamples: [LoadReport.RSSSample] = []
     private var ticks: [LoadReport.Tick] = []
     private var stopSpawning = false
@@ -99,11 +101,19 @@ public final class LoadRun: @unchecked Sendable {
     }
 
     /// A stage invite handled: `seconds` until it took full effect, `changeModeSeconds` until the
-    /// bot's changeMode was answered (nil when it was not).
-    func noteModeChange(promoted: Bool, ok: Bool, seconds: Double, changeModeSeconds: Double? = nil) {
+    /// bot's changeMode was answered (nil when it was not), `publishSteps` (a promotion) until its
+    /// `produce` was answered and until its publish connection connected.
+    func noteModeChange(
+        promoted: Bool, ok: Bool, seconds: Double, changeModeSeconds: Double? = nil,
+        publishSteps: (produced: Double, connected: Double)? = nil
+    ) {
         lock.withLock {
             modeChangesInFlight = max(0, modeChangesInFlight - 1)
             if let changeModeSeconds { changeModeLatencies.append(changeModeSeconds) }
+            if let publishSteps {
+                produceLatencies.append(publishSteps.produced)
+                publishConnectedLatencies.append(publishSteps.connected)
+            }
             if !ok {
                 modeFailures += 1
             } else {
@@ -414,7 +424,9 @@ public final class LoadRun: @unchecked Sendable {
                 LoadReport.ModeChanges(
                     invitesSent: invitesSent, promotions: promotions, demotions: demotions, failures: modeFailures,
                     latencyMs: .of(modeLatencies.map { $0 * 1000 }),
-                    changeModeMs: .of(changeModeLatencies.map { $0 * 1000 })),
+                    changeModeMs: .of(changeModeLatencies.map { $0 * 1000 }),
+                    produceMs: .of(produceLatencies.map { $0 * 1000 }),
+                    publishConnectedMs: .of(publishConnectedLatencies.map { $0 * 1000 })),
                 rssSamples, ticks
             )
         }
