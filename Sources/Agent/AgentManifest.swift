@@ -1,4 +1,5 @@
 import Foundation
+import Signaling
 
 /// What both agents (the room agent and the Janus agent) write beside their recordings: file-safe
 /// names, timestamps and the manifest itself, so that the two manifests read alike.
@@ -10,9 +11,7 @@ enum AgentManifest {
 
     /// Now, in ISO 8601 with fractional seconds.
     static func timestamp() -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date())
+        ISO8601Timestamp.string(milliseconds: true)
     }
 
     /// Writes `manifest` to `path` as pretty JSON with sorted keys, atomically (a reader never sees

@@ -1,6 +1,7 @@
 import Foundation
 import RTC
 import RoomServer
+import Signaling
 
 /// Runs every benchmark and renders `docs/benchmarks.md`.
 public struct BenchmarkReport: Sendable {
@@ -552,7 +553,7 @@ public struct BenchmarkReport: Sendable {
         let host = ProcessInfo.processInfo.hostName
         md += "Machine: \(host), \(ProcessInfo.processInfo.activeProcessorCount) cores"
         if let model = cpuModel() { md += " (\(model))" }
-        md += ". Date: \(ISO8601DateFormatter().string(from: Date())). Build: release. "
+        md += ". Date: \(ISO8601Timestamp.string()). Build: release. "
         md += String(format: "The whole run took %.0f s.\n", elapsed)
         if quick { md += "\n**Quick mode: workloads shrunk to check the harness; figures are not meaningful.**\n" }
         if let only {

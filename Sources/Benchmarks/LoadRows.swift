@@ -30,6 +30,14 @@ enum LoadRows {
             subscribers: 8, publishers: 2, seconds: 4, soakSubscribers: 4, soakPublishers: 1, soakSeconds: 20)
     }
 
+    /// About 12 evenly spaced samples of an RSS series, as "seconds: MB" pairs.
+    static func compactSeries(_ samples: [(seconds: Double, bytes: Int)]) -> String {
+        let stride = max(1, samples.count / 12)
+        return Swift.stride(from: 0, to: samples.count, by: stride).map { i in
+            String(format: "%.0f: %.1f", samples[i].seconds, Double(samples[i].bytes) / 1_048_576)
+        }.joined(separator: ", ")
+    }
+
     /// Least-squares slope of `samples` (bytes per second).
     static func slope(_ samples: [(seconds: Double, bytes: Int)]) -> Double {
         guard samples.count >= 2 else { return 0 }
@@ -287,13 +295,7 @@ enum LoadRows {
                     "| **least-squares slope** | **%+.3f MB per minute** (%+.2f %% of RSS over the window) — %@ |\n",
                 perSecond * 60 / 1_048_576, share, verdict)
             md += String(format: "| packet loss over the window | %.3f %% |\n\n", soak.lossPercent)
-            // A compact series: about 12 evenly spaced samples.
-            let stride = max(1, steady.count / 12)
-            md += "RSS samples (seconds since the first join: MB): "
-            md += Swift.stride(from: 0, to: steady.count, by: stride).map { i in
-                String(format: "%.0f: %.1f", steady[i].seconds, Double(steady[i].bytes) / 1_048_576)
-            }.joined(separator: ", ")
-            md += ".\n\n"
+            md += "RSS samples (seconds since the first join: MB): \(compactSeries(steady)).\n\n"
             md += """
                 Method: the same load set-up, smaller, held for the soak's length. The process's resident
                 memory is sampled during the run; the slope is a least-squares fit over the steady window

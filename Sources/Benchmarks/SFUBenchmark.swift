@@ -1,6 +1,7 @@
 import Media
 import RTC
 import RTCWire
+import RoomServer
 import SFU
 
 #if canImport(Glibc)
@@ -148,13 +149,8 @@ public enum SFUBenchmark {
         return (kilobytes, method)
     }
 
-    /// glibc's `malloc_trim(0)`: gives free heap pages back to the kernel (looked up at run time,
-    /// since Swift's Glibc module does not export `malloc.h`).
-    static func releaseFreeHeapPages() {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return }
-        typealias MallocTrim = @convention(c) (Int) -> Int32
-        _ = unsafeBitCast(symbol, to: MallocTrim.self)(0)
-    }
+    /// glibc's `malloc_trim(0)`: gives free heap pages back to the kernel (``MemoryTrim``).
+    static func releaseFreeHeapPages() { MemoryTrim.trimNow() }
 
     /// Resident set size of this process in bytes (`/proc/self/statm`), 0 when unreadable.
     static func residentBytes() -> UInt64 {

@@ -52,8 +52,8 @@ enum SFUProcessRow {
         }
     }
 
-    /// Reads the forwarded-packets counter and the send-path counters from the server's `/metrics`.
-    static func counters(_ signalingURL: String) async throws -> (forwarded: Double, sends: SendCounters) {
+    /// The server's `/metrics`, name → value (comment lines skipped).
+    static func metrics(_ signalingURL: String) async throws -> [Substring: Double] {
         let http = signalingURL.replacingOccurrences(of: "ws://", with: "http://") + "/metrics"
         let response = try await HTTPClient.request("GET", try HTTPURL(http), timeout: 10)
         let text = String(decoding: response.body, as: UTF8.self)
@@ -62,6 +62,17 @@ enum SFUProcessRow {
             let parts = line.split(separator: " ")
             if parts.count == 2, let value = Double(parts[1]) { values[parts[0]] = value }
         }
+        return values
+    }
+
+    /// One value of the server's `/metrics` (nil when it has no such line).
+    static func gauge(_ name: String, _ signalingURL: String) async throws -> Double? {
+        try await metrics(signalingURL)[Substring(name)]
+    }
+
+    /// Reads the forwarded-packets counter and the send-path counters from the server's `/metrics`.
+    static func counters(_ signalingURL: String) async throws -> (forwarded: Double, sends: SendCounters) {
+        let values = try await metrics(signalingURL)
         guard let forwarded = values["understudy_rtp_packets_forwarded_total"] else {
             throw LoadRows.ServerProcess.Failure(description: "no forwarded-packets counter in /metrics")
         }

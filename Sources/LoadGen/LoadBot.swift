@@ -211,18 +211,14 @@ final class LoadBot: @unchecked Sendable {
     func publish(video: Bool) async throws -> (produced: UInt64, connected: UInt64) {
         let layers = run.configuration.simulcast ? 3 : 1
         let rids = layers == 3 ? ["q", "h", "f"] : []
-        let pc: PeerConnection
-        if let existing = await loop.submit({ [self] in publishConnection }) {
-            pc = existing
-        } else {
-            pc = try PeerConnection(loop: loop, configuration: connectionConfiguration, certificate: run.certificate)
-            await loop.submit { [self] in publishConnection = pc }
+        // Each turn on stage has a connection of its own: going back to the audience closes it.
+        let pc = try PeerConnection(loop: loop, configuration: connectionConfiguration, certificate: run.certificate)
+        await loop.submit { [self] in
+            publishConnection?.close()
+            publishConnection = pc
         }
         await pc.gatherRelayCandidates()
         let (offer, videoT, audioT) = try await loop.submit { () throws -> (String, RTPTransceiver?, RTPTransceiver) in
-            // Tracks of an earlier turn on stage were closed by the mode change: their m-lines stay in
-            // the offer, inactive, so only the new ones become producers.
-            for t in pc.transceivers { t.direction = .inactive }
             let v = video ? pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids) : nil
             let a = pc.addTransceiver(kind: .audio, direction: .sendonly)
             let o = try pc.createOffer()
@@ -256,11 +252,14 @@ final class LoadBot: @unchecked Sendable {
         return (produced, connected)
     }
 
-    /// Stops sending (the producers were closed by the mode change).
+    /// Stops sending and closes the publish connection (the mode change closed the producers and,
+    /// as asked, the server's side of the connection); the next invite opens a new one.
     func stopPublishing() async {
         await loop.submit { [self] in
             pump?.detach()
             pump = nil
+            publishConnection?.close()
+            publishConnection = nil
         }
     }
 
@@ -272,7 +271,9 @@ final class LoadBot: @unchecked Sendable {
         guard newMode != mode else { return }
         run.noteModeChangeStarted()
         let began = EventLoop.now()
-        let r = await call(.changeMode, ["mode": .string(newMode)])
+        var request: [String: JSONValue] = ["mode": .string(newMode)]
+        if newMode != "SEND_AND_RECV" { request["closePublishConnection"] = true }
+        let r = await call(.changeMode, .object(request))
         guard case .success = r else {
             run.noteModeChange(promoted: newMode == "SEND_AND_RECV", ok: false, seconds: 0)
             return

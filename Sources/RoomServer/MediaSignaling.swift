@@ -4,6 +4,7 @@ import RTC
 import RTCWire
 import SFU
 import Signaling
+import Synchronization
 
 /// The server's media plane as rooms see it: one ``SFU`` plus a blocking bridge for room queues.
 ///
@@ -11,6 +12,9 @@ import Signaling
 /// serves every room without collisions.
 final class RoomMedia: @unchecked Sendable {
     let sfu: SFU
+    /// Calls a room made onto the SFU's loop and waited for (``callOnLoop(_:timeout:_:)``): each waits for
+    /// the loop to get between two datagrams, so they are what a room's bursts cost (`/metrics`).
+    let loopCalls = Atomic<UInt64>(0)
     /// The SFU's async control calls run on a private queue, not the cooperative pool: room handlers
     /// wait for them synchronously (so requests stay strictly ordered).
     private let executor = DispatchTaskExecutor(label: "room.media.executor")
@@ -102,6 +106,7 @@ final class RoomMedia: @unchecked Sendable {
     func callOnLoop<T: Sendable>(
         _ what: String, timeout: Double = 10, _ body: @escaping @Sendable (SFU) throws -> T
     ) throws(RoomError) -> T {
+        loopCalls.add(1, ordering: .relaxed)
         let box = MediaResultBox<T>()
         let done = DispatchSemaphore(value: 0)
         let sfu = self.sfu
@@ -114,11 +119,7 @@ final class RoomMedia: @unchecked Sendable {
         guard done.wait(timeout: .now() + timeout) == .success, let result = box.result else {
             throw RoomError(5000, "the media server did not answer \(what) in time")
         }
-        switch result {
-        case .success(let value): return value
-        case .failure(let error as SFUError): throw RoomError(5000, "\(what): \(error.description)", cause: error)
-        case .failure(let error): throw RoomError(5000, "\(what): \(error)", cause: error)
-        }
+        return try MediaResultBox.roomResult(what, result)
     }
 
     /// Runs `body` against the SFU without waiting (closing things, where nobody needs the answer).
@@ -135,6 +136,20 @@ final class RoomMedia: @unchecked Sendable {
 /// Hands a result from the executor to the waiting room queue (the semaphore orders the accesses).
 final class MediaResultBox<T>: @unchecked Sendable {
     var result: Result<T, any Error>?
+
+    /// The SFU's result as a room reports it (5000 for what the SFU could not do, or did not run).
+    func value(_ what: String) throws(RoomError) -> T {
+        guard let result else { throw RoomError(5000, "\(what): the media server did not run it") }
+        return try Self.roomResult(what, result)
+    }
+
+    static func roomResult(_ what: String, _ result: Result<T, any Error>) throws(RoomError) -> T {
+        switch result {
+        case .success(let value): return value
+        case .failure(let error as SFUError): throw RoomError(5000, "\(what): \(error.description)", cause: error)
+        case .failure(let error): throw RoomError(5000, "\(what): \(error)", cause: error)
+        }
+    }
 }
 
 /// Subscribe-connection negotiation state of one participant (room queue only).

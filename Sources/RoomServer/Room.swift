@@ -47,7 +47,10 @@ final class Room: @unchecked Sendable {
 
     /// Queues a member's request in its lane (stage changes ahead of the room's bulk work).
     func submitRequest(session: any ParticipantSignaling, id: JSONValue, method: RoomMethod, data: JSONValue) {
-        lanes.submit(session: ObjectIdentifier(session), method: method) { [self] in
+        let shared =
+            RoomWorkLanes.sharesSFUCalls(method)
+            ? RoomWorkLanes.SharedRequest(session: session, id: id, method: method, data: data) : nil
+        lanes.submit(session: ObjectIdentifier(session), method: method, shared: shared) { [self] in
             handle(session: session, id: id, method: method, data: data)
         }
         queue.async { [self] in runNextWork() }
@@ -63,6 +66,7 @@ final class Room: @unchecked Sendable {
     private func runNextWork() {
         switch lanes.next() {
         case .request(let work): work()
+        case .sharingSFUCall(let requests): runSharingSFUCall(requests)
         case .renegotiations(let participantIds): subscribeRenegotiationsNeeded(participantIds)
         case .nothing: break
         }
@@ -214,6 +218,7 @@ final class Room: @unchecked Sendable {
         participantEvents.deliverPending(to: p)
         participants[p.id] = nil
         participantsInOrder.removeAll { $0 === p }
+        forgetWants(of: p.id)
         if pins.removeValue(forKey: p.id) != nil { pinsChanged() }
         var data = leaveJSON(reason)
         data["participantId"] = .string(p.id)
@@ -284,14 +289,106 @@ final class Room: @unchecked Sendable {
             let why = waiting != nil ? "is waiting in the lobby" : "has not joined the room"
             return session.respond(id, error: RoomError(3035, "'\(method.rawValue)' refused: this connection \(why)"))
         }
-        // A new offer for the caller's own subscribe connection is part of its request's answer.
-        defer { lanes.expediteRenegotiation(p.id) }
+        finish(
+            p, session: session, id: id,
+            Result { () throws(RoomError) in try dispatch(p, method: method, data: data, id: id) })
+    }
+
+    /// Members' requests whose SFU work shares one call on the loop (``RoomWorkLanes/sharesSFUCalls(_:)``):
+    /// each call waits for the loop to get between two datagrams, so a live stream's bursts (every
+    /// member consuming a new stage track, then answering its offer) cost one wait per batch, not per
+    /// member. Each request is checked and answered as when run alone, in order.
+    private func runSharingSFUCall(_ requests: [RoomWorkLanes.SharedRequest]) {
+        var waiting: [(request: RoomWorkLanes.SharedRequest, member: ParticipantState, step: SFUStep)] = []
+        for r in requests {
+            guard let p = joinedMember(r.session) else {
+                handle(session: r.session, id: r.id, method: r.method, data: r.data)  // refused there
+                continue
+            }
+            switch Result(catching: { () throws(RoomError) in
+                try dispatchStep(p, method: r.method, data: r.data, id: r.id)
+            }) {
+            case .success(.answered(let result)): finish(p, session: r.session, id: r.id, .success(result))
+            case .success(.needsSFU(let step)): waiting.append((r, p, step))
+            case .failure(let error): finish(p, session: r.session, id: r.id, .failure(error))
+            }
+        }
+        guard !waiting.isEmpty else { return }
+        let onLoop = waiting.map(\.step.onLoop)
+        let failure = callOnSFU(waiting[0].request.method.rawValue) { sfu in
+            for body in onLoop { body(sfu) }
+        }
+        for w in waiting {
+            finish(
+                w.member, session: w.request.session, id: w.request.id,
+                Result { () throws(RoomError) in try w.step.then(failure) })
+        }
+    }
+
+    /// Makes one waited-for call onto the SFU's loop; the error when it did not happen.
+    private func callOnSFU(_ what: String, _ body: @escaping @Sendable (SFU) -> Void) -> RoomError? {
+        guard let media = server.media() else { return RoomError(5000, "\(what): the media server is not running") }
         do {
-            let result = try dispatch(p, method: method, data: data, id: id)
-            if let result { session.respond(id, result) }
+            try media.callOnLoop(what, body)
+            return nil
         } catch {
+            return error
+        }
+    }
+
+    /// The member `session` belongs to, if it has joined and the room is open.
+    private func joinedMember(_ session: any ParticipantSignaling) -> ParticipantState? {
+        guard !closed, let pid = session.participantId, let p = participants[pid], p.session === session else {
+            return nil
+        }
+        return p
+    }
+
+    /// Answers a request (unless its handler did) and sends what follows its answer.
+    private func finish(
+        _ p: ParticipantState, session: any ParticipantSignaling, id: JSONValue,
+        _ outcome: Result<JSONValue?, RoomError>
+    ) {
+        switch outcome {
+        case .success(let result): if let result { session.respond(id, result) }
+        case .failure(let error):
             session.respond(id, error: error)
             if error.code == 3073 { session.noteBadMessage() }
+        }
+        let offers = offersAfterResponse
+        offersAfterResponse.removeAll()
+        for (member, offer) in offers { offerMade(member, offer) }
+        // A new offer for the caller's own subscribe connection is part of its request's answer.
+        lanes.expediteRenegotiation(p.id)
+    }
+
+    /// Subscribe offers a request's SFU call made along with its own work, sent after its response.
+    private var offersAfterResponse: [(ParticipantState, SessionDescription)] = []
+
+    /// A request's work on the SFU's loop and what follows it on the room's queue. The room's queue
+    /// waits meanwhile, so nothing changes between the two; several members' steps share one call.
+    private struct SFUStep {
+        /// Runs on the SFU's loop.
+        let onLoop: @Sendable (SFU) -> Void
+        /// Runs after the call (`failure`: the call did not happen); returns the response, or nil when
+        /// it answered itself.
+        let then: (_ failure: RoomError?) throws(RoomError) -> JSONValue?
+    }
+
+    private enum Handled {
+        case answered(JSONValue?)
+        case needsSFU(SFUStep)
+    }
+
+    /// ``dispatch(_:method:data:id:)``, except that the requests batches share (a `consume`, a
+    /// `subscriberAnswer`) hand back their SFU work instead of calling the SFU.
+    private func dispatchStep(_ p: ParticipantState, method: RoomMethod, data: JSONValue, id: JSONValue)
+        throws(RoomError) -> Handled
+    {
+        switch method {
+        case .consume: return try consume(p, data)
+        case .subscriberAnswer: return .needsSFU(try subscriberAnswer(p, data, requestId: id))
+        default: return .answered(try dispatch(p, method: method, data: data, id: id))
         }
     }
 
@@ -327,7 +424,14 @@ final class Room: @unchecked Sendable {
         case .produce:
             if data["sdp"] != nil || data["tracks"] != nil { return try producePublishing(p, data) }
             return try produce(p, data)
-        case .subscriberAnswer: return try subscriberAnswer(p, data)
+        case .subscriberAnswer, .consume:
+            // Alone: the step's SFU call is its own.
+            switch try dispatchStep(p, method: method, data: data, id: id) {
+            case .answered(let result): return result
+            case .needsSFU(let step):
+                let onLoop = step.onLoop
+                return try step.then(callOnSFU(method.rawValue) { onLoop($0) })
+            }
         case .closeProducer:
             guard p.mode == .sendAndRecv else {
                 throw RoomError(3066, "closeProducer is not supported in \(p.mode.rawValue)")
@@ -338,7 +442,7 @@ final class Room: @unchecked Sendable {
             }
             closeProducer(producer, of: p)
             return ["producerId": .string(producerId)]
-        case .consume, .stopConsuming: return try consume(p, data, start: method == .consume)
+        case .stopConsuming: return try stopConsuming(p, data)
         case .setQuality: return try setQuality(p, data)
         case .setViewPort: return try setViewPort(p, data)
         case .getStats:
@@ -375,13 +479,23 @@ final class Room: @unchecked Sendable {
             throw RoomError(3067, "unknown mode '\(name.prefix(40))'")
         }
         guard mode != p.mode else { throw RoomError(3054, "already in \(mode.rawValue)") }
+        let closingPublish = try data.optionalBool("closePublishConnection") ?? false
         let previous = p.mode
+        var publishConnectionClosed = false
         if previous == .sendAndRecv {
             for producer in p.producers.values.sorted(by: { $0.producerId < $1.producerId }) {
                 closeProducer(producer, of: p)
             }
             setStatus(p, .mic, false)
             setStatus(p, .webcam, false)
+            // A guest back in the audience may never publish again: on request its publish connection
+            // (ICE, DTLS, SRTP state and its share of the port) goes now, not when it leaves the room.
+            if closingPublish, p.inSFU, let media = server.media() {
+                let key = RoomMedia.key(room: id, participant: p.id)
+                publishConnectionClosed =
+                    (try? media.call("closePublishConnection") { await $0.closePublishConnectionIfUnused(key) })
+                    ?? false
+            }
         }
         p.mode = mode
         if mode == .signallingOnly {
@@ -398,7 +512,11 @@ final class Room: @unchecked Sendable {
         }
         announce(.participantModeChanged, ["participantId": .string(p.id), "mode": .string(mode.rawValue)])
         flushParticipantEvents()  // rare, and a stage invite should take effect at once
-        return ["mode": .string(mode.rawValue), "previousMode": .string(previous.rawValue)]
+        var response: [String: JSONValue] = [
+            "mode": .string(mode.rawValue), "previousMode": .string(previous.rawValue),
+        ]
+        if closingPublish { response["publishConnectionClosed"] = .bool(publishConnectionClosed) }
+        return .object(response)
     }
 
     private func setMediaStatus(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
@@ -520,26 +638,56 @@ final class Room: @unchecked Sendable {
     private func createConsumers(of producer: RoomProducer, for subscribers: [ParticipantState], explicit: Bool = false)
         -> RoomError?
     {
-        let targets = subscribers.filter { s in !s.consumers.values.contains { $0.producerId == producer.producerId } }
+        let targets = subscribers.filter { !$0.consumes(producer) }
         guard !targets.isEmpty else { return nil }
         // Without media (no SFU), or the SFU's answer for each target in order.
         var results: [Result<ConsumerInfo, RoomError>]?
+        // An explicit consume (one member's request) also makes that member's next subscribe offer in the
+        // same call when no round is under way; a fan-out to many members leaves their offers to the
+        // renegotiation lane (one call makes many).
+        let offering =
+            explicit && targets.count == 1 && !targets[0].subscribe.outstanding
+            && targets[0].session.renegotiatesSubscriptions
+        var offer: SessionDescription?
         if producer.hasMedia, let media = server.media() {
             let keys = targets.map { RoomMedia.key(room: id, participant: $0.id) }
             let producerId = producer.producerId
             for s in targets { s.inSFU = true }
             do {
-                let infos = try media.callOnLoop("consume") { sfu in
-                    keys.map { key in
-                        Result { try sfu.consumeOnLoop(subscriber: key, producerID: producerId) }
-                            .mapError { RoomError(5000, "consume: \(($0 as? SFUError)?.description ?? "\($0)")") }
-                    }
+                (results, offer) = try media.callOnLoop("consume") { sfu in
+                    Self.consumeOnLoop(sfu, keys: keys, producerId: producerId, offering: offering)
                 }
-                results = infos
             } catch {
                 results = Array(repeating: .failure(error), count: targets.count)
             }
         }
+        // After the request's response (and the consumerCreated notifications before it), as when the
+        // offer had its own call.
+        if let offer { offersAfterResponse.append((targets[0], offer)) }
+        return recordConsumers(of: producer, for: targets, results, explicit: explicit)
+    }
+
+    /// On the SFU's loop: a consumer of `producerId` for each of `keys`, and with `offering` the first
+    /// one's next subscribe offer (a live stream's audience consumes each new stage track at once, and a
+    /// second call per member kept the room's queue waiting on the busy loop again).
+    private static func consumeOnLoop(_ sfu: SFU, keys: [String], producerId: String, offering: Bool) -> (
+        [Result<ConsumerInfo, RoomError>], SessionDescription?
+    ) {
+        let infos = keys.map { key in
+            Result { try sfu.consumeOnLoop(subscriber: key, producerID: producerId) }
+                .mapError { RoomError(5000, "consume: \(($0 as? SFUError)?.description ?? "\($0)")") }
+        }
+        let made = infos.contains { (try? $0.get())?.renegotiationNeeded == true }
+        return (infos, offering && made ? try? sfu.subscriberOfferOnLoop(participantID: keys[0]) : nil)
+    }
+
+    /// Records the consumers the SFU created (or all of them, without media) and announces them; a
+    /// failure gives the subscriber 4050 `CREATE_CONSUMER_FAILED`: returned for an explicit `consume`
+    /// to refuse, else sent as an `error` notification. Returns the last failure.
+    private func recordConsumers(
+        of producer: RoomProducer, for targets: [ParticipantState], _ results: [Result<ConsumerInfo, RoomError>]?,
+        explicit: Bool
+    ) -> RoomError? {
         var lastFailure: RoomError?
         for (i, subscriber) in targets.enumerated() {
             var consumer = RoomConsumer(
@@ -586,7 +734,11 @@ final class Room: @unchecked Sendable {
         subscriber.session.notify(.consumerClosed, consumer.json)
     }
 
-    private func consume(_ p: ParticipantState, _ data: JSONValue, start: Bool) throws(RoomError) -> JSONValue {
+    /// The peer and kind a `consume` or `stopConsuming` names, checked; nil with autoConsume on (the
+    /// call then does nothing).
+    private func consumeTarget(_ p: ParticipantState, _ data: JSONValue, start: Bool) throws(RoomError)
+        -> (peer: ParticipantState, kind: TrackKind)?
+    {
         let kindName = try data.requiredString("kind")
         guard let kind = TrackKind(wireName: kindName), kind == .mic || kind == .webcam else {
             throw .invalidParameter("kind must be 'mic' or 'webcam' (screen shares are always consumed)")
@@ -599,24 +751,74 @@ final class Room: @unchecked Sendable {
         guard p.mode.consumes else {
             throw RoomError(3066, "\(start ? "consume" : "stopConsuming") is not supported in \(p.mode.rawValue)")
         }
-        if p.autoConsume {
-            // With autoConsume on, everything is already received; the call does nothing.
-            return ["participantId": .string(peerId), "kind": .string(kind.rawValue), "autoConsume": true]
+        // With autoConsume on, everything is already received; the call does nothing.
+        return p.autoConsume ? nil : (peer, kind)
+    }
+
+    private static func consumeResponse(_ data: JSONValue, autoConsume: Bool) -> JSONValue {
+        ["participantId": data["participantId"] ?? nil, "kind": data["kind"] ?? nil, "autoConsume": .bool(autoConsume)]
+    }
+
+    /// `consume`: the one new consumer of a track with media is an ``SFUStep`` (batches share its call).
+    private func consume(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> Handled {
+        guard let (peer, kind) = try consumeTarget(p, data, start: true) else {
+            return .answered(Self.consumeResponse(data, autoConsume: true))
         }
-        let key = ParticipantState.wantKey(peerId, kind)
-        if start {
-            p.wanted.insert(key)
-            for producer in peer.producers.values.sorted(by: { $0.producerId < $1.producerId })
-            where producer.kind == kind {
-                if let failure = createConsumer(for: p, of: producer, explicit: true) { throw failure }
-            }
-        } else {
-            p.wanted.remove(key)
-            for consumer in p.consumers.values where consumer.producerParticipantId == peerId && consumer.kind == kind {
-                closeConsumer(consumer, of: p)
-            }
+        let response = Self.consumeResponse(data, autoConsume: false)
+        p.wanted.insert(ParticipantState.wantKey(peer.id, kind))
+        let producers = peer.producers.values.sorted { $0.producerId < $1.producerId }.filter {
+            $0.kind == kind && !p.consumes($0)
         }
-        return ["participantId": .string(peerId), "kind": .string(kind.rawValue), "autoConsume": false]
+        if producers.count == 1, producers[0].hasMedia, server.media() != nil {
+            return .needsSFU(consumeStep(p, of: producers[0], response: response))
+        }
+        for producer in producers {
+            if let failure = createConsumer(for: p, of: producer, explicit: true) { throw failure }
+        }
+        return .answered(response)
+    }
+
+    /// `p`'s explicit consume of `producer` on the SFU's loop, with its next subscribe offer when no round
+    /// is under way (sent after the response).
+    private func consumeStep(_ p: ParticipantState, of producer: RoomProducer, response: JSONValue) -> SFUStep {
+        let key = RoomMedia.key(room: id, participant: p.id)
+        let producerId = producer.producerId
+        let offering = !p.subscribe.outstanding && p.session.renegotiatesSubscriptions
+        p.inSFU = true
+        let box = MediaResultBox<([Result<ConsumerInfo, RoomError>], SessionDescription?)>()
+        return SFUStep(
+            onLoop: { sfu in
+                box.result = .success(Self.consumeOnLoop(sfu, keys: [key], producerId: producerId, offering: offering))
+            },
+            then: { [self] failure throws(RoomError) in
+                // After a failed call the box is not read: a call that timed out may still run.
+                var (outcomes, offer): ([Result<ConsumerInfo, RoomError>], SessionDescription?) = ([], nil)
+                if let failure { outcomes = [.failure(failure)] } else { (outcomes, offer) = try box.value("consume") }
+                if let offer { offersAfterResponse.append((p, offer)) }
+                if let failure = recordConsumers(of: producer, for: [p], outcomes, explicit: true) { throw failure }
+                return response
+            })
+    }
+
+    /// A consume names a participant, not a seat: when it leaves, every subscriber's wish to receive it
+    /// goes (a rejoin is a new participant, consumed anew, as the SDK and the agent do). Without this a
+    /// live stream kept one entry per member per guest that ever came and went.
+    private func forgetWants(of leaverId: String) {
+        let keys = [ParticipantState.wantKey(leaverId, .mic), ParticipantState.wantKey(leaverId, .webcam)]
+        for other in participantsInOrder where !other.wanted.isEmpty {
+            for key in keys { other.wanted.remove(key) }
+        }
+    }
+
+    private func stopConsuming(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+        guard let (peer, kind) = try consumeTarget(p, data, start: false) else {
+            return Self.consumeResponse(data, autoConsume: true)
+        }
+        p.wanted.remove(ParticipantState.wantKey(peer.id, kind))
+        for consumer in p.consumers.values where consumer.producerParticipantId == peer.id && consumer.kind == kind {
+            closeConsumer(consumer, of: p)
+        }
+        return Self.consumeResponse(data, autoConsume: false)
     }
 
     /// The caller's consumers of `peerId`'s `kind`, or 3068 when it receives none.
@@ -882,15 +1084,27 @@ final class Room: @unchecked Sendable {
             }) ?? []
         for (p, offer) in zip(ready, offers) {
             guard let offer else { continue }  // nothing to offer (every consumer gone before the first offer)
-            p.subscribe.revision += 1
-            p.subscribe.outstanding = true
-            p.session.notify(
-                .subscriberOffer,
-                ["sdp": .string(offer.serialize()), "revision": .number(Double(p.subscribe.revision))])
+            offerMade(p, offer)
         }
     }
 
-    private func subscriberAnswer(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+    /// Sends `p` the subscribe offer the SFU just made. It covers every consumer change until then, so
+    /// a renegotiation still waiting for `p` would make an empty round: it goes.
+    private func offerMade(_ p: ParticipantState, _ offer: SessionDescription) {
+        p.subscribe.revision += 1
+        p.subscribe.outstanding = true
+        p.subscribe.wanted = false
+        lanes.cancelRenegotiation(p.id)
+        p.session.notify(
+            .subscriberOffer, ["sdp": .string(offer.serialize()), "revision": .number(Double(p.subscribe.revision))])
+    }
+
+    /// `subscriberAnswer`: checked here, applied on the SFU's loop (batches share the call), whose
+    /// changes made while the offer was out go into the next offer in the same call. The response goes
+    /// before that offer.
+    private func subscriberAnswer(_ p: ParticipantState, _ data: JSONValue, requestId: JSONValue) throws(RoomError)
+        -> SFUStep
+    {
         let sdpText = try data.requiredString("sdp", maxLength: SessionDescription.maximumInputSize)
         guard let revision = try data.optionalInt("revision") else {
             throw .invalidParameter("missing field 'revision'")
@@ -904,12 +1118,24 @@ final class Room: @unchecked Sendable {
         do { answer = try SessionDescription.parse(sdpText) } catch {
             throw .invalidParameter("sdp is not a valid answer: \(error)", cause: error)
         }
-        let media = try server.requireMedia()
+        _ = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
-        try media.callOnLoop("subscriberAnswer") { try $0.subscriberAnswerOnLoop(participantID: key, answer: answer) }
-        p.subscribe.outstanding = false
-        sendSubscriberOffers([p])
-        return ["revision": .number(Double(revision))]
+        let box = MediaResultBox<SessionDescription?>()
+        return SFUStep(
+            onLoop: { sfu in
+                box.result = Result {
+                    guard try sfu.subscriberAnswerOnLoop(participantID: key, answer: answer) else { return nil }
+                    return try? sfu.subscriberOfferOnLoop(participantID: key)
+                }
+            },
+            then: { [self] failure throws(RoomError) in
+                if let failure { throw failure }
+                let next = try box.value("subscriberAnswer")
+                p.subscribe.outstanding = false
+                p.session.respond(requestId, ["revision": .number(Double(revision))])
+                if let next { offerMade(p, next) } else { sendSubscriberOffers([p]) }
+                return nil
+            })
     }
 
     /// Closes both SFU connections of `p` (its producers and consumers are already closed here).

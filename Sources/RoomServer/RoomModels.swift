@@ -216,6 +216,11 @@ final class ParticipantState {
 
     static func wantKey(_ peer: String, _ kind: TrackKind) -> String { kind.rawValue + "\u{0}" + peer }
 
+    /// True when this participant already has a consumer of `producer`.
+    func consumes(_ producer: RoomProducer) -> Bool {
+        consumers.values.contains { $0.producerId == producer.producerId }
+    }
+
     func wants(_ producer: RoomProducer) -> Bool {
         guard mode.consumes, producer.participantId != id else { return false }
         return producer.kind.alwaysConsumed || autoConsume

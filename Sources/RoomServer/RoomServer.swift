@@ -536,7 +536,8 @@ public final class RoomServer: @unchecked Sendable {
 
     // MARK: Metrics
 
-    func metricsText() async -> String {
+    /// What `GET /metrics` serves: the Prometheus text of the server's gauges and counters.
+    public func metricsText() async -> String {
         let summaries = await roomSummaries()
         let c = counters.snapshot()
         var out = ""
@@ -593,6 +594,10 @@ public final class RoomServer: @unchecked Sendable {
             "understudy_rtcp_plis_received_total", "counter", "PLI/FIR received from subscribers.",
             clamp(media.plisReceived))
         metric("understudy_rtcp_plis_sent_total", "counter", "PLIs sent to publishers.", clamp(media.plisSent))
+        metric(
+            "understudy_room_sfu_calls_total", "counter",
+            "Calls rooms made onto the SFU's loop and waited for (consume, offers, answers, layers).",
+            clamp(locked({ mediaPlane })?.loopCalls.load(ordering: .relaxed) ?? 0))
         // The SFU loop's send path (UDP GSO): datagrams per system call and per message.
         let sends = await locked({ mediaPlane })?.sfu.loop.sendStatistics() ?? EventLoopSendStatistics()
         metric(
@@ -613,6 +618,20 @@ public final class RoomServer: @unchecked Sendable {
             clamp(sends.segmentedDatagrams))
         metric("understudy_sfu_producers", "gauge", "Producers receiving media in the SFU.", media.producers)
         metric("understudy_sfu_consumers", "gauge", "Consumers forwarding media in the SFU.", media.consumers)
+        if let heap = MemoryTrim.heapUsage() {
+            metric(
+                "understudy_process_heap_in_use_bytes", "gauge", "Bytes of live allocations (glibc malloc_info).",
+                heap.inUse)
+            metric(
+                "understudy_process_heap_arena_bytes", "gauge", "Bytes of glibc's malloc arenas, used and free.",
+                heap.arenas)
+        }
+        metric(
+            "understudy_sfu_publish_connections", "gauge", "Publish connections the SFU holds.",
+            media.publishConnections)
+        metric(
+            "understudy_sfu_subscribe_connections", "gauge", "Subscribe connections the SFU holds.",
+            media.subscribeConnections)
         if let directory {
             metric(
                 "understudy_cluster_relayed_connections_total", "counter",

@@ -1,5 +1,6 @@
 import Foundation
 import RoomProtocol
+import Signaling
 
 /// The order in which a room's queue runs its members' requests and its subscribe renegotiations.
 ///
@@ -14,27 +15,51 @@ import RoomProtocol
 ///   member's own request caused (its `consume`, its join) is *expedited*: it runs right after the
 ///   stage requests, like the rest of that request's answer; the bulk of a fan-out waits.
 ///
-/// A request of a participant that still has one waiting in the requests lane goes there too, so each
+/// A stage request of a participant that still has requests waiting in the requests lane takes them
+/// along: they move to the stage lane, in order, ahead of it (an invited guest's `produce` must not
+/// wait behind the room's whole burst because its own `subscriberAnswer` is somewhere in it), so each
 /// participant's requests keep their order. Every submission enqueues one job on the room's queue,
 /// and each job runs the most urgent waiting work, so the queue never runs dry while work waits. So
 /// that renegotiations cannot starve under a steady stream of requests, one of them runs after every
 /// ``renegotiationEvery`` requests.
+///
+/// Requests whose work on the SFU can share one call (``sharesSFUCalls(_:)``) are handed out together
+/// when several members' requests of that method wait in a row at the head of the requests lane (at
+/// most ``sharedCallBatch``, one per member, so that each member's requests keep their order).
 final class RoomWorkLanes: @unchecked Sendable {
     /// What a job of the room's queue should run next.
     enum Work {
         case request(@Sendable () -> Void)
+        /// Requests of different members, of one method, whose SFU work shares one call.
+        case sharingSFUCall([SharedRequest])
         case renegotiations([String])
         case nothing
+    }
+
+    /// A request that may share its SFU call with others (see ``sharesSFUCalls(_:)``).
+    struct SharedRequest: Sendable {
+        let session: any ParticipantSignaling
+        let id: JSONValue
+        let method: RoomMethod
+        let data: JSONValue
+    }
+
+    private struct Waiting {
+        let session: ObjectIdentifier
+        let work: @Sendable () -> Void
+        let shared: SharedRequest?
     }
 
     /// Renegotiations handed to one job when nothing else waits (one SFU hop makes all their offers).
     let renegotiationBatch: Int
     /// A renegotiation runs at least once every this many requests.
     let renegotiationEvery: Int
+    /// Requests handed out together to share one SFU call, at most.
+    let sharedCallBatch: Int
 
     private let lock = NSLock()
     private var stage = FIFO<@Sendable () -> Void>()
-    private var requests = FIFO<(session: ObjectIdentifier, work: @Sendable () -> Void)>()
+    private var requests = FIFO<Waiting>()
     /// Requests of each session now in `requests` (absent: none).
     private var waitingRequests: [ObjectIdentifier: Int] = [:]
     private var renegotiations = FIFO<String>()
@@ -44,9 +69,16 @@ final class RoomWorkLanes: @unchecked Sendable {
     private var expeditedSet: Set<String> = []
     private var requestsSinceRenegotiation = 0
 
-    init(renegotiationBatch: Int = 16, renegotiationEvery: Int = 32) {
+    init(renegotiationBatch: Int = 16, renegotiationEvery: Int = 32, sharedCallBatch: Int = 16) {
         self.renegotiationBatch = max(1, renegotiationBatch)
         self.renegotiationEvery = max(1, renegotiationEvery)
+        self.sharedCallBatch = max(1, sharedCallBatch)
+    }
+
+    /// Methods whose work on the SFU several members' requests can do in one call: what every member of
+    /// a live stream sends at once when a track joins the stage.
+    static func sharesSFUCalls(_ method: RoomMethod) -> Bool {
+        method == .consume || method == .subscriberAnswer
     }
 
     /// Methods that change who is on stage: a stage invite (`publish` of the invite message,
@@ -58,15 +90,32 @@ final class RoomWorkLanes: @unchecked Sendable {
         }
     }
 
-    /// Queues a request of `session`; the caller enqueues one job that calls ``next()``.
-    func submit(session: ObjectIdentifier, method: RoomMethod, _ work: @escaping @Sendable () -> Void) {
+    /// Queues a request of `session`; the caller enqueues one job that calls ``next()``. `shared`: the
+    /// same request, for a method that ``sharesSFUCalls(_:)`` (`work` runs it alone).
+    func submit(
+        session: ObjectIdentifier, method: RoomMethod, shared: SharedRequest? = nil,
+        _ work: @escaping @Sendable () -> Void
+    ) {
         lock.lock()
         defer { lock.unlock() }
-        if Self.isStageMethod(method), waitingRequests[session] == nil {
+        if Self.isStageMethod(method) {
+            if waitingRequests.removeValue(forKey: session) != nil {
+                for earlier in requests.removeAll(where: { $0.session == session }) { stage.append(earlier.work) }
+            }
             stage.append(work)
         } else {
-            requests.append((session, work))
+            requests.append(Waiting(session: session, work: work, shared: shared))
             waitingRequests[session, default: 0] += 1
+        }
+    }
+
+    /// One request of `session` left the requests lane. Under `lock`.
+    private func countOut(_ session: ObjectIdentifier) {
+        requestsSinceRenegotiation += 1
+        if let n = waitingRequests[session], n > 1 {
+            waitingRequests[session] = n - 1
+        } else {
+            waitingRequests[session] = nil
         }
     }
 
@@ -78,6 +127,15 @@ final class RoomWorkLanes: @unchecked Sendable {
         guard renegotiationSet.insert(participantId).inserted else { return false }
         renegotiations.append(participantId)
         return true
+    }
+
+    /// Drops the waiting renegotiation of `participantId` (if any): an offer made meanwhile covers it.
+    /// Its job still runs and finds other work or none.
+    func cancelRenegotiation(_ participantId: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        // The FIFO entries go lazily, as in next().
+        if renegotiationSet.remove(participantId) != nil { expeditedSet.remove(participantId) }
     }
 
     /// Moves the waiting renegotiation of `participantId` (if any) ahead of the requests: its own
@@ -102,14 +160,22 @@ final class RoomWorkLanes: @unchecked Sendable {
             return .renegotiations([id])
         }
         let renegotiationDue = requestsSinceRenegotiation >= renegotiationEvery && !renegotiationSet.isEmpty
-        if !renegotiationDue, let (session, work) = requests.popFirst() {
-            requestsSinceRenegotiation += 1
-            if let n = waitingRequests[session], n > 1 {
-                waitingRequests[session] = n - 1
-            } else {
-                waitingRequests[session] = nil
+        if !renegotiationDue, let first = requests.popFirst() {
+            countOut(first.session)
+            guard let shared = first.shared, sharedCallBatch > 1,
+                let second = requests.first?.shared, second.method == shared.method
+            else { return .request(first.work) }
+            // Several members' requests of one method in a row: one SFU call for them all.
+            var batch = [shared]
+            var members: Set<ObjectIdentifier> = [first.session]
+            while batch.count < sharedCallBatch, let next = requests.first, let request = next.shared,
+                request.method == shared.method, members.insert(next.session).inserted
+            {
+                _ = requests.popFirst()
+                countOut(next.session)
+                batch.append(request)
             }
-            return .request(work)
+            return .sharingSFUCall(batch)
         }
         requestsSinceRenegotiation = 0
         // Only a batch when the other lanes are empty: a due renegotiation lets requests go on after one.
@@ -140,6 +206,23 @@ struct FIFO<Element> {
     var count: Int { items.count - head }
 
     mutating func append(_ item: Element) { items.append(item) }
+
+    /// The item ``popFirst()`` would take.
+    var first: Element? { head < items.count ? items[head] : nil }
+
+    /// Takes out the waiting items that match, in order; the others keep theirs.
+    mutating func removeAll(where match: (Element) -> Bool) -> [Element] {
+        var taken: [Element] = []
+        var kept: [Element?] = []
+        kept.reserveCapacity(count)
+        for case let item? in items[head...] {
+            if match(item) { taken.append(item) } else { kept.append(item) }
+        }
+        guard !taken.isEmpty else { return [] }
+        items = kept
+        head = 0
+        return taken
+    }
 
     mutating func popFirst() -> Element? {
         guard head < items.count else { return nil }

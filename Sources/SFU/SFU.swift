@@ -187,12 +187,17 @@ public final class SFU: @unchecked Sendable {
         }
     }
 
-    /// Closes a participant's publish connection when it carries no producer (its port is freed);
-    /// used when the room refuses what a first offer published.
-    public func closePublishConnectionIfUnused(_ participantID: String) async {
+    /// Closes a participant's publish connection when it carries no producer (its port and its ICE,
+    /// DTLS and SRTP state are freed): when the room refuses what a first offer published, and when a
+    /// guest goes back to the audience and asks for it. Returns true when a connection was closed.
+    @discardableResult
+    public func closePublishConnectionIfUnused(_ participantID: String) async -> Bool {
         await loop.submit { [self] in
-            guard let participant = participants[participantID], participant.producers.isEmpty else { return }
+            guard let participant = participants[participantID], participant.producers.isEmpty,
+                participant.publishConnection != nil
+            else { return false }
             dropPublishConnection(participant)
+            return true
         }
     }
 
@@ -315,11 +320,15 @@ public final class SFU: @unchecked Sendable {
     /// Applies the subscriber's answer. If consumers changed while the offer was out, asks for
     /// another round through ``onRenegotiationNeeded``.
     public func subscriberAnswer(participantID: String, answer: SessionDescription) async throws {
-        try await loop.submit { [self] in try subscriberAnswerOnLoop(participantID: participantID, answer: answer) }
+        _ = try await loop.submit { [self] in try subscriberAnswerOnLoop(participantID: participantID, answer: answer) }
     }
 
     /// ``subscriberAnswer(participantID:answer:)`` on the loop thread.
-    public func subscriberAnswerOnLoop(participantID: String, answer: SessionDescription) throws {
+    ///
+    /// Returns true when consumers changed while the offer was out: the answer then asked for another
+    /// round (``onRenegotiationNeeded``), which a caller on the loop may make at once.
+    @discardableResult
+    public func subscriberAnswerOnLoop(participantID: String, answer: SessionDescription) throws -> Bool {
         do {
             guard let participant = participants[participantID], let connection = participant.subscribeConnection
             else { throw SFUError.unknownParticipant(participantID) }
@@ -328,10 +337,10 @@ public final class SFU: @unchecked Sendable {
                 throw SFUError.negotiation("\(error)")
             }
             participant.offered = nil
-            if participant.renegotiationPending {
-                participant.renegotiationPending = false
-                renegotiationHandler.value?(participantID)
-            }
+            guard participant.renegotiationPending else { return false }
+            participant.renegotiationPending = false
+            renegotiationHandler.value?(participantID)
+            return true
         }
     }
 
@@ -420,6 +429,10 @@ public final class SFU: @unchecked Sendable {
             totals.nacksSent = retiredNACKsSent + producerStats.reduce(0) { $0 + $1.nacksSent }
             totals.producers = producerStats.count
             totals.consumers = consumerStats.count
+            for p in participants.values {
+                if p.publishConnection != nil { totals.publishConnections += 1 }
+                if p.subscribeConnection != nil { totals.subscribeConnections += 1 }
+            }
             return SFUStats(counters: totals, producers: producerStats, consumers: consumerStats)
         }
     }
@@ -619,6 +632,9 @@ public final class SFU: @unchecked Sendable {
             }
         }
         retiredNACKsSent &+= producer.stats().nacksSent
+        // Its receive streams (a reorder buffer of some 375 KB per video encoding) go now, not with
+        // the connection: a guest back in the audience keeps that for the next invite.
+        producer.upstream.stopReceiving()
         producer.closed = true
         producer.consumers = []
         producers[producer.id] = nil

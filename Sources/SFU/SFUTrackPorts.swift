@@ -41,6 +41,10 @@ protocol SFUUpstream: AnyObject {
 
     /// NACKs sent upstream for this track, all encodings.
     var nacksSent: UInt64 { get }
+
+    /// The producer closed: the publisher's receive streams of this m-line are freed (it may keep
+    /// the connection, as a guest back in the audience does) and nothing it sends there is read.
+    func stopReceiving()
 }
 
 /// A down track on a subscriber's transport: the first sender of `transceiver`.
@@ -98,4 +102,6 @@ final class SFUTransportUpstream: SFUUpstream {
     var nacksSent: UInt64 {
         transport.receiverStats(on: transceiver).reduce(0) { $0 &+ $1.nacksSent }
     }
+
+    func stopReceiving() { transport.stopReceiving(on: transceiver) }
 }

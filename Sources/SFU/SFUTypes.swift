@@ -114,6 +114,10 @@ public struct SFUCounters: Sendable, Hashable {
     public var dropped: UInt64 = 0
     public var producers: Int = 0
     public var consumers: Int = 0
+    /// Publish connections held (a guest back in the audience that asked to close its own has none).
+    public var publishConnections: Int = 0
+    /// Subscribe connections held.
+    public var subscribeConnections: Int = 0
     public init() {}
 }
 

@@ -31,6 +31,8 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     private var _audience: [String] = []
     private var _joined = false
     private var _inviteReady = false
+    /// This bot's answers to invites (its own `changeMode`), one after the other.
+    private var inviteResponses: Task<Void, Never>?
     private var _consumed: Set<String> = []
     private var received: [String: (video: Int, audio: Int)] = [:]
     private var recordings: [String: Recording] = [:]
@@ -318,11 +320,22 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         guard spec.acceptInvites, let room, message.topic == "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)",
             let mode = Mode(rawValue: message.message)
         else { return }
-        Task {
-            do {
-                try await room.changeMode(mode)
-            } catch { self.log("\(self.id): changeMode(\(mode.rawValue)) after an invite failed: \(error)") }
+        lock.withLock {
+            let previous = inviteResponses
+            inviteResponses = Task {
+                await previous?.value
+                do {
+                    try await room.changeMode(mode)
+                } catch { self.log("\(self.id): changeMode(\(mode.rawValue)) after an invite failed: \(error)") }
+            }
         }
+    }
+
+    /// Waits until this bot has finished answering the invites it received so far: a scenario's
+    /// next mode or media step on it comes after its answer, not into the middle of it (which the
+    /// SDK refuses with 3055 while the invite's publish is still connecting on a busy machine).
+    func finishInviteResponses() async {
+        await lock.withLock { inviteResponses }?.value
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Signaling
 
 extension ScenarioResult {
     /// The run as JUnit XML: one `<testsuite>` for the scenario, one `<testcase>` per step and
@@ -8,7 +9,7 @@ extension ScenarioResult {
     /// Several runs in one JUnit document, one `<testsuite>` each.
     public static func junitXML(_ results: [ScenarioResult], timestamp: Date = Date()) -> String {
         let all = results.flatMap(\.cases)
-        let stamp = ISO8601DateFormatter().string(from: timestamp)
+        let stamp = ISO8601Timestamp.string(timestamp)
         var x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
         x += "<testsuites name=\"understudy scenario\" tests=\"\(all.count)\" "
         x += "failures=\"\(all.filter { $0.status == .failed }.count)\" errors=\"0\" "

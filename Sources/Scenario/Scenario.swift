@@ -263,7 +263,7 @@ struct Context: Sendable {
                 try await poll { invitee.inviteReady ? nil : "\(participant) is not listening for invites" }
             }
             try await room.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_\(participant)", message: mode.rawValue)
-        case .changeMode(let id, let mode): try await bot(id).requireRoom().changeMode(mode)
+        case .changeMode(let id, let mode): try await settled(id).requireRoom().changeMode(mode)
         case .publish(let id, let topic, let message, let persist):
             try await bot(id).requireRoom().pubSub.publish(
                 topic: topic, message: message, options: persist ? ["persist": true] : [:])
@@ -279,11 +279,18 @@ struct Context: Sendable {
             let participant = try bot(id).remote(p)
             if kinds.mic { try await participant.stopConsumingMicStreams() }
             if kinds.webcam { try await participant.stopConsumingWebcamStreams() }
-        case .muteMic(let id): try await bot(id).requireRoom().muteMic()
-        case .unmuteMic(let id): try await bot(id).requireRoom().unmuteMic()
-        case .enableCam(let id): try await bot(id).requireRoom().enableCam()
-        case .disableCam(let id): try await bot(id).requireRoom().disableCam()
+        case .muteMic(let id): try await settled(id).requireRoom().muteMic()
+        case .unmuteMic(let id): try await settled(id).requireRoom().unmuteMic()
+        case .enableCam(let id): try await settled(id).requireRoom().enableCam()
+        case .disableCam(let id): try await settled(id).requireRoom().disableCam()
         }
+    }
+
+    /// Bot `id` once it has answered the invites it received (Bot.finishInviteResponses()).
+    private func settled(_ id: String) async throws -> Bot {
+        let b = try bot(id)
+        await b.finishInviteResponses()
+        return b
     }
 
     static func recent(_ events: [BotEvent]) -> String {

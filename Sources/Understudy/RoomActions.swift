@@ -33,8 +33,13 @@ extension Room {
         defer { endOperation() }
         // The server answers first: a refusal (4065) or an interruption (3065, 3079, 3056) leaves the
         // local media as it was, matching the server, which keeps the producers in that case.
+        // Leaving the stage also ends the publish connection on both sides: an audience member that may
+        // never publish again holds no ICE, DTLS or SRTP state on the server (a later produce opens a
+        // new connection).
+        var request: [String: JSONValue] = ["mode": .string(target.rawValue)]
+        if previous == .SEND_AND_RECV { request["closePublishConnection"] = true }
         do {
-            _ = try await call(.changeMode, ["mode": .string(target.rawValue)])
+            _ = try await call(.changeMode, .object(request))
         } catch let e as UnderstudyError {
             throw [3054, 3056, 3065, 3079].contains(e.code)
                 ? e : UnderstudyError(code: 4065, message: "changeMode refused: \(e.message)", underlyingError: e)
@@ -44,6 +49,7 @@ extension Room {
             savedMediaState.value = (producing.contains(.audio), producing.contains(.video))
             // The server closed the producers itself when the mode changed.
             for kind in producing { await media.stopLocal(kind, onServer: false) }
+            media.resetPublish()
         }
         local.update(mode: target)
         if target == .SEND_AND_RECV {

@@ -88,7 +88,7 @@ func jsonLogger(_ json: Bool, fields: [String: String] = [:]) -> @Sendable (Stri
     if !json { return logLine }
     return { message in
         var object: [String: Any] = fields
-        object["time"] = ISO8601DateFormatter().string(from: Date())
+        object["time"] = ISO8601Timestamp.string(milliseconds: true)
         object["msg"] = message
         let problem = ["failed", "refused", "cannot", "error", "timed out"].contains { message.contains($0) }
         object["level"] = problem ? "warn" : "info"

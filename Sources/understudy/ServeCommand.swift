@@ -24,6 +24,8 @@ func parseListenAddress(_ text: String) -> (host: String, port: UInt16)? {
 }
 
 func runServe(_ args: [String]) async {
+    // Before the server's threads start: they then share one malloc arena per core (MemoryTrim.swift).
+    MemoryTrim.limitArenas()
     do {
         let a = try Arguments(args, help: Help.serve)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
@@ -135,6 +137,8 @@ func runServe(_ args: [String]) async {
         )
         // A live-stream room holds thousands of signalling sockets; Debian's default soft limit is 1024.
         if let warning = OpenFileLimit.raise().warning { logLine("serve: warning: \(warning)") }
+        // Guests who leave a live stream's stage free their tracks' buffers; give the pages back.
+        let memoryTrim = MemoryTrim()
         let pageURL = "http://\(configuration.listenHost):\(server.httpPort)/room/ROOM"
         if server.secretWasGenerated {
             logLine("serve: room page at \(pageURL) (development mode: the page gets its tokens from /dev/token)")
@@ -151,6 +155,7 @@ func runServe(_ args: [String]) async {
         // Deregister first, so that clients leaving this node are placed on another at once.
         cluster?.stop()
         server.stop()
+        memoryTrim.cancel()
     } catch let e as Arguments.Failure {
         fail("serve: \(e)", code: 2)
     } catch {

@@ -19,6 +19,7 @@ SUMMARY_ROWS = [
     "RSS over a soak",
     "live stream: audience members per server core",
     "live stream: server memory per audience member",
+    "live stream: server memory over a long stream (invites every 10 s)",
     "recording CPU, aiortc MediaRecorder ÷ ours, same stream",
     "concurrent 1 Mbit/s streams recorded per core (packet loop CPU)",
     "join() → onRoomJoined p50",
@@ -35,6 +36,7 @@ SECTIONS = [
     "## Receive path per packet ÷ bare libsrtp unprotect",
     "## Load mode",
     "## Live stream",
+    "### Live stream held for",
     "## Recording CPU: aiortc MediaRecorder ÷ ours, same stream",
     "## Concurrent recording: 1 Mbit/s streams per core",
     "## join() → onRoomJoined; first recorded keyframe",
@@ -72,6 +74,13 @@ def test_bench_quick_reports_every_figure(understudy, tmp_path):
         measured = rows[metric][2]
         assert NUMBER.search(measured), f"{metric}: no number in {measured!r}"
         assert "nan" not in measured.lower(), f"{metric}: {measured!r}"
+
+    # The live row splits both processes' CPU per delivered packet into user and kernel time, and
+    # prices the goal audience at the cost of the largest run that lost nothing.
+    budget = re.search(
+        r"Where the CPU goes.*?: (\d+): server ([\d.]+) \+ ([\d.]+), generator ([\d.]+) \+ ([\d.]+)", report)
+    assert budget, f"no CPU budget line in the live row\n{report}"
+    assert sum(float(budget.group(i)) for i in range(2, 6)) > 0, budget.group(0)
 
     # Progress lines go to stderr while the suite runs.
     assert "bench: [5/5]" in result.stderr, result.stderr[-2000:]

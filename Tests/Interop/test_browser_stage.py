@@ -11,7 +11,8 @@ One room, played once (module fixture), judged by several tests:
 4. the host pins the agent (every page shows it) and then removes it: the agent exits with 1002;
 5. screenshots of the stage and audience views (into $BROWSER_SCREENSHOT_DIR when set);
 and, on the way: chat history for a late joiner, the stats overlay, mute / ask-for-mic moderation,
-screen share, and leaving the stage followed by a page-to-page invite back.
+screen share, and leaving the stage (the page and the server close its publish connection) followed
+by a page-to-page invite back over a new connection, which the host decodes.
 
 The server runs in development mode (no secret), so the pages take their tokens from /dev/token.
 """
@@ -150,9 +151,12 @@ async def _play(workdir: Path) -> dict:
                 lambda s: "guest" in s["audienceDom"] and "guest" not in s["stageDom"])
             await host.click(action_selector("invite", "guest", "#audience-list"))
             back = await guest.wait_until(
-                "guest back on stage with camera and mic",
-                lambda s: s["mode"] == "SEND_AND_RECV" and {"webcam", "mic"} <= set(s["producing"]))
-            results["leave_stage"] = {"left": left, "host": host_view, "back": back}
+                "guest back on stage with camera and mic, on a new publish connection",
+                lambda s: s["mode"] == "SEND_AND_RECV" and {"webcam", "mic"} <= set(s["producing"])
+                and s["publishConnection"] == "connected")
+            # Chromium decodes the guest's video again, sent over that new connection.
+            decoded = await host.wait_frames("guest", 30, timeout=40)
+            results["leave_stage"] = {"left": left, "host": host_view, "back": back, "decoded": decoded}
     except BaseException as error:  # noqa: BLE001 - reported per step to the tests
         results["errors"][step] = "".join(traceback.format_exception(error))[-4000:]
         if not isinstance(error, Exception):
@@ -270,6 +274,9 @@ def test_leave_the_stage_and_page_to_page_invite(understudy, room):
     _no_error(room, "leave stage")
     result = room["leave_stage"]
     assert result["left"]["mode"] == "RECV_ONLY" and result["left"]["producing"] == []
+    # Leaving the stage closed the page's publish connection (the server closed its side too).
+    assert result["left"]["publishConnection"] is None
+    assert result["decoded"]["framesDecoded"] >= 30, result["decoded"]
     assert "guest" in result["host"]["audienceDom"] and "guest" not in result["host"]["stageDom"]
     assert {"webcam", "mic"} <= set(result["back"]["producing"])  # restored as before leaving
 

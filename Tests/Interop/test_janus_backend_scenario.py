@@ -38,7 +38,7 @@ def test_janus_scenario_example_passes(understudy: str, tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=240)
     finally:
         server.stop()
-    detail = f"{done.stdout}\n{done.stderr[-4000:]}\n--- janus log ---\n{server.log()}"
+    detail = f"{done.stdout}\n{done.stderr[:6000]}\n...\n{done.stderr[-3000:]}\n--- janus log ---\n{server.log()}"
     assert done.returncode == 0, detail
     assert "scenario 'Janus VideoRoom" in done.stdout and ": ok (" in done.stdout, detail
     recordings = sorted((out / "viewer").glob("*.webm"))

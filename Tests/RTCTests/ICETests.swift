@@ -10,6 +10,8 @@ private final class ICEEndpoint: DatagramHandler, EventLoopTicker, @unchecked Se
     var socket: UDPSocket!
     var states: [ICEState] = []
     var selections: [SocketAddress] = []
+    /// Checks this agent had sent when it first selected a pair.
+    var checksAtFirstSelection: UInt64?
     var notSTUN = 0
 
     func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
@@ -34,7 +36,8 @@ private func candidate(of endpoint: ICEEndpoint) -> ICECandidate {
 /// Builds two endpoints on `loop`, exchanges credentials and (for full agents) candidates.
 private func makeEndpoints(
     loop: EventLoop, roles: (ICEAgent.Role, ICEAgent.Role), tieBreakers: (UInt64, UInt64)? = nil,
-    wrongPasswordForB: Bool = false, timeouts: ICETimeouts = ICETimeouts()
+    wrongPasswordForB: Bool = false, timeouts: ICETimeouts = ICETimeouts(), aKnowsBIsLite: Bool = false,
+    silentCandidateForA: Bool = false
 ) async throws -> (ICEEndpoint, ICEEndpoint) {
     let a = ICEEndpoint()
     let b = ICEEndpoint()
@@ -53,16 +56,29 @@ private func makeEndpoints(
             agent.timeouts = timeouts
             agent.addLocalSocket(socket)
             agent.onStateChange = { [unowned endpoint] in endpoint.states.append($0) }
-            agent.onSelectedPair = { [unowned endpoint] _, remote in endpoint.selections.append(remote) }
+            agent.onSelectedPair = { [unowned endpoint, unowned agent] _, remote in
+                endpoint.selections.append(remote)
+                if endpoint.checksAtFirstSelection == nil {
+                    endpoint.checksAtFirstSelection = agent.counters.checksSent
+                }
+            }
             endpoint.agent = agent
             endpoint.socket = socket
             loop.addTicker(endpoint)
         }
+        a.agent.peerIsLite = aKnowsBIsLite
         a.agent.setRemoteCredentials(
             ufrag: b.agent.localUfrag, password: wrongPasswordForB ? "wrongwrongwrongwrongwrong" : b.agent.localPassword
         )
         b.agent.setRemoteCredentials(ufrag: a.agent.localUfrag, password: a.agent.localPassword)
         // A lite agent learns its peer from the checks; full agents get the peer's candidate.
+        if silentCandidateForA {
+            // Port 9 on loopback, above b's priority: nothing listens, so its checks are never answered.
+            var silent = candidate(of: b)
+            silent.port = 9
+            silent.priority += 1
+            a.agent.addRemoteCandidate(silent)
+        }
         if roles.0 != .lite { a.agent.addRemoteCandidate(candidate(of: b)) }
         if roles.1 != .lite { b.agent.addRemoteCandidate(candidate(of: a)) }
     }
@@ -71,6 +87,14 @@ private func makeEndpoints(
 
 private func bothConnected(_ a: ICEEndpoint, _ b: ICEEndpoint) -> @Sendable () -> Bool {
     { a.agent.state == .connected && b.agent.state == .connected }
+}
+
+/// Closes both agents on their loop.
+private func closeAgents(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoint) async {
+    await loop.submit {
+        a.agent.close()
+        b.agent.close()
+    }
 }
 
 /// Checks that each side selected the other's socket address on its own socket.
@@ -105,6 +129,12 @@ private func expectAgreement(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoi
                 ICECandidate(
                     foundation: "2", transport: "tcp", priority: 1, address: "127.0.0.1", port: 9, type: "host"))
             #expect(agent.remoteCandidates.isEmpty)
+            // Renegotiations hand the same candidates over again: each is kept once.
+            let peer = ICECandidate(foundation: "3", priority: 7, address: "127.0.0.1", port: 9, type: "host")
+            for _ in 0..<3 { agent.addRemoteCandidate(peer) }
+            agent.addRemoteCandidate(
+                ICECandidate(foundation: "4", priority: 5, address: "127.0.0.1", port: 10, type: "host"))
+            #expect(agent.remoteCandidates.map(\.port) == [9, 10])
             return agent.localCandidates[0]
         }
         // (2^24)*126 + (2^8)*65535 + (256 - 1)
@@ -135,6 +165,36 @@ private func expectAgreement(_ loop: EventLoop, _ a: ICEEndpoint, _ b: ICEEndpoi
         #expect(liteChecks == 0)
         let learned = await loop.submit { b.agent.remoteCandidates.map(\.type) }
         #expect(learned == ["prflx"])
+    }
+
+    /// Told that its peer is lite, a controlling agent nominates in its first check: selected after one
+    /// check where regular nomination takes two (a check, then the nominating one).
+    @Test func againstALitePeerTheFirstCheckNominates() async throws {
+        let loop = EventLoop(name: "ice-lite-nominate")
+        defer { loop.shutdown() }
+        for knowsLite in [true, false] {
+            let (a, b) = try await makeEndpoints(loop: loop, roles: (.controlling, .lite), aKnowsBIsLite: knowsLite)
+            #expect(await IOTestSupport.wait(loop, bothConnected(a, b)))
+            await expectAgreement(loop, a, b)
+            let checks = await loop.submit { a.checksAtFirstSelection }
+            #expect(checks == (knowsLite ? 1 : 2), "checks before selection, peer known lite: \(knowsLite)")
+            await closeAgents(loop, a, b)
+        }
+    }
+
+    /// A pair nominated in its first check that never answers gives way to one that did, well before
+    /// its own checks time out (the first retransmission here would come after a minute).
+    @Test func aLitePeersBestPairThatNeverAnswersGivesWayToOneThatDid() async throws {
+        let loop = EventLoop(name: "ice-lite-silent")
+        defer { loop.shutdown() }
+        var timeouts = ICETimeouts()
+        timeouts.initialRTO = 60_000_000_000
+        let (a, b) = try await makeEndpoints(
+            loop: loop, roles: (.controlling, .lite), timeouts: timeouts, aKnowsBIsLite: true, silentCandidateForA: true
+        )
+        #expect(await IOTestSupport.wait(loop, seconds: 30, bothConnected(a, b)))
+        await expectAgreement(loop, a, b)
+        await closeAgents(loop, a, b)
     }
 
     @Test func wrongPasswordNeverConnectsAndCountsDrops() async throws {

@@ -146,21 +146,30 @@ import Testing
         await shutdown(tx, rx)
     }
 
+    /// A lite server's offer lets the peer connect before the server has its answer (an SFU's room
+    /// queue can hold the answer back): the ClientHello that comes first is kept, not dropped, and the
+    /// handshake goes on from it once the answer is set.
+    @Test func aClientHelloBeforeTheAnswerIsKeptForTheHandshake() async throws {
+        let server = try PeerConnection(
+            loop: EventLoop(name: "early-dtls-server"), configuration: PeerConnectionConfiguration(iceLite: true))
+        let client = try PeerConnection(loop: EventLoop(name: "early-dtls-client"))
+        await server.loop.submit { _ = server.addTransceiver(kind: .video, direction: .sendonly) }
+        let answer = try await offerAndAnswer(offerer: server, answerer: client)
+        // The client checks (the lite server answers from its own credentials) and starts DTLS.
+        #expect(await IOTestSupport.wait(server.loop, seconds: 20) { server.counters.dtlsHeldUntilStart >= 1 })
+        try await server.loop.submit { try server.setRemoteDescription(answer, type: .answer) }
+        try await server.waitUntilConnected(timeout: 20)
+        try await client.waitUntilConnected(timeout: 20)
+        let dropped = await server.loop.submit { server.counters.droppedUnknownAddress }
+        #expect(dropped == 0, "the ClientHello was dropped rather than kept")
+        await shutdown(server, client)
+    }
+
     @Test func wrongFingerprintFailsTheConnection() async throws {
         let tx = try PeerConnection(loop: EventLoop(name: "fp-tx"))
         let rx = try PeerConnection(loop: EventLoop(name: "fp-rx"))
         await tx.loop.submit { _ = tx.addTransceiver(kind: .video, direction: .sendonly) }
-        let offer = try await tx.loop.submit {
-            let o = try tx.createOffer()
-            try tx.setLocalDescription(o)
-            return o
-        }
-        let genuine = try await rx.loop.submit {
-            try rx.setRemoteDescription(offer, type: .offer)
-            let a = try rx.createAnswer()
-            try rx.setLocalDescription(a)
-            return a
-        }
+        let genuine = try await offerAndAnswer(offerer: tx, answerer: rx)
         // Tamper with the answer's certificate fingerprint.
         let forged = String(repeating: "AB:", count: 31) + "AB"
         let answer = try SessionDescription.parse(

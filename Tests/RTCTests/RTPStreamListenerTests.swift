@@ -128,4 +128,73 @@ import Testing
         #expect(created == [1, 2], "new SSRCs past the limit are dropped, and the owner hears of each new stream")
         #expect(l.bySSRC.count == 2)
     }
+
+    @Test func aStoppedMLineLetsItsStreamsGoAndBindsNoNewOne() throws {
+        let audio = route(.audio, mid: "0", payloadType: 111)
+        let video = route(.video, mid: "1", payloadType: 96, rtx: 97)
+        let routes = [audio, video]
+        let l = listener()
+        let high = sender(ssrc: 0xA1, rtx: (97, 0xB1), mid: "1", rid: "h")
+        let low = sender(ssrc: 0xA2, mid: "1", rid: "l")
+        let mic = sender(ssrc: 0xA3, payloadType: 111, codec: .opus, mid: "0", rid: nil)
+        weak var dropped: RTPReceiver?
+        do {
+            let h = try #require(try route(l, firstPacket(high), routes))
+            dropped = h.receiver
+            _ = try #require(try route(l, resend(high, 100), routes), "the RTX SSRC binds to its primary")
+            _ = try #require(try route(l, firstPacket(low), routes))
+            _ = try #require(try route(l, firstPacket(mic, codec: .opus), routes))
+            #expect(l.bySSRC.count == 4 && l.streams.count == 3)
+            // The last SSRC looked up stays cached: it must be forgotten with its stream.
+            #expect(l.boundStream(0xA1) != nil)
+        }
+        l.stopReceiving(on: video)
+        #expect(dropped == nil, "the receiver (and its reorder buffer) is freed")
+        #expect(l.streams.map(\.receiver.ssrc) == [0xA3] && Set(l.bySSRC.keys) == [0xA3])
+        #expect(l.boundStream(0xA1) == nil && l.boundStream(0xA2) == nil)
+        // Packets that still come for the stopped m-line, old SSRC or new, bind nothing.
+        #expect(try route(l, firstPacket(high), routes) == nil)
+        let another = sender(ssrc: 0xC1, mid: "1", rid: "h")
+        #expect(try route(l, firstPacket(another), routes) == nil)
+        // The other m-line is untouched.
+        #expect(try route(l, firstPacket(mic, codec: .opus), routes)?.transceiver === audio)
+    }
+
+    @Test func aNewRemoteDescriptionEndsTheStreamsOfTracksItEnded() throws {
+        // An SFU's subscribe offers: m-line 1 goes inactive (its consumer closed); m-line 2 keeps
+        // receiving but carries another track (new announced SSRC); m-line 3 is unchanged, and its
+        // sender was bound by mid before announcing anything.
+        let ended = route(.video, mid: "1", payloadType: 96, ssrcs: [0xA1])
+        let moved = route(.audio, mid: "2", payloadType: 111, ssrcs: [0xA2])
+        let kept = route(.video, mid: "3", payloadType: 96, ssrcs: [0xA3])
+        let routes = [ended, moved, kept]
+        let l = listener()
+        _ = try #require(try route(l, firstPacket(sender(ssrc: 0xA1, mid: "1", rid: nil)), routes))
+        _ = try #require(
+            try route(
+                l, firstPacket(sender(ssrc: 0xA2, payloadType: 111, codec: .opus, mid: "2", rid: nil), codec: .opus),
+                routes))
+        _ = try #require(try route(l, firstPacket(sender(ssrc: 0xA3, mid: "3", rid: nil)), routes))
+        _ = try #require(try route(l, firstPacket(sender(ssrc: 0xA4, mid: "3", rid: nil)), routes))
+        #expect(l.streams.count == 4)
+        let before = Dictionary(uniqueKeysWithValues: routes.map { (ObjectIdentifier($0), $0.remoteSSRCs) })
+        ended.currentDirection = .inactive
+        moved.remoteSSRCs = [0xB2]
+        l.endStreams(announcedBefore: before)
+        #expect(l.streams.map(\.receiver.ssrc) == [0xA3, 0xA4], "only m-line 3's streams remain")
+        #expect(l.boundStream(0xA1) == nil && l.boundStream(0xA2) == nil && l.bySSRC.count == 2)
+        // The moved m-line binds its new track; the ended one binds nothing until it receives again.
+        let next = try #require(
+            try route(
+                l, firstPacket(sender(ssrc: 0xB2, payloadType: 111, codec: .opus, mid: "2", rid: nil), codec: .opus),
+                routes))
+        #expect(next.transceiver === moved && next.receiver.ssrc == 0xB2)
+        #expect(try route(l, firstPacket(sender(ssrc: 0xA1, mid: "1", rid: nil)), routes) == nil)
+        ended.currentDirection = .recvonly
+        #expect(try route(l, firstPacket(sender(ssrc: 0xA1, mid: "1", rid: nil)), routes)?.transceiver === ended)
+        // Unchanged announcements end nothing.
+        let now = Dictionary(uniqueKeysWithValues: routes.map { (ObjectIdentifier($0), $0.remoteSSRCs) })
+        l.endStreams(announcedBefore: now)
+        #expect(l.streams.count == 4)
+    }
 }

@@ -81,6 +81,39 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
         #expect(inbound.authFailures == 0)
     }
 
+    /// A live stream's subscriber sees a new SSRC at every stage invite: ended ones are forgotten,
+    /// or the session would stop taking new SSRCs at ``SRTPSession/maxStreams``.
+    @Test func forgottenSSRCsFreeTheirPlaceUnderTheStreamLimit() throws {
+        let (outbound, inbound) = try makeSRTPTestSessions(.aeadAES128GCM)
+        func roundTrip(_ ssrc: UInt32, _ sequence: UInt16) throws -> Bool {
+            var packet = makeSRTPTestPacket(sequence: sequence, ssrc: ssrc)
+            let original = Array(packet.buffer[0..<packet.length])
+            let protectedLength = try protectTestPacket(outbound, &packet)
+            let plainLength = try unprotectTestPacket(inbound, &packet.buffer, length: protectedLength)
+            return Array(packet.buffer[0..<plainLength]) == original
+        }
+        for ssrc in 1...UInt32(SRTPSession.maxStreams) { #expect(try roundTrip(ssrc, 10)) }
+        #expect(outbound.streamCount == SRTPSession.maxStreams && inbound.streamCount == SRTPSession.maxStreams)
+        // Full: a new SSRC is refused on both sides.
+        #expect(throws: SRTPError.self) { try roundTrip(5000, 10) }
+        for ssrc: UInt32 in [7, 8] {
+            outbound.forget(ssrc: ssrc)
+            inbound.forget(ssrc: ssrc)
+        }
+        outbound.forget(ssrc: 99_999)  // unknown: nothing happens
+        #expect(outbound.streamCount == SRTPSession.maxStreams - 2)
+        #expect(try roundTrip(5000, 10) && roundTrip(5001, 10))
+        // A forgotten SSRC that comes back starts over: its old replay window is gone too.
+        #expect(throws: SRTPError.self) { try roundTrip(5000, 10) }
+        inbound.forget(ssrc: 5000)
+        outbound.forget(ssrc: 5000)
+        outbound.forget(ssrc: 9)
+        inbound.forget(ssrc: 9)
+        #expect(try roundTrip(5000, 10))
+        // The streams still there are untouched (the lookup cache does not point at freed ones).
+        #expect(try roundTrip(1, 11) && roundTrip(1024, 11))
+    }
+
     @Test(arguments: [SRTPProfile.aes128CMHMACSHA1_80, .aeadAES128GCM])
     func rtpRoundTrip(profile: SRTPProfile) throws {
         let (outbound, inbound) = try makeSRTPTestSessions(profile)

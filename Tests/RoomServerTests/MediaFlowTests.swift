@@ -85,6 +85,65 @@ import Testing
         await bob.close()
     }
 
+    /// A live stream's audience consumes each new stage track at once, and each call the room waits for on
+    /// the busy SFU loop delays the rest: a `consume` makes its member's subscribe offer in the same call,
+    /// and a `subscriberAnswer` the offer of what changed while the previous one was out. Both offers go
+    /// after the request's response, as when each had its own call.
+    @Test func aConsumeAndAnAnswerEachMakeTheNextOfferInTheirOwnSFUCall() async throws {
+        let server = try startTestServer()
+        defer { server.stop() }
+        let alice = try await RoomMediaPeer.join(server, room: "media-fold", participant: "alice")
+        let (bob, _) = try await TestClient.joined(
+            server, room: "media-fold", participant: "bob", extra: ["mode": "RECV_ONLY", "autoConsume": false])
+        let receiver = try SFUTestClient(name: "bob-fold-sub")
+        await receiver.startReceiving()
+        try await alice.publish()
+        try await bob.notification("producerAdded") { $0["kind"]?.stringValue == "webcam" }
+        try await bob.notification("producerAdded") { $0["kind"]?.stringValue == "mic" }
+        func calls() async throws -> Int { try await metricValue(server, "understudy_room_sfu_calls_total") ?? -1 }
+
+        let beforeConsume = try await calls()
+        let webcamRequest = bob.sendRequest("consume", ["participantId": "alice", "kind": "webcam"])
+        _ = try await bob.response(id: .number(Double(webcamRequest))).get()
+        let firstOffer = try await bob.notification("subscriberOffer")
+        #expect(firstOffer["revision"]?.intValue == 1)
+        #expect(try await calls() - beforeConsume == 1, "the consume and its offer took one SFU call")
+        let log = bob.messages
+        let responseAt = log.firstIndex {
+            if case .response(let id, _) = $0 { return id == .number(Double(webcamRequest)) }
+            return false
+        }
+        let offerAt = log.firstIndex {
+            if case .notification(let method, _) = $0 { return method == "subscriberOffer" }
+            return false
+        }
+        #expect(responseAt != nil && offerAt != nil && responseAt! < offerAt!, "the response comes first")
+
+        // The mic, while offer 1 is out: one call, and no offer until that one is answered.
+        let beforeMic = try await calls()
+        _ = try await bob.request("consume", ["participantId": "alice", "kind": "mic"]).get()
+        #expect(try await calls() - beforeMic == 1)
+        let firstAnswer = try await receiver.answer(try SessionDescription.parse(firstOffer["sdp"]?.stringValue ?? ""))
+        let beforeAnswer = try await calls()
+        let answered = try await bob.request(
+            "subscriberAnswer", ["sdp": .string(firstAnswer.serialize()), "revision": 1]
+        ).get()
+        #expect(answered["revision"]?.intValue == 1)
+        let secondOffer = try await bob.notification("subscriberOffer")
+        #expect(secondOffer["revision"]?.intValue == 2, "the next offer, with no empty round before it")
+        #expect(try await calls() - beforeAnswer == 1, "the answer and the next offer took one SFU call")
+        let offer = try SessionDescription.parse(secondOffer["sdp"]?.stringValue ?? "")
+        #expect(Set(offer.media.map(\.type)) == [.audio, .video], "the second offer adds the mic")
+
+        let secondAnswer = try await receiver.answer(offer)
+        _ = try await bob.request("subscriberAnswer", ["sdp": .string(secondAnswer.serialize()), "revision": 2]).get()
+        try await receiver.connection.waitUntilConnected(timeout: 10)
+        try await receiver.waitForFrames(video: 10, audio: 20, seconds: 15)
+        await receiver.close()
+        await alice.close()
+        bob.close()
+    }
+
     @Test func autoConsumeReceivesWithoutConsume() async throws {
         let server = try startTestServer()
         defer { server.stop() }
@@ -125,6 +184,65 @@ import Testing
         #expect(bob.frames.videoFrames == video, "no video after alice left SEND_AND_RECV")
         #expect(bob.frames.audioFrames == audio, "no audio after alice left SEND_AND_RECV")
         #expect(try await metricValue(server, "understudy_sfu_producers") == 0)
+        await alice.close()
+        await bob.close()
+    }
+
+    /// A guest back in the audience can end its publish connection; its next turn on stage
+    /// publishes over a new one, and the audience receives it again.
+    @Test func aGuestBackInTheAudienceClosesItsPublishConnectionAndPublishesAgainOnANewOne() async throws {
+        let server = try startTestServer()
+        defer { server.stop() }
+        let alice = try await RoomMediaPeer.join(server, room: "media-d", participant: "alice")
+        let bob = try await RoomMediaPeer.join(server, room: "media-d", participant: "bob", mode: "RECV_ONLY")
+        try await alice.publish()
+        try await bob.waitForFrames(video: 20, audio: 40, seconds: 15)
+        #expect(try await metricValue(server, "understudy_sfu_publish_connections") == 1)
+        #expect((try await metricValue(server, "understudy_process_heap_in_use_bytes") ?? 0) > 0)
+
+        // Bad input: the mode stays, the connection too.
+        let bad = try await alice.signaling.expectError(
+            "changeMode", ["mode": "RECV_ONLY", "closePublishConnection": "yes"])
+        #expect(bad.code == 3073)
+        #expect(try await metricValue(server, "understudy_sfu_publish_connections") == 1)
+
+        let left = try await alice.signaling.request(
+            "changeMode", ["mode": "RECV_ONLY", "closePublishConnection": true]
+        ).get()
+        #expect(left["publishConnectionClosed"]?.boolValue == true)
+        #expect(try await metricValue(server, "understudy_sfu_publish_connections") == 0)
+        #expect(try await metricValue(server, "understudy_sfu_producers") == 0)
+        // Its audience side is untouched: bob still has the only subscribe connection (alice consumes nothing).
+        #expect(try await metricValue(server, "understudy_sfu_subscribe_connections") == 1)
+        await alice.publisher.close()
+
+        // Back on stage: a new peer connection, a new ICE and DTLS session.
+        _ = try await alice.signaling.request("changeMode", ["mode": "SEND_AND_RECV"]).get()
+        let again = try SFUTestClient(name: "alice-pub2")
+        let offer = try await again.makeSendOffer()
+        let response = try await alice.signaling.request(
+            "produce", ["tracks": [["kind": "webcam"], ["kind": "mic"]], "sdp": .string(offer.serialize())]
+        ).get()
+        let sdp = try #require(response["sdp"]?.stringValue)
+        try await again.accept(answer: try SessionDescription.parse(sdp))
+        try await again.connection.waitUntilConnected(timeout: 10)
+        await again.startPump(layers: 1)
+        let video = bob.frames.videoFrames
+        let audio = bob.frames.audioFrames
+        try await bob.waitForFrames(video: video + 20, audio: audio + 40, seconds: 20)
+        #expect(try await metricValue(server, "understudy_sfu_publish_connections") == 1)
+
+        // Without the flag the connection stays (for the next produce to renegotiate), and a caller
+        // without one is told so.
+        let kept = try await alice.signaling.request("changeMode", ["mode": "RECV_ONLY"]).get()
+        #expect(kept["publishConnectionClosed"] == nil)
+        #expect(try await metricValue(server, "understudy_sfu_publish_connections") == 1)
+        _ = try await bob.signaling.request("changeMode", ["mode": "SEND_AND_RECV"]).get()
+        let none = try await bob.signaling.request(
+            "changeMode", ["mode": "RECV_ONLY", "closePublishConnection": true]
+        ).get()
+        #expect(none["publishConnectionClosed"]?.boolValue == false)
+        await again.close()
         await alice.close()
         await bob.close()
     }

@@ -96,6 +96,31 @@ struct ModeAndMediaTests {
         #expect(await server.roomSummaries().first?.consumerCount == 2)
     }
 
+    /// A consume names a participant: once it leaves, its return (same id) is a new participant that
+    /// is received only when asked for again.
+    @Test func aConsumeIsForgottenWhenItsParticipantLeaves() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        let (host, _) = try await TestClient.joined(server, participant: "host")
+        let (bot, _) = try await TestClient.joined(
+            server, participant: "bot", extra: ["mode": "RECV_ONLY", "autoConsume": false])
+        _ = try await bot.request("consume", ["participantId": "host", "kind": "mic"]).get()
+        _ = try await host.request("produce", ["kind": "mic"]).get()
+        try await bot.notification("consumerCreated") { $0["kind"] == "mic" }
+        #expect(await server.roomSummaries().first?.consumerCount == 1)
+
+        host.close()
+        try await bot.notification("participantLeft") { $0["participantId"] == "host" }
+        let (back, _) = try await TestClient.joined(server, participant: "host")
+        _ = try await back.request("produce", ["kind": "mic"]).get()
+        // The produce created every consumer its room wanted before answering: none.
+        #expect(await server.roomSummaries().first?.consumerCount == 0)
+        _ = try await bot.request("consume", ["participantId": "host", "kind": "mic"]).get()
+        #expect(await server.roomSummaries().first?.consumerCount == 1)
+        back.close()
+        bot.close()
+    }
+
     @Test func mediaStatusIsBroadcastToEveryoneIncludingNonConsumers() async throws {
         let server = try startServer()
         defer { server.stop() }

@@ -1,5 +1,6 @@
 import Foundation
 import RoomProtocol
+import Signaling
 import Testing
 
 @testable import RoomServer
@@ -21,6 +22,8 @@ struct RoomWorkLanesTests {
         while !lanes.isEmpty {
             switch lanes.next() {
             case .request(let work): work()
+            case .sharingSFUCall(let requests):
+                log.add("shared " + requests.map(\.id.description).joined(separator: ","))
             case .renegotiations(let ids): log.add("offer " + ids.joined(separator: ","))
             case .nothing: break
             }
@@ -44,17 +47,66 @@ struct RoomWorkLanesTests {
         #expect(log.all.last == "offer member-0,member-1,member-2,member-3,member-4")
     }
 
-    @Test func aParticipantsRequestsKeepTheirOrder() {
+    /// A member's signalling as the lanes see it: only its identity matters here.
+    final class Member: ParticipantSignaling, @unchecked Sendable {
+        var participantId: String? { nil }
+        var isClosed: Bool { false }
+        var renegotiatesSubscriptions: Bool { true }
+        func send(_ envelope: SignalEnvelope) {}
+        func send(_ message: PreparedTextMessage) {}
+        func assign(room: Room) {}
+        func markJoined(participantId: String) {}
+        func close(code: UInt16, reason: String) {}
+        func noteBadMessage() {}
+    }
+
+    static func submitShared(_ lanes: RoomWorkLanes, _ log: Log, _ member: Member, _ method: RoomMethod, _ name: String)
+    {
+        let request = RoomWorkLanes.SharedRequest(session: member, id: .string(name), method: method, data: [:])
+        lanes.submit(session: ObjectIdentifier(member), method: method, shared: request) { log.add("alone " + name) }
+    }
+
+    @Test func membersRequestsOfOneMethodInARowShareAnSFUCallAndEachMembersKeepTheirOrder() {
+        let lanes = RoomWorkLanes(sharedCallBatch: 3)
+        let log = Log()
+        let (a, b, c, d, e) = (Member(), Member(), Member(), Member(), Member())
+        Self.submitShared(lanes, log, a, .consume, "a1")
+        Self.submitShared(lanes, log, b, .consume, "b1")
+        // b's second consume may depend on its first: it never shares that one's call.
+        Self.submitShared(lanes, log, b, .consume, "b2")
+        Self.submitShared(lanes, log, c, .consume, "c1")
+        Self.submitShared(lanes, log, d, .subscriberAnswer, "d1")
+        lanes.submit(session: ObjectIdentifier(e), method: .setViewPort) { log.add("alone e1") }
+        (0..<4).forEach { Self.submitShared(lanes, log, Member(), .subscriberAnswer, "x\($0)") }
+        Self.submitShared(lanes, log, e, .consume, "e2")
+        Self.drain(lanes, log)
+        #expect(
+            log.all == [
+                "shared \"a1\",\"b1\"", "shared \"b2\",\"c1\"", "alone d1", "alone e1", "shared \"x0\",\"x1\",\"x2\"",
+                "alone x3", "alone e2",
+            ])
+    }
+
+    @Test func aParticipantsRequestsKeepTheirOrderAndAStageRequestTakesItsEarlierOnesAlong() {
         let lanes = RoomWorkLanes()
         let log = Log()
         let (other, guest, host) = (Session(), Session(), Session())
         lanes.submit(session: ObjectIdentifier(other), method: .consume) { log.add("other consume") }
         lanes.submit(session: ObjectIdentifier(guest), method: .subscriberAnswer) { log.add("guest answer") }
-        // Its own answer is still waiting: the guest's changeMode does not overtake it.
-        lanes.submit(session: ObjectIdentifier(guest), method: .changeMode) { log.add("guest changeMode") }
+        lanes.submit(session: ObjectIdentifier(other), method: .setViewPort) { log.add("other setViewPort") }
+        lanes.submit(session: ObjectIdentifier(guest), method: .consume) { log.add("guest consume") }
+        // The guest's changeMode does not overtake its own answer and consume: it takes them along,
+        // ahead of the other member's requests, behind the stage request already waiting.
         lanes.submit(session: ObjectIdentifier(host), method: .publish) { log.add("host publish") }
+        lanes.submit(session: ObjectIdentifier(guest), method: .changeMode) { log.add("guest changeMode") }
+        // Nothing of the guest waits in the requests lane any more: its next request takes it as usual.
+        lanes.submit(session: ObjectIdentifier(guest), method: .getStats) { log.add("guest getStats") }
         Self.drain(lanes, log)
-        #expect(log.all == ["host publish", "other consume", "guest answer", "guest changeMode"])
+        #expect(
+            log.all == [
+                "host publish", "guest answer", "guest consume", "guest changeMode", "other consume",
+                "other setViewPort", "guest getStats",
+            ])
     }
 
     @Test func oneRenegotiationPerMemberHoweverOftenItIsAsked() {

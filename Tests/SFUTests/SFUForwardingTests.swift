@@ -315,4 +315,49 @@ import Testing
         await publisher.close()
         await sfu.shutdown()
     }
+
+    @Test func aClosedProducersReceiveStreamsAreFreedWhileItsConnectionStays() async throws {
+        // A guest back in the audience keeps its publish connection; what its closed producers
+        // received on must not stay behind (issue 11's memory over ten minutes of invites).
+        let sfu = SFU()
+        let publisher = try SFUTestClient(name: "sfu-pub9")
+        let producers = try await publisher.publish(to: sfu, participantID: "alice")
+        let video = try #require(producers.first { $0.kind == .video })
+        await publisher.startPump(layers: 1)
+        func streams() async -> (video: Int, audio: Int, unroutable: UInt64) {
+            await sfu.loop.submit {
+                guard let participant = sfu.participants["alice"], let pc = participant.publishConnection else {
+                    return (0, 0, 0)
+                }
+                let count = { (kind: MediaKind) in
+                    pc.transceivers.filter { $0.kind == kind }.reduce(0) {
+                        $0 + pc.transport.receiverStats(on: $1).count
+                    }
+                }
+                return (count(.video), count(.audio), pc.transport.counters.droppedUnroutable)
+            }
+        }
+        var deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let now = await streams()
+            if now.video > 0 && now.audio > 0 { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let before = await streams()
+        #expect(before.video == 1 && before.audio == 1, "both m-lines receive: \(before)")
+        try await sfu.closeProducer(video.id)
+        let after = await streams()
+        #expect(after.video == 0 && after.audio == 1, "the video stream went, the audio one stays: \(after)")
+        // The publisher still sends video; it is dropped, and no new stream takes its place.
+        deadline = Date().addingTimeInterval(20)
+        while await streams().unroutable < after.unroutable + 20, Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let later = await streams()
+        #expect(later.unroutable >= after.unroutable + 20 && later.video == 0, "\(later)")
+        let remaining = await sfu.stats().producers.map(\.kind)
+        #expect(remaining == [.audio])
+        await publisher.close()
+        await sfu.shutdown()
+    }
 }

@@ -15,7 +15,11 @@ final class RecordingUpstream: SFUUpstream {
     var reports: [UInt32: SFULayerTimeline.SenderReport] = [:]
     var nacksSent: UInt64 = 0
 
+    /// Whether the producer let its upstream go (``SFUUpstream/stopReceiving()``).
+    var stopped = false
+
     func requestKeyframe(rid: String?) { keyframeRequests.append(rid) }
+    func stopReceiving() { stopped = true }
     func senderReport(ssrc: UInt32) -> SFULayerTimeline.SenderReport? { reports[ssrc] }
 }
 

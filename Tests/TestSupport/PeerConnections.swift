@@ -1,4 +1,5 @@
 import RTC
+import RTCWire
 
 /// A sending and a receiving ``PeerConnection``, each on an event loop of its own, negotiated
 /// (the sender offers) and connected (ICE and DTLS done) on loopback.
@@ -22,18 +23,24 @@ public func connectedPair(
 
 /// One offer/answer exchange between two connections, each step on its connection's loop.
 public func negotiate(offerer: PeerConnection, answerer: PeerConnection) async throws {
+    let answer = try await offerAndAnswer(offerer: offerer, answerer: answerer)
+    try await offerer.loop.submit { try offerer.setRemoteDescription(answer, type: .answer) }
+}
+
+/// The offerer's offer, set on both sides, and the answerer's answer, set on the answerer only: the
+/// caller decides when (and whether, and in what form) the offerer gets it.
+public func offerAndAnswer(offerer: PeerConnection, answerer: PeerConnection) async throws -> SessionDescription {
     let offer = try await offerer.loop.submit {
         let o = try offerer.createOffer()
         try offerer.setLocalDescription(o)
         return o
     }
-    let answer = try await answerer.loop.submit {
+    return try await answerer.loop.submit {
         try answerer.setRemoteDescription(offer, type: .offer)
         let a = try answerer.createAnswer()
         try answerer.setLocalDescription(a)
         return a
     }
-    try await offerer.loop.submit { try offerer.setRemoteDescription(answer, type: .answer) }
 }
 
 /// Closes each connection on its loop, then stops the loop.

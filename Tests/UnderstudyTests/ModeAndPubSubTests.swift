@@ -6,6 +6,13 @@ import Testing
 
 @testable import Understudy
 
+/// A gauge of the server's `/metrics` text.
+func gauge(_ server: RoomServer, _ name: String) async -> Int? {
+    let text = await server.metricsText()
+    let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+    return line.flatMap { Int($0.split(separator: " ").last ?? "") }
+}
+
 /// The audience side of seed 000: subscribes to its invite topic and changes its own mode.
 final class StageInviteHandler: PubSubMessageListener, @unchecked Sendable {
     let room: Room
@@ -99,6 +106,42 @@ struct ModeAndPubSubTests {
         try await waitUntil("streams restored") { room.localParticipant.streams.count == 2 }
         #expect(log.count("streamOn:pub:audio") == 2)
         await room.leave()
+    }
+
+    /// A guest back in the audience holds no publish connection, here or on the server; back on
+    /// stage it publishes over a new one, and a viewer receives it again.
+    @Test func aGuestBackInTheAudienceHoldsNoPublishConnectionAndPublishesAgainOnANewOne() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (guest, guestLog) = try await joinedRoom(
+            server, room: "stage-pc", id: "guest", mode: .SEND_AND_RECV, mic: true, cam: true)
+        try await waitUntil("published") {
+            guestLog.has("streamOn:guest:video") && guestLog.has("streamOn:guest:audio")
+        }
+        let (viewer, _) = try await joinedRoom(server, room: "stage-pc", id: "viewer", mode: .RECV_ONLY)
+        let frames = FrameCounter()
+        viewer.onFrame = { pid, kind, _, _ in frames.add(pid, kind) }
+        try await waitUntil("video frames") { frames.count("guest", .video) >= 5 }
+        let first = try #require(guest.media.connections.first { $0.role == "publish" }?.pc)
+        #expect(await gauge(server, "understudy_sfu_publish_connections") == 1)
+
+        try await guest.changeMode(.RECV_ONLY)
+        #expect(!guest.media.connections.contains { $0.role == "publish" })
+        #expect(await gauge(server, "understudy_sfu_publish_connections") == 0)
+        try await waitUntil("the old connection closed") { first.state == .closed }
+
+        try await guest.changeMode(.SEND_AND_RECV)
+        try await waitUntil("streams restored") { guest.localParticipant.streams.count == 2 }
+        let second = try #require(guest.media.connections.first { $0.role == "publish" }?.pc)
+        #expect(second !== first)
+        #expect(await gauge(server, "understudy_sfu_publish_connections") == 1)
+        let video = frames.count("guest", .video)
+        let audio = frames.count("guest", .audio)
+        try await waitUntil("media again", seconds: 20) {
+            frames.count("guest", .video) >= video + 5 && frames.count("guest", .audio) >= audio + 5
+        }
+        await viewer.leave()
+        await guest.leave()
     }
 
     @Test func pubSubHistoryArrivesInBatchesEndingWithIsLast() async throws {

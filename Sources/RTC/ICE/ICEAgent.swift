@@ -32,6 +32,12 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     /// the time between this end and the peer, measured about once per consent interval.
     public private(set) var roundTripTime: UInt64 = 0
 
+    /// The peer said `a=ice-lite`. A lite peer checks nothing itself and selects the pair the
+    /// controlling agent nominates, so a controlling agent nominates its best pair in the first check
+    /// (one round trip before DTLS can start instead of two; RFC 8445 §7.3.1.5 has every agent accept
+    /// a nomination in any check).
+    public var peerIsLite = false
+
     /// The connectivity state.
     public private(set) var state: ICEState = .new
     /// Called on the loop thread when `state` changes.
@@ -177,7 +183,10 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         guard state != .closed, candidate.transport.lowercased() == "udp", candidate.component == 1,
             let address = SocketAddress(ip: candidate.address, port: candidate.port)
         else { return }
-        remoteCandidates.append(candidate)
+        // Every renegotiation hands over the whole remote description's candidates again: a
+        // candidate already known is not stored twice (a live stream's subscribers renegotiate at
+        // each stage invite, and the list grew by a candidate each time).
+        if !remoteCandidates.contains(candidate) { remoteCandidates.append(candidate) }
         addRemoteAddress(address, priority: candidate.priority)
     }
 
@@ -568,8 +577,19 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
 
     /// Controlling agent, regular nomination: once a pair has succeeded and either no better pair
     /// can still succeed or `nominationDelay` has passed, repeat the check with USE-CANDIDATE.
+    /// A pair nominated in its first check (lite peer) that has not answered by then gives way to
+    /// the best pair that did, rather than holding the connection until its checks time out.
     private func nominateIfReady(now: UInt64) {
-        guard isControlling, nominating == nil, selected == nil, let firstSuccessAt else { return }
+        guard isControlling, selected == nil, let firstSuccessAt else { return }
+        if let nominating {
+            guard nominating.state == .inProgress, !nominating.nominateOnNextCheck,
+                now &- firstSuccessAt >= timeouts.nominationDelay
+            else { return }
+            // Its retransmissions carry USE-CANDIDATE and would take the lite peer back to it.
+            transactions = transactions.filter { $0.value.pair !== nominating }
+            nominating.state = .failed
+            self.nominating = nil
+        }
         let succeeded = pairs.filter { $0.state == .succeeded }
         guard let best = succeeded.max(by: { $0.priority(controlling: true) < $1.priority(controlling: true) })
         else { return }
@@ -581,6 +601,13 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         nominating = best
         best.nominateOnNextCheck = true
         best.triggered = true
+    }
+
+    /// Against a lite peer, the first check of the best pair that can still succeed nominates it.
+    private func nominatesAtOnce(_ pair: ICECandidatePair) -> Bool {
+        guard peerIsLite, selected == nil, nominating == nil || nominating === pair else { return false }
+        let priority = pair.priority(controlling: true)
+        return !pairs.contains { $0.state != .failed && $0.priority(controlling: true) > priority }
     }
 
     private func sendNextCheck(now: UInt64) {
@@ -605,8 +632,9 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         guard let remoteUfrag, let remotePassword,
             let local = localSockets.first(where: { $0.socket === pair.socket })
         else { return }
-        let useCandidate = kind == .check && isControlling && pair.nominateOnNextCheck
+        let useCandidate = kind == .check && isControlling && (pair.nominateOnNextCheck || nominatesAtOnce(pair))
         pair.nominateOnNextCheck = false
+        if useCandidate { nominating = pair }
         var attributes: [STUNAttribute] = [
             .username(remoteUfrag + ":" + localUfrag),
             .priority(Self.priority(typePreference: 110, localPreference: (local.priority >> 8) & 0xFFFF)),

@@ -144,7 +144,8 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     @discardableResult
     public func reuseTransceiver(_ transceiver: RTPTransceiver, direction: SDPDirection) -> Bool {
         guard transceivers.contains(where: { $0 === transceiver }), transceiver.isReusable else { return false }
-        for ssrc in transceiver.localSSRCs { transport.sendBySSRC[ssrc] = nil }
+        // The old track's SSRCs never send again: their SRTP state goes with them.
+        transport.forgetSendSSRCs(transceiver.localSSRCs + transceiver.localRTXSSRCs)
         transceiver.senders = []
         transceiver.renewSendIdentity()
         transceiver.direction = direction

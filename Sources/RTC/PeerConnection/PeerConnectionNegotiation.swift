@@ -63,6 +63,10 @@ extension PeerConnection {
         remoteFingerprint = remote.fingerprint
         remoteCandidates = remote.candidates
         remoteIsLite = remote.iceLite
+        // Receive streams of tracks this description ends are freed below, with their buffers.
+        let announcedBefore = Dictionary(
+            transceivers.map { (ObjectIdentifier($0), $0.remoteSSRCs) }, uniquingKeysWith: { first, _ in first })
+        defer { transport.endReceiveStreams(announcedBefore: announcedBefore) }
         switch type {
         case .offer:
             isOfferer = false
@@ -214,6 +218,7 @@ extension PeerConnection {
         do { dtlsFingerprint = try DTLSFingerprint(algorithm: fp.algorithm, value: fp.value) } catch {
             throw PeerConnectionError.badDescription("bad fingerprint: \(error)")
         }
+        transport.ice?.peerIsLite = remoteIsLite
         try transport.start(
             remoteUfrag: ufrag, remotePassword: pwd, remoteCandidates: remoteCandidates, role: role,
             fingerprint: dtlsFingerprint)

@@ -87,6 +87,9 @@ public struct PeerConnectionCounters: Sendable {
     public var bytesSent: UInt64 = 0
     /// Media from an address that did not complete ICE.
     public var droppedUnknownAddress: UInt64 = 0
+    /// DTLS that arrived before the remote description started the transport, kept (up to four)
+    /// and handed to the handshake once it did.
+    public var dtlsHeldUntilStart: UInt64 = 0
     /// Packets that failed SRTP/SRTCP authentication or replay checks.
     public var droppedSRTP: UInt64 = 0
     /// Packets that could not be parsed or routed.

@@ -359,7 +359,24 @@ public final class SRTPSession: @unchecked Sendable {
         return end
     }
 
-    /// ``stream(for:create:)`` (creating) as an unretained reference: streams are never removed.
+    /// Forgets `ssrc` (its index, rollover estimate and replay windows): its stream ended for good,
+    /// an SFU consumer closed or a track left its m-line. Without it, a long live stream's
+    /// subscriber would reach ``maxStreams`` after some hundreds of stage invites and then could
+    /// not protect or accept any new SSRC. Loop thread, between packets.
+    public func forget(ssrc: UInt32) {
+        guard streams.removeValue(forKey: ssrc) != nil else { return }
+        streamReferences[ssrc] = nil
+        if recentSSRC0 == ssrc { recentStream0 = nil }
+        if recentSSRC1 == ssrc { recentStream1 = nil }
+        if recentSSRC2 == ssrc { recentStream2 = nil }
+        if recentSSRC3 == ssrc { recentStream3 = nil }
+    }
+
+    /// SSRCs with state in this session.
+    public var streamCount: Int { streams.count }
+
+    /// ``stream(for:create:)`` (creating) as an unretained reference: a stream is removed only by
+    /// ``forget(ssrc:)``, between packets.
     /// An SFU's subscribe session interleaves the SSRCs of several consumers, so the table lookup is
     /// on the per-packet path too; it holds unretained references for that.
     @inline(__always)

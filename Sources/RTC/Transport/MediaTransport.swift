@@ -66,6 +66,11 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     var relayErrors: [String] = []
     /// Where media, DTLS and RTCP go: the selected pair (or the first validated address on ICE-lite).
     var mediaTarget: (socket: UDPSocket, remote: SocketAddress)?
+    /// DTLS that came from a checked address before ``start(remoteUfrag:remotePassword:remoteCandidates:role:fingerprint:)``
+    /// (a lite server's peer connects as soon as it has the offer, and its ClientHello can beat its
+    /// answer); handed to DTLS once it exists, so the client need not wait to retransmit.
+    var dtlsBeforeStart: [(bytes: [UInt8], socket: UDPSocket, from: SocketAddress)] = []
+    static let dtlsBeforeStartLimit = 4
 
     // MARK: DTLS and SRTP
 
@@ -205,7 +210,24 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         ice.setRemoteCredentials(ufrag: remoteUfrag, password: remotePassword)
         for c in remoteCandidates { ice.addRemoteCandidate(c) }
         connectICETCP(to: remoteCandidates)
+        let held = dtlsBeforeStart
+        dtlsBeforeStart = []
+        if let dtls {
+            for datagram in held {
+                datagram.bytes.withUnsafeBytes { handDTLS($0, to: dtls, from: datagram.from, socket: datagram.socket) }
+            }
+        }
         tickDeadline.wake()
+    }
+
+    /// DTLS from an address ICE checked: the first such address is where DTLS answers go until ICE
+    /// selects a pair.
+    private func handDTLS(
+        _ bytes: UnsafeRawBufferPointer, to dtls: DTLSTransport, from: SocketAddress, socket: UDPSocket
+    ) {
+        if mediaTarget == nil { mediaTarget = (socket, from) }
+        tickDeadline.wake()  // the handshake's state (and its retransmission timer) moves
+        dtls.handleDatagram(bytes)
     }
 
     /// The DTLS client starts its handshake once ICE has selected a pair.
@@ -369,6 +391,26 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         return asked
     }
 
+    /// Stops receiving on `transceiver` for good: its receive streams are freed and packets that
+    /// still arrive for it are dropped as unroutable. For an SFU whose producer on that m-line closed.
+    public func stopReceiving(on transceiver: RTPTransceiver) {
+        for ssrc in listener.stopReceiving(on: transceiver) { srtpIn?.forget(ssrc: ssrc) }
+    }
+
+    /// Frees the receive streams (and their SRTP state) of the tracks a new remote description
+    /// ended (``RTPStreamListener/endStreams(announcedBefore:)``).
+    func endReceiveStreams(announcedBefore: [ObjectIdentifier: [UInt32]]) {
+        for ssrc in listener.endStreams(announcedBefore: announcedBefore) { srtpIn?.forget(ssrc: ssrc) }
+    }
+
+    /// Forgets the SRTP state of local SSRCs that will never send again (a reused m-line's old track).
+    func forgetSendSSRCs(_ ssrcs: [UInt32]) {
+        for ssrc in ssrcs {
+            sendBySSRC[ssrc] = nil
+            srtpOut?.forget(ssrc: ssrc)
+        }
+    }
+
     /// The receiver of a remote media SSRC, once packets of it arrived.
     public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? { listener.bySSRC[ssrc]?.receiver }
 
@@ -400,13 +442,20 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             return
         }
         if first >= 20 && first <= 63 {
-            guard let ice, ice.isValidRemote(from), let dtls else {
+            guard let ice, ice.isValidRemote(from) else {
                 counters.droppedUnknownAddress &+= 1
                 return
             }
-            if mediaTarget == nil { mediaTarget = (socket, from) }
-            tickDeadline.wake()  // the handshake's state (and its retransmission timer) moves
-            dtls.handleDatagram(UnsafeRawBufferPointer(data))
+            guard let dtls else {
+                if dtlsBeforeStart.count < Self.dtlsBeforeStartLimit {
+                    dtlsBeforeStart.append((Array(data), socket, from))
+                    counters.dtlsHeldUntilStart &+= 1
+                } else {
+                    counters.droppedUnknownAddress &+= 1
+                }
+                return
+            }
+            handDTLS(UnsafeRawBufferPointer(data), to: dtls, from: from, socket: socket)
             return
         }
         guard first >= 128 && first <= 191 else {
@@ -446,7 +495,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             counters.droppedMalformed &+= 1
             return
         }
-        // Streams live as long as the listener: borrowed without a retain and release per packet.
+        // Streams are dropped only between datagrams: borrowed without a retain and release per packet.
         guard
             let reference = listener.boundStream(header.ssrc)
                 ?? listener.bind(packet, header: header, routes: transceivers).map(Unmanaged.passUnretained)

@@ -31,9 +31,12 @@ final class RTPStreamListener {
     let maxSSRCs: Int
     /// SSRC (media or RTX) → stream.
     private(set) var bySSRC: [UInt32: Stream] = [:]
-    /// `bySSRC` unretained, for the per-packet lookup: streams are never unbound, so each lives as
-    /// long as the listener, and a packet's lookup then costs no retain and release.
+    /// `bySSRC` unretained, for the per-packet lookup: each stream is kept alive by `bySSRC` and
+    /// `streams`, and is dropped only between datagrams (``stopReceiving(on:)``), so a packet's lookup
+    /// costs no retain and release.
     private var references: [UInt32: Unmanaged<Stream>] = [:]
+    /// m-lines that no longer receive (``stopReceiving(on:)``): a new SSRC is never bound to them.
+    private var stopped: Set<ObjectIdentifier> = []
     /// The stream of the last SSRC looked up (packets come in runs per SSRC).
     private var lastSSRC: UInt32 = 0
     private var lastReference: Unmanaged<Stream>?
@@ -45,6 +48,50 @@ final class RTPStreamListener {
     var tickDeadline: TickDeadline?
 
     init(maxSSRCs: Int) { self.maxSSRCs = maxSSRCs }
+
+    /// Drops the receive streams of `transceiver` (their receivers, reorder buffers and SSRC
+    /// bindings) and binds no new SSRC to it: an SFU calls this when the track's producer closes,
+    /// so that a guest who left the stage but kept the connection costs nothing per stream.
+    /// Loop thread, between datagrams (never from inside a packet's handling).
+    /// Returns the SSRCs (media and RTX) that were bound to them.
+    @discardableResult
+    func stopReceiving(on transceiver: RTPTransceiver) -> [UInt32] {
+        stopped.insert(ObjectIdentifier(transceiver))
+        return dropStreams { $0.transceiver === transceiver }
+    }
+
+    /// Frees the streams whose track ended with a new remote description (`announcedBefore`: each
+    /// m-line's announced SSRCs before it). An m-line that no longer receives ends all of its
+    /// streams. One whose announced SSRCs changed (an SFU moved another track onto it) ends the
+    /// streams of the SSRCs it no longer announces; a stream of an SSRC that was never announced
+    /// (bound by mid or payload type) stays, since the peer never said it ended. Returns the SSRCs
+    /// (media and RTX) that were bound to the ended streams.
+    @discardableResult
+    func endStreams(announcedBefore: [ObjectIdentifier: [UInt32]]) -> [UInt32] {
+        dropStreams { stream in
+            let t = stream.transceiver
+            if !t.receives { return true }
+            guard let before = announcedBefore[ObjectIdentifier(t)], before != t.remoteSSRCs else { return false }
+            let ssrc = stream.receiver.ssrc
+            return before.contains(ssrc) && !t.remoteSSRCs.contains(ssrc)
+        }
+    }
+
+    /// Unbinds and frees the streams `ends` picks (between datagrams only: see `references`);
+    /// returns the SSRCs that were bound to them.
+    private func dropStreams(where ends: (Stream) -> Bool) -> [UInt32] {
+        let ended = Set(streams.filter(ends).map(ObjectIdentifier.init))
+        guard !ended.isEmpty else { return [] }
+        streams.removeAll { ended.contains(ObjectIdentifier($0)) }
+        let unbound = bySSRC.compactMap { ended.contains(ObjectIdentifier($0.value)) ? $0.key : nil }
+        for ssrc in unbound {
+            bySSRC[ssrc] = nil
+            references[ssrc] = nil
+        }
+        lastSSRC = 0
+        lastReference = nil
+        return unbound
+    }
 
     /// The stream of `packet`: the bound one for its SSRC, else one bound now among `routes` (the
     /// receiving m-lines), or nil when it belongs to none or the SSRC table is full.
@@ -84,7 +131,13 @@ final class RTPStreamListener {
         }
         // Which m-line?
         var transceiver: RTPTransceiver?
-        if let mid { transceiver = routes.first { $0.mid == mid && $0.receives } }
+        if let mid {
+            // A mid names the m-line (RFC 8843 §9.2): one that receives nothing, or none, drops the
+            // packet rather than letting the payload type pick another m-line (a stream in flight
+            // when its m-line went inactive must not become a track of its neighbour).
+            transceiver = routes.first { $0.mid == mid && $0.receives }
+            if transceiver == nil { return nil }
+        }
         if transceiver == nil {
             transceiver = routes.first { t in
                 t.receives && (t.remoteSSRCs.contains(header.ssrc) || t.remoteRTXSSRCs[header.ssrc] != nil)
@@ -95,7 +148,7 @@ final class RTPStreamListener {
                 t.receives && (t.payloadType == header.payloadType || t.rtxPayloadType == header.payloadType)
             }
         }
-        guard let t = transceiver else { return nil }
+        guard let t = transceiver, !stopped.contains(ObjectIdentifier(t)) else { return nil }
         let isRTX = header.payloadType == t.rtxPayloadType && t.rtxPayloadType != nil
         // RTX SSRC announced with ssrc-group FID: attach to its primary stream.
         if let primary = t.remoteRTXSSRCs[header.ssrc] {

@@ -668,11 +668,17 @@
       state.wantMic = !!state.local.mic;
       state.wantCam = !!state.local.webcam;
     }
-    const response = await request('changeMode', { mode });
+    // Leaving the stage ends the publish connection on both sides; the next produce opens a new one.
+    const leavingStage = previous === SEND_AND_RECV && mode !== SEND_AND_RECV;
+    const response = await request('changeMode', leavingStage ? { mode, closePublishConnection: true } : { mode });
     note('changedMode', response);
     if (mode !== SEND_AND_RECV) {
       // The server closed every producer; drop the local side too.
       for (const kind of Object.keys(state.local)) dropLocal(kind);
+      if (leavingStage && state.pubPc) {
+        state.pubPc.close();
+        state.pubPc = null;
+      }
     } else {
       await startMedia(state.wantMic, state.wantCam);
     }
@@ -1069,6 +1075,7 @@
         ),
         pins: Object.fromEntries(state.pins),
         producing: Object.keys(state.local),
+        publishConnection: state.pubPc ? state.pubPc.connectionState : null,
         chat: [...document.querySelectorAll('#chat-log li')].map((e) => e.textContent),
         events: state.events.map((e) => e.event),
         toasts: state.events.filter((e) => e.event === 'toast').map((e) => e.detail),
