@@ -595,6 +595,10 @@ public final class RoomServer: @unchecked Sendable {
             clamp(media.plisReceived))
         metric("understudy_rtcp_plis_sent_total", "counter", "PLIs sent to publishers.", clamp(media.plisSent))
         metric(
+            "understudy_sfu_transport_feedback_sent_total", "counter",
+            "Transport-cc feedback messages sent by the connections the SFU holds.",
+            clamp(media.transportFeedbackSent))
+        metric(
             "understudy_room_sfu_calls_total", "counter",
             "Calls rooms made onto the SFU's loop and waited for (consume, offers, answers, layers).",
             clamp(locked({ mediaPlane })?.loopCalls.load(ordering: .relaxed) ?? 0))

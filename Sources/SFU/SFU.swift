@@ -432,6 +432,9 @@ public final class SFU: @unchecked Sendable {
             for p in participants.values {
                 if p.publishConnection != nil { totals.publishConnections += 1 }
                 if p.subscribeConnection != nil { totals.subscribeConnections += 1 }
+                for c in [p.publishConnection, p.subscribeConnection] {
+                    totals.transportFeedbackSent &+= c?.counters.transportFeedbackSent ?? 0
+                }
             }
             return SFUStats(counters: totals, producers: producerStats, consumers: consumerStats)
         }

@@ -118,6 +118,8 @@ public struct SFUCounters: Sendable, Hashable {
     public var publishConnections: Int = 0
     /// Subscribe connections held.
     public var subscribeConnections: Int = 0
+    /// Transport-cc feedback messages the connections held have sent to their senders.
+    public var transportFeedbackSent: UInt64 = 0
     public init() {}
 }
 

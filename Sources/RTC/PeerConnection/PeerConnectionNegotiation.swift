@@ -154,6 +154,7 @@ extension PeerConnection {
         transport.listener.midExtensionID = ids[LocalCapabilities.midURI] ?? 0
         transport.listener.ridExtensionID = ids[LocalCapabilities.ridURI] ?? 0
         transport.listener.repairedRIDExtensionID = ids[LocalCapabilities.repairedRIDURI] ?? 0
+        transport.transportCCExtensionID = ids[LocalCapabilities.transportWideCCURI] ?? 0
     }
 
     /// Creates the RTP senders for every transceiver that now sends.
@@ -262,6 +263,7 @@ extension PeerConnection {
             s += "a=fingerprint:\(fp.algorithm) \(fp.value)\r\n"
             s += "a=setup:\(setup.rawValue)\r\n"
             s += "a=mid:\(mid)\r\n"
+            var sectionHasTransportCC = false
             for (uri, id) in extensionIDs.sorted(by: { $0.value < $1.value }) {
                 guard let local = LocalCapabilities.offeredExtensions.first(where: { $0.uri == uri }),
                     local.kinds.contains(t.kind)
@@ -273,6 +275,7 @@ extension PeerConnection {
                     continue
                 }
                 s += "a=extmap:\(id) \(uri)\r\n"
+                if uri == LocalCapabilities.transportWideCCURI { sectionHasTransportCC = true }
             }
             let dir = isOffer ? t.direction : (t.currentDirection ?? .inactive)
             s += "a=\(t.rejected ? "inactive" : dir.rawValue)\r\n"
@@ -281,9 +284,11 @@ extension PeerConnection {
             if t.kind == .video { s += "a=rtcp-rsize\r\n" }
             if t.kind == .audio {
                 s += "a=rtpmap:\(codecPT) opus/48000/2\r\n"
+                if sectionHasTransportCC { s += "a=rtcp-fb:\(codecPT) transport-cc\r\n" }
                 s += "a=fmtp:\(codecPT) minptime=10;useinbandfec=1\r\n"
             } else {
                 s += "a=rtpmap:\(codecPT) VP8/90000\r\n"
+                if sectionHasTransportCC { s += "a=rtcp-fb:\(codecPT) transport-cc\r\n" }
                 s += "a=rtcp-fb:\(codecPT) nack\r\n"
                 s += "a=rtcp-fb:\(codecPT) nack pli\r\n"
                 s += "a=rtcp-fb:\(codecPT) ccm fir\r\n"

@@ -95,6 +95,8 @@ public struct PeerConnectionCounters: Sendable {
     /// Packets that could not be parsed or routed.
     public var droppedMalformed: UInt64 = 0
     public var droppedUnroutable: UInt64 = 0
+    /// Transport-cc feedback messages sent for what this connection receives.
+    public var transportFeedbackSent: UInt64 = 0
     public init() {}
 }
 
@@ -112,16 +114,19 @@ enum LocalCapabilities {
     static let repairedRIDURI = RTPExtensionURI.repairedRTPStreamID
     /// Capture time forwarded end to end through the SFU (load tests measure latency with it).
     static let absCaptureTimeURI = RTPExtensionURI.absCaptureTime
+    /// Transport-wide sequence numbers: what we receive with them is reported in transport-cc feedback.
+    static let transportWideCCURI = RTPExtensionURI.transportWideCC
 
     /// Extension ids we use when we offer. Stable across m-lines, as BUNDLE requires.
-    static let offeredExtensions: [(id: UInt8, uri: String, kinds: Set<MediaKind>)] = [
-        (1, audioLevelURI, [.audio]),
-        (2, absSendTimeURI, [.audio, .video]),
-        (4, midURI, [.audio, .video]),
-        (10, ridURI, [.video]),
-        (11, repairedRIDURI, [.video]),
-        (7, absCaptureTimeURI, [.audio, .video]),
-    ]
+    static let offeredExtensions: [(id: UInt8, uri: String, kinds: Set<MediaKind>)] =
+        [
+            (1, audioLevelURI, [.audio]),
+            (2, absSendTimeURI, [.audio, .video]),
+            (4, midURI, [.audio, .video]),
+            (10, ridURI, [.video]),
+            (11, repairedRIDURI, [.video]),
+            (7, absCaptureTimeURI, [.audio, .video]),
+        ] + (TransportFeedbackGenerator.negotiable ? [(3, transportWideCCURI, [.audio, .video])] : [])
 
     static func isSupported(uri: String) -> Bool {
         offeredExtensions.contains { $0.uri == uri }

@@ -1,3 +1,4 @@
+import Glibc
 import RTCWire
 
 /// The receive side of transport-wide congestion control for one transport (BUNDLE group):
@@ -12,11 +13,19 @@ final class TransportFeedbackGenerator {
     /// 50–250 ms depending on the rate; 50 ms keeps a sender's delay detector fed at any rate for
     /// one small RTCP packet per interval.
     static let defaultInterval: UInt64 = 50 * RTPNanos.millisecond
-    /// Sequence numbers held between two reports: far more than 50 ms of any real stream.
-    static let window = 1 << 12
+    /// Sequence numbers held between two reports: 20,000 packets a second at 50 ms, far more than
+    /// any real stream (8 KB per transport).
+    static let window = 1 << 10
     /// Statuses per feedback message, so that even the largest encoding (2-byte deltas, 2-bit
     /// chunks) stays under 700 bytes, well inside one datagram after SRTP.
     static let maxStatusesPerMessage = 250
+
+    /// Whether transport-cc is offered and answered: on unless `UNDERSTUDY_TRANSPORT_CC=0` (for A/B
+    /// runs against a sender that gets no feedback).
+    static let negotiable: Bool = {
+        guard let value = getenv("UNDERSTUDY_TRANSPORT_CC") else { return true }
+        return String(cString: value) != "0"
+    }()
 
     let interval: UInt64
     /// The sender SSRC written into the feedback (the transport's own RTCP SSRC).

@@ -101,6 +101,21 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// first sender report is due soon after its first packet, which no timer foresees).
     static let idleTickInterval: UInt64 = 50_000_000
 
+    /// The negotiated id of the transport-wide sequence number extension (0: not negotiated). A
+    /// transport that receives it reports arrivals in transport-cc feedback (``transportFeedback``).
+    var transportCCExtensionID: UInt8 = 0 {
+        didSet {
+            guard transportCCExtensionID != 0, transportFeedback == nil else { return }
+            // Made only when negotiated: its ring is 8 KB, and most audience transports never
+            // receive media.
+            let generator = TransportFeedbackGenerator()
+            generator.tickDeadline = tickDeadline
+            transportFeedback = generator
+        }
+    }
+    /// Transport-cc feedback for what this transport receives, once negotiated.
+    private(set) var transportFeedback: TransportFeedbackGenerator?
+
     /// Scratch buffer for outgoing RTCP, reused (no per-packet allocation).
     let rtcpScratch: UnsafeMutableRawBufferPointer
 
@@ -495,6 +510,12 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             counters.droppedMalformed &+= 1
             return
         }
+        // Every packet that carries a transport-wide number counts, padding probes on unbound SSRCs too.
+        if let transportFeedback, let range = header.extensionElement(id: transportCCExtensionID, in: packet),
+            let sequence = RTPExtensions.transportSequenceNumber(packet, range)
+        {
+            transportFeedback.record(sequence, ssrc: header.ssrc, now: now)
+        }
         // Streams are dropped only between datagrams: borrowed without a retain and release per packet.
         guard
             let reference = listener.boundStream(header.ssrc)
@@ -571,6 +592,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             for s in listener.streams {
                 s.receiver.tick(now: now) { buffer, length in self.protectAndSendRTCP(buffer, length: length) }
             }
+            if let transportFeedback, now >= transportFeedback.nextTimer {
+                transportFeedback.senderSSRC = transceivers.first?.localSSRCs.first ?? 1
+                transportFeedback.tick(now: now) { buffer, length in
+                    self.protectAndSendRTCP(buffer, length: length)
+                    self.counters.transportFeedbackSent &+= 1
+                }
+            }
         }
         // From the state after this tick (callbacks above may have changed it).
         tickDeadline.at = nextTimer(now: now)
@@ -587,6 +615,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             for s in t.senders { due = min(due, s.nextTimer ?? now &+ Self.idleTickInterval) }
         }
         for s in listener.streams { due = min(due, s.receiver.nextTimer) }
+        if let transportFeedback { due = min(due, transportFeedback.nextTimer) }
         return due
     }
 

@@ -1089,6 +1089,23 @@
         ),
       };
     },
+    // The publish connection's send-side estimate and video send counters, from getStats().
+    async publishStats() {
+      if (!state.pubPc) return null;
+      const report = await state.pubPc.getStats();
+      let estimate = 0;
+      let bytes = 0;
+      let width = 0;
+      report.forEach((s) => {
+        if (s.type === 'candidate-pair' && s.nominated && s.availableOutgoingBitrate)
+          estimate = Math.max(estimate, s.availableOutgoingBitrate);
+        if (s.type === 'outbound-rtp' && s.kind === 'video') {
+          bytes += s.bytesSent;
+          width = s.frameWidth || width;
+        }
+      });
+      return { estimate, bytes, width, at: performance.now() };
+    },
     // Video decoding of a remote participant's tile, from getStats().
     async videoStats(id) {
       for (const consumer of consumersOf(id, ['webcam', 'screen'])) {
