@@ -9,7 +9,9 @@ struct NameEscapingTests {
         #expect(NameEscaping.escape("cam_a") == "cam_5Fa")
         #expect(NameEscaping.escape("cam-a") == "cam-a")
         #expect(NameEscaping.escape("v:pubsub") == "v_3Apubsub")
-        let names = ["cam.a", "cam_a", "cam a", "cam/a", "cam:a", "cam_2Ea", "v", "v:pins", "v:pubsub", "é", "e\u{301}"]
+        let names = [
+            "cam.a", "cam_a", "cam a", "cam/a", "cam:a", "cam_2Ea", "v", "v:pins", "v:pubsub", "é", "e\u{301}",
+        ]
         #expect(Set(names.map(NameEscaping.escape)).count == names.count)
         #expect(Set(names.map(NameEscaping.fileName)).count == names.count)
     }
@@ -18,9 +20,11 @@ struct NameEscapingTests {
     @Test func theOutputHasNoSeparators() {
         let hostile = "../a:b/c.d~e\u{0}\u{7F}ü日本"
         let escaped = NameEscaping.escape(hostile)
-        #expect(escaped.utf8.allSatisfy { b in
-            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x5F
-        })
+        #expect(
+            escaped.utf8.allSatisfy { b in
+                (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D
+                    || b == 0x5F
+            })
     }
 
     /// Every name comes back from its escaping; strings escape() never writes are refused.
