@@ -141,7 +141,10 @@ let package = Package(
         .target(
             name: "AgentTestSupport", dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTestSupport"),
-        .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
+        .testTarget(
+            name: "RedisTests",
+            dependencies: ["Redis", "Cluster", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
+            path: "Tests/RedisTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
