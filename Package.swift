@@ -92,7 +92,7 @@ let package = Package(
         // The room agent (consume policy, stage invites, recording per participant, RTP relay) and the
         // Janus agent: daemon behaviour on top of the SDK.
         .target(
-            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy"],
+            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol"],
             path: "Sources/Agent"),
         // WHIP publish and WHEP play (RFC 9725): one PeerConnection and an HTTP resource, no room.
         .target(name: "WHIP", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/WHIP"),
@@ -141,7 +141,10 @@ let package = Package(
         .target(
             name: "AgentTestSupport", dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTestSupport"),
-        .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
+        .testTarget(
+            name: "RedisTests",
+            dependencies: ["Redis", "Cluster", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
+            path: "Tests/RedisTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],

@@ -1,12 +1,30 @@
 import Foundation
+import Media
+import RoomProtocol
 import Signaling
 
-/// What both agents (the room agent and the Janus agent) write beside their recordings: file-safe
-/// names, timestamps and the manifest itself, so that the two manifests read alike.
+/// What both agents (the room agent and the Janus agent) write beside their recordings: the
+/// recording files' names, timestamps and the manifest itself, so that the two manifests read alike.
 enum AgentManifest {
-    /// `id` with everything but letters, digits, `-` and `_` replaced by `_`.
-    static func fileSafe(_ id: String) -> String {
-        String(id.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
+    /// Creates a new, empty file for `name`'s recording in `directory` and returns its path:
+    /// `STEM.EXT`, where STEM is the one escaping of names (``NameEscaping/fileName(_:)``), so that
+    /// distinct names never share a file. The file is created exclusively (`O_EXCL`): an existing
+    /// file, from another participant, an earlier run or anyone else, is never truncated; the name
+    /// then gets the first free suffix `STEM.1.EXT`, `STEM.2.EXT`… (an escaping has no `.`, so a
+    /// suffixed name is never another name's first choice).
+    static func createRecordingFile(in directory: String, for name: String, ext: String) throws(MediaError) -> String {
+        let stem = NameEscaping.fileName(name)
+        for attempt in 0..<1000 {
+            let file = attempt == 0 ? "\(stem).\(ext)" : "\(stem).\(attempt).\(ext)"
+            let path = (directory as NSString).appendingPathComponent(file)
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            if fd >= 0 {
+                close(fd)
+                return path
+            }
+            guard errno == EEXIST else { throw .cannotOpen(path: path, errno: errno) }
+        }
+        throw .cannotOpen(path: (directory as NSString).appendingPathComponent("\(stem).*.\(ext)"), errno: EEXIST)
     }
 
     /// Now, in ISO 8601 with fractional seconds.

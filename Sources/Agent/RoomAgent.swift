@@ -519,9 +519,10 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         case .video?: ext = "ivf"
         }
         let id = key.participantId
-        let path = (dir as NSString).appendingPathComponent("\(AgentManifest.fileSafe(id)).\(ext)")
+        let path: String
         let rec: Recording
         do {
+            path = try AgentManifest.createRecordingFile(in: dir, for: id, ext: ext)
             rec = try Recording(path: path)
         } catch {
             log("cannot record \(id): \(error)")

@@ -1,5 +1,6 @@
 import Foundation
 import Redis
+import RoomProtocol
 import RoomServer
 import Signaling
 
@@ -36,29 +37,8 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         }
     }
 
-    /// A node's registration, as stored in Redis and listed by `GET /cluster`.
-    public struct NodeRecord: Codable, Sendable, Equatable {
-        public var id: String
-        public var signalingURL: String
-        public var httpURL: String
-        public var mediaAddress: String
-        public var rooms: Int
-        public var participants: Int
-        public var producers: Int
-        public var consumers: Int
-        /// Process CPU over the last refresh period, in cores.
-        public var cpu: Double
-        public var roomList: [RoomLoad]
-        public var startedAt: Double
-        public var updatedAt: Double
-    }
-
-    public struct RoomLoad: Codable, Sendable, Equatable {
-        public var roomId: String
-        public var participants: Int
-        public var producers: Int
-        public var consumers: Int
-    }
+    public typealias NodeRecord = Cluster.NodeRecord
+    public typealias RoomLoad = NodeRecord.RoomLoad
 
     public let configuration: Configuration
     private let redis: RedisClient
@@ -77,6 +57,11 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     private weak var server: RoomServer?
     private var summaryTask: Task<Void, Never>?
     private var knownURLs: [String] = []
+    /// Registrations read from Redis that did not parse or were implausible (skipped).
+    private var invalidRegistrations = 0
+    private var reportedInvalid: Set<String> = []
+    /// Bytes of persisted PubSub history in Redis per owned room, as the store script last reported.
+    private var historyBytes: [String: Int] = [:]
     private let startedAt = Date().timeIntervalSince1970
 
     public init(configuration: Configuration, log: @escaping @Sendable (String) -> Void) {
@@ -88,9 +73,17 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
 
     // MARK: Keys
 
+    // Every name in a key is escaped (``NameEscaping``): the escaping has no `:`, so no room id or
+    // node id can spell another's key (`v:pins` is `room:v_3Apins`, never `room:v:pins`). In Redis
+    // a node is its escaped id: the members of `…:nodes`, the owner in `…:room:ROOM` and the
+    // `…:node-rooms:` sets all hold escaped ids, so the scripts build keys by concatenation alone.
+
     private var prefix: String { configuration.keyPrefix }
-    private func nodeKey(_ id: String) -> String { "\(prefix):node:\(id)" }
-    private func roomKey(_ id: String) -> String { "\(prefix):room:\(id)" }
+    /// This node as Redis names it.
+    private var escapedNodeId: String { NameEscaping.escape(configuration.nodeId) }
+    /// The registration key of the node Redis names `escapedId`.
+    private func nodeKey(escapedId: String) -> String { "\(prefix):node:\(escapedId)" }
+    private func roomKey(_ id: String) -> String { "\(prefix):room:\(NameEscaping.escape(id))" }
 
     // MARK: Life cycle
 
@@ -140,7 +133,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         }
         summaryTask?.cancel()
         var commands: [[String]] = [
-            ["DEL", nodeKey(configuration.nodeId)], ["SREM", "\(prefix):nodes", configuration.nodeId],
+            ["DEL", nodeKey(escapedId: escapedNodeId)], ["SREM", "\(prefix):nodes", escapedNodeId],
         ]
         for room in rooms { commands.append(releaseCommand(room)) }
         _ = try? registration.pipelineSync(commands)
@@ -164,15 +157,16 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
             }, startedAt: startedAt, updatedAt: Date().timeIntervalSince1970)
         var commands: [[String]] = [
             [
-                "SET", nodeKey(configuration.nodeId), RedisJSON.encode(record), "PX",
+                "SET", nodeKey(escapedId: escapedNodeId), RedisJSON.encode(record), "PX",
                 String(Int(configuration.nodeTTL * 1000)),
             ],
-            ["SADD", "\(prefix):nodes", configuration.nodeId],
+            ["SADD", "\(prefix):nodes", escapedNodeId],
         ]
         for room in rooms {
             commands.append([
-                "EVAL", Self.refreshScript, "1", roomKey(room), prefix, room, configuration.nodeId,
-                String(Int(configuration.roomTTL * 1000)),
+                "EVAL", Self.refreshScript, "4", roomKey(room), messagesKey(room), historyBytesKey(room), pinsKey(room),
+                prefix, NameEscaping.escape(room), escapedNodeId, String(Int(configuration.roomTTL * 1000)),
+                String(Self.stateTTLSeconds * 1000),
             ])
         }
         do {
@@ -213,20 +207,24 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
 
     public func locate(roomId: String) async -> RoomLocation {
         do throws(RedisError) {
-            let reply = try await redis.command([
-                "EVAL", Self.placeScript, "1", roomKey(roomId), prefix, roomId,
-                String(Int(configuration.roomTTL * 1000)),
-            ])
+            // Only nodes whose registration parses and is plausible may be chosen: a record a hostile
+            // or broken writer left in Redis is skipped, however few rooms it claims.
+            let candidates = try await liveRecords().map { NameEscaping.escape($0.id) }
+            let reply = try await redis.command(
+                [
+                    "EVAL", Self.placeScript, "1", roomKey(roomId), prefix, NameEscaping.escape(roomId),
+                    String(Int(configuration.roomTTL * 1000)),
+                ] + candidates)
             setRedis(up: true, nil)
             guard let owner = reply.string else { return .unavailable("no live node can take room '\(roomId)'") }
-            if owner == configuration.nodeId {
+            if owner == escapedNodeId {
                 lock.withLock { placements += 1 }
                 return .here
             }
-            guard let record = try await record(of: owner) else {
-                return .unavailable("the node that holds room '\(roomId)' (\(owner)) has no registration")
+            guard let record = try await record(escapedId: owner) else {
+                return .unavailable("the node that holds room '\(roomId)' (\(owner)) has no valid registration")
             }
-            return .peer(ClusterPeer(nodeId: owner, signalingURL: record.signalingURL, httpURL: record.httpURL))
+            return .peer(ClusterPeer(nodeId: record.id, signalingURL: record.signalingURL, httpURL: record.httpURL))
         } catch {
             lock.withLock { placementWaits += 1 }
             setRedis(up: false, error.description)
@@ -245,16 +243,19 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     public func roomClosed(_ roomId: String) {
         let stillRunning: Bool = lock.withLock {
             owned.remove(roomId)
+            historyBytes[roomId] = nil
             return !stopped
         }
         guard stillRunning else { return }
         // A room that closes here (empty or ended) forgets its state, as on a single server.
-        let commands = [releaseCommand(roomId), ["DEL", messagesKey(roomId), pinsKey(roomId)]]
+        let commands = [
+            releaseCommand(roomId), ["DEL", messagesKey(roomId), historyBytesKey(roomId), pinsKey(roomId)],
+        ]
         Task { [redis] in _ = try? await redis.pipeline(commands) }
     }
 
     private func releaseCommand(_ roomId: String) -> [String] {
-        ["EVAL", Self.releaseScript, "1", roomKey(roomId), prefix, roomId, configuration.nodeId]
+        ["EVAL", Self.releaseScript, "1", roomKey(roomId), prefix, NameEscaping.escape(roomId), escapedNodeId]
     }
 
     public func remoteRooms() async -> [RemoteRoomSummary] {
@@ -270,32 +271,47 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     }
 
     public func owner(of roomId: String) async -> ClusterPeer? {
-        guard let owner = try? await redis.command(["GET", roomKey(roomId)]).string, owner != configuration.nodeId,
-            let record = try? await record(of: owner)
+        guard let owner = try? await redis.command(["GET", roomKey(roomId)]).string, owner != escapedNodeId,
+            let record = try? await record(escapedId: owner)
         else { return nil }
-        return ClusterPeer(nodeId: owner, signalingURL: record.signalingURL, httpURL: record.httpURL)
+        return ClusterPeer(nodeId: record.id, signalingURL: record.signalingURL, httpURL: record.httpURL)
     }
 
-    public func status() async -> JSONValue {
+    public func status(roomScope: String?) async -> JSONValue {
         let records = (try? await liveRecords()) ?? []
         let nodes: [JSONValue] = records.map { r in
-            [
+            var node: [String: JSONValue] = [
                 "id": .string(r.id), "signalingURL": .string(r.signalingURL), "httpURL": .string(r.httpURL),
-                "mediaAddress": .string(r.mediaAddress), "rooms": .number(Double(r.rooms)),
-                "participants": .number(Double(r.participants)), "producers": .number(Double(r.producers)),
-                "consumers": .number(Double(r.consumers)), "cpu": .number(r.cpu),
-                "roomIds": .array(r.roomList.map { .string($0.roomId) }), "updatedAt": .number(r.updatedAt),
+                "mediaAddress": .string(r.mediaAddress), "updatedAt": .number(r.updatedAt),
             ]
+            guard let roomScope else {
+                node["rooms"] = .number(Double(r.rooms))
+                node["participants"] = .number(Double(r.participants))
+                node["producers"] = .number(Double(r.producers))
+                node["consumers"] = .number(Double(r.consumers))
+                node["cpu"] = .number(r.cpu)
+                node["roomIds"] = .array(r.roomList.map { .string($0.roomId) })
+                return .object(node)
+            }
+            // A token for one room learns where that room is and nothing about the others.
+            node["roomIds"] = .array(r.roomList.filter { $0.roomId == roomScope }.map { .string($0.roomId) })
+            return .object(node)
         }
-        return [
-            "node": .string(configuration.nodeId), "redis": .string(configuration.redis.description),
-            "redisReachable": .bool(lock.withLock { redisUp }), "nodes": .array(nodes),
+        var answer: [String: JSONValue] = [
+            "node": .string(configuration.nodeId), "redisReachable": .bool(lock.withLock { redisUp }),
+            "nodes": .array(nodes),
         ]
+        if let roomScope {
+            answer["roomScope"] = .string(roomScope)
+        } else {
+            answer["redis"] = .string(configuration.redis.description)
+        }
+        return .object(answer)
     }
 
     public func metricsText() -> String {
-        let (up, ownedCount, placed, waits): (Bool, Int, Int, Int) = lock.withLock {
-            (redisUp, owned.count, placements, placementWaits)
+        let (up, ownedCount, placed, waits, invalid, stored): (Bool, Int, Int, Int, Int, Int) = lock.withLock {
+            (redisUp, owned.count, placements, placementWaits, invalidRegistrations, historyBytes.values.reduce(0, +))
         }
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
@@ -308,26 +324,47 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         metric(
             "understudy_cluster_placement_waits_total", "counter",
             "Placement attempts that failed because Redis was unreachable (the join waited and retried).", waits)
+        metric(
+            "understudy_cluster_invalid_registrations_total", "counter",
+            "Node registrations read from Redis that did not parse or were implausible (skipped, never chosen).",
+            invalid)
+        metric(
+            "understudy_cluster_history_bytes", "gauge",
+            "Bytes of persisted PubSub history this node's rooms hold in Redis.", stored)
         return out
     }
 
     // MARK: Room state that outlives a node
 
-    private func messagesKey(_ roomId: String) -> String { "\(prefix):room:\(roomId):pubsub" }
-    private func pinsKey(_ roomId: String) -> String { "\(prefix):room:\(roomId):pins" }
+    private func messagesKey(_ roomId: String) -> String { "\(roomKey(roomId)):pubsub" }
+    private func historyBytesKey(_ roomId: String) -> String { "\(roomKey(roomId)):pubsub-bytes" }
+    private func pinsKey(_ roomId: String) -> String { "\(roomKey(roomId)):pins" }
+
+    /// The limits the server applies to its own history, applied again to what Redis keeps.
+    private var historyLimits: (perRoom: Int, total: Int) {
+        let c = server?.configuration ?? RoomServerConfiguration()
+        return (c.maxPubSubHistoryBytesPerRoom, c.maxPubSubHistoryBytesTotal)
+    }
 
     public func saveMessage(
         roomId: String, message: JSONValue, topicLimit: Int, stored: @escaping @Sendable () -> Void
     ) {
-        // One list per room, oldest first, trimmed; the room that restores it applies its own
-        // limits (messages per topic, bytes per room) again.
-        let cap = Self.storedMessagesPerRoom
+        // One list per room, oldest first. Redis keeps what the server would: at most the room's
+        // byte limit, and over all of this node's rooms at most the server's total (the writing
+        // room gives up its oldest messages first, so one room cannot push out another's).
+        let limits = historyLimits
+        let others = lock.withLock { historyBytes.filter { $0.key != roomId }.values.reduce(0, +) }
+        let cap = max(0, min(limits.perRoom, limits.total - others))
         let commands: [[String]] = [
-            ["RPUSH", messagesKey(roomId), message.jsonString], ["LTRIM", messagesKey(roomId), String(-cap), "-1"],
-            ["EXPIRE", messagesKey(roomId), String(Self.stateTTLSeconds)],
+            [
+                "EVAL", Self.storeScript, "2", messagesKey(roomId), historyBytesKey(roomId), message.jsonString,
+                String(Self.storedMessagesPerRoom), String(cap), String(Self.stateTTLSeconds),
+            ]
         ]
-        Task { [redis] in
-            _ = try? await redis.pipeline(commands)
+        Task { [redis, weak self] in
+            if let replies = try? await redis.pipeline(commands), let bytes = replies.first?.int.map({ Int($0) }) {
+                self?.lock.withLock { if self?.owned.contains(roomId) == true { self?.historyBytes[roomId] = bytes } }
+            }
             stored()
         }
     }
@@ -349,42 +386,69 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
                 ["LRANGE", messagesKey(roomId), "0", "-1"], ["GET", pinsKey(roomId)],
             ]), replies.count == 2
         else { return nil }
-        let messages = (replies[0].array ?? []).compactMap {
-            $0.string.flatMap { try? JSONValue.parse(Array($0.utf8)) }
-        }
+        let texts = (replies[0].array ?? []).compactMap(\.string)
+        let bytes = texts.reduce(0) { $0 + $1.utf8.count }
+        lock.withLock { if bytes > 0 { historyBytes[roomId] = bytes } }
+        let messages = texts.compactMap { try? JSONValue.parse(Array($0.utf8)) }
         let pins = replies[1].string.flatMap { try? JSONValue.parse(Array($0.utf8)) }?.arrayValue ?? []
         guard !messages.isEmpty || !pins.isEmpty else { return nil }
         log("cluster: room \(roomId) restored here: \(messages.count) PubSub message(s), \(pins.count) pin(s)")
         return RoomStateSnapshot(messages: messages, pins: pins)
     }
 
-    /// Persisted messages kept in Redis per room (the newest).
+    /// Persisted messages kept in Redis per room (the newest), whatever their size.
     static let storedMessagesPerRoom = 2000
 
-    /// Kept while the room lives (every write renews it); a room that closed normally drops it.
-    static let stateTTLSeconds = 24 * 3600
+    /// A room's state in Redis outlives its owner's last refresh by this much: enough for a failover
+    /// (seconds) and for Redis outages of a few minutes; every owner refresh renews it, and a room that
+    /// closed normally drops it at once.
+    static let stateTTLSeconds = 600
 
     // MARK: Reading the registry
 
-    /// Registrations of the live nodes, sorted by id.
+    /// Registrations of the live nodes, sorted by id. A registration that does not parse or is
+    /// implausible (``NodeRecord/parse(_:id:now:)``) is skipped and counted.
     public func liveRecords() async throws(RedisError) -> [NodeRecord] {
-        let ids = try await redis.command(["SMEMBERS", "\(prefix):nodes"]).array?.compactMap(\.string) ?? []
+        let members = try await redis.command(["SMEMBERS", "\(prefix):nodes"]).array?.compactMap(\.string) ?? []
+        let ids = members.sorted()
+        guard !ids.isEmpty else { return [] }
+        let values = try await redis.command(["MGET"] + ids.map { nodeKey(escapedId: $0) }).array ?? []
         var out: [NodeRecord] = []
-        for id in ids.sorted() {
-            if let record = try await record(of: id) { out.append(record) }
+        for (id, value) in zip(ids, values) {
+            guard let text = value.string else { continue }  // expired: the placement script drops it
+            if let record = parseRecord(text, escapedId: id) { out.append(record) }
         }
         return out
     }
 
-    private func record(of id: String) async throws(RedisError) -> NodeRecord? {
-        guard let text = try await redis.command(["GET", nodeKey(id)]).string else { return nil }
-        return try? JSONDecoder().decode(NodeRecord.self, from: Data(text.utf8))
+    private func record(escapedId id: String) async throws(RedisError) -> NodeRecord? {
+        guard let text = try await redis.command(["GET", nodeKey(escapedId: id)]).string else { return nil }
+        return parseRecord(text, escapedId: id)
+    }
+
+    private func parseRecord(_ text: String, escapedId: String) -> NodeRecord? {
+        do throws(NodeRecord.Invalid) {
+            guard let id = NameEscaping.unescape(escapedId) else {
+                throw NodeRecord.Invalid(description: "node id not in the escaping")
+            }
+            return try NodeRecord.parse(Array(text.utf8), id: id, now: Date().timeIntervalSince1970)
+        } catch {
+            let first: Bool = lock.withLock {
+                invalidRegistrations += 1
+                guard reportedInvalid.count < 100 else { return false }
+                return reportedInvalid.insert(escapedId).inserted
+            }
+            if first { log("cluster: skipping the registration of node '\(escapedId.prefix(64))': \(error)") }
+            return nil
+        }
     }
 
     // MARK: Scripts (each runs atomically in Redis)
 
-    /// Returns the room's owner, placing the room first when it has no live owner: on the live node
-    /// with the fewest rooms (ties: the smallest id). KEYS[1] room key; ARGV prefix, room, TTL (ms).
+    /// Returns the room's owner, placing the room first when it has no live owner: on the live
+    /// candidate with the fewest rooms (ties: the smallest id). The candidates are the nodes whose
+    /// registrations the caller parsed and found plausible; a member of `…:nodes` that is not one is
+    /// never chosen. KEYS[1] room key; ARGV prefix, room, TTL (ms), candidates… (escaped ids).
     static let placeScript = """
         local prefix, room, ttl = ARGV[1], ARGV[2], ARGV[3]
         local owner = redis.call('GET', KEYS[1])
@@ -392,13 +456,17 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
           if redis.call('EXISTS', prefix .. ':node:' .. owner) == 1 then return owner end
           redis.call('SREM', prefix .. ':node-rooms:' .. owner, room)
         end
+        local candidate = {}
+        for i = 4, #ARGV do candidate[ARGV[i]] = true end
         local nodes = redis.call('SMEMBERS', prefix .. ':nodes')
         table.sort(nodes)
         local best, fewest = nil, nil
         for _, node in ipairs(nodes) do
           if redis.call('EXISTS', prefix .. ':node:' .. node) == 1 then
-            local count = redis.call('SCARD', prefix .. ':node-rooms:' .. node)
-            if best == nil or count < fewest then best, fewest = node, count end
+            if candidate[node] then
+              local count = redis.call('SCARD', prefix .. ':node-rooms:' .. node)
+              if best == nil or count < fewest then best, fewest = node, count end
+            end
           else
             redis.call('SREM', prefix .. ':nodes', node)
             redis.call('DEL', prefix .. ':node-rooms:' .. node)
@@ -410,18 +478,47 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         return best
         """
 
-    /// Keeps a room owned by this node alive; claims it when nobody owns it (a room opened here
-    /// without a placement). Returns 0 when another node owns it. ARGV prefix, room, node, TTL (ms).
+    /// Keeps a room owned by this node alive, and its state (KEYS[2–4]: history, its byte count,
+    /// pins) for ARGV[5] ms more; claims it when nobody owns it (a room opened here without a
+    /// placement). Returns 0 when another node owns it. ARGV prefix, room, node, TTL (ms), state TTL (ms).
     static let refreshScript = """
         local prefix, room, node, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
         local owner = redis.call('GET', KEYS[1])
-        if owner == node then redis.call('PEXPIRE', KEYS[1], ttl) return 1 end
+        if owner == node then
+          redis.call('PEXPIRE', KEYS[1], ttl)
+          for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
+          return 1
+        end
         if not owner then
           redis.call('SET', KEYS[1], node, 'PX', ttl)
           redis.call('SADD', prefix .. ':node-rooms:' .. node, room)
           return 1
         end
         return 0
+        """
+
+    /// Appends a persisted message to a room's history and trims the oldest until at most ARGV[2]
+    /// messages and ARGV[3] bytes remain (the newest message always stays: the server refused any
+    /// larger than its room limit). KEYS[1] the list, KEYS[2] its byte count; ARGV message, messages,
+    /// bytes, TTL (s). Returns the bytes kept.
+    static let storeScript = """
+        local n = redis.call('RPUSH', KEYS[1], ARGV[1])
+        local bytes
+        if n == 1 then
+          bytes = #ARGV[1]
+          redis.call('SET', KEYS[2], bytes)
+        else
+          bytes = redis.call('INCRBY', KEYS[2], #ARGV[1])
+        end
+        local most, cap = tonumber(ARGV[2]), tonumber(ARGV[3])
+        while n > 1 and (n > most or bytes > cap) do
+          local old = redis.call('LPOP', KEYS[1])
+          bytes = redis.call('DECRBY', KEYS[2], #old)
+          n = n - 1
+        end
+        redis.call('EXPIRE', KEYS[1], ARGV[4])
+        redis.call('EXPIRE', KEYS[2], ARGV[4])
+        return bytes
         """
 
     /// Releases a room this node owns. ARGV prefix, room, node.

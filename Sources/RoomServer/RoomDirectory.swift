@@ -56,8 +56,9 @@ public protocol RoomDirectory: AnyObject, Sendable {
     func remoteRooms() async -> [RemoteRoomSummary]
     /// The owner of a room that is not on this server, for forwarding admin requests; nil when none.
     func owner(of roomId: String) async -> ClusterPeer?
-    /// `GET /cluster`: nodes, their load and their rooms.
-    func status() async -> JSONValue
+    /// `GET /cluster`: nodes, their load and their rooms; for a token scoped to `roomScope`, the
+    /// nodes and only that room (no other room id, no load).
+    func status(roomScope: String?) async -> JSONValue
     /// Extra lines for `/metrics`.
     func metricsText() -> String
     /// Keeps a persisted PubSub message (at most `topicLimit` per topic) where the room's next

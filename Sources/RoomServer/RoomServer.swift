@@ -412,9 +412,7 @@ public final class RoomServer: @unchecked Sendable {
             guard let self else { return HTTPResponse.text("", status: 503) }
             if let refusal = self.adminRefusal(request, roomId: nil) { return refusal }
             // A token scoped to one room lists only that room.
-            let scope = bearerToken(request).flatMap {
-                try? RoomToken.verify($0, secret: self.secret, maxLifetime: self.configuration.maxTokenLifetimeSeconds)
-            }?.roomId
+            let scope = self.adminRoomScope(request)
             var list = await self.roomSummaries().filter { scope == nil || $0.roomId == scope }.map(\.json)
             if let directory = self.directory {
                 let here = Set(list.compactMap { $0["roomId"]?.stringValue })
@@ -431,7 +429,7 @@ public final class RoomServer: @unchecked Sendable {
             guard let directory = self.directory else {
                 return adminError(404, RoomError(4003, "this server is not part of a cluster (serve --redis)"))
             }
-            return HTTPResponse.json(await directory.status().jsonString)
+            return HTTPResponse.json(await directory.status(roomScope: self.adminRoomScope(request)).jsonString)
         }
         // The body form, for room ids that are awkward in a path: {"roomId": "…"}.
         server.route(method: "POST", path: "/v1/rooms/end") {
@@ -509,6 +507,14 @@ public final class RoomServer: @unchecked Sendable {
 
     /// The room a valid admin token is scoped to (nil: all rooms).
     func tokenRoomScope(_ request: HTTPRequest) -> String? {
+        bearerToken(request).flatMap {
+            try? RoomToken.verify($0, secret: secret, maxLifetime: configuration.maxTokenLifetimeSeconds)
+        }?.roomId
+    }
+
+    /// The room an admin request's token is scoped to; nil for a server-wide token (call after
+    /// ``adminRefusal(_:roomId:)`` accepted it).
+    func adminRoomScope(_ request: HTTPRequest) -> String? {
         bearerToken(request).flatMap {
             try? RoomToken.verify($0, secret: secret, maxLifetime: configuration.maxTokenLifetimeSeconds)
         }?.roomId

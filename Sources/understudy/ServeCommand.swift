@@ -92,9 +92,7 @@ func runServe(_ args: [String]) async {
             throw Arguments.Failure.badValue("--node-id/--advertise", "only with --redis (cluster mode)")
         }
         let nodeId = configuration.nodeId ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
-        guard !nodeId.isEmpty, nodeId.count <= 64,
-            nodeId.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
-        else {
+        guard NodeRecord.isNodeId(nodeId) else {
             throw Arguments.Failure.badValue("--node-id", "'\(nodeId)' must be 1-64 letters, digits, '-', '_' or '.'")
         }
         if let advertise = configuration.advertise, parseListenAddress(advertise) == nil {

@@ -354,3 +354,59 @@ def test_browser_pages_through_a_non_owner_node(understudy, tmp_path):
         assert result["stats"]["framesDecoded"] >= 60, result
         assert result["owners"].get("pages") == "c0", result["owners"]
         assert "understudy_cluster_relayed_connections_total 2" in nodes[1].metrics()
+
+
+def redis_cli(url: str, *args: str) -> str:
+    port = url.rsplit(":", 1)[1]
+    result = subprocess.run(["redis-cli", "-p", port, *args], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_hostile_registrations_and_room_scoped_status(understudy, tmp_path):
+    """Issue 31 items 13 and 12 against real nodes: a registration nobody can decode (and a stale one)
+    used to win every placement (fewest rooms, first id), so every new room's join failed with 3047;
+    they are skipped and counted now. A moderator token for one room used to see every room id in
+    `GET /cluster`; it now sees only its own."""
+    with Cluster(tmp_path, "h", 7950, 2) as cluster:
+        redis_cli(cluster.url, "SADD", "understudy:cluster:nodes", "a-hostile", "a-stale")
+        redis_cli(cluster.url, "SET", "understudy:cluster:node:a-hostile", "{not json", "PX", "600000")
+        stale = {"id": "a-stale", "signalingURL": "ws://127.0.0.1:1/v1/rtc", "httpURL": "http://127.0.0.1:1",
+                 "mediaAddress": "127.0.0.1", "rooms": 0, "participants": 0, "producers": 0, "consumers": 0,
+                 "cpu": 0, "roomList": [], "startedAt": 1, "updatedAt": 1}
+        redis_cli(cluster.url, "SET", "understudy:cluster:node:a-stale", json.dumps(stale), "PX", "600000")
+
+        async def run() -> None:
+            clients = []
+            try:
+                for i, room in enumerate(["secret-board", "mine", "v:pins"]):
+                    node = cluster.nodes[i % 2]
+                    client = await RoomClient.connect(f"ws://127.0.0.1:{node.port}/v1/rtc", token_for(room, "p"))
+                    clients.append(client)
+                    joined = await client.join(room, "p", mode="SIGNALLING_ONLY")
+                    assert "participant" in joined, joined
+                everyone = {}
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    everyone = owners(cluster.nodes[0])
+                    if set(everyone) == {"secret-board", "mine", "v:pins"}:
+                        break
+                    await asyncio.sleep(0.25)
+                assert set(everyone) == {"secret-board", "mine", "v:pins"}, everyone
+                assert set(everyone.values()) <= {"h0", "h1"}, everyone
+                scoped = token_for("mine", "mod")
+                request = urllib.request.Request(cluster.nodes[1].url + "/cluster",
+                                                 headers={"Authorization": f"Bearer {scoped}"})
+                with urllib.request.urlopen(request, timeout=10) as r:
+                    status = json.loads(r.read())
+                seen = [room for n in status["nodes"] for room in n["roomIds"]]
+                assert seen == ["mine"], status
+                assert "redis" not in status and all("participants" not in n for n in status["nodes"]), status
+            finally:
+                for client in clients:
+                    await client.close()
+
+        asyncio.run(run())
+        for node in cluster.nodes:
+            assert "understudy_cluster_invalid_registrations_total 0\n" not in node.metrics()
+        assert "skipping the registration of node 'a-hostile'" in cluster.nodes[0].log()

@@ -420,9 +420,11 @@ public final class JanusAgent: @unchecked Sendable {
             return
         }
         let ext = key == nil ? "webm" : key == .audio ? "ogg" : "ivf"
-        let name = feed.display.isEmpty ? "\(feed.id)" : "\(AgentManifest.fileSafe(feed.display))-\(feed.id)"
-        let path = (dir as NSString).appendingPathComponent("\(name).\(ext)")
+        // The feed id is a number, so `DISPLAY-ID` splits back at its last `-`: distinct feeds, distinct names.
+        let name = feed.display.isEmpty ? "\(feed.id)" : "\(feed.display)-\(feed.id)"
+        let path: String
         do {
+            path = try AgentManifest.createRecordingFile(in: dir, for: name, ext: ext)
             let rec = try Recording(path: path)
             feed.recordings[key] = rec
             rec.write(frame, arrival: arrival)

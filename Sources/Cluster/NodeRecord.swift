@@ -1,0 +1,121 @@
+import Foundation
+
+// Foundation only: Fuzz/run.sh compiles this file alone as the `Cluster` fuzz library.
+
+/// A node's registration, as stored in Redis and listed by `GET /cluster`.
+///
+/// What Redis holds is untrusted input (anyone who can write to it can write anything): a record is
+/// read only through ``parse(_:id:now:)``, which refuses what does not decode and what is
+/// implausible, so such a record is skipped and never chosen for a placement.
+public struct NodeRecord: Codable, Sendable, Equatable {
+    public var id: String
+    public var signalingURL: String
+    public var httpURL: String
+    public var mediaAddress: String
+    public var rooms: Int
+    public var participants: Int
+    public var producers: Int
+    public var consumers: Int
+    /// Process CPU over the last refresh period, in cores.
+    public var cpu: Double
+    public var roomList: [RoomLoad]
+    public var startedAt: Double
+    public var updatedAt: Double
+
+    public init(
+        id: String, signalingURL: String, httpURL: String, mediaAddress: String, rooms: Int, participants: Int,
+        producers: Int, consumers: Int, cpu: Double, roomList: [RoomLoad], startedAt: Double, updatedAt: Double
+    ) {
+        self.id = id
+        self.signalingURL = signalingURL
+        self.httpURL = httpURL
+        self.mediaAddress = mediaAddress
+        self.rooms = rooms
+        self.participants = participants
+        self.producers = producers
+        self.consumers = consumers
+        self.cpu = cpu
+        self.roomList = roomList
+        self.startedAt = startedAt
+        self.updatedAt = updatedAt
+    }
+
+    /// One room's load in a registration.
+    public struct RoomLoad: Codable, Sendable, Equatable {
+        public var roomId: String
+        public var participants: Int
+        public var producers: Int
+        public var consumers: Int
+
+        public init(roomId: String, participants: Int, producers: Int, consumers: Int) {
+            self.roomId = roomId
+            self.participants = participants
+            self.producers = producers
+            self.consumers = consumers
+        }
+    }
+
+    /// Why a registration read from Redis was refused.
+    public struct Invalid: Error, CustomStringConvertible, Equatable {
+        public var description: String
+    }
+
+    /// Largest registration read (bytes of JSON); a real one with 10,000 rooms is about 1 MB.
+    public static let maxBytes = 4 << 20
+    /// Largest count a registration may claim (rooms, participants, producers, consumers).
+    public static let maxCount = 10_000_000
+    /// How far `updatedAt` may be from the reader's clock (clock skew between hosts); a record
+    /// lives 3 s, so one older than this was written by something that is not a live node.
+    public static let maxClockSkew: Double = 300
+
+    /// Decodes and checks a registration read from the key of node `id`.
+    ///
+    /// Refused: more than ``maxBytes``, not the JSON of a record, an `id` other than the key's or
+    /// outside the node-id grammar (1–64 letters, digits, `-`, `_`, `.`), URLs that are not
+    /// `ws(s)://…`/`http(s)://…`, an empty or over-long media address, negative or absurd counts,
+    /// a CPU that is not a finite 0…4096, a room list longer than ``maxCount`` or with room ids
+    /// outside 1–128 bytes, or an `updatedAt` more than ``maxClockSkew`` from `now`.
+    public static func parse(_ bytes: [UInt8], id: String, now: Double) throws(Invalid) -> NodeRecord {
+        guard bytes.count <= maxBytes else { throw Invalid(description: "\(bytes.count) bytes") }
+        let record: NodeRecord
+        do {
+            record = try JSONDecoder().decode(NodeRecord.self, from: Data(bytes))
+        } catch {
+            throw Invalid(description: "not a node registration")
+        }
+        try record.check(id: id, now: now)
+        return record
+    }
+
+    private func check(id key: String, now: Double) throws(Invalid) {
+        func fail(_ why: String) -> Invalid { Invalid(description: why) }
+        guard id == key else { throw fail("registration of '\(id.prefix(64))' under the key of '\(key.prefix(64))'") }
+        guard Self.isNodeId(id) else { throw fail("node id outside the grammar") }
+        for (url, schemes) in [(signalingURL, ["ws://", "wss://"]), (httpURL, ["http://", "https://"])] {
+            guard url.utf8.count <= 512, let scheme = schemes.first(where: { url.hasPrefix($0) }),
+                url.utf8.count > scheme.utf8.count, !url.contains(where: { $0.isWhitespace })
+            else { throw fail("bad URL") }
+        }
+        guard !mediaAddress.isEmpty, mediaAddress.utf8.count <= 256 else { throw fail("bad media address") }
+        for count in [rooms, participants, producers, consumers] where !(0...Self.maxCount).contains(count) {
+            throw fail("count \(count) out of range")
+        }
+        guard cpu.isFinite, (0...4096).contains(cpu) else { throw fail("bad CPU") }
+        guard roomList.count <= Self.maxCount else { throw fail("room list too long") }
+        for room in roomList {
+            guard !room.roomId.isEmpty, room.roomId.utf8.count <= 128 else { throw fail("bad room id") }
+            for count in [room.participants, room.producers, room.consumers] where !(0...Self.maxCount).contains(count)
+            {
+                throw fail("room count \(count) out of range")
+            }
+        }
+        guard updatedAt.isFinite, startedAt.isFinite, abs(updatedAt - now) <= Self.maxClockSkew else {
+            throw fail("updatedAt \(updatedAt) is not now (\(now))")
+        }
+    }
+
+    /// The node-id grammar `serve --node-id` enforces: 1–64 letters, digits, `-`, `_` or `.`.
+    public static func isNodeId(_ id: String) -> Bool {
+        !id.isEmpty && id.count <= 64 && id.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) }
+    }
+}
