@@ -137,6 +137,8 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
         let seconds = Double(window) == 0 ? 0 : try a.seconds("--reconnect-for", default: 0)
         options.reconnect = ReconnectPolicy(window: seconds, maxDelay: 10)
     }
+    // A lobby wait is not a request timeout: without the flag the join waits as long as the server's lobby.
+    if a.value("--lobby-wait") != nil { options.lobbyWait = try a.seconds("--lobby-wait", default: 0) }
     options.recordDirectory = a.value("--record")
     if let format = a.value("--record-format") {
         guard let f = RoomAgent.RecordFormat(rawValue: format) else {
