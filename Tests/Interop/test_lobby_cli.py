@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -97,6 +98,31 @@ def test_lobby_wait_withdraws_the_request_and_the_moderator_is_told(tmp_path):
         assert guest.wait(timeout=60) == 1
         log = (tmp_path / "guest.log").read_text()
         assert re.search(r"3079", log), log
+    finally:
+        if guest:
+            kill_process(guest)
+        kill_process(server)
+
+
+def test_sigterm_in_the_lobby_withdraws_the_request_and_exits_cleanly(tmp_path):
+    port = free_port()
+    server = start_room_server(port, free_port(), SECRET)
+    guest = None
+    try:
+        async def scenario():
+            nonlocal guest
+            mod = await moderator(port, "lobby-term")
+            guest = start_guest(port, "lobby-term", tmp_path / "guest.log", [])
+            requested = await mod.notification("entryRequested", timeout=60)
+            assert requested["participantId"] == "guest"
+            await asyncio.sleep(1)  # the guest has its entryPending by now
+            guest.send_signal(signal.SIGTERM)
+            responded = await mod.notification("entryResponded", timeout=60)
+            assert responded == {"participantId": "guest", "decision": "withdrawn"}, responded
+            await mod.close()
+
+        asyncio.run(scenario())
+        assert guest.wait(timeout=60) == 0, (tmp_path / "guest.log").read_text()
     finally:
         if guest:
             kill_process(guest)
