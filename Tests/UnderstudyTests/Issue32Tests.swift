@@ -72,17 +72,17 @@ func lobbyModerator(_ server: RoomServer, room: String) async throws -> (Room, E
 struct Issue32Tests {
     // MARK: 3. The lobby waits as long as the server's lobby
 
-    /// The guest's requests time out after 1 s, the server's lobby waits 4 s: the join waits for the
+    /// The guest's requests time out after 2 s, the server's lobby waits 5 s: the join waits for the
     /// server's verdict (3047 at expiry), and the moderator hears the request expire.
     @Test func aLobbyJoinOutlastsTheRequestTimeoutUntilTheServersLobbyExpires() async throws {
-        let server = try startTestServer(secret: "sdk-test-secret") { $0.lobbyTimeoutSeconds = 4 }
+        let server = try startTestServer(secret: "sdk-test-secret") { $0.lobbyTimeoutSeconds = 5 }
         defer { server.stop() }
         let (mod, entries) = try await lobbyModerator(server, room: "lobby-expiry")
-        let (guest, log) = try lobbyGuest(server, room: "lobby-expiry", requestTimeout: 1)
+        let (guest, log) = try lobbyGuest(server, room: "lobby-expiry", requestTimeout: 2)
         let started = Date()
         await guest.join()
         let waited = Date().timeIntervalSince(started)
-        #expect(waited > 3, "the join gave up after \(waited) s")
+        #expect(waited > 4, "the join gave up after \(waited) s")
         #expect(log.errorCodes == [3047], "\(log.events)")
         #expect(log.has("left:\(Understudy.LeaveReason.JOIN_ROOM_FAILED.rawValue)"))
         try await waitUntil("the moderator hears the expiry") {
@@ -96,8 +96,8 @@ struct Issue32Tests {
         let server = try startTestServer(secret: "sdk-test-secret") { $0.lobbyTimeoutSeconds = 30 }
         defer { server.stop() }
         let (mod, entries) = try await lobbyModerator(server, room: "lobby-late")
-        entries.answerAfter = 2.5
-        let (guest, log) = try lobbyGuest(server, room: "lobby-late", requestTimeout: 1)
+        entries.answerAfter = 4
+        let (guest, log) = try lobbyGuest(server, room: "lobby-late", requestTimeout: 2)
         await guest.join()
         #expect(log.has("joined"), "\(log.events)")
         #expect(log.errorCodes.isEmpty)
@@ -113,11 +113,11 @@ struct Issue32Tests {
         let server = try startTestServer(secret: "sdk-test-secret") { $0.lobbyTimeoutSeconds = 30 }
         defer { server.stop() }
         let (mod, entries) = try await lobbyModerator(server, room: "lobby-withdraw")
-        let (guest, log) = try lobbyGuest(server, room: "lobby-withdraw", requestTimeout: 0.5, lobbyWait: 2)
+        let (guest, log) = try lobbyGuest(server, room: "lobby-withdraw", requestTimeout: 3, lobbyWait: 5)
         let started = Date()
         await guest.join()
         let waited = Date().timeIntervalSince(started)
-        #expect(waited > 1.5, "the join gave up after \(waited) s")
+        #expect(waited > 4, "the join gave up after \(waited) s")
         #expect(log.errorCodes == [3079], "\(log.events)")
         try await waitUntil("the moderator hears the withdrawal") { entries.has("responded:guest:withdrawn") }
         await expectCode(3073) {

@@ -114,10 +114,10 @@ struct Issue32UntestedTests {
         defer { server.stop() }
         let (me, log) = try await joinedRoom(server, room: "aborted", id: "me")
         let (host, _) = try await joinedRoom(server, room: "aborted", id: "host")
-        try await stallRoom(server, "aborted", seconds: 2)
+        try await stallRoom(server, "aborted", seconds: 3)
         let ending = Task { try await host.end() }
         try await waitUntil("end sent") { host.eventQueue.sync { host.client?.pendingCount ?? 0 } == 1 }
-        try await Task.sleep(nanoseconds: 300_000_000)  // it reaches the room's queue before the pin
+        try await Task.sleep(nanoseconds: 500_000_000)  // it reaches the room's queue before the pin
         let target = try #require(me.participants["host"])
         await expectCode(3056) { try await target.pin() }
         try await ending.value
