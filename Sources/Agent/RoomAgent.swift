@@ -77,6 +77,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
         /// server restart or a deploy, with pauses growing to 10 s.
         public var reconnect = ReconnectPolicy(window: 300, maxDelay: 10)
+        /// How long a join with an `ask_join` token waits in the lobby (nil: as long as the server).
+        public var lobbyWait: Double?
         /// TURN servers for the media (`--ice-servers`); nil uses those the room server hands out.
         public var iceServers: [ICEServer]?
 
@@ -145,7 +147,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             camEnabled: LocalSources.publishes(.video, video: options.video, audio: options.audio),
             mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
-            reconnect: options.reconnect)
+            reconnect: options.reconnect, lobbyWait: options.lobbyWait)
         room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
         if let iceServers = options.iceServers { room.iceServers = iceServers }
         relayRooms = options.relayRoom.map {

@@ -19,7 +19,7 @@ public enum RoomNotification: String, Sendable, Hashable, CaseIterable {
     case presenterChanged, speakerChanged, pinStateChanged
     case subscriberOffer
     case micRequested, webcamRequested, micDisabled, webcamDisabled
-    case entryRequested, entryResponded
+    case entryRequested, entryResponded, entryPending
     case pubsubMessage, pubsubHistory
     case roomLeft, roomClosed, clusterNodes
     case error

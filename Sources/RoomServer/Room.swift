@@ -131,6 +131,13 @@ final class Room: @unchecked Sendable {
             lobby[request.participantId]?.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
             lobby[request.participantId] = (session, request)
             expireLobbyEntry(request.participantId, session: session)
+            // The requester learns that it waits and for how long: a lobby wait is no request timeout.
+            session.notify(
+                .entryPending,
+                [
+                    "participantId": .string(request.participantId),
+                    "timeoutSeconds": .number(configuration.lobbyTimeoutSeconds),
+                ])
             let data: JSONValue = ["participantId": .string(request.participantId), "name": .string(request.name)]
             for p in participantsInOrder where p.permissions.contains("allow_join") {
                 p.session.notify(.entryRequested, data)
@@ -236,8 +243,20 @@ final class Room: @unchecked Sendable {
         if let pid = session.participantId, let p = participants[pid], p.session === session {
             remove(p, reason: .WEBSOCKET_DISCONNECTED)
         }
-        for (pid, entry) in lobby where entry.session === session { lobby[pid] = nil }
+        for (pid, entry) in lobby where entry.session === session {
+            // A requester whose socket went away gave up as if it had sent `leave`.
+            lobby[pid] = nil
+            announceWithdrawn(pid)
+        }
         closeIfEmpty()
+    }
+
+    /// Tells `allow_join` holders that `participantId`'s entry request went away unanswered.
+    private func announceWithdrawn(_ participantId: String) {
+        let event: JSONValue = ["participantId": .string(participantId), "decision": "withdrawn"]
+        for p in participantsInOrder where p.permissions.contains("allow_join") {
+            p.session.notify(.entryResponded, event)
+        }
     }
 
     private func closeIfEmpty() {
@@ -278,10 +297,7 @@ final class Room: @unchecked Sendable {
             if let waiting, method == .leave, !closed {
                 // Giving up while in the lobby: the entry request is withdrawn.
                 lobby[waiting.key] = nil
-                let event: JSONValue = ["participantId": .string(waiting.key), "decision": "withdrawn"]
-                for p in participantsInOrder where p.permissions.contains("allow_join") {
-                    p.session.notify(.entryResponded, event)
-                }
+                announceWithdrawn(waiting.key)
                 session.respond(id, [:])
                 session.close(code: WebSocketCloseCode.normal, reason: RoomLeaveCode.MANUAL_LEAVE_CALLED.name)
                 return closeIfEmpty()

@@ -10,6 +10,54 @@ public enum CaptureFlash: String, Sendable, Hashable {
     case OFF
 }
 
+/// A light that ``Participant/captureImage(width:height:flash:)`` turns on while it captures with
+/// `flash: .ON` on a camera without a torch (seed 003: a front camera lit by the screen). Set it with
+/// ``VideoSDK/setScreenFlash(_:)``.
+///
+/// A headless participant has no torch, so with a screen flash set every flash capture of the local
+/// participant calls ``apply()`` before it takes the picture and ``clear()`` after it, whether or
+/// not the capture succeeds. Both run off the room's event queue.
+public protocol ScreenFlash: AnyObject, Sendable {
+    /// Lights the scene; the capture starts when this returns.
+    func apply() async
+    /// Turns the light off again.
+    func clear() async
+}
+
+/// SDK-wide settings (the documented `VideoSDK` namespace).
+public enum VideoSDK {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var _screenFlash: (any ScreenFlash)?
+
+    /// Sets the screen flash that flash captures use (nil: none; the image is captured unlit).
+    public static func setScreenFlash(_ flash: (any ScreenFlash)?) { lock.withLock { _screenFlash = flash } }
+
+    /// The screen flash set with ``setScreenFlash(_:)``.
+    public static var screenFlash: (any ScreenFlash)? { lock.withLock { _screenFlash } }
+}
+
+/// The documented screen flash: a white overlay over `window` while a flash capture runs.
+///
+/// Understudy is headless: there is no window to cover, so ``apply()`` and ``clear()`` light
+/// nothing. They are still called around every flash capture (``ScreenFlash``), so code written
+/// against the documented API runs unchanged, and ``isLit`` tells whether a capture is under way.
+public final class WhiteOverlayScreenFlash: ScreenFlash, @unchecked Sendable {
+    private let lock = NSLock()
+    private var lit = false
+    /// The window the overlay would cover (kept, never drawn on by a headless participant).
+    public let window: Any?
+
+    /// An overlay for `window` (a `UIWindow` on iOS; any value, or nil, here).
+    public init(window: Any?) { self.window = window }
+
+    /// Whether a flash capture has the overlay up now.
+    public var isLit: Bool { lock.withLock { lit } }
+    /// Puts the (headless: invisible) overlay up.
+    public func apply() async { lock.withLock { lit = true } }
+    /// Takes it down.
+    public func clear() async { lock.withLock { lit = false } }
+}
+
 /// The VP8 frames of one webcam since its last keyframe, kept so that a capture can decode the
 /// current picture on demand instead of decoding every frame all the time.
 ///
@@ -194,9 +242,10 @@ extension Participant {
     /// keeping its aspect ratio, and never enlarged; a nil (or infinite) bound does not constrain, so
     /// without both the image has the size of the video. Fractional bounds are rounded down.
     ///
-    /// `flash: .ON` is accepted only for the local participant. A headless participant has neither a
-    /// torch nor a screen flash, so the image is captured unlit; a second flash capture while one runs
-    /// is refused.
+    /// `flash: .ON` is accepted only for the local participant. A headless participant has no torch:
+    /// the screen flash set with ``VideoSDK/setScreenFlash(_:)`` is applied around the capture (a
+    /// no-op hook for ``WhiteOverlayScreenFlash``, which has no screen to light), and without one the
+    /// image is captured unlit. A second flash capture while one runs is refused.
     ///
     /// Unlike the other methods it is not refused before the join or while reconnecting: it throws
     /// 3062 then, because no webcam video is received.
@@ -226,6 +275,20 @@ extension Participant {
             guard beginFlashCapture() else { throw captureFailed("another capture with flash is running") }
         }
         defer { if flash == .ON { endFlashCapture() } }
+        let screenFlash = flash == .ON ? VideoSDK.screenFlash : nil
+        await screenFlash?.apply()
+        do {
+            let image = try await captureCurrentPicture(maxWidth: maxWidth, maxHeight: maxHeight)
+            await screenFlash?.clear()
+            return image
+        } catch {
+            await screenFlash?.clear()
+            throw error
+        }
+    }
+
+    /// The newest picture from its keyframe on, scaled and encoded (``captureImage(width:height:flash:)``).
+    private func captureCurrentPicture(maxWidth: Int?, maxHeight: Int?) async throws(UnderstudyError) -> String {
         var frames = captureFrames.snapshot
         if frames.isEmpty {
             // The buffer waits for a keyframe (just started, or dropped a too-long run): ask for one.

@@ -205,7 +205,8 @@ public final class Participant: @unchecked Sendable {
     /// Picks which simulcast layer of this participant's webcam this device receives.
     /// The choice survives the server re-creating the consumer (the publisher toggles its camera,
     /// stop/consume, a rejoin): the SDK applies it again to the new consumer.
-    /// Does nothing for the local participant; throws 3068
+    /// Does nothing for the local participant, or when ``videoQuality`` already is `quality` (seed
+    /// 003; a re-created consumer gets the choice from the SDK anyway); throws 3068
     /// when this device receives no webcam video from the participant (or it is an agent).
     /// `onVideoQualityChanged` reports what is received, when the server switches layers (not the
     /// request): nothing when the publisher sends one layer.
@@ -213,8 +214,7 @@ public final class Participant: @unchecked Sendable {
         guard let room else { throw UnderstudyError(code: 3035, message: "setQuality called outside a room") }
         try room.gate("setQuality")
         if agent { throw UnderstudyError(code: 3068, message: "setQuality is not supported on an agent participant") }
-        if isLocal { return }
-        // Always asked (no cached no-op): the server may have re-created the consumer meanwhile.
+        if isLocal || videoQuality == quality { return }
         _ = try await room.call(
             .setQuality,
             ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": "webcam"])

@@ -14,15 +14,22 @@ public enum Understudy {
     /// Builds a ``Room``; connects to nothing until ``Room/join()``. An empty `roomId` throws 3073.
     /// A non-nil `agentId` joins as an agent participant (`isAgent()` is true for everyone).
     /// `reconnect` says how long a dropped connection is retried (``ReconnectPolicy``).
+    /// `lobbyWait` is how long a join with an `ask_join` token waits in the lobby, in seconds, before
+    /// it withdraws its entry request and fails with 3079; nil (the default) waits as long as the
+    /// server's lobby does (the server says so when it queues the request). It is not a request
+    /// timeout: a join outside the lobby still gets 3079 after 30 s without an answer.
     ///
     /// `signalingBaseUrl` is the server's `ws://host:port` (the path `/v1/rtc` is appended when absent).
     public static func createRoom(
         roomId: String, token: String, participantName: String, participantId: String? = nil,
         micEnabled: Bool = true, camEnabled: Bool = true, mode: Mode = .SEND_AND_RECV, multiStream: Bool = true,
         autoConsume: Bool = true, metaData: JSONValue? = nil, signalingBaseUrl: String = "ws://127.0.0.1:7880",
-        agentId: String? = nil, reconnect: ReconnectPolicy = .default
+        agentId: String? = nil, reconnect: ReconnectPolicy = .default, lobbyWait: Double? = nil
     ) throws(UnderstudyError) -> Room {
         guard !roomId.isEmpty else { throw UnderstudyError(code: 3073, message: "roomId must not be empty") }
+        if let lobbyWait, !(lobbyWait > 0) {
+            throw UnderstudyError(code: 3073, message: "lobbyWait must be a positive number of seconds")
+        }
         if let participantId, participantId.isEmpty || participantId.contains(where: \.isWhitespace) {
             // room-api §1: an id with whitespace is rejected with INVALID_PARTICIPANT_ID.
             throw UnderstudyError(code: 4004, message: "participantId must be non-empty without whitespace")
@@ -31,7 +38,7 @@ public enum Understudy {
             roomId: roomId, token: token, participantName: participantName, participantId: participantId,
             micEnabled: micEnabled, camEnabled: camEnabled, mode: mode.canonical, multiStream: multiStream,
             autoConsume: autoConsume, metaData: metaData, signalingBaseUrl: signalingBaseUrl, agentId: agentId,
-            reconnect: reconnect)
+            reconnect: reconnect, lobbyWait: lobbyWait)
     }
 }
 
@@ -105,6 +112,13 @@ public final class Room: @unchecked Sendable {
     var ending = false
     let operationLock = NSLock()
     let operationFlag = ResultBoxFlag()
+    /// The join request while it waits for its answer (``armJoinTimer(_:)``); nil otherwise.
+    var pendingJoin: PendingJoin?
+    /// How long a join waits in the lobby before withdrawing its entry request (nil: as long as the
+    /// server's lobby waits; `createRoom(lobbyWait:)`).
+    let lobbyWait: Double?
+    /// The local participant's mode event held while leaving the stage (``releaseOwnModeEvent()``).
+    let ownModeEvents = HeldModeEvent()
     /// Mic/cam state to restore when returning to SEND_AND_RECV.
     let savedMediaState = SavedMedia()
     let media: RoomMedia
@@ -114,9 +128,11 @@ public final class Room: @unchecked Sendable {
     init(
         roomId: String, token: String, participantName: String, participantId: String?, micEnabled: Bool,
         camEnabled: Bool, mode: Mode, multiStream: Bool, autoConsume: Bool, metaData: JSONValue?,
-        signalingBaseUrl: String, agentId: String? = nil, reconnect: ReconnectPolicy = .default
+        signalingBaseUrl: String, agentId: String? = nil, reconnect: ReconnectPolicy = .default,
+        lobbyWait: Double? = nil
     ) {
         self.agentId = agentId
+        self.lobbyWait = lobbyWait
         self.reconnect = reconnect
         self.roomId = roomId
         self.token = token
@@ -376,7 +392,7 @@ public final class Room: @unchecked Sendable {
             for kind in kinds where !media.producingKinds.contains(kind) {
                 _ = try? await call(.setMediaStatus, ["kind": .string(kind.wireKind), "enabled": false])
             }
-        } catch {}
+        } catch {}  // `produce` throws only UnderstudyErrors
     }
 
     /// Opens a signalling socket and sends `join`; `handle` runs on the event queue with the outcome,
@@ -429,33 +445,64 @@ public final class Room: @unchecked Sendable {
                     guard let room = self else { return }
                     room.eventQueue.async { room.socketClosed(closing.value) }
                 }
+                let once = OnceFlag()
+                let complete: (Result<JSONValue, UnderstudyError>) -> Void = { result in
+                    guard once.claim() else { return }
+                    self.pendingJoin = nil
+                    handler.value(result)
+                    done.resume()
+                }
                 let sent = self.send(.join, payload) { result in
                     switch result {
-                    case .success(let response): handler.value(.success(response))
+                    case .success(let response): complete(.success(response))
                     case .failure(let e):
                         if self.client === connection { self.client = nil }
                         connection.close()
-                        handler.value(
+                        complete(
                             .failure(
                                 UnderstudyError(code: e.code, name: e.name, message: e.message, underlyingError: e)))
                     }
-                    done.resume()
                 }
-                // A server that takes the socket but never answers the join fails it with 3079.
+                // A server that takes the socket but never answers the join fails it with 3079; a
+                // lobby wait (`entryPending`) moves that deadline (``lobbyWait``).
                 guard let id = sent else { return }
-                let timeout = self.requestTimeout
-                self.eventQueue.asyncAfter(deadline: .now() + timeout) { [weak connection] in
-                    guard let connection, connection.cancel(id) else { return }
-                    if self.client === connection { self.client = nil }
-                    connection.close()
-                    handler.value(
-                        .failure(
-                            UnderstudyError(code: 3079, message: "join: no answer from the server within \(timeout) s"))
-                    )
-                    done.resume()
-                }
+                let pending = PendingJoin(
+                    id: id, connection: connection, deadline: .now() + self.requestTimeout, complete: complete)
+                self.pendingJoin = pending
+                self.armJoinTimer(pending)
             }
         }
+    }
+
+    /// The pending join gives up at its deadline, which `entryPending` may have moved meanwhile. Giving
+    /// up in the lobby withdraws the entry request first, so moderators hear that it went away.
+    private func armJoinTimer(_ pending: PendingJoin) {
+        eventQueue.asyncAfter(deadline: pending.deadline) { [weak self] in
+            guard let self, self.pendingJoin === pending else { return }
+            if DispatchTime.now() < pending.deadline { return self.armJoinTimer(pending) }
+            guard let connection = pending.connection, connection.cancel(pending.id) else { return }
+            if self.client === connection { self.client = nil }
+            let message: String
+            if let wait = pending.lobbyWait {
+                message = "join: nobody answered the entry request within \(wait) s; it was withdrawn"
+                // The server closes the socket after answering; its close tells moderators as well.
+                _ = connection.send(.leave, ["reason": 1101]) { _ in connection.close() }
+            } else {
+                message = "join: no answer from the server within \(self.requestTimeout) s"
+                connection.close()
+            }
+            pending.complete(.failure(UnderstudyError(code: 3079, message: message)))
+        }
+    }
+
+    /// On the event queue: the server put the pending join in the lobby for up to `serverWait`
+    /// seconds. The join now waits ``lobbyWait`` (nil: as long as the server, plus a request timeout
+    /// for its answer to arrive).
+    private func enteredLobby(serverWait: Double?) {
+        guard let pending = pendingJoin, pending.lobbyWait == nil else { return }
+        let wait = lobbyWait ?? ((serverWait ?? 300) + requestTimeout)
+        pending.lobbyWait = wait
+        pending.deadline = pending.started + wait
     }
 
     func onQueue(_ work: @escaping @Sendable () -> Void) async {
@@ -517,6 +564,7 @@ public final class Room: @unchecked Sendable {
     public func leave() async {
         let joined = lock.withLock { _joined && !_finished }
         if !joined {
+            if await withdrawFromLobby() { return }
             let error = UnderstudyError(
                 code: 3035, message: "leave was called before the room was joined or after it was left")
             await onQueue { self.emit { $0.onError(error) } }
@@ -529,6 +577,25 @@ public final class Room: @unchecked Sendable {
                 self.send(.leave, ["reason": 1101]) { _ in
                     self.finish(.MANUAL_LEAVE_CALLED)
                     c.resume()
+                }
+            }
+        }
+    }
+
+    /// `leave()` while the join waits in the lobby: the entry request is withdrawn (moderators get
+    /// `onEntryResponded(.withdrawn)`) and the room is left with `MANUAL_LEAVE_CALLED`. False when
+    /// the join is not waiting in the lobby.
+    private func withdrawFromLobby() async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            eventQueue.async {
+                guard self.exitReason == nil, let pending = self.pendingJoin, pending.lobbyWait != nil,
+                    let connection = pending.connection, connection.cancel(pending.id)
+                else { return c.resume(returning: false) }
+                self.leaving = true
+                self.send(.leave, ["reason": 1101]) { _ in
+                    self.finish(.MANUAL_LEAVE_CALLED)
+                    pending.complete(.failure(UnderstudyError(code: 3056, message: "join: left the lobby")))
+                    c.resume(returning: true)
                 }
             }
         }
@@ -649,6 +716,7 @@ public final class Room: @unchecked Sendable {
             emit { $0.onParticipantLeft(p, reason: LeaveReason(code: data["reason"]?.intValue ?? 1007)) }
         case .participantModeChanged:
             guard let pid, let mode = data["mode"]?.stringValue.flatMap(Mode.init(rawValue:))?.canonical else { return }
+            if pid == localParticipant.id, ownModeEvents.held(mode) { return }
             participant(pid)?.update(mode: mode)
             emit { $0.onParticipantModeChanged(participantId: pid, mode: mode) }
         case .mediaStatusChanged:
@@ -711,6 +779,8 @@ public final class Room: @unchecked Sendable {
                     participantId: pid, name: data["name"]?.stringValue ?? pid, allow: { answer("allowed") },
                     deny: { answer("denied") })
             }
+        case .entryPending:
+            enteredLobby(serverWait: data["timeoutSeconds"]?.doubleValue)
         case .entryResponded:
             guard let pid, let decision = data["decision"]?.stringValue.flatMap(EntryDecision.init(rawValue:)) else {
                 return
@@ -750,6 +820,53 @@ struct UncheckedSendable<T>: @unchecked Sendable {
 }
 
 final class ResultBoxFlag: @unchecked Sendable { var value = false }
+
+/// A join request waiting for its answer. Confined to the room's event queue.
+final class PendingJoin: @unchecked Sendable {
+    let id: Int
+    weak var connection: RoomProtocolClient?
+    let started = DispatchTime.now()
+    /// When the join gives up (moved by `entryPending`).
+    var deadline: DispatchTime
+    /// Set once the server put the join in the lobby: how long it waits there, in seconds.
+    var lobbyWait: Double?
+    /// Delivers the join's outcome (once).
+    let complete: (Result<JSONValue, UnderstudyError>) -> Void
+
+    init(
+        id: Int, connection: RoomProtocolClient, deadline: DispatchTime,
+        complete: @escaping (Result<JSONValue, UnderstudyError>) -> Void
+    ) {
+        self.id = id
+        self.connection = connection
+        self.deadline = deadline
+        self.complete = complete
+    }
+}
+
+/// The local participant's `participantModeChanged`, held while ``Room/changeMode(_:)`` stops its
+/// streams. Confined to the room's event queue.
+final class HeldModeEvent: @unchecked Sendable {
+    private var holding = false
+    private var mode: Mode?
+    /// From now on the local participant's mode event is kept, not delivered.
+    func hold() {
+        holding = true
+        mode = nil
+    }
+    /// Keeps `mode` when holding; false when the event should be delivered now.
+    func held(_ mode: Mode) -> Bool {
+        guard holding else { return false }
+        self.mode = mode
+        return true
+    }
+    /// Stops holding; returns the kept event, if one arrived.
+    func release() -> Mode? {
+        holding = false
+        defer { mode = nil }
+        return mode
+    }
+}
 final class SavedMedia: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: (mic: Bool, cam: Bool)?

@@ -18,6 +18,16 @@ extension Room {
 
     func endOperation() { operationLock.withLock { operationFlag.value = false } }
 
+    /// On the event queue: delivers the local participant's `participantModeChanged` that arrived
+    /// while ``changeMode(_:)`` was stopping its streams (none when it has not arrived yet: it is
+    /// then delivered as it comes).
+    func releaseOwnModeEvent() {
+        dispatchPrecondition(condition: .onQueue(eventQueue))
+        guard let mode = ownModeEvents.release(), exitReason == nil else { return }
+        localParticipant.update(mode: mode)
+        emit { $0.onParticipantModeChanged(participantId: localParticipant.id, mode: mode) }
+    }
+
     /// Changes the caller's own mode (seed 000). Leaving `SEND_AND_RECV` stops screen, camera and mic;
     /// returning restores what was on before (or `micEnabled`/`camEnabled` for a participant that
     /// joined without sending).
@@ -37,19 +47,32 @@ extension Room {
         // never publish again holds no ICE, DTLS or SRTP state on the server (a later produce opens a
         // new connection).
         var request: [String: JSONValue] = ["mode": .string(target.rawValue)]
-        if previous == .SEND_AND_RECV { request["closePublishConnection"] = true }
+        let leavingStage = previous == .SEND_AND_RECV
+        if leavingStage {
+            request["closePublishConnection"] = true
+            // room-api §3: the caller hears its streams end before its own participantModeChanged,
+            // which the server may send before its answer: the event waits for the streams to stop.
+            await onQueue { self.ownModeEvents.hold() }
+        }
         do {
             _ = try await call(.changeMode, .object(request))
         } catch let e as UnderstudyError {
+            if leavingStage { await onQueue { self.releaseOwnModeEvent() } }
             throw [3054, 3056, 3065, 3079].contains(e.code)
                 ? e : UnderstudyError(code: 4065, message: "changeMode refused: \(e.message)", underlyingError: e)
         }
-        if previous == .SEND_AND_RECV {
+        if leavingStage {
             let producing = media.producingKinds
             savedMediaState.value = (producing.contains(.audio), producing.contains(.video))
-            // The server closed the producers itself when the mode changed.
-            for kind in producing { await media.stopLocal(kind, onServer: false) }
+            // The server closed the producers itself when the mode changed. Screen share, camera,
+            // mic: the order room-api §3 names.
+            for kind in [StreamKind.share, .video, .audio] where producing.contains(kind) {
+                await media.stopLocal(kind, onServer: false)
+            }
             media.resetPublish()
+            local.update(mode: target)
+            await onQueue { self.releaseOwnModeEvent() }
+            return
         }
         local.update(mode: target)
         if target == .SEND_AND_RECV {

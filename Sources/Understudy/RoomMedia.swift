@@ -33,6 +33,12 @@ final class RoomMedia: @unchecked Sendable {
         set { lock.withLock { _iceServers = newValue } }
     }
     private var _iceServers: [ICEServer] = []
+    /// The settings of new connections (tests bind them to an address this host lacks).
+    var connectionConfiguration: PeerConnectionConfiguration {
+        get { lock.withLock { _connectionConfiguration } }
+        set { lock.withLock { _connectionConfiguration = newValue } }
+    }
+    private var _connectionConfiguration = RoomMedia.clientConfiguration
     private struct ConsumerInfo {
         var participantId: String
         var kind: StreamKind
@@ -76,7 +82,7 @@ final class RoomMedia: @unchecked Sendable {
     private func publishConnection() throws -> PeerConnection {
         try lock.withLock {
             if let publish { return publish }
-            var configuration = Self.clientConfiguration
+            var configuration = _connectionConfiguration
             configuration.iceServers = _iceServers
             let pc = try PeerConnection(loop: EventLoop(name: "understudy-pub"), configuration: configuration)
             publish = pc
@@ -86,7 +92,31 @@ final class RoomMedia: @unchecked Sendable {
     }
 
     /// Publishes `kinds` with one `produce` offer; `reportStatus` also announces them on.
+    ///
+    /// Throws only ``UnderstudyError``s (seed 003: every method throws a `VideoSDKError`): a local
+    /// WebRTC failure keeps its cause in `underlyingError` (``mediaFailure(_:kinds:)``).
     func produce(_ kinds: [StreamKind], reportStatus: Bool) async throws {
+        do { try await produceTracks(kinds, reportStatus: reportStatus) } catch let e as UnderstudyError {
+            throw e
+        } catch {
+            throw Self.mediaFailure(error, kinds: kinds)
+        }
+    }
+
+    /// The documented code of a local WebRTC failure while publishing `kinds`: a socket that cannot
+    /// open is the media connection failing (3044); anything else (an offer or answer the connection
+    /// refused, its loop gone) failed the produce of that kind (3061 share, 3049 webcam, 3058 mic).
+    static func mediaFailure(_ error: any Error, kinds: [StreamKind]) -> UnderstudyError {
+        if case .socket? = error as? PeerConnectionError {
+            return UnderstudyError(
+                code: 3044, message: "the publish connection cannot open: \(error)", underlyingError: error)
+        }
+        let code = kinds.contains(.share) ? 3061 : kinds.contains(.video) ? 3049 : 3058
+        let names = kinds.map(\.wireKind).joined(separator: ", ")
+        return UnderstudyError(code: code, message: "publishing \(names) failed: \(error)", underlyingError: error)
+    }
+
+    private func produceTracks(_ kinds: [StreamKind], reportStatus: Bool) async throws {
         guard let room, !kinds.isEmpty else { return }
         let pc = try publishConnection()
         startSampling()
@@ -396,7 +426,7 @@ final class RoomMedia: @unchecked Sendable {
     private func subscribeConnection() throws -> PeerConnection {
         try lock.withLock {
             if let subscribe { return subscribe }
-            var configuration = Self.clientConfiguration
+            var configuration = _connectionConfiguration
             configuration.iceServers = _iceServers
             let pc = try PeerConnection(loop: EventLoop(name: "understudy-sub"), configuration: configuration)
             subscribe = pc

@@ -121,8 +121,10 @@ public enum EntryDecision: String, Sendable, Hashable {
     case allowed
     /// Turned away.
     case denied
-    /// The waiting participant gave up (left the lobby).
+    /// The waiting participant gave up (left the lobby, or its connection went away).
     case withdrawn
+    /// Nobody answered within the server's lobby wait (`lobbyTimeoutSeconds`); the join failed with 3047.
+    case timeout
 }
 
 /// A PubSub message.

@@ -182,6 +182,9 @@ enum Help {
             .init(
                 name: "--reconnect-for", value: "DURATION",
                 text: "keep reconnecting this long after a drop (default 5m; 0 turns it off)"),
+            .init(
+                name: "--lobby-wait", value: "DURATION",
+                text: "with an ask_join token: wait this long to be let in, then withdraw (default: as the server)"),
             logFormatOption,
         ],
         examples: [

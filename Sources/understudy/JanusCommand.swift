@@ -34,6 +34,7 @@ let janusRefusedJoinOptions: [(name: String, why: String)] = [
     ("--accept-invites", "stage invites travel over PubSub, which Janus does not have"),
     ("--relay-room", "republishing into another room needs our room server"),
     ("--reconnect-for", "reconnection is not implemented for Janus"),
+    ("--lobby-wait", "a Janus VideoRoom has no lobby"),
     ("--metrics", "metrics are not implemented for Janus"),
 ]
 

@@ -137,6 +137,8 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
         let seconds = Double(window) == 0 ? 0 : try a.seconds("--reconnect-for", default: 0)
         options.reconnect = ReconnectPolicy(window: seconds, maxDelay: 10)
     }
+    // A lobby wait is not a request timeout: without the flag the join waits as long as the server's lobby.
+    if a.value("--lobby-wait") != nil { options.lobbyWait = try a.seconds("--lobby-wait", default: 0) }
     options.recordDirectory = a.value("--record")
     if let format = a.value("--record-format") {
         guard let f = RoomAgent.RecordFormat(rawValue: format) else {
@@ -219,13 +221,34 @@ func runJoin(_ args: [String]) async {
             let shown = metricsAddress.host.contains(":") ? "[\(metricsAddress.host)]" : metricsAddress.host
             log("metrics on http://\(shown):\(metricsServer?.port ?? 0)/metrics")
         }
+        // SIGINT/SIGTERM while the join still waits (a lobby waits as long as the server's lobby)
+        // leaves at once: the agent's stop withdraws the entry request, and that is a clean end.
+        let joining = JoinPhase()
+        let earlyStop = Task {
+            await ShutdownSignal.shared.wait()
+            guard !Task.isCancelled, joining.claimStop() else { return }
+            await agent.stop()
+        }
         do {
             try await agent.start()
         } catch {
+            if joining.stoppedEarly {
+                await earlyStop.value
+                metricsServer?.stop()
+                return
+            }
+            earlyStop.cancel()
             await agent.stop()
             metricsServer?.stop()
             fail("join: \(error)")
         }
+        guard joining.finishStart() else {
+            // The signal came as the join finished: the early stop leaves the room.
+            await earlyStop.value
+            metricsServer?.stop()
+            return
+        }
+        earlyStop.cancel()
         await agent.run(duration: duration, until: { await ShutdownSignal.shared.wait() })
         metricsServer?.stop()
         if let reason = agent.leaveReason, reason != .MANUAL_LEAVE_CALLED {
@@ -291,4 +314,25 @@ func runPubSub(_ args: [String]) async {
     } catch {
         fail("pubsub: \(error)")
     }
+}
+
+/// Whether `understudy join` is still joining, or a signal stopped it first (one claims the other).
+final class JoinPhase: @unchecked Sendable {
+    private let lock = NSLock()
+    private enum State { case joining, stoppedWhileJoining, joined }
+    private var state = State.joining
+
+    private func leaveJoining(for next: State) -> Bool {
+        lock.withLock {
+            guard state == .joining else { return false }
+            state = next
+            return true
+        }
+    }
+    /// A signal arrived: true when the join had not finished (the caller stops the agent).
+    func claimStop() -> Bool { leaveJoining(for: .stoppedWhileJoining) }
+    /// The join finished: false when a signal claimed the stop first.
+    func finishStart() -> Bool { leaveJoining(for: .joined) }
+    /// Whether a signal stopped the agent while it was joining.
+    var stoppedEarly: Bool { lock.withLock { state == .stoppedWhileJoining } }
 }

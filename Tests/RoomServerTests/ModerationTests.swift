@@ -143,6 +143,25 @@ struct ModerationTests {
         #expect(late.code == 3073)
     }
 
+    /// Issue 32: the requester learns it waits and for how long (`entryPending`), and a requester whose
+    /// socket closes in the lobby is withdrawn, so moderators are told.
+    @Test func aLobbyRequesterIsToldItsWaitAndADroppedOneIsWithdrawn() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        let (host, _) = try await TestClient.joined(server, participant: "host")
+        let guest = try await TestClient.connect(server, token: token(server, room: "r1", permissions: ["ask_join"]))
+        _ = guest.sendRequest("join", ["roomId": "r1", "participantId": "guest"])
+        let pending = try await guest.notification("entryPending")
+        #expect(pending["participantId"] == "guest")
+        #expect(pending["timeoutSeconds"]?.doubleValue == server.configuration.lobbyTimeoutSeconds)
+        try await host.notification("entryRequested")
+        guest.close()
+        let withdrawn = try await host.notification("entryResponded")
+        #expect(withdrawn["participantId"] == "guest" && withdrawn["decision"] == "withdrawn")
+        let late = try await host.expectError("respondEntry", ["participantId": "guest", "decision": "allowed"])
+        #expect(late.code == 3073)
+    }
+
     @Test func deniedEntryFailsTheJoin() async throws {
         let server = try startServer()
         defer { server.stop() }
