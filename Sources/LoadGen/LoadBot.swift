@@ -177,8 +177,12 @@ final class LoadBot: @unchecked Sendable {
             // Unowned without a reference count check per packet: `stop()` clears the handler on
             // this loop before the run lets the bot go.
             pc.onRTP = { [unowned(unsafe) self] transceiver, _, packet in self.received(transceiver, packet) }
-            pc.onStateChange = { [unowned self] state in
+            pc.onStateChange = { [unowned self, unowned pc] state in
                 if state == .connected, subscribeConnectedAt == 0 { subscribeConnectedAt = EventLoop.now() }
+                // Its tracks never get media: the report says why, not only that they got none.
+                if state == .failed {
+                    run.noteError("subscribe-connection", "\(id): \(pc.failureReason ?? "failed")")
+                }
             }
         }
     }

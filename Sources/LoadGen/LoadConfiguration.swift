@@ -67,6 +67,11 @@ public struct LoadConfiguration: Sendable {
     public var waitForTracks: Int?
     /// Seconds the run goes on after ``waitForTracks`` was reached (and ``duration`` passed).
     public var settleSeconds: Double = 3
+    /// When set, the run goes on past ``duration`` until every open track has received a packet, but
+    /// never past this many seconds from the first join; stage invites stop at ``duration``. A test
+    /// that checks every consumer got media waits for that on a busy machine instead of counting what
+    /// arrived in a fixed window.
+    public var waitForMediaUntil: Double?
     /// The hard limit of a run that waits for tracks, in seconds.
     public var maxDuration: Double = 120
     /// Joins started per second.

@@ -183,9 +183,8 @@ public final class LoadRun: @unchecked Sendable {
         let start = EventLoop.now()
         var deadline = start + UInt64(configuration.duration * 1e9)
         // Waiting for tracks: spawn and run until the hard limit; the deadline moves below.
-        let hardDeadline =
-            configuration.waitForTracks == nil
-            ? deadline : start + UInt64(max(configuration.duration, configuration.maxDuration) * 1e9)
+        let waitLimit = configuration.waitForTracks != nil ? configuration.maxDuration : configuration.waitForMediaUntil
+        let hardDeadline = waitLimit.map { start + UInt64(max(configuration.duration, $0) * 1e9) } ?? deadline
         var tracksReachedAt: UInt64?
         let baselineRSS = residentBytes()
         lock.withLock { rssSamples.append(LoadReport.RSSSample(seconds: 0, bytes: baselineRSS)) }
@@ -212,9 +211,12 @@ public final class LoadRun: @unchecked Sendable {
             }
         }
         let inviter: Task<Void, Never>? = configuration.inviteEvery.map { every in
-            Task { await self.runInvites(every: every, until: hardDeadline) }
+            // Waiting for media, no new guest (and its new tracks) comes on stage past the duration.
+            let until = configuration.waitForMediaUntil == nil ? hardDeadline : deadline
+            return Task { await self.runInvites(every: every, until: until) }
         }
-        if configuration.waitForTracks != nil { deadline = hardDeadline }
+        let minimum = deadline
+        if waitLimit != nil { deadline = hardDeadline }
         // Progress, about once a second, until the deadline.
         var lastBytes: UInt64 = 0
         var lastTime = start
@@ -223,9 +225,11 @@ public final class LoadRun: @unchecked Sendable {
             try? await Task.sleep(nanoseconds: min(remaining, 1_000_000_000))
             let sample = await snapshot()
             let now = EventLoop.now()
+            if configuration.waitForMediaUntil != nil, now >= minimum, sample.silentTracks == 0 {
+                deadline = now
+            }
             if let wanted = configuration.waitForTracks, tracksReachedAt == nil, sample.tracks >= wanted {
                 tracksReachedAt = now
-                let minimum = start + UInt64(configuration.duration * 1e9)
                 deadline = min(hardDeadline, max(minimum, now + UInt64(configuration.settleSeconds * 1e9)))
             }
             let seconds = Double(now - lastTime) / 1e9
@@ -319,13 +323,20 @@ public final class LoadRun: @unchecked Sendable {
         var lost: Int64 = 0
         var tracks = 0
         var cpuNanos: UInt64 = 0
+        /// Open tracks that have received no packet yet.
+        var silentTracks = 0
     }
 
     func snapshot() async -> Snapshot {
         var s = Snapshot()
+        let all = lock.withLock { bots }
         for c in loopCounters {
+            let mine = all.filter { $0.counters === c }
             let (bytes, packets, totals, tracks, cpu) = await c.loop.submit {
                 (c.bytes, c.packets, c.receiverTotals(), c.tracksCreated - c.tracksClosed, threadCPUNanoseconds())
+            }
+            s.silentTracks += await c.loop.submit {
+                mine.reduce(0) { n, bot in n + bot.allTracks.filter { $0.closedAt == 0 && $0.packets == 0 }.count }
             }
             s.cpuNanos &+= cpu
             s.bytes &+= bytes

@@ -253,8 +253,9 @@ public final class SFU: @unchecked Sendable {
                 $0.kind == producer.kind && $0.isReusable
                     && participant.consumerByTransceiver[ObjectIdentifier($0)] == nil
             }) {
-                // The m-line of a track this subscriber no longer receives carries the new one: a live
-                // stream's offers stay the size of its stage, however many guests came and went.
+                // The m-line of a track this subscriber no longer receives carries the new one (under
+                // a new mid): a live stream's offers stay the size of its stage, however many guests
+                // came and went.
                 connection.reuseTransceiver(free, direction: .sendonly)
                 transceiver = free
             } else {
@@ -613,9 +614,17 @@ public final class SFU: @unchecked Sendable {
             return
         }
         participant.consumerByTransceiver[ObjectIdentifier(transceiver)] = nil
-        // The m-line stays (m-lines are never removed) but stops sending; once the subscriber has
-        // agreed, a later consumer of the same kind reuses it (consumeOnLoop).
-        transceiver.direction = .inactive
+        // m-lines are never removed. The first one is the BUNDLE tag whose transport the others
+        // share (RFC 8843 §7.2.1): rejecting it moves the tag, which not every stack follows, so it
+        // only goes inactive and is never reused (as mediasoup-client does). The others
+        // are rejected (port 0); once the subscriber has answered that, a later consumer of the same
+        // kind recycles the m-line with a new mid (consumeOnLoop). Reusing the old mid made aiortc
+        // keep its ended track and raise no new one (issue 32).
+        if let connection = participant.subscribeConnection, connection.transceivers.first !== transceiver {
+            connection.stopTransceiver(transceiver)
+        } else {
+            transceiver.direction = .inactive
+        }
         needsRenegotiation(participant)
     }
 

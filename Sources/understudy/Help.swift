@@ -230,6 +230,9 @@ enum Help {
             .init(name: "--no-simulcast", value: nil, text: "publish one layer"),
             .init(name: "--invite-every", value: "SECONDS", text: "invite a subscriber on stage this often"),
             .init(
+                name: "--wait-for-media", value: "SECONDS",
+                text: "after --duration, go on until every open track has received media, at most this long in all"),
+            .init(
                 name: "--request-timeout", value: "SECONDS",
                 text: "a request, or a publish connection's ICE + DTLS, fails after this long (default 15s)"),
             .init(name: "--threads", value: "N", text: "I/O threads (default: one per core)"),

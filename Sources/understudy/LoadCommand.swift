@@ -66,6 +66,11 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
     }
     c.simulcast = !a.flag("--no-simulcast")
     if a.value("--invite-every") != nil { c.inviteEvery = try a.seconds("--invite-every", default: 30) }
+    if a.value("--wait-for-media") != nil {
+        let limit = try a.seconds("--wait-for-media", default: c.maxDuration)
+        guard limit >= c.duration else { throw .badValue("--wait-for-media", "must be at least --duration") }
+        c.waitForMediaUntil = limit
+    }
     if a.value("--request-timeout") != nil {
         c.requestTimeout = try a.seconds("--request-timeout", default: c.requestTimeout)
         guard c.requestTimeout > 0 else { throw .badValue("--request-timeout", "must be more than 0 s") }

@@ -2,7 +2,12 @@
 one simulcast host and two audio hosts on stage, 200 `RECV_ONLY` audience members joining at 50/s
 (protocol 2), stage invites. Checks the properties of the benchmark row without timing thresholds:
 everybody joined, every audience member consumed the stage and got media and key frames, nobody was
-disconnected, every audience member learnt every join, leave and mode change, invites took effect."""
+disconnected, every audience member learnt every join, leave and mode change, invites took effect.
+
+On a busy machine media can take seconds to reach a late consumer, so the run goes on past its 40 s
+(`--wait-for-media`) until every open track has received packets, for at most 200 s in all: the
+check waits for what it checks instead of counting what arrived in a fixed window. A track whose
+subscribe connection failed never gets media; the report names that (`subscribe-connection`)."""
 
 from __future__ import annotations
 
@@ -24,11 +29,12 @@ def test_live_stream_of_200(understudy, tmp_path):
             ["load", "--server", f"http://127.0.0.1:{port}", "--room", "live", "--secret", SECRET,
              "--publishers", "1", "--audio-publishers", "2", "--subscribers", str(AUDIENCE),
              "--join-rate", "50/s", "--layout", "speaker", "--invite-every", "6s", "--duration", "40s",
+             "--wait-for-media", "200s",
              # A debug server on a busy machine can take more than the default 15 s to finish an
              # invited guest's DTLS (its shared port is seconds behind): the check is that it happens.
              "--request-timeout", "40s",
              "--json", str(report_path), "--quiet"],
-            timeout=300,
+            timeout=400,
         )
         assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
         report = json.loads(report_path.read_text())
@@ -37,7 +43,8 @@ def test_live_stream_of_200(understudy, tmp_path):
         assert report["joinedParticipants"] == AUDIENCE + 3, summary
         assert report["joinFailures"] == 0, summary
         bad = [e for e in report["errors"]
-               if e["kind"].startswith(("join", "consume", "subscriberAnswer")) or e["kind"] == "disconnected"]
+               if e["kind"].startswith(("join", "consume", "subscriberAnswer", "subscribe-connection"))
+               or e["kind"] == "disconnected"]
         assert not bad, bad
 
         # Every audience member consumed the whole stage (speaker layout: the host's webcam and every

@@ -59,4 +59,33 @@ struct ConsumeTests {
         #expect(Array(pubLog.events.suffix(4)).contains("streamOff:pub:audio"))
         #expect(remote.getVideoStats() == nil)
     }
+
+    /// consume → stopConsuming → consume of the same webcam, three times (issue 32, item 1): each round
+    /// brings frames, on a new m-line or on a rejected one the server recycled under a new mid.
+    @Test func theSameWebcamConsumedAgainAfterStopBringsFramesEachTime() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (publisher, pubLog) = try await joinedRoom(
+            server, room: "reconsume", id: "pub", mode: .SEND_AND_RECV, mic: false, cam: true)
+        try await waitUntil("published") { pubLog.has("streamOn:pub:video") }
+        let (viewer, viewerLog) = try await joinedRoom(
+            server, room: "reconsume", id: "viewer", mode: .RECV_ONLY, autoConsume: false)
+        let frames = FrameCounter()
+        viewer.onFrame = { pid, kind, _, _ in frames.add(pid, kind) }
+        let remote = try #require(viewer.participants["pub"])
+        remote.addEventListener(viewerLog)
+        for round in 1...3 {
+            let before = frames.count("pub", .video)
+            try await remote.consumeWebcamStreams()
+            try await waitUntil("round \(round): video frames", seconds: 30) {
+                frames.count("pub", .video) >= before + 5
+            }
+            try await remote.stopConsumingWebcamStreams()
+            try await waitUntil("round \(round): stream disabled", seconds: 30) {
+                viewerLog.events.filter { $0 == "streamOff:pub:video" }.count >= round
+            }
+        }
+        await viewer.leave()
+        await publisher.leave()
+    }
 }

@@ -136,11 +136,24 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         return t
     }
 
-    /// Puts a new outgoing track on the m-line of an ``RTPTransceiver/isReusable`` transceiver (an SFU
-    /// recycling the m-line of a track that ended, so the session does not grow with every track):
-    /// fresh SSRCs and stream/track ids, `direction` from the next offer on. Its old senders stop at
-    /// once; new ones start when the next negotiation completes. Returns false (and changes nothing)
-    /// when the transceiver cannot be reused.
+    /// Stops `transceiver` (JSEP `stop()`, RFC 8829 §4.2.1.7): its senders stop at once, and every
+    /// offer from now on rejects its m-line (port 0, outside BUNDLE). Once the peer answered such an
+    /// offer the transceiver is ``RTPTransceiver/isReusable``. Loop thread only.
+    public func stopTransceiver(_ transceiver: RTPTransceiver) {
+        guard transceivers.contains(where: { $0 === transceiver }), !transceiver.writesRejected else { return }
+        transport.forgetSendSSRCs(transceiver.localSSRCs + transceiver.localRTXSSRCs)
+        transceiver.senders = []
+        transceiver.direction = .inactive
+        transceiver.stopping = true
+        transceiver.stopOffered = false
+    }
+
+    /// Recycles the m-line of an ``RTPTransceiver/isReusable`` transceiver for a new outgoing track
+    /// (an SFU reusing the m-line of a track that ended, so the session does not grow with every
+    /// track), as JSEP recycles a rejected m-section (RFC 8829 §5.2.2): a new mid, fresh SSRCs and
+    /// stream/track ids, `direction` from the next offer on. Every stack then sees a new transceiver
+    /// on that m-line. New senders start when the next negotiation completes. Returns false (and
+    /// changes nothing) when the transceiver cannot be reused.
     @discardableResult
     public func reuseTransceiver(_ transceiver: RTPTransceiver, direction: SDPDirection) -> Bool {
         guard transceivers.contains(where: { $0 === transceiver }), transceiver.isReusable else { return false }
@@ -149,7 +162,20 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         transceiver.senders = []
         transceiver.renewSendIdentity()
         transceiver.direction = direction
+        transceiver.rejected = false
+        transceiver.remoteSSRCs = []
+        transceiver.remoteRTXSSRCs = [:]
+        transceiver.remoteRIDs = []
+        transceiver.mid = nil
+        assignMids()
         return true
+    }
+
+    /// Forgets the rejected transceivers whose m-line a remote offer recycled under a new mid (it
+    /// lists `mids`, not theirs): JSEP ends them for good (RFC 8829 §5.2.2), so a client that
+    /// consumes and stops many tracks does not keep one transceiver per track.
+    func dropRecycledTransceivers(keeping mids: [String]) {
+        transceivers.removeAll { t in t.rejected && t.mid.map { !mids.contains($0) } ?? false }
     }
 
     // MARK: Sending

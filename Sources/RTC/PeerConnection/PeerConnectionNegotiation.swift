@@ -16,6 +16,8 @@ extension PeerConnection {
             t.mid = String(nextMid)
             nextMid += 1
         }
+        // This offer rejects the stopped m-lines: its answer settles their stop.
+        for t in transceivers where t.stopping { t.stopOffered = true }
         for e in LocalCapabilities.offeredExtensions where extensionIDs[e.uri] == nil { extensionIDs[e.uri] = e.id }
         let text = renderDescription(setup: .actpass, isOffer: true)
         do { return try SessionDescription.parse(text) } catch {
@@ -95,20 +97,24 @@ extension PeerConnection {
     func applyRemoteOffer(_ remote: RemoteDescription) throws {
         adoptExtensions(remote)
         remoteMidOrder = remote.media.map(\.mid)
+        dropRecycledTransceivers(keeping: remoteMidOrder)
         for m in remote.media {
             var t = transceivers.first { $0.mid == m.mid }
             if t == nil, m.kind != nil {
                 // Associate a not-yet-negotiated transceiver of the same kind, else create a receiver.
-                t = transceivers.first { $0.mid == nil && $0.kind == m.kind }
+                t = m.port == 0 ? nil : transceivers.first { $0.mid == nil && $0.kind == m.kind }
                 if t == nil, let kind = m.kind {
                     t = addTransceiver(kind: kind, direction: .recvonly)
                 }
                 t?.mid = m.mid
             }
             guard let t else { continue }
-            guard let kind = m.kind, kind == t.kind, let pt = m.payloadType(for: t.codec) else {
+            guard m.port != 0, let kind = m.kind, kind == t.kind, let pt = m.payloadType(for: t.codec) else {
+                // Rejected or stopped by the offerer (port 0): its receive streams end below.
                 t.rejected = true
                 t.currentDirection = .inactive
+                t.remoteSSRCs = []
+                t.remoteRTXSSRCs = [:]
                 continue
             }
             t.rejected = false
@@ -128,6 +134,12 @@ extension PeerConnection {
         adoptExtensions(remote)
         for t in transceivers {
             guard let m = remote.media.first(where: { $0.mid == t.mid }) else { continue }
+            if t.stopping {
+                // Stopped here: the answer to an offer that rejected it settles the stop.
+                t.currentDirection = .inactive
+                if t.stopOffered { (t.stopping, t.stopOffered, t.rejected) = (false, false, true) }
+                continue
+            }
             guard m.port != 0, let pt = m.payloadType(for: t.codec) else {
                 t.rejected = true
                 t.currentDirection = .inactive
@@ -163,7 +175,7 @@ extension PeerConnection {
         let ridExtID = transport.listener.ridExtensionID
         let repairedRIDExtID = transport.listener.repairedRIDExtensionID
         for t in transceivers {
-            guard t.sends, t.senders.isEmpty else { continue }
+            guard t.sends, t.senders.isEmpty, !t.writesRejected else { continue }
             let layers = max(1, t.sendRIDs.count)
             var exts = RTPSendExtensions()
             exts.mid = midExtID == 0 ? nil : midExtID
@@ -237,7 +249,7 @@ extension PeerConnection {
         // An answer must list m-lines in the offer's order (JSEP 5.3.1).
         let ordered =
             isOffer ? transceivers : remoteMidOrder.compactMap { mid in transceivers.first { $0.mid == mid } }
-        let bundled = ordered.filter { !$0.rejected && $0.mid != nil }.compactMap(\.mid)
+        let bundled = ordered.filter { !$0.writesRejected && $0.mid != nil }.compactMap(\.mid)
         if !bundled.isEmpty { s += "a=group:BUNDLE \(bundled.joined(separator: " "))\r\n" }
         if configuration.iceLite { s += "a=ice-lite\r\n" }
         s += "a=extmap-allow-mixed\r\n"
@@ -253,12 +265,13 @@ extension PeerConnection {
                 ? (t.kind == .video && configuration.enableRTX ? LocalCapabilities.vp8RTXPT : nil) : t.rtxPayloadType
             var pts = [String(codecPT)]
             if let rtxPT { pts.append(String(rtxPT)) }
-            let port = t.rejected ? 0 : (candidates.first.map { Int($0.port) } ?? 9)
+            let rejected = t.writesRejected
+            let port = rejected ? 0 : (candidates.first.map { Int($0.port) } ?? 9)
             s += "m=\(t.kind == .audio ? "audio" : "video") \(port) UDP/TLS/RTP/SAVPF \(pts.joined(separator: " "))\r\n"
             s += "c=IN IP4 \(candidates.first?.address ?? "0.0.0.0")\r\n"
             s += "a=rtcp:9 IN IP4 0.0.0.0\r\n"
-            for c in candidates where !t.rejected { s += "a=candidate:\(c.attributeValue)\r\n" }
-            if !t.rejected && !candidates.isEmpty { s += "a=end-of-candidates\r\n" }
+            for c in candidates where !rejected { s += "a=candidate:\(c.attributeValue)\r\n" }
+            if !rejected && !candidates.isEmpty { s += "a=end-of-candidates\r\n" }
             s += "a=ice-ufrag:\(transport.localUfrag)\r\na=ice-pwd:\(transport.localPassword)\r\n"
             s += "a=fingerprint:\(fp.algorithm) \(fp.value)\r\n"
             s += "a=setup:\(setup.rawValue)\r\n"
@@ -278,7 +291,7 @@ extension PeerConnection {
                 if uri == LocalCapabilities.transportWideCCURI { sectionHasTransportCC = true }
             }
             let dir = isOffer ? t.direction : (t.currentDirection ?? .inactive)
-            s += "a=\(t.rejected ? "inactive" : dir.rawValue)\r\n"
+            s += "a=\(rejected ? "inactive" : dir.rawValue)\r\n"
             if dir.sends { s += "a=msid:\(t.msid) \(t.trackID)\r\n" }
             s += "a=rtcp-mux\r\n"
             if t.kind == .video { s += "a=rtcp-rsize\r\n" }
@@ -297,7 +310,7 @@ extension PeerConnection {
                     s += "a=fmtp:\(rtxPT) apt=\(codecPT)\r\n"
                 }
             }
-            if dir.sends && !t.rejected {
+            if dir.sends && !rejected {
                 if t.sendRIDs.isEmpty {
                     let ssrc = t.localSSRCs[0]
                     if rtxPT != nil {

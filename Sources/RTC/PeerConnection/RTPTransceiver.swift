@@ -31,6 +31,11 @@ public final class RTPTransceiver: @unchecked Sendable {
     var remoteRTXSSRCs: [UInt32: UInt32] = [:]  // rtx ssrc -> primary ssrc
     /// Whether the m-line was rejected (port 0) or is unsupported.
     var rejected = false
+    /// Stopped on this side (``PeerConnection/stopTransceiver(_:)``): the next offer rejects the
+    /// m-line; it counts as rejected once an answer to such an offer was applied.
+    var stopping = false
+    /// Whether an offer rendered since the stop rejected the m-line (only its answer settles the stop).
+    var stopOffered = false
     private(set) var msid = ""
     private(set) var trackID = ""
 
@@ -54,10 +59,12 @@ public final class RTPTransceiver: @unchecked Sendable {
     }
 
     /// Whether the m-line can carry a new track (``PeerConnection/reuseTransceiver(_:direction:)``):
-    /// negotiated, not rejected, and inactive in what this side wants and in what both sides agreed.
-    public var isReusable: Bool {
-        mid != nil && !rejected && direction == .inactive && currentDirection == .inactive
-    }
+    /// it was negotiated and then rejected (port 0) in an offer the peer answered, so the peer has
+    /// retired it and will take the next track on it for a new transceiver (RFC 8829 §5.2.2).
+    public var isReusable: Bool { mid != nil && rejected && !stopping && currentDirection == .inactive }
+
+    /// Whether the m-line is rejected or about to be (port 0, outside BUNDLE, in what this side writes).
+    var writesRejected: Bool { rejected || stopping }
 
     /// Counters of the first (or only) sender, once negotiation created it.
     public var senderStats: RTPSenderStats? { senders.first?.stats }
