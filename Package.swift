@@ -71,7 +71,7 @@ let package = Package(
         // Redis through hiredis, on its own queue: the shared state of clusters and bot fleets.
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
         // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
-        .target(name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling"], path: "Sources/Cluster"),
+        .target(name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling", "RoomProtocol"], path: "Sources/Cluster"),
         // Bot fleets: recording/relay jobs from a Redis Stream, run by workers as RoomAgents.
         .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
         // The selective forwarding unit: producers, consumers, layer selection, NACK/keyframe handling.
@@ -164,7 +164,9 @@ let package = Package(
         .testTarget(
             name: "UnderstudyTests",
             // Agent: SDKTruthTests checks the agent's manifest against the SDK's participant lists.
-            dependencies: ["Understudy", "RoomServer", "RTCWire", "Media", "Agent", "TestSupport", "SDKTestSupport"],
+            dependencies: [
+                "Understudy", "RoomServer", "RTCWire", "RTC", "Media", "Agent", "TestSupport", "SDKTestSupport",
+            ],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
