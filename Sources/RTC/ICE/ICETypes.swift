@@ -35,8 +35,11 @@ public struct ICETimeouts: Sendable, Equatable {
     public var initialRTO: UInt64 = 250_000_000
     /// Largest retransmission timeout.
     public var maxRTO: UInt64 = 3_000_000_000
-    /// Transmissions of one check before its pair fails.
-    public var maxTransmissions = 7
+    /// Transmissions of one check before its pair fails: 12 spans about 28 s with the timeouts
+    /// above, as long as a browser keeps checking (30 s) before it calls a connection failed. A
+    /// server whose loop is seconds behind (hundreds of members joining at once) still answers in
+    /// that time; 7 (13 s) left late joiners of a busy live stream unconnected for good.
+    public var maxTransmissions = 12
     /// After the first pair succeeds, how long the controlling agent waits for a better one
     /// before nominating.
     public var nominationDelay: UInt64 = 100_000_000
