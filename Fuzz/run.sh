@@ -18,6 +18,7 @@
 #   Media      Sources/Media/Files + MediaError.swift: the container readers only (no codec libraries)
 #   RTC        Sources/RTC/RTP + SRTPReplayWindow.swift: the RTP receive/send engine (pure Swift over RTCWire; no DTLS/SRTP crypto/sockets)
 #   SRTP       Sources/RTC/SRTP: SRTPSession over OpenSSL's libcrypto (not the libsrtp reference)
+#   Fleet      Sources/Fleet/FleetJob.swift + FleetRecords.swift: the job records read from Redis (Foundation only)
 # Targets use `@testable import` where they drive internal types.
 #
 # Seeds: Fuzz/seeds/<name>/ (committed, real inputs) are copied into the working corpus
@@ -51,6 +52,7 @@ lib_sources() {
     RTC) find Sources/RTC/RTP -name '*.swift' && echo Sources/RTC/SRTP/SRTPReplayWindow.swift ;;
     SRTP) printf '%s\n' Sources/RTC/SRTP/SRTPSession.swift Sources/RTC/SRTP/SRTPCrypto.swift \
         Sources/RTC/SRTP/SRTPReplayWindow.swift Sources/RTC/DTLS/SRTPProfile.swift ;;
+    Fleet) printf '%s\n' Sources/Fleet/FleetJob.swift Sources/Fleet/FleetRecords.swift ;;
     *) return 1 ;;
     esac | sort
 }
@@ -78,7 +80,7 @@ fi
 library_of() { sed -n 's|^// library: *\([A-Za-z0-9_]*\).*|\1|p' "Fuzz/Targets/$1.swift" | head -1 | grep . || echo RTCWire; }
 max_len_for() {
     case "$1" in
-    sdp | signal | jwt | rtpreceiver | rtpsender) echo 16384 ;;
+    sdp | signal | jwt | rtpreceiver | rtpsender | fleetrecords) echo 16384 ;;
     ivf | ogg | webm | http | websocket) echo 65536 ;;
     *) echo 4096 ;;
     esac
