@@ -97,7 +97,9 @@ private func submitJob(_ args: [String]) async throws {
     }
     let f = try Arguments(fleetArgs, help: Help.jobs.subset(["--redis", "--job-id", "--cost"]))
     let url = try redisURL(f)
-    for forbidden in ["--record", "--metrics"] where joinArgs.contains(where: { $0.hasPrefix(forbidden) }) {
+    // By name, not prefix: `--record-format` is a job option.
+    let names = joinArgs.map { $0.split(separator: "=", maxSplits: 1).first.map(String.init) ?? $0 }
+    for forbidden in ["--record", "--metrics"] where names.contains(forbidden) {
         throw Arguments.Failure.badValue(forbidden, "a worker chooses it (jobs write under the worker's --out)")
     }
     let id = f.value("--job-id") ?? "job-\(UUID().uuidString.prefix(8).lowercased())"

@@ -421,12 +421,18 @@ def test_hostile_jobs_hang_neither_the_server_nor_the_fleet(understudy, tmp_path
         cli = run_understudy(["jobs", "submit", "--redis", url, "--job-id", "..",
                               *join_args(port, "hostile", "x")], timeout=30)
         assert cli.returncode == 2 and "job id '..'" in cli.stderr, cli.stderr
+        # `--record` is the worker's, but `--record-format` (the documented example) is the job's.
+        cli = run_understudy(["jobs", "submit", "--redis", url, "--job-id", "webm-format", "--cost", "1",
+                              *join_args(port, "hostile", "fmt", "--record-format", "webm", "--duration", "3s")],
+                             timeout=30)
+        assert cli.returncode == 0, cli.stderr
+        assert _post(f"{base}/admin/jobs/webm-format/stop", {}, token)[0] == 200
         # 4. A job that asks for the host's id is queued, but no token is ever shown.
         status, body = _post(f"{base}/admin/jobs", {"roomId": "hostile", "jobId": "impostor", "cost": 1,
                                                     "options": ["--id", "host", "--duration", "5s"]}, token)
         assert status == 201, body
         status, listed, text = _get(f"{base}/admin/jobs", token)
-        assert status == 200 and len(listed["jobs"]) == 41, listed
+        assert status == 200 and len(listed["jobs"]) == 42, listed
         assert "eyJ" not in text and "[redacted]" in text, text[:2000]
         assert "eyJ" not in run_understudy(["jobs", "list", "--redis", url, "--json"], timeout=30).stdout
         # Keep two blocking jobs for the worker; stop the others before any worker exists.
@@ -438,7 +444,7 @@ def test_hostile_jobs_hang_neither_the_server_nor_the_fleet(understudy, tmp_path
         subprocess.run(["redis-cli", "-u", url, "HSET", "understudy:fleet:job:garbage", "status", '{"spec": 7}'],
                        check=True, stdout=subprocess.DEVNULL)
         status, listed, _ = _get(f"{base}/admin/jobs", token)
-        assert status == 200 and len(listed["jobs"]) == 41 and listed["skipped"] == 1, listed
+        assert status == 200 and len(listed["jobs"]) == 42 and listed["skipped"] == 1, listed
         assert [s["jobId"] for s in listed["skippedJobs"]] == ["garbage"], listed
         listing = run_understudy(["jobs", "list", "--redis", url], timeout=30)
         assert listing.returncode == 0 and "skipped job 'garbage'" in listing.stderr, listing
