@@ -19,6 +19,7 @@
 #   RTC        Sources/RTC/RTP + SRTPReplayWindow.swift: the RTP receive/send engine (pure Swift over RTCWire; no DTLS/SRTP crypto/sockets)
 #   SRTP       Sources/RTC/SRTP: SRTPSession over OpenSSL's libcrypto (not the libsrtp reference)
 #   Cluster    Sources/Cluster/NodeRecord.swift + Sources/RoomProtocol/NameEscaping.swift: registrations read from Redis
+#   Fleet      Sources/Fleet/FleetJob.swift + FleetRecords.swift: the job records read from Redis (Foundation only)
 # Targets use `@testable import` where they drive internal types.
 #
 # Seeds: Fuzz/seeds/<name>/ (committed, real inputs) are copied into the working corpus
@@ -54,6 +55,7 @@ lib_sources() {
     Cluster) printf '%s\n' Sources/Cluster/NodeRecord.swift Sources/RoomProtocol/NameEscaping.swift ;;
     SRTP) printf '%s\n' Sources/RTC/SRTP/SRTPSession.swift Sources/RTC/SRTP/SRTPCrypto.swift \
         Sources/RTC/SRTP/SRTPReplayWindow.swift Sources/RTC/DTLS/SRTPProfile.swift ;;
+    Fleet) printf '%s\n' Sources/Fleet/FleetJob.swift Sources/Fleet/FleetRecords.swift ;;
     *) return 1 ;;
     esac | sort
 }
@@ -81,7 +83,7 @@ fi
 library_of() { sed -n 's|^// library: *\([A-Za-z0-9_]*\).*|\1|p' "Fuzz/Targets/$1.swift" | head -1 | grep . || echo RTCWire; }
 max_len_for() {
     case "$1" in
-    sdp | signal | jwt | rtpreceiver | rtpsender | noderecord) echo 16384 ;;
+    sdp | signal | jwt | rtpreceiver | rtpsender | noderecord | fleetrecords) echo 16384 ;;
     ivf | ogg | webm | http | websocket) echo 65536 ;;
     *) echo 4096 ;;
     esac

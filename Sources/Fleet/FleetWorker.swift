@@ -19,6 +19,15 @@ public final class FleetWorker: @unchecked Sendable {
         public var claimTimeout: Double = 5
         /// How often the registration, the claims and the job statuses are refreshed.
         public var heartbeat: Double = 1
+        /// How long preparing a job may take: parsing its options and checking its media paths
+        /// (`--video`/`--audio` files are read, an ALSA device is opened). It runs on a thread of its
+        /// own; a job whose preparation takes longer (a path that blocks on read, such as a device
+        /// or a FIFO) fails, and the worker goes on with other jobs.
+        public var prepareTimeout: Double = 10
+        /// Attempts a job gets before it fails for good: attempts that end because the worker died
+        /// or hung count, hand-backs (a stopped worker) do not. So a job that kills or hangs every
+        /// worker that takes it cannot go round the fleet forever.
+        public var maxAttempts: Int = 3
 
         public init(id: String, capacity: Int, outputDirectory: String) {
             self.id = id
@@ -45,19 +54,18 @@ public final class FleetWorker: @unchecked Sendable {
     private final class RunningJob: @unchecked Sendable {
         let entryId: String
         var status: FleetJobStatus
-        let agent: RoomAgent
+        /// Nil while the job is being prepared (see ``Options/prepareTimeout``).
+        var agent: RoomAgent?
         /// When the job ends: its duration counts from its first attempt, so a job taken over
         /// records for what is left of it, not for its whole duration again.
-        let deadline: Date?
+        var deadline: Date?
         var stopRequested = false
         /// Set when the worker itself is stopping: the job goes back to the queue, not to "stopped".
         var handBack = false
         var finished = false
-        init(entryId: String, status: FleetJobStatus, agent: RoomAgent, deadline: Date?) {
+        init(entryId: String, status: FleetJobStatus) {
             self.entryId = entryId
             self.status = status
-            self.agent = agent
-            self.deadline = deadline
         }
     }
 
@@ -75,6 +83,7 @@ public final class FleetWorker: @unchecked Sendable {
     private var tasks: [String: Task<Void, Never>] = [:]
     private let startedAt = Date().timeIntervalSince1970
     private var redisDown = false
+    private var skipped = 0
     private var deregistered = false
     /// The registration thread's own connection.
     private let registration: RedisClient
@@ -101,7 +110,10 @@ public final class FleetWorker: @unchecked Sendable {
         lock.withLock { running.values.filter { !$0.finished }.reduce(0) { $0 + cost(of: $1) } }
     }
 
-    private func cost(of job: RunningJob) -> Int { max(job.status.spec.cost, job.agent.consumedIds.count) }
+    private func cost(of job: RunningJob) -> Int { max(job.status.spec.cost, job.agent?.consumedIds.count ?? 0) }
+
+    /// Stream entries and job records read from Redis that were not valid and were skipped.
+    public var skippedRecords: Int { lock.withLock { skipped } }
 
     /// Takes and runs jobs until `shouldStop` says so; then stops every job, hands the jobs back and
     /// deregisters.
@@ -124,7 +136,16 @@ public final class FleetWorker: @unchecked Sendable {
                 try await store.ensureGroup()
                 var entry = try await claimAbandoned()
                 if entry == nil { entry = try await readNew() }
-                if let entry { await take(entryId: entry.id, jobId: entry.job) }
+                if let entry {
+                    if let job = entry.job {
+                        await take(entryId: entry.id, jobId: job)
+                    } else {
+                        // Acknowledged, so that it is not claimed again and again.
+                        try await ack(entry.id)
+                        lock.withLock { skipped += 1 }
+                        log("worker \(options.id): skipped stream entry \(entry.id): it names no valid job id")
+                    }
+                }
                 setRedis(up: true, nil)
             } catch {
                 setRedis(up: false, error.description)
@@ -141,7 +162,7 @@ public final class FleetWorker: @unchecked Sendable {
 
     // MARK: - Claiming
 
-    private func readNew() async throws(RedisError) -> (id: String, job: String)? {
+    private func readNew() async throws(RedisError) -> (id: String, job: String?)? {
         let reply = try await blocking.command([
             "XREADGROUP", "GROUP", store.keys.workerGroup, options.id, "COUNT", "1", "BLOCK", "500", "STREAMS",
             store.keys.jobStream, ">",
@@ -153,7 +174,7 @@ public final class FleetWorker: @unchecked Sendable {
     }
 
     /// A job whose worker stopped refreshing its claim (it died).
-    private func claimAbandoned() async throws(RedisError) -> (id: String, job: String)? {
+    private func claimAbandoned() async throws(RedisError) -> (id: String, job: String?)? {
         let reply = try await store.redis.command([
             "XAUTOCLAIM", store.keys.jobStream, store.keys.workerGroup, options.id,
             String(Int(options.claimTimeout * 1000)), "0-0", "COUNT", "1",
@@ -162,21 +183,25 @@ public final class FleetWorker: @unchecked Sendable {
         return entries.lazy.compactMap(Self.entry).first
     }
 
-    private static func entry(_ value: RedisValue) -> (id: String, job: String)? {
-        guard let pair = value.array, pair.count == 2, let id = pair[0].string, let fields = pair[1].array else {
-            return nil
-        }
-        var i = 0
-        while i + 1 < fields.count {
-            if fields[i].string == "job", let job = fields[i + 1].string { return (id, job) }
-            i += 2
-        }
-        return nil
+    /// A stream entry's id and its job id (nil when the entry names no valid job id,
+    /// ``FleetRecords/jobId(entryFields:)``).
+    private static func entry(_ value: RedisValue) -> (id: String, job: String?)? {
+        guard let pair = value.array, pair.count == 2, let id = pair[0].string else { return nil }
+        return (id, FleetRecords.jobId(entryFields: pair[1].array?.map(\.string) ?? []))
     }
 
     private func take(entryId: String, jobId: String) async {
         do {
-            guard var status = try await store.status(jobId) else {
+            guard let record = try await store.record(jobId) else {
+                try await ack(entryId)
+                return
+            }
+            guard case .success(var status) = record else {
+                // Untrusted input: a record that is not valid is skipped (and never retried), not fatal.
+                if case .failure(let error) = record {
+                    log("job \(jobId): skipped, its status record is not valid: \(error)")
+                }
+                lock.withLock { skipped += 1 }
                 try await ack(entryId)
                 return
             }
@@ -210,48 +235,56 @@ public final class FleetWorker: @unchecked Sendable {
                 status.attempts[status.attempts.count - 1] = last
                 log("job \(jobId): taking over from worker \(last.worker)")
             }
+            let counted = status.attempts.filter { $0.end != "handed back" }
+            if counted.count >= options.maxAttempts {
+                status.state = .failed
+                status.worker = nil
+                status.error =
+                    "gave up after \(counted.count) attempts (the last ended: \(counted.last?.end ?? "?"))"
+                status.updatedAt = Date().timeIntervalSince1970
+                try await store.save(status)
+                try await ack(entryId)
+                log("job \(jobId): failed: \(status.error ?? "")")
+                return
+            }
             try await start(&status, entryId: entryId)
         } catch {
             setRedis(up: false, error.description)
         }
     }
 
+    /// Records the attempt (before anything else, so that a worker that dies or hangs while
+    /// preparing still counts it), then prepares and runs the job in a task of its own.
     private func start(_ status: inout FleetJobStatus, entryId: String) async throws(RedisError) {
         let jobId = status.spec.id
         let number = status.attempts.count + 1
-        let directory = uniqueDirectory(jobId: jobId, attempt: number)
         var attempt = FleetJobAttempt(
-            attempt: number, worker: options.id, directory: directory, files: [],
+            attempt: number, worker: options.id, directory: "", files: [],
             startedAt: Date().timeIntervalSince1970, endedAt: nil, end: nil)
-        let agent: RoomAgent
-        let duration: Double?
-        do {
-            let made = try makeAgent(status.spec.joinArguments, directory)
-            agent = try RoomAgent(options: made.options) { [log] in log("job \(jobId): \($0)") }
-            duration = made.duration
-        } catch {
-            attempt.end = "failed: \(error)"
-            attempt.endedAt = Date().timeIntervalSince1970
+        guard let directory = uniqueDirectory(jobId: jobId, attempt: number) else {
+            // Unreachable for ids that passed FleetJobID; kept so that no id can ever write elsewhere.
+            attempt.end = "failed: job id '\(FleetJobID.shown(jobId))' does not name a directory under --out"
+            attempt.endedAt = attempt.startedAt
             status.attempts.append(attempt)
             status.state = .failed
-            status.error = "\(error)"
+            status.error = String(attempt.end?.dropFirst("failed: ".count) ?? "")
             status.updatedAt = Date().timeIntervalSince1970
             try await store.save(status)
             try await ack(entryId)
-            log("job \(jobId): refused: \(error)")
+            log("job \(jobId): refused: \(status.error ?? "")")
             return
         }
+        attempt.directory = directory
         status.attempts.append(attempt)
         status.state = .running
         status.worker = options.id
+        status.error = nil
         status.updatedAt = Date().timeIntervalSince1970
         try await store.save(status)
-        let firstStart = status.attempts.first?.startedAt ?? attempt.startedAt
-        let deadline = duration.map { Date(timeIntervalSince1970: firstStart + $0) }
-        let job = RunningJob(entryId: entryId, status: status, agent: agent, deadline: deadline)
+        let job = RunningJob(entryId: entryId, status: status)
         let task = Task { [weak self] in
             guard let self else { return }
-            await self.drive(job)
+            await self.prepareAndDrive(job, directory: directory)
         }
         lock.withLock {
             running[jobId] = job
@@ -260,18 +293,87 @@ public final class FleetWorker: @unchecked Sendable {
         log("job \(jobId): attempt \(number) on \(options.id), recording to \(directory)")
     }
 
-    private func uniqueDirectory(jobId: String, attempt: Int) -> String {
-        let base = (options.outputDirectory as NSString).appendingPathComponent(Self.safeName(jobId))
-        var candidate = (base as NSString).appendingPathComponent("attempt-\(attempt)")
-        var n = 2
-        // Never reuse a directory: an earlier run (or another worker sharing the disk) may own it.
-        while FileManager.default.fileExists(atPath: candidate) {
-            candidate = (base as NSString).appendingPathComponent("attempt-\(attempt)-\(n)")
-            n += 1
-        }
-        return candidate
+    /// What preparing a job on its own thread gave, within ``Options/prepareTimeout``.
+    private enum Prepared: Sendable {
+        case ready(RoomAgent, duration: Double?)
+        case failed(String)
+        case timedOut
     }
 
+    /// Builds the job's agent on a thread of its own: the factory checks media paths, which may
+    /// block on read (a device, a FIFO, a hung mount). The worker waits at most
+    /// ``Options/prepareTimeout``; a thread still blocked after that is left to itself.
+    private func prepare(_ job: RunningJob, directory: String) async -> Prepared {
+        let jobId = job.status.spec.id
+        let arguments = job.status.spec.joinArguments
+        let outcome = OnceContinuation<Prepared>()
+        return await withCheckedContinuation { continuation in
+            outcome.set(continuation)
+            let thread = Thread { [makeAgent, log] in
+                do {
+                    let made = try makeAgent(arguments, directory)
+                    let agent = try RoomAgent(options: made.options) { log("job \(jobId): \($0)") }
+                    outcome.resume(.ready(agent, duration: made.duration))
+                } catch {
+                    outcome.resume(.failed("\(error)"))
+                }
+            }
+            thread.name = "fleet-prepare"
+            thread.start()
+            DispatchQueue.global().asyncAfter(deadline: .now() + options.prepareTimeout) {
+                outcome.resume(.timedOut)
+            }
+        }
+    }
+
+    private func prepareAndDrive(_ job: RunningJob, directory: String) async {
+        let jobId = job.status.spec.id
+        switch await prepare(job, directory: directory) {
+        case .failed(let reason):
+            log("job \(jobId): refused: \(reason)")
+            await finish(job, end: "failed: \(reason)")
+        case .timedOut:
+            let reason =
+                "checking the job's options and media paths took longer than \(Self.seconds(options.prepareTimeout))"
+                + " (a --video or --audio path that blocks on read?)"
+            log("job \(jobId): refused: \(reason)")
+            await finish(job, end: "failed: \(reason)")
+        case .ready(let agent, let duration):
+            lock.withLock {
+                job.agent = agent
+                let firstStart = job.status.attempts.first?.startedAt ?? Date().timeIntervalSince1970
+                job.deadline = duration.map { Date(timeIntervalSince1970: firstStart + $0) }
+            }
+            await drive(job, agent: agent)
+        }
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+    }
+
+    /// `OUT/JOB/attempt-N` (a further suffix if that exists), or nil when it would not be a
+    /// directory two levels under `OUT`: whatever the id, a worker never writes outside `--out`.
+    private func uniqueDirectory(jobId: String, attempt: Int) -> String? {
+        guard FleetJobID.isValid(jobId) else { return nil }
+        let out = URL(fileURLWithPath: options.outputDirectory).standardizedFileURL
+        let base = out.appendingPathComponent(jobId, isDirectory: true)
+        var candidate = base.appendingPathComponent("attempt-\(attempt)", isDirectory: true)
+        var n = 2
+        // Never reuse a directory: an earlier run (or another worker sharing the disk) may own it.
+        while FileManager.default.fileExists(atPath: candidate.path) {
+            candidate = base.appendingPathComponent("attempt-\(attempt)-\(n)", isDirectory: true)
+            n += 1
+        }
+        let standardized = candidate.standardizedFileURL
+        guard standardized.deletingLastPathComponent().deletingLastPathComponent().path == out.path else {
+            return nil
+        }
+        return (options.outputDirectory as NSString).appendingPathComponent(
+            "\(jobId)/\(standardized.lastPathComponent)")
+    }
+
+    /// A worker id as a bot id prefix: everything but letters, digits, `-`, `_` and `.` becomes `_`.
     static func safeName(_ id: String) -> String {
         String(id.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." ? $0 : "_" })
     }
@@ -279,42 +381,49 @@ public final class FleetWorker: @unchecked Sendable {
     // MARK: - Running
 
     /// Joins, then waits for the end: the duration, the room left, or a stop request.
-    private func drive(_ job: RunningJob) async {
+    private func drive(_ job: RunningJob, agent: RoomAgent) async {
         let jobId = job.status.spec.id
         var end = "done"
+        if lock.withLock({ job.handBack }) {
+            // The worker began to stop while the job was being prepared.
+            await finish(job, end: "handed back")
+            log("job \(jobId): handed back")
+            return
+        }
         do {
-            try await job.agent.start()
+            try await agent.start()
             while true {
                 let (stop, handBack) = lock.withLock { (job.stopRequested, job.handBack) }
                 if stop {
                     end = handBack ? "handed back" : "stopped"
                     break
                 }
-                if let reason = job.agent.leaveReason {
+                if let reason = agent.leaveReason {
                     end = reason == .MANUAL_LEAVE_CALLED ? "done" : "left room: \(reason.name) (\(reason.rawValue))"
                     break
                 }
-                if let deadline = job.deadline, Date() >= deadline { break }
+                if let deadline = lock.withLock({ job.deadline }), Date() >= deadline { break }
                 try? await Task.sleep(nanoseconds: 100_000_000)
             }
         } catch {
             end = "failed: \(error)"
         }
-        await job.agent.stop()
+        await agent.stop()
         await finish(job, end: end)
         log("job \(jobId): \(end)")
     }
 
     private func files(of job: RunningJob) -> [String] {
-        var files = job.agent.recordedFiles
-        if let manifest = job.agent.manifestPath, FileManager.default.fileExists(atPath: manifest) {
+        guard let agent = job.agent else { return [] }
+        var files = agent.recordedFiles
+        if let manifest = agent.manifestPath, FileManager.default.fileExists(atPath: manifest) {
             files.append(manifest)
         }
         return files
     }
 
     private func manifest(of job: RunningJob) -> String? {
-        guard let path = job.agent.manifestPath, let data = FileManager.default.contents(atPath: path),
+        guard let path = job.agent?.manifestPath, let data = FileManager.default.contents(atPath: path),
             data.count <= 256 * 1024
         else { return nil }
         return String(decoding: data, as: UTF8.self)
@@ -337,7 +446,7 @@ public final class FleetWorker: @unchecked Sendable {
             case "handed back": s.state = .queued
             default:
                 s.state = .failed
-                s.error = end
+                s.error = end.hasPrefix("failed: ") ? String(end.dropFirst("failed: ".count)) : end
             }
             if s.state == .queued { s.worker = nil }
             s.updatedAt = Date().timeIntervalSince1970
@@ -528,5 +637,23 @@ public final class FleetWorker: @unchecked Sendable {
             up
                 ? "worker \(options.id): Redis reachable again"
                 : "worker \(options.id): Redis unreachable: \(why ?? "?")")
+    }
+}
+
+/// A continuation resumed once, by whichever of several racing events comes first.
+private final class OnceContinuation<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<T, Never>?
+
+    func set(_ continuation: CheckedContinuation<T, Never>) {
+        lock.withLock { self.continuation = continuation }
+    }
+
+    func resume(_ value: T) {
+        let waiting: CheckedContinuation<T, Never>? = lock.withLock {
+            defer { continuation = nil }
+            return continuation
+        }
+        waiting?.resume(returning: value)
     }
 }

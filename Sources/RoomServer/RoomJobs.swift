@@ -7,9 +7,10 @@ public protocol RoomJobService: AnyObject, Sendable {
     /// Queues a job that joins `roomId` with these `understudy join` options; returns `{jobId, …}`.
     /// Bad options are refused with 3073 and the reason.
     func submit(roomId: String, options: [String], jobId: String?, cost: Int?) async throws(RoomError) -> JSONValue
-    /// `{jobs: […]}`, only those of `roomId` when given.
+    /// `{jobs: […], skipped: N}`, only those of `roomId` when given; secrets redacted, and records
+    /// that are not valid skipped and counted rather than failing the listing.
     func list(roomId: String?) async throws(RoomError) -> JSONValue
-    /// Asks the job to stop; 4003 when there is no such job.
+    /// Asks the job to stop; 4003 when there is no such job, 3073 for an id outside the job id grammar.
     func stop(jobId: String, roomId: String?) async throws(RoomError) -> JSONValue
 }
 
@@ -31,6 +32,12 @@ extension RoomServer {
             let options = body["options"]?.arrayValue?.compactMap(\.stringValue) ?? []
             guard options.count == (body["options"]?.arrayValue?.count ?? 0) else {
                 return adminError(400, RoomError(3073, "options must be an array of strings"))
+            }
+            if let given = body["jobId"], given.stringValue == nil {
+                return adminError(400, RoomError(3073, "jobId must be a string"))
+            }
+            if let given = body["cost"], given.intValue == nil {
+                return adminError(400, RoomError(3073, "cost must be a positive whole number"))
             }
             do throws(RoomError) {
                 let created = try await jobs.submit(
@@ -68,7 +75,7 @@ extension RoomServer {
                 return HTTPResponse.json(
                     try await jobs.stop(jobId: jobId, roomId: self.tokenRoomScope(request)).jsonString)
             } catch {
-                return adminError(error.code == 4003 ? 404 : 503, error)
+                return adminError(error.code == 4003 ? 404 : error.code == 3073 ? 400 : 503, error)
             }
         }
     }

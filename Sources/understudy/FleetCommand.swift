@@ -97,20 +97,24 @@ private func submitJob(_ args: [String]) async throws {
     }
     let f = try Arguments(fleetArgs, help: Help.jobs.subset(["--redis", "--job-id", "--cost"]))
     let url = try redisURL(f)
-    for forbidden in ["--record", "--metrics"] where joinArgs.contains(where: { $0.hasPrefix(forbidden) }) {
+    // By name, not prefix: `--record-format` is a job option.
+    let names = joinArgs.map { $0.split(separator: "=", maxSplits: 1).first.map(String.init) ?? $0 }
+    for forbidden in ["--record", "--metrics"] where names.contains(forbidden) {
         throw Arguments.Failure.badValue(forbidden, "a worker chooses it (jobs write under the worker's --out)")
     }
-    let parsed = try Arguments(joinArgs, valueOptions: joinValueOptions, switches: joinSwitches)
-    let (options, _) = try joinAgentOptions(parsed)
-    // Store the token, not the secret: a worker needs nothing but Redis to run the job.
-    var stored = joinArgs
-    if parsed.value("--token") == nil {
-        stored = removing(["--secret"], from: stored) + ["--token", options.token]
-    }
     let id = f.value("--job-id") ?? "job-\(UUID().uuidString.prefix(8).lowercased())"
-    guard id.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }), !id.isEmpty else {
-        throw Arguments.Failure.badValue("--job-id", "'\(id)' must be letters, digits, '-', '_' or '.'")
+    guard FleetJobID.isValid(id) else { throw Arguments.Failure.badValue("--job-id", FleetJobID.refusal(id)) }
+    let parsed = try Arguments(joinArgs, valueOptions: joinValueOptions, switches: joinSwitches)
+    // Media paths are on the worker's disk: the worker checks them, with a deadline.
+    let (options, _) = try joinAgentOptions(parsed, checkMedia: false)
+    // Store a token, never the secret: a worker needs nothing but Redis to run the job. A token
+    // signed here is bound to no participant, so the job only takes a free id and never replaces
+    // anyone (docs/fleet.md, "Jobs never impersonate").
+    var stored = removing(["--secret"], from: joinArgs)
+    if parsed.value("--token") == nil {
+        stored += ["--token", try roomToken(parsed, room: options.roomId, participant: nil)]
     }
+    if parsed.value("--id") == nil { stored += ["--id", "rec-\(id)"] }
     // Without a measured figure, a job is expected to receive its --max-video participants or two.
     let cost = try positiveInt(f, "--cost") ?? max(2, options.maxVideo ?? 2)
     let spec = FleetJobSpec(
@@ -139,7 +143,10 @@ private func listJobs(_ args: [String]) async throws {
     let a = try Arguments(args, help: Help.jobs.subset(["--redis", "--json"]))
     if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
     let store = FleetStore(redis: RedisClient(url: try redisURL(a)))
-    let jobs = try await store.list()
+    let listing = try await store.list()
+    // A record that is not valid is reported and skipped; the others are listed (and exit 0).
+    for bad in listing.skipped { logLine("jobs list: skipped job '\(bad.jobId)': \(bad.reason)") }
+    let jobs = listing.jobs.map(\.redacted)
     if a.flag("--json") {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
@@ -172,6 +179,7 @@ private func stopJob(_ args: [String]) async throws {
     let a = try Arguments(args, help: Help.jobs.subset(["--redis"]))
     guard let id = a.positionals.first else { throw Arguments.Failure.missingPositional("job id") }
     if a.positionals.count > 1 { throw Arguments.Failure.unexpected(a.positionals[1]) }
+    guard FleetJobID.isValid(id) else { throw Arguments.Failure.badValue("job id", FleetJobID.refusal(id)) }
     let store = FleetStore(redis: RedisClient(url: try redisURL(a)))
     guard try await store.requestStop(id) else { fail("jobs stop: no job '\(id)'") }
     logLine("asked job \(id) to stop")
@@ -192,9 +200,7 @@ final class ServeJobService: RoomJobService, @unchecked Sendable {
 
     func submit(roomId: String, options: [String], jobId: String?, cost: Int?) async throws(RoomError) -> JSONValue {
         let id = jobId ?? "job-\(UUID().uuidString.prefix(8).lowercased())"
-        guard !id.isEmpty, id.count <= 64, id.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
-            throw RoomError(3073, "jobId must be 1-64 letters, digits, '-', '_' or '.'")
-        }
+        guard FleetJobID.isValid(id) else { throw RoomError(3073, FleetJobID.refusal(id)) }
         if let cost, cost <= 0 { throw RoomError(3073, "cost must be a positive whole number") }
         for option in options {
             let name = option.split(separator: "=", maxSplits: 1).first.map(String.init) ?? option
@@ -202,17 +208,20 @@ final class ServeJobService: RoomJobService, @unchecked Sendable {
                 throw RoomError(3073, "option \(name) is chosen by the server or the worker")
             }
         }
-        let participant = options.firstIndex(of: "--id").flatMap { $0 + 1 < options.count ? options[$0 + 1] : nil }
+        // The token is bound to no participant: under the room's rule for such tokens the job takes
+        // only a free id (4005 otherwise), so whatever `--id` a moderator gives it, it never
+        // replaces a participant (docs/fleet.md, "Jobs never impersonate").
         let token = RoomToken.sign(
-            RoomToken(
-                apikey: "understudy", permissions: ["allow_join"], roomId: roomId,
-                participantId: participant ?? "rec-\(id)", lifetime: 24 * 3600), secret: secret)
+            RoomToken(apikey: "understudy", permissions: ["allow_join"], roomId: roomId, lifetime: 24 * 3600),
+            secret: secret)
         var args = ["--server", serverURL, "--room", roomId, "--token", token] + options
-        if participant == nil { args += ["--id", "rec-\(id)"] }
         let parsed: RoomAgent.Options
         do {
             let a = try Arguments(args, valueOptions: joinValueOptions, switches: joinSwitches)
-            parsed = try joinAgentOptions(a).options
+            if a.value("--id") == nil { args += ["--id", "rec-\(id)"] }
+            // Syntax only: nothing from a request touches the file system here, so no request can
+            // block a server thread. The worker checks media paths, with a deadline.
+            parsed = try joinAgentOptions(a, checkMedia: false).options
         } catch {
             throw RoomError(3073, "bad job options: \(error)", cause: error)
         }
@@ -229,16 +238,26 @@ final class ServeJobService: RoomJobService, @unchecked Sendable {
     }
 
     func list(roomId: String?) async throws(RoomError) -> JSONValue {
-        let jobs: [FleetJobStatus]
-        do { jobs = try await store.list() } catch {
+        let listing: FleetStore.Listing
+        do { listing = try await store.list() } catch {
             throw RoomError(3047, "the job fleet is unreachable: \(error)", cause: error)
         }
-        let shown = jobs.filter { roomId == nil || $0.spec.room == roomId }
+        let shown = listing.jobs.filter { roomId == nil || $0.spec.room == roomId }
+        // Secrets redacted; records that are not valid skipped and counted (their room is unknown,
+        // so a room-scoped token sees only how many).
         let encoded = FleetStore.encodeForDisplay(shown)
-        return ["jobs": (try? JSONValue.parse(encoded)) ?? .array([])]
+        var body: [String: JSONValue] = [
+            "jobs": (try? JSONValue.parse(encoded)) ?? .array([]), "skipped": .number(Double(listing.skipped.count)),
+        ]
+        if roomId == nil {
+            body["skippedJobs"] = .array(
+                listing.skipped.map { ["jobId": .string($0.jobId), "reason": .string($0.reason)] })
+        }
+        return .object(body)
     }
 
     func stop(jobId: String, roomId: String?) async throws(RoomError) -> JSONValue {
+        guard FleetJobID.isValid(jobId) else { throw RoomError(3073, FleetJobID.refusal(jobId)) }
         do {
             guard let status = try await store.status(jobId), roomId == nil || status.spec.room == roomId else {
                 throw RoomError(4003, "no job '\(jobId)'")

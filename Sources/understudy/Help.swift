@@ -285,7 +285,10 @@ enum Help {
             "jobs submit --redis URL [--job-id ID] [--cost N] <join options> | jobs list|workers --redis URL [--json] | jobs stop ID --redis URL",
         summary: "Queue, list and stop a fleet's recording jobs; list its live workers (docs/fleet.md).",
         options: [
-            redisOption, .init(name: "--job-id", value: "ID", text: "the new job's id (submit; default generated)"),
+            redisOption,
+            .init(
+                name: "--job-id", value: "ID",
+                text: "the new job's id: 1-64 of A-Z a-z 0-9 . _ -, not . or .. (submit; default generated)"),
             .init(name: "--cost", value: "N", text: "expected stream units (submit; default max-video, at least 2)"),
             .init(name: "--json", value: nil, text: "print JSON (list, workers)"),
         ],

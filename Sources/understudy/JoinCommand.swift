@@ -105,7 +105,12 @@ let joinValueOptions: Set<String> = Help.join.valueOptions
 let joinSwitches: Set<String> = Help.join.switches
 
 /// The agent options and the duration of an `understudy join` command line.
-func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: RoomAgent.Options, duration: Double?) {
+///
+/// With `checkMedia` false only the syntax is checked: `--video`/`--audio` files and devices are not
+/// touched (a fleet job's paths are on the worker that runs it, which checks them with a deadline).
+func joinAgentOptions(
+    _ a: Arguments, checkMedia: Bool = true
+) throws(Arguments.Failure) -> (options: RoomAgent.Options, duration: Double?) {
     if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
     let url = try signalingURL(try required(a, "--server"))
     let roomId = try required(a, "--room")
@@ -156,7 +161,7 @@ func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Roo
             options.relayRoomToken = try roomToken(a, room: relayRoom, participant: nil)
         }
     }
-    (options.video, options.audio) = try localSourceOptions(a)
+    (options.video, options.audio) = checkMedia ? try localSourceOptions(a) : (a.value("--video"), a.value("--audio"))
     options.relayURL = try relayURLOption(a)
     options.iceServers = try iceServers(a)
     let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)

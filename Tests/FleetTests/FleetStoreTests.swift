@@ -30,7 +30,7 @@ import Testing
         let second = FleetJobSpec(id: "b", joinArguments: ["--room", "s"], cost: 3, room: "s", submittedAt: 2)
         try await store.submit(second)
         try await store.submit(first)
-        let listed = try await store.list()
+        let listed = try await store.list().jobs
         #expect(listed.map(\.spec.id) == ["a", "b"])  // by submission time
         #expect(listed.allSatisfy { $0.state == .queued && $0.attempts.isEmpty })
         await #expect(throws: RedisError.server("job 'a' already exists")) { try await store.submit(first) }

@@ -369,3 +369,116 @@ def test_the_room_server_queues_a_recording_of_its_room(understudy, tmp_path):
             host.stop()
         kill_process(server)
         kill_process(redis)
+
+
+def _get(url: str, token: str) -> tuple[int, dict, str]:
+    import urllib.error
+    import urllib.request
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as r:
+            text = r.read().decode()
+            return r.status, json.loads(text), text
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        return e.code, json.loads(text), text
+
+
+def test_hostile_jobs_hang_neither_the_server_nor_the_fleet(understudy, tmp_path):
+    """Issue 31, items 1, 4, 5, 6 and 14, against a real serve, redis-server and worker."""
+    from concurrent.futures import ThreadPoolExecutor
+    redis, url = start_redis(tmp_path)
+    port = free_port()
+    server = subprocess.Popen(
+        [understudy_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--secret", SECRET, "--udp-port", "45000",
+         "--jobs", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    host = None
+    worker = None
+    try:
+        wait_until(lambda: run_understudy(["jobs", "list", "--redis", url], timeout=10).returncode == 0, 30, "redis")
+        host = AgentProcess("host", join_args(port, "hostile", "host", "--mode", "SEND_AND_RECV", "--consume", "none"),
+                            tmp_path)
+        host.wait_for(r"joined room hostile as host")
+        token = run_understudy(["token", "--secret", SECRET, "--permissions", "allow_join,allow_mod"],
+                               timeout=30).stdout.strip()
+        base = f"http://127.0.0.1:{port}"
+        # 1. Media paths are not the server's business: 40 jobs whose --video blocks on read are all
+        # queued at once, and the server's other routes go on answering.
+        def blocking_job(i: int) -> tuple[int, dict]:
+            return _post(f"{base}/admin/jobs", {"roomId": "hostile", "jobId": f"ptmx-{i}", "cost": 1,
+                                                "options": ["--video", "/dev/ptmx", "--duration", "5s"]}, token)
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=40) as pool:
+            answers = list(pool.map(blocking_job, range(40)))
+        assert all(status == 201 for status, _ in answers), answers
+        assert time.monotonic() - started < 60
+        status, rooms, _ = _get(f"{base}/v1/rooms", token)
+        assert status == 200 and "host" in rooms["rooms"][0]["participants"], rooms
+        # 6. One job id grammar at every edge: the HTTP API, the CLI.
+        for bad in ("..", ".", "a/b", "x" * 65):
+            status, body = _post(f"{base}/admin/jobs", {"roomId": "hostile", "jobId": bad, "options": []}, token)
+            assert status == 400 and body["error"]["code"] == 3073, (bad, body)
+        cli = run_understudy(["jobs", "submit", "--redis", url, "--job-id", "..",
+                              *join_args(port, "hostile", "x")], timeout=30)
+        assert cli.returncode == 2 and "job id '..'" in cli.stderr, cli.stderr
+        # `--record` is the worker's, but `--record-format` (the documented example) is the job's.
+        cli = run_understudy(["jobs", "submit", "--redis", url, "--job-id", "webm-format", "--cost", "1",
+                              *join_args(port, "hostile", "fmt", "--record-format", "webm", "--duration", "3s")],
+                             timeout=30)
+        assert cli.returncode == 0, cli.stderr
+        assert _post(f"{base}/admin/jobs/webm-format/stop", {}, token)[0] == 200
+        # 4. A job that asks for the host's id is queued, but no token is ever shown.
+        status, body = _post(f"{base}/admin/jobs", {"roomId": "hostile", "jobId": "impostor", "cost": 1,
+                                                    "options": ["--id", "host", "--duration", "5s"]}, token)
+        assert status == 201, body
+        status, listed, text = _get(f"{base}/admin/jobs", token)
+        assert status == 200 and len(listed["jobs"]) == 42, listed
+        assert "eyJ" not in text and "[redacted]" in text, text[:2000]
+        assert "eyJ" not in run_understudy(["jobs", "list", "--redis", url, "--json"], timeout=30).stdout
+        # Keep two blocking jobs for the worker; stop the others before any worker exists.
+        for i in range(2, 40):
+            assert _post(f"{base}/admin/jobs/ptmx-{i}/stop", {}, token)[0] == 200
+        # 14. One malformed status record (a hostile Redis writer) hides nothing else.
+        subprocess.run(["redis-cli", "-u", url, "ZADD", "understudy:fleet:jobs:index", "0", "garbage"], check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run(["redis-cli", "-u", url, "HSET", "understudy:fleet:job:garbage", "status", '{"spec": 7}'],
+                       check=True, stdout=subprocess.DEVNULL)
+        status, listed, _ = _get(f"{base}/admin/jobs", token)
+        assert status == 200 and len(listed["jobs"]) == 42 and listed["skipped"] == 1, listed
+        assert [s["jobId"] for s in listed["skippedJobs"]] == ["garbage"], listed
+        listing = run_understudy(["jobs", "list", "--redis", url], timeout=30)
+        assert listing.returncode == 0 and "skipped job 'garbage'" in listing.stderr, listing
+        # 5. The worker fails the blocking jobs within its deadline and goes on: the impostor is
+        # refused by the room (its token is bound to no id, so it cannot replace the host), and a
+        # job submitted after all of them records the host.
+        worker = Worker("hw", url, 4, tmp_path / "jobs", tmp_path)
+        status, body = _post(f"{base}/admin/jobs", {"roomId": "hostile", "jobId": "after", "cost": 1,
+                                                    "options": ["--consume", "all", "--duration", "8s"]}, token)
+        assert status == 201, body
+
+        def states() -> dict[str, dict]:
+            return {j["spec"]["id"]: j for j in jobs(url)}
+        final = wait_until(
+            lambda: (lambda js: js if all(js[k]["state"] in ("failed", "done") for k in
+                                          ("ptmx-0", "ptmx-1", "impostor", "after")) else None)(states()),
+            120, "the hostile jobs ended and the later one done", worker.log)
+        for k in ("ptmx-0", "ptmx-1"):
+            assert final[k]["state"] == "failed" and "took longer than" in final[k]["error"], final[k]
+        assert final["impostor"]["state"] == "failed" and "4005" in final["impostor"]["error"], final["impostor"]
+        assert final["after"]["state"] == "done", final["after"]
+        webms = [f for a in final["after"]["attempts"] for f in a["files"] if f.endswith(".webm")]
+        assert webms and all(probe_frames(f).get("vp8", 0) >= 30 for f in webms), webms
+        assert all(final[f"ptmx-{i}"]["state"] == "stopped" for i in range(2, 40))
+        # The host was never replaced.
+        assert host.proc.poll() is None, host.log()[-2000:]
+        status, rooms, _ = _get(f"{base}/v1/rooms", token)
+        assert "host" in rooms["rooms"][0]["participants"], rooms
+        # Nothing was written outside the worker's --out.
+        assert not (tmp_path / "attempt-1").exists()
+    finally:
+        if worker:
+            kill_process(worker.proc, grace=10)
+        if host:
+            host.stop()
+        kill_process(server)
+        kill_process(redis)
