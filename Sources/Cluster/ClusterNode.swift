@@ -350,7 +350,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
             ]), replies.count == 2
         else { return nil }
         let messages = (replies[0].array ?? []).compactMap {
-            $0.string.flatMap { try? JSONValue.parse(Array($0.utf8)) }
+            $0.string.flatMap(RoomStateSnapshot.storedMessage)
         }
         let pins = replies[1].string.flatMap { try? JSONValue.parse(Array($0.utf8)) }?.arrayValue ?? []
         guard !messages.isEmpty || !pins.isEmpty else { return nil }

@@ -125,7 +125,8 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
         }
         let envelope: SignalEnvelope
         do {
-            envelope = try SignalEnvelope.parse(text)
+            // A PubSub payload is checked, not built: it is relayed as written.
+            envelope = try SignalEnvelope.parse(text, keepingRaw: .pubsubPayloads)
         } catch {
             return reject(.null, RoomError(3073, error.description))
         }

@@ -1172,9 +1172,10 @@ final class Room: @unchecked Sendable {
         guard let message = data["message"]?.stringValue else {
             throw RoomError(4087, "missing string field 'message'")
         }
-        let payload = data["payload"].flatMap { $0.isNull ? nil : $0 }
-        if let payload, payload.objectValue == nil { throw RoomError(4087, "payload must be a JSON object") }
-        let size = message.utf8.count + (payload?.jsonString.utf8.count ?? 0)
+        // A WebSocket request carries it raw (`ClientSession`); other transports may hand a parsed one.
+        let payload = data["payload"].flatMap { $0.isNull ? nil : RawJSON($0) }
+        if let payload, !payload.isObject { throw RoomError(4087, "payload must be a JSON object") }
+        let size = message.utf8.count + (payload?.byteCount ?? 0)
         guard size <= configuration.maxPubSubMessageBytes else {
             throw RoomError(
                 4087, "message of \(size) bytes exceeds the limit of \(configuration.maxPubSubMessageBytes)")

@@ -109,7 +109,8 @@ public protocol RoomMediaHooks: AnyObject, Sendable {
     func consumerPreferencesChanged(roomId: String, consumer: RoomConsumer)
 }
 
-/// A message stored or delivered by the PubSub broker. `payload` is never interpreted.
+/// A message stored or delivered by the PubSub broker. `payload` is never interpreted: its exact
+/// text is kept, relayed and stored as the publisher wrote it.
 struct PubSubMessage {
     var id: String
     var topic: String
@@ -117,7 +118,7 @@ struct PubSubMessage {
     var senderId: String
     var senderName: String
     var timestamp: Int64
-    var payload: JSONValue?
+    var payload: RawJSON?
     var sendOnly: [String]
     /// Whether the sender held `allow_mod` when it published (lets clients judge stage invites).
     var senderIsModerator = false
@@ -132,7 +133,7 @@ struct PubSubMessage {
     mutating func measure() {
         storedBytes =
             Self.overheadBytes + id.utf8.count + topic.utf8.count + message.utf8.count + senderId.utf8.count
-            + senderName.utf8.count + (payload?.jsonString.utf8.count ?? 0)
+            + senderName.utf8.count + (payload?.byteCount ?? 0)
             + sendOnly.reduce(0) { $0 + $1.utf8.count + 16 }
     }
 
@@ -142,7 +143,7 @@ struct PubSubMessage {
             "senderName": .string(senderName), "timestamp": .number(Double(timestamp)),
             "sendOnly": .array(sendOnly.map(JSONValue.string)), "senderIsModerator": .bool(senderIsModerator),
         ]
-        if let payload { o["payload"] = payload }
+        if let payload { o["payload"] = .raw(payload) }
         return .object(o)
     }
 
