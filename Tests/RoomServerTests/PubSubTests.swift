@@ -103,4 +103,41 @@ struct PubSubTests {
         #expect(changed["mode"] == "SEND_AND_RECV")
         _ = try await guest.request("produce", ["kind": "mic"]).get()
     }
+
+    /// Issue 32 item 2: the payload's exact bytes (key order, `1.50`, `1e2`, `-0.0`, an integer beyond
+    /// 2^53, escapes) reach live subscribers and later ones through the history.
+    static let exactPayload =
+        #"{"z":1.50,"a":1e2,"neg":-0.0,"big":12345678901234567890,"s":"\u00e9\/é","n":[ 1 , {"y":2,"x":1} ]}"#
+
+    @Test func payloadBytesPassThroughUntouchedLiveAndInHistory() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        let (a, _) = try await TestClient.joined(server, participant: "alice")
+        let (b, _) = try await TestClient.joined(server, participant: "bob")
+        _ = try await b.request("subscribe", ["topic": "t"]).get()
+        a.send(
+            raw: #"{"id":"p1","method":"publish","data":{"topic":"t","message":"m","persist":true,"payload":"#
+                + Self.exactPayload + "}}")
+        _ = try await a.response(id: "p1").get()
+        _ = try await b.notification("pubsubMessage")
+        let live = b.rawTexts.filter { $0.contains("pubsubMessage") }
+        #expect(live.count == 1)
+        #expect(live.first?.contains(#""payload":"# + Self.exactPayload) == true, "\(live)")
+
+        let (c, _) = try await TestClient.joined(server, participant: "carol")
+        _ = try await c.request("subscribe", ["topic": "t"]).get()
+        _ = try await c.notification("pubsubHistory")
+        let replayed = c.rawTexts.filter { $0.contains("pubsubHistory") }
+        #expect(replayed.first?.contains(#""payload":"# + Self.exactPayload) == true, "\(replayed)")
+
+        // Still one JSON object: anything else is refused with its documented code.
+        a.send(raw: #"{"id":"p2","method":"publish","data":{"topic":"t","message":"m","payload":[1]}}"#)
+        guard case .failure(let notObject) = try await a.response(id: "p2") else {
+            Issue.record("a non-object payload was accepted")
+            return
+        }
+        #expect(notObject.code == 4087)
+        a.send(raw: #"{"id":"p3","method":"publish","data":{"topic":"t","message":"m","payload":{"a":01}}}"#)
+        try await a.notification("error") { $0["code"] == 3073 }
+    }
 }
