@@ -106,6 +106,8 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
         send(.response(id: id, result: .failure(error.signalError)))
     }
 
+    func whenOutputDrained(_ body: @escaping @Sendable () -> Void) { connection.whenOutputDrained(body) }
+
     /// Closes the socket after everything queued so far has been sent.
     func close(code: UInt16, reason: String) {
         locked { phase = .closed }
