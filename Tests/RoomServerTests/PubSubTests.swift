@@ -140,4 +140,103 @@ struct PubSubTests {
         a.send(raw: #"{"id":"p3","method":"publish","data":{"topic":"t","message":"m","payload":{"a":01}}}"#)
         try await a.notification("error") { $0["code"] == 3073 }
     }
+
+    /// Issue 31 item 8: members re-subscribing to a topic with a full room's history (512 KiB) do not
+    /// hold up another member: its ping is answered while the replays are still going out, in a
+    /// small part of the time they take (before: it waited until every replay had been encoded on
+    /// the room's queue).
+    @Test func historyReplaysDoNotHoldUpAnotherMembersPing() async throws {
+        // A bigger history than the default 512 KiB makes the replays long, and so the difference
+        // between a ping that waits for them and one that does not, plain on a busy machine.
+        let server = try startServer {
+            $0.maxPubSubHistoryBytesPerRoom = 4 * 1024 * 1024
+            $0.rateLimitPerSecond = 10_000
+            $0.rateLimitBurst = 10_000
+        }
+        defer { server.stop() }
+        let (publisher, _) = try await TestClient.joined(server, participant: "pub")
+        let filler = String(repeating: "x", count: 15_800)
+        for i in 0..<200 {
+            _ = try await publisher.request(
+                "publish", ["topic": "big", "message": .string("\(i)" + filler), "persist": true]
+            ).get()
+        }
+        var replayers: [TestClient] = []
+        for i in 0..<4 { replayers.append(try await TestClient.joined(server, participant: "r\(i)").0) }
+        let (pinger, _) = try await TestClient.joined(server, participant: "pinger")
+        _ = try await pinger.request("ping").get()
+
+        let started = Date()
+        var subscribes: [[Int]] = []
+        for client in replayers {
+            subscribes.append((0..<10).map { _ in client.sendRequest("subscribe", ["topic": "big"]) })
+        }
+        let ping = try await pinger.request("ping").get()
+        let pingSeconds = Date().timeIntervalSince(started)
+        #expect(ping["time"] != nil)
+
+        // The replays end: every subscribe is answered (accepted, or 4088 while earlier replays of the
+        // same member wait), and each accepted one's history ends with isLast.
+        var accepted = 0
+        for (client, ids) in zip(replayers, subscribes) {
+            var mine = 0
+            for id in ids {
+                switch try await client.response(id: .number(Double(id))) {
+                case .success(let data):
+                    #expect(data["historyCount"]?.intValue ?? 0 > 0)
+                    mine += 1
+                case .failure(let error): #expect(error.code == 4088, "\(error)")
+                }
+            }
+            for _ in 0..<mine { try await client.notification("pubsubHistory", seconds: 120) { $0["isLast"] == true } }
+            #expect(mine >= 1)
+            accepted += mine
+        }
+        let replaySeconds = Date().timeIntervalSince(started)
+        print(
+            "history replays: \(accepted) of 40 accepted, done after \(replaySeconds) s; ping answered after \(pingSeconds) s"
+        )
+        #expect(pingSeconds < replaySeconds / 4, "ping \(pingSeconds) s, replays \(replaySeconds) s")
+    }
+
+    /// Issue 31 item 11: a persisted sendOnly message is replayed only to the participants it was
+    /// meant for, not to whoever takes their ids later with an unbound token.
+    @Test func sendOnlyHistoryGoesOnlyToTheSameParticipants() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        let (keeper, _) = try await TestClient.joined(server, participant: "keeper")  // keeps the room open
+        let (alice, _) = try await TestClient.joined(server, participant: "alice")
+        let (bob, _) = try await TestClient.joined(server, participant: "bob")
+        _ = try await alice.request(
+            "publish", ["topic": "dm", "message": "for bob", "persist": true, "sendOnly": ["bob"]]
+        ).get()
+        _ = try await alice.request("publish", ["topic": "dm", "message": "for all", "persist": true]).get()
+        // Bob, present when it was published, gets it in the history (and so does its sender).
+        let atBob = try await bob.request("subscribe", ["topic": "dm"]).get()
+        #expect(atBob["historyCount"] == 2)
+        let atAlice = try await alice.request("subscribe", ["topic": "dm"]).get()
+        #expect(atAlice["historyCount"] == 2)
+        try await alice.notification("pubsubHistory") { $0["isLast"] == true }
+        bob.close()
+        alice.close()
+        _ = try await alice.closed()
+        _ = try await bob.closed()
+        try await keeper.notification("participantLeft") { $0["participantId"] == "alice" }
+        try await keeper.notification("participantLeft") { $0["participantId"] == "bob" }
+
+        // Someone else takes "bob" and "alice" with unbound tokens: only the broadcast.
+        let (fakeBob, _) = try await TestClient.joined(server, participant: "bob")
+        let atFakeBob = try await fakeBob.request("subscribe", ["topic": "dm"]).get()
+        #expect(atFakeBob["historyCount"] == 1)
+        let replayed = try await fakeBob.notification("pubsubHistory")
+        #expect(replayed["messages"]?.arrayValue?.compactMap { $0["message"]?.stringValue } == ["for all"])
+        let (fakeAlice, _) = try await TestClient.joined(server, participant: "alice")
+        let atFakeAlice = try await fakeAlice.request("subscribe", ["topic": "dm"]).get()
+        #expect(atFakeAlice["historyCount"] == 1)
+
+        // A token bound to "bob" is bob (the secret's holder says so): it gets its message.
+        let (realBob, _) = try await TestClient.joined(server, participant: "bob", bound: true)
+        let atRealBob = try await realBob.request("subscribe", ["topic": "dm"]).get()
+        #expect(atRealBob["historyCount"] == 2)
+    }
 }
