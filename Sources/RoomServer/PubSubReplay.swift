@@ -33,11 +33,17 @@ final class PubSubReplay: @unchecked Sendable {
     private var running = false
     /// Stored bytes of the history replays waiting (the bound of ``enqueue(topic:messages:limit:)``).
     private var waitingBytes = 0
+    /// Bytes of the live messages waiting behind a replay, and their bound (the member's output
+    /// bound: past it they go straight to the connection, whose own bound then drops a member that
+    /// does not read, as it would without a replay).
+    private var liveBytes = 0
+    private let liveLimit: Int
 
     init(session: any ParticipantSignaling, batchSize: Int, batchBytes: Int) {
         self.session = session
         self.batchSize = max(1, batchSize)
         self.batchBytes = max(1, batchBytes)
+        liveLimit = 2 * self.batchBytes
     }
 
     /// Queues the replay of `messages`; false (nothing queued) when the replays already waiting
@@ -65,7 +71,8 @@ final class PubSubReplay: @unchecked Sendable {
     /// Sends a live message now, or behind the replay under way; room queue.
     func deliver(_ message: PreparedTextMessage) {
         let queued: Bool = lock.withLock {
-            guard running else { return false }
+            guard running, liveBytes + message.byteCount <= liveLimit else { return false }
+            liveBytes += message.byteCount
             items.append(.live(message))
             return true
         }
@@ -78,6 +85,7 @@ final class PubSubReplay: @unchecked Sendable {
             lock.withLock {
                 items = FIFO()
                 waitingBytes = 0
+                liveBytes = 0
                 sentOfFirst = 0
                 running = false
             }
@@ -90,7 +98,10 @@ final class PubSubReplay: @unchecked Sendable {
                     running = false
                     return nil
                 }
-                if case .live = first { _ = items.popFirst() }
+                if case .live(let message) = first {
+                    _ = items.popFirst()
+                    liveBytes -= message.byteCount
+                }
                 return first
             }
             switch next {

@@ -199,6 +199,38 @@ struct PubSubTests {
         #expect(pingSeconds < replaySeconds / 4, "ping \(pingSeconds) s, replays \(replaySeconds) s")
     }
 
+    /// The replay leaves the room's queue, but a subscriber still hears a topic's history before the
+    /// messages published after its subscribe (they wait behind the replay under way).
+    @Test func liveMessagesFollowTheHistoryReplayUnderWay() async throws {
+        let server = try startServer {
+            $0.pubsubHistoryBatchSize = 5
+            $0.rateLimitPerSecond = 10_000
+            $0.rateLimitBurst = 10_000
+        }
+        defer { server.stop() }
+        let (publisher, _) = try await TestClient.joined(server, participant: "pub")
+        let filler = String(repeating: "y", count: 15_000)
+        for i in 0..<30 {
+            _ = try await publisher.request(
+                "publish", ["topic": "t", "message": .string("old\(i)" + filler), "persist": true]
+            ).get()
+        }
+        let (sub, _) = try await TestClient.joined(server, participant: "sub")
+        _ = sub.sendRequest("subscribe", ["topic": "t"])
+        try await sub.waitFor("the subscribe's answer") {
+            if case .response = $0 { return true } else { return false }
+        }
+        _ = try await publisher.request("publish", ["topic": "t", "message": "live"]).get()
+        try await sub.notification("pubsubMessage", seconds: 30) { $0["message"] == "live" }
+        let order = sub.messages.compactMap { envelope -> String? in
+            guard case .notification(let method, let data) = envelope else { return nil }
+            if method == "pubsubMessage" { return "live" }
+            if method == "pubsubHistory" { return data["isLast"] == true ? "last" : "batch" }
+            return nil
+        }
+        #expect(order == Array(repeating: "batch", count: 5) + ["last", "live"], "\(order)")
+    }
+
     /// Issue 31 item 11: a persisted sendOnly message is replayed only to the participants it was
     /// meant for, not to whoever takes their ids later with an unbound token.
     @Test func sendOnlyHistoryGoesOnlyToTheSameParticipants() async throws {
