@@ -231,6 +231,43 @@ struct PubSubTests {
         #expect(order == Array(repeating: "batch", count: 5) + ["last", "live"], "\(order)")
     }
 
+    /// A subscriber that stops reading stalls only its own replay: it is not dropped for the history
+    /// it asked for (the replay goes at its pace, a batch at a time), the room answers others, and the
+    /// live messages that wait behind its replay are bounded: past the bound its connection's own
+    /// limit drops it (1013, leave 1001) as it drops any client that does not read.
+    @Test func aSubscriberThatStopsReadingStallsOnlyItsOwnReplay() async throws {
+        let server = try startServer {
+            $0.maxQueuedOutputBytes = 64 * 1024
+            $0.rateLimitPerSecond = 10_000
+            $0.rateLimitBurst = 10_000
+        }
+        defer { server.stop() }
+        let (publisher, _) = try await TestClient.joined(server, participant: "pub")
+        let filler = String(repeating: "h", count: 15_000)
+        for i in 0..<30 {
+            _ = try await publisher.request(
+                "publish", ["topic": "t", "message": .string("old\(i)" + filler), "persist": true]
+            ).get()
+        }
+        let stuck = try RawWebSocket(port: server.httpPort, path: "/v1/rtc?token=" + token(server, room: "r1"))
+        stuck.sendText(#"{"id":1,"method":"join","data":{"roomId":"r1","participantId":"stuck"}}"#)
+        stuck.sendText(#"{"id":2,"method":"subscribe","data":{"topic":"t"}}"#)
+        try await publisher.notification("participantJoined") { $0["participantId"] == "stuck" }
+        let (other, _) = try await TestClient.joined(server, participant: "other")
+        for _ in 0..<20 { _ = try await other.request("ping").get() }
+        // 450 KB of history for a 64 KiB output bound, and it is still in the room.
+        #expect(publisher.notifications("participantLeft").isEmpty)
+        let big = JSONValue.string(String(repeating: "z", count: 15 * 1024))
+        var sent = 0
+        while publisher.notifications("participantLeft").isEmpty, sent < 2000 {
+            _ = try await publisher.request("publish", ["topic": "t", "message": big]).get()
+            sent += 1
+        }
+        #expect(sent < 2000, "live messages piled up behind a stalled replay without a bound")
+        let left = try await publisher.notification("participantLeft") { $0["participantId"] == "stuck" }
+        #expect(left["reason"]?.intValue == 1001)
+    }
+
     /// Issue 31 item 11: a persisted sendOnly message is replayed only to the participants it was
     /// meant for, not to whoever takes their ids later with an unbound token.
     @Test func sendOnlyHistoryGoesOnlyToTheSameParticipants() async throws {
