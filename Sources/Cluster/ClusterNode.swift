@@ -389,7 +389,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         let texts = (replies[0].array ?? []).compactMap(\.string)
         let bytes = texts.reduce(0) { $0 + $1.utf8.count }
         lock.withLock { if bytes > 0 { historyBytes[roomId] = bytes } }
-        let messages = texts.compactMap { try? JSONValue.parse(Array($0.utf8)) }
+        let messages = texts.compactMap(RoomStateSnapshot.storedMessage)
         let pins = replies[1].string.flatMap { try? JSONValue.parse(Array($0.utf8)) }?.arrayValue ?? []
         guard !messages.isEmpty || !pins.isEmpty else { return nil }
         log("cluster: room \(roomId) restored here: \(messages.count) PubSub message(s), \(pins.count) pin(s)")

@@ -44,9 +44,9 @@ public enum RoomIncoming: Sendable {
     case notification(method: String, data: JSONValue)
 
     /// Decodes one text frame; nil for what a client ignores (not an envelope, a request, a
-    /// response with a non-integer id).
+    /// response with a non-integer id). PubSub payloads stay as written (``JSONValue/raw(_:)``).
     public static func decode(_ text: String) -> RoomIncoming? {
-        guard let envelope = try? SignalEnvelope.parse(text) else { return nil }
+        guard let envelope = try? SignalEnvelope.parse(text, keepingRaw: .pubsubPayloads) else { return nil }
         switch envelope {
         case .response(let id, let result):
             return id.intValue.map { .response(id: $0, result: result) }

@@ -106,6 +106,8 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
         send(.response(id: id, result: .failure(error.signalError)))
     }
 
+    func whenOutputDrained(_ body: @escaping @Sendable () -> Void) { connection.whenOutputDrained(body) }
+
     /// Closes the socket after everything queued so far has been sent.
     func close(code: UInt16, reason: String) {
         locked { phase = .closed }
@@ -125,7 +127,8 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
         }
         let envelope: SignalEnvelope
         do {
-            envelope = try SignalEnvelope.parse(text)
+            // A PubSub payload is checked, not built: it is relayed as written.
+            envelope = try SignalEnvelope.parse(text, keepingRaw: .pubsubPayloads)
         } catch {
             return reject(.null, RoomError(3073, error.description))
         }

@@ -27,6 +27,9 @@ protocol ParticipantSignaling: AnyObject, Sendable {
     func notify(_ notification: RoomNotification, _ data: JSONValue)
     func respond(_ id: JSONValue, _ data: JSONValue)
     func respond(_ id: JSONValue, error: RoomError)
+    /// Runs `body` (on any thread; it must only hand work on) once the output sent so far has left
+    /// the transport's queue, or the transport is gone: the pace of a PubSub history replay.
+    func whenOutputDrained(_ body: @escaping @Sendable () -> Void)
 }
 
 extension ParticipantSignaling {
@@ -35,4 +38,6 @@ extension ParticipantSignaling {
     }
     func respond(_ id: JSONValue, _ data: JSONValue) { send(.response(id: id, result: .success(data))) }
     func respond(_ id: JSONValue, error: RoomError) { send(.response(id: id, result: .failure(error.signalError))) }
+    /// A transport without an output queue of its own has nothing to wait for.
+    func whenOutputDrained(_ body: @escaping @Sendable () -> Void) { body() }
 }

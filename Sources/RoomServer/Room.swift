@@ -180,6 +180,8 @@ final class Room: @unchecked Sendable {
         for message in ParticipantEventFanout.roster(of: existing, protocolVersion: p.protocolVersion) {
             session.send(message)
         }
+        p.joinSerial = server.nextPubSubSequence()  // unique in the server: tells this join from a later one
+        p.idBoundByToken = request.idBoundByToken
         participants[p.id] = p
         participantsInOrder.append(p)
         session.markJoined(participantId: p.id)
@@ -1188,9 +1190,10 @@ final class Room: @unchecked Sendable {
         guard let message = data["message"]?.stringValue else {
             throw RoomError(4087, "missing string field 'message'")
         }
-        let payload = data["payload"].flatMap { $0.isNull ? nil : $0 }
-        if let payload, payload.objectValue == nil { throw RoomError(4087, "payload must be a JSON object") }
-        let size = message.utf8.count + (payload?.jsonString.utf8.count ?? 0)
+        // A WebSocket request carries it raw (`ClientSession`); other transports may hand a parsed one.
+        let payload = data["payload"].flatMap { $0.isNull ? nil : RawJSON($0) }
+        if let payload, !payload.isObject { throw RoomError(4087, "payload must be a JSON object") }
+        let size = message.utf8.count + (payload?.byteCount ?? 0)
         guard size <= configuration.maxPubSubMessageBytes else {
             throw RoomError(
                 4087, "message of \(size) bytes exceeds the limit of \(configuration.maxPubSubMessageBytes)")
@@ -1223,6 +1226,12 @@ final class Room: @unchecked Sendable {
             timestamp: nowMilliseconds(),
             payload: payload, sendOnly: sendOnly, senderIsModerator: p.permissions.contains("allow_mod"),
             sequence: server.nextPubSubSequence())
+        if !sendOnly.isEmpty {
+            // Who the listed ids (and the sender) are now: a later holder of an id gets the replay only
+            // when it is this same join, or its token is bound to the id (PubSubMessage.isVisible).
+            stored.joins[p.id] = p.joinSerial
+            for id in sendOnly { if let present = participants[id] { stored.joins[id] = present.joinSerial } }
+        }
         stored.measure()
         if persist {
             let server = self.server
@@ -1234,8 +1243,9 @@ final class Room: @unchecked Sendable {
         flushParticipantEvents()  // the sender's join goes first
         let delivery = PreparedTextMessage(
             SignalEnvelope.notification(method: RoomNotification.pubsubMessage.rawValue, data: stored.json).text)
-        for other in participantsInOrder where other.topics.contains(topic) && stored.isVisible(to: other.id) {
-            other.session.send(delivery)
+        for other in participantsInOrder where other.topics.contains(topic) && stored.isVisible(to: other) {
+            // Behind the member's history replay, if one is under way.
+            if let replay = other.replay { replay.deliver(delivery) } else { other.session.send(delivery) }
         }
         let answer: JSONValue = [
             "id": .string(stored.id), "topic": .string(topic), "timestamp": .number(Double(stored.timestamp)),
@@ -1256,22 +1266,27 @@ final class Room: @unchecked Sendable {
             guard p.topics.count < configuration.maxTopicsPerParticipant else {
                 throw RoomError(4088, "subscribed to the limit of \(configuration.maxTopicsPerParticipant) topics")
             }
-            p.topics.insert(topic)
         }
-        let visible = history.messages(topic).filter { $0.isVisible(to: p.id) }
+        let visible = history.messages(topic).filter { $0.isVisible(to: p) }
+        // The replay is encoded and sent on the member's own queue at the pace it reads (PubSubReplay):
+        // the room's queue only takes the snapshot. What may wait behind a replay under way is bounded.
+        let replayLimit = 2 * configuration.maxPubSubHistoryBytesPerRoom
+        let replay =
+            visible.isEmpty
+            ? nil
+            : p.replay
+                ?? PubSubReplay(
+                    session: p.session, batchSize: configuration.pubsubHistoryBatchSize,
+                    batchBytes: configuration.maxQueuedOutputBytes / 2)
+        if let replay {
+            guard replay.accepts(visible.reduce(0) { $0 + $1.storedBytes }, limit: replayLimit) else {
+                throw RoomError(4088, "the history replays of earlier subscribes are still being sent; try again later")
+            }
+            p.replay = replay
+        }
+        p.topics.insert(topic)
         p.session.respond(requestId, ["topic": .string(topic), "historyCount": .number(Double(visible.count))])
-        let batch = configuration.pubsubHistoryBatchSize
-        var start = 0
-        while start < visible.count {
-            let end = min(visible.count, start + batch)
-            p.session.notify(
-                .pubsubHistory,
-                [
-                    "topic": .string(topic), "messages": .array(visible[start..<end].map(\.json)),
-                    "isLast": .bool(end == visible.count),
-                ])
-            start = end
-        }
+        _ = replay?.enqueue(topic: topic, messages: visible, limit: replayLimit)
         return nil
     }
 

@@ -109,7 +109,8 @@ public protocol RoomMediaHooks: AnyObject, Sendable {
     func consumerPreferencesChanged(roomId: String, consumer: RoomConsumer)
 }
 
-/// A message stored or delivered by the PubSub broker. `payload` is never interpreted.
+/// A message stored or delivered by the PubSub broker. `payload` is never interpreted: its exact
+/// text is kept, relayed and stored as the publisher wrote it.
 struct PubSubMessage {
     var id: String
     var topic: String
@@ -117,12 +118,15 @@ struct PubSubMessage {
     var senderId: String
     var senderName: String
     var timestamp: Int64
-    var payload: JSONValue?
+    var payload: RawJSON?
     var sendOnly: [String]
     /// Whether the sender held `allow_mod` when it published (lets clients judge stage invites).
     var senderIsModerator = false
     /// Publication order within the server (history eviction picks the smallest).
     var sequence: UInt64 = 0
+    /// For a `sendOnly` message: the join (``ParticipantState/joinSerial``) of the sender and of each
+    /// listed participant that was in the room when it was published. Kept on this node only.
+    var joins: [String: UInt64] = [:]
     /// Bytes this message holds while stored: every string and the payload, plus fixed overhead.
     var storedBytes = 0
 
@@ -132,8 +136,8 @@ struct PubSubMessage {
     mutating func measure() {
         storedBytes =
             Self.overheadBytes + id.utf8.count + topic.utf8.count + message.utf8.count + senderId.utf8.count
-            + senderName.utf8.count + (payload?.jsonString.utf8.count ?? 0)
-            + sendOnly.reduce(0) { $0 + $1.utf8.count + 16 }
+            + senderName.utf8.count + (payload?.byteCount ?? 0)
+            + sendOnly.reduce(0) { $0 + $1.utf8.count + 16 } + joins.count * 24
     }
 
     var json: JSONValue {
@@ -142,12 +146,18 @@ struct PubSubMessage {
             "senderName": .string(senderName), "timestamp": .number(Double(timestamp)),
             "sendOnly": .array(sendOnly.map(JSONValue.string)), "senderIsModerator": .bool(senderIsModerator),
         ]
-        if let payload { o["payload"] = payload }
+        if let payload { o["payload"] = .raw(payload) }
         return .object(o)
     }
 
-    func isVisible(to participantId: String) -> Bool {
-        sendOnly.isEmpty || sendOnly.contains(participantId) || senderId == participantId
+    /// Whether `p` may receive the message (issue 31 item 11). A broadcast: everyone. A `sendOnly`
+    /// message: its sender and the listed ids, but only as the same participants: the join that
+    /// was present when it was published, or a join whose token is bound to the id (`participantId`
+    /// claim). Whoever takes a listed id later with an unbound token does not get it replayed.
+    func isVisible(to p: ParticipantState) -> Bool {
+        guard !sendOnly.isEmpty else { return true }
+        guard senderId == p.id || sendOnly.contains(p.id) else { return false }
+        return p.idBoundByToken || joins[p.id] == p.joinSerial
     }
 }
 
@@ -166,6 +176,12 @@ final class ParticipantState {
     var autoConsume: Bool
     var permissions: Set<String>
     var producers: [String: RoomProducer] = [:] { didSet { cachedJSONText = nil } }
+    /// Unique in the server for each join: tells this participant from a later holder of its id.
+    var joinSerial: UInt64 = 0
+    /// Whether the token it joined with is bound to its id (`participantId` claim).
+    var idBoundByToken = false
+    /// Its PubSub history replays (created at the first replay; see ``PubSubReplay``).
+    var replay: PubSubReplay?
     /// Signalling protocol version of this participant's client (1 or 2; see docs/protocol.md).
     var protocolVersion = 1
     /// Sequence number of the last participant event this participant does not need (it joined

@@ -53,8 +53,21 @@ extension Room {
     }
 }
 
+extension RoomStateSnapshot {
+    /// Parses one persisted message as the cluster's store holds it (the text of a `pubsubMessage`
+    /// object), keeping its payload as written; nil when it is not JSON. The store is untrusted
+    /// input: the same parser as the signalling messages reads it (fuzzed by `Fuzz/Targets/signal`).
+    public static func storedMessage(_ text: String) -> JSONValue? {
+        try? JSONValue.parse(text, keepingRaw: storedPayload)
+    }
+
+    /// Where a stored message keeps its payload.
+    static let storedPayload = JSONRawPaths([.key("payload")])
+}
+
 extension PubSubMessage {
-    /// The message of a `pubsubMessage` JSON object (as stored by ``json``); nil when malformed.
+    /// The message of a `pubsubMessage` JSON object (as stored by ``json``); nil when malformed. A
+    /// payload that is not an object is dropped.
     init?(json: JSONValue) {
         guard let id = json["id"]?.stringValue, let topic = json["topic"]?.stringValue,
             let message = json["message"]?.stringValue, let senderId = json["senderId"]?.stringValue
@@ -62,7 +75,8 @@ extension PubSubMessage {
         self.init(
             id: id, topic: topic, message: message, senderId: senderId,
             senderName: json["senderName"]?.stringValue ?? senderId,
-            timestamp: Int64(json["timestamp"]?.intValue ?? 0), payload: json["payload"],
+            timestamp: Int64(json["timestamp"]?.intValue ?? 0),
+            payload: json["payload"].flatMap { $0.isNull ? nil : RawJSON($0) }.flatMap { $0.isObject ? $0 : nil },
             sendOnly: json["sendOnly"]?.arrayValue?.compactMap(\.stringValue) ?? [],
             senderIsModerator: json["senderIsModerator"]?.boolValue ?? false)
     }

@@ -31,7 +31,27 @@ public final class PubSub: @unchecked Sendable {
         try await publish(topic: topic, message: message, options: options, payloadJSON: json)
     }
 
-    /// ``publish(topic:message:options:payload:)`` with the payload as a `JSONValue` object.
+    /// Publishes with `payloadText`, the text of a JSON object, sent exactly as written: key order,
+    /// number spelling (`1.50`, `1e2`, `-0.0`, integers beyond 2^53) and escapes reach every
+    /// subscriber unchanged (``PubSubMessage/payloadJSON``). Text that is not one JSON object throws
+    /// 3073.
+    public func publish(topic: String, message: String, options: [String: Any] = [:], payloadText: String)
+        async throws
+    {
+        let raw: RawJSON
+        do {
+            raw = try RawJSON(validating: payloadText)
+        } catch {
+            throw UnderstudyError(code: 3073, message: "publish: payloadText is not JSON (\(error))")
+        }
+        guard raw.isObject else {
+            throw UnderstudyError(code: 3073, message: "publish: payloadText is not a JSON object")
+        }
+        try await publish(topic: topic, message: message, options: options, payloadJSON: .raw(raw))
+    }
+
+    /// ``publish(topic:message:options:payload:)`` with the payload as a `JSONValue` object
+    /// (``JSONValue/raw(_:)`` is sent as written).
     public func publish(topic: String, message: String, options: [String: Any] = [:], payloadJSON: JSONValue?)
         async throws
     {
@@ -108,6 +128,7 @@ extension PubSubMessage {
             id: json["id"]?.stringValue ?? "", topic: topic, message: json["message"]?.stringValue ?? "",
             senderId: json["senderId"]?.stringValue ?? "", senderName: json["senderName"]?.stringValue ?? "",
             timestamp: json["timestamp"]?.intValue ?? 0,
+            // Kept raw by the parse (`JSONRawPaths.pubsubPayloads`): the publisher's exact text.
             payloadJSON: json["payload"].flatMap { $0.isNull ? nil : $0.jsonString },
             sendOnly: (json["sendOnly"]?.arrayValue ?? []).compactMap(\.stringValue),
             senderIsModerator: json["senderIsModerator"]?.boolValue ?? false)

@@ -141,7 +141,8 @@ public struct PubSubMessage: Sendable, Hashable {
     public var senderName: String
     /// Milliseconds since 1970.
     public var timestamp: Int
-    /// The publisher's payload, untouched (nil when none was sent).
+    /// The publisher's payload, the exact text it published (key order and number spelling kept;
+    /// nil when none was sent). ``payload`` gives it as a dictionary.
     public var payloadJSON: String?
     /// The participant ids it was addressed to (empty: everyone subscribed).
     public var sendOnly: [String]

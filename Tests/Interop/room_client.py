@@ -38,6 +38,7 @@ class RoomClient:
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
         self._notifications: dict[str, asyncio.Queue] = defaultdict(asyncio.Queue)
+        self.texts: list[str] = []  # every text frame as it arrived (exact-bytes checks)
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
@@ -48,6 +49,7 @@ class RoomClient:
     async def _read(self) -> None:
         try:
             async for text in self.ws:
+                self.texts.append(text)
                 msg = json.loads(text)
                 if "id" in msg and "ok" in msg:
                     fut = self._pending.pop(msg["id"], None)

@@ -82,6 +82,13 @@ final class TestClient: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Every text frame received, exactly as it arrived.
+    var rawTexts: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return rawLog
+    }
+
     var messages: [SignalEnvelope] {
         lock.lock()
         defer { lock.unlock() }

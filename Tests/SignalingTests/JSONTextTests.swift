@@ -52,4 +52,62 @@ struct JSONTextTests {
         #expect(JSONValue.number(.nan).jsonString == "null")
         #expect(JSONValue.number(3).jsonString == "3")
     }
+
+    /// The spellings issue 32 item 2 saw changed: key order, `1.50`, `1e2`, `-0.0`, an integer beyond
+    /// 2^53, escapes and raw UTF-8.
+    static let exactPayload =
+        #"{"z":1.50,"a":1e2,"neg":-0.0,"big":12345678901234567890,"s":"\u00e9\/é","n":[ 1 , {"y":2,"x":1} ]}"#
+
+    @Test func rawPathsKeepTheValueExactlyAsWritten() throws {
+        let text = #"{"id":7,"method":"publish","data":{"topic":"t","payload":"# + Self.exactPayload + "  }}"
+        let envelope = try SignalEnvelope.parse(text, keepingRaw: JSONRawPaths([.key("data"), .key("payload")]))
+        guard case .request(_, _, let data) = envelope else {
+            Issue.record("not a request")
+            return
+        }
+        #expect(data["payload"] == .raw(try RawJSON(validating: Self.exactPayload)))
+        #expect(data["payload"]?.jsonString == Self.exactPayload)
+        #expect(data["topic"] == "t", "members beside the raw one are parsed as usual")
+        // Written back byte for byte inside a new message.
+        let out = SignalEnvelope.notification(method: "m", data: ["payload": data["payload"]!]).text
+        #expect(out == #"{"data":{"payload":"# + Self.exactPayload + "}," + #""method":"m"}"#)
+        // Elements of arrays (pubsubHistory messages), and paths that lead nowhere.
+        let history = #"{"data":{"messages":[{"payload":{"b":1.0,"a":2}},{"x":1},{"payload":[1e2]}]}}"#
+        let paths = JSONRawPaths(
+            [.key("data"), .key("messages"), .anyElement, .key("payload")], [.key("none"), .key("payload")])
+        let parsed = try JSONValue.parse(history, keepingRaw: paths)
+        #expect(parsed["data"]?["messages"]?[0]?["payload"]?.jsonString == #"{"b":1.0,"a":2}"#)
+        #expect(parsed["data"]?["messages"]?[2]?["payload"]?.jsonString == "[1e2]")
+        #expect(parsed["data"]?["messages"]?[1] == ["x": 1])
+        // Without paths nothing changes.
+        #expect(try JSONValue.parse(Self.exactPayload)["z"] == 1.5)
+    }
+
+    @Test func rawValuesAreCheckedByTheSameGrammar() throws {
+        // Everything the parser refuses is refused inside a raw value too (not built, still checked).
+        let invalid = [
+            "", "{", "[1,]", "{\"a\":1,}", "{a:1}", "[01]", "[1.]", "[+1]", "NaN", "tru", "\"\\x\"", "\"\\ud800\"",
+            "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"tab\tinside\"", "{\"a\" 1}", "[1e999]", "{\"a\":1} 2",
+            String(repeating: "[", count: 600) + String(repeating: "]", count: 600),
+        ]
+        for text in invalid {
+            #expect(throws: SignalEnvelopeError.self, "\(text.prefix(40))") { try RawJSON(validating: text) }
+            #expect(throws: SignalEnvelopeError.self, "\(text.prefix(40))") {
+                try JSONValue.parse(#"{"p":"# + text + "}", keepingRaw: JSONRawPaths([.key("p")]))
+            }
+        }
+        // Invalid UTF-8 (a lone continuation, overlong, surrogate, beyond U+10FFFF, cut short).
+        for bad: [UInt8] in [[0x80], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xE2, 0x82]] {
+            let bytes = Array(#"{"p":""#.utf8) + bad + Array(#""}"#.utf8)
+            #expect(throws: SignalEnvelopeError.self) {
+                try JSONValue.parse(bytes, keepingRaw: JSONRawPaths([.key("p")]))
+            }
+        }
+        // Valid multi-byte UTF-8 of every length passes.
+        let ok = try JSONValue.parse(#"{"p":"é中😀 \ud83d\ude00"}"#, keepingRaw: JSONRawPaths([.key("p")]))
+        #expect(ok["p"]?.jsonString == #""é中😀 \ud83d\ude00""#)
+        #expect(try RawJSON(validating: " {\"a\":1}\n").text == #"{"a":1}"#)
+        #expect(try RawJSON(validating: "[1]").isObject == false)
+        #expect(try RawJSON(validating: Self.exactPayload).value["big"] == .number(12_345_678_901_234_567_890))
+    }
 }

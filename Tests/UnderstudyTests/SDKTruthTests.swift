@@ -387,6 +387,28 @@ struct SDKTruthTests {
         await a.leave()
     }
 
+    /// Issue 32 item 2: `payloadText` goes out as written and `payloadJSON` is the exact text the
+    /// publisher sent, live and in the history; the dictionary view still works.
+    @Test func aPubSubPayloadTextArrivesByteForByte() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let exact = #"{"z":1.50,"a":1e2,"neg":-0.0,"big":12345678901234567890,"s":"\u00e9","n":[ 1 , {"y":2} ]}"#
+        let (a, aLog) = try await joinedRoom(server, room: "payload-text", id: "a")
+        try await a.pubSub.subscribe(topic: "t", listener: aLog)
+        try await a.pubSub.publish(topic: "t", message: "hi", options: ["persist": true], payloadText: exact)
+        try await waitUntil("message back") { !aLog.received.isEmpty }
+        #expect(aLog.received.first?.payloadJSON == exact)
+        #expect(aLog.received.first?.payload?["z"] as? Double == 1.5)
+        let (b, bLog) = try await joinedRoom(server, room: "payload-text", id: "b")
+        try await b.pubSub.subscribe(topic: "t", listener: bLog)
+        try await waitUntil("history") { bLog.historyBatches.last?.1 == true }
+        #expect(bLog.historyBatches.flatMap(\.0).first?.payloadJSON == exact)
+        await expectCode(3073) { try await a.pubSub.publish(topic: "t", message: "x", payloadText: "[1]") }
+        await expectCode(3073) { try await a.pubSub.publish(topic: "t", message: "x", payloadText: "{\"a\":}") }
+        await a.leave()
+        await b.leave()
+    }
+
     /// `setScreenShareQuality` works on an agent's share (room-api §7 refuses only `setQuality`).
     @Test func setScreenShareQualityWorksOnAnAgent() async throws {
         let server = try startRoomServer()

@@ -42,6 +42,8 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
     private var halfClosed = false
     private(set) var isClosed = false
     private var drainTimer: UInt64?
+    /// Called once the write queue is empty (or the channel closed); see ``whenDrained(_:)``.
+    private var drainWaiters: [() -> Void] = []
 
     init(fd: Int32, reactor: Reactor, maxWriteBuffer: Int) {
         self.fd = fd
@@ -126,6 +128,24 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
         unitHead = 0
     }
 
+    /// Runs `body` once every byte written so far has been handed to the socket, or the channel
+    /// closed: at once when nothing waits. Lets a long transfer (a PubSub history replay) go out
+    /// at the pace the peer reads, with the write queue as the bound.
+    func whenDrained(_ body: @escaping () -> Void) {
+        if isClosed || pendingWriteBytes == 0 {
+            body()
+        } else {
+            drainWaiters.append(body)
+        }
+    }
+
+    private func runDrainWaiters() {
+        guard !drainWaiters.isEmpty else { return }
+        let waiters = drainWaiters
+        drainWaiters = []
+        for body in waiters { body() }
+    }
+
     /// Stops or resumes reading (the peer then sees TCP flow control).
     func setReading(_ enabled: Bool) {
         guard readingEnabled != enabled else { return }
@@ -153,6 +173,7 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
         let d = delegate
         delegateOwner = nil
         d?.channelClosed(self)
+        runDrainWaiters()
     }
 
     func handleEvents(_ events: UInt32) {
@@ -233,6 +254,7 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
             Glibc.shutdown(fd, Int32(SHUT_WR))
         }
         updateInterest()
+        if writeOffset == writeBuffer.count { runDrainWaiters() }
     }
 
     private func currentInterest() -> UInt32 {

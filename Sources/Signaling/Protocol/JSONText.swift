@@ -15,14 +15,33 @@ struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private var depth = 0
+    /// The paths whose values are kept as written (``JSONValue/raw(_:)``).
+    private let raw: [[JSONRawPaths.Step]]
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    private init(_ bytes: UnsafeBufferPointer<UInt8>, raw: [[JSONRawPaths.Step]]) {
+        self.bytes = bytes
+        self.raw = raw
+    }
 
-    /// Parses one complete JSON text.
-    static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(SignalEnvelopeError) -> JSONValue {
-        var parser = JSONParser(bytes)
+    /// Parses one complete JSON text; the values at `keepingRaw` are checked but not built: they
+    /// come back as ``JSONValue/raw(_:)`` holding their exact bytes.
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>, keepingRaw paths: JSONRawPaths = .none)
+        throws(SignalEnvelopeError) -> JSONValue
+    {
+        var parser = JSONParser(bytes, raw: paths.paths)
         parser.skipWhitespace()
-        let value = try parser.parseValue()
+        if paths.paths.contains(where: \.isEmpty) {
+            let start = parser.index
+            try parser.scanValue()
+            let end = parser.index
+            parser.skipWhitespace()
+            guard parser.index == bytes.count else { throw parser.failure("unexpected data after the value") }
+            return .raw(
+                RawJSON(unchecked: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)))
+        }
+        // Bit i set: the path so far matches the first `level` steps of raw path i.
+        let live: UInt64 = paths.paths.isEmpty ? 0 : (paths.paths.count == 64 ? ~0 : (1 << paths.paths.count) - 1)
+        let value = try parser.parseValue(live: live, level: 0)
         parser.skipWhitespace()
         guard parser.index == bytes.count else { throw parser.failure("unexpected data after the value") }
         return value
@@ -41,11 +60,40 @@ struct JSONParser {
         }
     }
 
-    private mutating func parseValue() throws(SignalEnvelopeError) -> JSONValue {
+    /// The raw paths among `live` that continue with `matches` at `level`, and whether one of them
+    /// ends there (the value is then kept raw).
+    private func descend(_ live: UInt64, level: Int, _ matches: (JSONRawPaths.Step) -> Bool) -> (UInt64, Bool) {
+        var next: UInt64 = 0
+        var ends = false
+        var bits = live
+        while bits != 0 {
+            let i = bits.trailingZeroBitCount
+            bits &= bits - 1
+            let path = raw[i]
+            guard level < path.count, matches(path[level]) else { continue }
+            if level + 1 == path.count { ends = true } else { next |= 1 << UInt64(i) }
+        }
+        return (next, ends)
+    }
+
+    /// A value, or its exact text when a raw path ends here.
+    private mutating func parseMember(live: UInt64, level: Int, _ matches: (JSONRawPaths.Step) -> Bool)
+        throws(SignalEnvelopeError) -> JSONValue
+    {
+        guard live != 0 else { return try parseValue(live: 0, level: level + 1) }
+        let (next, ends) = descend(live, level: level, matches)
+        guard ends else { return try parseValue(live: next, level: level + 1) }
+        let start = index
+        try scanValue()
+        return .raw(
+            RawJSON(unchecked: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)))
+    }
+
+    private mutating func parseValue(live: UInt64, level: Int) throws(SignalEnvelopeError) -> JSONValue {
         guard index < bytes.count else { throw failure("unexpected end of input") }
         switch bytes[index] {
-        case UInt8(ascii: "{"): return try parseObject()
-        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "{"): return try parseObject(live: live, level: level)
+        case UInt8(ascii: "["): return try parseArray(live: live, level: level)
         case UInt8(ascii: "\""): return .string(try parseString())
         case UInt8(ascii: "t"):
             try expectLiteral("true")
@@ -74,7 +122,7 @@ struct JSONParser {
         guard depth <= Self.maximumDepth else { throw failure("nesting deeper than \(Self.maximumDepth)") }
     }
 
-    private mutating func parseObject() throws(SignalEnvelopeError) -> JSONValue {
+    private mutating func parseObject(live: UInt64, level: Int) throws(SignalEnvelopeError) -> JSONValue {
         try enter()
         defer { depth -= 1 }
         index += 1  // {
@@ -92,7 +140,7 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
             skipWhitespace()
-            object[key] = try parseValue()
+            object[key] = try parseMember(live: live, level: level) { $0 == .key(key) }
             skipWhitespace()
             guard index < bytes.count else { throw failure("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") {
@@ -105,7 +153,7 @@ struct JSONParser {
         }
     }
 
-    private mutating func parseArray() throws(SignalEnvelopeError) -> JSONValue {
+    private mutating func parseArray(live: UInt64, level: Int) throws(SignalEnvelopeError) -> JSONValue {
         try enter()
         defer { depth -= 1 }
         index += 1  // [
@@ -117,7 +165,7 @@ struct JSONParser {
         }
         while true {
             skipWhitespace()
-            array.append(try parseValue())
+            array.append(try parseMember(live: live, level: level) { $0 == .anyElement })
             skipWhitespace()
             guard index < bytes.count else { throw failure("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") {
@@ -189,6 +237,128 @@ struct JSONParser {
             }
         }
         throw failure("unterminated string")
+    }
+
+    // MARK: Checking without building (raw values)
+
+    /// Checks one value against the same grammar as ``parseValue(live:level:)`` (strings, escapes,
+    /// UTF-8, numbers, nesting) without building anything; `index` ends after it.
+    private mutating func scanValue() throws(SignalEnvelopeError) {
+        guard index < bytes.count else { throw failure("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            let close = bytes[index] == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+            try enter()
+            defer { depth -= 1 }
+            index += 1
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == close {
+                index += 1
+                return
+            }
+            while true {
+                skipWhitespace()
+                if close == UInt8(ascii: "}") {
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
+                        throw failure("expected a key")
+                    }
+                    try scanString()
+                    skipWhitespace()
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
+                    index += 1
+                    skipWhitespace()
+                }
+                try scanValue()
+                skipWhitespace()
+                guard index < bytes.count else { throw failure("unexpected end of input") }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                    continue
+                }
+                guard bytes[index] == close else { throw failure("expected ',' or a closing bracket") }
+                index += 1
+                return
+            }
+        case UInt8(ascii: "\""): try scanString()
+        case UInt8(ascii: "t"): try expectLiteral("true")
+        case UInt8(ascii: "f"): try expectLiteral("false")
+        case UInt8(ascii: "n"): try expectLiteral("null")
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try parseNumber()
+        default: throw failure("unexpected character")
+        }
+    }
+
+    /// Checks a string (escapes, surrogate pairs, control characters, UTF-8) without decoding it.
+    private mutating func scanString() throws(SignalEnvelopeError) {
+        index += 1  // opening quote
+        while index < bytes.count {
+            let b = bytes[index]
+            switch b {
+            case UInt8(ascii: "\""):
+                index += 1
+                return
+            case 0..<0x20: throw failure("control character in a string")
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard index < bytes.count else { throw failure("unterminated string") }
+                let e = bytes[index]
+                index += 1
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    break
+                case UInt8(ascii: "u"):
+                    let unit = try hex4()
+                    if (0xD800...0xDBFF).contains(unit) {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                            bytes[index + 1] == UInt8(ascii: "u")
+                        else { throw failure("unpaired surrogate") }
+                        index += 2
+                        guard (0xDC00...0xDFFF).contains(try hex4()) else { throw failure("unpaired surrogate") }
+                    } else if (0xDC00...0xDFFF).contains(unit) {
+                        throw failure("unpaired surrogate")
+                    }
+                default: throw failure("invalid escape")
+                }
+            case 0x20..<0x80: index += 1
+            default: try scanUTF8Sequence()
+            }
+        }
+        throw failure("unterminated string")
+    }
+
+    /// Checks one multi-byte UTF-8 sequence (RFC 3629: no overlong forms, no surrogates, at most
+    /// U+10FFFF) starting at `index`.
+    private mutating func scanUTF8Sequence() throws(SignalEnvelopeError) {
+        let lead = bytes[index]
+        let count: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: count = 2
+        case 0xE0:
+            count = 3
+            low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: count = 3
+        case 0xED:
+            count = 3
+            high = 0x9F
+        case 0xF0:
+            count = 4
+            low = 0x90
+        case 0xF1...0xF3: count = 4
+        case 0xF4:
+            count = 4
+            high = 0x8F
+        default: throw failure("invalid UTF-8 in a string")
+        }
+        guard index + count <= bytes.count else { throw failure("invalid UTF-8 in a string") }
+        let second = bytes[index + 1]
+        guard second >= low, second <= high else { throw failure("invalid UTF-8 in a string") }
+        for k in 2..<max(2, count) where bytes[index + k] & 0xC0 != 0x80 {
+            throw failure("invalid UTF-8 in a string")
+        }
+        index += count
     }
 
     private func validUTF8(_ raw: UnsafeBufferPointer<UInt8>) throws(SignalEnvelopeError) -> String {
@@ -281,6 +451,7 @@ struct JSONWriter {
         case .bool(let b): append(b ? "true" : "false")
         case .number(let n): writeNumber(n)
         case .string(let s): writeString(s)
+        case .raw(let r): bytes.append(contentsOf: r.text.utf8)
         case .array(let a):
             bytes.append(UInt8(ascii: "["))
             for (i, element) in a.enumerated() {

@@ -9,6 +9,10 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
+    /// A value kept exactly as written (a PubSub payload that is relayed, never interpreted):
+    /// produced only where a parse asks for it (``JSONRawPaths``), written back byte for byte. Its
+    /// accessors (``objectValue``, …) are nil; ``RawJSON/value`` parses it.
+    case raw(RawJSON)
 
     // MARK: Accessors
 
@@ -92,17 +96,29 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
         case .string(let s): return s
         case .array(let a): return a.map(\.anyValue)
         case .object(let o): return o.mapValues(\.anyValue)
+        case .raw(let r): return r.value.anyValue
         }
     }
 
-    /// Parses JSON text (any top-level value).
-    public static func parse(_ text: String) throws(SignalEnvelopeError) -> JSONValue {
-        try parse(Array(text.utf8))
+    /// Parses JSON text (any top-level value); the values at `keepingRaw` come back as ``raw(_:)``.
+    public static func parse(_ text: String, keepingRaw paths: JSONRawPaths = .none) throws(SignalEnvelopeError)
+        -> JSONValue
+    {
+        var text = text
+        // A native string's own UTF-8 storage: no copy of the message.
+        let result = text.withUTF8 { raw in
+            Result { () throws(SignalEnvelopeError) in try JSONParser.parse(raw, keepingRaw: paths) }
+        }
+        return try result.get()
     }
 
-    /// Parses JSON bytes (any top-level value).
-    public static func parse(_ bytes: [UInt8]) throws(SignalEnvelopeError) -> JSONValue {
-        try bytes.withUnsafeBufferPointer { (raw) throws(SignalEnvelopeError) in try JSONParser.parse(raw) }
+    /// Parses JSON bytes (any top-level value); the values at `keepingRaw` come back as ``raw(_:)``.
+    public static func parse(_ bytes: [UInt8], keepingRaw paths: JSONRawPaths = .none) throws(SignalEnvelopeError)
+        -> JSONValue
+    {
+        try bytes.withUnsafeBufferPointer { (raw) throws(SignalEnvelopeError) in
+            try JSONParser.parse(raw, keepingRaw: paths)
+        }
     }
 
     /// Compact JSON text with sorted keys (deterministic, so equal values serialize equally).
@@ -140,6 +156,7 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
         case .string(let s): try container.encode(s)
         case .array(let a): try container.encode(a)
         case .object(let o): try container.encode(o)
+        case .raw(let r): try container.encode(r.value)
         }
     }
 }
@@ -158,4 +175,72 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
         for (k, v) in elements { o[k] = v }
         self = .object(o)
     }
+}
+
+/// One JSON value kept exactly as it was written: checked against the JSON grammar once, then
+/// carried and written back byte for byte (key order, number spelling, escapes and all), so that a
+/// relay never changes what it does not interpret (room API: the PubSub `payload` "passes through
+/// untouched").
+public struct RawJSON: Sendable, Hashable, CustomStringConvertible {
+    /// The value's text: no surrounding whitespace.
+    public let text: String
+
+    /// Text the parser has already checked.
+    init(unchecked text: String) { self.text = text }
+
+    /// Checks that `text` is one JSON value (surrounding whitespace is dropped); throws
+    /// ``SignalEnvelopeError/malformedJSON(_:)`` otherwise.
+    public init(validating text: String) throws(SignalEnvelopeError) {
+        guard case .raw(let checked) = try JSONValue.parse(text, keepingRaw: .whole) else {
+            preconditionFailure("a whole-text raw path yields a raw value")
+        }
+        self = checked
+    }
+
+    /// The text of `value` (written compactly, keys sorted).
+    public init(_ value: JSONValue) {
+        if case .raw(let r) = value {
+            self = r
+        } else {
+            text = value.jsonString
+        }
+    }
+
+    /// Whether the value is a JSON object (the first byte of valid JSON text tells).
+    public var isObject: Bool { text.utf8.first == UInt8(ascii: "{") }
+
+    /// Length of the text in UTF-8 bytes.
+    public var byteCount: Int { text.utf8.count }
+
+    /// The value parsed (numbers as doubles, keys unordered): for reading it, not for relaying it.
+    public var value: JSONValue { (try? JSONValue.parse(text)) ?? .null }
+
+    public var description: String { text }
+}
+
+/// Where in a JSON text the parser keeps values as written (``JSONValue/raw(_:)``) instead of
+/// building them: each path is a list of object keys and "any array element" steps from the
+/// top-level value. At most 64 paths; matching costs nothing where no path leads.
+public struct JSONRawPaths: Sendable {
+    /// One step of a path.
+    public enum Step: Sendable, Hashable {
+        /// The member with this key of an object.
+        case key(String)
+        /// Every element of an array.
+        case anyElement
+    }
+
+    let paths: [[Step]]
+
+    /// Paths such as `[.key("data"), .key("payload")]`.
+    public init(_ paths: [Step]...) {
+        precondition(paths.count <= 64, "at most 64 raw paths")
+        self.paths = paths
+    }
+
+    /// Nothing kept raw.
+    public static let none = JSONRawPaths()
+
+    /// The whole text is one raw value (``RawJSON/init(validating:)``).
+    static let whole = JSONRawPaths([])
 }

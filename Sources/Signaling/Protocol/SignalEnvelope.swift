@@ -39,9 +39,12 @@ public enum SignalEnvelope: Sendable, Hashable {
     case response(id: JSONValue, result: Result<JSONValue, SignalError>)
     case notification(method: String, data: JSONValue)
 
-    /// Parses one text frame.
-    public static func parse(_ text: String) throws(SignalEnvelopeError) -> SignalEnvelope {
-        try parse(value: JSONValue.parse(text))
+    /// Parses one text frame; the values at `keepingRaw` (a PubSub payload) stay as written
+    /// (``JSONValue/raw(_:)``).
+    public static func parse(_ text: String, keepingRaw paths: JSONRawPaths = .none) throws(SignalEnvelopeError)
+        -> SignalEnvelope
+    {
+        try parse(value: JSONValue.parse(text, keepingRaw: paths))
     }
 
     /// Interprets an already-parsed JSON value.

@@ -164,6 +164,14 @@ public final class WebSocketConnection: @unchecked Sendable {
         sendData(opcode: .binary, payload: binary)
     }
 
+    /// Runs `body` once everything sent before this call has been handed to the socket (the
+    /// output queue is empty), or the connection is gone. For output paced by the peer's reading
+    /// (a long PubSub history replay): send a piece, wait for the drain, send the next. `body`
+    /// runs on the reactor thread and must only hand work on (e.g. `queue.async`).
+    public func whenOutputDrained(_ body: @escaping @Sendable () -> Void) {
+        reactor.enqueue { [self] in channel.whenDrained(body) }
+    }
+
     /// Sends a ping (payload at most 125 bytes; longer payloads are cut).
     public func sendPing(_ payload: [UInt8] = []) {
         let frame = encode(.ping, payload.prefix(125))
