@@ -1000,7 +1000,7 @@ final class Room: @unchecked Sendable {
             }
         }
         // An audio or video m-line must offer a codec the SFU forwards (Opus, VP8).
-        for section in offer.media where section.port != 0 && section.kind != nil {
+        for section in offer.media where !section.isRejected && section.kind != nil {
             guard section.codecs.contains(where: { $0.mediaCodec != nil }) else {
                 let offered = section.codecs.map(\.name).joined(separator: ", ")
                 throw RoomError(4051, "no supported codec in the offer's \(section.type) m-line (offered: \(offered))")

@@ -418,6 +418,21 @@ struct SDPMalformedTests {
         #expect(error(text) == .invalidAttribute(line: 6, name: name))
     }
 
+    @Test("a bundle-only section with port 0 is live, a plain port 0 is rejected (RFC 8843 §6)")
+    func bundleOnlyIsNotRejected() throws {
+        // GStreamer webrtcbin's max-bundle offer: the second section has port 0 and a=bundle-only.
+        let text = """
+            v=0\r\no=- 5 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE video0 audio1\r\n\
+            m=video 9 UDP/TLS/RTP/SAVPF 96\r\nc=IN IP4 0.0.0.0\r\na=mid:video0\r\na=rtpmap:96 VP8/90000\r\n\
+            m=audio 0 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\na=bundle-only\r\na=mid:audio1\r\n\
+            a=rtpmap:111 OPUS/48000/2\r\n\
+            m=audio 0 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\na=mid:audio2\r\na=rtpmap:111 OPUS/48000/2\r\n
+            """
+        let sdp = try SessionDescription.parse(text)
+        #expect(sdp.media.map(\.bundleOnly) == [false, true, false])
+        #expect(sdp.media.map(\.isRejected) == [false, false, true])
+    }
+
     @Test("data channel section and simulcast alternatives")
     func dataChannelAndSimulcast() throws {
         let text = """

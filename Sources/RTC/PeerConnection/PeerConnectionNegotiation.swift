@@ -102,14 +102,14 @@ extension PeerConnection {
             var t = transceivers.first { $0.mid == m.mid }
             if t == nil, m.kind != nil {
                 // Associate a not-yet-negotiated transceiver of the same kind, else create a receiver.
-                t = m.port == 0 ? nil : transceivers.first { $0.mid == nil && $0.kind == m.kind }
+                t = m.rejected ? nil : transceivers.first { $0.mid == nil && $0.kind == m.kind }
                 if t == nil, let kind = m.kind {
                     t = addTransceiver(kind: kind, direction: .recvonly)
                 }
                 t?.mid = m.mid
             }
             guard let t else { continue }
-            guard m.port != 0, let kind = m.kind, kind == t.kind, let pt = m.payloadType(for: t.codec) else {
+            guard !m.rejected, let kind = m.kind, kind == t.kind, let pt = m.payloadType(for: t.codec) else {
                 // Rejected or stopped by the offerer (port 0): its receive streams end below.
                 t.rejected = true
                 t.currentDirection = .inactive
@@ -140,7 +140,7 @@ extension PeerConnection {
                 if t.stopOffered { (t.stopping, t.stopOffered, t.rejected) = (false, false, true) }
                 continue
             }
-            guard m.port != 0, let pt = m.payloadType(for: t.codec) else {
+            guard !m.rejected, let pt = m.payloadType(for: t.codec) else {
                 t.rejected = true
                 t.currentDirection = .inactive
                 continue

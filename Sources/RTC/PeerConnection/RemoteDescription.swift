@@ -5,7 +5,8 @@ struct RemoteDescription {
     struct Media {
         var mid: String
         var kind: MediaKind?
-        var port: UInt16
+        /// Rejected or stopped by the remote side (port 0 without `a=bundle-only`).
+        var rejected: Bool
         var direction: SDPDirection
         var codecs: [RTPCodec]
         var extensions: [(uri: String, id: UInt8)]
@@ -55,7 +56,7 @@ struct RemoteDescription {
             let sendRIDs = m.simulcast?.sendRIDs ?? m.rids.filter { $0.direction == .send }.map(\.id)
             media.append(
                 Media(
-                    mid: mid, kind: m.kind, port: m.port, direction: m.direction ?? .sendrecv, codecs: m.codecs,
+                    mid: mid, kind: m.kind, rejected: m.isRejected, direction: m.direction ?? .sendrecv, codecs: m.codecs,
                     extensions: exts, ssrcs: primaries, rtxToPrimary: rtx, sendRIDs: sendRIDs))
         }
         guard let ufrag, let pwd else { throw .badDescription("missing a=ice-ufrag / a=ice-pwd") }

@@ -152,8 +152,15 @@ public struct MediaDescription: Sendable, Hashable, SDPAttributeContainer {
     /// The direction, defaulting to `sendrecv` when the attribute is absent (RFC 8866 §6.7).
     public var effectiveDirection: SDPDirection { direction ?? .sendrecv }
 
-    /// A rejected or stopped section has port 0 (RFC 8829 §5.3.1).
-    public var isRejected: Bool { port == 0 }
+    /// A rejected or stopped section has port 0 (RFC 8829 §5.3.1), unless it is `a=bundle-only`:
+    /// a max-bundle offerer (GStreamer's webrtcbin, JSEP's `max-bundle`) sends port 0 there for a live
+    /// section that shares the BUNDLE transport (RFC 8843 §6).
+    public var isRejected: Bool { port == 0 && !bundleOnly }
+
+    /// `a=bundle-only`: the section is used only inside a BUNDLE group (RFC 8843 §6).
+    public var bundleOnly: Bool {
+        attributes.contains { if case .other(let name, _) = $0 { name == "bundle-only" } else { false } }
+    }
 
     /// `a=rtcp-mux`: RTP and RTCP share one transport.
     public var rtcpMux: Bool {

@@ -101,8 +101,8 @@ extension RoomServer {
         do { offer = try SessionDescription.parse(request.text) } catch {
             return adminError(400, RoomError(3073, "the body is not a valid SDP offer: \(error)", cause: error))
         }
-        let audio = offer.media.filter { $0.port != 0 && $0.kind == .audio }.count
-        let video = offer.media.filter { $0.port != 0 && $0.kind == .video }.count
+        let audio = offer.media.filter { !$0.isRejected && $0.kind == .audio }.count
+        let video = offer.media.filter { !$0.isRejected && $0.kind == .video }.count
         guard audio + video > 0, audio <= 1, video <= 1 else {
             return adminError(
                 400, RoomError(3073, "the offer needs one audio and/or one video m-line (has \(audio) and \(video))"))
@@ -173,7 +173,7 @@ extension RoomServer {
         }
         // One producer per offered kind, in the offer's m-line order.
         var chosen: [RoomProducer] = []
-        for kind in offer.media.filter({ $0.port != 0 }).compactMap(\.kind) {
+        for kind in offer.media.filter({ !$0.isRejected }).compactMap(\.kind) {
             let wanted: TrackKind = kind == .audio ? .mic : .webcam
             if let producer = producers.first(where: { $0.kind == wanted }) { chosen.append(producer) }
         }
