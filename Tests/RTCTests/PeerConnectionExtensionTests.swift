@@ -155,15 +155,21 @@ import Testing
             try rx.setRemoteDescription(offer, type: .offer)
             return try rx.createAnswer()
         }
-        // An answerer that keeps abs-send-time for video only (as Firefox does), and adds to the audio
-        // section an extension the offer did not list there (the answer may not; it is not used).
+        // An answerer that keeps abs-send-time for video only (as Firefox does), and answers
+        // abs-capture-time in the audio section with an id the offer did not give it there (the
+        // answer may not; the extension is then not used in that section).
+        let captureTime = RTPExtensionURI.absCaptureTime
+        let offeredVideoCaptureTime = try #require(Self.extmaps(try Self.section(offer, .video))[captureTime])
         var lines: [String] = []
         var inAudio = false
         for line in ourAnswer.serialize().split(separator: "\r\n", omittingEmptySubsequences: true).map(String.init) {
             if line.hasPrefix("m=") { inAudio = line.hasPrefix("m=audio") }
             if inAudio && line.hasSuffix(" " + Self.absSendTime) { continue }
+            if inAudio && line.hasPrefix("a=extmap:") && line.hasSuffix(" " + captureTime) {
+                lines.append("a=extmap:13 " + captureTime)
+                continue
+            }
             lines.append(line)
-            if inAudio && line.hasPrefix("a=mid:") { lines.append("a=extmap:13 " + RTPExtensionURI.rtpStreamID) }
         }
         let edited = try SessionDescription.parse(lines.joined(separator: "\r\n") + "\r\n")
         try await tx.loop.submit { try tx.setRemoteDescription(edited, type: .answer) }
@@ -173,8 +179,9 @@ import Testing
         let a = try #require(audioExts)
         let v = try #require(videoExts)
         #expect(a.absSendTime == nil, "abs-send-time was not kept in the audio section")
-        #expect(a.rid == nil)
+        #expect(a.absCaptureTime == nil, "abs-capture-time was answered with another id in the audio section")
         #expect(v.absSendTime == offeredVideoSendTime)
+        #expect(v.absCaptureTime == offeredVideoCaptureTime)
         #expect(a.audioLevel != nil && a.mid != nil)
 
         // A packet of the audio sender carries no abs-send-time element.
