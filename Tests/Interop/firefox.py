@@ -33,8 +33,6 @@ from typing import Any
 import websockets
 from aiohttp import web
 
-from harness import free_port
-
 PAGES = Path(__file__).resolve().parent / "pages"
 
 # user.js of every fresh profile. The media prefs give fake devices without a prompt and host
@@ -84,6 +82,10 @@ PREFS: dict[str, Any] = {
     "network.proxy.type": 0,
     "services.settings.server": "http://127.0.0.1:9/settings",
     "dom.push.enabled": False,
+    "messaging-system.rsexperimentloader.enabled": False,
+    "app.shield.optoutstudies.enabled": False,
+    "extensions.systemAddon.update.enabled": False,
+    "browser.newtabpage.enabled": False,
     "remote.prefs.recommended": True,
 }
 
@@ -217,8 +219,8 @@ class Firefox:
         self.profile = tempfile.mkdtemp(prefix="understudy-firefox-")
         Path(self.profile, "user.js").write_text(user_js(self.prefs))
         self.log_path = os.path.join(self.profile, "firefox.log")
-        self.port = free_port()
-        args = [self.binary, "--headless", f"--remote-debugging-port={self.port}",
+        # Port 0: Firefox picks a free port and says which ("WebDriver BiDi listening on ws://…").
+        args = [self.binary, "--headless", "--remote-debugging-port=0",
                 "--remote-allow-hosts=127.0.0.1", "--profile", self.profile, "--no-remote", "about:blank"]
         env = {**os.environ, "MOZ_CRASHREPORTER_DISABLE": "1", "MOZ_CRASHREPORTER": "0"}
         with open(self.log_path, "w") as log:
@@ -227,12 +229,13 @@ class Firefox:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         # Firefox says where BiDi listens once its remote agent is up.
-        while not re.search(r"WebDriver BiDi listening on ws://", self.log_tail(200)):
+        while not (listening := re.search(r"WebDriver BiDi listening on ws://127\.0\.0\.1:(\d+)", self._log_text())):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"firefox exited {self.proc.returncode}: {self.log_tail()}")
             if loop.time() > deadline:
                 raise TimeoutError(f"firefox did not open WebDriver BiDi: {self.log_tail()}")
             await asyncio.sleep(0.1)
+        self.port = int(listening.group(1))
         self._ws = await asyncio.wait_for(
             websockets.connect(f"ws://127.0.0.1:{self.port}/session", max_size=None, open_timeout=10), 15)
         self._reader = asyncio.ensure_future(self._read_loop())
@@ -306,6 +309,12 @@ class Firefox:
         page = await self.open_page(f"{self.page_base}/peer.html")
         await page.wait_loaded()
         return page
+
+    def _log_text(self) -> str:
+        if not self.log_path or not os.path.exists(self.log_path):
+            return ""
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
 
     def log_tail(self, lines: int = 20) -> str:
         if not self.log_path or not os.path.exists(self.log_path):

@@ -18,6 +18,7 @@ The server runs in development mode (no secret), so the pages take their tokens 
 from __future__ import annotations
 
 import asyncio
+import time
 import traceback
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import pytest
 
 from browser_support import Agent, DevServer, RoomPage, action_selector
 from firefox import Firefox
-from harness import decode_errors, probe_frames
+from harness import decode_errors, probe_frames, timestamp_problems
 
 ROOM = "firefox-stage"
 
@@ -43,11 +44,13 @@ async def _play(workdir: Path) -> dict:
         await server.ready()
         async with Firefox() as host_browser:
             step = "host"
+            started = time.monotonic()
             host = await RoomPage.open(host_browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV")
             results["host"] = await host.wait_until(
                 "Firefox publishes camera and mic",
                 lambda s: {"webcam", "mic"} <= set(s["producing"]) and s["publishConnection"] == "connected",
                 timeout=60)
+            results["publish_seconds"] = round(time.monotonic() - started, 2)
 
             step = "agent joins"
             agent = Agent(server, ROOM, record).start()
@@ -99,6 +102,9 @@ def room(tmp_path_factory) -> dict:
     workdir = tmp_path_factory.mktemp("firefox-stage")
     results = asyncio.run(asyncio.wait_for(_play(workdir), 400))
     print(f"steps failed: {list(results['errors'])}")
+    print(f"page open to publishing: {results.get('publish_seconds')} s; audience of the host: "
+          f"{results.get('audience_host')}; agent on stage: {results.get('invite_agent', {}).get('video')}, "
+          f"presented {results.get('invite_agent', {}).get('presented')}")
     print(f"agent log:\n{results.get('agent_log', '')[-2500:]}")
     return results
 
@@ -122,6 +128,7 @@ def test_firefox_host_publishes_and_agent_records_it(understudy, room):
     assert frames.get("vp8", 0) >= 60, frames
     assert frames.get("opus", 0) >= 100, frames
     assert decode_errors(path) == ""
+    assert timestamp_problems(path) == []
 
 
 def test_firefox_audience_decodes_firefox_host(understudy, room):

@@ -134,6 +134,28 @@ import Testing
         #expect(connectionID == 4, "the connection still knows abs-send-time's id for the receive path")
     }
 
+    /// RFC 8285 §6: an extension offered with a direction needs the reverse direction in the answer;
+    /// we write none, so it is left out of the answer and of the packets.
+    @Test func anExtensionOfferedWithADirectionIsLeftOut() async throws {
+        let pc = try PeerConnection(loop: EventLoop(name: "ext-direction"))
+        defer { Task { await shutdown(pc) } }
+        let text = Self.firefoxOffer.replacingOccurrences(of: "\n", with: "\r\n").replacingOccurrences(
+            of: "a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level",
+            with: "a=extmap:1/sendonly urn:ietf:params:rtp-hdrext:ssrc-audio-level")
+        let offer = try SessionDescription.parse(text)
+        #expect(try Self.section(offer, .audio).extmaps.contains { $0.direction == .sendonly })
+        let (answer, audio) = try await pc.loop.submit { () throws -> (SessionDescription, RTPTransceiver) in
+            let audio = pc.addTransceiver(kind: .audio, direction: .sendrecv)
+            try pc.setRemoteDescription(offer, type: .offer)
+            return (try pc.createAnswer(), audio)
+        }
+        let answered = Self.extmaps(try Self.section(answer, .audio))
+        #expect(answered[Self.audioLevel] == nil, "\(answered)")
+        #expect(answered[Self.mid] == 3)
+        let level = await pc.loop.submit { audio.primarySender?.extensions.audioLevel }
+        #expect(level == nil)
+    }
+
     @Test func offererSendsOnlyWhatEachAnsweredSectionKept() async throws {
         let tx = try PeerConnection(loop: EventLoop(name: "ext-tx"))
         let rx = try PeerConnection(loop: EventLoop(name: "ext-rx"))
