@@ -156,7 +156,7 @@ class Page:
         rendered = ", ".join(json.dumps(a) for a in args)
         return await self.evaluate(f"{function}({rendered})", timeout=timeout)
 
-    async def navigate(self, url: str, timeout: float = 30) -> None:
+    async def navigate(self, url: str, timeout: float = 60) -> None:
         await self.send(
             "browsingContext.navigate", {"context": self.context, "url": url, "wait": "complete"}, timeout)
 
