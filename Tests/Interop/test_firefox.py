@@ -12,6 +12,10 @@ test_browser_stage.py. One room, played once (module fixture), judged by several
    mode and publishes; the host's and the audience's Firefox decode its video (frames counted by
    getStats and presented frames by requestVideoFrameCallback).
 
+And the server's WHIP and WHEP endpoints with Firefox on both ends (pages/peer.html publishes,
+pages/whep_player.html plays): the agent records the WHIP publisher, and Firefox decodes it through
+WHEP.
+
 The server runs in development mode (no secret), so the pages take their tokens from /dev/token.
 """
 
@@ -27,6 +31,8 @@ import pytest
 from browser_support import Agent, DevServer, RoomPage, action_selector
 from firefox import Firefox
 from harness import decode_errors, probe_frames, timestamp_problems
+from whip_server_support import ROOM as WHIP_ROOM
+from whip_server_support import Recorder, http, served, token, wait_participants
 
 ROOM = "firefox-stage"
 
@@ -147,3 +153,63 @@ def test_firefox_host_invites_agent_and_decodes_it(understudy, room):
     assert (result["video"]["codec"] or "").lower() == "video/vp8", result["video"]
     assert result["presented"] >= 30, result
     assert result["audience"]["framesDecoded"] >= 60, result["audience"]
+
+
+async def _whip_and_whep(port: int, recorder: Recorder) -> dict:
+    """Firefox publishes through WHIP (one tab) and plays that publisher through WHEP (another)."""
+    base = f"http://127.0.0.1:{port}"
+    result: dict = {}
+    async with Firefox() as publisher_browser, Firefox() as viewer_browser:
+        publisher = await publisher_browser.open_peer_page()
+        offer = await publisher.call("makeOffer", {"send": True, "recv": False}, timeout=60)
+        status, headers, body = await asyncio.to_thread(
+            http, "POST", f"{base}/whip/{WHIP_ROOM}", offer.encode(),
+            {"Content-Type": "application/sdp", "Authorization": f"Bearer {token('firefox')}"})
+        assert status == 201, body
+        result["publisher"] = await publisher.call("acceptAnswer", body.decode())
+        result["publisher_connected"] = await publisher.call("waitConnected", 30000, timeout=40)
+        result["recorded_live"] = await asyncio.to_thread(
+            recorder.wait_frames, "firefox", {"vp8": 90, "opus": 150}, 90)
+
+        viewer = await viewer_browser.open_page(f"{viewer_browser.page_base}/whep_player.html")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not await viewer.evaluate("typeof play === 'function'"):
+            assert loop.time() < deadline, "the player page did not load"
+            await asyncio.sleep(0.1)
+        result["whep"] = await viewer.call("play", f"{base}/whep/{WHIP_ROOM}/firefox", token("ff-viewer"))
+        assert result["whep"]["status"] == 201, result["whep"]
+        stats: dict = {}
+        deadline = loop.time() + 90
+        while loop.time() < deadline:
+            stats = await viewer.call("stats")
+            if stats["video"].get("framesDecoded", 0) >= 90 and stats["audio"].get("packetsReceived", 0) >= 150:
+                break
+            await asyncio.sleep(0.5)
+        result["viewer"] = stats
+        result["whep_delete"] = await viewer.call("stop")
+        status, _, _ = await asyncio.to_thread(http, "DELETE", base + headers["Location"])
+        result["whip_delete"] = status
+    return result
+
+
+def test_firefox_publishes_through_whip_and_plays_through_whep(understudy, tmp_path):
+    with served(44600) as port:
+        recorder = Recorder(port, tmp_path)
+        try:
+            recorder.wait_log(f"joined room {WHIP_ROOM} as recorder")
+            result = asyncio.run(asyncio.wait_for(_whip_and_whep(port, recorder), 300))
+            print(result)
+            # The WHIP session's DELETE takes the publisher out of the room.
+            wait_participants(port, lambda ids: "firefox" not in ids, "dropped the WHIP publisher", timeout=60)
+        finally:
+            recorder.stop()
+    assert result["publisher_connected"] == "connected", result
+    assert result["viewer"]["video"]["framesDecoded"] >= 90, result["viewer"]
+    assert result["viewer"]["audio"]["packetsReceived"] >= 150, result["viewer"]
+    assert result["viewer"]["element"]["width"] > 0, result["viewer"]
+    assert result["whep_delete"] == 200 and result["whip_delete"] == 200, result
+    path = recorder.dir / "firefox.webm"
+    frames = probe_frames(path)
+    assert frames.get("vp8", 0) >= 90 and frames.get("opus", 0) >= 150, frames
+    assert decode_errors(path) == ""
