@@ -19,14 +19,16 @@ public final class RTPTransceiver: @unchecked Sendable {
 
     // Negotiated codec parameters.
     var payloadType: UInt8 = 0
+    var rtxPayloadType: UInt8?
+    var codec: MediaCodec { kind == .audio ? .opus : .vp8 }
+
+    // Negotiated header extensions.
     /// The header extensions negotiated for this m-section (uri -> id): what the offer's section
     /// listed and the answer's section kept (RFC 8285 §5, JSEP 5.3.1). An extension absent here is
     /// neither written in this section of our descriptions nor sent on its packets.
     var extensionIDs: [String: UInt8] = [:]
     /// The extensions our last offer listed in this section (an answer may keep only these).
     var offeredExtensionIDs: [String: UInt8] = [:]
-    var rtxPayloadType: UInt8?
-    var codec: MediaCodec { kind == .audio ? .opus : .vp8 }
 
     // Local send streams: one per encoding (per RID, or a single one).
     var localSSRCs: [UInt32] = []
