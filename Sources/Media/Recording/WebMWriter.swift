@@ -72,7 +72,7 @@ public final class WebMWriter: @unchecked Sendable {
     private var videoSize: (width: Int, height: Int)?
     private var pending: [Pending] = []
     private var lastSeenMs: [Int64] = [.min, .min, .min]  // by track number
-    private var lastEmittedMs: [Int64] = [0, 0, 0]  // by track number
+    private var lastEmittedMs: [Int64] = [-1, -1, -1]  // by track number; -1 before the first block
     private var endMs: Int64 = 0
 
     private var segmentSizeOffset: Int64 = 0
@@ -247,9 +247,11 @@ public final class WebMWriter: @unchecked Sendable {
     }
 
     private func emit(_ p: Pending) throws {
-        // Each track's block times must not go backwards; a track that lags the other is written
-        // with negative cluster-relative times (legal in Matroska) rather than re-timed.
-        let ms = max(p.ms, lastEmittedMs[Int(p.track)])
+        // Each track's block times strictly increase (players and ffmpeg reject a repeated DTS; two
+        // frames of one track can map to one millisecond when the sender-report clock steps or a
+        // burst arrives under load); a track that lags the other is written with negative
+        // cluster-relative times (legal in Matroska) rather than re-timed.
+        let ms = max(p.ms, lastEmittedMs[Int(p.track)] + 1)
         lastEmittedMs[Int(p.track)] = ms
         if clusterOpen, ms - clusterTimecode < Int64(Int16.min) {
             droppedLate += 1
