@@ -6,9 +6,9 @@
   trusted by the agent's default `--accept-invites trusted`; a moderator (`understudy invite`) is.
 * item 15: `understudy whip` and `understudy whep` against an endpoint that drips its answer a byte
   a second give up at their request deadline instead of hanging.
-* item 16: an agent whose recording hits a file size limit (RLIMIT_FSIZE, the same write error as a
-  full disk) reports it while it runs (log, /metrics, manifest), and counts only what reached the
-  file: the counts equal what ffprobe reads.
+* item 16: an agent whose recording hits a file size limit (RLIMIT_FSIZE, EFBIG) or a full disk
+  (a small tmpfs in a private mount namespace, ENOSPC) reports it while it runs (log, /metrics,
+  manifest), and counts only what reached the file: the counts equal what ffprobe reads.
 
 Every wait is bounded and waits for the event it checks.
 """
@@ -330,6 +330,67 @@ def test_a_write_error_is_reported_when_it_happens_and_counts_are_what_the_file_
     finally:
         if recorder and recorder.poll() is None:
             kill_process(recorder)
+        if host:
+            host.stop()
+        kill_process(server)
+
+
+def test_a_full_disk_is_reported_when_it_happens(understudy, tmp_path):
+    """The same on a real full disk: a 400 KiB tmpfs, mounted in a private mount namespace
+    (`unshare -m`) around the recording agent, so writes fail with ENOSPC. The shell copies the
+    recording out once the agent has exited (the tmpfs ends with the namespace)."""
+    port = free_port()
+    server = start_room_server(port, 45400, SECRET)
+    host = None
+    shell = None
+    disk, out, pid_file = tmp_path / "disk", tmp_path / "copied", tmp_path / "agent.pid"
+    disk.mkdir()
+    metrics_port = free_port()
+    log_path = tmp_path / "recorder.log"
+    args = join_args(port, "fulldisk", "recorder", "--consume", "all", "--record", str(disk / "rec"),
+                     "--metrics", f"127.0.0.1:{metrics_port}")
+    script = (
+        'mount -t tmpfs -o size=400k tmpfs "$0" || exit 3\n'
+        '"$1" join "${@:4}" 2>"$2" &\n'
+        'echo $! > "$3"\n'
+        'wait $!; status=$?\n'
+        'cp -r "$0/rec" "$3.out"; exit $status\n')
+    try:
+        host = AgentProcess("host", join_args(port, "fulldisk", "host", "--mode", "SEND_AND_RECV", "--consume",
+                                              "none"), tmp_path)
+        host.wait_for(r"joined room fulldisk as host \(SEND_AND_RECV\)")
+        shell = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "bash", "-c", script, str(disk), understudy_bin(),
+             str(log_path), str(pid_file), *args], start_new_session=True)
+
+        def log_text() -> str:
+            return log_path.read_text(errors="replace") if log_path.exists() else ""
+
+        wait_until("the recorder records the host", lambda: "recording host -> " in log_text(), timeout=60)
+        failed = wait_until(
+            "the recorder reports the full disk",
+            lambda: re.search(r"recording of host failed: write to \S+ failed: No space left on device "
+                              r"\(errno 28\); \S+ holds (\d+) video, (\d+) audio frames", log_text()),
+            timeout=120)
+        agent_pid = int(pid_file.read_text())
+        os.kill(agent_pid, 0)  # still running: reported while it records, not at close
+        in_file = {"vp8": int(failed.group(1)), "opus": int(failed.group(2))}
+        assert in_file["vp8"] > 0 and in_file["opus"] > 0, failed.group(0)
+        values = metrics(metrics_port)
+        assert values["understudy_agent_recording_write_errors_total"] == 1, values
+        assert values['understudy_agent_frames_recorded_total{kind="video"}'] == in_file["vp8"], values
+
+        os.kill(agent_pid, signal.SIGTERM)
+        shell.wait(timeout=60)
+        final = re.search(r"recorded host: (\d+) video, (\d+) audio frames", log_text())
+        assert final, log_text()[-3000:]
+        assert (int(final.group(1)), int(final.group(2))) == (in_file["vp8"], in_file["opus"]), final.group(0)
+        probed = probe_frames(Path(str(pid_file) + ".out") / "host.webm")
+        print("in file", in_file, "ffprobe", probed)
+        assert probed.get("vp8", 0) == in_file["vp8"] and probed.get("opus", 0) == in_file["opus"], (probed, in_file)
+    finally:
+        if shell and shell.poll() is None:
+            kill_process(shell)
         if host:
             host.stop()
         kill_process(server)
