@@ -38,6 +38,13 @@ private final class DiskReport: @unchecked Sendable {
             })
     }
 
+    /// The files this process has open (from /proc/self/fd).
+    static func openPaths() -> Set<String> {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Set(
+            entries.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0) })
+    }
+
     /// Feeds ten seconds of VP8 + Opus into `recording`, in presentation order.
     static func feed(_ recording: Recording, _ media: SyntheticMedia) {
         let start: UInt64 = 1_000_000_000
@@ -84,6 +91,7 @@ private final class DiskReport: @unchecked Sendable {
 
         #expect(throws: RecordingError.self) { try recording.close() }
         #expect(recording.writtenFrames == atFailure)
+        #expect(!Self.openPaths().contains(path), "the failed file is still open after close()")
         #expect(recording.framesNotWritten > 0)
         let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
         #expect(size <= Int(limit), "the file holds \(size) bytes")

@@ -182,6 +182,8 @@ public final class Recording: @unchecked Sendable {
             try ogg?.close()
             try ivf?.close()
         } catch {
+            // The writer stopped at the error: the file is still closed (its descriptor released).
+            try? fileSink?.close()
             throw .cannotFinish(path: path, cause: error)
         }
     }
