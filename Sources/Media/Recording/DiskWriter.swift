@@ -124,12 +124,18 @@ public final class DiskWriter: @unchecked Sendable {
 
 /// Frames counted by a recorder: how many of each kind, keyframes, and their payload bytes.
 public struct RecordedFrames: Sendable, Equatable {
+    /// Video frames.
     public var video = 0
+    /// Audio frames.
     public var audio = 0
+    /// Video keyframes (also counted in ``video``).
     public var keyframes = 0
+    /// Payload bytes of the video frames.
     public var videoBytes = 0
+    /// Payload bytes of the audio frames.
     public var audioBytes = 0
 
+    /// No frames.
     public init() {}
 
     /// Every frame, both kinds.
@@ -148,6 +154,7 @@ public struct RecordedFrames: Sendable, Equatable {
         }
     }
 
+    /// Adds the counts of `rhs` to `lhs`.
     public static func += (lhs: inout RecordedFrames, rhs: RecordedFrames) {
         lhs.video += rhs.video
         lhs.audio += rhs.audio
@@ -166,6 +173,7 @@ public struct DiskEvents: Sendable {
     /// last whole chunk, so no frame in it is partial). Nothing is written to the file afterwards.
     public var failed: (@Sendable (MediaError, RecordedFrames) -> Void)?
 
+    /// Listeners for either event (or both).
     public init(
         written: (@Sendable (RecordedFrames) -> Void)? = nil,
         failed: (@Sendable (MediaError, RecordedFrames) -> Void)? = nil
