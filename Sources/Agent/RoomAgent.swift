@@ -558,21 +558,26 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         return rec
     }
 
-    /// A recording's file failed (disk writer thread): logged, counted and put in the manifest now.
+    /// A recording's file failed (disk writer thread): logged and counted now, put in the manifest
+    /// from the manifest queue. The disk thread never waits for the agent's lock: ``stop()`` holds
+    /// it while `close()` waits for the disk thread, and a close can be what hits the full disk.
     private func recordingFailed(participantId: String, path: String, error: MediaError, inFile: RecordedFrames) {
         counters.recordingFailed()
         log(
             "recording of \(participantId) failed: \(error); \(path) holds \(inFile.video) video, \(inFile.audio) audio frames and gets no more"
         )
-        lock.withLock {
-            if let index = files.firstIndex(where: { ($0["path"] as? String) == path }) {
-                files[index]["error"] = error.description
-                files[index]["failedAt"] = AgentManifest.timestamp()
-                files[index]["videoFrames"] = inFile.video
-                files[index]["audioFrames"] = inFile.audio
+        manifestQueue.async { [weak self] in
+            guard let self else { return }
+            lock.withLock {
+                if let index = files.firstIndex(where: { ($0["path"] as? String) == path }) {
+                    files[index]["error"] = error.description
+                    files[index]["failedAt"] = AgentManifest.timestamp()
+                    files[index]["videoFrames"] = inFile.video
+                    files[index]["audioFrames"] = inFile.audio
+                }
+                writeManifestLocked()
             }
         }
-        manifestQueue.async { [weak self] in self?.writeManifest() }
     }
 
     // MARK: Manifest

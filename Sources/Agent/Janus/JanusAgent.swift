@@ -456,20 +456,24 @@ public final class JanusAgent: @unchecked Sendable {
         feed.recordings.removeAll()
     }
 
-    /// A recording's file failed (disk writer thread): logged and put in the manifest now.
+    /// A recording's file failed (disk writer thread): logged now, put in the manifest from another
+    /// queue, so that the disk thread never waits for a lock held by a caller of `close()`.
     private func recordingFailed(display: String, path: String, error: MediaError, inFile: RecordedFrames) {
         log(
             "recording of \(display) failed: \(error); \(path) holds \(inFile.video) video, \(inFile.audio) audio frames and gets no more"
         )
-        lock.withLock {
-            if let index = files.firstIndex(where: { ($0["path"] as? String) == path }) {
-                files[index]["error"] = error.description
-                files[index]["failedAt"] = AgentManifest.timestamp()
-                files[index]["videoFrames"] = inFile.video
-                files[index]["audioFrames"] = inFile.audio
+        DispatchQueue.global().async { [weak self] in
+            guard let self else { return }
+            lock.withLock {
+                if let index = files.firstIndex(where: { ($0["path"] as? String) == path }) {
+                    files[index]["error"] = error.description
+                    files[index]["failedAt"] = AgentManifest.timestamp()
+                    files[index]["videoFrames"] = inFile.video
+                    files[index]["audioFrames"] = inFile.audio
+                }
             }
+            writeManifest()
         }
-        writeManifest()
     }
 
     // MARK: Manifest

@@ -165,7 +165,9 @@ public struct RecordedFrames: Sendable, Equatable {
 }
 
 /// Who hears, on the disk writer thread, what happened to a file: frames that reached it, and the
-/// first write error, at once (not at close).
+/// first write error, at once (not at close). The callbacks run on that thread: they must not wait
+/// for anything that may itself wait for the disk (a lock held around `Recording.close()`), so hand
+/// such work to another queue.
 public struct DiskEvents: Sendable {
     /// Frames whose bytes were all written to the file.
     public var written: (@Sendable (RecordedFrames) -> Void)?
