@@ -93,6 +93,10 @@ public final class WebMWriter: @unchecked Sendable {
 
     /// Bytes handed to the disk writer thread and not yet written (see ``DiskWriter``).
     public var backlogBytes: Int { sink.backlogBytes }
+    /// The file (for the recorder's count of what reached it).
+    var fileSink: FileSink { sink }
+    /// Frames in the open cluster: handed to the file with it.
+    private var clusterFrames = RecordedFrames()
 
     /// Creates (truncates) `path`. At least one of `video` and `audio` must be given.
     /// Throws ``MediaError/cannotOpen(path:errno:)`` when the file cannot be created.
@@ -282,6 +286,7 @@ public final class WebMWriter: @unchecked Sendable {
         cluster.append(isVideo ? (p.frame.isKeyframe ? 0x80 : 0x00) : 0x80)
         cluster.append(contentsOf: p.frame.data)
         clusterHasBlocks = true
+        clusterFrames.add(p.frame)
         let clock = Int64(p.frame.codec.clockRate)
         let durationMs = Int64(p.frame.duration) * 1_000 / max(1, clock)
         endMs = max(endMs, ms + durationMs)
@@ -296,6 +301,8 @@ public final class WebMWriter: @unchecked Sendable {
         sink.buffer.ebmlID(0x1F43_B675)
         sink.buffer.append(contentsOf: EBML.size8(cluster.count))
         sink.buffer.append(contentsOf: cluster)
+        sink.pendingFrames += clusterFrames
+        clusterFrames = RecordedFrames()
         if let time = clusterCueTime { cues.append((time, position)) }
         clustersWritten += 1
         try sink.flush()

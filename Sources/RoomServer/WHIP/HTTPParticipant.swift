@@ -304,9 +304,6 @@ final class HTTPSessionRegistry: @unchecked Sendable {
         }
     }
 
-    /// Adds `session` without a share (tests).
-    func add(_ session: HTTPParticipant) { lock.withLock { sessions[session.sessionId] = session } }
-
     func remove(_ session: HTTPParticipant) {
         lock.withLock {
             guard sessions[session.sessionId] === session else { return }
