@@ -46,6 +46,36 @@ import Testing
         #expect(e.acknowledgedBitrate > 50_000, "\(e)")  // the test pattern and the tone were acknowledged
         #expect(e.feedbackReceived > 0 && e.lossFraction == 0, "\(e)")
         #expect(changes.lock.withLock { !changes.seen.isEmpty })
+        // A padding probe: RTX packets without payload, dropped by the receiver as padding (not
+        // as malformed), acknowledged in its feedback.
+        let malformedBefore = await rx.loop.submit { rx.counters.droppedMalformed }
+        let feedbackBefore = await tx.loop.submit { tx.bandwidthEstimate?.feedbackReceived ?? 0 }
+        let probed = await tx.loop.submit { tx.transport.sendPadding(on: video!, bytes: 20_000, now: EventLoop.now()) }
+        #expect(probed >= 20_000)
+        for _ in 0..<100 {
+            try await Task.sleep(nanoseconds: 50_000_000)
+            if await tx.loop.submit({ (tx.bandwidthEstimate?.feedbackReceived ?? 0) > feedbackBefore + 2 }) { break }
+        }
+        #expect(await rx.loop.submit { rx.counters.droppedMalformed } == malformedBefore)
         await shutdown(tx, rx)
+    }
+
+    @Test func aPaddingPacketIsAnRTXHeaderWithTheTransportNumberAndPaddingOnly() throws {
+        var extensions = RTPSendExtensions()
+        extensions.transportWideCC = 3
+        let sender = RTPSender(
+            ssrc: 0x1111, payloadType: 96, codec: .vp8, rtx: (97, 0x2222), extensions: extensions, cname: "c")
+        var packets: [[UInt8]] = []
+        let n = sender.sendPadding(bytes: 200, now: 1_000) { buffer, length in
+            packets.append(Array(UnsafeRawBufferPointer(rebasing: buffer[0..<length])))
+        }
+        let packet = try #require(packets.first)
+        #expect(n == packet.count)
+        let header = try packet.withUnsafeBytes { try RTPHeader.parse($0) }
+        #expect(header.ssrc == 0x2222 && header.payloadType == 97 && header.padding)
+        #expect(header.paddingLength == 200 && header.payloadLength == 0)
+        #expect(sender.stats.paddingPacketsSent == 1)
+        let plain = RTPSender(ssrc: 0x3333, payloadType: 96, codec: .vp8, cname: "c")
+        #expect(plain.sendPadding(bytes: 200, now: 1_000) { _, _ in } == 0)  // no RTX stream
     }
 }
