@@ -674,6 +674,12 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 "Keyframe requests received from the relay room.", c.keyframeRequests)
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
+        // On stage: the publish connection's send-side estimate from the server's feedback (issue 33).
+        let estimate = room.publishBandwidthEstimate
+        out.single(
+            "understudy_agent_publish_estimate_bits_per_second", "gauge",
+            "The publish connection's send-side bandwidth estimate (availableOutgoingBitrate; 0: none).",
+            estimate?.targetBitrate ?? 0)
         counters.render(into: &out)
         return out.text
     }

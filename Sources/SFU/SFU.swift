@@ -435,6 +435,13 @@ public final class SFU: @unchecked Sendable {
                 if p.subscribeConnection != nil { totals.subscribeConnections += 1 }
                 for c in [p.publishConnection, p.subscribeConnection] {
                     totals.transportFeedbackSent &+= c?.counters.transportFeedbackSent ?? 0
+                    totals.transportFeedbackReceived &+= c?.counters.transportFeedbackReceived ?? 0
+                    totals.rembReceived &+= c?.counters.rembReceived ?? 0
+                }
+                if let estimate = p.subscribeConnection?.bandwidthEstimate {
+                    totals.subscriberEstimates += 1
+                    totals.subscriberEstimateBitrate &+= UInt64(estimate.targetBitrate)
+                    if estimate.state == .decreasing { totals.subscriberEstimatesDecreasing += 1 }
                 }
             }
             return SFUStats(counters: totals, producers: producerStats, consumers: consumerStats)

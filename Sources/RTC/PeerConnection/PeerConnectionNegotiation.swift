@@ -231,6 +231,9 @@ extension PeerConnection {
         exts.repairedRID = t.sendRIDs.isEmpty ? nil : ids[LocalCapabilities.repairedRIDURI]
         exts.absSendTime = ids[LocalCapabilities.absSendTimeURI]
         exts.absCaptureTime = ids[LocalCapabilities.absCaptureTimeURI]
+        // Transport-wide numbers on everything we send: the peer's transport-cc feedback feeds the
+        // transport's bandwidth estimator.
+        exts.transportWideCC = ids[LocalCapabilities.transportWideCCURI]
         exts.audioLevel = t.kind == .audio ? ids[LocalCapabilities.audioLevelURI] : nil
         return exts
     }
@@ -255,6 +258,7 @@ extension PeerConnection {
                     mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i],
                     historySize: !configuration.senderHistory ? 0 : t.kind == .audio ? 32 : 512,
                     cname: configuration.cname)
+                sender.transportSequence = transport.transportSequence
                 t.senders.append(sender)
                 transport.sendBySSRC[t.localSSRCs[i]] = sender
             }
