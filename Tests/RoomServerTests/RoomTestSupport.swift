@@ -133,7 +133,7 @@ final class TestClient: @unchecked Sendable {
 
     /// Waits for the first not-yet-taken message matching `match` and takes it.
     @discardableResult
-    func waitFor(_ what: String, seconds: Double = 5, _ match: (SignalEnvelope) -> Bool) async throws -> SignalEnvelope
+    func waitFor(_ what: String, seconds: Double = 30, _ match: (SignalEnvelope) -> Bool) async throws -> SignalEnvelope
     {
         let deadline = Date().addingTimeInterval(seconds)
         while true {
@@ -154,7 +154,7 @@ final class TestClient: @unchecked Sendable {
 
     /// Waits for the next notification `method` (optionally matching its data) and returns its data.
     @discardableResult
-    func notification(_ method: String, seconds: Double = 5, where match: (JSONValue) -> Bool = { _ in true })
+    func notification(_ method: String, seconds: Double = 30, where match: (JSONValue) -> Bool = { _ in true })
         async throws -> JSONValue
     {
         let e = try await waitFor("notification \(method)", seconds: seconds) {
@@ -174,7 +174,7 @@ final class TestClient: @unchecked Sendable {
     }
 
     /// Waits for the socket to close; returns the close code.
-    func closed(seconds: Double = 5) async throws -> UInt16 {
+    func closed(seconds: Double = 30) async throws -> UInt16 {
         let deadline = Date().addingTimeInterval(seconds)
         while true {
             if let info = closeState { return info.0 }

@@ -9,7 +9,7 @@ public struct WaitTimeout: Error, CustomStringConvertible {
 
 /// Checks `condition` every 10 ms until it holds; throws ``WaitTimeout`` after `seconds` (deadlines
 /// are generous: tests must hold on a busy machine).
-public func waitUntil(_ what: String, seconds: Double = 10, _ condition: () -> Bool) async throws {
+public func waitUntil(_ what: String, seconds: Double = 30, _ condition: () -> Bool) async throws {
     let deadline = Date().addingTimeInterval(seconds)
     while !condition() {
         if Date() > deadline { throw WaitTimeout(what: what) }
