@@ -605,6 +605,29 @@ public final class RoomServer: @unchecked Sendable {
             "Transport-cc feedback messages sent by the connections the SFU holds.",
             clamp(media.transportFeedbackSent))
         metric(
+            "understudy_sfu_subscriber_estimate_bits_per_second", "gauge",
+            "Sum of the subscribe connections' bandwidth estimates the stream allocator shares out.",
+            media.subscriberEstimates)
+        metric(
+            "understudy_sfu_paused_consumers", "gauge",
+            "Video consumers the stream allocator paused (no layer fits the subscriber's estimate).",
+            media.pausedConsumers)
+        metric(
+            "understudy_sfu_layer_raises_total", "counter", "Layer raises decided by the stream allocator.",
+            clamp(media.allocationRaises))
+        metric(
+            "understudy_sfu_layer_decreases_total", "counter",
+            "Layer decreases (pauses included) decided by the stream allocator.", clamp(media.allocationDecreases))
+        metric(
+            "understudy_sfu_probes_total", "counter", "Bandwidth probes the stream allocator started.",
+            clamp(media.probes))
+        metric(
+            "understudy_sfu_probes_failed_total", "counter",
+            "Bandwidth probes whose raise the estimate did not make room for.", clamp(media.failedProbes))
+        metric(
+            "understudy_sfu_probe_bytes_total", "counter", "Bytes sent as probe padding (RTX copies).",
+            clamp(media.probeBytes))
+        metric(
             "understudy_room_sfu_calls_total", "counter",
             "Calls rooms made onto the SFU's loop and waited for (consume, offers, answers, layers).",
             clamp(locked({ mediaPlane })?.loopCalls.load(ordering: .relaxed) ?? 0))
