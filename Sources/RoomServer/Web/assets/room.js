@@ -62,6 +62,22 @@
     { rid: 'f', scaleResolutionDownBy: 1, maxBitrate: 1_500_000 },
   ];
 
+  // The camera size asked for (?camera=WxH; default 640x480).
+  const CAMERA = (() => {
+    const match = /^(\d{2,4})x(\d{2,4})$/.exec(params.get('camera') || '');
+    return match ? { width: Number(match[1]), height: Number(match[2]) } : { width: 640, height: 480 };
+  })();
+
+  // libwebrtc sends at most three layers from 960x540 up and two from 480x270 up, dropping the top
+  // ones past that: ask for the layers it will send, so that the full-size layer is always one.
+  function simulcastEncodings(track) {
+    const settings = track.getSettings ? track.getSettings() : {};
+    const pixels = (settings.width || CAMERA.width) * (settings.height || CAMERA.height);
+    const count = pixels >= 960 * 540 ? 3 : pixels >= 480 * 270 ? 2 : 1;
+    if (count < 2) return null;
+    return SIMULCAST_ENCODINGS.slice(3 - count).map((e) => ({ ...e }));
+  }
+
   function note(event, detail) {
     state.events.push({ event, detail, time: Date.now() });
     if (state.events.length > 500) state.events.shift();
@@ -525,7 +541,8 @@
       const pc = publishConnection();
       const transceivers = entries.map(({ kind, track }) => {
         const init = { direction: 'sendonly', streams: [state.localStream] };
-        if (kind === 'webcam' && state.simulcast) init.sendEncodings = SIMULCAST_ENCODINGS.map((e) => ({ ...e }));
+        const layers = kind === 'webcam' && state.simulcast ? simulcastEncodings(track) : null;
+        if (layers) init.sendEncodings = layers;
         return pc.addTransceiver(track, init);
       });
       await pc.setLocalDescription(await pc.createOffer());
@@ -592,7 +609,7 @@
     if (!mic && !cam) return [];
     const stream = await navigator.mediaDevices.getUserMedia({
       audio: mic,
-      video: cam ? { width: { ideal: 640 }, height: { ideal: 480 }, frameRate: { ideal: 30 } } : false,
+      video: cam ? { width: { ideal: CAMERA.width }, height: { ideal: CAMERA.height }, frameRate: { ideal: 30 } } : false,
     });
     const entries = [];
     const video = stream.getVideoTracks()[0];
