@@ -54,6 +54,14 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         get { transport.onBYE }
         set { transport.onBYE = newValue }
     }
+    /// The send-side bandwidth estimate toward the peer, from its transport-cc feedback (or its
+    /// REMB); nil when the peer gives none. Read it on the loop thread (see ``BandwidthEstimate``).
+    public var bandwidthEstimate: BandwidthEstimate? { transport.bandwidthEstimate }
+    /// Called on the loop thread when ``bandwidthEstimate``'s target or state changes.
+    public var onBandwidthEstimate: ((BandwidthEstimate) -> Void)? {
+        get { transport.onBandwidthEstimate }
+        set { transport.onBandwidthEstimate = newValue }
+    }
     /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
     public var onKeyframeRequest: ((RTPTransceiver) -> Void)? {
         get { transport.onKeyframeRequest }

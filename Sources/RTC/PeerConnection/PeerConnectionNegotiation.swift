@@ -183,6 +183,9 @@ extension PeerConnection {
             exts.repairedRID = repairedRIDExtID == 0 || t.sendRIDs.isEmpty ? nil : repairedRIDExtID
             exts.absSendTime = extensionIDs[LocalCapabilities.absSendTimeURI]
             exts.absCaptureTime = extensionIDs[LocalCapabilities.absCaptureTimeURI]
+            // Transport-wide numbers on everything we send: the peer's transport-cc feedback feeds
+            // the transport's bandwidth estimator.
+            exts.transportWideCC = extensionIDs[LocalCapabilities.transportWideCCURI]
             exts.audioLevel = t.kind == .audio ? extensionIDs[LocalCapabilities.audioLevelURI] : nil
             for i in 0..<layers {
                 let rtx: (payloadType: UInt8, ssrc: UInt32)? = t.rtxPayloadType.map { ($0, t.localRTXSSRCs[i]) }
@@ -193,6 +196,7 @@ extension PeerConnection {
                     mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i],
                     historySize: !configuration.senderHistory ? 0 : t.kind == .audio ? 32 : 512,
                     cname: configuration.cname)
+                sender.transportSequence = transport.transportSequence
                 t.senders.append(sender)
                 transport.sendBySSRC[t.localSSRCs[i]] = sender
             }

@@ -42,10 +42,18 @@ public struct RTPSendExtensions: Sendable, Equatable {
 public final class TransportSequenceCounter: @unchecked Sendable {
     /// The next transport-wide sequence number.
     public var next: UInt16
+    /// The number the last packet took and when, until its transport sends it and records it in
+    /// its send history (``MediaTransport``); `hasPending` false: none waiting.
+    var pendingSequence: UInt16 = 0
+    var pendingTime: UInt64 = 0
+    var hasPending = false
     /// Creates a counter.
     public init(start: UInt16 = 0) { next = start }
-    func take() -> UInt16 {
+    func take(now: UInt64) -> UInt16 {
         defer { next &+= 1 }
+        pendingSequence = next
+        pendingTime = now
+        hasPending = true
         return next
     }
 }
@@ -141,6 +149,9 @@ public final class RTPSender: @unchecked Sendable {
     /// Maps the monotonic `now` to wall-clock NTP time for sender reports; reads `CLOCK_REALTIME` by
     /// default. Tests replace it to stay deterministic.
     public var wallClock: (UInt64) -> NTPTime = { _ in NTPTime(unixNanoseconds: realtimeNanoseconds()) }
+
+    /// The round-trip time from the last receiver report that allowed one (ns; 0: none yet).
+    var reportedRoundTripTime: UInt64 { links.reports.roundTripTime }
 
     /// Counters; those of the links are read from them.
     public var stats: RTPSenderStats {
@@ -394,7 +405,7 @@ public final class RTPSender: @unchecked Sendable {
             if let id = extensions.transportWideCC {
                 let seq: UInt16
                 if let shared = transportSequence {
-                    seq = shared.take()
+                    seq = shared.take(now: now)
                 } else {
                     seq = privateTransportSequence
                     privateTransportSequence &+= 1
