@@ -48,6 +48,12 @@ public final class SFU: @unchecked Sendable {
         /// Probe padding bytes owed (positive) or sent ahead (negative).
         var paddingCredit = 0
         var retiredProbeBytes: UInt64 = 0
+        /// Whether the subscribe connection's estimate binds (it reported a decrease below what was
+        /// sent; SFUAllocation.swift), when the allocator last ran, and whether an estimate change
+        /// waits for the next tick.
+        var constrained = false
+        var lastAllocation: UInt64 = 0
+        var estimateDirty = false
         init(id: String, allocator: SFUStreamAllocator.Configuration = .init()) {
             self.id = id
             self.allocator = SFUStreamAllocator(configuration: allocator)
@@ -104,6 +110,8 @@ public final class SFU: @unchecked Sendable {
     /// probe under way, and the priorities it reads: pinned publishers and active speakers.
     var allocationTicker: SFUAllocationTicker?
     var probing: [Participant] = []
+    /// Subscribers whose estimate changed since the last tick.
+    var estimateChanged: [Participant] = []
     var nextAllocationKey = 0
     var pinnedParticipants: Set<String> = []
     var speakingParticipants: Set<String> = []
@@ -414,6 +422,8 @@ public final class SFU: @unchecked Sendable {
         await loop.submit { [self] in
             guard let participant = participants.removeValue(forKey: participantID) else { return }
             probing.removeAll { $0 === participant }
+            estimateChanged.removeAll { $0 === participant }
+            participant.subscribeConnection?.onBandwidthEstimate = nil
             for p in participant.producers { removeProducer(p) }
             for c in participant.consumers { retire(c) }
             participant.consumers = []
@@ -608,6 +618,7 @@ public final class SFU: @unchecked Sendable {
         connection.onNACK = { [unowned participant] transceiver, sequenceNumbers, now in
             participant.consumerByTransceiver[ObjectIdentifier(transceiver)]?.handleNACK(sequenceNumbers, now: now)
         }
+        connection.onBandwidthEstimate = { [unowned self, unowned participant] _ in estimateChanged(participant) }
         participant.subscribeConnection = connection
         reportStates(of: connection, participantID: participant.id, role: .subscribe)
         return connection

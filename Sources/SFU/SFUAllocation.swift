@@ -28,6 +28,17 @@ final class SFUAllocationTicker: EventLoopTicker {
                 sfu.allocate(participant, now: now)
             }
         }
+        // Estimates that changed since the last tick (reported from the send path, where a
+        // decision must not run: it is in the middle of forwarding).
+        if !sfu.estimateChanged.isEmpty {
+            for participant in sfu.estimateChanged {
+                participant.estimateDirty = false
+                if !participant.allocated.isEmpty, now &- participant.lastAllocation >= 100_000_000 {
+                    sfu.allocate(participant, now: now)
+                }
+            }
+            sfu.estimateChanged.removeAll(keepingCapacity: true)
+        }
         let dt = lastPad == 0 ? 0 : now &- lastPad
         lastPad = now
         guard dt > 0, !sfu.probing.isEmpty else { return }
@@ -58,11 +69,42 @@ extension SFU {
         if participant.allocator.probeRate == 0 { probing.removeAll { $0 === participant } }
     }
 
-    /// The subscribe connection's estimate, bits per second (nil: none; every consumer then gets the
-    /// layer it asks for). A test may set one (``setEstimateOverrideOnLoop(participantID:bitsPerSecond:)``).
+    /// The subscribe connection's estimate as the allocator should use it, bits per second (nil: none;
+    /// every consumer then gets the layer it asks for). A test may force one
+    /// (``setEstimateOverrideOnLoop(participantID:bitsPerSecond:)``).
+    ///
+    /// The estimator starts at its start rate and climbs about 8 % a second, so until it has met the
+    /// path's limit its figure is a lower bound of the path, not the path: a fresh subscriber would
+    /// otherwise get low layers for tens of seconds on a link that carries them all. The estimate
+    /// binds once it reports a decrease (delay overuse, loss or lost feedback) below what is being
+    /// sent, and stops binding when every consumer is back at the layer it asked for with room to spare.
     func estimate(of participant: Participant) -> Int? {
         if let forced = participant.estimateOverride { return forced }
-        return nil
+        guard let e = participant.subscribeConnection?.bandwidthEstimate, e.source != .none else {
+            participant.constrained = false
+            return nil
+        }
+        if participant.constrained {
+            let a = participant.allocator
+            if a.probe == nil, a.demandMet, e.state != .decreasing,
+                a.allocatedRate <= e.targetBitrate / 100 * a.configuration.raiseHeadroom
+            {
+                participant.constrained = false
+                return nil
+            }
+            return e.targetBitrate
+        }
+        guard e.state == .decreasing, e.targetBitrate < participant.allocator.allocatedRate else { return nil }
+        participant.constrained = true
+        return e.targetBitrate
+    }
+
+    /// The subscribe connection's estimator reported a change (loop thread, possibly in the middle of
+    /// sending): the allocation runs on the next tick.
+    func estimateChanged(_ participant: Participant) {
+        guard !participant.estimateDirty, !participant.allocated.isEmpty else { return }
+        participant.estimateDirty = true
+        estimateChanged.append(participant)
     }
 
     func priority(of consumer: SFUConsumer) -> SFUStreamAllocator.Priority {
@@ -75,6 +117,7 @@ extension SFU {
 
     /// One run of `participant`'s allocator: inputs in, decisions out to its consumers.
     func allocate(_ participant: Participant, now: UInt64) {
+        participant.lastAllocation = now
         // In place on the participant (a class): no copy of the allocator's arrays.
         participant.allocator.estimate = estimate(of: participant)
         var audio = 0

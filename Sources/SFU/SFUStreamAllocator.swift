@@ -41,8 +41,12 @@ public struct SFUStreamAllocator: Sendable {
         public var stepInterval: UInt64 = 1_000_000_000
         /// A raise must fit this share of the budget (the rest absorbs key frames and the estimate's noise).
         public var raiseHeadroom = 90
-        /// How long a probe may take to prove a raise.
+        /// How long a probe may take to prove a raise, counted from the last time the estimate rose
+        /// by ``probeProgress`` percent during it.
         public var probeDuration: UInt64 = 2_500_000_000
+        public var probeProgress = 3
+        /// The longest a probe may go on while the estimate climbs.
+        public var maxProbeDuration: UInt64 = 20_000_000_000
         /// Padding asked for during a probe: the media rate after the raise plus this share, minus what
         /// is sent now.
         public var probeOvershoot = 15
@@ -154,6 +158,10 @@ public struct SFUStreamAllocator: Sendable {
         public var until: UInt64
         public var startEstimate: Int
         public var media: Bool
+        /// The highest estimate seen during the probe: while it keeps climbing the probe goes on
+        /// (the estimator rises a few percent a second), up to ``Configuration/maxProbeDuration``.
+        public var bestEstimate: Int = 0
+        public var started: UInt64 = 0
     }
 
     /// A track not allocated yet.
@@ -226,6 +234,9 @@ public struct SFUStreamAllocator: Sendable {
     /// The index of the track with `key`.
     public func index(key: Int) -> Int? { tracks.firstIndex { $0.key == key } }
 
+    /// Whether every track has the highest flowing layer it asks for.
+    public var demandMet: Bool { tracks.allSatisfy { $0.target >= $0.ceiling } }
+
     /// The media rate of the current decisions, bits per second (audio included).
     public var allocatedRate: Int {
         var total = audioRate
@@ -293,6 +304,14 @@ public struct SFUStreamAllocator: Sendable {
         }
         let limit = budget / 100 * configuration.raiseHeadroom
         let current = allocatedRate - audioRate
+        if var p = probe, let estimate, estimate > p.bestEstimate + p.bestEstimate / 100 * configuration.probeProgress,
+            now &- p.started < configuration.maxProbeDuration
+        {
+            // The estimator follows the probe: give it the time to get there.
+            p.bestEstimate = estimate
+            p.until = max(p.until, now &+ configuration.probeDuration)
+            probe = p
+        }
         if let p = probe {
             if p.media, current <= limit {
                 // The estimate now carries what the media probe raised: proven.
@@ -339,7 +358,7 @@ public struct SFUStreamAllocator: Sendable {
             // Nothing to pad with (every video paused): the raise itself is the probe.
             probe = Probe(
                 track: wanted.track, layer: wanted.layer, until: now &+ configuration.probeDuration,
-                startEstimate: estimate ?? 0, media: true)
+                startEstimate: estimate ?? 0, media: true, bestEstimate: estimate ?? 0, started: now)
             tracks[wanted.track].target = wanted.layer
             raises &+= 1
             lastRaise = now
@@ -350,7 +369,7 @@ public struct SFUStreamAllocator: Sendable {
         probeRate = max(0, goal - current)
         probe = Probe(
             track: wanted.track, layer: wanted.layer, until: now &+ configuration.probeDuration,
-            startEstimate: estimate ?? 0, media: false)
+            startEstimate: estimate ?? 0, media: false, bestEstimate: estimate ?? 0, started: now)
         return false
     }
 

@@ -149,7 +149,9 @@ extension Room {
         var receive: [String: Any] = ["incomingBitrate": receiveKbps, "totalReceivedBytes": received]
         // The server's stream allocator: its estimate of this connection's downlink (kbit/s) and the
         // layer it forwards of each video consumed (docs/protocol.md, getStats).
-        if let estimate = data["transport"]?["estimate"]?.intValue { receive["serverEstimate"] = Double(estimate) / 1000 }
+        if let estimate = data["transport"]?["estimate"]?.intValue {
+            receive["serverEstimate"] = Double(estimate) / 1000
+        }
         let layers: [[String: Any]] = (data["consumers"]?.arrayValue ?? []).compactMap { c in
             guard c["kind"]?.stringValue == "webcam" || c["kind"]?.stringValue == "screen" else { return nil }
             var row: [String: Any] = ["paused": c["paused"]?.boolValue ?? false]

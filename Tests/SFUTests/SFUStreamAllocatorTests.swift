@@ -163,6 +163,27 @@ struct SFUStreamAllocatorTests {
         #expect(a.probe != nil)
     }
 
+    @Test func aProbeGoesOnWhileTheEstimateClimbs() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 700_000)
+        a.allocate(now: 0)
+        a.allocate(now: 2_100 * ms)
+        #expect(a.probe != nil)
+        // The estimator rises 4 % per half second: the probe outlives its 2.5 s window.
+        var estimate = 700_000
+        var t: UInt64 = 2_600
+        while estimate * 90 / 100 < 1_500_000 {
+            estimate = estimate * 104 / 100
+            a.estimate = estimate
+            a.allocate(now: t * ms)
+            if a.tracks[0].target < 2 { #expect(a.probe != nil, "at \(t) ms, estimate \(estimate)") }
+            t += 500
+        }
+        #expect(t > 5_000, "the climb took longer than one probe window")
+        a.allocate(now: t * ms)
+        #expect(targets(a) == [2])
+        #expect(a.failedProbes == 0)
+    }
+
     @Test func aDecreaseDuringAProbeEndsIt() {
         var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 700_000)
         a.allocate(now: 0)
