@@ -953,7 +953,7 @@ final class Room: @unchecked Sendable {
         var result: [String: JSONValue] = ["producers": .array(producers), "consumers": .array(consumers)]
         if let t = stats.transports.first(where: { $0.participantID == key }) {
             result["transport"] = [
-                "estimate": t.estimate.map { .number(Double($0)) } ?? .null,
+                "estimate": t.estimate.map { .number(Double($0)) } ?? .null, "estimateBinds": .bool(t.estimateBinds),
                 "allocatedBitrate": .number(Double(t.allocatedBitrate)),
                 "probeBitrate": .number(Double(t.probeBitrate)),
                 "pausedConsumers": .number(Double(t.pausedConsumers)),

@@ -474,6 +474,13 @@ public final class SFU: @unchecked Sendable {
                 if p.subscribeConnection != nil { totals.subscribeConnections += 1 }
                 for c in [p.publishConnection, p.subscribeConnection] {
                     totals.transportFeedbackSent &+= c?.counters.transportFeedbackSent ?? 0
+                    totals.transportFeedbackReceived &+= c?.counters.transportFeedbackReceived ?? 0
+                    totals.rembReceived &+= c?.counters.rembReceived ?? 0
+                }
+                if let estimate = p.subscribeConnection?.bandwidthEstimate {
+                    totals.subscriberEstimates += 1
+                    totals.subscriberEstimateBitrate &+= UInt64(estimate.targetBitrate)
+                    if estimate.state == .decreasing { totals.subscriberEstimatesDecreasing += 1 }
                 }
                 guard p.subscribeConnection != nil || !p.allocated.isEmpty else { continue }
                 let t = transportStats(p)
@@ -484,7 +491,6 @@ public final class SFU: @unchecked Sendable {
                 totals.probes &+= t.probes
                 totals.failedProbes &+= t.failedProbes
                 totals.probeBytes &+= t.probeBytes
-                totals.subscriberEstimates += t.estimate ?? 0
             }
             transports.sort { $0.participantID < $1.participantID }
             return SFUStats(

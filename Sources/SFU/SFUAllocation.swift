@@ -205,7 +205,9 @@ extension SFU {
     func transportStats(_ participant: Participant) -> SFUTransportStats {
         let a = participant.allocator
         return SFUTransportStats(
-            participantID: participant.id, estimate: a.estimate, allocatedBitrate: a.allocatedRate,
+            participantID: participant.id,
+            estimate: participant.estimateOverride ?? participant.subscribeConnection?.bandwidthEstimate?.targetBitrate,
+            estimateBinds: a.estimate != nil, allocatedBitrate: a.allocatedRate,
             probeBitrate: a.probeRate, videoConsumers: participant.allocated.count,
             pausedConsumers: participant.allocated.filter(\.paused).count, raises: a.raises,
             decreases: a.decreases, probes: a.probes, failedProbes: a.failedProbes,

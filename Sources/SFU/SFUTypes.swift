@@ -107,6 +107,9 @@ public struct SFUTransportStats: Sendable, Hashable {
     public var participantID: String
     /// The connection's send-side bandwidth estimate, bits per second (nil: none).
     public var estimate: Int?
+    /// Whether the allocator shares that estimate out now: once it fell below what was sent, until
+    /// every consumer is back at the layer it asked for (docs/architecture.md, "Stream allocator").
+    public var estimateBinds: Bool
     /// What the allocator's decisions cost, audio included, bits per second (measured layer rates).
     public var allocatedBitrate: Int
     /// Padding asked for by a probe under way, bits per second (0: none).
@@ -146,14 +149,21 @@ public struct SFUCounters: Sendable, Hashable {
     /// Transport-cc feedback messages the connections held have sent to their senders.
     public var transportFeedbackSent: UInt64 = 0
     /// Stream allocator: video consumers paused now, raises and decreases of layers, probes started
-    /// and failed, bytes sent as probe padding, and the sum of the subscribe connections' estimates.
+    /// and failed, bytes sent as probe padding.
     public var pausedConsumers: Int = 0
     public var allocationRaises: UInt64 = 0
     public var allocationDecreases: UInt64 = 0
     public var probes: UInt64 = 0
     public var failedProbes: UInt64 = 0
     public var probeBytes: UInt64 = 0
+    /// Transport-cc feedback messages and REMBs the connections held received about what they send.
+    public var transportFeedbackReceived: UInt64 = 0
+    public var rembReceived: UInt64 = 0
+    /// Subscribe connections with a send-side bandwidth estimate, the sum of their targets (bits/s),
+    /// and how many of them are decreasing.
     public var subscriberEstimates: Int = 0
+    public var subscriberEstimateBitrate: UInt64 = 0
+    public var subscriberEstimatesDecreasing: Int = 0
     public init() {}
 }
 

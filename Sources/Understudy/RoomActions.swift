@@ -146,6 +146,12 @@ extension Room {
         }
         guard let (sent, received, data) = totals() else { return nil }
         let (sendKbps, receiveKbps) = participant.transportSample.rates(sent: sent, received: received)
+        var send: [String: Any] = ["outgoingBitrate": sendKbps, "totalSentBytes": sent]
+        if participant.isLocal, let estimate = media.publishEstimate {
+            // As W3C's candidate-pair stats name it: the send-side estimate, bits per second.
+            send["availableOutgoingBitrate"] = estimate.targetBitrate
+            send["bandwidthEstimateState"] = estimate.state.rawValue
+        }
         var receive: [String: Any] = ["incomingBitrate": receiveKbps, "totalReceivedBytes": received]
         // The server's stream allocator: its estimate of this connection's downlink (kbit/s) and the
         // layer it forwards of each video consumed (docs/protocol.md, getStats).
@@ -162,7 +168,7 @@ extension Room {
         }
         if !layers.isEmpty { receive["layers"] = layers }
         return [
-            "send": ["outgoingBitrate": sendKbps, "totalSentBytes": sent],
+            "send": send,
             "receive": receive,
         ]
     }

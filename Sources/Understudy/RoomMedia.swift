@@ -57,6 +57,11 @@ final class RoomMedia: @unchecked Sendable {
     /// `sub|mid|rid`).
     private var sampler: DispatchSourceTimer?
     private var readings: [String: (previous: StatsReading?, latest: StatsReading)] = [:]
+    /// The publish connection's send-side bandwidth estimate at the last sampling tick (nil: no
+    /// feedback from the server yet).
+    private var publishEstimateReading: BandwidthEstimate?
+    /// The publish connection's bandwidth estimate, as of the last stats sampling tick.
+    var publishEstimate: BandwidthEstimate? { lock.withLock { publishEstimateReading } }
     private var closed = false
 
     var producingKinds: Set<StreamKind> { lock.withLock { Set(producers.keys) } }
@@ -705,6 +710,8 @@ final class RoomMedia: @unchecked Sendable {
                             jitterMs: r.stats.reportedJitter * 1000, rttMs: Double(roundTrip) / 1e6, at: now)
                     )
                 }
+                let estimate = pub.bandwidthEstimate
+                self?.lock.withLock { self?.publishEstimateReading = estimate }
                 self?.record(rows, prefix: "pub|")
             }
         }

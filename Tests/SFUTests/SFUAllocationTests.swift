@@ -38,21 +38,30 @@ struct SFUAllocationTests {
         let (sfu, subscriber) = (setup.sfu, setup.subscriber)
         let path = temporaryPath("allocation.webm")
         var rates: [Int] = []
+        // The synthetic publisher's RIDs do not say the size (its "q" is the largest): by width.
+        var ridsByQuality: [String] = []
         var pausedStats: SFUStats?
         var packetsWhilePaused: (UInt64, UInt64) = (0, 0)
         _ = try await subscriber.recordSubscription(with: sfu, participantID: "bob", path: path) {
+            // The layer rates the allocator measured, lowest quality first.
+            let measured = try await waitFor(sfu, "measured layer rates") { _, _ in true }
+            try await Task.sleep(for: .seconds(1))
+            let layers = (await sfu.stats().producers.first?.layers ?? []).sorted { $0.width < $1.width }
+            ridsByQuality = layers.compactMap(\.rid)
+            rates = layers.map(\.bitrate)
+            _ = measured
+            #expect(layers.count == 3 && layers.allSatisfy { $0.width > 0 }, "\(layers)")
+            guard ridsByQuality.count == 3 else { return }
+            let (low, top) = (ridsByQuality[0], ridsByQuality[2])
             // No estimate: the top layer, as asked.
-            _ = try await waitFor(sfu, "the top layer without an estimate") { c, _ in c.currentRID == "f" }
-            // The layer rates the allocator measured (q, h, f).
-            let measured = try await waitFor(sfu, "measured layer rates", { _, _ in true })
-            rates = measured.producers.first?.layers.map(\.bitrate) ?? []
+            _ = try await waitFor(sfu, "the top layer without an estimate") { c, _ in c.currentRID == top }
             #expect(rates.count == 3 && rates.allSatisfy { $0 > 0 }, "measured \(rates)")
             guard rates.count == 3 else { return }
             // Room for the lowest layer only.
-            let low = rates[0] + (rates[1] - rates[0]) / 2
-            try await sfu.loop.submit { try sfu.setEstimateOverrideOnLoop(participantID: "bob", bitsPerSecond: low) }
-            _ = try await waitFor(sfu, "the low layer at \(low) bit/s") { c, t in
-                c.currentRID == "q" && c.allocatedRID == "q" && t?.estimate == low
+            let room = rates[0] + (rates[1] - rates[0]) / 2
+            try await sfu.loop.submit { try sfu.setEstimateOverrideOnLoop(participantID: "bob", bitsPerSecond: room) }
+            _ = try await waitFor(sfu, "the low layer at \(room) bit/s") { c, t in
+                c.currentRID == low && c.allocatedRID == low && t?.estimate == room && t?.estimateBinds == true
             }
             try await Task.sleep(for: .seconds(1))
             // Nothing fits: paused, nothing forwarded.
@@ -66,7 +75,7 @@ struct SFUAllocationTests {
             try await sfu.loop.submit {
                 try sfu.setEstimateOverrideOnLoop(participantID: "bob", bitsPerSecond: 50_000_000)
             }
-            _ = try await waitFor(sfu, "the top layer again") { c, _ in c.currentRID == "f" && !c.paused }
+            _ = try await waitFor(sfu, "the top layer again") { c, _ in c.currentRID == top && !c.paused }
             try await Task.sleep(for: .seconds(1))
         }
         #expect(packetsWhilePaused.1 <= packetsWhilePaused.0 + 2, "packets sent while paused: \(packetsWhilePaused)")

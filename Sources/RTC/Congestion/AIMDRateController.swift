@@ -6,8 +6,8 @@ import Foundation
 /// - overuse → decrease once to 0.85 × the acknowledged rate (at most once per ``decreaseInterval``),
 ///   then hold; the acknowledged rate at that moment is a sample of the link capacity;
 /// - underuse → hold (queues drain; raising now would refill them);
-/// - normal → increase: 8 % per second far from the known capacity, about one packet per response
-///   time near it;
+/// - normal → increase: 60 % per second until the first decrease (start phase), then 8 % per
+///   second far from the known capacity, about one packet per response time near it;
 /// - never past 1.5 × the acknowledged rate + 10 kbit/s: a sender that sends far less than the
 ///   estimate (application-limited) has not shown that the path carries more.
 struct AIMDRateController {
@@ -15,6 +15,10 @@ struct AIMDRateController {
 
     static let beta = 0.85
     static let multiplicativePerSecond = 1.08
+    /// Growth per second until the first decrease (the path's capacity is unknown): the start
+    /// phase that libwebrtc covers with its initial probes at 3× and 6× the start rate. The
+    /// application-limited cap still holds, so only a sender that fills the estimate climbs this fast.
+    static let startupPerSecond = 1.6
     static let decreaseIntervalMicros: Int64 = 200_000
     static let packetBits = 1200.0 * 8
 
@@ -66,7 +70,8 @@ struct AIMDRateController {
                 let responseSeconds = (rttMs + 100) / 1000
                 next = bitrate + max(1_000, Self.packetBits / responseSeconds) * dtSeconds
             } else {
-                next = bitrate * pow(Self.multiplicativePerSecond, dtSeconds) + 1_000 * dtSeconds
+                let growth = lastDecrease == nil ? Self.startupPerSecond : Self.multiplicativePerSecond
+                next = bitrate * pow(growth, dtSeconds) + 1_000 * dtSeconds
             }
             applicationLimited = false
             if let acked {

@@ -1,67 +1,62 @@
-/// The rate at which the peer says it received our packets (bytes acknowledged by transport-cc
-/// feedback, by their arrival times on the peer's clock), over the last ``windowMicros``.
+/// The rate at which the peer says it received our packets: the bytes each transport-cc feedback
+/// message acknowledges over the arrival time it covers (on the peer's clock), summed over the
+/// last ``windowMicros`` of covered time.
 ///
-/// The rate controller decreases to a fraction of it on overuse and will not grow far past it when
-/// the sender is application-limited. 50 ms buckets in a fixed ring: no allocation.
+/// Counting per message, and the time each one covers, keeps the rate right when feedback
+/// messages are lost: a lost message's bytes are missing, and so is its time (a rate from bytes per
+/// wall-clock bucket would read 30 % low with 30 % of the feedback lost, and the rate controller
+/// would cut to that). A fixed ring of samples: no allocation.
 struct AckedBitrateEstimator {
-    static let bucketMicros: Int64 = 50_000
-    static let bucketCount = 16
+    static let capacity = 32
     static let windowMicros: Int64 = 500_000
-    /// Less than this much arrival time seen: no rate yet.
+    /// Less covered time than this: no rate yet.
     static let minimumSpanMicros: Int64 = 150_000
 
-    private var bytes = [Int](repeating: 0, count: AckedBitrateEstimator.bucketCount)
-    private var bucketOf = [Int64](repeating: .min, count: AckedBitrateEstimator.bucketCount)
-    private var firstArrival: Int64?
-    private var latestArrival: Int64 = .min
+    private var bytes = [Int](repeating: 0, count: AckedBitrateEstimator.capacity)
+    private var spans = [Int64](repeating: 0, count: AckedBitrateEstimator.capacity)
+    private var count = 0
+    private var head = 0
+    /// The last arrival of the previous message, for a message that follows it without a gap.
+    private var lastArrival: Int64?
 
     init() {}
 
-    private static func bucket(_ micros: Int64) -> Int64 {
-        micros >= 0 ? micros / bucketMicros : (micros - bucketMicros + 1) / bucketMicros
-    }
-
-    /// Adds `size` bytes that arrived at `arrivalMicros` (peer clock).
-    mutating func add(arrivalMicros: Int64, size: Int) {
-        if firstArrival == nil { firstArrival = arrivalMicros }
-        let b = Self.bucket(arrivalMicros)
-        // Older than the ring holds: too late to count.
-        if latestArrival != .min, b <= Self.bucket(latestArrival) - Int64(Self.bucketCount) { return }
-        let slot = Int(((b % Int64(Self.bucketCount)) + Int64(Self.bucketCount)) % Int64(Self.bucketCount))
-        if bucketOf[slot] != b {
-            bucketOf[slot] = b
-            bytes[slot] = 0
+    /// Adds one feedback message's acknowledged packets: `bytes` in total, the first of them
+    /// (`firstSize` bytes) arriving at `firstArrival` and the last at `lastArrival` (µs, peer
+    /// clock). `contiguous`: the message directly follows the previous one (no feedback lost), so
+    /// it covers the time from that one's last arrival.
+    mutating func add(bytes total: Int, firstSize: Int, firstArrival: Int64, lastArrival last: Int64, contiguous: Bool)
+    {
+        defer { lastArrival = last }
+        let sample: Int
+        let span: Int64
+        if contiguous, let previous = lastArrival, last > previous {
+            sample = total
+            span = last - previous
+        } else {
+            // The first packet opens the span: its bytes arrived before it.
+            sample = total - firstSize
+            span = last - firstArrival
         }
-        bytes[slot] += size
-        latestArrival = max(latestArrival, arrivalMicros)
+        guard span > 0 else { return }
+        bytes[head] = sample
+        spans[head] = span
+        head = (head + 1) % Self.capacity
+        count = min(count + 1, Self.capacity)
     }
 
-    /// Bits per second over the last half second of arrivals; nil until enough was seen.
+    /// Bits per second over the last half second of covered arrival time; nil until enough was seen.
     var bitrate: Int? {
-        guard let firstArrival, latestArrival != .min else { return nil }
-        let windowStart = max(firstArrival, latestArrival - Self.windowMicros)
-        let span = latestArrival - windowStart
-        guard span >= Self.minimumSpanMicros else { return nil }
-        let first = Self.bucket(windowStart)
-        let last = Self.bucket(latestArrival)
         var total = 0
-        var b = first
-        while b <= last {
-            let slot = Int(((b % Int64(Self.bucketCount)) + Int64(Self.bucketCount)) % Int64(Self.bucketCount))
-            if bucketOf[slot] == b { total += bytes[slot] }
-            b += 1
+        var span: Int64 = 0
+        var k = 0
+        while k < count, span < Self.windowMicros {
+            let slot = (head - 1 - k + Self.capacity) % Self.capacity
+            total += bytes[slot]
+            span += spans[slot]
+            k += 1
         }
-        // The window's span in whole buckets, so a bucket counted whole is divided by its length.
-        let covered = (last - first + 1) * Self.bucketMicros
-        return Int(Int64(total) * 8 * 1_000_000 / max(covered, 1))
-    }
-
-    mutating func reset() {
-        for i in 0..<Self.bucketCount {
-            bytes[i] = 0
-            bucketOf[i] = .min
-        }
-        firstArrival = nil
-        latestArrival = .min
+        guard span >= Self.minimumSpanMicros else { return nil }
+        return Int(Int64(total) * 8 * 1_000_000 / span)
     }
 }

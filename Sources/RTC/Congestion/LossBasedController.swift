@@ -17,6 +17,8 @@ struct LossBasedController {
     private(set) var lossFraction = 0.0
     /// True when the last judged window decreased the rate.
     private(set) var decreased = false
+    /// True once losses cut the rate.
+    private(set) var hasDecreased = false
     let minBitrate: Double
     let maxBitrate: Double
     var rttMs = 200.0
@@ -52,6 +54,7 @@ struct LossBasedController {
                 bitrate *= 1 - 0.5 * lossFraction
                 lastDecrease = nowMicros
                 decreased = true
+                hasDecreased = true
             }
         } else {
             lastIncrease = nowMicros

@@ -35,7 +35,7 @@ public final class SendSideBandwidthEstimator {
 
     private var lastFeedbackCount: UInt8?
     private var lastFeedbackMicros: Int64?
-    private var lastTimeoutCutMicros: Int64 = .min
+    private var lastTimeoutCutMicros: Int64?
     private var timedOut = false
 
     public init(configuration: BandwidthEstimatorConfiguration = BandwidthEstimatorConfiguration()) {
@@ -69,7 +69,7 @@ public final class SendSideBandwidthEstimator {
         let micros = Int64(now / 1_000)
         history.record(sequence, size: size, nowMicros: micros)
         guard let lastFeedbackMicros, micros - lastFeedbackMicros > Self.feedbackTimeoutMicros,
-            micros - lastTimeoutCutMicros > Self.feedbackTimeoutMicros
+            micros - (lastTimeoutCutMicros ?? lastFeedbackMicros) > Self.feedbackTimeoutMicros
         else { return false }
         // Sending, and no feedback for a second: it is lost or the path is. Back off step by step.
         lastTimeoutCutMicros = micros
@@ -96,12 +96,21 @@ public final class SendSideBandwidthEstimator {
         var lost = 0
         var sawOveruse = false
         var sawUsage = false
+        var ackedBytes = 0
+        var firstSize = 0
+        var firstArrival: Int64 = 0
+        var lastArrival: Int64 = 0
         try view.forEachTransportCCStatus { status in
             if status.received {
                 arrival += Int64(status.deltaMicros)
                 guard let sent = history.take(status.sequenceNumber) else { return }
+                if received == 0 {
+                    firstSize = sent.size
+                    firstArrival = arrival
+                }
                 received += 1
-                acknowledged.add(arrivalMicros: arrival, size: sent.size)
+                ackedBytes += sent.size
+                lastArrival = max(lastArrival, arrival)
                 if let delta = grouper.add(sendMicros: sent.sendMicros, arrivalMicros: arrival, size: sent.size) {
                     let trend = trendline.update(delta)
                     let usage = detector.detect(
@@ -112,6 +121,12 @@ public final class SendSideBandwidthEstimator {
             } else if history.isPending(status.sequenceNumber) {
                 lost += 1
             }
+        }
+        let contiguous = lastFeedbackCount.map { feedbackCount == $0 &+ 1 } ?? false
+        if received > 0 {
+            acknowledged.add(
+                bytes: ackedBytes, firstSize: firstSize, firstArrival: firstArrival,
+                lastArrival: max(lastArrival, firstArrival), contiguous: contiguous)
         }
         var estimate = self.estimate
         if let lastFeedbackCount {
@@ -129,6 +144,9 @@ public final class SendSideBandwidthEstimator {
         let usage: BandwidthUsage = sawOveruse ? .overusing : (sawUsage ? detector.usage : .normal)
         rate.update(usage: usage, acknowledged: acknowledged.bitrate, nowMicros: nowMicros)
         loss.update(received: received, lost: lost, nowMicros: nowMicros)
+        // Until losses first cut the rate, the loss-based estimate follows the delay-based one
+        // up (libwebrtc's start phase); after, it grows on its own at 8 % a second.
+        if !loss.hasDecreased { loss.set(rate.bitrate) }
         loss.cap(at: rate.bitrate)
         let state: BandwidthEstimate.State
         if rate.decreased || loss.decreased {
