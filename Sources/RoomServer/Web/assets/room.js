@@ -1165,6 +1165,39 @@
       }
       return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0 };
     },
+    // The subscribe connection's selected candidate pair: local and remote (server) ports.
+    async subscribePath() {
+      if (!state.subPc) return null;
+      const report = await state.subPc.getStats();
+      const candidates = new Map();
+      let pair = null;
+      report.forEach((s) => {
+        if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
+        if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
+      });
+      if (!pair) return null;
+      return {
+        localPort: candidates.get(pair.localCandidateId)?.port || 0,
+        remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
+      };
+    },
+    // Received video of a remote participant as W3C stats name it (freezes included).
+    async receivedVideo(id) {
+      for (const consumer of consumersOf(id, ['webcam', 'screen'])) {
+        const s = await receiverStats(consumer.mid);
+        if (s) {
+          return {
+            width: s.frameWidth || 0,
+            height: s.frameHeight || 0,
+            framesDecoded: s.framesDecoded || 0,
+            bytesReceived: s.bytesReceived || 0,
+            freezeCount: s.freezeCount || 0,
+            totalFreezesDuration: s.totalFreezesDuration || 0,
+          };
+        }
+      }
+      return null;
+    },
     // The last getStats answer of the overlay (consumers' layers, the transport's estimate).
     serverStats() {
       return state.serverStats || null;
