@@ -120,6 +120,13 @@ extension SFU {
         participant.lastAllocation = now
         // In place on the participant (a class): no copy of the allocator's arrays.
         participant.allocator.estimate = estimate(of: participant)
+        if participant.estimateOverride == nil, let e = participant.subscribeConnection?.bandwidthEstimate {
+            participant.allocator.acknowledgedRate = e.acknowledgedBitrate
+            participant.allocator.congested = e.state == .decreasing
+        } else {
+            participant.allocator.acknowledgedRate = 0
+            participant.allocator.congested = false
+        }
         var audio = 0
         for consumer in participant.consumers where consumer.producer.kind == .audio {
             audio += consumer.producer.totalBitrate

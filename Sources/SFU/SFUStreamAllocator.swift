@@ -47,6 +47,8 @@ public struct SFUStreamAllocator: Sendable {
         public var probeProgress = 3
         /// The longest a probe may go on while the estimate climbs.
         public var maxProbeDuration: UInt64 = 20_000_000_000
+        /// A probe's acknowledged rate counts only after this long (the rate is measured over half a second).
+        public var minProbeTime: UInt64 = 1_000_000_000
         /// Padding asked for during a probe: the media rate after the raise plus this share, minus what
         /// is sent now.
         public var probeOvershoot = 15
@@ -172,6 +174,15 @@ public struct SFUStreamAllocator: Sendable {
     public private(set) var tracks: [Track] = []
     /// The transport's estimate, bits per second (nil: none; every track gets what it asks for).
     public var estimate: Int?
+    /// What the subscriber acknowledged receiving lately, bits per second (0: unknown), and whether
+    /// the estimator reports congestion now (it is decreasing). A padding probe whose bytes are
+    /// acknowledged proves its raise at once: the estimator's own climb (a few percent a second)
+    /// would take tens of seconds to get there.
+    public var acknowledgedRate = 0
+    public var congested = false
+    /// The rate a probe proved (acknowledged without congestion), bits per second: the budget is
+    /// never below it until the estimator reports congestion.
+    public private(set) var provenRate = 0
     /// What the transport's audio consumers take, bits per second (never paused).
     public var audioRate = 0
     /// Padding the transport should send now, bits per second (0: none).
@@ -262,7 +273,8 @@ public struct SFUStreamAllocator: Sendable {
             return changed
         }
         sortByPriority()
-        let budget = max(0, estimate - audioRate)
+        if congested { provenRate = 0 }
+        let budget = max(0, max(estimate, provenRate) - audioRate)
         fit(budget: budget)
         var changed = false
         var decreased = false
@@ -302,8 +314,20 @@ public struct SFUStreamAllocator: Sendable {
             endProbe()
             return false
         }
-        let limit = budget / 100 * configuration.raiseHeadroom
+        var budget = budget
         let current = allocatedRate - audioRate
+        if let p = probe, !p.media, !congested, now &- p.started >= configuration.minProbeTime,
+            acknowledgedRate > audioRate
+        {
+            // The path carried the padding: what was acknowledged is proven, whatever the estimate says.
+            let t = tracks[p.track]
+            let after = current - t.cost(t.target) + t.cost(p.layer)
+            if (acknowledgedRate - audioRate) / 100 * configuration.raiseHeadroom >= after {
+                provenRate = max(provenRate, acknowledgedRate)
+                budget = max(budget, acknowledgedRate - audioRate)
+            }
+        }
+        let limit = budget / 100 * configuration.raiseHeadroom
         if var p = probe, let estimate, estimate > p.bestEstimate + p.bestEstimate / 100 * configuration.probeProgress,
             now &- p.started < configuration.maxProbeDuration
         {

@@ -184,6 +184,43 @@ struct SFUStreamAllocatorTests {
         #expect(a.failedProbes == 0)
     }
 
+    @Test func aProbeWhosePaddingIsAcknowledgedRaisesBeforeTheEstimateCatchesUp() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 700_000)
+        a.allocate(now: 0)
+        a.allocate(now: 2_100 * ms)
+        #expect(a.probe != nil)
+        // Half a second in, the acknowledged rate is not counted yet.
+        a.acknowledgedRate = 1_800_000
+        a.allocate(now: 2_600 * ms)
+        #expect(targets(a) == [1])
+        // After a second of padding, 1.8 Mbit/s acknowledged without congestion: the raise is proven.
+        a.allocate(now: 3_200 * ms)
+        #expect(targets(a) == [2])
+        #expect(a.probe == nil)
+        #expect(a.provenRate == 1_800_000)
+        // The estimate lags (still 700 kbit/s): the proven rate keeps the layer...
+        a.allocate(now: 3_700 * ms)
+        #expect(targets(a) == [2])
+        // ...until the estimator reports congestion.
+        a.congested = true
+        a.allocate(now: 4_200 * ms)
+        #expect(targets(a) == [1])
+        #expect(a.provenRate == 0)
+    }
+
+    @Test func paddingThatIsNotAcknowledgedProvesNothing() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 700_000)
+        a.allocate(now: 0)
+        a.allocate(now: 2_100 * ms)
+        // A shaped path: 600 kbit/s acknowledged of the 1.7 Mbit/s sent.
+        a.acknowledgedRate = 600_000
+        for t in stride(from: UInt64(2_600), to: 4_600, by: 500) {
+            a.allocate(now: t * ms)
+            #expect(targets(a) == [1], "at \(t) ms")
+        }
+        #expect(a.provenRate == 0)
+    }
+
     @Test func aDecreaseDuringAProbeEndsIt() {
         var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 700_000)
         a.allocate(now: 0)
