@@ -94,7 +94,10 @@ extension SFU {
             }
             return e.targetBitrate
         }
-        guard e.state == .decreasing, e.targetBitrate < participant.allocator.allocatedRate else { return nil }
+        let tolerance = participant.allocator.configuration.decreaseTolerance
+        guard e.state == .decreasing,
+            e.targetBitrate + e.targetBitrate / 100 * tolerance < participant.allocator.allocatedRate
+        else { return nil }
         participant.constrained = true
         return e.targetBitrate
     }

@@ -41,6 +41,10 @@ public struct SFUStreamAllocator: Sendable {
         public var stepInterval: UInt64 = 1_000_000_000
         /// A raise must fit this share of the budget (the rest absorbs key frames and the estimate's noise).
         public var raiseHeadroom = 90
+        /// A decision goes down only when the current layers overshoot the budget by more than this
+        /// share: one decrease of a GCC estimator (to 0.85 × the acknowledged rate) on a busy machine
+        /// moves nothing, a real bottleneck (decrease after decrease) does.
+        public var decreaseTolerance = 20
         /// How long a probe may take to prove a raise, counted from the last time the estimate rose
         /// by ``probeProgress`` percent during it.
         public var probeDuration: UInt64 = 2_500_000_000
@@ -275,8 +279,18 @@ public struct SFUStreamAllocator: Sendable {
         sortByPriority()
         if congested { provenRate = 0 }
         let budget = max(0, max(estimate, provenRate) - audioRate)
-        fit(budget: budget)
         var changed = false
+        if tracks.contains(where: { $0.target == Self.unset }) {
+            // A new track starts at what fits beside the others: no reason to wait for it. When the
+            // path holds it below what it asks for, that counts as a decrease for the hold-down.
+            fit(budget: budget)
+            for i in tracks.indices where tracks[i].target == Self.unset {
+                tracks[i].target = fitted[i]
+                changed = true
+                if fitted[i] < tracks[i].ceiling { lastDecrease = now }
+            }
+        }
+        fit(budget: budget + budget / 100 * configuration.decreaseTolerance)
         var decreased = false
         if let p = probe, p.media, estimate >= p.startEstimate, fitted[p.track] < p.layer {
             // A media probe holds its layer while the estimate has not fallen.
@@ -285,13 +299,7 @@ public struct SFUStreamAllocator: Sendable {
         for i in tracks.indices {
             let fitting = fitted[i]
             let target = tracks[i].target
-            if target == Self.unset {
-                // A new track starts at what fits beside the others: no reason to wait for it. When the
-                // path holds it below what it asks for, that counts as a decrease for the hold-down.
-                tracks[i].target = fitting
-                changed = true
-                if fitting < tracks[i].ceiling { lastDecrease = now }
-            } else if fitting < target {
+            if fitting < target {
                 tracks[i].target = fitting
                 changed = true
                 // Below what the subscriber now allows: the path, not a new preference.

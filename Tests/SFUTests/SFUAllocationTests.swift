@@ -58,7 +58,7 @@ struct SFUAllocationTests {
             #expect(rates.count == 3 && rates.allSatisfy { $0 > 0 }, "measured \(rates)")
             guard rates.count == 3 else { return }
             // Room for the lowest layer only.
-            let room = rates[0] + (rates[1] - rates[0]) / 2
+            let room = rates[0] + (rates[1] - rates[0]) / 4
             try await sfu.loop.submit { try sfu.setEstimateOverrideOnLoop(participantID: "bob", bitsPerSecond: room) }
             _ = try await waitFor(sfu, "the low layer at \(room) bit/s") { c, t in
                 c.currentRID == low && c.allocatedRID == low && t?.estimate == room && t?.estimateBinds == true
@@ -91,7 +91,9 @@ struct SFUAllocationTests {
             ["-v", "error", "-select_streams", "v", "-show_entries", "frame=width,height", "-of", "csv=p=0", path])
         var sizes: [String] = []
         for line in frames.split(separator: "\n") where sizes.last != String(line) { sizes.append(String(line)) }
-        #expect(sizes == ["640,360", "160,90", "640,360"], "resolution sequence: \(sizes)")
+        // (A step down may pass the middle layer on its way: the layer rates are measured live.)
+        #expect(sizes.first == "640,360" && sizes.last == "640,360" && sizes.contains("160,90"), "sizes: \(sizes)")
+        #expect(sizes.firstIndex(of: "160,90") ?? 0 < sizes.lastIndex(of: "640,360") ?? 0, "sizes: \(sizes)")
         let decode = try ffmpegDecodeErrors(path)
         #expect(decode.isEmpty, "ffmpeg reported decode errors across the pause: \(decode)")
         await setup.close()
