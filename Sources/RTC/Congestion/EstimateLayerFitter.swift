@@ -11,8 +11,9 @@
 /// happen at the next evaluation (every ``evaluationInterval``); up-switches wait
 /// ``upSwitchHoldoff`` after any switch and never while the estimate decreases. A sender that is
 /// application-limited (its estimate cannot grow past 1.5 × what it sends) probes by trying the
-/// next layer up once its rate is within 1.5 × the estimate; if it has to come down again within
-/// ``probeTrial``, the next try waits twice as long (5 s, 10 s, … 40 s).
+/// next layer up once its rate is within 1.5 × the estimate; a step up stays for ``probeTrial``
+/// unless the estimate decreases meanwhile, and if it has to come down within that trial, the next
+/// try waits twice as long (5 s, 10 s, … 40 s).
 ///
 /// Loop-thread confined, no allocation per frame (the per-layer arrays are made once).
 public struct EstimateLayerFitter {
@@ -124,6 +125,8 @@ public struct EstimateLayerFitter {
         }
         let top = mode == .single ? (pending ?? current) : (active.firstIndex(of: true) ?? layerCount - 1)
         if fitting > top {
+            // A step up is given its trial for the estimate to follow, unless the estimate falls.
+            if let up = lastUp, now - up < Self.probeTrial, estimate.state != .decreasing { return }
             // Down: at once. A probe that comes down this soon failed: wait longer for the next.
             if let up = lastUp, now - up < Self.probeTrial {
                 probeInterval = min(probeInterval * 2, Self.maxProbeInterval)

@@ -76,6 +76,10 @@ public struct RTPSenderStats: Sendable, Equatable {
     public var nacksReceived: UInt64 = 0
     /// Sequence numbers requested by NACKs that were no longer in the history.
     public var nackMisses: UInt64 = 0
+    /// Padding-only probe packets sent on the RTX stream (``RTPSender/sendPadding(bytes:now:emit:)``)
+    /// and their bytes.
+    public var paddingPacketsSent: UInt64 = 0
+    public var paddingBytesSent: UInt64 = 0
     /// PLIs received.
     public var plisReceived: UInt64 = 0
     /// FIRs received (new sequence numbers only).
@@ -527,6 +531,30 @@ public final class RTPSender: @unchecked Sendable {
         counters.retransmissions += 1
         counters.retransmittedBytes += UInt64(outLength)
         emit(scratch, outLength)
+    }
+
+    /// Sends one padding-only packet on the RTX stream (libwebrtc's bandwidth probe): a header with
+    /// the transport-wide number, `bytes` of RTP padding (1…255) and nothing else, so a receiver
+    /// drops it (an RTX packet without payload) while its transport-cc feedback counts it. Returns
+    /// the packet's length, or 0 when this sender has no RTX stream.
+    @discardableResult
+    public func sendPadding(bytes: Int, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) -> Int {
+        guard let rtx, let out = scratch.baseAddress else { return 0 }
+        let padding = min(max(bytes, 1), 255)
+        scratch[0] = 0xA0  // version 2, padding
+        scratch[1] = rtx.payloadType & 0x7F
+        scratch.rtpPut16(rtxSequenceNumber, at: 2)
+        rtxSequenceNumber &+= 1
+        scratch.rtpPut32(timestampOffset, at: 4)
+        scratch.rtpPut32(rtx.ssrc, at: 8)
+        let o = writeExtensions(scratch, now: now, kind: .retransmission, repaired: true)
+        guard o + padding <= Self.packetCapacity - Self.trailerReserve else { return 0 }
+        (out + o).initializeMemory(as: UInt8.self, repeating: 0, count: padding - 1)
+        scratch[o + padding - 1] = UInt8(padding)
+        counters.paddingPacketsSent &+= 1
+        counters.paddingBytesSent &+= UInt64(o + padding)
+        emit(scratch, o + padding)
+        return o + padding
     }
 
     /// Handles a Picture Loss Indication for this sender.

@@ -356,6 +356,26 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
+    /// Sends about `bytes` of padding-only RTX packets (up to 255 padding bytes each) on
+    /// `transceiver`'s first sender: an upward bandwidth probe. The packets carry transport-wide
+    /// numbers, so the peer's feedback acknowledges them and an application-limited estimate can
+    /// grow past what the media alone shows. Returns the bytes sent (0: not connected, or no RTX).
+    @discardableResult
+    public func sendPadding(on transceiver: RTPTransceiver, bytes: Int, now: UInt64) -> Int {
+        guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first,
+            sender.rtx != nil
+        else { return 0 }
+        var sent = 0
+        while sent < bytes {
+            let n = sender.sendPadding(bytes: min(255, bytes - sent), now: now) { buffer, length in
+                self.protectAndSendRTP(buffer, length: length)
+            }
+            guard n > 0 else { break }
+            sent += n
+        }
+        return sent
+    }
+
     /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps: see
     /// ``PeerConnection/sendRetransmission(on:payload:marker:timestamp:sequenceNumber:rewrite:now:)``.
     @discardableResult
