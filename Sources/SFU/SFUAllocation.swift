@@ -140,7 +140,7 @@ extension SFU {
             participant.allocator.update(
                 i, priority: priority(of: consumer), maxLayer: consumer.preferredPosition,
                 rates: consumer.producer.ratesByQuality)
-            if !consumer.paused, consumer.hasForwarded { padding = true }
+            if !consumer.paused && consumer.hasForwarded || consumer.track.canPad { padding = true }
         }
         participant.allocator.paddingAvailable = padding
         participant.allocator.allocate(now: now)
@@ -166,10 +166,19 @@ extension SFU {
         if let probe = participant.allocator.probe, participant.allocated.indices.contains(probe.track) {
             preferred = participant.allocated[probe.track]
         }
+        // Copies of media just sent where a consumer forwards (fewer, larger packets), else
+        // padding-only packets (every video paused: nothing to copy).
         var sent = preferred?.sendProbePadding(bytes: participant.paddingCredit, now: now) ?? 0
         if sent == 0 {
             for consumer in participant.allocated where consumer !== preferred {
                 sent = consumer.sendProbePadding(bytes: participant.paddingCredit, now: now)
+                if sent > 0 { break }
+            }
+        }
+        if sent == 0 {
+            for consumer in participant.allocated where consumer.track.canPad {
+                sent = consumer.track.sendPadding(bytes: participant.paddingCredit, now: now)
+                consumer.probeBytes &+= UInt64(sent)
                 if sent > 0 { break }
             }
         }

@@ -324,15 +324,24 @@ public struct SFUStreamAllocator: Sendable {
         }
         var budget = budget
         let current = allocatedRate - audioRate
-        if let p = probe, !p.media, !congested, now &- p.started >= configuration.minProbeTime,
-            acknowledgedRate > audioRate
-        {
-            // The path carried the padding: what was acknowledged is proven, whatever the estimate says.
+        if let p = probe, !congested, now &- p.started >= configuration.minProbeTime, acknowledgedRate > audioRate {
+            // The path carried the padding (or, for a media probe, the raised layer itself): what was
+            // acknowledged is proven, whatever the estimate says.
             let t = tracks[p.track]
-            let after = current - t.cost(t.target) + t.cost(p.layer)
-            if (acknowledgedRate - audioRate) / 100 * configuration.raiseHeadroom >= after {
+            let after = p.media ? current : current - t.cost(t.target) + t.cost(p.layer)
+            // Padding: the raise must fit the headroom of what got through. Media: nearly all of it
+            // got through (the acknowledged rate is measured on the wire, the layer rates at the source).
+            let carried =
+                p.media
+                ? acknowledgedRate - audioRate >= after / 100 * 90
+                : (acknowledgedRate - audioRate) / 100 * configuration.raiseHeadroom >= after
+            if carried {
                 provenRate = max(provenRate, acknowledgedRate)
                 budget = max(budget, acknowledgedRate - audioRate)
+                if p.media {
+                    endProbe()
+                    hold = configuration.holdDown
+                }
             }
         }
         let limit = budget / 100 * configuration.raiseHeadroom

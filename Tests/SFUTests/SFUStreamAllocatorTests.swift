@@ -322,6 +322,30 @@ struct SFUStreamAllocatorMediaProbeTests {
         #expect(a.tracks[0].target >= 0)
     }
 
+    @Test func aMediaProbeWhoseLayerIsAcknowledgedIsProven() {
+        var a = SFUStreamAllocator()
+        a.add(.init(key: 1, maxLayer: 2, rates: simulcast))
+        a.estimate = 30_000
+        a.audioRate = 40_000
+        a.paddingAvailable = false
+        a.allocate(now: 0)
+        a.allocate(now: 2_000 * ms)
+        #expect(a.tracks[0].target == 0)
+        #expect(a.probe?.media == true)
+        // The subscriber acknowledges the 150 kbit/s layer and the audio: proven, and (nothing to pad
+        // with) the next media probe tries the middle layer.
+        a.acknowledgedRate = 190_000
+        a.allocate(now: 3_100 * ms)
+        #expect(a.provenRate == 190_000)
+        #expect(a.probe?.layer == 1)
+        #expect(a.failedProbes == 0)
+        // The middle layer is not acknowledged: it fails, and the proven rate still holds the lowest
+        // layer above the 30 kbit/s estimate.
+        a.allocate(now: 5_700 * ms)
+        #expect(a.failedProbes == 1)
+        #expect(a.tracks[0].target == 0)
+    }
+
     @Test func aMediaProbeEndsWhenTheEstimateFalls() {
         var a = SFUStreamAllocator()
         a.add(.init(key: 1, maxLayer: 2, rates: simulcast))
