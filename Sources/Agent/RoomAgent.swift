@@ -28,8 +28,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     /// Which stage invites the agent follows.
     public enum InvitePolicy: Sendable, Equatable {
-        /// Invites from participants on stage (`SEND_AND_RECV`) or holding `allow_mod` (as the
-        /// server reports in `senderIsModerator`): the default, since anyone may publish an invite.
+        /// Invites from participants whose token holds `allow_mod`, as the server vouches for it on
+        /// each message (`senderIsModerator`): the default, since anyone may publish an invite. Being
+        /// on stage is no proof: any `allow_join` participant can put itself there with `changeMode`.
         case trusted
         /// Every invite.
         case yes
@@ -646,6 +647,12 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 "Keyframe requests received from the relay room.", c.keyframeRequests)
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
+        // On stage: the publish connection's send-side estimate from the server's feedback (issue 33).
+        let estimate = room.publishBandwidthEstimate
+        out.single(
+            "understudy_agent_publish_estimate_bits_per_second", "gauge",
+            "The publish connection's send-side bandwidth estimate (availableOutgoingBitrate; 0: none).",
+            estimate?.targetBitrate ?? 0)
         counters.render(into: &out)
         return out.text
     }
@@ -739,8 +746,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         let accepted: Bool
         switch options.acceptInvites {
         case .trusted:
-            accepted =
-                message.senderIsModerator || room.participants[message.senderId]?.mode == .SEND_AND_RECV
+            // Only what the server vouches for (issue 31 item 9): a mode is something a participant
+            // gives itself, `allow_mod` in its token is not.
+            accepted = message.senderIsModerator
         case .yes: accepted = true
         case .no: accepted = false
         case .from(let ids): accepted = ids.contains(message.senderId)

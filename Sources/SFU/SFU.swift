@@ -205,8 +205,8 @@ public final class SFU: @unchecked Sendable {
                     id: sfuRandomID("p-"), participantID: participantID, kind: t.kind, source: source,
                     mid: t.mid ?? "", rids: t.remoteRIDs,
                     upstream: SFUTransportUpstream(transport: connection.transport, transceiver: t),
-                    audioLevelExtensionID: connection.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0,
-                    captureTimeExtensionID: connection.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0, sfu: self)
+                    audioLevelExtensionID: t.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0,
+                    captureTimeExtensionID: t.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0, sfu: self)
                 participant.producers.append(producer)
                 participant.transceiverOf[ObjectIdentifier(producer)] = t
                 participant.producerByTransceiver[ObjectIdentifier(t)] = producer

@@ -91,6 +91,19 @@ import Testing
         #expect(sim.target > before / 2)
     }
 
+    @Test func aSenderThatPausedIsNotCutWhenItResumes() {
+        let sim = BandwidthLinkSimulator(capacity: 2_000_000)
+        sim.run(seconds: 10)
+        let before = sim.target
+        sim.fixedRate = 0
+        sim.run(seconds: 5)
+        sim.fixedRate = nil
+        sim.run(seconds: 0.3)
+        #expect(
+            sim.estimator.estimate.state != .decreasing || sim.target >= before * 8 / 10, "\(sim.estimator.estimate)")
+        #expect(sim.target >= before * 85 / 100, "\(before) → \(sim.target)")
+    }
+
     @Test func anApplicationLimitedSenderIsNotCreditedWithTheLink() {
         let sim = BandwidthLinkSimulator(capacity: 10_000_000)
         sim.fixedRate = 400_000

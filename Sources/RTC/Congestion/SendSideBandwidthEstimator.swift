@@ -36,6 +36,8 @@ public final class SendSideBandwidthEstimator {
     private var lastFeedbackCount: UInt8?
     private var lastFeedbackMicros: Int64?
     private var lastTimeoutCutMicros: Int64?
+    /// The first packet sent since the last feedback message (nil: none yet).
+    private var unansweredSince: Int64?
     private var timedOut = false
 
     public init(configuration: BandwidthEstimatorConfiguration = BandwidthEstimatorConfiguration()) {
@@ -68,8 +70,12 @@ public final class SendSideBandwidthEstimator {
     public func packetSent(_ sequence: UInt16, size: Int, now: UInt64) -> Bool {
         let micros = Int64(now / 1_000)
         history.record(sequence, size: size, nowMicros: micros)
-        guard let lastFeedbackMicros, micros - lastFeedbackMicros > Self.feedbackTimeoutMicros,
-            micros - (lastTimeoutCutMicros ?? lastFeedbackMicros) > Self.feedbackTimeoutMicros
+        // Silence counts from the first packet sent after the last feedback: a sender that paused
+        // (nothing to answer) is not cut when it resumes.
+        let since = unansweredSince ?? micros
+        unansweredSince = since
+        guard lastFeedbackMicros != nil, micros - since > Self.feedbackTimeoutMicros,
+            micros - (lastTimeoutCutMicros ?? since) > Self.feedbackTimeoutMicros
         else { return false }
         // Sending, and no feedback for a second: it is lost or the path is. Back off step by step.
         lastTimeoutCutMicros = micros
@@ -137,6 +143,8 @@ public final class SendSideBandwidthEstimator {
         }
         lastFeedbackCount = feedbackCount
         lastFeedbackMicros = nowMicros
+        unansweredSince = nil
+        lastTimeoutCutMicros = nil
         timedOut = false
         estimate.feedbackReceived &+= 1
         self.estimate = estimate

@@ -19,6 +19,12 @@ public final class RTPTransceiver: @unchecked Sendable {
 
     // Negotiated codec parameters.
     var payloadType: UInt8 = 0
+    /// The header extensions negotiated for this m-section (uri -> id): what the offer's section
+    /// listed and the answer's section kept (RFC 8285 §5, JSEP 5.3.1). An extension absent here is
+    /// neither written in this section of our descriptions nor sent on its packets.
+    var extensionIDs: [String: UInt8] = [:]
+    /// The extensions our last offer listed in this section (an answer may keep only these).
+    var offeredExtensionIDs: [String: UInt8] = [:]
     var rtxPayloadType: UInt8?
     var codec: MediaCodec { kind == .audio ? .opus : .vp8 }
 
@@ -70,6 +76,9 @@ public final class RTPTransceiver: @unchecked Sendable {
     public var senderStats: RTPSenderStats? { senders.first?.stats }
     /// The first (or only) local sender, once negotiation created it; loop thread only.
     public var primarySender: RTPSender? { senders.first }
+    /// The header-extension id negotiated for `uri` on this m-section, nil when this section did not
+    /// negotiate it (another section of the same connection may have).
+    public func negotiatedExtensionID(_ uri: String) -> UInt8? { extensionIDs[uri] }
     /// SSRC of the first local send encoding.
     public var localSSRC: UInt32? { localSSRCs.first }
 

@@ -120,8 +120,9 @@ public final class RTPSender: @unchecked Sendable {
     public let codec: MediaCodec
     /// RTX payload type and SSRC (RFC 4588), when negotiated.
     public let rtx: (payloadType: UInt8, ssrc: UInt32)?
-    /// Negotiated header-extension ids.
-    public let extensions: RTPSendExtensions
+    /// Negotiated header-extension ids (of this sender's m-section); a renegotiation may change them
+    /// (``updateExtensions(_:)``).
+    public private(set) var extensions: RTPSendExtensions
     /// The RTP stream id written in the `rid` extension, if any.
     public let rid: String?
     /// Largest media payload (after the VP8 descriptor) per packet.
@@ -175,7 +176,7 @@ public final class RTPSender: @unchecked Sendable {
     private var counters = RTPSenderStats()
 
     private let midValue: String?
-    private let twoByteExtensions: Bool
+    private var twoByteExtensions: Bool
 
     private var sequenceNumber: UInt16
     private var rtxSequenceNumber: UInt16
@@ -212,14 +213,7 @@ public final class RTPSender: @unchecked Sendable {
         let validMid = mid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
         let validRid = rid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
         midValue = validMid
-        var twoByte = (validMid?.utf8.count ?? 0) > 16 || (validRid?.utf8.count ?? 0) > 16
-        for id in [
-            extensions.mid, extensions.rid, extensions.repairedRID, extensions.absSendTime,
-            extensions.transportWideCC, extensions.audioLevel, extensions.absCaptureTime,
-        ] {
-            if let id, id > 14 { twoByte = true }
-        }
-        twoByteExtensions = twoByte
+        twoByteExtensions = Self.needsTwoByteExtensions(extensions, mid: validMid, rid: validRid)
         var rng = SplitMix64(seed: seed ?? UInt64.random(in: .min ... .max))
         // Start low enough that the first thousand packets do not wrap: some receivers mishandle an early wrap.
         sequenceNumber = initialSequenceNumber ?? UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
@@ -240,6 +234,28 @@ public final class RTPSender: @unchecked Sendable {
 
     deinit {
         scratch.deallocate()
+    }
+
+    /// Whether the extension block must use the two-byte header (RFC 8285 §4.3): an id above 14 or
+    /// an identifier longer than 16 bytes.
+    private static func needsTwoByteExtensions(_ extensions: RTPSendExtensions, mid: String?, rid: String?) -> Bool {
+        if (mid?.utf8.count ?? 0) > 16 || (rid?.utf8.count ?? 0) > 16 { return true }
+        for id in [
+            extensions.mid, extensions.rid, extensions.repairedRID, extensions.absSendTime,
+            extensions.transportWideCC, extensions.audioLevel, extensions.absCaptureTime,
+        ] {
+            if let id, id > 14 { return true }
+        }
+        return false
+    }
+
+    /// Takes the header-extension ids a renegotiation settled for this sender's m-section; the next
+    /// packet carries exactly those. Loop thread only (not on the per-packet path).
+    public func updateExtensions(_ extensions: RTPSendExtensions) {
+        guard extensions != self.extensions else { return }
+        self.extensions = extensions
+        twoByteExtensions = Self.needsTwoByteExtensions(extensions, mid: midValue, rid: rid)
+        links.captureTime.enabled = extensions.absCaptureTime != nil
     }
 
     /// The sequence number the next new packet will carry.
