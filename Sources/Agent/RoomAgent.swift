@@ -60,6 +60,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         public var kinds: Set<MediaKind> = [.audio, .video]
         /// At most this many webcams are consumed (nil: no limit). Audio is not limited.
         public var maxVideo: Int?
+        /// The simulcast layer asked for each consumed webcam (`setQuality`; nil: the server's
+        /// default, the top layer). A publisher with one layer sends that one whatever is asked.
+        public var videoQuality: VideoQuality?
         public var acceptInvites: InvitePolicy = .trusted
         /// Directory for the recordings plus `manifest.json`; nil records nothing.
         public var recordDirectory: String?
@@ -380,6 +383,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 }
                 if change.start.contains(.video) {
                     await perform("consumeWebcamStreams", change.id) { try await participant.consumeWebcamStreams() }
+                    if let quality = options.videoQuality {
+                        await perform("setQuality", change.id) { try await participant.setQuality(quality) }
+                    }
                 }
                 if change.stop.contains(.audio) {
                     await perform("stopConsumingMicStreams", change.id) {

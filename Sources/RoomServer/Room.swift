@@ -228,7 +228,10 @@ final class Room: @unchecked Sendable {
         participants[p.id] = nil
         participantsInOrder.removeAll { $0 === p }
         forgetWants(of: p.id)
-        if pins.removeValue(forKey: p.id) != nil { pinsChanged() }
+        if pins.removeValue(forKey: p.id) != nil {
+            pinsChanged()
+            pinnedToMedia(p.id)
+        }
         var data = leaveJSON(reason)
         data["participantId"] = .string(p.id)
         data["name"] = .string(p.name)
@@ -944,9 +947,21 @@ final class Room: @unchecked Sendable {
                 "layerSwitches": .number(Double(s.layerSwitches)),
                 "currentLayer": s.currentRID.map(JSONValue.string) ?? .null,
                 "targetLayer": s.targetRID.map(JSONValue.string) ?? .null,
+                "allocatedLayer": s.allocatedRID.map(JSONValue.string) ?? .null, "paused": .bool(s.paused),
             ])
         }
-        return ["producers": .array(producers), "consumers": .array(consumers)]
+        var result: [String: JSONValue] = ["producers": .array(producers), "consumers": .array(consumers)]
+        if let t = stats.transports.first(where: { $0.participantID == key }) {
+            result["transport"] = [
+                "estimate": t.estimate.map { .number(Double($0)) } ?? .null, "estimateBinds": .bool(t.estimateBinds),
+                "allocatedBitrate": .number(Double(t.allocatedBitrate)),
+                "probeBitrate": .number(Double(t.probeBitrate)),
+                "pausedConsumers": .number(Double(t.pausedConsumers)),
+                "layerRaises": .number(Double(t.raises)), "layerDecreases": .number(Double(t.decreases)),
+                "probes": .number(Double(t.probes)), "failedProbes": .number(Double(t.failedProbes)),
+            ]
+        }
+        return .object(result)
     }
 
     // MARK: Media negotiation (SFU)
@@ -1379,6 +1394,7 @@ final class Room: @unchecked Sendable {
             state = (state.cam && !cam, state.share && !share)
         }
         pins[peer.id] = (state.cam || state.share) ? state : nil
+        pinnedToMedia(peer.id)
         let answer = pinJSON(peer.id)
         let session = p.session
         var event = answer.objectValue ?? [:]
@@ -1386,6 +1402,15 @@ final class Room: @unchecked Sendable {
         broadcast(.pinStateChanged, .object(event))
         pinsChanged { session.respond(id, answer) }
         return nil
+    }
+
+    /// Tells the SFU's stream allocator whether `participantId` is pinned (its webcam then comes
+    /// first, after screen shares, in every subscriber's share of the bandwidth). Not waited for.
+    private func pinnedToMedia(_ participantId: String) {
+        guard let media = server.media() else { return }
+        let key = RoomMedia.key(room: id, participant: participantId)
+        let pinned = pins[participantId] != nil
+        media.fire { sfu in await sfu.loop.submit { sfu.setPinnedOnLoop(participantID: key, pinned: pinned) } }
     }
 
     private func pinJSON(_ participantId: String) -> JSONValue {

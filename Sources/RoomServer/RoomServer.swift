@@ -624,6 +624,25 @@ public final class RoomServer: @unchecked Sendable {
             "Subscribe connections whose estimate is decreasing (overuse, losses, or feedback stopped).",
             media.subscriberEstimatesDecreasing)
         metric(
+            "understudy_sfu_paused_consumers", "gauge",
+            "Video consumers the stream allocator paused (no layer fits the subscriber's estimate).",
+            media.pausedConsumers)
+        metric(
+            "understudy_sfu_layer_raises_total", "counter", "Layer raises decided by the stream allocator.",
+            clamp(media.allocationRaises))
+        metric(
+            "understudy_sfu_layer_decreases_total", "counter",
+            "Layer decreases (pauses included) decided by the stream allocator.", clamp(media.allocationDecreases))
+        metric(
+            "understudy_sfu_probes_total", "counter", "Bandwidth probes the stream allocator started.",
+            clamp(media.probes))
+        metric(
+            "understudy_sfu_probes_failed_total", "counter",
+            "Bandwidth probes whose raise the estimate did not make room for.", clamp(media.failedProbes))
+        metric(
+            "understudy_sfu_probe_bytes_total", "counter", "Bytes sent as probe padding (RTX copies).",
+            clamp(media.probeBytes))
+        metric(
             "understudy_room_sfu_calls_total", "counter",
             "Calls rooms made onto the SFU's loop and waited for (consume, offers, answers, layers).",
             clamp(locked({ mediaPlane })?.loopCalls.load(ordering: .relaxed) ?? 0))

@@ -39,7 +39,25 @@ public final class SFU: @unchecked Sendable {
         /// Transceivers included in the subscribe offer awaiting an answer (nil: none outstanding).
         var offered: Set<ObjectIdentifier>?
         var renegotiationPending = false
-        init(id: String) { self.id = id }
+        /// The stream allocator of the subscribe connection and its video consumers, in the
+        /// allocator's track order (SFUAllocation.swift).
+        var allocator: SFUStreamAllocator
+        var allocated: [SFUConsumer] = []
+        /// A forced estimate (tests), bits per second.
+        var estimateOverride: Int?
+        /// Probe padding bytes owed (positive) or sent ahead (negative).
+        var paddingCredit = 0
+        var retiredProbeBytes: UInt64 = 0
+        /// Whether the subscribe connection's estimate binds (it reported a decrease below what was
+        /// sent; SFUAllocation.swift), when the allocator last ran, and whether an estimate change
+        /// waits for the next tick.
+        var constrained = false
+        var lastAllocation: UInt64 = 0
+        var estimateDirty = false
+        init(id: String, allocator: SFUStreamAllocator.Configuration = .init()) {
+            self.id = id
+            self.allocator = SFUStreamAllocator(configuration: allocator)
+        }
     }
 
     /// A callback that the loop thread reads while another thread may set it: one box per
@@ -88,6 +106,17 @@ public final class SFU: @unchecked Sendable {
 
     var participants: [String: Participant] = [:]
     var producers: [String: SFUProducer] = [:]
+    /// The stream allocator's timer (created with the first video consumer), the subscribers with a
+    /// probe under way, and the priorities it reads: pinned publishers and active speakers.
+    var allocationTicker: SFUAllocationTicker?
+    var probing: [Participant] = []
+    /// Subscribers whose estimate changed since the last tick.
+    var estimateChanged: [Participant] = []
+    var nextAllocationKey = 0
+    var pinnedParticipants: Set<String> = []
+    var speakingParticipants: Set<String> = []
+    var speakerByGroup: [String: String] = [:]
+    var allocatorConfiguration: SFUStreamAllocator.Configuration { configuration.allocator }
     /// Live counters of open consumers and producers; read them on ``loop`` (totals: ``counterSnapshot()``).
     public internal(set) var counters = SFUCounters()
     /// Totals of closed consumers and producers, so global counters never go backwards.
@@ -132,7 +161,8 @@ public final class SFU: @unchecked Sendable {
     ) async throws -> (answer: SessionDescription, producers: [ProducerInfo]) {
         try await loop.submit { [self] in
             guard !closed else { throw SFUError.closed }
-            let participant = participants[participantID] ?? Participant(id: participantID)
+            let participant =
+                participants[participantID] ?? Participant(id: participantID, allocator: configuration.allocator)
             participants[participantID] = participant
             let connection: PeerConnection
             let isNew = participant.publishConnection == nil
@@ -242,7 +272,8 @@ public final class SFU: @unchecked Sendable {
             guard let producer = producers[producerID], !producer.closed else {
                 throw SFUError.unknownProducer(producerID)
             }
-            let participant = participants[subscriber] ?? Participant(id: subscriber)
+            let participant =
+                participants[subscriber] ?? Participant(id: subscriber, allocator: configuration.allocator)
             participants[subscriber] = participant
             if let existing = participant.consumers.first(where: { $0.producer === producer }) {
                 return consumerInfo(existing, renegotiationNeeded: false)
@@ -271,6 +302,7 @@ public final class SFU: @unchecked Sendable {
             participant.transceiverOf[ObjectIdentifier(consumer)] = transceiver
             participant.consumerByTransceiver[ObjectIdentifier(transceiver)] = consumer
             producer.consumers.append(consumer)
+            addToAllocator(consumer, participant)
             needsRenegotiation(participant)
             return consumerInfo(consumer, renegotiationNeeded: true)
         }
@@ -389,6 +421,9 @@ public final class SFU: @unchecked Sendable {
     public func closeParticipant(_ participantID: String) async {
         await loop.submit { [self] in
             guard let participant = participants.removeValue(forKey: participantID) else { return }
+            probing.removeAll { $0 === participant }
+            estimateChanged.removeAll { $0 === participant }
+            participant.subscribeConnection?.onBandwidthEstimate = nil
             for p in participant.producers { removeProducer(p) }
             for c in participant.consumers { retire(c) }
             participant.consumers = []
@@ -411,6 +446,9 @@ public final class SFU: @unchecked Sendable {
             sharedPort = nil
             if let observer = audioLevelObserver { loop.removeTicker(observer) }
             audioLevelObserver = nil
+            if let ticker = allocationTicker { loop.removeTicker(ticker) }
+            allocationTicker = nil
+            probing = []
         }
         loop.shutdown()
     }
@@ -430,6 +468,7 @@ public final class SFU: @unchecked Sendable {
             totals.nacksSent = retiredNACKsSent + producerStats.reduce(0) { $0 + $1.nacksSent }
             totals.producers = producerStats.count
             totals.consumers = consumerStats.count
+            var transports: [SFUTransportStats] = []
             for p in participants.values {
                 if p.publishConnection != nil { totals.publishConnections += 1 }
                 if p.subscribeConnection != nil { totals.subscribeConnections += 1 }
@@ -443,8 +482,19 @@ public final class SFU: @unchecked Sendable {
                     totals.subscriberEstimateBitrate &+= UInt64(estimate.targetBitrate)
                     if estimate.state == .decreasing { totals.subscriberEstimatesDecreasing += 1 }
                 }
+                guard p.subscribeConnection != nil || !p.allocated.isEmpty else { continue }
+                let t = transportStats(p)
+                transports.append(t)
+                totals.pausedConsumers += t.pausedConsumers
+                totals.allocationRaises &+= t.raises
+                totals.allocationDecreases &+= t.decreases
+                totals.probes &+= t.probes
+                totals.failedProbes &+= t.failedProbes
+                totals.probeBytes &+= t.probeBytes
             }
-            return SFUStats(counters: totals, producers: producerStats, consumers: consumerStats)
+            transports.sort { $0.participantID < $1.participantID }
+            return SFUStats(
+                counters: totals, producers: producerStats, consumers: consumerStats, transports: transports)
         }
     }
 
@@ -481,7 +531,8 @@ public final class SFU: @unchecked Sendable {
             observer = existing
         } else {
             let handler = speakerHandler
-            observer = SFUAudioLevelObserver(interval: 300 * 1_000_000) { group, label in
+            observer = SFUAudioLevelObserver(interval: 300 * 1_000_000) { [unowned self] group, label in
+                speakerChanged(group: group, label: label)
                 handler.value?(group, label)
             }
             audioLevelObserver = observer
@@ -573,6 +624,7 @@ public final class SFU: @unchecked Sendable {
         connection.onNACK = { [unowned participant] transceiver, sequenceNumbers, now in
             participant.consumerByTransceiver[ObjectIdentifier(transceiver)]?.handleNACK(sequenceNumbers, now: now)
         }
+        connection.onBandwidthEstimate = { [unowned self, unowned participant] _ in estimateChanged(participant) }
         participant.subscribeConnection = connection
         reportStates(of: connection, participantID: participant.id, role: .subscribe)
         return connection
@@ -636,6 +688,8 @@ public final class SFU: @unchecked Sendable {
     }
 
     func retire(_ consumer: SFUConsumer) {
+        removeFromAllocator(consumer)
+        participants[consumer.subscriberID]?.retiredProbeBytes &+= consumer.probeBytes
         consumer.closed = true
         consumer.producer.consumers.removeAll { $0 === consumer }
         retiredNACKsReceived &+= consumer.track.senderStats?.nacksReceived ?? 0

@@ -102,6 +102,11 @@ final class SFUAudioLevelObserver: EventLoopTicker {
     }
 
     /// Stops observing the source `id` in every group.
+    /// The source reported as `label` in `group` (the stream allocator finds the speaker's producer).
+    func source(group: String, label: String) -> (any SFUAudioLevelSource)? {
+        groups[group]?.members.first { $0.label == label }?.source
+    }
+
     func remove(id: String) {
         for key in Array(groups.keys) { groups[key]?.members.removeAll { $0.id == id } }
     }

@@ -28,6 +28,21 @@ final class SFUConsumer: @unchecked Sendable {
     /// Layer the subscriber should get, and layer being forwarded (-1: none yet).
     var targetLayer = 0
     var currentLayer = -1
+    /// The position (in quality order) of the layer the subscriber asked for: the stream allocator's
+    /// upper bound for this consumer.
+    var preferredPosition = 0
+    /// The stream allocator's decision, a position in quality order (-1: paused; nil: no allocator
+    /// decision, the subscriber's choice applies).
+    var allocatedPosition: Int?
+    /// The allocator paused this video consumer: nothing is forwarded until it resumes on a key frame.
+    var paused = false
+    /// The allocator's key for this consumer (its track in the subscriber's ``SFUStreamAllocator``).
+    var allocationKey = 0
+    /// The newest outgoing sequence number sent (probe padding resends from there back).
+    var lastOutgoing: UInt16 = 0
+    /// Probe padding: the next packet back from ``lastOutgoing`` to resend, and the bytes sent.
+    var probeCursor: UInt16 = 0
+    var probeBytes: UInt64 = 0
 
     // Rewriting state: sequence numbers, timestamps and codec fields continue across layer switches.
     var sequence = SFUSequenceManager()
@@ -62,8 +77,41 @@ final class SFUConsumer: @unchecked Sendable {
         updateTarget()
     }
 
+    /// Picks the layer to forward: the subscriber's choice, lowered to the allocator's decision.
     func updateTarget() {
-        targetLayer = producer.layerIndex(quality: quality, viewport: viewport)
+        let preferred = producer.layerIndex(quality: quality, viewport: viewport)
+        let order = producer.qualityOrder
+        preferredPosition = order.firstIndex(of: preferred) ?? max(0, order.count - 1)
+        guard producer.kind == .video, let allocated = allocatedPosition else {
+            targetLayer = preferred
+            setPaused(false)
+            return
+        }
+        setPaused(allocated < 0)
+        targetLayer = allocated < 0 ? preferred : order[max(0, min(preferredPosition, allocated, order.count - 1))]
+    }
+
+    /// Stops or resumes forwarding. A resumed consumer starts again on a key frame of its target, as a
+    /// switch does (sequence numbers continue; the timestamp advances by the time paused).
+    private func setPaused(_ value: Bool) {
+        guard value != paused else { return }
+        paused = value
+        if value { currentLayer = -1 }
+    }
+
+    /// The allocator decided `position` (-1: pause). Returns true when the target or pause changed;
+    /// asks the publisher for the new layer's key frame then.
+    @discardableResult
+    func allocate(position: Int, now: UInt64) -> Bool {
+        guard allocatedPosition != position else { return false }
+        let before = (targetLayer, paused)
+        allocatedPosition = position
+        updateTarget()
+        guard before != (targetLayer, paused) else { return false }
+        if !paused, targetLayer != currentLayer, track.canSend {
+            producer.requestKeyframe(layer: targetLayer, now: now)
+        }
+        return true
     }
 
     /// The subscriber's preference changed: picks the target again and, when it is another layer,
@@ -81,6 +129,10 @@ final class SFUConsumer: @unchecked Sendable {
         let now = packet.arrival
         if producer.kind == .audio {
             forwardAudio(packet, now: now)
+            return
+        }
+        if paused {
+            drop()
             return
         }
         if layer != currentLayer {
@@ -109,6 +161,7 @@ final class SFUConsumer: @unchecked Sendable {
             sequencer?.record(
                 outgoing: outgoing, source: packet.sequenceNumber, layer: layer, timestamp: timestamp,
                 marker: packet.header.marker, rewrite: rewrite)
+            if Int16(bitPattern: outgoing &- lastOutgoing) > 0 || !hasForwarded { lastOutgoing = outgoing }
         }
         noteSent(sent, timestamp: timestamp, size: packet.packet.count, now: now)
         if sent, lastTimestamp == timestamp {
@@ -191,10 +244,40 @@ final class SFUConsumer: @unchecked Sendable {
         if previous != layer { producer.sfu.layerSwitched(self) }
     }
 
+    /// Probe padding: resends up to `bytes` of the packets most recently sent (RTX when negotiated, as
+    /// libwebrtc pads), newest first, so that the subscriber's feedback shows the estimator whether the
+    /// path carries more. Returns the bytes sent. Allocation-free; the subscriber drops the copies.
+    func sendProbePadding(bytes: Int, now: UInt64) -> Int {
+        guard !closed, !paused, hasForwarded, sequencer != nil, track.canSend else { return 0 }
+        var sent = 0
+        var misses = 0
+        // Back over at most the last 64 packets, then around again from the newest.
+        while sent < bytes, misses < 64 {
+            let back = probeCursor
+            probeCursor = probeCursor >= 63 ? 0 : probeCursor &+ 1
+            let seq = lastOutgoing &- back
+            guard let entry = sequencer?.entry(outgoing: seq),
+                let payload = producer.bufferedPayload(layer: Int(entry.layer), sequenceNumber: entry.source)
+            else {
+                misses += 1
+                continue
+            }
+            guard
+                track.sendRetransmission(
+                    payload: payload, marker: entry.marker, timestamp: entry.timestamp, sequenceNumber: seq,
+                    rewrite: entry.rewrite, now: now)
+            else { break }
+            sent += payload.count + 40
+        }
+        probeBytes &+= UInt64(sent)
+        return sent
+    }
+
     /// The subscriber asked for a key frame (PLI/FIR).
     func keyframeRequested(now: UInt64) {
         plisReceived &+= 1
         producer.sfu.counters.plisReceived &+= 1
+        guard !paused else { return }
         producer.requestKeyframe(layer: currentLayer >= 0 ? currentLayer : targetLayer, now: now)
     }
 
@@ -207,6 +290,10 @@ final class SFUConsumer: @unchecked Sendable {
             retransmissions: s?.retransmissions ?? 0,
             plisReceived: plisReceived, packetsDropped: packetsDropped, layerSwitches: layerSwitches,
             currentRID: layers.indices.contains(currentLayer) ? layers[currentLayer].rid : nil,
-            targetRID: layers.indices.contains(targetLayer) ? layers[targetLayer].rid : nil)
+            targetRID: layers.indices.contains(targetLayer) ? layers[targetLayer].rid : nil, paused: paused,
+            allocatedRID: allocatedPosition.flatMap { position in
+                let order = producer.qualityOrder
+                return position >= 0 && order.indices.contains(position) ? layers[order[position]].rid : nil
+            })
     }
 }

@@ -14,6 +14,10 @@ final class SFUProducer: @unchecked Sendable {
         var packets: UInt64 = 0
         var bytes: UInt64 = 0
         var keyframes: UInt64 = 0
+        /// ``bytes`` at the last rate measurement, and the smoothed rate, bits per second (0: the
+        /// layer sent nothing over the last interval).
+        var measuredBytes: UInt64 = 0
+        var bitrate = 0
     }
 
     let id: String
@@ -29,6 +33,9 @@ final class SFUProducer: @unchecked Sendable {
     unowned(unsafe) let sfu: SFU
     let mid: String
     var layers: [Layer]
+    /// ``layersByQuality``, kept: read by the stream allocator every run, redone when a key frame
+    /// shows a new resolution.
+    private(set) var qualityOrder: [Int] = []
     /// Media SSRC -> layer index, learned on each SSRC's first packet.
     var layerBySSRC: [UInt32: Int] = [:]
     var consumers: [SFUConsumer] = [] {
@@ -78,6 +85,7 @@ final class SFUProducer: @unchecked Sendable {
             layers: layers.count, interval: sfu.configuration.keyframeRequestInterval)
         self.audioLevelExtensionID = audioLevelExtensionID
         self.captureTimeExtensionID = captureTimeExtensionID
+        qualityOrder = layersByQuality
     }
 
     var info: ProducerInfo {
@@ -124,6 +132,7 @@ final class SFUProducer: @unchecked Sendable {
                 if width > 0, height > 0, layers[layer].width != width || layers[layer].height != height {
                     layers[layer].width = width
                     layers[layer].height = height
+                    qualityOrder = layersByQuality
                     // Layer order by resolution may have changed: re-pick every consumer's target.
                     for c in consumers { c.updateTarget() }
                 }
@@ -169,6 +178,36 @@ final class SFUProducer: @unchecked Sendable {
     }
 
     // MARK: Layers
+
+    /// Measures each layer's bitrate over the `elapsed` nanoseconds since the last call (the stream
+    /// allocator's timer): smoothed, and 0 at once for a layer that sent nothing (a publisher that
+    /// dropped a layer, as Chromium does when its own estimate falls). Allocation-free.
+    func measureRates(elapsed: UInt64) {
+        guard elapsed > 0 else { return }
+        for i in layers.indices {
+            let delta = layers[i].bytes &- layers[i].measuredBytes
+            layers[i].measuredBytes = layers[i].bytes
+            guard delta > 0 else {
+                layers[i].bitrate = 0
+                continue
+            }
+            let rate = Int(min(delta &* 8_000_000_000 / elapsed, UInt64(Int.max / 2)))
+            let previous = layers[i].bitrate
+            // A quarter of each new window: key frames and frame-size swings average out within a few seconds.
+            layers[i].bitrate = previous == 0 ? rate : previous + (rate - previous) / 4
+        }
+    }
+
+    /// The measured bitrates in quality order, for the stream allocator.
+    var ratesByQuality: SFUStreamAllocator.LayerRates {
+        var rates = SFUStreamAllocator.LayerRates()
+        rates.count = min(qualityOrder.count, SFUStreamAllocator.LayerRates.capacity)
+        for position in 0..<rates.count { rates[position] = layers[qualityOrder[position]].bitrate }
+        return rates
+    }
+
+    /// The measured rate of the whole track (every layer), bits per second.
+    var totalBitrate: Int { layers.reduce(0) { $0 + $1.bitrate } }
 
     /// Layer indices from lowest to highest quality: by key-frame resolution when every layer has
     /// shown one, else by the usual RID names (q/h/f, l/m/h), else in offer order.
@@ -234,7 +273,7 @@ final class SFUProducer: @unchecked Sendable {
             layers: layers.map {
                 SFULayerStats(
                     rid: $0.rid, width: $0.width, height: $0.height, packets: $0.packets, bytes: $0.bytes,
-                    keyframes: $0.keyframes)
+                    keyframes: $0.keyframes, bitrate: $0.bitrate)
             }, consumers: consumers.count)
     }
 }

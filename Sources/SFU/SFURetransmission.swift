@@ -130,6 +130,12 @@ struct SFUSequencer {
             outgoing: outgoing, source: source, layer: layer, timestamp: timestamp, marker: marker, rewrite: rewrite)
     }
 
+    /// The entry for an outgoing sequence number still known, without noting a resend (probe padding).
+    func entry(outgoing: UInt16) -> Entry? {
+        let e = entries[Int(outgoing) % entries.count]
+        return e.valid && e.outgoing == outgoing ? e : nil
+    }
+
     /// The entry for a NACKed outgoing sequence number, if it is still known and was not resent within
     /// `minimumInterval` (a repeated NACK while the first resend is in flight is not doubled).
     mutating func resendable(outgoing: UInt16, now: UInt64, minimumInterval: UInt64) -> Entry? {

@@ -28,6 +28,13 @@ protocol SFUDownTrack: AnyObject {
 
     /// The outgoing stream's counters and round-trip time (nil before negotiation created it).
     var senderStats: RTPSenderStats? { get }
+
+    /// Whether ``sendPadding(bytes:now:)`` can send (connected, with RTX negotiated).
+    var canPad: Bool { get }
+
+    /// Sends about `bytes` of padding-only RTX packets (a bandwidth probe that carries no media).
+    /// Returns the bytes sent.
+    func sendPadding(bytes: Int, now: UInt64) -> Int
 }
 
 /// Where a producer's requests go: the publisher's receive streams of its m-line.
@@ -80,6 +87,10 @@ final class SFUTransportDownTrack: SFUDownTrack {
     }
 
     var senderStats: RTPSenderStats? { transceiver.senderStats }
+
+    var canPad: Bool { transport.canSend(on: transceiver) && transceiver.primarySender?.rtx != nil }
+
+    func sendPadding(bytes: Int, now: UInt64) -> Int { transport.sendPadding(on: transceiver, bytes: bytes, now: now) }
 }
 
 /// A producer's upstream on a publisher's transport: the receive streams of `transceiver`.

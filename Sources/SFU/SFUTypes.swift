@@ -54,6 +54,8 @@ public struct SFULayerStats: Sendable, Hashable {
     public var packets: UInt64
     public var bytes: UInt64
     public var keyframes: UInt64
+    /// The rate measured for the stream allocator, bits per second (0: nothing over the last interval).
+    public var bitrate: Int = 0
 }
 
 /// Counters of one producer.
@@ -94,6 +96,32 @@ public struct SFUConsumerStats: Sendable, Hashable {
     /// RID of the layer being forwarded (nil for a single-encoding track or before the first key frame).
     public var currentRID: String?
     public var targetRID: String?
+    /// The stream allocator paused this video consumer: the subscriber's estimate carries none of its layers.
+    public var paused = false
+    /// The highest layer the allocator allows (a RID; nil without simulcast or without an estimate).
+    public var allocatedRID: String?
+}
+
+/// What the stream allocator knows and decided for one subscribe connection.
+public struct SFUTransportStats: Sendable, Hashable {
+    public var participantID: String
+    /// The connection's send-side bandwidth estimate, bits per second (nil: none).
+    public var estimate: Int?
+    /// Whether the allocator shares that estimate out now: once it fell below what was sent, until
+    /// every consumer is back at the layer it asked for (docs/architecture.md, "Stream allocator").
+    public var estimateBinds: Bool
+    /// What the allocator's decisions cost, audio included, bits per second (measured layer rates).
+    public var allocatedBitrate: Int
+    /// Padding asked for by a probe under way, bits per second (0: none).
+    public var probeBitrate: Int
+    public var videoConsumers: Int
+    public var pausedConsumers: Int
+    public var raises: UInt64
+    public var decreases: UInt64
+    public var probes: UInt64
+    public var failedProbes: UInt64
+    /// Bytes sent as probe padding (RTX copies of packets already sent).
+    public var probeBytes: UInt64
 }
 
 /// Global counters for `/metrics`.
@@ -120,6 +148,14 @@ public struct SFUCounters: Sendable, Hashable {
     public var subscribeConnections: Int = 0
     /// Transport-cc feedback messages the connections held have sent to their senders.
     public var transportFeedbackSent: UInt64 = 0
+    /// Stream allocator: video consumers paused now, raises and decreases of layers, probes started
+    /// and failed, bytes sent as probe padding.
+    public var pausedConsumers: Int = 0
+    public var allocationRaises: UInt64 = 0
+    public var allocationDecreases: UInt64 = 0
+    public var probes: UInt64 = 0
+    public var failedProbes: UInt64 = 0
+    public var probeBytes: UInt64 = 0
     /// Transport-cc feedback messages and REMBs the connections held received about what they send.
     public var transportFeedbackReceived: UInt64 = 0
     public var rembReceived: UInt64 = 0
@@ -136,6 +172,8 @@ public struct SFUStats: Sendable {
     public var counters: SFUCounters
     public var producers: [SFUProducerStats]
     public var consumers: [SFUConsumerStats]
+    /// One entry per subscribe connection.
+    public var transports: [SFUTransportStats] = []
 }
 
 /// Errors of the ``SFU`` control API.
@@ -185,6 +223,9 @@ public struct SFUConfiguration: Sendable {
     public var maxSSRCsPerConnection = 32
     /// ICE-TCP passive candidates (RFC 6544) on the shared port's number (single-port mode only).
     public var iceTCP = false
+    /// The stream allocator's timings and margins (each subscribe connection's estimate shared among
+    /// its video consumers).
+    public var allocator = SFUStreamAllocator.Configuration()
 
     public init(
         mediaAddresses: [String] = ["127.0.0.1"], portRange: ClosedRange<UInt16>? = nil,

@@ -16,7 +16,8 @@ extension SFU {
         -> (answer: SessionDescription, consumers: [ConsumerInfo])
     {
         guard !closed else { throw SFUError.closed }
-        let participant = participants[participantID] ?? Participant(id: participantID)
+        let participant =
+            participants[participantID] ?? Participant(id: participantID, allocator: configuration.allocator)
         guard participant.subscribeConnection == nil else {
             throw SFUError.negotiation("'\(participantID)' already has a subscribe connection")
         }

@@ -127,7 +127,7 @@ extension Room {
     /// second apart, so that it has a rate too.
     func transportStats(for participant: Participant) -> [String: Any]? {
         guard statsAllowed else { return nil }
-        func totals() -> (sent: Int, received: Int)? {
+        func totals() -> (sent: Int, received: Int, data: JSONValue)? {
             let semaphore = DispatchSemaphore(value: 0)
             let box = ResultBox<JSONValue>()
             let data: JSONValue = participant.isLocal ? [:] : ["participantId": .string(participant.id)]
@@ -138,13 +138,13 @@ extension Room {
             guard semaphore.wait(timeout: .now() + 5) == .success, let data = box.value else { return nil }
             let sent = (data["producers"]?.arrayValue ?? []).compactMap { $0["bytesReceived"]?.intValue }.reduce(0, +)
             let received = (data["consumers"]?.arrayValue ?? []).compactMap { $0["bytesSent"]?.intValue }.reduce(0, +)
-            return (sent, received)
+            return (sent, received, data)
         }
         if !participant.transportSample.hasReference, let first = totals() {
             _ = participant.transportSample.rates(sent: first.sent, received: first.received)
             Thread.sleep(forTimeInterval: 0.5)
         }
-        guard let (sent, received) = totals() else { return nil }
+        guard let (sent, received, data) = totals() else { return nil }
         let (sendKbps, receiveKbps) = participant.transportSample.rates(sent: sent, received: received)
         var send: [String: Any] = ["outgoingBitrate": sendKbps, "totalSentBytes": sent]
         if participant.isLocal, let estimate = media.publishEstimate {
@@ -152,9 +152,24 @@ extension Room {
             send["availableOutgoingBitrate"] = estimate.targetBitrate
             send["bandwidthEstimateState"] = estimate.state.rawValue
         }
+        var receive: [String: Any] = ["incomingBitrate": receiveKbps, "totalReceivedBytes": received]
+        // The server's stream allocator: its estimate of this connection's downlink (kbit/s) and the
+        // layer it forwards of each video consumed (docs/protocol.md, getStats).
+        if let estimate = data["transport"]?["estimate"]?.intValue {
+            receive["serverEstimate"] = Double(estimate) / 1000
+        }
+        let layers: [[String: Any]] = (data["consumers"]?.arrayValue ?? []).compactMap { c in
+            guard c["kind"]?.stringValue == "webcam" || c["kind"]?.stringValue == "screen" else { return nil }
+            var row: [String: Any] = ["paused": c["paused"]?.boolValue ?? false]
+            for key in ["participantId", "kind", "currentLayer", "targetLayer", "allocatedLayer"] {
+                if let v = c[key]?.stringValue { row[key] = v }
+            }
+            return row
+        }
+        if !layers.isEmpty { receive["layers"] = layers }
         return [
             "send": send,
-            "receive": ["incomingBitrate": receiveKbps, "totalReceivedBytes": received],
+            "receive": receive,
         ]
     }
 }

@@ -169,6 +169,9 @@ enum Help {
             .init(name: "--consume-kinds", value: "audio,video", text: "which kinds to receive"),
             .init(name: "--max-video", value: "N", text: "receive at most N webcams"),
             .init(
+                name: "--quality", value: "low|medium|high",
+                text: "simulcast layer asked for each webcam (default: the top one the link carries)"),
+            .init(
                 name: "--accept-invites", value: "trusted|yes|no|from:ID,ID",
                 text: "whose stage invites to follow (default trusted: senders whose token has allow_mod)"),
             .init(name: "--record", value: "DIR", text: "record each participant (and a manifest) there"),

@@ -55,6 +55,9 @@ func janusJoinOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Jan
     }
     (options.consume, options.kinds) = try consumeOptions(a)
     options.maxVideo = try maxVideoOption(a)
+    if a.value("--quality") != nil {
+        throw Arguments.Failure.badValue("--quality", "not available with a janus:// server")
+    }
     options.recordDirectory = a.value("--record")
     if let format = a.value("--record-format") {
         guard let f = RoomAgent.RecordFormat(rawValue: format) else {

@@ -137,6 +137,12 @@ func joinAgentOptions(
     case let v: throw Arguments.Failure.badValue("--accept-invites", "'\(v)' is not trusted, yes, no or from:ID,ID")
     }
     options.maxVideo = try maxVideoOption(a)
+    if let quality = a.value("--quality") {
+        guard let q = VideoQuality(rawValue: quality) else {
+            throw Arguments.Failure.badValue("--quality", "'\(quality)' is not low, medium or high")
+        }
+        options.videoQuality = q
+    }
     if let window = a.value("--reconnect-for") {
         // `0` turns reconnection off; otherwise a duration such as `60s` or `10m`.
         let seconds = Double(window) == 0 ? 0 : try a.seconds("--reconnect-for", default: 0)

@@ -68,6 +68,14 @@ import Testing
         let webcamStats = consumers.first { $0["kind"]?.stringValue == "webcam" }
         #expect(webcamStats?["participantId"]?.stringValue == "alice")
         #expect((webcamStats?["packetsSent"]?.doubleValue ?? 0) > 50)
+        // The stream allocator's view: not paused, and the subscribe connection's transport entry
+        // (bob's client sends transport-cc feedback, so an estimate exists; nothing is congested).
+        #expect(webcamStats?["paused"]?.boolValue == false, "\(String(describing: webcamStats))")
+        let transport = stats["transport"]
+        #expect((transport?["estimate"]?.doubleValue ?? 0) > 0, "transport in getStats: \(stats)")
+        #expect(transport?["estimateBinds"]?.boolValue == false, "\(String(describing: transport))")
+        #expect(transport?["pausedConsumers"]?.doubleValue == 0)
+        #expect(try await metricValue(server, "understudy_sfu_paused_consumers") == 0)
 
         // stopConsuming the webcam: a new offer turns its m-line inactive; audio keeps flowing.
         let answersBefore = bob.answeredRevisions.count

@@ -41,9 +41,18 @@ final class RecordingDownTrack: SFUDownTrack {
     }
 
     var canSend = true
+    var canPad = false
+    /// Padding bytes asked for (``sendPadding(bytes:now:)``).
+    var padding = 0
     var sent: [Sent] = []
     var retransmissions: [Sent] = []
     var senderStats: RTPSenderStats? { nil }
+
+    func sendPadding(bytes: Int, now: UInt64) -> Int {
+        guard canPad else { return 0 }
+        padding += bytes
+        return bytes
+    }
 
     func sendForwarded(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,

@@ -49,7 +49,34 @@
     events: [], // what happened, for tests and debugging
     autoAcceptInvites: flag('autoAcceptInvites', false),
     showStats: flag('stats', true),
+    // The camera in three simulcast layers (as the SDK's multiStream), or one (?simulcast=0, or the
+    // join form's checkbox). Read when the camera is published.
+    simulcast: flag('simulcast', true),
   };
+
+  // The camera's simulcast layers, lowest first (docs/browser.md): a quarter, half and full
+  // resolution, each capped so that the three together stay near what one full layer would take.
+  const SIMULCAST_ENCODINGS = [
+    { rid: 'q', scaleResolutionDownBy: 4, maxBitrate: 150_000 },
+    { rid: 'h', scaleResolutionDownBy: 2, maxBitrate: 500_000 },
+    { rid: 'f', scaleResolutionDownBy: 1, maxBitrate: 1_500_000 },
+  ];
+
+  // The camera size asked for (?camera=WxH; default 640x480).
+  const CAMERA = (() => {
+    const match = /^(\d{2,4})x(\d{2,4})$/.exec(params.get('camera') || '');
+    return match ? { width: Number(match[1]), height: Number(match[2]) } : { width: 640, height: 480 };
+  })();
+
+  // libwebrtc sends at most three layers from 960x540 up and two from 480x270 up, dropping the top
+  // ones past that: ask for the layers it will send, so that the full-size layer is always one.
+  function simulcastEncodings(track) {
+    const settings = track.getSettings ? track.getSettings() : {};
+    const pixels = (settings.width || CAMERA.width) * (settings.height || CAMERA.height);
+    const count = pixels >= 960 * 540 ? 3 : pixels >= 480 * 270 ? 2 : 1;
+    if (count < 2) return null;
+    return SIMULCAST_ENCODINGS.slice(3 - count).map((e) => ({ ...e }));
+  }
 
   function note(event, detail) {
     state.events.push({ event, detail, time: Date.now() });
@@ -512,9 +539,12 @@
   function produce(entries) {
     const run = async () => {
       const pc = publishConnection();
-      const transceivers = entries.map(({ track }) =>
-        pc.addTransceiver(track, { direction: 'sendonly', streams: [state.localStream] }),
-      );
+      const transceivers = entries.map(({ kind, track }) => {
+        const init = { direction: 'sendonly', streams: [state.localStream] };
+        const layers = kind === 'webcam' && state.simulcast ? simulcastEncodings(track) : null;
+        if (layers) init.sendEncodings = layers;
+        return pc.addTransceiver(track, init);
+      });
       await pc.setLocalDescription(await pc.createOffer());
       await waitForGathering(pc);
       let response;
@@ -579,7 +609,7 @@
     if (!mic && !cam) return [];
     const stream = await navigator.mediaDevices.getUserMedia({
       audio: mic,
-      video: cam ? { width: { ideal: 640 }, height: { ideal: 480 }, frameRate: { ideal: 30 } } : false,
+      video: cam ? { width: { ideal: CAMERA.width }, height: { ideal: CAMERA.height }, frameRate: { ideal: 30 } } : false,
     });
     const entries = [];
     const video = stream.getVideoTracks()[0];
@@ -814,7 +844,10 @@
     } catch {
       // the overlay is best effort
     }
-    const layerOf = new Map((server.consumers || []).map((c) => [c.consumerId, c.currentLayer]));
+    const serverConsumers = new Map((server.consumers || []).map((c) => [c.consumerId, c]));
+    // The server's share of this page's downlink (the stream allocator): its estimate of the link.
+    const estimate = server.transport && server.transport.estimate;
+    state.serverStats = server;
     const now = performance.now();
     const texts = new Map();
     for (const p of participantsWithMode(SEND_AND_RECV)) {
@@ -838,10 +871,14 @@
           if (consumer.kind === 'mic') {
             lines.push(`audio ${kbps} kbps loss ${loss}%`);
           } else {
-            const layer = layerOf.get(consumer.consumerId);
+            const c = serverConsumers.get(consumer.consumerId) || {};
             const size = s.frameWidth ? `${s.frameWidth}x${s.frameHeight}` : '';
             lines.push(`${(s.codec || '').replace('video/', '')} ${size} ${kbps} kbps loss ${loss}%`);
-            lines.push(`layer ${layer || 'single'} · ${s.framesDecoded || 0} frames`);
+            let layer = `layer ${c.currentLayer || 'single'}`;
+            if (c.paused) layer = 'paused (link too slow)';
+            else if (c.targetLayer && c.targetLayer !== c.currentLayer) layer += ` → ${c.targetLayer}`;
+            lines.push(`${layer} · ${s.framesDecoded || 0} frames`);
+            if (estimate) lines.push(`link ${(estimate / 1000).toFixed(0)} kbps`);
           }
         }
       }
@@ -893,6 +930,7 @@
     state.myName = options.name;
     state.wantMic = options.mic;
     state.wantCam = options.cam;
+    state.simulcast = options.simulcast;
     setStatus('connecting…');
     state.ws = await connect(token);
     const response = await request('join', {
@@ -991,6 +1029,7 @@
       mode: document.querySelector('input[name="mode"]:checked').value,
       cam: $('join-cam').checked,
       mic: $('join-mic').checked,
+      simulcast: $('join-simulcast').checked,
     };
   }
 
@@ -1004,6 +1043,7 @@
     for (const radio of document.querySelectorAll('input[name="mode"]')) radio.checked = radio.value === mode;
     $('join-cam').checked = flag('cam', true);
     $('join-mic').checked = flag('mic', true);
+    $('join-simulcast').checked = state.simulcast;
     if (params.get('token')) $('join-note').textContent = 'Using the token from the URL.';
 
     $('join-form').addEventListener('submit', (event) => {
@@ -1096,15 +1136,18 @@
       let estimate = 0;
       let bytes = 0;
       let width = 0;
+      const layers = [];
       report.forEach((s) => {
         if (s.type === 'candidate-pair' && s.nominated && s.availableOutgoingBitrate)
           estimate = Math.max(estimate, s.availableOutgoingBitrate);
         if (s.type === 'outbound-rtp' && s.kind === 'video') {
           bytes += s.bytesSent;
-          width = s.frameWidth || width;
+          width = Math.max(width, s.frameWidth || 0);
+          layers.push({ rid: s.rid || null, width: s.frameWidth || 0, height: s.frameHeight || 0, bytes: s.bytesSent });
         }
       });
-      return { estimate, bytes, width, at: performance.now() };
+      layers.sort((a, b) => a.width - b.width);
+      return { estimate, bytes, width, layers, simulcast: state.simulcast, at: performance.now() };
     },
     // Video decoding of a remote participant's tile, from getStats().
     async videoStats(id) {
@@ -1121,6 +1164,43 @@
         }
       }
       return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0 };
+    },
+    // The subscribe connection's selected candidate pair: local and remote (server) ports.
+    async subscribePath() {
+      if (!state.subPc) return null;
+      const report = await state.subPc.getStats();
+      const candidates = new Map();
+      let pair = null;
+      report.forEach((s) => {
+        if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
+        if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
+      });
+      if (!pair) return null;
+      return {
+        localPort: candidates.get(pair.localCandidateId)?.port || 0,
+        remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
+      };
+    },
+    // Received video of a remote participant as W3C stats name it (freezes included).
+    async receivedVideo(id) {
+      for (const consumer of consumersOf(id, ['webcam', 'screen'])) {
+        const s = await receiverStats(consumer.mid);
+        if (s) {
+          return {
+            width: s.frameWidth || 0,
+            height: s.frameHeight || 0,
+            framesDecoded: s.framesDecoded || 0,
+            bytesReceived: s.bytesReceived || 0,
+            freezeCount: s.freezeCount || 0,
+            totalFreezesDuration: s.totalFreezesDuration || 0,
+          };
+        }
+      }
+      return null;
+    },
+    // The last getStats answer of the overlay (consumers' layers, the transport's estimate).
+    serverStats() {
+      return state.serverStats || null;
     },
     tileStatsText(id) {
       return tiles.get(id)?.stats.textContent || '';
