@@ -88,8 +88,10 @@ struct ClientDeadlineTests {
         } catch { failure = error }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         #expect(failure == .timeout, "got \(String(describing: failure)) after \(seconds) s")
-        // 2 s asked; generous room for a busy machine, far below the drip's 40 s.
-        #expect(seconds >= 1.9 && seconds < 15, "the request took \(seconds) s")
+        // 2 s asked. The bound is generous because this time includes resuming the test's task, which
+        // waits for a free cooperative thread on a busy machine (23 s seen at a load average of 13);
+        // without a deadline the request would last the drip's whole 40 s.
+        #expect(seconds >= 1.9 && seconds < 35, "the request took \(seconds) s")
     }
 
     @Test func aWebSocketHandshakeGivesUpAtItsDeadline() async throws {
@@ -104,7 +106,7 @@ struct ClientDeadlineTests {
         } catch { failure = error }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         #expect(failure == .timeout, "got \(String(describing: failure)) after \(seconds) s")
-        #expect(seconds >= 1.9 && seconds < 15, "the handshake took \(seconds) s")
+        #expect(seconds >= 1.9 && seconds < 35, "the handshake took \(seconds) s")  // as above
     }
 
     @Test func aPromptServerIsUnaffected() throws {
