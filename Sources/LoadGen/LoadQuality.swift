@@ -95,7 +95,11 @@ extension LoadReport {
         }
 
         static func describe(_ q: ReceiveQualitySnapshot) -> String {
-            var parts = [String(format: "%llu frames, %.1f fps", q.frames, q.framesPerSecond)]
+            var parts = [
+            q.kind == "video"
+                ? String(format: "%llu frames, %.1f fps", q.frames, q.framesPerSecond)
+                : String(format: "%llu packets played", q.frames)
+        ]
             if q.kind == "video" {
                 parts.append(String(format: "%llu freezes (%.0f ms)", q.freezeCount, q.totalFreezesDurationMs))
             } else {
