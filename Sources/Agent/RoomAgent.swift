@@ -132,6 +132,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     private var operationTail: Task<Void, Never>?
     /// The same for joining and leaving the relay room.
     private var relayRoomTail: Task<Void, Never>?
+    /// Each consumed track's last quality reading for the manifest, by participant, kind and mid.
+    private var trackQuality: [String: [String: Any]] = [:]
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
 
@@ -275,6 +277,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         // The manifest keeps the stage as it was in the room, not the empty one after leaving.
         let lastStage = stageAndAudience()
         lock.withLock { finalStage = lastStage }
+        // The tracks' last quality readings, before leaving ends them.
+        refreshQuality()
         if leaveReason == nil { await room.leave() }
         // Leaving ends every track on the subscribe loop; after that no sink writes, and the
         // recordings can be closed (and their disk writes awaited) here.
@@ -548,7 +552,28 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     // MARK: Manifest
 
-    private func writeManifest() { lock.withLock { writeManifestLocked() } }
+    private func writeManifest() {
+        refreshQuality()
+        lock.withLock { writeManifestLocked() }
+    }
+
+    /// Reads every consumed track's quality (off the lock: it waits for the subscribe loop) into
+    /// ``trackQuality``, where a track keeps its last reading after it ends.
+    private func refreshQuality() {
+        let rows = room.receiveQuality()
+        guard !rows.isEmpty else { return }
+        let encoder = JSONEncoder()
+        var readings: [String: [String: Any]] = [:]
+        for row in rows {
+            guard let data = try? encoder.encode(row.quality),
+                let quality = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+            else { continue }
+            readings["\(row.participantId)|\(row.kind.rawValue)|\(row.mid)"] = [
+                "participantId": row.participantId, "kind": row.kind.rawValue, "mid": row.mid, "quality": quality,
+            ]
+        }
+        lock.withLock { trackQuality.merge(readings) { _, new in new } }
+    }
 
     /// Who is on stage and who is in the audience now, the agent included.
     private func stageAndAudience() -> (stage: [String], audience: [String]) {
@@ -575,6 +600,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             "audience": audience,
             "modeChanges": modeChanges,
             "refusedInvites": refusedInvites,
+            "tracks": trackQuality.keys.sorted().compactMap { trackQuality[$0] },
         ]
         AgentManifest.write(manifest, to: path, log: log)
     }
@@ -640,6 +666,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 "Keyframe requests received from the relay room.", c.keyframeRequests)
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
+        out.trackQuality(room.receiveQuality())
         counters.render(into: &out)
         return out.text
     }
