@@ -16,7 +16,9 @@ extension LoadReport {
             guard !values.isEmpty else { return Spread(count: 0) }
             let sorted = values.sorted()
             // Nearest rank, as ``Percentiles``.
-            func at(_ q: Double) -> Double { sorted[Swift.max(0, Swift.min(sorted.count - 1, Int((Double(sorted.count) * q).rounded(.up)) - 1))] }
+            func at(_ q: Double) -> Double {
+                sorted[Swift.max(0, Swift.min(sorted.count - 1, Int((Double(sorted.count) * q).rounded(.up)) - 1))]
+            }
             return Spread(
                 count: sorted.count, min: sorted.first, p05: at(0.05), p50: at(0.5), p95: at(0.95), max: sorted.last,
                 mean: sorted.reduce(0, +) / Double(sorted.count))
@@ -90,22 +92,26 @@ extension LoadReport {
                 concealmentPercent: .of(audio.compactMap(\.1.concealmentPercent)),
                 audioJitterBufferDelayMs: .of(audio.map(\.1.jitterBufferDelayMs)), mos: .of(audio.compactMap(\.1.mos)),
                 latencyMs: .of(measured.compactMap(\.1.latencyMs)),
-                worstFreezes: worst(byFreezes) { Double($0.freezeCount) }, worstFramesPerSecond: worst(byFPS, \.framesPerSecond),
+                worstFreezes: worst(byFreezes) { Double($0.freezeCount) },
+                worstFramesPerSecond: worst(byFPS, \.framesPerSecond),
                 worstMOS: worst(byMOS) { $0.mos ?? 0 })
         }
 
         static func describe(_ q: ReceiveQualitySnapshot) -> String {
             var parts = [
-            q.kind == "video"
-                ? String(format: "%llu frames, %.1f fps", q.frames, q.framesPerSecond)
-                : String(format: "%llu packets played", q.frames)
-        ]
+                q.kind == "video"
+                    ? String(format: "%llu frames, %.1f fps", q.frames, q.framesPerSecond)
+                    : String(format: "%llu packets played", q.frames)
+            ]
             if q.kind == "video" {
                 parts.append(String(format: "%llu freezes (%.0f ms)", q.freezeCount, q.totalFreezesDurationMs))
             } else {
                 parts.append(String(format: "%.2f%% concealed, MOS %.2f", q.concealmentPercent ?? 0, q.mos ?? 0))
             }
-            parts.append(String(format: "loss %.2f%%, jitter %.1f ms, buffer %.1f ms", q.lossPercent, q.jitterMs, q.jitterBufferDelayMs))
+            parts.append(
+                String(
+                    format: "loss %.2f%%, jitter %.1f ms, buffer %.1f ms", q.lossPercent, q.jitterMs,
+                    q.jitterBufferDelayMs))
             if q.pauseCount > 0 { parts.append("\(q.pauseCount) pauses") }
             return parts.joined(separator: ", ")
         }

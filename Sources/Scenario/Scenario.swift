@@ -207,7 +207,9 @@ struct Context: Sendable {
             case .enableCam(let bot): base = "\(bot) enableCam"
             case .disableCam(let bot): base = "\(bot) disableCam"
             case .impair(let bot, let drop, _):
-                base = drop > 0 ? "\(bot) drops \(Self.number(drop * 100))% of its received media" : "\(bot) impairment off"
+                base =
+                    drop > 0
+                    ? "\(bot) drops \(Self.number(drop * 100))% of its received media" : "\(bot) impairment off"
             }
             return step.expectError.map { "\(base), expecting error \($0)" } ?? base
         }

@@ -405,7 +405,8 @@ private struct ScenarioDecoder {
         case "impair":
             let drop = try m.number("drop") ?? 0
             guard drop >= 0 && drop <= 1 else {
-                throw error(json["drop"] ?? json, "\(path).drop", "expected a share of datagrams in [0, 1], found \(drop)")
+                throw error(
+                    json["drop"] ?? json, "\(path).drop", "expected a share of datagrams in [0, 1], found \(drop)")
             }
             action = .impair(bot: try m.bot("bot"), drop: drop, seed: UInt64(try m.count("seed") ?? 1))
         default:
@@ -437,7 +438,8 @@ private struct ScenarioDecoder {
         let atLeast = try m.number("atLeast")
         let atMost = try m.number("atMost")
         guard atLeast != nil || atMost != nil else {
-            throw error(m.json, m.field("atMost"), "missing required field (a quality expectation needs atLeast or atMost)")
+            throw error(
+                m.json, m.field("atMost"), "missing required field (a quality expectation needs atLeast or atMost)")
         }
         if let atLeast, let atMost, atLeast > atMost {
             throw error(m.json["atMost"] ?? m.json, m.field("atMost"), "is below atLeast (\(atLeast))")

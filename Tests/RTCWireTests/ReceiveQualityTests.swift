@@ -84,7 +84,8 @@ struct ReceiveQualityTests {
         var q = ReceiveQuality(kind: .audio, clockRate: 48_000)
         for i in 0..<count where !lost.contains(i) {
             q.audioPacket(
-                sequence: 70_000 + Int64(i), timestamp: UInt32(i) * 960, arrival: 2_000_000_000 + UInt64(i) * 20_000_000)
+                sequence: 70_000 + Int64(i), timestamp: UInt32(i) * 960, arrival: 2_000_000_000 + UInt64(i) * 20_000_000
+            )
         }
         return q
     }

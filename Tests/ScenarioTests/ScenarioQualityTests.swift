@@ -55,7 +55,9 @@ import Testing
         #expect(mos.contains("for audio from host, wants ≥ 4"), "\(mos)")
         #expect(final[0].title == "freezes ≤ 0 for video tracks from host at viewer")
         let (_, cases) = try junitCases(result.junitXML())
-        let failed = cases.compactMap { $0.elements(forName: "failure").first?.attribute(forName: "message")?.stringValue }
+        let failed = cases.compactMap {
+            $0.elements(forName: "failure").first?.attribute(forName: "message")?.stringValue
+        }
         #expect(failed.contains { $0.contains("viewer: freezes ") })
         #expect(failed.contains { $0.contains("viewer: mos ") })
     }

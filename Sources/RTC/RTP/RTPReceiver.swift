@@ -1,3 +1,4 @@
+import Glibc
 import RTCWire
 
 /// Feedback and buffering choices for one ``RTPReceiver``.
@@ -158,6 +159,13 @@ public final class RTPReceiver: @unchecked Sendable {
     public var wallClockNanoseconds: (UInt64) -> UInt64 = { _ in realtimeNanoseconds() }
     /// Quality measurements, fed at frame completion (video) and playout (audio).
     private var quality: ReceiveQuality
+    /// Whether ``quality`` is fed: `UNDERSTUDY_RECEIVE_QUALITY=0` turns it off for the process, for
+    /// A/B runs of its cost (the readings then stay empty).
+    public static let measuresQualityByDefault: Bool =
+        getenv("UNDERSTUDY_RECEIVE_QUALITY").map {
+            String(cString: $0) != "0"
+        } ?? true
+    private let measuresQuality = RTPReceiver.measuresQualityByDefault
 
     /// Counters; `packetsLost` is computed on read.
     public var stats: RTPReceiverStats {
@@ -312,7 +320,7 @@ public final class RTPReceiver: @unchecked Sendable {
             return nil
         }
         // One latency sample per frame: its first packet as sent (not a repair).
-        if captureTimeExtensionID != 0, !isRTX, info.startsFrame, !payload.isEmpty,
+        if captureTimeExtensionID != 0, measuresQuality, !isRTX, info.startsFrame, !payload.isEmpty,
             let range = header.extensionElement(id: captureTimeExtensionID, in: packet),
             let ntp = AbsCaptureTime.captureTime(packet, range)
         {
@@ -371,7 +379,9 @@ public final class RTPReceiver: @unchecked Sendable {
                 sinceStart: now &- firstArrival, resynced: resynced),
             now: now)
         // A key frame's coded size: a change is a (simulcast) layer switch.
-        if info.width > 0, info.isKeyframe, info.startsFrame { quality.keyframe(width: info.width, height: info.height) }
+        if info.width > 0, info.isKeyframe, info.startsFrame, measuresQuality {
+            quality.keyframe(width: info.width, height: info.height)
+        }
         let packet = RTPAssemblyPacket(ext: ext, timestamp: timestamp, marker: marker, payload: payload, info: info)
         if let video = videoAssembler {
             video.insert(packet, now: now, context: self)
@@ -467,8 +477,10 @@ extension RTPReceiver: RTPFrameAssemblyContext {
     func deliver(_ frame: EncodedFrame, arrival: UInt64) {
         onFrame?(frame, timing(timestamp: frame.timestamp, arrival: arrival))
     }
-    func frameCompleted(timestamp: UInt32, now: UInt64) { quality.videoFrame(timestamp: timestamp, arrival: now) }
+    func frameCompleted(timestamp: UInt32, now: UInt64) {
+        if measuresQuality { quality.videoFrame(timestamp: timestamp, arrival: now) }
+    }
     func audioPlayed(ext: Int64, timestamp: UInt32, now: UInt64) {
-        quality.audioPacket(sequence: ext, timestamp: timestamp, arrival: now)
+        if measuresQuality { quality.audioPacket(sequence: ext, timestamp: timestamp, arrival: now) }
     }
 }

@@ -101,7 +101,8 @@ public struct ReceiveQuality: Sendable {
                 concealedFrames &+= missing
                 // The timestamps say how long the missing frames were when they are consistent.
                 let perFrame = step > 0 ? step / Int64(missing + 1) : 0
-                let ticks = perFrame > 0 && perFrame <= Int64(clockRate) * 120 / 1000 ? UInt64(perFrame) : UInt64(frameTicks)
+                let ticks =
+                    perFrame > 0 && perFrame <= Int64(clockRate) * 120 / 1000 ? UInt64(perFrame) : UInt64(frameTicks)
                 concealedTicks &+= missing &* ticks
             }
         }
