@@ -80,6 +80,25 @@ struct ReceiveQualityTests {
         #expect(abs(q.snapshot().jitterBufferDelayMs - 290.0 / 60) < 1e-9)
     }
 
+    @Test func jitterBufferDelayMatchesABruteForceWindowOnRandomArrivals() {
+        // The running maximum (searched again only when the slowest frame leaves the window) against
+        // the definition computed directly: mean over frames of max(transit of the last 32) − transit.
+        var rng = SplitMix64(seed: 36)
+        var q = ReceiveQuality(kind: .video, clockRate: 90_000)
+        var transits: [Int64] = []
+        var hold: Int64 = 0
+        for k in 0..<2000 {
+            // Mostly small wobble, sometimes a late burst of up to 200 ms.
+            let late = rng.next() % 10 == 0 ? Int64(rng.next() % 200_000) : Int64(rng.next() % 5_000)
+            transits.append(late)
+            q.videoFrame(
+                timestamp: UInt32(k * 3600), arrival: 1_000_000_000 + UInt64(k) * 40_000_000 + UInt64(late) * 1000)
+            let window = transits.suffix(32)
+            hold += (window.max() ?? late) - late
+        }
+        #expect(abs(q.snapshot().jitterBufferDelayMs - Double(hold) / 2000 / 1000) < 1e-9)
+    }
+
     private func audio(lost: Set<Int>, count: Int = 50) -> ReceiveQuality {
         var q = ReceiveQuality(kind: .audio, clockRate: 48_000)
         for i in 0..<count where !lost.contains(i) {

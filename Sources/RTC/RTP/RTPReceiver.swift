@@ -166,6 +166,18 @@ public final class RTPReceiver: @unchecked Sendable {
             String(cString: $0) != "0"
         } ?? true
     private let measuresQuality = RTPReceiver.measuresQualityByDefault
+    /// Wall clock minus loop clock, read once a second rather than a clock call per frame.
+    private var wallOffset: Int64 = 0
+    private var wallOffsetAt: UInt64 = 0
+
+    /// The wall clock (Unix ns) at loop time `now`, from an offset renewed every second.
+    private func wallClock(at now: UInt64) -> UInt64 {
+        if wallOffsetAt == 0 || now &- wallOffsetAt >= 1_000_000_000 {
+            wallOffset = Int64(bitPattern: wallClockNanoseconds(now)) &- Int64(bitPattern: now)
+            wallOffsetAt = now
+        }
+        return UInt64(bitPattern: Int64(bitPattern: now) &+ wallOffset)
+    }
 
     /// Counters; `packetsLost` is computed on read.
     public var stats: RTPReceiverStats {
@@ -325,7 +337,7 @@ public final class RTPReceiver: @unchecked Sendable {
             let ntp = AbsCaptureTime.captureTime(packet, range)
         {
             let captured = AbsCaptureTime.unixNanoseconds(ntp: ntp)
-            let wall = wallClockNanoseconds(now)
+            let wall = wallClock(at: now)
             if captured > 0, wall >= captured { quality.latency(wall - captured) }
         }
         handle(

@@ -55,10 +55,13 @@ public struct ReceiveQuality: Sendable {
     // RTP time, unwrapped from the first frame's timestamp, and transit times in microseconds.
     private var lastTimestamp: UInt32 = 0
     private var rtpTime: Int64 = 0
+    /// Transit of frame `k` at `k % 32`, for the last 32 frames; the slowest of them and its frame.
     private var transits = InlineArray<32, Int64>(repeating: 0)
-    private var transitCount = 0
-    private var transitNext = 0
+    private var slowest: Int64 = 0
+    private var slowestFrame: UInt64 = 0
     private var holdMicros: UInt64 = 0
+    /// Microseconds per RTP tick.
+    private let microsPerTick: Double
 
     // Audio playout.
     private var lastSequence: Int64 = 0
@@ -81,6 +84,7 @@ public struct ReceiveQuality: Sendable {
         self.kind = kind
         self.clockRate = max(1, clockRate)
         frameTicks = max(1, clockRate / 50)
+        microsPerTick = 1e6 / Double(max(1, clockRate))
     }
 
     /// A video frame completed (all its packets arrived, decodable) at `arrival`.
@@ -135,14 +139,34 @@ public struct ReceiveQuality: Sendable {
         }
         lastTimestamp = timestamp
         lastFrameTime = max(lastFrameTime, arrival)
+        let k = frames
         frames &+= 1
         // Transit in µs: arrival minus media time, both from this track's first frame.
-        let transit = Int64((arrival &- firstFrameTime) / 1000) &- rtpTime &* 1_000_000 / Int64(clockRate)
-        transits[transitNext] = transit
-        transitNext = (transitNext + 1) % Self.jitterBufferWindow
-        if transitCount < Self.jitterBufferWindow { transitCount += 1 }
-        var slowest = transit
-        for i in 0..<transitCount where transits[i] > slowest { slowest = transits[i] }
+        let transit = Int64((arrival &- firstFrameTime) / 1000) &- Int64((Double(rtpTime) * microsPerTick).rounded())
+        transits[Int(k & 31)] = transit
+        // The slowest of the last 32: kept as frames come, searched again only when it leaves the window
+        // (at most once per 32 frames), so a frame costs O(1).
+        if k == 0 || transit >= slowest {
+            slowest = transit
+            slowestFrame = k
+        } else if k &- slowestFrame >= UInt64(Self.jitterBufferWindow) {
+            slowest = transit
+            slowestFrame = k
+            var j = k &- UInt64(Self.jitterBufferWindow - 1)
+            while j < k {
+                let t = transits[Int(j & 31)]
+                if t >= slowest {
+                    slowest = t
+                    slowestFrame = j
+                }
+                j &+= 1
+            }
+            // A tie with this frame keeps the later one.
+            if transit >= slowest {
+                slowest = transit
+                slowestFrame = k
+            }
+        }
         holdMicros &+= UInt64(slowest - transit)
     }
 
