@@ -17,6 +17,9 @@ DEB_PACKAGES=(
     pkg-config libssl-dev libsrtp2-dev libopus-dev libvpx-dev libasound2-dev
     libwebrtc-audio-processing-dev libturbojpeg0-dev
     ffmpeg chromium iproute2 util-linux python3-venv
+    # Firefox ESR as a browser peer beside Chromium (Tests/Interop/test_firefox.py), driven over its
+    # built-in WebDriver BiDi: no geckodriver.
+    firefox-esr
     clang libclang-rt-14-dev
     janus
     libhiredis-dev redis-server

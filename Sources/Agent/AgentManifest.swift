@@ -3,6 +3,17 @@ import Media
 import RoomProtocol
 import Signaling
 
+/// Recording file names for every recorder of the package (the agents, the scenario bots): one
+/// escaping of names, files created exclusively (issue 31 item 2).
+public enum RecordingFiles {
+    /// Creates a new, empty file for `name`'s recording in `directory` and returns its path:
+    /// `STEM.EXT` with STEM the one escaping of names (``NameEscaping/fileName(_:)``), or
+    /// `STEM.N.EXT` when that file exists (an existing file is never truncated).
+    public static func create(in directory: String, for name: String, ext: String) throws(MediaError) -> String {
+        try AgentManifest.createRecordingFile(in: directory, for: name, ext: ext)
+    }
+}
+
 /// What both agents (the room agent and the Janus agent) write beside their recordings: the
 /// recording files' names, timestamps and the manifest itself, so that the two manifests read alike.
 enum AgentManifest {

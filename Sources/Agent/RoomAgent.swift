@@ -28,8 +28,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     /// Which stage invites the agent follows.
     public enum InvitePolicy: Sendable, Equatable {
-        /// Invites from participants on stage (`SEND_AND_RECV`) or holding `allow_mod` (as the
-        /// server reports in `senderIsModerator`): the default, since anyone may publish an invite.
+        /// Invites from participants whose token holds `allow_mod`, as the server vouches for it on
+        /// each message (`senderIsModerator`): the default, since anyone may publish an invite. Being
+        /// on stage is no proof: any `allow_join` participant can put itself there with `changeMode`.
         case trusted
         /// Every invite.
         case yes
@@ -288,10 +289,13 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             for (key, rec) in r {
                 do { try rec.close() } catch { log("closing recording of \(key.participantId) failed: \(error)") }
                 if let index = files.firstIndex(where: { ($0["path"] as? String) == rec.path }) {
+                    // What the file holds, not what was received.
                     files[index]["videoFrames"] = rec.videoFrames
                     files[index]["audioFrames"] = rec.audioFrames
                     files[index]["droppedFrames"] = rec.droppedFrames
-                    files[index]["complete"] = true
+                    files[index]["framesNotWritten"] = rec.framesNotWritten
+                    if let failure = rec.diskError { files[index]["error"] = failure.description }
+                    files[index]["complete"] = rec.diskError == nil
                 }
             }
             return r
@@ -534,6 +538,14 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             log("cannot record \(id): \(error)")
             return nil
         }
+        // What reached the file is counted by the disk writer, and a write error is reported when
+        // it happens, not at close (issue 31 item 16).
+        rec.observeDisk(
+            DiskEvents(
+                written: { [weak self] frames in self?.counters.recorded(frames) },
+                failed: { [weak self] error, frames in
+                    self?.recordingFailed(participantId: id, path: path, error: error, inFile: frames)
+                }))
         let kept = lock.withLock { () -> Recording in
             if let raced = recordings[key] { return raced }
             recordings[key] = rec
@@ -548,6 +560,28 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         // The manifest is a file too: written off the loop thread.
         manifestQueue.async { [weak self] in self?.writeManifest() }
         return rec
+    }
+
+    /// A recording's file failed (disk writer thread): logged and counted now, put in the manifest
+    /// from the manifest queue. The disk thread never waits for the agent's lock: ``stop()`` holds
+    /// it while `close()` waits for the disk thread, and a close can be what hits the full disk.
+    private func recordingFailed(participantId: String, path: String, error: MediaError, inFile: RecordedFrames) {
+        counters.recordingFailed()
+        log(
+            "recording of \(participantId) failed: \(error); \(path) holds \(inFile.video) video, \(inFile.audio) audio frames and gets no more"
+        )
+        manifestQueue.async { [weak self] in
+            guard let self else { return }
+            lock.withLock {
+                if let index = files.firstIndex(where: { ($0["path"] as? String) == path }) {
+                    files[index]["error"] = error.description
+                    files[index]["failedAt"] = AgentManifest.timestamp()
+                    files[index]["videoFrames"] = inFile.video
+                    files[index]["audioFrames"] = inFile.audio
+                }
+                writeManifestLocked()
+            }
+        }
     }
 
     // MARK: Manifest
@@ -667,6 +701,12 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
         out.trackQuality(room.receiveQuality())
+        // On stage: the publish connection's send-side estimate from the server's feedback (issue 33).
+        let estimate = room.publishBandwidthEstimate
+        out.single(
+            "understudy_agent_publish_estimate_bits_per_second", "gauge",
+            "The publish connection's send-side bandwidth estimate (availableOutgoingBitrate; 0: none).",
+            estimate?.targetBitrate ?? 0)
         counters.render(into: &out)
         return out.text
     }
@@ -760,8 +800,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         let accepted: Bool
         switch options.acceptInvites {
         case .trusted:
-            accepted =
-                message.senderIsModerator || room.participants[message.senderId]?.mode == .SEND_AND_RECV
+            // Only what the server vouches for (issue 31 item 9): a mode is something a participant
+            // gives itself, `allow_mod` in its token is not.
+            accepted = message.senderIsModerator
         case .yes: accepted = true
         case .no: accepted = false
         case .from(let ids): accepted = ids.contains(message.senderId)
@@ -827,11 +868,8 @@ private final class AgentTrackSink: RemoteTrackSink {
                 recordingLooked = true
                 recording = agent.recording(for: recordingKey)
             }
-            if let recording {
-                let before = recording.videoFrames + recording.audioFrames
-                recording.write(frame, arrival: arrival)
-                if recording.videoFrames + recording.audioFrames > before { agent.counters.recorded(frame) }
-            }
+            // Counted as recorded by the disk writer, once the frame is in the file.
+            recording?.write(frame, arrival: arrival)
         }
         if let (relay, relayLoop) = relay {
             // The relay's socket lives on its own loop.

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Media
 import RTCWire
 import Signaling
 import Synchronization
@@ -19,6 +20,7 @@ public final class RoomAgentCounters: @unchecked Sendable {
     private var invitesRefused: UInt64 = 0
     private var reconnectCount: UInt64 = 0
     private var consumeFailures: UInt64 = 0
+    private var recordingFailures: UInt64 = 0
     private let startNanos = DispatchTime.now().uptimeNanoseconds
 
     func received(_ frame: EncodedFrame) {
@@ -27,9 +29,13 @@ public final class RoomAgentCounters: @unchecked Sendable {
         if video && frame.isKeyframe { keyframes.add(1, ordering: .relaxed) }
     }
 
-    func recorded(_ frame: EncodedFrame) {
-        (frame.codec.kind == .video ? videoRecorded : audioRecorded).add(frame)
+    /// Frames that reached a recording's file (the disk writer thread reports them).
+    func recorded(_ frames: RecordedFrames) {
+        videoRecorded.add(count: frames.video, bytes: frames.videoBytes)
+        audioRecorded.add(count: frames.audio, bytes: frames.audioBytes)
     }
+
+    func recordingFailed() { lock.withLock { recordingFailures += 1 } }
 
     func invite(accepted: Bool) { lock.withLock { if accepted { invitesAccepted += 1 } else { invitesRefused += 1 } } }
     func reconnected() { lock.withLock { reconnectCount += 1 } }
@@ -37,7 +43,9 @@ public final class RoomAgentCounters: @unchecked Sendable {
 
     /// Frames received of `kind`.
     public func framesReceived(_ kind: MediaKind) -> UInt64 { (kind == .video ? videoReceived : audioReceived).frames }
-    /// Frames written to recordings of `kind`.
+    /// Recordings whose file failed to be written (a full disk, a file size limit).
+    public var recordingWriteErrors: UInt64 { lock.withLock { recordingFailures } }
+    /// Frames written to recordings of `kind` (in the files).
     public func framesRecorded(_ kind: MediaKind) -> UInt64 { (kind == .video ? videoRecorded : audioRecorded).frames }
     /// Stage invites refused.
     public var refusedInvites: UInt64 { lock.withLock { invitesRefused } }
@@ -59,7 +67,7 @@ public final class RoomAgentCounters: @unchecked Sendable {
                 videoReceived.bytes
             ),
             (
-                "understudy_agent_frames_recorded_total", "Frames written to recordings.", audioRecorded.frames,
+                "understudy_agent_frames_recorded_total", "Frames written to recording files.", audioRecorded.frames,
                 videoRecorded.frames
             ),
             (
@@ -86,6 +94,10 @@ public final class RoomAgentCounters: @unchecked Sendable {
             out.single(
                 "understudy_agent_consume_failures_total", "counter", "consume/stopConsuming calls that failed twice.",
                 consumeFailures)
+            out.single(
+                "understudy_agent_recording_write_errors_total", "counter",
+                "Recordings whose file could not be written (full disk, file size limit); reported when it happens.",
+                recordingFailures)
         }
         out.single(
             "understudy_agent_uptime_seconds", "gauge", "Seconds since the agent started.", uptimeSeconds)
@@ -279,6 +291,12 @@ final class FrameTally: Sendable {
     func add(_ frame: EncodedFrame) {
         frameCount.add(1, ordering: .relaxed)
         byteCount.add(UInt64(frame.data.count), ordering: .relaxed)
+    }
+
+    func add(count: Int, bytes: Int) {
+        guard count > 0 else { return }
+        frameCount.add(UInt64(count), ordering: .relaxed)
+        byteCount.add(UInt64(max(0, bytes)), ordering: .relaxed)
     }
 
     var frames: UInt64 { frameCount.load(ordering: .relaxed) }

@@ -131,11 +131,10 @@ public enum RecordingBenchmark {
             pumpOurs.detach()
             pumpAiortc.detach()
         }
-        let (videoFrames, audioFrames) = await rxLoop.submit {
-            rx.onFrame = nil
-            return (recording.videoFrames, recording.audioFrames)
-        }
+        await rxLoop.submit { rx.onFrame = nil }
+        // Counted after close: the counts are of what reached the file, the last cluster at close.
         try recording.close()
+        let (videoFrames, audioFrames) = (recording.videoFrames, recording.audioFrames)
         try aiortc.writeJSON(["stop": true])
         let stopped = try aiortc.readJSON(timeout: 30)
         let counts = stopped["frames"] as? [String: Any] ?? [:]

@@ -36,6 +36,7 @@ var duration = 6.0
 var sendVideo = true
 var sendAudio = true
 var simulcast = false
+var fitToEstimate = false
 var args = Array(CommandLine.arguments.dropFirst())
 while !args.isEmpty {
     let a = args.removeFirst()
@@ -46,6 +47,7 @@ while !args.isEmpty {
     case "--video": sendVideo = (args.isEmpty ? "" : args.removeFirst()) != "none"
     case "--audio": sendAudio = (args.isEmpty ? "" : args.removeFirst()) != "none"
     case "--simulcast": simulcast = true
+    case "--fit-estimate": fitToEstimate = true
     default: die("unknown option \(a)")
     }
 }
@@ -56,8 +58,8 @@ let pc: PeerConnection
 do { pc = try PeerConnection(loop: loop) } catch { die("\(error)") }
 let recording: Recording?
 do { recording = try recordPath.map { try Recording(path: $0) } } catch { die("\(error)") }
-let media = SyntheticMedia.shared(layers: simulcast ? 3 : 1)
-let (wantVideo, wantAudio, wantSimulcast) = (sendVideo, sendAudio, simulcast)
+let media = SyntheticMedia.shared(layers: simulcast || fitToEstimate ? 3 : 1)
+let (wantVideo, wantAudio, wantSimulcast, wantFit) = (sendVideo, sendAudio, simulcast, fitToEstimate)
 
 do {
     let pump: MediaPump = await loop.submit {
@@ -66,7 +68,9 @@ do {
             kind: .video, direction: wantVideo ? .sendrecv : .recvonly, sendRIDs: wantSimulcast ? ["q", "h", "f"] : [])
         let a = pc.addTransceiver(kind: .audio, direction: wantAudio ? .sendrecv : .recvonly)
         pc.onFrame = { _, _, frame, timing in recording?.write(frame, arrival: timing.arrivalTime) }
-        return MediaPump(connection: pc, video: wantVideo ? v : nil, audio: wantAudio ? a : nil, sources: media.source)
+        return MediaPump(
+            connection: pc, video: wantVideo ? v : nil, audio: wantAudio ? a : nil, fitToEstimate: wantFit,
+            sources: media.source)
     }
     if role == "offer" {
         let offer = try await loop.submit {
@@ -103,6 +107,16 @@ do {
                 "audio_frames_sent": pump.audioFramesSent,
                 "srtp": pc.srtpProfile.map { "\($0)" } ?? "none",
                 "state": pc.state.rawValue,
+                // The send-side bandwidth estimate from the peer's transport-cc feedback (issue 33).
+                "estimate": pc.bandwidthEstimate?.targetBitrate ?? 0,
+                "estimate_state": pc.bandwidthEstimate?.state.rawValue ?? "none",
+                "estimate_source": pc.bandwidthEstimate?.source.rawValue ?? "none",
+                "estimate_acked": pc.bandwidthEstimate?.acknowledgedBitrate ?? 0,
+                "estimate_loss": pc.bandwidthEstimate?.lossFraction ?? 0,
+                "feedback_received": pc.counters.transportFeedbackReceived,
+                "bytes_sent": pc.counters.bytesSent,
+                "video_layer": pump.layerFitter?.current ?? 0,
+                "layer_bitrates": pump.layerFitter?.layerBitrates ?? [],
             ] as [String: any Sendable]
         }
         var line = stats

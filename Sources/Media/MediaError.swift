@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Errors from codecs, file sources and recorders.
 public enum MediaError: Error, Equatable, CustomStringConvertible {
     /// A parameter is outside what the codec or container supports.
@@ -20,10 +26,13 @@ public enum MediaError: Error, Equatable, CustomStringConvertible {
         case .invalidArgument(let what): return "invalid argument: \(what)"
         case .opus(let function, let code): return "\(function) failed with opus error \(code)"
         case .vpx(let function, let code, let detail): return "\(function) failed with vpx error \(code): \(detail)"
-        case .cannotOpen(let path, let errno): return "cannot open \(path): errno \(errno)"
-        case .writeFailed(let path, let errno): return "write to \(path) failed: errno \(errno)"
+        case .cannotOpen(let path, let errno): return "cannot open \(path): \(Self.explain(errno))"
+        case .writeFailed(let path, let errno): return "write to \(path) failed: \(Self.explain(errno))"
         case .malformedFile(let path, let reason): return "\(path): \(reason)"
         case .closed: return "writer is closed"
         }
     }
+
+    /// The OS's text for `code` and the number, e.g. "No space left on device (errno 28)".
+    static func explain(_ code: Int32) -> String { "\(String(cString: strerror(code))) (errno \(code))" }
 }

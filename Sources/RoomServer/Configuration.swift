@@ -84,6 +84,12 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     public var httpSessionICETimeoutSeconds: Double = 30
     /// Live WHIP plus WHEP sessions on the server; a further POST gets 503.
     public var maxHTTPSessions: Int = 1000
+    /// Live WHIP plus WHEP sessions in one room; a further POST for that room gets 503 (4009), so
+    /// one room cannot take every session of the server.
+    public var maxHTTPSessionsPerRoom: Int = 250
+    /// Live WHIP plus WHEP sessions opened with one token (the same signed JWT); a further POST with
+    /// it gets 429 (4009), so one token cannot take every session of a room or of the server.
+    public var maxHTTPSessionsPerToken: Int = 20
 
     // MARK: Cluster and fleet (read by `understudy serve`; the flags of the same names win)
 
@@ -164,6 +170,10 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         httpSessionICETimeoutSeconds =
             try c.decodeIfPresent(Double.self, forKey: .httpSessionICETimeoutSeconds) ?? d.httpSessionICETimeoutSeconds
         maxHTTPSessions = try c.decodeIfPresent(Int.self, forKey: .maxHTTPSessions) ?? d.maxHTTPSessions
+        maxHTTPSessionsPerRoom =
+            try c.decodeIfPresent(Int.self, forKey: .maxHTTPSessionsPerRoom) ?? d.maxHTTPSessionsPerRoom
+        maxHTTPSessionsPerToken =
+            try c.decodeIfPresent(Int.self, forKey: .maxHTTPSessionsPerToken) ?? d.maxHTTPSessionsPerToken
         redis = try c.decodeIfPresent(String.self, forKey: .redis)
         nodeId = try c.decodeIfPresent(String.self, forKey: .nodeId)
         advertise = try c.decodeIfPresent(String.self, forKey: .advertise)
@@ -194,8 +204,11 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         if !(50...10_000).contains(keyframeRequestIntervalMilliseconds) {
             return "keyframeRequestIntervalMilliseconds must be between 50 and 10000"
         }
-        if !(httpSessionICETimeoutSeconds > 0) || maxHTTPSessions < 0 {
-            return "httpSessionICETimeoutSeconds must be positive and maxHTTPSessions at least 0"
+        if !(httpSessionICETimeoutSeconds > 0) || maxHTTPSessions < 0 || maxHTTPSessionsPerRoom < 0
+            || maxHTTPSessionsPerToken < 0
+        {
+            return
+                "httpSessionICETimeoutSeconds must be positive and maxHTTPSessions, maxHTTPSessionsPerRoom and maxHTTPSessionsPerToken at least 0"
         }
         if !(maxTokenLifetimeSeconds > 0) || maxRooms < 1 || maxPubSubHistoryBytesPerRoom < 0
             || maxPubSubHistoryBytesTotal < 0 || maxQueuedOutputBytes < 16 * 1024 || !(lobbyTimeoutSeconds > 0)

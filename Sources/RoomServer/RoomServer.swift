@@ -605,6 +605,25 @@ public final class RoomServer: @unchecked Sendable {
             "Transport-cc feedback messages sent by the connections the SFU holds.",
             clamp(media.transportFeedbackSent))
         metric(
+            "understudy_sfu_transport_feedback_received_total", "counter",
+            "Transport-cc feedback messages the SFU's connections received about what they send.",
+            clamp(media.transportFeedbackReceived))
+        metric(
+            "understudy_sfu_remb_received_total", "counter", "REMB messages the SFU's connections received.",
+            clamp(media.rembReceived))
+        metric(
+            "understudy_sfu_subscriber_estimates", "gauge",
+            "Subscribe connections with a send-side bandwidth estimate (their peers give feedback).",
+            media.subscriberEstimates)
+        metric(
+            "understudy_sfu_subscriber_estimate_bits_per_second_sum", "gauge",
+            "Sum of the subscribe connections' send-side bandwidth estimates (availableOutgoingBitrate).",
+            clamp(media.subscriberEstimateBitrate))
+        metric(
+            "understudy_sfu_subscriber_estimates_decreasing", "gauge",
+            "Subscribe connections whose estimate is decreasing (overuse, losses, or feedback stopped).",
+            media.subscriberEstimatesDecreasing)
+        metric(
             "understudy_room_sfu_calls_total", "counter",
             "Calls rooms made onto the SFU's loop and waited for (consume, offers, answers, layers).",
             clamp(locked({ mediaPlane })?.loopCalls.load(ordering: .relaxed) ?? 0))

@@ -175,8 +175,8 @@ public final class SFU: @unchecked Sendable {
                     id: sfuRandomID("p-"), participantID: participantID, kind: t.kind, source: source,
                     mid: t.mid ?? "", rids: t.remoteRIDs,
                     upstream: SFUTransportUpstream(transport: connection.transport, transceiver: t),
-                    audioLevelExtensionID: connection.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0,
-                    captureTimeExtensionID: connection.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0, sfu: self)
+                    audioLevelExtensionID: t.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0,
+                    captureTimeExtensionID: t.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0, sfu: self)
                 participant.producers.append(producer)
                 participant.transceiverOf[ObjectIdentifier(producer)] = t
                 participant.producerByTransceiver[ObjectIdentifier(t)] = producer
@@ -435,6 +435,13 @@ public final class SFU: @unchecked Sendable {
                 if p.subscribeConnection != nil { totals.subscribeConnections += 1 }
                 for c in [p.publishConnection, p.subscribeConnection] {
                     totals.transportFeedbackSent &+= c?.counters.transportFeedbackSent ?? 0
+                    totals.transportFeedbackReceived &+= c?.counters.transportFeedbackReceived ?? 0
+                    totals.rembReceived &+= c?.counters.rembReceived ?? 0
+                }
+                if let estimate = p.subscribeConnection?.bandwidthEstimate {
+                    totals.subscriberEstimates += 1
+                    totals.subscriberEstimateBitrate &+= UInt64(estimate.targetBitrate)
+                    if estimate.state == .decreasing { totals.subscriberEstimatesDecreasing += 1 }
                 }
             }
             return SFUStats(counters: totals, producers: producerStats, consumers: consumerStats)

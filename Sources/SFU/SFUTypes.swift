@@ -120,6 +120,14 @@ public struct SFUCounters: Sendable, Hashable {
     public var subscribeConnections: Int = 0
     /// Transport-cc feedback messages the connections held have sent to their senders.
     public var transportFeedbackSent: UInt64 = 0
+    /// Transport-cc feedback messages and REMBs the connections held received about what they send.
+    public var transportFeedbackReceived: UInt64 = 0
+    public var rembReceived: UInt64 = 0
+    /// Subscribe connections with a send-side bandwidth estimate, the sum of their targets (bits/s),
+    /// and how many of them are decreasing.
+    public var subscriberEstimates: Int = 0
+    public var subscriberEstimateBitrate: UInt64 = 0
+    public var subscriberEstimatesDecreasing: Int = 0
     public init() {}
 }
 

@@ -1,3 +1,4 @@
+import Agent
 import Foundation
 import Media
 import RTCWire
@@ -127,6 +128,8 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         try await requireRoom().pubSub.subscribe(topic: topic, listener: self)
     }
 
+    private func noteRecordingError(_ text: String) { lock.withLock { _recordingErrors.append(text) } }
+
     /// Leaves if still in the room and closes the recordings.
     func shutdown() async {
         if isJoined, let room { await room.leave() }
@@ -205,14 +208,24 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
             if let existing = recordings[peer] {
                 rec = existing
             } else {
-                let safe = String(peer.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
                 do {
                     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-                    rec = try Recording(path: (dir as NSString).appendingPathComponent("\(safe).webm"))
+                    // The agents' naming: distinct peers never share (or truncate) a file (issue 31 item 2).
+                    rec = try Recording(path: RecordingFiles.create(in: dir, for: peer, ext: "webm"))
                 } catch {
                     _recordingErrors.append("cannot record \(peer): \(error)")
                     return
                 }
+                // A write error (a full disk) is noted when it happens (issue 31 item 16), from another
+                // queue: shutdown() holds the lock while close() waits for the disk thread.
+                rec.observeDisk(
+                    DiskEvents(failed: { [weak self] error, inFile in
+                        DispatchQueue.global().async { [weak self] in
+                            self?.noteRecordingError(
+                                "recording \(peer) failed: \(error) (\(inFile.video) video, \(inFile.audio) audio frames in the file)"
+                            )
+                        }
+                    }))
                 recordings[peer] = rec
             }
             rec.write(frame, arrival: arrival)

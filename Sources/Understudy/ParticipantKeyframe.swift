@@ -22,6 +22,10 @@ extension Room {
     /// Counts restart from zero when the subscribe connection is replaced (after a reconnection).
     /// Waits up to 2 s for the subscribe loop; call it off that loop's hot path (metrics, tests).
     package var subscribeFeedbackSent: (plis: UInt64, nacks: UInt64) { media.receiverFeedbackSent() }
+
+    /// The publish connection's send-side bandwidth estimate (from the server's transport-cc
+    /// feedback) as of the last stats sampling tick; nil off stage or before any feedback.
+    package var publishBandwidthEstimate: BandwidthEstimate? { media.publishEstimate }
 }
 
 /// The quality reading of one consumed track (``Room/receiveQuality()``).

@@ -146,8 +146,14 @@ extension Room {
         }
         guard let (sent, received) = totals() else { return nil }
         let (sendKbps, receiveKbps) = participant.transportSample.rates(sent: sent, received: received)
+        var send: [String: Any] = ["outgoingBitrate": sendKbps, "totalSentBytes": sent]
+        if participant.isLocal, let estimate = media.publishEstimate {
+            // As W3C's candidate-pair stats name it: the send-side estimate, bits per second.
+            send["availableOutgoingBitrate"] = estimate.targetBitrate
+            send["bandwidthEstimateState"] = estimate.state.rawValue
+        }
         return [
-            "send": ["outgoingBitrate": sendKbps, "totalSentBytes": sent],
+            "send": send,
             "receive": ["incomingBitrate": receiveKbps, "totalReceivedBytes": received],
         ]
     }

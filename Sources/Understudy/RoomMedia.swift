@@ -57,6 +57,19 @@ final class RoomMedia: @unchecked Sendable {
     /// `sub|mid|rid`).
     private var sampler: DispatchSourceTimer?
     private var readings: [String: (previous: StatsReading?, latest: StatsReading)] = [:]
+    /// The publish connection's send-side bandwidth estimate at the last sampling tick (nil: no
+    /// feedback from the server yet).
+    private var publishEstimateReading: BandwidthEstimate?
+    /// Whether simulcast video from pre-encoded sources stops the layers that do not fit the
+    /// publish connection's bandwidth estimate (``EstimateLayerFitter``): `UNDERSTUDY_FIT_ESTIMATE=1`.
+    /// Off by default for now: on a loaded machine, scheduling stalls read as queueing delay, and a
+    /// stopped top layer comes back only after a hold-off and a keyframe.
+    static let fitsPublishingToEstimate: Bool = {
+        guard let value = ProcessInfo.processInfo.environment["UNDERSTUDY_FIT_ESTIMATE"] else { return false }
+        return value == "1"
+    }()
+    /// The publish connection's bandwidth estimate, as of the last stats sampling tick.
+    var publishEstimate: BandwidthEstimate? { lock.withLock { publishEstimateReading } }
     private var closed = false
 
     var producingKinds: Set<StreamKind> { lock.withLock { Set(producers.keys) } }
@@ -274,6 +287,13 @@ final class RoomMedia: @unchecked Sendable {
                     : MediaPump(
                         connection: pc, video: transceiver, videoSource: source, audio: nil, audioSource: nil,
                         clock: clock)
+                if change.kind != .audio, Self.fitsPublishingToEstimate, source.layerCount > 1,
+                    transceiver.sendRIDs.count == source.layerCount
+                {
+                    // Simulcast from a pre-encoded source: the layers that do not fit the publish
+                    // connection's estimate (from the server's transport-cc feedback) stop.
+                    p.layerFitter = EstimateLayerFitter(mode: .simulcast, layerCount: source.layerCount)
+                }
                 p.attach()
                 made[change.kind] = UncheckedSendable(p)
             }
@@ -721,6 +741,8 @@ final class RoomMedia: @unchecked Sendable {
                             jitterMs: r.stats.reportedJitter * 1000, rttMs: Double(roundTrip) / 1e6, at: now)
                     )
                 }
+                let estimate = pub.bandwidthEstimate
+                self?.lock.withLock { self?.publishEstimateReading = estimate }
                 self?.record(rows, prefix: "pub|")
             }
         }

@@ -133,6 +133,11 @@ public enum WHIPClient {
         do { endpoint = try HTTPURL(url) } catch { throw .badURL(url, cause: error) }
         let recording: Recording
         do { recording = try Recording(path: recordPath) } catch { throw .recording(error) }
+        // A write error (a full disk) is reported when it happens, not only at close.
+        recording.observeDisk(
+            DiskEvents(failed: { error, inFile in
+                log("recording failed: \(error); it holds \(inFile.video) video, \(inFile.audio) audio frames")
+            }))
         let session = try await Session(endpoint: endpoint, token: token, iceServers: iceServers, log: log)
         defer { session.shutdown() }
         let pc = session.pc
@@ -153,11 +158,14 @@ public enum WHIPClient {
             pc.onFrame = nil
             return Self.summarize(pc)
         }
+        // Closed first: the counts are of what reached the file, and the last cluster reaches it at close.
+        var closeError: RecordingError?
+        do { try recording.close() } catch { closeError = error }
         summary.videoFrames = recording.videoFrames
         summary.audioFrames = recording.audioFrames
         summary.keyframes = recording.keyframes
         summary.resourceDeleted = await session.deleteResource()
-        do { try recording.close() } catch { throw .recording(error) }
+        if let closeError { throw .recording(closeError) }
         if recording.writeErrors > 0 {
             throw .framesNotWritten(count: recording.writeErrors, path: recordPath, cause: recording.lastError)
         }

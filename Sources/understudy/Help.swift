@@ -170,7 +170,7 @@ enum Help {
             .init(name: "--max-video", value: "N", text: "receive at most N webcams"),
             .init(
                 name: "--accept-invites", value: "trusted|yes|no|from:ID,ID",
-                text: "whose stage invites to follow (default trusted: stage members and allow_mod)"),
+                text: "whose stage invites to follow (default trusted: senders whose token has allow_mod)"),
             .init(name: "--record", value: "DIR", text: "record each participant (and a manifest) there"),
             .init(name: "--record-format", value: "webm|ogg+ivf", text: "container of the recordings (default webm)"),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),

@@ -107,6 +107,10 @@ func runWHEP(_ args: [String]) async {
     }
 }
 
+// A file size limit (RLIMIT_FSIZE) must not kill a recorder with SIGXFSZ: ignored, the write fails
+// with EFBIG, and the recorder reports it as it reports a full disk (issue 31 item 16).
+signal(SIGXFSZ, SIG_IGN)
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first else {
     print(usage)

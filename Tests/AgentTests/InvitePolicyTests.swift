@@ -9,8 +9,9 @@ import Testing
 @testable import Understudy
 
 /// Issue 10 item 9: anyone can publish a stage invite, so by default (`--accept-invites trusted`)
-/// the agent follows only invites from participants on stage or holding `allow_mod`, which the
-/// server reports with each PubSub message (`senderIsModerator`).
+/// the agent follows only invites from participants holding `allow_mod`, which the server reports
+/// with each PubSub message (`senderIsModerator`). Issue 31 item 9: being on stage is no longer
+/// trust, since an `allow_join` participant can put itself there with its own `changeMode`.
 @Suite("Agent stage-invite trust", .serialized)
 struct InvitePolicyTests {
     /// A room whose token lacks `allow_mod`.
@@ -26,7 +27,7 @@ struct InvitePolicyTests {
         return r
     }
 
-    @Test func theDefaultFollowsOnlyStageOrModeratorInvites() async throws {
+    @Test func theDefaultFollowsOnlyModeratorInvites() async throws {
         let server = try startRoomServer()
         defer { server.stop() }
         let room = "invite-trust"
@@ -51,24 +52,37 @@ struct InvitePolicyTests {
         try await mod.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent", message: "SEND_AND_RECV")
         try await waitUntil("invite followed", seconds: 15) { agent.room.localParticipant.mode == .SEND_AND_RECV }
 
-        // A participant on stage without allow_mod: followed (by a second agent, still in the audience).
+        // Issue 31 item 9: an `allow_join` participant that puts itself on stage with `changeMode`
+        // (the server allows it) and then invites: refused, as is one that joined on stage.
         let agent2 = try await startAgent(
             server, room: room, id: "agent2", token: sdkToken(server, room: room, participant: "agent2")
         ) { $0.consume = .none }
         try await waitUntil("second agent subscribed") { agent2.isListeningForInvites }
+        let climber = try await Self.plainParticipant(server, room: room, id: "climber", mode: .RECV_ONLY)
+        try await climber.changeMode(.SEND_AND_RECV)
+        try await waitUntil("agent sees the climber on stage") {
+            agent2.room.participants["climber"]?.mode == .SEND_AND_RECV
+        }
+        try await climber.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent2", message: "SEND_AND_RECV")
+        try await waitUntil("the self-promoted invite is refused") { agent2.refusedInviteCount == 1 }
         let onStage = try await Self.plainParticipant(server, room: room, id: "speaker", mode: .SEND_AND_RECV)
         try await waitUntil("agent sees the speaker on stage") {
             agent2.room.participants["speaker"]?.mode == .SEND_AND_RECV
         }
         try await onStage.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent2", message: "SEND_AND_RECV")
-        try await waitUntil("stage invite followed", seconds: 15) {
+        try await waitUntil("the stage member's invite is refused") { agent2.refusedInviteCount == 2 }
+        #expect(agent2.room.localParticipant.mode == .RECV_ONLY)
+        #expect(agent2.counters.refusedInvites == 2)
+        // The moderator's invite still works for the second agent.
+        try await mod.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent2", message: "SEND_AND_RECV")
+        try await waitUntil("the moderator's invite is followed", seconds: 15) {
             agent2.room.localParticipant.mode == .SEND_AND_RECV
         }
         #expect(agent.refusedInviteCount == 1)
-        #expect(agent2.refusedInviteCount == 0)
+        #expect(agent2.refusedInviteCount == 2)
         await agent.stop()
         await agent2.stop()
-        for r in [viewer, mod, onStage] { await r.leave() }
+        for r in [viewer, mod, climber, onStage] { await r.leave() }
     }
 
     @Test func yesFollowsEveryone() async throws {

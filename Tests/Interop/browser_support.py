@@ -1,5 +1,5 @@
 """Plumbing for the browser-page tests: `understudy serve` in development mode, the agent
-(`understudy join`) as a child process, and a Chromium tab on the room page.
+(`understudy join`) as a child process, and a Chromium or Firefox tab on the room page.
 
 Every wait has a deadline and every process is stopped in `finally` by its owner.
 """
@@ -7,7 +7,6 @@ Every wait has a deadline and every process is stopped in `finally` by its owner
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import re
 import subprocess
@@ -19,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
-from chromium import Chromium, Page
+from chromium import Chromium
 from harness import free_port, kill_process, understudy_bin
 
 # A fixed window for the screenshots; getDisplayMedia picks the screen without a picker.
@@ -151,20 +150,20 @@ class Agent(LogProcess):
 
 
 class RoomPage:
-    """One person in the room: a headless Chromium tab on the served page."""
+    """One person in the room: a headless Chromium or Firefox tab on the served page (both drivers
+    give a page `evaluate`, `navigate`, `capture_png` and `console`)."""
 
-    def __init__(self, browser: Chromium, page: Page, name: str):
+    def __init__(self, browser: Any, page: Any, name: str):
         self.browser = browser
         self.page = page
         self.name = name
 
     @classmethod
-    async def open(cls, browser: Chromium, server: DevServer, room: str, **query: str) -> "RoomPage":
+    async def open(cls, browser: Any, server: DevServer, room: str, **query: str) -> "RoomPage":
         url = f"{server.base}/room/{urllib.parse.quote(room)}?{urllib.parse.urlencode({'autoJoin': '1', **query})}"
         # /json/new would cut the URL at its first '&': open a blank tab, then navigate.
         page = await browser.open_page("about:blank")
-        await page.send("Page.enable")
-        await page.send("Page.navigate", {"url": url})
+        await page.navigate(url)
         self = cls(browser, page, query.get("name", "?"))
         await self.wait_until("page joined", lambda s: s["joined"], timeout=30)
         return self
@@ -200,6 +199,29 @@ class RoomPage:
             await asyncio.sleep(0.5)
         raise AssertionError(f"{self.name}: decoded only {stats} of {participant} within {timeout}s")
 
+    async def rendered_frames(self, participant: str) -> int:
+        """Frames the participant's tile video presented, counted with requestVideoFrameCallback (in
+        Firefox `getVideoPlaybackQuality().totalVideoFrames` stays 0 for a live stream). The
+        first call starts the count."""
+        return await self.page.evaluate(
+            "(() => { const v = document.querySelector("
+            f"{json.dumps(f'#stage-list .tile[data-participant-id={json.dumps(participant)}] video')});"
+            " if (!v) return 0;"
+            " if (v.understudyFrames === undefined) { v.understudyFrames = 0;"
+            "   const step = () => { v.understudyFrames += 1; v.requestVideoFrameCallback(step); };"
+            "   v.requestVideoFrameCallback(step); }"
+            " return v.understudyFrames; })()")
+
+    async def wait_rendered_frames(self, participant: str, frames: int, timeout: float = 40) -> int:
+        deadline = time.monotonic() + timeout
+        count = 0
+        while time.monotonic() < deadline:
+            count = await self.rendered_frames(participant)
+            if count >= frames:
+                return count
+            await asyncio.sleep(0.5)
+        raise AssertionError(f"{self.name}: presented only {count} frames of {participant} within {timeout}s")
+
     async def click(self, selector: str) -> None:
         """Clicks the button the way a person does (a DOM click on the visible button)."""
         found = await self.page.evaluate(
@@ -209,8 +231,7 @@ class RoomPage:
             raise AssertionError(f"{self.name}: no enabled button {selector}\n{await self.snapshot()}")
 
     async def screenshot(self, path: Path) -> int:
-        shot = await self.page.send("Page.captureScreenshot", {"format": "png"}, timeout=30)
-        data = base64.b64decode(shot["data"])
+        data = await self.page.capture_png()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         return len(data)

@@ -14,6 +14,7 @@ file:// is not reliably.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import os
@@ -119,6 +120,15 @@ class Page:
         """Calls a page function with JSON arguments: `await page.call("acceptOffer", sdp)`."""
         rendered = ", ".join(json.dumps(a) for a in args)
         return await self.evaluate(f"{function}({rendered})", timeout=timeout)
+
+    async def navigate(self, url: str) -> None:
+        """Loads `url` in this tab (the same call as firefox.Page.navigate)."""
+        await self.send("Page.enable")
+        await self.send("Page.navigate", {"url": url})
+
+    async def capture_png(self) -> bytes:
+        shot = await self.send("Page.captureScreenshot", {"format": "png"}, timeout=30)
+        return base64.b64decode(shot["data"])
 
     async def wait_loaded(self, timeout: float = 15) -> None:
         deadline = asyncio.get_running_loop().time() + timeout

@@ -8,8 +8,8 @@ Run it inside a fresh network namespace:
 1. Starts aiortc_endpoint.py; an aiortc client plays WHEP (receives and decodes the
    endpoint's VP8 + Opus) and WHIP (sends the same synthetic tracks, which the
    endpoint decodes), then DELETEs both sessions.
-2. Starts headless Chromium; the page makes a recvonly offer, POSTs it to the
-   endpoint's WHEP URL with fetch, and decodes the stream.
+2. Starts headless Chromium, then headless Firefox ESR (WebDriver BiDi); the page makes a recvonly
+   offer, POSTs it to the endpoint's WHEP URL with fetch, and decodes the stream.
 
 Exits 0 when frames flowed everywhere, and prints the numbers.
 """
@@ -29,6 +29,7 @@ from aiortc.mediastreams import MediaStreamError
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aiortc_endpoint import Counters, PatternVideoTrack, ToneAudioTrack, _preferred  # noqa: E402
 from chromium import Chromium  # noqa: E402
+from firefox import Firefox  # noqa: E402
 from harness import AiortcEndpoint  # noqa: E402
 from loopback import use_loopback_only  # noqa: E402
 
@@ -97,8 +98,8 @@ async def aiortc_whip(base: str) -> dict:
     return {"sent_video": sent.video_frames_sent, "sent_audio": sent.audio_frames_sent, "delete_status": status}
 
 
-async def chromium_whep(base: str) -> dict:
-    async with Chromium() as browser:
+async def browser_whep(base: str, browser_type=Chromium) -> dict:
+    async with browser_type() as browser:
         page = await browser.open_peer_page()
         location = await page.call("whep", f"{base}/whep", TOKEN)
         state = await page.call("waitConnected", 10000, timeout=15)
@@ -131,10 +132,11 @@ async def main() -> int:
             if whip_session["video_frames_decoded"] < 60 or whip_session["audio_frames_decoded"] < 100 or not whip_session["deleted"]:
                 failures.append("aiortc WHIP")
 
-            chrome = await asyncio.wait_for(chromium_whep(endpoint.base_url), 60)
-            print(f"Chromium WHEP page: {chrome}")
-            if chrome["framesDecoded"] <= 0 or chrome["audioPacketsReceived"] <= 0 or (chrome["videoCodec"] or "").lower() != "video/vp8":
-                failures.append("Chromium WHEP")
+            for name, browser_type in (("Chromium", Chromium), ("Firefox", Firefox)):
+                page = await asyncio.wait_for(browser_whep(endpoint.base_url, browser_type), 90)
+                print(f"{name} WHEP page: {page}")
+                if page["framesDecoded"] <= 0 or page["audioPacketsReceived"] <= 0 or (page["videoCodec"] or "").lower() != "video/vp8":
+                    failures.append(f"{name} WHEP")
 
             unauthorized = await check_unauthorized(endpoint.base_url)
             print(f"POST without token -> {unauthorized}")

@@ -77,10 +77,13 @@ async def _scenario(port: int) -> dict:
         await asyncio.sleep(5)
         during = {k: subscriber.frames[k] - start[k] for k in start}
         forwarded = await asyncio.to_thread(_metric, port, "understudy_rtp_packets_forwarded_total")
+        # aiortc estimates on the receive side and sends REMB (it has no transport-cc): the
+        # subscribe connection's send-side estimate takes it (issue 33).
+        remb = await asyncio.to_thread(_metric, port, "understudy_sfu_remb_received_total")
         return {
             "refused": refused, "before_consume": before_consume, "during": during,
             "answered": list(subscriber.answered), "errors": list(subscriber.errors),
-            "sent": dict(sent.__dict__), "forwarded": forwarded,
+            "sent": dict(sent.__dict__), "forwarded": forwarded, "remb": remb,
             "pub_state": pub_pc.connectionState, "sub_state": subscriber.pc.connectionState,
         }
     finally:
@@ -105,6 +108,7 @@ def test_aiortc_publisher_to_aiortc_subscriber_through_room_sfu(understudy):
         assert result["during"]["video"] >= 60, result
         assert result["during"]["audio"] >= 100, result
         assert result["forwarded"] > 100, result
+        assert result["remb"] > 0, f"no REMB from the aiortc subscriber reached the SFU: {result}"
     finally:
         kill_process(server)
         if server.stdout:
@@ -141,9 +145,14 @@ async def _chromium_scenario(port: int) -> dict:
                 connected = await page.call("waitConnected", 15000, timeout=20)
                 await asyncio.sleep(5)
                 stats = await page.call("stats")
+                # Chromium's transport-cc feedback on what the SFU forwards feeds the subscribe
+                # connection's send-side estimate (issue 33).
+                feedback = await asyncio.to_thread(_metric, port, "understudy_sfu_transport_feedback_received_total")
+                estimates = await asyncio.to_thread(_metric, port, "understudy_sfu_subscriber_estimates")
             finally:
                 answering.cancel()
-            return {"connected": connected, "answered": answered, "errors": errors, "stats": stats}
+            return {"connected": connected, "answered": answered, "errors": errors, "stats": stats,
+                    "feedback": feedback, "estimates": estimates}
     finally:
         if pub_pc:
             await pub_pc.close()
@@ -163,5 +172,6 @@ def test_aiortc_publisher_to_chromium_subscriber_with_auto_consume(understudy):
         assert (stats["videoCodec"] or "").lower() == "video/vp8", stats
         assert stats["framesDecoded"] >= 60, stats
         assert stats["audioPacketsReceived"] > 100, stats
+        assert result["feedback"] > 0 and result["estimates"] >= 1, result
     finally:
         kill_process(server)

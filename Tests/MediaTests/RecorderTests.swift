@@ -31,6 +31,33 @@ struct RecorderTests {
         #expect(seconds > 2.9 && seconds < 3.2, "duration \(seconds)")
     }
 
+    /// Two frames of one track that map to one millisecond (a sender-report step, a burst after a
+    /// stall) are written at strictly increasing times: ffmpeg rejects a repeated DTS.
+    @Test func webmBlockTimesStrictlyIncreasePerTrack() throws {
+        let path = temporaryPath("repeat.webm")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let writer = try WebMWriter(path: path)
+        for i in 0..<60 {
+            // Every fifth video frame repeats the previous frame's time, every seventh goes back 2 ms.
+            let base = Int64(i) * 33_333_333
+            let pts = i % 5 == 4 ? base - 33_333_333 : i % 7 == 6 ? base - 35_333_333 : base
+            if let f = testMedia.videoFrame(at: i, layer: 2) { try writer.write(f, pts: pts) }
+        }
+        for a in 0..<100 { if let f = testMedia.audioFrame(at: a) { try writer.write(f, pts: Int64(a) * 20_000_000) } }
+        try writer.close()
+        #expect(try probeFrameCounts(path) == ["vp8": 60, "opus": 100])
+        let decodeErrors = try ffmpegDecodeErrors(path)
+        #expect(decodeErrors == "", "\(decodeErrors)")
+        for stream in ["v:0"] {
+            let times = try runTool(
+                "/usr/bin/ffprobe",
+                ["-v", "error", "-select_streams", stream, "-show_entries", "packet=pts", "-of", "csv=p=0", path]
+            ).out.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+            #expect(times.count > 50)
+            #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 }, "\(stream): \(times)")
+        }
+    }
+
     @Test func webmAudioOnlyAndVideoOnlyPlay() throws {
         let audioPath = temporaryPath("audio.webm")
         defer { try? FileManager.default.removeItem(atPath: audioPath) }

@@ -1,7 +1,8 @@
 import Foundation
 import RoomServer
-import Signaling
 import Testing
+
+@testable import Signaling
 
 @Suite("RoomServer tokens, bad messages and abuse")
 struct AuthAndAbuseTests {
@@ -27,6 +28,11 @@ struct AuthAndAbuseTests {
         #expect(try await refusal(server, expired).0.code == 4002)
         #expect(try await refusal(server, token(server, secret: "wrong-secret")).0.code == 4002)
         #expect(try await refusal(server, "not.a.jwt").0.code == 4002)
+        // Issue 32 item 7: correctly signed, but without the `version` claim the room API requires.
+        let unversioned = try await refusal(server, unversionedToken(server))
+        #expect(unversioned.0.code == 4002)
+        #expect(unversioned.0.message.contains("version"))
+        #expect(unversioned.1 == 4002)
         let otherRoom = try await refusal(server, token(server, room: "elsewhere"))
         #expect(otherRoom.0.code == 4022)
         #expect(otherRoom.0.name == "UNAUTHORIZED_MEETING_ID")
@@ -40,6 +46,15 @@ struct AuthAndAbuseTests {
         let client = try await TestClient.connect(server, token: token(server, room: "r1", participant: "from-token"))
         let joined = try await client.request("join", ["roomId": "r1"]).get()
         #expect(joined["participant"]?["participantId"] == "from-token")
+    }
+
+    /// A token signed with the server's secret whose claims lack `version`.
+    private func unversionedToken(_ server: RoomServer) -> String {
+        let claims = #"{"apikey":"k","permissions":["allow_join"],"exp":\#(Int(Date().timeIntervalSince1970) + 600)}"#
+        let input =
+            Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
+        return input + "."
+            + Base64URL.encode(HMACSHA256.mac(key: Array(server.secret.utf8), message: Array(input.utf8)))
     }
 
     @Test func badMessagesGetErrorsAndTheConnectionStaysUp() async throws {

@@ -229,6 +229,76 @@ struct WHIPEndpointTests {
             performing: { try TrickleICEFragment.parse(String(repeating: "a=x\n", count: 1001)) })
     }
 
+    /// Issue 31 item 7: one room token opened every WHIP/WHEP session of the server. A token now
+    /// has its share (429, 4009), a room its share (503, 4009), beside the server's cap; another
+    /// token and another room still get sessions, and a DELETE gives the share back.
+    @Test func oneTokenOrOneRoomCannotTakeEverySession() async throws {
+        let server = try Self.mediaServer {
+            $0.maxHTTPSessions = 8
+            $0.maxHTTPSessionsPerRoom = 5
+            $0.maxHTTPSessionsPerToken = 3
+        }
+        defer { server.stop() }
+        let (pc, sdp) = try await Self.offer()
+        defer { pc.close() }
+        // Unbound tokens (the server makes up an id per session); distinct lifetimes, distinct tokens.
+        let first = token(server, room: "r1", lifetime: 3600)
+        let second = token(server, room: "r1", lifetime: 3601)
+        let elsewhere = token(server, room: "r2", lifetime: 3602)
+        #expect(first != second)
+
+        var locations: [String] = []
+        for _ in 0..<3 {
+            let created = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: first)
+            #expect(created.status == 201, "\(created.text)")
+            locations.append(try #require(created.headers["Location"]))
+        }
+        let overToken = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: first)
+        #expect(overToken.status == 429 && Self.errorCode(overToken) == 4009, "\(overToken.text)")
+        #expect(overToken.text.contains("maxHTTPSessionsPerToken"))
+        // The same token with a spacing the header allows is the same grant.
+        let respelled = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: first + " ")
+        #expect(respelled.status == 429, "\(respelled.text)")
+
+        for _ in 0..<2 {
+            let created = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: second)
+            #expect(created.status == 201, "\(created.text)")
+        }
+        let overRoom = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: second)
+        #expect(overRoom.status == 503 && Self.errorCode(overRoom) == 4009, "\(overRoom.text)")
+        #expect(overRoom.text.contains("maxHTTPSessionsPerRoom"))
+        #expect(server.httpSessions.count(room: "r1") == 5)
+
+        // Another room is not starved by r1.
+        let other = try await Self.post(server, "/whip/r2", sdp: sdp, bearer: elsewhere)
+        #expect(other.status == 201, "\(other.text)")
+
+        // A DELETE gives the token's and the room's share back.
+        let deleted = try await Self.post(server, locations[0], sdp: "", bearer: nil, method: "DELETE")
+        #expect(deleted.status == 200)
+        let again = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: first)
+        #expect(again.status == 201, "\(again.text)")
+        #expect(server.httpSessions.count == 6)
+
+        // The server-wide cap still holds: 8 sessions, then 503 naming maxHTTPSessions.
+        let third = token(server, room: "r3", lifetime: 3603)
+        for _ in 0..<2 { #expect(try await Self.post(server, "/whip/r3", sdp: sdp, bearer: third).status == 201) }
+        let overServer = try await Self.post(server, "/whip/r3", sdp: sdp, bearer: third)
+        #expect(overServer.status == 503 && Self.errorCode(overServer) == 4009, "\(overServer.text)")
+        #expect(overServer.text.contains("maxHTTPSessions"))
+    }
+
+    @Test func sessionSharesAreConfigurable() throws {
+        let defaults = RoomServerConfiguration()
+        #expect(defaults.maxHTTPSessionsPerRoom == 250 && defaults.maxHTTPSessionsPerToken == 20)
+        let read = try JSONDecoder().decode(
+            RoomServerConfiguration.self, from: Data(#"{"maxHTTPSessionsPerRoom":7,"maxHTTPSessionsPerToken":2}"#.utf8))
+        #expect(read.maxHTTPSessionsPerRoom == 7 && read.maxHTTPSessionsPerToken == 2)
+        var bad = defaults
+        bad.maxHTTPSessionsPerToken = -1
+        #expect(bad.validationProblem() != nil)
+    }
+
     @Test func errorCodesMapToHTTPStatuses() {
         #expect(whipStatus(RoomError(4002, "")) == 401)
         #expect(whipStatus(RoomError(4022, "")) == 403)

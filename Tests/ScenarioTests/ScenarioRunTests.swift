@@ -176,6 +176,45 @@ func junitCases(_ xml: String) throws -> (root: XMLElement, cases: [XMLElement])
         #expect(result.cases.map(\.status) == [.passed, .passed, .passed, .passed, .passed, .passed, .failed, .passed])
     }
 
+    /// Issue 31 item 2 in the scenario bots: peers `cam.a` and `cam_a` both became `cam_a.webm`,
+    /// and the later one truncated the earlier one's recording. Now they get distinct files.
+    @Test func lookAlikePeersGetDistinctRecordings() async throws {
+        let dir = NSTemporaryDirectory() + "scenario-names-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let text = """
+            {
+              "name": "names",
+              "bots": [
+                {"id": "cam.a"},
+                {"id": "cam_a"},
+                {"id": "rec", "mode": "RECV_ONLY", "consume": "all", "record": true}
+              ],
+              "steps": [
+                {"action": "join", "bot": "cam.a"},
+                {"action": "join", "bot": "cam_a"},
+                {"action": "join", "bot": "rec"},
+                {"expect": "frames", "bot": "rec", "participant": "cam.a", "kind": "video", "atLeast": 30, "timeout": 30},
+                {"expect": "frames", "bot": "rec", "participant": "cam_a", "kind": "video", "atLeast": 30, "timeout": 30}
+              ]
+            }
+            """
+        let path = dir + "/names.json"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let server = try startServer()
+        defer { server.stop() }
+        let result = await run(try Scenario.load(path: path), on: server)
+        #expect(result.passed)
+        let files = try #require(result.recordings["rec"])
+        let dotted = try #require(files["cam.a"])
+        let underscored = try #require(files["cam_a"])
+        #expect(dotted != underscored)
+        for file in [dotted, underscored] {
+            let reader = try WebMReader(path: file)
+            #expect(reader.frames.filter { $0.kind == .video }.count >= 30, "\(file)")
+        }
+    }
+
     @Test func fileSourcesArePublished() async throws {
         let dir = NSTemporaryDirectory() + "scenario-files-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)

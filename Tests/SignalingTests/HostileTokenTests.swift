@@ -40,6 +40,28 @@ struct HostileTokenTests {
         }
     }
 
+    /// Issue 32 item 7: `version` is one of the claims the room API requires. A token without it
+    /// (or with `null`) is refused with 4002, as one with another version is; with `2` it is read.
+    @Test func aTokenWithoutItsVersionIsRefused() throws {
+        let base = #""apikey":"k","permissions":["allow_join"],"exp":4102444800"#
+        for claims in [
+            #"{\#(base)}"#, #"{\#(base),"version":null}"#, #"{\#(base),"version":1}"#, #"{\#(base),"version":"2"}"#,
+        ] {
+            #expect(throws: TokenError.self, "\(claims)") {
+                try RoomToken.verify(signed(claims), secret: secret, now: now)
+            }
+            do {
+                _ = try RoomToken.verify(signed(claims), secret: secret, now: now)
+            } catch {
+                #expect(error.code == 4002, "\(claims)")
+            }
+        }
+        #expect(throws: TokenError.invalid("missing version")) {
+            try RoomToken.verify(signed(#"{\#(base)}"#), secret: secret, now: now)
+        }
+        #expect(try RoomToken.verify(signed(#"{\#(base),"version":2}"#), secret: secret, now: now).version == 2)
+    }
+
     @Test func oddButValidNumbersReadSanely() throws {
         let token = try RoomToken.verify(
             signed(#"{"apikey":"k","permissions":["allow_join"],"exp":4102444800.9,"iat":1e300,"version":2.0}"#),

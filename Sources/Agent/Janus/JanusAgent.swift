@@ -426,6 +426,12 @@ public final class JanusAgent: @unchecked Sendable {
         do {
             path = try AgentManifest.createRecordingFile(in: dir, for: name, ext: ext)
             let rec = try Recording(path: path)
+            // A write error (a full disk) is reported when it happens, in the log and the manifest.
+            let display = feed.display
+            rec.observeDisk(
+                DiskEvents(failed: { [weak self] error, inFile in
+                    self?.recordingFailed(display: display, path: path, error: error, inFile: inFile)
+                }))
             feed.recordings[key] = rec
             rec.write(frame, arrival: arrival)
         } catch {
@@ -448,6 +454,26 @@ public final class JanusAgent: @unchecked Sendable {
             do { try rec.close() } catch { log("cannot close \(rec.path): \(error)") }
         }
         feed.recordings.removeAll()
+    }
+
+    /// A recording's file failed (disk writer thread): logged now, put in the manifest from another
+    /// queue, so that the disk thread never waits for a lock held by a caller of `close()`.
+    private func recordingFailed(display: String, path: String, error: MediaError, inFile: RecordedFrames) {
+        log(
+            "recording of \(display) failed: \(error); \(path) holds \(inFile.video) video, \(inFile.audio) audio frames and gets no more"
+        )
+        DispatchQueue.global().async { [weak self] in
+            guard let self else { return }
+            lock.withLock {
+                if let index = files.firstIndex(where: { ($0["path"] as? String) == path }) {
+                    files[index]["error"] = error.description
+                    files[index]["failedAt"] = AgentManifest.timestamp()
+                    files[index]["videoFrames"] = inFile.video
+                    files[index]["audioFrames"] = inFile.audio
+                }
+            }
+            writeManifest()
+        }
     }
 
     // MARK: Manifest

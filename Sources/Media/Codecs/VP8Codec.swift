@@ -24,6 +24,10 @@ public final class VP8Encoder: @unchecked Sendable {
     private let deadline: UInt
     private var frameIndex: Int64 = 0
     private var keyframeRequested = false
+    /// The configuration the encoder runs with (kept to change the rate with `vpx_codec_enc_config_set`).
+    private var config = vpx_codec_enc_cfg_t()
+    /// The target bitrate the encoder runs at, bits per second.
+    public private(set) var targetBitrate: Int
 
     /// Creates an encoder.
     /// - Parameters:
@@ -45,6 +49,7 @@ public final class VP8Encoder: @unchecked Sendable {
         self.width = width
         self.height = height
         self.fps = fps
+        targetBitrate = bitrate
         deadline = realtime ? ua_vpx_dl_realtime : ua_vpx_dl_good_quality
         var cfg = vpx_codec_enc_cfg_t()
         try vpxCheck(ua_vpx_enc_config_default_vp8(&cfg), "vpx_codec_enc_config_default", nil)
@@ -67,6 +72,7 @@ public final class VP8Encoder: @unchecked Sendable {
         cfg.rc_buf_optimal_sz = 600
         cfg.rc_buf_sz = 1000
 
+        config = cfg
         ctx = .allocate(capacity: 1)
         ctx.initialize(to: vpx_codec_ctx_t())
         do {
@@ -91,6 +97,16 @@ public final class VP8Encoder: @unchecked Sendable {
         vpx_img_free(image)
         vpx_codec_destroy(ctx)
         ctx.deallocate()
+    }
+
+    /// Changes the rate-control target (`rc_target_bitrate` through `vpx_codec_enc_config_set`) for
+    /// the frames encoded from now on: the way a live encoder follows a bandwidth estimate (see
+    /// ``EncoderRateThrottle`` for when to call it).
+    public func setTargetBitrate(_ bitrate: Int) throws {
+        guard bitrate > 0 else { throw MediaError.invalidArgument("VP8 bitrate \(bitrate)") }
+        config.rc_target_bitrate = UInt32(max(1, bitrate / 1000))
+        try vpxCheck(vpx_codec_enc_config_set(ctx, &config), "vpx_codec_enc_config_set", ctx)
+        targetBitrate = bitrate
     }
 
     /// Makes the next encoded frame a keyframe (e.g. after a PLI).

@@ -1,4 +1,5 @@
 import Foundation
+public import RTCWire
 import Synchronization
 
 #if canImport(Glibc)
@@ -26,7 +27,8 @@ public final class DiskWriter: @unchecked Sendable {
     public static let inline = DiskWriter()
 
     enum Operation {
-        case append(FileTarget, [UInt8])
+        /// Bytes to append, and the frames whose every byte they complete (counted once written).
+        case append(FileTarget, [UInt8], RecordedFrames)
         case patch(FileTarget, Int64, [UInt8])
         case close(FileTarget, DispatchSemaphore?)
         /// Signals once everything queued before it is done.
@@ -42,11 +44,15 @@ public final class DiskWriter: @unchecked Sendable {
     private var freeBuffers: [[UInt8]] = []
     /// Time the writer waits before each write, in nanoseconds: a deliberately slow disk for tests.
     private let delayPerWrite: UInt64
+    /// A file size past which writes fail as with RLIMIT_FSIZE (EFBIG): a full disk for tests.
+    private let fileSizeLimit: Int64?
 
-    /// Starts a writer thread. `delayPerWrite` (nanoseconds) makes every write that much slower; it
-    /// exists to test what a slow disk does, and is zero otherwise.
-    public init(name: String, delayPerWrite: UInt64 = 0) {
+    /// Starts a writer thread. `delayPerWrite` (nanoseconds) makes every write that much slower, and
+    /// `fileSizeLimit` makes writes past that many bytes of a file fail (EFBIG, as a file size limit
+    /// does); both exist to test what a slow or full disk does, and are off otherwise.
+    public init(name: String, delayPerWrite: UInt64 = 0, fileSizeLimit: Int64? = nil) {
         self.delayPerWrite = delayPerWrite
+        self.fileSizeLimit = fileSizeLimit
         threaded = true
         operations.reserveCapacity(256)
         let thread = Thread { [self] in run() }
@@ -56,6 +62,7 @@ public final class DiskWriter: @unchecked Sendable {
 
     private init() {
         delayPerWrite = 0
+        fileSizeLimit = nil
         threaded = false
     }
 
@@ -99,8 +106,8 @@ public final class DiskWriter: @unchecked Sendable {
     private func perform(_ operation: Operation) {
         if delayPerWrite > 0, case .append = operation { usleep(UInt32(min(delayPerWrite / 1000, UInt64(UInt32.max)))) }
         switch operation {
-        case .append(let target, var bytes):
-            target.append(bytes)
+        case .append(let target, var bytes, let frames):
+            target.append(bytes, frames: frames, sizeLimit: fileSizeLimit)
             bytes.removeAll(keepingCapacity: true)
             let buffer = bytes
             condition.withLock { if freeBuffers.count < 64 { freeBuffers.append(buffer) } }
@@ -115,15 +122,84 @@ public final class DiskWriter: @unchecked Sendable {
     }
 }
 
+/// Frames counted by a recorder: how many of each kind, keyframes, and their payload bytes.
+public struct RecordedFrames: Sendable, Equatable {
+    /// Video frames.
+    public var video = 0
+    /// Audio frames.
+    public var audio = 0
+    /// Video keyframes (also counted in ``video``).
+    public var keyframes = 0
+    /// Payload bytes of the video frames.
+    public var videoBytes = 0
+    /// Payload bytes of the audio frames.
+    public var audioBytes = 0
+
+    /// No frames.
+    public init() {}
+
+    /// Every frame, both kinds.
+    public var total: Int { video + audio }
+    var isEmpty: Bool { video == 0 && audio == 0 }
+
+    /// Counts one frame.
+    public mutating func add(_ frame: EncodedFrame) {
+        if frame.codec.kind == .video {
+            video += 1
+            videoBytes += frame.data.count
+            if frame.isKeyframe { keyframes += 1 }
+        } else {
+            audio += 1
+            audioBytes += frame.data.count
+        }
+    }
+
+    /// Adds the counts of `rhs` to `lhs`.
+    public static func += (lhs: inout RecordedFrames, rhs: RecordedFrames) {
+        lhs.video += rhs.video
+        lhs.audio += rhs.audio
+        lhs.keyframes += rhs.keyframes
+        lhs.videoBytes += rhs.videoBytes
+        lhs.audioBytes += rhs.audioBytes
+    }
+}
+
+/// Who hears, on the disk writer thread, what happened to a file: frames that reached it, and the
+/// first write error, at once (not at close). The callbacks run on that thread: they must not wait
+/// for anything that may itself wait for the disk (a lock held around `Recording.close()`), so hand
+/// such work to another queue.
+public struct DiskEvents: Sendable {
+    /// Frames whose bytes were all written to the file.
+    public var written: (@Sendable (RecordedFrames) -> Void)?
+    /// The first write error, with the frames the file holds at that moment (it is cut back to the
+    /// last whole chunk, so no frame in it is partial). Nothing is written to the file afterwards.
+    public var failed: (@Sendable (MediaError, RecordedFrames) -> Void)?
+
+    /// Listeners for either event (or both).
+    public init(
+        written: (@Sendable (RecordedFrames) -> Void)? = nil,
+        failed: (@Sendable (MediaError, RecordedFrames) -> Void)? = nil
+    ) {
+        self.written = written
+        self.failed = failed
+    }
+}
+
 /// One open file as the writer thread sees it: its descriptor, the bytes done and the first error.
 final class FileTarget: @unchecked Sendable {
     let path: String
     /// Touched by the writer thread only (and by `init`).
     private var fd: Int32
-    /// Bytes the writer thread has appended to the file.
+    /// Bytes the writer thread has taken from the queue (written, or given up after an error).
     let completedBytes = Atomic<Int>(0)
-    private let errorLock = NSLock()
+    /// Whether a write failed (read per frame by the recorder, without a lock).
+    let failed = Atomic<Bool>(false)
+    /// Length of the file: the end of the last chunk written whole (writer thread only).
+    private var fileLength: Int64 = 0
+    private let stateLock = NSLock()
     private var firstError: MediaError?
+    private var writtenFrames = RecordedFrames()
+    private var events = DiskEvents()
 
     init(path: String) throws {
         self.path = path
@@ -132,29 +208,65 @@ final class FileTarget: @unchecked Sendable {
     }
 
     /// The first write error, if any.
-    var error: MediaError? { errorLock.withLock { firstError } }
+    var error: MediaError? { stateLock.withLock { firstError } }
+    /// Frames whose bytes are all in the file.
+    var written: RecordedFrames { stateLock.withLock { writtenFrames } }
 
-    private func fail(_ e: MediaError) { errorLock.withLock { if firstError == nil { firstError = e } } }
+    /// Sets who hears of written frames and of the first error (see ``DiskEvents``).
+    func observe(_ events: DiskEvents) { stateLock.withLock { self.events = events } }
 
-    func append(_ bytes: [UInt8]) {
+    private func fail(_ e: MediaError) {
+        let (report, frames) = stateLock.withLock {
+            () -> ((@Sendable (MediaError, RecordedFrames) -> Void)?, RecordedFrames) in
+            guard firstError == nil else { return (nil, writtenFrames) }
+            firstError = e
+            return (events.failed, writtenFrames)
+        }
+        failed.store(true, ordering: .releasing)
+        report?(e, frames)
+    }
+
+    /// Appends `bytes`, which complete `frames`. A write that fails (a full disk, a file size limit)
+    /// cuts the file back to the end of the last whole chunk, so the file never holds a partial
+    /// frame, and the frames of this chunk are not counted.
+    func append(_ bytes: [UInt8], frames: RecordedFrames, sizeLimit: Int64? = nil) {
         defer { completedBytes.add(bytes.count, ordering: .releasing) }
-        guard fd >= 0, error == nil else { return }
+        guard fd >= 0, !failed.load(ordering: .acquiring) else { return }
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            var length = bytes.count - done
+            if let sizeLimit {
+                // The test seam: behave as write(2) under RLIMIT_FSIZE (part, then EFBIG).
+                let room = Int(max(0, sizeLimit - fileLength - Int64(done)))
+                guard room > 0 else { return failWrite(EFBIG) }
+                length = min(length, room)
+            }
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, length) }
             if n < 0 {
                 if errno == EINTR { continue }
-                fail(.writeFailed(path: path, errno: errno))
-                return
+                return failWrite(errno)
             }
             done += n
         }
+        fileLength += Int64(bytes.count)
+        guard !frames.isEmpty else { return }
+        let report = stateLock.withLock { () -> (@Sendable (RecordedFrames) -> Void)? in
+            writtenFrames += frames
+            return events.written
+        }
+        report?(frames)
+    }
+
+    /// A write failed with `code`: drop the part of the chunk that got in, then report.
+    private func failWrite(_ code: Int32) {
+        if ftruncate(fd, off_t(fileLength)) == 0 { _ = lseek(fd, off_t(fileLength), SEEK_SET) }
+        fail(.writeFailed(path: path, errno: code))
     }
 
     func patch(at offset: Int64, _ bytes: [UInt8]) {
-        guard fd >= 0, error == nil else { return }
+        guard fd >= 0, !failed.load(ordering: .acquiring) else { return }
         let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-        if n != bytes.count { fail(.writeFailed(path: path, errno: errno)) }
+        if n != bytes.count { fail(.writeFailed(path: path, errno: n < 0 ? errno : EIO)) }
     }
 
     func close() {

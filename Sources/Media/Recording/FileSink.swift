@@ -13,6 +13,9 @@ final class FileSink {
     private var closed = false
     /// Pending bytes not yet handed over. Writers append here directly to avoid temporary arrays.
     var buffer: [UInt8] = []
+    /// Frames whose last byte is in ``buffer``: counted as recorded once the writer thread has
+    /// written the whole chunk (writers add to it when they append a frame's last byte).
+    var pendingFrames = RecordedFrames()
     /// Bytes handed to the writer thread (done or queued).
     private(set) var flushedLength: Int64 = 0
 
@@ -21,6 +24,15 @@ final class FileSink {
 
     /// Bytes handed over that the writer thread has not written yet.
     var backlogBytes: Int { Int(flushedLength) - target.completedBytes.load(ordering: .acquiring) }
+
+    /// Frames whose bytes are all in the file (written by the writer thread).
+    var writtenFrames: RecordedFrames { target.written }
+    /// The first write error of the writer thread, as soon as it happened.
+    var writeError: MediaError? { target.error }
+    /// Whether a write failed (cheap: no lock).
+    var hasFailed: Bool { target.failed.load(ordering: .acquiring) }
+    /// Sets who hears of written frames and of the first write error, on the writer thread.
+    func observe(_ events: DiskEvents) { target.observe(events) }
 
     init(path: String, writer: DiskWriter = .shared) throws {
         self.path = path
@@ -42,8 +54,10 @@ final class FileSink {
         guard !buffer.isEmpty else { return }
         flushedLength += Int64(buffer.count)
         let chunk = buffer
+        let frames = pendingFrames
+        pendingFrames = RecordedFrames()
         buffer = writer.recycledBuffer()
-        writer.enqueue(.append(target, chunk))
+        writer.enqueue(.append(target, chunk, frames))
     }
 
     /// Overwrites bytes already written at `at` (after everything appended before this call).

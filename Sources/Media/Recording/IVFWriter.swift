@@ -23,6 +23,8 @@ public final class IVFWriter: @unchecked Sendable {
 
     /// Bytes handed to the disk writer thread and not yet written (see ``DiskWriter``).
     public var backlogBytes: Int { sink.backlogBytes }
+    /// The file (for the recorder's count of what reached it).
+    var fileSink: FileSink { sink }
 
     /// Creates (truncates) `path`. Throws ``MediaError/cannotOpen(path:errno:)`` if it cannot.
     public init(path: String, width: Int? = nil, height: Int? = nil, writer: DiskWriter = .shared) throws {
@@ -59,6 +61,7 @@ public final class IVFWriter: @unchecked Sendable {
         sink.buffer.appendLE32(UInt32(frame.data.count))
         sink.buffer.appendLE64(UInt64(ticks))
         sink.buffer.append(contentsOf: frame.data)
+        sink.pendingFrames.add(frame)
         try sink.flush()
         framesWritten += 1
     }

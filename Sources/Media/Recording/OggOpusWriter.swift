@@ -30,6 +30,10 @@ public final class OggOpusWriter: @unchecked Sendable {
 
     /// Bytes handed to the disk writer thread and not yet written (see ``DiskWriter``).
     public var backlogBytes: Int { sink.backlogBytes }
+    /// The file (for the recorder's count of what reached it).
+    var fileSink: FileSink { sink }
+    /// Packets received (not gap fillers) in the page being built: handed to the file with it.
+    private var pageFrames = RecordedFrames()
 
     /// Creates (truncates) `path` and writes the OpusHead and OpusTags pages.
     public init(
@@ -95,6 +99,7 @@ public final class OggOpusWriter: @unchecked Sendable {
             }
         }
         try addPacket(frame.data, samples: samples)
+        pageFrames.add(frame)
         packetsWritten += 1
     }
 
@@ -128,6 +133,8 @@ public final class OggOpusWriter: @unchecked Sendable {
         sink.buffer.append(UInt8(lacing.count))
         sink.buffer.append(contentsOf: lacing)
         sink.buffer.append(contentsOf: body)
+        sink.pendingFrames += pageFrames
+        pageFrames = RecordedFrames()
         let crc = OggCRC.update(0, sink.buffer[start...])
         sink.buffer[start + 22] = UInt8(crc & 0xFF)
         sink.buffer[start + 23] = UInt8((crc >> 8) & 0xFF)

@@ -25,12 +25,28 @@ public final class Recording: @unchecked Sendable {
     var ivf: IVFWriter?
     var sessionStart: UInt64?
     var anchors: [MediaKind: (arrival: UInt64, timestamp: UInt32, clock: UInt32, lastPTS: Int64)] = [:]
-    /// Video frames written.
-    public private(set) var videoFrames = 0
-    /// Audio frames written.
-    public private(set) var audioFrames = 0
-    /// Video keyframes written.
-    public private(set) var keyframes = 0
+    /// Video frames in the file: written whole by the disk writer (see ``writtenFrames``).
+    public var videoFrames: Int { writtenFrames.video }
+    /// Audio frames in the file: written whole by the disk writer.
+    public var audioFrames: Int { writtenFrames.audio }
+    /// Video keyframes in the file.
+    public var keyframes: Int { writtenFrames.keyframes }
+    /// What reached the file: frames whose every byte the disk writer wrote. Frames still buffered
+    /// (an open WebM cluster, an Ogg page, the writer's queue) are not counted yet; ``close()``
+    /// writes them. After a write error this stays at what the file holds (issue 31 item 16).
+    public var writtenFrames: RecordedFrames { fileSink?.writtenFrames ?? RecordedFrames() }
+    /// The first write error (a full disk, a file size limit), as soon as the disk writer met it;
+    /// from then on nothing more is written to the file. ``observeDisk(_:)`` hears of it at once.
+    public var diskError: MediaError? { fileSink?.writeError }
+    /// Frames this recording took that are not in the file: lost to ``diskError`` (those in the
+    /// failed chunk and every frame after it), or still buffered before ``close()``.
+    public var framesNotWritten: Int { accepted.total + refusedAfterDiskError - writtenFrames.total }
+    /// Frames handed to the container writer.
+    private var accepted = RecordedFrames()
+    /// Frames refused because the file had already failed.
+    private var refusedAfterDiskError = 0
+    /// The file the container writer fills.
+    private var fileSink: FileSink?
     /// Frames the container writer refused (see ``lastError``).
     public private(set) var writeErrors = 0
     /// Frames not written because the disk was behind (see ``backlogLimit``), including the video
@@ -77,7 +93,12 @@ public final class Recording: @unchecked Sendable {
         } catch {
             throw .cannotCreate(path: path, cause: error)
         }
+        fileSink = webm?.fileSink ?? ogg?.fileSink ?? ivf?.fileSink
     }
+
+    /// Sets who hears, on the disk writer thread, of frames that reached the file and of the first
+    /// write error (at once, not at close). Set it before the first ``write(_:arrival:)``.
+    public func observeDisk(_ events: DiskEvents) { fileSink?.observe(events) }
 
     /// Whether this container stores frames of `kind`.
     public func accepts(_ kind: MediaKind) -> Bool {
@@ -95,6 +116,11 @@ public final class Recording: @unchecked Sendable {
     /// Writes one received frame; `arrival` is the loop's monotonic time in nanoseconds.
     public func write(_ frame: EncodedFrame, arrival: UInt64) {
         guard !closed, accepts(frame.codec.kind) else { return }
+        if fileSink?.hasFailed == true {
+            // The file failed (see diskError): nothing more goes to it, and nothing counts as recorded.
+            refusedAfterDiskError += 1
+            return
+        }
         let kind = frame.codec.kind
         if backlogBytes > backlogLimit {
             droppedFrames += 1
@@ -136,12 +162,7 @@ public final class Recording: @unchecked Sendable {
             if let webm { try webm.write(frame, pts: pts) }
             if let ogg { try ogg.write(frame, pts: pts) }
             if let ivf { try ivf.write(frame, pts: pts) }
-            if kind == .video {
-                videoFrames += 1
-                if frame.isKeyframe { keyframes += 1 }
-            } else {
-                audioFrames += 1
-            }
+            accepted.add(frame)
         } catch {
             writeErrors += 1
             lastError = error
@@ -161,6 +182,8 @@ public final class Recording: @unchecked Sendable {
             try ogg?.close()
             try ivf?.close()
         } catch {
+            // The writer stopped at the error: the file is still closed (its descriptor released).
+            try? fileSink?.close()
             throw .cannotFinish(path: path, cause: error)
         }
     }

@@ -72,7 +72,7 @@ public final class WebMWriter: @unchecked Sendable {
     private var videoSize: (width: Int, height: Int)?
     private var pending: [Pending] = []
     private var lastSeenMs: [Int64] = [.min, .min, .min]  // by track number
-    private var lastEmittedMs: [Int64] = [0, 0, 0]  // by track number
+    private var lastEmittedMs: [Int64] = [-1, -1, -1]  // by track number; -1 before the first block
     private var endMs: Int64 = 0
 
     private var segmentSizeOffset: Int64 = 0
@@ -93,6 +93,10 @@ public final class WebMWriter: @unchecked Sendable {
 
     /// Bytes handed to the disk writer thread and not yet written (see ``DiskWriter``).
     public var backlogBytes: Int { sink.backlogBytes }
+    /// The file (for the recorder's count of what reached it).
+    var fileSink: FileSink { sink }
+    /// Frames in the open cluster: handed to the file with it.
+    private var clusterFrames = RecordedFrames()
 
     /// Creates (truncates) `path`. At least one of `video` and `audio` must be given.
     /// Throws ``MediaError/cannotOpen(path:errno:)`` when the file cannot be created.
@@ -247,9 +251,11 @@ public final class WebMWriter: @unchecked Sendable {
     }
 
     private func emit(_ p: Pending) throws {
-        // Each track's block times must not go backwards; a track that lags the other is written
-        // with negative cluster-relative times (legal in Matroska) rather than re-timed.
-        let ms = max(p.ms, lastEmittedMs[Int(p.track)])
+        // Each track's block times strictly increase (players and ffmpeg reject a repeated DTS; two
+        // frames of one track can map to one millisecond when the sender-report clock steps or a
+        // burst arrives under load); a track that lags the other is written with negative
+        // cluster-relative times (legal in Matroska) rather than re-timed.
+        let ms = max(p.ms, lastEmittedMs[Int(p.track)] + 1)
         lastEmittedMs[Int(p.track)] = ms
         if clusterOpen, ms - clusterTimecode < Int64(Int16.min) {
             droppedLate += 1
@@ -280,6 +286,7 @@ public final class WebMWriter: @unchecked Sendable {
         cluster.append(isVideo ? (p.frame.isKeyframe ? 0x80 : 0x00) : 0x80)
         cluster.append(contentsOf: p.frame.data)
         clusterHasBlocks = true
+        clusterFrames.add(p.frame)
         let clock = Int64(p.frame.codec.clockRate)
         let durationMs = Int64(p.frame.duration) * 1_000 / max(1, clock)
         endMs = max(endMs, ms + durationMs)
@@ -294,6 +301,8 @@ public final class WebMWriter: @unchecked Sendable {
         sink.buffer.ebmlID(0x1F43_B675)
         sink.buffer.append(contentsOf: EBML.size8(cluster.count))
         sink.buffer.append(contentsOf: cluster)
+        sink.pendingFrames += clusterFrames
+        clusterFrames = RecordedFrames()
         if let time = clusterCueTime { cues.append((time, position)) }
         clustersWritten += 1
         try sink.flush()

@@ -19,6 +19,9 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
     public private(set) var videoFramesSent = 0
     /// Audio frames sent so far.
     public private(set) var audioFramesSent = 0
+    /// When set, the video layers that go out follow the connection's bandwidth estimate (see
+    /// ``EstimateLayerFitter``); nil sends every layer the transceiver has a sender for.
+    public var layerFitter: EstimateLayerFitter?
 
     /// Creates a pump sending `videoSource` on `video` and `audioSource` on `audio`; call
     /// ``attach()`` on the loop thread.
@@ -39,14 +42,24 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
 
     /// Creates a pump sending a source from `source(kind, layers)` on each given transceiver, with as
     /// many layers as the video transceiver has simulcast RIDs (for example `SyntheticMedia.source`).
+    ///
+    /// With `fitToEstimate`, the video follows the connection's bandwidth estimate
+    /// (``layerFitter``): a simulcast transceiver stops the layers that do not fit, and a
+    /// single-stream one gets a three-layer source and sends the layer that fits.
     public convenience init(
-        connection: PeerConnection, video: RTPTransceiver?, audio: RTPTransceiver?,
+        connection: PeerConnection, video: RTPTransceiver?, audio: RTPTransceiver?, fitToEstimate: Bool = false,
         sources source: (_ kind: MediaKind, _ layers: Int) -> MediaSource
     ) {
+        let simulcast = (video?.sendRIDs.count ?? 0) > 1
+        let layers = simulcast ? video!.sendRIDs.count : fitToEstimate ? 3 : 1
         self.init(
             connection: connection, video: video,
-            videoSource: video.map { source(.video, max(1, $0.sendRIDs.count)) }, audio: audio,
+            videoSource: video.map { _ in source(.video, layers) }, audio: audio,
             audioSource: audio.map { _ in source(.audio, 1) })
+        if fitToEstimate, let videoSource, videoSource.layerCount > 1 {
+            layerFitter = EstimateLayerFitter(
+                mode: simulcast ? .simulcast : .single, layerCount: videoSource.layerCount)
+        }
     }
 
     /// Times the pre-encoded video source (synthetic or file) jumped ahead to a keyframe on request.
@@ -80,8 +93,15 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
         let elapsed = clock.elapsed(now: now)
         if let video, let videoSource {
             var lastTimestamp: UInt32?
+            if layerFitter != nil { layerFitter!.update(estimate: connection.bandwidthEstimate, now: now) }
             videoSource.pull(elapsedNanos: elapsed) { frame, layer in
-                connection.send(frame, on: video, layer: layer)
+                var out = layer
+                if layerFitter != nil {
+                    layerFitter!.observe(layer: layer, bytes: frame.data.count, now: now)
+                    guard let chosen = layerFitter!.route(layer: layer, isKeyframe: frame.isKeyframe) else { return }
+                    out = chosen
+                }
+                connection.send(frame, on: video, layer: out)
                 if frame.timestamp != lastTimestamp {
                     lastTimestamp = frame.timestamp
                     videoFramesSent += 1

@@ -54,6 +54,14 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         get { transport.onBYE }
         set { transport.onBYE = newValue }
     }
+    /// The send-side bandwidth estimate toward the peer, from its transport-cc feedback (or its
+    /// REMB); nil when the peer gives none. Read it on the loop thread (see ``BandwidthEstimate``).
+    public var bandwidthEstimate: BandwidthEstimate? { transport.bandwidthEstimate }
+    /// Called on the loop thread when ``bandwidthEstimate``'s target or state changes.
+    public var onBandwidthEstimate: ((BandwidthEstimate) -> Void)? {
+        get { transport.onBandwidthEstimate }
+        set { transport.onBandwidthEstimate = newValue }
+    }
     /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
     public var onKeyframeRequest: ((RTPTransceiver) -> Void)? {
         get { transport.onKeyframeRequest }
@@ -87,7 +95,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     var isOfferer = false
     var nextMid = 0
     var remoteMidOrder: [String] = []
-    var extensionIDs: [String: UInt8] = [:]  // uri -> id, negotiated
+    var extensionIDs: [String: UInt8] = [:]  // uri -> id, negotiated in some section (see adoptExtensions)
     var sessionVersion: UInt64 = 1
     let sessionID: UInt64 = UInt64.random(in: 1...(UInt64(1) << 62))
 
@@ -249,7 +257,9 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
-    /// The header-extension id negotiated for `uri` (e.g. `urn:ietf:params:rtp-hdrext:ssrc-audio-level`).
+    /// The header-extension id negotiated for `uri` (e.g. `urn:ietf:params:rtp-hdrext:ssrc-audio-level`)
+    /// in any section of this connection (BUNDLE gives it one id wherever it is used). Whether one
+    /// section's packets carry it is ``RTPTransceiver/negotiatedExtensionID(_:)``.
     public func negotiatedExtensionID(_ uri: String) -> UInt8? { extensionIDs[uri] }
 
     // MARK: Receive path

@@ -18,7 +18,7 @@ extension PeerConnection {
         }
         // This offer rejects the stopped m-lines: its answer settles their stop.
         for t in transceivers where t.stopping { t.stopOffered = true }
-        for e in LocalCapabilities.offeredExtensions where extensionIDs[e.uri] == nil { extensionIDs[e.uri] = e.id }
+        reserveOfferedExtensionIDs()
         let text = renderDescription(setup: .actpass, isOffer: true)
         do { return try SessionDescription.parse(text) } catch {
             throw PeerConnectionError.badDescription("internal offer did not parse: \(error)")
@@ -95,7 +95,6 @@ extension PeerConnection {
     // MARK: Remote description handling
 
     func applyRemoteOffer(_ remote: RemoteDescription) throws {
-        adoptExtensions(remote)
         remoteMidOrder = remote.media.map(\.mid)
         dropRecycledTransceivers(keeping: remoteMidOrder)
         for m in remote.media {
@@ -115,9 +114,12 @@ extension PeerConnection {
                 t.currentDirection = .inactive
                 t.remoteSSRCs = []
                 t.remoteRTXSSRCs = [:]
+                t.extensionIDs = [:]
                 continue
             }
             t.rejected = false
+            // The answer's section takes from this offered section only (RFC 8285 §5).
+            t.extensionIDs = Self.usableExtensions(m.extensions, kind: kind)
             t.payloadType = pt
             t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
             // Our direction is the intersection of what we want and what the offer allows.
@@ -127,11 +129,11 @@ extension PeerConnection {
             t.remoteRTXSSRCs = m.rtxToPrimary
         }
         for t in transceivers where t.mid == nil { t.rejected = true }
+        adoptExtensions()
         prepareSenders()
     }
 
     func applyRemoteAnswer(_ remote: RemoteDescription) throws {
-        adoptExtensions(remote)
         for t in transceivers {
             guard let m = remote.media.first(where: { $0.mid == t.mid }) else { continue }
             if t.stopping {
@@ -143,7 +145,13 @@ extension PeerConnection {
             guard !m.rejected, let pt = m.payloadType(for: t.codec) else {
                 t.rejected = true
                 t.currentDirection = .inactive
+                t.extensionIDs = [:]
                 continue
+            }
+            // What the answer kept of what our offer listed in this section, with the offered id; an
+            // extension the answer adds on its own is not one the section may use (RFC 8285 §5).
+            t.extensionIDs = Self.usableExtensions(m.extensions, kind: t.kind).filter {
+                t.offeredExtensionIDs[$0.key] == $0.value
             }
             t.payloadType = pt
             t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
@@ -152,13 +160,30 @@ extension PeerConnection {
             t.remoteSSRCs = m.ssrcs
             t.remoteRTXSSRCs = m.rtxToPrimary
         }
+        adoptExtensions()
         prepareSenders()
     }
 
-    func adoptExtensions(_ remote: RemoteDescription) {
+    /// The extensions of one remote m-section that a transceiver of `kind` can use: those this stack
+    /// implements for that kind, with the section's ids (the first one for a uri listed twice).
+    static func usableExtensions(_ listed: [(uri: String, id: UInt8)], kind: MediaKind) -> [String: UInt8] {
         var ids: [String: UInt8] = [:]
-        for m in remote.media {
-            for (uri, id) in m.extensions where LocalCapabilities.isSupported(uri: uri) && ids[uri] == nil {
+        for (uri, id) in listed where ids[uri] == nil && !ids.values.contains(id) {
+            guard LocalCapabilities.offeredExtensions.contains(where: { $0.uri == uri && $0.kinds.contains(kind) })
+            else { continue }
+            ids[uri] = id
+        }
+        return ids
+    }
+
+    /// The connection-wide view of the sections' negotiated extensions, after a description was
+    /// applied: the receive path parses mid, rid and transport-wide sequence numbers with these ids
+    /// (BUNDLE gives an extension one id in every section that uses it, RFC 8843 §9.2), and offers
+    /// keep them. Each section sends only its own (``RTPTransceiver/extensionIDs``).
+    func adoptExtensions() {
+        var ids: [String: UInt8] = [:]
+        for t in transceivers where !t.writesRejected {
+            for (uri, id) in t.extensionIDs.sorted(by: { $0.value < $1.value }) where ids[uri] == nil {
                 ids[uri] = id
             }
         }
@@ -170,21 +195,61 @@ extension PeerConnection {
         transport.transportCCExtensionID = ids[LocalCapabilities.transportWideCCURI] ?? 0
     }
 
-    /// Creates the RTP senders for every transceiver that now sends.
+    /// Before an offer: gives every extension we implement an id, keeping those already negotiated
+    /// and never reusing one the peer gave to another extension.
+    func reserveOfferedExtensionIDs() {
+        for e in LocalCapabilities.offeredExtensions where extensionIDs[e.uri] == nil {
+            let used = Set(extensionIDs.values)
+            if let id = used.contains(e.id) ? (1...14).first(where: { !used.contains($0) }) : e.id {
+                extensionIDs[e.uri] = id
+            }
+        }
+    }
+
+    /// The extensions an offer lists in `t`'s section: every one we implement for its kind, with the
+    /// connection's ids.
+    func offerExtensions(for t: RTPTransceiver) -> [String: UInt8] {
+        var ids: [String: UInt8] = [:]
+        for e in LocalCapabilities.offeredExtensions where e.kinds.contains(t.kind) {
+            guard let id = extensionIDs[e.uri] else { continue }
+            // rid extensions only matter where simulcast is in play.
+            if (e.uri == LocalCapabilities.ridURI || e.uri == LocalCapabilities.repairedRIDURI) && t.sendRIDs.isEmpty
+                && t.direction.sends
+            {
+                continue
+            }
+            ids[e.uri] = id
+        }
+        return ids
+    }
+
+    /// The header extensions `t`'s packets carry: those negotiated for its own section.
+    static func sendExtensions(for t: RTPTransceiver) -> RTPSendExtensions {
+        let ids = t.extensionIDs
+        var exts = RTPSendExtensions()
+        exts.mid = ids[LocalCapabilities.midURI]
+        exts.rid = t.sendRIDs.isEmpty ? nil : ids[LocalCapabilities.ridURI]
+        exts.repairedRID = t.sendRIDs.isEmpty ? nil : ids[LocalCapabilities.repairedRIDURI]
+        exts.absSendTime = ids[LocalCapabilities.absSendTimeURI]
+        exts.absCaptureTime = ids[LocalCapabilities.absCaptureTimeURI]
+        // Transport-wide numbers on everything we send: the peer's transport-cc feedback feeds the
+        // transport's bandwidth estimator.
+        exts.transportWideCC = ids[LocalCapabilities.transportWideCCURI]
+        exts.audioLevel = t.kind == .audio ? ids[LocalCapabilities.audioLevelURI] : nil
+        return exts
+    }
+
+    /// Creates the RTP senders for every transceiver that now sends; senders that exist already take
+    /// their section's extensions as this negotiation left them.
     func prepareSenders() {
-        let midExtID = transport.listener.midExtensionID
-        let ridExtID = transport.listener.ridExtensionID
-        let repairedRIDExtID = transport.listener.repairedRIDExtensionID
         for t in transceivers {
-            guard t.sends, t.senders.isEmpty, !t.writesRejected else { continue }
+            let exts = Self.sendExtensions(for: t)
+            if !t.senders.isEmpty {
+                for sender in t.senders { sender.updateExtensions(exts) }
+                continue
+            }
+            guard t.sends, !t.writesRejected else { continue }
             let layers = max(1, t.sendRIDs.count)
-            var exts = RTPSendExtensions()
-            exts.mid = midExtID == 0 ? nil : midExtID
-            exts.rid = ridExtID == 0 || t.sendRIDs.isEmpty ? nil : ridExtID
-            exts.repairedRID = repairedRIDExtID == 0 || t.sendRIDs.isEmpty ? nil : repairedRIDExtID
-            exts.absSendTime = extensionIDs[LocalCapabilities.absSendTimeURI]
-            exts.absCaptureTime = extensionIDs[LocalCapabilities.absCaptureTimeURI]
-            exts.audioLevel = t.kind == .audio ? extensionIDs[LocalCapabilities.audioLevelURI] : nil
             for i in 0..<layers {
                 let rtx: (payloadType: UInt8, ssrc: UInt32)? = t.rtxPayloadType.map { ($0, t.localRTXSSRCs[i]) }
                 // Audio is never NACKed (no `nack` feedback is negotiated for Opus): a small history
@@ -194,6 +259,7 @@ extension PeerConnection {
                     mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i],
                     historySize: !configuration.senderHistory ? 0 : t.kind == .audio ? 32 : 512,
                     cname: configuration.cname)
+                sender.transportSequence = transport.transportSequence
                 t.senders.append(sender)
                 transport.sendBySSRC[t.localSSRCs[i]] = sender
             }
@@ -277,19 +343,18 @@ extension PeerConnection {
             s += "a=fingerprint:\(fp.algorithm) \(fp.value)\r\n"
             s += "a=setup:\(setup.rawValue)\r\n"
             s += "a=mid:\(mid)\r\n"
-            var sectionHasTransportCC = false
-            for (uri, id) in extensionIDs.sorted(by: { $0.value < $1.value }) {
-                guard let local = LocalCapabilities.offeredExtensions.first(where: { $0.uri == uri }),
-                    local.kinds.contains(t.kind)
-                else { continue }
-                // rid extensions only matter where simulcast is in play.
-                if (uri == LocalCapabilities.ridURI || uri == LocalCapabilities.repairedRIDURI) && isOffer
-                    && t.sendRIDs.isEmpty && t.direction.sends
-                {
-                    continue
-                }
+            // Each section lists its own extensions: an offer what we implement for its kind, an
+            // answer only what the same section of the offer listed, with its id (RFC 8285 §5).
+            let sectionExtensions: [String: UInt8]
+            if isOffer {
+                sectionExtensions = offerExtensions(for: t)
+                t.offeredExtensionIDs = sectionExtensions
+            } else {
+                sectionExtensions = rejected ? [:] : t.extensionIDs
+            }
+            let sectionHasTransportCC = sectionExtensions[LocalCapabilities.transportWideCCURI] != nil
+            for (uri, id) in sectionExtensions.sorted(by: { $0.value < $1.value }) {
                 s += "a=extmap:\(id) \(uri)\r\n"
-                if uri == LocalCapabilities.transportWideCCURI { sectionHasTransportCC = true }
             }
             let dir = isOffer ? t.direction : (t.currentDirection ?? .inactive)
             s += "a=\(rejected ? "inactive" : dir.rawValue)\r\n"

@@ -61,6 +61,8 @@ public struct PeerConnectionConfiguration: Sendable {
     /// Senders keep their own retransmission history (about 750 KB per video sender). An SFU turns
     /// this off and answers NACKs itself (``PeerConnection/onNACK``) from one buffer per producer.
     public var senderHistory = true
+    /// Start and bounds of the send-side bandwidth estimate (``MediaTransport/bandwidthEstimate``).
+    public var bandwidth = BandwidthEstimatorConfiguration()
 
     public init(
         bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,
@@ -97,6 +99,9 @@ public struct PeerConnectionCounters: Sendable {
     public var droppedUnroutable: UInt64 = 0
     /// Transport-cc feedback messages sent for what this connection receives.
     public var transportFeedbackSent: UInt64 = 0
+    /// Transport-cc feedback messages and REMBs received about what this connection sends.
+    public var transportFeedbackReceived: UInt64 = 0
+    public var rembReceived: UInt64 = 0
     public init() {}
 }
 

@@ -22,6 +22,14 @@ public final class RTPTransceiver: @unchecked Sendable {
     var rtxPayloadType: UInt8?
     var codec: MediaCodec { kind == .audio ? .opus : .vp8 }
 
+    // Negotiated header extensions.
+    /// The header extensions negotiated for this m-section (uri -> id): what the offer's section
+    /// listed and the answer's section kept (RFC 8285 §5, JSEP 5.3.1). An extension absent here is
+    /// neither written in this section of our descriptions nor sent on its packets.
+    var extensionIDs: [String: UInt8] = [:]
+    /// The extensions our last offer listed in this section (an answer may keep only these).
+    var offeredExtensionIDs: [String: UInt8] = [:]
+
     // Local send streams: one per encoding (per RID, or a single one).
     var localSSRCs: [UInt32] = []
     var localRTXSSRCs: [UInt32] = []
@@ -70,6 +78,9 @@ public final class RTPTransceiver: @unchecked Sendable {
     public var senderStats: RTPSenderStats? { senders.first?.stats }
     /// The first (or only) local sender, once negotiation created it; loop thread only.
     public var primarySender: RTPSender? { senders.first }
+    /// The header-extension id negotiated for `uri` on this m-section, nil when this section did not
+    /// negotiate it (another section of the same connection may have).
+    public func negotiatedExtensionID(_ uri: String) -> UInt8? { extensionIDs[uri] }
     /// SSRC of the first local send encoding.
     public var localSSRC: UInt32? { localSSRCs.first }
 

@@ -52,11 +52,16 @@ struct RemoteDescription {
             for g in m.ssrcGroups where g.semantics == "FID" && g.ssrcs.count == 2 { rtx[g.ssrcs[1]] = g.ssrcs[0] }
             let primaries = m.ssrcs.filter { rtx[$0] == nil }
             var exts: [(uri: String, id: UInt8)] = []
-            for e in m.extmaps where e.id > 0 && e.id < 256 { exts.append((e.uri, UInt8(e.id))) }
+            // An extension with a direction (`a=extmap:N/sendonly`) would need the reverse one in
+            // our answer (RFC 8285 §6); we write none, so such an extension is left out.
+            for e in m.extmaps where e.id > 0 && e.id < 256 && (e.direction == nil || e.direction == .sendrecv) {
+                exts.append((e.uri, UInt8(e.id)))
+            }
             let sendRIDs = m.simulcast?.sendRIDs ?? m.rids.filter { $0.direction == .send }.map(\.id)
             media.append(
                 Media(
-                    mid: mid, kind: m.kind, rejected: m.isRejected, direction: m.direction ?? .sendrecv, codecs: m.codecs,
+                    mid: mid, kind: m.kind, rejected: m.isRejected, direction: m.direction ?? .sendrecv,
+                    codecs: m.codecs,
                     extensions: exts, ssrcs: primaries, rtxToPrimary: rtx, sendRIDs: sendRIDs))
         }
         guard let ufrag, let pwd else { throw .badDescription("missing a=ice-ufrag / a=ice-pwd") }

@@ -11,6 +11,8 @@ import RTCWire
 /// - PLI, and FIR with a new sequence number (RFC 5104 §4.3.1.1: a repeated FIR is the same
 ///   request) → the sender's key-frame request, then the owner's `keyframeRequested`.
 /// - BYE → the owner's `goodbye`, once per source it names (RFC 3550 §6.6).
+/// - transport-cc feedback and REMB → the owner's `transportFeedback` and `remb` (the transport's
+///   send-side bandwidth estimator).
 ///
 /// A ``PeerConnection`` routes every compound it receives through here, and so does
 /// ``RTPSender/handleRTCP(_:now:emit:)`` for a lone sender, so the production path and the unit
@@ -32,6 +34,8 @@ enum RTCPRouter {
         nack: (RTPSender, RTCPPacketView) throws(RTCPError) -> Bool = { _, _ in false },
         keyframeRequested: (RTPSender) -> Void = { _ in },
         goodbye: (UInt32) -> Void = { _ in },
+        transportFeedback: (RTCPPacketView) throws(RTCPError) -> Void = { _ in },
+        remb: (UInt64) -> Void = { _ in },
         emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) throws(RTCPError) {
         try RTCPCompound.forEach(compound) { view throws(RTCPError) in
@@ -51,6 +55,10 @@ enum RTCPRouter {
                 guard let target = sender(view.mediaSSRC) else { return }
                 target.handlePLI()
                 keyframeRequested(target)
+            } else if view.isTransportCC {
+                try transportFeedback(view)
+            } else if view.isREMB {
+                remb(try view.rembBitrate().bitrate)
             } else if view.isBYE {
                 try view.forEachBYESource { goodbye($0) }
             } else if view.isFIR {

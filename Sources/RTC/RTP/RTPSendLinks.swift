@@ -232,7 +232,10 @@ struct SenderReports: RTPSendLink {
 /// at which the frame was handed to the sender; a forwarded packet carries the publisher's value
 /// (set by the forwarder per packet); retransmissions carry none. Nothing when not negotiated.
 struct AbsCaptureTimeStamper: RTPSendLink {
-    let enabled: Bool
+    /// Whether abs-capture-time is negotiated for the sender's m-section.
+    var enabled: Bool {
+        didSet { if !enabled { (frameCaptureTime, forwarded) = (nil, nil) } }
+    }
     /// The capture time of the own frame being packetized.
     private(set) var frameCaptureTime: UInt64?
     /// The publisher's capture time for the next forwarded packet.

@@ -42,10 +42,18 @@ public struct RTPSendExtensions: Sendable, Equatable {
 public final class TransportSequenceCounter: @unchecked Sendable {
     /// The next transport-wide sequence number.
     public var next: UInt16
+    /// The number the last packet took and when, until its transport sends it and records it in
+    /// its send history (``MediaTransport``); `hasPending` false: none waiting.
+    var pendingSequence: UInt16 = 0
+    var pendingTime: UInt64 = 0
+    var hasPending = false
     /// Creates a counter.
     public init(start: UInt16 = 0) { next = start }
-    func take() -> UInt16 {
+    func take(now: UInt64) -> UInt16 {
         defer { next &+= 1 }
+        pendingSequence = next
+        pendingTime = now
+        hasPending = true
         return next
     }
 }
@@ -68,6 +76,10 @@ public struct RTPSenderStats: Sendable, Equatable {
     public var nacksReceived: UInt64 = 0
     /// Sequence numbers requested by NACKs that were no longer in the history.
     public var nackMisses: UInt64 = 0
+    /// Padding-only probe packets sent on the RTX stream (``RTPSender/sendPadding(bytes:now:emit:)``)
+    /// and their bytes.
+    public var paddingPacketsSent: UInt64 = 0
+    public var paddingBytesSent: UInt64 = 0
     /// PLIs received.
     public var plisReceived: UInt64 = 0
     /// FIRs received (new sequence numbers only).
@@ -108,8 +120,9 @@ public final class RTPSender: @unchecked Sendable {
     public let codec: MediaCodec
     /// RTX payload type and SSRC (RFC 4588), when negotiated.
     public let rtx: (payloadType: UInt8, ssrc: UInt32)?
-    /// Negotiated header-extension ids.
-    public let extensions: RTPSendExtensions
+    /// Negotiated header-extension ids (of this sender's m-section); a renegotiation may change them
+    /// (``updateExtensions(_:)``).
+    public private(set) var extensions: RTPSendExtensions
     /// The RTP stream id written in the `rid` extension, if any.
     public let rid: String?
     /// Largest media payload (after the VP8 descriptor) per packet.
@@ -142,6 +155,9 @@ public final class RTPSender: @unchecked Sendable {
     /// default. Tests replace it to stay deterministic.
     public var wallClock: (UInt64) -> NTPTime = { _ in NTPTime(unixNanoseconds: realtimeNanoseconds()) }
 
+    /// The round-trip time from the last receiver report that allowed one (ns; 0: none yet).
+    var reportedRoundTripTime: UInt64 { links.reports.roundTripTime }
+
     /// Counters; those of the links are read from them.
     public var stats: RTPSenderStats {
         var s = counters
@@ -160,7 +176,7 @@ public final class RTPSender: @unchecked Sendable {
     private var counters = RTPSenderStats()
 
     private let midValue: String?
-    private let twoByteExtensions: Bool
+    private var twoByteExtensions: Bool
 
     private var sequenceNumber: UInt16
     private var rtxSequenceNumber: UInt16
@@ -197,14 +213,7 @@ public final class RTPSender: @unchecked Sendable {
         let validMid = mid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
         let validRid = rid.flatMap { (1...255).contains($0.utf8.count) ? $0 : nil }
         midValue = validMid
-        var twoByte = (validMid?.utf8.count ?? 0) > 16 || (validRid?.utf8.count ?? 0) > 16
-        for id in [
-            extensions.mid, extensions.rid, extensions.repairedRID, extensions.absSendTime,
-            extensions.transportWideCC, extensions.audioLevel, extensions.absCaptureTime,
-        ] {
-            if let id, id > 14 { twoByte = true }
-        }
-        twoByteExtensions = twoByte
+        twoByteExtensions = Self.needsTwoByteExtensions(extensions, mid: validMid, rid: validRid)
         var rng = SplitMix64(seed: seed ?? UInt64.random(in: .min ... .max))
         // Start low enough that the first thousand packets do not wrap: some receivers mishandle an early wrap.
         sequenceNumber = initialSequenceNumber ?? UInt16(truncatingIfNeeded: rng.next() % 0x7FFF)
@@ -225,6 +234,28 @@ public final class RTPSender: @unchecked Sendable {
 
     deinit {
         scratch.deallocate()
+    }
+
+    /// Whether the extension block must use the two-byte header (RFC 8285 §4.3): an id above 14 or
+    /// an identifier longer than 16 bytes.
+    private static func needsTwoByteExtensions(_ extensions: RTPSendExtensions, mid: String?, rid: String?) -> Bool {
+        if (mid?.utf8.count ?? 0) > 16 || (rid?.utf8.count ?? 0) > 16 { return true }
+        for id in [
+            extensions.mid, extensions.rid, extensions.repairedRID, extensions.absSendTime,
+            extensions.transportWideCC, extensions.audioLevel, extensions.absCaptureTime,
+        ] {
+            if let id, id > 14 { return true }
+        }
+        return false
+    }
+
+    /// Takes the header-extension ids a renegotiation settled for this sender's m-section; the next
+    /// packet carries exactly those. Loop thread only (not on the per-packet path).
+    public func updateExtensions(_ extensions: RTPSendExtensions) {
+        guard extensions != self.extensions else { return }
+        self.extensions = extensions
+        twoByteExtensions = Self.needsTwoByteExtensions(extensions, mid: midValue, rid: rid)
+        links.captureTime.enabled = extensions.absCaptureTime != nil
     }
 
     /// The sequence number the next new packet will carry.
@@ -394,7 +425,7 @@ public final class RTPSender: @unchecked Sendable {
             if let id = extensions.transportWideCC {
                 let seq: UInt16
                 if let shared = transportSequence {
-                    seq = shared.take()
+                    seq = shared.take(now: now)
                 } else {
                     seq = privateTransportSequence
                     privateTransportSequence &+= 1
@@ -516,6 +547,30 @@ public final class RTPSender: @unchecked Sendable {
         counters.retransmissions += 1
         counters.retransmittedBytes += UInt64(outLength)
         emit(scratch, outLength)
+    }
+
+    /// Sends one padding-only packet on the RTX stream (libwebrtc's bandwidth probe): a header with
+    /// the transport-wide number, `bytes` of RTP padding (1…255) and nothing else, so a receiver
+    /// drops it (an RTX packet without payload) while its transport-cc feedback counts it. Returns
+    /// the packet's length, or 0 when this sender has no RTX stream.
+    @discardableResult
+    public func sendPadding(bytes: Int, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) -> Int {
+        guard let rtx, let out = scratch.baseAddress else { return 0 }
+        let padding = min(max(bytes, 1), 255)
+        scratch[0] = 0xA0  // version 2, padding
+        scratch[1] = rtx.payloadType & 0x7F
+        scratch.rtpPut16(rtxSequenceNumber, at: 2)
+        rtxSequenceNumber &+= 1
+        scratch.rtpPut32(timestampOffset, at: 4)
+        scratch.rtpPut32(rtx.ssrc, at: 8)
+        let o = writeExtensions(scratch, now: now, kind: .retransmission, repaired: true)
+        guard o + padding <= Self.packetCapacity - Self.trailerReserve else { return 0 }
+        (out + o).initializeMemory(as: UInt8.self, repeating: 0, count: padding - 1)
+        scratch[o + padding - 1] = UInt8(padding)
+        counters.paddingPacketsSent &+= 1
+        counters.paddingBytesSent &+= UInt64(o + padding)
+        emit(scratch, o + padding)
+        return o + padding
     }
 
     /// Handles a Picture Loss Indication for this sender.

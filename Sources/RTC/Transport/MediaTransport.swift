@@ -111,8 +111,24 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             let generator = TransportFeedbackGenerator()
             generator.tickDeadline = tickDeadline
             transportFeedback = generator
+            // The peer reports what we send in transport-cc feedback: estimate from it.
+            if bandwidthEstimator == nil {
+                bandwidthEstimator = SendSideBandwidthEstimator(configuration: configuration.bandwidth)
+            }
         }
     }
+    /// The transport-wide sequence numbers of every sender of this transport; the number of the
+    /// packet being sent waits here until ``protectAndSendRTP(_:length:)`` records it.
+    let transportSequence = TransportSequenceCounter()
+    /// The send-side bandwidth estimator, once the peer can give feedback (transport-cc
+    /// negotiated, or a REMB received).
+    private(set) var bandwidthEstimator: SendSideBandwidthEstimator?
+    /// What the path to the peer carries, as this transport's estimator sees it (nil: the peer
+    /// gives no feedback). Loop thread.
+    public var bandwidthEstimate: BandwidthEstimate? { bandwidthEstimator?.estimate }
+    /// Called on the loop when ``bandwidthEstimate``'s target or state changes (after a feedback
+    /// message, a REMB, or a feedback timeout).
+    public var onBandwidthEstimate: ((BandwidthEstimate) -> Void)?
     /// Transport-cc feedback for what this transport receives, once negotiated.
     private(set) var transportFeedback: TransportFeedbackGenerator?
 
@@ -340,6 +356,26 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
+    /// Sends about `bytes` of padding-only RTX packets (up to 255 padding bytes each) on
+    /// `transceiver`'s first sender: an upward bandwidth probe. The packets carry transport-wide
+    /// numbers, so the peer's feedback acknowledges them and an application-limited estimate can
+    /// grow past what the media alone shows. Returns the bytes sent (0: not connected, or no RTX).
+    @discardableResult
+    public func sendPadding(on transceiver: RTPTransceiver, bytes: Int, now: UInt64) -> Int {
+        guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first,
+            sender.rtx != nil
+        else { return 0 }
+        var sent = 0
+        while sent < bytes {
+            let n = sender.sendPadding(bytes: min(255, bytes - sent), now: now) { buffer, length in
+                self.protectAndSendRTP(buffer, length: length)
+            }
+            guard n > 0 else { break }
+            sent += n
+        }
+        return sent
+    }
+
     /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps: see
     /// ``PeerConnection/sendRetransmission(on:payload:marker:timestamp:sequenceNumber:rewrite:now:)``.
     @discardableResult
@@ -363,11 +399,22 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         do {
             let n = try srtp.protectRTP(base, length: length, capacity: buffer.count)
             let packet = UnsafeRawBufferPointer(start: base, count: n)
+            if transportSequence.hasPending {
+                // The packet carries a transport-wide number: remember it for the feedback.
+                transportSequence.hasPending = false
+                if let bandwidthEstimator,
+                    bandwidthEstimator.packetSent(
+                        transportSequence.pendingSequence, size: n, now: transportSequence.pendingTime)
+                {
+                    onBandwidthEstimate?(bandwidthEstimator.estimate)
+                }
+            }
             if let tap = outboundRTPTap, tap(packet, target.socket, target.remote) { return }
             target.socket.send(packet, to: target.remote)
             counters.packetsSent &+= 1
             counters.bytesSent &+= UInt64(n)
         } catch {
+            transportSequence.hasPending = false
             counters.droppedSRTP &+= 1
         }
     }
@@ -563,10 +610,39 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                     if let onKeyframeRequest, let t = transceiver(of: sender) { onKeyframeRequest(t) }
                 },
                 goodbye: { ssrc in onBYE?(ssrc) },
+                transportFeedback: { view throws(RTCPError) in
+                    counters.transportFeedbackReceived &+= 1
+                    guard let bandwidthEstimator else { return }
+                    if let rtt = roundTripTime() { bandwidthEstimator.roundTripTimeMs = rtt }
+                    if try bandwidthEstimator.handleTransportFeedback(view, now: now) {
+                        onBandwidthEstimate?(bandwidthEstimator.estimate)
+                    }
+                },
+                remb: { bitrate in
+                    counters.rembReceived &+= 1
+                    let estimator: SendSideBandwidthEstimator
+                    if let existing = bandwidthEstimator {
+                        estimator = existing
+                    } else {
+                        estimator = SendSideBandwidthEstimator(configuration: configuration.bandwidth)
+                        bandwidthEstimator = estimator
+                    }
+                    if estimator.handleREMB(bitrate, now: now) { onBandwidthEstimate?(estimator.estimate) }
+                },
                 emit: { buffer, length in protectAndSendRTP(buffer, length: length) })
         } catch {
             counters.droppedMalformed &+= 1
         }
+    }
+
+    /// The round-trip time (ms) the first sender with a receiver report measured; nil: none yet.
+    func roundTripTime() -> Double? {
+        for t in transceivers {
+            for s in t.senders where s.reportedRoundTripTime > 0 {
+                return Double(s.reportedRoundTripTime) / 1_000_000
+            }
+        }
+        return nil
     }
 
     func transceiver(of sender: RTPSender) -> RTPTransceiver? {

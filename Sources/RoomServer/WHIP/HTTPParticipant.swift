@@ -262,15 +262,65 @@ final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
     func noteBadMessage() {}
 }
 
-/// The live HTTP sessions of one server, by session id.
+/// The live HTTP sessions of one server, by session id, with their shares per room and per token.
 final class HTTPSessionRegistry: @unchecked Sendable {
+    /// Which share a new session would exceed (issue 31 item 7: one token must not take them all).
+    enum Refusal: Equatable {
+        /// `maxHTTPSessions` sessions are live on the server.
+        case server(Int)
+        /// `maxHTTPSessionsPerRoom` sessions are live in the session's room.
+        case room(Int)
+        /// `maxHTTPSessionsPerToken` sessions were opened with the same token and are live.
+        case token(Int)
+    }
+
+    /// The caps ``reserve(_:token:limits:)`` checks.
+    struct Limits {
+        var server: Int
+        var room: Int
+        var token: Int
+    }
+
     private let lock = NSLock()
     private var sessions: [String: HTTPParticipant] = [:]
+    /// Per session id: the room and token key it is counted under.
+    private var shares: [String: (room: String, token: String)] = [:]
+    private var perRoom: [String: Int] = [:]
+    private var perToken: [String: Int] = [:]
 
-    func add(_ session: HTTPParticipant) { lock.withLock { sessions[session.sessionId] = session } }
-    func remove(_ session: HTTPParticipant) {
-        lock.withLock { if sessions[session.sessionId] === session { sessions[session.sessionId] = nil } }
+    /// Adds `session` unless the server, its room or `token` already holds its share of sessions;
+    /// the check and the insertion are one step, so concurrent POSTs cannot overshoot a cap.
+    /// `token` identifies the grant: the signed part of the JWT (header and claims as sent).
+    func reserve(_ session: HTTPParticipant, token: String, limits: Limits) -> Refusal? {
+        lock.withLock {
+            if sessions.count >= limits.server { return .server(limits.server) }
+            if perRoom[session.roomId, default: 0] >= limits.room { return .room(limits.room) }
+            if perToken[token, default: 0] >= limits.token { return .token(limits.token) }
+            sessions[session.sessionId] = session
+            shares[session.sessionId] = (session.roomId, token)
+            perRoom[session.roomId, default: 0] += 1
+            perToken[token, default: 0] += 1
+            return nil
+        }
     }
+
+    func remove(_ session: HTTPParticipant) {
+        lock.withLock {
+            guard sessions[session.sessionId] === session else { return }
+            sessions[session.sessionId] = nil
+            guard let share = shares.removeValue(forKey: session.sessionId) else { return }
+            Self.decrement(&perRoom, share.room)
+            Self.decrement(&perToken, share.token)
+        }
+    }
+
+    private static func decrement(_ counts: inout [String: Int], _ key: String) {
+        let left = counts[key, default: 1] - 1
+        counts[key] = left > 0 ? left : nil
+    }
+
+    /// Live sessions in `room`.
+    func count(room: String) -> Int { lock.withLock { perRoom[room, default: 0] } }
     func find(_ id: String) -> HTTPParticipant? { lock.withLock { sessions[id] } }
     /// The session whose participant has SFU key `mediaKey` (a rare lookup: state changes only).
     func find(mediaKey: String) -> HTTPParticipant? {

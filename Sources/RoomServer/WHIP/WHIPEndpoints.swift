@@ -77,9 +77,9 @@ extension RoomServer {
             case .unavailable(let why): return adminError(503, RoomError(3047, why))
             }
         }
+        // A cheap early refusal when the server is full; the shares are checked with the token below.
         guard httpSessions.count < configuration.maxHTTPSessions else {
-            return adminError(
-                503, RoomError(4009, "the server has reached \(configuration.maxHTTPSessions) WHIP/WHEP sessions"))
+            return httpSessionRefusal(.server(configuration.maxHTTPSessions), roomId: roomId)
         }
         let data: JSONValue = [
             "roomId": .string(roomId), "protocolVersion": 2, "autoConsume": false,
@@ -119,7 +119,12 @@ extension RoomServer {
             join.name = String(name.prefix(256))
         }
         let session = HTTPParticipant(kind: kind, roomId: roomId, endpointPath: request.path, server: self)
-        httpSessions.add(session)
+        let limits = HTTPSessionRegistry.Limits(
+            server: configuration.maxHTTPSessions, room: configuration.maxHTTPSessionsPerRoom,
+            token: configuration.maxHTTPSessionsPerToken)
+        if let refusal = httpSessions.reserve(session, token: grantKey(jwt), limits: limits) {
+            return httpSessionRefusal(refusal, roomId: roomId)
+        }
         if case .failure(let error) = await session.join(join) {
             httpSessions.remove(session)
             return adminError(whipStatus(error), error)
@@ -304,6 +309,34 @@ func bearerTokenOf(_ request: HTTPRequest) -> String? {
     let parts = value.split(separator: " ", maxSplits: 1)
     guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else { return nil }
     return String(parts[1])
+}
+
+/// What identifies a token for its share of WHIP/WHEP sessions: its signed part (header and claims
+/// exactly as sent). Only the secret's holder can make another one; the signature segment is left
+/// out because several spellings of it decode to the same bytes.
+func grantKey(_ jwt: String) -> String {
+    let trimmed = jwt.trimmingCharacters(in: .whitespaces)
+    guard let dot = trimmed.lastIndex(of: ".") else { return trimmed }
+    return String(trimmed[..<dot])
+}
+
+/// The answer to a POST over one of the session caps: 503 when the server or the room is full,
+/// 429 when the token already holds its share; 4009 either way, the message names the limit.
+func httpSessionRefusal(_ refusal: HTTPSessionRegistry.Refusal, roomId: String) -> HTTPResponse {
+    switch refusal {
+    case .server(let n):
+        return adminError(503, RoomError(4009, "the server has reached \(n) WHIP/WHEP sessions (maxHTTPSessions)"))
+    case .room(let n):
+        return adminError(
+            503,
+            RoomError(
+                4009, "room '\(roomId.prefix(128))' has reached \(n) WHIP/WHEP sessions (maxHTTPSessionsPerRoom)"))
+    case .token(let n):
+        var response = adminError(
+            429, RoomError(4009, "this token already holds \(n) WHIP/WHEP sessions (maxHTTPSessionsPerToken)"))
+        response.headers.add("Retry-After", "30")
+        return response
+    }
 }
 
 /// The HTTP status of a room error on the WHIP/WHEP endpoints.

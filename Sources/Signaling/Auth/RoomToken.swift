@@ -148,7 +148,10 @@ public struct RoomToken: Sendable, Equatable {
         guard let apikey = claims["apikey"]?.stringValue else { throw .invalid("missing apikey") }
         guard let exp = claims["exp"]?.doubleValue, exp.isFinite, abs(exp) < 1e15 else { throw .invalid("missing exp") }
         guard now.timeIntervalSince1970 < exp else { throw .invalid("token expired") }
-        if let version = claims["version"], version.intValue != 2 { throw .invalid("unsupported version") }
+        // The room API lists `version: 2` among the claims a token needs: a token without it is
+        // refused as one with another version is (issue 32 item 7).
+        guard let version = claims["version"], !version.isNull else { throw .invalid("missing version") }
+        guard version.intValue == 2 else { throw .invalid("unsupported version") }
         guard let permissionValues = claims["permissions"]?.arrayValue else { throw .invalid("missing permissions") }
         var permissions: [String] = []
         for value in permissionValues {

@@ -70,10 +70,15 @@ public enum HTTPClient {
     }
 
     /// The blocking form of ``request(_:_:headers:body:timeout:)``.
+    ///
+    /// `timeout` bounds the whole exchange (connect, send and the complete response), not each
+    /// read: a server that drips its answer a byte at a time gets ``HTTPError/timeout`` when the
+    /// time is up, however steadily the bytes come.
     public static func requestBlocking(
         _ method: String, _ url: HTTPURL, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [],
         timeout: Double = 10
     ) throws(HTTPError) -> HTTPResponse {
+        let deadline = Deadline(seconds: timeout)
         let fd = try connect(host: url.host, port: url.port, timeout: timeout)
         defer { close(fd) }
         var head = "\(method) \(url.target) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nConnection: close\r\n"
@@ -85,11 +90,12 @@ public enum HTTPClient {
         head += "\r\n"
         var out = Array(head.utf8)
         out.append(contentsOf: body)
-        try writeAll(fd, out)
+        try writeAll(fd, out, deadline: deadline)
         var parser = HTTPResponseParser()
         parser.noBody = method == "HEAD"
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         while !parser.isComplete {
+            try deadline.wait(fd, for: Int16(POLLIN))
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n > 0 {
                 try parser.append(chunk[0..<n])
@@ -131,9 +137,12 @@ public enum HTTPClient {
         throw .connectFailed("\(host):\(port): \(lastError)")
     }
 
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(HTTPError) {
+    /// Sends all of `bytes`; with a `deadline`, a peer that does not take them in time gets
+    /// ``HTTPError/timeout``.
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline? = nil) throws(HTTPError) {
         var sent = 0
         while sent < bytes.count {
+            if let deadline { try deadline.wait(fd, for: Int16(POLLOUT)) }
             let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
@@ -141,6 +150,39 @@ public enum HTTPClient {
                 throw .connectionClosed
             }
             sent += n
+        }
+    }
+}
+
+/// A point on the monotonic clock that a blocking exchange must finish by (client requests and
+/// handshakes): every wait for the socket takes only the time left, so the total is bounded.
+struct Deadline {
+    let nanoseconds: UInt64
+
+    init(seconds: Double) {
+        let span = seconds.isFinite ? max(0, min(seconds, 86_400)) : 86_400
+        nanoseconds = DispatchTime.now().uptimeNanoseconds + UInt64(span * 1e9)
+    }
+
+    /// Milliseconds left (rounded up), 0 once passed.
+    var remainingMilliseconds: Int32 {
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard now < nanoseconds else { return 0 }
+        return Int32(clamping: (nanoseconds - now + 999_999) / 1_000_000)
+    }
+
+    /// Waits until `fd` has `events` (POLLIN, POLLOUT); throws ``HTTPError/timeout`` when the deadline
+    /// passes first. Errors and hang-ups return, so that the following call reports them.
+    func wait(_ fd: Int32, for events: Int16) throws(HTTPError) {
+        while true {
+            let left = remainingMilliseconds
+            guard left > 0 else { throw .timeout }
+            var entry = pollfd(fd: fd, events: events, revents: 0)
+            let n = poll(&entry, 1, left)
+            if n > 0 { return }
+            if n == 0 { continue }  // the loop checks the time left
+            if errno == EINTR { continue }
+            throw .connectionClosed
         }
     }
 }

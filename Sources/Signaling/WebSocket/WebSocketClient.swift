@@ -63,6 +63,9 @@ extension WebSocketConnection {
         } catch {
             throw .invalidURL(url)
         }
+        // The connect, the request and the whole response head share one deadline: a server that
+        // drips its answer is given up on in `timeout`, not once per byte.
+        let deadline = Deadline(seconds: timeout)
         let fd: Int32
         do {
             fd = try HTTPClient.connect(host: target.host, port: target.port, timeout: timeout)
@@ -80,7 +83,7 @@ extension WebSocketConnection {
         for (n, v) in headers { head += "\(n): \(v)\r\n" }
         head += "\r\n"
         do {
-            try HTTPClient.writeAll(fd, Array(head.utf8))
+            try HTTPClient.writeAll(fd, Array(head.utf8), deadline: deadline)
         } catch {
             throw error == .timeout ? .timeout : .connectionClosed
         }
@@ -90,6 +93,9 @@ extension WebSocketConnection {
         var chunk = [UInt8](repeating: 0, count: 4096)
         var headEnd: Int?
         while headEnd == nil {
+            do { try deadline.wait(fd, for: Int16(POLLIN)) } catch {
+                throw error == .timeout ? .timeout : .connectionClosed
+            }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n > 0 {
                 let searchFrom = max(0, received.count - 3)

@@ -1,0 +1,72 @@
+import Foundation
+
+/// GCC's loss-based control, on the losses transport-cc feedback reports (or a receiver report's
+/// fraction lost): below 2 % the rate grows 8 % per second, from 2 to 10 % it holds, above 10 % it
+/// drops by half the loss fraction (at most once per 300 ms + RTT, so one burst is one cut).
+///
+/// Losses are judged over at least ``minimumPackets`` packets, so that one lost packet of a quiet
+/// stream is not a 50 % loss.
+struct LossBasedController {
+    static let minimumPackets = 20
+    static let lowLoss = 0.02
+    static let highLoss = 0.10
+    static let increasePerSecond = 1.08
+
+    private(set) var bitrate: Double
+    /// The loss fraction of the last judged window, 0…1.
+    private(set) var lossFraction = 0.0
+    /// True when the last judged window decreased the rate.
+    private(set) var decreased = false
+    /// True once losses cut the rate.
+    private(set) var hasDecreased = false
+    let minBitrate: Double
+    let maxBitrate: Double
+    var rttMs = 200.0
+    private var received = 0
+    private var lost = 0
+    private var lastIncrease: Int64?
+    private var lastDecrease: Int64?
+
+    init(startBitrate: Int, minBitrate: Int, maxBitrate: Int) {
+        bitrate = Double(startBitrate)
+        self.minBitrate = Double(minBitrate)
+        self.maxBitrate = Double(maxBitrate)
+    }
+
+    /// Takes the counts of one feedback message. Returns the rate.
+    @discardableResult
+    mutating func update(received newlyReceived: Int, lost newlyLost: Int, nowMicros: Int64) -> Double {
+        received += newlyReceived
+        lost += newlyLost
+        decreased = false
+        guard received + lost >= Self.minimumPackets else { return bitrate }
+        lossFraction = Double(lost) / Double(received + lost)
+        received = 0
+        lost = 0
+        if lossFraction < Self.lowLoss {
+            let dt = min(Double(nowMicros - (lastIncrease ?? nowMicros)) / 1e6, 1.0)
+            bitrate = bitrate * pow(Self.increasePerSecond, dt) + 1_000 * dt
+            lastIncrease = nowMicros
+        } else if lossFraction > Self.highLoss {
+            lastIncrease = nowMicros
+            let interval = Int64((300 + rttMs) * 1000)
+            if lastDecrease.map({ nowMicros - $0 >= interval }) ?? true {
+                bitrate *= 1 - 0.5 * lossFraction
+                lastDecrease = nowMicros
+                decreased = true
+                hasDecreased = true
+            }
+        } else {
+            lastIncrease = nowMicros
+        }
+        bitrate = min(max(bitrate, minBitrate), maxBitrate)
+        return bitrate
+    }
+
+    /// Keeps the loss-based rate within `ceiling` (the delay-based rate), so that it grows from
+    /// what is actually sent rather than running far ahead on a loss-free path.
+    mutating func cap(at ceiling: Double) { bitrate = max(min(bitrate, ceiling), minBitrate) }
+
+    /// Sets the rate from outside (a cut after feedback stopped).
+    mutating func set(_ value: Double) { bitrate = min(max(value, minBitrate), maxBitrate) }
+}
