@@ -558,7 +558,11 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         guard kept === rec else { return kept }
         log("recording \(id) -> \(path)")
         // The manifest is a file too: written off the loop thread.
-        manifestQueue.async { [weak self] in self?.writeManifest() }
+        manifestQueue.async { [weak self] in
+            // Off the event queue and the loop: reading the tracks' quality waits for the subscribe loop.
+            self?.refreshQuality()
+            self?.writeManifest()
+        }
         return rec
     }
 
@@ -586,10 +590,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     // MARK: Manifest
 
-    private func writeManifest() {
-        refreshQuality()
-        lock.withLock { writeManifestLocked() }
-    }
+    private func writeManifest() { lock.withLock { writeManifestLocked() } }
 
     /// Reads every consumed track's quality (off the lock: it waits for the subscribe loop) into
     /// ``trackQuality``, where a track keeps its last reading after it ends.
