@@ -4,8 +4,11 @@ import Testing
 @testable import Scenario
 
 /// Quality expectations end to end: a viewer whose media is cut for a second (the `impair` step
-/// drops every datagram its connections receive) fails `freezes ≤ 0` and `mos ≥ 4`, naming the
-/// metric, the bot and the track; the same scenario without the outage passes.
+/// drops every datagram its connections receive) fails `freezes ≤ 0`, `freezeDuration ≤ 600` and
+/// `mos ≥ 4`, naming the metric, the bot and the track; the same scenario without the outage passes.
+/// Without the outage only the frozen time is bounded, not the count: on this shared 2-core machine
+/// a loop can stall for 200 ms now and then, which is a real (and counted) freeze, while a second
+/// without media is at least 1,000 ms frozen.
 @Suite(.serialized) struct ScenarioQualityTests {
     private func scenario(outage: Bool) throws -> Scenario {
         let cut =
@@ -31,7 +34,8 @@ import Testing
                 {"expect": "frames", "bot": "viewer", "participant": "host", "kind": "video", "more": 45}
               ],
               "expect": [
-                {"expect": "freezes", "bot": "viewer", "participant": "host", "atMost": 0},
+                \(outage ? #"{"expect": "freezes", "bot": "viewer", "participant": "host", "atMost": 0},"# : "")
+                {"expect": "freezeDuration", "bot": "viewer", "participant": "host", "atMost": 600},
                 {"expect": "mos", "bot": "viewer", "atLeast": 4.0},
                 {"expect": "quality", "metric": "fps", "bot": "viewer", "atLeast": 5}
               ]
@@ -45,12 +49,15 @@ import Testing
         defer { server.stop() }
         let s = try scenario(outage: true)
         let result = await run(s, on: server)
-        let final = Array(result.cases.suffix(3))
-        #expect(final.map(\.status) == [.failed, .failed, .passed])
+        let final = Array(result.cases.suffix(4))
+        #expect(final.map(\.status) == [.failed, .failed, .failed, .passed])
         let freezes = try #require(final[0].message)
         #expect(freezes.contains("viewer: freezes "), "\(freezes)")
         #expect(freezes.contains("for video from host, wants ≤ 0"), "\(freezes)")
-        let mos = try #require(final[1].message)
+        let frozen = try #require(final[1].message)
+        #expect(frozen.contains("viewer: freezeDuration "), "\(frozen)")
+        #expect(frozen.contains(" ms for video from host, wants ≤ 600"), "\(frozen)")
+        let mos = try #require(final[2].message)
         #expect(mos.contains("viewer: mos "), "\(mos)")
         #expect(mos.contains("for audio from host, wants ≥ 4"), "\(mos)")
         #expect(final[0].title == "freezes ≤ 0 for video tracks from host at viewer")
