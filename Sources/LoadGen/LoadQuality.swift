@@ -104,7 +104,7 @@ extension LoadReport {
                     : String(format: "%llu packets played", q.frames)
             ]
             if q.kind == "video" {
-                parts.append(String(format: "%llu freezes (%.0f ms)", q.freezeCount, q.totalFreezesDurationMs))
+                parts.append(String(format: "freezes %llu (%.0f ms)", q.freezeCount, q.totalFreezesDurationMs))
             } else {
                 parts.append(String(format: "%.2f%% concealed, MOS %.2f", q.concealmentPercent ?? 0, q.mos ?? 0))
             }

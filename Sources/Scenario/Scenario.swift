@@ -452,7 +452,7 @@ struct Context: Sendable {
                 : String(format: "%llu packets played", q.frames)
         ]
         if q.kind == "video" {
-            parts.append(String(format: "%llu freezes, %.0f ms frozen", q.freezeCount, q.totalFreezesDurationMs))
+            parts.append(String(format: "freezes %llu (%.0f ms)", q.freezeCount, q.totalFreezesDurationMs))
         } else {
             parts.append(String(format: "%.2f%% concealed, MOS %.2f", q.concealmentPercent ?? 0, q.mos ?? 0))
         }

@@ -372,5 +372,5 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
     #expect(s.worstFramesPerSecond.first?.subscriber == "bot-19")
     #expect(s.worstMOS.map(\.subscriber) == ["bot-19", "bot-18", "bot-17", "bot-16", "bot-15"])
     #expect(abs((s.mos.p50 ?? 0) - 3.4) < 1e-9)
-    #expect(s.table().contains("most freezes  bot-0 ← pub video: 300 frames, 30.0 fps, 3 freezes (1200 ms)"))
+    #expect(s.table().contains("most freezes  bot-0 ← pub video: 300 frames, 30.0 fps, freezes 3 (1200 ms)"))
 }
