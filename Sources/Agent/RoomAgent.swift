@@ -136,6 +136,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     private var operationTail: Task<Void, Never>?
     /// The same for joining and leaving the relay room.
     private var relayRoomTail: Task<Void, Never>?
+    /// Each consumed track's last quality reading for the manifest, by participant, kind and mid.
+    private var trackQuality: [String: [String: Any]] = [:]
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
 
@@ -279,6 +281,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         // The manifest keeps the stage as it was in the room, not the empty one after leaving.
         let lastStage = stageAndAudience()
         lock.withLock { finalStage = lastStage }
+        // The tracks' last quality readings, before leaving ends them.
+        refreshQuality()
         if leaveReason == nil { await room.leave() }
         // Leaving ends every track on the subscribe loop; after that no sink writes, and the
         // recordings can be closed (and their disk writes awaited) here.
@@ -560,7 +564,11 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         guard kept === rec else { return kept }
         log("recording \(id) -> \(path)")
         // The manifest is a file too: written off the loop thread.
-        manifestQueue.async { [weak self] in self?.writeManifest() }
+        manifestQueue.async { [weak self] in
+            // Off the event queue and the loop: reading the tracks' quality waits for the subscribe loop.
+            self?.refreshQuality()
+            self?.writeManifest()
+        }
         return rec
     }
 
@@ -590,6 +598,24 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     private func writeManifest() { lock.withLock { writeManifestLocked() } }
 
+    /// Reads every consumed track's quality (off the lock: it waits for the subscribe loop) into
+    /// ``trackQuality``, where a track keeps its last reading after it ends.
+    private func refreshQuality() {
+        let rows = room.receiveQuality()
+        guard !rows.isEmpty else { return }
+        let encoder = JSONEncoder()
+        var readings: [String: [String: Any]] = [:]
+        for row in rows {
+            guard let data = try? encoder.encode(row.quality),
+                let quality = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+            else { continue }
+            readings["\(row.participantId)|\(row.kind.rawValue)|\(row.mid)"] = [
+                "participantId": row.participantId, "kind": row.kind.rawValue, "mid": row.mid, "quality": quality,
+            ]
+        }
+        lock.withLock { trackQuality.merge(readings) { _, new in new } }
+    }
+
     /// Who is on stage and who is in the audience now, the agent included.
     private func stageAndAudience() -> (stage: [String], audience: [String]) {
         var everyone = room.participants.values.map { ($0.id, $0.mode.canonical) }
@@ -615,6 +641,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             "audience": audience,
             "modeChanges": modeChanges,
             "refusedInvites": refusedInvites,
+            "tracks": trackQuality.keys.sorted().compactMap { trackQuality[$0] },
         ]
         AgentManifest.write(manifest, to: path, log: log)
     }
@@ -680,6 +707,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 "Keyframe requests received from the relay room.", c.keyframeRequests)
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
+        out.trackQuality(room.receiveQuality())
         // On stage: the publish connection's send-side estimate from the server's feedback (issue 33).
         let estimate = room.publishBandwidthEstimate
         out.single(

@@ -4,6 +4,7 @@ import Media
 import RTCWire
 import Signaling
 import Synchronization
+import Understudy
 
 /// Counters of a ``RoomAgent``, rendered in the Prometheus text format by ``RoomAgent/metricsText()``.
 /// Thread-safe: frames are counted on the subscribe loop thread, events on the room's event queue.
@@ -140,6 +141,91 @@ struct PrometheusText {
         single(
             "understudy_agent_nacks_sent_total", "counter",
             "Retransmission requests (NACK) sent to the SFU by the subscribe connection.", sent.nacks)
+    }
+
+    /// One gauge or counter per consumed track and quality figure (``ReceiveQualitySnapshot``),
+    /// labelled with the publishing participant and the stream kind; times in seconds.
+    mutating func trackQuality(_ rows: [ReceivedTrackQuality]) {
+        let figures: [(String, String, String, (ReceiveQualitySnapshot) -> Double?)] = [
+            (
+                "understudy_agent_track_frames_total", "counter", "Frames completed (video) or played (audio).",
+                {
+                    Double($0.frames)
+                }
+            ),
+            (
+                "understudy_agent_track_fps", "gauge", "Frames per second since the track's first frame.",
+                {
+                    $0.framesPerSecond
+                }
+            ),
+            (
+                "understudy_agent_track_freezes_total", "counter", "Video freezes (W3C freezeCount definition).",
+                {
+                    $0.kind == "video" ? Double($0.freezeCount) : nil
+                }
+            ),
+            (
+                "understudy_agent_track_freeze_seconds_total", "counter", "Summed duration of the video freezes.",
+                {
+                    $0.kind == "video" ? $0.totalFreezesDurationMs / 1000 : nil
+                }
+            ),
+            (
+                "understudy_agent_track_pauses_total", "counter", "Gaps of 5 s or more between frames.",
+                {
+                    Double($0.pauseCount)
+                }
+            ),
+            ("understudy_agent_track_jitter_seconds", "gauge", "RFC 3550 interarrival jitter.", { $0.jitterMs / 1000 }),
+            (
+                "understudy_agent_track_jitter_buffer_delay_seconds", "gauge", "Estimated mean jitter-buffer delay.",
+                {
+                    $0.jitterBufferDelayMs / 1000
+                }
+            ),
+            (
+                "understudy_agent_track_packets_lost_total", "counter", "Packets lost (RFC 3550 cumulative).",
+                {
+                    Double($0.packetsLost)
+                }
+            ),
+            (
+                "understudy_agent_track_nacks_sent_total", "counter", "NACK messages sent for the track.",
+                {
+                    Double($0.nacksSent)
+                }
+            ),
+            ("understudy_agent_track_plis_sent_total", "counter", "PLIs sent for the track.", { Double($0.plisSent) }),
+            ("understudy_agent_track_firs_sent_total", "counter", "FIRs sent for the track.", { Double($0.firsSent) }),
+            (
+                "understudy_agent_track_layer_switches_total", "counter", "Key frames of a new size (layer switches).",
+                {
+                    $0.layerSwitches.map(Double.init)
+                }
+            ),
+            (
+                "understudy_agent_track_latency_seconds", "gauge", "Mean capture-to-arrival time (abs-capture-time).",
+                {
+                    $0.latencyMs.map { $0 / 1000 }
+                }
+            ),
+            (
+                "understudy_agent_track_concealed_seconds_total", "counter", "Audio concealed for lost packets.",
+                {
+                    $0.concealedMs.map { $0 / 1000 }
+                }
+            ),
+            ("understudy_agent_track_mos", "gauge", "E-model (G.107) MOS estimate of the audio.", { $0.mos }),
+        ]
+        for (name, type, help, value) in figures {
+            let samples = rows.compactMap { row in
+                value(row.quality).map { (["participant": row.participantId, "kind": row.kind.rawValue], $0) }
+            }
+            guard !samples.isEmpty else { continue }
+            family(name, type, help)
+            for (labels, v) in samples { sample(name, labels: labels, v) }
+        }
     }
 
     static func escape(_ s: String) -> String {

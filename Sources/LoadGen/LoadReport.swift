@@ -60,6 +60,8 @@ public struct LoadReport: Sendable, Codable {
         public var latencyAvgMs: Double?
         public var latencyMaxMs: Double?
         public var closed: Bool
+        /// Received quality of the track without decoding (nil in reports of older versions).
+        public var quality: ReceiveQualitySnapshot?
 
         init(_ t: TrackCounter, receiver: ReceiverTotals?) {
             subscriber = t.subscriberID
@@ -86,6 +88,7 @@ public struct LoadReport: Sendable, Codable {
             latencyAvgMs = t.latencyCount > 0 ? Double(t.latencySum) / Double(t.latencyCount) / 1e6 : nil
             latencyMaxMs = t.latencyCount > 0 ? Double(t.latencyMax) / 1e6 : nil
             closed = t.closedAt != 0
+            quality = receiver?.quality
         }
     }
 
@@ -269,6 +272,8 @@ public struct LoadReport: Sendable, Codable {
     /// The end-of-run roster comparison (nil when no audience bot joined).
     public var rosterCheck: RosterCheck?
     public var tracks: [TrackResult]
+    /// Received quality across the tracks, the worst named (nil when no track has a reading).
+    public var quality: QualitySummary?
     public var publishers: [PublisherResult]
     /// The raw samples behind the percentiles, so that reports of several machines merge into exact
     /// percentiles (`understudy load --workers`) instead of averaged ones.
@@ -334,6 +339,7 @@ public struct LoadReport: Sendable, Codable {
         self.timeToFirstPacketMs = timeToFirstPacketMs
         self.timeToFirstKeyframeMs = timeToFirstKeyframeMs
         firstKeyframeSteps = .of(tracks)
+        quality = .of(tracks)
         latencyMs = .of(latency)
         self.modeChanges = modeChanges
         self.processCPUSeconds = processCPUSeconds
@@ -457,6 +463,9 @@ public struct LoadReport: Sendable, Codable {
                 out += right(ms(r.latN > 0 ? r.lat / Double(r.latN) : nil), 9) + "\n"
             }
             out += "(1st-pkt/1st-key: median ms from consumerCreated; latency: mean capture-to-arrival ms)\n"
+        }
+        if let q = quality {
+            out += "\n" + q.table()
         }
         if let r = rosterCheck {
             out +=

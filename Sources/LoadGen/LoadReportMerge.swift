@@ -37,6 +37,7 @@ extension LoadReport {
         out.timeToFirstPacketMs = .of(out.tracks.compactMap(\.timeToFirstPacketMs))
         out.timeToFirstKeyframeMs = .of(out.tracks.compactMap(\.timeToFirstKeyframeMs))
         out.firstKeyframeSteps = .of(out.tracks)
+        out.quality = .of(out.tracks)
         let samples = reports.compactMap(\.samples)
         var histogram = LatencyHistogram()
         for s in samples {

@@ -205,6 +205,8 @@ struct ReceiverTotals: Sendable {
     var plisSent: UInt64 = 0
     var retransmissionsReceived: UInt64 = 0
     var bytesReceived: UInt64 = 0
+    /// The quality reading of the m-line's stream with the most frames (the track's current one).
+    var quality: ReceiveQualitySnapshot?
 
     /// The receive statistics of `connection`, summed per mid (loop thread).
     static func byMid(_ connection: PeerConnection) -> [String: ReceiverTotals] {
@@ -218,6 +220,7 @@ struct ReceiverTotals: Sendable {
             total.plisSent &+= s.stats.plisSent &+ s.stats.firsSent
             total.retransmissionsReceived &+= s.stats.retransmissionsReceived
             total.bytesReceived &+= s.stats.bytesReceived
+            if total.quality.map({ $0.frames < s.stats.quality.frames }) ?? true { total.quality = s.stats.quality }
             out[mid] = total
         }
         return out

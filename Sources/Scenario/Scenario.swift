@@ -1,4 +1,5 @@
 import Foundation
+import RTCWire
 import Signaling
 import Understudy
 
@@ -205,6 +206,10 @@ struct Context: Sendable {
             case .unmuteMic(let bot): base = "\(bot) unmuteMic"
             case .enableCam(let bot): base = "\(bot) enableCam"
             case .disableCam(let bot): base = "\(bot) disableCam"
+            case .impair(let bot, let drop, _):
+                base =
+                    drop > 0
+                    ? "\(bot) drops \(Self.number(drop * 100))% of its received media" : "\(bot) impairment off"
             }
             return step.expectError.map { "\(base), expecting error \($0)" } ?? base
         }
@@ -230,7 +235,19 @@ struct Context: Sendable {
         case .framesStop(let bot, let p, let kind, let quiet):
             return "\(bot)'s \(kind.rawValue) frames from \(p) stop growing for \(quiet) s"
         case .noErrors(let list, _): return "no errors" + (list.map { " on \($0.joined(separator: ","))" } ?? "")
+        case .quality(let bot, let p, let kind, let metric, let atLeast, let atMost):
+            var bounds: [String] = []
+            if let atLeast { bounds.append("≥ \(Self.number(atLeast))") }
+            if let atMost { bounds.append("≤ \(Self.number(atMost))") }
+            let tracks = kind == .any ? "" : " \(kind.rawValue)"
+            return "\(metric.rawValue) \(bounds.joined(separator: ", "))\(metric.unit) for\(tracks) tracks"
+                + (p.map { " from \($0)" } ?? "") + (bot.map { " at \($0)" } ?? " at every bot")
         }
+    }
+
+    /// A number without a needless fraction.
+    static func number(_ v: Double) -> String {
+        v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(format: "%.2f", v)
     }
 
     // MARK: Actions
@@ -283,6 +300,7 @@ struct Context: Sendable {
         case .unmuteMic(let id): try await settled(id).requireRoom().unmuteMic()
         case .enableCam(let id): try await settled(id).requireRoom().enableCam()
         case .disableCam(let id): try await settled(id).requireRoom().disableCam()
+        case .impair(let id, let drop, let seed): try await bot(id).requireRoom().setMediaReceiveDrop(drop, seed: seed)
         }
     }
 
@@ -312,8 +330,9 @@ struct Context: Sendable {
     func check(_ e: Expectation) async -> String? {
         let deadline = Date().addingTimeInterval(e.timeout)
         switch e.kind {
-        case .noErrors:
-            return evaluate(e.kind)  // errors already seen do not go away by waiting
+        case .noErrors, .quality:
+            // Errors already seen do not go away by waiting; quality is what the run measured so far.
+            return evaluate(e.kind)
         case .framesStop(let id, let p, let kind, let quiet):
             guard let b = bots[id] else { return "unknown bot \(id)" }
             // Stopped = unchanged for `quiet` seconds; the deadline is the timeout plus that window.
@@ -387,6 +406,60 @@ struct Context: Sendable {
         return room.participants[p]
     }
 
+    /// Nil when every track `b` receives (from `participant`, of `kind`) has `metric` within the
+    /// bounds; else which track, its value and the rest of its reading.
+    static func quality(
+        of b: Bot, from participant: String?, kind: FrameKind, metric: QualityMetric, atLeast: Double?,
+        atMost: Double?
+    ) -> String? {
+        guard let room = b.room else { return "\(b.id) is not in the room" }
+        let tracks = room.receiveQuality().filter { t in
+            let audio = t.kind == .audio || t.kind == .shareAudio
+            let kindMatches = kind == .any || (kind == .audio) == audio
+            return kindMatches && (participant.map { $0 == t.participantId } ?? true)
+        }
+        let what = (kind == .any ? "" : "\(kind.rawValue) ") + "tracks" + (participant.map { " from \($0)" } ?? "")
+        guard !tracks.isEmpty else { return "\(b.id) receives no \(what)" }
+        var problems: [String] = []
+        for t in tracks {
+            let q = t.quality
+            let track = "\(t.kind.rawValue) from \(t.participantId)"
+            guard q.frames > 0 else {
+                problems.append("\(b.id): no frames yet of \(track)")
+                continue
+            }
+            guard let value = metric.value(q) else {
+                problems.append(
+                    "\(b.id): \(metric.rawValue) not measured for \(track)"
+                        + (metric == .latency ? " (the sender does not stamp abs-capture-time)" : ""))
+                continue
+            }
+            let shown = "\(metric.rawValue) \(number(value))\(metric.unit)"
+            if let atLeast, value < atLeast {
+                problems.append("\(b.id): \(shown) for \(track), wants ≥ \(number(atLeast)) (\(describe(q)))")
+            } else if let atMost, value > atMost {
+                problems.append("\(b.id): \(shown) for \(track), wants ≤ \(number(atMost)) (\(describe(q)))")
+            }
+        }
+        return problems.isEmpty ? nil : problems.joined(separator: "; ")
+    }
+
+    /// A track's reading in a failure message.
+    static func describe(_ q: ReceiveQualitySnapshot) -> String {
+        var parts = [
+            q.kind == "video"
+                ? String(format: "%llu frames, %.1f fps", q.frames, q.framesPerSecond)
+                : String(format: "%llu packets played", q.frames)
+        ]
+        if q.kind == "video" {
+            parts.append(String(format: "freezes %llu (%.0f ms)", q.freezeCount, q.totalFreezesDurationMs))
+        } else {
+            parts.append(String(format: "%.2f%% concealed, MOS %.2f", q.concealmentPercent ?? 0, q.mos ?? 0))
+        }
+        parts.append(String(format: "loss %.2f%%, jitter %.1f ms", q.lossPercent, q.jitterMs))
+        return parts.joined(separator: ", ")
+    }
+
     func evaluate(_ kind: Expectation.Kind) -> String? {
         switch kind {
         case .onStage(let p, let list):
@@ -431,6 +504,11 @@ struct Context: Sendable {
             return nil
         case .framesStop:
             return nil  // handled in check(_:)
+        case .quality(let id, let p, let kind, let metric, let atLeast, let atMost):
+            let list = id.map { [$0] }
+            return everyBot(list) { b in
+                Self.quality(of: b, from: p, kind: kind, metric: metric, atLeast: atLeast, atMost: atMost)
+            }
         case .noErrors(let list, let ignore):
             let ids = list ?? order
             var problems: [String] = []

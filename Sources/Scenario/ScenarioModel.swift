@@ -1,3 +1,4 @@
+import RTCWire
 import Understudy
 
 /// A parsed scenario file: bots, the steps they take in order, and what must hold at the end.
@@ -92,11 +93,14 @@ public enum Action: Sendable {
     case unmuteMic(bot: String)
     case enableCam(bot: String)
     case disableCam(bot: String)
+    /// Drops this share (0 to 1) of the datagrams the bot's media connections receive, from a seeded
+    /// sequence (a lossy link, or with 1 an outage); 0 ends it. Signalling is not affected.
+    case impair(bot: String, drop: Double, seed: UInt64)
 
     /// The action names accepted in files.
     public static let names = [
         "join", "leave", "sleep", "wait", "invite", "changeMode", "publish", "subscribe", "pin", "unpin", "remove",
-        "consume", "stopConsuming", "muteMic", "unmuteMic", "enableCam", "disableCam",
+        "consume", "stopConsuming", "muteMic", "unmuteMic", "enableCam", "disableCam", "impair",
     ]
 }
 
@@ -133,6 +137,11 @@ public struct Expectation: Sendable {
         case framesStop(bot: String, participant: String, kind: FrameKind, quiet: Double)
         /// No bot (or only these bots) reported an error through `onError`, other than `ignore` codes.
         case noErrors(bots: [String]?, ignore: [Int])
+        /// A received-quality metric of every matching track (from `participant`, of `kind`) of the
+        /// bot (or of every bot in the room) is within the bounds; checked at once.
+        case quality(
+            bot: String?, participant: String?, kind: FrameKind, metric: QualityMetric, atLeast: Double?,
+            atMost: Double?)
     }
     public var kind: Kind
     public var timeout: Double
@@ -141,9 +150,57 @@ public struct Expectation: Sendable {
     public var field: String
 
     /// The expectation names accepted in files.
-    public static let names = [
-        "onStage", "inAudience", "present", "absent", "pinned", "event", "frames", "framesStop", "noErrors",
-    ]
+    public static let names =
+        [
+            "onStage", "inAudience", "present", "absent", "pinned", "event", "frames", "framesStop", "noErrors",
+            "quality",
+        ] + QualityMetric.allCases.map(\.rawValue)
+}
+
+/// A received-quality metric a `quality` expectation bounds (``ReceiveQualitySnapshot``; definitions
+/// in `docs/load-testing.md`). Each name is also an expectation of its own (`"expect": "freezes"`).
+public enum QualityMetric: String, Sendable, CaseIterable {
+    case freezes, freezeDuration, pauses, fps, jitter, jitterBuffer, loss, nacks, plis, latency, layerSwitches
+    case concealment, concealedMs, mos
+
+    /// The media the metric is about when the expectation does not say.
+    public var defaultKind: FrameKind {
+        switch self {
+        case .freezes, .freezeDuration, .pauses, .fps, .layerSwitches, .plis: return .video
+        case .concealment, .concealedMs, .mos: return .audio
+        case .jitter, .jitterBuffer, .loss, .nacks, .latency: return .any
+        }
+    }
+
+    /// Its unit in messages.
+    public var unit: String {
+        switch self {
+        case .freezeDuration, .jitter, .jitterBuffer, .latency, .concealedMs: return " ms"
+        case .loss, .concealment: return " %"
+        case .fps: return " fps"
+        default: return ""
+        }
+    }
+
+    /// The metric's value in `q` (nil where it does not apply or is not measured).
+    public func value(_ q: ReceiveQualitySnapshot) -> Double? {
+        switch self {
+        case .freezes: return Double(q.freezeCount)
+        case .freezeDuration: return q.totalFreezesDurationMs
+        case .pauses: return Double(q.pauseCount)
+        case .fps: return q.framesPerSecond
+        case .jitter: return q.jitterMs
+        case .jitterBuffer: return q.jitterBufferDelayMs
+        case .loss: return q.lossPercent
+        case .nacks: return Double(q.nacksSent)
+        case .plis: return Double(q.plisSent)
+        case .latency: return q.latencyMs
+        case .layerSwitches: return q.layerSwitches.map(Double.init)
+        case .concealment: return q.concealmentPercent
+        case .concealedMs: return q.concealedMs
+        case .mos: return q.mos
+        }
+    }
 }
 
 /// The events a bot records, by the SDK callback they come from.

@@ -402,6 +402,13 @@ private struct ScenarioDecoder {
         case "unmuteMic": action = .unmuteMic(bot: try m.bot("bot"))
         case "enableCam": action = .enableCam(bot: try m.bot("bot"))
         case "disableCam": action = .disableCam(bot: try m.bot("bot"))
+        case "impair":
+            let drop = try m.number("drop") ?? 0
+            guard drop >= 0 && drop <= 1 else {
+                throw error(
+                    json["drop"] ?? json, "\(path).drop", "expected a share of datagrams in [0, 1], found \(drop)")
+            }
+            action = .impair(bot: try m.bot("bot"), drop: drop, seed: UInt64(try m.count("seed") ?? 1))
         default:
             throw error(
                 json["action"] ?? json, "\(path).action",
@@ -419,6 +426,26 @@ private struct ScenarioDecoder {
             name: name, participant: participant, mode: try m.mode("mode"), kind: try m.string("kind"),
             topic: try m.string("topic"), message: try m.string("message"), reason: try m.string("reason"),
             code: try m.count("code"), sinceStep: try m.count("sinceStep"))
+    }
+
+    /// The fields of a quality expectation: `bot`?, `participant`?, `kind`?, `atLeast`/`atMost` (one needed).
+    func quality(_ m: inout Members, _ metric: QualityMetric) throws(ScenarioFileError) -> Expectation.Kind {
+        let bot = m.json["bot"] == nil ? nil : try m.bot("bot")
+        let participant = m.json["participant"] == nil ? nil : try m.participant("participant")
+        let kind =
+            try m.choice("kind", "frame kind", FrameKind.allCases.map(\.rawValue)) { FrameKind(rawValue: $0) }
+            ?? metric.defaultKind
+        let atLeast = try m.number("atLeast")
+        let atMost = try m.number("atMost")
+        guard atLeast != nil || atMost != nil else {
+            throw error(
+                m.json, m.field("atMost"), "missing required field (a quality expectation needs atLeast or atMost)")
+        }
+        if let atLeast, let atMost, atLeast > atMost {
+            throw error(m.json["atMost"] ?? m.json, m.field("atMost"), "is below atLeast (\(atLeast))")
+        }
+        return .quality(
+            bot: bot, participant: participant, kind: kind, metric: metric, atLeast: atLeast, atMost: atMost)
     }
 
     func expectation(_ m: inout Members, defaultTimeout: Double) throws(ScenarioFileError) -> Expectation {
@@ -471,6 +498,13 @@ private struct ScenarioDecoder {
                 }
             }
             kind = .noErrors(bots: try m.botList("bots"), ignore: ignore)
+        case "quality":
+            let metric = try m.requireChoice("metric", "quality metric", QualityMetric.allCases.map(\.rawValue)) {
+                QualityMetric(rawValue: $0)
+            }
+            kind = try quality(&m, metric)
+        case let name where QualityMetric(rawValue: name) != nil:
+            kind = try quality(&m, QualityMetric(rawValue: name) ?? .freezes)
         default:
             throw error(
                 m.json["expect"] ?? m.json, m.field("expect"),

@@ -1,5 +1,6 @@
 import Foundation
 import RTC
+import RTCWire
 
 // Package-level hooks for the headless agent (`understudy join`): not part of the documented SDK.
 
@@ -25,4 +26,34 @@ extension Room {
     /// The publish connection's send-side bandwidth estimate (from the server's transport-cc
     /// feedback) as of the last stats sampling tick; nil off stage or before any feedback.
     package var publishBandwidthEstimate: BandwidthEstimate? { media.publishEstimate }
+}
+
+/// The quality reading of one consumed track (``Room/receiveQuality()``).
+package struct ReceivedTrackQuality: Sendable {
+    /// Who publishes the track.
+    package var participantId: String
+    /// Which of the participant's streams it is.
+    package var kind: StreamKind
+    /// The subscribe connection's m-line that carries it.
+    package var mid: String
+    /// Its quality without decoding (``ReceiveQualitySnapshot``).
+    package var quality: ReceiveQualitySnapshot
+}
+
+extension Room {
+    /// The quality of every consumed track, measured by the subscribe connection's receivers
+    /// (fps, freezes, jitter-buffer delay, concealment and MOS, loss and feedback, latency). A track
+    /// whose m-line carried several streams reports the one with the most frames.
+    /// Waits up to 2 s for the subscribe loop; call it off that loop (metrics, manifests, scenarios).
+    package func receiveQuality() -> [ReceivedTrackQuality] { media.receiveQuality() }
+
+    /// Test hook: drops this share (0 to 1) of the datagrams the media connections receive, from a
+    /// seeded sequence, as a lossy or broken network would (signalling is not affected); 0 ends it.
+    package func setMediaReceiveDrop(_ rate: Double, seed: UInt64 = 1) async {
+        for (_, pc) in media.connections {
+            _ = await pc.loop.submitIfRunning {
+                pc.setReceiveImpairment(rate > 0 ? Impairment(receiveDropRate: min(rate, 1), seed: seed) : nil)
+            }
+        }
+    }
 }

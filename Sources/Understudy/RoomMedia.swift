@@ -542,6 +542,22 @@ final class RoomMedia: @unchecked Sendable {
         return rows.reduce((UInt64(0), UInt64(0))) { ($0.0 &+ $1.stats.plisSent, $0.1 &+ $1.stats.nacksSent) }
     }
 
+    /// Each consumed track's quality reading (zero rows without a subscribe connection).
+    func receiveQuality() -> [ReceivedTrackQuality] {
+        guard let pc = lock.withLock({ subscribe }) else { return [] }
+        let tracks = lock.withLock { consumers.values.compactMap { c in c.mid.map { ($0, c.participantId, c.kind) } } }
+        let rows = onLoopSync(pc) { pc.receiverStats() } ?? []
+        var best: [String: ReceiveQualitySnapshot] = [:]
+        for r in rows {
+            guard let mid = r.mid else { continue }
+            if best[mid].map({ $0.frames < r.stats.quality.frames }) ?? true { best[mid] = r.stats.quality }
+        }
+        return tracks.compactMap { mid, participant, kind in
+            best[mid].map { ReceivedTrackQuality(participantId: participant, kind: kind, mid: mid, quality: $0) }
+        }
+        .sorted { ($0.participantId, $0.mid) < ($1.participantId, $1.mid) }
+    }
+
     func consumerCreated(_ data: JSONValue) {
         guard let id = data["consumerId"]?.stringValue, let pid = data["participantId"]?.stringValue,
             let kind = data["kind"]?.stringValue.flatMap(StreamKind.init(wire:))

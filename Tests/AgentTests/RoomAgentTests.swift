@@ -176,6 +176,13 @@ struct RoomAgentTests {
         #expect(metrics.contains("understudy_agent_mode{mode=\"RECV_ONLY\"} 1\n"))
         #expect(metrics.contains("# TYPE understudy_agent_frames_received_total counter"))
         #expect(!metrics.contains("understudy_agent_frames_recorded_total{kind=\"video\"} 0\n"))
+        // Quality per consumed track, labelled with its publisher and kind.
+        #expect(metrics.contains("# TYPE understudy_agent_track_freezes_total counter"))
+        #expect(metrics.contains("understudy_agent_track_freezes_total{kind=\"video\",participant=\"host\"} "))
+        #expect(metrics.contains("understudy_agent_track_mos{kind=\"audio\",participant=\"host\"} "))
+        #expect(!metrics.contains("understudy_agent_track_mos{kind=\"video\""))
+        let fps = metrics.split(separator: "\n").first { $0.hasPrefix("understudy_agent_track_fps{kind=\"video\"") }
+        #expect((fps?.split(separator: " ").last.flatMap { Double($0) } ?? 0) > 5, "\(fps ?? "no fps line")")
         await agent.stop()
         await host.leave()
         #expect(agent.recordedFiles == [dir + "/host.ivf", dir + "/host.ogg"])
@@ -195,6 +202,16 @@ struct RoomAgentTests {
         let manifest = try #require(try JSONSerialization.jsonObject(with: manifestData) as? [String: Any])
         let files = try #require(manifest["files"] as? [[String: Any]])
         #expect(Set(files.compactMap { $0["path"] as? String }) == [dir + "/host.ivf", dir + "/host.ogg"])
+        // Each consumed track's last quality reading, taken before the agent left.
+        let tracks = try #require(manifest["tracks"] as? [[String: Any]])
+        #expect(Set(tracks.compactMap { $0["kind"] as? String }) == ["audio", "video"])
+        for t in tracks {
+            #expect(t["participantId"] as? String == "host")
+            let q = try #require(t["quality"] as? [String: Any])
+            #expect((q["frames"] as? Int ?? 0) > 10, "\(q)")
+            #expect(q["freezeCount"] != nil && q["jitterBufferDelayMs"] != nil)
+            if t["kind"] as? String == "audio" { #expect(q["mos"] != nil) }
+        }
     }
 
     @Test func relayRoomRepublishesTheConsumedParticipant() async throws {

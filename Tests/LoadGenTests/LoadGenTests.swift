@@ -51,6 +51,17 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         #expect((report.latencyMs.p50 ?? 1e9) < 1000)
         #expect(report.tracks.allSatisfy { $0.latencyAvgMs != nil })
         #expect(report.joinLatencyMs.count == 12)
+        // Every track has a quality reading from its receiver; on loopback the media is smooth.
+        let quality = try #require(report.quality)
+        #expect(quality.videoTracks == 20 && quality.audioTracks == 20)
+        for track in report.tracks {
+            let q = try #require(track.quality, "\(track.subscriber) <- \(track.publisher) \(track.kind)")
+            #expect(q.kind == track.kind && q.frames > 10)
+            #expect(q.latencyMs != nil)
+            if track.kind == "video" { #expect(q.framesPerSecond > 5) } else { #expect(q.mos != nil) }
+        }
+        #expect((quality.mos.p50 ?? 0) > 3.5)
+        #expect(report.table().contains("audio quality 20 tracks: MOS p50"))
         // The steps to each video track's first key frame: its offer arrived and was answered, and the
         // subscribe connection connected.
         for track in report.tracks where track.kind == "video" {
@@ -324,4 +335,42 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
     // Wrong sizes are refused rather than misread.
     let short: [UInt8] = [1, 2, 3, 4]
     short.withUnsafeBytes { #expect(AbsCaptureTime.captureTime($0, 0..<4) == nil) }
+}
+
+@Test func qualitySummaryGivesSpreadsAcrossTracksAndNamesTheWorst() {
+    func track(_ sub: String, _ kind: MediaKind, _ q: ReceiveQualitySnapshot) -> LoadReport.TrackResult {
+        var totals = ReceiverTotals()
+        totals.packetsReceived = 100
+        totals.quality = q
+        return LoadReport.TrackResult(
+            TrackCounter(subscriberID: sub, publisherID: "pub", kind: kind, mid: "0", createdAt: 1), receiver: totals)
+    }
+    var tracks: [LoadReport.TrackResult] = []
+    for i in 0..<20 {
+        var v = ReceiveQualitySnapshot(kind: "video")
+        v.frames = 300
+        v.framesPerSecond = 30 - Double(i)
+        v.freezeCount = i < 3 ? UInt64(3 - i) : 0
+        v.totalFreezesDurationMs = Double(v.freezeCount) * 400
+        tracks.append(track("bot-\(i)", .video, v))
+        var a = ReceiveQualitySnapshot(kind: "audio")
+        a.frames = 500
+        a.mos = 4.4 - Double(i) / 10
+        a.concealmentPercent = Double(i)
+        tracks.append(track("bot-\(i)", .audio, a))
+    }
+    // A track without frames is left out.
+    tracks.append(track("bot-silent", .video, ReceiveQualitySnapshot(kind: "video")))
+    let s = try! #require(LoadReport.QualitySummary.of(tracks))
+    #expect(s.videoTracks == 20 && s.audioTracks == 20)
+    #expect(s.tracksWithFreezes == 3)
+    // Nearest rank over 20 values: p50 is the 10th, p95 the 19th, p05 the 1st.
+    #expect(s.freezeCount.p50 == 0 && s.freezeCount.p95 == 2 && s.freezeCount.max == 3)
+    #expect(s.framesPerSecond.p05 == 11 && s.framesPerSecond.p50 == 20 && s.framesPerSecond.min == 11)
+    #expect(s.worstFreezes.map(\.subscriber) == ["bot-0", "bot-1", "bot-2"])
+    #expect(s.worstFreezes.first?.value == 3)
+    #expect(s.worstFramesPerSecond.first?.subscriber == "bot-19")
+    #expect(s.worstMOS.map(\.subscriber) == ["bot-19", "bot-18", "bot-17", "bot-16", "bot-15"])
+    #expect(abs((s.mos.p50 ?? 0) - 3.4) < 1e-9)
+    #expect(s.table().contains("most freezes  bot-0 ← pub video: 300 frames, 30.0 fps, freezes 3 (1200 ms)"))
 }

@@ -191,6 +191,7 @@ extension PeerConnection {
         transport.listener.midExtensionID = ids[LocalCapabilities.midURI] ?? 0
         transport.listener.ridExtensionID = ids[LocalCapabilities.ridURI] ?? 0
         transport.listener.repairedRIDExtensionID = ids[LocalCapabilities.repairedRIDURI] ?? 0
+        transport.listener.captureTimeExtensionID = ids[LocalCapabilities.absCaptureTimeURI] ?? 0
         transport.transportCCExtensionID = ids[LocalCapabilities.transportWideCCURI] ?? 0
     }
 

@@ -26,6 +26,16 @@ protocol RTPFrameAssemblyContext: AnyObject {
     var consumesFrames: Bool { get }
     /// One complete, decodable frame, in order; `arrival` is when its last packet arrived.
     func deliver(_ frame: EncodedFrame, arrival: UInt64)
+    /// A video frame became decodable in order at `now` (called whether or not frames are consumed):
+    /// the quality measurements' frame clock.
+    func frameCompleted(timestamp: UInt32, now: UInt64)
+    /// An audio packet (`ext`) was played in order at `now`, whether or not frames are consumed.
+    func audioPlayed(ext: Int64, timestamp: UInt32, now: UInt64)
+}
+
+extension RTPFrameAssemblyContext {
+    func frameCompleted(timestamp: UInt32, now: UInt64) {}
+    func audioPlayed(ext: Int64, timestamp: UInt32, now: UInt64) {}
 }
 
 /// Counters of a frame assembler, merged into ``RTPReceiverStats``.
@@ -73,6 +83,7 @@ final class OpusFrameAssembler {
         frontier = packet.ext + 1
         counters.framesAssembled += 1
         counters.framesDecodable += 1
+        context.audioPlayed(ext: packet.ext, timestamp: packet.timestamp, now: now)
         // Without a consumer of frames (an SFU forwards packets), skip the per-packet copy.
         guard context.consumesFrames else { return }
         let frame = EncodedFrame(
@@ -330,7 +341,7 @@ final class VP8FrameAssembler {
                 markBroken(media: true)
                 continue
             }
-            deliver(from: frontier, through: end, context: context)
+            deliver(from: frontier, through: end, now: now, context: context)
             frontier = end + 1
         }
     }
@@ -354,7 +365,9 @@ final class VP8FrameAssembler {
         }
     }
 
-    private func deliver<Context: RTPFrameAssemblyContext>(from first: Int64, through last: Int64, context: Context) {
+    private func deliver<Context: RTPFrameAssemblyContext>(
+        from first: Int64, through last: Int64, now: UInt64, context: Context
+    ) {
         let head = slots[slot(first)]
         let isKey = head.keyframe
         let timestamp = head.timestamp
@@ -392,6 +405,7 @@ final class VP8FrameAssembler {
             counters.keyframesReceived += 1
         }
         counters.framesDecodable += 1
+        context.frameCompleted(timestamp: timestamp, now: now)
         guard consumes else {
             releaseRange(first, last)
             return

@@ -1,3 +1,4 @@
+import Glibc
 import RTCWire
 
 /// Feedback and buffering choices for one ``RTPReceiver``.
@@ -96,6 +97,9 @@ public struct RTPReceiverStats: Sendable, Equatable {
     public var lastPacketTime: UInt64 = 0
     /// Receiver reports sent.
     public var receiverReportsSent: UInt64 = 0
+    /// Quality of the received track without decoding (``ReceiveQuality``): fps, freezes, jitter-buffer
+    /// delay, concealment and MOS, latency, with the counters above.
+    public var quality = ReceiveQualitySnapshot(kind: "video")
 }
 
 /// One received packet as ``RTPReceiver/receive(_:header:now:)`` read it: the media sequence number
@@ -148,6 +152,32 @@ public final class RTPReceiver: @unchecked Sendable {
     /// The owning transport's timer deadline, lowered when this stream needs ``tick(now:emitRTCP:)``
     /// sooner than planned (nil for a receiver driven by its own caller).
     var tickDeadline: TickDeadline?
+    /// The negotiated abs-capture-time extension id (0: none): when set, the first packet of each
+    /// frame gives an end-to-end latency sample for ``RTPReceiverStats/quality``.
+    public var captureTimeExtensionID: UInt8 = 0
+    /// The wall clock (Unix ns) at a loop time, for latency samples; tests replace it.
+    public var wallClockNanoseconds: (UInt64) -> UInt64 = { _ in realtimeNanoseconds() }
+    /// Quality measurements, fed at frame completion (video) and playout (audio).
+    private var quality: ReceiveQuality
+    /// Whether ``quality`` is fed: `UNDERSTUDY_RECEIVE_QUALITY=0` turns it off for the process, for
+    /// A/B runs of its cost (the readings then stay empty).
+    public static let measuresQualityByDefault: Bool =
+        getenv("UNDERSTUDY_RECEIVE_QUALITY").map {
+            String(cString: $0) != "0"
+        } ?? true
+    private let measuresQuality = RTPReceiver.measuresQualityByDefault
+    /// Wall clock minus loop clock, read once a second rather than a clock call per frame.
+    private var wallOffset: Int64 = 0
+    private var wallOffsetAt: UInt64 = 0
+
+    /// The wall clock (Unix ns) at loop time `now`, from an offset renewed every second.
+    private func wallClock(at now: UInt64) -> UInt64 {
+        if wallOffsetAt == 0 || now &- wallOffsetAt >= 1_000_000_000 {
+            wallOffset = Int64(bitPattern: wallClockNanoseconds(now)) &- Int64(bitPattern: now)
+            wallOffsetAt = now
+        }
+        return UInt64(bitPattern: Int64(bitPattern: now) &+ wallOffset)
+    }
 
     /// Counters; `packetsLost` is computed on read.
     public var stats: RTPReceiverStats {
@@ -168,6 +198,9 @@ public final class RTPReceiver: @unchecked Sendable {
         s.framesDropped = assembled.framesDropped
         s.keyframesReceived = assembled.keyframesReceived
         s.packetsLate += assembled.packetsLate
+        s.quality = quality.snapshot(
+            packetsReceived: s.packetsReceived, packetsLost: s.packetsLost, nacksSent: s.nacksSent,
+            plisSent: s.plisSent, firsSent: s.firsSent, jitterMilliseconds: s.jitter)
         return s
     }
     private var counters = RTPReceiverStats()
@@ -226,6 +259,7 @@ public final class RTPReceiver: @unchecked Sendable {
             keyframes: KeyframeRequester(
                 enabled: codec == .vp8 && options.pli, interval: options.keyframeRequestInterval))
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
+        quality = ReceiveQuality(kind: codec.kind, clockRate: codec.clockRate)
     }
 
     /// Creates a receiver with default options apart from NACK and PLI.
@@ -297,6 +331,15 @@ public final class RTPReceiver: @unchecked Sendable {
             counters.packetsMalformed += 1
             return nil
         }
+        // One latency sample per frame: its first packet as sent (not a repair).
+        if captureTimeExtensionID != 0, measuresQuality, !isRTX, info.startsFrame, !payload.isEmpty,
+            let range = header.extensionElement(id: captureTimeExtensionID, in: packet),
+            let ntp = AbsCaptureTime.captureTime(packet, range)
+        {
+            let captured = AbsCaptureTime.unixNanoseconds(ntp: ntp)
+            let wall = wallClock(at: now)
+            if captured > 0, wall >= captured { quality.latency(wall - captured) }
+        }
         handle(
             seq: seq, timestamp: header.timestamp, marker: header.marker, payload: payload, info: info, now: now,
             retransmission: isRTX)
@@ -347,6 +390,10 @@ public final class RTPReceiver: @unchecked Sendable {
                 ext: ext, previousHighest: previousHighest, timestamp: timestamp, isRepair: retransmission,
                 sinceStart: now &- firstArrival, resynced: resynced),
             now: now)
+        // A key frame's coded size: a change is a (simulcast) layer switch.
+        if info.width > 0, info.isKeyframe, info.startsFrame, measuresQuality {
+            quality.keyframe(width: info.width, height: info.height)
+        }
         let packet = RTPAssemblyPacket(ext: ext, timestamp: timestamp, marker: marker, payload: payload, info: info)
         if let video = videoAssembler {
             video.insert(packet, now: now, context: self)
@@ -441,5 +488,11 @@ extension RTPReceiver: RTPFrameAssemblyContext {
     var consumesFrames: Bool { onFrame != nil }
     func deliver(_ frame: EncodedFrame, arrival: UInt64) {
         onFrame?(frame, timing(timestamp: frame.timestamp, arrival: arrival))
+    }
+    func frameCompleted(timestamp: UInt32, now: UInt64) {
+        if measuresQuality { quality.videoFrame(timestamp: timestamp, arrival: now) }
+    }
+    func audioPlayed(ext: Int64, timestamp: UInt32, now: UInt64) {
+        if measuresQuality { quality.audioPacket(sequence: ext, timestamp: timestamp, arrival: now) }
     }
 }

@@ -27,6 +27,10 @@ final class RTPStreamListener {
     var midExtensionID: UInt8 = 0
     var ridExtensionID: UInt8 = 0
     var repairedRIDExtensionID: UInt8 = 0
+    /// abs-capture-time, handed to every receiver for its latency samples.
+    var captureTimeExtensionID: UInt8 = 0 {
+        didSet { for stream in streams { stream.receiver.captureTimeExtensionID = captureTimeExtensionID } }
+    }
     /// At most this many remote SSRCs are bound (a hostile peer cannot grow the table without end).
     let maxSSRCs: Int
     /// SSRC (media or RTX) → stream.
@@ -178,6 +182,7 @@ final class RTPStreamListener {
             ssrc: ssrc, codec: t.codec, payloadType: t.payloadType, localSSRC: localSSRC,
             nack: t.kind == .video, pli: t.kind == .video)
         receiver.tickDeadline = tickDeadline
+        receiver.captureTimeExtensionID = captureTimeExtensionID
         let stream = Stream(transceiver: t, rid: rid, receiver: receiver)
         bindSSRC(ssrc, to: stream)
         streams.append(stream)

@@ -50,6 +50,7 @@ public enum JanusScenarioRunner {
         case .inAudience: return "expectation 'inAudience' (Janus lists only publishers)"
         case .pinned: return "expectation 'pinned'"
         case .event: return "expectation 'event'"
+        case .quality: return "quality expectations (the Janus agent reads no receiver statistics)"
         }
     }
 
@@ -215,7 +216,7 @@ final class JanusBots: @unchecked Sendable {
                 }
             case .noErrors(let list, _):
                 why = viewers(list).lazy.compactMap { id, agent in agent.failure.map { "\(id): \($0)" } }.first
-            case .inAudience, .pinned, .event:
+            case .inAudience, .pinned, .event, .quality:
                 return "not available with a Janus room"
             }
             guard let why else { return nil }

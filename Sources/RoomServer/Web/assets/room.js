@@ -1160,10 +1160,13 @@
             width: s.frameWidth || 0,
             height: s.frameHeight || 0,
             packetsLost: s.packetsLost || 0,
+            freezeCount: s.freezeCount || 0,
+            totalFreezesDuration: s.totalFreezesDuration || 0,
+            framesPerSecond: s.framesPerSecond || 0,
           };
         }
       }
-      return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0 };
+      return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0, freezeCount: 0 };
     },
     // The subscribe connection's selected candidate pair: local and remote (server) ports.
     async subscribePath() {
