@@ -13,8 +13,8 @@
 /// The rules, in the order they apply on each run:
 /// 1. **Fit** (``fit(budget:into:)``): tracks by priority (screen share, pinned, active speaker,
 ///    others; equal priorities in the order they were added) each get their lowest flowing layer if
-///    it fits, else pause; then each, in the same order, climbs as far as the rest of the budget and
-///    its own upper bound allow.
+///    it fits, else pause (a track of one layer is never paused); then each, in the same order, climbs
+///    as far as the rest of the budget and its own upper bound allow.
 /// 2. **Step down at once**: a track above its fit goes down to it (a pause included) on this run.
 /// 3. **Step up slowly**: a raise waits ``Configuration/holdDown`` after any decrease (doubled after
 ///    each failed probe, up to ``Configuration/maxHoldDown``) and ``Configuration/stepInterval`` after
@@ -457,7 +457,10 @@ public struct SFUStreamAllocator: Sendable {
                 lowest = 0
                 while lowest < ceiling, !t.rates.unmeasured, t.rates[lowest] <= 0 { lowest += 1 }
             }
-            if lowest >= 0, t.cost(lowest) <= left {
+            // A track of one layer is never paused: the SFU cannot adapt it, and a busy machine's
+            // scheduling delay reads as a queue, which would cut a recording bot's only video (as
+            // mediasoup's simple consumers, it stays out of the sharing); its rate is charged first.
+            if lowest >= 0, t.cost(lowest) <= left || t.rates.count <= 1 {
                 fitted[i] = lowest
                 left -= t.cost(lowest)
             } else {

@@ -56,17 +56,32 @@ struct SFUStreamAllocatorTests {
     }
 
     @Test func oneMildDecreaseMovesNothingARealBottleneckDoes() {
-        var a = allocator([.init(key: 1, maxLayer: 0, rates: .init([1_000_000]))], estimate: 3_000_000)
+        let two = SFUStreamAllocator.LayerRates([200_000, 1_000_000])
+        var a = allocator([.init(key: 1, maxLayer: 1, rates: two)], estimate: 3_000_000)
         a.allocate(now: 0)
-        #expect(targets(a) == [0])
-        // A GCC decrease to 0.85 of what is sent: within the tolerance, the single layer stays.
+        #expect(targets(a) == [1])
+        // A GCC decrease to 0.85 of what is sent: within the tolerance, the top layer stays.
         a.estimate = 850_000
         a.allocate(now: 500 * ms)
-        #expect(targets(a) == [0])
-        // Decrease after decrease: paused.
+        #expect(targets(a) == [1])
+        // Decrease after decrease: down to the layer that fits.
         a.estimate = 800_000
         a.allocate(now: 1_000 * ms)
-        #expect(targets(a) == [-1])
+        #expect(targets(a) == [0])
+    }
+
+    @Test func aTrackOfOneLayerIsNeverPaused() {
+        let one = SFUStreamAllocator.LayerRates([1_000_000])
+        var a = allocator(
+            [.init(key: 1, maxLayer: 0, rates: one), .init(key: 2, maxLayer: 2, rates: simulcast)],
+            estimate: 3_000_000, probing: false)
+        a.allocate(now: 0)
+        #expect(targets(a) == [0, 2])
+        // Far below what the single layer needs: it keeps flowing, and is charged first, so the
+        // simulcast track pauses (it could go lower, the single layer could not).
+        a.estimate = 300_000
+        a.allocate(now: 500 * ms)
+        #expect(targets(a) == [0, -1])
     }
 
     @Test func stepsDownAtOnceWhenTheEstimateFalls() {
