@@ -177,6 +177,10 @@ public struct SFUConfiguration: Sendable {
     public var maxSSRCsPerConnection = 32
     /// ICE-TCP passive candidates (RFC 6544) on the shared port's number (single-port mode only).
     public var iceTCP = false
+    /// The shared port measures how long datagrams wait in its receive queue and drops SRTP and
+    /// SRTCP that waited longer than this, unread (nanoseconds; 0: never drops). See
+    /// ``UDPSocket/measureReceiveQueue(shedMediaOlderThan:)``.
+    public var staleMediaAfter: UInt64 = 1_000_000_000
 
     public init(
         mediaAddresses: [String] = ["127.0.0.1"], portRange: ClosedRange<UInt16>? = nil,
