@@ -76,6 +76,11 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// layer, however many consumers ask. 300 ms: libwebrtc's encoder ignores requests closer
     /// together than that, and a longer interval only makes joiners wait (on average half of it).
     public var keyframeRequestIntervalMilliseconds: Int = 300
+    /// Media (SRTP, SRTCP) that waited longer than this in the shared UDP port's receive queue is
+    /// dropped unread (0: never). A starved SFU then catches up within this time instead of working
+    /// through seconds of stale media while the full buffer drops new connectivity checks and DTLS
+    /// handshakes. STUN and DTLS are never dropped this way.
+    public var staleMediaMilliseconds: Int = 1000
 
     // MARK: WHIP and WHEP (docs/protocol.md, "WHIP and WHEP endpoints")
 
@@ -167,6 +172,8 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         keyframeRequestIntervalMilliseconds =
             try c.decodeIfPresent(Int.self, forKey: .keyframeRequestIntervalMilliseconds)
             ?? d.keyframeRequestIntervalMilliseconds
+        staleMediaMilliseconds =
+            try c.decodeIfPresent(Int.self, forKey: .staleMediaMilliseconds) ?? d.staleMediaMilliseconds
         httpSessionICETimeoutSeconds =
             try c.decodeIfPresent(Double.self, forKey: .httpSessionICETimeoutSeconds) ?? d.httpSessionICETimeoutSeconds
         maxHTTPSessions = try c.decodeIfPresent(Int.self, forKey: .maxHTTPSessions) ?? d.maxHTTPSessions
@@ -204,6 +211,7 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         if !(50...10_000).contains(keyframeRequestIntervalMilliseconds) {
             return "keyframeRequestIntervalMilliseconds must be between 50 and 10000"
         }
+        if !(0...60_000).contains(staleMediaMilliseconds) { return "staleMediaMilliseconds must be 0…60000" }
         if !(httpSessionICETimeoutSeconds > 0) || maxHTTPSessions < 0 || maxHTTPSessionsPerRoom < 0
             || maxHTTPSessionsPerToken < 0
         {

@@ -28,6 +28,7 @@ final class RoomMedia: @unchecked Sendable {
         sfuConfiguration.maxSSRCsPerConnection = configuration.maxSSRCsPerPublisher
         sfuConfiguration.keyframeRequestInterval = UInt64(configuration.keyframeRequestIntervalMilliseconds) * 1_000_000
         sfuConfiguration.iceTCP = configuration.iceTCP
+        sfuConfiguration.staleMediaAfter = UInt64(configuration.staleMediaMilliseconds) * 1_000_000
         sfu = try SFU.make(configuration: sfuConfiguration)
         sfu.onRenegotiationNeeded = { [weak server] key in
             guard let server, let (roomId, participantId) = RoomMedia.split(key),

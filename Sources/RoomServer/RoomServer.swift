@@ -664,6 +664,50 @@ public final class RoomServer: @unchecked Sendable {
         metric(
             "understudy_udp_gso_datagrams_total", "counter", "UDP datagrams sent inside GSO messages by the SFU.",
             clamp(sends.segmentedDatagrams))
+        if let port = await locked({ mediaPlane })?.sfu.sharedPortStatistics() {
+            func seconds(_ name: String, _ type: String, _ help: String, _ nanoseconds: UInt64) {
+                out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(Double(nanoseconds) / 1e9)\n"
+            }
+            metric(
+                "understudy_udp_shared_port_datagrams_received_total", "counter",
+                "Datagrams the SFU's loop read from the shared UDP port.", clamp(port.received))
+            metric(
+                "understudy_udp_shared_port_kernel_drops_total", "counter",
+                "Datagrams the kernel dropped at the shared port's full receive buffer (SO_RXQ_OVFL).",
+                clamp(port.kernelDrops))
+            metric(
+                "understudy_udp_shared_port_stale_media_dropped_total", "counter",
+                "SRTP/SRTCP dropped unread after waiting longer than staleMediaMilliseconds in the receive queue.",
+                clamp(port.staleMediaDropped))
+            metric(
+                "understudy_udp_shared_port_unroutable_total", "counter",
+                "Datagrams on the shared port that matched no connection (unknown ufrag or address).",
+                clamp(port.unroutable))
+            metric(
+                "understudy_udp_shared_port_unknown_ufrag_total", "counter",
+                "STUN on the shared port naming a ufrag of no connection (not created yet, or closed).",
+                clamp(port.unknownUfrag))
+            seconds(
+                "understudy_udp_shared_port_queue_delay_seconds_sum", "counter",
+                "Time datagrams waited in the shared port's receive queue, summed.", port.queueDelaySum)
+            metric(
+                "understudy_udp_shared_port_queue_delay_seconds_count", "counter",
+                "Datagrams whose wait in the receive queue was measured.", clamp(port.queueDelayCount))
+            metric(
+                "understudy_udp_shared_port_delayed_over_100ms_total", "counter",
+                "Datagrams that waited 100 ms or more in the shared port's receive queue.",
+                clamp(port.delayedOver100ms))
+            metric(
+                "understudy_udp_shared_port_delayed_over_1s_total", "counter",
+                "Datagrams that waited 1 s or more in the shared port's receive queue.", clamp(port.delayedOver1s))
+            seconds(
+                "understudy_udp_shared_port_longest_wait_seconds", "gauge",
+                "Longest wait of a datagram in the receive queue since the previous scrape.", port.longestWait)
+            seconds(
+                "understudy_udp_shared_port_longest_stun_wait_seconds", "gauge",
+                "Longest wait of a STUN datagram (a connectivity check) since the previous scrape.",
+                port.longestSTUNWait)
+        }
         metric("understudy_sfu_producers", "gauge", "Producers receiving media in the SFU.", media.producers)
         metric("understudy_sfu_consumers", "gauge", "Consumers forwarding media in the SFU.", media.consumers)
         if let heap = MemoryTrim.heapUsage() {

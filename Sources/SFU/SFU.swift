@@ -574,6 +574,7 @@ public final class SFU: @unchecked Sendable {
                             ip: configuration.mediaAddresses.first ?? "127.0.0.1", port: range.lowerBound)
                     else { throw SFUError.negotiation("bad media address") }
                     sharedPort = try UDPPortMux(loop: loop, bindTo: address, iceTCP: configuration.iceTCP)
+                    sharedPort?.socket?.measureReceiveQueue(shedMediaOlderThan: configuration.staleMediaAfter)
                 }
                 let connection = try PeerConnection(
                     loop: loop, configuration: serverConfiguration(mux: sharedPort), certificate: certificate)

@@ -226,6 +226,10 @@ public struct SFUConfiguration: Sendable {
     /// The stream allocator's timings and margins (each subscribe connection's estimate shared among
     /// its video consumers).
     public var allocator = SFUStreamAllocator.Configuration()
+    /// The shared port measures how long datagrams wait in its receive queue and drops SRTP and
+    /// SRTCP that waited longer than this, unread (nanoseconds; 0: never drops). See
+    /// ``UDPSocket/measureReceiveQueue(shedMediaOlderThan:)``.
+    public var staleMediaAfter: UInt64 = 1_000_000_000
 
     public init(
         mediaAddresses: [String] = ["127.0.0.1"], portRange: ClosedRange<UInt16>? = nil,

@@ -95,6 +95,9 @@ enum Help {
             .init(name: "--udp-port", value: "N", text: "one shared UDP port for every connection (default 7882)"),
             .init(name: "--udp-ports", value: "A-B", text: "one UDP port per connection from this range instead"),
             .init(name: "--config", value: "FILE.json", text: "settings and limits (docs/protocol.md, Limits)"),
+            .init(
+                name: "--stale-media", value: "MS",
+                text: "drop media that waited longer than this in the shared port's queue (default 1000; 0: never)"),
             secretOption,
             .init(
                 name: "--anyone-may-end", value: nil, text: "let every participant end the room (default: allow_mod)"),

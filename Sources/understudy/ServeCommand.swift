@@ -52,6 +52,12 @@ func runServe(_ args: [String]) async {
             configuration.udpPortLow = p
             configuration.udpPortHigh = p
         }
+        if let text = a.value("--stale-media") {
+            guard let ms = Int(text), (0...60_000).contains(ms) else {
+                throw Arguments.Failure.badValue("--stale-media", "expected milliseconds, 0…60000")
+            }
+            configuration.staleMediaMilliseconds = ms
+        }
         if let range = a.value("--udp-ports") {
             let parts = range.split(separator: "-")
             guard parts.count == 2, let low = UInt16(parts[0]), let high = UInt16(parts[1]), low > 0, low <= high else {

@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 import Testing
 
@@ -145,6 +146,106 @@ enum IOTestSupport {
         }
         #expect(await IOTestSupport.wait(loop) { handler.log.count >= 11 })
         #expect(await loop.submit { handler.log } == ["d1", "work"] + (2...10).map { "d\($0)" })
+    }
+
+    /// Blocks `receiver`'s loop while `sender` (on another loop) sends `datagrams`, then for another
+    /// `blockMilliseconds`, so that they wait at least that long in the kernel's receive queue however
+    /// late the threads get scheduled.
+    private static func sendWhileBlocked(
+        _ datagrams: [[UInt8]], from sender: UDPSocket, to receiver: UDPSocket, blockMilliseconds: UInt32
+    ) async {
+        let blocked = Atomic<Bool>(false)
+        let sent = Atomic<Bool>(false)
+        receiver.loop.execute {
+            blocked.store(true, ordering: .releasing)
+            while !sent.load(ordering: .acquiring) { usleep(1000) }
+            usleep(blockMilliseconds * 1000)
+        }
+        while !blocked.load(ordering: .acquiring) { try? await Task.sleep(nanoseconds: 1_000_000) }
+        await sender.loop.submit {
+            for d in datagrams { sender.send(d, to: receiver.localAddress) }
+        }
+        // The sends are flushed at the end of the loop turn that queued them: one more turn.
+        await sender.loop.submit {}
+        sent.store(true, ordering: .releasing)
+    }
+
+    /// Turns on `receiver`'s queue measurement and waits until the kernel stamps arrivals: the first
+    /// socket of the system to ask turns the stamping on a moment later (a deferred static key), and
+    /// until then a datagram is stamped when it is read. Returns the counters to compare with.
+    private static func startMeasuring(
+        _ receiver: UDPSocket, shedMediaOlderThan limit: UInt64, sender: UDPSocket, sink: CollectingHandler
+    ) async -> (over100ms: UInt64, count: UInt64, sum: UInt64) {
+        await receiver.loop.submit { receiver.measureReceiveQueue(shedMediaOlderThan: limit) }
+        for _ in 0..<100 {
+            await sendWhileBlocked([[0x01, 0x01, 0, 0]], from: sender, to: receiver, blockMilliseconds: 20)
+            _ = await IOTestSupport.wait(receiver.loop) { sink.payloads.count >= 1 }
+            let stamped = await receiver.loop.submit {
+                sink.payloads = []
+                return receiver.takeLongestWaits().stun >= 15_000_000
+            }
+            if stamped { break }
+        }
+        return await receiver.loop.submit {
+            (receiver.queueDelayedOver100ms, receiver.queueDelayCount, receiver.queueDelaySum)
+        }
+    }
+
+    @Test func mediaThatWaitedPastTheLimitInTheReceiveQueueIsDroppedButHandshakesGoThrough() async throws {
+        // A starved SFU reads its shared port seconds late: media that old is dropped unread, while
+        // connectivity checks (STUN) and DTLS still reach their connections.
+        let loop = EventLoop(name: "stale-rx")
+        let senderLoop = EventLoop(name: "stale-tx")
+        defer {
+            loop.shutdown()
+            senderLoop.shutdown()
+        }
+        let sink = CollectingHandler()
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: sink)
+        let sender = try senderLoop.openUDP(bindTo: IOTestSupport.loopback, handler: CollectingHandler())
+        let before = await Self.startMeasuring(receiver, shedMediaOlderThan: 100_000_000, sender: sender, sink: sink)
+        #expect(await loop.submit { receiver.measuresReceiveQueue })
+        let srtp: [UInt8] = [0x80, 111, 0, 1]
+        let srtcp: [UInt8] = [0x81, 201, 0, 1]
+        let stun: [UInt8] = [0x00, 0x01, 0, 0]
+        let dtls: [UInt8] = [0x16, 0xFE, 0xFD, 0]
+        await Self.sendWhileBlocked(
+            [srtp, stun, srtcp, dtls, srtp], from: sender, to: receiver, blockMilliseconds: 300)
+        #expect(await IOTestSupport.wait(loop) { sink.payloads.count >= 2 && receiver.droppedStale >= 3 })
+        #expect(await loop.submit { sink.payloads } == [stun, dtls])
+        // Fresh media goes through.
+        await senderLoop.submit { sender.send(srtp, to: receiver.localAddress) }
+        #expect(await IOTestSupport.wait(loop) { sink.payloads.count == 3 })
+        let figures = await loop.submit {
+            (receiver.droppedStale, receiver.queueDelayedOver100ms, receiver.takeLongestWaits().stun)
+        }
+        #expect(figures.0 == 3)
+        #expect(figures.1 - before.over100ms == 5)
+        #expect(figures.2 >= 300_000_000)
+    }
+
+    @Test func withoutALimitEveryDatagramGoesThroughAndItsWaitIsMeasured() async throws {
+        let loop = EventLoop(name: "measure-rx")
+        let senderLoop = EventLoop(name: "measure-tx")
+        defer {
+            loop.shutdown()
+            senderLoop.shutdown()
+        }
+        let sink = CollectingHandler()
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: sink)
+        let sender = try senderLoop.openUDP(bindTo: IOTestSupport.loopback, handler: CollectingHandler())
+        let before = await Self.startMeasuring(receiver, shedMediaOlderThan: 0, sender: sender, sink: sink)
+        await Self.sendWhileBlocked(
+            [[0x80, 111], [0x00, 0x01], [0x80, 111]], from: sender, to: receiver, blockMilliseconds: 200)
+        #expect(await IOTestSupport.wait(loop) { sink.payloads.count == 3 })
+        let figures = await loop.submit {
+            (receiver.droppedStale, receiver.queueDelayCount, receiver.queueDelaySum, receiver.takeLongestWaits())
+        }
+        #expect(figures.0 == 0)
+        #expect(figures.1 - before.count == 3)
+        #expect(figures.2 - before.sum >= 3 * 200_000_000)
+        #expect(figures.3.any >= 200_000_000 && figures.3.stun >= 200_000_000)
+        #expect(await loop.submit { receiver.takeLongestWaits().any } == 0)
     }
 
     @Test func executeRunsInOrderOnTheLoopThread() async {

@@ -381,6 +381,7 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         }
         if response.messageClass == .errorResponse {
             transactions[response.transactionID] = nil
+            counters.errorResponses &+= 1
             handleErrorResponse(response, transaction: transaction, now: now)
             return
         }
@@ -696,6 +697,19 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         }
         // Checking again: a restart whose checks all fail ends in `.failed` (RFC 8445 §2.4).
         if state != .new { setState(.checking) }
+    }
+
+    /// Why the agent is `.failed`, with the counts that tell a silent peer from one that refused:
+    /// consent lost on a selected pair, or checks that no pair answered.
+    public var failureDescription: String {
+        let c = counters
+        if selected != nil {
+            return "ICE consent lost (no answer to consent checks for \(timeouts.consentExpiry / 1_000_000_000) s)"
+        }
+        var text = "ICE failed (no candidate pair answered: \(c.checksSent) checks sent"
+        if c.successResponses > 0 { text += ", \(c.successResponses) answered" }
+        if c.errorResponses > 0 { text += ", \(c.errorResponses) refused" }
+        return text + ")"
     }
 
     /// True between ``restart(localUfrag:localPassword:)`` and the selection of a pair by the new

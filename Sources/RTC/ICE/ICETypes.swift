@@ -72,6 +72,8 @@ public struct ICECounters: Sendable, Equatable {
     public var checksSent: UInt64 = 0
     /// Success responses to our checks.
     public var successResponses: UInt64 = 0
+    /// Error responses to our checks and consent checks (400, 401, 487, …).
+    public var errorResponses: UInt64 = 0
     /// Role switches caused by role conflicts.
     public var roleSwitches: UInt64 = 0
 

@@ -83,8 +83,10 @@ public final class EventLoop: @unchecked Sendable {
     private let sendBatch = UDPSendBatch()
 
     private static let nameSlot = 32
-    /// `CMSG_SPACE(sizeof(int))` on LP64: a 16-byte `cmsghdr` and the value, padded to 8.
-    private static let controlSlot = 24
+    /// Room for the control messages of one datagram on LP64 (each a 16-byte `cmsghdr` and its
+    /// value, padded to 8): the GRO segment size (`int`, 24), the arrival time (`timespec`, 32)
+    /// and the socket's drop count (`uint32`, 24).
+    private static let controlSlot = 80
     private static let solUDP: Int32 = 17
     private static let udpGRO: Int32 = 104
     private static let epollBatch = 64
@@ -131,7 +133,7 @@ public final class EventLoop: @unchecked Sendable {
             receiveHeaders[i].msg_hdr.msg_iov = receiveVectors + i
             receiveHeaders[i].msg_hdr.msg_iovlen = 1
             receiveHeaders[i].msg_hdr.msg_control = receiveControl + i * Self.controlSlot
-            receiveHeaders[i].msg_hdr.msg_controllen = Self.coalescingAllowed ? Self.controlSlot : 0
+            receiveHeaders[i].msg_hdr.msg_controllen = Self.controlSlot
         }
 
         var wakeEvent: (UInt64, UInt64) = (0, 0)
@@ -447,13 +449,15 @@ public final class EventLoop: @unchecked Sendable {
             if udp.isClosed { return }
             for i in 0..<receiveHeadersUsed {
                 receiveHeaders[i].msg_hdr.msg_namelen = socklen_t(Self.nameSlot)
-                if Self.coalescingAllowed { receiveHeaders[i].msg_hdr.msg_controllen = Self.controlSlot }
+                receiveHeaders[i].msg_hdr.msg_controllen = Self.controlSlot
             }
             let received = sys_recvmmsg(udp.fd, receiveHeaders, UInt32(n), Int32(MSG_DONTWAIT), nil)
             guard received > 0 else { return }
             receiveHeadersUsed = Int(received)
             // One clock read per batch: the batch's datagrams arrived before the call returned.
             var now = Self.now()
+            let measured = udp.measuresReceiveQueue
+            let arrivalClock = measured ? Self.realtimeNow() : 0
             for i in 0..<Int(received) {
                 if udp.isClosed { return }
                 let header = receiveHeaders[i]
@@ -467,11 +471,23 @@ public final class EventLoop: @unchecked Sendable {
                 else { continue }
                 let length = Int(header.msg_len)
                 let start = receiveData + i * Self.receiveSlotSize
-                let segment = Self.segmentSize(header)
+                let control = Self.controlMessages(header)
+                // How long the datagram waited in the kernel's receive queue (0 when not measured).
+                var wait: UInt64 = 0
+                if measured {
+                    if control.arrival > 0, arrivalClock > control.arrival { wait = arrivalClock - control.arrival }
+                    if control.drops > udp.kernelDrops { udp.kernelDrops = control.drops }
+                }
+                let segment = control.segment
                 if segment == 0 || segment >= length {
                     guard length <= Self.slotSize else {
                         udp.droppedTruncated &+= 1
                         continue
+                    }
+                    if measured {
+                        let first = start.load(as: UInt8.self)
+                        udp.noteQueueDelay(wait, stun: first < 4)
+                        if Self.isStale(first: first, wait: wait, on: udp) { continue }
                     }
                     if udp.shouldDropOnReceive() { continue }
                     deliver(UnsafeMutableRawBufferPointer(start: start, count: length), from: from, on: udp, now: &now)
@@ -484,6 +500,14 @@ public final class EventLoop: @unchecked Sendable {
                     if udp.isClosed { return }
                     let size = min(segment, length - offset)
                     udp.coalescedDatagrams &+= 1
+                    if measured {
+                        let first = (start + offset).load(as: UInt8.self)
+                        udp.noteQueueDelay(wait, stun: first < 4)
+                        if Self.isStale(first: first, wait: wait, on: udp) {
+                            offset += size
+                            continue
+                        }
+                    }
                     if !udp.shouldDropOnReceive() {
                         deliver(
                             UnsafeMutableRawBufferPointer(start: start + offset, count: size), from: from, on: udp,
@@ -511,16 +535,51 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// The segment size the kernel reported for a coalesced message (`UDP_GRO` control message),
-    /// or 0 for a single datagram.
+    /// What the kernel said about one received message in its control messages: the segment size
+    /// of a coalesced message (`UDP_GRO`; 0 for a single datagram), its arrival time (CLOCK_REALTIME
+    /// nanoseconds, `SCM_TIMESTAMPNS`; 0 when not asked) and the socket's drop count (`SO_RXQ_OVFL`;
+    /// present only once the socket has dropped something).
     @inline(__always)
-    private static func segmentSize(_ header: MMsgHdr) -> Int {
-        guard coalescingAllowed, header.msg_hdr.msg_controllen >= 20, let control = header.msg_hdr.msg_control
-        else { return 0 }
-        let level = control.load(fromByteOffset: 8, as: Int32.self)
-        let type = control.load(fromByteOffset: 12, as: Int32.self)
-        guard level == solUDP, type == udpGRO else { return 0 }
-        return Int(control.load(fromByteOffset: 16, as: Int32.self))
+    private static func controlMessages(_ header: MMsgHdr) -> (segment: Int, arrival: UInt64, drops: UInt64) {
+        var result = (segment: 0, arrival: UInt64(0), drops: UInt64(0))
+        guard let control = header.msg_hdr.msg_control else { return result }
+        let total = Int(header.msg_hdr.msg_controllen)
+        var offset = 0
+        // CMSG_FIRSTHDR/CMSG_NXTHDR on LP64: a 16-byte header (size_t length, int level, int type).
+        while offset + 16 <= total {
+            let length = Int(control.load(fromByteOffset: offset, as: UInt64.self))
+            guard length >= 16, offset + length <= total else { break }
+            let level = control.load(fromByteOffset: offset + 8, as: Int32.self)
+            let type = control.load(fromByteOffset: offset + 12, as: Int32.self)
+            if level == solUDP, type == udpGRO, length >= 20 {
+                result.segment = Int(control.load(fromByteOffset: offset + 16, as: Int32.self))
+            } else if level == SOL_SOCKET, type == UDPSocket.soTimestampNS, length >= 32 {
+                let seconds = control.loadUnaligned(fromByteOffset: offset + 16, as: Int64.self)
+                let nanoseconds = control.loadUnaligned(fromByteOffset: offset + 24, as: Int64.self)
+                if seconds > 0, nanoseconds >= 0 {
+                    result.arrival = UInt64(seconds) &* 1_000_000_000 &+ UInt64(nanoseconds)
+                }
+            } else if level == SOL_SOCKET, type == UDPSocket.soRXQOverflow, length >= 20 {
+                result.drops = UInt64(control.load(fromByteOffset: offset + 16, as: UInt32.self))
+            }
+            offset += (length + 7) & ~7
+        }
+        return result
+    }
+
+    /// SRTP or SRTCP (RFC 7983: first byte 128–191) that waited longer than the socket's limit.
+    @inline(__always)
+    private static func isStale(first: UInt8, wait: UInt64, on udp: UDPSocket) -> Bool {
+        guard udp.staleMediaAfter > 0, wait > udp.staleMediaAfter, first >= 128, first <= 191 else { return false }
+        udp.droppedStale &+= 1
+        return true
+    }
+
+    /// CLOCK_REALTIME in nanoseconds: the clock of the kernel's receive timestamps.
+    static func realtimeNow() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 
     @inline(__always)

@@ -64,6 +64,30 @@ public final class UDPSocket: @unchecked Sendable {
     /// Datagrams that arrived inside those messages (counted in ``packetsReceived`` too).
     public internal(set) var coalescedDatagrams: UInt64 = 0
 
+    // Receive queueing (only with ``measureReceiveQueue(shedMediaOlderThan:)``).
+
+    /// Whether the kernel stamps each received datagram with its arrival time and reports the
+    /// socket's drop count (`SO_TIMESTAMPNS`, `SO_RXQ_OVFL`).
+    public private(set) var measuresReceiveQueue = false
+    /// SRTP and SRTCP datagrams that waited in the kernel's receive queue longer than this are
+    /// dropped unread (0: never). STUN and DTLS always go through.
+    public private(set) var staleMediaAfter: UInt64 = 0
+    /// Datagrams the kernel dropped because the socket's receive buffer was full (its
+    /// `SO_RXQ_OVFL` count, as of the last datagram read).
+    public internal(set) var kernelDrops: UInt64 = 0
+    /// SRTP/SRTCP datagrams dropped unread because they waited longer than ``staleMediaAfter``.
+    public internal(set) var droppedStale: UInt64 = 0
+    /// Sum and count of the time datagrams waited in the kernel's receive queue, in nanoseconds.
+    public internal(set) var queueDelaySum: UInt64 = 0
+    public internal(set) var queueDelayCount: UInt64 = 0
+    /// Datagrams that waited at least 100 ms, and at least 1 s.
+    public internal(set) var queueDelayedOver100ms: UInt64 = 0
+    public internal(set) var queueDelayedOver1s: UInt64 = 0
+    /// The longest wait of a STUN datagram (a connectivity check) since ``takeLongestSTUNWait()``.
+    public internal(set) var longestSTUNWait: UInt64 = 0
+    /// The longest wait of any datagram since ``takeLongestWait()``.
+    public internal(set) var longestWait: UInt64 = 0
+
     /// Deterministic receive loss; setting it restarts its random sequence from the seed.
     public var impairment: Impairment? {
         didSet { random = SplitMix64(seed: impairment?.seed ?? 0) }
@@ -161,6 +185,51 @@ public final class UDPSocket: @unchecked Sendable {
         guard !isClosed else { return }
         markClosed()
         relay?.relayedSocketClosed()
+    }
+
+    /// Asks the kernel to stamp each received datagram with its arrival time and to report the
+    /// socket's drops, so that the loop measures how long datagrams wait in the receive queue; and,
+    /// with `shedMediaOlderThan` > 0, drops SRTP and SRTCP that waited longer than that unread.
+    ///
+    /// A server that falls behind (a CPU-starved SFU loop fanning out every publisher packet)
+    /// otherwise works through a full receive buffer, seconds of media in first-in first-out
+    /// order, while the kernel drops whatever arrives at the full buffer's tail, connectivity
+    /// checks and DTLS handshakes included. Media that old is of no use to a real-time receiver;
+    /// reading it costs a system call's share, forwarding it a fan-out. Loop thread only.
+    public func measureReceiveQueue(shedMediaOlderThan limit: UInt64 = 0) {
+        guard relay == nil, !isClosed else { return }
+        var on: Int32 = 1
+        let stamped = setsockopt(fd, SOL_SOCKET, UDPSocket.soTimestampNS, &on, socklen_t(MemoryLayout<Int32>.size))
+        _ = setsockopt(fd, SOL_SOCKET, UDPSocket.soRXQOverflow, &on, socklen_t(MemoryLayout<Int32>.size))
+        measuresReceiveQueue = stamped == 0
+        staleMediaAfter = stamped == 0 ? limit : 0
+    }
+
+    /// `SO_TIMESTAMPNS` (`SO_TIMESTAMPNS_OLD`: a `struct timespec` of CLOCK_REALTIME) and
+    /// `SO_RXQ_OVFL`, the same numbers on x86-64 and arm64 (asm-generic).
+    static let soTimestampNS: Int32 = 35
+    static let soRXQOverflow: Int32 = 40
+
+    /// Counts one datagram's wait in the receive queue (loop thread).
+    @inline(__always)
+    func noteQueueDelay(_ wait: UInt64, stun: Bool) {
+        queueDelaySum &+= wait
+        queueDelayCount &+= 1
+        if wait >= 100_000_000 {
+            queueDelayedOver100ms &+= 1
+            if wait >= 1_000_000_000 { queueDelayedOver1s &+= 1 }
+        }
+        if wait > longestWait { longestWait = wait }
+        if stun, wait > longestSTUNWait { longestSTUNWait = wait }
+    }
+
+    /// The longest waits (any datagram, STUN) since the last call, which starts a new interval.
+    public func takeLongestWaits() -> (any: UInt64, stun: UInt64) {
+        defer {
+            longestWait = 0
+            longestSTUNWait = 0
+        }
+        return (longestWait, longestSTUNWait)
     }
 
     /// Decides, from the impairment's seeded sequence, whether to drop the next received datagram.

@@ -121,7 +121,10 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         switch event {
         case .iceChecking: if state == .new { setState(.connecting) }
         case .iceFailed:
-            failureReason = failureReason ?? "ICE failed (no candidate pair answered)" + transport.relaySummary
+            failureReason =
+                failureReason
+                ?? (transport.ice?.failureDescription ?? "ICE failed (no candidate pair answered)")
+                + transport.relaySummary
             setState(.failed)
         case .iceDisconnected: if state == .connected { setState(.disconnected) }
         case .iceConnected: if state == .disconnected { setState(.connected) }

@@ -13,6 +13,8 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
     private var byAddress: [SocketAddress: MediaTransport] = [:]
     /// Datagrams that matched no connection (unknown ufrag or address).
     public private(set) var droppedUnroutable: UInt64 = 0
+    /// Of those, STUN naming a ufrag no connection has (yet, or any more).
+    public private(set) var droppedUnknownUfrag: UInt64 = 0
 
     /// The ICE-TCP listener on the same address and port number, when enabled.
     public private(set) var iceTCPListener: ICETCPListener?
@@ -88,6 +90,7 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
             let connection = byUfrag[ufrag]
         else {
             droppedUnroutable &+= 1
+            if first < 4 { droppedUnknownUfrag &+= 1 }
             return
         }
         connection.handleDatagram(data, from: from, socket: socket, now: now)
