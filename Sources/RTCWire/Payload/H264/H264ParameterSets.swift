@@ -201,16 +201,15 @@ public struct H264ProfileLevelID: Sendable, Equatable {
 
     /// The profile named (nil for one browsers do not negotiate). The constraint flags decide between
     /// the baseline-family profiles: constraint_set1 (0x40) makes baseline or main "constrained
-    /// baseline" (42e0, 42c0, 4de0...), constraint_set3 with high makes constrained high.
+    /// baseline" (42e0, 42c0, 4de0...), constraint_set4 and 5 with high make constrained high (640c).
     public var profile: Profile? {
         let set0 = constraints & 0x80 != 0
         let set1 = constraints & 0x40 != 0
-        let set3 = constraints & 0x10 != 0
         switch profileIDC {
         case 66: return set1 ? .constrainedBaseline : .baseline
         case 77: return set0 ? .constrainedBaseline : (set1 ? .constrainedBaseline : .main)
         case 88: return set1 ? (set0 ? .constrainedBaseline : .main) : (set0 ? .baseline : .extended)
-        case 100: return set3 ? .constrainedHigh : .high
+        case 100: return constraints & 0x0C == 0x0C ? .constrainedHigh : .high
         case 110: return .high10
         case 122: return .high422
         case 244: return .high444
