@@ -178,6 +178,9 @@ final class RTPStreamListener {
             ssrc: ssrc, codec: t.codec, payloadType: t.payloadType, localSSRC: localSSRC,
             nack: t.kind == .video, pli: t.kind == .video)
         receiver.tickDeadline = tickDeadline
+        if t.codec == .h264, let p = t.codecParameters, let sets = H264FormatParameters(p)?.spropAnnexB, !sets.isEmpty {
+            receiver.setH264ParameterSets(sets)
+        }
         let stream = Stream(transceiver: t, rid: rid, receiver: receiver)
         bindSSRC(ssrc, to: stream)
         streams.append(stream)
