@@ -515,6 +515,18 @@
       const transceivers = entries.map(({ track }) =>
         pc.addTransceiver(track, { direction: 'sendonly', streams: [state.localStream] }),
       );
+      // `?codec=h264` (or vp8): the video transceivers offer only that codec (and its RTX).
+      const codec = (params.get('codec') || '').toLowerCase();
+      if (codec && RTCRtpSender.getCapabilities) {
+        const all = RTCRtpSender.getCapabilities('video').codecs;
+        const chosen = all.filter((c) => c.mimeType.toLowerCase() === 'video/' + codec);
+        const rtx = all.filter((c) => c.mimeType.toLowerCase() === 'video/rtx');
+        for (const t of transceivers) {
+          if (t.sender.track && t.sender.track.kind === 'video' && chosen.length > 0) {
+            t.setCodecPreferences([...chosen, ...rtx]);
+          }
+        }
+      }
       await pc.setLocalDescription(await pc.createOffer());
       await waitForGathering(pc);
       let response;
