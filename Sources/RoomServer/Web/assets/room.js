@@ -1108,15 +1108,20 @@
       let estimate = 0;
       let bytes = 0;
       let width = 0;
+      let framesSent = 0;
+      let codec = null;
       report.forEach((s) => {
         if (s.type === 'candidate-pair' && s.nominated && s.availableOutgoingBitrate)
           estimate = Math.max(estimate, s.availableOutgoingBitrate);
         if (s.type === 'outbound-rtp' && s.kind === 'video') {
           bytes += s.bytesSent;
+          framesSent += s.framesSent || 0;
           width = s.frameWidth || width;
+          const c = s.codecId && report.get(s.codecId);
+          if (c) codec = c.mimeType;
         }
       });
-      return { estimate, bytes, width, at: performance.now() };
+      return { estimate, bytes, width, framesSent, codec, at: performance.now() };
     },
     // Video decoding of a remote participant's tile, from getStats().
     async videoStats(id) {
