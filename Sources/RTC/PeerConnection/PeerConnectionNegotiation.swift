@@ -108,7 +108,8 @@ extension PeerConnection {
                 t?.mid = m.mid
             }
             guard let t else { continue }
-            guard !m.rejected, let kind = m.kind, kind == t.kind, let (codec, format) = m.firstFormat(of: t.codecPreferences)
+            guard !m.rejected, let kind = m.kind, kind == t.kind,
+                let (codec, format) = m.firstFormat(of: t.codecPreferences)
             else {
                 // Rejected or stopped by the offerer (port 0), or no codec we take: its receive
                 // streams end below.

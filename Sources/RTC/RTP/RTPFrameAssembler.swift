@@ -559,7 +559,8 @@ final class VideoFrameAssembler {
                     dst.copyMemory(from: src, byteCount: p.count)
                 }
             }
-            var writer = H264PayloadFormat.AnnexBWriter(output: UnsafeMutableRawBufferPointer(rebasing: out[prefix.count...]))
+            var writer = H264PayloadFormat.AnnexBWriter(
+                output: UnsafeMutableRawBufferPointer(rebasing: out[prefix.count...]))
             writeAccessUnit(&writer, from: first, through: last)
             count = prefix.count + writer.length
             keptSets = writer.hasParameterSets
