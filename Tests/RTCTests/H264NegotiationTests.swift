@@ -1,7 +1,7 @@
 import Foundation
 import RTCWire
-import Testing
 import TestSupport
+import Testing
 
 @testable import RTC
 
@@ -73,7 +73,12 @@ import TestSupport
             let t = pc.addTransceiver(kind: .video, direction: .sendonly)
             t.setCodecPreferences(
                 [.h264],
-                parameters: [.h264: [SDPParameter(key: "packetization-mode", value: "1"), SDPParameter(key: "profile-level-id", value: "4d001f")]])
+                parameters: [
+                    .h264: [
+                        SDPParameter(key: "packetization-mode", value: "1"),
+                        SDPParameter(key: "profile-level-id", value: "4d001f"),
+                    ]
+                ])
             return try pc.createOffer().serialize()
         }
         let video = Self.videoSection(sdp)
