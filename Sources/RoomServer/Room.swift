@@ -1070,6 +1070,27 @@ final class Room: @unchecked Sendable {
             ])
     }
 
+    /// The subscriber's answer refused the codec of a consumer's producer: the consumer closes, and
+    /// its `consumerClosed` says why (`reason: "codecNotAccepted"`, `codec`), rather than an m-line
+    /// that stays silent.
+    func consumerRefused(subscriberId: String, producerId: String, codec: MediaCodec) {
+        guard !closed, let p = participants[subscriberId],
+            let consumer = p.consumers.values.first(where: { $0.producerId == producerId })
+        else { return }
+        p.consumers.removeValue(forKey: consumer.consumerId)
+        if consumer.hasMedia, let media = server.media() {
+            let key = RoomMedia.key(room: id, participant: subscriberId)
+            _ = try? media.callOnLoop("stopConsuming") {
+                try $0.stopConsumingOnLoop(subscriber: key, producerID: producerId)
+            }
+        }
+        hooks?.consumerClosed(roomId: id, consumer: consumer)
+        guard case .object(var o) = consumer.json else { return }
+        o["reason"] = .string("codecNotAccepted")
+        o["codec"] = .string(codec.rawValue)
+        p.session.notify(.consumerClosed, .object(o))
+    }
+
     /// The producers with media of `participantId`, for a WHEP viewer; nil when no such participant.
     func mediaProducers(of participantId: String) -> [RoomProducer]? {
         guard !closed, let p = participants[participantId] else { return nil }
