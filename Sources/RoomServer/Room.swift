@@ -999,7 +999,7 @@ final class Room: @unchecked Sendable {
             case .screen: return .screen
             }
         }
-        // An audio or video m-line must offer a codec the SFU forwards (Opus, VP8).
+        // An audio or video m-line must offer a codec the SFU forwards (Opus, VP8, H.264).
         for section in offer.media where !section.isRejected && section.kind != nil {
             guard section.codecs.contains(where: { $0.mediaCodec != nil }) else {
                 let offered = section.codecs.map(\.name).joined(separator: ", ")
