@@ -1001,7 +1001,7 @@ final class Room: @unchecked Sendable {
         }
         // An audio or video m-line must offer a codec the SFU forwards (Opus, VP8, H.264).
         for section in offer.media where !section.isRejected && section.kind != nil {
-            guard section.codecs.contains(where: { $0.mediaCodec != nil }) else {
+            guard section.codecs.contains(where: { $0.usableCodec != nil }) else {
                 let offered = section.codecs.map(\.name).joined(separator: ", ")
                 throw RoomError(4051, "no supported codec in the offer's \(section.type) m-line (offered: \(offered))")
             }

@@ -20,12 +20,7 @@ struct RemoteDescription {
 
         /// The first listed format of `codec` this stack can take.
         func format(for codec: MediaCodec) -> RTPCodec? {
-            codecs.first { c in
-                guard c.mediaCodec == codec else { return false }
-                guard codec == .h264 else { return true }
-                guard let p = H264FormatParameters(c.parameters) else { return false }
-                return p.profileLevelID.profile != nil
-            }
+            codecs.first { $0.usableCodec == codec }
         }
 
         /// The first of `preferences` the description lists (the codec, its format).

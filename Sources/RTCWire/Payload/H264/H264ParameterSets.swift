@@ -290,6 +290,17 @@ public struct H264FormatParameters: Sendable, Equatable {
     }
 }
 
+extension RTPCodec {
+    /// The codec this stack implements in this format, if any: Opus, VP8, or H.264 in packetization
+    /// mode 0 or 1 with a profile browsers negotiate (``H264ProfileLevelID/profile``).
+    public var usableCodec: MediaCodec? {
+        guard let codec = mediaCodec else { return nil }
+        guard codec == .h264 else { return codec }
+        guard let p = H264FormatParameters(parameters), p.profileLevelID.profile != nil else { return nil }
+        return codec
+    }
+}
+
 /// Base64 (RFC 4648) decoding for SDP parameters, without Foundation.
 enum Base64 {
     static func decode(_ text: String) -> [UInt8]? {
