@@ -7,45 +7,6 @@ import Testing
 
 @testable import SFU
 
-/// A real H.264 stream (libx264 through the ffmpeg CLI, access unit delimiters on) split into
-/// access units, with RTP timestamps at 30 fps.
-private func x264AccessUnits(seconds: Int) throws -> [EncodedFrame] {
-    let path = temporaryPath("sfu-h264-source.h264")
-    defer { unlink(path) }
-    let run = try runTool(
-        "ffmpeg",
-        [
-            "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-t", "\(seconds)",
-            "-c:v", "libx264", "-profile:v", "baseline", "-pix_fmt", "yuv420p", "-g", "30", "-x264-params", "aud=1",
-            "-f", "h264", path,
-        ])
-    #expect(run.status == 0, "\(run.err)")
-    let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-    var units: [(type: UInt8, range: Range<Int>)] = []
-    bytes.withUnsafeBytes { b in H264AnnexB.forEachUnitRange(b) { units.append((b[$0.lowerBound] & 0x1F, $0)) } }
-    var frames: [EncodedFrame] = []
-    var current: [UInt8] = []
-    var key = false
-    func flush() {
-        guard !current.isEmpty else { return }
-        frames.append(
-            EncodedFrame(
-                codec: .h264, data: current, timestamp: UInt32(frames.count) * 3000, isKeyframe: key, duration: 3000))
-        current = []
-        key = false
-    }
-    for u in units {
-        if u.type == H264NALType.aud {
-            flush()
-            continue
-        }
-        if u.type == H264NALType.idr { key = true }
-        current += [0, 0, 0, 1] + bytes[u.range]
-    }
-    flush()
-    return frames
-}
-
 @Suite(.serialized) struct SFUH264Tests {
     /// A publisher that negotiated H.264 only: its offer lists H.264 alone.
     private static func publishH264(_ client: SFUTestClient, to sfu: SFU) async throws -> ProducerInfo {
