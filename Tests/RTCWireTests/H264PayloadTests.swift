@@ -175,3 +175,17 @@ private func makeStapA(_ units: [[UInt8]]) -> [UInt8] {
         #expect(prefixed.count == au.count && Array(prefixed[0..<4]) == [0, 0, 0, UInt8(h264SPS.count)])
     }
 }
+
+@Suite struct H264SPSHostileTests {
+    /// A high-profile SPS whose scaling-list delta is huge (found by the h264 fuzz target): parsed
+    /// or refused, never a trap.
+    @Test func aHugeScalingDeltaDoesNotTrap() {
+        let unit: [UInt8] = [
+            0x67, 0x53, 0x75, 0x73, 0x75, 0x53, 0x75, 0x62, 0x73, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0x00,
+        ]
+        _ = unit.withUnsafeBytes { H264SPS.parse($0) }
+        var info = RTPPayloadInfo()
+        unit.withUnsafeBytes { H264PayloadFormat.readSize($0, into: &info) }
+        #expect(info.width < 16_384)
+    }
+}

@@ -101,7 +101,8 @@ public struct H264SPS: Sendable, Equatable {
                     var next: Int32 = 8
                     for _ in 0..<(i < 6 ? 16 : 64) where next != 0 {
                         guard let delta = r.readSE() else { return nil }
-                        next = (last + delta + 256) % 256
+                        // delta_scale is within -128...127 in a valid stream; wrap, never trap.
+                        next = Int32(truncatingIfNeeded: (Int64(last) + Int64(delta) % 256 + 512) % 256)
                         if next != 0 { last = next }
                     }
                 }
