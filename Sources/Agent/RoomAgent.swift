@@ -559,6 +559,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 "participantId": id, "path": path, "format": ext, "startedAt": AgentManifest.timestamp(),
                 "kinds": key.kind.map { [$0 == .audio ? "audio" : "video"] } ?? ["audio", "video"],
             ])
+            // Each file names its codecs: Opus for audio at once, the video codec at its first keyframe.
+            if key.kind != .video { files[files.count - 1]["audioCodec"] = "opus" }
             return rec
         }
         guard kept === rec else { return kept }
@@ -570,6 +572,22 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             self?.writeManifest()
         }
         return rec
+    }
+
+    /// Subscribe loop: a recording's video codec is known (its first keyframe was written), and an
+    /// H.264 file got its `.mkv` name: the manifest names both.
+    fileprivate func recordingCodecKnown(previousPath: String, path: String, video: MediaCodec) {
+        if path != previousPath { log("recording \(previousPath) holds H.264 -> \(path)") }
+        manifestQueue.async { [weak self] in
+            guard let self else { return }
+            lock.withLock {
+                guard let index = files.firstIndex(where: { ($0["path"] as? String) == previousPath }) else { return }
+                files[index]["path"] = path
+                if path != previousPath { files[index]["format"] = "mkv" }
+                files[index]["videoCodec"] = video.rawValue
+                writeManifestLocked()
+            }
+        }
     }
 
     /// A recording's file failed (disk writer thread): logged and counted now, put in the manifest
@@ -854,6 +872,8 @@ private final class AgentTrackSink: RemoteTrackSink {
     private let recordingKey: RoomAgent.RecordingKey?
     private var recording: Recording?
     private var recordingLooked = false
+    /// Whether the file's video codec (known at its first keyframe) went into the manifest.
+    private var codecNoted = false
     private let relay: (RTPRelay, EventLoop)?
     private let relayRooms: RelayRoomSet?
 
@@ -876,7 +896,14 @@ private final class AgentTrackSink: RemoteTrackSink {
                 recording = agent.recording(for: recordingKey)
             }
             // Counted as recorded by the disk writer, once the frame is in the file.
-            recording?.write(frame, arrival: arrival)
+            if let recording {
+                let path = recording.path
+                recording.write(frame, arrival: arrival)
+                if !codecNoted, frame.codec.kind == .video, let codec = recording.videoCodec {
+                    codecNoted = true
+                    agent.recordingCodecKnown(previousPath: path, path: recording.path, video: codec)
+                }
+            }
         }
         if let (relay, relayLoop) = relay {
             // The relay's socket lives on its own loop.

@@ -2,8 +2,10 @@
 public enum MediaCodec: String, Sendable, Hashable {
     case opus
     case vp8
+    /// H.264 (RFC 6184). Frames are Annex B access units (4-byte start codes).
+    case h264
 
-    /// RTP clock rate: 48 kHz for Opus (RFC 7587), 90 kHz for VP8 (RFC 7741).
+    /// RTP clock rate: 48 kHz for Opus (RFC 7587), 90 kHz for video (RFC 7741, RFC 6184).
     public var clockRate: UInt32 { self == .opus ? 48_000 : 90_000 }
 
     /// Whether this codec carries audio or video.
@@ -23,11 +25,13 @@ public enum MediaKind: String, Sendable, Hashable {
 public struct EncodedFrame: Sendable {
     /// The codec that produced `data`.
     public var codec: MediaCodec
-    /// The codec bitstream of one frame (a VP8 frame, or one Opus packet).
+    /// The codec bitstream of one frame (a VP8 frame, an H.264 access unit in Annex B form, or one
+    /// Opus packet).
     public var data: [UInt8]
     /// Media time in RTP clock units.
     public var timestamp: UInt32
-    /// True for a VP8 key frame; always true for Opus.
+    /// True for a VP8 key frame or an H.264 IDR access unit with its parameter sets; always true for
+    /// Opus.
     public var isKeyframe: Bool
     /// Frame duration in RTP clock units (0 when unknown).
     public var duration: UInt32

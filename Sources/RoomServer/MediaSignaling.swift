@@ -38,6 +38,7 @@ final class RoomMedia: @unchecked Sendable {
             room.renegotiationNeeded(participantId: participantId)
         }
         watchLayers(server: server)
+        watchRefusals(server: server)
         watchSpeakers(server: server)
         watchHTTPSessionTransports(server: server)
     }
@@ -68,6 +69,17 @@ final class RoomMedia: @unchecked Sendable {
                 let room = server.existingRoom(roomId)
             else { return }
             room.enqueue { room.consumerLayerChanged(subscriberId: participantId, producerId: producerId, quality) }
+        }
+    }
+
+    /// A subscriber refused a consumer's codec (its answer rejected the m-line): the room closes the
+    /// consumer and tells the subscriber why (`consumerClosed` with `reason`).
+    private func watchRefusals(server: RoomServer) {
+        sfu.onConsumerRefused = { [weak server] key, producerId, codec in
+            guard let server, let (roomId, participantId) = RoomMedia.split(key),
+                let room = server.existingRoom(roomId)
+            else { return }
+            room.enqueue { room.consumerRefused(subscriberId: participantId, producerId: producerId, codec: codec) }
         }
     }
 

@@ -1014,9 +1014,9 @@ final class Room: @unchecked Sendable {
             case .screen: return .screen
             }
         }
-        // An audio or video m-line must offer a codec the SFU forwards (Opus, VP8).
+        // An audio or video m-line must offer a codec the SFU forwards (Opus, VP8, H.264).
         for section in offer.media where !section.isRejected && section.kind != nil {
-            guard section.codecs.contains(where: { $0.mediaCodec != nil }) else {
+            guard section.codecs.contains(where: { $0.usableCodec != nil }) else {
                 let offered = section.codecs.map(\.name).joined(separator: ", ")
                 throw RoomError(4051, "no supported codec in the offer's \(section.type) m-line (offered: \(offered))")
             }
@@ -1083,6 +1083,27 @@ final class Room: @unchecked Sendable {
                 "consumerId": .string(consumer.consumerId), "participantId": .string(consumer.producerParticipantId),
                 "kind": .string(consumer.kind.rawValue), "quality": .string(name),
             ])
+    }
+
+    /// The subscriber's answer refused the codec of a consumer's producer: the consumer closes, and
+    /// its `consumerClosed` says why (`reason: "codecNotAccepted"`, `codec`), rather than an m-line
+    /// that stays silent.
+    func consumerRefused(subscriberId: String, producerId: String, codec: MediaCodec) {
+        guard !closed, let p = participants[subscriberId],
+            let consumer = p.consumers.values.first(where: { $0.producerId == producerId })
+        else { return }
+        p.consumers.removeValue(forKey: consumer.consumerId)
+        if consumer.hasMedia, let media = server.media() {
+            let key = RoomMedia.key(room: id, participant: subscriberId)
+            _ = try? media.callOnLoop("stopConsuming") {
+                try $0.stopConsumingOnLoop(subscriber: key, producerID: producerId)
+            }
+        }
+        hooks?.consumerClosed(roomId: id, consumer: consumer)
+        guard case .object(var o) = consumer.json else { return }
+        o["reason"] = .string("codecNotAccepted")
+        o["codec"] = .string(codec.rawValue)
+        p.session.notify(.consumerClosed, .object(o))
     }
 
     /// The producers with media of `participantId`, for a WHEP viewer; nil when no such participant.

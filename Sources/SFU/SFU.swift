@@ -96,6 +96,18 @@ public final class SFU: @unchecked Sendable {
 
     let layerHandler = HandlerBox<@Sendable (String, String, SFULayerQuality) -> Void>()
 
+    /// Called on the loop thread when a subscriber's answer refuses a consumer's m-line, because it
+    /// does not accept the producer's codec (an H.264 producer and a VP8-only subscriber): the
+    /// consumer forwards nothing, and the room layer tells the subscriber.
+    public var onConsumerRefused:
+        (@Sendable (_ subscriberID: String, _ producerID: String, _ codec: MediaCodec) -> Void)?
+    {
+        get { refusedHandler.value }
+        set { refusedHandler.value = newValue }
+    }
+
+    let refusedHandler = HandlerBox<@Sendable (String, String, MediaCodec) -> Void>()
+
     /// A consumer switched layers (loop thread; a switch is rare, so this may allocate).
     func layerSwitched(_ consumer: SFUConsumer) {
         let order = consumer.producer.layersByQuality
@@ -206,7 +218,8 @@ public final class SFU: @unchecked Sendable {
                     mid: t.mid ?? "", rids: t.remoteRIDs,
                     upstream: SFUTransportUpstream(transport: connection.transport, transceiver: t),
                     audioLevelExtensionID: t.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0,
-                    captureTimeExtensionID: t.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0, sfu: self)
+                    captureTimeExtensionID: t.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0, sfu: self,
+                    codec: t.codec, codecParameters: t.codecParameters)
                 participant.producers.append(producer)
                 participant.transceiverOf[ObjectIdentifier(producer)] = t
                 participant.producerByTransceiver[ObjectIdentifier(t)] = producer
@@ -293,6 +306,11 @@ public final class SFU: @unchecked Sendable {
                 transceiver = connection.addTransceiver(kind: producer.kind, direction: .sendonly)
                 connection.assignMids()
             }
+            // The subscriber is offered exactly the producer's codec (and H.264 profile): it either
+            // accepts it or refuses the m-line (reported through onConsumerRefused), never gets
+            // another codec's packets.
+            transceiver.setCodecPreferences(
+                [producer.codec], parameters: producer.codecParameters.map { [producer.codec: $0] } ?? [:])
             let consumer = SFUConsumer(
                 id: sfuRandomID("c-"), subscriberID: subscriber, producer: producer,
                 track: SFUTransportDownTrack(transport: connection.transport, transceiver: transceiver))
@@ -368,6 +386,16 @@ public final class SFU: @unchecked Sendable {
             guard participant.offered != nil else { throw SFUError.noPendingOffer(participantID) }
             do { try connection.setRemoteDescription(answer, type: .answer) } catch {
                 throw SFUError.negotiation("\(error)")
+            }
+            // A consumer whose m-line the answer refused (the subscriber does not take the producer's
+            // codec) is reported, not forwarded into the void.
+            for consumer in participant.consumers where !consumer.refusedReported {
+                guard let t = participant.transceiverOf[ObjectIdentifier(consumer)],
+                    participant.offered?.contains(ObjectIdentifier(t)) == true, t.isReusable
+                else { continue }
+                consumer.refusedReported = true
+                counters.consumersRefused &+= 1
+                refusedHandler.value?(participantID, consumer.producer.id, consumer.producer.codec)
             }
             participant.offered = nil
             guard participant.renegotiationPending else { return false }

@@ -65,6 +65,8 @@ final class SFUConsumer: @unchecked Sendable {
     /// NACKed packets not resent: gone from the shared buffer, or resent less than an RTT ago.
     var nackMisses: UInt64 = 0
     var closed = false
+    /// The subscriber's answer refused this consumer's m-line, and that was reported.
+    var refusedReported = false
 
     init(
         id: String, subscriberID: String, producer: SFUProducer, track: any SFUDownTrack

@@ -23,8 +23,12 @@ final class SFUProducer: @unchecked Sendable {
     let id: String
     let participantID: String
     let kind: MediaKind
-    /// The codec the SFU negotiates for this kind (Opus or VP8): its clock drives timestamp rewriting.
+    /// The codec the publisher negotiated (Opus; VP8 or H.264): its clock drives timestamp rewriting,
+    /// and a subscriber is offered exactly this codec.
     let codec: MediaCodec
+    /// The publisher's fmtp parameters of that codec (H.264: profile-level-id, packetization mode),
+    /// offered to subscribers as they are.
+    let codecParameters: [SDPParameter]?
     let source: SFUMediaSource
     /// The publisher's receive streams of this track: PLIs go there, sender reports come from there.
     let upstream: any SFUUpstream
@@ -68,12 +72,14 @@ final class SFUProducer: @unchecked Sendable {
     ///     negotiated (0: none).
     init(
         id: String, participantID: String, kind: MediaKind, source: SFUMediaSource, mid: String, rids: [String],
-        upstream: any SFUUpstream, audioLevelExtensionID: UInt8 = 0, captureTimeExtensionID: UInt8 = 0, sfu: SFU
+        upstream: any SFUUpstream, audioLevelExtensionID: UInt8 = 0, captureTimeExtensionID: UInt8 = 0, sfu: SFU,
+        codec: MediaCodec? = nil, codecParameters: [SDPParameter]? = nil
     ) {
         self.id = id
         self.participantID = participantID
         self.kind = kind
-        codec = kind == .audio ? .opus : .vp8
+        self.codec = codec ?? (kind == .audio ? .opus : .vp8)
+        self.codecParameters = codecParameters
         self.source = source
         self.upstream = upstream
         self.sfu = sfu
@@ -91,7 +97,7 @@ final class SFUProducer: @unchecked Sendable {
     var info: ProducerInfo {
         ProducerInfo(
             id: id, participantID: participantID, kind: kind, source: source, mid: mid,
-            rids: layers.compactMap(\.rid))
+            rids: layers.compactMap(\.rid), codec: codec)
     }
 
     // MARK: Hot path

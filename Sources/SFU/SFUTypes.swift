@@ -29,6 +29,8 @@ public struct ProducerInfo: Sendable, Hashable {
     public var mid: String
     /// Simulcast RIDs offered by the publisher (empty: one encoding).
     public var rids: [String]
+    /// The codec the publisher negotiated (Opus; VP8 or H.264).
+    public var codec: MediaCodec = .opus
 }
 
 /// A producer forwarded to one subscriber (a send transceiver on the subscriber's connection).
@@ -134,6 +136,8 @@ public struct SFUCounters: Sendable, Hashable {
     public var nacksReceived: UInt64 = 0
     /// NACK messages sent to publishers.
     public var nacksSent: UInt64 = 0
+    /// Consumers whose m-line a subscriber refused (it does not take the producer's codec).
+    public var consumersRefused: UInt64 = 0
     /// PLIs sent to publishers.
     public var plisSent: UInt64 = 0
     /// PLI/FIR received from subscribers.

@@ -31,6 +31,10 @@ extension SFU {
         var created: [SFUConsumer] = []
         for producer in sources {
             let transceiver = connection.addTransceiver(kind: producer.kind, direction: .sendonly)
+            // Answer with the producer's own codec only: a viewer that did not offer it gets the
+            // m-line rejected rather than packets of a codec it did not accept.
+            transceiver.setCodecPreferences(
+                [producer.codec], parameters: producer.codecParameters.map { [producer.codec: $0] } ?? [:])
             let consumer = SFUConsumer(
                 id: sfuRandomID("c-"), subscriberID: participantID, producer: producer,
                 track: SFUTransportDownTrack(transport: connection.transport, transceiver: transceiver))

@@ -174,9 +174,9 @@ class ToneAudioTrack(MediaStreamTrack):
         return frame
 
 
-def _preferred(kind: str):
+def _preferred(kind: str, video: str = "vp8"):
     codecs = RTCRtpSender.getCapabilities(kind).codecs
-    wanted = {"video": ("video/vp8", "video/rtx"), "audio": ("audio/opus",)}[kind]
+    wanted = {"video": (f"video/{video}", "video/rtx"), "audio": ("audio/opus",)}[kind]
     return [c for c in codecs if c.mimeType.lower() in wanted]
 
 

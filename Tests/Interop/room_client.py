@@ -87,13 +87,14 @@ class RoomClient:
         await self.ws.close()
 
 
-async def publish(client: RoomClient) -> tuple[RTCPeerConnection, dict, Counters]:
-    """Publishes VP8 + Opus with one ``produce``; returns the connection, the response, counters."""
+async def publish(client: RoomClient, video: str = "vp8") -> tuple[RTCPeerConnection, dict, Counters]:
+    """Publishes VP8 (or `video`: "h264") + Opus with one ``produce``; returns the connection, the
+    response, counters."""
     use_loopback_only()
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
     counters, totals = Counters(), Counters()
     pc.addTransceiver(PatternVideoTrack(counters, totals), direction="sendonly").setCodecPreferences(
-        _preferred("video")
+        _preferred("video", video)
     )
     pc.addTransceiver(ToneAudioTrack(counters, totals), direction="sendonly").setCodecPreferences(
         _preferred("audio")

@@ -62,7 +62,7 @@ private func frames(
 }
 
 private func insert(
-    _ packet: SyntheticVP8Packet, into assembler: VP8FrameAssembler, now: UInt64, context: RecordingAssemblyContext
+    _ packet: SyntheticVP8Packet, into assembler: VideoFrameAssembler, now: UInt64, context: RecordingAssemblyContext
 ) {
     packet.bytes.withUnsafeBytes { payload in
         let info = try! VP8PayloadFormat.inspect(payload)
@@ -83,7 +83,7 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
     private let ms: UInt64 = 1_000_000
 
     @Test func reorderedPacketsComeOutAsWholeFramesInOrder() {
-        let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
+        let assembler = VideoFrameAssembler(capacity: 64, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()
         let sent = frames(count: 4)
         // Frame by frame, last packet first; frame 2 arrives before frame 1 entirely.
@@ -103,7 +103,7 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
     }
 
     @Test func aHoleIsWaitedForUntilGivenUpThenTheFrameIsDroppedAndAKeyFrameAsked() {
-        let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
+        let assembler = VideoFrameAssembler(capacity: 64, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()
         let sent = frames(count: 5, keys: [0, 4])
         let lost = sent[1][1].ext
@@ -129,7 +129,7 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
     }
 
     @Test func aHoleFilledLateCompletesTheFrame() {
-        let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
+        let assembler = VideoFrameAssembler(capacity: 64, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()
         let sent = frames(count: 3)
         let late = sent[1][0]
@@ -146,7 +146,7 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
     }
 
     @Test func sequenceAndTimestampWrapAroundAreSeamless() {
-        let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
+        let assembler = VideoFrameAssembler(capacity: 64, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()
         // Extended numbers cross 2^17 (sequence number 0xFFFF -> 0), timestamps cross 2^32, picture
         // IDs cross 0x7FFF.
@@ -162,7 +162,7 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
     /// arrival order inside a window, every long frame comes out whole and in order.
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
     func longFramesInAnyOrderComeOutWhole(seed: UInt64) {
-        let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
+        let assembler = VideoFrameAssembler(capacity: 64, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()
         let sent = frames(count: 8, packetsPerFrame: 10, keys: [0])
         var packets = sent.flatMap { $0 }
@@ -181,7 +181,7 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
     }
 
     @Test func aFrameWithoutItsMarkerIsCutAtTheNextFrameStart() {
-        let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
+        let assembler = VideoFrameAssembler(capacity: 64, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()
         var sent = frames(count: 4, keys: [0, 3])
         // Frame 1's last packet loses its marker: the frame ends where frame 2 starts, incomplete.
@@ -195,7 +195,7 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
     }
 
     @Test func aDeltaFrameHeadWaitsForAnEarlierStartThenCountsAsBroken() {
-        let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
+        let assembler = VideoFrameAssembler(capacity: 64, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()
         let sent = frames(count: 3, keys: [])
         for frame in sent[1...] { for p in frame { insert(p, into: assembler, now: 0, context: context) } }
@@ -211,7 +211,7 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
     }
 
     @Test func aJumpPastTheWindowRestartsAtTheNewPacket() {
-        let assembler = VP8FrameAssembler(capacity: 16, reorderWait: 50 * ms)
+        let assembler = VideoFrameAssembler(capacity: 16, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()
         let before = frames(count: 1)
         for p in before[0] { insert(p, into: assembler, now: 0, context: context) }
@@ -222,7 +222,7 @@ private func media(_ packets: [SyntheticVP8Packet]) -> [UInt8] {
     }
 
     @Test func withoutAConsumerNoFrameIsBuiltButFramesAreCounted() {
-        let assembler = VP8FrameAssembler(capacity: 64, reorderWait: 50 * ms)
+        let assembler = VideoFrameAssembler(capacity: 64, reorderWait: 50 * ms)
         let context = RecordingAssemblyContext()
         context.consumesFrames = false
         for frame in frames(count: 3) { for p in frame { insert(p, into: assembler, now: 0, context: context) } }

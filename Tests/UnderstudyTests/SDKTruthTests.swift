@@ -354,7 +354,8 @@ struct SDKTruthTests {
         await host.leave()
     }
 
-    /// An offer whose video m-line has no codec the SFU forwards is refused with 4051.
+    /// An offer whose video m-line has no codec the SFU forwards (VP9 today, H.264 only in the
+    /// interleaved mode) is refused with 4051.
     @Test func anOfferWithoutASupportedCodecIs4051() async throws {
         let server = try startRoomServer()
         defer { server.stop() }
@@ -362,8 +363,9 @@ struct SDKTruthTests {
         let fingerprint = Array(repeating: "00", count: 32).joined(separator: ":")
         let sdp = [
             "v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0",
-            "m=video 9 UDP/TLS/RTP/SAVPF 102", "c=IN IP4 0.0.0.0", "a=mid:0", "a=sendonly",
-            "a=rtpmap:102 H264/90000", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
+            "m=video 9 UDP/TLS/RTP/SAVPF 98 102", "c=IN IP4 0.0.0.0", "a=mid:0", "a=sendonly",
+            "a=rtpmap:98 VP9/90000", "a=rtpmap:102 H264/90000", "a=fmtp:102 packetization-mode=2",
+            "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
             "a=fingerprint:sha-256 \(fingerprint)", "a=setup:actpass", "",
         ].joined(separator: "\r\n")
         await expectCode(4051) { _ = try await room.call(.produce, ["kind": "webcam", "sdp": .string(sdp)]) }

@@ -1,7 +1,10 @@
+import Glibc
 import RTCWire
 
 /// Writes received frames to one file, choosing the container from the file extension:
-/// `.webm`/`.mkv` (VP8 + Opus), `.ogg` (Opus only) or `.ivf` (VP8 only). Nothing is transcoded.
+/// `.webm`/`.mkv` (VP8 or H.264, + Opus), `.ogg` (Opus only) or `.ivf` (VP8 only). Nothing is
+/// transcoded. A `.webm` file whose video turns out to be H.264 is renamed to `.mkv` when its first
+/// keyframe is written (WebM holds VP8, VP9 and AV1 only), unless a file of that name exists.
 ///
 /// Presentation times come from RTP timestamps, anchored per stream at its first frame's arrival
 /// (and through RTCP sender reports when both streams have them), so audio and video line up.
@@ -16,8 +19,11 @@ public final class Recording: @unchecked Sendable {
     /// The file format, chosen from the extension.
     public enum Container: String, Sendable { case webm, ogg, ivf }
 
-    /// The file written.
-    public let path: String
+    /// The file written (a `.webm` path becomes `.mkv` when its video is H.264).
+    public private(set) var path: String
+    /// The video codec in the file, once its first keyframe was written (WebM/Matroska, IVF).
+    public var videoCodec: MediaCodec? { webm?.videoCodec ?? (ivf != nil ? .vp8 : nil) }
+    private var checkedContainerName = false
     /// Its format.
     public let container: Container
     var webm: WebMWriter?
@@ -159,7 +165,13 @@ public final class Recording: @unchecked Sendable {
             anchors[kind] = (arrival, frame.timestamp, frame.codec.clockRate, pts)
         }
         do {
-            if let webm { try webm.write(frame, pts: pts) }
+            if let webm {
+                try webm.write(frame, pts: pts)
+                if !checkedContainerName, kind == .video, let codec = webm.videoCodec {
+                    checkedContainerName = true
+                    if codec == .h264 { renameToMatroska() }
+                }
+            }
             if let ogg { try ogg.write(frame, pts: pts) }
             if let ivf { try ivf.write(frame, pts: pts) }
             accepted.add(frame)
@@ -167,6 +179,16 @@ public final class Recording: @unchecked Sendable {
             writeErrors += 1
             lastError = error
         }
+    }
+
+    /// Gives an H.264 file the `.mkv` name (the open descriptor is unaffected).
+    private func renameToMatroska() {
+        guard path.lowercased().hasSuffix(".webm") else { return }
+        let renamed = String(path.dropLast(5)) + ".mkv"
+        // link(2) refuses an existing name, so no other file is replaced.
+        guard link(path, renamed) == 0 else { return }
+        unlink(path)
+        path = renamed
     }
 
     /// Bytes of this file handed to the disk writer and not yet written.

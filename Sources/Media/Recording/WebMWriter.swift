@@ -1,6 +1,11 @@
 public import RTCWire
 
-/// Writes VP8 and/or Opus into one WebM (Matroska) file, live, without transcoding.
+/// Writes VP8 or H.264 and/or Opus into one WebM (Matroska) file, live, without transcoding.
+///
+/// The video codec is the first video keyframe's (or ``VideoTrack/codec``). VP8 makes a WebM file
+/// (DocType `webm`, `V_VP8`); H.264 a Matroska file (DocType `matroska`, `V_MPEG4/ISO/AVC` with an
+/// `AVCDecoderConfigurationRecord` built from the keyframe's SPS and PPS as CodecPrivate, each access
+/// unit written as 4-byte length-prefixed NAL units).
 ///
 /// Layout: EBML header, a Segment of unknown size, a reserved SeekHead, Info (1 ms timecodes),
 /// Tracks, then Clusters. A cluster starts at each video keyframe and at least every
@@ -21,10 +26,13 @@ public final class WebMWriter: @unchecked Sendable {
         public var width: Int?
         /// Picture height; nil = take it from the first keyframe.
         public var height: Int?
+        /// The video codec (`.vp8` or `.h264`); nil = the first keyframe's.
+        public var codec: MediaCodec?
         /// Creates settings.
-        public init(width: Int? = nil, height: Int? = nil) {
+        public init(width: Int? = nil, height: Int? = nil, codec: MediaCodec? = nil) {
             self.width = width
             self.height = height
+            self.codec = codec
         }
     }
 
@@ -69,6 +77,10 @@ public final class WebMWriter: @unchecked Sendable {
 
     private var headerWritten = false
     private var sawVideoKeyframe = false
+    /// The video codec, once the first keyframe (or the configuration) told it.
+    public private(set) var videoCodec: MediaCodec?
+    /// H.264: the AVCDecoderConfigurationRecord of the first keyframe.
+    private var avcConfiguration: [UInt8]?
     private var videoSize: (width: Int, height: Int)?
     private var pending: [Pending] = []
     private var lastSeenMs: [Int64] = [.min, .min, .min]  // by track number
@@ -122,6 +134,12 @@ public final class WebMWriter: @unchecked Sendable {
         cluster.reserveCapacity(1 << 18)
         pending.reserveCapacity(64)
         if let video, let w = video.width, let h = video.height { videoSize = (w, h) }
+        if let codec = video?.codec {
+            guard codec == .vp8 || codec == .h264 else {
+                throw MediaError.invalidArgument("Matroska video codec \(codec)")
+            }
+            videoCodec = codec
+        }
     }
 
     /// Queues one frame. `pts` is nanoseconds since the recording's start (same origin for audio
@@ -130,15 +148,22 @@ public final class WebMWriter: @unchecked Sendable {
         guard !closed else { throw MediaError.closed }
         let track: UInt8
         switch frame.codec {
-        case .vp8:
+        case .vp8, .h264:
             guard video != nil else { throw MediaError.invalidArgument("WebM writer has no video track") }
+            if let videoCodec, videoCodec != frame.codec {
+                throw MediaError.invalidArgument("Matroska video track is \(videoCodec), got \(frame.codec)")
+            }
             track = videoTrackNumber
             if !sawVideoKeyframe {
-                guard frame.isKeyframe, let size = VP8KeyframeInfo.parse(frame.data) else {
+                guard frame.isKeyframe, let size = Self.keyframeSize(frame) else {
                     droppedBeforeKeyframe += 1
                     return
                 }
+                if frame.codec == .h264 {
+                    avcConfiguration = frame.data.withUnsafeBytes { H264DecoderConfiguration.record(fromAnnexB: $0) }
+                }
                 sawVideoKeyframe = true
+                videoCodec = frame.codec
                 if videoSize == nil { videoSize = size }
             }
         case .opus:
@@ -224,6 +249,26 @@ public final class WebMWriter: @unchecked Sendable {
 
     // MARK: - Internals
 
+    /// The picture size of a decodable keyframe (VP8: its header; H.264: its SPS, with a PPS beside
+    /// it); nil when the frame cannot start the video track.
+    static func keyframeSize(_ frame: EncodedFrame) -> (width: Int, height: Int)? {
+        switch frame.codec {
+        case .vp8:
+            return VP8KeyframeInfo.parse(frame.data)
+        case .h264:
+            return frame.data.withUnsafeBytes { bytes -> (width: Int, height: Int)? in
+                var size: (width: Int, height: Int)?
+                H264AnnexB.forEachUnit(bytes) { unit in
+                    if size == nil, let sps = H264SPS.parse(unit) { size = (sps.width, sps.height) }
+                }
+                guard H264DecoderConfiguration.record(fromAnnexB: bytes) != nil else { return nil }
+                return size
+            }
+        case .opus:
+            return nil
+        }
+    }
+
     private func insert(_ p: Pending) {
         var i = pending.count
         while i > 0, pending[i - 1].ms > p.ms { i -= 1 }
@@ -278,13 +323,34 @@ public final class WebMWriter: @unchecked Sendable {
             clusterCueTime = (isVideoKey || videoTrackNumber == 0) ? ms : nil
         }
         let rel = Int16(clamping: ms - clusterTimecode)
+        // H.264 access units go in as length-prefixed NAL units (the avcC's 4-byte lengths): the
+        // Annex B start codes are replaced while copying, without an intermediate buffer.
+        let h264 = p.frame.codec == .h264
+        var payloadLength = p.frame.data.count
+        if h264 {
+            payloadLength = 0
+            p.frame.data.withUnsafeBytes { H264AnnexB.forEachUnitRange($0) { payloadLength += 4 + $0.count } }
+        }
         cluster.append(0xA3)
-        cluster.ebmlSize(4 + p.frame.data.count)
+        cluster.ebmlSize(4 + payloadLength)
         cluster.append(0x80 | p.track)
         cluster.append(UInt8(UInt16(bitPattern: rel) >> 8))
         cluster.append(UInt8(UInt16(bitPattern: rel) & 0xFF))
         cluster.append(isVideo ? (p.frame.isKeyframe ? 0x80 : 0x00) : 0x80)
-        cluster.append(contentsOf: p.frame.data)
+        if h264 {
+            p.frame.data.withUnsafeBytes { bytes in
+                H264AnnexB.forEachUnitRange(bytes) { unit in
+                    let n = UInt32(unit.count)
+                    cluster.append(UInt8(n >> 24))
+                    cluster.append(UInt8(n >> 16 & 0xFF))
+                    cluster.append(UInt8(n >> 8 & 0xFF))
+                    cluster.append(UInt8(n & 0xFF))
+                    cluster.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[unit]))
+                }
+            }
+        } else {
+            cluster.append(contentsOf: p.frame.data)
+        }
         clusterHasBlocks = true
         clusterFrames.add(p.frame)
         let clock = Int64(p.frame.codec.clockRate)
@@ -314,6 +380,11 @@ public final class WebMWriter: @unchecked Sendable {
             // Audio waited long enough and no keyframe came: declare a plausible size.
             videoSize = (video?.width ?? 640, video?.height ?? 360)
         }
+        // Without a keyframe yet, the track is declared VP8 unless configured; H.264 needs its
+        // keyframe's parameter sets for CodecPrivate, so an H.264 stream that came too late is
+        // refused at its first frame rather than written undecodable.
+        if video != nil, videoCodec == nil || (videoCodec == .h264 && avcConfiguration == nil) { videoCodec = .vp8 }
+        let matroska = videoCodec == .h264
         var b = sink.buffer
         sink.buffer = []
         b.ebmlMaster(0x1A45_DFA3) { h in
@@ -321,7 +392,7 @@ public final class WebMWriter: @unchecked Sendable {
             h.ebmlUInt(0x42F7, 1)
             h.ebmlUInt(0x42F2, 4)
             h.ebmlUInt(0x42F3, 8)
-            h.ebmlString(0x4282, "webm")
+            h.ebmlString(0x4282, matroska ? "matroska" : "webm")
             h.ebmlUInt(0x4287, 4)
             h.ebmlUInt(0x4285, 2)
         }
@@ -353,7 +424,12 @@ public final class WebMWriter: @unchecked Sendable {
                     e.ebmlUInt(0x73C5, UInt64(videoTrackNumber))
                     e.ebmlUInt(0x83, 1)  // video
                     e.ebmlUInt(0x9C, 0)  // no lacing
-                    e.ebmlString(0x86, "V_VP8")
+                    if matroska, let avcConfiguration {
+                        e.ebmlString(0x86, "V_MPEG4/ISO/AVC")
+                        e.ebmlBytes(0x63A2, avcConfiguration)
+                    } else {
+                        e.ebmlString(0x86, "V_VP8")
+                    }
                     e.ebmlMaster(0xE0) { v in
                         v.ebmlUInt(0xB0, UInt64(max(1, size.width)))
                         v.ebmlUInt(0xBA, UInt64(max(1, size.height)))

@@ -108,8 +108,11 @@ extension PeerConnection {
                 t?.mid = m.mid
             }
             guard let t else { continue }
-            guard !m.rejected, let kind = m.kind, kind == t.kind, let pt = m.payloadType(for: t.codec) else {
-                // Rejected or stopped by the offerer (port 0): its receive streams end below.
+            guard !m.rejected, let kind = m.kind, kind == t.kind,
+                let (codec, format) = m.firstFormat(of: t.codecPreferences)
+            else {
+                // Rejected or stopped by the offerer (port 0), or no codec we take: its receive
+                // streams end below.
                 t.rejected = true
                 t.currentDirection = .inactive
                 t.remoteSSRCs = []
@@ -120,6 +123,9 @@ extension PeerConnection {
             t.rejected = false
             // The answer's section takes from this offered section only (RFC 8285 §5).
             t.extensionIDs = Self.usableExtensions(m.extensions, kind: kind)
+            let pt = format.payloadType
+            t.codec = codec
+            t.codecParameters = codec == .h264 ? format.parameters : nil
             t.payloadType = pt
             t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
             // Our direction is the intersection of what we want and what the offer allows.
@@ -142,12 +148,15 @@ extension PeerConnection {
                 if t.stopOffered { (t.stopping, t.stopOffered, t.rejected) = (false, false, true) }
                 continue
             }
-            guard !m.rejected, let pt = m.payloadType(for: t.codec) else {
+            guard !m.rejected, let (codec, format) = m.firstFormat(of: t.codecPreferences) else {
                 t.rejected = true
                 t.currentDirection = .inactive
                 t.extensionIDs = [:]
                 continue
             }
+            let pt = format.payloadType
+            t.codec = codec
+            t.codecParameters = codec == .h264 ? format.parameters : nil
             // What the answer kept of what our offer listed in this section, with the offered id; an
             // extension the answer adds on its own is not one the section may use (RFC 8285 §5).
             t.extensionIDs = Self.usableExtensions(m.extensions, kind: t.kind).filter {
@@ -325,13 +334,24 @@ extension PeerConnection {
         let fp = certificate.fingerprint
         for t in ordered {
             guard let mid = t.mid else { continue }
-            let codecPT =
-                isOffer ? (t.kind == .audio ? LocalCapabilities.opusPT : LocalCapabilities.vp8PT) : t.payloadType
-            let rtxPT: UInt8? =
-                isOffer
-                ? (t.kind == .video && configuration.enableRTX ? LocalCapabilities.vp8RTXPT : nil) : t.rtxPayloadType
-            var pts = [String(codecPT)]
-            if let rtxPT { pts.append(String(rtxPT)) }
+            // The formats of this section: an offer lists the transceiver's codecs with our payload
+            // types; an answer the one negotiated, with the offer's payload types and parameters.
+            var formats: [(codec: MediaCodec, pt: UInt8, rtx: UInt8?, parameters: [SDPParameter]?)] = []
+            if isOffer {
+                for codec in t.codecPreferences {
+                    let (pt, rtx) = LocalCapabilities.payloadTypes(codec)
+                    let parameters =
+                        t.offeredParameters[codec] ?? (codec == .h264 ? LocalCapabilities.h264Parameters : nil)
+                    formats.append((codec, pt, configuration.enableRTX ? rtx : nil, parameters))
+                }
+            } else {
+                formats.append((t.codec, t.payloadType, t.rtxPayloadType, t.codecParameters))
+            }
+            var pts: [String] = []
+            for f in formats {
+                pts.append(String(f.pt))
+                if let rtx = f.rtx { pts.append(String(rtx)) }
+            }
             let rejected = t.writesRejected
             let port = rejected ? 0 : (candidates.first.map { Int($0.port) } ?? 9)
             s += "m=\(t.kind == .audio ? "audio" : "video") \(port) UDP/TLS/RTP/SAVPF \(pts.joined(separator: " "))\r\n"
@@ -362,20 +382,29 @@ extension PeerConnection {
             s += "a=rtcp-mux\r\n"
             if t.kind == .video { s += "a=rtcp-rsize\r\n" }
             if t.kind == .audio {
+                let codecPT = formats[0].pt
                 s += "a=rtpmap:\(codecPT) opus/48000/2\r\n"
                 if sectionHasTransportCC { s += "a=rtcp-fb:\(codecPT) transport-cc\r\n" }
                 s += "a=fmtp:\(codecPT) minptime=10;useinbandfec=1\r\n"
             } else {
-                s += "a=rtpmap:\(codecPT) VP8/90000\r\n"
-                if sectionHasTransportCC { s += "a=rtcp-fb:\(codecPT) transport-cc\r\n" }
-                s += "a=rtcp-fb:\(codecPT) nack\r\n"
-                s += "a=rtcp-fb:\(codecPT) nack pli\r\n"
-                s += "a=rtcp-fb:\(codecPT) ccm fir\r\n"
-                if let rtxPT {
-                    s += "a=rtpmap:\(rtxPT) rtx/90000\r\n"
-                    s += "a=fmtp:\(rtxPT) apt=\(codecPT)\r\n"
+                for f in formats {
+                    let codecPT = f.pt
+                    s += "a=rtpmap:\(codecPT) \(f.codec == .h264 ? "H264" : "VP8")/90000\r\n"
+                    if sectionHasTransportCC { s += "a=rtcp-fb:\(codecPT) transport-cc\r\n" }
+                    s += "a=rtcp-fb:\(codecPT) nack\r\n"
+                    s += "a=rtcp-fb:\(codecPT) nack pli\r\n"
+                    s += "a=rtcp-fb:\(codecPT) ccm fir\r\n"
+                    if let parameters = f.parameters, !parameters.isEmpty {
+                        let text = parameters.map { p in p.value.map { "\(p.key)=\($0)" } ?? p.key }
+                        s += "a=fmtp:\(codecPT) \(text.joined(separator: ";"))\r\n"
+                    }
+                    if let rtxPT = f.rtx {
+                        s += "a=rtpmap:\(rtxPT) rtx/90000\r\n"
+                        s += "a=fmtp:\(rtxPT) apt=\(codecPT)\r\n"
+                    }
                 }
             }
+            let rtxPT = formats.first?.rtx
             if dir.sends && !rejected {
                 if t.sendRIDs.isEmpty {
                     let ssrc = t.localSSRCs[0]

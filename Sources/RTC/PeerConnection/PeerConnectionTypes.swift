@@ -110,6 +110,24 @@ enum LocalCapabilities {
     static let opusPT: UInt8 = 111
     static let vp8PT: UInt8 = 96
     static let vp8RTXPT: UInt8 = 97
+    static let h264PT: UInt8 = 102
+    static let h264RTXPT: UInt8 = 103
+    /// What we offer for H.264 unless told otherwise: constrained baseline, level 3.1, mode 1 (the
+    /// profile every browser sends; levels may differ in the answer).
+    static let h264Parameters: [SDPParameter] = [
+        SDPParameter(key: "level-asymmetry-allowed", value: "1"),
+        SDPParameter(key: "packetization-mode", value: "1"),
+        SDPParameter(key: "profile-level-id", value: "42e01f"),
+    ]
+
+    /// The payload types we offer for `codec` (media, RTX).
+    static func payloadTypes(_ codec: MediaCodec) -> (UInt8, UInt8?) {
+        switch codec {
+        case .opus: (opusPT, nil)
+        case .vp8: (vp8PT, vp8RTXPT)
+        case .h264: (h264PT, h264RTXPT)
+        }
+    }
 
     // The URIs are spelled once, in `RTPExtensionURI`.
     static let audioLevelURI = RTPExtensionURI.audioLevel

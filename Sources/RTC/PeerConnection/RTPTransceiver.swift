@@ -20,7 +20,17 @@ public final class RTPTransceiver: @unchecked Sendable {
     // Negotiated codec parameters.
     var payloadType: UInt8 = 0
     var rtxPayloadType: UInt8?
-    var codec: MediaCodec { kind == .audio ? .opus : .vp8 }
+    /// The negotiated codec (before negotiation: the first one this side would offer).
+    public internal(set) var codec: MediaCodec
+    /// The negotiated codec's fmtp parameters as written in the descriptions (H.264: profile-level-id
+    /// and packetization mode; nil: the codec's defaults).
+    public internal(set) var codecParameters: [SDPParameter]?
+    /// The codecs this m-line offers and accepts, preferred first. Video: a sending transceiver
+    /// sends what ``MediaPump`` encodes, VP8, so it lists `[.vp8]`; a receive-only one takes VP8 and
+    /// H.264. An SFU's down track lists exactly its producer's codec (``setCodecPreferences(_:parameters:)``).
+    public private(set) var codecPreferences: [MediaCodec]
+    /// Parameters to offer per codec (an SFU down track repeats its producer's H.264 profile).
+    private(set) var offeredParameters: [MediaCodec: [SDPParameter]] = [:]
 
     // Negotiated header extensions.
     /// The header extensions negotiated for this m-section (uri -> id): what the offer's section
@@ -51,7 +61,19 @@ public final class RTPTransceiver: @unchecked Sendable {
         self.kind = kind
         self.direction = direction
         self.sendRIDs = sendRIDs
+        codecPreferences = kind == .audio ? [.opus] : (direction.sends ? [.vp8] : [.vp8, .h264])
+        codec = codecPreferences[0]
         renewSendIdentity()
+    }
+
+    /// Sets the codecs this m-line offers and accepts, preferred first (of its kind; others are
+    /// ignored), with the fmtp parameters to offer for each. Applies from the next offer or answer.
+    public func setCodecPreferences(_ codecs: [MediaCodec], parameters: [MediaCodec: [SDPParameter]] = [:]) {
+        let usable = codecs.filter { $0.kind == kind }
+        guard !usable.isEmpty else { return }
+        codecPreferences = usable
+        offeredParameters = parameters
+        if !rejected && currentDirection == nil { codec = usable[0] }
     }
 
     /// New SSRCs and stream/track ids: what is sent from now on is a new track for the remote.

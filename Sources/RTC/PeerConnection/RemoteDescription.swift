@@ -14,9 +14,19 @@ struct RemoteDescription {
         var rtxToPrimary: [UInt32: UInt32]
         var sendRIDs: [String]
 
-        /// The payload type of the first offered codec matching `codec` (VP8 or Opus).
-        func payloadType(for codec: MediaCodec) -> UInt8? {
-            codecs.first { $0.mediaCodec == codec }?.payloadType
+        /// The payload type of the first offered codec matching `codec` (VP8 or Opus; H.264 in a
+        /// packetization mode we implement and a profile browsers negotiate).
+        func payloadType(for codec: MediaCodec) -> UInt8? { format(for: codec)?.payloadType }
+
+        /// The first listed format of `codec` this stack can take.
+        func format(for codec: MediaCodec) -> RTPCodec? {
+            codecs.first { $0.usableCodec == codec }
+        }
+
+        /// The first of `preferences` the description lists (the codec, its format).
+        func firstFormat(of preferences: [MediaCodec]) -> (MediaCodec, RTPCodec)? {
+            for codec in preferences { if let f = format(for: codec) { return (codec, f) } }
+            return nil
         }
 
         /// The RTX payload type associated with `pt`, if any.

@@ -93,13 +93,33 @@ final class OpusFrameAssembler {
     }
 }
 
-/// VP8 frames from packets: held in a preallocated slot ring for reordering, released in order when
-/// complete (the S=1/partition-0 packet through the marker bit, one timestamp, no hole), with key-frame
-/// discipline. After a loss that breaks a frame, frames are dropped until the next key frame, which
+/// Video frames from packets (VP8 and H.264): held in a preallocated slot ring for reordering,
+/// released in order when complete, with key-frame discipline.
+///
+/// VP8: a frame is the S=1/partition-0 packet through the marker bit, one timestamp, no hole.
+/// H.264 (RFC 6184): an access unit is the packets of one timestamp through the marker bit, no hole;
+/// its first packet is the one after the previous frame's marker (or a new timestamp), or one whose
+/// first NAL unit certainly begins an access unit (an AUD, an SPS or a picture's first slice) — after
+/// a hole nothing else is taken as a start. The payloads are kept whole and turned into one Annex B
+/// access unit on delivery (FU-A fragments joined, STAP-A split); an access unit is a key frame when
+/// it has an IDR slice and its parameter sets, which the assembler keeps from the last key frame (or
+/// from `sprop-parameter-sets`) and puts in front of an IDR access unit that came without them.
+///
+/// Common: After a loss that breaks a frame, frames are dropped until the next key frame, which
 /// is asked for through the context; a hole is waited for until the context gives it up (NACK out of
 /// retries or time). The only allocation is the `[UInt8]` of each delivered frame.
-final class VP8FrameAssembler {
+final class VideoFrameAssembler {
     static let slotSize = 1500
+
+    /// The codec whose packets this assembler takes (`.vp8` or `.h264`).
+    let codec: MediaCodec
+    /// H.264: the last SPS and PPS seen (Annex B), put in front of an IDR access unit without them.
+    private(set) var h264ParameterSets: [UInt8] = []
+    /// H.264: the last packet released at the frontier (present), to tell whether the next one
+    /// starts an access unit.
+    private var releasedExt: Int64 = -1
+    private var releasedTimestamp: UInt32 = 0
+    private var releasedMarker = false
 
     /// Packets the ring holds (the reorder window).
     let capacity: Int
@@ -147,7 +167,8 @@ final class VP8FrameAssembler {
     private var lastPictureID: Int32 = -1
     private var lastPictureIDLong = true
 
-    init(capacity: Int, reorderWait: UInt64) {
+    init(capacity: Int, reorderWait: UInt64, codec: MediaCodec = .vp8) {
+        self.codec = codec
         self.capacity = max(16, capacity)
         self.reorderWait = reorderWait
         storage = .allocate(byteCount: self.capacity * Self.slotSize, alignment: 16)
@@ -158,6 +179,11 @@ final class VP8FrameAssembler {
     deinit {
         storage.deallocate()
         slots.deallocate()
+    }
+
+    /// H.264: parameter sets known out of band (`sprop-parameter-sets`, Annex B).
+    func setParameterSets(_ annexB: [UInt8]) {
+        if !annexB.isEmpty { h264ParameterSets = annexB }
     }
 
     /// Whether a new (not duplicate) packet `ext` comes too late: its frame was released or given
@@ -228,7 +254,23 @@ final class VP8FrameAssembler {
 
     private func release(_ ext: Int64) {
         let i = slot(ext)
-        if slots[i].ext == ext { slots[i].ext = -1 }
+        if slots[i].ext == ext {
+            noteReleased(slots[i])
+            slots[i].ext = -1
+        }
+    }
+
+    private func noteReleased(_ slot: Slot) {
+        releasedExt = slot.ext
+        releasedTimestamp = slot.timestamp
+        releasedMarker = slot.marker
+    }
+
+    /// Whether the present packet `first` at the frontier begins a frame.
+    private func beginsFrame(_ first: Slot) -> Bool {
+        guard codec == .h264 else { return first.frameStart }
+        if first.frameStart { return true }
+        return releasedExt == first.ext - 1 && (releasedMarker || releasedTimestamp != first.timestamp)
     }
 
     /// Gives up every packet before `target` that has not arrived, then assembles.
@@ -298,7 +340,7 @@ final class VP8FrameAssembler {
                 frontier += 1
                 continue
             }
-            guard first.frameStart else {
+            guard beginsFrame(first) else {
                 // The frame's first packet is gone: drop the rest of it.
                 markBroken(media: true)
                 release(frontier)
@@ -320,7 +362,11 @@ final class VP8FrameAssembler {
                     remember(scannedThrough: end)
                     return  // wait for the hole to fill
                 }
-                if packet.timestamp != timestamp || (end > frontier && packet.frameStart && packet.length > 0) {
+                // H.264 tells access units apart by timestamp only: a picture's first slice may follow
+                // its parameter sets within one access unit.
+                if packet.timestamp != timestamp
+                    || (codec == .vp8 && end > frontier && packet.frameStart && packet.length > 0)
+                {
                     end -= 1  // next frame began without a marker: this frame is incomplete
                     break
                 }
@@ -368,6 +414,10 @@ final class VP8FrameAssembler {
     private func deliver<Context: RTPFrameAssemblyContext>(
         from first: Int64, through last: Int64, now: UInt64, context: Context
     ) {
+        if codec == .h264 {
+            deliverAccessUnit(from: first, through: last, now: now, context: context)
+            return
+        }
         let head = slots[slot(first)]
         let isKey = head.keyframe
         let timestamp = head.timestamp
@@ -428,5 +478,133 @@ final class VP8FrameAssembler {
         }
         context.deliver(
             EncodedFrame(codec: .vp8, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: arrival)
+    }
+
+    /// The slot's payload bytes.
+    private func payload(_ j: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: storage.baseAddress.map { $0 + j * Self.slotSize }, count: slots[j].length)
+    }
+
+    /// Runs `writer` over the payloads of packets `first...last`.
+    private func writeAccessUnit(_ writer: inout H264PayloadFormat.AnnexBWriter, from first: Int64, through last: Int64)
+    {
+        var e = first
+        while e <= last {
+            writer.append(payload(slot(e)))
+            e += 1
+        }
+        writer.finish()
+    }
+
+    /// H.264: one access unit from the packets `first...last` (complete, one timestamp), as Annex B.
+    private func deliverAccessUnit<Context: RTPFrameAssemblyContext>(
+        from first: Int64, through last: Int64, now: UInt64, context: Context
+    ) {
+        let timestamp = slots[slot(first)].timestamp
+        counters.framesAssembled += 1
+        var arrival: UInt64 = 0
+        var hasAllBytes = true
+        var e = first
+        while e <= last {
+            let packet = slots[slot(e)]
+            arrival = max(arrival, packet.arrival)
+            if !packet.hasData { hasAllBytes = false }
+            e += 1
+        }
+        let consumes = context.consumesFrames
+        // Without a consumer the payload bytes were not kept: judge the frame by its packets' flags.
+        guard consumes else {
+            var key = false
+            e = first
+            while e <= last {
+                key = key || slots[slot(e)].keyframe
+                e += 1
+            }
+            if waitingForKeyframe && !key {
+                counters.framesDropped += 1
+                context.needKeyframe()
+            } else {
+                if key {
+                    waitingForKeyframe = false
+                    context.keyframeDelivered()
+                    counters.keyframesReceived += 1
+                }
+                counters.framesDecodable += 1
+                context.frameCompleted(timestamp: timestamp, now: now)
+            }
+            releaseRange(first, last)
+            return
+        }
+        guard hasAllBytes else {
+            frameBroken(context)
+            releaseRange(first, last)
+            return
+        }
+        var counter = H264PayloadFormat.AnnexBWriter(output: nil)
+        writeAccessUnit(&counter, from: first, through: last)
+        if counter.sawNonContinuousFragment || counter.length == 0 {
+            // A fragment without its start or end: the access unit is damaged.
+            frameBroken(context)
+            releaseRange(first, last)
+            return
+        }
+        // An IDR access unit is a key frame with its parameter sets, in band or kept from before.
+        var prefix: [UInt8] = []
+        var isKey = false
+        if counter.hasIDR {
+            if counter.hasParameterSets {
+                isKey = true
+            } else if !h264ParameterSets.isEmpty {
+                isKey = true
+                prefix = h264ParameterSets
+            }
+        }
+        if waitingForKeyframe && !isKey {
+            counters.framesDropped += 1
+            context.needKeyframe()
+            releaseRange(first, last)
+            return
+        }
+        let total = prefix.count + counter.length
+        var keptSets = false
+        let data = [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
+            let out = UnsafeMutableRawBufferPointer(buffer)
+            prefix.withUnsafeBytes { p in
+                if let src = p.baseAddress, let dst = out.baseAddress, !p.isEmpty {
+                    dst.copyMemory(from: src, byteCount: p.count)
+                }
+            }
+            var writer = H264PayloadFormat.AnnexBWriter(
+                output: UnsafeMutableRawBufferPointer(rebasing: out[prefix.count...]))
+            writeAccessUnit(&writer, from: first, through: last)
+            count = prefix.count + writer.length
+            keptSets = writer.hasParameterSets
+        }
+        releaseRange(first, last)
+        if keptSets { rememberParameterSets(data) }
+        if isKey {
+            waitingForKeyframe = false
+            context.keyframeDelivered()
+            counters.keyframesReceived += 1
+        }
+        counters.framesDecodable += 1
+        context.frameCompleted(timestamp: timestamp, now: now)
+        context.deliver(
+            EncodedFrame(codec: .h264, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: arrival)
+    }
+
+    /// Keeps the SPS and PPS units of an access unit (Annex B) for later IDR access units without them.
+    private func rememberParameterSets(_ accessUnit: [UInt8]) {
+        var sets: [UInt8] = []
+        accessUnit.withUnsafeBytes { bytes in
+            H264AnnexB.forEachUnit(bytes) { unit in
+                let t = unit[0] & 0x1F
+                if t == H264NALType.sps || t == H264NALType.pps {
+                    sets += [0, 0, 0, 1]
+                    sets += unit
+                }
+            }
+        }
+        if !sets.isEmpty, sets != h264ParameterSets { h264ParameterSets = sets }
     }
 }

@@ -121,11 +121,11 @@ public struct RTPReceivedPayload {
 ///
 /// Confined to the event-loop thread. The receiver itself keeps the stream state (RTX unwrap, one
 /// codec inspect, sequence extension, dedupe); each accepted packet goes to its link chain
-/// (``RTPReceiverLinks``) and to its codec's frame assembler (``VP8FrameAssembler``,
+/// (``RTPReceiverLinks``) and to its codec's frame assembler (``VideoFrameAssembler``,
 /// ``OpusFrameAssembler``), which copies it into a preallocated slot ring; the only allocation is
 /// the `[UInt8]` of each delivered frame.
 ///
-/// Video (VP8): frames are delivered in order, complete (S=1/PID=0 packet to the marker bit, no gaps)
+/// Video (VP8, H.264): frames are delivered in order, complete (S=1/PID=0 packet to the marker bit, no gaps)
 /// and decodable: after a loss that breaks a frame, frames are dropped until the next key frame, which
 /// is requested with PLIs (throttled, repeated while waiting). Audio (Opus): each packet is a frame and is
 /// delivered on arrival; late packets are dropped and losses are skipped.
@@ -217,11 +217,11 @@ public final class RTPReceiver: @unchecked Sendable {
     /// The stream's features as a chain: receive statistics and reports, NACK generator, key-frame
     /// requester (RTPLinkChain.swift).
     private var links: RTPReceiverLinks
-    /// The codec's frame assembler (RTPFrameAssembler.swift): VP8 for video, Opus otherwise (exactly
+    /// The codec's frame assembler (RTPFrameAssembler.swift): VP8 or H.264 for video, Opus otherwise (exactly
     /// one is set); it reaches the NACK and key-frame links through this receiver as its
     /// ``RTPFrameAssemblyContext``. Two `let`s rather than an enum: a packet's calls borrow the
     /// assembler, where binding an enum payload retained and released it for every packet.
-    private let videoAssembler: VP8FrameAssembler?
+    private let videoAssembler: VideoFrameAssembler?
     private let audioAssembler: OpusFrameAssembler?
     /// Packets the reorder window holds (video), 1 for audio.
     private let capacity: Int
@@ -244,10 +244,11 @@ public final class RTPReceiver: @unchecked Sendable {
         self.rtxSSRC = rtxSSRC
         self.localSSRC = localSSRC
         self.options = options
-        capacity = codec == .vp8 ? max(16, options.bufferPackets) : 1
+        let video = codec.kind == .video
+        capacity = video ? max(16, options.bufferPackets) : 1
         videoAssembler =
-            codec == .vp8 ? VP8FrameAssembler(capacity: capacity, reorderWait: options.reorderWait) : nil
-        audioAssembler = codec == .vp8 ? nil : OpusFrameAssembler()
+            video ? VideoFrameAssembler(capacity: capacity, reorderWait: options.reorderWait, codec: codec) : nil
+        audioAssembler = video ? nil : OpusFrameAssembler()
         let ringSize = max(capacity, 1024)
         seen = SRTPReplayWindow(covering: ringSize)
         links = RTPReceiverLinks(
@@ -255,9 +256,9 @@ public final class RTPReceiver: @unchecked Sendable {
                 ssrc: ssrc, clockRate: codec.clockRate, cname: options.cname, reportInterval: options.reportInterval,
                 seed: seed ?? UInt64.random(in: .min ... .max)),
             nack: NACKGenerator(
-                options: options, capacity: min(capacity, 256), tracksHoles: codec == .vp8, givenUpRing: ringSize),
+                options: options, capacity: min(capacity, 256), tracksHoles: video, givenUpRing: ringSize),
             keyframes: KeyframeRequester(
-                enabled: codec == .vp8 && options.pli, interval: options.keyframeRequestInterval))
+                enabled: video && options.pli, interval: options.keyframeRequestInterval))
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
         quality = ReceiveQuality(kind: codec.kind, clockRate: codec.clockRate)
     }
@@ -280,6 +281,12 @@ public final class RTPReceiver: @unchecked Sendable {
 
     deinit {
         rtcpBuffer.deallocate()
+    }
+
+    /// H.264: parameter sets negotiated out of band (`sprop-parameter-sets`, as Annex B), used for IDR
+    /// access units that arrive without their own. Loop thread.
+    public func setH264ParameterSets(_ annexB: [UInt8]) {
+        videoAssembler?.setParameterSets(annexB)
     }
 
     // MARK: - Receive
@@ -430,7 +437,7 @@ public final class RTPReceiver: @unchecked Sendable {
 
     /// Asks for a key frame (PLI), e.g. when a recorder starts; throttled like every other request.
     public func requestKeyframe() {
-        guard codec == .vp8 else { return }
+        guard codec.kind == .video else { return }
         links.keyframes.want()
         tickDeadline?.lower(to: nextTimer)
     }
@@ -439,7 +446,7 @@ public final class RTPReceiver: @unchecked Sendable {
     /// caller that throttles its requests itself (an SFU, per producer layer), where a second
     /// throttle here would hold a joiner's request for up to another interval.
     public func requestKeyframeNow() {
-        guard codec == .vp8 else { return }
+        guard codec.kind == .video else { return }
         links.keyframes.want()
         links.keyframes.allowNow()
         tickDeadline?.lower(to: nextTimer)

@@ -118,6 +118,8 @@ public final class RTPSender: @unchecked Sendable {
     public let payloadType: UInt8
     /// The codec being packetized.
     public let codec: MediaCodec
+    /// The H.264 packetizer's fragment buffer (grown once to the payload size).
+    private var h264Scratch: [UInt8] = []
     /// RTX payload type and SSRC (RFC 4588), when negotiated.
     public let rtx: (payloadType: UInt8, ssrc: UInt32)?
     /// Negotiated header-extension ids (of this sender's m-section); a renegotiation may change them
@@ -300,6 +302,18 @@ public final class RTPSender: @unchecked Sendable {
                     }
                 }
                 pictureID = VP8Packetizer.nextPictureID(pictureID)
+            case .h264:
+                // Single NAL units, FU-A for the larger ones (packetization mode 1).
+                H264PayloadFormat.packetize(accessUnit: data, maxPayloadSize: maxPayloadSize, scratch: &h264Scratch) {
+                    payload, isLast in
+                    sendPacket(marker: isLast, timestamp: timestamp, now: now, emit: emit) { out throws(VP8Error) in
+                        guard payload.count <= out.count else { throw .bufferTooSmall }
+                        if let src = payload.baseAddress, let dst = out.baseAddress {
+                            dst.copyMemory(from: src, byteCount: payload.count)
+                        }
+                        return payload.count
+                    }
+                }
             }
         }
         counters.framesSent += 1

@@ -183,6 +183,9 @@ final class RTPStreamListener {
             nack: t.kind == .video, pli: t.kind == .video)
         receiver.tickDeadline = tickDeadline
         receiver.captureTimeExtensionID = captureTimeExtensionID
+        if t.codec == .h264, let p = t.codecParameters, let sets = H264FormatParameters(p)?.spropAnnexB, !sets.isEmpty {
+            receiver.setH264ParameterSets(sets)
+        }
         let stream = Stream(transceiver: t, rid: rid, receiver: receiver)
         bindSSRC(ssrc, to: stream)
         streams.append(stream)

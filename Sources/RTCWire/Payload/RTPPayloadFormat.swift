@@ -78,6 +78,7 @@ extension MediaCodec {
         switch self {
         case .opus: return try OpusPayloadFormat.inspect(payload)
         case .vp8: return try VP8PayloadFormat.inspect(payload)
+        case .h264: return try H264PayloadFormat.inspect(payload)
         }
     }
 }

@@ -545,6 +545,18 @@
         if (layers) init.sendEncodings = layers;
         return pc.addTransceiver(track, init);
       });
+      // `?codec=h264` (or vp8): the video transceivers offer only that codec (and its RTX).
+      const codec = (params.get('codec') || '').toLowerCase();
+      if (codec && RTCRtpSender.getCapabilities) {
+        const all = RTCRtpSender.getCapabilities('video').codecs;
+        const chosen = all.filter((c) => c.mimeType.toLowerCase() === 'video/' + codec);
+        const rtx = all.filter((c) => c.mimeType.toLowerCase() === 'video/rtx');
+        for (const t of transceivers) {
+          if (t.sender.track && t.sender.track.kind === 'video' && chosen.length > 0) {
+            t.setCodecPreferences([...chosen, ...rtx]);
+          }
+        }
+      }
       await pc.setLocalDescription(await pc.createOffer());
       await waitForGathering(pc);
       let response;
@@ -1137,6 +1149,8 @@
       let bytes = 0;
       let width = 0;
       const layers = [];
+      let framesSent = 0;
+      let codec = null;
       report.forEach((s) => {
         if (s.type === 'candidate-pair' && s.nominated && s.availableOutgoingBitrate)
           estimate = Math.max(estimate, s.availableOutgoingBitrate);
@@ -1144,10 +1158,13 @@
           bytes += s.bytesSent;
           width = Math.max(width, s.frameWidth || 0);
           layers.push({ rid: s.rid || null, width: s.frameWidth || 0, height: s.frameHeight || 0, bytes: s.bytesSent });
+          framesSent += s.framesSent || 0;
+          const c = s.codecId && report.get(s.codecId);
+          if (c) codec = c.mimeType;
         }
       });
       layers.sort((a, b) => a.width - b.width);
-      return { estimate, bytes, width, layers, simulcast: state.simulcast, at: performance.now() };
+      return { estimate, bytes, width, layers, framesSent, codec, simulcast: state.simulcast, at: performance.now() };
     },
     // Video decoding of a remote participant's tile, from getStats().
     async videoStats(id) {
