@@ -36,7 +36,8 @@ async def _play(workdir: Path) -> dict:
         await server.ready()
         async with Chromium(extra_flags=WINDOW) as browser:
             host = await RoomPage.open(
-                browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV", codec="h264")
+                browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV", codec="h264",
+                simulcast="0")  # one layer: getStats framesSent then counts the frames the agent records
             await host.wait_until("host publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]), timeout=30)
             agent = Agent(server, ROOM, record).start()
             await agent.wait_for(r"joined room", 30)
