@@ -85,6 +85,9 @@ async def _play(workdir: Path) -> dict:
             await vga.page.evaluate("document.getElementById('btn-cam').click()")
             await vga.wait_until("VGA camera off", lambda s: "webcam" not in s["producing"])
 
+            # Chromium drops its upper layers while it is short of CPU or bandwidth (a clean-clone run
+            # sent q only while the VGA page encoded too): wait until all three flow again.
+            await _wait_layers(multi, 3)
             for quality in ("low", "high"):
                 record = workdir / quality
                 record.mkdir()
