@@ -19,7 +19,6 @@ import itertools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -28,6 +27,8 @@ from typing import Any
 import aiohttp
 import websockets
 from aiohttp import web
+
+from harness import kill_process
 
 PAGES = Path(__file__).resolve().parent / "pages"
 
@@ -267,16 +268,8 @@ class Chromium:
         if self._http is not None:
             await self._http.close()
             self._http = None
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                await asyncio.wait_for(asyncio.to_thread(self.proc.wait), 5)
-            except (ProcessLookupError, asyncio.TimeoutError):
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                await asyncio.to_thread(self.proc.wait)
+        if self.proc is not None:
+            await asyncio.to_thread(kill_process, self.proc, 5)
         self.proc = None
         if self._site_runner is not None:
             await self._site_runner.cleanup()

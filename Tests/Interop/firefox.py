@@ -24,7 +24,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -32,6 +31,8 @@ from typing import Any
 
 import websockets
 from aiohttp import web
+
+from harness import kill_process
 
 PAGES = Path(__file__).resolve().parent / "pages"
 
@@ -342,16 +343,8 @@ class Firefox:
         if self._reader is not None:
             self._reader.cancel()
             self._reader = None
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                await asyncio.wait_for(asyncio.to_thread(self.proc.wait), 10)
-            except (ProcessLookupError, asyncio.TimeoutError):
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                await asyncio.to_thread(self.proc.wait)
+        if self.proc is not None:
+            await asyncio.to_thread(kill_process, self.proc, 10)
         self.proc = None
         if self._site_runner is not None:
             await self._site_runner.cleanup()
