@@ -102,9 +102,9 @@ struct SFUStreamAllocatorTests {
         var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 1_000_000, probing: false)
         a.allocate(now: 0)
         #expect(targets(a) == [1])
-        a.estimate = 100_000
+        a.estimate = 60_000
         a.allocate(now: 500 * ms)
-        #expect(targets(a) == [-1], "150 kbit/s does not fit 100 kbit/s: paused")
+        #expect(targets(a) == [-1], "not even half of 150 kbit/s fits 60 kbit/s (+20 %): paused")
         a.estimate = 1_000_000
         for t in stride(from: UInt64(1_000), to: 2_500, by: 500) {
             a.allocate(now: t * ms)
@@ -112,6 +112,32 @@ struct SFUStreamAllocatorTests {
         }
         a.allocate(now: 2_500 * ms)
         #expect(targets(a) == [1], "after the hold-down: as high as the estimate makes room for (90 %)")
+    }
+
+    /// Pause hysteresis: a forwarding track keeps its lowest layer while the budget covers half of
+    /// it (a dip of the estimate is no freeze), pauses below, and resumes only when it all fits.
+    @Test func aForwardingTrackKeepsItsLowestLayerUntilLessThanHalfOfItFits() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 1_000_000, probing: false)
+        a.audioRate = 40_000
+        a.allocate(now: 0)
+        #expect(targets(a) == [1])
+        // The estimator's cut to 0.85 × what a 500 kbit/s path acknowledged, then a deeper dip.
+        a.estimate = 170_000
+        a.allocate(now: 500 * ms)
+        #expect(targets(a) == [0], "130 kbit/s left: the lowest layer (150) stays")
+        a.estimate = 110_000
+        a.allocate(now: 1_000 * ms)
+        #expect(targets(a) == [0], "70 kbit/s left, with the 20 % tolerance 84: more than half of 150")
+        a.estimate = 90_000
+        a.allocate(now: 1_500 * ms)
+        #expect(targets(a) == [-1], "50 kbit/s left (60 with the tolerance): less than half, paused")
+        // Paused, it comes back only when the whole layer fits (after the hold-down).
+        a.estimate = 170_000
+        a.allocate(now: 5_000 * ms)
+        #expect(targets(a) == [-1], "130 kbit/s does not hold all of 150")
+        a.estimate = 240_000
+        a.allocate(now: 5_500 * ms)
+        #expect(targets(a) == [0])
     }
 
     @Test func audioIsNeverPausedItsRateComesOffTheTop() {
@@ -139,11 +165,12 @@ struct SFUStreamAllocatorTests {
         // Lowest layers first (4 × 150), then the screen share climbs to the top (+1,350), the pinned
         // track gets what is left (50 kbit/s: no climb).
         #expect(targets(a) == [0, 0, 0, 2])
-        // Less: the normal track pauses first, then the speaker.
-        a.estimate = 450_000
+        // Less: the normal track pauses first, then the speaker (each once less than half of its
+        // lowest layer is left for it).
+        a.estimate = 400_000
         a.allocate(now: 500 * ms)
         #expect(targets(a) == [-1, 0, 0, 0])
-        a.estimate = 320_000
+        a.estimate = 280_000
         a.allocate(now: 1_000 * ms)
         #expect(targets(a) == [-1, -1, 0, 0])
     }
