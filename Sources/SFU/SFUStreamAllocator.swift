@@ -13,8 +13,8 @@
 /// The rules, in the order they apply on each run:
 /// 1. **Fit** (``fit(budget:into:)``): tracks by priority (screen share, pinned, active speaker,
 ///    others; equal priorities in the order they were added) each get their lowest flowing layer if
-///    it fits (a track already forwarding: if ``Configuration/pauseShare`` percent of it does), else
-///    pause (a track of one layer is never paused); then each, in the same order, climbs
+///    it fits (a track already forwarding: if ``Configuration/pauseShare`` percent of it does, or
+///    while the subscriber acknowledges nearly all that is sent), else pause (a track of one layer is never paused); then each, in the same order, climbs
 ///    as far as the rest of the budget and its own upper bound allow.
 /// 2. **Step down at once**: a track above its fit goes down to it (a pause included) on this run.
 /// 3. **Step up slowly**: a raise waits ``Configuration/holdDown`` after any decrease (doubled after
@@ -297,9 +297,12 @@ public struct SFUStreamAllocator: Sendable {
                 if fitted[i] < tracks[i].ceiling { lastDecrease = now }
             }
         }
+        // The subscriber acknowledges (nearly) all that is sent now: the path carries the current
+        // layers, whatever the estimate says, so no forwarding track is paused on this run.
+        let carried = acknowledgedRate > 0 && acknowledgedRate >= allocatedRate / 100 * 90
         fit(
             budget: budget + budget / 100 * configuration.decreaseTolerance,
-            unproven: probe?.media == true ? probe?.track ?? -1 : -1)
+            unproven: probe?.media == true ? probe?.track ?? -1 : -1, carried: carried)
         var decreased = false
         if let p = probe, p.media, estimate >= p.startEstimate, fitted[p.track] < p.layer {
             // A media probe holds its layer while the estimate has not fallen.
@@ -458,7 +461,8 @@ public struct SFUStreamAllocator: Sendable {
     /// paused): each track's lowest flowing layer first, then each one as high as the rest allows.
     /// `unproven`: a track whose layer a media probe raised and nothing proved yet (no pause
     /// hysteresis for it).
-    mutating func fit(budget: Int, unproven: Int = -1) {
+    /// `carried`: the path acknowledged the current layers, so a forwarding track keeps its lowest one.
+    mutating func fit(budget: Int, unproven: Int = -1, carried: Bool = false) {
         var left = budget
         for i in order {
             let t = tracks[i]
@@ -472,9 +476,9 @@ public struct SFUStreamAllocator: Sendable {
             // scheduling delay reads as a queue, which would cut a recording bot's only video (as
             // mediasoup's simple consumers, it stays out of the sharing); its rate is charged first.
             // Pause hysteresis: a forwarding track keeps its lowest layer down to pauseShare of it.
-            let needed =
-                t.target >= 0 && i != unproven ? t.cost(lowest) / 100 * configuration.pauseShare : t.cost(lowest)
-            if lowest >= 0, needed <= left || t.rates.count <= 1 {
+            let forwarding = t.target >= 0 && i != unproven
+            let needed = forwarding ? t.cost(lowest) / 100 * configuration.pauseShare : t.cost(lowest)
+            if lowest >= 0, needed <= left || t.rates.count <= 1 || (forwarding && carried) {
                 fitted[i] = lowest
                 left -= t.cost(lowest)
             } else {

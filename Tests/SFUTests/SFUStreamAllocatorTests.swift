@@ -140,6 +140,25 @@ struct SFUStreamAllocatorTests {
         #expect(targets(a) == [0])
     }
 
+    /// An estimate that fell far below what the path carries (a GCC cut to 0.85 × a small
+    /// acknowledged rate, again and again on key-frame bursts) pauses nothing while the subscriber
+    /// acknowledges nearly all that is sent; a path that does not carry it pauses.
+    @Test func aTrackThePathCarriesIsNotPausedOnALowEstimate() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 1_000_000, probing: false)
+        a.audioRate = 40_000
+        a.allocate(now: 0)
+        a.estimate = 170_000
+        a.allocate(now: 500 * ms)
+        #expect(targets(a) == [0])
+        a.estimate = 60_000
+        a.acknowledgedRate = 185_000  // 150 + 40 sent, 97 % of it acknowledged
+        a.allocate(now: 1_000 * ms)
+        #expect(targets(a) == [0], "the path carries the lowest layer: kept")
+        a.acknowledgedRate = 120_000
+        a.allocate(now: 1_500 * ms)
+        #expect(targets(a) == [-1], "63 % acknowledged and less than half fits: paused")
+    }
+
     @Test func audioIsNeverPausedItsRateComesOffTheTop() {
         var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 180_000)
         a.audioRate = 64_000
