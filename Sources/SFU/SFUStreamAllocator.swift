@@ -61,8 +61,10 @@ public struct SFUStreamAllocator: Sendable {
         /// A probe's acknowledged rate counts only after this long (the rate is measured over half a second).
         public var minProbeTime: UInt64 = 1_000_000_000
         /// Padding asked for during a probe: the media rate after the raise plus this share, minus what
-        /// is sent now.
-        public var probeOvershoot = 15
+        /// is sent now. A padding probe is proven when ``raiseHeadroom`` of what was acknowledged holds
+        /// the raise: at 15 % (× 0.9 × a lossy path's 99 %) that held only just, and a viewer behind
+        /// 1 % loss stayed on its lowest layer for 20 s after the path was lifted.
+        public var probeOvershoot = 25
         /// Whether to ask for probes at all (off: raises wait for the estimate alone).
         public var probing = true
 

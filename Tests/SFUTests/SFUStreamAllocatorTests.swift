@@ -205,8 +205,8 @@ struct SFUStreamAllocatorTests {
         a.allocate(now: 2_000 * ms)
         #expect(a.probe != nil)
         #expect(a.probes == 1)
-        // Padding up to 1.5 Mbit/s + 15 % minus the 500 kbit/s sent.
-        #expect(a.probeRate == 1_725_000 - 500_000)
+        // Padding up to 1.5 Mbit/s + 25 % minus the 500 kbit/s sent.
+        #expect(a.probeRate == 1_875_000 - 500_000)
         #expect(targets(a) == [1], "no raise before the estimate makes room")
         // The estimator follows the probe: the raise is committed and the probe ends.
         a.estimate = 1_800_000
