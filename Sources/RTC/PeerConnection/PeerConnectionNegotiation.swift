@@ -127,7 +127,7 @@ extension PeerConnection {
             t.remoteExtensionDirections = m.extensionDirections.filter { t.extensionIDs[$0.key] != nil }
             let pt = format.payloadType
             t.codec = codec
-            t.codecParameters = codec == .h264 ? format.parameters : nil
+            t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
             t.payloadType = pt
             t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
             // Our direction is the intersection of what we want and what the offer allows.
@@ -159,7 +159,7 @@ extension PeerConnection {
             }
             let pt = format.payloadType
             t.codec = codec
-            t.codecParameters = codec == .h264 ? format.parameters : nil
+            t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
             // Our offers list every extension both ways; an answer that made one one-way is
             // not one we handle, so it is left out.
             t.remoteExtensionDirections = [:]
@@ -398,7 +398,7 @@ extension PeerConnection {
             } else {
                 for f in formats {
                     let codecPT = f.pt
-                    s += "a=rtpmap:\(codecPT) \(f.codec == .h264 ? "H264" : "VP8")/90000\r\n"
+                    s += "a=rtpmap:\(codecPT) \(f.codec.rtpName)/90000\r\n"
                     if sectionHasTransportCC { s += "a=rtcp-fb:\(codecPT) transport-cc\r\n" }
                     s += "a=rtcp-fb:\(codecPT) nack\r\n"
                     s += "a=rtcp-fb:\(codecPT) nack pli\r\n"
