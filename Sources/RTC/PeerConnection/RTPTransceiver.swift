@@ -37,6 +37,10 @@ public final class RTPTransceiver: @unchecked Sendable {
     /// listed and the answer's section kept (RFC 8285 §5, JSEP 5.3.1). An extension absent here is
     /// neither written in this section of our descriptions nor sent on its packets.
     var extensionIDs: [String: UInt8] = [:]
+    /// The one-way extensions among ``extensionIDs`` as the remote offer listed them (uri ->
+    /// `sendonly` or `recvonly`): our answer writes the reverse direction, and we send none the
+    /// peer only sends.
+    var remoteExtensionDirections: [String: SDPDirection] = [:]
     /// The extensions our last offer listed in this section (an answer may keep only these).
     var offeredExtensionIDs: [String: UInt8] = [:]
 
