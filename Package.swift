@@ -85,7 +85,7 @@ let package = Package(
                 .embedInCode("Web/assets/index.html"), .embedInCode("Web/assets/room.js"),
                 .embedInCode("Web/assets/style.css"),
             ]),
-        // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).
+        // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: docs/spec).
         .target(
             name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol"],
             path: "Sources/Understudy"),

@@ -153,7 +153,7 @@ struct CaptureImageTests {
         try await remote.stopConsumingWebcamStreams()
         try await waitUntil("stopped") { !remote.streams.values.contains { $0.kind == .video } }
         await expectCode(3062) { _ = try await remote.captureImage() }
-        // Not consuming it, this device still hears about the webcam turning off (room-api §4).
+        // Not consuming it, this device still hears about the webcam turning off (docs/spec/room-api.md §4).
         let status = StatusLog()
         remote.addEventListener(status)
         try await publisher.disableCam()

@@ -175,7 +175,7 @@ struct Issue32Tests {
         let modeAt = try #require(events.firstIndex(of: "mode:me:RECV_ONLY"))
         let offs = ["share", "video", "audio"].map { events.firstIndex(of: "streamOff:me:\($0)") }
         #expect(offs.allSatisfy { $0 != nil && $0! < modeAt }, "\(events)")
-        // In the order room-api §3 names them: screen share, camera, mic.
+        // In the order docs/spec/room-api.md §3 names them: screen share, camera, mic.
         #expect(offs.compactMap { $0 } == offs.compactMap { $0 }.sorted(), "\(events)")
         #expect(log.count("mode:me:RECV_ONLY") == 1)
         #expect(me.localParticipant.mode == .RECV_ONLY && me.localParticipant.streams.isEmpty)

@@ -154,8 +154,8 @@ struct Issue32UntestedTests {
         await plain.leave()
     }
 
-    /// Seed 003:161: with a single published layer (`multiStream: false`) setViewPort and setQuality
-    /// are accepted but cannot change what is received: the one layer keeps arriving.
+    /// docs/spec/participant-methods.md:161: with a single published layer (`multiStream: false`) setViewPort
+    /// and setQuality are accepted but cannot change what is received: the one layer keeps arriving.
     @Test func setViewPortOnASingleLayerParticipantKeepsItsOneLayer() async throws {
         let server = try startRoomServer()
         defer { server.stop() }

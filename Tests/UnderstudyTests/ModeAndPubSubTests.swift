@@ -13,7 +13,7 @@ func gauge(_ server: RoomServer, _ name: String) async -> Int? {
     return line.flatMap { Int($0.split(separator: " ").last ?? "") }
 }
 
-/// The audience side of seed 000: subscribes to its invite topic and changes its own mode.
+/// The audience side of docs/spec/change-mode.md: subscribes to its invite topic and changes its own mode.
 final class StageInviteHandler: PubSubMessageListener, @unchecked Sendable {
     let room: Room
     private let lock = NSLock()

@@ -123,7 +123,7 @@ struct DuplicateParticipantTests {
     }
 }
 
-/// Consumes from `onParticipantJoined` while `join()` is still running (room-api §4).
+/// Consumes from `onParticipantJoined` while `join()` is still running (docs/spec/room-api.md §4).
 final class EagerConsumer: RoomEventListener, @unchecked Sendable {
     private let lock = NSLock()
     private var _outcomes: [String] = []

@@ -411,7 +411,7 @@ struct SDKTruthTests {
         await b.leave()
     }
 
-    /// `setScreenShareQuality` works on an agent's share (room-api §7 refuses only `setQuality`).
+    /// `setScreenShareQuality` works on an agent's share (docs/spec/room-api.md §7 refuses only `setQuality`).
     @Test func setScreenShareQualityWorksOnAnAgent() async throws {
         let server = try startRoomServer()
         defer { server.stop() }

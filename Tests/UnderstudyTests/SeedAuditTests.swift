@@ -7,7 +7,7 @@ import Testing
 
 @testable import Understudy
 
-/// Every gated async method of a participant (seed 003: all except captureImage).
+/// Every gated async method of a participant (docs/spec/participant-methods.md: all except captureImage).
 func participantActions(_ p: Participant) -> [(String, () async throws -> Void)] {
     [
         ("enableMic", { try await p.enableMic() }), ("disableMic", { try await p.disableMic() }),
@@ -79,7 +79,7 @@ func expectNoStats(_ p: Participant, sourceLocation: SourceLocation = #_sourceLo
     #expect(p.getTransportStats() == nil, sourceLocation: sourceLocation)
 }
 
-@Suite("Understudy seed 003 / 000 audit", .serialized)
+@Suite("Understudy spec audit (participant-methods, change-mode)", .serialized)
 struct SeedAuditTests {
     @Test func everyMethodIsRefusedWith3035BeforeTheJoinAndAfterLeavingOncePerCall() async throws {
         let server = try startRoomServer()
