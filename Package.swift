@@ -141,10 +141,11 @@ let package = Package(
         .target(
             name: "AgentTestSupport", dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTestSupport"),
+        .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(
-            name: "RedisTests",
-            dependencies: ["Redis", "Cluster", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
-            path: "Tests/RedisTests"),
+            name: "ClusterTests",
+            dependencies: ["Cluster", "Redis", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
+            path: "Tests/ClusterTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
@@ -163,10 +164,7 @@ let package = Package(
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
-            // Agent: SDKTruthTests checks the agent's manifest against the SDK's participant lists.
-            dependencies: [
-                "Understudy", "RoomServer", "RTCWire", "RTC", "Media", "Agent", "TestSupport", "SDKTestSupport",
-            ],
+            dependencies: ["Understudy", "RoomServer", "RTCWire", "RTC", "Media", "TestSupport", "SDKTestSupport"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
