@@ -85,7 +85,7 @@ let package = Package(
                 .embedInCode("Web/assets/index.html"), .embedInCode("Web/assets/room.js"),
                 .embedInCode("Web/assets/style.css"),
             ]),
-        // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).
+        // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: docs/spec).
         .target(
             name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol"],
             path: "Sources/Understudy"),
@@ -141,10 +141,11 @@ let package = Package(
         .target(
             name: "AgentTestSupport", dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTestSupport"),
+        .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(
-            name: "RedisTests",
-            dependencies: ["Redis", "Cluster", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
-            path: "Tests/RedisTests"),
+            name: "ClusterTests",
+            dependencies: ["Cluster", "Redis", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
+            path: "Tests/ClusterTests"),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
@@ -163,10 +164,7 @@ let package = Package(
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
-            // Agent: SDKTruthTests checks the agent's manifest against the SDK's participant lists.
-            dependencies: [
-                "Understudy", "RoomServer", "RTCWire", "RTC", "Media", "Agent", "TestSupport", "SDKTestSupport",
-            ],
+            dependencies: ["Understudy", "RoomServer", "RTCWire", "RTC", "Media", "TestSupport", "SDKTestSupport"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
