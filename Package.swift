@@ -16,7 +16,7 @@ let package = Package(
     name: "Understudy",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "understudy", targets: ["understudy"]),
+        .executable(name: "understudy", targets: ["CLI"]),
         .library(name: "RTCWire", targets: ["RTCWire"]),
         .library(name: "RTC", targets: ["RTC"]),
         .library(name: "Media", targets: ["Media"]),
@@ -113,13 +113,15 @@ let package = Package(
                 "Redis", "Cluster",
             ],
             path: "Sources/Benchmarks"),
+        // The `understudy` executable (target CLI: `Sources/understudy` differed from `Sources/Understudy`
+        // by case only, and the two collided on a case-insensitive file system).
         .executableTarget(
-            name: "understudy",
+            name: "CLI",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "WHIP", "RoomServer", "Benchmarks",
                 "LoadGen", "Scenario", "Redis", "Fleet", "Cluster",
             ],
-            path: "Sources/understudy"
+            path: "Sources/CLI"
         ),
         // A test peer driven over stdin/stdout by the Chromium interop tests.
         .executableTarget(
