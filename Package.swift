@@ -72,8 +72,11 @@ let package = Package(
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
         // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
         .target(name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling", "RoomProtocol"], path: "Sources/Cluster"),
-        // Bot fleets: recording/relay jobs from a Redis Stream, run by workers as RoomAgents.
-        .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
+        // Bot fleets: typed recording/relay jobs from a Redis Stream, run by workers as RoomAgents; the
+        // job service behind a room server's `POST /admin/jobs`; distributed load shares.
+        .target(
+            name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen", "RoomServer", "Signaling"],
+            path: "Sources/Fleet"),
         // The selective forwarding unit: producers, consumers, layer selection, NACK/keyframe handling.
         .target(name: "SFU", dependencies: ["RTCWire", "RTC"], path: "Sources/SFU", swiftSettings: hotPathSettings),
         // The room service: signalling, room state, PubSub broker; media through the SFU.

@@ -1,0 +1,71 @@
+import Media
+import RTC
+import RTCWire
+import Understudy
+
+extension AgentJobOptions {
+    /// The ``RoomAgent/Options`` these options describe, recording into `recordDirectory` (nil
+    /// records nothing).
+    ///
+    /// Validates first (``validate()``), then parses what needs the media stack: the ICE servers and
+    /// the relay URL. With `checkMedia` the `--video`/`--audio` files are read and an ALSA device is
+    /// opened, which may block (a FIFO, a hung mount): a fleet worker does that on a thread of its own
+    /// with a deadline, and a server never does it for a request.
+    public func roomAgentOptions(recordDirectory: String?, checkMedia: Bool) throws(Invalid) -> RoomAgent.Options {
+        try validate()
+        var options = RoomAgent.Options(roomId: room, token: token, signalingURL: try signalingURL())
+        options.participantName = name ?? "understudy"
+        options.participantId = id
+        options.asAgent = agent ?? false
+        options.mode =
+            try mode.map { text throws(Invalid) in Mode(rawValue: try Self.mode(text)) ?? .RECV_ONLY }
+            ?? .RECV_ONLY
+        if let consume {
+            let policy = try Self.consumePolicy(consume)
+            switch policy.word {
+            case "all": options.consume = .all
+            case "stage": options.consume = .stage
+            case "none": options.consume = .none
+            default: options.consume = .ids(policy.ids)
+            }
+        }
+        if let consumeKinds {
+            options.kinds = Set(try Self.kinds(consumeKinds).compactMap(MediaKind.init(rawValue:)))
+        }
+        options.maxVideo = maxVideo
+        options.videoQuality = quality.flatMap(VideoQuality.init(rawValue:))
+        if let acceptInvites {
+            let policy = try Self.invitePolicy(acceptInvites)
+            switch policy.word {
+            case "trusted": options.acceptInvites = .trusted
+            case "yes": options.acceptInvites = .yes
+            case "no": options.acceptInvites = .no
+            default: options.acceptInvites = .from(policy.ids)
+            }
+        }
+        if let reconnectFor { options.reconnect = ReconnectPolicy(window: reconnectFor, maxDelay: 10) }
+        options.lobbyWait = lobbyWait
+        options.recordDirectory = recordDirectory
+        if let recordFormat { options.recordFormat = RoomAgent.RecordFormat(rawValue: recordFormat) ?? .webm }
+        options.relayRoom = relayRoom
+        options.relayRoomToken = relayRoom == nil ? nil : relayRoomToken
+        if let relay {
+            do { _ = try RTPRelay.parseURL(relay) } catch { throw Invalid("--relay", "\(error)") }
+            options.relayURL = relay
+        }
+        if let iceServers {
+            do { options.iceServers = try ICEServer.parseList(iceServers) } catch {
+                throw Invalid("--ice-servers", error.description)
+            }
+        }
+        if checkMedia {
+            do { try LocalSources.validate(video: video, audio: audio) } catch {
+                if case .badOption(let option, _, _) = error { throw Invalid(option, error.explanation) }
+                throw Invalid("--video/--audio", error.description)
+            }
+        }
+        options.video = video
+        options.audio = audio
+        return options
+    }
+}
