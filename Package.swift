@@ -150,7 +150,9 @@ let package = Package(
             name: "RedisTests",
             dependencies: ["Redis", "Cluster", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
             path: "Tests/RedisTests"),
-        .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
+        .testTarget(
+            name: "FleetTests", dependencies: ["Fleet", "Redis", "Agent", "LoadGen", "RoomServer", "Signaling"],
+            path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
             path: "Tests/RoomProtocolTests"),
@@ -175,7 +177,7 @@ let package = Package(
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
-            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "TestSupport"],
+            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "RTC", "TestSupport"],
             path: "Tests/LoadGenTests"),
         .testTarget(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),
