@@ -10,7 +10,9 @@ public struct DistributedLoad: Sendable {
     public struct Plan: Sendable, Equatable {
         /// Bots of each kind, over all workers (per room, as ``LoadConfiguration`` counts them).
         public var publishers: Int
+        /// Audio-only publishers over all workers.
         public var audioPublishers: Int
+        /// Subscribers over all workers.
         public var subscribers: Int
         /// Joins per second over all workers.
         public var joinRate: Double
@@ -39,9 +41,11 @@ public struct DistributedLoad: Sendable {
     public struct Share: Sendable, Equatable {
         /// The worker id.
         public var worker: String
-        /// Its bots of each kind.
+        /// Its publishers.
         public var publishers: Int
+        /// Its audio-only publishers.
         public var audioPublishers: Int
+        /// Its subscribers.
         public var subscribers: Int
         /// Its bots, all kinds.
         public var bots: Int { publishers + audioPublishers + subscribers }

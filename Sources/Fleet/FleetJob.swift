@@ -42,6 +42,7 @@ public struct FleetJobAttempt: Codable, Sendable, Equatable {
     public var files: [String]
     /// When it started and ended (seconds since 1970); no end while it runs.
     public var startedAt: Double
+    /// When it ended (nil while it runs).
     public var endedAt: Double?
     /// `done`, `stopped`, `failed: …`, `handed back` (worker stopped) or `lost` (worker died).
     public var end: String?
@@ -66,7 +67,9 @@ public enum FleetJobState: String, Codable, Sendable {
 
 /// A job as stored in Redis.
 public struct FleetJobStatus: Codable, Sendable, Equatable {
+    /// What the job asks for.
     public var spec: FleetJobSpec
+    /// Where the job stands.
     public var state: FleetJobState
     /// The worker running it (nil unless ``state`` is running).
     public var worker: String?
@@ -100,6 +103,7 @@ public struct FleetWorkerInfo: Codable, Sendable, Equatable {
     public var id: String
     /// Stream units it may run at once, and those in use.
     public var capacity: Int
+    /// Stream units its running jobs take.
     public var used: Int
     /// Ids of the jobs it runs.
     public var jobs: [String]
@@ -107,6 +111,7 @@ public struct FleetWorkerInfo: Codable, Sendable, Equatable {
     public var host: String
     /// When it started and last refreshed this registration (seconds since 1970).
     public var startedAt: Double
+    /// When it last refreshed this registration.
     public var updatedAt: Double
     /// Whether the worker takes distributed load assignments.
     public var load: Bool

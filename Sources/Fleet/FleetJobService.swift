@@ -55,6 +55,9 @@ public final class FleetJobService: RoomJobService, @unchecked Sendable {
         "--server", "--room", "--token", "--secret", "--record", "--metrics",
     ]
 
+    /// Queues a job for `roomId` with these `understudy join` options (``AgentJobOptions/init(arguments:)``;
+    /// not ``reservedOptions``): 3073 with the reason for bad options, id or cost, 3047 when the
+    /// fleet's Redis is unreachable. Returns `{jobId, roomId, state: "queued"}`.
     public func submit(roomId: String, options: [String], jobId: String?, cost: Int?) async throws(RoomError)
         -> JSONValue
     {
@@ -89,6 +92,8 @@ public final class FleetJobService: RoomJobService, @unchecked Sendable {
         return ["jobId": .string(spec.id), "roomId": .string(roomId), "state": .string("queued")]
     }
 
+    /// `{jobs: [status…], skipped: N}` (only `roomId`'s jobs when given), secrets redacted;
+    /// `skippedJobs` lists the records that are not valid for a listing of every room.
     public func list(roomId: String?) async throws(RoomError) -> JSONValue {
         let listing: FleetStore.Listing
         do { listing = try await store.list() } catch {
@@ -108,6 +113,8 @@ public final class FleetJobService: RoomJobService, @unchecked Sendable {
         return .object(body)
     }
 
+    /// Asks job `jobId` to stop: 4003 when there is no such job (or it is another room's), 3073 for
+    /// an id outside the job id grammar.
     public func stop(jobId: String, roomId: String?) async throws(RoomError) -> JSONValue {
         guard FleetJobID.isValid(jobId) else { throw RoomError(3073, FleetJobID.refusal(jobId)) }
         do {

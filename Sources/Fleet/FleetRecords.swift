@@ -42,7 +42,9 @@ public enum FleetJobID {
 
 /// Why a record read from Redis was not used.
 public struct FleetRecordError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The reason, one line.
     public var description: String
+    /// An error with this reason.
     public init(_ description: String) { self.description = description }
 }
 

@@ -10,7 +10,9 @@ import Understudy
 /// jobs run, re-claims the jobs of workers that died (`XAUTOCLAIM`), and hands its jobs back when
 /// it is stopped. Every attempt writes into a directory of its own, so no file is ever overwritten.
 public final class FleetWorker: @unchecked Sendable {
+    /// How the worker runs: its id, capacity, output directory and timeouts.
     public struct Options: Sendable {
+        /// The worker id (registration, consumer name, bot id prefix).
         public var id: String
         /// Stream units this worker may run at once (see ``FleetWorker/defaultCapacity``).
         public var capacity: Int
@@ -66,6 +68,7 @@ public final class FleetWorker: @unchecked Sendable {
         }
     }
 
+    /// The options it was started with.
     public let options: Options
     private let store: FleetStore
     /// A second connection for the blocking `XREADGROUP`, so heartbeats never wait behind it.
