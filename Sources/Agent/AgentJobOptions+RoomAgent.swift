@@ -4,6 +4,22 @@ import RTCWire
 import Understudy
 
 extension AgentJobOptions {
+    /// `--consume` (`all`, `stage`, `none` or `ID,ID`) as a policy; the Janus agent reads it too.
+    public static func consumePolicy(parsing text: String) throws(Invalid) -> RoomAgent.ConsumePolicy {
+        let policy = try consumePolicy(text)
+        switch policy.word {
+        case "all": return .all
+        case "stage": return .stage
+        case "none": return .none
+        default: return .ids(policy.ids)
+        }
+    }
+
+    /// `--consume-kinds` (`audio`, `video` or both, comma-separated) as media kinds.
+    public static func kinds(parsing text: String) throws(Invalid) -> Set<MediaKind> {
+        Set(try kinds(text).compactMap(MediaKind.init(rawValue:)))
+    }
+
     /// The ``RoomAgent/Options`` these options describe, recording into `recordDirectory` (nil
     /// records nothing).
     ///
@@ -20,18 +36,8 @@ extension AgentJobOptions {
         options.mode =
             try mode.map { text throws(Invalid) in Mode(rawValue: try Self.mode(text)) ?? .RECV_ONLY }
             ?? .RECV_ONLY
-        if let consume {
-            let policy = try Self.consumePolicy(consume)
-            switch policy.word {
-            case "all": options.consume = .all
-            case "stage": options.consume = .stage
-            case "none": options.consume = .none
-            default: options.consume = .ids(policy.ids)
-            }
-        }
-        if let consumeKinds {
-            options.kinds = Set(try Self.kinds(consumeKinds).compactMap(MediaKind.init(rawValue:)))
-        }
+        if let consume { options.consume = try Self.consumePolicy(parsing: consume) }
+        if let consumeKinds { options.kinds = try Self.kinds(parsing: consumeKinds) }
         options.maxVideo = maxVideo
         options.videoQuality = quality.flatMap(VideoQuality.init(rawValue:))
         if let acceptInvites {

@@ -41,28 +41,16 @@ func parseMode(_ text: String?, default def: Mode, option: String) throws(Argume
     return m
 }
 
-/// `--consume` and `--consume-kinds`, which the room agent and the Janus agent read the same way.
+/// `--consume` and `--consume-kinds`, which the room agent and the Janus agent read the same way
+/// (the grammar is ``AgentJobOptions``').
 func consumeOptions(_ a: Arguments) throws(Arguments.Failure) -> (RoomAgent.ConsumePolicy, Set<MediaKind>) {
-    let consume: RoomAgent.ConsumePolicy
-    switch a.value("--consume") ?? "all" {
-    case "all": consume = .all
-    case "stage": consume = .stage
-    case "none": consume = .none
-    case let ids:
-        let list = idList(Substring(ids))
-        guard !list.isEmpty else { throw Arguments.Failure.badValue("--consume", "empty id list") }
-        consume = .ids(list)
+    do {
+        let consume = try AgentJobOptions.consumePolicy(parsing: a.value("--consume") ?? "all")
+        guard let kinds = a.value("--consume-kinds") else { return (consume, [.audio, .video]) }
+        return (consume, try AgentJobOptions.kinds(parsing: kinds))
+    } catch {
+        throw Arguments.Failure.badValue(error.option, error.reason)
     }
-    guard let kinds = a.value("--consume-kinds") else { return (consume, [.audio, .video]) }
-    var set: Set<MediaKind> = []
-    for k in idList(Substring(kinds)) {
-        switch k {
-        case "audio": set.insert(.audio)
-        case "video": set.insert(.video)
-        default: throw Arguments.Failure.badValue("--consume-kinds", "'\(k)' is not audio or video")
-        }
-    }
-    return (consume, set)
 }
 
 /// `--max-video N`: at most N video streams consumed at once (nil: no limit).
@@ -72,10 +60,6 @@ func maxVideoOption(_ a: Arguments) throws(Arguments.Failure) -> Int? {
         throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
     }
     return n
-}
-
-func idList(_ text: Substring) -> [String] {
-    text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
 }
 
 func required(_ a: Arguments, _ name: String) throws(Arguments.Failure) -> String {
