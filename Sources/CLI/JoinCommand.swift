@@ -8,15 +8,12 @@ import Understudy
 
 // `understudy join|invite|pubsub`: a headless participant and one-shot room actions.
 
-/// The signalling URL for `--server` (`http://` and `https://` become `ws://`/`wss://`).
+/// The signalling URL for `--server` (`http://` and `https://` become `ws://`/`wss://`), by the
+/// grammar of ``AgentJobOptions/signalingURL()``.
 func signalingURL(_ server: String) throws(Arguments.Failure) -> String {
-    if server.hasPrefix("janus://") {
-        throw .badValue("--server", "janus:// servers work only with join, load and scenario (docs/janus.md)")
+    do { return try AgentJobOptions(server: server, room: "", token: "").signalingURL() } catch {
+        throw .badValue(error.option, error.reason)
     }
-    if server.hasPrefix("http://") { return "ws://" + server.dropFirst(7) }
-    if server.hasPrefix("https://") { return "wss://" + server.dropFirst(8) }
-    if server.hasPrefix("ws://") || server.hasPrefix("wss://") { return server }
-    throw .badValue("--server", "'\(server)' is not an http://, https://, ws:// or wss:// URL")
 }
 
 /// `--token T`, or a token signed here from `--secret S` for `room`.
