@@ -52,7 +52,12 @@ extension AgentJobOptions {
         if let reconnectFor { options.reconnect = ReconnectPolicy(window: reconnectFor, maxDelay: 10) }
         options.lobbyWait = lobbyWait
         options.recordDirectory = recordDirectory
-        if let recordFormat { options.recordFormat = RoomAgent.RecordFormat(rawValue: recordFormat) ?? .webm }
+        if let recordFormat {
+            guard let format = RoomAgent.RecordFormat(rawValue: recordFormat) else {
+                throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not a recording format")
+            }
+            options.recordFormat = format
+        }
         options.relayRoom = relayRoom
         options.relayRoomToken = relayRoom == nil ? nil : relayRoomToken
         if let relay {

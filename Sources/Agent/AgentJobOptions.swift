@@ -186,7 +186,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
             throw Invalid("--quality", "'\(Self.shown(quality))' is not low, medium or high")
         }
         if let acceptInvites { _ = try Self.invitePolicy(acceptInvites) }
-        if let recordFormat, !["webm", "ogg+ivf"].contains(recordFormat) {
+        if let recordFormat, !Self.recordFormats.contains(recordFormat) {
             throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not webm or ogg+ivf")
         }
         if let relayRoom {
@@ -232,6 +232,10 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     }
 
     // MARK: - Value grammars (shared with the conversion to RoomAgent.Options)
+
+    /// The raw values of ``RoomAgent/RecordFormat`` (this file is Foundation only, so it names them
+    /// again; AgentJobOptionsTests checks that each one is a format).
+    public static let recordFormats: Set<String> = ["webm", "ogg+ivf"]
 
     /// The mode names of the room protocol.
     static let modes: Set<String> = ["SEND_AND_RECV", "RECV_ONLY", "SIGNALLING_ONLY"]

@@ -70,6 +70,10 @@ import Testing
         }
     }
 
+    @Test func everyRecordFormatNameIsAFormatOfTheAgent() {
+        for name in AgentJobOptions.recordFormats { #expect(RoomAgent.RecordFormat(rawValue: name) != nil, "\(name)") }
+    }
+
     @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {
         var options = AgentJobOptions(server: "http://h:1", room: "r", token: "T")
         options.video = "/nonexistent/understudy.ivf"
