@@ -16,7 +16,7 @@ let package = Package(
     name: "Understudy",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "understudy", targets: ["understudy"]),
+        .executable(name: "understudy", targets: ["CLI"]),
         .library(name: "RTCWire", targets: ["RTCWire"]),
         .library(name: "RTC", targets: ["RTC"]),
         .library(name: "Media", targets: ["Media"]),
@@ -72,8 +72,11 @@ let package = Package(
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
         // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
         .target(name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling", "RoomProtocol"], path: "Sources/Cluster"),
-        // Bot fleets: recording/relay jobs from a Redis Stream, run by workers as RoomAgents.
-        .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
+        // Bot fleets: typed recording/relay jobs from a Redis Stream, run by workers as RoomAgents; the
+        // job service behind a room server's `POST /admin/jobs`; distributed load shares.
+        .target(
+            name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen", "RoomServer", "Signaling"],
+            path: "Sources/Fleet"),
         // The selective forwarding unit: producers, consumers, layer selection, NACK/keyframe handling.
         .target(name: "SFU", dependencies: ["RTCWire", "RTC"], path: "Sources/SFU", swiftSettings: hotPathSettings),
         // The room service: signalling, room state, PubSub broker; media through the SFU.
@@ -113,13 +116,15 @@ let package = Package(
                 "Redis", "Cluster",
             ],
             path: "Sources/Benchmarks"),
+        // The `understudy` executable (target CLI: `Sources/understudy` differed from `Sources/Understudy`
+        // by case only, and the two collided on a case-insensitive file system).
         .executableTarget(
-            name: "understudy",
+            name: "CLI",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "WHIP", "RoomServer", "Benchmarks",
                 "LoadGen", "Scenario", "Redis", "Fleet", "Cluster",
             ],
-            path: "Sources/understudy"
+            path: "Sources/CLI"
         ),
         // A test peer driven over stdin/stdout by the Chromium interop tests.
         .executableTarget(
@@ -146,7 +151,9 @@ let package = Package(
             name: "ClusterTests",
             dependencies: ["Cluster", "Redis", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
             path: "Tests/ClusterTests"),
-        .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
+        .testTarget(
+            name: "FleetTests", dependencies: ["Fleet", "Redis", "Agent", "LoadGen", "RoomServer", "Signaling"],
+            path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
             path: "Tests/RoomProtocolTests"),
@@ -168,7 +175,7 @@ let package = Package(
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
-            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "TestSupport"],
+            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "RTC", "TestSupport"],
             path: "Tests/LoadGenTests"),
         .testTarget(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),
