@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "Media", targets: ["Media"]),
         .library(name: "Signaling", targets: ["Signaling"]),
         .library(name: "RoomProtocol", targets: ["RoomProtocol"]),
+        .library(name: "Janus", targets: ["Janus"]),
         .library(name: "Redis", targets: ["Redis"]),
         .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "Cluster", targets: ["Cluster"]),
@@ -64,10 +65,14 @@ let package = Package(
         .target(
             name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
             path: "Sources/Media"),
+        // Transport only: reactor, HTTP, WebSocket, JSON; it knows no room and no Janus.
         .target(name: "Signaling", dependencies: ["SystemCalls", "COpenSSL"], path: "Sources/Signaling"),
-        // The room protocol, typed: method and notification names, the error-name table, leave codes,
-        // and the client core (requests matched to responses) that the SDK and the load bots share.
-        .target(name: "RoomProtocol", dependencies: ["Signaling"], path: "Sources/RoomProtocol"),
+        // The room's vocabulary, spelled once: method and notification names, modes and track kinds with
+        // their aliases, the envelope, `RoomError` and its name table, leave codes, the token (HS256, hence
+        // COpenSSL), and the client core (requests matched to responses) that the SDK and the load bots share.
+        .target(name: "RoomProtocol", dependencies: ["Signaling", "COpenSSL"], path: "Sources/RoomProtocol"),
+        // The Janus HTTP API and VideoRoom requests (wire types only), for the Janus agent and load bots.
+        .target(name: "Janus", dependencies: ["Signaling"], path: "Sources/Janus"),
         // Redis through hiredis, on its own queue: the shared state of clusters and bot fleets.
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
         // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
@@ -92,32 +97,32 @@ let package = Package(
         // The room agent (consume policy, stage invites, recording per participant, RTP relay) and the
         // Janus agent: daemon behaviour on top of the SDK.
         .target(
-            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol"],
+            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus"],
             path: "Sources/Agent"),
         // WHIP publish and WHEP play (RFC 9725): one PeerConnection and an HTTP resource, no room.
         .target(name: "WHIP", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/WHIP"),
         // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
         .target(
-            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol"],
+            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol", "Janus"],
             path: "Sources/LoadGen", swiftSettings: hotPathSettings),
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(
             name: "Scenario",
-            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent"],
+            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
             path: "Sources/Scenario"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
             name: "Benchmarks",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "SFU", "RoomServer", "Understudy", "LoadGen",
-                "Redis", "Cluster",
+                "Redis", "Cluster", "RoomProtocol",
             ],
             path: "Sources/Benchmarks"),
         .executableTarget(
             name: "understudy",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "WHIP", "RoomServer", "Benchmarks",
-                "LoadGen", "Scenario", "Redis", "Fleet", "Cluster",
+                "LoadGen", "Scenario", "Redis", "Fleet", "Cluster", "RoomProtocol", "Janus",
             ],
             path: "Sources/understudy"
         ),
@@ -135,7 +140,8 @@ let package = Package(
         // The SDK tests' helpers (a test server for the SDK, tokens, joined rooms, event logs), shared by
         // the SDK's and the agent's tests.
         .target(
-            name: "SDKTestSupport", dependencies: ["RTCWire", "Understudy", "RoomServer", "Signaling", "TestSupport"],
+            name: "SDKTestSupport",
+            dependencies: ["RTCWire", "Understudy", "RoomServer", "Signaling", "RoomProtocol", "TestSupport"],
             path: "Tests/SDKTestSupport"),
         // The agent's tests' helpers (an agent started in a room, frame counts, scratch directories).
         .target(
@@ -155,6 +161,7 @@ let package = Package(
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire", "TestSupport"], path: "Tests/MediaTests"),
         .testTarget(
             name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
+        .testTarget(name: "JanusTests", dependencies: ["Janus", "Signaling"], path: "Tests/JanusTests"),
         .testTarget(
             name: "SFUTests", dependencies: ["SFU", "RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/SFUTests"),
         .testTarget(
@@ -170,7 +177,7 @@ let package = Package(
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
-            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "TestSupport"],
+            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "RoomProtocol", "TestSupport"],
             path: "Tests/LoadGenTests"),
         .testTarget(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),

@@ -1,5 +1,6 @@
 import Foundation
 import Media
+import RoomProtocol
 import RTCWire
 import RoomServer
 import Signaling

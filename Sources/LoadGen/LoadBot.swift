@@ -196,7 +196,7 @@ final class LoadBot: @unchecked Sendable {
 
     /// Sends a request; failures are counted as errors of kind `method` and returned.
     @discardableResult
-    func call(_ method: RoomMethod, _ data: JSONValue) async -> Result<JSONValue, RoomWireError> {
+    func call(_ method: RoomMethod, _ data: JSONValue) async -> Result<JSONValue, RoomError> {
         guard let channel = lock.withLock({ self.channel }) else { return .failure(RoomProtocolClient.closedError) }
         let r = await channel.request(method, data, timeout: run.configuration.requestTimeout)
         if case .failure(let e) = r, !lock.withLock({ leaving }) {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import RoomProtocol
 import RTC
 import RTCWire
 import SFU

@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import RTCWire
 import Signaling
 import Understudy

@@ -254,12 +254,12 @@ public final class Room: @unchecked Sendable {
     /// A request cut off by the socket closing fails with 3056 when the room was left meanwhile and
     /// with 3065 when the connection dropped (the close is handled first, so the room knows which).
     @discardableResult
-    func send(_ method: RoomMethod, _ data: JSONValue, handler: @escaping (Result<JSONValue, RoomWireError>) -> Void)
+    func send(_ method: RoomMethod, _ data: JSONValue, handler: @escaping (Result<JSONValue, RoomError>) -> Void)
         -> Int?
     {
         dispatchPrecondition(condition: .onQueue(eventQueue))
         guard let client, exitReason == nil || method == .leave || method == .end else {
-            handler(.failure(RoomErrorNames.error(3056, "\(method.rawValue): the room is closed")))
+            handler(.failure(RoomError(3056, "\(method.rawValue): the room is closed")))
             return nil
         }
         let queue = eventQueue
@@ -274,8 +274,8 @@ public final class Room: @unchecked Sendable {
                 deliver.value(
                     .failure(
                         left
-                            ? RoomErrorNames.error(3056, "\(method.rawValue): the room was left")
-                            : RoomErrorNames.error(3065, "\(method.rawValue): the connection dropped")))
+                            ? RoomError(3056, "\(method.rawValue): the room was left")
+                            : RoomError(3065, "\(method.rawValue): the connection dropped")))
             }
         }
     }
@@ -285,7 +285,7 @@ public final class Room: @unchecked Sendable {
     /// `ERROR_OPERATION_TIMED_OUT`; a late answer is then ignored.
     func call(_ method: RoomMethod, _ data: JSONValue = [:]) async throws -> JSONValue {
         let timeout = requestTimeout
-        let result: Result<JSONValue, SignalError> = await withCheckedContinuation { cont in
+        let result: Result<JSONValue, RoomError> = await withCheckedContinuation { cont in
             eventQueue.async {
                 let once = OnceFlag()
                 let sent = self.send(method, data) { result in
@@ -297,7 +297,7 @@ public final class Room: @unchecked Sendable {
                     guard let client, client.cancel(id), once.claim() else { return }
                     cont.resume(
                         returning: .failure(
-                            RoomErrorNames.error(
+                            RoomError(
                                 3079, "\(method.rawValue): no answer from the server within \(timeout) s")))
                 }
             }

@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import Media
+import RoomProtocol
 import RoomServer
 import Signaling
 import Understudy

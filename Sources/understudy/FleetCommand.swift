@@ -2,6 +2,7 @@ import Agent
 import Fleet
 import Foundation
 import Redis
+import RoomProtocol
 import RoomServer
 import Signaling
 

@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import Janus
 import LoadGen
 import Media
 import RTCWire

@@ -1,7 +1,8 @@
 import Foundation
+import Signaling
 import Testing
 
-@testable import Signaling
+@testable import RoomProtocol
 
 @Suite("RoomToken")
 struct RoomTokenTests {
