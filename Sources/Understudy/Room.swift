@@ -150,7 +150,7 @@ public final class Room: @unchecked Sendable {
         signalingURL = base
         _local = Participant(
             id: participantId ?? "", name: participantName, isLocal: true,
-            json: ["mode": .string(mode.rawValue), "micEnabled": false, "camEnabled": false])
+            json: ["mode": .string(mode.participantMode.rawValue), "micEnabled": false, "camEnabled": false])
         media = RoomMedia()
         media.room = self
         pubSub.room = self
@@ -419,7 +419,7 @@ public final class Room: @unchecked Sendable {
         }
         var data: [String: JSONValue] = [
             "protocolVersion": 2, "roomId": .string(roomId), "name": .string(participantName),
-            "mode": .string(localParticipant.mode.rawValue), "autoConsume": .bool(autoConsume),
+            "mode": .string(localParticipant.mode.participantMode.rawValue), "autoConsume": .bool(autoConsume),
             "micEnabled": .bool(mic), "camEnabled": .bool(cam), "token": .string(token),
         ]
         if let participantId, !participantId.isEmpty { data["participantId"] = .string(participantId) }
@@ -715,7 +715,7 @@ public final class Room: @unchecked Sendable {
             media.forgetRemote(pid)
             emit { $0.onParticipantLeft(p, reason: LeaveReason(code: data["reason"]?.intValue ?? 1007)) }
         case .participantModeChanged:
-            guard let pid, let mode = data["mode"]?.stringValue.flatMap(Mode.init(rawValue:))?.canonical else { return }
+            guard let pid, let mode = data["mode"]?.stringValue.flatMap(Mode.init(wireName:)) else { return }
             if pid == localParticipant.id, ownModeEvents.held(mode) { return }
             participant(pid)?.update(mode: mode)
             emit { $0.onParticipantModeChanged(participantId: pid, mode: mode) }
