@@ -143,7 +143,7 @@ final class LoadBot: @unchecked Sendable {
             // A bot that did not join must not act on notifications (a late join would still be live).
             await stop()
             if e.code < 0 { throw LoadError.unreachable("join", cause: e) }
-            throw LoadError.refused(code: e.code, name: e.name, message: e.message)
+            throw LoadError.refused(e)
         }
         let latency = Double(EventLoop.now() - began) / 1e9
         lock.withLock { joined = true }

@@ -165,7 +165,7 @@ public final class LoadRun: @unchecked Sendable {
             lock.withLock { joinFailures += 1 }
             let reason: String
             switch error as? LoadError {
-            case .refused(let code, let name, _): reason = "join \(code) \(name)"
+            case .refused(let refusal): reason = "join \(refusal.code) \(refusal.name)"
             case .unreachable: reason = "join unreachable"
             default: reason = "join failed"
             }

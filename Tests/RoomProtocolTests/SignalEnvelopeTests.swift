@@ -87,7 +87,10 @@ struct SignalEnvelopeTests {
     @Test func deepNestingParsesOrFailsCleanly() throws {
         let nested = String(repeating: "[", count: 500) + String(repeating: "]", count: 500)
         let message = try SignalEnvelope.parse(#"{"id":1,"method":"m","data":{"a":\#(nested)}}"#)
-        guard case .request(_, _, let data) = message else { throw TestTimeout(what: "a request") }
+        guard case .request(_, _, let data) = message else {
+            Issue.record("not a request")
+            return
+        }
         var depth = 0
         var value = data["a"]
         while let array = value?.arrayValue {
