@@ -48,9 +48,10 @@ struct RoomVocabularyTests {
             return
         }
         #expect(id == 5 && error == RoomError(4022, "no") && error.cause == nil)
-        #expect(SignalEnvelope.response(id: 5, result: .failure(error)).text == text.replacingOccurrences(
-            of: #""ok":false,"error":{"code":4022,"name":"UNAUTHORIZED_MEETING_ID","message":"no"}"#,
-            with: #""error":{"code":4022,"message":"no","name":"UNAUTHORIZED_MEETING_ID"},"ok":false"#))
+        // Written back with the same members (the writer sorts keys).
+        #expect(
+            SignalEnvelope.response(id: 5, result: .failure(error)).text
+                == #"{"error":{"code":4022,"message":"no","name":"UNAUTHORIZED_MEETING_ID"},"id":5,"ok":false}"#)
         #expect(throws: SignalEnvelopeError.invalidEnvelope("error.code must be an integer")) {
             try SignalEnvelope.parse(#"{"id":5,"ok":false,"error":{"code":"x"}}"#)
         }
