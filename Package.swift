@@ -97,7 +97,8 @@ let package = Package(
         // The room agent (consume policy, stage invites, recording per participant, RTP relay) and the
         // Janus agent: daemon behaviour on top of the SDK.
         .target(
-            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus"],
+            name: "Agent",
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus"],
             path: "Sources/Agent"),
         // WHIP publish and WHEP play (RFC 9725): one PeerConnection and an HTTP resource, no room.
         .target(name: "WHIP", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/WHIP"),

@@ -1,7 +1,7 @@
 import Foundation
 import Media
-import RoomProtocol
 import RTCWire
+import RoomProtocol
 import RoomServer
 import Signaling
 import Understudy

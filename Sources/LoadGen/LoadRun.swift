@@ -298,7 +298,8 @@ public final class LoadRun: @unchecked Sendable {
                 expected[bot.id] = nil
                 let seen = bot.roomView
                 guard seen != expected else { continue }
-                let missing = expected.filter { seen[$0.key] != $0.value }.map { "\($0.key)=\($0.value.rawValue)" }.sorted()
+                let missing = expected.filter { seen[$0.key] != $0.value }.map { "\($0.key)=\($0.value.rawValue)" }
+                    .sorted()
                 let extra = seen.filter { expected[$0.key] == nil }.keys.sorted()
                 mismatched.append((bot, "\(bot.id) misses \(missing.prefix(3)) and still sees \(extra.prefix(3))"))
             }
@@ -376,7 +377,8 @@ public final class LoadRun: @unchecked Sendable {
     private func invite(_ bot: LoadBot, to mode: ParticipantMode, by host: LoadBot) async {
         lock.withLock { invitesSent += 1 }
         await host.call(
-            .publish, ["topic": .string(bot.inviteTopic), "message": .string(mode.rawValue), "sendOnly": [.string(bot.id)]])
+            .publish,
+            ["topic": .string(bot.inviteTopic), "message": .string(mode.rawValue), "sendOnly": [.string(bot.id)]])
     }
 
     private func teardown() async {

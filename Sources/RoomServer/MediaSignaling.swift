@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
-import RoomProtocol
 import RTC
 import RTCWire
+import RoomProtocol
 import SFU
 import Signaling
 import Synchronization

@@ -1,6 +1,6 @@
 import Foundation
-import RoomProtocol
 import RTCWire
+import RoomProtocol
 import Signaling
 import Understudy
 

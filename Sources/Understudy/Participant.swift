@@ -217,7 +217,10 @@ public final class Participant: @unchecked Sendable {
         if isLocal || videoQuality == quality { return }
         _ = try await room.call(
             .setQuality,
-            ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": .string(TrackKind.webcam.rawValue)])
+            [
+                "participantId": .string(id), "quality": .string(quality.rawValue),
+                "kind": .string(TrackKind.webcam.rawValue),
+            ])
         lock.withLock { _quality = quality }
     }
 
@@ -266,7 +269,8 @@ public final class Participant: @unchecked Sendable {
         await room.awaitJoinIfConnecting()
         try room.gate(api)
         if room.autoConsume { return }
-        try await remoteCall(api, method, ["participantId": .string(id), "kind": .string(kind.rawValue)], agentRefused: false)
+        try await remoteCall(
+            api, method, ["participantId": .string(id), "kind": .string(kind.rawValue)], agentRefused: false)
     }
 
     // MARK: Stats

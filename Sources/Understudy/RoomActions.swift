@@ -159,7 +159,8 @@ extension Room {
             receive["serverEstimate"] = Double(estimate) / 1000
         }
         let layers: [[String: Any]] = (data["consumers"]?.arrayValue ?? []).compactMap { c in
-            guard let kind = c["kind"]?.stringValue.flatMap(TrackKind.init(wireName:)), kind == .webcam || kind == .screen
+            guard let kind = c["kind"]?.stringValue.flatMap(TrackKind.init(wireName:)),
+                kind == .webcam || kind == .screen
             else { return nil }
             var row: [String: Any] = ["paused": c["paused"]?.boolValue ?? false]
             for key in ["participantId", "kind", "currentLayer", "targetLayer", "allocatedLayer"] {

@@ -1,9 +1,9 @@
 import Agent
 import Foundation
 import Media
-import RoomProtocol
 import RTC
 import RTCWire
+import RoomProtocol
 import Signaling
 import Understudy
 

@@ -95,7 +95,9 @@ struct RoomVocabularyTests {
     @Test func trackKindsAndTheirAliases() {
         #expect(TrackKind.allCases.map(\.rawValue) == ["mic", "webcam", "screen", "screenAudio"])
         for kind in TrackKind.allCases { #expect(TrackKind(wireName: kind.rawValue) == kind) }
-        let aliases: [String: TrackKind] = ["audio": .mic, "video": .webcam, "share": .screen, "shareAudio": .screenAudio]
+        let aliases: [String: TrackKind] = [
+            "audio": .mic, "video": .webcam, "share": .screen, "shareAudio": .screenAudio,
+        ]
         for (alias, kind) in aliases { #expect(TrackKind(wireName: alias) == kind, "\(alias)") }
         for bad in ["", "Mic", "camera", "data", "screen_audio"] { #expect(TrackKind(wireName: bad) == nil, "\(bad)") }
         #expect(TrackKind.allCases.filter(\.isAudio) == [.mic, .screenAudio])

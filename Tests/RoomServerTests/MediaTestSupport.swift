@@ -1,8 +1,8 @@
 import Foundation
 import Media
-import RoomProtocol
 import RTC
 import RTCWire
+import RoomProtocol
 import RoomServer
 import Signaling
 import TestSupport

@@ -1,6 +1,6 @@
 import Foundation
-import RoomProtocol
 import RTCWire
+import RoomProtocol
 import RoomServer
 import Signaling
 import TestSupport

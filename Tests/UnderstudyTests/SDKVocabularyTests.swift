@@ -30,12 +30,17 @@ struct SDKVocabularyTests {
         #expect(Mode(wireName: "recv_only") == nil && Mode(wireName: "") == nil)
         #expect(Mode.CONFERENCE.participantMode.rawValue == "SEND_AND_RECV")
         #expect(Mode.VIEWER.participantMode.rawValue == "SIGNALLING_ONLY")
-        #expect(Mode.allCases.map(\.canonical) == [.SEND_AND_RECV, .RECV_ONLY, .SIGNALLING_ONLY, .SEND_AND_RECV, .SIGNALLING_ONLY])
+        #expect(
+            Mode.allCases.map(\.canonical) == [
+                .SEND_AND_RECV, .RECV_ONLY, .SIGNALLING_ONLY, .SEND_AND_RECV, .SIGNALLING_ONLY,
+            ])
     }
 
     /// `StreamKind` keeps its spec cases; its wire names are the room's track kinds.
     @Test func streamKindMapsToTheTrackKinds() {
-        let wire: [StreamKind: String] = [.audio: "mic", .video: "webcam", .share: "screen", .shareAudio: "screenAudio"]
+        let wire: [StreamKind: String] = [
+            .audio: "mic", .video: "webcam", .share: "screen", .shareAudio: "screenAudio",
+        ]
         for (kind, name) in wire {
             #expect(kind.wireKind == name)
             #expect(StreamKind(wire: name) == kind && StreamKind(wire: kind.rawValue) == kind, "\(kind)")

@@ -1,7 +1,7 @@
 import Foundation
-import RoomProtocol
 import RTC
 import RTCWire
+import RoomProtocol
 import SFU
 import Signaling
 
