@@ -6,7 +6,7 @@ import RoomProtocol
 ///
 /// When a lower layer's error caused it (a peer connection that failed, a source that could not
 /// open, a server refusal wrapped in a more specific code), that error is kept, typed, in
-/// ``RoomProtocol/RoomError/underlyingError``. Two errors are equal when code, name and message are:
+/// `underlyingError`. Two errors are equal when code, name and message are:
 /// the cause is detail.
 public typealias UnderstudyError = RoomError
 
@@ -17,7 +17,7 @@ public typealias VideoSDKError = RoomError
 extension RoomError {
     /// The lower-level error that caused this one (e.g. a `PeerConnectionError`, a
     /// `MediaSourceError` or the server's refusal), nil when the SDK itself refused: the SDK's name
-    /// for ``RoomProtocol/RoomError/cause``.
+    /// for `cause`.
     public var underlyingError: (any Error)? {
         get { cause }
         set { cause = newValue }
