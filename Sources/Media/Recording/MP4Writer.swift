@@ -1,6 +1,6 @@
 public import RTCWire
 
-/// Writes H.264 or VP8 and/or Opus into one fragmented MP4 file (ISO/IEC 14496-12), live, without
+/// Writes H.264, VP8 or VP9 and/or Opus into one fragmented MP4 file (ISO/IEC 14496-12), live, without
 /// transcoding.
 ///
 /// Layout: `ftyp`, then `moov` (the tracks, no samples, an `mvex` with `trex` per track and a
@@ -10,7 +10,7 @@ public import RTCWire
 /// to its last whole fragment. Nothing is rewritten afterwards except the `mehd` duration.
 ///
 /// The `moov` needs the video's codec configuration, so it is written at the first video keyframe
-/// (H.264: an `avcC` from its SPS and PPS; VP8: a `vpcC`); audio that comes earlier waits in the
+/// (H.264: an `avcC` from its SPS and PPS; VP8, VP9: a `vpcC`); audio that comes earlier waits in the
 /// first fragment. When no keyframe comes within `headerWaitMs` of audio, the file is audio only and
 /// later video is refused (counted in ``droppedBeforeKeyframe``). H.264 access units are stored as
 /// 4-byte length-prefixed NAL units; video decode and presentation times are equal (WebRTC senders
@@ -68,6 +68,7 @@ public final class MP4Writer: @unchecked Sendable {
     private var headerWritten = false
     private var videoSize: (width: Int, height: Int) = (0, 0)
     private var avcConfiguration: [UInt8]?
+    private var vp9Profile: UInt8 = 0
     private var firstPTS: Int64?
     private var fragmentStartPTS: Int64 = 0
     private var sequence: UInt32 = 0
@@ -122,12 +123,15 @@ public final class MP4Writer: @unchecked Sendable {
                 throw MediaError.invalidArgument("MP4 video track is \(videoCodec), got \(frame.codec)")
             }
             if videoCodec == nil {
-                guard frame.codec == .h264 || frame.codec == .vp8 else {
+                guard frame.codec == .h264 || frame.codec == .vp8 || frame.codec == .vp9 else {
                     throw MediaError.invalidArgument("MP4 video codec \(frame.codec)")
                 }
                 guard frame.isKeyframe, let size = WebMWriter.keyframeSize(frame) else {
                     droppedBeforeKeyframe += 1
                     return
+                }
+                if frame.codec == .vp9 {
+                    vp9Profile = frame.data.withUnsafeBytes { VP9FrameHeader.keyframeInfo($0)?.profile } ?? 0
                 }
                 if frame.codec == .h264 {
                     avcConfiguration = frame.data.withUnsafeBytes { H264DecoderConfiguration.record(fromAnnexB: $0) }
@@ -376,7 +380,7 @@ public final class MP4Writer: @unchecked Sendable {
 
     private func videoSampleEntry(_ s: inout [UInt8]) {
         let h264 = videoCodec == .h264
-        s.mp4Box(h264 ? "avc1" : "vp08") { e in
+        s.mp4Box(h264 ? "avc1" : (videoCodec == .vp9 ? "vp09" : "vp08")) { e in
             e.append(contentsOf: [0, 0, 0, 0, 0, 0])
             e.appendBE16(1)  // data reference index
             e.append(contentsOf: [UInt8](repeating: 0, count: 16))
@@ -392,11 +396,12 @@ public final class MP4Writer: @unchecked Sendable {
             if h264 {
                 e.mp4Box("avcC") { $0.append(contentsOf: avcConfiguration ?? []) }
             } else {
-                // VP codec configuration (VP8: profile 0, 8-bit 4:2:0, BT.601 limited range).
+                // VP codec configuration: the profile, 8-bit (10-bit for VP9 profiles 2 and 3) 4:2:0.
                 e.mp4FullBox("vpcC", version: 1, flags: 0) { c in
-                    c.append(0)  // profile
+                    let profile = videoCodec == .vp9 ? vp9Profile : 0
+                    c.append(profile)
                     c.append(10)  // level 1.0
-                    c.append(0x82)  // bit depth 8, chroma 4:2:0 colocated, limited range
+                    c.append(profile >= 2 ? 0xA2 : 0x82)  // bit depth, chroma 4:2:0 colocated, limited range
                     c.append(2)  // colour primaries: unspecified
                     c.append(2)  // transfer: unspecified
                     c.append(2)  // matrix: unspecified

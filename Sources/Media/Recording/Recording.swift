@@ -3,7 +3,7 @@ import RTCWire
 
 /// Writes received frames to one file, choosing the container from the file extension:
 /// `.webm`/`.mkv` (VP8 or H.264, + Opus), `.mp4` (fragmented: H.264 or VP8, + Opus), `.ogg` (Opus
-/// only) or `.ivf` (VP8 only). Nothing is
+/// only) or `.ivf` (VP8 or VP9). Nothing is
 /// transcoded. A `.webm` file whose video turns out to be H.264 is renamed to `.mkv` when its first
 /// keyframe is written (WebM holds VP8, VP9 and AV1 only), unless a file of that name exists.
 ///
@@ -23,7 +23,7 @@ public final class Recording: @unchecked Sendable {
     /// The file written (a `.webm` path becomes `.mkv` when its video is H.264).
     public private(set) var path: String
     /// The video codec in the file, once its first keyframe was written (WebM/Matroska, IVF).
-    public var videoCodec: MediaCodec? { webm?.videoCodec ?? mp4?.videoCodec ?? (ivf != nil ? .vp8 : nil) }
+    public var videoCodec: MediaCodec? { webm?.videoCodec ?? mp4?.videoCodec ?? ivf?.codec }
     private var checkedContainerName = false
     /// Its format.
     public let container: Container
