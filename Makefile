@@ -31,6 +31,7 @@ unit: build
 test: deps
 	@status=0; \
 	scripts/check-module-graph.py || { echo "make test: module graph differs from docs/architecture.md" >&2; status=1; }; \
+	scripts/check-wire-strings.py || { echo "make test: room wire names spelled outside Sources/RoomProtocol" >&2; status=1; }; \
 	if $(SWIFT) build $(SWIFT_BUILD_FLAGS); then \
 	    $(SWIFT) test $(SWIFT_BUILD_FLAGS) || { echo "make test: swift test failed" >&2; status=1; }; \
 	    INTEROP_SKIP_BUILD=1 scripts/interop.sh || { echo "make test: interop suite failed" >&2; status=1; }; \

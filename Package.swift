@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "Media", targets: ["Media"]),
         .library(name: "Signaling", targets: ["Signaling"]),
         .library(name: "RoomProtocol", targets: ["RoomProtocol"]),
+        .library(name: "Janus", targets: ["Janus"]),
         .library(name: "Redis", targets: ["Redis"]),
         .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "Cluster", targets: ["Cluster"]),
@@ -64,10 +65,14 @@ let package = Package(
         .target(
             name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
             path: "Sources/Media"),
+        // Transport only: reactor, HTTP, WebSocket, JSON; it knows no room and no Janus.
         .target(name: "Signaling", dependencies: ["SystemCalls", "COpenSSL"], path: "Sources/Signaling"),
-        // The room protocol, typed: method and notification names, the error-name table, leave codes,
-        // and the client core (requests matched to responses) that the SDK and the load bots share.
-        .target(name: "RoomProtocol", dependencies: ["Signaling"], path: "Sources/RoomProtocol"),
+        // The room's vocabulary, spelled once: method and notification names, modes and track kinds with
+        // their aliases, the envelope, `RoomError` and its name table, leave codes, the token (HS256, hence
+        // COpenSSL), and the client core (requests matched to responses) that the SDK and the load bots share.
+        .target(name: "RoomProtocol", dependencies: ["Signaling", "COpenSSL"], path: "Sources/RoomProtocol"),
+        // The Janus HTTP API and VideoRoom requests (wire types only), for the Janus agent and load bots.
+        .target(name: "Janus", dependencies: ["Signaling"], path: "Sources/Janus"),
         // Redis through hiredis, on its own queue: the shared state of clusters and bot fleets.
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
         // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
@@ -75,7 +80,7 @@ let package = Package(
         // Bot fleets: typed recording/relay jobs from a Redis Stream, run by workers as RoomAgents; the
         // job service behind a room server's `POST /admin/jobs`; distributed load shares.
         .target(
-            name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen", "RoomServer", "Signaling"],
+            name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen", "RoomServer", "Signaling", "RoomProtocol"],
             path: "Sources/Fleet"),
         // The selective forwarding unit: producers, consumers, layer selection, NACK/keyframe handling.
         .target(name: "SFU", dependencies: ["RTCWire", "RTC"], path: "Sources/SFU", swiftSettings: hotPathSettings),
@@ -95,25 +100,26 @@ let package = Package(
         // The room agent (consume policy, stage invites, recording per participant, RTP relay) and the
         // Janus agent: daemon behaviour on top of the SDK.
         .target(
-            name: "Agent", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol"],
+            name: "Agent",
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus"],
             path: "Sources/Agent"),
         // WHIP publish and WHEP play (RFC 9725): one PeerConnection and an HTTP resource, no room.
         .target(name: "WHIP", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/WHIP"),
         // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
         .target(
-            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol"],
+            name: "LoadGen", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol", "Janus"],
             path: "Sources/LoadGen", swiftSettings: hotPathSettings),
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(
             name: "Scenario",
-            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent"],
+            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
             path: "Sources/Scenario"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
             name: "Benchmarks",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "SFU", "RoomServer", "Understudy", "LoadGen",
-                "Redis", "Cluster",
+                "Redis", "Cluster", "RoomProtocol",
             ],
             path: "Sources/Benchmarks"),
         // The `understudy` executable (target CLI: `Sources/understudy` differed from `Sources/Understudy`
@@ -122,7 +128,7 @@ let package = Package(
             name: "CLI",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "WHIP", "RoomServer", "Benchmarks",
-                "LoadGen", "Scenario", "Redis", "Fleet", "Cluster",
+                "LoadGen", "Scenario", "Redis", "Fleet", "Cluster", "RoomProtocol", "Janus",
             ],
             path: "Sources/CLI"
         ),
@@ -140,7 +146,8 @@ let package = Package(
         // The SDK tests' helpers (a test server for the SDK, tokens, joined rooms, event logs), shared by
         // the SDK's and the agent's tests.
         .target(
-            name: "SDKTestSupport", dependencies: ["RTCWire", "Understudy", "RoomServer", "Signaling", "TestSupport"],
+            name: "SDKTestSupport",
+            dependencies: ["RTCWire", "Understudy", "RoomServer", "Signaling", "RoomProtocol", "TestSupport"],
             path: "Tests/SDKTestSupport"),
         // The agent's tests' helpers (an agent started in a room, frame counts, scratch directories).
         .target(
@@ -152,7 +159,7 @@ let package = Package(
             dependencies: ["Cluster", "Redis", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
             path: "Tests/ClusterTests"),
         .testTarget(
-            name: "FleetTests", dependencies: ["Fleet", "Redis", "Agent", "LoadGen", "RoomServer", "Signaling"],
+            name: "FleetTests", dependencies: ["Fleet", "Redis", "Agent", "LoadGen", "RoomServer", "Signaling", "RoomProtocol"],
             path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
@@ -163,6 +170,7 @@ let package = Package(
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire", "TestSupport"], path: "Tests/MediaTests"),
         .testTarget(
             name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
+        .testTarget(name: "JanusTests", dependencies: ["Janus", "Signaling"], path: "Tests/JanusTests"),
         .testTarget(
             name: "SFUTests", dependencies: ["SFU", "RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/SFUTests"),
         .testTarget(
@@ -175,7 +183,7 @@ let package = Package(
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
-            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "RTC", "TestSupport"],
+            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "RTC", "RoomProtocol", "TestSupport"],
             path: "Tests/LoadGenTests"),
         .testTarget(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),

@@ -11,7 +11,7 @@ cd "$ROOT"
 SWIFT="${SWIFT:-swift}"
 read -r -a BUILD_FLAGS <<<"${SWIFT_BUILD_FLAGS:-}"
 DOCS_DIR="${DOCS_DIR:-$ROOT/.build/docs}"
-MODULES=(${DOCS_MODULES:-Understudy RoomProtocol Agent WHIP LoadGen Scenario RoomServer SFU Cluster Fleet Signaling Media RTC RTCWire Redis})
+MODULES=(${DOCS_MODULES:-Understudy RoomProtocol Janus Agent WHIP LoadGen Scenario RoomServer SFU Cluster Fleet Signaling Media RTC RTCWire Redis})
 
 "$SWIFT" build "${BUILD_FLAGS[@]}" >&2
 BIN="$("$SWIFT" build "${BUILD_FLAGS[@]}" --show-bin-path)"

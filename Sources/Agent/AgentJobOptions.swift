@@ -1,5 +1,10 @@
 import Foundation
 
+// The fuzz build compiles RoomProtocol's vocabulary into this module (Fuzz/run.sh).
+#if canImport(RoomProtocol)
+    import RoomProtocol
+#endif
+
 // Foundation only: a fleet worker decodes these from Redis (untrusted input), and the fuzz build
 // (`Fuzz/Targets/fleetrecords.swift`) compiles this file alone as the module Agent.
 
@@ -237,13 +242,10 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// again; AgentJobOptionsTests checks that each one is a format).
     public static let recordFormats: Set<String> = ["webm", "ogg+ivf"]
 
-    /// The mode names of the room protocol.
-    static let modes: Set<String> = ["SEND_AND_RECV", "RECV_ONLY", "SIGNALLING_ONLY"]
-
     /// `--mode` (any case) as its protocol name.
     static func mode(_ text: String) throws(Invalid) -> String {
         let upper = text.uppercased()
-        guard modes.contains(upper) else {
+        guard ParticipantMode(rawValue: upper) != nil else {
             throw Invalid("--mode", "'\(shown(text))' is not SEND_AND_RECV, RECV_ONLY or SIGNALLING_ONLY")
         }
         return upper

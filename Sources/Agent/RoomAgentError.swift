@@ -1,3 +1,4 @@
+import RoomProtocol
 import Signaling
 import Understudy
 
@@ -8,7 +9,7 @@ public enum RoomAgentError: Error, Sendable, CustomStringConvertible {
     /// The RTP relay (`--relay`) could not be set up (`cause`: the relay's error).
     case relay(url: String, cause: any Error)
     /// The room was left before the join completed; `cause` is the last error the SDK reported.
-    case joinFailed(reason: Understudy.LeaveReason, cause: UnderstudyError?)
+    case joinFailed(reason: Understudy.LeaveReason, cause: RoomError?)
 
     public var description: String {
         switch self {

@@ -1,6 +1,7 @@
 import Cluster
 import Foundation
 import Redis
+import RoomProtocol
 import RoomServer
 import Signaling
 import Understudy

@@ -1,6 +1,7 @@
 import Foundation
 import Media
 import RTCWire
+import RoomProtocol
 import RoomServer
 import Signaling
 import Understudy

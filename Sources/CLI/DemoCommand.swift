@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import Media
+import RoomProtocol
 import RoomServer
 import Signaling
 import Understudy
@@ -65,7 +66,8 @@ func runDemo(_ args: [String]) async {
         try await Task.sleep(nanoseconds: UInt64(half * 1e9))
         try await waitFor("the agent listens for invites", seconds: 10) { agent.isListeningForInvites }
         events.add("host invites the agent on stage (REQUEST_TO_JOIN_AS_HOST_agent)")
-        try await host.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent", message: "SEND_AND_RECV")
+        try await host.pubSub.publish(
+            topic: "REQUEST_TO_JOIN_AS_HOST_agent", message: ParticipantMode.sendAndRecv.rawValue)
         try await waitFor("the agent is on stage", seconds: 15) { hostListener.agentOnStage }
         try await waitFor("the host receives the agent", seconds: 15) { hostRecording.videoFrames > 0 }
         try await Task.sleep(nanoseconds: UInt64(half * 1e9))

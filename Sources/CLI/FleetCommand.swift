@@ -2,6 +2,7 @@ import Agent
 import Fleet
 import Foundation
 import Redis
+import RoomProtocol
 
 // `understudy worker` and `understudy jobs`: recording and relay jobs run by a fleet over Redis
 // (docs/fleet.md).

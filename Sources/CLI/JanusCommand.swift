@@ -1,8 +1,10 @@
 import Agent
 import Foundation
+import Janus
 import LoadGen
 import Media
 import RTCWire
+import RoomProtocol
 import Signaling
 
 // `--server janus://HOST:PORT/ROOM_NUMBER`: `join` and `load` against a Janus VideoRoom.
@@ -45,13 +47,14 @@ func janusJoinOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Jan
     try refuseForJanus(a, janusRefusedJoinOptions)
     var options = JanusAgent.Options(url: url)
     options.display = a.value("--name") ?? "understudy"
-    switch a.value("--mode") ?? "RECV_ONLY" {
-    case "RECV_ONLY", "recv_only": options.publish = false
-    case "SEND_AND_RECV", "send_and_recv": options.publish = true
-    case let m:
+    let modeName = a.value("--mode") ?? ParticipantMode.recvOnly.rawValue
+    switch ParticipantMode(wireName: modeName.uppercased()) {
+    case .recvOnly: options.publish = false
+    case .sendAndRecv: options.publish = true
+    case .signallingOnly, nil:
         throw Arguments.Failure.badValue(
             "--mode",
-            "'\(m)' is not available with a janus:// server (only RECV_ONLY or SEND_AND_RECV, which publishes)")
+            "'\(modeName)' is not available with a janus:// server (only RECV_ONLY or SEND_AND_RECV, which publishes)")
     }
     (options.consume, options.kinds) = try consumeOptions(a)
     options.maxVideo = try maxVideoOption(a)

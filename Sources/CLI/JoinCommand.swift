@@ -3,6 +3,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Signaling
 import Understudy
 

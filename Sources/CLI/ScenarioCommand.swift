@@ -1,4 +1,5 @@
 import Foundation
+import Janus
 import RoomServer
 import Scenario
 import Signaling

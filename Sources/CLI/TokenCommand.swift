@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import Signaling
 
 // `understudy token`: print an HS256 room token for the given secret.

@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import Redis
+import RoomProtocol
 import RoomServer
 import Signaling
 

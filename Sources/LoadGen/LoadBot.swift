@@ -42,15 +42,15 @@ final class LoadBot: @unchecked Sendable {
     /// Stage (SEND_AND_RECV) participants other than this bot, in order of arrival.
     private var stage: [String] = []
     /// Every other participant's mode as this bot learnt it from notifications (guarded by `lock`).
-    private var modes: [String: String] = [:]
+    private var modes: [String: ParticipantMode] = [:]
     /// What this bot currently asked to consume: participant -> kinds.
-    private var consuming: [String: Set<String>] = [:]
+    private var consuming: [String: Set<TrackKind>] = [:]
     /// Tile size wanted for each participant's webcam, and the one last sent.
     private var wantedViewport: [String: (Int, Int)] = [:]
     private var sentViewport: [String: (Int, Int)] = [:]
     /// Participants whose webcam consumer exists (setViewPort needs one).
     private var webcamConsumers: Set<String> = []
-    private(set) var mode = "RECV_ONLY"
+    private(set) var mode = ParticipantMode.recvOnly
     private(set) var joined = false
     private var leaving = false
 
@@ -74,7 +74,7 @@ final class LoadBot: @unchecked Sendable {
         self.role = role
         self.counters = counters
         self.run = run
-        self.mode = role == .subscriber ? "RECV_ONLY" : "SEND_AND_RECV"
+        self.mode = role == .subscriber ? .recvOnly : .sendAndRecv
     }
 
     var inviteTopic: String { "REQUEST_TO_JOIN_AS_HOST_\(id)" }
@@ -131,7 +131,7 @@ final class LoadBot: @unchecked Sendable {
         channel.setCloseHandler { [weak self] in self?.connectionClosed() }
         var data: [String: JSONValue] = [
             "protocolVersion": 2, "roomId": .string(room), "participantId": .string(id),
-            "mode": .string(role == .subscriber ? "RECV_ONLY" : "SEND_AND_RECV"), "autoConsume": false,
+            "mode": .string(mode.rawValue), "autoConsume": false,
             "name": .string(id),
         ]
         if role == .subscriber { data["micEnabled"] = false }
@@ -143,7 +143,7 @@ final class LoadBot: @unchecked Sendable {
             // A bot that did not join must not act on notifications (a late join would still be live).
             await stop()
             if e.code < 0 { throw LoadError.unreachable("join", cause: e) }
-            throw LoadError.refused(code: e.code, name: e.name, message: e.message)
+            throw LoadError.refused(e)
         }
         let latency = Double(EventLoop.now() - began) / 1e9
         lock.withLock { joined = true }
@@ -196,7 +196,7 @@ final class LoadBot: @unchecked Sendable {
 
     /// Sends a request; failures are counted as errors of kind `method` and returned.
     @discardableResult
-    func call(_ method: RoomMethod, _ data: JSONValue) async -> Result<JSONValue, RoomWireError> {
+    func call(_ method: RoomMethod, _ data: JSONValue) async -> Result<JSONValue, RoomError> {
         guard let channel = lock.withLock({ self.channel }) else { return .failure(RoomProtocolClient.closedError) }
         let r = await channel.request(method, data, timeout: run.configuration.requestTimeout)
         if case .failure(let e) = r, !lock.withLock({ leaving }) {
@@ -230,8 +230,8 @@ final class LoadBot: @unchecked Sendable {
             return (o.serialize(), v, a)
         }
         var tracks: [JSONValue] = []
-        if video { tracks.append(["kind": "webcam"]) }
-        tracks.append(["kind": "mic"])
+        if video { tracks.append(["kind": .string(TrackKind.webcam.rawValue)]) }
+        tracks.append(["kind": .string(TrackKind.mic.rawValue)])
         let response = await call(.produce, ["tracks": .array(tracks), "sdp": .string(offer)])
         let data: JSONValue
         switch response {
@@ -271,20 +271,20 @@ final class LoadBot: @unchecked Sendable {
 
     /// Handles an invite message on this bot's topic: calls its own changeMode and publishes, or
     /// goes back to the audience.
-    private func invited(to newMode: String) async {
+    private func invited(to newMode: ParticipantMode) async {
         guard newMode != mode else { return }
         run.noteModeChangeStarted()
         let began = EventLoop.now()
-        var request: [String: JSONValue] = ["mode": .string(newMode)]
-        if newMode != "SEND_AND_RECV" { request["closePublishConnection"] = true }
+        var request: [String: JSONValue] = ["mode": .string(newMode.rawValue)]
+        if newMode != .sendAndRecv { request["closePublishConnection"] = true }
         let r = await call(.changeMode, .object(request))
         guard case .success = r else {
-            run.noteModeChange(promoted: newMode == "SEND_AND_RECV", ok: false, seconds: 0)
+            run.noteModeChange(promoted: newMode == .sendAndRecv, ok: false, seconds: 0)
             return
         }
         let answered = Double(EventLoop.now() - began) / 1e9
         mode = newMode
-        if newMode == "SEND_AND_RECV" {
+        if newMode == .sendAndRecv {
             do {
                 let steps = try await publish(video: true)
                 run.noteModeChange(
@@ -308,7 +308,7 @@ final class LoadBot: @unchecked Sendable {
         switch notification {
         case .participantJoined:
             guard let pid = data["participantId"]?.stringValue, pid != id else { return }
-            let m = data["mode"]?.stringValue ?? "SEND_AND_RECV"
+            let m = data["mode"]?.stringValue.flatMap(ParticipantMode.init(wireName:)) ?? .sendAndRecv
             if setMode(pid, m) { await reconcile() }
         case .participantLeft:
             guard let pid = data["participantId"]?.stringValue else { return }
@@ -320,26 +320,26 @@ final class LoadBot: @unchecked Sendable {
             sentViewport[pid] = nil
             if wasOnStage { await reconcile() }
         case .participantModeChanged:
-            guard let pid = data["participantId"]?.stringValue, pid != id, let m = data["mode"]?.stringValue else {
-                return
-            }
+            guard let pid = data["participantId"]?.stringValue, pid != id,
+                let m = data["mode"]?.stringValue.flatMap(ParticipantMode.init(wireName:))
+            else { return }
             if setMode(pid, m) { await reconcile() }
         case .consumerCreated:
             // The track itself was registered on arrival (noteTrack).
             guard let pid = data["participantId"]?.stringValue, let kind = data["kind"]?.stringValue else { return }
-            if kind == "webcam" {
+            if TrackKind(wireName: kind) == .webcam {
                 webcamConsumers.insert(pid)
                 await sendViewports()
             }
         case .consumerClosed:
             guard let pid = data["participantId"]?.stringValue else { return }
-            if data["kind"]?.stringValue == "webcam" {
+            if data["kind"]?.stringValue.flatMap(TrackKind.init(wireName:)) == .webcam {
                 webcamConsumers.remove(pid)
                 sentViewport[pid] = nil
             }
         case .pubsubMessage:
             guard data["topic"]?.stringValue == inviteTopic, let m = data["message"]?.stringValue else { return }
-            if m == "SEND_AND_RECV" || m == "RECV_ONLY" { await invited(to: m) }
+            if let m = ParticipantMode(wireName: m), m != .signallingOnly { await invited(to: m) }
         default:
             break
         }
@@ -360,7 +360,7 @@ final class LoadBot: @unchecked Sendable {
             return
         }
         guard let pid = data["participantId"]?.stringValue, let kind = data["kind"]?.stringValue else { return }
-        let mediaKind: MediaKind = kind == "mic" || kind == "screenAudio" ? .audio : .video
+        let mediaKind: MediaKind = TrackKind(wireName: kind)?.isAudio == true ? .audio : .video
         let track = TrackCounter(subscriberID: id, publisherID: pid, kind: mediaKind, mid: mid, createdAt: now)
         _ = loop.execute { [self] in
             if let old = tracksByMid[mid], old.closedAt == 0 {
@@ -375,10 +375,10 @@ final class LoadBot: @unchecked Sendable {
     }
 
     /// Records a participant's mode; returns whether the stage changed.
-    private func setMode(_ pid: String, _ m: String) -> Bool {
+    private func setMode(_ pid: String, _ m: ParticipantMode) -> Bool {
         lock.withLock { modes[pid] = m }
         let onStage = stage.contains(pid)
-        if m == "SEND_AND_RECV" {
+        if m == .sendAndRecv {
             if !onStage { stage.append(pid) }
             return !onStage
         }
@@ -391,26 +391,26 @@ final class LoadBot: @unchecked Sendable {
     private func reconcile() async {
         guard !lock.withLock({ leaving }) else { return }
         let tiles = run.configuration.layout.tiles
-        var wanted: [String: Set<String>] = [:]
+        var wanted: [String: Set<TrackKind>] = [:]
         var viewports: [String: (Int, Int)] = [:]
         for (i, pid) in stage.enumerated() {
             if i < tiles.count {
-                wanted[pid] = ["webcam", "mic"]
+                wanted[pid] = [.webcam, .mic]
                 viewports[pid] = tiles[i]
             } else {
-                wanted[pid] = ["mic"]
+                wanted[pid] = [.mic]
             }
         }
         for (pid, kinds) in consuming {
             for kind in kinds.subtracting(wanted[pid] ?? []) {
                 consuming[pid]?.remove(kind)
-                await call(.stopConsuming, ["participantId": .string(pid), "kind": .string(kind)])
+                await call(.stopConsuming, ["participantId": .string(pid), "kind": .string(kind.rawValue)])
             }
         }
         for (pid, kinds) in wanted.sorted(by: { $0.key < $1.key }) {
-            for kind in kinds.subtracting(consuming[pid] ?? []).sorted() {
+            for kind in kinds.subtracting(consuming[pid] ?? []).sorted(by: { $0.rawValue < $1.rawValue }) {
                 consuming[pid, default: []].insert(kind)
-                await call(.consume, ["participantId": .string(pid), "kind": .string(kind)])
+                await call(.consume, ["participantId": .string(pid), "kind": .string(kind.rawValue)])
             }
         }
         wantedViewport = viewports
@@ -510,7 +510,7 @@ final class LoadBot: @unchecked Sendable {
     }
 
     /// The room as this bot sees it: participant → mode (subscribers only; they track notifications).
-    var roomView: [String: String] { lock.withLock { modes } }
+    var roomView: [String: ParticipantMode] { lock.withLock { modes } }
 
     /// Joined and not disconnected.
     var isPresent: Bool { lock.withLock { joined && !leaving } }

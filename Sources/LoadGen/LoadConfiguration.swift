@@ -1,5 +1,6 @@
 import Foundation
 import RTC
+import RoomProtocol
 
 /// How a subscriber bot lays out the stage, which decides what it consumes and at which view size.
 ///
@@ -261,8 +262,8 @@ public enum LoadError: Error, Sendable, CustomStringConvertible {
     /// The server could not be reached (TCP or WebSocket handshake, or no answer to the join):
     /// what failed, and the transport's error underneath when there is one.
     case unreachable(String, cause: (any Error)? = nil)
-    /// The server refused the first join (token, room, permissions).
-    case refused(code: Int, name: String, message: String)
+    /// The server refused the first join (token, room, permissions): its refusal.
+    case refused(RoomError)
     /// Anything else that stops the run, with the error underneath when there is one.
     case failed(String, cause: (any Error)? = nil)
 
@@ -270,7 +271,7 @@ public enum LoadError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .invalidConfiguration(let m): return m
         case .unreachable(let m, let cause): return "server unreachable: \(m)" + (cause.map { ": \($0)" } ?? "")
-        case .refused(let code, let name, let message): return "join refused: \(code) \(name): \(message)"
+        case .refused(let refusal): return "join refused: \(refusal)"
         case .failed(let m, let cause): return m + (cause.map { ": \($0)" } ?? "")
         }
     }

@@ -165,7 +165,7 @@ public final class LoadRun: @unchecked Sendable {
             lock.withLock { joinFailures += 1 }
             let reason: String
             switch error as? LoadError {
-            case .refused(let code, let name, _): reason = "join \(code) \(name)"
+            case .refused(let refusal): reason = "join \(refusal.code) \(refusal.name)"
             case .unreachable: reason = "join unreachable"
             default: reason = "join failed"
             }
@@ -288,7 +288,7 @@ public final class LoadRun: @unchecked Sendable {
         let deadline = EventLoop.now() + 60_000_000_000
         repeat {
             let present = all.filter(\.isPresent)
-            var truth: [String: [String: String]] = [:]
+            var truth: [String: [String: ParticipantMode]] = [:]
             for b in present { truth[b.room, default: [:]][b.id] = b.mode }
             let audience = present.filter { $0.role == .subscriber }
             checked = audience.count
@@ -298,7 +298,8 @@ public final class LoadRun: @unchecked Sendable {
                 expected[bot.id] = nil
                 let seen = bot.roomView
                 guard seen != expected else { continue }
-                let missing = expected.filter { seen[$0.key] != $0.value }.map { "\($0.key)=\($0.value)" }.sorted()
+                let missing = expected.filter { seen[$0.key] != $0.value }.map { "\($0.key)=\($0.value.rawValue)" }
+                    .sorted()
                 let extra = seen.filter { expected[$0.key] == nil }.keys.sorted()
                 mismatched.append((bot, "\(bot.id) misses \(missing.prefix(3)) and still sees \(extra.prefix(3))"))
             }
@@ -362,21 +363,22 @@ public final class LoadRun: @unchecked Sendable {
                 let audience = current.filter { $0.room == room && $0.role == .subscriber }
                 if let guest = onStage[room] {
                     onStage[room] = nil
-                    await invite(guest, to: "RECV_ONLY", by: host)
+                    await invite(guest, to: .recvOnly, by: host)
                 }
                 guard !audience.isEmpty else { continue }
                 let i = next[room, default: 0] % audience.count
                 next[room] = i + 1
                 onStage[room] = audience[i]
-                await invite(audience[i], to: "SEND_AND_RECV", by: host)
+                await invite(audience[i], to: .sendAndRecv, by: host)
             }
         }
     }
 
-    private func invite(_ bot: LoadBot, to mode: String, by host: LoadBot) async {
+    private func invite(_ bot: LoadBot, to mode: ParticipantMode, by host: LoadBot) async {
         lock.withLock { invitesSent += 1 }
         await host.call(
-            .publish, ["topic": .string(bot.inviteTopic), "message": .string(mode), "sendOnly": [.string(bot.id)]])
+            .publish,
+            ["topic": .string(bot.inviteTopic), "message": .string(mode.rawValue), "sendOnly": [.string(bot.id)]])
     }
 
     private func teardown() async {

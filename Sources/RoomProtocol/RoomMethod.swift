@@ -1,7 +1,7 @@
 /// Every request method of the room protocol (docs/protocol.md §3–§9), spelled once.
 ///
 /// Clients send `{id, method, data}` with `method` one of these raw values; the server answers
-/// `{id, ok, data}` or `{id, ok: false, error: RoomWireError}`.
+/// `{id, ok, data}` or `{id, ok: false, error: RoomError}`.
 public enum RoomMethod: String, Sendable, Hashable, CaseIterable {
     case join, leave, end, ping
     case changeMode, setMediaStatus

@@ -16,13 +16,13 @@ public final class RoomProtocolClient: @unchecked Sendable {
     /// are dropped (a newer server may send more).
     public typealias NotificationHandler = @Sendable (_ notification: RoomNotification, _ data: JSONValue) -> Void
     /// Receives the outcome of one request, once.
-    public typealias ResponseHandler = @Sendable (Result<JSONValue, RoomWireError>) -> Void
+    public typealias ResponseHandler = @Sendable (Result<JSONValue, RoomError>) -> Void
 
     /// What a request gets when the socket closes before its answer.
-    public static let closedError = RoomWireError(
+    public static let closedError = RoomError(
         code: -1, name: "CONNECTION_CLOSED", message: "signalling connection closed")
     /// What a request gets when no answer arrives in time.
-    public static let timeoutError = RoomWireError(code: -2, name: "TIMEOUT", message: "no response in time")
+    public static let timeoutError = RoomError(code: -2, name: "TIMEOUT", message: "no response in time")
 
     private let connection: WebSocketConnection
     private let lock = NSLock()
@@ -75,7 +75,7 @@ public final class RoomProtocolClient: @unchecked Sendable {
 
     /// Sends `method` and waits for its response (or `timeout` seconds, or the socket closing).
     public func request(_ method: RoomMethod, _ data: JSONValue = .object([:]), timeout: Double) async -> Result<
-        JSONValue, RoomWireError
+        JSONValue, RoomError
     > {
         await withCheckedContinuation { cont in
             guard let id = send(method, data, onResponse: { cont.resume(returning: $0) }) else { return }
@@ -93,7 +93,7 @@ public final class RoomProtocolClient: @unchecked Sendable {
         closed()
     }
 
-    private func finish(_ id: Int, _ result: Result<JSONValue, RoomWireError>) {
+    private func finish(_ id: Int, _ result: Result<JSONValue, RoomError>) {
         let waiter = lock.withLock { pending.take(id) }
         waiter?(result)
     }

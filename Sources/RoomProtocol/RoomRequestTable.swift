@@ -39,7 +39,7 @@ public struct RoomRequestTable<Waiter> {
 /// One message from the server as a client sees it.
 public enum RoomIncoming: Sendable {
     /// The response to the client's request `id`.
-    case response(id: Int, result: Result<JSONValue, RoomWireError>)
+    case response(id: Int, result: Result<JSONValue, RoomError>)
     /// A notification (``RoomNotification`` names the known ones).
     case notification(method: String, data: JSONValue)
 

@@ -103,7 +103,7 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
 
     func respond(_ id: JSONValue, error: RoomError) {
         server.counters.add(errors: 1)
-        send(.response(id: id, result: .failure(error.signalError)))
+        send(.response(id: id, result: .failure(error)))
     }
 
     func whenOutputDrained(_ body: @escaping @Sendable () -> Void) { connection.whenOutputDrained(body) }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import RTC
 import RTCWire
+import RoomProtocol
 import SFU
 import Signaling
 import Synchronization

@@ -37,7 +37,7 @@ extension ParticipantSignaling {
         send(.notification(method: notification.rawValue, data: data))
     }
     func respond(_ id: JSONValue, _ data: JSONValue) { send(.response(id: id, result: .success(data))) }
-    func respond(_ id: JSONValue, error: RoomError) { send(.response(id: id, result: .failure(error.signalError))) }
+    func respond(_ id: JSONValue, error: RoomError) { send(.response(id: id, result: .failure(error))) }
     /// A transport without an output queue of its own has nothing to wait for.
     func whenOutputDrained(_ body: @escaping @Sendable () -> Void) { body() }
 }

@@ -1,3 +1,4 @@
+import RoomProtocol
 import Signaling
 
 /// A room's persisted PubSub messages, with the memory they hold counted byte for byte.

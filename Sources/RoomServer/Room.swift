@@ -128,7 +128,7 @@ final class Room: @unchecked Sendable {
                     session: session, id: request.id, error: RoomError(4009, "the lobby of room '\(id)' is full"))
                 return closeIfEmpty()
             }
-            lobby[request.participantId]?.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
+            lobby[request.participantId]?.session.close(code: 4005, reason: RoomError.canonicalName(4005))
             lobby[request.participantId] = (session, request)
             expireLobbyEntry(request.participantId, session: session)
             // The requester learns that it waits and for how long: a lobby wait is no request timeout.
@@ -157,7 +157,7 @@ final class Room: @unchecked Sendable {
                 .error, RoomError(4005, "participant '\(old.id)' joined from another connection").errorJSON)
             old.session.notify(.roomLeft, .object(leaveJSON(.DUPLICATE_PARTICIPANT)))
             remove(old, reason: .DUPLICATE_PARTICIPANT)
-            old.session.close(code: 4005, reason: "DUPLICATE_PARTICIPANT")
+            old.session.close(code: 4005, reason: RoomError.canonicalName(4005))
         }
         guard participants.count < configuration.maxParticipantsPerRoom else {
             server.refuseJoin(
@@ -866,7 +866,7 @@ final class Room: @unchecked Sendable {
         guard ["low", "medium", "high"].contains(quality) else {
             throw .invalidParameter("quality must be low, medium or high")
         }
-        let kindName = try data.optionalString("kind") ?? "webcam"
+        let kindName = try data.optionalString("kind") ?? TrackKind.webcam.rawValue
         guard let kind = TrackKind(wireName: kindName), kind == .webcam || kind == .screen else {
             throw .invalidParameter("kind must be 'webcam' or 'screen'")
         }

@@ -1,37 +1,10 @@
 import RoomProtocol
 import Signaling
 
-/// A refusal sent back to a client as `{code, name, message}`; codes and names are those of the
-/// room API (docs/spec/room-api.md §9), typos included.
-///
-/// A refusal caused by a lower error (the SFU's, a socket's, Redis's) keeps it in ``cause`` for
-/// the server's own callers and logs; the wire carries only code, name and message. Equality
-/// compares code and message.
-public struct RoomError: Error, Sendable, Equatable {
-    public var code: Int
-    public var message: String
-    /// The lower-level error behind this refusal, if any (never sent to clients).
-    public var cause: (any Error)?
+// Refusals are the room's one error, `RoomError` (RoomProtocol): code, canonical name, message and
+// the lower-level cause, which never reaches the wire.
 
-    public init(_ code: Int, _ message: String, cause: (any Error)? = nil) {
-        self.code = code
-        self.message = message
-        self.cause = cause
-    }
-
-    public static func == (lhs: RoomError, rhs: RoomError) -> Bool {
-        lhs.code == rhs.code && lhs.message == rhs.message
-    }
-
-    /// The canonical name of `code`.
-    public var name: String { RoomErrorNames.name(code) }
-
-    /// The wire form.
-    public var signalError: SignalError { SignalError(code: code, name: name, message: message) }
-
-    /// Every documented code with its name (the table shared with the SDK, `RoomErrorNames`).
-    public static var names: [Int: String] { RoomErrorNames.table }
-
+extension RoomError {
     static func invalidParameter(_ message: String, cause: (any Error)? = nil) -> RoomError {
         RoomError(3073, message, cause: cause)
     }

@@ -1,3 +1,4 @@
+import RoomProtocol
 import Signaling
 
 /// Recording and relay jobs for the server's rooms (`POST /admin/jobs`), run by a fleet of

@@ -1,41 +1,13 @@
 import Foundation
+import RoomProtocol
 import SFU
 import Signaling
 
-/// A participant's mode (docs/spec/room-api.md §3). Only `SEND_AND_RECV` may publish.
-public enum ParticipantMode: String, Sendable, CaseIterable {
-    case sendAndRecv = "SEND_AND_RECV"
-    case recvOnly = "RECV_ONLY"
-    case signallingOnly = "SIGNALLING_ONLY"
-
-    /// Parses a wire name, accepting the deprecated aliases `CONFERENCE` and `VIEWER`.
-    public init?(wireName: String) {
-        switch wireName {
-        case "SEND_AND_RECV", "CONFERENCE": self = .sendAndRecv
-        case "RECV_ONLY": self = .recvOnly
-        case "SIGNALLING_ONLY", "VIEWER": self = .signallingOnly
-        default: return nil
-        }
-    }
-
+extension ParticipantMode {
     var consumes: Bool { self != .signallingOnly }
 }
 
-/// The kind of a published track.
-public enum TrackKind: String, Sendable, CaseIterable {
-    case mic, webcam, screen, screenAudio
-
-    /// Parses a wire name; `audio`/`video`/`share`/`shareAudio` (the SDK's stream kinds) are aliases.
-    public init?(wireName: String) {
-        switch wireName {
-        case "mic", "audio": self = .mic
-        case "webcam", "video": self = .webcam
-        case "screen", "share": self = .screen
-        case "screenAudio", "shareAudio": self = .screenAudio
-        default: return nil
-        }
-    }
-
+extension TrackKind {
     /// Screen shares are always consumed; mic and webcam only by policy (`autoConsume`, `consume`).
     var alwaysConsumed: Bool { self == .screen || self == .screenAudio }
 }

@@ -1,9 +1,10 @@
 import RTC
 import RTCWire
 
-/// Where a published track comes from, as the room layer labels it.
-public enum SFUMediaSource: String, Sendable, Hashable, CaseIterable {
-    case microphone = "mic"
+/// Where a published track comes from, as the room layer labels it (the room's track kinds, whose
+/// wire names live in RoomProtocol).
+public enum SFUMediaSource: Sendable, Hashable, CaseIterable {
+    case microphone
     case webcam
     case screen
 }

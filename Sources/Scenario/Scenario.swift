@@ -1,5 +1,6 @@
 import Foundation
 import RTCWire
+import RoomProtocol
 import Signaling
 import Understudy
 
@@ -215,7 +216,9 @@ struct Context: Sendable {
         }
     }
 
-    static func kindsText(_ k: MediaKinds) -> String { k.mic && k.webcam ? "mic+webcam" : k.mic ? "mic" : "webcam" }
+    static func kindsText(_ k: MediaKinds) -> String {
+        k.mic && k.webcam ? "mic+webcam" : (k.mic ? TrackKind.mic : .webcam).rawValue
+    }
 
     func title(_ e: Expectation) -> String {
         func on(_ list: [String]?) -> String { list.map { " on \($0.joined(separator: ","))" } ?? " on every bot" }

@@ -1,5 +1,6 @@
 import Foundation
 import Media
+import RoomProtocol
 import Understudy
 
 /// Why a scenario file was refused: `FILE:LINE: field 'steps[2].action': unknown action 'jump' (…)`.
@@ -311,11 +312,12 @@ private struct ScenarioDecoder {
     }
 
     func kinds(_ m: inout Members) throws(ScenarioFileError) -> MediaKinds {
-        try m.choice("kind", "kind", ["mic", "webcam", "both"]) { s -> MediaKinds? in
-            switch s {
-            case "mic": return MediaKinds(mic: true, webcam: false)
-            case "webcam": return MediaKinds(mic: false, webcam: true)
-            case "both": return MediaKinds(mic: true, webcam: true)
+        // The room's track-kind names, and `both`.
+        try m.choice("kind", "kind", [TrackKind.mic.rawValue, TrackKind.webcam.rawValue, "both"]) { s -> MediaKinds? in
+            if s == "both" { return MediaKinds(mic: true, webcam: true) }
+            switch TrackKind(rawValue: s) {
+            case .mic: return MediaKinds(mic: true, webcam: false)
+            case .webcam: return MediaKinds(mic: false, webcam: true)
             default: return nil
             }
         } ?? MediaKinds(mic: true, webcam: true)

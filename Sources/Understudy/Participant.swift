@@ -48,7 +48,7 @@ public final class Participant: @unchecked Sendable {
         agent = json?["isAgent"]?.boolValue ?? false
         agentId = json?["agentId"]?.stringValue
         metaDataJSON = json?["metaData"].flatMap { $0.isNull ? nil : $0.jsonString }
-        _mode = json?["mode"]?.stringValue.flatMap(Mode.init(rawValue:))?.canonical ?? .SEND_AND_RECV
+        _mode = json?["mode"]?.stringValue.flatMap(Mode.init(wireName:)) ?? .SEND_AND_RECV
         _micOn = json?["micEnabled"]?.boolValue ?? false
         _webcamOn = json?["camEnabled"]?.boolValue ?? false
     }
@@ -92,7 +92,7 @@ public final class Participant: @unchecked Sendable {
     func reapplyChoices(to kind: StreamKind) async {
         guard let room else { return }
         let (quality, shareQuality, viewPort) = lock.withLock { (_quality, _shareQuality, _viewPort) }
-        let wire = kind == .share ? "screen" : "webcam"
+        let wire = (kind == .share ? TrackKind.screen : .webcam).rawValue
         if let q = kind == .share ? shareQuality : quality {
             _ = try? await room.call(
                 .setQuality, ["participantId": .string(id), "quality": .string(q.rawValue), "kind": .string(wire)])
@@ -217,7 +217,10 @@ public final class Participant: @unchecked Sendable {
         if isLocal || videoQuality == quality { return }
         _ = try await room.call(
             .setQuality,
-            ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": "webcam"])
+            [
+                "participantId": .string(id), "quality": .string(quality.rawValue),
+                "kind": .string(TrackKind.webcam.rawValue),
+            ])
         lock.withLock { _quality = quality }
     }
 
@@ -249,24 +252,25 @@ public final class Participant: @unchecked Sendable {
         lock.withLock { _viewPort = (width, height) }
     }
     /// Starts receiving this participant's mic on this device (autoConsume off; no-op otherwise).
-    public func consumeMicStreams() async throws { try await consume("consumeMicStreams", .consume, "mic") }
+    public func consumeMicStreams() async throws { try await consume("consumeMicStreams", .consume, .mic) }
     /// Starts receiving this participant's webcam on this device (autoConsume off; no-op otherwise).
-    public func consumeWebcamStreams() async throws { try await consume("consumeWebcamStreams", .consume, "webcam") }
+    public func consumeWebcamStreams() async throws { try await consume("consumeWebcamStreams", .consume, .webcam) }
     /// Stops receiving this participant's mic on this device only.
     public func stopConsumingMicStreams() async throws {
-        try await consume("stopConsumingMicStreams", .stopConsuming, "mic")
+        try await consume("stopConsumingMicStreams", .stopConsuming, .mic)
     }
     /// Stops receiving this participant's webcam on this device only.
     public func stopConsumingWebcamStreams() async throws {
-        try await consume("stopConsumingWebcamStreams", .stopConsuming, "webcam")
+        try await consume("stopConsumingWebcamStreams", .stopConsuming, .webcam)
     }
 
-    private func consume(_ api: String, _ method: RoomMethod, _ kind: String) async throws {
+    private func consume(_ api: String, _ method: RoomMethod, _ kind: TrackKind) async throws {
         guard let room else { throw UnderstudyError(code: 3035, message: "\(api) called outside a room") }
         await room.awaitJoinIfConnecting()
         try room.gate(api)
         if room.autoConsume { return }
-        try await remoteCall(api, method, ["participantId": .string(id), "kind": .string(kind)], agentRefused: false)
+        try await remoteCall(
+            api, method, ["participantId": .string(id), "kind": .string(kind.rawValue)], agentRefused: false)
     }
 
     // MARK: Stats

@@ -150,7 +150,7 @@ public final class Room: @unchecked Sendable {
         signalingURL = base
         _local = Participant(
             id: participantId ?? "", name: participantName, isLocal: true,
-            json: ["mode": .string(mode.rawValue), "micEnabled": false, "camEnabled": false])
+            json: ["mode": .string(mode.participantMode.rawValue), "micEnabled": false, "camEnabled": false])
         media = RoomMedia()
         media.room = self
         pubSub.room = self
@@ -254,12 +254,12 @@ public final class Room: @unchecked Sendable {
     /// A request cut off by the socket closing fails with 3056 when the room was left meanwhile and
     /// with 3065 when the connection dropped (the close is handled first, so the room knows which).
     @discardableResult
-    func send(_ method: RoomMethod, _ data: JSONValue, handler: @escaping (Result<JSONValue, RoomWireError>) -> Void)
+    func send(_ method: RoomMethod, _ data: JSONValue, handler: @escaping (Result<JSONValue, RoomError>) -> Void)
         -> Int?
     {
         dispatchPrecondition(condition: .onQueue(eventQueue))
         guard let client, exitReason == nil || method == .leave || method == .end else {
-            handler(.failure(RoomErrorNames.error(3056, "\(method.rawValue): the room is closed")))
+            handler(.failure(RoomError(3056, "\(method.rawValue): the room is closed")))
             return nil
         }
         let queue = eventQueue
@@ -274,8 +274,8 @@ public final class Room: @unchecked Sendable {
                 deliver.value(
                     .failure(
                         left
-                            ? RoomErrorNames.error(3056, "\(method.rawValue): the room was left")
-                            : RoomErrorNames.error(3065, "\(method.rawValue): the connection dropped")))
+                            ? RoomError(3056, "\(method.rawValue): the room was left")
+                            : RoomError(3065, "\(method.rawValue): the connection dropped")))
             }
         }
     }
@@ -285,7 +285,7 @@ public final class Room: @unchecked Sendable {
     /// `ERROR_OPERATION_TIMED_OUT`; a late answer is then ignored.
     func call(_ method: RoomMethod, _ data: JSONValue = [:]) async throws -> JSONValue {
         let timeout = requestTimeout
-        let result: Result<JSONValue, SignalError> = await withCheckedContinuation { cont in
+        let result: Result<JSONValue, RoomError> = await withCheckedContinuation { cont in
             eventQueue.async {
                 let once = OnceFlag()
                 let sent = self.send(method, data) { result in
@@ -297,7 +297,7 @@ public final class Room: @unchecked Sendable {
                     guard let client, client.cancel(id), once.claim() else { return }
                     cont.resume(
                         returning: .failure(
-                            RoomErrorNames.error(
+                            RoomError(
                                 3079, "\(method.rawValue): no answer from the server within \(timeout) s")))
                 }
             }
@@ -419,7 +419,7 @@ public final class Room: @unchecked Sendable {
         }
         var data: [String: JSONValue] = [
             "protocolVersion": 2, "roomId": .string(roomId), "name": .string(participantName),
-            "mode": .string(localParticipant.mode.rawValue), "autoConsume": .bool(autoConsume),
+            "mode": .string(localParticipant.mode.participantMode.rawValue), "autoConsume": .bool(autoConsume),
             "micEnabled": .bool(mic), "camEnabled": .bool(cam), "token": .string(token),
         ]
         if let participantId, !participantId.isEmpty { data["participantId"] = .string(participantId) }
@@ -715,7 +715,7 @@ public final class Room: @unchecked Sendable {
             media.forgetRemote(pid)
             emit { $0.onParticipantLeft(p, reason: LeaveReason(code: data["reason"]?.intValue ?? 1007)) }
         case .participantModeChanged:
-            guard let pid, let mode = data["mode"]?.stringValue.flatMap(Mode.init(rawValue:))?.canonical else { return }
+            guard let pid, let mode = data["mode"]?.stringValue.flatMap(Mode.init(wireName:)) else { return }
             if pid == localParticipant.id, ownModeEvents.held(mode) { return }
             participant(pid)?.update(mode: mode)
             emit { $0.onParticipantModeChanged(participantId: pid, mode: mode) }

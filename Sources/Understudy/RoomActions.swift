@@ -159,7 +159,9 @@ extension Room {
             receive["serverEstimate"] = Double(estimate) / 1000
         }
         let layers: [[String: Any]] = (data["consumers"]?.arrayValue ?? []).compactMap { c in
-            guard c["kind"]?.stringValue == "webcam" || c["kind"]?.stringValue == "screen" else { return nil }
+            guard let kind = c["kind"]?.stringValue.flatMap(TrackKind.init(wireName:)),
+                kind == .webcam || kind == .screen
+            else { return nil }
             var row: [String: Any] = ["paused": c["paused"]?.boolValue ?? false]
             for key in ["participantId", "kind", "currentLayer", "targetLayer", "allocatedLayer"] {
                 if let v = c[key]?.stringValue { row[key] = v }

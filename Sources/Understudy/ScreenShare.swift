@@ -62,7 +62,11 @@ extension Participant {
         }
         // Always asked: the server may have re-created the consumer since the last choice.
         _ = try await room.call(
-            .setQuality, ["participantId": .string(id), "quality": .string(quality.rawValue), "kind": "screen"])
+            .setQuality,
+            [
+                "participantId": .string(id), "quality": .string(quality.rawValue),
+                "kind": .string(TrackKind.screen.rawValue),
+            ])
         setShareQuality(quality)
     }
 

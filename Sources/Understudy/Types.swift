@@ -1,4 +1,5 @@
 import RTCWire
+import RoomProtocol
 
 /// A participant's mode: what it may publish and receive.
 public enum Mode: String, Sendable, Hashable, CaseIterable {
@@ -14,12 +15,29 @@ public enum Mode: String, Sendable, Hashable, CaseIterable {
     case VIEWER
 
     /// The mode this one stands for, with the deprecated aliases resolved.
-    public var canonical: Mode {
+    public var canonical: Mode { Mode(participantMode) }
+
+    /// The room protocol's mode (the wire name is its raw value).
+    var participantMode: ParticipantMode {
         switch self {
-        case .CONFERENCE: return .SEND_AND_RECV
-        case .VIEWER: return .SIGNALLING_ONLY
-        default: return self
+        case .SEND_AND_RECV, .CONFERENCE: return .sendAndRecv
+        case .RECV_ONLY: return .recvOnly
+        case .SIGNALLING_ONLY, .VIEWER: return .signallingOnly
         }
+    }
+
+    init(_ mode: ParticipantMode) {
+        switch mode {
+        case .sendAndRecv: self = .SEND_AND_RECV
+        case .recvOnly: self = .RECV_ONLY
+        case .signallingOnly: self = .SIGNALLING_ONLY
+        }
+    }
+
+    /// Reads a wire name, the deprecated aliases resolved; nil for anything else.
+    init?(wireName: String) {
+        guard let mode = ParticipantMode(wireName: wireName) else { return nil }
+        self.init(mode)
     }
 }
 
@@ -49,23 +67,31 @@ public enum StreamKind: String, Sendable, Hashable {
     case shareAudio
 
     /// The room protocol's track kind.
-    var wireKind: String {
+    var trackKind: TrackKind {
         switch self {
-        case .audio: return "mic"
-        case .video: return "webcam"
-        case .share: return "screen"
-        case .shareAudio: return "screenAudio"
+        case .audio: return .mic
+        case .video: return .webcam
+        case .share: return .screen
+        case .shareAudio: return .screenAudio
         }
     }
 
-    init?(wire: String) {
-        switch wire {
-        case "mic", "audio": self = .audio
-        case "webcam", "video": self = .video
-        case "screen", "share": self = .share
-        case "screenAudio", "shareAudio": self = .shareAudio
-        default: return nil
+    /// The room protocol's name of the track kind.
+    var wireKind: String { trackKind.rawValue }
+
+    init(_ kind: TrackKind) {
+        switch kind {
+        case .mic: self = .audio
+        case .webcam: self = .video
+        case .screen: self = .share
+        case .screenAudio: self = .shareAudio
         }
+    }
+
+    /// Reads a wire name (the stream kinds' own names are aliases); nil for anything else.
+    init?(wire: String) {
+        guard let kind = TrackKind(wireName: wire) else { return nil }
+        self.init(kind)
     }
 }
 

@@ -2,6 +2,7 @@ import Agent
 import Foundation
 import LoadGen
 import Redis
+import RoomProtocol
 import RoomServer
 import Signaling
 import Testing

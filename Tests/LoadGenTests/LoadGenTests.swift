@@ -215,11 +215,11 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         do {
             _ = try await LoadGen.run(c)
         } catch {
-            guard case .refused(let code, _, _) = error else {
+            guard case .refused(let refusal) = error else {
                 Issue.record("expected a refusal, got \(error)")
                 return
             }
-            #expect(code == 4002)
+            #expect(refusal.code == 4002 && refusal.name == "INVALID_TOKEN")
         }
     }
 

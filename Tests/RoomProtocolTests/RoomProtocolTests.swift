@@ -9,9 +9,9 @@ import Testing
 struct RoomProtocolTests {
     /// The server's error names are the shared table.
     @Test func theServerNamesErrorsFromTheSharedTable() {
-        for (code, name) in RoomErrorNames.table { #expect(RoomError(code, "x").name == name) }
-        #expect(RoomErrorNames.name(4009) == "MAX_PARTCIPANT_REACHED")
-        #expect(RoomErrorNames.name(1) == "UNKNOWN_ERROR")
+        for (code, name) in RoomError.names { #expect(RoomError(code, "x").name == name) }
+        #expect(RoomError.canonicalName(4009) == "MAX_PARTCIPANT_REACHED")
+        #expect(RoomError.canonicalName(1) == "UNKNOWN_ERROR")
         #expect(RoomLeaveCode(code: 1011) == .DUPLICATE_PARTICIPANT && RoomLeaveCode(code: 9) == .UNKNOWN)
     }
 
@@ -51,7 +51,7 @@ struct RoomProtocolTests {
             Issue.record("not a failed response")
             return
         }
-        #expect(rid == second.id && error == RoomErrorNames.error(4009, "full"))
+        #expect(rid == second.id && error == RoomError(4009, "full"))
         #expect(RoomIncoming.decode("not json") == nil)
         #expect(RoomIncoming.decode(#"{"id":1,"method":"ping","data":{}}"#) == nil)
     }
@@ -97,7 +97,7 @@ struct RoomProtocolTests {
             Issue.record("produce was not refused")
             return
         }
-        #expect(RoomErrorNames.table[error.code] == error.name, "\(error)")
+        #expect(RoomError.names[error.code] == error.name, "\(error)")
 
         // A cancelled request's answer is ignored; the close handler runs before the requests still
         // waiting fail, so an owner that queues both learns of the close first.

@@ -1,14 +1,15 @@
 import Foundation
 import RoomServer
+import Signaling
 import Testing
 
-@testable import Signaling
+@testable import RoomProtocol
 
 @Suite("RoomServer tokens, bad messages and abuse")
 struct AuthAndAbuseTests {
     /// Joins with `jwt` and returns the refusal.
     private func refusal(_ server: RoomServer, _ jwt: String?, participant: String = "p1") async throws -> (
-        SignalError, UInt16
+        RoomError, UInt16
     ) {
         let client = try await TestClient.connect(server, token: jwt)
         let error = try await client.expectError("join", ["roomId": "r1", "participantId": .string(participant)])
@@ -67,9 +68,9 @@ struct AuthAndAbuseTests {
 
         let (a, _) = try await TestClient.joined(server, participant: "alice")
         // Messages without a usable id are answered with an `error` notification.
-        func nullIdError() async throws -> SignalError {
+        func nullIdError() async throws -> RoomError {
             let e = try await a.notification("error")
-            return SignalError(
+            return RoomError(
                 code: e["code"]?.intValue ?? 0, name: e["name"]?.stringValue ?? "",
                 message: e["message"]?.stringValue ?? "")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import RoomServer
 import Signaling
 import Testing
@@ -90,7 +91,7 @@ struct HardeningTests {
         let server = try startServer { $0.maxTokenLifetimeSeconds = 2 * 3600 }
         defer { server.stop() }
         let now = Int64(Date().timeIntervalSince1970)
-        func joinError(_ claims: RoomToken) async throws -> SignalError {
+        func joinError(_ claims: RoomToken) async throws -> RoomError {
             let client = try await TestClient.connect(server, token: RoomToken.sign(claims, secret: server.secret))
             return try await client.expectError("join", ["roomId": "r1", "participantId": "x"])
         }
@@ -205,7 +206,7 @@ struct HardeningTests {
         let (b, _) = try await TestClient.joined(server, room: "two", participant: "b")
         let big = JSONValue.string(String(repeating: "y", count: 8 * 1024))
         for _ in 0..<6 { _ = try await a.request("publish", ["topic": "t", "message": big, "persist": true]).get() }
-        var refused: SignalError?
+        var refused: RoomError?
         for _ in 0..<6 {
             if case .failure(let e) = try await b.request("publish", ["topic": "t", "message": big, "persist": true]) {
                 refused = e

@@ -2,6 +2,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import RoomServer
 import Signaling
 import TestSupport
@@ -49,7 +50,7 @@ final class RoomMediaPeer: @unchecked Sendable {
     func record(_ r: Recording?) async { await subscriber.record(r) }
 
     /// The `produce` request carrying the offer for webcam (VP8) and mic (Opus), or its error.
-    func publishRequest(video: Bool = true, audio: Bool = true) async throws -> Result<JSONValue, SignalError> {
+    func publishRequest(video: Bool = true, audio: Bool = true) async throws -> Result<JSONValue, RoomError> {
         let offer = try await publisher.makeSendOffer(video: video, audio: audio)
         var tracks: [JSONValue] = []
         if video { tracks.append(["kind": "webcam"]) }

@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import RoomServer
 import Signaling
 import Testing
@@ -107,12 +108,12 @@ final class TestClient: @unchecked Sendable {
     }
 
     /// Sends a request and waits for its response.
-    func request(_ method: String, _ data: JSONValue = [:]) async throws -> Result<JSONValue, SignalError> {
+    func request(_ method: String, _ data: JSONValue = [:]) async throws -> Result<JSONValue, RoomError> {
         let id = sendRequest(method, data)
         return try await response(id: .number(Double(id)))
     }
 
-    func response(id: JSONValue) async throws -> Result<JSONValue, SignalError> {
+    func response(id: JSONValue) async throws -> Result<JSONValue, RoomError> {
         let envelope = try await waitFor("response \(id)") {
             if case .response(let rid, _) = $0 { return rid == id }
             return false
@@ -122,11 +123,11 @@ final class TestClient: @unchecked Sendable {
     }
 
     /// Sends a request and returns its error (fails the test if it succeeded).
-    func expectError(_ method: String, _ data: JSONValue = [:]) async throws -> SignalError {
+    func expectError(_ method: String, _ data: JSONValue = [:]) async throws -> RoomError {
         switch try await request(method, data) {
         case .success(let d):
             Issue.record("\(method) unexpectedly succeeded: \(d)")
-            return SignalError(code: 0, name: "", message: "")
+            return RoomError(code: 0, name: "", message: "")
         case .failure(let e): return e
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import RTC
 import RTCWire
+import RoomProtocol
 import Signaling
 import TestSupport
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import Signaling
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import RTCWire
+import RoomProtocol
 import RoomServer
 import Signaling
 import TestSupport

@@ -1,4 +1,5 @@
 import Foundation
+import Janus
 import Media
 import RTC
 import RTCWire

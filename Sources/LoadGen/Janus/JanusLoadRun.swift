@@ -1,7 +1,9 @@
 import Foundation
+import Janus
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Signaling
 
 /// `understudy load --server janus://HOST:PORT/ROOM`: publisher and subscriber bots in a Janus VideoRoom.
@@ -95,7 +97,7 @@ public final class JanusLoadRun: @unchecked Sendable {
             await teardown()
             // A transport failure means nobody answered at the API address.
             if first.hasPrefix("Janus HTTP API") { throw .unreachable(first) }
-            throw .refused(code: 0, name: "janus", message: first)
+            throw .refused(RoomError(code: 0, name: "janus", message: first))
         }
         var subscribing: [Task<Void, Never>] = []
         for i in 0..<c.subscribers {

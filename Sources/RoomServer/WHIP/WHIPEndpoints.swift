@@ -1,6 +1,7 @@
 import Foundation
 import RTC
 import RTCWire
+import RoomProtocol
 import SFU
 import Signaling
 
@@ -155,7 +156,9 @@ extension RoomServer {
         String, RoomError
     > {
         // In the offer's m-line order, which `produce` labels its new m-lines by.
-        let tracks: [JSONValue] = offer.media.compactMap(\.kind).map { ["kind": $0 == .audio ? "mic" : "webcam"] }
+        let tracks: [JSONValue] = offer.media.compactMap(\.kind).map {
+            ["kind": .string(($0 == .audio ? TrackKind.mic : .webcam).rawValue)]
+        }
         let result = await session.request(.produce, ["tracks": .array(tracks), "sdp": .string(text)])
         return result.flatMap { response in
             guard let sdp = response["sdp"]?.stringValue else {

@@ -1,4 +1,5 @@
 import Foundation
+import RoomProtocol
 import Signaling
 
 /// The browser page that `understudy serve` hands to people: `/` and `/room/ROOM` serve the page,

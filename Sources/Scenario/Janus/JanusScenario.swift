@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import Janus
 import Signaling
 import Understudy
 

@@ -199,7 +199,9 @@ public struct HTTPResponseParser {
 }
 
 extension StringProtocol {
-    func trimmingSpaces() -> String {
+    /// The text without leading and trailing spaces and tabs (HTTP's optional whitespace; the
+    /// room token's reader trims the same way).
+    public func trimmingSpaces() -> String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
         while let l = s.last, l == " " || l == "\t" { s.removeLast() }

@@ -1,7 +1,8 @@
 import Foundation
+import Signaling
 import Testing
 
-@testable import Signaling
+@testable import RoomProtocol
 
 /// Correctly signed tokens with hostile claims (issue 10): each is refused with a typed error or
 /// read with sane values; none traps (huge, negative and non-integer numbers, wrong types).

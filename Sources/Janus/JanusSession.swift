@@ -1,4 +1,5 @@
 import Foundation
+import Signaling
 
 /// Why a Janus request failed.
 public enum JanusError: Error, Sendable, Equatable, CustomStringConvertible {

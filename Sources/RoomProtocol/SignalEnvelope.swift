@@ -1,42 +1,16 @@
-/// Why a text frame is not a valid protocol envelope.
-public enum SignalEnvelopeError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// The text is not JSON.
-    case malformedJSON(String)
-    /// JSON, but not an object of a known shape (the reason names the missing or wrong field).
-    case invalidEnvelope(String)
-
-    public var description: String {
-        switch self {
-        case .malformedJSON(let why): return "malformed JSON: \(why)"
-        case .invalidEnvelope(let why): return "invalid message: \(why)"
-        }
-    }
-}
-
-/// The error object of a failed response: `{code, name, message}`.
-public struct SignalError: Error, Sendable, Hashable {
-    public var code: Int
-    public var name: String
-    public var message: String
-
-    public init(code: Int, name: String, message: String) {
-        self.code = code
-        self.name = name
-        self.message = message
-    }
-}
+import Signaling
 
 /// One protocol message on the signalling WebSocket.
 ///
 /// - request: `{"id", "method", "data"}`
-/// - response: `{"id", "ok": true, "data"}` or `{"id", "ok": false, "error": {code, name, message}}`
+/// - response: `{"id", "ok": true, "data"}` or `{"id", "ok": false, "error": {code, name, message}}` (a ``RoomError``)
 /// - notification: `{"method", "data"}` (no id)
 ///
 /// `id` may be a number or a string on the wire; it is kept as a ``JSONValue`` so a response
 /// echoes it exactly. A missing `data` reads as an empty object.
 public enum SignalEnvelope: Sendable, Hashable {
     case request(id: JSONValue, method: String, data: JSONValue)
-    case response(id: JSONValue, result: Result<JSONValue, SignalError>)
+    case response(id: JSONValue, result: Result<JSONValue, RoomError>)
     case notification(method: String, data: JSONValue)
 
     /// Parses one text frame; the values at `keepingRaw` (a PubSub payload) stay as written
@@ -64,10 +38,10 @@ public enum SignalEnvelope: Sendable, Hashable {
             guard let error = object["error"]?.objectValue else {
                 throw .invalidEnvelope("failed response without error object")
             }
-            guard let code = error["code"]?.intValue else { throw .invalidEnvelope("error.code must be an integer") }
-            let name = error["name"]?.stringValue ?? ""
-            let message = error["message"]?.stringValue ?? ""
-            return .response(id: id, result: .failure(SignalError(code: code, name: name, message: message)))
+            guard let failure = RoomError(json: .object(error)) else {
+                throw .invalidEnvelope("error.code must be an integer")
+            }
+            return .response(id: id, result: .failure(failure))
         }
         guard let methodValue = object["method"] else { throw .invalidEnvelope("missing method") }
         guard let method = methodValue.stringValue, !method.isEmpty else {
@@ -87,12 +61,7 @@ public enum SignalEnvelope: Sendable, Hashable {
         case .response(let id, .success(let data)):
             return .object(["id": id, "ok": true, "data": data])
         case .response(let id, .failure(let error)):
-            return .object([
-                "id": id, "ok": false,
-                "error": .object([
-                    "code": .number(Double(error.code)), "name": .string(error.name), "message": .string(error.message),
-                ]),
-            ])
+            return .object(["id": id, "ok": false, "error": error.json])
         }
     }
 

@@ -1,3 +1,5 @@
+import Signaling
+
 /// The VideoRoom plugin's requests that the Janus agent and the Janus load bots both make, with the
 /// reply checks they share. SDPs travel as text (this module knows no SDP types); we never trickle,
 /// so every offer or answer we send is followed by end-of-candidates.

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import Janus
 @testable import Signaling
 
 @Suite("JanusRoomURL")

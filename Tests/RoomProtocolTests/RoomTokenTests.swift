@@ -1,7 +1,9 @@
 import Foundation
+import Signaling
+import TestSupport
 import Testing
 
-@testable import Signaling
+@testable import RoomProtocol
 
 @Suite("RoomToken")
 struct RoomTokenTests {
@@ -21,7 +23,6 @@ struct RoomTokenTests {
     }
 
     @Test func pythonSignedTokenVerifies() throws {
-        try #require(venvPython != nil, "needs /work/main/.venv")
         let script = """
             import base64, hashlib, hmac, json
             def b64(b): return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
@@ -31,7 +32,7 @@ struct RoomTokenTests {
             s = b64(hmac.new(b"s3cr3t-key", f"{h}.{p}".encode(), hashlib.sha256).digest())
             print(f"{h}.{p}.{s}")
             """
-        let (status, out, err) = try runPython(["-c", script])
+        let (status, out, err) = try runTool("python3", ["-c", script])
         #expect(status == 0, "\(err)")
         let jwt = out.trimmingCharacters(in: .whitespacesAndNewlines)
         let verified = try RoomToken.verify(jwt, secret: secret, now: now)
@@ -45,7 +46,6 @@ struct RoomTokenTests {
     }
 
     @Test func swiftSignedTokenVerifiesInPython() throws {
-        try #require(venvPython != nil, "needs /work/main/.venv")
         let jwt = RoomToken.sign(token(["ask_join"]), secret: secret)
         let script = """
             import base64, hashlib, hmac, json, sys
@@ -56,7 +56,7 @@ struct RoomTokenTests {
             c = json.loads(d(p))
             print(good, c["apikey"], ",".join(c["permissions"]), c["version"], c["roomId"], c["participantId"], c["exp"])
             """
-        let (status, out, err) = try runPython(["-c", script, jwt])
+        let (status, out, err) = try runTool("python3", ["-c", script, jwt])
         #expect(status == 0, "\(err)")
         #expect(out.trimmingCharacters(in: .whitespacesAndNewlines) == "True key-1 ask_join 2 room-a p-1 1700003600")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Signaling
 
 /// Why a room token was refused; each case maps to a room API error code (docs/spec/room-api.md §8).
 public enum TokenError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -22,14 +23,10 @@ public enum TokenError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     /// The error name of the room API (spelling as in the spec).
-    public var name: String {
-        switch self {
-        case .invalid: return "INVALID_TOKEN"
-        case .invalidPermissions: return "INVALID_PERMISSIONS"
-        case .wrongRoom: return "UNAUTHORIZED_MEETING_ID"
-        case .wrongParticipant: return "UNAUTHORIZED_PARTCIPANT_ID"
-        }
-    }
+    public var name: String { RoomError.canonicalName(code) }
+
+    /// The refusal the server sends for this error.
+    public var roomError: RoomError { RoomError(code, description, cause: self) }
 
     public var description: String {
         switch self {
