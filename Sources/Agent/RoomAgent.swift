@@ -13,31 +13,12 @@ import Understudy
 /// recordings hand their disk writes to a `DiskWriter` thread. The agent's own state (consumed set,
 /// the recordings' table, manifest) is guarded by one lock, taken once per track, not per frame. Consume and
 /// stop-consuming calls run one at a time, in order, on a chain of tasks.
-public final class RoomAgent: RoomEventListener, PubSubMessageListener, @unchecked Sendable {
-    /// Whose media the agent consumes.
-    public enum ConsumePolicy: Sendable, Equatable {
-        /// Every remote participant (those that do not send simply contribute nothing).
-        case all
-        /// Exactly the remote participants in `SEND_AND_RECV`.
-        case stage
-        /// Nobody.
-        case none
-        /// Only these participant ids, in this order of preference.
-        case ids([String])
-    }
+public final class RoomAgent: RoomEventListener, @unchecked Sendable {
+    /// Whose media the agent consumes (the policy all participant cores share).
+    public typealias ConsumePolicy = Agent.ConsumePolicy
 
     /// Which stage invites the agent follows.
-    public enum InvitePolicy: Sendable, Equatable {
-        /// Invites from participants whose token holds `allow_mod`, as the server vouches for it on
-        /// each message (`senderIsModerator`): the default, since anyone may publish an invite. Being
-        /// on stage is no proof: any `allow_join` participant can put itself there with `changeMode`.
-        case trusted
-        /// Every invite.
-        case yes
-        case no
-        /// Only invites sent by these participant ids.
-        case from([String])
-    }
+    public typealias InvitePolicy = InviteResponder.Policy
 
     /// How recordings are stored (nothing is transcoded either way).
     public enum RecordFormat: String, Sendable, Equatable {
@@ -125,7 +106,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     /// Set by ``requestStop()`` or leaving the room; ``run(duration:until:)`` waits for it.
     private var stopRequested = false
     private var runWaiter: CheckedContinuation<Void, Never>?
-    private var inviteSubscribed = false
+    /// Follows stage invites by the ``Options/acceptInvites`` policy. Set once in `init` (its callback
+    /// needs `self`), only read afterwards.
+    private var invites: InviteResponder!
     private var joined = false
     private var leftReason: Understudy.LeaveReason?
     private var lastError: UnderstudyError?
@@ -162,12 +145,15 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 log: log)
         }
         room.addEventListener(self)
+        invites = InviteResponder(policy: options.acceptInvites, log: log) { [weak self] _, outcome in
+            self?.inviteDecided(outcome)
+        }
     }
 
     /// The room's local participant id (known after joining).
     public var participantId: String { room.localParticipant.id }
     /// Whether the subscription to `REQUEST_TO_JOIN_AS_HOST_<own id>` is in place.
-    public var isListeningForInvites: Bool { lock.withLock { inviteSubscribed } }
+    public var isListeningForInvites: Bool { invites.isListening }
     /// Stage invites refused so far.
     public var refusedInviteCount: Int { lock.withLock { refusedInvites } }
     /// Ids currently consumed (any kind).
@@ -318,42 +304,19 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     // MARK: Consumption
 
-    private func qualifies(_ p: Participant) -> Bool {
-        switch options.consume {
-        case .all: return true
-        case .none: return false
-        case .stage: return p.mode.canonical == .SEND_AND_RECV
-        case .ids(let ids): return ids.contains(p.id)
-        }
-    }
-
-    /// What the policy wants now: kinds per participant id. Webcam slots (`maxVideo`) go first to
-    /// those already holding one, then in policy order (the id list, else join order), and only to
-    /// participants on stage, since nobody else can send a webcam.
+    /// What the policy wants now: kinds per participant id (``ConsumePolicy/wanted(_:kinds:maxVideo:holdingVideo:)``),
+    /// with the participants in the order the agent saw them join.
     private func desiredKinds(_ remote: [String: Participant]) -> [String: Set<MediaKind>] {
         let (order, holders) = lock.withLock {
             (joinOrder, Set(consumed.filter { $0.value.contains(.video) }.keys))
         }
-        let ordered: [Participant]
-        if case .ids(let ids) = options.consume {
-            ordered = ids.compactMap { remote[$0] }
-        } else {
-            let known = order.compactMap { remote[$0] }
-            let unknown = remote.values.filter { !order.contains($0.id) }.sorted { $0.id < $1.id }
-            ordered = (known + unknown).filter(qualifies)
+        let known = order.compactMap { remote[$0] }
+        let unknown = remote.values.filter { !order.contains($0.id) }.sorted { $0.id < $1.id }
+        let candidates = (known + unknown).map {
+            ConsumePolicy.Candidate(id: $0.id, onStage: $0.mode.canonical == .SEND_AND_RECV)
         }
-        var desired: [String: Set<MediaKind>] = [:]
-        for p in ordered where options.kinds.contains(.audio) { desired[p.id, default: []].insert(.audio) }
-        if options.kinds.contains(.video) {
-            if let limit = options.maxVideo {
-                let eligible = ordered.filter { $0.mode.canonical == .SEND_AND_RECV }
-                let chosen = eligible.filter { holders.contains($0.id) } + eligible.filter { !holders.contains($0.id) }
-                for p in chosen.prefix(max(0, limit)) { desired[p.id, default: []].insert(.video) }
-            } else {
-                for p in ordered { desired[p.id, default: []].insert(.video) }
-            }
-        }
-        return desired
+        return options.consume.wanted(
+            candidates, kinds: options.kinds, maxVideo: options.maxVideo, holdingVideo: holders)
     }
 
     /// Brings the consumed set in line with the policy: consume newcomers, stop those who left it.
@@ -743,16 +706,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         for p in room.participants.values.sorted(by: { $0.id < $1.id }) { noteParticipant(p) }
         writeManifest()
         logStage()
-        let topic = "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)"
-        Task {
-            do {
-                try await room.pubSub.subscribe(topic: topic, listener: self)
-                lock.withLock { inviteSubscribed = true }
-                log("listening for stage invites on \(topic)")
-            } catch {
-                log("cannot subscribe to \(topic): \(error)")
-            }
-        }
+        Task { [invites, room] in await invites?.listen(on: room) }
         reconcile()
     }
 
@@ -815,53 +769,18 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     // MARK: Stage invites
 
-    public func onMessageReceived(_ message: PubSubMessage) {
-        guard message.topic == "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)" else { return }
-        let requested = Self.requestedMode(message)
-        guard let mode = requested else {
-            log("ignored invite from \(message.senderId): no mode in '\(message.message)'")
-            return
-        }
-        let accepted: Bool
-        switch options.acceptInvites {
-        case .trusted:
-            // Only what the server vouches for (issue 31 item 9): a mode is something a participant
-            // gives itself, `allow_mod` in its token is not.
-            accepted = message.senderIsModerator
-        case .yes: accepted = true
-        case .no: accepted = false
-        case .from(let ids): accepted = ids.contains(message.senderId)
-        }
-        counters.invite(accepted: accepted)
-        guard accepted else {
+    /// Counts an invite's outcome; a refusal goes into the manifest.
+    private func inviteDecided(_ outcome: InviteResponder.Outcome) {
+        switch outcome {
+        case .accepted: counters.invite(accepted: true)
+        case .refused:
+            counters.invite(accepted: false)
             lock.withLock {
                 refusedInvites += 1
                 writeManifestLocked()
             }
-            log("refused invite from \(message.senderId) to \(mode.rawValue)")
-            return
+        case .unreadable: break
         }
-        log("accepting invite from \(message.senderId) to \(mode.rawValue)")
-        Task {
-            do {
-                try await room.changeMode(mode)
-                log("changed own mode to \(mode.rawValue)")
-            } catch {
-                log("changeMode(\(mode.rawValue)) failed: \(error)")
-            }
-        }
-    }
-
-    /// The mode named by the message text, or by a `mode` field / string in its JSON payload.
-    static func requestedMode(_ message: PubSubMessage) -> Mode? {
-        let text = message.message.trimmingCharacters(in: .whitespacesAndNewlines)
-        if let m = Mode(rawValue: text) { return m }
-        guard let json = message.payloadJSON, let data = json.data(using: .utf8),
-            let value = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        else { return nil }
-        if let s = value as? String { return Mode(rawValue: s) }
-        if let d = value as? [String: Any], let s = d["mode"] as? String { return Mode(rawValue: s) }
-        return nil
     }
 }
 

@@ -17,7 +17,7 @@ public final class JanusAgent: @unchecked Sendable {
         public var url: JanusRoomURL
         public var display: String = "understudy"
         /// `.stage` and `.all` are the same here: only publishers carry media.
-        public var consume: RoomAgent.ConsumePolicy = .all
+        public var consume: ConsumePolicy = .all
         public var kinds: Set<MediaKind> = [.audio, .video]
         public var maxVideo: Int?
         public var recordDirectory: String?
@@ -62,7 +62,6 @@ public final class JanusAgent: @unchecked Sendable {
     private var feeds: [UInt64: Feed] = [:]
     /// Feeds being subscribed right now (so that a repeated `publishers` event does not subscribe twice).
     private var pendingFeeds: Set<UInt64> = []
-    private var videoFeeds = 0
     /// Final frame counts of publishers that left, by display name.
     private var departedCounts: [String: (video: Int, audio: Int)] = [:]
     private var files: [[String: Any]] = []
@@ -303,7 +302,8 @@ public final class JanusAgent: @unchecked Sendable {
                 if publishersSeen[id] == nil || publishersSeen[id]?["leftAt"] != nil {
                     publishersSeen[id] = ["id": String(id), "display": display, "joinedAt": AgentManifest.timestamp()]
                 }
-                guard !stopped, feeds[id] == nil, !pendingFeeds.contains(id), Self.picks(options.consume, id, display)
+                guard !stopped, feeds[id] == nil, !pendingFeeds.contains(id),
+                    options.consume.picks(Self.candidate(id, display))
                 else { return false }
                 pendingFeeds.insert(id)
                 return true
@@ -314,12 +314,9 @@ public final class JanusAgent: @unchecked Sendable {
         writeManifest()
     }
 
-    static func picks(_ policy: RoomAgent.ConsumePolicy, _ id: UInt64, _ display: String) -> Bool {
-        switch policy {
-        case .all, .stage: return true
-        case .none: return false
-        case .ids(let ids): return ids.contains(String(id)) || (!display.isEmpty && ids.contains(display))
-        }
+    /// A publisher as the consume policy sees it: on Janus's stage, named by its feed id or display.
+    static func candidate(_ id: UInt64, _ display: String) -> ConsumePolicy.Candidate {
+        ConsumePolicy.Candidate(id: String(id), aliases: [display], onStage: true)
     }
 
     private func enqueue(_ work: @escaping @Sendable () async -> Void) {
@@ -337,11 +334,12 @@ public final class JanusAgent: @unchecked Sendable {
     private func subscribe(id: UInt64, display: String, streams: [(mid: String, kind: MediaKind)]) async {
         defer { lock.withLock { _ = pendingFeeds.remove(id) } }
         guard let session = lock.withLock({ stopped ? nil : self.session }) else { return }
-        var kinds = options.kinds
-        if kinds.contains(.video), let limit = options.maxVideo {
-            let allowed = lock.withLock { videoFeeds < limit }
-            if !allowed { kinds.remove(.video) }
-        }
+        // A feed's kinds are chosen once, when it is subscribed: webcam slots held stay held.
+        let holders = lock.withLock { feeds.values.filter(\.video).map { Self.candidate($0.id, $0.display) } }
+        let kinds =
+            options.consume.wanted(
+                holders + [Self.candidate(id, display)], kinds: options.kinds, maxVideo: options.maxVideo,
+                holdingVideo: Set(holders.map(\.id)))[String(id)] ?? []
         let chosen = streams.filter { kinds.contains($0.kind) }
         guard !chosen.isEmpty else {
             log("publisher \(id): none of its streams is wanted")
@@ -367,10 +365,7 @@ public final class JanusAgent: @unchecked Sendable {
             }
             lock.withLock {
                 feeds[id] = feed
-                if chosen.contains(where: { $0.kind == .video }) {
-                    feed.video = true
-                    videoFeeds += 1
-                }
+                feed.video = chosen.contains { $0.kind == .video }
             }
             try await session.start(handle, answer: answer.serialize())
             try await pc.waitUntilConnected(timeout: 15)
@@ -387,7 +382,6 @@ public final class JanusAgent: @unchecked Sendable {
             let (feed, session) = lock.withLock({ () -> (Feed, JanusSession?)? in
                 publishersSeen[id]?["leftAt"] = AgentManifest.timestamp()
                 guard let feed = feeds.removeValue(forKey: id) else { return nil }
-                if feed.video { videoFeeds -= 1 }
                 return (feed, session)
             })
         else { return }
