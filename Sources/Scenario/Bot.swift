@@ -31,10 +31,10 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     private var _stage: [String] = []
     private var _audience: [String] = []
     private var _joined = false
-    private var _inviteReady = false
-    /// This bot's answers to invites (its own `changeMode`), one after the other.
-    private var inviteResponses: Task<Void, Never>?
-    private var _consumed: Set<String> = []
+    /// Follows every stage invite when `acceptInvites` (set once in `init`).
+    private var invites: InviteResponder?
+    /// Kinds consumed per participant id under the `stage`/`all` policy.
+    private var _consumed: [String: Set<MediaKind>] = [:]
     private var received: [String: (video: Int, audio: Int)] = [:]
     private var recordings: [String: Recording] = [:]
     private var _recordingErrors: [String] = []
@@ -46,13 +46,19 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         self.clock = clock
         self.recordDirectory = recordDirectory
         self.log = log
+        if spec.acceptInvites {
+            let id = spec.id
+            invites = InviteResponder(policy: .yes, log: { log("\(id): \($0)") }) { [weak self] message, _ in
+                self?.noteMessage(message)
+            }
+        }
     }
 
     var id: String { spec.id }
     var room: Room? { lock.withLock { _room } }
     /// In the room now (joined and not yet left or removed).
     var isJoined: Bool { lock.withLock { _joined } }
-    var inviteReady: Bool { lock.withLock { _inviteReady } }
+    var inviteReady: Bool { invites?.isListening ?? false }
     var events: [BotEvent] { lock.withLock { _events } }
     var stage: [String] { lock.withLock { _stage } }
     var audience: [String] { lock.withLock { _audience } }
@@ -95,8 +101,7 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         room.onFrame = { [weak self] id, kind, frame, arrival in self?.frame(id, kind, frame, arrival) }
         lock.withLock {
             _room = room
-            _inviteReady = false
-            _consumed = []
+            _consumed = [:]
         }
         await room.join()
         guard room.state == .CONNECTED else {
@@ -167,32 +172,44 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         }
     }
 
+    /// The shared consume rule for the bot's `stage`/`all` policy (nil: `auto`/`manual`).
+    private var consumePolicy: ConsumePolicy? {
+        switch spec.consume {
+        case .stage: .stage
+        case .all: .all
+        case .auto, .manual: nil
+        }
+    }
+
     /// Brings consumption in line with the bot's `stage`/`all` policy.
     private func reconcile() {
-        guard spec.consume == .stage || spec.consume == .all, let room, isJoined else { return }
+        guard let policy = consumePolicy, let room, isJoined else { return }
         let remote = room.participants
-        let wanted = Set(remote.values.filter { spec.consume == .all || $0.mode.canonical == .SEND_AND_RECV }.map(\.id))
-        let (start, stop): ([Participant], [Participant]) = lock.withLock {
-            let start = remote.values.filter { wanted.contains($0.id) && !_consumed.contains($0.id) }
-            let stop = remote.values.filter { !wanted.contains($0.id) && _consumed.contains($0.id) }
-            _consumed.formUnion(start.map(\.id))
-            _consumed.subtract(stop.map(\.id))
-            _consumed.formIntersection(Set(remote.keys))
-            return (start, stop)
-        }
-        for p in start {
-            Task {
-                do {
-                    try await p.consumeMicStreams()
-                    try await p.consumeWebcamStreams()
-                } catch { self.log("\(self.id): consuming \(p.id) failed: \(error)") }
+        let wanted = policy.wanted(
+            remote.values.map { ConsumePolicy.Candidate(id: $0.id, onStage: $0.mode.canonical == .SEND_AND_RECV) },
+            kinds: [.audio, .video], maxVideo: nil)
+        let changes: [(Participant, start: Set<MediaKind>, stop: Set<MediaKind>)] = lock.withLock {
+            // Those who left need no stopConsuming: the server closed their consumers.
+            _consumed = _consumed.filter { remote[$0.key] != nil }
+            var changes: [(Participant, Set<MediaKind>, Set<MediaKind>)] = []
+            for p in remote.values {
+                let have = _consumed[p.id] ?? []
+                let want = wanted[p.id] ?? []
+                guard have != want else { continue }
+                changes.append((p, want.subtracting(have), have.subtracting(want)))
+                _consumed[p.id] = want.isEmpty ? nil : want
             }
+            return changes
         }
-        for p in stop {
+        for (p, start, stop) in changes {
             Task {
                 do {
-                    try await p.stopConsumingMicStreams()
-                    try await p.stopConsumingWebcamStreams()
+                    if start.contains(.audio) { try await p.consumeMicStreams() }
+                    if start.contains(.video) { try await p.consumeWebcamStreams() }
+                } catch { self.log("\(self.id): consuming \(p.id) failed: \(error)") }
+                do {
+                    if stop.contains(.audio) { try await p.stopConsumingMicStreams() }
+                    if stop.contains(.video) { try await p.stopConsumingWebcamStreams() }
                 } catch { self.log("\(self.id): stopping \(p.id) failed: \(error)") }
             }
         }
@@ -242,22 +259,14 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         rebuildLists()
         note(.roomJoined, participant: room.localParticipant.id, mode: room.localParticipant.mode.canonical)
         reconcile()
-        if spec.acceptInvites {
-            // Seed 000 step 3: subscribe to our own invite topic once joined; the handler changes our mode.
-            let topic = "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)"
-            Task {
-                do {
-                    try await room.pubSub.subscribe(topic: topic, listener: self)
-                    self.lock.withLock { self._inviteReady = true }
-                } catch { self.log("\(self.id): cannot subscribe to \(topic): \(error)") }
-            }
-        }
+        // Seed 000 step 3: subscribe to our own invite topic once joined; an invite changes our mode.
+        if let invites { Task { await invites.listen(on: room) } }
     }
 
     func onRoomLeft(reason: LeaveReason) {
+        invites?.roomLeft()
         lock.withLock {
             _joined = false
-            _inviteReady = false
             _stage = []
             _audience = []
         }
@@ -328,28 +337,17 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
 
     // MARK: PubSubMessageListener
 
-    func onMessageReceived(_ message: PubSubMessage) {
+    func onMessageReceived(_ message: PubSubMessage) { noteMessage(message) }
+
+    /// A message on one of the bot's topics (its invite topic included) is an event.
+    private func noteMessage(_ message: PubSubMessage) {
         note(.message, participant: message.senderId, topic: message.topic, message: message.message)
-        guard spec.acceptInvites, let room, message.topic == "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)",
-            let mode = Mode(rawValue: message.message)
-        else { return }
-        lock.withLock {
-            let previous = inviteResponses
-            inviteResponses = Task {
-                await previous?.value
-                do {
-                    try await room.changeMode(mode)
-                } catch { self.log("\(self.id): changeMode(\(mode.rawValue)) after an invite failed: \(error)") }
-            }
-        }
     }
 
     /// Waits until this bot has finished answering the invites it received so far: a scenario's
     /// next mode or media step on it comes after its answer, not into the middle of it (which the
     /// SDK refuses with 3055 while the invite's publish is still connecting on a busy machine).
-    func finishInviteResponses() async {
-        await lock.withLock { inviteResponses }?.value
-    }
+    func finishInviteResponses() async { await invites?.finishAnswers() }
 }
 
 /// A step that could not be carried out.
