@@ -23,7 +23,6 @@ final class StepClock: @unchecked Sendable {
 final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListener, @unchecked Sendable {
     let spec: BotSpec
     private let clock: StepClock
-    private let recordDirectory: String?
     private let log: @Sendable (String) -> Void
     private let lock = NSLock()
     private var _room: Room?
@@ -36,7 +35,10 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     /// Kinds consumed per participant id under the `stage`/`all` policy.
     private var _consumed: [String: Set<MediaKind>] = [:]
     private var received: [String: (video: Int, audio: Int)] = [:]
-    private var recordings: [String: Recording] = [:]
+    /// The recordings (one WebM per peer), opened off the loop; nil when the bot does not record.
+    private let recorder: ParticipantRecorder?
+    /// Each recorded peer's slot, looked up on the frame path.
+    private var slots: [String: ParticipantRecorder.Slot] = [:]
     private var _recordingErrors: [String] = []
     /// Set once the recordings are closed: a frame still in flight must not touch them.
     private var closed = false
@@ -44,8 +46,29 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     init(spec: BotSpec, clock: StepClock, recordDirectory: String?, log: @escaping @Sendable (String) -> Void) {
         self.spec = spec
         self.clock = clock
-        self.recordDirectory = recordDirectory
         self.log = log
+        if spec.record, let recordDirectory {
+            let recorder = ParticipantRecorder(
+                directory: recordDirectory, format: .webm, writesManifest: false,
+                manifest: RecordingManifest(room: "", recordFormat: RoomAgent.RecordFormat.webm.rawValue), log: log)
+            self.recorder = recorder
+            var hooks = ParticipantRecorder.Hooks()
+            // Noted from the recorder's queue: shutdown() never holds the bot's lock while it waits.
+            hooks.cannotOpen = { [weak self] key, error in
+                self?.noteRecordingError("cannot record \(key.participantId): \(error)")
+            }
+            hooks.diskFailed = { [weak self] key, error, inFile in
+                self?.noteRecordingError(
+                    "recording \(key.participantId) failed: \(error) (\(inFile.video) video, \(inFile.audio) audio frames in the file)"
+                )
+            }
+            hooks.closeFailed = { [weak self] key, error in
+                self?.noteRecordingError("closing \(key.participantId): \(error)")
+            }
+            recorder.observe(hooks)
+        } else {
+            recorder = nil
+        }
         if spec.acceptInvites {
             let id = spec.id
             invites = InviteResponder(policy: .yes, log: { log("\(id): \($0)") }) { [weak self] message, _ in
@@ -63,14 +86,20 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     var stage: [String] { lock.withLock { _stage } }
     var audience: [String] { lock.withLock { _audience } }
     var recordingErrors: [String] { lock.withLock { _recordingErrors } }
-    var recordingPaths: [String: String] { lock.withLock { recordings.mapValues(\.path) } }
+    var recordingPaths: [String: String] {
+        var paths: [String: String] = [:]
+        for (key, rec) in recorder?.recordings ?? [:] { paths[key.participantId] = rec.path }
+        return paths
+    }
 
     /// Frames from `participant` of `kind`: those written when recording, else those received.
     func frames(from participant: String, kind: FrameKind) -> Int {
         lock.withLock {
             let counts: (video: Int, audio: Int)
-            if let rec = recordings[participant] {
-                counts = (rec.videoFrames, rec.audioFrames)
+            if slots[participant] != nil {
+                // Recorded: what is in the file (nothing while it opens).
+                let rec = recorder?.recording(ParticipantRecorder.Key(participantId: participant, kind: nil))
+                counts = (rec?.videoFrames ?? 0, rec?.audioFrames ?? 0)
             } else {
                 counts = received[participant] ?? (0, 0)
             }
@@ -139,12 +168,9 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     func shutdown() async {
         if isJoined, let room { await room.leave() }
         room?.onFrame = nil
-        lock.withLock {
-            closed = true
-            for (peer, rec) in recordings {
-                do { try rec.close() } catch { _recordingErrors.append("closing \(peer): \(error)") }
-            }
-        }
+        // No frame writes after this (the frame path checks it under the lock, and writes under it).
+        lock.withLock { closed = true }
+        await recorder?.close()
     }
 
     // MARK: State
@@ -220,32 +246,12 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
             var counts = received[peer] ?? (0, 0)
             if kind == .video { counts.video += 1 } else { counts.audio += 1 }
             received[peer] = counts
-            guard spec.record, !closed, let dir = recordDirectory else { return }
-            let rec: Recording
-            if let existing = recordings[peer] {
-                rec = existing
-            } else {
-                do {
-                    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-                    // The agents' naming: distinct peers never share (or truncate) a file (issue 31 item 2).
-                    rec = try Recording(path: RecordingFiles.create(in: dir, for: peer, ext: "webm"))
-                } catch {
-                    _recordingErrors.append("cannot record \(peer): \(error)")
-                    return
-                }
-                // A write error (a full disk) is noted when it happens (issue 31 item 16), from another
-                // queue: shutdown() holds the lock while close() waits for the disk thread.
-                rec.observeDisk(
-                    DiskEvents(failed: { [weak self] error, inFile in
-                        DispatchQueue.global().async { [weak self] in
-                            self?.noteRecordingError(
-                                "recording \(peer) failed: \(error) (\(inFile.video) video, \(inFile.audio) audio frames in the file)"
-                            )
-                        }
-                    }))
-                recordings[peer] = rec
+            guard let recorder, !closed else { return }
+            if slots[peer] == nil {
+                // The agents' naming: distinct peers never share (or truncate) a file (issue 31 item 2).
+                slots[peer] = recorder.slot(.init(participantId: peer, kind: nil), name: peer)
             }
-            rec.write(frame, arrival: arrival)
+            slots[peer]?.write(frame, arrival: arrival)
         }
     }
 
