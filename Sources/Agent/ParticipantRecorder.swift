@@ -132,7 +132,10 @@ public final class ParticipantRecorder: @unchecked Sendable {
     /// Where `manifest.json` goes (nil: none is written).
     public let manifestPath: String?
     private let log: @Sendable (String) -> Void
-    private let queue = DispatchQueue(label: "understudy.participant-recorder")
+    /// Every file operation runs here (internal: tests hold it to show the caller never waits for it).
+    let queue = DispatchQueue(label: "understudy.participant-recorder")
+    /// Marks ``queue`` (tests check where the files were opened).
+    static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
     private let lock = NSLock()
     private var hooks = Hooks()
     private var slots: [Key: Slot] = [:]
@@ -153,6 +156,7 @@ public final class ParticipantRecorder: @unchecked Sendable {
             writesManifest ? directory.map { ($0 as NSString).appendingPathComponent("manifest.json") } : nil
         _manifest = manifest
         self.log = log
+        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(queue))
     }
 
     /// Sets who hears of the files; call before the first ``slot(_:name:display:)``.
