@@ -20,13 +20,14 @@ final class StepClock: @unchecked Sendable {
 ///
 /// Threading: SDK callbacks arrive on the room's event queue and frames on the subscribe loop thread;
 /// everything the runner reads is guarded by `lock`.
-final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListener, @unchecked Sendable {
-    let spec: BotSpec
+final class ScenarioParticipant: RoomEventListener, ParticipantEventListener, PubSubMessageListener, @unchecked Sendable
+{
+    let spec: ParticipantSpec
     private let clock: StepClock
     private let log: @Sendable (String) -> Void
     private let lock = NSLock()
     private var _room: Room?
-    private var _events: [BotEvent] = []
+    private var _events: [ParticipantEvent] = []
     private var _stage: [String] = []
     private var _audience: [String] = []
     private var _joined = false
@@ -43,7 +44,7 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     /// Set once the recordings are closed: a frame still in flight must not touch them.
     private var closed = false
 
-    init(spec: BotSpec, clock: StepClock, recordDirectory: String?, log: @escaping @Sendable (String) -> Void) {
+    init(spec: ParticipantSpec, clock: StepClock, recordDirectory: String?, log: @escaping @Sendable (String) -> Void) {
         self.spec = spec
         self.clock = clock
         self.log = log
@@ -82,7 +83,7 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     /// In the room now (joined and not yet left or removed).
     var isJoined: Bool { lock.withLock { _joined } }
     var inviteReady: Bool { invites?.isListening ?? false }
-    var events: [BotEvent] { lock.withLock { _events } }
+    var events: [ParticipantEvent] { lock.withLock { _events } }
     var stage: [String] { lock.withLock { _stage } }
     var audience: [String] { lock.withLock { _audience } }
     var recordingErrors: [String] { lock.withLock { _recordingErrors } }
@@ -179,7 +180,7 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         _ name: EventName, participant: String? = nil, mode: Mode? = nil, kind: String? = nil,
         topic: String? = nil, message: String? = nil, reason: String? = nil, code: Int? = nil
     ) {
-        let event = BotEvent(
+        let event = ParticipantEvent(
             name: name, step: clock.current, participant: participant, mode: mode, kind: kind, topic: topic,
             message: message, reason: reason, code: code)
         lock.withLock { _events.append(event) }
