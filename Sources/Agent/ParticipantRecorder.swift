@@ -92,9 +92,10 @@ public final class ParticipantRecorder: @unchecked Sendable {
         }
 
         private func put(_ rec: Recording, _ frame: EncodedFrame, _ arrival: UInt64) {
+            if codecNoted || frame.codec.kind != .video { return rec.write(frame, arrival: arrival) }
             let path = rec.path
             rec.write(frame, arrival: arrival)
-            if !codecNoted, frame.codec.kind == .video, let codec = rec.videoCodec {
+            if let codec = rec.videoCodec {
                 codecNoted = true
                 recorder.codecKnown(key, previousPath: path, path: rec.path, codec: codec)
             }
