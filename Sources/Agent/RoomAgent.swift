@@ -215,20 +215,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     /// `stopEvent` returns (the CLI passes its SIGINT/SIGTERM wait); then stops. Every one of these
     /// wakes the run directly; nothing is polled. `stopEvent` should return when its task is cancelled.
     public func run(duration: Double?, until stopEvent: (@Sendable () async -> Void)? = nil) async {
-        let watchers = [
-            duration.map { seconds in
-                Task { [weak self] in
-                    try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
-                    if !Task.isCancelled { self?.requestStop() }
-                }
-            },
-            stopEvent.map { stopEvent in
-                Task { [weak self] in
-                    await stopEvent()
-                    if !Task.isCancelled { self?.requestStop() }
-                }
-            },
-        ]
+        let watchers = runWatchers(duration: duration, until: stopEvent) { [weak self] in self?.requestStop() }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let done = lock.withLock {
                 if stopRequested || leftReason != nil { return true }
@@ -237,7 +224,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             }
             if done { c.resume() }
         }
-        for w in watchers { w?.cancel() }
+        for w in watchers { w.cancel() }
         await stop()
     }
 

@@ -117,20 +117,7 @@ public final class JanusAgent: @unchecked Sendable {
     /// Runs until `duration` passes, `stopEvent` returns (the CLI passes its SIGTERM/SIGINT wait) or
     /// Janus goes away; then ``stop()``. Each of these wakes the run itself; nothing is polled.
     public func run(duration: Double?, until stopEvent: (@Sendable () async -> Void)? = nil) async {
-        let watchers = [
-            duration.map { seconds in
-                Task { [weak self] in
-                    try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
-                    if !Task.isCancelled { self?.endRun(lost: nil) }
-                }
-            },
-            stopEvent.map { stopEvent in
-                Task { [weak self] in
-                    await stopEvent()
-                    if !Task.isCancelled { self?.endRun(lost: nil) }
-                }
-            },
-        ]
+        let watchers = runWatchers(duration: duration, until: stopEvent) { [weak self] in self?.endRun(lost: nil) }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let over = lock.withLock {
                 if runEnded || lostReason != nil { return true }
@@ -139,7 +126,7 @@ public final class JanusAgent: @unchecked Sendable {
             }
             if over { c.resume() }
         }
-        for w in watchers { w?.cancel() }
+        for w in watchers { w.cancel() }
         await stop()
     }
 
