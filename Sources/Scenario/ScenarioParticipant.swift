@@ -51,7 +51,8 @@ final class ScenarioParticipant: RoomEventListener, ParticipantEventListener, Pu
         if spec.record, let recordDirectory {
             let recorder = ParticipantRecorder(
                 directory: recordDirectory, format: .webm, writesManifest: false,
-                manifest: RecordingManifest(room: "", recordFormat: RoomAgent.RecordFormat.webm.rawValue), log: log)
+                manifest: RecordingManifest(room: "", recordFormat: RoomAgent.RecordFormat.webm.rawValue),
+                log: { [id = spec.id] in log("\(id): \($0)") })
             self.recorder = recorder
             var hooks = ParticipantRecorder.Hooks()
             // Noted from the recorder's queue: shutdown() never holds the bot's lock while it waits.
