@@ -9,35 +9,18 @@ import Understudy
 /// stage invites (docs/spec/change-mode.md) by changing its own mode.
 ///
 /// Threading: SDK callbacks arrive on the room's event queue. Frames go, on the subscribe loop thread,
-/// to one ``AgentTrackSink`` per consumed track (count, record, relay) with no lock per frame; the
-/// recordings hand their disk writes to a `DiskWriter` thread. The agent's own state (consumed set,
-/// the recordings' table, manifest) is guarded by one lock, taken once per track, not per frame. Consume and
-/// stop-consuming calls run one at a time, in order, on a chain of tasks.
-public final class RoomAgent: RoomEventListener, PubSubMessageListener, @unchecked Sendable {
-    /// Whose media the agent consumes.
-    public enum ConsumePolicy: Sendable, Equatable {
-        /// Every remote participant (those that do not send simply contribute nothing).
-        case all
-        /// Exactly the remote participants in `SEND_AND_RECV`.
-        case stage
-        /// Nobody.
-        case none
-        /// Only these participant ids, in this order of preference.
-        case ids([String])
-    }
+/// to one ``AgentTrackSink`` per consumed track (count, record, relay) with no lock per frame. The
+/// parts are shared with the other participant cores: ``ConsumePolicy`` decides whom to consume,
+/// ``InviteResponder`` follows stage invites and ``ParticipantRecorder`` opens the files and writes
+/// the manifest off the loop. The agent's own state (consumed set, join order) is guarded by one
+/// lock, taken once per track, not per frame. Consume and stop-consuming calls run one at a time, in
+/// order, on a chain of tasks.
+public final class RoomAgent: RoomEventListener, @unchecked Sendable {
+    /// Whose media the agent consumes (the policy all participant cores share).
+    public typealias ConsumePolicy = Agent.ConsumePolicy
 
     /// Which stage invites the agent follows.
-    public enum InvitePolicy: Sendable, Equatable {
-        /// Invites from participants whose token holds `allow_mod`, as the server vouches for it on
-        /// each message (`senderIsModerator`): the default, since anyone may publish an invite. Being
-        /// on stage is no proof: any `allow_join` participant can put itself there with `changeMode`.
-        case trusted
-        /// Every invite.
-        case yes
-        case no
-        /// Only invites sent by these participant ids.
-        case from([String])
-    }
+    public typealias InvitePolicy = InviteResponder.Policy
 
     /// How recordings are stored (nothing is transcoded either way).
     public enum RecordFormat: String, Sendable, Equatable {
@@ -93,12 +76,6 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         }
     }
 
-    /// One recorded file: a participant's WebM (`kind` nil) or one track of it.
-    fileprivate struct RecordingKey: Hashable {
-        var participantId: String
-        var kind: MediaKind?
-    }
-
     public let options: Options
     /// The SDK room the agent drives.
     public let room: Room
@@ -110,22 +87,18 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     private var consumed: [String: Set<MediaKind>] = [:]
     /// Remote participant ids in the order the agent saw them join.
     private var joinOrder: [String] = []
-    private var recordings: [RecordingKey: Recording] = [:]
+    /// The recordings and `manifest.json`.
+    private let recorder: ParticipantRecorder
     /// Tracks carrying one of the agent's sinks, and who waits for them to end (``stop()``).
     private var liveTracks = 0
     private var tracksGone: CheckedContinuation<Void, Never>?
-    /// Writes the manifest when a recording opens, away from the loop thread.
-    private let manifestQueue = DispatchQueue(label: "understudy.agent.manifest")
-    private var files: [[String: Any]] = []
-    private var modeChanges: [[String: Any]] = []
-    /// Every remote participant seen: id, name, last known mode, join and leave times.
-    private var participantsSeen: [String: [String: Any]] = [:]
-    private var refusedInvites = 0
     private var stopped = false
     /// Set by ``requestStop()`` or leaving the room; ``run(duration:until:)`` waits for it.
     private var stopRequested = false
     private var runWaiter: CheckedContinuation<Void, Never>?
-    private var inviteSubscribed = false
+    /// Follows stage invites by the ``Options/acceptInvites`` policy. Set once in `init` (its callback
+    /// needs `self`), only read afterwards.
+    private var invites: InviteResponder!
     private var joined = false
     private var leftReason: Understudy.LeaveReason?
     private var lastError: UnderstudyError?
@@ -136,8 +109,6 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     private var operationTail: Task<Void, Never>?
     /// The same for joining and leaving the relay room.
     private var relayRoomTail: Task<Void, Never>?
-    /// Each consumed track's last quality reading for the manifest, by participant, kind and mid.
-    private var trackQuality: [String: [String: Any]] = [:]
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
 
@@ -161,15 +132,29 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
                 roomId: $0, token: options.relayRoomToken ?? options.token, signalingURL: options.signalingURL,
                 log: log)
         }
+        var manifest = RecordingManifest(room: options.roomId, recordFormat: options.recordFormat.rawValue)
+        (manifest.audience, manifest.modeChanges, manifest.refusedInvites, manifest.tracks) = ([], [], 0, [])
+        recorder = ParticipantRecorder(
+            directory: options.recordDirectory, format: options.recordFormat, writesManifest: true,
+            manifest: manifest, log: log)
         room.addEventListener(self)
+        var hooks = ParticipantRecorder.Hooks()
+        hooks.opened = { [weak self] _, _ in self?.refreshQuality() }
+        hooks.written = { [weak self] frames in self?.counters.recorded(frames) }
+        hooks.diskFailed = { [weak self] _, _, _ in self?.counters.recordingFailed() }
+        hooks.beforeManifestWrite = { [weak self] m in self?.fillLiveFields(&m) }
+        recorder.observe(hooks)
+        invites = InviteResponder(policy: options.acceptInvites, log: log) { [weak self] _, outcome in
+            self?.inviteDecided(outcome)
+        }
     }
 
     /// The room's local participant id (known after joining).
     public var participantId: String { room.localParticipant.id }
     /// Whether the subscription to `REQUEST_TO_JOIN_AS_HOST_<own id>` is in place.
-    public var isListeningForInvites: Bool { lock.withLock { inviteSubscribed } }
+    public var isListeningForInvites: Bool { invites.isListening }
     /// Stage invites refused so far.
-    public var refusedInviteCount: Int { lock.withLock { refusedInvites } }
+    public var refusedInviteCount: Int { recorder.manifest.refusedInvites ?? 0 }
     /// Ids currently consumed (any kind).
     public var consumedIds: [String] { lock.withLock { consumed.keys.sorted() } }
     /// Ids whose webcam is currently consumed.
@@ -178,23 +163,19 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     }
     /// The first recording path of each participant (its WebM, or its IVF/Ogg file).
     public var recordingPaths: [String: String] {
-        lock.withLock {
-            var paths: [String: String] = [:]
-            for (key, rec) in recordings.sorted(by: {
-                ($0.key.kind == .video ? 0 : 1) < ($1.key.kind == .video ? 0 : 1)
-            })
-            where paths[key.participantId] == nil {
-                paths[key.participantId] = rec.path
-            }
-            return paths
+        var paths: [String: String] = [:]
+        for (key, rec) in recorder.recordings.sorted(by: {
+            ($0.key.kind == .video ? 0 : 1) < ($1.key.kind == .video ? 0 : 1)
+        })
+        where paths[key.participantId] == nil {
+            paths[key.participantId] = rec.path
         }
+        return paths
     }
     /// Every recording path, sorted.
-    public var recordedFiles: [String] { lock.withLock { recordings.values.map(\.path).sorted() } }
+    public var recordedFiles: [String] { recorder.recordings.values.map(\.path).sorted() }
     /// The manifest path when recording.
-    public var manifestPath: String? {
-        options.recordDirectory.map { ($0 as NSString).appendingPathComponent("manifest.json") }
-    }
+    public var manifestPath: String? { recorder.manifestPath }
     /// Why the room was left, once it was.
     public var leaveReason: Understudy.LeaveReason? { lock.withLock { leftReason } }
     /// Ids of the stand-ins in the relay room (`--relay-room`).
@@ -234,20 +215,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     /// `stopEvent` returns (the CLI passes its SIGINT/SIGTERM wait); then stops. Every one of these
     /// wakes the run directly; nothing is polled. `stopEvent` should return when its task is cancelled.
     public func run(duration: Double?, until stopEvent: (@Sendable () async -> Void)? = nil) async {
-        let watchers = [
-            duration.map { seconds in
-                Task { [weak self] in
-                    try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
-                    if !Task.isCancelled { self?.requestStop() }
-                }
-            },
-            stopEvent.map { stopEvent in
-                Task { [weak self] in
-                    await stopEvent()
-                    if !Task.isCancelled { self?.requestStop() }
-                }
-            },
-        ]
+        let watchers = runWatchers(duration: duration, until: stopEvent) { [weak self] in self?.requestStop() }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let done = lock.withLock {
                 if stopRequested || leftReason != nil { return true }
@@ -256,7 +224,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
             }
             if done { c.resume() }
         }
-        for w in watchers { w?.cancel() }
+        for w in watchers { w.cancel() }
         await stop()
     }
 
@@ -287,73 +255,30 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         // Leaving ends every track on the subscribe loop; after that no sink writes, and the
         // recordings can be closed (and their disk writes awaited) here.
         await tracksEnded(timeout: 5)
-        let closing: [RecordingKey: Recording] = lock.withLock {
-            let r = recordings
-            for (key, rec) in r {
-                do { try rec.close() } catch { log("closing recording of \(key.participantId) failed: \(error)") }
-                if let index = files.firstIndex(where: { ($0["path"] as? String) == rec.path }) {
-                    // What the file holds, not what was received.
-                    files[index]["videoFrames"] = rec.videoFrames
-                    files[index]["audioFrames"] = rec.audioFrames
-                    files[index]["droppedFrames"] = rec.droppedFrames
-                    files[index]["framesNotWritten"] = rec.framesNotWritten
-                    if let failure = rec.diskError { files[index]["error"] = failure.description }
-                    files[index]["complete"] = rec.diskError == nil
-                }
-            }
-            return r
-        }
+        await recorder.close()
         if let relay, let relayLoop {
             await relayLoop.submit { relay.close() }
             relayLoop.shutdown()
         }
         await relayRooms?.closeAll()
-        writeManifest()
-        for (key, rec) in closing.sorted(by: { $0.value.path < $1.value.path }) {
-            log(
-                "recorded \(key.participantId): \(rec.videoFrames) video, \(rec.audioFrames) audio frames -> \(rec.path)"
-            )
-        }
+        await recorder.flush()
     }
 
     // MARK: Consumption
 
-    private func qualifies(_ p: Participant) -> Bool {
-        switch options.consume {
-        case .all: return true
-        case .none: return false
-        case .stage: return p.mode.canonical == .SEND_AND_RECV
-        case .ids(let ids): return ids.contains(p.id)
-        }
-    }
-
-    /// What the policy wants now: kinds per participant id. Webcam slots (`maxVideo`) go first to
-    /// those already holding one, then in policy order (the id list, else join order), and only to
-    /// participants on stage, since nobody else can send a webcam.
+    /// What the policy wants now: kinds per participant id (``ConsumePolicy/wanted(_:kinds:maxVideo:holdingVideo:)``),
+    /// with the participants in the order the agent saw them join.
     private func desiredKinds(_ remote: [String: Participant]) -> [String: Set<MediaKind>] {
         let (order, holders) = lock.withLock {
             (joinOrder, Set(consumed.filter { $0.value.contains(.video) }.keys))
         }
-        let ordered: [Participant]
-        if case .ids(let ids) = options.consume {
-            ordered = ids.compactMap { remote[$0] }
-        } else {
-            let known = order.compactMap { remote[$0] }
-            let unknown = remote.values.filter { !order.contains($0.id) }.sorted { $0.id < $1.id }
-            ordered = (known + unknown).filter(qualifies)
+        let known = order.compactMap { remote[$0] }
+        let unknown = remote.values.filter { !order.contains($0.id) }.sorted { $0.id < $1.id }
+        let candidates = (known + unknown).map {
+            ConsumePolicy.Candidate(id: $0.id, onStage: $0.mode.canonical == .SEND_AND_RECV)
         }
-        var desired: [String: Set<MediaKind>] = [:]
-        for p in ordered where options.kinds.contains(.audio) { desired[p.id, default: []].insert(.audio) }
-        if options.kinds.contains(.video) {
-            if let limit = options.maxVideo {
-                let eligible = ordered.filter { $0.mode.canonical == .SEND_AND_RECV }
-                let chosen = eligible.filter { holders.contains($0.id) } + eligible.filter { !holders.contains($0.id) }
-                for p in chosen.prefix(max(0, limit)) { desired[p.id, default: []].insert(.video) }
-            } else {
-                for p in ordered { desired[p.id, default: []].insert(.video) }
-            }
-        }
-        return desired
+        return options.consume.wanted(
+            candidates, kinds: options.kinds, maxVideo: options.maxVideo, holdingVideo: holders)
     }
 
     /// Brings the consumed set in line with the policy: consume newcomers, stop those who left it.
@@ -478,9 +403,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     private func trackStarted(_ track: RemoteTrack) {
         let kind = track.mediaKind
         guard options.kinds.contains(kind) else { return }
-        let key: RecordingKey? = options.recordDirectory.map { _ in
-            RecordingKey(participantId: track.participantId, kind: options.recordFormat == .webm ? nil : kind)
-        }
+        let key = recorder.key(participantId: track.participantId, kind: kind)
         let wanted = lock.withLock { () -> Bool in
             guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return false }
             liveTracks += 1
@@ -489,7 +412,8 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         guard wanted else { return }
         track.addSink(
             AgentTrackSink(
-                agent: self, recordingKey: key, relay: relay.flatMap { r in relayLoop.map { (r, $0) } },
+                agent: self, recorder: options.recordDirectory == nil ? nil : recorder, recordingKey: key,
+                relay: relay.flatMap { r in relayLoop.map { (r, $0) } },
                 relayRooms: relayRooms))
     }
 
@@ -523,115 +447,30 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         }
     }
 
-    /// Subscribe loop: the recording of `key`, opened on first use (one per participant for WebM, one
-    /// per participant and kind otherwise). Nil when it cannot be opened.
-    fileprivate func recording(for key: RecordingKey) -> Recording? {
-        guard let dir = options.recordDirectory else { return nil }
-        if let existing = lock.withLock({ recordings[key] }) { return existing }
-        let ext: String
-        switch key.kind {
-        case nil: ext = "webm"
-        case .audio?: ext = "ogg"
-        case .video?: ext = "ivf"
-        }
-        let id = key.participantId
-        let path: String
-        let rec: Recording
-        do {
-            path = try AgentManifest.createRecordingFile(in: dir, for: id, ext: ext)
-            rec = try Recording(path: path)
-        } catch {
-            log("cannot record \(id): \(error)")
-            return nil
-        }
-        // What reached the file is counted by the disk writer, and a write error is reported when
-        // it happens, not at close (issue 31 item 16).
-        rec.observeDisk(
-            DiskEvents(
-                written: { [weak self] frames in self?.counters.recorded(frames) },
-                failed: { [weak self] error, frames in
-                    self?.recordingFailed(participantId: id, path: path, error: error, inFile: frames)
-                }))
-        let kept = lock.withLock { () -> Recording in
-            if let raced = recordings[key] { return raced }
-            recordings[key] = rec
-            files.append([
-                "participantId": id, "path": path, "format": ext, "startedAt": AgentManifest.timestamp(),
-                "kinds": key.kind.map { [$0 == .audio ? "audio" : "video"] } ?? ["audio", "video"],
-            ])
-            // Each file names its codecs: Opus for audio at once, the video codec at its first keyframe.
-            if key.kind != .video { files[files.count - 1]["audioCodec"] = "opus" }
-            return rec
-        }
-        guard kept === rec else { return kept }
-        log("recording \(id) -> \(path)")
-        // The manifest is a file too: written off the loop thread.
-        manifestQueue.async { [weak self] in
-            // Off the event queue and the loop: reading the tracks' quality waits for the subscribe loop.
-            self?.refreshQuality()
-            self?.writeManifest()
-        }
-        return rec
-    }
-
-    /// Subscribe loop: a recording's video codec is known (its first keyframe was written), and an
-    /// H.264 file got its `.mkv` name: the manifest names both.
-    fileprivate func recordingCodecKnown(previousPath: String, path: String, video: MediaCodec) {
-        if path != previousPath { log("recording \(previousPath) holds H.264 -> \(path)") }
-        manifestQueue.async { [weak self] in
-            guard let self else { return }
-            lock.withLock {
-                guard let index = files.firstIndex(where: { ($0["path"] as? String) == previousPath }) else { return }
-                files[index]["path"] = path
-                if path != previousPath { files[index]["format"] = "mkv" }
-                files[index]["videoCodec"] = video.rawValue
-                writeManifestLocked()
-            }
-        }
-    }
-
-    /// A recording's file failed (disk writer thread): logged and counted now, put in the manifest
-    /// from the manifest queue. The disk thread never waits for the agent's lock: ``stop()`` holds
-    /// it while `close()` waits for the disk thread, and a close can be what hits the full disk.
-    private func recordingFailed(participantId: String, path: String, error: MediaError, inFile: RecordedFrames) {
-        counters.recordingFailed()
-        log(
-            "recording of \(participantId) failed: \(error); \(path) holds \(inFile.video) video, \(inFile.audio) audio frames and gets no more"
-        )
-        manifestQueue.async { [weak self] in
-            guard let self else { return }
-            lock.withLock {
-                if let index = files.firstIndex(where: { ($0["path"] as? String) == path }) {
-                    files[index]["error"] = error.description
-                    files[index]["failedAt"] = AgentManifest.timestamp()
-                    files[index]["videoFrames"] = inFile.video
-                    files[index]["audioFrames"] = inFile.audio
-                }
-                writeManifestLocked()
-            }
-        }
-    }
-
     // MARK: Manifest
 
-    private func writeManifest() { lock.withLock { writeManifestLocked() } }
-
     /// Reads every consumed track's quality (off the lock: it waits for the subscribe loop) into
-    /// ``trackQuality``, where a track keeps its last reading after it ends.
+    /// the manifest, where a track keeps its last reading after it ends.
     private func refreshQuality() {
         let rows = room.receiveQuality()
         guard !rows.isEmpty else { return }
-        let encoder = JSONEncoder()
-        var readings: [String: [String: Any]] = [:]
-        for row in rows {
-            guard let data = try? encoder.encode(row.quality),
-                let quality = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-            else { continue }
-            readings["\(row.participantId)|\(row.kind.rawValue)|\(row.mid)"] = [
-                "participantId": row.participantId, "kind": row.kind.rawValue, "mid": row.mid, "quality": quality,
-            ]
+        recorder.update { m in
+            var tracks = m.tracks ?? []
+            for row in rows {
+                let reading = RecordingManifest.Track(
+                    participantId: row.participantId, kind: row.kind.rawValue, mid: row.mid, quality: row.quality)
+                if let i = tracks.firstIndex(where: {
+                    ($0.participantId, $0.kind, $0.mid) == (row.participantId, row.kind.rawValue, row.mid)
+                }) {
+                    tracks[i] = reading
+                } else {
+                    tracks.append(reading)
+                }
+            }
+            m.tracks = tracks.sorted {
+                "\($0.participantId)|\($0.kind)|\($0.mid)" < "\($1.participantId)|\($1.kind)|\($1.mid)"
+            }
         }
-        lock.withLock { trackQuality.merge(readings) { _, new in new } }
     }
 
     /// Who is on stage and who is in the audience now, the agent included.
@@ -645,34 +484,26 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         return (stage, audience)
     }
 
-    private func writeManifestLocked() {
-        guard let path = manifestPath else { return }
-        let (stage, audience) = finalStage ?? stageAndAudience()
-        let manifest: [String: Any] = [
-            "room": options.roomId,
-            "participantId": room.localParticipant.id,
-            "mode": room.localParticipant.mode.rawValue,
-            "recordFormat": options.recordFormat.rawValue,
-            "files": files,
-            "participants": participantsSeen.keys.sorted().compactMap { participantsSeen[$0] },
-            "stage": stage,
-            "audience": audience,
-            "modeChanges": modeChanges,
-            "refusedInvites": refusedInvites,
-            "tracks": trackQuality.keys.sorted().compactMap { trackQuality[$0] },
-        ]
-        AgentManifest.write(manifest, to: path, log: log)
+    /// Recorder queue, before each manifest write: the agent's own id and mode, the stage and audience
+    /// (as they were before leaving, once left).
+    private func fillLiveFields(_ m: inout RecordingManifest) {
+        m.participantId = room.localParticipant.id
+        m.mode = room.localParticipant.mode.rawValue
+        (m.stage, m.audience) = lock.withLock { finalStage } ?? stageAndAudience()
     }
 
     private func noteParticipant(_ p: Participant) {
-        lock.withLock {
-            if participantsSeen[p.id] == nil {
-                participantsSeen[p.id] = ["id": p.id, "name": p.displayName, "joinedAt": AgentManifest.timestamp()]
+        lock.withLock { if !joinOrder.contains(p.id) { joinOrder.append(p.id) } }
+        recorder.update { m in
+            if let i = m.participants.firstIndex(where: { $0.id == p.id }) {
+                m.participants[i].mode = p.mode.rawValue
+                m.participants[i].leftAt = nil
+            } else {
+                m.participants.append(
+                    RecordingManifest.Participant(
+                        id: p.id, name: p.displayName, mode: p.mode.rawValue, joinedAt: RecordingManifest.timestamp()))
+                m.participants.sort { $0.id < $1.id }
             }
-            participantsSeen[p.id]?["mode"] = p.mode.rawValue
-            participantsSeen[p.id]?["leftAt"] = nil
-            if !joinOrder.contains(p.id) { joinOrder.append(p.id) }
-            writeManifestLocked()
         }
     }
 
@@ -691,7 +522,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         let (consumedAudio, consumedVideo, recordingCount) = lock.withLock {
             (
                 consumed.values.filter { $0.contains(.audio) }.count,
-                consumed.values.filter { $0.contains(.video) }.count, recordings.count
+                consumed.values.filter { $0.contains(.video) }.count, recorder.recordings.count
             )
         }
         out.single("understudy_agent_participants", "gauge", "Remote participants in the room.", remote.count)
@@ -741,18 +572,9 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
     public func onRoomJoined() {
         lock.withLock { joined = true }
         for p in room.participants.values.sorted(by: { $0.id < $1.id }) { noteParticipant(p) }
-        writeManifest()
+        recorder.update { _ in }
         logStage()
-        let topic = "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)"
-        Task {
-            do {
-                try await room.pubSub.subscribe(topic: topic, listener: self)
-                lock.withLock { inviteSubscribed = true }
-                log("listening for stage invites on \(topic)")
-            } catch {
-                log("cannot subscribe to \(topic): \(error)")
-            }
-        }
+        Task { [invites, room] in await invites?.listen(on: room) }
         reconcile()
     }
 
@@ -786,19 +608,22 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     public func onParticipantLeft(_ participant: Participant, reason: Understudy.LeaveReason) {
         log("participant left: \(participant.id) (\(reason.name))")
-        lock.withLock {
-            participantsSeen[participant.id]?["leftAt"] = AgentManifest.timestamp()
-            writeManifestLocked()
+        recorder.update { m in
+            if let i = m.participants.firstIndex(where: { $0.id == participant.id }) {
+                m.participants[i].leftAt = RecordingManifest.timestamp()
+            }
         }
         logStage()
         reconcile()
     }
 
     public func onParticipantModeChanged(participantId: String, mode: Mode) {
-        lock.withLock {
-            modeChanges.append(["participantId": participantId, "mode": mode.rawValue, "at": AgentManifest.timestamp()])
-            participantsSeen[participantId]?["mode"] = mode.rawValue
-            writeManifestLocked()
+        recorder.update { m in
+            m.modeChanges?.append(
+                .init(participantId: participantId, mode: mode.rawValue, at: RecordingManifest.timestamp()))
+            if let i = m.participants.firstIndex(where: { $0.id == participantId }) {
+                m.participants[i].mode = mode.rawValue
+            }
         }
         log("mode of \(participantId) is now \(mode.rawValue)")
         logStage()
@@ -815,53 +640,15 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 
     // MARK: Stage invites
 
-    public func onMessageReceived(_ message: PubSubMessage) {
-        guard message.topic == "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)" else { return }
-        let requested = Self.requestedMode(message)
-        guard let mode = requested else {
-            log("ignored invite from \(message.senderId): no mode in '\(message.message)'")
-            return
+    /// Counts an invite's outcome; a refusal goes into the manifest.
+    private func inviteDecided(_ outcome: InviteResponder.Outcome) {
+        switch outcome {
+        case .accepted: counters.invite(accepted: true)
+        case .refused:
+            counters.invite(accepted: false)
+            recorder.update { $0.refusedInvites = ($0.refusedInvites ?? 0) + 1 }
+        case .unreadable: break
         }
-        let accepted: Bool
-        switch options.acceptInvites {
-        case .trusted:
-            // Only what the server vouches for (issue 31 item 9): a mode is something a participant
-            // gives itself, `allow_mod` in its token is not.
-            accepted = message.senderIsModerator
-        case .yes: accepted = true
-        case .no: accepted = false
-        case .from(let ids): accepted = ids.contains(message.senderId)
-        }
-        counters.invite(accepted: accepted)
-        guard accepted else {
-            lock.withLock {
-                refusedInvites += 1
-                writeManifestLocked()
-            }
-            log("refused invite from \(message.senderId) to \(mode.rawValue)")
-            return
-        }
-        log("accepting invite from \(message.senderId) to \(mode.rawValue)")
-        Task {
-            do {
-                try await room.changeMode(mode)
-                log("changed own mode to \(mode.rawValue)")
-            } catch {
-                log("changeMode(\(mode.rawValue)) failed: \(error)")
-            }
-        }
-    }
-
-    /// The mode named by the message text, or by a `mode` field / string in its JSON payload.
-    static func requestedMode(_ message: PubSubMessage) -> Mode? {
-        let text = message.message.trimmingCharacters(in: .whitespacesAndNewlines)
-        if let m = Mode(rawValue: text) { return m }
-        guard let json = message.payloadJSON, let data = json.data(using: .utf8),
-            let value = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        else { return nil }
-        if let s = value as? String { return Mode(rawValue: s) }
-        if let d = value as? [String: Any], let s = d["mode"] as? String { return Mode(rawValue: s) }
-        return nil
     }
 }
 
@@ -869,19 +656,19 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
 /// them to the participant's recording and hands them to the relays. No lock per frame.
 private final class AgentTrackSink: RemoteTrackSink {
     private weak var agent: RoomAgent?
-    private let recordingKey: RoomAgent.RecordingKey?
-    private var recording: Recording?
-    private var recordingLooked = false
-    /// Whether the file's video codec (known at its first keyframe) went into the manifest.
-    private var codecNoted = false
+    /// Where the track records (nil: not recording); its file is asked for at the first frame.
+    private let recorder: ParticipantRecorder?
+    private let recordingKey: ParticipantRecorder.Key
+    private var slot: ParticipantRecorder.Slot?
     private let relay: (RTPRelay, EventLoop)?
     private let relayRooms: RelayRoomSet?
 
     init(
-        agent: RoomAgent, recordingKey: RoomAgent.RecordingKey?, relay: (RTPRelay, EventLoop)?,
-        relayRooms: RelayRoomSet?
+        agent: RoomAgent, recorder: ParticipantRecorder?, recordingKey: ParticipantRecorder.Key,
+        relay: (RTPRelay, EventLoop)?, relayRooms: RelayRoomSet?
     ) {
         self.agent = agent
+        self.recorder = recorder
         self.recordingKey = recordingKey
         self.relay = relay
         self.relayRooms = relayRooms
@@ -890,20 +677,10 @@ private final class AgentTrackSink: RemoteTrackSink {
     func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
         guard let agent else { return }
         agent.counters.received(frame)
-        if let recordingKey {
-            if !recordingLooked {
-                recordingLooked = true
-                recording = agent.recording(for: recordingKey)
-            }
-            // Counted as recorded by the disk writer, once the frame is in the file.
-            if let recording {
-                let path = recording.path
-                recording.write(frame, arrival: arrival)
-                if !codecNoted, frame.codec.kind == .video, let codec = recording.videoCodec {
-                    codecNoted = true
-                    agent.recordingCodecKnown(previousPath: path, path: recording.path, video: codec)
-                }
-            }
+        if let recorder {
+            // No file operation here: the recorder opens the file on its own queue.
+            if slot == nil { slot = recorder.slot(recordingKey, name: recordingKey.participantId) }
+            slot?.write(frame, arrival: arrival)
         }
         if let (relay, relayLoop) = relay {
             // The relay's socket lives on its own loop.

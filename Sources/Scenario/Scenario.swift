@@ -87,9 +87,9 @@ public enum ScenarioRunner {
             lines.add(line)
             environment.log(line)
         }
-        var bots: [String: Bot] = [:]
+        var bots: [String: ScenarioParticipant] = [:]
         for spec in scenario.bots {
-            bots[spec.id] = Bot(
+            bots[spec.id] = ScenarioParticipant(
                 spec: spec, clock: clock,
                 recordDirectory: (outDir as NSString).appendingPathComponent(spec.id), log: log)
         }
@@ -171,14 +171,14 @@ final class OneShot: @unchecked Sendable {
 /// The run's shared state: the bots and how to reach the room.
 struct Context: Sendable {
     let scenario: Scenario
-    let bots: [String: Bot]
+    let bots: [String: ScenarioParticipant]
     let order: [String]
     let roomId: String
     let token: String
     let url: String
     let log: @Sendable (String) -> Void
 
-    func bot(_ id: String) throws -> Bot {
+    func bot(_ id: String) throws -> ScenarioParticipant {
         guard let b = bots[id] else { throw ScenarioStepError.unknownBot(id) }
         return b
     }
@@ -307,14 +307,14 @@ struct Context: Sendable {
         }
     }
 
-    /// Bot `id` once it has answered the invites it received (Bot.finishInviteResponses()).
-    private func settled(_ id: String) async throws -> Bot {
+    /// The participant `id` once it has answered the invites it received (`finishInviteResponses()`).
+    private func settled(_ id: String) async throws -> ScenarioParticipant {
         let b = try bot(id)
         await b.finishInviteResponses()
         return b
     }
 
-    static func recent(_ events: [BotEvent]) -> String {
+    static func recent(_ events: [ParticipantEvent]) -> String {
         let tail = events.suffix(5).map(\.description)
         return tail.isEmpty ? "none" : tail.joined(separator: "; ")
     }
@@ -354,7 +354,7 @@ struct Context: Sendable {
             return "\(id)'s \(kind.rawValue) frames from \(p) kept growing (now \(last)) for \(e.timeout) s"
         default:
             // `more` is relative to the count when the check begins.
-            var baseline: (Bot, FrameKind, String, Int, Int)?
+            var baseline: (ScenarioParticipant, FrameKind, String, Int, Int)?
             if case .frames(let id, let p, let kind, _, _, let more?) = e.kind, let b = bots[id] {
                 baseline = (b, kind, p, b.frames(from: p, kind: kind), more)
             }
@@ -380,9 +380,9 @@ struct Context: Sendable {
     }
 
     /// The bots an "on every bot" expectation looks at: the listed ones, or every bot in the room.
-    private func viewers(_ list: [String]?) -> Result<[Bot], ScenarioStepError> {
+    private func viewers(_ list: [String]?) -> Result<[ScenarioParticipant], ScenarioStepError> {
         if let list {
-            var out: [Bot] = []
+            var out: [ScenarioParticipant] = []
             for id in list {
                 guard let b = bots[id] else { return .failure(ScenarioStepError.unknownBot(id)) }
                 guard b.isJoined else { return .failure(ScenarioStepError.notInRoom(id)) }
@@ -394,7 +394,7 @@ struct Context: Sendable {
         return joined.isEmpty ? .failure(ScenarioStepError.noBotJoined) : .success(joined)
     }
 
-    private func everyBot(_ list: [String]?, _ check: (Bot) -> String?) -> String? {
+    private func everyBot(_ list: [String]?, _ check: (ScenarioParticipant) -> String?) -> String? {
         switch viewers(list) {
         case .failure(let e): return e.description
         case .success(let bots):
@@ -403,7 +403,7 @@ struct Context: Sendable {
         }
     }
 
-    private func seen(_ b: Bot, _ p: String) -> Participant? {
+    private func seen(_ b: ScenarioParticipant, _ p: String) -> Participant? {
         guard let room = b.room else { return nil }
         if room.localParticipant.id == p { return room.localParticipant }
         return room.participants[p]
@@ -412,7 +412,7 @@ struct Context: Sendable {
     /// Nil when every track `b` receives (from `participant`, of `kind`) has `metric` within the
     /// bounds; else which track, its value and the rest of its reading.
     static func quality(
-        of b: Bot, from participant: String?, kind: FrameKind, metric: QualityMetric, atLeast: Double?,
+        of b: ScenarioParticipant, from participant: String?, kind: FrameKind, metric: QualityMetric, atLeast: Double?,
         atMost: Double?
     ) -> String? {
         guard let room = b.room else { return "\(b.id) is not in the room" }

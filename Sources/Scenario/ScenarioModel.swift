@@ -14,7 +14,8 @@ public struct Scenario: Sendable {
     public var server: String?
     /// Seconds a step or expectation may take when it does not say.
     public var defaultTimeout: Double
-    public var bots: [BotSpec]
+    /// The scenario participants (the file's `bots:` list).
+    public var bots: [ParticipantSpec]
     /// Participant ids that are not bots but may be named in steps (an app joined from elsewhere).
     public var externalParticipants: [String]
     public var steps: [Step]
@@ -22,8 +23,8 @@ public struct Scenario: Sendable {
     public var expectations: [Expectation]
 }
 
-/// One participant the scenario drives through the SDK.
-public struct BotSpec: Sendable {
+/// One scenario participant (a `bots:` entry): what the scenario drives through the SDK.
+public struct ParticipantSpec: Sendable {
     /// Participant id in the room, and the name steps use.
     public var id: String
     public var displayName: String
@@ -225,7 +226,7 @@ public struct EventMatcher: Sendable {
     /// Only events that arrived after step `sinceStep` began (default: any time in the run).
     public var sinceStep: Int?
 
-    func matches(_ e: BotEvent) -> Bool {
+    func matches(_ e: ParticipantEvent) -> Bool {
         guard e.name == name else { return false }
         if let sinceStep, e.step < sinceStep { return false }
         if let participant, e.participant != participant { return false }
@@ -252,8 +253,8 @@ public struct EventMatcher: Sendable {
     }
 }
 
-/// One thing a bot saw, stamped with the step that was running.
-public struct BotEvent: Sendable, CustomStringConvertible {
+/// One thing a scenario participant saw, stamped with the step that was running.
+public struct ParticipantEvent: Sendable, CustomStringConvertible {
     public var name: EventName
     public var step: Int
     public var participant: String?

@@ -228,7 +228,7 @@ private struct ScenarioDecoder {
         }
         guard !botItems.isEmpty else { throw error(botsJSON, "bots", "at least one bot is needed") }
         // Ids first, so steps and expectations can refer to any bot.
-        var bots: [BotSpec] = []
+        var bots: [ParticipantSpec] = []
         for (i, item) in botItems.enumerated() {
             let bot = try botSpec(item, path: "bots[\(i)]", defaultTimeout: timeout)
             guard !botIds.contains(bot.id) else { throw error(item, "bots[\(i)].id", "duplicate bot id '\(bot.id)'") }
@@ -268,13 +268,13 @@ private struct ScenarioDecoder {
             externalParticipants: external, steps: steps, expectations: expectations)
     }
 
-    func botSpec(_ json: LineJSON, path: String, defaultTimeout: Double) throws(ScenarioFileError) -> BotSpec {
+    func botSpec(_ json: LineJSON, path: String, defaultTimeout: Double) throws(ScenarioFileError) -> ParticipantSpec {
         var m = try Members(self, json, path: path)
         let id = try m.requireString("id")
         guard !id.contains(where: { $0.isWhitespace }) else {
             throw error(json["id"] ?? json, "\(path).id", "must not contain whitespace")
         }
-        let bot = BotSpec(
+        let bot = ParticipantSpec(
             id: id, displayName: try m.string("name") ?? id, mode: try m.mode("mode") ?? .SEND_AND_RECV,
             video: try source(&m, "video", synthetic: "testsrc") ?? "testsrc",
             audio: try source(&m, "audio", synthetic: "tone") ?? "tone",

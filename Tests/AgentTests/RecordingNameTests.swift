@@ -14,14 +14,14 @@ struct RecordingNameTests {
         let dir = try makeScratchDirectory("names")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try Data("earlier".utf8).write(to: URL(fileURLWithPath: dir + "/cam_5Fa.webm"))
-        let first = try AgentManifest.createRecordingFile(in: dir, for: "cam_a", ext: "webm")
-        let second = try AgentManifest.createRecordingFile(in: dir, for: "cam_a", ext: "webm")
+        let first = try RecordingFiles.create(in: dir, for: "cam_a", ext: "webm")
+        let second = try RecordingFiles.create(in: dir, for: "cam_a", ext: "webm")
         #expect(first == dir + "/cam_5Fa.1.webm")
         #expect(second == dir + "/cam_5Fa.2.webm")
         #expect(try String(contentsOfFile: dir + "/cam_5Fa.webm", encoding: .utf8) == "earlier")
-        #expect(try AgentManifest.createRecordingFile(in: dir, for: "cam.a", ext: "webm") == dir + "/cam_2Ea.webm")
+        #expect(try RecordingFiles.create(in: dir, for: "cam.a", ext: "webm") == dir + "/cam_2Ea.webm")
         #expect(throws: (any Error).self) {
-            try AgentManifest.createRecordingFile(in: dir + "/missing", for: "x", ext: "ogg")
+            try RecordingFiles.create(in: dir + "/missing", for: "x", ext: "ogg")
         }
     }
 

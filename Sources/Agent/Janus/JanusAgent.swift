@@ -18,7 +18,7 @@ public final class JanusAgent: @unchecked Sendable {
         public var url: JanusRoomURL
         public var display: String = "understudy"
         /// `.stage` and `.all` are the same here: only publishers carry media.
-        public var consume: RoomAgent.ConsumePolicy = .all
+        public var consume: ConsumePolicy = .all
         public var kinds: Set<MediaKind> = [.audio, .video]
         public var maxVideo: Int?
         public var recordDirectory: String?
@@ -32,13 +32,13 @@ public final class JanusAgent: @unchecked Sendable {
         public init(url: JanusRoomURL) { self.url = url }
     }
 
-    /// One subscribed feed: its handle, PeerConnection and recordings (written on the loop thread).
+    /// One subscribed feed: its handle, PeerConnection and recording slots (written on the loop thread).
     final class Feed: @unchecked Sendable {
         let id: UInt64
         let display: String
         let handle: UInt64
         let pc: PeerConnection
-        var recordings: [MediaKind?: Recording] = [:]
+        var slots: [MediaKind?: ParticipantRecorder.Slot] = [:]
         var frames = 0
         var videoFrames = 0
         var audioFrames = 0
@@ -63,11 +63,10 @@ public final class JanusAgent: @unchecked Sendable {
     private var feeds: [UInt64: Feed] = [:]
     /// Feeds being subscribed right now (so that a repeated `publishers` event does not subscribe twice).
     private var pendingFeeds: Set<UInt64> = []
-    private var videoFeeds = 0
     /// Final frame counts of publishers that left, by display name.
     private var departedCounts: [String: (video: Int, audio: Int)] = [:]
-    private var files: [[String: Any]] = []
-    private var publishersSeen: [UInt64: [String: Any]] = [:]
+    /// The recordings, and the manifest whose participants are the publishers seen.
+    private let recorder: ParticipantRecorder
     private var relay: RTPRelay?
     private var stopped = false
     private var joinedRoom = false
@@ -81,6 +80,15 @@ public final class JanusAgent: @unchecked Sendable {
     public init(options: Options, log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.options = options
         self.log = log
+        recorder = ParticipantRecorder(
+            directory: options.recordDirectory, format: options.recordFormat, writesManifest: true,
+            manifest: RecordingManifest(
+                backend: "janus", room: String(options.url.room), recordFormat: options.recordFormat.rawValue),
+            log: log)
+        var hooks = ParticipantRecorder.Hooks()
+        // The stage is Janus's publisher list: every publisher seen that has not left.
+        hooks.beforeManifestWrite = { m in m.stage = m.participants.filter { $0.leftAt == nil }.map(\.id) }
+        recorder.observe(hooks)
     }
 
     /// Why the agent ended on its own (Janus gone, kicked), nil while it runs or after ``stop()``.
@@ -103,27 +111,14 @@ public final class JanusAgent: @unchecked Sendable {
         lock.withLock { joinedRoom = true }
         log("joined Janus room \(options.url.room) as feed \(joined.feed) (session \(session.sessionId))")
         if options.publish { try await publish(session: session, handle: handle) }
-        writeManifest()
+        recorder.update { _ in }
         considerPublishers(joined.reply.data["publishers"])
     }
 
     /// Runs until `duration` passes, `stopEvent` returns (the CLI passes its SIGTERM/SIGINT wait) or
     /// Janus goes away; then ``stop()``. Each of these wakes the run itself; nothing is polled.
     public func run(duration: Double?, until stopEvent: (@Sendable () async -> Void)? = nil) async {
-        let watchers = [
-            duration.map { seconds in
-                Task { [weak self] in
-                    try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
-                    if !Task.isCancelled { self?.endRun(lost: nil) }
-                }
-            },
-            stopEvent.map { stopEvent in
-                Task { [weak self] in
-                    await stopEvent()
-                    if !Task.isCancelled { self?.endRun(lost: nil) }
-                }
-            },
-        ]
+        let watchers = runWatchers(duration: duration, until: stopEvent) { [weak self] in self?.endRun(lost: nil) }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let over = lock.withLock {
                 if runEnded || lostReason != nil { return true }
@@ -132,7 +127,7 @@ public final class JanusAgent: @unchecked Sendable {
             }
             if over { c.resume() }
         }
-        for w in watchers { w?.cancel() }
+        for w in watchers { w.cancel() }
         await stop()
     }
 
@@ -172,13 +167,13 @@ public final class JanusAgent: @unchecked Sendable {
             }
             relay?.close()
         }
-        for feed in feeds { closeRecordings(feed) }
+        await recorder.close()
         if let session {
             for feed in feeds { await session.detach(feed.handle) }
             if let publisherHandle { await session.detach(publisherHandle) }
             await session.destroy()
         }
-        writeManifest()
+        await recorder.flush()
         loop.shutdown()
         if lock.withLock({ joinedRoom }) { log("left Janus room \(options.url.room) (\(feeds.count) feeds)") }
     }
@@ -187,9 +182,7 @@ public final class JanusAgent: @unchecked Sendable {
 
     /// Display names of the publishers in the room now (Janus's stage), ourselves excluded.
     public var publisherNames: [String] {
-        lock.withLock {
-            publishersSeen.values.filter { $0["leftAt"] == nil }.compactMap { $0["display"] as? String }.sorted()
-        }
+        recorder.manifest.participants.filter { $0.leftAt == nil }.compactMap(\.display).sorted()
     }
 
     /// Whether this agent publishes (it is then on Janus's stage too).
@@ -212,15 +205,11 @@ public final class JanusAgent: @unchecked Sendable {
 
     /// Recording files by publisher display name.
     public var recordingPaths: [String: String] {
-        lock.withLock {
-            var paths: [String: String] = [:]
-            for file in files {
-                if let display = file["display"] as? String, let path = file["path"] as? String {
-                    paths[display] = path
-                }
-            }
-            return paths
+        var paths: [String: String] = [:]
+        for file in recorder.manifest.files {
+            if let display = file.display { paths[display] = file.path }
         }
+        return paths
     }
 
     // MARK: Publishing
@@ -300,11 +289,10 @@ public final class JanusAgent: @unchecked Sendable {
                 default: return nil
                 }
             }
+            notePublisher(id, display)
             let wanted: Bool = lock.withLock {
-                if publishersSeen[id] == nil || publishersSeen[id]?["leftAt"] != nil {
-                    publishersSeen[id] = ["id": String(id), "display": display, "joinedAt": AgentManifest.timestamp()]
-                }
-                guard !stopped, feeds[id] == nil, !pendingFeeds.contains(id), Self.picks(options.consume, id, display)
+                guard !stopped, feeds[id] == nil, !pendingFeeds.contains(id),
+                    options.consume.picks(Self.candidate(id, display))
                 else { return false }
                 pendingFeeds.insert(id)
                 return true
@@ -312,15 +300,26 @@ public final class JanusAgent: @unchecked Sendable {
             log("publisher \(id) (\(display)) \(wanted ? "consumed" : "seen")")
             if wanted { enqueue { await self.subscribe(id: id, display: display, streams: streams) } }
         }
-        writeManifest()
     }
 
-    static func picks(_ policy: RoomAgent.ConsumePolicy, _ id: UInt64, _ display: String) -> Bool {
-        switch policy {
-        case .all, .stage: return true
-        case .none: return false
-        case .ids(let ids): return ids.contains(String(id)) || (!display.isEmpty && ids.contains(display))
+    /// A publisher in the manifest: new, or back after leaving.
+    private func notePublisher(_ id: UInt64, _ display: String) {
+        recorder.update { m in
+            let entry = RecordingManifest.Participant(
+                id: String(id), display: display, joinedAt: RecordingManifest.timestamp())
+            if let i = m.participants.firstIndex(where: { $0.id == entry.id }) {
+                if m.participants[i].leftAt != nil { m.participants[i] = entry }
+            } else {
+                m.participants.append(entry)
+                // In feed id order (ids are numbers).
+                m.participants.sort { (UInt64($0.id) ?? 0) < (UInt64($1.id) ?? 0) }
+            }
         }
+    }
+
+    /// A publisher as the consume policy sees it: on Janus's stage, named by its feed id or display.
+    static func candidate(_ id: UInt64, _ display: String) -> ConsumePolicy.Candidate {
+        ConsumePolicy.Candidate(id: String(id), aliases: [display], onStage: true)
     }
 
     private func enqueue(_ work: @escaping @Sendable () async -> Void) {
@@ -338,11 +337,12 @@ public final class JanusAgent: @unchecked Sendable {
     private func subscribe(id: UInt64, display: String, streams: [(mid: String, kind: MediaKind)]) async {
         defer { lock.withLock { _ = pendingFeeds.remove(id) } }
         guard let session = lock.withLock({ stopped ? nil : self.session }) else { return }
-        var kinds = options.kinds
-        if kinds.contains(.video), let limit = options.maxVideo {
-            let allowed = lock.withLock { videoFeeds < limit }
-            if !allowed { kinds.remove(.video) }
-        }
+        // A feed's kinds are chosen once, when it is subscribed: webcam slots held stay held.
+        let holders = lock.withLock { feeds.values.filter(\.video).map { Self.candidate($0.id, $0.display) } }
+        let kinds =
+            options.consume.wanted(
+                holders + [Self.candidate(id, display)], kinds: options.kinds, maxVideo: options.maxVideo,
+                holdingVideo: Set(holders.map(\.id)))[String(id)] ?? []
         let chosen = streams.filter { kinds.contains($0.kind) }
         guard !chosen.isEmpty else {
             log("publisher \(id): none of its streams is wanted")
@@ -368,10 +368,7 @@ public final class JanusAgent: @unchecked Sendable {
             }
             lock.withLock {
                 feeds[id] = feed
-                if chosen.contains(where: { $0.kind == .video }) {
-                    feed.video = true
-                    videoFeeds += 1
-                }
+                feed.video = chosen.contains { $0.kind == .video }
             }
             try await session.start(handle, answer: answer.serialize())
             try await pc.waitUntilConnected(timeout: 15)
@@ -384,11 +381,14 @@ public final class JanusAgent: @unchecked Sendable {
     }
 
     private func unsubscribe(_ id: UInt64) async {
+        recorder.update { m in
+            if let i = m.participants.firstIndex(where: { $0.id == String(id) }) {
+                m.participants[i].leftAt = RecordingManifest.timestamp()
+            }
+        }
         guard
             let (feed, session) = lock.withLock({ () -> (Feed, JanusSession?)? in
-                publishersSeen[id]?["leftAt"] = AgentManifest.timestamp()
                 guard let feed = feeds.removeValue(forKey: id) else { return nil }
-                if feed.video { videoFeeds -= 1 }
                 return (feed, session)
             })
         else { return }
@@ -398,10 +398,9 @@ public final class JanusAgent: @unchecked Sendable {
             return (feed.videoFrames, feed.audioFrames)
         }
         lock.withLock { departedCounts[feed.display] = final }
-        closeRecordings(feed)
+        await recorder.close(participantId: String(id))
         await session?.detach(feed.handle)
         log("publisher \(id) (\(feed.display)) left; \(feed.frames) frames received")
-        writeManifest()
     }
 
     // MARK: Frames (loop thread)
@@ -413,84 +412,17 @@ public final class JanusAgent: @unchecked Sendable {
         relay?.relay(frame, arrival: arrival)
     }
 
+    /// Writes `frame` to the feed's slot; the recorder opens the file on its own queue.
     private func record(_ frame: EncodedFrame, arrival: UInt64, feed: Feed) {
-        guard let dir = options.recordDirectory else { return }
-        let key: MediaKind? = options.recordFormat == .webm ? nil : frame.codec.kind
-        if let rec = feed.recordings[key] {
-            rec.write(frame, arrival: arrival)
+        let key = recorder.key(participantId: String(feed.id), kind: frame.codec.kind)
+        if let slot = feed.slots[key.kind] {
+            slot.write(frame, arrival: arrival)
             return
         }
-        let ext = key == nil ? "webm" : key == .audio ? "ogg" : "ivf"
         // The feed id is a number, so `DISPLAY-ID` splits back at its last `-`: distinct feeds, distinct names.
         let name = feed.display.isEmpty ? "\(feed.id)" : "\(feed.display)-\(feed.id)"
-        let path: String
-        do {
-            path = try AgentManifest.createRecordingFile(in: dir, for: name, ext: ext)
-            let rec = try Recording(path: path)
-            // A write error (a full disk) is reported when it happens, in the log and the manifest.
-            let display = feed.display
-            rec.observeDisk(
-                DiskEvents(failed: { [weak self] error, inFile in
-                    self?.recordingFailed(display: display, path: path, error: error, inFile: inFile)
-                }))
-            feed.recordings[key] = rec
-            rec.write(frame, arrival: arrival)
-        } catch {
-            log("cannot record \(feed.id): \(error)")
-            return
-        }
-        log("recording \(feed.id) (\(feed.display)) -> \(path)")
-        lock.withLock {
-            files.append([
-                "participantId": String(feed.id), "display": feed.display, "path": path, "format": ext,
-                "startedAt": AgentManifest.timestamp(),
-            ])
-        }
-        writeManifest()
+        guard let slot = recorder.slot(key, name: name, display: feed.display) else { return }
+        feed.slots[key.kind] = slot
+        slot.write(frame, arrival: arrival)
     }
-
-    /// Closes a feed's recordings once its PeerConnection no longer delivers frames.
-    private func closeRecordings(_ feed: Feed) {
-        for (_, rec) in feed.recordings {
-            do { try rec.close() } catch { log("cannot close \(rec.path): \(error)") }
-        }
-        feed.recordings.removeAll()
-    }
-
-    /// A recording's file failed (disk writer thread): logged now, put in the manifest from another
-    /// queue, so that the disk thread never waits for a lock held by a caller of `close()`.
-    private func recordingFailed(display: String, path: String, error: MediaError, inFile: RecordedFrames) {
-        log(
-            "recording of \(display) failed: \(error); \(path) holds \(inFile.video) video, \(inFile.audio) audio frames and gets no more"
-        )
-        DispatchQueue.global().async { [weak self] in
-            guard let self else { return }
-            lock.withLock {
-                if let index = files.firstIndex(where: { ($0["path"] as? String) == path }) {
-                    files[index]["error"] = error.description
-                    files[index]["failedAt"] = AgentManifest.timestamp()
-                    files[index]["videoFrames"] = inFile.video
-                    files[index]["audioFrames"] = inFile.audio
-                }
-            }
-            writeManifest()
-        }
-    }
-
-    // MARK: Manifest
-
-    private func writeManifest() {
-        guard let dir = options.recordDirectory else { return }
-        let manifest: [String: Any] = lock.withLock {
-            [
-                "backend": "janus", "room": String(options.url.room), "recordFormat": options.recordFormat.rawValue,
-                "files": files,
-                "participants": publishersSeen.keys.sorted().compactMap { publishersSeen[$0] },
-                // The stage is Janus's publisher list: every publisher seen that has not left.
-                "stage": publishersSeen.filter { $0.value["leftAt"] == nil }.keys.sorted().map { String($0) },
-            ]
-        }
-        AgentManifest.write(manifest, to: (dir as NSString).appendingPathComponent("manifest.json"), log: log)
-    }
-
 }

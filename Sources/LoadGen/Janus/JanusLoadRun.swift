@@ -21,8 +21,8 @@ public final class JanusLoadRun: @unchecked Sendable {
     /// Called about once a second with the progress.
     public var onProgress: (@Sendable (LoadProgress) -> Void)?
 
-    /// One bot: its session, handle, PeerConnection and (subscribers) tracks by mid.
-    final class Bot: @unchecked Sendable {
+    /// One load bot: its session, handle, PeerConnection and (subscribers) tracks by mid.
+    final class JanusLoadBot: @unchecked Sendable {
         let id: String
         let loop: EventLoop
         var session: JanusSession?
@@ -41,7 +41,7 @@ public final class JanusLoadRun: @unchecked Sendable {
     private let loops: [EventLoop]
     private let media = SyntheticMedia.shared(layers: 1)
     private let lock = NSLock()
-    private var bots: [Bot] = []
+    private var bots: [JanusLoadBot] = []
     private var joinLatencies: [Double] = []
     private var joinFailures = 0
     private var errorCounts: [String: (count: Int, example: String)] = [:]
@@ -83,7 +83,7 @@ public final class JanusLoadRun: @unchecked Sendable {
         var publishing: [Task<Void, Never>] = []
         for i in 0..<(c.publishers + c.audioPublishers) {
             let video = i < c.publishers
-            let bot = Bot(id: "\(c.idPrefix)-pub-\(i)", loop: loops[index % loops.count])
+            let bot = JanusLoadBot(id: "\(c.idPrefix)-pub-\(i)", loop: loops[index % loops.count])
             index += 1
             lock.withLock { bots.append(bot) }
             publishing.append(Task { await self.publish(bot, video: video) })
@@ -101,7 +101,7 @@ public final class JanusLoadRun: @unchecked Sendable {
         }
         var subscribing: [Task<Void, Never>] = []
         for i in 0..<c.subscribers {
-            let bot = Bot(id: "\(c.idPrefix)-sub-\(i)", loop: loops[index % loops.count])
+            let bot = JanusLoadBot(id: "\(c.idPrefix)-sub-\(i)", loop: loops[index % loops.count])
             index += 1
             lock.withLock { bots.append(bot) }
             subscribing.append(Task { await self.subscribe(bot, to: feeds) })
@@ -136,7 +136,7 @@ public final class JanusLoadRun: @unchecked Sendable {
 
     // MARK: Bots
 
-    private func publish(_ bot: Bot, video: Bool) async {
+    private func publish(_ bot: JanusLoadBot, video: Bool) async {
         let start = Date()
         do {
             let session = try await JanusSession(api: room.api)
@@ -167,7 +167,7 @@ public final class JanusLoadRun: @unchecked Sendable {
         }
     }
 
-    private func subscribe(_ bot: Bot, to feeds: [(feed: UInt64, display: String)]) async {
+    private func subscribe(_ bot: JanusLoadBot, to feeds: [(feed: UInt64, display: String)]) async {
         let start = Date()
         do {
             let session = try await JanusSession(api: room.api)

@@ -116,7 +116,7 @@ final class JanusBots: @unchecked Sendable {
         self.log = log
     }
 
-    private func spec(_ id: String) throws -> BotSpec {
+    private func spec(_ id: String) throws -> ParticipantSpec {
         guard let spec = scenario.bots.first(where: { $0.id == id }) else {
             throw ScenarioStepError.unknownBot(id)
         }

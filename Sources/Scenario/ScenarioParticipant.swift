@@ -20,51 +20,88 @@ final class StepClock: @unchecked Sendable {
 ///
 /// Threading: SDK callbacks arrive on the room's event queue and frames on the subscribe loop thread;
 /// everything the runner reads is guarded by `lock`.
-final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListener, @unchecked Sendable {
-    let spec: BotSpec
+final class ScenarioParticipant: RoomEventListener, ParticipantEventListener, PubSubMessageListener, @unchecked Sendable
+{
+    let spec: ParticipantSpec
     private let clock: StepClock
-    private let recordDirectory: String?
     private let log: @Sendable (String) -> Void
     private let lock = NSLock()
     private var _room: Room?
-    private var _events: [BotEvent] = []
+    private var _events: [ParticipantEvent] = []
     private var _stage: [String] = []
     private var _audience: [String] = []
     private var _joined = false
-    private var _inviteReady = false
-    /// This bot's answers to invites (its own `changeMode`), one after the other.
-    private var inviteResponses: Task<Void, Never>?
-    private var _consumed: Set<String> = []
+    /// Follows every stage invite when `acceptInvites` (set once in `init`).
+    private var invites: InviteResponder?
+    /// Kinds consumed per participant id under the `stage`/`all` policy.
+    private var _consumed: [String: Set<MediaKind>] = [:]
     private var received: [String: (video: Int, audio: Int)] = [:]
-    private var recordings: [String: Recording] = [:]
+    /// The recordings (one WebM per peer), opened off the loop; nil when the bot does not record.
+    private let recorder: ParticipantRecorder?
+    /// Each recorded peer's slot, looked up on the frame path.
+    private var slots: [String: ParticipantRecorder.Slot] = [:]
     private var _recordingErrors: [String] = []
     /// Set once the recordings are closed: a frame still in flight must not touch them.
     private var closed = false
 
-    init(spec: BotSpec, clock: StepClock, recordDirectory: String?, log: @escaping @Sendable (String) -> Void) {
+    init(spec: ParticipantSpec, clock: StepClock, recordDirectory: String?, log: @escaping @Sendable (String) -> Void) {
         self.spec = spec
         self.clock = clock
-        self.recordDirectory = recordDirectory
         self.log = log
+        if spec.record, let recordDirectory {
+            let recorder = ParticipantRecorder(
+                directory: recordDirectory, format: .webm, writesManifest: false,
+                manifest: RecordingManifest(room: "", recordFormat: RoomAgent.RecordFormat.webm.rawValue),
+                log: { [id = spec.id] in log("\(id): \($0)") })
+            self.recorder = recorder
+            var hooks = ParticipantRecorder.Hooks()
+            // Noted from the recorder's queue: shutdown() never holds the bot's lock while it waits.
+            hooks.cannotOpen = { [weak self] key, error in
+                self?.noteRecordingError("cannot record \(key.participantId): \(error)")
+            }
+            hooks.diskFailed = { [weak self] key, error, inFile in
+                self?.noteRecordingError(
+                    "recording \(key.participantId) failed: \(error) (\(inFile.video) video, \(inFile.audio) audio frames in the file)"
+                )
+            }
+            hooks.closeFailed = { [weak self] key, error in
+                self?.noteRecordingError("closing \(key.participantId): \(error)")
+            }
+            recorder.observe(hooks)
+        } else {
+            recorder = nil
+        }
+        if spec.acceptInvites {
+            let id = spec.id
+            invites = InviteResponder(policy: .yes, log: { log("\(id): \($0)") }) { [weak self] message, _ in
+                self?.noteMessage(message)
+            }
+        }
     }
 
     var id: String { spec.id }
     var room: Room? { lock.withLock { _room } }
     /// In the room now (joined and not yet left or removed).
     var isJoined: Bool { lock.withLock { _joined } }
-    var inviteReady: Bool { lock.withLock { _inviteReady } }
-    var events: [BotEvent] { lock.withLock { _events } }
+    var inviteReady: Bool { invites?.isListening ?? false }
+    var events: [ParticipantEvent] { lock.withLock { _events } }
     var stage: [String] { lock.withLock { _stage } }
     var audience: [String] { lock.withLock { _audience } }
     var recordingErrors: [String] { lock.withLock { _recordingErrors } }
-    var recordingPaths: [String: String] { lock.withLock { recordings.mapValues(\.path) } }
+    var recordingPaths: [String: String] {
+        var paths: [String: String] = [:]
+        for (key, rec) in recorder?.recordings ?? [:] { paths[key.participantId] = rec.path }
+        return paths
+    }
 
     /// Frames from `participant` of `kind`: those written when recording, else those received.
     func frames(from participant: String, kind: FrameKind) -> Int {
         lock.withLock {
             let counts: (video: Int, audio: Int)
-            if let rec = recordings[participant] {
-                counts = (rec.videoFrames, rec.audioFrames)
+            if slots[participant] != nil {
+                // Recorded: what is in the file (nothing while it opens).
+                let rec = recorder?.recording(ParticipantRecorder.Key(participantId: participant, kind: nil))
+                counts = (rec?.videoFrames ?? 0, rec?.audioFrames ?? 0)
             } else {
                 counts = received[participant] ?? (0, 0)
             }
@@ -95,8 +132,7 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         room.onFrame = { [weak self] id, kind, frame, arrival in self?.frame(id, kind, frame, arrival) }
         lock.withLock {
             _room = room
-            _inviteReady = false
-            _consumed = []
+            _consumed = [:]
         }
         await room.join()
         guard room.state == .CONNECTED else {
@@ -134,12 +170,9 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
     func shutdown() async {
         if isJoined, let room { await room.leave() }
         room?.onFrame = nil
-        lock.withLock {
-            closed = true
-            for (peer, rec) in recordings {
-                do { try rec.close() } catch { _recordingErrors.append("closing \(peer): \(error)") }
-            }
-        }
+        // No frame writes after this (the frame path checks it under the lock, and writes under it).
+        lock.withLock { closed = true }
+        await recorder?.close()
     }
 
     // MARK: State
@@ -148,7 +181,7 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         _ name: EventName, participant: String? = nil, mode: Mode? = nil, kind: String? = nil,
         topic: String? = nil, message: String? = nil, reason: String? = nil, code: Int? = nil
     ) {
-        let event = BotEvent(
+        let event = ParticipantEvent(
             name: name, step: clock.current, participant: participant, mode: mode, kind: kind, topic: topic,
             message: message, reason: reason, code: code)
         lock.withLock { _events.append(event) }
@@ -167,32 +200,44 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         }
     }
 
+    /// The shared consume rule for the bot's `stage`/`all` policy (nil: `auto`/`manual`).
+    private var consumePolicy: ConsumePolicy? {
+        switch spec.consume {
+        case .stage: .stage
+        case .all: .all
+        case .auto, .manual: nil
+        }
+    }
+
     /// Brings consumption in line with the bot's `stage`/`all` policy.
     private func reconcile() {
-        guard spec.consume == .stage || spec.consume == .all, let room, isJoined else { return }
+        guard let policy = consumePolicy, let room, isJoined else { return }
         let remote = room.participants
-        let wanted = Set(remote.values.filter { spec.consume == .all || $0.mode.canonical == .SEND_AND_RECV }.map(\.id))
-        let (start, stop): ([Participant], [Participant]) = lock.withLock {
-            let start = remote.values.filter { wanted.contains($0.id) && !_consumed.contains($0.id) }
-            let stop = remote.values.filter { !wanted.contains($0.id) && _consumed.contains($0.id) }
-            _consumed.formUnion(start.map(\.id))
-            _consumed.subtract(stop.map(\.id))
-            _consumed.formIntersection(Set(remote.keys))
-            return (start, stop)
-        }
-        for p in start {
-            Task {
-                do {
-                    try await p.consumeMicStreams()
-                    try await p.consumeWebcamStreams()
-                } catch { self.log("\(self.id): consuming \(p.id) failed: \(error)") }
+        let wanted = policy.wanted(
+            remote.values.map { ConsumePolicy.Candidate(id: $0.id, onStage: $0.mode.canonical == .SEND_AND_RECV) },
+            kinds: [.audio, .video], maxVideo: nil)
+        let changes: [(Participant, start: Set<MediaKind>, stop: Set<MediaKind>)] = lock.withLock {
+            // Those who left need no stopConsuming: the server closed their consumers.
+            _consumed = _consumed.filter { remote[$0.key] != nil }
+            var changes: [(Participant, Set<MediaKind>, Set<MediaKind>)] = []
+            for p in remote.values {
+                let have = _consumed[p.id] ?? []
+                let want = wanted[p.id] ?? []
+                guard have != want else { continue }
+                changes.append((p, want.subtracting(have), have.subtracting(want)))
+                _consumed[p.id] = want.isEmpty ? nil : want
             }
+            return changes
         }
-        for p in stop {
+        for (p, start, stop) in changes {
             Task {
                 do {
-                    try await p.stopConsumingMicStreams()
-                    try await p.stopConsumingWebcamStreams()
+                    if start.contains(.audio) { try await p.consumeMicStreams() }
+                    if start.contains(.video) { try await p.consumeWebcamStreams() }
+                } catch { self.log("\(self.id): consuming \(p.id) failed: \(error)") }
+                do {
+                    if stop.contains(.audio) { try await p.stopConsumingMicStreams() }
+                    if stop.contains(.video) { try await p.stopConsumingWebcamStreams() }
                 } catch { self.log("\(self.id): stopping \(p.id) failed: \(error)") }
             }
         }
@@ -203,32 +248,12 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
             var counts = received[peer] ?? (0, 0)
             if kind == .video { counts.video += 1 } else { counts.audio += 1 }
             received[peer] = counts
-            guard spec.record, !closed, let dir = recordDirectory else { return }
-            let rec: Recording
-            if let existing = recordings[peer] {
-                rec = existing
-            } else {
-                do {
-                    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-                    // The agents' naming: distinct peers never share (or truncate) a file (issue 31 item 2).
-                    rec = try Recording(path: RecordingFiles.create(in: dir, for: peer, ext: "webm"))
-                } catch {
-                    _recordingErrors.append("cannot record \(peer): \(error)")
-                    return
-                }
-                // A write error (a full disk) is noted when it happens (issue 31 item 16), from another
-                // queue: shutdown() holds the lock while close() waits for the disk thread.
-                rec.observeDisk(
-                    DiskEvents(failed: { [weak self] error, inFile in
-                        DispatchQueue.global().async { [weak self] in
-                            self?.noteRecordingError(
-                                "recording \(peer) failed: \(error) (\(inFile.video) video, \(inFile.audio) audio frames in the file)"
-                            )
-                        }
-                    }))
-                recordings[peer] = rec
+            guard let recorder, !closed else { return }
+            if slots[peer] == nil {
+                // The agents' naming: distinct peers never share (or truncate) a file (issue 31 item 2).
+                slots[peer] = recorder.slot(.init(participantId: peer, kind: nil), name: peer)
             }
-            rec.write(frame, arrival: arrival)
+            slots[peer]?.write(frame, arrival: arrival)
         }
     }
 
@@ -242,22 +267,14 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         rebuildLists()
         note(.roomJoined, participant: room.localParticipant.id, mode: room.localParticipant.mode.canonical)
         reconcile()
-        if spec.acceptInvites {
-            // docs/spec/change-mode.md step 3: subscribe to our invite topic once joined; the handler changes our mode.
-            let topic = "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)"
-            Task {
-                do {
-                    try await room.pubSub.subscribe(topic: topic, listener: self)
-                    self.lock.withLock { self._inviteReady = true }
-                } catch { self.log("\(self.id): cannot subscribe to \(topic): \(error)") }
-            }
-        }
+        // docs/spec/change-mode.md step 3: subscribe to our own invite topic once joined; an invite changes our mode.
+        if let invites { Task { await invites.listen(on: room) } }
     }
 
     func onRoomLeft(reason: LeaveReason) {
+        invites?.roomLeft()
         lock.withLock {
             _joined = false
-            _inviteReady = false
             _stage = []
             _audience = []
         }
@@ -328,28 +345,17 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
 
     // MARK: PubSubMessageListener
 
-    func onMessageReceived(_ message: PubSubMessage) {
+    func onMessageReceived(_ message: PubSubMessage) { noteMessage(message) }
+
+    /// A message on one of the bot's topics (its invite topic included) is an event.
+    private func noteMessage(_ message: PubSubMessage) {
         note(.message, participant: message.senderId, topic: message.topic, message: message.message)
-        guard spec.acceptInvites, let room, message.topic == "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)",
-            let mode = Mode(rawValue: message.message)
-        else { return }
-        lock.withLock {
-            let previous = inviteResponses
-            inviteResponses = Task {
-                await previous?.value
-                do {
-                    try await room.changeMode(mode)
-                } catch { self.log("\(self.id): changeMode(\(mode.rawValue)) after an invite failed: \(error)") }
-            }
-        }
     }
 
     /// Waits until this bot has finished answering the invites it received so far: a scenario's
     /// next mode or media step on it comes after its answer, not into the middle of it (which the
     /// SDK refuses with 3055 while the invite's publish is still connecting on a busy machine).
-    func finishInviteResponses() async {
-        await lock.withLock { inviteResponses }?.value
-    }
+    func finishInviteResponses() async { await invites?.finishAnswers() }
 }
 
 /// A step that could not be carried out.

@@ -1,0 +1,253 @@
+import AgentTestSupport
+import Dispatch
+import Foundation
+import Media
+import RTCWire
+import TestSupport
+import Testing
+
+@testable import Agent
+@testable import Understudy
+
+/// Issue 34 point 1: the parts the room agent, the Janus agent and the scenario participants share.
+@Suite("ConsumePolicy: participants, modes and maxVideo to kinds wanted")
+struct ConsumePolicyTests {
+    typealias C = ConsumePolicy.Candidate
+    static let both: Set<MediaKind> = [.audio, .video]
+    /// In join order: a on stage, b in the audience, c on stage, d on stage (Janus display "dee").
+    static let room = [
+        C(id: "a", onStage: true), C(id: "b", onStage: false), C(id: "c", onStage: true),
+        C(id: "d", aliases: ["dee"], onStage: true),
+    ]
+
+    struct Row: Sendable, CustomStringConvertible {
+        var policy: ConsumePolicy
+        var kinds: Set<MediaKind> = ConsumePolicyTests.both
+        var maxVideo: Int?
+        var holding: Set<String> = []
+        var expected: [String: Set<MediaKind>]
+        var description: String {
+            "\(policy) kinds \(kinds.map(\.rawValue).sorted()) max \(maxVideo as Any) holding \(holding.sorted())"
+        }
+    }
+
+    static let rows: [Row] = [
+        Row(policy: .all, expected: ["a": both, "b": both, "c": both, "d": both]),
+        Row(policy: .stage, expected: ["a": both, "c": both, "d": both]),
+        Row(policy: .none, expected: [:]),
+        Row(policy: .all, kinds: [.audio], expected: ["a": [.audio], "b": [.audio], "c": [.audio], "d": [.audio]]),
+        Row(policy: .stage, kinds: [.video], expected: ["a": [.video], "c": [.video], "d": [.video]]),
+        // Ids, and a Janus display name as an alias; unknown ids are skipped.
+        Row(policy: .ids(["c", "zz", "dee"]), expected: ["c": both, "d": both]),
+        // Webcam slots go in join order, only on stage; audio is not limited.
+        Row(policy: .all, maxVideo: 1, expected: ["a": both, "b": [.audio], "c": [.audio], "d": [.audio]]),
+        Row(policy: .all, maxVideo: 2, expected: ["a": both, "b": [.audio], "c": both, "d": [.audio]]),
+        Row(policy: .all, maxVideo: 0, expected: ["a": [.audio], "b": [.audio], "c": [.audio], "d": [.audio]]),
+        Row(policy: .all, maxVideo: -3, expected: ["a": [.audio], "b": [.audio], "c": [.audio], "d": [.audio]]),
+        // A slot held stays held: the newcomer order does not take it away.
+        Row(
+            policy: .all, maxVideo: 1, holding: ["d"],
+            expected: ["a": [.audio], "b": [.audio], "c": [.audio], "d": both]),
+        // An audience member holding a slot cannot keep it (nobody off stage sends a webcam).
+        Row(
+            policy: .all, maxVideo: 1, holding: ["b"],
+            expected: ["a": both, "b": [.audio], "c": [.audio], "d": [.audio]]),
+        // With ids, their order decides the slots.
+        Row(policy: .ids(["d", "c", "a"]), maxVideo: 2, expected: ["a": [.audio], "c": both, "d": both]),
+        Row(policy: .ids(["b"]), maxVideo: 1, expected: ["b": [.audio]]),
+    ]
+
+    @Test(arguments: rows) func wanted(_ row: Row) {
+        let got = row.policy.wanted(Self.room, kinds: row.kinds, maxVideo: row.maxVideo, holdingVideo: row.holding)
+        #expect(got == row.expected)
+    }
+
+    @Test func picksFollowsThePolicy() {
+        #expect(ConsumePolicy.stage.picks(C(id: "x", onStage: true)))
+        #expect(!ConsumePolicy.stage.picks(C(id: "x", onStage: false)))
+        #expect(ConsumePolicy.ids(["dee"]).picks(Self.room[3]))
+        // An empty display name matches nothing.
+        #expect(!ConsumePolicy.ids([""]).picks(C(id: "7", aliases: [""], onStage: true)))
+        #expect(!ConsumePolicy.none.picks(Self.room[0]))
+    }
+}
+
+@Suite("InviteResponder: the invite policy and the requested mode")
+struct InviteResponderTests {
+    static func message(_ text: String, from sender: String = "host", moderator: Bool = false, payload: String? = nil)
+        -> PubSubMessage
+    {
+        PubSubMessage(
+            id: "1", topic: InviteResponder.topic(for: "me"), message: text, senderId: sender, senderName: sender,
+            timestamp: 0, payloadJSON: payload, sendOnly: [], senderIsModerator: moderator)
+    }
+
+    @Test func thePolicyDecides() {
+        let plain = Self.message("SEND_AND_RECV", from: "viewer")
+        let mod = Self.message("SEND_AND_RECV", from: "mod", moderator: true)
+        #expect(!InviteResponder.Policy.trusted.accepts(plain))
+        #expect(InviteResponder.Policy.trusted.accepts(mod))
+        #expect(InviteResponder.Policy.yes.accepts(plain))
+        #expect(!InviteResponder.Policy.no.accepts(mod))
+        #expect(InviteResponder.Policy.from(["viewer"]).accepts(plain))
+        #expect(!InviteResponder.Policy.from(["viewer"]).accepts(mod))
+        #expect(InviteResponder.topic(for: "me") == "REQUEST_TO_JOIN_AS_HOST_me")
+    }
+
+    @Test func theModeComesFromTheTextOrThePayload() {
+        #expect(InviteResponder.requestedMode(Self.message(" RECV_ONLY\n")) == .RECV_ONLY)
+        #expect(
+            InviteResponder.requestedMode(Self.message("", payload: #"{"mode":"SEND_AND_RECV"}"#)) == .SEND_AND_RECV)
+        #expect(InviteResponder.requestedMode(Self.message("", payload: #""SIGNALLING_ONLY""#)) == .SIGNALLING_ONLY)
+        #expect(InviteResponder.requestedMode(Self.message("please come up")) == nil)
+        #expect(InviteResponder.requestedMode(Self.message("", payload: "{not json")) == nil)
+    }
+}
+
+@Suite("ParticipantRecorder: naming, opening off the loop, the manifest", .serialized)
+struct ParticipantRecorderTests {
+    static func opus(_ n: Int) -> EncodedFrame {
+        EncodedFrame(
+            codec: .opus, data: [0xF8, 0xFF, 0xFE], timestamp: UInt32(960 * n), isKeyframe: true, duration: 960)
+    }
+
+    final class Seen: @unchecked Sendable {
+        let lock = NSLock()
+        var opened: [String] = []
+        var onRecorderQueue: [Bool] = []
+    }
+
+    /// The caller (the media loop) only hands frames over: with the recorder's queue held, the
+    /// slot takes them and no file exists yet; once the queue runs, the file opens there and holds
+    /// every frame, in order.
+    @Test func filesOpenOnTheRecordersQueueAndTheLoopNeverWaits() async throws {
+        let dir = try makeScratchDirectory("recorder") + "/sub"
+        defer { try? FileManager.default.removeItem(atPath: (dir as NSString).deletingLastPathComponent) }
+        let recorder = ParticipantRecorder(
+            directory: dir, format: .oggIVF, writesManifest: true,
+            manifest: RecordingManifest(room: "r", recordFormat: "ogg+ivf"), log: { _ in })
+        let seen = Seen()
+        var hooks = ParticipantRecorder.Hooks()
+        hooks.opened = { [queue = recorder.queue] _, path in
+            let onQueue = DispatchQueue.getSpecific(key: ParticipantRecorder.queueKey) == ObjectIdentifier(queue)
+            seen.lock.withLock {
+                seen.opened.append(path)
+                seen.onRecorderQueue.append(onQueue)
+            }
+        }
+        recorder.observe(hooks)
+
+        recorder.queue.suspend()
+        let key = recorder.key(participantId: "cam.a", kind: .audio)
+        #expect(key == ParticipantRecorder.Key(participantId: "cam.a", kind: .audio))
+        let slot = try #require(recorder.slot(key, name: "cam.a"))
+        for n in 0..<50 { slot.write(Self.opus(n), arrival: UInt64(n) * 20_000_000) }
+        // Nothing touched the disk on this thread: not even the directory exists.
+        #expect(!FileManager.default.fileExists(atPath: dir))
+        #expect(recorder.recording(key) == nil)
+        #expect(recorder.slot(key, name: "cam.a") === slot)
+        recorder.queue.resume()
+
+        try await waitUntil("the file is open", seconds: 30) { recorder.recording(key) != nil }
+        for n in 50..<100 { slot.write(Self.opus(n), arrival: UInt64(n) * 20_000_000) }
+        let closed = await recorder.close()
+        let rec = try #require(closed[key])
+        #expect(rec.path == dir + "/cam_2Ea.ogg")
+        #expect(rec.audioFrames == 100)
+        #expect(slot.droppedBeforeOpen == 0)
+        #expect(seen.lock.withLock { seen.opened } == [dir + "/cam_2Ea.ogg"])
+        #expect(seen.lock.withLock { seen.onRecorderQueue } == [true])
+        // A closed slot takes no more frames; a new slot for the key gets a new file.
+        slot.write(Self.opus(100), arrival: 0)
+        let again = try #require(recorder.slot(key, name: "cam.a"))
+        #expect(again !== slot)
+        again.write(Self.opus(0), arrival: 0)
+        try await waitUntil("the second file is open", seconds: 30) { recorder.recording(key) != nil }
+        await recorder.close()
+        #expect(recorder.manifest.files.map(\.path) == [dir + "/cam_2Ea.ogg", dir + "/cam_2Ea.1.ogg"])
+    }
+
+    /// The manifest is a `Codable` type whose JSON keeps the keys readers use (interop tests, docs).
+    @Test func theManifestRoundTripsWithItsKeys() async throws {
+        let dir = try makeScratchDirectory("recorder")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var start = RecordingManifest(room: "r1", recordFormat: "webm")
+        (start.audience, start.modeChanges, start.refusedInvites, start.tracks) = ([], [], 0, [])
+        let recorder = ParticipantRecorder(
+            directory: dir, format: .webm, writesManifest: true, manifest: start, log: { _ in })
+        var hooks = ParticipantRecorder.Hooks()
+        hooks.beforeManifestWrite = { m in
+            m.participantId = "agent"
+            m.mode = "RECV_ONLY"
+            m.stage = ["p1"]
+        }
+        recorder.observe(hooks)
+        recorder.update { m in
+            m.participants.append(.init(id: "p1", name: "P One", mode: "SEND_AND_RECV", joinedAt: "t0"))
+            m.modeChanges?.append(.init(participantId: "p1", mode: "SEND_AND_RECV", at: "t1"))
+        }
+        let key = recorder.key(participantId: "p1", kind: .audio)
+        #expect(key.kind == nil)
+        let slot = try #require(recorder.slot(key, name: "p1"))
+        for n in 0..<10 { slot.write(Self.opus(n), arrival: UInt64(n) * 20_000_000) }
+        await recorder.close()
+        await recorder.flush()
+
+        let path = try #require(recorder.manifestPath)
+        #expect(path == dir + "/manifest.json")
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let decoded = try JSONDecoder().decode(RecordingManifest.self, from: data)
+        var expected = recorder.manifest
+        expected.participantId = "agent"
+        expected.mode = "RECV_ONLY"
+        expected.stage = ["p1"]
+        #expect(decoded == expected)
+        #expect(decoded.files.count == 1)
+        #expect(decoded.files.first?.audioFrames == 10)
+        #expect(decoded.files.first?.complete == true)
+
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(
+            Set(json.keys) == [
+                "room", "participantId", "mode", "recordFormat", "files", "participants", "stage", "audience",
+                "modeChanges", "refusedInvites", "tracks",
+            ])
+        let file = try #require((json["files"] as? [[String: Any]])?.first)
+        #expect(
+            Set(file.keys) == [
+                "participantId", "path", "format", "startedAt", "kinds", "audioCodec", "videoFrames", "audioFrames",
+                "droppedFrames", "framesNotWritten", "complete",
+            ])
+        #expect(file["kinds"] as? [String] == ["audio", "video"])
+        #expect(file["format"] as? String == "webm")
+        let participant = try #require((json["participants"] as? [[String: Any]])?.first)
+        #expect(Set(participant.keys) == ["id", "name", "mode", "joinedAt"])
+    }
+
+    /// A file that cannot be opened is reported, and its slot drops frames instead of holding them.
+    @Test func aFileThatCannotOpenIsReported() async throws {
+        let dir = try makeScratchDirectory("recorder")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // A file where the directory should be.
+        let blocked = dir + "/file"
+        try Data().write(to: URL(fileURLWithPath: blocked))
+        let recorder = ParticipantRecorder(
+            directory: blocked, format: .webm, writesManifest: false,
+            manifest: RecordingManifest(room: "r", recordFormat: "webm"), log: { _ in })
+        let seen = Seen()
+        var hooks = ParticipantRecorder.Hooks()
+        hooks.cannotOpen = { key, _ in seen.lock.withLock { seen.opened.append(key.participantId) } }
+        recorder.observe(hooks)
+        let slot = try #require(recorder.slot(.init(participantId: "x", kind: nil), name: "x"))
+        try await waitUntil("the failure is reported", seconds: 30) { seen.lock.withLock { seen.opened } == ["x"] }
+        slot.write(Self.opus(0), arrival: 0)
+        #expect(slot.droppedBeforeOpen == 1)
+        #expect(await recorder.close().isEmpty)
+        // Not recording: no slot at all.
+        let none = ParticipantRecorder(
+            directory: nil, format: .webm, writesManifest: true,
+            manifest: RecordingManifest(room: "r", recordFormat: "webm"), log: { _ in })
+        #expect(none.slot(.init(participantId: "x", kind: nil), name: "x") == nil)
+        #expect(none.manifestPath == nil)
+    }
+}
