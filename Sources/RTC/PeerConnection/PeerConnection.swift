@@ -360,7 +360,7 @@ extension PeerConnection {
     public func gatherRelayCandidates(timeout seconds: Double = 5) async {
         let servers = configuration.iceServers
         guard !servers.isEmpty else { return }
-        let resolved = UncheckedBox(servers.map { ($0, $0.resolve()) })
+        let resolved = LoopBound(servers.map { ($0, $0.resolve()) }, loop: loop)
         guard loop.execute({ self.transport.startRelays(resolved.value) }) else { return }
         // Woken by each allocation's outcome (a transport `progress` event); a timeout just ends the wait.
         try? await waitFor("TURN allocations", timeout: seconds) { [self] _ in
