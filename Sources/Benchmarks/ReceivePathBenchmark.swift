@@ -24,7 +24,7 @@ public enum ReceivePathBenchmark {
         /// Share of the receive thread's busy time spent in the kernel (recvmmsg, UDP stack).
         public var kernelShare: Double
         /// The same connection's user-space work alone: packets handed to
-        /// `PeerConnection.handleDatagram` directly on its loop thread (copied into a receive slot
+        /// `MediaTransport.handleDatagram` directly on its loop thread (copied into a receive slot
         /// first, as `recvmmsg` would), no socket, no kernel, no wake-ups.
         public var userPathNanosPerPacket: Double
         /// Packets fed directly.
@@ -204,7 +204,7 @@ public enum ReceivePathBenchmark {
                 for i in 0..<(offsets.count - 1) {
                     let length = offsets[i + 1] - offsets[i]
                     slot.baseAddress!.copyMemory(from: all.baseAddress! + offsets[i], byteCount: length)
-                    rx.handleDatagram(
+                    rx.transport.handleDatagram(
                         UnsafeMutableRawBufferPointer(rebasing: slot[..<length]), from: sender, socket: socket)
                 }
             }

@@ -143,7 +143,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         localUfrag = creds.ufrag
         localPassword = creds.password
         rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
-        listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs)
+        listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs, loop: loop)
         listener.tickDeadline = tickDeadline
     }
 
@@ -155,6 +155,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Opens the UDP sockets (or registers on the shared port); nothing when they are open.
     func bindSockets() throws {
+        loop.assertInLoop()
         guard !closed else { throw PeerConnectionError.closed }
         guard sockets.isEmpty else { return }
         if let mux = configuration.portMux {
@@ -180,6 +181,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// Creates the ICE agent in `role` with every local candidate (host, TURN relays, ICE-TCP
     /// passive), once, and starts the timers.
     func gatherIfNeeded(role: ICEAgent.Role) throws {
+        loop.assertInLoop()
         if ice != nil { return }
         let agent = ICEAgent(role: role, localUfrag: localUfrag, localPassword: localPassword)
         agent.timeouts = configuration.iceTimeouts
@@ -219,6 +221,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         remoteUfrag: String, remotePassword: String, remoteCandidates: [ICECandidate], role: DTLSTransport.Role,
         fingerprint: DTLSFingerprint
     ) throws {
+        loop.assertInLoop()
         guard let ice else { throw PeerConnectionError.invalidState("transports need local and remote descriptions") }
         dtlsRole = role
         if dtls == nil {
@@ -291,6 +294,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Fresh local ICE credentials; the agent restarts its checks (DTLS and SRTP stay).
     func restartLocalICE() {
+        loop.assertInLoop()
         let fresh = ICEAgent.randomCredentials()
         localUfrag = fresh.ufrag
         localPassword = fresh.password
@@ -303,6 +307,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// The peer's new ICE credentials after a restart signalled outside SDP: checks start again
     /// against the candidates already known.
     func setRemoteICECredentials(ufrag: String, password: String, candidates: [ICECandidate]) {
+        loop.assertInLoop()
         guard let ice else { return }
         if ice.remoteUfrag != nil && ice.remoteUfrag != ufrag && !ice.isRestarting {
             // The peer restarted without us: our credentials stay, the checklist starts over.
@@ -320,11 +325,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Whether a packet sent now on `transceiver` would go out.
     public func canSend(on transceiver: RTPTransceiver) -> Bool {
-        isConnected && transceiver.sends && !transceiver.senders.isEmpty
+        loop.assertInLoop()
+        return isConnected && transceiver.sends && !transceiver.senders.isEmpty
     }
 
     /// Sends one encoded frame on `transceiver`'s encoding `layer` (see ``PeerConnection/send(_:on:layer:)``).
     func send(_ frame: EncodedFrame, on transceiver: RTPTransceiver, layer: Int) {
+        loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, layer < transceiver.senders.count else { return }
         let now = EventLoop.now()
         transceiver.senders[layer].send(frame, now: now) { buffer, length in
@@ -332,14 +339,19 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
-    /// Forwards one already-packetized payload on `transceiver`'s first sender: see
-    /// ``PeerConnection/sendForwarded(on:payload:marker:timestamp:sequenceNumber:rewrite:audioLevel:captureTime:now:)``.
+    /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
+    /// sender: rewritten sequence number and timestamp, this transport's header extensions (with the
+    /// source's abs-capture-time `captureTime`), kept in the sender's history (if it has one),
+    /// SRTP-protected and sent. Loop thread only.
+    ///
+    /// - Returns: whether the packet went out (false before DTLS completes or when not sending).
     @discardableResult
     public func sendForwarded(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
         sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil,
         captureTime: UInt64? = nil, now: UInt64
     ) -> Bool {
+        loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
             return false
         }
@@ -362,6 +374,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// grow past what the media alone shows. Returns the bytes sent (0: not connected, or no RTX).
     @discardableResult
     public func sendPadding(on transceiver: RTPTransceiver, bytes: Int, now: UInt64) -> Int {
+        loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first,
             sender.rtx != nil
         else { return 0 }
@@ -376,13 +389,15 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         return sent
     }
 
-    /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps: see
-    /// ``PeerConnection/sendRetransmission(on:payload:marker:timestamp:sequenceNumber:rewrite:now:)``.
+    /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps (an SFU's
+    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``.
+    /// Loop thread only.
     @discardableResult
     public func sendRetransmission(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
         sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, now: UInt64
     ) -> Bool {
+        loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
             return false
         }
@@ -436,6 +451,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// Asks the remote sender(s) of `transceiver` for a keyframe (PLI with the receiver's throttle);
     /// `rid` nil with `allEncodings` asks every encoding.
     func requestKeyframe(on transceiver: RTPTransceiver, rid: String?, allEncodings: Bool) {
+        loop.assertInLoop()
         for s in listener.streams where s.transceiver === transceiver && (allEncodings || s.rid == rid) {
             s.receiver.requestKeyframe()
         }
@@ -445,6 +461,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// (``RTPReceiver/requestKeyframeNow()``). False when no packet of that encoding arrived yet.
     @discardableResult
     public func requestKeyframeNow(on transceiver: RTPTransceiver, rid: String?) -> Bool {
+        loop.assertInLoop()
         var asked = false
         for s in listener.streams where s.transceiver === transceiver && s.rid == rid {
             s.receiver.requestKeyframeNow()
@@ -456,17 +473,20 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// Stops receiving on `transceiver` for good: its receive streams are freed and packets that
     /// still arrive for it are dropped as unroutable. For an SFU whose producer on that m-line closed.
     public func stopReceiving(on transceiver: RTPTransceiver) {
+        loop.assertInLoop()
         for ssrc in listener.stopReceiving(on: transceiver) { srtpIn?.forget(ssrc: ssrc) }
     }
 
     /// Frees the receive streams (and their SRTP state) of the tracks a new remote description
     /// ended (``RTPStreamListener/endStreams(announcedBefore:)``).
     func endReceiveStreams(announcedBefore: [ObjectIdentifier: [UInt32]]) {
+        loop.assertInLoop()
         for ssrc in listener.endStreams(announcedBefore: announcedBefore) { srtpIn?.forget(ssrc: ssrc) }
     }
 
     /// Forgets the SRTP state of local SSRCs that will never send again (a reused m-line's old track).
     func forgetSendSSRCs(_ ssrcs: [UInt32]) {
+        loop.assertInLoop()
         for ssrc in ssrcs {
             sendBySSRC[ssrc] = nil
             srtpOut?.forget(ssrc: ssrc)
@@ -474,11 +494,15 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// The receiver of a remote media SSRC, once packets of it arrived.
-    public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? { listener.bySSRC[ssrc]?.receiver }
+    public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? {
+        loop.assertInLoop()
+        return listener.bySSRC[ssrc]?.receiver
+    }
 
     /// The counters of every receive stream on `transceiver` (one per encoding that sent a packet).
     public func receiverStats(on transceiver: RTPTransceiver) -> [RTPReceiverStats] {
-        listener.streams.compactMap { $0.transceiver === transceiver ? $0.receiver.stats : nil }
+        loop.assertInLoop()
+        return listener.streams.compactMap { $0.transceiver === transceiver ? $0.receiver.stats : nil }
     }
 
     // MARK: Receive path
@@ -486,6 +510,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// Demultiplexes one datagram (RFC 7983: STUN to ICE, DTLS to DTLS, SRTP/SRTCP to the RTP
     /// streams and the RTCP router). Loop thread only; allocation-free for media.
     public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        loop.assertInLoop()
         handleDatagram(data, from: from, socket: socket, now: EventLoop.now())
     }
 
@@ -493,6 +518,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     public func handleDatagram(
         _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket, now: UInt64
     ) {
+        loop.assertInLoop()
         guard !closed, let first = data.first else { return }
         counters.packetsReceived &+= 1
         counters.bytesReceived &+= UInt64(data.count)
@@ -653,6 +679,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Runs ICE, DTLS, sender-report and receiver-report timers, once one is due (``tickDeadline``).
     public func tick(now: UInt64) {
+        loop.assertInLoop()
         // Hundreds of transports share a loop that ticks every 10 ms, and most have nothing due
         // (a report about once a second, a consent check every few seconds): visiting each of their
         // streams at every tick was a fixed cost that grew with the audience.
@@ -702,6 +729,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Sends an RTCP BYE for the sending SSRCs and DTLS close_notify, stops timers, closes sockets.
     func close() {
+        loop.assertInLoop()
         guard !closed else { return }
         sendGoodbye()
         dtls?.close()
