@@ -110,9 +110,13 @@ import Testing
         let path = temporaryPath("simulcast.webm")
         _ = try await subscriber.recordSubscription(with: sfu, participantID: "bob", path: path) {
             try await Task.sleep(for: .seconds(2))
-            try await sfu.onLoop { try $0.setPreferredLayerOnLoop(subscriber: "bob", producerID: video.id, quality: .low) }
+            try await sfu.onLoop {
+                try $0.setPreferredLayerOnLoop(subscriber: "bob", producerID: video.id, quality: .low)
+            }
             try await Task.sleep(for: .seconds(2))
-            try await sfu.onLoop { try $0.setViewportOnLoop(subscriber: "bob", producerID: video.id, width: 300, height: 170) }
+            try await sfu.onLoop {
+                try $0.setViewportOnLoop(subscriber: "bob", producerID: video.id, width: 300, height: 170)
+            }
             try await Task.sleep(for: .seconds(2))
         }
 

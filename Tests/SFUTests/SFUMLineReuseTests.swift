@@ -34,7 +34,9 @@ struct SFUMLineReuseTests {
             let producers = try await guest.publish(to: sfu, participantID: "guest-\(round)")
             await guest.startPump(layers: 1)
             var byKind: [MediaKind: String] = [:]
-            for p in producers { byKind[p.kind] = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: p.id) }.mid }
+            for p in producers {
+                byKind[p.kind] = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: p.id) }.mid
+            }
             let offer = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: "bob") }
             mediaSections.append(offer.media.count)
             let answer = try await subscriber.loop.submit {
