@@ -13,6 +13,7 @@ import Understudy
 /// recordings hand their disk writes to a `DiskWriter` thread. The agent's own state (consumed set,
 /// the recordings' table, manifest) is guarded by one lock, taken once per track, not per frame. Consume and
 /// stop-consuming calls run one at a time, in order, on a chain of tasks.
+// Safe: its mutable state is guarded by one lock (see above); consume calls are serialized on a task chain.
 public final class RoomAgent: RoomEventListener, PubSubMessageListener, @unchecked Sendable {
     /// Whose media the agent consumes.
     public enum ConsumePolicy: Sendable, Equatable {

@@ -37,6 +37,7 @@ public enum JoinLatencyBenchmark {
     }
 
     /// Records the instant `onRoomJoined` (or a leave) arrives.
+    // Safe: the recorded instants are guarded by `lock`.
     final class JoinWatch: RoomEventListener, @unchecked Sendable {
         private let lock = NSLock()
         private var joinedAt: UInt64?
@@ -47,6 +48,7 @@ public enum JoinLatencyBenchmark {
     }
 
     /// Writes the subscribed frames to WebM and notes when the first keyframe was written.
+    // Safe: the writer and first-keyframe time are guarded by `lock`.
     final class KeyframeWatch: @unchecked Sendable {
         private let lock = NSLock()
         let recording: Recording

@@ -43,6 +43,7 @@ public enum ReceivePathBenchmark {
     }
 
     /// Replays captured SRTP packets from the sender's socket in bursts, on the sender's loop.
+    // Safe: confined to the sender's loop thread (it is a ticker there); Sendable only to be handed to it.
     final class Replayer: EventLoopTicker, @unchecked Sendable {
         let packets: [[UInt8]]
         let socket: UDPSocket
@@ -99,6 +100,7 @@ public enum ReceivePathBenchmark {
         // Capture the real SRTP packets the sender produces, then replay them: the measured window
         // then holds only the receiver's work, with no encryption running on another thread (which
         // would share libsrtp's crypto backend locks with the receiver).
+        // Safe: filled on the sender's loop thread, read only after `loop.submit` returns (the hop orders it).
         final class Capture: @unchecked Sendable {
             var packets: [[UInt8]] = []
             var socket: UDPSocket?

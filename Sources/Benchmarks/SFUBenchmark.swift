@@ -168,6 +168,7 @@ public enum SFUBenchmark {
 }
 
 /// Sends fabricated VP8 frames at a fixed packet rate on the publisher's loop thread.
+// Safe: confined to the publisher's loop thread (a ticker there); Sendable only to be handed to it.
 final class BenchFrameSource: EventLoopTicker, @unchecked Sendable {
     let connection: PeerConnection
     let transceiver: RTPTransceiver

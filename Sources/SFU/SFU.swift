@@ -1,5 +1,6 @@
 import RTC
 import RTCWire
+import Synchronization
 
 /// The media half of the room server: a selective forwarding unit in the style of mediasoup.
 ///
@@ -12,6 +13,7 @@ import RTCWire
 /// that thread: publisher connection → producer → consumers → subscriber connections, with no
 /// allocation, lock or task hop per packet. The `async` control calls hop onto the loop; the
 /// `…OnLoop` ones run there (reached from elsewhere through ``onLoop(_:)``) and assert it in debug builds.
+// Safe: loop-confined behind onLoop/async calls; on-loop methods assert the loop in debug builds.
 public final class SFU: @unchecked Sendable {
     public let configuration: SFUConfiguration
     /// The loop every SFU connection runs on.
@@ -62,9 +64,14 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// A callback that the loop thread reads while another thread may set it: one box per
-    /// `on…` property, shared with the closures that call it.
-    final class HandlerBox<Handler>: @unchecked Sendable {
-        var value: Handler?
+    /// `on…` property, shared with the closures that call it. Read per event (a state change, a
+    /// layer switch), never per packet, so a lock is cheap here.
+    final class HandlerBox<Handler: Sendable>: Sendable {
+        private let stored = Mutex<Handler?>(nil)
+        var value: Handler? {
+            get { stored.withLock { $0 } }
+            set { stored.withLock { $0 = newValue } }
+        }
     }
 
     /// Called on the loop thread each time one of a participant's connections changes state
@@ -517,10 +524,7 @@ public final class SFU: @unchecked Sendable {
         set { speakerHandler.value = newValue }
     }
 
-    final class SpeakerHandlerBox: @unchecked Sendable {
-        var value: (@Sendable (String, String?) -> Void)?
-    }
-    let speakerHandler = SpeakerHandlerBox()
+    let speakerHandler = HandlerBox<@Sendable (String, String?) -> Void>()
 
     /// Samples every observed microphone each 300 ms on this loop; created with the first observation.
     var audioLevelObserver: SFUAudioLevelObserver?

@@ -121,6 +121,7 @@ public enum ScenarioRunner {
     }
 }
 
+// Safe: the lines are guarded by `lock`.
 final class EventLines: @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
@@ -154,6 +155,7 @@ func withTimeout(_ seconds: Double, what: String, _ body: @escaping @Sendable ()
     }
 }
 
+// Safe: `fired` is guarded by `lock`.
 final class OneShot: @unchecked Sendable {
     private let lock = NSLock()
     private var fired = false

@@ -9,6 +9,7 @@ import Signaling
 /// The room's two WebRTC connections to the SFU: publish (synthetic tone + test pattern through a
 /// ``MediaPump``) and subscribe (answering `subscriberOffer`s; each consumer's frames go to the sinks of
 /// its ``RemoteTrack``, ``Room/onFrame`` among them).
+// Safe: shared state is guarded by `lock`; connection and track state is confined to their loops.
 final class RoomMedia: @unchecked Sendable {
     weak var room: Room?
     let lock = NSLock()

@@ -178,6 +178,7 @@ extension RoomMedia {
     }
 }
 
+// Safe: written before a semaphore signal and read after its wait (the semaphore orders them).
 final class ResultBox<T>: @unchecked Sendable {
     var value: T?
 }

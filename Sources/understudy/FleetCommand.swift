@@ -187,7 +187,7 @@ private func stopJob(_ args: [String]) async throws {
 
 /// `serve --jobs redis://…`: `POST /admin/jobs` queues jobs for the server's own rooms on a fleet.
 /// Each job joins through this server with a token the server signs for it.
-final class ServeJobService: RoomJobService, @unchecked Sendable {
+final class ServeJobService: RoomJobService, Sendable {
     private let store: FleetStore
     private let serverURL: String
     private let secret: String

@@ -24,6 +24,7 @@ extension EventLoopTicker {
 /// After ``shutdown()`` the loop runs the work it had accepted, then refuses more: ``execute(_:)``
 /// returns false and the throwing ``submit(_:)-(()->T)`` throws ``EventLoopError/shutDown(name:)``,
 /// so nobody waits for work that will never run.
+// Safe: other threads only use execute/submit/openUDP/tickers/shutdown (Mutex, atomics); the rest is loop-thread state.
 public final class EventLoop: @unchecked Sendable {
     /// Datagrams read per `recvmmsg` call.
     public static let receiveBatchSize = 32

@@ -5,7 +5,8 @@
 /// thread, but reading or writing it there stops the process with a clear message instead of racing.
 /// Creating one is allowed anywhere (the value is not shared yet); every later access checks, in
 /// every build, so keep it off the packet path.
-public final class LoopBound<Value>: @unchecked Sendable {  // every access checks the loop (preconditionInLoop)
+// Safe: every access checks the loop (preconditionInLoop), in every build.
+public final class LoopBound<Value>: @unchecked Sendable {
     /// The loop the value belongs to.
     public let loop: EventLoop
     private var stored: Value

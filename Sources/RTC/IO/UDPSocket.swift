@@ -37,6 +37,7 @@ public enum SocketError: Error, Equatable, Sendable {
 
 /// A nonblocking UDP socket owned by an `EventLoop`. Everything but `localAddress` is confined to
 /// the loop thread.
+// Safe: `localAddress` is immutable; everything else is loop-thread state (send asserts it).
 public final class UDPSocket: @unchecked Sendable {
     /// The bound address (with the real port when bound to port 0).
     public let localAddress: SocketAddress

@@ -10,6 +10,7 @@ public typealias FrameHandler = (RTPTransceiver, _ rid: String?, EncodedFrame, F
 /// loop's thread (debug builds assert it, see ``EventLoop/assertInLoop(file:line:)``); the `async`
 /// variants hop onto it. Media arrives through ``onFrame`` on the loop
 /// thread with no hop per packet.
+// Safe: loop-confined; its on-loop methods assert the loop in debug builds (EventLoop.assertInLoop).
 public final class PeerConnection: @unchecked Sendable {
     public let loop: EventLoop
     public let configuration: PeerConnectionConfiguration
@@ -51,30 +52,18 @@ public final class PeerConnection: @unchecked Sendable {
     }
     /// The peer's RTCP BYE (RFC 3550 §6.6) said this remote SSRC is gone; on the loop thread, once per
     /// source named. A closing ``PeerConnection`` sends one for each of its sending SSRCs.
-    public var onBYE: ((UInt32) -> Void)? {
-        get { transport.onBYE }
-        set { transport.onBYE = newValue }
-    }
+    public var onBYE: ((UInt32) -> Void)?
     /// The send-side bandwidth estimate toward the peer, from its transport-cc feedback (or its
     /// REMB); nil when the peer gives none. Read it on the loop thread (see ``BandwidthEstimate``).
     public var bandwidthEstimate: BandwidthEstimate? { transport.bandwidthEstimate }
     /// Called on the loop thread when ``bandwidthEstimate``'s target or state changes.
-    public var onBandwidthEstimate: ((BandwidthEstimate) -> Void)? {
-        get { transport.onBandwidthEstimate }
-        set { transport.onBandwidthEstimate = newValue }
-    }
+    public var onBandwidthEstimate: ((BandwidthEstimate) -> Void)?
     /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
-    public var onKeyframeRequest: ((RTPTransceiver) -> Void)? {
-        get { transport.onKeyframeRequest }
-        set { transport.onKeyframeRequest = newValue }
-    }
+    public var onKeyframeRequest: ((RTPTransceiver) -> Void)?
     /// When set, NACKs for this connection's senders go here (transceiver, lost sequence numbers,
     /// now) instead of being answered from the senders' own history: an SFU answers them from its
     /// shared per-producer buffer (``PeerConnectionConfiguration/senderHistory`` is then usually off).
-    public var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)? {
-        get { transport.onNACK }
-        set { transport.onNACK = newValue }
-    }
+    public var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)?
     /// Every received media packet (after SRTP, RTX unwrapping and the receiver's bookkeeping), on
     /// the loop thread, for forwarding without frame assembly (an SFU). The packet's bytes are only
     /// valid during the call. The receiver still sends NACK, PLI and receiver reports upstream.
@@ -113,12 +102,14 @@ public final class PeerConnection: @unchecked Sendable {
         let certificate = try certificate ?? DTLSCertificate.generate()
         self.certificate = certificate
         transport = MediaTransport(loop: loop, configuration: configuration, certificate: certificate)
-        transport.listener.onNewStream = { [unowned self] stream in attachFrameHandler(stream) }
-        transport.onEvent = { [unowned self] event in transportEvent(event) }
+        transport.delegate = self
     }
+}
 
+/// The connection hears its transport through one delegate (``MediaTransportDelegate``).
+extension PeerConnection: MediaTransportDelegate {
     /// Maps the transport's progress onto the connection's state.
-    func transportEvent(_ event: MediaTransport.Event) {
+    func transport(_ transport: MediaTransport, didReport event: MediaTransport.Event) {
         switch event {
         case .iceChecking: if state == .new { setState(.connecting) }
         case .iceFailed:
@@ -138,6 +129,30 @@ public final class PeerConnection: @unchecked Sendable {
         }
     }
 
+    func transport(_ transport: MediaTransport, didOpen stream: RTPStreamListener.Stream) {
+        attachFrameHandler(stream)
+    }
+
+    var answersNACKs: Bool { onNACK != nil }
+
+    func transport(
+        _ transport: MediaTransport, nacked sequenceNumbers: [UInt16], on transceiver: RTPTransceiver, now: UInt64
+    ) {
+        onNACK?(transceiver, sequenceNumbers, now)
+    }
+
+    func transport(_ transport: MediaTransport, keyframeRequestedOn transceiver: RTPTransceiver) {
+        onKeyframeRequest?(transceiver)
+    }
+
+    func transport(_ transport: MediaTransport, peerEnded ssrc: UInt32) { onBYE?(ssrc) }
+
+    func transport(_ transport: MediaTransport, estimateChanged estimate: BandwidthEstimate) {
+        onBandwidthEstimate?(estimate)
+    }
+}
+
+extension PeerConnection {
     // MARK: Transceivers
 
     /// Adds a transceiver. `sendRIDs` (e.g. `["q","h","f"]`) makes a simulcast sender.

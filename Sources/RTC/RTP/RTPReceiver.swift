@@ -129,6 +129,7 @@ public struct RTPReceivedPayload {
 /// and decodable: after a loss that breaks a frame, frames are dropped until the next key frame, which
 /// is requested with PLIs (throttled, repeated while waiting). Audio (Opus): each packet is a frame and is
 /// delivered on arrival; late packets are dropped and losses are skipped.
+// Safe: loop-confined; its entry points assert `loop` in debug builds once a transport owns it.
 public final class RTPReceiver: @unchecked Sendable {
     /// The loop this object is confined to, once a transport owns it (nil when used alone, as in
     /// unit tests): its entry points assert, in debug builds only, that they run there.

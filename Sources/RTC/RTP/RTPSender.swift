@@ -39,6 +39,7 @@ public struct RTPSendExtensions: Sendable, Equatable {
 }
 
 /// The transport-wide sequence counter shared by every sender of one transport (BUNDLE group).
+// Safe: confined to its transport's loop thread, like the senders that share it.
 public final class TransportSequenceCounter: @unchecked Sendable {
     /// The next transport-wide sequence number.
     public var next: UInt16
@@ -107,6 +108,7 @@ public struct RTPSenderStats: Sendable, Equatable {
 /// Packets are handed to `emit` as `(buffer, length)`: the buffer has room after the packet (its
 /// capacity is ``packetCapacity``) so the callee may SRTP-protect it in place. The bytes are only
 /// valid during the call.
+// Safe: loop-confined; its entry points assert `loop` in debug builds once a transport owns it.
 public final class RTPSender: @unchecked Sendable {
     /// The loop this object is confined to, once a transport owns it (nil when used alone, as in
     /// unit tests): its entry points assert, in debug builds only, that they run there.

@@ -9,10 +9,35 @@ import RTCWire
 /// It knows no SDP. Its owner (``PeerConnection``, which keeps JSEP: descriptions, transceivers,
 /// m-line and mid bookkeeping, negotiation, restart) starts it with the remote ICE and DTLS
 /// parameters, hands it the m-lines as ``transceivers`` (the listener's routes, the senders' home)
-/// and hears of its progress through ``onEvent``. A forwarder (the SFU) writes to its send path
+/// and hears of its progress through its ``MediaTransportDelegate``. A forwarder (the SFU) writes to its send path
 /// and reads its receive path directly.
 ///
 /// Loop-thread confined, like everything on an ``EventLoop``. The per-packet paths allocate nothing.
+/// What a ``MediaTransport`` tells its owner, on the loop thread: one delegate in place of a
+/// closure per callback, as mediasoup's `RTC::Transport::Listener`. The owner (``PeerConnection``)
+/// maps the events onto its state and hands the rest to its public `on…` hooks. The per-packet
+/// receive sink (``PeerConnection/onRTP``) is not here: it is installed on the transport, so a
+/// forwarded packet costs one indirect call, not two.
+protocol MediaTransportDelegate: AnyObject {
+    /// ICE, DTLS or the loop moved on (``MediaTransport/Event``).
+    func transport(_ transport: MediaTransport, didReport event: MediaTransport.Event)
+    /// A receive stream was bound to a new remote SSRC.
+    func transport(_ transport: MediaTransport, didOpen stream: RTPStreamListener.Stream)
+    /// Whether the owner answers NACKs itself (``transport(_:nacked:on:now:)``) instead of the
+    /// senders' own histories.
+    var answersNACKs: Bool { get }
+    /// The peer lost `sequenceNumbers` of `transceiver`'s sender (only when ``answersNACKs``).
+    func transport(
+        _ transport: MediaTransport, nacked sequenceNumbers: [UInt16], on transceiver: RTPTransceiver, now: UInt64)
+    /// The peer asked `transceiver`'s sender for a keyframe (PLI or FIR).
+    func transport(_ transport: MediaTransport, keyframeRequestedOn transceiver: RTPTransceiver)
+    /// The peer's RTCP BYE named `ssrc`.
+    func transport(_ transport: MediaTransport, peerEnded ssrc: UInt32)
+    /// The send-side estimate's target or state changed.
+    func transport(_ transport: MediaTransport, estimateChanged estimate: BandwidthEstimate)
+}
+
+// Safe: loop-confined; its entry points assert the loop in debug builds (EventLoop.assertInLoop).
 public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLoopTicker {
     /// What the transport tells its owner, on the loop thread.
     enum Event {
@@ -36,19 +61,17 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     public internal(set) var counters = PeerConnectionCounters()
     /// Negotiated SRTP profile, once DTLS completes.
     public internal(set) var srtpProfile: SRTPProfile?
-    var onEvent: ((Event) -> Void)?
+    /// The owner (weak: it owns the transport).
+    weak var delegate: (any MediaTransportDelegate)?
     /// Whether the owner's state is `connected`: media and RTCP go out only then.
     var isConnected = false {
         didSet { tickDeadline.wake() }
     }
     var closed = false
 
-    // MARK: Packet-path callbacks (see PeerConnection's properties of the same names)
+    // MARK: Packet-path sinks (see PeerConnection's properties of the same names)
 
     var onRTP: RTPPacketHandler?
-    var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)?
-    var onKeyframeRequest: ((RTPTransceiver) -> Void)?
-    var onBYE: ((UInt32) -> Void)?
     var outboundRTPTap: ((UnsafeRawBufferPointer, UDPSocket, SocketAddress) -> Bool)?
 
     // MARK: ICE
@@ -126,9 +149,6 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// What the path to the peer carries, as this transport's estimator sees it (nil: the peer
     /// gives no feedback). Loop thread.
     public var bandwidthEstimate: BandwidthEstimate? { bandwidthEstimator?.estimate }
-    /// Called on the loop when ``bandwidthEstimate``'s target or state changes (after a feedback
-    /// message, a REMB, or a feedback timeout).
-    public var onBandwidthEstimate: ((BandwidthEstimate) -> Void)?
     /// Transport-cc feedback for what this transport receives, once negotiated.
     private(set) var transportFeedback: TransportFeedbackGenerator?
 
@@ -145,6 +165,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
         listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs, loop: loop)
         listener.tickDeadline = tickDeadline
+        listener.onNewStream = { [unowned self] stream in delegate?.transport(self, didOpen: stream) }
     }
 
     deinit {
@@ -198,17 +219,17 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         agent.onSelectedPair = { [unowned self] socket, remote in
             mediaTarget = (socket, remote)
             startDTLSIfReady()
-            onEvent?(.progress)  // a restart's new pair (the state may not change)
+            delegate?.transport(self, didReport: .progress)  // a restart's new pair (the state may not change)
         }
         agent.onStateChange = { [unowned self] s in
             switch s {
-            case .checking: onEvent?(.iceChecking)
-            case .failed: onEvent?(.iceFailed)
-            case .disconnected: onEvent?(.iceDisconnected)
-            case .connected: onEvent?(.iceConnected)
+            case .checking: delegate?.transport(self, didReport: .iceChecking)
+            case .failed: delegate?.transport(self, didReport: .iceFailed)
+            case .disconnected: delegate?.transport(self, didReport: .iceDisconnected)
+            case .connected: delegate?.transport(self, didReport: .iceConnected)
             default: break
             }
-            onEvent?(.progress)
+            delegate?.transport(self, didReport: .progress)
         }
         ice = agent
         loop.addTicker(self)
@@ -238,7 +259,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                 target.socket.send(bytes, to: target.remote)
             }
             transport.onConnected = { [unowned self] keys in dtlsConnected(keys) }
-            transport.onFailed = { [unowned self] error in onEvent?(.failed("DTLS failed: \(error)")) }
+            transport.onFailed = { [unowned self] error in
+                delegate?.transport(self, didReport: .failed("DTLS failed: \(error)"))
+            }
             dtls = transport
         }
         ice.setRemoteCredentials(ufrag: remoteUfrag, password: remotePassword)
@@ -279,9 +302,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             srtpProfile = keys.profile
             dtlsReleasePending = true
             tickDeadline.wake()
-            onEvent?(.connected)
+            delegate?.transport(self, didReport: .connected)
         } catch {
-            onEvent?(.failed(nil))
+            delegate?.transport(self, didReport: .failed(nil))
         }
     }
 
@@ -421,7 +444,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                     bandwidthEstimator.packetSent(
                         transportSequence.pendingSequence, size: n, now: transportSequence.pendingTime)
                 {
-                    onBandwidthEstimate?(bandwidthEstimator.estimate)
+                    delegate?.transport(self, estimateChanged: bandwidthEstimator.estimate)
                 }
             }
             if let tap = outboundRTPTap, tap(packet, target.socket, target.remote) { return }
@@ -620,28 +643,30 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// Routes one decrypted compound RTCP packet to the senders and receivers (``RTCPRouter``).
-    /// NACKs go to ``onNACK`` when set (as an array: NACKs are rare next to media).
+    /// NACKs go to the delegate when it answers them (as an array: NACKs are rare next to media).
     func handleRTCP(_ packet: UnsafeRawBufferPointer, now: UInt64) {
         do throws(RTCPError) {
             try RTCPRouter.route(
                 packet, now: now, sender: { sendBySSRC[$0] }, receiver: { listener.bySSRC[$0]?.receiver },
                 nack: { sender, view throws(RTCPError) in
-                    guard let onNACK, let t = transceiver(of: sender) else { return false }
+                    guard let delegate, delegate.answersNACKs, let t = transceiver(of: sender) else { return false }
                     var lost: [UInt16] = []
                     try view.forEachNACKSequence { lost.append($0) }
-                    onNACK(t, lost, now)
+                    delegate.transport(self, nacked: lost, on: t, now: now)
                     return true
                 },
                 keyframeRequested: { sender in
-                    if let onKeyframeRequest, let t = transceiver(of: sender) { onKeyframeRequest(t) }
+                    if let delegate, let t = transceiver(of: sender) {
+                        delegate.transport(self, keyframeRequestedOn: t)
+                    }
                 },
-                goodbye: { ssrc in onBYE?(ssrc) },
+                goodbye: { ssrc in delegate?.transport(self, peerEnded: ssrc) },
                 transportFeedback: { view throws(RTCPError) in
                     counters.transportFeedbackReceived &+= 1
                     guard let bandwidthEstimator else { return }
                     if let rtt = roundTripTime() { bandwidthEstimator.roundTripTimeMs = rtt }
                     if try bandwidthEstimator.handleTransportFeedback(view, now: now) {
-                        onBandwidthEstimate?(bandwidthEstimator.estimate)
+                        delegate?.transport(self, estimateChanged: bandwidthEstimator.estimate)
                     }
                 },
                 remb: { bitrate in
@@ -653,7 +678,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                         estimator = SendSideBandwidthEstimator(configuration: configuration.bandwidth)
                         bandwidthEstimator = estimator
                     }
-                    if estimator.handleREMB(bitrate, now: now) { onBandwidthEstimate?(estimator.estimate) }
+                    if estimator.handleREMB(bitrate, now: now) {
+                        delegate?.transport(self, estimateChanged: estimator.estimate)
+                    }
                 },
                 emit: { buffer, length in protectAndSendRTP(buffer, length: length) })
         } catch {
@@ -723,7 +750,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// The loop is shutting down under the transport: its owner closes.
-    public func loopStopped() { onEvent?(.loopStopped) }
+    public func loopStopped() { delegate?.transport(self, didReport: .loopStopped) }
 
     // MARK: Closing
 
