@@ -4,9 +4,25 @@ public enum MediaCodec: String, Sendable, Hashable {
     case vp8
     /// H.264 (RFC 6184). Frames are Annex B access units (4-byte start codes).
     case h264
+    /// VP9 (RFC 9628). Frames are VP9 frames; the layer frames of one picture are concatenated.
+    case vp9
 
-    /// RTP clock rate: 48 kHz for Opus (RFC 7587), 90 kHz for video (RFC 7741, RFC 6184).
+    /// RTP clock rate: 48 kHz for Opus (RFC 7587), 90 kHz for video (RFC 7741, RFC 6184, RFC 9628).
     public var clockRate: UInt32 { self == .opus ? 48_000 : 90_000 }
+
+    /// The encoding name in SDP `a=rtpmap` lines.
+    public var rtpName: String {
+        switch self {
+        case .opus: "opus"
+        case .vp8: "VP8"
+        case .vp9: "VP9"
+        case .h264: "H264"
+        }
+    }
+
+    /// Whether a format's `a=fmtp` parameters tell one stream of this codec from another (H.264
+    /// profile and packetization mode, VP9 profile), so a forwarded stream keeps them.
+    public var formatParametersMatter: Bool { self == .h264 || self == .vp9 }
 
     /// Whether this codec carries audio or video.
     public var kind: MediaKind { self == .opus ? .audio : .video }

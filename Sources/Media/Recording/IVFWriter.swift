@@ -1,6 +1,7 @@
 public import RTCWire
 
-/// Writes VP8 frames to an IVF file without transcoding.
+/// Writes VP8 or VP9 frames to an IVF file without transcoding (one codec per file: the first
+/// keyframe's).
 ///
 /// The 32-byte header is written when the first keyframe arrives (its size comes from that
 /// keyframe unless given). Delta frames before the first keyframe are dropped and counted. Each
@@ -16,6 +17,8 @@ public final class IVFWriter: @unchecked Sendable {
     private var width: Int?
     private var height: Int?
     private var headerWritten = false
+    /// The file's codec, once the first keyframe was written.
+    public private(set) var codec: MediaCodec?
     private var firstTimestamp: UInt32 = 0
     private var lastTimestamp: UInt32 = 0
     private var unwrappedTicks: Int64 = 0
@@ -38,13 +41,19 @@ public final class IVFWriter: @unchecked Sendable {
     /// frame's RTP timestamp (relative to the first frame) is used.
     public func write(_ frame: EncodedFrame, pts: Int64? = nil) throws {
         guard !closed else { throw MediaError.closed }
-        guard frame.codec == .vp8 else { throw MediaError.invalidArgument("IVF holds VP8 only, got \(frame.codec)") }
+        guard frame.codec == .vp8 || frame.codec == .vp9 else {
+            throw MediaError.invalidArgument("IVF holds VP8 or VP9, got \(frame.codec)")
+        }
+        if let codec, codec != frame.codec {
+            throw MediaError.invalidArgument("IVF file is \(codec), got \(frame.codec)")
+        }
         guard !frame.data.isEmpty else { return }
         if !headerWritten {
-            guard frame.isKeyframe, let size = VP8KeyframeInfo.parse(frame.data) else {
+            guard frame.isKeyframe, let size = WebMWriter.keyframeSize(frame) else {
                 droppedBeforeKeyframe += 1
                 return
             }
+            codec = frame.codec
             writeHeader(width: width ?? size.width, height: height ?? size.height)
             firstTimestamp = frame.timestamp
             lastTimestamp = frame.timestamp
@@ -71,7 +80,7 @@ public final class IVFWriter: @unchecked Sendable {
         sink.buffer.append(contentsOf: Array("DKIF".utf8))
         sink.buffer.appendLE16(0)  // version
         sink.buffer.appendLE16(32)  // header length
-        sink.buffer.append(contentsOf: Array("VP80".utf8))
+        sink.buffer.append(contentsOf: Array((codec == .vp9 ? "VP90" : "VP80").utf8))
         sink.buffer.appendLE16(UInt16(clamping: width))
         sink.buffer.appendLE16(UInt16(clamping: height))
         sink.buffer.appendLE32(90_000)  // time base denominator ("rate")

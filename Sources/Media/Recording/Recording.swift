@@ -2,7 +2,8 @@ import Glibc
 import RTCWire
 
 /// Writes received frames to one file, choosing the container from the file extension:
-/// `.webm`/`.mkv` (VP8 or H.264, + Opus), `.ogg` (Opus only) or `.ivf` (VP8 only). Nothing is
+/// `.webm`/`.mkv` (VP8 or H.264, + Opus), `.mp4` (fragmented: H.264 or VP8, + Opus), `.ogg` (Opus
+/// only) or `.ivf` (VP8 or VP9). Nothing is
 /// transcoded. A `.webm` file whose video turns out to be H.264 is renamed to `.mkv` when its first
 /// keyframe is written (WebM holds VP8, VP9 and AV1 only), unless a file of that name exists.
 ///
@@ -18,16 +19,17 @@ import RTCWire
 // Safe as used: one loop thread writes; close() follows only once writes stopped (see above).
 public final class Recording: @unchecked Sendable {
     /// The file format, chosen from the extension.
-    public enum Container: String, Sendable { case webm, ogg, ivf }
+    public enum Container: String, Sendable { case webm, mp4, ogg, ivf }
 
     /// The file written (a `.webm` path becomes `.mkv` when its video is H.264).
     public private(set) var path: String
     /// The video codec in the file, once its first keyframe was written (WebM/Matroska, IVF).
-    public var videoCodec: MediaCodec? { webm?.videoCodec ?? (ivf != nil ? .vp8 : nil) }
+    public var videoCodec: MediaCodec? { webm?.videoCodec ?? mp4?.videoCodec ?? ivf?.codec }
     private var checkedContainerName = false
     /// Its format.
     public let container: Container
     var webm: WebMWriter?
+    var mp4: MP4Writer?
     var ogg: OggOpusWriter?
     var ivf: IVFWriter?
     var sessionStart: UInt64?
@@ -86,6 +88,9 @@ public final class Recording: @unchecked Sendable {
             if lower.hasSuffix(".webm") || lower.hasSuffix(".mkv") {
                 container = .webm
                 webm = try WebMWriter(path: path, audio: WebMWriter.AudioTrack(channels: opusChannels), writer: writer)
+            } else if lower.hasSuffix(".mp4") {
+                container = .mp4
+                mp4 = try MP4Writer(path: path, audioChannels: opusChannels, writer: writer)
             } else if lower.hasSuffix(".ogg") || lower.hasSuffix(".opus") {
                 container = .ogg
                 ogg = try OggOpusWriter(path: path, channels: opusChannels, writer: writer)
@@ -100,7 +105,7 @@ public final class Recording: @unchecked Sendable {
         } catch {
             throw .cannotCreate(path: path, cause: error)
         }
-        fileSink = webm?.fileSink ?? ogg?.fileSink ?? ivf?.fileSink
+        fileSink = webm?.fileSink ?? mp4?.fileSink ?? ogg?.fileSink ?? ivf?.fileSink
     }
 
     /// Sets who hears, on the disk writer thread, of frames that reached the file and of the first
@@ -110,7 +115,7 @@ public final class Recording: @unchecked Sendable {
     /// Whether this container stores frames of `kind`.
     public func accepts(_ kind: MediaKind) -> Bool {
         switch container {
-        case .webm: return true
+        case .webm, .mp4: return true
         case .ogg: return kind == .audio
         case .ivf: return kind == .video
         }
@@ -173,6 +178,7 @@ public final class Recording: @unchecked Sendable {
                     if codec == .h264 { renameToMatroska() }
                 }
             }
+            if let mp4 { try mp4.write(frame, pts: pts) }
             if let ogg { try ogg.write(frame, pts: pts) }
             if let ivf { try ivf.write(frame, pts: pts) }
             accepted.add(frame)
@@ -193,7 +199,9 @@ public final class Recording: @unchecked Sendable {
     }
 
     /// Bytes of this file handed to the disk writer and not yet written.
-    public var backlogBytes: Int { webm?.backlogBytes ?? ogg?.backlogBytes ?? ivf?.backlogBytes ?? 0 }
+    public var backlogBytes: Int {
+        webm?.backlogBytes ?? mp4?.backlogBytes ?? ogg?.backlogBytes ?? ivf?.backlogBytes ?? 0
+    }
 
     /// Finishes the file (patches sizes, writes indexes) and waits until the disk writer has written
     /// all of it. Safe to call twice.
@@ -202,6 +210,7 @@ public final class Recording: @unchecked Sendable {
         closed = true
         do {
             try webm?.close()
+            try mp4?.close()
             try ogg?.close()
             try ivf?.close()
         } catch {
@@ -214,7 +223,7 @@ public final class Recording: @unchecked Sendable {
 
 /// Why a ``Recording`` could not be started or finished; the cause is the container writer's error.
 public enum RecordingError: Error, CustomStringConvertible {
-    /// The extension names no container this recorder writes (`.webm`, `.mkv`, `.ogg`, `.opus`, `.ivf`).
+    /// The extension names no container this recorder writes (`.webm`, `.mkv`, `.mp4`, `.ogg`, `.opus`, `.ivf`).
     case unsupportedFormat(path: String)
     /// The file could not be created.
     case cannotCreate(path: String, cause: any Error)
@@ -224,7 +233,7 @@ public enum RecordingError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .unsupportedFormat(let path):
-            return "unsupported recording format '\(path)' (use .webm, .mkv, .ogg or .ivf)"
+            return "unsupported recording format '\(path)' (use .webm, .mkv, .mp4, .ogg or .ivf)"
         case .cannotCreate(let path, let cause): return "cannot record to '\(path)': \(cause)"
         case .cannotFinish(let path, let cause): return "cannot finish '\(path)': \(cause)"
         }

@@ -1,9 +1,9 @@
 public import RTCWire
 
-/// Writes VP8 or H.264 and/or Opus into one WebM (Matroska) file, live, without transcoding.
+/// Writes VP8, VP9 or H.264 and/or Opus into one WebM (Matroska) file, live, without transcoding.
 ///
-/// The video codec is the first video keyframe's (or ``VideoTrack/codec``). VP8 makes a WebM file
-/// (DocType `webm`, `V_VP8`); H.264 a Matroska file (DocType `matroska`, `V_MPEG4/ISO/AVC` with an
+/// The video codec is the first video keyframe's (or ``VideoTrack/codec``). VP8 and VP9 make a WebM
+/// file (DocType `webm`, `V_VP8`, `V_VP9`); H.264 a Matroska file (DocType `matroska`, `V_MPEG4/ISO/AVC` with an
 /// `AVCDecoderConfigurationRecord` built from the keyframe's SPS and PPS as CodecPrivate, each access
 /// unit written as 4-byte length-prefixed NAL units).
 ///
@@ -27,7 +27,7 @@ public final class WebMWriter: @unchecked Sendable {
         public var width: Int?
         /// Picture height; nil = take it from the first keyframe.
         public var height: Int?
-        /// The video codec (`.vp8` or `.h264`); nil = the first keyframe's.
+        /// The video codec (`.vp8`, `.vp9` or `.h264`); nil = the first keyframe's.
         public var codec: MediaCodec?
         /// Creates settings.
         public init(width: Int? = nil, height: Int? = nil, codec: MediaCodec? = nil) {
@@ -136,7 +136,7 @@ public final class WebMWriter: @unchecked Sendable {
         pending.reserveCapacity(64)
         if let video, let w = video.width, let h = video.height { videoSize = (w, h) }
         if let codec = video?.codec {
-            guard codec == .vp8 || codec == .h264 else {
+            guard codec == .vp8 || codec == .vp9 || codec == .h264 else {
                 throw MediaError.invalidArgument("Matroska video codec \(codec)")
             }
             videoCodec = codec
@@ -149,7 +149,7 @@ public final class WebMWriter: @unchecked Sendable {
         guard !closed else { throw MediaError.closed }
         let track: UInt8
         switch frame.codec {
-        case .vp8, .h264:
+        case .vp8, .vp9, .h264:
             guard video != nil else { throw MediaError.invalidArgument("WebM writer has no video track") }
             if let videoCodec, videoCodec != frame.codec {
                 throw MediaError.invalidArgument("Matroska video track is \(videoCodec), got \(frame.codec)")
@@ -256,6 +256,10 @@ public final class WebMWriter: @unchecked Sendable {
         switch frame.codec {
         case .vp8:
             return VP8KeyframeInfo.parse(frame.data)
+        case .vp9:
+            return frame.data.withUnsafeBytes {
+                VP9FrameHeader.keyframeSize($0).map { (Int($0.width), Int($0.height)) }
+            }
         case .h264:
             return frame.data.withUnsafeBytes { bytes -> (width: Int, height: Int)? in
                 var size: (width: Int, height: Int)?
@@ -429,7 +433,7 @@ public final class WebMWriter: @unchecked Sendable {
                         e.ebmlString(0x86, "V_MPEG4/ISO/AVC")
                         e.ebmlBytes(0x63A2, avcConfiguration)
                     } else {
-                        e.ebmlString(0x86, "V_VP8")
+                        e.ebmlString(0x86, videoCodec == .vp9 ? "V_VP9" : "V_VP8")
                     }
                     e.ebmlMaster(0xE0) { v in
                         v.ebmlUInt(0xB0, UInt64(max(1, size.width)))

@@ -129,7 +129,7 @@ extension PeerConnection {
             t.extensionIDs = Self.usableExtensions(m.extensions, kind: kind)
             let pt = format.payloadType
             t.codec = codec
-            t.codecParameters = codec == .h264 ? format.parameters : nil
+            t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
             t.payloadType = pt
             t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
             // Our direction is the intersection of what we want and what the offer allows.
@@ -160,7 +160,7 @@ extension PeerConnection {
             }
             let pt = format.payloadType
             t.codec = codec
-            t.codecParameters = codec == .h264 ? format.parameters : nil
+            t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
             // What the answer kept of what our offer listed in this section, with the offered id; an
             // extension the answer adds on its own is not one the section may use (RFC 8285 §5).
             t.extensionIDs = Self.usableExtensions(m.extensions, kind: t.kind).filter {
@@ -395,7 +395,7 @@ extension PeerConnection {
             } else {
                 for f in formats {
                     let codecPT = f.pt
-                    s += "a=rtpmap:\(codecPT) \(f.codec == .h264 ? "H264" : "VP8")/90000\r\n"
+                    s += "a=rtpmap:\(codecPT) \(f.codec.rtpName)/90000\r\n"
                     if sectionHasTransportCC { s += "a=rtcp-fb:\(codecPT) transport-cc\r\n" }
                     s += "a=rtcp-fb:\(codecPT) nack\r\n"
                     s += "a=rtcp-fb:\(codecPT) nack pli\r\n"

@@ -110,6 +110,8 @@ enum LocalCapabilities {
     static let opusPT: UInt8 = 111
     static let vp8PT: UInt8 = 96
     static let vp8RTXPT: UInt8 = 97
+    static let vp9PT: UInt8 = 98
+    static let vp9RTXPT: UInt8 = 99
     static let h264PT: UInt8 = 102
     static let h264RTXPT: UInt8 = 103
     /// What we offer for H.264 unless told otherwise: constrained baseline, level 3.1, mode 1 (the
@@ -125,6 +127,7 @@ enum LocalCapabilities {
         switch codec {
         case .opus: (opusPT, nil)
         case .vp8: (vp8PT, vp8RTXPT)
+        case .vp9: (vp9PT, vp9RTXPT)
         case .h264: (h264PT, h264RTXPT)
         }
     }

@@ -62,7 +62,7 @@ public final class RTPTransceiver: @unchecked Sendable {
         self.kind = kind
         self.direction = direction
         self.sendRIDs = sendRIDs
-        codecPreferences = kind == .audio ? [.opus] : (direction.sends ? [.vp8] : [.vp8, .h264])
+        codecPreferences = kind == .audio ? [.opus] : (direction.sends ? [.vp8] : [.vp8, .vp9, .h264])
         codec = codecPreferences[0]
         renewSendIdentity()
     }

@@ -111,7 +111,7 @@ final class OpusFrameAssembler {
 final class VideoFrameAssembler {
     static let slotSize = 1500
 
-    /// The codec whose packets this assembler takes (`.vp8` or `.h264`).
+    /// The codec whose packets this assembler takes (`.vp8`, `.vp9` or `.h264`).
     let codec: MediaCodec
     /// H.264: the last SPS and PPS seen (Annex B), put in front of an IDR access unit without them.
     private(set) var h264ParameterSets: [UInt8] = []
@@ -365,7 +365,7 @@ final class VideoFrameAssembler {
                 // H.264 tells access units apart by timestamp only: a picture's first slice may follow
                 // its parameter sets within one access unit.
                 if packet.timestamp != timestamp
-                    || (codec == .vp8 && end > frontier && packet.frameStart && packet.length > 0)
+                    || (codec != .h264 && end > frontier && packet.frameStart && packet.length > 0)
                 {
                     end -= 1  // next frame began without a marker: this frame is incomplete
                     break
@@ -477,7 +477,7 @@ final class VideoFrameAssembler {
             count = w
         }
         context.deliver(
-            EncodedFrame(codec: .vp8, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: arrival)
+            EncodedFrame(codec: codec, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: arrival)
     }
 
     /// The slot's payload bytes.

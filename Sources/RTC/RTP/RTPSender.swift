@@ -321,6 +321,10 @@ public final class RTPSender: @unchecked Sendable {
                         return payload.count
                     }
                 }
+            case .vp9:
+                // Forwarded VP9 goes through sendForwarded; nothing here encodes VP9 to packetize.
+                counters.framesFailed += 1
+                return
             }
         }
         counters.framesSent += 1

@@ -79,6 +79,7 @@ extension MediaCodec {
         case .opus: return try OpusPayloadFormat.inspect(payload)
         case .vp8: return try VP8PayloadFormat.inspect(payload)
         case .h264: return try H264PayloadFormat.inspect(payload)
+        case .vp9: return try VP9PayloadFormat.inspect(payload)
         }
     }
 }

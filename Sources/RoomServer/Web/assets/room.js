@@ -546,7 +546,7 @@
         if (layers) init.sendEncodings = layers;
         return pc.addTransceiver(track, init);
       });
-      // `?codec=h264` (or vp8): the video transceivers offer only that codec (and its RTX).
+      // `?codec=h264` (or vp8, vp9, av1): the video transceivers offer only that codec (and its RTX).
       const codec = (params.get('codec') || '').toLowerCase();
       if (codec && RTCRtpSender.getCapabilities) {
         const all = RTCRtpSender.getCapabilities('video').codecs;

@@ -47,3 +47,34 @@ public struct ToolFailure: Error, CustomStringConvertible {
     public let message: String
     public var description: String { "\(tool) failed: \(message)" }
 }
+
+/// `seconds` of a 320x240 test pattern encoded by libvpx VP9 (through ffmpeg, into IVF), as frames
+/// with 90 kHz timestamps at 30 fps; a keyframe every 30 frames.
+public func vp9Frames(seconds: Int) throws -> [EncodedFrame] {
+    let path = temporaryPath("vp9-\(UUID().uuidString).ivf")
+    defer { unlink(path) }
+    let run = try runTool(
+        "ffmpeg",
+        [
+            "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-t", "\(seconds)",
+            "-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p", "-deadline", "realtime", "-cpu-used", "8", "-g", "30", "-b:v", "300k",
+            "-auto-alt-ref", "0", "-lag-in-frames", "0", "-f", "ivf", path,
+        ])
+    guard run.status == 0 else { throw ToolFailure(tool: "ffmpeg", message: run.err) }
+    let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    var frames: [EncodedFrame] = []
+    var at = 32
+    while at + 12 <= bytes.count {
+        let size = Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24
+        at += 12
+        guard at + size <= bytes.count else { break }
+        let data = Array(bytes[at..<at + size])
+        at += size
+        // A VP9 key frame: frame_marker 2, then frame_type 0 after the profile and show_existing bits.
+        let key = data.withUnsafeBytes { VP9FrameHeader.keyframeInfo($0) } != nil
+        frames.append(
+            EncodedFrame(
+                codec: .vp9, data: data, timestamp: UInt32(frames.count) * 3000, isKeyframe: key, duration: 3000))
+    }
+    return frames
+}

@@ -1,0 +1,178 @@
+/// VP9 (RFC 9628) as an ``RTPPayloadFormat``: the payload descriptor (flexible and non-flexible
+/// mode, layer indices, reference differences, scalability structure) read in one pass, and on a key
+/// frame's first packet the picture size, without allocating.
+///
+/// A frame starts at a packet with the B bit of spatial layer 0 (or without layer indices), so the
+/// layer frames of one picture (spatial SVC) make one frame, ended by the marker bit. A key frame is
+/// such a start with the P bit clear. The size comes from the scalability structure (its largest
+/// layer) or else from the key frame's uncompressed header. Picture ID and TL0PICIDX sit where the
+/// VP8 descriptor puts them (an M bit then 7 or 15 bits; one byte), so the same munger keeps them
+/// continuous across simulcast switches.
+public enum VP9PayloadFormat: RTPPayloadFormat {
+    public static var clockRate: UInt32 { 90_000 }
+
+    /// Reads the payload descriptor and, on a key frame's first packet, the picture size.
+    ///
+    /// An empty payload (padding) starts nothing. A descriptor cut short, one followed by no VP9
+    /// byte, or more than three reference differences throws ``RTPPayloadError/malformedHeader``.
+    @inlinable
+    public static func inspect(_ p: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
+        var info = RTPPayloadInfo()
+        guard p.count >= 1 else {
+            info.startsFrame = false
+            info.isKeyframe = false
+            return info
+        }
+        let b0 = p[0]
+        let hasPictureID = b0 & 0x80 != 0
+        let interPredicted = b0 & 0x40 != 0
+        let hasLayers = b0 & 0x20 != 0
+        let flexible = b0 & 0x10 != 0
+        let begins = b0 & 0x08 != 0
+        let hasStructure = b0 & 0x02 != 0
+        var at = 1
+        if hasPictureID {
+            guard at < p.count else { throw .malformedHeader }
+            info.pictureIDOffset = UInt8(at)
+            let p0 = p[at]
+            if p0 & 0x80 != 0 {
+                guard at + 1 < p.count else { throw .malformedHeader }
+                info.pictureID = UInt16(p0 & 0x7F) << 8 | UInt16(p[at + 1])
+                info.pictureIDIs15Bit = true
+                at += 2
+            } else {
+                info.pictureID = UInt16(p0)
+                at += 1
+            }
+        }
+        var spatialLayer: UInt8 = 0
+        if hasLayers {
+            guard at < p.count else { throw .malformedHeader }
+            let l = p[at]
+            info.temporalLayer = l >> 5
+            spatialLayer = (l >> 1) & 0x07
+            at += 1
+            if !flexible {
+                guard at < p.count else { throw .malformedHeader }
+                info.tl0PicIdxOffset = UInt8(at)
+                info.tl0PicIdx = p[at]
+                at += 1
+            }
+        }
+        if flexible && interPredicted {
+            // Up to three P_DIFF bytes, each with N set while another follows.
+            var diffs = 0
+            while true {
+                guard at < p.count, diffs < 3 else { throw .malformedHeader }
+                let more = p[at] & 0x01 != 0
+                at += 1
+                diffs += 1
+                if !more { break }
+            }
+        }
+        if hasStructure {
+            guard at < p.count else { throw .malformedHeader }
+            let ss = p[at]
+            let layers = Int(ss >> 5) + 1
+            let hasSizes = ss & 0x10 != 0
+            let hasGroup = ss & 0x08 != 0
+            at += 1
+            if hasSizes {
+                guard at + 4 * layers <= p.count else { throw .malformedHeader }
+                for _ in 0..<layers {
+                    let w = UInt16(p[at]) << 8 | UInt16(p[at + 1])
+                    let h = UInt16(p[at + 2]) << 8 | UInt16(p[at + 3])
+                    if UInt32(w) * UInt32(h) >= UInt32(info.width) * UInt32(info.height) {
+                        info.width = w
+                        info.height = h
+                    }
+                    at += 4
+                }
+            }
+            if hasGroup {
+                guard at < p.count else { throw .malformedHeader }
+                let pictures = Int(p[at])
+                at += 1
+                for _ in 0..<pictures {
+                    guard at < p.count else { throw .malformedHeader }
+                    let references = Int((p[at] >> 2) & 0x03)
+                    at += 1 + references
+                }
+                guard at <= p.count else { throw .malformedHeader }
+            }
+        }
+        guard at < p.count else { throw .malformedHeader }
+        info.headerLength = at
+        info.nonReference = false
+        info.startsFrame = begins && spatialLayer == 0
+        info.isKeyframe = info.startsFrame && !interPredicted
+        if info.isKeyframe && info.width == 0,
+            let size = VP9FrameHeader.keyframeSize(UnsafeRawBufferPointer(rebasing: p[at...]))
+        {
+            info.width = size.width
+            info.height = size.height
+        }
+        return info
+    }
+}
+
+/// The part of a VP9 frame's uncompressed header (VP9 bitstream specification §6.2) that gives a key
+/// frame's size and profile.
+public enum VP9FrameHeader {
+    /// The profile (0–3) and coded size of a key frame; nil for any other frame or a short header.
+    @inlinable
+    public static func keyframeInfo(_ b: UnsafeRawBufferPointer) -> (profile: UInt8, width: UInt16, height: UInt16)? {
+        var r = BitReader(b)
+        guard r.read(2) == 2 else { return nil }  // frame_marker
+        let low = r.read(1)
+        let high = r.read(1)
+        let profile = UInt8(high << 1 | low)
+        if profile == 3 { _ = r.read(1) }
+        guard r.read(1) == 0 else { return nil }  // show_existing_frame
+        guard r.read(1) == 0 else { return nil }  // frame_type: KEY_FRAME is 0
+        _ = r.read(2)  // show_frame, error_resilient_mode
+        guard r.read(8) == 0x49, r.read(8) == 0x83, r.read(8) == 0x42 else { return nil }
+        if profile >= 2 { _ = r.read(1) }  // ten_or_twelve_bit
+        let colorSpace = r.read(3)
+        if colorSpace != 7 {  // not RGB
+            _ = r.read(1)  // color_range
+            if profile == 1 || profile == 3 { _ = r.read(3) }  // subsampling_x, _y, reserved
+        } else if profile == 1 || profile == 3 {
+            _ = r.read(1)
+        }
+        let w = r.read(16) + 1
+        let h = r.read(16) + 1
+        guard !r.overrun else { return nil }
+        return (profile, UInt16(truncatingIfNeeded: w), UInt16(truncatingIfNeeded: h))
+    }
+
+    /// The coded size of a key frame (see ``keyframeInfo(_:)``).
+    @inlinable
+    public static func keyframeSize(_ b: UnsafeRawBufferPointer) -> (width: UInt16, height: UInt16)? {
+        keyframeInfo(b).map { ($0.width, $0.height) }
+    }
+
+    /// A most-significant-bit-first reader that reads zeros past the end and remembers it did.
+    @usableFromInline
+    struct BitReader {
+        @usableFromInline let bytes: UnsafeRawBufferPointer
+        @usableFromInline var bit = 0
+        @usableFromInline var overrun = false
+        @inlinable init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+        @inlinable mutating func read(_ n: Int) -> UInt32 {
+            var v: UInt32 = 0
+            for _ in 0..<n {
+                let i = bit >> 3
+                var b: UInt32 = 0
+                if i < bytes.count {
+                    b = UInt32(bytes[i] >> (7 - UInt8(bit & 7))) & 1
+                } else {
+                    overrun = true
+                }
+                v = v << 1 | b
+                bit += 1
+            }
+            return v
+        }
+    }
+}
