@@ -357,6 +357,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     func closeSocket(_ udp: UDPSocket) {
+        assertInLoop()
         guard !udp.isClosed else { return }
         flushSends()
         udp.markClosed()
@@ -370,6 +371,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Registers `fd` with epoll for `events` (``EventLoopEvents``); its readiness goes to
     /// `watcher` on the loop thread. Returns the registration id for ``modifyWatch`` and ``unwatch``.
     func watch(fd: Int32, events: UInt32, watcher: any EventLoopDescriptorWatcher) -> UInt64 {
+        assertInLoop()
         let id = nextSocketID.wrappingAdd(1, ordering: .relaxed).oldValue
         watchers[id] = watcher
         var event: (UInt64, UInt64) = (0, 0)
@@ -380,6 +382,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Changes the events a watched descriptor waits for.
     func modifyWatch(id: UInt64, fd: Int32, events: UInt32) {
+        assertInLoop()
         var event: (UInt64, UInt64) = (0, 0)
         withUnsafeMutableBytes(of: &event) { EpollEvent.write($0.baseAddress!, events: events, data: id) }
         _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlMod, fd, &event)
@@ -387,6 +390,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Stops watching a descriptor (the caller closes it).
     func unwatch(id: UInt64, fd: Int32) {
+        assertInLoop()
         watchers[id] = nil
         _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlDel, fd, nil)
     }

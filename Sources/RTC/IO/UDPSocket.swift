@@ -152,7 +152,7 @@ public final class UDPSocket: @unchecked Sendable {
     /// batch, which is flushed with `sendmmsg` at the end of the loop iteration or when full; runs
     /// of equal-sized datagrams to one destination go out as one GSO message (``UDPSendBatch``).
     public func send(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
-        assert(loop.isInLoop, "UDPSocket.send must be called on its loop thread")
+        loop.assertInLoop()
         guard !isClosed else { return }
         if let relay {
             packetsSent &+= 1
