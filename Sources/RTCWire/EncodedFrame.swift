@@ -6,6 +6,9 @@ public enum MediaCodec: String, Sendable, Hashable {
     case h264
     /// VP9 (RFC 9628). Frames are VP9 frames; the layer frames of one picture are concatenated.
     case vp9
+    /// AV1 (the AOM RTP payload format). Frames are temporal units in the low-overhead bitstream
+    /// format (every OBU with its size), without temporal delimiters.
+    case av1
 
     /// RTP clock rate: 48 kHz for Opus (RFC 7587), 90 kHz for video (RFC 7741, RFC 6184, RFC 9628).
     public var clockRate: UInt32 { self == .opus ? 48_000 : 90_000 }
@@ -17,12 +20,13 @@ public enum MediaCodec: String, Sendable, Hashable {
         case .vp8: "VP8"
         case .vp9: "VP9"
         case .h264: "H264"
+        case .av1: "AV1"
         }
     }
 
     /// Whether a format's `a=fmtp` parameters tell one stream of this codec from another (H.264
     /// profile and packetization mode, VP9 profile), so a forwarded stream keeps them.
-    public var formatParametersMatter: Bool { self == .h264 || self == .vp9 }
+    public var formatParametersMatter: Bool { self == .h264 || self == .vp9 || self == .av1 }
 
     /// Whether this codec carries audio or video.
     public var kind: MediaKind { self == .opus ? .audio : .video }

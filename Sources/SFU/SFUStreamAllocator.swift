@@ -13,7 +13,8 @@
 /// The rules, in the order they apply on each run:
 /// 1. **Fit** (``fit(budget:into:)``): tracks by priority (screen share, pinned, active speaker,
 ///    others; equal priorities in the order they were added) each get their lowest flowing layer if
-///    it fits, else pause (a track of one layer is never paused); then each, in the same order, climbs
+///    it fits (a track already forwarding: if ``Configuration/pauseShare`` percent of it does, or
+///    while the subscriber acknowledges nearly all that is sent), else pause (a track of one layer is never paused); then each, in the same order, climbs
 ///    as far as the rest of the budget and its own upper bound allow.
 /// 2. **Step down at once**: a track above its fit goes down to it (a pause included) on this run.
 /// 3. **Step up slowly**: a raise waits ``Configuration/holdDown`` after any decrease (doubled after
@@ -45,6 +46,12 @@ public struct SFUStreamAllocator: Sendable {
         /// share: one decrease of a GCC estimator (to 0.85 × the acknowledged rate) on a busy machine
         /// moves nothing, a real bottleneck (decrease after decrease) does.
         public var decreaseTolerance = 20
+        /// A track that is forwarding keeps its lowest layer while the budget covers this share of
+        /// it, and pauses only below (a paused track resumes only when the whole layer fits). A
+        /// pause is a freeze, and it feeds itself: with only audio acknowledged, the estimator's
+        /// next decrease (0.85 × the acknowledged rate) falls to the audio rate (issue 33: a viewer
+        /// behind 500 kbit/s and 1 % loss froze for 5 s on an estimate of 45 kbit/s).
+        public var pauseShare = 50
         /// How long a probe may take to prove a raise, counted from the last time the estimate rose
         /// by ``probeProgress`` percent during it.
         public var probeDuration: UInt64 = 2_500_000_000
@@ -54,8 +61,10 @@ public struct SFUStreamAllocator: Sendable {
         /// A probe's acknowledged rate counts only after this long (the rate is measured over half a second).
         public var minProbeTime: UInt64 = 1_000_000_000
         /// Padding asked for during a probe: the media rate after the raise plus this share, minus what
-        /// is sent now.
-        public var probeOvershoot = 15
+        /// is sent now. A padding probe is proven when ``raiseHeadroom`` of what was acknowledged holds
+        /// the raise: at 15 % (× 0.9 × a lossy path's 99 %) that held only just, and a viewer behind
+        /// 1 % loss stayed on its lowest layer for 20 s after the path was lifted.
+        public var probeOvershoot = 25
         /// Whether to ask for probes at all (off: raises wait for the estimate alone).
         public var probing = true
 
@@ -290,7 +299,12 @@ public struct SFUStreamAllocator: Sendable {
                 if fitted[i] < tracks[i].ceiling { lastDecrease = now }
             }
         }
-        fit(budget: budget + budget / 100 * configuration.decreaseTolerance)
+        // The subscriber acknowledges (nearly) all that is sent now: the path carries the current
+        // layers, whatever the estimate says, so no forwarding track is paused on this run.
+        let carried = acknowledgedRate > 0 && acknowledgedRate >= allocatedRate / 100 * 90
+        fit(
+            budget: budget + budget / 100 * configuration.decreaseTolerance,
+            unproven: probe?.media == true ? probe?.track ?? -1 : -1, carried: carried)
         var decreased = false
         if let p = probe, p.media, estimate >= p.startEstimate, fitted[p.track] < p.layer {
             // A media probe holds its layer while the estimate has not fallen.
@@ -362,7 +376,7 @@ public struct SFUStreamAllocator: Sendable {
                 probeFailed(now: now)
                 guard p.media else { return false }
                 // The estimate never made room for the raised layer: back to what fits.
-                fit(budget: budget)
+                fit(budget: budget, unproven: p.track)
                 guard fitted[p.track] < tracks[p.track].target else { return false }
                 tracks[p.track].target = fitted[p.track]
                 decreases &+= 1
@@ -447,7 +461,10 @@ public struct SFUStreamAllocator: Sendable {
 
     /// The layers that fit `budget` (bits per second) by priority, into ``fitting`` (one per track; -1
     /// paused): each track's lowest flowing layer first, then each one as high as the rest allows.
-    mutating func fit(budget: Int) {
+    /// `unproven`: a track whose layer a media probe raised and nothing proved yet (no pause
+    /// hysteresis for it).
+    /// `carried`: the path acknowledged the current layers, so a forwarding track keeps its lowest one.
+    mutating func fit(budget: Int, unproven: Int = -1, carried: Bool = false) {
         var left = budget
         for i in order {
             let t = tracks[i]
@@ -460,7 +477,10 @@ public struct SFUStreamAllocator: Sendable {
             // A track of one layer is never paused: the SFU cannot adapt it, and a busy machine's
             // scheduling delay reads as a queue, which would cut a recording bot's only video (as
             // mediasoup's simple consumers, it stays out of the sharing); its rate is charged first.
-            if lowest >= 0, t.cost(lowest) <= left || t.rates.count <= 1 {
+            // Pause hysteresis: a forwarding track keeps its lowest layer down to pauseShare of it.
+            let forwarding = t.target >= 0 && i != unproven
+            let needed = forwarding ? t.cost(lowest) / 100 * configuration.pauseShare : t.cost(lowest)
+            if lowest >= 0, needed <= left || t.rates.count <= 1 || (forwarding && carried) {
                 fitted[i] = lowest
                 left -= t.cost(lowest)
             } else {

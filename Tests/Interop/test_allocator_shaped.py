@@ -4,9 +4,12 @@ A Chromium host publishes a hard-to-compress 960x540 clip in three simulcast lay
 page. A second Chromium (its own process) watches it from the audience. Then only the SFU → viewer
 direction is shaped: an `htb` class of 500 kbit/s on `lo`, holding just the UDP packets whose source
 port is the SFU's port for that viewer's subscribe connection (netem does not exist in this kernel;
-the publisher's path and the feedback are left alone). The viewer's estimate falls, the allocator
-must forward a lower layer (or pause) within a deadline, and once the shaping is lifted it must probe
-its way back to the top layer. Deadlines are generous: the machine is shared.
+the publisher's path and the feedback are left alone), and 1 % of those packets are dropped at
+random by an nftables `numgen random` rule. The viewer's estimate falls, and two of the issue's goals
+are asserted: the allocator forwards a lower layer within 5 s, and once the shaping is lifted it
+probes its way back to the top layer within 15 s. The third, no freeze longer than 1 s, is measured
+from the viewer's own getStats (`freezeCount`/`totalFreezesDuration`: a pause would be one) and
+printed, not asserted yet (see the end of the test).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from chromium import Chromium
 
 ROOM = "shaped"
 CAP_KBIT = 500
+LOSS_PERCENT = 1
+NFT_TABLE = "understudy_shaped"
 
 
 def _clip(path: Path) -> Path:
@@ -47,8 +52,33 @@ def _shape(server_port: int) -> None:
         "match", "ip", "protocol", "17", "0xff", "match", "ip", "sport", str(server_port), "0xffff", "flowid", "1:20")
 
 
+def _drop_randomly(server_port: int) -> None:
+    """SFU → viewer only: LOSS_PERCENT % of the packets dropped at random (no netem in this kernel)."""
+    def nft(*args: str) -> None:
+        subprocess.run(["nft", *args], check=True, timeout=10, capture_output=True)
+    nft("add", "table", "inet", NFT_TABLE)
+    nft("add", "chain", "inet", NFT_TABLE, "out", "{ type filter hook output priority 0 ; }")
+    nft("add", "rule", "inet", NFT_TABLE, "out", "udp", "sport", str(server_port),
+        "numgen", "random", "mod", "100", "lt", str(LOSS_PERCENT), "drop")
+
+
 def _lift() -> None:
     subprocess.run(["tc", "qdisc", "del", "dev", "lo", "root"], timeout=10, capture_output=True)
+    subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], timeout=10, capture_output=True)
+
+
+def _longest_freeze(trace: list) -> float:
+    """A lower bound on the longest freeze between two samples of the viewer's getStats: a freeze is
+    counted when it ends, so a sample whose count rose by n and whose total rose by d held one of at
+    least d/n seconds."""
+    longest = 0.0
+    for a, b in zip(trace, trace[1:]):
+        va, vb = a.get("video") or {}, b.get("video") or {}
+        count = vb.get("freezeCount", 0) - va.get("freezeCount", 0)
+        duration = vb.get("totalFreezesDuration", 0) - va.get("totalFreezesDuration", 0)
+        if count > 0:
+            longest = max(longest, duration / count)
+    return longest
 
 
 async def _consumer(viewer: RoomPage) -> tuple[dict | None, dict | None]:
@@ -95,12 +125,14 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
                 assert path and path["remotePort"], f"no subscribe candidate pair: {path}"
                 before = await viewer.page.evaluate("window.understudyRoom.receivedVideo('host')")
                 _shape(path["remotePort"])
+                _drop_randomly(path["remotePort"])
                 shaped_at = len(trace)
                 try:
                     down = await _wait_consumer(
                         viewer, f"a layer that fits {CAP_KBIT} kbit/s",
                         lambda c, t: (c.get("paused") or c.get("currentLayer") in ("q", "h"))
-                        and t and t.get("estimateBinds"), 45, trace)
+                        and t and t.get("estimateBinds"), 30, trace)
+                    down_at = len(trace)
                     # Settle on the lower layer for a while: the decision holds under shaping.
                     await asyncio.sleep(8)
                     held, transport = await _consumer(viewer)
@@ -109,11 +141,17 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
                 lifted_at = len(trace)
                 up = await _wait_consumer(viewer, "the top layer after the lift",
                                           lambda c, t: c.get("currentLayer") == "f" and not c.get("paused"),
-                                          120, trace)
+                                          60, trace)
                 after = await viewer.page.evaluate("window.understudyRoom.receivedVideo('host')")
+                # A few more samples: a freeze is counted when it ends.
+                for _ in range(4):
+                    await asyncio.sleep(1)
+                    trace.append({"t": -1, "consumer": None, "transport": None,
+                                  "video": await viewer.page.evaluate("window.understudyRoom.receivedVideo('host')")})
                 metrics = await asyncio.to_thread(_metrics, server.base)
                 return {"down": down, "up": up, "held": held, "held_transport": transport, "before": before,
                         "after": after, "trace": trace, "shaped_at": shaped_at, "lifted_at": lifted_at,
+                        "down_at": down_at,
                         "metrics": metrics}
         finally:
             _lift()
@@ -128,11 +166,25 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
         print(f"  {entry['t']:5.1f}s layer {c.get('currentLayer')} target {c.get('targetLayer')} "
               f"paused {c.get('paused')} estimate {t.get('estimate')} binds {t.get('estimateBinds')} "
               f"probe {t.get('probeBitrate')} video {entry['video']}")
+    trace = result["trace"]
+    # The switch: from the shaping until the viewer is on a layer that fits (the top layer's packets
+    # are lost at 3x the cap meanwhile); then the rest: held under shaping, the lift, the way back up.
+    switch = _longest_freeze(trace[result["shaped_at"] - 1:result["down_at"]])
+    longest = _longest_freeze(trace[result["down_at"] - 1:])
+    first, last = trace[result["shaped_at"] - 1].get("video") or {}, trace[-1].get("video") or {}
+    print(f"freezes from the shaping on: {last.get('freezeCount', 0) - first.get('freezeCount', 0)}, "
+          f"{last.get('totalFreezesDuration', 0) - first.get('totalFreezesDuration', 0):.2f} s in all; longest "
+          f"during the switch at least {switch:.2f} s, after it at least {longest:.2f} s")
     held = result["held"] or {}
     # Still below the top layer after 8 s under shaping (paused, on a lower layer, or resuming on one).
     assert held.get("paused") or (held.get("targetLayer") in ("q", "h") and held.get("currentLayer") != "f"), (
         f"under {CAP_KBIT} kbit/s the viewer went back to {held} before the lift")
-    assert result["up"] <= 120
+    assert result["down"] <= 5, f"a layer that fits took {result['down']:.1f} s (goal: 5 s)"
+    # Not asserted yet: the issue's "no freeze longer than 1 s". Measured over six runs: the switch
+    # itself froze 0.8-1.9 s (the estimator needs about a second to see the overload, then the lower
+    # layer's key frame), and in three runs of six the estimate later fell to 85-95 kbit/s with the
+    # lowest layer flowing and the allocator paused it (a 2-5 s freeze). The figures above say which.
+    assert result["up"] <= 15, f"back on the top layer {result['up']:.1f} s after the lift (goal: 15 s)"
     assert _counter(result["metrics"], "understudy_sfu_layer_decreases_total") >= 1
     assert _counter(result["metrics"], "understudy_sfu_layer_raises_total") >= 1
 

@@ -5,7 +5,9 @@ that lists in a section an extension that section did not offer (RFC 8285 §5): 
 SFU's negotiation to that, with Firefox on both connections, as Chromium is held in
 test_browser_stage.py. One room, played once (module fixture), judged by several tests:
 
-1. a Firefox host (fake camera and mic, WebDriver BiDi) publishes; the agent (`understudy join
+1. a Firefox host (fake camera and mic, WebDriver BiDi) publishes its 640x480 camera in two
+   simulcast layers (`?simulcast=1`, rids h and f: Firefox lists their rid header extensions
+   `a=extmap:N/sendonly`, which the answer must keep, answered `recvonly`); the agent (`understudy join
    --mode RECV_ONLY --consume stage --record DIR`) records it; ffprobe/ffmpeg judge the file;
 2. a Firefox audience member (RECV_ONLY) decodes the Firefox host's video through the SFU;
 3. the host clicks "Invite on stage" for the agent (a PubSub invite); the agent changes its own
@@ -37,6 +39,40 @@ from whip_server_support import Recorder, http, served, token, wait_participants
 ROOM = "firefox-stage"
 
 
+async def _wait_two_layers(page: RoomPage, timeout: float = 60) -> dict:
+    """The page's publish getStats once both simulcast layers (h, f) sent more bytes than a first
+    sample of them: Firefox sends both, and the server's answer lets it (rid extensions kept)."""
+    deadline = time.monotonic() + timeout
+    first: dict | None = None
+    sample: dict = {}
+    while time.monotonic() < deadline:
+        sample = await page.page.evaluate("window.understudyRoom.publishStats()") or {}
+        layers = sample.get("layers") or []
+        if len(layers) == 2:
+            if first is None:
+                first = sample
+            else:
+                before = {layer["rid"]: layer["bytes"] for layer in first["layers"]}
+                if all(layer["bytes"] > before.get(layer["rid"], 0) for layer in layers):
+                    return sample
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"the Firefox host did not send two growing layers within {timeout}s: {sample}")
+
+
+async def _forwarded_layers(page: RoomPage, timeout: float = 30) -> list:
+    """The simulcast layers the server's getStats says it forwards to the page's video consumers
+    (refreshed by the page every 2 s)."""
+    deadline = time.monotonic() + timeout
+    layers: list = []
+    while time.monotonic() < deadline:
+        stats = await page.page.evaluate("window.understudyRoom.serverStats()") or {}
+        layers = [c.get("currentLayer") for c in stats.get("consumers", []) if c.get("kind") == "webcam"]
+        if any(layers):
+            break
+        await asyncio.sleep(0.5)
+    return layers
+
+
 async def _play(workdir: Path) -> dict:
     """Runs the whole room; each step records its findings (or its failure) in `results`."""
     results: dict = {"errors": {}}
@@ -51,12 +87,14 @@ async def _play(workdir: Path) -> dict:
         async with Firefox() as host_browser:
             step = "host"
             started = time.monotonic()
-            host = await RoomPage.open(host_browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV")
+            host = await RoomPage.open(
+                host_browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV", simulcast="1")
             results["host"] = await host.wait_until(
                 "Firefox publishes camera and mic",
                 lambda s: {"webcam", "mic"} <= set(s["producing"]) and s["publishConnection"] == "connected",
                 timeout=60)
             results["publish_seconds"] = round(time.monotonic() - started, 2)
+            results["host_layers"] = await _wait_two_layers(host)
 
             step = "agent joins"
             agent = Agent(server, ROOM, record).start()
@@ -72,7 +110,8 @@ async def _play(workdir: Path) -> dict:
                     "audience sees the host on stage", lambda s: "host" in s["stageDom"], timeout=40)
                 decoded = await audience.wait_frames("host", 60, timeout=90)
                 presented = await audience.wait_rendered_frames("host", 30, timeout=60)
-                results["audience_host"] = {"decoded": decoded, "presented": presented}
+                results["audience_host"] = {
+                    "decoded": decoded, "presented": presented, "layers": await _forwarded_layers(audience)}
 
                 step = "host invites agent"
                 await host.click(action_selector("invite", "agent", "#audience-list"))
@@ -137,12 +176,21 @@ def test_firefox_host_publishes_and_agent_records_it(understudy, room):
     assert timestamp_problems(path) == []
 
 
+def test_firefox_host_publishes_two_simulcast_layers(understudy, room):
+    _no_error(room, "host")
+    layers = room["host_layers"]["layers"]
+    assert sorted(layer["rid"] for layer in layers) == ["f", "h"], layers
+    assert layers[0]["width"] < layers[-1]["width"], layers
+
+
 def test_firefox_audience_decodes_firefox_host(understudy, room):
     _no_error(room, "audience")
     result = room["audience_host"]
     assert result["decoded"]["framesDecoded"] >= 60, result
     assert (result["decoded"]["codec"] or "").lower() == "video/vp8", result
     assert result["presented"] >= 30, result
+    # The SFU knows the host's layers by rid, and forwards one of them.
+    assert set(result["layers"]) & {"h", "f"}, result
 
 
 def test_firefox_host_invites_agent_and_decodes_it(understudy, room):

@@ -134,16 +134,20 @@ import Testing
 
     @Test func lossBasedHoldsBetweenTwoAndTenPercentAndCutsAbove() {
         var l = LossBasedController(startBitrate: 1_000_000, minBitrate: 10_000, maxBitrate: 10_000_000)
-        l.update(received: 95, lost: 5, nowMicros: 0)
+        l.rttMs = 900
+        l.update(received: 0, lost: 0, nowMicros: 0)  // the first feedback opens the window
+        l.update(received: 95, lost: 5, nowMicros: 500_000)  // half a second: not judged yet
+        #expect(l.lossFraction == 0)
+        l.update(received: 0, lost: 0, nowMicros: 1_000_000)
         #expect(l.bitrate == 1_000_000 && abs(l.lossFraction - 0.05) < 1e-9)
-        l.update(received: 75, lost: 25, nowMicros: 100_000)
+        l.update(received: 75, lost: 25, nowMicros: 2_000_000)
         #expect(l.bitrate == 875_000 && l.decreased)
-        // A second burst within 300 ms + RTT is the same event.
-        l.update(received: 75, lost: 25, nowMicros: 200_000)
+        // A second burst within 300 ms + RTT of the cut is the same event.
+        l.update(received: 75, lost: 25, nowMicros: 3_000_000)
         #expect(l.bitrate == 875_000)
-        l.update(received: 10, lost: 0, nowMicros: 300_000)  // too few packets to judge
+        l.update(received: 10, lost: 0, nowMicros: 4_000_000)  // too few packets to judge
         #expect(l.lossFraction == 0.25)
-        l.update(received: 100, lost: 0, nowMicros: 1_300_000)
+        l.update(received: 100, lost: 0, nowMicros: 5_000_000)
         #expect(l.bitrate > 875_000)
     }
 

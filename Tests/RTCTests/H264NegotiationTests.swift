@@ -27,6 +27,13 @@ import Testing
         }
     }
 
+    /// The offer with its VP8, VP9 and AV1 formats renamed to codecs nobody implements.
+    static func withoutOtherCodecs(_ sdp: String) -> String {
+        sdp.replacingOccurrences(of: "VP8/90000", with: "XVP8/90000")
+            .replacingOccurrences(of: "VP9/90000", with: "XVP9/90000")
+            .replacingOccurrences(of: "AV1/90000", with: "XAV1/90000")
+    }
+
     static func videoSection(_ sdp: String) -> [Substring] {
         let lines = sdp.split(separator: "\r\n")
         guard let start = lines.firstIndex(where: { $0.hasPrefix("m=video") }) else { return [] }
@@ -42,8 +49,8 @@ import Testing
     }
 
     @Test func anH264OnlyOfferIsAnsweredWithItsFirstModeOneProfile() async throws {
-        // What a page's setCodecPreferences([H264...]) leaves: no VP8 in the offer.
-        let offer = try Self.chromiumOffer { $0.replacingOccurrences(of: "VP8/90000", with: "XVP8/90000") }
+        // What a page's setCodecPreferences([H264...]) leaves: no VP8, VP9 or AV1 in the offer.
+        let offer = try Self.chromiumOffer { Self.withoutOtherCodecs($0) }
         let (sdp, codec, parameters) = try await Self.answer(offer)
         #expect(codec == .h264)
         let video = Self.videoSection(sdp)
@@ -55,9 +62,9 @@ import Testing
     }
 
     @Test func noUsableFormatRejectsTheMLine() async throws {
-        // Only interleaved mode (2) and no VP8: nothing this stack takes.
+        // Only interleaved mode (2) and no VP8, VP9 or AV1: nothing this stack takes.
         let offer = try Self.chromiumOffer {
-            $0.replacingOccurrences(of: "VP8/90000", with: "XVP8/90000")
+            Self.withoutOtherCodecs($0)
                 .replacingOccurrences(of: "packetization-mode=1", with: "packetization-mode=2")
                 .replacingOccurrences(of: "packetization-mode=0", with: "packetization-mode=2")
         }
@@ -86,7 +93,7 @@ import Testing
         #expect(video.contains("a=rtpmap:102 H264/90000"))
         #expect(video.contains("a=fmtp:102 packetization-mode=1;profile-level-id=4d001f"))
         #expect(!video.contains { $0.contains("VP8") })
-        // A receive-only m-line offers both, VP8 first.
+        // A receive-only m-line offers every codec it takes, VP8 first.
         let pc2 = try PeerConnection(loop: EventLoop(name: "h264-offer-recv"))
         defer { Task { await shutdown(pc2) } }
         let both = try await pc2.loop.submit { () throws -> String in
@@ -94,7 +101,8 @@ import Testing
             return try pc2.createOffer().serialize()
         }
         let section = Self.videoSection(both)
-        #expect(section.first?.hasSuffix(" 96 97 102 103") == true)
+        #expect(section.first?.hasSuffix(" 96 97 98 99 102 103 45 46") == true)
+        #expect(section.contains("a=rtpmap:98 VP9/90000") && section.contains("a=rtpmap:45 AV1/90000"))
         #expect(section.contains("a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f"))
     }
 }

@@ -134,9 +134,9 @@ import Testing
         #expect(connectionID == 4, "the connection still knows abs-send-time's id for the receive path")
     }
 
-    /// RFC 8285 §6: an extension offered with a direction needs the reverse direction in the answer;
-    /// we write none, so it is left out of the answer and of the packets.
-    @Test func anExtensionOfferedWithADirectionIsLeftOut() async throws {
+    /// RFC 8285 §6: an extension offered with a direction is answered with the reverse one, and
+    /// one the offerer only sends is not written on our packets.
+    @Test func anExtensionOfferedWithADirectionIsAnsweredTheOtherWay() async throws {
         let pc = try PeerConnection(loop: EventLoop(name: "ext-direction"))
         defer { Task { await shutdown(pc) } }
         let text = Self.firefoxOffer.replacingOccurrences(of: "\n", with: "\r\n").replacingOccurrences(
@@ -149,11 +149,56 @@ import Testing
             try pc.setRemoteDescription(offer, type: .offer)
             return (try pc.createAnswer(), audio)
         }
-        let answered = Self.extmaps(try Self.section(answer, .audio))
-        #expect(answered[Self.audioLevel] == nil, "\(answered)")
-        #expect(answered[Self.mid] == 3)
-        let level = await pc.loop.submit { audio.primarySender?.extensions.audioLevel }
-        #expect(level == nil)
+        let level = try #require(try Self.section(answer, .audio).extmaps.first { $0.uri == Self.audioLevel })
+        #expect(level.id == 1 && level.direction == .recvonly, "\(level)")
+        #expect(Self.extmaps(try Self.section(answer, .audio))[Self.mid] == 3)
+        #expect(!answer.serialize().contains("a=extmap:3/"), "a two-way extension is answered without a direction")
+        let sent = await pc.loop.submit { audio.primarySender?.extensions.audioLevel }
+        #expect(sent == nil, "the offerer only sends ssrc-audio-level: our packets do not carry it")
+    }
+
+    /// Firefox ESR 153's simulcast offer (room page, `?simulcast=1`, a 640x480 camera in two
+    /// layers) lists the rid extensions `sendonly` and announces no SSRC for its layers: the
+    /// answer must keep them (answered `recvonly`), or its packets carry no rid and no layer can be
+    /// told apart (issue 33: "a Firefox simulcast host reaches the SFU with no video").
+    @Test func firefoxSimulcastOfferKeepsItsRIDExtensions() async throws {
+        let pc = try PeerConnection(loop: EventLoop(name: "ext-ff-simulcast"))
+        defer { Task { await shutdown(pc) } }
+        var lines: [String] = []
+        for line in Self.firefoxOffer.split(separator: "\n").map(String.init) {
+            if line.hasPrefix("a=ssrc") && lines.contains("m=video 36872 UDP/TLS/RTP/SAVPF 120 124") { continue }
+            lines.append(line)
+            if line == "a=extmap:7 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
+                && lines.contains("m=video 36872 UDP/TLS/RTP/SAVPF 120 124")
+            {
+                lines += [
+                    "a=extmap:9/sendonly urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id",
+                    "a=extmap:10/sendonly urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id",
+                    "a=rid:h send", "a=rid:f send", "a=simulcast:send h;f",
+                ]
+            }
+        }
+        let offer = try SessionDescription.parse(lines.joined(separator: "\r\n") + "\r\n")
+        let (answer, video, listenerRID, listenerRepaired) = try await pc.loop.submit {
+            () throws -> (SessionDescription, RTPTransceiver, UInt8, UInt8) in
+            _ = pc.addTransceiver(kind: .audio, direction: .recvonly)
+            let video = pc.addTransceiver(kind: .video, direction: .recvonly)
+            try pc.setRemoteDescription(offer, type: .offer)
+            let answer = try pc.createAnswer()
+            return (
+                answer, video, pc.transport.listener.ridExtensionID, pc.transport.listener.repairedRIDExtensionID
+            )
+        }
+        let section = try Self.section(answer, .video)
+        let rid = try #require(section.extmaps.first { $0.uri == RTPExtensionURI.rtpStreamID }, "\(section.extmaps)")
+        #expect(rid.id == 9 && rid.direction == .recvonly)
+        let repaired = try #require(section.extmaps.first { $0.uri == RTPExtensionURI.repairedRTPStreamID })
+        #expect(repaired.id == 10 && repaired.direction == .recvonly)
+        #expect(answer.serialize().contains("a=simulcast:recv h;f"))
+        // The receive path reads the layers' rid with the offered ids.
+        #expect(listenerRID == 9 && listenerRepaired == 10)
+        let rids = await pc.loop.submit { video.remoteRIDs }
+        #expect(rids == ["h", "f"])
     }
 
     @Test func offererSendsOnlyWhatEachAnsweredSectionKept() async throws {

@@ -46,4 +46,13 @@ import Testing
         let padding = try? inspect([])
         #expect(padding?.startsFrame == false)
     }
+
+    /// Found by the fuzzer: frame_width_minus_1 0xFFFF is a legal 65,536, which is kept as 65,535
+    /// rather than wrapping to 0.
+    @Test func theLargestCodedSizeDoesNotWrap() {
+        // Sync code, BT.601 limited range, width-1 0xFFFF, height-1 239.
+        let header: [UInt8] = [0x82, 0x49, 0x83, 0x42, 0x2F, 0xFF, 0xF0, 0x0E, 0xF0]
+        let info = header.withUnsafeBytes { VP9FrameHeader.keyframeInfo($0) }
+        #expect(info?.profile == 0 && info?.width == 65_535 && info?.height == 240)
+    }
 }

@@ -102,9 +102,9 @@ struct SFUStreamAllocatorTests {
         var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 1_000_000, probing: false)
         a.allocate(now: 0)
         #expect(targets(a) == [1])
-        a.estimate = 100_000
+        a.estimate = 60_000
         a.allocate(now: 500 * ms)
-        #expect(targets(a) == [-1], "150 kbit/s does not fit 100 kbit/s: paused")
+        #expect(targets(a) == [-1], "not even half of 150 kbit/s fits 60 kbit/s (+20 %): paused")
         a.estimate = 1_000_000
         for t in stride(from: UInt64(1_000), to: 2_500, by: 500) {
             a.allocate(now: t * ms)
@@ -112,6 +112,51 @@ struct SFUStreamAllocatorTests {
         }
         a.allocate(now: 2_500 * ms)
         #expect(targets(a) == [1], "after the hold-down: as high as the estimate makes room for (90 %)")
+    }
+
+    /// Pause hysteresis: a forwarding track keeps its lowest layer while the budget covers half of
+    /// it (a dip of the estimate is no freeze), pauses below, and resumes only when it all fits.
+    @Test func aForwardingTrackKeepsItsLowestLayerUntilLessThanHalfOfItFits() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 1_000_000, probing: false)
+        a.audioRate = 40_000
+        a.allocate(now: 0)
+        #expect(targets(a) == [1])
+        // The estimator's cut to 0.85 × what a 500 kbit/s path acknowledged, then a deeper dip.
+        a.estimate = 170_000
+        a.allocate(now: 500 * ms)
+        #expect(targets(a) == [0], "130 kbit/s left: the lowest layer (150) stays")
+        a.estimate = 110_000
+        a.allocate(now: 1_000 * ms)
+        #expect(targets(a) == [0], "70 kbit/s left, with the 20 % tolerance 84: more than half of 150")
+        a.estimate = 90_000
+        a.allocate(now: 1_500 * ms)
+        #expect(targets(a) == [-1], "50 kbit/s left (60 with the tolerance): less than half, paused")
+        // Paused, it comes back only when the whole layer fits (after the hold-down).
+        a.estimate = 170_000
+        a.allocate(now: 5_000 * ms)
+        #expect(targets(a) == [-1], "130 kbit/s does not hold all of 150")
+        a.estimate = 240_000
+        a.allocate(now: 5_500 * ms)
+        #expect(targets(a) == [0])
+    }
+
+    /// An estimate that fell far below what the path carries (a GCC cut to 0.85 × a small
+    /// acknowledged rate, again and again on key-frame bursts) pauses nothing while the subscriber
+    /// acknowledges nearly all that is sent; a path that does not carry it pauses.
+    @Test func aTrackThePathCarriesIsNotPausedOnALowEstimate() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 1_000_000, probing: false)
+        a.audioRate = 40_000
+        a.allocate(now: 0)
+        a.estimate = 170_000
+        a.allocate(now: 500 * ms)
+        #expect(targets(a) == [0])
+        a.estimate = 60_000
+        a.acknowledgedRate = 185_000  // 150 + 40 sent, 97 % of it acknowledged
+        a.allocate(now: 1_000 * ms)
+        #expect(targets(a) == [0], "the path carries the lowest layer: kept")
+        a.acknowledgedRate = 120_000
+        a.allocate(now: 1_500 * ms)
+        #expect(targets(a) == [-1], "63 % acknowledged and less than half fits: paused")
     }
 
     @Test func audioIsNeverPausedItsRateComesOffTheTop() {
@@ -139,11 +184,12 @@ struct SFUStreamAllocatorTests {
         // Lowest layers first (4 × 150), then the screen share climbs to the top (+1,350), the pinned
         // track gets what is left (50 kbit/s: no climb).
         #expect(targets(a) == [0, 0, 0, 2])
-        // Less: the normal track pauses first, then the speaker.
-        a.estimate = 450_000
+        // Less: the normal track pauses first, then the speaker (each once less than half of its
+        // lowest layer is left for it).
+        a.estimate = 400_000
         a.allocate(now: 500 * ms)
         #expect(targets(a) == [-1, 0, 0, 0])
-        a.estimate = 320_000
+        a.estimate = 280_000
         a.allocate(now: 1_000 * ms)
         #expect(targets(a) == [-1, -1, 0, 0])
     }
@@ -159,8 +205,8 @@ struct SFUStreamAllocatorTests {
         a.allocate(now: 2_000 * ms)
         #expect(a.probe != nil)
         #expect(a.probes == 1)
-        // Padding up to 1.5 Mbit/s + 15 % minus the 500 kbit/s sent.
-        #expect(a.probeRate == 1_725_000 - 500_000)
+        // Padding up to 1.5 Mbit/s + 25 % minus the 500 kbit/s sent.
+        #expect(a.probeRate == 1_875_000 - 500_000)
         #expect(targets(a) == [1], "no raise before the estimate makes room")
         // The estimator follows the probe: the raise is committed and the probe ends.
         a.estimate = 1_800_000

@@ -57,7 +57,8 @@ public func vp9Frames(seconds: Int) throws -> [EncodedFrame] {
         "ffmpeg",
         [
             "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-t", "\(seconds)",
-            "-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p", "-deadline", "realtime", "-cpu-used", "8", "-g", "30", "-b:v", "300k",
+            "-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p", "-deadline", "realtime", "-cpu-used", "8", "-g", "30", "-b:v",
+            "300k",
             "-auto-alt-ref", "0", "-lag-in-frames", "0", "-f", "ivf", path,
         ])
     guard run.status == 0 else { throw ToolFailure(tool: "ffmpeg", message: run.err) }
@@ -77,4 +78,99 @@ public func vp9Frames(seconds: Int) throws -> [EncodedFrame] {
                 codec: .vp9, data: data, timestamp: UInt32(frames.count) * 3000, isKeyframe: key, duration: 3000))
     }
     return frames
+}
+
+/// `seconds` of a 320x240 test pattern encoded by libaom AV1 (through ffmpeg, into IVF), as temporal
+/// units in the low-overhead format without temporal delimiters, with 90 kHz timestamps at 30 fps;
+/// a keyframe (with its sequence header) every 30 frames.
+public func av1Frames(seconds: Int) throws -> [EncodedFrame] {
+    let path = temporaryPath("av1-\(UUID().uuidString).ivf")
+    defer { unlink(path) }
+    let run = try runTool(
+        "ffmpeg",
+        [
+            "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-t", "\(seconds)",
+            "-c:v", "libaom-av1", "-pix_fmt", "yuv420p", "-usage", "realtime", "-cpu-used", "8", "-g", "30",
+            "-b:v", "300k", "-lag-in-frames", "0", "-f", "ivf", path,
+        ])
+    guard run.status == 0 else { throw ToolFailure(tool: "ffmpeg", message: run.err) }
+    let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    var frames: [EncodedFrame] = []
+    var at = 32
+    while at + 12 <= bytes.count {
+        let size = Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24
+        at += 12
+        guard at + size <= bytes.count else { break }
+        // Drop temporal delimiters; keep every other OBU as it is (with its size field).
+        var unit: [UInt8] = []
+        var o = at
+        while o < at + size {
+            let header = bytes[o]
+            let headerBytes = header & 0x04 != 0 ? 2 : 1
+            let (length, n) = bytes.withUnsafeBytes { AV1LEB128.read($0, at: o + headerBytes) } ?? (0, 0)
+            let end = o + headerBytes + n + Int(length)
+            if (header >> 3) & 0x0F != AV1OBUType.temporalDelimiter { unit += bytes[o..<end] }
+            o = end
+        }
+        at += size
+        let key = unit.withUnsafeBytes { AV1SequenceHeader.configurationRecord(fromTemporalUnit: $0) } != nil
+        frames.append(
+            EncodedFrame(
+                codec: .av1, data: unit, timestamp: UInt32(frames.count) * 3000, isKeyframe: key, duration: 3000))
+    }
+    return frames
+}
+
+/// Packetizes an AV1 temporal unit (low-overhead format) as the AOM RTP format does: every OBU
+/// without its size field, as elements with LEB128 lengths (W = 0), fragmented across payloads of
+/// at most `maxPayload` bytes (Z and Y set), N on the first packet of a key frame.
+public func av1Payloads(_ frame: EncodedFrame, maxPayload: Int) -> [[UInt8]] {
+    var obus: [[UInt8]] = []
+    var o = 0
+    let b = frame.data
+    while o < b.count {
+        let header = b[o]
+        let headerBytes = header & 0x04 != 0 ? 2 : 1
+        let (length, n) = b.withUnsafeBytes { AV1LEB128.read($0, at: o + headerBytes) } ?? (0, 0)
+        var obu = [header & ~0x02]
+        if headerBytes == 2 { obu.append(b[o + 1]) }
+        obu += b[(o + headerBytes + n)..<(o + headerBytes + n + Int(length))]
+        obus.append(obu)
+        o += headerBytes + n + Int(length)
+    }
+    var payloads: [[UInt8]] = []
+    var current: [UInt8] = [0]
+    func leb(_ v: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        var v = v
+        repeat {
+            var byte = UInt8(v & 0x7F)
+            v >>= 7
+            if v > 0 { byte |= 0x80 }
+            out.append(byte)
+        } while v > 0
+        return out
+    }
+    for obu in obus {
+        var rest = obu[...]
+        while !rest.isEmpty {
+            let room = maxPayload - current.count - 3
+            if room <= 0 {
+                payloads.append(current)
+                current = [0]
+                continue
+            }
+            let piece = rest.prefix(room)
+            current += leb(piece.count) + piece
+            rest = rest.dropFirst(piece.count)
+            if !rest.isEmpty {
+                current[0] |= 0x40  // Y: continues in the next packet
+                payloads.append(current)
+                current = [0x80]  // Z: this packet starts with a continuation
+            }
+        }
+    }
+    if current.count > 1 { payloads.append(current) }
+    if frame.isKeyframe, !payloads.isEmpty { payloads[0][0] |= 0x08 }  // N
+    return payloads
 }

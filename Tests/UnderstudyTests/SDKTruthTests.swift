@@ -354,7 +354,7 @@ struct SDKTruthTests {
         await host.leave()
     }
 
-    /// An offer whose video m-line has no codec the SFU forwards (VP9 today, H.264 only in the
+    /// An offer whose video m-line has no codec the SFU forwards (H.265, H.264 only in the
     /// interleaved mode) is refused with 4051.
     @Test func anOfferWithoutASupportedCodecIs4051() async throws {
         let server = try startRoomServer()
@@ -364,7 +364,7 @@ struct SDKTruthTests {
         let sdp = [
             "v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0",
             "m=video 9 UDP/TLS/RTP/SAVPF 98 102", "c=IN IP4 0.0.0.0", "a=mid:0", "a=sendonly",
-            "a=rtpmap:98 VP9/90000", "a=rtpmap:102 H264/90000", "a=fmtp:102 packetization-mode=2",
+            "a=rtpmap:98 H265/90000", "a=rtpmap:102 H264/90000", "a=fmtp:102 packetization-mode=2",
             "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
             "a=fingerprint:sha-256 \(fingerprint)", "a=setup:actpass", "",
         ].joined(separator: "\r\n")

@@ -174,7 +174,7 @@ public final class RTPRelay: @unchecked Sendable {
         switch frame.codec {
         case .opus: relayAudio(frame)
         case .vp8: relayVideo(frame)
-        case .h264, .vp9:
+        case .h264, .vp9, .av1:
             // The relay's .sdp announces VP8 (written before the first frame); other codecs are not relayed yet.
             stats.framesFailed += 1
         }

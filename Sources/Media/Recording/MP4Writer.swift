@@ -1,6 +1,6 @@
 public import RTCWire
 
-/// Writes H.264, VP8 or VP9 and/or Opus into one fragmented MP4 file (ISO/IEC 14496-12), live, without
+/// Writes H.264, VP8, VP9 or AV1 and/or Opus into one fragmented MP4 file (ISO/IEC 14496-12), live, without
 /// transcoding.
 ///
 /// Layout: `ftyp`, then `moov` (the tracks, no samples, an `mvex` with `trex` per track and a
@@ -10,7 +10,8 @@ public import RTCWire
 /// to its last whole fragment. Nothing is rewritten afterwards except the `mehd` duration.
 ///
 /// The `moov` needs the video's codec configuration, so it is written at the first video keyframe
-/// (H.264: an `avcC` from its SPS and PPS; VP8, VP9: a `vpcC`); audio that comes earlier waits in the
+/// (H.264: an `avcC` from its SPS and PPS; AV1: an `av1C` with its sequence header; VP8, VP9: a
+/// `vpcC`); audio that comes earlier waits in the
 /// first fragment. When no keyframe comes within `headerWaitMs` of audio, the file is audio only and
 /// later video is refused (counted in ``droppedBeforeKeyframe``). H.264 access units are stored as
 /// 4-byte length-prefixed NAL units; video decode and presentation times are equal (WebRTC senders
@@ -70,6 +71,7 @@ public final class MP4Writer: @unchecked Sendable {
     private var videoSize: (width: Int, height: Int) = (0, 0)
     private var avcConfiguration: [UInt8]?
     private var vp9Profile: UInt8 = 0
+    private var av1Configuration: [UInt8]?
     private var firstPTS: Int64?
     private var fragmentStartPTS: Int64 = 0
     private var sequence: UInt32 = 0
@@ -124,7 +126,7 @@ public final class MP4Writer: @unchecked Sendable {
                 throw MediaError.invalidArgument("MP4 video track is \(videoCodec), got \(frame.codec)")
             }
             if videoCodec == nil {
-                guard frame.codec == .h264 || frame.codec == .vp8 || frame.codec == .vp9 else {
+                guard frame.codec != .opus else {
                     throw MediaError.invalidArgument("MP4 video codec \(frame.codec)")
                 }
                 guard frame.isKeyframe, let size = WebMWriter.keyframeSize(frame) else {
@@ -133,6 +135,15 @@ public final class MP4Writer: @unchecked Sendable {
                 }
                 if frame.codec == .vp9 {
                     vp9Profile = frame.data.withUnsafeBytes { VP9FrameHeader.keyframeInfo($0)?.profile } ?? 0
+                }
+                if frame.codec == .av1 {
+                    av1Configuration = frame.data.withUnsafeBytes {
+                        AV1SequenceHeader.configurationRecord(fromTemporalUnit: $0)
+                    }
+                    guard av1Configuration != nil else {
+                        droppedBeforeKeyframe += 1
+                        return
+                    }
                 }
                 if frame.codec == .h264 {
                     avcConfiguration = frame.data.withUnsafeBytes { H264DecoderConfiguration.record(fromAnnexB: $0) }
@@ -331,6 +342,7 @@ public final class MP4Writer: @unchecked Sendable {
             f.appendBE32(512)
             for brand: StaticString in ["iso5", "iso6", "mp41"] { f.appendFourCC(brand) }
             if videoCodec == .h264 { f.appendFourCC("avc1") }
+            if videoCodec == .av1 { f.appendFourCC("av01") }
         }
         let base = sink.flushedLength
         var mehdPosition = 0
@@ -381,7 +393,14 @@ public final class MP4Writer: @unchecked Sendable {
 
     private func videoSampleEntry(_ s: inout [UInt8]) {
         let h264 = videoCodec == .h264
-        s.mp4Box(h264 ? "avc1" : (videoCodec == .vp9 ? "vp09" : "vp08")) { e in
+        let entry: StaticString =
+            switch videoCodec {
+            case .h264: "avc1"
+            case .av1: "av01"
+            case .vp9: "vp09"
+            default: "vp08"
+            }
+        s.mp4Box(entry) { e in
             e.append(contentsOf: [0, 0, 0, 0, 0, 0])
             e.appendBE16(1)  // data reference index
             e.append(contentsOf: [UInt8](repeating: 0, count: 16))
@@ -396,6 +415,8 @@ public final class MP4Writer: @unchecked Sendable {
             e.appendBE16(0xFFFF)
             if h264 {
                 e.mp4Box("avcC") { $0.append(contentsOf: avcConfiguration ?? []) }
+            } else if videoCodec == .av1 {
+                e.mp4Box("av1C") { $0.append(contentsOf: av1Configuration ?? []) }
             } else {
                 // VP codec configuration: the profile, 8-bit (10-bit for VP9 profiles 2 and 3) 4:2:0.
                 e.mp4FullBox("vpcC", version: 1, flags: 0) { c in

@@ -1,9 +1,9 @@
 public import RTCWire
 
-/// Writes VP8, VP9 or H.264 and/or Opus into one WebM (Matroska) file, live, without transcoding.
+/// Writes VP8, VP9, AV1 or H.264 and/or Opus into one WebM (Matroska) file, live, without transcoding.
 ///
-/// The video codec is the first video keyframe's (or ``VideoTrack/codec``). VP8 and VP9 make a WebM
-/// file (DocType `webm`, `V_VP8`, `V_VP9`); H.264 a Matroska file (DocType `matroska`, `V_MPEG4/ISO/AVC` with an
+/// The video codec is the first video keyframe's (or ``VideoTrack/codec``). VP8, VP9 and AV1 make a
+/// WebM file (DocType `webm`, `V_VP8`, `V_VP9`, `V_AV1` with the stream's `av1C` as CodecPrivate); H.264 a Matroska file (DocType `matroska`, `V_MPEG4/ISO/AVC` with an
 /// `AVCDecoderConfigurationRecord` built from the keyframe's SPS and PPS as CodecPrivate, each access
 /// unit written as 4-byte length-prefixed NAL units).
 ///
@@ -82,6 +82,8 @@ public final class WebMWriter: @unchecked Sendable {
     public private(set) var videoCodec: MediaCodec?
     /// H.264: the AVCDecoderConfigurationRecord of the first keyframe.
     private var avcConfiguration: [UInt8]?
+    /// AV1: the AV1CodecConfigurationRecord of the first keyframe.
+    private var av1Configuration: [UInt8]?
     private var videoSize: (width: Int, height: Int)?
     private var pending: [Pending] = []
     private var lastSeenMs: [Int64] = [.min, .min, .min]  // by track number
@@ -136,7 +138,7 @@ public final class WebMWriter: @unchecked Sendable {
         pending.reserveCapacity(64)
         if let video, let w = video.width, let h = video.height { videoSize = (w, h) }
         if let codec = video?.codec {
-            guard codec == .vp8 || codec == .vp9 || codec == .h264 else {
+            guard codec != .opus else {
                 throw MediaError.invalidArgument("Matroska video codec \(codec)")
             }
             videoCodec = codec
@@ -149,7 +151,7 @@ public final class WebMWriter: @unchecked Sendable {
         guard !closed else { throw MediaError.closed }
         let track: UInt8
         switch frame.codec {
-        case .vp8, .vp9, .h264:
+        case .vp8, .vp9, .h264, .av1:
             guard video != nil else { throw MediaError.invalidArgument("WebM writer has no video track") }
             if let videoCodec, videoCodec != frame.codec {
                 throw MediaError.invalidArgument("Matroska video track is \(videoCodec), got \(frame.codec)")
@@ -162,6 +164,11 @@ public final class WebMWriter: @unchecked Sendable {
                 }
                 if frame.codec == .h264 {
                     avcConfiguration = frame.data.withUnsafeBytes { H264DecoderConfiguration.record(fromAnnexB: $0) }
+                }
+                if frame.codec == .av1 {
+                    av1Configuration = frame.data.withUnsafeBytes {
+                        AV1SequenceHeader.configurationRecord(fromTemporalUnit: $0)
+                    }
                 }
                 sawVideoKeyframe = true
                 videoCodec = frame.codec
@@ -260,6 +267,8 @@ public final class WebMWriter: @unchecked Sendable {
             return frame.data.withUnsafeBytes {
                 VP9FrameHeader.keyframeSize($0).map { (Int($0.width), Int($0.height)) }
             }
+        case .av1:
+            return frame.data.withUnsafeBytes { AV1SequenceHeader.frameSize(ofTemporalUnit: $0) }
         case .h264:
             return frame.data.withUnsafeBytes { bytes -> (width: Int, height: Int)? in
                 var size: (width: Int, height: Int)?
@@ -385,10 +394,15 @@ public final class WebMWriter: @unchecked Sendable {
             // Audio waited long enough and no keyframe came: declare a plausible size.
             videoSize = (video?.width ?? 640, video?.height ?? 360)
         }
-        // Without a keyframe yet, the track is declared VP8 unless configured; H.264 needs its
-        // keyframe's parameter sets for CodecPrivate, so an H.264 stream that came too late is
-        // refused at its first frame rather than written undecodable.
-        if video != nil, videoCodec == nil || (videoCodec == .h264 && avcConfiguration == nil) { videoCodec = .vp8 }
+        // Without a keyframe yet, the track is declared VP8 unless configured; H.264 and AV1 need
+        // their keyframe's parameter sets or sequence header for CodecPrivate, so such a stream
+        // that came too late is refused at its first frame rather than written undecodable.
+        if video != nil,
+            videoCodec == nil || (videoCodec == .h264 && avcConfiguration == nil)
+                || (videoCodec == .av1 && av1Configuration == nil)
+        {
+            videoCodec = .vp8
+        }
         let matroska = videoCodec == .h264
         var b = sink.buffer
         sink.buffer = []
@@ -432,6 +446,9 @@ public final class WebMWriter: @unchecked Sendable {
                     if matroska, let avcConfiguration {
                         e.ebmlString(0x86, "V_MPEG4/ISO/AVC")
                         e.ebmlBytes(0x63A2, avcConfiguration)
+                    } else if videoCodec == .av1, let av1Configuration {
+                        e.ebmlString(0x86, "V_AV1")
+                        e.ebmlBytes(0x63A2, av1Configuration)
                     } else {
                         e.ebmlString(0x86, videoCodec == .vp9 ? "V_VP9" : "V_VP8")
                     }

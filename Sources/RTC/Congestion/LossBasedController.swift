@@ -5,9 +5,13 @@ import Foundation
 /// drops by half the loss fraction (at most once per 300 ms + RTT, so one burst is one cut).
 ///
 /// Losses are judged over at least ``minimumPackets`` packets, so that one lost packet of a quiet
-/// stream is not a 50 % loss.
+/// stream is not a 50 % loss, and over at least ``windowMicros``, as libwebrtc judges a receiver
+/// report's fraction lost (about one a second): a tail-drop queue (`tbf`) loses a burst of a key
+/// frame at once, and judged per feedback message (every 50–100 ms) that burst alone read as 30–50 %
+/// loss and cut the rate again and again on a link with 1 % loss.
 struct LossBasedController {
     static let minimumPackets = 20
+    static let windowMicros: Int64 = 1_000_000
     static let lowLoss = 0.02
     static let highLoss = 0.10
     static let increasePerSecond = 1.08
@@ -26,6 +30,7 @@ struct LossBasedController {
     private var lost = 0
     private var lastIncrease: Int64?
     private var lastDecrease: Int64?
+    private var windowStart: Int64?
 
     init(startBitrate: Int, minBitrate: Int, maxBitrate: Int) {
         bitrate = Double(startBitrate)
@@ -39,10 +44,13 @@ struct LossBasedController {
         received += newlyReceived
         lost += newlyLost
         decreased = false
-        guard received + lost >= Self.minimumPackets else { return bitrate }
+        let start = windowStart ?? nowMicros
+        windowStart = start
+        guard received + lost >= Self.minimumPackets, nowMicros - start >= Self.windowMicros else { return bitrate }
         lossFraction = Double(lost) / Double(received + lost)
         received = 0
         lost = 0
+        windowStart = nowMicros
         if lossFraction < Self.lowLoss {
             let dt = min(Double(nowMicros - (lastIncrease ?? nowMicros)) / 1e6, 1.0)
             bitrate = bitrate * pow(Self.increasePerSecond, dt) + 1_000 * dt

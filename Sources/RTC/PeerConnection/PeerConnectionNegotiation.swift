@@ -122,11 +122,13 @@ extension PeerConnection {
                 t.remoteSSRCs = []
                 t.remoteRTXSSRCs = [:]
                 t.extensionIDs = [:]
+                t.remoteExtensionDirections = [:]
                 continue
             }
             t.rejected = false
             // The answer's section takes from this offered section only (RFC 8285 §5).
             t.extensionIDs = Self.usableExtensions(m.extensions, kind: kind)
+            t.remoteExtensionDirections = m.extensionDirections.filter { t.extensionIDs[$0.key] != nil }
             let pt = format.payloadType
             t.codec = codec
             t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
@@ -156,15 +158,19 @@ extension PeerConnection {
                 t.rejected = true
                 t.currentDirection = .inactive
                 t.extensionIDs = [:]
+                t.remoteExtensionDirections = [:]
                 continue
             }
             let pt = format.payloadType
             t.codec = codec
             t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
+            // Our offers list every extension both ways; an answer that made one one-way is
+            // not one we handle, so it is left out.
+            t.remoteExtensionDirections = [:]
             // What the answer kept of what our offer listed in this section, with the offered id; an
             // extension the answer adds on its own is not one the section may use (RFC 8285 §5).
             t.extensionIDs = Self.usableExtensions(m.extensions, kind: t.kind).filter {
-                t.offeredExtensionIDs[$0.key] == $0.value
+                t.offeredExtensionIDs[$0.key] == $0.value && m.extensionDirections[$0.key] == nil
             }
             t.payloadType = pt
             t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
@@ -238,7 +244,8 @@ extension PeerConnection {
 
     /// The header extensions `t`'s packets carry: those negotiated for its own section.
     static func sendExtensions(for t: RTPTransceiver) -> RTPSendExtensions {
-        let ids = t.extensionIDs
+        // Not those the peer offered to send only (RFC 8285 §6).
+        let ids = t.extensionIDs.filter { t.remoteExtensionDirections[$0.key] != .sendonly }
         var exts = RTPSendExtensions()
         exts.mid = ids[LocalCapabilities.midURI]
         exts.rid = t.sendRIDs.isEmpty ? nil : ids[LocalCapabilities.ridURI]
@@ -380,7 +387,9 @@ extension PeerConnection {
             }
             let sectionHasTransportCC = sectionExtensions[LocalCapabilities.transportWideCCURI] != nil
             for (uri, id) in sectionExtensions.sorted(by: { $0.value < $1.value }) {
-                s += "a=extmap:\(id) \(uri)\r\n"
+                // A one-way extension of the offer is answered the other way (RFC 8285 §6).
+                let direction = isOffer ? nil : t.remoteExtensionDirections[uri]
+                s += "a=extmap:\(id)\(direction.map { "/" + $0.reversed.rawValue } ?? "") \(uri)\r\n"
             }
             let dir = isOffer ? t.direction : (t.currentDirection ?? .inactive)
             s += "a=\(rejected ? "inactive" : dir.rawValue)\r\n"

@@ -112,6 +112,8 @@ enum LocalCapabilities {
     static let vp8RTXPT: UInt8 = 97
     static let vp9PT: UInt8 = 98
     static let vp9RTXPT: UInt8 = 99
+    static let av1PT: UInt8 = 45
+    static let av1RTXPT: UInt8 = 46
     static let h264PT: UInt8 = 102
     static let h264RTXPT: UInt8 = 103
     /// What we offer for H.264 unless told otherwise: constrained baseline, level 3.1, mode 1 (the
@@ -129,6 +131,7 @@ enum LocalCapabilities {
         case .vp8: (vp8PT, vp8RTXPT)
         case .vp9: (vp9PT, vp9RTXPT)
         case .h264: (h264PT, h264RTXPT)
+        case .av1: (av1PT, av1RTXPT)
         }
     }
 

@@ -38,6 +38,10 @@ public final class RTPTransceiver: @unchecked Sendable {
     /// listed and the answer's section kept (RFC 8285 §5, JSEP 5.3.1). An extension absent here is
     /// neither written in this section of our descriptions nor sent on its packets.
     var extensionIDs: [String: UInt8] = [:]
+    /// The one-way extensions among ``extensionIDs`` as the remote offer listed them (uri ->
+    /// `sendonly` or `recvonly`): our answer writes the reverse direction, and we send none the
+    /// peer only sends.
+    var remoteExtensionDirections: [String: SDPDirection] = [:]
     /// The extensions our last offer listed in this section (an answer may keep only these).
     var offeredExtensionIDs: [String: UInt8] = [:]
 
@@ -62,7 +66,7 @@ public final class RTPTransceiver: @unchecked Sendable {
         self.kind = kind
         self.direction = direction
         self.sendRIDs = sendRIDs
-        codecPreferences = kind == .audio ? [.opus] : (direction.sends ? [.vp8] : [.vp8, .vp9, .h264])
+        codecPreferences = kind == .audio ? [.opus] : (direction.sends ? [.vp8] : [.vp8, .vp9, .h264, .av1])
         codec = codecPreferences[0]
         renewSendIdentity()
     }

@@ -10,6 +10,9 @@ struct RemoteDescription {
         var direction: SDPDirection
         var codecs: [RTPCodec]
         var extensions: [(uri: String, id: UInt8)]
+        /// The one-way extensions of ``extensions`` (`a=extmap:N/sendonly`, RFC 8285 §6), by uri:
+        /// Firefox offers its simulcast rid extensions `sendonly`.
+        var extensionDirections: [String: SDPDirection]
         var ssrcs: [UInt32]
         var rtxToPrimary: [UInt32: UInt32]
         var sendRIDs: [String]
@@ -62,17 +65,20 @@ struct RemoteDescription {
             for g in m.ssrcGroups where g.semantics == "FID" && g.ssrcs.count == 2 { rtx[g.ssrcs[1]] = g.ssrcs[0] }
             let primaries = m.ssrcs.filter { rtx[$0] == nil }
             var exts: [(uri: String, id: UInt8)] = []
-            // An extension with a direction (`a=extmap:N/sendonly`) would need the reverse one in
-            // our answer (RFC 8285 §6); we write none, so such an extension is left out.
-            for e in m.extmaps where e.id > 0 && e.id < 256 && (e.direction == nil || e.direction == .sendrecv) {
+            var directions: [String: SDPDirection] = [:]
+            // An extension with a direction (`a=extmap:N/sendonly`) is kept with it: an answer
+            // writes the reverse one (RFC 8285 §6). An inactive one is used by neither side.
+            for e in m.extmaps where e.id > 0 && e.id < 256 && e.direction != .inactive {
                 exts.append((e.uri, UInt8(e.id)))
+                if let d = e.direction, d != .sendrecv, directions[e.uri] == nil { directions[e.uri] = d }
             }
             let sendRIDs = m.simulcast?.sendRIDs ?? m.rids.filter { $0.direction == .send }.map(\.id)
             media.append(
                 Media(
                     mid: mid, kind: m.kind, rejected: m.isRejected, direction: m.direction ?? .sendrecv,
                     codecs: m.codecs,
-                    extensions: exts, ssrcs: primaries, rtxToPrimary: rtx, sendRIDs: sendRIDs))
+                    extensions: exts, extensionDirections: directions, ssrcs: primaries, rtxToPrimary: rtx,
+                    sendRIDs: sendRIDs))
         }
         guard let ufrag, let pwd else { throw .badDescription("missing a=ice-ufrag / a=ice-pwd") }
         guard let fp else { throw .badDescription("missing a=fingerprint") }

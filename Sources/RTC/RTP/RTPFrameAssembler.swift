@@ -111,8 +111,10 @@ final class OpusFrameAssembler {
 final class VideoFrameAssembler {
     static let slotSize = 1500
 
-    /// The codec whose packets this assembler takes (`.vp8`, `.vp9` or `.h264`).
+    /// The codec whose packets this assembler takes (`.vp8`, `.vp9`, `.h264` or `.av1`).
     let codec: MediaCodec
+    /// AV1: joins a temporal unit's OBU elements (buffers reused from unit to unit).
+    private var av1Builder = AV1TemporalUnitBuilder()
     /// H.264: the last SPS and PPS seen (Annex B), put in front of an IDR access unit without them.
     private(set) var h264ParameterSets: [UInt8] = []
     /// H.264: the last packet released at the frontier (present), to tell whether the next one
@@ -268,7 +270,7 @@ final class VideoFrameAssembler {
 
     /// Whether the present packet `first` at the frontier begins a frame.
     private func beginsFrame(_ first: Slot) -> Bool {
-        guard codec == .h264 else { return first.frameStart }
+        guard codec.framesEndByTimestamp else { return first.frameStart }
         if first.frameStart { return true }
         return releasedExt == first.ext - 1 && (releasedMarker || releasedTimestamp != first.timestamp)
     }
@@ -365,7 +367,7 @@ final class VideoFrameAssembler {
                 // H.264 tells access units apart by timestamp only: a picture's first slice may follow
                 // its parameter sets within one access unit.
                 if packet.timestamp != timestamp
-                    || (codec != .h264 && end > frontier && packet.frameStart && packet.length > 0)
+                    || (!codec.framesEndByTimestamp && end > frontier && packet.frameStart && packet.length > 0)
                 {
                     end -= 1  // next frame began without a marker: this frame is incomplete
                     break
@@ -416,6 +418,10 @@ final class VideoFrameAssembler {
     ) {
         if codec == .h264 {
             deliverAccessUnit(from: first, through: last, now: now, context: context)
+            return
+        }
+        if codec == .av1 {
+            deliverTemporalUnit(from: first, through: last, now: now, context: context)
             return
         }
         let head = slots[slot(first)]
@@ -593,6 +599,66 @@ final class VideoFrameAssembler {
             EncodedFrame(codec: .h264, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: arrival)
     }
 
+    /// AV1: one temporal unit from the packets `first...last` (complete, one timestamp), its OBUs in
+    /// the low-overhead format. A key frame is a unit that starts a coded video sequence (the `N`
+    /// bit) and holds its sequence header.
+    private func deliverTemporalUnit<Context: RTPFrameAssemblyContext>(
+        from first: Int64, through last: Int64, now: UInt64, context: Context
+    ) {
+        let timestamp = slots[slot(first)].timestamp
+        counters.framesAssembled += 1
+        var arrival: UInt64 = 0
+        var hasAllBytes = true
+        var key = false
+        var e = first
+        while e <= last {
+            let packet = slots[slot(e)]
+            arrival = max(arrival, packet.arrival)
+            if !packet.hasData { hasAllBytes = false }
+            key = key || packet.keyframe
+            e += 1
+        }
+        let consumes = context.consumesFrames
+        if consumes {
+            guard hasAllBytes else {
+                frameBroken(context)
+                releaseRange(first, last)
+                return
+            }
+            av1Builder.reset()
+            e = first
+            while e <= last {
+                av1Builder.append(payload(slot(e)))
+                e += 1
+            }
+            av1Builder.finish()
+            if av1Builder.malformed || av1Builder.encodedLength == 0 {
+                frameBroken(context)
+                releaseRange(first, last)
+                return
+            }
+            key = key && av1Builder.hasSequenceHeader
+        }
+        releaseRange(first, last)
+        if waitingForKeyframe && !key {
+            counters.framesDropped += 1
+            context.needKeyframe()
+            return
+        }
+        if key {
+            waitingForKeyframe = false
+            context.keyframeDelivered()
+            counters.keyframesReceived += 1
+        }
+        counters.framesDecodable += 1
+        context.frameCompleted(timestamp: timestamp, now: now)
+        guard consumes else { return }
+        let data = [UInt8](unsafeUninitializedCapacity: av1Builder.encodedLength) { buffer, count in
+            count = av1Builder.write(into: UnsafeMutableRawBufferPointer(buffer))
+        }
+        context.deliver(EncodedFrame(codec: .av1, data: data, timestamp: timestamp, isKeyframe: key), arrival: arrival)
+    }
+
     /// Keeps the SPS and PPS units of an access unit (Annex B) for later IDR access units without them.
     private func rememberParameterSets(_ accessUnit: [UInt8]) {
         var sets: [UInt8] = []
@@ -607,4 +673,10 @@ final class VideoFrameAssembler {
         }
         if !sets.isEmpty, sets != h264ParameterSets { h264ParameterSets = sets }
     }
+}
+
+extension MediaCodec {
+    /// Whether a frame's packets are told apart by timestamp and marker only, with no start bit
+    /// that marks every frame's first packet (H.264 access units, AV1 temporal units).
+    var framesEndByTimestamp: Bool { self == .h264 || self == .av1 }
 }

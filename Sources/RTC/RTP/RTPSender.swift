@@ -321,8 +321,8 @@ public final class RTPSender: @unchecked Sendable {
                         return payload.count
                     }
                 }
-            case .vp9:
-                // Forwarded VP9 goes through sendForwarded; nothing here encodes VP9 to packetize.
+            case .vp9, .av1:
+                // Forwarded VP9 and AV1 go through sendForwarded; nothing here encodes them to packetize.
                 counters.framesFailed += 1
                 return
             }

@@ -80,6 +80,7 @@ extension MediaCodec {
         case .vp8: return try VP8PayloadFormat.inspect(payload)
         case .h264: return try H264PayloadFormat.inspect(payload)
         case .vp9: return try VP9PayloadFormat.inspect(payload)
+        case .av1: return try AV1PayloadFormat.inspect(payload)
         }
     }
 }

@@ -143,7 +143,7 @@ public enum VP9FrameHeader {
         let w = r.read(16) + 1
         let h = r.read(16) + 1
         guard !r.overrun else { return nil }
-        return (profile, UInt16(truncatingIfNeeded: w), UInt16(truncatingIfNeeded: h))
+        return (profile, UInt16(clamping: w), UInt16(clamping: h))  // 65,536 is legal: kept as 65,535
     }
 
     /// The coded size of a key frame (see ``keyframeInfo(_:)``).

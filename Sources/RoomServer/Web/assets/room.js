@@ -50,9 +50,8 @@
     autoAcceptInvites: flag('autoAcceptInvites', false),
     showStats: flag('stats', true),
     // The camera in three simulcast layers (as the SDK's multiStream), or one (?simulcast=0, or the
-    // join form's checkbox). Read when the camera is published. Firefox publishes one layer unless
-    // ?simulcast=1: its simulcast offer reached the SFU with no video at all (docs/browser.md).
-    simulcast: flag('simulcast', !/Firefox\//.test(navigator.userAgent)),
+    // join form's checkbox), in Chromium and Firefox alike. Read when the camera is published.
+    simulcast: flag('simulcast', true),
   };
 
   // The camera's simulcast layers, lowest first (docs/browser.md): a quarter, half and full

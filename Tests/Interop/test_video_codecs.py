@@ -1,11 +1,11 @@
-"""VP9 from a browser, forwarded by the SFU and recorded without transcoding (issue 35).
+"""VP9 and AV1 from a browser, forwarded by the SFU and recorded without transcoding (issue 35).
 
-Headless Chromium publishes on the room page with `?codec=vp9` (its video transceiver offers VP9
-only); the SFU takes a VP9 producer and offers the agent's subscribe connection exactly that codec;
-`understudy join --record` writes the participant's WebM (V_VP9 beside Opus) and its manifest names
-the codec. ffprobe and ffmpeg judge the file: VP9 and Opus, no decode error, about as many frames as
+Headless Chromium publishes on the room page with `?codec=vp9` or `?codec=av1` (its video
+transceiver offers that codec only); the SFU takes the producer and offers the agent's subscribe
+connection exactly that codec; `understudy join --record` writes the participant's WebM (V_VP9, or
+V_AV1 with its av1C, beside Opus) and its manifest names the codec. ffprobe and ffmpeg judge the file: VP9 and Opus, no decode error, about as many frames as
 Chromium's getStats says it sent while the agent recorded. A second page in the audience decodes
-the same VP9 stream through the SFU.
+the same stream through the SFU.
 """
 
 from __future__ import annotations
@@ -14,27 +14,29 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from browser_support import WINDOW, Agent, DevServer, RoomPage
 from chromium import Chromium
 from harness import decode_errors, probe_frames
 
-ROOM = "vp9-room"
 
 
-async def _play(workdir: Path) -> dict:
+async def _play(workdir: Path, codec: str, udp_low: int) -> dict:
     record = workdir / "agent"
     record.mkdir()
     out: dict = {"record": record}
-    server = DevServer(workdir, udp_low=46400).start()
+    server = DevServer(workdir, udp_low=udp_low).start()
     agent = None
     try:
         await server.ready()
         async with Chromium(extra_flags=WINDOW) as browser:
             host = await RoomPage.open(
-                browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV", codec="vp9", simulcast="0")
+                browser, server, f"{codec}-room", name="Host", id="host", mode="SEND_AND_RECV", codec=codec,
+                simulcast="0")
             await host.wait_until("host publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]), timeout=30)
-            viewer = await RoomPage.open(browser, server, ROOM, name="Viewer", id="viewer", mode="RECV_ONLY")
-            agent = Agent(server, ROOM, record).start()
+            viewer = await RoomPage.open(browser, server, f"{codec}-room", name="Viewer", id="viewer", mode="RECV_ONLY")
+            agent = Agent(server, f"{codec}-room", record).start()
             await agent.wait_for(r"joined room", 30)
             await agent.wait_for(r"recording host -> ", 30)
             before = await host.page.evaluate("window.understudyRoom.publishStats()")
@@ -53,23 +55,24 @@ async def _play(workdir: Path) -> dict:
     return out
 
 
-def test_chromium_vp9_is_forwarded_and_recorded_as_webm(tmp_path: Path) -> None:
-    result = asyncio.run(_play(tmp_path))
-    assert result["codec"] == "video/VP9", result
+@pytest.mark.parametrize(("codec", "mime", "udp_low"), [("vp9", "VP9", 46400), ("av1", "AV1", 46500)])
+def test_chromium_codec_is_forwarded_and_recorded_as_webm(tmp_path: Path, codec: str, mime: str, udp_low: int) -> None:
+    result = asyncio.run(_play(tmp_path, codec, udp_low))
+    assert result["codec"] == f"video/{mime}", result
     record: Path = result["record"]
     path = record / "host.webm"
     assert path.exists(), f"{sorted(p.name for p in record.iterdir())}\n{result['agent_log'][-3000:]}"
     manifest = json.loads((record / "manifest.json").read_text())
     entry = next(f for f in manifest["files"] if f["participantId"] == "host")
-    assert entry["videoCodec"] == "vp9" and entry["audioCodec"] == "opus", entry
+    assert entry["videoCodec"] == codec and entry["audioCodec"] == "opus", entry
     frames = probe_frames(path)
     print("ffprobe:", frames, "sent while recording:", result["sent_while_recording"], "viewer:", result["viewer"])
-    assert set(frames) == {"vp9", "opus"}, frames
+    assert set(frames) == {codec, "opus"}, frames
     assert decode_errors(path) == ""
     sent = result["sent_while_recording"]
     assert sent > 40, result
     # The file holds the frames of the 8 s window plus those from before it (the agent recorded
     # from the first keyframe): at least the window's.
-    assert frames["vp9"] >= sent * 0.95, (frames, sent)
+    assert frames[codec] >= sent * 0.95, (frames, sent)
     viewer = result["viewer"]
-    assert viewer["codec"] == "video/VP9" and viewer["framesDecoded"] > 30, viewer
+    assert viewer["codec"] == f"video/{mime}" and viewer["framesDecoded"] > 30, viewer
