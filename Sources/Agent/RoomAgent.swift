@@ -15,6 +15,7 @@ import Understudy
 /// the manifest off the loop. The agent's own state (consumed set, join order) is guarded by one
 /// lock, taken once per track, not per frame. Consume and stop-consuming calls run one at a time, in
 /// order, on a chain of tasks.
+// Safe: its mutable state is guarded by one lock (see above); consume calls are serialized on a task chain.
 public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     /// Whose media the agent consumes (the policy all participant cores share).
     public typealias ConsumePolicy = Agent.ConsumePolicy

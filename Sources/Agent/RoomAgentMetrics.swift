@@ -8,6 +8,7 @@ import Understudy
 
 /// Counters of a ``RoomAgent``, rendered in the Prometheus text format by ``RoomAgent/metricsText()``.
 /// Thread-safe: frames are counted on the subscribe loop thread, events on the room's event queue.
+// Safe: counters are atomics or guarded by `lock` (loop thread and event queue both write).
 public final class RoomAgentCounters: @unchecked Sendable {
     private let lock = NSLock()
     /// Per-frame counts are atomics, bumped by the tracks' sinks on the loop thread without a lock.
@@ -238,6 +239,7 @@ struct PrometheusText {
 ///
 /// Only loopback addresses are accepted: the endpoint has no authentication and reveals who is in
 /// the room, so exposing it further is left to a deliberate proxy.
+// Safe: immutable after start; the HTTP server it wraps synchronizes itself.
 public final class RoomAgentMetricsServer: @unchecked Sendable {
     private let server: HTTPServer
 

@@ -8,6 +8,7 @@ import Understudy
 /// Only kinds with an attached ``ForwardingSource`` are queued, video starts at a keyframe, and a
 /// queue that grows past a few seconds (the publish side stalled) is dropped: video then waits for
 /// the next keyframe so that no undecodable delta frame is forwarded.
+// Safe: the queued frames and state are guarded by `lock` (loop thread in, publish side out).
 final class RelayFeed: @unchecked Sendable {
     /// About three seconds of 30 fps video.
     static let maxVideoFrames = 90
@@ -143,8 +144,10 @@ final class ForwardingSource: MediaSource {
 
 /// The agent's stand-ins in another room: one participant `relay-<id>` (`SEND_AND_RECV`) per
 /// consumed participant, publishing that participant's received media (`--relay-room`).
+// Safe: the stand-in rooms are guarded by `lock`.
 final class RelayRoomSet: @unchecked Sendable {
     /// Watches one stand-in room for its join outcome.
+    // Safe: its outcome is guarded by `lock` (set on the room's event queue, read by the waiter).
     private final class Watcher: RoomEventListener, @unchecked Sendable {
         let lock = NSLock()
         var joined = false

@@ -4,6 +4,7 @@ import Understudy
 /// One-shot room actions for the CLI: publish a stage invite, publish or follow a PubSub topic.
 public enum RoomAgentTools {
     /// Prints each received message (live and history) through `output`.
+    // Safe: writes only through `output`, called on the room's serial event queue.
     final class Printer: RoomEventListener, PubSubMessageListener, @unchecked Sendable {
         let output: @Sendable (PubSubMessage) -> Void
         init(output: @escaping @Sendable (PubSubMessage) -> Void) { self.output = output }

@@ -140,7 +140,7 @@ public struct BenchmarkReport: Sendable {
                 receiver bookkeeping (sequence tracking, loss detection, NACK list, jitter, frame
                 boundaries). The row after the kernel share times the user-space part alone: a quarter
                 more packets of the same stream, captured with the others, are handed to
-                `PeerConnection.handleDatagram` on the receiving loop thread directly (each copied into
+                `MediaTransport.handleDatagram` on the receiving loop thread directly (each copied into
                 one receive slot first, as `recvmmsg` would), so neither the kernel nor the loop's
                 wake-ups are in it; it is far steadier than the full path on a busy machine. Nobody consumes frames here (as in an SFU or a load-test subscriber), so no
                 payload is copied into frames. The anchor is bare `srtp_unprotect` of packets of the same

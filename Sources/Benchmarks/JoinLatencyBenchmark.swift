@@ -38,6 +38,7 @@ public enum JoinLatencyBenchmark {
     }
 
     /// Records the instant `onRoomJoined` (or a leave) arrives.
+    // Safe: the recorded instants are guarded by `lock`.
     final class JoinWatch: RoomEventListener, @unchecked Sendable {
         private let lock = NSLock()
         private var joinedAt: UInt64?
@@ -48,6 +49,7 @@ public enum JoinLatencyBenchmark {
     }
 
     /// Writes the subscribed frames to WebM and notes when the first keyframe was written.
+    // Safe: the writer and first-keyframe time are guarded by `lock`.
     final class KeyframeWatch: @unchecked Sendable {
         private let lock = NSLock()
         let recording: Recording

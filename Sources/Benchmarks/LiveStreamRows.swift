@@ -175,6 +175,7 @@ enum LiveStreamRows {
             serverHeapSteady: heap.filter { $0.seconds >= from })
     }
 
+    // Safe: the samples are guarded by `lock`.
     final class SampleLog: @unchecked Sendable {
         typealias Entry = (seconds: Double, rss: Int, user: Double, system: Double)
         private let lock = NSLock()

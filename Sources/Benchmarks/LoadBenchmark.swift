@@ -125,6 +125,7 @@ public enum LoadBenchmarkError: Error, CustomStringConvertible {
 }
 
 /// Progress samples collected from the run's progress callback.
+// Safe: the samples are guarded by `lock`.
 private final class ProgressLog: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: [(progress: LoadProgress, cpu: Double)] = []

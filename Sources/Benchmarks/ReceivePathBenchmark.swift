@@ -24,7 +24,7 @@ public enum ReceivePathBenchmark {
         /// Share of the receive thread's busy time spent in the kernel (recvmmsg, UDP stack).
         public var kernelShare: Double
         /// The same connection's user-space work alone: packets handed to
-        /// `PeerConnection.handleDatagram` directly on its loop thread (copied into a receive slot
+        /// `MediaTransport.handleDatagram` directly on its loop thread (copied into a receive slot
         /// first, as `recvmmsg` would), no socket, no kernel, no wake-ups.
         public var userPathNanosPerPacket: Double
         /// Packets fed directly.
@@ -43,6 +43,7 @@ public enum ReceivePathBenchmark {
     }
 
     /// Replays captured SRTP packets from the sender's socket in bursts, on the sender's loop.
+    // Safe: confined to the sender's loop thread (it is a ticker there); Sendable only to be handed to it.
     final class Replayer: EventLoopTicker, @unchecked Sendable {
         let packets: [[UInt8]]
         let socket: UDPSocket
@@ -99,6 +100,7 @@ public enum ReceivePathBenchmark {
         // Capture the real SRTP packets the sender produces, then replay them: the measured window
         // then holds only the receiver's work, with no encryption running on another thread (which
         // would share libsrtp's crypto backend locks with the receiver).
+        // Safe: filled on the sender's loop thread, read only after `loop.submit` returns (the hop orders it).
         final class Capture: @unchecked Sendable {
             var packets: [[UInt8]] = []
             var socket: UDPSocket?
@@ -204,7 +206,7 @@ public enum ReceivePathBenchmark {
                 for i in 0..<(offsets.count - 1) {
                     let length = offsets[i + 1] - offsets[i]
                     slot.baseAddress!.copyMemory(from: all.baseAddress! + offsets[i], byteCount: length)
-                    rx.handleDatagram(
+                    rx.transport.handleDatagram(
                         UnsafeMutableRawBufferPointer(rebasing: slot[..<length]), from: sender, socket: socket)
                 }
             }

@@ -253,6 +253,7 @@ public enum RecordingBenchmark {
 }
 
 /// A child process spoken to in JSON lines over stdin/stdout.
+// Safe: the pipes and pending lines are guarded by `lock`.
 final class LineProcess: @unchecked Sendable {
     let process = Process()
     let stdinPipe = Pipe()

@@ -66,15 +66,15 @@ public enum SFUBenchmark {
             let id = "bench-subscriber-\(i)"
             let pc = try PeerConnection(loop: subscriberLoop)
             subscriberConnections.append(pc)
-            _ = try await sfu.consume(subscriber: id, producerID: producer.id)
-            let subOffer = try await sfu.subscriberOffer(participantID: id)
+            _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: id, producerID: producer.id) }
+            let subOffer = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: id) }
             let answer = try await subscriberLoop.submit {
                 try pc.setRemoteDescription(subOffer, type: .offer)
                 let a = try pc.createAnswer()
                 try pc.setLocalDescription(a)
                 return a
             }
-            try await sfu.subscriberAnswer(participantID: id, answer: answer)
+            try await sfu.onLoop { try $0.subscriberAnswerOnLoop(participantID: id, answer: answer) }
             try await pc.waitUntilConnected(timeout: 10)
         }
 
@@ -129,15 +129,15 @@ public enum SFUBenchmark {
         let published = try await sfu.publish(participantID: "mem-publisher", offer: offer)
         guard let producer = published.producers.first else { throw SFUError.negotiation("no producer") }
         // One subscriber first, so state made once (caches, the shared port) is not counted.
-        _ = try await sfu.consume(subscriber: "mem-warm", producerID: producer.id)
-        _ = try await sfu.subscriberOffer(participantID: "mem-warm")
+        _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "mem-warm", producerID: producer.id) }
+        _ = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: "mem-warm") }
         // Free memory left by earlier benchmarks in this process would be reused without raising the
         // resident size; returning it to the kernel first makes the growth the consumers' own.
         releaseFreeHeapPages()
         let before = await sfu.loop.submit { residentBytes() }
         for i in 0..<count {
-            _ = try await sfu.consume(subscriber: "mem-\(i)", producerID: producer.id)
-            _ = try await sfu.subscriberOffer(participantID: "mem-\(i)")
+            _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "mem-\(i)", producerID: producer.id) }
+            _ = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: "mem-\(i)") }
         }
         let after = await sfu.loop.submit { residentBytes() }
         await publisherLoop.submit { publisher.close() }
@@ -168,6 +168,7 @@ public enum SFUBenchmark {
 }
 
 /// Sends fabricated VP8 frames at a fixed packet rate on the publisher's loop thread.
+// Safe: confined to the publisher's loop thread (a ticker there); Sendable only to be handed to it.
 final class BenchFrameSource: EventLoopTicker, @unchecked Sendable {
     let connection: PeerConnection
     let transceiver: RTPTransceiver

@@ -30,6 +30,7 @@ enum SendFloorRow {
     }
 
     /// Counts what the draining loop receives (loop thread only; read after the loop stops).
+    // Safe: written on the draining loop thread only, read after that loop has stopped.
     final class Sink: DatagramHandler, @unchecked Sendable {
         var received = 0
         func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
@@ -37,7 +38,7 @@ enum SendFloorRow {
         }
     }
 
-    final class Source: DatagramHandler, @unchecked Sendable {
+    final class Source: DatagramHandler, Sendable {
         func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {}
     }
 
@@ -68,7 +69,7 @@ enum SendFloorRow {
         }
         if segmentation && !enabled { throw SegmentationUnavailable() }
         let statistics0 = await sender.sendStatistics()
-        let box = UncheckedTargets(targets: targets, socket: socket)
+        let box = SendTargets(targets: targets, socket: socket)
         var perPacket: [Double] = []
         for _ in 0..<rounds {
             let nanoseconds = await sender.submit { () -> UInt64 in
@@ -106,7 +107,7 @@ enum SendFloorRow {
         var description: String { "this kernel has no UDP GSO (UDP_SEGMENT)" }
     }
 
-    struct UncheckedTargets: @unchecked Sendable {
+    struct SendTargets: Sendable {
         let targets: [SocketAddress]
         let socket: UDPSocket
     }

@@ -127,6 +127,7 @@ func waitFor(_ what: String, seconds: Double, _ condition: @escaping () -> Bool)
     }
 }
 
+// Safe: the lines are guarded by `lock`.
 final class DemoEventLog: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: [String] = []
@@ -139,6 +140,7 @@ final class DemoEventLog: @unchecked Sendable {
     var lines: [String] { lock.withLock { entries } }
 }
 
+// Safe: its state is guarded by `lock`.
 final class DemoHostListener: RoomEventListener, @unchecked Sendable {
     let events: DemoEventLog
     private let lock = NSLock()

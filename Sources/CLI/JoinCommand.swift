@@ -274,6 +274,7 @@ func runPubSub(_ args: [String]) async {
 }
 
 /// Whether `understudy join` is still joining, or a signal stopped it first (one claims the other).
+// Safe: the phase is guarded by `lock`.
 final class JoinPhase: @unchecked Sendable {
     private let lock = NSLock()
     private enum State { case joining, stoppedWhileJoining, joined }

@@ -9,6 +9,7 @@ import Foundation
 /// sending, finish their files and release server resources instead of dying mid-write.
 ///
 /// The signal handler resumes the waiters itself: nothing polls a flag.
+// Safe: the waiters are guarded by `lock`; the handler only resumes them.
 public final class ShutdownSignal: @unchecked Sendable {
     public static let shared = ShutdownSignal()
     private let lock = NSLock()

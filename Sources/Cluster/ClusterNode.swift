@@ -12,6 +12,7 @@ import Signaling
 ///
 /// Redis is never on the media path nor on the path of a running room's signalling: a Redis
 /// outage delays only the placement of new rooms (docs/cluster.md).
+// Safe: its mutable state is guarded by `lock`; Redis calls go through RedisClient's own queue.
 public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     /// Where the cluster's Redis is and how this node is reached and registered.
     public struct Configuration: Sendable {

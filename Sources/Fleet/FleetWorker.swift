@@ -9,6 +9,7 @@ import Understudy
 /// workers). It claims a job only while it has room for it, keeps its claims fresh while the
 /// jobs run, re-claims the jobs of workers that died (`XAUTOCLAIM`), and hands its jobs back when
 /// it is stopped. Every attempt writes into a directory of its own, so no file is ever overwritten.
+// Safe: its running jobs and state are guarded by `lock`.
 public final class FleetWorker: @unchecked Sendable {
     /// How the worker runs: its id, capacity, output directory and timeouts.
     public struct Options: Sendable {
@@ -50,6 +51,7 @@ public final class FleetWorker: @unchecked Sendable {
         unitsPerCore * max(1, ProcessInfo.processInfo.activeProcessorCount)
     }
 
+    // Safe: its state is guarded by `lock`.
     private final class RunningJob: @unchecked Sendable {
         let entryId: String
         var status: FleetJobStatus
@@ -649,6 +651,7 @@ public final class FleetWorker: @unchecked Sendable {
 }
 
 /// A continuation resumed once, by whichever of several racing events comes first.
+// Safe: the continuation is guarded by `lock`, so exactly one racer resumes it.
 private final class OnceContinuation<T: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var continuation: CheckedContinuation<T, Never>?

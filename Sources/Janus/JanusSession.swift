@@ -72,6 +72,7 @@ public struct JanusMessage: Sendable {
 /// waiting request, everything else (publishers joining/leaving, `webrtcup`, `hangup`) to
 /// ``onEvent``. Keepalives (every third of Janus's `session-timeout`, at most 25 s) keep the session
 /// alive: Janus drops a session that sends nothing for that long (a pending long poll does not count).
+// Safe: its state is guarded by `lock`.
 public final class JanusSession: @unchecked Sendable {
     public let api: HTTPURL
     public let sessionId: UInt64

@@ -10,6 +10,7 @@ import Signaling
 ///
 /// Control (signalling) runs in one task per bot; everything that touches packets (the ``MediaPump``,
 /// ``PeerConnection/onRTP`` counting) runs on the bot's loop thread.
+// Safe: control state is guarded by `lock`; packet state is confined to the bot's loop thread.
 final class LoadBot: @unchecked Sendable {
     enum Role: Sendable, Equatable {
         /// Publishes webcam (simulcast unless disabled) and mic.

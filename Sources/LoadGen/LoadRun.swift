@@ -39,6 +39,7 @@ public struct LoadProgress: Sendable {
 
 /// Runs one load test: plans the bots, joins them at the configured rate over a few shared event
 /// loops, drives stage invites, samples progress and builds the ``LoadReport``.
+// Safe: shared run state is guarded by `lock`.
 public final class LoadRun: @unchecked Sendable {
     public let configuration: LoadConfiguration
     let certificate: DTLSCertificate

@@ -7,6 +7,7 @@ import RTCWire
 #endif
 
 /// Counters of one received track (one consumer), confined to its bot's loop thread.
+// Safe: confined to its bot's loop thread; Sendable only to be handed to it.
 final class TrackCounter: @unchecked Sendable {
     let subscriberID: String
     let publisherID: String
@@ -114,6 +115,7 @@ struct LatencyHistogram: Sendable {
 
 /// Totals of all bots sharing one event loop, updated on that loop's thread with plain integers and
 /// read through `loop.submit` for the progress line and the final report.
+// Safe: written on its loop thread only and read through `loop.submit` (the hop orders it).
 final class LoopCounters: @unchecked Sendable {
     let loop: EventLoop
     var packets: UInt64 = 0

@@ -38,6 +38,7 @@ extension MediaSource {
 /// started on different loop turns still lines up, and when the pre-encoded video jumps ahead to a
 /// keyframe the audio content jumps with it. The synthetic flash and beep thus leave together
 /// whatever the scheduling. Confined to the loop thread of the connection that sends the sources.
+// Safe: confined to its sender's loop thread (see above).
 public final class MediaClock: @unchecked Sendable {
     /// The loop time of the first tick (nil before).
     public private(set) var origin: UInt64?

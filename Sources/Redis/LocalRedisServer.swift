@@ -2,6 +2,7 @@ import Foundation
 
 /// A throw-away `redis-server` on a free loopback port (no persistence), for tests and benchmarks:
 /// they start their own instead of depending on one being there.
+// Safe: immutable after start (process handle and port); stop() only signals the process.
 public final class LocalRedisServer: @unchecked Sendable {
     public let port: Int
     private var process: Process?

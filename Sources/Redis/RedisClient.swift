@@ -4,6 +4,7 @@ import Foundation
 /// A Redis client that owns its connection on a private serial queue, so callers on any thread or
 /// task can use it and no blocking call ever runs on theirs. A broken connection is re-made on the
 /// next command; ``isConnected`` and ``onConnectionChange`` tell logs and metrics about it.
+// Safe: the connection is used only on its private serial queue; the rest is guarded by `lock`.
 public final class RedisClient: @unchecked Sendable {
     public let url: RedisURL
     private let timeout: Double

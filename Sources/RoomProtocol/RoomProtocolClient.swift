@@ -11,6 +11,7 @@ import Signaling
 ///
 /// Threading: responses and notifications are handed over on the reactor thread, in the order their
 /// frames arrived; an owner that hops to its own serial queue from there keeps that order.
+// Safe: pending requests are guarded by `lock`; frames are handled on the reactor thread.
 public final class RoomProtocolClient: @unchecked Sendable {
     /// Receives one notification on the reactor thread. Notifications this version does not know
     /// are dropped (a newer server may send more).

@@ -5,6 +5,7 @@ import Signaling
 /// One signalling WebSocket. Parsing, size checks, rate limiting and abuse accounting run on the
 /// connection's own serial callback queue, so a misbehaving client costs its room nothing; only
 /// well-formed requests are handed to the room's queue, in arrival order.
+// Safe: its state is guarded by `lock` or confined to the connection's serial callback queue.
 final class ClientSession: ParticipantSignaling, @unchecked Sendable {
     enum Phase { case new, joining, joined, closed }
 

@@ -11,6 +11,7 @@ import Synchronization
 ///
 /// SFU participant ids are `"<roomId>/<participantId>"` (`/` is not allowed in either id), so one SFU
 /// serves every room without collisions.
+// Safe: immutable references (the SFU, its executor) and an atomic counter.
 final class RoomMedia: @unchecked Sendable {
     let sfu: SFU
     /// Calls a room made onto the SFU's loop and waited for (``callOnLoop(_:timeout:_:)``): each waits for
@@ -148,6 +149,7 @@ final class RoomMedia: @unchecked Sendable {
 }
 
 /// Hands a result from the executor to the waiting room queue (the semaphore orders the accesses).
+// Safe: written before the semaphore signal and read after its wait (the semaphore orders them).
 final class MediaResultBox<T>: @unchecked Sendable {
     var result: Result<T, any Error>?
 

@@ -14,6 +14,7 @@ import Signaling
 ///
 /// Order: live `pubsubMessage`s for this member wait behind a replay in progress (``deliver(_:)``),
 /// so each member still sees a topic's history before the messages published after its subscribe.
+// Safe: its queues are guarded by `lock`.
 final class PubSubReplay: @unchecked Sendable {
     private enum Item {
         case history(topic: String, messages: [PubSubMessage], bytes: Int)

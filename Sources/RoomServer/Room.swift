@@ -7,6 +7,7 @@ import Signaling
 /// One room's control-plane state: participants, lobby, producers/consumers, pins and PubSub.
 /// Everything here runs on `queue`, so handlers never race and notifications go out in the order
 /// the state changed. Media packets never pass through here.
+// Safe: all state is touched on `queue` only (see above).
 final class Room: @unchecked Sendable {
     let id: String
     let server: RoomServer

@@ -14,6 +14,7 @@ import Signaling
 ///   notification, the same bytes for every recipient that was in the room when the window opened.
 ///
 /// Loop confinement: the room's serial queue only.
+// Safe: confined to the room's serial queue (see above).
 final class ParticipantEventFanout: @unchecked Sendable {
     /// One event, already encoded as `{"method": …, "data": …}`.
     private struct Event {

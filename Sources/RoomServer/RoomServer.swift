@@ -20,6 +20,7 @@ public enum RoomServerError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Server-wide counters for `/metrics`.
+// Safe: the counters are guarded by `lock`.
 final class ServerCounters: @unchecked Sendable {
     private let lock = NSLock()
     private(set) var connections = 0
@@ -63,6 +64,7 @@ final class ServerCounters: @unchecked Sendable {
 ///
 /// Each room keeps its state on its own serial queue (control plane only); the SFU attaches media
 /// through ``mediaHooks``.
+// Safe: its shared tables are guarded by `lock`; each room's state lives on that room's queue.
 public final class RoomServer: @unchecked Sendable {
     /// The server's settings (``RoomServerConfiguration``).
     public typealias Configuration = RoomServerConfiguration

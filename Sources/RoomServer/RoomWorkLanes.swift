@@ -26,6 +26,7 @@ import Signaling
 /// Requests whose work on the SFU can share one call (``sharesSFUCalls(_:)``) are handed out together
 /// when several members' requests of that method wait in a row at the head of the requests lane (at
 /// most ``sharedCallBatch``, one per member, so that each member's requests keep their order).
+// Safe: the lanes are guarded by `lock`.
 final class RoomWorkLanes: @unchecked Sendable {
     /// What a job of the room's queue should run next.
     enum Work {

@@ -4,6 +4,7 @@ import Signaling
 /// Relays one client's signalling WebSocket to the node that owns its room (cluster mode): the
 /// messages pass through unchanged in both directions, so any client works with any node. Media
 /// never passes here: the owner's SDP names its own UDP address.
+// Safe: both WebSocket connections synchronize themselves; the relay keeps no other mutable state.
 final class SignalRelay: @unchecked Sendable {
     /// Marks a relayed handshake, so that the owner never relays it again.
     static let header = "X-Understudy-Relayed-By"

@@ -1,5 +1,6 @@
 import RTC
 import RTCWire
+import Synchronization
 
 /// The media half of the room server: a selective forwarding unit in the style of mediasoup.
 ///
@@ -10,14 +11,16 @@ import RTCWire
 ///
 /// All connections live on one ``EventLoop`` owned by the SFU, so forwarding is a direct call chain on
 /// that thread: publisher connection → producer → consumers → subscriber connections, with no
-/// allocation, lock or task hop per packet. The control API below hops onto the loop.
+/// allocation, lock or task hop per packet. The `async` control calls hop onto the loop; the
+/// `…OnLoop` ones run there (reached from elsewhere through ``onLoop(_:)``) and assert it in debug builds.
+// Safe: loop-confined behind onLoop/async calls; on-loop methods assert the loop in debug builds.
 public final class SFU: @unchecked Sendable {
     public let configuration: SFUConfiguration
     /// The loop every SFU connection runs on.
     public let loop: EventLoop
 
     /// Called on the loop thread when a participant's subscribe connection needs a new offer
-    /// (consumers added or removed); the room layer should call ``subscriberOffer(participantID:)``.
+    /// (consumers added or removed); the room layer should call ``subscriberOfferOnLoop(participantID:)``.
     public var onRenegotiationNeeded: (@Sendable (_ participantID: String) -> Void)? {
         get { renegotiationHandler.value }
         set { renegotiationHandler.value = newValue }
@@ -61,9 +64,14 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// A callback that the loop thread reads while another thread may set it: one box per
-    /// `on…` property, shared with the closures that call it.
-    final class HandlerBox<Handler>: @unchecked Sendable {
-        var value: Handler?
+    /// `on…` property, shared with the closures that call it. Read per event (a state change, a
+    /// layer switch), never per packet, so a lock is cheap here.
+    final class HandlerBox<Handler: Sendable>: Sendable {
+        private let stored = Mutex<Handler?>(nil)
+        var value: Handler? {
+            get { stored.withLock { $0 } }
+            set { stored.withLock { $0 = newValue } }
+        }
     }
 
     /// Called on the loop thread each time one of a participant's connections changes state
@@ -157,6 +165,16 @@ public final class SFU: @unchecked Sendable {
         self.configuration = configuration
         self.loop = loop
         self.certificate = try? DTLSCertificate.generate(commonName: "understudy-sfu")
+    }
+
+    /// Runs `body` on the SFU's loop thread and returns its result: the one way in, from any other
+    /// thread, to the on-loop methods (`consumeOnLoop`, `subscriberOfferOnLoop`, …), each of which
+    /// asserts in debug builds that it runs on ``loop``. Several calls in one `body` take one hop.
+    ///
+    /// Throws what `body` throws, or ``EventLoopError/shutDown(name:)`` once the loop has stopped.
+    @discardableResult
+    public func onLoop<T: Sendable>(_ body: @escaping @Sendable (SFU) throws -> T) async throws -> T {
+        try await loop.submit { [self] in try body(self) }
     }
 
     // MARK: Publishing
@@ -268,18 +286,11 @@ public final class SFU: @unchecked Sendable {
 
     /// Forwards a producer to `subscriber`: adds a send transceiver to its subscribe connection
     /// (created on first use). The subscriber must then renegotiate; ``onRenegotiationNeeded`` fires too.
-    public func consume(
-        subscriber: String, producerID: String, quality: SFULayerQuality = .high
-    ) async throws -> ConsumerInfo {
-        try await loop.submit { [self] in
-            try consumeOnLoop(subscriber: subscriber, producerID: producerID, quality: quality)
-        }
-    }
-
-    /// ``consume(subscriber:producerID:quality:)`` on the loop thread (a room's blocking call, one hop).
+    /// On the loop thread (from elsewhere through ``onLoop(_:)``).
     public func consumeOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality = .high) throws
         -> ConsumerInfo
     {
+        loop.assertInLoop()
         do {
             guard !closed else { throw SFUError.closed }
             guard let producer = producers[producerID], !producer.closed else {
@@ -327,12 +338,9 @@ public final class SFU: @unchecked Sendable {
     }
 
     /// Stops forwarding a producer to `subscriber`; its m-line becomes inactive at the next offer.
-    public func stopConsuming(subscriber: String, producerID: String) async throws {
-        try await loop.submit { [self] in try stopConsumingOnLoop(subscriber: subscriber, producerID: producerID) }
-    }
-
-    /// ``stopConsuming(subscriber:producerID:)`` on the loop thread.
+    /// On the loop thread.
     public func stopConsumingOnLoop(subscriber: String, producerID: String) throws {
+        loop.assertInLoop()
         do {
             guard let participant = participants[subscriber] else { throw SFUError.unknownParticipant(subscriber) }
             guard let consumer = participant.consumers.first(where: { $0.producer.id == producerID }) else {
@@ -342,13 +350,9 @@ public final class SFU: @unchecked Sendable {
         }
     }
 
-    /// Creates the (re-)offer for a participant's subscribe connection.
-    public func subscriberOffer(participantID: String) async throws -> SessionDescription {
-        try await loop.submit { [self] in try subscriberOfferOnLoop(participantID: participantID) }
-    }
-
-    /// ``subscriberOffer(participantID:)`` on the loop thread.
+    /// Creates the (re-)offer for a participant's subscribe connection. On the loop thread.
     public func subscriberOfferOnLoop(participantID: String) throws -> SessionDescription {
+        loop.assertInLoop()
         do {
             guard let participant = participants[participantID] else {
                 throw SFUError.unknownParticipant(participantID)
@@ -368,18 +372,13 @@ public final class SFU: @unchecked Sendable {
         }
     }
 
-    /// Applies the subscriber's answer. If consumers changed while the offer was out, asks for
-    /// another round through ``onRenegotiationNeeded``.
-    public func subscriberAnswer(participantID: String, answer: SessionDescription) async throws {
-        _ = try await loop.submit { [self] in try subscriberAnswerOnLoop(participantID: participantID, answer: answer) }
-    }
-
-    /// ``subscriberAnswer(participantID:answer:)`` on the loop thread.
+    /// Applies the subscriber's answer, on the loop thread.
     ///
     /// Returns true when consumers changed while the offer was out: the answer then asked for another
     /// round (``onRenegotiationNeeded``), which a caller on the loop may make at once.
     @discardableResult
     public func subscriberAnswerOnLoop(participantID: String, answer: SessionDescription) throws -> Bool {
+        loop.assertInLoop()
         do {
             guard let participant = participants[participantID], let connection = participant.subscribeConnection
             else { throw SFUError.unknownParticipant(participantID) }
@@ -408,25 +407,9 @@ public final class SFU: @unchecked Sendable {
     // MARK: Layers
 
     /// Sets the simulcast quality `subscriber` receives of `producerID`; the switch happens on the
-    /// next key frame of the new layer, which is requested from the publisher.
-    public func setPreferredLayer(subscriber: String, producerID: String, quality: SFULayerQuality) async throws {
-        try await withConsumer(subscriber, producerID) { consumer in
-            consumer.quality = quality
-            consumer.viewport = nil
-            self.retarget(consumer)
-        }
-    }
-
-    /// Picks the smallest layer whose resolution covers `width`×`height` (the largest when none does).
-    public func setViewport(subscriber: String, producerID: String, width: Int, height: Int) async throws {
-        try await withConsumer(subscriber, producerID) { consumer in
-            consumer.viewport = (max(0, width), max(0, height))
-            self.retarget(consumer)
-        }
-    }
-
-    /// ``setPreferredLayer(subscriber:producerID:quality:)`` on the loop thread.
+    /// next key frame of the new layer, which is requested from the publisher. On the loop thread.
     public func setPreferredLayerOnLoop(subscriber: String, producerID: String, quality: SFULayerQuality) throws {
+        loop.assertInLoop()
         try withConsumerOnLoop(subscriber, producerID) { consumer in
             consumer.quality = quality
             consumer.viewport = nil
@@ -434,8 +417,10 @@ public final class SFU: @unchecked Sendable {
         }
     }
 
-    /// ``setViewport(subscriber:producerID:width:height:)`` on the loop thread.
+    /// Picks the smallest layer whose resolution covers `width`×`height` (the largest when none
+    /// does). On the loop thread.
     public func setViewportOnLoop(subscriber: String, producerID: String, width: Int, height: Int) throws {
+        loop.assertInLoop()
         try withConsumerOnLoop(subscriber, producerID) { consumer in
             consumer.viewport = (max(0, width), max(0, height))
             retarget(consumer)
@@ -539,10 +524,7 @@ public final class SFU: @unchecked Sendable {
         set { speakerHandler.value = newValue }
     }
 
-    final class SpeakerHandlerBox: @unchecked Sendable {
-        var value: (@Sendable (String, String?) -> Void)?
-    }
-    let speakerHandler = SpeakerHandlerBox()
+    let speakerHandler = HandlerBox<@Sendable (String, String?) -> Void>()
 
     /// Samples every observed microphone each 300 ms on this loop; created with the first observation.
     var audioLevelObserver: SFUAudioLevelObserver?
@@ -550,6 +532,7 @@ public final class SFU: @unchecked Sendable {
     /// Adds the audio producer `producerID` to the active-speaker group `group` (e.g. a room), reported
     /// as `label` in ``onSpeakerChanged``. Call on ``loop``. The producer leaves its group when it closes.
     public func observeAudioLevelOnLoop(producerID: String, group: String, label: String) throws {
+        loop.assertInLoop()
         guard !closed else { throw SFUError.closed }
         guard let producer = producers[producerID], !producer.closed, producer.kind == .audio else {
             throw SFUError.unknownProducer(producerID)
@@ -594,6 +577,7 @@ public final class SFU: @unchecked Sendable {
     /// A server-side connection with its sockets bound: every connection on one shared port when the
     /// range is a single port, else on the next free port of the range, or ephemeral.
     func makeConnection() throws -> PeerConnection {
+        loop.assertInLoop()
         if let range = configuration.portRange, range.lowerBound == range.upperBound {
             do {
                 if sharedPort == nil {
@@ -675,14 +659,9 @@ public final class SFU: @unchecked Sendable {
             renegotiationNeeded: renegotiationNeeded)
     }
 
-    func withConsumer(_ subscriber: String, _ producerID: String, _ body: @escaping @Sendable (SFUConsumer) -> Void)
-        async throws
-    {
-        try await loop.submit { [self] in try withConsumerOnLoop(subscriber, producerID, body) }
-    }
-
     /// Runs `body` on a consumer, on the loop thread.
     func withConsumerOnLoop(_ subscriber: String, _ producerID: String, _ body: (SFUConsumer) -> Void) throws {
+        loop.assertInLoop()
         do {
             guard let participant = participants[subscriber] else { throw SFUError.unknownParticipant(subscriber) }
             guard let consumer = participant.consumers.first(where: { $0.producer.id == producerID }) else {
@@ -695,6 +674,7 @@ public final class SFU: @unchecked Sendable {
     func retarget(_ consumer: SFUConsumer) { consumer.retarget(now: EventLoop.now()) }
 
     func removeConsumer(_ consumer: SFUConsumer, from participant: Participant) {
+        loop.assertInLoop()
         retire(consumer)
         participant.consumers.removeAll { $0 === consumer }
         guard let transceiver = participant.transceiverOf.removeValue(forKey: ObjectIdentifier(consumer)) else {
@@ -725,6 +705,7 @@ public final class SFU: @unchecked Sendable {
     }
 
     func removeProducer(_ producer: SFUProducer) {
+        loop.assertInLoop()
         guard !producer.closed else { return }
         for consumer in producer.consumers {
             if let subscriber = participants[consumer.subscriberID] {

@@ -192,6 +192,7 @@ extension SFU {
     /// Marks a publisher as pinned in the room: its video comes before others' in every subscriber's
     /// allocation (after screen shares). Call on ``loop``.
     public func setPinnedOnLoop(participantID: String, pinned: Bool) {
+        loop.assertInLoop()
         if pinned {
             pinnedParticipants.insert(participantID)
         } else {
@@ -202,6 +203,7 @@ extension SFU {
     /// Forces `participantID`'s subscribe estimate (bits per second; nil: back to its estimator's), for
     /// tests and experiments. Runs its allocation at once. Call on ``loop``.
     public func setEstimateOverrideOnLoop(participantID: String, bitsPerSecond: Int?) throws {
+        loop.assertInLoop()
         guard let participant = participants[participantID] else {
             throw SFUError.unknownParticipant(participantID)
         }

@@ -14,6 +14,7 @@ import RTCWire
 /// producer's shared ``SFUPacketBuffer`` through its ``SFUSequencer``.
 ///
 /// Loop-thread confined.
+// Safe: confined to the SFU's loop thread (see above).
 final class SFUConsumer: @unchecked Sendable {
     let id: String
     let subscriberID: String

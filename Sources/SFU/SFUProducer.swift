@@ -6,6 +6,7 @@ import RTCWire
 /// It knows its publisher only as an ``SFUUpstream`` (key-frame requests, sender reports): packets
 /// come in through ``receive(rid:_:)``, so it runs on synthetic packets with no socket or
 /// connection. Loop-thread confined, like the transports it sits between.
+// Safe: confined to the SFU's loop thread (see above).
 final class SFUProducer: @unchecked Sendable {
     struct Layer {
         var rid: String?

@@ -15,6 +15,7 @@ extension SFU {
     public func answerViewerOfferOnLoop(participantID: String, offer: SessionDescription, producerIDs: [String]) throws
         -> (answer: SessionDescription, consumers: [ConsumerInfo])
     {
+        loop.assertInLoop()
         guard !closed else { throw SFUError.closed }
         let participant =
             participants[participantID] ?? Participant(id: participantID, allocator: configuration.allocator)

@@ -122,6 +122,7 @@ public enum ScenarioRunner {
     }
 }
 
+// Safe: the lines are guarded by `lock`.
 final class EventLines: @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
@@ -155,6 +156,7 @@ func withTimeout(_ seconds: Double, what: String, _ body: @escaping @Sendable ()
     }
 }
 
+// Safe: `fired` is guarded by `lock`.
 final class OneShot: @unchecked Sendable {
     private let lock = NSLock()
     private var fired = false

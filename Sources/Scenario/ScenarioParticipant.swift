@@ -6,6 +6,7 @@ import Signaling
 import Understudy
 
 /// The step that is running, read by bots to stamp the events they receive.
+// Safe: the current step is guarded by `lock`.
 final class StepClock: @unchecked Sendable {
     private let lock = NSLock()
     private var step = 0
@@ -20,6 +21,7 @@ final class StepClock: @unchecked Sendable {
 ///
 /// Threading: SDK callbacks arrive on the room's event queue and frames on the subscribe loop thread;
 /// everything the runner reads is guarded by `lock`.
+// Safe: everything the runner reads is guarded by `lock` (see above); frames arrive on one loop.
 final class ScenarioParticipant: RoomEventListener, ParticipantEventListener, PubSubMessageListener, @unchecked Sendable
 {
     let spec: ParticipantSpec

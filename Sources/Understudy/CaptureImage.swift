@@ -41,6 +41,7 @@ public enum VideoSDK {
 /// Understudy is headless: there is no window to cover, so ``apply()`` and ``clear()`` light
 /// nothing. They are still called around every flash capture (``ScreenFlash``), so code written
 /// against the documented API runs unchanged, and ``isLit`` tells whether a capture is under way.
+// Safe: `isLit` is guarded by `lock`.
 public final class WhiteOverlayScreenFlash: ScreenFlash, @unchecked Sendable {
     private let lock = NSLock()
     private var lit = false
@@ -63,6 +64,7 @@ public final class WhiteOverlayScreenFlash: ScreenFlash, @unchecked Sendable {
 ///
 /// Bounded: past ``maxFrames`` or ``maxBytes`` without a keyframe the frames are dropped and the
 /// buffer waits for the next keyframe (a capture then asks the sender for one).
+// Safe: the frames are guarded by `lock` (loop thread writes, captures read).
 final class CaptureFrameBuffer: @unchecked Sendable {
     static let maxFrames = 300
     static let maxBytes = 16 << 20
@@ -137,6 +139,7 @@ final class CaptureFrameBuffer: @unchecked Sendable {
 }
 
 /// The picture size of a video stream's newest keyframe (for the stats' `size`), without keeping frames.
+// Safe: the size is guarded by `lock`.
 final class PictureSizeTracker: @unchecked Sendable {
     private let lock = NSLock()
     private var size: (width: Int, height: Int)?
@@ -151,6 +154,7 @@ final class PictureSizeTracker: @unchecked Sendable {
 }
 
 /// The previous `getTransportStats` totals of a participant, for its bitrates.
+// Safe: the totals are guarded by `lock`.
 final class TransportSample: @unchecked Sendable {
     typealias Totals = (sent: Int, received: Int, at: Date)
     private let lock = NSLock()

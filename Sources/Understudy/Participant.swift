@@ -5,6 +5,7 @@ import Signaling
 /// A participant in the room: ``Room/localParticipant`` or one of ``Room/participants``.
 ///
 /// State is updated on the room's ``Room/eventQueue`` and may be read from any thread.
+// Safe: state is written on the room's event queue and read under `lock` (see above).
 public final class Participant: @unchecked Sendable {
     /// The participant id (the server's, once joined).
     public let id: String

@@ -3,6 +3,7 @@ import RoomProtocol
 import Signaling
 
 /// Topic-based messaging through the room server (docs/spec/room-api.md §5).
+// Safe: its subscriptions are guarded by `lock`.
 public final class PubSub: @unchecked Sendable {
     weak var room: Room?
     private let lock = NSLock()

@@ -20,6 +20,7 @@ extension RemoteTrackSink {
 
 /// A ``RemoteTrackSink`` made of closures, for small consumers and tests.
 /// Sendable so it can be made anywhere and handed to the loop; its closures run on the loop only.
+// Safe: immutable closures, called on the loop only (see above).
 public final class FrameSink: RemoteTrackSink, @unchecked Sendable {
     private let onFrame: (EncodedFrame, UInt64, RemoteTrack) -> Void
     private let onEnd: (RemoteTrack) -> Void
@@ -44,6 +45,7 @@ public final class FrameSink: RemoteTrackSink, @unchecked Sendable {
 /// ``removeSink(_:)`` and every sink call happen on ``loop``'s thread, so delivering a frame takes
 /// no lock and no search (the connection finds the track by its transceiver's mid in a dictionary,
 /// then calls the sinks in the order they were added).
+// Safe: sinks are touched on `loop` only (see above); the rest is immutable.
 public final class RemoteTrack: @unchecked Sendable {
     /// The participant who publishes the stream.
     public let participantId: String
@@ -133,6 +135,7 @@ public final class RemoteTrack: @unchecked Sendable {
 }
 
 /// Carries a sink to the loop thread (sinks are loop-confined, not `Sendable`).
+// Safe: carries a sink to the loop thread, which alone touches it from then on.
 private struct SinkBox: @unchecked Sendable {
     let sink: any RemoteTrackSink
     init(_ sink: any RemoteTrackSink) { self.sink = sink }

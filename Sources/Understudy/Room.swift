@@ -49,6 +49,7 @@ public enum Understudy {
 /// called from anywhere except that they must not be awaited *synchronously* on ``eventQueue``.
 /// Received media frames are delivered on the subscribe connection's event loop, to the sinks of
 /// each consumed stream's ``RemoteTrack`` (``onTrack``; ``onFrame`` is one such sink).
+// Safe: state is guarded by `lock` or confined to `eventQueue`; media state to the connections' loops.
 public final class Room: @unchecked Sendable {
     /// The room's id (`createRoom(roomId:)`).
     public let roomId: String
@@ -814,14 +815,17 @@ extension PinState {
     }
 }
 
+// Safe as used: carries a value to the one thread (queue or loop) that alone touches it afterwards.
 struct UncheckedSendable<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
 }
 
+// Safe: touched only under the room's `operationLock`.
 final class ResultBoxFlag: @unchecked Sendable { var value = false }
 
 /// A join request waiting for its answer. Confined to the room's event queue.
+// Safe: confined to the room's event queue (see above).
 final class PendingJoin: @unchecked Sendable {
     let id: Int
     weak var connection: RoomProtocolClient?
@@ -846,6 +850,7 @@ final class PendingJoin: @unchecked Sendable {
 
 /// The local participant's `participantModeChanged`, held while ``Room/changeMode(_:)`` stops its
 /// streams. Confined to the room's event queue.
+// Safe: confined to the room's event queue (see above).
 final class HeldModeEvent: @unchecked Sendable {
     private var holding = false
     private var mode: Mode?
@@ -867,6 +872,7 @@ final class HeldModeEvent: @unchecked Sendable {
         return mode
     }
 }
+// Safe: the value is guarded by `lock`.
 final class SavedMedia: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: (mic: Bool, cam: Bool)?
@@ -877,7 +883,7 @@ final class SavedMedia: @unchecked Sendable {
 }
 
 /// The connection a close handler belongs to, without keeping it alive from its own callback.
-final class WeakClient: @unchecked Sendable {
-    weak var value: RoomProtocolClient?
+final class WeakClient: Sendable {
+    weak let value: RoomProtocolClient?
     init(_ value: RoomProtocolClient) { self.value = value }
 }

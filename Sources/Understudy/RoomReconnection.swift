@@ -23,6 +23,7 @@ import Signaling
 // Everything here runs on the room's event queue unless it says otherwise.
 
 /// Reconnection bookkeeping of one room.
+// Safe: its state is guarded by `lock`.
 final class ReconnectionState: @unchecked Sendable {
     /// Bumped by every recovery; a recovery task that sees another value has been overtaken.
     var generation = 0
@@ -259,6 +260,7 @@ extension Room {
 }
 
 /// Lets exactly one of several racing paths resume a continuation.
+// Safe: the flag is guarded by `lock`, so exactly one racer wins.
 final class OnceFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var claimed = false

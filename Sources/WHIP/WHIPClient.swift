@@ -117,6 +117,7 @@ public enum WHIPClient {
     }
 
     /// Hands the sources to the loop thread, which owns them from then on.
+    // Safe: hands the sources to the loop thread, which alone touches them from then on.
     struct UncheckedSources: @unchecked Sendable {
         let video: MediaSource?
         let audio: MediaSource?
@@ -190,6 +191,7 @@ public enum WHIPClient {
     }
 
     /// One WHIP/WHEP resource: the loop, the peer connection and the HTTP exchange.
+    // Safe: its PeerConnection is touched on its loop only; the HTTP exchange runs on one task.
     final class Session: @unchecked Sendable {
         let endpoint: HTTPURL
         let token: String?

@@ -54,7 +54,7 @@ struct WHIPEndpointTests {
         defer { server.stop() }
         let good = token(server, room: "r1")
         let (pc, sdp) = try await Self.offer()
-        defer { pc.close() }
+        defer { pc.loop.shutdown(after: { pc.close() }) }
 
         let wrongType = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: good, contentType: "text/plain")
         #expect(wrongType.status == 415 && Self.errorCode(wrongType) == 3073)
@@ -77,7 +77,7 @@ struct WHIPEndpointTests {
             server, "/whip/r1", sdp: sdp + String(repeating: "a=x\r\n", count: 60_000), bearer: good)
         #expect(oversize.status == 413)
         let (pc2, twoVideos) = try await Self.offer(video: 2, audio: 0)
-        defer { pc2.close() }
+        defer { pc2.loop.shutdown(after: { pc2.close() }) }
         let tooMany = try await Self.post(server, "/whip/r1", sdp: twoVideos, bearer: good)
         #expect(tooMany.status == 400 && Self.errorCode(tooMany) == 3073)
         // A well-formed offer without Opus or VP8: the room's `produce` refuses it, the member leaves.
@@ -89,7 +89,7 @@ struct WHIPEndpointTests {
         let badRoom = try await Self.post(server, "/whip/r1/extra/segments", sdp: sdp, bearer: good)
         #expect(badRoom.status == 404)
         let (pc3, receiveOffer) = try await Self.offer(receive: true)
-        defer { pc3.close() }
+        defer { pc3.loop.shutdown(after: { pc3.close() }) }
         let nobody = try await Self.post(server, "/whep/r1/nobody", sdp: receiveOffer, bearer: good)
         #expect(nobody.status == 404 && Self.errorCode(nobody) == 4004)
         let playsItself = try await Self.post(
@@ -117,7 +117,7 @@ struct WHIPEndpointTests {
         defer { server.stop() }
         let (alice, _) = try await TestClient.joined(server, participant: "alice")
         let (pc, sdp) = try await Self.offer()
-        defer { pc.close() }
+        defer { pc.loop.shutdown(after: { pc.close() }) }
         let created = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: token(server, participant: "cam"))
         #expect(created.status == 201, "\(created.text)")
         #expect(created.headers["Content-Type"] == "application/sdp")
@@ -143,7 +143,7 @@ struct WHIPEndpointTests {
         defer { server.stop() }
         let (alice, _) = try await TestClient.joined(server, participant: "alice")
         let (pc, sdp) = try await Self.offer()
-        defer { pc.close() }
+        defer { pc.loop.shutdown(after: { pc.close() }) }
         // The answer is never applied, so no ICE check ever reaches the server.
         let created = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: token(server, participant: "ghost"))
         #expect(created.status == 201)
@@ -181,7 +181,7 @@ struct WHIPEndpointTests {
         let server = try Self.mediaServer()
         defer { server.stop() }
         let (pc, sdp) = try await Self.offer()
-        defer { pc.close() }
+        defer { pc.loop.shutdown(after: { pc.close() }) }
         let created = try await Self.post(server, "/whip/r1", sdp: sdp, bearer: token(server))
         #expect(created.status == 201)
         let location = try #require(created.headers["Location"])
@@ -241,7 +241,7 @@ struct WHIPEndpointTests {
         }
         defer { server.stop() }
         let (pc, sdp) = try await Self.offer()
-        defer { pc.close() }
+        defer { pc.loop.shutdown(after: { pc.close() }) }
         // Unbound tokens (the server makes up an id per session); distinct lifetimes, distinct tokens.
         let first = token(server, room: "r1", lifetime: 3600)
         let second = token(server, room: "r1", lifetime: 3601)

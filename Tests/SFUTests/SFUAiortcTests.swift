@@ -85,7 +85,7 @@ struct SFUAiortcTests {
         try peer.send(["answer": answer.serialize()])
 
         let subscriber = try SFUTestClient(name: "sfu-sub-aiortc")
-        for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
+        for p in producers { _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: p.id) } }
         let path = temporaryPath("aiortc.webm")
         let recording = try await subscriber.recordSubscription(with: sfu, participantID: "bob", path: path) {
             try await Task.sleep(for: .seconds(4))

@@ -21,7 +21,7 @@ import Testing
         await publisher.startPump(layers: 1)
 
         for p in producers {
-            let info = try await sfu.consume(subscriber: "bob", producerID: p.id)
+            let info = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: p.id) }
             #expect(info.renegotiationNeeded)
             #expect(info.publisherID == "alice")
         }
@@ -72,8 +72,8 @@ import Testing
             Issue.record("expected an audio and a video producer")
             return
         }
-        _ = try await sfu.consume(subscriber: "bob", producerID: video.id)
-        _ = try await sfu.consume(subscriber: "bob", producerID: audio.id)
+        _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: video.id) }
+        _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: audio.id) }
         #expect(log.renegotiationRequests.contains("bob"))
         let frames = subscriber.frames
         await subscriber.startReceiving()
@@ -84,7 +84,7 @@ import Testing
         #expect(frames.audioFrames > 40)
 
         let before = log.renegotiationRequests.count
-        try await sfu.stopConsuming(subscriber: "bob", producerID: video.id)
+        try await sfu.onLoop { try $0.stopConsumingOnLoop(subscriber: "bob", producerID: video.id) }
         #expect(log.renegotiationRequests.count == before + 1)
         try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
         try await Task.sleep(for: .seconds(0.3))
@@ -94,7 +94,7 @@ import Testing
         #expect(frames.videoFrames == videoAfterStop, "video stops after stopConsuming")
         #expect(frames.audioFrames > audioAfterStop + 20, "audio keeps flowing")
         await #expect(throws: SFUError.self) {
-            try await sfu.stopConsuming(subscriber: "bob", producerID: video.id)
+            try await sfu.onLoop { try $0.stopConsumingOnLoop(subscriber: "bob", producerID: video.id) }
         }
 
         await publisher.close()
@@ -110,9 +110,13 @@ import Testing
         let path = temporaryPath("simulcast.webm")
         _ = try await subscriber.recordSubscription(with: sfu, participantID: "bob", path: path) {
             try await Task.sleep(for: .seconds(2))
-            try await sfu.setPreferredLayer(subscriber: "bob", producerID: video.id, quality: .low)
+            try await sfu.onLoop {
+                try $0.setPreferredLayerOnLoop(subscriber: "bob", producerID: video.id, quality: .low)
+            }
             try await Task.sleep(for: .seconds(2))
-            try await sfu.setViewport(subscriber: "bob", producerID: video.id, width: 300, height: 170)
+            try await sfu.onLoop {
+                try $0.setViewportOnLoop(subscriber: "bob", producerID: video.id, width: 300, height: 170)
+            }
             try await Task.sleep(for: .seconds(2))
         }
 
@@ -238,7 +242,7 @@ import Testing
         let log = SFUFrameLog()
         let publisher = try SFUTestClient(name: "sfu-pub7")
         let producers = try await publisher.publish(to: sfu, participantID: "alice")
-        for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
+        for p in producers { _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: p.id) } }
         sfu.onRenegotiationNeeded = { id in log.renegotiate(id) }
         guard let audio = producers.first(where: { $0.kind == .audio }) else {
             Issue.record("no audio producer")
@@ -250,7 +254,7 @@ import Testing
         #expect(stats.consumers.count == 1)
         #expect(log.renegotiationRequests == ["bob"])
         await #expect(throws: SFUError.self) {
-            _ = try await sfu.consume(subscriber: "carol", producerID: audio.id)
+            _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "carol", producerID: audio.id) }
         }
 
         await sfu.closeParticipant("alice")

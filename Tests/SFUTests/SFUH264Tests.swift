@@ -34,7 +34,7 @@ import Testing
         sfu.onConsumerRefused = { _, producer, _ in refused.add(producer) }
         let producer = try await Self.publishH264(publisher, to: sfu)
         #expect(producer.codec == .h264)
-        _ = try await sfu.consume(subscriber: "bob", producerID: producer.id)
+        _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: producer.id) }
         let path = temporaryPath("sfu-h264.mkv")
         defer { unlink(path) }
         let pc = publisher.connection
@@ -71,16 +71,17 @@ import Testing
             refused.add("\(subscriberID) \(producer) \(codec)")
         }
         let producer = try await Self.publishH264(publisher, to: sfu)
-        _ = try await sfu.consume(subscriber: "bob", producerID: producer.id)
+        _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: producer.id) }
         // Bob takes VP8 only.
         let spc = subscriber.connection
         await subscriber.loop.submit {
             spc.addTransceiver(kind: .video, direction: .recvonly).setCodecPreferences([.vp8])
         }
-        let offer = try await sfu.subscriberOffer(participantID: "bob")
+        let offer = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: "bob") }
         let video = offer.media.first { $0.kind == .video }
         #expect(video?.codecs.compactMap(\.mediaCodec) == [.h264])
-        try await sfu.subscriberAnswer(participantID: "bob", answer: try await subscriber.answer(offer))
+        let answer = try await subscriber.answer(offer)
+        try await sfu.onLoop { try $0.subscriberAnswerOnLoop(participantID: "bob", answer: answer) }
         #expect(refused.producers == ["bob \(producer.id) h264"])
         #expect(await sfu.loop.submit { sfu.counters.consumersRefused } == 1)
         await publisher.close()

@@ -34,8 +34,10 @@ struct SFUMLineReuseTests {
             let producers = try await guest.publish(to: sfu, participantID: "guest-\(round)")
             await guest.startPump(layers: 1)
             var byKind: [MediaKind: String] = [:]
-            for p in producers { byKind[p.kind] = try await sfu.consume(subscriber: "bob", producerID: p.id).mid }
-            let offer = try await sfu.subscriberOffer(participantID: "bob")
+            for p in producers {
+                byKind[p.kind] = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: p.id) }.mid
+            }
+            let offer = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: "bob") }
             mediaSections.append(offer.media.count)
             let answer = try await subscriber.loop.submit {
                 try pc.setRemoteDescription(offer, type: .offer)
@@ -43,7 +45,7 @@ struct SFUMLineReuseTests {
                 try pc.setLocalDescription(a)
                 return a
             }
-            try await sfu.subscriberAnswer(participantID: "bob", answer: answer)
+            try await sfu.onLoop { try $0.subscriberAnswerOnLoop(participantID: "bob", answer: answer) }
             try await pc.waitUntilConnected(timeout: 20)
             let video = try #require(byKind[.video])
             try await waitUntil("guest \(round)'s video on mid \(video)", seconds: 30) { log.count(video) > 10 }
@@ -72,30 +74,32 @@ struct SFUMLineReuseTests {
         let second = try SFUTestClient(name: "sfu-reuse-second")
         let a = try #require(try await first.publish(to: sfu, participantID: "a", audio: false).first)
         let b = try #require(try await second.publish(to: sfu, participantID: "b", audio: false).first)
-        let consumerA = try await sfu.consume(subscriber: "bob", producerID: a.id)
-        let consumerB = try await sfu.consume(subscriber: "bob", producerID: b.id)
+        let consumerA = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: a.id) }
+        let consumerB = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: b.id) }
         try await subscriber.negotiateSubscription(with: sfu, participantID: "bob")
 
-        try await sfu.stopConsuming(subscriber: "bob", producerID: b.id)
+        try await sfu.onLoop { try $0.stopConsumingOnLoop(subscriber: "bob", producerID: b.id) }
         // Not yet answered: the m-line may still be receiving at the subscriber, so a new one is added.
-        let again = try await sfu.consume(subscriber: "bob", producerID: b.id)
+        let again = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: b.id) }
         #expect(again.mid != consumerB.mid)
-        let offer = try await sfu.subscriberOffer(participantID: "bob")
+        let offer = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: "bob") }
         #expect(offer.media.map(\.mid) == [consumerA.mid, consumerB.mid, again.mid])
         #expect(offer.media.map(\.isRejected) == [false, true, false])
         #expect(offer.bundleGroup == [consumerA.mid, again.mid], "a rejected m-line leaves BUNDLE")
-        try await sfu.subscriberAnswer(participantID: "bob", answer: try await subscriber.answer(offer))
+        let answer = try await subscriber.answer(offer)
+        try await sfu.onLoop { try $0.subscriberAnswerOnLoop(participantID: "bob", answer: answer) }
 
         // Answered: the next track takes the rejected m-line, under a mid never used before.
-        try await sfu.stopConsuming(subscriber: "bob", producerID: a.id)
-        let third = try await sfu.consume(subscriber: "bob", producerID: a.id)
+        try await sfu.onLoop { try $0.stopConsumingOnLoop(subscriber: "bob", producerID: a.id) }
+        let third = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: a.id) }
         #expect(![consumerA.mid, consumerB.mid, again.mid].contains(third.mid))
-        let recycled = try await sfu.subscriberOffer(participantID: "bob")
+        let recycled = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: "bob") }
         #expect(recycled.media.map(\.mid) == [consumerA.mid, third.mid, again.mid])
         #expect(recycled.media.map(\.isRejected) == [false, false, false])
         // The first m-line (the BUNDLE tag) is never rejected: it only goes inactive.
         #expect(recycled.media.first?.direction == .inactive)
-        try await sfu.subscriberAnswer(participantID: "bob", answer: try await subscriber.answer(recycled))
+        let reply = try await subscriber.answer(recycled)
+        try await sfu.onLoop { try $0.subscriberAnswerOnLoop(participantID: "bob", answer: reply) }
         await first.close()
         await second.close()
         await subscriber.close()

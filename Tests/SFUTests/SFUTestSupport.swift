@@ -19,8 +19,9 @@ extension SFUTestClient {
 
     /// One subscribe round: the SFU offers, this client answers.
     func negotiateSubscription(with sfu: SFU, participantID: String) async throws {
-        let offer = try await sfu.subscriberOffer(participantID: participantID)
-        try await sfu.subscriberAnswer(participantID: participantID, answer: try await answer(offer))
+        let offer = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: participantID) }
+        let reply = try await answer(offer)
+        try await sfu.onLoop { try $0.subscriberAnswerOnLoop(participantID: participantID, answer: reply) }
     }
 
     /// Subscribes (one round with `sfu`), records what arrives to `path` once connected while `body`
@@ -58,7 +59,7 @@ struct SFUForwardingSetup {
         let subscriber = try SFUTestClient(name: "\(name)-sub")
         let producers = try await publisher.publish(to: sfu, participantID: "alice", rids: rids, audio: audio)
         await publisher.startPump(layers: max(1, rids.count))
-        for p in producers { _ = try await sfu.consume(subscriber: "bob", producerID: p.id) }
+        for p in producers { _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: "bob", producerID: p.id) } }
         return SFUForwardingSetup(sfu: sfu, publisher: publisher, subscriber: subscriber, producers: producers)
     }
 

@@ -12,6 +12,7 @@ import Signaling
 /// picks, one subscriber handle and PeerConnection per feed, records and relays them as
 /// ``RoomAgent`` does, and follows the room's `publishers`/`unpublished`/`leaving` events.
 /// ``stop()`` detaches every handle and destroys the session.
+// Safe: its mutable state is guarded by `lock`; RTC objects it holds are touched on their loop only.
 public final class JanusAgent: @unchecked Sendable {
     /// Everything the agent needs; the subset of ``RoomAgent/Options`` that Janus can honour.
     public struct Options: Sendable {
@@ -33,6 +34,7 @@ public final class JanusAgent: @unchecked Sendable {
     }
 
     /// One subscribed feed: its handle, PeerConnection and recording slots (written on the loop thread).
+    // Safe: guarded by `lock`; its PeerConnection and recordings are touched on the feed's loop only.
     final class Feed: @unchecked Sendable {
         let id: UInt64
         let display: String

@@ -36,6 +36,7 @@ public struct RTPRelayStats: Sendable, Equatable {
 /// Confined to the event-loop thread like the other RTC objects: create it anywhere, call
 /// ``relay(_:arrival:)`` and ``close()`` on the loop (e.g. from `PeerConnection.onFrame`). Packets are
 /// built in one preallocated buffer; nothing is allocated per packet.
+// Safe: confined to one event-loop thread (see above); Sendable only to be handed to it.
 public final class RTPRelay: @unchecked Sendable {
     /// VP8 payload type on the wire and in the SDP.
     public static let videoPayloadType: UInt8 = 96
@@ -298,6 +299,7 @@ public final class RTPRelay: @unchecked Sendable {
 }
 
 /// Drops every datagram; the relay's socket only sends.
+// Safe: no state at all.
 private final class IgnoreDatagrams: DatagramHandler, @unchecked Sendable {
     static let shared = IgnoreDatagrams()
     func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {}

@@ -15,6 +15,7 @@ import Signaling
 /// and, on a busy machine, goes on until every subscribed track has received a frame (at most
 /// `maxDuration`), then `settleSeconds` more. The report is the usual ``LoadReport``: receiver
 /// statistics per track (packets, loss, NACKs, PLIs) and the time from `start` to the first frame.
+// Safe: shared state is guarded by `lock`; RTC objects are touched on their loop only.
 public final class JanusLoadRun: @unchecked Sendable {
     public let configuration: LoadConfiguration
     public let room: JanusRoomURL
@@ -22,6 +23,7 @@ public final class JanusLoadRun: @unchecked Sendable {
     public var onProgress: (@Sendable (LoadProgress) -> Void)?
 
     /// One load bot: its session, handle, PeerConnection and (subscribers) tracks by mid.
+    // Safe: guarded by `lock`; its PeerConnection and tracks are touched on the bot's loop only.
     final class JanusLoadBot: @unchecked Sendable {
         let id: String
         let loop: EventLoop

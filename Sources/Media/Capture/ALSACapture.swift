@@ -9,6 +9,7 @@ import Synchronization
 ///
 /// The capture thread allocates nothing per chunk. A device that delivers audio much faster than
 /// real time (ALSA's `null` or `file` plugins) is paced to real time, so it behaves like a sound card.
+// Safe: the capture thread and the loop share only `ring` (locked) and atomics.
 public final class ALSACapture: @unchecked Sendable {
     /// The ALSA PCM name, e.g. `default`, `hw:1,0`, `plughw:1`.
     public let device: String

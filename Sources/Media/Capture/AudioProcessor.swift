@@ -30,6 +30,7 @@ public struct AudioProcessingOptions: Sendable, Equatable {
 /// webrtc-audio-processing (AEC, NS, AGC, high-pass) over 10 ms chunks of 16-bit PCM.
 ///
 /// Not thread-safe: confine an instance to one thread (the capture thread).
+// Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class AudioProcessor: @unchecked Sendable {
     /// Sample rate in Hz (8000, 16000, 32000 or 48000).
     public let sampleRate: Int

@@ -5,6 +5,7 @@ import Synchronization
 ///
 /// Slots are preallocated, so pushing allocates nothing. When the reader falls behind (for example
 /// before the connection is up) the oldest packet is dropped and counted.
+// Safe: the ring is guarded by a Mutex.
 public final class EncodedAudioRing: @unchecked Sendable {
     /// The largest Opus packet (RFC 6716 §3.2.1).
     public static let maxPacketBytes = 1275

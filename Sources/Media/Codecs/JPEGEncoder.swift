@@ -3,6 +3,7 @@ import CTurboJPEG
 /// JPEG encoding of ``I420Image``s with libturbojpeg (4:2:0 chroma, so no colour conversion).
 ///
 /// Not thread-safe: confine an instance to one thread, or make one per use (creation is cheap).
+// Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class JPEGEncoder: @unchecked Sendable {
     private let handle: tjhandle
 

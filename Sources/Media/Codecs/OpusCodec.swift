@@ -3,6 +3,7 @@ internal import COpus
 /// Opus encoder at 48 kHz producing one packet per 20 ms frame (libopus).
 ///
 /// Not thread-safe: confine an instance to one thread.
+// Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class OpusEncoder: @unchecked Sendable {
     /// Samples per channel in one 20 ms frame at 48 kHz.
     public static let frameSamples = 960
@@ -82,6 +83,7 @@ public final class OpusEncoder: @unchecked Sendable {
 /// Opus decoder at 48 kHz (libopus), with packet loss concealment.
 ///
 /// Not thread-safe: confine an instance to one thread.
+// Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class OpusDecoder: @unchecked Sendable {
     /// Number of interleaved output channels.
     public let channels: Int

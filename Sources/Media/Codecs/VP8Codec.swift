@@ -12,6 +12,7 @@ private func vpxCheck(_ err: vpx_codec_err_t, _ function: String, _ ctx: UnsafeM
 /// VP8 encoder (libvpx) configured for real-time sending: no lag, constant bitrate, no frame drops.
 ///
 /// Not thread-safe: confine an instance to one thread.
+// Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class VP8Encoder: @unchecked Sendable {
     /// Frame width in pixels.
     public let width: Int
@@ -166,6 +167,7 @@ public final class VP8Encoder: @unchecked Sendable {
 /// VP8 decoder (libvpx).
 ///
 /// Not thread-safe: confine an instance to one thread.
+// Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class VP8Decoder: @unchecked Sendable {
     private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
 

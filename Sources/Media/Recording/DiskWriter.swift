@@ -18,6 +18,7 @@ import Synchronization
 /// `Recording.backlogLimit`). Chunk buffers are recycled, so the steady state allocates nothing.
 ///
 /// One shared writer (``shared``) serves the whole process by default.
+// Safe: jobs reach its writer thread through its queue; files' shared counters are locked (FileTarget).
 public final class DiskWriter: @unchecked Sendable {
     /// The process-wide writer thread.
     public static let shared = DiskWriter(name: "understudy-disk")
@@ -186,6 +187,7 @@ public struct DiskEvents: Sendable {
 }
 
 /// One open file as the writer thread sees it: its descriptor, the bytes done and the first error.
+// Safe: shared counters are atomics or guarded by `lock`; the descriptor is the writer thread's.
 final class FileTarget: @unchecked Sendable {
     let path: String
     /// Touched by the writer thread only (and by `init`).

@@ -7,6 +7,7 @@ public import RTCWire
 /// keyframe unless given). Delta frames before the first keyframe are dropped and counted. Each
 /// frame is flushed to the kernel as it is written, so a killed process leaves a readable file;
 /// `close()` patches the frame count. Time base: 1/90000 s.
+// Safe as used: one thread writes (its recording's loop); Sendable only to move it there.
 public final class IVFWriter: @unchecked Sendable {
     /// Frames written.
     public private(set) var framesWritten = 0

@@ -19,6 +19,7 @@ public import RTCWire
 /// each track takes its frame's own duration.
 ///
 /// Not thread-safe: confine an instance to one thread.
+// Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class MP4Writer: @unchecked Sendable {
     /// Video frames written to the file.
     public private(set) var videoFramesWritten = 0

@@ -6,6 +6,7 @@ public import RTCWire
 /// killed process leaves a playable file. Granule positions count 48 kHz samples including the
 /// pre-skip. When `pts` shows a gap (lost packets), the gap is filled with empty Opus frames
 /// (decoders conceal them) so audio stays in sync with wall time.
+// Safe as used: one thread writes (its recording's loop); Sendable only to move it there.
 public final class OggOpusWriter: @unchecked Sendable {
     /// Audio packets written (gap fillers excluded).
     public private(set) var packetsWritten = 0

@@ -16,6 +16,7 @@ import RTCWire
 /// again: the file then has a gap, but every frame in it decodes.
 ///
 /// Loop-thread confined (one thread writes; ``close()`` may follow from another once writes stopped).
+// Safe as used: one loop thread writes; close() follows only once writes stopped (see above).
 public final class Recording: @unchecked Sendable {
     /// The file format, chosen from the extension.
     public enum Container: String, Sendable { case webm, mp4, ogg, ivf }

@@ -19,6 +19,7 @@ public import RTCWire
 /// at most `headerWaitMs`).
 ///
 /// Not thread-safe: confine an instance to one thread.
+// Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class WebMWriter: @unchecked Sendable {
     /// Video track settings.
     public struct VideoTrack: Sendable {

@@ -7,6 +7,7 @@ public import RTCWire
 /// (640x360, 320x180, 160x90 by default). Every layer has a keyframe at the first frame of the
 /// loop and every `keyframeIntervalSeconds`, so the loop restarts cleanly and a late joiner gets a
 /// keyframe soon. The arrays are immutable after init, so sharing across threads is safe.
+// Safe: immutable after init (see above).
 public final class SyntheticMedia: @unchecked Sendable {
     /// One simulcast layer's encoding parameters.
     public struct Layer: Sendable, Equatable {
@@ -165,6 +166,7 @@ public final class SyntheticMedia: @unchecked Sendable {
     }
 
     /// Per-layer results written from concurrent encodes.
+    // Safe: the per-layer results are guarded by `lock`.
     private final class LayerResults: @unchecked Sendable {
         private let lock = NSLock()
         private var slots: [Result<[EncodedFrame], any Error>?]
@@ -254,6 +256,7 @@ public final class SyntheticMedia: @unchecked Sendable {
         }
     }
 
+    // Safe: only touched under `cacheLock`.
     private final class Cache: @unchecked Sendable { var storage: [Int: SyntheticMedia] = [:] }
     private static let cache = Cache()
     private static let cacheLock = NSLock()

@@ -121,6 +121,7 @@ extension String {
 /// A self-signed ECDSA P-256 certificate and its private key, used as our DTLS identity.
 ///
 /// Immutable after creation, so it may be shared between peer connections and threads.
+// Safe: immutable after creation (see above); the shared SSL context is built under a Mutex.
 public final class DTLSCertificate: @unchecked Sendable {
     /// OpenSSL `X509*`.
     let x509: OpaquePointer

@@ -9,6 +9,7 @@ import COpenSSL
 ///
 /// The peer is authenticated only by its certificate fingerprint from signalling: any self-signed
 /// certificate is accepted during the handshake and then compared with ``remoteFingerprint``.
+// Safe: confined to its transport's loop thread; Sendable only to be handed to it.
 public final class DTLSTransport: @unchecked Sendable {
     /// Which side of the handshake we play (`a=setup:active` is the client).
     public enum Role: Sendable, Hashable {

@@ -7,6 +7,7 @@ import RTCWire
 /// nomination; a lite agent (the SFU) only answers checks and selects the pair the peer nominates.
 /// The agent is confined to its sockets' `EventLoop` thread: call every method there, and feed it
 /// STUN datagrams with `handleSTUN` and time with `tick(now:)`.
+// Safe: confined to its sockets' loop thread (see above); Sendable only to be handed to it.
 public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
     /// The agent's role.
     public enum Role: Sendable, Hashable {

@@ -9,6 +9,7 @@ import SystemCalls
 
 /// One ICE-TCP connection: RFC 4571 framing between a `TCPConnection` and the socket the ICE
 /// agent sees. Loop thread only.
+// Safe: confined to its loop thread (see above); Sendable only to be handed to it.
 public final class ICETCPStream: TCPConnectionHandler, RelayedSocketTransport, @unchecked Sendable {
     /// The largest datagram RFC 4571 can frame.
     static let maxFrame = 0xFFFF
@@ -111,6 +112,7 @@ final class PlaceholderRelay: RelayedSocketTransport, Sendable {
 /// port number as the `UDPPortMux`. A connection's first frame must be a STUN request naming a
 /// registered ufrag; it is then handed to that peer connection. Connections that do not identify
 /// themselves within ``routeTimeout`` are closed, and at most ``maxConnections`` are kept.
+// Safe: confined to its loop thread; Sendable only to be handed to it.
 public final class ICETCPListener: EventLoopDescriptorWatcher, EventLoopTicker, @unchecked Sendable {
     /// Accepted connections kept at once; further ones are refused.
     public static let maxConnections = 4096

@@ -24,6 +24,7 @@ extension EventLoopTicker {
 /// After ``shutdown()`` the loop runs the work it had accepted, then refuses more: ``execute(_:)``
 /// returns false and the throwing ``submit(_:)-(()->T)`` throws ``EventLoopError/shutDown(name:)``,
 /// so nobody waits for work that will never run.
+// Safe: other threads only use execute/submit/openUDP/tickers/shutdown (Mutex, atomics); the rest is loop-thread state.
 public final class EventLoop: @unchecked Sendable {
     /// Datagrams read per `recvmmsg` call.
     public static let receiveBatchSize = 32
@@ -55,6 +56,9 @@ public final class EventLoop: @unchecked Sendable {
     private var thread = pthread_t()
     private let running = Atomic<Bool>(true)
     private let threadStarted = Atomic<Bool>(false)
+    /// Set when the loop thread has run its last work: from then on nothing runs there, and the
+    /// loop's objects may be touched by the late work of ``submit(_:)-(()->T)`` (one at a time).
+    private let finished = Atomic<Bool>(false)
     private let pendingWork = Mutex(WorkQueue())
     /// Set when work is queued, so a long receive burst can run it between datagrams.
     private let workQueued = Atomic<Bool>(false)
@@ -177,6 +181,35 @@ public final class EventLoop: @unchecked Sendable {
         threadStarted.load(ordering: .acquiring) && pthread_equal(pthread_self(), thread) != 0
     }
 
+    /// True where the loop's confined state may be touched: on the loop thread, or anywhere once
+    /// the loop thread has finished for good (late work then runs one call at a time).
+    public var isConfinedHere: Bool {
+        isInLoop || finished.load(ordering: .acquiring)
+    }
+
+    /// Stops the process unless called where the loop's state may be touched (``isConfinedHere``),
+    /// in every build: for ``LoopBound`` and other checks off the packet path.
+    public func preconditionInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        if !isConfinedHere { confinementFailure(file: file, line: line) }
+    }
+
+    /// ``preconditionInLoop(file:line:)`` in debug builds; nothing at all in release builds, so
+    /// the loop-only entry points of the packet path (``PeerConnection``, ``MediaTransport``,
+    /// ``RTPSender``, ``RTPReceiver``, the SFU) can say so at no cost.
+    @inlinable @inline(__always)
+    public func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        #if DEBUG
+            preconditionInLoop(file: file, line: line)
+        #endif
+    }
+
+    @inline(never)
+    private func confinementFailure(file: StaticString, line: UInt) -> Never {
+        preconditionFailure(
+            "called off event loop '\(name)' (on thread '\(currentThreadName())'): this is loop-only state",
+            file: file, line: line)
+    }
+
     /// Runs `work` on the loop thread, in submission order. Thread-safe.
     ///
     /// Returns false, and drops `work`, once the loop has shut down: work accepted before then
@@ -245,7 +278,7 @@ public final class EventLoop: @unchecked Sendable {
         if isInLoop {
             tickers.append(ticker)
         } else {
-            let box = UncheckedBox(ticker)
+            let box = LoopBound(ticker, loop: self)
             execute { [self] in tickers.append(box.value) }
         }
     }
@@ -255,7 +288,7 @@ public final class EventLoop: @unchecked Sendable {
         if isInLoop {
             tickers.removeAll { $0 === ticker }
         } else {
-            let box = UncheckedBox(ticker)
+            let box = LoopBound(ticker, loop: self)
             execute { [self] in tickers.removeAll { $0 === box.value } }
         }
     }
@@ -324,6 +357,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     func closeSocket(_ udp: UDPSocket) {
+        assertInLoop()
         guard !udp.isClosed else { return }
         flushSends()
         udp.markClosed()
@@ -337,6 +371,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Registers `fd` with epoll for `events` (``EventLoopEvents``); its readiness goes to
     /// `watcher` on the loop thread. Returns the registration id for ``modifyWatch`` and ``unwatch``.
     func watch(fd: Int32, events: UInt32, watcher: any EventLoopDescriptorWatcher) -> UInt64 {
+        assertInLoop()
         let id = nextSocketID.wrappingAdd(1, ordering: .relaxed).oldValue
         watchers[id] = watcher
         var event: (UInt64, UInt64) = (0, 0)
@@ -347,6 +382,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Changes the events a watched descriptor waits for.
     func modifyWatch(id: UInt64, fd: Int32, events: UInt32) {
+        assertInLoop()
         var event: (UInt64, UInt64) = (0, 0)
         withUnsafeMutableBytes(of: &event) { EpollEvent.write($0.baseAddress!, events: events, data: id) }
         _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlMod, fd, &event)
@@ -354,6 +390,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Stops watching a descriptor (the caller closes it).
     func unwatch(id: UInt64, fd: Int32) {
+        assertInLoop()
         watchers[id] = nil
         _ = sys_epoll_ctl(epollFD, SystemConstants.epollCtlDel, fd, nil)
     }
@@ -422,7 +459,11 @@ public final class EventLoop: @unchecked Sendable {
         // is empty it closes, and later submissions fail instead of waiting forever.
         while true {
             let work = pendingWork.withLock { queue -> [@Sendable () -> Void] in
-                if queue.jobs.isEmpty { queue.accepting = false }
+                if queue.jobs.isEmpty {
+                    queue.accepting = false
+                    // Under the queue's lock: the first refused submission already sees it.
+                    finished.store(true, ordering: .releasing)
+                }
                 return queue.take()
             }
             if work.isEmpty { break }
@@ -614,12 +655,6 @@ private struct WorkQueue {
         jobs.removeAll(keepingCapacity: true)
         return taken
     }
-}
-
-/// Carries a non-Sendable reference onto the loop thread, where it is then confined.
-struct UncheckedBox<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
 }
 
 /// Why an ``EventLoop`` could not be created.

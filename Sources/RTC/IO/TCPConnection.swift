@@ -23,6 +23,7 @@ public protocol TCPConnectionHandler: AnyObject {
 
 /// A nonblocking TCP connection owned by an ``EventLoop``, confined to its thread (except
 /// creation). Writes that the kernel cannot take at once wait in a bounded buffer.
+// Safe: confined to its loop thread after creation (see above).
 public final class TCPConnection: EventLoopDescriptorWatcher, @unchecked Sendable {
     /// Bytes buffered for a slow peer before further writes are dropped.
     public static let maxPendingOutput = 4 << 20

@@ -12,3 +12,13 @@ func nameCurrentThread(_ name: String) {
     bytes.append(0)
     _ = sys_pthread_setname_np(pthread_self(), bytes)
 }
+
+@_silgen_name("pthread_getname_np")
+private func sys_pthread_getname_np(_ thread: pthread_t, _ name: UnsafeMutablePointer<CChar>, _ length: Int) -> Int32
+
+/// The calling thread's name (for messages about the thread a call ran on).
+func currentThreadName() -> String {
+    var bytes = [CChar](repeating: 0, count: 16)
+    guard sys_pthread_getname_np(pthread_self(), &bytes, bytes.count) == 0 else { return "?" }
+    return String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

@@ -37,6 +37,7 @@ public enum SocketError: Error, Equatable, Sendable {
 
 /// A nonblocking UDP socket owned by an `EventLoop`. Everything but `localAddress` is confined to
 /// the loop thread.
+// Safe: `localAddress` is immutable; everything else is loop-thread state (send asserts it).
 public final class UDPSocket: @unchecked Sendable {
     /// The bound address (with the real port when bound to port 0).
     public let localAddress: SocketAddress
@@ -151,7 +152,7 @@ public final class UDPSocket: @unchecked Sendable {
     /// batch, which is flushed with `sendmmsg` at the end of the loop iteration or when full; runs
     /// of equal-sized datagrams to one destination go out as one GSO message (``UDPSendBatch``).
     public func send(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
-        assert(loop.isInLoop, "UDPSocket.send must be called on its loop thread")
+        loop.assertInLoop()
         guard !isClosed else { return }
         if let relay {
             packetsSent &+= 1

@@ -28,11 +28,11 @@ extension PeerConnection {
         _ what: String, timeout seconds: Double,
         _ outcome: @escaping (PeerConnectionState) -> Result<Void, PeerConnectionError>?
     ) async throws(PeerConnectionError) {
-        let check = UncheckedBox(outcome)
+        let check = LoopBound(outcome, loop: loop)
         let outcome: Result<Void, PeerConnectionError> = await withCheckedContinuation { continuation in
             let accepted = loop.execute { [self] in
                 // Runs on the loop thread: `state` and `stateWaiters` are confined there.
-                let once = ConnectWaitOnce(continuation)
+                let once = ConnectWaitOnce(continuation, loop: loop)
                 if once.finish(check.value(state)) { return }
                 stateWaiters.append { s in once.finish(check.value(s)) }
                 // A one-shot deadline (not a poll): whichever comes first, state change or timeout, wins.
@@ -70,18 +70,15 @@ extension PeerConnection {
     }
 }
 
-/// Resumes a connect wait once (the state change and the timeout race for it); loop-confined.
-private final class ConnectWaitOnce: @unchecked Sendable {
-    private var continuation: CheckedContinuation<Result<Void, PeerConnectionError>, Never>?
-    init(_ continuation: CheckedContinuation<Result<Void, PeerConnectionError>, Never>) {
-        self.continuation = continuation
-    }
+/// A connect wait's continuation, resumed once (the state change and the timeout race for it).
+typealias ConnectWaitOnce = LoopBound<CheckedContinuation<Result<Void, PeerConnectionError>, Never>?>
 
+extension LoopBound where Value == CheckedContinuation<Result<Void, PeerConnectionError>, Never>? {
     /// Resumes with `outcome` unless it is nil or the wait ended already; true when the wait is over.
     func finish(_ outcome: Result<Void, PeerConnectionError>?) -> Bool {
-        guard let continuation else { return true }
+        guard let continuation = value else { return true }
         guard let outcome else { return false }
-        self.continuation = nil
+        value = nil
         continuation.resume(returning: outcome)
         return true
     }

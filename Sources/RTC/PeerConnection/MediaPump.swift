@@ -5,6 +5,7 @@ import RTCWire
 /// It runs as a ticker on the connection's loop thread: each tick pulls every frame that is due, so
 /// no thread or task exists per stream. A keyframe request for the video transceiver is passed to
 /// the video source.
+// Safe: a ticker confined to its connection's loop thread; Sendable only to be handed to it.
 public final class MediaPump: EventLoopTicker, @unchecked Sendable {
     let connection: PeerConnection
     let video: RTPTransceiver?

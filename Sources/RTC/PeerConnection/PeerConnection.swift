@@ -7,9 +7,11 @@ public typealias FrameHandler = (RTPTransceiver, _ rid: String?, EncodedFrame, F
 /// transceivers with directions, simulcast send by RID and receive by mid/rid, over ICE + DTLS-SRTP.
 ///
 /// A `PeerConnection` belongs to one ``EventLoop``. Its synchronous methods must be called on that
-/// loop's thread; the `async` variants hop onto it. Media arrives through ``onFrame`` on the loop
+/// loop's thread (debug builds assert it, see ``EventLoop/assertInLoop(file:line:)``); the `async`
+/// variants hop onto it. Media arrives through ``onFrame`` on the loop
 /// thread with no hop per packet.
-public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLoopTicker {
+// Safe: loop-confined; its on-loop methods assert the loop in debug builds (EventLoop.assertInLoop).
+public final class PeerConnection: @unchecked Sendable {
     public let loop: EventLoop
     public let configuration: PeerConnectionConfiguration
     public let certificate: DTLSCertificate
@@ -50,30 +52,18 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     }
     /// The peer's RTCP BYE (RFC 3550 §6.6) said this remote SSRC is gone; on the loop thread, once per
     /// source named. A closing ``PeerConnection`` sends one for each of its sending SSRCs.
-    public var onBYE: ((UInt32) -> Void)? {
-        get { transport.onBYE }
-        set { transport.onBYE = newValue }
-    }
+    public var onBYE: ((UInt32) -> Void)?
     /// The send-side bandwidth estimate toward the peer, from its transport-cc feedback (or its
     /// REMB); nil when the peer gives none. Read it on the loop thread (see ``BandwidthEstimate``).
     public var bandwidthEstimate: BandwidthEstimate? { transport.bandwidthEstimate }
     /// Called on the loop thread when ``bandwidthEstimate``'s target or state changes.
-    public var onBandwidthEstimate: ((BandwidthEstimate) -> Void)? {
-        get { transport.onBandwidthEstimate }
-        set { transport.onBandwidthEstimate = newValue }
-    }
+    public var onBandwidthEstimate: ((BandwidthEstimate) -> Void)?
     /// A keyframe was requested by the remote (PLI/FIR) for this transceiver; on the loop thread.
-    public var onKeyframeRequest: ((RTPTransceiver) -> Void)? {
-        get { transport.onKeyframeRequest }
-        set { transport.onKeyframeRequest = newValue }
-    }
+    public var onKeyframeRequest: ((RTPTransceiver) -> Void)?
     /// When set, NACKs for this connection's senders go here (transceiver, lost sequence numbers,
     /// now) instead of being answered from the senders' own history: an SFU answers them from its
     /// shared per-producer buffer (``PeerConnectionConfiguration/senderHistory`` is then usually off).
-    public var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)? {
-        get { transport.onNACK }
-        set { transport.onNACK = newValue }
-    }
+    public var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)?
     /// Every received media packet (after SRTP, RTX unwrapping and the receiver's bookkeeping), on
     /// the loop thread, for forwarding without frame assembly (an SFU). The packet's bytes are only
     /// valid during the call. The receiver still sends NACK, PLI and receiver reports upstream.
@@ -112,12 +102,14 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         let certificate = try certificate ?? DTLSCertificate.generate()
         self.certificate = certificate
         transport = MediaTransport(loop: loop, configuration: configuration, certificate: certificate)
-        transport.listener.onNewStream = { [unowned self] stream in attachFrameHandler(stream) }
-        transport.onEvent = { [unowned self] event in transportEvent(event) }
+        transport.delegate = self
     }
+}
 
+/// The connection hears its transport through one delegate (``MediaTransportDelegate``).
+extension PeerConnection: MediaTransportDelegate {
     /// Maps the transport's progress onto the connection's state.
-    func transportEvent(_ event: MediaTransport.Event) {
+    func transport(_ transport: MediaTransport, didReport event: MediaTransport.Event) {
         switch event {
         case .iceChecking: if state == .new { setState(.connecting) }
         case .iceFailed:
@@ -137,11 +129,36 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
+    func transport(_ transport: MediaTransport, didOpen stream: RTPStreamListener.Stream) {
+        attachFrameHandler(stream)
+    }
+
+    var answersNACKs: Bool { onNACK != nil }
+
+    func transport(
+        _ transport: MediaTransport, nacked sequenceNumbers: [UInt16], on transceiver: RTPTransceiver, now: UInt64
+    ) {
+        onNACK?(transceiver, sequenceNumbers, now)
+    }
+
+    func transport(_ transport: MediaTransport, keyframeRequestedOn transceiver: RTPTransceiver) {
+        onKeyframeRequest?(transceiver)
+    }
+
+    func transport(_ transport: MediaTransport, peerEnded ssrc: UInt32) { onBYE?(ssrc) }
+
+    func transport(_ transport: MediaTransport, estimateChanged estimate: BandwidthEstimate) {
+        onBandwidthEstimate?(estimate)
+    }
+}
+
+extension PeerConnection {
     // MARK: Transceivers
 
     /// Adds a transceiver. `sendRIDs` (e.g. `["q","h","f"]`) makes a simulcast sender.
     @discardableResult
     public func addTransceiver(kind: MediaKind, direction: SDPDirection, sendRIDs: [String] = []) -> RTPTransceiver {
+        loop.assertInLoop()
         let t = RTPTransceiver(kind: kind, direction: direction, sendRIDs: kind == .video ? sendRIDs : [])
         transceivers.append(t)
         return t
@@ -151,6 +168,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// offer from now on rejects its m-line (port 0, outside BUNDLE). Once the peer answered such an
     /// offer the transceiver is ``RTPTransceiver/isReusable``. Loop thread only.
     public func stopTransceiver(_ transceiver: RTPTransceiver) {
+        loop.assertInLoop()
         guard transceivers.contains(where: { $0 === transceiver }), !transceiver.writesRejected else { return }
         transport.forgetSendSSRCs(transceiver.localSSRCs + transceiver.localRTXSSRCs)
         transceiver.senders = []
@@ -167,6 +185,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// changes nothing) when the transceiver cannot be reused.
     @discardableResult
     public func reuseTransceiver(_ transceiver: RTPTransceiver, direction: SDPDirection) -> Bool {
+        loop.assertInLoop()
         guard transceivers.contains(where: { $0 === transceiver }), transceiver.isReusable else { return false }
         // The old track's SSRCs never send again: their SRTP state goes with them.
         transport.forgetSendSSRCs(transceiver.localSSRCs + transceiver.localRTXSSRCs)
@@ -196,6 +215,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// Must run on the loop thread. Frames are dropped silently until DTLS completes or when the
     /// negotiated direction does not send.
     public func send(_ frame: EncodedFrame, on transceiver: RTPTransceiver, layer: Int = 0) {
+        loop.assertInLoop()
         transport.send(frame, on: transceiver, layer: layer)
     }
 
@@ -220,39 +240,10 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         transport.requestKeyframeNow(on: transceiver, rid: rid)
     }
 
-    /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
-    /// sender: rewritten sequence number and timestamp, this connection's header extensions (with the
-    /// source's abs-capture-time `captureTime`), kept in the sender's history (if it has one),
-    /// SRTP-protected and sent. Loop thread only.
-    ///
-    /// - Returns: whether the packet went out (false before DTLS completes or when not sending).
-    @discardableResult
-    public func sendForwarded(
-        on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
-        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil,
-        captureTime: UInt64? = nil, now: UInt64
-    ) -> Bool {
-        transport.sendForwarded(
-            on: transceiver, payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            rewrite: rewrite, audioLevel: audioLevel, captureTime: captureTime, now: now)
-    }
-
-    /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps (an SFU's
-    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``.
-    /// Loop thread only.
-    @discardableResult
-    public func sendRetransmission(
-        on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
-        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, now: UInt64
-    ) -> Bool {
-        transport.sendRetransmission(
-            on: transceiver, payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            rewrite: rewrite, now: now)
-    }
-
     /// Gives every transceiver without a media id one now (as ``createOffer()`` would), so callers can
     /// name the m-line of a new transceiver before the offer is made.
     public func assignMids() {
+        loop.assertInLoop()
         for t in transceivers where t.mid == nil {
             while transceivers.contains(where: { $0.mid == String(nextMid) }) { nextMid += 1 }
             t.mid = String(nextMid)
@@ -264,21 +255,6 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// in any section of this connection (BUNDLE gives it one id wherever it is used). Whether one
     /// section's packets carry it is ``RTPTransceiver/negotiatedExtensionID(_:)``.
     public func negotiatedExtensionID(_ uri: String) -> UInt8? { extensionIDs[uri] }
-
-    // MARK: Receive path
-
-    /// The transport's receive path (``MediaTransport/handleDatagram(_:from:socket:)``): the sockets
-    /// deliver there directly.
-    public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
-        transport.handleDatagram(data, from: from, socket: socket)
-    }
-
-    /// The same with the loop's batch clock (``DatagramHandler/handleDatagram(_:from:socket:now:)``).
-    public func handleDatagram(
-        _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket, now: UInt64
-    ) {
-        transport.handleDatagram(data, from: from, socket: socket, now: now)
-    }
 
     func attachFrameHandler(_ stream: RTPStreamListener.Stream) {
         guard onFrame != nil else {
@@ -292,15 +268,10 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
-    // MARK: Timers
-
-    /// The transport's timers (``MediaTransport/tick(now:)``): the loop ticks the transport directly.
-    public func tick(now: UInt64) { transport.tick(now: now) }
-
-    /// The loop is shutting down under the connection: it closes, so that waits on it end.
-    public func loopStopped() { close() }
+    // MARK: State
 
     func setState(_ s: PeerConnectionState) {
+        loop.assertInLoop()
         guard s != state, state != .closed else { return }
         state = s
         transport.isConnected = s == .connected
@@ -317,6 +288,7 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
     /// Closes the connection: sends an RTCP BYE for its sending SSRCs and DTLS close_notify, stops
     /// timers, closes sockets (``MediaTransport``).
     public func close() {
+        loop.assertInLoop()
         guard !closed else { return }
         closed = true
         transport.close()
@@ -336,11 +308,13 @@ public final class PeerConnection: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Aggregated receiver statistics, per (transceiver mid, rid).
     public func receiverStats() -> [(mid: String?, rid: String?, kind: MediaKind, stats: RTPReceiverStats)] {
-        transport.listener.streams.map { ($0.transceiver.mid, $0.rid, $0.transceiver.kind, $0.receiver.stats) }
+        loop.assertInLoop()
+        return transport.listener.streams.map { ($0.transceiver.mid, $0.rid, $0.transceiver.kind, $0.receiver.stats) }
     }
 
     /// Aggregated sender statistics, per (transceiver mid, layer).
     public func senderStats() -> [(mid: String?, layer: Int, kind: MediaKind, stats: RTPSenderStats)] {
+        loop.assertInLoop()
         var out: [(mid: String?, layer: Int, kind: MediaKind, stats: RTPSenderStats)] = []
         for t in transceivers {
             for (i, s) in t.senders.enumerated() { out.append((t.mid, i, t.kind, s.stats)) }
@@ -360,7 +334,7 @@ extension PeerConnection {
     public func gatherRelayCandidates(timeout seconds: Double = 5) async {
         let servers = configuration.iceServers
         guard !servers.isEmpty else { return }
-        let resolved = UncheckedBox(servers.map { ($0, $0.resolve()) })
+        let resolved = LoopBound(servers.map { ($0, $0.resolve()) }, loop: loop)
         guard loop.execute({ self.transport.startRelays(resolved.value) }) else { return }
         // Woken by each allocation's outcome (a transport `progress` event); a timeout just ends the wait.
         try? await waitFor("TURN allocations", timeout: seconds) { [self] _ in

@@ -7,6 +7,7 @@ extension PeerConnection {
     /// With `iceRestart` the offer carries fresh ICE credentials and the agent restarts its checks
     /// (RFC 8445 §2.4); DTLS, SRTP and every RTP sender and receiver are kept.
     public func createOffer(iceRestart: Bool = false) throws -> SessionDescription {
+        loop.assertInLoop()
         guard !closed else { throw PeerConnectionError.closed }
         try transport.gatherIfNeeded(role: configuration.iceLite ? .lite : .controlling)
         if iceRestart { transport.restartLocalICE() }
@@ -27,6 +28,7 @@ extension PeerConnection {
 
     /// Creates an answer to the remote offer set with ``setRemoteDescription(_:type:)``.
     public func createAnswer() throws -> SessionDescription {
+        loop.assertInLoop()
         guard !closed else { throw PeerConnectionError.closed }
         guard !isOfferer, remoteUfrag != nil else { throw PeerConnectionError.invalidState("no remote offer") }
         let setup: SDPSetup = dtlsRole == .server ? .passive : .active
@@ -39,6 +41,7 @@ extension PeerConnection {
     /// Applies our own description. With the non-trickle flow used here this only starts the
     /// transports when the remote description is already known (the answerer's case).
     public func setLocalDescription(_ description: SessionDescription) throws {
+        loop.assertInLoop()
         guard !closed else { throw PeerConnectionError.closed }
         if !isOfferer { try startTransports() }
     }
@@ -48,6 +51,7 @@ extension PeerConnection {
 
     /// Applies the remote description: codecs, extensions, SSRCs, ICE and DTLS parameters.
     public func setRemoteDescription(_ description: SessionDescription, type: DescriptionType) throws {
+        loop.assertInLoop()
         guard !closed else { throw PeerConnectionError.closed }
         let remote = try RemoteDescription(description)
         // New remote credentials on an established connection mean the peer restarted ICE.
@@ -276,6 +280,7 @@ extension PeerConnection {
                     historySize: !configuration.senderHistory ? 0 : t.kind == .audio ? 32 : 512,
                     cname: configuration.cname)
                 sender.transportSequence = transport.transportSequence
+                sender.loop = loop
                 t.senders.append(sender)
                 transport.sendBySSRC[t.localSSRCs[i]] = sender
             }
@@ -299,6 +304,7 @@ extension PeerConnection {
     /// allocates ports from a range learns at once whether the configured port is free.
     /// Loop thread only; does nothing when the sockets are already open.
     public func bindSockets() throws {
+        loop.assertInLoop()
         guard !closed else { throw PeerConnectionError.closed }
         try transport.bindSockets()
     }

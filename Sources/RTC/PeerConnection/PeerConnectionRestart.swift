@@ -19,6 +19,7 @@ extension PeerConnection {
     /// - Returns: the new local ufrag and password, for the peer.
     @discardableResult
     public func restartICE() throws -> (ufrag: String, password: String) {
+        loop.assertInLoop()
         guard !closed else { throw PeerConnectionError.closed }
         guard transport.ice != nil else { throw PeerConnectionError.invalidState("ICE restart before ICE started") }
         transport.restartLocalICE()
@@ -28,6 +29,7 @@ extension PeerConnection {
     /// Gives the agent the peer's credentials after a restart (signalled outside SDP) and starts the
     /// checks against the candidates already known. Loop thread only.
     public func setRemoteICECredentials(ufrag: String, password: String) throws {
+        loop.assertInLoop()
         guard !closed else { throw PeerConnectionError.closed }
         guard transport.ice != nil else { throw PeerConnectionError.invalidState("no ICE agent") }
         guard !ufrag.isEmpty, !password.isEmpty, ufrag.utf8.count <= 256, password.utf8.count <= 256 else {
@@ -63,6 +65,7 @@ extension PeerConnection {
     /// Applies `impairment` to this connection's own sockets (not to a shared port): tests use a
     /// drop rate of 1 to cut the media path while signalling stays up. Loop thread only.
     public func setReceiveImpairment(_ impairment: Impairment?) {
+        loop.assertInLoop()
         guard configuration.portMux == nil else { return }
         for s in transport.sockets { s.impairment = impairment }
     }

@@ -3,6 +3,7 @@ import RTCWire
 /// One m-line's worth of media: a sender and/or receivers of one kind, with a direction.
 ///
 /// Like every RTC object it belongs to the peer connection's ``EventLoop`` thread.
+// Safe: confined to its connection's loop thread; Sendable only to be handed to it.
 public final class RTPTransceiver: @unchecked Sendable {
     /// Audio or video.
     public let kind: MediaKind

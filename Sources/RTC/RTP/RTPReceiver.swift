@@ -129,7 +129,11 @@ public struct RTPReceivedPayload {
 /// and decodable: after a loss that breaks a frame, frames are dropped until the next key frame, which
 /// is requested with PLIs (throttled, repeated while waiting). Audio (Opus): each packet is a frame and is
 /// delivered on arrival; late packets are dropped and losses are skipped.
+// Safe: loop-confined; its entry points assert `loop` in debug builds once a transport owns it.
 public final class RTPReceiver: @unchecked Sendable {
+    /// The loop this object is confined to, once a transport owns it (nil when used alone, as in
+    /// unit tests): its entry points assert, in debug builds only, that they run there.
+    public internal(set) var loop: EventLoop?
     /// The media SSRC.
     public let ssrc: UInt32
     /// The codec of the stream.
@@ -275,6 +279,7 @@ public final class RTPReceiver: @unchecked Sendable {
 
     /// Binds the RTX (repair) stream once its SSRC is learned, e.g. from `ssrc-group:FID` or repaired-rid.
     public func setRTX(ssrc: UInt32, payloadType: UInt8) {
+        loop?.assertInLoop()
         rtxSSRC = ssrc
         rtxPayloadType = payloadType
     }
@@ -299,6 +304,7 @@ public final class RTPReceiver: @unchecked Sendable {
     ///   unknown, or an RTX padding probe.
     @discardableResult
     public func receive(_ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64) -> RTPReceivedPayload? {
+        loop?.assertInLoop()
         counters.bytesReceived += UInt64(packet.count)
         counters.lastPacketTime = now
         let payloadEnd = header.payloadOffset + header.payloadLength
@@ -420,11 +426,13 @@ public final class RTPReceiver: @unchecked Sendable {
     /// Records a sender report from this stream's sender: its NTP/RTP pair maps RTP time to wall time,
     /// and its arrival time gives LSR/DLSR for our receiver reports.
     public func handleSenderReport(ntp: NTPTime, rtpTimestamp: UInt32, now: UInt64) {
+        loop?.assertInLoop()
         links.handleSenderReport(ntp: ntp, rtpTimestamp: rtpTimestamp, now: now)
     }
 
     /// Records a sender report given its raw 64-bit NTP timestamp.
     public func handleSenderReport(ntp: UInt64, rtpTimestamp: UInt32, now: UInt64) {
+        loop?.assertInLoop()
         handleSenderReport(ntp: NTPTime(value: ntp), rtpTimestamp: rtpTimestamp, now: now)
     }
 
@@ -437,6 +445,7 @@ public final class RTPReceiver: @unchecked Sendable {
 
     /// Asks for a key frame (PLI), e.g. when a recorder starts; throttled like every other request.
     public func requestKeyframe() {
+        loop?.assertInLoop()
         guard codec.kind == .video else { return }
         links.keyframes.want()
         tickDeadline?.lower(to: nextTimer)
@@ -446,6 +455,7 @@ public final class RTPReceiver: @unchecked Sendable {
     /// caller that throttles its requests itself (an SFU, per producer layer), where a second
     /// throttle here would hold a joiner's request for up to another interval.
     public func requestKeyframeNow() {
+        loop?.assertInLoop()
         guard codec.kind == .video else { return }
         links.keyframes.want()
         links.keyframes.allowNow()

@@ -39,6 +39,7 @@ public struct RTPSendExtensions: Sendable, Equatable {
 }
 
 /// The transport-wide sequence counter shared by every sender of one transport (BUNDLE group).
+// Safe: confined to its transport's loop thread, like the senders that share it.
 public final class TransportSequenceCounter: @unchecked Sendable {
     /// The next transport-wide sequence number.
     public var next: UInt16
@@ -107,7 +108,11 @@ public struct RTPSenderStats: Sendable, Equatable {
 /// Packets are handed to `emit` as `(buffer, length)`: the buffer has room after the packet (its
 /// capacity is ``packetCapacity``) so the callee may SRTP-protect it in place. The bytes are only
 /// valid during the call.
+// Safe: loop-confined; its entry points assert `loop` in debug builds once a transport owns it.
 public final class RTPSender: @unchecked Sendable {
+    /// The loop this object is confined to, once a transport owns it (nil when used alone, as in
+    /// unit tests): its entry points assert, in debug builds only, that they run there.
+    public internal(set) var loop: EventLoop?
     /// Capacity of the buffer handed to `emit`; packets never exceed `packetCapacity - 64`.
     public static let packetCapacity = 1500
     private static let trailerReserve = 64
@@ -254,6 +259,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Takes the header-extension ids a renegotiation settled for this sender's m-section; the next
     /// packet carries exactly those. Loop thread only (not on the per-packet path).
     public func updateExtensions(_ extensions: RTPSendExtensions) {
+        loop?.assertInLoop()
         guard extensions != self.extensions else { return }
         self.extensions = extensions
         twoByteExtensions = Self.needsTwoByteExtensions(extensions, mid: midValue, rid: rid)
@@ -273,6 +279,7 @@ public final class RTPSender: @unchecked Sendable {
     /// VP8 frames are split into nearly equal packets with a 4-byte payload descriptor carrying a
     /// 15-bit picture ID; the marker bit is set on the last packet. An Opus frame is one packet.
     public func send(_ frame: EncodedFrame, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        loop?.assertInLoop()
         guard !frame.data.isEmpty else {
             counters.framesFailed += 1
             return
@@ -336,6 +343,7 @@ public final class RTPSender: @unchecked Sendable {
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
         rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
+        loop?.assertInLoop()
         let buffer = scratch
         // Keep our own counter ahead so SRs and any later own packets continue the stream.
         if Int16(bitPattern: sequenceNumber &- self.sequenceNumber) >= 0 { self.sequenceNumber = sequenceNumber &+ 1 }
@@ -375,6 +383,7 @@ public final class RTPSender: @unchecked Sendable {
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
         rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
+        loop?.assertInLoop()
         let buffer = scratch
         buffer[0] = 0x80
         buffer.rtpPut32(timestamp, at: 4)
@@ -516,6 +525,7 @@ public final class RTPSender: @unchecked Sendable {
     public func handleNACK(
         sequenceNumbers: some Sequence<UInt16>, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) {
+        loop?.assertInLoop()
         counters.nacksReceived += 1
         for seq in sequenceNumbers {
             resendFromHistory(seq, now: now, emit: emit)
@@ -573,6 +583,7 @@ public final class RTPSender: @unchecked Sendable {
     /// the packet's length, or 0 when this sender has no RTX stream.
     @discardableResult
     public func sendPadding(bytes: Int, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) -> Int {
+        loop?.assertInLoop()
         guard let rtx, let out = scratch.baseAddress else { return 0 }
         let padding = min(max(bytes, 1), 255)
         scratch[0] = 0xA0  // version 2, padding
@@ -593,6 +604,7 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Handles a Picture Loss Indication for this sender.
     public func handlePLI() {
+        loop?.assertInLoop()
         links.handleRTCP(.pictureLoss, now: 0)
         if links.keyframes.takeRequest() { onKeyframeRequest?() }
     }
@@ -603,6 +615,7 @@ public final class RTPSender: @unchecked Sendable {
     /// - Returns: whether it was a new request (and ``onKeyframeRequest`` ran).
     @discardableResult
     public func handleFIR(sequenceNumber: UInt8) -> Bool {
+        loop?.assertInLoop()
         links.handleRTCP(.fullIntraRequest(sequenceNumber: sequenceNumber), now: 0)
         guard links.keyframes.takeRequest() else { return false }
         onKeyframeRequest?()
@@ -628,6 +641,7 @@ public final class RTPSender: @unchecked Sendable {
     public func handleRTCP(
         _ compound: UnsafeRawBufferPointer, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) throws(RTCPError) {
+        loop?.assertInLoop()
         try RTCPRouter.route(
             compound, now: now, sender: { $0 == ssrc ? self : nil }, receiver: { _ in nil }, emit: emit)
     }
@@ -651,6 +665,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Emits the links' RTCP when any has some due (a sender report about every ``reportInterval``),
     /// with the time from ``wallClock``.
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        loop?.assertInLoop()
         // Asked before reading the wall clock: this runs for every sender on every loop tick.
         guard links.tick(now: now) else { return }
         writeDueRTCP(RTPSendClock(now: now, wallClock: wallClock(now)), emitRTCP: emitRTCP)
@@ -659,6 +674,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Emits the links' RTCP when any has some due (a sender report about every ``reportInterval``,
     /// randomized ±50 %, and soon after the first packet).
     public func tick(now: UInt64, wallClock: NTPTime, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
+        loop?.assertInLoop()
         guard links.tick(now: now) else { return }
         writeDueRTCP(RTPSendClock(now: now, wallClock: wallClock), emitRTCP: emitRTCP)
     }

@@ -4,6 +4,7 @@ import RTCWire
 ///
 /// Thin by design: each layer is encoded separately and handed to ``send(layer:frame:now:emit:)``;
 /// RTCP feedback is routed to the layer by SSRC with ``sender(ssrc:)``.
+// Safe: confined to its connection's loop thread, like its senders.
 public final class SimulcastSendGroup: @unchecked Sendable {
     /// The layer senders, in the order of ``rids``.
     public let senders: [RTPSender]

@@ -23,6 +23,7 @@ public enum SRTPError: Error, Sendable, Hashable {
 /// tests check both against each other in every direction, and `understudy bench` measures
 /// against it. Debian's libsrtp is built on NSS, which allocates a cipher context per packet and
 /// holds about 35 KB of key state per connection.
+// Safe: confined to its transport's loop thread (libsrtp contexts are not shared).
 public final class SRTPSession: @unchecked Sendable {
     /// Which way the packets flow.
     public enum Direction: Sendable, Hashable {

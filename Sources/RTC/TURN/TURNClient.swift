@@ -14,6 +14,7 @@ import RTCWire
 /// Confined to its loop's thread, like the `PeerConnection` it serves: media through the relay
 /// costs one copy into a preallocated buffer (the 4-byte ChannelData header in front) and no
 /// allocation.
+// Safe: confined to its loop thread (see above); Sendable only to be handed to it.
 public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketTransport, @unchecked Sendable {
     /// Where the allocation stands.
     public enum State: Equatable, Sendable {

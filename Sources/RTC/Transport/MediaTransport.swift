@@ -9,10 +9,35 @@ import RTCWire
 /// It knows no SDP. Its owner (``PeerConnection``, which keeps JSEP: descriptions, transceivers,
 /// m-line and mid bookkeeping, negotiation, restart) starts it with the remote ICE and DTLS
 /// parameters, hands it the m-lines as ``transceivers`` (the listener's routes, the senders' home)
-/// and hears of its progress through ``onEvent``. A forwarder (the SFU) writes to its send path
+/// and hears of its progress through its ``MediaTransportDelegate``. A forwarder (the SFU) writes to its send path
 /// and reads its receive path directly.
 ///
 /// Loop-thread confined, like everything on an ``EventLoop``. The per-packet paths allocate nothing.
+/// What a ``MediaTransport`` tells its owner, on the loop thread: one delegate in place of a
+/// closure per callback, as mediasoup's `RTC::Transport::Listener`. The owner (``PeerConnection``)
+/// maps the events onto its state and hands the rest to its public `on…` hooks. The per-packet
+/// receive sink (``PeerConnection/onRTP``) is not here: it is installed on the transport, so a
+/// forwarded packet costs one indirect call, not two.
+protocol MediaTransportDelegate: AnyObject {
+    /// ICE, DTLS or the loop moved on (``MediaTransport/Event``).
+    func transport(_ transport: MediaTransport, didReport event: MediaTransport.Event)
+    /// A receive stream was bound to a new remote SSRC.
+    func transport(_ transport: MediaTransport, didOpen stream: RTPStreamListener.Stream)
+    /// Whether the owner answers NACKs itself (``transport(_:nacked:on:now:)``) instead of the
+    /// senders' own histories.
+    var answersNACKs: Bool { get }
+    /// The peer lost `sequenceNumbers` of `transceiver`'s sender (only when ``answersNACKs``).
+    func transport(
+        _ transport: MediaTransport, nacked sequenceNumbers: [UInt16], on transceiver: RTPTransceiver, now: UInt64)
+    /// The peer asked `transceiver`'s sender for a keyframe (PLI or FIR).
+    func transport(_ transport: MediaTransport, keyframeRequestedOn transceiver: RTPTransceiver)
+    /// The peer's RTCP BYE named `ssrc`.
+    func transport(_ transport: MediaTransport, peerEnded ssrc: UInt32)
+    /// The send-side estimate's target or state changed.
+    func transport(_ transport: MediaTransport, estimateChanged estimate: BandwidthEstimate)
+}
+
+// Safe: loop-confined; its entry points assert the loop in debug builds (EventLoop.assertInLoop).
 public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLoopTicker {
     /// What the transport tells its owner, on the loop thread.
     enum Event {
@@ -36,19 +61,17 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     public internal(set) var counters = PeerConnectionCounters()
     /// Negotiated SRTP profile, once DTLS completes.
     public internal(set) var srtpProfile: SRTPProfile?
-    var onEvent: ((Event) -> Void)?
+    /// The owner (weak: it owns the transport).
+    weak var delegate: (any MediaTransportDelegate)?
     /// Whether the owner's state is `connected`: media and RTCP go out only then.
     var isConnected = false {
         didSet { tickDeadline.wake() }
     }
     var closed = false
 
-    // MARK: Packet-path callbacks (see PeerConnection's properties of the same names)
+    // MARK: Packet-path sinks (see PeerConnection's properties of the same names)
 
     var onRTP: RTPPacketHandler?
-    var onNACK: ((RTPTransceiver, [UInt16], UInt64) -> Void)?
-    var onKeyframeRequest: ((RTPTransceiver) -> Void)?
-    var onBYE: ((UInt32) -> Void)?
     var outboundRTPTap: ((UnsafeRawBufferPointer, UDPSocket, SocketAddress) -> Bool)?
 
     // MARK: ICE
@@ -126,9 +149,6 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// What the path to the peer carries, as this transport's estimator sees it (nil: the peer
     /// gives no feedback). Loop thread.
     public var bandwidthEstimate: BandwidthEstimate? { bandwidthEstimator?.estimate }
-    /// Called on the loop when ``bandwidthEstimate``'s target or state changes (after a feedback
-    /// message, a REMB, or a feedback timeout).
-    public var onBandwidthEstimate: ((BandwidthEstimate) -> Void)?
     /// Transport-cc feedback for what this transport receives, once negotiated.
     private(set) var transportFeedback: TransportFeedbackGenerator?
 
@@ -143,8 +163,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         localUfrag = creds.ufrag
         localPassword = creds.password
         rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
-        listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs)
+        listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs, loop: loop)
         listener.tickDeadline = tickDeadline
+        listener.onNewStream = { [unowned self] stream in delegate?.transport(self, didOpen: stream) }
     }
 
     deinit {
@@ -155,6 +176,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Opens the UDP sockets (or registers on the shared port); nothing when they are open.
     func bindSockets() throws {
+        loop.assertInLoop()
         guard !closed else { throw PeerConnectionError.closed }
         guard sockets.isEmpty else { return }
         if let mux = configuration.portMux {
@@ -180,6 +202,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// Creates the ICE agent in `role` with every local candidate (host, TURN relays, ICE-TCP
     /// passive), once, and starts the timers.
     func gatherIfNeeded(role: ICEAgent.Role) throws {
+        loop.assertInLoop()
         if ice != nil { return }
         let agent = ICEAgent(role: role, localUfrag: localUfrag, localPassword: localPassword)
         agent.timeouts = configuration.iceTimeouts
@@ -196,17 +219,17 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         agent.onSelectedPair = { [unowned self] socket, remote in
             mediaTarget = (socket, remote)
             startDTLSIfReady()
-            onEvent?(.progress)  // a restart's new pair (the state may not change)
+            delegate?.transport(self, didReport: .progress)  // a restart's new pair (the state may not change)
         }
         agent.onStateChange = { [unowned self] s in
             switch s {
-            case .checking: onEvent?(.iceChecking)
-            case .failed: onEvent?(.iceFailed)
-            case .disconnected: onEvent?(.iceDisconnected)
-            case .connected: onEvent?(.iceConnected)
+            case .checking: delegate?.transport(self, didReport: .iceChecking)
+            case .failed: delegate?.transport(self, didReport: .iceFailed)
+            case .disconnected: delegate?.transport(self, didReport: .iceDisconnected)
+            case .connected: delegate?.transport(self, didReport: .iceConnected)
             default: break
             }
-            onEvent?(.progress)
+            delegate?.transport(self, didReport: .progress)
         }
         ice = agent
         loop.addTicker(self)
@@ -219,6 +242,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         remoteUfrag: String, remotePassword: String, remoteCandidates: [ICECandidate], role: DTLSTransport.Role,
         fingerprint: DTLSFingerprint
     ) throws {
+        loop.assertInLoop()
         guard let ice else { throw PeerConnectionError.invalidState("transports need local and remote descriptions") }
         dtlsRole = role
         if dtls == nil {
@@ -235,7 +259,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                 target.socket.send(bytes, to: target.remote)
             }
             transport.onConnected = { [unowned self] keys in dtlsConnected(keys) }
-            transport.onFailed = { [unowned self] error in onEvent?(.failed("DTLS failed: \(error)")) }
+            transport.onFailed = { [unowned self] error in
+                delegate?.transport(self, didReport: .failed("DTLS failed: \(error)"))
+            }
             dtls = transport
         }
         ice.setRemoteCredentials(ufrag: remoteUfrag, password: remotePassword)
@@ -276,9 +302,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             srtpProfile = keys.profile
             dtlsReleasePending = true
             tickDeadline.wake()
-            onEvent?(.connected)
+            delegate?.transport(self, didReport: .connected)
         } catch {
-            onEvent?(.failed(nil))
+            delegate?.transport(self, didReport: .failed(nil))
         }
     }
 
@@ -291,6 +317,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Fresh local ICE credentials; the agent restarts its checks (DTLS and SRTP stay).
     func restartLocalICE() {
+        loop.assertInLoop()
         let fresh = ICEAgent.randomCredentials()
         localUfrag = fresh.ufrag
         localPassword = fresh.password
@@ -303,6 +330,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// The peer's new ICE credentials after a restart signalled outside SDP: checks start again
     /// against the candidates already known.
     func setRemoteICECredentials(ufrag: String, password: String, candidates: [ICECandidate]) {
+        loop.assertInLoop()
         guard let ice else { return }
         if ice.remoteUfrag != nil && ice.remoteUfrag != ufrag && !ice.isRestarting {
             // The peer restarted without us: our credentials stay, the checklist starts over.
@@ -320,11 +348,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Whether a packet sent now on `transceiver` would go out.
     public func canSend(on transceiver: RTPTransceiver) -> Bool {
-        isConnected && transceiver.sends && !transceiver.senders.isEmpty
+        loop.assertInLoop()
+        return isConnected && transceiver.sends && !transceiver.senders.isEmpty
     }
 
     /// Sends one encoded frame on `transceiver`'s encoding `layer` (see ``PeerConnection/send(_:on:layer:)``).
     func send(_ frame: EncodedFrame, on transceiver: RTPTransceiver, layer: Int) {
+        loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, layer < transceiver.senders.count else { return }
         let now = EventLoop.now()
         transceiver.senders[layer].send(frame, now: now) { buffer, length in
@@ -332,14 +362,19 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         }
     }
 
-    /// Forwards one already-packetized payload on `transceiver`'s first sender: see
-    /// ``PeerConnection/sendForwarded(on:payload:marker:timestamp:sequenceNumber:rewrite:audioLevel:captureTime:now:)``.
+    /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
+    /// sender: rewritten sequence number and timestamp, this transport's header extensions (with the
+    /// source's abs-capture-time `captureTime`), kept in the sender's history (if it has one),
+    /// SRTP-protected and sent. Loop thread only.
+    ///
+    /// - Returns: whether the packet went out (false before DTLS completes or when not sending).
     @discardableResult
     public func sendForwarded(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
         sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil,
         captureTime: UInt64? = nil, now: UInt64
     ) -> Bool {
+        loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
             return false
         }
@@ -362,6 +397,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// grow past what the media alone shows. Returns the bytes sent (0: not connected, or no RTX).
     @discardableResult
     public func sendPadding(on transceiver: RTPTransceiver, bytes: Int, now: UInt64) -> Int {
+        loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first,
             sender.rtx != nil
         else { return 0 }
@@ -376,13 +412,15 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         return sent
     }
 
-    /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps: see
-    /// ``PeerConnection/sendRetransmission(on:payload:marker:timestamp:sequenceNumber:rewrite:now:)``.
+    /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps (an SFU's
+    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``.
+    /// Loop thread only.
     @discardableResult
     public func sendRetransmission(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
         sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, now: UInt64
     ) -> Bool {
+        loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
             return false
         }
@@ -406,7 +444,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                     bandwidthEstimator.packetSent(
                         transportSequence.pendingSequence, size: n, now: transportSequence.pendingTime)
                 {
-                    onBandwidthEstimate?(bandwidthEstimator.estimate)
+                    delegate?.transport(self, estimateChanged: bandwidthEstimator.estimate)
                 }
             }
             if let tap = outboundRTPTap, tap(packet, target.socket, target.remote) { return }
@@ -436,6 +474,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// Asks the remote sender(s) of `transceiver` for a keyframe (PLI with the receiver's throttle);
     /// `rid` nil with `allEncodings` asks every encoding.
     func requestKeyframe(on transceiver: RTPTransceiver, rid: String?, allEncodings: Bool) {
+        loop.assertInLoop()
         for s in listener.streams where s.transceiver === transceiver && (allEncodings || s.rid == rid) {
             s.receiver.requestKeyframe()
         }
@@ -445,6 +484,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// (``RTPReceiver/requestKeyframeNow()``). False when no packet of that encoding arrived yet.
     @discardableResult
     public func requestKeyframeNow(on transceiver: RTPTransceiver, rid: String?) -> Bool {
+        loop.assertInLoop()
         var asked = false
         for s in listener.streams where s.transceiver === transceiver && s.rid == rid {
             s.receiver.requestKeyframeNow()
@@ -456,17 +496,20 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// Stops receiving on `transceiver` for good: its receive streams are freed and packets that
     /// still arrive for it are dropped as unroutable. For an SFU whose producer on that m-line closed.
     public func stopReceiving(on transceiver: RTPTransceiver) {
+        loop.assertInLoop()
         for ssrc in listener.stopReceiving(on: transceiver) { srtpIn?.forget(ssrc: ssrc) }
     }
 
     /// Frees the receive streams (and their SRTP state) of the tracks a new remote description
     /// ended (``RTPStreamListener/endStreams(announcedBefore:)``).
     func endReceiveStreams(announcedBefore: [ObjectIdentifier: [UInt32]]) {
+        loop.assertInLoop()
         for ssrc in listener.endStreams(announcedBefore: announcedBefore) { srtpIn?.forget(ssrc: ssrc) }
     }
 
     /// Forgets the SRTP state of local SSRCs that will never send again (a reused m-line's old track).
     func forgetSendSSRCs(_ ssrcs: [UInt32]) {
+        loop.assertInLoop()
         for ssrc in ssrcs {
             sendBySSRC[ssrc] = nil
             srtpOut?.forget(ssrc: ssrc)
@@ -474,11 +517,15 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// The receiver of a remote media SSRC, once packets of it arrived.
-    public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? { listener.bySSRC[ssrc]?.receiver }
+    public func receiver(forSSRC ssrc: UInt32) -> RTPReceiver? {
+        loop.assertInLoop()
+        return listener.bySSRC[ssrc]?.receiver
+    }
 
     /// The counters of every receive stream on `transceiver` (one per encoding that sent a packet).
     public func receiverStats(on transceiver: RTPTransceiver) -> [RTPReceiverStats] {
-        listener.streams.compactMap { $0.transceiver === transceiver ? $0.receiver.stats : nil }
+        loop.assertInLoop()
+        return listener.streams.compactMap { $0.transceiver === transceiver ? $0.receiver.stats : nil }
     }
 
     // MARK: Receive path
@@ -486,6 +533,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// Demultiplexes one datagram (RFC 7983: STUN to ICE, DTLS to DTLS, SRTP/SRTCP to the RTP
     /// streams and the RTCP router). Loop thread only; allocation-free for media.
     public func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        loop.assertInLoop()
         handleDatagram(data, from: from, socket: socket, now: EventLoop.now())
     }
 
@@ -493,6 +541,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     public func handleDatagram(
         _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket, now: UInt64
     ) {
+        loop.assertInLoop()
         guard !closed, let first = data.first else { return }
         counters.packetsReceived &+= 1
         counters.bytesReceived &+= UInt64(data.count)
@@ -594,28 +643,30 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// Routes one decrypted compound RTCP packet to the senders and receivers (``RTCPRouter``).
-    /// NACKs go to ``onNACK`` when set (as an array: NACKs are rare next to media).
+    /// NACKs go to the delegate when it answers them (as an array: NACKs are rare next to media).
     func handleRTCP(_ packet: UnsafeRawBufferPointer, now: UInt64) {
         do throws(RTCPError) {
             try RTCPRouter.route(
                 packet, now: now, sender: { sendBySSRC[$0] }, receiver: { listener.bySSRC[$0]?.receiver },
                 nack: { sender, view throws(RTCPError) in
-                    guard let onNACK, let t = transceiver(of: sender) else { return false }
+                    guard let delegate, delegate.answersNACKs, let t = transceiver(of: sender) else { return false }
                     var lost: [UInt16] = []
                     try view.forEachNACKSequence { lost.append($0) }
-                    onNACK(t, lost, now)
+                    delegate.transport(self, nacked: lost, on: t, now: now)
                     return true
                 },
                 keyframeRequested: { sender in
-                    if let onKeyframeRequest, let t = transceiver(of: sender) { onKeyframeRequest(t) }
+                    if let delegate, let t = transceiver(of: sender) {
+                        delegate.transport(self, keyframeRequestedOn: t)
+                    }
                 },
-                goodbye: { ssrc in onBYE?(ssrc) },
+                goodbye: { ssrc in delegate?.transport(self, peerEnded: ssrc) },
                 transportFeedback: { view throws(RTCPError) in
                     counters.transportFeedbackReceived &+= 1
                     guard let bandwidthEstimator else { return }
                     if let rtt = roundTripTime() { bandwidthEstimator.roundTripTimeMs = rtt }
                     if try bandwidthEstimator.handleTransportFeedback(view, now: now) {
-                        onBandwidthEstimate?(bandwidthEstimator.estimate)
+                        delegate?.transport(self, estimateChanged: bandwidthEstimator.estimate)
                     }
                 },
                 remb: { bitrate in
@@ -627,7 +678,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                         estimator = SendSideBandwidthEstimator(configuration: configuration.bandwidth)
                         bandwidthEstimator = estimator
                     }
-                    if estimator.handleREMB(bitrate, now: now) { onBandwidthEstimate?(estimator.estimate) }
+                    if estimator.handleREMB(bitrate, now: now) {
+                        delegate?.transport(self, estimateChanged: estimator.estimate)
+                    }
                 },
                 emit: { buffer, length in protectAndSendRTP(buffer, length: length) })
         } catch {
@@ -653,6 +706,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Runs ICE, DTLS, sender-report and receiver-report timers, once one is due (``tickDeadline``).
     public func tick(now: UInt64) {
+        loop.assertInLoop()
         // Hundreds of transports share a loop that ticks every 10 ms, and most have nothing due
         // (a report about once a second, a consent check every few seconds): visiting each of their
         // streams at every tick was a fixed cost that grew with the audience.
@@ -696,12 +750,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// The loop is shutting down under the transport: its owner closes.
-    public func loopStopped() { onEvent?(.loopStopped) }
+    public func loopStopped() { delegate?.transport(self, didReport: .loopStopped) }
 
     // MARK: Closing
 
     /// Sends an RTCP BYE for the sending SSRCs and DTLS close_notify, stops timers, closes sockets.
     func close() {
+        loop.assertInLoop()
         guard !closed else { return }
         sendGoodbye()
         dtls?.close()

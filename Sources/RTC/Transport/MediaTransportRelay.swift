@@ -20,7 +20,7 @@ extension MediaTransport {
     }
 
     func relayAllocationDone(_ client: TURNClient) {
-        defer { onEvent?(.progress) }  // ``PeerConnection/gatherRelayCandidates(timeout:)`` waits for this
+        defer { delegate?.transport(self, didReport: .progress) }  // ``PeerConnection/gatherRelayCandidates(timeout:)`` waits for this
         guard !closed else { return }
         guard let relayed = client.relayedSocket else {
             if case .failed(let reason) = client.state { relayErrors.append("\(client.server.url): \(reason)") }

@@ -51,7 +51,12 @@ final class RTPStreamListener {
     /// The owning transport's timer deadline, handed to each new stream's receiver.
     var tickDeadline: TickDeadline?
 
-    init(maxSSRCs: Int) { self.maxSSRCs = maxSSRCs }
+    /// The loop the streams' receivers are confined to (nil for a listener without one, in tests).
+    let loop: EventLoop?
+    init(maxSSRCs: Int, loop: EventLoop? = nil) {
+        self.maxSSRCs = maxSSRCs
+        self.loop = loop
+    }
 
     /// Drops the receive streams of `transceiver` (their receivers, reorder buffers and SSRC
     /// bindings) and binds no new SSRC to it: an SFU calls this when the track's producer closes,
@@ -182,6 +187,7 @@ final class RTPStreamListener {
             ssrc: ssrc, codec: t.codec, payloadType: t.payloadType, localSSRC: localSSRC,
             nack: t.kind == .video, pli: t.kind == .video)
         receiver.tickDeadline = tickDeadline
+        receiver.loop = loop
         receiver.captureTimeExtensionID = captureTimeExtensionID
         if t.codec == .h264, let p = t.codecParameters, let sets = H264FormatParameters(p)?.spropAnnexB, !sets.isEmpty {
             receiver.setH264ParameterSets(sets)

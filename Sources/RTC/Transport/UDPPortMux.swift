@@ -6,6 +6,7 @@ import RTCWire
 /// routed by ufrag. Once a connection's ICE agent has validated a source address, every other
 /// datagram from that address (DTLS, SRTP, SRTCP) goes to that connection. Anything else is dropped
 /// and counted. Confined to its loop thread, like the connections it serves.
+// Safe: confined to its loop thread (see above); Sendable only to be handed to it.
 public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
     /// The shared socket.
     public private(set) var socket: UDPSocket?

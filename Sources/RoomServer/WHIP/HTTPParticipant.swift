@@ -12,6 +12,7 @@ import Signaling
 /// `consume`, `leave`) handled by the room's own code, so nothing of the room is duplicated. Responses
 /// come back through ``ParticipantSignaling``; notifications have no one to go to and are dropped.
 /// Every session has an unguessable id, which is the last segment of its resource URL.
+// Safe: its state is guarded by `lock`.
 final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
     enum Kind: String, Sendable {
         case whip, whep
@@ -263,6 +264,7 @@ final class HTTPParticipant: ParticipantSignaling, @unchecked Sendable {
 }
 
 /// The live HTTP sessions of one server, by session id, with their shares per room and per token.
+// Safe: the sessions are guarded by `lock`.
 final class HTTPSessionRegistry: @unchecked Sendable {
     /// Which share a new session would exceed (issue 31 item 7: one token must not take them all).
     enum Refusal: Equatable {

@@ -100,6 +100,7 @@ public enum JanusScenarioRunner {
 }
 
 /// The scenario's bots as Janus agents: joined ones, and those that left (kept for their counts).
+// Safe: the bot lists are guarded by `lock`.
 final class JanusBots: @unchecked Sendable {
     let scenario: Scenario
     let room: JanusRoomURL

@@ -26,6 +26,7 @@ public struct HTTPServerConfiguration: Sendable {
 }
 
 /// Answers one request, from any thread, exactly once (later calls are ignored).
+// Safe: the answered flag is guarded by `lock`; the reply hops to the reactor thread.
 public final class HTTPResponder: @unchecked Sendable {
     private let lock = NSLock()
     private var done = false
@@ -56,6 +57,7 @@ public final class HTTPResponder: @unchecked Sendable {
 ///   any thread when ready.
 /// While a request is being answered the connection stops reading, which bounds per-connection
 /// memory and keeps pipelined responses in order.
+// Safe: connection state lives on the reactor thread; shared tables are guarded by `lock`.
 public final class HTTPServer: @unchecked Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
     public typealias AsyncHandler = @Sendable (HTTPRequest) async -> HTTPResponse
@@ -332,6 +334,7 @@ public final class HTTPServer: @unchecked Sendable {
 }
 
 /// A small mutable box for handing a value back from the reactor thread.
+// Safe: the value is guarded by `lock`.
 final class LockedBox<T>: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: T

@@ -5,6 +5,7 @@ import Dispatch
 /// Server work that other threads wait on (HTTP handlers, the room server's media calls) runs here,
 /// so code that blocks a cooperative-pool thread — a synchronous test, a semaphore wait — cannot
 /// starve it on a two-core machine.
+// Safe: immutable (a DispatchQueue, itself thread-safe).
 public final class DispatchTaskExecutor: TaskExecutor, @unchecked Sendable {
     private let queue: DispatchQueue
 

@@ -16,6 +16,7 @@ protocol ReactorChannel: AnyObject {
 /// them take locks. Other threads hand work over with ``execute(_:)``; the only shared state is the
 /// pending-work queue, guarded by a lock and signalled through an eventfd. One reactor comfortably
 /// drives thousands of mostly-idle WebSocket connections, which a thread per connection would not.
+// Safe: the pending-work queue is guarded by a lock (see above); the rest is reactor-thread state.
 public final class Reactor: @unchecked Sendable {
     /// A process-wide reactor for client connections, started on first use.
     public static let shared = Reactor(name: "signaling-reactor")

@@ -42,6 +42,7 @@ public struct WebSocketConfiguration: Sendable {
 /// Delivery starts when ``start()`` is called; the server calls it for you right after the
 /// upgrade's `onOpen`. A client sets its callbacks and then calls ``start()``, so no message can
 /// arrive before a callback exists.
+// Safe: its state is guarded by `lock`; callbacks run on its serial queue.
 public final class WebSocketConnection: @unchecked Sendable {
     /// True for the connecting side (which masks its frames).
     public let isClient: Bool
