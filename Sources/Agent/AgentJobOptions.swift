@@ -192,7 +192,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         }
         if let acceptInvites { _ = try Self.invitePolicy(acceptInvites) }
         if let recordFormat, !Self.recordFormats.contains(recordFormat) {
-            throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not webm or ogg+ivf")
+            throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not webm, mp4 or ogg+ivf")
         }
         if let relayRoom {
             guard !relayRoom.isEmpty, relayRoom != room else {
@@ -240,7 +240,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
 
     /// The raw values of ``RoomAgent/RecordFormat`` (this file is Foundation only, so it names them
     /// again; AgentJobOptionsTests checks that each one is a format).
-    public static let recordFormats: Set<String> = ["webm", "ogg+ivf"]
+    public static let recordFormats: Set<String> = ["webm", "mp4", "ogg+ivf"]
 
     /// `--mode` (any case) as its protocol name.
     static func mode(_ text: String) throws(Invalid) -> String {

@@ -174,7 +174,7 @@ public final class ParticipantRecorder: @unchecked Sendable {
 
     /// The key a track of `kind` records under in this recorder's format.
     public func key(participantId: String, kind: MediaKind) -> Key {
-        Key(participantId: participantId, kind: format == .webm ? nil : kind)
+        Key(participantId: participantId, kind: format == .oggIVF ? kind : nil)
     }
 
     /// Any thread (the media loop): the slot for `key`, its file opened on the recorder's queue the
@@ -198,7 +198,7 @@ public final class ParticipantRecorder: @unchecked Sendable {
         let key = slot.key
         let ext: String
         switch key.kind {
-        case nil: ext = "webm"
+        case nil: ext = format == .mp4 ? "mp4" : "webm"
         case .audio?: ext = "ogg"
         case .video?: ext = "ivf"
         }

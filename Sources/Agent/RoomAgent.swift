@@ -25,8 +25,11 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
 
     /// How recordings are stored (nothing is transcoded either way).
     public enum RecordFormat: String, Sendable, Equatable {
-        /// One WebM per participant, VP8 and Opus together.
+        /// One WebM per participant, VP8 and Opus together (Matroska `.mkv` when the video is H.264).
         case webm
+        /// One fragmented MP4 per participant, video (H.264, VP8, VP9 or AV1) and Opus together:
+        /// a killed agent leaves files that play up to their last fragment.
+        case mp4
         /// One Ogg Opus file (audio) and one IVF file (VP8) per participant.
         case oggIVF = "ogg+ivf"
     }

@@ -64,7 +64,7 @@ func janusJoinOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Jan
     options.recordDirectory = a.value("--record")
     if let format = a.value("--record-format") {
         guard let f = RoomAgent.RecordFormat(rawValue: format) else {
-            throw Arguments.Failure.badValue("--record-format", "'\(format)' is not webm or ogg+ivf")
+            throw Arguments.Failure.badValue("--record-format", "'\(format)' is not webm, mp4 or ogg+ivf")
         }
         options.recordFormat = f
     }

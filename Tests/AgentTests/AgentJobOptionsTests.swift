@@ -37,7 +37,7 @@ import Testing
             (["--accept-invites", "maybe"], "--accept-invites"), (["--accept-invites", "from:"], "--accept-invites"),
             (["--reconnect-for", "soon"], "--reconnect-for"), (["--lobby-wait", "0"], "--lobby-wait"),
             (["--duration", "nan"], "--duration"), (["--duration", "2000000h"], "--duration"),
-            (["--record-format", "mp4"], "--record-format"), (["--relay-room", "r"], "--relay-room"),
+            (["--record-format", "avi"], "--record-format"), (["--relay-room", "r"], "--relay-room"),
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
             (["--consume"], "--consume"),

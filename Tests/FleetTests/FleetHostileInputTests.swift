@@ -65,7 +65,7 @@ import Testing
         var bad: [FleetJobStatus] = []
         for change in [
             { (o: inout AgentJobOptions) in o.server = "ftp://h" }, { $0.consume = "," }, { $0.mode = "LOUD" },
-            { $0.token = "" }, { $0.duration = -1 }, { $0.relayRoom = "r" }, { $0.recordFormat = "mp4" },
+            { $0.token = "" }, { $0.duration = -1 }, { $0.relayRoom = "r" }, { $0.recordFormat = "avi" },
             { $0.consumeKinds = "smell" }, { $0.maxVideo = -2 },
         ] as [(inout AgentJobOptions) -> Void] {
             var status = good

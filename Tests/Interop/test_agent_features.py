@@ -80,9 +80,21 @@ def test_kill9_leaves_a_playable_file_and_sigterm_finalizes(understudy, tmp_path
             port, "kill", "killed", "--consume", "all", "--record", str(killed_dir)), tmp_path)
         finished = AgentProcess("finished", join_args(
             port, "kill", "finished", "--consume", "all", "--record", str(finished_dir)), tmp_path)
-        agents += [killed, finished]
+        killed_mp4_dir = tmp_path / "killed-mp4"
+        killed_mp4 = AgentProcess("killed-mp4", join_args(
+            port, "kill", "killed-mp4", "--consume", "all", "--record", str(killed_mp4_dir),
+            "--record-format", "mp4"), tmp_path)
+        agents += [killed, finished, killed_mp4]
         wait_for_frames(killed_dir / "host.webm", {"vp8": 90, "opus": 150})
         killed.kill9()
+        # Fragmented MP4: a kill -9 leaves every fragment written so far playable.
+        wait_for_frames(killed_mp4_dir / "host.mp4", {"vp8": 90, "opus": 150})
+        killed_mp4.kill9()
+        mp4_frames = probe_frames(killed_mp4_dir / "host.mp4")
+        print(f"mp4 after kill -9: {mp4_frames}")
+        assert mp4_frames.get("vp8", 0) >= 60 and mp4_frames.get("opus", 0) >= 100, mp4_frames
+        assert decode_errors(killed_mp4_dir / "host.mp4") == ""
+        assert manifest(killed_mp4_dir)["recordFormat"] == "mp4"
         frames = probe_frames(killed_dir / "host.webm")
         print(f"after kill -9: {frames}")
         assert frames.get("vp8", 0) >= 60 and frames.get("opus", 0) >= 100, frames
@@ -204,7 +216,7 @@ def test_bad_flag_unreachable_server_and_refused_token_fail_with_one_line(unders
                           "--mode", "BOGUS"], timeout=30)
     assert bad.returncode == 2
     assert "--mode" in _one_line_failure(bad)
-    for flags in (["--max-video", "-1"], ["--record-format", "mp4"], ["--metrics", "0.0.0.0:9100"],
+    for flags in (["--max-video", "-1"], ["--record-format", "avi"], ["--metrics", "0.0.0.0:9100"],
                   ["--relay-room", "r"], ["--consume-kinds", "smell"], ["--frobnicate"]):
         result = run_understudy(["join", "--server", "http://127.0.0.1:1", "--room", "r", "--secret", "s",
                                  *flags], timeout=30)
