@@ -16,7 +16,7 @@ let package = Package(
     name: "Understudy",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "understudy", targets: ["understudy"]),
+        .executable(name: "understudy", targets: ["CLI"]),
         .library(name: "RTCWire", targets: ["RTCWire"]),
         .library(name: "RTC", targets: ["RTC"]),
         .library(name: "Media", targets: ["Media"]),
@@ -72,8 +72,11 @@ let package = Package(
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
         // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
         .target(name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling", "RoomProtocol"], path: "Sources/Cluster"),
-        // Bot fleets: recording/relay jobs from a Redis Stream, run by workers as RoomAgents.
-        .target(name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen"], path: "Sources/Fleet"),
+        // Bot fleets: typed recording/relay jobs from a Redis Stream, run by workers as RoomAgents; the
+        // job service behind a room server's `POST /admin/jobs`; distributed load shares.
+        .target(
+            name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen", "RoomServer", "Signaling"],
+            path: "Sources/Fleet"),
         // The selective forwarding unit: producers, consumers, layer selection, NACK/keyframe handling.
         .target(name: "SFU", dependencies: ["RTCWire", "RTC"], path: "Sources/SFU", swiftSettings: hotPathSettings),
         // The room service: signalling, room state, PubSub broker; media through the SFU.
@@ -85,7 +88,7 @@ let package = Package(
                 .embedInCode("Web/assets/index.html"), .embedInCode("Web/assets/room.js"),
                 .embedInCode("Web/assets/style.css"),
             ]),
-        // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: shared/spec).
+        // The client SDK: Room, Participant, PubSub, modes, events, errors, stats (spec: docs/spec).
         .target(
             name: "Understudy", dependencies: ["RTCWire", "RTC", "Media", "Signaling", "RoomProtocol"],
             path: "Sources/Understudy"),
@@ -113,13 +116,15 @@ let package = Package(
                 "Redis", "Cluster",
             ],
             path: "Sources/Benchmarks"),
+        // The `understudy` executable (target CLI: `Sources/understudy` differed from `Sources/Understudy`
+        // by case only, and the two collided on a case-insensitive file system).
         .executableTarget(
-            name: "understudy",
+            name: "CLI",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "WHIP", "RoomServer", "Benchmarks",
                 "LoadGen", "Scenario", "Redis", "Fleet", "Cluster",
             ],
-            path: "Sources/understudy"
+            path: "Sources/CLI"
         ),
         // A test peer driven over stdin/stdout by the Chromium interop tests.
         .executableTarget(
@@ -141,11 +146,14 @@ let package = Package(
         .target(
             name: "AgentTestSupport", dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTestSupport"),
+        .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(
-            name: "RedisTests",
-            dependencies: ["Redis", "Cluster", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
-            path: "Tests/RedisTests"),
-        .testTarget(name: "FleetTests", dependencies: ["Fleet", "Redis"], path: "Tests/FleetTests"),
+            name: "ClusterTests",
+            dependencies: ["Cluster", "Redis", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
+            path: "Tests/ClusterTests"),
+        .testTarget(
+            name: "FleetTests", dependencies: ["Fleet", "Redis", "Agent", "LoadGen", "RoomServer", "Signaling"],
+            path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
             path: "Tests/RoomProtocolTests"),
@@ -163,14 +171,11 @@ let package = Package(
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
-            // Agent: SDKTruthTests checks the agent's manifest against the SDK's participant lists.
-            dependencies: [
-                "Understudy", "RoomServer", "RTCWire", "RTC", "Media", "Agent", "TestSupport", "SDKTestSupport",
-            ],
+            dependencies: ["Understudy", "RoomServer", "RTCWire", "RTC", "Media", "TestSupport", "SDKTestSupport"],
             path: "Tests/UnderstudyTests"),
         .testTarget(
             name: "LoadGenTests",
-            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "TestSupport"],
+            dependencies: ["LoadGen", "RoomServer", "Signaling", "RTCWire", "RTC", "TestSupport"],
             path: "Tests/LoadGenTests"),
         .testTarget(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),

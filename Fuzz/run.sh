@@ -19,7 +19,8 @@
 #   RTC        Sources/RTC/RTP + SRTPReplayWindow.swift: the RTP receive/send engine (pure Swift over RTCWire; no DTLS/SRTP crypto/sockets)
 #   SRTP       Sources/RTC/SRTP: SRTPSession over OpenSSL's libcrypto (not the libsrtp reference)
 #   Cluster    Sources/Cluster/NodeRecord.swift + Sources/RoomProtocol/NameEscaping.swift: registrations read from Redis
-#   Fleet      Sources/Fleet/FleetJob.swift + FleetRecords.swift: the job records read from Redis (Foundation only)
+#   Agent      Sources/Agent/AgentJobOptions.swift: a job's agent options as data (Foundation only)
+#   Fleet      Sources/Fleet/FleetJob.swift + FleetRecords.swift: the job records read from Redis (over Agent)
 # Targets use `@testable import` where they drive internal types.
 #
 # Seeds: Fuzz/seeds/<name>/ (committed, real inputs) are copied into the working corpus
@@ -55,6 +56,8 @@ lib_sources() {
     Cluster) printf '%s\n' Sources/Cluster/NodeRecord.swift Sources/RoomProtocol/NameEscaping.swift ;;
     SRTP) printf '%s\n' Sources/RTC/SRTP/SRTPSession.swift Sources/RTC/SRTP/SRTPCrypto.swift \
         Sources/RTC/SRTP/SRTPReplayWindow.swift Sources/RTC/DTLS/SRTPProfile.swift ;;
+    # A job's agent options (Foundation only): what the Fleet records carry.
+    Agent) echo Sources/Agent/AgentJobOptions.swift ;;
     Fleet) printf '%s\n' Sources/Fleet/FleetJob.swift Sources/Fleet/FleetRecords.swift ;;
     *) return 1 ;;
     esac | sort
@@ -63,6 +66,7 @@ lib_deps() {
     case "$1" in
     Media | RTC) echo RTCWire ;;
     Signaling) echo SystemCalls ;;
+    Fleet) echo Agent ;;
     *) ;;
     esac
 }

@@ -1,4 +1,5 @@
 // library: Fleet
+import Agent
 import Foundation
 
 @testable import Fleet
@@ -29,11 +30,12 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     preconditionFailure("a saved status does not parse")
   }
   precondition((try? encoder.encode(again)) == saved, "a saved status reads back differently")
-  // What is shown carries no secret option's value.
-  let shown = status.redacted.spec.joinArguments
-  for (i, arg) in shown.enumerated() where FleetJobSpec.secretOptions.contains(arg) && i + 1 < shown.count {
-    precondition(shown[i + 1] == "[redacted]", "a secret option's value is shown")
-  }
+  // An accepted record's options passed validation, and what is shown carries none of its secrets.
+  do { try status.spec.agent.validate() } catch { preconditionFailure("accepted options do not validate: \(error)") }
+  let shown = status.redacted.spec.agent
+  precondition(shown.token == "[redacted]", "a token is shown")
+  precondition(shown.iceServers == nil || shown.iceServers == "[redacted]", "TURN credentials are shown")
+  precondition(shown.relayRoomToken == nil || shown.relayRoomToken == "[redacted]", "a relay room token is shown")
   return 0
 }
 

@@ -6,7 +6,7 @@ import RTCWire
 import Understudy
 
 /// A headless room participant: joins a room, consumes and records whoever qualifies, and follows
-/// stage invites (seed 000) by changing its own mode.
+/// stage invites (docs/spec/change-mode.md) by changing its own mode.
 ///
 /// Threading: SDK callbacks arrive on the room's event queue. Frames go, on the subscribe loop thread,
 /// to one ``AgentTrackSink`` per consumed track (count, record, relay) with no lock per frame; the
@@ -640,7 +640,7 @@ public final class RoomAgent: RoomEventListener, PubSubMessageListener, @uncheck
         let local = room.localParticipant
         if !local.id.isEmpty { everyone.append((local.id, local.mode.canonical)) }
         let stage = everyone.filter { $0.1 == .SEND_AND_RECV }.map(\.0).sorted()
-        // The audience is RECV_ONLY (seed 000); SIGNALLING_ONLY members receive no media and are neither.
+        // The audience is RECV_ONLY (docs/spec/change-mode.md); SIGNALLING_ONLY members get no media: neither.
         let audience = everyone.filter { $0.1 == .RECV_ONLY }.map(\.0).sorted()
         return (stage, audience)
     }

@@ -32,7 +32,7 @@ public enum RoomAgentTools {
         return agent
     }
 
-    /// Publishes `REQUEST_TO_JOIN_AS_HOST_<participantId>` with `mode` as the message (seed 000, steps 1-2).
+    /// Publishes `REQUEST_TO_JOIN_AS_HOST_<participantId>` with `mode` (docs/spec/change-mode.md, steps 1-2).
     public static func invite(
         roomId: String, token: String, signalingURL: String, participantId: String, mode: Mode = .SEND_AND_RECV
     ) async throws {

@@ -568,7 +568,8 @@ public struct BenchmarkReport: Sendable {
             busy the machine is; the machine is a shared two-core virtual machine and other work (for
             instance compilers) may have been running, which spreads the figures from run to run.
             Targets are the performance goals of the design; a missed target is reported, never tuned
-            away.
+            away. Profiles and A/B runs made by hand are in `docs/measurements.md`, which this report
+            does not overwrite.
 
             ## Summary
 

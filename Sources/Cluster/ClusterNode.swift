@@ -13,21 +13,28 @@ import Signaling
 /// Redis is never on the media path nor on the path of a running room's signalling: a Redis
 /// outage delays only the placement of new rooms (docs/cluster.md).
 public final class ClusterNode: RoomDirectory, @unchecked Sendable {
+    /// Where the cluster's Redis is and how this node is reached and registered.
     public struct Configuration: Sendable {
+        /// The cluster's Redis (`serve --redis`).
         public var redis: RedisURL
+        /// This node's id (`serve --node-id`), unique in the cluster.
         public var nodeId: String
         /// Where clients and relaying nodes reach this node: `ws://HOST:PORT/v1/rtc`.
         public var signalingURL: String
         /// The HTTP base for forwarded admin requests: `http://HOST:PORT`.
         public var httpURL: String
+        /// The address clients send media to (its ICE candidates), as listed by `GET /cluster`.
         public var mediaAddress: String
         /// Registration refresh period; the registration expires after ``nodeTTL`` without one.
         public var heartbeat: Double = 1
+        /// Seconds a registration lives without a refresh: a node silent this long is dead to the others.
         public var nodeTTL: Double = 3
         /// A room key outlives its last refresh by this much (the owner's registration decides first).
         public var roomTTL: Double = 10
+        /// The prefix of every key of the cluster (docs/cluster.md, "Redis keys").
         public var keyPrefix = "understudy:cluster"
 
+        /// A configuration with the default timings and prefix.
         public init(redis: RedisURL, nodeId: String, signalingURL: String, httpURL: String, mediaAddress: String) {
             self.redis = redis
             self.nodeId = nodeId
@@ -37,9 +44,12 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         }
     }
 
+    /// A node's registration (``Cluster/NodeRecord``).
     public typealias NodeRecord = Cluster.NodeRecord
+    /// One room's load in a registration.
     public typealias RoomLoad = NodeRecord.RoomLoad
 
+    /// What the node was created with.
     public let configuration: Configuration
     private let redis: RedisClient
     /// The registration thread's own connection, so a slow placement never delays a refresh.
@@ -64,6 +74,8 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     private var historyBytes: [String: Int] = [:]
     private let startedAt = Date().timeIntervalSince1970
 
+    /// A node that registers and places rooms once attached to a server; `log` receives one line per
+    /// change of Redis' reachability and per registration skipped.
     public init(configuration: Configuration, log: @escaping @Sendable (String) -> Void) {
         self.configuration = configuration
         self.log = log
@@ -205,6 +217,9 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
 
     // MARK: RoomDirectory
 
+    /// Places `roomId`: here, on the live node that holds it (``RoomLocation/peer(_:)``), or on the
+    /// least loaded live node (one Lua script, so two nodes never both take a room); unavailable while
+    /// Redis cannot be reached or no live node is valid.
     public func locate(roomId: String) async -> RoomLocation {
         do throws(RedisError) {
             // Only nodes whose registration parses and is plausible may be chosen: a record a hostile
@@ -232,14 +247,17 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         }
     }
 
+    /// The signalling URLs of the live nodes (this node's alone until the first refresh).
     public var signalingURLs: [String] {
         lock.withLock { knownURLs.isEmpty ? [configuration.signalingURL] : knownURLs }
     }
 
+    /// Counts `roomId` as owned here: its key is refreshed with the registration.
     public func roomOpened(_ roomId: String) {
         lock.withLock { _ = owned.insert(roomId) }
     }
 
+    /// Releases `roomId` (if this node still holds it) and forgets its stored PubSub history and pins.
     public func roomClosed(_ roomId: String) {
         let stillRunning: Bool = lock.withLock {
             owned.remove(roomId)
@@ -258,6 +276,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         ["EVAL", Self.releaseScript, "1", roomKey(roomId), prefix, NameEscaping.escape(roomId), escapedNodeId]
     }
 
+    /// The rooms of the other live nodes, from their registrations (empty while Redis is unreachable).
     public func remoteRooms() async -> [RemoteRoomSummary] {
         guard let records = try? await liveRecords() else { return [] }
         return records.filter { $0.id != configuration.nodeId }.flatMap { record in
@@ -270,6 +289,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         }
     }
 
+    /// The other live node that holds `roomId`, nil when it is held here, nowhere, or Redis is unreachable.
     public func owner(of roomId: String) async -> ClusterPeer? {
         guard let owner = try? await redis.command(["GET", roomKey(roomId)]).string, owner != escapedNodeId,
             let record = try? await record(escapedId: owner)
@@ -277,6 +297,8 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         return ClusterPeer(nodeId: record.id, signalingURL: record.signalingURL, httpURL: record.httpURL)
     }
 
+    /// The body of `GET /cluster`: the live nodes with their load (only `roomScope`'s room for a token
+    /// scoped to one room), this node's id and whether Redis answers.
     public func status(roomScope: String?) async -> JSONValue {
         let records = (try? await liveRecords()) ?? []
         let nodes: [JSONValue] = records.map { r in
@@ -309,6 +331,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         return .object(answer)
     }
 
+    /// The node's Prometheus metrics (`understudy_cluster_*`), appended to the server's `/metrics`.
     public func metricsText() -> String {
         let (up, ownedCount, placed, waits, invalid, stored): (Bool, Int, Int, Int, Int, Int) = lock.withLock {
             (redisUp, owned.count, placements, placementWaits, invalidRegistrations, historyBytes.values.reduce(0, +))
@@ -346,6 +369,8 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         return (c.maxPubSubHistoryBytesPerRoom, c.maxPubSubHistoryBytesTotal)
     }
 
+    /// Stores a persisted PubSub message of `roomId` in Redis, within the server's history limits,
+    /// so that the room's next owner restores it; `stored` runs once Redis answered (or failed).
     public func saveMessage(
         roomId: String, message: JSONValue, topicLimit: Int, stored: @escaping @Sendable () -> Void
     ) {
@@ -369,6 +394,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         }
     }
 
+    /// Stores `roomId`'s pins (deletes them when empty); `stored` runs once Redis answered.
     public func savePins(roomId: String, pins: [JSONValue], stored: @escaping @Sendable () -> Void) {
         let command: [String] =
             pins.isEmpty
@@ -380,6 +406,8 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         }
     }
 
+    /// The PubSub history and pins a previous owner of `roomId` left in Redis, nil when none or
+    /// Redis is unreachable.
     public func restore(roomId: String) async -> RoomStateSnapshot? {
         guard
             let replies = try? await redis.pipeline([

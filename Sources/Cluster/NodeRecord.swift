@@ -8,20 +8,32 @@ import Foundation
 /// read only through ``parse(_:id:now:)``, which refuses what does not decode and what is
 /// implausible, so such a record is skipped and never chosen for a placement.
 public struct NodeRecord: Codable, Sendable, Equatable {
+    /// The node id.
     public var id: String
+    /// Where clients and relaying nodes reach it: `ws://HOST:PORT/v1/rtc`.
     public var signalingURL: String
+    /// Its HTTP base for forwarded admin requests.
     public var httpURL: String
+    /// The address clients send media to.
     public var mediaAddress: String
+    /// Rooms on the node.
     public var rooms: Int
+    /// Participants on the node.
     public var participants: Int
+    /// Producers (published tracks) on the node.
     public var producers: Int
+    /// Consumers (subscribed tracks) on the node.
     public var consumers: Int
     /// Process CPU over the last refresh period, in cores.
     public var cpu: Double
+    /// Each room's load.
     public var roomList: [RoomLoad]
+    /// When the node started and last refreshed this record (seconds since 1970).
     public var startedAt: Double
+    /// When the record was last refreshed.
     public var updatedAt: Double
 
+    /// A record with these fields.
     public init(
         id: String, signalingURL: String, httpURL: String, mediaAddress: String, rooms: Int, participants: Int,
         producers: Int, consumers: Int, cpu: Double, roomList: [RoomLoad], startedAt: Double, updatedAt: Double
@@ -42,11 +54,16 @@ public struct NodeRecord: Codable, Sendable, Equatable {
 
     /// One room's load in a registration.
     public struct RoomLoad: Codable, Sendable, Equatable {
+        /// The room id.
         public var roomId: String
+        /// Its participants.
         public var participants: Int
+        /// Its producers.
         public var producers: Int
+        /// Its consumers.
         public var consumers: Int
 
+        /// A room's load.
         public init(roomId: String, participants: Int, producers: Int, consumers: Int) {
             self.roomId = roomId
             self.participants = participants
@@ -57,6 +74,7 @@ public struct NodeRecord: Codable, Sendable, Equatable {
 
     /// Why a registration read from Redis was refused.
     public struct Invalid: Error, CustomStringConvertible, Equatable {
+        /// The reason, one line.
         public var description: String
     }
 

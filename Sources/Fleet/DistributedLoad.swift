@@ -2,34 +2,24 @@ import Foundation
 import LoadGen
 import Redis
 
-/// How a worker runs its share of a distributed load test; the CLI owns the `understudy load`
-/// grammar, the fleet only moves argument lists.
-public struct FleetLoadRunner: Sendable {
-    /// Throws when the arguments are not a valid `understudy load` command line.
-    public var validate: @Sendable ([String]) throws -> Void
-    public var run: @Sendable ([String]) async throws -> LoadReport
-
-    public init(
-        validate: @escaping @Sendable ([String]) throws -> Void,
-        run: @escaping @Sendable ([String]) async throws -> LoadReport
-    ) {
-        self.validate = validate
-        self.run = run
-    }
-}
-
 /// One load test over every live worker of a fleet (`understudy load --workers redis://…`): the
 /// bots are split by the workers' free capacity, every worker starts at the same instant (a
 /// barrier in Redis), and the reports are merged into one (``LoadReport/merged(_:lost:)``).
 public struct DistributedLoad: Sendable {
     /// The total bots and join rate of the test; each worker gets its share.
     public struct Plan: Sendable, Equatable {
+        /// Bots of each kind, over all workers (per room, as ``LoadConfiguration`` counts them).
         public var publishers: Int
+        /// Audio-only publishers over all workers.
         public var audioPublishers: Int
+        /// Subscribers over all workers.
         public var subscribers: Int
+        /// Joins per second over all workers.
         public var joinRate: Double
+        /// Seconds of the test.
         public var duration: Double
 
+        /// A plan with these totals.
         public init(publishers: Int, audioPublishers: Int, subscribers: Int, joinRate: Double, duration: Double) {
             self.publishers = publishers
             self.audioPublishers = audioPublishers
@@ -37,20 +27,36 @@ public struct DistributedLoad: Sendable {
             self.joinRate = joinRate
             self.duration = duration
         }
+
+        /// The totals of `configuration`.
+        public init(_ configuration: LoadConfiguration) {
+            self.init(
+                publishers: configuration.publishers, audioPublishers: configuration.audioPublishers,
+                subscribers: configuration.subscribers, joinRate: configuration.joinRate,
+                duration: configuration.duration)
+        }
     }
 
     /// One worker's part of a ``Plan``.
     public struct Share: Sendable, Equatable {
+        /// The worker id.
         public var worker: String
+        /// Its publishers.
         public var publishers: Int
+        /// Its audio-only publishers.
         public var audioPublishers: Int
+        /// Its subscribers.
         public var subscribers: Int
+        /// Its bots, all kinds.
         public var bots: Int { publishers + audioPublishers + subscribers }
     }
 
+    /// The fleet whose workers run the test.
     public let store: FleetStore
+    /// Progress lines (shares, reports, lost workers).
     public let log: @Sendable (String) -> Void
 
+    /// A controller for the fleet of `store`.
     public init(store: FleetStore, log: @escaping @Sendable (String) -> Void) {
         self.store = store
         self.log = log
@@ -81,8 +87,12 @@ public struct DistributedLoad: Sendable {
         }
     }
 
-    /// Runs the test: `baseArguments` is the `understudy load` command line without the counts.
-    public func run(baseArguments: [String], plan: Plan) async throws -> LoadReport {
+    /// Runs the test `configuration` describes over the fleet's live load workers: each worker gets
+    /// `configuration` with its share of the bots and of the join rate, and an id prefix of its own.
+    /// With `threadsPerWorker` nil each worker runs one I/O thread per core of its own.
+    public func run(_ configuration: LoadConfiguration, threadsPerWorker: Int? = nil) async throws -> LoadReport {
+        try configuration.validate()
+        let plan = Plan(configuration)
         let workers = try await store.workers().filter(\.load)
         guard !workers.isEmpty else { throw RedisError.unexpectedReply("no live worker in the fleet") }
         let shares = Self.split(plan, weights: workers.map { ($0.id, $0.capacity - $0.used) }).filter { $0.bots > 0 }
@@ -90,14 +100,14 @@ public struct DistributedLoad: Sendable {
         let test = "load-\(UUID().uuidString.prefix(8).lowercased())"
         let keys = store.keys
         for share in shares {
-            let args =
-                baseArguments + [
-                    "--publishers", String(share.publishers), "--audio-publishers", String(share.audioPublishers),
-                    "--subscribers", String(share.subscribers),
-                    "--join-rate", String(plan.joinRate * Double(share.bots) / Double(totalBots)),
-                    "--id-prefix", "\(FleetWorker.safeName(share.worker))-",
-                ]
-            let assignment = RedisJSON.encode(LoadAssignment(test: test, arguments: args))
+            var part = configuration
+            part.publishers = share.publishers
+            part.audioPublishers = share.audioPublishers
+            part.subscribers = share.subscribers
+            part.joinRate = plan.joinRate * Double(share.bots) / Double(totalBots)
+            part.idPrefix = String("\(FleetWorker.safeName(share.worker))-".prefix(40))
+            let assignment = RedisJSON.encode(
+                LoadAssignment(test: test, configuration: part, threads: threadsPerWorker))
             try await store.redis.pipeline([
                 ["XADD", keys.workerLoad(share.worker), "MAXLEN", "~", "100", "*", "assignment", assignment],
                 ["EXPIRE", keys.workerLoad(share.worker), "3600"],
@@ -171,8 +181,27 @@ public struct DistributedLoad: Sendable {
     }
 }
 
-/// What the controller sends one worker.
-struct LoadAssignment: Codable, Sendable {
+/// What the controller sends one worker: the test's id and the worker's share, a whole
+/// ``LoadConfiguration``.
+struct LoadAssignment: Codable, Sendable, Equatable {
     var test: String
-    var arguments: [String]
+    var configuration: LoadConfiguration
+    /// I/O threads the controller asked for (`--threads`); nil: the worker's own default.
+    var threads: Int?
+
+    /// Decodes an assignment read from Redis (untrusted input): the test id follows the job id
+    /// grammar and the configuration validates.
+    static func parse(_ text: String) throws(FleetRecordError) -> LoadAssignment {
+        guard text.utf8.count <= 1024 * 1024 else { throw FleetRecordError("load assignment over 1 MiB") }
+        let assignment: LoadAssignment
+        do { assignment = try JSONDecoder().decode(LoadAssignment.self, from: Data(text.utf8)) } catch {
+            throw FleetRecordError("load assignment is not valid: \(error)")
+        }
+        guard FleetJobID.isValid(assignment.test) else { throw FleetRecordError(FleetJobID.refusal(assignment.test)) }
+        var local = assignment
+        local.configuration.loopCount =
+            assignment.threads
+            ?? LoadConfiguration(signalingURL: assignment.configuration.signalingURL, room: "r").loopCount
+        return local
+    }
 }

@@ -1,34 +1,48 @@
+import Agent
 import Foundation
 
-/// What a recording or relay job asks for: an `understudy join` command line that a worker runs as a
-/// `RoomAgent`, with the cost it is expected to have.
+/// What a recording or relay job asks for: a ``RoomAgent`` with these options, run by a worker,
+/// with the cost it is expected to have.
+///
+/// In Redis (and in `jobs list --json`) a spec is JSON such as
+/// `{"id": "rec-1", "room": "standup", "cost": 2, "submittedAt": 1796324405.1,
+/// "agent": {"server": "ws://10.0.0.5:7880", "room": "standup", "token": "…", "consume": "stage"}}`.
 public struct FleetJobSpec: Codable, Sendable, Equatable {
+    /// The job id (``FleetJobID``): it names the job's directory and its Redis key.
     public var id: String
-    /// The `understudy join` options (`--server`, `--room`, `--token`, `--consume`, `--record-format`, …),
-    /// without `--record`: the worker chooses the directory.
-    public var joinArguments: [String]
+    /// The agent's options, without a record directory: the worker chooses it
+    /// (`OUT/JOB/attempt-N`). ``AgentJobOptions/duration`` bounds the job.
+    public var agent: AgentJobOptions
     /// Expected cost in stream units (one unit: one received 1 Mbit/s VP8 + Opus participant).
     public var cost: Int
+    /// The room the agent joins (``AgentJobOptions/room``), for listings by room.
     public var room: String
+    /// When the job was submitted (seconds since 1970).
     public var submittedAt: Double
 
-    public init(id: String, joinArguments: [String], cost: Int, room: String, submittedAt: Double) {
+    /// A job `id` that runs an agent with `agent`, in the agent's room.
+    public init(id: String, agent: AgentJobOptions, cost: Int, submittedAt: Double) {
         self.id = id
-        self.joinArguments = joinArguments
+        self.agent = agent
         self.cost = cost
-        self.room = room
+        self.room = agent.room
         self.submittedAt = submittedAt
     }
 }
 
 /// One run of a job on one worker; a job that outlives its worker gets a further attempt elsewhere.
 public struct FleetJobAttempt: Codable, Sendable, Equatable {
+    /// 1 for the first attempt.
     public var attempt: Int
+    /// The worker that ran it.
     public var worker: String
+    /// Where it wrote, on its worker (`OUT/JOB/attempt-N`).
     public var directory: String
     /// Every file written so far (recordings and the agent's manifest), absolute paths on the worker.
     public var files: [String]
+    /// When it started and ended (seconds since 1970); no end while it runs.
     public var startedAt: Double
+    /// When it ended (nil while it runs).
     public var endedAt: Double?
     /// `done`, `stopped`, `failed: …`, `handed back` (worker stopped) or `lost` (worker died).
     public var end: String?
@@ -39,17 +53,45 @@ public struct FleetJobAttempt: Codable, Sendable, Equatable {
 
 /// The state of a job, as `jobs list` shows it.
 public enum FleetJobState: String, Codable, Sendable {
-    case queued, running, done, stopped, failed
+    /// Waiting for a worker with room for it (also after a hand-back).
+    case queued
+    /// An attempt runs on ``FleetJobStatus/worker``.
+    case running
+    /// Its duration passed, or the agent left the room normally.
+    case done
+    /// Stopped on request (`jobs stop`, `POST /admin/jobs/ID/stop`).
+    case stopped
+    /// Refused (bad options, media paths) or gave up after its attempts; see ``FleetJobStatus/error``.
+    case failed
 }
 
 /// A job as stored in Redis.
 public struct FleetJobStatus: Codable, Sendable, Equatable {
+    /// What the job asks for.
     public var spec: FleetJobSpec
+    /// Where the job stands.
     public var state: FleetJobState
+    /// The worker running it (nil unless ``state`` is running).
     public var worker: String?
+    /// Every attempt, oldest first.
     public var attempts: [FleetJobAttempt]
+    /// Why it failed.
     public var error: String?
+    /// When the record was last written (seconds since 1970).
     public var updatedAt: Double
+
+    /// A status record; ``FleetStore/submit(_:)`` makes the first, workers the later ones.
+    public init(
+        spec: FleetJobSpec, state: FleetJobState, worker: String?, attempts: [FleetJobAttempt], error: String?,
+        updatedAt: Double
+    ) {
+        self.spec = spec
+        self.state = state
+        self.worker = worker
+        self.attempts = attempts
+        self.error = error
+        self.updatedAt = updatedAt
+    }
 
     /// Every file of every attempt, in the order they were written.
     public var files: [String] { attempts.flatMap(\.files) }
@@ -57,12 +99,19 @@ public struct FleetJobStatus: Codable, Sendable, Equatable {
 
 /// A worker's registration, refreshed every second.
 public struct FleetWorkerInfo: Codable, Sendable, Equatable {
+    /// The worker id (`worker --id`).
     public var id: String
+    /// Stream units it may run at once, and those in use.
     public var capacity: Int
+    /// Stream units its running jobs take.
     public var used: Int
+    /// Ids of the jobs it runs.
     public var jobs: [String]
+    /// Its host name.
     public var host: String
+    /// When it started and last refreshed this registration (seconds since 1970).
     public var startedAt: Double
+    /// When it last refreshed this registration.
     public var updatedAt: Double
     /// Whether the worker takes distributed load assignments.
     public var load: Bool

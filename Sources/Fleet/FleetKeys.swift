@@ -1,8 +1,10 @@
 /// The Redis keys of a fleet (docs/fleet.md lists them with their lifetimes). Every key starts
 /// with a prefix so that several fleets, or a fleet and a cluster, can share one Redis.
 public struct FleetKeys: Sendable, Equatable {
+    /// The prefix of every key (default `understudy:fleet`).
     public var prefix: String
 
+    /// The keys of the fleet under `prefix`.
     public init(prefix: String = "understudy:fleet") { self.prefix = prefix }
 
     /// The job stream (Redis Stream); its entries carry a job id.

@@ -1,9 +1,11 @@
+import Agent
 import Foundation
 
 // What the fleet reads back from Redis (job stream entries and job status records) is untrusted
 // input, like a network request: anyone who can write to the fleet's Redis can put anything there.
 // These parsers are the only way in, and they are fuzzed (`Fuzz/Targets/fleetrecords.swift`); this
-// file needs nothing but Foundation so that the fuzz build compiles it alone.
+// file needs nothing but Foundation and Agent's AgentJobOptions.swift, so that the fuzz build
+// compiles them alone.
 
 /// The grammar of a job id, enforced wherever an id comes in: the HTTP API, the CLI and Redis.
 ///
@@ -40,7 +42,9 @@ public enum FleetJobID {
 
 /// Why a record read from Redis was not used.
 public struct FleetRecordError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The reason, one line.
     public var description: String
+    /// An error with this reason.
     public init(_ description: String) { self.description = description }
 }
 
@@ -64,7 +68,8 @@ public enum FleetRecords {
     }
 
     /// Parses the `status` field of job `jobId`'s hash: JSON of a ``FleetJobStatus`` whose spec names
-    /// the same, valid id, with a positive cost and a bounded list of attempts.
+    /// the same, valid id, with a positive cost, valid agent options (``AgentJobOptions/validate()``)
+    /// and a bounded list of attempts.
     public static func status(_ text: String, jobId: String) throws(FleetRecordError) -> FleetJobStatus {
         guard text.utf8.count <= maxStatusBytes else {
             throw FleetRecordError("job status record is \(text.utf8.count) bytes (at most \(maxStatusBytes))")
@@ -84,6 +89,15 @@ public enum FleetRecords {
             throw FleetRecordError("job status record names job '\(FleetJobID.shown(status.spec.id))', not '\(jobId)'")
         }
         guard status.spec.cost > 0 else { throw FleetRecordError("job cost \(status.spec.cost) is not positive") }
+        // The agent's options are checked as a submission checks them: a record that would not have
+        // been accepted is not run either.
+        do throws(AgentJobOptions.Invalid) { try status.spec.agent.validate() } catch {
+            throw FleetRecordError("job options: \(error)")
+        }
+        guard status.spec.room == status.spec.agent.room else {
+            throw FleetRecordError(
+                "job status record names room '\(FleetJobID.shown(status.spec.room))', its agent another")
+        }
         guard status.attempts.count <= maxAttempts else {
             throw FleetRecordError("job status lists \(status.attempts.count) attempts (at most \(maxAttempts))")
         }
@@ -94,32 +108,12 @@ public enum FleetRecords {
 }
 
 extension FleetJobSpec {
-    /// The join options whose values are secrets (a room token, the signing secret, TURN credentials):
-    /// they are stored for the worker but never shown by `jobs list` or `GET /admin/jobs`.
-    public static let secretOptions: Set<String> = ["--token", "--secret", "--ice-servers"]
-
-    /// The spec with the values of ``secretOptions`` replaced by `[redacted]`.
+    /// The spec with the agent's secrets (token, TURN credentials) replaced by `[redacted]`
+    /// (``AgentJobOptions/redacted``): they are stored for the worker but never shown by
+    /// `jobs list` or `GET /admin/jobs`.
     public var redacted: FleetJobSpec {
         var copy = self
-        var out: [String] = []
-        var i = 0
-        while i < joinArguments.count {
-            let arg = joinArguments[i]
-            let parts = arg.split(separator: "=", maxSplits: 1)
-            if parts.count == 2, Self.secretOptions.contains(String(parts[0])) {
-                out.append("\(parts[0])=[redacted]")
-            } else if Self.secretOptions.contains(arg) {
-                out.append(arg)
-                if i + 1 < joinArguments.count {
-                    out.append("[redacted]")
-                    i += 1
-                }
-            } else {
-                out.append(arg)
-            }
-            i += 1
-        }
-        copy.joinArguments = out
+        copy.agent = agent.redacted
         return copy
     }
 }

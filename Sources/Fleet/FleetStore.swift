@@ -4,9 +4,12 @@ import Redis
 /// Jobs and workers in Redis: what `understudy jobs`, the room server's admin API and the workers
 /// share. Every call is one short Redis round trip (or a few), never a blocking read.
 public struct FleetStore: Sendable {
+    /// The fleet's Redis.
     public let redis: RedisClient
+    /// Its keys.
     public let keys: FleetKeys
 
+    /// The jobs and workers of the fleet at `redis`, under `keys`.
     public init(redis: RedisClient, keys: FleetKeys = FleetKeys()) {
         self.redis = redis
         self.keys = keys
@@ -62,6 +65,7 @@ public struct FleetStore: Sendable {
 
     /// What ``list()`` read: the valid jobs, oldest first, and the records it skipped with the reason.
     public struct Listing: Sendable {
+        /// The valid jobs, oldest first.
         public var jobs: [FleetJobStatus]
         /// Job ids (as shown by ``FleetJobID/shown(_:)``) whose record is not valid, with the reason.
         public var skipped: [(jobId: String, reason: String)]

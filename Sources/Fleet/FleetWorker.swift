@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import LoadGen
 import Redis
 import Understudy
 
@@ -9,7 +10,9 @@ import Understudy
 /// jobs run, re-claims the jobs of workers that died (`XAUTOCLAIM`), and hands its jobs back when
 /// it is stopped. Every attempt writes into a directory of its own, so no file is ever overwritten.
 public final class FleetWorker: @unchecked Sendable {
+    /// How the worker runs: its id, capacity, output directory and timeouts.
     public struct Options: Sendable {
+        /// The worker id (registration, consumer name, bot id prefix).
         public var id: String
         /// Stream units this worker may run at once (see ``FleetWorker/defaultCapacity``).
         public var capacity: Int
@@ -29,6 +32,8 @@ public final class FleetWorker: @unchecked Sendable {
         /// worker that takes it cannot go round the fleet forever.
         public var maxAttempts: Int = 3
 
+        /// Options for worker `id` with `capacity` stream units, writing under `outputDirectory`;
+        /// the timeouts keep their defaults.
         public init(id: String, capacity: Int, outputDirectory: String) {
             self.id = id
             self.capacity = capacity
@@ -36,17 +41,11 @@ public final class FleetWorker: @unchecked Sendable {
         }
     }
 
-    /// Turns a job's `understudy join` arguments (plus the directory chosen for this attempt) into
-    /// agent options and an optional duration; the CLI owns that grammar.
-    public typealias AgentFactory =
-        @Sendable (_ joinArguments: [String], _ recordDirectory: String) throws -> (
-            options: RoomAgent.Options, duration: Double?
-        )
-
     /// Stream units per core: the recording benchmark measured 0.74 % of a core per received
     /// 1 Mbit/s VP8 + Opus participant (about 135 per core); a worker keeps more than half of each
     /// core for the SDK, signalling and disk, so 60 per core.
     public static let unitsPerCore = 60
+    /// ``unitsPerCore`` times the cores of this machine.
     public static var defaultCapacity: Int {
         unitsPerCore * max(1, ProcessInfo.processInfo.activeProcessorCount)
     }
@@ -69,12 +68,13 @@ public final class FleetWorker: @unchecked Sendable {
         }
     }
 
+    /// The options it was started with.
     public let options: Options
     private let store: FleetStore
     /// A second connection for the blocking `XREADGROUP`, so heartbeats never wait behind it.
     private let blocking: RedisClient
-    private let makeAgent: AgentFactory
-    private let loadRunner: FleetLoadRunner?
+    private let recording: RecordingJobRunner
+    private let loadRunner: LoadShareRunner?
     /// The last load assignment seen on this worker's load stream.
     private var lastLoadEntry: String?
     private let log: @Sendable (String) -> Void
@@ -88,16 +88,19 @@ public final class FleetWorker: @unchecked Sendable {
     /// The registration thread's own connection.
     private let registration: RedisClient
 
+    /// A worker on the fleet of `store`; `blocking` is a second connection to the same Redis for the
+    /// blocking reads. Recording jobs run through `recording`; with a `loadRunner` the worker also
+    /// takes shares of distributed load tests (`load --workers`).
     public init(
-        store: FleetStore, blocking: RedisClient, options: Options, makeAgent: @escaping AgentFactory,
-        loadRunner: FleetLoadRunner? = nil, log: @escaping @Sendable (String) -> Void
+        store: FleetStore, blocking: RedisClient, options: Options, recording: RecordingJobRunner = .roomAgent,
+        loadRunner: LoadShareRunner? = nil, log: @escaping @Sendable (String) -> Void
     ) {
         self.loadRunner = loadRunner
         self.registration = RedisClient(url: store.redis.url, label: "fleet-registration")
         self.store = store
         self.blocking = blocking
         self.options = options
-        self.makeAgent = makeAgent
+        self.recording = recording
         self.log = log
     }
 
@@ -300,20 +303,19 @@ public final class FleetWorker: @unchecked Sendable {
         case timedOut
     }
 
-    /// Builds the job's agent on a thread of its own: the factory checks media paths, which may
+    /// Builds the job's agent on a thread of its own: the runner checks media paths, which may
     /// block on read (a device, a FIFO, a hung mount). The worker waits at most
     /// ``Options/prepareTimeout``; a thread still blocked after that is left to itself.
     private func prepare(_ job: RunningJob, directory: String) async -> Prepared {
         let jobId = job.status.spec.id
-        let arguments = job.status.spec.joinArguments
+        let spec = job.status.spec
         let outcome = OnceContinuation<Prepared>()
         return await withCheckedContinuation { continuation in
             outcome.set(continuation)
-            let thread = Thread { [makeAgent, log] in
+            let thread = Thread { [recording, log] in
                 do {
-                    let made = try makeAgent(arguments, directory)
-                    let agent = try RoomAgent(options: made.options) { log("job \(jobId): \($0)") }
-                    outcome.resume(.ready(agent, duration: made.duration))
+                    let agent = try recording.makeAgent(spec, directory) { log("job \(jobId): \($0)") }
+                    outcome.resume(.ready(agent, duration: spec.agent.duration))
                 } catch {
                     outcome.resume(.failed("\(error)"))
                 }
@@ -565,16 +567,22 @@ public final class FleetWorker: @unchecked Sendable {
             let id = entry[0].string, let fields = entry[1].array, fields.count == 2, let text = fields[1].string
         else { return }
         lastLoadEntry = id
-        let assignment = try RedisJSON.decode(LoadAssignment.self, text)
+        // Untrusted input: an assignment that does not decode (or names no valid test) is skipped.
+        let assignment: LoadAssignment
+        do { assignment = try LoadAssignment.parse(text) } catch {
+            lock.withLock { skipped += 1 }
+            log("worker \(options.id): skipped load assignment \(id): \(error)")
+            return
+        }
         Task { [self] in await runLoad(assignment, runner: loadRunner) }
     }
 
-    private func runLoad(_ assignment: LoadAssignment, runner: FleetLoadRunner) async {
+    private func runLoad(_ assignment: LoadAssignment, runner: LoadShareRunner) async {
         let keys = store.keys
         let prefix = keys.loadTest(assignment.test)
         do {
-            do {
-                try runner.validate(assignment.arguments)
+            do throws(LoadError) {
+                try assignment.configuration.validate()
             } catch {
                 try await store.redis.command(["HSET", prefix + ":accepted", options.id, "\(error)"])
                 return
@@ -600,7 +608,7 @@ public final class FleetWorker: @unchecked Sendable {
             if wait > 0 { try? await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
             let result: String
             do {
-                let report = try await runner.run(assignment.arguments)
+                let report = try await runner.run(assignment.configuration)
                 result = RedisJSON.encode(report)
                 log("load test \(assignment.test): done, \(report.joinedParticipants) joined")
             } catch {

@@ -41,8 +41,11 @@ public enum LoadLayout: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Everything `understudy load` needs to run; the CLI fills it from its flags.
-public struct LoadConfiguration: Sendable {
+/// Everything `understudy load` needs to run; the CLI fills it from its flags, and a distributed
+/// load test sends each worker its share as JSON (``Codable``: every field by its name, absent
+/// ones keep their defaults, and decoding runs ``validate()``, so a share read from Redis that is
+/// not valid is refused before anything runs).
+public struct LoadConfiguration: Sendable, Equatable {
     /// Signalling URL, `ws://HOST:PORT` (the `/v1/rtc` path is added when missing).
     public var signalingURL: String
     /// Room name; with ``rooms`` > 1 the rooms are `ROOM-1` … `ROOM-N`.
@@ -129,7 +132,125 @@ public struct LoadConfiguration: Sendable {
         guard requestTimeout > 0, requestTimeout <= 365 * 86400 else {
             throw bad("--request-timeout must be positive (at most a year)")
         }
-        guard loopCount >= 1 else { throw bad("need at least one I/O thread") }
+        guard (1...1024).contains(loopCount) else { throw bad("need 1…1024 I/O threads") }
+        guard publishers <= 100_000, audioPublishers <= 100_000, subscribers <= 100_000 else {
+            throw bad("counts must be at most 100000")
+        }
+        guard !idPrefix.isEmpty, idPrefix.count <= 40,
+            idPrefix.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
+        else { throw bad("--id-prefix must be 1-40 letters, digits, '-', '_' or '.'") }
+        if let waitForTracks, waitForTracks < 0 { throw bad("waitForTracks must be ≥ 0") }
+        if let waitForMediaUntil {
+            guard waitForMediaUntil >= duration, waitForMediaUntil.isFinite else {
+                throw bad("--wait-for-media must be at least --duration")
+            }
+        }
+        guard settleSeconds >= 0, settleSeconds.isFinite, maxDuration > 0, maxDuration <= 365 * 86400 else {
+            throw bad("settle and maximum durations must be finite (at most a year)")
+        }
+        guard duration <= 365 * 86400 else { throw bad("--duration must be at most a year") }
+    }
+}
+
+extension LoadLayout: Codable {
+    /// Decodes `speaker` or `NxN` (``init(_:)``).
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let layout = LoadLayout(text) else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "'\(text.prefix(64))' is not speaker or NxN"))
+        }
+        self = layout
+    }
+
+    /// Encodes ``description``.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+extension LoadConfiguration: Codable {
+    private enum CodingKeys: String, CodingKey {
+        case signalingURL, room, rooms, token, secret, publishers, audioPublishers, subscribers, duration
+        case waitForTracks, settleSeconds, waitForMediaUntil, maxDuration, joinRate, layout, simulcast, inviteEvery
+        case loopCount, requestTimeout, idPrefix, iceServers
+    }
+
+    /// A TURN server as JSON: its URL and credentials.
+    private struct ICEServerRecord: Codable {
+        var url: String
+        var username: String
+        var credential: String
+    }
+
+    /// Decodes and validates (``validate()``); a missing field keeps its default.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            signalingURL: try c.decode(String.self, forKey: .signalingURL),
+            room: try c.decode(String.self, forKey: .room))
+        func take<T: Decodable>(_ key: CodingKeys, _ value: inout T) throws {
+            if let decoded = try c.decodeIfPresent(T.self, forKey: key) { value = decoded }
+        }
+        try take(.rooms, &rooms)
+        token = try c.decodeIfPresent(String.self, forKey: .token)
+        secret = try c.decodeIfPresent(String.self, forKey: .secret)
+        try take(.publishers, &publishers)
+        try take(.audioPublishers, &audioPublishers)
+        try take(.subscribers, &subscribers)
+        try take(.duration, &duration)
+        waitForTracks = try c.decodeIfPresent(Int.self, forKey: .waitForTracks)
+        try take(.settleSeconds, &settleSeconds)
+        waitForMediaUntil = try c.decodeIfPresent(Double.self, forKey: .waitForMediaUntil)
+        try take(.maxDuration, &maxDuration)
+        try take(.joinRate, &joinRate)
+        try take(.layout, &layout)
+        try take(.simulcast, &simulcast)
+        inviteEvery = try c.decodeIfPresent(Double.self, forKey: .inviteEvery)
+        try take(.loopCount, &loopCount)
+        try take(.requestTimeout, &requestTimeout)
+        try take(.idPrefix, &idPrefix)
+        iceServers = try (c.decodeIfPresent([ICEServerRecord].self, forKey: .iceServers) ?? []).map { record in
+            do { return try ICEServer(url: record.url, username: record.username, credential: record.credential) } catch
+            {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .iceServers, in: c, debugDescription: "\(error)")
+            }
+        }
+        do { try validate() } catch {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: error.description))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(signalingURL, forKey: .signalingURL)
+        try c.encode(room, forKey: .room)
+        try c.encode(rooms, forKey: .rooms)
+        try c.encodeIfPresent(token, forKey: .token)
+        try c.encodeIfPresent(secret, forKey: .secret)
+        try c.encode(publishers, forKey: .publishers)
+        try c.encode(audioPublishers, forKey: .audioPublishers)
+        try c.encode(subscribers, forKey: .subscribers)
+        try c.encode(duration, forKey: .duration)
+        try c.encodeIfPresent(waitForTracks, forKey: .waitForTracks)
+        try c.encode(settleSeconds, forKey: .settleSeconds)
+        try c.encodeIfPresent(waitForMediaUntil, forKey: .waitForMediaUntil)
+        try c.encode(maxDuration, forKey: .maxDuration)
+        try c.encode(joinRate, forKey: .joinRate)
+        try c.encode(layout, forKey: .layout)
+        try c.encode(simulcast, forKey: .simulcast)
+        try c.encodeIfPresent(inviteEvery, forKey: .inviteEvery)
+        try c.encode(loopCount, forKey: .loopCount)
+        try c.encode(requestTimeout, forKey: .requestTimeout)
+        try c.encode(idPrefix, forKey: .idPrefix)
+        if !iceServers.isEmpty {
+            try c.encode(
+                iceServers.map { ICEServerRecord(url: $0.url, username: $0.username, credential: $0.credential) },
+                forKey: .iceServers)
+        }
     }
 }
 

@@ -4,7 +4,7 @@ import Signaling
 /// shape the server sends, the SDK throws from and the load bots count.
 public typealias RoomWireError = SignalError
 
-/// The room API's table of error codes and their names (shared/spec/room-api.md §9, typos
+/// The room API's table of error codes and their names (docs/spec/room-api.md §9, typos
 /// included), written once for the server, the SDK and the load bots.
 public enum RoomErrorNames {
     /// Every documented code with its name.

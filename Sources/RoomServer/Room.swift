@@ -849,7 +849,7 @@ final class Room: @unchecked Sendable {
         guard let peer = participants[peerId], peer.id != p.id else {
             throw RoomError(unknownCode, "no remote participant '\(peerId.prefix(128))'")
         }
-        // room-api §7 refuses setQuality on an agent; setScreenShareQuality is not in that list.
+        // docs/spec/room-api.md §7 refuses setQuality on an agent; setScreenShareQuality is not in that list.
         if peer.isAgent, action == "setQuality", kind == .webcam {
             throw RoomError(3068, "setQuality is not supported on an agent")
         }

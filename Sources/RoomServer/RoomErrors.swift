@@ -2,7 +2,7 @@ import RoomProtocol
 import Signaling
 
 /// A refusal sent back to a client as `{code, name, message}`; codes and names are those of the
-/// room API (shared/spec/room-api.md §9), typos included.
+/// room API (docs/spec/room-api.md §9), typos included.
 ///
 /// A refusal caused by a lower error (the SFU's, a socket's, Redis's) keeps it in ``cause`` for
 /// the server's own callers and logs; the wire carries only code, name and message. Equality

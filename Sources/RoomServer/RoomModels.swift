@@ -2,7 +2,7 @@ import Foundation
 import SFU
 import Signaling
 
-/// A participant's mode (room-api.md §3). Only `SEND_AND_RECV` may publish.
+/// A participant's mode (docs/spec/room-api.md §3). Only `SEND_AND_RECV` may publish.
 public enum ParticipantMode: String, Sendable, CaseIterable {
     case sendAndRecv = "SEND_AND_RECV"
     case recvOnly = "RECV_ONLY"

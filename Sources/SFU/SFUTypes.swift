@@ -110,7 +110,7 @@ public struct SFUTransportStats: Sendable, Hashable {
     /// The connection's send-side bandwidth estimate, bits per second (nil: none).
     public var estimate: Int?
     /// Whether the allocator shares that estimate out now: once it fell below what was sent, until
-    /// every consumer is back at the layer it asked for (docs/architecture.md, "Stream allocator").
+    /// every consumer is back at the layer it asked for (docs/design/congestion.md, "the stream allocator").
     public var estimateBinds: Bool
     /// What the allocator's decisions cost, audio included, bits per second (measured layer rates).
     public var allocatedBitrate: Int

@@ -16,7 +16,7 @@ final class StepClock: @unchecked Sendable {
 }
 
 /// A scenario participant: one SDK ``Room`` per join, an event log, the stage and audience lists it
-/// rebuilds on every mode change (seed 000), its consume policy and optional recordings.
+/// rebuilds on every mode change (docs/spec/change-mode.md), its consume policy and optional recordings.
 ///
 /// Threading: SDK callbacks arrive on the room's event queue and frames on the subscribe loop thread;
 /// everything the runner reads is guarded by `lock`.
@@ -155,7 +155,7 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         log("\(id): \(event)")
     }
 
-    /// Re-derives both lists from the current participants (seed 000: rebuild stage *and* audience).
+    /// Re-derives both lists from the current participants (docs/spec/change-mode.md: rebuild stage *and* audience).
     private func rebuildLists() {
         guard let room else { return }
         let everyone = [room.localParticipant] + Array(room.participants.values)
@@ -243,7 +243,7 @@ final class Bot: RoomEventListener, ParticipantEventListener, PubSubMessageListe
         note(.roomJoined, participant: room.localParticipant.id, mode: room.localParticipant.mode.canonical)
         reconcile()
         if spec.acceptInvites {
-            // Seed 000 step 3: subscribe to our own invite topic once joined; the handler changes our mode.
+            // docs/spec/change-mode.md step 3: subscribe to our invite topic once joined; the handler changes our mode.
             let topic = "REQUEST_TO_JOIN_AS_HOST_\(room.localParticipant.id)"
             Task {
                 do {

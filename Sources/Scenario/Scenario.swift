@@ -275,7 +275,7 @@ struct Context: Sendable {
             }
         case .invite(let id, let participant, let mode):
             let room = try bot(id).requireRoom()
-            // A bot invitee must be listening, or the request reaches nobody (seed 000).
+            // A bot invitee must be listening, or the request reaches nobody (docs/spec/change-mode.md).
             if let invitee = bots[participant], invitee.spec.acceptInvites {
                 try await poll { invitee.inviteReady ? nil : "\(participant) is not listening for invites" }
             }

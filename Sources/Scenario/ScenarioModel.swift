@@ -38,7 +38,7 @@ public struct BotSpec: Sendable {
     public var consume: ConsumeMode
     /// Writes one WebM per remote participant into the scenario's output directory.
     public var record: Bool
-    /// Follows `REQUEST_TO_JOIN_AS_HOST_<id>` invites by calling its own `changeMode` (seed 000).
+    /// Follows `REQUEST_TO_JOIN_AS_HOST_<id>` invites by calling its own `changeMode` (docs/spec/change-mode.md).
     public var acceptInvites: Bool
     /// PubSub topics it subscribes to right after joining (their messages become events).
     public var subscribe: [String]
@@ -79,7 +79,7 @@ public enum Action: Sendable {
     case sleep(seconds: Double)
     /// Waits until the bot has received a matching event.
     case wait(bot: String, event: EventMatcher)
-    /// Publishes `REQUEST_TO_JOIN_AS_HOST_<participant>` with the mode as message (seed 000, steps 1–2).
+    /// Publishes `REQUEST_TO_JOIN_AS_HOST_<participant>` with the mode (docs/spec/change-mode.md, steps 1–2).
     case invite(bot: String, participant: String, mode: Mode)
     case changeMode(bot: String, mode: Mode)
     case publish(bot: String, topic: String, message: String, persist: Bool)

@@ -11,8 +11,8 @@ public enum CaptureFlash: String, Sendable, Hashable {
 }
 
 /// A light that ``Participant/captureImage(width:height:flash:)`` turns on while it captures with
-/// `flash: .ON` on a camera without a torch (seed 003: a front camera lit by the screen). Set it with
-/// ``VideoSDK/setScreenFlash(_:)``.
+/// `flash: .ON` on a camera without a torch (docs/spec/participant-methods.md: a front camera lit by the screen).
+/// Set it with ``VideoSDK/setScreenFlash(_:)``.
 ///
 /// A headless participant has no torch, so with a screen flash set every flash capture of the local
 /// participant calls ``apply()`` before it takes the picture and ``clear()`` after it, whether or

@@ -148,7 +148,7 @@ public final class Participant: @unchecked Sendable {
     /// Live listeners (called on the event queue).
     var liveListeners: [ParticipantEventListener] { lock.withLock { listeners.compactMap(\.value) } }
 
-    // MARK: Remote methods (seed 003)
+    // MARK: Remote methods (docs/spec/participant-methods.md)
 
     /// Mic/cam moderation: remote participants only (the local one uses the Room's methods): 3068.
     private func moderate(_ api: String, _ method: RoomMethod) async throws {

@@ -2,7 +2,7 @@ import Foundation
 import RoomProtocol
 import Signaling
 
-/// Topic-based messaging through the room server (room-api §5).
+/// Topic-based messaging through the room server (docs/spec/room-api.md §5).
 public final class PubSub: @unchecked Sendable {
     weak var room: Room?
     private let lock = NSLock()

@@ -1,6 +1,6 @@
 import Foundation
 
-/// How a room rides out a lost signalling connection (room-api.md §2): it stays `RECONNECTING`
+/// How a room rides out a lost signalling connection (docs/spec/room-api.md §2): it stays `RECONNECTING`
 /// (every action but `leave()` refused with 3065) and rejoins with exponential backoff and jitter
 /// until a rejoin succeeds or `window` seconds have passed since the connection dropped; then it
 /// goes `FAILED` and leaves with `WEBSOCKET_CONNECTION_ATTEMPTS_EXHAUSTED` (1102).

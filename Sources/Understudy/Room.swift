@@ -31,7 +31,7 @@ public enum Understudy {
             throw UnderstudyError(code: 3073, message: "lobbyWait must be a positive number of seconds")
         }
         if let participantId, participantId.isEmpty || participantId.contains(where: \.isWhitespace) {
-            // room-api §1: an id with whitespace is rejected with INVALID_PARTICIPANT_ID.
+            // docs/spec/room-api.md §1: an id with whitespace is rejected with INVALID_PARTICIPANT_ID.
             throw UnderstudyError(code: 4004, message: "participantId must be non-empty without whitespace")
         }
         return Room(

@@ -28,7 +28,7 @@ extension Room {
         emit { $0.onParticipantModeChanged(participantId: localParticipant.id, mode: mode) }
     }
 
-    /// Changes the caller's own mode (seed 000). Leaving `SEND_AND_RECV` stops screen, camera and mic;
+    /// Changes the caller's own mode (docs/spec/change-mode.md). Leaving `SEND_AND_RECV` stops screen, camera and mic;
     /// returning restores what was on before (or `micEnabled`/`camEnabled` for a participant that
     /// joined without sending).
     public func changeMode(_ mode: Mode) async throws {
@@ -50,7 +50,7 @@ extension Room {
         let leavingStage = previous == .SEND_AND_RECV
         if leavingStage {
             request["closePublishConnection"] = true
-            // room-api §3: the caller hears its streams end before its own participantModeChanged,
+            // docs/spec/room-api.md §3: the caller hears its streams end before its own participantModeChanged,
             // which the server may send before its answer: the event waits for the streams to stop.
             await onQueue { self.ownModeEvents.hold() }
         }
@@ -65,7 +65,7 @@ extension Room {
             let producing = media.producingKinds
             savedMediaState.value = (producing.contains(.audio), producing.contains(.video))
             // The server closed the producers itself when the mode changed. Screen share, camera,
-            // mic: the order room-api §3 names.
+            // mic: the order docs/spec/room-api.md §3 names.
             for kind in [StreamKind.share, .video, .audio] where producing.contains(kind) {
                 await media.stopLocal(kind, onServer: false)
             }

@@ -106,8 +106,8 @@ final class RoomMedia: @unchecked Sendable {
 
     /// Publishes `kinds` with one `produce` offer; `reportStatus` also announces them on.
     ///
-    /// Throws only ``UnderstudyError``s (seed 003: every method throws a `VideoSDKError`): a local
-    /// WebRTC failure keeps its cause in `underlyingError` (``mediaFailure(_:kinds:)``).
+    /// Throws only ``UnderstudyError``s (docs/spec/participant-methods.md: every method throws a
+    /// `VideoSDKError`): a local WebRTC failure keeps its cause in `underlyingError` (``mediaFailure(_:kinds:)``).
     func produce(_ kinds: [StreamKind], reportStatus: Bool) async throws {
         do { try await produceTracks(kinds, reportStatus: reportStatus) } catch let e as UnderstudyError {
             throw e

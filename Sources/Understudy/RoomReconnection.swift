@@ -4,8 +4,8 @@ import RTC
 import RoomProtocol
 import Signaling
 
-// Reconnection (room-api.md §2): CONNECTED → RECONNECTING → CONNECTED, or → FAILED → DISCONNECTED →
-// onRoomLeft(1102).
+// Reconnection (docs/spec/room-api.md §2): CONNECTED → RECONNECTING → CONNECTED, or → FAILED →
+// DISCONNECTED → onRoomLeft(1102).
 //
 // - A media connection that goes `disconnected` (no ICE consent response for 3 s) or `failed`, while
 //   the WebSocket is up: ICE restart of both connections over `restartIce` (docs/protocol.md §16).

@@ -7,7 +7,7 @@ import Testing
 
 @testable import Agent
 
-@Suite("Recording file names (issue 31): one escaping, exclusive open", .serialized)
+@Suite("Recording file names: one escaping, exclusive open", .serialized)
 struct RecordingNameTests {
     /// A file that already exists keeps its bytes: the recorder takes the next free suffix.
     @Test func anExistingFileIsNeverTruncated() throws {

@@ -32,7 +32,7 @@ struct RoomAgentTests {
         // Let a few seconds of media (and at least one keyframe) arrive.
         try await Task.sleep(nanoseconds: 3_000_000_000)
 
-        // Host invites the agent on stage (seed 000 steps 1-2); the agent changes its own mode.
+        // Host invites the agent on stage (docs/spec/change-mode.md steps 1-2); the agent changes its own mode.
         try await waitUntil("host sees agent") { hostLog.has("pjoined:agent1") && agent.isListeningForInvites }
         let fromAgent = countFrames(in: host, from: "agent1")
         try await host.pubSub.publish(topic: "REQUEST_TO_JOIN_AS_HOST_agent1", message: "SEND_AND_RECV")

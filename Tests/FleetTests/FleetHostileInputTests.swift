@@ -1,3 +1,4 @@
+import Agent
 import Foundation
 import Redis
 import Testing
@@ -26,7 +27,7 @@ import Testing
     }
 
     @Test func aStatusRecordMustNameItsOwnValidJob() throws {
-        let spec = FleetJobSpec(id: "a", joinArguments: [], cost: 2, room: "r", submittedAt: 1)
+        let spec = job("a", cost: 2, submittedAt: 1)
         let status = FleetJobStatus(spec: spec, state: .queued, worker: nil, attempts: [], error: nil, updatedAt: 1)
         let text = RedisJSON.encode(status)
         #expect(try FleetRecords.status(text, jobId: "a") == status)
@@ -41,17 +42,48 @@ import Testing
     }
 
     @Test func shownStatusesCarryNoSecrets() {
-        let spec = FleetJobSpec(
-            id: "a",
-            joinArguments: [
-                "--server", "http://h:1", "--token", "SECRET-TOKEN", "--ice-servers=turn:u:TURN-PASSWORD@h:3478",
-                "--secret", "SIGNING-SECRET", "--consume", "all",
-            ], cost: 2, room: "r", submittedAt: 1)
-        let status = FleetJobStatus(spec: spec, state: .queued, worker: nil, attempts: [], error: nil, updatedAt: 1)
+        var agent = AgentJobOptions(server: "http://h:1", room: "r", token: "SECRET-TOKEN")
+        agent.iceServers = "turn:u:TURN-PASSWORD@h:3478"
+        agent.relayRoom = "other"
+        agent.relayRoomToken = "RELAY-TOKEN"
+        agent.consume = "all"
+        let status = FleetJobStatus(
+            spec: FleetJobSpec(id: "a", agent: agent, cost: 2, submittedAt: 1), state: .queued, worker: nil,
+            attempts: [], error: nil, updatedAt: 1)
         let shown = FleetStore.encodeForDisplay([status])
-        for secret in ["SECRET-TOKEN", "TURN-PASSWORD", "SIGNING-SECRET"] { #expect(!shown.contains(secret)) }
-        #expect(status.redacted.spec.joinArguments.contains("--consume"))
-        #expect(status.redacted.spec.joinArguments.filter { $0.contains("[redacted]") }.count == 3)
+        for secret in ["SECRET-TOKEN", "TURN-PASSWORD", "RELAY-TOKEN"] { #expect(!shown.contains(secret)) }
+        #expect(status.redacted.spec.agent.consume == "all")
+        #expect(status.redacted.spec.agent.token == "[redacted]")
+        #expect(status.redacted.spec.agent.iceServers == "[redacted]")
+    }
+
+    @Test func aStatusRecordWhoseAgentOptionsAreNotValidIsRefused() throws {
+        let good = FleetJobStatus(
+            spec: job("a", cost: 2, submittedAt: 1), state: .queued, worker: nil, attempts: [], error: nil,
+            updatedAt: 1)
+        #expect(try FleetRecords.status(RedisJSON.encode(good), jobId: "a") == good)
+        var bad: [FleetJobStatus] = []
+        for change in [
+            { (o: inout AgentJobOptions) in o.server = "ftp://h" }, { $0.consume = "," }, { $0.mode = "LOUD" },
+            { $0.token = "" }, { $0.duration = -1 }, { $0.relayRoom = "r" }, { $0.recordFormat = "mp4" },
+            { $0.consumeKinds = "smell" }, { $0.maxVideo = -2 },
+        ] as [(inout AgentJobOptions) -> Void] {
+            var status = good
+            change(&status.spec.agent)
+            bad.append(status)
+        }
+        var otherRoom = good
+        otherRoom.spec.room = "elsewhere"
+        bad.append(otherRoom)
+        for status in bad {
+            #expect(throws: FleetRecordError.self, "\(status.spec.agent)") {
+                try FleetRecords.status(RedisJSON.encode(status), jobId: "a")
+            }
+        }
+        // The record shape before typed jobs (join arguments) is refused with a clear reason.
+        let old =
+            #"{"attempts":[],"spec":{"cost":2,"id":"a","joinArguments":["--room","r"],"room":"r","submittedAt":1},"state":"queued","updatedAt":1}"#
+        #expect(throws: FleetRecordError.self) { try FleetRecords.status(old, jobId: "a") }
     }
 }
 
@@ -59,9 +91,9 @@ import Testing
     @Test func oneBadStatusRecordIsSkippedAndTheOthersListed() async throws {
         let server = try LocalRedisServer()
         let store = FleetStore(redis: RedisClient(url: try RedisURL(parsing: server.url)))
-        try await store.submit(FleetJobSpec(id: "a", joinArguments: [], cost: 2, room: "r", submittedAt: 1))
-        try await store.submit(FleetJobSpec(id: "b", joinArguments: [], cost: 2, room: "r", submittedAt: 2))
-        try await store.submit(FleetJobSpec(id: "c", joinArguments: [], cost: 2, room: "r", submittedAt: 3))
+        try await store.submit(job("a", cost: 2, submittedAt: 1))
+        try await store.submit(job("b", cost: 2, submittedAt: 2))
+        try await store.submit(job("c", cost: 2, submittedAt: 3))
         try await store.redis.command(["HSET", store.keys.job("b"), "status", "{\"spec\": 1}"])
         try await store.redis.command(["ZADD", store.keys.jobIndex, "4", "../x"])
         let listing = try await store.list()
@@ -79,7 +111,7 @@ import Testing
             try? FileManager.default.removeItem(at: out.deletingLastPathComponent().appendingPathComponent("attempt-1"))
         }
         // Written into Redis by hand, as a hostile writer would: `submit` refuses the id.
-        let spec = FleetJobSpec(id: "..", joinArguments: [], cost: 1, room: "r", submittedAt: 1)
+        let spec = job("..", cost: 1, submittedAt: 1)
         let status = FleetJobStatus(spec: spec, state: .queued, worker: nil, attempts: [], error: nil, updatedAt: 1)
         try await store.ensureGroup()
         _ = try await store.redis.pipeline([
@@ -87,15 +119,15 @@ import Testing
             ["ZADD", store.keys.jobIndex, "1", ".."], ["XADD", store.keys.jobStream, "*", "job", ".."],
         ])
         await #expect(throws: RedisError.self) {
-            try await store.submit(FleetJobSpec(id: "..", joinArguments: [], cost: 1, room: "r", submittedAt: 1))
+            try await store.submit(job("..", cost: 1, submittedAt: 1))
         }
-        try await store.submit(FleetJobSpec(id: "fine", joinArguments: [], cost: 1, room: "r", submittedAt: 2))
+        try await store.submit(job("fine", cost: 1, submittedAt: 2))
         let directories = Recorder()
         struct Refused: Error, CustomStringConvertible { var description: String { "refused in the test" } }
         let worker = FleetWorker(
             store: store, blocking: RedisClient(url: url),
             options: .init(id: "t", capacity: 4, outputDirectory: out.path),
-            makeAgent: { _, directory in
+            recording: RecordingJobRunner { _, directory, _ in
                 directories.append(directory)
                 throw Refused()
             }, log: { _ in })
@@ -125,17 +157,15 @@ import Testing
         #expect(mkfifo(fifo, 0o600) == 0)
         defer { unlink(fifo) }
         try await store.submit(
-            FleetJobSpec(id: "blocks", joinArguments: ["--video", fifo], cost: 1, room: "r", submittedAt: 1))
-        try await store.submit(FleetJobSpec(id: "next", joinArguments: [], cost: 1, room: "r", submittedAt: 2))
+            job("blocks", cost: 1, submittedAt: 1, video: fifo))
+        try await store.submit(job("next", cost: 1, submittedAt: 2))
         struct Refused: Error, CustomStringConvertible { var description: String { "next was prepared" } }
         var options = FleetWorker.Options(id: "t", capacity: 4, outputDirectory: NSTemporaryDirectory())
         options.prepareTimeout = 1
         let worker = FleetWorker(
             store: store, blocking: RedisClient(url: url), options: options,
-            makeAgent: { arguments, _ in
-                if let i = arguments.firstIndex(of: "--video") {
-                    _ = FileHandle(forReadingAtPath: arguments[i + 1])?.readDataToEndOfFile()
-                }
+            recording: RecordingJobRunner { job, _, _ in
+                if let video = job.agent.video { _ = FileHandle(forReadingAtPath: video)?.readDataToEndOfFile() }
                 throw Refused()
             }, log: { _ in })
         let done = Flag()
@@ -161,7 +191,7 @@ import Testing
         let server = try LocalRedisServer()
         let url = try RedisURL(parsing: server.url)
         let store = FleetStore(redis: RedisClient(url: url))
-        let spec = FleetJobSpec(id: "killer", joinArguments: [], cost: 1, room: "r", submittedAt: 1)
+        let spec = job("killer", cost: 1, submittedAt: 1)
         let lost = (1...3).map { n in
             FleetJobAttempt(
                 attempt: n, worker: "w\(n)", directory: "/x/\(n)", files: [], startedAt: Double(n),
@@ -182,7 +212,7 @@ import Testing
         options.maxAttempts = 3
         let worker = FleetWorker(
             store: store, blocking: RedisClient(url: url), options: options,
-            makeAgent: { _, directory in
+            recording: RecordingJobRunner { _, directory, _ in
                 prepared.append(directory)
                 throw Refused()
             }, log: { _ in })
@@ -198,6 +228,14 @@ import Testing
         #expect(final?.attempts.last?.end?.hasPrefix("lost") == true)
         #expect(prepared.values.isEmpty)
     }
+}
+
+/// A valid job of `id` in `room` (a server that is never reached: workers in these tests fail or
+/// refuse jobs before joining).
+func job(_ id: String, cost: Int, room: String = "r", submittedAt: Double, video: String? = nil) -> FleetJobSpec {
+    var agent = AgentJobOptions(server: "http://127.0.0.1:9", room: room, token: "token")
+    agent.video = video
+    return FleetJobSpec(id: id, agent: agent, cost: cost, submittedAt: submittedAt)
 }
 
 /// A job's state, nil when it has none or Redis cannot be read.

@@ -26,8 +26,8 @@ import Testing
     @Test func submitListStopAndDuplicateIds() async throws {
         let server = try LocalRedisServer()
         let store = FleetStore(redis: RedisClient(url: try RedisURL(parsing: server.url)))
-        let first = FleetJobSpec(id: "a", joinArguments: ["--room", "r"], cost: 2, room: "r", submittedAt: 1)
-        let second = FleetJobSpec(id: "b", joinArguments: ["--room", "s"], cost: 3, room: "s", submittedAt: 2)
+        let first = job("a", cost: 2, room: "r", submittedAt: 1)
+        let second = job("b", cost: 3, room: "s", submittedAt: 2)
         try await store.submit(second)
         try await store.submit(first)
         let listed = try await store.list().jobs
@@ -42,16 +42,15 @@ import Testing
         #expect(try await store.workers().isEmpty)
     }
 
-    @Test func aJobWhoseJoinArgumentsAreRefusedFailsWithTheReason() async throws {
+    @Test func aJobWhoseMediaPathIsMissingFailsWithTheReason() async throws {
         let server = try LocalRedisServer()
         let url = try RedisURL(parsing: server.url)
         let store = FleetStore(redis: RedisClient(url: url))
-        try await store.submit(FleetJobSpec(id: "bad", joinArguments: ["--nope"], cost: 1, room: "r", submittedAt: 1))
-        struct Refused: Error, CustomStringConvertible { var description: String { "unknown option --nope" } }
+        // The real runner: the path is checked on the worker, and the agent is never built.
+        try await store.submit(job("bad", cost: 1, submittedAt: 1, video: "/nonexistent/understudy-missing.ivf"))
         let worker = FleetWorker(
             store: store, blocking: RedisClient(url: url),
-            options: .init(id: "t", capacity: 4, outputDirectory: NSTemporaryDirectory()),
-            makeAgent: { _, _ in throw Refused() }, log: { _ in })
+            options: .init(id: "t", capacity: 4, outputDirectory: NSTemporaryDirectory()), log: { _ in })
         let done = Flag()
         let run = Task { await worker.run(until: { done.isSet }) }
         var status: FleetJobStatus?
@@ -63,7 +62,8 @@ import Testing
         done.set()
         await run.value
         #expect(status?.state == .failed)
-        #expect(status?.error == "unknown option --nope")
+        #expect(status?.error?.hasPrefix("bad value for --video:") == true, "\(String(describing: status?.error))")
+        #expect(status?.error?.contains("understudy-missing.ivf") == true)
         #expect(status?.attempts.map(\.worker) == ["t"])
         // Failed jobs are acknowledged: nothing is left pending for another worker to retry.
         let pending = try await store.redis.command(["XPENDING", store.keys.jobStream, store.keys.workerGroup])

@@ -81,4 +81,18 @@ import Testing
         let padding = try inspect([])
         #expect(!padding.startsFrame)
     }
+
+    /// Found by the fuzzer: a size field that does not cover its OBU, and a continuation of an
+    /// empty element, make the unit malformed instead of a broken file or a trap.
+    @Test func inconsistentElementsFoundByTheFuzzerAreMalformed() {
+        // W = 2; the last OBU says it has a size field whose value is not its length.
+        #expect(build([[0x20, 0x02, header(5), 0x30, header(5) | 0x02, 0x05, 0xBB]]).malformed)
+        // The same OBU with a size field that matches is kept as it is.
+        let sized = build([[0x20, 0x02, header(5), 0x30, header(5) | 0x02, 0x01, 0xBB]])
+        #expect(!sized.malformed && sized.data == [header(5) | 0x02, 0x01, 0x30, header(5) | 0x02, 0x01, 0xBB])
+        // Y after an empty element, then a continuation.
+        #expect(build([[0x40, 0x00], [0xD0, 0xFF]]).malformed)
+        // The forbidden bit.
+        #expect(build([[0x10, 0x80 | header(6), 0x00]]).malformed)
+    }
 }

@@ -87,7 +87,7 @@ struct PubSubTests {
     }
 
     @Test func stageInviteFlowOverPubSub() async throws {
-        // Seed 000: the host publishes, the audience member subscribes and calls changeMode itself.
+        // docs/spec/change-mode.md: the host publishes, the audience member subscribes and calls changeMode itself.
         let server = try startServer()
         defer { server.stop() }
         let (host, _) = try await TestClient.joined(server, participant: "host")

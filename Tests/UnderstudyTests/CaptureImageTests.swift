@@ -1,5 +1,6 @@
 import Foundation
 import Media
+import RTC
 import RTCWire
 import RoomServer
 import SDKTestSupport
@@ -29,6 +30,16 @@ func waitForStream(_ participant: Participant, _ kind: StreamKind, seconds: Doub
     try await waitUntil("\(participant.id) \(kind) stream", seconds: seconds) {
         participant.streams.values.contains { $0.kind == kind }
     }
+}
+
+/// A screen flash that counts its calls (an app's own ``ScreenFlash``).
+final class CountingScreenFlash: ScreenFlash, @unchecked Sendable {
+    private let lock = NSLock()
+    private var applied = 0
+    private var cleared = 0
+    var calls: (applied: Int, cleared: Int) { lock.withLock { (applied, cleared) } }
+    func apply() async { lock.withLock { applied += 1 } }
+    func clear() async { lock.withLock { cleared += 1 } }
 }
 
 @Suite("Understudy captureImage", .serialized)
@@ -153,7 +164,7 @@ struct CaptureImageTests {
         try await remote.stopConsumingWebcamStreams()
         try await waitUntil("stopped") { !remote.streams.values.contains { $0.kind == .video } }
         await expectCode(3062) { _ = try await remote.captureImage() }
-        // Not consuming it, this device still hears about the webcam turning off (room-api §4).
+        // Not consuming it, this device still hears about the webcam turning off (docs/spec/room-api.md §4).
         let status = StatusLog()
         remote.addEventListener(status)
         try await publisher.disableCam()
@@ -184,5 +195,41 @@ struct CaptureImageTests {
         #expect(buffer.snapshot.count == 1)
         buffer.clear()
         #expect(buffer.snapshot.isEmpty)
+    }
+
+    @Test func aFlashCaptureCallsTheScreenFlashSetWithVideoSDK() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (room, _) = try await joinedRoom(server, room: "screen-flash", id: "me", mode: .SEND_AND_RECV, cam: true)
+        defer { VideoSDK.setScreenFlash(nil) }
+        let counting = CountingScreenFlash()
+        VideoSDK.setScreenFlash(counting)
+        let lit = try await room.localParticipant.captureImage(width: 160, height: 90, flash: .ON)
+        #expect(!lit.isEmpty)
+        let after = counting.calls
+        #expect(after.applied >= 1 && after.cleared >= 1)
+
+        // The documented call compiles and runs; headless, the overlay is a no-op hook.
+        let overlay = WhiteOverlayScreenFlash(window: nil)
+        VideoSDK.setScreenFlash(overlay)
+        #expect(VideoSDK.screenFlash === overlay)
+        #expect(!(try await room.localParticipant.captureImage(flash: .ON)).isEmpty)
+        #expect(!overlay.isLit)
+        await room.leave()
+    }
+
+    @Test func aFlashCaptureRunningRefusesAnotherFlashCaptureWith3069() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (room, log) = try await joinedRoom(server, room: "flash", id: "me", mode: .SEND_AND_RECV, cam: true)
+        try await waitUntil("cam on") { log.has("streamOn:me:video") }
+        let me = room.localParticipant
+        #expect(me.beginFlashCapture())  // a flash capture is running
+        await expectCode(3069) { _ = try await me.captureImage(flash: .ON) }
+        #expect(!(try await me.captureImage(flash: .OFF)).isEmpty)  // without flash it is not blocked
+        me.endFlashCapture()
+        #expect(!(try await me.captureImage(flash: .ON)).isEmpty)
+        try await waitUntil("3069 reported") { log.errorCodes.contains(3069) }
+        await room.leave()
     }
 }

@@ -301,4 +301,49 @@ struct ReconnectTests {
         await guest.leave()
         await host.leave()
     }
+
+    /// A mic muted before the drop is announced off by the rejoin; local streams end and start again
+    /// (off between two ons).
+    @Test func theRejoinAnnouncesTheCurrentDevicesAndPairsStreamEvents() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (host, hostLog) = try await joinedRoom(server, room: "rejoin-flags", id: "host")
+        let (guest, guestLog) = try await joinedRoom(
+            server, room: "rejoin-flags", id: "guest", mode: .SEND_AND_RECV, mic: true, cam: true)
+        try await waitUntil("guest media") {
+            guestLog.has("streamOn:guest:audio") && guestLog.has("streamOn:guest:video")
+        }
+        try await guest.muteMic()
+        try await waitUntil("host sees the mic off") { host.participants["guest"]?.micOn == false }
+        guest.simulateConnectionDrop()
+        try await waitUntil("host sees guest back", seconds: 30) { hostLog.count("pjoined:guest") == 2 }
+        // The re-announced participant is the rejoin's join: mic off, camera on.
+        let back = try #require(host.participants["guest"])
+        #expect(!back.micOn)
+        #expect(back.webcamOn)
+        try await waitUntil("camera again", seconds: 30) { guestLog.count("streamOn:guest:video") == 2 }
+        let video = guestLog.events.filter { $0.hasSuffix(":guest:video") }
+        #expect(video == ["streamOn:guest:video", "streamOff:guest:video", "streamOn:guest:video"])
+        #expect(guestLog.count("streamOn:guest:audio") == 1)
+        await guest.leave()
+        await host.leave()
+    }
+
+    /// Leaving with 1102: every local stream has ended (`onStreamDisabled`) before `onRoomLeft`.
+    @Test func leavingWith1102EndsTheLocalStreams() async throws {
+        let server = try startRoomServer()
+        let (room, log) = try await joinedRoom(server, room: "gone-streams", id: "pub", mode: .SEND_AND_RECV, mic: true)
+        try await waitUntil("mic on") { log.has("streamOn:pub:audio") }
+        room.reconnectAttempts = 1
+        room.reconnectDelay = 1
+        room.simulateConnectionDrop()
+        try await waitUntil("reconnecting") { room.state == .RECONNECTING }
+        server.stop()
+        try await waitUntil("gave up", seconds: 20) { log.has("left:1102") }
+        let events = log.events
+        let off = try #require(events.firstIndex(of: "streamOff:pub:audio"))
+        #expect(off < events.firstIndex(of: "left:1102")!)
+        #expect(log.count("streamOn:pub:audio") == log.count("streamOff:pub:audio"))
+        #expect(room.localParticipant.streams.isEmpty)
+    }
 }

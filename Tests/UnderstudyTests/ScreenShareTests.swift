@@ -1,4 +1,5 @@
 import Foundation
+import Media
 import RTCWire
 import RoomServer
 import SDKTestSupport
@@ -129,5 +130,28 @@ struct ScreenShareTests {
         #expect(host.localParticipant.videoQuality == nil)
         await viewer.leave()
         await host.leave()
+    }
+
+    /// `setScreenShareQuality` works on an agent's share (docs/spec/room-api.md §7 refuses only `setQuality`).
+    @Test func setScreenShareQualityWorksOnAnAgent() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let agent = try Understudy.createRoom(
+            roomId: "agent-share", token: sdkToken(server, room: "agent-share"), participantName: "bot",
+            participantId: "bot", micEnabled: false, camEnabled: false, mode: .SEND_AND_RECV,
+            signalingBaseUrl: server.signalingURL, agentId: "bot")
+        let agentLog = EventLog()
+        agent.addEventListener(agentLog)
+        await agent.join()
+        try await agent.enableScreenShare()
+        let (viewer, viewerLog) = try await joinedRoom(server, room: "agent-share", id: "viewer", mode: .RECV_ONLY)
+        let remote = try #require(viewer.participants["bot"])
+        #expect(remote.isAgent())
+        remote.addEventListener(viewerLog)
+        try await waitUntil("share arrives", seconds: 20) { viewerLog.has("streamOn:bot:share") }
+        try await remote.setScreenShareQuality(.low)
+        await expectCode(3068) { try await remote.setQuality(.low) }
+        await viewer.leave()
+        await agent.leave()
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Why a room token was refused; each case maps to a room API error code (room-api.md §8).
+/// Why a room token was refused; each case maps to a room API error code (docs/spec/room-api.md §8).
 public enum TokenError: Error, Equatable, Sendable, CustomStringConvertible {
     /// 4002 `INVALID_TOKEN`: missing, malformed, bad signature, wrong algorithm or expired.
     case invalid(String)

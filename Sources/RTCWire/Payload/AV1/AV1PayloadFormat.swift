@@ -170,6 +170,11 @@ public struct AV1TemporalUnitBuilder: Sendable {
             }
             let piece = UnsafeRawBufferPointer(rebasing: p[at..<at + length])
             if element == 0 && continues {
+                guard !lengths.isEmpty else {
+                    // The open "OBU" was an empty element: nothing to continue.
+                    malformed = true
+                    return
+                }
                 bytes.append(contentsOf: piece)
                 lengths[lengths.count - 1] += length
             } else if length > 0 {
@@ -187,10 +192,32 @@ public struct AV1TemporalUnitBuilder: Sendable {
         open = h & 0x40 != 0
     }
 
-    /// Ends the temporal unit: an OBU still open is a lost fragment.
+    /// Ends the temporal unit: an OBU still open is a lost fragment, and an OBU whose header is
+    /// invalid (forbidden bit, too short, or a size field that does not cover it exactly) makes the
+    /// unit malformed.
     public mutating func finish() {
         if open { malformed = true }
         open = false
+        guard !malformed else { return }
+        var offset = 0
+        for length in lengths {
+            defer { offset += length }
+            let header = bytes[offset]
+            let headerBytes = header & 0x04 != 0 ? 2 : 1
+            guard header & 0x80 == 0, length >= headerBytes else {
+                malformed = true
+                return
+            }
+            if header & 0x02 != 0 {
+                let size = bytes.withUnsafeBytes { AV1LEB128.read($0, at: offset + headerBytes) }
+                guard let (value, n) = size, offset + headerBytes + n <= offset + length,
+                    value == UInt64(length - headerBytes - n)
+                else {
+                    malformed = true
+                    return
+                }
+            }
+        }
     }
 
     /// Walks the OBUs that go into the file: (offset in `bytes`, length, header bytes, has size field).

@@ -183,7 +183,7 @@
     });
   }
 
-  // Seed 000: rebuild both lists from every participant (the local one included) by mode.
+  // docs/spec/change-mode.md: rebuild both lists from every participant (the local one included) by mode.
   function participantsWithMode(mode) {
     return [...state.participants.values()].filter((p) => p.mode === mode);
   }
@@ -383,7 +383,7 @@
       if (p.isAgent) item.append(badge('agent', 'agent'));
       if (isPinned(p.id)) item.append(badge('pinned', 'pin'));
       if (p.id !== state.me) {
-        // Seed 000, step 2: an "Invite on Stage" button for each audience member.
+        // docs/spec/change-mode.md, step 2: an "Invite on Stage" button for each audience member.
         item.append(button('Invite on stage', 'invite', p.id, 'invite'));
         if (isModerator()) item.append(button('Remove', 'remove', p.id, 'danger'));
       }
@@ -727,7 +727,7 @@
     rebuildLists();
   }
 
-  // Seed 000, steps 1-2: the host side. Only audience members (RECV_ONLY) are invited.
+  // docs/spec/change-mode.md, steps 1-2: the host side. Only audience members (RECV_ONLY) are invited.
   async function invite(id) {
     const p = state.participants.get(id);
     if (!p || p.mode !== RECV_ONLY) return;
@@ -736,7 +736,7 @@
     toast(`Invitation sent to ${p.name}.`);
   }
 
-  // Seed 000, step 3: our own topic; on accept, change our own mode.
+  // docs/spec/change-mode.md, step 3: our own topic; on accept, change our own mode.
   function invited(message) {
     const mode = message.message;
     note('inviteReceived', message);
@@ -973,7 +973,7 @@
     history.replaceState(null, '', `/room/${encodeURIComponent(roomId)}${location.search}`);
     rebuildLists();
 
-    // Subscribe only after the join (seed 000, step 3).
+    // Subscribe only after the join (docs/spec/change-mode.md, step 3).
     await request('subscribe', { topic: inviteTopic() });
     await request('subscribe', { topic: CHAT_TOPIC });
     if (options.mode === SEND_AND_RECV) await startMedia(options.mic, options.cam);

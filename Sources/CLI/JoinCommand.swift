@@ -8,15 +8,12 @@ import Understudy
 
 // `understudy join|invite|pubsub`: a headless participant and one-shot room actions.
 
-/// The signalling URL for `--server` (`http://` and `https://` become `ws://`/`wss://`).
+/// The signalling URL for `--server` (`http://` and `https://` become `ws://`/`wss://`), by the
+/// grammar of ``AgentJobOptions/signalingURL()``.
 func signalingURL(_ server: String) throws(Arguments.Failure) -> String {
-    if server.hasPrefix("janus://") {
-        throw .badValue("--server", "janus:// servers work only with join, load and scenario (docs/janus.md)")
+    do { return try AgentJobOptions(server: server, room: "", token: "").signalingURL() } catch {
+        throw .badValue(error.option, error.reason)
     }
-    if server.hasPrefix("http://") { return "ws://" + server.dropFirst(7) }
-    if server.hasPrefix("https://") { return "wss://" + server.dropFirst(8) }
-    if server.hasPrefix("ws://") || server.hasPrefix("wss://") { return server }
-    throw .badValue("--server", "'\(server)' is not an http://, https://, ws:// or wss:// URL")
 }
 
 /// `--token T`, or a token signed here from `--secret S` for `room`.
@@ -41,28 +38,16 @@ func parseMode(_ text: String?, default def: Mode, option: String) throws(Argume
     return m
 }
 
-/// `--consume` and `--consume-kinds`, which the room agent and the Janus agent read the same way.
+/// `--consume` and `--consume-kinds`, which the room agent and the Janus agent read the same way
+/// (the grammar is ``AgentJobOptions``').
 func consumeOptions(_ a: Arguments) throws(Arguments.Failure) -> (RoomAgent.ConsumePolicy, Set<MediaKind>) {
-    let consume: RoomAgent.ConsumePolicy
-    switch a.value("--consume") ?? "all" {
-    case "all": consume = .all
-    case "stage": consume = .stage
-    case "none": consume = .none
-    case let ids:
-        let list = idList(Substring(ids))
-        guard !list.isEmpty else { throw Arguments.Failure.badValue("--consume", "empty id list") }
-        consume = .ids(list)
+    do {
+        let consume = try AgentJobOptions.consumePolicy(parsing: a.value("--consume") ?? "all")
+        guard let kinds = a.value("--consume-kinds") else { return (consume, [.audio, .video]) }
+        return (consume, try AgentJobOptions.kinds(parsing: kinds))
+    } catch {
+        throw Arguments.Failure.badValue(error.option, error.reason)
     }
-    guard let kinds = a.value("--consume-kinds") else { return (consume, [.audio, .video]) }
-    var set: Set<MediaKind> = []
-    for k in idList(Substring(kinds)) {
-        switch k {
-        case "audio": set.insert(.audio)
-        case "video": set.insert(.video)
-        default: throw Arguments.Failure.badValue("--consume-kinds", "'\(k)' is not audio or video")
-        }
-    }
-    return (consume, set)
 }
 
 /// `--max-video N`: at most N video streams consumed at once (nil: no limit).
@@ -72,10 +57,6 @@ func maxVideoOption(_ a: Arguments) throws(Arguments.Failure) -> Int? {
         throw Arguments.Failure.badValue("--max-video", "'\(max)' is not a count (0 or more)")
     }
     return n
-}
-
-func idList(_ text: Substring) -> [String] {
-    text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
 }
 
 func required(_ a: Arguments, _ name: String) throws(Arguments.Failure) -> String {
@@ -104,74 +85,38 @@ func jsonLogger(_ json: Bool, fields: [String: String] = [:]) -> @Sendable (Stri
 let joinValueOptions: Set<String> = Help.join.valueOptions
 let joinSwitches: Set<String> = Help.join.switches
 
-/// The agent options and the duration of an `understudy join` command line.
-///
-/// With `checkMedia` false only the syntax is checked: `--video`/`--audio` files and devices are not
-/// touched (a fleet job's paths are on the worker that runs it, which checks them with a deadline).
-func joinAgentOptions(
-    _ a: Arguments, checkMedia: Bool = true
-) throws(Arguments.Failure) -> (options: RoomAgent.Options, duration: Double?) {
+/// The agent options of an `understudy join` command line as data (the form a fleet job carries):
+/// the flags are mapped by ``AgentJobOptions/init(flags:)``, which owns their grammar; a token is
+/// signed here from `--secret` when none is given.
+func joinAgentJobOptions(_ a: Arguments) throws(Arguments.Failure) -> AgentJobOptions {
     if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
-    let url = try signalingURL(try required(a, "--server"))
+    _ = try required(a, "--server")
     let roomId = try required(a, "--room")
-    // A token signed here is bound to the participant id (one is made up when --id is absent),
-    // so that a rejoin after a dropped connection may replace the stale participant.
-    let participantId =
-        a.value("--id")
-        ?? (a.value("--token") == nil ? "understudy-" + String(UInt32.random(in: 0...UInt32.max), radix: 36) : nil)
-    let token = try roomToken(a, room: roomId, participant: participantId)
-    var options = RoomAgent.Options(roomId: roomId, token: token, signalingURL: url)
-    options.participantName = a.value("--name") ?? "understudy"
-    options.participantId = participantId
-    options.asAgent = a.flag("--agent")
-    options.mode = try parseMode(a.value("--mode"), default: .RECV_ONLY, option: "--mode")
-    (options.consume, options.kinds) = try consumeOptions(a)
-    switch a.value("--accept-invites") ?? "trusted" {
-    case "trusted": options.acceptInvites = .trusted
-    case "yes": options.acceptInvites = .yes
-    case "no": options.acceptInvites = .no
-    case let v where v.hasPrefix("from:"):
-        let list = idList(v.dropFirst(5))
-        guard !list.isEmpty else { throw Arguments.Failure.badValue("--accept-invites", "empty id list") }
-        options.acceptInvites = .from(list)
-    case let v: throw Arguments.Failure.badValue("--accept-invites", "'\(v)' is not trusted, yes, no or from:ID,ID")
+    var job: AgentJobOptions
+    do { job = try AgentJobOptions(flags: a.options) } catch {
+        throw Arguments.Failure.badValue(error.option, error.reason)
     }
-    options.maxVideo = try maxVideoOption(a)
-    if let quality = a.value("--quality") {
-        guard let q = VideoQuality(rawValue: quality) else {
-            throw Arguments.Failure.badValue("--quality", "'\(quality)' is not low, medium or high")
-        }
-        options.videoQuality = q
-    }
-    if let window = a.value("--reconnect-for") {
-        // `0` turns reconnection off; otherwise a duration such as `60s` or `10m`.
-        let seconds = Double(window) == 0 ? 0 : try a.seconds("--reconnect-for", default: 0)
-        options.reconnect = ReconnectPolicy(window: seconds, maxDelay: 10)
-    }
-    // A lobby wait is not a request timeout: without the flag the join waits as long as the server's lobby.
-    if a.value("--lobby-wait") != nil { options.lobbyWait = try a.seconds("--lobby-wait", default: 0) }
-    options.recordDirectory = a.value("--record")
-    if let format = a.value("--record-format") {
-        guard let f = RoomAgent.RecordFormat(rawValue: format) else {
-            throw Arguments.Failure.badValue("--record-format", "'\(format)' is not webm or ogg+ivf")
-        }
-        options.recordFormat = f
-    }
-    if let relayRoom = a.value("--relay-room") {
-        guard !relayRoom.isEmpty, relayRoom != roomId else {
-            throw Arguments.Failure.badValue("--relay-room", "'\(relayRoom)' must name another room than --room")
-        }
-        options.relayRoom = relayRoom
+    if job.token.isEmpty {
+        // A token signed here is bound to the participant id (one is made up when --id is absent),
+        // so that a rejoin after a dropped connection may replace the stale participant.
+        if job.id == nil { job.id = "understudy-" + String(UInt32.random(in: 0...UInt32.max), radix: 36) }
+        job.token = try roomToken(a, room: roomId, participant: job.id)
         // A token signed here is bound to its room; a given --token is used for both rooms.
-        if a.value("--token") == nil {
-            options.relayRoomToken = try roomToken(a, room: relayRoom, participant: nil)
+        if let relayRoom = job.relayRoom, !relayRoom.isEmpty, relayRoom != roomId {
+            job.relayRoomToken = try roomToken(a, room: relayRoom, participant: nil)
         }
     }
-    (options.video, options.audio) = checkMedia ? try localSourceOptions(a) : (a.value("--video"), a.value("--audio"))
-    options.relayURL = try relayURLOption(a)
-    options.iceServers = try iceServers(a)
-    let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)
-    return (options, duration)
+    return job
+}
+
+/// The agent options and the duration of an `understudy join` command line, media paths checked.
+func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: RoomAgent.Options, duration: Double?) {
+    let job = try joinAgentJobOptions(a)
+    do {
+        return (try job.roomAgentOptions(recordDirectory: a.value("--record"), checkMedia: true), job.duration)
+    } catch {
+        throw Arguments.Failure.badValue(error.option, error.reason)
+    }
 }
 
 /// `--ice-servers`: nil when absent (the room server's then apply).

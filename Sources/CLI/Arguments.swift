@@ -1,3 +1,5 @@
+import Agent
+
 /// A small command-line parser: `--name value` options and `--flag` switches, with clear errors.
 struct Arguments {
     enum Failure: Error, CustomStringConvertible {
@@ -57,26 +59,10 @@ struct Arguments {
 
     func flag(_ name: String) -> Bool { options[name] == "true" }
 
-    /// A positive number of seconds (`6`, `6s`, `1.5`, `2m`).
+    /// A positive number of seconds (`6`, `6s`, `1.5`, `2m`, `500ms`, `1h`), at most a year: the
+    /// grammar of ``AgentJobOptions/seconds(_:option:)``.
     func seconds(_ name: String, default def: Double) throws(Failure) -> Double {
         guard let v = options[name] else { return def }
-        var text = Substring(v)
-        var scale = 1.0
-        if text.hasSuffix("ms") {
-            scale = 0.001
-            text = text.dropLast(2)
-        } else if text.hasSuffix("s") {
-            text = text.dropLast()
-        } else if text.hasSuffix("m") {
-            scale = 60
-            text = text.dropLast()
-        } else if text.hasSuffix("h") {
-            scale = 3600
-            text = text.dropLast()
-        }
-        guard let d = Double(text), d > 0, d.isFinite, d * scale <= 365 * 86400 else {
-            throw .badValue(name, "'\(v)' is not a positive duration")
-        }
-        return d * scale
+        do { return try AgentJobOptions.seconds(v, option: name) } catch { throw .badValue(error.option, error.reason) }
     }
 }

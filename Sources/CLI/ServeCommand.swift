@@ -116,7 +116,7 @@ func runServe(_ args: [String]) async {
         // Where clients and other nodes reach this server (the listen address unless --advertise).
         let reach = configuration.advertise ?? "\(configuration.listenHost):\(server.httpPort)"
         if let jobsRedis {
-            server.jobService = ServeJobService(
+            server.jobService = FleetJobService(
                 store: FleetStore(redis: RedisClient(url: jobsRedis, label: "jobs")), serverURL: "http://\(reach)",
                 secret: server.secret)
             logLine("serve: POST /admin/jobs queues recording jobs on the fleet at \(jobsRedis)")

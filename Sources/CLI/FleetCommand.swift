@@ -2,8 +2,6 @@ import Agent
 import Fleet
 import Foundation
 import Redis
-import RoomServer
-import Signaling
 
 // `understudy worker` and `understudy jobs`: recording and relay jobs run by a fleet over Redis
 // (docs/fleet.md).
@@ -47,13 +45,7 @@ func runWorker(_ args: [String]) async {
         ShutdownSignal.shared.install()
         let worker = FleetWorker(
             store: FleetStore(redis: redis), blocking: RedisClient(url: url, timeout: 3, label: "fleet-read"),
-            options: options,
-            makeAgent: { joinArguments, directory in
-                let parsed = try Arguments(joinArguments, valueOptions: joinValueOptions, switches: joinSwitches)
-                var (agentOptions, duration) = try joinAgentOptions(parsed)
-                agentOptions.recordDirectory = directory
-                return (agentOptions, duration)
-            }, loadRunner: fleetLoadRunner, log: log)
+            options: options, recording: .roomAgent, loadRunner: .loadGen, log: log)
         await worker.run(until: { ShutdownSignal.shared.isRequested })
     } catch let e as Arguments.Failure {
         fail("worker: \(e)", code: 2)
@@ -81,8 +73,8 @@ func runJobs(_ args: [String]) async {
 }
 
 /// `jobs submit --redis URL [--job-id ID] [--cost N] <understudy join options>`: the join options are
-/// checked here with the same rules as `understudy join`, and stored with a token so that any worker
-/// can run them.
+/// checked here with the same rules as `understudy join` (``AgentJobOptions``), and stored with a
+/// token so that any worker can run them.
 private func submitJob(_ args: [String]) async throws {
     var joinArgs: [String] = []
     var fleetArgs: [String] = []
@@ -102,41 +94,30 @@ private func submitJob(_ args: [String]) async throws {
     for forbidden in ["--record", "--metrics"] where names.contains(forbidden) {
         throw Arguments.Failure.badValue(forbidden, "a worker chooses it (jobs write under the worker's --out)")
     }
-    let id = f.value("--job-id") ?? "job-\(UUID().uuidString.prefix(8).lowercased())"
-    guard FleetJobID.isValid(id) else { throw Arguments.Failure.badValue("--job-id", FleetJobID.refusal(id)) }
     let parsed = try Arguments(joinArgs, valueOptions: joinValueOptions, switches: joinSwitches)
-    // Media paths are on the worker's disk: the worker checks them, with a deadline.
-    let (options, _) = try joinAgentOptions(parsed, checkMedia: false)
-    // Store a token, never the secret: a worker needs nothing but Redis to run the job. A token
-    // signed here is bound to no participant, so the job only takes a free id and never replaces
-    // anyone (docs/fleet.md, "Jobs never impersonate").
-    var stored = removing(["--secret"], from: joinArgs)
-    if parsed.value("--token") == nil {
-        stored += ["--token", try roomToken(parsed, room: options.roomId, participant: nil)]
+    if let extra = parsed.positionals.first { throw Arguments.Failure.unexpected(extra) }
+    _ = try required(parsed, "--server")
+    let room = try required(parsed, "--room")
+    let spec: FleetJobSpec
+    do {
+        var agent = try AgentJobOptions(flags: parsed.options)
+        // Store a token, never the secret: a worker needs nothing but Redis to run the job. A token
+        // signed here is bound to no participant, so the job only takes a free id and never replaces
+        // anyone (docs/fleet.md, "Jobs never impersonate").
+        if agent.token.isEmpty {
+            agent.token = try roomToken(parsed, room: room, participant: nil)
+            if let relayRoom = agent.relayRoom, !relayRoom.isEmpty, relayRoom != room {
+                agent.relayRoomToken = try roomToken(parsed, room: relayRoom, participant: nil)
+            }
+        }
+        // Media paths are on the worker's disk: the worker checks them, with a deadline.
+        spec = try FleetJobSpec.submission(id: f.value("--job-id"), agent: agent, cost: try positiveInt(f, "--cost"))
+    } catch let error as AgentJobOptions.Invalid {
+        throw Arguments.Failure.badValue(error.option, error.reason)
     }
-    if parsed.value("--id") == nil { stored += ["--id", "rec-\(id)"] }
-    // Without a measured figure, a job is expected to receive its --max-video participants or two.
-    let cost = try positiveInt(f, "--cost") ?? max(2, options.maxVideo ?? 2)
-    let spec = FleetJobSpec(
-        id: id, joinArguments: stored, cost: cost, room: options.roomId, submittedAt: Date().timeIntervalSince1970)
     let redis = RedisClient(url: url)
     try await FleetStore(redis: redis).submit(spec)
-    print(id)
-}
-
-private func removing(_ names: Set<String>, from args: [String]) -> [String] {
-    var out: [String] = []
-    var i = 0
-    while i < args.count {
-        let name = args[i].split(separator: "=", maxSplits: 1).first.map(String.init) ?? args[i]
-        if names.contains(name) {
-            i += args[i].contains("=") ? 1 : 2
-            continue
-        }
-        out.append(args[i])
-        i += 1
-    }
-    return out
+    print(spec.id)
 }
 
 private func listJobs(_ args: [String]) async throws {
@@ -183,91 +164,4 @@ private func stopJob(_ args: [String]) async throws {
     let store = FleetStore(redis: RedisClient(url: try redisURL(a)))
     guard try await store.requestStop(id) else { fail("jobs stop: no job '\(id)'") }
     logLine("asked job \(id) to stop")
-}
-
-/// `serve --jobs redis://…`: `POST /admin/jobs` queues jobs for the server's own rooms on a fleet.
-/// Each job joins through this server with a token the server signs for it.
-final class ServeJobService: RoomJobService, @unchecked Sendable {
-    private let store: FleetStore
-    private let serverURL: String
-    private let secret: String
-
-    init(store: FleetStore, serverURL: String, secret: String) {
-        self.store = store
-        self.serverURL = serverURL
-        self.secret = secret
-    }
-
-    func submit(roomId: String, options: [String], jobId: String?, cost: Int?) async throws(RoomError) -> JSONValue {
-        let id = jobId ?? "job-\(UUID().uuidString.prefix(8).lowercased())"
-        guard FleetJobID.isValid(id) else { throw RoomError(3073, FleetJobID.refusal(id)) }
-        if let cost, cost <= 0 { throw RoomError(3073, "cost must be a positive whole number") }
-        for option in options {
-            let name = option.split(separator: "=", maxSplits: 1).first.map(String.init) ?? option
-            if ["--server", "--room", "--token", "--secret", "--record", "--metrics"].contains(name) {
-                throw RoomError(3073, "option \(name) is chosen by the server or the worker")
-            }
-        }
-        // The token is bound to no participant: under the room's rule for such tokens the job takes
-        // only a free id (4005 otherwise), so whatever `--id` a moderator gives it, it never
-        // replaces a participant (docs/fleet.md, "Jobs never impersonate").
-        let token = RoomToken.sign(
-            RoomToken(apikey: "understudy", permissions: ["allow_join"], roomId: roomId, lifetime: 24 * 3600),
-            secret: secret)
-        var args = ["--server", serverURL, "--room", roomId, "--token", token] + options
-        let parsed: RoomAgent.Options
-        do {
-            let a = try Arguments(args, valueOptions: joinValueOptions, switches: joinSwitches)
-            if a.value("--id") == nil { args += ["--id", "rec-\(id)"] }
-            // Syntax only: nothing from a request touches the file system here, so no request can
-            // block a server thread. The worker checks media paths, with a deadline.
-            parsed = try joinAgentOptions(a, checkMedia: false).options
-        } catch {
-            throw RoomError(3073, "bad job options: \(error)", cause: error)
-        }
-        let spec = FleetJobSpec(
-            id: id, joinArguments: args, cost: cost ?? max(2, parsed.maxVideo ?? 2), room: roomId,
-            submittedAt: Date().timeIntervalSince1970)
-        do {
-            try await store.submit(spec)
-        } catch {
-            if case .server(let message) = error { throw RoomError(3073, message) }
-            throw RoomError(3047, "the job fleet is unreachable: \(error)", cause: error)
-        }
-        return ["jobId": .string(id), "roomId": .string(roomId), "state": .string("queued")]
-    }
-
-    func list(roomId: String?) async throws(RoomError) -> JSONValue {
-        let listing: FleetStore.Listing
-        do { listing = try await store.list() } catch {
-            throw RoomError(3047, "the job fleet is unreachable: \(error)", cause: error)
-        }
-        let shown = listing.jobs.filter { roomId == nil || $0.spec.room == roomId }
-        // Secrets redacted; records that are not valid skipped and counted (their room is unknown,
-        // so a room-scoped token sees only how many).
-        let encoded = FleetStore.encodeForDisplay(shown)
-        var body: [String: JSONValue] = [
-            "jobs": (try? JSONValue.parse(encoded)) ?? .array([]), "skipped": .number(Double(listing.skipped.count)),
-        ]
-        if roomId == nil {
-            body["skippedJobs"] = .array(
-                listing.skipped.map { ["jobId": .string($0.jobId), "reason": .string($0.reason)] })
-        }
-        return .object(body)
-    }
-
-    func stop(jobId: String, roomId: String?) async throws(RoomError) -> JSONValue {
-        guard FleetJobID.isValid(jobId) else { throw RoomError(3073, FleetJobID.refusal(jobId)) }
-        do {
-            guard let status = try await store.status(jobId), roomId == nil || status.spec.room == roomId else {
-                throw RoomError(4003, "no job '\(jobId)'")
-            }
-            _ = try await store.requestStop(jobId)
-        } catch let error as RoomError {
-            throw error
-        } catch {
-            throw RoomError(3047, "the job fleet is unreachable: \(error)", cause: error)
-        }
-        return ["jobId": .string(jobId), "stopping": .bool(true)]
-    }
 }

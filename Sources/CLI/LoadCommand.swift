@@ -152,18 +152,14 @@ private func runDistributedLoad(_ args: [String], workersAt index: Int) async {
     } catch {
         fail("load: \(error)", code: 2)
     }
-    // The counts, the rate and the output options are the controller's; the rest goes to every worker.
-    let base = removingOptions(
-        ["--publishers", "--audio-publishers", "--subscribers", "--join-rate", "--json"], switches: ["--quiet"],
-        from: rest)
-    let plan = DistributedLoad.Plan(
-        publishers: configuration.publishers, audioPublishers: configuration.audioPublishers,
-        subscribers: configuration.subscribers, joinRate: configuration.joinRate, duration: configuration.duration)
     let log: @Sendable (String) -> Void = { message in if !quiet { logLine(message) } }
     let report: LoadReport
     do {
         report = try await DistributedLoad(store: FleetStore(redis: RedisClient(url: redis)), log: log).run(
-            baseArguments: base, plan: plan)
+            configuration,
+            // Without --threads each worker uses one I/O thread per core of its own.
+            threadsPerWorker: rest.contains { $0 == "--threads" || $0.hasPrefix("--threads=") }
+                ? configuration.loopCount : nil)
     } catch {
         fail("load: \(error)", code: 3)
     }
@@ -175,28 +171,3 @@ private func runDistributedLoad(_ args: [String], workersAt index: Int) async {
     }
     if report.joinedParticipants == 0 { fail("load: no participant could join", code: 1) }
 }
-
-private func removingOptions(_ names: Set<String>, switches: Set<String>, from args: [String]) -> [String] {
-    var out: [String] = []
-    var i = 0
-    while i < args.count {
-        let name = args[i].split(separator: "=", maxSplits: 1).first.map(String.init) ?? args[i]
-        if switches.contains(name) {
-            i += 1
-        } else if names.contains(name) {
-            i += args[i].contains("=") ? 1 : 2
-        } else {
-            out.append(args[i])
-            i += 1
-        }
-    }
-    return out
-}
-
-/// How a fleet worker runs its share of a distributed load test.
-let fleetLoadRunner = FleetLoadRunner(
-    validate: { args in _ = try parseLoadConfiguration(args) },
-    run: { args in
-        let (configuration, _, _) = try parseLoadConfiguration(args)
-        return try await LoadGen.run(configuration)
-    })

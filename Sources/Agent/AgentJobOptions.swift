@@ -1,0 +1,300 @@
+import Foundation
+
+// Foundation only: a fleet worker decodes these from Redis (untrusted input), and the fuzz build
+// (`Fuzz/Targets/fleetrecords.swift`) compiles this file alone as the module Agent.
+
+/// The options of a ``RoomAgent`` as data: what `understudy join` takes, what a fleet job carries
+/// (`understudy jobs submit`, `POST /admin/jobs`), in JSON.
+///
+/// Each field is one `understudy join` option, named in camelCase (`--consume-kinds` is
+/// `consumeKinds`), with the value the option takes (durations in seconds). Nil means the option was
+/// not given. ``validate()`` checks every value's grammar without touching the file system;
+/// ``roomAgentOptions(recordDirectory:checkMedia:)`` turns valid options into ``RoomAgent/Options``.
+/// A record decoded from Redis that does not validate is refused, never run.
+public struct AgentJobOptions: Codable, Sendable, Equatable {
+    /// `--server`: the room server, `http(s)://` or `ws(s)://HOST:PORT`.
+    public var server: String
+    /// `--room`.
+    public var room: String
+    /// `--token`: the room token (a job always carries one; the CLI signs one from `--secret`).
+    public var token: String
+    /// The token for ``relayRoom`` when it is not ``token`` (signed by whoever signed ``token``).
+    public var relayRoomToken: String?
+    /// `--id`: the participant id.
+    public var id: String?
+    /// `--name`: the display name (default `understudy`).
+    public var name: String?
+    /// `--agent`: join as an agent.
+    public var agent: Bool?
+    /// `--mode`: `SEND_AND_RECV`, `RECV_ONLY` (default) or `SIGNALLING_ONLY`.
+    public var mode: String?
+    /// `--consume`: `all` (default), `stage`, `none` or `ID,ID`.
+    public var consume: String?
+    /// `--consume-kinds`: `audio`, `video` or `audio,video` (default).
+    public var consumeKinds: String?
+    /// `--max-video`: at most this many webcams consumed at once.
+    public var maxVideo: Int?
+    /// `--quality`: `low`, `medium` or `high`.
+    public var quality: String?
+    /// `--accept-invites`: `trusted` (default), `yes`, `no` or `from:ID,ID`.
+    public var acceptInvites: String?
+    /// `--reconnect-for`: seconds of reconnection after a drop (0 turns it off; default 300).
+    public var reconnectFor: Double?
+    /// `--lobby-wait`: seconds an `ask_join` token waits in the lobby.
+    public var lobbyWait: Double?
+    /// `--record-format`: `webm` (default) or `ogg+ivf`. Where to record is not an option of a job:
+    /// the worker chooses the directory.
+    public var recordFormat: String?
+    /// `--relay`: `rtp://HOST:PORT`.
+    public var relay: String?
+    /// `--relay-room`: another room to republish into.
+    public var relayRoom: String?
+    /// `--video`: `testsrc`, `none` or a file on the machine that runs the agent.
+    public var video: String?
+    /// `--audio`: `tone`, `none`, a file or `alsa:DEVICE` on the machine that runs the agent.
+    public var audio: String?
+    /// `--ice-servers`: TURN URLs, comma-separated (credentials inline).
+    public var iceServers: String?
+    /// `--duration`: seconds until the agent leaves (nil: until stopped).
+    public var duration: Double?
+
+    /// Options for `room` on `server` with `token`; every other option is not given.
+    public init(server: String, room: String, token: String) {
+        self.server = server
+        self.room = room
+        self.token = token
+    }
+
+    /// Why options were refused: the option (as its flag) and the reason, read as one line.
+    public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The flag, e.g. `--consume`; `options` when the list as a whole is wrong.
+        public var option: String
+        public var reason: String
+        public init(_ option: String, _ reason: String) {
+            self.option = option
+            self.reason = reason
+        }
+        public var description: String { "bad value for \(option): \(reason)" }
+    }
+
+    // MARK: - Flags
+
+    /// The flags that take a value, as `understudy join` spells them.
+    public static let valueFlags: Set<String> = [
+        "--server", "--room", "--token", "--id", "--name", "--mode", "--consume", "--consume-kinds", "--max-video",
+        "--quality", "--accept-invites", "--reconnect-for", "--lobby-wait", "--record-format", "--relay",
+        "--relay-room", "--video", "--audio", "--ice-servers", "--duration",
+    ]
+    /// The flags without a value.
+    public static let switchFlags: Set<String> = ["--agent"]
+    /// The flags whose values are secrets: stored for the agent, never shown.
+    public static let secretFlags: Set<String> = ["--token", "--ice-servers"]
+
+    /// Options from flags already split into names and values (a switch given has the value `true`);
+    /// names outside ``valueFlags`` and ``switchFlags`` are left to the caller. A missing `--token`
+    /// leaves ``token`` empty for the caller to sign one. Durations take `6`, `6s`, `1.5m`, `2h`, `500ms`.
+    public init(flags: [String: String]) throws(Invalid) {
+        self.init(server: flags["--server"] ?? "", room: flags["--room"] ?? "", token: flags["--token"] ?? "")
+        id = flags["--id"]
+        name = flags["--name"]
+        agent = flags["--agent"] == "true" ? true : nil
+        mode = flags["--mode"]
+        consume = flags["--consume"]
+        consumeKinds = flags["--consume-kinds"]
+        if let text = flags["--max-video"] {
+            guard let n = Int(text), n >= 0 else {
+                throw Invalid("--max-video", "'\(text)' is not a count (0 or more)")
+            }
+            maxVideo = n
+        }
+        quality = flags["--quality"]
+        acceptInvites = flags["--accept-invites"]
+        // `0` turns reconnection off; any other value is a duration.
+        if let text = flags["--reconnect-for"] {
+            reconnectFor = Double(text) == 0 ? 0 : try Self.seconds(text, option: "--reconnect-for")
+        }
+        lobbyWait = try flags["--lobby-wait"].map { text throws(Invalid) in
+            try Self.seconds(text, option: "--lobby-wait")
+        }
+        recordFormat = flags["--record-format"]
+        relay = flags["--relay"]
+        relayRoom = flags["--relay-room"]
+        video = flags["--video"]
+        audio = flags["--audio"]
+        iceServers = flags["--ice-servers"]
+        duration = try flags["--duration"].map { text throws(Invalid) in try Self.seconds(text, option: "--duration") }
+    }
+
+    /// Options from an `understudy join` argument list (`--consume stage`, `--consume=stage`,
+    /// `--agent`), as `POST /admin/jobs` takes them. Any other argument is refused.
+    public init(arguments: [String]) throws(Invalid) {
+        guard arguments.count <= 256 else { throw Invalid("options", "\(arguments.count) arguments (at most 256)") }
+        var flags: [String: String] = [:]
+        var i = 0
+        while i < arguments.count {
+            let argument = arguments[i]
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            if Self.switchFlags.contains(name), parts.count == 1 {
+                flags[name] = "true"
+            } else if Self.valueFlags.contains(name) {
+                if parts.count == 2 {
+                    flags[name] = String(parts[1])
+                } else {
+                    guard i + 1 < arguments.count else { throw Invalid(name, "needs a value") }
+                    flags[name] = arguments[i + 1]
+                    i += 1
+                }
+            } else {
+                throw Invalid("options", "'\(Self.shown(argument))' is not an option of understudy join")
+            }
+            i += 1
+        }
+        try self.init(flags: flags)
+    }
+
+    /// A duration such as `6`, `6s`, `500ms`, `1.5m` or `2h`, in seconds: positive, at most a year.
+    public static func seconds(_ text: String, option: String) throws(Invalid) -> Double {
+        var number = Substring(text)
+        var scale = 1.0
+        for (suffix, factor) in [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)] where number.hasSuffix(suffix) {
+            number = number.dropLast(suffix.count)
+            scale = factor
+            break
+        }
+        guard let value = Double(number), value > 0, value.isFinite, value * scale <= 365 * 86400 else {
+            throw Invalid(option, "'\(text)' is not a positive duration")
+        }
+        return value * scale
+    }
+
+    // MARK: - Validation
+
+    /// Checks every value's grammar (nothing on disk or the network is touched): the server URL's
+    /// scheme, the room, a token, the mode, the consume and invite policies, the kinds, the quality,
+    /// the record format, the relay room and every duration.
+    public func validate() throws(Invalid) {
+        _ = try signalingURL()
+        try Self.checkName(room, option: "--room")
+        guard !token.isEmpty else { throw Invalid("--token", "a token is needed (or --secret to sign one)") }
+        guard token.utf8.count <= 16 * 1024 else { throw Invalid("--token", "longer than 16 KiB") }
+        if let mode { _ = try Self.mode(mode) }
+        if let consume { _ = try Self.consumePolicy(consume) }
+        if let consumeKinds { _ = try Self.kinds(consumeKinds) }
+        if let maxVideo, maxVideo < 0 { throw Invalid("--max-video", "'\(maxVideo)' is not a count (0 or more)") }
+        if let quality, !["low", "medium", "high"].contains(quality) {
+            throw Invalid("--quality", "'\(Self.shown(quality))' is not low, medium or high")
+        }
+        if let acceptInvites { _ = try Self.invitePolicy(acceptInvites) }
+        if let recordFormat, !Self.recordFormats.contains(recordFormat) {
+            throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not webm or ogg+ivf")
+        }
+        if let relayRoom {
+            guard !relayRoom.isEmpty, relayRoom != room else {
+                throw Invalid("--relay-room", "'\(Self.shown(relayRoom))' must name another room than --room")
+            }
+            try Self.checkName(relayRoom, option: "--relay-room")
+        }
+        if let id { try Self.checkName(id, option: "--id") }
+        if let reconnectFor, !(reconnectFor == 0 || Self.isDuration(reconnectFor)) {
+            throw Invalid("--reconnect-for", "\(reconnectFor) is not 0 or a positive duration")
+        }
+        for (option, value) in [("--lobby-wait", lobbyWait), ("--duration", duration)] {
+            if let value, !Self.isDuration(value) { throw Invalid(option, "\(value) is not a positive duration") }
+        }
+        for (option, value) in [
+            ("--name", name), ("--video", video), ("--audio", audio), ("--relay", relay), ("--ice-servers", iceServers),
+            ("--token", relayRoomToken),
+        ] {
+            if let value, value.utf8.count > 4096 { throw Invalid(option, "longer than 4096 bytes") }
+        }
+    }
+
+    /// ``server`` as a signalling URL: `http://` and `https://` become `ws://` and `wss://`.
+    public func signalingURL() throws(Invalid) -> String {
+        if server.hasPrefix("janus://") {
+            throw Invalid("--server", "janus:// servers work only with join, load and scenario (docs/janus.md)")
+        }
+        if server.hasPrefix("http://") { return "ws://" + server.dropFirst(7) }
+        if server.hasPrefix("https://") { return "wss://" + server.dropFirst(8) }
+        if server.hasPrefix("ws://") || server.hasPrefix("wss://") { return server }
+        throw Invalid("--server", "'\(Self.shown(server))' is not an http://, https://, ws:// or wss:// URL")
+    }
+
+    /// The options with every secret (``token``, ``relayRoomToken``, ``iceServers``) replaced by
+    /// `[redacted]`: what a listing shows.
+    public var redacted: AgentJobOptions {
+        var copy = self
+        copy.token = "[redacted]"
+        if relayRoomToken != nil { copy.relayRoomToken = "[redacted]" }
+        if iceServers != nil { copy.iceServers = "[redacted]" }
+        return copy
+    }
+
+    // MARK: - Value grammars (shared with the conversion to RoomAgent.Options)
+
+    /// The raw values of ``RoomAgent/RecordFormat`` (this file is Foundation only, so it names them
+    /// again; AgentJobOptionsTests checks that each one is a format).
+    public static let recordFormats: Set<String> = ["webm", "ogg+ivf"]
+
+    /// The mode names of the room protocol.
+    static let modes: Set<String> = ["SEND_AND_RECV", "RECV_ONLY", "SIGNALLING_ONLY"]
+
+    /// `--mode` (any case) as its protocol name.
+    static func mode(_ text: String) throws(Invalid) -> String {
+        let upper = text.uppercased()
+        guard modes.contains(upper) else {
+            throw Invalid("--mode", "'\(shown(text))' is not SEND_AND_RECV, RECV_ONLY or SIGNALLING_ONLY")
+        }
+        return upper
+    }
+
+    /// `--consume`: nil ids for `all`/`stage`/`none` (returned as the word), else the id list.
+    static func consumePolicy(_ text: String) throws(Invalid) -> (word: String?, ids: [String]) {
+        if ["all", "stage", "none"].contains(text) { return (text, []) }
+        let ids = idList(text)
+        guard !ids.isEmpty else { throw Invalid("--consume", "empty id list") }
+        return (nil, ids)
+    }
+
+    /// `--consume-kinds`: a non-empty subset of `audio,video`.
+    static func kinds(_ text: String) throws(Invalid) -> Set<String> {
+        var set: Set<String> = []
+        for kind in idList(text) {
+            guard kind == "audio" || kind == "video" else {
+                throw Invalid("--consume-kinds", "'\(shown(kind))' is not audio or video")
+            }
+            set.insert(kind)
+        }
+        return set
+    }
+
+    /// `--accept-invites`: the word, or the ids of `from:ID,ID`.
+    static func invitePolicy(_ text: String) throws(Invalid) -> (word: String?, ids: [String]) {
+        if ["trusted", "yes", "no"].contains(text) { return (text, []) }
+        guard text.hasPrefix("from:") else {
+            throw Invalid("--accept-invites", "'\(shown(text))' is not trusted, yes, no or from:ID,ID")
+        }
+        let ids = idList(String(text.dropFirst(5)))
+        guard !ids.isEmpty else { throw Invalid("--accept-invites", "empty id list") }
+        return (nil, ids)
+    }
+
+    static func idList(_ text: String) -> [String] {
+        text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    private static func isDuration(_ value: Double) -> Bool { value > 0 && value.isFinite && value <= 365 * 86400 }
+
+    /// A room or participant id: 1–256 bytes, no control characters.
+    private static func checkName(_ name: String, option: String) throws(Invalid) {
+        guard !name.isEmpty else { throw Invalid(option, "must not be empty") }
+        guard name.utf8.count <= 256, !name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        else { throw Invalid(option, "'\(shown(name))' must be 1-256 bytes without control characters") }
+    }
+
+    /// `text` as it may appear in a message: at most 64 characters, non-printable ones as `?`.
+    static func shown(_ text: String) -> String {
+        String(text.unicodeScalars.prefix(64).map { $0.value >= 0x20 && $0.value != 0x7F ? Character($0) : "?" })
+    }
+}

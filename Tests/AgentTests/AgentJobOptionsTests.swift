@@ -1,0 +1,85 @@
+import Agent
+import Foundation
+import Testing
+
+// Issue 34: the agent's options as data (what a fleet job carries), with their validation in Agent.
+
+@Suite struct AgentJobOptionsTests {
+    @Test func joinArgumentsMapToTypedOptionsAndReadBackFromJSON() throws {
+        let options = try AgentJobOptions(arguments: [
+            "--server", "http://h:7880", "--room=standup", "--token", "T", "--id", "rec", "--name", "Rec",
+            "--agent", "--mode", "send_and_recv", "--consume", "a, b", "--consume-kinds", "video", "--max-video", "4",
+            "--quality", "low", "--accept-invites", "from:mod", "--reconnect-for", "0", "--lobby-wait", "1.5m",
+            "--record-format", "ogg+ivf", "--relay", "rtp://127.0.0.1:5004", "--relay-room", "mirror", "--video",
+            "none", "--audio", "tone", "--ice-servers", "turn:u:p@10.0.0.1:3478", "--duration", "500ms",
+        ])
+        try options.validate()
+        #expect(options.room == "standup" && options.token == "T" && options.agent == true)
+        #expect(options.reconnectFor == 0 && options.lobbyWait == 90 && options.duration == 0.5)
+        let json = try JSONEncoder().encode(options)
+        #expect(try JSONDecoder().decode(AgentJobOptions.self, from: json) == options)
+        let agent = try options.roomAgentOptions(recordDirectory: "/r", checkMedia: false)
+        #expect(agent.signalingURL == "ws://h:7880" && agent.mode == .SEND_AND_RECV)
+        #expect(agent.consume == .ids(["a", "b"]) && agent.kinds == [.video] && agent.maxVideo == 4)
+        #expect(agent.videoQuality == .low && agent.acceptInvites == .from(["mod"]))
+        #expect(agent.reconnect.window == 0 && agent.lobbyWait == 90)
+        #expect(agent.recordFormat == .oggIVF && agent.recordDirectory == "/r")
+        #expect(agent.relayURL == "rtp://127.0.0.1:5004" && agent.relayRoom == "mirror")
+        #expect(agent.iceServers?.first?.username == "u")
+    }
+
+    @Test func eachBadValueIsRefusedNamingItsOption() {
+        let cases: [([String], String)] = [
+            (["--server", "ftp://h"], "--server"), (["--server", "janus://h/1"], "--server"),
+            (["--room", ""], "--room"), (["--token", ""], "--token"), (["--mode", "LOUD"], "--mode"),
+            (["--consume", ","], "--consume"), (["--consume-kinds", "smell"], "--consume-kinds"),
+            (["--max-video", "-1"], "--max-video"), (["--quality", "ultra"], "--quality"),
+            (["--accept-invites", "maybe"], "--accept-invites"), (["--accept-invites", "from:"], "--accept-invites"),
+            (["--reconnect-for", "soon"], "--reconnect-for"), (["--lobby-wait", "0"], "--lobby-wait"),
+            (["--duration", "nan"], "--duration"), (["--duration", "2000000h"], "--duration"),
+            (["--record-format", "mp4"], "--record-format"), (["--relay-room", "r"], "--relay-room"),
+            (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
+            (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
+            (["--consume"], "--consume"),
+        ]
+        for (extra, option) in cases {
+            // Later values win, so each case overrides one valid option.
+            let arguments = ["--server", "http://h:1", "--room", "r", "--token", "T"] + extra
+            do {
+                let options = try AgentJobOptions(arguments: arguments)
+                _ = try options.roomAgentOptions(recordDirectory: nil, checkMedia: false)
+                Issue.record("\(extra) was accepted")
+            } catch {
+                #expect(error.option == option, "\(extra): \(error)")
+            }
+        }
+    }
+
+    @Test func hostileJSONIsRefusedByValidation() throws {
+        for text in [
+            #"{"server":"ws://h:1","room":"r","token":"T","maxVideo":-3}"#,
+            #"{"server":"ws://h:1","room":"r\u0000","token":"T"}"#,
+            #"{"server":"ws://h:1","room":"r","token":"T","duration":1e300}"#,
+        ] {
+            let options = try JSONDecoder().decode(AgentJobOptions.self, from: Data(text.utf8))
+            #expect(throws: AgentJobOptions.Invalid.self, "\(text)") { try options.validate() }
+        }
+        // Not even JSON of options: the decoder refuses it.
+        #expect(throws: DecodingError.self) {
+            try JSONDecoder().decode(AgentJobOptions.self, from: Data(#"{"room":"r"}"#.utf8))
+        }
+    }
+
+    @Test func everyRecordFormatNameIsAFormatOfTheAgent() {
+        for name in AgentJobOptions.recordFormats { #expect(RoomAgent.RecordFormat(rawValue: name) != nil, "\(name)") }
+    }
+
+    @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {
+        var options = AgentJobOptions(server: "http://h:1", room: "r", token: "T")
+        options.video = "/nonexistent/understudy.ivf"
+        _ = try options.roomAgentOptions(recordDirectory: nil, checkMedia: false)
+        #expect(throws: AgentJobOptions.Invalid.self) {
+            try options.roomAgentOptions(recordDirectory: nil, checkMedia: true)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import Agent
+import Foundation
+import LoadGen
+import Redis
+import RoomServer
+import Signaling
+import Testing
+
+@testable import Fleet
+
+// Issue 34: typed jobs. `POST /admin/jobs` keeps taking `understudy join` options as documented;
+// what is stored is a typed job; load shares travel as whole configurations.
+
+@Suite(.serialized) struct FleetJobServiceTests {
+    @Test func submittedOptionsAreStoredAsATypedJobWithATokenOfItsOwn() async throws {
+        let server = try LocalRedisServer()
+        let store = FleetStore(redis: RedisClient(url: try RedisURL(parsing: server.url)))
+        let service = FleetJobService(store: store, serverURL: "http://10.0.0.5:7880", secret: "s3cret")
+        let created = try await service.submit(
+            roomId: "standup",
+            options: [
+                "--consume", "stage", "--max-video=3", "--agent", "--record-format", "ogg+ivf", "--duration", "2m",
+            ],
+            jobId: "rec-1", cost: nil)
+        #expect(created["jobId"]?.stringValue == "rec-1")
+        let stored = try #require(try await store.status("rec-1"))
+        let agent = stored.spec.agent
+        #expect(stored.spec.room == "standup" && agent.room == "standup")
+        #expect(agent.server == "http://10.0.0.5:7880")
+        #expect(agent.consume == "stage" && agent.maxVideo == 3 && agent.agent == true)
+        #expect(agent.recordFormat == "ogg+ivf" && agent.duration == 120)
+        #expect(agent.id == "rec-rec-1")
+        #expect(stored.spec.cost == 3)
+        // A token bound to the room and to no participant, never the secret.
+        let token = try RoomToken.verify(agent.token, secret: "s3cret")
+        #expect(token.roomId == "standup" && token.participantId == nil)
+        #expect(!RedisJSON.encode(stored).contains("s3cret"))
+        // What the worker will build from it.
+        let options = try agent.roomAgentOptions(recordDirectory: "/out/rec-1/attempt-1", checkMedia: false)
+        #expect(options.signalingURL == "ws://10.0.0.5:7880" && options.consume == .stage)
+        #expect(options.recordFormat == .oggIVF && options.recordDirectory == "/out/rec-1/attempt-1")
+    }
+
+    @Test func reservedUnknownAndBadOptionsAreRefusedWith3073() async throws {
+        let server = try LocalRedisServer()
+        let store = FleetStore(redis: RedisClient(url: try RedisURL(parsing: server.url)))
+        let service = FleetJobService(store: store, serverURL: "http://h:1", secret: "s")
+        for (options, jobId, cost, reason) in [
+            (["--token", "x"], nil, nil, "--token is chosen"), (["--record=/tmp"], nil, nil, "--record is chosen"),
+            (["--nope"], nil, nil, "not an option"), (["--consume"], nil, nil, "needs a value"),
+            (["--mode", "LOUD"], nil, nil, "LOUD"), (["--duration", "-5"], nil, nil, "positive duration"),
+            ([], "..", nil, "job id"), ([], nil, 0, "positive"),
+        ] as [([String], String?, Int?, String)] {
+            do {
+                _ = try await service.submit(roomId: "r", options: options, jobId: jobId, cost: cost)
+                Issue.record("\(options) was accepted")
+            } catch {
+                #expect(error.code == 3073)
+                #expect(error.message.contains(reason), "\(error.message)")
+            }
+        }
+        #expect(try await store.list().jobs.isEmpty)
+    }
+}
+
+@Suite struct LoadAssignmentTests {
+    @Test func aShareReadsBackAsSentAndTakesTheWorkersThreadsUnlessGiven() throws {
+        var share = LoadConfiguration(signalingURL: "ws://h:1", room: "r")
+        share.secret = "s"
+        share.subscribers = 7
+        share.layout = .speaker
+        share.idPrefix = "w1-"
+        share.loopCount = 3
+        let sent = LoadAssignment(test: "load-1", configuration: share, threads: nil)
+        let read = try LoadAssignment.parse(RedisJSON.encode(sent))
+        #expect(read.configuration.subscribers == 7 && read.configuration.layout == .speaker)
+        #expect(read.configuration.idPrefix == "w1-")
+        #expect(read.configuration.loopCount == LoadConfiguration(signalingURL: "ws://h:1", room: "r").loopCount)
+        let given = try LoadAssignment.parse(
+            RedisJSON.encode(LoadAssignment(test: "load-1", configuration: share, threads: 2)))
+        #expect(given.configuration.loopCount == 2)
+    }
+
+    @Test func aHostileShareIsRefused() {
+        for text in [
+            "", "{", #"{"test":"../x","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s"}}"#,
+            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r"}}"#,
+            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s","requestTimeout":-1}}"#,
+            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s","subscribers":1e9}}"#,
+            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s","idPrefix":"a/b"}}"#,
+            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s","layout":"9x9"}}"#,
+        ] {
+            #expect(throws: FleetRecordError.self, "\(text)") { try LoadAssignment.parse(text) }
+        }
+    }
+}

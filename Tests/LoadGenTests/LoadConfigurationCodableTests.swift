@@ -1,0 +1,48 @@
+import Foundation
+import LoadGen
+import RTC
+import Testing
+
+// Issue 34: a distributed load test sends each worker its share as a LoadConfiguration in JSON.
+
+@Suite struct LoadConfigurationCodableTests {
+    @Test func aConfigurationReadsBackAsWritten() throws {
+        var c = LoadConfiguration(signalingURL: "ws://h:1", room: "r")
+        c.rooms = 3
+        c.token = "T"
+        c.publishers = 2
+        c.audioPublishers = 1
+        c.subscribers = 40
+        c.duration = 12.5
+        c.waitForMediaUntil = 30
+        c.joinRate = 2.5
+        c.layout = .grid(4)
+        c.simulcast = false
+        c.inviteEvery = 5
+        c.loopCount = 2
+        c.requestTimeout = 7
+        c.idPrefix = "w1-"
+        c.iceServers = [try ICEServer(url: "turn:u:p@10.0.0.1:3478?transport=tcp")]
+        let read = try JSONDecoder().decode(LoadConfiguration.self, from: JSONEncoder().encode(c))
+        #expect(read == c)
+        // Absent fields keep their defaults.
+        let minimal = try JSONDecoder().decode(
+            LoadConfiguration.self, from: Data(#"{"signalingURL":"ws://h:1","room":"r","secret":"s"}"#.utf8))
+        #expect(minimal.subscribers == 10 && minimal.layout == .grid(3) && minimal.duration == 60)
+    }
+
+    @Test func decodingValidates() {
+        for text in [
+            #"{"signalingURL":"http://h:1","room":"r","secret":"s"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","duration":0}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","loopCount":0}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","layout":"speakers"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","iceServers":[{"url":"stun:h","username":"u","credential":"p"}]}"#,
+        ] {
+            #expect(throws: DecodingError.self, "\(text)") {
+                try JSONDecoder().decode(LoadConfiguration.self, from: Data(text.utf8))
+            }
+        }
+    }
+}
