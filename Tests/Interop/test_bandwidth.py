@@ -6,7 +6,9 @@ reaches at least 0.9x the bitrate the same Chromium reaches sending the same cli
 default encoding (the room page with `?simulcast=0`; the loopback pair with no `sendEncodings`), and
 both are measured the same way: the video `bytesSent` delta between 6 s and 10 s after the first byte
 was sent, read from `getStats()` in the page every 250 ms. The loopback runs first and is closed
-before the room page joins, so that the two do not share the CPU.
+before the room page joins, so that the two do not share the CPU. An agent (`understudy join
+--consume stage --record`) records the host meanwhile: its file must carry the same width and, over
+the same window of its timeline, at least 0.9x the loopback rate too (ffprobe).
 
 libwebrtc's sender estimates the path only from feedback: without the server's transport-cc its
 estimate stays near the start rate (300 kbit/s) and the encoder settles around 320x240 at 600 kbit/s.
@@ -16,10 +18,11 @@ estimate stays near the start rate (300 kbit/s) and the encoder settles around 3
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from pathlib import Path
 
-from browser_support import DevServer, RoomPage
+from browser_support import Agent, DevServer, RoomPage
 from chromium import Chromium
 
 ROOM = "bandwidth"
@@ -109,6 +112,8 @@ def _rate(samples: list[dict]) -> float:
 
 def test_chromium_through_our_sfu_reaches_what_it_sends_chromium(tmp_path: Path) -> None:
     clip = _clip(tmp_path / "clip.y4m")
+    record = tmp_path / "record"
+    record.mkdir()
 
     async def run() -> dict:
         server = DevServer(tmp_path, udp_low=46000).start()
@@ -119,11 +124,18 @@ def test_chromium_through_our_sfu_reaches_what_it_sends_chromium(tmp_path: Path)
                 peer = await browser.open_peer_page()
                 loopback = await peer.evaluate(LOOPBACK_JS, timeout=90)
                 await peer.close()
-                host = await RoomPage.open(
-                    browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV", simulcast="0")
-                sfu = await host.page.evaluate(SFU_JS, timeout=90)
-                metrics = await asyncio.to_thread(_metrics, server.base)
-                return {"loopback": loopback, "sfu": sfu, "metrics": metrics, "server": server.tail()}
+                agent = Agent(server, ROOM, record).start()
+                try:
+                    await agent.wait_for(r"joined room", 30)
+                    host = await RoomPage.open(
+                        browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV", simulcast="0")
+                    sfu = await host.page.evaluate(SFU_JS, timeout=90)
+                    metrics = await asyncio.to_thread(_metrics, server.base)
+                    await asyncio.sleep(1)  # the last frames of the window reach the file
+                finally:
+                    agent.stop()
+                return {"loopback": loopback, "sfu": sfu, "metrics": metrics, "server": server.tail(),
+                        "agent": agent.tail()}
         finally:
             server.stop()
 
@@ -135,11 +147,34 @@ def test_chromium_through_our_sfu_reaches_what_it_sends_chromium(tmp_path: Path)
     print(f"Chromium -> Chromium {direct / 1000:.0f} kbit/s at width {loopback[-1]['width']}; "
           f"Chromium -> our SFU {ours / 1000:.0f} kbit/s at width {sfu[-1]['width']} "
           f"({WINDOW[0]:.0f}-{WINDOW[1]:.0f} s after the first byte): ratio {ours / max(direct, 1):.2f}")
+    recorded = record / "host.webm"
+    assert recorded.exists(), f"the agent recorded nothing: {list(record.iterdir())}\n{result['agent']}"
+    width, recorded_rate = _recorded_video(recorded)
+    print(f"the agent's recording: {recorded_rate / 1000:.0f} kbit/s at width {width} over the same window")
     sent = _counter(result["metrics"], "understudy_sfu_transport_feedback_sent_total")
     assert sent > 0, "the server reports no transport-cc feedback sent"
     assert ours >= RATIO * direct, (
         f"through our SFU {ours / 1000:.0f} kbit/s, toward Chromium {direct / 1000:.0f} kbit/s "
         f"(ratio {ours / max(direct, 1):.2f} < {RATIO})")
+    assert width == sfu[-1]["width"], f"recorded at width {width}, sent at {sfu[-1]['width']}"
+    assert recorded_rate >= RATIO * direct, (
+        f"the recording carries {recorded_rate / 1000:.0f} kbit/s, Chromium toward Chromium {direct / 1000:.0f}")
+
+
+def _recorded_video(path: Path) -> tuple[int, float]:
+    """The recording's bits per second over WINDOW of its timeline and the width of its last frame
+    there (decoded: the stream header keeps the first key frame's size), by ffprobe."""
+    start, end = WINDOW
+    out = subprocess.run(
+        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+         "frame=best_effort_timestamp_time,pkt_size,width", "-of", "json", str(path)],
+        capture_output=True, text=True, check=True, timeout=120).stdout
+    frames = [(float(f["best_effort_timestamp_time"]), int(f["pkt_size"]), int(f["width"]))
+              for f in json.loads(out)["frames"] if f.get("best_effort_timestamp_time") is not None]
+    first = min(t for t, _, _ in frames)
+    inside = [(n, w) for t, n, w in frames if start <= t - first < end]
+    assert inside, f"{path}: no frames between {start} and {end} s"
+    return inside[-1][1], sum(n for n, _ in inside) * 8 / (end - start)
 
 
 def _metrics(base: str) -> str:
