@@ -15,8 +15,8 @@ estimate stays near the start rate (300 kbit/s) and the encoder settles around 3
 `UNDERSTUDY_TRANSPORT_CC=0` on the server turns feedback off for an A/B run (this test then fails).
 
 Measured on the busy 2-core machine (10 runs): both paths settle at 480 wide, 1,675-1,770 kbit/s,
-ratio 0.97-1.06; once the loopback reached 2,350 kbit/s (its encoder had not yet scaled down for
-CPU) against 1,707 through the SFU, ratio 0.73, and the test failed.
+ratio 0.97-1.06; once the loopback reached 2,350 kbit/s (width not captured; likely still 640 wide)
+against 1,707 through the SFU, ratio 0.73, and the test failed.
 """
 
 from __future__ import annotations
