@@ -614,6 +614,10 @@ public final class RoomServer: @unchecked Sendable {
             "understudy_sfu_remb_received_total", "counter", "REMB messages the SFU's connections received.",
             clamp(media.rembReceived))
         metric(
+            "understudy_sfu_remb_sent_total", "counter",
+            "REMB messages the SFU's connections sent (peers that negotiated goog-remb, not transport-cc).",
+            clamp(media.rembSent))
+        metric(
             "understudy_sfu_subscriber_estimates", "gauge",
             "Subscribe connections with a send-side bandwidth estimate (their peers give feedback).",
             media.subscriberEstimates)

@@ -489,6 +489,7 @@ public final class SFU: @unchecked Sendable {
                     totals.transportFeedbackSent &+= c?.counters.transportFeedbackSent ?? 0
                     totals.transportFeedbackReceived &+= c?.counters.transportFeedbackReceived ?? 0
                     totals.rembReceived &+= c?.counters.rembReceived ?? 0
+                    totals.rembSent &+= c?.counters.rembSent ?? 0
                 }
                 if let estimate = p.subscribeConnection?.bandwidthEstimate {
                     totals.subscriberEstimates += 1

@@ -164,6 +164,8 @@ public struct SFUCounters: Sendable, Hashable {
     /// Transport-cc feedback messages and REMBs the connections held received about what they send.
     public var transportFeedbackReceived: UInt64 = 0
     public var rembReceived: UInt64 = 0
+    /// REMBs the connections held sent (peers that negotiated only `goog-remb`).
+    public var rembSent: UInt64 = 0
     /// Subscribe connections with a send-side bandwidth estimate, the sum of their targets (bits/s),
     /// and how many of them are decreasing.
     public var subscriberEstimates: Int = 0

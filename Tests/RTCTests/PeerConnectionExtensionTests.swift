@@ -134,6 +134,29 @@ import Testing
         #expect(connectionID == 4, "the connection still knows abs-send-time's id for the receive path")
     }
 
+    /// `goog-remb` is answered where offered; REMB is sent only when transport-cc is not negotiated
+    /// (a sender with both runs its own estimator).
+    @Test func rembIsAnsweredAndSentOnlyWithoutTransportCC() async throws {
+        let withCC = Self.firefoxOffer.replacingOccurrences(of: "\n", with: "\r\n")
+        let withoutCC = withCC.split(separator: "\r\n", omittingEmptySubsequences: false)
+            .filter { !$0.contains("transport-wide-cc") && !$0.contains("transport-cc") }
+            .joined(separator: "\r\n")
+        for (text, expectREMB) in [(withCC, !LocalCapabilities.isSupported(uri: Self.transportCC)), (withoutCC, true)] {
+            let pc = try PeerConnection(loop: EventLoop(name: "remb-answer"))
+            let offer = try SessionDescription.parse(text)
+            let (answer, sendsREMB) = try await pc.loop.submit { () throws -> (SessionDescription, Bool) in
+                _ = pc.addTransceiver(kind: .audio, direction: .sendrecv)
+                _ = pc.addTransceiver(kind: .video, direction: .sendrecv)
+                try pc.setRemoteDescription(offer, type: .offer)
+                return (try pc.createAnswer(), pc.transport.sendsREMB)
+            }
+            let video = try Self.section(answer, .video)
+            #expect(video.codecs.first?.feedback.contains(.googREMB) == true)
+            #expect(sendsREMB == expectREMB)
+            await shutdown(pc)
+        }
+    }
+
     /// RFC 8285 §6: an extension offered with a direction is answered with the reverse one, and
     /// one the offerer only sends is not written on our packets.
     @Test func anExtensionOfferedWithADirectionIsAnsweredTheOtherWay() async throws {

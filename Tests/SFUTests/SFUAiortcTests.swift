@@ -93,6 +93,9 @@ struct SFUAiortcTests {
 
         let stats = await sfu.stats()
         #expect(stats.counters.packetsIn > 100, "aiortc's media reached the SFU")
+        // aiortc negotiates goog-remb and no transport-cc: the SFU answers it and sends REMB, one a second.
+        #expect(answer.serialize().contains("goog-remb"))
+        #expect(stats.counters.rembSent >= 2, "REMBs sent to aiortc: \(stats.counters.rembSent)")
         #expect(recording.videoFrames >= 30, "video frames: \(recording.videoFrames)")
         #expect(recording.audioFrames >= 50, "audio frames: \(recording.audioFrames)")
         let probe = try runToolText(

@@ -132,6 +132,7 @@ extension PeerConnection {
             let pt = format.payloadType
             t.codec = codec
             t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
+            t.remoteREMB = t.kind == .video && format.feedback.contains(.googREMB)
             t.payloadType = pt
             t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
             // Our direction is the intersection of what we want and what the offer allows.
@@ -164,6 +165,7 @@ extension PeerConnection {
             let pt = format.payloadType
             t.codec = codec
             t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
+            t.remoteREMB = t.kind == .video && format.feedback.contains(.googREMB)
             // Our offers list every extension both ways; an answer that made one one-way is
             // not one we handle, so it is left out.
             t.remoteExtensionDirections = [:]
@@ -212,6 +214,10 @@ extension PeerConnection {
         transport.listener.repairedRIDExtensionID = ids[LocalCapabilities.repairedRIDURI] ?? 0
         transport.listener.captureTimeExtensionID = ids[LocalCapabilities.absCaptureTimeURI] ?? 0
         transport.transportCCExtensionID = ids[LocalCapabilities.transportWideCCURI] ?? 0
+        // REMB only where transport-cc is not negotiated: a sender with both runs its own estimator,
+        // which a receive-side bound would only cap.
+        transport.sendsREMB =
+            transport.transportCCExtensionID == 0 && transceivers.contains { !$0.writesRejected && $0.remoteREMB }
     }
 
     /// Before an offer: gives every extension we implement an id, keeping those already negotiated
@@ -406,6 +412,8 @@ extension PeerConnection {
                     let codecPT = f.pt
                     s += "a=rtpmap:\(codecPT) \(f.codec.rtpName)/90000\r\n"
                     if sectionHasTransportCC { s += "a=rtcp-fb:\(codecPT) transport-cc\r\n" }
+                    // Offered always (as browsers do); answered where the offer listed it.
+                    if isOffer || t.remoteREMB { s += "a=rtcp-fb:\(codecPT) goog-remb\r\n" }
                     s += "a=rtcp-fb:\(codecPT) nack\r\n"
                     s += "a=rtcp-fb:\(codecPT) nack pli\r\n"
                     s += "a=rtcp-fb:\(codecPT) ccm fir\r\n"

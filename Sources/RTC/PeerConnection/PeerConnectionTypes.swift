@@ -102,6 +102,8 @@ public struct PeerConnectionCounters: Sendable {
     /// Transport-cc feedback messages and REMBs received about what this connection sends.
     public var transportFeedbackReceived: UInt64 = 0
     public var rembReceived: UInt64 = 0
+    /// REMBs sent for what this connection receives (a peer that negotiated only `goog-remb`).
+    public var rembSent: UInt64 = 0
     public init() {}
 }
 

@@ -42,6 +42,8 @@ public final class RTPTransceiver: @unchecked Sendable {
     /// `sendonly` or `recvonly`): our answer writes the reverse direction, and we send none the
     /// peer only sends.
     var remoteExtensionDirections: [String: SDPDirection] = [:]
+    /// Whether the peer's description lists `goog-remb` for the negotiated video codec.
+    var remoteREMB = false
     /// The extensions our last offer listed in this section (an answer may keep only these).
     var offeredExtensionIDs: [String: UInt8] = [:]
 

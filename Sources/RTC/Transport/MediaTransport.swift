@@ -151,6 +151,22 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     public var bandwidthEstimate: BandwidthEstimate? { bandwidthEstimator?.estimate }
     /// Transport-cc feedback for what this transport receives, once negotiated.
     private(set) var transportFeedback: TransportFeedbackGenerator?
+    /// Whether the peer negotiated `goog-remb` (and not transport-cc): what this transport receives
+    /// is then judged by ``rembGenerator``.
+    var sendsREMB = false {
+        didSet {
+            guard sendsREMB != oldValue else { return }
+            if sendsREMB {
+                let generator = REMBGenerator()
+                generator.tickDeadline = tickDeadline
+                rembGenerator = generator
+            } else {
+                rembGenerator = nil
+            }
+        }
+    }
+    /// The receive-side estimate sent in REMB, while ``sendsREMB``.
+    private(set) var rembGenerator: REMBGenerator?
 
     /// Scratch buffer for outgoing RTCP, reused (no per-packet allocation).
     let rtcpScratch: UnsafeMutableRawBufferPointer
@@ -612,6 +628,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         {
             transportFeedback.record(sequence, ssrc: header.ssrc, now: now)
         }
+        rembGenerator?.record(ssrc: header.ssrc, sequence: header.sequenceNumber, length: n, now: now)
         // Streams are dropped only between datagrams: borrowed without a retain and release per packet.
         guard
             let reference = listener.boundStream(header.ssrc)
@@ -729,6 +746,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                     self.counters.transportFeedbackSent &+= 1
                 }
             }
+            if let rembGenerator, now >= rembGenerator.nextTimer {
+                rembGenerator.senderSSRC = transceivers.first?.localSSRCs.first ?? 1
+                rembGenerator.tick(now: now) { buffer, length in
+                    self.protectAndSendRTCP(buffer, length: length)
+                    self.counters.rembSent &+= 1
+                }
+            }
         }
         // From the state after this tick (callbacks above may have changed it).
         tickDeadline.at = nextTimer(now: now)
@@ -746,6 +770,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         }
         for s in listener.streams { due = min(due, s.receiver.nextTimer) }
         if let transportFeedback { due = min(due, transportFeedback.nextTimer) }
+        if let rembGenerator { due = min(due, rembGenerator.nextTimer) }
         return due
     }
 
