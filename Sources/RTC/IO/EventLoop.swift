@@ -673,3 +673,5 @@ public enum EventLoopError: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 }
+
+extension EventLoop: LoopConfinement {}

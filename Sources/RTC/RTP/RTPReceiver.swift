@@ -133,7 +133,14 @@ public struct RTPReceivedPayload {
 public final class RTPReceiver: @unchecked Sendable {
     /// The loop this object is confined to, once a transport owns it (nil when used alone, as in
     /// unit tests): its entry points assert, in debug builds only, that they run there.
-    public internal(set) var loop: EventLoop?
+    public internal(set) var loop: (any LoopConfinement)?
+
+    /// Debug builds: stops the process when called off ``loop``; release builds: nothing.
+    @inline(__always) func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        #if DEBUG
+            loop?.preconditionInLoop(file: file, line: line)
+        #endif
+    }
     /// The media SSRC.
     public let ssrc: UInt32
     /// The codec of the stream.
@@ -279,7 +286,7 @@ public final class RTPReceiver: @unchecked Sendable {
 
     /// Binds the RTX (repair) stream once its SSRC is learned, e.g. from `ssrc-group:FID` or repaired-rid.
     public func setRTX(ssrc: UInt32, payloadType: UInt8) {
-        loop?.assertInLoop()
+        assertInLoop()
         rtxSSRC = ssrc
         rtxPayloadType = payloadType
     }
@@ -304,7 +311,7 @@ public final class RTPReceiver: @unchecked Sendable {
     ///   unknown, or an RTX padding probe.
     @discardableResult
     public func receive(_ packet: UnsafeRawBufferPointer, header: RTPHeader, now: UInt64) -> RTPReceivedPayload? {
-        loop?.assertInLoop()
+        assertInLoop()
         counters.bytesReceived += UInt64(packet.count)
         counters.lastPacketTime = now
         let payloadEnd = header.payloadOffset + header.payloadLength
@@ -426,13 +433,13 @@ public final class RTPReceiver: @unchecked Sendable {
     /// Records a sender report from this stream's sender: its NTP/RTP pair maps RTP time to wall time,
     /// and its arrival time gives LSR/DLSR for our receiver reports.
     public func handleSenderReport(ntp: NTPTime, rtpTimestamp: UInt32, now: UInt64) {
-        loop?.assertInLoop()
+        assertInLoop()
         links.handleSenderReport(ntp: ntp, rtpTimestamp: rtpTimestamp, now: now)
     }
 
     /// Records a sender report given its raw 64-bit NTP timestamp.
     public func handleSenderReport(ntp: UInt64, rtpTimestamp: UInt32, now: UInt64) {
-        loop?.assertInLoop()
+        assertInLoop()
         handleSenderReport(ntp: NTPTime(value: ntp), rtpTimestamp: rtpTimestamp, now: now)
     }
 
@@ -445,7 +452,7 @@ public final class RTPReceiver: @unchecked Sendable {
 
     /// Asks for a key frame (PLI), e.g. when a recorder starts; throttled like every other request.
     public func requestKeyframe() {
-        loop?.assertInLoop()
+        assertInLoop()
         guard codec.kind == .video else { return }
         links.keyframes.want()
         tickDeadline?.lower(to: nextTimer)
@@ -455,7 +462,7 @@ public final class RTPReceiver: @unchecked Sendable {
     /// caller that throttles its requests itself (an SFU, per producer layer), where a second
     /// throttle here would hold a joiner's request for up to another interval.
     public func requestKeyframeNow() {
-        loop?.assertInLoop()
+        assertInLoop()
         guard codec.kind == .video else { return }
         links.keyframes.want()
         links.keyframes.allowNow()

@@ -112,7 +112,14 @@ public struct RTPSenderStats: Sendable, Equatable {
 public final class RTPSender: @unchecked Sendable {
     /// The loop this object is confined to, once a transport owns it (nil when used alone, as in
     /// unit tests): its entry points assert, in debug builds only, that they run there.
-    public internal(set) var loop: EventLoop?
+    public internal(set) var loop: (any LoopConfinement)?
+
+    /// Debug builds: stops the process when called off ``loop``; release builds: nothing.
+    @inline(__always) func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        #if DEBUG
+            loop?.preconditionInLoop(file: file, line: line)
+        #endif
+    }
     /// Capacity of the buffer handed to `emit`; packets never exceed `packetCapacity - 64`.
     public static let packetCapacity = 1500
     private static let trailerReserve = 64
@@ -259,7 +266,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Takes the header-extension ids a renegotiation settled for this sender's m-section; the next
     /// packet carries exactly those. Loop thread only (not on the per-packet path).
     public func updateExtensions(_ extensions: RTPSendExtensions) {
-        loop?.assertInLoop()
+        assertInLoop()
         guard extensions != self.extensions else { return }
         self.extensions = extensions
         twoByteExtensions = Self.needsTwoByteExtensions(extensions, mid: midValue, rid: rid)
@@ -279,7 +286,7 @@ public final class RTPSender: @unchecked Sendable {
     /// VP8 frames are split into nearly equal packets with a 4-byte payload descriptor carrying a
     /// 15-bit picture ID; the marker bit is set on the last packet. An Opus frame is one packet.
     public func send(_ frame: EncodedFrame, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        loop?.assertInLoop()
+        assertInLoop()
         guard !frame.data.isEmpty else {
             counters.framesFailed += 1
             return
@@ -343,7 +350,7 @@ public final class RTPSender: @unchecked Sendable {
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
         rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
-        loop?.assertInLoop()
+        assertInLoop()
         let buffer = scratch
         // Keep our own counter ahead so SRs and any later own packets continue the stream.
         if Int16(bitPattern: sequenceNumber &- self.sequenceNumber) >= 0 { self.sequenceNumber = sequenceNumber &+ 1 }
@@ -383,7 +390,7 @@ public final class RTPSender: @unchecked Sendable {
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
         rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
-        loop?.assertInLoop()
+        assertInLoop()
         let buffer = scratch
         buffer[0] = 0x80
         buffer.rtpPut32(timestamp, at: 4)
@@ -525,7 +532,7 @@ public final class RTPSender: @unchecked Sendable {
     public func handleNACK(
         sequenceNumbers: some Sequence<UInt16>, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) {
-        loop?.assertInLoop()
+        assertInLoop()
         counters.nacksReceived += 1
         for seq in sequenceNumbers {
             resendFromHistory(seq, now: now, emit: emit)
@@ -583,7 +590,7 @@ public final class RTPSender: @unchecked Sendable {
     /// the packet's length, or 0 when this sender has no RTX stream.
     @discardableResult
     public func sendPadding(bytes: Int, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) -> Int {
-        loop?.assertInLoop()
+        assertInLoop()
         guard let rtx, let out = scratch.baseAddress else { return 0 }
         let padding = min(max(bytes, 1), 255)
         scratch[0] = 0xA0  // version 2, padding
@@ -604,7 +611,7 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Handles a Picture Loss Indication for this sender.
     public func handlePLI() {
-        loop?.assertInLoop()
+        assertInLoop()
         links.handleRTCP(.pictureLoss, now: 0)
         if links.keyframes.takeRequest() { onKeyframeRequest?() }
     }
@@ -615,7 +622,7 @@ public final class RTPSender: @unchecked Sendable {
     /// - Returns: whether it was a new request (and ``onKeyframeRequest`` ran).
     @discardableResult
     public func handleFIR(sequenceNumber: UInt8) -> Bool {
-        loop?.assertInLoop()
+        assertInLoop()
         links.handleRTCP(.fullIntraRequest(sequenceNumber: sequenceNumber), now: 0)
         guard links.keyframes.takeRequest() else { return false }
         onKeyframeRequest?()
@@ -641,7 +648,7 @@ public final class RTPSender: @unchecked Sendable {
     public func handleRTCP(
         _ compound: UnsafeRawBufferPointer, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) throws(RTCPError) {
-        loop?.assertInLoop()
+        assertInLoop()
         try RTCPRouter.route(
             compound, now: now, sender: { $0 == ssrc ? self : nil }, receiver: { _ in nil }, emit: emit)
     }
@@ -665,7 +672,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Emits the links' RTCP when any has some due (a sender report about every ``reportInterval``),
     /// with the time from ``wallClock``.
     public func tick(now: UInt64, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        loop?.assertInLoop()
+        assertInLoop()
         // Asked before reading the wall clock: this runs for every sender on every loop tick.
         guard links.tick(now: now) else { return }
         writeDueRTCP(RTPSendClock(now: now, wallClock: wallClock(now)), emitRTCP: emitRTCP)
@@ -674,7 +681,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Emits the links' RTCP when any has some due (a sender report about every ``reportInterval``,
     /// randomized ±50 %, and soon after the first packet).
     public func tick(now: UInt64, wallClock: NTPTime, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
-        loop?.assertInLoop()
+        assertInLoop()
         guard links.tick(now: now) else { return }
         writeDueRTCP(RTPSendClock(now: now, wallClock: wallClock), emitRTCP: emitRTCP)
     }
