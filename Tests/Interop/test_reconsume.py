@@ -11,6 +11,7 @@ to sendonly, so reusing the mid starved it. Checked with an aiortc subscriber an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from chromium import ROOM_ANSWER_JS, Chromium, answer_subscriber_offers
@@ -175,9 +176,14 @@ async def _chromium_scenario(port: int) -> dict:
 
             rounds = await _rounds(bob, frames_on)
             transceivers = await page.evaluate("pc.getTransceivers().length")
-            return {"rounds": rounds, "errors": errors, "answered": answered, "transceivers": transceivers}
+            # A copy: the renegotiation the last stopConsuming starts may still be in flight when the
+            # browser closes below, and that is not an answer the rounds needed.
+            return {"rounds": rounds, "errors": list(errors), "answered": list(answered),
+                    "transceivers": transceivers}
         finally:
             answering.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await answering
             if pub_pc:
                 await pub_pc.close()
             await alice.close()
