@@ -15,6 +15,7 @@
 #   RTCWire    Sources/RTCWire (pure Swift)
 #   SystemCalls Sources/SystemCalls (the epoll/eventfd/mmsg bindings Signaling's reactor uses)
 #   Signaling  Sources/Signaling (Foundation, OpenSSL through CModules/COpenSSL; links -lssl -lcrypto)
+#   RoomProtocol  Sources/RoomProtocol over Signaling (envelopes, tokens; links -lssl -lcrypto)
 #   Media      Sources/Media/Files + MediaError.swift: the container readers only (no codec libraries)
 #   RTC        Sources/RTC/RTP + SRTPReplayWindow.swift: the RTP receive/send engine (pure Swift over RTCWire; no DTLS/SRTP crypto/sockets)
 #   SRTP       Sources/RTC/SRTP: SRTPSession over OpenSSL's libcrypto (not the libsrtp reference)
@@ -60,6 +61,8 @@ lib_sources() {
     # A job's agent options (Foundation only): what the Fleet records carry.
     Agent) printf '%s\n' Sources/Agent/AgentJobOptions.swift Sources/RoomProtocol/RoomVocabulary.swift ;;
     Fleet) printf '%s\n' Sources/Fleet/FleetJob.swift Sources/Fleet/FleetRecords.swift ;;
+    # The room's vocabulary: envelopes, tokens (HMAC through OpenSSL), errors, over Signaling.
+    RoomProtocol) find Sources/RoomProtocol -name '*.swift' ;;
     *) return 1 ;;
     esac | sort
 }
@@ -68,6 +71,7 @@ lib_deps() {
     Media | RTC) echo RTCWire ;;
     Signaling) echo SystemCalls ;;
     Fleet) echo Agent ;;
+    RoomProtocol) echo Signaling SystemCalls ;;
     *) ;;
     esac
 }
@@ -126,7 +130,7 @@ build_target() {
     if [[ -x "$bin" && "$bin" -nt "$OUT/lib${lib}Fuzz.a" && "$bin" -nt "$entry" ]]; then return 0; fi
     local -a libs=(-l"${lib}Fuzz")
     for dep in $(lib_deps "$lib"); do libs+=(-l"${dep}Fuzz"); done
-    [[ "$lib" == Signaling || "$lib" == SRTP ]] && libs+=(-lssl -lcrypto)
+    [[ "$lib" == Signaling || "$lib" == SRTP || "$lib" == RoomProtocol ]] && libs+=(-lssl -lcrypto)
     echo "build $name"
     if ! "$SWIFTC" "${SANITIZE[@]}" -module-name "Fuzz_$name" -I "$MODULE_DIR" "${C_MODULES[@]}" \
         "$entry" -L "$OUT" "${libs[@]}" -o "$bin" >"$OUT/$name.build.log" 2>&1; then
@@ -146,13 +150,20 @@ for name in "${TARGETS[@]}"; do
     for l in $(lib_deps "$lib") "$lib"; do [[ " ${needed[*]} " == *" $l "* ]] || needed+=("$l"); done
 done
 build_start=$(date +%s)
-# Libraries without dependencies compile side by side, then the ones that import them.
+# 0: no dependencies; 1: only on level-0 libraries; 2: on a level-1 library (RoomProtocol over Signaling).
+lib_level() {
+    local deps d
+    deps="$(lib_deps "$1")"
+    [[ -z "$deps" ]] && { echo 0; return; }
+    for d in $deps; do [[ -n "$(lib_deps "$d")" ]] && { echo 2; return; }; done
+    echo 1
+}
+# Libraries without dependencies compile side by side, then the ones that import them, level by level.
 lib_failed=""
-for phase in independent dependent; do
+for phase in 0 1 2; do
     lib_pids=()
     for lib in "${needed[@]}"; do
-        deps="$(lib_deps "$lib")"
-        [[ ("$phase" == independent && -z "$deps") || ("$phase" == dependent && -n "$deps") ]] || continue
+        [[ "$(lib_level "$lib")" == "$phase" ]] || continue
         build_library "$lib" &
         lib_pids+=("$!:$lib")
     done

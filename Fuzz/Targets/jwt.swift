@@ -1,7 +1,7 @@
-// library: Signaling
+// library: RoomProtocol
 import Foundation
 
-@testable import Signaling
+@testable import RoomProtocol
 
 /// libFuzzer entry for room tokens. The input is verified as a compact JWT; then, because a fuzzer
 /// cannot forge the HMAC, it is also signed with the secret so the claim checks run on it: input

@@ -1,4 +1,5 @@
-// library: Signaling
+// library: RoomProtocol
+import RoomProtocol
 import Signaling
 
 /// libFuzzer entry for the signalling protocol: a WebSocket text message through
