@@ -16,7 +16,7 @@ public struct AV1SequenceHeader: Sendable, Equatable {
 
     /// Parses an OBU payload (after the OBU header and size); nil when it is cut short or invalid.
     public static func parse(_ b: UnsafeRawBufferPointer) -> AV1SequenceHeader? {
-        var r = AV1BitReader(b)
+        var r = BitReader(b)
         let profile = UInt8(r.read(3))
         guard profile <= 2 else { return nil }
         _ = r.read(1)  // still_picture
@@ -156,35 +156,5 @@ public struct AV1SequenceHeader: Sendable, Equatable {
                 ($0.maxWidth, $0.maxHeight)
             }
         }
-    }
-}
-
-/// A most-significant-bit-first reader that reads zeros past the end and remembers it did.
-struct AV1BitReader {
-    let bytes: UnsafeRawBufferPointer
-    var bit = 0
-    var overrun = false
-    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
-
-    mutating func read(_ n: Int) -> UInt32 {
-        var v: UInt32 = 0
-        for _ in 0..<n {
-            let i = bit >> 3
-            var b: UInt32 = 0
-            if i < bytes.count { b = UInt32(bytes[i] >> (7 - UInt8(bit & 7))) & 1 } else { overrun = true }
-            v = v << 1 | b
-            bit += 1
-        }
-        return v
-    }
-
-    /// uvlc() (§4.10.3); nil past 32 leading zeros.
-    mutating func readUVLC() -> UInt32? {
-        var zeros = 0
-        while read(1) == 0 {
-            zeros += 1
-            if zeros >= 32 || overrun { return nil }
-        }
-        return zeros == 0 ? 0 : read(zeros) + (UInt32(1) << zeros) - 1
     }
 }

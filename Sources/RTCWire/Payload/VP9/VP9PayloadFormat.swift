@@ -151,28 +151,4 @@ public enum VP9FrameHeader {
     public static func keyframeSize(_ b: UnsafeRawBufferPointer) -> (width: UInt16, height: UInt16)? {
         keyframeInfo(b).map { ($0.width, $0.height) }
     }
-
-    /// A most-significant-bit-first reader that reads zeros past the end and remembers it did.
-    @usableFromInline
-    struct BitReader {
-        @usableFromInline let bytes: UnsafeRawBufferPointer
-        @usableFromInline var bit = 0
-        @usableFromInline var overrun = false
-        @inlinable init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
-        @inlinable mutating func read(_ n: Int) -> UInt32 {
-            var v: UInt32 = 0
-            for _ in 0..<n {
-                let i = bit >> 3
-                var b: UInt32 = 0
-                if i < bytes.count {
-                    b = UInt32(bytes[i] >> (7 - UInt8(bit & 7))) & 1
-                } else {
-                    overrun = true
-                }
-                v = v << 1 | b
-                bit += 1
-            }
-            return v
-        }
-    }
 }
