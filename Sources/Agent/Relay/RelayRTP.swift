@@ -7,8 +7,8 @@ import RTCWire
     import Darwin
 #endif
 
-/// Counters of one ``RTPRelay``.
-public struct RTPRelayStats: Sendable, Equatable {
+/// Counters of one ``RTPOutput``.
+public struct RTPOutputStats: Sendable, Equatable {
     /// VP8 frames packetized and sent.
     public var videoFrames: UInt64 = 0
     /// Opus packets sent.
@@ -28,16 +28,16 @@ public struct RTPRelayStats: Sendable, Equatable {
 ///
 /// Port convention: video (VP8, payload type 96) goes to `basePort`, audio (Opus, payload type 111)
 /// to `basePort + 2`. The odd ports `basePort + 1` and `basePort + 3` are left for the receiver's
-/// RTCP, which this relay neither sends nor reads.
+/// RTCP, which this output neither sends nor reads.
 ///
 /// Each stream gets a fresh random SSRC, sequence number and timestamp base; the sender's RTP
 /// timestamps are kept (shifted by that base), so the receiver sees the original pacing.
 ///
 /// Confined to the event-loop thread like the other RTC objects: create it anywhere, call
-/// ``relay(_:arrival:)`` and ``close()`` on the loop (e.g. from `PeerConnection.onFrame`). Packets are
+/// ``send(_:arrival:)`` and ``close()`` on the loop (e.g. from `PeerConnection.onFrame`). Packets are
 /// built in one preallocated buffer; nothing is allocated per packet.
 // Safe: confined to one event-loop thread (see above); Sendable only to be handed to it.
-public final class RTPRelay: @unchecked Sendable {
+public final class RTPOutput: @unchecked Sendable {
     /// VP8 payload type on the wire and in the SDP.
     public static let videoPayloadType: UInt8 = 96
     /// Opus payload type on the wire and in the SDP.
@@ -60,7 +60,7 @@ public final class RTPRelay: @unchecked Sendable {
     /// SSRC of the relayed audio stream.
     public let audioSSRC: UInt32
     /// Counters.
-    public private(set) var stats = RTPRelayStats()
+    public private(set) var stats = RTPOutputStats()
 
     private let socket: UDPSocket
     private let videoAddress: SocketAddress
@@ -79,7 +79,7 @@ public final class RTPRelay: @unchecked Sendable {
     /// `HOST` is an IPv4 address, a bracketed IPv6 address (`rtp://[::1]:5004`) or `localhost`
     /// (mapped to `127.0.0.1`); host names are refused rather than resolved, so the destination is
     /// always exactly what the user typed. `PORT` must be even and at most 65532 (audio uses PORT+2).
-    public static func parseURL(_ url: String) throws(RelayError) -> (host: String, port: UInt16) {
+    public static func parseURL(_ url: String) throws(RTPOutputError) -> (host: String, port: UInt16) {
         let prefix = "rtp://"
         guard url.lowercased().hasPrefix(prefix) else { throw .unsupportedScheme(url) }
         let rest = url.dropFirst(prefix.count)
@@ -121,7 +121,8 @@ public final class RTPRelay: @unchecked Sendable {
     ///   - host: a numeric IPv4/IPv6 address (see ``parseURL(_:)``).
     ///   - basePort: the even video port.
     ///   - seed: fixes SSRCs, sequence numbers and timestamp bases for tests; random when nil.
-    public init(destination host: String, basePort: UInt16, loop: EventLoop, seed: UInt64? = nil) throws(RelayError) {
+    public init(destination host: String, basePort: UInt16, loop: EventLoop, seed: UInt64? = nil) throws(RTPOutputError)
+    {
         guard basePort > 0, basePort % 2 == 0, basePort <= 65532 else { throw .invalidPort(String(basePort)) }
         guard let video = SocketAddress(ip: host, port: basePort),
             let audio = SocketAddress(ip: host, port: basePort + 2)
@@ -166,14 +167,14 @@ public final class RTPRelay: @unchecked Sendable {
     ///
     /// - Parameter arrival: when the frame arrived (`EventLoop.now()`); the wire timing comes from the
     ///   frame's RTP timestamp, so this is only informational today.
-    public func relay(_ frame: EncodedFrame, arrival: UInt64) {
+    public func send(_ frame: EncodedFrame, arrival: UInt64) {
         guard !frame.data.isEmpty, !socket.isClosed else {
             stats.framesFailed += 1
             return
         }
         switch frame.codec {
-        case .opus: relayAudio(frame)
-        case .vp8: relayVideo(frame)
+        case .opus: sendAudio(frame)
+        case .vp8: sendVideo(frame)
         case .h264, .vp9, .av1:
             // The relay's .sdp announces VP8 (written before the first frame); other codecs are not relayed yet.
             stats.framesFailed += 1
@@ -183,7 +184,7 @@ public final class RTPRelay: @unchecked Sendable {
     /// Closes the socket. Loop thread or any thread.
     public func close() { socket.close() }
 
-    private func relayAudio(_ frame: EncodedFrame) {
+    private func sendAudio(_ frame: EncodedFrame) {
         guard frame.data.count <= Self.packetCapacity - Self.headerLength else {
             stats.framesFailed += 1
             return
@@ -202,7 +203,7 @@ public final class RTPRelay: @unchecked Sendable {
         stats.audioFrames += 1
     }
 
-    private func relayVideo(_ frame: EncodedFrame) {
+    private func sendVideo(_ frame: EncodedFrame) {
         if !sawKeyframe {
             guard frame.isKeyframe else {
                 stats.framesBeforeKeyframe += 1
@@ -275,8 +276,8 @@ public final class RTPRelay: @unchecked Sendable {
         ].joined(separator: "\n")
     }
 
-    /// Writes ``sessionDescription`` to `path` (replacing the file). Throws ``RelayError/file(path:errno:)``.
-    public func writeSDP(to path: String) throws(RelayError) {
+    /// Writes ``sessionDescription`` to `path` (replacing the file). Throws ``RTPOutputError/file(path:errno:)``.
+    public func writeSDP(to path: String) throws(RTPOutputError) {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw .file(path: path, errno: errno) }
         defer { Glibc.close(fd) }
