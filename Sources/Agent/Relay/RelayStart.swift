@@ -6,7 +6,7 @@ extension RTPRelay {
     /// to `relay.sdp` in `sdpDirectory` (the current directory when nil; the directory must exist) and
     /// logs how to play it.
     static func start(
-        url: String, loop: EventLoop, sdpDirectory: String?, log: (String) -> Void
+        url: String, loop: EventLoop, sdpDirectory: String?, log: @escaping @Sendable (String) -> Void
     ) async throws(RelayError) -> RTPRelay {
         let target = try parseURL(url)
         let opened = await loop.submit { () -> Result<RTPRelay, RelayError> in
@@ -16,7 +16,17 @@ extension RTPRelay {
         let relay = try opened.get()
         // The .sdp lets ffmpeg/GStreamer/VLC open the relayed streams.
         let sdpPath = (sdpDirectory ?? ".") + "/relay.sdp"
-        do { try relay.writeSDP(to: sdpPath) } catch {
+        let written = await loop.submit { () -> Result<Void, RelayError> in
+            relay.onFormatChange = { format, outcome in
+                switch outcome {
+                case .success(let path?): log("relaying \(format.rtpmap) video; rewrote \(path)")
+                case .success(nil): log("relaying \(format.rtpmap) video")
+                case .failure(let error): log("relaying \(format.rtpmap) video, but \(error)")
+                }
+            }
+            return Result { () throws(RelayError) in try relay.writeSDP(to: sdpPath) }
+        }
+        do { try written.get() } catch {
             await loop.submit { relay.close() }
             throw error
         }
