@@ -304,7 +304,7 @@ async def _agent_publishes(server: JanusServer, tmp_path: Path, record: Path) ->
 
 
 def _even_udp_socket() -> socket.socket:
-    """A UDP socket on an even port (RTPRelay sends video to an even base port)."""
+    """A UDP socket on an even port (RTPOutput, `--relay`, sends video to an even base port)."""
     while True:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.bind(("127.0.0.1", 0))

@@ -7,8 +7,8 @@ import RTCWire
     import Darwin
 #endif
 
-/// Counters of one ``RTPRelay``.
-public struct RTPRelayStats: Sendable, Equatable {
+/// Counters of one ``RTPOutput``.
+public struct RTPOutputStats: Sendable, Equatable {
     /// Video frames packetized and sent.
     public var videoFrames: UInt64 = 0
     /// Opus packets sent.
@@ -20,7 +20,7 @@ public struct RTPRelayStats: Sendable, Equatable {
     /// Video delta frames dropped because no key frame had been relayed yet (a receiver cannot decode them).
     public var framesBeforeKeyframe: UInt64 = 0
     /// Video frames dropped because their codec is not the one the first key frame chose (the `.sdp`
-    /// announces one video codec), or one the relay cannot send.
+    /// announces one video codec), or one the output cannot send.
     public var framesOtherCodec: UInt64 = 0
     /// Frames that could not be packetized (empty, or an Opus packet larger than one datagram).
     public var framesFailed: UInt64 = 0
@@ -31,25 +31,25 @@ public struct RTPRelayStats: Sendable, Equatable {
 ///
 /// Port convention: video (payload type 96) goes to `basePort`, audio (Opus, payload type 111) to
 /// `basePort + 2`. The odd ports `basePort + 1` and `basePort + 3` are left for the receiver's
-/// RTCP, which this relay neither sends nor reads.
+/// RTCP, which this output neither sends nor reads.
 ///
 /// Each stream gets a fresh random SSRC, sequence number and timestamp base; the sender's RTP
 /// timestamps are kept (shifted by that base), so the receiver sees the original pacing.
 ///
 /// Video codec: the first video key frame chooses it (VP8 as RFC 7741, H.264 as RFC 6184 in
 /// packetization mode 1); until then the session description announces VP8. When the key frame's
-/// format differs (another codec, or H.264 whose SPS/PPS the `.sdp` should carry), the relay
+/// format differs (another codec, or H.264 whose SPS/PPS the `.sdp` should carry), the output
 /// rewrites the `.sdp` it wrote (``writeSDP(to:)``) and reports it through ``onFormatChange``.
-/// Frames of any other codec are then dropped (``RTPRelayStats/framesOtherCodec``).
+/// Frames of any other codec are then dropped (``RTPOutputStats/framesOtherCodec``).
 ///
 /// Confined to the event-loop thread like the other RTC objects: create it anywhere, call
-/// ``relay(_:arrival:)`` and ``close()`` on the loop (e.g. from `PeerConnection.onFrame`). Packets are
+/// ``send(_:arrival:)`` and ``close()`` on the loop (e.g. from `PeerConnection.onFrame`). Packets are
 /// built in one preallocated buffer; nothing is allocated per packet.
 // Safe: confined to one event-loop thread (see above); Sendable only to be handed to it.
-public final class RTPRelay: @unchecked Sendable {
+public final class RTPOutput: @unchecked Sendable {
     /// Video payload type on the wire and in the SDP, whatever the codec.
     public static let videoPayloadType: UInt8 = 96
-    /// The video codecs the relay packetizes.
+    /// The video codecs the output packetizes.
     public static let videoCodecs: Set<MediaCodec> = [.vp8, .h264]
     /// Opus payload type on the wire and in the SDP.
     public static let audioPayloadType: UInt8 = 111
@@ -71,12 +71,12 @@ public final class RTPRelay: @unchecked Sendable {
     /// SSRC of the relayed audio stream.
     public let audioSSRC: UInt32
     /// Counters.
-    public private(set) var stats = RTPRelayStats()
+    public private(set) var stats = RTPOutputStats()
     /// The video stream as ``sessionDescription`` announces it: VP8 until the first video key frame.
-    public private(set) var videoFormat = RTPRelayVideoFormat.vp8
+    public private(set) var videoFormat = RTPOutputVideoFormat.vp8
     /// Called on the loop thread when the first video key frame changed ``videoFormat`` with the
     /// path of the rewritten `.sdp` (nil when none was written) or the error rewriting it.
-    public var onFormatChange: (@Sendable (RTPRelayVideoFormat, Result<String?, RelayError>) -> Void)?
+    public var onFormatChange: (@Sendable (RTPOutputVideoFormat, Result<String?, RTPOutputError>) -> Void)?
 
     private let socket: UDPSocket
     private let videoAddress: SocketAddress
@@ -92,14 +92,14 @@ public final class RTPRelay: @unchecked Sendable {
     /// Where ``writeSDP(to:)`` last wrote, rewritten when the video format changes.
     private var sdpPath: String?
     /// H.264 FU-A fragments are built here before they are copied behind the RTP header.
-    private var fragmentScratch = [UInt8](repeating: 0, count: RTPRelay.maxPayloadSize)
+    private var fragmentScratch = [UInt8](repeating: 0, count: RTPOutput.maxPayloadSize)
 
     /// Parses `rtp://HOST:PORT` into a numeric host and an even base port.
     ///
     /// `HOST` is an IPv4 address, a bracketed IPv6 address (`rtp://[::1]:5004`) or `localhost`
     /// (mapped to `127.0.0.1`); host names are refused rather than resolved, so the destination is
     /// always exactly what the user typed. `PORT` must be even and at most 65532 (audio uses PORT+2).
-    public static func parseURL(_ url: String) throws(RelayError) -> (host: String, port: UInt16) {
+    public static func parseURL(_ url: String) throws(RTPOutputError) -> (host: String, port: UInt16) {
         let prefix = "rtp://"
         guard url.lowercased().hasPrefix(prefix) else { throw .unsupportedScheme(url) }
         let rest = url.dropFirst(prefix.count)
@@ -141,7 +141,8 @@ public final class RTPRelay: @unchecked Sendable {
     ///   - host: a numeric IPv4/IPv6 address (see ``parseURL(_:)``).
     ///   - basePort: the even video port.
     ///   - seed: fixes SSRCs, sequence numbers and timestamp bases for tests; random when nil.
-    public init(destination host: String, basePort: UInt16, loop: EventLoop, seed: UInt64? = nil) throws(RelayError) {
+    public init(destination host: String, basePort: UInt16, loop: EventLoop, seed: UInt64? = nil) throws(RTPOutputError)
+    {
         guard basePort > 0, basePort % 2 == 0, basePort <= 65532 else { throw .invalidPort(String(basePort)) }
         guard let video = SocketAddress(ip: host, port: basePort),
             let audio = SocketAddress(ip: host, port: basePort + 2)
@@ -187,22 +188,22 @@ public final class RTPRelay: @unchecked Sendable {
     ///
     /// - Parameter arrival: when the frame arrived (`EventLoop.now()`); the wire timing comes from the
     ///   frame's RTP timestamp, so this is only informational today.
-    public func relay(_ frame: EncodedFrame, arrival: UInt64) {
+    public func send(_ frame: EncodedFrame, arrival: UInt64) {
         guard !frame.data.isEmpty, !socket.isClosed else {
             stats.framesFailed += 1
             return
         }
         if frame.codec == .opus {
-            relayAudio(frame)
+            sendAudio(frame)
         } else {
-            relayVideo(frame)
+            sendVideo(frame)
         }
     }
 
     /// Closes the socket. Loop thread or any thread.
     public func close() { socket.close() }
 
-    private func relayAudio(_ frame: EncodedFrame) {
+    private func sendAudio(_ frame: EncodedFrame) {
         guard frame.data.count <= Self.packetCapacity - Self.headerLength else {
             stats.framesFailed += 1
             return
@@ -221,7 +222,7 @@ public final class RTPRelay: @unchecked Sendable {
         stats.audioFrames += 1
     }
 
-    private func relayVideo(_ frame: EncodedFrame) {
+    private func sendVideo(_ frame: EncodedFrame) {
         if !sawKeyframe {
             guard Self.videoCodecs.contains(frame.codec) else {
                 stats.framesOtherCodec += 1
@@ -239,7 +240,7 @@ public final class RTPRelay: @unchecked Sendable {
             return
         }
         if frame.codec == .h264 {
-            relayH264(frame)
+            sendH264(frame)
             return
         }
         let timestamp = frame.timestamp &+ videoTimestampOffset
@@ -272,7 +273,7 @@ public final class RTPRelay: @unchecked Sendable {
         stats.videoFrames += 1
     }
 
-    private func relayH264(_ frame: EncodedFrame) {
+    private func sendH264(_ frame: EncodedFrame) {
         let timestamp = frame.timestamp &+ videoTimestampOffset
         let sent = frame.data.withUnsafeBytes { data in
             H264PayloadFormat.packetize(
@@ -294,14 +295,14 @@ public final class RTPRelay: @unchecked Sendable {
         stats.videoFrames += 1
     }
 
-    /// The first video key frame: its codec and parameters become the `.sdp`'s (once per relay).
+    /// The first video key frame: its codec and parameters become the `.sdp`'s (once per output).
     private func adoptFormat(of keyframe: EncodedFrame) {
-        let format = keyframe.data.withUnsafeBytes { RTPRelayVideoFormat(codec: keyframe.codec, keyframe: $0) }
+        let format = keyframe.data.withUnsafeBytes { RTPOutputVideoFormat(codec: keyframe.codec, keyframe: $0) }
         guard let format, format != videoFormat else { return }
         videoFormat = format
-        var outcome: Result<String?, RelayError> = .success(sdpPath)
+        var outcome: Result<String?, RTPOutputError> = .success(sdpPath)
         if let sdpPath {
-            do throws(RelayError) { try writeSDP(to: sdpPath) } catch { outcome = .failure(error) }
+            do throws(RTPOutputError) { try writeSDP(to: sdpPath) } catch { outcome = .failure(error) }
         }
         onFormatChange?(format, outcome)
     }
@@ -346,9 +347,9 @@ public final class RTPRelay: @unchecked Sendable {
     }
 
     /// Writes ``sessionDescription`` to `path` (replacing the file), and again when the first video
-    /// key frame changes ``videoFormat``. Throws ``RelayError/file(path:errno:)``. Loop thread once
+    /// key frame changes ``videoFormat``. Throws ``RTPOutputError/file(path:errno:)``. Loop thread once
     /// frames flow.
-    public func writeSDP(to path: String) throws(RelayError) {
+    public func writeSDP(to path: String) throws(RTPOutputError) {
         // Written beside and renamed over: a player opening the file never reads half of it.
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)

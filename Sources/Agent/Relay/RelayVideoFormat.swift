@@ -1,11 +1,11 @@
 import RTC
 import RTCWire
 
-/// The video stream of an ``RTPRelay`` as its session description announces it: the codec on
-/// payload type ``RTPRelay/videoPayloadType`` and the format parameters a receiver needs.
+/// The video stream of an ``RTPOutput`` as its session description announces it: the codec on
+/// payload type ``RTPOutput/videoPayloadType`` and the format parameters a receiver needs.
 ///
 /// - VP8: `VP8/90000`, no parameters (RFC 7741).
-/// - H.264: `H264/90000` with `packetization-mode=1` (the relay sends single NAL unit and FU-A
+/// - H.264: `H264/90000` with `packetization-mode=1` (the output sends single NAL unit and FU-A
 ///   packets), `profile-level-id` from the SPS and `sprop-parameter-sets` (the SPS and PPS in
 ///   base64), so that ffmpeg can decode from any IDR (RFC 6184 §8.1).
 /// - VP9: `VP9/90000` with `profile-id` (RFC 9628 §6).
@@ -14,14 +14,14 @@ import RTCWire
 ///
 /// The parameters come from a key frame as the receive path assembles it (H.264 Annex B, a VP9
 /// frame, an AV1 temporal unit in the low-overhead format); those it lacks are left out.
-public struct RTPRelayVideoFormat: Sendable, Equatable {
+public struct RTPOutputVideoFormat: Sendable, Equatable {
     /// The codec.
     public var codec: MediaCodec
     /// The `a=fmtp` value (nil: no fmtp line).
     public var fmtp: String?
 
-    /// VP8, the relay's format until a key frame says otherwise.
-    public static let vp8 = RTPRelayVideoFormat(codec: .vp8, fmtp: nil)
+    /// VP8, the output's format until a key frame says otherwise.
+    public static let vp8 = RTPOutputVideoFormat(codec: .vp8, fmtp: nil)
 
     /// A format with these parameters.
     public init(codec: MediaCodec, fmtp: String?) {

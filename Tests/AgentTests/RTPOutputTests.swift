@@ -6,19 +6,19 @@ import RTCWire
 import TestSupport
 import Testing
 
-/// `RTPRelay`: URL parsing, the packets it puts on the wire, and ffmpeg playing its SDP.
-@Suite(.serialized) struct RelayTests {
+/// `RTPOutput`: URL parsing, the packets it puts on the wire, and ffmpeg playing its SDP.
+@Suite(.serialized) struct RTPOutputTests {
     // MARK: - URL parsing
 
     @Test func parseURLAcceptsNumericHostsAndEvenPorts() throws {
-        #expect(try RTPRelay.parseURL("rtp://127.0.0.1:5004") == ("127.0.0.1", 5004))
-        #expect(try RTPRelay.parseURL("RTP://localhost:6000/") == ("127.0.0.1", 6000))
-        #expect(try RTPRelay.parseURL("rtp://[::1]:5004") == ("::1", 5004))
-        #expect(try RTPRelay.parseURL("rtp://10.1.2.3:65532") == ("10.1.2.3", 65532))
+        #expect(try RTPOutput.parseURL("rtp://127.0.0.1:5004") == ("127.0.0.1", 5004))
+        #expect(try RTPOutput.parseURL("RTP://localhost:6000/") == ("127.0.0.1", 6000))
+        #expect(try RTPOutput.parseURL("rtp://[::1]:5004") == ("::1", 5004))
+        #expect(try RTPOutput.parseURL("rtp://10.1.2.3:65532") == ("10.1.2.3", 65532))
     }
 
     @Test func parseURLRejectsBadInputWithTypedErrors() {
-        let cases: [(String, RelayError)] = [
+        let cases: [(String, RTPOutputError)] = [
             ("http://127.0.0.1:5004", .unsupportedScheme("http://127.0.0.1:5004")),
             ("127.0.0.1:5004", .unsupportedScheme("127.0.0.1:5004")),
             ("rtp://", .missingHost),
@@ -39,29 +39,29 @@ import Testing
             ("rtp://127.0.0.1:5004?ttl=3", .unexpectedSuffix("?ttl=3")),
         ]
         for (url, expected) in cases {
-            #expect(throws: expected, "\(url)") { _ = try RTPRelay.parseURL(url) }
+            #expect(throws: expected, "\(url)") { _ = try RTPOutput.parseURL(url) }
         }
         // Each error reads as one line a CLI can print.
-        #expect(RelayError.invalidPort("5005").description.contains("even"))
+        #expect(RTPOutputError.invalidPort("5005").description.contains("even"))
     }
 
     @Test func unwritableSDPPathThrowsFileError() async throws {
         let loop = EventLoop(name: "relay-sdp")
         defer { loop.shutdown() }
-        let relay = try RTPRelay(destination: "127.0.0.1", basePort: 5004, loop: loop)
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: 5004, loop: loop)
         let path = "/nonexistent-understudy-dir/relay.sdp"
-        #expect(throws: RelayError.file(path: path, errno: ENOENT)) { try relay.writeSDP(to: path) }
+        #expect(throws: RTPOutputError.file(path: path, errno: ENOENT)) { try relay.writeSDP(to: path) }
         relay.close()
     }
 
     @Test func initRejectsOddPortAndHostName() {
         let loop = EventLoop(name: "relay-init")
         defer { loop.shutdown() }
-        #expect(throws: RelayError.invalidPort("5005")) {
-            _ = try RTPRelay(destination: "127.0.0.1", basePort: 5005, loop: loop)
+        #expect(throws: RTPOutputError.invalidPort("5005")) {
+            _ = try RTPOutput(destination: "127.0.0.1", basePort: 5005, loop: loop)
         }
-        #expect(throws: RelayError.invalidHost("localhost")) {
-            _ = try RTPRelay(destination: "localhost", basePort: 5004, loop: loop)
+        #expect(throws: RTPOutputError.invalidHost("localhost")) {
+            _ = try RTPOutput(destination: "localhost", basePort: 5004, loop: loop)
         }
     }
 
@@ -72,7 +72,7 @@ import Testing
         defer { loop.shutdown() }
         let collector = PacketCollector()
         let (port, sockets) = try openEvenPortPair(loop: loop, handler: collector)
-        let relay = try RTPRelay(destination: "127.0.0.1", basePort: port, loop: loop)
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
         let media = SyntheticMedia.shared(layers: 1)
         // A delta frame first must be dropped: nothing can decode it.
         let frames: [EncodedFrame] = [
@@ -82,7 +82,7 @@ import Testing
         ]
         #expect(frames[0].isKeyframe == false && frames[1].isKeyframe)
         await loop.submit {
-            for f in frames { relay.relay(f, arrival: EventLoop.now()) }
+            for f in frames { relay.send(f, arrival: EventLoop.now()) }
         }
         let stats = await loop.submit { relay.stats }
         #expect(stats.framesBeforeKeyframe == 1)
@@ -172,7 +172,7 @@ import Testing
     @Test func h264FormatCarriesProfileAndParameterSetsOfTheKeyframe() throws {
         let frames = try x264AccessUnits(seconds: 1)
         let key = try #require(frames.first { $0.isKeyframe })
-        let format = try #require(key.data.withUnsafeBytes { RTPRelayVideoFormat(codec: .h264, keyframe: $0) })
+        let format = try #require(key.data.withUnsafeBytes { RTPOutputVideoFormat(codec: .h264, keyframe: $0) })
         #expect(format.rtpmap == "H264/90000")
         let fmtp = try #require(format.fmtp)
         // The SPS and PPS of the key frame, in that order.
@@ -197,25 +197,25 @@ import Testing
         #expect(parsed.spropAnnexB == [0, 0, 0, 1] + sps + [0, 0, 0, 1] + pps)
         // A key frame without parameter sets still announces the packetization mode.
         let idrOnly: [UInt8] = [0, 0, 0, 1, 0x65, 0x88, 0x84, 0x00]
-        let bare = idrOnly.withUnsafeBytes { RTPRelayVideoFormat(codec: .h264, keyframe: $0) }
-        #expect(bare == RTPRelayVideoFormat(codec: .h264, fmtp: "packetization-mode=1"))
+        let bare = idrOnly.withUnsafeBytes { RTPOutputVideoFormat(codec: .h264, keyframe: $0) }
+        #expect(bare == RTPOutputVideoFormat(codec: .h264, fmtp: "packetization-mode=1"))
     }
 
     @Test func vp9AndAV1FormatsCarryTheirProfileFromTheKeyframe() throws {
         let vp9 = try #require(try vp9Frames(seconds: 1).first { $0.isKeyframe })
-        let vp9Format = vp9.data.withUnsafeBytes { RTPRelayVideoFormat(codec: .vp9, keyframe: $0) }
-        #expect(vp9Format == RTPRelayVideoFormat(codec: .vp9, fmtp: "profile-id=0"))
+        let vp9Format = vp9.data.withUnsafeBytes { RTPOutputVideoFormat(codec: .vp9, keyframe: $0) }
+        #expect(vp9Format == RTPOutputVideoFormat(codec: .vp9, fmtp: "profile-id=0"))
         #expect(vp9Format?.rtpmap == "VP9/90000")
 
         let av1 = try #require(try av1Frames(seconds: 1).first { $0.isKeyframe })
-        let av1Format = try #require(av1.data.withUnsafeBytes { RTPRelayVideoFormat(codec: .av1, keyframe: $0) })
+        let av1Format = try #require(av1.data.withUnsafeBytes { RTPOutputVideoFormat(codec: .av1, keyframe: $0) })
         let seq = try #require(av1.data.withUnsafeBytes { AV1SequenceHeader.configurationRecord(fromTemporalUnit: $0) })
         #expect(av1Format.rtpmap == "AV1/90000")
         #expect(av1Format.fmtp == "profile=0;level-idx=\(seq[1] & 0x1F);tier=0")
 
         let vp8 = try #require(SyntheticMedia.shared(layers: 1).videoFrame(at: 0))
-        #expect(vp8.data.withUnsafeBytes { RTPRelayVideoFormat(codec: .vp8, keyframe: $0) } == .vp8)
-        #expect([UInt8]().withUnsafeBytes { RTPRelayVideoFormat(codec: .opus, keyframe: $0) } == nil)
+        #expect(vp8.data.withUnsafeBytes { RTPOutputVideoFormat(codec: .vp8, keyframe: $0) } == .vp8)
+        #expect([UInt8]().withUnsafeBytes { RTPOutputVideoFormat(codec: .opus, keyframe: $0) } == nil)
     }
 
     @Test func sessionDescriptionPerCodec() async throws {
@@ -225,20 +225,20 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("relay.sdp").path
-        let relay = try RTPRelay(destination: "127.0.0.1", basePort: 5004, loop: loop)
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: 5004, loop: loop)
         try relay.writeSDP(to: path)
         let before = try String(contentsOfFile: path, encoding: .utf8)
         #expect(before == relay.sessionDescription && before.contains("a=rtpmap:96 VP8/90000\na=recvonly\n"))
 
         let frames = try x264AccessUnits(seconds: 1)
-        let changes = Box<[(RTPRelayVideoFormat, Result<String?, RelayError>)]>([])
+        let changes = Box<[(RTPOutputVideoFormat, Result<String?, RTPOutputError>)]>([])
         await loop.submit {
             relay.onFormatChange = { format, outcome in changes.withLock { $0.append((format, outcome)) } }
             // A delta frame, then the key frame that picks H.264, then VP8 (dropped: another codec).
-            relay.relay(frames[1], arrival: 0)
-            relay.relay(frames[0], arrival: 0)
-            relay.relay(frames[1], arrival: 0)
-            relay.relay(try! #require(SyntheticMedia.shared(layers: 1).videoFrame(at: 0)), arrival: 0)
+            relay.send(frames[1], arrival: 0)
+            relay.send(frames[0], arrival: 0)
+            relay.send(frames[1], arrival: 0)
+            relay.send(try! #require(SyntheticMedia.shared(layers: 1).videoFrame(at: 0)), arrival: 0)
         }
         let (stats, format) = await loop.submit { (relay.stats, relay.videoFormat) }
         #expect(stats.framesBeforeKeyframe == 1 && stats.videoFrames == 2 && stats.framesOtherCodec == 1)
@@ -262,11 +262,11 @@ import Testing
         defer { loop.shutdown() }
         let collector = PacketCollector()
         let (port, sockets) = try openEvenPortPair(loop: loop, handler: collector)
-        let relay = try RTPRelay(destination: "127.0.0.1", basePort: port, loop: loop)
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
         let frames = Array(try x264AccessUnits(seconds: 1).prefix(6))
-        #expect(frames[0].isKeyframe && frames[0].data.count > RTPRelay.maxPayloadSize)  // FU-A on the wire
+        #expect(frames[0].isKeyframe && frames[0].data.count > RTPOutput.maxPayloadSize)  // FU-A on the wire
         await loop.submit {
-            for f in frames { relay.relay(f, arrival: EventLoop.now()) }
+            for f in frames { relay.send(f, arrival: EventLoop.now()) }
         }
         let stats = await loop.submit { relay.stats }
         #expect(stats.videoFrames == 6 && stats.framesFailed == 0)
@@ -275,7 +275,7 @@ import Testing
         var payloads: [[UInt8]] = []
         var previousSeq: UInt16?
         for p in collector.packets.map(\.bytes) {
-            #expect(p[0] == 0x80 && p[1] & 0x7F == 96 && p.count <= 12 + RTPRelay.maxPayloadSize)
+            #expect(p[0] == 0x80 && p[1] & 0x7F == 96 && p.count <= 12 + RTPOutput.maxPayloadSize)
             let seq = readUInt16(p, 2)
             if let previousSeq { #expect(seq == previousSeq &+ 1) }
             previousSeq = seq
@@ -321,11 +321,11 @@ private func playThroughFFmpeg(
     for s in probeSockets { s.close() }
     try await Task.sleep(nanoseconds: 50_000_000)
 
-    let relay = try RTPRelay(destination: "127.0.0.1", basePort: port, loop: loop)
+    let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
     try relay.writeSDP(to: sdpPath)
     // The first key frame fixes the codec and rewrites the .sdp; nobody listens yet.
     let first = try #require(video(0))
-    await loop.submit { relay.relay(first, arrival: EventLoop.now()) }
+    await loop.submit { relay.send(first, arrival: EventLoop.now()) }
     checkSDP(try String(contentsOfFile: sdpPath, encoding: .utf8), port)
 
     // Copy to a file (counted by ffprobe) and decode at the same time (errors on stderr).
@@ -376,7 +376,7 @@ private func playThroughFFmpeg(
 /// Sends frames through the relay in real time from the loop's 10 ms tick: video at `fps` (key frame
 /// first), audio every 20 ms.
 private final class Pacer: EventLoopTicker, @unchecked Sendable {
-    let relay: RTPRelay
+    let relay: RTPOutput
     let video: (Int) -> EncodedFrame?
     let audio: (Int) -> EncodedFrame?
     let fps: Int
@@ -387,7 +387,7 @@ private final class Pacer: EventLoopTicker, @unchecked Sendable {
     let done = Mutex(false)
 
     init(
-        relay: RTPRelay, video: @escaping (Int) -> EncodedFrame?, audio: @escaping (Int) -> EncodedFrame?, fps: Int,
+        relay: RTPOutput, video: @escaping (Int) -> EncodedFrame?, audio: @escaping (Int) -> EncodedFrame?, fps: Int,
         seconds: UInt64
     ) {
         self.relay = relay
@@ -405,11 +405,11 @@ private final class Pacer: EventLoopTicker, @unchecked Sendable {
         }
         let fps = UInt64(max(1, fps))
         while UInt64(videoIndex) * 1_000_000_000 / fps <= elapsed, let f = video(videoIndex) {
-            relay.relay(f, arrival: now)
+            relay.send(f, arrival: now)
             videoIndex += 1
         }
         while UInt64(audioIndex) * 20_000_000 <= elapsed, let f = audio(audioIndex) {
-            relay.relay(f, arrival: now)
+            relay.send(f, arrival: now)
             audioIndex += 1
         }
     }
