@@ -52,7 +52,7 @@ extension Room {
     package func setMediaReceiveDrop(_ rate: Double, seed: UInt64 = 1) async {
         for (_, pc) in media.connections {
             _ = await pc.loop.submitIfRunning {
-                pc.setReceiveImpairment(rate > 0 ? Impairment(receiveDropRate: min(rate, 1), seed: seed) : nil)
+                pc.setImpairment(rate > 0 ? Impairment(receiveDropRate: min(rate, 1), seed: seed) : nil)
             }
         }
     }

@@ -254,7 +254,7 @@ extension Room {
     /// network outage would (the WebSocket is not affected).
     func setMediaPaused(_ paused: Bool) async {
         for (_, pc) in media.connections {
-            _ = await pc.loop.submitIfRunning { pc.setReceiveImpairment(paused ? Impairment(receiveDropRate: 1) : nil) }
+            _ = await pc.loop.submitIfRunning { pc.setImpairment(paused ? Impairment(receiveDropRate: 1) : nil) }
         }
     }
 }
