@@ -256,3 +256,44 @@ struct ImpairedLinkHarness {
         }
     }
 }
+
+/// Notes each datagram's first byte and when it arrived.
+private final class TimingHandler: DatagramHandler, @unchecked Sendable {
+    var arrivals: [(byte: UInt8, at: UInt64)] = []
+    func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        arrivals.append((data.first ?? 0, EventLoop.now()))
+    }
+}
+
+@Suite struct SocketImpairmentTests {
+    /// Both directions on real sockets: the sender's up link delays by 80 ms, the receiver's down
+    /// link loses a tenth; the loop's timer releases what is held.
+    @Test func socketsDelayOnSendAndDropOnReceive() async throws {
+        let loop = EventLoop(name: "impaired")
+        defer { loop.shutdown() }
+        let sink = TimingHandler()
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: sink)
+        let sender = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: TimingHandler())
+        let sentAt = await loop.submit { () -> UInt64 in
+            sender.impairment = Impairment(up: LinkImpairment(delayMs: 80))
+            receiver.impairment = Impairment(down: LinkImpairment(loss: 0.1), seed: 4)
+            let now = EventLoop.now()
+            for i in 0..<200 { sender.send([UInt8(truncatingIfNeeded: i)], to: receiver.localAddress) }
+            return now
+        }
+        #expect(await IOTestSupport.wait(loop, seconds: 30) { receiver.packetsReceived + receiver.droppedByImpairment == 200 })
+        let (arrivals, dropped) = await loop.submit { (sink.arrivals, receiver.droppedByImpairment) }
+        #expect(dropped > 5 && dropped < 40)
+        #expect(arrivals.count == 200 - Int(dropped))
+        #expect(arrivals.allSatisfy { $0.at >= sentAt + 80_000_000 })
+        #expect(arrivals.map(\.byte) == arrivals.map(\.byte).sorted())
+        // Taking the impairment away restores the plain path at once.
+        await loop.submit {
+            sender.impairment = nil
+            receiver.impairment = Impairment()
+            #expect(receiver.impairment == nil)
+            sender.send([255], to: receiver.localAddress)
+        }
+        #expect(await IOTestSupport.wait(loop, seconds: 30) { sink.arrivals.last?.byte == 255 })
+    }
+}
