@@ -112,7 +112,7 @@ let package = Package(
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(
             name: "Scenario",
-            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
             path: "Sources/Scenario"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
