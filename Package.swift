@@ -189,7 +189,7 @@ let package = Package(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC"], path: "Tests/BenchmarksTests"),
         .testTarget(
-            name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media", "TestSupport"],
+            name: "ScenarioTests", dependencies: ["Scenario", "RTC", "RoomServer", "Media", "TestSupport"],
             path: "Tests/ScenarioTests"),
         .testTarget(
             name: "AgentTests",

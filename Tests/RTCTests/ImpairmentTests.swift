@@ -281,7 +281,10 @@ private final class TimingHandler: DatagramHandler, @unchecked Sendable {
             for i in 0..<200 { sender.send([UInt8(truncatingIfNeeded: i)], to: receiver.localAddress) }
             return now
         }
-        #expect(await IOTestSupport.wait(loop, seconds: 30) { receiver.packetsReceived + receiver.droppedByImpairment == 200 })
+        #expect(
+            await IOTestSupport.wait(loop, seconds: 30) {
+                receiver.packetsReceived + receiver.droppedByImpairment == 200
+            })
         let (arrivals, dropped) = await loop.submit { (sink.arrivals, receiver.droppedByImpairment) }
         #expect(dropped > 5 && dropped < 40)
         #expect(arrivals.count == 200 - Int(dropped))
