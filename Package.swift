@@ -112,7 +112,7 @@ let package = Package(
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(
             name: "Scenario",
-            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
             path: "Sources/Scenario"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
@@ -189,7 +189,7 @@ let package = Package(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC"], path: "Tests/BenchmarksTests"),
         .testTarget(
-            name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media", "TestSupport"],
+            name: "ScenarioTests", dependencies: ["Scenario", "RTC", "RoomServer", "Media", "TestSupport"],
             path: "Tests/ScenarioTests"),
         .testTarget(
             name: "AgentTests",

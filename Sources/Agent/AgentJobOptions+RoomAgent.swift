@@ -69,6 +69,11 @@ extension AgentJobOptions {
                 throw Invalid("--ice-servers", error.description)
             }
         }
+        if let impair {
+            do { options.impairment = try Impairment.parse(impair) } catch {
+                throw Invalid("--impair", error.description)
+            }
+        }
         if checkMedia {
             do { try LocalSources.validate(video: video, audio: audio) } catch {
                 if case .badOption(let option, _, _) = error { throw Invalid(option, error.explanation) }

@@ -60,6 +60,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var audio: String?
     /// `--ice-servers`: TURN URLs, comma-separated (credentials inline).
     public var iceServers: String?
+    /// `--impair`: the network the media sees, a preset name or the JSON form (``Impairment/parse(_:)``).
+    public var impair: String?
     /// `--duration`: seconds until the agent leaves (nil: until stopped).
     public var duration: Double?
 
@@ -88,7 +90,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public static let valueFlags: Set<String> = [
         "--server", "--room", "--token", "--id", "--name", "--mode", "--consume", "--consume-kinds", "--max-video",
         "--quality", "--accept-invites", "--reconnect-for", "--lobby-wait", "--record-format", "--relay",
-        "--relay-room", "--video", "--audio", "--ice-servers", "--duration",
+        "--relay-room", "--video", "--audio", "--ice-servers", "--duration", "--impair",
     ]
     /// The flags without a value.
     public static let switchFlags: Set<String> = ["--agent"]
@@ -127,6 +129,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         video = flags["--video"]
         audio = flags["--audio"]
         iceServers = flags["--ice-servers"]
+        impair = flags["--impair"]
         duration = try flags["--duration"].map { text throws(Invalid) in try Self.seconds(text, option: "--duration") }
     }
 
@@ -209,7 +212,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         }
         for (option, value) in [
             ("--name", name), ("--video", video), ("--audio", audio), ("--relay", relay), ("--ice-servers", iceServers),
-            ("--token", relayRoomToken),
+            ("--token", relayRoomToken), ("--impair", impair),
         ] {
             if let value, value.utf8.count > 4096 { throw Invalid(option, "longer than 4096 bytes") }
         }

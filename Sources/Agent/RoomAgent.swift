@@ -72,6 +72,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var lobbyWait: Double?
         /// TURN servers for the media (`--ice-servers`); nil uses those the room server hands out.
         public var iceServers: [ICEServer]?
+        /// The network the media connections see (`--impair`); nil: none.
+        public var impairment: Impairment?
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -131,6 +133,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
         room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
         if let iceServers = options.iceServers { room.iceServers = iceServers }
+        if let impairment = options.impairment, !impairment.isNone { room.impairment = impairment }
         republishRoom = options.republishRoom.map {
             RepublishRoom(
                 roomId: $0, token: options.republishRoomToken ?? options.token, signalingURL: options.signalingURL,

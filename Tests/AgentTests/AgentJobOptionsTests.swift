@@ -12,6 +12,7 @@ import Testing
             "--quality", "low", "--accept-invites", "from:mod", "--reconnect-for", "0", "--lobby-wait", "1.5m",
             "--record-format", "ogg+ivf", "--relay", "rtp://127.0.0.1:5004", "--relay-room", "mirror", "--video",
             "none", "--audio", "tone", "--ice-servers", "turn:u:p@10.0.0.1:3478", "--duration", "500ms",
+            "--impair", #"{"down": {"loss": 0.1}}"#,
         ])
         try options.validate()
         #expect(options.room == "standup" && options.token == "T" && options.agent == true)
@@ -26,6 +27,7 @@ import Testing
         #expect(agent.recordFormat == .oggIVF && agent.recordDirectory == "/r")
         #expect(agent.rtpOutputURL == "rtp://127.0.0.1:5004" && agent.republishRoom == "mirror")
         #expect(agent.iceServers?.first?.username == "u")
+        #expect(agent.impairment?.down.loss == 0.1 && options.impair == #"{"down": {"loss": 0.1}}"#)
     }
 
     @Test func eachBadValueIsRefusedNamingItsOption() {
@@ -40,7 +42,8 @@ import Testing
             (["--record-format", "avi"], "--record-format"), (["--relay-room", "r"], "--relay-room"),
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
-            (["--consume"], "--consume"),
+            (["--consume"], "--consume"), (["--impair", "dial-up"], "--impair"),
+            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"),
         ]
         for (extra, option) in cases {
             // Later values win, so each case overrides one valid option.
