@@ -72,6 +72,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var lobbyWait: Double?
         /// TURN servers for the media (`--ice-servers`); nil uses those the room server hands out.
         public var iceServers: [ICEServer]?
+        /// The mixed audio file and the per-speaker PCM socket (`--mix-audio`, `--transcribe`).
+        public var audioEgress = AudioEgress.Options()
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -113,6 +115,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var operationTail: Task<Void, Never>?
     /// The same for joining and leaving the relay room.
     private var relayRoomTail: Task<Void, Never>?
+    /// The mixed audio and the transcription socket, from ``start()`` (set once, before the join).
+    private var audioEgress: AudioEgress?
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
 
@@ -196,6 +200,12 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         if let url = options.relayURL {
             do { try await startRelay(url) } catch { throw .relay(url: url, cause: error) }
         }
+        if !options.audioEgress.isEmpty {
+            do {
+                let egress = try AudioEgress(options: options.audioEgress, recorder: recorder, log: log)
+                lock.withLock { audioEgress = egress }
+            } catch { throw .mixAudio(path: options.audioEgress.mixPath ?? "", cause: error) }
+        }
         room.onTrack = { [weak self] track in self?.trackStarted(track) }
         // `join()` returns once the outcome was reported to the listeners (this agent among them).
         await room.join()
@@ -259,6 +269,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         // Leaving ends every track on the subscribe loop; after that no sink writes, and the
         // recordings can be closed (and their disk writes awaited) here.
         await tracksEnded(timeout: 5)
+        await lock.withLock { audioEgress }?.stop()
         await recorder.close()
         if let relay, let relayLoop {
             await relayLoop.submit { relay.close() }
@@ -408,17 +419,23 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         let kind = track.mediaKind
         guard options.kinds.contains(kind) else { return }
         let key = recorder.key(participantId: track.participantId, kind: kind)
-        let wanted = lock.withLock { () -> Bool in
-            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return false }
+        let (wanted, egress) = lock.withLock { () -> (Bool, AudioEgress?) in
+            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return (false, nil) }
             liveTracks += 1
-            return true
+            return (true, audioEgress)
         }
         guard wanted else { return }
+        // Mics only: a screen share's audio is not a speaker.
+        let egressSlot =
+            kind == .audio && track.kind == .audio
+            ? egress?.slot(
+                participantId: track.participantId, name: room.participants[track.participantId]?.displayName)
+            : nil
         track.addSink(
             AgentTrackSink(
                 agent: self, recorder: options.recordDirectory == nil ? nil : recorder, recordingKey: key,
                 relay: relay.flatMap { r in relayLoop.map { (r, $0) } },
-                relayRooms: relayRooms))
+                relayRooms: relayRooms, audioEgress: egressSlot))
     }
 
     /// Subscribe loop: a track the agent's sink was on ended.
@@ -666,16 +683,19 @@ private final class AgentTrackSink: RemoteTrackSink {
     private var slot: ParticipantRecorder.Slot?
     private let relay: (RTPRelay, EventLoop)?
     private let relayRooms: RelayRoomSet?
+    /// The mix and transcription input of a consumed mic (nil: none).
+    private let audioEgress: AudioEgress.Slot?
 
     init(
         agent: RoomAgent, recorder: ParticipantRecorder?, recordingKey: ParticipantRecorder.Key,
-        relay: (RTPRelay, EventLoop)?, relayRooms: RelayRoomSet?
+        relay: (RTPRelay, EventLoop)?, relayRooms: RelayRoomSet?, audioEgress: AudioEgress.Slot?
     ) {
         self.agent = agent
         self.recorder = recorder
         self.recordingKey = recordingKey
         self.relay = relay
         self.relayRooms = relayRooms
+        self.audioEgress = audioEgress
     }
 
     func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
@@ -691,7 +711,11 @@ private final class AgentTrackSink: RemoteTrackSink {
             relayLoop.execute { relay.relay(frame, arrival: arrival) }
         }
         relayRooms?.forward(track.participantId, frame)
+        audioEgress?.write(frame, arrival: arrival)
     }
 
-    func trackEnded(_ track: RemoteTrack) { agent?.trackEnded() }
+    func trackEnded(_ track: RemoteTrack) {
+        audioEgress?.end()
+        agent?.trackEnded()
+    }
 }
