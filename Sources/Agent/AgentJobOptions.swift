@@ -280,7 +280,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// transcriber's side, or run it beside the agent).
     static func checkTranscribeURL(_ url: String) throws(Invalid) {
         let problem = "'\(shown(url))' is not a ws://HOST:PORT/PATH URL"
-        guard url.utf8.count <= 4096, let parts = URLComponents(string: url) else { throw Invalid("--transcribe", problem) }
+        guard url.utf8.count <= 4096, let parts = URLComponents(string: url) else {
+            throw Invalid("--transcribe", problem)
+        }
         if parts.scheme?.lowercased() == "wss" {
             throw Invalid("--transcribe", "'\(shown(url))': wss:// is not supported (use ws://)")
         }

@@ -178,12 +178,19 @@ enum Help {
                 name: "--accept-invites", value: "trusted|yes|no|from:ID,ID",
                 text: "whose stage invites to follow (default trusted: senders whose token has allow_mod)"),
             .init(name: "--record", value: "DIR", text: "record each participant (and a manifest) there"),
-            .init(name: "--record-format", value: "webm|mp4|ogg+ivf", text: "container of the recordings (default webm; mp4 is fragmented)"),
+            .init(
+                name: "--record-format", value: "webm|mp4|ogg+ivf",
+                text: "container of the recordings (default webm; mp4 is fragmented)"),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
             .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
-            .init(name: "--mix-audio", value: "FILE", text: "mix every consumed mic into one Opus file (.ogg, .webm, .mkv, .mp4)"),
-            .init(name: "--transcribe", value: "ws://HOST:PORT/PATH", text: "push each speaker's PCM and events there (docs/protocol.md)"),
-            .init(name: "--transcribe-rate", value: "16000|48000", text: "PCM rate sent to --transcribe (default 16000)"),
+            .init(
+                name: "--mix-audio", value: "FILE",
+                text: "mix every consumed mic into one Opus file (.ogg, .webm, .mkv, .mp4)"),
+            .init(
+                name: "--transcribe", value: "ws://HOST:PORT/PATH",
+                text: "push each speaker's PCM and events there (docs/protocol.md)"),
+            .init(
+                name: "--transcribe-rate", value: "16000|48000", text: "PCM rate sent to --transcribe (default 16000)"),
             .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),
             .init(name: "--audio", value: "tone|none|FILE|alsa:DEVICE", text: "what to send on stage (default tone)"),
             .init(name: "--duration", value: "SECONDS", text: "leave after this long (default: until stopped)"),

@@ -9,8 +9,9 @@ import Foundation
 ///
 /// The mixing rule: the sources are summed in 32 bits, then one static soft-knee curve maps the sum
 /// to 16 bits. Below the knee (``knee``, −6 dBFS) a sample passes unchanged, so one speaker at normal
-/// levels is bit-exact; above it the curve bends the excess with `tanh`, which approaches full scale
-/// but never reaches it, so any number of full-scale sources never clips (wraps or flat-tops).
+/// levels is bit-exact; above it the curve bends the excess with `tanh` towards ``ceiling``
+/// (−0.2 dBFS), which it never passes, so any number of full-scale sources never clips (wraps or
+/// flat-tops at the rails), and the encoder keeps a little room for its own overshoot.
 ///
 /// Writes before the mix position are late and dropped (counted); writes more than
 /// ``maxLeadSamples`` ahead are dropped too, so a bad timestamp cannot grow a buffer without bound.
@@ -21,6 +22,10 @@ public struct AudioMixer: Sendable {
     public static let blockSamples = 960
     /// The level (fraction of full scale) up to which a sum passes unchanged.
     public static let knee: Float = 0.5
+    /// The level (fraction of full scale) the curve approaches and never passes.
+    public static let ceiling: Float = 0.98
+    /// ``ceiling`` as a sample value: no mixed sample is louder.
+    public static let ceilingSample = Int16(ceiling * 32767)
     /// How far ahead of the mix position a source may write (10 s).
     public static let maxLeadSamples: Int64 = 10 * 48_000
 
@@ -96,15 +101,15 @@ public struct AudioMixer: Sendable {
         position += Int64(n)
     }
 
-    /// The mixing curve: identity up to ``knee``, then `knee + (1 − knee)·tanh((|x| − knee)/(1 − knee))`,
-    /// which stays below full scale for any sum.
+    /// The mixing curve: identity up to ``knee``, then `knee + (c − knee)·tanh((|x| − knee)/(c − knee))`
+    /// with c = ``ceiling``: continuous in value and slope, monotonic, never above ``ceilingSample``.
     @inline(__always)
     public static func shape(_ sum: Int32) -> Int16 {
         let x = Float(sum) / 32768
         let magnitude = abs(x)
         if magnitude <= knee { return Int16(sum) }
-        let bent = knee + (1 - knee) * tanhf((magnitude - knee) / (1 - knee))
-        let y = (bent * 32767).rounded()
+        let bent = knee + (ceiling - knee) * tanhf((magnitude - knee) / (ceiling - knee))
+        let y = min((bent * 32767).rounded(.down), Float(ceilingSample))
         return Int16(x < 0 ? -y : y)
     }
 
