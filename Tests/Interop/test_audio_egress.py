@@ -124,6 +124,7 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
         mix = tmp_path / "out.ogg"
         killed_mix = tmp_path / "killed.ogg"
         record = tmp_path / "rec"
+        launched = time.monotonic()
         agent = AgentProcess("agent", join_args(
             port, "mix", "agent", "--consume", "all", "--consume-kinds", "audio", "--mix-audio", str(mix),
             "--transcribe", f"ws://127.0.0.1:{ws_port}/stt", "--record", str(record)), tmp_path)
@@ -133,17 +134,24 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
         agents += [agent, killed]
         agent.wait_for(r"joined room mix as agent")
         started = time.monotonic()
+        hosts = {}
         for name in TONES:
             host = AgentProcess(name, join_args(
                 port, "mix", name, "--mode", "SEND_AND_RECV", "--consume", "none", "--video", "none",
                 "--audio", str(tmp_path / f"{name}.ogg")), tmp_path)
             agents.append(host)
+            hosts[name] = host
             host.wait_for(rf"joined room mix as {name} \(SEND_AND_RECV\)")
         wait(lambda: all(len(stt.frames.get(n, [])) >= 150 for n in TONES), 60, "3 s of PCM from both publishers")
-        time.sleep(2)
         killed.kill9()
+        # The high tone leaves: its leave event arrives, and from then on the mix holds the low tone only.
+        assert hosts["high"].terminate() == 0
+        wait(lambda: any(e.get("type") == "leave" and e["participantId"] == "high" for e in stt.events), 30,
+             "leave event of high")
+        time.sleep(2.5)
         assert agent.terminate() == 0, agent.log()[-3000:]
         wall = time.monotonic() - started
+        total = time.monotonic() - launched
         wait(lambda: any(e.get("type") == "end" for e in stt.events), 30, "end event")
 
         # The mix: Opus in Ogg, as long as the agent ran (from its start to its stop).
@@ -154,21 +162,28 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
         m = manifest(record)["mixedAudio"]
         assert m["complete"] is True and m["path"] == str(mix), m
         assert abs(duration - m["durationSeconds"]) < 0.1, (duration, m)
-        # It started before the join (the agent's start) and ended at the stop: at least the wall time
-        # measured here, and not more than that plus the join and the stop.
-        assert wall - 0.5 <= duration <= wall + 10, (duration, wall)
+        # It runs from the agent's start (before the join) to its stop: between the time from the join
+        # to the exit and the time from the launch to the exit (silence where nobody spoke, no gaps).
+        assert wall - 0.1 <= duration <= total + 0.1, (duration, wall, total)
         assert decode_errors(mix) == ""
-        # Both tones are in the mix, well above a frequency neither sends.
-        samples = decode_mono(mix, duration - 4, 2)
+        # Both tones are in the mix while both publish, well above a frequency neither sends.
+        high_left = max(e["timestampMs"] for e in stt.events if e["type"] == "leave" and e["participantId"] == "high")
+        samples = decode_mono(mix, high_left / 1000 - 2, 1.5)
         low, high, off = (goertzel(samples, f, 48000) for f in (440, 1500, 900))
         print(f"mix tones: 440 Hz {low:.1f}, 1500 Hz {high:.1f}, 900 Hz {off:.1f}")
         assert low > 20 * off and high > 20 * off, (low, high, off)
+        # After the leave: the low tone only.
+        after = decode_mono(mix, high_left / 1000 + 0.5, 1.5)
+        low, high = goertzel(after, 440, 48000), goertzel(after, 1500, 48000)
+        print(f"after high left: 440 Hz {low:.1f}, 1500 Hz {high:.1f}")
+        assert low > 20 * high, (low, high)
 
         # The socket: start first, joins for both, PCM frames at 16 kHz with each one's own tone.
         types = [e["type"] for e in stt.events]
         assert types[0] == "start" and stt.events[0]["sampleRate"] == 16000, stt.events[:3]
         joined = {e["participantId"]: e.get("name") for e in stt.events if e["type"] == "join"}
         assert joined == {"low": "name-low", "high": "name-high"}, stt.events
+        assert types[-1] == "end" and [e["participantId"] for e in stt.events if e["type"] == "leave"] == ["high", "low"]
         assert {e["participantId"] for e in stt.events if e["type"] == "speaking" and e["speaking"]} >= set(TONES)
         for name, hz in TONES.items():
             frames = stt.frames[name]
