@@ -3,6 +3,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import Synchronization
 
 /// The agent's audio outputs: one mixed Opus file of every consumed mic (`--mix-audio FILE`) and each
 /// consumed participant's decoded audio pushed to a WebSocket for transcription (`--transcribe URL`).
@@ -39,49 +40,56 @@ public final class AudioEgress: @unchecked Sendable {
     }
 
     /// Where the loop hands one track's frames. Loop side: ``write(_:arrival:)``; the queue drains.
-    public final class Slot: @unchecked Sendable {
+    ///
+    /// One uncontended `Mutex` per 20 ms audio frame (not per packet; as ``EncodedAudioRing``), into
+    /// an array whose capacity is kept: the frame's bytes are not copied, and nothing is allocated
+    /// once the array has grown to a tick's worth of frames.
+    public final class Slot: Sendable {
         let participantId: String
         let name: String?
-        private let lock = NSLock()
-        private var pending: [(EncodedFrame, UInt64)] = []
-        private var spare: [(EncodedFrame, UInt64)] = []
-        private var ended = false
-        /// Frames dropped because the queue fell more than ``limit`` frames behind.
-        private(set) var dropped = 0
+        private struct State {
+            var pending: [(EncodedFrame, UInt64)] = []
+            var ended = false
+            var dropped = 0
+        }
+        private let state: Mutex<State>
         /// Frames held at most (10 s of 20 ms frames): a stalled queue costs bounded memory.
         static let limit = 500
 
         init(participantId: String, name: String?) {
             self.participantId = participantId
             self.name = name
-            pending.reserveCapacity(64)
-            spare.reserveCapacity(64)
+            var s = State()
+            s.pending.reserveCapacity(64)
+            state = Mutex(s)
         }
+
+        /// Frames dropped because the queue fell more than ``limit`` frames behind.
+        var dropped: Int { state.withLock { $0.dropped } }
 
         /// Media loop: one Opus frame (anything else is ignored).
         public func write(_ frame: EncodedFrame, arrival: UInt64) {
             guard frame.codec == .opus else { return }
-            lock.withLock {
-                if ended || pending.count >= Self.limit {
-                    dropped += 1
+            state.withLock { s in
+                if s.ended || s.pending.count >= Self.limit {
+                    s.dropped += 1
                 } else {
-                    pending.append((frame, arrival))
+                    s.pending.append((frame, arrival))
                 }
             }
         }
 
         /// Media loop: the track ended; after its last frames the participant stops contributing.
-        public func end() { lock.withLock { ended = true } }
+        public func end() { state.withLock { $0.ended = true } }
 
-        /// Queue: the frames so far, and whether the track has ended. Swaps buffers (no allocation).
-        fileprivate func drain(_ body: ([(EncodedFrame, UInt64)]) -> Void) -> Bool {
-            let (frames, done) = lock.withLock { () -> ([(EncodedFrame, UInt64)], Bool) in
-                swap(&pending, &spare)
-                return (spare, ended)
+        /// Queue: takes the frames so far into `buffer` (swapped, so both arrays keep their
+        /// capacity) and tells whether the track has ended.
+        fileprivate func drain(into buffer: inout [(EncodedFrame, UInt64)]) -> Bool {
+            buffer.removeAll(keepingCapacity: true)
+            return state.withLock { s in
+                swap(&s.pending, &buffer)
+                return s.ended
             }
-            body(frames)
-            lock.withLock { spare.removeAll(keepingCapacity: true) }
-            return done
         }
     }
 
@@ -129,6 +137,8 @@ public final class AudioEgress: @unchecked Sendable {
     private var encoder: OpusEncoder?
     private var output: Recording?
     private var block = [Int16](repeating: 0, count: AudioMixer.blockSamples)
+    /// The frames of one slot being processed (its capacity reused tick after tick).
+    private var drained: [(EncodedFrame, UInt64)] = []
     private var blocksWritten: Int64 = 0
     private var speakers: [String: Speaker] = [:]
     private var turns: [RecordingManifest.SpeakerTurn] = []
@@ -207,9 +217,8 @@ public final class AudioEgress: @unchecked Sendable {
         let current = lock.withLock { slots }
         var ended: [Slot] = []
         for slot in current {
-            let done = slot.drain { frames in
-                for (frame, arrival) in frames { receive(frame, arrival: arrival, slot: slot) }
-            }
+            let done = slot.drain(into: &drained)
+            for (frame, arrival) in drained { receive(frame, arrival: arrival, slot: slot) }
             if done { ended.append(slot) }
         }
         if !ended.isEmpty {
@@ -315,6 +324,8 @@ public final class AudioEgress: @unchecked Sendable {
         s.slot = nil
         if let change = s.activity.finish() { noteActivity(s, change) }
         socket?.send(event: event("leave", s, at: s.next ?? now))
+        // What it wrote is still mixed (the mixer keeps it); a rejoin gets a new decoder.
+        speakers[s.id] = nil
     }
 
     private func noteActivity(_ s: Speaker, _ change: SpeakerActivity.Change) {

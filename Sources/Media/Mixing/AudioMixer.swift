@@ -95,7 +95,8 @@ public struct AudioMixer: Sendable {
             let count = min(n, buffer.count)
             for i in 0..<count { sum[i] &+= Int32(buffer[i]) }
             buffer.removeFirst(count)
-            buffers[id] = buffer
+            // A source with nothing left ahead (it left, or is silent) is forgotten until it writes again.
+            if !buffer.isEmpty { buffers[id] = buffer }
         }
         for i in 0..<n { out[i] = Self.shape(sum[i]) }
         position += Int64(n)
