@@ -82,6 +82,8 @@ extension AgentJobOptions {
         }
         options.video = video
         options.audio = audio
+        options.audioEgress = AudioEgress.Options(
+            mixPath: mixAudio, transcribeURL: transcribe, transcribeRate: transcribeRate ?? 16_000)
         return options
     }
 }

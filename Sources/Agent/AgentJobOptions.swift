@@ -64,6 +64,13 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var impair: String?
     /// `--duration`: seconds until the agent leaves (nil: until stopped).
     public var duration: Double?
+    /// `--mix-audio`: the mixed audio file (`.ogg`, `.opus`, `.webm`, `.mkv` or `.mp4`) on the machine
+    /// that runs the agent.
+    public var mixAudio: String?
+    /// `--transcribe`: `ws://HOST:PORT/PATH` to push each speaker's PCM to.
+    public var transcribe: String?
+    /// `--transcribe-rate`: 16000 (default) or 48000.
+    public var transcribeRate: Int?
 
     /// Options for `room` on `server` with `token`; every other option is not given.
     public init(server: String, room: String, token: String) {
@@ -91,6 +98,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         "--server", "--room", "--token", "--id", "--name", "--mode", "--consume", "--consume-kinds", "--max-video",
         "--quality", "--accept-invites", "--reconnect-for", "--lobby-wait", "--record-format", "--relay",
         "--relay-room", "--video", "--audio", "--ice-servers", "--duration", "--impair",
+        "--mix-audio", "--transcribe", "--transcribe-rate",
     ]
     /// The flags without a value.
     public static let switchFlags: Set<String> = ["--agent"]
@@ -131,6 +139,14 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         iceServers = flags["--ice-servers"]
         impair = flags["--impair"]
         duration = try flags["--duration"].map { text throws(Invalid) in try Self.seconds(text, option: "--duration") }
+        mixAudio = flags["--mix-audio"]
+        transcribe = flags["--transcribe"]
+        if let text = flags["--transcribe-rate"] {
+            guard let rate = Int(text), Self.transcribeRates.contains(rate) else {
+                throw Invalid("--transcribe-rate", "'\(Self.shown(text))' is not 16000 or 48000")
+            }
+            transcribeRate = rate
+        }
     }
 
     /// Options from an `understudy join` argument list (`--consume stage`, `--consume=stage`,
@@ -210,6 +226,11 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         for (option, value) in [("--lobby-wait", lobbyWait), ("--duration", duration)] {
             if let value, !Self.isDuration(value) { throw Invalid(option, "\(value) is not a positive duration") }
         }
+        if let mixAudio { try Self.checkMixAudio(mixAudio) }
+        if let transcribe { try Self.checkTranscribeURL(transcribe) }
+        if let transcribeRate, !Self.transcribeRates.contains(transcribeRate) {
+            throw Invalid("--transcribe-rate", "'\(transcribeRate)' is not 16000 or 48000")
+        }
         for (option, value) in [
             ("--name", name), ("--video", video), ("--audio", audio), ("--relay", relay), ("--ice-servers", iceServers),
             ("--token", relayRoomToken), ("--impair", impair),
@@ -244,6 +265,34 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The raw values of ``RoomAgent/RecordFormat`` (this file is Foundation only, so it names them
     /// again; AgentJobOptionsTests checks that each one is a format).
     public static let recordFormats: Set<String> = ["webm", "mp4", "ogg+ivf"]
+
+    /// The rates `--transcribe-rate` takes.
+    public static let transcribeRates: Set<Int> = [16_000, 48_000]
+
+    /// `--mix-audio`: a path (at most 4096 bytes) ending in a container that holds Opus.
+    static func checkMixAudio(_ path: String) throws(Invalid) {
+        let lower = path.lowercased()
+        guard !path.isEmpty, path.utf8.count <= 4096, !path.hasSuffix("/"),
+            [".ogg", ".opus", ".webm", ".mkv", ".mp4"].contains(where: { lower.hasSuffix($0) })
+        else {
+            throw Invalid("--mix-audio", "'\(shown(path))' is not a .ogg, .opus, .webm, .mkv or .mp4 file")
+        }
+    }
+
+    /// `--transcribe`: `ws://HOST[:PORT][/PATH]` (`wss://` is not supported: put a TLS proxy on the
+    /// transcriber's side, or run it beside the agent).
+    static func checkTranscribeURL(_ url: String) throws(Invalid) {
+        let problem = "'\(shown(url))' is not a ws://HOST:PORT/PATH URL"
+        guard url.utf8.count <= 4096, let parts = URLComponents(string: url) else {
+            throw Invalid("--transcribe", problem)
+        }
+        if parts.scheme?.lowercased() == "wss" {
+            throw Invalid("--transcribe", "'\(shown(url))': wss:// is not supported (use ws://)")
+        }
+        guard parts.scheme?.lowercased() == "ws", let host = parts.host, !host.isEmpty, parts.user == nil,
+            parts.fragment == nil, (parts.port ?? 80) > 0, (parts.port ?? 80) <= 65_535
+        else { throw Invalid("--transcribe", problem) }
+    }
 
     /// `--mode` (any case) as its protocol name.
     static func mode(_ text: String) throws(Invalid) -> String {

@@ -189,6 +189,14 @@ enum Help {
                 text: "container of the recordings (default webm; mp4 is fragmented)"),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
             .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
+            .init(
+                name: "--mix-audio", value: "FILE",
+                text: "mix every consumed mic into one Opus file (.ogg, .webm, .mkv, .mp4)"),
+            .init(
+                name: "--transcribe", value: "ws://HOST:PORT/PATH",
+                text: "push each speaker's PCM and events there (docs/protocol.md)"),
+            .init(
+                name: "--transcribe-rate", value: "16000|48000", text: "PCM rate sent to --transcribe (default 16000)"),
             .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),
             .init(name: "--audio", value: "tone|none|FILE|alsa:DEVICE", text: "what to send on stage (default tone)"),
             .init(name: "--duration", value: "SECONDS", text: "leave after this long (default: until stopped)"),
@@ -203,6 +211,7 @@ enum Help {
         ],
         examples: [
             "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --consume stage --record out/",
+            "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --mix-audio room.ogg --transcribe ws://127.0.0.1:9000/stt",
             "understudy join --server janus://127.0.0.1:8088/1234 --record out/   (a Janus VideoRoom: docs/janus.md)",
         ])
 

@@ -38,6 +38,9 @@ let janusRefusedJoinOptions: [(name: String, why: String)] = [
     ("--reconnect-for", "reconnection is not implemented for Janus"),
     ("--lobby-wait", "a Janus VideoRoom has no lobby"),
     ("--metrics", "metrics are not implemented for Janus"),
+    ("--mix-audio", "the audio mix is implemented for our room server only"),
+    ("--transcribe", "per-speaker PCM is implemented for our room server only"),
+    ("--transcribe-rate", "per-speaker PCM is implemented for our room server only"),
 ]
 
 /// The Janus agent's options and duration from an `understudy join --server janus://…` command line.

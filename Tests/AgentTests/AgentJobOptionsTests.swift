@@ -58,6 +58,46 @@ import Testing
         }
     }
 
+    @Test func audioEgressOptionsTravelAsDataAndBadOnesAreRefused() throws {
+        let options = try AgentJobOptions(arguments: [
+            "--server", "http://h:1", "--room", "r", "--token", "T", "--mix-audio", "/out/room.ogg",
+            "--transcribe", "ws://10.0.0.5:9000/stt?lang=en", "--transcribe-rate", "48000",
+        ])
+        let json = try JSONEncoder().encode(options)
+        let decoded = try JSONDecoder().decode(AgentJobOptions.self, from: json)
+        #expect(decoded == options && decoded.mixAudio == "/out/room.ogg" && decoded.transcribeRate == 48_000)
+        let agent = try decoded.roomAgentOptions(recordDirectory: nil, checkMedia: false)
+        #expect(
+            agent.audioEgress
+                == AudioEgress.Options(
+                    mixPath: "/out/room.ogg", transcribeURL: "ws://10.0.0.5:9000/stt?lang=en", transcribeRate: 48_000))
+        // The default rate is 16 kHz; nothing asked, nothing produced.
+        let plain = try AgentJobOptions(arguments: ["--server", "http://h:1", "--room", "r", "--token", "T"])
+        #expect(try plain.roomAgentOptions(recordDirectory: nil, checkMedia: false).audioEgress.isEmpty)
+        for (flag, value, reason) in [
+            ("--transcribe", "http://h:1/x", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe", "wss://h/x", "wss:// is not supported"),
+            ("--transcribe", "ws://:80/x", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe", "ws://h:99999/x", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe", "ws://u:p@h/x", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe", "not a url", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe-rate", "44100", "is not 16000 or 48000"),
+            ("--mix-audio", "/out/room.wav", "is not a .ogg, .opus, .webm, .mkv or .mp4 file"),
+            ("--mix-audio", "", "is not a .ogg"),
+        ] {
+            do {
+                let bad = try AgentJobOptions(arguments: [
+                    "--server", "http://h:1", "--room", "r", "--token", "T", flag, value,
+                ])
+                try bad.validate()
+                Issue.record("\(flag) \(value) was accepted")
+            } catch {
+                #expect(error.option == flag && error.reason.contains(reason), "\(flag) \(value): \(error)")
+                #expect(error.description.hasPrefix("bad value for \(flag): "))
+            }
+        }
+    }
+
     @Test func hostileJSONIsRefusedByValidation() throws {
         for text in [
             #"{"server":"ws://h:1","room":"r","token":"T","maxVideo":-3}"#,
