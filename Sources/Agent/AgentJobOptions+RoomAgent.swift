@@ -70,13 +70,14 @@ extension AgentJobOptions {
             }
         }
         if checkMedia {
-            do { try LocalSources.validate(video: video, audio: audio) } catch {
+            do { try LocalSources.validate(video: video, audio: audio, videoCodec: videoCodec) } catch {
                 if case .badOption(let option, _, _) = error { throw Invalid(option, error.explanation) }
                 throw Invalid("--video/--audio", error.description)
             }
         }
         options.video = video
         options.audio = audio
+        options.videoCodec = videoCodec
         return options
     }
 }
