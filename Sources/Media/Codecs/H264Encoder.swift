@@ -70,6 +70,9 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
         p.b_vfr_input = 0
         p.i_keyint_max = Int32(keyframeInterval)
         p.i_keyint_min = 1
+        // IDRs at the interval and on request only: a scene cut (the test pattern's sync flash)
+        // would otherwise cost a keyframe's bytes mid-interval.
+        p.i_scenecut_threshold = 0
         p.b_intra_refresh = 0
         p.i_bframe = 0
         p.b_repeat_headers = 1
