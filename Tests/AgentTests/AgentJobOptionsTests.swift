@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import Media
 import Testing
 
 // Issue 34: the agent's options as data (what a fleet job carries), with their validation in Agent.
@@ -12,6 +13,7 @@ import Testing
             "--quality", "low", "--accept-invites", "from:mod", "--reconnect-for", "0", "--lobby-wait", "1.5m",
             "--record-format", "ogg+ivf", "--relay", "rtp://127.0.0.1:5004", "--relay-room", "mirror", "--video",
             "none", "--audio", "tone", "--ice-servers", "turn:u:p@10.0.0.1:3478", "--duration", "500ms",
+            "--video-codec", "h264",
         ])
         try options.validate()
         #expect(options.room == "standup" && options.token == "T" && options.agent == true)
@@ -26,6 +28,7 @@ import Testing
         #expect(agent.recordFormat == .oggIVF && agent.recordDirectory == "/r")
         #expect(agent.relayURL == "rtp://127.0.0.1:5004" && agent.relayRoom == "mirror")
         #expect(agent.iceServers?.first?.username == "u")
+        #expect(agent.videoCodec == "h264")
     }
 
     @Test func eachBadValueIsRefusedNamingItsOption() {
@@ -40,7 +43,7 @@ import Testing
             (["--record-format", "avi"], "--record-format"), (["--relay-room", "r"], "--relay-room"),
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
-            (["--consume"], "--consume"),
+            (["--consume"], "--consume"), (["--video-codec", "vp9"], "--video-codec"),
         ]
         for (extra, option) in cases {
             // Later values win, so each case overrides one valid option.
@@ -72,6 +75,13 @@ import Testing
 
     @Test func everyRecordFormatNameIsAFormatOfTheAgent() {
         for name in AgentJobOptions.recordFormats { #expect(RoomAgent.RecordFormat(rawValue: name) != nil, "\(name)") }
+    }
+
+    @Test func everyVideoCodecNameIsOneTheSourcesEncode() throws {
+        for name in AgentJobOptions.videoCodecs {
+            #expect(VideoEncoders.codecs.contains(try LocalSources.videoCodec(name)), "\(name)")
+        }
+        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp9") }
     }
 
     @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {
