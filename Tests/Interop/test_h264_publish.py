@@ -4,7 +4,7 @@
 libx264 (constrained baseline, packetization mode 1). Headless Chromium in the audience subscribes
 through the SFU and decodes it: getStats names the codec video/H264 and `framesDecoded` keeps
 growing. A recording agent writes the same stream into Matroska, which ffmpeg decodes without error.
-`understudy load --video-codec h264` publishes the loop encoded once for every bot, and the page
+`understudy load --video-codec h264` publishes the loop (three simulcast layers) encoded once for every bot; the page
 decodes a bot's webcam as H.264 too. A junk `--video-codec` is refused before anything connects.
 """
 
@@ -32,7 +32,7 @@ def _publisher(server: DevServer, workdir: Path) -> LogProcess:
 def _load(server: DevServer, workdir: Path) -> LogProcess:
     return LogProcess(
         [understudy_bin(), "load", "--server", server.base, "--room", ROOM, "--secret", server.secret or "",
-         "--publishers", "1", "--subscribers", "0", "--no-simulcast", "--video-codec", "h264",
+         "--publishers", "1", "--subscribers", "0", "--video-codec", "h264",
          "--id-prefix", "h264load", "--duration", "120"],
         workdir / "load.log")
 
