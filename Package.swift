@@ -40,6 +40,8 @@ let package = Package(
         .systemLibrary(name: "CSRTP", path: "CModules/CSRTP", pkgConfig: "libsrtp2"),
         .systemLibrary(name: "COpus", path: "CModules/COpus", pkgConfig: "opus"),
         .systemLibrary(name: "CVPX", path: "CModules/CVPX", pkgConfig: "vpx"),
+        // No pkgConfig: x264.pc adds -DX264_API_IMPORTS, which SwiftPM refuses with a warning.
+        .systemLibrary(name: "CX264", path: "CModules/CX264"),
         .systemLibrary(name: "CALSA", path: "CModules/CALSA", pkgConfig: "alsa"),
         .systemLibrary(name: "CTurboJPEG", path: "CModules/CTurboJPEG", pkgConfig: "libturbojpeg"),
         // No pkgConfig: hiredis.pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM refuses with a warning.
@@ -63,7 +65,7 @@ let package = Package(
             name: "RTC", dependencies: ["RTCWire", "SystemCalls", "COpenSSL", "CSRTP"], path: "Sources/RTC",
             swiftSettings: hotPathSettings),
         .target(
-            name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
+            name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CX264", "CTurboJPEG", "CALSA", "CAudioProcessing"],
             path: "Sources/Media"),
         // Transport only: reactor, HTTP, WebSocket, JSON; it knows no room and no Janus.
         .target(name: "Signaling", dependencies: ["SystemCalls", "COpenSSL"], path: "Sources/Signaling"),

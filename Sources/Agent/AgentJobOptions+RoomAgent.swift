@@ -75,7 +75,7 @@ extension AgentJobOptions {
             }
         }
         if checkMedia {
-            do { try LocalSources.validate(video: video, audio: audio) } catch {
+            do { try LocalSources.validate(video: video, audio: audio, videoCodec: videoCodec) } catch {
                 if case .badOption(let option, _, _) = error { throw Invalid(option, error.explanation) }
                 throw Invalid("--video/--audio", error.description)
             }
@@ -84,6 +84,7 @@ extension AgentJobOptions {
         options.audio = audio
         options.audioEgress = AudioEgress.Options(
             mixPath: mixAudio, transcribeURL: transcribe, transcribeRate: transcribeRate ?? 16_000)
+        options.videoCodec = videoCodec
         return options
     }
 }

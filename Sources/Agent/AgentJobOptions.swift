@@ -58,6 +58,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var video: String?
     /// `--audio`: `tone`, `none`, a file or `alsa:DEVICE` on the machine that runs the agent.
     public var audio: String?
+    /// `--video-codec`: `vp8` (default) or `h264`, what the agent publishes its video in.
+    public var videoCodec: String?
     /// `--ice-servers`: TURN URLs, comma-separated (credentials inline).
     public var iceServers: String?
     /// `--impair`: the network the media sees, a preset name or the JSON form (``Impairment/parse(_:)``).
@@ -97,7 +99,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public static let valueFlags: Set<String> = [
         "--server", "--room", "--token", "--id", "--name", "--mode", "--consume", "--consume-kinds", "--max-video",
         "--quality", "--accept-invites", "--reconnect-for", "--lobby-wait", "--record-format", "--relay",
-        "--relay-room", "--video", "--audio", "--ice-servers", "--duration", "--impair",
+        "--relay-room", "--video", "--audio", "--ice-servers", "--duration", "--impair", "--video-codec",
         "--mix-audio", "--transcribe", "--transcribe-rate",
     ]
     /// The flags without a value.
@@ -136,6 +138,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         relayRoom = flags["--relay-room"]
         video = flags["--video"]
         audio = flags["--audio"]
+        videoCodec = flags["--video-codec"]
         iceServers = flags["--ice-servers"]
         impair = flags["--impair"]
         duration = try flags["--duration"].map { text throws(Invalid) in try Self.seconds(text, option: "--duration") }
@@ -210,6 +213,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
             throw Invalid("--quality", "'\(Self.shown(quality))' is not low, medium or high")
         }
         if let acceptInvites { _ = try Self.invitePolicy(acceptInvites) }
+        if let videoCodec, !Self.videoCodecs.contains(videoCodec.lowercased()) {
+            throw Invalid("--video-codec", "'\(Self.shown(videoCodec))' is not vp8 or h264")
+        }
         if let recordFormat, !Self.recordFormats.contains(recordFormat) {
             throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not webm, mp4 or ogg+ivf")
         }
@@ -265,6 +271,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The raw values of ``RoomAgent/RecordFormat`` (this file is Foundation only, so it names them
     /// again; AgentJobOptionsTests checks that each one is a format).
     public static let recordFormats: Set<String> = ["webm", "mp4", "ogg+ivf"]
+    /// The `--video-codec` values (any case; `LocalSources.videoCodec` parses the same, and
+    /// AgentJobOptionsTests checks that the two agree).
+    public static let videoCodecs: Set<String> = ["vp8", "h264", "h.264"]
 
     /// The rates `--transcribe-rate` takes.
     public static let transcribeRates: Set<Int> = [16_000, 48_000]

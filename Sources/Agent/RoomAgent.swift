@@ -65,6 +65,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var video: String?
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
+        /// The codec of the published video: `vp8` (nil) or `h264` (see `LocalSources.videoCodec`).
+        /// The room must accept it: a produce it refuses fails with its error, no other codec is tried.
+        public var videoCodec: String?
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
         /// server restart or a deploy, with pauses growing to 10 s.
         public var reconnect = ReconnectPolicy(window: 300, maxDelay: 10)
@@ -135,7 +138,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
-        room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
+        room.mediaSourceFactory = try LocalSources.factory(
+            video: options.video, audio: options.audio, videoCodec: options.videoCodec)
         if let iceServers = options.iceServers { room.iceServers = iceServers }
         if let impairment = options.impairment, !impairment.isNone { room.impairment = impairment }
         republishRoom = options.republishRoom.map {

@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import Media
 import Testing
 
 // Issue 34: the agent's options as data (what a fleet job carries), with their validation in Agent.
@@ -13,6 +14,7 @@ import Testing
             "--record-format", "ogg+ivf", "--relay", "rtp://127.0.0.1:5004", "--relay-room", "mirror", "--video",
             "none", "--audio", "tone", "--ice-servers", "turn:u:p@10.0.0.1:3478", "--duration", "500ms",
             "--impair", #"{"down": {"loss": 0.1}}"#,
+            "--video-codec", "h264",
         ])
         try options.validate()
         #expect(options.room == "standup" && options.token == "T" && options.agent == true)
@@ -28,6 +30,7 @@ import Testing
         #expect(agent.rtpOutputURL == "rtp://127.0.0.1:5004" && agent.republishRoom == "mirror")
         #expect(agent.iceServers?.first?.username == "u")
         #expect(agent.impairment?.down.loss == 0.1 && options.impair == #"{"down": {"loss": 0.1}}"#)
+        #expect(agent.videoCodec == "h264")
     }
 
     @Test func eachBadValueIsRefusedNamingItsOption() {
@@ -43,7 +46,7 @@ import Testing
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
             (["--consume"], "--consume"), (["--impair", "dial-up"], "--impair"),
-            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"),
+            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp9"], "--video-codec"),
         ]
         for (extra, option) in cases {
             // Later values win, so each case overrides one valid option.
@@ -115,6 +118,13 @@ import Testing
 
     @Test func everyRecordFormatNameIsAFormatOfTheAgent() {
         for name in AgentJobOptions.recordFormats { #expect(RoomAgent.RecordFormat(rawValue: name) != nil, "\(name)") }
+    }
+
+    @Test func everyVideoCodecNameIsOneTheSourcesEncode() throws {
+        for name in AgentJobOptions.videoCodecs {
+            #expect(VideoEncoders.codecs.contains(try LocalSources.videoCodec(name)), "\(name)")
+        }
+        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp9") }
     }
 
     @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {
