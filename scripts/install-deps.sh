@@ -27,6 +27,8 @@ DEB_PACKAGES=(
     gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-nice
     python3-gst-1.0 gir1.2-gst-plugins-bad-1.0
     coturn nftables
+    # libavcodec (H.264, VP9) and libdav1d (AV1): captureImage's decoders beside libvpx's VP8
+    libavcodec-dev libavutil-dev libdav1d-dev
 )
 
 missing=()
