@@ -62,6 +62,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var iceServers: String?
     /// `--duration`: seconds until the agent leaves (nil: until stopped).
     public var duration: Double?
+    /// `--snapshot-every`: seconds between pictures of each consumed webcam (`captureImage`), written
+    /// as `ID.jpg` beside the recordings (nil: none).
+    public var snapshotEvery: Double?
 
     /// Options for `room` on `server` with `token`; every other option is not given.
     public init(server: String, room: String, token: String) {
@@ -89,6 +92,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         "--server", "--room", "--token", "--id", "--name", "--mode", "--consume", "--consume-kinds", "--max-video",
         "--quality", "--accept-invites", "--reconnect-for", "--lobby-wait", "--record-format", "--relay",
         "--relay-room", "--video", "--audio", "--ice-servers", "--duration",
+        "--snapshot-every",
     ]
     /// The flags without a value.
     public static let switchFlags: Set<String> = ["--agent"]
@@ -128,6 +132,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         audio = flags["--audio"]
         iceServers = flags["--ice-servers"]
         duration = try flags["--duration"].map { text throws(Invalid) in try Self.seconds(text, option: "--duration") }
+        snapshotEvery = try flags["--snapshot-every"].map { text throws(Invalid) in
+            try Self.seconds(text, option: "--snapshot-every")
+        }
     }
 
     /// Options from an `understudy join` argument list (`--consume stage`, `--consume=stage`,
@@ -204,7 +211,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         if let reconnectFor, !(reconnectFor == 0 || Self.isDuration(reconnectFor)) {
             throw Invalid("--reconnect-for", "\(reconnectFor) is not 0 or a positive duration")
         }
-        for (option, value) in [("--lobby-wait", lobbyWait), ("--duration", duration)] {
+        for (option, value) in [
+            ("--lobby-wait", lobbyWait), ("--duration", duration), ("--snapshot-every", snapshotEvery),
+        ] {
             if let value, !Self.isDuration(value) { throw Invalid(option, "\(value) is not a positive duration") }
         }
         for (option, value) in [

@@ -178,7 +178,14 @@ enum Help {
                 name: "--accept-invites", value: "trusted|yes|no|from:ID,ID",
                 text: "whose stage invites to follow (default trusted: senders whose token has allow_mod)"),
             .init(name: "--record", value: "DIR", text: "record each participant (and a manifest) there"),
-            .init(name: "--record-format", value: "webm|mp4|ogg+ivf", text: "container of the recordings (default webm; mp4 is fragmented)"),
+            .init(
+                name: "--record-format", value: "webm|mp4|ogg+ivf",
+                text: "container of the recordings (default webm; mp4 is fragmented)"),
+            .init(
+                name: "--snapshot-every", value: "DURATION",
+                text:
+                    "with --record: write each consumed webcam's current picture (any codec) there as ID.jpg this often"
+            ),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
             .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
             .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),

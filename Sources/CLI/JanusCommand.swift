@@ -38,6 +38,7 @@ let janusRefusedJoinOptions: [(name: String, why: String)] = [
     ("--reconnect-for", "reconnection is not implemented for Janus"),
     ("--lobby-wait", "a Janus VideoRoom has no lobby"),
     ("--metrics", "metrics are not implemented for Janus"),
+    ("--snapshot-every", "snapshots are not implemented for Janus"),
 ]
 
 /// The Janus agent's options and duration from an `understudy join --server janus://…` command line.
