@@ -12,6 +12,7 @@ import Testing
             "--quality", "low", "--accept-invites", "from:mod", "--reconnect-for", "0", "--lobby-wait", "1.5m",
             "--record-format", "ogg+ivf", "--relay", "rtp://127.0.0.1:5004", "--relay-room", "mirror", "--video",
             "none", "--audio", "tone", "--ice-servers", "turn:u:p@10.0.0.1:3478", "--duration", "500ms",
+            "--snapshot-every", "2s",
         ])
         try options.validate()
         #expect(options.room == "standup" && options.token == "T" && options.agent == true)
@@ -26,6 +27,7 @@ import Testing
         #expect(agent.recordFormat == .oggIVF && agent.recordDirectory == "/r")
         #expect(agent.relayURL == "rtp://127.0.0.1:5004" && agent.relayRoom == "mirror")
         #expect(agent.iceServers?.first?.username == "u")
+        #expect(options.snapshotEvery == 2 && agent.snapshotInterval == 2)
     }
 
     @Test func eachBadValueIsRefusedNamingItsOption() {
@@ -40,7 +42,8 @@ import Testing
             (["--record-format", "avi"], "--record-format"), (["--relay-room", "r"], "--relay-room"),
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
-            (["--consume"], "--consume"),
+            (["--consume"], "--consume"), (["--snapshot-every", "0"], "--snapshot-every"),
+            (["--snapshot-every", "often"], "--snapshot-every"),
         ]
         for (extra, option) in cases {
             // Later values win, so each case overrides one valid option.
