@@ -257,6 +257,10 @@ extension Participant {
     /// keeping its aspect ratio, and never enlarged; a nil (or infinite) bound does not constrain, so
     /// without both the image has the size of the video. Fractional bounds are rounded down.
     ///
+    /// The picture is decoded on demand from the frames since the webcam's last keyframe, in
+    /// whatever codec it uses (VP8, VP9, H.264 or AV1: Media's `VideoDecoder`); when none is kept (just
+    /// subscribed, or a long run without one) a keyframe is asked for and waited for up to 5 s.
+    ///
     /// `flash: .ON` is accepted only for the local participant. A headless participant has no torch:
     /// the screen flash set with ``VideoSDK/setScreenFlash(_:)`` is applied around the capture (a
     /// no-op hook for ``WhiteOverlayScreenFlash``, which has no screen to light), and without one the
@@ -267,7 +271,8 @@ extension Participant {
     ///
     /// - Throws: 3068 on an agent participant; 3062 (`ERROR_WEBCAM_NOT_ENABLED`) when the webcam is off
     ///   or not received on this device; 3069 (`ERROR_CAPTURE_IMAGE_FAILED`, also sent to `onError`)
-    ///   when the capture fails, for `flash: .ON` on a remote participant, for a bound that is not a
+    ///   when the capture fails (no keyframe within 5 s, or no frame of the run decodes), for
+    ///   `flash: .ON` on a remote participant, for a bound that is not a
     ///   positive number, or while another flash capture runs.
     public func captureImage(width: CGFloat? = nil, height: CGFloat? = nil, flash: CaptureFlash = .OFF) async throws
         -> String
