@@ -52,6 +52,7 @@ extension AgentJobOptions {
         if let reconnectFor { options.reconnect = ReconnectPolicy(window: reconnectFor, maxDelay: 10) }
         options.lobbyWait = lobbyWait
         options.recordDirectory = recordDirectory
+        options.snapshotInterval = snapshotEvery
         if let recordFormat {
             guard let format = RoomAgent.RecordFormat(rawValue: recordFormat) else {
                 throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not a recording format")

@@ -73,6 +73,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var transcribe: String?
     /// `--transcribe-rate`: 16000 (default) or 48000.
     public var transcribeRate: Int?
+    /// `--snapshot-every`: seconds between pictures of each consumed webcam (`captureImage`), written
+    /// as `ID.jpg` beside the recordings (nil: none).
+    public var snapshotEvery: Double?
 
     /// Options for `room` on `server` with `token`; every other option is not given.
     public init(server: String, room: String, token: String) {
@@ -100,7 +103,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         "--server", "--room", "--token", "--id", "--name", "--mode", "--consume", "--consume-kinds", "--max-video",
         "--quality", "--accept-invites", "--reconnect-for", "--lobby-wait", "--record-format", "--relay",
         "--relay-room", "--video", "--audio", "--ice-servers", "--duration", "--impair", "--video-codec",
-        "--mix-audio", "--transcribe", "--transcribe-rate",
+        "--mix-audio", "--transcribe", "--transcribe-rate", "--snapshot-every",
     ]
     /// The flags without a value.
     public static let switchFlags: Set<String> = ["--agent"]
@@ -149,6 +152,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
                 throw Invalid("--transcribe-rate", "'\(Self.shown(text))' is not 16000 or 48000")
             }
             transcribeRate = rate
+        }
+        snapshotEvery = try flags["--snapshot-every"].map { text throws(Invalid) in
+            try Self.seconds(text, option: "--snapshot-every")
         }
     }
 
@@ -229,7 +235,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         if let reconnectFor, !(reconnectFor == 0 || Self.isDuration(reconnectFor)) {
             throw Invalid("--reconnect-for", "\(reconnectFor) is not 0 or a positive duration")
         }
-        for (option, value) in [("--lobby-wait", lobbyWait), ("--duration", duration)] {
+        for (option, value) in [
+            ("--lobby-wait", lobbyWait), ("--duration", duration), ("--snapshot-every", snapshotEvery),
+        ] {
             if let value, !Self.isDuration(value) { throw Invalid(option, "\(value) is not a positive duration") }
         }
         if let mixAudio { try Self.checkMixAudio(mixAudio) }

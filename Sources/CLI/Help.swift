@@ -187,6 +187,11 @@ enum Help {
             .init(
                 name: "--record-format", value: "webm|mp4|ogg+ivf",
                 text: "container of the recordings (default webm; mp4 is fragmented)"),
+            .init(
+                name: "--snapshot-every", value: "DURATION",
+                text:
+                    "with --record: write each consumed webcam's current picture (any codec) there as ID.jpg this often"
+            ),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
             .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
             .init(

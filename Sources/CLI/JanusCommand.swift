@@ -42,6 +42,7 @@ let janusRefusedJoinOptions: [(name: String, why: String)] = [
     ("--transcribe", "per-speaker PCM is implemented for our room server only"),
     ("--transcribe-rate", "per-speaker PCM is implemented for our room server only"),
     ("--video-codec", "the Janus agent publishes VP8 (H.264 publishing is for our rooms and load bots)"),
+    ("--snapshot-every", "snapshots are not implemented for Janus"),
 ]
 
 /// The Janus agent's options and duration from an `understudy join --server janus://…` command line.

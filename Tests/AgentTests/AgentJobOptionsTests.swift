@@ -15,6 +15,7 @@ import Testing
             "none", "--audio", "tone", "--ice-servers", "turn:u:p@10.0.0.1:3478", "--duration", "500ms",
             "--impair", #"{"down": {"loss": 0.1}}"#,
             "--video-codec", "h264",
+            "--snapshot-every", "2s",
         ])
         try options.validate()
         #expect(options.room == "standup" && options.token == "T" && options.agent == true)
@@ -31,6 +32,7 @@ import Testing
         #expect(agent.iceServers?.first?.username == "u")
         #expect(agent.impairment?.down.loss == 0.1 && options.impair == #"{"down": {"loss": 0.1}}"#)
         #expect(agent.videoCodec == "h264")
+        #expect(options.snapshotEvery == 2 && agent.snapshotInterval == 2)
     }
 
     @Test func eachBadValueIsRefusedNamingItsOption() {
@@ -47,6 +49,8 @@ import Testing
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
             (["--consume"], "--consume"), (["--impair", "dial-up"], "--impair"),
             (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp9"], "--video-codec"),
+            (["--consume"], "--consume"), (["--snapshot-every", "0"], "--snapshot-every"),
+            (["--snapshot-every", "often"], "--snapshot-every"),
         ]
         for (extra, option) in cases {
             // Later values win, so each case overrides one valid option.

@@ -1,6 +1,7 @@
 import Agent
 import AgentTestSupport
 import Foundation
+import Media
 import RoomServer
 import SDKTestSupport
 import TestSupport
@@ -165,6 +166,7 @@ struct RoomAgentTests {
         let agent = try await startAgent(server, room: "agent-ogg", id: "agent6") {
             $0.recordDirectory = dir
             $0.recordFormat = .oggIVF
+            $0.snapshotInterval = 0.5
         }
         try await waitUntil("both files open", seconds: 20) { agent.recordedFiles.count == 2 }
         try await waitUntil("frames recorded", seconds: 30) {
@@ -183,6 +185,14 @@ struct RoomAgentTests {
         #expect(!metrics.contains("understudy_agent_track_mos{kind=\"video\""))
         let fps = metrics.split(separator: "\n").first { $0.hasPrefix("understudy_agent_track_fps{kind=\"video\"") }
         #expect((fps?.split(separator: " ").last.flatMap { Double($0) } ?? 0) > 5, "\(fps ?? "no fps line")")
+        // --snapshot-every: the webcam's current picture beside the recordings, a JPEG of the
+        // pattern's 16:9 size.
+        try await waitUntil("snapshot written", seconds: 30) {
+            FileManager.default.fileExists(atPath: dir + "/host.jpg")
+        }
+        let snapshot = try #require(
+            JPEGDecoder.size(of: [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/host.jpg")))))
+        #expect(snapshot.width >= 160 && snapshot.width * 9 == snapshot.height * 16, "\(snapshot)")
         await agent.stop()
         await host.leave()
         #expect(agent.recordedFiles == [dir + "/host.ivf", dir + "/host.ogg"])
