@@ -40,6 +40,8 @@ let package = Package(
         .systemLibrary(name: "CSRTP", path: "CModules/CSRTP", pkgConfig: "libsrtp2"),
         .systemLibrary(name: "COpus", path: "CModules/COpus", pkgConfig: "opus"),
         .systemLibrary(name: "CVPX", path: "CModules/CVPX", pkgConfig: "vpx"),
+        // No pkgConfig: x264.pc adds -DX264_API_IMPORTS, which SwiftPM refuses with a warning.
+        .systemLibrary(name: "CX264", path: "CModules/CX264"),
         .systemLibrary(name: "CALSA", path: "CModules/CALSA", pkgConfig: "alsa"),
         .systemLibrary(name: "CTurboJPEG", path: "CModules/CTurboJPEG", pkgConfig: "libturbojpeg"),
         // libavcodec: the decoder of H.264, VP9 and (through libdav1d) AV1 for captureImage.
@@ -66,7 +68,9 @@ let package = Package(
             swiftSettings: hotPathSettings),
         .target(
             name: "Media",
-            dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing", "CAVCodec"],
+            dependencies: [
+                "RTCWire", "COpus", "CVPX", "CX264", "CTurboJPEG", "CALSA", "CAudioProcessing", "CAVCodec",
+            ],
             path: "Sources/Media"),
         // Transport only: reactor, HTTP, WebSocket, JSON; it knows no room and no Janus.
         .target(name: "Signaling", dependencies: ["SystemCalls", "COpenSSL"], path: "Sources/Signaling"),
@@ -118,7 +122,7 @@ let package = Package(
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(
             name: "Scenario",
-            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
             path: "Sources/Scenario"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
@@ -197,7 +201,7 @@ let package = Package(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC"], path: "Tests/BenchmarksTests"),
         .testTarget(
-            name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media", "TestSupport"],
+            name: "ScenarioTests", dependencies: ["Scenario", "RTC", "RoomServer", "Media", "TestSupport"],
             path: "Tests/ScenarioTests"),
         .testTarget(
             name: "AgentTests",

@@ -70,14 +70,22 @@ extension AgentJobOptions {
                 throw Invalid("--ice-servers", error.description)
             }
         }
+        if let impair {
+            do { options.impairment = try Impairment.parse(impair) } catch {
+                throw Invalid("--impair", error.description)
+            }
+        }
         if checkMedia {
-            do { try LocalSources.validate(video: video, audio: audio) } catch {
+            do { try LocalSources.validate(video: video, audio: audio, videoCodec: videoCodec) } catch {
                 if case .badOption(let option, _, _) = error { throw Invalid(option, error.explanation) }
                 throw Invalid("--video/--audio", error.description)
             }
         }
         options.video = video
         options.audio = audio
+        options.audioEgress = AudioEgress.Options(
+            mixPath: mixAudio, transcribeURL: transcribe, transcribeRate: transcribeRate ?? 16_000)
+        options.videoCodec = videoCodec
         return options
     }
 }

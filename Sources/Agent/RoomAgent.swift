@@ -70,6 +70,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var video: String?
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
+        /// The codec of the published video: `vp8` (nil) or `h264` (see `LocalSources.videoCodec`).
+        /// The room must accept it: a produce it refuses fails with its error, no other codec is tried.
+        public var videoCodec: String?
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
         /// server restart or a deploy, with pauses growing to 10 s.
         public var reconnect = ReconnectPolicy(window: 300, maxDelay: 10)
@@ -77,6 +80,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var lobbyWait: Double?
         /// TURN servers for the media (`--ice-servers`); nil uses those the room server hands out.
         public var iceServers: [ICEServer]?
+        /// The network the media connections see (`--impair`); nil: none.
+        public var impairment: Impairment?
+        /// The mixed audio file and the per-speaker PCM socket (`--mix-audio`, `--transcribe`).
+        public var audioEgress = AudioEgress.Options()
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -118,6 +125,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var operationTail: Task<Void, Never>?
     /// The same for joining and leaving the republish room.
     private var republishTail: Task<Void, Never>?
+    /// The mixed audio and the transcription socket, from ``start()`` (set once, before the join).
+    private var audioEgress: AudioEgress?
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
     /// Takes the webcam pictures of ``Options/snapshotInterval``; cancelled by ``stop()``.
@@ -136,8 +145,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
-        room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
+        room.mediaSourceFactory = try LocalSources.factory(
+            video: options.video, audio: options.audio, videoCodec: options.videoCodec)
         if let iceServers = options.iceServers { room.iceServers = iceServers }
+        if let impairment = options.impairment, !impairment.isNone { room.impairment = impairment }
         republishRoom = options.republishRoom.map {
             RepublishRoom(
                 roomId: $0, token: options.republishRoomToken ?? options.token, signalingURL: options.signalingURL,
@@ -202,6 +213,12 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
         if let url = options.rtpOutputURL {
             do { try await startRTPOutput(url) } catch { throw .rtpOutput(url: url, cause: error) }
+        }
+        if !options.audioEgress.isEmpty {
+            do {
+                let egress = try AudioEgress(options: options.audioEgress, recorder: recorder, log: log)
+                lock.withLock { audioEgress = egress }
+            } catch { throw .mixAudio(path: options.audioEgress.mixPath ?? "", cause: error) }
         }
         room.onTrack = { [weak self] track in self?.trackStarted(track) }
         // `join()` returns once the outcome was reported to the listeners (this agent among them).
@@ -272,6 +289,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         // Leaving ends every track on the subscribe loop; after that no sink writes, and the
         // recordings can be closed (and their disk writes awaited) here.
         await tracksEnded(timeout: 5)
+        await lock.withLock { audioEgress }?.stop()
         await recorder.close()
         if let rtpOutput, let rtpOutputLoop {
             await rtpOutputLoop.submit { rtpOutput.close() }
@@ -453,17 +471,23 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         let kind = track.mediaKind
         guard options.kinds.contains(kind) else { return }
         let key = recorder.key(participantId: track.participantId, kind: kind)
-        let wanted = lock.withLock { () -> Bool in
-            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return false }
+        let (wanted, egress) = lock.withLock { () -> (Bool, AudioEgress?) in
+            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return (false, nil) }
             liveTracks += 1
-            return true
+            return (true, audioEgress)
         }
         guard wanted else { return }
+        // Mics only: a screen share's audio is not a speaker.
+        let egressSlot =
+            kind == .audio && track.kind == .audio
+            ? egress?.slot(
+                participantId: track.participantId, name: room.participants[track.participantId]?.displayName)
+            : nil
         track.addSink(
             AgentTrackSink(
                 agent: self, recorder: options.recordDirectory == nil ? nil : recorder, recordingKey: key,
                 rtpOutput: rtpOutput.flatMap { r in rtpOutputLoop.map { (r, $0) } },
-                republishRoom: republishRoom))
+                republishRoom: republishRoom, audioEgress: egressSlot))
     }
 
     /// Subscribe loop: a track the agent's sink was on ended.
@@ -711,16 +735,19 @@ private final class AgentTrackSink: RemoteTrackSink {
     private var slot: ParticipantRecorder.Slot?
     private let rtpOutput: (RTPOutput, EventLoop)?
     private let republishRoom: RepublishRoom?
+    /// The mix and transcription input of a consumed mic (nil: none).
+    private let audioEgress: AudioEgress.Slot?
 
     init(
         agent: RoomAgent, recorder: ParticipantRecorder?, recordingKey: ParticipantRecorder.Key,
-        rtpOutput: (RTPOutput, EventLoop)?, republishRoom: RepublishRoom?
+        rtpOutput: (RTPOutput, EventLoop)?, republishRoom: RepublishRoom?, audioEgress: AudioEgress.Slot?
     ) {
         self.agent = agent
         self.recorder = recorder
         self.recordingKey = recordingKey
         self.rtpOutput = rtpOutput
         self.republishRoom = republishRoom
+        self.audioEgress = audioEgress
     }
 
     func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
@@ -736,7 +763,11 @@ private final class AgentTrackSink: RemoteTrackSink {
             rtpOutputLoop.execute { rtpOutput.send(frame, arrival: arrival) }
         }
         republishRoom?.forward(track.participantId, frame)
+        audioEgress?.write(frame, arrival: arrival)
     }
 
-    func trackEnded(_ track: RemoteTrack) { agent?.trackEnded() }
+    func trackEnded(_ track: RemoteTrack) {
+        audioEgress?.end()
+        agent?.trackEnded()
+    }
 }

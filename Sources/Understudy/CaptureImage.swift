@@ -210,6 +210,7 @@ final class CaptureTapSource: MediaSource {
     /// The picture size of each layer's newest keyframe (for the stats' `size`).
     func size(ofLayer layer: Int) -> (width: Int, height: Int)? { sizeLock.withLock { layerSizes[layer] } }
     var kind: MediaKind { inner.kind }
+    var codec: MediaCodec { inner.codec }
     var layerCount: Int { inner.layerCount }
 
     init(_ inner: MediaSource, buffer: CaptureFrameBuffer?) {
@@ -221,7 +222,7 @@ final class CaptureTapSource: MediaSource {
 
     func pull(elapsedNanos: UInt64, emit: (EncodedFrame, Int) -> Void) {
         inner.pull(elapsedNanos: elapsedNanos) { frame, layer in
-            if let size = frame.keyframePictureSize {
+            if frame.isKeyframe || capturedLayer == nil, let size = frame.keyframePictureSize {
                 if size.width > capturedWidth {
                     capturedLayer = layer
                     capturedWidth = size.width
