@@ -222,7 +222,7 @@ final class CaptureTapSource: MediaSource {
 
     func pull(elapsedNanos: UInt64, emit: (EncodedFrame, Int) -> Void) {
         inner.pull(elapsedNanos: elapsedNanos) { frame, layer in
-            if frame.isKeyframe || capturedLayer == nil, let size = frame.keyframePictureSize {
+            if let size = frame.keyframePictureSize {
                 if size.width > capturedWidth {
                     capturedLayer = layer
                     capturedWidth = size.width

@@ -28,13 +28,7 @@ struct VideoDecoderTests {
     /// of the original on average (the pattern's first frame differs by 5.5, a grey picture by 62).
     @Test(arguments: [MediaCodec.vp8, .vp9, .h264, .av1])
     func eachCodecDecodesToTheSourcePicture(_ codec: MediaCodec) throws {
-        let frames: [EncodedFrame] =
-            switch codec {
-            case .vp8: try vp8Frames(seconds: 1)
-            case .vp9: try vp9Frames(seconds: 1)
-            case .h264: try x264AccessUnits(seconds: 1)
-            default: try av1Frames(seconds: 1)
-            }
+        let frames = try videoFixture(codec, seconds: 1)
         #expect(frames.count == 30)
         #expect(frames[0].keyframePictureSize.map { [$0.width, $0.height] } == [320, 240])
         let decoder = try VideoDecoder(codec: codec)
@@ -51,12 +45,7 @@ struct VideoDecoderTests {
     /// as went in.
     @Test(arguments: [MediaCodec.vp9, .h264, .av1])
     func decodingFrameByFrameGivesEveryPicture(_ codec: MediaCodec) throws {
-        let frames: [EncodedFrame] =
-            switch codec {
-            case .vp9: try vp9Frames(seconds: 1)
-            case .h264: try x264AccessUnits(seconds: 1)
-            default: try av1Frames(seconds: 1)
-            }
+        let frames = try videoFixture(codec, seconds: 1)
         let decoder = try VideoDecoder(codec: codec)
         var pictures = 0
         for frame in frames where try decoder.decode(frame.data) != nil { pictures += 1 }
@@ -77,13 +66,7 @@ struct VideoDecoderTests {
     /// frame, truncated key frames, an empty frame, and audio.
     @Test(arguments: [MediaCodec.vp8, .vp9, .h264, .av1])
     func badInputThrowsAndTheDecoderStaysUsable(_ codec: MediaCodec) throws {
-        let frames: [EncodedFrame] =
-            switch codec {
-            case .vp8: try vp8Frames(seconds: 1)
-            case .vp9: try vp9Frames(seconds: 1)
-            case .h264: try x264AccessUnits(seconds: 1)
-            default: try av1Frames(seconds: 1)
-            }
+        let frames = try videoFixture(codec, seconds: 1)
         #expect(throws: MediaError.self) {
             try VideoDecoder(codec: codec).newestPicture(decoding: frames.dropFirst().map(\.data))
         }

@@ -135,6 +135,18 @@ public func av1Frames(seconds: Int) throws -> [EncodedFrame] {
     }
 }
 
+/// `seconds` of ``fixturePattern`` in `codec` (VP8, VP9, H.264 or AV1), a keyframe every 30
+/// frames: the fixture of each video codec, chosen by codec.
+public func videoFixture(_ codec: MediaCodec, seconds: Int) throws -> [EncodedFrame] {
+    switch codec {
+    case .vp8: try vp8Frames(seconds: seconds)
+    case .vp9: try vp9Frames(seconds: seconds)
+    case .h264: try x264AccessUnits(seconds: seconds)
+    case .av1: try av1Frames(seconds: seconds)
+    case .opus: throw ToolFailure(tool: "videoFixture", message: "opus is not a video codec")
+    }
+}
+
 /// The luma plane (320x240, tightly packed) of frame `frame` of ``fixturePattern`` as ffmpeg
 /// draws it, before any encoding: what a decoded fixture picture should look like.
 public func testPatternLuma(frame: Int) throws -> [UInt8] {

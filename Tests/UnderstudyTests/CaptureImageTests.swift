@@ -203,12 +203,7 @@ struct CaptureImageTests {
     /// the stream's size whose picture is the pattern's, not a grey or broken one.
     @Test(arguments: [MediaCodec.vp9, .h264, .av1])
     func theFrameBufferCapturesEveryCodec(_ codec: MediaCodec) throws {
-        let frames: [EncodedFrame] =
-            switch codec {
-            case .vp9: try vp9Frames(seconds: 2)
-            case .h264: try x264AccessUnits(seconds: 2)
-            default: try av1Frames(seconds: 2)
-            }
+        let frames = try videoFixture(codec, seconds: 2)
         let buffer = CaptureFrameBuffer()
         buffer.append(frames[1])
         #expect(buffer.snapshot == nil)
