@@ -38,7 +38,11 @@ let janusRefusedJoinOptions: [(name: String, why: String)] = [
     ("--reconnect-for", "reconnection is not implemented for Janus"),
     ("--lobby-wait", "a Janus VideoRoom has no lobby"),
     ("--metrics", "metrics are not implemented for Janus"),
+    ("--mix-audio", "the audio mix is implemented for our room server only"),
+    ("--transcribe", "per-speaker PCM is implemented for our room server only"),
+    ("--transcribe-rate", "per-speaker PCM is implemented for our room server only"),
     ("--video-codec", "the Janus agent publishes VP8 (H.264 publishing is for our rooms and load bots)"),
+    ("--snapshot-every", "snapshots are not implemented for Janus"),
 ]
 
 /// The Janus agent's options and duration from an `understudy join --server janus://…` command line.

@@ -69,7 +69,11 @@ final class LoadBot: @unchecked Sendable {
     /// When the subscribe connection first became connected (loop clock; 0: not yet).
     private var subscribeConnectedAt: UInt64 = 0
 
-    init(id: String, room: String, role: Role, counters: LoopCounters, run: LoadRun) {
+    /// The network this bot's media connections see (``LoadConfiguration/impairment(forBot:)``).
+    let impairment: Impairment?
+
+    init(id: String, room: String, role: Role, counters: LoopCounters, run: LoadRun, impairment: Impairment? = nil) {
+        self.impairment = impairment
         self.id = id
         self.room = room
         self.role = role
@@ -192,6 +196,7 @@ final class LoadBot: @unchecked Sendable {
     private var connectionConfiguration: PeerConnectionConfiguration {
         var configuration = PeerConnectionConfiguration()
         configuration.iceServers = run.configuration.iceServers
+        configuration.impairment = impairment
         return configuration
     }
 

@@ -100,6 +100,12 @@ public struct LoadConfiguration: Sendable, Equatable {
     public var idPrefix: String = "load"
     /// TURN servers every bot relays its media through (`--ice-servers`); empty: host candidates.
     public var iceServers: [ICEServer] = []
+    /// `--impair`: the network a share of the bots see, a preset name or the JSON form
+    /// (``Impairment/parse(_:)``); nil: none.
+    public var impair: String?
+    /// `--impair-share`: the share of bots (0 to 1) that ``impair`` applies to, spread evenly over
+    /// the bots in join order; each gets its own seed.
+    public var impairShare: Double = 1
 
     /// A configuration for `room` on the server at `signalingURL`; other fields keep their defaults.
     public init(signalingURL: String, room: String) {
@@ -156,6 +162,21 @@ public struct LoadConfiguration: Sendable, Equatable {
         }
         guard duration <= 365 * 86400 else { throw bad("--duration must be at most a year") }
         guard VideoEncoders.codecs.contains(videoCodec) else { throw bad("--video-codec must be vp8 or h264") }
+        if let impair {
+            do { _ = try Impairment.parse(impair) } catch { throw bad("--impair: \(error.description)") }
+        }
+        guard impairShare >= 0, impairShare <= 1 else { throw bad("--impair-share must be a share in [0, 1]") }
+    }
+
+    /// The impairment of the bot with this join index (0, 1, …), or nil for an unimpaired one: a bot
+    /// is impaired when its index carries the running count of ``impairShare`` × bots over a whole
+    /// number, which spreads the impaired bots evenly. Seeds differ from bot to bot.
+    public func impairment(forBot index: Int) -> Impairment? {
+        guard let impair, impairShare > 0, let base = try? Impairment.parse(impair), !base.isNone else { return nil }
+        let before = (Double(index) * impairShare).rounded(.down)
+        let after = (Double(index + 1) * impairShare).rounded(.down)
+        guard after > before else { return nil }
+        return base.withSeed(base.seed &+ UInt64(index))
     }
 }
 
@@ -182,6 +203,7 @@ extension LoadConfiguration: Codable {
         case signalingURL, room, rooms, token, secret, publishers, audioPublishers, subscribers, duration
         case waitForTracks, settleSeconds, waitForMediaUntil, maxDuration, joinRate, layout, simulcast, inviteEvery
         case loopCount, requestTimeout, idPrefix, iceServers, videoCodec
+        case impair, impairShare
     }
 
     /// A TURN server as JSON: its URL and credentials.
@@ -218,6 +240,8 @@ extension LoadConfiguration: Codable {
         try take(.loopCount, &loopCount)
         try take(.requestTimeout, &requestTimeout)
         try take(.idPrefix, &idPrefix)
+        impair = try c.decodeIfPresent(String.self, forKey: .impair)
+        try take(.impairShare, &impairShare)
         if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
             guard let parsed = MediaCodec(rawValue: codec) else {
                 throw DecodingError.dataCorruptedError(
@@ -260,6 +284,8 @@ extension LoadConfiguration: Codable {
         try c.encode(loopCount, forKey: .loopCount)
         try c.encode(requestTimeout, forKey: .requestTimeout)
         try c.encode(idPrefix, forKey: .idPrefix)
+        try c.encodeIfPresent(impair, forKey: .impair)
+        try c.encode(impairShare, forKey: .impairShare)
         try c.encode(videoCodec.rawValue, forKey: .videoCodec)
         if !iceServers.isEmpty {
             try c.encode(

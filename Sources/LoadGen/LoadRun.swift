@@ -159,7 +159,9 @@ public final class LoadRun: @unchecked Sendable {
 
     private func startBot(_ p: Planned, index: Int) async throws -> LoadBot {
         let counters = loopCounters[index % loopCounters.count]
-        let bot = LoadBot(id: p.id, room: p.room, role: p.role, counters: counters, run: self)
+        let bot = LoadBot(
+            id: p.id, room: p.room, role: p.role, counters: counters, run: self,
+            impairment: configuration.impairment(forBot: index))
         lock.withLock { bots.append(bot) }
         do {
             let latency = try await bot.start()
