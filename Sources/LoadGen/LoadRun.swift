@@ -74,7 +74,10 @@ public final class LoadRun: @unchecked Sendable {
         do { certificate = try DTLSCertificate.generate(commonName: "understudy-load") } catch {
             throw .failed("cannot make a DTLS certificate", cause: error)
         }
-        media = SyntheticMedia.shared(layers: configuration.simulcast ? 3 : 1, codec: configuration.videoCodec)
+        do {
+            media = try SyntheticMedia.sharedLoop(
+                layers: configuration.simulcast ? 3 : 1, codec: configuration.videoCodec)
+        } catch { throw .failed("cannot encode the \(configuration.videoCodec.rtpName) loop", cause: error) }
         loopCounters = (0..<configuration.loopCount).map { LoopCounters(loop: EventLoop(name: "load-\($0)")) }
     }
 

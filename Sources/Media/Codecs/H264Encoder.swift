@@ -135,9 +135,7 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
             throw MediaError.invalidArgument(
                 "picture \(source.width)x\(source.height) for a \(width)x\(height) encoder")
         }
-        copyPlane(source.y, stride: source.strideY, rows: height, cols: width, plane: 0)
-        copyPlane(source.u, stride: source.strideU, rows: source.chromaHeight, cols: source.chromaWidth, plane: 1)
-        copyPlane(source.v, stride: source.strideV, rows: source.chromaHeight, cols: source.chromaWidth, plane: 2)
+        for plane in 0..<3 { copyPlane(source, plane: plane) }
         picture.i_type = keyframeRequested ? X264_TYPE_IDR : X264_TYPE_AUTO
         keyframeRequested = false
         picture.i_pts = frameIndex
@@ -161,7 +159,7 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
         ]
     }
 
-    private func copyPlane(_ src: [UInt8], stride: Int, rows: Int, cols: Int, plane: Int) {
+    private func copyPlane(_ source: I420Image, plane: Int) {
         let dstStride = Int(
             withUnsafePointer(to: picture.img.i_stride) {
                 $0.withMemoryRebound(to: Int32.self, capacity: 4) { $0[plane] }
@@ -171,9 +169,6 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
                 to: picture.img.plane,
                 { $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 4) { $0[plane] } })
         else { return }
-        src.withUnsafeBufferPointer { s in
-            guard let sb = s.baseAddress else { return }
-            for r in 0..<rows { (dst + r * dstStride).update(from: sb + r * stride, count: cols) }
-        }
+        source.copyPlane(plane, to: dst, stride: dstStride)
     }
 }

@@ -54,6 +54,19 @@ public struct I420Image: Sendable, Equatable {
             && y.count >= strideY * height && u.count >= strideU * chromaHeight && v.count >= strideV * chromaHeight
     }
 
+    /// Copies plane `plane` (0 Y, 1 U, 2 V), its visible width per row, into an encoder's buffer
+    /// of row pitch `stride`. The caller guarantees ``isConsistent`` and a buffer that large.
+    func copyPlane(_ plane: Int, to dst: UnsafeMutablePointer<UInt8>, stride dstStride: Int) {
+        let (src, srcStride, rows, cols) =
+            plane == 0
+            ? (y, strideY, height, width)
+            : (plane == 1 ? u : v, plane == 1 ? strideU : strideV, chromaHeight, chromaWidth)
+        src.withUnsafeBufferPointer { s in
+            guard let sb = s.baseAddress else { return }
+            for r in 0..<rows { (dst + r * dstStride).update(from: sb + r * srcStride, count: cols) }
+        }
+    }
+
     /// Mean luma over the visible area (0…255).
     public var meanLuma: Double {
         guard width > 0, height > 0, y.count >= strideY * height else { return 0 }

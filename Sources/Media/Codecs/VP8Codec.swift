@@ -121,9 +121,7 @@ public final class VP8Encoder: VideoEncoder, @unchecked Sendable {
             throw MediaError.invalidArgument(
                 "picture \(picture.width)x\(picture.height) for a \(width)x\(height) encoder")
         }
-        copyPlane(picture.y, stride: picture.strideY, rows: height, cols: width, plane: 0)
-        copyPlane(picture.u, stride: picture.strideU, rows: picture.chromaHeight, cols: picture.chromaWidth, plane: 1)
-        copyPlane(picture.v, stride: picture.strideV, rows: picture.chromaHeight, cols: picture.chromaWidth, plane: 2)
+        for plane in 0..<3 { copyPlane(picture, plane: plane) }
         let flags: vpx_enc_frame_flags_t = keyframeRequested ? ua_vpx_efflag_force_kf : 0
         keyframeRequested = false
         let pts = frameIndex
@@ -146,7 +144,7 @@ public final class VP8Encoder: VideoEncoder, @unchecked Sendable {
         return out
     }
 
-    private func copyPlane(_ src: [UInt8], stride: Int, rows: Int, cols: Int, plane: Int) {
+    private func copyPlane(_ picture: I420Image, plane: Int) {
         let dstStride = Int(
             withUnsafePointer(to: image.pointee.stride) {
                 $0.withMemoryRebound(to: Int32.self, capacity: 3) { $0[plane] }
@@ -156,12 +154,7 @@ public final class VP8Encoder: VideoEncoder, @unchecked Sendable {
                 to: image.pointee.planes,
                 { $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 3) { $0[plane] } })
         else { return }
-        src.withUnsafeBufferPointer { s in
-            guard let sb = s.baseAddress else { return }
-            for r in 0..<rows {
-                (dst + r * dstStride).update(from: sb + r * stride, count: cols)
-            }
-        }
+        picture.copyPlane(plane, to: dst, stride: dstStride)
     }
 }
 

@@ -135,7 +135,12 @@ public enum LocalSources {
                     throw .badOption(option: "--video-codec", message: "\(videoCodec) cannot be encoded", cause: nil)
                 }
                 let n = max(1, min(layers, 3))
-                return SyntheticVideoSource(media: SyntheticMedia.shared(layers: n, codec: videoCodec), layers: n)
+                do {
+                    return SyntheticVideoSource(
+                        media: try SyntheticMedia.sharedLoop(layers: n, codec: videoCodec), layers: n)
+                } catch let error as MediaError { throw .encoder(error) } catch {
+                    throw .encoder(.invalidArgument("\(error)"))
+                }
             case .none: throw .notPublished(.video)
             case .file(let path): return try FileVideoSource(path: path, codec: videoCodec)
             }

@@ -15,6 +15,8 @@ public enum MediaSourceError: Error, Equatable, CustomStringConvertible {
     case unsupported(path: String, reason: String)
     /// The capture device could not be opened or configured.
     case capture(CaptureError)
+    /// The video encoder of the test pattern did not open or encode (`--video-codec`).
+    case encoder(MediaError)
     /// A `--video`/`--audio` value is not valid; `message` says why, `cause` is what opening the
     /// file or device said.
     indirect case badOption(option: String, message: String, cause: MediaSourceError?)
@@ -25,6 +27,7 @@ public enum MediaSourceError: Error, Equatable, CustomStringConvertible {
         case .unreadable(let path, let code): return "cannot read \(path): \(String(cString: strerror(code)))"
         case .unsupported(let path, let reason): return "\(path): \(reason)"
         case .capture(let error): return error.description
+        case .encoder(let error): return "cannot encode the test pattern: \(error)"
         case .badOption(let option, _, _): return "\(option): \(explanation)"
         }
     }

@@ -256,17 +256,22 @@ public final class SyntheticMedia: @unchecked Sendable {
     /// libvpx/libx264/libopus install, which stops the process with a message; a codec outside
     /// ``VideoEncoders/codecs`` is a programming error and stops it too (check the option first).
     public static func shared(layers: Int, codec: MediaCodec = .vp8) -> SyntheticMedia {
+        do { return try sharedLoop(layers: layers, codec: codec) } catch {
+            fatalError("cannot encode the synthetic media loop: \(error)")
+        }
+    }
+
+    /// ``shared(layers:codec:)`` that throws what the encoder said (``MediaError``) instead of
+    /// stopping the process: the agent and the load bots, where a codec library that does not open
+    /// is a reported error.
+    public static func sharedLoop(layers: Int, codec: MediaCodec) throws -> SyntheticMedia {
         let count = min(max(1, layers), 3)
         cacheLock.lock()
         defer { cacheLock.unlock() }
         if let cached = cache.storage[CacheKey(layers: count, codec: codec)] { return cached }
-        do {
-            let media = try SyntheticMedia(seconds: 10, layers: count, videoCodec: codec)
-            cache.storage[CacheKey(layers: count, codec: codec)] = media
-            return media
-        } catch {
-            fatalError("cannot encode the synthetic media loop: \(error)")
-        }
+        let media = try SyntheticMedia(seconds: 10, layers: count, videoCodec: codec)
+        cache.storage[CacheKey(layers: count, codec: codec)] = media
+        return media
     }
 
     private struct CacheKey: Hashable {
