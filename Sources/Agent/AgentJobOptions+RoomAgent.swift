@@ -24,7 +24,7 @@ extension AgentJobOptions {
     /// records nothing).
     ///
     /// Validates first (``validate()``), then parses what needs the media stack: the ICE servers and
-    /// the relay URL. With `checkMedia` the `--video`/`--audio` files are read and an ALSA device is
+    /// the `--relay` URL. With `checkMedia` the `--video`/`--audio` files are read and an ALSA device is
     /// opened, which may block (a FIFO, a hung mount): a fleet worker does that on a thread of its own
     /// with a deadline, and a server never does it for a request.
     public func roomAgentOptions(recordDirectory: String?, checkMedia: Bool) throws(Invalid) -> RoomAgent.Options {
@@ -58,11 +58,11 @@ extension AgentJobOptions {
             }
             options.recordFormat = format
         }
-        options.relayRoom = relayRoom
-        options.relayRoomToken = relayRoom == nil ? nil : relayRoomToken
+        options.republishRoom = relayRoom
+        options.republishRoomToken = relayRoom == nil ? nil : relayRoomToken
         if let relay {
-            do { _ = try RTPRelay.parseURL(relay) } catch { throw Invalid("--relay", "\(error)") }
-            options.relayURL = relay
+            do { _ = try RTPOutput.parseURL(relay) } catch { throw Invalid("--relay", "\(error)") }
+            options.rtpOutputURL = relay
         }
         if let iceServers {
             do { options.iceServers = try ICEServer.parseList(iceServers) } catch {

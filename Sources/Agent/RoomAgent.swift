@@ -9,7 +9,7 @@ import Understudy
 /// stage invites (docs/spec/change-mode.md) by changing its own mode.
 ///
 /// Threading: SDK callbacks arrive on the room's event queue. Frames go, on the subscribe loop thread,
-/// to one ``AgentTrackSink`` per consumed track (count, record, relay) with no lock per frame. The
+/// to one ``AgentTrackSink`` per consumed track (count, record, RTP output, republish) with no lock per frame. The
 /// parts are shared with the other participant cores: ``ConsumePolicy`` decides whom to consume,
 /// ``InviteResponder`` follows stage invites and ``ParticipantRecorder`` opens the files and writes
 /// the manifest off the loop. The agent's own state (consumed set, join order) is guarded by one
@@ -55,12 +55,12 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var recordDirectory: String?
         /// Container(s) of the recordings.
         public var recordFormat: RecordFormat = .webm
-        /// `rtp://host:port` to relay received media to; nil relays nothing.
-        public var relayURL: String?
-        /// A room to republish each consumed participant into, as `relay-<id>`; nil republishes nothing.
-        public var relayRoom: String?
-        /// The token for ``relayRoom`` (nil: ``token``).
-        public var relayRoomToken: String?
+        /// `--relay`: `rtp://host:port` to send received media to as plain RTP; nil sends nothing.
+        public var rtpOutputURL: String?
+        /// `--relay-room`: a room to republish each consumed participant into, as `relay-<id>`; nil republishes nothing.
+        public var republishRoom: String?
+        /// The token for ``republishRoom`` (nil: ``token``).
+        public var republishRoomToken: String?
         /// What the agent publishes on stage: `testsrc` (nil), `none`, or a .ivf/.webm file.
         public var video: String?
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
@@ -108,13 +108,13 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var joined = false
     private var leftReason: Understudy.LeaveReason?
     private var lastError: UnderstudyError?
-    private var relay: RTPRelay?
-    private var relayLoop: EventLoop?
-    private let relayRooms: RelayRoomSet?
+    private var rtpOutput: RTPOutput?
+    private var rtpOutputLoop: EventLoop?
+    private let republishRoom: RepublishRoom?
     /// The last queued consume/stop operation; the next one waits for it.
     private var operationTail: Task<Void, Never>?
-    /// The same for joining and leaving the relay room.
-    private var relayRoomTail: Task<Void, Never>?
+    /// The same for joining and leaving the republish room.
+    private var republishTail: Task<Void, Never>?
     /// The mixed audio and the transcription socket, from ``start()`` (set once, before the join).
     private var audioEgress: AudioEgress?
     /// The stage and audience just before leaving, kept for the final manifest.
@@ -135,9 +135,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
         room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
         if let iceServers = options.iceServers { room.iceServers = iceServers }
-        relayRooms = options.relayRoom.map {
-            RelayRoomSet(
-                roomId: $0, token: options.relayRoomToken ?? options.token, signalingURL: options.signalingURL,
+        republishRoom = options.republishRoom.map {
+            RepublishRoom(
+                roomId: $0, token: options.republishRoomToken ?? options.token, signalingURL: options.signalingURL,
                 log: log)
         }
         var manifest = RecordingManifest(room: options.roomId, recordFormat: options.recordFormat.rawValue)
@@ -186,8 +186,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     public var manifestPath: String? { recorder.manifestPath }
     /// Why the room was left, once it was.
     public var leaveReason: Understudy.LeaveReason? { lock.withLock { leftReason } }
-    /// Ids of the stand-ins in the relay room (`--relay-room`).
-    public var relayRoomParticipantIds: [String] { relayRooms?.participantIds ?? [] }
+    /// Ids of the stand-ins in the republish room (`--relay-room`).
+    public var republishParticipantIds: [String] { republishRoom?.participantIds ?? [] }
 
     /// Joins the room; throws when the join fails (unreachable server, refused token, no answer
     /// within the SDK's request timeout).
@@ -197,8 +197,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
                 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             } catch { throw .recordDirectory(path: dir, cause: error) }
         }
-        if let url = options.relayURL {
-            do { try await startRelay(url) } catch { throw .relay(url: url, cause: error) }
+        if let url = options.rtpOutputURL {
+            do { try await startRTPOutput(url) } catch { throw .rtpOutput(url: url, cause: error) }
         }
         if !options.audioEgress.isEmpty {
             do {
@@ -214,11 +214,11 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
     }
 
-    private func startRelay(_ url: String) async throws(RelayError) {
+    private func startRTPOutput(_ url: String) async throws(RTPOutputError) {
         let loop = EventLoop(name: "understudy-relay")
         do {
-            relay = try await RTPRelay.start(url: url, loop: loop, sdpDirectory: options.recordDirectory, log: log)
-            relayLoop = loop
+            rtpOutput = try await RTPOutput.start(url: url, loop: loop, sdpDirectory: options.recordDirectory, log: log)
+            rtpOutputLoop = loop
         } catch {
             loop.shutdown()
             throw error
@@ -252,7 +252,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         waiter?.resume()
     }
 
-    /// Closes recordings, writes the manifest and leaves the room (and the relay room). Safe to call twice.
+    /// Closes recordings, writes the manifest and leaves the room (and the republish room). Safe to call twice.
     public func stop() async {
         let first = lock.withLock { () -> Bool in
             if stopped { return false }
@@ -271,11 +271,11 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         await tracksEnded(timeout: 5)
         await lock.withLock { audioEgress }?.stop()
         await recorder.close()
-        if let relay, let relayLoop {
-            await relayLoop.submit { relay.close() }
-            relayLoop.shutdown()
+        if let rtpOutput, let rtpOutputLoop {
+            await rtpOutputLoop.submit { rtpOutput.close() }
+            rtpOutputLoop.shutdown()
         }
-        await relayRooms?.closeAll()
+        await republishRoom?.closeAll()
         await recorder.flush()
     }
 
@@ -318,7 +318,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             if !change.stop.isEmpty { log("stopped consuming \(change.id) \(Self.describe(change.stop))") }
             // A participant who left needs no stopConsuming: the server closed its consumers.
             guard let participant else {
-                if change.wasConsumed { relayRoomChange(remove: change.id) }
+                if change.wasConsumed { republishChange(remove: change.id) }
                 continue
             }
             enqueueOperation { [self] in
@@ -344,9 +344,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             }
             let nowConsumed = lock.withLock { consumed[change.id] != nil }
             if !change.wasConsumed && nowConsumed {
-                relayRoomChange(add: participant)
+                republishChange(add: participant)
             } else if change.wasConsumed && !nowConsumed {
-                relayRoomChange(remove: change.id)
+                republishChange(remove: change.id)
             }
         }
     }
@@ -366,21 +366,21 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
     }
 
-    private func relayRoomChange(add participant: Participant? = nil, remove id: String? = nil) {
-        guard let relayRooms else { return }
+    private func republishChange(add participant: Participant? = nil, remove id: String? = nil) {
+        guard let republishRoom else { return }
         let kinds = options.kinds
         let room = self.room
         lock.withLock {
-            let previous = relayRoomTail
-            relayRoomTail = Task {
+            let previous = republishTail
+            republishTail = Task {
                 await previous?.value
                 if let participant {
                     let id = participant.id
-                    await relayRooms.add(
+                    await republishRoom.add(
                         participantId: id, name: participant.displayName, kinds: kinds,
                         requestUpstreamKeyframe: { [weak room] in room?.participants[id]?.requestWebcamKeyframe() })
                 }
-                if let id { await relayRooms.remove(participantId: id) }
+                if let id { await republishRoom.remove(participantId: id) }
             }
         }
     }
@@ -434,8 +434,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         track.addSink(
             AgentTrackSink(
                 agent: self, recorder: options.recordDirectory == nil ? nil : recorder, recordingKey: key,
-                relay: relay.flatMap { r in relayLoop.map { (r, $0) } },
-                relayRooms: relayRooms, audioEgress: egressSlot))
+                rtpOutput: rtpOutput.flatMap { r in rtpOutputLoop.map { (r, $0) } },
+                republishRoom: republishRoom, audioEgress: egressSlot))
     }
 
     /// Subscribe loop: a track the agent's sink was on ended.
@@ -561,20 +561,20 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
         out.single(
             "understudy_agent_connected", "gauge", "1 while the room is connected.", room.state == .CONNECTED ? 1 : 0)
-        if let relayRooms {
-            let c = relayRooms.counters
+        if let republishRoom {
+            let c = republishRoom.counters
             out.single(
-                "understudy_agent_relay_room_participants", "gauge", "Stand-ins in the relay room.",
-                relayRooms.participantIds.count)
+                "understudy_agent_relay_room_participants", "gauge", "Stand-ins in the republish room.",
+                republishRoom.participantIds.count)
             out.single(
                 "understudy_agent_relay_room_frames_forwarded_total", "counter",
-                "Frames handed to the relay room's publishers.", c.forwarded)
+                "Frames handed to the republish room's publishers.", c.forwarded)
             out.single(
                 "understudy_agent_relay_room_frames_dropped_total", "counter",
-                "Frames dropped before the relay room (queue overflow, waiting for a keyframe).", c.dropped)
+                "Frames dropped before the republish room (queue overflow, waiting for a keyframe).", c.dropped)
             out.single(
                 "understudy_agent_relay_room_keyframe_requests_total", "counter",
-                "Keyframe requests received from the relay room.", c.keyframeRequests)
+                "Keyframe requests received from the republish room.", c.keyframeRequests)
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
         out.trackQuality(room.receiveQuality())
@@ -674,27 +674,27 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
 }
 
 /// The agent's sink on one consumed track, on the subscribe loop thread: counts the frames, writes
-/// them to the participant's recording and hands them to the relays. No lock per frame.
+/// them to the participant's recording and hands them to the RTP output and the republish room. No lock per frame.
 private final class AgentTrackSink: RemoteTrackSink {
     private weak var agent: RoomAgent?
     /// Where the track records (nil: not recording); its file is asked for at the first frame.
     private let recorder: ParticipantRecorder?
     private let recordingKey: ParticipantRecorder.Key
     private var slot: ParticipantRecorder.Slot?
-    private let relay: (RTPRelay, EventLoop)?
-    private let relayRooms: RelayRoomSet?
+    private let rtpOutput: (RTPOutput, EventLoop)?
+    private let republishRoom: RepublishRoom?
     /// The mix and transcription input of a consumed mic (nil: none).
     private let audioEgress: AudioEgress.Slot?
 
     init(
         agent: RoomAgent, recorder: ParticipantRecorder?, recordingKey: ParticipantRecorder.Key,
-        relay: (RTPRelay, EventLoop)?, relayRooms: RelayRoomSet?, audioEgress: AudioEgress.Slot?
+        rtpOutput: (RTPOutput, EventLoop)?, republishRoom: RepublishRoom?, audioEgress: AudioEgress.Slot?
     ) {
         self.agent = agent
         self.recorder = recorder
         self.recordingKey = recordingKey
-        self.relay = relay
-        self.relayRooms = relayRooms
+        self.rtpOutput = rtpOutput
+        self.republishRoom = republishRoom
         self.audioEgress = audioEgress
     }
 
@@ -706,11 +706,11 @@ private final class AgentTrackSink: RemoteTrackSink {
             if slot == nil { slot = recorder.slot(recordingKey, name: recordingKey.participantId) }
             slot?.write(frame, arrival: arrival)
         }
-        if let (relay, relayLoop) = relay {
-            // The relay's socket lives on its own loop.
-            relayLoop.execute { relay.relay(frame, arrival: arrival) }
+        if let (rtpOutput, rtpOutputLoop) = rtpOutput {
+            // The RTP output's socket lives on its own loop.
+            rtpOutputLoop.execute { rtpOutput.send(frame, arrival: arrival) }
         }
-        relayRooms?.forward(track.participantId, frame)
+        republishRoom?.forward(track.participantId, frame)
         audioEgress?.write(frame, arrival: arrival)
     }
 

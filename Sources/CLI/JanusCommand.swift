@@ -76,7 +76,7 @@ func janusJoinOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Jan
             a.value("--video") != nil ? "--video" : "--audio", "only used with --mode SEND_AND_RECV (publishing)")
     }
     (options.video, options.audio) = try localSourceOptions(a)
-    options.relayURL = try relayURLOption(a)
+    options.rtpOutputURL = try rtpOutputURLOption(a)
     let duration: Double? = a.value("--duration") == nil ? nil : try a.seconds("--duration", default: 0)
     return (options, duration)
 }

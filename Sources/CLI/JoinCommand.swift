@@ -132,10 +132,10 @@ func localSourceOptions(_ a: Arguments) throws(Arguments.Failure) -> (video: Str
     return (a.value("--video"), a.value("--audio"))
 }
 
-/// `--relay rtp://HOST:PORT` as given (nil when absent), checked by the relay's own parser.
-func relayURLOption(_ a: Arguments) throws(Arguments.Failure) -> String? {
+/// `--relay rtp://HOST:PORT` as given (nil when absent), checked by ``RTPOutput/parseURL(_:)``.
+func rtpOutputURLOption(_ a: Arguments) throws(Arguments.Failure) -> String? {
     guard let relay = a.value("--relay") else { return nil }
-    do { _ = try RTPRelay.parseURL(relay) } catch { throw Arguments.Failure.badValue("--relay", "\(error)") }
+    do { _ = try RTPOutput.parseURL(relay) } catch { throw Arguments.Failure.badValue("--relay", "\(error)") }
     return relay
 }
 

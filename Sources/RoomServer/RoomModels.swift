@@ -82,7 +82,7 @@ public protocol RoomMediaHooks: AnyObject, Sendable {
 }
 
 /// A message stored or delivered by the PubSub broker. `payload` is never interpreted: its exact
-/// text is kept, relayed and stored as the publisher wrote it.
+/// text is kept, passed on and stored as the publisher wrote it.
 struct PubSubMessage {
     var id: String
     var topic: String

@@ -24,7 +24,7 @@ import Testing
         #expect(agent.videoQuality == .low && agent.acceptInvites == .from(["mod"]))
         #expect(agent.reconnect.window == 0 && agent.lobbyWait == 90)
         #expect(agent.recordFormat == .oggIVF && agent.recordDirectory == "/r")
-        #expect(agent.relayURL == "rtp://127.0.0.1:5004" && agent.relayRoom == "mirror")
+        #expect(agent.rtpOutputURL == "rtp://127.0.0.1:5004" && agent.republishRoom == "mirror")
         #expect(agent.iceServers?.first?.username == "u")
     }
 

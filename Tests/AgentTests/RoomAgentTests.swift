@@ -220,8 +220,8 @@ struct RoomAgentTests {
         let (host, _) = try await joinedRoom(
             server, room: "agent-src", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
         let agent = try await startAgent(server, room: "agent-src", id: "agent7") {
-            $0.relayRoom = "agent-dst"
-            $0.relayRoomToken = sdkToken(server, room: "agent-dst")
+            $0.republishRoom = "agent-dst"
+            $0.republishRoomToken = sdkToken(server, room: "agent-dst")
         }
         final class FrameCount: @unchecked Sendable {
             let lock = NSLock()
@@ -246,7 +246,7 @@ struct RoomAgentTests {
         try await waitUntil("viewer receives the relayed host", seconds: 30) {
             received.lock.withLock { received.video >= 30 && received.audio >= 50 }
         }
-        #expect(agent.relayRoomParticipantIds == ["relay-host"])
+        #expect(agent.republishParticipantIds == ["relay-host"])
         #expect(viewer.participants["relay-host"]?.mode == .SEND_AND_RECV)
         #expect(received.lock.withLock { received.keyframeFirst } == true)
         #expect(agent.metricsText().contains("understudy_agent_relay_room_participants 1\n"))
@@ -290,7 +290,7 @@ struct RoomAgentTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let agent = try await startAgent(server, room: "agent-relay", id: "agent8") {
             $0.recordDirectory = dir
-            $0.relayURL = "rtp://127.0.0.1:47900"
+            $0.rtpOutputURL = "rtp://127.0.0.1:47900"
         }
         let sdp = try String(contentsOfFile: dir + "/relay.sdp", encoding: .utf8)
         #expect(sdp.contains("m=video 47900 RTP/AVP 96"), "\(sdp)")
@@ -299,17 +299,17 @@ struct RoomAgentTests {
 
         do {
             let refused = try await startAgent(server, room: "agent-relay", id: "agent9") {
-                $0.relayURL = "rtp://example.com:5004"
+                $0.rtpOutputURL = "rtp://example.com:5004"
             }
             Issue.record("a relay to a host name started")
             await refused.stop()
         } catch let error as RoomAgentError {
-            guard case .relay(let url, let cause) = error else {
+            guard case .rtpOutput(let url, let cause) = error else {
                 Issue.record("unexpected \(error)")
                 return
             }
             #expect(url == "rtp://example.com:5004")
-            #expect(cause as? RelayError == .invalidHost("example.com"), "\(cause)")
+            #expect(cause as? RTPOutputError == .invalidHost("example.com"), "\(cause)")
         }
     }
 

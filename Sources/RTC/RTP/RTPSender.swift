@@ -337,7 +337,7 @@ public final class RTPSender: @unchecked Sendable {
         counters.framesSent += 1
     }
 
-    /// Sends one payload relayed from another stream (an SFU consumer): the caller chose the
+    /// Sends one payload forwarded from another stream (an SFU consumer): the caller chose the
     /// sequence number and timestamp (continuous across source switches); this sender writes its own
     /// SSRC, payload type and header extensions, applies the codec munger's `rewrite`, keeps the
     /// packet in its history so it answers NACKs for it, and counts it for sender reports.

@@ -6,19 +6,19 @@ import RTCWire
 import TestSupport
 import Testing
 
-/// `RTPRelay`: URL parsing, the packets it puts on the wire, and ffmpeg playing its SDP.
-@Suite(.serialized) struct RelayTests {
+/// `RTPOutput`: URL parsing, the packets it puts on the wire, and ffmpeg playing its SDP.
+@Suite(.serialized) struct RTPOutputTests {
     // MARK: - URL parsing
 
     @Test func parseURLAcceptsNumericHostsAndEvenPorts() throws {
-        #expect(try RTPRelay.parseURL("rtp://127.0.0.1:5004") == ("127.0.0.1", 5004))
-        #expect(try RTPRelay.parseURL("RTP://localhost:6000/") == ("127.0.0.1", 6000))
-        #expect(try RTPRelay.parseURL("rtp://[::1]:5004") == ("::1", 5004))
-        #expect(try RTPRelay.parseURL("rtp://10.1.2.3:65532") == ("10.1.2.3", 65532))
+        #expect(try RTPOutput.parseURL("rtp://127.0.0.1:5004") == ("127.0.0.1", 5004))
+        #expect(try RTPOutput.parseURL("RTP://localhost:6000/") == ("127.0.0.1", 6000))
+        #expect(try RTPOutput.parseURL("rtp://[::1]:5004") == ("::1", 5004))
+        #expect(try RTPOutput.parseURL("rtp://10.1.2.3:65532") == ("10.1.2.3", 65532))
     }
 
     @Test func parseURLRejectsBadInputWithTypedErrors() {
-        let cases: [(String, RelayError)] = [
+        let cases: [(String, RTPOutputError)] = [
             ("http://127.0.0.1:5004", .unsupportedScheme("http://127.0.0.1:5004")),
             ("127.0.0.1:5004", .unsupportedScheme("127.0.0.1:5004")),
             ("rtp://", .missingHost),
@@ -39,29 +39,29 @@ import Testing
             ("rtp://127.0.0.1:5004?ttl=3", .unexpectedSuffix("?ttl=3")),
         ]
         for (url, expected) in cases {
-            #expect(throws: expected, "\(url)") { _ = try RTPRelay.parseURL(url) }
+            #expect(throws: expected, "\(url)") { _ = try RTPOutput.parseURL(url) }
         }
         // Each error reads as one line a CLI can print.
-        #expect(RelayError.invalidPort("5005").description.contains("even"))
+        #expect(RTPOutputError.invalidPort("5005").description.contains("even"))
     }
 
     @Test func unwritableSDPPathThrowsFileError() async throws {
         let loop = EventLoop(name: "relay-sdp")
         defer { loop.shutdown() }
-        let relay = try RTPRelay(destination: "127.0.0.1", basePort: 5004, loop: loop)
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: 5004, loop: loop)
         let path = "/nonexistent-understudy-dir/relay.sdp"
-        #expect(throws: RelayError.file(path: path, errno: ENOENT)) { try relay.writeSDP(to: path) }
+        #expect(throws: RTPOutputError.file(path: path, errno: ENOENT)) { try relay.writeSDP(to: path) }
         relay.close()
     }
 
     @Test func initRejectsOddPortAndHostName() {
         let loop = EventLoop(name: "relay-init")
         defer { loop.shutdown() }
-        #expect(throws: RelayError.invalidPort("5005")) {
-            _ = try RTPRelay(destination: "127.0.0.1", basePort: 5005, loop: loop)
+        #expect(throws: RTPOutputError.invalidPort("5005")) {
+            _ = try RTPOutput(destination: "127.0.0.1", basePort: 5005, loop: loop)
         }
-        #expect(throws: RelayError.invalidHost("localhost")) {
-            _ = try RTPRelay(destination: "localhost", basePort: 5004, loop: loop)
+        #expect(throws: RTPOutputError.invalidHost("localhost")) {
+            _ = try RTPOutput(destination: "localhost", basePort: 5004, loop: loop)
         }
     }
 
@@ -72,7 +72,7 @@ import Testing
         defer { loop.shutdown() }
         let collector = PacketCollector()
         let (port, sockets) = try openEvenPortPair(loop: loop, handler: collector)
-        let relay = try RTPRelay(destination: "127.0.0.1", basePort: port, loop: loop)
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
         let media = SyntheticMedia.shared(layers: 1)
         // A delta frame first must be dropped: nothing can decode it.
         let frames: [EncodedFrame] = [
@@ -82,7 +82,7 @@ import Testing
         ]
         #expect(frames[0].isKeyframe == false && frames[1].isKeyframe)
         await loop.submit {
-            for f in frames { relay.relay(f, arrival: EventLoop.now()) }
+            for f in frames { relay.send(f, arrival: EventLoop.now()) }
         }
         let stats = await loop.submit { relay.stats }
         #expect(stats.framesBeforeKeyframe == 1)
@@ -150,7 +150,7 @@ import Testing
         for s in probeSockets { s.close() }
         try await Task.sleep(nanoseconds: 50_000_000)
 
-        let relay = try RTPRelay(destination: "127.0.0.1", basePort: port, loop: loop)
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
         try relay.writeSDP(to: sdpPath)
         let sdp = try String(contentsOfFile: sdpPath, encoding: .utf8)
         #expect(sdp.contains("m=video \(port) RTP/AVP 96") && sdp.contains("a=rtpmap:96 VP8/90000"))
@@ -207,7 +207,7 @@ import Testing
 
 /// Sends the synthetic loop through the relay in real time from the loop's 10 ms tick: key frame first.
 private final class Pacer: EventLoopTicker, @unchecked Sendable {
-    let relay: RTPRelay
+    let relay: RTPOutput
     let media: SyntheticMedia
     let seconds: UInt64
     var start: UInt64 = 0
@@ -215,7 +215,7 @@ private final class Pacer: EventLoopTicker, @unchecked Sendable {
     var audioIndex = 0
     let done = Mutex(false)
 
-    init(relay: RTPRelay, media: SyntheticMedia, seconds: UInt64) {
+    init(relay: RTPOutput, media: SyntheticMedia, seconds: UInt64) {
         self.relay = relay
         self.media = media
         self.seconds = seconds
@@ -229,11 +229,11 @@ private final class Pacer: EventLoopTicker, @unchecked Sendable {
         }
         let fps = UInt64(max(1, media.fps))
         while UInt64(videoIndex) * 1_000_000_000 / fps <= elapsed, let f = media.videoFrame(at: videoIndex) {
-            relay.relay(f, arrival: now)
+            relay.send(f, arrival: now)
             videoIndex += 1
         }
         while UInt64(audioIndex) * 20_000_000 <= elapsed, let f = media.audioFrame(at: audioIndex) {
-            relay.relay(f, arrival: now)
+            relay.send(f, arrival: now)
             audioIndex += 1
         }
     }

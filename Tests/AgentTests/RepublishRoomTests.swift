@@ -34,8 +34,8 @@ private final class KeyframeRequestCount: @unchecked Sendable {
     var value: Int { lock.withLock { count } }
 }
 
-@Suite("Room agent: the relay room", .serialized)
-struct RoomAgentRelayRoomTests {
+@Suite("Room agent: the republish room", .serialized)
+struct RepublishRoomTests {
     @Test func relayRoomKeyframeRequestReachesTheOriginalPublisher() async throws {
         let server = try startRoomServer()
         defer { server.stop() }
@@ -51,8 +51,8 @@ struct RoomAgentRelayRoomTests {
         try await waitUntil("host joined") { hostLog.has("joined") }
 
         let agent = try await startAgent(server, room: "kf-src", id: "agent-kf") {
-            $0.relayRoom = "kf-dst"
-            $0.relayRoomToken = sdkToken(server, room: "kf-dst")
+            $0.republishRoom = "kf-dst"
+            $0.republishRoomToken = sdkToken(server, room: "kf-dst")
         }
 
         let viewer = try makeRoom(server, room: "kf-dst", id: "viewer", mode: .RECV_ONLY)
@@ -69,7 +69,7 @@ struct RoomAgentRelayRoomTests {
             relayed.requestWebcamKeyframe()
             try await Task.sleep(nanoseconds: 300_000_000)
         }
-        #expect(requests.value > before, "the relay-room request never reached the host's source")
+        #expect(requests.value > before, "the republish-room request never reached the host's source")
         let metrics = agent.metricsText()
         #expect((metric("understudy_agent_relay_room_keyframe_requests_total", in: metrics) ?? 0) > 0, "\(metrics)")
 
