@@ -90,7 +90,9 @@ class Transcriber:
     def handle(self, ws) -> None:
         with self.lock:
             self.connections += 1
+            first = self.connections == 1
         assert ws.request.path == "/stt"
+        received = 0
         for message in ws:
             with self.lock:
                 if isinstance(message, str):
@@ -98,6 +100,11 @@ class Transcriber:
                 else:
                     pid, ms, rate, body = parse_pcm(message)
                     self.frames.setdefault(pid, []).append((ms, rate, body))
+                    received += 1
+            # The first connection is dropped once audio flows: the agent must come back.
+            if first and received == 50:
+                ws.close()
+                return
 
     def close(self) -> None:
         self.server.shutdown()
@@ -178,8 +185,13 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
         print(f"after high left: 440 Hz {low:.1f}, 1500 Hz {high:.1f}")
         assert low > 20 * high, (low, high)
 
-        # The socket: start first, joins for both, PCM frames at 16 kHz with each one's own tone.
+        # The socket: start first, joins for both, PCM frames at 16 kHz with each one's own tone. The
+        # dropped first connection was replaced, and the new one heard start and who is present again.
         types = [e["type"] for e in stt.events]
+        assert stt.connections == 2 and types.count("start") == 2, (stt.connections, types[:20])
+        again = types.index("start", 1)
+        assert {e["participantId"] for e in stt.events[again:] if e["type"] == "join"} == set(TONES), stt.events
+        assert "transcription socket closed" in agent.log() and agent.log().count("transcription socket connected") == 2
         assert types[0] == "start" and stt.events[0]["sampleRate"] == 16000, stt.events[:3]
         joined = {e["participantId"]: e.get("name") for e in stt.events if e["type"] == "join"}
         assert joined == {"low": "name-low", "high": "name-high"}, stt.events
