@@ -576,6 +576,25 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
                 "understudy_agent_relay_room_keyframe_requests_total", "counter",
                 "Keyframe requests received from the republish room.", c.keyframeRequests)
         }
+        if let egress = lock.withLock({ audioEgress }) {
+            let m = egress.metrics
+            if egress.options.mixPath != nil {
+                out.single(
+                    "understudy_agent_mixed_audio_seconds", "gauge", "Seconds of mixed audio written (--mix-audio).",
+                    m.mixedSeconds)
+            }
+            if let t = m.transcribe {
+                out.single(
+                    "understudy_agent_transcribe_frames_sent_total", "counter",
+                    "PCM frames sent to the --transcribe socket.", t.sent)
+                out.single(
+                    "understudy_agent_transcribe_frames_dropped_total", "counter",
+                    "PCM frames not sent because the --transcribe socket was down.", t.dropped)
+                out.single(
+                    "understudy_agent_transcribe_connects_total", "counter",
+                    "Connections opened to the --transcribe socket (reconnections included).", t.connects)
+            }
+        }
         out.subscribeFeedback(room.subscribeFeedbackSent)
         out.trackQuality(room.receiveQuality())
         // On stage: the publish connection's send-side estimate from the server's feedback (issue 33).

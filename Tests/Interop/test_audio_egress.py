@@ -131,10 +131,12 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
         mix = tmp_path / "out.ogg"
         killed_mix = tmp_path / "killed.ogg"
         record = tmp_path / "rec"
+        metrics_port = free_port()
         launched = time.monotonic()
         agent = AgentProcess("agent", join_args(
             port, "mix", "agent", "--consume", "all", "--consume-kinds", "audio", "--mix-audio", str(mix),
-            "--transcribe", f"ws://127.0.0.1:{ws_port}/stt", "--record", str(record)), tmp_path)
+            "--transcribe", f"ws://127.0.0.1:{ws_port}/stt", "--record", str(record),
+            "--metrics", f"127.0.0.1:{metrics_port}"), tmp_path)
         killed = AgentProcess("killed", join_args(
             port, "mix", "killed", "--consume", "all", "--consume-kinds", "audio", "--mix-audio", str(killed_mix)),
             tmp_path)
@@ -151,6 +153,15 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
             host.wait_for(rf"joined room mix as {name} \(SEND_AND_RECV\)")
         wait(lambda: all(len(stt.frames.get(n, [])) >= 150 for n in TONES), 60, "3 s of PCM from both publishers")
         killed.kill9()
+        import urllib.request
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        values = dict(line.rsplit(" ", 1) for line in metrics.splitlines() if line.startswith("understudy_agent_")
+                      and ("transcribe" in line or "mixed_audio" in line))
+        print(f"metrics: {values}")
+        assert values["understudy_agent_transcribe_connects_total"] == "2", values
+        assert int(values["understudy_agent_transcribe_frames_dropped_total"]) > 0, values  # while reconnecting
+        assert int(values["understudy_agent_transcribe_frames_sent_total"]) >= 300, values
+        assert float(values["understudy_agent_mixed_audio_seconds"]) > 1, values
         # The high tone leaves: its leave event arrives, and from then on the mix holds the low tone only.
         assert hosts["high"].terminate() == 0
         wait(lambda: any(e.get("type") == "leave" and e["participantId"] == "high" for e in stt.events), 30,
