@@ -217,7 +217,8 @@ public final class AudioEgress: @unchecked Sendable {
     // MARK: Queue
 
     private func samples(at time: UInt64) -> Int64 {
-        Int64(time &- origin) * 48 / 1_000_000
+        // Signed: a time before the origin gives a negative position, not a trap.
+        Int64(bitPattern: time &- origin) * 48 / 1_000_000
     }
 
     private func tick(final: Bool) {

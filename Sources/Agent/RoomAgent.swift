@@ -210,7 +210,11 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         // `join()` returns once the outcome was reported to the listeners (this agent among them).
         await room.join()
         let (ok, left, err) = lock.withLock { (joined, leftReason, lastError) }
-        guard ok else { throw .joinFailed(reason: left ?? .JOIN_ROOM_FAILED, cause: err) }
+        guard ok else {
+            // Nothing more comes: finish the mixed file (silence) and close the transcription socket.
+            await lock.withLock { audioEgress }?.stop()
+            throw .joinFailed(reason: left ?? .JOIN_ROOM_FAILED, cause: err)
+        }
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
     }
 
