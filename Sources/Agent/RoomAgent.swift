@@ -3,6 +3,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Understudy
 
 /// A headless room participant: joins a room, consumes and records whoever qualifies, and follows
@@ -55,6 +56,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var recordDirectory: String?
         /// Container(s) of the recordings.
         public var recordFormat: RecordFormat = .webm
+        /// With a ``recordDirectory``: every this many seconds, each consumed webcam's current
+        /// picture (`captureImage`, any codec) replaces `ID.jpg` there (the id escaped as the
+        /// recordings' names are); nil takes none.
+        public var snapshotInterval: Double?
         /// `--relay`: `rtp://host:port` to send received media to as plain RTP; nil sends nothing.
         public var rtpOutputURL: String?
         /// `--relay-room`: a room to republish each consumed participant into, as `relay-<id>`; nil republishes nothing.
@@ -65,6 +70,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var video: String?
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
+        /// The codec of the published video: `vp8` (nil) or `h264` (see `LocalSources.videoCodec`).
+        /// The room must accept it: a produce it refuses fails with its error, no other codec is tried.
+        public var videoCodec: String?
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
         /// server restart or a deploy, with pauses growing to 10 s.
         public var reconnect = ReconnectPolicy(window: 300, maxDelay: 10)
@@ -72,6 +80,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var lobbyWait: Double?
         /// TURN servers for the media (`--ice-servers`); nil uses those the room server hands out.
         public var iceServers: [ICEServer]?
+        /// The network the media connections see (`--impair`); nil: none.
+        public var impairment: Impairment?
         /// The mixed audio file and the per-speaker PCM socket (`--mix-audio`, `--transcribe`).
         public var audioEgress = AudioEgress.Options()
 
@@ -119,6 +129,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var audioEgress: AudioEgress?
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
+    /// Takes the webcam pictures of ``Options/snapshotInterval``; cancelled by ``stop()``.
+    private var snapshotTask: Task<Void, Never>?
 
     /// Builds the agent and its room; connects to nothing until ``start()``.
     public init(options: Options, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
@@ -133,8 +145,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
-        room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
+        room.mediaSourceFactory = try LocalSources.factory(
+            video: options.video, audio: options.audio, videoCodec: options.videoCodec)
         if let iceServers = options.iceServers { room.iceServers = iceServers }
+        if let impairment = options.impairment, !impairment.isNone { room.impairment = impairment }
         republishRoom = options.republishRoom.map {
             RepublishRoom(
                 roomId: $0, token: options.republishRoomToken ?? options.token, signalingURL: options.signalingURL,
@@ -216,6 +230,11 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             throw .joinFailed(reason: left ?? .JOIN_ROOM_FAILED, cause: err)
         }
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
+        if let dir = options.recordDirectory, let interval = options.snapshotInterval {
+            // Holds the agent until cancelled, which stop() does.
+            let task = Task { await self.takeSnapshots(into: dir, every: interval) }
+            lock.withLock { snapshotTask = task }
+        }
     }
 
     private func startRTPOutput(_ url: String) async throws(RTPOutputError) {
@@ -264,6 +283,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             return true
         }
         guard first else { return }
+        lock.withLock { snapshotTask }?.cancel()
         // The manifest keeps the stage as it was in the room, not the empty one after leaving.
         let lastStage = stageAndAudience()
         lock.withLock { finalStage = lastStage }
@@ -281,6 +301,38 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
         await republishRoom?.closeAll()
         await recorder.flush()
+    }
+
+    /// Every `interval` seconds until cancelled: each consumed webcam's current picture
+    /// (``Participant/captureImage(width:height:flash:)``, whatever the codec) replaces `ID.jpg` in
+    /// `directory` (written to a temporary name, then renamed, so a reader never sees half a file).
+    /// A failed capture (no keyframe yet, a decoder error) is logged when it starts failing, and
+    /// the next round tries again.
+    private func takeSnapshots(into directory: String, every interval: Double) async {
+        var reported: [String: String] = [:]
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+            for id in consumedVideoIds where !Task.isCancelled {
+                guard let participant = room.participants[id] else { continue }
+                let outcome: String
+                do {
+                    let jpeg = [UInt8](Data(base64Encoded: try await participant.captureImage()) ?? Data())
+                    let size = JPEGDecoder.size(of: jpeg)
+                    let path = directory + "/" + NameEscaping.fileName(id) + ".jpg"
+                    let partial = path + ".partial"
+                    try Data(jpeg).write(to: URL(fileURLWithPath: partial))
+                    guard rename(partial, path) == 0 else { throw MediaError.writeFailed(path: path, errno: errno) }
+                    outcome = "snapshot \(id) -> \(path) (\(size.map { "\($0.width)x\($0.height)" } ?? "?"))"
+                } catch {
+                    outcome = "snapshot of \(id) failed: \(error)"
+                }
+                // One line when the outcome changes (first picture, new size, failure), not every round.
+                if reported[id] != outcome {
+                    reported[id] = outcome
+                    log(outcome)
+                }
+            }
+        }
     }
 
     // MARK: Consumption

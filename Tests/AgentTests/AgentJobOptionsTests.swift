@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import Media
 import Testing
 
 // Issue 34: the agent's options as data (what a fleet job carries), with their validation in Agent.
@@ -12,6 +13,9 @@ import Testing
             "--quality", "low", "--accept-invites", "from:mod", "--reconnect-for", "0", "--lobby-wait", "1.5m",
             "--record-format", "ogg+ivf", "--relay", "rtp://127.0.0.1:5004", "--relay-room", "mirror", "--video",
             "none", "--audio", "tone", "--ice-servers", "turn:u:p@10.0.0.1:3478", "--duration", "500ms",
+            "--impair", #"{"down": {"loss": 0.1}}"#,
+            "--video-codec", "h264",
+            "--snapshot-every", "2s",
         ])
         try options.validate()
         #expect(options.room == "standup" && options.token == "T" && options.agent == true)
@@ -26,6 +30,9 @@ import Testing
         #expect(agent.recordFormat == .oggIVF && agent.recordDirectory == "/r")
         #expect(agent.rtpOutputURL == "rtp://127.0.0.1:5004" && agent.republishRoom == "mirror")
         #expect(agent.iceServers?.first?.username == "u")
+        #expect(agent.impairment?.down.loss == 0.1 && options.impair == #"{"down": {"loss": 0.1}}"#)
+        #expect(agent.videoCodec == "h264")
+        #expect(options.snapshotEvery == 2 && agent.snapshotInterval == 2)
     }
 
     @Test func eachBadValueIsRefusedNamingItsOption() {
@@ -40,7 +47,10 @@ import Testing
             (["--record-format", "avi"], "--record-format"), (["--relay-room", "r"], "--relay-room"),
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
-            (["--consume"], "--consume"),
+            (["--consume"], "--consume"), (["--impair", "dial-up"], "--impair"),
+            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp9"], "--video-codec"),
+            (["--consume"], "--consume"), (["--snapshot-every", "0"], "--snapshot-every"),
+            (["--snapshot-every", "often"], "--snapshot-every"),
         ]
         for (extra, option) in cases {
             // Later values win, so each case overrides one valid option.
@@ -112,6 +122,13 @@ import Testing
 
     @Test func everyRecordFormatNameIsAFormatOfTheAgent() {
         for name in AgentJobOptions.recordFormats { #expect(RoomAgent.RecordFormat(rawValue: name) != nil, "\(name)") }
+    }
+
+    @Test func everyVideoCodecNameIsOneTheSourcesEncode() throws {
+        for name in AgentJobOptions.videoCodecs {
+            #expect(VideoEncoders.codecs.contains(try LocalSources.videoCodec(name)), "\(name)")
+        }
+        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp9") }
     }
 
     @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {
