@@ -144,6 +144,8 @@ public final class AudioEgress: @unchecked Sendable {
     private var turns: [RecordingManifest.SpeakerTurn] = []
     private var socket: TranscribeSocket?
     private var decodeErrors = 0
+    /// Seconds of mix written, for the metrics (written on the queue, read anywhere).
+    private let mixedBlocks = Atomic<Int>(0)
 
     /// Opens the mixed file (when asked for) and starts the timeline and the transcription socket.
     /// Throws when the file cannot be created.
@@ -206,10 +208,17 @@ public final class AudioEgress: @unchecked Sendable {
         }
     }
 
+    /// What the agent's `/metrics` shows: seconds of mix written, and the transcription socket's
+    /// frames sent, frames dropped while it was down and connections opened (nil without `--transcribe`).
+    public var metrics: (mixedSeconds: Double, transcribe: (sent: Int, dropped: Int, connects: Int)?) {
+        (Double(mixedBlocks.load(ordering: .relaxed)) * 0.02, socket?.counts)
+    }
+
     // MARK: Queue
 
     private func samples(at time: UInt64) -> Int64 {
-        Int64(time &- origin) * 48 / 1_000_000
+        // Signed: a time before the origin gives a negative position, not a trap.
+        Int64(bitPattern: time &- origin) * 48 / 1_000_000
     }
 
     private func tick(final: Bool) {
@@ -243,6 +252,7 @@ public final class AudioEgress: @unchecked Sendable {
             }
             blocksWritten += 1
         }
+        mixedBlocks.store(Int(blocksWritten), ordering: .relaxed)
     }
 
     private func speaker(for slot: Slot) -> Speaker? {
@@ -312,7 +322,8 @@ public final class AudioEgress: @unchecked Sendable {
         } else {
             out = pcm
         }
-        guard socket.isConnected, position >= 0 else { return }
+        guard position >= 0 else { return }
+        guard socket.isConnected else { return socket.dropFrame() }
         socket.send(
             binary: SpeakerPCMFrame(
                 participantId: s.id, timestampMs: UInt64(position / 48), sampleRate: UInt32(rate), samples: out

@@ -224,7 +224,11 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         // `join()` returns once the outcome was reported to the listeners (this agent among them).
         await room.join()
         let (ok, left, err) = lock.withLock { (joined, leftReason, lastError) }
-        guard ok else { throw .joinFailed(reason: left ?? .JOIN_ROOM_FAILED, cause: err) }
+        guard ok else {
+            // Nothing more comes: finish the mixed file (silence) and close the transcription socket.
+            await lock.withLock { audioEgress }?.stop()
+            throw .joinFailed(reason: left ?? .JOIN_ROOM_FAILED, cause: err)
+        }
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
         if let dir = options.recordDirectory, let interval = options.snapshotInterval {
             // Holds the agent until cancelled, which stop() does.
@@ -627,6 +631,25 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             out.single(
                 "understudy_agent_relay_room_keyframe_requests_total", "counter",
                 "Keyframe requests received from the republish room.", c.keyframeRequests)
+        }
+        if let egress = lock.withLock({ audioEgress }) {
+            let m = egress.metrics
+            if egress.options.mixPath != nil {
+                out.single(
+                    "understudy_agent_mixed_audio_seconds", "gauge", "Seconds of mixed audio written (--mix-audio).",
+                    m.mixedSeconds)
+            }
+            if let t = m.transcribe {
+                out.single(
+                    "understudy_agent_transcribe_frames_sent_total", "counter",
+                    "PCM frames sent to the --transcribe socket.", t.sent)
+                out.single(
+                    "understudy_agent_transcribe_frames_dropped_total", "counter",
+                    "PCM frames not sent because the --transcribe socket was down.", t.dropped)
+                out.single(
+                    "understudy_agent_transcribe_connects_total", "counter",
+                    "Connections opened to the --transcribe socket (reconnections included).", t.connects)
+            }
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
         out.trackQuality(room.receiveQuality())

@@ -17,11 +17,13 @@ final class TranscribeSocket: @unchecked Sendable {
     private var closed = false
     private var delay = 0.5
     private var failuresLogged = 0
-    /// Binary frames handed to the socket / dropped while it was down.
-    private(set) var framesSent = 0
-    private(set) var framesDropped = 0
-    /// Connections opened (the first one included).
-    private(set) var connects = 0
+    private var framesSent = 0
+    private var framesDropped = 0
+    private var connects = 0
+    /// Binary frames handed to the socket, frames dropped while it was down, connections opened.
+    var counts: (sent: Int, dropped: Int, connects: Int) {
+        lock.withLock { (framesSent, framesDropped, connects) }
+    }
 
     /// - Parameters:
     ///   - queue: where ``onOpen`` runs and where the sends are made (the egress queue).
@@ -51,6 +53,9 @@ final class TranscribeSocket: @unchecked Sendable {
         c.send(binary: binary)
         lock.withLock { framesSent += 1 }
     }
+
+    /// Egress queue: counts a frame not sent (and not encoded) while disconnected.
+    func dropFrame() { lock.withLock { framesDropped += 1 } }
 
     /// Egress queue: sends one JSON event (dropped while disconnected: a new connection gets the
     /// state again from ``onOpen``).

@@ -90,7 +90,9 @@ class Transcriber:
     def handle(self, ws) -> None:
         with self.lock:
             self.connections += 1
+            first = self.connections == 1
         assert ws.request.path == "/stt"
+        received = 0
         for message in ws:
             with self.lock:
                 if isinstance(message, str):
@@ -98,6 +100,11 @@ class Transcriber:
                 else:
                     pid, ms, rate, body = parse_pcm(message)
                     self.frames.setdefault(pid, []).append((ms, rate, body))
+                    received += 1
+            # The first connection is dropped once audio flows: the agent must come back.
+            if first and received == 50:
+                ws.close()
+                return
 
     def close(self) -> None:
         self.server.shutdown()
@@ -124,10 +131,12 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
         mix = tmp_path / "out.ogg"
         killed_mix = tmp_path / "killed.ogg"
         record = tmp_path / "rec"
+        metrics_port = free_port()
         launched = time.monotonic()
         agent = AgentProcess("agent", join_args(
             port, "mix", "agent", "--consume", "all", "--consume-kinds", "audio", "--mix-audio", str(mix),
-            "--transcribe", f"ws://127.0.0.1:{ws_port}/stt", "--record", str(record)), tmp_path)
+            "--transcribe", f"ws://127.0.0.1:{ws_port}/stt", "--record", str(record),
+            "--metrics", f"127.0.0.1:{metrics_port}"), tmp_path)
         killed = AgentProcess("killed", join_args(
             port, "mix", "killed", "--consume", "all", "--consume-kinds", "audio", "--mix-audio", str(killed_mix)),
             tmp_path)
@@ -144,13 +153,23 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
             host.wait_for(rf"joined room mix as {name} \(SEND_AND_RECV\)")
         wait(lambda: all(len(stt.frames.get(n, [])) >= 150 for n in TONES), 60, "3 s of PCM from both publishers")
         killed.kill9()
+        import urllib.request
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        values = dict(line.rsplit(" ", 1) for line in metrics.splitlines() if line.startswith("understudy_agent_")
+                      and ("transcribe" in line or "mixed_audio" in line))
+        print(f"metrics: {values}")
+        assert values["understudy_agent_transcribe_connects_total"] == "2", values
+        assert int(values["understudy_agent_transcribe_frames_dropped_total"]) > 0, values  # while reconnecting
+        assert int(values["understudy_agent_transcribe_frames_sent_total"]) >= 300, values
+        assert float(values["understudy_agent_mixed_audio_seconds"]) > 1, values
         # The high tone leaves: its leave event arrives, and from then on the mix holds the low tone only.
         assert hosts["high"].terminate() == 0
         wait(lambda: any(e.get("type") == "leave" and e["participantId"] == "high" for e in stt.events), 30,
              "leave event of high")
         time.sleep(2.5)
-        assert agent.terminate() == 0, agent.log()[-3000:]
+        # The mix runs until the stop, which follows SIGTERM: at least the time from the join to here.
         wall = time.monotonic() - started
+        assert agent.terminate() == 0, agent.log()[-3000:]
         total = time.monotonic() - launched
         wait(lambda: any(e.get("type") == "end" for e in stt.events), 30, "end event")
 
@@ -163,7 +182,7 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
         assert m["complete"] is True and m["path"] == str(mix), m
         assert abs(duration - m["durationSeconds"]) < 0.1, (duration, m)
         # It runs from the agent's start (before the join) to its stop: between the time from the join
-        # to the exit and the time from the launch to the exit (silence where nobody spoke, no gaps).
+        # to SIGTERM and the time from the launch to the exit (silence where nobody spoke, no gaps).
         assert wall - 0.1 <= duration <= total + 0.1, (duration, wall, total)
         assert decode_errors(mix) == ""
         # Both tones are in the mix while both publish, well above a frequency neither sends.
@@ -178,8 +197,13 @@ def test_mix_and_per_speaker_pcm(understudy, tmp_path):
         print(f"after high left: 440 Hz {low:.1f}, 1500 Hz {high:.1f}")
         assert low > 20 * high, (low, high)
 
-        # The socket: start first, joins for both, PCM frames at 16 kHz with each one's own tone.
+        # The socket: start first, joins for both, PCM frames at 16 kHz with each one's own tone. The
+        # dropped first connection was replaced, and the new one heard start and who is present again.
         types = [e["type"] for e in stt.events]
+        assert stt.connections == 2 and types.count("start") == 2, (stt.connections, types[:20])
+        again = types.index("start", 1)
+        assert {e["participantId"] for e in stt.events[again:] if e["type"] == "join"} == set(TONES), stt.events
+        assert "transcription socket closed" in agent.log() and agent.log().count("transcription socket connected") == 2
         assert types[0] == "start" and stt.events[0]["sampleRate"] == 16000, stt.events[:3]
         joined = {e["participantId"]: e.get("name") for e in stt.events if e["type"] == "join"}
         assert joined == {"low": "name-low", "high": "name-high"}, stt.events
