@@ -408,22 +408,3 @@ public enum H264DecoderConfiguration {
         return out
     }
 }
-
-extension EncodedFrame {
-    /// The picture size a key frame codes (VP8: its frame header; H.264: the SPS in the access
-    /// unit), or nil for a delta frame, another codec or bytes that do not parse.
-    public var keyframePictureSize: (width: Int, height: Int)? {
-        switch codec {
-        case .vp8: return VP8KeyframeInfo.parse(data)
-        case .h264:
-            var size: (width: Int, height: Int)?
-            data.withUnsafeBytes {
-                H264AnnexB.forEachUnit($0) { unit in
-                    if size == nil, let sps = H264SPS.parse(unit) { size = (sps.width, sps.height) }
-                }
-            }
-            return size
-        default: return nil
-        }
-    }
-}
