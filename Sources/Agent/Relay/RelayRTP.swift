@@ -37,7 +37,7 @@ public struct RTPOutputStats: Sendable, Equatable {
 /// timestamps are kept (shifted by that base), so the receiver sees the original pacing.
 ///
 /// Video codec: the first video key frame chooses it (VP8 as RFC 7741, H.264 as RFC 6184 in
-/// packetization mode 1); until then the session description announces VP8. When the key frame's
+/// packetization mode 1, VP9 as RFC 9628 with one spatial and temporal layer); until then the session description announces VP8. When the key frame's
 /// format differs (another codec, or H.264 whose SPS/PPS the `.sdp` should carry), the output
 /// rewrites the `.sdp` it wrote (``writeSDP(to:)``) and reports it through ``onFormatChange``.
 /// Frames of any other codec are then dropped (``RTPOutputStats/framesOtherCodec``).
@@ -50,7 +50,7 @@ public final class RTPOutput: @unchecked Sendable {
     /// Video payload type on the wire and in the SDP, whatever the codec.
     public static let videoPayloadType: UInt8 = 96
     /// The video codecs the output packetizes.
-    public static let videoCodecs: Set<MediaCodec> = [.vp8, .h264]
+    public static let videoCodecs: Set<MediaCodec> = [.vp8, .h264, .vp9]
     /// Opus payload type on the wire and in the SDP.
     public static let audioPayloadType: UInt8 = 111
     /// Largest RTP payload (descriptor included) per packet, well below a 1500-byte MTU.
@@ -182,8 +182,9 @@ public final class RTPOutput: @unchecked Sendable {
     }
 
     /// Sends one frame: a VP8 frame as RFC 7741 packets (15-bit picture id, marker on the last), an
-    /// H.264 access unit as RFC 6184 single NAL unit and FU-A packets (marker on the last), an Opus
-    /// packet as one RTP packet. Video delta frames before the first key frame are dropped.
+    /// H.264 access unit as RFC 6184 single NAL unit and FU-A packets (marker on the last), a VP9
+    /// frame as RFC 9628 packets (15-bit picture id, B/E bits, marker on the last), an Opus packet as
+    /// one RTP packet. Video delta frames before the first key frame are dropped.
     /// Loop thread only.
     ///
     /// - Parameter arrival: when the frame arrived (`EventLoop.now()`); the wire timing comes from the
@@ -244,19 +245,28 @@ public final class RTPOutput: @unchecked Sendable {
             return
         }
         let timestamp = frame.timestamp &+ videoTimestampOffset
-        // RTCWire's VP8 payload format, as RTPSender uses it: balanced packets, each payload written
-        // straight behind the RTP header in the scratch buffer.
+        let isVP9 = frame.codec == .vp9
+        // RTCWire's VP8 (or VP9) payload format, as RTPSender uses it: balanced packets, each payload
+        // written straight behind the RTP header in the scratch buffer.
         let sent: Int = frame.data.withUnsafeBytes { data in
             let split = VP8PayloadFormat.Split(
                 frameLength: data.count, maxPayloadSize: Self.maxPayloadSize,
-                descriptorLength: Self.vp8DescriptorLength)
+                descriptorLength: isVP9 ? VP9PayloadFormat.packetDescriptorLength : Self.vp8DescriptorLength)
             let payloadRoom = UnsafeMutableRawBufferPointer(rebasing: scratch[Self.headerLength...])
             for k in 0..<split.count {
-                let payloadLength: Int
-                do throws(VP8Error) {
-                    payloadLength = try VP8PayloadFormat.writePacket(
-                        k, of: split, frame: data, pictureID: pictureID, into: payloadRoom)
-                } catch { return 0 }  // cannot happen: the scratch buffer holds the largest packet
+                // Neither fails: the scratch buffer holds the largest packet.
+                var payloadLength = 0
+                if isVP9 {
+                    payloadLength = VP9PayloadFormat.writePacket(
+                        k, of: split, frame: data, pictureID: pictureID, isKeyframe: frame.isKeyframe,
+                        into: payloadRoom)
+                } else {
+                    do throws(VP8Error) {
+                        payloadLength = try VP8PayloadFormat.writePacket(
+                            k, of: split, frame: data, pictureID: pictureID, into: payloadRoom)
+                    } catch {}
+                }
+                guard payloadLength > 0 else { return 0 }
                 writeHeader(
                     payloadType: Self.videoPayloadType, marker: k == split.count - 1, sequence: videoSequence,
                     timestamp: timestamp, ssrc: videoSSRC)

@@ -152,3 +152,36 @@ public enum VP9FrameHeader {
         keyframeInfo(b).map { ($0.width, $0.height) }
     }
 }
+
+extension VP9PayloadFormat {
+    /// Bytes of the payload descriptor that ``writePacket(_:of:frame:pictureID:isKeyframe:into:)``
+    /// writes: the flags byte and a 15-bit picture ID.
+    public static let packetDescriptorLength = 3
+
+    /// Writes packet `k` of one VP9 frame split by `split` (planned with ``packetDescriptorLength``)
+    /// at the start of `buffer` and returns its length, or 0 when `buffer` is too small.
+    ///
+    /// The descriptor is the non-flexible mode's (RFC 9628 §4.2) for a stream of one spatial and one
+    /// temporal layer: I with a 15-bit picture ID, P on an inter frame, B on the first packet and E
+    /// on the last; no layer indices and no scalability structure.
+    @inlinable
+    public static func writePacket(
+        _ k: Int, of split: VP8PayloadFormat.Split, frame: UnsafeRawBufferPointer, pictureID: UInt16,
+        isKeyframe: Bool, into buffer: UnsafeMutableRawBufferPointer
+    ) -> Int {
+        let chunk = split.chunk(k)
+        let length = packetDescriptorLength + chunk.count
+        guard length <= buffer.count, let dst = buffer.baseAddress else { return 0 }
+        var flags: UInt8 = 0x80  // I
+        if !isKeyframe { flags |= 0x40 }  // P
+        if k == 0 { flags |= 0x08 }  // B
+        if k == split.count - 1 { flags |= 0x04 }  // E
+        buffer[0] = flags
+        buffer[1] = 0x80 | UInt8(truncatingIfNeeded: pictureID >> 8) & 0x7F  // M: 15 bits
+        buffer[2] = UInt8(truncatingIfNeeded: pictureID)
+        if let src = frame.baseAddress, !chunk.isEmpty {
+            (dst + packetDescriptorLength).copyMemory(from: src + chunk.lowerBound, byteCount: chunk.count)
+        }
+        return length
+    }
+}
