@@ -23,10 +23,15 @@ DEB_PACKAGES=(
     clang libclang-rt-14-dev
     janus
     libhiredis-dev redis-server
-    # GStreamer webrtcbin as a WHIP publisher (Tests/Interop/test_whip_server_gstreamer.py)
-    gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-nice
+    # GStreamer webrtcbin as a WHIP publisher (Tests/Interop/test_whip_server_gstreamer.py); -ugly has x264enc
+    gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly
+    gstreamer1.0-nice
     python3-gst-1.0 gir1.2-gst-plugins-bad-1.0
     coturn nftables
+    # libx264: the agent and load bots publish H.264 (--video-codec h264; CModules/CX264)
+    libx264-dev
+    # libavcodec (H.264, VP9) and libdav1d (AV1): captureImage's decoders beside libvpx's VP8
+    libavcodec-dev libavutil-dev libdav1d-dev
 )
 
 missing=()

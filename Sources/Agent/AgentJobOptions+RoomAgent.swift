@@ -24,7 +24,7 @@ extension AgentJobOptions {
     /// records nothing).
     ///
     /// Validates first (``validate()``), then parses what needs the media stack: the ICE servers and
-    /// the relay URL. With `checkMedia` the `--video`/`--audio` files are read and an ALSA device is
+    /// the `--relay` URL. With `checkMedia` the `--video`/`--audio` files are read and an ALSA device is
     /// opened, which may block (a FIFO, a hung mount): a fleet worker does that on a thread of its own
     /// with a deadline, and a server never does it for a request.
     public func roomAgentOptions(recordDirectory: String?, checkMedia: Bool) throws(Invalid) -> RoomAgent.Options {
@@ -52,17 +52,18 @@ extension AgentJobOptions {
         if let reconnectFor { options.reconnect = ReconnectPolicy(window: reconnectFor, maxDelay: 10) }
         options.lobbyWait = lobbyWait
         options.recordDirectory = recordDirectory
+        options.snapshotInterval = snapshotEvery
         if let recordFormat {
             guard let format = RoomAgent.RecordFormat(rawValue: recordFormat) else {
                 throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not a recording format")
             }
             options.recordFormat = format
         }
-        options.relayRoom = relayRoom
-        options.relayRoomToken = relayRoom == nil ? nil : relayRoomToken
+        options.republishRoom = relayRoom
+        options.republishRoomToken = relayRoom == nil ? nil : relayRoomToken
         if let relay {
-            do { _ = try RTPRelay.parseURL(relay) } catch { throw Invalid("--relay", "\(error)") }
-            options.relayURL = relay
+            do { _ = try RTPOutput.parseURL(relay) } catch { throw Invalid("--relay", "\(error)") }
+            options.rtpOutputURL = relay
         }
         if let iceServers {
             do { options.iceServers = try ICEServer.parseList(iceServers) } catch {
@@ -75,13 +76,16 @@ extension AgentJobOptions {
             }
         }
         if checkMedia {
-            do { try LocalSources.validate(video: video, audio: audio) } catch {
+            do { try LocalSources.validate(video: video, audio: audio, videoCodec: videoCodec) } catch {
                 if case .badOption(let option, _, _) = error { throw Invalid(option, error.explanation) }
                 throw Invalid("--video/--audio", error.description)
             }
         }
         options.video = video
         options.audio = audio
+        options.audioEgress = AudioEgress.Options(
+            mixPath: mixAudio, transcribeURL: transcribe, transcribeRate: transcribeRate ?? 16_000)
+        options.videoCodec = videoCodec
         return options
     }
 }

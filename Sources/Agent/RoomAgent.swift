@@ -3,13 +3,14 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Understudy
 
 /// A headless room participant: joins a room, consumes and records whoever qualifies, and follows
 /// stage invites (docs/spec/change-mode.md) by changing its own mode.
 ///
 /// Threading: SDK callbacks arrive on the room's event queue. Frames go, on the subscribe loop thread,
-/// to one ``AgentTrackSink`` per consumed track (count, record, relay) with no lock per frame. The
+/// to one ``AgentTrackSink`` per consumed track (count, record, RTP output, republish) with no lock per frame. The
 /// parts are shared with the other participant cores: ``ConsumePolicy`` decides whom to consume,
 /// ``InviteResponder`` follows stage invites and ``ParticipantRecorder`` opens the files and writes
 /// the manifest off the loop. The agent's own state (consumed set, join order) is guarded by one
@@ -55,16 +56,23 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var recordDirectory: String?
         /// Container(s) of the recordings.
         public var recordFormat: RecordFormat = .webm
-        /// `rtp://host:port` to relay received media to; nil relays nothing.
-        public var relayURL: String?
-        /// A room to republish each consumed participant into, as `relay-<id>`; nil republishes nothing.
-        public var relayRoom: String?
-        /// The token for ``relayRoom`` (nil: ``token``).
-        public var relayRoomToken: String?
+        /// With a ``recordDirectory``: every this many seconds, each consumed webcam's current
+        /// picture (`captureImage`, any codec) replaces `ID.jpg` there (the id escaped as the
+        /// recordings' names are); nil takes none.
+        public var snapshotInterval: Double?
+        /// `--relay`: `rtp://host:port` to send received media to as plain RTP; nil sends nothing.
+        public var rtpOutputURL: String?
+        /// `--relay-room`: a room to republish each consumed participant into, as `relay-<id>`; nil republishes nothing.
+        public var republishRoom: String?
+        /// The token for ``republishRoom`` (nil: ``token``).
+        public var republishRoomToken: String?
         /// What the agent publishes on stage: `testsrc` (nil), `none`, or a .ivf/.webm file.
         public var video: String?
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
+        /// The codec of the published video: `vp8` (nil) or `h264` (see `LocalSources.videoCodec`).
+        /// The room must accept it: a produce it refuses fails with its error, no other codec is tried.
+        public var videoCodec: String?
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
         /// server restart or a deploy, with pauses growing to 10 s.
         public var reconnect = ReconnectPolicy(window: 300, maxDelay: 10)
@@ -74,6 +82,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var iceServers: [ICEServer]?
         /// The network the media connections see (`--impair`); nil: none.
         public var impairment: Impairment?
+        /// The mixed audio file and the per-speaker PCM socket (`--mix-audio`, `--transcribe`).
+        public var audioEgress = AudioEgress.Options()
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -108,15 +118,19 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var joined = false
     private var leftReason: Understudy.LeaveReason?
     private var lastError: UnderstudyError?
-    private var relay: RTPRelay?
-    private var relayLoop: EventLoop?
-    private let relayRooms: RelayRoomSet?
+    private var rtpOutput: RTPOutput?
+    private var rtpOutputLoop: EventLoop?
+    private let republishRoom: RepublishRoom?
     /// The last queued consume/stop operation; the next one waits for it.
     private var operationTail: Task<Void, Never>?
-    /// The same for joining and leaving the relay room.
-    private var relayRoomTail: Task<Void, Never>?
+    /// The same for joining and leaving the republish room.
+    private var republishTail: Task<Void, Never>?
+    /// The mixed audio and the transcription socket, from ``start()`` (set once, before the join).
+    private var audioEgress: AudioEgress?
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
+    /// Takes the webcam pictures of ``Options/snapshotInterval``; cancelled by ``stop()``.
+    private var snapshotTask: Task<Void, Never>?
 
     /// Builds the agent and its room; connects to nothing until ``start()``.
     public init(options: Options, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
@@ -131,12 +145,13 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
-        room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
+        room.mediaSourceFactory = try LocalSources.factory(
+            video: options.video, audio: options.audio, videoCodec: options.videoCodec)
         if let iceServers = options.iceServers { room.iceServers = iceServers }
         if let impairment = options.impairment, !impairment.isNone { room.impairment = impairment }
-        relayRooms = options.relayRoom.map {
-            RelayRoomSet(
-                roomId: $0, token: options.relayRoomToken ?? options.token, signalingURL: options.signalingURL,
+        republishRoom = options.republishRoom.map {
+            RepublishRoom(
+                roomId: $0, token: options.republishRoomToken ?? options.token, signalingURL: options.signalingURL,
                 log: log)
         }
         var manifest = RecordingManifest(room: options.roomId, recordFormat: options.recordFormat.rawValue)
@@ -185,8 +200,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     public var manifestPath: String? { recorder.manifestPath }
     /// Why the room was left, once it was.
     public var leaveReason: Understudy.LeaveReason? { lock.withLock { leftReason } }
-    /// Ids of the stand-ins in the relay room (`--relay-room`).
-    public var relayRoomParticipantIds: [String] { relayRooms?.participantIds ?? [] }
+    /// Ids of the stand-ins in the republish room (`--relay-room`).
+    public var republishParticipantIds: [String] { republishRoom?.participantIds ?? [] }
 
     /// Joins the room; throws when the join fails (unreachable server, refused token, no answer
     /// within the SDK's request timeout).
@@ -196,8 +211,14 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
                 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             } catch { throw .recordDirectory(path: dir, cause: error) }
         }
-        if let url = options.relayURL {
-            do { try await startRelay(url) } catch { throw .relay(url: url, cause: error) }
+        if let url = options.rtpOutputURL {
+            do { try await startRTPOutput(url) } catch { throw .rtpOutput(url: url, cause: error) }
+        }
+        if !options.audioEgress.isEmpty {
+            do {
+                let egress = try AudioEgress(options: options.audioEgress, recorder: recorder, log: log)
+                lock.withLock { audioEgress = egress }
+            } catch { throw .mixAudio(path: options.audioEgress.mixPath ?? "", cause: error) }
         }
         room.onTrack = { [weak self] track in self?.trackStarted(track) }
         // `join()` returns once the outcome was reported to the listeners (this agent among them).
@@ -205,13 +226,18 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         let (ok, left, err) = lock.withLock { (joined, leftReason, lastError) }
         guard ok else { throw .joinFailed(reason: left ?? .JOIN_ROOM_FAILED, cause: err) }
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
+        if let dir = options.recordDirectory, let interval = options.snapshotInterval {
+            // Holds the agent until cancelled, which stop() does.
+            let task = Task { await self.takeSnapshots(into: dir, every: interval) }
+            lock.withLock { snapshotTask = task }
+        }
     }
 
-    private func startRelay(_ url: String) async throws(RelayError) {
+    private func startRTPOutput(_ url: String) async throws(RTPOutputError) {
         let loop = EventLoop(name: "understudy-relay")
         do {
-            relay = try await RTPRelay.start(url: url, loop: loop, sdpDirectory: options.recordDirectory, log: log)
-            relayLoop = loop
+            rtpOutput = try await RTPOutput.start(url: url, loop: loop, sdpDirectory: options.recordDirectory, log: log)
+            rtpOutputLoop = loop
         } catch {
             loop.shutdown()
             throw error
@@ -245,7 +271,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         waiter?.resume()
     }
 
-    /// Closes recordings, writes the manifest and leaves the room (and the relay room). Safe to call twice.
+    /// Closes recordings, writes the manifest and leaves the room (and the republish room). Safe to call twice.
     public func stop() async {
         let first = lock.withLock { () -> Bool in
             if stopped { return false }
@@ -253,6 +279,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             return true
         }
         guard first else { return }
+        lock.withLock { snapshotTask }?.cancel()
         // The manifest keeps the stage as it was in the room, not the empty one after leaving.
         let lastStage = stageAndAudience()
         lock.withLock { finalStage = lastStage }
@@ -262,13 +289,46 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         // Leaving ends every track on the subscribe loop; after that no sink writes, and the
         // recordings can be closed (and their disk writes awaited) here.
         await tracksEnded(timeout: 5)
+        await lock.withLock { audioEgress }?.stop()
         await recorder.close()
-        if let relay, let relayLoop {
-            await relayLoop.submit { relay.close() }
-            relayLoop.shutdown()
+        if let rtpOutput, let rtpOutputLoop {
+            await rtpOutputLoop.submit { rtpOutput.close() }
+            rtpOutputLoop.shutdown()
         }
-        await relayRooms?.closeAll()
+        await republishRoom?.closeAll()
         await recorder.flush()
+    }
+
+    /// Every `interval` seconds until cancelled: each consumed webcam's current picture
+    /// (``Participant/captureImage(width:height:flash:)``, whatever the codec) replaces `ID.jpg` in
+    /// `directory` (written to a temporary name, then renamed, so a reader never sees half a file).
+    /// A failed capture (no keyframe yet, a decoder error) is logged when it starts failing, and
+    /// the next round tries again.
+    private func takeSnapshots(into directory: String, every interval: Double) async {
+        var reported: [String: String] = [:]
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+            for id in consumedVideoIds where !Task.isCancelled {
+                guard let participant = room.participants[id] else { continue }
+                let outcome: String
+                do {
+                    let jpeg = [UInt8](Data(base64Encoded: try await participant.captureImage()) ?? Data())
+                    let size = JPEGDecoder.size(of: jpeg)
+                    let path = directory + "/" + NameEscaping.fileName(id) + ".jpg"
+                    let partial = path + ".partial"
+                    try Data(jpeg).write(to: URL(fileURLWithPath: partial))
+                    guard rename(partial, path) == 0 else { throw MediaError.writeFailed(path: path, errno: errno) }
+                    outcome = "snapshot \(id) -> \(path) (\(size.map { "\($0.width)x\($0.height)" } ?? "?"))"
+                } catch {
+                    outcome = "snapshot of \(id) failed: \(error)"
+                }
+                // One line when the outcome changes (first picture, new size, failure), not every round.
+                if reported[id] != outcome {
+                    reported[id] = outcome
+                    log(outcome)
+                }
+            }
+        }
     }
 
     // MARK: Consumption
@@ -310,7 +370,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             if !change.stop.isEmpty { log("stopped consuming \(change.id) \(Self.describe(change.stop))") }
             // A participant who left needs no stopConsuming: the server closed its consumers.
             guard let participant else {
-                if change.wasConsumed { relayRoomChange(remove: change.id) }
+                if change.wasConsumed { republishChange(remove: change.id) }
                 continue
             }
             enqueueOperation { [self] in
@@ -336,9 +396,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             }
             let nowConsumed = lock.withLock { consumed[change.id] != nil }
             if !change.wasConsumed && nowConsumed {
-                relayRoomChange(add: participant)
+                republishChange(add: participant)
             } else if change.wasConsumed && !nowConsumed {
-                relayRoomChange(remove: change.id)
+                republishChange(remove: change.id)
             }
         }
     }
@@ -358,21 +418,21 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
     }
 
-    private func relayRoomChange(add participant: Participant? = nil, remove id: String? = nil) {
-        guard let relayRooms else { return }
+    private func republishChange(add participant: Participant? = nil, remove id: String? = nil) {
+        guard let republishRoom else { return }
         let kinds = options.kinds
         let room = self.room
         lock.withLock {
-            let previous = relayRoomTail
-            relayRoomTail = Task {
+            let previous = republishTail
+            republishTail = Task {
                 await previous?.value
                 if let participant {
                     let id = participant.id
-                    await relayRooms.add(
+                    await republishRoom.add(
                         participantId: id, name: participant.displayName, kinds: kinds,
                         requestUpstreamKeyframe: { [weak room] in room?.participants[id]?.requestWebcamKeyframe() })
                 }
-                if let id { await relayRooms.remove(participantId: id) }
+                if let id { await republishRoom.remove(participantId: id) }
             }
         }
     }
@@ -411,17 +471,23 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         let kind = track.mediaKind
         guard options.kinds.contains(kind) else { return }
         let key = recorder.key(participantId: track.participantId, kind: kind)
-        let wanted = lock.withLock { () -> Bool in
-            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return false }
+        let (wanted, egress) = lock.withLock { () -> (Bool, AudioEgress?) in
+            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return (false, nil) }
             liveTracks += 1
-            return true
+            return (true, audioEgress)
         }
         guard wanted else { return }
+        // Mics only: a screen share's audio is not a speaker.
+        let egressSlot =
+            kind == .audio && track.kind == .audio
+            ? egress?.slot(
+                participantId: track.participantId, name: room.participants[track.participantId]?.displayName)
+            : nil
         track.addSink(
             AgentTrackSink(
                 agent: self, recorder: options.recordDirectory == nil ? nil : recorder, recordingKey: key,
-                relay: relay.flatMap { r in relayLoop.map { (r, $0) } },
-                relayRooms: relayRooms))
+                rtpOutput: rtpOutput.flatMap { r in rtpOutputLoop.map { (r, $0) } },
+                republishRoom: republishRoom, audioEgress: egressSlot))
     }
 
     /// Subscribe loop: a track the agent's sink was on ended.
@@ -547,20 +613,20 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
         out.single(
             "understudy_agent_connected", "gauge", "1 while the room is connected.", room.state == .CONNECTED ? 1 : 0)
-        if let relayRooms {
-            let c = relayRooms.counters
+        if let republishRoom {
+            let c = republishRoom.counters
             out.single(
-                "understudy_agent_relay_room_participants", "gauge", "Stand-ins in the relay room.",
-                relayRooms.participantIds.count)
+                "understudy_agent_relay_room_participants", "gauge", "Stand-ins in the republish room.",
+                republishRoom.participantIds.count)
             out.single(
                 "understudy_agent_relay_room_frames_forwarded_total", "counter",
-                "Frames handed to the relay room's publishers.", c.forwarded)
+                "Frames handed to the republish room's publishers.", c.forwarded)
             out.single(
                 "understudy_agent_relay_room_frames_dropped_total", "counter",
-                "Frames dropped before the relay room (queue overflow, waiting for a keyframe).", c.dropped)
+                "Frames dropped before the republish room (queue overflow, waiting for a keyframe).", c.dropped)
             out.single(
                 "understudy_agent_relay_room_keyframe_requests_total", "counter",
-                "Keyframe requests received from the relay room.", c.keyframeRequests)
+                "Keyframe requests received from the republish room.", c.keyframeRequests)
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
         out.trackQuality(room.receiveQuality())
@@ -660,25 +726,28 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
 }
 
 /// The agent's sink on one consumed track, on the subscribe loop thread: counts the frames, writes
-/// them to the participant's recording and hands them to the relays. No lock per frame.
+/// them to the participant's recording and hands them to the RTP output and the republish room. No lock per frame.
 private final class AgentTrackSink: RemoteTrackSink {
     private weak var agent: RoomAgent?
     /// Where the track records (nil: not recording); its file is asked for at the first frame.
     private let recorder: ParticipantRecorder?
     private let recordingKey: ParticipantRecorder.Key
     private var slot: ParticipantRecorder.Slot?
-    private let relay: (RTPRelay, EventLoop)?
-    private let relayRooms: RelayRoomSet?
+    private let rtpOutput: (RTPOutput, EventLoop)?
+    private let republishRoom: RepublishRoom?
+    /// The mix and transcription input of a consumed mic (nil: none).
+    private let audioEgress: AudioEgress.Slot?
 
     init(
         agent: RoomAgent, recorder: ParticipantRecorder?, recordingKey: ParticipantRecorder.Key,
-        relay: (RTPRelay, EventLoop)?, relayRooms: RelayRoomSet?
+        rtpOutput: (RTPOutput, EventLoop)?, republishRoom: RepublishRoom?, audioEgress: AudioEgress.Slot?
     ) {
         self.agent = agent
         self.recorder = recorder
         self.recordingKey = recordingKey
-        self.relay = relay
-        self.relayRooms = relayRooms
+        self.rtpOutput = rtpOutput
+        self.republishRoom = republishRoom
+        self.audioEgress = audioEgress
     }
 
     func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
@@ -689,12 +758,16 @@ private final class AgentTrackSink: RemoteTrackSink {
             if slot == nil { slot = recorder.slot(recordingKey, name: recordingKey.participantId) }
             slot?.write(frame, arrival: arrival)
         }
-        if let (relay, relayLoop) = relay {
-            // The relay's socket lives on its own loop.
-            relayLoop.execute { relay.relay(frame, arrival: arrival) }
+        if let (rtpOutput, rtpOutputLoop) = rtpOutput {
+            // The RTP output's socket lives on its own loop.
+            rtpOutputLoop.execute { rtpOutput.send(frame, arrival: arrival) }
         }
-        relayRooms?.forward(track.participantId, frame)
+        republishRoom?.forward(track.participantId, frame)
+        audioEgress?.write(frame, arrival: arrival)
     }
 
-    func trackEnded(_ track: RemoteTrack) { agent?.trackEnded() }
+    func trackEnded(_ track: RemoteTrack) {
+        audioEgress?.end()
+        agent?.trackEnded()
+    }
 }

@@ -442,6 +442,23 @@ public struct BenchmarkReport: Sendable {
                 body += "SFU process figure not measured in this run: \(error)\n\n"
             }
             do {
+                progress("bench:   what bandwidth feedback costs: transport-cc off and on, alternating")
+                let cost = try await BandwidthCostRow.run(
+                    pairs: quick ? 1 : 2, publishers: plan.publishers, subscribers: plan.subscribers,
+                    seconds: plan.seconds, progress: progress)
+                summary.append(
+                    SummaryRow(
+                        metric: "bandwidth feedback cost: SFU packets/s per core, on ÷ off",
+                        target: "≥ 0.95",
+                        measured: String(
+                            format: "%.3f (generator tracks per core %.3f)", cost.serverRatio, cost.generatorRatio),
+                        verdict: atLeast(min(cost.serverRatio, cost.generatorRatio), 0.95)))
+                body += BandwidthCostRow.section(cost)
+            } catch {
+                progress("bench:   bandwidth feedback cost failed: \(error)")
+                body += "Bandwidth feedback cost not measured in this run: \(error)\n\n"
+            }
+            do {
                 let perRound = quick ? 3072 : 20_480
                 let floor = try await SendFloorRow.run(perRound: perRound, rounds: quick ? 1 : 5, segmentation: false)
                 let segmented = try? await SendFloorRow.run(
@@ -508,7 +525,7 @@ public struct BenchmarkReport: Sendable {
             progress("bench: cluster: joins through the owner vs another node; room balance")
             let c = try await ClusterBenchmark.run(joins: quick ? 5 : 60, rooms: quick ? 9 : 30, progress: progress)
             let p = JoinLatencyBenchmark.percentile
-            let extra = p(c.relayedJoins, 0.5) - p(c.ownerJoins, 0.5)
+            let extra = p(c.proxiedJoins, 0.5) - p(c.ownerJoins, 0.5)
             let counts = c.roomsPerNode.sorted { $0.key < $1.key }
             let spread = (counts.map(\.value).max() ?? 0) - (counts.map(\.value).min() ?? 0)
             let extraVerdict =
@@ -529,15 +546,15 @@ public struct BenchmarkReport: Sendable {
                 format: "| join() → onRoomJoined through the owner node (anchor) | %.2f ms | %.2f ms | %d |\n",
                 p(c.ownerJoins, 0.5), p(c.ownerJoins, 0.95), c.ownerJoins.count)
             body += String(
-                format: "| **join() → onRoomJoined through another node (relayed)** | **%.2f ms** | %.2f ms | %d |\n\n",
-                p(c.relayedJoins, 0.5), p(c.relayedJoins, 0.95), c.relayedJoins.count)
+                format: "| **join() → onRoomJoined through another node (proxied)** | **%.2f ms** | %.2f ms | %d |\n\n",
+                p(c.proxiedJoins, 0.5), p(c.proxiedJoins, 0.95), c.proxiedJoins.count)
             body += String(format: "Extra cost at p50: %.2f ms (target ≤ 2 ms) — %@. ", extra, extraVerdict)
             body += "Rooms per node after \(c.roomsCreated) rooms were created through random nodes: "
             body += counts.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + " — \(balanceVerdict).\n\n"
             body += """
                 Method: three in-process room servers in cluster mode (`ClusterNode`) share one throw-away
                 `redis-server`. A member keeps the room open on the node it was placed on; then, in turn,
-                one SDK join through that node and one through one of the two others (the join is relayed
+                one SDK join through that node and one through one of the two others (the join is proxied
                 to the owner over a node-to-node WebSocket), each timed from `join()` to `onRoomJoined` and
                 left again. One warm-up of each is dropped. For the balance, rooms are opened one after
                 another, each by one member joining through a randomly chosen node; the count is taken

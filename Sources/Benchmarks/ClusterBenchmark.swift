@@ -7,12 +7,12 @@ import Signaling
 import Understudy
 
 /// Cluster rows: `join()` → `onRoomJoined` through the node that owns the room (the anchor) and
-/// through another node (the join is relayed there), and how evenly new rooms spread over the nodes.
+/// through another node (the join is proxied there), and how evenly new rooms spread over the nodes.
 /// Three in-process room servers share one throw-away `redis-server`.
 public enum ClusterBenchmark {
     public struct Result: Sendable {
         public var ownerJoins: [Double]
-        public var relayedJoins: [Double]
+        public var proxiedJoins: [Double]
         /// Rooms per node after the placements, by node id.
         public var roomsPerNode: [String: Int]
         public var roomsCreated: Int
@@ -79,16 +79,16 @@ public enum ClusterBenchmark {
         // The room lives on bench-0 (the first placement goes to the smallest id); a member stays so
         // that it is not closed between samples.
         let (_, keeper) = try await join("bench-cluster", via: servers[0], id: "keeper")
-        var result = Result(ownerJoins: [], relayedJoins: [], roomsPerNode: [:], roomsCreated: rooms)
+        var result = Result(ownerJoins: [], proxiedJoins: [], roomsPerNode: [:], roomsCreated: rooms)
         for i in -1..<joins {
             // Interleaved, so both see the same machine; one warm-up of each is dropped.
             let (owner, a) = try await join("bench-cluster", via: servers[0], id: "owner-\(i + 1)")
             await a.leave()
-            let (relayed, b) = try await join("bench-cluster", via: servers[1 + (i + 1) % 2], id: "relayed-\(i + 1)")
+            let (proxied, b) = try await join("bench-cluster", via: servers[1 + (i + 1) % 2], id: "proxied-\(i + 1)")
             await b.leave()
             if i >= 0 {
                 result.ownerJoins.append(owner)
-                result.relayedJoins.append(relayed)
+                result.proxiedJoins.append(proxied)
             }
         }
         await keeper.leave()
@@ -96,7 +96,7 @@ public enum ClusterBenchmark {
             String(
                 format: "bench:   joins through the owner p50 %.2f ms, through another node p50 %.2f ms",
                 JoinLatencyBenchmark.percentile(result.ownerJoins, 0.5),
-                JoinLatencyBenchmark.percentile(result.relayedJoins, 0.5)))
+                JoinLatencyBenchmark.percentile(result.proxiedJoins, 0.5)))
 
         // Balance: rooms created one after another through a random node stay within ±1 per node.
         var members: [Room] = []

@@ -4,7 +4,7 @@ import Foundation
 import Redis
 import RoomProtocol
 
-// `understudy worker` and `understudy jobs`: recording and relay jobs run by a fleet over Redis
+// `understudy worker` and `understudy jobs`: agent jobs run by a fleet over Redis
 // (docs/fleet.md).
 
 func redisURL(_ a: Arguments) throws(Arguments.Failure) -> RedisURL {

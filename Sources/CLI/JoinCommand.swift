@@ -113,6 +113,9 @@ func joinAgentJobOptions(_ a: Arguments) throws(Arguments.Failure) -> AgentJobOp
 /// The agent options and the duration of an `understudy join` command line, media paths checked.
 func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: RoomAgent.Options, duration: Double?) {
     let job = try joinAgentJobOptions(a)
+    if job.snapshotEvery != nil, a.value("--record") == nil {
+        throw Arguments.Failure.badValue("--snapshot-every", "needs --record DIR (the pictures are written there)")
+    }
     do {
         return (try job.roomAgentOptions(recordDirectory: a.value("--record"), checkMedia: true), job.duration)
     } catch {
@@ -132,10 +135,10 @@ func localSourceOptions(_ a: Arguments) throws(Arguments.Failure) -> (video: Str
     return (a.value("--video"), a.value("--audio"))
 }
 
-/// `--relay rtp://HOST:PORT` as given (nil when absent), checked by the relay's own parser.
-func relayURLOption(_ a: Arguments) throws(Arguments.Failure) -> String? {
+/// `--relay rtp://HOST:PORT` as given (nil when absent), checked by ``RTPOutput/parseURL(_:)``.
+func rtpOutputURLOption(_ a: Arguments) throws(Arguments.Failure) -> String? {
     guard let relay = a.value("--relay") else { return nil }
-    do { _ = try RTPRelay.parseURL(relay) } catch { throw Arguments.Failure.badValue("--relay", "\(error)") }
+    do { _ = try RTPOutput.parseURL(relay) } catch { throw Arguments.Failure.badValue("--relay", "\(error)") }
     return relay
 }
 

@@ -1,6 +1,7 @@
 import Fleet
 import Foundation
 import LoadGen
+import Media
 import RTC
 import Redis
 
@@ -66,6 +67,9 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
         c.layout = layout
     }
     c.simulcast = !a.flag("--no-simulcast")
+    do { c.videoCodec = try LocalSources.videoCodec(a.value("--video-codec")) } catch {
+        throw .badValue("--video-codec", error.explanation)
+    }
     if a.value("--invite-every") != nil { c.inviteEvery = try a.seconds("--invite-every", default: 30) }
     if a.value("--wait-for-media") != nil {
         let limit = try a.seconds("--wait-for-media", default: c.maxDuration)

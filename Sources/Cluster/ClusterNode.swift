@@ -8,7 +8,7 @@ import Signaling
 /// its URLs and load under a short TTL, places each new room on the least-loaded live node
 /// (atomically, in one Lua script, so two nodes never both own a room), keeps the rooms it owns
 /// alive in Redis, and releases them when they close. Any node accepts any client: a join for a
-/// room held elsewhere is relayed to its owner by the ``RoomServer``.
+/// room held elsewhere is proxied to its owner by the ``RoomServer``.
 ///
 /// Redis is never on the media path nor on the path of a running room's signalling: a Redis
 /// outage delays only the placement of new rooms (docs/cluster.md).
@@ -20,7 +20,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         public var redis: RedisURL
         /// This node's id (`serve --node-id`), unique in the cluster.
         public var nodeId: String
-        /// Where clients and relaying nodes reach this node: `ws://HOST:PORT/v1/rtc`.
+        /// Where clients and proxying nodes reach this node: `ws://HOST:PORT/v1/rtc`.
         public var signalingURL: String
         /// The HTTP base for forwarded admin requests: `http://HOST:PORT`.
         public var httpURL: String

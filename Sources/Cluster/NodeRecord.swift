@@ -10,7 +10,7 @@ import Foundation
 public struct NodeRecord: Codable, Sendable, Equatable {
     /// The node id.
     public var id: String
-    /// Where clients and relaying nodes reach it: `ws://HOST:PORT/v1/rtc`.
+    /// Where clients and proxying nodes reach it: `ws://HOST:PORT/v1/rtc`.
     public var signalingURL: String
     /// Its HTTP base for forwarded admin requests.
     public var httpURL: String

@@ -1,7 +1,7 @@
 import Agent
 import Foundation
 
-/// What a recording or relay job asks for: a ``RoomAgent`` with these options, run by a worker,
+/// What an agent job asks for: a ``RoomAgent`` with these options, run by a worker,
 /// with the cost it is expected to have.
 ///
 /// In Redis (and in `jobs list --json`) a spec is JSON such as

@@ -1,7 +1,7 @@
 import Agent
 import LoadGen
 
-/// How a ``FleetWorker`` turns a recording or relay job into a running ``RoomAgent``.
+/// How a ``FleetWorker`` turns an agent job into a running ``RoomAgent``.
 ///
 /// ``roomAgent`` is the real one. The worker calls ``makeAgent`` on a thread of its own, with a
 /// deadline (``FleetWorker/Options/prepareTimeout``): it reads the job's media paths, which may block.

@@ -4,7 +4,7 @@ import LoadGen
 import Redis
 import Understudy
 
-/// A long-running process that takes recording and relay jobs from the fleet's Redis Stream
+/// A long-running process that takes agent jobs from the fleet's Redis Stream
 /// through its consumer group and runs each as a ``RoomAgent`` (the model is LiveKit's Egress
 /// workers). It claims a job only while it has room for it, keeps its claims fresh while the
 /// jobs run, re-claims the jobs of workers that died (`XAUTOCLAIM`), and hands its jobs back when

@@ -228,8 +228,11 @@ final class LoadBot: @unchecked Sendable {
             publishConnection = pc
         }
         await pc.gatherRelayCandidates()
+        let codec = run.media.videoCodec
         let (offer, videoT, audioT) = try await loop.submit { () throws -> (String, RTPTransceiver?, RTPTransceiver) in
             let v = video ? pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids) : nil
+            // The m-line offers the codec the shared loop is encoded in, and nothing else.
+            if codec != .vp8 { v?.setCodecPreferences([codec]) }
             let a = pc.addTransceiver(kind: .audio, direction: .sendonly)
             let o = try pc.createOffer()
             try pc.setLocalDescription(o)

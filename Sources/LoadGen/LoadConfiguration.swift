@@ -1,5 +1,7 @@
 import Foundation
+import Media
 import RTC
+import RTCWire
 import RoomProtocol
 
 /// How a subscriber bot lays out the stage, which decides what it consumes and at which view size.
@@ -84,6 +86,9 @@ public struct LoadConfiguration: Sendable, Equatable {
     public var layout: LoadLayout = .grid(3)
     /// Publish 3 simulcast layers (else one 640x360 layer).
     public var simulcast: Bool = true
+    /// The codec publishers send (`--video-codec`): VP8 or H.264, encoded once per process and
+    /// sent by every bot. The room must accept it: a produce it refuses fails the bot.
+    public var videoCodec: MediaCodec = .vp8
     /// Every this many seconds, one audience bot per room is invited on stage (and the previous one
     /// sent back to the audience). Nil: no invites.
     public var inviteEvery: Double?
@@ -156,6 +161,7 @@ public struct LoadConfiguration: Sendable, Equatable {
             throw bad("settle and maximum durations must be finite (at most a year)")
         }
         guard duration <= 365 * 86400 else { throw bad("--duration must be at most a year") }
+        guard VideoEncoders.codecs.contains(videoCodec) else { throw bad("--video-codec must be vp8 or h264") }
         if let impair {
             do { _ = try Impairment.parse(impair) } catch { throw bad("--impair: \(error.description)") }
         }
@@ -196,7 +202,7 @@ extension LoadConfiguration: Codable {
     private enum CodingKeys: String, CodingKey {
         case signalingURL, room, rooms, token, secret, publishers, audioPublishers, subscribers, duration
         case waitForTracks, settleSeconds, waitForMediaUntil, maxDuration, joinRate, layout, simulcast, inviteEvery
-        case loopCount, requestTimeout, idPrefix, iceServers
+        case loopCount, requestTimeout, idPrefix, iceServers, videoCodec
         case impair, impairShare
     }
 
@@ -236,6 +242,13 @@ extension LoadConfiguration: Codable {
         try take(.idPrefix, &idPrefix)
         impair = try c.decodeIfPresent(String.self, forKey: .impair)
         try take(.impairShare, &impairShare)
+        if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
+            guard let parsed = MediaCodec(rawValue: codec) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .videoCodec, in: c, debugDescription: "'\(codec.prefix(64))' is not vp8 or h264")
+            }
+            videoCodec = parsed
+        }
         iceServers = try (c.decodeIfPresent([ICEServerRecord].self, forKey: .iceServers) ?? []).map { record in
             do { return try ICEServer(url: record.url, username: record.username, credential: record.credential) } catch
             {
@@ -273,6 +286,7 @@ extension LoadConfiguration: Codable {
         try c.encode(idPrefix, forKey: .idPrefix)
         try c.encodeIfPresent(impair, forKey: .impair)
         try c.encode(impairShare, forKey: .impairShare)
+        try c.encode(videoCodec.rawValue, forKey: .videoCodec)
         if !iceServers.isEmpty {
             try c.encode(
                 iceServers.map { ICEServerRecord(url: $0.url, username: $0.username, credential: $0.credential) },

@@ -74,7 +74,7 @@ public final class LoadRun: @unchecked Sendable {
         do { certificate = try DTLSCertificate.generate(commonName: "understudy-load") } catch {
             throw .failed("cannot make a DTLS certificate", cause: error)
         }
-        media = SyntheticMedia.shared(layers: configuration.simulcast ? 3 : 1)
+        media = SyntheticMedia.shared(layers: configuration.simulcast ? 3 : 1, codec: configuration.videoCodec)
         loopCounters = (0..<configuration.loopCount).map { LoopCounters(loop: EventLoop(name: "load-\($0)")) }
     }
 

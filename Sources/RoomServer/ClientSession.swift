@@ -20,19 +20,19 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
     private var badMessageTimes: [UInt64] = []
     private var bucketTokens: Double
     private var bucketUpdatedNS: UInt64
-    /// Cluster mode: the node that relayed this connection here (nil for a direct client).
-    let relayedBy: String?
+    /// Cluster mode: the node that proxied this connection here (nil for a direct client).
+    let proxiedBy: String?
     /// Cluster mode: the text of the join request, kept until the room's owner is known.
     private var joinTextValue: String?
     /// Cluster mode: set when the room lives on another node; everything then goes there.
-    private var relay: SignalRelay?
+    private var proxy: SignalProxy?
 
     init(
         connection: WebSocketConnection, queryToken: String?, server: RoomServer,
         configuration: RoomServerConfiguration,
-        relayedBy: String? = nil
+        proxiedBy: String? = nil
     ) {
-        self.relayedBy = relayedBy
+        self.proxiedBy = proxiedBy
         self.connection = connection
         self.queryToken = queryToken
         self.server = server
@@ -51,14 +51,14 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
     var joinText: String? { locked { joinTextValue } }
     var configurationMaxMessageBytes: Int { configuration.maxMessageBytes }
 
-    /// Hands the connection to a relay: from now on its messages go to the room's owner node.
-    func relayed(through relay: SignalRelay) {
+    /// Hands the connection to a proxy: from now on its messages go to the room's owner node.
+    func proxied(through proxy: SignalProxy) {
         let closedAlready: Bool = locked {
-            self.relay = relay
+            self.proxy = proxy
             joinTextValue = nil
             return phase == .closed
         }
-        if closedAlready { relay.clientClosed() }
+        if closedAlready { proxy.clientClosed() }
     }
     /// The room this session joined (nil before).
     var joinedRoom: Room? { locked { room } }
@@ -118,7 +118,7 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
     // MARK: Receiving (connection queue)
 
     func received(_ text: String) {
-        if let relay = locked({ relay }) { return relay.forward(text) }
+        if let proxy = locked({ proxy }) { return proxy.forward(text) }
         server.counters.add(received: 1)
         guard text.utf8.count <= configuration.maxMessageBytes else {
             return reject(
@@ -128,7 +128,7 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
         }
         let envelope: SignalEnvelope
         do {
-            // A PubSub payload is checked, not built: it is relayed as written.
+            // A PubSub payload is checked, not built: it is passed on as written.
             envelope = try SignalEnvelope.parse(text, keepingRaw: .pubsubPayloads)
         } catch {
             return reject(.null, RoomError(3073, error.description))
@@ -196,11 +196,11 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
 
     /// The socket is gone: the room (if any) drops the participant with reason 1001.
     func closed() {
-        let (room, relay): (Room?, SignalRelay?) = locked {
+        let (room, proxy): (Room?, SignalProxy?) = locked {
             phase = .closed
-            return (self.room, self.relay)
+            return (self.room, self.proxy)
         }
-        relay?.clientClosed()
+        proxy?.clientClosed()
         server.counters.add(connections: -1)
         if let room { room.enqueue { room.connectionClosed(self) } }
     }

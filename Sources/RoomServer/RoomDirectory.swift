@@ -20,7 +20,7 @@ public struct ClusterPeer: Sendable, Equatable {
 public enum RoomLocation: Sendable, Equatable {
     /// On this server.
     case here
-    /// On another node: the join is relayed there.
+    /// On another node: the connection is proxied there (``SignalProxy``).
     case peer(ClusterPeer)
     /// Nowhere yet (the shared state cannot be reached); the reason goes to the client.
     case unavailable(String)

@@ -1,9 +1,9 @@
 import RoomProtocol
 import Signaling
 
-/// Recording and relay jobs for the server's rooms (`POST /admin/jobs`), run by a fleet of
-/// `understudy worker`s. The server only forwards: Fleet's `FleetJobService` implements it over the
-/// fleet's Redis (`serve --jobs redis://…`, docs/fleet.md).
+/// Agent jobs (recording, `--relay`, `--relay-room`) for the server's rooms (`POST /admin/jobs`),
+/// run by a fleet of `understudy worker`s. The server only forwards: Fleet's `FleetJobService`
+/// implements it over the fleet's Redis (`serve --jobs redis://…`, docs/fleet.md).
 public protocol RoomJobService: AnyObject, Sendable {
     /// Queues a job that joins `roomId` with these `understudy join` options; returns `{jobId, …}`.
     /// Bad options are refused with 3073 and the reason.

@@ -90,19 +90,20 @@ public final class RoomServer: @unchecked Sendable {
         get { locked { roomDirectory } }
         set { locked { roomDirectory = newValue } }
     }
-    /// Recording/relay jobs for `POST /admin/jobs` (nil: the routes answer 404). Set before ``start()``.
+    /// Agent jobs (recording, `--relay`, `--relay-room`) for `POST /admin/jobs` (nil: the routes
+    /// answer 404). Set before ``start()``.
     public var jobService: RoomJobService? {
         get { locked { jobs } }
         set { locked { jobs = newValue } }
     }
-    /// Cluster mode: this node's id, sent to owners on relayed connections.
+    /// Cluster mode: this node's id, sent to owners on proxied connections.
     public var nodeId: String = "local"
 
     let counters = ServerCounters()
     private let lock = NSLock()
     private var roomDirectory: RoomDirectory?
     private var jobs: RoomJobService?
-    private var relayedConnections = 0
+    private var proxiedConnections = 0
     private var hooks: RoomMediaHooks?
     private var rooms: [String: Room] = [:]
     /// Stored PubSub history bytes over all rooms (bounded by `maxPubSubHistoryBytesTotal`).
@@ -327,9 +328,9 @@ public final class RoomServer: @unchecked Sendable {
         }
     }
 
-    /// Finds the room's owner (placing the room when it has none) and joins here or relays there.
+    /// Finds the room's owner (placing the room when it has none) and joins here or proxies the connection there.
     /// An owner that cannot be reached is retried until its registration expires and the room is
-    /// placed again; a connection that another node relayed here is never relayed on.
+    /// placed again; a connection that another node proxied here is never proxied on.
     private func placeAndJoin(session: ClientSession, request: JoinRequest, directory: RoomDirectory) async {
         let deadline = Date().addingTimeInterval(configuration.clusterPlacementTimeoutSeconds)
         var lastProblem = "no node could take the room"
@@ -344,15 +345,15 @@ public final class RoomServer: @unchecked Sendable {
                 }
                 return admitLocally(session: session, request: request)
             case .peer(let peer):
-                if let by = session.relayedBy {
-                    // The relaying node thought the room was here: ownership moved in between.
-                    lastProblem = "room '\(request.roomId)' moved from this node (relayed by \(by)); retry"
+                if let by = session.proxiedBy {
+                    // The proxying node thought the room was here: ownership moved in between.
+                    lastProblem = "room '\(request.roomId)' moved from this node (proxied by \(by)); retry"
                     return refuseJoin(session: session, id: request.id, error: RoomError(3047, lastProblem))
                 }
                 guard let text = session.joinText else { return }
-                if let relay = await SignalRelay.open(for: session, to: peer, joinText: text, relayNode: nodeId) {
-                    locked { relayedConnections += 1 }
-                    session.relayed(through: relay)
+                if let proxy = await SignalProxy.open(for: session, to: peer, joinText: text, proxyNode: nodeId) {
+                    locked { proxiedConnections += 1 }
+                    session.proxied(through: proxy)
                     return
                 }
                 lastProblem = "the node that holds room '\(request.roomId)' (\(peer.nodeId)) is unreachable"
@@ -380,11 +381,11 @@ public final class RoomServer: @unchecked Sendable {
         server.webSocket(path: "/v1/rtc") { [weak self] request in
             guard let self else { return .reject(HTTPResponse.text("gone\n", status: 503)) }
             let token = request.query("token") ?? bearerToken(request)
-            let relayedBy = request.headers[SignalRelay.header]
+            let proxiedBy = request.headers[SignalProxy.header]
             return .accept(onOpen: { connection in
                 let session = ClientSession(
                     connection: connection, queryToken: token, server: self, configuration: self.configuration,
-                    relayedBy: relayedBy)
+                    proxiedBy: proxiedBy)
                 self.counters.add(connections: 1)
                 connection.onText = { text in session.received(text) }
                 connection.onBinary = { _ in
@@ -463,12 +464,12 @@ public final class RoomServer: @unchecked Sendable {
 
     /// Cluster mode: an admin request for a room that lives on another node is answered by that node.
     private func forwardToOwner(_ request: HTTPRequest, roomId: String) async -> HTTPResponse? {
-        guard let directory, existingRoom(roomId) == nil, request.headers[SignalRelay.header] == nil else {
+        guard let directory, existingRoom(roomId) == nil, request.headers[SignalProxy.header] == nil else {
             return nil
         }
         if let refusal = adminRefusal(request, roomId: roomId) { return refusal }
         guard let owner = await directory.owner(of: roomId) else { return nil }
-        var headers = HTTPHeaders([(SignalRelay.header, nodeId), ("Content-Type", "application/json")])
+        var headers = HTTPHeaders([(SignalProxy.header, nodeId), ("Content-Type", "application/json")])
         if let auth = request.headers["Authorization"] { headers.add("Authorization", auth) }
         do {
             let url = try HTTPURL(owner.httpURL + request.target)
@@ -733,7 +734,7 @@ public final class RoomServer: @unchecked Sendable {
         if let directory {
             metric(
                 "understudy_cluster_relayed_connections_total", "counter",
-                "Signalling connections relayed to the node that holds their room.", locked { relayedConnections })
+                "Signalling connections proxied to the node that holds their room.", locked { proxiedConnections })
             out += directory.metricsText()
         }
         return out

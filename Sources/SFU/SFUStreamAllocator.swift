@@ -25,7 +25,9 @@
 /// 4. **Probe first**: when no raise fits, it asks for padding (``probeRate``) so that the estimator
 ///    can see whether the path carries the first deficient track's next layer; the probe succeeds when
 ///    the estimate makes room for that raise within ``Configuration/probeDuration``, and fails when
-///    the time runs out or a step down happens meanwhile.
+///    the time runs out, a step down happens meanwhile, or the estimator reports congestion (the
+///    padding stops at once). A raise more than ``Configuration/maxProbeStep`` times the budget away
+///    is probed in steps, each proven step's acknowledged rate the base of the next.
 ///
 /// With no estimate (the subscriber sends no feedback) every track gets the highest flowing layer it
 /// asked for, as before the allocator existed.
@@ -67,6 +69,12 @@ public struct SFUStreamAllocator: Sendable {
         public var probeOvershoot = 25
         /// Whether to ask for probes at all (off: raises wait for the estimate alone).
         public var probing = true
+        /// A padding probe asks for at most this many times the budget it starts from (the
+        /// estimate, or the rate a probe proved). A raise further away is proven in steps, each
+        /// step's acknowledged rate the next one's base, as libwebrtc probes at 2× and 3×: a
+        /// probe of 15× into a shaped path fills its queue, the losses cut the estimate to the
+        /// audio rate, and the viewer froze for seconds (issue 33).
+        public var maxProbeStep = 3
 
         public init() {}
     }
@@ -177,6 +185,9 @@ public struct SFUStreamAllocator: Sendable {
         /// (the estimator rises a few percent a second), up to ``Configuration/maxProbeDuration``.
         public var bestEstimate: Int = 0
         public var started: UInt64 = 0
+        /// A step toward a raise further than ``Configuration/maxProbeStep`` allows: the video
+        /// rate (media and padding) it shows the path, bits per second (0: not a step).
+        public var step: Int = 0
     }
 
     /// A track not allocated yet.
@@ -356,7 +367,19 @@ public struct SFUStreamAllocator: Sendable {
                     endProbe()
                     hold = configuration.holdDown
                 }
+            } else if p.step > 0, acknowledgedRate - audioRate >= p.step / 100 * 90 {
+                // The step got through: its rate is the base of the next one, after the step interval.
+                provenRate = max(provenRate, acknowledgedRate)
+                endProbe()
+                hold = configuration.holdDown
+                lastRaise = now
+                return false
             }
+        }
+        if let p = probe, !p.media, congested {
+            // The padding overloads the path: stop it at once, before its losses cut the estimate further.
+            probeFailed(now: now)
+            return false
         }
         let limit = budget / 100 * configuration.raiseHeadroom
         if var p = probe, let estimate, estimate > p.bestEstimate + p.bestEstimate / 100 * configuration.probeProgress,
@@ -419,12 +442,16 @@ public struct SFUStreamAllocator: Sendable {
             lastRaise = now
             return true
         }
-        // Pad up to the rate the raise would need, plus the overshoot, so that the estimator sees it.
-        let goal = after + after / 100 * configuration.probeOvershoot
+        // Pad up to the rate the raise would need, plus the overshoot, so that the estimator sees it;
+        // a raise too far from the budget is shown in steps.
+        let wantedGoal = after + after / 100 * configuration.probeOvershoot
+        let stepLimit = max(budget, current) * configuration.maxProbeStep
+        let goal = min(wantedGoal, stepLimit)
         probeRate = max(0, goal - current)
         probe = Probe(
             track: wanted.track, layer: wanted.layer, until: now &+ configuration.probeDuration,
-            startEstimate: estimate ?? 0, media: false, bestEstimate: estimate ?? 0, started: now)
+            startEstimate: estimate ?? 0, media: false, bestEstimate: estimate ?? 0, started: now,
+            step: goal < wantedGoal ? goal : 0)
         return false
     }
 

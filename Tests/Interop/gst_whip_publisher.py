@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""GStreamer `webrtcbin` publishing VP8 + Opus through WHIP; this script is its signalling.
+"""GStreamer `webrtcbin` publishing VP8 (or H.264) + Opus through WHIP; this script is its signalling.
 
-    /usr/bin/python3 gst_whip_publisher.py URL --token T [--seconds 10]
+    /usr/bin/python3 gst_whip_publisher.py URL --token T [--seconds 10] [--video-codec vp8|h264]
+
+`--video-codec h264` encodes with `x264enc` (tune=zerolatency, constrained baseline, a key frame
+each second) and packs with `rtph264pay` (packetization mode 1, SPS/PPS in band before each IDR).
 
 Runs with Debian's python3 (PyGObject and the GStreamer typelibs are system packages, not in the
 venv). It POSTs webrtcbin's offer (candidates included: no trickle), applies the 201 answer,
@@ -26,21 +29,29 @@ gi.require_version("GstWebRTC", "1.0")
 gi.require_version("GstSdp", "1.0")
 from gi.repository import GLib, Gst, GstSdp, GstWebRTC  # noqa: E402
 
+VIDEO = {
+    "vp8": """vp8enc deadline=1 keyframe-max-dist=30 target-bitrate=400000 ! rtpvp8pay pt=96
+  ! application/x-rtp,media=video,encoding-name=VP8,payload=96""",
+    "h264": """x264enc tune=zerolatency speed-preset=ultrafast key-int-max=30 bitrate=400
+  ! video/x-h264,profile=constrained-baseline ! rtph264pay pt=102 config-interval=-1 aggregate-mode=zero-latency
+  ! application/x-rtp,media=video,encoding-name=H264,payload=102""",
+}
+ELEMENTS = {"vp8": ["vp8enc", "rtpvp8pay"], "h264": ["x264enc", "rtph264pay"]}
+
 PIPELINE = """
 webrtcbin name=send bundle-policy=max-bundle
 videotestsrc is-live=true pattern=ball ! video/x-raw,width=320,height=240,framerate=30/1
-  ! vp8enc deadline=1 keyframe-max-dist=30 target-bitrate=400000 ! rtpvp8pay pt=96
-  ! application/x-rtp,media=video,encoding-name=VP8,payload=96 ! send.
+  ! {video} ! send.
 audiotestsrc is-live=true wave=sine freq=440 ! audioconvert ! audioresample ! opusenc
   ! rtpopuspay pt=111 ! application/x-rtp,media=audio,encoding-name=OPUS,payload=111 ! send.
 """
 
 
 class Publisher:
-    def __init__(self, url: str, token: str, seconds: float):
+    def __init__(self, url: str, token: str, seconds: float, video_codec: str = "vp8"):
         self.url, self.token, self.seconds = url, token, seconds
         self.loop = GLib.MainLoop()
-        self.pipeline = Gst.parse_launch(PIPELINE)
+        self.pipeline = Gst.parse_launch(PIPELINE.format(video=VIDEO[video_codec]))
         self.webrtc = self.pipeline.get_by_name("send")
         self.location: str | None = None
         self.error: str | None = None
@@ -162,14 +173,15 @@ def main() -> int:
     parser.add_argument("url")
     parser.add_argument("--token", required=True)
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--video-codec", choices=sorted(VIDEO), default="vp8")
     args = parser.parse_args()
     Gst.init(None)
-    missing = [name for name in ("webrtcbin", "nicesrc", "vp8enc", "opusenc", "rtpvp8pay", "rtpopuspay")
+    missing = [name for name in ("webrtcbin", "nicesrc", "opusenc", "rtpopuspay", *ELEMENTS[args.video_codec])
                if Gst.ElementFactory.find(name) is None]
     if missing:
         print(json.dumps({"error": f"missing GStreamer elements: {missing}"}), flush=True)
         return 2
-    return Publisher(args.url, args.token, args.seconds).run(deadline=args.seconds + 40)
+    return Publisher(args.url, args.token, args.seconds, args.video_codec).run(deadline=args.seconds + 40)
 
 
 if __name__ == "__main__":

@@ -93,9 +93,11 @@ def add_janus_address() -> None:
 class JanusServer:
     """A Janus process with only VideoRoom + HTTP, configured in `workdir`."""
 
-    def __init__(self, workdir: Path, session_timeout: int = 120):
+    def __init__(self, workdir: Path, session_timeout: int = 120, videocodec: str = "vp8"):
         self.workdir = Path(workdir)
         self.session_timeout = session_timeout
+        # The room's `videocodec`: the codecs Janus accepts from publishers, in preference order.
+        self.videocodec = videocodec
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.log_file = self.workdir / "janus.log"
@@ -171,7 +173,7 @@ room-{ROOM}: {{
     bitrate = 1000000
     fir_freq = 2
     audiocodec = "opus"
-    videocodec = "vp8"
+    videocodec = "{self.videocodec}"
     record = false
 }}
 """)

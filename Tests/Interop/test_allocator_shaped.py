@@ -180,10 +180,12 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
     assert held.get("paused") or (held.get("targetLayer") in ("q", "h") and held.get("currentLayer") != "f"), (
         f"under {CAP_KBIT} kbit/s the viewer went back to {held} before the lift")
     assert result["down"] <= 5, f"a layer that fits took {result['down']:.1f} s (goal: 5 s)"
-    # Not asserted yet: the "no freeze longer than 1 s". Measured over six runs: the switch
-    # itself froze 0.8-1.9 s (the estimator needs about a second to see the overload, then the lower
-    # layer's key frame), and in three runs of six the estimate later fell to 85-95 kbit/s with the
-    # lowest layer flowing and the allocator paused it (a 2-5 s freeze). The figures above say which.
+    # Not asserted yet: the "no freeze longer than 1 s". Measured over four runs (load 25)
+    # since what the path carries raises the estimate and probes go in steps: under the cap the
+    # estimate held 250-365 kbit/s with the lowest layer flowing (it used to fall to 65-95 kbit/s and
+    # pause the video for 2-5 s); the switch itself still froze up to 0.8-2.9 s (the estimator needs
+    # about a second to see the overload, then the lower layer's key frame), and the switch back to
+    # the top layer up to 3.6 s once. Back on top 6-10 s after the lift (it was 6-34 s).
     assert result["up"] <= 15, f"back on the top layer {result['up']:.1f} s after the lift (goal: 15 s)"
     assert _counter(result["metrics"], "understudy_sfu_layer_decreases_total") >= 1
     assert _counter(result["metrics"], "understudy_sfu_layer_raises_total") >= 1

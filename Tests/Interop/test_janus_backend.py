@@ -7,6 +7,8 @@
    On SIGTERM the agent detaches and destroys its session and exits 0: Janus no longer lists it
    as a participant.
 2. Flags for room features that Janus has no counterpart for are refused with exit 2 and one line.
+3. Chromium publishes H.264 into a room whose `videocodec` is "vp8,h264": the agent records it as
+   Matroska (H.264 + Opus) and ffmpeg decodes it cleanly.
 
 Janus runs as in test_janus.py (janus_support.JanusServer, a veth pair holding 127.0.0.2): needs
 scripts/interop.sh's network namespace.
@@ -62,10 +64,11 @@ async def _publish_peer(session: JanusSession, peer: InteropPeer) -> int:
     return data_of(joined)["id"]
 
 
-async def _publish_chromium(session: JanusSession, browser: Chromium) -> int:
-    """Publishes Chromium's fake camera and microphone as display `chromium`; returns its feed id."""
+async def _publish_chromium(session: JanusSession, browser: Chromium, video_codec: str = "vp8") -> int:
+    """Publishes Chromium's fake camera (offering only `video_codec`) and microphone as display
+    `chromium`; returns its feed id once Janus has taken the codec."""
     page = await browser.open_peer_page()
-    offer = await page.call("makeOffer", {"send": True, "recv": False})
+    offer = await page.call("makeOffer", {"send": True, "recv": False, "videoCodec": video_codec})
     handle = await asyncio.to_thread(session.attach)
     await asyncio.to_thread(session.message, handle, {
         "request": "join", "ptype": "publisher", "room": ROOM, "display": "chromium"})
@@ -73,6 +76,8 @@ async def _publish_chromium(session: JanusSession, browser: Chromium) -> int:
     await asyncio.to_thread(session.message, handle, {"request": "publish"}, {"type": "offer", "sdp": offer})
     await asyncio.to_thread(session.end_of_candidates, handle)
     configured = await asyncio.to_thread(session.wait_event, handle, lambda e: "jsep" in e)
+    published = {s.get("type"): s.get("codec") for s in data_of(configured).get("streams", [])}
+    assert published == {"audio": "opus", "video": video_codec}, data_of(configured)
     await page.call("acceptAnswer", configured["jsep"]["sdp"])
     await asyncio.to_thread(session.wait_event, handle, lambda e: e.get("janus") == "webrtcup", 30)
     return data_of(joined)["id"]
@@ -133,6 +138,53 @@ def test_agent_records_two_janus_publishers(understudy: str, tmp_path: Path) -> 
         assert counts.get("vp8", 0) >= MIN_VIDEO_FRAMES, f"{display}: {counts}\n{result['log']}"
         assert counts.get("opus", 0) >= MIN_AUDIO_FRAMES, f"{display}: {counts}\n{result['log']}"
         assert decode_errors(path) == "", display
+
+
+async def _record_h264_publisher(server: JanusServer, tmp_path: Path, record: Path) -> dict:
+    session = await asyncio.to_thread(JanusSession, server)
+    agent = LogProcess(
+        [understudy_bin(), "join", "--server", f"janus://127.0.0.1:{server.port}/{ROOM}", "--name", "agent",
+         "--record", str(record)],
+        tmp_path / "agent-h264.log")
+    try:
+        async with Chromium() as browser:
+            agent.start()
+            await agent.wait_for(r"joined Janus room", 30)
+            feed = await _publish_chromium(session, browser, video_codec="h264")
+            await agent.wait_for(rf"subscribed to {feed} ", 30)
+            await asyncio.sleep(RECORD_SECONDS)
+            assert agent.proc is not None
+            agent.proc.send_signal(signal.SIGTERM)
+            return {"code": await agent.wait_exit(30), "log": agent.text(), "feed": feed}
+    finally:
+        agent.stop()
+        await asyncio.to_thread(session.destroy)
+
+
+def test_agent_records_an_h264_janus_publisher(understudy: str, tmp_path: Path) -> None:
+    # A room that takes VP8 or H.264; Chromium offers H.264 only, Janus forwards it as is and the
+    # agent (Janus's subscriber) records it without transcoding: Matroska, H.264 + Opus.
+    server = _janus(tmp_path)
+    server.videocodec = "vp8,h264"
+    record = tmp_path / "rec"
+    try:
+        server.start()
+        result = asyncio.run(asyncio.wait_for(_record_h264_publisher(server, tmp_path, record), 120))
+    except Exception as error:
+        raise AssertionError(f"{type(error).__name__}: {error}\n--- janus log ---\n{server.log()}") from error
+    finally:
+        server.stop()
+    assert result["code"] == 0, result["log"]
+    manifest = json.loads((record / "manifest.json").read_text())
+    [entry] = manifest["files"]
+    path = Path(entry["path"])
+    assert path.name == f"chromium-{result['feed']}.mkv", manifest
+    assert entry["videoCodec"] == "h264" and entry["audioCodec"] == "opus", entry
+    counts = probe_frames(path)
+    print(f"ffprobe {path.name}: {counts}")
+    assert set(counts) == {"h264", "opus"}, counts
+    assert counts["h264"] >= MIN_VIDEO_FRAMES and counts["opus"] >= MIN_AUDIO_FRAMES, f"{counts}\n{result['log']}"
+    assert decode_errors(path) == ""
 
 
 @pytest.mark.parametrize("extra, option", [
@@ -252,7 +304,7 @@ async def _agent_publishes(server: JanusServer, tmp_path: Path, record: Path) ->
 
 
 def _even_udp_socket() -> socket.socket:
-    """A UDP socket on an even port (RTPRelay sends video to an even base port)."""
+    """A UDP socket on an even port (RTPOutput, `--relay`, sends video to an even base port)."""
     while True:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.bind(("127.0.0.1", 0))

@@ -71,15 +71,22 @@ def wait_participants(port: int, predicate, what: str, timeout: float = 30) -> l
 
 
 class Recorder:
-    """`understudy join --consume all --record DIR`: an agent in the room that records everyone."""
+    """`understudy join --consume all --record DIR`: an agent in the room that records everyone.
 
-    def __init__(self, port: int, workdir: Path, pid: str = "recorder"):
+    `record_format` is the agent's `--record-format`: `webm` writes PARTICIPANT.webm (an H.264
+    participant: .mkv), `mp4` writes PARTICIPANT.mp4.
+    """
+
+    def __init__(self, port: int, workdir: Path, pid: str = "recorder", record_format: str = "webm",
+                 extra: tuple[str, ...] = ()):
+        self.extension = record_format
         self.dir = workdir / f"{pid}-rec"
         self.log_path = workdir / f"{pid}.log"
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(
                 [*_understudy(), "join", "--server", f"http://127.0.0.1:{port}", "--room", ROOM,
-                 "--secret", SECRET, "--id", pid, "--consume", "all", "--record", str(self.dir)],
+                 "--secret", SECRET, "--id", pid, "--consume", "all", "--record", str(self.dir),
+                 "--record-format", record_format, *extra],
                 stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
             )
 
@@ -96,9 +103,13 @@ class Recorder:
             time.sleep(0.2)
         raise AssertionError(f"recorder never logged {needle!r}:\n{self.log()[-3000:]}")
 
+    def path(self, participant: str) -> Path:
+        """The recording of `participant`."""
+        return self.dir / f"{participant}.{self.extension}"
+
     def wait_frames(self, participant: str, kinds: dict[str, int], timeout: float = 60) -> dict[str, int]:
         """Waits until ffprobe decodes at least these frame counts from the growing recording."""
-        path = self.dir / f"{participant}.webm"
+        path = self.path(participant)
         deadline = time.monotonic() + timeout
         counts: dict[str, int] = {}
         while time.monotonic() < deadline:

@@ -22,6 +22,7 @@ import Testing
         c.loopCount = 2
         c.requestTimeout = 7
         c.idPrefix = "w1-"
+        c.videoCodec = .h264
         c.iceServers = [try ICEServer(url: "turn:u:p@10.0.0.1:3478?transport=tcp")]
         c.impair = "lossy-wifi"
         c.impairShare = 0.3
@@ -31,6 +32,7 @@ import Testing
         let minimal = try JSONDecoder().decode(
             LoadConfiguration.self, from: Data(#"{"signalingURL":"ws://h:1","room":"r","secret":"s"}"#.utf8))
         #expect(minimal.subscribers == 10 && minimal.layout == .grid(3) && minimal.duration == 60)
+        #expect(minimal.videoCodec == .vp8)
     }
 
     @Test func theImpairShareSpreadsEvenlyWithASeedPerBot() throws {
@@ -67,6 +69,8 @@ import Testing
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","loopCount":0}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","layout":"speakers"}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","iceServers":[{"url":"stun:h","username":"u","credential":"p"}]}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"vp7"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"vp9"}"#,
         ] {
             #expect(throws: DecodingError.self, "\(text)") {
                 try JSONDecoder().decode(LoadConfiguration.self, from: Data(text.utf8))

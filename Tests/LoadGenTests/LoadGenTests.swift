@@ -130,18 +130,18 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         // Each consume's response waits until the bot has answered a subscriberOffer sent after it: a
         // bot that handles offers behind its pending consumes answers nothing (and receives nothing)
         // until its consume times out, which is after the run.
-        let relay = try HoldingRelay.start(to: server, hold: .consumeUntilAnswered)
-        defer { relay.stop() }
+        let proxy = try HoldingProxy.start(to: server, hold: .consumeUntilAnswered)
+        defer { proxy.stop() }
         var c = configuration(server, room: "offer-first")
-        c.signalingURL = relay.url
+        c.signalingURL = proxy.url
         c.publishers = 1
         c.subscribers = 1
         c.duration = 10
         c.requestTimeout = 30
         let report = try await LoadGen.run(c)
         // Both consumes (mic, webcam) were outstanding when the bot answered their offers.
-        #expect(relay.held == 2)
-        #expect(relay.releasedByAnswer == 2)
+        #expect(proxy.held == 2)
+        #expect(proxy.releasedByAnswer == 2)
         #expect(report.announcedTracks == 2)
         #expect(report.subscribedTracks == 2)
         for track in report.tracks {
@@ -156,10 +156,10 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         defer { server.stop() }
         // The guest's changeMode response is held until 2 s after the run's last progress tick: its
         // promotion ends after the run's duration, and must still be in the report.
-        let relay = try HoldingRelay.start(to: server, hold: .changeModeUntilReleased)
-        defer { relay.stop() }
+        let proxy = try HoldingProxy.start(to: server, hold: .changeModeUntilReleased)
+        defer { proxy.stop() }
         var c = configuration(server, room: "late-invite")
-        c.signalingURL = relay.url
+        c.signalingURL = proxy.url
         c.publishers = 1
         c.subscribers = 1
         c.inviteEvery = 3
@@ -172,11 +172,11 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
             guard ended.value == 1 else { return }
             Task {
                 try? await Task.sleep(nanoseconds: 2_000_000_000)
-                relay.releaseChangeModes()
+                proxy.releaseChangeModes()
             }
         }
         #expect(ended.value >= 1)
-        #expect(relay.held == 1)  // the invite was under way at the end
+        #expect(proxy.held == 1)  // the invite was under way at the end
         let modes = report.modeChanges
         #expect(modes.invitesSent == 1)
         #expect(modes.promotions == 1)

@@ -37,6 +37,33 @@ import Testing
         #expect(sim.target > 1_500_000, "\(sim.estimator.estimate)")
     }
 
+    /// An SFU's subscriber: the estimate fell to a pit (a 100 kbit/s path), then the path is lifted and
+    /// the SFU sends 1.5 Mbit/s (a probe's padding, or the layers it raised). What arrives without a
+    /// queue building is the estimate within a couple of seconds, not after 8 % a second for 35 s.
+    @Test func aCarriedRateAboveTheEstimateIsTheEstimateAtOnce() {
+        let sim = BandwidthLinkSimulator(capacity: 100_000)
+        sim.run(seconds: 15)
+        #expect(sim.target < 150_000, "\(sim.estimator.estimate)")
+        sim.capacity = 5_000_000
+        sim.fixedRate = 1_500_000
+        sim.run(seconds: 3)
+        #expect(sim.target >= 1_200_000, "\(sim.estimator.estimate)")
+        // A sender that then follows the estimate keeps it (no collapse back into the pit).
+        sim.fixedRate = nil
+        sim.run(seconds: 10)
+        #expect(sim.target >= 1_200_000, "\(sim.estimator.estimate)")
+    }
+
+    /// The same pit, but the path is not lifted: sending 1.5 Mbit/s into 100 kbit/s builds a queue,
+    /// and nothing of it is credited.
+    @Test func aRateThatOnlyFillsTheQueueIsNotCredited() {
+        let sim = BandwidthLinkSimulator(capacity: 100_000)
+        sim.run(seconds: 15)
+        sim.fixedRate = 1_500_000
+        sim.run(seconds: 3)
+        #expect(sim.target < 200_000, "\(sim.estimator.estimate)")
+    }
+
     @Test func aLossBurstCutsTheRateAndItRecoversAfter() {
         let sim = BandwidthLinkSimulator(capacity: 50_000_000, configuration: .init(maxBitrate: 3_000_000))
         sim.run(seconds: 20)

@@ -309,6 +309,44 @@ struct SFUStreamAllocatorTests {
         #expect(a.failedProbes == 1)
     }
 
+    /// An estimate in a pit (200 kbit/s, the lowest layer flowing) and a path that was lifted: the
+    /// raise to the top layer is shown in steps of at most 3× the budget, each proven step the base
+    /// of the next, and no step doubles the hold-down.
+    @Test func aRaiseFarAboveTheBudgetIsProbedInSteps() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 200_000)
+        a.allocate(now: 0)
+        #expect(targets(a) == [0])
+        var now: UInt64 = 2_100 * ms
+        a.allocate(now: now)
+        let first = try! #require(a.probe)
+        #expect(first.step > 0 && first.step <= 600_000, "\(first)")
+        #expect(a.probeRate == first.step - 150_000)
+        while targets(a) != [2], now < 30_000 * ms {
+            // The lifted path carries whatever is sent: media plus padding.
+            a.acknowledgedRate = a.allocatedRate + a.probeRate
+            now += 500 * ms
+            a.allocate(now: now)
+        }
+        #expect(targets(a) == [2], "on the top layer \(Double(now) / 1e9) s in")
+        #expect(now <= 12_000 * ms, "on the top layer \(Double(now) / 1e9) s in")
+        #expect(a.probes >= 2, "one probe of 3x cannot show 1.5 Mbit/s from 200 kbit/s")
+        #expect(a.failedProbes == 0)
+    }
+
+    /// Padding that makes the estimator report congestion stops on that run, not at the probe's end.
+    @Test func aProbeThatCongestsThePathStopsAtOnce() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 700_000)
+        a.allocate(now: 0)
+        a.allocate(now: 2_100 * ms)
+        #expect(a.probe != nil && a.probeRate > 0)
+        a.congested = true  // the estimate itself has not fallen yet
+        a.allocate(now: 2_300 * ms)
+        #expect(a.probe == nil)
+        #expect(a.probeRate == 0)
+        #expect(a.failedProbes == 1)
+        #expect(targets(a) == [1])
+    }
+
     @Test func theSubscriberLoweringItsChoiceIsNoCongestion() {
         var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 3_000_000)
         a.allocate(now: 0)

@@ -9,7 +9,7 @@ import Signaling
 ///
 /// Janus's publisher list plays the part of our stage: the agent joins the room as a publisher
 /// participant (publishing only when asked), subscribes to the publishers its consume policy
-/// picks, one subscriber handle and PeerConnection per feed, records and relays them as
+/// picks, one subscriber handle and PeerConnection per feed, records them and sends them as
 /// ``RoomAgent`` does, and follows the room's `publishers`/`unpublished`/`leaving` events.
 /// ``stop()`` detaches every handle and destroys the session.
 // Safe: its mutable state is guarded by `lock`; RTC objects it holds are touched on their loop only.
@@ -24,7 +24,7 @@ public final class JanusAgent: @unchecked Sendable {
         public var maxVideo: Int?
         public var recordDirectory: String?
         public var recordFormat: RoomAgent.RecordFormat = .webm
-        public var relayURL: String?
+        public var rtpOutputURL: String?
         /// Publish `video`/`audio` into the room (`--mode SEND_AND_RECV`).
         public var publish = false
         public var video: String?
@@ -69,7 +69,7 @@ public final class JanusAgent: @unchecked Sendable {
     private var departedCounts: [String: (video: Int, audio: Int)] = [:]
     /// The recordings, and the manifest whose participants are the publishers seen.
     private let recorder: ParticipantRecorder
-    private var relay: RTPRelay?
+    private var rtpOutput: RTPOutput?
     private var stopped = false
     private var joinedRoom = false
     private var lostReason: String?
@@ -101,8 +101,8 @@ public final class JanusAgent: @unchecked Sendable {
         if let dir = options.recordDirectory {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         }
-        if let url = options.relayURL {
-            relay = try await RTPRelay.start(url: url, loop: loop, sdpDirectory: options.recordDirectory, log: log)
+        if let url = options.rtpOutputURL {
+            rtpOutput = try await RTPOutput.start(url: url, loop: loop, sdpDirectory: options.recordDirectory, log: log)
         }
         let session = try await JanusSession(api: options.url.api)
         lock.withLock { self.session = session }
@@ -159,7 +159,7 @@ public final class JanusAgent: @unchecked Sendable {
         }
         let pump = self.pump
         let publisherPC = self.publisherPC
-        let relay = self.relay
+        let rtpOutput = self.rtpOutput
         await loop.submit {
             pump?.close()
             publisherPC?.close()
@@ -167,7 +167,7 @@ public final class JanusAgent: @unchecked Sendable {
                 feed.pc.onFrame = nil
                 feed.pc.close()
             }
-            relay?.close()
+            rtpOutput?.close()
         }
         await recorder.close()
         if let session {
@@ -411,7 +411,7 @@ public final class JanusAgent: @unchecked Sendable {
         feed.frames += 1
         if frame.codec.kind == .video { feed.videoFrames += 1 } else { feed.audioFrames += 1 }
         if options.recordDirectory != nil { record(frame, arrival: arrival, feed: feed) }
-        relay?.relay(frame, arrival: arrival)
+        rtpOutput?.send(frame, arrival: arrival)
     }
 
     /// Writes `frame` to the feed's slot; the recorder opens the file on its own queue.

@@ -1,7 +1,7 @@
 import RTC
 
-/// Why an RTP relay could not be set up; each case prints as one clear line.
-public enum RelayError: Error, Equatable, CustomStringConvertible, Sendable {
+/// Why an ``RTPOutput`` (`--relay`) could not be set up; each case prints as one clear line.
+public enum RTPOutputError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The URL does not start with `rtp://`.
     case unsupportedScheme(String)
     /// The URL has no host.
@@ -13,7 +13,7 @@ public enum RelayError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The port is not a number, is odd (RTP uses even ports), is 0, or leaves no room for the audio
     /// port PORT+2.
     case invalidPort(String)
-    /// The URL carries something after the port (a path or query), which the relay does not use.
+    /// The URL carries something after the port (a path or query), which the output does not use.
     case unexpectedSuffix(String)
     /// The UDP socket could not be opened.
     case socket(SocketError)

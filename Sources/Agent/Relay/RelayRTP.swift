@@ -7,9 +7,9 @@ import RTCWire
     import Darwin
 #endif
 
-/// Counters of one ``RTPRelay``.
-public struct RTPRelayStats: Sendable, Equatable {
-    /// VP8 frames packetized and sent.
+/// Counters of one ``RTPOutput``.
+public struct RTPOutputStats: Sendable, Equatable {
+    /// Video frames packetized and sent.
     public var videoFrames: UInt64 = 0
     /// Opus packets sent.
     public var audioFrames: UInt64 = 0
@@ -17,8 +17,11 @@ public struct RTPRelayStats: Sendable, Equatable {
     public var packets: UInt64 = 0
     /// Bytes of those packets, headers included.
     public var bytes: UInt64 = 0
-    /// VP8 delta frames dropped because no key frame had been relayed yet (a receiver cannot decode them).
+    /// Video delta frames dropped because no key frame had been relayed yet (a receiver cannot decode them).
     public var framesBeforeKeyframe: UInt64 = 0
+    /// Video frames dropped because their codec is not the one the first key frame chose (the `.sdp`
+    /// announces one video codec), or one the output cannot send.
+    public var framesOtherCodec: UInt64 = 0
     /// Frames that could not be packetized (empty, or an Opus packet larger than one datagram).
     public var framesFailed: UInt64 = 0
 }
@@ -26,20 +29,28 @@ public struct RTPRelayStats: Sendable, Equatable {
 /// Forwards received frames as plain RTP (no SRTP, no RTCP) to a UDP destination, so that tools such
 /// as ffmpeg can play them from the session description that ``writeSDP(to:)`` writes.
 ///
-/// Port convention: video (VP8, payload type 96) goes to `basePort`, audio (Opus, payload type 111)
-/// to `basePort + 2`. The odd ports `basePort + 1` and `basePort + 3` are left for the receiver's
-/// RTCP, which this relay neither sends nor reads.
+/// Port convention: video (payload type 96) goes to `basePort`, audio (Opus, payload type 111) to
+/// `basePort + 2`. The odd ports `basePort + 1` and `basePort + 3` are left for the receiver's
+/// RTCP, which this output neither sends nor reads.
 ///
 /// Each stream gets a fresh random SSRC, sequence number and timestamp base; the sender's RTP
 /// timestamps are kept (shifted by that base), so the receiver sees the original pacing.
 ///
+/// Video codec: the first video key frame chooses it (VP8 as RFC 7741, H.264 as RFC 6184 in
+/// packetization mode 1); until then the session description announces VP8. When the key frame's
+/// format differs (another codec, or H.264 whose SPS/PPS the `.sdp` should carry), the output
+/// rewrites the `.sdp` it wrote (``writeSDP(to:)``) and reports it through ``onFormatChange``.
+/// Frames of any other codec are then dropped (``RTPOutputStats/framesOtherCodec``).
+///
 /// Confined to the event-loop thread like the other RTC objects: create it anywhere, call
-/// ``relay(_:arrival:)`` and ``close()`` on the loop (e.g. from `PeerConnection.onFrame`). Packets are
+/// ``send(_:arrival:)`` and ``close()`` on the loop (e.g. from `PeerConnection.onFrame`). Packets are
 /// built in one preallocated buffer; nothing is allocated per packet.
 // Safe: confined to one event-loop thread (see above); Sendable only to be handed to it.
-public final class RTPRelay: @unchecked Sendable {
-    /// VP8 payload type on the wire and in the SDP.
+public final class RTPOutput: @unchecked Sendable {
+    /// Video payload type on the wire and in the SDP, whatever the codec.
     public static let videoPayloadType: UInt8 = 96
+    /// The video codecs the output packetizes.
+    public static let videoCodecs: Set<MediaCodec> = [.vp8, .h264]
     /// Opus payload type on the wire and in the SDP.
     public static let audioPayloadType: UInt8 = 111
     /// Largest RTP payload (descriptor included) per packet, well below a 1500-byte MTU.
@@ -60,7 +71,12 @@ public final class RTPRelay: @unchecked Sendable {
     /// SSRC of the relayed audio stream.
     public let audioSSRC: UInt32
     /// Counters.
-    public private(set) var stats = RTPRelayStats()
+    public private(set) var stats = RTPOutputStats()
+    /// The video stream as ``sessionDescription`` announces it: VP8 until the first video key frame.
+    public private(set) var videoFormat = RTPOutputVideoFormat.vp8
+    /// Called on the loop thread when the first video key frame changed ``videoFormat`` with the
+    /// path of the rewritten `.sdp` (nil when none was written) or the error rewriting it.
+    public var onFormatChange: (@Sendable (RTPOutputVideoFormat, Result<String?, RTPOutputError>) -> Void)?
 
     private let socket: UDPSocket
     private let videoAddress: SocketAddress
@@ -73,13 +89,17 @@ public final class RTPRelay: @unchecked Sendable {
     private let audioTimestampOffset: UInt32
     private var pictureID: UInt16
     private var sawKeyframe = false
+    /// Where ``writeSDP(to:)`` last wrote, rewritten when the video format changes.
+    private var sdpPath: String?
+    /// H.264 FU-A fragments are built here before they are copied behind the RTP header.
+    private var fragmentScratch = [UInt8](repeating: 0, count: RTPOutput.maxPayloadSize)
 
     /// Parses `rtp://HOST:PORT` into a numeric host and an even base port.
     ///
     /// `HOST` is an IPv4 address, a bracketed IPv6 address (`rtp://[::1]:5004`) or `localhost`
     /// (mapped to `127.0.0.1`); host names are refused rather than resolved, so the destination is
     /// always exactly what the user typed. `PORT` must be even and at most 65532 (audio uses PORT+2).
-    public static func parseURL(_ url: String) throws(RelayError) -> (host: String, port: UInt16) {
+    public static func parseURL(_ url: String) throws(RTPOutputError) -> (host: String, port: UInt16) {
         let prefix = "rtp://"
         guard url.lowercased().hasPrefix(prefix) else { throw .unsupportedScheme(url) }
         let rest = url.dropFirst(prefix.count)
@@ -121,7 +141,8 @@ public final class RTPRelay: @unchecked Sendable {
     ///   - host: a numeric IPv4/IPv6 address (see ``parseURL(_:)``).
     ///   - basePort: the even video port.
     ///   - seed: fixes SSRCs, sequence numbers and timestamp bases for tests; random when nil.
-    public init(destination host: String, basePort: UInt16, loop: EventLoop, seed: UInt64? = nil) throws(RelayError) {
+    public init(destination host: String, basePort: UInt16, loop: EventLoop, seed: UInt64? = nil) throws(RTPOutputError)
+    {
         guard basePort > 0, basePort % 2 == 0, basePort <= 65532 else { throw .invalidPort(String(basePort)) }
         guard let video = SocketAddress(ip: host, port: basePort),
             let audio = SocketAddress(ip: host, port: basePort + 2)
@@ -161,29 +182,28 @@ public final class RTPRelay: @unchecked Sendable {
     }
 
     /// Sends one frame: a VP8 frame as RFC 7741 packets (15-bit picture id, marker on the last), an
-    /// Opus packet as one RTP packet. VP8 delta frames before the first key frame are dropped.
+    /// H.264 access unit as RFC 6184 single NAL unit and FU-A packets (marker on the last), an Opus
+    /// packet as one RTP packet. Video delta frames before the first key frame are dropped.
     /// Loop thread only.
     ///
     /// - Parameter arrival: when the frame arrived (`EventLoop.now()`); the wire timing comes from the
     ///   frame's RTP timestamp, so this is only informational today.
-    public func relay(_ frame: EncodedFrame, arrival: UInt64) {
+    public func send(_ frame: EncodedFrame, arrival: UInt64) {
         guard !frame.data.isEmpty, !socket.isClosed else {
             stats.framesFailed += 1
             return
         }
-        switch frame.codec {
-        case .opus: relayAudio(frame)
-        case .vp8: relayVideo(frame)
-        case .h264, .vp9, .av1:
-            // The relay's .sdp announces VP8 (written before the first frame); other codecs are not relayed yet.
-            stats.framesFailed += 1
+        if frame.codec == .opus {
+            sendAudio(frame)
+        } else {
+            sendVideo(frame)
         }
     }
 
     /// Closes the socket. Loop thread or any thread.
     public func close() { socket.close() }
 
-    private func relayAudio(_ frame: EncodedFrame) {
+    private func sendAudio(_ frame: EncodedFrame) {
         guard frame.data.count <= Self.packetCapacity - Self.headerLength else {
             stats.framesFailed += 1
             return
@@ -202,13 +222,26 @@ public final class RTPRelay: @unchecked Sendable {
         stats.audioFrames += 1
     }
 
-    private func relayVideo(_ frame: EncodedFrame) {
+    private func sendVideo(_ frame: EncodedFrame) {
         if !sawKeyframe {
+            guard Self.videoCodecs.contains(frame.codec) else {
+                stats.framesOtherCodec += 1
+                return
+            }
             guard frame.isKeyframe else {
                 stats.framesBeforeKeyframe += 1
                 return
             }
             sawKeyframe = true
+            adoptFormat(of: frame)
+        }
+        guard frame.codec == videoFormat.codec else {
+            stats.framesOtherCodec += 1
+            return
+        }
+        if frame.codec == .h264 {
+            sendH264(frame)
+            return
         }
         let timestamp = frame.timestamp &+ videoTimestampOffset
         // RTCWire's VP8 payload format, as RTPSender uses it: balanced packets, each payload written
@@ -240,6 +273,40 @@ public final class RTPRelay: @unchecked Sendable {
         stats.videoFrames += 1
     }
 
+    private func sendH264(_ frame: EncodedFrame) {
+        let timestamp = frame.timestamp &+ videoTimestampOffset
+        let sent = frame.data.withUnsafeBytes { data in
+            H264PayloadFormat.packetize(
+                accessUnit: data, maxPayloadSize: Self.maxPayloadSize, scratch: &fragmentScratch
+            ) { payload, isLast in
+                guard let dst = scratch.baseAddress, let src = payload.baseAddress else { return }
+                (dst + Self.headerLength).copyMemory(from: src, byteCount: payload.count)
+                writeHeader(
+                    payloadType: Self.videoPayloadType, marker: isLast, sequence: videoSequence, timestamp: timestamp,
+                    ssrc: videoSSRC)
+                videoSequence &+= 1
+                send(length: Self.headerLength + payload.count, to: videoAddress)
+            }
+        }
+        guard sent > 0 else {
+            stats.framesFailed += 1
+            return
+        }
+        stats.videoFrames += 1
+    }
+
+    /// The first video key frame: its codec and parameters become the `.sdp`'s (once per output).
+    private func adoptFormat(of keyframe: EncodedFrame) {
+        let format = keyframe.data.withUnsafeBytes { RTPOutputVideoFormat(codec: keyframe.codec, keyframe: $0) }
+        guard let format, format != videoFormat else { return }
+        videoFormat = format
+        var outcome: Result<String?, RTPOutputError> = .success(sdpPath)
+        if let sdpPath {
+            do throws(RTPOutputError) { try writeSDP(to: sdpPath) } catch { outcome = .failure(error) }
+        }
+        onFormatChange?(format, outcome)
+    }
+
     private func writeHeader(payloadType: UInt8, marker: Bool, sequence: UInt16, timestamp: UInt32, ssrc: UInt32) {
         // The scratch buffer is far larger than a header, so this cannot throw.
         _ = try? RTPHeaderWriter.writeFixedHeader(
@@ -258,30 +325,37 @@ public final class RTPRelay: @unchecked Sendable {
     /// The session description a receiver needs to play the relayed streams (ffmpeg, VLC, GStreamer).
     public var sessionDescription: String {
         let family = isIPv6 ? "IP6" : "IP4"
-        return [
+        var lines = [
             "v=0",
             "o=- \(videoSSRC) 1 IN \(family) \(host)",
             "s=Understudy relay",
             "c=IN \(family) \(host)",
             "t=0 0",
             "m=video \(videoPort) RTP/AVP \(Self.videoPayloadType)",
-            "a=rtpmap:\(Self.videoPayloadType) VP8/90000",
+            "a=rtpmap:\(Self.videoPayloadType) \(videoFormat.rtpmap)",
+        ]
+        if let fmtp = videoFormat.fmtp { lines.append("a=fmtp:\(Self.videoPayloadType) \(fmtp)") }
+        lines += [
             "a=recvonly",
             "m=audio \(audioPort) RTP/AVP \(Self.audioPayloadType)",
             "a=rtpmap:\(Self.audioPayloadType) opus/48000/2",
             "a=fmtp:\(Self.audioPayloadType) minptime=10;useinbandfec=1",
             "a=recvonly",
             "",
-        ].joined(separator: "\n")
+        ]
+        return lines.joined(separator: "\n")
     }
 
-    /// Writes ``sessionDescription`` to `path` (replacing the file). Throws ``RelayError/file(path:errno:)``.
-    public func writeSDP(to path: String) throws(RelayError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    /// Writes ``sessionDescription`` to `path` (replacing the file), and again when the first video
+    /// key frame changes ``videoFormat``. Throws ``RTPOutputError/file(path:errno:)``. Loop thread once
+    /// frames flow.
+    public func writeSDP(to path: String) throws(RTPOutputError) {
+        // Written beside and renamed over: a player opening the file never reads half of it.
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw .file(path: path, errno: errno) }
-        defer { Glibc.close(fd) }
         var text = sessionDescription
-        let failure: Int32? = text.withUTF8 { bytes in
+        var failure: Int32? = text.withUTF8 { bytes in
             var offset = 0
             while offset < bytes.count {
                 guard let base = bytes.baseAddress else { return EINVAL }
@@ -294,7 +368,13 @@ public final class RTPRelay: @unchecked Sendable {
             }
             return nil
         }
-        if let failure { throw .file(path: path, errno: failure) }
+        Glibc.close(fd)
+        if failure == nil, rename(temporary, path) != 0 { failure = errno }
+        if let failure {
+            unlink(temporary)
+            throw .file(path: path, errno: failure)
+        }
+        sdpPath = path
     }
 }
 

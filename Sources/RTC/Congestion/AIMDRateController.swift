@@ -104,6 +104,18 @@ struct AIMDRateController {
     /// Sets the rate from outside (a cut after feedback stopped), keeping the controller's state.
     mutating func set(_ value: Double) { bitrate = min(max(value, minBitrate), maxBitrate) }
 
+    /// The path carried `carried` bits/s with no queue growth (a probe's padding, or layers
+    /// forwarded above the estimate): the rate is at least that, as libwebrtc takes a probe's
+    /// result. A carried rate past the capacity seen at the last overuse makes that sample stale,
+    /// so the climb from here is multiplicative again rather than a packet per response time.
+    mutating func raise(toCarried carried: Double) {
+        guard carried > bitrate else { return }
+        if let capacity = linkCapacity, carried > capacity + 3 * sqrt(capacityVariance * capacity * 1000) {
+            linkCapacity = nil
+        }
+        bitrate = min(carried, maxBitrate)
+    }
+
     private mutating func updateCapacity(_ sample: Double) {
         guard let capacity = linkCapacity else {
             linkCapacity = sample

@@ -77,4 +77,11 @@ struct LossBasedController {
 
     /// Sets the rate from outside (a cut after feedback stopped).
     mutating func set(_ value: Double) { bitrate = min(max(value, minBitrate), maxBitrate) }
+
+    /// The path carried `carried` bits/s while the last judged window lost little: the rate is at
+    /// least that (see ``AIMDRateController/raise(toCarried:)``).
+    mutating func raise(toCarried carried: Double) {
+        guard lossFraction < Self.lowLoss, carried > bitrate else { return }
+        bitrate = min(carried, maxBitrate)
+    }
 }

@@ -152,6 +152,13 @@ public final class SendSideBandwidthEstimator {
         let usage: BandwidthUsage = sawOveruse ? .overusing : (sawUsage ? detector.usage : .normal)
         rate.update(usage: usage, acknowledged: acknowledged.bitrate, nowMicros: nowMicros)
         loss.update(received: received, lost: lost, nowMicros: nowMicros)
+        if usage == .normal, !rate.decreased, !loss.decreased, let carried = acknowledged.bitrate {
+            // What arrived without a queue building is what the path carries now: a rate that fell
+            // while the sender sent little (a paused layer, an overload it has left) climbs back
+            // at once when a probe or the media shows more, not at 8 % a second.
+            rate.raise(toCarried: Double(carried))
+            if loss.hasDecreased { loss.raise(toCarried: Double(carried)) }
+        }
         // Until losses first cut the rate, the loss-based estimate follows the delay-based one
         // up (libwebrtc's start phase); after, it grows on its own at 8 % a second.
         if !loss.hasDecreased { loss.set(rate.bitrate) }

@@ -13,7 +13,7 @@ import RTCWire
 enum RTPOutgoingKind {
     /// A packet of a frame this sender packetized.
     case ownFrame
-    /// A payload relayed from another stream (an SFU consumer).
+    /// A payload forwarded from another stream (an SFU consumer).
     case forwarded
     /// A resend for a NACK.
     case retransmission

@@ -3,7 +3,7 @@
 ///
 /// Its element is the NTP time (unsigned 32.32 fixed point, seconds since 1900) at which the frame's
 /// first sample was captured, optionally followed by the sender's estimated capture-clock offset
-/// (signed 32.32), 8 or 16 bytes in all. Unlike abs-send-time it survives relaying: an SFU copies it
+/// (signed 32.32), 8 or 16 bytes in all. Unlike abs-send-time it survives forwarding: an SFU copies it
 /// unchanged, so a receiver can measure capture-to-arrival latency across the whole path.
 public enum AbsCaptureTime {
     /// The extension URI used in `a=extmap`.

@@ -9,7 +9,7 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
-    /// A value kept exactly as written (a PubSub payload that is relayed, never interpreted):
+    /// A value kept exactly as written (a PubSub payload that is passed on, never interpreted):
     /// produced only where a parse asks for it (``JSONRawPaths``), written back byte for byte. Its
     /// accessors (``objectValue``, …) are nil; ``RawJSON/value`` parses it.
     case raw(RawJSON)
@@ -179,7 +179,7 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
 
 /// One JSON value kept exactly as it was written: checked against the JSON grammar once, then
 /// carried and written back byte for byte (key order, number spelling, escapes and all), so that a
-/// relay never changes what it does not interpret (room API: the PubSub `payload` "passes through
+/// server never changes what it does not interpret (room API: the PubSub `payload` "passes through
 /// untouched").
 public struct RawJSON: Sendable, Hashable, CustomStringConvertible {
     /// The value's text: no surrounding whitespace.
@@ -212,7 +212,7 @@ public struct RawJSON: Sendable, Hashable, CustomStringConvertible {
     /// Length of the text in UTF-8 bytes.
     public var byteCount: Int { text.utf8.count }
 
-    /// The value parsed (numbers as doubles, keys unordered): for reading it, not for relaying it.
+    /// The value parsed (numbers as doubles, keys unordered): for reading it, not for passing it on.
     public var value: JSONValue { (try? JSONValue.parse(text)) ?? .null }
 
     public var description: String { text }

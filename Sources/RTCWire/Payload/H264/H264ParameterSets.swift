@@ -302,8 +302,48 @@ extension RTPCodec {
     }
 }
 
-/// Base64 (RFC 4648) decoding for SDP parameters, without Foundation.
+extension H264FormatParameters {
+    /// The `sprop-parameter-sets` value (RFC 6184 §8.1: base64 units, comma-separated) for the first
+    /// SPS and the first PPS of an Annex B access unit; nil without both. The inverse of
+    /// ``spropAnnexB``, for a session description that lets a receiver decode from any IDR.
+    public static func spropParameterSets(fromAnnexB accessUnit: UnsafeRawBufferPointer) -> String? {
+        var sps: String?
+        var pps: String?
+        H264AnnexB.forEachUnit(accessUnit) { unit in
+            let t = unit[0] & 0x1F
+            if t == H264NALType.sps, sps == nil {
+                sps = Base64.encode(unit)
+            } else if t == H264NALType.pps, pps == nil {
+                pps = Base64.encode(unit)
+            }
+        }
+        guard let sps, let pps else { return nil }
+        return sps + "," + pps
+    }
+}
+
+/// Base64 (RFC 4648) for SDP parameters, without Foundation.
 enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// Standard alphabet with `=` padding.
+    static func encode(_ bytes: UnsafeRawBufferPointer) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i < bytes.count {
+            let n = min(3, bytes.count - i)
+            var v = UInt32(bytes[i]) << 16
+            if n > 1 { v |= UInt32(bytes[i + 1]) << 8 }
+            if n > 2 { v |= UInt32(bytes[i + 2]) }
+            for k in 0..<4 {
+                out.append(k <= n ? alphabet[Int(v >> UInt32(18 - 6 * k)) & 0x3F] : UInt8(ascii: "="))
+            }
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     static func decode(_ text: String) -> [UInt8]? {
         var out: [UInt8] = []
         var acc: UInt32 = 0

@@ -3,11 +3,11 @@ import RoomProtocol
 import RoomServer
 import Signaling
 
-/// A signalling relay between load bots and a real room server that holds back chosen responses, as
+/// A signalling proxy between load bots and a real room server that holds back chosen responses, as
 /// a slow server would, so a test can keep a bot's request outstanding while the bot has to act on
 /// whatever else arrives. Every other message passes through unchanged and in order; the server
 /// itself is the real one.
-final class HoldingRelay: @unchecked Sendable {
+final class HoldingProxy: @unchecked Sendable {
     enum Hold {
         /// A `consume` response waits until the same connection has sent a `subscriberAnswer` after
         /// the `consume` (the bot answered an offer while its consume was outstanding).
@@ -16,7 +16,7 @@ final class HoldingRelay: @unchecked Sendable {
         case changeModeUntilReleased
     }
 
-    /// One bot's connection to the relay and the relay's to the server (state guarded by the relay's lock).
+    /// One bot's connection to the proxy and the proxy's to the server (state guarded by the proxy's lock).
     private final class Pair: @unchecked Sendable {
         let client: WebSocketConnection
         let upstream: WebSocketConnection
@@ -41,15 +41,15 @@ final class HoldingRelay: @unchecked Sendable {
     private var heldCount = 0
     private var releasedByAnswerCount = 0
 
-    /// Starts a relay on an ephemeral loopback port in front of `server`.
-    static func start(to server: RoomServer, hold: Hold) throws -> HoldingRelay {
-        let relay = HoldingRelay(to: server, hold: hold)
-        relay.http.webSocket(path: "/v1/rtc") { [weak relay] request in
-            let current = relay
+    /// Starts a proxy on an ephemeral loopback port in front of `server`.
+    static func start(to server: RoomServer, hold: Hold) throws -> HoldingProxy {
+        let proxy = HoldingProxy(to: server, hold: hold)
+        proxy.http.webSocket(path: "/v1/rtc") { [weak proxy] request in
+            let current = proxy
             return .accept(onOpen: { client in current?.open(client, target: request.target) })
         }
-        try relay.http.start()
-        return relay
+        try proxy.http.start()
+        return proxy
     }
 
     private init(to server: RoomServer, hold: Hold) {
@@ -60,7 +60,7 @@ final class HoldingRelay: @unchecked Sendable {
         http = HTTPServer(host: "127.0.0.1", port: 0)
     }
 
-    /// The relay's signalling URL (for ``LoadConfiguration/signalingURL``).
+    /// The proxy's signalling URL (for ``LoadConfiguration/signalingURL``).
     var url: String { "ws://127.0.0.1:\(http.port)/v1/rtc" }
 
     /// Responses that were held back (whatever released them later).
@@ -92,7 +92,7 @@ final class HoldingRelay: @unchecked Sendable {
         http.stop()
     }
 
-    // MARK: Relaying
+    // MARK: Proxying
 
     /// Called on the new connection's callback queue before any of its messages: connects upstream
     /// with the same target (path and token), so the bot's messages wait until that is done.

@@ -34,8 +34,8 @@ private final class KeyframeRequestCount: @unchecked Sendable {
     var value: Int { lock.withLock { count } }
 }
 
-@Suite("Room agent: the relay room", .serialized)
-struct RoomAgentRelayRoomTests {
+@Suite("Room agent: the republish room", .serialized)
+struct RepublishRoomTests {
     @Test func relayRoomKeyframeRequestReachesTheOriginalPublisher() async throws {
         let server = try startRoomServer()
         defer { server.stop() }
@@ -51,8 +51,8 @@ struct RoomAgentRelayRoomTests {
         try await waitUntil("host joined") { hostLog.has("joined") }
 
         let agent = try await startAgent(server, room: "kf-src", id: "agent-kf") {
-            $0.relayRoom = "kf-dst"
-            $0.relayRoomToken = sdkToken(server, room: "kf-dst")
+            $0.republishRoom = "kf-dst"
+            $0.republishRoomToken = sdkToken(server, room: "kf-dst")
         }
 
         let viewer = try makeRoom(server, room: "kf-dst", id: "viewer", mode: .RECV_ONLY)
@@ -69,10 +69,52 @@ struct RoomAgentRelayRoomTests {
             relayed.requestWebcamKeyframe()
             try await Task.sleep(nanoseconds: 300_000_000)
         }
-        #expect(requests.value > before, "the relay-room request never reached the host's source")
+        #expect(requests.value > before, "the republish-room request never reached the host's source")
         let metrics = agent.metricsText()
         #expect((metric("understudy_agent_relay_room_keyframe_requests_total", in: metrics) ?? 0) > 0, "\(metrics)")
 
+        viewer.onFrame = nil
+        await agent.stop()
+        await viewer.leave()
+        await host.leave()
+    }
+
+    @Test func relayRoomRepublishesTheConsumedParticipant() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (host, _) = try await joinedRoom(
+            server, room: "agent-src", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
+        let agent = try await startAgent(server, room: "agent-src", id: "agent7") {
+            $0.republishRoom = "agent-dst"
+            $0.republishRoomToken = sdkToken(server, room: "agent-dst")
+        }
+        final class FrameCount: @unchecked Sendable {
+            let lock = NSLock()
+            var video = 0
+            var audio = 0
+            var keyframeFirst: Bool?
+        }
+        let received = FrameCount()
+        let viewer = try makeRoom(server, room: "agent-dst", id: "viewer", mode: .RECV_ONLY)
+        viewer.onFrame = { id, kind, frame, _ in
+            guard id == "relay-host" else { return }
+            received.lock.withLock {
+                if kind == .video {
+                    if received.keyframeFirst == nil { received.keyframeFirst = frame.isKeyframe }
+                    received.video += 1
+                } else {
+                    received.audio += 1
+                }
+            }
+        }
+        await viewer.join()
+        try await waitUntil("viewer receives the relayed host", seconds: 30) {
+            received.lock.withLock { received.video >= 30 && received.audio >= 50 }
+        }
+        #expect(agent.republishParticipantIds == ["relay-host"])
+        #expect(viewer.participants["relay-host"]?.mode == .SEND_AND_RECV)
+        #expect(received.lock.withLock { received.keyframeFirst } == true)
+        #expect(agent.metricsText().contains("understudy_agent_relay_room_participants 1\n"))
         viewer.onFrame = nil
         await agent.stop()
         await viewer.leave()

@@ -3,13 +3,13 @@ import RTCWire
 import Understudy
 
 /// Received frames of one consumed participant, handed from the agent's subscribe loop thread
-/// (``push(_:)``) to the publish loop of its stand-in in the relay room (``take(_:)``).
+/// (``push(_:)``) to the publish loop of its stand-in in the republish room (``take(_:)``).
 ///
 /// Only kinds with an attached ``ForwardingSource`` are queued, video starts at a keyframe, and a
 /// queue that grows past a few seconds (the publish side stalled) is dropped: video then waits for
 /// the next keyframe so that no undecodable delta frame is forwarded.
 // Safe: the queued frames and state are guarded by `lock` (loop thread in, publish side out).
-final class RelayFeed: @unchecked Sendable {
+final class RepublishFeed: @unchecked Sendable {
     /// About three seconds of 30 fps video.
     static let maxVideoFrames = 90
     /// About three seconds of 20 ms Opus frames.
@@ -25,14 +25,14 @@ final class RelayFeed: @unchecked Sendable {
     /// Asks the consumed participant for a keyframe through the agent's subscribe connection.
     private let requestUpstreamKeyframe: @Sendable () -> Void
 
-    /// - Parameter requestUpstreamKeyframe: passes a relay-room keyframe request on to the original
+    /// - Parameter requestUpstreamKeyframe: passes a republish-room keyframe request on to the original
     ///   publisher; called off the publish loop thread, must not block.
     init(requestUpstreamKeyframe: @escaping @Sendable () -> Void = {}) {
         self.requestUpstreamKeyframe = requestUpstreamKeyframe
     }
 
     /// Frames dropped (queue overflow or waiting for a keyframe), forwarded, and keyframe requests
-    /// received from the relay room.
+    /// received from the republish room.
     var counters: (dropped: Int, forwarded: Int, keyframeRequests: Int) {
         lock.withLock { (droppedFrames, forwardedFrames, keyframeRequests) }
     }
@@ -92,7 +92,7 @@ final class RelayFeed: @unchecked Sendable {
         }
     }
 
-    /// A viewer in the relay room asked for a keyframe (publish loop thread): counts it and, for
+    /// A viewer in the republish room asked for a keyframe (publish loop thread): counts it and, for
     /// video, asks the original publisher from a global queue so the publish loop never waits on the
     /// subscribe side's lock or loop.
     func keyframeRequested(_ kind: MediaKind) {
@@ -103,17 +103,17 @@ final class RelayFeed: @unchecked Sendable {
     }
 }
 
-/// A ``MediaSource`` that publishes what a ``RelayFeed`` received, re-timed onto its own media clock.
+/// A ``MediaSource`` that publishes what a ``RepublishFeed`` received, re-timed onto its own media clock.
 ///
 /// The first forwarded frame is mapped to the track's elapsed time; later frames keep the original
-/// RTP timestamp spacing, so the relayed pacing is the sender's.
+/// RTP timestamp spacing, so the republished pacing is the sender's.
 final class ForwardingSource: MediaSource {
     let kind: MediaKind
     let layerCount = 1
-    private let feed: RelayFeed
+    private let feed: RepublishFeed
     private var timestampShift: UInt32?
 
-    init(kind: MediaKind, feed: RelayFeed) {
+    init(kind: MediaKind, feed: RepublishFeed) {
         self.kind = kind
         self.feed = feed
         feed.attach(kind)
@@ -136,7 +136,7 @@ final class ForwardingSource: MediaSource {
     }
 
     /// Passed upstream: the original publisher is asked for a keyframe (PLI on the agent's subscribe
-    /// connection, throttled there), which then reaches the relay room like any received frame.
+    /// connection, throttled there), which then reaches the republish room like any received frame.
     func requestKeyframe() { feed.keyframeRequested(kind) }
 
     func close() { feed.detach(kind) }
@@ -145,7 +145,7 @@ final class ForwardingSource: MediaSource {
 /// The agent's stand-ins in another room: one participant `relay-<id>` (`SEND_AND_RECV`) per
 /// consumed participant, publishing that participant's received media (`--relay-room`).
 // Safe: the stand-in rooms are guarded by `lock`.
-final class RelayRoomSet: @unchecked Sendable {
+final class RepublishRoom: @unchecked Sendable {
     /// Watches one stand-in room for its join outcome.
     // Safe: its outcome is guarded by `lock` (set on the room's event queue, read by the waiter).
     private final class Watcher: RoomEventListener, @unchecked Sendable {
@@ -158,7 +158,7 @@ final class RelayRoomSet: @unchecked Sendable {
 
     private struct StandIn {
         var room: Room
-        var feed: RelayFeed
+        var feed: RepublishFeed
         var watcher: Watcher
     }
 
@@ -180,7 +180,7 @@ final class RelayRoomSet: @unchecked Sendable {
     /// The stand-in id for a consumed participant.
     static func standInId(for participantId: String) -> String { "relay-\(participantId)" }
 
-    /// Ids of the stand-ins currently in the relay room (joined or joining).
+    /// Ids of the stand-ins currently in the republish room (joined or joining).
     var participantIds: [String] { lock.withLock { standIns.keys.sorted().map(Self.standInId) } }
 
     /// Frames dropped/forwarded and keyframe requests received, over all stand-ins.
@@ -198,13 +198,13 @@ final class RelayRoomSet: @unchecked Sendable {
         lock.withLock { standIns[participantId]?.feed }?.push(frame)
     }
 
-    /// Joins the relay room as the stand-in of `participantId` (no-op when it is already there).
-    /// `requestUpstreamKeyframe` asks `participantId` for a keyframe when a relay-room viewer wants one.
+    /// Joins the republish room as the stand-in of `participantId` (no-op when it is already there).
+    /// `requestUpstreamKeyframe` asks `participantId` for a keyframe when a republish-room viewer wants one.
     func add(
         participantId: String, name: String, kinds: Set<MediaKind>,
         requestUpstreamKeyframe: @escaping @Sendable () -> Void = {}
     ) async {
-        let feed = RelayFeed(requestUpstreamKeyframe: requestUpstreamKeyframe)
+        let feed = RepublishFeed(requestUpstreamKeyframe: requestUpstreamKeyframe)
         let watcher = Watcher()
         let standInId = Self.standInId(for: participantId)
         let room: Room
@@ -238,7 +238,7 @@ final class RelayRoomSet: @unchecked Sendable {
         await room.leave()
     }
 
-    /// Takes the stand-in of `participantId` out of the relay room.
+    /// Takes the stand-in of `participantId` out of the republish room.
     func remove(participantId: String) async {
         guard let standIn = lock.withLock({ standIns.removeValue(forKey: participantId) }) else { return }
         await standIn.room.leave()

@@ -1,12 +1,13 @@
 import Foundation
 import Signaling
 
-/// Relays one client's signalling WebSocket to the node that owns its room (cluster mode): the
+/// Proxies one client's signalling WebSocket to the node that owns its room (cluster mode): the
 /// messages pass through unchanged in both directions, so any client works with any node. Media
 /// never passes here: the owner's SDP names its own UDP address.
-// Safe: both WebSocket connections synchronize themselves; the relay keeps no other mutable state.
-final class SignalRelay: @unchecked Sendable {
-    /// Marks a relayed handshake, so that the owner never relays it again.
+// Safe: both WebSocket connections synchronize themselves; the proxy keeps no other mutable state.
+final class SignalProxy: @unchecked Sendable {
+    /// Marks a proxied handshake, so that the owner never proxies it again (the header keeps its
+    /// first name, `Relayed-By`, on the wire).
     static let header = "X-Understudy-Relayed-By"
 
     private let upstream: WebSocketConnection
@@ -19,8 +20,8 @@ final class SignalRelay: @unchecked Sendable {
 
     /// Connects to `peer` with the client's token and hands it the join message; nil when the
     /// peer cannot be reached.
-    static func open(for session: ClientSession, to peer: ClusterPeer, joinText: String, relayNode: String) async
-        -> SignalRelay?
+    static func open(for session: ClientSession, to peer: ClusterPeer, joinText: String, proxyNode: String) async
+        -> SignalProxy?
     {
         var url = peer.signalingURL
         if let token = session.queryToken {
@@ -29,13 +30,13 @@ final class SignalRelay: @unchecked Sendable {
         let connection: WebSocketConnection
         do {
             connection = try await WebSocketConnection.connect(
-                url: url, headers: HTTPHeaders([(header, relayNode)]), timeout: 3,
+                url: url, headers: HTTPHeaders([(header, proxyNode)]), timeout: 3,
                 configuration: WebSocketConfiguration(
                     maxMessageBytes: session.configurationMaxMessageBytes + 1024 * 1024, idlePingSeconds: 30))
         } catch {
             return nil
         }
-        let relay = SignalRelay(upstream: connection, session: session)
+        let proxy = SignalProxy(upstream: connection, session: session)
         connection.onText = { [weak session] text in session?.connection.send(text: text) }
         connection.onClose = { [weak session] code, reason in
             // An owner that vanished (no close frame) is a restart to the client: it reconnects.
@@ -44,7 +45,7 @@ final class SignalRelay: @unchecked Sendable {
         }
         connection.start()
         connection.send(text: joinText)
-        return relay
+        return proxy
     }
 
     func forward(_ text: String) { upstream.send(text: text) }
