@@ -232,6 +232,8 @@ public struct LoadReport: Sendable, Codable {
     public var plannedParticipants: Int
     public var joinedParticipants: Int
     public var joinFailures: Int
+    /// The `--impair` link and the bots it was applied to (nil: none).
+    public var impairment: ImpairedBots?
     public var elapsedSeconds: Double
     public var joinLatencyMs: Percentiles
     /// Consumers that received at least one packet, and every consumer announced.
@@ -303,14 +305,23 @@ public struct LoadReport: Sendable, Codable {
         public var lossPercent: Double
     }
 
+    /// The bots of a run that crossed an impaired link (``LoadConfiguration/impair``).
+    public struct ImpairedBots: Sendable, Codable {
+        /// The preset name or JSON as given.
+        public var impair: String
+        /// Their participant ids, as they started.
+        public var bots: [String]
+    }
+
     init(
         configuration c: LoadConfiguration, plannedParticipants: Int, joinedParticipants: Int, joinFailures: Int,
         elapsedSeconds: Double, joinLatencyMs: Percentiles, tracks: [TrackResult], publishers: [PublisherResult],
         latency: LatencyHistogram, timeToFirstPacketMs: Percentiles, timeToFirstKeyframeMs: Percentiles,
         modeChanges: ModeChanges, processCPUSeconds: Double, loopCPUSeconds: Double, rssSamples: [RSSSample],
-        ticks: [Tick], errors: [ErrorCount], samples: Samples? = nil
+        ticks: [Tick], errors: [ErrorCount], samples: Samples? = nil, impairedBots: [String] = []
     ) {
         self.samples = samples
+        impairment = c.impair.flatMap { impairedBots.isEmpty ? nil : ImpairedBots(impair: $0, bots: impairedBots) }
         server = c.rtcURL
         rooms = c.roomNames
         layout = c.layout.description
@@ -372,6 +383,11 @@ public struct LoadReport: Sendable, Codable {
         out += String(
             format: "participants  %d/%d joined, %d failed, in %.1f s on %d I/O threads\n", joinedParticipants,
             plannedParticipants, joinFailures, elapsedSeconds, loops)
+        if let impairment {
+            let named = impairment.bots.prefix(5).joined(separator: ", ") + (impairment.bots.count > 5 ? ", …" : "")
+            out +=
+                "impairment    \(impairment.impair.prefix(80)) on \(impairment.bots.count) of \(plannedParticipants) bots (\(named))\n"
+        }
         out += "join latency  \(pct(joinLatencyMs))\n"
         out +=
             "tracks        \(subscribedTracks) receiving (\(videoTracks) video, \(audioTracks) audio) of \(announcedTracks) consumed\n"

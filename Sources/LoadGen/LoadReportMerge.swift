@@ -19,6 +19,8 @@ extension LoadReport {
         out.joinFailures = reports.reduce(0) { $0 + $1.joinFailures } + lostBots
         out.elapsedSeconds = reports.map(\.elapsedSeconds).max() ?? 0
         out.tracks = reports.flatMap(\.tracks)
+        let impaired = reports.flatMap { $0.impairment?.bots ?? [] }
+        out.impairment = reports.lazy.compactMap(\.impairment).first.map { .init(impair: $0.impair, bots: impaired) }
         out.publishers = reports.flatMap(\.publishers)
         out.announcedTracks = out.tracks.count
         out.subscribedTracks = out.tracks.filter { $0.packets > 0 }.count

@@ -449,16 +449,19 @@ public final class LoadRun: @unchecked Sendable {
                 rssSamples, ticks
             )
         }
+        let impairedBots = lock.withLock { bots.filter { $0.impairment != nil }.map(\.id) }
         return LoadReport(
             configuration: configuration, plannedParticipants: planned, joinedParticipants: joins.count,
             joinFailures: failures, elapsedSeconds: elapsed, joinLatencyMs: .of(joins.map { $0 * 1000 }),
             tracks: tracks, publishers: publishers, latency: latency, timeToFirstPacketMs: .of(ttfp),
             timeToFirstKeyframeMs: .of(ttfk), modeChanges: modes, processCPUSeconds: cpu, loopCPUSeconds: loopCPU,
             rssSamples: rss, ticks: tickLog, errors: errors,
+
             samples: LoadReport.Samples(
                 joinLatencyMs: joins.map { $0 * 1000 },
                 modeChangeLatencyMs: lock.withLock { modeLatencies.map { $0 * 1000 } },
-                latencyBuckets: latency.nonEmptyBuckets, latencyMaxNanos: latency.maxNanos))
+                latencyBuckets: latency.nonEmptyBuckets, latencyMaxNanos: latency.maxNanos),
+            impairedBots: impairedBots)
     }
 }
 

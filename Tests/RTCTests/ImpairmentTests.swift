@@ -265,7 +265,41 @@ private final class TimingHandler: DatagramHandler, @unchecked Sendable {
     }
 }
 
+/// Notes whether a tick ever saw a time before the last datagram's own clock reading.
+private final class OrderTicker: EventLoopTicker, @unchecked Sendable {
+    let handler: TimingHandler
+    var ticksBeforeArrival = 0
+    var ticks = 0
+    init(_ handler: TimingHandler) { self.handler = handler }
+    func tick(now: UInt64) {
+        ticks += 1
+        if let last = handler.arrivals.last, last.at > now { ticksBeforeArrival += 1 }
+    }
+}
+
 @Suite struct SocketImpairmentTests {
+    /// Released datagrams are handled before the tick's clock is read, as received ones are: a
+    /// handler that stamps with a fresh clock (ICE's consent) never runs ahead of the tickers (a
+    /// wrapped subtraction there once failed consent after 12 s).
+    @Test func ticksNeverSeeATimeBeforeAReleasedDatagram() async throws {
+        let loop = EventLoop(name: "impaired-ticks")
+        defer { loop.shutdown() }
+        let sink = TimingHandler()
+        let ticker = OrderTicker(sink)
+        loop.addTicker(ticker)
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: sink)
+        let sender = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: TimingHandler())
+        await loop.submit { receiver.impairment = Impairment(down: LinkImpairment(delayMs: 3, jitterMs: 3)) }
+        for _ in 0..<20 {
+            await loop.submit { for i in 0..<10 { sender.send([UInt8(i)], to: receiver.localAddress) } }
+            try await Task.sleep(for: .milliseconds(7))
+        }
+        #expect(await IOTestSupport.wait(loop, seconds: 30) { sink.arrivals.count == 200 })
+        let (violations, ticks) = await loop.submit { (ticker.ticksBeforeArrival, ticker.ticks) }
+        #expect(ticks > 5)
+        #expect(violations == 0)
+    }
+
     /// Both directions on real sockets: the sender's up link delays by 80 ms, the receiver's down
     /// link loses a tenth; the loop's timer releases what is held.
     @Test func socketsDelayOnSendAndDropOnReceive() async throws {

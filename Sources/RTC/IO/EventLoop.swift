@@ -437,8 +437,13 @@ public final class EventLoop: @unchecked Sendable {
                 }
             }
             runPendingWork()
-            var now = Self.now()
-            if now >= impairmentDue { releaseImpaired(now: &now) }
+            if impairmentDue < .max {
+                var releaseTime = Self.now()
+                if releaseTime >= impairmentDue { releaseImpaired(now: &releaseTime) }
+            }
+            // Read after the releases: handlers stamp what they receive with a fresh clock (ICE's
+            // consent), and tickers must not see a time before that.
+            let now = Self.now()
             if now >= nextTick {
                 nextTick = now &+ Self.tickInterval
                 for ticker in tickers {

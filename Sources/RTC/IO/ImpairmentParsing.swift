@@ -20,8 +20,9 @@ extension Impairment {
     ///
     /// - `none`: nothing.
     /// - `3g`: 1.6 Mbit/s down and 768 kbit/s up, 150 ms ± 20 ms each way, 1 % loss.
-    /// - `lossy-wifi`: 10 ms ± 10 ms each way, 1 % random loss and Gilbert-Elliott dropouts
-    ///   (p 0.003, r 0.02: a dropout every ~330 datagrams lasting ~50, about 13 % of datagrams in all).
+    /// - `lossy-wifi`: 10 ms ± 10 ms each way; down, 1 % random loss and Gilbert-Elliott dropouts
+    ///   (p 0.003, r 0.02: a dropout every ~330 datagrams lasting ~50, about 14 % lost in all);
+    ///   up, 2 % random loss.
     /// - `congested`: 1 Mbit/s down and 500 kbit/s up behind a 400 ms queue, 40 ms ± 5 ms each way.
     public static func preset(named name: String) -> Impairment? {
         switch name {
@@ -31,9 +32,11 @@ extension Impairment {
                 down: LinkImpairment(rateKbps: 1600, delayMs: 150, jitterMs: 20, loss: 0.01),
                 up: LinkImpairment(rateKbps: 768, delayMs: 150, jitterMs: 20, loss: 0.01))
         case "lossy-wifi":
-            let link = LinkImpairment(
-                delayMs: 10, jitterMs: 10, loss: 0.01, burst: GilbertElliott(p: 0.003, r: 0.02))
-            return Impairment(down: link, up: link)
+            // Dropouts downstream only: a burst model counted in datagrams would hold a sparse
+            // uplink (receiver reports, consent checks) in its bad state for tens of seconds.
+            return Impairment(
+                down: LinkImpairment(delayMs: 10, jitterMs: 10, loss: 0.01, burst: GilbertElliott(p: 0.003, r: 0.02)),
+                up: LinkImpairment(delayMs: 10, jitterMs: 10, loss: 0.02))
         case "congested":
             return Impairment(
                 down: LinkImpairment(rateKbps: 1000, bucketBytes: 10_000, queueMs: 400, delayMs: 40, jitterMs: 5),
