@@ -110,6 +110,24 @@ enum Help {
                 name: "--jobs", value: "redis://HOST:PORT",
                 text: "enable POST /admin/jobs on this fleet (docs/fleet.md)"),
             .init(
+                name: "--webhook", value: "http://HOST:PORT/PATH",
+                text: "POST signed job and room events here (repeatable; docs/protocol.md, Webhooks)"),
+            .init(
+                name: "--webhook-secret", value: "S",
+                text: "HMAC-SHA256 key of the webhook events (or UNDERSTUDY_WEBHOOK_SECRET)"),
+            .init(
+                name: "--auto-record", value: "\"JOIN OPTIONS\"",
+                text: "submit a job with these join options when a room is created (needs --jobs)"),
+            .init(
+                name: "--auto-stop-empty", value: "SECONDS|off",
+                text: "stop an auto-started job once nobody but job agents was in its room this long (default 5)"),
+            .init(
+                name: "--auto-stop-agents-only", value: "SECONDS|off",
+                text: "stop it once only agents were in its room this long (default off)"),
+            .init(
+                name: "--auto-stop-no-media", value: "SECONDS|off",
+                text: "stop it once nobody but job agents published a track this long (default off)"),
+            .init(
                 name: "--ice-servers", value: "turn:USER:PASS@HOST:PORT[?transport=udp|tcp],…",
                 text: "TURN servers handed to clients in the join response (iceServers)"),
             .init(
@@ -178,7 +196,9 @@ enum Help {
                 name: "--accept-invites", value: "trusted|yes|no|from:ID,ID",
                 text: "whose stage invites to follow (default trusted: senders whose token has allow_mod)"),
             .init(name: "--record", value: "DIR", text: "record each participant (and a manifest) there"),
-            .init(name: "--record-format", value: "webm|mp4|ogg+ivf", text: "container of the recordings (default webm; mp4 is fragmented)"),
+            .init(
+                name: "--record-format", value: "webm|mp4|ogg+ivf",
+                text: "container of the recordings (default webm; mp4 is fragmented)"),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
             .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
             .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),

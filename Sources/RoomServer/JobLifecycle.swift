@@ -12,6 +12,12 @@ public enum JobLifecycle {
         public var type: String
         /// Why the job failed (`job_failed` only).
         public var reason: String?
+
+        /// An event of `type`, with a failure's `reason`.
+        public init(type: String, reason: String? = nil) {
+            self.type = type
+            self.reason = reason
+        }
     }
 
     /// What changed from `previous` (nil: a job not seen before) to `current`.

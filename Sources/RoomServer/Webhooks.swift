@@ -162,8 +162,8 @@ public final class WebhookSender: @unchecked Sendable {
         }
     }
 
-    /// Lines for `/metrics`.
-    func metricsText() -> String {
+    /// Its lines for `/metrics`: events by result, and those waiting.
+    public func metricsText() -> String {
         let c = counts
         return """
             # HELP understudy_webhook_events_total Webhook events by result (delivered, failed: refused or out of tries, dropped: queue full).
