@@ -117,6 +117,7 @@ extension RoomServer {
     /// (auto-stop). Runs while the server runs; nothing to do without webhooks or a job service.
     func runLifecycle() async {
         var known: [String: JSONValue]?
+        let startedAt = Date().timeIntervalSince1970
         while !isStopping {
             if let jobs = jobService {
                 if let listing = try? await jobs.list(roomId: nil), let records = listing["jobs"]?.arrayValue {
@@ -124,9 +125,10 @@ extension RoomServer {
                     for record in records {
                         guard let id = record["spec"]?["id"]?.stringValue else { continue }
                         current[id] = record
-                        // The first listing is the baseline: jobs that ran before this server are not news.
-                        if let known {
-                            for event in JobLifecycle.events(previous: known[id], current: record) {
+                        // Jobs submitted before this loop started are the baseline: their past is not news.
+                        let isNew = (record["spec"]?["submittedAt"]?.doubleValue ?? 0) >= startedAt
+                        if known != nil || isNew {
+                            for event in JobLifecycle.events(previous: known?[id], current: record) {
                                 var fields: [String: JSONValue] = [
                                     "jobId": .string(id), "roomId": record["spec"]?["room"] ?? .null, "job": record,
                                 ]
