@@ -40,8 +40,12 @@ let package = Package(
         .systemLibrary(name: "CSRTP", path: "CModules/CSRTP", pkgConfig: "libsrtp2"),
         .systemLibrary(name: "COpus", path: "CModules/COpus", pkgConfig: "opus"),
         .systemLibrary(name: "CVPX", path: "CModules/CVPX", pkgConfig: "vpx"),
+        // No pkgConfig: x264.pc adds -DX264_API_IMPORTS, which SwiftPM refuses with a warning.
+        .systemLibrary(name: "CX264", path: "CModules/CX264"),
         .systemLibrary(name: "CALSA", path: "CModules/CALSA", pkgConfig: "alsa"),
         .systemLibrary(name: "CTurboJPEG", path: "CModules/CTurboJPEG", pkgConfig: "libturbojpeg"),
+        // libavcodec: the decoder of H.264, VP9 and (through libdav1d) AV1 for captureImage.
+        .systemLibrary(name: "CAVCodec", path: "CModules/CAVCodec", pkgConfig: "libavcodec"),
         // No pkgConfig: hiredis.pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM refuses with a warning.
         .systemLibrary(name: "CHiredis", path: "CModules/CHiredis"),
         .target(
@@ -63,7 +67,10 @@ let package = Package(
             name: "RTC", dependencies: ["RTCWire", "SystemCalls", "COpenSSL", "CSRTP"], path: "Sources/RTC",
             swiftSettings: hotPathSettings),
         .target(
-            name: "Media", dependencies: ["RTCWire", "COpus", "CVPX", "CTurboJPEG", "CALSA", "CAudioProcessing"],
+            name: "Media",
+            dependencies: [
+                "RTCWire", "COpus", "CVPX", "CX264", "CTurboJPEG", "CALSA", "CAudioProcessing", "CAVCodec",
+            ],
             path: "Sources/Media"),
         // Transport only: reactor, HTTP, WebSocket, JSON; it knows no room and no Janus.
         .target(name: "Signaling", dependencies: ["SystemCalls", "COpenSSL"], path: "Sources/Signaling"),
@@ -76,11 +83,14 @@ let package = Package(
         // Redis through hiredis, on its own queue: the shared state of clusters and bot fleets.
         .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
         // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
-        .target(name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling", "RoomProtocol"], path: "Sources/Cluster"),
+        .target(
+            name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling", "RoomProtocol"], path: "Sources/Cluster"
+        ),
         // Bot fleets: typed recording/relay jobs from a Redis Stream, run by workers as RoomAgents; the
         // job service behind a room server's `POST /admin/jobs`; distributed load shares.
         .target(
-            name: "Fleet", dependencies: ["Redis", "Agent", "Understudy", "LoadGen", "RoomServer", "Signaling", "RoomProtocol"],
+            name: "Fleet",
+            dependencies: ["Redis", "Agent", "Understudy", "LoadGen", "RoomServer", "Signaling", "RoomProtocol"],
             path: "Sources/Fleet"),
         // The selective forwarding unit: producers, consumers, layer selection, NACK/keyframe handling.
         .target(name: "SFU", dependencies: ["RTCWire", "RTC"], path: "Sources/SFU", swiftSettings: hotPathSettings),
@@ -112,7 +122,7 @@ let package = Package(
         // `understudy scenario`: scripted stage tests with several bots and expectations.
         .target(
             name: "Scenario",
-            dependencies: ["RTCWire", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "Agent", "RoomProtocol", "Janus"],
             path: "Sources/Scenario"),
         // `understudy bench`: performance measurements reported as ratios against anchors.
         .target(
@@ -151,7 +161,8 @@ let package = Package(
             path: "Tests/SDKTestSupport"),
         // The agent's tests' helpers (an agent started in a room, frame counts, scratch directories).
         .target(
-            name: "AgentTestSupport", dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
+            name: "AgentTestSupport",
+            dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTestSupport"),
         .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(
@@ -159,7 +170,8 @@ let package = Package(
             dependencies: ["Cluster", "Redis", "RoomServer", "RoomProtocol", "Signaling", "TestSupport"],
             path: "Tests/ClusterTests"),
         .testTarget(
-            name: "FleetTests", dependencies: ["Fleet", "Redis", "Agent", "LoadGen", "RoomServer", "Signaling", "RoomProtocol"],
+            name: "FleetTests",
+            dependencies: ["Fleet", "Redis", "Agent", "LoadGen", "RoomServer", "Signaling", "RoomProtocol"],
             path: "Tests/FleetTests"),
         .testTarget(
             name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomServer", "Signaling", "TestSupport"],
@@ -189,7 +201,7 @@ let package = Package(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC"], path: "Tests/BenchmarksTests"),
         .testTarget(
-            name: "ScenarioTests", dependencies: ["Scenario", "RoomServer", "Media", "TestSupport"],
+            name: "ScenarioTests", dependencies: ["Scenario", "RTC", "RoomServer", "Media", "TestSupport"],
             path: "Tests/ScenarioTests"),
         .testTarget(
             name: "AgentTests",

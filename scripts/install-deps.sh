@@ -28,6 +28,10 @@ DEB_PACKAGES=(
     gstreamer1.0-nice
     python3-gst-1.0 gir1.2-gst-plugins-bad-1.0
     coturn nftables
+    # libx264: the agent and load bots publish H.264 (--video-codec h264; CModules/CX264)
+    libx264-dev
+    # libavcodec (H.264, VP9) and libdav1d (AV1): captureImage's decoders beside libvpx's VP8
+    libavcodec-dev libavutil-dev libdav1d-dev
 )
 
 missing=()

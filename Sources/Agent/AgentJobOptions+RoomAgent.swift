@@ -52,6 +52,7 @@ extension AgentJobOptions {
         if let reconnectFor { options.reconnect = ReconnectPolicy(window: reconnectFor, maxDelay: 10) }
         options.lobbyWait = lobbyWait
         options.recordDirectory = recordDirectory
+        options.snapshotInterval = snapshotEvery
         if let recordFormat {
             guard let format = RoomAgent.RecordFormat(rawValue: recordFormat) else {
                 throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not a recording format")
@@ -69,14 +70,22 @@ extension AgentJobOptions {
                 throw Invalid("--ice-servers", error.description)
             }
         }
+        if let impair {
+            do { options.impairment = try Impairment.parse(impair) } catch {
+                throw Invalid("--impair", error.description)
+            }
+        }
         if checkMedia {
-            do { try LocalSources.validate(video: video, audio: audio) } catch {
+            do { try LocalSources.validate(video: video, audio: audio, videoCodec: videoCodec) } catch {
                 if case .badOption(let option, _, _) = error { throw Invalid(option, error.explanation) }
                 throw Invalid("--video/--audio", error.description)
             }
         }
         options.video = video
         options.audio = audio
+        options.audioEgress = AudioEgress.Options(
+            mixPath: mixAudio, transcribeURL: transcribe, transcribeRate: transcribeRate ?? 16_000)
+        options.videoCodec = videoCodec
         return options
     }
 }

@@ -58,10 +58,24 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var video: String?
     /// `--audio`: `tone`, `none`, a file or `alsa:DEVICE` on the machine that runs the agent.
     public var audio: String?
+    /// `--video-codec`: `vp8` (default) or `h264`, what the agent publishes its video in.
+    public var videoCodec: String?
     /// `--ice-servers`: TURN URLs, comma-separated (credentials inline).
     public var iceServers: String?
+    /// `--impair`: the network the media sees, a preset name or the JSON form (``Impairment/parse(_:)``).
+    public var impair: String?
     /// `--duration`: seconds until the agent leaves (nil: until stopped).
     public var duration: Double?
+    /// `--mix-audio`: the mixed audio file (`.ogg`, `.opus`, `.webm`, `.mkv` or `.mp4`) on the machine
+    /// that runs the agent.
+    public var mixAudio: String?
+    /// `--transcribe`: `ws://HOST:PORT/PATH` to push each speaker's PCM to.
+    public var transcribe: String?
+    /// `--transcribe-rate`: 16000 (default) or 48000.
+    public var transcribeRate: Int?
+    /// `--snapshot-every`: seconds between pictures of each consumed webcam (`captureImage`), written
+    /// as `ID.jpg` beside the recordings (nil: none).
+    public var snapshotEvery: Double?
 
     /// Options for `room` on `server` with `token`; every other option is not given.
     public init(server: String, room: String, token: String) {
@@ -88,7 +102,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public static let valueFlags: Set<String> = [
         "--server", "--room", "--token", "--id", "--name", "--mode", "--consume", "--consume-kinds", "--max-video",
         "--quality", "--accept-invites", "--reconnect-for", "--lobby-wait", "--record-format", "--relay",
-        "--relay-room", "--video", "--audio", "--ice-servers", "--duration",
+        "--relay-room", "--video", "--audio", "--ice-servers", "--duration", "--impair", "--video-codec",
+        "--mix-audio", "--transcribe", "--transcribe-rate", "--snapshot-every",
     ]
     /// The flags without a value.
     public static let switchFlags: Set<String> = ["--agent"]
@@ -126,8 +141,21 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         relayRoom = flags["--relay-room"]
         video = flags["--video"]
         audio = flags["--audio"]
+        videoCodec = flags["--video-codec"]
         iceServers = flags["--ice-servers"]
+        impair = flags["--impair"]
         duration = try flags["--duration"].map { text throws(Invalid) in try Self.seconds(text, option: "--duration") }
+        mixAudio = flags["--mix-audio"]
+        transcribe = flags["--transcribe"]
+        if let text = flags["--transcribe-rate"] {
+            guard let rate = Int(text), Self.transcribeRates.contains(rate) else {
+                throw Invalid("--transcribe-rate", "'\(Self.shown(text))' is not 16000 or 48000")
+            }
+            transcribeRate = rate
+        }
+        snapshotEvery = try flags["--snapshot-every"].map { text throws(Invalid) in
+            try Self.seconds(text, option: "--snapshot-every")
+        }
     }
 
     /// Options from an `understudy join` argument list (`--consume stage`, `--consume=stage`,
@@ -191,6 +219,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
             throw Invalid("--quality", "'\(Self.shown(quality))' is not low, medium or high")
         }
         if let acceptInvites { _ = try Self.invitePolicy(acceptInvites) }
+        if let videoCodec, !Self.videoCodecs.contains(videoCodec.lowercased()) {
+            throw Invalid("--video-codec", "'\(Self.shown(videoCodec))' is not vp8 or h264")
+        }
         if let recordFormat, !Self.recordFormats.contains(recordFormat) {
             throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not webm, mp4 or ogg+ivf")
         }
@@ -204,12 +235,19 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         if let reconnectFor, !(reconnectFor == 0 || Self.isDuration(reconnectFor)) {
             throw Invalid("--reconnect-for", "\(reconnectFor) is not 0 or a positive duration")
         }
-        for (option, value) in [("--lobby-wait", lobbyWait), ("--duration", duration)] {
+        for (option, value) in [
+            ("--lobby-wait", lobbyWait), ("--duration", duration), ("--snapshot-every", snapshotEvery),
+        ] {
             if let value, !Self.isDuration(value) { throw Invalid(option, "\(value) is not a positive duration") }
+        }
+        if let mixAudio { try Self.checkMixAudio(mixAudio) }
+        if let transcribe { try Self.checkTranscribeURL(transcribe) }
+        if let transcribeRate, !Self.transcribeRates.contains(transcribeRate) {
+            throw Invalid("--transcribe-rate", "'\(transcribeRate)' is not 16000 or 48000")
         }
         for (option, value) in [
             ("--name", name), ("--video", video), ("--audio", audio), ("--relay", relay), ("--ice-servers", iceServers),
-            ("--token", relayRoomToken),
+            ("--token", relayRoomToken), ("--impair", impair),
         ] {
             if let value, value.utf8.count > 4096 { throw Invalid(option, "longer than 4096 bytes") }
         }
@@ -241,6 +279,37 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The raw values of ``RoomAgent/RecordFormat`` (this file is Foundation only, so it names them
     /// again; AgentJobOptionsTests checks that each one is a format).
     public static let recordFormats: Set<String> = ["webm", "mp4", "ogg+ivf"]
+    /// The `--video-codec` values (any case; `LocalSources.videoCodec` parses the same, and
+    /// AgentJobOptionsTests checks that the two agree).
+    public static let videoCodecs: Set<String> = ["vp8", "h264", "h.264"]
+
+    /// The rates `--transcribe-rate` takes.
+    public static let transcribeRates: Set<Int> = [16_000, 48_000]
+
+    /// `--mix-audio`: a path (at most 4096 bytes) ending in a container that holds Opus.
+    static func checkMixAudio(_ path: String) throws(Invalid) {
+        let lower = path.lowercased()
+        guard !path.isEmpty, path.utf8.count <= 4096, !path.hasSuffix("/"),
+            [".ogg", ".opus", ".webm", ".mkv", ".mp4"].contains(where: { lower.hasSuffix($0) })
+        else {
+            throw Invalid("--mix-audio", "'\(shown(path))' is not a .ogg, .opus, .webm, .mkv or .mp4 file")
+        }
+    }
+
+    /// `--transcribe`: `ws://HOST[:PORT][/PATH]` (`wss://` is not supported: put a TLS proxy on the
+    /// transcriber's side, or run it beside the agent).
+    static func checkTranscribeURL(_ url: String) throws(Invalid) {
+        let problem = "'\(shown(url))' is not a ws://HOST:PORT/PATH URL"
+        guard url.utf8.count <= 4096, let parts = URLComponents(string: url) else {
+            throw Invalid("--transcribe", problem)
+        }
+        if parts.scheme?.lowercased() == "wss" {
+            throw Invalid("--transcribe", "'\(shown(url))': wss:// is not supported (use ws://)")
+        }
+        guard parts.scheme?.lowercased() == "ws", let host = parts.host, !host.isEmpty, parts.user == nil,
+            parts.fragment == nil, (parts.port ?? 80) > 0, (parts.port ?? 80) <= 65_535
+        else { throw Invalid("--transcribe", problem) }
+    }
 
     /// `--mode` (any case) as its protocol name.
     static func mode(_ text: String) throws(Invalid) -> String {

@@ -92,6 +92,35 @@ public struct RecordingManifest: Codable, Sendable, Equatable {
         public var quality: ReceiveQualitySnapshot
     }
 
+    /// The mixed audio file (`--mix-audio`).
+    public struct MixedAudio: Codable, Sendable, Equatable {
+        public var path: String
+        /// `ogg`, `opus`, `webm`, `mkv` or `mp4` (Opus mono in each).
+        public var format: String
+        /// The room timeline's origin: the file's first sample, and time 0 of ``RecordingManifest/speakers``.
+        public var startedAt: String
+        /// 48 000.
+        public var sampleRate: Int
+        /// How the speakers are mixed.
+        public var rule: String
+        /// At close: the file's length in seconds (wall time from ``startedAt`` to the stop).
+        public var durationSeconds: Double?
+        /// At close: decoded samples that came too late (or too early) for their place in the mix.
+        public var lateSamples: Int?
+        /// The first write error.
+        public var error: String?
+        /// At close: whether the file was finished without error.
+        public var complete: Bool?
+    }
+
+    /// One turn of one speaker, in seconds on the room timeline (``MixedAudio/startedAt``), from the
+    /// decoded audio's level (docs/protocol.md, "Speaker timeline").
+    public struct SpeakerTurn: Codable, Sendable, Equatable {
+        public var participantId: String
+        public var start: Double
+        public var end: Double
+    }
+
     /// `janus` for the Janus agent.
     public var backend: String?
     public var room: String
@@ -109,6 +138,10 @@ public struct RecordingManifest: Codable, Sendable, Equatable {
     public var modeChanges: [ModeChange]?
     public var refusedInvites: Int?
     public var tracks: [Track]?
+    /// The mixed audio (`--mix-audio`).
+    public var mixedAudio: MixedAudio?
+    /// Who spoke when, in order of the turns' ends (with ``mixedAudio``).
+    public var speakers: [SpeakerTurn]?
 
     /// An empty manifest.
     public init(backend: String? = nil, room: String, recordFormat: String) {

@@ -3,6 +3,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import RoomProtocol
 import Understudy
 
 /// A headless room participant: joins a room, consumes and records whoever qualifies, and follows
@@ -55,6 +56,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var recordDirectory: String?
         /// Container(s) of the recordings.
         public var recordFormat: RecordFormat = .webm
+        /// With a ``recordDirectory``: every this many seconds, each consumed webcam's current
+        /// picture (`captureImage`, any codec) replaces `ID.jpg` there (the id escaped as the
+        /// recordings' names are); nil takes none.
+        public var snapshotInterval: Double?
         /// `--relay`: `rtp://host:port` to send received media to as plain RTP; nil sends nothing.
         public var rtpOutputURL: String?
         /// `--relay-room`: a room to republish each consumed participant into, as `relay-<id>`; nil republishes nothing.
@@ -65,6 +70,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var video: String?
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
+        /// The codec of the published video: `vp8` (nil) or `h264` (see `LocalSources.videoCodec`).
+        /// The room must accept it: a produce it refuses fails with its error, no other codec is tried.
+        public var videoCodec: String?
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
         /// server restart or a deploy, with pauses growing to 10 s.
         public var reconnect = ReconnectPolicy(window: 300, maxDelay: 10)
@@ -72,6 +80,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var lobbyWait: Double?
         /// TURN servers for the media (`--ice-servers`); nil uses those the room server hands out.
         public var iceServers: [ICEServer]?
+        /// The network the media connections see (`--impair`); nil: none.
+        public var impairment: Impairment?
+        /// The mixed audio file and the per-speaker PCM socket (`--mix-audio`, `--transcribe`).
+        public var audioEgress = AudioEgress.Options()
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -113,8 +125,12 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var operationTail: Task<Void, Never>?
     /// The same for joining and leaving the republish room.
     private var republishTail: Task<Void, Never>?
+    /// The mixed audio and the transcription socket, from ``start()`` (set once, before the join).
+    private var audioEgress: AudioEgress?
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
+    /// Takes the webcam pictures of ``Options/snapshotInterval``; cancelled by ``stop()``.
+    private var snapshotTask: Task<Void, Never>?
 
     /// Builds the agent and its room; connects to nothing until ``start()``.
     public init(options: Options, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
@@ -129,8 +145,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
-        room.mediaSourceFactory = try LocalSources.factory(video: options.video, audio: options.audio)
+        room.mediaSourceFactory = try LocalSources.factory(
+            video: options.video, audio: options.audio, videoCodec: options.videoCodec)
         if let iceServers = options.iceServers { room.iceServers = iceServers }
+        if let impairment = options.impairment, !impairment.isNone { room.impairment = impairment }
         republishRoom = options.republishRoom.map {
             RepublishRoom(
                 roomId: $0, token: options.republishRoomToken ?? options.token, signalingURL: options.signalingURL,
@@ -196,12 +214,23 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         if let url = options.rtpOutputURL {
             do { try await startRTPOutput(url) } catch { throw .rtpOutput(url: url, cause: error) }
         }
+        if !options.audioEgress.isEmpty {
+            do {
+                let egress = try AudioEgress(options: options.audioEgress, recorder: recorder, log: log)
+                lock.withLock { audioEgress = egress }
+            } catch { throw .mixAudio(path: options.audioEgress.mixPath ?? "", cause: error) }
+        }
         room.onTrack = { [weak self] track in self?.trackStarted(track) }
         // `join()` returns once the outcome was reported to the listeners (this agent among them).
         await room.join()
         let (ok, left, err) = lock.withLock { (joined, leftReason, lastError) }
         guard ok else { throw .joinFailed(reason: left ?? .JOIN_ROOM_FAILED, cause: err) }
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
+        if let dir = options.recordDirectory, let interval = options.snapshotInterval {
+            // Holds the agent until cancelled, which stop() does.
+            let task = Task { await self.takeSnapshots(into: dir, every: interval) }
+            lock.withLock { snapshotTask = task }
+        }
     }
 
     private func startRTPOutput(_ url: String) async throws(RTPOutputError) {
@@ -250,6 +279,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             return true
         }
         guard first else { return }
+        lock.withLock { snapshotTask }?.cancel()
         // The manifest keeps the stage as it was in the room, not the empty one after leaving.
         let lastStage = stageAndAudience()
         lock.withLock { finalStage = lastStage }
@@ -259,6 +289,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         // Leaving ends every track on the subscribe loop; after that no sink writes, and the
         // recordings can be closed (and their disk writes awaited) here.
         await tracksEnded(timeout: 5)
+        await lock.withLock { audioEgress }?.stop()
         await recorder.close()
         if let rtpOutput, let rtpOutputLoop {
             await rtpOutputLoop.submit { rtpOutput.close() }
@@ -266,6 +297,38 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
         await republishRoom?.closeAll()
         await recorder.flush()
+    }
+
+    /// Every `interval` seconds until cancelled: each consumed webcam's current picture
+    /// (``Participant/captureImage(width:height:flash:)``, whatever the codec) replaces `ID.jpg` in
+    /// `directory` (written to a temporary name, then renamed, so a reader never sees half a file).
+    /// A failed capture (no keyframe yet, a decoder error) is logged when it starts failing, and
+    /// the next round tries again.
+    private func takeSnapshots(into directory: String, every interval: Double) async {
+        var reported: [String: String] = [:]
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+            for id in consumedVideoIds where !Task.isCancelled {
+                guard let participant = room.participants[id] else { continue }
+                let outcome: String
+                do {
+                    let jpeg = [UInt8](Data(base64Encoded: try await participant.captureImage()) ?? Data())
+                    let size = JPEGDecoder.size(of: jpeg)
+                    let path = directory + "/" + NameEscaping.fileName(id) + ".jpg"
+                    let partial = path + ".partial"
+                    try Data(jpeg).write(to: URL(fileURLWithPath: partial))
+                    guard rename(partial, path) == 0 else { throw MediaError.writeFailed(path: path, errno: errno) }
+                    outcome = "snapshot \(id) -> \(path) (\(size.map { "\($0.width)x\($0.height)" } ?? "?"))"
+                } catch {
+                    outcome = "snapshot of \(id) failed: \(error)"
+                }
+                // One line when the outcome changes (first picture, new size, failure), not every round.
+                if reported[id] != outcome {
+                    reported[id] = outcome
+                    log(outcome)
+                }
+            }
+        }
     }
 
     // MARK: Consumption
@@ -408,17 +471,23 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         let kind = track.mediaKind
         guard options.kinds.contains(kind) else { return }
         let key = recorder.key(participantId: track.participantId, kind: kind)
-        let wanted = lock.withLock { () -> Bool in
-            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return false }
+        let (wanted, egress) = lock.withLock { () -> (Bool, AudioEgress?) in
+            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return (false, nil) }
             liveTracks += 1
-            return true
+            return (true, audioEgress)
         }
         guard wanted else { return }
+        // Mics only: a screen share's audio is not a speaker.
+        let egressSlot =
+            kind == .audio && track.kind == .audio
+            ? egress?.slot(
+                participantId: track.participantId, name: room.participants[track.participantId]?.displayName)
+            : nil
         track.addSink(
             AgentTrackSink(
                 agent: self, recorder: options.recordDirectory == nil ? nil : recorder, recordingKey: key,
                 rtpOutput: rtpOutput.flatMap { r in rtpOutputLoop.map { (r, $0) } },
-                republishRoom: republishRoom))
+                republishRoom: republishRoom, audioEgress: egressSlot))
     }
 
     /// Subscribe loop: a track the agent's sink was on ended.
@@ -666,16 +735,19 @@ private final class AgentTrackSink: RemoteTrackSink {
     private var slot: ParticipantRecorder.Slot?
     private let rtpOutput: (RTPOutput, EventLoop)?
     private let republishRoom: RepublishRoom?
+    /// The mix and transcription input of a consumed mic (nil: none).
+    private let audioEgress: AudioEgress.Slot?
 
     init(
         agent: RoomAgent, recorder: ParticipantRecorder?, recordingKey: ParticipantRecorder.Key,
-        rtpOutput: (RTPOutput, EventLoop)?, republishRoom: RepublishRoom?
+        rtpOutput: (RTPOutput, EventLoop)?, republishRoom: RepublishRoom?, audioEgress: AudioEgress.Slot?
     ) {
         self.agent = agent
         self.recorder = recorder
         self.recordingKey = recordingKey
         self.rtpOutput = rtpOutput
         self.republishRoom = republishRoom
+        self.audioEgress = audioEgress
     }
 
     func receive(_ frame: EncodedFrame, arrival: UInt64, track: RemoteTrack) {
@@ -691,7 +763,11 @@ private final class AgentTrackSink: RemoteTrackSink {
             rtpOutputLoop.execute { rtpOutput.send(frame, arrival: arrival) }
         }
         republishRoom?.forward(track.participantId, frame)
+        audioEgress?.write(frame, arrival: arrival)
     }
 
-    func trackEnded(_ track: RemoteTrack) { agent?.trackEnded() }
+    func trackEnded(_ track: RemoteTrack) {
+        audioEgress?.end()
+        agent?.trackEnded()
+    }
 }

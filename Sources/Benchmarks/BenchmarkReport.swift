@@ -442,6 +442,23 @@ public struct BenchmarkReport: Sendable {
                 body += "SFU process figure not measured in this run: \(error)\n\n"
             }
             do {
+                progress("bench:   what bandwidth feedback costs: transport-cc off and on, alternating")
+                let cost = try await BandwidthCostRow.run(
+                    pairs: quick ? 1 : 2, publishers: plan.publishers, subscribers: plan.subscribers,
+                    seconds: plan.seconds, progress: progress)
+                summary.append(
+                    SummaryRow(
+                        metric: "bandwidth feedback cost: SFU packets/s per core, on ÷ off",
+                        target: "≥ 0.95",
+                        measured: String(
+                            format: "%.3f (generator tracks per core %.3f)", cost.serverRatio, cost.generatorRatio),
+                        verdict: atLeast(min(cost.serverRatio, cost.generatorRatio), 0.95)))
+                body += BandwidthCostRow.section(cost)
+            } catch {
+                progress("bench:   bandwidth feedback cost failed: \(error)")
+                body += "Bandwidth feedback cost not measured in this run: \(error)\n\n"
+            }
+            do {
                 let perRound = quick ? 3072 : 20_480
                 let floor = try await SendFloorRow.run(perRound: perRound, rounds: quick ? 1 : 5, segmentation: false)
                 let segmented = try? await SendFloorRow.run(

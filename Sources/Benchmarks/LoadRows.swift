@@ -89,7 +89,8 @@ enum LoadRows {
 
         struct Failure: Error, CustomStringConvertible { var description: String }
 
-        init(maxParticipants: Int) throws {
+        /// `environment` adds variables to the server's (an A/B switch such as `UNDERSTUDY_TRANSPORT_CC=0`).
+        init(maxParticipants: Int, environment: [String: String] = [:]) throws {
             directory = NSTemporaryDirectory() + "understudy-bench-server-\(UUID().uuidString)"
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             let config = directory + "/server.json"
@@ -105,6 +106,9 @@ enum LoadRows {
             let log = directory + "/serve.log"
             _ = FileManager.default.createFile(atPath: log, contents: nil)
             process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            if !environment.isEmpty {
+                process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+            }
             process.arguments = [
                 "serve", "--listen", "127.0.0.1:0", "--udp-port", "\(try Self.freeUDPPort())", "--config", config,
                 "--secret", Self.secret,

@@ -23,6 +23,8 @@ enum SFUProcessRow {
         var sends: SendCounters
         /// Whether UDP GSO was allowed in the server (`UNDERSTUDY_UDP_GSO`).
         var segmentation: Bool
+        /// CPU seconds of this process (the load generator: every bot's receive path) over the window.
+        var generatorCPUSeconds = 0.0
 
         var packetsPerSecond: Double { windowSeconds > 0 ? packetsForwarded / windowSeconds : 0 }
         var serverCores: Double { windowSeconds > 0 ? serverCPUSeconds / windowSeconds : 0 }
@@ -87,8 +89,11 @@ enum SFUProcessRow {
 
     /// One run: `publishers` simulcast publishers and `subscribers` grid subscribers join at 50/s, media
     /// settles for 4 s, then a window of `seconds` is measured.
-    static func run(publishers: Int, subscribers: Int, seconds: Double) async throws -> Result {
-        let server = try LoadRows.ServerProcess(maxParticipants: publishers + subscribers + 10)
+    static func run(
+        publishers: Int, subscribers: Int, seconds: Double, serverEnvironment: [String: String] = [:]
+    ) async throws -> Result {
+        let server = try LoadRows.ServerProcess(
+            maxParticipants: publishers + subscribers + 10, environment: serverEnvironment)
         defer { server.stop() }
         let pid = server.process.processIdentifier
         var config = LoadConfiguration(signalingURL: server.signalingURL, room: "sfu-bench")
@@ -108,6 +113,7 @@ enum SFUProcessRow {
             guard let cpu0 = LiveStreamRows.sample(pid: pid)?.cpu else { throw CancellationError() }
             let threads0 = ThreadCPUSample.read(pid: pid)
             let counters0 = try await counters(url)
+            let generator0 = processCPUNanoseconds()
             // perf samples the loop thread over the same window, when it is installed.
             let loopTID = threads0.first { $0.value.name == loopThreadName }?.key
             let profiling = Task { loopTID == nil ? nil : await LoopProfile.record(tid: loopTID!, seconds: seconds) }
@@ -115,22 +121,24 @@ enum SFUProcessRow {
             guard let cpu1 = LiveStreamRows.sample(pid: pid)?.cpu else { throw CancellationError() }
             let threads1 = ThreadCPUSample.read(pid: pid)
             let counters1 = try await counters(url)
+            let generatorSeconds = Double(processCPUNanoseconds() - generator0) / 1e9
             let window = Date().timeIntervalSince(started)
             let split = ProcessCPUSplit.between(threads0, threads1, loopThreadName: loopThreadName)
             return (
                 window, counters1.forwarded - counters0.forwarded, cpu1 - cpu0, split, await profiling.value,
-                counters1.sends - counters0.sends
+                counters1.sends - counters0.sends, generatorSeconds
             )
         }
         let report = try await run.run()
-        let (window, packets, cpu, split, profile, sends) = try await measuring.value
+        let (window, packets, cpu, split, profile, sends, generatorSeconds) = try await measuring.value
         let lost = report.ticks.last.map { Double(max(0, $0.packetsLost)) } ?? 0
         let received = report.ticks.last.map { Double($0.packetsReceived) } ?? 0
         return Result(
             publishers: publishers, subscribers: subscribers, windowSeconds: window, packetsForwarded: packets,
             serverCPUSeconds: cpu, lossPercent: received + lost > 0 ? lost / (received + lost) * 100 : 0,
             split: split, loopProfile: profile, sends: sends,
-            segmentation: ProcessInfo.processInfo.environment["UNDERSTUDY_UDP_GSO"] != "0")
+            segmentation: ProcessInfo.processInfo.environment["UNDERSTUDY_UDP_GSO"] != "0",
+            generatorCPUSeconds: generatorSeconds)
     }
 
     /// The report's lines on the send path: datagrams per system call and per GSO message.

@@ -59,6 +59,11 @@ private let redisOption = CommandHelp.Option(
 private let logFormatOption = CommandHelp.Option(
     name: "--log-format", value: "text|json", text: "one line per event, as text (default) or JSON")
 
+/// The network a client's media sees (docs/load-testing.md, "Impairment").
+let impairOption = CommandHelp.Option(
+    name: "--impair", value: "PRESET|JSON",
+    text: "shape the media's network: none, 3g, lossy-wifi, congested or {\"down\":{…},\"up\":{…}}")
+
 /// TURN servers for the client's media (docs: README "TURN and ICE-TCP").
 let iceServersOption = CommandHelp.Option(
     name: "--ice-servers", value: "turn:USER:PASS@HOST:PORT[?transport=udp|tcp],turns:…",
@@ -183,6 +188,7 @@ enum Help {
             serverOption, roomOption, tokenOption, secretOption,
             .init(name: "--name", value: "NAME", text: "display name"),
             iceServersOption,
+            impairOption,
             .init(name: "--id", value: "ID", text: "participant id"),
             .init(name: "--mode", value: "MODE", text: "SEND_AND_RECV, RECV_ONLY (default) or SIGNALLING_ONLY"),
             .init(name: "--agent", value: nil, text: "join as an agent"),
@@ -199,10 +205,26 @@ enum Help {
             .init(
                 name: "--record-format", value: "webm|mp4|ogg+ivf",
                 text: "container of the recordings (default webm; mp4 is fragmented)"),
+            .init(
+                name: "--snapshot-every", value: "DURATION",
+                text:
+                    "with --record: write each consumed webcam's current picture (any codec) there as ID.jpg this often"
+            ),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
             .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
+            .init(
+                name: "--mix-audio", value: "FILE",
+                text: "mix every consumed mic into one Opus file (.ogg, .webm, .mkv, .mp4)"),
+            .init(
+                name: "--transcribe", value: "ws://HOST:PORT/PATH",
+                text: "push each speaker's PCM and events there (docs/protocol.md)"),
+            .init(
+                name: "--transcribe-rate", value: "16000|48000", text: "PCM rate sent to --transcribe (default 16000)"),
             .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),
             .init(name: "--audio", value: "tone|none|FILE|alsa:DEVICE", text: "what to send on stage (default tone)"),
+            .init(
+                name: "--video-codec", value: "vp8|h264",
+                text: "codec of the video sent on stage (default vp8; h264: libx264, a FILE must be H.264 .mkv)"),
             .init(name: "--duration", value: "SECONDS", text: "leave after this long (default: until stopped)"),
             .init(name: "--metrics", value: "127.0.0.1:PORT", text: "serve Prometheus metrics there"),
             .init(
@@ -215,6 +237,7 @@ enum Help {
         ],
         examples: [
             "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --consume stage --record out/",
+            "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --mix-audio room.ogg --transcribe ws://127.0.0.1:9000/stt",
             "understudy join --server janus://127.0.0.1:8088/1234 --record out/   (a Janus VideoRoom: docs/janus.md)",
         ])
 
@@ -254,6 +277,7 @@ enum Help {
             .init(name: "--join-rate", value: "N/s", text: "joins per second (default 10/s)"),
             .init(name: "--layout", value: "speaker|3x3|4x4|5x5", text: "what each subscriber consumes (default 3x3)"),
             .init(name: "--no-simulcast", value: nil, text: "publish one layer"),
+            .init(name: "--video-codec", value: "vp8|h264", text: "codec publishers send (default vp8)"),
             .init(name: "--invite-every", value: "SECONDS", text: "invite a subscriber on stage this often"),
             .init(
                 name: "--wait-for-media", value: "SECONDS",
@@ -266,6 +290,8 @@ enum Help {
             .init(name: "--quiet", value: nil, text: "no progress line"),
             .init(name: "--id-prefix", value: "PREFIX", text: "prefix of the bots' participant ids"),
             iceServersOption,
+            impairOption,
+            .init(name: "--impair-share", value: "SHARE", text: "the share of bots --impair applies to (default 1)"),
             .init(
                 name: "--workers", value: "redis://HOST:PORT",
                 text: "run the test over every worker of this fleet and merge the reports (docs/fleet.md)"),

@@ -38,6 +38,11 @@ let janusRefusedJoinOptions: [(name: String, why: String)] = [
     ("--reconnect-for", "reconnection is not implemented for Janus"),
     ("--lobby-wait", "a Janus VideoRoom has no lobby"),
     ("--metrics", "metrics are not implemented for Janus"),
+    ("--mix-audio", "the audio mix is implemented for our room server only"),
+    ("--transcribe", "per-speaker PCM is implemented for our room server only"),
+    ("--transcribe-rate", "per-speaker PCM is implemented for our room server only"),
+    ("--video-codec", "the Janus agent publishes VP8 (H.264 publishing is for our rooms and load bots)"),
+    ("--snapshot-every", "snapshots are not implemented for Janus"),
 ]
 
 /// The Janus agent's options and duration from an `understudy join --server janus://…` command line.
@@ -163,6 +168,9 @@ func runJanusLoad(_ args: [String]) async {
                     "--id-prefix", "'\(prefix)' must be 1-40 letters, digits, '-', '_' or '.'")
             }
             c.idPrefix = prefix
+        }
+        do { c.videoCodec = try LocalSources.videoCodec(a.value("--video-codec")) } catch {
+            throw Arguments.Failure.badValue("--video-codec", error.explanation)
         }
         guard c.publishers + c.audioPublishers + c.subscribers > 0 else {
             throw Arguments.Failure.badValue("--publishers/--subscribers", "nothing to do: no bots")

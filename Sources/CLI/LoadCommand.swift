@@ -1,6 +1,8 @@
 import Fleet
 import Foundation
 import LoadGen
+import Media
+import RTC
 import Redis
 
 // `understudy load`: many lightweight bots in this process against a room server (docs/load-testing.md).
@@ -65,6 +67,9 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
         c.layout = layout
     }
     c.simulcast = !a.flag("--no-simulcast")
+    do { c.videoCodec = try LocalSources.videoCodec(a.value("--video-codec")) } catch {
+        throw .badValue("--video-codec", error.explanation)
+    }
     if a.value("--invite-every") != nil { c.inviteEvery = try a.seconds("--invite-every", default: 30) }
     if a.value("--wait-for-media") != nil {
         let limit = try a.seconds("--wait-for-media", default: c.maxDuration)
@@ -84,6 +89,16 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
             prefix.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
         else { throw .badValue("--id-prefix", "'\(prefix)' must be 1-40 letters, digits, '-', '_' or '.'") }
         c.idPrefix = prefix
+    }
+    c.impair = a.value("--impair")
+    if let share = a.value("--impair-share") {
+        guard let value = Double(share), value >= 0, value <= 1 else {
+            throw .badValue("--impair-share", "'\(share)' is not a share in [0, 1]")
+        }
+        c.impairShare = value
+    }
+    if let impair = c.impair {
+        do { _ = try Impairment.parse(impair) } catch { throw .badValue("--impair", error.description) }
     }
     do { try c.validate() } catch { throw .badValue("options", error.description) }
     c.iceServers = try iceServers(a) ?? []

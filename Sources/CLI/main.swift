@@ -24,7 +24,7 @@ let usage = """
           the main job on the embedded server: an agent records a host, is invited on stage, publishes
       bench [--quick] [--out FILE]
           run the performance benchmarks and print ratios against their anchors
-      join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--max-video N] [--quality low|medium|high] [--accept-invites trusted|yes|no|from:ID,ID] [--record DIR] [--record-format webm|mp4|ogg+ivf] [--relay rtp://HOST:PORT] [--relay-room ROOM] [--video testsrc|none|FILE] [--audio tone|none|FILE|alsa:DEVICE] [--duration S] [--metrics 127.0.0.1:PORT] [--log-format text|json]
+      join --server URL --room R [--token T | --secret S] [--name N] [--id ID] [--mode M] [--agent] [--consume all|stage|none|ID,ID] [--consume-kinds audio,video] [--max-video N] [--quality low|medium|high] [--accept-invites trusted|yes|no|from:ID,ID] [--record DIR] [--record-format webm|mp4|ogg+ivf] [--snapshot-every DURATION] [--relay rtp://HOST:PORT] [--relay-room ROOM] [--video testsrc|none|FILE] [--audio tone|none|FILE|alsa:DEVICE] [--duration S] [--metrics 127.0.0.1:PORT] [--log-format text|json]
           a headless participant: consumes, records, relays, follows stage invites
           --reconnect-for 5m: how long a lost connection (a server restart) is retried before leaving with 1102
       invite --server URL --room R --participant ID [--mode SEND_AND_RECV] [--token T | --secret S]

@@ -69,7 +69,11 @@ final class LoadBot: @unchecked Sendable {
     /// When the subscribe connection first became connected (loop clock; 0: not yet).
     private var subscribeConnectedAt: UInt64 = 0
 
-    init(id: String, room: String, role: Role, counters: LoopCounters, run: LoadRun) {
+    /// The network this bot's media connections see (``LoadConfiguration/impairment(forBot:)``).
+    let impairment: Impairment?
+
+    init(id: String, room: String, role: Role, counters: LoopCounters, run: LoadRun, impairment: Impairment? = nil) {
+        self.impairment = impairment
         self.id = id
         self.room = room
         self.role = role
@@ -192,6 +196,7 @@ final class LoadBot: @unchecked Sendable {
     private var connectionConfiguration: PeerConnectionConfiguration {
         var configuration = PeerConnectionConfiguration()
         configuration.iceServers = run.configuration.iceServers
+        configuration.impairment = impairment
         return configuration
     }
 
@@ -223,8 +228,11 @@ final class LoadBot: @unchecked Sendable {
             publishConnection = pc
         }
         await pc.gatherRelayCandidates()
+        let codec = run.media.videoCodec
         let (offer, videoT, audioT) = try await loop.submit { () throws -> (String, RTPTransceiver?, RTPTransceiver) in
             let v = video ? pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids) : nil
+            // The m-line offers the codec the shared loop is encoded in, and nothing else.
+            if codec != .vp8 { v?.setCodecPreferences([codec]) }
             let a = pc.addTransceiver(kind: .audio, direction: .sendonly)
             let o = try pc.createOffer()
             try pc.setLocalDescription(o)

@@ -1,5 +1,7 @@
 import Foundation
+import Media
 import RTC
+import RTCWire
 import RoomProtocol
 
 /// How a subscriber bot lays out the stage, which decides what it consumes and at which view size.
@@ -84,6 +86,9 @@ public struct LoadConfiguration: Sendable, Equatable {
     public var layout: LoadLayout = .grid(3)
     /// Publish 3 simulcast layers (else one 640x360 layer).
     public var simulcast: Bool = true
+    /// The codec publishers send (`--video-codec`): VP8 or H.264, encoded once per process and
+    /// sent by every bot. The room must accept it: a produce it refuses fails the bot.
+    public var videoCodec: MediaCodec = .vp8
     /// Every this many seconds, one audience bot per room is invited on stage (and the previous one
     /// sent back to the audience). Nil: no invites.
     public var inviteEvery: Double?
@@ -95,6 +100,12 @@ public struct LoadConfiguration: Sendable, Equatable {
     public var idPrefix: String = "load"
     /// TURN servers every bot relays its media through (`--ice-servers`); empty: host candidates.
     public var iceServers: [ICEServer] = []
+    /// `--impair`: the network a share of the bots see, a preset name or the JSON form
+    /// (``Impairment/parse(_:)``); nil: none.
+    public var impair: String?
+    /// `--impair-share`: the share of bots (0 to 1) that ``impair`` applies to, spread evenly over
+    /// the bots in join order; each gets its own seed.
+    public var impairShare: Double = 1
 
     /// A configuration for `room` on the server at `signalingURL`; other fields keep their defaults.
     public init(signalingURL: String, room: String) {
@@ -150,6 +161,22 @@ public struct LoadConfiguration: Sendable, Equatable {
             throw bad("settle and maximum durations must be finite (at most a year)")
         }
         guard duration <= 365 * 86400 else { throw bad("--duration must be at most a year") }
+        guard VideoEncoders.codecs.contains(videoCodec) else { throw bad("--video-codec must be vp8 or h264") }
+        if let impair {
+            do { _ = try Impairment.parse(impair) } catch { throw bad("--impair: \(error.description)") }
+        }
+        guard impairShare >= 0, impairShare <= 1 else { throw bad("--impair-share must be a share in [0, 1]") }
+    }
+
+    /// The impairment of the bot with this join index (0, 1, …), or nil for an unimpaired one: a bot
+    /// is impaired when its index carries the running count of ``impairShare`` × bots over a whole
+    /// number, which spreads the impaired bots evenly. Seeds differ from bot to bot.
+    public func impairment(forBot index: Int) -> Impairment? {
+        guard let impair, impairShare > 0, let base = try? Impairment.parse(impair), !base.isNone else { return nil }
+        let before = (Double(index) * impairShare).rounded(.down)
+        let after = (Double(index + 1) * impairShare).rounded(.down)
+        guard after > before else { return nil }
+        return base.withSeed(base.seed &+ UInt64(index))
     }
 }
 
@@ -175,7 +202,8 @@ extension LoadConfiguration: Codable {
     private enum CodingKeys: String, CodingKey {
         case signalingURL, room, rooms, token, secret, publishers, audioPublishers, subscribers, duration
         case waitForTracks, settleSeconds, waitForMediaUntil, maxDuration, joinRate, layout, simulcast, inviteEvery
-        case loopCount, requestTimeout, idPrefix, iceServers
+        case loopCount, requestTimeout, idPrefix, iceServers, videoCodec
+        case impair, impairShare
     }
 
     /// A TURN server as JSON: its URL and credentials.
@@ -212,6 +240,15 @@ extension LoadConfiguration: Codable {
         try take(.loopCount, &loopCount)
         try take(.requestTimeout, &requestTimeout)
         try take(.idPrefix, &idPrefix)
+        impair = try c.decodeIfPresent(String.self, forKey: .impair)
+        try take(.impairShare, &impairShare)
+        if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
+            guard let parsed = MediaCodec(rawValue: codec) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .videoCodec, in: c, debugDescription: "'\(codec.prefix(64))' is not vp8 or h264")
+            }
+            videoCodec = parsed
+        }
         iceServers = try (c.decodeIfPresent([ICEServerRecord].self, forKey: .iceServers) ?? []).map { record in
             do { return try ICEServer(url: record.url, username: record.username, credential: record.credential) } catch
             {
@@ -247,6 +284,9 @@ extension LoadConfiguration: Codable {
         try c.encode(loopCount, forKey: .loopCount)
         try c.encode(requestTimeout, forKey: .requestTimeout)
         try c.encode(idPrefix, forKey: .idPrefix)
+        try c.encodeIfPresent(impair, forKey: .impair)
+        try c.encode(impairShare, forKey: .impairShare)
+        try c.encode(videoCodec.rawValue, forKey: .videoCodec)
         if !iceServers.isEmpty {
             try c.encode(
                 iceServers.map { ICEServerRecord(url: $0.url, username: $0.username, credential: $0.credential) },

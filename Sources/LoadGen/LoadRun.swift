@@ -74,7 +74,7 @@ public final class LoadRun: @unchecked Sendable {
         do { certificate = try DTLSCertificate.generate(commonName: "understudy-load") } catch {
             throw .failed("cannot make a DTLS certificate", cause: error)
         }
-        media = SyntheticMedia.shared(layers: configuration.simulcast ? 3 : 1)
+        media = SyntheticMedia.shared(layers: configuration.simulcast ? 3 : 1, codec: configuration.videoCodec)
         loopCounters = (0..<configuration.loopCount).map { LoopCounters(loop: EventLoop(name: "load-\($0)")) }
     }
 
@@ -156,7 +156,9 @@ public final class LoadRun: @unchecked Sendable {
 
     private func startBot(_ p: Planned, index: Int) async throws -> LoadBot {
         let counters = loopCounters[index % loopCounters.count]
-        let bot = LoadBot(id: p.id, room: p.room, role: p.role, counters: counters, run: self)
+        let bot = LoadBot(
+            id: p.id, room: p.room, role: p.role, counters: counters, run: self,
+            impairment: configuration.impairment(forBot: index))
         lock.withLock { bots.append(bot) }
         do {
             let latency = try await bot.start()

@@ -26,11 +26,15 @@ public protocol MediaSource: AnyObject {
     func use(clock: MediaClock)
     /// Times a pre-encoded source jumped ahead to a keyframe on request (0 for a live encoder).
     var keyframeJumps: Int { get }
+    /// The codec of the frames it emits: what the track it feeds must negotiate (default: Opus for
+    /// audio, VP8 for video).
+    var codec: MediaCodec { get }
 }
 
 extension MediaSource {
     public func use(clock: MediaClock) {}
     public var keyframeJumps: Int { 0 }
+    public var codec: MediaCodec { kind == .audio ? .opus : .vp8 }
 }
 
 /// One media clock for a participant's local sources, as a camera and a microphone share a capture

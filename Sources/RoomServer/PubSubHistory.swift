@@ -7,11 +7,11 @@ import Signaling
 /// bytes per room (the room's oldest messages dropped) and bytes over the whole server (a shared
 /// budget; a publish that does not fit is refused). Room-queue confined.
 struct PubSubHistory {
-    private(set) var topics: [String: [PubSubMessage]] = [:]
-    /// Bytes held by the stored messages (``PubSubMessage/storedBytes``).
+    private(set) var topics: [String: [StoredPubSubMessage]] = [:]
+    /// Bytes held by the stored messages (``StoredPubSubMessage/storedBytes``).
     private(set) var bytes = 0
 
-    func messages(_ topic: String) -> [PubSubMessage] { topics[topic] ?? [] }
+    func messages(_ topic: String) -> [StoredPubSubMessage] { topics[topic] ?? [] }
 
     /// Stores `message`, dropping older ones as the limits require.
     ///
@@ -19,11 +19,11 @@ struct PubSubHistory {
     ///   - reserve: takes bytes from the server-wide budget; false when it is spent (→ 4087).
     ///   - release: gives bytes back to it.
     mutating func store(
-        _ message: PubSubMessage, configuration c: RoomServerConfiguration, reserve: (Int) -> Bool,
+        _ message: StoredPubSubMessage, configuration c: RoomServerConfiguration, reserve: (Int) -> Bool,
         release: (Int) -> Void
     ) throws(RoomError) {
         let size = message.storedBytes
-        guard topics[message.topic] != nil || topics.count < c.maxPersistedTopicsPerRoom else {
+        guard topics[message.message.topic] != nil || topics.count < c.maxPersistedTopicsPerRoom else {
             throw RoomError(4087, "the room already stores history for \(c.maxPersistedTopicsPerRoom) topics")
         }
         guard size <= c.maxPubSubHistoryBytesPerRoom else {
@@ -33,7 +33,7 @@ struct PubSubHistory {
         guard reserve(size) else {
             throw RoomError(4087, "the server's PubSub history storage is full; publish without persist")
         }
-        var list = topics[message.topic] ?? []
+        var list = topics[message.message.topic] ?? []
         list.append(message)
         bytes += size
         while list.count > c.pubsubHistoryLimit {
@@ -41,7 +41,7 @@ struct PubSubHistory {
             bytes -= dropped.storedBytes
             release(dropped.storedBytes)
         }
-        topics[message.topic] = list
+        topics[message.message.topic] = list
         while bytes > c.maxPubSubHistoryBytesPerRoom, dropOldest(release: release) {}
     }
 

@@ -17,7 +17,7 @@ import Signaling
 // Safe: its queues are guarded by `lock`.
 final class PubSubReplay: @unchecked Sendable {
     private enum Item {
-        case history(topic: String, messages: [PubSubMessage], bytes: Int)
+        case history(topic: String, messages: [StoredPubSubMessage], bytes: Int)
         case live(PreparedTextMessage)
     }
 
@@ -49,7 +49,7 @@ final class PubSubReplay: @unchecked Sendable {
 
     /// Queues the replay of `messages`; false (nothing queued) when the replays already waiting
     /// hold more than `limit` stored bytes. Room queue.
-    func enqueue(topic: String, messages: [PubSubMessage], limit: Int) -> Bool {
+    func enqueue(topic: String, messages: [StoredPubSubMessage], limit: Int) -> Bool {
         let bytes = messages.reduce(0) { $0 + $1.storedBytes }
         let (accepted, start): (Bool, Bool) = lock.withLock {
             // One replay always fits: the bound is on what piles up behind it.

@@ -1273,14 +1273,15 @@ final class Room: @unchecked Sendable {
         guard sendOnly.count <= configuration.maxParticipantsPerRoom else {
             throw RoomError(4087, "sendOnly lists more ids than a room can hold")
         }
-        var stored = PubSubMessage(
-            id: makeId("m"), topic: topic, message: message, senderId: p.id, senderName: p.name,
-            timestamp: nowMilliseconds(),
-            payload: payload, sendOnly: sendOnly, senderIsModerator: p.permissions.contains("allow_mod"),
+        var stored = StoredPubSubMessage(
+            message: PubSubMessage(
+                id: makeId("m"), topic: topic, message: message, senderId: p.id, senderName: p.name,
+                timestamp: Int(nowMilliseconds()), rawPayload: payload, sendOnly: sendOnly,
+                senderIsModerator: p.permissions.contains("allow_mod")),
             sequence: server.nextPubSubSequence())
         if !sendOnly.isEmpty {
             // Who the listed ids (and the sender) are now: a later holder of an id gets the replay only
-            // when it is this same join, or its token is bound to the id (PubSubMessage.isVisible).
+            // when it is this same join, or its token is bound to the id (StoredPubSubMessage.isVisible).
             stored.joins[p.id] = p.joinSerial
             for id in sendOnly { if let present = participants[id] { stored.joins[id] = present.joinSerial } }
         }
@@ -1300,7 +1301,8 @@ final class Room: @unchecked Sendable {
             if let replay = other.replay { replay.deliver(delivery) } else { other.session.send(delivery) }
         }
         let answer: JSONValue = [
-            "id": .string(stored.id), "topic": .string(topic), "timestamp": .number(Double(stored.timestamp)),
+            "id": .string(stored.message.id), "topic": .string(topic),
+            "timestamp": .number(Double(stored.message.timestamp)),
         ]
         guard persist, let directory = server.directory else { return answer }
         let session = p.session

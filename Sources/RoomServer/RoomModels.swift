@@ -81,19 +81,11 @@ public protocol RoomMediaHooks: AnyObject, Sendable {
     func consumerPreferencesChanged(roomId: String, consumer: RoomConsumer)
 }
 
-/// A message stored or delivered by the PubSub broker. `payload` is never interpreted: its exact
-/// text is kept, passed on and stored as the publisher wrote it.
-struct PubSubMessage {
-    var id: String
-    var topic: String
-    var message: String
-    var senderId: String
-    var senderName: String
-    var timestamp: Int64
-    var payload: RawJSON?
-    var sendOnly: [String]
-    /// Whether the sender held `allow_mod` when it published (lets clients judge stage invites).
-    var senderIsModerator = false
+/// The broker's copy of a PubSub message: the wire message (``RoomProtocol/PubSubMessage``, whose
+/// `payload` is never interpreted: its exact text is kept, passed on and stored as the publisher wrote
+/// it) and what the server keeps beside it for history and visibility.
+struct StoredPubSubMessage {
+    var message: PubSubMessage
     /// Publication order within the server (history eviction picks the smallest).
     var sequence: UInt64 = 0
     /// For a `sendOnly` message: the join (``ParticipantState/joinSerial``) of the sender and of each
@@ -106,29 +98,23 @@ struct PubSubMessage {
     static let overheadBytes = 96
 
     mutating func measure() {
+        let m = message
         storedBytes =
-            Self.overheadBytes + id.utf8.count + topic.utf8.count + message.utf8.count + senderId.utf8.count
-            + senderName.utf8.count + (payload?.byteCount ?? 0)
-            + sendOnly.reduce(0) { $0 + $1.utf8.count + 16 } + joins.count * 24
+            Self.overheadBytes + m.id.utf8.count + m.topic.utf8.count + m.message.utf8.count
+            + m.senderId.utf8.count + m.senderName.utf8.count + (m.rawPayload?.byteCount ?? 0)
+            + m.sendOnly.reduce(0) { $0 + $1.utf8.count + 16 } + joins.count * 24
     }
 
-    var json: JSONValue {
-        var o: [String: JSONValue] = [
-            "id": .string(id), "topic": .string(topic), "message": .string(message), "senderId": .string(senderId),
-            "senderName": .string(senderName), "timestamp": .number(Double(timestamp)),
-            "sendOnly": .array(sendOnly.map(JSONValue.string)), "senderIsModerator": .bool(senderIsModerator),
-        ]
-        if let payload { o["payload"] = .raw(payload) }
-        return .object(o)
-    }
+    /// The wire object (``RoomProtocol/PubSubMessage/json``).
+    var json: JSONValue { message.json }
 
     /// Whether `p` may receive the message (issue 31 item 11). A broadcast: everyone. A `sendOnly`
     /// message: its sender and the listed ids, but only as the same participants: the join that
     /// was present when it was published, or a join whose token is bound to the id (`participantId`
     /// claim). Whoever takes a listed id later with an unbound token does not get it replayed.
     func isVisible(to p: ParticipantState) -> Bool {
-        guard !sendOnly.isEmpty else { return true }
-        guard senderId == p.id || sendOnly.contains(p.id) else { return false }
+        guard !message.sendOnly.isEmpty else { return true }
+        guard message.senderId == p.id || message.sendOnly.contains(p.id) else { return false }
         return p.idBoundByToken || joins[p.id] == p.joinSerial
     }
 }

@@ -1,3 +1,4 @@
+import RoomProtocol
 import Signaling
 
 /// What a room keeps in its cluster's shared store so that it outlives the node that holds it:
@@ -37,7 +38,7 @@ extension Room {
     func restore(_ snapshot: RoomStateSnapshot) {
         let server = self.server
         for json in snapshot.messages {
-            guard var message = PubSubMessage(json: json) else { continue }
+            guard var message = StoredPubSubMessage(stored: json) else { continue }
             message.sequence = server.nextPubSubSequence()
             message.measure()
             try? history.store(
@@ -65,19 +66,16 @@ extension RoomStateSnapshot {
     static let storedPayload = JSONRawPaths([.key("payload")])
 }
 
-extension PubSubMessage {
-    /// The message of a `pubsubMessage` JSON object (as stored by ``json``); nil when malformed. A
-    /// payload that is not an object is dropped.
-    init?(json: JSONValue) {
-        guard let id = json["id"]?.stringValue, let topic = json["topic"]?.stringValue,
-            let message = json["message"]?.stringValue, let senderId = json["senderId"]?.stringValue
+extension StoredPubSubMessage {
+    /// The message of a persisted `pubsubMessage` object (as stored by ``json``); nil when malformed:
+    /// stricter than the wire reading, `id`, `message` and `senderId` must be there. A missing
+    /// `senderName` is the sender's id; a payload that is not an object is dropped.
+    init?(stored json: JSONValue) {
+        guard json["id"]?.stringValue != nil, json["message"]?.stringValue != nil,
+            json["senderId"]?.stringValue != nil, var message = PubSubMessage(json: json)
         else { return nil }
-        self.init(
-            id: id, topic: topic, message: message, senderId: senderId,
-            senderName: json["senderName"]?.stringValue ?? senderId,
-            timestamp: Int64(json["timestamp"]?.intValue ?? 0),
-            payload: json["payload"].flatMap { $0.isNull ? nil : RawJSON($0) }.flatMap { $0.isObject ? $0 : nil },
-            sendOnly: json["sendOnly"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-            senderIsModerator: json["senderIsModerator"]?.boolValue ?? false)
+        if json["senderName"]?.stringValue == nil { message.senderName = message.senderId }
+        if let payload = message.rawPayload, !payload.isObject { message.rawPayload = nil }
+        self.init(message: message)
     }
 }

@@ -23,6 +23,32 @@ public struct LineJSON: Sendable {
         return members.first { $0.key == key }?.value
     }
 
+    /// The value as compact JSON text (for parsers that take text).
+    public var jsonText: String {
+        switch value {
+        case .null: return "null"
+        case .bool(let b): return b ? "true" : "false"
+        case .number(let d): return d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
+        case .string(let s):
+            var out = "\""
+            for scalar in s.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case _ where scalar.value < 0x20:
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out + "\""
+        case .array(let items): return "[" + items.map(\.jsonText).joined(separator: ",") + "]"
+        case .object(let members):
+            return "{" + members.map { LineJSON(value: .string($0.key), line: 0).jsonText + ":" + $0.value.jsonText }
+                .joined(separator: ",") + "}"
+        }
+    }
+
     /// A short name of the value's JSON type, for error messages.
     public var typeName: String {
         switch value {

@@ -209,10 +209,7 @@ struct Context: Sendable {
             case .unmuteMic(let bot): base = "\(bot) unmuteMic"
             case .enableCam(let bot): base = "\(bot) enableCam"
             case .disableCam(let bot): base = "\(bot) disableCam"
-            case .impair(let bot, let drop, _):
-                base =
-                    drop > 0
-                    ? "\(bot) drops \(Self.number(drop * 100))% of its received media" : "\(bot) impairment off"
+            case .impair(_, _, let summary): base = summary
             }
             return step.expectError.map { "\(base), expecting error \($0)" } ?? base
         }
@@ -305,7 +302,7 @@ struct Context: Sendable {
         case .unmuteMic(let id): try await settled(id).requireRoom().unmuteMic()
         case .enableCam(let id): try await settled(id).requireRoom().enableCam()
         case .disableCam(let id): try await settled(id).requireRoom().disableCam()
-        case .impair(let id, let drop, let seed): try await bot(id).requireRoom().setMediaReceiveDrop(drop, seed: seed)
+        case .impair(let id, let impairment, _): try bot(id).requireRoom().impairment = impairment
         }
     }
 

@@ -1,3 +1,4 @@
+import RTC
 import RTCWire
 import Understudy
 
@@ -44,6 +45,9 @@ public struct ParticipantSpec: Sendable {
     /// PubSub topics it subscribes to right after joining (their messages become events).
     public var subscribe: [String]
     public var line: Int
+    /// The network its media connections see from the start (`impair`: a preset name or the JSON
+    /// form of ``Impairment``), or nil; an `impair` step changes it.
+    public var impairment: Impairment? = nil
 }
 
 /// Whose media a bot receives.
@@ -94,9 +98,11 @@ public enum Action: Sendable {
     case unmuteMic(bot: String)
     case enableCam(bot: String)
     case disableCam(bot: String)
-    /// Drops this share (0 to 1) of the datagrams the bot's media connections receive, from a seeded
-    /// sequence (a lossy link, or with 1 an outage); 0 ends it. Signalling is not affected.
-    case impair(bot: String, drop: Double, seed: UInt64)
+    /// Changes the network the bot's media connections see: `profile` (a preset name or the JSON
+    /// form of ``Impairment``), or `drop` (this share of received datagrams lost, from a seeded
+    /// sequence; 1 is an outage); `"none"` or a drop of 0 ends it. `summary` describes it.
+    /// Signalling is not affected.
+    case impair(bot: String, impairment: Impairment?, summary: String)
 
     /// The action names accepted in files.
     public static let names = [

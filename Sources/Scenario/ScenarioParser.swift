@@ -1,5 +1,6 @@
 import Foundation
 import Media
+import RTC
 import RoomProtocol
 import Understudy
 
@@ -195,6 +196,25 @@ private struct Members {
         return list
     }
 
+    /// An impairment: a preset name (`"lossy-wifi"`) or the JSON form (``Impairment/parse(_:)``),
+    /// with a name for descriptions (the preset's, or `custom`).
+    mutating func impairment(_ key: String) throws(ScenarioFileError) -> (impairment: Impairment, name: String)? {
+        guard let v = raw(key) else { return nil }
+        let text: String
+        switch v.value {
+        case .string(let name): text = name
+        case .object: text = v.jsonText
+        default: throw decoder.error(v, field(key), "expected a preset name or an object, found \(v.typeName)")
+        }
+        do {
+            let impairment = try Impairment.parse(text)
+            if case .string(let name) = v.value { return (impairment, name) }
+            return (impairment, "custom")
+        } catch {
+            throw decoder.error(v, error.field.map { "\(field(key)).\($0)" } ?? field(key), error.message)
+        }
+    }
+
     /// Refuses members nobody asked for (a typo would otherwise be silently ignored).
     func finish() throws(ScenarioFileError) {
         guard case .object(let members) = json.value else { return }
@@ -283,7 +303,8 @@ private struct ScenarioDecoder {
                 ConsumeMode(rawValue: $0)
             } ?? .auto,
             record: try m.bool("record") ?? false, acceptInvites: try m.bool("acceptInvites") ?? true,
-            subscribe: try m.strings("subscribe") ?? [], line: json.line)
+            subscribe: try m.strings("subscribe") ?? [], line: json.line,
+            impairment: try m.impairment("impair").flatMap { $0.impairment.isNone ? nil : $0.impairment })
         try m.finish()
         return bot
     }
@@ -405,12 +426,28 @@ private struct ScenarioDecoder {
         case "enableCam": action = .enableCam(bot: try m.bot("bot"))
         case "disableCam": action = .disableCam(bot: try m.bot("bot"))
         case "impair":
+            let bot = try m.bot("bot")
+            let seed = try m.count("seed").map { UInt64($0) }
+            if let profile = try m.impairment("profile") {
+                guard m.raw("drop") == nil else {
+                    throw error(json["drop"]!, "\(path).drop", "give either 'profile' or 'drop', not both")
+                }
+                var impairment = profile.impairment
+                if let seed { impairment.seed = seed }
+                action = .impair(
+                    bot: bot, impairment: impairment.isNone ? nil : impairment,
+                    summary: impairment.isNone ? "\(bot) impairment off" : "\(bot)'s link becomes \(profile.name)")
+                break
+            }
             let drop = try m.number("drop") ?? 0
             guard drop >= 0 && drop <= 1 else {
                 throw error(
                     json["drop"] ?? json, "\(path).drop", "expected a share of datagrams in [0, 1], found \(drop)")
             }
-            action = .impair(bot: try m.bot("bot"), drop: drop, seed: UInt64(try m.count("seed") ?? 1))
+            action = .impair(
+                bot: bot, impairment: drop > 0 ? Impairment(receiveDropRate: drop, seed: seed ?? 1) : nil,
+                summary: drop > 0
+                    ? "\(bot) drops \(Context.number(drop * 100))% of its received media" : "\(bot) impairment off")
         default:
             throw error(
                 json["action"] ?? json, "\(path).action",

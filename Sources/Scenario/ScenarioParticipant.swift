@@ -130,6 +130,7 @@ final class ScenarioParticipant: RoomEventListener, ParticipantEventListener, Pu
         // Nil for the synthetic pair: the SDK's default sources.
         room.mediaSourceFactory = try LocalSources.factory(
             video: video == "testsrc" ? nil : video, audio: audio == "tone" ? nil : audio)
+        room.impairment = spec.impairment
         room.addEventListener(self)
         room.onFrame = { [weak self] id, kind, frame, arrival in self?.frame(id, kind, frame, arrival) }
         lock.withLock {

@@ -59,8 +59,14 @@ public final class WhiteOverlayScreenFlash: ScreenFlash, @unchecked Sendable {
     public func clear() async { lock.withLock { lit = false } }
 }
 
-/// The VP8 frames of one webcam since its last keyframe, kept so that a capture can decode the
-/// current picture on demand instead of decoding every frame all the time.
+/// One webcam's frames from a key frame on, all of one codec: what a capture decodes.
+struct CaptureRun: Sendable, Equatable {
+    var codec: MediaCodec
+    var frames: [[UInt8]]
+}
+
+/// The frames of one webcam since its last keyframe, whatever its codec, kept so that a capture can
+/// decode the current picture on demand instead of decoding every frame all the time.
 ///
 /// Bounded: past ``maxFrames`` or ``maxBytes`` without a keyframe the frames are dropped and the
 /// buffer waits for the next keyframe (a capture then asks the sender for one).
@@ -69,11 +75,12 @@ final class CaptureFrameBuffer: @unchecked Sendable {
     static let maxFrames = 300
     static let maxBytes = 16 << 20
     private let lock = NSLock()
+    private var codec: MediaCodec = .vp8
     private var frames: [[UInt8]] = []
     private var bytes = 0
     private var _pictureSize: (width: Int, height: Int)?
     /// Captures waiting for a keyframe (``framesFromNextKeyframe(timeout:)``), by waiter id.
-    private var waiters: [Int: CheckedContinuation<[[UInt8]], Never>] = [:]
+    private var waiters: [Int: CheckedContinuation<CaptureRun?, Never>] = [:]
     private var lastWaiterID = 0
 
     /// The picture size of the newest keyframe (for the stats' `size`), nil before the first one.
@@ -81,21 +88,25 @@ final class CaptureFrameBuffer: @unchecked Sendable {
 
     /// Called for every received (or sent) webcam frame.
     func append(_ frame: EncodedFrame) {
-        guard frame.codec == .vp8, !frame.data.isEmpty else { return }
-        let keySize = VP8KeyframeInfo.parse(frame.data)
-        var woken: [CheckedContinuation<[[UInt8]], Never>] = []
-        defer { for w in woken { w.resume(returning: [frame.data]) } }
+        guard frame.codec.kind == .video, !frame.data.isEmpty else { return }
+        let keySize = frame.keyframePictureSize
+        var woken: [CheckedContinuation<CaptureRun?, Never>] = []
+        defer { for w in woken { w.resume(returning: CaptureRun(codec: frame.codec, frames: [frame.data])) } }
         lock.withLock {
             if let keySize {
                 _pictureSize = keySize
+                codec = frame.codec
                 frames.removeAll(keepingCapacity: true)
                 bytes = 0
                 if !waiters.isEmpty {
                     woken = Array(waiters.values)
                     waiters.removeAll()
                 }
-            } else if frames.isEmpty {
-                return  // a delta frame cannot be decoded without its keyframe
+            } else if frames.isEmpty || frame.codec != codec {
+                // A delta frame cannot be decoded without its keyframe (nor one of another codec's run).
+                frames.removeAll()
+                bytes = 0
+                return
             } else if frames.count >= Self.maxFrames || bytes + frame.data.count > Self.maxBytes {
                 frames.removeAll()
                 bytes = 0
@@ -106,13 +117,13 @@ final class CaptureFrameBuffer: @unchecked Sendable {
         }
     }
 
-    /// The frames from the last keyframe on (empty while waiting for a keyframe).
-    var snapshot: [[UInt8]] { lock.withLock { frames } }
+    /// The frames from the last keyframe on (nil while waiting for a keyframe).
+    var snapshot: CaptureRun? { lock.withLock { frames.isEmpty ? nil : CaptureRun(codec: codec, frames: frames) } }
 
     /// The frames from the last keyframe on; when there are none, waits for the next keyframe, up to
-    /// `timeout` seconds (empty after that, or when the stream stops meanwhile: ``clear()``).
-    func framesFromNextKeyframe(timeout: Double) async -> [[UInt8]] {
-        await withCheckedContinuation { (c: CheckedContinuation<[[UInt8]], Never>) in
+    /// `timeout` seconds (nil after that, or when the stream stops meanwhile: ``clear()``).
+    func framesFromNextKeyframe(timeout: Double) async -> CaptureRun? {
+        await withCheckedContinuation { (c: CheckedContinuation<CaptureRun?, Never>) in
             let id: Int? = lock.withLock {
                 if !frames.isEmpty { return nil }
                 lastWaiterID += 1
@@ -121,20 +132,20 @@ final class CaptureFrameBuffer: @unchecked Sendable {
             }
             guard let id else { return c.resume(returning: snapshot) }
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
-                self.lock.withLock { self.waiters.removeValue(forKey: id) }?.resume(returning: [])
+                self.lock.withLock { self.waiters.removeValue(forKey: id) }?.resume(returning: nil)
             }
         }
     }
 
     func clear() {
-        let woken: [CheckedContinuation<[[UInt8]], Never>] = lock.withLock {
+        let woken: [CheckedContinuation<CaptureRun?, Never>] = lock.withLock {
             frames.removeAll()
             bytes = 0
             _pictureSize = nil
             defer { waiters.removeAll() }
             return Array(waiters.values)
         }
-        for w in woken { w.resume(returning: []) }
+        for w in woken { w.resume(returning: nil) }
     }
 }
 
@@ -145,7 +156,7 @@ final class PictureSizeTracker: @unchecked Sendable {
     private var size: (width: Int, height: Int)?
 
     func note(_ frame: EncodedFrame) {
-        guard frame.codec == .vp8, let keySize = VP8KeyframeInfo.parse(frame.data) else { return }
+        guard let keySize = frame.keyframePictureSize else { return }
         lock.withLock { size = keySize }
     }
 
@@ -199,6 +210,7 @@ final class CaptureTapSource: MediaSource {
     /// The picture size of each layer's newest keyframe (for the stats' `size`).
     func size(ofLayer layer: Int) -> (width: Int, height: Int)? { sizeLock.withLock { layerSizes[layer] } }
     var kind: MediaKind { inner.kind }
+    var codec: MediaCodec { inner.codec }
     var layerCount: Int { inner.layerCount }
 
     init(_ inner: MediaSource, buffer: CaptureFrameBuffer?) {
@@ -210,7 +222,7 @@ final class CaptureTapSource: MediaSource {
 
     func pull(elapsedNanos: UInt64, emit: (EncodedFrame, Int) -> Void) {
         inner.pull(elapsedNanos: elapsedNanos) { frame, layer in
-            if frame.isKeyframe || capturedLayer == nil, let size = VP8KeyframeInfo.parse(frame.data) {
+            if frame.isKeyframe || capturedLayer == nil, let size = frame.keyframePictureSize {
                 if size.width > capturedWidth {
                     capturedLayer = layer
                     capturedWidth = size.width
@@ -246,6 +258,10 @@ extension Participant {
     /// keeping its aspect ratio, and never enlarged; a nil (or infinite) bound does not constrain, so
     /// without both the image has the size of the video. Fractional bounds are rounded down.
     ///
+    /// The picture is decoded on demand from the frames since the webcam's last keyframe, in
+    /// whatever codec it uses (VP8, VP9, H.264 or AV1: Media's `VideoDecoder`); when none is kept (just
+    /// subscribed, or a long run without one) a keyframe is asked for and waited for up to 5 s.
+    ///
     /// `flash: .ON` is accepted only for the local participant. A headless participant has no torch:
     /// the screen flash set with ``VideoSDK/setScreenFlash(_:)`` is applied around the capture (a
     /// no-op hook for ``WhiteOverlayScreenFlash``, which has no screen to light), and without one the
@@ -256,7 +272,8 @@ extension Participant {
     ///
     /// - Throws: 3068 on an agent participant; 3062 (`ERROR_WEBCAM_NOT_ENABLED`) when the webcam is off
     ///   or not received on this device; 3069 (`ERROR_CAPTURE_IMAGE_FAILED`, also sent to `onError`)
-    ///   when the capture fails, for `flash: .ON` on a remote participant, for a bound that is not a
+    ///   when the capture fails (no keyframe within 5 s, or no frame of the run decodes), for
+    ///   `flash: .ON` on a remote participant, for a bound that is not a
     ///   positive number, or while another flash capture runs.
     public func captureImage(width: CGFloat? = nil, height: CGFloat? = nil, flash: CaptureFlash = .OFF) async throws
         -> String
@@ -293,18 +310,18 @@ extension Participant {
 
     /// The newest picture from its keyframe on, scaled and encoded (``captureImage(width:height:flash:)``).
     private func captureCurrentPicture(maxWidth: Int?, maxHeight: Int?) async throws(UnderstudyError) -> String {
-        var frames = captureFrames.snapshot
-        if frames.isEmpty {
+        var run = captureFrames.snapshot
+        if run == nil {
             // The buffer waits for a keyframe (just started, or dropped a too-long run): ask for one.
             if !isLocal { room?.media.requestWebcamKeyframe(of: id) }
-            if hasStream(.video) { frames = await captureFrames.framesFromNextKeyframe(timeout: 5) }
+            if hasStream(.video) { run = await captureFrames.framesFromNextKeyframe(timeout: 5) }
         }
-        guard !frames.isEmpty else {
+        guard let run else {
             if !hasStream(.video) { throw UnderstudyError(code: 3062, message: "captureImage: the webcam stopped") }
             throw captureFailed("no keyframe of \(id)'s webcam arrived")
         }
         let encoded: Result<[UInt8], Error> = await Task.detached(priority: .utility) {
-            Result { try Self.decodeAndEncode(frames, maxWidth: maxWidth, maxHeight: maxHeight) }
+            Result { try Self.decodeAndEncode(run, maxWidth: maxWidth, maxHeight: maxHeight) }
         }.value
         switch encoded {
         case .success(let jpeg): return Data(jpeg).base64EncodedString()
@@ -326,14 +343,10 @@ extension Participant {
         return error
     }
 
-    /// Decodes from the keyframe to the newest frame (skipping frames that fail), scales, encodes.
-    static func decodeAndEncode(_ frames: [[UInt8]], maxWidth: Int?, maxHeight: Int?) throws -> [UInt8] {
-        let decoder = try VP8Decoder()
-        var picture: I420Image?
-        for frame in frames {
-            if let p = try? decoder.decode(frame) { picture = p }
-        }
-        guard let picture, picture.isConsistent else { throw MediaError.invalidArgument("no picture decoded") }
+    /// Decodes from the keyframe to the newest frame in the run's codec (skipping frames that fail),
+    /// scales, encodes.
+    static func decodeAndEncode(_ run: CaptureRun, maxWidth: Int?, maxHeight: Int?) throws -> [UInt8] {
+        let picture = try VideoDecoder(codec: run.codec).newestPicture(decoding: run.frames)
         let size = picture.fittedSize(maxWidth: maxWidth, maxHeight: maxHeight)
         return try JPEGEncoder().encode(picture.scaledDown(toWidth: size.width, height: size.height), quality: 85)
     }

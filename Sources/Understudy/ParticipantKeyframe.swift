@@ -46,14 +46,4 @@ extension Room {
     /// whose m-line carried several streams reports the one with the most frames.
     /// Waits up to 2 s for the subscribe loop; call it off that loop (metrics, manifests, scenarios).
     package func receiveQuality() -> [ReceivedTrackQuality] { media.receiveQuality() }
-
-    /// Test hook: drops this share (0 to 1) of the datagrams the media connections receive, from a
-    /// seeded sequence, as a lossy or broken network would (signalling is not affected); 0 ends it.
-    package func setMediaReceiveDrop(_ rate: Double, seed: UInt64 = 1) async {
-        for (_, pc) in media.connections {
-            _ = await pc.loop.submitIfRunning {
-                pc.setReceiveImpairment(rate > 0 ? Impairment(receiveDropRate: min(rate, 1), seed: seed) : nil)
-            }
-        }
-    }
 }

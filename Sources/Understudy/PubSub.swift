@@ -104,34 +104,41 @@ public final class PubSub: @unchecked Sendable {
     private func current(_ topic: String) -> [PubSubMessageListener] { lock.withLock { listeners[topic] ?? [] } }
 
     func deliver(_ data: JSONValue) {
-        guard let m = PubSubMessage(data) else { return }
+        guard let m = PubSubMessage(json: data) else { return }
         for l in current(m.topic) { l.onMessageReceived(m) }
     }
 
     func deliverHistory(_ data: JSONValue) {
         guard let topic = data["topic"]?.stringValue else { return }
-        let messages = (data["messages"]?.arrayValue ?? []).compactMap(PubSubMessage.init)
+        let messages = (data["messages"]?.arrayValue ?? []).compactMap { PubSubMessage(json: $0) }
         let isLast = data["isLast"]?.boolValue ?? true
         for l in current(topic) { l.onOldMessagesReceived(messages, isLast: isLast) }
     }
 }
 
 extension PubSubMessage {
+    /// The publisher's payload, the exact text it published (key order and number spelling kept;
+    /// nil when none was sent): the SDK's name for ``RoomProtocol/PubSubMessage/rawPayload``.
+    /// Setting text that is not one JSON value sets nil. ``payload`` gives it as a dictionary.
+    public var payloadJSON: String? {
+        get { rawPayload?.text }
+        set { rawPayload = newValue.flatMap { try? RawJSON(validating: $0) } }
+    }
+
     /// The publisher's payload as the spec shapes it (`[String: Any]?`), parsed from ``payloadJSON``.
     public var payload: [String: Any]? {
         guard let payloadJSON, let data = payloadJSON.data(using: .utf8) else { return nil }
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 
-    init?(_ json: JSONValue) {
-        guard let topic = json["topic"]?.stringValue else { return nil }
+    /// A message with its payload as text (``payloadJSON``).
+    public init(
+        id: String, topic: String, message: String, senderId: String, senderName: String, timestamp: Int,
+        payloadJSON: String?, sendOnly: [String], senderIsModerator: Bool = false
+    ) {
         self.init(
-            id: json["id"]?.stringValue ?? "", topic: topic, message: json["message"]?.stringValue ?? "",
-            senderId: json["senderId"]?.stringValue ?? "", senderName: json["senderName"]?.stringValue ?? "",
-            timestamp: json["timestamp"]?.intValue ?? 0,
-            // Kept raw by the parse (`JSONRawPaths.pubsubPayloads`): the publisher's exact text.
-            payloadJSON: json["payload"].flatMap { $0.isNull ? nil : $0.jsonString },
-            sendOnly: (json["sendOnly"]?.arrayValue ?? []).compactMap(\.stringValue),
-            senderIsModerator: json["senderIsModerator"]?.boolValue ?? false)
+            id: id, topic: topic, message: message, senderId: senderId, senderName: senderName,
+            timestamp: timestamp, rawPayload: payloadJSON.flatMap { try? RawJSON(validating: $0) },
+            sendOnly: sendOnly, senderIsModerator: senderIsModerator)
     }
 }

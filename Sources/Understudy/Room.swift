@@ -86,6 +86,18 @@ public final class Room: @unchecked Sendable {
     }
     private var _iceServers: [ICEServer]?
 
+    /// The network this room's media connections see (rate limit, delay, jitter, loss, …; see
+    /// ``Impairment``), applied at their sockets in both directions so that ICE, DTLS, RTCP and
+    /// media all cross it. Set before ``join()`` it holds from the first connectivity check; set
+    /// later it replaces the link at once (nil: none). Signalling is not affected.
+    public var impairment: Impairment? {
+        get { media.connectionConfiguration.impairment }
+        set {
+            media.connectionConfiguration.impairment = newValue
+            for (_, pc) in media.connections { pc.loop.execute { pc.setImpairment(newValue) } }
+        }
+    }
+
     /// The serial queue on which every event is delivered.
     public let eventQueue = DispatchQueue(label: "understudy.room.events")
 

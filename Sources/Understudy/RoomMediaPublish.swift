@@ -53,14 +53,20 @@ extension RoomMedia {
         startSampling()
         let rids = room.multiStream ? ["q", "h", "f"] : []
         try makeSources(for: kinds, layers: max(1, rids.count))
+        // Each m-line offers exactly the codec its source sends (VP8, or H.264 with `--video-codec
+        // h264`): a room that does not take it refuses the produce (4051), never a silent switch.
+        let codecs = lock.withLock { kinds.map { sources[$0]?.value.codec } }
         await pc.gatherRelayCandidates()
         let (offer, added) = try await pc.loop.submit { () throws -> (String, [RTPTransceiver]) in
-            let added = kinds.map { kind in
+            let added = zip(kinds, codecs).map { kind, codec in
+                let t: RTPTransceiver
                 switch kind {
-                case .video: return pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids)
-                case .share: return pc.addTransceiver(kind: .video, direction: .sendonly)  // one layer
-                default: return pc.addTransceiver(kind: .audio, direction: .sendonly)
+                case .video: t = pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids)
+                case .share: t = pc.addTransceiver(kind: .video, direction: .sendonly)  // one layer
+                default: t = pc.addTransceiver(kind: .audio, direction: .sendonly)
                 }
+                if let codec, codec != t.codec { t.setCodecPreferences([codec]) }
+                return t
             }
             let o = try pc.createOffer()
             try pc.setLocalDescription(o)

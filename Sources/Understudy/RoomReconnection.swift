@@ -253,8 +253,10 @@ extension Room {
     /// Test hook: drops every datagram the local media connections receive while `paused`, as a
     /// network outage would (the WebSocket is not affected).
     func setMediaPaused(_ paused: Bool) async {
+        // Resuming restores the room's own impairment, if any.
+        let impairment = paused ? Impairment(receiveDropRate: 1) : self.impairment
         for (_, pc) in media.connections {
-            _ = await pc.loop.submitIfRunning { pc.setReceiveImpairment(paused ? Impairment(receiveDropRate: 1) : nil) }
+            _ = await pc.loop.submitIfRunning { pc.setImpairment(impairment) }
         }
     }
 }

@@ -153,26 +153,7 @@ public enum EntryDecision: String, Sendable, Hashable {
     case timeout
 }
 
-/// A PubSub message.
-public struct PubSubMessage: Sendable, Hashable {
-    /// The server's id of the message.
-    public var id: String
-    /// The topic it was published on.
-    public var topic: String
-    /// The text published.
-    public var message: String
-    /// Who published it.
-    public var senderId: String
-    /// The publisher's display name.
-    public var senderName: String
-    /// Milliseconds since 1970.
-    public var timestamp: Int
-    /// The publisher's payload, the exact text it published (key order and number spelling kept;
-    /// nil when none was sent). ``payload`` gives it as a dictionary.
-    public var payloadJSON: String?
-    /// The participant ids it was addressed to (empty: everyone subscribed).
-    public var sendOnly: [String]
-    /// Set by the server: whether the sender held `allow_mod` when it published (an Understudy
-    /// server extension; false from servers that do not send it). Lets a client judge stage invites.
-    public var senderIsModerator: Bool = false
-}
+/// A PubSub message: the room's one message type, ``RoomProtocol/PubSubMessage``, under the SDK's
+/// name, so that code importing only the SDK finds it. ``PubSubMessage/payloadJSON`` and
+/// ``PubSubMessage/payload`` are the SDK's views of its payload.
+public typealias PubSubMessage = RoomProtocol.PubSubMessage

@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import Media
 import Testing
 
 // Issue 34: the agent's options as data (what a fleet job carries), with their validation in Agent.
@@ -12,6 +13,9 @@ import Testing
             "--quality", "low", "--accept-invites", "from:mod", "--reconnect-for", "0", "--lobby-wait", "1.5m",
             "--record-format", "ogg+ivf", "--relay", "rtp://127.0.0.1:5004", "--relay-room", "mirror", "--video",
             "none", "--audio", "tone", "--ice-servers", "turn:u:p@10.0.0.1:3478", "--duration", "500ms",
+            "--impair", #"{"down": {"loss": 0.1}}"#,
+            "--video-codec", "h264",
+            "--snapshot-every", "2s",
         ])
         try options.validate()
         #expect(options.room == "standup" && options.token == "T" && options.agent == true)
@@ -26,6 +30,9 @@ import Testing
         #expect(agent.recordFormat == .oggIVF && agent.recordDirectory == "/r")
         #expect(agent.rtpOutputURL == "rtp://127.0.0.1:5004" && agent.republishRoom == "mirror")
         #expect(agent.iceServers?.first?.username == "u")
+        #expect(agent.impairment?.down.loss == 0.1 && options.impair == #"{"down": {"loss": 0.1}}"#)
+        #expect(agent.videoCodec == "h264")
+        #expect(options.snapshotEvery == 2 && agent.snapshotInterval == 2)
     }
 
     @Test func eachBadValueIsRefusedNamingItsOption() {
@@ -40,7 +47,10 @@ import Testing
             (["--record-format", "avi"], "--record-format"), (["--relay-room", "r"], "--relay-room"),
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
-            (["--consume"], "--consume"),
+            (["--consume"], "--consume"), (["--impair", "dial-up"], "--impair"),
+            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp9"], "--video-codec"),
+            (["--consume"], "--consume"), (["--snapshot-every", "0"], "--snapshot-every"),
+            (["--snapshot-every", "often"], "--snapshot-every"),
         ]
         for (extra, option) in cases {
             // Later values win, so each case overrides one valid option.
@@ -51,6 +61,46 @@ import Testing
                 Issue.record("\(extra) was accepted")
             } catch {
                 #expect(error.option == option, "\(extra): \(error)")
+            }
+        }
+    }
+
+    @Test func audioEgressOptionsTravelAsDataAndBadOnesAreRefused() throws {
+        let options = try AgentJobOptions(arguments: [
+            "--server", "http://h:1", "--room", "r", "--token", "T", "--mix-audio", "/out/room.ogg",
+            "--transcribe", "ws://10.0.0.5:9000/stt?lang=en", "--transcribe-rate", "48000",
+        ])
+        let json = try JSONEncoder().encode(options)
+        let decoded = try JSONDecoder().decode(AgentJobOptions.self, from: json)
+        #expect(decoded == options && decoded.mixAudio == "/out/room.ogg" && decoded.transcribeRate == 48_000)
+        let agent = try decoded.roomAgentOptions(recordDirectory: nil, checkMedia: false)
+        #expect(
+            agent.audioEgress
+                == AudioEgress.Options(
+                    mixPath: "/out/room.ogg", transcribeURL: "ws://10.0.0.5:9000/stt?lang=en", transcribeRate: 48_000))
+        // The default rate is 16 kHz; nothing asked, nothing produced.
+        let plain = try AgentJobOptions(arguments: ["--server", "http://h:1", "--room", "r", "--token", "T"])
+        #expect(try plain.roomAgentOptions(recordDirectory: nil, checkMedia: false).audioEgress.isEmpty)
+        for (flag, value, reason) in [
+            ("--transcribe", "http://h:1/x", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe", "wss://h/x", "wss:// is not supported"),
+            ("--transcribe", "ws://:80/x", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe", "ws://h:99999/x", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe", "ws://u:p@h/x", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe", "not a url", "is not a ws://HOST:PORT/PATH URL"),
+            ("--transcribe-rate", "44100", "is not 16000 or 48000"),
+            ("--mix-audio", "/out/room.wav", "is not a .ogg, .opus, .webm, .mkv or .mp4 file"),
+            ("--mix-audio", "", "is not a .ogg"),
+        ] {
+            do {
+                let bad = try AgentJobOptions(arguments: [
+                    "--server", "http://h:1", "--room", "r", "--token", "T", flag, value,
+                ])
+                try bad.validate()
+                Issue.record("\(flag) \(value) was accepted")
+            } catch {
+                #expect(error.option == flag && error.reason.contains(reason), "\(flag) \(value): \(error)")
+                #expect(error.description.hasPrefix("bad value for \(flag): "))
             }
         }
     }
@@ -72,6 +122,13 @@ import Testing
 
     @Test func everyRecordFormatNameIsAFormatOfTheAgent() {
         for name in AgentJobOptions.recordFormats { #expect(RoomAgent.RecordFormat(rawValue: name) != nil, "\(name)") }
+    }
+
+    @Test func everyVideoCodecNameIsOneTheSourcesEncode() throws {
+        for name in AgentJobOptions.videoCodecs {
+            #expect(VideoEncoders.codecs.contains(try LocalSources.videoCodec(name)), "\(name)")
+        }
+        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp9") }
     }
 
     @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {

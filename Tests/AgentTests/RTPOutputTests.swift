@@ -137,87 +137,263 @@ import Testing
     // MARK: - ffmpeg plays the SDP
 
     @Test func ffmpegPlaysTheRelayedStreams() async throws {
-        let loop = EventLoop(name: "relay-ffmpeg")
+        let media = SyntheticMedia.shared(layers: 1)
+        let counts = try await playThroughFFmpeg(
+            video: { media.videoFrame(at: $0) }, audio: { media.audioFrame(at: $0) }, fps: media.fps,
+            checkSDP: { sdp, port in
+                #expect(sdp.contains("m=video \(port) RTP/AVP 96") && sdp.contains("a=rtpmap:96 VP8/90000"))
+                #expect(!sdp.contains("a=fmtp:96"))
+                #expect(sdp.contains("m=audio \(port + 2) RTP/AVP 111") && sdp.contains("a=rtpmap:111 opus/48000/2"))
+                #expect(sdp.contains("c=IN IP4 127.0.0.1"))
+            })
+        #expect((counts["vp8"] ?? 0) >= 60, "counts: \(counts)")
+        #expect((counts["opus"] ?? 0) >= 100, "counts: \(counts)")
+    }
+
+    /// H.264 from libx264 through the relay: the first key frame rewrites the .sdp (H264/90000,
+    /// packetization-mode=1, the SPS's profile-level-id, its SPS and PPS as sprop-parameter-sets)
+    /// and ffmpeg, opening that .sdp, copies and decodes the stream without an error.
+    @Test func ffmpegPlaysRelayedH264FromTheRewrittenSDP() async throws {
+        let frames = try x264AccessUnits(seconds: 5)
+        let media = SyntheticMedia.shared(layers: 1)
+        let counts = try await playThroughFFmpeg(
+            video: { $0 < frames.count ? frames[$0] : nil }, audio: { media.audioFrame(at: $0) }, fps: 30,
+            checkSDP: { sdp, port in
+                #expect(
+                    sdp.contains("m=video \(port) RTP/AVP 96\na=rtpmap:96 H264/90000\na=fmtp:96 packetization-mode=1;"))
+                #expect(sdp.contains(";sprop-parameter-sets="), "\(sdp)")
+            })
+        #expect((counts["h264"] ?? 0) >= 60, "counts: \(counts)")
+        #expect((counts["opus"] ?? 0) >= 100, "counts: \(counts)")
+    }
+
+    // MARK: - Video formats
+
+    @Test func h264FormatCarriesProfileAndParameterSetsOfTheKeyframe() throws {
+        let frames = try x264AccessUnits(seconds: 1)
+        let key = try #require(frames.first { $0.isKeyframe })
+        let format = try #require(key.data.withUnsafeBytes { RTPOutputVideoFormat(codec: .h264, keyframe: $0) })
+        #expect(format.rtpmap == "H264/90000")
+        let fmtp = try #require(format.fmtp)
+        // The SPS and PPS of the key frame, in that order.
+        var sps: [UInt8] = []
+        var pps: [UInt8] = []
+        key.data.withUnsafeBytes { b in
+            H264AnnexB.forEachUnit(b) { unit in
+                if unit[0] & 0x1F == H264NALType.sps, sps.isEmpty { sps = Array(unit) }
+                if unit[0] & 0x1F == H264NALType.pps, pps.isEmpty { pps = Array(unit) }
+            }
+        }
+        let plid = H264ProfileLevelID(profileIDC: sps[1], constraints: sps[2], level: sps[3]).text
+        #expect(plid.hasPrefix("42"))  // libx264 -profile:v baseline
+        #expect(fmtp.hasPrefix("packetization-mode=1;profile-level-id=\(plid);sprop-parameter-sets="))
+        // sprop-parameter-sets decodes back to exactly those units (the SDP parser reads it so).
+        let list = fmtp.split(separator: ";").map { item in
+            let kv = item.split(separator: "=", maxSplits: 1).map(String.init)
+            return SDPParameter(key: kv[0], value: kv.count > 1 ? kv[1] : nil)
+        }
+        let parsed = try #require(H264FormatParameters(list))
+        #expect(parsed.packetizationMode == 1 && parsed.profileLevelID.text == plid)
+        #expect(parsed.spropAnnexB == [0, 0, 0, 1] + sps + [0, 0, 0, 1] + pps)
+        // A key frame without parameter sets still announces the packetization mode.
+        let idrOnly: [UInt8] = [0, 0, 0, 1, 0x65, 0x88, 0x84, 0x00]
+        let bare = idrOnly.withUnsafeBytes { RTPOutputVideoFormat(codec: .h264, keyframe: $0) }
+        #expect(bare == RTPOutputVideoFormat(codec: .h264, fmtp: "packetization-mode=1"))
+    }
+
+    @Test func vp9AndAV1FormatsCarryTheirProfileFromTheKeyframe() throws {
+        let vp9 = try #require(try vp9Frames(seconds: 1).first { $0.isKeyframe })
+        let vp9Format = vp9.data.withUnsafeBytes { RTPOutputVideoFormat(codec: .vp9, keyframe: $0) }
+        #expect(vp9Format == RTPOutputVideoFormat(codec: .vp9, fmtp: "profile-id=0"))
+        #expect(vp9Format?.rtpmap == "VP9/90000")
+
+        let av1 = try #require(try av1Frames(seconds: 1).first { $0.isKeyframe })
+        let av1Format = try #require(av1.data.withUnsafeBytes { RTPOutputVideoFormat(codec: .av1, keyframe: $0) })
+        let seq = try #require(av1.data.withUnsafeBytes { AV1SequenceHeader.configurationRecord(fromTemporalUnit: $0) })
+        #expect(av1Format.rtpmap == "AV1/90000")
+        #expect(av1Format.fmtp == "profile=0;level-idx=\(seq[1] & 0x1F);tier=0")
+
+        let vp8 = try #require(SyntheticMedia.shared(layers: 1).videoFrame(at: 0))
+        #expect(vp8.data.withUnsafeBytes { RTPOutputVideoFormat(codec: .vp8, keyframe: $0) } == .vp8)
+        #expect([UInt8]().withUnsafeBytes { RTPOutputVideoFormat(codec: .opus, keyframe: $0) } == nil)
+    }
+
+    @Test func sessionDescriptionPerCodec() async throws {
+        let loop = EventLoop(name: "relay-sdp-codecs")
         defer { loop.shutdown() }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let sdpPath = dir.appendingPathComponent("relay.sdp").path
-        let outPath = dir.appendingPathComponent("out.mkv").path
+        let path = dir.appendingPathComponent("relay.sdp").path
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: 5004, loop: loop)
+        try relay.writeSDP(to: path)
+        let before = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(before == relay.sessionDescription && before.contains("a=rtpmap:96 VP8/90000\na=recvonly\n"))
 
-        // Find a free even port pair, then release it for ffmpeg.
-        let (port, probeSockets) = try openEvenPortPair(loop: loop, handler: PacketCollector())
-        for s in probeSockets { s.close() }
-        try await Task.sleep(nanoseconds: 50_000_000)
-
-        let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
-        try relay.writeSDP(to: sdpPath)
-        let sdp = try String(contentsOfFile: sdpPath, encoding: .utf8)
-        #expect(sdp.contains("m=video \(port) RTP/AVP 96") && sdp.contains("a=rtpmap:96 VP8/90000"))
-        #expect(sdp.contains("m=audio \(port + 2) RTP/AVP 111") && sdp.contains("a=rtpmap:111 opus/48000/2"))
-        #expect(sdp.contains("c=IN IP4 127.0.0.1"))
-
-        // Copy to a file (counted by ffprobe) and decode at the same time (errors on stderr).
-        let ffmpeg = Process()
-        ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        ffmpeg.arguments = [
-            "-nostdin", "-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdpPath,
-            "-map", "0", "-c", "copy", "-t", "3.5", "-y", outPath,
-            "-map", "0", "-t", "3.5", "-f", "null", "-",
-        ]
-        let errPipe = Pipe()
-        ffmpeg.standardError = errPipe
-        ffmpeg.standardOutput = FileHandle.nullDevice
-        try ffmpeg.run()
-        try await Task.sleep(nanoseconds: 1_000_000_000)
-
-        let pacer = Pacer(relay: relay, media: SyntheticMedia.shared(layers: 1), seconds: 4)
-        await loop.submit { pacer.start = EventLoop.now() }
-        loop.addTicker(pacer)
-        try await waitUntil("the pacer", seconds: 15) { pacer.done.withLock { $0 } }
-        loop.removeTicker(pacer)
-        let stats = await loop.submit { relay.stats }
-        #expect(stats.videoFrames >= 115 && stats.audioFrames >= 195)
-
-        // ffmpeg stops by itself after 3.5 s of media (`-t`); SIGINT (which also makes it finish its
-        // outputs) only if it is still waiting a few seconds later.
-        let exited = (try? await waitUntil("ffmpeg to exit", seconds: 5) { !ffmpeg.isRunning }) != nil
-        if !exited { ffmpeg.interrupt() }
-        #expect(exited, "ffmpeg did not stop after 3.5 s of media")
-        let errData = errPipe.fileHandleForReading.readDataToEndOfFile()
-        ffmpeg.waitUntilExit()
+        let frames = try x264AccessUnits(seconds: 1)
+        let changes = Box<[(RTPOutputVideoFormat, Result<String?, RTPOutputError>)]>([])
+        await loop.submit {
+            relay.onFormatChange = { format, outcome in changes.withLock { $0.append((format, outcome)) } }
+            // A delta frame, then the key frame that picks H.264, then VP8 (dropped: another codec).
+            relay.send(frames[1], arrival: 0)
+            relay.send(frames[0], arrival: 0)
+            relay.send(frames[1], arrival: 0)
+            relay.send(try! #require(SyntheticMedia.shared(layers: 1).videoFrame(at: 0)), arrival: 0)
+        }
+        let (stats, format) = await loop.submit { (relay.stats, relay.videoFormat) }
+        #expect(stats.framesBeforeKeyframe == 1 && stats.videoFrames == 2 && stats.framesOtherCodec == 1)
+        #expect(format.codec == .h264)
+        let seen = changes.withLock { $0 }
+        #expect(seen.count == 1 && seen.first?.0 == format)
+        if case .success(let written)? = seen.first?.1 { #expect(written == path) } else { Issue.record("\(seen)") }
+        let after = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(after == relay.sessionDescription)
+        let fmtp = try #require(format.fmtp)
+        #expect(
+            after.contains(
+                "m=video 5004 RTP/AVP 96\na=rtpmap:96 H264/90000\na=fmtp:96 \(fmtp)\na=recvonly\n"
+                    + "m=audio 5006 RTP/AVP 111\na=rtpmap:111 opus/48000/2\n"))
+        #expect(!FileManager.default.fileExists(atPath: path + ".tmp"))
         relay.close()
-
-        // Over loopback, ffmpeg's RTP demuxer may still note a reorder timeout or a missed packet
-        // at the start; those are tolerated only together with the frame counts below.
-        let serious = String(decoding: errData, as: UTF8.self)
-            .split(whereSeparator: \.isNewline)
-            .filter { !$0.contains("max delay reached") && !$0.contains("RTP: missed") && !$0.isEmpty }
-        #expect(serious.isEmpty, "ffmpeg reported: \(serious.joined(separator: "\n"))")
-
-        let counts = try probeFrameCounts(outPath)
-        #expect((counts["vp8"] ?? 0) >= 60, "counts: \(counts)")
-        #expect((counts["opus"] ?? 0) >= 100, "counts: \(counts)")
-        let decode = try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", outPath, "-f", "null", "-"])
-        #expect(decode.status == 0 && decode.err.isEmpty, "decode: \(decode.err)")
     }
+
+    @Test func h264PacketsReassembleToTheAccessUnits() async throws {
+        let loop = EventLoop(name: "relay-h264-wire")
+        defer { loop.shutdown() }
+        let collector = PacketCollector()
+        let (port, sockets) = try openEvenPortPair(loop: loop, handler: collector)
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
+        let frames = Array(try x264AccessUnits(seconds: 1).prefix(6))
+        #expect(frames[0].isKeyframe && frames[0].data.count > RTPOutput.maxPayloadSize)  // FU-A on the wire
+        await loop.submit {
+            for f in frames { relay.send(f, arrival: EventLoop.now()) }
+        }
+        let stats = await loop.submit { relay.stats }
+        #expect(stats.videoFrames == 6 && stats.framesFailed == 0)
+        try await waitUntil("relayed packets") { collector.count == Int(stats.packets) }
+        var units: [[UInt8]] = []
+        var payloads: [[UInt8]] = []
+        var previousSeq: UInt16?
+        for p in collector.packets.map(\.bytes) {
+            #expect(p[0] == 0x80 && p[1] & 0x7F == 96 && p.count <= 12 + RTPOutput.maxPayloadSize)
+            let seq = readUInt16(p, 2)
+            if let previousSeq { #expect(seq == previousSeq &+ 1) }
+            previousSeq = seq
+            payloads.append(Array(p[12...]))
+            guard p[1] & 0x80 != 0 else { continue }
+            // The marker ends the access unit: rebuild it as the receive path does.
+            var counter = H264PayloadFormat.AnnexBWriter(output: nil)
+            for q in payloads { q.withUnsafeBytes { counter.append($0) } }
+            counter.finish()
+            var unit = [UInt8](repeating: 0, count: counter.length)
+            unit.withUnsafeMutableBytes { out in
+                var writer = H264PayloadFormat.AnnexBWriter(output: out)
+                for q in payloads { q.withUnsafeBytes { writer.append($0) } }
+                writer.finish()
+                #expect(!writer.sawNonContinuousFragment)
+            }
+            units.append(unit)
+            payloads = []
+        }
+        #expect(units == frames.map(\.data))
+        relay.close()
+        for s in sockets { s.close() }
+    }
+}
+
+/// Relays `video` and `audio` (by index, until nil) in real time while ffmpeg plays the relay's .sdp
+/// (rewritten by the first key frame, which is relayed before ffmpeg starts); returns ffprobe's frame
+/// counts of what ffmpeg copied, after checking that ffmpeg decoded it without an error.
+private func playThroughFFmpeg(
+    video: @escaping @Sendable (Int) -> EncodedFrame?, audio: @escaping @Sendable (Int) -> EncodedFrame?, fps: Int,
+    checkSDP: (String, UInt16) -> Void
+) async throws -> [String: Int] {
+    let loop = EventLoop(name: "relay-ffmpeg")
+    defer { loop.shutdown() }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let sdpPath = dir.appendingPathComponent("relay.sdp").path
+    let outPath = dir.appendingPathComponent("out.mkv").path
+
+    // Find a free even port pair, then release it for ffmpeg.
+    let (port, probeSockets) = try openEvenPortPair(loop: loop, handler: PacketCollector())
+    for s in probeSockets { s.close() }
+    try await Task.sleep(nanoseconds: 50_000_000)
+
+    let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
+    try relay.writeSDP(to: sdpPath)
+    // The first key frame fixes the codec and rewrites the .sdp; nobody listens yet.
+    let first = try #require(video(0))
+    await loop.submit { relay.send(first, arrival: EventLoop.now()) }
+    checkSDP(try String(contentsOfFile: sdpPath, encoding: .utf8), port)
+
+    // Copy to a file (counted by ffprobe) and decode at the same time (errors on stderr).
+    let ffmpeg = Process()
+    ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+    ffmpeg.arguments = [
+        "-nostdin", "-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdpPath,
+        "-map", "0", "-c", "copy", "-t", "3.5", "-y", outPath,
+        "-map", "0", "-t", "3.5", "-f", "null", "-",
+    ]
+    let errPipe = Pipe()
+    ffmpeg.standardError = errPipe
+    ffmpeg.standardOutput = FileHandle.nullDevice
+    try ffmpeg.run()
+    try await Task.sleep(nanoseconds: 1_000_000_000)
+
+    let pacer = Pacer(relay: relay, video: video, audio: audio, fps: fps, seconds: 4)
+    await loop.submit { pacer.start = EventLoop.now() }
+    loop.addTicker(pacer)
+    try await waitUntil("the pacer", seconds: 15) { pacer.done.withLock { $0 } }
+    loop.removeTicker(pacer)
+    let stats = await loop.submit { relay.stats }
+    #expect(stats.videoFrames >= 115 && stats.audioFrames >= 195)
+
+    // ffmpeg stops by itself after 3.5 s of media (`-t`); SIGINT (which also makes it finish its
+    // outputs) only if it is still waiting a few seconds later.
+    let exited = (try? await waitUntil("ffmpeg to exit", seconds: 5) { !ffmpeg.isRunning }) != nil
+    if !exited { ffmpeg.interrupt() }
+    #expect(exited, "ffmpeg did not stop after 3.5 s of media")
+    let errData = errPipe.fileHandleForReading.readDataToEndOfFile()
+    ffmpeg.waitUntilExit()
+    relay.close()
+
+    // Over loopback, ffmpeg's RTP demuxer may still note a reorder timeout or a missed packet
+    // at the start; those are tolerated only together with the frame counts the callers check.
+    let serious = String(decoding: errData, as: UTF8.self)
+        .split(whereSeparator: \.isNewline)
+        .filter { !$0.contains("max delay reached") && !$0.contains("RTP: missed") && !$0.isEmpty }
+    #expect(serious.isEmpty, "ffmpeg reported: \(serious.joined(separator: "\n"))")
+
+    let decode = try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", outPath, "-f", "null", "-"])
+    #expect(decode.status == 0 && decode.err.isEmpty, "decode: \(decode.err)")
+    return try probeFrameCounts(outPath)
 }
 
 // MARK: - Helpers
 
-/// Sends the synthetic loop through the relay in real time from the loop's 10 ms tick: key frame first.
+/// Sends frames through the relay in real time from the loop's 10 ms tick: video at `fps` (key frame
+/// first), audio every 20 ms.
 private final class Pacer: EventLoopTicker, @unchecked Sendable {
     let relay: RTPOutput
-    let media: SyntheticMedia
+    let video: (Int) -> EncodedFrame?
+    let audio: (Int) -> EncodedFrame?
+    let fps: Int
     let seconds: UInt64
     var start: UInt64 = 0
     var videoIndex = 0
     var audioIndex = 0
     let done = Mutex(false)
 
-    init(relay: RTPOutput, media: SyntheticMedia, seconds: UInt64) {
+    init(
+        relay: RTPOutput, video: @escaping (Int) -> EncodedFrame?, audio: @escaping (Int) -> EncodedFrame?, fps: Int,
+        seconds: UInt64
+    ) {
         self.relay = relay
-        self.media = media
+        self.video = video
+        self.audio = audio
+        self.fps = fps
         self.seconds = seconds
     }
 
@@ -227,12 +403,12 @@ private final class Pacer: EventLoopTicker, @unchecked Sendable {
             done.withLock { $0 = true }
             return
         }
-        let fps = UInt64(max(1, media.fps))
-        while UInt64(videoIndex) * 1_000_000_000 / fps <= elapsed, let f = media.videoFrame(at: videoIndex) {
+        let fps = UInt64(max(1, fps))
+        while UInt64(videoIndex) * 1_000_000_000 / fps <= elapsed, let f = video(videoIndex) {
             relay.send(f, arrival: now)
             videoIndex += 1
         }
-        while UInt64(audioIndex) * 20_000_000 <= elapsed, let f = media.audioFrame(at: audioIndex) {
+        while UInt64(audioIndex) * 20_000_000 <= elapsed, let f = audio(audioIndex) {
             relay.send(f, arrival: now)
             audioIndex += 1
         }
@@ -249,6 +425,8 @@ private final class PacketCollector: DatagramHandler, @unchecked Sendable {
         storage.withLock { $0.append(entry) }
     }
 }
+
+private typealias Box = Mutex
 
 /// A small lock box (Foundation's NSLock) usable from tests in Swift 6 mode.
 private final class Mutex<Value>: @unchecked Sendable {

@@ -78,4 +78,46 @@ struct RepublishRoomTests {
         await viewer.leave()
         await host.leave()
     }
+
+    @Test func relayRoomRepublishesTheConsumedParticipant() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let (host, _) = try await joinedRoom(
+            server, room: "agent-src", id: "host", mode: .SEND_AND_RECV, mic: true, cam: true)
+        let agent = try await startAgent(server, room: "agent-src", id: "agent7") {
+            $0.republishRoom = "agent-dst"
+            $0.republishRoomToken = sdkToken(server, room: "agent-dst")
+        }
+        final class FrameCount: @unchecked Sendable {
+            let lock = NSLock()
+            var video = 0
+            var audio = 0
+            var keyframeFirst: Bool?
+        }
+        let received = FrameCount()
+        let viewer = try makeRoom(server, room: "agent-dst", id: "viewer", mode: .RECV_ONLY)
+        viewer.onFrame = { id, kind, frame, _ in
+            guard id == "relay-host" else { return }
+            received.lock.withLock {
+                if kind == .video {
+                    if received.keyframeFirst == nil { received.keyframeFirst = frame.isKeyframe }
+                    received.video += 1
+                } else {
+                    received.audio += 1
+                }
+            }
+        }
+        await viewer.join()
+        try await waitUntil("viewer receives the relayed host", seconds: 30) {
+            received.lock.withLock { received.video >= 30 && received.audio >= 50 }
+        }
+        #expect(agent.republishParticipantIds == ["relay-host"])
+        #expect(viewer.participants["relay-host"]?.mode == .SEND_AND_RECV)
+        #expect(received.lock.withLock { received.keyframeFirst } == true)
+        #expect(agent.metricsText().contains("understudy_agent_relay_room_participants 1\n"))
+        viewer.onFrame = nil
+        await agent.stop()
+        await viewer.leave()
+        await host.leave()
+    }
 }

@@ -63,35 +63,3 @@ import Testing
         #expect(try await store.list().jobs.isEmpty)
     }
 }
-
-@Suite struct LoadAssignmentTests {
-    @Test func aShareReadsBackAsSentAndTakesTheWorkersThreadsUnlessGiven() throws {
-        var share = LoadConfiguration(signalingURL: "ws://h:1", room: "r")
-        share.secret = "s"
-        share.subscribers = 7
-        share.layout = .speaker
-        share.idPrefix = "w1-"
-        share.loopCount = 3
-        let sent = LoadAssignment(test: "load-1", configuration: share, threads: nil)
-        let read = try LoadAssignment.parse(RedisJSON.encode(sent))
-        #expect(read.configuration.subscribers == 7 && read.configuration.layout == .speaker)
-        #expect(read.configuration.idPrefix == "w1-")
-        #expect(read.configuration.loopCount == LoadConfiguration(signalingURL: "ws://h:1", room: "r").loopCount)
-        let given = try LoadAssignment.parse(
-            RedisJSON.encode(LoadAssignment(test: "load-1", configuration: share, threads: 2)))
-        #expect(given.configuration.loopCount == 2)
-    }
-
-    @Test func aHostileShareIsRefused() {
-        for text in [
-            "", "{", #"{"test":"../x","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s"}}"#,
-            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r"}}"#,
-            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s","requestTimeout":-1}}"#,
-            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s","subscribers":1e9}}"#,
-            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s","idPrefix":"a/b"}}"#,
-            #"{"test":"t","configuration":{"signalingURL":"ws://h:1","room":"r","secret":"s","layout":"9x9"}}"#,
-        ] {
-            #expect(throws: FleetRecordError.self, "\(text)") { try LoadAssignment.parse(text) }
-        }
-    }
-}

@@ -1,26 +1,8 @@
-import Fleet
 import Foundation
 import Redis
 import Testing
 
-@Suite struct DistributedLoadSplitTests {
-    @Test func sharesAddUpAndFollowTheWeights() {
-        let plan = DistributedLoad.Plan(publishers: 3, audioPublishers: 1, subscribers: 101, joinRate: 50, duration: 10)
-        let shares = DistributedLoad.split(plan, weights: [("a", 100), ("b", 300)])
-        #expect(shares.map(\.worker) == ["a", "b"])
-        #expect(shares.reduce(0) { $0 + $1.publishers } == 3)
-        #expect(shares.reduce(0) { $0 + $1.audioPublishers } == 1)
-        #expect(shares.reduce(0) { $0 + $1.subscribers } == 101)
-        // 101 × 1/4 = 25.25 and 101 × 3/4 = 75.75: the remainder goes to the larger fraction.
-        #expect(shares[0].subscribers == 25 && shares[1].subscribers == 76)
-    }
-
-    @Test func aFullWorkerStillGetsTheSmallestShareInsteadOfDividingByZero() {
-        let plan = DistributedLoad.Plan(publishers: 0, audioPublishers: 0, subscribers: 10, joinRate: 5, duration: 1)
-        let shares = DistributedLoad.split(plan, weights: [("full", 0), ("free", -3)])
-        #expect(shares.map(\.subscribers) == [5, 5])
-    }
-}
+@testable import Fleet
 
 @Suite(.serialized) struct FleetStoreTests {
     @Test func submitListStopAndDuplicateIds() async throws {
@@ -69,11 +51,17 @@ import Testing
         let pending = try await store.redis.command(["XPENDING", store.keys.jobStream, store.keys.workerGroup])
         #expect(pending.array?.first?.int == 0)
     }
-}
 
-final class Flag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    func set() { lock.withLock { value = true } }
-    var isSet: Bool { lock.withLock { value } }
+    @Test func oneBadStatusRecordIsSkippedAndTheOthersListed() async throws {
+        let server = try LocalRedisServer()
+        let store = FleetStore(redis: RedisClient(url: try RedisURL(parsing: server.url)))
+        try await store.submit(job("a", cost: 2, submittedAt: 1))
+        try await store.submit(job("b", cost: 2, submittedAt: 2))
+        try await store.submit(job("c", cost: 2, submittedAt: 3))
+        try await store.redis.command(["HSET", store.keys.job("b"), "status", "{\"spec\": 1}"])
+        try await store.redis.command(["ZADD", store.keys.jobIndex, "4", "../x"])
+        let listing = try await store.list()
+        #expect(listing.jobs.map(\.spec.id) == ["a", "c"])
+        #expect(listing.skipped.map(\.jobId) == ["b", "../x"])
+    }
 }

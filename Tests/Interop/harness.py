@@ -420,3 +420,35 @@ def tone_power_ratio(path: Path | str, frequency: float, seconds: float = 2.0,
     target = goertzel(frequency)
     off = max(goertzel(f) for f in (frequency * 0.5, frequency * 1.7, 1000.0, 3000.0))
     return target / off if off > 0 else float("inf") if target > 0 else 0.0
+
+
+def video_frame_sizes(path: Path | str, timeout: float = 60) -> set[tuple[int, int]]:
+    """Every distinct (width, height) of the decoded frames of a file's first video stream (or of
+    an image)."""
+    result = subprocess.run(
+        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=width,height",
+         "-of", "csv=p=0", str(path)],
+        capture_output=True, text=True, timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"ffprobe failed on {path}: {result.stderr.strip()}")
+    sizes = set()
+    for line in result.stdout.split():
+        w, _, h = line.partition(",")
+        if w.isdigit() and h.isdigit():
+            sizes.add((int(w), int(h)))
+    return sizes
+
+
+def check_snapshot(record: Path, participant: str, recording: Path) -> tuple[int, int]:
+    """The agent's `--snapshot-every` picture of `participant` (captureImage through the SDK) is a
+    JPEG of a size the recorded stream has; returns that size."""
+    jpeg = record / f"{participant}.jpg"
+    assert jpeg.exists(), sorted(p.name for p in record.iterdir())
+    codec = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0",
+                            str(jpeg)], capture_output=True, text=True, timeout=30).stdout.strip()
+    assert codec == "mjpeg", codec
+    (size,) = video_frame_sizes(jpeg)
+    recorded = video_frame_sizes(recording)
+    assert size in recorded, (size, recorded)
+    return size

@@ -5,7 +5,9 @@ preferences list H.264 only, so the offer has no VP8); the server's SFU takes an
 `understudy join --record` consumes it and writes the participant's file. The agent names it `.mkv`
 (Matroska, V_MPEG4/ISO/AVC with an avcC from the stream's SPS/PPS, Opus beside it) and its manifest
 names the codecs. ffprobe and ffmpeg judge the file: H.264 and Opus streams, no decode error, and
-about as many video frames as Chromium's getStats says it sent while the agent was there.
+about as many video frames as Chromium's getStats says it sent while the agent was there. The
+agent's `--snapshot-every 1s` picture of the webcam (`captureImage` through libavcodec) is a JPEG
+of a size the recorded stream has.
 
 aiortc (its own libx264 through PyAV, packetization mode 1) publishes H.264 through the room
 protocol the same way, and the agent records it too.
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from browser_support import WINDOW, Agent, DevServer, RoomPage
 from chromium import Chromium
-from harness import decode_errors, probe_frames, run_understudy
+from harness import check_snapshot, decode_errors, probe_frames, run_understudy
 from room_client import RoomClient, publish
 
 ROOM = "h264-room"
@@ -39,7 +41,7 @@ async def _play(workdir: Path) -> dict:
                 browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV", codec="h264",
                 simulcast="0")  # one layer: getStats framesSent then counts the frames the agent records
             await host.wait_until("host publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]), timeout=30)
-            agent = Agent(server, ROOM, record).start()
+            agent = Agent(server, ROOM, record, extra=["--snapshot-every", "1s"]).start()
             await agent.wait_for(r"joined room", 30)
             await agent.wait_for(r"recording host -> ", 30)
             await agent.wait_for(r"holds H\.264 -> ", 30)
@@ -48,6 +50,7 @@ async def _play(workdir: Path) -> dict:
             after = await host.page.evaluate("window.understudyRoom.publishStats()")
             out["codec"] = after["codec"]
             out["sent_while_recording"] = after["framesSent"] - before["framesSent"]
+            await agent.wait_for(r"snapshot host -> ", 30)
             # SIGKILL: the file must play up to its last whole cluster without a clean close.
             assert agent.proc is not None
             agent.proc.send_signal(signal.SIGKILL)
@@ -82,6 +85,7 @@ def test_chromium_h264_is_recorded_as_matroska(tmp_path: Path) -> None:
     assert sent > 40, result
     assert frames["h264"] >= sent * 0.75, (frames, sent)
     assert frames["h264"] <= sent * 1.6, (frames, sent)
+    print("snapshot:", check_snapshot(record, "host", path))
 
 
 async def _play_aiortc(workdir: Path) -> dict:

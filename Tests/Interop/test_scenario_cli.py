@@ -3,6 +3,7 @@ malformed files exit 2 with FILE:LINE: field '…' errors, and the recordings de
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -78,3 +79,65 @@ def test_malformed_file_exits_2_naming_file_line_and_field(understudy, tmp_path)
     result = run_understudy(["scenario", str(broken)], timeout=60)
     assert result.returncode == 2
     assert f"{broken}:4: invalid JSON:" in result.stderr
+
+
+def _lossy_viewer_scenario(path: Path, impair: str | None) -> Path:
+    """A host and a viewer; the viewer's media crosses `impair` (a preset) when given."""
+    viewer = {"id": "viewer", "mode": "RECV_ONLY"}
+    if impair:
+        viewer["impair"] = impair
+    path.write_text(json.dumps({
+        "name": f"a viewer on {impair or 'a clean link'}",
+        "timeout": 30,
+        "bots": [{"id": "host", "mode": "SEND_AND_RECV"}, viewer],
+        "steps": [
+            {"action": "join", "bot": "host"},
+            {"action": "join", "bot": "viewer"},
+            {"expect": "frames", "bot": "viewer", "participant": "host", "kind": "video", "atLeast": 30},
+            {"expect": "frames", "bot": "viewer", "participant": "host", "kind": "video", "more": 150},
+        ],
+        "expect": [
+            {"expect": "freezes", "bot": "viewer", "participant": "host", "atMost": 0},
+            {"expect": "quality", "metric": "fps", "bot": "viewer", "atLeast": 5},
+        ],
+    }, indent=2))
+    return path
+
+
+def test_lossy_wifi_viewer_fails_freezes_and_passes_without_it(understudy, tmp_path):
+    """Issue 36's "Useful" goal: the `lossy-wifi` preset on one viewer (its dropouts last tens of
+    datagrams each way, NACKs included) fails `expect freezes <= 0 for viewer`, and the JUnit
+    failure names the metric and the viewer; the same scenario on a clean link passes."""
+    lossy = _lossy_viewer_scenario(tmp_path / "lossy.json", "lossy-wifi")
+    junit = tmp_path / "lossy.xml"
+    result = run_understudy(["scenario", str(lossy), "--junit", str(junit), "--quiet"], timeout=180)
+    assert result.returncode == 1, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+    assert "FAIL expect[0] freezes ≤ 0 for video tracks from host at viewer" in result.stdout, result.stdout
+    failures = [c.find("failure").get("message") for c in ET.parse(junit).getroot().findall(".//testcase")
+                if c.find("failure") is not None]
+    assert len(failures) == 1, failures
+    assert "viewer: freezes " in failures[0] and "wants ≤ 0" in failures[0], failures[0]
+
+    clean = _lossy_viewer_scenario(tmp_path / "clean.json", None)
+    junit = tmp_path / "clean.xml"
+    result = run_understudy(["scenario", str(clean), "--junit", str(junit), "--quiet"], timeout=180)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+    assert ET.parse(junit).getroot().get("failures") == "0"
+
+
+def test_bad_impairment_exits_2_naming_the_field(understudy, tmp_path):
+    bad = tmp_path / "bad-impair.json"
+    bad.write_text(
+        """{
+  "name": "bad link",
+  "bots": [{"id": "viewer", "impair": {"down": {"loss": 2}}}],
+  "steps": [{"action": "join", "bot": "viewer"}]
+}
+""")
+    result = run_understudy(["scenario", str(bad)], timeout=60)
+    assert result.returncode == 2
+    assert f"{bad}:3: field 'bots[0].impair.down.loss': expected a number in [0, 1], found 2" in result.stderr
+    result = run_understudy(["join", "--server", "http://127.0.0.1:9", "--room", "r", "--secret", "s",
+                             "--impair", "dial-up"], timeout=60)
+    assert result.returncode == 2
+    assert "--impair" in result.stderr and "unknown preset 'dial-up'" in result.stderr, result.stderr

@@ -5,7 +5,8 @@ transceiver offers that codec only); the SFU takes the producer and offers the a
 connection exactly that codec; `understudy join --record` writes the participant's WebM (V_VP9, or
 V_AV1 with its av1C, beside Opus) and its manifest names the codec. ffprobe and ffmpeg judge the file: VP9 and Opus, no decode error, about as many frames as
 Chromium's getStats says it sent while the agent recorded. A second page in the audience decodes
-the same stream through the SFU.
+the same stream through the SFU. The agent also takes `--snapshot-every 1s` pictures of the webcam
+(`captureImage`, decoded by libavcodec/libdav1d): a JPEG of a size the recorded stream has.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from browser_support import WINDOW, Agent, DevServer, RoomPage
 from chromium import Chromium
-from harness import decode_errors, probe_frames
+from harness import check_snapshot, decode_errors, probe_frames
 
 
 
@@ -36,7 +37,7 @@ async def _play(workdir: Path, codec: str, udp_low: int) -> dict:
                 simulcast="0")
             await host.wait_until("host publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]), timeout=30)
             viewer = await RoomPage.open(browser, server, f"{codec}-room", name="Viewer", id="viewer", mode="RECV_ONLY")
-            agent = Agent(server, f"{codec}-room", record).start()
+            agent = Agent(server, f"{codec}-room", record, extra=["--snapshot-every", "1s"]).start()
             await agent.wait_for(r"joined room", 30)
             await agent.wait_for(r"recording host -> ", 30)
             before = await host.page.evaluate("window.understudyRoom.publishStats()")
@@ -45,6 +46,7 @@ async def _play(workdir: Path, codec: str, udp_low: int) -> dict:
             out["codec"] = after["codec"]
             out["sent_while_recording"] = after["framesSent"] - before["framesSent"]
             out["viewer"] = await viewer.page.evaluate("window.understudyRoom.videoStats('host')")
+            await agent.wait_for(r"snapshot host -> ", 30)
             agent.stop()  # SIGTERM: the agent finishes its files
             await agent.wait_exit(20)
     finally:
@@ -76,3 +78,4 @@ def test_chromium_codec_is_forwarded_and_recorded_as_webm(tmp_path: Path, codec:
     assert frames[codec] >= sent * 0.95, (frames, sent)
     viewer = result["viewer"]
     assert viewer["codec"] == f"video/{mime}" and viewer["framesDecoded"] > 30, viewer
+    print("snapshot:", check_snapshot(record, "host", path))

@@ -77,7 +77,8 @@ class Recorder:
     participant: .mkv), `mp4` writes PARTICIPANT.mp4.
     """
 
-    def __init__(self, port: int, workdir: Path, pid: str = "recorder", record_format: str = "webm"):
+    def __init__(self, port: int, workdir: Path, pid: str = "recorder", record_format: str = "webm",
+                 extra: tuple[str, ...] = ()):
         self.extension = record_format
         self.dir = workdir / f"{pid}-rec"
         self.log_path = workdir / f"{pid}.log"
@@ -85,7 +86,7 @@ class Recorder:
             self.proc = subprocess.Popen(
                 [*_understudy(), "join", "--server", f"http://127.0.0.1:{port}", "--room", ROOM,
                  "--secret", SECRET, "--id", pid, "--consume", "all", "--record", str(self.dir),
-                 "--record-format", record_format],
+                 "--record-format", record_format, *extra],
                 stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
             )
 

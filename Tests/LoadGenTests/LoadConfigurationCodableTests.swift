@@ -22,13 +22,43 @@ import Testing
         c.loopCount = 2
         c.requestTimeout = 7
         c.idPrefix = "w1-"
+        c.videoCodec = .h264
         c.iceServers = [try ICEServer(url: "turn:u:p@10.0.0.1:3478?transport=tcp")]
+        c.impair = "lossy-wifi"
+        c.impairShare = 0.3
         let read = try JSONDecoder().decode(LoadConfiguration.self, from: JSONEncoder().encode(c))
         #expect(read == c)
         // Absent fields keep their defaults.
         let minimal = try JSONDecoder().decode(
             LoadConfiguration.self, from: Data(#"{"signalingURL":"ws://h:1","room":"r","secret":"s"}"#.utf8))
         #expect(minimal.subscribers == 10 && minimal.layout == .grid(3) && minimal.duration == 60)
+        #expect(minimal.videoCodec == .vp8)
+    }
+
+    @Test func theImpairShareSpreadsEvenlyWithASeedPerBot() throws {
+        var c = LoadConfiguration(signalingURL: "ws://h:1", room: "r")
+        c.secret = "s"
+        c.impair = "3g"
+        c.impairShare = 0.1
+        try c.validate()
+        let impaired = (0..<200).compactMap { c.impairment(forBot: $0) }
+        #expect(impaired.count == 20)
+        #expect(Set(impaired.map(\.seed)).count == 20)
+        #expect(impaired.allSatisfy { $0.withSeed(1) == Impairment.preset(named: "3g") })
+        // Evenly: never two impaired bots in a row at a tenth, one in each block of ten.
+        let indices = (0..<200).filter { c.impairment(forBot: $0) != nil }
+        #expect(zip(indices, indices.dropFirst()).allSatisfy { $1 - $0 == 10 })
+        c.impairShare = 1
+        #expect((0..<50).allSatisfy { c.impairment(forBot: $0) != nil })
+        c.impairShare = 0
+        #expect((0..<50).allSatisfy { c.impairment(forBot: $0) == nil })
+        c.impairShare = 1.5
+        #expect(throws: LoadError.self) { try c.validate() }
+        c.impairShare = 1
+        c.impair = #"{"down": {"jitterMs": "lots"}}"#
+        #expect {
+            try c.validate()
+        } throws: { "\($0)".contains("down.jitterMs") }
     }
 
     @Test func decodingValidates() {
@@ -39,6 +69,8 @@ import Testing
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","loopCount":0}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","layout":"speakers"}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","iceServers":[{"url":"stun:h","username":"u","credential":"p"}]}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"vp7"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"vp9"}"#,
         ] {
             #expect(throws: DecodingError.self, "\(text)") {
                 try JSONDecoder().decode(LoadConfiguration.self, from: Data(text.utf8))

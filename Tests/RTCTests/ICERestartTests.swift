@@ -111,8 +111,8 @@ struct ICERestartTests {
         #expect(await Self.eventually { frames.count >= 5 })
 
         // The path dies in both directions: both notice (their consent checks go unanswered).
-        await tx.loop.submit { tx.setReceiveImpairment(Impairment(receiveDropRate: 1)) }
-        await rx.loop.submit { rx.setReceiveImpairment(Impairment(receiveDropRate: 1)) }
+        await tx.loop.submit { tx.setImpairment(Impairment(receiveDropRate: 1)) }
+        await rx.loop.submit { rx.setImpairment(Impairment(receiveDropRate: 1)) }
         #expect(await Self.eventually { await tx.loop.submit { tx.state == .disconnected } })
         #expect(await Self.eventually { await rx.loop.submit { rx.state == .disconnected } })
 
@@ -125,8 +125,8 @@ struct ICERestartTests {
         try await Task.sleep(nanoseconds: 300_000_000)
         let stillDown = await tx.loop.submit { tx.isFullyConnected }
         #expect(!stillDown)
-        await tx.loop.submit { tx.setReceiveImpairment(nil) }
-        await rx.loop.submit { rx.setReceiveImpairment(nil) }
+        await tx.loop.submit { tx.setImpairment(nil) }
+        await rx.loop.submit { rx.setImpairment(nil) }
         // Woken by the new pair's selection (the SDK's `restartIce` waits the same way).
         try await tx.waitUntilFullyConnected(timeout: 30)
         try await rx.waitUntilFullyConnected(timeout: 30)
@@ -144,9 +144,9 @@ struct ICERestartTests {
         configuration.iceTimeouts.consentInterval = 200_000_000
         configuration.iceTimeouts.disconnectedAfter = 700_000_000
         let (tx, rx, _, _) = try await Self.connectedPair(configuration)
-        await tx.loop.submit { tx.setReceiveImpairment(Impairment(receiveDropRate: 1)) }
+        await tx.loop.submit { tx.setImpairment(Impairment(receiveDropRate: 1)) }
         #expect(await Self.eventually { await tx.loop.submit { tx.state == .disconnected } })
-        await tx.loop.submit { tx.setReceiveImpairment(nil) }
+        await tx.loop.submit { tx.setImpairment(nil) }
         #expect(await Self.eventually { await tx.loop.submit { tx.state == .connected } })
         await shutdown(tx, rx)
     }

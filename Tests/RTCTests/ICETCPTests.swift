@@ -25,7 +25,7 @@ struct ICETCPTests {
         await serverLoop.submit { server.onFrame = { _, _, _, _ in frames.add() } }
         let video = try await client.loop.submit { () throws -> RTPTransceiver in
             try client.bindSockets()
-            client.setReceiveImpairment(Impairment(receiveDropRate: 1))
+            client.setImpairment(Impairment(receiveDropRate: 1))
             return client.addTransceiver(kind: .video, direction: .sendonly)
         }
         let offer = try await client.loop.submit {
@@ -105,7 +105,7 @@ struct ICETCPTests {
         #expect(await !client.loop.submit { client.isUsingICETCP })
 
         // UDP dies both ways; the client notices and restarts: only the TCP pair can answer now.
-        await client.loop.submit { client.setReceiveImpairment(Impairment(receiveDropRate: 1)) }
+        await client.loop.submit { client.setImpairment(Impairment(receiveDropRate: 1)) }
         await serverLoop.submit { mux.socket?.impairment = Impairment(receiveDropRate: 1) }
         #expect(await ICERestartTests.eventually { await client.loop.submit { client.state == .disconnected } })
         let clientFresh = try await client.loop.submit { try client.restartICE() }

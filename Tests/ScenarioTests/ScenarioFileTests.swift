@@ -1,4 +1,5 @@
 import Foundation
+import RTC
 import Testing
 
 @testable import Scenario
@@ -188,5 +189,76 @@ let minimalBots = """
         let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
         #expect(throws: LineJSONSyntaxError.self) { try LineJSONReader.parse(Array(deep.utf8)) }
         #expect(throws: LineJSONSyntaxError.self) { try LineJSONReader.parse(Array("{\"a\":1,\"a\":2}".utf8)) }
+    }
+}
+
+/// Impairment in scenario files: a participant's `impair` and the `impair` step's `profile` take a
+/// preset name or the JSON form; bad ones name the field and its line.
+@Suite struct ScenarioImpairmentFileTests {
+    @Test func participantsAndStepsTakePresetsAndJSON() throws {
+        let s = try Scenario.parse(
+            Array(
+                """
+                {
+                  "name": "links",
+                  "bots": [
+                    {"id": "host", "impair": {"up": {"rateKbps": 800, "burst": {"p": 0.01, "r": 0.2}}}},
+                    {"id": "viewer", "mode": "RECV_ONLY", "impair": "lossy-wifi"},
+                    {"id": "clean", "impair": "none"}
+                  ],
+                  "steps": [
+                    {"action": "join", "bot": "viewer"},
+                    {"action": "impair", "bot": "viewer", "profile": "congested", "seed": 9},
+                    {"action": "impair", "bot": "viewer", "profile": {"down": {"delayMs": 250}}},
+                    {"action": "impair", "bot": "viewer", "profile": "none"},
+                    {"action": "impair", "bot": "viewer", "drop": 0.5}
+                  ]
+                }
+                """.utf8), path: "links.json")
+        #expect(s.bots[0].impairment?.up.rateKbps == 800 && s.bots[0].impairment?.up.burst?.r == 0.2)
+        #expect(s.bots[1].impairment == Impairment.preset(named: "lossy-wifi"))
+        #expect(s.bots[2].impairment == nil)
+        var actions: [(Impairment?, String)] = []
+        for step in s.steps {
+            if case .action(.impair(_, let impairment, let summary)) = step.kind {
+                actions.append((impairment, summary))
+            }
+        }
+        #expect(actions.count == 4)
+        #expect(actions[0].0 == Impairment.preset(named: "congested")!.withSeed(9))
+        #expect(actions[0].1 == "viewer's link becomes congested")
+        #expect(
+            actions[1].0 == Impairment(down: LinkImpairment(delayMs: 250))
+                && actions[1].1 == "viewer's link becomes custom")
+        #expect(actions[2].0 == nil && actions[2].1 == "viewer impairment off")
+        #expect(
+            actions[3].0 == Impairment(receiveDropRate: 0.5) && actions[3].1 == "viewer drops 50% of its received media"
+        )
+    }
+
+    @Test(arguments: [
+        (#"{"id": "viewer", "impair": "dial-up"}"#, "[]", "bots[0].impair", "unknown preset 'dial-up'"),
+        (
+            #"{"id": "viewer", "impair": 3}"#, "[]", "bots[0].impair",
+            "expected a preset name or an object, found a number"
+        ),
+        (
+            #"{"id": "viewer", "impair": {"down": {"loss": 2}}}"#, "[]", "bots[0].impair.down.loss",
+            "expected a number in [0, 1]"
+        ),
+        (
+            #"{"id": "viewer"}"#, #"[{"action": "impair", "bot": "viewer", "profile": {"up": {"burst": {"p": 1}}}}]"#,
+            "steps[0].profile.up.burst", "expected both 'p' and 'r'"
+        ),
+        (
+            #"{"id": "viewer"}"#, #"[{"action": "impair", "bot": "viewer", "profile": "3g", "drop": 0.1}]"#,
+            "steps[0].drop", "give either 'profile' or 'drop'"
+        ),
+    ])
+    func badImpairmentsNameTheField(bot: String, steps: String, field: String, message: String) throws {
+        let e = try #require(refusal(#"{"name": "x", "bots": [\#(bot)], "steps": \#(steps)}"#))
+        #expect(e.field == field, "\(e)")
+        #expect(e.message.hasPrefix(message), "\(e)")
+        #expect(e.line == 1)
     }
 }

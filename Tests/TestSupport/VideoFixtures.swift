@@ -10,7 +10,7 @@ public func x264AccessUnits(seconds: Int) throws -> [EncodedFrame] {
     let run = try runTool(
         "ffmpeg",
         [
-            "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-t", "\(seconds)",
+            "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", fixturePattern, "-t", "\(seconds)",
             "-c:v", "libx264", "-profile:v", "baseline", "-pix_fmt", "yuv420p", "-g", "30", "-x264-params", "aud=1",
             "-f", "h264", path,
         ])
@@ -48,77 +48,108 @@ public struct ToolFailure: Error, CustomStringConvertible {
     public var description: String { "\(tool) failed: \(message)" }
 }
 
-/// `seconds` of a 320x240 test pattern encoded by libvpx VP9 (through ffmpeg, into IVF), as frames
-/// with 90 kHz timestamps at 30 fps; a keyframe every 30 frames.
-public func vp9Frames(seconds: Int) throws -> [EncodedFrame] {
-    let path = temporaryPath("vp9-\(UUID().uuidString).ivf")
+/// The picture every fixture encodes: ffmpeg's `testsrc` at 320x240, 30 fps (see ``testPatternLuma(frame:)``).
+public let fixturePattern = "testsrc=size=320x240:rate=30"
+
+/// The frames of `seconds` of ``fixturePattern`` encoded by ffmpeg with `encoder` (its codec
+/// options) into IVF, in file order: the one reader of the IVF fixtures.
+private func ivfFixtureFrames(seconds: Int, name: String, encoder: [String]) throws -> [[UInt8]] {
+    let path = temporaryPath("\(name)-\(UUID().uuidString).ivf")
     defer { unlink(path) }
     let run = try runTool(
         "ffmpeg",
-        [
-            "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-t", "\(seconds)",
-            "-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p", "-deadline", "realtime", "-cpu-used", "8", "-g", "30", "-b:v",
-            "300k",
-            "-auto-alt-ref", "0", "-lag-in-frames", "0", "-f", "ivf", path,
+        ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", fixturePattern, "-t", "\(seconds)"] + encoder + [
+            "-f", "ivf", path,
         ])
     guard run.status == 0 else { throw ToolFailure(tool: "ffmpeg", message: run.err) }
     let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-    var frames: [EncodedFrame] = []
+    var frames: [[UInt8]] = []
     var at = 32
     while at + 12 <= bytes.count {
         let size = Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24
         at += 12
         guard at + size <= bytes.count else { break }
-        let data = Array(bytes[at..<at + size])
+        frames.append(Array(bytes[at..<at + size]))
         at += size
-        // A VP9 key frame: frame_marker 2, then frame_type 0 after the profile and show_existing bits.
-        let key = data.withUnsafeBytes { VP9FrameHeader.keyframeInfo($0) } != nil
-        frames.append(
-            EncodedFrame(
-                codec: .vp9, data: data, timestamp: UInt32(frames.count) * 3000, isKeyframe: key, duration: 3000))
     }
     return frames
 }
 
-/// `seconds` of a 320x240 test pattern encoded by libaom AV1 (through ffmpeg, into IVF), as temporal
+/// `seconds` of ``fixturePattern`` encoded by libvpx VP8 (through ffmpeg), as frames with 90 kHz
+/// timestamps at 30 fps; a keyframe every 30 frames.
+public func vp8Frames(seconds: Int) throws -> [EncodedFrame] {
+    let frames = try ivfFixtureFrames(
+        seconds: seconds, name: "vp8",
+        encoder: [
+            "-c:v", "libvpx", "-pix_fmt", "yuv420p", "-deadline", "realtime", "-cpu-used", "8", "-g", "30",
+            "-b:v", "300k", "-auto-alt-ref", "0", "-lag-in-frames", "0",
+        ])
+    return frames.enumerated().map { i, data in
+        EncodedFrame(
+            codec: .vp8, data: data, timestamp: UInt32(i) * 3000, isKeyframe: VP8KeyframeInfo.isKeyframe(data),
+            duration: 3000)
+    }
+}
+
+/// `seconds` of ``fixturePattern`` encoded by libvpx VP9 (through ffmpeg, into IVF), as frames
+/// with 90 kHz timestamps at 30 fps; a keyframe every 30 frames. `pixelFormat` `yuv420p10le` makes
+/// profile 2 (10-bit).
+public func vp9Frames(seconds: Int, pixelFormat: String = "yuv420p") throws -> [EncodedFrame] {
+    let frames = try ivfFixtureFrames(
+        seconds: seconds, name: "vp9",
+        encoder: [
+            "-c:v", "libvpx-vp9", "-pix_fmt", pixelFormat, "-deadline", "realtime", "-cpu-used", "8",
+            "-g", "30", "-b:v", "300k", "-auto-alt-ref", "0", "-lag-in-frames", "0",
+        ])
+    return frames.enumerated().map { i, data in
+        // A VP9 key frame: frame_marker 2, then frame_type 0 after the profile and show_existing bits.
+        let key = data.withUnsafeBytes { VP9FrameHeader.keyframeInfo($0) } != nil
+        return EncodedFrame(codec: .vp9, data: data, timestamp: UInt32(i) * 3000, isKeyframe: key, duration: 3000)
+    }
+}
+
+/// `seconds` of ``fixturePattern`` encoded by libaom AV1 (through ffmpeg, into IVF), as temporal
 /// units in the low-overhead format without temporal delimiters, with 90 kHz timestamps at 30 fps;
 /// a keyframe (with its sequence header) every 30 frames.
 public func av1Frames(seconds: Int) throws -> [EncodedFrame] {
-    let path = temporaryPath("av1-\(UUID().uuidString).ivf")
+    let frames = try ivfFixtureFrames(
+        seconds: seconds, name: "av1",
+        encoder: [
+            "-c:v", "libaom-av1", "-pix_fmt", "yuv420p", "-usage", "realtime", "-cpu-used", "8", "-g", "30",
+            "-b:v", "300k", "-lag-in-frames", "0",
+        ])
+    return frames.enumerated().map { i, bytes in
+        // Drop temporal delimiters; keep every other OBU as it is (with its size field).
+        var unit: [UInt8] = []
+        var o = 0
+        while o < bytes.count {
+            let header = bytes[o]
+            let headerBytes = header & 0x04 != 0 ? 2 : 1
+            let (length, n) = bytes.withUnsafeBytes { AV1LEB128.read($0, at: o + headerBytes) } ?? (0, 0)
+            let end = min(bytes.count, o + headerBytes + n + Int(length))
+            if (header >> 3) & 0x0F != AV1OBUType.temporalDelimiter { unit += bytes[o..<end] }
+            o = end
+        }
+        let key = unit.withUnsafeBytes { AV1SequenceHeader.configurationRecord(fromTemporalUnit: $0) } != nil
+        return EncodedFrame(codec: .av1, data: unit, timestamp: UInt32(i) * 3000, isKeyframe: key, duration: 3000)
+    }
+}
+
+/// The luma plane (320x240, tightly packed) of frame `frame` of ``fixturePattern`` as ffmpeg
+/// draws it, before any encoding: what a decoded fixture picture should look like.
+public func testPatternLuma(frame: Int) throws -> [UInt8] {
+    let path = temporaryPath("pattern-\(UUID().uuidString).yuv")
     defer { unlink(path) }
     let run = try runTool(
         "ffmpeg",
         [
-            "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-t", "\(seconds)",
-            "-c:v", "libaom-av1", "-pix_fmt", "yuv420p", "-usage", "realtime", "-cpu-used", "8", "-g", "30",
-            "-b:v", "300k", "-lag-in-frames", "0", "-f", "ivf", path,
+            "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", fixturePattern, "-vf", "select=eq(n\\,\(frame))",
+            "-frames:v", "1", "-pix_fmt", "yuv420p", "-f", "rawvideo", path,
         ])
     guard run.status == 0 else { throw ToolFailure(tool: "ffmpeg", message: run.err) }
     let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-    var frames: [EncodedFrame] = []
-    var at = 32
-    while at + 12 <= bytes.count {
-        let size = Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24
-        at += 12
-        guard at + size <= bytes.count else { break }
-        // Drop temporal delimiters; keep every other OBU as it is (with its size field).
-        var unit: [UInt8] = []
-        var o = at
-        while o < at + size {
-            let header = bytes[o]
-            let headerBytes = header & 0x04 != 0 ? 2 : 1
-            let (length, n) = bytes.withUnsafeBytes { AV1LEB128.read($0, at: o + headerBytes) } ?? (0, 0)
-            let end = o + headerBytes + n + Int(length)
-            if (header >> 3) & 0x0F != AV1OBUType.temporalDelimiter { unit += bytes[o..<end] }
-            o = end
-        }
-        at += size
-        let key = unit.withUnsafeBytes { AV1SequenceHeader.configurationRecord(fromTemporalUnit: $0) } != nil
-        frames.append(
-            EncodedFrame(
-                codec: .av1, data: unit, timestamp: UInt32(frames.count) * 3000, isKeyframe: key, duration: 3000))
-    }
-    return frames
+    guard bytes.count >= 320 * 240 else { throw ToolFailure(tool: "ffmpeg", message: "short raw frame") }
+    return Array(bytes[0..<(320 * 240)])
 }
 
 /// Packetizes an AV1 temporal unit (low-overhead format) as the AOM RTP format does: every OBU

@@ -53,13 +53,13 @@ struct CaptureImageTests {
         // Nothing may be waiting yet when the frames arrive; then the capture reads the buffer.
         buffer.append(EncodedFrame(codec: .vp8, data: [0x11, 9, 9], timestamp: 1, isKeyframe: false))
         buffer.append(EncodedFrame(codec: .vp8, data: keyframe, timestamp: 2, isKeyframe: true))
-        #expect(await waiting.value == [keyframe])
+        #expect(await waiting.value == CaptureRun(codec: .vp8, frames: [keyframe]))
 
         buffer.clear()
         let stopped = Task { await buffer.framesFromNextKeyframe(timeout: 60) }
         try await Task.sleep(nanoseconds: 100_000_000)
         buffer.clear()
-        #expect(await stopped.value == [])
+        #expect(await stopped.value == nil)
     }
 
     @Test func aRemoteWebcamIsCapturedAsAJPEGScaledDownButNeverUp() async throws {
@@ -181,20 +181,55 @@ struct CaptureImageTests {
         let frames = media.videoFrames[0]
         // Delta frames before any keyframe are useless: dropped.
         buffer.append(frames[1])
-        #expect(buffer.snapshot.isEmpty)
+        #expect(buffer.snapshot == nil)
         for f in frames.prefix(25) { buffer.append(f) }
         // Keyframes at 0 and 20: the buffer holds 20...24.
-        #expect(buffer.snapshot.count == 5)
-        #expect(VP8KeyframeInfo.parse(buffer.snapshot[0]) != nil)
-        let jpeg = try Participant.decodeAndEncode(buffer.snapshot, maxWidth: nil, maxHeight: nil)
+        let run = try #require(buffer.snapshot)
+        #expect(run.codec == .vp8 && run.frames.count == 5)
+        #expect(VP8KeyframeInfo.parse(run.frames[0]) != nil)
+        let jpeg = try Participant.decodeAndEncode(run, maxWidth: nil, maxHeight: nil)
         #expect(JPEGDecoder.size(of: jpeg).map { [$0.width, $0.height] } == [64, 36])
         // Too many frames without a keyframe: dropped until the next keyframe.
         for _ in 0..<CaptureFrameBuffer.maxFrames { buffer.append(frames[21]) }
-        #expect(buffer.snapshot.isEmpty)
+        #expect(buffer.snapshot == nil)
         buffer.append(frames[20])
-        #expect(buffer.snapshot.count == 1)
+        #expect(buffer.snapshot?.frames.count == 1)
         buffer.clear()
-        #expect(buffer.snapshot.isEmpty)
+        #expect(buffer.snapshot == nil)
+    }
+
+    /// Every codec a webcam may use (issue 35): the buffer starts a run at the codec's own key frame
+    /// (H.264: IDR with SPS/PPS; AV1: with its sequence header) and the run decodes to a JPEG of
+    /// the stream's size whose picture is the pattern's, not a grey or broken one.
+    @Test(arguments: [MediaCodec.vp9, .h264, .av1])
+    func theFrameBufferCapturesEveryCodec(_ codec: MediaCodec) throws {
+        let frames: [EncodedFrame] =
+            switch codec {
+            case .vp9: try vp9Frames(seconds: 2)
+            case .h264: try x264AccessUnits(seconds: 2)
+            default: try av1Frames(seconds: 2)
+            }
+        let buffer = CaptureFrameBuffer()
+        buffer.append(frames[1])
+        #expect(buffer.snapshot == nil)
+        for f in frames.prefix(40) { buffer.append(f) }
+        // Keyframes every 30 frames: the run is 30...39.
+        let run = try #require(buffer.snapshot)
+        #expect(run.codec == codec && run.frames.count == 10)
+        #expect(buffer.pictureSize.map { [$0.width, $0.height] } == [320, 240])
+        let jpeg = try Participant.decodeAndEncode(run, maxWidth: 160, maxHeight: nil)
+        let decoded = try #require(JPEGDecoder.decodeLuma(jpeg))
+        #expect(decoded.width == 160 && decoded.height == 120)
+        #expect(Set(decoded.pixels).count > 8, "the picture has structure")
+        // A delta frame of another codec ends the run: it cannot continue it.
+        buffer.append(
+            EncodedFrame(codec: codec == .vp9 ? .av1 : .vp9, data: [1, 2, 3], timestamp: 0, isKeyframe: false))
+        #expect(buffer.snapshot == nil)
+        // Without their key frame, the frames do not decode: an error, not a crash.
+        #expect(throws: MediaError.self) {
+            try Participant.decodeAndEncode(
+                CaptureRun(codec: codec, frames: frames[31..<35].map(\.data)), maxWidth: nil, maxHeight: nil)
+        }
     }
 
     @Test func aFlashCaptureCallsTheScreenFlashSetWithVideoSDK() async throws {

@@ -20,7 +20,7 @@ public struct RTPOutputStats: Sendable, Equatable {
     /// Video delta frames dropped because no key frame had been relayed yet (a receiver cannot decode them).
     public var framesBeforeKeyframe: UInt64 = 0
     /// Video frames dropped because their codec is not the one the first key frame chose (the `.sdp`
-    /// announces one video codec), or one the relay cannot send.
+    /// announces one video codec), or one the output cannot send.
     public var framesOtherCodec: UInt64 = 0
     /// Frames that could not be packetized (empty, or an Opus packet larger than one datagram).
     public var framesFailed: UInt64 = 0
@@ -31,25 +31,25 @@ public struct RTPOutputStats: Sendable, Equatable {
 ///
 /// Port convention: video (payload type 96) goes to `basePort`, audio (Opus, payload type 111) to
 /// `basePort + 2`. The odd ports `basePort + 1` and `basePort + 3` are left for the receiver's
-/// RTCP, which this relay neither sends nor reads.
+/// RTCP, which this output neither sends nor reads.
 ///
 /// Each stream gets a fresh random SSRC, sequence number and timestamp base; the sender's RTP
 /// timestamps are kept (shifted by that base), so the receiver sees the original pacing.
 ///
 /// Video codec: the first video key frame chooses it (VP8 as RFC 7741, H.264 as RFC 6184 in
 /// packetization mode 1); until then the session description announces VP8. When the key frame's
-/// format differs (another codec, or H.264 whose SPS/PPS the `.sdp` should carry), the relay
+/// format differs (another codec, or H.264 whose SPS/PPS the `.sdp` should carry), the output
 /// rewrites the `.sdp` it wrote (``writeSDP(to:)``) and reports it through ``onFormatChange``.
 /// Frames of any other codec are then dropped (``RTPOutputStats/framesOtherCodec``).
 ///
 /// Confined to the event-loop thread like the other RTC objects: create it anywhere, call
-/// ``relay(_:arrival:)`` and ``close()`` on the loop (e.g. from `PeerConnection.onFrame`). Packets are
+/// ``send(_:arrival:)`` and ``close()`` on the loop (e.g. from `PeerConnection.onFrame`). Packets are
 /// built in one preallocated buffer; nothing is allocated per packet.
 // Safe: confined to one event-loop thread (see above); Sendable only to be handed to it.
 public final class RTPOutput: @unchecked Sendable {
     /// Video payload type on the wire and in the SDP, whatever the codec.
     public static let videoPayloadType: UInt8 = 96
-    /// The video codecs the relay packetizes.
+    /// The video codecs the output packetizes.
     public static let videoCodecs: Set<MediaCodec> = [.vp8, .h264]
     /// Opus payload type on the wire and in the SDP.
     public static let audioPayloadType: UInt8 = 111
@@ -240,7 +240,7 @@ public final class RTPOutput: @unchecked Sendable {
             return
         }
         if frame.codec == .h264 {
-            relayH264(frame)
+            sendH264(frame)
             return
         }
         let timestamp = frame.timestamp &+ videoTimestampOffset
@@ -273,7 +273,7 @@ public final class RTPOutput: @unchecked Sendable {
         stats.videoFrames += 1
     }
 
-    private func relayH264(_ frame: EncodedFrame) {
+    private func sendH264(_ frame: EncodedFrame) {
         let timestamp = frame.timestamp &+ videoTimestampOffset
         let sent = frame.data.withUnsafeBytes { data in
             H264PayloadFormat.packetize(
@@ -295,7 +295,7 @@ public final class RTPOutput: @unchecked Sendable {
         stats.videoFrames += 1
     }
 
-    /// The first video key frame: its codec and parameters become the `.sdp`'s (once per relay).
+    /// The first video key frame: its codec and parameters become the `.sdp`'s (once per output).
     private func adoptFormat(of keyframe: EncodedFrame) {
         let format = keyframe.data.withUnsafeBytes { RTPOutputVideoFormat(codec: keyframe.codec, keyframe: $0) }
         guard let format, format != videoFormat else { return }

@@ -5,7 +5,7 @@ import RTCWire
 /// payload type ``RTPOutput/videoPayloadType`` and the format parameters a receiver needs.
 ///
 /// - VP8: `VP8/90000`, no parameters (RFC 7741).
-/// - H.264: `H264/90000` with `packetization-mode=1` (the relay sends single NAL unit and FU-A
+/// - H.264: `H264/90000` with `packetization-mode=1` (the output sends single NAL unit and FU-A
 ///   packets), `profile-level-id` from the SPS and `sprop-parameter-sets` (the SPS and PPS in
 ///   base64), so that ffmpeg can decode from any IDR (RFC 6184 §8.1).
 /// - VP9: `VP9/90000` with `profile-id` (RFC 9628 §6).
@@ -20,7 +20,7 @@ public struct RTPOutputVideoFormat: Sendable, Equatable {
     /// The `a=fmtp` value (nil: no fmtp line).
     public var fmtp: String?
 
-    /// VP8, the relay's format until a key frame says otherwise.
+    /// VP8, the output's format until a key frame says otherwise.
     public static let vp8 = RTPOutputVideoFormat(codec: .vp8, fmtp: nil)
 
     /// A format with these parameters.

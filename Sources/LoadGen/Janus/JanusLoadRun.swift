@@ -41,7 +41,7 @@ public final class JanusLoadRun: @unchecked Sendable {
     }
 
     private let loops: [EventLoop]
-    private let media = SyntheticMedia.shared(layers: 1)
+    private let media: SyntheticMedia
     private let lock = NSLock()
     private var bots: [JanusLoadBot] = []
     private var joinLatencies: [Double] = []
@@ -53,6 +53,7 @@ public final class JanusLoadRun: @unchecked Sendable {
     public init(configuration: LoadConfiguration, room: JanusRoomURL) {
         self.configuration = configuration
         self.room = room
+        media = SyntheticMedia.shared(layers: 1, codec: configuration.videoCodec)
         loops = (0..<configuration.loopCount).map { EventLoop(name: "janus-load-\($0)") }
     }
 
@@ -152,6 +153,8 @@ public final class JanusLoadRun: @unchecked Sendable {
             let (pump, offer) = try await bot.loop.submit { () throws -> (MediaPump, SessionDescription) in
                 let a = pc.addTransceiver(kind: .audio, direction: .sendonly)
                 let v = video ? pc.addTransceiver(kind: .video, direction: .sendonly) : nil
+                // The room's `videocodec` must list it (h264): Janus answers what it takes.
+                if media.videoCodec != .vp8 { v?.setCodecPreferences([media.videoCodec]) }
                 let pump = MediaPump(connection: pc, video: v, audio: a, sources: media.source)
                 let offer = try pc.createOffer()
                 try pc.setLocalDescription(offer)

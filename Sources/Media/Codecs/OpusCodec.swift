@@ -80,26 +80,33 @@ public final class OpusEncoder: @unchecked Sendable {
     }
 }
 
-/// Opus decoder at 48 kHz (libopus), with packet loss concealment.
+/// Opus decoder (libopus) at 48 kHz or a lower Opus rate, with packet loss concealment.
 ///
 /// Not thread-safe: confine an instance to one thread.
 // Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class OpusDecoder: @unchecked Sendable {
     /// Number of interleaved output channels.
     public let channels: Int
+    /// Output samples per second: 48 000 (default), 24 000, 16 000, 12 000 or 8 000. libopus
+    /// decodes at these rates directly (its own band-limited synthesis), so no resampler is needed.
+    public let sampleRate: Int
     private let decoder: OpaquePointer
     /// Large enough for the longest Opus packet (120 ms).
     private var scratch: [Int16]
 
-    /// Creates a decoder producing `channels` interleaved channels at 48 kHz.
-    public init(channels: Int = 1) throws {
+    /// Creates a decoder producing `channels` interleaved channels at `sampleRate`.
+    public init(channels: Int = 1, sampleRate: Int = 48_000) throws {
         guard channels == 1 || channels == 2 else { throw MediaError.invalidArgument("opus channels \(channels)") }
+        guard [8_000, 12_000, 16_000, 24_000, 48_000].contains(sampleRate) else {
+            throw MediaError.invalidArgument("opus decode rate \(sampleRate)")
+        }
         var err: Int32 = 0
-        guard let dec = opus_decoder_create(48_000, Int32(channels), &err), err == OPUS_OK else {
+        guard let dec = opus_decoder_create(Int32(sampleRate), Int32(channels), &err), err == OPUS_OK else {
             throw MediaError.opus(function: "opus_decoder_create", code: err)
         }
         decoder = dec
         self.channels = channels
+        self.sampleRate = sampleRate
         scratch = [Int16](repeating: 0, count: 5760 * channels)
     }
 
@@ -107,9 +114,10 @@ public final class OpusDecoder: @unchecked Sendable {
 
     /// Decodes one packet into interleaved PCM.
     ///
-    /// Pass `nil` for a lost packet: the decoder conceals `lostSamples` samples per channel.
+    /// Pass `nil` for a lost packet: the decoder conceals `lostSamples` samples per channel (at
+    /// ``sampleRate``; a multiple of 2.5 ms).
     public func decode(_ packet: [UInt8]?, lostSamples: Int = OpusEncoder.frameSamples) throws -> [Int16] {
-        let maxFrame = Int32(scratch.count / channels)
+        let maxFrame = Int32(scratch.count / channels * sampleRate / 48_000)
         let n: Int32
         if let packet, !packet.isEmpty {
             n = packet.withUnsafeBufferPointer { p in
@@ -119,7 +127,7 @@ public final class OpusDecoder: @unchecked Sendable {
                 }
             }
         } else {
-            let frame = Int32(clamping: min(max(lostSamples, 120), Int(maxFrame)))
+            let frame = Int32(clamping: min(max(lostSamples, sampleRate / 400), Int(maxFrame)))
             n = scratch.withUnsafeMutableBufferPointer { out -> Int32 in
                 guard let ob = out.baseAddress else { return OPUS_BUFFER_TOO_SMALL }
                 return opus_decode(decoder, nil, 0, ob, frame, 0)

@@ -13,7 +13,8 @@ private func vpxCheck(_ err: vpx_codec_err_t, _ function: String, _ ctx: UnsafeM
 ///
 /// Not thread-safe: confine an instance to one thread.
 // Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
-public final class VP8Encoder: @unchecked Sendable {
+public final class VP8Encoder: VideoEncoder, @unchecked Sendable {
+    public var codec: MediaCodec { .vp8 }
     /// Frame width in pixels.
     public let width: Int
     /// Frame height in pixels.

@@ -390,6 +390,7 @@ private struct Parser {
             }
             switch t.codecID {
             case "V_VP8": t.codec = .vp8
+            case "V_MPEG4/ISO/AVC": t.codec = .h264
             case "A_OPUS": t.codec = .opus
             default: break
             }

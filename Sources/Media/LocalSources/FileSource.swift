@@ -6,7 +6,7 @@ public protocol FileSourceKind {
     static var kind: MediaKind { get }
 }
 
-/// VP8 video from an IVF or WebM/Matroska file; each pass of the file restarts on its first keyframe.
+/// VP8 video from an IVF or WebM/Matroska file, or H.264 from Matroska; each pass of the file restarts on its first keyframe.
 public enum FileVideo: FileSourceKind {
     public static var kind: MediaKind { .video }
 }
@@ -31,10 +31,15 @@ public final class FileSource<Kind: FileSourceKind>: MediaSource {
     public let layerCount = 1
     private let playback: LoopingPlayback
 
-    /// Reads `path`. Throws ``MediaSourceError`` naming the file and why it cannot be used.
-    public init(path: String) throws(MediaSourceError) {
+    /// The codec of the frames sent.
+    public let codec: MediaCodec
+
+    /// Reads `path`, whose video must be `codec` (VP8 from IVF or WebM, H.264 from Matroska; audio
+    /// is always Opus). Throws ``MediaSourceError`` naming the file and why it cannot be used.
+    public init(path: String, codec: MediaCodec = .vp8) throws(MediaSourceError) {
         self.path = path
-        playback = try MediaFile.playback(path: path, kind: Kind.kind)
+        self.codec = Kind.kind == .audio ? .opus : codec
+        playback = try MediaFile.playback(path: path, kind: Kind.kind, codec: codec)
     }
 
     /// Frames (video) or packets (audio) in one pass of the file.

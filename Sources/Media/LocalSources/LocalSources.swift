@@ -2,7 +2,8 @@ import RTCWire
 
 /// What the agent publishes when it is on stage, from its `--video` and `--audio` options.
 ///
-/// `--video testsrc|none|FILE` (VP8 in `.ivf`, `.webm`, `.mkv`) and
+/// `--video testsrc|none|FILE` (VP8 in `.ivf`, `.webm`, `.mkv`; H.264 in `.mkv`), `--video-codec vp8|h264`
+/// (what the test pattern is encoded in and a file must hold) and
 /// `--audio tone|none|FILE|alsa:DEVICE` (Opus in `.ogg`, `.opus`, `.webm`; an ALSA capture device).
 /// A missing option means the synthetic source (`testsrc`, `tone`).
 public enum LocalSources {
@@ -47,6 +48,18 @@ public enum LocalSources {
         }
     }
 
+    /// Parses a `--video-codec` value (nil: `vp8`): the codec the test pattern is encoded in, and
+    /// the one a video file must hold. Throws ``MediaSourceError/badOption(option:message:cause:)``.
+    public static func videoCodec(_ value: String?) throws(MediaSourceError) -> MediaCodec {
+        switch value?.lowercased() {
+        case nil, "vp8": return .vp8
+        case "h264", "h.264": return .h264
+        case let other?:
+            throw .badOption(
+                option: "--video-codec", message: "'\(other.prefix(64))' is not vp8 or h264", cause: nil)
+        }
+    }
+
     /// Whether `kind` is published at all with these options (false for `none`).
     public static func publishes(_ kind: MediaKind, video: String?, audio: String?) -> Bool {
         kind == .video ? Self.video(video) != .none : Self.audio(audio) != .none
@@ -55,12 +68,16 @@ public enum LocalSources {
     /// Checks both options at startup: files are read and parsed, an ALSA device is opened and
     /// closed. Throws ``MediaSourceError/badOption(option:message:cause:)``, which reads as one line, e.g.
     /// `--video: 'x.mp4' is not testsrc, none or a readable .ivf/.webm file (x.mp4: MP4/QuickTime …)`.
-    public static func validate(video: String?, audio: String?) throws(MediaSourceError) {
+    ///
+    /// `videoCodec` is the `--video-codec` value (nil: `vp8`); a video file must hold that codec.
+    public static func validate(video: String?, audio: String?, videoCodec: String? = nil) throws(MediaSourceError) {
+        let codec = try Self.videoCodec(videoCodec)
         if case .file(let path) = Self.video(video) {
-            do { _ = try MediaFile.videoPlayback(path: path) } catch {
+            do { _ = try MediaFile.videoPlayback(path: path, codec: codec) } catch {
                 throw .badOption(
                     option: "--video",
-                    message: "'\(path)' is not testsrc, none or a readable .ivf/.webm file", cause: error)
+                    message: "'\(path)' is not testsrc, none or a readable \(MediaFile.videoFileKinds(codec)) file",
+                    cause: error)
             }
         }
         switch Self.audio(audio) {
@@ -93,26 +110,34 @@ public enum LocalSources {
     /// throws ``MediaSourceError/notPublished(_:)``: do not start that track (check
     /// ``publishes(_:video:audio:)``). Files are read again and devices opened each time a track
     /// starts, and closed when it stops.
-    public static func factory(video: String?, audio: String?) throws(MediaSourceError) -> MediaSourceFactory? {
-        try validate(video: video, audio: audio)
+    public static func factory(video: String?, audio: String?, videoCodec: String? = nil) throws(MediaSourceError)
+        -> MediaSourceFactory?
+    {
+        try validate(video: video, audio: audio, videoCodec: videoCodec)
         let v = Self.video(video)
         let a = Self.audio(audio)
-        if v == .testPattern && a == .tone { return nil }
-        return { kind, layers in try makeSource(kind: kind, layers: layers, video: v, audio: a) }
+        let codec = try Self.videoCodec(videoCodec)
+        if v == .testPattern && a == .tone && codec == .vp8 { return nil }
+        return { kind, layers in try makeSource(kind: kind, layers: layers, video: v, audio: a, videoCodec: codec) }
     }
 
-    /// Makes one source for `kind` from parsed options; throws ``MediaSourceError``.
-    public static func makeSource(kind: MediaKind, layers: Int, video: Video, audio: Audio) throws(MediaSourceError)
-        -> MediaSource
-    {
+    /// Makes one source for `kind` from parsed options; throws ``MediaSourceError``. The test
+    /// pattern is encoded in `videoCodec` (once per process, ``SyntheticMedia/shared(layers:codec:)``);
+    /// a file must hold it.
+    public static func makeSource(
+        kind: MediaKind, layers: Int, video: Video, audio: Audio, videoCodec: MediaCodec = .vp8
+    ) throws(MediaSourceError) -> MediaSource {
         switch kind {
         case .video:
             switch video {
             case .testPattern:
+                guard VideoEncoders.codecs.contains(videoCodec) else {
+                    throw .badOption(option: "--video-codec", message: "\(videoCodec) cannot be encoded", cause: nil)
+                }
                 let n = max(1, min(layers, 3))
-                return SyntheticVideoSource(media: SyntheticMedia.shared(layers: n), layers: n)
+                return SyntheticVideoSource(media: SyntheticMedia.shared(layers: n, codec: videoCodec), layers: n)
             case .none: throw .notPublished(.video)
-            case .file(let path): return try FileVideoSource(path: path)
+            case .file(let path): return try FileVideoSource(path: path, codec: videoCodec)
             }
         case .audio:
             switch audio {

@@ -40,19 +40,123 @@ enum MediaFile {
         return whole &* rate &+ rest * rate / 1_000_000_000
     }
 
-    /// The frames of `kind` in `path`, ready to play.
-    static func playback(path: String, kind: MediaKind) throws(MediaSourceError) -> LoopingPlayback {
+    /// The frames of `kind` in `path`, ready to play (video: frames of `codec`).
+    static func playback(path: String, kind: MediaKind, codec: MediaCodec) throws(MediaSourceError) -> LoopingPlayback {
         switch kind {
-        case .video: return try videoPlayback(path: path)
+        case .video: return try videoPlayback(path: path, codec: codec)
         case .audio: return try audioPlayback(path: path)
         }
     }
 
-    /// The VP8 frames of an IVF or WebM file, starting at its first keyframe.
-    static func videoPlayback(path: String) throws(MediaSourceError) -> LoopingPlayback {
+    /// The files a video of `codec` is read from, for messages.
+    static func videoFileKinds(_ codec: MediaCodec) -> String { codec == .h264 ? "H.264 .mkv" : ".ivf/.webm" }
+
+    /// The VP8 frames of an IVF or WebM file, or the H.264 frames of a Matroska file (as Annex B
+    /// access units, each keyframe led by the file's SPS and PPS), starting at the first keyframe.
+    static func videoPlayback(path: String, codec: MediaCodec = .vp8) throws(MediaSourceError) -> LoopingPlayback {
         var frames: [EncodedFrame]
         var times: [Int64]
-        switch try container(of: path) {
+        let container = try container(of: path)
+        if codec == .h264 {
+            guard container == .matroska else {
+                throw .unsupported(path: path, reason: "--video-codec h264 reads H.264 from Matroska (.mkv) files")
+            }
+            (frames, times) = try h264Frames(path: path)
+        } else {
+            (frames, times) = try vp8Frames(path: path, container: container)
+        }
+        guard let first = frames.firstIndex(where: { $0.isKeyframe }) else {
+            throw .unsupported(path: path, reason: "no \(codec.rtpName) keyframe in the file")
+        }
+        frames.removeFirst(first)
+        times.removeFirst(first)
+        return LoopingPlayback(frames: frames, timesTicks: times, clockRate: 90_000, defaultDuration: 3000)
+    }
+
+    /// The H.264 track of a Matroska file (`V_MPEG4/ISO/AVC`, length-prefixed NAL units after an
+    /// avcC CodecPrivate) as Annex B access units with their 90 kHz times.
+    static func h264Frames(path: String) throws(MediaSourceError) -> ([EncodedFrame], [Int64]) {
+        let reader: WebMReader
+        do { reader = try WebMReader(path: path) } catch { throw wrap(error, path: path) }
+        guard let track = reader.tracks.first(where: { $0.codec == .h264 }) else {
+            let video = reader.tracks.first { $0.kind == .video }
+            throw .unsupported(
+                path: path,
+                reason: video.map { "video track is \($0.codecID); --video-codec h264 needs V_MPEG4/ISO/AVC" }
+                    ?? "no video track")
+        }
+        guard let config = AVCConfiguration(track.codecPrivate) else {
+            throw .unsupported(path: path, reason: "the H.264 track's avcC CodecPrivate does not parse")
+        }
+        var frames: [EncodedFrame] = []
+        var times: [Int64] = []
+        for block in reader.frames(track: track.number) {
+            guard let unit = config.annexB(block.data) else {
+                throw .unsupported(path: path, reason: "an H.264 block's NAL unit lengths overrun it")
+            }
+            frames.append(EncodedFrame(codec: .h264, data: unit.bytes, timestamp: 0, isKeyframe: unit.isKeyframe))
+            times.append(ticks(nanos: block.timestampNanoseconds, rate: 90_000))
+        }
+        return (frames, times)
+    }
+
+    /// An avcC record (ISO/IEC 14496-15 §5.3.3.1): the NAL length size and the parameter sets.
+    struct AVCConfiguration {
+        var lengthSize: Int
+        /// The SPS and PPS units as Annex B.
+        var parameterSets: [UInt8]
+
+        init?(_ b: [UInt8]) {
+            guard b.count >= 7, b[0] == 1 else { return nil }
+            lengthSize = Int(b[4] & 3) + 1
+            guard lengthSize != 3 else { return nil }
+            var at = 5
+            var sets: [UInt8] = []
+            for countMask in [UInt8(0x1F), 0xFF] {
+                guard at < b.count else { return nil }
+                let count = Int(b[at] & countMask)
+                at += 1
+                for _ in 0..<count {
+                    guard at + 2 <= b.count else { return nil }
+                    let n = Int(b[at]) << 8 | Int(b[at + 1])
+                    at += 2
+                    guard n > 0, at + n <= b.count else { return nil }
+                    sets += [0, 0, 0, 1] + b[at..<(at + n)]
+                    at += n
+                }
+            }
+            parameterSets = sets
+        }
+
+        /// A block's length-prefixed units as Annex B; an IDR without its own SPS gets the
+        /// record's parameter sets first. Nil when a length overruns the block.
+        func annexB(_ block: [UInt8]) -> (bytes: [UInt8], isKeyframe: Bool)? {
+            var units: [UInt8] = []
+            units.reserveCapacity(block.count + 16)
+            var at = 0
+            var idr = false
+            var sps = false
+            while at < block.count {
+                guard at + lengthSize <= block.count else { return nil }
+                var n = 0
+                for i in 0..<lengthSize { n = n << 8 | Int(block[at + i]) }
+                at += lengthSize
+                guard n > 0, n <= block.count - at else { return nil }
+                let type = block[at] & 0x1F
+                if type == H264NALType.idr { idr = true }
+                if type == H264NALType.sps { sps = true }
+                units += [0, 0, 0, 1] + block[at..<(at + n)]
+                at += n
+            }
+            return (idr && !sps ? parameterSets + units : units, idr)
+        }
+    }
+
+    /// The VP8 frames of an IVF or WebM file with their 90 kHz times.
+    static func vp8Frames(path: String, container: Container) throws(MediaSourceError) -> ([EncodedFrame], [Int64]) {
+        var frames: [EncodedFrame]
+        var times: [Int64]
+        switch container {
         case .ivf:
             let reader: IVFReader
             do { reader = try IVFReader(path: path) } catch { throw wrap(error, path: path) }
@@ -66,7 +170,11 @@ enum MediaFile {
                 let video = reader.tracks.first { $0.kind == .video }
                 throw .unsupported(
                     path: path,
-                    reason: video.map { "video track is \($0.codecID); only VP8 (V_VP8) is supported" }
+                    reason: video.map {
+                        $0.codec == .h264
+                            ? "video track is H.264 (V_MPEG4/ISO/AVC); send it with --video-codec h264"
+                            : "video track is \($0.codecID); only VP8 (V_VP8) is supported"
+                    }
                         ?? "no video track")
             }
             let blocks = reader.frames(track: track.number)
@@ -77,12 +185,7 @@ enum MediaFile {
         case .ogg:
             throw .unsupported(path: path, reason: "an Ogg file holds audio; video needs VP8 in IVF or WebM")
         }
-        guard let first = frames.firstIndex(where: { $0.isKeyframe }) else {
-            throw .unsupported(path: path, reason: "no VP8 keyframe in the file")
-        }
-        frames.removeFirst(first)
-        times.removeFirst(first)
-        return LoopingPlayback(frames: frames, timesTicks: times, clockRate: 90_000, defaultDuration: 3000)
+        return (frames, times)
     }
 
     /// The Opus packets of an Ogg Opus or WebM file.

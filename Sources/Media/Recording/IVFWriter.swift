@@ -49,7 +49,7 @@ public final class IVFWriter: @unchecked Sendable {
         }
         guard !frame.data.isEmpty else { return }
         if !headerWritten {
-            guard frame.isKeyframe, let size = WebMWriter.keyframeSize(frame) else {
+            guard let size = frame.keyframePictureSize else {
                 droppedBeforeKeyframe += 1
                 return
             }

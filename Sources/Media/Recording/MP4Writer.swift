@@ -129,7 +129,7 @@ public final class MP4Writer: @unchecked Sendable {
                 guard frame.codec != .opus else {
                     throw MediaError.invalidArgument("MP4 video codec \(frame.codec)")
                 }
-                guard frame.isKeyframe, let size = WebMWriter.keyframeSize(frame) else {
+                guard let size = frame.keyframePictureSize else {
                     droppedBeforeKeyframe += 1
                     return
                 }

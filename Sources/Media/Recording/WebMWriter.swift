@@ -158,7 +158,7 @@ public final class WebMWriter: @unchecked Sendable {
             }
             track = videoTrackNumber
             if !sawVideoKeyframe {
-                guard frame.isKeyframe, let size = Self.keyframeSize(frame) else {
+                guard let size = frame.keyframePictureSize else {
                     droppedBeforeKeyframe += 1
                     return
                 }
@@ -256,32 +256,6 @@ public final class WebMWriter: @unchecked Sendable {
     }
 
     // MARK: - Internals
-
-    /// The picture size of a decodable keyframe (VP8: its header; H.264: its SPS, with a PPS beside
-    /// it); nil when the frame cannot start the video track.
-    static func keyframeSize(_ frame: EncodedFrame) -> (width: Int, height: Int)? {
-        switch frame.codec {
-        case .vp8:
-            return VP8KeyframeInfo.parse(frame.data)
-        case .vp9:
-            return frame.data.withUnsafeBytes {
-                VP9FrameHeader.keyframeSize($0).map { (Int($0.width), Int($0.height)) }
-            }
-        case .av1:
-            return frame.data.withUnsafeBytes { AV1SequenceHeader.frameSize(ofTemporalUnit: $0) }
-        case .h264:
-            return frame.data.withUnsafeBytes { bytes -> (width: Int, height: Int)? in
-                var size: (width: Int, height: Int)?
-                H264AnnexB.forEachUnit(bytes) { unit in
-                    if size == nil, let sps = H264SPS.parse(unit) { size = (sps.width, sps.height) }
-                }
-                guard H264DecoderConfiguration.record(fromAnnexB: bytes) != nil else { return nil }
-                return size
-            }
-        case .opus:
-            return nil
-        }
-    }
 
     private func insert(_ p: Pending) {
         var i = pending.count

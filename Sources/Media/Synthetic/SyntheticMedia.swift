@@ -3,6 +3,8 @@ public import RTCWire
 
 /// A loop of encoded audio and video, encoded once and shared by every bot that sends it.
 ///
+/// The video is VP8 (libvpx) or H.264 (libx264, constrained baseline), ``videoCodec``.
+///
 /// Video holds 1–3 simulcast layers: layer 0 is full resolution, layer `k` is downscaled by `2^k`
 /// (640x360, 320x180, 160x90 by default). Every layer has a keyframe at the first frame of the
 /// loop and every `keyframeIntervalSeconds`, so the loop restarts cleanly and a late joiner gets a
@@ -21,6 +23,8 @@ public final class SyntheticMedia: @unchecked Sendable {
 
     /// Video frames per second.
     public let fps: Int
+    /// The codec of ``videoFrames``.
+    public let videoCodec: MediaCodec
     /// Loop length in seconds.
     public let loopSeconds: Int
     /// Layer parameters, index 0 = full resolution.
@@ -43,15 +47,21 @@ public final class SyntheticMedia: @unchecked Sendable {
     ///   - seconds: loop length; rounded up to a whole number of 2 s marker intervals.
     ///   - layers: number of simulcast layers, 1…3.
     ///   - topBitrate: bits per second of layer 0; layers 1 and 2 get 40 % and 17 % of it.
+    ///   - videoCodec: one of ``VideoEncoders/codecs`` (VP8 or H.264).
     public init(
         seconds: Int = 10, layers layerCount: Int = 1, width: Int = 640, height: Int = 360, fps: Int = 30,
-        topBitrate: Int = 600_000, audioBitrate: Int = 32_000, keyframeIntervalSeconds: Int = 2
+        topBitrate: Int = 600_000, audioBitrate: Int = 32_000, keyframeIntervalSeconds: Int = 2,
+        videoCodec: MediaCodec = .vp8
     ) throws {
+        guard VideoEncoders.codecs.contains(videoCodec) else {
+            throw MediaError.invalidArgument("video codec \(videoCodec) (need vp8 or h264)")
+        }
         guard (1...3).contains(layerCount) else { throw MediaError.invalidArgument("layers \(layerCount) (need 1…3)") }
         guard fps > 0, fps <= 120, keyframeIntervalSeconds > 0 else { throw MediaError.invalidArgument("fps \(fps)") }
         let markerSeconds = 2
         let loop = max(markerSeconds, (seconds + markerSeconds - 1) / markerSeconds * markerSeconds)
         self.fps = fps
+        self.videoCodec = videoCodec
         loopSeconds = loop
         let layerList: [Layer] = (0..<layerCount).map { k in
             Layer(
@@ -69,7 +79,7 @@ public final class SyntheticMedia: @unchecked Sendable {
                 k,
                 Result {
                     try Self.encodeLayer(
-                        layerList[k], fps: fps, frameCount: frameCount,
+                        layerList[k], codec: videoCodec, fps: fps, frameCount: frameCount,
                         keyInterval: keyInterval, markerSeconds: markerSeconds)
                 })
         }
@@ -116,6 +126,7 @@ public final class SyntheticMedia: @unchecked Sendable {
             return (out, end)
         }
         self.fps = max(1, fps)
+        videoCodec = videoLayers.first(where: { !$0.isEmpty })?.first?.codec ?? .vp8
         var video: [[EncodedFrame]] = []
         var vticks = 0
         for layer in videoLayers where !layer.isEmpty {
@@ -132,18 +143,18 @@ public final class SyntheticMedia: @unchecked Sendable {
         self.audioPreSkip = audioPreSkip
         loopSeconds = max(vticks / 90_000, aticks / 48_000)
         layers = video.map { frames in
-            let size = frames.first.flatMap { VP8KeyframeInfo.parse($0.data) } ?? (width: 0, height: 0)
+            let size = frames.first.flatMap { $0.keyframePictureSize } ?? (width: 0, height: 0)
             return Layer(width: size.width, height: size.height, bitrate: 0)
         }
     }
 
     private static func encodeLayer(
-        _ layer: Layer, fps: Int, frameCount: Int, keyInterval: Int,
+        _ layer: Layer, codec: MediaCodec, fps: Int, frameCount: Int, keyInterval: Int,
         markerSeconds: Int
     ) throws -> [EncodedFrame] {
-        let encoder = try VP8Encoder(
-            width: layer.width, height: layer.height, fps: fps, bitrate: layer.bitrate,
-            keyframeInterval: keyInterval, realtime: true, errorResilient: true)
+        let encoder = try VideoEncoders.make(
+            codec: codec, width: layer.width, height: layer.height, fps: fps, bitrate: layer.bitrate,
+            keyframeInterval: keyInterval)
         let pattern = TestPatternSource(
             width: layer.width, height: layer.height, fps: fps, markerIntervalSeconds: markerSeconds)
         var picture = I420Image(width: layer.width, height: layer.height)
@@ -159,8 +170,8 @@ public final class SyntheticMedia: @unchecked Sendable {
             }
         }
         guard frames.count == frameCount, frames.first?.isKeyframe == true else {
-            throw MediaError.vpx(
-                function: "vpx_codec_encode", code: -1, detail: "produced \(frames.count) of \(frameCount) frames")
+            throw MediaError.invalidArgument(
+                "the \(codec) encoder produced \(frames.count) of \(frameCount) frames, first a keyframe")
         }
         return frames
     }
@@ -237,27 +248,33 @@ public final class SyntheticMedia: @unchecked Sendable {
         return f
     }
 
-    /// The same encoded loop for every caller asking for `layers` layers (10 s, default sizes).
+    /// The same encoded loop for every caller asking for `layers` layers of `codec` (10 s, default
+    /// sizes): every bot of a process sends the frames encoded once.
     ///
-    /// The first call per layer count encodes (about a second of CPU); later calls return the cache.
-    /// Encoding fixed synthetic content cannot fail short of a broken libvpx/libopus install, which
-    /// stops the process with a message.
-    public static func shared(layers: Int) -> SyntheticMedia {
+    /// The first call per layer count and codec encodes (about a second of CPU); later calls return
+    /// the cache. Encoding fixed synthetic content cannot fail short of a broken
+    /// libvpx/libx264/libopus install, which stops the process with a message; a codec outside
+    /// ``VideoEncoders/codecs`` is a programming error and stops it too (check the option first).
+    public static func shared(layers: Int, codec: MediaCodec = .vp8) -> SyntheticMedia {
         let count = min(max(1, layers), 3)
         cacheLock.lock()
         defer { cacheLock.unlock() }
-        if let cached = cache.storage[count] { return cached }
+        if let cached = cache.storage[CacheKey(layers: count, codec: codec)] { return cached }
         do {
-            let media = try SyntheticMedia(seconds: 10, layers: count)
-            cache.storage[count] = media
+            let media = try SyntheticMedia(seconds: 10, layers: count, videoCodec: codec)
+            cache.storage[CacheKey(layers: count, codec: codec)] = media
             return media
         } catch {
             fatalError("cannot encode the synthetic media loop: \(error)")
         }
     }
 
+    private struct CacheKey: Hashable {
+        var layers: Int
+        var codec: MediaCodec
+    }
     // Safe: only touched under `cacheLock`.
-    private final class Cache: @unchecked Sendable { var storage: [Int: SyntheticMedia] = [:] }
+    private final class Cache: @unchecked Sendable { var storage: [CacheKey: SyntheticMedia] = [:] }
     private static let cache = Cache()
     private static let cacheLock = NSLock()
 }

@@ -8,6 +8,7 @@ public final class SyntheticVideoSource: MediaSource {
     /// The pre-encoded loop played.
     public let media: SyntheticMedia
     public let kind = MediaKind.video
+    public var codec: MediaCodec { media.videoCodec }
     public let layerCount: Int
     /// The next frame, counted on the media clock (frame `index` is due at `index` frame intervals).
     private var index = 0

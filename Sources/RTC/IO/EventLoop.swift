@@ -71,6 +71,9 @@ public final class EventLoop: @unchecked Sendable {
     private var watchers: [UInt64: any EventLoopDescriptorWatcher] = [:]
     private let nextSocketID = Atomic<UInt64>(1)
     private var tickers: [any EventLoopTicker] = []
+    /// Impaired sockets holding datagrams, and when the earliest is due.
+    private var impairedLinks: [SocketImpairment] = []
+    private var impairmentDue: UInt64 = .max
     private var nextTick: UInt64 = 0
 
     // Receive ring, allocated once.
@@ -416,7 +419,8 @@ public final class EventLoop: @unchecked Sendable {
         while running.load(ordering: .acquiring) {
             // Sleep at most until the next tick is due, so tickers run close to every 10 ms.
             let before = Self.now()
-            let untilTick = nextTick > before ? min(nextTick - before, Self.tickInterval) : 0
+            var untilTick = nextTick > before ? min(nextTick - before, Self.tickInterval) : 0
+            if impairmentDue < .max { untilTick = impairmentDue > before ? min(impairmentDue - before, untilTick) : 0 }
             let timeoutMS = Int32((untilTick + 999_999) / 1_000_000)
             let count = sys_epoll_wait(epollFD, events, Int32(Self.epollBatch), timeoutMS)
             if count > 0 {
@@ -433,7 +437,8 @@ public final class EventLoop: @unchecked Sendable {
                 }
             }
             runPendingWork()
-            let now = Self.now()
+            var now = Self.now()
+            if now >= impairmentDue { releaseImpaired(now: &now) }
             if now >= nextTick {
                 nextTick = now &+ Self.tickInterval
                 for ticker in tickers {
@@ -530,7 +535,12 @@ public final class EventLoop: @unchecked Sendable {
                         udp.noteQueueDelay(wait, stun: first < 4)
                         if Self.isStale(first: first, wait: wait, on: udp) { continue }
                     }
-                    if udp.shouldDropOnReceive() { continue }
+                    if let impaired = udp.impaired,
+                        !udp.admitReceived(
+                            impaired, UnsafeMutableRawBufferPointer(start: start, count: length), from: from, now: now)
+                    {
+                        continue
+                    }
                     deliver(UnsafeMutableRawBufferPointer(start: start, count: length), from: from, on: udp, now: &now)
                     continue
                 }
@@ -549,10 +559,13 @@ public final class EventLoop: @unchecked Sendable {
                             continue
                         }
                     }
-                    if !udp.shouldDropOnReceive() {
-                        deliver(
-                            UnsafeMutableRawBufferPointer(start: start + offset, count: size), from: from, on: udp,
-                            now: &now)
+                    let datagram = UnsafeMutableRawBufferPointer(start: start + offset, count: size)
+                    if let impaired = udp.impaired {
+                        if udp.admitReceived(impaired, datagram, from: from, now: now) {
+                            deliver(datagram, from: from, on: udp, now: &now)
+                        }
+                    } else {
+                        deliver(datagram, from: from, on: udp, now: &now)
                     }
                     offset += size
                 }
@@ -573,6 +586,42 @@ public final class EventLoop: @unchecked Sendable {
         if workQueued.load(ordering: .acquiring) {
             runPendingWork()
             now = Self.now()
+        }
+    }
+
+    /// Puts an impaired socket's link in the release list, to be released at `due` or later.
+    func scheduleImpairment(_ link: SocketImpairment, at due: UInt64) {
+        if !link.scheduled {
+            link.scheduled = true
+            impairedLinks.append(link)
+        }
+        if due < impairmentDue { impairmentDue = due }
+    }
+
+    /// Hands on the held datagrams that are due: received ones to their handler, sent ones to the
+    /// send batch. Links with nothing left leave the list.
+    private func releaseImpaired(now: inout UInt64) {
+        impairmentDue = .max
+        var i = 0
+        // Index loop: a handler may schedule more links (they are appended) while this runs.
+        while i < impairedLinks.count {
+            let link = impairedLinks[i]
+            if let udp = link.socket, !udp.isClosed {
+                link.down?.release(now: now) { data, from in deliver(data, from: from, on: udp, now: &now) }
+                link.up?.release(now: now) { data, to in udp.transmit(UnsafeRawBufferPointer(data), to: to) }
+            } else {
+                // Socket gone: what it held goes nowhere.
+                link.down?.release(now: .max) { _, _ in }
+                link.up?.release(now: .max) { _, _ in }
+            }
+            let due = link.nextRelease
+            if due == .max {
+                link.scheduled = false
+                impairedLinks.remove(at: i)
+                continue
+            }
+            if due < impairmentDue { impairmentDue = due }
+            i += 1
         }
     }
 

@@ -89,11 +89,17 @@ public final class UDPSocket: @unchecked Sendable {
     /// The longest wait of any datagram since ``takeLongestWait()``.
     public internal(set) var longestWait: UInt64 = 0
 
-    /// Deterministic receive loss; setting it restarts its random sequence from the seed.
+    /// The link this socket's datagrams cross in both directions (loss, rate, delay, …; see
+    /// ``Impairment``), or nil for none. Setting it starts the seeded sequences afresh; datagrams the
+    /// previous one holds are still handed on at their time. Loop thread only, once registered.
     public var impairment: Impairment? {
-        didSet { random = SplitMix64(seed: impairment?.seed ?? 0) }
+        get { impaired?.impairment }
+        set { impaired = newValue.flatMap { $0.isNone ? nil : SocketImpairment($0, socket: self) } }
     }
-    var random = SplitMix64(seed: 0)
+    /// The working form of ``impairment``: the one check the unimpaired path pays.
+    var impaired: SocketImpairment?
+    /// Datagrams the impairment dropped on send.
+    public internal(set) var sendDroppedByImpairment: UInt64 = 0
 
     /// Whether runs of equal-sized datagrams to one destination go out as one UDP GSO message.
     /// On for new sockets when the kernel supports `UDP_SEGMENT` (unless `UNDERSTUDY_UDP_GSO=0`);
@@ -153,6 +159,23 @@ public final class UDPSocket: @unchecked Sendable {
     /// of equal-sized datagrams to one destination go out as one GSO message (``UDPSendBatch``).
     public func send(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
         loop.assertInLoop()
+        guard !isClosed else { return }
+        if let impaired, let up = impaired.up {
+            switch up.admit(bytes, to: address, now: EventLoop.now()) {
+            case .pass: break
+            case .drop:
+                sendDroppedByImpairment &+= 1
+                return
+            case .held:
+                loop.scheduleImpairment(impaired, at: up.nextRelease)
+                return
+            }
+        }
+        transmit(bytes, to: address)
+    }
+
+    /// Sends without impairment (a datagram the impairment has released).
+    func transmit(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress) {
         guard !isClosed else { return }
         if let relay {
             packetsSent &+= 1
@@ -233,15 +256,22 @@ public final class UDPSocket: @unchecked Sendable {
         return (longestWait, longestSTUNWait)
     }
 
-    /// Decides, from the impairment's seeded sequence, whether to drop the next received datagram.
+    /// Decides the fate of a received datagram under ``impaired``: true to deliver it now; false
+    /// when it was dropped (counted) or held for later.
     @inline(__always)
-    func shouldDropOnReceive() -> Bool {
-        guard let impairment, impairment.receiveDropRate > 0 else { return false }
-        if random.nextUnit() < impairment.receiveDropRate {
+    func admitReceived(
+        _ impaired: SocketImpairment, _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, now: UInt64
+    ) -> Bool {
+        guard let down = impaired.down else { return true }
+        switch down.admit(UnsafeRawBufferPointer(data), to: from, now: now) {
+        case .pass: return true
+        case .drop:
             droppedByImpairment &+= 1
-            return true
+            return false
+        case .held:
+            loop.scheduleImpairment(impaired, at: down.nextRelease)
+            return false
         }
-        return false
     }
 
     /// Counts one datagram the kernel accepted (`sent`) or refused.

@@ -62,9 +62,10 @@ extension PeerConnection {
         state == .connected && transport.ice?.state == .connected && transport.ice?.hasSelectedPair == true
     }
 
-    /// Applies `impairment` to this connection's own sockets (not to a shared port): tests use a
-    /// drop rate of 1 to cut the media path while signalling stays up. Loop thread only.
-    public func setReceiveImpairment(_ impairment: Impairment?) {
+    /// Applies `impairment` to this connection's own sockets (not to a shared port), replacing
+    /// what they had (nil: none); tests use a receive drop rate of 1 to cut the media path while
+    /// signalling stays up. Loop thread only.
+    public func setImpairment(_ impairment: Impairment?) {
         loop.assertInLoop()
         guard configuration.portMux == nil else { return }
         for s in transport.sockets { s.impairment = impairment }

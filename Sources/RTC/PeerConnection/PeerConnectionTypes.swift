@@ -63,6 +63,9 @@ public struct PeerConnectionConfiguration: Sendable {
     public var senderHistory = true
     /// Start and bounds of the send-side bandwidth estimate (``MediaTransport/bandwidthEstimate``).
     public var bandwidth = BandwidthEstimatorConfiguration()
+    /// The link the connection's own sockets see (rate, delay, loss, …; ``Impairment``), from the
+    /// first ICE check on; nil: the loop's (``EventLoop/impairment``). Not applied to a shared port.
+    public var impairment: Impairment?
 
     public init(
         bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,

@@ -285,9 +285,11 @@ public final class RTPSender: @unchecked Sendable {
     ///
     /// VP8 frames are split into nearly equal packets with a 4-byte payload descriptor carrying a
     /// 15-bit picture ID; the marker bit is set on the last packet. An Opus frame is one packet.
+    /// A frame of another codec than the negotiated one is not sent (counted in `framesFailed`):
+    /// its bytes would be garbage to the receiver.
     public func send(_ frame: EncodedFrame, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
         assertInLoop()
-        guard !frame.data.isEmpty else {
+        guard !frame.data.isEmpty, frame.codec == codec else {
             counters.framesFailed += 1
             return
         }

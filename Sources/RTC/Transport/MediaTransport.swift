@@ -207,7 +207,11 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                 for s in opened { s.close() }
                 throw PeerConnectionError.socket("bad bind address \(address)")
             }
-            do { opened.append(try loop.openUDP(bindTo: bind, handler: self)) } catch {
+            do {
+                let socket = try loop.openUDP(bindTo: bind, handler: self)
+                if let impairment = configuration.impairment { socket.impairment = impairment }
+                opened.append(socket)
+            } catch {
                 for s in opened { s.close() }
                 throw PeerConnectionError.socket("cannot bind \(address): \(error)")
             }

@@ -9,7 +9,7 @@ import Testing
 @testable import Understudy
 
 @Suite("Agent manifest", .serialized)
-struct AgentManifestTests {
+struct RecordingManifestTests {
     /// The agent's audience is RECV_ONLY members only: a SIGNALLING_ONLY member is in neither list.
     @Test func theAgentDoesNotCountSignallingOnlyMembersAsAudience() async throws {
         let server = try startRoomServer()

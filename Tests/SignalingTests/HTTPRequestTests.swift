@@ -6,7 +6,7 @@ import Testing
 /// Hostile numbers in HTTP framing (issue 10): each case once trapped or was accepted when it must
 /// not be. They must end in the documented status (400/413) or a typed client error, never a crash.
 @Suite("Hostile HTTP framing")
-struct HostileHTTPTests {
+struct HTTPRequestTests {
     /// Parses `text` as one request; returns the request or the error.
     func parse(_ text: String, maxBodyBytes: Int = 1024 * 1024) -> Result<HTTPRequest?, HTTPRequestError> {
         var parser = HTTPRequestParser(maxBodyBytes: maxBodyBytes)

@@ -3,106 +3,13 @@ import Dispatch
 import Foundation
 import Media
 import RTCWire
+import RoomServer
+import SDKTestSupport
 import TestSupport
 import Testing
 
 @testable import Agent
 @testable import Understudy
-
-/// Issue 34 point 1: the parts the room agent, the Janus agent and the scenario participants share.
-@Suite("ConsumePolicy: participants, modes and maxVideo to kinds wanted")
-struct ConsumePolicyTests {
-    typealias C = ConsumePolicy.Candidate
-    static let both: Set<MediaKind> = [.audio, .video]
-    /// In join order: a on stage, b in the audience, c on stage, d on stage (Janus display "dee").
-    static let room = [
-        C(id: "a", onStage: true), C(id: "b", onStage: false), C(id: "c", onStage: true),
-        C(id: "d", aliases: ["dee"], onStage: true),
-    ]
-
-    struct Row: Sendable, CustomStringConvertible {
-        var policy: ConsumePolicy
-        var kinds: Set<MediaKind> = ConsumePolicyTests.both
-        var maxVideo: Int?
-        var holding: Set<String> = []
-        var expected: [String: Set<MediaKind>]
-        var description: String {
-            "\(policy) kinds \(kinds.map(\.rawValue).sorted()) max \(maxVideo as Any) holding \(holding.sorted())"
-        }
-    }
-
-    static let rows: [Row] = [
-        Row(policy: .all, expected: ["a": both, "b": both, "c": both, "d": both]),
-        Row(policy: .stage, expected: ["a": both, "c": both, "d": both]),
-        Row(policy: .none, expected: [:]),
-        Row(policy: .all, kinds: [.audio], expected: ["a": [.audio], "b": [.audio], "c": [.audio], "d": [.audio]]),
-        Row(policy: .stage, kinds: [.video], expected: ["a": [.video], "c": [.video], "d": [.video]]),
-        // Ids, and a Janus display name as an alias; unknown ids are skipped.
-        Row(policy: .ids(["c", "zz", "dee"]), expected: ["c": both, "d": both]),
-        // Webcam slots go in join order, only on stage; audio is not limited.
-        Row(policy: .all, maxVideo: 1, expected: ["a": both, "b": [.audio], "c": [.audio], "d": [.audio]]),
-        Row(policy: .all, maxVideo: 2, expected: ["a": both, "b": [.audio], "c": both, "d": [.audio]]),
-        Row(policy: .all, maxVideo: 0, expected: ["a": [.audio], "b": [.audio], "c": [.audio], "d": [.audio]]),
-        Row(policy: .all, maxVideo: -3, expected: ["a": [.audio], "b": [.audio], "c": [.audio], "d": [.audio]]),
-        // A slot held stays held: the newcomer order does not take it away.
-        Row(
-            policy: .all, maxVideo: 1, holding: ["d"],
-            expected: ["a": [.audio], "b": [.audio], "c": [.audio], "d": both]),
-        // An audience member holding a slot cannot keep it (nobody off stage sends a webcam).
-        Row(
-            policy: .all, maxVideo: 1, holding: ["b"],
-            expected: ["a": both, "b": [.audio], "c": [.audio], "d": [.audio]]),
-        // With ids, their order decides the slots.
-        Row(policy: .ids(["d", "c", "a"]), maxVideo: 2, expected: ["a": [.audio], "c": both, "d": both]),
-        Row(policy: .ids(["b"]), maxVideo: 1, expected: ["b": [.audio]]),
-    ]
-
-    @Test(arguments: rows) func wanted(_ row: Row) {
-        let got = row.policy.wanted(Self.room, kinds: row.kinds, maxVideo: row.maxVideo, holdingVideo: row.holding)
-        #expect(got == row.expected)
-    }
-
-    @Test func picksFollowsThePolicy() {
-        #expect(ConsumePolicy.stage.picks(C(id: "x", onStage: true)))
-        #expect(!ConsumePolicy.stage.picks(C(id: "x", onStage: false)))
-        #expect(ConsumePolicy.ids(["dee"]).picks(Self.room[3]))
-        // An empty display name matches nothing.
-        #expect(!ConsumePolicy.ids([""]).picks(C(id: "7", aliases: [""], onStage: true)))
-        #expect(!ConsumePolicy.none.picks(Self.room[0]))
-    }
-}
-
-@Suite("InviteResponder: the invite policy and the requested mode")
-struct InviteResponderTests {
-    static func message(_ text: String, from sender: String = "host", moderator: Bool = false, payload: String? = nil)
-        -> PubSubMessage
-    {
-        PubSubMessage(
-            id: "1", topic: InviteResponder.topic(for: "me"), message: text, senderId: sender, senderName: sender,
-            timestamp: 0, payloadJSON: payload, sendOnly: [], senderIsModerator: moderator)
-    }
-
-    @Test func thePolicyDecides() {
-        let plain = Self.message("SEND_AND_RECV", from: "viewer")
-        let mod = Self.message("SEND_AND_RECV", from: "mod", moderator: true)
-        #expect(!InviteResponder.Policy.trusted.accepts(plain))
-        #expect(InviteResponder.Policy.trusted.accepts(mod))
-        #expect(InviteResponder.Policy.yes.accepts(plain))
-        #expect(!InviteResponder.Policy.no.accepts(mod))
-        #expect(InviteResponder.Policy.from(["viewer"]).accepts(plain))
-        #expect(!InviteResponder.Policy.from(["viewer"]).accepts(mod))
-        #expect(InviteResponder.topic(for: "me") == "REQUEST_TO_JOIN_AS_HOST_me")
-    }
-
-    @Test func theModeComesFromTheTextOrThePayload() {
-        #expect(InviteResponder.requestedMode(Self.message(" RECV_ONLY\n")) == .RECV_ONLY)
-        #expect(
-            InviteResponder.requestedMode(Self.message("", payload: #"{"mode":"SEND_AND_RECV"}"#)) == .SEND_AND_RECV)
-        #expect(InviteResponder.requestedMode(Self.message("", payload: #""SIGNALLING_ONLY""#)) == .SIGNALLING_ONLY)
-        #expect(InviteResponder.requestedMode(Self.message("please come up")) == nil)
-        #expect(InviteResponder.requestedMode(Self.message("", payload: "{not json")) == nil)
-    }
-}
 
 @Suite("ParticipantRecorder: naming, opening off the loop, the manifest", .serialized)
 struct ParticipantRecorderTests {
@@ -250,4 +157,58 @@ struct ParticipantRecorderTests {
         #expect(none.slot(.init(participantId: "x", kind: nil), name: "x") == nil)
         #expect(none.manifestPath == nil)
     }
+}
+
+@Suite("Recording file names: one escaping, exclusive open", .serialized)
+struct RecordingNameTests {
+    /// A file that already exists keeps its bytes: the recorder takes the next free suffix.
+    @Test func anExistingFileIsNeverTruncated() throws {
+        let dir = try makeScratchDirectory("names")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Data("earlier".utf8).write(to: URL(fileURLWithPath: dir + "/cam_5Fa.webm"))
+        let first = try RecordingFiles.create(in: dir, for: "cam_a", ext: "webm")
+        let second = try RecordingFiles.create(in: dir, for: "cam_a", ext: "webm")
+        #expect(first == dir + "/cam_5Fa.1.webm")
+        #expect(second == dir + "/cam_5Fa.2.webm")
+        #expect(try String(contentsOfFile: dir + "/cam_5Fa.webm", encoding: .utf8) == "earlier")
+        #expect(try RecordingFiles.create(in: dir, for: "cam.a", ext: "webm") == dir + "/cam_2Ea.webm")
+        #expect(throws: (any Error).self) {
+            try RecordingFiles.create(in: dir + "/missing", for: "x", ext: "ogg")
+        }
+    }
+
+    /// Issue 31 item 2: `cam.a` and `cam_a` used to share `cam_a.webm`, and the later joiner's
+    /// recording truncated the earlier one's. Now each gets its own file, and both keep growing.
+    @Test func participantsWhoseNamesLookAlikeRecordToTheirOwnFiles() async throws {
+        let server = try startRoomServer()
+        defer { server.stop() }
+        let dir = try makeScratchDirectory("names")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (first, _) = try await joinedRoom(
+            server, room: "names", id: "cam.a", mode: .SEND_AND_RECV, mic: true, cam: true)
+        let agent = try await startAgent(server, room: "names", id: "recorder") { $0.recordDirectory = dir }
+        try await waitUntil("the first file has media", seconds: 30) {
+            fileSize(dir + "/cam_2Ea.webm") > 20_000
+        }
+        let (second, _) = try await joinedRoom(
+            server, room: "names", id: "cam_a", mode: .SEND_AND_RECV, mic: true, cam: true)
+        try await waitUntil("the second file has media", seconds: 30) { fileSize(dir + "/cam_5Fa.webm") > 20_000 }
+        let before = fileSize(dir + "/cam_2Ea.webm")
+        try await waitUntil("the first file still grows", seconds: 30) {
+            fileSize(dir + "/cam_2Ea.webm") > before + 5_000
+        }
+        #expect(agent.recordingPaths == ["cam.a": dir + "/cam_2Ea.webm", "cam_a": dir + "/cam_5Fa.webm"])
+        await agent.stop()
+        await first.leave()
+        await second.leave()
+        for path in [dir + "/cam_2Ea.webm", dir + "/cam_5Fa.webm"] {
+            // -enc_time_base -1 (ffmpegDecodeErrors): without it, the null muxer's 1/fps time base
+            // reports two frames that arrived within one frame interval as a repeated DTS.
+            #expect(try ffmpegDecodeErrors(path) == "", "\(path)")
+        }
+    }
+}
+
+private func fileSize(_ path: String) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0
 }

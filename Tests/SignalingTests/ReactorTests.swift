@@ -3,7 +3,7 @@ import Testing
 @testable import Signaling
 
 @Suite("Reactor bounds")
-struct ReactorBoundsTests {
+struct ReactorTests {
     /// Connections arm far-off timers (idle pings, close timeouts) and cancel them; cancelled
     /// entries must not pile up in the heap.
     @Test func cancelledTimersDoNotAccumulate() {

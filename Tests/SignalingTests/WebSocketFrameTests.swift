@@ -5,7 +5,7 @@ import Testing
 /// Hostile WebSocket input at the level a connection processes it (issue 10): every violation
 /// maps to its close code before anything is buffered, and nothing traps.
 @Suite("Hostile WebSocket frames")
-struct HostileWebSocketTests {
+struct WebSocketFrameTests {
     /// Feeds `bytes` to a server-side assembler; returns the events, or the violation's close code.
     func run(_ bytes: [UInt8], maxMessageBytes: Int = 1024) -> (events: [WebSocketEvent], code: UInt16?) {
         var assembler = WebSocketMessageAssembler(maxMessageBytes: maxMessageBytes, expectMasked: true)

@@ -1,0 +1,81 @@
+import Foundation
+
+/// What bandwidth feedback costs (issue 33's cost goal): the SFU process row run with transport-cc
+/// negotiated (the subscribers' feedback, the server's estimator and stream allocator, the bots'
+/// feedback generators) and with it off (`UNDERSTUDY_TRANSPORT_CC=0` in the server, which then
+/// offers no transport-cc, so neither side runs any of it), alternating, in the same bench run.
+enum BandwidthCostRow {
+    struct Result {
+        var on: [SFUProcessRow.Result]
+        var off: [SFUProcessRow.Result]
+
+        /// The best of each side: on a shared machine the slowest run says more about the neighbours.
+        var serverPacketsPerCore: (on: Double, off: Double) {
+            (on.map(\.packetsPerSecondPerCore).max() ?? 0, off.map(\.packetsPerSecondPerCore).max() ?? 0)
+        }
+        /// The load generator's CPU nanoseconds per packet it received, best of each side.
+        var generatorNanosPerPacket: (on: Double, off: Double) {
+            func best(_ runs: [SFUProcessRow.Result]) -> Double {
+                runs.map { $0.nanosecondsPerPacket($0.generatorCPUSeconds) }.filter { $0 > 0 }.min() ?? 0
+            }
+            return (best(on), best(off))
+        }
+        /// Server packets per core with feedback ÷ without (1 = free).
+        var serverRatio: Double {
+            let s = serverPacketsPerCore
+            return s.off > 0 ? s.on / s.off : 0
+        }
+        /// Generator tracks per core with feedback ÷ without: the inverse of its CPU per packet.
+        var generatorRatio: Double {
+            let g = generatorNanosPerPacket
+            return g.on > 0 ? g.off / g.on : 0
+        }
+    }
+
+    /// `pairs` alternating runs of each side (off first), each `publishers`/`subscribers`/`seconds` as
+    /// the SFU process row.
+    static func run(
+        pairs: Int, publishers: Int, subscribers: Int, seconds: Double, progress: (String) -> Void
+    ) async throws -> Result {
+        var result = Result(on: [], off: [])
+        for _ in 0..<pairs {
+            let off = try await SFUProcessRow.run(
+                publishers: publishers, subscribers: subscribers, seconds: seconds,
+                serverEnvironment: ["UNDERSTUDY_TRANSPORT_CC": "0"])
+            result.off.append(off)
+            let on = try await SFUProcessRow.run(publishers: publishers, subscribers: subscribers, seconds: seconds)
+            result.on.append(on)
+            progress(
+                String(
+                    format: "bench:   feedback off %.0f, on %.0f packets/s per core", off.packetsPerSecondPerCore,
+                    on.packetsPerSecondPerCore))
+        }
+        return result
+    }
+
+    /// The report's section.
+    static func section(_ r: Result) -> String {
+        let s = r.serverPacketsPerCore
+        let g = r.generatorNanosPerPacket
+        var text = "## What bandwidth feedback costs (transport-cc, estimator, allocator)\n\n"
+        text += "| side | transport-cc off | on | on ÷ off (goal ≥ 0.95) |\n|---|---|---|---|\n"
+        text += String(
+            format: "| SFU server: forwarded packets per CPU-second | %.0f | %.0f | %.3f |\n", s.off, s.on,
+            r.serverRatio)
+        text += String(
+            format:
+                "| load generator: CPU per received packet (ratio: tracks per core) | %.0f ns | %.0f ns | %.3f |\n\n",
+            g.off, g.on, r.generatorRatio)
+        text += """
+            Method: the SFU process row's room, run \(r.on.count) times each way, alternating, off first;
+            "off" sets `UNDERSTUDY_TRANSPORT_CC=0` in the server, which then offers no transport-cc, so the
+            bots generate no feedback and the server runs no estimator or allocator decisions from it;
+            the best run of each side is compared (a shared machine's slow runs measure the neighbours).
+            The generator's figure is this process's CPU over the same window ÷ the packets forwarded
+            to it.
+
+
+            """
+        return text
+    }
+}

@@ -1,0 +1,179 @@
+internal import CX264
+public import RTCWire
+
+/// H.264 encoder (libx264) configured for real-time sending: constrained baseline (no B-frames, no
+/// CABAC), the `zerolatency` tune (no lookahead, one output frame per input frame), VBV-capped
+/// average bitrate, and SPS/PPS repeated before every IDR so a receiver can start at any keyframe.
+///
+/// Each ``encode(i420:)`` returns one access unit in Annex B (every NAL unit after a 4-byte start
+/// code), which `H264PayloadFormat.packetize` splits into single-NAL and FU-A packets
+/// (packetization mode 1).
+///
+/// Not thread-safe: confine an instance to one thread.
+// Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
+public final class H264Encoder: VideoEncoder, @unchecked Sendable {
+    public var codec: MediaCodec { .h264 }
+    /// Frame width in pixels.
+    public let width: Int
+    /// Frame height in pixels.
+    public let height: Int
+    /// Frames per second; frame `n` gets RTP timestamp `n × 90000 / fps`.
+    public let fps: Int
+    /// The target bitrate the encoder runs at, bits per second.
+    public private(set) var targetBitrate: Int
+    private let encoder: OpaquePointer
+    /// The parameters the encoder was opened with (kept to change the rate with `x264_encoder_reconfig`).
+    private var param = x264_param_t()
+    private var picture = x264_picture_t()
+    private var frameIndex: Int64 = 0
+    private var keyframeRequested = false
+
+    /// The profile-level-id this encoder's streams fit: constrained baseline, level 3.1 (the value
+    /// offered in SDP for H.264 that Understudy sends).
+    public static let profileLevelID = "42e01f"
+
+    /// Creates an encoder.
+    /// - Parameters:
+    ///   - bitrate: target bits per second (average; the VBV buffer holds half a second of it).
+    ///   - keyframeInterval: at most this many frames between IDRs.
+    ///   - preset: a libx264 speed preset (`ultrafast` … `placebo`).
+    /// - Throws: ``MediaError/invalidArgument(_:)`` for a size, rate or preset libx264 cannot take,
+    ///   ``MediaError/x264(function:detail:)`` when the encoder does not open.
+    public init(
+        width: Int, height: Int, fps: Int = 30, bitrate: Int = 600_000, keyframeInterval: Int = 60,
+        preset: String = "veryfast", threads: Int = 1
+    ) throws {
+        guard width > 0, height > 0, width <= 16383, height <= 16383, width % 2 == 0, height % 2 == 0 else {
+            throw MediaError.invalidArgument("H.264 size \(width)x\(height) (need even, 1…16383)")
+        }
+        guard fps > 0, fps <= 240, bitrate > 0, keyframeInterval > 0 else {
+            throw MediaError.invalidArgument(
+                "H.264 fps \(fps) bitrate \(bitrate) keyframe interval \(keyframeInterval)")
+        }
+        self.width = width
+        self.height = height
+        self.fps = fps
+        targetBitrate = bitrate
+        var p = x264_param_t()
+        guard x264_param_default_preset(&p, preset, "zerolatency") == 0 else {
+            throw MediaError.invalidArgument("x264 preset '\(preset)'")
+        }
+        p.i_log_level = X264_LOG_ERROR
+        p.i_threads = Int32(max(1, threads))
+        p.i_width = Int32(width)
+        p.i_height = Int32(height)
+        p.i_csp = X264_CSP_I420
+        p.i_fps_num = UInt32(fps)
+        p.i_fps_den = 1
+        p.i_timebase_num = 1
+        p.i_timebase_den = UInt32(fps)
+        p.b_vfr_input = 0
+        p.i_keyint_max = Int32(keyframeInterval)
+        p.i_keyint_min = 1
+        // IDRs at the interval and on request only: a scene cut (the test pattern's sync flash)
+        // would otherwise cost a keyframe's bytes mid-interval.
+        p.i_scenecut_threshold = 0
+        p.b_intra_refresh = 0
+        p.i_bframe = 0
+        p.b_repeat_headers = 1
+        p.b_annexb = 1
+        p.b_aud = 0
+        // Level 3.1 (what 42e01f announces) covers up to 1280x720 at 30 fps; larger pictures let
+        // libx264 pick the level.
+        p.i_level_idc = width * height <= 1280 * 720 && fps <= 30 ? 31 : -1
+        p.rc.i_rc_method = X264_RC_ABR
+        Self.setRate(&p, bitrate: bitrate)
+        guard x264_param_apply_profile(&p, "baseline") == 0 else {
+            throw MediaError.x264(function: "x264_param_apply_profile", detail: "baseline refused")
+        }
+        guard let h = ua_x264_encoder_open(&p) else {
+            throw MediaError.x264(
+                function: "x264_encoder_open", detail: "cannot open a \(width)x\(height) \(fps) fps encoder")
+        }
+        encoder = h
+        param = p
+        guard x264_picture_alloc(&picture, X264_CSP_I420, Int32(width), Int32(height)) == 0 else {
+            x264_encoder_close(h)
+            throw MediaError.x264(function: "x264_picture_alloc", detail: "out of memory")
+        }
+    }
+
+    deinit {
+        x264_picture_clean(&picture)
+        x264_encoder_close(encoder)
+    }
+
+    /// Average rate with a VBV buffer of half a second, so a burst stays within what a real-time
+    /// link drains between keyframes.
+    private static func setRate(_ p: inout x264_param_t, bitrate: Int) {
+        let kbps = Int32(clamping: max(1, bitrate / 1000))
+        p.rc.i_bitrate = kbps
+        p.rc.i_vbv_max_bitrate = kbps
+        p.rc.i_vbv_buffer_size = max(1, kbps / 2)
+    }
+
+    /// Changes the rate-control target (`x264_encoder_reconfig`) for the frames encoded from now on:
+    /// the way a live encoder follows a bandwidth estimate (see ``EncoderRateThrottle``).
+    public func setTargetBitrate(_ bitrate: Int) throws {
+        guard bitrate > 0 else { throw MediaError.invalidArgument("H.264 bitrate \(bitrate)") }
+        var p = param
+        Self.setRate(&p, bitrate: bitrate)
+        guard x264_encoder_reconfig(encoder, &p) == 0 else {
+            throw MediaError.x264(function: "x264_encoder_reconfig", detail: "bitrate \(bitrate) refused")
+        }
+        param = p
+        targetBitrate = bitrate
+    }
+
+    /// Makes the next encoded frame an IDR (e.g. after a PLI).
+    public func forceKeyframe() { keyframeRequested = true }
+
+    /// Encodes one picture into one Annex B access unit (SPS and PPS lead every IDR), stamped with a
+    /// 90 kHz timestamp from the frame counter.
+    public func encode(i420 source: I420Image) throws -> [EncodedFrame] {
+        guard source.width == width, source.height == height, source.isConsistent else {
+            throw MediaError.invalidArgument(
+                "picture \(source.width)x\(source.height) for a \(width)x\(height) encoder")
+        }
+        copyPlane(source.y, stride: source.strideY, rows: height, cols: width, plane: 0)
+        copyPlane(source.u, stride: source.strideU, rows: source.chromaHeight, cols: source.chromaWidth, plane: 1)
+        copyPlane(source.v, stride: source.strideV, rows: source.chromaHeight, cols: source.chromaWidth, plane: 2)
+        picture.i_type = keyframeRequested ? X264_TYPE_IDR : X264_TYPE_AUTO
+        keyframeRequested = false
+        picture.i_pts = frameIndex
+        frameIndex += 1
+        var nals: UnsafeMutablePointer<x264_nal_t>? = nil
+        var count: Int32 = 0
+        var output = x264_picture_t()
+        let size = x264_encoder_encode(encoder, &nals, &count, &picture, &output)
+        guard size >= 0 else {
+            throw MediaError.x264(function: "x264_encoder_encode", detail: "frame \(frameIndex - 1) failed")
+        }
+        // zerolatency: no lookahead, so every picture comes out at once (size 0 only if none did).
+        guard size > 0, let nals, count > 0, let first = nals[0].p_payload else { return [] }
+        // libx264 writes one call's NAL units back to back: the access unit is one copy.
+        let bytes = Array(UnsafeBufferPointer(start: first, count: Int(size)))
+        let ticks = Int64(90_000 / fps)
+        return [
+            EncodedFrame(
+                codec: .h264, data: bytes, timestamp: UInt32(truncatingIfNeeded: output.i_pts &* ticks),
+                isKeyframe: output.b_keyframe != 0, duration: UInt32(ticks))
+        ]
+    }
+
+    private func copyPlane(_ src: [UInt8], stride: Int, rows: Int, cols: Int, plane: Int) {
+        let dstStride = Int(
+            withUnsafePointer(to: picture.img.i_stride) {
+                $0.withMemoryRebound(to: Int32.self, capacity: 4) { $0[plane] }
+            })
+        guard
+            let dst = withUnsafePointer(
+                to: picture.img.plane,
+                { $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 4) { $0[plane] } })
+        else { return }
+        src.withUnsafeBufferPointer { s in
+            guard let sb = s.baseAddress else { return }
+            for r in 0..<rows { (dst + r * dstStride).update(from: sb + r * stride, count: cols) }
+        }
+    }
+}
