@@ -21,6 +21,8 @@ struct Arguments {
     }
 
     private(set) var options: [String: String] = [:]
+    /// Every value of each option, in order, for repeatable options (``values(_:)``).
+    private(set) var allValues: [String: [String]] = [:]
     private(set) var positionals: [String] = []
 
     /// Parses `args`, accepting only `valueOptions` (which take a value) and `switches`.
@@ -45,6 +47,7 @@ struct Arguments {
                         options[name] = args[i + 1]
                         i += 1
                     }
+                    allValues[name, default: []].append(options[name] ?? "")
                 } else {
                     throw .unknownOption(name)
                 }
@@ -56,6 +59,9 @@ struct Arguments {
     }
 
     func value(_ name: String) -> String? { options[name] }
+
+    /// Every value a repeatable option was given, in order (``value(_:)`` is the last).
+    func values(_ name: String) -> [String] { allValues[name] ?? [] }
 
     func flag(_ name: String) -> Bool { options[name] == "true" }
 

@@ -115,6 +115,24 @@ enum Help {
                 name: "--jobs", value: "redis://HOST:PORT",
                 text: "enable POST /admin/jobs on this fleet (docs/fleet.md)"),
             .init(
+                name: "--webhook", value: "http://HOST:PORT/PATH",
+                text: "POST signed job and room events here (repeatable; docs/protocol.md, Webhooks)"),
+            .init(
+                name: "--webhook-secret", value: "S",
+                text: "HMAC-SHA256 key of the webhook events (or UNDERSTUDY_WEBHOOK_SECRET)"),
+            .init(
+                name: "--auto-record", value: "\"JOIN OPTIONS\"",
+                text: "submit a job with these join options when a room is created (needs --jobs)"),
+            .init(
+                name: "--auto-stop-empty", value: "SECONDS|off",
+                text: "stop an auto-started job once nobody but job agents was in its room this long (default 5)"),
+            .init(
+                name: "--auto-stop-agents-only", value: "SECONDS|off",
+                text: "stop it once only agents were in its room this long (default off)"),
+            .init(
+                name: "--auto-stop-no-media", value: "SECONDS|off",
+                text: "stop it once nobody but job agents published a track this long (default off)"),
+            .init(
                 name: "--ice-servers", value: "turn:USER:PASS@HOST:PORT[?transport=udp|tcp],…",
                 text: "TURN servers handed to clients in the join response (iceServers)"),
             .init(

@@ -23,6 +23,43 @@ func parseListenAddress(_ text: String) -> (host: String, port: UInt16)? {
     return (host, port)
 }
 
+/// The webhook, auto-record and auto-stop flags (the flags win over the configuration file);
+/// bad values are refused with the option's name.
+func lifecycleSettings(_ a: Arguments, into configuration: inout RoomServerConfiguration) throws(Arguments.Failure) {
+    let urls = a.values("--webhook")
+    if !urls.isEmpty { configuration.webhooks = urls }
+    if let secret = a.value("--webhook-secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_WEBHOOK_SECRET"] {
+        configuration.webhookSecret = secret
+    }
+    if let problem = WebhookSender.problem(urls: configuration.webhooks, secret: configuration.webhookSecret) {
+        throw .badValue(problem.hasPrefix("webhook URL") ? "--webhook" : "--webhook-secret", problem)
+    }
+    if let text = a.value("--auto-record") {
+        let options = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        do throws(AgentJobOptions.Invalid) { _ = try AgentJobOptions(arguments: options) } catch {
+            throw .badValue("--auto-record", "\(error)")
+        }
+        configuration.autoRecord = options
+    }
+    if configuration.autoRecord != nil, configuration.jobs == nil {
+        throw .badValue("--auto-record", "needs a job fleet (--jobs redis://…)")
+    }
+    for (name, path) in [
+        ("--auto-stop-empty", \RoomServerConfiguration.autoStopEmptySeconds),
+        ("--auto-stop-agents-only", \RoomServerConfiguration.autoStopAgentsOnlySeconds),
+        ("--auto-stop-no-media", \RoomServerConfiguration.autoStopNoMediaSeconds),
+    ] {
+        guard let text = a.value(name) else { continue }
+        if text == "off" {
+            configuration[keyPath: path] = nil
+        } else if text == "0" {
+            configuration[keyPath: path] = 0
+        } else {
+            configuration[keyPath: path] = try a.seconds(name, default: 0)
+        }
+    }
+}
+
 func runServe(_ args: [String]) async {
     // Before the server's threads start: they then share one malloc arena per core (MemoryTrim.swift).
     MemoryTrim.limitArenas()
@@ -77,6 +114,7 @@ func runServe(_ args: [String]) async {
         if let v = a.value("--node-id") { configuration.nodeId = v }
         if let v = a.value("--advertise") { configuration.advertise = v }
         if let v = a.value("--jobs") { configuration.jobs = v }
+        try lifecycleSettings(a, into: &configuration)
         if a.flag("--ice-tcp") {
             guard configuration.udpPortLow != 0, configuration.udpPortLow == configuration.udpPortHigh else {
                 throw Arguments.Failure.badValue("--ice-tcp", "needs one shared UDP port (--udp-port), not a range")
@@ -121,6 +159,12 @@ func runServe(_ args: [String]) async {
                 secret: server.secret)
             logLine("serve: POST /admin/jobs queues recording jobs on the fleet at \(jobsRedis)")
         }
+        if !configuration.webhooks.isEmpty, let secret = configuration.webhookSecret {
+            // Checked by lifecycleSettings and the configuration's validation: cannot throw here.
+            server.webhooks = try? WebhookSender(urls: configuration.webhooks, secret: secret, log: logLine)
+            logLine("serve: webhook events go to \(configuration.webhooks.joined(separator: ", "))")
+        }
+        server.lifecycleLog = { logLine("serve: \($0)") }
         var cluster: ClusterNode?
         if let clusterRedis {
             // Other nodes reach this one at --advertise, by default the listen address.

@@ -107,6 +107,26 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// The job fleet's Redis for `POST /admin/jobs` (`--jobs`).
     public var jobs: String?
 
+    // MARK: Recording-job lifecycle (docs/protocol.md, "Webhooks" and "Auto-record")
+
+    /// Receivers of the signed job and room events (`--webhook`, repeatable): `http://` URLs.
+    public var webhooks: [String] = []
+    /// The HMAC-SHA256 key of the events (`--webhook-secret`, `UNDERSTUDY_WEBHOOK_SECRET`);
+    /// required with ``webhooks``.
+    public var webhookSecret: String?
+    /// `understudy join` options of a job submitted when a room is created, that is when its first
+    /// member who is neither an agent nor a job's agent joins (`--auto-record`); nil: none. Needs ``jobs``.
+    public var autoRecord: [String]?
+    /// An auto-started job stops once its room has held nobody but job agents for this long
+    /// (`--auto-stop-empty`); nil: never.
+    public var autoStopEmptySeconds: Double? = 5
+    /// An auto-started job stops once its room has held only agents (`isAgent`) and job agents for
+    /// this long (`--auto-stop-agents-only`); nil: never.
+    public var autoStopAgentsOnlySeconds: Double?
+    /// An auto-started job stops once nobody but job agents has published a track for this long
+    /// (`--auto-stop-no-media`); nil: never.
+    public var autoStopNoMediaSeconds: Double?
+
     // MARK: TURN hand-out
 
     /// TURN servers handed to every client in the join response (`iceServers`), in the shape of
@@ -187,6 +207,14 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         iceServers = try c.decodeIfPresent([ICEServerDescription].self, forKey: .iceServers) ?? []
         iceTCP = try c.decodeIfPresent(Bool.self, forKey: .iceTCP) ?? d.iceTCP
         jobs = try c.decodeIfPresent(String.self, forKey: .jobs)
+        webhooks = try c.decodeIfPresent([String].self, forKey: .webhooks) ?? []
+        webhookSecret = try c.decodeIfPresent(String.self, forKey: .webhookSecret)
+        autoRecord = try c.decodeIfPresent([String].self, forKey: .autoRecord)
+        autoStopEmptySeconds =
+            c.contains(.autoStopEmptySeconds)
+            ? try c.decodeIfPresent(Double.self, forKey: .autoStopEmptySeconds) : d.autoStopEmptySeconds
+        autoStopAgentsOnlySeconds = try c.decodeIfPresent(Double.self, forKey: .autoStopAgentsOnlySeconds)
+        autoStopNoMediaSeconds = try c.decodeIfPresent(Double.self, forKey: .autoStopNoMediaSeconds)
     }
 
     /// Checks ranges; returns a description of the first problem, or nil.
@@ -208,6 +236,13 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
             return "bad abuse/join limits"
         }
         if let secret, secret.isEmpty { return "secret must not be empty" }
+        if let problem = WebhookSender.problem(urls: webhooks, secret: webhookSecret) { return problem }
+        for (name, value) in [
+            ("autoStopEmptySeconds", autoStopEmptySeconds), ("autoStopAgentsOnlySeconds", autoStopAgentsOnlySeconds),
+            ("autoStopNoMediaSeconds", autoStopNoMediaSeconds),
+        ] {
+            if let value, !(value >= 0 && value <= 86_400) { return "\(name) must be 0…86400 seconds (or null: never)" }
+        }
         if !(50...10_000).contains(keyframeRequestIntervalMilliseconds) {
             return "keyframeRequestIntervalMilliseconds must be between 50 and 10000"
         }

@@ -81,6 +81,20 @@ final class Room: @unchecked Sendable {
         }
     }
 
+    /// Who is in the room (nil once it has closed), after every request queued before this call.
+    func occupancy() async -> [RoomOccupant]? {
+        await withCheckedContinuation { continuation in
+            enqueue {
+                continuation.resume(
+                    returning: self.closed
+                        ? nil
+                        : self.participantsInOrder.map {
+                            RoomOccupant(id: $0.id, isAgent: $0.isAgent, publishing: !$0.producers.isEmpty)
+                        })
+            }
+        }
+    }
+
     private func makeSummary() -> RoomSummary {
         RoomSummary(
             roomId: id, participantIds: participantsInOrder.map(\.id), lobbyCount: lobby.count,
@@ -187,6 +201,7 @@ final class Room: @unchecked Sendable {
         participantsInOrder.append(p)
         session.markJoined(participantId: p.id)
         server.counters.add(joins: 1)
+        server.memberJoined(roomId: id, participantId: p.id, isAgent: p.isAgent)
         var fields: [String: JSONValue] = [
             "protocolVersion": .number(Double(p.protocolVersion)), "roomId": .string(id),
             "participant": p.json, "participantCount": .number(Double(existing.count)),

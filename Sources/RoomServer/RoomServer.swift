@@ -96,6 +96,13 @@ public final class RoomServer: @unchecked Sendable {
         get { locked { jobs } }
         set { locked { jobs = newValue } }
     }
+    /// Where job and room events go (`serve --webhook`; nil: nowhere). Set before ``start()``.
+    public var webhooks: WebhookSender? {
+        get { locked { webhookSender } }
+        set { locked { webhookSender = newValue } }
+    }
+    /// Log lines of the job lifecycle (auto-record, auto-stop).
+    public var lifecycleLog: @Sendable (String) -> Void = { _ in }
     /// Cluster mode: this node's id, sent to owners on proxied connections.
     public var nodeId: String = "local"
 
@@ -103,6 +110,11 @@ public final class RoomServer: @unchecked Sendable {
     private let lock = NSLock()
     private var roomDirectory: RoomDirectory?
     private var jobs: RoomJobService?
+    private var webhookSender: WebhookSender?
+    private let lifecycleLock = NSLock()
+    /// Auto-started jobs by id, and the rooms that have one (guarded by `lifecycleLock`).
+    var autoJobs: [String: AutoJob] = [:]
+    var autoRooms: Set<String> = []
     private var proxiedConnections = 0
     private var hooks: RoomMediaHooks?
     private var rooms: [String: Room] = [:]
@@ -127,6 +139,14 @@ public final class RoomServer: @unchecked Sendable {
             secretWasGenerated = true
         }
     }
+
+    func lifecycleLocked<T>(_ body: () -> T) -> T {
+        lifecycleLock.lock()
+        defer { lifecycleLock.unlock() }
+        return body()
+    }
+
+    var isStopping: Bool { locked { stopping } }
 
     private func locked<T>(_ body: () -> T) -> T {
         lock.lock()
@@ -184,6 +204,9 @@ public final class RoomServer: @unchecked Sendable {
             throw .listenFailed(host: configuration.listenHost, port: configuration.listenPort, cause: error)
         }
         locked { http = server }
+        if !configuration.webhooks.isEmpty || configuration.autoRecord != nil {
+            Task { [weak self] in await self?.runLifecycle() }
+        }
     }
 
     /// Closes every room (participants get `roomClosed`) and stops listening.
@@ -227,6 +250,7 @@ public final class RoomServer: @unchecked Sendable {
             let r = Room(id: id, server: self, configuration: configuration, hooks: hooks)
             rooms[id] = r
             roomDirectory?.roomOpened(id)
+            webhookSender?.post("room_started", fields: ["roomId": .string(id)])
             return .success(r)
         }
         return try result.get()
@@ -259,6 +283,7 @@ public final class RoomServer: @unchecked Sendable {
         let directory: RoomDirectory? = locked {
             guard rooms[room.id] === room else { return nil }
             rooms[room.id] = nil
+            webhookSender?.post("room_finished", fields: ["roomId": .string(room.id)])
             return roomDirectory
         }
         directory?.roomClosed(room.id)
@@ -737,6 +762,7 @@ public final class RoomServer: @unchecked Sendable {
                 "Signalling connections proxied to the node that holds their room.", locked { proxiedConnections })
             out += directory.metricsText()
         }
+        if let webhooks { out += webhooks.metricsText() }
         return out
     }
 }
