@@ -61,7 +61,7 @@ struct AIMDRateController {
         case .hold:
             applicationLimited = false
         case .increase:
-            if let capacity = linkCapacity, bitrate > capacity + 3 * sqrt(capacityVariance * capacity * 1000) {
+            if let bound = capacityUpperBound, bitrate > bound {
                 // Past what the link carried at the last overuse, by far: that sample is stale.
                 linkCapacity = nil
             }
@@ -110,10 +110,13 @@ struct AIMDRateController {
     /// so the climb from here is multiplicative again rather than a packet per response time.
     mutating func raise(toCarried carried: Double) {
         guard carried > bitrate else { return }
-        if let capacity = linkCapacity, carried > capacity + 3 * sqrt(capacityVariance * capacity * 1000) {
-            linkCapacity = nil
-        }
+        if let bound = capacityUpperBound, carried > bound { linkCapacity = nil }
         bitrate = min(carried, maxBitrate)
+    }
+
+    /// Three standard deviations above the capacity seen at overuse: a rate past it makes that sample stale.
+    private var capacityUpperBound: Double? {
+        linkCapacity.map { $0 + 3 * sqrt(capacityVariance * $0 * 1000) }
     }
 
     private mutating func updateCapacity(_ sample: Double) {
