@@ -44,7 +44,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     au.withUnsafeBytes { b in
         _ = H264DecoderConfiguration.record(fromAnnexB: b)
         H264AnnexB.forEachUnit(b) { unit in _ = H264SPS.parse(unit) }
+        // What the relay's .sdp and the recorders read from a received key frame.
+        _ = H264FormatParameters.spropParameterSets(fromAnnexB: b)
     }
+    _ = EncodedFrame(codec: .h264, data: au, timestamp: 0, isKeyframe: true).keyframePictureSize
     // The input as an Annex B access unit: packetized, rebuilt, the same units come back.
     guard size >= 1 else { return 0 }
     let mtu = 3 + Int(bytes[0])
