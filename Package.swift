@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "Cluster", targets: ["Cluster"]),
         .library(name: "Agent", targets: ["Agent"]),
+        .library(name: "Egress", targets: ["Egress"]),
         .library(name: "WHIP", targets: ["WHIP"]),
         .library(name: "SFU", targets: ["SFU"]),
         .library(name: "RoomServer", targets: ["RoomServer"]),
@@ -113,6 +114,8 @@ let package = Package(
             name: "Agent",
             dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus"],
             path: "Sources/Agent"),
+        // Room composites and live outputs (MP4/WebM files, HLS, RTMP), off the packet loop.
+        .target(name: "Egress", dependencies: ["RTCWire"], path: "Sources/Egress"),
         // WHIP publish and WHEP play (RFC 9725): one PeerConnection and an HTTP resource, no room.
         .target(name: "WHIP", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/WHIP"),
         // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
