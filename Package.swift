@@ -115,7 +115,7 @@ let package = Package(
             dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus"],
             path: "Sources/Agent"),
         // Room composites and live outputs (MP4/WebM files, HLS, RTMP), off the packet loop.
-        .target(name: "Egress", dependencies: ["RTCWire"], path: "Sources/Egress"),
+        .target(name: "Egress", dependencies: ["RTCWire", "Media"], path: "Sources/Egress"),
         // WHIP publish and WHEP play (RFC 9725): one PeerConnection and an HTTP resource, no room.
         .target(name: "WHIP", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/WHIP"),
         // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
@@ -182,6 +182,8 @@ let package = Package(
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
         .testTarget(
             name: "RTCTests", dependencies: ["RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/RTCTests"),
+        .testTarget(
+            name: "EgressTests", dependencies: ["Egress", "Media", "RTCWire", "TestSupport"], path: "Tests/EgressTests"),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire", "TestSupport"], path: "Tests/MediaTests"),
         .testTarget(
             name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
