@@ -35,7 +35,8 @@ import Testing
         var b: [UInt8] = []
         let values: [AMF0.Value] = [
             .string("_result"), .number(4), .null,
-            .object([("level", .string("status")), ("code", .string("NetStream.Publish.Start")), ("n", .boolean(true))]),
+            .object([("level", .string("status")), ("code", .string("NetStream.Publish.Start")), ("n", .boolean(true))]
+            ),
         ]
         for v in values { AMF0.append(v, to: &b) }
         #expect(try AMF0.decode(b[...]) == values)
@@ -52,9 +53,10 @@ import Testing
         let output = try RTMPOutput(
             destination: url, options: .init(reconnectDelay: 0.05, maxReconnectDelay: 0.5, keyframeIntervalSeconds: 1))
         let feed = try CompositeFeed(keyframeSeconds: 1)
-        try feedPaced(feed, output, until: "60 video frames sent") { output.stats.sentVideoFrames >= 60 }
+        try feedPaced(feed, output, until: "90 video frames sent") { output.stats.sentVideoFrames >= 90 }
         #expect(output.stats.connections == 1)
-        first.terminate()
+        // SIGKILL: the test process's children inherit a mask that blocks SIGTERM.
+        kill(first.processIdentifier, SIGKILL)
         first.waitUntilExit()
         let sentBefore = output.stats.sentVideoFrames
         let second = try listen(url, into: dir + "/second.flv")
@@ -115,7 +117,10 @@ import Testing
         #expect(stats.droppedFrames > 0)
         #expect(stats.connections == 0)
         #expect(stats.failures >= 1)
-        if case .connectFailed? = stats.lastError {} else { Issue.record("last error \(String(describing: stats.lastError))") }
+        if case .connectFailed? = stats.lastError {
+        } else {
+            Issue.record("last error \(String(describing: stats.lastError))")
+        }
         try output.finish()
     }
 
@@ -133,7 +138,10 @@ import Testing
     func listen(_ url: String, into path: String) throws -> Process {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        p.arguments = ["-nostdin", "-v", "error", "-listen", "1", "-i", url, "-c", "copy", "-y", path]
+        p.arguments = [
+            "-nostdin", "-v", "error", "-analyzeduration", "1000000", "-listen", "1", "-i", url, "-c", "copy",
+            "-flush_packets", "1", "-y", path,
+        ]
         p.standardError = FileHandle.nullDevice
         try p.run()
         return p
@@ -143,7 +151,7 @@ import Testing
         let deadline = Date().addingTimeInterval(30)
         while p.isRunning {
             guard Date() < deadline else {
-                p.terminate()
+                kill(p.processIdentifier, SIGKILL)
                 throw WaitTimeout(what: what)
             }
             Thread.sleep(forTimeInterval: 0.05)

@@ -40,7 +40,9 @@ enum AMF0 {
         case .number(let n):
             b.append(0x00)
             let bits = n.bitPattern
-            for shift in stride(from: 56, through: 0, by: -8) { b.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+            for shift in stride(from: 56, through: 0, by: -8) {
+                b.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift)))
+            }
         case .boolean(let v): b.append(contentsOf: [0x01, v ? 1 : 0])
         case .string(let s):
             b.append(0x02)

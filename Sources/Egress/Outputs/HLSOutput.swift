@@ -153,7 +153,8 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         if audioStartMicros == nil { audioStartMicros = ptsMicros }
         let rate = Int64(aac.sampleRate)
         try aac.encode(pcm) { bytes, samples in
-            try muxer.writeAudio(bytes, pts: (start + samples * 1_000_000 / rate) * 1_000, duration: AACEncoder.frameSamples)
+            try muxer.writeAudio(
+                bytes, pts: (start + samples * 1_000_000 / rate) * 1_000, duration: AACEncoder.frameSamples)
         }
     }
 
@@ -165,7 +166,8 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
             let start = audioStartMicros ?? 0
             let rate = Int64(aac.sampleRate)
             try aac.flush { bytes, samples in
-                try muxer.writeAudio(bytes, pts: (start + samples * 1_000_000 / rate) * 1_000, duration: AACEncoder.frameSamples)
+                try muxer.writeAudio(
+                    bytes, pts: (start + samples * 1_000_000 / rate) * 1_000, duration: AACEncoder.frameSamples)
             }
         }
         try muxer.close()

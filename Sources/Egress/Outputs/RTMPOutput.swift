@@ -210,7 +210,9 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
 
     public func writeVideo(_ frame: EncodedFrame, ptsMicros: Int64) throws {
         guard !finished else { throw MediaError.closed }
-        guard frame.codec == .h264 else { throw Failure.unsupported("RTMP carries H.264 video, got \(frame.codec.rawValue)") }
+        guard frame.codec == .h264 else {
+            throw Failure.unsupported("RTMP carries H.264 video, got \(frame.codec.rawValue)")
+        }
         var header: [UInt8]?
         if frame.isKeyframe {
             var h: [UInt8] = []
@@ -255,7 +257,12 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
     }
 
     private func takeBuffer() -> [UInt8] {
-        condition.withLock { freeBuffers.popLast() } ?? { var b = [UInt8](); b.reserveCapacity(1 << 14); return b }()
+        condition.withLock { freeBuffers.popLast() }
+            ?? {
+                var b = [UInt8]()
+                b.reserveCapacity(1 << 14)
+                return b
+            }()
     }
 
     /// Queues a tag, or drops: everything queued when it would overflow, then all until a keyframe.

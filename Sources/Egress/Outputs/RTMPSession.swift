@@ -70,17 +70,21 @@ final class RTMPSession {
         var list: UnsafeMutablePointer<addrinfo>?
         let resolved = getaddrinfo(url.host, String(url.port), &hints, &list)
         guard resolved == 0, let first = list else {
-            throw RTMPOutput.Failure.connectFailed("cannot resolve \(url.host): \(String(cString: gai_strerror(resolved)))")
+            throw RTMPOutput.Failure.connectFailed(
+                "cannot resolve \(url.host): \(String(cString: gai_strerror(resolved)))")
         }
         defer { freeaddrinfo(list) }
         var lastError: Int32 = 0
         var connected: Int32 = -1
         var entry: UnsafeMutablePointer<addrinfo>? = first
         while let a = entry {
-            let s = socket(a.pointee.ai_family, a.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), a.pointee.ai_protocol)
+            let s = socket(
+                a.pointee.ai_family, a.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), a.pointee.ai_protocol)
             if s >= 0 {
                 // Linux's connect, send and recv all honour these: no call blocks longer than the timeout.
-                var tv = timeval(tv_sec: Int(timeoutSeconds), tv_usec: Int((timeoutSeconds.truncatingRemainder(dividingBy: 1)) * 1e6))
+                var tv = timeval(
+                    tv_sec: Int(timeoutSeconds), tv_usec: Int((timeoutSeconds.truncatingRemainder(dividingBy: 1)) * 1e6)
+                )
                 setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
                 setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
                 var one: Int32 = 1
@@ -142,7 +146,9 @@ final class RTMPSession {
                 ("app", .string(url.app)), ("type", .string("nonprivate")),
                 ("flashVer", .string("FMLE/3.0 (compatible; understudy)")), ("tcUrl", .string(url.tcURL)),
             ]))
-        try waitFor(deadline: deadline, what: "the answer to connect") { values in try self.result(values, connectID) != nil }
+        try waitFor(deadline: deadline, what: "the answer to connect") { values in
+            try self.result(values, connectID) != nil
+        }
         _ = try sendCommand("releaseStream", .null, .string(url.stream))
         _ = try sendCommand("FCPublish", .null, .string(url.stream))
         let createID = try sendCommand("createStream", .null)
@@ -301,7 +307,8 @@ final class RTMPSession {
             lastAcknowledged = bytesReceived
             var ack: [UInt8] = []
             ack.appendBE32(UInt32(truncatingIfNeeded: bytesReceived))
-            try sendMessage(channel: Channel.control, type: MessageType.acknowledgement, streamID: 0, timestamp: 0, ack[...])
+            try sendMessage(
+                channel: Channel.control, type: MessageType.acknowledgement, streamID: 0, timestamp: 0, ack[...])
         }
         return true
     }
@@ -358,7 +365,8 @@ final class RTMPSession {
                     s.type = b[i + 6]
                 }
                 if fmt == 0 {
-                    s.streamID = UInt32(b[i + 7]) | UInt32(b[i + 8]) << 8 | UInt32(b[i + 9]) << 16 | UInt32(b[i + 10]) << 24
+                    s.streamID =
+                        UInt32(b[i + 7]) | UInt32(b[i + 8]) << 8 | UInt32(b[i + 9]) << 16 | UInt32(b[i + 10]) << 24
                     s.timestamp = field
                     s.delta = 0
                 } else {

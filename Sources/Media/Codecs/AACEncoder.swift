@@ -39,6 +39,8 @@ public final class AACEncoder: @unchecked Sendable {
         let rates = [96_000, 88_200, 64_000, 48_000, 44_100, 32_000, 24_000, 22_050, 16_000, 12_000, 11_025, 8_000]
         guard rates.contains(sampleRate) else { throw MediaError.invalidArgument("AAC sample rate \(sampleRate)") }
         guard (8_000...320_000).contains(bitrate) else { throw MediaError.invalidArgument("AAC bitrate \(bitrate)") }
+        // The encoder logs its average quantizer at info level when it closes; errors are all we want.
+        if av_log_get_level() > AV_LOG_ERROR { av_log_set_level(AV_LOG_ERROR) }
         guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC) else {
             throw MediaError.avcodec(function: "avcodec_find_encoder", code: 0, detail: "libavcodec has no AAC encoder")
         }
