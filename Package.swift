@@ -114,7 +114,7 @@ let package = Package(
         // Janus agent: daemon behaviour on top of the SDK.
         .target(
             name: "Agent",
-            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus"],
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus", "Egress"],
             path: "Sources/Agent"),
         // Room composites and live outputs (MP4/WebM files, HLS, RTMP), off the packet loop.
         .target(name: "Egress", dependencies: ["RTCWire", "Media", "CYUV"], path: "Sources/Egress"),
