@@ -92,9 +92,9 @@ import Testing
         let paths = extensions.map { temporaryPath("composite-\(codec.rawValue).\($0)") }
         let outputs = try paths.map { try CompositeOutputs.make(destination: $0) }
         let sizes = Mutex<[String: (Int, Int)]>([:])
-        let compositor = try Compositor(options: options, outputs: outputs) { id, w, h in
-            sizes.withLock { $0[id] = (w, h) }
-        }
+        let compositor = try Compositor(
+            options: options, outputs: outputs,
+            tileSize: { id, w, h in sizes.withLock { $0[id] = (w, h) } })
         let seconds = 3.0
         try await Self.feed(compositor, seconds: seconds, participants: ["ann", "bob"])
         #expect(compositor.layout.map(\.member.id) == ["ann", "bob"])
