@@ -214,7 +214,7 @@ let package = Package(
             name: "AgentTests",
             dependencies: [
                 "Agent", "Understudy", "RoomServer", "RTC", "RTCWire", "Media", "TestSupport", "SDKTestSupport",
-                "AgentTestSupport",
+                "AgentTestSupport", "Egress",
             ],
             path: "Tests/AgentTests"),
     ],
