@@ -390,11 +390,14 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         for destination in composite {
             let lower = destination.lowercased()
             guard !destination.isEmpty, destination.utf8.count <= 4096, !destination.hasSuffix("/"),
-                Self.compositeDestinations.contains(where: { $0.hasSuffix("://") ? lower.hasPrefix($0) : lower.hasSuffix($0) })
+                Self.compositeDestinations.contains(where: {
+                    $0.hasSuffix("://") ? lower.hasPrefix($0) : lower.hasSuffix($0)
+                })
             else {
                 throw Invalid(
                     "--composite",
-                    "'\(Self.shown(destination))' is not a \(Self.compositeDestinations.joined(separator: ", ")) destination")
+                    "'\(Self.shown(destination))' is not a \(Self.compositeDestinations.joined(separator: ", ")) destination"
+                )
             }
         }
         guard Set(composite).count == composite.count else { throw Invalid("--composite", "an output is given twice") }
@@ -414,7 +417,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
                 "--composite-preset",
                 "'\(Self.shown(compositePreset))' is not one of \(Self.compositePresets.joined(separator: ", "))")
         }
-        if (compositeCodec ?? "h264") == "h264", let webm = composite.first(where: { $0.lowercased().hasSuffix(".webm") }) {
+        if (compositeCodec ?? "h264") == "h264",
+            let webm = composite.first(where: { $0.lowercased().hasSuffix(".webm") })
+        {
             throw Invalid(
                 "--composite",
                 "'\(Self.shown(webm))': WebM holds VP8, not H.264 (add --composite-codec vp8, or write .mkv)")

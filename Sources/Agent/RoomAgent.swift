@@ -293,10 +293,12 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
 
     /// Finishes the composite's outputs (after the last audio) and notes how each ended. Safe to call twice.
     private func stopComposite() async {
-        guard let compositor = lock.withLock({ () -> Compositor? in
-            defer { self.compositor = nil }
-            return self.compositor
-        }) else { return }
+        guard
+            let compositor = lock.withLock({ () -> Compositor? in
+                defer { self.compositor = nil }
+                return self.compositor
+            })
+        else { return }
         // stop() blocks until the compositor's thread has finished the files: off the cooperative pool.
         let results = await withCheckedContinuation { (c: CheckedContinuation<[Compositor.OutputResult], Never>) in
             DispatchQueue.global().async { c.resume(returning: compositor.stop()) }
@@ -304,7 +306,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         let stats = compositor.stats
         let seconds = Double(Compositor.now() &- compositor.origin) / 1e9
         recorder.update { m in
-            m.composite?.outputs = results.map { .init(destination: $0.destination, error: $0.error, complete: $0.error == nil) }
+            m.composite?.outputs = results.map {
+                .init(destination: $0.destination, error: $0.error, complete: $0.error == nil)
+            }
             m.composite?.frames = stats.frames
             m.composite?.skippedFrames = stats.skipped
             m.composite?.droppedInputFrames = stats.droppedInput
@@ -763,6 +767,21 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
                     "understudy_agent_transcribe_connects_total", "counter",
                     "Connections opened to the --transcribe socket (reconnections included).", t.connects)
             }
+        }
+        if let compositor = lock.withLock({ compositor }) {
+            let c = compositor.stats
+            out.single(
+                "understudy_agent_composite_frames_total", "counter", "Composite frames encoded (--composite).",
+                c.frames)
+            out.single(
+                "understudy_agent_composite_skipped_frames_total", "counter",
+                "Composite frame times skipped because the compositor was behind.", c.skipped)
+            out.single(
+                "understudy_agent_composite_dropped_input_frames_total", "counter",
+                "Received frames dropped by the composite's full hand-off.", c.droppedInput)
+            out.single(
+                "understudy_agent_composite_decode_errors_total", "counter",
+                "Received frames the composite's decoders refused.", c.decodeErrors)
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
         out.trackQuality(room.receiveQuality())

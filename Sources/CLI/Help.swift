@@ -222,7 +222,8 @@ enum Help {
                 name: "--transcribe-rate", value: "16000|48000", text: "PCM rate sent to --transcribe (default 16000)"),
             .init(
                 name: "--composite", value: "OUT",
-                text: "write one picture of the stage with the mixed audio there: .mp4, .webm (vp8) or .mkv (repeatable)"
+                text:
+                    "write one picture of the stage with the mixed audio there: .mp4, .webm (vp8) or .mkv (repeatable)"
             ),
             .init(name: "--layout", value: "grid|speaker", text: "composite layout (default grid)"),
             .init(name: "--size", value: "WxH", text: "composite size, even (default 1280x720)"),

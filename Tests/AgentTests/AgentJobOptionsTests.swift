@@ -142,7 +142,8 @@ import Testing
             (["--size", "640x360"], "--size", "needs --composite"),
         ] {
             do {
-                let bad = try AgentJobOptions(arguments: ["--server", "http://h:1", "--room", "r", "--token", "T"] + extra)
+                let bad = try AgentJobOptions(
+                    arguments: ["--server", "http://h:1", "--room", "r", "--token", "T"] + extra)
                 try bad.validate()
                 Issue.record("\(extra) was accepted")
             } catch {

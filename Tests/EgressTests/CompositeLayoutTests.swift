@@ -62,7 +62,8 @@ import Testing
     }
 
     @Test func speakerLayoutPutsTheActiveSpeakerLarge() {
-        let tiles = CompositeLayout.tiles(.speaker, members: Self.members(3), activeSpeaker: "p2", width: 1280, height: 720)
+        let tiles = CompositeLayout.tiles(
+            .speaker, members: Self.members(3), activeSpeaker: "p2", width: 1280, height: 720)
         #expect(tiles[0].member.id == "p2")
         #expect(tiles[0].rect == Rect(x: 0, y: 0, width: 1024, height: 720))
         #expect(tiles[1...].map(\.member.id) == ["p0", "p1"])
@@ -91,7 +92,9 @@ import Testing
         // 16:9 into 16:9: the whole tile.
         #expect(CompositeLayout.fit(pictureWidth: 320, pictureHeight: 180, in: tile) == tile)
         // 4:3: pillarboxed, centred.
-        #expect(CompositeLayout.fit(pictureWidth: 640, pictureHeight: 480, in: tile) == Rect(x: 720, y: 0, width: 480, height: 360))
+        #expect(
+            CompositeLayout.fit(pictureWidth: 640, pictureHeight: 480, in: tile)
+                == Rect(x: 720, y: 0, width: 480, height: 360))
         // Portrait 9:16 in a wide tile.
         let portrait = CompositeLayout.fit(pictureWidth: 360, pictureHeight: 640, in: tile)!
         #expect(portrait.height == 360 && portrait.width == 202 && portrait.x == 640 + 218)

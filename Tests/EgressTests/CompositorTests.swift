@@ -47,7 +47,9 @@ import Testing
             while audioBlock < mixedUpTo {
                 let packet = try opus.encode(pcm: tone)
                 compositor.writeAudio(
-                    EncodedFrame(codec: .opus, data: packet, timestamp: UInt32(audioBlock * 960), isKeyframe: true, duration: 960),
+                    EncodedFrame(
+                        codec: .opus, data: packet, timestamp: UInt32(audioBlock * 960), isKeyframe: true, duration: 960
+                    ),
                     pcm: tone, ptsMicros: Int64(audioBlock) * 20_000)
                 audioBlock += 1
             }
@@ -59,18 +61,19 @@ import Testing
         _ = frame
     }
 
-    /// One decoded frame's luma (`at` seconds from the start, or the last when nil), as ffmpeg reads it.
+    /// One decoded frame's luma plane as coded (`at` seconds from the start, or the last when nil):
+    /// raw I420 from ffmpeg, so no range conversion touches the values.
     static func lumaFrame(_ path: String, at: Double?, width: Int, height: Int) throws -> [UInt8] {
         let raw = temporaryPath("frame-\(UUID().uuidString).gray")
         defer { try? FileManager.default.removeItem(atPath: raw) }
         var args = ["-nostdin", "-v", "error", "-y"]
         if let at { args += ["-ss", String(at)] } else { args += ["-sseof", "-0.3"] }
-        args += ["-i", path, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "gray", raw]
+        args += ["-i", path, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "yuv420p", raw]
         let r = try runTool("/usr/bin/ffmpeg", args)
         #expect(r.status == 0, "\(r.err)")
         let data = try Data(contentsOf: URL(fileURLWithPath: raw))
-        #expect(data.count == width * height)
-        return [UInt8](data)
+        #expect(data.count == width * height * 3 / 2)
+        return [UInt8](data.prefix(width * height))
     }
 
     static func duration(_ path: String) throws -> Double {
@@ -105,7 +108,7 @@ import Testing
         #expect(stats.frames >= 60, "\(stats)")
         #expect(stats.audioBlocks >= 100, "\(stats)")
         // The tile sizes the agent would ask layers for: each half of the canvas.
-        #expect(sizes.withLock { $0["ann"]?.0 } == 320 && sizes.withLock { $0["bob"]?.1 } == 180)
+        #expect(sizes.withLock { $0["ann"]?.0 } == 320 && sizes.withLock { $0["bob"]?.1 } == 360)
         for path in paths {
             #expect(try ffmpegDecodeErrors(path) == "", "\(path)")
             let counts = try probeFrameCounts(path)
@@ -169,7 +172,8 @@ import Testing
         options.height = 180
         options.preset = "ultrafast"
         let path = temporaryPath("composite-survivor.mp4")
-        let compositor = try Compositor(options: options, outputs: [Failing(), try CompositeOutputs.make(destination: path)])
+        let compositor = try Compositor(
+            options: options, outputs: [Failing(), try CompositeOutputs.make(destination: path)])
         try await waitUntil("frames", seconds: 30) { compositor.stats.frames >= 15 }
         let results = compositor.stop()
         #expect(results.first { $0.destination == "failing" }?.error != nil)

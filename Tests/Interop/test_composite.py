@@ -24,7 +24,7 @@ from harness import decode_errors, free_port, probe_frames
 from test_agent_stage import AgentProcess, join_args, manifest, start_server
 
 # Luma (BT.601 limited range) of each publisher's picture, and the colour ffmpeg paints it with.
-PUBLISHERS = {"p1": (0xE0E0E0, 207), "p2": (0x808080, 126), "p3": (0xFF0000, 81)}
+PUBLISHERS = {"p1": (0xE0E0E0, 208), "p2": (0x808080, 126), "p3": (0xFF0000, 81)}
 W, H = 640, 360
 
 
@@ -36,13 +36,13 @@ def make_video(path: Path, rgb: int) -> None:
 
 
 def luma_frame(path: Path, at: float | None) -> bytes:
-    """One decoded frame's luma plane (`at` seconds, or the last one)."""
+    """One decoded frame's luma plane as coded (`at` seconds, or the last one): raw I420, no range conversion."""
     seek = ["-sseof", "-0.3"] if at is None else ["-ss", str(at)]
     out = subprocess.run(
         ["ffmpeg", "-nostdin", "-v", "error", *seek, "-i", str(path), "-frames:v", "1", "-f", "rawvideo",
-         "-pix_fmt", "gray", "-"], capture_output=True, timeout=60)
-    assert out.returncode == 0 and len(out.stdout) == W * H, (path, out.stderr[-500:], len(out.stdout))
-    return out.stdout
+         "-pix_fmt", "yuv420p", "-"], capture_output=True, timeout=60)
+    assert out.returncode == 0 and len(out.stdout) == W * H * 3 // 2, (path, out.stderr[-500:], len(out.stdout))
+    return out.stdout[: W * H]
 
 
 def duration(path: Path) -> float:

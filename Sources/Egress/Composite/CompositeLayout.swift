@@ -132,7 +132,8 @@ public enum CompositeLayout {
         }
         w = max(2, w)
         h = max(2, h)
-        return Rect(x: rect.x + even((rect.width - w) / 2), y: rect.y + even((rect.height - h) / 2), width: w, height: h)
+        return Rect(
+            x: rect.x + even((rect.width - w) / 2), y: rect.y + even((rect.height - h) / 2), width: w, height: h)
     }
 
     @inline(__always) static func even(_ v: Int) -> Int { max(0, v) & ~1 }

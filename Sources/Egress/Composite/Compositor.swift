@@ -492,7 +492,11 @@ public final class Compositor: @unchecked Sendable {
     }
 
     private func draw(all: Bool) {
-        if all { canvas.fill(CompositeLayout.Rect(x: 0, y: 0, width: options.width, height: options.height), color: CompositeCanvas.black) }
+        if all {
+            canvas.fill(
+                CompositeLayout.Rect(x: 0, y: 0, width: options.width, height: options.height),
+                color: CompositeCanvas.black)
+        }
         for tile in tiles {
             let source = sources[TileKey(id: tile.member.id, isScreen: tile.member.isScreen)]
             guard all || source?.changed == true else { continue }
