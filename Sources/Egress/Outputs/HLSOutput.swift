@@ -105,7 +105,7 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
     /// written before the first video keyframe. Throws ``Failure/invalidDestination(_:)`` for another path
     /// or options out of range, `MediaError` when the AAC encoder does not open.
     public init(destination: String, options: Options = Options()) throws {
-        guard destination.hasSuffix(".m3u8"), destination.count > 5 else {
+        guard destination.lowercased().hasSuffix(".m3u8"), destination.count > 5 else {
             throw Failure.invalidDestination("'\(destination)' is not a .m3u8 path")
         }
         guard options.targetSegmentSeconds >= 0.5, options.targetSegmentSeconds <= 60 else {
