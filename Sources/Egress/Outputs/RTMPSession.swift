@@ -56,6 +56,8 @@ final class RTMPSession {
     }
     private var streams: [UInt32: InboundStream] = [:]
     private var out: [UInt8] = []
+    /// What one `recv` reads into (kept, so reading allocates nothing).
+    private var readBuffer = [UInt8](repeating: 0, count: 16_384)
     private var command: [UInt8] = []
     /// The message stream the server created for the publish.
     private(set) var streamID: UInt32 = 0
@@ -290,18 +292,17 @@ final class RTMPSession {
             throw RTMPOutput.Failure.connectionLost("poll: errno \(errno)")
         }
         guard ready > 0 else { return false }
-        if inboundStart > 0 && inboundStart == inbound.count {
-            inbound.removeAll(keepingCapacity: true)
+        if inboundStart > 0 && (inboundStart == inbound.count || inboundStart >= 1 << 16) {
+            inbound.removeSubrange(0..<inboundStart)
             inboundStart = 0
         }
-        var chunk = [UInt8](repeating: 0, count: 16_384)
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        let n = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if n == 0 { throw RTMPOutput.Failure.connectionLost("the server closed the connection") }
         if n < 0 {
             if errno == EINTR || errno == EAGAIN { return false }
             throw RTMPOutput.Failure.connectionLost("recv: \(String(cString: strerror(errno))) (errno \(errno))")
         }
-        inbound.append(contentsOf: chunk[0..<n])
+        inbound.append(contentsOf: readBuffer[0..<n])
         bytesReceived += UInt64(n)
         if bytesReceived - lastAcknowledged >= windowAckSize {
             lastAcknowledged = bytesReceived

@@ -57,7 +57,7 @@ public final class AACEncoder: @unchecked Sendable {
         let opened = avcodec_open2(context, codec, nil)
         guard opened >= 0, let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
             avcodec_free_context(&ctx)
-            throw MediaError.avcodec(function: "avcodec_open2 (aac)", code: opened, detail: Self.text(opened))
+            throw MediaError.avcodec(function: "avcodec_open2 (aac)", code: opened, detail: AVCodecDecoder.text(opened))
         }
         frame.pointee.nb_samples = Int32(Self.frameSamples)
         frame.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
@@ -70,7 +70,8 @@ public final class AACEncoder: @unchecked Sendable {
             var p: UnsafeMutablePointer<AVPacket>? = packet
             av_packet_free(&p)
             avcodec_free_context(&ctx)
-            throw MediaError.avcodec(function: "av_frame_get_buffer (aac)", code: buffered, detail: Self.text(buffered))
+            throw MediaError.avcodec(
+                function: "av_frame_get_buffer (aac)", code: buffered, detail: AVCodecDecoder.text(buffered))
         }
         audioSpecificConfig = Array(UnsafeBufferPointer(start: extra, count: Int(context.pointee.extradata_size)))
         self.sampleRate = sampleRate
@@ -131,14 +132,15 @@ public final class AACEncoder: @unchecked Sendable {
         }
         let status = avcodec_send_frame(context, frame)
         guard status >= 0 || status == ua_averror_eof else {
-            throw MediaError.avcodec(function: "avcodec_send_frame (aac)", code: status, detail: Self.text(status))
+            throw MediaError.avcodec(
+                function: "avcodec_send_frame (aac)", code: status, detail: AVCodecDecoder.text(status))
         }
         while true {
             let received = avcodec_receive_packet(context, packet)
             if received == ua_averror_eagain || received == ua_averror_eof { break }
             guard received >= 0 else {
                 throw MediaError.avcodec(
-                    function: "avcodec_receive_packet (aac)", code: received, detail: Self.text(received))
+                    function: "avcodec_receive_packet (aac)", code: received, detail: AVCodecDecoder.text(received))
             }
             defer { av_packet_unref(packet) }
             try output(
@@ -147,10 +149,5 @@ public final class AACEncoder: @unchecked Sendable {
         // libavcodec may keep a reference to the buffer just sent: the next fill needs one of its own
         // (a no-op when the buffer is not shared).
         if frame != nil { _ = av_frame_make_writable(self.frame) }
-    }
-
-    private static func text(_ code: Int32) -> String {
-        var buffer = [CChar](repeating: 0, count: 128)
-        return String(cString: ua_av_strerror(code, &buffer, buffer.count))
     }
 }

@@ -569,13 +569,7 @@ public final class MP4Writer: @unchecked Sendable {
     /// `mp4a` with an `esds` (ISO/IEC 14496-1 descriptors) carrying the AudioSpecificConfig.
     private func aacSampleEntry(_ s: inout [UInt8], config: [UInt8], channels: Int, sampleRate: Int) {
         s.mp4Box("mp4a") { e in
-            e.append(contentsOf: [0, 0, 0, 0, 0, 0])
-            e.appendBE16(1)  // data reference index
-            e.append(contentsOf: [UInt8](repeating: 0, count: 8))
-            e.appendBE16(UInt16(channels))
-            e.appendBE16(16)  // sample size
-            e.appendBE32(0)
-            e.appendBE32(UInt32(sampleRate) << 16)
+            e.appendAudioSampleEntryFields(channels: channels, sampleRate: sampleRate)
             e.mp4FullBox("esds", version: 0, flags: 0) { d in
                 let specific = config.count
                 let decoderConfig = 13 + 2 + specific
@@ -595,13 +589,7 @@ public final class MP4Writer: @unchecked Sendable {
     private func opusSampleEntry(_ s: inout [UInt8]) {
         let channels = audioChannels ?? 2
         s.mp4Box("Opus") { e in
-            e.append(contentsOf: [0, 0, 0, 0, 0, 0])
-            e.appendBE16(1)  // data reference index
-            e.append(contentsOf: [UInt8](repeating: 0, count: 8))
-            e.appendBE16(UInt16(channels))
-            e.appendBE16(16)  // sample size
-            e.appendBE32(0)
-            e.appendBE32(48_000 << 16)
+            e.appendAudioSampleEntryFields(channels: channels, sampleRate: 48_000)
             // Opus-in-ISOBMFF: the OpusHead fields, big-endian, without the magic.
             e.mp4Box("dOps") { d in
                 d.append(0)  // version
@@ -651,6 +639,16 @@ extension Array where Element == UInt8 {
             b.appendBE32(UInt32(version) << 24 | flags & 0xFF_FFFF)
             body(&b)
         }
+    }
+    /// The fields every audio sample entry starts with (ISO/IEC 14496-12 AudioSampleEntry).
+    mutating func appendAudioSampleEntryFields(channels: Int, sampleRate: Int) {
+        append(contentsOf: [0, 0, 0, 0, 0, 0])
+        appendBE16(1)  // data reference index
+        append(contentsOf: [UInt8](repeating: 0, count: 8))
+        appendBE16(UInt16(channels))
+        appendBE16(16)  // sample size
+        appendBE32(0)
+        appendBE32(UInt32(sampleRate) << 16)
     }
     /// The unity transformation matrix of `mvhd` and `tkhd`.
     mutating func appendMatrix() {
