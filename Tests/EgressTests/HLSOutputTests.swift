@@ -65,7 +65,7 @@ import Testing
 
     /// ffmpeg opens the live playlist after the first segments, follows it as segments come (paced at
     /// about real time), and stops at the `#EXT-X-ENDLIST` of the finish: it copies the whole stream.
-    @Test func ffmpegFollowsTheLivePlaylistWhileItIsWritten() throws {
+    @Test func ffmpegFollowsTheLivePlaylistWhileItIsWritten() async throws {
         let dir = scratchFolder("live")
         let output = try HLSOutput(destination: dir + "/live.m3u8", options: .init(targetSegmentSeconds: 1, window: 3))
         let feed = try CompositeFeed(keyframeSeconds: 1)
@@ -80,11 +80,11 @@ import Testing
         try reader.run()
         for _ in 0..<10 {
             try feed.feed(seconds: 0.5, to: [output])
-            Thread.sleep(forTimeInterval: 0.5)
+            try await Task.sleep(nanoseconds: 500_000_000)
         }
         try output.finish()
         let deadline = Date().addingTimeInterval(30)
-        while reader.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        while reader.isRunning && Date() < deadline { try await Task.sleep(nanoseconds: 100_000_000) }
         if reader.isRunning { reader.terminate() }
         #expect(reader.terminationStatus == 0)
         let copied = try probe(dir + "/copy.mp4")

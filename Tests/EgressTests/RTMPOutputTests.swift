@@ -45,7 +45,7 @@ import Testing
 
     /// ffmpeg as the server: the first file gets h264 + aac; after the server is killed, a new one on the
     /// same port gets a second stream that plays from its start, while the composite never stopped.
-    @Test func aRealServerReceivesAndAReconnectFollowsItsRestart() throws {
+    @Test func aRealServerReceivesAndAReconnectFollowsItsRestart() async throws {
         let dir = scratchFolder("rtmp")
         let port = try freePort()
         let url = "rtmp://127.0.0.1:\(port)/live/room"
@@ -53,19 +53,19 @@ import Testing
         let output = try RTMPOutput(
             destination: url, options: .init(reconnectDelay: 0.05, maxReconnectDelay: 0.5, keyframeIntervalSeconds: 1))
         let feed = try CompositeFeed(keyframeSeconds: 1)
-        try feedPaced(feed, output, until: "90 video frames sent") { output.stats.sentVideoFrames >= 90 }
+        try await feedPaced(feed, output, until: "90 video frames sent") { output.stats.sentVideoFrames >= 90 }
         #expect(output.stats.connections == 1)
         // SIGKILL: the test process's children inherit a mask that blocks SIGTERM.
         kill(first.processIdentifier, SIGKILL)
-        first.waitUntilExit()
+        try await wait(first, "the first server to die")
         let sentBefore = output.stats.sentVideoFrames
         let second = try listen(url, into: dir + "/second.flv")
-        try feedPaced(feed, output, until: "a second publish and 90 more frames") {
+        try await feedPaced(feed, output, until: "a second publish and 90 more frames") {
             let s = output.stats
             return s.connections >= 2 && s.sentVideoFrames >= sentBefore + 90
         }
         try output.finish()
-        try wait(second, "the second server to end")
+        try await wait(second, "the second server to end")
         let stats = output.stats
         #expect(stats.failures >= 1, "\(stats)")
         #expect(stats.lastError != nil)
@@ -85,13 +85,13 @@ import Testing
 
     /// A server that completes the handshake and then sends bytes that are no chunk stream: the output
     /// records a protocol error and tries again; nothing crashes and the composite is never blocked.
-    @Test func garbageAfterTheHandshakeIsAClearErrorAndAReconnect() throws {
+    @Test func garbageAfterTheHandshakeIsAClearErrorAndAReconnect() async throws {
         let server = try GarbageServer()
         let output = try RTMPOutput(
             destination: "rtmp://127.0.0.1:\(server.port)/live/x",
             options: .init(reconnectDelay: 0.05, maxReconnectDelay: 0.2, ioTimeout: 5))
         let feed = try CompositeFeed()
-        try feedPaced(feed, output, until: "a second connection after the garbage") { server.accepted >= 2 }
+        try await feedPaced(feed, output, until: "a second connection after the garbage") { server.accepted >= 2 }
         let stats = output.stats
         #expect(stats.connections == 0)
         guard case .protocolError(let why)? = stats.lastError else {
@@ -126,12 +126,16 @@ import Testing
 
     // MARK: - Helpers
 
-    func feedPaced(_ feed: CompositeFeed, _ output: RTMPOutput, until what: String, _ condition: () -> Bool) throws {
+    /// Feeds 0.1 s at a time at about real time until `condition` holds (sleeping without holding a thread
+    /// of the shared pool, which the suites' async tests need).
+    func feedPaced(_ feed: CompositeFeed, _ output: RTMPOutput, until what: String, _ condition: () -> Bool)
+        async throws
+    {
         let deadline = Date().addingTimeInterval(30)
         while !condition() {
             guard Date() < deadline else { throw WaitTimeout(what: what + " (\(output.stats))") }
             try feed.feed(seconds: 0.1, to: [output])
-            Thread.sleep(forTimeInterval: 0.1)
+            try await Task.sleep(nanoseconds: 100_000_000)
         }
     }
 
@@ -147,14 +151,14 @@ import Testing
         return p
     }
 
-    func wait(_ p: Process, _ what: String) throws {
+    func wait(_ p: Process, _ what: String) async throws {
         let deadline = Date().addingTimeInterval(30)
         while p.isRunning {
             guard Date() < deadline else {
                 kill(p.processIdentifier, SIGKILL)
                 throw WaitTimeout(what: what)
             }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(nanoseconds: 50_000_000)
         }
     }
 }
