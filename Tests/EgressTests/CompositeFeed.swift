@@ -7,7 +7,8 @@ import TestSupport
 /// What a composite hands its outputs, made up: H.264 test-pattern frames (a keyframe every
 /// `keyframeSeconds`) and a tone with beeps as 20 ms PCM frames with their Opus packets, interleaved in
 /// time order on one microsecond clock.
-final class CompositeFeed {
+// Safe as used: one test drives it, from one thread at a time.
+final class CompositeFeed: @unchecked Sendable {
     let fps: Int
     let video: H264Encoder
     let pattern: TestPatternSource
@@ -29,8 +30,15 @@ final class CompositeFeed {
     /// Microseconds fed so far (the end of the later track).
     var fedMicros: Int64 { max(Int64(videoIndex) * 1_000_000 / Int64(fps), Int64(audioIndex) * 20_000) }
 
-    /// Feeds the next `seconds` of both tracks to `outputs`.
-    func feed(seconds: Double, to outputs: [any CompositeOutput]) throws {
+    /// Feeds the next `seconds` of both tracks to `outputs`, encoding on a thread of its own: the work
+    /// would otherwise hold a thread of Swift's shared pool (2 wide here) for seconds, and the async
+    /// tests running beside it (the compositor's, paced by the wall clock) could not resume.
+    func feed(seconds: Double, to outputs: [any CompositeOutput]) async throws {
+        let box = UncheckedBox(outputs)
+        try await onOwnThread { try self.feedNow(seconds: seconds, to: box.value) }
+    }
+
+    private func feedNow(seconds: Double, to outputs: [any CompositeOutput]) throws {
         let endMicros = fedMicros + Int64(seconds * 1_000_000)
         while true {
             let videoPts = Int64(videoIndex) * 1_000_000 / Int64(fps)
@@ -56,6 +64,22 @@ final class CompositeFeed {
             }
         }
     }
+}
+
+/// Holds a value across a thread hop (the test hands its outputs to the feeding thread and waits).
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// Runs `body` on a new thread and waits for it without blocking a thread of the shared pool.
+func onOwnThread<T>(_ body: @escaping () throws -> T) async throws -> T {
+    let work = UncheckedBox(body)
+    return try await withCheckedThrowingContinuation { (done: CheckedContinuation<UncheckedBox<T>, Error>) in
+        Thread {
+            do { done.resume(returning: UncheckedBox(try work.value())) } catch { done.resume(throwing: error) }
+        }.start()
+    }.value
 }
 
 /// A fresh folder for one test's files.

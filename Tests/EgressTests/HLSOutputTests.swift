@@ -10,12 +10,12 @@ import Testing
 @Suite struct HLSOutputTests {
     func text(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
 
-    @Test func vodPlaylistPlaysWholeWithTheFedDuration() throws {
+    @Test func vodPlaylistPlaysWholeWithTheFedDuration() async throws {
         let dir = scratchFolder("vod")
         let output = try HLSOutput(destination: dir + "/room.m3u8")
         let feed = try CompositeFeed(keyframeSeconds: output.keyframeIntervalSeconds)
-        try feed.feed(seconds: 7, to: [output])
-        try output.finish()
+        try await feed.feed(seconds: 7, to: [output])
+        try await onOwnThread { try output.finish() }
         // Keyframes every 2 s: 0-2, 2-4, 4-6, then the 1 s tail.
         #expect(output.segments.map(\.name) == (0..<4).map { String(format: "room-%05d.m4s", $0) })
         for segment in output.segments.dropLast() { #expect(abs(segment.duration - 2) < 0.01) }
@@ -34,29 +34,29 @@ import Testing
         #expect(abs((counts["aac"] ?? 0) - 7 * 48_000 / 1024) <= 2, "\(counts)")
     }
 
-    @Test func opusAudioIsAnOption() throws {
+    @Test func opusAudioIsAnOption() async throws {
         let dir = scratchFolder("opus")
         let output = try HLSOutput(destination: dir + "/o.m3u8", options: .init(audioCodec: .opus))
         let feed = try CompositeFeed()
-        try feed.feed(seconds: 3, to: [output])
-        try output.finish()
+        try await feed.feed(seconds: 3, to: [output])
+        try await onOwnThread { try output.finish() }
         let probed = try probe(dir + "/o.m3u8")
         #expect(probed.codecs == ["h264", "opus"])
         #expect(abs(probed.duration - 3) < 0.05, "duration \(probed.duration)")
     }
 
-    @Test func livePlaylistRollsItsWindowAndKeepsTheSegments() throws {
+    @Test func livePlaylistRollsItsWindowAndKeepsTheSegments() async throws {
         let dir = scratchFolder("window")
         let output = try HLSOutput(destination: dir + "/w.m3u8", options: .init(targetSegmentSeconds: 1, window: 2))
         let feed = try CompositeFeed(keyframeSeconds: 1)
-        try feed.feed(seconds: 6.5, to: [output])
+        try await feed.feed(seconds: 6.5, to: [output])
         let live = try text(dir + "/w.m3u8")
         #expect(!live.contains("#EXT-X-ENDLIST"))
         #expect(!live.contains("PLAYLIST-TYPE"))
         #expect(live.components(separatedBy: "#EXTINF").count - 1 == 2)
         #expect(live.contains("#EXT-X-MEDIA-SEQUENCE:\(output.segments.count - 2)"))
         #expect(output.segments.count >= 5)
-        try output.finish()
+        try await onOwnThread { try output.finish() }
         let vod = try text(dir + "/w.m3u8")
         #expect(vod.contains("#EXT-X-MEDIA-SEQUENCE:0"))
         #expect(vod.components(separatedBy: "#EXTINF").count - 1 == output.segments.count)
@@ -69,7 +69,7 @@ import Testing
         let dir = scratchFolder("live")
         let output = try HLSOutput(destination: dir + "/live.m3u8", options: .init(targetSegmentSeconds: 1, window: 3))
         let feed = try CompositeFeed(keyframeSeconds: 1)
-        try feed.feed(seconds: 2.5, to: [output])
+        try await feed.feed(seconds: 2.5, to: [output])
         let reader = Process()
         reader.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         reader.arguments = [
@@ -79,10 +79,10 @@ import Testing
         reader.standardError = FileHandle.nullDevice
         try reader.run()
         for _ in 0..<10 {
-            try feed.feed(seconds: 0.5, to: [output])
+            try await feed.feed(seconds: 0.5, to: [output])
             try await Task.sleep(nanoseconds: 500_000_000)
         }
-        try output.finish()
+        try await onOwnThread { try output.finish() }
         let deadline = Date().addingTimeInterval(30)
         while reader.isRunning && Date() < deadline { try await Task.sleep(nanoseconds: 100_000_000) }
         if reader.isRunning { reader.terminate() }

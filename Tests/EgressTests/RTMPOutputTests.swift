@@ -13,7 +13,7 @@ import Testing
 /// restarted mid-stream (the output reconnects and the second file plays), a server that answers the
 /// handshake with garbage (a clear error and another attempt, no crash), and a queue that never blocks.
 @Suite(.serialized) struct RTMPOutputTests {
-    @Test func urlsAreParsedAndBadOnesRefusedClearly() throws {
+    @Test func urlsAreParsedAndBadOnesRefusedClearly() async throws {
         let u = try RTMPURL("rtmp://live.example.com/app/key?x=1")
         #expect(u == (try RTMPURL("rtmp://live.example.com:1935/app/key?x=1")))
         #expect(u.app == "app" && u.stream == "key?x=1" && u.port == 1935)
@@ -31,7 +31,7 @@ import Testing
         }
     }
 
-    @Test func amf0RoundTrips() throws {
+    @Test func amf0RoundTrips() async throws {
         var b: [UInt8] = []
         let values: [AMF0.Value] = [
             .string("_result"), .number(4), .null,
@@ -64,7 +64,7 @@ import Testing
             let s = output.stats
             return s.connections >= 2 && s.sentVideoFrames >= sentBefore + 90
         }
-        try output.finish()
+        try await onOwnThread { try output.finish() }
         try await wait(second, "the second server to end")
         let stats = output.stats
         #expect(stats.failures >= 1, "\(stats)")
@@ -99,19 +99,19 @@ import Testing
             return
         }
         #expect(why.contains("chunk"), "\(why)")
-        try output.finish()
+        try await onOwnThread { try output.finish() }
         server.stop()
     }
 
     /// Nothing listening: the queue fills, whole GOPs are dropped and counted, writing never blocks, and
     /// finish returns.
-    @Test func aFullQueueDropsWholeGOPsAndNeverBlocks() throws {
+    @Test func aFullQueueDropsWholeGOPsAndNeverBlocks() async throws {
         let port = try freePort()
         let output = try RTMPOutput(
             destination: "rtmp://127.0.0.1:\(port)/live/x",
             options: .init(maxQueuedBytes: 64 << 10, reconnectDelay: 0.05, maxReconnectDelay: 0.1))
         let feed = try CompositeFeed(keyframeSeconds: 1)
-        try feed.feed(seconds: 6, to: [output])
+        try await feed.feed(seconds: 6, to: [output])
         let stats = output.stats
         #expect(stats.queueOverflows >= 1, "\(stats)")
         #expect(stats.droppedFrames > 0)
@@ -121,7 +121,7 @@ import Testing
         } else {
             Issue.record("last error \(String(describing: stats.lastError))")
         }
-        try output.finish()
+        try await onOwnThread { try output.finish() }
     }
 
     // MARK: - Helpers
@@ -134,7 +134,7 @@ import Testing
         let deadline = Date().addingTimeInterval(30)
         while !condition() {
             guard Date() < deadline else { throw WaitTimeout(what: what + " (\(output.stats))") }
-            try feed.feed(seconds: 0.1, to: [output])
+            try await feed.feed(seconds: 0.1, to: [output])
             try await Task.sleep(nanoseconds: 100_000_000)
         }
     }
