@@ -50,8 +50,10 @@ import Testing
         let port = try freePort()
         let url = "rtmp://127.0.0.1:\(port)/live/room"
         let first = try listen(url, into: dir + "/first.flv")
+        let lines = LogLines()
         let output = try RTMPOutput(
-            destination: url, options: .init(reconnectDelay: 0.05, maxReconnectDelay: 0.5, keyframeIntervalSeconds: 1))
+            destination: url, options: .init(reconnectDelay: 0.05, maxReconnectDelay: 0.5, keyframeIntervalSeconds: 1),
+            log: { lines.add($0) })
         let feed = try CompositeFeed(keyframeSeconds: 1)
         try await feedPaced(feed, output, until: "90 video frames sent") { output.stats.sentVideoFrames >= 90 }
         #expect(output.stats.connections == 1)
@@ -69,6 +71,11 @@ import Testing
         let stats = output.stats
         #expect(stats.failures >= 1, "\(stats)")
         #expect(stats.lastError != nil)
+        // The log tells an operator: the first publish, the loss, the new publish.
+        let logged = lines.all
+        #expect(logged.contains("RTMP output: publishing to 127.0.0.1:\(port)/live"), "\(logged)")
+        #expect(logged.contains { $0.contains("connection lost") || $0.contains("cannot connect") }, "\(logged)")
+        #expect(logged.contains { $0.hasSuffix("/live again (2)") }, "\(logged)")
         for file in ["first.flv", "second.flv"] {
             let probed = try probe(dir + "/" + file)
             #expect(probed.codecs == ["aac", "h264"], "\(file): \(probed)")
@@ -161,6 +168,14 @@ import Testing
             try await Task.sleep(nanoseconds: 50_000_000)
         }
     }
+}
+
+/// Lines a log closure heard, from any thread.
+final class LogLines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func add(_ line: String) { lock.withLock { lines.append(line) } }
+    var all: [String] { lock.withLock { lines } }
 }
 
 /// A TCP port nothing listens on now.

@@ -182,6 +182,7 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
     private var done = false
     private var shared = Stats()
 
+    private let log: @Sendable (String) -> Void
     // The composite thread's.
     private let url: RTMPURL
     private let aac: AACEncoder
@@ -190,14 +191,19 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
     private var finished = false
 
     /// Parses `destination` and starts the sender thread, which connects at once (and keeps trying).
-    /// Throws ``Failure/invalidURL(_:)`` for a bad URL, `MediaError` when the AAC encoder does not open.
-    public init(destination: String, options: Options = Options()) throws {
+    /// `log` hears, on that thread, each publish that starts and each failure with the wait before the
+    /// next attempt. Throws ``Failure/invalidURL(_:)`` for a bad URL, `MediaError` when the AAC encoder
+    /// does not open.
+    public init(
+        destination: String, options: Options = Options(), log: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws {
         url = try RTMPURL(destination)
         guard options.maxQueuedBytes >= 64 << 10, options.reconnectDelay > 0, options.ioTimeout > 0 else {
             throw Failure.invalidURL("'\(destination)': options out of range")
         }
         self.destination = destination
         self.options = options
+        self.log = log
         aac = try AACEncoder(bitrate: options.aacBitrate)
         queue.reserveCapacity(1024)
         let thread = Thread { [self] in run() }
@@ -322,13 +328,18 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
                     delay = options.reconnectDelay
                     waitingForKeyframe = true
                     videoHeader = nil
-                    condition.withLock {
+                    let count = condition.withLock {
                         shared.connections += 1
                         shared.publishing = true
                         startAtNewestKeyframe()
+                        return shared.connections
                     }
+                    log(
+                        "RTMP output: publishing to \(url.host):\(url.port)/\(url.app)"
+                            + (count > 1 ? " again (\(count))" : ""))
                 } catch {
                     let failure = error as? Failure ?? .connectionLost("\(error)")
+                    log("\(failure); next attempt in \(delay) s")
                     let stop: Bool = condition.withLock {
                         shared.failures += 1
                         shared.lastError = failure
@@ -402,6 +413,7 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
                 }
             } catch {
                 session = nil
+                log("\(error as? Failure ?? .connectionLost("\(error)")); reconnecting")
                 condition.withLock {
                     shared.failures += 1
                     shared.publishing = false
