@@ -87,6 +87,7 @@ def test_hls_and_rtmp_with_a_server_restart(understudy, tmp_path):
         servers[0].wait(timeout=30)
         servers.append(rtmp_server(url, second))
         wait_for_size(second, 100_000)
+        agent.wait_for(rf"RTMP output: publishing to 127.0.0.1:{rtmp_port}/live again \(2\)")
         time.sleep(1)
         wall = time.monotonic() - joined
         assert agent.terminate() == 0, agent.log()[-3000:]
