@@ -192,7 +192,7 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
 
     /// Parses `destination` and starts the sender thread, which connects at once (and keeps trying).
     /// `log` hears, on that thread, each publish that starts and each failure with the wait before the
-    /// next attempt. Throws ``Failure/invalidURL(_:)`` for a bad URL, `MediaError` when the AAC encoder
+    /// next attempt. The thread keeps the output alive until ``finish()``, which every output gets. Throws ``Failure/invalidURL(_:)`` for a bad URL, `MediaError` when the AAC encoder
     /// does not open.
     public init(
         destination: String, options: Options = Options(), log: @escaping @Sendable (String) -> Void = { _ in }
