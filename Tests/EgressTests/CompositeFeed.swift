@@ -91,11 +91,21 @@ func scratchFolder(_ name: String) -> String {
 }
 
 /// ffprobe's duration of a file or playlist, the codecs of its streams (sorted), and what it complained of.
-func probe(_ path: String) throws -> (duration: Double, codecs: [String], errors: String) {
-    let r = try runTool(
-        "/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration:stream=codec_name", "-of", "json", path])
+/// Like every tool run below, on a thread of its own (see ``CompositeFeed/feed(seconds:to:)``).
+func probe(_ path: String) async throws -> (duration: Double, codecs: [String], errors: String) {
+    let r = try await onOwnThread {
+        try runTool(
+            "/usr/bin/ffprobe",
+            ["-v", "error", "-show_entries", "format=duration:stream=codec_name", "-of", "json", path])
+    }
     let json = (try? JSONSerialization.jsonObject(with: Data(r.out.utf8))) as? [String: Any] ?? [:]
     let duration = Double((json["format"] as? [String: Any])?["duration"] as? String ?? "") ?? 0
     let codecs = (json["streams"] as? [[String: Any]] ?? []).compactMap { $0["codec_name"] as? String }
     return (duration, codecs.sorted(), r.err)
 }
+
+/// `ffmpegDecodeErrors` off the shared pool.
+func decodeErrors(_ path: String) async throws -> String { try await onOwnThread { try ffmpegDecodeErrors(path) } }
+
+/// `probeFrameCounts` off the shared pool.
+func frameCounts(_ path: String) async throws -> [String: Int] { try await onOwnThread { try probeFrameCounts(path) } }

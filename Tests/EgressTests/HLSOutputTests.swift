@@ -23,12 +23,12 @@ import Testing
         #expect(playlist.contains("#EXT-X-PLAYLIST-TYPE:VOD"))
         #expect(playlist.contains("#EXT-X-MAP:URI=\"room-init.mp4\""))
         #expect(playlist.hasSuffix("#EXT-X-ENDLIST\n"))
-        let probed = try probe(dir + "/room.m3u8")
+        let probed = try await probe(dir + "/room.m3u8")
         #expect(probed.codecs == ["aac", "h264"])
         #expect(probed.errors.isEmpty, "\(probed.errors)")
         #expect(abs(probed.duration - 7) < 7 * 0.01, "duration \(probed.duration)")
-        #expect(try ffmpegDecodeErrors(dir + "/room.m3u8").isEmpty)
-        let counts = try probeFrameCounts(dir + "/room.m3u8")
+        #expect(try await decodeErrors(dir + "/room.m3u8").isEmpty)
+        let counts = try await frameCounts(dir + "/room.m3u8")
         #expect(counts["h264"] == 7 * 30)
         // 7 s of 1024-sample AAC frames at 48 kHz (the encoder's priming frame included).
         #expect(abs((counts["aac"] ?? 0) - 7 * 48_000 / 1024) <= 2, "\(counts)")
@@ -40,7 +40,7 @@ import Testing
         let feed = try CompositeFeed()
         try await feed.feed(seconds: 3, to: [output])
         try await onOwnThread { try output.finish() }
-        let probed = try probe(dir + "/o.m3u8")
+        let probed = try await probe(dir + "/o.m3u8")
         #expect(probed.codecs == ["h264", "opus"])
         #expect(abs(probed.duration - 3) < 0.05, "duration \(probed.duration)")
     }
@@ -87,7 +87,7 @@ import Testing
         while reader.isRunning && Date() < deadline { try await Task.sleep(nanoseconds: 100_000_000) }
         if reader.isRunning { reader.terminate() }
         #expect(reader.terminationStatus == 0)
-        let copied = try probe(dir + "/copy.mp4")
+        let copied = try await probe(dir + "/copy.mp4")
         #expect(copied.codecs == ["aac", "h264"])
         #expect(abs(copied.duration - 7.5) < 0.1, "duration \(copied.duration)")
     }

@@ -77,16 +77,18 @@ import Testing
         #expect(logged.contains { $0.contains("connection lost") || $0.contains("cannot connect") }, "\(logged)")
         #expect(logged.contains { $0.hasSuffix("/live again (2)") }, "\(logged)")
         for file in ["first.flv", "second.flv"] {
-            let probed = try probe(dir + "/" + file)
+            let probed = try await probe(dir + "/" + file)
             #expect(probed.codecs == ["aac", "h264"], "\(file): \(probed)")
         }
-        let second2 = try probe(dir + "/second.flv")
+        let second2 = try await probe(dir + "/second.flv")
         #expect(second2.duration >= 2.5, "\(second2)")
-        #expect(try ffmpegDecodeErrors(dir + "/second.flv").isEmpty)
+        #expect(try await decodeErrors(dir + "/second.flv").isEmpty)
         // The second stream starts at a keyframe with timestamps from 0.
-        let start = try runToolText(
-            "/usr/bin/ffprobe",
-            ["-v", "error", "-show_entries", "format=start_time", "-of", "csv=p=0", dir + "/second.flv"])
+        let start = try await onOwnThread {
+            try runToolText(
+                "/usr/bin/ffprobe",
+                ["-v", "error", "-show_entries", "format=start_time", "-of", "csv=p=0", dir + "/second.flv"])
+        }
         #expect((Double(start) ?? 99) < 0.1, "start \(start)")
     }
 
