@@ -165,6 +165,48 @@ import Testing
         await shutdown(server, client)
     }
 
+    /// What a lite server keeps before its answer is bounded (four datagrams; the rest are dropped and
+    /// counted), and junk among it from the checked address (not valid records) reaches the handshake
+    /// without harm.
+    @Test func theDTLSKeptBeforeTheAnswerIsBoundedAndGarbageInItIsHarmless() async throws {
+        let server = try PeerConnection(
+            loop: EventLoop(name: "early-dtls-bound-server"), configuration: PeerConnectionConfiguration(iceLite: true))
+        let client = try PeerConnection(loop: EventLoop(name: "early-dtls-bound-client"))
+        await server.loop.submit { _ = server.addTransceiver(kind: .video, direction: .sendonly) }
+        let answer = try await offerAndAnswer(offerer: server, answerer: client)
+        #expect(await IOTestSupport.wait(server.loop, seconds: 30) { server.counters.dtlsHeldUntilStart >= 1 })
+        guard let serverAddress = await server.loop.submit({ server.localAddress }) else {
+            Issue.record("the server has no socket")
+            return
+        }
+        // Eight DTLS-looking datagrams of junk from the client's own (checked) address.
+        let junk = 8
+        await client.loop.submit {
+            guard let socket = client.transport.sockets.first else { return }
+            for i in 0..<junk {
+                let first = UInt8(20 + i % 4)  // the DTLS content types
+                socket.send([first, 0xFE, 0xFD] + [UInt8](repeating: UInt8(i), count: 3 + i * 37), to: serverAddress)
+            }
+        }
+        // Every datagram is either kept (at most four) or dropped and counted; the client's own
+        // retransmissions may add to either.
+        #expect(
+            await IOTestSupport.wait(server.loop, seconds: 30) {
+                server.counters.dtlsHeldUntilStart + server.counters.dtlsDroppedBeforeStart >= UInt64(1 + junk)
+            })
+        let (held, kept) = await server.loop.submit {
+            (server.counters.dtlsHeldUntilStart, server.transport.dtlsBeforeStart.count)
+        }
+        #expect(held == UInt64(MediaTransport.dtlsBeforeStartLimit))
+        #expect(kept == MediaTransport.dtlsBeforeStartLimit)
+        // The answer hands what was kept (the ClientHello and junk) to DTLS: it connects all the same.
+        try await server.loop.submit { try server.setRemoteDescription(answer, type: .answer) }
+        try await server.waitUntilConnected(timeout: 30)
+        try await client.waitUntilConnected(timeout: 30)
+        #expect(await server.loop.submit { server.transport.dtlsBeforeStart.isEmpty })
+        await shutdown(server, client)
+    }
+
     @Test func wrongFingerprintFailsTheConnection() async throws {
         let tx = try PeerConnection(loop: EventLoop(name: "fp-tx"))
         let rx = try PeerConnection(loop: EventLoop(name: "fp-rx"))
