@@ -95,6 +95,9 @@ public struct PeerConnectionCounters: Sendable {
     /// DTLS that arrived before the remote description started the transport, kept (up to four)
     /// and handed to the handshake once it did.
     public var dtlsHeldUntilStart: UInt64 = 0
+    /// DTLS that arrived before the start with four datagrams already kept: dropped (a genuine
+    /// peer retransmits its flight).
+    public var dtlsDroppedBeforeStart: UInt64 = 0
     /// Packets that failed SRTP/SRTCP authentication or replay checks.
     public var droppedSRTP: UInt64 = 0
     /// Packets that could not be parsed or routed.
