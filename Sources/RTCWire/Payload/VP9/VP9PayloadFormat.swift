@@ -50,7 +50,10 @@ public enum VP9PayloadFormat: RTPPayloadFormat {
             guard at < p.count else { throw .malformedHeader }
             let l = p[at]
             info.temporalLayer = l >> 5
+            info.switchingUpPoint = l & 0x10 != 0
             spatialLayer = (l >> 1) & 0x07
+            info.spatialLayer = spatialLayer
+            info.hasLayerIndices = true
             at += 1
             if !flexible {
                 guard at < p.count else { throw .malformedHeader }
@@ -74,6 +77,7 @@ public enum VP9PayloadFormat: RTPPayloadFormat {
             guard at < p.count else { throw .malformedHeader }
             let ss = p[at]
             let layers = Int(ss >> 5) + 1
+            info.spatialLayerCount = UInt8(layers)
             let hasSizes = ss & 0x10 != 0
             let hasGroup = ss & 0x08 != 0
             at += 1
@@ -104,6 +108,9 @@ public enum VP9PayloadFormat: RTPPayloadFormat {
         guard at < p.count else { throw .malformedHeader }
         info.headerLength = at
         info.nonReference = false
+        info.beginsLayerFrame = begins
+        info.endsLayerFrame = b0 & 0x04 != 0
+        info.interPicturePredicted = interPredicted
         info.startsFrame = begins && spatialLayer == 0
         info.isKeyframe = info.startsFrame && !interPredicted
         if info.isKeyframe && info.width == 0,
@@ -183,5 +190,44 @@ extension VP9PayloadFormat {
             (dst + packetDescriptorLength).copyMemory(from: src + chunk.lowerBound, byteCount: chunk.count)
         }
         return length
+    }
+}
+
+extension VP9PayloadFormat {
+    /// Calls `body` with each spatial layer's size (index, width, height) from the scalability
+    /// structure of `p`, a payload whose descriptor carries one with sizes (a key picture's first
+    /// packet, as libwebrtc sends it). Returns the number of layers reported (0: no sizes, or a
+    /// descriptor that ``inspect(_:)`` would refuse). Allocation-free; run per key frame, not per packet.
+    @discardableResult
+    public static func forEachLayerSize(
+        _ p: UnsafeRawBufferPointer, _ body: (_ layer: Int, _ width: UInt16, _ height: UInt16) -> Void
+    ) -> Int {
+        guard p.count >= 1, p[0] & 0x02 != 0 else { return 0 }
+        let b0 = p[0]
+        var at = 1
+        if b0 & 0x80 != 0 {
+            guard at < p.count else { return 0 }
+            at += p[at] & 0x80 != 0 ? 2 : 1
+        }
+        if b0 & 0x20 != 0 { at += b0 & 0x10 != 0 ? 1 : 2 }
+        if b0 & 0x10 != 0, b0 & 0x40 != 0 {
+            var diffs = 0
+            while true {
+                guard at < p.count, diffs < 3 else { return 0 }
+                let more = p[at] & 0x01 != 0
+                at += 1
+                diffs += 1
+                if !more { break }
+            }
+        }
+        guard at < p.count, p[at] & 0x10 != 0 else { return 0 }
+        let layers = Int(p[at] >> 5) + 1
+        at += 1
+        guard at + 4 * layers <= p.count else { return 0 }
+        for i in 0..<layers {
+            body(i, UInt16(p[at]) << 8 | UInt16(p[at + 1]), UInt16(p[at + 2]) << 8 | UInt16(p[at + 3]))
+            at += 4
+        }
+        return layers
     }
 }
