@@ -107,6 +107,8 @@ final class SFUConsumer: @unchecked Sendable {
             let rung = scalable.ladder[max(0, min(position, scalable.ladder.count - 1))]
             targetSpatial = rung.spatial
             targetTemporal = rung.temporal
+            currentSpatial = min(currentSpatial, scalable.spatialCount - 1)
+            currentTemporal = min(currentTemporal, scalable.temporalCount - 1)
             return
         }
         let preferred = producer.layerIndex(quality: quality, viewport: viewport)
@@ -150,6 +152,15 @@ final class SFUConsumer: @unchecked Sendable {
         updateTarget()
         // Before the subscriber connects, the first forwarded packet asks for the key frame instead.
         if needsKeyframe, track.canSend { producer.requestKeyframe(layer: targetLayer, now: now) }
+    }
+
+    /// The stream showed a layer above `from` (the previous top layers; temporal layers show up
+    /// as their first frames arrive). A consumer forwarding the previous top forwards the new one too:
+    /// nothing of it was withheld, so its frames are decodable. ``updateTarget()`` follows.
+    func scalableLayersGrew(from top: (spatial: Int, temporal: Int)) {
+        guard currentLayer >= 0 else { return }
+        if currentTemporal >= top.temporal { currentTemporal = Int.max }
+        if currentSpatial >= top.spatial { currentSpatial = Int.max }
     }
 
     /// Whether reaching the target takes a key frame: another simulcast layer, or a higher spatial

@@ -181,7 +181,9 @@ final class SFUProducer: @unchecked Sendable {
     /// consumer's target (rare: the first packets, key frames).
     private func countScalable(_ packet: ReceivedRTPPacket) {
         if scalable == nil { scalable = SFUScalableLayers() }
+        let before = (spatial: scalable!.spatialCount - 1, temporal: scalable!.temporalCount - 1)
         var changed = scalable!.count(packet.info, size: UInt64(packet.packet.count))
+        if changed { for c in consumers { c.scalableLayersGrew(from: before) } }
         if packet.info.isKeyframe, packet.info.spatialLayerCount > 0, codec == .vp9 {
             VP9PayloadFormat.forEachLayerSize(packet.payload) { layer, width, height in
                 scalable!.setSize(layer: layer, width: width, height: height)
