@@ -231,3 +231,85 @@ extension VP9PayloadFormat {
         return layers
     }
 }
+
+extension VP9FrameHeader {
+    /// Calls `body` with each frame of a VP9 superframe (annex B: the frames joined, then an index of
+    /// their sizes between two marker bytes), or with `data` whole when it has no valid index.
+    @inlinable
+    public static func forEachFrame(_ data: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) {
+        guard let last = data.last, last & 0xE0 == 0xC0 else { return body(data) }
+        let frames = Int(last & 0x07) + 1
+        let magnitude = Int((last >> 3) & 0x03) + 1
+        let indexSize = 2 + magnitude * frames
+        guard data.count > indexSize, data[data.count - indexSize] == last else { return body(data) }
+        var at = data.count - indexSize + 1
+        var offset = 0
+        for _ in 0..<frames {
+            var size = 0
+            for k in 0..<magnitude { size |= Int(data[at + k]) << (8 * k) }
+            at += magnitude
+            guard size > 0, offset + size <= data.count - indexSize else { return }
+            body(UnsafeRawBufferPointer(rebasing: data[offset..<offset + size]))
+            offset += size
+        }
+    }
+
+    /// The largest coded size a key picture states: its key frame's, or in a superframe (spatial
+    /// SVC) an upper layer's when that frame codes its size explicitly (`found_ref` 0, as libvpx
+    /// codes the layers of a key picture); nil when the first frame is not a key frame.
+    @inlinable
+    public static func keyPictureSize(_ data: UnsafeRawBufferPointer) -> (width: UInt16, height: UInt16)? {
+        var best: (width: UInt16, height: UInt16)?
+        var first = true
+        forEachFrame(data) { frame in
+            defer { first = false }
+            if first {
+                best = keyframeSize(frame)
+                return
+            }
+            guard best != nil, let size = explicitInterFrameSize(frame) ?? keyframeSize(frame),
+                UInt32(size.width) * UInt32(size.height) > UInt32(best!.width) * UInt32(best!.height)
+            else { return }
+            best = size
+        }
+        return best
+    }
+
+    /// The size an inter or intra-only frame codes explicitly (VP9 specification §6.2: `frame_size()`,
+    /// or `frame_size_with_refs()` with no `found_ref`); nil when it takes a reference's size.
+    @inlinable
+    static func explicitInterFrameSize(_ b: UnsafeRawBufferPointer) -> (width: UInt16, height: UInt16)? {
+        var r = BitReader(b)
+        guard r.read(2) == 2 else { return nil }
+        let low = r.read(1)
+        let high = r.read(1)
+        let profile = high << 1 | low
+        if profile == 3 { _ = r.read(1) }
+        guard r.read(1) == 0, r.read(1) == 1 else { return nil }  // show_existing_frame; NON_KEY_FRAME
+        let showFrame = r.read(1)
+        let errorResilient = r.read(1)
+        let intraOnly = showFrame == 0 ? r.read(1) : 0
+        if errorResilient == 0 { _ = r.read(2) }  // reset_frame_context
+        if intraOnly == 1 {
+            guard r.read(8) == 0x49, r.read(8) == 0x83, r.read(8) == 0x42 else { return nil }
+            if profile > 0 {
+                if profile >= 2 { _ = r.read(1) }
+                if r.read(3) != 7 {
+                    _ = r.read(1)
+                    if profile == 1 || profile == 3 { _ = r.read(3) }
+                } else if profile == 1 || profile == 3 {
+                    _ = r.read(1)
+                }
+            }
+            _ = r.read(8)  // refresh_frame_flags
+        } else {
+            _ = r.read(8)  // refresh_frame_flags
+            _ = r.read(12)  // three ref_frame_idx and sign bias
+            for _ in 0..<3 where r.read(1) == 1 { return nil }  // found_ref: a reference's size
+        }
+        let w = r.read(16) + 1
+        let h = r.read(16) + 1
+        guard !r.overrun else { return nil }
+        return (UInt16(clamping: w), UInt16(clamping: h))
+    }
+}
