@@ -63,14 +63,14 @@ struct ScalableLayerTests {
             try #require(try AV1DependencyDescriptor.parse($0, structure: nil).structure)
         }
         #expect(throws: AV1DependencyDescriptorError.truncated) {
-            try [0x80, 0x01].withUnsafeBytes { try AV1DependencyDescriptor.parse($0, structure: structure) }
+            try ([0x80, 0x01] as [UInt8]).withUnsafeBytes { try AV1DependencyDescriptor.parse($0, structure: structure) }
         }
         #expect(throws: AV1DependencyDescriptorError.unknownTemplate) {
-            try [0x80, 0x01, 0x02].withUnsafeBytes { try AV1DependencyDescriptor.parse($0, structure: nil) }
+            try ([0x80, 0x01, 0x02] as [UInt8]).withUnsafeBytes { try AV1DependencyDescriptor.parse($0, structure: nil) }
         }
         // A template ID past the structure's templates.
         #expect(throws: AV1DependencyDescriptorError.unknownTemplate) {
-            try [0xBF, 0x01, 0x02].withUnsafeBytes { try AV1DependencyDescriptor.parse($0, structure: structure) }
+            try ([0xBF, 0x01, 0x02] as [UInt8]).withUnsafeBytes { try AV1DependencyDescriptor.parse($0, structure: structure) }
         }
         // The structure cut short anywhere throws, never traps.
         let key = bytes(Self.keyWithStructure)
