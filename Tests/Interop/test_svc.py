@@ -5,7 +5,10 @@ encoding (one SSRC) carrying three spatial and three temporal layers. Two audien
 one asks for `setQuality low`. The SFU must forward that one only the base spatial layer, so it decodes
 a smaller `frameWidth` than the other (getStats), and its getStats names the consumer's layers
 (`currentSpatialLayer` 0 against 2). An agent (`understudy join --record`, quality high) records the
-top layer: ffprobe reads frames as wide as the publisher's encoding.
+top layer: each picture is written as a VP9 superframe of its three layer frames, so ffprobe reads
+frames as wide as the publisher's encoding. (Chromium's encoder marks every layer frame shown: libvpx
+players show a superframe's last frame, ffmpeg each one, three frames of one timestamp; its null
+muxer's complaint about those timestamps is not a decode error.)
 """
 
 from __future__ import annotations
@@ -116,9 +119,11 @@ def test_svc_layers_are_selected_per_subscriber(tmp_path: Path) -> None:
 
     path = result["record"] / "host.webm"
     assert path.exists(), f"the agent recorded nothing:\n{result['agent_log'][-3000:]}"
-    assert decode_errors(path) == "", f"{path} does not decode cleanly"
+    errors = [line for line in decode_errors(path).splitlines()
+              if "non monotonically increasing dts" not in line and "Last message repeated" not in line]
+    assert errors == [], f"{path} does not decode cleanly: {errors[:5]}"
     widths = _frame_widths(path)
-    assert len(widths) > 60, f"{len(widths)} frames recorded"
-    settled = Counter(widths[-60:]).most_common(1)[0][0]
     top = max(publish["width"], result["publish_end"]["width"])
-    assert settled >= top * 0.9 and settled > low["width"], (settled, publish, result["publish_end"])
+    full = [w for w in widths if w >= top * 0.9]
+    assert len(full) > 60, f"{len(full)} of {len(widths)} recorded frames at the top layer's width {top}"
+    assert max(widths[-60:]) >= top * 0.9, (Counter(widths[-60:]), publish, result["publish_end"])
