@@ -214,18 +214,20 @@ final class SFUProducer: @unchecked Sendable {
     func measureRates(elapsed: UInt64) {
         guard elapsed > 0 else { return }
         for i in layers.indices {
-            let delta = layers[i].bytes &- layers[i].measuredBytes
+            layers[i].bitrate = Self.smoothedRate(
+                previous: layers[i].bitrate, bytes: layers[i].bytes &- layers[i].measuredBytes, elapsed: elapsed)
             layers[i].measuredBytes = layers[i].bytes
-            guard delta > 0 else {
-                layers[i].bitrate = 0
-                continue
-            }
-            let rate = Int(min(delta &* 8_000_000_000 / elapsed, UInt64(Int.max / 2)))
-            let previous = layers[i].bitrate
-            // A quarter of each new window: key frames and frame-size swings average out within a few seconds.
-            layers[i].bitrate = previous == 0 ? rate : previous + (rate - previous) / 4
         }
         scalable?.measureRates(elapsed: elapsed)
+    }
+
+    /// A layer's bitrate after `bytes` more in `elapsed` nanoseconds: a quarter of each new window
+    /// (key frames and frame-size swings average out within a few seconds), and 0 at once for a
+    /// layer that sent nothing.
+    static func smoothedRate(previous: Int, bytes: UInt64, elapsed: UInt64) -> Int {
+        guard bytes > 0 else { return 0 }
+        let rate = Int(min(bytes &* 8_000_000_000 / elapsed, UInt64(Int.max / 2)))
+        return previous == 0 ? rate : previous + (rate - previous) / 4
     }
 
     /// The measured bitrates in quality order, for the stream allocator.

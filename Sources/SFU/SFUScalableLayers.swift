@@ -68,15 +68,9 @@ struct SFUScalableLayers {
     mutating func measureRates(elapsed: UInt64) {
         guard elapsed > 0 else { return }
         for i in bytes.indices {
-            let delta = bytes[i] &- measuredBytes[i]
+            bitrate[i] = SFUProducer.smoothedRate(
+                previous: bitrate[i], bytes: bytes[i] &- measuredBytes[i], elapsed: elapsed)
             measuredBytes[i] = bytes[i]
-            guard delta > 0 else {
-                bitrate[i] = 0
-                continue
-            }
-            let rate = Int(min(delta &* 8_000_000_000 / elapsed, UInt64(Int.max / 2)))
-            let previous = bitrate[i]
-            bitrate[i] = previous == 0 ? rate : previous + (rate - previous) / 4
         }
     }
 
