@@ -134,7 +134,7 @@ let package = Package(
             name: "Benchmarks",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "SFU", "RoomServer", "Understudy", "LoadGen",
-                "Redis", "Cluster", "RoomProtocol",
+                "Redis", "Cluster", "RoomProtocol", "Egress",
             ],
             path: "Sources/Benchmarks"),
         // The `understudy` executable (target CLI: `Sources/understudy` differed from `Sources/Understudy`

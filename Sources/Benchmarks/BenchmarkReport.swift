@@ -29,7 +29,7 @@ public struct BenchmarkReport: Sendable {
 
     /// The report's sections, for running a subset (`understudy bench --only recording,join`).
     public enum Section: String, Sendable, CaseIterable {
-        case receive, load, live, recording, join, sfu, cluster
+        case receive, load, live, recording, join, sfu, cluster, composite
     }
 
     /// One line of the summary table.
@@ -305,6 +305,29 @@ public struct BenchmarkReport: Sendable {
                 summary.append(
                     SummaryRow(metric: metric, target: "≥ 500", measured: "not measured", verdict: "failed: \(error)"))
                 body += "## Concurrent recording: 1 Mbit/s streams per core\n\nNot measured in this run: \(error)\n\n"
+            }
+        }
+
+        // MARK: Composite
+        if included(.composite) {
+            progress("bench: composite: 4 participants at 1280x720/30 fps H.264, ours vs an ffmpeg pipeline")
+            let metric = "composite 4×VP8 → 1280x720/30 H.264, CPU ours ÷ ffmpeg (xstack)"
+            do {
+                let c = try await CompositeBenchmark.run(
+                    seconds: quick ? 3 : 20, directory: paths.workDirectory + "/composite", progress: progress)
+                let verdict = atMost(c.ratio, 0.5)
+                summary.append(
+                    SummaryRow(
+                        metric: metric, target: "≤ 0.5×",
+                        measured: String(
+                            format: "%.2f× (%.3f vs %.3f CPU-s per output second; LiveKit reserves 4 CPUs)", c.ratio,
+                            c.oursPerOutputSecond, c.ffmpegPerOutputSecond), verdict: verdict))
+                body += CompositeBenchmark.markdown(c, verdict: verdict)
+            } catch {
+                progress("bench:   composite failed: \(error)")
+                summary.append(
+                    SummaryRow(metric: metric, target: "≤ 0.5×", measured: "not measured", verdict: "failed: \(error)"))
+                body += "## Composite: 4 participants, ours ÷ an ffmpeg pipeline\n\nNot measured in this run: \(error)\n\n"
             }
         }
 
