@@ -237,9 +237,9 @@ struct VideoQualityAnalyzerTests {
         #expect(r.blackSpans.count == 1)
         #expect(abs((r.blackSpans.first?.startMs ?? 0) - 1_000) < 0.01)
         #expect(abs((r.blackSpans.first?.durationMs ?? 0) - 1_000) < 0.01)
-        // The unchanging black picture is also a 1 s freeze; the 30 unnumbered frames are skipped, not dropped.
+        // The unchanging black picture is also a 1 s freeze; the 30 black frames were shown, not dropped.
         #expect(r.freezes.count == 1 && abs((r.freezes.first?.durationMs ?? 0) - 1_000) < 0.01)
-        #expect(r.numbered == 60 && r.dropped == 30)
+        #expect(r.numbered == 60 && r.dropped == 0)
     }
 
     @Test("frame delay from arrival times: relative to the fastest frame, or to a known capture start")
@@ -268,5 +268,93 @@ struct VideoQualityAnalyzerTests {
         let r = analyzer.report()
         #expect(r.numbered == 0 && r.psnr == nil)
         #expect(r.freezes.count == 1 && abs((r.freezes.first?.durationMs ?? 0) - 10 * 1000.0 / 30) < 0.01)
+    }
+}
+
+/// A 6 s single-layer 320x180 loop (180 frames), so an 8 s recording crosses a loop restart.
+private let loopMedia: SyntheticMedia = {
+    do { return try SyntheticMedia(seconds: 6, layers: 1, width: 320, height: 180) } catch { fatalError("\(error)") }
+}()
+
+@Suite("Recording quality")
+struct RecordingQualityTests {
+    /// Writes 8 s of `loopMedia` to a WebM, leaving out the video frames in `skip`.
+    func record(_ name: String, skip: Set<Int> = []) throws -> String {
+        let path = temporaryPath(name)
+        let writer = try WebMWriter(
+            path: path, video: .init(), audio: .init(channels: loopMedia.audioChannels, preSkip: loopMedia.audioPreSkip)
+        )
+        var video = 0
+        try feed(seconds: 8, media: loopMedia) { frame, pts in
+            if frame.codec.kind == .video {
+                defer { video += 1 }
+                if skip.contains(video) { return }
+            }
+            try writer.write(frame, pts: pts)
+        }
+        try writer.close()
+        return path
+    }
+
+    @Test("a clean recording across a loop restart: every frame, no drops or freezes, PSNR above 30 dB, A/V in sync")
+    func clean() throws {
+        let q = try RecordingQuality.analyze(path: try record("quality-clean.webm"))
+        #expect(q.videoCodec == "vp8" && !q.truncated)
+        #expect(q.video.frames == 240 && q.video.numbered == 240 && q.video.undecodable == 0)
+        #expect(q.video.dropped == 0 && q.video.repeated == 0 && q.video.outOfOrder == 0)
+        #expect(q.video.freezes.isEmpty && q.video.blackSpans.isEmpty)
+        let psnr = try #require(q.video.psnr)
+        #expect(psnr.mean > 30 && psnr.p5 > 25, "\(psnr)")
+        #expect((q.video.ssim?.mean ?? 0) > 0.9)
+        #expect(q.syncPairs >= 3)
+        #expect(abs(q.avOffsetMs ?? 99) < 10, "\(q.avOffsetMs as Any)")
+    }
+
+    @Test("frames left out of the file are counted as dropped, exactly, and the long gap is a freeze")
+    func dropped() throws {
+        // 3 delta frames at 20–22 (one reference lost: the decoder's pictures drift until the next
+        // key frame at 60, but stay readable), and 12 frames 100–111.
+        let q = try RecordingQuality.analyze(
+            path: try record("quality-dropped.webm", skip: Set(20...22).union(100...111)))
+        #expect(q.video.dropped == 15, "\(q.video)")
+        #expect(q.video.freezes.count == 1)
+        #expect(abs((q.video.freezes.first?.durationMs ?? 0) - 13 * 1000.0 / 30) < 1)
+    }
+
+    @Test("files that are not recordings give a clear error")
+    func badFiles() throws {
+        let garbage = temporaryPath("quality-garbage.webm")
+        try Data("this is not a recording".utf8).write(to: URL(fileURLWithPath: garbage))
+        #expect(throws: RecordingQuality.Failure.self) { try RecordingQuality.analyze(path: garbage) }
+        #expect(throws: RecordingQuality.Failure.self) {
+            try RecordingQuality.analyze(path: temporaryPath("missing.webm"))
+        }
+
+        let mp4 = temporaryPath("quality.mp4")
+        var box: [UInt8] = [0, 0, 0, 16] + Array("ftypisom".utf8) + [0, 0, 2, 0]
+        box += [UInt8](repeating: 0, count: 32)
+        try Data(box).write(to: URL(fileURLWithPath: mp4))
+        do {
+            _ = try RecordingQuality.analyze(path: mp4)
+            Issue.record("an MP4 was analysed")
+        } catch {
+            #expect("\(error)".contains("MP4"), "\(error)")
+        }
+
+        let audioOnly = try SourceFixtures.get().audioOnlyWebM
+        #expect(throws: RecordingQuality.Failure.noVideo(path: audioOnly, codecs: ["A_OPUS"])) {
+            try RecordingQuality.analyze(path: audioOnly)
+        }
+    }
+
+    @Test("a recording cut short is analysed up to its last whole block")
+    func truncated() throws {
+        let path = try record("quality-cut-src.webm")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        let cut = temporaryPath("quality-cut.webm")
+        try bytes.prefix(bytes.count / 2 + 7).write(to: URL(fileURLWithPath: cut))
+        let q = try RecordingQuality.analyze(path: cut)
+        #expect(q.truncated && q.video.frames > 60 && q.video.frames < 240)
+        #expect(q.video.dropped == 0)
     }
 }

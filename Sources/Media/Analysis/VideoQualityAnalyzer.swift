@@ -5,7 +5,8 @@
 /// every picture is checked for black and for a frozen picture. ``report()`` summarises.
 ///
 /// Definitions (also in `docs/load-testing.md`, "Full-reference checks"):
-/// - **dropped**: frame numbers skipped between two numbered pictures. Numbers are modulo
+/// - **dropped**: frame numbers skipped between two numbered pictures, less the pictures between them
+///   whose number could not be read (shown, if damaged or black). Numbers are modulo
 ///   ``FrameCode/modulus``; a step backwards (a looping source restarting) is resolved with the
 ///   presentation times: `round(Δpts · fps) − 1` frames were dropped across it.
 /// - **repeated**: a picture whose number equals the previous numbered picture's.
@@ -59,6 +60,8 @@ public struct VideoQualityAnalyzer: Sendable {
     private var previousNumber: Int?
     private var previousNumberedPts: Int64 = 0
     private var unwrappedIndex: Int64 = 0
+    /// Pictures without a readable number since the last numbered one.
+    private var unnumberedSince = 0
 
     // Per-frame quality values.
     private var psnrValues: [Double] = []
@@ -118,6 +121,7 @@ public struct VideoQualityAnalyzer: Sendable {
             sequence(number, pts: pts, arrival: arrivalNanoseconds)
             compare(picture, number: number)
         } else {
+            unnumberedSince += 1
             samePicture = looksUnchanged(picture)
         }
         freezeAndBlack(picture, pts: pts, samePicture: samePicture, black: luma <= 64 && isBlack(picture))
@@ -150,7 +154,9 @@ public struct VideoQualityAnalyzer: Sendable {
             }
             advance = elapsed
         }
-        dropped += Int(advance - 1)
+        // Pictures shown since the last numbered one, without a readable number, filled some of the gap.
+        dropped += max(0, Int(advance - 1) - unnumberedSince)
+        unnumberedSince = 0
         unwrappedIndex += advance
         previousNumber = number
         previousNumberedPts = pts
