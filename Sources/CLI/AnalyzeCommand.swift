@@ -18,7 +18,7 @@ func runAnalyze(_ args: [String]) async {
         let quality = try RecordingQuality.analyze(path: path, fps: fps)
         if a.flag("--json") {
             let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
             print(String(decoding: try encoder.encode(quality), as: UTF8.self))
         } else {
             print(analyzeText(quality), terminator: "")
@@ -50,7 +50,7 @@ func analyzeText(_ q: RecordingQuality) -> String {
     if let first = v.firstFrameNumber, let last = v.lastFrameNumber { out += " (\(first) … \(last))" }
     out += "\n"
     out +=
-        "  sequence    \(v.dropped) dropped, \(v.repeated) repeated, \(v.outOfOrder) out of order (source \(v.fps) fps)\n"
+        "  sequence    \(v.dropped) dropped, \(v.skipped) skipped by the sender, \(v.repeated) repeated, \(v.outOfOrder) out of order (source \(v.fps) fps)\n"
     out += "  PSNR (dB)   \(stats(v.psnr, "%.2f"))\n"
     out += "  SSIM        \(stats(v.ssim, "%.4f"))\n"
     out += "  freezes     \(spans(v.freezes))\n"

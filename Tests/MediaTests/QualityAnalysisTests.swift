@@ -219,6 +219,16 @@ struct VideoQualityAnalyzerTests {
         #expect(abs((r.freezes.first?.durationMs ?? 0) - 7 * 1000.0 / 30) < 0.01)
     }
 
+    @Test("a sender jumping ahead (a key frame request on a pre-encoded loop) skips, it does not drop")
+    func skipped() {
+        // 0–30, then 90–120 on the next slots: the pts runs on, the content jumped 59 frames.
+        let r = run(Array(0...30) + Array(90...120), slots: Array(0..<62))
+        #expect(r.skipped == 59 && r.dropped == 0 && r.freezes.isEmpty)
+        // A jump with a gap: 3 slots pass (2 frames dropped on the way), the content moves 60.
+        let g = run(Array(0...30) + Array(90...120), slots: Array(0...30) + Array(33..<64))
+        #expect(g.skipped == 57 && g.dropped == 2)
+    }
+
     @Test("a looping source: the wrap is not a drop; drops across it are counted from the times")
     func loopWrap() {
         let loop = Array(0..<300)

@@ -9,6 +9,10 @@
 ///   whose number could not be read (shown, if damaged or black). Numbers are modulo
 ///   ``FrameCode/modulus``; a step backwards (a looping source restarting) is resolved with the
 ///   presentation times: `round(Δpts · fps) − 1` frames were dropped across it.
+/// - **skipped**: frame numbers the sender skipped: the number advanced by more than the
+///   presentation time did (`Δn > round(Δpts · fps)`; the excess). A pre-encoded source jumps to its
+///   next key frame when a receiver asks for one; the media clock, and so the pts, does not jump.
+///   The rest of the step counts towards dropped.
 /// - **repeated**: a picture whose number equals the previous numbered picture's.
 /// - **freeze**: one picture on screen, repeated or waiting for the next, for at least
 ///   `max(3·T, T + 150 ms)` with `T = 1/fps` (the W3C freeze rule with the source's frame interval).
@@ -51,6 +55,7 @@ public struct VideoQualityAnalyzer: Sendable {
     private var numbered = 0
     private var dropped = 0
     private var repeated = 0
+    private var skipped = 0
     private var outOfOrder = 0
     private var firstNumber: Int?
     private var lastNumber: Int?
@@ -145,13 +150,17 @@ public struct VideoQualityAnalyzer: Sendable {
             return
         }
         var advance = Int64(step)
+        let elapsed = max(1, ((pts - previousNumberedPts) + frameInterval / 2) / frameInterval)
         if step >= FrameCode.modulus / 2 {
             // Backwards: a looping source restarted, or a frame came out of order. The times decide.
-            let elapsed = ((pts - previousNumberedPts) + frameInterval / 2) / frameInterval
-            guard elapsed >= 1 else {
+            guard pts - previousNumberedPts >= frameInterval / 2 else {
                 outOfOrder += 1
                 return
             }
+            advance = elapsed
+        } else if advance > elapsed {
+            // The content ran ahead of the media clock: the sender skipped frames it never sent.
+            skipped += Int(advance - elapsed)
             advance = elapsed
         }
         // Pictures shown since the last numbered one, without a readable number, filled some of the gap.
@@ -265,7 +274,8 @@ public struct VideoQualityAnalyzer: Sendable {
         }
         return VideoQualityReport(
             fps: fps, frames: frames, undecodable: undecodable, numbered: numbered, firstFrameNumber: firstNumber,
-            lastFrameNumber: lastNumber, dropped: dropped, repeated: repeated, outOfOrder: outOfOrder, sizes: sizes,
+            lastFrameNumber: lastNumber, dropped: dropped, skipped: skipped, repeated: repeated, outOfOrder: outOfOrder,
+            sizes: sizes,
             psnr: .init(psnrValues), ssim: .init(ssimValues), freezes: freezes, blackSpans: blackSpans,
             flashTimesMs: flashTimes, delayMs: delay, delayIsRelative: captureStartNanoseconds == nil)
     }
@@ -307,8 +317,10 @@ public struct VideoQualityReport: Sendable, Equatable, Codable {
     /// First and last frame numbers read.
     public var firstFrameNumber: Int?
     public var lastFrameNumber: Int?
-    /// Source frames never shown.
+    /// Source frames sent but never shown.
     public var dropped: Int
+    /// Source frames the sender skipped (its content jumped ahead of its clock).
+    public var skipped: Int
     /// Pictures repeating the previous frame number.
     public var repeated: Int
     /// Pictures whose number went backwards in time.
