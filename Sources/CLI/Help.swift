@@ -222,6 +222,11 @@ enum Help {
                 text:
                     "with --record: write each consumed webcam's current picture (any codec) there as ID.jpg this often"
             ),
+            .init(
+                name: "--analyze", value: nil,
+                text:
+                    "with --record: decode each consumed webcam and check it against the synthetic source (drops, freezes, PSNR/SSIM) into the manifest and /metrics"
+            ),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
             .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
             .init(

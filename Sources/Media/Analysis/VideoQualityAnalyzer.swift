@@ -14,7 +14,8 @@
 ///   next key frame when a receiver asks for one; the media clock, and so the pts, does not jump.
 ///   The rest of the step counts towards dropped.
 /// - **repeated**: a picture whose number equals the previous numbered picture's.
-/// - **freeze**: one picture on screen, repeated or waiting for the next, for at least
+/// - **freeze**: one picture on screen (from its arrival when arrival times are given, else from its
+///   pts), repeated or waiting for the next, for at least
 ///   `max(3·T, T + 150 ms)` with `T = 1/fps` (the W3C freeze rule with the source's frame interval).
 ///   "The same picture" is the same frame number, or, for pictures without one, fewer than
 ///   ``changedFraction`` of the luma samples differing by more than ``changedLuma``.
@@ -78,6 +79,8 @@ public struct VideoQualityAnalyzer: Sendable {
     private var previousLuma: [UInt8] = []
     private var previousSize = (width: 0, height: 0)
     private var shownSincePts: Int64?
+    /// Arrival time minus pts of the first picture with an arrival time: puts arrivals on the pts scale.
+    private var arrivalOrigin: Int64?
     private var lastPts: Int64?
     private var freezes: [Span] = []
     private var blackStartPts: Int64?
@@ -98,6 +101,16 @@ public struct VideoQualityAnalyzer: Sendable {
         self.captureStartNanoseconds = captureStartNanoseconds
         frameInterval = 1_000_000_000 / Int64(max(1, fps))
         freezeThreshold = max(3 * frameInterval, frameInterval + 150_000_000)
+    }
+
+    /// Forgets the previous picture, so that the next one starts a new sequence: for a receiver that
+    /// left frames out on purpose (it fell behind), which must count neither as dropped nor as a freeze.
+    public mutating func resynchronize() {
+        previousNumber = nil
+        unnumberedSince = 0
+        previousSize = (0, 0)
+        shownSincePts = nil
+        arrivalOrigin = nil
     }
 
     /// A frame that arrived but did not decode: counted, otherwise ignored (the picture on screen stays).
@@ -129,7 +142,13 @@ public struct VideoQualityAnalyzer: Sendable {
             unnumberedSince += 1
             samePicture = looksUnchanged(picture)
         }
-        freezeAndBlack(picture, pts: pts, samePicture: samePicture, black: luma <= 64 && isBlack(picture))
+        // On screen from its arrival when known (a live receiver), else from its pts (a file).
+        var shown = pts
+        if let arrivalNanoseconds {
+            if arrivalOrigin == nil { arrivalOrigin = arrivalNanoseconds - pts }
+            shown = arrivalNanoseconds - (arrivalOrigin ?? 0)
+        }
+        freezeAndBlack(picture, pts: shown, samePicture: samePicture, black: luma <= 64 && isBlack(picture))
         keepLuma(picture)
     }
 
