@@ -14,6 +14,9 @@ import RTCWire
 /// discarded and counted in ``Reading/framesNotAnalysed``; analysis resumes at its next key frame,
 /// without counting the gap as dropped.
 ///
+/// PSNR and SSIM, most of the cost, are sampled (``compareEvery``); every picture is decoded and
+/// checked for its number, freezes and black.
+///
 /// Readings go to the manifest (`analysis`, at most every ``manifestInterval`` and at close) and to
 /// `/metrics` (``render(into:)``).
 // Safe: `streams` and each stream's pending list are guarded by `lock`; the analysis state is confined
@@ -21,7 +24,9 @@ import RTCWire
 final class LiveQualityMonitor: @unchecked Sendable {
     /// Frames a webcam may have waiting for the decoder (2 s at 30 fps).
     static let maxPending = 60
-    /// Seconds between manifest updates.
+    /// One numbered picture in this many is compared with the source (PSNR/SSIM): three a second at 30 fps.
+    static let compareEvery = 10
+    /// Nanoseconds between manifest updates.
     static let manifestInterval: UInt64 = 2_000_000_000
 
     /// One webcam's latest reading.
@@ -39,7 +44,7 @@ final class LiveQualityMonitor: @unchecked Sendable {
         var reading: Reading?
         // On the queue.
         var decoder: VideoDecoder?
-        var analyzer = VideoQualityAnalyzer()
+        var analyzer = VideoQualityAnalyzer(compareEvery: LiveQualityMonitor.compareEvery)
         var waitForKeyframe = true
         var lastTimestamp: UInt32 = 0
         var mediaTime: Int64 = 0

@@ -7,6 +7,8 @@ reports worse numbers (drops, freezes or lower PSNR). Bad files fail with one li
 from __future__ import annotations
 
 import json
+import time
+import urllib.request
 from pathlib import Path
 
 from harness import free_port, kill_process, run_understudy
@@ -44,14 +46,25 @@ def test_clean_and_impaired_recordings_analysed(understudy, tmp_path):
         agents.append(host)
         host.wait_for(rf"joined room {ROOM} as host \(SEND_AND_RECV\)")
         clean_dir, lossy_dir = tmp_path / "clean", tmp_path / "lossy"
-        clean = AgentProcess("clean", join_args(port, ROOM, "clean", "--consume", "all", "--record", str(clean_dir)),
-                             tmp_path)
+        metrics_port = free_port()
+        clean = AgentProcess("clean", join_args(port, ROOM, "clean", "--consume", "all", "--record", str(clean_dir),
+                                                "--analyze", "--metrics", f"127.0.0.1:{metrics_port}"), tmp_path)
         lossy = AgentProcess("lossy", join_args(port, ROOM, "lossy", "--consume", "all", "--record", str(lossy_dir),
-                                                "--impair", IMPAIR), tmp_path)
+                                                "--analyze", "--impair", IMPAIR), tmp_path)
         agents += [clean, lossy]
         # 12 s of video in the clean file (the lossy one gets whatever its link let through meanwhile).
         wait_for_frames(clean_dir / "host.webm", {"vp8": 360, "opus": 300}, timeout=120)
         wait_for_frames(lossy_dir / "host.webm", {"vp8": 120}, timeout=120)
+        # The live checks (--analyze) on /metrics, per consumed webcam.
+        deadline = time.monotonic() + 30
+        metrics = ""
+        while time.monotonic() < deadline and 'understudy_agent_analyzed_psnr_db{participant="host",stat="mean"}' not in metrics:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+                metrics = r.read().decode()
+            time.sleep(1)
+        psnr_line = [line for line in metrics.splitlines()
+                     if line.startswith('understudy_agent_analyzed_psnr_db{participant="host",stat="mean"}')]
+        assert psnr_line and float(psnr_line[0].split()[-1]) >= 30, metrics[-3000:]
         assert clean.terminate() == 0, clean.log()[-2000:]
         assert lossy.terminate() == 0, lossy.log()[-2000:]
 
@@ -63,6 +76,18 @@ def test_clean_and_impaired_recordings_analysed(understudy, tmp_path):
         assert g["dropped"] == 0 and g["freezes"] == [], summary(good)
         assert g["psnr"]["mean"] >= 30, summary(good)
         assert good["avOffsetMs"] is not None and abs(good["avOffsetMs"]) < 80, summary(good)
+        # The same checks, live in the agents (manifest "analysis"): the lossy link's late frames are
+        # frozen pictures there too, for longer than anything the clean agent saw.
+        live_good = json.loads((clean_dir / "manifest.json").read_text())["analysis"][0]
+        live_bad = json.loads((lossy_dir / "manifest.json").read_text())["analysis"][0]
+        print(f"live clean: {summary({'video': live_good['video']})}\nlive lossy: {summary({'video': live_bad['video']})}")
+        assert live_good["participantId"] == "host" and live_good["video"]["numbered"] > 200, live_good
+        assert live_good["video"]["psnr"]["mean"] >= 30 and live_good["video"]["dropped"] == 0, live_good
+
+        def frozen(v: dict) -> float:
+            return sum(f["durationMs"] for f in v["freezes"])
+        assert frozen(live_bad["video"]) > frozen(live_good["video"]), (live_good, live_bad)
+
         # The clean run had no drop and no freeze: the lossy link must show in one of them, or in PSNR.
         assert b["dropped"] + len(b["freezes"]) + b["undecodable"] > 0 or b["psnr"]["p5"] < g["psnr"]["p5"] - 3, \
             f"clean {summary(good)}\nlossy {summary(bad)}"

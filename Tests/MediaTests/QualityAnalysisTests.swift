@@ -195,6 +195,10 @@ struct VideoQualityAnalyzerTests {
         #expect(r.psnr?.min == PictureQuality.maximumPSNR && r.ssim?.min == 1)
         #expect(r.flashTimesMs.map { ($0 / 2_000).rounded() } == [0, 1])  // flashes at frames 0 and 60
         #expect(r.sizes == ["160x90"])
+        // Sampled comparisons (a live receiver): pictures 1, 11, …, 81 of 90.
+        var sampled = VideoQualityAnalyzer(fps: 30, compareEvery: 10)
+        for n in 0..<90 { sampled.add(pattern.frame(at: n), ptsNanoseconds: Int64(n) * interval) }
+        #expect(sampled.report().psnr?.count == 9 && sampled.report().numbered == 90)
     }
 
     @Test("removed frames count as dropped, a long gap as one freeze of its length")

@@ -21,8 +21,10 @@
 ///   ``changedFraction`` of the luma samples differing by more than ``changedLuma``.
 /// - **black**: at least 98 % of the luma samples at or below ``blackLuma`` (ffmpeg's `blackdetect`
 ///   defaults); a span lasts from its first black picture to the next picture that is not.
-/// - **delay**: `arrival − (start + k·T)` for the unwrapped frame index `k`; `start` is the capture
-///   start when known, else chosen so the least-delayed frame has delay 0 (then delay is relative).
+/// - **delay**: `arrival − (start + pts)` of each numbered picture, pts being the sender's media
+///   time (RTP time; a key-frame jump moves the content, not the clock); `start` is when media time 0
+///   was captured, on the arrival clock, when known, else chosen so the least-delayed frame has delay
+///   0 (then delay is relative).
 ///
 /// Not thread-safe; it allocates only when the picture size changes (reference redraw buffers).
 public struct VideoQualityAnalyzer: Sendable {
@@ -47,6 +49,8 @@ public struct VideoQualityAnalyzer: Sendable {
     public let fps: Int
     /// The source's first frame capture time on the arrival clock (ns), when known.
     public let captureStartNanoseconds: Int64?
+    /// One numbered picture in this many is compared with the source.
+    public let compareEvery: Int
     private let frameInterval: Int64
     private let freezeThreshold: Int64
 
@@ -65,7 +69,6 @@ public struct VideoQualityAnalyzer: Sendable {
     // Sequence state.
     private var previousNumber: Int?
     private var previousNumberedPts: Int64 = 0
-    private var unwrappedIndex: Int64 = 0
     /// Pictures without a readable number since the last numbered one.
     private var unnumberedSince = 0
 
@@ -94,10 +97,13 @@ public struct VideoQualityAnalyzer: Sendable {
 
     /// - Parameters:
     ///   - fps: the source's frame rate (the synthetic media's is 30).
-    ///   - captureStartNanoseconds: when frame 0 was captured, on the clock of the arrival times
+    ///   - captureStartNanoseconds: when media time 0 was captured, on the clock of the arrival times
     ///     given to ``add(_:ptsNanoseconds:arrivalNanoseconds:)``; nil makes delay relative.
-    public init(fps: Int = 30, captureStartNanoseconds: Int64? = nil) {
+    ///   - compareEvery: compare one numbered picture in this many with the source (PSNR/SSIM cost
+    ///     most of the analysis; a live receiver samples them). Every other check sees every picture.
+    public init(fps: Int = 30, captureStartNanoseconds: Int64? = nil, compareEvery: Int = 1) {
         self.fps = max(1, fps)
+        self.compareEvery = max(1, compareEvery)
         self.captureStartNanoseconds = captureStartNanoseconds
         frameInterval = 1_000_000_000 / Int64(max(1, fps))
         freezeThreshold = max(3 * frameInterval, frameInterval + 150_000_000)
@@ -137,7 +143,7 @@ public struct VideoQualityAnalyzer: Sendable {
         if let number {
             samePicture = number == previousNumber
             sequence(number, pts: pts, arrival: arrivalNanoseconds)
-            compare(picture, number: number)
+            if (numbered - 1) % compareEvery == 0 { compare(picture, number: number) }
         } else {
             unnumberedSince += 1
             samePicture = looksUnchanged(picture)
@@ -157,10 +163,9 @@ public struct VideoQualityAnalyzer: Sendable {
         if firstNumber == nil { firstNumber = number }
         lastNumber = number
         guard let previous = previousNumber else {
-            unwrappedIndex = Int64(number)
             previousNumber = number
             previousNumberedPts = pts
-            noteDelay(arrival)
+            noteDelay(arrival, pts: pts)
             return
         }
         let step = (number - previous + FrameCode.modulus) % FrameCode.modulus
@@ -185,15 +190,14 @@ public struct VideoQualityAnalyzer: Sendable {
         // Pictures shown since the last numbered one, without a readable number, filled some of the gap.
         dropped += max(0, Int(advance - 1) - unnumberedSince)
         unnumberedSince = 0
-        unwrappedIndex += advance
         previousNumber = number
         previousNumberedPts = pts
-        noteDelay(arrival)
+        noteDelay(arrival, pts: pts)
     }
 
-    private mutating func noteDelay(_ arrival: Int64?) {
+    private mutating func noteDelay(_ arrival: Int64?, pts: Int64) {
         guard let arrival else { return }
-        delayOffsets.append(arrival - unwrappedIndex * frameInterval)
+        delayOffsets.append(arrival - pts)
     }
 
     private mutating func compare(_ picture: I420Image, number: Int) {
