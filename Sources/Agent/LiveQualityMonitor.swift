@@ -11,8 +11,8 @@ import RTCWire
 /// frames are decoded and analysed. Pictures are on screen from their arrival, so a frame that comes
 /// late shows as a freeze; the frame sequence follows RTP time. A webcam more than
 /// ``maxPending`` frames behind (the machine cannot decode that fast) has its pending frames
-/// discarded and counted in ``Reading/framesNotAnalysed``; analysis resumes at its next key frame,
-/// without counting the gap as dropped.
+/// discarded; analysis resumes at its next key frame, without counting the gap as dropped. Both the
+/// discarded frames and those passed over until that key frame are ``Reading/framesNotAnalysed``.
 ///
 /// PSNR and SSIM, most of the cost, are sampled (``compareEvery``); every picture is decoded and
 /// checked for its number, freezes and black.
@@ -22,8 +22,9 @@ import RTCWire
 // Safe: `streams` and each stream's pending list are guarded by `lock`; the analysis state is confined
 // to `queue`.
 final class LiveQualityMonitor: @unchecked Sendable {
-    /// Frames a webcam may have waiting for the decoder (2 s at 30 fps).
-    static let maxPending = 60
+    /// Frames a webcam may have waiting for the decoder (10 s at 30 fps): above a burst of frames
+    /// released together after a long NACK repair, which must be analysed (its lateness is a freeze).
+    static let maxPending = 300
     /// One numbered picture in this many is compared with the source (PSNR/SSIM): three a second at 30 fps.
     static let compareEvery = 10
     /// Nanoseconds between manifest updates.
@@ -51,6 +52,8 @@ final class LiveQualityMonitor: @unchecked Sendable {
         var started = false
         var lastReport: UInt64 = 0
         var discardedSeen = 0
+        /// Frames passed over while waiting for a key frame after a discard (not at the start).
+        var skippedWaiting = 0
     }
 
     private let lock = NSLock()
@@ -105,7 +108,10 @@ final class LiveQualityMonitor: @unchecked Sendable {
 
     private func analyse(_ frame: EncodedFrame, arrival: UInt64, _ stream: Stream) {
         if stream.waitForKeyframe {
-            guard frame.isKeyframe else { return }
+            guard frame.isKeyframe else {
+                stream.skippedWaiting += 1
+                return
+            }
             stream.waitForKeyframe = false
             stream.analyzer.resynchronize()
             stream.decoder = nil
@@ -129,7 +135,9 @@ final class LiveQualityMonitor: @unchecked Sendable {
     }
 
     private func report(_ participantId: String, _ stream: Stream) {
-        let reading = Reading(report: stream.analyzer.report(), framesNotAnalysed: lock.withLock { stream.discarded })
+        let reading = Reading(
+            report: stream.analyzer.report(),
+            framesNotAnalysed: lock.withLock { stream.discarded } + stream.skippedWaiting)
         lock.withLock { stream.reading = reading }
         publish(participantId, reading)
     }

@@ -76,12 +76,18 @@ def test_clean_and_impaired_recordings_analysed(understudy, tmp_path):
         assert g["dropped"] == 0 and g["freezes"] == [], summary(good)
         assert g["psnr"]["mean"] >= 30, summary(good)
         assert good["avOffsetMs"] is not None and abs(good["avOffsetMs"]) < 80, summary(good)
-        # The same checks, live in the clean agent (manifest "analysis").
+        # The same checks, live in the agents (manifest "analysis").
         live_good = json.loads((clean_dir / "manifest.json").read_text())["analysis"][0]
         live_bad = json.loads((lossy_dir / "manifest.json").read_text())["analysis"][0]
         print(f"live clean: {summary({'video': live_good['video']})}\nlive lossy: {summary({'video': live_bad['video']})}")
         assert live_good["participantId"] == "host" and live_good["video"]["numbered"] > 200, live_good
         assert live_good["video"]["psnr"]["mean"] >= 30 and live_good["video"]["dropped"] == 0, live_good
+        # Live, the lossy link's late frames are frozen pictures, longer than any the clean agent saw.
+        assert live_bad["framesNotAnalysed"] == 0, live_bad
+
+        def frozen(v: dict) -> float:
+            return sum(f["durationMs"] for f in v["freezes"])
+        assert frozen(live_bad["video"]) > frozen(live_good["video"]), (live_good, live_bad)
 
         # The clean run had no drop and no freeze: the lossy link must show in one of them, or in PSNR.
         assert b["dropped"] + len(b["freezes"]) + b["undecodable"] > 0 or b["psnr"]["p5"] < g["psnr"]["p5"] - 3, \

@@ -63,7 +63,7 @@ public enum PictureQuality {
         let width = decoded.width
         let height = decoded.height
         guard width >= 8, height >= 8 else {
-            // Too small for one window: 1 for identical luma, else the single-window score.
+            // Too small for one 8x8 window: 1 for identical luma, else 0.
             return decoded.y == reference.y ? 1 : 0
         }
         let c1 = 416.0  // Int(.01² · 255² · 64 + .5), as ffmpeg rounds it
