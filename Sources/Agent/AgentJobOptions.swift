@@ -79,7 +79,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// as `ID.jpg` beside the recordings (nil: none).
     public var snapshotEvery: Double?
     /// `--composite` (repeatable): where the room's composite goes, each a `.mp4`, `.webm` or `.mkv`
-    /// file on the machine that runs the agent (``compositeDestinations`` lists the kinds).
+    /// file or a `.m3u8` HLS playlist on the machine that runs the agent, or an `rtmp://` URL
+    /// (``compositeDestinations`` lists the kinds).
     public var composite: [String]?
     /// `--layout`: `grid` (default) or `speaker`.
     public var layout: String?
@@ -326,7 +327,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The destinations `--composite` takes: file extensions (any case) and URL schemes. Named again
     /// here (Foundation only); `Egress.CompositeOutputs.make(destination:)` opens each, and
     /// AgentJobOptionsTests checks that the two agree.
-    public static let compositeDestinations: [String] = [".mp4", ".webm", ".mkv"]
+    public static let compositeDestinations: [String] = [".mp4", ".webm", ".mkv", ".m3u8", "rtmp://"]
     /// At most this many `--composite` outputs.
     public static let maxCompositeOutputs = 8
     /// The `--layout` values.
@@ -426,6 +427,14 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
             throw Invalid(
                 "--composite",
                 "'\(Self.shown(webm))': WebM holds VP8, not H.264 (add --composite-codec vp8, or write .mkv)")
+        }
+        if compositeCodec == "vp8",
+            let live = composite.first(where: {
+                $0.lowercased().hasSuffix(".m3u8") || $0.lowercased().hasPrefix("rtmp://")
+            })
+        {
+            throw Invalid(
+                "--composite", "'\(Self.shown(live))': HLS and RTMP carry H.264, not VP8 (drop --composite-codec vp8)")
         }
     }
 

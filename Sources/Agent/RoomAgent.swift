@@ -244,7 +244,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
         var outputs: [any CompositeOutput] = []
         for destination in options.composite {
-            do { outputs.append(try CompositeOutputs.make(destination: destination)) } catch {
+            do { outputs.append(try CompositeOutputs.make(destination: destination, log: log)) } catch {
                 for output in outputs { try? output.finish() }
                 throw .composite(destination: destination, cause: error)
             }

@@ -240,7 +240,7 @@ enum Help {
             .init(
                 name: "--composite", value: "OUT",
                 text:
-                    "write one picture of the stage with the mixed audio there: .mp4, .webm (vp8) or .mkv (repeatable)"
+                    "write one picture of the stage with the mixed audio there: .mp4, .webm (vp8), .mkv, .m3u8 (HLS) or rtmp://host/app/key (repeatable)"
             ),
             .init(name: "--layout", value: "grid|speaker", text: "composite layout (default grid)"),
             .init(name: "--size", value: "WxH", text: "composite size, even (default 1280x720)"),
