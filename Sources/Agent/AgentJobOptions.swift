@@ -31,6 +31,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var name: String?
     /// `--agent`: join as an agent.
     public var agent: Bool?
+    /// `--analyze`: full-reference checks of each consumed webcam, live (needs a record directory).
+    public var analyze: Bool?
     /// `--mode`: `SEND_AND_RECV`, `RECV_ONLY` (default) or `SIGNALLING_ONLY`.
     public var mode: String?
     /// `--consume`: `all` (default), `stage`, `none` or `ID,ID`.
@@ -127,7 +129,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The value flags that may be given more than once (each value kept, in order).
     public static let repeatableFlags: Set<String> = ["--composite"]
     /// The flags without a value.
-    public static let switchFlags: Set<String> = ["--agent"]
+    public static let switchFlags: Set<String> = ["--agent", "--analyze"]
     /// The flags whose values are secrets: stored for the agent, never shown.
     public static let secretFlags: Set<String> = ["--token", "--ice-servers"]
 
@@ -140,6 +142,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         id = flags["--id"]
         name = flags["--name"]
         agent = flags["--agent"] == "true" ? true : nil
+        analyze = flags["--analyze"] == "true" ? true : nil
         mode = flags["--mode"]
         consume = flags["--consume"]
         consumeKinds = flags["--consume-kinds"]

@@ -170,6 +170,18 @@ enum Help {
             .init(name: "--out", value: "DIR", text: "where the recordings go"),
         ], examples: ["understudy demo --duration 20 --out demo-out"])
 
+    static let analyze = CommandHelp(
+        name: "analyze", synopsis: "analyze FILE [options]",
+        summary:
+            "Full-reference checks of a recording of the synthetic media (WebM/MKV): frame numbers read from each "
+            + "picture (dropped, repeated), PSNR/SSIM against the regenerated source frame, freezes, black spans, "
+            + "A/V offset. Exit 1 when the file cannot be analysed.",
+        options: [
+            .init(name: "--json", value: nil, text: "print the report as JSON"),
+            .init(name: "--fps", value: "N", text: "the source's frame rate (default 30, the synthetic media's)"),
+        ], examples: ["understudy analyze out/alice.webm", "understudy analyze out/alice.webm --json"],
+        notes: "Definitions: docs/load-testing.md, \"Full-reference checks\".")
+
     static let bench = CommandHelp(
         name: "bench", synopsis: "bench [options]",
         summary: "Run the performance benchmarks; every figure is a ratio against an anchor of the same run.",
@@ -209,6 +221,11 @@ enum Help {
                 name: "--snapshot-every", value: "DURATION",
                 text:
                     "with --record: write each consumed webcam's current picture (any codec) there as ID.jpg this often"
+            ),
+            .init(
+                name: "--analyze", value: nil,
+                text:
+                    "with --record: decode each consumed webcam and check it against the synthetic source (drops, freezes, PSNR/SSIM) into the manifest and /metrics"
             ),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
             .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
@@ -363,7 +380,7 @@ enum Help {
         ], notes: "submit takes every option of `understudy join` except --record and --metrics (the worker chooses).")
 
     static let all: [CommandHelp] = [
-        serve, token, join, invite, pubsub, whip, whep, load, scenario, worker, jobs, demo, bench,
+        serve, token, join, invite, pubsub, whip, whep, load, scenario, worker, jobs, demo, bench, analyze,
     ]
 
     static func command(_ name: String) -> CommandHelp? { all.first { $0.name == name } }
