@@ -42,11 +42,14 @@ public struct LoadBenchmarkResult: Sendable {
     /// with `secret`: joins `publishers` simulcast publishers and `subscribers` audience bots (3x3
     /// layout, so each consumes every publisher's webcam and mic), lets media settle, then measures a
     /// steady-state window of `duration` seconds. The server must admit that many participants.
+    /// `qualityMetrics` off runs the bots without received-quality measurements (their cost row).
     public static func runBenchmark(
-        subscribers: Int, publishers: Int, duration: Double, signalingURL: String, secret: String
+        subscribers: Int, publishers: Int, duration: Double, signalingURL: String, secret: String,
+        qualityMetrics: Bool = true
     ) async throws -> LoadBenchmarkResult {
         var config = LoadConfiguration(signalingURL: signalingURL, room: "bench")
         config.secret = secret
+        config.qualityMetrics = qualityMetrics
         config.publishers = publishers
         config.subscribers = subscribers
         config.layout = .grid(3)

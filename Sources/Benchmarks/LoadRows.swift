@@ -72,12 +72,14 @@ enum LoadRows {
 
     /// Runs one benchmark against a fresh `understudy serve` child process sized for it, so the load
     /// process's CPU and memory are the bots' alone (as with LiveKit's tester and a separate server).
-    static func measure(subscribers: Int, publishers: Int, seconds: Double) async throws -> LoadBenchmarkResult {
+    static func measure(subscribers: Int, publishers: Int, seconds: Double, qualityMetrics: Bool = true)
+        async throws -> LoadBenchmarkResult
+    {
         let server = try ServerProcess(maxParticipants: subscribers + publishers + 10)
         defer { server.stop() }
         return try await LoadBenchmarkResult.runBenchmark(
             subscribers: subscribers, publishers: publishers, duration: seconds, signalingURL: server.signalingURL,
-            secret: ServerProcess.secret)
+            secret: ServerProcess.secret, qualityMetrics: qualityMetrics)
     }
 
     /// `understudy serve` (this same executable) on an ephemeral loopback port, all media on one UDP port.
@@ -260,6 +262,27 @@ enum LoadRows {
                         metric: metric, target: target, measured: "not measured", verdict: "failed: \(error)"))
             }
             md += "Not measured in this run: \(error)\n\n"
+        }
+
+        do {
+            progress("bench:   what the quality metrics cost: off and on, alternating")
+            let cost = try await QualityCostRow.run(
+                pairs: quick ? 1 : 2, publishers: plan.publishers, subscribers: plan.subscribers,
+                seconds: plan.seconds, progress: progress)
+            summary.append(
+                BenchmarkReport.SummaryRow(
+                    metric: "received-quality metrics cost: load tracks per core, on ÷ off", target: "≥ 0.95",
+                    measured: String(
+                        format: "%.3f (%.0f vs %.0f)", cost.ratio, cost.tracksPerCore.on, cost.tracksPerCore.off),
+                    verdict: BenchmarkReport.atLeast(cost.ratio, 0.95)))
+            md += QualityCostRow.section(cost)
+        } catch {
+            progress("bench:   quality metrics cost failed: \(error)")
+            summary.append(
+                BenchmarkReport.SummaryRow(
+                    metric: "received-quality metrics cost: load tracks per core, on ÷ off", target: "≥ 0.95",
+                    measured: "not measured", verdict: "failed: \(error)"))
+            md += "Quality metrics cost not measured in this run: \(error)\n\n"
         }
 
         progress(

@@ -276,6 +276,9 @@ public struct LoadReport: Sendable, Codable {
     public var tracks: [TrackResult]
     /// Received quality across the tracks, the worst named (nil when no track has a reading).
     public var quality: QualitySummary?
+    /// False when the run did not measure quality (``LoadConfiguration/qualityMetrics`` off); nil in
+    /// reports written before the setting existed.
+    public var qualityMetrics: Bool?
     public var publishers: [PublisherResult]
     /// The raw samples behind the percentiles, so that reports of several machines merge into exact
     /// percentiles (`understudy load --workers`) instead of averaged ones.
@@ -322,6 +325,7 @@ public struct LoadReport: Sendable, Codable {
     ) {
         self.samples = samples
         impairment = c.impair.flatMap { impairedBots.isEmpty ? nil : ImpairedBots(impair: $0, bots: impairedBots) }
+        qualityMetrics = c.qualityMetrics
         server = c.rtcURL
         rooms = c.roomNames
         layout = c.layout.description
@@ -482,6 +486,8 @@ public struct LoadReport: Sendable, Codable {
         }
         if let q = quality {
             out += "\n" + q.table()
+        } else if qualityMetrics == false {
+            out += "\nquality       not measured (--quality-metrics off)\n"
         }
         if let r = rosterCheck {
             out +=

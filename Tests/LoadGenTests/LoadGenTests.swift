@@ -82,6 +82,27 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         #expect((json?["subscribedTracks"] as? Int) == 40)
     }
 
+    @Test func qualityMetricsOffReceivesTheMediaWithoutReadings() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        var c = configuration(server, room: "no-quality")
+        c.publishers = 1
+        c.subscribers = 2
+        c.duration = 5
+        c.waitForTracks = 4
+        c.qualityMetrics = false
+        let report = try await LoadGen.run(c)
+        #expect(report.subscribedTracks == 4)
+        // The media arrives and is counted, but no receiver measured its quality.
+        for track in report.tracks {
+            #expect(track.packets > 20, "\(track.subscriber) <- \(track.publisher) \(track.kind)")
+            #expect((track.quality?.frames ?? 0) == 0 && track.quality?.mos == nil)
+        }
+        #expect(report.quality == nil)
+        #expect(report.qualityMetrics == false)
+        #expect(report.table().contains("quality       not measured (--quality-metrics off)"))
+    }
+
     @Test func speakerLayoutAsksForABigAndASmallLayer() async throws {
         let server = try startServer()
         defer { server.stop() }
