@@ -169,7 +169,13 @@ enum LoadRows {
     static func run(quick: Bool, bareUnprotectNanos: Double, progress: @escaping @Sendable (String) -> Void)
         async throws -> Output
     {
-        let plan = quick ? Plan.quick : Plan.full
+        var plan = quick ? Plan.quick : Plan.full
+        // `UNDERSTUDY_BENCH_LOAD_SOAK_SECONDS=N` sets the soak's length (0 skips it), to rerun the rows.
+        if let seconds = ProcessInfo.processInfo.environment["UNDERSTUDY_BENCH_LOAD_SOAK_SECONDS"].flatMap(Double.init),
+            seconds >= 0, seconds.isFinite
+        {
+            plan.soakSeconds = seconds
+        }
         var summary: [BenchmarkReport.SummaryRow] = []
         var md = "## Load mode: subscribed tracks per core, RSS per subscriber bot, soak\n\n"
 
@@ -289,6 +295,10 @@ enum LoadRows {
             "bench:   soak: \(plan.soakPublishers) publishers, \(plan.soakSubscribers) subscribers, "
                 + "\(Int(plan.soakSeconds)) s")
         md += "### Soak: RSS over \(Int(plan.soakSeconds)) s\n\n"
+        guard plan.soakSeconds > 0 else {
+            md += "Skipped in this run (`UNDERSTUDY_BENCH_LOAD_SOAK_SECONDS=0`).\n\n"
+            return Output(summary: summary, markdown: md)
+        }
         do {
             let soak = try await measure(
                 subscribers: plan.soakSubscribers, publishers: plan.soakPublishers, seconds: plan.soakSeconds)

@@ -314,6 +314,9 @@ public struct LoadReport: Sendable, Codable {
         public var impair: String
         /// Their participant ids, as they started.
         public var bots: [String]
+        /// The quality of the tracks that crossed an impaired link and of the others, side by side
+        /// (nil in reports written before it existed, or without quality readings).
+        public var quality: QualitySplit?
     }
 
     init(
@@ -355,6 +358,7 @@ public struct LoadReport: Sendable, Codable {
         self.timeToFirstKeyframeMs = timeToFirstKeyframeMs
         firstKeyframeSteps = .of(tracks)
         quality = .of(tracks)
+        impairment?.quality = .of(tracks, impairedBots: Set(impairedBots))
         latencyMs = .of(latency)
         self.modeChanges = modeChanges
         self.processCPUSeconds = processCPUSeconds
@@ -485,7 +489,8 @@ public struct LoadReport: Sendable, Codable {
             out += "(1st-pkt/1st-key: median ms from consumerCreated; latency: mean capture-to-arrival ms)\n"
         }
         if let q = quality {
-            out += "\n" + q.table()
+            out += "\n" + q.table(impairedBots: Set(impairment?.bots ?? []))
+            if let split = impairment?.quality { out += split.table() }
         } else if qualityMetrics == false {
             out += "\nquality       not measured (--quality-metrics off)\n"
         }
