@@ -1195,6 +1195,9 @@
             height: s.frameHeight || 0,
             packetsLost: s.packetsLost || 0,
             packetsReceived: s.packetsReceived || 0,
+            // RTX packets received: libwebrtc counts a packet repaired by RTX as lost on the media SSRC.
+            retransmittedPacketsReceived: s.retransmittedPacketsReceived || 0,
+            nackCount: s.nackCount || 0,
             bytesReceived: s.bytesReceived || 0,
             freezeCount: s.freezeCount || 0,
             totalFreezesDuration: s.totalFreezesDuration || 0,
