@@ -279,7 +279,8 @@ enum LoadRows {
                 BenchmarkReport.SummaryRow(
                     metric: "received-quality metrics cost: load tracks per core, on ÷ off", target: "≥ 0.95",
                     measured: String(
-                        format: "%.3f (%.0f vs %.0f)", cost.ratio, cost.tracksPerCore.on, cost.tracksPerCore.off),
+                        format: "%.3f (%.0f vs %.0f ns per packet)", cost.ratio, cost.nanosecondsPerPacket.on,
+                        cost.nanosecondsPerPacket.off),
                     verdict: BenchmarkReport.atLeast(cost.ratio, 0.95)))
             md += QualityCostRow.section(cost)
         } catch {
