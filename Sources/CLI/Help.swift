@@ -323,6 +323,9 @@ enum Help {
             impairOption,
             .init(name: "--impair-share", value: "SHARE", text: "the share of bots --impair applies to (default 1)"),
             .init(
+                name: "--quality-metrics", value: "on|off",
+                text: "measure each received track's fps, freezes and MOS (default on)"),
+            .init(
                 name: "--workers", value: "redis://HOST:PORT",
                 text: "run the test over every worker of this fleet and merge the reports (docs/fleet.md)"),
         ],

@@ -106,6 +106,11 @@ public struct LoadConfiguration: Sendable, Equatable {
     /// `--impair-share`: the share of bots (0 to 1) that ``impair`` applies to, spread evenly over
     /// the bots in join order; each gets its own seed.
     public var impairShare: Double = 1
+    /// `--quality-metrics on|off`: whether the bots measure each received track's quality (fps,
+    /// freezes, MOS, …; the report's `quality`). Off saves those few operations per frame and packet,
+    /// and is how `make bench` measures their cost. `UNDERSTUDY_RECEIVE_QUALITY=0` still turns them
+    /// off for the whole process.
+    public var qualityMetrics = true
 
     /// A configuration for `room` on the server at `signalingURL`; other fields keep their defaults.
     public init(signalingURL: String, room: String) {
@@ -203,7 +208,7 @@ extension LoadConfiguration: Codable {
         case signalingURL, room, rooms, token, secret, publishers, audioPublishers, subscribers, duration
         case waitForTracks, settleSeconds, waitForMediaUntil, maxDuration, joinRate, layout, simulcast, inviteEvery
         case loopCount, requestTimeout, idPrefix, iceServers, videoCodec
-        case impair, impairShare
+        case impair, impairShare, qualityMetrics
     }
 
     /// A TURN server as JSON: its URL and credentials.
@@ -242,6 +247,7 @@ extension LoadConfiguration: Codable {
         try take(.idPrefix, &idPrefix)
         impair = try c.decodeIfPresent(String.self, forKey: .impair)
         try take(.impairShare, &impairShare)
+        try take(.qualityMetrics, &qualityMetrics)
         if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
             guard let parsed = MediaCodec(rawValue: codec) else {
                 throw DecodingError.dataCorruptedError(
@@ -286,6 +292,7 @@ extension LoadConfiguration: Codable {
         try c.encode(idPrefix, forKey: .idPrefix)
         try c.encodeIfPresent(impair, forKey: .impair)
         try c.encode(impairShare, forKey: .impairShare)
+        try c.encode(qualityMetrics, forKey: .qualityMetrics)
         try c.encode(videoCodec.rawValue, forKey: .videoCodec)
         if !iceServers.isEmpty {
             try c.encode(

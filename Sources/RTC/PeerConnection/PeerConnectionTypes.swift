@@ -66,6 +66,9 @@ public struct PeerConnectionConfiguration: Sendable {
     /// The link the connection's own sockets see (rate, delay, loss, …; ``Impairment``), from the
     /// first ICE check on; nil: the loop's (``EventLoop/impairment``). Not applied to a shared port.
     public var impairment: Impairment?
+    /// Whether the receive streams measure their quality (``RTPReceiver/measuresQuality``): a load
+    /// test may switch it off to measure what it costs, or to save those few operations per frame.
+    public var measuresReceiveQuality = RTPReceiver.measuresQualityByDefault
 
     public init(
         bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,

@@ -180,6 +180,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         localPassword = creds.password
         rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
         listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs, loop: loop)
+        listener.measuresQuality = configuration.measuresReceiveQuality
         listener.tickDeadline = tickDeadline
         listener.onNewStream = { [unowned self] stream in delegate?.transport(self, didOpen: stream) }
     }

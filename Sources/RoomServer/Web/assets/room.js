@@ -843,6 +843,23 @@
     return inbound;
   }
 
+  // A connection's selected candidate pair: local and remote (server) ports; null before one is chosen.
+  async function candidatePath(pc) {
+    if (!pc) return null;
+    const report = await pc.getStats();
+    const candidates = new Map();
+    let pair = null;
+    report.forEach((s) => {
+      if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
+      if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
+    });
+    if (!pair) return null;
+    return {
+      localPort: candidates.get(pair.localCandidateId)?.port || 0,
+      remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
+    };
+  }
+
   async function senderStats(transceiver) {
     const report = await transceiver.sender.getStats();
     const out = [];
@@ -1188,29 +1205,42 @@
             width: s.frameWidth || 0,
             height: s.frameHeight || 0,
             packetsLost: s.packetsLost || 0,
+            packetsReceived: s.packetsReceived || 0,
+            // RTX packets received: libwebrtc counts a packet repaired by RTX as lost on the media SSRC.
+            retransmittedPacketsReceived: s.retransmittedPacketsReceived || 0,
+            nackCount: s.nackCount || 0,
+            bytesReceived: s.bytesReceived || 0,
             freezeCount: s.freezeCount || 0,
             totalFreezesDuration: s.totalFreezesDuration || 0,
             framesPerSecond: s.framesPerSecond || 0,
           };
         }
       }
-      return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0, freezeCount: 0 };
+      return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0, packetsReceived: 0, freezeCount: 0 };
+    },
+    // Received audio of a remote participant (inbound-rtp counters), or null before it is consumed.
+    async audioStats(id) {
+      for (const consumer of consumersOf(id, ['mic'])) {
+        const s = await receiverStats(consumer.mid);
+        if (s) {
+          return {
+            packetsReceived: s.packetsReceived || 0,
+            packetsLost: s.packetsLost || 0,
+            bytesReceived: s.bytesReceived || 0,
+            concealedSamples: s.concealedSamples || 0,
+            totalSamplesReceived: s.totalSamplesReceived || 0,
+          };
+        }
+      }
+      return null;
     },
     // The subscribe connection's selected candidate pair: local and remote (server) ports.
     async subscribePath() {
-      if (!state.subPc) return null;
-      const report = await state.subPc.getStats();
-      const candidates = new Map();
-      let pair = null;
-      report.forEach((s) => {
-        if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
-        if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
-      });
-      if (!pair) return null;
-      return {
-        localPort: candidates.get(pair.localCandidateId)?.port || 0,
-        remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
-      };
+      return candidatePath(state.subPc);
+    },
+    // The same for the publish connection.
+    async publishPath() {
+      return candidatePath(state.pubPc);
     },
     // Received video of a remote participant as W3C stats name it (freezes included).
     async receivedVideo(id) {
