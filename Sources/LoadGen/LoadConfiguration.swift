@@ -245,7 +245,7 @@ extension LoadConfiguration: Codable {
         impair = try c.decodeIfPresent(String.self, forKey: .impair)
         try take(.impairShare, &impairShare)
         if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
-            guard let parsed = MediaCodec(rawValue: codec) else {
+            guard let parsed = MediaCodec(rawValue: codec), VideoEncoders.codecs.contains(parsed) else {
                 throw DecodingError.dataCorruptedError(
                     forKey: .videoCodec, in: c, debugDescription: "'\(codec.prefix(64))' is not vp8, h264, vp9 or av1")
             }
