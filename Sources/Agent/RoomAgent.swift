@@ -74,7 +74,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var video: String?
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
-        /// The codec of the published video: `vp8` (nil) or `h264` (see `LocalSources.videoCodec`).
+        /// The codec of the published video: `vp8` (nil), `h264`, `vp9` or `av1` (see `LocalSources.videoCodec`).
         /// The room must accept it: a produce it refuses fails with its error, no other codec is tried.
         public var videoCodec: String?
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a

@@ -49,7 +49,7 @@ import Testing
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
             (["--consume"], "--consume"), (["--impair", "dial-up"], "--impair"),
-            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp9"], "--video-codec"),
+            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp7"], "--video-codec"),
             (["--consume"], "--consume"), (["--snapshot-every", "0"], "--snapshot-every"),
             (["--snapshot-every", "often"], "--snapshot-every"),
         ]
@@ -188,7 +188,8 @@ import Testing
         for name in AgentJobOptions.videoCodecs {
             #expect(VideoEncoders.codecs.contains(try LocalSources.videoCodec(name)), "\(name)")
         }
-        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp9") }
+        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp7") }
+        #expect(Set(try AgentJobOptions.videoCodecs.map(LocalSources.videoCodec)) == Set(VideoEncoders.codecs))
     }
 
     @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {

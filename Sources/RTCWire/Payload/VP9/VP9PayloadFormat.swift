@@ -161,33 +161,62 @@ public enum VP9FrameHeader {
 }
 
 extension VP9PayloadFormat {
-    /// Bytes of the payload descriptor that ``writePacket(_:of:frame:pictureID:isKeyframe:into:)``
-    /// writes: the flags byte and a 15-bit picture ID.
-    public static let packetDescriptorLength = 3
+    /// Bytes of payload descriptor that ``writePacket(_:of:frame:pictureID:isKeyframe:into:)``
+    /// writes on an inter frame's packets: the flags, a 15-bit picture ID, the layer indices and
+    /// TL0PICIDX.
+    public static let packetDescriptorLength = 5
+    /// Bytes a key frame's packets reserve: ``packetDescriptorLength`` and, on the first packet, the
+    /// scalability structure (one layer with its size, a group of one picture).
+    public static let keyframePacketDescriptorLength = packetDescriptorLength + 8
 
-    /// Writes packet `k` of one VP9 frame split by `split` (planned with ``packetDescriptorLength``)
-    /// at the start of `buffer` and returns its length, or 0 when `buffer` is too small.
+    /// The descriptor length to plan a frame's split with (``VP8PayloadFormat/Split``).
+    @inlinable
+    public static func descriptorLength(isKeyframe: Bool) -> Int {
+        isKeyframe ? keyframePacketDescriptorLength : packetDescriptorLength
+    }
+
+    /// Writes packet `k` of one VP9 frame split by `split` (planned with
+    /// ``descriptorLength(isKeyframe:)``) at the start of `buffer` and returns its length, or 0 when
+    /// `buffer` is too small.
     ///
     /// The descriptor is the non-flexible mode's (RFC 9628 §4.2) for a stream of one spatial and one
-    /// temporal layer: I with a 15-bit picture ID, P on an inter frame, B on the first packet and E
-    /// on the last; no layer indices and no scalability structure.
+    /// temporal layer, as libwebrtc's receiver needs it: I with a 15-bit picture ID, P on an inter
+    /// frame, L with layer indices 0 and TL0PICIDX (the picture ID's low byte: every picture is a
+    /// base-layer picture, so both count up together), B on the first packet and E on the last. A
+    /// key frame's first packet carries the scalability structure (V): one layer, its size from the
+    /// frame's uncompressed header, and a group of one picture that references the previous one.
     @inlinable
     public static func writePacket(
         _ k: Int, of split: VP8PayloadFormat.Split, frame: UnsafeRawBufferPointer, pictureID: UInt16,
         isKeyframe: Bool, into buffer: UnsafeMutableRawBufferPointer
     ) -> Int {
         let chunk = split.chunk(k)
-        let length = packetDescriptorLength + chunk.count
+        let size = k == 0 && isKeyframe ? VP9FrameHeader.keyframeSize(frame) : nil
+        let descriptor = packetDescriptorLength + (size == nil ? 0 : 8)
+        let length = descriptor + chunk.count
         guard length <= buffer.count, let dst = buffer.baseAddress else { return 0 }
-        var flags: UInt8 = 0x80  // I
+        var flags: UInt8 = 0xA0  // I, L
         if !isKeyframe { flags |= 0x40 }  // P
         if k == 0 { flags |= 0x08 }  // B
         if k == split.count - 1 { flags |= 0x04 }  // E
+        if size != nil { flags |= 0x02 }  // V
         buffer[0] = flags
         buffer[1] = 0x80 | UInt8(truncatingIfNeeded: pictureID >> 8) & 0x7F  // M: 15 bits
         buffer[2] = UInt8(truncatingIfNeeded: pictureID)
+        buffer[3] = 0  // TID 0, U 0, SID 0, D 0
+        buffer[4] = UInt8(truncatingIfNeeded: pictureID)  // TL0PICIDX
+        if let size {
+            buffer[5] = 0x18  // N_S 0 (one layer), Y (sizes), G (group)
+            buffer[6] = UInt8(truncatingIfNeeded: size.width >> 8)
+            buffer[7] = UInt8(truncatingIfNeeded: size.width)
+            buffer[8] = UInt8(truncatingIfNeeded: size.height >> 8)
+            buffer[9] = UInt8(truncatingIfNeeded: size.height)
+            buffer[10] = 1  // N_G: one picture in the group
+            buffer[11] = 0x04  // TID 0, U 0, R 1
+            buffer[12] = 1  // P_DIFF: the previous picture
+        }
         if let src = frame.baseAddress, !chunk.isEmpty {
-            (dst + packetDescriptorLength).copyMemory(from: src + chunk.lowerBound, byteCount: chunk.count)
+            (dst + descriptor).copyMemory(from: src + chunk.lowerBound, byteCount: chunk.count)
         }
         return length
     }
