@@ -118,12 +118,14 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
                 viewer = await RoomPage.open(viewer_browser, server, ROOM, name="Viewer", id="viewer",
                                              mode="RECV_ONLY", cam="0", mic="0")
                 await viewer.wait_frames("host", 30, timeout=60)
+                await viewer.watch_freezes("host")
                 # Unshaped: the top layer ("f"), whatever the estimate says.
                 await _wait_consumer(viewer, "the top layer before shaping",
                                      lambda c, t: c.get("currentLayer") == "f", 60, trace)
                 path = await viewer.page.evaluate("window.understudyRoom.subscribePath()")
                 assert path and path["remotePort"], f"no subscribe candidate pair: {path}"
                 before = await viewer.page.evaluate("window.understudyRoom.receivedVideo('host')")
+                shaped_wall = time.time()
                 _shape(path["remotePort"])
                 _drop_randomly(path["remotePort"])
                 shaped_at = len(trace)
@@ -138,6 +140,7 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
                     held, transport = await _consumer(viewer)
                 finally:
                     _lift()
+                lifted_wall = time.time()
                 lifted_at = len(trace)
                 up = await _wait_consumer(viewer, "the top layer after the lift",
                                           lambda c, t: c.get("currentLayer") == "f" and not c.get("paused"),
@@ -149,7 +152,8 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
                     trace.append({"t": -1, "consumer": None, "transport": None,
                                   "video": await viewer.page.evaluate("window.understudyRoom.receivedVideo('host')")})
                 metrics = await asyncio.to_thread(_metrics, server.base)
-                return {"down": down, "up": up, "held": held, "held_transport": transport, "before": before,
+                freezes = await viewer.freezes()
+                return {"freezes": freezes, "shaped_wall": shaped_wall, "lifted_wall": lifted_wall,"down": down, "up": up, "held": held, "held_transport": transport, "before": before,
                         "after": after, "trace": trace, "shaped_at": shaped_at, "lifted_at": lifted_at,
                         "down_at": down_at,
                         "metrics": metrics}
@@ -175,17 +179,23 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
     print(f"freezes from the shaping on: {last.get('freezeCount', 0) - first.get('freezeCount', 0)}, "
           f"{last.get('totalFreezesDuration', 0) - first.get('totalFreezesDuration', 0):.2f} s in all; longest "
           f"during the switch at least {switch:.2f} s, after it at least {longest:.2f} s")
+    watched = result["freezes"]
+    events = [e for e in watched["events"] if e["at"] >= result["shaped_wall"] - 0.5]
+    for e in events:
+        since = e["at"] - result["shaped_wall"]
+        phase = "shaped" if e["at"] < result["lifted_wall"] else f"{e['at'] - result['lifted_wall']:.1f} s after the lift"
+        print(f"  freeze seen {since:.1f} s after the shaping ({phase}): {e['duration']:.3f} s"
+              f"{' (mean of ' + str(e['count']) + ')' if e['count'] > 1 else ''} at width {e['width']}")
+    assert watched["samples"] > 20, f"the freeze watch sampled nothing: {watched}"
     held = result["held"] or {}
     # Still below the top layer after 8 s under shaping (paused, on a lower layer, or resuming on one).
     assert held.get("paused") or (held.get("targetLayer") in ("q", "h") and held.get("currentLayer") != "f"), (
         f"under {CAP_KBIT} kbit/s the viewer went back to {held} before the lift")
     assert result["down"] <= 5, f"a layer that fits took {result['down']:.1f} s (goal: 5 s)"
-    # Not asserted yet: the "no freeze longer than 1 s". Measured over four runs (load 25)
-    # since what the path carries raises the estimate and probes go in steps: under the cap the
-    # estimate held 250-365 kbit/s with the lowest layer flowing (it used to fall to 65-95 kbit/s and
-    # pause the video for 2-5 s); the switch itself still froze up to 0.8-2.9 s (the estimator needs
-    # about a second to see the overload, then the lower layer's key frame), and the switch back to
-    # the top layer up to 3.6 s once. Back on top 6-10 s after the lift (it was 6-34 s).
+    # The "no freeze longer than 1 s", from the shaping to the end (the switch down, the
+    # time under the cap, the lift and the way back up), each freeze alone as Chromium measured it.
+    longest_freeze = max((e["duration"] for e in events), default=0.0)
+    assert longest_freeze <= 1.0, f"the viewer froze for {longest_freeze:.2f} s (goal: no freeze over 1 s)"
     assert result["up"] <= 15, f"back on the top layer {result['up']:.1f} s after the lift (goal: 15 s)"
     assert _counter(result["metrics"], "understudy_sfu_layer_decreases_total") >= 1
     assert _counter(result["metrics"], "understudy_sfu_layer_raises_total") >= 1
