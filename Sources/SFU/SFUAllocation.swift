@@ -236,6 +236,7 @@ extension SFU {
             probeBitrate: a.probeRate, videoConsumers: participant.allocated.count,
             pausedConsumers: participant.allocated.filter(\.paused).count, raises: a.raises,
             decreases: a.decreases, probes: a.probes, failedProbes: a.failedProbes,
+            overloadDecreases: a.overloadDecreases,
             probeBytes: participant.allocated.reduce(0) { $0 &+ $1.probeBytes } &+ participant.retiredProbeBytes)
     }
 }

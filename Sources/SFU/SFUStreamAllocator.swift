@@ -226,6 +226,8 @@ public struct SFUStreamAllocator: Sendable {
     public private(set) var decreases: UInt64 = 0
     public private(set) var probes: UInt64 = 0
     public private(set) var failedProbes: UInt64 = 0
+    /// Decreases decided while the estimator reported ``overloaded`` (counted in ``decreases`` too).
+    public private(set) var overloadDecreases: UInt64 = 0
 
     private var lastDecrease: UInt64?
     private var lastRaise: UInt64?
@@ -339,6 +341,7 @@ public struct SFUStreamAllocator: Sendable {
         }
         if decreased {
             decreases &+= 1
+            if overloaded { overloadDecreases &+= 1 }
             lastDecrease = now
             if probe != nil { probeFailed(now: now) }
             return true

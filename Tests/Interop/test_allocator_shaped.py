@@ -186,6 +186,8 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
         phase = "shaped" if e["at"] < result["lifted_wall"] else f"{e['at'] - result['lifted_wall']:.1f} s after the lift"
         print(f"  freeze seen {since:.1f} s after the shaping ({phase}): {e['duration']:.3f} s"
               f"{' (mean of ' + str(e['count']) + ')' if e['count'] > 1 else ''} at width {e['width']}")
+    print(f"layer decreases on an overloaded path: "
+          f"{_counter(result['metrics'], 'understudy_sfu_layer_overload_decreases_total'):.0f}")
     assert watched["samples"] > 20, f"the freeze watch sampled nothing: {watched}"
     held = result["held"] or {}
     # Still below the top layer after 8 s under shaping (paused, on a lower layer, or resuming on one).
