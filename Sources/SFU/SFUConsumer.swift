@@ -47,6 +47,8 @@ final class SFUConsumer: @unchecked Sendable {
     /// The longest the current layer is held back for a switch down (a key frame lost on the way
     /// has the publisher's retries; past this the current layer flows again).
     static let dropCurrentLimit: UInt64 = 1_000_000_000
+    /// The layer the last switch down left (-1: the last switch went up): its packets are not repaired.
+    var leftBehind = -1
     /// The newest outgoing sequence number sent (probe padding resends from there back).
     var lastOutgoing: UInt16 = 0
     /// Probe padding: the next packet back from ``lastOutgoing`` to resend, and the bytes sent.
@@ -199,7 +201,11 @@ final class SFUConsumer: @unchecked Sendable {
         let rtt = track.senderStats?.roundTripTime ?? 0
         let interval = rtt > 0 ? max(rtt, 5_000_000) : 50_000_000
         for seq in sequenceNumbers {
+            // A packet of the layer a switch down left is not repaired: the subscriber decodes from
+            // the new layer's key frame, and on a congested path (why the layer was left) the repairs
+            // of a layer three times the path's rate kept its queue full for seconds (issue 33).
             guard let entry = sequencer?.resendable(outgoing: seq, now: now, minimumInterval: interval),
+                Int(entry.layer) != leftBehind,
                 let payload = producer.bufferedPayload(layer: Int(entry.layer), sequenceNumber: entry.source)
             else {
                 nackMisses &+= 1
@@ -262,6 +268,12 @@ final class SFUConsumer: @unchecked Sendable {
             layerSwitches &+= 1
         }
         let previous = currentLayer
+        let order = producer.qualityOrder
+        if let from = order.firstIndex(of: previous), let to = order.firstIndex(of: layer), to < from {
+            leftBehind = previous
+        } else {
+            leftBehind = -1
+        }
         currentLayer = layer
         dropCurrentUntil = 0
         if previous != layer { producer.sfu.layerSwitched(self) }

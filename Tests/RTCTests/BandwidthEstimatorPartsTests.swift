@@ -208,9 +208,18 @@ import Testing
         #expect(d.overloaded)
         let w9 = window(lost: 9)
         #expect(w9)
-        // Back below 10 %: cleared.
+        // Back below 10 %: cleared, once it held for half a second.
         let w10 = window(lost: 1)
         #expect(!w10)
+        #expect(d.overloaded, "a burst's quiet window does not clear it at once")
+        for _ in 0..<3 {
+            let calm = window(lost: 1)
+            #expect(!calm)
+        }
         #expect(!d.overloaded)
+        // Half or more lost in one window, the queue seen filling: at once.
+        let w11 = window(lost: 11, overuse: true)
+        #expect(w11)
+        #expect(d.overloaded)
     }
 }

@@ -139,6 +139,11 @@ struct SFUForwardingCoreTests {
         #expect(calm.currentLayer == 0 && overloaded.currentLayer == 0)
         #expect(overloadedTrack.sent.count == 4 && overloadedTrack.sent.last?.sourceLayer == low.index)
         #expect(overloaded.dropCurrentUntil == 0)
+        // The layer left behind is not repaired any more; the new one is.
+        calm.handleNACK([calmTrack.sent[4].sequenceNumber], now: Self.time(6))
+        #expect(calmTrack.retransmissions.isEmpty)
+        calm.handleNACK([calmTrack.sent[5].sequenceNumber], now: Self.time(6))
+        #expect(calmTrack.retransmissions.count == 1)
         await rig.close()
     }
 

@@ -175,6 +175,9 @@ public final class SendSideBandwidthEstimator {
         if !loss.hasDecreased { loss.set(rate.bitrate) }
         loss.cap(at: rate.bitrate)
         var cutForOverload = false
+        // The losses of an overload are answered here (or were by a delay-based cut): the loss-based
+        // window starts again, or they would cut once more after the sender dropped to what fits.
+        if overloadedNow { loss.restartWindow(nowMicros: nowMicros) }
         if overloadedNow, let carried = acknowledged.bitrate(overMicros: Self.overloadCarriedMicros),
             lastOverloadCutMicros.map({ nowMicros - $0 >= Int64((300 + rate.rttMs) * 1000) }) ?? true
         {

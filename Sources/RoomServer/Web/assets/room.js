@@ -825,6 +825,23 @@
     };
   }
 
+  // A connection's selected candidate pair: local and remote (server) ports (null: none yet).
+  async function candidatePath(pc) {
+    if (!pc) return null;
+    const report = await pc.getStats();
+    const candidates = new Map();
+    let pair = null;
+    report.forEach((s) => {
+      if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
+      if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
+    });
+    if (!pair) return null;
+    return {
+      localPort: candidates.get(pair.localCandidateId)?.port || 0,
+      remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
+    };
+  }
+
   async function receiverStats(mid) {
     const transceiver = state.subPc?.getTransceivers().find((t) => t.mid === mid);
     if (!transceiver) return null;
@@ -1187,19 +1204,11 @@
     },
     // The subscribe connection's selected candidate pair: local and remote (server) ports.
     async subscribePath() {
-      if (!state.subPc) return null;
-      const report = await state.subPc.getStats();
-      const candidates = new Map();
-      let pair = null;
-      report.forEach((s) => {
-        if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
-        if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
-      });
-      if (!pair) return null;
-      return {
-        localPort: candidates.get(pair.localCandidateId)?.port || 0,
-        remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
-      };
+      return candidatePath(state.subPc);
+    },
+    // The same for the publish connection.
+    async publishPath() {
+      return candidatePath(state.pubPc);
     },
     // Received video of a remote participant as W3C stats name it (freezes included).
     async receivedVideo(id) {
