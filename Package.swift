@@ -47,6 +47,8 @@ let package = Package(
         .systemLibrary(name: "CTurboJPEG", path: "CModules/CTurboJPEG", pkgConfig: "libturbojpeg"),
         // libavcodec: the decoder of H.264, VP9 and (through libdav1d) AV1 for captureImage.
         .systemLibrary(name: "CAVCodec", path: "CModules/CAVCodec", pkgConfig: "libavcodec"),
+        // libyuv: the composite's scaling and blits (no pkg-config file in Debian's libyuv-dev).
+        .systemLibrary(name: "CYUV", path: "CModules/CYUV"),
         // No pkgConfig: hiredis.pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM refuses with a warning.
         .systemLibrary(name: "CHiredis", path: "CModules/CHiredis"),
         .target(
@@ -112,10 +114,10 @@ let package = Package(
         // Janus agent: daemon behaviour on top of the SDK.
         .target(
             name: "Agent",
-            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus"],
+            dependencies: ["RTCWire", "RTC", "Media", "Signaling", "Understudy", "RoomProtocol", "Janus", "Egress"],
             path: "Sources/Agent"),
         // Room composites and live outputs (MP4/WebM files, HLS, RTMP), off the packet loop.
-        .target(name: "Egress", dependencies: ["RTCWire"], path: "Sources/Egress"),
+        .target(name: "Egress", dependencies: ["RTCWire", "Media", "CYUV"], path: "Sources/Egress"),
         // WHIP publish and WHEP play (RFC 9725): one PeerConnection and an HTTP resource, no room.
         .target(name: "WHIP", dependencies: ["RTCWire", "RTC", "Media", "Signaling"], path: "Sources/WHIP"),
         // `understudy load`: many lightweight virtual participants in one process, sharing I/O threads.
@@ -167,6 +169,8 @@ let package = Package(
             name: "AgentTestSupport",
             dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTestSupport"),
+        .testTarget(
+            name: "EgressTests", dependencies: ["Egress", "Media", "RTCWire", "TestSupport"], path: "Tests/EgressTests"),
         .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(
             name: "ClusterTests",
@@ -210,7 +214,7 @@ let package = Package(
             name: "AgentTests",
             dependencies: [
                 "Agent", "Understudy", "RoomServer", "RTC", "RTCWire", "Media", "TestSupport", "SDKTestSupport",
-                "AgentTestSupport",
+                "AgentTestSupport", "Egress",
             ],
             path: "Tests/AgentTests"),
     ],

@@ -32,6 +32,8 @@ DEB_PACKAGES=(
     libx264-dev
     # libavcodec (H.264, VP9) and libdav1d (AV1): captureImage's decoders beside libvpx's VP8
     libavcodec-dev libavutil-dev libdav1d-dev
+    # libyuv: scaling and blits of the room composite (--composite; CModules/CYUV)
+    libyuv-dev
 )
 
 missing=()

@@ -1,3 +1,4 @@
+import Egress
 import Media
 import RTC
 import RTCWire
@@ -86,6 +87,18 @@ extension AgentJobOptions {
         options.audioEgress = AudioEgress.Options(
             mixPath: mixAudio, transcribeURL: transcribe, transcribeRate: transcribeRate ?? 16_000)
         options.videoCodec = videoCodec
+        if let composite {
+            options.composite = composite
+            var c = Compositor.Options()
+            if let size { (c.width, c.height) = try Self.compositeSize(size) }
+            if let fps { c.fps = fps }
+            if let compositeCodec { c.codec = compositeCodec == "vp8" ? .vp8 : .h264 }
+            if let compositeBitrate { c.bitrate = compositeBitrate }
+            if let compositePreset { c.preset = compositePreset }
+            if let layout { c.layout = CompositeLayout.Kind(rawValue: layout) ?? .grid }
+            if let compositeLabels { c.labels = compositeLabels }
+            options.compositeOptions = c
+        }
         return options
     }
 }

@@ -76,6 +76,23 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// `--snapshot-every`: seconds between pictures of each consumed webcam (`captureImage`), written
     /// as `ID.jpg` beside the recordings (nil: none).
     public var snapshotEvery: Double?
+    /// `--composite` (repeatable): where the room's composite goes, each a `.mp4`, `.webm` or `.mkv`
+    /// file on the machine that runs the agent (``compositeDestinations`` lists the kinds).
+    public var composite: [String]?
+    /// `--layout`: `grid` (default) or `speaker`.
+    public var layout: String?
+    /// `--size`: the composite's `WIDTHxHEIGHT`, even, 64x64 to 3840x2160 (default 1280x720).
+    public var size: String?
+    /// `--fps`: the composite's frame rate, 1 to 60 (default 30).
+    public var fps: Int?
+    /// `--composite-codec`: `h264` (default, libx264) or `vp8` (libvpx).
+    public var compositeCodec: String?
+    /// `--composite-bitrate`: bits per second, 100k to 50M (`2500000`, `2500k`, `2.5M`; default 2.5M).
+    public var compositeBitrate: Int?
+    /// `--composite-preset`: the libx264 preset (default `veryfast`).
+    public var compositePreset: String?
+    /// `--composite-labels`: `on` (default) or `off`, the names on the tiles.
+    public var compositeLabels: Bool?
 
     /// Options for `room` on `server` with `token`; every other option is not given.
     public init(server: String, room: String, token: String) {
@@ -103,8 +120,11 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         "--server", "--room", "--token", "--id", "--name", "--mode", "--consume", "--consume-kinds", "--max-video",
         "--quality", "--accept-invites", "--reconnect-for", "--lobby-wait", "--record-format", "--relay",
         "--relay-room", "--video", "--audio", "--ice-servers", "--duration", "--impair", "--video-codec",
-        "--mix-audio", "--transcribe", "--transcribe-rate", "--snapshot-every",
+        "--mix-audio", "--transcribe", "--transcribe-rate", "--snapshot-every", "--composite", "--layout", "--size",
+        "--fps", "--composite-codec", "--composite-bitrate", "--composite-preset", "--composite-labels",
     ]
+    /// The value flags that may be given more than once (each value kept, in order).
+    public static let repeatableFlags: Set<String> = ["--composite"]
     /// The flags without a value.
     public static let switchFlags: Set<String> = ["--agent"]
     /// The flags whose values are secrets: stored for the agent, never shown.
@@ -113,7 +133,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// Options from flags already split into names and values (a switch given has the value `true`);
     /// names outside ``valueFlags`` and ``switchFlags`` are left to the caller. A missing `--token`
     /// leaves ``token`` empty for the caller to sign one. Durations take `6`, `6s`, `1.5m`, `2h`, `500ms`.
-    public init(flags: [String: String]) throws(Invalid) {
+    /// `repeated` holds every value of each of ``repeatableFlags`` (`--composite`), in order.
+    public init(flags: [String: String], repeated: [String: [String]] = [:]) throws(Invalid) {
         self.init(server: flags["--server"] ?? "", room: flags["--room"] ?? "", token: flags["--token"] ?? "")
         id = flags["--id"]
         name = flags["--name"]
@@ -156,6 +177,26 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         snapshotEvery = try flags["--snapshot-every"].map { text throws(Invalid) in
             try Self.seconds(text, option: "--snapshot-every")
         }
+        if let outputs = repeated["--composite"] ?? flags["--composite"].map({ [$0] }), !outputs.isEmpty {
+            composite = outputs
+        }
+        layout = flags["--layout"]
+        size = flags["--size"]
+        if let text = flags["--fps"] {
+            guard let n = Int(text), Self.compositeFPS.contains(n) else {
+                throw Invalid("--fps", "'\(Self.shown(text))' is not a frame rate from 1 to 60")
+            }
+            fps = n
+        }
+        compositeCodec = flags["--composite-codec"]
+        compositeBitrate = try flags["--composite-bitrate"].map { text throws(Invalid) in try Self.bitrate(text) }
+        compositePreset = flags["--composite-preset"]
+        if let text = flags["--composite-labels"] {
+            guard text == "on" || text == "off" else {
+                throw Invalid("--composite-labels", "'\(Self.shown(text))' is not on or off")
+            }
+            compositeLabels = text == "on"
+        }
     }
 
     /// Options from an `understudy join` argument list (`--consume stage`, `--consume=stage`,
@@ -163,6 +204,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public init(arguments: [String]) throws(Invalid) {
         guard arguments.count <= 256 else { throw Invalid("options", "\(arguments.count) arguments (at most 256)") }
         var flags: [String: String] = [:]
+        var repeated: [String: [String]] = [:]
         var i = 0
         while i < arguments.count {
             let argument = arguments[i]
@@ -178,12 +220,13 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
                     flags[name] = arguments[i + 1]
                     i += 1
                 }
+                if Self.repeatableFlags.contains(name) { repeated[name, default: []].append(flags[name] ?? "") }
             } else {
                 throw Invalid("options", "'\(Self.shown(argument))' is not an option of understudy join")
             }
             i += 1
         }
-        try self.init(flags: flags)
+        try self.init(flags: flags, repeated: repeated)
     }
 
     /// A duration such as `6`, `6s`, `500ms`, `1.5m` or `2h`, in seconds: positive, at most a year.
@@ -245,6 +288,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         if let transcribeRate, !Self.transcribeRates.contains(transcribeRate) {
             throw Invalid("--transcribe-rate", "'\(transcribeRate)' is not 16000 or 48000")
         }
+        try validateComposite()
         for (option, value) in [
             ("--name", name), ("--video", video), ("--audio", audio), ("--relay", relay), ("--ice-servers", iceServers),
             ("--token", relayRoomToken), ("--impair", impair),
@@ -275,6 +319,112 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     }
 
     // MARK: - Value grammars (shared with the conversion to RoomAgent.Options)
+
+    /// The destinations `--composite` takes: file extensions (any case) and URL schemes. Named again
+    /// here (Foundation only); `Egress.CompositeOutputs.make(destination:)` opens each, and
+    /// AgentJobOptionsTests checks that the two agree.
+    public static let compositeDestinations: [String] = [".mp4", ".webm", ".mkv"]
+    /// At most this many `--composite` outputs.
+    public static let maxCompositeOutputs = 8
+    /// The `--layout` values.
+    public static let compositeLayouts: Set<String> = ["grid", "speaker"]
+    /// The `--composite-codec` values.
+    public static let compositeCodecs: Set<String> = ["h264", "vp8"]
+    /// The `--composite-preset` values (libx264's presets).
+    public static let compositePresets: [String] = [
+        "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
+    ]
+    /// The `--fps` range.
+    public static let compositeFPS = 1...60
+    /// The `--composite-bitrate` range, bits per second.
+    public static let compositeBitrates = 100_000...50_000_000
+
+    /// `--size`: `WIDTHxHEIGHT`, both even, from 64x64 to 3840x2160.
+    public static func compositeSize(_ text: String) throws(Invalid) -> (width: Int, height: Int) {
+        let parts = text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) else {
+            throw Invalid("--size", "'\(shown(text))' is not WIDTHxHEIGHT (such as 1280x720)")
+        }
+        guard (64...3840).contains(w), (64...2160).contains(h) else {
+            throw Invalid("--size", "'\(shown(text))' is outside 64x64 to 3840x2160")
+        }
+        guard w % 2 == 0, h % 2 == 0 else {
+            throw Invalid("--size", "'\(shown(text))' must be even both ways (the video is 4:2:0)")
+        }
+        return (w, h)
+    }
+
+    /// `--composite-bitrate`: `2500000`, `2500k` or `2.5M`, within ``compositeBitrates``.
+    static func bitrate(_ text: String) throws(Invalid) -> Int {
+        var number = Substring(text.lowercased())
+        var scale = 1.0
+        if number.hasSuffix("k") {
+            scale = 1_000
+            number = number.dropLast()
+        } else if number.hasSuffix("m") {
+            scale = 1_000_000
+            number = number.dropLast()
+        }
+        guard let value = Double(number), value.isFinite, compositeBitrates.contains(Int(value * scale)) else {
+            throw Invalid("--composite-bitrate", "'\(shown(text))' is not a bitrate from 100k to 50M")
+        }
+        return Int(value * scale)
+    }
+
+    /// The composite options together: the outputs' kinds, no option without `--composite`, and a
+    /// `.webm` output only with VP8.
+    func validateComposite() throws(Invalid) {
+        guard let composite else {
+            for (flag, given) in [
+                ("--layout", layout != nil), ("--size", size != nil), ("--fps", fps != nil),
+                ("--composite-codec", compositeCodec != nil), ("--composite-bitrate", compositeBitrate != nil),
+                ("--composite-preset", compositePreset != nil), ("--composite-labels", compositeLabels != nil),
+            ] where given {
+                throw Invalid(flag, "needs --composite OUT (what the composite is written to)")
+            }
+            return
+        }
+        guard !composite.isEmpty, composite.count <= Self.maxCompositeOutputs else {
+            throw Invalid("--composite", "\(composite.count) outputs (1 to \(Self.maxCompositeOutputs))")
+        }
+        for destination in composite {
+            let lower = destination.lowercased()
+            guard !destination.isEmpty, destination.utf8.count <= 4096, !destination.hasSuffix("/"),
+                Self.compositeDestinations.contains(where: {
+                    $0.hasSuffix("://") ? lower.hasPrefix($0) : lower.hasSuffix($0)
+                })
+            else {
+                throw Invalid(
+                    "--composite",
+                    "'\(Self.shown(destination))' is not a \(Self.compositeDestinations.joined(separator: ", ")) destination"
+                )
+            }
+        }
+        guard Set(composite).count == composite.count else { throw Invalid("--composite", "an output is given twice") }
+        if let layout, !Self.compositeLayouts.contains(layout) {
+            throw Invalid("--layout", "'\(Self.shown(layout))' is not grid or speaker")
+        }
+        if let size { _ = try Self.compositeSize(size) }
+        if let fps, !Self.compositeFPS.contains(fps) { throw Invalid("--fps", "\(fps) is not from 1 to 60") }
+        if let compositeCodec, !Self.compositeCodecs.contains(compositeCodec) {
+            throw Invalid("--composite-codec", "'\(Self.shown(compositeCodec))' is not h264 or vp8")
+        }
+        if let compositeBitrate, !Self.compositeBitrates.contains(compositeBitrate) {
+            throw Invalid("--composite-bitrate", "\(compositeBitrate) is not from 100k to 50M")
+        }
+        if let compositePreset, !Self.compositePresets.contains(compositePreset) {
+            throw Invalid(
+                "--composite-preset",
+                "'\(Self.shown(compositePreset))' is not one of \(Self.compositePresets.joined(separator: ", "))")
+        }
+        if (compositeCodec ?? "h264") == "h264",
+            let webm = composite.first(where: { $0.lowercased().hasSuffix(".webm") })
+        {
+            throw Invalid(
+                "--composite",
+                "'\(Self.shown(webm))': WebM holds VP8, not H.264 (add --composite-codec vp8, or write .mkv)")
+        }
+    }
 
     /// The raw values of ``RoomAgent/RecordFormat`` (this file is Foundation only, so it names them
     /// again; AgentJobOptionsTests checks that each one is a format).

@@ -136,6 +136,8 @@ public final class AudioEgress: @unchecked Sendable {
     private var mixer = AudioMixer()
     private var encoder: OpusEncoder?
     private var output: Recording?
+    /// Takes each mixed block too (the room composite's audio); nil: none.
+    private let mixTap: (@Sendable (EncodedFrame, [Int16], Int64) -> Void)?
     private var block = [Int16](repeating: 0, count: AudioMixer.blockSamples)
     /// The frames of one slot being processed (its capacity reused tick after tick).
     private var drained: [(EncodedFrame, UInt64)] = []
@@ -148,17 +150,21 @@ public final class AudioEgress: @unchecked Sendable {
     private let mixedBlocks = Atomic<Int>(0)
 
     /// Opens the mixed file (when asked for) and starts the timeline and the transcription socket.
-    /// Throws when the file cannot be created.
+    /// `mixTap` (the room composite) is handed every mixed block: its Opus packet, its PCM and its
+    /// time in microseconds from ``origin``, on the egress queue (it must not block); with a tap the
+    /// mix is made even without a file. Throws when the file cannot be created.
     public init(
-        options: Options, recorder: ParticipantRecorder, log: @escaping @Sendable (String) -> Void
+        options: Options, recorder: ParticipantRecorder, log: @escaping @Sendable (String) -> Void,
+        mixTap: (@Sendable (EncodedFrame, [Int16], Int64) -> Void)? = nil
     ) throws {
         self.options = options
         self.recorder = recorder
         self.log = log
-        if let path = options.mixPath {
+        self.mixTap = mixTap
+        if options.mixPath != nil || mixTap != nil {
             encoder = try OpusEncoder(channels: 1, bitrate: 64_000, application: .audio)
-            output = try Recording(path: path, opusChannels: 1)
         }
+        if let path = options.mixPath { output = try Recording(path: path, opusChannels: 1) }
         origin = EventLoop.now()
         startedAt = RecordingManifest.timestamp()
         if let url = options.transcribeURL {
@@ -237,7 +243,7 @@ public final class AudioEgress: @unchecked Sendable {
         for speaker in speakers.values {
             if let change = speaker.activity.idle(until: now - Self.lateLimit) { noteActivity(speaker, change) }
         }
-        guard let encoder, let output else { return }
+        guard let encoder else { return }
         let target = final ? now : now - Self.mixDelay
         while mixer.position + Int64(AudioMixer.blockSamples) <= target {
             mixer.mixBlock(into: &block)
@@ -246,7 +252,8 @@ public final class AudioEgress: @unchecked Sendable {
                 let frame = EncodedFrame(
                     codec: .opus, data: packet, timestamp: UInt32(truncatingIfNeeded: blocksWritten * 960),
                     isKeyframe: true, duration: 960)
-                output.write(frame, arrival: origin &+ UInt64(blocksWritten) * 20_000_000)
+                output?.write(frame, arrival: origin &+ UInt64(blocksWritten) * 20_000_000)
+                mixTap?(frame, block, blocksWritten * 20_000)
             } catch {
                 decodeErrors += 1
             }
@@ -310,7 +317,7 @@ public final class AudioEgress: @unchecked Sendable {
             decodeErrors += 1
             return
         }
-        if output != nil { mixer.write(source: s.id, at: position, pcm) }
+        if encoder != nil { mixer.write(source: s.id, at: position, pcm) }
         let level = pcm.withUnsafeBufferPointer { AudioMixer.levelDBFS($0) }
         if let change = s.activity.frame(at: position, samples: pcm.count, level: level) { noteActivity(s, change) }
         guard let socket else { return }

@@ -113,6 +113,37 @@ public struct RecordingManifest: Codable, Sendable, Equatable {
         public var complete: Bool?
     }
 
+    /// The room composite (`--composite`): one picture of the stage, encoded once, written to each output.
+    public struct Composite: Codable, Sendable, Equatable {
+        /// One destination of the composite.
+        public struct Output: Codable, Sendable, Equatable {
+            /// The path (or URL) as given.
+            public var destination: String
+            /// Why it stopped early or could not be finished.
+            public var error: String?
+            /// At stop: whether it was finished without error.
+            public var complete: Bool?
+        }
+        public var outputs: [Output]
+        /// `grid` or `speaker`.
+        public var layout: String
+        public var width: Int
+        public var height: Int
+        public var fps: Int
+        /// `h264` or `vp8`; the audio is the room's mix in Opus.
+        public var videoCodec: String
+        /// Time 0 of the outputs (the same origin as ``MixedAudio/startedAt``).
+        public var startedAt: String
+        /// At stop: frames composed, and frame times skipped because the machine was behind.
+        public var frames: Int?
+        public var skippedFrames: Int?
+        /// At stop: received frames dropped by a full hand-off, and frames the decoders refused.
+        public var droppedInputFrames: Int?
+        public var decodeErrors: Int?
+        /// At stop: seconds composed (wall time from ``startedAt`` to the stop).
+        public var durationSeconds: Double?
+    }
+
     /// One turn of one speaker, in seconds on the room timeline (``MixedAudio/startedAt``), from the
     /// decoded audio's level (docs/protocol.md, "Speaker timeline").
     public struct SpeakerTurn: Codable, Sendable, Equatable {
@@ -142,6 +173,8 @@ public struct RecordingManifest: Codable, Sendable, Equatable {
     public var mixedAudio: MixedAudio?
     /// Who spoke when, in order of the turns' ends (with ``mixedAudio``).
     public var speakers: [SpeakerTurn]?
+    /// The room composite (`--composite`).
+    public var composite: Composite?
 
     /// An empty manifest.
     public init(backend: String? = nil, room: String, recordFormat: String) {

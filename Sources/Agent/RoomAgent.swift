@@ -1,4 +1,5 @@
 import Dispatch
+import Egress
 import Foundation
 import Media
 import RTC
@@ -84,6 +85,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var impairment: Impairment?
         /// The mixed audio file and the per-speaker PCM socket (`--mix-audio`, `--transcribe`).
         public var audioEgress = AudioEgress.Options()
+        /// `--composite`: where the room's composite goes (`.mp4`, `.webm`, `.mkv`); empty: no composite.
+        public var composite: [String] = []
+        /// The composite's size, rate, layout and encoder (`--size`, `--fps`, `--layout`, …).
+        public var compositeOptions = Compositor.Options()
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -127,6 +132,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var republishTail: Task<Void, Never>?
     /// The mixed audio and the transcription socket, from ``start()`` (set once, before the join).
     private var audioEgress: AudioEgress?
+    /// The room composite (`--composite`), from ``start()`` (set once, before the join).
+    private var compositor: Compositor?
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
     /// Takes the webcam pictures of ``Options/snapshotInterval``; cancelled by ``stop()``.
@@ -214,12 +221,31 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         if let url = options.rtpOutputURL {
             do { try await startRTPOutput(url) } catch { throw .rtpOutput(url: url, cause: error) }
         }
-        if !options.audioEgress.isEmpty {
-            do {
-                let egress = try AudioEgress(options: options.audioEgress, recorder: recorder, log: log)
-                lock.withLock { audioEgress = egress }
-            } catch { throw .mixAudio(path: options.audioEgress.mixPath ?? "", cause: error) }
+        var outputs: [any CompositeOutput] = []
+        for destination in options.composite {
+            do { outputs.append(try CompositeOutputs.make(destination: destination)) } catch {
+                for output in outputs { try? output.finish() }
+                throw .composite(destination: destination, cause: error)
+            }
         }
+        if !options.audioEgress.isEmpty || !outputs.isEmpty {
+            // The composite's audio is the room's mix, on the mix's timeline.
+            let tap: (@Sendable (EncodedFrame, [Int16], Int64) -> Void)? =
+                outputs.isEmpty
+                ? nil
+                : { @Sendable [weak self] frame, pcm, pts in
+                    guard let self else { return }
+                    self.lock.withLock { self.compositor }?.writeAudio(frame, pcm: pcm, ptsMicros: pts)
+                }
+            do {
+                let egress = try AudioEgress(options: options.audioEgress, recorder: recorder, log: log, mixTap: tap)
+                lock.withLock { audioEgress = egress }
+            } catch {
+                for output in outputs { try? output.finish() }
+                throw .mixAudio(path: options.audioEgress.mixPath ?? "", cause: error)
+            }
+        }
+        if !outputs.isEmpty { try await startComposite(outputs) }
         room.onTrack = { [weak self] track in self?.trackStarted(track) }
         // `join()` returns once the outcome was reported to the listeners (this agent among them).
         await room.join()
@@ -227,6 +253,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         guard ok else {
             // Nothing more comes: finish the mixed file (silence) and close the transcription socket.
             await lock.withLock { audioEgress }?.stop()
+            await stopComposite()
             throw .joinFailed(reason: left ?? .JOIN_ROOM_FAILED, cause: err)
         }
         log("joined room \(options.roomId) as \(participantId) (\(room.localParticipant.mode.rawValue))")
@@ -235,6 +262,87 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             let task = Task { await self.takeSnapshots(into: dir, every: interval) }
             lock.withLock { snapshotTask = task }
         }
+    }
+
+    /// Starts the compositor on `outputs`, on the audio mix's timeline; the manifest lists it.
+    private func startComposite(_ outputs: [any CompositeOutput]) async throws(RoomAgentError) {
+        let c = options.compositeOptions
+        let egress = lock.withLock { audioEgress }
+        let compositor: Compositor
+        do {
+            compositor = try Compositor(
+                options: c, outputs: outputs, origin: egress?.origin, log: log,
+                tileSize: { [weak self] id, width, height in self?.tileSized(id, width: width, height: height) })
+        } catch {
+            for output in outputs { try? output.finish() }
+            await egress?.stop()
+            throw .composite(destination: options.composite.joined(separator: ", "), cause: error)
+        }
+        lock.withLock { self.compositor = compositor }
+        let startedAt = egress?.startedAt ?? RecordingManifest.timestamp()
+        let destinations = outputs.map(\.destination)
+        recorder.update {
+            $0.composite = RecordingManifest.Composite(
+                outputs: destinations.map { .init(destination: $0) }, layout: c.layout.rawValue, width: c.width,
+                height: c.height, fps: c.fps, videoCodec: c.codec.rawValue, startedAt: startedAt)
+        }
+        log(
+            "compositing \(c.width)x\(c.height) \(c.fps) fps \(c.codec.rawValue) (\(c.layout.rawValue)) -> "
+                + destinations.joined(separator: ", "))
+    }
+
+    /// Finishes the composite's outputs (after the last audio) and notes how each ended. Safe to call twice.
+    private func stopComposite() async {
+        guard
+            let compositor = lock.withLock({ () -> Compositor? in
+                defer { self.compositor = nil }
+                return self.compositor
+            })
+        else { return }
+        // stop() blocks until the compositor's thread has finished the files: off the cooperative pool.
+        let results = await withCheckedContinuation { (c: CheckedContinuation<[Compositor.OutputResult], Never>) in
+            DispatchQueue.global().async { c.resume(returning: compositor.stop()) }
+        }
+        let stats = compositor.stats
+        let seconds = Double(Compositor.now() &- compositor.origin) / 1e9
+        recorder.update { m in
+            m.composite?.outputs = results.map {
+                .init(destination: $0.destination, error: $0.error, complete: $0.error == nil)
+            }
+            m.composite?.frames = stats.frames
+            m.composite?.skippedFrames = stats.skipped
+            m.composite?.droppedInputFrames = stats.droppedInput
+            m.composite?.decodeErrors = stats.decodeErrors
+            m.composite?.durationSeconds = (seconds * 1000).rounded() / 1000
+        }
+        for r in results {
+            log("composite: \(stats.frames) frames -> \(r.destination)" + (r.error.map { " (failed: \($0))" } ?? ""))
+        }
+    }
+
+    /// Compositor thread: a participant's tile is now `width`×`height`; the server is told, so that
+    /// it forwards the simulcast layer that fits (`setViewPort`), after the pending consume calls.
+    private func tileSized(_ id: String, width: Int, height: Int) {
+        guard lock.withLock({ !stopped && consumed[id]?.contains(.video) == true }),
+            let participant = room.participants[id]
+        else { return }
+        enqueueOperation { [self] in
+            do { try await participant.setViewPort(width: width, height: height) } catch {
+                log("setViewPort(\(id), \(width)x\(height)) failed: \(error)")
+            }
+        }
+    }
+
+    /// Tells the compositor who is on stage and consumed, in the order they joined, with their names.
+    private func updateCompositeStage() {
+        guard let compositor = lock.withLock({ self.compositor }) else { return }
+        let remote = room.participants
+        let ids = lock.withLock { joinOrder.filter { consumed[$0] != nil } }
+        let stage = ids.compactMap { id -> Compositor.StageMember? in
+            guard let p = remote[id], p.mode.canonical == .SEND_AND_RECV else { return nil }
+            return Compositor.StageMember(id: id, name: p.displayName)
+        }
+        compositor.setStage(stage)
     }
 
     private func startRTPOutput(_ url: String) async throws(RTPOutputError) {
@@ -294,6 +402,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         // recordings can be closed (and their disk writes awaited) here.
         await tracksEnded(timeout: 5)
         await lock.withLock { audioEgress }?.stop()
+        await stopComposite()
         await recorder.close()
         if let rtpOutput, let rtpOutputLoop {
             await rtpOutputLoop.submit { rtpOutput.close() }
@@ -405,6 +514,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
                 republishChange(remove: change.id)
             }
         }
+        // Joins, leaves and mode changes all come through here.
+        updateCompositeStage()
     }
 
     private static func describe(_ kinds: Set<MediaKind>) -> String {
@@ -475,10 +586,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         let kind = track.mediaKind
         guard options.kinds.contains(kind) else { return }
         let key = recorder.key(participantId: track.participantId, kind: kind)
-        let (wanted, egress) = lock.withLock { () -> (Bool, AudioEgress?) in
-            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return (false, nil) }
+        let (wanted, egress, compositor) = lock.withLock { () -> (Bool, AudioEgress?, Compositor?) in
+            guard !stopped, consumed[track.participantId]?.contains(kind) == true else { return (false, nil, nil) }
             liveTracks += 1
-            return (true, audioEgress)
+            return (true, audioEgress, self.compositor)
         }
         guard wanted else { return }
         // Mics only: a screen share's audio is not a speaker.
@@ -487,11 +598,17 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             ? egress?.slot(
                 participantId: track.participantId, name: room.participants[track.participantId]?.displayName)
             : nil
+        let compositeSlot =
+            kind == .video
+            ? compositor?.videoSlot(
+                participantId: track.participantId, isScreen: track.kind == .share,
+                requestKeyframe: { [weak track] in track?.requestKeyframe() })
+            : nil
         track.addSink(
             AgentTrackSink(
                 agent: self, recorder: options.recordDirectory == nil ? nil : recorder, recordingKey: key,
                 rtpOutput: rtpOutput.flatMap { r in rtpOutputLoop.map { (r, $0) } },
-                republishRoom: republishRoom, audioEgress: egressSlot))
+                republishRoom: republishRoom, audioEgress: egressSlot, composite: compositeSlot))
     }
 
     /// Subscribe loop: a track the agent's sink was on ended.
@@ -651,6 +768,21 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
                     "Connections opened to the --transcribe socket (reconnections included).", t.connects)
             }
         }
+        if let compositor = lock.withLock({ compositor }) {
+            let c = compositor.stats
+            out.single(
+                "understudy_agent_composite_frames_total", "counter", "Composite frames encoded (--composite).",
+                c.frames)
+            out.single(
+                "understudy_agent_composite_skipped_frames_total", "counter",
+                "Composite frame times skipped because the compositor was behind.", c.skipped)
+            out.single(
+                "understudy_agent_composite_dropped_input_frames_total", "counter",
+                "Received frames dropped by the composite's full hand-off.", c.droppedInput)
+            out.single(
+                "understudy_agent_composite_decode_errors_total", "counter",
+                "Received frames the composite's decoders refused.", c.decodeErrors)
+        }
         out.subscribeFeedback(room.subscribeFeedbackSent)
         out.trackQuality(room.receiveQuality())
         // On stage: the publish connection's send-side estimate from the server's feedback (issue 33).
@@ -726,6 +858,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         reconcile()
     }
 
+    public func onSpeakerChanged(participantId: String?) {
+        lock.withLock { compositor }?.setActiveSpeaker(participantId)
+    }
+
     public func onError(_ error: UnderstudyError) {
         let wasJoined = lock.withLock { () -> Bool in
             lastError = error
@@ -760,11 +896,15 @@ private final class AgentTrackSink: RemoteTrackSink {
     private let republishRoom: RepublishRoom?
     /// The mix and transcription input of a consumed mic (nil: none).
     private let audioEgress: AudioEgress.Slot?
+    /// The composite's input of a consumed webcam or screen share (nil: none).
+    private let composite: Compositor.VideoSlot?
 
     init(
         agent: RoomAgent, recorder: ParticipantRecorder?, recordingKey: ParticipantRecorder.Key,
-        rtpOutput: (RTPOutput, EventLoop)?, republishRoom: RepublishRoom?, audioEgress: AudioEgress.Slot?
+        rtpOutput: (RTPOutput, EventLoop)?, republishRoom: RepublishRoom?, audioEgress: AudioEgress.Slot?,
+        composite: Compositor.VideoSlot?
     ) {
+        self.composite = composite
         self.agent = agent
         self.recorder = recorder
         self.recordingKey = recordingKey
@@ -787,10 +927,12 @@ private final class AgentTrackSink: RemoteTrackSink {
         }
         republishRoom?.forward(track.participantId, frame)
         audioEgress?.write(frame, arrival: arrival)
+        composite?.write(frame)
     }
 
     func trackEnded(_ track: RemoteTrack) {
         audioEgress?.end()
+        composite?.end()
         agent?.trackEnded()
     }
 }

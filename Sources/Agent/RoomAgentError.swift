@@ -10,6 +10,8 @@ public enum RoomAgentError: Error, Sendable, CustomStringConvertible {
     case rtpOutput(url: String, cause: any Error)
     /// The mixed audio file (`--mix-audio`) could not be created (`cause`: the recorder's or Opus' error).
     case mixAudio(path: String, cause: any Error)
+    /// A composite output (`--composite`) could not be opened, or the encoder refused the options.
+    case composite(destination: String, cause: any Error)
     /// The room was left before the join completed; `cause` is the last error the SDK reported.
     case joinFailed(reason: Understudy.LeaveReason, cause: RoomError?)
 
@@ -18,6 +20,7 @@ public enum RoomAgentError: Error, Sendable, CustomStringConvertible {
         case .recordDirectory(let path, let cause): "cannot create record directory '\(path)': \(cause)"
         case .rtpOutput(let url, let cause): "cannot relay to \(url): \(cause)"
         case .mixAudio(let path, let cause): "cannot mix audio to '\(path)': \(cause)"
+        case .composite(let destination, let cause): "cannot write the composite to '\(destination)': \(cause)"
         case .joinFailed(let reason, let cause):
             "join failed (\(reason.name))" + (cause.map { ": \($0.code) \($0.message)" } ?? "")
         }

@@ -220,6 +220,18 @@ enum Help {
                 text: "push each speaker's PCM and events there (docs/protocol.md)"),
             .init(
                 name: "--transcribe-rate", value: "16000|48000", text: "PCM rate sent to --transcribe (default 16000)"),
+            .init(
+                name: "--composite", value: "OUT",
+                text:
+                    "write one picture of the stage with the mixed audio there: .mp4, .webm (vp8) or .mkv (repeatable)"
+            ),
+            .init(name: "--layout", value: "grid|speaker", text: "composite layout (default grid)"),
+            .init(name: "--size", value: "WxH", text: "composite size, even (default 1280x720)"),
+            .init(name: "--fps", value: "N", text: "composite frame rate, 1-60 (default 30)"),
+            .init(name: "--composite-codec", value: "h264|vp8", text: "composite video codec (default h264)"),
+            .init(name: "--composite-bitrate", value: "BPS", text: "composite video bitrate such as 2.5M (default)"),
+            .init(name: "--composite-preset", value: "PRESET", text: "libx264 preset for h264 (default veryfast)"),
+            .init(name: "--composite-labels", value: "on|off", text: "names on the composite's tiles (default on)"),
             .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),
             .init(name: "--audio", value: "tone|none|FILE|alsa:DEVICE", text: "what to send on stage (default tone)"),
             .init(
@@ -238,6 +250,7 @@ enum Help {
         examples: [
             "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --consume stage --record out/",
             "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --mix-audio room.ogg --transcribe ws://127.0.0.1:9000/stt",
+            "understudy join --server http://127.0.0.1:7880 --room demo --secret s3cret --consume stage --composite room.mp4 --layout speaker",
             "understudy join --server janus://127.0.0.1:8088/1234 --record out/   (a Janus VideoRoom: docs/janus.md)",
         ])
 

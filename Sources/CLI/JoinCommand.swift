@@ -94,7 +94,10 @@ func joinAgentJobOptions(_ a: Arguments) throws(Arguments.Failure) -> AgentJobOp
     _ = try required(a, "--server")
     let roomId = try required(a, "--room")
     var job: AgentJobOptions
-    do { job = try AgentJobOptions(flags: a.options) } catch {
+    do {
+        let repeated = Dictionary(uniqueKeysWithValues: AgentJobOptions.repeatableFlags.map { ($0, a.values($0)) })
+        job = try AgentJobOptions(flags: a.options, repeated: repeated)
+    } catch {
         throw Arguments.Failure.badValue(error.option, error.reason)
     }
     if job.token.isEmpty {

@@ -130,4 +130,17 @@ public final class FleetJobService: RoomJobService, @unchecked Sendable {
         }
         return ["jobId": .string(jobId), "stopping": .bool(true)]
     }
+
+    /// Claims job `jobId`'s webhook event `key` with `SET … NX` on a key that lives a day (longer than
+    /// any server polls the same record); true when this call set it or Redis did not answer.
+    public func claimEvent(jobId: String, key: String) async -> Bool {
+        do {
+            let reply = try await store.redis.command([
+                "SET", store.keys.jobEvent(jobId, key), "1", "NX", "EX", "86400",
+            ])
+            return reply.string == "OK"
+        } catch {
+            return true
+        }
+    }
 }

@@ -15,6 +15,8 @@ public struct FleetKeys: Sendable, Equatable {
     public var jobIndex: String { "\(prefix):jobs:index" }
     /// One hash per job: spec, state, attempts, files.
     public func job(_ id: String) -> String { "\(prefix):job:\(id)" }
+    /// Set once when a server claims job `id`'s webhook event `key` (a day's TTL), so a cluster sends it once.
+    public func jobEvent(_ id: String, _ key: String) -> String { "\(prefix):job:\(id):event:\(key)" }
     /// Worker ids ever seen (set); the live ones also have ``worker(_:)``.
     public var workerSet: String { "\(prefix):workers" }
     /// A worker's registration (JSON), refreshed every second with a short TTL.

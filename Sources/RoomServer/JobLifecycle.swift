@@ -12,11 +12,15 @@ public enum JobLifecycle {
         public var type: String
         /// Why the job failed (`job_failed` only).
         public var reason: String?
+        /// Names the change this event reports, the same on every node that sees it (the attempt, and for
+        /// `job_updated` a digest of the files and manifest), so that in a cluster one node sends it.
+        public var key: String
 
         /// An event of `type`, with a failure's `reason`.
-        public init(type: String, reason: String? = nil) {
+        public init(type: String, reason: String? = nil, key: String? = nil) {
             self.type = type
             self.reason = reason
+            self.key = key ?? type
         }
     }
 
@@ -31,25 +35,39 @@ public enum JobLifecycle {
         let before = previous?["state"]?.stringValue
         let attempts = current["attempts"]?.arrayValue ?? []
         let attemptsBefore = previous?["attempts"]?.arrayValue ?? []
+        let attempt = "attempt-\(attempts.count)"
         switch state {
         case "running":
-            if before != "running" || attempts.count > attemptsBefore.count { return [Event(type: "job_started")] }
+            if before != "running" || attempts.count > attemptsBefore.count {
+                return [Event(type: "job_started", key: "job_started:\(attempt)")]
+            }
             let last = attempts.last
             let lastBefore = attemptsBefore.last
             if last?["files"] != lastBefore?["files"] || last?["manifest"] != lastBefore?["manifest"] {
-                return [Event(type: "job_updated")]
+                let content = JSONValue.array([last?["files"] ?? .null, last?["manifest"] ?? .null]).jsonString
+                return [Event(type: "job_updated", key: "job_updated:\(attempt):\(digest(content))")]
             }
         case "queued":
-            if before == "running" { return [Event(type: "job_updated")] }
+            if before == "running" { return [Event(type: "job_updated", key: "job_updated:\(attempt):handed-back")] }
         case "done", "stopped":
-            if before != "done" && before != "stopped" { return [Event(type: "job_ended")] }
+            if before != "done" && before != "stopped" { return [Event(type: "job_ended", key: "job_ended")] }
         case "failed":
             if before != "failed" {
-                return [Event(type: "job_failed", reason: current["error"]?.stringValue ?? "unknown")]
+                return [
+                    Event(type: "job_failed", reason: current["error"]?.stringValue ?? "unknown", key: "job_failed")
+                ]
             }
         default: break
         }
         return []
+    }
+
+    /// FNV-1a (64 bits) of `text` in hex: a short name for a record's content that is the same in every
+    /// process (not a security measure; the key only deduplicates).
+    static func digest(_ text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return String(hash, radix: 16)
     }
 
     /// Whether a job in this state has ended for good.
@@ -133,7 +151,13 @@ extension RoomServer {
                                     "jobId": .string(id), "roomId": record["spec"]?["room"] ?? .null, "job": record,
                                 ]
                                 if let reason = event.reason { fields["reason"] = .string(reason) }
-                                webhooks?.post(event.type, fields: fields)
+                                // Every node of a cluster reads the same records: the first to claim sends.
+                                guard let webhooks else { continue }
+                                guard await jobs.claimEvent(jobId: id, key: event.key) else {
+                                    webhooks.noteSentElsewhere()
+                                    continue
+                                }
+                                webhooks.post(event.type, fields: fields)
                             }
                         }
                         if JobLifecycle.isFinal(record["state"]?.stringValue) {

@@ -13,6 +13,10 @@ public protocol RoomJobService: AnyObject, Sendable {
     func list(roomId: String?) async throws(RoomError) -> JSONValue
     /// Asks the job to stop; 4003 when there is no such job, 3073 for an id outside the job id grammar.
     func stop(jobId: String, roomId: String?) async throws(RoomError) -> JSONValue
+    /// Claims the webhook event `key` of job `jobId` for this server: true for the first caller across
+    /// every server sharing the job service, false for the others, so that a cluster sends each job event
+    /// once. When the service cannot tell (it is unreachable), true: an event sent twice beats one lost.
+    func claimEvent(jobId: String, key: String) async -> Bool
 }
 
 extension RoomServer {

@@ -73,6 +73,9 @@ public final class WebhookSender: @unchecked Sendable {
     }
 
     private let receivers: [Receiver]
+    /// Job events another server of the cluster claimed and sent (guarded by `elsewhereLock`).
+    private var elsewhere = 0
+    private let elsewhereLock = NSLock()
     private let secret: String
     private let maxTries: Int
     private let queueLimit: Int
@@ -140,6 +143,12 @@ public final class WebhookSender: @unchecked Sendable {
         return id
     }
 
+    /// Counts a job event not sent here because another server sharing the job service claimed it.
+    public func noteSentElsewhere() { elsewhereLock.withLock { elsewhere += 1 } }
+
+    /// Job events another server claimed and sent (see ``noteSentElsewhere()``).
+    public var sentElsewhere: Int { elsewhereLock.withLock { elsewhere } }
+
     /// Events delivered, given up (refused or out of tries) and dropped (queue full), over all receivers.
     public var counts: (delivered: Int, failed: Int, dropped: Int) {
         var out = (delivered: 0, failed: 0, dropped: 0)
@@ -166,11 +175,12 @@ public final class WebhookSender: @unchecked Sendable {
     public func metricsText() -> String {
         let c = counts
         return """
-            # HELP understudy_webhook_events_total Webhook events by result (delivered, failed: refused or out of tries, dropped: queue full).
+            # HELP understudy_webhook_events_total Webhook events by result (delivered, failed: refused or out of tries, dropped: queue full, sent_elsewhere: another server of the cluster sent it).
             # TYPE understudy_webhook_events_total counter
             understudy_webhook_events_total{result="delivered"} \(c.delivered)
             understudy_webhook_events_total{result="failed"} \(c.failed)
             understudy_webhook_events_total{result="dropped"} \(c.dropped)
+            understudy_webhook_events_total{result="sent_elsewhere"} \(sentElsewhere)
             # HELP understudy_webhook_queued Webhook events waiting for delivery or a retry.
             # TYPE understudy_webhook_queued gauge
             understudy_webhook_queued \(queued)

@@ -1,4 +1,5 @@
 import Agent
+import Egress
 import Foundation
 import Media
 import Testing
@@ -102,6 +103,63 @@ import Testing
                 #expect(error.option == flag && error.reason.contains(reason), "\(flag) \(value): \(error)")
                 #expect(error.description.hasPrefix("bad value for \(flag): "))
             }
+        }
+    }
+
+    @Test func compositeOptionsTravelAsDataAndBadOnesAreRefused() throws {
+        let options = try AgentJobOptions(arguments: [
+            "--server", "http://h:1", "--room", "r", "--token", "T", "--composite", "/out/room.mp4", "--composite",
+            "/out/room.webm", "--layout", "speaker", "--size", "640x360", "--fps", "25", "--composite-codec", "vp8",
+            "--composite-bitrate", "1.5M", "--composite-preset", "ultrafast", "--composite-labels", "off",
+        ])
+        let decoded = try JSONDecoder().decode(AgentJobOptions.self, from: try JSONEncoder().encode(options))
+        #expect(decoded == options && decoded.composite == ["/out/room.mp4", "/out/room.webm"])
+        let agent = try decoded.roomAgentOptions(recordDirectory: nil, checkMedia: false)
+        #expect(agent.composite == ["/out/room.mp4", "/out/room.webm"])
+        let c = agent.compositeOptions
+        #expect((c.width, c.height, c.fps, c.codec, c.bitrate) == (640, 360, 25, .vp8, 1_500_000))
+        #expect(c.layout == .speaker && c.preset == "ultrafast" && !c.labels)
+        // Defaults: 1280x720, 30 fps, H.264, grid, labels on.
+        let plain = try AgentJobOptions(arguments: [
+            "--server", "http://h:1", "--room", "r", "--token", "T", "--composite", "a.MP4",
+        ]).roomAgentOptions(recordDirectory: nil, checkMedia: false)
+        let d = plain.compositeOptions
+        #expect((d.width, d.height, d.fps, d.codec, d.layout, d.labels) == (1280, 720, 30, .h264, .grid, true))
+        for (extra, flag, reason) in [
+            (["--composite", "x.mp4", "--size", "13x7"], "--size", "outside 64x64"),
+            (["--composite", "x.mp4", "--size", "641x360"], "--size", "must be even"),
+            (["--composite", "x.mp4", "--size", "big"], "--size", "is not WIDTHxHEIGHT"),
+            (["--composite", "x.avi"], "--composite", "is not a .mp4, .webm, .mkv destination"),
+            (["--composite", "dir/"], "--composite", "is not a"),
+            (["--composite", "x.webm"], "--composite", "WebM holds VP8"),
+            (["--composite", "x.mp4", "--composite", "x.mp4"], "--composite", "given twice"),
+            (["--composite", "x.mp4", "--layout", "pip"], "--layout", "is not grid or speaker"),
+            (["--composite", "x.mp4", "--fps", "61"], "--fps", "is not a frame rate"),
+            (["--composite", "x.mp4", "--composite-codec", "vp9"], "--composite-codec", "is not h264 or vp8"),
+            (["--composite", "x.mp4", "--composite-bitrate", "10"], "--composite-bitrate", "100k to 50M"),
+            (["--composite", "x.mp4", "--composite-preset", "warp"], "--composite-preset", "is not one of"),
+            (["--composite", "x.mp4", "--composite-labels", "yes"], "--composite-labels", "is not on or off"),
+            (["--size", "640x360"], "--size", "needs --composite"),
+        ] {
+            do {
+                let bad = try AgentJobOptions(
+                    arguments: ["--server", "http://h:1", "--room", "r", "--token", "T"] + extra)
+                try bad.validate()
+                Issue.record("\(extra) was accepted")
+            } catch {
+                #expect(error.option == flag && error.reason.contains(reason), "\(extra): \(error)")
+            }
+        }
+    }
+
+    /// Every destination kind the options accept is one the factory opens (the two name them apart).
+    @Test func everyCompositeDestinationHasAnOutput() throws {
+        let dir = NSTemporaryDirectory() + "understudy-composite-kinds-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for kind in AgentJobOptions.compositeDestinations where !kind.hasSuffix("://") {
+            let output = try CompositeOutputs.make(destination: "\(dir)/out\(kind.uppercased())")
+            try output.finish()
         }
     }
 

@@ -42,6 +42,25 @@ import Testing
         #expect(options.recordFormat == .oggIVF && options.recordDirectory == "/out/rec-1/attempt-1")
     }
 
+    @Test func eachJobEventIsClaimedByOneServer() async throws {
+        let server = try LocalRedisServer()
+        let url = try RedisURL(parsing: server.url)
+        let first = FleetJobService(
+            store: FleetStore(redis: RedisClient(url: url)), serverURL: "http://10.0.0.5:7880", secret: "s")
+        let second = FleetJobService(
+            store: FleetStore(redis: RedisClient(url: url)), serverURL: "http://10.0.0.6:7880", secret: "s")
+        #expect(await first.claimEvent(jobId: "rec-1", key: "job_started:attempt-1"))
+        #expect(!(await second.claimEvent(jobId: "rec-1", key: "job_started:attempt-1")))
+        #expect(!(await first.claimEvent(jobId: "rec-1", key: "job_started:attempt-1")))
+        #expect(await second.claimEvent(jobId: "rec-1", key: "job_started:attempt-2"))
+        #expect(await second.claimEvent(jobId: "rec-2", key: "job_started:attempt-1"))
+        // The claim expires after a day, so Redis does not keep it forever.
+        let ttl = try await RedisClient(url: url).command([
+            "TTL", FleetKeys().jobEvent("rec-1", "job_started:attempt-1"),
+        ])
+        #expect((86_000...86_400).contains(ttl.int ?? 0))
+    }
+
     @Test func reservedUnknownAndBadOptionsAreRefusedWith3073() async throws {
         let server = try LocalRedisServer()
         let store = FleetStore(redis: RedisClient(url: try RedisURL(parsing: server.url)))

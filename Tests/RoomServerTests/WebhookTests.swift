@@ -171,5 +171,17 @@ struct WebhookTests {
         let failed = JobLifecycle.events(
             previous: opened, current: record("failed", attempts: [[]], error: "disk full"))
         #expect(failed == [JobLifecycle.Event(type: "job_failed", reason: "disk full")])
+
+        // Keys name the change, not the observer: servers that polled at other moments agree.
+        func keys(_ previous: JSONValue?, _ current: JSONValue) -> [String] {
+            JobLifecycle.events(previous: previous, current: current).map(\.key)
+        }
+        #expect(keys(queued, running) == keys(nil, running))
+        #expect(keys(queued, running) == ["job_started:attempt-1"])
+        #expect(keys(running, manifest) == keys(opened, manifest))
+        #expect(keys(running, opened) != keys(opened, manifest))
+        #expect(keys(opened, record("running", attempts: [["a.webm"], []])) == ["job_started:attempt-2"])
+        #expect(
+            keys(opened, record("stopped", attempts: [["a.webm"]])) == keys(running, record("done", attempts: [[]])))
     }
 }

@@ -122,3 +122,35 @@ extension Result {
     var failure: Failure? { if case .failure(let e) = self { return e } else { return nil } }
     var success: Success? { if case .success(let v) = self { return v } else { return nil } }
 }
+
+/// Random and mutated input must produce results or typed errors, never a trap.
+@Suite("HTTP request robustness")
+struct HTTPrequestrobustnessTests {
+    @Test func mutatedHTTPRequestsNeverTrap() {
+        var rng = SplitMix(state: 42)
+        let seed = Array(
+            "POST /a?b=%41&c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\nGET / HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz"
+                .utf8)
+        var outcomes = (requests: 0, errors: 0)
+        for _ in 0..<3000 {
+            var input = seed
+            for _ in 0..<Int.random(in: 1...6, using: &rng) {
+                let i = Int.random(in: 0..<input.count, using: &rng)
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: input[i] = UInt8.random(in: 0...255, using: &rng)
+                case 1: input.remove(at: i)
+                default: input.insert(UInt8.random(in: 0...255, using: &rng), at: i)
+                }
+            }
+            var parser = HTTPRequestParser(maxHeadBytes: 256, maxBodyBytes: 64)
+            parser.append(input)
+            do {
+                while try parser.next() != nil { outcomes.requests += 1 }
+            } catch {
+                outcomes.errors += 1
+            }
+        }
+        #expect(outcomes.requests > 0)
+        #expect(outcomes.errors > 0)
+    }
+}

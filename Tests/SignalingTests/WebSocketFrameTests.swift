@@ -84,3 +84,30 @@ struct WebSocketFrameTests {
         #expect(run([0x83, 0x80, 0, 0, 0, 0]).code == 1002)  // opcode 3 is reserved
     }
 }
+
+/// Random and mutated input must produce results or typed errors, never a trap.
+@Suite("WebSocket frame robustness")
+struct WebSocketframerobustnessTests {
+    @Test func randomWebSocketBytesNeverTrap() {
+        var rng = SplitMix(state: 7)
+        var frames = 0
+        var violations = 0
+        for _ in 0..<5000 {
+            let count = Int.random(in: 0...40, using: &rng)
+            var bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            if !bytes.isEmpty { bytes[0] = bytes[0] & 0x8F }  // mostly clear RSV so deeper paths run
+            let masked = Bool.random(using: &rng)
+            bytes.withUnsafeBytes { raw in
+                do throws(WebSocketProtocolViolation) {
+                    if try WebSocketFrameCodec.decode(raw, expectMasked: masked, maxPayload: 1 << 20) != nil {
+                        frames += 1
+                    }
+                } catch {
+                    violations += 1
+                }
+            }
+        }
+        #expect(frames > 0)
+        #expect(violations > 0)
+    }
+}

@@ -5,7 +5,7 @@ import Testing
 /// Files given on the command line (`--video`, `--audio`) are input too (issue 10): hostile
 /// headers and timestamps must end in a typed error or sane frames, never a trap.
 @Suite("Hostile media files")
-struct HostileFileTests {
+struct IVFReaderTests {
     /// An IVF header (VP80, `rate`/`scale`) followed by `frames` as (pts, bytes).
     func ivf(rate: UInt32, scale: UInt32, frames: [(UInt64, [UInt8])]) -> [UInt8] {
         func le(_ v: UInt64, _ n: Int) -> [UInt8] { (0..<n).map { UInt8(truncatingIfNeeded: v >> (8 * UInt64($0))) } }

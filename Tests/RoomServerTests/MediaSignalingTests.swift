@@ -8,7 +8,7 @@ import Testing
 
 /// Issue 10 items 6 and 8 on the media side, against the real in-process SFU.
 @Suite("RoomServer media hardening", .serialized)
-struct MediaHardeningTests {
+struct MediaSignalingTests {
     /// A publish restart (`restartIce` with an SDP) that adds an m-line would create a producer
     /// the room never hears of: it is refused with 3073 and nothing new is forwarded.
     @Test func anICERestartOfferThatAddsAnMLineIsRefused() async throws {

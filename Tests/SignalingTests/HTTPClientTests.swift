@@ -71,7 +71,7 @@ final class DrippingServer: @unchecked Sendable {
 /// request has a deadline on the whole exchange (WHIP/WHEP, Janus, the cluster proxy and the
 /// WebSocket handshake all go through these two).
 @Suite("Client deadlines against a dripping server")
-struct ClientDeadlineTests {
+struct HTTPClientTests {
     /// A head that promises a long body, so the response is never complete before the drip ends.
     static let answer =
         "HTTP/1.1 201 Created\r\nContent-Type: application/sdp\r\nContent-Length: 400\r\n\r\n"

@@ -1,0 +1,205 @@
+import Egress
+import Foundation
+import Media
+import RTCWire
+import Synchronization
+import TestSupport
+import Testing
+
+/// The compositor end to end: real VP8 streams of distinct colours in, real files out, read back by
+/// ffprobe and ffmpeg.
+@Suite(.serialized) struct CompositorTests {
+    /// Luma of each synthetic participant (distinct, away from black 16 and the placeholder 48).
+    static let colours: [String: UInt8] = ["ann": 200, "bob": 110]
+
+    /// Feeds `seconds` of 320x180 VP8 at 30 fps per participant (a solid picture of its colour) and a
+    /// 440 Hz tone as the mixed audio, paced in real time. `until` may end a participant early.
+    static func feed(
+        _ compositor: Compositor, seconds: Double, participants: [String], leaving: (id: String, after: Double)? = nil
+    ) async throws {
+        var encoders: [String: VP8Encoder] = [:]
+        var slots: [String: Compositor.VideoSlot] = [:]
+        for id in participants {
+            encoders[id] = try VP8Encoder(width: 320, height: 180, fps: 30, bitrate: 300_000, keyframeInterval: 30)
+            slots[id] = compositor.videoSlot(participantId: id)
+        }
+        compositor.setStage(participants.map { Compositor.StageMember(id: $0, name: $0.uppercased()) })
+        let opus = try OpusEncoder(channels: 1, bitrate: 32_000, application: .audio)
+        let tone = (0..<960).map { Int16(8000 * sin(2 * Double.pi * 440 * Double($0) / 48_000)) }
+        let start = Date()
+        var frame = 0
+        var audioBlock = 0
+        var left = false
+        while Date().timeIntervalSince(start) < seconds {
+            let elapsed = Date().timeIntervalSince(start)
+            if let leaving, !left, elapsed >= leaving.after {
+                left = true
+                slots[leaving.id]?.end()
+                compositor.setStage(
+                    participants.filter { $0 != leaving.id }.map { Compositor.StageMember(id: $0, name: nil) })
+            }
+            for id in participants where !(left && id == leaving?.id) {
+                let picture = I420Image(width: 320, height: 180, fillY: colours[id]!)
+                for f in try encoders[id]!.encode(i420: picture) { slots[id]!.write(f) }
+            }
+            // The mix runs behind the video, as the agent's does (blocks up to 400 ms late).
+            let mixedUpTo = Int((elapsed - 0.4) / 0.02)
+            while audioBlock < mixedUpTo {
+                let packet = try opus.encode(pcm: tone)
+                compositor.writeAudio(
+                    EncodedFrame(
+                        codec: .opus, data: packet, timestamp: UInt32(audioBlock * 960), isKeyframe: true, duration: 960
+                    ),
+                    pcm: tone, ptsMicros: Int64(audioBlock) * 20_000)
+                audioBlock += 1
+            }
+            frame += 1
+            let next = start.addingTimeInterval(Double(frame) / 30)
+            let wait = next.timeIntervalSinceNow
+            if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+        }
+        _ = frame
+    }
+
+    /// One decoded frame's luma plane as coded (`at` seconds from the start, or the last when nil):
+    /// raw I420 from ffmpeg, so no range conversion touches the values.
+    static func lumaFrame(_ path: String, at: Double?, width: Int, height: Int) throws -> [UInt8] {
+        let raw = temporaryPath("frame-\(UUID().uuidString).gray")
+        defer { try? FileManager.default.removeItem(atPath: raw) }
+        var args = ["-nostdin", "-v", "error", "-y"]
+        if let at { args += ["-ss", String(at)] } else { args += ["-sseof", "-0.3"] }
+        args += ["-i", path, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "yuv420p", raw]
+        let r = try runTool("/usr/bin/ffmpeg", args)
+        #expect(r.status == 0, "\(r.err)")
+        let data = try Data(contentsOf: URL(fileURLWithPath: raw))
+        #expect(data.count == width * height * 3 / 2)
+        return [UInt8](data.prefix(width * height))
+    }
+
+    static func duration(_ path: String) throws -> Double {
+        let out = try runToolText(
+            "/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
+        return Double(out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    static func near(_ value: UInt8, _ expected: UInt8) -> Bool { abs(Int(value) - Int(expected)) <= 12 }
+
+    @Test(arguments: [(MediaCodec.h264, ["mp4", "mkv"]), (MediaCodec.vp8, ["mp4", "webm"])])
+    func composesEveryParticipantIntoEachOutput(codec: MediaCodec, extensions: [String]) async throws {
+        var options = Compositor.Options()
+        options.width = 640
+        options.height = 360
+        options.codec = codec
+        options.bitrate = 800_000
+        options.preset = "ultrafast"
+        let paths = extensions.map { temporaryPath("composite-\(codec.rawValue).\($0)") }
+        let outputs = try paths.map { try CompositeOutputs.make(destination: $0) }
+        let sizes = Mutex<[String: (Int, Int)]>([:])
+        let compositor = try Compositor(
+            options: options, outputs: outputs,
+            tileSize: { id, w, h in sizes.withLock { $0[id] = (w, h) } })
+        let seconds = 3.0
+        try await Self.feed(compositor, seconds: seconds, participants: ["ann", "bob"])
+        #expect(compositor.layout.map(\.member.id) == ["ann", "bob"])
+        let results = compositor.stop()
+        #expect(results.map(\.destination) == paths)
+        #expect(results.allSatisfy { $0.error == nil }, "\(results)")
+        let stats = compositor.stats
+        #expect(stats.frames >= 60, "\(stats)")
+        #expect(stats.audioBlocks >= 100, "\(stats)")
+        // The tile sizes the agent would ask layers for: each half of the canvas.
+        #expect(sizes.withLock { $0["ann"]?.0 } == 320 && sizes.withLock { $0["bob"]?.1 } == 360)
+        for path in paths {
+            #expect(try ffmpegDecodeErrors(path) == "", "\(path)")
+            let counts = try probeFrameCounts(path)
+            #expect((counts[codec == .h264 ? "h264" : "vp8"] ?? 0) >= 60, "\(path): \(counts)")
+            #expect((counts["opus"] ?? 0) >= 100, "\(path): \(counts)")
+            let d = try Self.duration(path)
+            #expect(abs(d - seconds) < 0.5, "\(path): \(d) s")
+            // Grid of two: ann left, bob right (both 320x180 in a 320x360 column, letterboxed).
+            let luma = try Self.lumaFrame(path, at: nil, width: 640, height: 360)
+            #expect(Self.near(luma[180 * 640 + 160], 200), "\(path): ann's tile \(luma[180 * 640 + 160])")
+            #expect(Self.near(luma[180 * 640 + 480], 110), "\(path): bob's tile \(luma[180 * 640 + 480])")
+            #expect(Self.near(luma[20 * 640 + 160], 16), "\(path): letterbox \(luma[20 * 640 + 160])")
+        }
+    }
+
+    @Test func aLeavingParticipantChangesTheLayout() async throws {
+        var options = Compositor.Options()
+        options.width = 640
+        options.height = 360
+        options.preset = "ultrafast"
+        options.bitrate = 600_000
+        let path = temporaryPath("composite-leave.mp4")
+        let compositor = try Compositor(options: options, outputs: [try CompositeOutputs.make(destination: path)])
+        try await Self.feed(compositor, seconds: 3, participants: ["ann", "bob"], leaving: ("bob", 1.5))
+        #expect(compositor.layout.map(\.member.id) == ["ann"])
+        compositor.stop()
+        #expect(try ffmpegDecodeErrors(path) == "")
+        let before = try Self.lumaFrame(path, at: 1.0, width: 640, height: 360)
+        #expect(Self.near(before[180 * 640 + 480], 110), "bob before leaving: \(before[180 * 640 + 480])")
+        let after = try Self.lumaFrame(path, at: nil, width: 640, height: 360)
+        // Ann alone fills the canvas: her colour where Bob was.
+        #expect(Self.near(after[180 * 640 + 160], 200) && Self.near(after[180 * 640 + 480], 200))
+    }
+
+    @Test func aParticipantWithoutVideoHasANamedPlaceholder() async throws {
+        var options = Compositor.Options()
+        options.width = 640
+        options.height = 360
+        options.preset = "ultrafast"
+        let path = temporaryPath("composite-placeholder.mkv")
+        let compositor = try Compositor(options: options, outputs: [try CompositeOutputs.make(destination: path)])
+        compositor.setStage([.init(id: "ann", name: "Ann"), .init(id: "cam-off", name: "Cam Off")])
+        try await waitUntil("frames", seconds: 30) { compositor.stats.frames >= 20 }
+        compositor.stop()
+        let luma = try Self.lumaFrame(path, at: nil, width: 640, height: 360)
+        #expect(Self.near(luma[100 * 640 + 480], 48), "placeholder \(luma[100 * 640 + 480])")
+        // The label's white glyphs at the tile's bottom left.
+        let labelRows = (300..<356).flatMap { y in (322..<500).map { luma[y * 640 + $0] } }
+        #expect(labelRows.contains { $0 > 200 }, "no label drawn")
+    }
+
+    @Test func anOutputThatFailsIsDroppedAndTheOthersGoOn() async throws {
+        final class Failing: CompositeOutput {
+            let destination = "failing"
+            func writeVideo(_ frame: EncodedFrame, ptsMicros: Int64) throws { throw MediaError.closed }
+            func writeAudio(_ opus: EncodedFrame, pcm: UnsafeBufferPointer<Int16>, ptsMicros: Int64) throws {}
+            func finish() throws {}
+        }
+        var options = Compositor.Options()
+        options.width = 320
+        options.height = 180
+        options.preset = "ultrafast"
+        let path = temporaryPath("composite-survivor.mp4")
+        let compositor = try Compositor(
+            options: options, outputs: [Failing(), try CompositeOutputs.make(destination: path)])
+        try await waitUntil("frames", seconds: 30) { compositor.stats.frames >= 15 }
+        let results = compositor.stop()
+        #expect(results.first { $0.destination == "failing" }?.error != nil)
+        #expect(results.first { $0.destination == path }?.error == nil)
+        #expect((try probeFrameCounts(path)["h264"] ?? 0) >= 15)
+    }
+
+    @Test func refusesBadOptionsAndDestinations() throws {
+        var options = Compositor.Options()
+        options.width = 13
+        options.height = 7
+        #expect(throws: MediaError.self) { try Compositor(options: options, outputs: []) }
+        options = Compositor.Options()
+        options.codec = .vp9
+        #expect(throws: MediaError.self) { try Compositor(options: options, outputs: []) }
+        options = Compositor.Options()
+        options.fps = 0
+        #expect(throws: MediaError.self) { try Compositor(options: options, outputs: []) }
+        #expect(throws: MediaError.self) { try CompositeOutputs.make(destination: temporaryPath("x.avi")) }
+        #expect(throws: MediaError.self) { try CompositeOutputs.make(destination: "/nonexistent-dir/x.mp4") }
+    }
+
+    @Test func aWebMOutputRefusesH264() throws {
+        let out = try CompositeOutputs.make(destination: temporaryPath("h264.webm"))
+        let frames = try x264AccessUnits(seconds: 1)
+        #expect(throws: MediaError.self) { try out.writeVideo(frames[0], ptsMicros: 0) }
+        try out.finish()
+    }
+}
