@@ -31,6 +31,10 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var name: String?
     /// `--agent`: join as an agent.
     public var agent: Bool?
+    /// `--simulcast`: on stage, publish the test pattern in three simulcast layers (q, h, f) as the
+    /// SDK's `multiStream` does, so that the layers that do not fit the uplink's estimate stop and
+    /// each subscriber gets the layer its own link carries. Only with the `testsrc` video.
+    public var simulcast: Bool?
     /// `--mode`: `SEND_AND_RECV`, `RECV_ONLY` (default) or `SIGNALLING_ONLY`.
     public var mode: String?
     /// `--consume`: `all` (default), `stage`, `none` or `ID,ID`.
@@ -126,7 +130,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The value flags that may be given more than once (each value kept, in order).
     public static let repeatableFlags: Set<String> = ["--composite"]
     /// The flags without a value.
-    public static let switchFlags: Set<String> = ["--agent"]
+    public static let switchFlags: Set<String> = ["--agent", "--simulcast"]
     /// The flags whose values are secrets: stored for the agent, never shown.
     public static let secretFlags: Set<String> = ["--token", "--ice-servers"]
 
@@ -139,6 +143,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         id = flags["--id"]
         name = flags["--name"]
         agent = flags["--agent"] == "true" ? true : nil
+        simulcast = flags["--simulcast"] == "true" ? true : nil
         mode = flags["--mode"]
         consume = flags["--consume"]
         consumeKinds = flags["--consume-kinds"]
@@ -258,6 +263,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         if let consume { _ = try Self.consumePolicy(consume) }
         if let consumeKinds { _ = try Self.kinds(consumeKinds) }
         if let maxVideo, maxVideo < 0 { throw Invalid("--max-video", "'\(maxVideo)' is not a count (0 or more)") }
+        if simulcast == true, let video, video != "testsrc" {
+            throw Invalid("--simulcast", "needs the testsrc video (a file is one layer), not '\(Self.shown(video))'")
+        }
         if let quality, !["low", "medium", "high"].contains(quality) {
             throw Invalid("--quality", "'\(Self.shown(quality))' is not low, medium or high")
         }

@@ -21,9 +21,10 @@ public final class SendSideBandwidthEstimator {
     static let feedbackTimeoutMicros: Int64 = 1_000_000
     static let feedbackTimeoutCut = 0.8
     /// The acknowledged rate an overload cut goes to is measured over this much arrival time: the
-    /// last two short windows, after the queue filled (the half-second rate still holds the rate
-    /// from before the path fell).
-    static let overloadCarriedMicros: Int64 = 300_000
+    /// last two short windows, after the queue filled. Over 300 ms it still held some of the rate
+    /// from before the path fell: a viewer's first cut chose a middle layer, and the switch down went
+    /// through two key frames instead of one.
+    static let overloadCarriedMicros: Int64 = 200_000
 
     public let configuration: BandwidthEstimatorConfiguration
     /// The current estimate.
@@ -39,6 +40,10 @@ public final class SendSideBandwidthEstimator {
     var overload = OverloadDetector()
     /// The last cut for overload (µs): at most one per ``LossBasedController``'s decrease interval.
     private var lastOverloadCutMicros: Int64?
+    /// The last overloaded window (µs), and how long after it delay-based overuse is taken for the
+    /// overloaded queue draining.
+    private var lastOverloadMicros: Int64?
+    static let overloadDrainMicros: Int64 = 1_000_000
 
     private var lastFeedbackCount: UInt8?
     private var lastFeedbackMicros: Int64?
@@ -156,7 +161,13 @@ public final class SendSideBandwidthEstimator {
         estimate.feedbackReceived &+= 1
         self.estimate = estimate
         guard received + lost > 0 else { return false }
-        let usage: BandwidthUsage = sawOveruse ? .overusing : (sawUsage ? detector.usage : .normal)
+        var usage: BandwidthUsage = sawOveruse ? .overusing : (sawUsage ? detector.usage : .normal)
+        if usage == .overusing, let seen = lastOverloadMicros, nowMicros - seen < Self.overloadDrainMicros {
+            // The queue an overload filled drains now, and the acknowledged rate falls with what the
+            // sender dropped: a delay-based cut to 0.85 × that rate paused a viewer the overload had
+            // just moved to a layer that fits (issue 33). The overload's own cut answers it: hold.
+            usage = .underusing
+        }
         rate.update(usage: usage, acknowledged: acknowledged.bitrate, nowMicros: nowMicros)
         loss.update(received: received, lost: lost, nowMicros: nowMicros)
         let overloadedNow = overload.update(
@@ -177,7 +188,10 @@ public final class SendSideBandwidthEstimator {
         var cutForOverload = false
         // The losses of an overload are answered here (or were by a delay-based cut): the loss-based
         // window starts again, or they would cut once more after the sender dropped to what fits.
-        if overloadedNow { loss.restartWindow(nowMicros: nowMicros) }
+        if overloadedNow {
+            loss.restartWindow(nowMicros: nowMicros)
+            lastOverloadMicros = nowMicros
+        }
         if overloadedNow, let carried = acknowledged.bitrate(overMicros: Self.overloadCarriedMicros),
             lastOverloadCutMicros.map({ nowMicros - $0 >= Int64((300 + rate.rttMs) * 1000) }) ?? true
         {
