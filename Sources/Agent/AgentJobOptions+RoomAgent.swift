@@ -34,6 +34,7 @@ extension AgentJobOptions {
         options.participantName = name ?? "understudy"
         options.participantId = id
         options.asAgent = agent ?? false
+        options.simulcast = simulcast ?? false
         options.mode =
             try mode.map { text throws(Invalid) in Mode(rawValue: try Self.mode(text)) ?? .RECV_ONLY }
             ?? .RECV_ONLY

@@ -33,6 +33,10 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var agent: Bool?
     /// `--analyze`: full-reference checks of each consumed webcam, live (needs a record directory).
     public var analyze: Bool?
+    /// `--simulcast`: on stage, publish the test pattern in three simulcast layers (q, h, f) as the
+    /// SDK's `multiStream` does, so that the layers that do not fit the uplink's estimate stop and
+    /// each subscriber gets the layer its own link carries. Only with the `testsrc` video.
+    public var simulcast: Bool?
     /// `--mode`: `SEND_AND_RECV`, `RECV_ONLY` (default) or `SIGNALLING_ONLY`.
     public var mode: String?
     /// `--consume`: `all` (default), `stage`, `none` or `ID,ID`.
@@ -129,7 +133,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The value flags that may be given more than once (each value kept, in order).
     public static let repeatableFlags: Set<String> = ["--composite"]
     /// The flags without a value.
-    public static let switchFlags: Set<String> = ["--agent", "--analyze"]
+    public static let switchFlags: Set<String> = ["--agent", "--analyze", "--simulcast"]
     /// The flags whose values are secrets: stored for the agent, never shown.
     public static let secretFlags: Set<String> = ["--token", "--ice-servers"]
 
@@ -143,6 +147,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         name = flags["--name"]
         agent = flags["--agent"] == "true" ? true : nil
         analyze = flags["--analyze"] == "true" ? true : nil
+        simulcast = flags["--simulcast"] == "true" ? true : nil
         mode = flags["--mode"]
         consume = flags["--consume"]
         consumeKinds = flags["--consume-kinds"]
@@ -262,6 +267,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         if let consume { _ = try Self.consumePolicy(consume) }
         if let consumeKinds { _ = try Self.kinds(consumeKinds) }
         if let maxVideo, maxVideo < 0 { throw Invalid("--max-video", "'\(maxVideo)' is not a count (0 or more)") }
+        if simulcast == true, let video, video != "testsrc" {
+            throw Invalid("--simulcast", "needs the testsrc video (a file is one layer), not '\(Self.shown(video))'")
+        }
         if let quality, !["low", "medium", "high"].contains(quality) {
             throw Invalid("--quality", "'\(Self.shown(quality))' is not low, medium or high")
         }

@@ -72,6 +72,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var republishRoomToken: String?
         /// What the agent publishes on stage: `testsrc` (nil), `none`, or a .ivf/.webm file.
         public var video: String?
+        /// The test pattern in three simulcast layers on stage (`--simulcast`; the layers that do not
+        /// fit the uplink's estimate stop).
+        public var simulcast = false
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
         /// The codec of the published video: `vp8` (nil), `h264`, `vp9` or `av1` (see `LocalSources.videoCodec`).
@@ -154,7 +157,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             participantId: options.participantId,
             micEnabled: LocalSources.publishes(.audio, video: options.video, audio: options.audio),
             camEnabled: LocalSources.publishes(.video, video: options.video, audio: options.audio),
-            mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
+            mode: options.mode, multiStream: options.simulcast, autoConsume: false,
+            signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
         room.mediaSourceFactory = try LocalSources.factory(

@@ -204,6 +204,9 @@ enum Help {
             .init(name: "--id", value: "ID", text: "participant id"),
             .init(name: "--mode", value: "MODE", text: "SEND_AND_RECV, RECV_ONLY (default) or SIGNALLING_ONLY"),
             .init(name: "--agent", value: nil, text: "join as an agent"),
+            .init(
+                name: "--simulcast", value: nil,
+                text: "on stage, send the test pattern in three layers; those the uplink cannot carry stop"),
             .init(name: "--consume", value: "all|stage|none|ID,ID", text: "whom to receive (default all)"),
             .init(name: "--consume-kinds", value: "audio,video", text: "which kinds to receive"),
             .init(name: "--max-video", value: "N", text: "receive at most N webcams"),

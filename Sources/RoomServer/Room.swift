@@ -979,6 +979,7 @@ final class Room: @unchecked Sendable {
                 "pausedConsumers": .number(Double(t.pausedConsumers)),
                 "layerRaises": .number(Double(t.raises)), "layerDecreases": .number(Double(t.decreases)),
                 "probes": .number(Double(t.probes)), "failedProbes": .number(Double(t.failedProbes)),
+                "overloadDecreases": .number(Double(t.overloadDecreases)),
             ]
         }
         return .object(result)

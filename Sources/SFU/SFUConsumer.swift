@@ -50,6 +50,16 @@ final class SFUConsumer: @unchecked Sendable {
     var paused = false
     /// The allocator's key for this consumer (its track in the subscriber's ``SFUStreamAllocator``).
     var allocationKey = 0
+    /// Until this loop time the layer being forwarded is dropped while a switch down waits for its
+    /// target's key frame (0: not): the allocator lowered this consumer on an overloaded path, where
+    /// the current layer's packets are mostly lost anyway and, forwarded, keep the bottleneck queue
+    /// full, so that the lower layer's key frame is lost with them and the freeze goes on.
+    var dropCurrentUntil: UInt64 = 0
+    /// The longest the current layer is held back for a switch down (a key frame lost on the way
+    /// has the publisher's retries; past this the current layer flows again).
+    static let dropCurrentLimit: UInt64 = 1_000_000_000
+    /// The layer the last switch down left (-1: the last switch went up): its packets are not repaired.
+    var leftBehind = -1
     /// The newest outgoing sequence number sent (probe padding resends from there back).
     var lastOutgoing: UInt16 = 0
     /// Probe padding: the next packet back from ``lastOutgoing`` to resend, and the bytes sent.
@@ -132,15 +142,21 @@ final class SFUConsumer: @unchecked Sendable {
     }
 
     /// The allocator decided `position` (-1: pause). Returns true when the target or pause changed;
-    /// asks the publisher for the new layer's key frame then.
+    /// asks the publisher for the new layer's key frame then. `overloaded`: the decision lowers the
+    /// layer because the path is overloaded, so the current layer stops at once (``dropCurrentUntil``).
     @discardableResult
-    func allocate(position: Int, now: UInt64) -> Bool {
+    func allocate(position: Int, now: UInt64, overloaded: Bool = false) -> Bool {
         guard allocatedPosition != position else { return false }
+        let lowered = allocatedPosition.map { position < $0 } ?? false
         let before = (targetLayer, paused, targetSpatial, targetTemporal)
         allocatedPosition = position
         updateTarget()
         guard before != (targetLayer, paused, targetSpatial, targetTemporal) else { return false }
+        dropCurrentUntil = 0
         if !paused, needsKeyframe, track.canSend {
+            if overloaded, lowered, currentLayer >= 0, targetLayer != currentLayer {
+                dropCurrentUntil = now &+ Self.dropCurrentLimit
+            }
             producer.requestKeyframe(layer: targetLayer, now: now)
         }
         return true
@@ -194,6 +210,12 @@ final class SFUConsumer: @unchecked Sendable {
                 return
             }
             switchLayer(to: layer, packet, now: now)
+        } else if dropCurrentUntil != 0 {
+            guard now >= dropCurrentUntil else {
+                drop()
+                return
+            }
+            dropCurrentUntil = 0
         }
         var marker = packet.header.marker
         if packet.info.hasLayerIndices, producer.scalable != nil {
@@ -264,11 +286,16 @@ final class SFUConsumer: @unchecked Sendable {
     /// The subscriber NACKed `sequenceNumbers`: each one still in the producer's shared buffer is
     /// resent with the same rewriting it had (as RTX when negotiated).
     func handleNACK(_ sequenceNumbers: [UInt16], now: UInt64) {
-        guard !closed, sequencer != nil else { return }
+        // Held back for a switch down on an overloaded path: a repair would refill the queue.
+        guard !closed, sequencer != nil, dropCurrentUntil <= now else { return }
         let rtt = track.senderStats?.roundTripTime ?? 0
         let interval = rtt > 0 ? max(rtt, 5_000_000) : 50_000_000
         for seq in sequenceNumbers {
+            // A packet of the layer a switch down left is not repaired: the subscriber decodes from
+            // the new layer's key frame, and on a congested path (why the layer was left) the repairs
+            // of a layer three times the path's rate kept its queue full for seconds (issue 33).
             guard let entry = sequencer?.resendable(outgoing: seq, now: now, minimumInterval: interval),
+                Int(entry.layer) != leftBehind,
                 let payload = producer.bufferedPayload(layer: Int(entry.layer), sequenceNumber: entry.source)
             else {
                 nackMisses &+= 1
@@ -336,7 +363,14 @@ final class SFUConsumer: @unchecked Sendable {
         pictureTimestamp = packet.header.timestamp
         temporalUpSince = 0
         let previous = currentLayer
+        let order = producer.qualityOrder
+        if let from = order.firstIndex(of: previous), let to = order.firstIndex(of: layer), to < from {
+            leftBehind = previous
+        } else {
+            leftBehind = -1
+        }
         currentLayer = layer
+        dropCurrentUntil = 0
         if previous != layer { producer.sfu.layerSwitched(self) }
     }
 

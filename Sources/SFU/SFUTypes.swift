@@ -130,6 +130,8 @@ public struct SFUTransportStats: Sendable, Hashable {
     public var decreases: UInt64
     public var probes: UInt64
     public var failedProbes: UInt64
+    /// Decreases decided on an overloaded path (``SFUStreamAllocator/overloaded``; in ``decreases`` too).
+    public var overloadDecreases: UInt64
     /// Bytes sent as probe padding (RTX copies of packets already sent).
     public var probeBytes: UInt64
 }
@@ -167,6 +169,7 @@ public struct SFUCounters: Sendable, Hashable {
     public var allocationDecreases: UInt64 = 0
     public var probes: UInt64 = 0
     public var failedProbes: UInt64 = 0
+    public var allocationOverloadDecreases: UInt64 = 0
     public var probeBytes: UInt64 = 0
     /// Transport-cc feedback messages and REMBs the connections held received about what they send.
     public var transportFeedbackReceived: UInt64 = 0

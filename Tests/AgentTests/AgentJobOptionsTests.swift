@@ -34,6 +34,12 @@ import Testing
         #expect(agent.impairment?.down.loss == 0.1 && options.impair == #"{"down": {"loss": 0.1}}"#)
         #expect(agent.videoCodec == "h264")
         #expect(options.snapshotEvery == 2 && agent.snapshotInterval == 2)
+        #expect(options.simulcast == nil && !agent.simulcast)
+        let simulcast = try AgentJobOptions(arguments: [
+            "--server", "http://h:1", "--room", "r", "--token", "T", "--simulcast",
+        ])
+        #expect(simulcast.simulcast == true)
+        #expect(try simulcast.roomAgentOptions(recordDirectory: nil, checkMedia: false).simulcast)
     }
 
     @Test func eachBadValueIsRefusedNamingItsOption() {
@@ -52,6 +58,8 @@ import Testing
             (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp7"], "--video-codec"),
             (["--consume"], "--consume"), (["--snapshot-every", "0"], "--snapshot-every"),
             (["--snapshot-every", "often"], "--snapshot-every"),
+            (["--simulcast", "--video", "clip.ivf"], "--simulcast"),
+            (["--simulcast", "--video", "none"], "--simulcast"),
         ]
         for (extra, option) in cases {
             // Later values win, so each case overrides one valid option.

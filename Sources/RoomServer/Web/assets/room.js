@@ -829,6 +829,23 @@
     };
   }
 
+  // A connection's selected candidate pair: local and remote (server) ports (null: none yet).
+  async function candidatePath(pc) {
+    if (!pc) return null;
+    const report = await pc.getStats();
+    const candidates = new Map();
+    let pair = null;
+    report.forEach((s) => {
+      if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
+      if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
+    });
+    if (!pair) return null;
+    return {
+      localPort: candidates.get(pair.localCandidateId)?.port || 0,
+      remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
+    };
+  }
+
   async function receiverStats(mid) {
     const transceiver = state.subPc?.getTransceivers().find((t) => t.mid === mid);
     if (!transceiver) return null;
