@@ -142,6 +142,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var audioEgress: AudioEgress?
     /// The room composite (`--composite`), from ``start()`` (set once, before the join).
     private var compositor: Compositor?
+    /// Each participant's composite tile size, sent again when its webcam track (re)starts.
+    private var tileSizes: [String: (width: Int, height: Int)] = [:]
     /// The stage and audience just before leaving, kept for the final manifest.
     private var finalStage: (stage: [String], audience: [String])?
     /// Takes the webcam pictures of ``Options/snapshotInterval``; cancelled by ``stop()``.
@@ -348,12 +350,23 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     /// Compositor thread: a participant's tile is now `width`×`height`; the server is told, so that
     /// it forwards the simulcast layer that fits (`setViewPort`), after the pending consume calls.
     private func tileSized(_ id: String, width: Int, height: Int) {
-        guard lock.withLock({ !stopped && consumed[id]?.contains(.video) == true }),
-            let participant = room.participants[id]
+        guard
+            lock.withLock({ () -> Bool in
+                tileSizes[id] = (width, height)
+                return !stopped && consumed[id]?.contains(.video) == true
+            })
         else { return }
+        sendViewPort(id)
+    }
+
+    /// Sends `id`'s tile size (`setViewPort`) after the pending consume calls. A participant whose
+    /// webcam is not received yet refuses it (3068): its track's start sends it again.
+    private func sendViewPort(_ id: String) {
+        guard let size = lock.withLock({ tileSizes[id] }), let participant = room.participants[id] else { return }
         enqueueOperation { [self] in
-            do { try await participant.setViewPort(width: width, height: height) } catch {
-                log("setViewPort(\(id), \(width)x\(height)) failed: \(error)")
+            do { try await participant.setViewPort(width: size.width, height: size.height) } catch {
+                if (error as? UnderstudyError)?.code == 3068 { return }
+                log("setViewPort(\(id), \(size.width)x\(size.height)) failed: \(error)")
             }
         }
     }
@@ -624,6 +637,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             ? egress?.slot(
                 participantId: track.participantId, name: room.participants[track.participantId]?.displayName)
             : nil
+        if kind == .video && track.kind == .video && compositor != nil { sendViewPort(track.participantId) }
         let compositeSlot =
             kind == .video
             ? compositor?.videoSlot(
