@@ -93,7 +93,17 @@ import Testing
         let encoder = try H264Encoder(width: 64, height: 64)
         #expect(throws: MediaError.self) { try encoder.encode(i420: I420Image(width: 32, height: 32)) }
         #expect(throws: MediaError.self) {
-            try VideoEncoders.make(codec: .vp9, width: 64, height: 64, fps: 30, bitrate: 100_000, keyframeInterval: 30)
+            try VideoEncoders.make(codec: .opus, width: 64, height: 64, fps: 30, bitrate: 100_000, keyframeInterval: 30)
+        }
+        #expect(throws: MediaError.self) { try VP9Encoder(width: 63, height: 64) }
+        #expect(throws: MediaError.self) { try AV1Encoder(width: 64, height: 64, speed: 11) }
+        for codec in [MediaCodec.vp9, .av1] {
+            let e = try VideoEncoders.make(
+                codec: codec, width: 64, height: 64, fps: 30, bitrate: 100_000, keyframeInterval: 30)
+            #expect(e.codec == codec)
+            try e.setTargetBitrate(50_000)
+            #expect(e.targetBitrate == 50_000)
+            #expect(throws: MediaError.self) { try e.setTargetBitrate(0) }
         }
         let vp8 = try VideoEncoders.make(
             codec: .vp8, width: 64, height: 64, fps: 30, bitrate: 100_000, keyframeInterval: 30)

@@ -76,6 +76,43 @@ private func makeStapA(_ units: [[UInt8]]) -> [UInt8] {
         #expect(throws: RTPPayloadError.malformedHeader) { try inspect([0x79, 0x00, 0x01, 0x65]) }
     }
 
+    @Test func startCodeScanAgreesWithAByteByByteScan() {
+        // The byte-by-byte rule: a unit starts after each 00 00 01; trailing zeros belong to the
+        // next start code; empty units are skipped.
+        func reference(_ b: [UInt8]) -> [Range<Int>] {
+            var out: [Range<Int>] = []
+            var i = 0
+            var start = -1
+            while i + 2 < b.count {
+                if b[i] == 0, b[i + 1] == 0, b[i + 2] == 1 {
+                    if start >= 0 {
+                        var end = i
+                        while end > start, b[end - 1] == 0 { end -= 1 }
+                        if end > start { out.append(start..<end) }
+                    }
+                    i += 3
+                    start = i
+                } else {
+                    i += 1
+                }
+            }
+            if start >= 0, start < b.count { out.append(start..<b.count) }
+            return out
+        }
+        var rng = SplitMix64(seed: 35)
+        for round in 0..<3000 {
+            // Mostly zeros and ones, so start codes, runs of zeros and near misses are common.
+            let count = Int(rng.next() % 64)
+            let bytes = (0..<count).map { _ -> UInt8 in
+                let r = rng.next() % 8
+                return r < 4 ? 0 : r < 6 ? 1 : UInt8(truncatingIfNeeded: rng.next())
+            }
+            var fast: [Range<Int>] = []
+            bytes.withUnsafeBytes { H264AnnexB.forEachUnitRange($0) { fast.append($0) } }
+            #expect(fast == reference(bytes), "round \(round): \(bytes)")
+        }
+    }
+
     @Test func packetizeThenRebuildGivesTheAccessUnit() {
         let au = annexB([h264SPS, h264PPS, h264Unit(5, count: 1000), h264Unit(5, count: 50, firstSlice: false)])
         var scratch: [UInt8] = []

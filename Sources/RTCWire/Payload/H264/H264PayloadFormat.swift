@@ -302,8 +302,16 @@ public enum H264AnnexB {
         let n = b.count
         var i = 0
         var unitStart = -1
+        // Looks at the third byte of each candidate: above 1, no start code begins at i, i + 1 or
+        // i + 2, so the scan moves three bytes at a time through slice data (recorders and the
+        // packetizer scan every access unit).
         while i + 2 < n {
-            if b[i] == 0, b[i + 1] == 0, b[i + 2] == 1 {
+            let third = b[i + 2]
+            if third > 1 {
+                i += 3
+            } else if third == 0 {
+                i += 1
+            } else if b[i] == 0, b[i + 1] == 0 {
                 if unitStart >= 0 {
                     var end = i
                     while end > unitStart, b[end - 1] == 0 { end -= 1 }
@@ -312,7 +320,7 @@ public enum H264AnnexB {
                 i += 3
                 unitStart = i
             } else {
-                i += 1
+                i += 3
             }
         }
         if unitStart >= 0, unitStart < n { body(unitStart..<n) }
