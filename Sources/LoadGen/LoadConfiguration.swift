@@ -86,7 +86,7 @@ public struct LoadConfiguration: Sendable, Equatable {
     public var layout: LoadLayout = .grid(3)
     /// Publish 3 simulcast layers (else one 640x360 layer).
     public var simulcast: Bool = true
-    /// The codec publishers send (`--video-codec`): VP8 or H.264, encoded once per process and
+    /// The codec publishers send (`--video-codec`): VP8, H.264, VP9 or AV1, encoded once per process and
     /// sent by every bot. The room must accept it: a produce it refuses fails the bot.
     public var videoCodec: MediaCodec = .vp8
     /// Every this many seconds, one audience bot per room is invited on stage (and the previous one
@@ -166,7 +166,9 @@ public struct LoadConfiguration: Sendable, Equatable {
             throw bad("settle and maximum durations must be finite (at most a year)")
         }
         guard duration <= 365 * 86400 else { throw bad("--duration must be at most a year") }
-        guard VideoEncoders.codecs.contains(videoCodec) else { throw bad("--video-codec must be vp8 or h264") }
+        guard VideoEncoders.codecs.contains(videoCodec) else {
+            throw bad("--video-codec must be vp8, h264, vp9 or av1")
+        }
         if let impair {
             do { _ = try Impairment.parse(impair) } catch { throw bad("--impair: \(error.description)") }
         }
@@ -249,9 +251,9 @@ extension LoadConfiguration: Codable {
         try take(.impairShare, &impairShare)
         try take(.qualityMetrics, &qualityMetrics)
         if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
-            guard let parsed = MediaCodec(rawValue: codec) else {
+            guard let parsed = MediaCodec(rawValue: codec), VideoEncoders.codecs.contains(parsed) else {
                 throw DecodingError.dataCorruptedError(
-                    forKey: .videoCodec, in: c, debugDescription: "'\(codec.prefix(64))' is not vp8 or h264")
+                    forKey: .videoCodec, in: c, debugDescription: "'\(codec.prefix(64))' is not vp8, h264, vp9 or av1")
             }
             videoCodec = parsed
         }

@@ -72,8 +72,8 @@ import Testing
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","layout":"speakers"}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","iceServers":[{"url":"stun:h","username":"u","credential":"p"}]}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"vp7"}"#,
-            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"vp9"}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","qualityMetrics":"off"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"opus"}"#,
         ] {
             #expect(throws: DecodingError.self, "\(text)") {
                 try JSONDecoder().decode(LoadConfiguration.self, from: Data(text.utf8))

@@ -583,7 +583,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                     dtlsBeforeStart.append((Array(data), socket, from))
                     counters.dtlsHeldUntilStart &+= 1
                 } else {
-                    counters.droppedUnknownAddress &+= 1
+                    counters.dtlsDroppedBeforeStart &+= 1
                 }
                 return
             }
