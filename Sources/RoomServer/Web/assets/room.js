@@ -860,23 +860,6 @@
     return inbound;
   }
 
-  // A connection's selected candidate pair: local and remote (server) ports; null before one is chosen.
-  async function candidatePath(pc) {
-    if (!pc) return null;
-    const report = await pc.getStats();
-    const candidates = new Map();
-    let pair = null;
-    report.forEach((s) => {
-      if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
-      if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
-    });
-    if (!pair) return null;
-    return {
-      localPort: candidates.get(pair.localCandidateId)?.port || 0,
-      remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
-    };
-  }
-
   async function senderStats(transceiver) {
     const report = await transceiver.sender.getStats();
     const out = [];
