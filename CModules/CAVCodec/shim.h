@@ -1,6 +1,7 @@
 #pragma once
 #include <errno.h>
 #include <libavcodec/avcodec.h>
+#include <libavutil/channel_layout.h>
 #include <libavutil/error.h>
 #include <libavutil/pixdesc.h>
 
@@ -21,3 +22,6 @@ static const uint64_t ua_pix_fmt_flag_be = AV_PIX_FMT_FLAG_BE;
 static const uint64_t ua_pix_fmt_unsupported_flags = AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_HWACCEL |
                                                      AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM |
                                                      AV_PIX_FMT_FLAG_FLOAT | AV_PIX_FMT_FLAG_BAYER;
+
+// The AAC encoder's flag for an out-of-band AudioSpecificConfig (extradata), as a plain constant.
+static const int ua_codec_flag_global_header = AV_CODEC_FLAG_GLOBAL_HEADER;

@@ -55,6 +55,7 @@ extension AgentJobOptions {
         options.lobbyWait = lobbyWait
         options.recordDirectory = recordDirectory
         options.snapshotInterval = snapshotEvery
+        options.analyze = analyze == true
         if let recordFormat {
             guard let format = RoomAgent.RecordFormat(rawValue: recordFormat) else {
                 throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not a recording format")

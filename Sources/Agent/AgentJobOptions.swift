@@ -31,6 +31,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var name: String?
     /// `--agent`: join as an agent.
     public var agent: Bool?
+    /// `--analyze`: full-reference checks of each consumed webcam, live (needs a record directory).
+    public var analyze: Bool?
     /// `--simulcast`: on stage, publish the test pattern in three simulcast layers (q, h, f) as the
     /// SDK's `multiStream` does, so that the layers that do not fit the uplink's estimate stop and
     /// each subscriber gets the layer its own link carries. Only with the `testsrc` video.
@@ -62,7 +64,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var video: String?
     /// `--audio`: `tone`, `none`, a file or `alsa:DEVICE` on the machine that runs the agent.
     public var audio: String?
-    /// `--video-codec`: `vp8` (default) or `h264`, what the agent publishes its video in.
+    /// `--video-codec`: `vp8` (default), `h264`, `vp9` or `av1`, what the agent publishes its video in.
     public var videoCodec: String?
     /// `--ice-servers`: TURN URLs, comma-separated (credentials inline).
     public var iceServers: String?
@@ -81,7 +83,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// as `ID.jpg` beside the recordings (nil: none).
     public var snapshotEvery: Double?
     /// `--composite` (repeatable): where the room's composite goes, each a `.mp4`, `.webm` or `.mkv`
-    /// file on the machine that runs the agent (``compositeDestinations`` lists the kinds).
+    /// file or a `.m3u8` HLS playlist on the machine that runs the agent, or an `rtmp://` URL
+    /// (``compositeDestinations`` lists the kinds).
     public var composite: [String]?
     /// `--layout`: `grid` (default) or `speaker`.
     public var layout: String?
@@ -130,7 +133,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The value flags that may be given more than once (each value kept, in order).
     public static let repeatableFlags: Set<String> = ["--composite"]
     /// The flags without a value.
-    public static let switchFlags: Set<String> = ["--agent", "--simulcast"]
+    public static let switchFlags: Set<String> = ["--agent", "--analyze", "--simulcast"]
     /// The flags whose values are secrets: stored for the agent, never shown.
     public static let secretFlags: Set<String> = ["--token", "--ice-servers"]
 
@@ -143,6 +146,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         id = flags["--id"]
         name = flags["--name"]
         agent = flags["--agent"] == "true" ? true : nil
+        analyze = flags["--analyze"] == "true" ? true : nil
         simulcast = flags["--simulcast"] == "true" ? true : nil
         mode = flags["--mode"]
         consume = flags["--consume"]
@@ -271,7 +275,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         }
         if let acceptInvites { _ = try Self.invitePolicy(acceptInvites) }
         if let videoCodec, !Self.videoCodecs.contains(videoCodec.lowercased()) {
-            throw Invalid("--video-codec", "'\(Self.shown(videoCodec))' is not vp8 or h264")
+            throw Invalid("--video-codec", "'\(Self.shown(videoCodec))' is not vp8, h264, vp9 or av1")
         }
         if let recordFormat, !Self.recordFormats.contains(recordFormat) {
             throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not webm, mp4 or ogg+ivf")
@@ -331,7 +335,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The destinations `--composite` takes: file extensions (any case) and URL schemes. Named again
     /// here (Foundation only); `Egress.CompositeOutputs.make(destination:)` opens each, and
     /// AgentJobOptionsTests checks that the two agree.
-    public static let compositeDestinations: [String] = [".mp4", ".webm", ".mkv"]
+    public static let compositeDestinations: [String] = [".mp4", ".webm", ".mkv", ".m3u8", "rtmp://"]
     /// At most this many `--composite` outputs.
     public static let maxCompositeOutputs = 8
     /// The `--layout` values.
@@ -432,6 +436,14 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
                 "--composite",
                 "'\(Self.shown(webm))': WebM holds VP8, not H.264 (add --composite-codec vp8, or write .mkv)")
         }
+        if compositeCodec == "vp8",
+            let live = composite.first(where: {
+                $0.lowercased().hasSuffix(".m3u8") || $0.lowercased().hasPrefix("rtmp://")
+            })
+        {
+            throw Invalid(
+                "--composite", "'\(Self.shown(live))': HLS and RTMP carry H.264, not VP8 (drop --composite-codec vp8)")
+        }
     }
 
     /// The raw values of ``RoomAgent/RecordFormat`` (this file is Foundation only, so it names them
@@ -439,7 +451,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public static let recordFormats: Set<String> = ["webm", "mp4", "ogg+ivf"]
     /// The `--video-codec` values (any case; `LocalSources.videoCodec` parses the same, and
     /// AgentJobOptionsTests checks that the two agree).
-    public static let videoCodecs: Set<String> = ["vp8", "h264", "h.264"]
+    public static let videoCodecs: Set<String> = ["vp8", "h264", "h.264", "vp9", "av1"]
 
     /// The rates `--transcribe-rate` takes.
     public static let transcribeRates: Set<Int> = [16_000, 48_000]

@@ -90,11 +90,12 @@ public struct SFUStreamAllocator: Sendable {
         public static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
     }
 
-    /// Measured bitrates of up to four layers, bits per second, lowest first (0: not flowing). Inline,
-    /// so that filling it in allocates nothing.
+    /// Measured bitrates of up to six layers, bits per second, lowest first (0: not flowing): three
+    /// simulcast layers, or the rungs of a scalable stream (L3T3: S0 at three frame rates, S1, S2).
+    /// Inline, so that filling it in allocates nothing.
     public struct LayerRates: Sendable, Equatable {
-        public static let capacity = 4
-        private var r0 = 0, r1 = 0, r2 = 0, r3 = 0
+        public static let capacity = 6
+        private var r0 = 0, r1 = 0, r2 = 0, r3 = 0, r4 = 0, r5 = 0
         /// Layers the producer has (flowing or not).
         public var count = 0
 
@@ -112,6 +113,8 @@ public struct SFUStreamAllocator: Sendable {
                 case 1: return r1
                 case 2: return r2
                 case 3: return r3
+                case 4: return r4
+                case 5: return r5
                 default: return 0
                 }
             }
@@ -121,6 +124,8 @@ public struct SFUStreamAllocator: Sendable {
                 case 1: r1 = newValue
                 case 2: r2 = newValue
                 case 3: r3 = newValue
+                case 4: r4 = newValue
+                case 5: r5 = newValue
                 default: break
                 }
             }

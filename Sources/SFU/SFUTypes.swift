@@ -103,6 +103,13 @@ public struct SFUConsumerStats: Sendable, Hashable {
     public var paused = false
     /// The highest layer the allocator allows (a RID; nil without simulcast or without an estimate).
     public var allocatedRID: String?
+    /// In a scalable stream (VP9 SVC): the spatial and temporal layers forwarded (nil before the
+    /// first key picture, or while paused) and those the subscriber's preference and the allocator
+    /// aim for. All nil for simulcast and single-layer tracks.
+    public var currentSpatialLayer: Int?
+    public var currentTemporalLayer: Int?
+    public var targetSpatialLayer: Int?
+    public var targetTemporalLayer: Int?
 }
 
 /// What the stream allocator knows and decided for one subscribe connection.

@@ -55,7 +55,7 @@ import Testing
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
             (["--consume"], "--consume"), (["--impair", "dial-up"], "--impair"),
-            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp9"], "--video-codec"),
+            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp7"], "--video-codec"),
             (["--consume"], "--consume"), (["--snapshot-every", "0"], "--snapshot-every"),
             (["--snapshot-every", "often"], "--snapshot-every"),
             (["--simulcast", "--video", "clip.ivf"], "--simulcast"),
@@ -137,7 +137,9 @@ import Testing
             (["--composite", "x.mp4", "--size", "13x7"], "--size", "outside 64x64"),
             (["--composite", "x.mp4", "--size", "641x360"], "--size", "must be even"),
             (["--composite", "x.mp4", "--size", "big"], "--size", "is not WIDTHxHEIGHT"),
-            (["--composite", "x.avi"], "--composite", "is not a .mp4, .webm, .mkv destination"),
+            (["--composite", "x.avi"], "--composite", "is not a .mp4, .webm, .mkv, .m3u8, rtmp:// destination"),
+            (["--composite", "x.m3u8", "--composite-codec", "vp8"], "--composite", "HLS and RTMP carry H.264"),
+            (["--composite", "rtmp://h/a/b", "--composite-codec", "vp8"], "--composite", "HLS and RTMP carry H.264"),
             (["--composite", "dir/"], "--composite", "is not a"),
             (["--composite", "x.webm"], "--composite", "WebM holds VP8"),
             (["--composite", "x.mp4", "--composite", "x.mp4"], "--composite", "given twice"),
@@ -194,7 +196,8 @@ import Testing
         for name in AgentJobOptions.videoCodecs {
             #expect(VideoEncoders.codecs.contains(try LocalSources.videoCodec(name)), "\(name)")
         }
-        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp9") }
+        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp7") }
+        #expect(Set(try AgentJobOptions.videoCodecs.map(LocalSources.videoCodec)) == Set(VideoEncoders.codecs))
     }
 
     @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {

@@ -208,7 +208,10 @@ public final class Compositor: @unchecked Sendable {
         self.log = log
         self.tileSize = tileSize
         canvas = try CompositeCanvas(width: options.width, height: options.height)
-        let keyInterval = max(1, options.fps * options.keyframeSeconds)
+        // An output that cuts or restarts at keyframes (HLS, RTMP) may want them more often.
+        let paced = outputs.compactMap { ($0 as? any KeyframePacedOutput)?.keyframeIntervalSeconds }.min()
+        let seconds = min(Double(options.keyframeSeconds), paced ?? .infinity)
+        let keyInterval = max(1, Int((Double(options.fps) * seconds).rounded()))
         switch options.codec {
         case .h264:
             encoder = try H264Encoder(

@@ -196,7 +196,8 @@ final class AVCodecDecoder {
         }
     }
 
-    private static func text(_ code: Int32) -> String {
+    /// libavcodec's text for an `AVERROR` code (the AAC encoder's errors too).
+    static func text(_ code: Int32) -> String {
         var buffer = [CChar](repeating: 0, count: 128)
         return String(cString: ua_av_strerror(code, &buffer, buffer.count))
     }

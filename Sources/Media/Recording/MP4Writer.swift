@@ -18,6 +18,10 @@ public import RTCWire
 /// use no B-frames). Sample durations are the gaps between presentation times; the last sample of
 /// each track takes its frame's own duration.
 ///
+/// The same muxer serves segmenters (HLS with fMP4 segments): ``init(pieces:video:audio:maxFragmentMs:)``
+/// hands the header (the init segment) and each fragment to a closure instead of a file, and the audio track
+/// may be AAC (``writeAudio(_:pts:duration:)``) as well as Opus.
+///
 /// Not thread-safe: confine an instance to one thread.
 // Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public final class MP4Writer: @unchecked Sendable {
@@ -59,9 +63,33 @@ public final class MP4Writer: @unchecked Sendable {
         }
     }
 
-    private let sink: FileSink
+    /// The audio track's codec and its configuration.
+    public enum AudioTrack: Sendable {
+        /// Opus, 1 or 2 channels, with the decoder's pre-skip in 48 kHz samples.
+        case opus(channels: Int, preSkip: Int)
+        /// AAC with its AudioSpecificConfig (from ``AACEncoder/audioSpecificConfig``).
+        case aac(audioSpecificConfig: [UInt8], channels: Int, sampleRate: Int)
+    }
+
+    /// One piece of the output for a segmenter: the header (ftyp + moov, HLS's init segment) or one
+    /// fragment (moof + mdat). `bytes` is valid during the call only.
+    public struct Piece {
+        /// Whether this is the header or a fragment.
+        public let isHeader: Bool
+        /// The bytes of the piece.
+        public let bytes: [UInt8]
+        /// A fragment's media time span in microseconds from the first frame (the video track's when there
+        /// is one, which is where a segmenter cuts); 0 for the header.
+        public let startMicros: Int64
+        public let endMicros: Int64
+    }
+
+    private let sink: FileSink?
+    private let onPiece: ((Piece) throws -> Void)?
+    private var pieceBuffer: [UInt8] = []
     private let wantsVideo: Bool
     private let audioChannels: Int?
+    private let audioTrack: AudioTrack?
     private let preSkip: Int
     private let headerWaitNs: Int64
     private let maxFragmentNs: Int64
@@ -81,9 +109,9 @@ public final class MP4Writer: @unchecked Sendable {
     private var moof: [UInt8] = []
 
     /// Bytes handed to the disk writer thread and not yet written (see ``DiskWriter``).
-    public var backlogBytes: Int { sink.backlogBytes }
-    /// The file (for the recorder's count of what reached it).
-    var fileSink: FileSink { sink }
+    public var backlogBytes: Int { sink?.backlogBytes ?? 0 }
+    /// The file (for the recorder's count of what reached it); nil when writing pieces.
+    var fileSink: FileSink? { sink }
 
     /// Creates (truncates) `path`. `video`: whether a video track is expected; `audioChannels`: the
     /// Opus channel count (1 or 2), nil for no audio track. Throws ``MediaError`` for bad arguments or
@@ -100,13 +128,72 @@ public final class MP4Writer: @unchecked Sendable {
         }
         wantsVideo = video
         self.audioChannels = audioChannels
+        audioTrack = audioChannels.map { .opus(channels: $0, preSkip: preSkip) }
         self.preSkip = preSkip
         headerWaitNs = Int64(max(0, headerWaitMs)) * 1_000_000
         maxFragmentNs = Int64(min(max(100, maxFragmentMs), 30_000)) * 1_000_000
         sink = try FileSink(path: path, writer: writer)
+        onPiece = nil
         if video { self.video = Track(id: 1, timescale: 90_000) }
         if audioChannels != nil { audio = Track(id: video ? 2 : 1, timescale: 48_000) }
         moof.reserveCapacity(4096)
+    }
+
+    /// Creates a muxer that hands its header and each fragment to `pieces` (on the caller's thread, from
+    /// ``write(_:pts:)``, ``writeAudio(_:pts:duration:)`` and ``close()``) instead of writing a file. Fragments
+    /// end before each video keyframe and at least every `maxFragmentMs`. An error `pieces` throws comes
+    /// out of the call that wrote. Throws ``MediaError/invalidArgument(_:)`` for a bad audio configuration.
+    public init(
+        pieces: @escaping (Piece) throws -> Void, video: Bool = true, audio: AudioTrack?, headerWaitMs: Int = 5_000,
+        maxFragmentMs: Int = 30_000
+    ) throws {
+        guard video || audio != nil else { throw MediaError.invalidArgument("MP4 needs a video or an audio track") }
+        var timescale: UInt32 = 48_000
+        switch audio {
+        case .opus(let channels, _) where !(channels == 1 || channels == 2):
+            throw MediaError.invalidArgument("MP4 Opus channels \(channels)")
+        case .aac(let config, let channels, let rate):
+            guard config.count >= 2, (1...8).contains(channels), (8_000...96_000).contains(rate) else {
+                throw MediaError.invalidArgument("MP4 AAC config \(config.count) bytes, \(channels) ch, \(rate) Hz")
+            }
+            timescale = UInt32(rate)
+        default: break
+        }
+        wantsVideo = video
+        audioTrack = audio
+        if case .opus(let channels, let skip) = audio {
+            audioChannels = channels
+            preSkip = skip
+        } else {
+            audioChannels = audio == nil ? nil : 1
+            preSkip = 0
+        }
+        headerWaitNs = Int64(max(0, headerWaitMs)) * 1_000_000
+        maxFragmentNs = Int64(min(max(100, maxFragmentMs), 30_000)) * 1_000_000
+        sink = nil
+        onPiece = pieces
+        if video { self.video = Track(id: 1, timescale: 90_000) }
+        if audio != nil { self.audio = Track(id: video ? 2 : 1, timescale: timescale) }
+        moof.reserveCapacity(4096)
+        pieceBuffer.reserveCapacity(1 << 18)
+    }
+
+    /// Takes one audio frame of a codec ``MediaCodec`` does not name (AAC): its bytes, `pts` in nanoseconds
+    /// as ``write(_:pts:)`` takes them, and its `duration` in samples.
+    public func writeAudio(_ data: UnsafeRawBufferPointer, pts: Int64, duration: Int) throws {
+        guard !closed else { throw MediaError.closed }
+        guard var track = audio else { throw MediaError.invalidArgument("MP4 writer has no audio track") }
+        guard !data.isEmpty else { return }
+        let start = firstPTS ?? pts
+        if firstPTS == nil {
+            firstPTS = pts
+            fragmentStartPTS = pts
+        }
+        audio = nil
+        let time = advance(&track, to: UInt64(max(0, pts - start)))
+        append(data, h264: false, key: true, duration: UInt32(clamping: duration), time: time, to: &track)
+        audio = track
+        try afterSample(pts: pts, start: start)
     }
 
     /// Takes one frame. `pts` is nanoseconds since the recording's start (same origin for audio and
@@ -178,6 +265,11 @@ public final class MP4Writer: @unchecked Sendable {
             append(frame, time: time, to: &track)
             audio = track
         }
+        try afterSample(pts: pts, start: start)
+    }
+
+    /// Writes the header once audio waited long enough for video, and cuts a fragment that grew too long.
+    private func afterSample(pts: Int64, start: Int64) throws {
         if !headerWritten {
             // Audio waited long enough and no keyframe came: an audio-only file.
             guard pts - start > headerWaitNs else { return }
@@ -201,25 +293,35 @@ public final class MP4Writer: @unchecked Sendable {
 
     /// Appends a sample at decode time `time` (its duration is set by the next one, or at close).
     private func append(_ frame: EncodedFrame, time: UInt64, to track: inout Track) {
+        let clock = UInt64(max(1, frame.codec.clockRate))
+        let duration = UInt32(clamping: UInt64(frame.duration) * UInt64(track.timescale) / clock)
+        frame.data.withUnsafeBytes { bytes in
+            append(
+                bytes, h264: frame.codec == .h264, key: frame.codec.kind == .audio || frame.isKeyframe,
+                duration: duration, time: time, to: &track)
+        }
+    }
+
+    /// Appends a sample's bytes (H.264 Annex B converted to length-prefixed units); `duration` in the
+    /// track's timescale is used for the last sample only.
+    private func append(
+        _ bytes: UnsafeRawBufferPointer, h264: Bool, key: Bool, duration: UInt32, time: UInt64, to track: inout Track
+    ) {
         if track.sizes.isEmpty { track.baseTime = time }
         track.started = true
         track.lastTime = time
-        let clock = UInt64(max(1, frame.codec.clockRate))
-        track.lastFrameDuration = UInt32(clamping: UInt64(frame.duration) * UInt64(track.timescale) / clock)
+        track.lastFrameDuration = duration
         let before = track.data.count
-        if frame.codec == .h264 {
-            frame.data.withUnsafeBytes { bytes in
-                H264AnnexB.forEachUnitRange(bytes) { unit in
-                    track.data.appendBE32(UInt32(unit.count))
-                    track.data.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[unit]))
-                }
+        if h264 {
+            H264AnnexB.forEachUnitRange(bytes) { unit in
+                track.data.appendBE32(UInt32(unit.count))
+                track.data.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[unit]))
             }
         } else {
-            track.data.append(contentsOf: frame.data)
+            track.data.append(contentsOf: bytes)
         }
         track.durations.append(0)
         track.sizes.append(UInt32(track.data.count - before))
-        let key = frame.codec.kind == .audio || frame.isKeyframe
         // sample_depends_on 2 (independent) for sync samples; 1 plus is_non_sync_sample otherwise.
         track.flags.append(key ? 0x0200_0000 : 0x0101_0000)
     }
@@ -277,36 +379,59 @@ public final class MP4Writer: @unchecked Sendable {
         for (position, isVideo) in dataOffsetPositions {
             moof.setBE32(at: position, UInt32(trackOffsets[isVideo] ?? 0))
         }
-        sink.buffer.append(contentsOf: moof)
-        sink.buffer.appendBE32(UInt32(mdatSize))
-        sink.buffer.append(contentsOf: [0x6D, 0x64, 0x61, 0x74])  // "mdat"
-        for (count, isVideo) in counts where count > 0 {
-            guard var t = isVideo ? video : audio else { continue }
-            let bytes = byteCounts[isVideo] ?? 0
-            sink.buffer.append(contentsOf: t.data[0..<bytes])
-            var frames = RecordedFrames()
-            if isVideo {
-                frames.video = count
-                frames.videoBytes = bytes
-                frames.keyframes = t.flags[0..<count].reduce(0) { $0 + ($1 == 0x0200_0000 ? 1 : 0) }
-                videoFramesWritten += count
-            } else {
-                frames.audio = count
-                frames.audioBytes = bytes
-                audioFramesWritten += count
+        // The piece's span: the video track's when it has samples here (a segmenter cuts at its keyframes).
+        var spanStart: Int64 = 0
+        var spanEnd: Int64 = 0
+        var frames = RecordedFrames()
+        try emit { out in
+            out.append(contentsOf: moof)
+            out.appendBE32(UInt32(mdatSize))
+            out.append(contentsOf: [0x6D, 0x64, 0x61, 0x74])  // "mdat"
+            for (count, isVideo) in counts where count > 0 {
+                guard var t = isVideo ? video : audio else { continue }
+                let bytes = byteCounts[isVideo] ?? 0
+                out.append(contentsOf: t.data[0..<bytes])
+                if isVideo {
+                    frames.video = count
+                    frames.videoBytes = bytes
+                    frames.keyframes = t.flags[0..<count].reduce(0) { $0 + ($1 == 0x0200_0000 ? 1 : 0) }
+                    videoFramesWritten += count
+                } else {
+                    frames.audio = count
+                    frames.audioBytes = bytes
+                    audioFramesWritten += count
+                }
+                let endTime = t.baseTime + t.durations[0..<count].reduce(0) { $0 + UInt64(max(1, $1)) }
+                if isVideo || spanEnd == 0 {
+                    spanStart = Int64(t.baseTime) * 1_000_000 / Int64(t.timescale)
+                    spanEnd = Int64(endTime) * 1_000_000 / Int64(t.timescale)
+                }
+                endTimeMs = max(endTimeMs, endTime * 1_000 / UInt64(t.timescale))
+                t.data.removeSubrange(0..<bytes)
+                t.durations.removeSubrange(0..<count)
+                t.sizes.removeSubrange(0..<count)
+                t.flags.removeSubrange(0..<count)
+                t.baseTime = endTime
+                if isVideo { video = t } else { audio = t }
             }
-            sink.pendingFrames += frames
-            let endTime = t.baseTime + t.durations[0..<count].reduce(0) { $0 + UInt64(max(1, $1)) }
-            endTimeMs = max(endTimeMs, endTime * 1_000 / UInt64(t.timescale))
-            t.data.removeSubrange(0..<bytes)
-            t.durations.removeSubrange(0..<count)
-            t.sizes.removeSubrange(0..<count)
-            t.flags.removeSubrange(0..<count)
-            t.baseTime = endTime
-            if isVideo { video = t } else { audio = t }
+            sink?.pendingFrames += frames
+        } piece: {
+            Piece(isHeader: false, bytes: $0, startMicros: spanStart, endMicros: spanEnd)
         }
         fragmentsWritten += 1
-        try sink.flush()
+    }
+
+    /// Builds a piece of output: into the file's buffer (then handed to the disk writer), or into the
+    /// piece buffer, then handed to the segmenter.
+    private func emit(_ body: (inout [UInt8]) -> Void, piece: ([UInt8]) -> Piece) throws {
+        if let sink {
+            body(&sink.buffer)
+            try sink.flush()
+            return
+        }
+        pieceBuffer.removeAll(keepingCapacity: true)
+        body(&pieceBuffer)
+        try onPiece?(piece(pieceBuffer))
     }
 
     /// Writes everything held, patches the duration and closes the file. Safe to call twice.
@@ -325,6 +450,7 @@ public final class MP4Writer: @unchecked Sendable {
         }
         try writeFragment(counts: [(video?.sizes.count ?? 0, true), (audio?.sizes.count ?? 0, false)])
         closed = true
+        guard let sink else { return }
         try sink.flush()
         var duration: [UInt8] = []
         duration.appendBE64(endTimeMs)
@@ -344,7 +470,7 @@ public final class MP4Writer: @unchecked Sendable {
             if videoCodec == .h264 { f.appendFourCC("avc1") }
             if videoCodec == .av1 { f.appendFourCC("av01") }
         }
-        let base = sink.flushedLength
+        let base = sink?.flushedLength ?? 0
         var mehdPosition = 0
         b.mp4Box("moov") { m in
             m.mp4FullBox("mvhd", version: 0, flags: 0) { h in
@@ -367,7 +493,11 @@ public final class MP4Writer: @unchecked Sendable {
             }
             if let audio {
                 m.appendTrack(id: audio.id, timescale: audio.timescale, sound: true, width: 0, height: 0) { s in
-                    self.opusSampleEntry(&s)
+                    if case .aac(let config, let channels, let rate) = self.audioTrack {
+                        self.aacSampleEntry(&s, config: config, channels: channels, sampleRate: rate)
+                    } else {
+                        self.opusSampleEntry(&s)
+                    }
                 }
             }
             m.mp4Box("mvex") { x in
@@ -387,8 +517,11 @@ public final class MP4Writer: @unchecked Sendable {
             }
         }
         mehdOffset = base + Int64(mehdPosition)
-        sink.buffer.append(contentsOf: b)
-        try sink.flush()
+        try emit {
+            $0.append(contentsOf: b)
+        } piece: {
+            Piece(isHeader: true, bytes: $0, startMicros: 0, endMicros: 0)
+        }
     }
 
     private func videoSampleEntry(_ s: inout [UInt8]) {
@@ -433,16 +566,30 @@ public final class MP4Writer: @unchecked Sendable {
         }
     }
 
+    /// `mp4a` with an `esds` (ISO/IEC 14496-1 descriptors) carrying the AudioSpecificConfig.
+    private func aacSampleEntry(_ s: inout [UInt8], config: [UInt8], channels: Int, sampleRate: Int) {
+        s.mp4Box("mp4a") { e in
+            e.appendAudioSampleEntryFields(channels: channels, sampleRate: sampleRate)
+            e.mp4FullBox("esds", version: 0, flags: 0) { d in
+                let specific = config.count
+                let decoderConfig = 13 + 2 + specific
+                // ES_Descriptor: id 1, no flags; DecoderConfigDescriptor; SLConfigDescriptor (predefined 2).
+                d.append(contentsOf: [0x03, UInt8(3 + 2 + decoderConfig + 3), 0x00, 0x01, 0x00])
+                d.append(contentsOf: [0x04, UInt8(decoderConfig), 0x40, 0x15])  // MPEG-4 audio, audio stream
+                d.append(contentsOf: [0x00, 0x00, 0x00])  // buffer size
+                d.appendBE32(0)  // max bitrate
+                d.appendBE32(0)  // average bitrate
+                d.append(contentsOf: [0x05, UInt8(specific)])
+                d.append(contentsOf: config)
+                d.append(contentsOf: [0x06, 0x01, 0x02])
+            }
+        }
+    }
+
     private func opusSampleEntry(_ s: inout [UInt8]) {
         let channels = audioChannels ?? 2
         s.mp4Box("Opus") { e in
-            e.append(contentsOf: [0, 0, 0, 0, 0, 0])
-            e.appendBE16(1)  // data reference index
-            e.append(contentsOf: [UInt8](repeating: 0, count: 8))
-            e.appendBE16(UInt16(channels))
-            e.appendBE16(16)  // sample size
-            e.appendBE32(0)
-            e.appendBE32(48_000 << 16)
+            e.appendAudioSampleEntryFields(channels: channels, sampleRate: 48_000)
             // Opus-in-ISOBMFF: the OpusHead fields, big-endian, without the magic.
             e.mp4Box("dOps") { d in
                 d.append(0)  // version
@@ -492,6 +639,16 @@ extension Array where Element == UInt8 {
             b.appendBE32(UInt32(version) << 24 | flags & 0xFF_FFFF)
             body(&b)
         }
+    }
+    /// The fields every audio sample entry starts with (ISO/IEC 14496-12 AudioSampleEntry).
+    mutating func appendAudioSampleEntryFields(channels: Int, sampleRate: Int) {
+        append(contentsOf: [0, 0, 0, 0, 0, 0])
+        appendBE16(1)  // data reference index
+        append(contentsOf: [UInt8](repeating: 0, count: 8))
+        appendBE16(UInt16(channels))
+        appendBE16(16)  // sample size
+        appendBE32(0)
+        appendBE32(UInt32(sampleRate) << 16)
     }
     /// The unity transformation matrix of `mvhd` and `tkhd`.
     mutating func appendMatrix() {
