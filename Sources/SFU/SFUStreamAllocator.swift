@@ -324,11 +324,13 @@ public struct SFUStreamAllocator: Sendable {
             }
         }
         // The subscriber acknowledges (nearly) all that is sent now: the path carries the current
-        // layers, whatever the estimate says, so no forwarding track is paused on this run.
+        // layers, whatever the estimate says, so no forwarding track is paused on this run. Nor is one
+        // on an overloaded path: overload lowers layers, and the cut to what arrived while the queue
+        // drained paused a viewer the overload had just moved to its lowest layer (a 3 s freeze).
         let carried = acknowledgedRate > 0 && acknowledgedRate >= allocatedRate / 100 * 90
         fit(
             budget: overloaded ? budget : budget + budget / 100 * configuration.decreaseTolerance,
-            unproven: probe?.media == true ? probe?.track ?? -1 : -1, carried: carried)
+            unproven: probe?.media == true ? probe?.track ?? -1 : -1, carried: carried || overloaded)
         var decreased = false
         if let p = probe, p.media, estimate >= p.startEstimate, fitted[p.track] < p.layer {
             // A media probe holds its layer while the estimate has not fallen.

@@ -60,6 +60,13 @@ struct SFUStreamAllocatorTests {
         b.overloaded = true
         b.allocate(now: 500 * ms)
         #expect(targets(b) == [0])
+        // Overload lowers, it does not pause: far below the lowest layer, that layer stays.
+        b.estimate = 60_000
+        b.allocate(now: 1_000 * ms)
+        #expect(targets(b) == [0])
+        b.overloaded = false
+        b.allocate(now: 1_500 * ms)
+        #expect(targets(b) == [-1], "a plain decrease that far still pauses")
     }
 
     @Test func theSubscribersChoiceIsTheUpperBound() {

@@ -10,8 +10,8 @@
 ///
 /// Overload is two short windows in a row that each lost ``heavyLoss`` or more of their packets, or
 /// one that lost ``severeLoss``, while the delay detector saw overuse within ``overuseMemoryMicros``
-/// (the losses come from a queue that filled, not from a lossy link); one burst fills one window,
-/// not two. It clears on the first
+/// (the losses come from a queue that filled, not from a lossy link); or two in a row that lost
+/// ``severeLoss``, whatever the delay said. One burst fills one window, not two. It clears on the first
 /// window that loses less than ``LossBasedController/highLoss`` once ``holdMicros`` have passed.
 /// Allocation-free.
 struct OverloadDetector {
@@ -19,10 +19,12 @@ struct OverloadDetector {
     static let minimumPackets = 10
     static let heavyLoss = 0.25
     static let heavyWindows = 2
-    /// A window that lost this share alone is overload (with the overuse): a burst into a full
-    /// tail-drop queue loses that much only when the rest of the window is small, and a path
-    /// that fell to half of what is sent or less loses it in every window.
-    static let severeLoss = 0.5
+    /// A window that lost this share alone is overload (with the overuse), and two in a row are
+    /// even without it: a path that fell to 40 % of what is sent loses it in every window, while
+    /// on a busy machine the delay detector's threshold may have adapted past what a short queue
+    /// adds (a viewer's 92 % loss went unseen for a second), and random loss that heavy twice in a
+    /// row is a path that does not carry what is sent either.
+    static let severeLoss = 0.6
     static let overuseMemoryMicros: Int64 = 1_000_000
     /// Overload holds at least this long after the last overloaded window: the allocator must see it
     /// (it runs at most every 100 ms), and a tail-drop queue's losses come in bursts, so one window
@@ -37,6 +39,7 @@ struct OverloadDetector {
     private var lost = 0
     private var windowStart: Int64?
     private var heavyInARow = 0
+    private var severeInARow = 0
     private var lastOveruse: Int64?
     private var lastOverloaded: Int64 = 0
 
@@ -56,11 +59,12 @@ struct OverloadDetector {
         lost = 0
         windowStart = nowMicros
         heavyInARow = windowLoss >= Self.heavyLoss ? heavyInARow + 1 : 0
+        severeInARow = windowLoss >= Self.severeLoss ? severeInARow + 1 : 0
         if windowLoss < LossBasedController.highLoss, nowMicros - lastOverloaded >= Self.holdMicros {
             overloaded = false
         }
-        guard heavyInARow >= Self.heavyWindows || windowLoss >= Self.severeLoss, let seen = lastOveruse,
-            nowMicros - seen <= Self.overuseMemoryMicros
+        let queued = lastOveruse.map { nowMicros - $0 <= Self.overuseMemoryMicros } ?? false
+        guard (queued && (heavyInARow >= Self.heavyWindows || severeInARow > 0)) || severeInARow >= Self.heavyWindows
         else { return false }
         overloaded = true
         lastOverloaded = nowMicros
