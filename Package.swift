@@ -43,6 +43,8 @@ let package = Package(
         .systemLibrary(name: "CVPX", path: "CModules/CVPX", pkgConfig: "vpx"),
         // No pkgConfig: x264.pc adds -DX264_API_IMPORTS, which SwiftPM refuses with a warning.
         .systemLibrary(name: "CX264", path: "CModules/CX264"),
+        // libaom: the AV1 encoder (realtime usage), for publishing AV1.
+        .systemLibrary(name: "CAOM", path: "CModules/CAOM", pkgConfig: "aom"),
         .systemLibrary(name: "CALSA", path: "CModules/CALSA", pkgConfig: "alsa"),
         .systemLibrary(name: "CTurboJPEG", path: "CModules/CTurboJPEG", pkgConfig: "libturbojpeg"),
         // libavcodec: the decoder of H.264, VP9 and (through libdav1d) AV1 for captureImage.
@@ -72,7 +74,7 @@ let package = Package(
         .target(
             name: "Media",
             dependencies: [
-                "RTCWire", "COpus", "CVPX", "CX264", "CTurboJPEG", "CALSA", "CAudioProcessing", "CAVCodec",
+                "RTCWire", "COpus", "CVPX", "CX264", "CAOM", "CTurboJPEG", "CALSA", "CAudioProcessing", "CAVCodec",
             ],
             path: "Sources/Media"),
         // Transport only: reactor, HTTP, WebSocket, JSON; it knows no room and no Janus.
@@ -134,7 +136,7 @@ let package = Package(
             name: "Benchmarks",
             dependencies: [
                 "RTCWire", "RTC", "Media", "Signaling", "SFU", "RoomServer", "Understudy", "LoadGen",
-                "Redis", "Cluster", "RoomProtocol",
+                "Redis", "Cluster", "RoomProtocol", "Egress",
             ],
             path: "Sources/Benchmarks"),
         // The `understudy` executable (target CLI: `Sources/understudy` differed from `Sources/Understudy`

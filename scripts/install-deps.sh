@@ -30,6 +30,8 @@ DEB_PACKAGES=(
     coturn nftables
     # libx264: the agent and load bots publish H.264 (--video-codec h264; CModules/CX264)
     libx264-dev
+    # libaom: the agent and load bots publish AV1 (--video-codec av1; CModules/CAOM); VP9 is libvpx's
+    libaom-dev
     # libavcodec (H.264, VP9) and libdav1d (AV1): captureImage's decoders beside libvpx's VP8
     libavcodec-dev libavutil-dev libdav1d-dev
     # libyuv: scaling and blits of the room composite (--composite; CModules/CYUV)

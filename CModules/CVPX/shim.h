@@ -14,6 +14,13 @@ static inline vpx_codec_err_t ua_vpx_enc_init_vp8(vpx_codec_ctx_t *ctx, const vp
 static inline vpx_codec_err_t ua_vpx_enc_config_default_vp8(vpx_codec_enc_cfg_t *cfg) {
     return vpx_codec_enc_config_default(vpx_codec_vp8_cx(), cfg, 0);
 }
+static inline vpx_codec_err_t ua_vpx_enc_init_vp9(vpx_codec_ctx_t *ctx, const vpx_codec_enc_cfg_t *cfg,
+                                                  vpx_codec_flags_t flags) {
+    return vpx_codec_enc_init(ctx, vpx_codec_vp9_cx(), cfg, flags);
+}
+static inline vpx_codec_err_t ua_vpx_enc_config_default_vp9(vpx_codec_enc_cfg_t *cfg) {
+    return vpx_codec_enc_config_default(vpx_codec_vp9_cx(), cfg, 0);
+}
 static inline vpx_codec_err_t ua_vpx_dec_init_vp8(vpx_codec_ctx_t *ctx, const vpx_codec_dec_cfg_t *cfg,
                                                   vpx_codec_flags_t flags) {
     return vpx_codec_dec_init(ctx, vpx_codec_vp8_dx(), cfg, flags);
@@ -35,6 +42,12 @@ static inline vpx_codec_err_t ua_vpx_set_token_partitions(vpx_codec_ctx_t *ctx, 
 }
 static inline vpx_codec_err_t ua_vpx_set_max_intra_bitrate_pct(vpx_codec_ctx_t *ctx, unsigned int value) {
     return vpx_codec_control(ctx, VP8E_SET_MAX_INTRA_BITRATE_PCT, value);
+}
+static inline vpx_codec_err_t ua_vpx_set_vp9_aq_mode(vpx_codec_ctx_t *ctx, unsigned int value) {
+    return vpx_codec_control(ctx, VP9E_SET_AQ_MODE, value);
+}
+static inline vpx_codec_err_t ua_vpx_set_vp9_tile_columns(vpx_codec_ctx_t *ctx, int value) {
+    return vpx_codec_control(ctx, VP9E_SET_TILE_COLUMNS, value);
 }
 /* VPX_DL_REALTIME etc. are macros with casts; expose them as plain constants. */
 static const unsigned long ua_vpx_dl_realtime = VPX_DL_REALTIME;

@@ -8,7 +8,19 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
   if let header = VP9FrameHeader.keyframeInfo(bytes) {
     precondition(header.profile <= 3 && header.width >= 1 && header.height >= 1, "VP9: header")
   }
+  // Superframes and SVC layer sizes: every piece lies inside the input.
+  var pieces = 0
+  VP9FrameHeader.forEachFrame(bytes) { frame in
+    precondition(frame.count <= size, "VP9: superframe piece")
+    pieces += frame.count
+  }
+  precondition(pieces <= size, "VP9: superframe pieces")
+  _ = VP9FrameHeader.keyPictureSize(bytes)
+  let layers = VP9PayloadFormat.forEachLayerSize(bytes) { layer, _, _ in precondition(layer < 8, "VP9: SS layer") }
+  precondition(layers <= 8, "VP9: SS layers")
   guard let info = try? VP9PayloadFormat.inspect(bytes) else { return 0 }
+  precondition(!info.hasLayerIndices || info.spatialLayer < 8, "VP9: SID")
+  precondition(info.spatialLayerCount <= 8, "VP9: N_S")
   guard size > 0 else { return 0 }
   // A parsed descriptor leaves at least one VP9 byte, and its fields lie inside it.
   precondition(info.headerLength >= 1 && info.headerLength < size, "VP9: header length")

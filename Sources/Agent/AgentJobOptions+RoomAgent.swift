@@ -34,6 +34,7 @@ extension AgentJobOptions {
         options.participantName = name ?? "understudy"
         options.participantId = id
         options.asAgent = agent ?? false
+        options.simulcast = simulcast ?? false
         options.mode =
             try mode.map { text throws(Invalid) in Mode(rawValue: try Self.mode(text)) ?? .RECV_ONLY }
             ?? .RECV_ONLY
@@ -54,6 +55,7 @@ extension AgentJobOptions {
         options.lobbyWait = lobbyWait
         options.recordDirectory = recordDirectory
         options.snapshotInterval = snapshotEvery
+        options.analyze = analyze == true
         if let recordFormat {
             guard let format = RoomAgent.RecordFormat(rawValue: recordFormat) else {
                 throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not a recording format")

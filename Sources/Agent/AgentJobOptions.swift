@@ -31,6 +31,12 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var name: String?
     /// `--agent`: join as an agent.
     public var agent: Bool?
+    /// `--analyze`: full-reference checks of each consumed webcam, live (needs a record directory).
+    public var analyze: Bool?
+    /// `--simulcast`: on stage, publish the test pattern in three simulcast layers (q, h, f) as the
+    /// SDK's `multiStream` does, so that the layers that do not fit the uplink's estimate stop and
+    /// each subscriber gets the layer its own link carries. Only with the `testsrc` video.
+    public var simulcast: Bool?
     /// `--mode`: `SEND_AND_RECV`, `RECV_ONLY` (default) or `SIGNALLING_ONLY`.
     public var mode: String?
     /// `--consume`: `all` (default), `stage`, `none` or `ID,ID`.
@@ -58,7 +64,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var video: String?
     /// `--audio`: `tone`, `none`, a file or `alsa:DEVICE` on the machine that runs the agent.
     public var audio: String?
-    /// `--video-codec`: `vp8` (default) or `h264`, what the agent publishes its video in.
+    /// `--video-codec`: `vp8` (default), `h264`, `vp9` or `av1`, what the agent publishes its video in.
     public var videoCodec: String?
     /// `--ice-servers`: TURN URLs, comma-separated (credentials inline).
     public var iceServers: String?
@@ -127,7 +133,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The value flags that may be given more than once (each value kept, in order).
     public static let repeatableFlags: Set<String> = ["--composite"]
     /// The flags without a value.
-    public static let switchFlags: Set<String> = ["--agent"]
+    public static let switchFlags: Set<String> = ["--agent", "--analyze", "--simulcast"]
     /// The flags whose values are secrets: stored for the agent, never shown.
     public static let secretFlags: Set<String> = ["--token", "--ice-servers"]
 
@@ -140,6 +146,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         id = flags["--id"]
         name = flags["--name"]
         agent = flags["--agent"] == "true" ? true : nil
+        analyze = flags["--analyze"] == "true" ? true : nil
+        simulcast = flags["--simulcast"] == "true" ? true : nil
         mode = flags["--mode"]
         consume = flags["--consume"]
         consumeKinds = flags["--consume-kinds"]
@@ -259,12 +267,15 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         if let consume { _ = try Self.consumePolicy(consume) }
         if let consumeKinds { _ = try Self.kinds(consumeKinds) }
         if let maxVideo, maxVideo < 0 { throw Invalid("--max-video", "'\(maxVideo)' is not a count (0 or more)") }
+        if simulcast == true, let video, video != "testsrc" {
+            throw Invalid("--simulcast", "needs the testsrc video (a file is one layer), not '\(Self.shown(video))'")
+        }
         if let quality, !["low", "medium", "high"].contains(quality) {
             throw Invalid("--quality", "'\(Self.shown(quality))' is not low, medium or high")
         }
         if let acceptInvites { _ = try Self.invitePolicy(acceptInvites) }
         if let videoCodec, !Self.videoCodecs.contains(videoCodec.lowercased()) {
-            throw Invalid("--video-codec", "'\(Self.shown(videoCodec))' is not vp8 or h264")
+            throw Invalid("--video-codec", "'\(Self.shown(videoCodec))' is not vp8, h264, vp9 or av1")
         }
         if let recordFormat, !Self.recordFormats.contains(recordFormat) {
             throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not webm, mp4 or ogg+ivf")
@@ -440,7 +451,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public static let recordFormats: Set<String> = ["webm", "mp4", "ogg+ivf"]
     /// The `--video-codec` values (any case; `LocalSources.videoCodec` parses the same, and
     /// AgentJobOptionsTests checks that the two agree).
-    public static let videoCodecs: Set<String> = ["vp8", "h264", "h.264"]
+    public static let videoCodecs: Set<String> = ["vp8", "h264", "h.264", "vp9", "av1"]
 
     /// The rates `--transcribe-rate` takes.
     public static let transcribeRates: Set<Int> = [16_000, 48_000]

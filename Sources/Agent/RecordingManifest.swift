@@ -92,6 +92,14 @@ public struct RecordingManifest: Codable, Sendable, Equatable {
         public var quality: ReceiveQualitySnapshot
     }
 
+    /// A consumed webcam's full-reference checks (`--analyze`, ``VideoQualityAnalyzer``).
+    public struct Analysis: Codable, Sendable, Equatable {
+        public var participantId: String
+        /// Frames discarded unanalysed because the decoder fell behind.
+        public var framesNotAnalysed: Int
+        public var video: VideoQualityReport
+    }
+
     /// The mixed audio file (`--mix-audio`).
     public struct MixedAudio: Codable, Sendable, Equatable {
         public var path: String
@@ -169,6 +177,8 @@ public struct RecordingManifest: Codable, Sendable, Equatable {
     public var modeChanges: [ModeChange]?
     public var refusedInvites: Int?
     public var tracks: [Track]?
+    /// `--analyze`: each consumed webcam's full-reference checks, by participant id.
+    public var analysis: [Analysis]?
     /// The mixed audio (`--mix-audio`).
     public var mixedAudio: MixedAudio?
     /// Who spoke when, in order of the turns' ends (with ``mixedAudio``).

@@ -61,6 +61,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         /// picture (`captureImage`, any codec) replaces `ID.jpg` there (the id escaped as the
         /// recordings' names are); nil takes none.
         public var snapshotInterval: Double?
+        /// `--analyze` (with a record directory): decode each consumed webcam and run the
+        /// full-reference checks on it live (``LiveQualityMonitor``), into the manifest and `/metrics`.
+        public var analyze = false
         /// `--relay`: `rtp://host:port` to send received media to as plain RTP; nil sends nothing.
         public var rtpOutputURL: String?
         /// `--relay-room`: a room to republish each consumed participant into, as `relay-<id>`; nil republishes nothing.
@@ -69,9 +72,12 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var republishRoomToken: String?
         /// What the agent publishes on stage: `testsrc` (nil), `none`, or a .ivf/.webm file.
         public var video: String?
+        /// The test pattern in three simulcast layers on stage (`--simulcast`; the layers that do not
+        /// fit the uplink's estimate stop).
+        public var simulcast = false
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
-        /// The codec of the published video: `vp8` (nil) or `h264` (see `LocalSources.videoCodec`).
+        /// The codec of the published video: `vp8` (nil), `h264`, `vp9` or `av1` (see `LocalSources.videoCodec`).
         /// The room must accept it: a produce it refuses fails with its error, no other codec is tried.
         public var videoCodec: String?
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
@@ -110,6 +116,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var joinOrder: [String] = []
     /// The recordings and `manifest.json`.
     private let recorder: ParticipantRecorder
+    /// `--analyze`: the live full-reference checks (nil: off).
+    let qualityMonitor: LiveQualityMonitor?
     /// Tracks carrying one of the agent's sinks, and who waits for them to end (``stop()``).
     private var liveTracks = 0
     private var tracksGone: CheckedContinuation<Void, Never>?
@@ -149,7 +157,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             participantId: options.participantId,
             micEnabled: LocalSources.publishes(.audio, video: options.video, audio: options.audio),
             camEnabled: LocalSources.publishes(.video, video: options.video, audio: options.audio),
-            mode: options.mode, multiStream: false, autoConsume: false, signalingBaseUrl: options.signalingURL,
+            mode: options.mode, multiStream: options.simulcast, autoConsume: false,
+            signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
         room.mediaSourceFactory = try LocalSources.factory(
@@ -163,9 +172,25 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
         var manifest = RecordingManifest(room: options.roomId, recordFormat: options.recordFormat.rawValue)
         (manifest.audience, manifest.modeChanges, manifest.refusedInvites, manifest.tracks) = ([], [], 0, [])
-        recorder = ParticipantRecorder(
+        let recorder = ParticipantRecorder(
             directory: options.recordDirectory, format: options.recordFormat, writesManifest: true,
             manifest: manifest, log: log)
+        self.recorder = recorder
+        qualityMonitor =
+            options.analyze && options.recordDirectory != nil
+            ? LiveQualityMonitor { id, reading in
+                let entry = RecordingManifest.Analysis(
+                    participantId: id, framesNotAnalysed: reading.framesNotAnalysed, video: reading.report)
+                recorder.update { m in
+                    var list = m.analysis ?? []
+                    if let i = list.firstIndex(where: { $0.participantId == id }) {
+                        list[i] = entry
+                    } else {
+                        list.append(entry)
+                    }
+                    m.analysis = list.sorted { $0.participantId < $1.participantId }
+                }
+            } : nil
         room.addEventListener(self)
         var hooks = ParticipantRecorder.Hooks()
         hooks.opened = { [weak self] _, _ in self?.refreshQuality() }
@@ -401,6 +426,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         // Leaving ends every track on the subscribe loop; after that no sink writes, and the
         // recordings can be closed (and their disk writes awaited) here.
         await tracksEnded(timeout: 5)
+        await qualityMonitor?.finish()
         await lock.withLock { audioEgress }?.stop()
         await stopComposite()
         await recorder.close()
@@ -785,6 +811,7 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
         out.subscribeFeedback(room.subscribeFeedbackSent)
         out.trackQuality(room.receiveQuality())
+        qualityMonitor?.render(into: &out)
         // On stage: the publish connection's send-side estimate from the server's feedback (issue 33).
         let estimate = room.publishBandwidthEstimate
         out.single(
@@ -921,6 +948,7 @@ private final class AgentTrackSink: RemoteTrackSink {
             if slot == nil { slot = recorder.slot(recordingKey, name: recordingKey.participantId) }
             slot?.write(frame, arrival: arrival)
         }
+        agent.qualityMonitor?.submit(track.participantId, frame, arrival: arrival)
         if let (rtpOutput, rtpOutputLoop) = rtpOutput {
             // The RTP output's socket lives on its own loop.
             rtpOutputLoop.execute { rtpOutput.send(frame, arrival: arrival) }

@@ -192,6 +192,19 @@ struct PrometheusText {
                 }
             ),
             (
+                "understudy_agent_track_packets_received_total", "counter",
+                "Unique media packets received (a repaired hole included).",
+                {
+                    Double($0.packetsReceived)
+                }
+            ),
+            (
+                "understudy_agent_track_frame_height", "gauge", "Coded height of the last key frame (video).",
+                {
+                    $0.height.map(Double.init)
+                }
+            ),
+            (
                 "understudy_agent_track_nacks_sent_total", "counter", "NACK messages sent for the track.",
                 {
                     Double($0.nacksSent)

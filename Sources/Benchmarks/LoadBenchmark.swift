@@ -25,6 +25,11 @@ public struct LoadBenchmarkResult: Sendable {
     public var tracksPerCore: Double
     /// Packets lost ÷ expected over the window, in percent, over every receiver.
     public var lossPercent: Double
+    /// Packets every receiver got over the window.
+    public var packetsReceived: Double = 0
+    /// CPU nanoseconds of the I/O threads per packet received over the window: tracks per core at
+    /// a given packet rate, without the loss of a starved run flattering it.
+    public var nanosecondsPerPacket: Double { packetsReceived > 0 ? cpuSeconds / packetsReceived * 1e9 : 0 }
     /// Growth of the process's resident memory per subscriber bot, from before the bots joined to the
     /// end of the run. With the server in the same process this includes the server's per-consumer
     /// state (its send history), so it is an upper bound on the bot's own cost.
@@ -42,11 +47,14 @@ public struct LoadBenchmarkResult: Sendable {
     /// with `secret`: joins `publishers` simulcast publishers and `subscribers` audience bots (3x3
     /// layout, so each consumes every publisher's webcam and mic), lets media settle, then measures a
     /// steady-state window of `duration` seconds. The server must admit that many participants.
+    /// `qualityMetrics` off runs the bots without received-quality measurements (their cost row).
     public static func runBenchmark(
-        subscribers: Int, publishers: Int, duration: Double, signalingURL: String, secret: String
+        subscribers: Int, publishers: Int, duration: Double, signalingURL: String, secret: String,
+        qualityMetrics: Bool = true
     ) async throws -> LoadBenchmarkResult {
         var config = LoadConfiguration(signalingURL: signalingURL, room: "bench")
         config.secret = secret
+        config.qualityMetrics = qualityMetrics
         config.publishers = publishers
         config.subscribers = subscribers
         config.layout = .grid(3)
@@ -76,7 +84,7 @@ public struct LoadBenchmarkResult: Sendable {
             subscribers: subscribers, publishers: publishers, subscribedTracks: report.subscribedTracks,
             windowSeconds: window, cpuSeconds: cpu, processCPUSeconds: last.cpu - first.cpu,
             tracksPerCore: cpu > 0 ? Double(report.subscribedTracks) / (cpu / window) : 0,
-            lossPercent: received + lost > 0 ? lost / (received + lost) * 100 : 0,
+            lossPercent: received + lost > 0 ? lost / (received + lost) * 100 : 0, packetsReceived: received,
             rssPerSubscriberBotBytes: subscribers > 0 ? max(0, endRSS - baselineRSS) / subscribers : 0,
             rssSamples: report.rssSamples.map { (seconds: $0.seconds, bytes: $0.bytes) },
             latencyP50Ms: report.latencyMs.p50, latencyP95Ms: report.latencyMs.p95, report: report)

@@ -72,12 +72,14 @@ enum LoadRows {
 
     /// Runs one benchmark against a fresh `understudy serve` child process sized for it, so the load
     /// process's CPU and memory are the bots' alone (as with LiveKit's tester and a separate server).
-    static func measure(subscribers: Int, publishers: Int, seconds: Double) async throws -> LoadBenchmarkResult {
+    static func measure(subscribers: Int, publishers: Int, seconds: Double, qualityMetrics: Bool = true)
+        async throws -> LoadBenchmarkResult
+    {
         let server = try ServerProcess(maxParticipants: subscribers + publishers + 10)
         defer { server.stop() }
         return try await LoadBenchmarkResult.runBenchmark(
             subscribers: subscribers, publishers: publishers, duration: seconds, signalingURL: server.signalingURL,
-            secret: ServerProcess.secret)
+            secret: ServerProcess.secret, qualityMetrics: qualityMetrics)
     }
 
     /// `understudy serve` (this same executable) on an ephemeral loopback port, all media on one UDP port.
@@ -167,7 +169,13 @@ enum LoadRows {
     static func run(quick: Bool, bareUnprotectNanos: Double, progress: @escaping @Sendable (String) -> Void)
         async throws -> Output
     {
-        let plan = quick ? Plan.quick : Plan.full
+        var plan = quick ? Plan.quick : Plan.full
+        // `UNDERSTUDY_BENCH_LOAD_SOAK_SECONDS=N` sets the soak's length (0 skips it), to rerun the rows.
+        if let seconds = ProcessInfo.processInfo.environment["UNDERSTUDY_BENCH_LOAD_SOAK_SECONDS"].flatMap(Double.init),
+            seconds >= 0, seconds.isFinite
+        {
+            plan.soakSeconds = seconds
+        }
         var summary: [BenchmarkReport.SummaryRow] = []
         var md = "## Load mode: subscribed tracks per core, RSS per subscriber bot, soak\n\n"
 
@@ -262,10 +270,36 @@ enum LoadRows {
             md += "Not measured in this run: \(error)\n\n"
         }
 
+        do {
+            progress("bench:   what the quality metrics cost: off and on, alternating")
+            let cost = try await QualityCostRow.run(
+                pairs: quick ? 1 : 2, publishers: plan.publishers, subscribers: plan.subscribers,
+                seconds: plan.seconds, progress: progress)
+            summary.append(
+                BenchmarkReport.SummaryRow(
+                    metric: "received-quality metrics cost: load tracks per core, on ÷ off", target: "≥ 0.95",
+                    measured: String(
+                        format: "%.3f (%.0f vs %.0f ns per packet)", cost.ratio, cost.nanosecondsPerPacket.on,
+                        cost.nanosecondsPerPacket.off),
+                    verdict: BenchmarkReport.atLeast(cost.ratio, 0.95)))
+            md += QualityCostRow.section(cost)
+        } catch {
+            progress("bench:   quality metrics cost failed: \(error)")
+            summary.append(
+                BenchmarkReport.SummaryRow(
+                    metric: "received-quality metrics cost: load tracks per core, on ÷ off", target: "≥ 0.95",
+                    measured: "not measured", verdict: "failed: \(error)"))
+            md += "Quality metrics cost not measured in this run: \(error)\n\n"
+        }
+
         progress(
             "bench:   soak: \(plan.soakPublishers) publishers, \(plan.soakSubscribers) subscribers, "
                 + "\(Int(plan.soakSeconds)) s")
         md += "### Soak: RSS over \(Int(plan.soakSeconds)) s\n\n"
+        guard plan.soakSeconds > 0 else {
+            md += "Skipped in this run (`UNDERSTUDY_BENCH_LOAD_SOAK_SECONDS=0`).\n\n"
+            return Output(summary: summary, markdown: md)
+        }
         do {
             let soak = try await measure(
                 subscribers: plan.soakSubscribers, publishers: plan.soakPublishers, seconds: plan.soakSeconds)

@@ -165,11 +165,14 @@ public enum RecordingBenchmark {
         return Double((videoBytes + audioBytes) * 8) / Double(media.loopSeconds)
     }
 
-    /// A send-only VP8 + Opus connection on `loop` with a pump that plays `media` once attached.
+    /// A send-only video + Opus connection on `loop` with a pump that plays `media` once attached;
+    /// its video m-line offers the loop's codec only.
     static func sender(on loop: EventLoop, media: SyntheticMedia) async throws -> (PeerConnection, MediaPump) {
         let tx = try PeerConnection(loop: loop)
+        let codec = media.videoCodec
         let pump = await loop.submit {
             let v = tx.addTransceiver(kind: .video, direction: .sendonly)
+            v.setCodecPreferences([codec])
             let a = tx.addTransceiver(kind: .audio, direction: .sendonly)
             return MediaPump(connection: tx, video: v, audio: a, sources: media.source)
         }
@@ -198,17 +201,18 @@ public enum RecordingBenchmark {
         return rx
     }
 
-    /// A 10 s loop of VP8 (CBR at `bitrate` minus the audio) and 32 kbit/s Opus.
+    /// A 10 s loop of `codec` video (VP8 by default; at `bitrate` minus the audio, key frames every
+    /// 2 s) and 32 kbit/s Opus.
     ///
     /// The test pattern alone compresses to a fraction of a real camera's bitrate, so film-grain-like
     /// noise is added to the luma: the encoder then spends its whole budget, as with a camera.
-    static func stream(width: Int, height: Int, bitrate: Int) throws -> SyntheticMedia {
+    static func stream(width: Int, height: Int, bitrate: Int, codec: MediaCodec = .vp8) throws -> SyntheticMedia {
         let audioBitrate = 32_000
         let fps = 30
         let frameCount = 10 * fps
-        let encoder = try VP8Encoder(
-            width: width, height: height, fps: fps, bitrate: bitrate - audioBitrate, keyframeInterval: 2 * fps,
-            realtime: true, errorResilient: true)
+        let encoder = try VideoEncoders.make(
+            codec: codec, width: width, height: height, fps: fps, bitrate: bitrate - audioBitrate,
+            keyframeInterval: 2 * fps)
         let pattern = TestPatternSource(width: width, height: height, fps: fps)
         var picture = I420Image(width: width, height: height)
         var seed: UInt32 = 0x2545_F491

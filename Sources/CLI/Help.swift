@@ -170,6 +170,18 @@ enum Help {
             .init(name: "--out", value: "DIR", text: "where the recordings go"),
         ], examples: ["understudy demo --duration 20 --out demo-out"])
 
+    static let analyze = CommandHelp(
+        name: "analyze", synopsis: "analyze FILE [options]",
+        summary:
+            "Full-reference checks of a recording of the synthetic media (WebM/MKV): frame numbers read from each "
+            + "picture (dropped, repeated), PSNR/SSIM against the regenerated source frame, freezes, black spans, "
+            + "A/V offset. Exit 1 when the file cannot be analysed.",
+        options: [
+            .init(name: "--json", value: nil, text: "print the report as JSON"),
+            .init(name: "--fps", value: "N", text: "the source's frame rate (default 30, the synthetic media's)"),
+        ], examples: ["understudy analyze out/alice.webm", "understudy analyze out/alice.webm --json"],
+        notes: "Definitions: docs/load-testing.md, \"Full-reference checks\".")
+
     static let bench = CommandHelp(
         name: "bench", synopsis: "bench [options]",
         summary: "Run the performance benchmarks; every figure is a ratio against an anchor of the same run.",
@@ -192,6 +204,9 @@ enum Help {
             .init(name: "--id", value: "ID", text: "participant id"),
             .init(name: "--mode", value: "MODE", text: "SEND_AND_RECV, RECV_ONLY (default) or SIGNALLING_ONLY"),
             .init(name: "--agent", value: nil, text: "join as an agent"),
+            .init(
+                name: "--simulcast", value: nil,
+                text: "on stage, send the test pattern in three layers; those the uplink cannot carry stop"),
             .init(name: "--consume", value: "all|stage|none|ID,ID", text: "whom to receive (default all)"),
             .init(name: "--consume-kinds", value: "audio,video", text: "which kinds to receive"),
             .init(name: "--max-video", value: "N", text: "receive at most N webcams"),
@@ -209,6 +224,11 @@ enum Help {
                 name: "--snapshot-every", value: "DURATION",
                 text:
                     "with --record: write each consumed webcam's current picture (any codec) there as ID.jpg this often"
+            ),
+            .init(
+                name: "--analyze", value: nil,
+                text:
+                    "with --record: decode each consumed webcam and check it against the synthetic source (drops, freezes, PSNR/SSIM) into the manifest and /metrics"
             ),
             .init(name: "--relay", value: "rtp://HOST:PORT", text: "relay plain RTP there (and write relay.sdp)"),
             .init(name: "--relay-room", value: "ROOM", text: "republish what is consumed into another room"),
@@ -235,7 +255,7 @@ enum Help {
             .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),
             .init(name: "--audio", value: "tone|none|FILE|alsa:DEVICE", text: "what to send on stage (default tone)"),
             .init(
-                name: "--video-codec", value: "vp8|h264",
+                name: "--video-codec", value: "vp8|h264|vp9|av1",
                 text: "codec of the video sent on stage (default vp8; h264: libx264, a FILE must be H.264 .mkv)"),
             .init(name: "--duration", value: "SECONDS", text: "leave after this long (default: until stopped)"),
             .init(name: "--metrics", value: "127.0.0.1:PORT", text: "serve Prometheus metrics there"),
@@ -290,7 +310,7 @@ enum Help {
             .init(name: "--join-rate", value: "N/s", text: "joins per second (default 10/s)"),
             .init(name: "--layout", value: "speaker|3x3|4x4|5x5", text: "what each subscriber consumes (default 3x3)"),
             .init(name: "--no-simulcast", value: nil, text: "publish one layer"),
-            .init(name: "--video-codec", value: "vp8|h264", text: "codec publishers send (default vp8)"),
+            .init(name: "--video-codec", value: "vp8|h264|vp9|av1", text: "codec publishers send (default vp8)"),
             .init(name: "--invite-every", value: "SECONDS", text: "invite a subscriber on stage this often"),
             .init(
                 name: "--wait-for-media", value: "SECONDS",
@@ -305,6 +325,9 @@ enum Help {
             iceServersOption,
             impairOption,
             .init(name: "--impair-share", value: "SHARE", text: "the share of bots --impair applies to (default 1)"),
+            .init(
+                name: "--quality-metrics", value: "on|off",
+                text: "measure each received track's fps, freezes and MOS (default on)"),
             .init(
                 name: "--workers", value: "redis://HOST:PORT",
                 text: "run the test over every worker of this fleet and merge the reports (docs/fleet.md)"),
@@ -363,7 +386,7 @@ enum Help {
         ], notes: "submit takes every option of `understudy join` except --record and --metrics (the worker chooses).")
 
     static let all: [CommandHelp] = [
-        serve, token, join, invite, pubsub, whip, whep, load, scenario, worker, jobs, demo, bench,
+        serve, token, join, invite, pubsub, whip, whep, load, scenario, worker, jobs, demo, bench, analyze,
     ]
 
     static func command(_ name: String) -> CommandHelp? { all.first { $0.name == name } }

@@ -116,6 +116,9 @@ func joinAgentJobOptions(_ a: Arguments) throws(Arguments.Failure) -> AgentJobOp
 /// The agent options and the duration of an `understudy join` command line, media paths checked.
 func joinAgentOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: RoomAgent.Options, duration: Double?) {
     let job = try joinAgentJobOptions(a)
+    if job.analyze == true, a.value("--record") == nil {
+        throw Arguments.Failure.badValue("--analyze", "needs --record DIR (the results go in its manifest)")
+    }
     if job.snapshotEvery != nil, a.value("--record") == nil {
         throw Arguments.Failure.badValue("--snapshot-every", "needs --record DIR (the pictures are written there)")
     }

@@ -100,6 +100,11 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
     if let impair = c.impair {
         do { _ = try Impairment.parse(impair) } catch { throw .badValue("--impair", error.description) }
     }
+    switch a.value("--quality-metrics") {
+    case nil, "on": c.qualityMetrics = true
+    case "off": c.qualityMetrics = false
+    case let other?: throw .badValue("--quality-metrics", "'\(other.prefix(40))' is not on or off")
+    }
     do { try c.validate() } catch { throw .badValue("options", error.description) }
     c.iceServers = try iceServers(a) ?? []
     return (c, a.value("--json"), a.flag("--quiet"))

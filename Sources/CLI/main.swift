@@ -37,6 +37,8 @@ let usage = """
           run recording/relay jobs from a fleet's Redis (docs/fleet.md)
       jobs submit --redis URL [--job-id ID] [--cost N] <join options> | jobs list|workers --redis URL [--json] | jobs stop ID --redis URL
           queue, list or stop fleet jobs
+      analyze FILE [--json] [--fps N]
+          full-reference checks of a recording of the synthetic media: drops, freezes, PSNR/SSIM, A/V offset
       completion bash
           print a bash completion script (source <(understudy completion bash))
     """
@@ -135,6 +137,7 @@ case "load": await runLoad(rest)
 case "scenario": await runScenario(rest)
 case "worker": await runWorker(rest)
 case "jobs": await runJobs(rest)
+case "analyze": await runAnalyze(rest)
 case "completion": runCompletion(rest)
 case "-h", "--help", "help":
     if let name = rest.first, let help = Help.command(name) {

@@ -197,6 +197,7 @@ final class LoadBot: @unchecked Sendable {
         var configuration = PeerConnectionConfiguration()
         configuration.iceServers = run.configuration.iceServers
         configuration.impairment = impairment
+        configuration.measuresReceiveQuality = configuration.measuresReceiveQuality && run.configuration.qualityMetrics
         return configuration
     }
 

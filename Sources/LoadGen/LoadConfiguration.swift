@@ -86,7 +86,7 @@ public struct LoadConfiguration: Sendable, Equatable {
     public var layout: LoadLayout = .grid(3)
     /// Publish 3 simulcast layers (else one 640x360 layer).
     public var simulcast: Bool = true
-    /// The codec publishers send (`--video-codec`): VP8 or H.264, encoded once per process and
+    /// The codec publishers send (`--video-codec`): VP8, H.264, VP9 or AV1, encoded once per process and
     /// sent by every bot. The room must accept it: a produce it refuses fails the bot.
     public var videoCodec: MediaCodec = .vp8
     /// Every this many seconds, one audience bot per room is invited on stage (and the previous one
@@ -106,6 +106,11 @@ public struct LoadConfiguration: Sendable, Equatable {
     /// `--impair-share`: the share of bots (0 to 1) that ``impair`` applies to, spread evenly over
     /// the bots in join order; each gets its own seed.
     public var impairShare: Double = 1
+    /// `--quality-metrics on|off`: whether the bots measure each received track's quality (fps,
+    /// freezes, MOS, …; the report's `quality`). Off saves those few operations per frame and packet,
+    /// and is how `make bench` measures their cost. `UNDERSTUDY_RECEIVE_QUALITY=0` still turns them
+    /// off for the whole process.
+    public var qualityMetrics = true
 
     /// A configuration for `room` on the server at `signalingURL`; other fields keep their defaults.
     public init(signalingURL: String, room: String) {
@@ -161,7 +166,9 @@ public struct LoadConfiguration: Sendable, Equatable {
             throw bad("settle and maximum durations must be finite (at most a year)")
         }
         guard duration <= 365 * 86400 else { throw bad("--duration must be at most a year") }
-        guard VideoEncoders.codecs.contains(videoCodec) else { throw bad("--video-codec must be vp8 or h264") }
+        guard VideoEncoders.codecs.contains(videoCodec) else {
+            throw bad("--video-codec must be vp8, h264, vp9 or av1")
+        }
         if let impair {
             do { _ = try Impairment.parse(impair) } catch { throw bad("--impair: \(error.description)") }
         }
@@ -203,7 +210,7 @@ extension LoadConfiguration: Codable {
         case signalingURL, room, rooms, token, secret, publishers, audioPublishers, subscribers, duration
         case waitForTracks, settleSeconds, waitForMediaUntil, maxDuration, joinRate, layout, simulcast, inviteEvery
         case loopCount, requestTimeout, idPrefix, iceServers, videoCodec
-        case impair, impairShare
+        case impair, impairShare, qualityMetrics
     }
 
     /// A TURN server as JSON: its URL and credentials.
@@ -242,10 +249,11 @@ extension LoadConfiguration: Codable {
         try take(.idPrefix, &idPrefix)
         impair = try c.decodeIfPresent(String.self, forKey: .impair)
         try take(.impairShare, &impairShare)
+        try take(.qualityMetrics, &qualityMetrics)
         if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
-            guard let parsed = MediaCodec(rawValue: codec) else {
+            guard let parsed = MediaCodec(rawValue: codec), VideoEncoders.codecs.contains(parsed) else {
                 throw DecodingError.dataCorruptedError(
-                    forKey: .videoCodec, in: c, debugDescription: "'\(codec.prefix(64))' is not vp8 or h264")
+                    forKey: .videoCodec, in: c, debugDescription: "'\(codec.prefix(64))' is not vp8, h264, vp9 or av1")
             }
             videoCodec = parsed
         }
@@ -286,6 +294,7 @@ extension LoadConfiguration: Codable {
         try c.encode(idPrefix, forKey: .idPrefix)
         try c.encodeIfPresent(impair, forKey: .impair)
         try c.encode(impairShare, forKey: .impairShare)
+        try c.encode(qualityMetrics, forKey: .qualityMetrics)
         try c.encode(videoCodec.rawValue, forKey: .videoCodec)
         if !iceServers.isEmpty {
             try c.encode(

@@ -116,8 +116,12 @@ extension LoadReport {
             return parts.joined(separator: ", ")
         }
 
-        /// The summary's lines of ``LoadReport/table()``.
-        func table() -> String {
+        /// The summary's lines of ``LoadReport/table()``; a worst track that crossed a link of
+        /// `impairedBots` is marked.
+        func table(impairedBots: Set<String> = []) -> String {
+            func mark(_ w: WorstTrack) -> String {
+                impairedBots.contains(w.subscriber) || impairedBots.contains(w.publisher) ? " (impaired)" : ""
+            }
             func v(_ x: Double?, _ format: String = "%.1f") -> String { x.map { String(format: format, $0) } ?? "-" }
             var out = ""
             if videoTracks > 0 {
@@ -128,11 +132,49 @@ extension LoadReport {
                 out +=
                     "audio quality \(audioTracks) tracks: MOS p50 \(v(mos.p50, "%.2f")) p05 \(v(mos.p05, "%.2f")) min \(v(mos.min, "%.2f")); concealed p95 \(v(concealmentPercent.p95, "%.2f"))%; buffer p50 \(v(audioJitterBufferDelayMs.p50)) ms\n"
             }
-            for w in worstFreezes { out += "  most freezes  \(w.subscriber) ← \(w.publisher) \(w.kind): \(w.detail)\n" }
+            for w in worstFreezes {
+                out += "  most freezes  \(w.subscriber) ← \(w.publisher) \(w.kind)\(mark(w)): \(w.detail)\n"
+            }
             for w in worstMOS.prefix(3) where (w.value) < 4.0 {
-                out += "  lowest MOS    \(w.subscriber) ← \(w.publisher) \(w.kind): \(w.detail)\n"
+                out += "  lowest MOS    \(w.subscriber) ← \(w.publisher) \(w.kind)\(mark(w)): \(w.detail)\n"
             }
             return out
+        }
+    }
+
+    /// The quality of the tracks that crossed an impaired link (their subscriber or publisher was
+    /// impaired) beside the others', so a report shows what the link did and whether it spread.
+    public struct QualitySplit: Sendable, Codable, Equatable {
+        public var impaired: QualitySummary?
+        public var others: QualitySummary?
+
+        static func of(_ tracks: [TrackResult], impairedBots: Set<String>) -> QualitySplit? {
+            guard !impairedBots.isEmpty else { return nil }
+            let crossed = tracks.filter { impairedBots.contains($0.subscriber) || impairedBots.contains($0.publisher) }
+            let rest = tracks.filter { !impairedBots.contains($0.subscriber) && !impairedBots.contains($0.publisher) }
+            let split = QualitySplit(impaired: .of(crossed), others: .of(rest))
+            return split.impaired == nil && split.others == nil ? nil : split
+        }
+
+        /// Two lines of ``LoadReport/table()``: the impaired tracks, then the others.
+        func table() -> String {
+            func line(_ label: String, _ q: QualitySummary?) -> String {
+                guard let q else { return "" }
+                func v(_ x: Double?, _ format: String) -> String { x.map { String(format: format, $0) } ?? "-" }
+                var parts: [String] = []
+                if q.videoTracks > 0 {
+                    parts.append(
+                        "\(q.videoTracks) video tracks, \(q.tracksWithFreezes) froze (p50 \(v(q.freezeCount.p50, "%.0f")), max \(v(q.freezeCount.max, "%.0f"))), fps p05 \(v(q.framesPerSecond.p05, "%.1f"))"
+                    )
+                }
+                if q.audioTracks > 0 {
+                    parts.append(
+                        "\(q.audioTracks) audio tracks, MOS p50 \(v(q.mos.p50, "%.2f")) min \(v(q.mos.min, "%.2f")), concealed p95 \(v(q.concealmentPercent.p95, "%.2f"))%"
+                    )
+                }
+                return "  \(label)\(parts.joined(separator: "; "))\n"
+            }
+            return line("impaired      ", impaired) + line("not impaired  ", others)
         }
     }
 }

@@ -276,6 +276,9 @@ public struct LoadReport: Sendable, Codable {
     public var tracks: [TrackResult]
     /// Received quality across the tracks, the worst named (nil when no track has a reading).
     public var quality: QualitySummary?
+    /// False when the run did not measure quality (``LoadConfiguration/qualityMetrics`` off); nil in
+    /// reports written before the setting existed.
+    public var qualityMetrics: Bool?
     public var publishers: [PublisherResult]
     /// The raw samples behind the percentiles, so that reports of several machines merge into exact
     /// percentiles (`understudy load --workers`) instead of averaged ones.
@@ -311,6 +314,9 @@ public struct LoadReport: Sendable, Codable {
         public var impair: String
         /// Their participant ids, as they started.
         public var bots: [String]
+        /// The quality of the tracks that crossed an impaired link and of the others, side by side
+        /// (nil in reports written before it existed, or without quality readings).
+        public var quality: QualitySplit?
     }
 
     init(
@@ -322,6 +328,7 @@ public struct LoadReport: Sendable, Codable {
     ) {
         self.samples = samples
         impairment = c.impair.flatMap { impairedBots.isEmpty ? nil : ImpairedBots(impair: $0, bots: impairedBots) }
+        qualityMetrics = c.qualityMetrics
         server = c.rtcURL
         rooms = c.roomNames
         layout = c.layout.description
@@ -351,6 +358,7 @@ public struct LoadReport: Sendable, Codable {
         self.timeToFirstKeyframeMs = timeToFirstKeyframeMs
         firstKeyframeSteps = .of(tracks)
         quality = .of(tracks)
+        impairment?.quality = .of(tracks, impairedBots: Set(impairedBots))
         latencyMs = .of(latency)
         self.modeChanges = modeChanges
         self.processCPUSeconds = processCPUSeconds
@@ -481,7 +489,10 @@ public struct LoadReport: Sendable, Codable {
             out += "(1st-pkt/1st-key: median ms from consumerCreated; latency: mean capture-to-arrival ms)\n"
         }
         if let q = quality {
-            out += "\n" + q.table()
+            out += "\n" + q.table(impairedBots: Set(impairment?.bots ?? []))
+            if let split = impairment?.quality { out += split.table() }
+        } else if qualityMetrics == false {
+            out += "\nquality       not measured (--quality-metrics off)\n"
         }
         if let r = rosterCheck {
             out +=

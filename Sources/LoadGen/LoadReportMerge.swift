@@ -40,6 +40,7 @@ extension LoadReport {
         out.timeToFirstKeyframeMs = .of(out.tracks.compactMap(\.timeToFirstKeyframeMs))
         out.firstKeyframeSteps = .of(out.tracks)
         out.quality = .of(out.tracks)
+        out.impairment?.quality = .of(out.tracks, impairedBots: Set(impaired))
         let samples = reports.compactMap(\.samples)
         var histogram = LatencyHistogram()
         for s in samples {

@@ -14,6 +14,8 @@ public enum MediaError: Error, Equatable, CustomStringConvertible {
     case vpx(function: String, code: Int32, detail: String)
     /// A libx264 call failed (libx264 reports no codes; `detail` says what was asked).
     case x264(function: String, detail: String)
+    /// A libaom call failed; `code` is the `aom_codec_err_t` value.
+    case aom(function: String, code: Int32, detail: String)
     /// A libavcodec call failed; `code` is its `AVERROR` value (0 when there is none).
     case avcodec(function: String, code: Int32, detail: String)
     /// A file could not be opened or created; `errno` is the OS error.
@@ -31,6 +33,7 @@ public enum MediaError: Error, Equatable, CustomStringConvertible {
         case .opus(let function, let code): return "\(function) failed with opus error \(code)"
         case .vpx(let function, let code, let detail): return "\(function) failed with vpx error \(code): \(detail)"
         case .x264(let function, let detail): return "\(function) failed: \(detail)"
+        case .aom(let function, let code, let detail): return "\(function) failed with aom error \(code): \(detail)"
         case .avcodec(let function, let code, let detail):
             return "\(function) failed with libavcodec error \(code): \(detail)"
         case .cannotOpen(let path, let errno): return "cannot open \(path): \(Self.explain(errno))"

@@ -964,6 +964,10 @@ final class Room: @unchecked Sendable {
                 "currentLayer": s.currentRID.map(JSONValue.string) ?? .null,
                 "targetLayer": s.targetRID.map(JSONValue.string) ?? .null,
                 "allocatedLayer": s.allocatedRID.map(JSONValue.string) ?? .null, "paused": .bool(s.paused),
+                "currentSpatialLayer": s.currentSpatialLayer.map { .number(Double($0)) } ?? .null,
+                "currentTemporalLayer": s.currentTemporalLayer.map { .number(Double($0)) } ?? .null,
+                "targetSpatialLayer": s.targetSpatialLayer.map { .number(Double($0)) } ?? .null,
+                "targetTemporalLayer": s.targetTemporalLayer.map { .number(Double($0)) } ?? .null,
             ])
         }
         var result: [String: JSONValue] = ["producers": .array(producers), "consumers": .array(consumers)]
@@ -975,6 +979,7 @@ final class Room: @unchecked Sendable {
                 "pausedConsumers": .number(Double(t.pausedConsumers)),
                 "layerRaises": .number(Double(t.raises)), "layerDecreases": .number(Double(t.decreases)),
                 "probes": .number(Double(t.probes)), "failedProbes": .number(Double(t.failedProbes)),
+                "overloadDecreases": .number(Double(t.overloadDecreases)),
             ]
         }
         return .object(result)

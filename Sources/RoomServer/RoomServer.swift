@@ -666,6 +666,10 @@ public final class RoomServer: @unchecked Sendable {
             "understudy_sfu_layer_decreases_total", "counter",
             "Layer decreases (pauses included) decided by the stream allocator.", clamp(media.allocationDecreases))
         metric(
+            "understudy_sfu_layer_overload_decreases_total", "counter",
+            "Layer decreases decided on an overloaded path (heavy loss on a full queue; in the decreases too).",
+            clamp(media.allocationOverloadDecreases))
+        metric(
             "understudy_sfu_probes_total", "counter", "Bandwidth probes the stream allocator started.",
             clamp(media.probes))
         metric(

@@ -504,6 +504,7 @@ public final class SFU: @unchecked Sendable {
                 totals.allocationDecreases &+= t.decreases
                 totals.probes &+= t.probes
                 totals.failedProbes &+= t.failedProbes
+                totals.allocationOverloadDecreases &+= t.overloadDecreases
                 totals.probeBytes &+= t.probeBytes
             }
             transports.sort { $0.participantID < $1.participantID }

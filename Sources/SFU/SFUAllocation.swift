@@ -94,7 +94,8 @@ extension SFU {
             }
             return e.targetBitrate
         }
-        let tolerance = participant.allocator.configuration.decreaseTolerance
+        // Overload (heavy loss on a full queue) binds as soon as less than is sent fits: it is no noise.
+        let tolerance = e.overloaded ? 0 : participant.allocator.configuration.decreaseTolerance
         guard e.state == .decreasing,
             e.targetBitrate + e.targetBitrate / 100 * tolerance < participant.allocator.allocatedRate
         else { return nil }
@@ -126,9 +127,11 @@ extension SFU {
         if participant.estimateOverride == nil, let e = participant.subscribeConnection?.bandwidthEstimate {
             participant.allocator.acknowledgedRate = e.acknowledgedBitrate
             participant.allocator.congested = e.state == .decreasing
+            participant.allocator.overloaded = e.overloaded
         } else {
             participant.allocator.acknowledgedRate = 0
             participant.allocator.congested = false
+            participant.allocator.overloaded = false
         }
         var audio = 0
         for consumer in participant.consumers where consumer.producer.kind == .audio {
@@ -144,8 +147,9 @@ extension SFU {
         }
         participant.allocator.paddingAvailable = padding
         participant.allocator.allocate(now: now)
+        let overloaded = participant.allocator.overloaded
         for (i, consumer) in participant.allocated.enumerated() {
-            consumer.allocate(position: participant.allocator.tracks[i].target, now: now)
+            consumer.allocate(position: participant.allocator.tracks[i].target, now: now, overloaded: overloaded)
         }
         let isProbing = probing.contains { $0 === participant }
         if participant.allocator.probeRate > 0, !isProbing {
@@ -232,6 +236,7 @@ extension SFU {
             probeBitrate: a.probeRate, videoConsumers: participant.allocated.count,
             pausedConsumers: participant.allocated.filter(\.paused).count, raises: a.raises,
             decreases: a.decreases, probes: a.probes, failedProbes: a.failedProbes,
+            overloadDecreases: a.overloadDecreases,
             probeBytes: participant.allocated.reduce(0) { $0 &+ $1.probeBytes } &+ participant.retiredProbeBytes)
     }
 }

@@ -29,6 +29,17 @@ final class SFUConsumer: @unchecked Sendable {
     /// Layer the subscriber should get, and layer being forwarded (-1: none yet).
     var targetLayer = 0
     var currentLayer = -1
+    /// In a scalable stream (``SFUProducer/scalable``): the spatial and temporal layers to forward
+    /// (every packet at or below both), and those being forwarded. A switch up waits for a picture
+    /// where the new layers are decodable; a switch down happens at the next picture.
+    var targetSpatial = 0
+    var targetTemporal = 0
+    var currentSpatial = 0
+    var currentTemporal = 0
+    /// The RTP timestamp of the picture the current layer decision applies to.
+    var pictureTimestamp: UInt32 = 0
+    /// When a temporal switch up began waiting for a switching-up point (0: none waiting).
+    var temporalUpSince: UInt64 = 0
     /// The position (in quality order) of the layer the subscriber asked for: the stream allocator's
     /// upper bound for this consumer.
     var preferredPosition = 0
@@ -39,6 +50,16 @@ final class SFUConsumer: @unchecked Sendable {
     var paused = false
     /// The allocator's key for this consumer (its track in the subscriber's ``SFUStreamAllocator``).
     var allocationKey = 0
+    /// Until this loop time the layer being forwarded is dropped while a switch down waits for its
+    /// target's key frame (0: not): the allocator lowered this consumer on an overloaded path, where
+    /// the current layer's packets are mostly lost anyway and, forwarded, keep the bottleneck queue
+    /// full, so that the lower layer's key frame is lost with them and the freeze goes on.
+    var dropCurrentUntil: UInt64 = 0
+    /// The longest the current layer is held back for a switch down (a key frame lost on the way
+    /// has the publisher's retries; past this the current layer flows again).
+    static let dropCurrentLimit: UInt64 = 1_000_000_000
+    /// The layer the last switch down left (-1: the last switch went up): its packets are not repaired.
+    var leftBehind = -1
     /// The newest outgoing sequence number sent (probe padding resends from there back).
     var lastOutgoing: UInt16 = 0
     /// Probe padding: the next packet back from ``lastOutgoing`` to resend, and the bytes sent.
@@ -82,6 +103,24 @@ final class SFUConsumer: @unchecked Sendable {
 
     /// Picks the layer to forward: the subscriber's choice, lowered to the allocator's decision.
     func updateTarget() {
+        if let scalable = producer.scalable {
+            // One stream: the choice is a rung of its layer ladder, the allocator's decision its bound.
+            preferredPosition = scalable.position(quality: quality, viewport: viewport)
+            targetLayer = 0
+            var position = preferredPosition
+            if let allocated = allocatedPosition {
+                setPaused(allocated < 0)
+                if allocated >= 0 { position = min(position, allocated) }
+            } else {
+                setPaused(false)
+            }
+            let rung = scalable.ladder[max(0, min(position, scalable.ladder.count - 1))]
+            targetSpatial = rung.spatial
+            targetTemporal = rung.temporal
+            currentSpatial = min(currentSpatial, scalable.spatialCount - 1)
+            currentTemporal = min(currentTemporal, scalable.temporalCount - 1)
+            return
+        }
         let preferred = producer.layerIndex(quality: quality, viewport: viewport)
         let order = producer.qualityOrder
         preferredPosition = order.firstIndex(of: preferred) ?? max(0, order.count - 1)
@@ -103,15 +142,21 @@ final class SFUConsumer: @unchecked Sendable {
     }
 
     /// The allocator decided `position` (-1: pause). Returns true when the target or pause changed;
-    /// asks the publisher for the new layer's key frame then.
+    /// asks the publisher for the new layer's key frame then. `overloaded`: the decision lowers the
+    /// layer because the path is overloaded, so the current layer stops at once (``dropCurrentUntil``).
     @discardableResult
-    func allocate(position: Int, now: UInt64) -> Bool {
+    func allocate(position: Int, now: UInt64, overloaded: Bool = false) -> Bool {
         guard allocatedPosition != position else { return false }
-        let before = (targetLayer, paused)
+        let lowered = allocatedPosition.map { position < $0 } ?? false
+        let before = (targetLayer, paused, targetSpatial, targetTemporal)
         allocatedPosition = position
         updateTarget()
-        guard before != (targetLayer, paused) else { return false }
-        if !paused, targetLayer != currentLayer, track.canSend {
+        guard before != (targetLayer, paused, targetSpatial, targetTemporal) else { return false }
+        dropCurrentUntil = 0
+        if !paused, needsKeyframe, track.canSend {
+            if overloaded, lowered, currentLayer >= 0, targetLayer != currentLayer {
+                dropCurrentUntil = now &+ Self.dropCurrentLimit
+            }
             producer.requestKeyframe(layer: targetLayer, now: now)
         }
         return true
@@ -122,7 +167,22 @@ final class SFUConsumer: @unchecked Sendable {
     func retarget(now: UInt64) {
         updateTarget()
         // Before the subscriber connects, the first forwarded packet asks for the key frame instead.
-        if targetLayer != currentLayer, track.canSend { producer.requestKeyframe(layer: targetLayer, now: now) }
+        if needsKeyframe, track.canSend { producer.requestKeyframe(layer: targetLayer, now: now) }
+    }
+
+    /// The stream showed a layer above `from` (the previous top layers; temporal layers show up
+    /// as their first frames arrive). A consumer forwarding the previous top forwards the new one too:
+    /// nothing of it was withheld, so its frames are decodable. ``updateTarget()`` follows.
+    func scalableLayersGrew(from top: (spatial: Int, temporal: Int)) {
+        guard currentLayer >= 0 else { return }
+        if currentTemporal >= top.temporal { currentTemporal = Int.max }
+        if currentSpatial >= top.spatial { currentSpatial = Int.max }
+    }
+
+    /// Whether reaching the target takes a key frame: another simulcast layer, or a higher spatial
+    /// layer of a scalable stream (its key picture is where the new layer starts).
+    private var needsKeyframe: Bool {
+        targetLayer != currentLayer || (producer.scalable != nil && targetSpatial > currentSpatial)
     }
 
     // MARK: Hot path
@@ -150,6 +210,23 @@ final class SFUConsumer: @unchecked Sendable {
                 return
             }
             switchLayer(to: layer, packet, now: now)
+        } else if dropCurrentUntil != 0 {
+            guard now >= dropCurrentUntil else {
+                drop()
+                return
+            }
+            dropCurrentUntil = 0
+        }
+        var marker = packet.header.marker
+        if packet.info.hasLayerIndices, producer.scalable != nil {
+            guard selectScalable(packet.info, timestamp: packet.header.timestamp, now: now) else {
+                // Not forwarded: the packets after it move down, so the subscriber sees no hole.
+                sequence.drop(packet.sequenceNumber)
+                drop()
+                return
+            }
+            // The end of the highest spatial layer forwarded ends the picture the subscriber sees.
+            if packet.info.endsLayerFrame, Int(packet.info.spatialLayer) == currentSpatial { marker = true }
         }
         guard let outgoing = sequence.input(packet.sequenceNumber) else {
             drop()  // from before the switch point (reordered or a late repair)
@@ -158,12 +235,12 @@ final class SFUConsumer: @unchecked Sendable {
         let timestamp = packet.header.timestamp &+ timestampOffset
         let rewrite = munger.munge(packet.info)
         let sent = track.sendForwarded(
-            payload: packet.payload, marker: packet.header.marker, timestamp: timestamp, sequenceNumber: outgoing,
+            payload: packet.payload, marker: marker, timestamp: timestamp, sequenceNumber: outgoing,
             rewrite: rewrite, audioLevel: nil, captureTime: producer.captureTime, now: now)
         if sent {
             sequencer?.record(
                 outgoing: outgoing, source: packet.sequenceNumber, layer: layer, timestamp: timestamp,
-                marker: packet.header.marker, rewrite: rewrite)
+                marker: marker, rewrite: rewrite)
             if Int16(bitPattern: outgoing &- lastOutgoing) > 0 || !hasForwarded { lastOutgoing = outgoing }
         }
         noteSent(sent, timestamp: timestamp, size: packet.packet.count, now: now)
@@ -173,14 +250,52 @@ final class SFUConsumer: @unchecked Sendable {
         }
     }
 
+    /// Whether a packet of a scalable stream is forwarded: at each new picture the layers move toward
+    /// the target (down at once; spatial up only at a key picture, asked for with a PLI; temporal up at
+    /// a switching-up point, or a key picture when none came within a second), then the packet goes
+    /// when its SID and TID are at most the current ones. Allocation-free.
+    @inline(__always)
+    private func selectScalable(_ info: RTPPayloadInfo, timestamp: UInt32, now: UInt64) -> Bool {
+        if timestamp != pictureTimestamp, Int32(bitPattern: timestamp &- pictureTimestamp) > 0 {
+            pictureTimestamp = timestamp
+            if info.isKeyframe {
+                currentSpatial = targetSpatial
+                currentTemporal = targetTemporal
+            } else {
+                // Lower layers never reference higher ones: going down is safe at any picture.
+                if targetSpatial < currentSpatial { currentSpatial = targetSpatial }
+                if targetTemporal < currentTemporal {
+                    currentTemporal = targetTemporal
+                } else if targetTemporal > currentTemporal, info.beginsLayerFrame, info.switchingUpPoint,
+                    Int(info.temporalLayer ?? 0) <= currentTemporal
+                {
+                    currentTemporal = targetTemporal
+                }
+                var wantsKeyframe = targetSpatial > currentSpatial
+                if targetTemporal > currentTemporal {
+                    if temporalUpSince == 0 { temporalUpSince = now }
+                    wantsKeyframe = wantsKeyframe || now &- temporalUpSince > 1_000_000_000
+                }
+                if wantsKeyframe, track.canSend { producer.requestKeyframe(layer: targetLayer, now: now) }
+            }
+            if targetTemporal <= currentTemporal { temporalUpSince = 0 }
+        }
+        return Int(info.spatialLayer) <= currentSpatial && Int(info.temporalLayer ?? 0) <= currentTemporal
+    }
+
     /// The subscriber NACKed `sequenceNumbers`: each one still in the producer's shared buffer is
     /// resent with the same rewriting it had (as RTX when negotiated).
     func handleNACK(_ sequenceNumbers: [UInt16], now: UInt64) {
-        guard !closed, sequencer != nil else { return }
+        // Held back for a switch down on an overloaded path: a repair would refill the queue.
+        guard !closed, sequencer != nil, dropCurrentUntil <= now else { return }
         let rtt = track.senderStats?.roundTripTime ?? 0
         let interval = rtt > 0 ? max(rtt, 5_000_000) : 50_000_000
         for seq in sequenceNumbers {
+            // A packet of the layer a switch down left is not repaired: the subscriber decodes from
+            // the new layer's key frame, and on a congested path (why the layer was left) the repairs
+            // of a layer three times the path's rate kept its queue full for seconds (issue 33).
             guard let entry = sequencer?.resendable(outgoing: seq, now: now, minimumInterval: interval),
+                Int(entry.layer) != leftBehind,
                 let payload = producer.bufferedPayload(layer: Int(entry.layer), sequenceNumber: entry.source)
             else {
                 nackMisses &+= 1
@@ -242,8 +357,20 @@ final class SFUConsumer: @unchecked Sendable {
             munger.switchSource(at: packet.info)
             layerSwitches &+= 1
         }
+        // A scalable stream starts at its key picture with the target layers.
+        currentSpatial = targetSpatial
+        currentTemporal = targetTemporal
+        pictureTimestamp = packet.header.timestamp
+        temporalUpSince = 0
         let previous = currentLayer
+        let order = producer.qualityOrder
+        if let from = order.firstIndex(of: previous), let to = order.firstIndex(of: layer), to < from {
+            leftBehind = previous
+        } else {
+            leftBehind = -1
+        }
         currentLayer = layer
+        dropCurrentUntil = 0
         if previous != layer { producer.sfu.layerSwitched(self) }
     }
 
@@ -287,7 +414,9 @@ final class SFUConsumer: @unchecked Sendable {
     func stats() -> SFUConsumerStats {
         let s = track.senderStats
         let layers = producer.layers
-        return SFUConsumerStats(
+        let scalable = producer.scalable != nil
+        let forwarding = scalable && currentLayer >= 0 && !paused
+        var stats = SFUConsumerStats(
             id: id, producerID: producer.id, subscriberID: subscriberID, packetsSent: s?.packetsSent ?? 0,
             bytesSent: s?.bytesSent ?? 0, nacksReceived: s?.nacksReceived ?? 0,
             retransmissions: s?.retransmissions ?? 0,
@@ -298,5 +427,12 @@ final class SFUConsumer: @unchecked Sendable {
                 let order = producer.qualityOrder
                 return position >= 0 && order.indices.contains(position) ? layers[order[position]].rid : nil
             })
+        if scalable {
+            stats.currentSpatialLayer = forwarding ? currentSpatial : nil
+            stats.currentTemporalLayer = forwarding ? currentTemporal : nil
+            stats.targetSpatialLayer = targetSpatial
+            stats.targetTemporalLayer = targetTemporal
+        }
+        return stats
     }
 }

@@ -41,6 +41,9 @@ final class SFUProducer: @unchecked Sendable {
     /// ``layersByQuality``, kept: read by the stream allocator every run, redone when a key frame
     /// shows a new resolution.
     private(set) var qualityOrder: [Int] = []
+    /// The spatial and temporal layers inside the stream when it is scalable (VP9 SVC: one encoding
+    /// whose packets carry layer indices); nil until such a packet arrives, and for simulcast.
+    var scalable: SFUScalableLayers?
     /// Media SSRC -> layer index, learned on each SSRC's first packet.
     var layerBySSRC: [UInt32: Int] = [:]
     var consumers: [SFUConsumer] = [] {
@@ -131,6 +134,9 @@ final class SFUProducer: @unchecked Sendable {
         if kind == .video {
             // The codec header was parsed once by the publisher's receiver; every consumer reuses it.
             let info = packet.info
+            if info.hasLayerIndices, layers.count == 1, codec == .vp9 || codec == .av1 {
+                countScalable(packet)
+            }
             if info.isKeyframe {
                 layers[layer].keyframes &+= 1
                 keyframeRequests.keyframeArrived(layer: layer)
@@ -171,6 +177,22 @@ final class SFUProducer: @unchecked Sendable {
         }
     }
 
+    /// Counts a packet of a scalable stream; a new layer or a key picture's layer sizes re-pick every
+    /// consumer's target (rare: the first packets, key frames).
+    private func countScalable(_ packet: ReceivedRTPPacket) {
+        if scalable == nil { scalable = SFUScalableLayers() }
+        let before = (spatial: scalable!.spatialCount - 1, temporal: scalable!.temporalCount - 1)
+        var changed = scalable!.count(packet.info, size: UInt64(packet.packet.count))
+        if changed { for c in consumers { c.scalableLayersGrew(from: before) } }
+        if packet.info.isKeyframe, packet.info.spatialLayerCount > 0, codec == .vp9 {
+            VP9PayloadFormat.forEachLayerSize(packet.payload) { layer, width, height in
+                scalable!.setSize(layer: layer, width: width, height: height)
+            }
+            changed = true
+        }
+        if changed { for c in consumers { c.updateTarget() } }
+    }
+
     /// The latest sender report of `layer`'s media SSRC (a layer switch lines timestamps up with it).
     /// Runs at a switch, not per packet.
     func senderReport(layer: Int) -> SFULayerTimeline.SenderReport? {
@@ -192,21 +214,25 @@ final class SFUProducer: @unchecked Sendable {
     func measureRates(elapsed: UInt64) {
         guard elapsed > 0 else { return }
         for i in layers.indices {
-            let delta = layers[i].bytes &- layers[i].measuredBytes
+            layers[i].bitrate = Self.smoothedRate(
+                previous: layers[i].bitrate, bytes: layers[i].bytes &- layers[i].measuredBytes, elapsed: elapsed)
             layers[i].measuredBytes = layers[i].bytes
-            guard delta > 0 else {
-                layers[i].bitrate = 0
-                continue
-            }
-            let rate = Int(min(delta &* 8_000_000_000 / elapsed, UInt64(Int.max / 2)))
-            let previous = layers[i].bitrate
-            // A quarter of each new window: key frames and frame-size swings average out within a few seconds.
-            layers[i].bitrate = previous == 0 ? rate : previous + (rate - previous) / 4
         }
+        scalable?.measureRates(elapsed: elapsed)
+    }
+
+    /// A layer's bitrate after `bytes` more in `elapsed` nanoseconds: a quarter of each new window
+    /// (key frames and frame-size swings average out within a few seconds), and 0 at once for a
+    /// layer that sent nothing.
+    static func smoothedRate(previous: Int, bytes: UInt64, elapsed: UInt64) -> Int {
+        guard bytes > 0 else { return 0 }
+        let rate = Int(min(bytes &* 8_000_000_000 / elapsed, UInt64(Int.max / 2)))
+        return previous == 0 ? rate : previous + (rate - previous) / 4
     }
 
     /// The measured bitrates in quality order, for the stream allocator.
     var ratesByQuality: SFUStreamAllocator.LayerRates {
+        if let scalable { return scalable.rates }
         var rates = SFUStreamAllocator.LayerRates()
         rates.count = min(qualityOrder.count, SFUStreamAllocator.LayerRates.capacity)
         for position in 0..<rates.count { rates[position] = layers[qualityOrder[position]].bitrate }

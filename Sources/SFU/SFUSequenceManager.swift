@@ -66,9 +66,15 @@ struct SFUSequenceManager {
             if distance > Self.window { guardingSync = false }
         }
         var below: UInt16 = 0
-        for d in dropped {
-            if d == input { return nil }
-            if Self.isNewer(input, than: d) { below &+= 1 }
+        if let last = dropped.last, Self.isNewer(input, than: last) {
+            // In order (the drops are kept oldest first): every drop is below. The usual case, and
+            // one comparison where a scalable stream's dropped layers fill the list.
+            below = UInt16(dropped.count)
+        } else {
+            for d in dropped {
+                if d == input { return nil }
+                if Self.isNewer(input, than: d) { below &+= 1 }
+            }
         }
         let output = input &+ offset &- below
         if Self.isNewer(input, than: maxInput) {

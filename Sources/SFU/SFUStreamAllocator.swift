@@ -16,7 +16,8 @@
 ///    it fits (a track already forwarding: if ``Configuration/pauseShare`` percent of it does, or
 ///    while the subscriber acknowledges nearly all that is sent), else pause (a track of one layer is never paused); then each, in the same order, climbs
 ///    as far as the rest of the budget and its own upper bound allow.
-/// 2. **Step down at once**: a track above its fit goes down to it (a pause included) on this run.
+/// 2. **Step down at once**: a track above its fit goes down to it (a pause included) on this run;
+///    while the estimator reports ``overloaded``, to what fits the budget itself (no tolerance).
 /// 3. **Step up slowly**: a raise waits ``Configuration/holdDown`` after any decrease (doubled after
 ///    each failed probe, up to ``Configuration/maxHoldDown``) and ``Configuration/stepInterval`` after
 ///    the last raise, goes one layer at a time, to the first track in priority order whose next layer
@@ -89,11 +90,12 @@ public struct SFUStreamAllocator: Sendable {
         public static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
     }
 
-    /// Measured bitrates of up to four layers, bits per second, lowest first (0: not flowing). Inline,
-    /// so that filling it in allocates nothing.
+    /// Measured bitrates of up to six layers, bits per second, lowest first (0: not flowing): three
+    /// simulcast layers, or the rungs of a scalable stream (L3T3: S0 at three frame rates, S1, S2).
+    /// Inline, so that filling it in allocates nothing.
     public struct LayerRates: Sendable, Equatable {
-        public static let capacity = 4
-        private var r0 = 0, r1 = 0, r2 = 0, r3 = 0
+        public static let capacity = 6
+        private var r0 = 0, r1 = 0, r2 = 0, r3 = 0, r4 = 0, r5 = 0
         /// Layers the producer has (flowing or not).
         public var count = 0
 
@@ -111,6 +113,8 @@ public struct SFUStreamAllocator: Sendable {
                 case 1: return r1
                 case 2: return r2
                 case 3: return r3
+                case 4: return r4
+                case 5: return r5
                 default: return 0
                 }
             }
@@ -120,6 +124,8 @@ public struct SFUStreamAllocator: Sendable {
                 case 1: r1 = newValue
                 case 2: r2 = newValue
                 case 3: r3 = newValue
+                case 4: r4 = newValue
+                case 5: r5 = newValue
                 default: break
                 }
             }
@@ -204,6 +210,11 @@ public struct SFUStreamAllocator: Sendable {
     /// would take tens of seconds to get there.
     public var acknowledgedRate = 0
     public var congested = false
+    /// The estimator reports overload (``BandwidthEstimate/overloaded``): heavy loss on a full queue,
+    /// and an estimate cut to what arrived. The layers then go down to what fits the budget without
+    /// ``Configuration/decreaseTolerance``: that slack is for a GCC estimate's noise, and a layer
+    /// kept in it keeps the queue full and loses the key frames of the switch.
+    public var overloaded = false
     /// The rate a probe proved (acknowledged without congestion), bits per second: the budget is
     /// never below it until the estimator reports congestion.
     public private(set) var provenRate = 0
@@ -220,6 +231,8 @@ public struct SFUStreamAllocator: Sendable {
     public private(set) var decreases: UInt64 = 0
     public private(set) var probes: UInt64 = 0
     public private(set) var failedProbes: UInt64 = 0
+    /// Decreases decided while the estimator reported ``overloaded`` (counted in ``decreases`` too).
+    public private(set) var overloadDecreases: UInt64 = 0
 
     private var lastDecrease: UInt64?
     private var lastRaise: UInt64?
@@ -314,7 +327,7 @@ public struct SFUStreamAllocator: Sendable {
         // layers, whatever the estimate says, so no forwarding track is paused on this run.
         let carried = acknowledgedRate > 0 && acknowledgedRate >= allocatedRate / 100 * 90
         fit(
-            budget: budget + budget / 100 * configuration.decreaseTolerance,
+            budget: overloaded ? budget : budget + budget / 100 * configuration.decreaseTolerance,
             unproven: probe?.media == true ? probe?.track ?? -1 : -1, carried: carried)
         var decreased = false
         if let p = probe, p.media, estimate >= p.startEstimate, fitted[p.track] < p.layer {
@@ -333,6 +346,7 @@ public struct SFUStreamAllocator: Sendable {
         }
         if decreased {
             decreases &+= 1
+            if overloaded { overloadDecreases &+= 1 }
             lastDecrease = now
             if probe != nil { probeFailed(now: now) }
             return true

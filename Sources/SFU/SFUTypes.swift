@@ -103,6 +103,13 @@ public struct SFUConsumerStats: Sendable, Hashable {
     public var paused = false
     /// The highest layer the allocator allows (a RID; nil without simulcast or without an estimate).
     public var allocatedRID: String?
+    /// In a scalable stream (VP9 SVC): the spatial and temporal layers forwarded (nil before the
+    /// first key picture, or while paused) and those the subscriber's preference and the allocator
+    /// aim for. All nil for simulcast and single-layer tracks.
+    public var currentSpatialLayer: Int?
+    public var currentTemporalLayer: Int?
+    public var targetSpatialLayer: Int?
+    public var targetTemporalLayer: Int?
 }
 
 /// What the stream allocator knows and decided for one subscribe connection.
@@ -123,6 +130,8 @@ public struct SFUTransportStats: Sendable, Hashable {
     public var decreases: UInt64
     public var probes: UInt64
     public var failedProbes: UInt64
+    /// Decreases decided on an overloaded path (``SFUStreamAllocator/overloaded``; in ``decreases`` too).
+    public var overloadDecreases: UInt64
     /// Bytes sent as probe padding (RTX copies of packets already sent).
     public var probeBytes: UInt64
 }
@@ -160,6 +169,7 @@ public struct SFUCounters: Sendable, Hashable {
     public var allocationDecreases: UInt64 = 0
     public var probes: UInt64 = 0
     public var failedProbes: UInt64 = 0
+    public var allocationOverloadDecreases: UInt64 = 0
     public var probeBytes: UInt64 = 0
     /// Transport-cc feedback messages and REMBs the connections held received about what they send.
     public var transportFeedbackReceived: UInt64 = 0

@@ -34,6 +34,12 @@ import Testing
         #expect(agent.impairment?.down.loss == 0.1 && options.impair == #"{"down": {"loss": 0.1}}"#)
         #expect(agent.videoCodec == "h264")
         #expect(options.snapshotEvery == 2 && agent.snapshotInterval == 2)
+        #expect(options.simulcast == nil && !agent.simulcast)
+        let simulcast = try AgentJobOptions(arguments: [
+            "--server", "http://h:1", "--room", "r", "--token", "T", "--simulcast",
+        ])
+        #expect(simulcast.simulcast == true)
+        #expect(try simulcast.roomAgentOptions(recordDirectory: nil, checkMedia: false).simulcast)
     }
 
     @Test func eachBadValueIsRefusedNamingItsOption() {
@@ -49,9 +55,11 @@ import Testing
             (["--relay", "http://x"], "--relay"), (["--ice-servers", "stun:h"], "--ice-servers"),
             (["--record", "/tmp"], "options"), (["--secret", "s"], "options"), (["stray"], "options"),
             (["--consume"], "--consume"), (["--impair", "dial-up"], "--impair"),
-            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp9"], "--video-codec"),
+            (["--impair", #"{"up": {"delayMs": -5}}"#], "--impair"), (["--video-codec", "vp7"], "--video-codec"),
             (["--consume"], "--consume"), (["--snapshot-every", "0"], "--snapshot-every"),
             (["--snapshot-every", "often"], "--snapshot-every"),
+            (["--simulcast", "--video", "clip.ivf"], "--simulcast"),
+            (["--simulcast", "--video", "none"], "--simulcast"),
         ]
         for (extra, option) in cases {
             // Later values win, so each case overrides one valid option.
@@ -188,7 +196,8 @@ import Testing
         for name in AgentJobOptions.videoCodecs {
             #expect(VideoEncoders.codecs.contains(try LocalSources.videoCodec(name)), "\(name)")
         }
-        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp9") }
+        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp7") }
+        #expect(Set(try AgentJobOptions.videoCodecs.map(LocalSources.videoCodec)) == Set(VideoEncoders.codecs))
     }
 
     @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {

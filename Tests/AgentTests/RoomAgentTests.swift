@@ -183,6 +183,10 @@ struct RoomAgentTests {
         #expect(metrics.contains("understudy_agent_track_freezes_total{kind=\"video\",participant=\"host\"} "))
         #expect(metrics.contains("understudy_agent_track_mos{kind=\"audio\",participant=\"host\"} "))
         #expect(!metrics.contains("understudy_agent_track_mos{kind=\"video\""))
+        // The loss denominator (received + lost), and the layer's height for video only.
+        #expect(metrics.contains("understudy_agent_track_packets_received_total{kind=\"audio\",participant=\"host\"} "))
+        #expect(metrics.contains("understudy_agent_track_frame_height{kind=\"video\",participant=\"host\"} "))
+        #expect(!metrics.contains("understudy_agent_track_frame_height{kind=\"audio\""))
         let fps = metrics.split(separator: "\n").first { $0.hasPrefix("understudy_agent_track_fps{kind=\"video\"") }
         #expect((fps?.split(separator: " ").last.flatMap { Double($0) } ?? 0) > 5, "\(fps ?? "no fps line")")
         // --snapshot-every: the webcam's current picture beside the recordings, a JPEG of the

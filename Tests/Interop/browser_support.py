@@ -222,6 +222,30 @@ class RoomPage:
             await asyncio.sleep(0.5)
         raise AssertionError(f"{self.name}: presented only {count} frames of {participant} within {timeout}s")
 
+    async def watch_freezes(self, participant: str) -> None:
+        """Starts sampling the participant's received video (W3C `freezeCount`/`totalFreezesDuration`,
+        Chromium's own: a freeze is a gap between rendered frames longer than max(3 x the mean frame
+        duration, mean + 150 ms)) every 100 ms inside the page, so that each freeze is seen alone and
+        its own duration is known; ``freezes`` reads them."""
+        await self.page.evaluate(
+            "(() => { if (window.understudyFreezes) return;"
+            " const w = window.understudyFreezes = { events: [], last: null, samples: 0 };"
+            " const poll = async () => {"
+            f"  try {{ const v = await window.understudyRoom.receivedVideo({json.dumps(participant)});"
+            "   if (v) { const l = w.last;"
+            "    if (l && v.freezeCount > l.freezeCount) { const n = v.freezeCount - l.freezeCount;"
+            "     w.events.push({ at: Date.now() / 1000, count: n, width: v.width,"
+            "      duration: (v.totalFreezesDuration - l.totalFreezesDuration) / n }); }"
+            "    w.last = v; w.samples += 1; } } catch (e) {}"
+            "  setTimeout(poll, 100); };"
+            " poll(); })()")
+
+    async def freezes(self) -> dict:
+        """What ``watch_freezes`` saw: `events`, one per sample whose freeze count rose (`at`: wall-clock
+        seconds when it was seen, `duration`: seconds; when `count` > 1 freezes ended between two
+        samples, their mean), and the last sample."""
+        return await self.page.evaluate("window.understudyFreezes || { events: [], last: null, samples: 0 }")
+
     async def click(self, selector: str) -> None:
         """Clicks the button the way a person does (a DOM click on the visible button)."""
         found = await self.page.evaluate(

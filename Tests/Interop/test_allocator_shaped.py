@@ -2,14 +2,14 @@
 
 A Chromium host publishes a hard-to-compress 960x540 clip in three simulcast layers through the room
 page. A second Chromium (its own process) watches it from the audience. Then only the SFU → viewer
-direction is shaped: an `htb` class of 500 kbit/s on `lo`, holding just the UDP packets whose source
-port is the SFU's port for that viewer's subscribe connection (netem does not exist in this kernel;
-the publisher's path and the feedback are left alone), and 1 % of those packets are dropped at
-random by an nftables `numgen random` rule. The viewer's estimate falls, and two of the issue's goals
-are asserted: the allocator forwards a lower layer within 5 s, and once the shaping is lifted it
-probes its way back to the top layer within 15 s. The third, no freeze longer than 1 s, is measured
-from the viewer's own getStats (`freezeCount`/`totalFreezesDuration`: a pause would be one) and
-printed, not asserted yet (see the end of the test).
+direction is shaped (`shaping.ShapedPath`): an `htb` class of 500 kbit/s on `lo` with a 100 ms
+tail-drop queue, holding just the UDP packets whose source port is the SFU's port for that viewer's
+subscribe connection (netem does not exist in this kernel; the publisher's path and the feedback are
+left alone), and 1 % of those packets are dropped at random by an nftables `numgen random` rule. The
+issue's three goals are asserted: the allocator forwards a lower layer within 5 s, the viewer sees no
+freeze longer than 1 s from the shaping to the end (its own getStats `freezeCount`/
+`totalFreezesDuration`, sampled every 100 ms in the page so that each freeze is seen alone), and once
+the shaping is lifted it probes its way back to the top layer within 15 s.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from pathlib import Path
 
 from browser_support import DevServer, RoomPage
 from chromium import Chromium
+from shaping import ShapedPath
 
 ROOM = "shaped"
 CAP_KBIT = 500
 LOSS_PERCENT = 1
-NFT_TABLE = "understudy_shaped"
 
 
 def _clip(path: Path) -> Path:
@@ -34,37 +34,6 @@ def _clip(path: Path) -> Path:
          "testsrc2=size=960x540:rate=30,noise=alls=40:allf=t", "-t", "4", "-pix_fmt", "yuv420p", str(path)],
         check=True, timeout=180)
     return path
-
-
-def _tc(*args: str) -> None:
-    subprocess.run(["tc", *args], check=True, timeout=10, capture_output=True)
-
-
-def _shape(server_port: int) -> None:
-    """SFU → viewer only: packets from the SFU's port for the viewer go through a 500 kbit/s class."""
-    _tc("qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "10")
-    _tc("class", "add", "dev", "lo", "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit")
-    _tc("class", "add", "dev", "lo", "parent", "1:", "classid", "1:20", "htb", "rate", f"{CAP_KBIT}kbit",
-        "ceil", f"{CAP_KBIT}kbit", "burst", "6k")
-    # A short queue, as a real bottleneck's: 100 ms at the cap, then drops.
-    _tc("qdisc", "add", "dev", "lo", "parent", "1:20", "handle", "20:", "bfifo", "limit", str(CAP_KBIT * 1000 // 8 // 10))
-    _tc("filter", "add", "dev", "lo", "protocol", "ip", "parent", "1:", "prio", "1", "u32",
-        "match", "ip", "protocol", "17", "0xff", "match", "ip", "sport", str(server_port), "0xffff", "flowid", "1:20")
-
-
-def _drop_randomly(server_port: int) -> None:
-    """SFU → viewer only: LOSS_PERCENT % of the packets dropped at random (no netem in this kernel)."""
-    def nft(*args: str) -> None:
-        subprocess.run(["nft", *args], check=True, timeout=10, capture_output=True)
-    nft("add", "table", "inet", NFT_TABLE)
-    nft("add", "chain", "inet", NFT_TABLE, "out", "{ type filter hook output priority 0 ; }")
-    nft("add", "rule", "inet", NFT_TABLE, "out", "udp", "sport", str(server_port),
-        "numgen", "random", "mod", "100", "lt", str(LOSS_PERCENT), "drop")
-
-
-def _lift() -> None:
-    subprocess.run(["tc", "qdisc", "del", "dev", "lo", "root"], timeout=10, capture_output=True)
-    subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], timeout=10, capture_output=True)
 
 
 def _longest_freeze(trace: list) -> float:
@@ -107,6 +76,7 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
 
     async def run() -> dict:
         server = DevServer(tmp_path, udp_low=48000).start()
+        shaped = ShapedPath(CAP_KBIT, LOSS_PERCENT)
         trace: list = []
         try:
             await server.ready()
@@ -118,14 +88,28 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
                 viewer = await RoomPage.open(viewer_browser, server, ROOM, name="Viewer", id="viewer",
                                              mode="RECV_ONLY", cam="0", mic="0")
                 await viewer.wait_frames("host", 30, timeout=60)
+                await viewer.watch_freezes("host")
                 # Unshaped: the top layer ("f"), whatever the estimate says.
                 await _wait_consumer(viewer, "the top layer before shaping",
                                      lambda c, t: c.get("currentLayer") == "f", 60, trace)
+                # A viewer that only just reached the top layer on a busy machine may still stall on
+                # its decoding: shape once it has played 3 s without a freeze (or after 30 s).
+                calm_since = time.time()
+                deadline = time.monotonic() + 30
+                calm = False
+                while time.monotonic() < deadline and not calm:
+                    seen = await viewer.freezes()
+                    if seen["events"]:
+                        calm_since = max(calm_since, seen["events"][-1]["at"])
+                    calm = time.time() - calm_since >= 3
+                    if not calm:
+                        await asyncio.sleep(0.5)
                 path = await viewer.page.evaluate("window.understudyRoom.subscribePath()")
                 assert path and path["remotePort"], f"no subscribe candidate pair: {path}"
                 before = await viewer.page.evaluate("window.understudyRoom.receivedVideo('host')")
-                _shape(path["remotePort"])
-                _drop_randomly(path["remotePort"])
+                shaped_wall = time.time()
+                # SFU -> viewer only: the publisher's path and the feedback are left alone.
+                shaped.start(sports=[path["remotePort"]])
                 shaped_at = len(trace)
                 try:
                     down = await _wait_consumer(
@@ -137,7 +121,8 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
                     await asyncio.sleep(8)
                     held, transport = await _consumer(viewer)
                 finally:
-                    _lift()
+                    shaped.lift()
+                lifted_wall = time.time()
                 lifted_at = len(trace)
                 up = await _wait_consumer(viewer, "the top layer after the lift",
                                           lambda c, t: c.get("currentLayer") == "f" and not c.get("paused"),
@@ -149,12 +134,13 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
                     trace.append({"t": -1, "consumer": None, "transport": None,
                                   "video": await viewer.page.evaluate("window.understudyRoom.receivedVideo('host')")})
                 metrics = await asyncio.to_thread(_metrics, server.base)
-                return {"down": down, "up": up, "held": held, "held_transport": transport, "before": before,
+                freezes = await viewer.freezes()
+                return {"freezes": freezes, "calm": calm, "shaped_wall": shaped_wall, "lifted_wall": lifted_wall,"down": down, "up": up, "held": held, "held_transport": transport, "before": before,
                         "after": after, "trace": trace, "shaped_at": shaped_at, "lifted_at": lifted_at,
                         "down_at": down_at,
                         "metrics": metrics}
         finally:
-            _lift()
+            shaped.lift()
             server.stop()
 
     result = asyncio.run(run())
@@ -175,17 +161,32 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
     print(f"freezes from the shaping on: {last.get('freezeCount', 0) - first.get('freezeCount', 0)}, "
           f"{last.get('totalFreezesDuration', 0) - first.get('totalFreezesDuration', 0):.2f} s in all; longest "
           f"during the switch at least {switch:.2f} s, after it at least {longest:.2f} s")
+    watched = result["freezes"]
+    events = [e for e in watched["events"] if e["at"] >= result["shaped_wall"] - 0.5]
+    for e in events:
+        since = e["at"] - result["shaped_wall"]
+        phase = "shaped" if e["at"] < result["lifted_wall"] else f"{e['at'] - result['lifted_wall']:.1f} s after the lift"
+        print(f"  freeze seen {since:.1f} s after the shaping ({phase}): {e['duration']:.3f} s"
+              f"{' (mean of ' + str(e['count']) + ')' if e['count'] > 1 else ''} at width {e['width']}")
+    print(f"layer decreases on an overloaded path: "
+          f"{_counter(result['metrics'], 'understudy_sfu_layer_overload_decreases_total'):.0f}")
+    assert watched["samples"] > 20, f"the freeze watch sampled nothing: {watched}"
     held = result["held"] or {}
     # Still below the top layer after 8 s under shaping (paused, on a lower layer, or resuming on one).
     assert held.get("paused") or (held.get("targetLayer") in ("q", "h") and held.get("currentLayer") != "f"), (
         f"under {CAP_KBIT} kbit/s the viewer went back to {held} before the lift")
     assert result["down"] <= 5, f"a layer that fits took {result['down']:.1f} s (goal: 5 s)"
-    # Not asserted yet: the issue's "no freeze longer than 1 s". Measured over four runs (load 25)
-    # since what the path carries raises the estimate and probes go in steps: under the cap the
-    # estimate held 250-365 kbit/s with the lowest layer flowing (it used to fall to 65-95 kbit/s and
-    # pause the video for 2-5 s); the switch itself still froze up to 0.8-2.9 s (the estimator needs
-    # about a second to see the overload, then the lower layer's key frame), and the switch back to
-    # the top layer up to 3.6 s once. Back on top 6-10 s after the lift (it was 6-34 s).
+    # The issue's "no freeze longer than 1 s", from the shaping to the end (the switch down, the
+    # time under the cap, the lift and the way back up), each freeze alone as Chromium measured it.
+    # Judged only when the viewer played 3 s without a freeze before the shaping: a machine that
+    # starves its decoder (a load of 45 on 2 cores froze it for 3.7 s unshaped) says nothing about
+    # the path.
+    longest_freeze = max((e["duration"] for e in events), default=0.0)
+    if result["calm"]:
+        assert longest_freeze <= 1.0, f"the viewer froze for {longest_freeze:.2f} s (goal: no freeze over 1 s)"
+    else:
+        print(f"freezes not judged: the viewer never played 3 s without a freeze before the shaping "
+              f"(longest after it {longest_freeze:.2f} s)")
     assert result["up"] <= 15, f"back on the top layer {result['up']:.1f} s after the lift (goal: 15 s)"
     assert _counter(result["metrics"], "understudy_sfu_layer_decreases_total") >= 1
     assert _counter(result["metrics"], "understudy_sfu_layer_raises_total") >= 1

@@ -112,6 +112,9 @@ def test_composite_into_mp4_and_webm(understudy, tmp_path):
             assert agent.terminate() == 0, agent.log()[-3000:]
         total = time.monotonic() - launched
 
+        for agent in (vp8, h264):
+            # Each tile's size went to the server (setViewPort) without a refusal.
+            assert "setViewPort(" not in agent.log(), agent.log()[-3000:]
         m = manifest(record)["composite"]
         print(f"manifest composite: {m}")
         assert [o["destination"] for o in m["outputs"]] == [str(out["h264.mp4"]), str(out["h264.mkv"])]

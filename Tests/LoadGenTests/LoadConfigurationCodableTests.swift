@@ -26,6 +26,7 @@ import Testing
         c.iceServers = [try ICEServer(url: "turn:u:p@10.0.0.1:3478?transport=tcp")]
         c.impair = "lossy-wifi"
         c.impairShare = 0.3
+        c.qualityMetrics = false
         let read = try JSONDecoder().decode(LoadConfiguration.self, from: JSONEncoder().encode(c))
         #expect(read == c)
         // Absent fields keep their defaults.
@@ -33,6 +34,7 @@ import Testing
             LoadConfiguration.self, from: Data(#"{"signalingURL":"ws://h:1","room":"r","secret":"s"}"#.utf8))
         #expect(minimal.subscribers == 10 && minimal.layout == .grid(3) && minimal.duration == 60)
         #expect(minimal.videoCodec == .vp8)
+        #expect(minimal.qualityMetrics)
     }
 
     @Test func theImpairShareSpreadsEvenlyWithASeedPerBot() throws {
@@ -70,7 +72,8 @@ import Testing
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","layout":"speakers"}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","iceServers":[{"url":"stun:h","username":"u","credential":"p"}]}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"vp7"}"#,
-            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"vp9"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","qualityMetrics":"off"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"opus"}"#,
         ] {
             #expect(throws: DecodingError.self, "\(text)") {
                 try JSONDecoder().decode(LoadConfiguration.self, from: Data(text.utf8))

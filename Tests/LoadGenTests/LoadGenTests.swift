@@ -82,6 +82,27 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
         #expect((json?["subscribedTracks"] as? Int) == 40)
     }
 
+    @Test func qualityMetricsOffReceivesTheMediaWithoutReadings() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        var c = configuration(server, room: "no-quality")
+        c.publishers = 1
+        c.subscribers = 2
+        c.duration = 5
+        c.waitForTracks = 4
+        c.qualityMetrics = false
+        let report = try await LoadGen.run(c)
+        #expect(report.subscribedTracks == 4)
+        // The media arrives and is counted, but no receiver measured its quality.
+        for track in report.tracks {
+            #expect(track.packets > 20, "\(track.subscriber) <- \(track.publisher) \(track.kind)")
+            #expect((track.quality?.frames ?? 0) == 0 && track.quality?.mos == nil)
+        }
+        #expect(report.quality == nil)
+        #expect(report.qualityMetrics == false)
+        #expect(report.table().contains("quality       not measured (--quality-metrics off)"))
+    }
+
     @Test func speakerLayoutAsksForABigAndASmallLayer() async throws {
         let server = try startServer()
         defer { server.stop() }
@@ -373,4 +394,17 @@ private func configuration(_ server: RoomServer, room: String) -> LoadConfigurat
     #expect(s.worstMOS.map(\.subscriber) == ["bot-19", "bot-18", "bot-17", "bot-16", "bot-15"])
     #expect(abs((s.mos.p50 ?? 0) - 3.4) < 1e-9)
     #expect(s.table().contains("most freezes  bot-0 ← pub video: 300 frames, 30.0 fps, freezes 3 (1200 ms)"))
+    // With bot-0 and bot-1 impaired: their worst lines are marked, and the split sets them apart.
+    #expect(s.table(impairedBots: ["bot-0", "bot-1"]).contains("most freezes  bot-0 ← pub video (impaired): "))
+    #expect(s.table(impairedBots: ["bot-0", "bot-1"]).contains("most freezes  bot-2 ← pub video: "))
+    let split = try! #require(LoadReport.QualitySplit.of(tracks, impairedBots: ["bot-0", "bot-1"]))
+    #expect(split.impaired?.videoTracks == 2 && split.impaired?.tracksWithFreezes == 2)
+    #expect(split.others?.videoTracks == 18 && split.others?.tracksWithFreezes == 1)
+    #expect(split.impaired?.freezeCount.max == 3 && split.others?.freezeCount.max == 1)
+    #expect(
+        split.table().contains("  impaired      2 video tracks, 2 froze (p50 2, max 3), fps p05 29.0; 2 audio tracks"))
+    #expect(split.table().contains("  not impaired  18 video tracks, 1 froze (p50 0, max 1)"))
+    // An impaired publisher's tracks count as impaired at every subscriber.
+    #expect(LoadReport.QualitySplit.of(tracks, impairedBots: ["pub"])?.others == nil)
+    #expect(LoadReport.QualitySplit.of(tracks, impairedBots: []) == nil)
 }

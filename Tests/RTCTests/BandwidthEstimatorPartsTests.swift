@@ -169,4 +169,57 @@ import Testing
         let rate = try! #require(a.bitrate)
         #expect(rate > 760_000 && rate < 840_000, "\(rate)")
     }
+
+    @Test func overloadIsTwoHeavyWindowsInARowOnAQueueThatFilled() {
+        var d = OverloadDetector()
+        var t: Int64 = 0
+        // One feedback message of 20 packets per 160 ms window (the first one opens it).
+        let opened = d.update(received: 20, lost: 0, overuse: false, nowMicros: t)
+        #expect(!opened)
+        func window(lost: Int, overuse: Bool = false) -> Bool {
+            t += 160_000
+            return d.update(received: 20 - lost, lost: lost, overuse: overuse, nowMicros: t)
+        }
+        let w1 = window(lost: 0)
+        #expect(!w1)
+        // One burst (a key frame into a full tail-drop queue) is one heavy window: not overload.
+        let w2 = window(lost: 8, overuse: true)
+        #expect(!w2)
+        let w3 = window(lost: 0)
+        #expect(!w3)
+        #expect(!d.overloaded)
+        // Heavy loss with no queue seen filling for a second (random loss on a radio link): not overload.
+        for _ in 0..<7 {
+            let quiet = window(lost: 0)
+            #expect(!quiet)
+        }
+        let w4 = window(lost: 8)
+        #expect(!w4)
+        let w5 = window(lost: 8)
+        #expect(!w5)
+        #expect(!d.overloaded)
+        // Sustained and the delay detector saw the queue fill: overload, every heavy window after.
+        let w6 = window(lost: 0)
+        #expect(!w6)
+        let w7 = window(lost: 8, overuse: true)
+        #expect(!w7)
+        let w8 = window(lost: 8)
+        #expect(w8)
+        #expect(d.overloaded)
+        let w9 = window(lost: 9)
+        #expect(w9)
+        // Back below 10 %: cleared, once it held for half a second.
+        let w10 = window(lost: 1)
+        #expect(!w10)
+        #expect(d.overloaded, "a burst's quiet window does not clear it at once")
+        for _ in 0..<3 {
+            let calm = window(lost: 1)
+            #expect(!calm)
+        }
+        #expect(!d.overloaded)
+        // Half or more lost in one window, the queue seen filling: at once.
+        let w11 = window(lost: 11, overuse: true)
+        #expect(w11)
+        #expect(d.overloaded)
+    }
 }

@@ -150,18 +150,66 @@ import Testing
     /// queue can hold the answer back): the ClientHello that comes first is kept, not dropped, and the
     /// handshake goes on from it once the answer is set.
     @Test func aClientHelloBeforeTheAnswerIsKeptForTheHandshake() async throws {
-        let server = try PeerConnection(
-            loop: EventLoop(name: "early-dtls-server"), configuration: PeerConnectionConfiguration(iceLite: true))
-        let client = try PeerConnection(loop: EventLoop(name: "early-dtls-client"))
-        await server.loop.submit { _ = server.addTransceiver(kind: .video, direction: .sendonly) }
-        let answer = try await offerAndAnswer(offerer: server, answerer: client)
-        // The client checks (the lite server answers from its own credentials) and starts DTLS.
-        #expect(await IOTestSupport.wait(server.loop, seconds: 20) { server.counters.dtlsHeldUntilStart >= 1 })
+        let (server, client, answer) = try await Self.liteServerWithoutItsAnswer("early-dtls")
         try await server.loop.submit { try server.setRemoteDescription(answer, type: .answer) }
         try await server.waitUntilConnected(timeout: 20)
         try await client.waitUntilConnected(timeout: 20)
-        let dropped = await server.loop.submit { server.counters.droppedUnknownAddress }
+        let dropped = await server.loop.submit {
+            server.counters.droppedUnknownAddress + server.counters.dtlsDroppedBeforeStart
+        }
         #expect(dropped == 0, "the ClientHello was dropped rather than kept")
+        await shutdown(server, client)
+    }
+
+    /// A lite server that made its offer, and a client that answered it and started DTLS, before the
+    /// server has that answer (returned); waits until the server kept the client's first DTLS.
+    static func liteServerWithoutItsAnswer(_ name: String) async throws -> (
+        server: PeerConnection, client: PeerConnection, answer: SessionDescription
+    ) {
+        let server = try PeerConnection(
+            loop: EventLoop(name: name + "-server"), configuration: PeerConnectionConfiguration(iceLite: true))
+        let client = try PeerConnection(loop: EventLoop(name: name + "-client"))
+        await server.loop.submit { _ = server.addTransceiver(kind: .video, direction: .sendonly) }
+        let answer = try await offerAndAnswer(offerer: server, answerer: client)
+        // The client checks (the lite server answers from its own credentials) and starts DTLS.
+        #expect(await IOTestSupport.wait(server.loop, seconds: 30) { server.counters.dtlsHeldUntilStart >= 1 })
+        return (server, client, answer)
+    }
+
+    /// What a lite server keeps before its answer is bounded (four datagrams; the rest are dropped and
+    /// counted), and junk among it from the checked address (not valid records) reaches the handshake
+    /// without harm.
+    @Test func theDTLSKeptBeforeTheAnswerIsBoundedAndGarbageInItIsHarmless() async throws {
+        let (server, client, answer) = try await Self.liteServerWithoutItsAnswer("early-dtls-bound")
+        guard let serverAddress = await server.loop.submit({ server.localAddress }) else {
+            Issue.record("the server has no socket")
+            return
+        }
+        // Eight DTLS-looking datagrams of junk from the client's own (checked) address.
+        let junk = 8
+        await client.loop.submit {
+            guard let socket = client.transport.sockets.first else { return }
+            for i in 0..<junk {
+                let first = UInt8(20 + i % 4)  // the DTLS content types
+                socket.send([first, 0xFE, 0xFD] + [UInt8](repeating: UInt8(i), count: 3 + i * 37), to: serverAddress)
+            }
+        }
+        // Every datagram is either kept (at most four) or dropped and counted; the client's own
+        // retransmissions may add to either.
+        #expect(
+            await IOTestSupport.wait(server.loop, seconds: 30) {
+                server.counters.dtlsHeldUntilStart + server.counters.dtlsDroppedBeforeStart >= UInt64(1 + junk)
+            })
+        let (held, kept) = await server.loop.submit {
+            (server.counters.dtlsHeldUntilStart, server.transport.dtlsBeforeStart.count)
+        }
+        #expect(held == UInt64(MediaTransport.dtlsBeforeStartLimit))
+        #expect(kept == MediaTransport.dtlsBeforeStartLimit)
+        // The answer hands what was kept (the ClientHello and junk) to DTLS: it connects all the same.
+        try await server.loop.submit { try server.setRemoteDescription(answer, type: .answer) }
+        try await server.waitUntilConnected(timeout: 30)
+        try await client.waitUntilConnected(timeout: 30)
+        #expect(await server.loop.submit { server.transport.dtlsBeforeStart.isEmpty })
         await shutdown(server, client)
     }
 

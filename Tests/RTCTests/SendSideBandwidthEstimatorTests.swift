@@ -64,6 +64,37 @@ import Testing
         #expect(sim.target < 200_000, "\(sim.estimator.estimate)")
     }
 
+    /// An SFU subscriber's path falls to a third of what is sent (the top layer keeps flowing until
+    /// the allocator lowers it) into a short tail-drop queue: within half a second the estimate is
+    /// what the path carries and says overload, not a GCC decrease to 0.85 × the rate from before.
+    @Test func aPathThatFallsFarBelowWhatIsSentIsOverloadedWithinHalfASecond() {
+        let sim = BandwidthLinkSimulator(capacity: 2_000_000)
+        sim.maxQueueMs = 100
+        sim.fixedRate = 1_500_000
+        sim.run(seconds: 10)
+        #expect(!sim.estimator.estimate.overloaded)
+        sim.capacity = 500_000
+        sim.run(seconds: 0.6)
+        #expect(sim.estimator.estimate.overloaded, "\(sim.estimator.estimate)")
+        #expect(sim.target < 500_000 && sim.target > 300_000, "\(sim.estimator.estimate)")
+        // The sender drops to a layer that fits: the overload clears and the estimate still carries
+        // that layer (no second cut for the same losses).
+        sim.fixedRate = 250_000
+        sim.run(seconds: 2)
+        #expect(!sim.estimator.estimate.overloaded, "\(sim.estimator.estimate)")
+        #expect(sim.target > 250_000, "\(sim.estimator.estimate)")
+    }
+
+    /// Random loss with no queue (a lossy radio) is never overload, however heavy.
+    @Test func heavyRandomLossWithoutAQueueIsNotOverload() {
+        let sim = BandwidthLinkSimulator(capacity: 50_000_000)
+        sim.fixedRate = 1_500_000
+        sim.run(seconds: 5)
+        sim.randomLoss = 0.4
+        sim.run(seconds: 3)
+        #expect(!sim.estimator.estimate.overloaded, "\(sim.estimator.estimate)")
+    }
+
     @Test func aLossBurstCutsTheRateAndItRecoversAfter() {
         let sim = BandwidthLinkSimulator(capacity: 50_000_000, configuration: .init(maxBitrate: 3_000_000))
         sim.run(seconds: 20)

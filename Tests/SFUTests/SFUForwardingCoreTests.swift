@@ -106,6 +106,63 @@ struct SFUForwardingCoreTests {
         await rig.close()
     }
 
+    /// A switch down on an overloaded path stops the current layer at once (its packets would keep the
+    /// bottleneck queue full and the lower layer's key frame would be lost with them); a switch down
+    /// for any other reason keeps the current layer until the target's key frame, as before.
+    @Test func aSwitchDownOnAnOverloadedPathStopsTheCurrentLayerAtOnce() async throws {
+        let rig = SFUUnitRig(rids: ["q", "h", "f"])
+        let (producer, upstream) = (rig.producer, rig.upstream)
+        Self.setSenderReports(upstream)
+        let (low, high) = (Self.low, Self.high)
+        let (calm, calmTrack) = rig.consume(quality: .high)
+        let (overloaded, overloadedTrack) = rig.consume(quality: .high)
+        for consumer in [calm, overloaded] { consumer.allocate(position: 2, now: Self.time(0)) }
+        for k in 0...2 {
+            try producer.receive(high.packet(k, keyframe: k == 0), rid: "f", arrival: Self.time(k))
+            try producer.receive(low.packet(k, keyframe: k == 0), rid: "q", arrival: Self.time(k))
+        }
+        #expect(calmTrack.sent.count == 3 && overloadedTrack.sent.count == 3)
+        calm.allocate(position: 0, now: Self.time(3))
+        overloaded.allocate(position: 0, now: Self.time(3), overloaded: true)
+        #expect(upstream.keyframeRequests.last == "q")
+        for k in 3...4 {
+            try producer.receive(high.packet(k, keyframe: false), rid: "f", arrival: Self.time(k))
+            try producer.receive(low.packet(k, keyframe: false), rid: "q", arrival: Self.time(k))
+        }
+        #expect(calmTrack.sent.count == 5, "the current layer goes on until the target's key frame")
+        #expect(overloadedTrack.sent.count == 3, "held back on the overloaded path")
+        // Nor are its NACKs repaired meanwhile.
+        overloaded.handleNACK([overloadedTrack.sent[2].sequenceNumber], now: Self.time(4))
+        #expect(overloadedTrack.retransmissions.isEmpty)
+        // The low layer's key frame: both switch, and the stream continues.
+        try producer.receive(low.packet(5, keyframe: true), rid: "q", arrival: Self.time(5))
+        #expect(calm.currentLayer == 0 && overloaded.currentLayer == 0)
+        #expect(overloadedTrack.sent.count == 4 && overloadedTrack.sent.last?.sourceLayer == low.index)
+        #expect(overloaded.dropCurrentUntil == 0)
+        // The layer left behind is not repaired any more; the new one is.
+        calm.handleNACK([calmTrack.sent[4].sequenceNumber], now: Self.time(6))
+        #expect(calmTrack.retransmissions.isEmpty)
+        calm.handleNACK([calmTrack.sent[5].sequenceNumber], now: Self.time(6))
+        #expect(calmTrack.retransmissions.count == 1)
+        await rig.close()
+    }
+
+    /// A key frame that never comes does not hold the current layer back for good.
+    @Test func theCurrentLayerHeldBackFlowsAgainAfterALimit() async throws {
+        let rig = SFUUnitRig(rids: ["q", "h", "f"])
+        let (producer, high) = (rig.producer, Self.high)
+        let (consumer, track) = rig.consume(quality: .high)
+        consumer.allocate(position: 2, now: Self.time(0))
+        try producer.receive(high.packet(0, keyframe: true), rid: "f", arrival: Self.time(0))
+        consumer.allocate(position: 0, now: Self.time(1), overloaded: true)
+        try producer.receive(high.packet(1, keyframe: false), rid: "f", arrival: Self.time(1))
+        #expect(track.sent.count == 1)
+        let late = Self.time(1) + SFUConsumer.dropCurrentLimit
+        try producer.receive(high.packet(2, keyframe: false), rid: "f", arrival: late)
+        #expect(track.sent.count == 2 && consumer.dropCurrentUntil == 0)
+        await rig.close()
+    }
+
     @Test func nacksAreAnsweredFromTheProducersSharedBuffer() async throws {
         let rig = SFUUnitRig(rids: ["q", "h", "f"])
         let producer = rig.producer

@@ -43,6 +43,25 @@ struct SFUStreamAllocatorTests {
         #expect(targets(c) == [1, 0], "each gets its lowest layer first, then the first climbs: 500 + 150")
     }
 
+    /// Overload (heavy loss on a full queue): no tolerance, the layer that fits the estimate itself.
+    @Test func anOverloadedPathGetsTheLayerThatFitsWithoutTolerance() {
+        var a = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 3_000_000)
+        a.allocate(now: 0)
+        #expect(targets(a) == [2])
+        // 450 kbit/s: within the tolerance (+20 %) the 500 kbit/s layer would stay a candidate.
+        a.estimate = 450_000
+        a.congested = true
+        a.allocate(now: 500 * ms)
+        #expect(targets(a) == [1])
+        var b = allocator([.init(key: 1, maxLayer: 2, rates: simulcast)], estimate: 3_000_000)
+        b.allocate(now: 0)
+        b.estimate = 450_000
+        b.congested = true
+        b.overloaded = true
+        b.allocate(now: 500 * ms)
+        #expect(targets(b) == [0])
+    }
+
     @Test func theSubscribersChoiceIsTheUpperBound() {
         var a = allocator([.init(key: 1, maxLayer: 0, rates: simulcast)], estimate: 10_000_000)
         a.allocate(now: 0)

@@ -251,7 +251,8 @@ public final class RTPOutput: @unchecked Sendable {
         let sent: Int = frame.data.withUnsafeBytes { data in
             let split = VP8PayloadFormat.Split(
                 frameLength: data.count, maxPayloadSize: Self.maxPayloadSize,
-                descriptorLength: isVP9 ? VP9PayloadFormat.packetDescriptorLength : Self.vp8DescriptorLength)
+                descriptorLength: isVP9
+                    ? VP9PayloadFormat.descriptorLength(isKeyframe: frame.isKeyframe) : Self.vp8DescriptorLength)
             let payloadRoom = UnsafeMutableRawBufferPointer(rebasing: scratch[Self.headerLength...])
             for k in 0..<split.count {
                 // Neither fails: the scratch buffer holds the largest packet.

@@ -1,9 +1,9 @@
 public import RTCWire
 
 /// A real-time video encoder: pictures in, encoded frames of one ``codec`` out, with a rate that
-/// follows a bandwidth estimate and keyframes on request. ``VP8Encoder`` (libvpx) and
-/// ``H264Encoder`` (libx264) are the two; ``make(codec:width:height:fps:bitrate:keyframeInterval:)``
-/// opens the one for a codec.
+/// follows a bandwidth estimate and keyframes on request: ``VP8Encoder`` and ``VP9Encoder``
+/// (libvpx), ``H264Encoder`` (libx264) and ``AV1Encoder`` (libaom);
+/// ``VideoEncoders/make(codec:width:height:fps:bitrate:keyframeInterval:)`` opens the one for a codec.
 public protocol VideoEncoder: AnyObject {
     /// The codec of the frames ``encode(i420:)`` returns.
     var codec: MediaCodec { get }
@@ -20,11 +20,11 @@ public protocol VideoEncoder: AnyObject {
 /// The codecs Understudy can encode and publish (`--video-codec`), VP8 first (the default).
 public enum VideoEncoders {
     /// The codecs an encoder exists for.
-    public static let codecs: [MediaCodec] = [.vp8, .h264]
+    public static let codecs: [MediaCodec] = [.vp8, .h264, .vp9, .av1]
 
     /// Opens a real-time encoder for `codec`.
-    /// - Throws: ``MediaError/invalidArgument(_:)`` for a codec with no encoder here (VP9, AV1,
-    ///   Opus) or parameters the encoder refuses; the library's own error when it does not open.
+    /// - Throws: ``MediaError/invalidArgument(_:)`` for a codec with no video encoder (Opus) or
+    ///   parameters the encoder refuses; the library's own error when it does not open.
     public static func make(
         codec: MediaCodec, width: Int, height: Int, fps: Int, bitrate: Int, keyframeInterval: Int
     ) throws -> any VideoEncoder {
@@ -36,7 +36,13 @@ public enum VideoEncoders {
         case .h264:
             return try H264Encoder(
                 width: width, height: height, fps: fps, bitrate: bitrate, keyframeInterval: keyframeInterval)
-        case .vp9, .av1, .opus:
+        case .vp9:
+            return try VP9Encoder(
+                width: width, height: height, fps: fps, bitrate: bitrate, keyframeInterval: keyframeInterval)
+        case .av1:
+            return try AV1Encoder(
+                width: width, height: height, fps: fps, bitrate: bitrate, keyframeInterval: keyframeInterval)
+        case .opus:
             throw MediaError.invalidArgument(
                 "no \(codec) video encoder (encodable: \(codecs.map(\.rawValue).joined(separator: ", ")))")
         }

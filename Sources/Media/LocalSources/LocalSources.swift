@@ -2,8 +2,9 @@ import RTCWire
 
 /// What the agent publishes when it is on stage, from its `--video` and `--audio` options.
 ///
-/// `--video testsrc|none|FILE` (VP8 in `.ivf`, `.webm`, `.mkv`; H.264 in `.mkv`), `--video-codec vp8|h264`
-/// (what the test pattern is encoded in and a file must hold) and
+/// `--video testsrc|none|FILE` (VP8 in `.ivf`, `.webm`, `.mkv`; H.264 in `.mkv`),
+/// `--video-codec vp8|h264|vp9|av1` (what the test pattern is encoded in and a file must hold; VP9
+/// and AV1 are the test pattern's only) and
 /// `--audio tone|none|FILE|alsa:DEVICE` (Opus in `.ogg`, `.opus`, `.webm`; an ALSA capture device).
 /// A missing option means the synthetic source (`testsrc`, `tone`).
 public enum LocalSources {
@@ -54,9 +55,11 @@ public enum LocalSources {
         switch value?.lowercased() {
         case nil, "vp8": return .vp8
         case "h264", "h.264": return .h264
+        case "vp9": return .vp9
+        case "av1": return .av1
         case let other?:
             throw .badOption(
-                option: "--video-codec", message: "'\(other.prefix(64))' is not vp8 or h264", cause: nil)
+                option: "--video-codec", message: "'\(other.prefix(64))' is not vp8, h264, vp9 or av1", cause: nil)
         }
     }
 

@@ -57,6 +57,11 @@ enum MediaFile {
         var frames: [EncodedFrame]
         var times: [Int64]
         let container = try container(of: path)
+        if codec == .vp9 || codec == .av1 {
+            throw .unsupported(
+                path: path,
+                reason: "--video-codec \(codec.rawValue) sends the test pattern only; files are VP8 or H.264")
+        }
         if codec == .h264 {
             guard container == .matroska else {
                 throw .unsupported(path: path, reason: "--video-codec h264 reads H.264 from Matroska (.mkv) files")

@@ -3,7 +3,8 @@ public import RTCWire
 
 /// A loop of encoded audio and video, encoded once and shared by every bot that sends it.
 ///
-/// The video is VP8 (libvpx) or H.264 (libx264, constrained baseline), ``videoCodec``.
+/// The video is VP8 or VP9 (libvpx), H.264 (libx264, constrained baseline) or AV1 (libaom),
+/// ``videoCodec``.
 ///
 /// Video holds 1–3 simulcast layers: layer 0 is full resolution, layer `k` is downscaled by `2^k`
 /// (640x360, 320x180, 160x90 by default). Every layer has a keyframe at the first frame of the
@@ -47,14 +48,14 @@ public final class SyntheticMedia: @unchecked Sendable {
     ///   - seconds: loop length; rounded up to a whole number of 2 s marker intervals.
     ///   - layers: number of simulcast layers, 1…3.
     ///   - topBitrate: bits per second of layer 0; layers 1 and 2 get 40 % and 17 % of it.
-    ///   - videoCodec: one of ``VideoEncoders/codecs`` (VP8 or H.264).
+    ///   - videoCodec: one of ``VideoEncoders/codecs`` (VP8, H.264, VP9 or AV1).
     public init(
         seconds: Int = 10, layers layerCount: Int = 1, width: Int = 640, height: Int = 360, fps: Int = 30,
         topBitrate: Int = 600_000, audioBitrate: Int = 32_000, keyframeIntervalSeconds: Int = 2,
         videoCodec: MediaCodec = .vp8
     ) throws {
         guard VideoEncoders.codecs.contains(videoCodec) else {
-            throw MediaError.invalidArgument("video codec \(videoCodec) (need vp8 or h264)")
+            throw MediaError.invalidArgument("video codec \(videoCodec) (need vp8, h264, vp9 or av1)")
         }
         guard (1...3).contains(layerCount) else { throw MediaError.invalidArgument("layers \(layerCount) (need 1…3)") }
         guard fps > 0, fps <= 120, keyframeIntervalSeconds > 0 else { throw MediaError.invalidArgument("fps \(fps)") }

@@ -1,5 +1,6 @@
 /// Draws the synthetic test picture: colour bars, a moving box, the frame number in large
-/// seven-segment digits, and a full-white "flash" frame at every sync marker.
+/// seven-segment digits, the frame number again as a machine-readable strip of blocks
+/// (``FrameCode``), and a full-white "flash" frame at every sync marker.
 ///
 /// Rendering is deterministic in the frame index, so every layer of a simulcast set shows the
 /// same content at its own resolution.
@@ -41,6 +42,8 @@ public struct TestPatternSource: Sendable {
             fill(&image.y, stride: image.strideY, x: 0, y: 0, w: width, h: height, value: Self.flashLuma)
             fill(&image.u, stride: image.strideU, x: 0, y: 0, w: image.chromaWidth, h: image.chromaHeight, value: 128)
             fill(&image.v, stride: image.strideV, x: 0, y: 0, w: image.chromaWidth, h: image.chromaHeight, value: 128)
+            // The code too, so a flash frame has its number (its mean luma stays near 220).
+            drawCode(index, into: &image)
             return
         }
         // Eight colour bars, darker than the flash so a marker frame stands out in mean luma.
@@ -67,8 +70,28 @@ public struct TestPatternSource: Sendable {
         fill(&image.y, stride: image.strideY, x: bx, y: by, w: box, h: box, value: 210)
         fill(&image.u, stride: image.strideU, x: bx / 2, y: by / 2, w: box / 2, h: box / 2, value: 90)
         fill(&image.v, stride: image.strideV, x: bx / 2, y: by / 2, w: box / 2, h: box / 2, value: 240)
-        // Frame number on a black plate, top-left.
+        // Frame number on a black plate, top-left, and as blocks across the middle.
         drawNumber(index, into: &image)
+        drawCode(index, into: &image)
+    }
+
+    /// Draws ``FrameCode`` cells for `index` across the strip, with neutral chroma under them.
+    private func drawCode(_ index: Int, into image: inout I420Image) {
+        let strip = FrameCode.strip(width: width, height: height)
+        fill(
+            &image.u, stride: image.strideU, x: 0, y: strip.y / 2, w: image.chromaWidth, h: (strip.height + 1) / 2,
+            value: 128)
+        fill(
+            &image.v, stride: image.strideV, x: 0, y: strip.y / 2, w: image.chromaWidth, h: (strip.height + 1) / 2,
+            value: 128)
+        let cells = FrameCode.cells(for: index)
+        for cell in 0..<FrameCode.cellCount {
+            let x0 = FrameCode.cellX(cell, width: width)
+            let x1 = FrameCode.cellX(cell + 1, width: width)
+            fill(
+                &image.y, stride: image.strideY, x: x0, y: strip.y, w: x1 - x0, h: strip.height,
+                value: cells & (1 << cell) != 0 ? FrameCode.white : FrameCode.black)
+        }
     }
 
     private func drawNumber(_ number: Int, into image: inout I420Image) {
@@ -125,5 +148,65 @@ public struct TestPatternSource: Sendable {
             guard let base = p.baseAddress else { return }
             for row in y0..<y1 { (base + row * stride + x0).update(repeating: value, count: x1 - x0) }
         }
+    }
+}
+
+/// The frame number as a row of large black/white blocks across the middle of the test picture:
+/// the machine-readable twin of the seven-segment digits, readable by ``FrameNumberReader`` after a
+/// low-bitrate encode and at 160x90.
+///
+/// The strip spans the picture's full width, `height / 8` tall, from `7·height / 16` (between the
+/// digits and the moving box). It has ``cellCount`` equal cells, left to right: a white and a black
+/// calibration cell, the frame number modulo 4096 as 12 bits (most significant first), then the
+/// parity of the even-numbered and of the odd-numbered data bits. All geometry is proportional to
+/// the picture size, so a picture scaled after rendering reads the same.
+public enum FrameCode {
+    /// Cells across the strip.
+    public static let cellCount = 16
+    /// Data bits: frame numbers are carried modulo `2^dataBits`.
+    public static let dataBits = 12
+    /// Frame numbers wrap at this value.
+    public static let modulus = 1 << dataBits
+    /// Luma of a 1 cell (and of the white calibration cell).
+    public static let white: UInt8 = 235
+    /// Luma of a 0 cell (and of the black calibration cell).
+    public static let black: UInt8 = 16
+
+    /// The strip's rows in a `width × height` picture.
+    public static func strip(width: Int, height: Int) -> (y: Int, height: Int) {
+        (y: height * 7 / 16, height: max(2, height / 8))
+    }
+
+    /// Left edge of cell `cell` (`cellCount` gives the right edge of the last one).
+    public static func cellX(_ cell: Int, width: Int) -> Int { cell * width / cellCount }
+
+    /// The cells of frame `index`: bit `c` set when cell `c` is white.
+    public static func cells(for index: Int) -> UInt32 {
+        let number = UInt32(((index % modulus) + modulus) % modulus)
+        var cells: UInt32 = 1  // cell 0 white, cell 1 black
+        var evenParity: UInt32 = 0
+        var oddParity: UInt32 = 0
+        for bit in 0..<dataBits {
+            let value = (number >> UInt32(dataBits - 1 - bit)) & 1
+            cells |= value << UInt32(2 + bit)
+            if bit % 2 == 0 { evenParity ^= value } else { oddParity ^= value }
+        }
+        return cells | evenParity << UInt32(2 + dataBits) | oddParity << UInt32(3 + dataBits)
+    }
+
+    /// The frame number in `cells`, or nil when the calibration or a parity cell disagrees.
+    public static func number(from cells: UInt32) -> Int? {
+        guard cells & 0b11 == 0b01 else { return nil }
+        var number = 0
+        var evenParity: UInt32 = 0
+        var oddParity: UInt32 = 0
+        for bit in 0..<dataBits {
+            let value = (cells >> UInt32(2 + bit)) & 1
+            number = number << 1 | Int(value)
+            if bit % 2 == 0 { evenParity ^= value } else { oddParity ^= value }
+        }
+        guard (cells >> UInt32(2 + dataBits)) & 1 == evenParity, (cells >> UInt32(3 + dataBits)) & 1 == oddParity
+        else { return nil }
+        return number
     }
 }

@@ -46,11 +46,15 @@ struct AckedBitrateEstimator {
     }
 
     /// Bits per second over the last half second of covered arrival time; nil until enough was seen.
-    var bitrate: Int? {
+    var bitrate: Int? { bitrate(overMicros: Self.windowMicros) }
+
+    /// Bits per second over about the last `window` µs of covered arrival time (whole messages, at
+    /// least ``minimumSpanMicros``); nil until enough was seen.
+    func bitrate(overMicros window: Int64) -> Int? {
         var total = 0
         var span: Int64 = 0
         var k = 0
-        while k < count, span < Self.windowMicros {
+        while k < count, span < window {
             let slot = (head - 1 - k + Self.capacity) % Self.capacity
             total += bytes[slot]
             span += spans[slot]

@@ -48,11 +48,16 @@ public struct BandwidthEstimate: Sendable, Equatable {
     /// packet counter).
     public var feedbackReceived: UInt64
     public var feedbackLost: UInt64
+    /// The path is overloaded: a large share of what is sent is lost while the queue is full (the
+    /// delay detector saw it fill), so the estimate was cut to what arrived. Unlike a GCC decrease
+    /// this is no estimator noise: a sender that can drop a layer should drop it now, to one that
+    /// fits the estimate without slack. Cleared once the loss falls back.
+    public var overloaded: Bool
 
     public init(
         targetBitrate: Int, state: State = .starting, source: Source = .none, delayBasedBitrate: Int? = nil,
         lossBasedBitrate: Int? = nil, receiverLimit: Int? = nil, acknowledgedBitrate: Int = 0, lossFraction: Double = 0,
-        feedbackReceived: UInt64 = 0, feedbackLost: UInt64 = 0
+        feedbackReceived: UInt64 = 0, feedbackLost: UInt64 = 0, overloaded: Bool = false
     ) {
         self.targetBitrate = targetBitrate
         self.state = state
@@ -64,6 +69,7 @@ public struct BandwidthEstimate: Sendable, Equatable {
         self.lossFraction = lossFraction
         self.feedbackReceived = feedbackReceived
         self.feedbackLost = feedbackLost
+        self.overloaded = overloaded
     }
 }
 

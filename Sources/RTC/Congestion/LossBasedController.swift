@@ -78,6 +78,17 @@ struct LossBasedController {
     /// Sets the rate from outside (a cut after feedback stopped).
     mutating func set(_ value: Double) { bitrate = min(max(value, minBitrate), maxBitrate) }
 
+    /// The rate was cut for the losses seen so far (an overload): they are accounted for, and the
+    /// window starts again, so that they do not cut the rate a second time once the sender has
+    /// dropped to what fits.
+    mutating func restartWindow(nowMicros: Int64) {
+        received = 0
+        lost = 0
+        windowStart = nowMicros
+        lastDecrease = nowMicros
+        hasDecreased = true
+    }
+
     /// The path carried `carried` bits/s while the last judged window lost little: the rate is at
     /// least that (see ``AIMDRateController/raise(toCarried:)``).
     mutating func raise(toCarried carried: Double) {

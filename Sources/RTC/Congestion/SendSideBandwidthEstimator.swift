@@ -20,6 +20,11 @@ public final class SendSideBandwidthEstimator {
     /// estimate is cut by ``feedbackTimeoutCut`` each time it elapses again.
     static let feedbackTimeoutMicros: Int64 = 1_000_000
     static let feedbackTimeoutCut = 0.8
+    /// The acknowledged rate an overload cut goes to is measured over this much arrival time: the
+    /// last two short windows, after the queue filled. Over 300 ms it still held some of the rate
+    /// from before the path fell: a viewer's first cut chose a middle layer, and the switch down went
+    /// through two key frames instead of one.
+    static let overloadCarriedMicros: Int64 = 200_000
 
     public let configuration: BandwidthEstimatorConfiguration
     /// The current estimate.
@@ -32,6 +37,13 @@ public final class SendSideBandwidthEstimator {
     var acknowledged = AckedBitrateEstimator()
     var rate: AIMDRateController
     var loss: LossBasedController
+    var overload = OverloadDetector()
+    /// The last cut for overload (µs): at most one per ``LossBasedController``'s decrease interval.
+    private var lastOverloadCutMicros: Int64?
+    /// The last overloaded window (µs), and how long after it delay-based overuse is taken for the
+    /// overloaded queue draining.
+    private var lastOverloadMicros: Int64?
+    static let overloadDrainMicros: Int64 = 1_000_000
 
     private var lastFeedbackCount: UInt8?
     private var lastFeedbackMicros: Int64?
@@ -149,10 +161,20 @@ public final class SendSideBandwidthEstimator {
         estimate.feedbackReceived &+= 1
         self.estimate = estimate
         guard received + lost > 0 else { return false }
-        let usage: BandwidthUsage = sawOveruse ? .overusing : (sawUsage ? detector.usage : .normal)
+        var usage: BandwidthUsage = sawOveruse ? .overusing : (sawUsage ? detector.usage : .normal)
+        if usage == .overusing, let seen = lastOverloadMicros, nowMicros - seen < Self.overloadDrainMicros {
+            // The queue an overload filled drains now, and the acknowledged rate falls with what the
+            // sender dropped: a delay-based cut to 0.85 × that rate paused a viewer the overload had
+            // just moved to a layer that fits (issue 33). The overload's own cut answers it: hold.
+            usage = .underusing
+        }
         rate.update(usage: usage, acknowledged: acknowledged.bitrate, nowMicros: nowMicros)
         loss.update(received: received, lost: lost, nowMicros: nowMicros)
-        if usage == .normal, !rate.decreased, !loss.decreased, let carried = acknowledged.bitrate {
+        let overloadedNow = overload.update(
+            received: received, lost: lost, overuse: usage == .overusing, nowMicros: nowMicros)
+        if usage == .normal, !rate.decreased, !loss.decreased, overload.windowLoss < LossBasedController.highLoss,
+            let carried = acknowledged.bitrate
+        {
             // What arrived without a queue building is what the path carries now: a rate that fell
             // while the sender sent little (a paused layer, an overload it has left) climbs back
             // at once when a probe or the media shows more, not at 8 % a second.
@@ -163,8 +185,28 @@ public final class SendSideBandwidthEstimator {
         // up (libwebrtc's start phase); after, it grows on its own at 8 % a second.
         if !loss.hasDecreased { loss.set(rate.bitrate) }
         loss.cap(at: rate.bitrate)
+        var cutForOverload = false
+        // The losses of an overload are answered here (or were by a delay-based cut): the loss-based
+        // window starts again, or they would cut once more after the sender dropped to what fits.
+        if overloadedNow {
+            loss.restartWindow(nowMicros: nowMicros)
+            lastOverloadMicros = nowMicros
+        }
+        if overloadedNow, let carried = acknowledged.bitrate(overMicros: Self.overloadCarriedMicros),
+            lastOverloadCutMicros.map({ nowMicros - $0 >= Int64((300 + rate.rttMs) * 1000) }) ?? true
+        {
+            // What got through the full queue is what the path carries: the rate goes there at once,
+            // below it by GCC's decrease factor so that the queue drains.
+            let cut = AIMDRateController.beta * Double(carried)
+            if cut < min(rate.bitrate, loss.bitrate) {
+                rate.set(cut)
+                loss.set(cut)
+                lastOverloadCutMicros = nowMicros
+                cutForOverload = true
+            }
+        }
         let state: BandwidthEstimate.State
-        if rate.decreased || loss.decreased {
+        if rate.decreased || loss.decreased || cutForOverload {
             state = .decreasing
         } else if rate.applicationLimited {
             state = .applicationLimited
@@ -201,6 +243,7 @@ public final class SendSideBandwidthEstimator {
         next.lossBasedBitrate = Int(loss.bitrate)
         next.acknowledgedBitrate = acknowledged.bitrate ?? 0
         next.lossFraction = loss.lossFraction
+        next.overloaded = overload.overloaded
         var target: Int
         switch next.source {
         case .none: target = configuration.startBitrate
@@ -209,7 +252,9 @@ public final class SendSideBandwidthEstimator {
         }
         if let limit = next.receiverLimit { target = min(target, limit) }
         next.targetBitrate = min(max(target, configuration.minBitrate), configuration.maxBitrate)
-        let changed = next.targetBitrate != estimate.targetBitrate || next.state != estimate.state
+        let changed =
+            next.targetBitrate != estimate.targetBitrate || next.state != estimate.state
+            || next.overloaded != estimate.overloaded
         estimate = next
         return changed
     }

@@ -359,8 +359,7 @@ extension PeerConnection {
             if isOffer {
                 for codec in t.codecPreferences {
                     let (pt, rtx) = LocalCapabilities.payloadTypes(codec)
-                    let parameters =
-                        t.offeredParameters[codec] ?? (codec == .h264 ? LocalCapabilities.h264Parameters : nil)
+                    let parameters = t.offeredParameters[codec] ?? LocalCapabilities.defaultParameters(codec)
                     formats.append((codec, pt, configuration.enableRTX ? rtx : nil, parameters))
                 }
             } else {

@@ -66,6 +66,9 @@ public struct PeerConnectionConfiguration: Sendable {
     /// The link the connection's own sockets see (rate, delay, loss, …; ``Impairment``), from the
     /// first ICE check on; nil: the loop's (``EventLoop/impairment``). Not applied to a shared port.
     public var impairment: Impairment?
+    /// Whether the receive streams measure their quality (``RTPReceiver/measuresQuality``): a load
+    /// test may switch it off to measure what it costs, or to save those few operations per frame.
+    public var measuresReceiveQuality = RTPReceiver.measuresQualityByDefault
 
     public init(
         bindAddresses: [String] = ["127.0.0.1"], port: UInt16 = 0, iceLite: Bool = false,
@@ -95,6 +98,9 @@ public struct PeerConnectionCounters: Sendable {
     /// DTLS that arrived before the remote description started the transport, kept (up to four)
     /// and handed to the handshake once it did.
     public var dtlsHeldUntilStart: UInt64 = 0
+    /// DTLS that arrived before the start with four datagrams already kept: dropped (a genuine
+    /// peer retransmits its flight).
+    public var dtlsDroppedBeforeStart: UInt64 = 0
     /// Packets that failed SRTP/SRTCP authentication or replay checks.
     public var droppedSRTP: UInt64 = 0
     /// Packets that could not be parsed or routed.
@@ -128,6 +134,24 @@ enum LocalCapabilities {
         SDPParameter(key: "packetization-mode", value: "1"),
         SDPParameter(key: "profile-level-id", value: "42e01f"),
     ]
+
+    /// What we offer for VP9: profile 0 (8-bit 4:2:0), the profile ``VP9Encoder`` writes.
+    static let vp9Parameters: [SDPParameter] = [SDPParameter(key: "profile-id", value: "0")]
+    /// What we offer for AV1, as Chromium does: main profile, level 3.1 (`level-idx=5`), main tier.
+    static let av1Parameters: [SDPParameter] = [
+        SDPParameter(key: "level-idx", value: "5"), SDPParameter(key: "profile", value: "0"),
+        SDPParameter(key: "tier", value: "0"),
+    ]
+
+    /// The fmtp parameters we offer for `codec` unless a transceiver was told others (nil: none).
+    static func defaultParameters(_ codec: MediaCodec) -> [SDPParameter]? {
+        switch codec {
+        case .h264: h264Parameters
+        case .vp9: vp9Parameters
+        case .av1: av1Parameters
+        case .opus, .vp8: nil
+        }
+    }
 
     /// The payload types we offer for `codec` (media, RTX).
     static func payloadTypes(_ codec: MediaCodec) -> (UInt8, UInt8?) {

@@ -145,6 +145,9 @@ final class VideoFrameAssembler {
         var marker = false
         var frameStart = false
         var keyframe = false
+        /// VP9: the packet begins a layer frame (B bit) of a picture with layer indices; a picture of
+        /// several layer frames (spatial SVC) is delivered as a superframe.
+        var layerStart = false
         /// Whether the payload bytes were kept (only while someone consumes frames).
         var hasData = false
         var pictureID: Int32 = -1
@@ -248,6 +251,7 @@ final class VideoFrameAssembler {
             }
             entry.frameStart = info.startsFrame
             entry.keyframe = info.isKeyframe
+            entry.layerStart = info.hasLayerIndices && info.beginsLayerFrame
             entry.pictureID = info.hasPictureID ? Int32(info.pictureID) : -1
             if info.hasPictureID { lastPictureIDLong = info.pictureIDIs15Bit }
         }
@@ -440,14 +444,20 @@ final class VideoFrameAssembler {
         var total = 0
         var arrival: UInt64 = 0
         var hasAllBytes = true
+        var layerFrames = 0
         var e = first
         while e <= last {
             let packet = slots[slot(e)]
             total += packet.length
             arrival = max(arrival, packet.arrival)
             if !packet.hasData { hasAllBytes = false }
+            if packet.layerStart { layerFrames += 1 }
             e += 1
         }
+        // VP9 spatial SVC: the layer frames of one picture, joined, need a superframe index
+        // (VP9 specification, annex B) for a decoder to see more than the first one.
+        let superframe = codec == .vp9 && layerFrames > 1 && layerFrames <= 8
+        if superframe { total += 2 + 4 * layerFrames }
         // A frame whose first packets arrived before anyone consumed frames has no bytes for them:
         // treat it as undecodable, as after a loss.
         if consumes, !hasAllBytes {
@@ -480,10 +490,45 @@ final class VideoFrameAssembler {
                 slots[j].ext = -1
                 e += 1
             }
+            if superframe, let dst = buffer.baseAddress {
+                w = writeSuperframeIndex(from: first, through: last, frames: layerFrames, into: dst, at: w)
+            }
             count = w
         }
         context.deliver(
             EncodedFrame(codec: codec, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: arrival)
+    }
+
+    /// Appends the superframe index of the layer frames in `first...last` at `at` (4-byte sizes,
+    /// little-endian, between two marker bytes); returns the new end. Reads slot lengths and layer
+    /// starts only, so it runs after the bytes were copied.
+    private func writeSuperframeIndex(
+        from first: Int64, through last: Int64, frames: Int, into dst: UnsafeMutablePointer<UInt8>, at: Int
+    ) -> Int {
+        let marker = UInt8(0xC0 | 3 << 3 | (frames - 1))
+        var w = at
+        dst[w] = marker
+        w += 1
+        var size = 0
+        var e = first
+        var started = false
+        func put(_ value: Int) {
+            for k in 0..<4 { dst[w + k] = UInt8(truncatingIfNeeded: value >> (8 * k)) }
+            w += 4
+        }
+        while e <= last {
+            let j = slot(e)
+            if slots[j].layerStart, started {
+                put(size)
+                size = 0
+            }
+            started = started || slots[j].layerStart
+            size += slots[j].length
+            e += 1
+        }
+        put(size)
+        dst[w] = marker
+        return w + 1
     }
 
     /// The slot's payload bytes.

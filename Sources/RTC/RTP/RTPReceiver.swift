@@ -170,13 +170,15 @@ public final class RTPReceiver: @unchecked Sendable {
     public var wallClockNanoseconds: (UInt64) -> UInt64 = { _ in realtimeNanoseconds() }
     /// Quality measurements, fed at frame completion (video) and playout (audio).
     private var quality: ReceiveQuality
-    /// Whether ``quality`` is fed: `UNDERSTUDY_RECEIVE_QUALITY=0` turns it off for the process, for
-    /// A/B runs of its cost (the readings then stay empty).
+    /// The default of ``measuresQuality``: `UNDERSTUDY_RECEIVE_QUALITY=0` turns it off for the
+    /// process, for A/B runs of its cost.
     public static let measuresQualityByDefault: Bool =
         getenv("UNDERSTUDY_RECEIVE_QUALITY").map {
             String(cString: $0) != "0"
         } ?? true
-    private let measuresQuality = RTPReceiver.measuresQualityByDefault
+    /// Whether ``RTPReceiverStats/quality`` is fed (off: its readings stay empty). Set before the
+    /// first packet, on the loop thread (``PeerConnectionConfiguration/measuresReceiveQuality``).
+    public var measuresQuality = RTPReceiver.measuresQualityByDefault
     /// Wall clock minus loop clock, read once a second rather than a clock call per frame.
     private var wallOffset: Int64 = 0
     private var wallOffsetAt: UInt64 = 0

@@ -132,6 +132,8 @@ public final class RTPSender: @unchecked Sendable {
     public let codec: MediaCodec
     /// The H.264 packetizer's fragment buffer (grown once to the payload size).
     private var h264Scratch: [UInt8] = []
+    /// AV1 OBU aggregation (its packet buffer is reused from unit to unit).
+    private var av1Packetizer = AV1Packetizer()
     /// RTX payload type and SSRC (RFC 4588), when negotiated.
     public let rtx: (payloadType: UInt8, ssrc: UInt32)?
     /// Negotiated header-extension ids (of this sender's m-section); a renegotiation may change them
@@ -284,7 +286,9 @@ public final class RTPSender: @unchecked Sendable {
     /// Packetizes `frame` and emits each packet (plaintext RTP) through `emit(buffer, length)`.
     ///
     /// VP8 frames are split into nearly equal packets with a 4-byte payload descriptor carrying a
-    /// 15-bit picture ID; the marker bit is set on the last packet. An Opus frame is one packet.
+    /// 15-bit picture ID, VP9 frames likewise in the non-flexible mode of RFC 9628; H.264 access
+    /// units into single NAL unit and FU-A packets; AV1 temporal units into OBU aggregates; the
+    /// marker bit is set on a frame's last packet. An Opus frame is one packet.
     /// A frame of another codec than the negotiated one is not sent (counted in `framesFailed`):
     /// its bytes would be garbage to the receiver.
     public func send(_ frame: EncodedFrame, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void) {
@@ -330,10 +334,36 @@ public final class RTPSender: @unchecked Sendable {
                         return payload.count
                     }
                 }
-            case .vp9, .av1:
-                // Forwarded VP9 and AV1 go through sendForwarded; nothing here encodes them to packetize.
-                counters.framesFailed += 1
-                return
+            case .vp9:
+                // Non-flexible mode (RFC 9628), split like VP8; a key frame's first packet has room
+                // for the scalability structure.
+                let split = VP8PayloadFormat.Split(
+                    frameLength: data.count, maxPayloadSize: maxPayloadSize,
+                    descriptorLength: VP9PayloadFormat.descriptorLength(isKeyframe: frame.isKeyframe))
+                let isKeyframe = frame.isKeyframe
+                for k in 0..<split.count {
+                    sendPacket(marker: k == split.count - 1, timestamp: timestamp, now: now, emit: emit) {
+                        out throws(VP8Error) in
+                        let n = VP9PayloadFormat.writePacket(
+                            k, of: split, frame: data, pictureID: pictureID, isKeyframe: isKeyframe, into: out)
+                        guard n > 0 else { throw .bufferTooSmall }
+                        return n
+                    }
+                }
+                pictureID = VP8Packetizer.nextPictureID(pictureID)
+            case .av1:
+                // OBUs aggregated and fragmented (the AOM payload format), N on a key frame.
+                av1Packetizer.packetize(
+                    temporalUnit: data, isKeyframe: frame.isKeyframe, maxPayloadSize: maxPayloadSize
+                ) { payload, isLast in
+                    sendPacket(marker: isLast, timestamp: timestamp, now: now, emit: emit) { out throws(VP8Error) in
+                        guard payload.count <= out.count else { throw .bufferTooSmall }
+                        if let src = payload.baseAddress, let dst = out.baseAddress {
+                            dst.copyMemory(from: src, byteCount: payload.count)
+                        }
+                        return payload.count
+                    }
+                }
             }
         }
         counters.framesSent += 1

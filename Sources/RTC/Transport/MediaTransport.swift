@@ -180,6 +180,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         localPassword = creds.password
         rtcpScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
         listener = RTPStreamListener(maxSSRCs: configuration.maxRemoteSSRCs, loop: loop)
+        listener.measuresQuality = configuration.measuresReceiveQuality
         listener.tickDeadline = tickDeadline
         listener.onNewStream = { [unowned self] stream in delegate?.transport(self, didOpen: stream) }
     }
@@ -582,7 +583,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                     dtlsBeforeStart.append((Array(data), socket, from))
                     counters.dtlsHeldUntilStart &+= 1
                 } else {
-                    counters.droppedUnknownAddress &+= 1
+                    counters.dtlsDroppedBeforeStart &+= 1
                 }
                 return
             }

@@ -31,6 +31,8 @@ final class RTPStreamListener {
     var captureTimeExtensionID: UInt8 = 0 {
         didSet { for stream in streams { stream.receiver.captureTimeExtensionID = captureTimeExtensionID } }
     }
+    /// Handed to every new stream's receiver (``RTPReceiver/measuresQuality``).
+    var measuresQuality = RTPReceiver.measuresQualityByDefault
     /// At most this many remote SSRCs are bound (a hostile peer cannot grow the table without end).
     let maxSSRCs: Int
     /// SSRC (media or RTX) → stream.
@@ -189,6 +191,7 @@ final class RTPStreamListener {
         receiver.tickDeadline = tickDeadline
         receiver.loop = loop
         receiver.captureTimeExtensionID = captureTimeExtensionID
+        receiver.measuresQuality = measuresQuality
         if t.codec == .h264, let p = t.codecParameters, let sets = H264FormatParameters(p)?.spropAnnexB, !sets.isEmpty {
             receiver.setH264ParameterSets(sets)
         }

@@ -11,7 +11,8 @@ extension EncodedFrame {
         case .vp8:
             return VP8KeyframeInfo.parse(data)
         case .vp9:
-            return data.withUnsafeBytes { VP9FrameHeader.keyframeSize($0).map { (Int($0.width), Int($0.height)) } }
+            // A spatial SVC picture is a superframe: its top layer's size is the picture's.
+            return data.withUnsafeBytes { VP9FrameHeader.keyPictureSize($0).map { (Int($0.width), Int($0.height)) } }
         case .av1:
             return data.withUnsafeBytes { AV1SequenceHeader.frameSize(ofTemporalUnit: $0) }
         case .h264:

@@ -30,6 +30,23 @@ public struct RTPPayloadInfo: Sendable, Equatable {
     public var temporalLayer: UInt8?
     /// The frame can be dropped without affecting others (VP8 N bit).
     public var nonReference = false
+    /// The spatial layer of a scalable stream (VP9 SID; 0 without layer indices).
+    public var spatialLayer: UInt8 = 0
+    /// The payload carries layer indices (VP9 L bit): the stream is scalable and a forwarder may
+    /// select layers in it.
+    public var hasLayerIndices = false
+    /// The packet starts a layer frame (VP9 B bit; the frame of one spatial layer in a picture).
+    public var beginsLayerFrame = false
+    /// The packet ends a layer frame (VP9 E bit): with the highest spatial layer forwarded, the end
+    /// of the picture the subscriber sees.
+    public var endsLayerFrame = false
+    /// The layer frame is predicted from earlier pictures (VP9 P bit).
+    public var interPicturePredicted = false
+    /// A switching-up point (VP9 U bit): later frames of higher temporal layers do not reference
+    /// frames before this one, so a forwarder may add those layers from here.
+    public var switchingUpPoint = false
+    /// Spatial layers announced by a scalability structure in this packet (VP9 N_S + 1; 0: none).
+    public var spatialLayerCount: UInt8 = 0
 
     /// Creates the info of a payload with no codec header (a whole frame, decodable alone).
     public init() {}

@@ -541,8 +541,12 @@
       const pc = publishConnection();
       const transceivers = entries.map(({ kind, track }) => {
         const init = { direction: 'sendonly', streams: [state.localStream] };
-        const layers = kind === 'webcam' && state.simulcast ? simulcastEncodings(track) : null;
-        if (layers) init.sendEncodings = layers;
+        // `?svc=L3T3_KEY` (with `?codec=vp9`): one encoding with spatial and temporal layers, from
+        // which the SFU picks each subscriber's layers, instead of simulcast.
+        const svc = params.get('svc');
+        const layers = kind === 'webcam' && state.simulcast && !svc ? simulcastEncodings(track) : null;
+        if (kind === 'webcam' && svc) init.sendEncodings = [{ scalabilityMode: svc }];
+        else if (layers) init.sendEncodings = layers;
         return pc.addTransceiver(track, init);
       });
       // `?codec=h264` (or vp8, vp9, av1): the video transceivers offer only that codec (and its RTX).
@@ -825,6 +829,23 @@
     };
   }
 
+  // A connection's selected candidate pair: local and remote (server) ports (null: none yet).
+  async function candidatePath(pc) {
+    if (!pc) return null;
+    const report = await pc.getStats();
+    const candidates = new Map();
+    let pair = null;
+    report.forEach((s) => {
+      if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
+      if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
+    });
+    if (!pair) return null;
+    return {
+      localPort: candidates.get(pair.localCandidateId)?.port || 0,
+      remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
+    };
+  }
+
   async function receiverStats(mid) {
     const transceiver = state.subPc?.getTransceivers().find((t) => t.mid === mid);
     if (!transceiver) return null;
@@ -837,6 +858,23 @@
     });
     if (inbound) inbound.codec = codecs.get(inbound.codecId) || '';
     return inbound;
+  }
+
+  // A connection's selected candidate pair: local and remote (server) ports; null before one is chosen.
+  async function candidatePath(pc) {
+    if (!pc) return null;
+    const report = await pc.getStats();
+    const candidates = new Map();
+    let pair = null;
+    report.forEach((s) => {
+      if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
+      if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
+    });
+    if (!pair) return null;
+    return {
+      localPort: candidates.get(pair.localCandidateId)?.port || 0,
+      remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
+    };
   }
 
   async function senderStats(transceiver) {
@@ -887,6 +925,13 @@
             const size = s.frameWidth ? `${s.frameWidth}x${s.frameHeight}` : '';
             lines.push(`${(s.codec || '').replace('video/', '')} ${size} ${kbps} kbps loss ${loss}%`);
             let layer = `layer ${c.currentLayer || 'single'}`;
+            // One scalable stream (VP9 SVC): the spatial and temporal layers forwarded, and aimed for.
+            const svcLayer = (sl, tl) => (sl == null ? '…' : `S${sl}T${tl}`);
+            if (c.targetSpatialLayer != null) {
+              layer = `layer ${svcLayer(c.currentSpatialLayer, c.currentTemporalLayer)}`;
+              const target = svcLayer(c.targetSpatialLayer, c.targetTemporalLayer);
+              if (target !== svcLayer(c.currentSpatialLayer, c.currentTemporalLayer)) layer += ` → ${target}`;
+            }
             if (c.paused) layer = 'paused (link too slow)';
             else if (c.targetLayer && c.targetLayer !== c.currentLayer) layer += ` → ${c.targetLayer}`;
             lines.push(`${layer} · ${s.framesDecoded || 0} frames`);
@@ -1177,29 +1222,42 @@
             width: s.frameWidth || 0,
             height: s.frameHeight || 0,
             packetsLost: s.packetsLost || 0,
+            packetsReceived: s.packetsReceived || 0,
+            // RTX packets received: libwebrtc counts a packet repaired by RTX as lost on the media SSRC.
+            retransmittedPacketsReceived: s.retransmittedPacketsReceived || 0,
+            nackCount: s.nackCount || 0,
+            bytesReceived: s.bytesReceived || 0,
             freezeCount: s.freezeCount || 0,
             totalFreezesDuration: s.totalFreezesDuration || 0,
             framesPerSecond: s.framesPerSecond || 0,
           };
         }
       }
-      return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0, freezeCount: 0 };
+      return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0, packetsReceived: 0, freezeCount: 0 };
+    },
+    // Received audio of a remote participant (inbound-rtp counters), or null before it is consumed.
+    async audioStats(id) {
+      for (const consumer of consumersOf(id, ['mic'])) {
+        const s = await receiverStats(consumer.mid);
+        if (s) {
+          return {
+            packetsReceived: s.packetsReceived || 0,
+            packetsLost: s.packetsLost || 0,
+            bytesReceived: s.bytesReceived || 0,
+            concealedSamples: s.concealedSamples || 0,
+            totalSamplesReceived: s.totalSamplesReceived || 0,
+          };
+        }
+      }
+      return null;
     },
     // The subscribe connection's selected candidate pair: local and remote (server) ports.
     async subscribePath() {
-      if (!state.subPc) return null;
-      const report = await state.subPc.getStats();
-      const candidates = new Map();
-      let pair = null;
-      report.forEach((s) => {
-        if (s.type === 'local-candidate' || s.type === 'remote-candidate') candidates.set(s.id, s);
-        if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s;
-      });
-      if (!pair) return null;
-      return {
-        localPort: candidates.get(pair.localCandidateId)?.port || 0,
-        remotePort: candidates.get(pair.remoteCandidateId)?.port || 0,
-      };
+      return candidatePath(state.subPc);
+    },
+    // The same for the publish connection.
+    async publishPath() {
+      return candidatePath(state.pubPc);
     },
     // Received video of a remote participant as W3C stats name it (freezes included).
     async receivedVideo(id) {
@@ -1217,6 +1275,11 @@
         }
       }
       return null;
+    },
+    // Asks the server for a remote participant's webcam at `quality` (low, medium, high), as the
+    // SDK's setQuality does.
+    setQuality(id, quality) {
+      return request('setQuality', { participantId: id, quality, kind: 'webcam' });
     },
     // The last getStats answer of the overlay (consumers' layers, the transport's estimate).
     serverStats() {
