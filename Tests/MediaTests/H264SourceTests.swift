@@ -29,11 +29,11 @@ import Testing
         }
         let source = SyntheticVideoSource(media: media, layers: 1)
         #expect(source.codec == .h264)
-        #expect(throws: MediaError.self) { try SyntheticMedia(seconds: 2, videoCodec: .vp9) }
-        // No encoder for the codec: an error, never a trap.
-        #expect(throws: MediaError.self) { try SyntheticMedia.sharedLoop(layers: 1, codec: .av1) }
+        // Not a video codec (no video encoder for it): an error, never a trap.
+        #expect(throws: MediaError.self) { try SyntheticMedia(seconds: 2, videoCodec: .opus) }
+        #expect(throws: MediaError.self) { try SyntheticMedia.sharedLoop(layers: 1, codec: .opus) }
         #expect(throws: MediaSourceError.self) {
-            try LocalSources.makeSource(kind: .video, layers: 1, video: .testPattern, audio: .tone, videoCodec: .vp9)
+            try LocalSources.makeSource(kind: .video, layers: 1, video: .testPattern, audio: .tone, videoCodec: .opus)
         }
     }
 
