@@ -17,7 +17,8 @@
 ///    while the subscriber acknowledges nearly all that is sent), else pause (a track of one layer is never paused); then each, in the same order, climbs
 ///    as far as the rest of the budget and its own upper bound allow.
 /// 2. **Step down at once**: a track above its fit goes down to it (a pause included) on this run;
-///    while the estimator reports ``overloaded``, to what fits the budget itself (no tolerance).
+///    while the estimator reports ``overloaded``, to what fits the budget itself (no tolerance), but
+///    never to a pause: overload lowers layers (a starved receiver reads as overload too).
 /// 3. **Step up slowly**: a raise waits ``Configuration/holdDown`` after any decrease (doubled after
 ///    each failed probe, up to ``Configuration/maxHoldDown``) and ``Configuration/stepInterval`` after
 ///    the last raise, goes one layer at a time, to the first track in priority order whose next layer
@@ -316,7 +317,7 @@ public struct SFUStreamAllocator: Sendable {
         if tracks.contains(where: { $0.target == Self.unset }) {
             // A new track starts at what fits beside the others: no reason to wait for it. When the
             // path holds it below what it asks for, that counts as a decrease for the hold-down.
-            fit(budget: budget)
+            fit(budget: budget, overloaded: overloaded)
             for i in tracks.indices where tracks[i].target == Self.unset {
                 tracks[i].target = fitted[i]
                 changed = true
@@ -324,13 +325,16 @@ public struct SFUStreamAllocator: Sendable {
             }
         }
         // The subscriber acknowledges (nearly) all that is sent now: the path carries the current
-        // layers, whatever the estimate says, so no forwarding track is paused on this run. Nor is one
-        // on an overloaded path: overload lowers layers, and the cut to what arrived while the queue
-        // drained paused a viewer the overload had just moved to its lowest layer (a 3 s freeze).
+        // layers, whatever the estimate says, so no forwarding track is paused on this run. Nor is any
+        // track on an overloaded path: overload lowers layers, and the cut to what arrived while the queue
+        // drained paused a viewer the overload had just moved to its lowest layer (a 3 s freeze); a
+        // starved receiver (a busy machine dropping on its own socket) reads as overload too, and paused
+        // tracks that had not started yet.
         let carried = acknowledgedRate > 0 && acknowledgedRate >= allocatedRate / 100 * 90
         fit(
             budget: overloaded ? budget : budget + budget / 100 * configuration.decreaseTolerance,
-            unproven: probe?.media == true ? probe?.track ?? -1 : -1, carried: carried || overloaded)
+            unproven: probe?.media == true ? probe?.track ?? -1 : -1, carried: carried || overloaded,
+            overloaded: overloaded)
         var decreased = false
         if let p = probe, p.media, estimate >= p.startEstimate, fitted[p.track] < p.layer {
             // A media probe holds its layer while the estimate has not fallen.
@@ -507,7 +511,7 @@ public struct SFUStreamAllocator: Sendable {
     /// `unproven`: a track whose layer a media probe raised and nothing proved yet (no pause
     /// hysteresis for it).
     /// `carried`: the path acknowledged the current layers, so a forwarding track keeps its lowest one.
-    mutating func fit(budget: Int, unproven: Int = -1, carried: Bool = false) {
+    mutating func fit(budget: Int, unproven: Int = -1, carried: Bool = false, overloaded: Bool = false) {
         var left = budget
         for i in order {
             let t = tracks[i]
@@ -523,7 +527,7 @@ public struct SFUStreamAllocator: Sendable {
             // Pause hysteresis: a forwarding track keeps its lowest layer down to pauseShare of it.
             let forwarding = t.target >= 0 && i != unproven
             let needed = forwarding ? t.cost(lowest) / 100 * configuration.pauseShare : t.cost(lowest)
-            if lowest >= 0, needed <= left || t.rates.count <= 1 || (forwarding && carried) {
+            if lowest >= 0, needed <= left || t.rates.count <= 1 || (forwarding && carried) || overloaded {
                 fitted[i] = lowest
                 left -= t.cost(lowest)
             } else {

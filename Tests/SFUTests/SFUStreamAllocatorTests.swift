@@ -69,6 +69,22 @@ struct SFUStreamAllocatorTests {
         #expect(targets(b) == [-1], "a plain decrease that far still pauses")
     }
 
+    @Test func anOverloadNeverPausesATrackThatHasNotStartedEither() {
+        // A starved receiver's socket drops read as overload at the start of a run: the tracks it just
+        // subscribed get their lowest layer, not a pause that a tiny estimate would keep for seconds.
+        var a = allocator(
+            [.init(key: 1, maxLayer: 2, rates: simulcast), .init(key: 2, maxLayer: 2, rates: simulcast)],
+            estimate: 60_000)
+        a.overloaded = true
+        a.allocate(now: 0)
+        #expect(targets(a) == [0, 0])
+        var b = allocator(
+            [.init(key: 1, maxLayer: 2, rates: simulcast), .init(key: 2, maxLayer: 2, rates: simulcast)],
+            estimate: 60_000)
+        b.allocate(now: 0)
+        #expect(targets(b) == [-1, -1], "without overload a budget that small pauses")
+    }
+
     @Test func theSubscribersChoiceIsTheUpperBound() {
         var a = allocator([.init(key: 1, maxLayer: 0, rates: simulcast)], estimate: 10_000_000)
         a.allocate(now: 0)
