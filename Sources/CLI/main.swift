@@ -147,4 +147,8 @@ case "-h", "--help", "help":
     }
 default: fail("unknown command '\(command)'\n\(usage)", code: 2)
 }
-exit(0)
+// The command has finished its files. `exit` would run the atexit handlers, among them OpenSSL's
+// global cleanup, while loop and decode threads may still be in libcrypto (a stopped agent with
+// `--analyze` and an impaired link crashed there with SIGSEGV); stdio is flushed, then the process ends.
+fflush(nil)
+_exit(0)
