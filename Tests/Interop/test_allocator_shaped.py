@@ -69,7 +69,7 @@ async def _wait_consumer(viewer: RoomPage, what: str, predicate, timeout: float,
                       "video": video})
         if consumer and predicate(consumer, transport):
             return time.monotonic() - start
-        await asyncio.sleep(1)
+        await asyncio.sleep(0.5)
     raise AssertionError(f"{what} did not happen within {timeout}s; trace {trace[-8:]}")
 
 
