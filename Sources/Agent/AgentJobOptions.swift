@@ -535,7 +535,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     }
 
     /// `text` as it may appear in a message: at most 64 characters, non-printable ones as `?`.
-    static func shown(_ text: String) -> String {
+    public static func shown(_ text: String) -> String {
         String(text.unicodeScalars.prefix(64).map { $0.value >= 0x20 && $0.value != 0x7F ? Character($0) : "?" })
     }
 }
