@@ -37,7 +37,8 @@ extension FleetJobSpec {
     /// plain file name (`room.mp4`, `live.m3u8`); `rtmp://` URLs are pushed to as they are.
     static func checkCompositeNames(_ outputs: [String]) throws(AgentJobOptions.Invalid) {
         for output in outputs where !output.lowercased().hasPrefix("rtmp://") {
-            guard !output.contains("/"), !output.hasPrefix("."), !output.unicodeScalars.contains(where: { $0.value < 0x20 })
+            guard !output.contains("/"), !output.hasPrefix("."),
+                !output.unicodeScalars.contains(where: { $0.value < 0x20 })
             else {
                 throw AgentJobOptions.Invalid(
                     "--composite",
