@@ -98,6 +98,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var composite: [String] = []
         /// The composite's size, rate, layout and encoder (`--size`, `--fps`, `--layout`, …).
         public var compositeOptions = Compositor.Options()
+        /// An `.m3u8` composite output's segments and live window (`--hls-segment`, `--hls-window`).
+        public var hlsOptions = HLSOutput.Options()
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -274,7 +276,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             let failed: @Sendable (String, any Error) -> Void = { [weak self] destination, error in
                 self?.noteFailure("composite output \(destination) failed: \(error)")
             }
-            do { outputs.append(try CompositeOutputs.make(destination: destination, log: log, failed: failed)) } catch {
+            do { outputs.append(try CompositeOutputs.make(
+                        destination: destination, hls: options.hlsOptions, log: log, failed: failed)) } catch {
                 for output in outputs { try? output.finish() }
                 throw .composite(destination: destination, cause: error)
             }
