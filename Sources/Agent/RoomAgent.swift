@@ -276,8 +276,11 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             let failed: @Sendable (String, any Error) -> Void = { [weak self] destination, error in
                 self?.noteFailure("composite output \(destination) failed: \(error)")
             }
-            do { outputs.append(try CompositeOutputs.make(
-                        destination: destination, hls: options.hlsOptions, log: log, failed: failed)) } catch {
+            do {
+                outputs.append(
+                    try CompositeOutputs.make(
+                        destination: destination, hls: options.hlsOptions, log: log, failed: failed))
+            } catch {
                 for output in outputs { try? output.finish() }
                 throw .composite(destination: destination, cause: error)
             }

@@ -63,7 +63,10 @@ import Testing
         reader = RTMPChunkReader()
         reader.append([0x03, 0, 0, 0, 0, 0, 200, 20, 0, 0, 0, 0] + [UInt8](repeating: 5, count: 128))
         reader.append([0x03, 0, 0, 0, 0, 0, 10, 20, 0, 0, 0, 0][...])
-        #expect(throws: RTMPChunkReader.Malformed(reason: "a new header shortens a message being assembled on chunk stream 3")) {
+        #expect(
+            throws: RTMPChunkReader.Malformed(
+                reason: "a new header shortens a message being assembled on chunk stream 3")
+        ) {
             try reader.next()
         }
         // Set Chunk Size 0.

@@ -78,7 +78,8 @@ struct RTMPChunkReader {
             }
             let known = streams[channel]
             if known == nil && fmt != 0 {
-                throw Malformed(reason: "chunk of type \(fmt) on chunk stream \(channel), which never had a type 0 header")
+                throw Malformed(
+                    reason: "chunk of type \(fmt) on chunk stream \(channel), which never had a type 0 header")
             }
             var s = known ?? Stream()
             let headerSize = [11, 7, 3, 0][Int(fmt)]

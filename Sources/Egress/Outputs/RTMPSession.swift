@@ -105,7 +105,8 @@ final class RTMPSession {
         _ = try receive(exactly: 1536)
         var size: [UInt8] = []
         size.appendBE32(UInt32(Self.outChunkSize))
-        try sendMessage(channel: Channel.control, type: RTMPMessageType.setChunkSize, streamID: 0, timestamp: 0, size[...])
+        try sendMessage(
+            channel: Channel.control, type: RTMPMessageType.setChunkSize, streamID: 0, timestamp: 0, size[...])
     }
 
     // MARK: - Publishing
