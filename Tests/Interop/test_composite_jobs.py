@@ -4,8 +4,11 @@ whose attempt writes new files in its own directory: both attempts' MP4s and HLS
 and the job's record lists both. On a full disk (a tmpfs with `size=`) a composite job and a recording job
 fail with the OS's reason in the signed `job_failed` webhook, and what they wrote before plays.
 
-One Redis, one `understudy serve` (with the webhook receiver) and one publishing host serve the whole file.
-UDP port 49310.
+`serve --auto-record "… --composite room.mp4"` starts a composite job when a room is created, and
+auto-stop ends it when the room empties.
+
+One Redis, one `understudy serve` (with the webhook receiver) and one publishing host serve the whole file
+(the auto-record test runs a second server on the same Redis). UDP ports 49310 and 49311.
 """
 
 from __future__ import annotations
@@ -181,3 +184,37 @@ def test_full_disk_fails_jobs_with_the_reason_and_keeps_what_was_written(underst
         if worker:
             kill_process(worker.proc, grace=10)
         subprocess.run(["umount", "-l", str(out)], check=False)
+
+
+def test_auto_started_composite_job_stops_when_the_room_empties(understudy, fleet, tmp_path):
+    """`serve --auto-record "… --composite room.mp4"`: the room's first member starts a composite job, and
+    auto-stop ends it once the room is empty; its MP4 plays."""
+    url = fleet["url"]
+    port = free_port()
+    server = start_room_server(port, 49311, SECRET, extra_args=[
+        "--jobs", url, "--auto-record", "--consume all --composite room.mp4 --size 320x240 --fps 15",
+        "--auto-stop-empty", "2s"])
+    worker = Worker("aw", url, 60, tmp_path / "jobs", tmp_path)
+    host = AgentProcess("auto-host", join_args(port, "auto-comp", "auto-host", "--mode", "SEND_AND_RECV",
+                                               "--consume", "none"), tmp_path)
+    try:
+        host.wait_for(r"joined room auto-comp as auto-host")
+        detail = lambda: worker.log()[-3000:] + json.dumps(jobs(url), indent=1)[-3000:]
+        auto = lambda: next((j for j in jobs(url) if j["spec"]["room"] == "auto-comp"), None)
+
+        def recording():
+            j = auto()
+            mp4 = next((f for f in (j["attempts"][-1]["files"] if j and j["attempts"] else [])
+                        if f.endswith("room.mp4")), None)
+            return j if mp4 and video_frames(mp4) >= 15 else None
+        started = wait_until(recording, 60, "the auto-started composite job writing", detail)
+        assert started["spec"]["kind"] == "composite" and started["state"] == "running", started
+        host.stop()
+        ended = wait_until(lambda: (lambda j: j if j["state"] == "stopped" else None)(auto()), 60,
+                           "auto-stop of the composite job", detail)
+        mp4 = next(f for f in ended["attempts"][-1]["files"] if f.endswith("room.mp4"))
+        assert probe_frames(mp4).get("h264", 0) >= 15 and decode_errors(mp4) == "", mp4
+    finally:
+        host.stop()
+        kill_process(worker.proc, grace=10)
+        kill_process(server)
