@@ -204,6 +204,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         var hooks = ParticipantRecorder.Hooks()
         hooks.opened = { [weak self] _, _ in self?.refreshQuality() }
         hooks.written = { [weak self] frames in self?.counters.recorded(frames) }
+        hooks.cannotOpen = { [weak self] key, error in
+            self?.noteFailure("cannot record \(key.participantId): \(error)")
+        }
         hooks.diskFailed = { [weak self] key, error, _ in
             self?.counters.recordingFailed()
             self?.noteFailure("recording of \(key.participantId) failed: \(error)")
@@ -246,8 +249,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         recordedFiles + [options.audioEgress.mixPath].compactMap { $0 }
             + options.composite.filter { !$0.lowercased().hasPrefix("rtmp://") }
     }
-    /// The first write error of a recording or a composite output (a full disk, a lost mount): what a
-    /// job that must not go on without its files ends with. Nil while everything is written.
+    /// The first error opening or writing a recording, or writing a composite output (a full disk, a lost
+    /// mount): what a job that must not go on without its files ends with. Nil while everything is written.
     public var failure: String? { lock.withLock { firstFailure } }
 
     private func noteFailure(_ reason: String) {
