@@ -150,7 +150,7 @@ public final class AV1Encoder: VideoEncoder, @unchecked Sendable {
             let f = pkt.pointee.data.frame
             guard let buf = f.buf, f.sz > 0 else { continue }
             let unit = UnsafeRawBufferPointer(start: buf, count: Int(f.sz))
-            let skip = Self.leadingTemporalDelimiters(unit)
+            let skip = AV1OBUType.leadingTemporalDelimiters(unit)
             guard skip < unit.count else { continue }
             out.append(
                 EncodedFrame(
@@ -158,21 +158,6 @@ public final class AV1Encoder: VideoEncoder, @unchecked Sendable {
                     isKeyframe: f.flags & ua_aom_frame_is_key != 0, duration: UInt32(ticks)))
         }
         return out
-    }
-
-    /// Bytes of temporal delimiter OBUs at the start of a temporal unit (libaom writes one first).
-    static func leadingTemporalDelimiters(_ unit: UnsafeRawBufferPointer) -> Int {
-        var at = 0
-        while at < unit.count {
-            let header = unit[at]
-            guard (header >> 3) & 0x0F == AV1OBUType.temporalDelimiter, header & 0x02 != 0 else { break }
-            let headerBytes = header & 0x04 != 0 ? 2 : 1
-            guard let (size, n) = AV1LEB128.read(unit, at: at + headerBytes),
-                size <= UInt64(unit.count - at - headerBytes - n)
-            else { break }
-            at += headerBytes + n + Int(size)
-        }
-        return at
     }
 
     private func copyPlane(_ picture: I420Image, plane: Int) {
