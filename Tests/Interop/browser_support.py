@@ -150,13 +150,16 @@ class Agent(LogProcess):
 
 
 class Publisher(LogProcess):
-    """`understudy join` on stage: SEND_AND_RECV, consumes nothing, publishes its test pattern
-    encoded as `codec` (`--video-codec`)."""
+    """`understudy join` on stage: SEND_AND_RECV, consumes nothing, publishes its test pattern (or
+    `video`, a file sent without re-encoding) encoded as `codec` (`--video-codec`)."""
 
-    def __init__(self, server: DevServer, room: str, workdir: Path, codec: str, participant: str = "bot"):
+    def __init__(self, server: DevServer, room: str, workdir: Path, codec: str, participant: str = "bot",
+                 video: str | None = None):
         args = [understudy_bin(), "join", "--server", server.base, "--room", room,
                 "--secret", server.secret or "", "--id", participant, "--name", participant.capitalize(),
                 "--mode", "SEND_AND_RECV", "--consume", "none", "--video-codec", codec]
+        if video:
+            args += ["--video", video]
         super().__init__(args, workdir / f"{participant}.log")
 
 

@@ -254,6 +254,7 @@ extension PeerConnection {
         exts.repairedRID = t.sendRIDs.isEmpty ? nil : ids[LocalCapabilities.repairedRIDURI]
         exts.absSendTime = ids[LocalCapabilities.absSendTimeURI]
         exts.absCaptureTime = ids[LocalCapabilities.absCaptureTimeURI]
+        exts.dependencyDescriptor = t.kind == .video ? ids[LocalCapabilities.dependencyDescriptorURI] : nil
         // Transport-wide numbers on everything we send: the peer's transport-cc feedback feeds the
         // transport's bandwidth estimator.
         exts.transportWideCC = ids[LocalCapabilities.transportWideCCURI]
