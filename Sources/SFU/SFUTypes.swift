@@ -191,6 +191,8 @@ public struct SFUStats: Sendable {
     public var consumers: [SFUConsumerStats]
     /// One entry per subscribe connection.
     public var transports: [SFUTransportStats] = []
+    /// One entry per node-to-node pipe (``SFU/openPipeOnLoop(id:port:)``).
+    public var pipes: [SFUPipeStats] = []
 }
 
 /// Errors of the ``SFU`` control API.
@@ -202,6 +204,11 @@ public enum SFUError: Error, Sendable, Equatable, CustomStringConvertible {
     case nothingToOffer(String)
     case noPendingOffer(String)
     case negotiation(String)
+    /// No pipe with this id (``SFU/openPipeOnLoop(id:port:)``).
+    case unknownPipe(String)
+    /// A piped producer's description is inconsistent (SSRCs missing, repeated or in use), or its
+    /// id is already a producer of this SFU.
+    case badPipedProducer(String)
     /// Every port of ``SFUConfiguration/portRange`` is taken.
     case noFreePort
     /// An ICE-restart offer tried to add m-lines.
@@ -216,6 +223,8 @@ public enum SFUError: Error, Sendable, Equatable, CustomStringConvertible {
         case .nothingToOffer(let p): return "no consumers for \(p) yet"
         case .noPendingOffer(let p): return "no subscribe offer outstanding for \(p)"
         case .negotiation(let s): return "negotiation failed: \(s)"
+        case .unknownPipe(let p): return "unknown pipe \(p)"
+        case .badPipedProducer(let p): return "cannot mirror piped producer \(p)"
         case .noFreePort: return "no free UDP port in the configured range"
         case .restartAddsMLines: return "an ICE restart offer must not add m-lines; publish new tracks with produce"
         case .closed: return "SFU closed"
