@@ -301,6 +301,7 @@ final class SFUPipe: @unchecked Sendable, DatagramHandler, EventLoopTicker {
             c.nacksSent &+= s.nacksSent
             c.plisSent &+= s.plisSent
             c.packetsLost &+= s.packetsLost
+            c.repairsReceived &+= s.retransmissionsReceived
         }
         return SFUPipeStats(
             id: id, localAddress: localAddress.description, remoteAddress: remote?.description,
@@ -435,10 +436,13 @@ public struct SFUPipeStats: Sendable, Hashable {
         public var retransmissions: UInt64 = 0
         /// PLI/FIR received (origin side): what all of the edge's viewers' requests came to.
         public var plisReceived: UInt64 = 0
-        /// NACKs and PLIs sent, packets lost (edge side, from the mirrored streams' receivers).
+        /// NACKs and PLIs sent, packets lost net of repairs (edge side, from the mirrored streams'
+        /// receivers).
         public var nacksSent: UInt64 = 0
         public var plisSent: UInt64 = 0
         public var packetsLost: Int64 = 0
+        /// Lost packets that arrived afterwards, resent by the origin (edge side).
+        public var repairsReceived: UInt64 = 0
         /// Datagrams dropped: from another address than the connected remote, not RTP/RTCP or
         /// malformed, for an SSRC this pipe does not receive, and packets too large to pipe.
         public var droppedUnknownAddress: UInt64 = 0

@@ -171,8 +171,15 @@ import Testing
             let o = await rig.pipeStats(rig.origin)
             return o.nacksReceived > 0 && o.retransmissions > 0
         }
+        try await Self.eventually("repairs arrived at the edge") { await rig.pipeStats(rig.edge).repairsReceived > 0 }
         let edgePipe = await rig.pipeStats(rig.edge)
         #expect(edgePipe.nacksSent > 0)
+        let dropped = try await rig.origin.onLoop { try #require($0.pipes["p"]).socket.sendDroppedByImpairment }
+        #expect(dropped > 0)
+        // Audio is not repaired (as from a publisher): only its losses stay lost.
+        #expect(
+            edgePipe.packetsLost < Int64(dropped),
+            "lost \(edgePipe.packetsLost) of \(dropped) dropped: repairs \(edgePipe.repairsReceived)")
         let mirrored = await rig.edge.stats().producers.first { $0.id == rig.video.id }
         // Repairs arrive as the lost packets themselves: the edge stores and forwards them.
         #expect((mirrored?.nacksSent ?? 0) > 0)
