@@ -511,9 +511,19 @@ public final class SFU: @unchecked Sendable {
                 totals.probeBytes &+= t.probeBytes
             }
             transports.sort { $0.participantID < $1.participantID }
+            let pipeStats = pipes.values.map { $0.stats() }.sorted { $0.id < $1.id }
+            totals.pipes = pipeStats.count
+            for p in pipeStats.map(\.counters) {
+                totals.pipePacketsSent &+= p.packetsSent
+                totals.pipePacketsReceived &+= p.packetsReceived
+                totals.pipeRetransmissions &+= p.retransmissions
+                totals.pipePLIsReceived &+= p.plisReceived
+                totals.pipeDatagramsDropped &+=
+                    p.droppedUnknownAddress &+ p.droppedMalformed &+ p.droppedUnknownSSRC &+ p.droppedOversize
+            }
             return SFUStats(
                 counters: totals, producers: producerStats, consumers: consumerStats, transports: transports,
-                pipes: pipes.values.map { $0.stats() }.sorted { $0.id < $1.id })
+                pipes: pipeStats)
         }
     }
 

@@ -140,6 +140,7 @@ public struct SFUTransportStats: Sendable, Hashable {
 public struct SFUCounters: Sendable, Hashable {
     public var packetsIn: UInt64 = 0
     public var bytesIn: UInt64 = 0
+    /// Packets and bytes sent to consumers and over pipes.
     public var packetsOut: UInt64 = 0
     public var bytesOut: UInt64 = 0
     /// NACK messages from subscribers (answered by the consumers' histories).
@@ -181,6 +182,15 @@ public struct SFUCounters: Sendable, Hashable {
     public var subscriberEstimates: Int = 0
     public var subscriberEstimateBitrate: UInt64 = 0
     public var subscriberEstimatesDecreasing: Int = 0
+    /// Node-to-node pipes open (SFUPipe.swift), the media packets they sent (also in
+    /// ``packetsOut``) and accepted, the packets resent for NACKs, the PLIs they received and the
+    /// datagrams they dropped (wrong address, malformed, unknown SSRC, too large).
+    public var pipes: Int = 0
+    public var pipePacketsSent: UInt64 = 0
+    public var pipePacketsReceived: UInt64 = 0
+    public var pipeRetransmissions: UInt64 = 0
+    public var pipePLIsReceived: UInt64 = 0
+    public var pipeDatagramsDropped: UInt64 = 0
     public init() {}
 }
 

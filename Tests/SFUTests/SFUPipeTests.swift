@@ -109,6 +109,12 @@ import Testing
         #expect(edgePipe.packetsReceived >= originPipe.packetsSent / 2)
         #expect(edgePipe.droppedMalformed == 0 && edgePipe.droppedUnknownSSRC == 0)
         #expect(edgePipe.droppedUnknownAddress == 0)
+        // The totals `/metrics` reads: the origin's pipe sends count as forwarded packets too.
+        let originCounters = await rig.origin.counterSnapshot()
+        #expect(originCounters.pipes == 1)
+        #expect(originCounters.pipePacketsSent >= originPipe.packetsSent)
+        #expect(originCounters.packetsOut >= originCounters.pipePacketsSent)
+        #expect(edgeStats.counters.pipePacketsReceived > 0 && edgeStats.counters.pipeDatagramsDropped == 0)
         // The origin forwards the publisher's sender reports: the edge lines layers up with them.
         let upstream = try await rig.edge.onLoop { sfu in
             try #require(sfu.producers[rig.video.id]).senderReport(layer: 0) != nil
