@@ -229,6 +229,52 @@ import Testing
         }
         let after = await rig.pipeStats(rig.edge)
         #expect(after.droppedUnknownSSRC - before.droppedUnknownSSRC >= 1)
+
+        // Seeded random datagrams that pass the address check, both ways: RTP on the pipe's own
+        // SSRCs with random headers and payloads to the edge, random RTCP feedback (NACK, PLI, SR,
+        // lengths) on those SSRCs to the origin. Read, counted or answered; never a crash.
+        let ssrcs = try await rig.origin.onLoop { sfu in Array(try #require(sfu.pipes["p"]).outboundBySSRC.keys) }
+        var random = SplitMix64(seed: 38)
+        func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) } }
+        func put(_ ssrc: UInt32, _ d: inout [UInt8], at i: Int) {
+            for k in 0..<4 { d[i + k] = UInt8(truncatingIfNeeded: ssrc >> (24 - 8 * UInt32(k))) }
+        }
+        var toEdge: [[UInt8]] = []
+        var toOrigin: [[UInt8]] = []
+        for i in 0..<600 {
+            let ssrc = ssrcs[i % ssrcs.count]
+            var rtp = bytes(12 + Int(random.next() % 1200))
+            rtp[0] = 0x80 | (rtp[0] & 0x3F)
+            if i % 2 == 0 { rtp[1] = (rtp[1] & 0x80) | SFUPipe.payloadType }
+            put(ssrc, &rtp, at: 8)
+            toEdge.append(rtp)
+            var rtcp = bytes(12 + 4 * Int(random.next() % 8))
+            rtcp[0] = 0x80 | (rtcp[0] & 0x3F)
+            rtcp[1] = [200, 201, 205, 206][i % 4]
+            if i % 3 != 0 {
+                rtcp[2] = 0
+                rtcp[3] = UInt8(rtcp.count / 4 - 1)
+            }
+            put(ssrc, &rtcp, at: 8)
+            toOrigin.append(rtcp)
+        }
+        let (sentToEdge, sentToOrigin) = (toEdge, toOrigin)
+        let originAddress = rig.originAddress
+        try await rig.origin.onLoop { sfu in
+            let socket = try #require(sfu.pipes["p"]).socket
+            for d in sentToEdge { socket.send(d, to: edgeAddress) }
+        }
+        try await rig.edge.onLoop { sfu in
+            let socket = try #require(sfu.pipes["p"]).socket
+            for d in sentToOrigin { socket.send(d, to: originAddress) }
+        }
+        try await Self.eventually("the random datagrams read") {
+            let e = await rig.pipeStats(rig.edge)
+            let o = await rig.pipeStats(rig.origin)
+            return e.packetsReceived - after.packetsReceived >= 300 && o.packetsReceived >= 300
+        }
+        let framesAfterRandom = rig.subscriber.frames.videoFrames
+        try await rig.subscriber.waitForFrames(video: framesAfterRandom + 20, seconds: 30)
         // Media goes on.
         let frames = rig.subscriber.frames.videoFrames
         try await rig.subscriber.waitForFrames(video: frames + 20, seconds: 30)
