@@ -228,6 +228,12 @@ extension ClusterBenchmark {
         await publisherLoop.submit { publisherLoop.removeTicker(source) }
         for pc in connections { await viewerLoop.submit { pc.close() } }
         await publisherLoop.submit { publisher.close() }
+        let pipeSent = await first.stats().pipes.first?.counters
+        let pipeReceived = await edge?.stats().pipes.first?.counters
+        if let pipeSent, let pipeReceived {
+            FileHandle.standardError.write(
+                "pipe: sent \(pipeSent.packetsSent) received \(pipeReceived.packetsReceived) lost \(pipeReceived.packetsLost) repaired \(pipeReceived.repairsReceived) nacks \(pipeReceived.nacksSent) resent \(pipeSent.retransmissions)\n".data(using: .utf8)!)
+        }
         for sfu in sfus.reversed() { await sfu.shutdown() }
         let shares = zip(start, end).map { a, b in
             LoopShare(packetsIn: b.1 &- a.1, packetsOut: b.2 &- a.2, cpuSeconds: Double(b.0 &- a.0) / 1e9)
