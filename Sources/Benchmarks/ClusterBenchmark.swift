@@ -125,6 +125,10 @@ extension ClusterBenchmark {
         public var packetsIn: UInt64
         public var packetsOut: UInt64
         public var cpuSeconds: Double
+        /// Over the whole run (warm-up included): packets the origin sent on its pipe, and the
+        /// datagrams the edge read from it (0 without a pipe).
+        public var pipePacketsSent: UInt64 = 0
+        public var pipePacketsRead: UInt64 = 0
         /// Loop-thread CPU per packet sent, microseconds.
         public var microsecondsPerPacketOut: Double { packetsOut > 0 ? cpuSeconds * 1e6 / Double(packetsOut) : 0 }
         /// Packets sent per packet received: the fan-out.
@@ -228,15 +232,17 @@ extension ClusterBenchmark {
         await publisherLoop.submit { publisherLoop.removeTicker(source) }
         for pc in connections { await viewerLoop.submit { pc.close() } }
         await publisherLoop.submit { publisher.close() }
-        let pipeSent = await first.stats().pipes.first?.counters
-        let pipeReceived = await edge?.stats().pipes.first?.counters
-        if let pipeSent, let pipeReceived {
-            FileHandle.standardError.write(
-                "pipe: sent \(pipeSent.packetsSent) received \(pipeReceived.packetsReceived) lost \(pipeReceived.packetsLost) repaired \(pipeReceived.repairsReceived) nacks \(pipeReceived.nacksSent) resent \(pipeSent.retransmissions)\n".data(using: .utf8)!)
-        }
+        // What crossed the pipe, read before the SFUs close: a pipe has no congestion control, so
+        // an edge that falls behind shows as packets sent but not yet read.
+        let pipeSent = await first.stats().pipes.first?.counters.packetsSent ?? 0
+        let pipeRead = await edge?.stats().pipes.first?.counters.packetsReceived ?? 0
         for sfu in sfus.reversed() { await sfu.shutdown() }
-        let shares = zip(start, end).map { a, b in
+        var shares = zip(start, end).map { a, b in
             LoopShare(packetsIn: b.1 &- a.1, packetsOut: b.2 &- a.2, cpuSeconds: Double(b.0 &- a.0) / 1e9)
+        }
+        if edge != nil {
+            shares[0].pipePacketsSent = pipeSent
+            shares[1].pipePacketsRead = pipeRead
         }
         guard shares.allSatisfy({ $0.packetsOut > 0 }) else {
             throw Failure(description: "pipe benchmark: nothing was forwarded")
