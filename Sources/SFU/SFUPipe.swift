@@ -494,7 +494,9 @@ extension SFU {
 
     /// Sends producer `producerID` over pipe `pipeID` (every layer, from its next packet; a key
     /// frame is asked for). Returns what the other side passes to ``addPipedProducerOnLoop(pipeID:_:)``.
-    /// Piping a producer twice returns the same description. On the loop thread.
+    /// Piping a producer twice returns the same description. What reaches the other side before it
+    /// mirrors the producer is counted there as an unknown SSRC and dropped (its viewers start on a
+    /// key frame anyway). On the loop thread.
     public func pipeProducerOnLoop(pipeID: String, producerID: String) throws -> SFUPipedProducer {
         loop.assertInLoop()
         guard let pipe = pipes[pipeID] else { throw SFUError.unknownPipe(pipeID) }

@@ -78,6 +78,9 @@ import Testing
 
     @Test func everyLayerCrossesThePipeAndAnEdgeViewerDecodesIt() async throws {
         let rig = try await Rig.start("pipe1")
+        // Packets the origin sent before the edge mirrored their producer carry an SSRC the edge
+        // does not know yet: counted and dropped. From here on every SSRC is known.
+        let unknownAtStart = await rig.pipeStats(rig.edge).droppedUnknownSSRC
         let path = temporaryPath("pipe.webm")
         let recording = try Recording(path: path)
         await rig.subscriber.record(recording)
@@ -107,14 +110,15 @@ import Testing
         let edgePipe = await rig.pipeStats(rig.edge)
         #expect(originPipe.packetsSent > 300)
         #expect(edgePipe.packetsReceived >= originPipe.packetsSent / 2)
-        #expect(edgePipe.droppedMalformed == 0 && edgePipe.droppedUnknownSSRC == 0)
+        #expect(edgePipe.droppedMalformed == 0 && edgePipe.droppedUnknownSSRC == unknownAtStart)
         #expect(edgePipe.droppedUnknownAddress == 0)
         // The totals `/metrics` reads: the origin's pipe sends count as forwarded packets too.
         let originCounters = await rig.origin.counterSnapshot()
         #expect(originCounters.pipes == 1)
         #expect(originCounters.pipePacketsSent >= originPipe.packetsSent)
         #expect(originCounters.packetsOut >= originCounters.pipePacketsSent)
-        #expect(edgeStats.counters.pipePacketsReceived > 0 && edgeStats.counters.pipeDatagramsDropped == 0)
+        #expect(edgeStats.counters.pipePacketsReceived > 0)
+        #expect(edgeStats.counters.pipeDatagramsDropped == unknownAtStart)
         // The origin forwards the publisher's sender reports: the edge lines layers up with them.
         let upstream = try await rig.edge.onLoop { sfu in
             try #require(sfu.producers[rig.video.id]).senderReport(layer: 0) != nil
