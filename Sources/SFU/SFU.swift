@@ -57,6 +57,9 @@ public final class SFU: @unchecked Sendable {
         var constrained = false
         var lastAllocation: UInt64 = 0
         var estimateDirty = false
+        /// The estimator reported a decrease since the allocator last ran: the allocator may run
+        /// after the estimator has moved on to holding, and the decrease must still bind.
+        var decreaseSeen = false
         init(id: String, allocator: SFUStreamAllocator.Configuration = .init()) {
             self.id = id
             self.allocator = SFUStreamAllocator(configuration: allocator)
