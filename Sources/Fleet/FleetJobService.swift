@@ -74,7 +74,7 @@ extension FleetJobSpec {
 /// `serve --jobs redis://…`: `POST /admin/jobs` queues jobs for the server's own rooms on a fleet
 /// (``RoomServer/RoomServer/jobService``). Each job joins through this server with tokens the
 /// server signs for it.
-public final class FleetJobService: RoomJobService, @unchecked Sendable {
+public final class FleetJobService: RoomJobService, Sendable {
     private let store: FleetStore
     private let serverURL: String
     private let secret: String

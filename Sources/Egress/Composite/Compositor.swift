@@ -22,6 +22,7 @@ import Synchronization
 /// kept; a participant on stage without a picture yet (camera off, audio only, before its first key
 /// frame) has a grey tile with the name. Only tiles whose picture changed are drawn again; the
 /// canvas, tile buffers and decoders are reused frame after frame.
+// Safe: shared state is in Mutexes and an atomic; tiles, canvas and encoder are the compositor thread's.
 public final class Compositor: @unchecked Sendable {
     /// What to compose and how to encode it (`--size`, `--fps`, `--layout`, `--composite-codec`,
     /// `--composite-bitrate`, `--composite-preset`, `--composite-labels`).
