@@ -204,6 +204,10 @@ public final class SyntheticMedia: @unchecked Sendable {
         var fps = 30
         if let videoPath {
             let reader = try IVFReader(path: videoPath)
+            guard reader.codec == .vp8 else {
+                throw MediaError.malformedFile(
+                    path: videoPath, reason: "IVF holds \(reader.codec.rtpName); this loop is VP8")
+            }
             video = reader.encodedFrames()
             fps = reader.framesPerSecond ?? 30
             guard video.first?.isKeyframe == true else {

@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 @Suite("Synthetic media")
-struct SyntheticTests {
+struct SyntheticMediaTests {
     @Test func loopIsEncodedWithKeyframesAndLayers() throws {
         let media = testMedia
         #expect(media.layers.map { "\($0.width)x\($0.height)" } == ["640x360", "320x180", "160x90"])
