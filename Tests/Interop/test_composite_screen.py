@@ -2,13 +2,16 @@
 fake screen capture) publishes its webcam, two agents composite the room (`--layout speaker` and
 `--layout grid`, 640x360), the host shares its screen and stops: each agent consumes the share, puts it
 first and largest (the speaker layout's big tile; the grid's first tile), then goes back to the webcam
-alone. Both MP4s decode without errors. UDP ports 45300-45359.
+alone. Both MP4s decode without errors, and in each a frame shows the shared layout with moving pictures
+in both tiles (the share is decoded and drawn, not a placeholder) and nothing outside them. UDP ports
+45300-45359.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 from pathlib import Path
 
 from browser_support import WINDOW, Agent, DevServer, RoomPage
@@ -25,6 +28,35 @@ def layouts(agent: Agent) -> list[str]:
 def area(tile: str) -> int:
     width, height = re.search(r"(\d+)x(\d+)\+", tile).groups()
     return int(width) * int(height)
+
+
+def rect(tile: str) -> tuple[int, int, int, int]:
+    w, h, x, y = map(int, re.search(r"(\d+)x(\d+)\+(\d+)\+(\d+)", tile).groups())
+    return x, y, w, h
+
+
+def variance(values: list[int]) -> float:
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / len(values)
+
+
+def shows_layout(luma: bytes, tiles: list[str]) -> bool:
+    """Each tile holds a picture (its luma varies: not the flat placeholder) and the canvas outside the
+    tiles, if any, is flat (black): the frame shows this layout, drawn."""
+    rects = [rect(t) for t in tiles]
+    inside: list[list[int]] = [[] for _ in rects]
+    outside: list[int] = []
+    for y in range(0, 360, 6):
+        for x in range(0, 640, 6):
+            v = luma[y * 640 + x]
+            hit = next((i for i, (rx, ry, rw, rh) in enumerate(rects)
+                        if rx + 4 <= x < rx + rw - 4 and ry + 4 <= y < ry + rh - 4), None)
+            if hit is not None:
+                inside[hit].append(v)
+            elif not any(rx <= x < rx + rw and ry <= y < ry + rh for rx, ry, rw, rh in rects):
+                outside.append(v)
+    # (Two grid tiles cover the whole canvas: then nothing is outside.)
+    return (not outside or variance(outside) < 5) and all(len(i) > 10 and variance(i) > 300 for i in inside)
 
 
 async def _play(workdir: Path) -> dict[str, Agent]:
@@ -77,3 +109,14 @@ def test_screen_share_takes_the_stage_in_both_layouts(understudy, tmp_path):
         mp4 = tmp_path / f"{layout}.mp4"
         assert probe_frames(mp4).get("h264", 0) >= 30 * 4, (mp4, probe_frames(mp4))
         assert decode_errors(mp4) == "", decode_errors(mp4)
+        drawn = [i for i, luma in enumerate(luma_frames(mp4)) if shows_layout(luma, tiles)]
+        assert drawn, f"{layout}: no frame shows {shared} drawn"
+
+
+def luma_frames(mp4: Path) -> list[bytes]:
+    """The luma planes of four frames a second, in one ffmpeg run."""
+    out = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", str(mp4), "-vf", "fps=4", "-f", "rawvideo",
+                          "-pix_fmt", "yuv420p", "-"], capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    size = 640 * 360 * 3 // 2
+    return [out.stdout[i:i + 640 * 360] for i in range(0, len(out.stdout) - size + 1, size)]
