@@ -58,6 +58,11 @@ final class SFUConsumer: @unchecked Sendable {
     /// The longest the current layer is held back for a switch down (a key frame lost on the way
     /// has the publisher's retries; past this the current layer flows again).
     static let dropCurrentLimit: UInt64 = 1_000_000_000
+    /// A current layer that forwarded nothing for this long has stopped at its publisher (an uplink
+    /// whose estimate fell stops its upper layers, Chromium's and the agent's alike): a lower layer's
+    /// key frame then starts that layer at once, without waiting for the allocator's next rate
+    /// measurement (up to 500 ms) and its key frame request (another key frame interval).
+    static let stalledLayer: UInt64 = 300_000_000
     /// The layer the last switch down left (-1: the last switch went up): its packets are not repaired.
     var leftBehind = -1
     /// The newest outgoing sequence number sent (probe padding resends from there back).
@@ -199,7 +204,7 @@ final class SFUConsumer: @unchecked Sendable {
             return
         }
         if layer != currentLayer {
-            guard layer == targetLayer, packet.info.isKeyframe, track.canSend else {
+            guard packet.info.isKeyframe, track.canSend, layer == targetLayer || stalled(above: layer, now: now) else {
                 drop()
                 // Nothing forwarded yet, or a switch is pending: ask the target layer for a key frame, but
                 // only once the subscriber can receive it: one sent earlier is dropped here and would hold
@@ -249,6 +254,15 @@ final class SFUConsumer: @unchecked Sendable {
             lastSourceTimestamp = packet.header.timestamp
             lastSourceLayer = layer
         }
+    }
+
+    /// Whether the current layer stopped (``stalledLayer``) above `layer`, a lower layer of the same
+    /// simulcast producer. Asked only for key frames of layers not forwarded.
+    private func stalled(above layer: Int, now: UInt64) -> Bool {
+        guard currentLayer >= 0, hasForwarded, now &- lastForwardTime > Self.stalledLayer else { return false }
+        let order = producer.qualityOrder
+        guard let from = order.firstIndex(of: currentLayer), let to = order.firstIndex(of: layer) else { return false }
+        return to < from
     }
 
     /// Whether a packet of a scalable stream is forwarded: at each new picture the layers move toward

@@ -53,6 +53,12 @@ final class SFUProducer: @unchecked Sendable {
     /// classes retained and released every consumer for every packet (about 5 % of the loop's CPU
     /// in a room of 100 subscribers). Each element is kept alive by ``consumers``.
     private(set) var fanOut: [Unmanaged<SFUConsumer>] = []
+    /// The pipes this producer is sent over (SFUPipe.swift): every packet of every layer goes to
+    /// each once. Unretained for the hot path, like ``fanOut``; each is kept alive by its pipe.
+    var pipeTaps: [SFUPipeOutbound] = [] {
+        didSet { pipeFanOut = pipeTaps.map { Unmanaged.passUnretained($0) } }
+    }
+    private(set) var pipeFanOut: [Unmanaged<SFUPipeOutbound>] = []
     /// Pending key-frame requests per layer: throttled, retried until the key frame arrives.
     var keyframeRequests: SFUKeyframeRequests
     /// The last packets of each video layer, shared by every consumer for NACKs (empty for audio).
@@ -199,6 +205,12 @@ final class SFUProducer: @unchecked Sendable {
         let targets = fanOut
         withExtendedLifetime(consumers) {
             for target in targets { target._withUnsafeGuaranteedRef { $0.forward(layer: layer, packet) } }
+        }
+        if !pipeFanOut.isEmpty {
+            let pipes = pipeFanOut
+            withExtendedLifetime(pipeTaps) {
+                for tap in pipes { tap._withUnsafeGuaranteedRef { $0.forward(layer: layer, packet) } }
+            }
         }
     }
 

@@ -19,17 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import WINDOW, Agent, DevServer, LogProcess, RoomPage
+from browser_support import WINDOW, Agent, DevServer, Publisher, RoomPage
 from chromium import Chromium
-from harness import decode_errors, probe_frames, understudy_bin
-
-
-def _publisher(server: DevServer, workdir: Path, room: str, codec: str, video: str | None) -> LogProcess:
-    return LogProcess(
-        [understudy_bin(), "join", "--server", server.base, "--room", room, "--secret", server.secret or "",
-         "--id", "bot", "--name", "Bot", "--mode", "SEND_AND_RECV", "--consume", "none",
-         "--video-codec", codec] + (["--video", video] if video else []),
-        workdir / "bot.log")
+from harness import decode_errors, probe_frames
 
 
 def _encode_file(workdir: Path, codec: str, container: str) -> str:
@@ -44,18 +36,6 @@ def _encode_file(workdir: Path, codec: str, container: str) -> str:
     return str(path)
 
 
-async def _decoded(viewer: RoomPage, participant: str, frames: int, timeout: float = 40) -> dict:
-    """Waits until the page decoded `frames` video frames of `participant`; returns its stats."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    stats: dict = {}
-    while asyncio.get_running_loop().time() < deadline:
-        stats = await viewer.page.evaluate(f"window.understudyRoom.videoStats({participant!r})") or {}
-        if stats.get("framesDecoded", 0) >= frames:
-            return stats
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{participant}: {stats}, wanted {frames} frames decoded")
-
-
 async def _play(workdir: Path, codec: str, udp_low: int, container: str | None) -> dict:
     room = f"{codec}-publish"
     record = workdir / "agent"
@@ -66,15 +46,15 @@ async def _play(workdir: Path, codec: str, udp_low: int, container: str | None) 
     try:
         await server.ready()
         video = _encode_file(workdir, codec, container) if container else None
-        bot = _publisher(server, workdir, room, codec, video).start()
+        bot = Publisher(server, room, workdir, codec, video=video).start()
         await bot.wait_for(r"joined room", 30)
         async with Chromium(extra_flags=WINDOW) as browser:
             viewer = await RoomPage.open(browser, server, room, name="Viewer", id="viewer", mode="RECV_ONLY")
             recorder = Agent(server, room, record).start()
             await recorder.wait_for(r"recording bot -> ", 40)
-            first = await _decoded(viewer, "bot", 30)
+            first = await viewer.wait_frames("bot", 30)
             # Still decoding seconds later: the stream goes on past its first key frame.
-            out["viewer"] = await _decoded(viewer, "bot", first["framesDecoded"] + 90)
+            out["viewer"] = await viewer.wait_frames("bot", first["framesDecoded"] + 90)
             recorder.stop()  # SIGTERM: the agent finishes its files
             await recorder.wait_exit(20)
     finally:

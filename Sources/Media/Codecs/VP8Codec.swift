@@ -206,17 +206,38 @@ public final class VP8Decoder: @unchecked Sendable {
 
     /// Decodes one VP8 frame. Returns the picture, or nil when the decoder produced none.
     public func decode(_ frame: [UInt8]) throws -> I420Image? {
+        guard try decodeInPlace(frame), let img = held else { return nil }
+        return Self.copy(img.pointee)
+    }
+
+    /// The newest picture of the last decode, in libvpx's buffer: valid until the next decode.
+    private var held: UnsafeMutablePointer<vpx_image_t>?
+
+    /// Decodes one VP8 frame and keeps its picture in libvpx's buffer (no copy): true when an I420
+    /// picture completed. ``withPicture(_:)`` lends it until the next decode; after a frame is
+    /// refused there is none.
+    public func decodeInPlace(_ frame: [UInt8]) throws -> Bool {
         guard !frame.isEmpty else { throw MediaError.invalidArgument("empty VP8 frame") }
+        held = nil
         let err = frame.withUnsafeBufferPointer { p in
             vpx_codec_decode(ctx, p.baseAddress, UInt32(clamping: p.count), nil, 0)
         }
         try vpxCheck(err, "vpx_codec_decode", ctx)
         var iter: vpx_codec_iter_t? = nil
-        var result: I420Image? = nil
-        while let img = vpx_codec_get_frame(ctx, &iter) {
-            result = Self.copy(img.pointee)
+        while let img = vpx_codec_get_frame(ctx, &iter) { held = img }
+        if let img = held, img.pointee.fmt != VPX_IMG_FMT_I420 { held = nil }
+        return held != nil
+    }
+
+    /// Lends the picture the last ``decodeInPlace(_:)`` completed; nil (body not called) when there is none.
+    public func withPicture<R>(_ body: (I420Planes) throws -> R) rethrows -> R? {
+        guard let img = held?.pointee, let y = img.planes.0, let u = img.planes.1, let v = img.planes.2 else {
+            return nil
         }
-        return result
+        return try body(
+            I420Planes(
+                width: Int(img.d_w), height: Int(img.d_h), y: y, u: u, v: v, strideY: Int(img.stride.0),
+                strideU: Int(img.stride.1), strideV: Int(img.stride.2)))
     }
 
     private static func copy(_ img: vpx_image_t) -> I420Image? {

@@ -385,6 +385,21 @@ public struct ReceivedRTPPacket {
             packet: packet, header: header, mediaSSRC: mediaSSRC, sequenceNumber: sequenceNumber, payload: payload,
             info: info, isRepair: isRepair, arrival: arrival)
     }
+
+    /// A packet read by a receiver outside a ``PeerConnection`` (an SFU's node-to-node pipe).
+    public init(
+        packet: UnsafeRawBufferPointer, header: RTPHeader, mediaSSRC: UInt32, sequenceNumber: UInt16,
+        payload: UnsafeRawBufferPointer, info: RTPPayloadInfo, isRepair: Bool, arrival: UInt64
+    ) {
+        self.packet = packet
+        self.header = header
+        self.mediaSSRC = mediaSSRC
+        self.sequenceNumber = sequenceNumber
+        self.payload = payload
+        self.info = info
+        self.isRepair = isRepair
+        self.arrival = arrival
+    }
 }
 
 func asciiString(_ packet: UnsafeRawBufferPointer, _ range: Range<Int>) -> String? {

@@ -194,6 +194,7 @@ public final class RTPOutput: @unchecked Sendable {
     /// - Parameter arrival: when the frame arrived (`EventLoop.now()`); the wire timing comes from the
     ///   frame's RTP timestamp, so this is only informational today.
     public func send(_ frame: EncodedFrame, arrival: UInt64) {
+        socket.loop.assertInLoop()
         guard !frame.data.isEmpty, !socket.isClosed else {
             stats.framesFailed += 1
             return
