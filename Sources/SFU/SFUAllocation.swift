@@ -9,7 +9,9 @@ import RTCWire
 /// and at once for a subscriber whose estimate changed; a probe's padding goes out on every loop tick
 /// (10 ms). A run allocates nothing while the consumers stay the same.
 final class SFUAllocationTicker: EventLoopTicker {
-    unowned(unsafe) let sfu: SFU
+    // Weak: an SFU released without `shutdown()` (a test that failed half-way) leaves this ticker on
+    // its loop, which must then do nothing rather than read a freed SFU (one load per 10 ms tick).
+    weak var sfu: SFU?
     private var nextRun: UInt64 = 0
     private var lastRun: UInt64 = 0
     private var lastPad: UInt64 = 0
@@ -17,6 +19,7 @@ final class SFUAllocationTicker: EventLoopTicker {
     init(sfu: SFU) { self.sfu = sfu }
 
     func tick(now: UInt64) {
+        guard let sfu else { return }
         if now >= nextRun {
             let elapsed = lastRun == 0 ? 0 : now &- lastRun
             lastRun = now

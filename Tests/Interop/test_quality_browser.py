@@ -336,7 +336,7 @@ def _check_fps_freezes_and_video_loss(f: dict, summary: str, impaired: bool = Tr
     # One freeze either way for the window's edges; on an impaired path up to two more at the agent,
     # which times frames as they complete where Chromium times them as rendered, after its jitter
     # buffer has absorbed a late (repaired) frame.
-    low = max(f["chrome_freezes"] * 0.9, f["chrome_freezes"] - 1)
+    low = min(f["chrome_freezes"] * 0.9, f["chrome_freezes"] - 1)
     high = max(f["chrome_freezes"] * 1.1, f["chrome_freezes"] + (2 if impaired else 1))
     assert low <= f["agent_freezes"] <= high, summary
     assert _agree(f["agent_video_loss"], f["chrome_video_loss"], 0.10, 0.5), summary

@@ -22,7 +22,8 @@ import Testing
             #expect(frames.count == 120)
             #expect(frames.allSatisfy { $0.codec == .h264 })
             let keys = frames.indices.filter { frames[$0].isKeyframe }
-            #expect(keys == [0, 60], "layer \(k)")
+            // Every 2 s on the top layer, twice as often one layer down.
+            #expect(keys == (k == 0 ? [0, 60] : [0, 30, 60, 90]), "layer \(k)")
             #expect(keys.allSatisfy { hasSPS(frames[$0]) })
             let size = try #require(frames[0].keyframePictureSize)
             #expect(size.width == media.layers[k].width && size.height == media.layers[k].height)

@@ -81,10 +81,10 @@ struct RecorderTests {
         let path = temporaryPath("late.webm")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let writer = try WebMWriter(path: path)
-        // Join mid-GOP: frames 10…59 are deltas, 60 is the next keyframe.
+        // Join mid-GOP: frames 10…59 of the top layer are deltas, 60 is the next keyframe.
         for i in 10..<120 {
             let pts = Int64(i) * 1_000_000_000 / 30
-            if let f = testMedia.videoFrame(at: i, layer: 1) { try writer.write(f, pts: pts) }
+            if let f = testMedia.videoFrame(at: i, layer: 0) { try writer.write(f, pts: pts) }
         }
         for a in 17..<200 { if let f = testMedia.audioFrame(at: a) { try writer.write(f, pts: Int64(a) * 20_000_000) } }
         try writer.close()
