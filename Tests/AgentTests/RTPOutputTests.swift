@@ -180,29 +180,15 @@ private let relayPython: String = {
     /// `rtpvp9depay`, `vp9dec`). Debian's ffmpeg 5.1 does not open VP9 over RTP (its depacketizer is
     /// an experimental draft-02 reader; it opens neither this stream nor GStreamer's `rtpvp9pay`).
     @Test func gstreamerPlaysRelayedVP9FromTheRewrittenSDP() async throws {
-        let frames = try vp9Frames(seconds: 5)
-        let loop = EventLoop(name: "relay-vp9-gst")
-        defer { loop.shutdown() }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let sdpPath = dir.appendingPathComponent("relay.sdp").path
-        let (port, probeSockets) = try openEvenPortPair(loop: loop, handler: PacketCollector())
-        for s in probeSockets { s.close() }
-        let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
-        try relay.writeSDP(to: sdpPath)
-        await loop.submit { relay.send(frames[0], arrival: EventLoop.now()) }
-        let sdp = try String(contentsOfFile: sdpPath, encoding: .utf8)
-        #expect(sdp.contains("m=video \(port) RTP/AVP 96\na=rtpmap:96 VP9/90000\na=fmtp:96 profile-id=0\n"), "\(sdp)")
-
         // Counts the frames vp9dec decodes in 7 s (the 4 s of media fall inside); prints the count and
         // the first error.
-        let script = """
+        let (sdp, port, text) = try await relayWhilePlaying(try vp9Frames(seconds: 5), python: "/usr/bin/python3") {
+            """
             import gi, sys, time
             gi.require_version('Gst', '1.0')
             from gi.repository import Gst
             Gst.init(None)
-            p = Gst.parse_launch('filesrc location=\(sdpPath) ! sdpdemux name=d d. ! rtpvp9depay ! vp9dec '
+            p = Gst.parse_launch('filesrc location=\($0) ! sdpdemux name=d d. ! rtpvp9depay ! vp9dec '
                                  '! fakesink name=sink signal-handoffs=true sync=false')
             n = [0]
             p.get_by_name('sink').connect('handoff', lambda *a: n.__setitem__(0, n[0] + 1))
@@ -212,27 +198,8 @@ private let relayPython: String = {
             p.set_state(Gst.State.NULL)
             print(n[0], m.parse_error()[0].message if m else '')
             """
-        let gst = Process()
-        gst.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        gst.arguments = ["-c", script]
-        let out = Pipe()
-        gst.standardOutput = out
-        gst.standardError = FileHandle.nullDevice
-        try gst.run()
-        try await Task.sleep(nanoseconds: 1_000_000_000)
-        let media = SyntheticMedia.shared(layers: 1)
-        let pacer = Pacer(
-            relay: relay, video: { $0 < frames.count ? frames[$0] : nil }, audio: { media.audioFrame(at: $0) },
-            fps: 30, seconds: 4)
-        await loop.submit { pacer.start = EventLoop.now() }
-        loop.addTicker(pacer)
-        try await waitUntil("the pacer", seconds: 15) { pacer.done.withLock { $0 } }
-        loop.removeTicker(pacer)
-        _ = try? await waitUntil("gstreamer to exit", seconds: 15) { !gst.isRunning }
-        if gst.isRunning { gst.terminate() }
-        gst.waitUntilExit()
-        relay.close()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+        #expect(sdp.contains("m=video \(port) RTP/AVP 96\na=rtpmap:96 VP9/90000\na=fmtp:96 profile-id=0\n"), "\(sdp)")
         let decoded = Int(text.split(separator: " ").first ?? "") ?? -1
         // 4 s at 30 fps; GStreamer may join a little late (its start-up) and wait for a key frame.
         #expect(decoded >= 60, "GStreamer: \(text)")
@@ -244,28 +211,12 @@ private let relayPython: String = {
     /// decoded by libdav1d without an error.
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: relayPython)))
     func libavformatPlaysRelayedAV1FromTheRewrittenSDP() async throws {
-        let frames = try av1Frames(seconds: 5)
-        let loop = EventLoop(name: "relay-av1-lavf")
-        defer { loop.shutdown() }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let sdpPath = dir.appendingPathComponent("relay.sdp").path
-        let (port, probeSockets) = try openEvenPortPair(loop: loop, handler: PacketCollector())
-        for s in probeSockets { s.close() }
-        let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
-        try relay.writeSDP(to: sdpPath)
-        await loop.submit { relay.send(frames[0], arrival: EventLoop.now()) }
-        let sdp = try String(contentsOfFile: sdpPath, encoding: .utf8)
-        let fmtp = try #require(await loop.submit { relay.videoFormat.fmtp })
-        #expect(sdp.contains("m=video \(port) RTP/AVP 96\na=rtpmap:96 AV1/90000\na=fmtp:96 \(fmtp)\n"), "\(sdp)")
-        #expect(fmtp.hasPrefix("profile=0;level-idx="))
-
         // Decodes the video stream for up to 7 s (the 4 s of media fall inside); prints the frame
         // count, the codec and the first error.
-        let script = """
+        let (sdp, port, text) = try await relayWhilePlaying(try av1Frames(seconds: 5), python: relayPython) {
+            """
             import av, sys, time
-            c = av.open('\(sdpPath)', options={'protocol_whitelist': 'file,udp,rtp', 'reorder_queue_size': '0'},
+            c = av.open('\($0)', options={'protocol_whitelist': 'file,udp,rtp', 'reorder_queue_size': '0'},
                         timeout=(10, 3))
             v = c.streams.video[0]
             n, err, end = 0, '', time.monotonic() + 7
@@ -281,27 +232,9 @@ private let relayPython: String = {
                 err = repr(e)
             print(n, v.codec_context.name, err)
             """
-        let player = Process()
-        player.executableURL = URL(fileURLWithPath: relayPython)
-        player.arguments = ["-c", script]
-        let out = Pipe()
-        player.standardOutput = out
-        player.standardError = FileHandle.nullDevice
-        try player.run()
-        try await Task.sleep(nanoseconds: 1_000_000_000)
-        let media = SyntheticMedia.shared(layers: 1)
-        let pacer = Pacer(
-            relay: relay, video: { $0 < frames.count ? frames[$0] : nil }, audio: { media.audioFrame(at: $0) },
-            fps: 30, seconds: 4)
-        await loop.submit { pacer.start = EventLoop.now() }
-        loop.addTicker(pacer)
-        try await waitUntil("the pacer", seconds: 15) { pacer.done.withLock { $0 } }
-        loop.removeTicker(pacer)
-        _ = try? await waitUntil("the player to exit", seconds: 15) { !player.isRunning }
-        if player.isRunning { player.terminate() }
-        player.waitUntilExit()
-        relay.close()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+        #expect(
+            sdp.contains("m=video \(port) RTP/AVP 96\na=rtpmap:96 AV1/90000\na=fmtp:96 profile=0;level-idx="), "\(sdp)")
         let fields = text.split(separator: " ", maxSplits: 2)
         let decoded = Int(fields.first ?? "") ?? -1
         print("relayed AV1, libavformat read: \(text)")
@@ -482,6 +415,47 @@ private let relayPython: String = {
         relay.close()
         for s in sockets { s.close() }
     }
+}
+
+/// Relays `frames` (video, 30 fps, 4 s, with the synthetic Opus) in real time while a Python player
+/// (`script`, given the .sdp's path) reads the relay's .sdp, rewritten by the first key frame before
+/// the player starts. Returns that .sdp, the video port and what the player printed.
+private func relayWhilePlaying(
+    _ frames: [EncodedFrame], python: String, script: (String) -> String
+) async throws -> (sdp: String, port: UInt16, output: String) {
+    let loop = EventLoop(name: "relay-player")
+    defer { loop.shutdown() }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let sdpPath = dir.appendingPathComponent("relay.sdp").path
+    let (port, probeSockets) = try openEvenPortPair(loop: loop, handler: PacketCollector())
+    for s in probeSockets { s.close() }
+    let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
+    try relay.writeSDP(to: sdpPath)
+    await loop.submit { relay.send(frames[0], arrival: EventLoop.now()) }
+    let sdp = try String(contentsOfFile: sdpPath, encoding: .utf8)
+    let player = Process()
+    player.executableURL = URL(fileURLWithPath: python)
+    player.arguments = ["-c", script(sdpPath)]
+    let out = Pipe()
+    player.standardOutput = out
+    player.standardError = FileHandle.nullDevice
+    try player.run()
+    try await Task.sleep(nanoseconds: 1_000_000_000)
+    let media = SyntheticMedia.shared(layers: 1)
+    let pacer = Pacer(
+        relay: relay, video: { $0 < frames.count ? frames[$0] : nil }, audio: { media.audioFrame(at: $0) }, fps: 30,
+        seconds: 4)
+    await loop.submit { pacer.start = EventLoop.now() }
+    loop.addTicker(pacer)
+    try await waitUntil("the pacer", seconds: 15) { pacer.done.withLock { $0 } }
+    loop.removeTicker(pacer)
+    _ = try? await waitUntil("the player to exit", seconds: 15) { !player.isRunning }
+    if player.isRunning { player.terminate() }
+    player.waitUntilExit()
+    relay.close()
+    return (sdp, port, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
 }
 
 /// Relays `video` and `audio` (by index, until nil) in real time while ffmpeg plays the relay's .sdp

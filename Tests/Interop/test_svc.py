@@ -57,40 +57,50 @@ async def _wait(what: str, probe, predicate, timeout: float = 60):
     raise AssertionError(f"{what} did not happen within {timeout}s; last {value}")
 
 
-async def _play_av1(browser, server: DevServer) -> dict:
-    """AV1 L3T3: the low page gets the base spatial layer, the high page the top one."""
-    out: dict = {}
-    room = "svc-av1-room"
+async def _open_rooms(browser, server: DevServer, room: str, host_id: str, codec: str, svc: str):
+    """A host publishing its 960x540 camera with `svc`, and two audience pages decoding it, the
+    first of which asks for `setQuality low`."""
     host = await RoomPage.open(
-        browser, server, room, name="AV1Host", id="av1host", mode="SEND_AND_RECV", codec="av1", svc="L3T3",
-        camera="960x540")
-    await host.wait_until("the AV1 host publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]), timeout=30)
-    low = await RoomPage.open(browser, server, room, name="AV1Low", id="av1low", mode="RECV_ONLY")
-    high = await RoomPage.open(browser, server, room, name="AV1High", id="av1high", mode="RECV_ONLY")
+        browser, server, room, name=host_id, id=host_id, mode="SEND_AND_RECV", codec=codec, svc=svc, camera="960x540")
+    await host.wait_until(f"{host_id} publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]), timeout=30)
+    low = await RoomPage.open(browser, server, room, name="Low", id=f"{host_id}-low", mode="RECV_ONLY")
+    high = await RoomPage.open(browser, server, room, name="High", id=f"{host_id}-high", mode="RECV_ONLY")
     for page in (low, high):
-        await page.wait_frames("av1host", 30, timeout=60)
-    await low.page.evaluate("window.understudyRoom.setQuality('av1host', 'low')")
+        await page.wait_frames(host_id, 30, timeout=60)
+    await low.page.evaluate(f"window.understudyRoom.setQuality('{host_id}', 'low')")
+    return host, low, high
+
+
+async def _layers_selected(host: RoomPage, low: RoomPage, high: RoomPage, host_id: str, out: dict) -> None:
+    """The low page decodes the base layer, the high one the top (a key picture makes the switch),
+    getStats names each consumer's spatial layer, and the low page keeps decoding after the switch."""
     out["publish"] = await host.page.evaluate("window.understudyRoom.publishStats()")
     out["low"] = await _wait(
-        "the low AV1 page decodes a smaller picture", lambda: low.video_stats("av1host"),
+        f"the low page decodes a smaller picture of {host_id}", lambda: low.video_stats(host_id),
         lambda s: 0 < s["width"] < out["publish"]["width"], timeout=60)
     out["high"] = await _wait(
-        "the high AV1 page decodes the full picture", lambda: high.video_stats("av1host"),
+        f"the high page decodes the full picture of {host_id}", lambda: high.video_stats(host_id),
         lambda s: s["width"] >= out["publish"]["width"] * 0.9, timeout=60)
     out["low_layers"] = await _wait(
-        "the low AV1 page's getStats names spatial layer 0", lambda: _consumer_layers(low),
+        "the low page's getStats names spatial layer 0", lambda: _consumer_layers(low),
         lambda cs: any(c.get("currentSpatialLayer") == 0 and c.get("targetSpatialLayer") == 0 for c in cs),
         timeout=30)
     out["high_layers"] = await _wait(
-        "the high AV1 page's getStats names the top spatial layer", lambda: _consumer_layers(high),
+        "the high page's getStats names the top spatial layer", lambda: _consumer_layers(high),
         lambda cs: any(c.get("currentSpatialLayer") == 2 for c in cs), timeout=30)
-    for name, page in (("low", low), ("high", high)):
-        frames = out[name]["framesDecoded"]
-        out[name + "_later"] = await _wait(
-            f"the {name} AV1 page keeps decoding", lambda page=page: page.video_stats("av1host"),
-            lambda s, frames=frames: s["framesDecoded"] >= frames + 60, timeout=30)
+    frames = out["low"]["framesDecoded"]
+    out["low_later"] = await _wait(
+        "the low page keeps decoding", lambda: low.video_stats(host_id),
+        lambda s: s["framesDecoded"] >= frames + 60, timeout=30)
+
+
+async def _play_av1(browser, server: DevServer) -> dict:
+    """AV1 L3T3: the low page gets the base spatial layer, the high page the top one."""
+    out: dict = {}
+    pages = await _open_rooms(browser, server, "svc-av1-room", "av1host", "av1", "L3T3")
+    await _layers_selected(*pages, "av1host", out)
     # The VP9 part needs the CPU an AV1 L3T3 encoder takes: these pages leave.
-    for page in (host, low, high):
+    for page in pages:
         await page.page.navigate("about:blank")
     return out
 
@@ -105,38 +115,10 @@ async def _play(workdir: Path) -> dict:
         await server.ready()
         async with Chromium(extra_flags=WINDOW) as browser:
             out["av1"] = await _play_av1(browser, server)
-            host = await RoomPage.open(
-                browser, server, ROOM, name="Host", id="host", mode="SEND_AND_RECV", codec="vp9", svc="L3T3_KEY",
-                camera="960x540")
-            await host.wait_until("host publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]), timeout=30)
-            low = await RoomPage.open(browser, server, ROOM, name="Low", id="low", mode="RECV_ONLY")
-            high = await RoomPage.open(browser, server, ROOM, name="High", id="high", mode="RECV_ONLY")
-            for page in (low, high):
-                await page.wait_frames("host", 30, timeout=60)
-            await low.page.evaluate("window.understudyRoom.setQuality('host', 'low')")
+            host, low, high = await _open_rooms(browser, server, ROOM, "host", "vp9", "L3T3_KEY")
             agent = Agent(server, ROOM, record, extra=["--quality", "high"]).start()
             await agent.wait_for(r"recording host -> ", 30)
-
-            out["publish"] = await host.page.evaluate("window.understudyRoom.publishStats()")
-            # The low page decodes the base layer; the high one the top (a key picture makes the switch).
-            out["low"] = await _wait(
-                "the low page decodes a smaller picture", lambda: low.video_stats("host"),
-                lambda s: 0 < s["width"] < out["publish"]["width"], timeout=60)
-            out["high"] = await _wait(
-                "the high page decodes the full picture", lambda: high.video_stats("host"),
-                lambda s: s["width"] >= out["publish"]["width"] * 0.9, timeout=60)
-            out["low_layers"] = await _wait(
-                "the low page's getStats names spatial layer 0", lambda: _consumer_layers(low),
-                lambda cs: any(c.get("currentSpatialLayer") == 0 and c.get("targetSpatialLayer") == 0 for c in cs),
-                timeout=30)
-            out["high_layers"] = await _wait(
-                "the high page's getStats names the top spatial layer", lambda: _consumer_layers(high),
-                lambda cs: any(c.get("currentSpatialLayer") == 2 for c in cs), timeout=30)
-            # Both keep decoding after the switch.
-            frames = out["low"]["framesDecoded"]
-            out["low_later"] = await _wait(
-                "the low page keeps decoding", lambda: low.video_stats("host"),
-                lambda s: s["framesDecoded"] >= frames + 60, timeout=30)
+            await _layers_selected(host, low, high, "host", out)
             await asyncio.sleep(4)
             out["publish_end"] = await host.page.evaluate("window.understudyRoom.publishStats()")
             agent.stop()
