@@ -374,7 +374,8 @@ public struct BenchmarkReport: Sendable {
                 progress("bench:   composite failed: \(error)")
                 summary.append(
                     SummaryRow(metric: metric, target: "≤ 0.5×", measured: "not measured", verdict: "failed: \(error)"))
-                body += "## Composite: 4 participants, ours ÷ an ffmpeg pipeline\n\nNot measured in this run: \(error)\n\n"
+                body +=
+                    "## Composite: 4 participants, ours ÷ an ffmpeg pipeline\n\nNot measured in this run: \(error)\n\n"
             }
         }
 
@@ -632,6 +633,39 @@ public struct BenchmarkReport: Sendable {
 
 
                 """
+            progress("bench: cluster: an audience on an edge over a pipe vs on one node")
+            let pipe = try await ClusterBenchmark.pipe(
+                viewers: quick ? 5 : 40, seconds: quick ? 1 : 4, packetsPerSecond: 500)
+            let perPacket = pipe.edge.microsecondsPerPacketOut / max(pipe.single.microsecondsPerPacketOut, 1e-9)
+            let cpuVerdict =
+                perPacket <= 1.2
+                ? "meets the target" : String(format: "misses the target by %.0f %%", (perPacket - 1.2) * 100)
+            summary.append(
+                SummaryRow(
+                    metric: "cluster: origin packets out per packet in, audience on an edge", target: "1 per edge",
+                    measured: String(
+                        format: "%.2f (%.1f with the %d viewers on the origin)", pipe.origin.fanOut,
+                        pipe.single.fanOut, pipe.viewers),
+                    verdict: pipe.origin.fanOut < 1.5 ? "meets the target" : "misses the target"))
+            summary.append(
+                SummaryRow(
+                    metric: "cluster: server CPU per delivered packet on an edge vs one node", target: "within 20 %",
+                    measured: String(
+                        format: "%.2f vs %.2f µs (%+.0f %%)", pipe.edge.microsecondsPerPacketOut,
+                        pipe.single.microsecondsPerPacketOut, (perPacket - 1) * 100),
+                    verdict: cpuVerdict))
+            body += "## Cluster: an audience on an edge (origin → pipe → edge)\n\n"
+            body += "| SFU | packets in | packets out | out per in | loop CPU per packet out |\n|---|---|---|---|---|\n"
+            for (name, share) in [("one node", pipe.single), ("origin", pipe.origin), ("edge", pipe.edge)] {
+                body += String(
+                    format: "| %@ | %llu | %llu | %.2f | %.2f µs |\n", name, share.packetsIn, share.packetsOut,
+                    share.fanOut, share.microsecondsPerPacketOut)
+            }
+            body += "\nThe pipe over the whole run: \(pipe.origin.pipePacketsSent) packets sent by the origin, "
+            body +=
+                "\(pipe.edge.pipePacketsRead) datagrams read by the edge (a pipe has no congestion control: an edge "
+            body += "that falls behind queues in its socket's 4 MB buffer, then drops).\n\n"
+            body += "Method: \(pipe.method).\n\n"
         }
 
         // MARK: Assemble

@@ -1,8 +1,10 @@
 import Cluster
 import Foundation
+import RTC
 import Redis
 import RoomProtocol
 import RoomServer
+import SFU
 import Signaling
 import Understudy
 
@@ -112,5 +114,139 @@ public enum ClusterBenchmark {
         }
         for member in members { await member.leave() }
         return result
+    }
+}
+
+// MARK: - Origin and edge over a pipe
+
+extension ClusterBenchmark {
+    /// One SFU's share of a run: packets in and out and its loop thread's CPU.
+    public struct LoopShare: Sendable {
+        public var packetsIn: UInt64
+        public var packetsOut: UInt64
+        public var cpuSeconds: Double
+        /// Over the whole run (warm-up included): packets the origin sent on its pipe, and the
+        /// datagrams the edge read from it (0 without a pipe).
+        public var pipePacketsSent: UInt64 = 0
+        public var pipePacketsRead: UInt64 = 0
+        /// Loop-thread CPU per packet sent, microseconds.
+        public var microsecondsPerPacketOut: Double { packetsOut > 0 ? cpuSeconds * 1e6 / Double(packetsOut) : 0 }
+        /// Packets sent per packet received: the fan-out.
+        public var fanOut: Double { packetsIn > 0 ? Double(packetsOut) / Double(packetsIn) : 0 }
+    }
+
+    public struct PipeResult: Sendable {
+        public var viewers: Int
+        /// Publisher → one SFU → every viewer.
+        public var single: LoopShare
+        /// Publisher → origin → pipe → edge → every viewer.
+        public var origin: LoopShare
+        public var edge: LoopShare
+        public var method: String
+    }
+
+    /// The origin's fan-out and the server CPU per delivered packet with the audience on an edge,
+    /// against the same audience on one SFU: publisher → SFU → `viewers` subscribers, then
+    /// publisher → origin → pipe → edge → `viewers` subscribers, each over loopback UDP with
+    /// DTLS-SRTP, the publisher sending `packetsPerSecond` VP8 packets.
+    public static func pipe(viewers: Int, seconds: Double, packetsPerSecond: Int) async throws -> PipeResult {
+        let count = max(1, viewers)
+        let single = try await measureFanOut(
+            viewers: count, seconds: seconds, packetsPerSecond: packetsPerSecond, piped: false)
+        let piped = try await measureFanOut(
+            viewers: count, seconds: seconds, packetsPerSecond: packetsPerSecond, piped: true)
+        var method = "publisher -> SFU -> \(count) subscribers vs publisher -> origin SFU -> pipe (plain RTP over "
+        method += "loopback UDP) -> edge SFU -> \(count) subscribers; VP8 at \(packetsPerSecond) packets/s, "
+        method += "DTLS-SRTP GCM to the clients; \(seconds) s measured after a 1.5 s warm-up; each SFU's loop-thread "
+        method += "CPU (CLOCK_THREAD_CPUTIME_ID) per packet it sent"
+        return PipeResult(viewers: count, single: single[0], origin: piped[0], edge: piped[1], method: method)
+    }
+
+    /// The shares of the SFU the publisher sends to (and of the edge when `piped`).
+    static func measureFanOut(viewers: Int, seconds: Double, packetsPerSecond: Int, piped: Bool) async throws
+        -> [LoopShare]
+    {
+        let first = SFU(configuration: SFUConfiguration(loopName: piped ? "bench-origin" : "bench-single"))
+        let edge = piped ? SFU(configuration: SFUConfiguration(loopName: "bench-edge")) : nil
+        let publisherLoop = EventLoop(name: "bench-pipe-pub")
+        let viewerLoop = EventLoop(name: "bench-pipe-viewers")
+        let publisher = try PeerConnection(loop: publisherLoop)
+        var connections: [PeerConnection] = []
+        defer {
+            publisherLoop.shutdown()
+            viewerLoop.shutdown()
+        }
+        let (offer, video) = try await publisherLoop.submit {
+            let t = publisher.addTransceiver(kind: .video, direction: .sendonly)
+            let o = try publisher.createOffer()
+            try publisher.setLocalDescription(o)
+            return (o, t)
+        }
+        let published = try await first.publish(participantID: "host", offer: offer)
+        try await publisherLoop.submit { try publisher.setRemoteDescription(published.answer, type: .answer) }
+        try await publisher.waitUntilConnected(timeout: 10)
+        guard let producer = published.producers.first else { throw SFUError.negotiation("no producer") }
+        let audience = edge ?? first
+        if let edge {
+            let originAddress = try await first.onLoop { try $0.openPipeOnLoop(id: "edge") }
+            let edgeAddress = try await edge.onLoop { try $0.openPipeOnLoop(id: "origin") }
+            try await first.onLoop { try $0.connectPipeOnLoop(id: "edge", remote: edgeAddress) }
+            try await edge.onLoop { try $0.connectPipeOnLoop(id: "origin", remote: originAddress) }
+            let description = try await first.onLoop {
+                try $0.pipeProducerOnLoop(pipeID: "edge", producerID: producer.id)
+            }
+            _ = try await edge.onLoop { try $0.addPipedProducerOnLoop(pipeID: "origin", description) }
+        }
+        for i in 0..<viewers {
+            let id = "viewer-\(i)"
+            let pc = try PeerConnection(loop: viewerLoop)
+            connections.append(pc)
+            _ = try await audience.onLoop { try $0.consumeOnLoop(subscriber: id, producerID: producer.id) }
+            let subOffer = try await audience.onLoop { try $0.subscriberOfferOnLoop(participantID: id) }
+            let answer = try await viewerLoop.submit {
+                try pc.setRemoteDescription(subOffer, type: .offer)
+                let a = try pc.createAnswer()
+                try pc.setLocalDescription(a)
+                return a
+            }
+            try await audience.onLoop { try $0.subscriberAnswerOnLoop(participantID: id, answer: answer) }
+            try await pc.waitUntilConnected(timeout: 10)
+        }
+        let source = BenchFrameSource(connection: publisher, transceiver: video, packetsPerSecond: packetsPerSecond)
+        await publisherLoop.submit { publisherLoop.addTicker(source) }
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        let sfus = [first] + (edge.map { [$0] } ?? [])
+        func sample() async -> [(UInt64, UInt64, UInt64)] {
+            var out: [(UInt64, UInt64, UInt64)] = []
+            for sfu in sfus {
+                out.append(
+                    await sfu.loop.submit {
+                        (SFUBenchmark.threadCPU(), sfu.counters.packetsIn, sfu.counters.packetsOut)
+                    })
+            }
+            return out
+        }
+        let start = await sample()
+        try await Task.sleep(nanoseconds: UInt64(max(0.5, seconds) * 1e9))
+        let end = await sample()
+        await publisherLoop.submit { publisherLoop.removeTicker(source) }
+        for pc in connections { await viewerLoop.submit { pc.close() } }
+        await publisherLoop.submit { publisher.close() }
+        // What crossed the pipe, read before the SFUs close: a pipe has no congestion control, so
+        // an edge that falls behind shows as packets sent but not yet read.
+        let pipeSent = await first.stats().pipes.first?.counters.packetsSent ?? 0
+        let pipeRead = await edge?.stats().pipes.first?.counters.packetsReceived ?? 0
+        for sfu in sfus.reversed() { await sfu.shutdown() }
+        var shares = zip(start, end).map { a, b in
+            LoopShare(packetsIn: b.1 &- a.1, packetsOut: b.2 &- a.2, cpuSeconds: Double(b.0 &- a.0) / 1e9)
+        }
+        if edge != nil {
+            shares[0].pipePacketsSent = pipeSent
+            shares[1].pipePacketsRead = pipeRead
+        }
+        guard shares.allSatisfy({ $0.packetsOut > 0 }) else {
+            throw Failure(description: "pipe benchmark: nothing was forwarded")
+        }
+        return shares
     }
 }

@@ -611,11 +611,30 @@ public final class RoomServer: @unchecked Sendable {
             "understudy_rtp_bytes_received_total", "counter", "RTP bytes received from producers.", clamp(media.bytesIn)
         )
         metric(
-            "understudy_rtp_packets_forwarded_total", "counter", "RTP packets forwarded to consumers.",
+            "understudy_rtp_packets_forwarded_total", "counter", "RTP packets forwarded to consumers and over pipes.",
             clamp(media.packetsOut))
         metric(
-            "understudy_rtp_bytes_forwarded_total", "counter", "RTP bytes forwarded to consumers.",
+            "understudy_rtp_bytes_forwarded_total", "counter", "RTP bytes forwarded to consumers and over pipes.",
             clamp(media.bytesOut))
+        metric("understudy_sfu_pipes", "gauge", "Node-to-node media pipes open.", media.pipes)
+        metric(
+            "understudy_sfu_pipe_packets_sent_total", "counter",
+            "RTP packets sent over pipes to other nodes (also in understudy_rtp_packets_forwarded_total).",
+            clamp(media.pipePacketsSent))
+        metric(
+            "understudy_sfu_pipe_packets_received_total", "counter",
+            "Datagrams accepted on pipes from the connected node.", clamp(media.pipePacketsReceived))
+        metric(
+            "understudy_sfu_pipe_retransmissions_total", "counter", "Packets resent over pipes for NACKs.",
+            clamp(media.pipeRetransmissions))
+        metric(
+            "understudy_sfu_pipe_plis_received_total", "counter",
+            "Key-frame requests received over pipes (one per interval per layer, however many viewers ask).",
+            clamp(media.pipePLIsReceived))
+        metric(
+            "understudy_sfu_pipe_datagrams_dropped_total", "counter",
+            "Datagrams dropped on pipes: another address, malformed, unknown SSRC, too large.",
+            clamp(media.pipeDatagramsDropped))
         metric(
             "understudy_rtp_packets_dropped_total", "counter",
             "RTP packets received but not forwarded to some consumer (no key frame yet, other layer, not connected).",

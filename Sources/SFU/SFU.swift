@@ -57,6 +57,9 @@ public final class SFU: @unchecked Sendable {
         var constrained = false
         var lastAllocation: UInt64 = 0
         var estimateDirty = false
+        /// The estimator reported a decrease since the allocator last ran: the allocator may run
+        /// after the estimator has moved on to holding, and the decrease must still bind.
+        var decreaseSeen = false
         init(id: String, allocator: SFUStreamAllocator.Configuration = .init()) {
             self.id = id
             self.allocator = SFUStreamAllocator(configuration: allocator)
@@ -125,6 +128,8 @@ public final class SFU: @unchecked Sendable {
     }
 
     var participants: [String: Participant] = [:]
+    /// Node-to-node media links by id (SFUPipe.swift).
+    var pipes: [String: SFUPipe] = [:]
     var producers: [String: SFUProducer] = [:]
     /// The stream allocator's timer (created with the first video consumer), the subscribers with a
     /// probe under way, and the priorities it reads: pinned publishers and active speakers.
@@ -236,7 +241,9 @@ public final class SFU: @unchecked Sendable {
                     mid: t.mid ?? "", rids: t.remoteRIDs,
                     upstream: SFUTransportUpstream(transport: connection.transport, transceiver: t),
                     audioLevelExtensionID: t.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0,
-                    captureTimeExtensionID: t.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0, sfu: self,
+                    captureTimeExtensionID: t.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0,
+                    dependencyDescriptorExtensionID: t.negotiatedExtensionID(RTPExtensionURI.dependencyDescriptor) ?? 0,
+                    sfu: self,
                     codec: t.codec, codecParameters: t.codecParameters)
                 participant.producers.append(producer)
                 participant.transceiverOf[ObjectIdentifier(producer)] = t
@@ -454,6 +461,7 @@ public final class SFU: @unchecked Sendable {
         let ids = await loop.submit { [self] in Array(participants.keys) }
         for id in ids { await closeParticipant(id) }
         await loop.submit { [self] in
+            for id in Array(pipes.keys) { closePipeOnLoop(id: id) }
             closed = true
             sharedPort?.close()
             sharedPort = nil
@@ -508,8 +516,19 @@ public final class SFU: @unchecked Sendable {
                 totals.probeBytes &+= t.probeBytes
             }
             transports.sort { $0.participantID < $1.participantID }
+            let pipeStats = pipes.values.map { $0.stats() }.sorted { $0.id < $1.id }
+            totals.pipes = pipeStats.count
+            for p in pipeStats.map(\.counters) {
+                totals.pipePacketsSent &+= p.packetsSent
+                totals.pipePacketsReceived &+= p.packetsReceived
+                totals.pipeRetransmissions &+= p.retransmissions
+                totals.pipePLIsReceived &+= p.plisReceived
+                totals.pipeDatagramsDropped &+=
+                    p.droppedUnknownAddress &+ p.droppedMalformed &+ p.droppedUnknownSSRC &+ p.droppedOversize
+            }
             return SFUStats(
-                counters: totals, producers: producerStats, consumers: consumerStats, transports: transports)
+                counters: totals, producers: producerStats, consumers: consumerStats, transports: transports,
+                pipes: pipeStats)
         }
     }
 
@@ -717,6 +736,7 @@ public final class SFU: @unchecked Sendable {
             }
         }
         retiredNACKsSent &+= producer.stats().nacksSent
+        for tap in producer.pipeTaps { tap.pipe.remove(producerID: producer.id) }
         // Its receive streams (a reorder buffer of some 375 KB per video encoding) go now, not with
         // the connection: a guest back in the audience keeps that for the next invite.
         producer.upstream.stopReceiving()

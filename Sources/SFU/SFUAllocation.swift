@@ -30,14 +30,18 @@ final class SFUAllocationTicker: EventLoopTicker {
         }
         // Estimates that changed since the last tick (reported from the send path, where a
         // decision must not run: it is in the middle of forwarding).
-        if !sfu.estimateChanged.isEmpty {
-            for participant in sfu.estimateChanged {
-                participant.estimateDirty = false
-                if !participant.allocated.isEmpty, now &- participant.lastAllocation >= 100_000_000 {
-                    sfu.allocate(participant, now: now)
-                }
+        // One that ran less than 100 ms ago waits for a later tick (kept, not dropped: a decrease
+        // dropped here was seen only at the next periodic run, by then often 'holding', and bound late).
+        var i = 0
+        while i < sfu.estimateChanged.count {
+            let participant = sfu.estimateChanged[i]
+            if !participant.allocated.isEmpty, now &- participant.lastAllocation < 100_000_000 {
+                i += 1
+                continue
             }
-            sfu.estimateChanged.removeAll(keepingCapacity: true)
+            sfu.estimateChanged.remove(at: i)
+            participant.estimateDirty = false
+            if !participant.allocated.isEmpty { sfu.allocate(participant, now: now) }
         }
         let dt = lastPad == 0 ? 0 : now &- lastPad
         lastPad = now
@@ -96,7 +100,7 @@ extension SFU {
         }
         // Overload (heavy loss on a full queue) binds as soon as less than is sent fits: it is no noise.
         let tolerance = e.overloaded ? 0 : participant.allocator.configuration.decreaseTolerance
-        guard e.state == .decreasing,
+        guard e.state == .decreasing || participant.decreaseSeen,
             e.targetBitrate + e.targetBitrate / 100 * tolerance < participant.allocator.allocatedRate
         else { return nil }
         participant.constrained = true
@@ -106,6 +110,7 @@ extension SFU {
     /// The subscribe connection's estimator reported a change (loop thread, possibly in the middle of
     /// sending): the allocation runs on the next tick.
     func estimateChanged(_ participant: Participant) {
+        if participant.subscribeConnection?.bandwidthEstimate?.state == .decreasing { participant.decreaseSeen = true }
         guard !participant.estimateDirty, !participant.allocated.isEmpty else { return }
         participant.estimateDirty = true
         estimateChanged.append(participant)
@@ -124,6 +129,7 @@ extension SFU {
         participant.lastAllocation = now
         // In place on the participant (a class): no copy of the allocator's arrays.
         participant.allocator.estimate = estimate(of: participant)
+        participant.decreaseSeen = false
         if participant.estimateOverride == nil, let e = participant.subscribeConnection?.bandwidthEstimate {
             participant.allocator.acknowledgedRate = e.acknowledgedBitrate
             participant.allocator.congested = e.state == .decreasing

@@ -140,6 +140,7 @@ public struct SFUTransportStats: Sendable, Hashable {
 public struct SFUCounters: Sendable, Hashable {
     public var packetsIn: UInt64 = 0
     public var bytesIn: UInt64 = 0
+    /// Packets and bytes sent to consumers and over pipes.
     public var packetsOut: UInt64 = 0
     public var bytesOut: UInt64 = 0
     /// NACK messages from subscribers (answered by the consumers' histories).
@@ -181,6 +182,15 @@ public struct SFUCounters: Sendable, Hashable {
     public var subscriberEstimates: Int = 0
     public var subscriberEstimateBitrate: UInt64 = 0
     public var subscriberEstimatesDecreasing: Int = 0
+    /// Node-to-node pipes open (SFUPipe.swift), the media packets they sent (also in
+    /// ``packetsOut``) and accepted, the packets resent for NACKs, the PLIs they received and the
+    /// datagrams they dropped (wrong address, malformed, unknown SSRC, too large).
+    public var pipes: Int = 0
+    public var pipePacketsSent: UInt64 = 0
+    public var pipePacketsReceived: UInt64 = 0
+    public var pipeRetransmissions: UInt64 = 0
+    public var pipePLIsReceived: UInt64 = 0
+    public var pipeDatagramsDropped: UInt64 = 0
     public init() {}
 }
 
@@ -191,6 +201,8 @@ public struct SFUStats: Sendable {
     public var consumers: [SFUConsumerStats]
     /// One entry per subscribe connection.
     public var transports: [SFUTransportStats] = []
+    /// One entry per node-to-node pipe (``SFU/openPipeOnLoop(id:port:)``).
+    public var pipes: [SFUPipeStats] = []
 }
 
 /// Errors of the ``SFU`` control API.
@@ -202,6 +214,11 @@ public enum SFUError: Error, Sendable, Equatable, CustomStringConvertible {
     case nothingToOffer(String)
     case noPendingOffer(String)
     case negotiation(String)
+    /// No pipe with this id (``SFU/openPipeOnLoop(id:port:)``).
+    case unknownPipe(String)
+    /// A piped producer's description is inconsistent (SSRCs missing, repeated or in use), or its
+    /// id is already a producer of this SFU.
+    case badPipedProducer(String)
     /// Every port of ``SFUConfiguration/portRange`` is taken.
     case noFreePort
     /// An ICE-restart offer tried to add m-lines.
@@ -216,6 +233,8 @@ public enum SFUError: Error, Sendable, Equatable, CustomStringConvertible {
         case .nothingToOffer(let p): return "no consumers for \(p) yet"
         case .noPendingOffer(let p): return "no subscribe offer outstanding for \(p)"
         case .negotiation(let s): return "negotiation failed: \(s)"
+        case .unknownPipe(let p): return "unknown pipe \(p)"
+        case .badPipedProducer(let p): return "cannot mirror piped producer \(p)"
         case .noFreePort: return "no free UDP port in the configured range"
         case .restartAddsMLines: return "an ICE restart offer must not add m-lines; publish new tracks with produce"
         case .closed: return "SFU closed"

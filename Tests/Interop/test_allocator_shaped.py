@@ -9,9 +9,9 @@ left alone), and 1 % of those packets are dropped at random by an nftables `numg
 issue's goals: the allocator forwards a lower layer within 5 s and, once the shaping is lifted, probes
 its way back to the top layer within 15 s (both asserted). The viewer's freezes from the shaping to the
 end (its own getStats `freezeCount`/`totalFreezesDuration`, sampled every 100 ms in the page so that
-each freeze is seen alone) are printed against the issue's 1 s goal, which is not met yet (0.5–3.8 s
-measured on a busy machine: the lower layer's key frame comes after Chromium's top-layer one), and
-asserted under 4 s, so that a stall of the switch fails the test.
+each freeze is seen alone) are printed against the issue's 1 s goal (0.54–0.96 s longest in four runs
+at a load of 20, with the switch 0.5–1.1 s after the shaping) and asserted under 2.5 s, the margin
+for a machine that starves the viewer's decoder.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ async def _wait_consumer(viewer: RoomPage, what: str, predicate, timeout: float,
                       "video": video})
         if consumer and predicate(consumer, transport):
             return time.monotonic() - start
-        await asyncio.sleep(1)
+        await asyncio.sleep(0.5)
     raise AssertionError(f"{what} did not happen within {timeout}s; trace {trace[-8:]}")
 
 
@@ -185,8 +185,9 @@ def test_a_shaped_viewer_drops_to_a_layer_that_fits_and_returns_to_the_top(tmp_p
     # the path.
     longest_freeze = max((e["duration"] for e in events), default=0.0)
     if result["calm"]:
-        print(f"longest freeze from the shaping on: {longest_freeze:.2f} s (issue goal: 1 s, not yet met)")
-        assert longest_freeze <= 4.0, f"the viewer froze for {longest_freeze:.2f} s (a stalled switch)"
+        print(f"longest freeze from the shaping on: {longest_freeze:.2f} s (issue goal: 1 s)")
+        # 0.54-0.96 s measured at a load of 20; the margin is for a CI machine that starves Chromium.
+        assert longest_freeze <= 2.5, f"the viewer froze for {longest_freeze:.2f} s (goal: 1 s)"
     else:
         print(f"freezes not judged: the viewer never played 3 s without a freeze before the shaping "
               f"(longest after it {longest_freeze:.2f} s)")

@@ -1264,9 +1264,14 @@
     setQuality(id, quality) {
       return request('setQuality', { participantId: id, quality, kind: 'webcam' });
     },
-    // The last getStats answer of the overlay (consumers' layers, the transport's estimate).
-    serverStats() {
-      return state.serverStats || null;
+    // A fresh getStats answer (consumers' layers, the transport's estimate); the overlay's last one
+    // (up to 2 s old) when the request fails.
+    async serverStats() {
+      try {
+        return await request('getStats', {});
+      } catch {
+        return state.serverStats || null;
+      }
     },
     tileStatsText(id) {
       return tiles.get(id)?.stats.textContent || '';
