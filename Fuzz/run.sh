@@ -23,6 +23,7 @@
 #   Agent      Sources/Agent/AgentJobOptions.swift: a job's agent options as data (Foundation only),
 #              with RoomProtocol's vocabulary (RoomVocabulary.swift) compiled beside it
 #   Fleet      Sources/Fleet/FleetJob.swift + FleetRecords.swift: the job records read from Redis (over Agent)
+#   RTMP       Sources/Egress/Outputs/RTMPChunkReader.swift + AMF0.swift: an RTMP server's replies
 # Targets use `@testable import` where they drive internal types.
 #
 # Seeds: Fuzz/seeds/<name>/ (committed, real inputs) are copied into the working corpus
@@ -61,6 +62,8 @@ lib_sources() {
     # A job's agent options (Foundation only): what the Fleet records carry.
     Agent) printf '%s\n' Sources/Agent/AgentJobOptions.swift Sources/RoomProtocol/RoomVocabulary.swift ;;
     Fleet) printf '%s\n' Sources/Fleet/FleetJob.swift Sources/Fleet/FleetRecords.swift ;;
+    # What an RTMP server sends the composite's RTMP client: the chunk stream and AMF0 (pure Swift).
+    RTMP) printf '%s\n' Sources/Egress/Outputs/RTMPChunkReader.swift Sources/Egress/Outputs/AMF0.swift ;;
     # The room's vocabulary: envelopes, tokens (HMAC through OpenSSL), errors, over Signaling.
     RoomProtocol) find Sources/RoomProtocol -name '*.swift' ;;
     *) return 1 ;;
@@ -92,7 +95,7 @@ fi
 library_of() { sed -n 's|^// library: *\([A-Za-z0-9_]*\).*|\1|p' "Fuzz/Targets/$1.swift" | head -1 | grep . || echo RTCWire; }
 max_len_for() {
     case "$1" in
-    sdp | signal | jwt | rtpreceiver | rtpsender | noderecord | fleetrecords) echo 16384 ;;
+    sdp | signal | jwt | rtpreceiver | rtpsender | noderecord | fleetrecords | rtmp) echo 16384 ;;
     ivf | ogg | webm | http | websocket) echo 65536 ;;
     *) echo 4096 ;;
     esac

@@ -28,6 +28,9 @@ DEB_PACKAGES=(
     gstreamer1.0-nice
     python3-gst-1.0 gir1.2-gst-plugins-bad-1.0
     coturn nftables
+    # nginx-rtmp receives the composite's RTMP push (Tests/Interop/test_live_outputs.py runs its own nginx
+    # on loopback with a config it writes; the packaged service is never used)
+    nginx libnginx-mod-rtmp
     # libx264: the agent and load bots publish H.264 (--video-codec h264; CModules/CX264)
     libx264-dev
     # libaom: the agent and load bots publish AV1 (--video-codec av1; CModules/CAOM); VP9 is libvpx's

@@ -100,6 +100,8 @@ extension AgentJobOptions {
             if let layout { c.layout = CompositeLayout.Kind(rawValue: layout) ?? .grid }
             if let compositeLabels { c.labels = compositeLabels }
             options.compositeOptions = c
+            if let hlsSegment { options.hlsOptions.segmentFormat = hlsSegment == "ts" ? .ts : .fmp4 }
+            if let hlsWindow { options.hlsOptions.window = hlsWindow }
         }
         return options
     }

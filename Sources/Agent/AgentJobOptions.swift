@@ -100,6 +100,10 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var compositePreset: String?
     /// `--composite-labels`: `on` (default) or `off`, the names on the tiles.
     public var compositeLabels: Bool?
+    /// `--hls-segment`: the container of an `.m3u8` output's segments, `fmp4` (default) or `ts`.
+    public var hlsSegment: String?
+    /// `--hls-window`: segments in an `.m3u8` output's live playlist, 1 to 1000 (default 6).
+    public var hlsWindow: Int?
 
     /// Options for `room` on `server` with `token`; every other option is not given.
     public init(server: String, room: String, token: String) {
@@ -129,6 +133,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         "--relay-room", "--video", "--audio", "--ice-servers", "--duration", "--impair", "--video-codec",
         "--mix-audio", "--transcribe", "--transcribe-rate", "--snapshot-every", "--composite", "--layout", "--size",
         "--fps", "--composite-codec", "--composite-bitrate", "--composite-preset", "--composite-labels",
+        "--hls-segment", "--hls-window",
     ]
     /// The value flags that may be given more than once (each value kept, in order).
     public static let repeatableFlags: Set<String> = ["--composite"]
@@ -205,6 +210,13 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
                 throw Invalid("--composite-labels", "'\(Self.shown(text))' is not on or off")
             }
             compositeLabels = text == "on"
+        }
+        hlsSegment = flags["--hls-segment"]
+        if let text = flags["--hls-window"] {
+            guard let n = Int(text), Self.hlsWindows.contains(n) else {
+                throw Invalid("--hls-window", "'\(Self.shown(text))' is not a segment count from 1 to 1000")
+            }
+            hlsWindow = n
         }
     }
 
@@ -348,6 +360,11 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     ]
     /// The `--fps` range.
     public static let compositeFPS = 1...60
+    /// The `--hls-segment` values (named again here, Foundation only; AgentJobOptionsTests checks them
+    /// against `HLSOutput.Options.SegmentFormat`).
+    public static let hlsSegments: Set<String> = ["fmp4", "ts"]
+    /// The `--hls-window` range.
+    public static let hlsWindows = 1...1000
     /// The `--composite-bitrate` range, bits per second.
     public static let compositeBitrates = 100_000...50_000_000
 
@@ -391,6 +408,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
                 ("--layout", layout != nil), ("--size", size != nil), ("--fps", fps != nil),
                 ("--composite-codec", compositeCodec != nil), ("--composite-bitrate", compositeBitrate != nil),
                 ("--composite-preset", compositePreset != nil), ("--composite-labels", compositeLabels != nil),
+                ("--hls-segment", hlsSegment != nil), ("--hls-window", hlsWindow != nil),
             ] where given {
                 throw Invalid(flag, "needs --composite OUT (what the composite is written to)")
             }
@@ -418,6 +436,15 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         }
         if let size { _ = try Self.compositeSize(size) }
         if let fps, !Self.compositeFPS.contains(fps) { throw Invalid("--fps", "\(fps) is not from 1 to 60") }
+        if hlsSegment != nil || hlsWindow != nil, !composite.contains(where: { $0.lowercased().hasSuffix(".m3u8") }) {
+            throw Invalid(hlsSegment != nil ? "--hls-segment" : "--hls-window", "needs an .m3u8 --composite output")
+        }
+        if let hlsSegment, !Self.hlsSegments.contains(hlsSegment) {
+            throw Invalid("--hls-segment", "'\(Self.shown(hlsSegment))' is not fmp4 or ts")
+        }
+        if let hlsWindow, !Self.hlsWindows.contains(hlsWindow) {
+            throw Invalid("--hls-window", "\(hlsWindow) is not from 1 to 1000")
+        }
         if let compositeCodec, !Self.compositeCodecs.contains(compositeCodec) {
             throw Invalid("--composite-codec", "'\(Self.shown(compositeCodec))' is not h264 or vp8")
         }
@@ -535,7 +562,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     }
 
     /// `text` as it may appear in a message: at most 64 characters, non-printable ones as `?`.
-    static func shown(_ text: String) -> String {
+    public static func shown(_ text: String) -> String {
         String(text.unicodeScalars.prefix(64).map { $0.value >= 0x20 && $0.value != 0x7F ? Character($0) : "?" })
     }
 }

@@ -19,6 +19,7 @@ import Synchronization
 /// at most 100 ms) are concealed by Opus PLC; a longer gap (a mute, DTX, a leave) is silence. The mix
 /// is made ``mixDelay`` behind real time so that jitter never makes a frame late, and at stop it is
 /// made up to the stop, so the file lasts as long as the egress ran.
+// Safe: `slots` and `stopped` are guarded by `lock`; the decode and mix state is confined to `queue`.
 public final class AudioEgress: @unchecked Sendable {
     /// What to produce.
     public struct Options: Sendable, Equatable {

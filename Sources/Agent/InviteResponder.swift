@@ -5,6 +5,7 @@ import Understudy
 /// `REQUEST_TO_JOIN_AS_HOST_<own id>`, decides each invite by its ``Policy`` and answers an accepted
 /// one with `changeMode`, one answer after the other. The room agent and the scenario participants
 /// both use it.
+// Safe: `room`, `listening` and `answers` are guarded by `lock`; the rest is immutable.
 public final class InviteResponder: PubSubMessageListener, @unchecked Sendable {
     /// Which stage invites are followed.
     public enum Policy: Sendable, Equatable {

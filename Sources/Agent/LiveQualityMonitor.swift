@@ -19,8 +19,7 @@ import RTCWire
 ///
 /// Readings go to the manifest (`analysis`, at most every ``manifestInterval`` and at close) and to
 /// `/metrics` (``render(into:)``).
-// Safe: `streams` and each stream's pending list are guarded by `lock`; the analysis state is confined
-// to `queue`.
+// Safe: `streams` and their pending lists are guarded by `lock`; the analysis state is confined to `queue`.
 final class LiveQualityMonitor: @unchecked Sendable {
     /// Frames a webcam may have waiting for the decoder (10 s at 30 fps): above a burst of frames
     /// released together after a long NACK repair, which must be analysed (its lateness is a freeze).

@@ -10,6 +10,7 @@ import RTCWire
 /// the media loop only asks, with ``slot(_:name:display:)``, and then writes frames to the
 /// ``Slot``, which holds them until the file is open. The manifest is kept under a lock and written
 /// from the queue, coalesced.
+// Safe: hooks, slots and the manifest are guarded by `lock`; files are opened and written on `queue`.
 public final class ParticipantRecorder: @unchecked Sendable {
     /// One recorded file: a participant's WebM (`kind` nil) or one kind of its media.
     public struct Key: Hashable, Sendable {
@@ -45,6 +46,7 @@ public final class ParticipantRecorder: @unchecked Sendable {
     /// Where a track's frames go: on the media loop's thread, which owns the fields below the lock.
     /// Frames wait in memory while the recorder's queue opens the file (milliseconds; at most
     /// ``bufferLimit`` frames, the rest dropped and counted).
+    // Safe: `opened`, `failed` and `closed` are guarded by `lock`; the rest is the media loop's only.
     public final class Slot: @unchecked Sendable {
         /// Frames held while the file opens; above this many, frames are dropped.
         public static let bufferLimit = 2000

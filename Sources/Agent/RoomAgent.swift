@@ -57,6 +57,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var recordDirectory: String?
         /// Container(s) of the recordings.
         public var recordFormat: RecordFormat = .webm
+        /// With a ``recordDirectory``: record each consumed participant's own files (a composite job
+        /// turns this off: it writes the composite and the manifest only).
+        public var recordTracks = true
         /// With a ``recordDirectory``: every this many seconds, each consumed webcam's current
         /// picture (`captureImage`, any codec) replaces `ID.jpg` there (the id escaped as the
         /// recordings' names are); nil takes none.
@@ -95,6 +98,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var composite: [String] = []
         /// The composite's size, rate, layout and encoder (`--size`, `--fps`, `--layout`, …).
         public var compositeOptions = Compositor.Options()
+        /// An `.m3u8` composite output's segments and live window (`--hls-segment`, `--hls-window`).
+        public var hlsOptions = HLSOutput.Options()
 
         public init(roomId: String, token: String, signalingURL: String) {
             self.roomId = roomId
@@ -148,6 +153,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var finalStage: (stage: [String], audience: [String])?
     /// Takes the webcam pictures of ``Options/snapshotInterval``; cancelled by ``stop()``.
     private var snapshotTask: Task<Void, Never>?
+    /// The first write error of a recording or a composite output (``failure``).
+    private var firstFailure: String?
 
     /// Builds the agent and its room; connects to nothing until ``start()``.
     public init(options: Options, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
@@ -197,7 +204,13 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         var hooks = ParticipantRecorder.Hooks()
         hooks.opened = { [weak self] _, _ in self?.refreshQuality() }
         hooks.written = { [weak self] frames in self?.counters.recorded(frames) }
-        hooks.diskFailed = { [weak self] _, _, _ in self?.counters.recordingFailed() }
+        hooks.cannotOpen = { [weak self] key, error in
+            self?.noteFailure("cannot record \(key.participantId): \(error)")
+        }
+        hooks.diskFailed = { [weak self] key, error, _ in
+            self?.counters.recordingFailed()
+            self?.noteFailure("recording of \(key.participantId) failed: \(error)")
+        }
         hooks.beforeManifestWrite = { [weak self] m in self?.fillLiveFields(&m) }
         recorder.observe(hooks)
         invites = InviteResponder(policy: options.acceptInvites, log: log) { [weak self] _, outcome in
@@ -230,6 +243,19 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     }
     /// Every recording path, sorted.
     public var recordedFiles: [String] { recorder.recordings.values.map(\.path).sorted() }
+    /// Every file the agent writes: the recordings, the mixed audio and the composite's file outputs (an
+    /// HLS output by its playlist, its segments beside it), in that order; URLs (`rtmp://`) are not files.
+    public var outputFiles: [String] {
+        recordedFiles + [options.audioEgress.mixPath].compactMap { $0 }
+            + options.composite.filter { !$0.lowercased().hasPrefix("rtmp://") }
+    }
+    /// The first error opening or writing a recording, or writing a composite output (a full disk, a lost
+    /// mount): what a job that must not go on without its files ends with. Nil while everything is written.
+    public var failure: String? { lock.withLock { firstFailure } }
+
+    private func noteFailure(_ reason: String) {
+        lock.withLock { if firstFailure == nil { firstFailure = reason } }
+    }
     /// The manifest path when recording.
     public var manifestPath: String? { recorder.manifestPath }
     /// Why the room was left, once it was.
@@ -250,7 +276,14 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         }
         var outputs: [any CompositeOutput] = []
         for destination in options.composite {
-            do { outputs.append(try CompositeOutputs.make(destination: destination, log: log)) } catch {
+            let failed: @Sendable (String, any Error) -> Void = { [weak self] destination, error in
+                self?.noteFailure("composite output \(destination) failed: \(error)")
+            }
+            do {
+                outputs.append(
+                    try CompositeOutputs.make(
+                        destination: destination, hls: options.hlsOptions, log: log, failed: failed))
+            } catch {
                 for output in outputs { try? output.finish() }
                 throw .composite(destination: destination, cause: error)
             }
@@ -646,7 +679,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             : nil
         track.addSink(
             AgentTrackSink(
-                agent: self, recorder: options.recordDirectory == nil ? nil : recorder, recordingKey: key,
+                agent: self, recorder: options.recordDirectory == nil || !options.recordTracks ? nil : recorder,
+                recordingKey: key,
                 rtpOutput: rtpOutput.flatMap { r in rtpOutputLoop.map { (r, $0) } },
                 republishRoom: republishRoom, audioEgress: egressSlot, composite: compositeSlot))
     }

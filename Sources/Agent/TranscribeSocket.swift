@@ -7,6 +7,7 @@ import Signaling
 /// from 0.5 s to 10 s, for as long as the agent runs; while it is down, frames are dropped and
 /// counted, and the recording goes on. After each connect, ``onOpen`` runs on `queue` before any
 /// frame is sent there, so the server hears the `start` and `join` events first.
+// Safe: the connection, flags and counters are guarded by `lock`; sends run on the egress queue.
 final class TranscribeSocket: @unchecked Sendable {
     let url: String
     private let queue: DispatchQueue

@@ -5,52 +5,23 @@ import Foundation
 /// feedback generators) and with it off (`UNDERSTUDY_TRANSPORT_CC=0` in the server, which then
 /// offers no transport-cc, so neither side runs any of it), alternating, in the same bench run.
 enum BandwidthCostRow {
-    struct Result {
-        var on: [SFUProcessRow.Result]
-        var off: [SFUProcessRow.Result]
-
-        /// The best of each side: on a shared machine the slowest run says more about the neighbours.
-        var serverPacketsPerCore: (on: Double, off: Double) {
-            (on.map(\.packetsPerSecondPerCore).max() ?? 0, off.map(\.packetsPerSecondPerCore).max() ?? 0)
-        }
-        /// The load generator's CPU nanoseconds per packet it received, best of each side.
-        var generatorNanosPerPacket: (on: Double, off: Double) {
-            func best(_ runs: [SFUProcessRow.Result]) -> Double {
-                runs.map { $0.nanosecondsPerPacket($0.generatorCPUSeconds) }.filter { $0 > 0 }.min() ?? 0
-            }
-            return (best(on), best(off))
-        }
-        /// Server packets per core with feedback ÷ without (1 = free).
-        var serverRatio: Double {
-            let s = serverPacketsPerCore
-            return s.off > 0 ? s.on / s.off : 0
-        }
-        /// Generator tracks per core with feedback ÷ without: the inverse of its CPU per packet.
-        var generatorRatio: Double {
-            let g = generatorNanosPerPacket
-            return g.on > 0 ? g.off / g.on : 0
-        }
-    }
+    typealias Result = OnOffRuns<SFUProcessRow.Result>
 
     /// `pairs` alternating runs of each side (off first), each `publishers`/`subscribers`/`seconds` as
     /// the SFU process row.
     static func run(
         pairs: Int, publishers: Int, subscribers: Int, seconds: Double, progress: (String) -> Void
     ) async throws -> Result {
-        var result = Result(on: [], off: [])
-        for _ in 0..<pairs {
-            let off = try await SFUProcessRow.run(
+        try await Result.alternate(
+            pairs: pairs, progress: progress, feature: "feedback", figure: \.packetsPerSecondPerCore,
+            unit: "packets/s per core"
+        ) {
+            try await SFUProcessRow.run(
                 publishers: publishers, subscribers: subscribers, seconds: seconds,
                 serverEnvironment: ["UNDERSTUDY_TRANSPORT_CC": "0"])
-            result.off.append(off)
-            let on = try await SFUProcessRow.run(publishers: publishers, subscribers: subscribers, seconds: seconds)
-            result.on.append(on)
-            progress(
-                String(
-                    format: "bench:   feedback off %.0f, on %.0f packets/s per core", off.packetsPerSecondPerCore,
-                    on.packetsPerSecondPerCore))
+        } on: {
+            try await SFUProcessRow.run(publishers: publishers, subscribers: subscribers, seconds: seconds)
         }
-        return result
     }
 
     /// The report's section.
@@ -78,4 +49,17 @@ enum BandwidthCostRow {
             """
         return text
     }
+}
+
+extension OnOffRuns<SFUProcessRow.Result> {
+    /// Server packets forwarded per CPU-second, best of each side.
+    var serverPacketsPerCore: (on: Double, off: Double) { highest(\.packetsPerSecondPerCore) }
+    /// The load generator's CPU nanoseconds per packet it received, best of each side.
+    var generatorNanosPerPacket: (on: Double, off: Double) {
+        lowest { $0.nanosecondsPerPacket($0.generatorCPUSeconds) }
+    }
+    /// Server packets per core with feedback ÷ without (1 = free).
+    var serverRatio: Double { Self.rateRatio(serverPacketsPerCore) }
+    /// Generator tracks per core with feedback ÷ without: the inverse of its CPU per packet.
+    var generatorRatio: Double { Self.costRatio(generatorNanosPerPacket) }
 }

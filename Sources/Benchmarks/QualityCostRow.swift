@@ -4,48 +4,22 @@ import Foundation
 /// row's room run with the bots measuring every track's quality (the default) and without
 /// (`LoadConfiguration.qualityMetrics` off), alternating, in the same bench run.
 enum QualityCostRow {
-    struct Result {
-        var on: [LoadBenchmarkResult]
-        var off: [LoadBenchmarkResult]
-
-        /// The best of each side: on a shared machine the slowest run says more about the neighbours.
-        var tracksPerCore: (on: Double, off: Double) {
-            (on.map(\.tracksPerCore).max() ?? 0, off.map(\.tracksPerCore).max() ?? 0)
-        }
-        /// CPU per received packet, best (lowest) of each side.
-        var nanosecondsPerPacket: (on: Double, off: Double) {
-            func best(_ runs: [LoadBenchmarkResult]) -> Double {
-                runs.map(\.nanosecondsPerPacket).filter { $0 > 0 }.min() ?? 0
-            }
-            return (best(on), best(off))
-        }
-        /// Tracks per core with the metrics ÷ without at the same packet rate (1 = free; the goal is
-        /// a drop below 5 %): the inverse ratio of the CPU per received packet, which a run whose
-        /// packets were lost (a starved machine) cannot flatter as it does tracks per core.
-        var ratio: Double {
-            let n = nanosecondsPerPacket
-            return n.on > 0 ? n.off / n.on : 0
-        }
-    }
+    typealias Result = OnOffRuns<LoadBenchmarkResult>
 
     /// `pairs` alternating runs of each side (off first), each `publishers`/`subscribers`/`seconds`
     /// as the load row, each against its own `understudy serve` child process.
     static func run(
         pairs: Int, publishers: Int, subscribers: Int, seconds: Double, progress: (String) -> Void
     ) async throws -> Result {
-        var result = Result(on: [], off: [])
-        for _ in 0..<pairs {
-            let off = try await LoadRows.measure(
+        try await Result.alternate(
+            pairs: pairs, progress: progress, feature: "quality metrics", figure: \.tracksPerCore,
+            unit: "tracks per core"
+        ) {
+            try await LoadRows.measure(
                 subscribers: subscribers, publishers: publishers, seconds: seconds, qualityMetrics: false)
-            result.off.append(off)
-            let on = try await LoadRows.measure(subscribers: subscribers, publishers: publishers, seconds: seconds)
-            result.on.append(on)
-            progress(
-                String(
-                    format: "bench:   quality metrics off %.0f, on %.0f tracks per core", off.tracksPerCore,
-                    on.tracksPerCore))
+        } on: {
+            try await LoadRows.measure(subscribers: subscribers, publishers: publishers, seconds: seconds)
         }
-        return result
     }
 
     /// The report's section.
@@ -67,7 +41,7 @@ enum QualityCostRow {
             n.off, n.on, r.ratio)
         text += String(
             format: "| subscribed tracks per core (best run) | %.0f | %.0f | %.3f |\n", t.off, t.on,
-            t.off > 0 ? t.on / t.off : 0)
+            Result.rateRatio(t))
         text += "| tracks per core, every run in order | \(runs(r.off)) | \(runs(r.on)) | |\n"
         text += "| worst loss in the window | \(loss(r.off)) | \(loss(r.on)) | |\n\n"
         text += """
@@ -84,4 +58,15 @@ enum QualityCostRow {
             """
         return text
     }
+}
+
+extension OnOffRuns<LoadBenchmarkResult> {
+    /// Subscribed tracks per core, best of each side.
+    var tracksPerCore: (on: Double, off: Double) { highest(\.tracksPerCore) }
+    /// CPU per received packet, best (lowest) of each side.
+    var nanosecondsPerPacket: (on: Double, off: Double) { lowest(\.nanosecondsPerPacket) }
+    /// Tracks per core with the metrics ÷ without at the same packet rate (1 = free; the goal is a
+    /// drop below 5 %): the inverse ratio of the CPU per received packet, which a run whose packets
+    /// were lost (a starved machine) cannot flatter as it does tracks per core.
+    var ratio: Double { Self.costRatio(nanosecondsPerPacket) }
 }

@@ -101,7 +101,9 @@ private func submitJob(_ args: [String]) async throws {
     let room = try required(parsed, "--room")
     let spec: FleetJobSpec
     do {
-        var agent = try AgentJobOptions(flags: parsed.options)
+        let repeated = Dictionary(
+            uniqueKeysWithValues: AgentJobOptions.repeatableFlags.map { ($0, parsed.values($0)) })
+        var agent = try AgentJobOptions(flags: parsed.options, repeated: repeated)
         // Store a token, never the secret: a worker needs nothing but Redis to run the job. A token
         // signed here is bound to no participant, so the job only takes a free id and never replaces
         // anyone (docs/fleet.md, "Jobs never impersonate").

@@ -252,6 +252,10 @@ enum Help {
             .init(name: "--composite-bitrate", value: "BPS", text: "composite video bitrate such as 2.5M (default)"),
             .init(name: "--composite-preset", value: "PRESET", text: "libx264 preset for h264 (default veryfast)"),
             .init(name: "--composite-labels", value: "on|off", text: "names on the composite's tiles (default on)"),
+            .init(
+                name: "--hls-segment", value: "fmp4|ts",
+                text: "segments of an .m3u8 output: fragmented MP4 or MPEG-TS (default fmp4)"),
+            .init(name: "--hls-window", value: "N", text: "segments in an .m3u8 output's live playlist (default 6)"),
             .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),
             .init(name: "--audio", value: "tone|none|FILE|alsa:DEVICE", text: "what to send on stage (default tone)"),
             .init(

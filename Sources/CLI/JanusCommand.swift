@@ -186,12 +186,7 @@ func runJanusLoad(_ args: [String]) async {
     if !a.flag("--quiet") { run.onProgress = { (p: LoadProgress) in logLine(p.line) } }
     let report: LoadReport
     do { report = try await run.run(until: { ShutdownSignal.shared.isRequested }) } catch {
-        switch error {
-        case .invalidConfiguration(let m): fail("load: \(m)", code: 2)
-        case .unreachable: fail("load: \(error)", code: 3)
-        case .refused: fail("load: \(error)", code: 4)
-        case .failed: fail("load: \(error)", code: 1)
-        }
+        loadFailed(error)
     }
     print(report.table(), terminator: "")
     if let jsonPath = a.value("--json") {

@@ -128,12 +128,7 @@ func runLoad(_ args: [String]) async {
     if !quiet { progress = { (p: LoadProgress) in logLine(p.line) } }
     let report: LoadReport
     do { report = try await LoadGen.run(configuration, progress: progress) } catch {
-        switch error {
-        case .invalidConfiguration(let m): fail("load: \(m)", code: 2)
-        case .unreachable: fail("load: \(error)", code: 3)
-        case .refused: fail("load: \(error)", code: 4)
-        case .failed: fail("load: \(error)", code: 1)
-        }
+        loadFailed(error)
     }
     print(report.table(), terminator: "")
     if let jsonPath {
@@ -190,4 +185,15 @@ private func runDistributedLoad(_ args: [String], workersAt index: Int) async {
         }
     }
     if report.joinedParticipants == 0 { fail("load: no participant could join", code: 1) }
+}
+
+/// Ends a load run that failed, with its exit status: 2 a bad configuration, 3 no server answered,
+/// 4 the server refused, 1 anything else (`understudy load`, against a room server or `janus://`).
+func loadFailed(_ error: LoadError) -> Never {
+    switch error {
+    case .invalidConfiguration(let m): fail("load: \(m)", code: 2)
+    case .unreachable: fail("load: \(error)", code: 3)
+    case .refused: fail("load: \(error)", code: 4)
+    case .failed: fail("load: \(error)", code: 1)
+    }
 }

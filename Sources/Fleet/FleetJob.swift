@@ -1,6 +1,16 @@
 import Agent
 import Foundation
 
+/// What a job makes of its room.
+public enum FleetJobKind: String, Codable, Sendable {
+    /// Each consumed participant's own files (and the manifest), as `understudy join --record` writes them.
+    case recording
+    /// One composite of the room (`--composite` outputs: files in the attempt's directory, or an `rtmp://`
+    /// push), and the manifest; no per-participant files. A re-claimed job's next attempt writes new files
+    /// (or a new HLS segment sequence) in its own directory, and the job's record lists each attempt's.
+    case composite
+}
+
 /// What an agent job asks for: a ``RoomAgent`` with these options, run by a worker,
 /// with the cost it is expected to have.
 ///
@@ -19,6 +29,9 @@ public struct FleetJobSpec: Codable, Sendable, Equatable {
     public var room: String
     /// When the job was submitted (seconds since 1970).
     public var submittedAt: Double
+    /// What the job makes: ``FleetJobKind/composite`` when its agent has `--composite` outputs, else
+    /// ``FleetJobKind/recording`` (also for a record stored without this field).
+    public var kind: FleetJobKind { agent.composite == nil ? .recording : .composite }
 
     /// A job `id` that runs an agent with `agent`, in the agent's room.
     public init(id: String, agent: AgentJobOptions, cost: Int, submittedAt: Double) {
@@ -27,6 +40,29 @@ public struct FleetJobSpec: Codable, Sendable, Equatable {
         self.cost = cost
         self.room = agent.room
         self.submittedAt = submittedAt
+    }
+
+    private enum CodingKeys: String, CodingKey { case id, agent, cost, room, submittedAt, kind }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(String.self, forKey: .id)
+        agent = try c.decode(AgentJobOptions.self, forKey: .agent)
+        cost = try c.decode(Int.self, forKey: .cost)
+        room = try c.decode(String.self, forKey: .room)
+        submittedAt = try c.decode(Double.self, forKey: .submittedAt)
+        // `kind` is written for readers of the record; the options decide it, so a record cannot disagree.
+        _ = try c.decodeIfPresent(FleetJobKind.self, forKey: .kind)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(agent, forKey: .agent)
+        try c.encode(cost, forKey: .cost)
+        try c.encode(room, forKey: .room)
+        try c.encode(submittedAt, forKey: .submittedAt)
+        try c.encode(kind, forKey: .kind)
     }
 }
 

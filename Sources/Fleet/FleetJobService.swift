@@ -20,8 +20,44 @@ extension FleetJobSpec {
         var agent = agent
         if agent.id == nil { agent.id = "rec-\(id)" }
         try agent.validate()
+        try checkCompositeNames(agent.composite ?? [])
+        let streams = max(2, agent.maxVideo ?? 2)
         return FleetJobSpec(
-            id: id, agent: agent, cost: cost ?? max(2, agent.maxVideo ?? 2), submittedAt: Date().timeIntervalSince1970)
+            id: id, agent: agent, cost: cost ?? (agent.composite == nil ? streams : compositeCost + streams),
+            submittedAt: Date().timeIntervalSince1970)
+    }
+
+    /// The stream units a composite job adds to its received streams when no `--cost` is given: the
+    /// composite benchmark's 720p/30 H.264 composite of four streams took about a third of a core
+    /// (``FleetWorker/unitsPerCore`` is 60 units a core).
+    public static let compositeCost = 20
+
+    /// A composite job writes its files into its attempt's directory (a worker never writes outside its
+    /// `--out`, and a re-claimed job's next attempt gets new files): each `--composite` file output is a
+    /// plain file name (`room.mp4`, `live.m3u8`); `rtmp://` URLs are pushed to as they are.
+    static func checkCompositeNames(_ outputs: [String]) throws(AgentJobOptions.Invalid) {
+        for output in outputs where !output.lowercased().hasPrefix("rtmp://") {
+            guard !output.contains("/"), !output.hasPrefix("."),
+                !output.unicodeScalars.contains(where: { $0.value < 0x20 })
+            else {
+                throw AgentJobOptions.Invalid(
+                    "--composite",
+                    "'\(AgentJobOptions.shown(output))': a job's composite file is a plain name (such as room.mp4), "
+                        + "written in the job's directory on its worker")
+            }
+        }
+    }
+
+    /// `agent`'s options as a worker runs them in `directory`: each composite file name becomes a path
+    /// in it. Names that are not plain (a record not made by ``submission(id:agent:cost:)``) are refused.
+    public func agentOptions(in directory: String) throws(AgentJobOptions.Invalid) -> AgentJobOptions {
+        var options = agent
+        guard let outputs = agent.composite else { return options }
+        try Self.checkCompositeNames(outputs)
+        options.composite = outputs.map {
+            $0.lowercased().hasPrefix("rtmp://") ? $0 : (directory as NSString).appendingPathComponent($0)
+        }
+        return options
     }
 
     /// A token for a job's agent in `roomId`: `allow_join`, bound to no participant, valid for a day.

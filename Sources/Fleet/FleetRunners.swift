@@ -3,7 +3,7 @@ import LoadGen
 
 /// How a ``FleetWorker`` turns an agent job into a running ``RoomAgent``.
 ///
-/// ``roomAgent`` is the real one. The worker calls ``makeAgent`` on a thread of its own, with a
+/// ``roomAgent`` is the real one, for both kinds of job (``FleetJobKind``). The worker calls ``makeAgent`` on a thread of its own, with a
 /// deadline (``FleetWorker/Options/prepareTimeout``): it reads the job's media paths, which may block.
 public struct RecordingJobRunner: Sendable {
     /// Builds the agent of `job`, recording into `directory` and logging through `log`; throws when
@@ -21,8 +21,12 @@ public struct RecordingJobRunner: Sendable {
 
     /// A ``RoomAgent`` with the job's options (``AgentJobOptions/roomAgentOptions(recordDirectory:checkMedia:)``),
     /// its media paths checked.
+    /// A composite job (``FleetJobKind/composite``) writes its composite files in `directory` and records no
+    /// per-participant files.
     public static let roomAgent = RecordingJobRunner { job, directory, log in
-        try RoomAgent(options: try job.agent.roomAgentOptions(recordDirectory: directory, checkMedia: true), log: log)
+        var options = try job.agentOptions(in: directory).roomAgentOptions(recordDirectory: directory, checkMedia: true)
+        options.recordTracks = job.kind == .recording
+        return try RoomAgent(options: options, log: log)
     }
 }
 

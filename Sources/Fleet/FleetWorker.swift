@@ -402,6 +402,11 @@ public final class FleetWorker: @unchecked Sendable {
                     end = handBack ? "handed back" : "stopped"
                     break
                 }
+                if let failure = agent.failure {
+                    // A job does not go on without its files (a full disk): it fails with the reason.
+                    end = "failed: \(failure)"
+                    break
+                }
                 if let reason = agent.leaveReason {
                     end = reason == .MANUAL_LEAVE_CALLED ? "done" : "left room: \(reason.name) (\(reason.rawValue))"
                     break
@@ -419,7 +424,7 @@ public final class FleetWorker: @unchecked Sendable {
 
     private func files(of job: RunningJob) -> [String] {
         guard let agent = job.agent else { return [] }
-        var files = agent.recordedFiles
+        var files = agent.outputFiles.filter { FileManager.default.fileExists(atPath: $0) }
         if let manifest = agent.manifestPath, FileManager.default.fileExists(atPath: manifest) {
             files.append(manifest)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Media
 import RTCWire
 
 extension LoadReport {
@@ -74,7 +75,7 @@ extension LoadReport {
                 rows.prefix(worstCount).map { t, q in
                     WorstTrack(
                         subscriber: t.subscriber, publisher: t.publisher, kind: t.kind, value: value(q),
-                        detail: describe(q))
+                        detail: q.reading)
                 }
             }
             let byFreezes = video.filter { $0.1.freezeCount > 0 }.sorted {
@@ -95,25 +96,6 @@ extension LoadReport {
                 worstFreezes: worst(byFreezes) { Double($0.freezeCount) },
                 worstFramesPerSecond: worst(byFPS, \.framesPerSecond),
                 worstMOS: worst(byMOS) { $0.mos ?? 0 })
-        }
-
-        static func describe(_ q: ReceiveQualitySnapshot) -> String {
-            var parts = [
-                q.kind == "video"
-                    ? String(format: "%llu frames, %.1f fps", q.frames, q.framesPerSecond)
-                    : String(format: "%llu packets played", q.frames)
-            ]
-            if q.kind == "video" {
-                parts.append(String(format: "freezes %llu (%.0f ms)", q.freezeCount, q.totalFreezesDurationMs))
-            } else {
-                parts.append(String(format: "%.2f%% concealed, MOS %.2f", q.concealmentPercent ?? 0, q.mos ?? 0))
-            }
-            parts.append(
-                String(
-                    format: "loss %.2f%%, jitter %.1f ms, buffer %.1f ms", q.lossPercent, q.jitterMs,
-                    q.jitterBufferDelayMs))
-            if q.pauseCount > 0 { parts.append("\(q.pauseCount) pauses") }
-            return parts.joined(separator: ", ")
         }
 
         /// The summary's lines of ``LoadReport/table()``; a worst track that crossed a link of

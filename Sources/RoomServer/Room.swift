@@ -627,15 +627,21 @@ final class Room: @unchecked Sendable {
         let producer = RoomProducer(
             producerId: makeId("pr"), participantId: p.id, kind: kind, paused: try data.optionalBool("paused") ?? false,
             appData: .object(appData))
+        add(producer, of: p)
+        return producer.json
+    }
+
+    /// A new producer of `p` in the room: kept, announced (the presenter too, for a screen) and
+    /// consumed by every participant that wants it.
+    private func add(_ producer: RoomProducer, of p: ParticipantState) {
         p.producers[producer.producerId] = producer
         hooks?.producerCreated(roomId: id, producer: producer)
         broadcast(.producerAdded, producer.json)
-        if kind == .screen {
+        if producer.kind == .screen {
             presenterId = p.id
             broadcast(.presenterChanged, ["participantId": .string(p.id)])
         }
         createConsumers(of: producer, for: participantsInOrder.filter { $0.wants(producer) })
-        return producer.json
     }
 
     private func closeProducer(_ producer: RoomProducer, of p: ParticipantState) {
@@ -1070,14 +1076,7 @@ final class Room: @unchecked Sendable {
                 producerId: info.id, participantId: p.id, kind: kind, paused: paused, appData: .object(appData))
             producer.mid = info.mid
             created.append(producer)
-            p.producers[producer.producerId] = producer
-            hooks?.producerCreated(roomId: id, producer: producer)
-            broadcast(.producerAdded, producer.json)
-            if kind == .screen {
-                presenterId = p.id
-                broadcast(.presenterChanged, ["participantId": .string(p.id)])
-            }
-            createConsumers(of: producer, for: participantsInOrder.filter { $0.wants(producer) })
+            add(producer, of: p)
             if kind == .mic {
                 // The SFU samples this mic with the room's others and pushes changes (`speakerChanged`).
                 let (producerId, roomId, label) = (info.id, id, p.id)

@@ -241,7 +241,9 @@ public final class SFU: @unchecked Sendable {
                     mid: t.mid ?? "", rids: t.remoteRIDs,
                     upstream: SFUTransportUpstream(transport: connection.transport, transceiver: t),
                     audioLevelExtensionID: t.negotiatedExtensionID(RTPExtensionURI.audioLevel) ?? 0,
-                    captureTimeExtensionID: t.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0, sfu: self,
+                    captureTimeExtensionID: t.negotiatedExtensionID(AbsCaptureTime.uri) ?? 0,
+                    dependencyDescriptorExtensionID: t.negotiatedExtensionID(RTPExtensionURI.dependencyDescriptor) ?? 0,
+                    sfu: self,
                     codec: t.codec, codecParameters: t.codecParameters)
                 participant.producers.append(producer)
                 participant.transceiverOf[ObjectIdentifier(producer)] = t

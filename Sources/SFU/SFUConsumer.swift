@@ -58,6 +58,11 @@ final class SFUConsumer: @unchecked Sendable {
     /// The longest the current layer is held back for a switch down (a key frame lost on the way
     /// has the publisher's retries; past this the current layer flows again).
     static let dropCurrentLimit: UInt64 = 1_000_000_000
+    /// A current layer that forwarded nothing for this long has stopped at its publisher (an uplink
+    /// whose estimate fell stops its upper layers, Chromium's and the agent's alike): a lower layer's
+    /// key frame then starts that layer at once, without waiting for the allocator's next rate
+    /// measurement (up to 500 ms) and its key frame request (another key frame interval).
+    static let stalledLayer: UInt64 = 300_000_000
     /// The layer the last switch down left (-1: the last switch went up): its packets are not repaired.
     var leftBehind = -1
     /// The newest outgoing sequence number sent (probe padding resends from there back).
@@ -199,7 +204,7 @@ final class SFUConsumer: @unchecked Sendable {
             return
         }
         if layer != currentLayer {
-            guard layer == targetLayer, packet.info.isKeyframe, track.canSend else {
+            guard packet.info.isKeyframe, track.canSend, layer == targetLayer || stalled(above: layer, now: now) else {
                 drop()
                 // Nothing forwarded yet, or a switch is pending: ask the target layer for a key frame, but
                 // only once the subscriber can receive it: one sent earlier is dropped here and would hold
@@ -236,7 +241,8 @@ final class SFUConsumer: @unchecked Sendable {
         let rewrite = munger.munge(packet.info)
         let sent = track.sendForwarded(
             payload: packet.payload, marker: marker, timestamp: timestamp, sequenceNumber: outgoing,
-            rewrite: rewrite, audioLevel: nil, captureTime: producer.captureTime, now: now)
+            rewrite: rewrite, audioLevel: nil, captureTime: producer.captureTime,
+            dependencyDescriptor: producer.dependencyDescriptor, now: now)
         if sent {
             sequencer?.record(
                 outgoing: outgoing, source: packet.sequenceNumber, layer: layer, timestamp: timestamp,
@@ -250,13 +256,25 @@ final class SFUConsumer: @unchecked Sendable {
         }
     }
 
+    /// Whether the current layer stopped (``stalledLayer``) above `layer`, a lower layer of the same
+    /// simulcast producer. Asked only for key frames of layers not forwarded.
+    private func stalled(above layer: Int, now: UInt64) -> Bool {
+        guard currentLayer >= 0, hasForwarded, now &- lastForwardTime > Self.stalledLayer else { return false }
+        let order = producer.qualityOrder
+        guard let from = order.firstIndex(of: currentLayer), let to = order.firstIndex(of: layer) else { return false }
+        return to < from
+    }
+
     /// Whether a packet of a scalable stream is forwarded: at each new picture the layers move toward
     /// the target (down at once; spatial up only at a key picture, asked for with a PLI; temporal up at
     /// a switching-up point, or a key picture when none came within a second), then the packet goes
-    /// when its SID and TID are at most the current ones. Allocation-free.
+    /// when its SID and TID are at most the current ones. A stream that names decode targets (AV1's
+    /// dependency descriptor) switches up at any frame that is a switch point of the target's decode
+    /// target and forwards the frames the current decode target needs. Allocation-free.
     @inline(__always)
     private func selectScalable(_ info: RTPPayloadInfo, timestamp: UInt32, now: UInt64) -> Bool {
-        if timestamp != pictureTimestamp, Int32(bitPattern: timestamp &- pictureTimestamp) > 0 {
+        let newPicture = timestamp != pictureTimestamp && Int32(bitPattern: timestamp &- pictureTimestamp) > 0
+        if newPicture {
             pictureTimestamp = timestamp
             if info.isKeyframe {
                 currentSpatial = targetSpatial
@@ -266,20 +284,38 @@ final class SFUConsumer: @unchecked Sendable {
                 if targetSpatial < currentSpatial { currentSpatial = targetSpatial }
                 if targetTemporal < currentTemporal {
                     currentTemporal = targetTemporal
-                } else if targetTemporal > currentTemporal, info.beginsLayerFrame, info.switchingUpPoint,
-                    Int(info.temporalLayer ?? 0) <= currentTemporal
+                } else if targetTemporal > currentTemporal, !info.hasDecodeTargets, info.beginsLayerFrame,
+                    info.switchingUpPoint, Int(info.temporalLayer ?? 0) <= currentTemporal
                 {
                     currentTemporal = targetTemporal
                 }
-                var wantsKeyframe = targetSpatial > currentSpatial
-                if targetTemporal > currentTemporal {
-                    if temporalUpSince == 0 { temporalUpSince = now }
-                    wantsKeyframe = wantsKeyframe || now &- temporalUpSince > 1_000_000_000
-                }
-                if wantsKeyframe, track.canSend { producer.requestKeyframe(layer: targetLayer, now: now) }
             }
-            if targetTemporal <= currentTemporal { temporalUpSince = 0 }
         }
+        let decodeTarget: Int?
+        if info.hasDecodeTargets, let scalable = producer.scalable {
+            // Up to the target where the descriptor says its decode target may start (after the
+            // moves down above, the target is at or above the current layers in both).
+            if info.beginsLayerFrame, targetSpatial != currentSpatial || targetTemporal != currentTemporal,
+                let target = scalable.decodeTarget(spatial: targetSpatial, temporal: targetTemporal),
+                info.decodeTargetIndication(target) == AV1DependencyStructure.Indication.switch.rawValue
+            {
+                currentSpatial = targetSpatial
+                currentTemporal = targetTemporal
+            }
+            decodeTarget = scalable.decodeTarget(spatial: currentSpatial, temporal: currentTemporal)
+        } else {
+            decodeTarget = nil
+        }
+        if newPicture, !info.isKeyframe {
+            var wantsKeyframe = targetSpatial > currentSpatial
+            if targetTemporal > currentTemporal {
+                if temporalUpSince == 0 { temporalUpSince = now }
+                wantsKeyframe = wantsKeyframe || now &- temporalUpSince > 1_000_000_000
+            }
+            if wantsKeyframe, track.canSend { producer.requestKeyframe(layer: targetLayer, now: now) }
+        }
+        if newPicture, targetTemporal <= currentTemporal { temporalUpSince = 0 }
+        if let decodeTarget { return info.decodeTargetIndication(decodeTarget) != 0 }
         return Int(info.spatialLayer) <= currentSpatial && Int(info.temporalLayer ?? 0) <= currentTemporal
     }
 
@@ -303,7 +339,9 @@ final class SFUConsumer: @unchecked Sendable {
             }
             track.sendRetransmission(
                 payload: payload, marker: entry.marker, timestamp: entry.timestamp, sequenceNumber: seq,
-                rewrite: entry.rewrite, now: now)
+                rewrite: entry.rewrite,
+                dependencyDescriptor: producer.bufferedDependencyDescriptor(
+                    layer: Int(entry.layer), sequenceNumber: entry.source), now: now)
         }
     }
 
@@ -317,7 +355,7 @@ final class SFUConsumer: @unchecked Sendable {
         let level = producer.audioLevel.map { RTPAudioLevel(voiceActivity: producer.voiceActivity, level: $0) }
         let sent = track.sendForwarded(
             payload: packet.payload, marker: packet.header.marker, timestamp: timestamp, sequenceNumber: outgoing,
-            rewrite: .none, audioLevel: level, captureTime: producer.captureTime, now: now)
+            rewrite: .none, audioLevel: level, captureTime: producer.captureTime, dependencyDescriptor: nil, now: now)
         noteSent(sent, timestamp: timestamp, size: packet.packet.count, now: now)
     }
 
@@ -395,7 +433,9 @@ final class SFUConsumer: @unchecked Sendable {
             guard
                 track.sendRetransmission(
                     payload: payload, marker: entry.marker, timestamp: entry.timestamp, sequenceNumber: seq,
-                    rewrite: entry.rewrite, now: now)
+                    rewrite: entry.rewrite,
+                    dependencyDescriptor: producer.bufferedDependencyDescriptor(
+                        layer: Int(entry.layer), sequenceNumber: entry.source), now: now)
             else { break }
             sent += payload.count + 40
         }

@@ -65,6 +65,16 @@ final class SFUProducer: @unchecked Sendable {
     let buffers: [SFUPacketBuffer]
     var audioLevelExtensionID: UInt8 = 0
     var captureTimeExtensionID: UInt8 = 0
+    /// The AV1 dependency descriptor's id (0: not negotiated, or not AV1): its layers make the
+    /// stream scalable.
+    var dependencyDescriptorExtensionID: UInt8 = 0
+    /// The dependency descriptor element of the packet being forwarded (nil: none), copied to every
+    /// consumer as the capture time is; valid only during ``receive(rid:_:)``.
+    var dependencyDescriptor: UnsafeRawBufferPointer?
+    /// The last template structure a dependency descriptor carried (every later one is read against it).
+    var dependencyStructure: AV1DependencyStructure?
+    /// Dependency descriptors that could not be read (cut short, or naming an unknown template).
+    var dependencyDescriptorErrors: UInt64 = 0
     /// The abs-capture-time of the packet being forwarded (nil when it has none), copied to every
     /// consumer so latency can be measured end to end.
     var captureTime: UInt64?
@@ -78,12 +88,13 @@ final class SFUProducer: @unchecked Sendable {
 
     /// - Parameters:
     ///   - mid: the publisher's m-line; `rids`: its simulcast encodings (empty: one layer).
-    ///   - audioLevelExtensionID, captureTimeExtensionID: the header-extension ids the publisher
-    ///     negotiated (0: none).
+    ///   - audioLevelExtensionID, captureTimeExtensionID, dependencyDescriptorExtensionID: the
+    ///     header-extension ids the publisher negotiated (0: none).
     init(
         id: String, participantID: String, kind: MediaKind, source: SFUMediaSource, mid: String, rids: [String],
-        upstream: any SFUUpstream, audioLevelExtensionID: UInt8 = 0, captureTimeExtensionID: UInt8 = 0, sfu: SFU,
-        codec: MediaCodec? = nil, codecParameters: [SDPParameter]? = nil
+        upstream: any SFUUpstream, audioLevelExtensionID: UInt8 = 0, captureTimeExtensionID: UInt8 = 0,
+        dependencyDescriptorExtensionID: UInt8 = 0, sfu: SFU, codec: MediaCodec? = nil,
+        codecParameters: [SDPParameter]? = nil
     ) {
         self.id = id
         self.participantID = participantID
@@ -96,11 +107,15 @@ final class SFUProducer: @unchecked Sendable {
         self.mid = mid
         let rids = kind == .video ? rids : []
         layers = rids.isEmpty ? [Layer(rid: nil)] : rids.map { Layer(rid: $0) }
-        buffers = kind == .video ? layers.map { _ in SFUPacketBuffer() } : []
+        // An AV1 stream's repairs carry the dependency descriptor the original did.
+        let elementBytes = codec == .av1 && dependencyDescriptorExtensionID != 0 ? 255 : 0
+        buffers = kind == .video ? layers.map { _ in SFUPacketBuffer(elementBytes: elementBytes) } : []
         keyframeRequests = SFUKeyframeRequests(
             layers: layers.count, interval: sfu.configuration.keyframeRequestInterval)
         self.audioLevelExtensionID = audioLevelExtensionID
         self.captureTimeExtensionID = captureTimeExtensionID
+        // Only AV1 is selected by its descriptor (VP9 names its layers in the payload descriptor).
+        self.dependencyDescriptorExtensionID = self.codec == .av1 ? dependencyDescriptorExtensionID : 0
         qualityOrder = layersByQuality
     }
 
@@ -113,8 +128,17 @@ final class SFUProducer: @unchecked Sendable {
     // MARK: Hot path
 
     /// One packet from the publisher. Allocation-free except on a new SSRC's first packet.
-    func receive(rid: String?, _ packet: ReceivedRTPPacket) {
+    func receive(rid: String?, _ received: ReceivedRTPPacket) {
         guard !closed else { return }
+        var packet = received
+        dependencyDescriptor = nil
+        if dependencyDescriptorExtensionID != 0, layers.count == 1,
+            let r = packet.header.extensionElement(id: dependencyDescriptorExtensionID, in: packet.packet)
+        {
+            let element = UnsafeRawBufferPointer(rebasing: packet.packet[r])
+            packet = withDependencyDescriptor(packet, element)
+            dependencyDescriptor = element
+        }
         let layer: Int
         if let known = layerBySSRC[packet.mediaSSRC] {
             layer = known
@@ -170,7 +194,8 @@ final class SFUProducer: @unchecked Sendable {
             captureTime = AbsCaptureTime.captureTime(packet.packet, r)
         }
         if kind == .video {
-            buffers[layer].store(sequenceNumber: packet.sequenceNumber, payload: packet.payload)
+            buffers[layer].store(
+                sequenceNumber: packet.sequenceNumber, payload: packet.payload, element: dependencyDescriptor)
             // A PLI or the key frame it asked for was lost: ask again (packets drive the clock).
             if keyframeRequests.hasPending, let retry = keyframeRequests.retryDue(now: packet.arrival) {
                 sendPLI(layer: retry)
@@ -187,6 +212,27 @@ final class SFUProducer: @unchecked Sendable {
                 for tap in pipes { tap._withUnsafeGuaranteedRef { $0.forward(layer: layer, packet) } }
             }
         }
+    }
+
+    /// `packet` with the layers and decode targets its dependency descriptor `element` names (as it
+    /// was when the descriptor cannot be read). A descriptor with a template structure (a key frame's)
+    /// replaces the kept one. Allocation-free except for a structure.
+    private func withDependencyDescriptor(
+        _ packet: ReceivedRTPPacket, _ element: UnsafeRawBufferPointer
+    ) -> ReceivedRTPPacket {
+        guard let descriptor = try? AV1DependencyDescriptor.parse(element, structure: dependencyStructure) else {
+            dependencyDescriptorErrors &+= 1
+            return packet
+        }
+        if let structure = descriptor.structure, structure != dependencyStructure {
+            dependencyStructure = structure
+            if scalable == nil { scalable = SFUScalableLayers() }
+            scalable!.setStructure(structure)
+            for c in consumers { c.updateTarget() }
+        }
+        var info = packet.info
+        descriptor.describe(&info)
+        return packet.with(info: info)
     }
 
     /// Counts a packet of a scalable stream; a new layer or a key picture's layer sizes re-pick every
@@ -216,6 +262,12 @@ final class SFUProducer: @unchecked Sendable {
     func bufferedPayload(layer: Int, sequenceNumber: UInt16) -> UnsafeRawBufferPointer? {
         guard buffers.indices.contains(layer) else { return nil }
         return buffers[layer].payload(sequenceNumber: sequenceNumber)
+    }
+
+    /// The dependency descriptor kept with a buffered packet (nil: none), for its repair.
+    func bufferedDependencyDescriptor(layer: Int, sequenceNumber: UInt16) -> UnsafeRawBufferPointer? {
+        guard buffers.indices.contains(layer) else { return nil }
+        return buffers[layer].element(sequenceNumber: sequenceNumber)
     }
 
     // MARK: Layers

@@ -20,18 +20,32 @@ final class SFUPacketBuffer {
     private let storage: UnsafeMutableRawBufferPointer
     private var sequence: [UInt16]
     private var length: [UInt16]  // 0: empty
+    /// Per slot: a header-extension element kept with the payload (an AV1 dependency descriptor,
+    /// which a repair must carry as the original did); none when `elementBytes` is 0.
+    let elementBytes: Int
+    private let elements: UnsafeMutableRawBufferPointer
+    private var elementLength: [UInt8]
 
-    init(capacity: Int = 512) {
+    /// - Parameter elementBytes: room per packet for one header-extension element (0: none kept;
+    ///   at most 255, the two-byte form's longest).
+    init(capacity: Int = 512, elementBytes: Int = 0) {
         self.capacity = max(1, capacity)
         storage = .allocate(byteCount: self.capacity * Self.slotBytes, alignment: 16)
         sequence = Array(repeating: 0, count: self.capacity)
         length = Array(repeating: 0, count: self.capacity)
+        self.elementBytes = min(max(0, elementBytes), 255)
+        elements = .allocate(byteCount: self.capacity * self.elementBytes, alignment: 16)
+        elementLength = Array(repeating: 0, count: self.elementBytes > 0 ? self.capacity : 0)
     }
 
-    deinit { storage.deallocate() }
+    deinit {
+        storage.deallocate()
+        elements.deallocate()
+    }
 
-    /// Keeps `payload` as the packet with `sequenceNumber` (a repair replaces the stored copy).
-    func store(sequenceNumber: UInt16, payload: UnsafeRawBufferPointer) {
+    /// Keeps `payload` (and `element`, when this buffer keeps elements) as the packet with
+    /// `sequenceNumber` (a repair replaces the stored copy).
+    func store(sequenceNumber: UInt16, payload: UnsafeRawBufferPointer, element: UnsafeRawBufferPointer? = nil) {
         let slot = Int(sequenceNumber) % capacity
         guard payload.count > 0, payload.count <= Self.slotBytes, let src = payload.baseAddress,
             let dst = storage.baseAddress
@@ -42,6 +56,23 @@ final class SFUPacketBuffer {
         (dst + slot * Self.slotBytes).copyMemory(from: src, byteCount: payload.count)
         sequence[slot] = sequenceNumber
         length[slot] = UInt16(payload.count)
+        guard elementBytes > 0 else { return }
+        if let element, element.count <= elementBytes, let from = element.baseAddress, let to = elements.baseAddress {
+            (to + slot * elementBytes).copyMemory(from: from, byteCount: element.count)
+            elementLength[slot] = UInt8(element.count)
+        } else {
+            elementLength[slot] = 0
+        }
+    }
+
+    /// The element stored with `sequenceNumber`'s payload (nil: none, or the payload is gone).
+    func element(sequenceNumber: UInt16) -> UnsafeRawBufferPointer? {
+        guard elementBytes > 0, payload(sequenceNumber: sequenceNumber) != nil, let base = elements.baseAddress else {
+            return nil
+        }
+        let slot = Int(sequenceNumber) % capacity
+        guard elementLength[slot] > 0 else { return nil }
+        return UnsafeRawBufferPointer(start: base + slot * elementBytes, count: Int(elementLength[slot]))
     }
 
     /// The stored payload of `sequenceNumber`, valid until the next ``store(sequenceNumber:payload:)``;

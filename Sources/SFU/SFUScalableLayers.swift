@@ -1,13 +1,17 @@
 import RTCWire
 
 /// The spatial and temporal layers inside one scalable stream (VP9 SVC: one SSRC whose payload
-/// descriptors carry SID/TID), as a producer measures them and a consumer selects among them.
+/// descriptors carry SID/TID; AV1: one SSRC whose dependency descriptors name them), as a producer measures them and a consumer selects among them.
 ///
 /// A consumer's choice is a *rung* of ``ladder``, lowest first: the base spatial layer at each frame
 /// rate (S0T0, S0T1, …), then each higher spatial layer at the full frame rate (S1T2, S2T2 for
 /// L3T3). `setQuality`/`setViewPort` pick a spatial layer at the full frame rate; the stream
 /// allocator may go below it, down to the base layer at its lowest frame rate, before it pauses the
 /// track. A rung forwards every packet whose SID and TID are at most the rung's.
+///
+/// An AV1 stream names each frame's decode targets in its dependency descriptor: each rung maps to
+/// the decode target of its layers (``decodeTarget(spatial:temporal:)``, from the template structure),
+/// and a consumer forwards the frames that target needs and switches up where it may start.
 ///
 /// Counts grow as packets show them (never shrink: a publisher that stops a layer shows a rate of
 /// 0 for it, as a simulcast layer does). Loop-thread confined; allocation-free per packet.
@@ -31,6 +35,9 @@ struct SFUScalableLayers {
     private var bitrate = [Int](repeating: 0, count: maxLayers * maxLayers)
     /// The selectable rungs, lowest first (see the type's documentation).
     private(set) var ladder = [Rung(spatial: 0, temporal: 0)]
+    /// Per (spatial, temporal) layer, index `s * maxLayers + t`: the decode target of exactly those
+    /// layers in the last dependency structure (-1: none, or no structure seen).
+    private var decodeTargets = [Int8](repeating: -1, count: maxLayers * maxLayers)
 
     /// Counts one packet. Returns true when it showed a new layer (the ladder changed).
     @inline(__always)
@@ -51,6 +58,29 @@ struct SFUScalableLayers {
         guard layer < Self.maxLayers else { return }
         width[layer] = Int(w)
         height[layer] = Int(h)
+    }
+
+    /// A key frame's dependency structure (AV1): the decode target of each layer pair and the
+    /// spatial layers' render sizes. Runs once per structure, not per packet.
+    mutating func setStructure(_ structure: AV1DependencyStructure) {
+        for i in decodeTargets.indices { decodeTargets[i] = -1 }
+        for target in 0..<min(structure.decodeTargetCount, structure.decodeTargetSpatialID.count, 32) {
+            let s = Int(structure.decodeTargetSpatialID[target])
+            let t = Int(structure.decodeTargetTemporalID[target])
+            guard s < Self.maxLayers, t < Self.maxLayers, decodeTargets[s * Self.maxLayers + t] < 0 else { continue }
+            decodeTargets[s * Self.maxLayers + t] = Int8(target)
+        }
+        for layer in structure.renderWidth.indices where layer < structure.renderHeight.count {
+            setSize(layer: layer, width: structure.renderWidth[layer], height: structure.renderHeight[layer])
+        }
+    }
+
+    /// The decode target that holds exactly these layers (nil: none known; select by layer indices).
+    @inline(__always)
+    func decodeTarget(spatial: Int, temporal: Int) -> Int? {
+        guard spatial >= 0, temporal >= 0, spatial < Self.maxLayers, temporal < Self.maxLayers else { return nil }
+        let target = decodeTargets[spatial * Self.maxLayers + temporal]
+        return target < 0 ? nil : Int(target)
     }
 
     private mutating func rebuildLadder() {

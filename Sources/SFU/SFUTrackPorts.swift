@@ -12,10 +12,12 @@ protocol SFUDownTrack: AnyObject {
     var canSend: Bool { get }
 
     /// Sends one forwarded packet with the outgoing sequence number and timestamp the consumer chose,
-    /// the codec `rewrite` applied to the payload. False when it did not go out.
+    /// the codec `rewrite` applied to the payload, and the publisher's AV1 `dependencyDescriptor`
+    /// element when it had one. False when it did not go out.
     func sendForwarded(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        rewrite: RTPPayloadRewrite, audioLevel: RTPAudioLevel?, captureTime: UInt64?, now: UInt64
+        rewrite: RTPPayloadRewrite, audioLevel: RTPAudioLevel?, captureTime: UInt64?,
+        dependencyDescriptor: UnsafeRawBufferPointer?, now: UInt64
     ) -> Bool
 
     /// Resends one packet the subscriber NACKed, from the producer's shared buffer (as RTX when
@@ -23,7 +25,7 @@ protocol SFUDownTrack: AnyObject {
     @discardableResult
     func sendRetransmission(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        rewrite: RTPPayloadRewrite, now: UInt64
+        rewrite: RTPPayloadRewrite, dependencyDescriptor: UnsafeRawBufferPointer?, now: UInt64
     ) -> Bool
 
     /// The outgoing stream's counters and round-trip time (nil before negotiation created it).
@@ -70,20 +72,22 @@ final class SFUTransportDownTrack: SFUDownTrack {
 
     func sendForwarded(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        rewrite: RTPPayloadRewrite, audioLevel: RTPAudioLevel?, captureTime: UInt64?, now: UInt64
+        rewrite: RTPPayloadRewrite, audioLevel: RTPAudioLevel?, captureTime: UInt64?,
+        dependencyDescriptor: UnsafeRawBufferPointer?, now: UInt64
     ) -> Bool {
         transport.sendForwarded(
             on: transceiver, payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            rewrite: rewrite, audioLevel: audioLevel, captureTime: captureTime, now: now)
+            rewrite: rewrite, audioLevel: audioLevel, captureTime: captureTime,
+            dependencyDescriptor: dependencyDescriptor, now: now)
     }
 
     func sendRetransmission(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        rewrite: RTPPayloadRewrite, now: UInt64
+        rewrite: RTPPayloadRewrite, dependencyDescriptor: UnsafeRawBufferPointer?, now: UInt64
     ) -> Bool {
         transport.sendRetransmission(
             on: transceiver, payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            rewrite: rewrite, now: now)
+            rewrite: rewrite, dependencyDescriptor: dependencyDescriptor, now: now)
     }
 
     var senderStats: RTPSenderStats? { transceiver.senderStats }

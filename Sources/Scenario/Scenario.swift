@@ -1,4 +1,5 @@
 import Foundation
+import Media
 import RTCWire
 import RoomProtocol
 import Signaling
@@ -438,28 +439,12 @@ struct Context: Sendable {
             }
             let shown = "\(metric.rawValue) \(number(value))\(metric.unit)"
             if let atLeast, value < atLeast {
-                problems.append("\(b.id): \(shown) for \(track), wants ≥ \(number(atLeast)) (\(describe(q)))")
+                problems.append("\(b.id): \(shown) for \(track), wants ≥ \(number(atLeast)) (\(q.reading))")
             } else if let atMost, value > atMost {
-                problems.append("\(b.id): \(shown) for \(track), wants ≤ \(number(atMost)) (\(describe(q)))")
+                problems.append("\(b.id): \(shown) for \(track), wants ≤ \(number(atMost)) (\(q.reading))")
             }
         }
         return problems.isEmpty ? nil : problems.joined(separator: "; ")
-    }
-
-    /// A track's reading in a failure message.
-    static func describe(_ q: ReceiveQualitySnapshot) -> String {
-        var parts = [
-            q.kind == "video"
-                ? String(format: "%llu frames, %.1f fps", q.frames, q.framesPerSecond)
-                : String(format: "%llu packets played", q.frames)
-        ]
-        if q.kind == "video" {
-            parts.append(String(format: "freezes %llu (%.0f ms)", q.freezeCount, q.totalFreezesDurationMs))
-        } else {
-            parts.append(String(format: "%.2f%% concealed, MOS %.2f", q.concealmentPercent ?? 0, q.mos ?? 0))
-        }
-        parts.append(String(format: "loss %.2f%%, jitter %.1f ms", q.lossPercent, q.jitterMs))
-        return parts.joined(separator: ", ")
     }
 
     func evaluate(_ kind: Expectation.Kind) -> String? {

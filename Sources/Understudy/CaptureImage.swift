@@ -36,7 +36,8 @@ public enum VideoSDK {
     public static var screenFlash: (any ScreenFlash)? { lock.withLock { _screenFlash } }
 }
 
-/// The documented screen flash: a white overlay over `window` while a flash capture runs.
+/// The documented screen flash (docs/spec/participant-methods.md:440): a white overlay over `window`
+/// while a flash capture runs.
 ///
 /// Understudy is headless: there is no window to cover, so ``apply()`` and ``clear()`` light
 /// nothing. They are still called around every flash capture (``ScreenFlash``), so code written

@@ -2,7 +2,7 @@ import RoomProtocol
 
 /// An error of the room SDK: a client-side refusal (3xxx), a server refusal (4xxx) or a failed
 /// service (5xxx); the room's one error, ``RoomProtocol/RoomError``, under the SDK's name. Codes and
-/// names follow the SDK's documented table, spelling included.
+/// names follow the SDK's documented table (docs/spec/room-api.md §9), spelling included.
 ///
 /// When a lower layer's error caused it (a peer connection that failed, a source that could not
 /// open, a server refusal wrapped in a more specific code), that error is kept, typed, in
@@ -10,7 +10,7 @@ import RoomProtocol
 /// the cause is detail.
 public typealias UnderstudyError = RoomError
 
-/// The SDK's documented error type name, so that code written against the docs
+/// The SDK's documented error type name (docs/spec/room-api.md §9), so that code written against the docs
 /// (`catch let error as VideoSDKError`) ports unchanged.
 public typealias VideoSDKError = RoomError
 

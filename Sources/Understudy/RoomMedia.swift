@@ -91,6 +91,16 @@ final class RoomMedia: @unchecked Sendable {
         }
     }
 
+    /// A new media connection on a loop of its own, with the current configuration and TURN servers,
+    /// its state changes watched (``watch(_:)``). Under `lock`.
+    func newConnection(loopName: String) throws -> PeerConnection {
+        var configuration = _connectionConfiguration
+        configuration.iceServers = _iceServers
+        let pc = try PeerConnection(loop: EventLoop(name: loopName), configuration: configuration)
+        watch(pc)
+        return pc
+    }
+
     // MARK: Lifecycle
 
     /// After a dropped signalling socket: both connections go, remote streams end (`onStreamDisabled`).

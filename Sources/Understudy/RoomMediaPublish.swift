@@ -13,11 +13,8 @@ extension RoomMedia {
     func publishConnection() throws -> PeerConnection {
         try lock.withLock {
             if let publish { return publish }
-            var configuration = _connectionConfiguration
-            configuration.iceServers = _iceServers
-            let pc = try PeerConnection(loop: EventLoop(name: "understudy-pub"), configuration: configuration)
+            let pc = try newConnection(loopName: "understudy-pub")
             publish = pc
-            watch(pc)
             return pc
         }
     }

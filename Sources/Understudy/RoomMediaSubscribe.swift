@@ -13,11 +13,8 @@ extension RoomMedia {
     func subscribeConnection() throws -> PeerConnection {
         try lock.withLock {
             if let subscribe { return subscribe }
-            var configuration = _connectionConfiguration
-            configuration.iceServers = _iceServers
-            let pc = try PeerConnection(loop: EventLoop(name: "understudy-sub"), configuration: configuration)
+            let pc = try newConnection(loopName: "understudy-sub")
             subscribe = pc
-            watch(pc)
             let handler = room?.onFrame
             pc.loop.execute { [weak self] in
                 self?.loopFrameHandler = handler

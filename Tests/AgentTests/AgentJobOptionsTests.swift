@@ -127,6 +127,13 @@ import Testing
         let c = agent.compositeOptions
         #expect((c.width, c.height, c.fps, c.codec, c.bitrate) == (640, 360, 25, .vp8, 1_500_000))
         #expect(c.layout == .speaker && c.preset == "ultrafast" && !c.labels)
+        // The HLS options reach the output's options; the names match the output's formats.
+        let hls = try AgentJobOptions(arguments: [
+            "--server", "http://h:1", "--room", "r", "--token", "T", "--composite", "live.m3u8", "--hls-segment", "ts",
+            "--hls-window", "10",
+        ]).roomAgentOptions(recordDirectory: nil, checkMedia: false)
+        #expect(hls.hlsOptions.segmentFormat == .ts && hls.hlsOptions.window == 10)
+        #expect(AgentJobOptions.hlsSegments == Set(HLSOutput.Options.SegmentFormat.allCases.map(\.rawValue)))
         // Defaults: 1280x720, 30 fps, H.264, grid, labels on.
         let plain = try AgentJobOptions(arguments: [
             "--server", "http://h:1", "--room", "r", "--token", "T", "--composite", "a.MP4",
@@ -150,6 +157,9 @@ import Testing
             (["--composite", "x.mp4", "--composite-preset", "warp"], "--composite-preset", "is not one of"),
             (["--composite", "x.mp4", "--composite-labels", "yes"], "--composite-labels", "is not on or off"),
             (["--size", "640x360"], "--size", "needs --composite"),
+            (["--composite", "x.mp4", "--hls-segment", "ts"], "--hls-segment", "needs an .m3u8"),
+            (["--composite", "x.m3u8", "--hls-segment", "mpegts"], "--hls-segment", "is not fmp4 or ts"),
+            (["--composite", "x.m3u8", "--hls-window", "0"], "--hls-window", "is not a segment count"),
         ] {
             do {
                 let bad = try AgentJobOptions(

@@ -6,6 +6,15 @@ import RTCWire
 import TestSupport
 import Testing
 
+/// The shared venv's Python (PyAV bundles a libavformat recent enough for AV1 over RTP).
+private let relayPython: String = {
+    let root =
+        ProcessInfo.processInfo.environment["UNDERSTUDY_REPO"].map { URL(fileURLWithPath: $0) }
+        ?? URL(fileURLWithPath: #filePath).resolvingSymlinksInPath().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+    return root.appendingPathComponent(".venv/bin/python").path
+}()
+
 /// `RTPOutput`: URL parsing, the packets it puts on the wire, and ffmpeg playing its SDP.
 @Suite(.serialized) struct RTPOutputTests {
     // MARK: - URL parsing
@@ -228,6 +237,79 @@ import Testing
         // 4 s at 30 fps; GStreamer may join a little late (its start-up) and wait for a key frame.
         #expect(decoded >= 60, "GStreamer: \(text)")
         #expect(text.trimmingCharacters(in: .whitespacesAndNewlines) == "\(decoded)", "GStreamer: \(text)")
+    }
+
+    /// AV1 from libaom through the relay, read by libavformat from the rewritten .sdp (its RTP AV1
+    /// depacketizer, through the PyAV of the shared venv: Debian's ffmpeg 5.1 predates it) and
+    /// decoded by libdav1d without an error.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: relayPython)))
+    func libavformatPlaysRelayedAV1FromTheRewrittenSDP() async throws {
+        let frames = try av1Frames(seconds: 5)
+        let loop = EventLoop(name: "relay-av1-lavf")
+        defer { loop.shutdown() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sdpPath = dir.appendingPathComponent("relay.sdp").path
+        let (port, probeSockets) = try openEvenPortPair(loop: loop, handler: PacketCollector())
+        for s in probeSockets { s.close() }
+        let relay = try RTPOutput(destination: "127.0.0.1", basePort: port, loop: loop)
+        try relay.writeSDP(to: sdpPath)
+        await loop.submit { relay.send(frames[0], arrival: EventLoop.now()) }
+        let sdp = try String(contentsOfFile: sdpPath, encoding: .utf8)
+        let fmtp = try #require(await loop.submit { relay.videoFormat.fmtp })
+        #expect(sdp.contains("m=video \(port) RTP/AVP 96\na=rtpmap:96 AV1/90000\na=fmtp:96 \(fmtp)\n"), "\(sdp)")
+        #expect(fmtp.hasPrefix("profile=0;level-idx="))
+
+        // Decodes the video stream for up to 7 s (the 4 s of media fall inside); prints the frame
+        // count, the codec and the first error.
+        let script = """
+            import av, sys, time
+            c = av.open('\(sdpPath)', options={'protocol_whitelist': 'file,udp,rtp', 'reorder_queue_size': '0'},
+                        timeout=(10, 3))
+            v = c.streams.video[0]
+            n, err, end = 0, '', time.monotonic() + 7
+            try:
+                for packet in c.demux(v):
+                    for frame in packet.decode():
+                        n += 1
+                    if time.monotonic() > end:
+                        break
+            except av.error.ExitError:
+                pass
+            except Exception as e:
+                err = repr(e)
+            print(n, v.codec_context.name, err)
+            """
+        let player = Process()
+        player.executableURL = URL(fileURLWithPath: relayPython)
+        player.arguments = ["-c", script]
+        let out = Pipe()
+        player.standardOutput = out
+        player.standardError = FileHandle.nullDevice
+        try player.run()
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        let media = SyntheticMedia.shared(layers: 1)
+        let pacer = Pacer(
+            relay: relay, video: { $0 < frames.count ? frames[$0] : nil }, audio: { media.audioFrame(at: $0) },
+            fps: 30, seconds: 4)
+        await loop.submit { pacer.start = EventLoop.now() }
+        loop.addTicker(pacer)
+        try await waitUntil("the pacer", seconds: 15) { pacer.done.withLock { $0 } }
+        loop.removeTicker(pacer)
+        _ = try? await waitUntil("the player to exit", seconds: 15) { !player.isRunning }
+        if player.isRunning { player.terminate() }
+        player.waitUntilExit()
+        relay.close()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let fields = text.split(separator: " ", maxSplits: 2)
+        let decoded = Int(fields.first ?? "") ?? -1
+        print("relayed AV1, libavformat read: \(text)")
+        // 4 s at 30 fps; the player may join a little late (its start-up) and wait for a key frame.
+        #expect(decoded >= 60, "libavformat: \(text)")
+        // Decoded as AV1 (libdav1d, as this libavformat picks), every frame without an error.
+        #expect(fields.count >= 2 && ["libdav1d", "av1", "libaom-av1"].contains(String(fields[1])), "\(text)")
+        #expect(fields.count == 2 || fields[2].trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(text)")
     }
 
     @Test func vp9PacketsCarryDescriptorsAndReassembleToTheFrames() async throws {

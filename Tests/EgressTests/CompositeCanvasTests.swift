@@ -35,6 +35,27 @@ import Testing
         #expect(canvas.luma(x: 500, y: 500) == 16)
     }
 
+    /// Planes lent by a decoder have padded rows (stride > width): only the visible width is drawn.
+    @Test func drawsBorrowedPlanesWithPaddedRows() throws {
+        let canvas = try CompositeCanvas(width: 64, height: 64)
+        // 16x16 visible in rows of 48: the padding is 250 (white), the picture 90.
+        var y = [UInt8](repeating: 250, count: 48 * 16)
+        for row in 0..<16 { for x in 0..<16 { y[row * 48 + x] = 90 } }
+        let u = [UInt8](repeating: 128, count: 32 * 8)
+        let v = [UInt8](repeating: 128, count: 32 * 8)
+        try y.withUnsafeBufferPointer { py in
+            try u.withUnsafeBufferPointer { pu in
+                try v.withUnsafeBufferPointer { pv in
+                    let planes = I420Planes(
+                        width: 16, height: 16, y: py.baseAddress!, u: pu.baseAddress!, v: pv.baseAddress!,
+                        strideY: 48, strideU: 32, strideV: 32)
+                    try canvas.draw(planes, in: Rect(x: 0, y: 0, width: 64, height: 64))
+                }
+            }
+        }
+        for (x, yy) in [(1, 1), (62, 62), (32, 32), (63, 0)] { #expect(canvas.luma(x: x, y: yy) == 90) }
+    }
+
     @Test func refusesAPictureWithShortPlanes() throws {
         let canvas = try CompositeCanvas(width: 64, height: 64)
         var bad = I420Image(width: 32, height: 32)

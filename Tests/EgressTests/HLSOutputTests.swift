@@ -10,18 +10,20 @@ import Testing
 @Suite struct HLSOutputTests {
     func text(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
 
-    @Test func vodPlaylistPlaysWholeWithTheFedDuration() async throws {
-        let dir = scratchFolder("vod")
-        let output = try HLSOutput(destination: dir + "/room.m3u8")
+    @Test(arguments: HLSOutput.Options.SegmentFormat.allCases)
+    func vodPlaylistPlaysWholeWithTheFedDuration(format: HLSOutput.Options.SegmentFormat) async throws {
+        let dir = scratchFolder("vod-\(format)")
+        let output = try HLSOutput(destination: dir + "/room.m3u8", options: .init(segmentFormat: format))
         let feed = try CompositeFeed(keyframeSeconds: output.keyframeIntervalSeconds)
         try await feed.feed(seconds: 7, to: [output])
         try await onOwnThread { try output.finish() }
         // Keyframes every 2 s: 0-2, 2-4, 4-6, then the 1 s tail.
-        #expect(output.segments.map(\.name) == (0..<4).map { String(format: "room-%05d.m4s", $0) })
+        let suffix = format == .ts ? "ts" : "m4s"
+        #expect(output.segments.map(\.name) == (0..<4).map { String(format: "room-%05d.%@", $0, suffix) })
         for segment in output.segments.dropLast() { #expect(abs(segment.duration - 2) < 0.01) }
         let playlist = try text(dir + "/room.m3u8")
         #expect(playlist.contains("#EXT-X-PLAYLIST-TYPE:VOD"))
-        #expect(playlist.contains("#EXT-X-MAP:URI=\"room-init.mp4\""))
+        #expect(playlist.contains("#EXT-X-MAP:URI=\"room-init.mp4\"") == (format == .fmp4))
         #expect(playlist.hasSuffix("#EXT-X-ENDLIST\n"))
         let probed = try await probe(dir + "/room.m3u8")
         #expect(probed.codecs == ["aac", "h264"])
@@ -65,9 +67,11 @@ import Testing
 
     /// ffmpeg opens the live playlist after the first segments, follows it as segments come (paced at
     /// about real time), and stops at the `#EXT-X-ENDLIST` of the finish: it copies the whole stream.
-    @Test func ffmpegFollowsTheLivePlaylistWhileItIsWritten() async throws {
-        let dir = scratchFolder("live")
-        let output = try HLSOutput(destination: dir + "/live.m3u8", options: .init(targetSegmentSeconds: 1, window: 3))
+    @Test(arguments: HLSOutput.Options.SegmentFormat.allCases)
+    func ffmpegFollowsTheLivePlaylistWhileItIsWritten(format: HLSOutput.Options.SegmentFormat) async throws {
+        let dir = scratchFolder("live-\(format)")
+        let output = try HLSOutput(
+            destination: dir + "/live.m3u8", options: .init(targetSegmentSeconds: 1, window: 3, segmentFormat: format))
         let feed = try CompositeFeed(keyframeSeconds: 1)
         try await feed.feed(seconds: 2.5, to: [output])
         let reader = Process()
@@ -101,6 +105,9 @@ import Testing
         }
         #expect(throws: HLSOutput.Failure.self) {
             try HLSOutput(destination: "/tmp/x.m3u8", options: .init(window: 0))
+        }
+        #expect(throws: HLSOutput.Failure.invalidDestination("TS segments carry AAC audio, not Opus")) {
+            try HLSOutput(destination: "/tmp/x.m3u8", options: .init(audioCodec: .opus, segmentFormat: .ts))
         }
     }
 }

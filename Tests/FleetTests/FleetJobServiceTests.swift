@@ -42,6 +42,41 @@ import Testing
         #expect(options.recordFormat == .oggIVF && options.recordDirectory == "/out/rec-1/attempt-1")
     }
 
+    @Test func compositeJobsWriteNamedFilesInTheirAttemptDirectory() async throws {
+        let server = try LocalRedisServer()
+        let store = FleetStore(redis: RedisClient(url: try RedisURL(parsing: server.url)))
+        let service = FleetJobService(store: store, serverURL: "http://10.0.0.5:7880", secret: "s")
+        _ = try await service.submit(
+            roomId: "standup",
+            options: ["--composite", "room.mp4", "--composite", "rtmp://live.example/app/key", "--layout", "speaker"],
+            jobId: "comp-1", cost: nil)
+        let stored = try #require(try await store.status("comp-1"))
+        #expect(stored.spec.kind == .composite)
+        #expect(stored.spec.cost == FleetJobSpec.compositeCost + 2)
+        // The record says its kind; a record's kind always follows its options.
+        let json = RedisJSON.encode(stored.spec)
+        #expect(json.contains("\"kind\":\"composite\""))
+        let decoded = try JSONDecoder().decode(
+            FleetJobSpec.self,
+            from: Data(
+                json.replacingOccurrences(
+                    of: "\"kind\":\"composite\"", with: "\"kind\":\"recording\""
+                ).utf8))
+        #expect(decoded.kind == .composite)
+        // A worker resolves the file names in the attempt's directory; URLs stay as they are.
+        let resolved = try stored.spec.agentOptions(in: "/out/comp-1/attempt-2")
+        #expect(resolved.composite == ["/out/comp-1/attempt-2/room.mp4", "rtmp://live.example/app/key"])
+        // Paths are refused: a job writes in its own directory only.
+        for bad in ["/etc/room.mp4", "../room.mp4", "sub/room.mp4", ".hidden.mp4"] {
+            await #expect(throws: RoomError.self) {
+                _ = try await service.submit(roomId: "standup", options: ["--composite", bad], jobId: nil, cost: nil)
+            }
+        }
+        // A job without --composite is a recording job.
+        _ = try await service.submit(roomId: "standup", options: [], jobId: "rec-2", cost: nil)
+        #expect(try #require(try await store.status("rec-2")).spec.kind == .recording)
+    }
+
     @Test func eachJobEventIsClaimedByOneServer() async throws {
         let server = try LocalRedisServer()
         let url = try RedisURL(parsing: server.url)

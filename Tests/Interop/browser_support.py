@@ -149,6 +149,20 @@ class Agent(LogProcess):
         super().__init__(args, record.parent / f"{participant}.log")
 
 
+class Publisher(LogProcess):
+    """`understudy join` on stage: SEND_AND_RECV, consumes nothing, publishes its test pattern (or
+    `video`, a file sent without re-encoding) encoded as `codec` (`--video-codec`)."""
+
+    def __init__(self, server: DevServer, room: str, workdir: Path, codec: str, participant: str = "bot",
+                 video: str | None = None):
+        args = [understudy_bin(), "join", "--server", server.base, "--room", room,
+                "--secret", server.secret or "", "--id", participant, "--name", participant.capitalize(),
+                "--mode", "SEND_AND_RECV", "--consume", "none", "--video-codec", codec]
+        if video:
+            args += ["--video", video]
+        super().__init__(args, workdir / f"{participant}.log")
+
+
 class RoomPage:
     """One person in the room: a headless Chromium or Firefox tab on the served page (both drivers
     give a page `evaluate`, `navigate`, `capture_png` and `console`)."""
@@ -190,11 +204,13 @@ class RoomPage:
         return await self.page.evaluate(f"window.understudyRoom.videoStats({json.dumps(participant)})")
 
     async def wait_frames(self, participant: str, frames: int, timeout: float = 40) -> dict:
+        """Waits until the page decoded `frames` video frames of `participant` (none yet: no stats);
+        returns its stats."""
         deadline = time.monotonic() + timeout
         stats: dict = {}
         while time.monotonic() < deadline:
-            stats = await self.video_stats(participant)
-            if stats["framesDecoded"] >= frames:
+            stats = await self.video_stats(participant) or {}
+            if stats.get("framesDecoded", 0) >= frames:
                 return stats
             await asyncio.sleep(0.5)
         raise AssertionError(f"{self.name}: decoded only {stats} of {participant} within {timeout}s")

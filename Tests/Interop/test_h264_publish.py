@@ -13,20 +13,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from browser_support import WINDOW, Agent, DevServer, LogProcess, RoomPage
+from browser_support import WINDOW, Agent, DevServer, LogProcess, Publisher, RoomPage
 from chromium import Chromium
 from harness import decode_errors, probe_frames, run_understudy, understudy_bin
 
 ROOM = "h264-publish"
 UDP_LOW = 46700
-
-
-def _publisher(server: DevServer, workdir: Path) -> LogProcess:
-    return LogProcess(
-        [understudy_bin(), "join", "--server", server.base, "--room", ROOM, "--secret", server.secret or "",
-         "--id", "bot", "--name", "Bot", "--mode", "SEND_AND_RECV", "--consume", "none",
-         "--video-codec", "h264"],
-        workdir / "bot.log")
 
 
 def _load(server: DevServer, workdir: Path) -> LogProcess:
@@ -37,18 +29,6 @@ def _load(server: DevServer, workdir: Path) -> LogProcess:
         workdir / "load.log")
 
 
-async def _decoded(viewer: RoomPage, participant: str, frames: int, timeout: float = 40) -> dict:
-    """Waits until the page decoded `frames` video frames of `participant`; returns its stats."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    stats: dict = {}
-    while asyncio.get_running_loop().time() < deadline:
-        stats = await viewer.page.evaluate(f"window.understudyRoom.videoStats({participant!r})") or {}
-        if stats.get("framesDecoded", 0) >= frames:
-            return stats
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{participant}: {stats}, wanted {frames} frames decoded")
-
-
 async def _play(workdir: Path) -> dict:
     record = workdir / "agent"
     record.mkdir()
@@ -57,20 +37,20 @@ async def _play(workdir: Path) -> dict:
     bot = recorder = load = None
     try:
         await server.ready()
-        bot = _publisher(server, workdir).start()
+        bot = Publisher(server, ROOM, workdir, "h264").start()
         await bot.wait_for(r"joined room", 30)
         async with Chromium(extra_flags=WINDOW) as browser:
             viewer = await RoomPage.open(browser, server, ROOM, name="Viewer", id="viewer", mode="RECV_ONLY")
             recorder = Agent(server, ROOM, record).start()
             await recorder.wait_for(r"holds H\.264 -> ", 40)
-            first = await _decoded(viewer, "bot", 30)
+            first = await viewer.wait_frames("bot", 30)
             # Still decoding a few seconds on: the stream goes on, not only its first keyframe.
-            out["bot"] = await _decoded(viewer, "bot", first["framesDecoded"] + 60)
+            out["bot"] = await viewer.wait_frames("bot", first["framesDecoded"] + 60)
             load = _load(server, workdir).start()
             match = await viewer.wait_until(
                 "a load bot on stage", lambda s: any(p.startswith("h264load") for p in s["stage"]), timeout=60)
             name = next(p for p in match["stage"] if p.startswith("h264load"))
-            out["load"] = await _decoded(viewer, name, 30, timeout=60)
+            out["load"] = await viewer.wait_frames(name, 30, timeout=60)
             recorder.stop()  # SIGTERM: the agent finishes its files
             await recorder.wait_exit(20)
     finally:

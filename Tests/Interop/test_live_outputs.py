@@ -133,3 +133,97 @@ def test_bad_live_outputs_are_refused(understudy, tmp_path):
         result = subprocess.run([understudy, *base, *extra], capture_output=True, text=True, timeout=60)
         assert result.returncode != 0 and message in result.stderr, (extra, result.returncode, result.stderr)
         assert not re.search(r"Fatal error|Trace/breakpoint", result.stderr), result.stderr
+
+
+NGINX_CONF = """daemon off;
+master_process off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log info;
+load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
+events {{ worker_connections 64; }}
+rtmp {{
+    server {{
+        listen 127.0.0.1:{port};
+        application live {{
+            live on;
+            record all;
+            record_path {dir};
+        }}
+    }}
+}}
+"""
+
+
+def test_ts_hls_and_rtmp_to_nginx(understudy, tmp_path):
+    """MPEG-TS segments (`--hls-segment ts`, a 3-segment live window) read by ffmpeg while the agent runs, and
+    an RTMP push to nginx-rtmp (Debian's libnginx-mod-rtmp): ffprobe plays the stream back from nginx, and
+    the FLV nginx recorded holds h264 + aac."""
+    port = free_port()
+    rtmp_port = free_port()
+    url = f"rtmp://127.0.0.1:{rtmp_port}/live/x"
+    nginx_dir = tmp_path / "nginx"
+    nginx_dir.mkdir()
+    (nginx_dir / "nginx.conf").write_text(NGINX_CONF.format(dir=nginx_dir, port=rtmp_port))
+    nginx = subprocess.Popen(["nginx", "-e", str(nginx_dir / "error.log"), "-p", str(nginx_dir), "-c",
+                              str(nginx_dir / "nginx.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = start_server(port, udp_low=47210)
+    processes: list[AgentProcess] = []
+    try:
+        make_video(tmp_path / "p1.ivf", 0xE0E0E0)
+        hls = tmp_path / "hls"
+        hls.mkdir()
+        playlist = hls / "room.m3u8"
+        agent = AgentProcess("ts", join_args(
+            port, "ts", "ts", "--consume", "all", "--size", "640x360", "--composite-preset", "ultrafast",
+            "--composite", str(playlist), "--hls-segment", "ts", "--hls-window", "3", "--composite", url), tmp_path)
+        processes.append(agent)
+        agent.wait_for(r"joined room ts as ts")
+        host = AgentProcess("p1", join_args(
+            port, "ts", "p1", "--mode", "SEND_AND_RECV", "--consume", "none",
+            "--video", str(tmp_path / "p1.ivf")), tmp_path)
+        processes.append(host)
+        host.wait_for(r"joined room ts as p1 \(SEND_AND_RECV\)")
+        agent.wait_for(rf"RTMP output: publishing to 127.0.0.1:{rtmp_port}/live")
+
+        # The live playlist rolls a 3-segment window of .ts segments; ffmpeg plays it while it is written.
+        deadline = time.monotonic() + 60
+        while not (playlist.exists() and "#EXT-X-MEDIA-SEQUENCE:1" in playlist.read_text()):
+            assert time.monotonic() < deadline, "the live playlist never rolled its window"
+            time.sleep(0.2)
+        live = playlist.read_text()
+        assert "#EXT-X-ENDLIST" not in live and "EXT-X-MAP" not in live and live.count("#EXTINF") == 3, live
+        assert "room-00001.ts" in live, live
+        played = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-live_start_index", "0", "-i", str(playlist),
+                                 "-t", "2", "-f", "null", "-"], capture_output=True, text=True, timeout=60)
+        assert played.returncode == 0 and played.stderr == "", played.stderr
+
+        # nginx plays the stream back to a reader.
+        back = subprocess.run(["ffprobe", "-v", "error", "-rw_timeout", "20000000", "-show_entries",
+                               "stream=codec_name", "-of", "csv=p=0", url],
+                              capture_output=True, text=True, timeout=60)
+        assert sorted(back.stdout.split()) == ["aac", "h264"], (back.stdout, back.stderr)
+        time.sleep(1)
+        assert agent.terminate() == 0, agent.log()[-3000:]
+
+        vod = playlist.read_text()
+        assert "#EXT-X-PLAYLIST-TYPE:VOD" in vod and vod.endswith("#EXT-X-ENDLIST\n"), vod
+        assert decode_errors(playlist) == "", decode_errors(playlist)
+        counts = probe_frames(playlist)
+        assert counts.get("h264", 0) >= 30 * 4 and counts.get("aac", 0) >= 40 * 4, counts
+        recorded = nginx_dir / "x.flv"
+        deadline = time.monotonic() + 30
+        while not (recorded.exists() and recorded.stat().st_size > 50_000):
+            assert time.monotonic() < deadline, f"nginx recorded nothing: {(nginx_dir / 'error.log').read_text()}"
+            time.sleep(0.2)
+        assert codecs(recorded) == ["aac", "h264"], codecs(recorded)
+        frames = probe_frames(recorded)
+        assert frames.get("h264", 0) >= 30 * 2, frames
+        print(f"TS HLS: {vod.count('#EXTINF')} segments, {counts}; nginx recorded {frames}")
+    finally:
+        for p in processes:
+            p.stop()
+        nginx.terminate()
+        nginx.wait(timeout=30)
+        server.terminate()
+        server.wait(timeout=30)

@@ -10,7 +10,7 @@ to the publisher, and the way from the SFU to the viewer or the recorder, are fr
   viewer watches it. The agent's pump stops the
   layers that do not fit its estimate (from the SFU's transport-cc feedback; on by default, off
   with `UNDERSTUDY_FIT_ESTIMATE=0`): the viewer gets a lower layer and keeps decoding (≥ 10 fps, no
-  freeze over 3 s: the issue's 1 s is not met yet, see the test), and what the agent sends fits
+  freeze over 2 s asserted against the issue's 1 s, see the test), and what the agent sends fits
   the cap (the shaped queue's own counters: sent rate under the cap, few tail drops).
 - Chromium publishes a hard 960x540 clip from the room page (three simulcast layers) and the agent
   records the stage: Chromium's sender follows the SFU's feedback below the cap, and the recording
@@ -118,13 +118,16 @@ def test_the_agent_on_a_shaped_uplink_keeps_the_viewer_decoding(tmp_path: Path) 
     # The agent stopped the layer that does not fit: the viewer gets a lower one.
     assert 0 < b.get("width", 0) < (result["before"] or {}).get("width", 0), (
         f"the viewer still gets width {b.get('width')} under the cap")
-    # Not the issue's 1 s yet: the pre-encoded layer fitter stops the top layer within about 2 s, and
-    # tries the next layer up again every few seconds; each failed try overflows the queue and froze
-    # the viewer for up to 1.1-2.0 s (measured at a load of 35-45). Without the fitter
+    # The issue's goal is 1 s. The switch down froze the viewer 1.2-2.3 s until the fitter stopped
+    # the upper layers on the frame a decrease arrived, the SFU started the lower layer at its first
+    # key frame after the upper one stopped, and the 160x90 layer got a key frame every 0.5 s (a
+    # pre-encoded loop cannot answer a key frame request): 0.62-1.05 s in three runs at a load of
+    # 10-14. The margin is for a CI machine that starves Chromium. Without the fitter
     # (`UNDERSTUDY_FIT_ESTIMATE=0`) the viewer decoded 2.5 fps, 67 % of the packets overflowed the
     # queue and every assertion below but the freeze bound failed.
     longest = max((e["duration"] for e in events), default=0.0)
-    assert longest <= 3.0, f"the viewer froze for {longest:.2f} s"
+    print(f"longest freeze under the cap: {longest:.2f} s (issue goal: 1 s)")
+    assert longest <= 2.0, f"the viewer froze for {longest:.2f} s (goal: 1 s)"
     # What passed the cap, measured over the window: the token bucket's burst lets it read a little over the
     # rate (CI read 200.x kbit/s through 200 kbit/s), so 5 % over is still "fits".
     assert sent <= AGENT_CAP_KBIT * 1.05, f"the agent sent {sent:.1f} kbit/s into a {AGENT_CAP_KBIT} kbit/s uplink"

@@ -53,7 +53,7 @@ import Testing
         #expect(keyframes == [0, 17])
         let path = temporaryPath("x264-encoder-\(UUID().uuidString).h264")
         defer { unlink(path) }
-        FileManager.default.createFile(atPath: path, contents: Data(stream))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(stream))
         #expect(try probeFrameCounts(path)["h264"] == 40)
         #expect(try ffmpegDecodeErrors(path) == "")
     }

@@ -62,6 +62,50 @@ struct VideoDecoderTests {
         #expect(difference < 2.5, "mean luma difference \(difference)")
     }
 
+    /// In place (the compositor's way): each frame's picture is lent from the decoder's own buffer,
+    /// the same pixels the copying decode returns, and is there until the next decode. 10-bit VP9
+    /// is lent as a converted copy.
+    @Test(arguments: [MediaCodec.vp8, .vp9, .h264, .av1])
+    func decodingInPlaceLendsThePictureTheCopyGives(_ codec: MediaCodec) throws {
+        let frames = try videoFixture(codec, seconds: 1)
+        let copying = try VideoDecoder(codec: codec)
+        let inPlace = try VideoDecoder(codec: codec)
+        #expect(try inPlace.withPicture { _ in 1 } == nil)
+        var compared = 0
+        for frame in frames {
+            let copy = try copying.decode(frame.data)
+            let lent = try inPlace.decodeInPlace(frame.data)
+            #expect(lent == (copy != nil))
+            guard let copy else { continue }
+            let luma = try inPlace.withPicture { p -> [UInt8] in
+                #expect(p.width == copy.width && p.height == copy.height)
+                return (0..<p.height).flatMap { row in
+                    Array(UnsafeBufferPointer(start: p.y + row * p.strideY, count: p.width))
+                }
+            }
+            #expect(luma == packedLuma(copy))
+            compared += 1
+        }
+        #expect(compared >= frames.count - 2)
+        // Still lent after the last decode, with the last frame's pixels.
+        let last = try inPlace.withPicture { p in p.y[p.strideY * (p.height / 2) + p.width / 2] }
+        #expect(last != nil)
+        #expect(throws: MediaError.self) { try inPlace.decodeInPlace([]) }
+
+        if codec == .vp9 {
+            let deep = try vp9Frames(seconds: 1, pixelFormat: "yuv420p10le")
+            let decoder = try VideoDecoder(codec: .vp9)
+            for frame in deep { _ = try decoder.decodeInPlace(frame.data) }
+            _ = try decoder.finish()
+            let luma = try decoder.withPicture { p in
+                (0..<p.height).flatMap { row in Array(UnsafeBufferPointer(start: p.y + row * p.strideY, count: p.width))
+                }
+            }
+            let difference = meanDifference(luma ?? [], try testPatternLuma(frame: 29))
+            #expect(difference < 2.5, "10-bit lent as 8-bit: mean luma difference \(difference)")
+        }
+    }
+
     /// Bad input is a thrown MediaError, never a crash: garbage, delta frames without their key
     /// frame, truncated key frames, an empty frame, and audio.
     @Test(arguments: [MediaCodec.vp8, .vp9, .h264, .av1])

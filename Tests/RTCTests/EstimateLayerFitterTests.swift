@@ -55,6 +55,18 @@ import Testing
         #expect(run(&f, from: 4_000 * ms, seconds: 4, estimate: up) == [0, 1, 2])
     }
 
+    /// A decrease stops the layers that no longer fit on the next frame, not at the next evaluation.
+    @Test func aDecreaseStopsLayersOnTheNextFrame() {
+        var f = EstimateLayerFitter(mode: .simulcast, layerCount: 3)
+        let fine = BandwidthEstimate(targetBitrate: 2_000_000, state: .holding, source: .transportCC)
+        #expect(run(&f, from: 0, seconds: 2, estimate: fine) == [0, 1, 2])
+        // 416 ms after the last evaluation (at 1.584 s): no wait for the next one at 2.1 s.
+        let cut = BandwidthEstimate(targetBitrate: 200_000, state: .decreasing, source: .transportCC)
+        f.update(estimate: cut, now: 2_000 * ms)
+        #expect(f.route(layer: 0, isKeyframe: false) == nil && f.route(layer: 1, isKeyframe: false) == nil)
+        #expect(f.route(layer: 2, isKeyframe: false) == 2)
+    }
+
     @Test func anApplicationLimitedSenderProbesTheNextLayerAndBacksOffWhenItFails() {
         var f = EstimateLayerFitter(mode: .single, layerCount: 3)
         var e = BandwidthEstimate(targetBitrate: 420_000, state: .applicationLimited, source: .transportCC)

@@ -65,7 +65,7 @@ private struct Stream {
             payloads.append(stap)
         }
         var scratch: [UInt8] = []
-        annexB([units.last!]).withUnsafeBytes {
+        _ = annexB([units.last!]).withUnsafeBytes {
             H264PayloadFormat.packetize(accessUnit: $0, maxPayloadSize: 200, scratch: &scratch) { p, _ in
                 payloads.append([UInt8](p))
             }

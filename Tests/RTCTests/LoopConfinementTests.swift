@@ -64,6 +64,20 @@ import Testing
             loop.shutdown()
         }
 
+        @Test func mediaPumpAttachedOffItsConnectionsLoopStopsTheProcess() async throws {
+            let result = try await #require(
+                processExitsWith: .failure, observing: [\.standardErrorContent]
+            ) {
+                let loop = EventLoop(name: "pump-off")
+                let pc = try PeerConnection(loop: loop)
+                let pump = MediaPump(connection: pc, video: nil, videoSource: nil, audio: nil, audioSource: nil)
+                pump.attach()
+            }
+            let message = String(decoding: result.standardErrorContent, as: UTF8.self)
+            #expect(message.contains("called off event loop 'pump-off'"))
+            #expect(message.contains("MediaPump.swift"))
+        }
+
         @Test func receiverCalledOffItsTransportsLoopStopsTheProcess() async {
             await #expect(processExitsWith: .failure) {
                 let loop = EventLoop(name: "rx-off")

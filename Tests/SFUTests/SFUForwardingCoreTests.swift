@@ -147,6 +147,35 @@ struct SFUForwardingCoreTests {
         await rig.close()
     }
 
+    /// A current layer that stopped at its publisher (an uplink that dropped it) gives way to the
+    /// next lower layer's key frame at once, before the allocator measures the stop; a short gap does
+    /// not, and the layer comes back at its own key frame.
+    @Test func aLowerKeyframeTakesOverFromAStalledLayer() async throws {
+        let rig = SFUUnitRig(rids: ["q", "h", "f"])
+        let (producer, upstream) = (rig.producer, rig.upstream)
+        Self.setSenderReports(upstream)
+        let (low, high) = (Self.low, Self.high)
+        let (consumer, track) = rig.consume(quality: .high)
+        consumer.allocate(position: 2, now: Self.time(0))
+        for k in 0...2 {
+            try producer.receive(high.packet(k, keyframe: k == 0), rid: "f", arrival: Self.time(k))
+            try producer.receive(low.packet(k, keyframe: false), rid: "q", arrival: Self.time(k))
+        }
+        #expect(consumer.currentLayer == 2 && track.sent.count == 3)
+        // The top layer stops. A low key frame 200 ms after its last packet: too soon to call it stopped.
+        try producer.receive(low.packet(8, keyframe: true), rid: "q", arrival: Self.time(2) + 200_000_000)
+        #expect(consumer.currentLayer == 2 && track.sent.count == 3)
+        // The next one, 400 ms after: the low layer takes over, the stream continuous.
+        try producer.receive(low.packet(14, keyframe: true), rid: "q", arrival: Self.time(2) + 400_000_000)
+        #expect(consumer.currentLayer == 0 && consumer.targetLayer == 2)
+        #expect(track.sent.count == 4 && track.sent.last?.sourceLayer == low.index)
+        #expect(track.sent.last?.sequenceNumber == track.sent[2].sequenceNumber &+ 1)
+        // The top layer resumes at its key frame (still the target).
+        try producer.receive(high.packet(20, keyframe: true), rid: "f", arrival: Self.time(20))
+        #expect(consumer.currentLayer == 2 && consumer.layerSwitches == 2)
+        await rig.close()
+    }
+
     /// A key frame that never comes does not hold the current layer back for good.
     @Test func theCurrentLayerHeldBackFlowsAgainAfterALimit() async throws {
         let rig = SFUUnitRig(rids: ["q", "h", "f"])

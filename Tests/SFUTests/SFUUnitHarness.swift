@@ -33,6 +33,8 @@ final class RecordingDownTrack: SFUDownTrack {
         var payload: [UInt8]
         var info: RTPPayloadInfo
         var audioLevel: RTPAudioLevel?
+        /// The dependency descriptor element written with it (nil: none).
+        var dependencyDescriptor: [UInt8]? = nil
         /// Which source packet this was (``SyntheticVP8Layer`` writes layer and sequence number last).
         var sourceLayer: UInt8 { payload[payload.count - 3] }
         var sourceSequenceNumber: UInt16 {
@@ -56,21 +58,25 @@ final class RecordingDownTrack: SFUDownTrack {
 
     func sendForwarded(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        rewrite: RTPPayloadRewrite, audioLevel: RTPAudioLevel?, captureTime: UInt64?, now: UInt64
+        rewrite: RTPPayloadRewrite, audioLevel: RTPAudioLevel?, captureTime: UInt64?,
+        dependencyDescriptor: UnsafeRawBufferPointer?, now: UInt64
     ) -> Bool {
         guard canSend else { return false }
         var packet = Self.record(payload, marker, timestamp, sequenceNumber, rewrite)
         packet.audioLevel = audioLevel
+        packet.dependencyDescriptor = dependencyDescriptor.map(Array.init)
         sent.append(packet)
         return true
     }
 
     func sendRetransmission(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        rewrite: RTPPayloadRewrite, now: UInt64
+        rewrite: RTPPayloadRewrite, dependencyDescriptor: UnsafeRawBufferPointer?, now: UInt64
     ) -> Bool {
         guard canSend else { return false }
-        retransmissions.append(Self.record(payload, marker, timestamp, sequenceNumber, rewrite))
+        var packet = Self.record(payload, marker, timestamp, sequenceNumber, rewrite)
+        packet.dependencyDescriptor = dependencyDescriptor.map(Array.init)
+        retransmissions.append(packet)
         return true
     }
 

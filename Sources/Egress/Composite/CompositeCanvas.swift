@@ -63,31 +63,30 @@ public final class CompositeCanvas {
     /// Scales `picture` into `rect`, keeping its aspect: the rest of the rect is black (letterbox or
     /// pillarbox). Throws for an inconsistent picture or when libyuv refuses the scale.
     public func draw(_ picture: I420Image, in rect: CompositeLayout.Rect) throws {
-        guard picture.isConsistent else {
+        guard let drawn = try picture.withPlanes({ try draw($0, in: rect) }) else {
             throw MediaError.invalidArgument("picture \(picture.width)x\(picture.height) with short planes")
         }
-        guard let rect = clip(rect),
+        return drawn
+    }
+
+    /// Scales borrowed planes (a decoder's own buffer) into `rect` straight away, keeping the
+    /// aspect as ``draw(_:in:)-(I420Image,_)`` does: no intermediate picture. Throws when libyuv refuses the scale.
+    public func draw(_ picture: I420Planes, in rect: CompositeLayout.Rect) throws {
+        guard picture.width > 0, picture.height > 0, let rect = clip(rect),
             let target = CompositeLayout.fit(pictureWidth: picture.width, pictureHeight: picture.height, in: rect)
         else { return }
         if target != rect { fill(rect, color: Self.black) }
         let cw = width / 2
-        let status = picture.y.withUnsafeBufferPointer { sy in
-            picture.u.withUnsafeBufferPointer { su in
-                picture.v.withUnsafeBufferPointer { sv in
-                    y.withUnsafeMutableBufferPointer { py in
-                        u.withUnsafeMutableBufferPointer { pu in
-                            v.withUnsafeMutableBufferPointer { pv in
-                                I420Scale(
-                                    sy.baseAddress, Int32(picture.strideY), su.baseAddress, Int32(picture.strideU),
-                                    sv.baseAddress, Int32(picture.strideV), Int32(picture.width),
-                                    Int32(picture.height),
-                                    py.baseAddress! + target.y * width + target.x, Int32(width),
-                                    pu.baseAddress! + target.y / 2 * cw + target.x / 2, Int32(cw),
-                                    pv.baseAddress! + target.y / 2 * cw + target.x / 2, Int32(cw),
-                                    Int32(target.width), Int32(target.height), kFilterBilinear)
-                            }
-                        }
-                    }
+        let status = y.withUnsafeMutableBufferPointer { py in
+            u.withUnsafeMutableBufferPointer { pu in
+                v.withUnsafeMutableBufferPointer { pv in
+                    I420Scale(
+                        picture.y, Int32(picture.strideY), picture.u, Int32(picture.strideU), picture.v,
+                        Int32(picture.strideV), Int32(picture.width), Int32(picture.height),
+                        py.baseAddress! + target.y * width + target.x, Int32(width),
+                        pu.baseAddress! + target.y / 2 * cw + target.x / 2, Int32(cw),
+                        pv.baseAddress! + target.y / 2 * cw + target.x / 2, Int32(cw),
+                        Int32(target.width), Int32(target.height), kFilterBilinear)
                 }
             }
         }

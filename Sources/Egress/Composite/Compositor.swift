@@ -142,7 +142,8 @@ public final class Compositor: @unchecked Sendable {
         let key: TileKey
         var slot: VideoSlot?
         var decoder: VideoDecoder?
-        var picture: I420Image?
+        /// The decoder holds a picture to draw (its own buffer, lent at draw time: no copy).
+        var hasPicture = false
         var changed = true
         var waitingForKeyframe = true
         var lastKeyframeRequest: UInt64 = 0
@@ -413,7 +414,7 @@ public final class Compositor: @unchecked Sendable {
                 ended.append(slot)
                 if source.slot === slot {
                     source.slot = nil
-                    source.picture = nil
+                    source.hasPicture = false
                     source.changed = true
                     changed = true
                 }
@@ -443,15 +444,20 @@ public final class Compositor: @unchecked Sendable {
             source.waitingForKeyframe = false
         }
         do {
-            if source.decoder?.codec != frame.codec { source.decoder = try VideoDecoder(codec: frame.codec) }
-            if let picture = try source.decoder?.decode(frame.data), picture.isConsistent {
-                source.picture = picture
+            if source.decoder?.codec != frame.codec {
+                source.decoder = try VideoDecoder(codec: frame.codec)
+                source.hasPicture = false
+            }
+            if try source.decoder?.decodeInPlace(frame.data) == true {
+                source.hasPicture = true
                 source.changed = true
             }
             return 0
         } catch {
+            // The canvas keeps the tile's last picture until the next key frame (or a relayout).
             source.waitingForKeyframe = true
             source.decoder = nil
+            source.hasPicture = false
             return 1
         }
     }
@@ -504,13 +510,12 @@ public final class Compositor: @unchecked Sendable {
             let source = sources[TileKey(id: tile.member.id, isScreen: tile.member.isScreen)]
             guard all || source?.changed == true else { continue }
             source?.changed = false
-            if let picture = source?.picture {
-                do { try canvas.draw(picture, in: tile.rect) } catch {
-                    canvas.fill(tile.rect, color: CompositeCanvas.placeholder)
-                }
-            } else {
-                canvas.fill(tile.rect, color: CompositeCanvas.placeholder)
+            // Scaled straight from the decoder's buffer into the canvas.
+            var drawn = false
+            if let source, source.hasPicture, let decoder = source.decoder {
+                drawn = (try? decoder.withPicture { try canvas.draw($0, in: tile.rect) }) != nil
             }
+            if !drawn { canvas.fill(tile.rect, color: CompositeCanvas.placeholder) }
             if options.labels {
                 let name = names[tile.member.id] ?? tile.member.id
                 canvas.label(tile.member.isScreen ? "\(name) (screen)" : name, in: tile.rect)

@@ -6,11 +6,13 @@ public import RTCWire
     import Glibc
 #endif
 
-/// HTTP Live Streaming (RFC 8216) of a composite: fMP4 segments and a media playlist, as files a web server
-/// or a CDN's uploader serves from the playlist's folder.
+/// HTTP Live Streaming (RFC 8216) of a composite: fMP4 or MPEG-TS segments and a media playlist, as files a
+/// web server or a CDN's uploader serves from the playlist's folder.
 ///
-/// For `dir/name.m3u8` it writes `dir/name-init.mp4` (the `#EXT-X-MAP` init segment: ftyp + moov) and
-/// `dir/name-00000.m4s`, `dir/name-00001.m4s` … (moof + mdat fragments). A segment ends at the first
+/// For `dir/name.m3u8` with fMP4 segments (the default) it writes `dir/name-init.mp4` (the `#EXT-X-MAP`
+/// init segment: ftyp + moov) and `dir/name-00000.m4s`, `dir/name-00001.m4s` … (moof + mdat fragments);
+/// with ``Options/SegmentFormat/ts`` it writes `dir/name-00000.ts` … (``MPEGTSMuxer``: each segment starts
+/// with the PAT and PMT and plays alone; AAC audio only). A segment ends at the first
 /// video keyframe that brings it near the target duration (the composite's encoder should make a keyframe
 /// every ``keyframeIntervalSeconds``), so every segment starts decodable.
 ///
@@ -44,15 +46,26 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         public var audioCodec: AudioCodec
         /// AAC bitrate, bits per second.
         public var aacBitrate: Int
+        /// The segments' container (`--hls-segment`).
+        public enum SegmentFormat: String, Sendable, CaseIterable {
+            /// Fragmented MP4 (`.m4s` after an init segment; HLS version 7).
+            case fmp4
+            /// MPEG-2 transport stream (`.ts`, H.264 + AAC; what older players and many CDNs expect).
+            case ts
+        }
+        /// The segments' container.
+        public var segmentFormat: SegmentFormat
 
         /// Creates options; see the properties for the meaning and the defaults.
         public init(
-            targetSegmentSeconds: Double = 2, window: Int = 6, audioCodec: AudioCodec = .aac, aacBitrate: Int = 96_000
+            targetSegmentSeconds: Double = 2, window: Int = 6, audioCodec: AudioCodec = .aac, aacBitrate: Int = 96_000,
+            segmentFormat: SegmentFormat = .fmp4
         ) {
             self.targetSegmentSeconds = targetSegmentSeconds
             self.window = window
             self.audioCodec = audioCodec
             self.aacBitrate = aacBitrate
+            self.segmentFormat = segmentFormat
         }
     }
 
@@ -91,7 +104,13 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
 
     private let folder: String
     private let stem: String
-    private var muxer: MP4Writer!
+    /// The fMP4 muxer (nil with TS segments).
+    private var muxer: MP4Writer?
+    /// The TS muxer (nil with fMP4 segments).
+    private var ts: MPEGTSMuxer?
+    /// TS: the last video frame's time and the gap before it (the last segment's end at finish).
+    private var lastVideoMicros: Int64?
+    private var videoGapMicros: Int64 = 0
     private let aac: AACEncoder?
     /// The open segment: its file, name, start (µs), and the last fragment's duration.
     private var segmentFD: Int32 = -1
@@ -121,7 +140,14 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         }
         self.destination = destination
         self.options = options
+        if options.segmentFormat == .ts && options.audioCodec != .aac {
+            throw Failure.invalidDestination("TS segments carry AAC audio, not Opus")
+        }
         aac = options.audioCodec == .aac ? try AACEncoder(bitrate: options.aacBitrate) : nil
+        if options.segmentFormat == .ts, let aac {
+            ts = try MPEGTSMuxer(audioSpecificConfig: aac.audioSpecificConfig)
+            return
+        }
         let audio: MP4Writer.AudioTrack =
             if let aac {
                 .aac(audioSpecificConfig: aac.audioSpecificConfig, channels: 1, sampleRate: aac.sampleRate)
@@ -140,22 +166,59 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         guard frame.codec == .h264 else {
             throw Failure.invalidDestination("HLS carries H.264 video, got \(frame.codec.rawValue)")
         }
-        try muxer.write(frame, pts: ptsMicros * 1_000)
+        if ts != nil { return try writeTSVideo(frame, ptsMicros: ptsMicros) }
+        try muxer?.write(frame, pts: ptsMicros * 1_000)
     }
 
     public func writeAudio(_ opus: EncodedFrame, pcm: UnsafeBufferPointer<Int16>, ptsMicros: Int64) throws {
         guard !finished else { throw MediaError.closed }
         guard let aac else {
-            try muxer.write(opus, pts: ptsMicros * 1_000)
+            try muxer?.write(opus, pts: ptsMicros * 1_000)
             return
         }
         let start = audioStartMicros ?? ptsMicros
         if audioStartMicros == nil { audioStartMicros = ptsMicros }
         let rate = Int64(aac.sampleRate)
-        try aac.encode(pcm) { bytes, samples in
-            try muxer.writeAudio(
-                bytes, pts: (start + samples * 1_000_000 / rate) * 1_000, duration: AACEncoder.frameSamples)
+        try aac.encode(pcm) { bytes, samples in try writeAAC(bytes, ptsMicros: start + samples * 1_000_000 / rate) }
+    }
+
+    /// One AAC frame to the open TS segment (none open yet: before the first keyframe, dropped) or the fMP4 muxer.
+    private func writeAAC(_ bytes: UnsafeRawBufferPointer, ptsMicros: Int64) throws {
+        if ts != nil {
+            guard segmentFD >= 0 else { return }
+            ts?.writeAudio(bytes, ptsMicros: ptsMicros)
+            try drainTS()
+        } else {
+            try muxer?.writeAudio(bytes, pts: ptsMicros * 1_000, duration: AACEncoder.frameSamples)
         }
+    }
+
+    /// TS: a keyframe that brings the open segment near its target ends it; one starts at a keyframe
+    /// (with the PAT and PMT), so video before the first keyframe is dropped.
+    private func writeTSVideo(_ frame: EncodedFrame, ptsMicros: Int64) throws {
+        if let last = lastVideoMicros, ptsMicros > last { videoGapMicros = ptsMicros - last }
+        lastVideoMicros = ptsMicros
+        if frame.isKeyframe {
+            if segmentFD >= 0, ptsMicros - segmentStart + videoGapMicros / 2 >= targetMicros {
+                segmentEnd = ptsMicros
+                try endSegment()
+                try writePlaylist(final: false)
+            }
+            if segmentFD < 0 {
+                try openSegment(at: ptsMicros)
+                ts?.writeTables()
+            }
+        }
+        guard segmentFD >= 0 else { return }
+        ts?.writeVideo(frame.data, ptsMicros: ptsMicros, keyframe: frame.isKeyframe)
+        segmentEnd = ptsMicros + videoGapMicros
+        try drainTS()
+    }
+
+    private func drainTS() throws {
+        let fd = segmentFD
+        let name = segmentName
+        try ts?.drain { try writeAll(fd, $0, path: name) }
     }
 
     /// Writes what is held as the last segment and the VOD playlist. Safe to call twice.
@@ -165,12 +228,9 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         if let aac {
             let start = audioStartMicros ?? 0
             let rate = Int64(aac.sampleRate)
-            try aac.flush { bytes, samples in
-                try muxer.writeAudio(
-                    bytes, pts: (start + samples * 1_000_000 / rate) * 1_000, duration: AACEncoder.frameSamples)
-            }
+            try aac.flush { bytes, samples in try writeAAC(bytes, ptsMicros: start + samples * 1_000_000 / rate) }
         }
-        try muxer.close()
+        try muxer?.close()
         try endSegment()
         try writePlaylist(final: true)
     }
@@ -188,18 +248,21 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
             try endSegment()
             try writePlaylist(final: false)
         }
-        if segmentFD < 0 {
-            segmentName = String(format: "%@-%05d.m4s", stem, segments.count)
-            segmentFD = open(folder + "/" + segmentName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard segmentFD >= 0 else { throw Failure.writeFailed(path: folder + "/" + segmentName, errno: errno) }
-            segmentStart = piece.startMicros
-        }
-        try writeAll(segmentFD, piece.bytes, path: segmentName)
+        if segmentFD < 0 { try openSegment(at: piece.startMicros) }
+        try piece.bytes.withUnsafeBytes { try writeAll(segmentFD, $0, path: segmentName) }
         segmentEnd = piece.endMicros
         lastFragmentMicros = piece.endMicros - piece.startMicros
     }
 
     private var targetMicros: Int64 { Int64(options.targetSegmentSeconds * 1_000_000) }
+
+    /// Opens the next segment file (`name-00000.m4s` or `.ts`), starting at `micros`.
+    private func openSegment(at micros: Int64) throws {
+        segmentName = String(format: "%@-%05d.%@", stem, segments.count, ts == nil ? "m4s" : "ts")
+        segmentFD = open(folder + "/" + segmentName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard segmentFD >= 0 else { throw Failure.writeFailed(path: folder + "/" + segmentName, errno: errno) }
+        segmentStart = micros
+    }
 
     private func endSegment() throws {
         guard segmentFD >= 0 else { return }
@@ -213,10 +276,12 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         let listed = final ? segments[...] : segments.suffix(options.window)
         let longest = segments.map(\.duration).max() ?? options.targetSegmentSeconds
         let target = Int(max(options.targetSegmentSeconds, longest).rounded(.up))
-        var text = "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:\(target)\n"
+        // fMP4 segments need version 7 (EXT-X-MAP without I-frames only); TS segments play from version 3.
+        var text = "#EXTM3U\n#EXT-X-VERSION:\(ts == nil ? 7 : 3)\n#EXT-X-TARGETDURATION:\(target)\n"
         text += "#EXT-X-MEDIA-SEQUENCE:\(segments.count - listed.count)\n"
         if final { text += "#EXT-X-PLAYLIST-TYPE:VOD\n" }
-        text += "#EXT-X-INDEPENDENT-SEGMENTS\n#EXT-X-MAP:URI=\"\(stem)-init.mp4\"\n"
+        text += "#EXT-X-INDEPENDENT-SEGMENTS\n"
+        if ts == nil { text += "#EXT-X-MAP:URI=\"\(stem)-init.mp4\"\n" }
         for segment in listed { text += String(format: "#EXTINF:%.6f,\n", segment.duration) + segment.name + "\n" }
         if final { text += "#EXT-X-ENDLIST\n" }
         let name = (destination as NSString).lastPathComponent
@@ -232,20 +297,18 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw Failure.writeFailed(path: path, errno: errno) }
         defer { close(fd) }
-        try writeAll(fd, bytes, path: path)
+        try bytes.withUnsafeBytes { try writeAll(fd, $0, path: path) }
     }
 
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
-        try bytes.withUnsafeBytes { raw in
-            var done = 0
-            while done < raw.count {
-                let n = write(fd, raw.baseAddress! + done, raw.count - done)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw Failure.writeFailed(path: path, errno: errno)
-                }
-                done += n
+    private func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer, path: String) throws {
+        var done = 0
+        while done < raw.count {
+            let n = write(fd, raw.baseAddress! + done, raw.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Failure.writeFailed(path: path, errno: errno)
             }
+            done += n
         }
     }
 }

@@ -391,13 +391,13 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
                     payload.removeAll(keepingCapacity: true)
                     FLVTags.aacSequenceHeader(aac.audioSpecificConfig, into: &payload)
                     try s.sendMessage(
-                        channel: RTMPSession.Channel.audio, type: RTMPSession.MessageType.audio,
+                        channel: RTMPSession.Channel.audio, type: RTMPMessageType.audio,
                         streamID: s.streamID, timestamp: 0, payload[...])
                 }
                 if tag.video, let header = tag.header, header != videoHeader {
                     videoHeader = header
                     try s.sendMessage(
-                        channel: RTMPSession.Channel.video, type: RTMPSession.MessageType.video,
+                        channel: RTMPSession.Channel.video, type: RTMPMessageType.video,
                         streamID: s.streamID, timestamp: UInt32(clamping: max(0, tag.millis - base)), header[...])
                 }
                 guard tag.millis >= base else {
@@ -406,7 +406,7 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
                 }
                 try s.sendMessage(
                     channel: tag.video ? RTMPSession.Channel.video : RTMPSession.Channel.audio,
-                    type: tag.video ? RTMPSession.MessageType.video : RTMPSession.MessageType.audio,
+                    type: tag.video ? RTMPMessageType.video : RTMPMessageType.audio,
                     streamID: s.streamID, timestamp: UInt32(clamping: tag.millis - base), tag.payload[...])
                 condition.withLock {
                     if tag.video { shared.sentVideoFrames += 1 } else { shared.sentAudioFrames += 1 }
@@ -453,7 +453,7 @@ public final class RTMPOutput: KeyframePacedOutput, @unchecked Sendable {
         if let size { fields += [("width", .number(Double(size.width))), ("height", .number(Double(size.height)))] }
         AMF0.appendECMAArray(fields, to: &b)
         try s.sendMessage(
-            channel: RTMPSession.Channel.data, type: RTMPSession.MessageType.dataAMF0, streamID: s.streamID,
+            channel: RTMPSession.Channel.data, type: RTMPMessageType.dataAMF0, streamID: s.streamID,
             timestamp: 0, b[...])
     }
 }

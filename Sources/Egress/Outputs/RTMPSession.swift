@@ -17,44 +17,15 @@ final class RTMPSession {
         static let data: UInt32 = 5
         static let video: UInt32 = 6
     }
-    /// Message type ids.
-    enum MessageType {
-        static let setChunkSize: UInt8 = 1
-        static let abort: UInt8 = 2
-        static let acknowledgement: UInt8 = 3
-        static let userControl: UInt8 = 4
-        static let windowAckSize: UInt8 = 5
-        static let setPeerBandwidth: UInt8 = 6
-        static let audio: UInt8 = 8
-        static let video: UInt8 = 9
-        static let dataAMF0: UInt8 = 18
-        static let commandAMF0: UInt8 = 20
-    }
-
     /// The chunk size this side sends with (announced right after the handshake).
     static let outChunkSize = 4096
-    /// The largest message a server may send us (its commands are small; this bounds a hostile length).
-    static let maxInboundMessage = 1 << 20
 
     private let fd: Int32
     private let url: RTMPURL
-    private var inChunkSize = 128
-    private var inbound: [UInt8] = []
-    private var inboundStart = 0
+    /// What the server sends, parsed.
+    private var reader = RTMPChunkReader()
     private var bytesReceived: UInt64 = 0
     private var lastAcknowledged: UInt64 = 0
-    private var windowAckSize: UInt64 = 2_500_000
-    /// Per inbound chunk stream: the last message header and the message being assembled.
-    private struct InboundStream {
-        var timestamp: UInt32 = 0
-        var delta: UInt32 = 0
-        var length = 0
-        var type: UInt8 = 0
-        var streamID: UInt32 = 0
-        var extended = false
-        var payload: [UInt8] = []
-    }
-    private var streams: [UInt32: InboundStream] = [:]
     private var out: [UInt8] = []
     /// What one `recv` reads into (kept, so reading allocates nothing).
     private var readBuffer = [UInt8](repeating: 0, count: 16_384)
@@ -134,7 +105,8 @@ final class RTMPSession {
         _ = try receive(exactly: 1536)
         var size: [UInt8] = []
         size.appendBE32(UInt32(Self.outChunkSize))
-        try sendMessage(channel: Channel.control, type: MessageType.setChunkSize, streamID: 0, timestamp: 0, size[...])
+        try sendMessage(
+            channel: Channel.control, type: RTMPMessageType.setChunkSize, streamID: 0, timestamp: 0, size[...])
     }
 
     // MARK: - Publishing
@@ -203,7 +175,7 @@ final class RTMPSession {
         AMF0.append(.number(id), to: &command)
         for argument in arguments { AMF0.append(argument, to: &command) }
         try sendMessage(
-            channel: Channel.command, type: MessageType.commandAMF0, streamID: streamID, timestamp: 0, command[...])
+            channel: Channel.command, type: RTMPMessageType.commandAMF0, streamID: streamID, timestamp: 0, command[...])
         return id
     }
 
@@ -214,7 +186,7 @@ final class RTMPSession {
             guard left > 0 else { throw RTMPOutput.Failure.timedOut("no \(what) from the server") }
             guard try fill(timeoutMillis: Int32(min(left, 1) * 1_000)) else { continue }
             while let message = try nextMessage() {
-                guard message.type == MessageType.commandAMF0 else { continue }
+                guard message.type == RTMPMessageType.commandAMF0 else { continue }
                 let values: [AMF0.Value]
                 do { values = try AMF0.decode(message.payload[...]) } catch let malformed as AMF0.Malformed {
                     throw RTMPOutput.Failure.protocolError(malformed.reason)
@@ -229,7 +201,7 @@ final class RTMPSession {
     func service() throws {
         while try fill(timeoutMillis: 0) {
             while let message = try nextMessage() {
-                if message.type == MessageType.commandAMF0, let values = try? AMF0.decode(message.payload[...]),
+                if message.type == RTMPMessageType.commandAMF0, let values = try? AMF0.decode(message.payload[...]),
                     values.first?.string == "onStatus", values.count > 3, values[3]["level"]?.string == "error"
                 {
                     throw RTMPOutput.Failure.rejected(values[3]["code"]?.string ?? "onStatus error")
@@ -292,24 +264,20 @@ final class RTMPSession {
             throw RTMPOutput.Failure.connectionLost("poll: errno \(errno)")
         }
         guard ready > 0 else { return false }
-        if inboundStart > 0 && (inboundStart == inbound.count || inboundStart >= 1 << 16) {
-            inbound.removeSubrange(0..<inboundStart)
-            inboundStart = 0
-        }
         let n = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if n == 0 { throw RTMPOutput.Failure.connectionLost("the server closed the connection") }
         if n < 0 {
             if errno == EINTR || errno == EAGAIN { return false }
             throw RTMPOutput.Failure.connectionLost("recv: \(String(cString: strerror(errno))) (errno \(errno))")
         }
-        inbound.append(contentsOf: readBuffer[0..<n])
+        reader.append(readBuffer[0..<n])
         bytesReceived += UInt64(n)
-        if bytesReceived - lastAcknowledged >= windowAckSize {
+        if bytesReceived - lastAcknowledged >= reader.windowAckSize {
             lastAcknowledged = bytesReceived
             var ack: [UInt8] = []
             ack.appendBE32(UInt32(truncatingIfNeeded: bytesReceived))
             try sendMessage(
-                channel: Channel.control, type: MessageType.acknowledgement, streamID: 0, timestamp: 0, ack[...])
+                channel: Channel.control, type: RTMPMessageType.acknowledgement, streamID: 0, timestamp: 0, ack[...])
         }
         return true
     }
@@ -329,108 +297,24 @@ final class RTMPSession {
         return buffer
     }
 
-    /// The next whole message in the bytes read (protocol control messages handled here); nil when more
-    /// bytes are needed. Throws ``RTMPOutput/Failure/protocolError(_:)`` for bytes that are no chunk stream.
+    /// The next whole message in the bytes read (protocol control messages applied, pings answered); nil
+    /// when more bytes are needed. Throws ``RTMPOutput/Failure/protocolError(_:)`` for bytes that are no
+    /// chunk stream.
     private func nextMessage() throws -> (type: UInt8, payload: [UInt8])? {
         while true {
-            var i = inboundStart
-            let b = inbound
-            func available(_ n: Int) -> Bool { b.count - i >= n }
-            guard available(1) else { return nil }
-            let fmt = b[i] >> 6
-            var channel = UInt32(b[i] & 0x3F)
-            i += 1
-            if channel == 0 {
-                guard available(1) else { return nil }
-                channel = 64 + UInt32(b[i])
-                i += 1
-            } else if channel == 1 {
-                guard available(2) else { return nil }
-                channel = 64 + UInt32(b[i]) + UInt32(b[i + 1]) * 256
-                i += 2
-            }
-            var stream = streams[channel]
-            if stream == nil && fmt != 0 {
-                throw RTMPOutput.Failure.protocolError(
-                    "chunk of type \(fmt) on chunk stream \(channel), which never had a type 0 header")
-            }
-            var s = stream ?? InboundStream()
-            let headerSizes = [11, 7, 3, 0]
-            guard available(headerSizes[Int(fmt)]) else { return nil }
-            let starting = s.payload.isEmpty
-            if fmt <= 2 {
-                let field = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
-                s.extended = field == 0xFF_FFFF
-                if fmt <= 1 {
-                    s.length = Int(b[i + 3]) << 16 | Int(b[i + 4]) << 8 | Int(b[i + 5])
-                    s.type = b[i + 6]
-                }
-                if fmt == 0 {
-                    s.streamID =
-                        UInt32(b[i + 7]) | UInt32(b[i + 8]) << 8 | UInt32(b[i + 9]) << 16 | UInt32(b[i + 10]) << 24
-                    s.timestamp = field
-                    s.delta = 0
-                } else {
-                    s.delta = field
-                }
-                i += headerSizes[Int(fmt)]
-            }
-            if s.extended {
-                guard available(4) else { return nil }
-                let value = UInt32(b[i]) << 24 | UInt32(b[i + 1]) << 16 | UInt32(b[i + 2]) << 8 | UInt32(b[i + 3])
-                if fmt == 0 { s.timestamp = value } else if fmt <= 2 { s.delta = value }
-                i += 4
-            }
-            guard s.length <= Self.maxInboundMessage else {
-                throw RTMPOutput.Failure.protocolError("server message of \(s.length) bytes (more than 1 MiB)")
-            }
-            if starting && fmt != 0 { s.timestamp &+= s.delta }
-            let take = min(inChunkSize, s.length - s.payload.count)
-            guard available(take) else { return nil }
-            s.payload.append(contentsOf: b[i..<i + take])
-            i += take
-            inboundStart = i
-            stream = s
-            guard s.payload.count >= s.length else {
-                streams[channel] = stream
-                continue
-            }
-            let message = (type: s.type, payload: s.payload)
-            s.payload = []
-            streams[channel] = s
-            if try handleControl(message.type, message.payload) { continue }
-            return message
-        }
-    }
-
-    /// Handles a protocol control or user control message; true when it was one.
-    private func handleControl(_ type: UInt8, _ p: [UInt8]) throws -> Bool {
-        func be32(_ at: Int) -> UInt32 {
-            UInt32(p[at]) << 24 | UInt32(p[at + 1]) << 16 | UInt32(p[at + 2]) << 8 | UInt32(p[at + 3])
-        }
-        switch type {
-        case MessageType.setChunkSize:
-            guard p.count >= 4 else { throw RTMPOutput.Failure.protocolError("short Set Chunk Size") }
-            let size = Int(be32(0) & 0x7FFF_FFFF)
-            guard (1...0xFF_FFFF).contains(size) else {
-                throw RTMPOutput.Failure.protocolError("Set Chunk Size \(size)")
-            }
-            inChunkSize = size
-        case MessageType.abort:
-            if p.count >= 4 { streams[be32(0)]?.payload = [] }
-        case MessageType.windowAckSize:
-            if p.count >= 4 { windowAckSize = UInt64(max(1, be32(0))) }
-        case MessageType.userControl:
-            // Ping request (event 6): answer with a ping response (event 7) of the same time.
-            if p.count >= 6, p[0] == 0, p[1] == 6 {
+            let item: RTMPChunkReader.Item?
+            do { item = try reader.next() } catch { throw RTMPOutput.Failure.protocolError(error.reason) }
+            switch item {
+            case nil: return nil
+            case .message(let type, let payload): return (type, payload)
+            case .ping(let time):
+                // Ping request (event 6): answered with a ping response (event 7) of the same time.
+                var pong: [UInt8] = [0, 7]
+                pong.appendBE32(time)
                 try sendMessage(
-                    channel: Channel.control, type: MessageType.userControl, streamID: 0, timestamp: 0,
-                    [0, 7, p[2], p[3], p[4], p[5]][...])
+                    channel: Channel.control, type: RTMPMessageType.userControl, streamID: 0, timestamp: 0, pong[...])
             }
-        case MessageType.acknowledgement, MessageType.setPeerBandwidth: break
-        default: return false
         }
-        return true
     }
 }
 

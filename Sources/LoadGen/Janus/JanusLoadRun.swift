@@ -82,17 +82,9 @@ public final class JanusLoadRun: @unchecked Sendable {
         }
 
         // Publishers first, so that every subscriber finds them all.
-        var index = 0
-        var publishing: [Task<Void, Never>] = []
-        for i in 0..<(c.publishers + c.audioPublishers) {
-            let video = i < c.publishers
-            let bot = JanusLoadBot(id: "\(c.idPrefix)-pub-\(i)", loop: loops[index % loops.count])
-            index += 1
-            lock.withLock { bots.append(bot) }
-            publishing.append(Task { await self.publish(bot, video: video) })
-            try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+        await startBots(c.publishers + c.audioPublishers, role: "pub", interval: interval, after: 0) { bot, i in
+            await self.publish(bot, video: i < c.publishers)
         }
-        for task in publishing { await task.value }
         let feeds = lock.withLock { bots.compactMap { bot in bot.feed.map { (feed: $0, display: bot.id) } } }
         if feeds.isEmpty && c.publishers + c.audioPublishers > 0 {
             let first = lock.withLock { errorCounts.first?.value.example ?? "no publisher could join" }
@@ -102,15 +94,10 @@ public final class JanusLoadRun: @unchecked Sendable {
             if first.hasPrefix("Janus HTTP API") { throw .unreachable(first) }
             throw .refused(RoomError(code: 0, name: "janus", message: first))
         }
-        var subscribing: [Task<Void, Never>] = []
-        for i in 0..<c.subscribers {
-            let bot = JanusLoadBot(id: "\(c.idPrefix)-sub-\(i)", loop: loops[index % loops.count])
-            index += 1
-            lock.withLock { bots.append(bot) }
-            subscribing.append(Task { await self.subscribe(bot, to: feeds) })
-            try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+        let publishers = c.publishers + c.audioPublishers
+        await startBots(c.subscribers, role: "sub", interval: interval, after: publishers) { bot, _ in
+            await self.subscribe(bot, to: feeds)
         }
-        for task in subscribing { await task.value }
 
         // Duration from the first join; then until every track has media (bounded), then settle.
         var trackDeadline: Date?
@@ -139,13 +126,19 @@ public final class JanusLoadRun: @unchecked Sendable {
 
     // MARK: Bots
 
+    /// Opens the bot's Janus session and attaches its VideoRoom handle.
+    private func attach(_ bot: JanusLoadBot) async throws -> (JanusSession, UInt64) {
+        let session = try await JanusSession(api: room.api)
+        bot.session = session
+        let handle = try await session.attach()
+        bot.handle = handle
+        return (session, handle)
+    }
+
     private func publish(_ bot: JanusLoadBot, video: Bool) async {
         let start = Date()
         do {
-            let session = try await JanusSession(api: room.api)
-            bot.session = session
-            let handle = try await session.attach()
-            bot.handle = handle
+            let (session, handle) = try await attach(bot)
             let (feed, _) = try await session.joinAsPublisher(handle, room: room.room, display: bot.id)
             let pc = try PeerConnection(loop: bot.loop)
             bot.pc = pc
@@ -172,13 +165,27 @@ public final class JanusLoadRun: @unchecked Sendable {
         }
     }
 
+    /// Starts `count` bots `<idPrefix>-<role>-<i>`, one every `interval` seconds, the loops taken in
+    /// turn after the `after` bots started before them, and waits until each one's `join` returned.
+    private func startBots(
+        _ count: Int, role: String, interval: Double, after: Int,
+        join: @escaping @Sendable (JanusLoadBot, Int) async -> Void
+    ) async {
+        var joins: [Task<Void, Never>] = []
+        for i in 0..<count {
+            let bot = JanusLoadBot(
+                id: "\(configuration.idPrefix)-\(role)-\(i)", loop: loops[(after + i) % loops.count])
+            lock.withLock { bots.append(bot) }
+            joins.append(Task { await join(bot, i) })
+            try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+        }
+        for task in joins { await task.value }
+    }
+
     private func subscribe(_ bot: JanusLoadBot, to feeds: [(feed: UInt64, display: String)]) async {
         let start = Date()
         do {
-            let session = try await JanusSession(api: room.api)
-            bot.session = session
-            let handle = try await session.attach()
-            bot.handle = handle
+            let (session, handle) = try await attach(bot)
             let (offerSDP, reply) = try await session.joinAsSubscriber(
                 handle, room: room.room, streams: feeds.map { ["feed": .number(Double($0.feed))] })
             // Janus lists the streams of its offer in m-line order: mid, type and the feed they carry.

@@ -44,20 +44,18 @@ public final class AACEncoder: @unchecked Sendable {
         guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC) else {
             throw MediaError.avcodec(function: "avcodec_find_encoder", code: 0, detail: "libavcodec has no AAC encoder")
         }
-        guard let context = avcodec_alloc_context3(codec) else {
-            throw MediaError.avcodec(function: "avcodec_alloc_context3", code: 0, detail: "out of memory")
+        let context = try AVCodecContexts.open(codec, name: "aac") { context in
+            context.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
+            context.pointee.sample_rate = Int32(sampleRate)
+            context.pointee.bit_rate = Int64(bitrate)
+            context.pointee.time_base = AVRational(num: 1, den: Int32(sampleRate))
+            context.pointee.flags |= ua_codec_flag_global_header
+            av_channel_layout_default(&context.pointee.ch_layout, 1)
         }
         var ctx: UnsafeMutablePointer<AVCodecContext>? = context
-        context.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
-        context.pointee.sample_rate = Int32(sampleRate)
-        context.pointee.bit_rate = Int64(bitrate)
-        context.pointee.time_base = AVRational(num: 1, den: Int32(sampleRate))
-        context.pointee.flags |= ua_codec_flag_global_header
-        av_channel_layout_default(&context.pointee.ch_layout, 1)
-        let opened = avcodec_open2(context, codec, nil)
-        guard opened >= 0, let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
+        guard let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
             avcodec_free_context(&ctx)
-            throw MediaError.avcodec(function: "avcodec_open2 (aac)", code: opened, detail: AVCodecDecoder.text(opened))
+            throw MediaError.avcodec(function: "av_frame_alloc (aac)", code: 0, detail: "out of memory")
         }
         frame.pointee.nb_samples = Int32(Self.frameSamples)
         frame.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
@@ -70,8 +68,7 @@ public final class AACEncoder: @unchecked Sendable {
             var p: UnsafeMutablePointer<AVPacket>? = packet
             av_packet_free(&p)
             avcodec_free_context(&ctx)
-            throw MediaError.avcodec(
-                function: "av_frame_get_buffer (aac)", code: buffered, detail: AVCodecDecoder.text(buffered))
+            throw AVCodecContexts.failure("av_frame_get_buffer (aac)", buffered)
         }
         audioSpecificConfig = Array(UnsafeBufferPointer(start: extra, count: Int(context.pointee.extradata_size)))
         self.sampleRate = sampleRate
@@ -132,15 +129,13 @@ public final class AACEncoder: @unchecked Sendable {
         }
         let status = avcodec_send_frame(context, frame)
         guard status >= 0 || status == ua_averror_eof else {
-            throw MediaError.avcodec(
-                function: "avcodec_send_frame (aac)", code: status, detail: AVCodecDecoder.text(status))
+            throw AVCodecContexts.failure("avcodec_send_frame (aac)", status)
         }
         while true {
             let received = avcodec_receive_packet(context, packet)
             if received == ua_averror_eagain || received == ua_averror_eof { break }
             guard received >= 0 else {
-                throw MediaError.avcodec(
-                    function: "avcodec_receive_packet (aac)", code: received, detail: AVCodecDecoder.text(received))
+                throw AVCodecContexts.failure("avcodec_receive_packet (aac)", received)
             }
             defer { av_packet_unref(packet) }
             try output(

@@ -20,19 +20,18 @@ public import RTCWire
 public final class AV1Encoder: VideoEncoder, @unchecked Sendable {
     public var codec: MediaCodec { .av1 }
     /// Frame width in pixels.
-    public let width: Int
+    public var width: Int { state.width }
     /// Frame height in pixels.
-    public let height: Int
+    public var height: Int { state.height }
     /// Frames per second; frame `n` gets RTP timestamp `n × 90000 / fps`.
-    public let fps: Int
+    public var fps: Int { state.fps }
     /// The target bitrate the encoder runs at, bits per second.
-    public private(set) var targetBitrate: Int
+    public var targetBitrate: Int { state.targetBitrate }
+    private var state: RealtimeEncoderState
     private let ctx: UnsafeMutablePointer<aom_codec_ctx_t>
     private let image: UnsafeMutablePointer<aom_image_t>
     /// The configuration the encoder runs with (kept to change the rate with `aom_codec_enc_config_set`).
     private var config = aom_codec_enc_cfg_t()
-    private var frameIndex: Int64 = 0
-    private var keyframeRequested = false
 
     /// Creates an encoder.
     /// - Parameters:
@@ -45,17 +44,9 @@ public final class AV1Encoder: VideoEncoder, @unchecked Sendable {
         width: Int, height: Int, fps: Int = 30, bitrate: Int = 600_000, keyframeInterval: Int = 60, speed: Int = 10,
         threads: Int = 1
     ) throws {
-        guard width > 0, height > 0, width <= 16383, height <= 16383, width % 2 == 0, height % 2 == 0 else {
-            throw MediaError.invalidArgument("AV1 size \(width)x\(height) (need even, 1…16383)")
-        }
-        guard fps > 0, fps <= 240, bitrate > 0, keyframeInterval > 0, (0...10).contains(speed) else {
-            throw MediaError.invalidArgument(
-                "AV1 fps \(fps) bitrate \(bitrate) keyframe interval \(keyframeInterval) speed \(speed)")
-        }
-        self.width = width
-        self.height = height
-        self.fps = fps
-        targetBitrate = bitrate
+        state = try RealtimeEncoderState(
+            codec: .av1, width: width, height: height, fps: fps, bitrate: bitrate, keyframeInterval: keyframeInterval,
+            extra: (0...10).contains(speed), extraText: " speed \(speed)")
         var cfg = aom_codec_enc_cfg_t()
         try Self.check(ua_aom_enc_config_default_av1_realtime(&cfg), "aom_codec_enc_config_default", nil)
         cfg.g_w = UInt32(width)
@@ -68,7 +59,7 @@ public final class AV1Encoder: VideoEncoder, @unchecked Sendable {
         cfg.g_lag_in_frames = 0
         cfg.g_error_resilient = 0
         cfg.rc_end_usage = AOM_CBR
-        cfg.rc_target_bitrate = UInt32(max(1, bitrate / 1000))
+        cfg.rc_target_bitrate = RealtimeEncoderState.kilobits(bitrate)
         cfg.rc_dropframe_thresh = 0  // every input picture yields a temporal unit
         cfg.rc_min_quantizer = 10
         cfg.rc_max_quantizer = 56
@@ -120,29 +111,22 @@ public final class AV1Encoder: VideoEncoder, @unchecked Sendable {
     /// Changes the rate-control target (`rc_target_bitrate` through `aom_codec_enc_config_set`) for
     /// the frames encoded from now on (see ``EncoderRateThrottle`` for when to call it).
     public func setTargetBitrate(_ bitrate: Int) throws {
-        guard bitrate > 0 else { throw MediaError.invalidArgument("AV1 bitrate \(bitrate)") }
-        config.rc_target_bitrate = UInt32(max(1, bitrate / 1000))
+        try state.checkBitrate(bitrate)
+        config.rc_target_bitrate = RealtimeEncoderState.kilobits(bitrate)
         try Self.check(aom_codec_enc_config_set(ctx, &config), "aom_codec_enc_config_set", ctx)
-        targetBitrate = bitrate
+        state.setTargetBitrate(bitrate)
     }
 
     /// Makes the next temporal unit a key frame with its sequence header (e.g. after a PLI).
-    public func forceKeyframe() { keyframeRequested = true }
+    public func forceKeyframe() { state.forceKeyframe() }
 
     /// Encodes one picture into one temporal unit (without its temporal delimiter), stamped with a
     /// 90 kHz timestamp from the frame counter.
     public func encode(i420 picture: I420Image) throws -> [EncodedFrame] {
-        guard picture.width == width, picture.height == height, picture.isConsistent else {
-            throw MediaError.invalidArgument(
-                "picture \(picture.width)x\(picture.height) for a \(width)x\(height) encoder")
-        }
-        for plane in 0..<3 { copyPlane(picture, plane: plane) }
-        let flags: aom_enc_frame_flags_t = keyframeRequested ? ua_aom_efflag_force_kf : 0
-        keyframeRequested = false
-        let pts = frameIndex
-        frameIndex += 1
+        let (pts, keyframe) = try state.begin(picture)
+        RealtimeEncoderState.copy(picture, planes: image.pointee.planes, strides: image.pointee.stride)
+        let flags: aom_enc_frame_flags_t = keyframe ? ua_aom_efflag_force_kf : 0
         try Self.check(aom_codec_encode(ctx, image, pts, 1, flags), "aom_codec_encode", ctx)
-        let ticks = Int64(90_000 / fps)
         var out: [EncodedFrame] = []
         var iter: aom_codec_iter_t? = nil
         while let pkt = aom_codec_get_cx_data(ctx, &iter) {
@@ -150,41 +134,10 @@ public final class AV1Encoder: VideoEncoder, @unchecked Sendable {
             let f = pkt.pointee.data.frame
             guard let buf = f.buf, f.sz > 0 else { continue }
             let unit = UnsafeRawBufferPointer(start: buf, count: Int(f.sz))
-            let skip = Self.leadingTemporalDelimiters(unit)
+            let skip = AV1OBUType.leadingTemporalDelimiters(unit)
             guard skip < unit.count else { continue }
-            out.append(
-                EncodedFrame(
-                    codec: .av1, data: Array(unit[skip...]), timestamp: UInt32(truncatingIfNeeded: f.pts &* ticks),
-                    isKeyframe: f.flags & ua_aom_frame_is_key != 0, duration: UInt32(ticks)))
+            out.append(state.frame(Array(unit[skip...]), pts: f.pts, isKeyframe: f.flags & ua_aom_frame_is_key != 0))
         }
         return out
-    }
-
-    /// Bytes of temporal delimiter OBUs at the start of a temporal unit (libaom writes one first).
-    static func leadingTemporalDelimiters(_ unit: UnsafeRawBufferPointer) -> Int {
-        var at = 0
-        while at < unit.count {
-            let header = unit[at]
-            guard (header >> 3) & 0x0F == AV1OBUType.temporalDelimiter, header & 0x02 != 0 else { break }
-            let headerBytes = header & 0x04 != 0 ? 2 : 1
-            guard let (size, n) = AV1LEB128.read(unit, at: at + headerBytes),
-                size <= UInt64(unit.count - at - headerBytes - n)
-            else { break }
-            at += headerBytes + n + Int(size)
-        }
-        return at
-    }
-
-    private func copyPlane(_ picture: I420Image, plane: Int) {
-        let dstStride = Int(
-            withUnsafePointer(to: image.pointee.stride) {
-                $0.withMemoryRebound(to: Int32.self, capacity: 3) { $0[plane] }
-            })
-        guard
-            let dst = withUnsafePointer(
-                to: image.pointee.planes,
-                { $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 3) { $0[plane] } })
-        else { return }
-        picture.copyPlane(plane, to: dst, stride: dstStride)
     }
 }

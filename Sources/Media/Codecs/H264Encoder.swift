@@ -14,19 +14,18 @@ public import RTCWire
 public final class H264Encoder: VideoEncoder, @unchecked Sendable {
     public var codec: MediaCodec { .h264 }
     /// Frame width in pixels.
-    public let width: Int
+    public var width: Int { state.width }
     /// Frame height in pixels.
-    public let height: Int
+    public var height: Int { state.height }
     /// Frames per second; frame `n` gets RTP timestamp `n × 90000 / fps`.
-    public let fps: Int
+    public var fps: Int { state.fps }
     /// The target bitrate the encoder runs at, bits per second.
-    public private(set) var targetBitrate: Int
+    public var targetBitrate: Int { state.targetBitrate }
+    private var state: RealtimeEncoderState
     private let encoder: OpaquePointer
     /// The parameters the encoder was opened with (kept to change the rate with `x264_encoder_reconfig`).
     private var param = x264_param_t()
     private var picture = x264_picture_t()
-    private var frameIndex: Int64 = 0
-    private var keyframeRequested = false
 
     /// The profile-level-id this encoder's streams fit: constrained baseline, level 3.1 (the value
     /// offered in SDP for H.264 that Understudy sends).
@@ -43,17 +42,8 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
         width: Int, height: Int, fps: Int = 30, bitrate: Int = 600_000, keyframeInterval: Int = 60,
         preset: String = "veryfast", threads: Int = 1
     ) throws {
-        guard width > 0, height > 0, width <= 16383, height <= 16383, width % 2 == 0, height % 2 == 0 else {
-            throw MediaError.invalidArgument("H.264 size \(width)x\(height) (need even, 1…16383)")
-        }
-        guard fps > 0, fps <= 240, bitrate > 0, keyframeInterval > 0 else {
-            throw MediaError.invalidArgument(
-                "H.264 fps \(fps) bitrate \(bitrate) keyframe interval \(keyframeInterval)")
-        }
-        self.width = width
-        self.height = height
-        self.fps = fps
-        targetBitrate = bitrate
+        state = try RealtimeEncoderState(
+            codec: .h264, width: width, height: height, fps: fps, bitrate: bitrate, keyframeInterval: keyframeInterval)
         var p = x264_param_t()
         guard x264_param_default_preset(&p, preset, "zerolatency") == 0 else {
             throw MediaError.invalidArgument("x264 preset '\(preset)'")
@@ -115,60 +105,37 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
     /// Changes the rate-control target (`x264_encoder_reconfig`) for the frames encoded from now on:
     /// the way a live encoder follows a bandwidth estimate (see ``EncoderRateThrottle``).
     public func setTargetBitrate(_ bitrate: Int) throws {
-        guard bitrate > 0 else { throw MediaError.invalidArgument("H.264 bitrate \(bitrate)") }
+        try state.checkBitrate(bitrate)
         var p = param
         Self.setRate(&p, bitrate: bitrate)
         guard x264_encoder_reconfig(encoder, &p) == 0 else {
             throw MediaError.x264(function: "x264_encoder_reconfig", detail: "bitrate \(bitrate) refused")
         }
         param = p
-        targetBitrate = bitrate
+        state.setTargetBitrate(bitrate)
     }
 
     /// Makes the next encoded frame an IDR (e.g. after a PLI).
-    public func forceKeyframe() { keyframeRequested = true }
+    public func forceKeyframe() { state.forceKeyframe() }
 
     /// Encodes one picture into one Annex B access unit (SPS and PPS lead every IDR), stamped with a
     /// 90 kHz timestamp from the frame counter.
     public func encode(i420 source: I420Image) throws -> [EncodedFrame] {
-        guard source.width == width, source.height == height, source.isConsistent else {
-            throw MediaError.invalidArgument(
-                "picture \(source.width)x\(source.height) for a \(width)x\(height) encoder")
-        }
-        for plane in 0..<3 { copyPlane(source, plane: plane) }
-        picture.i_type = keyframeRequested ? X264_TYPE_IDR : X264_TYPE_AUTO
-        keyframeRequested = false
-        picture.i_pts = frameIndex
-        frameIndex += 1
+        let (pts, keyframe) = try state.begin(source)
+        RealtimeEncoderState.copy(source, planes: picture.img.plane, strides: picture.img.i_stride)
+        picture.i_type = keyframe ? X264_TYPE_IDR : X264_TYPE_AUTO
+        picture.i_pts = pts
         var nals: UnsafeMutablePointer<x264_nal_t>? = nil
         var count: Int32 = 0
         var output = x264_picture_t()
         let size = x264_encoder_encode(encoder, &nals, &count, &picture, &output)
         guard size >= 0 else {
-            throw MediaError.x264(function: "x264_encoder_encode", detail: "frame \(frameIndex - 1) failed")
+            throw MediaError.x264(function: "x264_encoder_encode", detail: "frame \(pts) failed")
         }
         // zerolatency: no lookahead, so every picture comes out at once (size 0 only if none did).
         guard size > 0, let nals, count > 0, let first = nals[0].p_payload else { return [] }
         // libx264 writes one call's NAL units back to back: the access unit is one copy.
         let bytes = Array(UnsafeBufferPointer(start: first, count: Int(size)))
-        let ticks = Int64(90_000 / fps)
-        return [
-            EncodedFrame(
-                codec: .h264, data: bytes, timestamp: UInt32(truncatingIfNeeded: output.i_pts &* ticks),
-                isKeyframe: output.b_keyframe != 0, duration: UInt32(ticks))
-        ]
-    }
-
-    private func copyPlane(_ source: I420Image, plane: Int) {
-        let dstStride = Int(
-            withUnsafePointer(to: picture.img.i_stride) {
-                $0.withMemoryRebound(to: Int32.self, capacity: 4) { $0[plane] }
-            })
-        guard
-            let dst = withUnsafePointer(
-                to: picture.img.plane,
-                { $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 4) { $0[plane] } })
-        else { return }
-        source.copyPlane(plane, to: dst, stride: dstStride)
+        return [state.frame(bytes, pts: output.i_pts, isKeyframe: output.b_keyframe != 0)]
     }
 }

@@ -78,3 +78,57 @@ public struct I420Image: Sendable, Equatable {
         return Double(sum) / Double(width * height)
     }
 }
+
+/// An I420 picture's planes borrowed from their owner (a decoder's frame buffer, an ``I420Image``),
+/// valid only inside the closure that hands them out: how a picture is drawn without a copy.
+public struct I420Planes {
+    /// Width in pixels.
+    public let width: Int
+    /// Height in pixels.
+    public let height: Int
+    /// Luma, `strideY × height` bytes.
+    public let y: UnsafePointer<UInt8>
+    /// Cb, `strideU × ((height + 1) / 2)` bytes.
+    public let u: UnsafePointer<UInt8>
+    /// Cr, `strideV × ((height + 1) / 2)` bytes.
+    public let v: UnsafePointer<UInt8>
+    /// Bytes per row of `y`.
+    public let strideY: Int
+    /// Bytes per row of `u`.
+    public let strideU: Int
+    /// Bytes per row of `v`.
+    public let strideV: Int
+
+    /// Wraps planes the caller keeps alive (and at least this large) while the value is used.
+    public init(
+        width: Int, height: Int, y: UnsafePointer<UInt8>, u: UnsafePointer<UInt8>, v: UnsafePointer<UInt8>,
+        strideY: Int, strideU: Int, strideV: Int
+    ) {
+        self.width = width
+        self.height = height
+        self.y = y
+        self.u = u
+        self.v = v
+        self.strideY = strideY
+        self.strideU = strideU
+        self.strideV = strideV
+    }
+}
+
+extension I420Image {
+    /// Lends this image's planes to `body`; nil (body not called) when the image is not
+    /// ``isConsistent``.
+    public func withPlanes<R>(_ body: (I420Planes) throws -> R) rethrows -> R? {
+        guard isConsistent else { return nil }
+        return try y.withUnsafeBufferPointer { py in
+            try u.withUnsafeBufferPointer { pu in
+                try v.withUnsafeBufferPointer { pv in
+                    try body(
+                        I420Planes(
+                            width: width, height: height, y: py.baseAddress!, u: pu.baseAddress!, v: pv.baseAddress!,
+                            strideY: strideY, strideU: strideU, strideV: strideV))
+                }
+            }
+        }
+    }
+}

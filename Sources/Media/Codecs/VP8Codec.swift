@@ -15,41 +15,29 @@ private func vpxCheck(_ err: vpx_codec_err_t, _ function: String, _ ctx: UnsafeM
 /// Not thread-safe: confine an instance to one thread.
 // Safe as used: confined to one thread (not thread-safe, see above); Sendable only to move it there.
 public class VPXEncoder: VideoEncoder, @unchecked Sendable {
-    public let codec: MediaCodec
+    public var codec: MediaCodec { state.codec }
     /// Frame width in pixels.
-    public let width: Int
+    public var width: Int { state.width }
     /// Frame height in pixels.
-    public let height: Int
+    public var height: Int { state.height }
     /// Frames per second; frame `n` gets RTP timestamp `n × 90000 / fps`.
-    public let fps: Int
+    public var fps: Int { state.fps }
+    /// The target bitrate the encoder runs at, bits per second.
+    public var targetBitrate: Int { state.targetBitrate }
+    private var state: RealtimeEncoderState
     private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
     private let image: UnsafeMutablePointer<vpx_image_t>
     private let deadline: UInt
-    private var frameIndex: Int64 = 0
-    private var keyframeRequested = false
     /// The configuration the encoder runs with (kept to change the rate with `vpx_codec_enc_config_set`).
     private var config = vpx_codec_enc_cfg_t()
-    /// The target bitrate the encoder runs at, bits per second.
-    public private(set) var targetBitrate: Int
 
     /// Opens a VP8 or VP9 encoder (the subclasses' initializers say what each parameter does).
     init(
         codec: MediaCodec, width: Int, height: Int, fps: Int, bitrate: Int, keyframeInterval: Int, realtime: Bool,
         errorResilient: Bool, cpuUsed: Int, threads: Int
     ) throws {
-        let name = codec.rtpName
-        guard width > 0, height > 0, width <= 16383, height <= 16383, width % 2 == 0, height % 2 == 0 else {
-            throw MediaError.invalidArgument("\(name) size \(width)x\(height) (need even, 1…16383)")
-        }
-        guard fps > 0, fps <= 240, bitrate > 0, keyframeInterval > 0 else {
-            throw MediaError.invalidArgument(
-                "\(name) fps \(fps) bitrate \(bitrate) keyframe interval \(keyframeInterval)")
-        }
-        self.codec = codec
-        self.width = width
-        self.height = height
-        self.fps = fps
-        targetBitrate = bitrate
+        state = try RealtimeEncoderState(
+            codec: codec, width: width, height: height, fps: fps, bitrate: bitrate, keyframeInterval: keyframeInterval)
         deadline = realtime ? ua_vpx_dl_realtime : ua_vpx_dl_good_quality
         var cfg = vpx_codec_enc_cfg_t()
         try vpxCheck(
@@ -59,7 +47,7 @@ public class VPXEncoder: VideoEncoder, @unchecked Sendable {
         cfg.g_h = UInt32(height)
         cfg.g_timebase = vpx_rational(num: 1, den: Int32(fps))
         cfg.g_profile = 0  // VP9 profile 0: 8-bit 4:2:0, what `profile-id=0` announces
-        cfg.rc_target_bitrate = UInt32(max(1, bitrate / 1000))
+        cfg.rc_target_bitrate = RealtimeEncoderState.kilobits(bitrate)
         cfg.rc_end_usage = VPX_CBR
         cfg.g_lag_in_frames = 0
         cfg.rc_dropframe_thresh = 0  // every input frame yields an output frame
@@ -113,29 +101,22 @@ public class VPXEncoder: VideoEncoder, @unchecked Sendable {
     /// the frames encoded from now on: the way a live encoder follows a bandwidth estimate (see
     /// ``EncoderRateThrottle`` for when to call it).
     public func setTargetBitrate(_ bitrate: Int) throws {
-        guard bitrate > 0 else { throw MediaError.invalidArgument("\(codec.rtpName) bitrate \(bitrate)") }
-        config.rc_target_bitrate = UInt32(max(1, bitrate / 1000))
+        try state.checkBitrate(bitrate)
+        config.rc_target_bitrate = RealtimeEncoderState.kilobits(bitrate)
         try vpxCheck(vpx_codec_enc_config_set(ctx, &config), "vpx_codec_enc_config_set", ctx)
-        targetBitrate = bitrate
+        state.setTargetBitrate(bitrate)
     }
 
     /// Makes the next encoded frame a keyframe (e.g. after a PLI).
-    public func forceKeyframe() { keyframeRequested = true }
+    public func forceKeyframe() { state.forceKeyframe() }
 
     /// Encodes one picture. Returns the frames libvpx produced (normally exactly one), stamped
     /// with a 90 kHz timestamp from the frame counter.
     public func encode(i420 picture: I420Image) throws -> [EncodedFrame] {
-        guard picture.width == width, picture.height == height, picture.isConsistent else {
-            throw MediaError.invalidArgument(
-                "picture \(picture.width)x\(picture.height) for a \(width)x\(height) encoder")
-        }
-        for plane in 0..<3 { copyPlane(picture, plane: plane) }
-        let flags: vpx_enc_frame_flags_t = keyframeRequested ? ua_vpx_efflag_force_kf : 0
-        keyframeRequested = false
-        let pts = frameIndex
-        frameIndex += 1
+        let (pts, keyframe) = try state.begin(picture)
+        RealtimeEncoderState.copy(picture, planes: image.pointee.planes, strides: image.pointee.stride)
+        let flags: vpx_enc_frame_flags_t = keyframe ? ua_vpx_efflag_force_kf : 0
         try vpxCheck(vpx_codec_encode(ctx, image, pts, 1, flags, deadline), "vpx_codec_encode", ctx)
-        let ticks = Int64(90_000 / fps)
         var out: [EncodedFrame] = []
         var iter: vpx_codec_iter_t? = nil
         while let pkt = vpx_codec_get_cx_data(ctx, &iter) {
@@ -143,26 +124,9 @@ public class VPXEncoder: VideoEncoder, @unchecked Sendable {
             let f = pkt.pointee.data.frame
             guard let buf = f.buf, f.sz > 0 else { continue }
             let bytes = Array(UnsafeRawBufferPointer(start: buf, count: Int(f.sz)))
-            let isKey = (f.flags & ua_vpx_frame_is_key) != 0
-            out.append(
-                EncodedFrame(
-                    codec: codec, data: bytes, timestamp: UInt32(truncatingIfNeeded: f.pts &* ticks),
-                    isKeyframe: isKey, duration: UInt32(ticks)))
+            out.append(state.frame(bytes, pts: f.pts, isKeyframe: (f.flags & ua_vpx_frame_is_key) != 0))
         }
         return out
-    }
-
-    private func copyPlane(_ picture: I420Image, plane: Int) {
-        let dstStride = Int(
-            withUnsafePointer(to: image.pointee.stride) {
-                $0.withMemoryRebound(to: Int32.self, capacity: 3) { $0[plane] }
-            })
-        guard
-            let dst = withUnsafePointer(
-                to: image.pointee.planes,
-                { $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 3) { $0[plane] } })
-        else { return }
-        picture.copyPlane(plane, to: dst, stride: dstStride)
     }
 }
 
@@ -242,17 +206,38 @@ public final class VP8Decoder: @unchecked Sendable {
 
     /// Decodes one VP8 frame. Returns the picture, or nil when the decoder produced none.
     public func decode(_ frame: [UInt8]) throws -> I420Image? {
+        guard try decodeInPlace(frame), let img = held else { return nil }
+        return Self.copy(img.pointee)
+    }
+
+    /// The newest picture of the last decode, in libvpx's buffer: valid until the next decode.
+    private var held: UnsafeMutablePointer<vpx_image_t>?
+
+    /// Decodes one VP8 frame and keeps its picture in libvpx's buffer (no copy): true when an I420
+    /// picture completed. ``withPicture(_:)`` lends it until the next decode; after a frame is
+    /// refused there is none.
+    public func decodeInPlace(_ frame: [UInt8]) throws -> Bool {
         guard !frame.isEmpty else { throw MediaError.invalidArgument("empty VP8 frame") }
+        held = nil
         let err = frame.withUnsafeBufferPointer { p in
             vpx_codec_decode(ctx, p.baseAddress, UInt32(clamping: p.count), nil, 0)
         }
         try vpxCheck(err, "vpx_codec_decode", ctx)
         var iter: vpx_codec_iter_t? = nil
-        var result: I420Image? = nil
-        while let img = vpx_codec_get_frame(ctx, &iter) {
-            result = Self.copy(img.pointee)
+        while let img = vpx_codec_get_frame(ctx, &iter) { held = img }
+        if let img = held, img.pointee.fmt != VPX_IMG_FMT_I420 { held = nil }
+        return held != nil
+    }
+
+    /// Lends the picture the last ``decodeInPlace(_:)`` completed; nil (body not called) when there is none.
+    public func withPicture<R>(_ body: (I420Planes) throws -> R) rethrows -> R? {
+        guard let img = held?.pointee, let y = img.planes.0, let u = img.planes.1, let v = img.planes.2 else {
+            return nil
         }
-        return result
+        return try body(
+            I420Planes(
+                width: Int(img.d_w), height: Int(img.d_h), y: y, u: u, v: v, strideY: Int(img.stride.0),
+                strideU: Int(img.stride.1), strideV: Int(img.stride.2)))
     }
 
     private static func copy(_ img: vpx_image_t) -> I420Image? {

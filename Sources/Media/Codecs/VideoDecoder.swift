@@ -48,6 +48,29 @@ public final class VideoDecoder: @unchecked Sendable {
         }
     }
 
+    /// Decodes one frame and keeps its picture inside the decoder instead of copying it out: true
+    /// when a picture completed. ``withPicture(_:)`` lends it (no copy) until the next decode: how
+    /// the compositor draws a tile straight from the decoder's buffer. Throws as ``decode(_:)``.
+    public func decodeInPlace(_ frame: [UInt8]) throws -> Bool {
+        guard !frame.isEmpty else { throw MediaError.invalidArgument("empty \(codec.rawValue) frame") }
+        switch backend {
+        case .vpx(let d): return try d.decodeInPlace(frame)
+        case .avcodec(let d):
+            try d.send(frame)
+            return d.takeFresh()
+        }
+    }
+
+    /// Lends the newest picture ``decodeInPlace(_:)`` completed to `body`; nil (body not called)
+    /// when there is none (none yet, or libvpx refused the last frame). A picture of another layout
+    /// than 8-bit 4:2:0 is converted first (a copy).
+    public func withPicture<R>(_ body: (I420Planes) throws -> R) throws -> R? {
+        switch backend {
+        case .vpx(let d): return try d.withPicture(body)
+        case .avcodec(let d): return try d.withPicture(body)
+        }
+    }
+
     /// Ends the stream: returns the newest of the pictures the decoder still held back (nil when
     /// none). The decoder takes no frame after this.
     public func finish() throws -> I420Image? {
@@ -93,7 +116,10 @@ final class AVCodecDecoder {
     private let packet: UnsafeMutablePointer<AVPacket>
     private let received: UnsafeMutablePointer<AVFrame>
     private let latest: UnsafeMutablePointer<AVFrame>
+    /// `latest` holds a picture (kept until the next one replaces it).
     private var hasLatest = false
+    /// `latest` came since the last ``takeLatest()`` or ``takeFresh()``.
+    private var fresh = false
     private let name: String
 
     init(codec: MediaCodec) throws {
@@ -110,18 +136,12 @@ final class AVCodecDecoder {
                 function: "avcodec_find_decoder", code: 0, detail: "libavcodec has no \(codec.rawValue) decoder")
         }
         name = String(cString: decoder.pointee.name)
-        guard let context = avcodec_alloc_context3(decoder) else {
-            throw MediaError.avcodec(function: "avcodec_alloc_context3", code: 0, detail: "out of memory")
-        }
         // One thread: a capture decodes a short run off the media loop; frame threads would only add delay.
-        context.pointee.thread_count = 1
-        var ctx: UnsafeMutablePointer<AVCodecContext>? = context
-        let opened = avcodec_open2(context, decoder, nil)
-        guard opened >= 0, let packet = av_packet_alloc(), let received = av_frame_alloc(),
-            let latest = av_frame_alloc()
-        else {
+        let context = try AVCodecContexts.open(decoder, name: name) { $0.pointee.thread_count = 1 }
+        guard let packet = av_packet_alloc(), let received = av_frame_alloc(), let latest = av_frame_alloc() else {
+            var ctx: UnsafeMutablePointer<AVCodecContext>? = context
             avcodec_free_context(&ctx)
-            throw MediaError.avcodec(function: "avcodec_open2 (\(name))", code: opened, detail: Self.text(opened))
+            throw MediaError.avcodec(function: "av_frame_alloc (\(name))", code: 0, detail: "out of memory")
         }
         self.context = context
         self.packet = packet
@@ -157,8 +177,7 @@ final class AVCodecDecoder {
                 status = avcodec_send_packet(context, packet)
             }
             guard status >= 0 else {
-                throw MediaError.avcodec(
-                    function: "avcodec_send_packet (\(name))", code: status, detail: Self.text(status))
+                throw AVCodecContexts.failure("avcodec_send_packet (\(name))", status)
             }
         }
         try receiveAll()
@@ -168,18 +187,39 @@ final class AVCodecDecoder {
     func flush() throws {
         let status = avcodec_send_packet(context, nil)
         guard status >= 0 || status == ua_averror_eof else {
-            throw MediaError.avcodec(
-                function: "avcodec_send_packet (\(name), flush)", code: status, detail: Self.text(status))
+            throw AVCodecContexts.failure("avcodec_send_packet (\(name), flush)", status)
         }
         try receiveAll()
     }
 
     /// A copy of the newest picture since the last call, as 8-bit 4:2:0; nil when none came out.
     func takeLatest() throws -> I420Image? {
-        guard hasLatest else { return nil }
-        hasLatest = false
-        defer { av_frame_unref(latest) }
+        guard takeFresh() else { return nil }
         return try Self.i420(latest.pointee)
+    }
+
+    /// Whether a picture came out since the last call (it stays held for ``withPicture(_:)``).
+    func takeFresh() -> Bool {
+        defer { fresh = false }
+        return fresh
+    }
+
+    /// Lends the held picture: its own planes when it is 8-bit 4:2:0, else a converted copy.
+    func withPicture<R>(_ body: (I420Planes) throws -> R) throws -> R? {
+        guard hasLatest else { return nil }
+        let f = latest.pointee
+        if let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: f.format)), desc.pointee.comp.0.depth == 8,
+            desc.pointee.nb_components == 3, desc.pointee.log2_chroma_w == 1, desc.pointee.log2_chroma_h == 1,
+            desc.pointee.flags & (ua_pix_fmt_unsupported_flags | ua_pix_fmt_flag_be) == 0,
+            desc.pointee.flags & ua_pix_fmt_flag_planar != 0, f.width > 0, f.height > 0,
+            let y = f.data.0, let u = f.data.1, let v = f.data.2, f.linesize.0 > 0, f.linesize.1 > 0, f.linesize.2 > 0
+        {
+            return try body(
+                I420Planes(
+                    width: Int(f.width), height: Int(f.height), y: y, u: u, v: v, strideY: Int(f.linesize.0),
+                    strideU: Int(f.linesize.1), strideV: Int(f.linesize.2)))
+        }
+        return try Self.i420(f).withPlanes(body)
     }
 
     private func receiveAll() throws {
@@ -187,19 +227,13 @@ final class AVCodecDecoder {
             let status = avcodec_receive_frame(context, received)
             if status == ua_averror_eagain || status == ua_averror_eof { return }
             guard status >= 0 else {
-                throw MediaError.avcodec(
-                    function: "avcodec_receive_frame (\(name))", code: status, detail: Self.text(status))
+                throw AVCodecContexts.failure("avcodec_receive_frame (\(name))", status)
             }
             av_frame_unref(latest)
             av_frame_move_ref(latest, received)
             hasLatest = true
+            fresh = true
         }
-    }
-
-    /// libavcodec's text for an `AVERROR` code (the AAC encoder's errors too).
-    static func text(_ code: Int32) -> String {
-        var buffer = [CChar](repeating: 0, count: 128)
-        return String(cString: ua_av_strerror(code, &buffer, buffer.count))
     }
 
     /// Converts a decoded picture of any planar YUV (or grey) layout of 8 to 16 bits to I420.

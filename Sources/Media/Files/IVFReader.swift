@@ -1,15 +1,18 @@
 public import RTCWire
 
-/// Reads VP8 frames from an IVF file (the simple container libvpx's tools write).
+/// Reads VP8, VP9 or AV1 frames from an IVF file (the simple container libvpx's and libaom's tools
+/// and ffmpeg write; the header's fourcc names the codec).
 public struct IVFReader: Sendable {
     /// One frame as stored in the file.
     public struct Frame: Sendable {
         /// Presentation time in the file's time base (`timebaseNumerator / timebaseDenominator` s).
         public var pts: UInt64
-        /// The VP8 frame.
+        /// The coded frame (AV1: a temporal unit, as stored, with its temporal delimiter).
         public var data: [UInt8]
     }
 
+    /// The codec the header's fourcc names: VP8 (`VP80`), VP9 (`VP90`) or AV1 (`AV01`).
+    public let codec: MediaCodec
     /// Picture width from the file header.
     public let width: Int
     /// Picture height from the file header.
@@ -24,7 +27,8 @@ public struct IVFReader: Sendable {
     /// frame is not in `frames`.
     public let truncated: Bool
 
-    /// Parses `path`. Throws ``MediaError/malformedFile(path:reason:)`` for a non-IVF or non-VP8 file.
+    /// Parses `path`. Throws ``MediaError/malformedFile(path:reason:)`` for a file that is not IVF
+    /// or holds another codec.
     public init(path: String) throws {
         try self.init(bytes: readWholeFile(path), path: path)
     }
@@ -36,9 +40,15 @@ public struct IVFReader: Sendable {
         guard let headerLength = b.le16(6), headerLength >= 32, Int(headerLength) <= b.count else {
             throw bad("bad IVF header length")
         }
-        guard b.hasBytes(8, Array("VP80".utf8)) else {
-            let fourcc = String(decoding: b[8..<12], as: UTF8.self)
-            throw bad("IVF codec \(fourcc) is not VP8 (VP80)")
+        if b.hasBytes(8, Array("VP80".utf8)) {
+            codec = .vp8
+        } else if b.hasBytes(8, Array("VP90".utf8)) {
+            codec = .vp9
+        } else if b.hasBytes(8, Array("AV01".utf8)) {
+            codec = .av1
+        } else {
+            let fourcc = String(decoding: b[8..<12], as: UTF8.self).filter { $0.isASCII && !$0.isNewline }
+            throw bad("IVF codec '\(fourcc)' is not VP8 (VP80), VP9 (VP90) or AV1 (AV01)")
         }
         width = Int(b.le16(12) ?? 0)
         height = Int(b.le16(14) ?? 0)
@@ -75,7 +85,9 @@ public struct IVFReader: Sendable {
         return (1...240).contains(fps) ? fps : nil
     }
 
-    /// The frames as ``EncodedFrame``s with 90 kHz timestamps (first frame at 0) and durations.
+    /// The frames as ``EncodedFrame``s of ``codec`` with 90 kHz timestamps (first frame at 0) and
+    /// durations, key frames by their own bitstream. AV1 temporal units lose their leading temporal
+    /// delimiters (the low-overhead format the packetizer and the recorders take).
     public func encodedFrames() -> [EncodedFrame] {
         guard let firstPts = frames.first?.pts else { return [] }
         // 90 kHz ticks from the first frame, in UInt64 so hostile timestamps (up to 2^64 - 1 ticks)
@@ -92,10 +104,15 @@ public struct IVFReader: Sendable {
             let t = ticks(f.pts)
             let next = i + 1 < frames.count ? ticks(frames[i + 1].pts) : t &+ UInt64(defaultDuration)
             let duration = next > t ? UInt32(clamping: next - t) : defaultDuration
+            var data = f.data
+            if codec == .av1 {
+                let skip = data.withUnsafeBytes { AV1OBUType.leadingTemporalDelimiters($0) }
+                if skip > 0 { data.removeFirst(skip) }
+            }
             out.append(
                 EncodedFrame(
-                    codec: .vp8, data: f.data, timestamp: UInt32(truncatingIfNeeded: t),
-                    isKeyframe: VP8KeyframeInfo.isKeyframe(f.data), duration: duration))
+                    codec: codec, data: data, timestamp: UInt32(truncatingIfNeeded: t),
+                    isKeyframe: EncodedFrame.isKeyframe(codec, data), duration: duration))
         }
         return out
     }

@@ -50,9 +50,9 @@ public struct OggOpusReader: Sendable {
                 break
             }
             let pageEnd = bodyStart + bodyLength
-            var crc = OggCRC.update(0, b[at..<(at + 22)])
-            crc = OggCRC.update(crc, [0, 0, 0, 0][...])
-            crc = OggCRC.update(crc, b[(at + 26)..<pageEnd])
+            var crc = CRC32MSB.update(0, b[at..<(at + 22)])
+            crc = CRC32MSB.update(crc, [0, 0, 0, 0][...])
+            crc = CRC32MSB.update(crc, b[(at + 26)..<pageEnd])
             guard crc == storedCRC else { throw bad("Ogg page CRC mismatch at byte \(at)") }
             if serial == nil { serial = pageSerial }
             if pageSerial == serial {

@@ -390,6 +390,8 @@ private struct Parser {
             }
             switch t.codecID {
             case "V_VP8": t.codec = .vp8
+            case "V_VP9": t.codec = .vp9
+            case "V_AV1": t.codec = .av1
             case "V_MPEG4/ISO/AVC": t.codec = .h264
             case "A_OPUS": t.codec = .opus
             default: break

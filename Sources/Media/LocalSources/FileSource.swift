@@ -6,7 +6,8 @@ public protocol FileSourceKind {
     static var kind: MediaKind { get }
 }
 
-/// VP8 video from an IVF or WebM/Matroska file, or H.264 from Matroska; each pass of the file restarts on its first keyframe.
+/// VP8, VP9 or AV1 video from an IVF or WebM/Matroska file, or H.264 from Matroska, sent as the
+/// file holds it; each pass of the file restarts on its first keyframe.
 public enum FileVideo: FileSourceKind {
     public static var kind: MediaKind { .video }
 }
@@ -34,8 +35,8 @@ public final class FileSource<Kind: FileSourceKind>: MediaSource {
     /// The codec of the frames sent.
     public let codec: MediaCodec
 
-    /// Reads `path`, whose video must be `codec` (VP8 from IVF or WebM, H.264 from Matroska; audio
-    /// is always Opus). Throws ``MediaSourceError`` naming the file and why it cannot be used.
+    /// Reads `path`, whose video must be `codec` (VP8, VP9 or AV1 from IVF or WebM, H.264 from
+    /// Matroska; audio is always Opus). Throws ``MediaSourceError`` naming the file and why it cannot be used.
     public init(path: String, codec: MediaCodec = .vp8) throws(MediaSourceError) {
         self.path = path
         self.codec = Kind.kind == .audio ? .opus : codec
@@ -62,7 +63,7 @@ public final class FileSource<Kind: FileSourceKind>: MediaSource {
     public func close() {}
 }
 
-/// VP8 video from an IVF or WebM/Matroska file (see ``FileSource``).
+/// Video from an IVF, WebM or Matroska file (see ``FileSource``).
 public typealias FileVideoSource = FileSource<FileVideo>
 /// Opus audio from an Ogg Opus or WebM/Matroska file (see ``FileSource``).
 public typealias FileAudioSource = FileSource<FileAudio>

@@ -51,24 +51,20 @@ enum MediaFile {
     /// The files a video of `codec` is read from, for messages.
     static func videoFileKinds(_ codec: MediaCodec) -> String { codec == .h264 ? "H.264 .mkv" : ".ivf/.webm" }
 
-    /// The VP8 frames of an IVF or WebM file, or the H.264 frames of a Matroska file (as Annex B
-    /// access units, each keyframe led by the file's SPS and PPS), starting at the first keyframe.
+    /// The VP8, VP9 or AV1 frames of an IVF or WebM file, or the H.264 frames of a Matroska file
+    /// (as Annex B access units, each keyframe led by the file's SPS and PPS), starting at the first
+    /// keyframe: sent as they are, never re-encoded.
     static func videoPlayback(path: String, codec: MediaCodec = .vp8) throws(MediaSourceError) -> LoopingPlayback {
         var frames: [EncodedFrame]
         var times: [Int64]
         let container = try container(of: path)
-        if codec == .vp9 || codec == .av1 {
-            throw .unsupported(
-                path: path,
-                reason: "--video-codec \(codec.rawValue) sends the test pattern only; files are VP8 or H.264")
-        }
         if codec == .h264 {
             guard container == .matroska else {
                 throw .unsupported(path: path, reason: "--video-codec h264 reads H.264 from Matroska (.mkv) files")
             }
             (frames, times) = try h264Frames(path: path)
         } else {
-            (frames, times) = try vp8Frames(path: path, container: container)
+            (frames, times) = try codedFrames(path: path, container: container, codec: codec)
         }
         guard let first = frames.firstIndex(where: { $0.isKeyframe }) else {
             throw .unsupported(path: path, reason: "no \(codec.rtpName) keyframe in the file")
@@ -157,40 +153,50 @@ enum MediaFile {
         }
     }
 
-    /// The VP8 frames of an IVF or WebM file with their 90 kHz times.
-    static func vp8Frames(path: String, container: Container) throws(MediaSourceError) -> ([EncodedFrame], [Int64]) {
+    /// The `codec` (VP8, VP9 or AV1) frames of an IVF or WebM file with their 90 kHz times.
+    static func codedFrames(
+        path: String, container: Container, codec: MediaCodec
+    ) throws(MediaSourceError) -> ([EncodedFrame], [Int64]) {
         var frames: [EncodedFrame]
         var times: [Int64]
         switch container {
         case .ivf:
             let reader: IVFReader
             do { reader = try IVFReader(path: path) } catch { throw wrap(error, path: path) }
+            guard reader.codec == codec else { throw .unsupported(path: path, reason: otherCodec(reader.codec, codec)) }
             frames = reader.encodedFrames()
             // IVF timestamps are 90 kHz offsets from the first frame (32-bit; files are short).
             times = frames.map { Int64($0.timestamp) }
         case .matroska:
             let reader: WebMReader
             do { reader = try WebMReader(path: path) } catch { throw wrap(error, path: path) }
-            guard let track = reader.tracks.first(where: { $0.codec == .vp8 }) else {
+            guard let track = reader.tracks.first(where: { $0.codec == codec }) else {
                 let video = reader.tracks.first { $0.kind == .video }
                 throw .unsupported(
                     path: path,
-                    reason: video.map {
-                        $0.codec == .h264
-                            ? "video track is H.264 (V_MPEG4/ISO/AVC); send it with --video-codec h264"
-                            : "video track is \($0.codecID); only VP8 (V_VP8) is supported"
+                    reason: video.map { track in
+                        track.codec.map { otherCodec($0, codec) }
+                            ?? "video track is \(track.codecID); VP8, VP9, AV1 (V_VP8, V_VP9, V_AV1) or H.264 are sent"
                     }
                         ?? "no video track")
             }
+            // Matroska keeps AV1 in the low-overhead format without temporal delimiters, as sent.
             let blocks = reader.frames(track: track.number)
             frames = blocks.map {
-                EncodedFrame(codec: .vp8, data: $0.data, timestamp: 0, isKeyframe: VP8KeyframeInfo.isKeyframe($0.data))
+                EncodedFrame(
+                    codec: codec, data: $0.data, timestamp: 0, isKeyframe: EncodedFrame.isKeyframe(codec, $0.data))
             }
             times = blocks.map { ticks(nanos: $0.timestampNanoseconds, rate: 90_000) }
         case .ogg:
-            throw .unsupported(path: path, reason: "an Ogg file holds audio; video needs VP8 in IVF or WebM")
+            throw .unsupported(
+                path: path, reason: "an Ogg file holds audio; video needs VP8, VP9 or AV1 in IVF or WebM")
         }
         return (frames, times)
+    }
+
+    /// Why a file of video codec `found` is not sent as `wanted`: the option that sends it.
+    static func otherCodec(_ found: MediaCodec, _ wanted: MediaCodec) -> String {
+        "video is \(found.rtpName), not \(wanted.rtpName); send it with --video-codec \(found.rawValue)"
     }
 
     /// The Opus packets of an Ogg Opus or WebM file.

@@ -136,7 +136,7 @@ public final class OggOpusWriter: @unchecked Sendable {
         sink.buffer.append(contentsOf: body)
         sink.pendingFrames += pageFrames
         pageFrames = RecordedFrames()
-        let crc = OggCRC.update(0, sink.buffer[start...])
+        let crc = CRC32MSB.update(0, sink.buffer[start...])
         sink.buffer[start + 22] = UInt8(crc & 0xFF)
         sink.buffer[start + 23] = UInt8((crc >> 8) & 0xFF)
         sink.buffer[start + 24] = UInt8((crc >> 16) & 0xFF)

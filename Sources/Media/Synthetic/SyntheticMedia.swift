@@ -9,7 +9,10 @@ public import RTCWire
 /// Video holds 1–3 simulcast layers: layer 0 is full resolution, layer `k` is downscaled by `2^k`
 /// (640x360, 320x180, 160x90 by default). Every layer has a keyframe at the first frame of the
 /// loop and every `keyframeIntervalSeconds`, so the loop restarts cleanly and a late joiner gets a
-/// keyframe soon. The arrays are immutable after init, so sharing across threads is safe.
+/// keyframe soon; layer `k` has one every `keyframeIntervalSeconds / 2^k` too. A pre-encoded loop
+/// cannot answer a keyframe request, and a receiver switched down (an uplink that stopped the
+/// upper layers) waits for the lower layer's next keyframe: at most half a second for the
+/// 160x90 layer, whose keyframes cost little. The arrays are immutable after init, so sharing across threads is safe.
 // Safe: immutable after init (see above).
 public final class SyntheticMedia: @unchecked Sendable {
     /// One simulcast layer's encoding parameters.
@@ -81,7 +84,7 @@ public final class SyntheticMedia: @unchecked Sendable {
                 Result {
                     try Self.encodeLayer(
                         layerList[k], codec: videoCodec, fps: fps, frameCount: frameCount,
-                        keyInterval: keyInterval, markerSeconds: markerSeconds)
+                        keyInterval: max(1, keyInterval >> k), markerSeconds: markerSeconds)
                 })
         }
         let video = try results.values().map { try $0.get() }
@@ -201,6 +204,10 @@ public final class SyntheticMedia: @unchecked Sendable {
         var fps = 30
         if let videoPath {
             let reader = try IVFReader(path: videoPath)
+            guard reader.codec == .vp8 else {
+                throw MediaError.malformedFile(
+                    path: videoPath, reason: "IVF holds \(reader.codec.rtpName); this loop is VP8")
+            }
             video = reader.encodedFrames()
             fps = reader.framesPerSecond ?? 30
             guard video.first?.isKeyframe == true else {

@@ -8,7 +8,8 @@
 ///   as the layers up to them fit together; a stopped layer resumes on its own keyframe.
 ///
 /// Layer rates are measured from the frames themselves (so files need no metadata). Down-switches
-/// happen at the next evaluation (every ``evaluationInterval``); up-switches wait
+/// happen at the next evaluation (every ``evaluationInterval``, or on the next frame while the
+/// estimate decreases); up-switches wait
 /// ``upSwitchHoldoff`` after any switch and never while the estimate decreases. A sender that is
 /// application-limited (its estimate cannot grow past 1.5 × what it sends) probes by trying the
 /// next layer up once its rate is within 1.5 × the estimate; a step up stays for ``probeTrial``
@@ -106,7 +107,10 @@ public struct EstimateLayerFitter {
     /// Re-decides the layers from `estimate` (nil: the peer gives no feedback, so everything goes
     /// out at full quality, as without estimation).
     public mutating func update(estimate: BandwidthEstimate?, now: UInt64) {
-        guard now - lastEvaluation >= Self.evaluationInterval else { return }
+        // A falling estimate is judged on the frame it arrives with: every evaluation interval waited
+        // there is that much longer that the stopped layers fill the uplink and the receiver freezes.
+        let falling = estimate.map { $0.overloaded || $0.state == .decreasing } ?? false
+        guard falling || now - lastEvaluation >= Self.evaluationInterval else { return }
         lastEvaluation = now
         guard let estimate, layerBitrates.allSatisfy({ $0 > 0 }) else {
             if estimate == nil { choose(top: 0, now: now) }

@@ -115,6 +115,7 @@ public final class TCPConnection: EventLoopDescriptorWatcher, @unchecked Sendabl
     /// and counted, so a frame is never cut). Loop thread only.
     @discardableResult
     public func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        loop.assertInLoop()
         guard !isClosed else { return false }
         var offset = 0
         if pending.count == pendingOffset && isConnected {
@@ -265,6 +266,7 @@ public final class TCPConnection: EventLoopDescriptorWatcher, @unchecked Sendabl
     /// Closes the connection after trying once more to write what is buffered. Loop thread only;
     /// the handler is not called.
     public func close() {
+        loop.assertInLoop()
         guard !isClosed else { return }
         if pending.count > pendingOffset && isConnected { flushPending() }
         shutdownDescriptor()

@@ -148,6 +148,7 @@ public final class UDPSocket: @unchecked Sendable {
     /// Hands a datagram that arrived through the relay to `handler`, counted like a received one.
     /// Loop thread only.
     public func deliverRelayed(_ data: UnsafeMutableRawBufferPointer, from peer: SocketAddress) {
+        loop.assertInLoop()
         guard !isClosed, let handler else { return }
         packetsReceived &+= 1
         bytesReceived &+= UInt64(data.count)
@@ -221,6 +222,7 @@ public final class UDPSocket: @unchecked Sendable {
     /// checks and DTLS handshakes included. Media that old is of no use to a real-time receiver;
     /// reading it costs a system call's share, forwarding it a fan-out. Loop thread only.
     public func measureReceiveQueue(shedMediaOlderThan limit: UInt64 = 0) {
+        loop.assertInLoop()
         guard relay == nil, !isClosed else { return }
         var on: Int32 = 1
         let stamped = setsockopt(fd, SOL_SOCKET, UDPSocket.soTimestampNS, &on, socklen_t(MemoryLayout<Int32>.size))

@@ -68,6 +68,7 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
 
     /// Registers the pump with the connection's loop. Must run on the loop thread.
     public func attach() {
+        connection.loop.assertInLoop()
         let previous = connection.onKeyframeRequest
         connection.onKeyframeRequest = { [weak self] t in
             previous?(t)
@@ -78,6 +79,7 @@ public final class MediaPump: EventLoopTicker, @unchecked Sendable {
 
     /// Stops sending. Must run on the loop thread. The sources stay open (see ``close()``).
     public func detach() {
+        connection.loop.assertInLoop()
         connection.loop.removeTicker(self)
     }
 

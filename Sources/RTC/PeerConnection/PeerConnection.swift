@@ -378,6 +378,14 @@ public struct ReceivedRTPPacket {
     /// Arrival time on the loop clock (``EventLoop/now()``).
     public let arrival: UInt64
 
+    /// The same packet with `info` in place of its payload info: a forwarder that learned more about
+    /// it from a header extension (an AV1 dependency descriptor's layers) hands that on.
+    public func with(info: RTPPayloadInfo) -> ReceivedRTPPacket {
+        ReceivedRTPPacket(
+            packet: packet, header: header, mediaSSRC: mediaSSRC, sequenceNumber: sequenceNumber, payload: payload,
+            info: info, isRepair: isRepair, arrival: arrival)
+    }
+
     /// A packet read by a receiver outside a ``PeerConnection`` (an SFU's node-to-node pipe).
     public init(
         packet: UnsafeRawBufferPointer, header: RTPHeader, mediaSSRC: UInt32, sequenceNumber: UInt16,

@@ -129,17 +129,7 @@ extension PeerConnection {
             // The answer's section takes from this offered section only (RFC 8285 §5).
             t.extensionIDs = Self.usableExtensions(m.extensions, kind: kind)
             t.remoteExtensionDirections = m.extensionDirections.filter { t.extensionIDs[$0.key] != nil }
-            let pt = format.payloadType
-            t.codec = codec
-            t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
-            t.remoteREMB = t.kind == .video && format.feedback.contains(.googREMB)
-            t.payloadType = pt
-            t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
-            // Our direction is the intersection of what we want and what the offer allows.
-            t.currentDirection = intersect(t.direction, m.direction.reversed)
-            t.remoteRIDs = m.sendRIDs
-            t.remoteSSRCs = m.ssrcs
-            t.remoteRTXSSRCs = m.rtxToPrimary
+            adopt(codec, format, of: m, for: t)
         }
         for t in transceivers where t.mid == nil { t.rejected = true }
         adoptExtensions()
@@ -162,10 +152,6 @@ extension PeerConnection {
                 t.remoteExtensionDirections = [:]
                 continue
             }
-            let pt = format.payloadType
-            t.codec = codec
-            t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
-            t.remoteREMB = t.kind == .video && format.feedback.contains(.googREMB)
             // Our offers list every extension both ways; an answer that made one one-way is
             // not one we handle, so it is left out.
             t.remoteExtensionDirections = [:]
@@ -174,15 +160,25 @@ extension PeerConnection {
             t.extensionIDs = Self.usableExtensions(m.extensions, kind: t.kind).filter {
                 t.offeredExtensionIDs[$0.key] == $0.value && m.extensionDirections[$0.key] == nil
             }
-            t.payloadType = pt
-            t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: pt) : nil
-            t.currentDirection = intersect(t.direction, m.direction.reversed)
-            t.remoteRIDs = m.sendRIDs
-            t.remoteSSRCs = m.ssrcs
-            t.remoteRTXSSRCs = m.rtxToPrimary
+            adopt(codec, format, of: m, for: t)
         }
         adoptExtensions()
         prepareSenders()
+    }
+
+    /// What a remote section settles for `t`, offer or answer alike: the codec and its payload
+    /// types, the direction, and the remote sender's RIDs and SSRCs.
+    func adopt(_ codec: MediaCodec, _ format: RTPCodec, of m: RemoteDescription.Media, for t: RTPTransceiver) {
+        t.codec = codec
+        t.codecParameters = codec.formatParametersMatter ? format.parameters : nil
+        t.remoteREMB = t.kind == .video && format.feedback.contains(.googREMB)
+        t.payloadType = format.payloadType
+        t.rtxPayloadType = configuration.enableRTX ? m.rtxPayloadType(for: format.payloadType) : nil
+        // Our direction is the intersection of what we want and what the remote side allows.
+        t.currentDirection = intersect(t.direction, m.direction.reversed)
+        t.remoteRIDs = m.sendRIDs
+        t.remoteSSRCs = m.ssrcs
+        t.remoteRTXSSRCs = m.rtxToPrimary
     }
 
     /// The extensions of one remote m-section that a transceiver of `kind` can use: those this stack
@@ -258,6 +254,7 @@ extension PeerConnection {
         exts.repairedRID = t.sendRIDs.isEmpty ? nil : ids[LocalCapabilities.repairedRIDURI]
         exts.absSendTime = ids[LocalCapabilities.absSendTimeURI]
         exts.absCaptureTime = ids[LocalCapabilities.absCaptureTimeURI]
+        exts.dependencyDescriptor = t.kind == .video ? ids[LocalCapabilities.dependencyDescriptorURI] : nil
         // Transport-wide numbers on everything we send: the peer's transport-cc feedback feeds the
         // transport's bandwidth estimator.
         exts.transportWideCC = ids[LocalCapabilities.transportWideCCURI]

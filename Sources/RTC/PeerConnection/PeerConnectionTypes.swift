@@ -174,6 +174,9 @@ enum LocalCapabilities {
     static let absCaptureTimeURI = RTPExtensionURI.absCaptureTime
     /// Transport-wide sequence numbers: what we receive with them is reported in transport-cc feedback.
     static let transportWideCCURI = RTPExtensionURI.transportWideCC
+    /// The AV1 dependency descriptor: the SFU selects an AV1 stream's layers by it (browsers send it
+    /// only where it is negotiated; its key-frame element needs the two-byte form).
+    static let dependencyDescriptorURI = RTPExtensionURI.dependencyDescriptor
 
     /// Extension ids we use when we offer. Stable across m-lines, as BUNDLE requires.
     static let offeredExtensions: [(id: UInt8, uri: String, kinds: Set<MediaKind>)] =
@@ -184,6 +187,7 @@ enum LocalCapabilities {
             (10, ridURI, [.video]),
             (11, repairedRIDURI, [.video]),
             (7, absCaptureTimeURI, [.audio, .video]),
+            (12, dependencyDescriptorURI, [.video]),
         ] + (TransportFeedbackGenerator.negotiable ? [(3, transportWideCCURI, [.audio, .video])] : [])
 
     static func isSupported(uri: String) -> Bool {

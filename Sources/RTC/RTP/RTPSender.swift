@@ -22,11 +22,15 @@ public struct RTPSendExtensions: Sendable, Equatable {
     public var audioLevel: UInt8?
     /// `http://www.webrtc.org/experiments/rtp-hdrext/abs-capture-time` (``AbsCaptureTime``)
     public var absCaptureTime: UInt8?
+    /// The AV1 dependency descriptor (``AV1DependencyDescriptor``): written only on forwarded packets
+    /// and their repairs, copied from the publisher's.
+    public var dependencyDescriptor: UInt8?
 
     /// Creates a set of extension ids.
     public init(
         mid: UInt8? = nil, rid: UInt8? = nil, repairedRID: UInt8? = nil, absSendTime: UInt8? = nil,
-        transportWideCC: UInt8? = nil, audioLevel: UInt8? = nil, absCaptureTime: UInt8? = nil
+        transportWideCC: UInt8? = nil, audioLevel: UInt8? = nil, absCaptureTime: UInt8? = nil,
+        dependencyDescriptor: UInt8? = nil
     ) {
         self.mid = mid
         self.rid = rid
@@ -35,6 +39,7 @@ public struct RTPSendExtensions: Sendable, Equatable {
         self.transportWideCC = transportWideCC
         self.audioLevel = audioLevel
         self.absCaptureTime = absCaptureTime
+        self.dependencyDescriptor = dependencyDescriptor
     }
 }
 
@@ -153,7 +158,7 @@ public final class RTPSender: @unchecked Sendable {
     /// Whether the current audio frame carries voice (V bit of the audio-level extension).
     public var voiceActivity = false
     /// Capture time (NTP 32.32) written in the abs-capture-time extension of the next
-    /// ``sendForwarded(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)`` packet: an
+    /// ``sendForwarded(payload:marker:timestamp:sequenceNumber:rewrite:dependencyDescriptor:now:emit:)`` packet: an
     /// SFU copies the publisher's value here; nil leaves the element out. Own frames are stamped with
     /// the wall clock when they are packetized (the ``AbsCaptureTimeStamper`` link).
     public var forwardedCaptureTime: UInt64? {
@@ -259,6 +264,7 @@ public final class RTPSender: @unchecked Sendable {
         for id in [
             extensions.mid, extensions.rid, extensions.repairedRID, extensions.absSendTime,
             extensions.transportWideCC, extensions.audioLevel, extensions.absCaptureTime,
+            extensions.dependencyDescriptor,
         ] {
             if let id, id > 14 { return true }
         }
@@ -380,7 +386,8 @@ public final class RTPSender: @unchecked Sendable {
     @discardableResult
     public func sendForwarded(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+        rewrite: RTPPayloadRewrite = .none, dependencyDescriptor: UnsafeRawBufferPointer? = nil, now: UInt64,
+        emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
         assertInLoop()
         let buffer = scratch
@@ -391,7 +398,8 @@ public final class RTPSender: @unchecked Sendable {
         buffer.rtpPut16(sequenceNumber, at: 2)
         buffer.rtpPut32(timestamp, at: 4)
         buffer.rtpPut32(ssrc, at: 8)
-        let payloadOffset = writeExtensions(buffer, now: now, kind: .forwarded)
+        let payloadOffset = writeExtensions(
+            buffer, now: now, kind: .forwarded, dependencyDescriptor: dependencyDescriptor)
         guard payloadOffset + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress
         else {
             counters.framesFailed += 1
@@ -420,7 +428,8 @@ public final class RTPSender: @unchecked Sendable {
     @discardableResult
     public func sendRetransmission(
         payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, sequenceNumber: UInt16,
-        rewrite: RTPPayloadRewrite = .none, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+        rewrite: RTPPayloadRewrite = .none, dependencyDescriptor: UnsafeRawBufferPointer? = nil, now: UInt64,
+        emit: (UnsafeMutableRawBufferPointer, Int) -> Void
     ) -> Bool {
         assertInLoop()
         let buffer = scratch
@@ -431,7 +440,8 @@ public final class RTPSender: @unchecked Sendable {
             buffer[1] = (marker ? 0x80 : 0) | (rtx.payloadType & 0x7F)
             buffer.rtpPut16(rtxSequenceNumber, at: 2)
             buffer.rtpPut32(rtx.ssrc, at: 8)
-            let o = writeExtensions(buffer, now: now, kind: .retransmission, repaired: true)
+            let o = writeExtensions(
+                buffer, now: now, kind: .retransmission, repaired: true, dependencyDescriptor: dependencyDescriptor)
             guard o + 2 <= Self.packetCapacity else { return false }
             buffer.rtpPut16(sequenceNumber, at: o)
             payloadOffset = o + 2
@@ -439,7 +449,8 @@ public final class RTPSender: @unchecked Sendable {
             buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
             buffer.rtpPut16(sequenceNumber, at: 2)
             buffer.rtpPut32(ssrc, at: 8)
-            payloadOffset = writeExtensions(buffer, now: now, kind: .retransmission)
+            payloadOffset = writeExtensions(
+                buffer, now: now, kind: .retransmission, dependencyDescriptor: dependencyDescriptor)
         }
         guard payloadOffset + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress
         else { return false }
@@ -458,13 +469,14 @@ public final class RTPSender: @unchecked Sendable {
         return true
     }
 
-    /// Counts one NACK message that the caller answers itself (see ``sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``).
+    /// Counts one NACK message that the caller answers itself (see ``sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:dependencyDescriptor:now:emit:)``).
     public func noteNACKReceived() { counters.nacksReceived += 1 }
 
     /// Writes the extension block for a packet at offset 12 and returns the payload offset. The links
     /// choose their values first (`prepare`); `repaired` writes repaired-rid instead of rid.
     private func writeExtensions(
-        _ buffer: UnsafeMutableRawBufferPointer, now: UInt64, kind: RTPOutgoingKind, repaired: Bool = false
+        _ buffer: UnsafeMutableRawBufferPointer, now: UInt64, kind: RTPOutgoingKind, repaired: Bool = false,
+        dependencyDescriptor: UnsafeRawBufferPointer? = nil
     ) -> Int {
         var chosen = RTPOutgoingExtensions(kind: kind)
         links.prepare(&chosen, now: now)
@@ -472,14 +484,20 @@ public final class RTPSender: @unchecked Sendable {
         let ridID = repaired ? extensions.repairedRID : extensions.rid
         let audioLevelID = codec == .opus ? extensions.audioLevel : nil
         let captureTimeID = captureTime == nil ? nil : extensions.absCaptureTime
+        let descriptor = dependencyDescriptor.flatMap { $0.isEmpty || $0.count > 255 ? nil : $0 }
+        let descriptorID = descriptor == nil ? nil : extensions.dependencyDescriptor
         guard
             (extensions.mid != nil && midValue != nil) || (ridID != nil && rid != nil) || extensions.absSendTime != nil
                 || extensions.transportWideCC != nil || audioLevelID != nil || captureTimeID != nil
+                || descriptorID != nil
         else { return 12 }
         // The buffer is far larger than any block we write (at most 2 × 255-byte ids and 3 small
         // elements), so these writes cannot fail; on failure the packet goes out without extensions.
         do throws(RTPError) {
-            var w = try RTPExtensionBlockWriter(buffer: buffer, at: 12, twoByte: twoByteExtensions)
+            // A key frame's dependency descriptor (its template structure) is longer than the
+            // one-byte form's 16 bytes: that packet takes the two-byte form (extmap-allow-mixed).
+            let twoByte = twoByteExtensions || (descriptorID != nil && descriptor!.count > 16)
+            var w = try RTPExtensionBlockWriter(buffer: buffer, at: 12, twoByte: twoByte)
             if let id = extensions.mid, let midValue { try w.appendIdentifier(id: id, midValue) }
             if let id = ridID, let rid { try w.appendIdentifier(id: id, rid) }
             if let id = extensions.absSendTime {
@@ -502,6 +520,7 @@ public final class RTPSender: @unchecked Sendable {
                 try w.appendAudioLevel(id: id, RTPAudioLevel(voiceActivity: voiceActivity, level: audioLevel & 0x7F))
             }
             if let id = captureTimeID, let captureTime { try w.appendAbsCaptureTime(id: id, captureTime) }
+            if let id = descriptorID, let descriptor { try w.appendBytes(id: id, descriptor) }
             return try w.finish()
         } catch {
             buffer[0] &= ~0x10

@@ -73,6 +73,7 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
     /// Opens the link to the server from `bindAddress` (port 0) and sends the first Allocate once
     /// the link is ready. Loop thread only.
     public func start(bindAddress: String) {
+        loop.assertInLoop()
         guard state == .new else { return }
         let wildcard = serverAddress.isIPv6 ? "::" : "0.0.0.0"
         let sameFamily = SocketAddress(ip: bindAddress, port: 0)?.isIPv6 == serverAddress.isIPv6
@@ -145,6 +146,7 @@ public final class TURNClient: TURNLinkDelegate, EventLoopTicker, RelayedSocketT
     /// only. The link to the server stays open until the release is answered (a 438 Stale Nonce is
     /// answered once more with the new nonce) or ``releaseTimeout`` passes.
     public func close() {
+        loop.assertInLoop()
         guard state != .closed else { return }
         let release = state == .allocated && key != nil && link != nil
         state = .closed

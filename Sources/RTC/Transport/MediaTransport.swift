@@ -385,7 +385,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     /// Forwards one already-packetized media payload (an SFU's relay path) on `transceiver`'s first
     /// sender: rewritten sequence number and timestamp, this transport's header extensions (with the
-    /// source's abs-capture-time `captureTime`), kept in the sender's history (if it has one),
+    /// source's abs-capture-time `captureTime` and AV1 `dependencyDescriptor`), kept in the sender's history (if it has one),
     /// SRTP-protected and sent. Loop thread only.
     ///
     /// - Returns: whether the packet went out (false before DTLS completes or when not sending).
@@ -393,7 +393,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     public func sendForwarded(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
         sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, audioLevel: RTPAudioLevel? = nil,
-        captureTime: UInt64? = nil, now: UInt64
+        captureTime: UInt64? = nil, dependencyDescriptor: UnsafeRawBufferPointer? = nil, now: UInt64
     ) -> Bool {
         loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
@@ -406,7 +406,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         }
         return sender.sendForwarded(
             payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            rewrite: rewrite, now: now
+            rewrite: rewrite, dependencyDescriptor: dependencyDescriptor, now: now
         ) { buffer, length in
             self.protectAndSendRTP(buffer, length: length)
         }
@@ -434,12 +434,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     }
 
     /// Resends one packet on `transceiver`'s first sender from a payload the caller keeps (an SFU's
-    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:now:emit:)``.
+    /// shared per-producer buffer): see ``RTPSender/sendRetransmission(payload:marker:timestamp:sequenceNumber:rewrite:dependencyDescriptor:now:emit:)``.
     /// Loop thread only.
     @discardableResult
     public func sendRetransmission(
         on transceiver: RTPTransceiver, payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32,
-        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, now: UInt64
+        sequenceNumber: UInt16, rewrite: RTPPayloadRewrite = .none, dependencyDescriptor: UnsafeRawBufferPointer? = nil,
+        now: UInt64
     ) -> Bool {
         loop.assertInLoop()
         guard isConnected, srtpOut != nil, transceiver.sends, let sender = transceiver.senders.first else {
@@ -447,7 +448,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         }
         return sender.sendRetransmission(
             payload: payload, marker: marker, timestamp: timestamp, sequenceNumber: sequenceNumber,
-            rewrite: rewrite, now: now
+            rewrite: rewrite, dependencyDescriptor: dependencyDescriptor, now: now
         ) { buffer, length in
             self.protectAndSendRTP(buffer, length: length)
         }

@@ -66,6 +66,7 @@ public final class UDPPortMux: DatagramHandler, @unchecked Sendable {
 
     /// Closes the shared socket; the connections must be closed first.
     public func close() {
+        socket?.loop.assertInLoop()
         socket?.close()
         socket = nil
         iceTCPListener?.close()

@@ -45,8 +45,15 @@ public struct RTPPayloadInfo: Sendable, Equatable {
     /// A switching-up point (VP9 U bit): later frames of higher temporal layers do not reference
     /// frames before this one, so a forwarder may add those layers from here.
     public var switchingUpPoint = false
-    /// Spatial layers announced by a scalability structure in this packet (VP9 N_S + 1; 0: none).
+    /// Spatial layers announced by a scalability structure in this packet (VP9 N_S + 1; AV1: the
+    /// dependency descriptor's template structure; 0: none).
     public var spatialLayerCount: UInt8 = 0
+    /// The frame's decode target indications (AV1 dependency descriptor), two bits per decode target,
+    /// target 0 lowest (``AV1DependencyStructure/Indication``); meaningful when ``hasDecodeTargets``.
+    public var decodeTargetIndications: UInt64 = 0
+    /// The packet named its frame's decode targets (a dependency descriptor was read): a forwarder
+    /// selects by decode target rather than by layer indices alone.
+    public var hasDecodeTargets = false
 
     /// Creates the info of a payload with no codec header (a whole frame, decodable alone).
     public init() {}
@@ -55,6 +62,13 @@ public struct RTPPayloadInfo: Sendable, Equatable {
     @inlinable public var hasPictureID: Bool { pictureIDOffset != 0 }
     /// Whether the payload carries TL0PICIDX.
     @inlinable public var hasTL0PicIdx: Bool { tl0PicIdxOffset != 0 }
+
+    /// The frame's indication for decode target `target` (``decodeTargetIndications``); 0
+    /// (not present) for a target out of range.
+    @inlinable public func decodeTargetIndication(_ target: Int) -> UInt8 {
+        guard target >= 0, target < 32 else { return 0 }
+        return UInt8(truncatingIfNeeded: (decodeTargetIndications >> (2 * UInt64(target))) & 3)
+    }
 }
 
 /// Errors of ``RTPPayloadFormat/inspect(_:)``.

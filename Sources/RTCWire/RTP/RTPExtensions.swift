@@ -15,6 +15,8 @@ public enum RTPExtensionURI {
         "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
     /// Capture time, forwarded unchanged by SFUs (``AbsCaptureTime``).
     public static let absCaptureTime = AbsCaptureTime.uri
+    /// The AV1 dependency descriptor: a frame's layers and decode targets (``AV1DependencyDescriptor``).
+    public static let dependencyDescriptor = AV1DependencyDescriptorURI.uri
 }
 
 /// The audio level carried by the RFC 6464 extension.
@@ -290,6 +292,16 @@ public struct RTPExtensionBlockWriter {
         let at = try beginElement(id: id, length: 8)
         for i in 0..<8 { buffer[at + i] = UInt8(truncatingIfNeeded: ntp >> (56 - 8 * i)) }
         position = at + 8
+    }
+
+    /// Appends an element whose data is `bytes` as they are (a forwarded element, such as an AV1
+    /// dependency descriptor copied from the publisher's packet).
+    public mutating func appendBytes(id: UInt8, _ bytes: UnsafeRawBufferPointer) throws(RTPError) {
+        let at = try beginElement(id: id, length: bytes.count)
+        if let src = bytes.baseAddress, let dst = buffer.baseAddress, !bytes.isEmpty {
+            (dst + at).copyMemory(from: src, byteCount: bytes.count)
+        }
+        position = at + bytes.count
     }
 
     /// Pads, writes the block header and sets the X bit; returns the offset just past the block

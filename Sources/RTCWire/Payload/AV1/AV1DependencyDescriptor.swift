@@ -84,6 +84,20 @@ public struct AV1DependencyDescriptor: Sendable, Equatable {
             ?? .notPresent
     }
 
+    /// Writes what a forwarder selects layers by into `info` (the packet's payload info): the frame's
+    /// layers, where it starts and ends, its decode target indications and, from a structure, the
+    /// number of spatial layers. Allocation-free.
+    public func describe(_ info: inout RTPPayloadInfo) {
+        info.hasLayerIndices = true
+        info.spatialLayer = spatialID
+        info.temporalLayer = temporalID
+        info.beginsLayerFrame = startOfFrame
+        info.endsLayerFrame = endOfFrame
+        info.hasDecodeTargets = true
+        info.decodeTargetIndications = indications
+        if let structure { info.spatialLayerCount = structure.maxSpatialID + 1 }
+    }
+
     /// Reads the extension element `bytes` against the stream's last `structure` (or the one the
     /// element carries). Allocates only when the element carries a structure.
     public static func parse(

@@ -69,6 +69,23 @@ public enum AV1OBUType {
     public static let temporalDelimiter: UInt8 = 2
     public static let tileList: UInt8 = 8
     public static let padding: UInt8 = 15
+
+    /// Bytes of temporal delimiter OBUs (each with its size field) at the start of `unit`: what an
+    /// encoder or an IVF file puts before a temporal unit, and the low-overhead format this stack
+    /// passes around (and Matroska stores) leaves out.
+    public static func leadingTemporalDelimiters(_ unit: UnsafeRawBufferPointer) -> Int {
+        var at = 0
+        while at < unit.count {
+            let header = unit[at]
+            guard (header >> 3) & 0x0F == temporalDelimiter, header & 0x02 != 0 else { break }
+            let headerBytes = header & 0x04 != 0 ? 2 : 1
+            guard let (size, n) = AV1LEB128.read(unit, at: at + headerBytes),
+                size <= UInt64(unit.count - at - headerBytes - n)
+            else { break }
+            at += headerBytes + n + Int(size)
+        }
+        return at
+    }
 }
 
 /// Unsigned LEB128 (AV1 specification §4.10.5), at most 8 bytes.

@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 @Suite("JPEG encoder")
-struct JPEGTests {
+struct JPEGEncoderTests {
     /// Left half dark, right half bright, so scaling and decoding keep a measurable structure.
     private func halves(width: Int, height: Int) -> I420Image {
         var image = I420Image(width: width, height: height, fillY: 40)

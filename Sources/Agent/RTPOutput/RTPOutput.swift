@@ -37,7 +37,8 @@ public struct RTPOutputStats: Sendable, Equatable {
 /// timestamps are kept (shifted by that base), so the receiver sees the original pacing.
 ///
 /// Video codec: the first video key frame chooses it (VP8 as RFC 7741, H.264 as RFC 6184 in
-/// packetization mode 1, VP9 as RFC 9628 with one spatial and temporal layer); until then the session description announces VP8. When the key frame's
+/// packetization mode 1, VP9 as RFC 9628 with one spatial and temporal layer, AV1 as the AOM RTP
+/// payload format's OBU aggregation); until then the session description announces VP8. When the key frame's
 /// format differs (another codec, or H.264 whose SPS/PPS the `.sdp` should carry), the output
 /// rewrites the `.sdp` it wrote (``writeSDP(to:)``) and reports it through ``onFormatChange``.
 /// Frames of any other codec are then dropped (``RTPOutputStats/framesOtherCodec``).
@@ -50,7 +51,7 @@ public final class RTPOutput: @unchecked Sendable {
     /// Video payload type on the wire and in the SDP, whatever the codec.
     public static let videoPayloadType: UInt8 = 96
     /// The video codecs the output packetizes.
-    public static let videoCodecs: Set<MediaCodec> = [.vp8, .h264, .vp9]
+    public static let videoCodecs: Set<MediaCodec> = [.vp8, .h264, .vp9, .av1]
     /// Opus payload type on the wire and in the SDP.
     public static let audioPayloadType: UInt8 = 111
     /// Largest RTP payload (descriptor included) per packet, well below a 1500-byte MTU.
@@ -93,6 +94,8 @@ public final class RTPOutput: @unchecked Sendable {
     private var sdpPath: String?
     /// H.264 FU-A fragments are built here before they are copied behind the RTP header.
     private var fragmentScratch = [UInt8](repeating: 0, count: RTPOutput.maxPayloadSize)
+    /// AV1 OBU aggregation (its packet buffer is reused from unit to unit).
+    private var av1Packetizer = AV1Packetizer()
 
     /// Parses `rtp://HOST:PORT` into a numeric host and an even base port.
     ///
@@ -183,13 +186,15 @@ public final class RTPOutput: @unchecked Sendable {
 
     /// Sends one frame: a VP8 frame as RFC 7741 packets (15-bit picture id, marker on the last), an
     /// H.264 access unit as RFC 6184 single NAL unit and FU-A packets (marker on the last), a VP9
-    /// frame as RFC 9628 packets (15-bit picture id, B/E bits, marker on the last), an Opus packet as
-    /// one RTP packet. Video delta frames before the first key frame are dropped.
+    /// frame as RFC 9628 packets (15-bit picture id, B/E bits, marker on the last), an AV1 temporal
+    /// unit as aggregated OBUs (N on a key frame's first packet, marker on the last), an Opus packet
+    /// as one RTP packet. Video delta frames before the first key frame are dropped.
     /// Loop thread only.
     ///
     /// - Parameter arrival: when the frame arrived (`EventLoop.now()`); the wire timing comes from the
     ///   frame's RTP timestamp, so this is only informational today.
     public func send(_ frame: EncodedFrame, arrival: UInt64) {
+        socket.loop.assertInLoop()
         guard !frame.data.isEmpty, !socket.isClosed else {
             stats.framesFailed += 1
             return
@@ -240,8 +245,8 @@ public final class RTPOutput: @unchecked Sendable {
             stats.framesOtherCodec += 1
             return
         }
-        if frame.codec == .h264 {
-            sendH264(frame)
+        if frame.codec == .h264 || frame.codec == .av1 {
+            sendPayloads(frame)
             return
         }
         let timestamp = frame.timestamp &+ videoTimestampOffset
@@ -284,26 +289,35 @@ public final class RTPOutput: @unchecked Sendable {
         stats.videoFrames += 1
     }
 
-    private func sendH264(_ frame: EncodedFrame) {
+    /// An H.264 access unit or an AV1 temporal unit: the codec's packetizer hands each payload over,
+    /// copied behind the RTP header.
+    private func sendPayloads(_ frame: EncodedFrame) {
         let timestamp = frame.timestamp &+ videoTimestampOffset
         let sent = frame.data.withUnsafeBytes { data in
-            H264PayloadFormat.packetize(
-                accessUnit: data, maxPayloadSize: Self.maxPayloadSize, scratch: &fragmentScratch
-            ) { payload, isLast in
-                guard let dst = scratch.baseAddress, let src = payload.baseAddress else { return }
-                (dst + Self.headerLength).copyMemory(from: src, byteCount: payload.count)
-                writeHeader(
-                    payloadType: Self.videoPayloadType, marker: isLast, sequence: videoSequence, timestamp: timestamp,
-                    ssrc: videoSSRC)
-                videoSequence &+= 1
-                send(length: Self.headerLength + payload.count, to: videoAddress)
+            if frame.codec == .av1 {
+                return av1Packetizer.packetize(
+                    temporalUnit: data, isKeyframe: frame.isKeyframe, maxPayloadSize: Self.maxPayloadSize
+                ) { sendVideoPayload($0, marker: $1, timestamp: timestamp) }
             }
+            return H264PayloadFormat.packetize(
+                accessUnit: data, maxPayloadSize: Self.maxPayloadSize, scratch: &fragmentScratch
+            ) { sendVideoPayload($0, marker: $1, timestamp: timestamp) }
         }
         guard sent > 0 else {
             stats.framesFailed += 1
             return
         }
         stats.videoFrames += 1
+    }
+
+    private func sendVideoPayload(_ payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32) {
+        guard let dst = scratch.baseAddress, let src = payload.baseAddress else { return }
+        (dst + Self.headerLength).copyMemory(from: src, byteCount: payload.count)
+        writeHeader(
+            payloadType: Self.videoPayloadType, marker: marker, sequence: videoSequence, timestamp: timestamp,
+            ssrc: videoSSRC)
+        videoSequence &+= 1
+        send(length: Self.headerLength + payload.count, to: videoAddress)
     }
 
     /// The first video key frame: its codec and parameters become the `.sdp`'s (once per output).

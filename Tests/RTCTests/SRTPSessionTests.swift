@@ -57,7 +57,7 @@ private func unprotectTestPacket(_ session: SRTPSession, _ buffer: inout [UInt8]
     }
 }
 
-@Suite struct SRTPTests {
+@Suite struct SRTPSessionTests {
     /// An SFU's subscribe session interleaves the SSRCs of several consumers: each keeps its own
     /// rollover counter, whatever the order (the send path looks streams up per packet).
     @Test(arguments: [SRTPProfile.aes128CMHMACSHA1_80, .aeadAES128GCM])

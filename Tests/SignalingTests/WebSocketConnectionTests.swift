@@ -4,7 +4,7 @@ import Testing
 @testable import Signaling
 
 @Suite("WebSocket")
-struct WebSocketTests {
+struct WebSocketConnectionTests {
     @Test func acceptValueMatchesRFCExample() {
         // RFC 6455 §1.3.
         #expect(WebSocketHandshake.acceptValue(forKey: "dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")

@@ -4,16 +4,18 @@ import TestSupport
 import Testing
 
 @Suite("Synthetic media")
-struct SyntheticTests {
+struct SyntheticMediaTests {
     @Test func loopIsEncodedWithKeyframesAndLayers() throws {
         let media = testMedia
         #expect(media.layers.map { "\($0.width)x\($0.height)" } == ["640x360", "320x180", "160x90"])
         #expect(media.videoFrames.count == 3)
-        for layer in media.videoFrames {
+        for (k, layer) in media.videoFrames.enumerated() {
             #expect(layer.count == 4 * 30)
+            // Every 2 s, and twice as often on each lower layer (a switch down waits for one).
+            let interval = 60 >> k
             for (i, f) in layer.enumerated() {
                 #expect(f.timestamp == UInt32(i * 3000) && f.duration == 3000)
-                if i % 60 == 0 { #expect(f.isKeyframe, "frame \(i) must be a keyframe") }
+                if i % interval == 0 { #expect(f.isKeyframe, "layer \(k) frame \(i) must be a keyframe") }
             }
         }
         #expect(VP8KeyframeInfo.parse(media.videoFrames[2][0].data)?.width == 160)
