@@ -131,8 +131,26 @@ import Testing
             try await rig.edge.onLoop {
                 try $0.setPreferredLayerOnLoop(subscriber: "bob", producerID: rig.video.id, quality: .low)
             }
-            try await Self.eventually("bob switched to q on the edge") {
-                await rig.edge.stats().consumers.first { $0.producerID == rig.video.id }?.currentRID == "q"
+            // The lowest layer by resolution (the test publisher names its layers in offer order, so
+            // the smallest is "f"; the SFU orders them by their key frames' size once each has shown one).
+            do {
+                try await Self.eventually("bob switched to the lowest layer on the edge") {
+                    let stats = await rig.edge.stats()
+                    let layers = stats.producers.first { $0.id == rig.video.id }?.layers ?? []
+                    guard layers.allSatisfy({ $0.width > 0 }), let lowest = layers.min(by: { $0.width < $1.width })
+                    else { return false }
+                    return stats.consumers.first { $0.producerID == rig.video.id }?.currentRID == lowest.rid
+                }
+            } catch {
+                let e = await rig.edge.stats()
+                let o = await rig.origin.stats()
+                let consumers = e.consumers.filter { $0.producerID == rig.video.id }
+                let mirrored = e.producers.filter { $0.id == rig.video.id }
+                let source = o.producers.filter { $0.id == rig.video.id }
+                Issue.record(
+                    "edge consumers \(consumers), edge producer \(mirrored), origin producer \(source), edge pipe \(e.pipes.map(\.counters)), origin pipe \(o.pipes.map(\.counters))"
+                )
+                throw error
             }
             let switched = rig.subscriber.frames.videoFrames
             try await rig.subscriber.waitForFrames(video: switched + 30, seconds: 30)
