@@ -186,12 +186,6 @@ public final class LoadRun: @unchecked Sendable {
         let planned = plan()
         let startCPU = currentProcessCPUSeconds()
         let startLoopCPU = await loopCPU()
-        let start = EventLoop.now()
-        var deadline = start + UInt64(configuration.duration * 1e9)
-        // Waiting for tracks: spawn and run until the hard limit; the deadline moves below.
-        let waitLimit = configuration.waitForTracks != nil ? configuration.maxDuration : configuration.waitForMediaUntil
-        let hardDeadline = waitLimit.map { start + UInt64(max(configuration.duration, $0) * 1e9) } ?? deadline
-        var tracksReachedAt: UInt64?
         let baselineRSS = residentBytes()
         lock.withLock { rssSamples.append(LoadReport.RSSSample(seconds: 0, bytes: baselineRSS)) }
         // The first join is the probe: its failure is the run's failure.
@@ -202,6 +196,14 @@ public final class LoadRun: @unchecked Sendable {
             await teardown()
             throw .failed("the first join failed", cause: error)
         }
+        // The duration counts from the probe's join: on a starved machine that join alone took longer
+        // than a short run, which then ended before its first progress sample.
+        let start = EventLoop.now()
+        var deadline = start + UInt64(configuration.duration * 1e9)
+        // Waiting for tracks: spawn and run until the hard limit; the deadline moves below.
+        let waitLimit = configuration.waitForTracks != nil ? configuration.maxDuration : configuration.waitForMediaUntil
+        let hardDeadline = waitLimit.map { start + UInt64(max(configuration.duration, $0) * 1e9) } ?? deadline
+        var tracksReachedAt: UInt64?
         let rate = configuration.joinRate
         let spawner = Task {
             await withTaskGroup(of: Void.self) { group in
