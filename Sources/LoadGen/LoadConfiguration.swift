@@ -65,7 +65,7 @@ public struct LoadConfiguration: Sendable, Equatable {
     public var audioPublishers: Int = 0
     /// Audience bots per room (RECV_ONLY, autoConsume off).
     public var subscribers: Int = 10
-    /// Length of the run in seconds, counted from the first join.
+    /// Length of the run in seconds, counted from the moment the first bot (the probe) has joined.
     public var duration: Double = 60
     /// When set, the run goes on past ``duration`` until this many tracks are subscribed, then
     /// ``settleSeconds`` more, but never past ``maxDuration``: a test waits for the event on a busy
