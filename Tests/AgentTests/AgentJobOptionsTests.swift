@@ -2,6 +2,7 @@ import Agent
 import Egress
 import Foundation
 import Media
+import RTCWire
 import Testing
 
 // Issue 34: the agent's options as data (what a fleet job carries), with their validation in Agent.
