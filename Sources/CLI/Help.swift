@@ -173,7 +173,7 @@ enum Help {
     static let analyze = CommandHelp(
         name: "analyze", synopsis: "analyze FILE [options]",
         summary:
-            "Full-reference checks of a recording of the synthetic media (WebM/MKV): frame numbers read from each "
+            "Full-reference checks of a recording of the synthetic media (WebM/MKV/MP4): frame numbers read from each "
             + "picture (dropped, repeated), PSNR/SSIM against the regenerated source frame, freezes, black spans, "
             + "A/V offset. Exit 1 when the file cannot be analysed.",
         options: [

@@ -158,9 +158,10 @@ final class LoadBot: @unchecked Sendable {
         lock.withLock {
             joined = true
             // A server without the list forwards what it forwards: VP8 is what every receiver takes.
-            roomVideoCodecs = joinData["roomVideoCodecs"]?.arrayValue.map {
-                MediaCodec.videoCodecs(named: $0.compactMap(\.stringValue))
-            } ?? [.vp8]
+            roomVideoCodecs =
+                joinData["roomVideoCodecs"]?.arrayValue.map {
+                    MediaCodec.videoCodecs(named: $0.compactMap(\.stringValue))
+                } ?? [.vp8]
         }
         if role == .subscriber {
             // The roster arrives as participantJoined events before the response (protocol 2 sends

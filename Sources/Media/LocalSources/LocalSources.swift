@@ -88,7 +88,8 @@ public enum LocalSources {
             guard case .fixed(let codec) = choice else {
                 throw .badOption(
                     option: "--video-codec",
-                    message: "auto chooses the test pattern's codec; a file is sent as it is: name its codec", cause: nil)
+                    message: "auto chooses the test pattern's codec; a file is sent as it is: name its codec",
+                    cause: nil)
             }
             do { _ = try MediaFile.videoPlayback(path: path, codec: codec) } catch {
                 throw .badOption(
