@@ -1,5 +1,5 @@
 import Foundation
-public import Media
+import Media
 public import RTCWire
 import Synchronization
 
