@@ -377,7 +377,8 @@ public struct BenchmarkReport: Sendable {
                 body +=
                     "## Composite: 4 participants, ours ÷ an ffmpeg pipeline\n\nNot measured in this run: \(error)\n\n"
             }
-            let roomMetric = "composite in a room: 4 simulcast publishers → 1280x720/30 H.264, CPU ours ÷ ffmpeg (top layers)"
+            let roomMetric =
+                "composite in a room: 4 simulcast publishers → 1280x720/30 H.264, CPU ours ÷ ffmpeg (top layers)"
             do {
                 let r = try await CompositeRoomBenchmark.run(
                     seconds: quick ? 3 : 20, directory: paths.workDirectory + "/composite-room", progress: progress)
@@ -393,7 +394,8 @@ public struct BenchmarkReport: Sendable {
             } catch {
                 progress("bench:   composite room failed: \(error)")
                 summary.append(
-                    SummaryRow(metric: roomMetric, target: "≤ 0.5×", measured: "not measured", verdict: "failed: \(error)"))
+                    SummaryRow(
+                        metric: roomMetric, target: "≤ 0.5×", measured: "not measured", verdict: "failed: \(error)"))
                 body += "### The room case\n\nNot measured in this run: \(error)\n\n"
             }
         }

@@ -73,7 +73,8 @@ enum CompositeBenchmark {
                 let f = streams[i][n]
                 slot.write(
                     EncodedFrame(
-                        codec: .vp8, data: f.data, timestamp: UInt32(n * 3000), isKeyframe: f.data.first.map { $0 & 1 == 0 } ?? false,
+                        codec: .vp8, data: f.data, timestamp: UInt32(n * 3000),
+                        isKeyframe: f.data.first.map { $0 & 1 == 0 } ?? false,
                         duration: 3000))
             }
             let wait = start.addingTimeInterval(Double(n + 1) / 30).timeIntervalSinceNow
@@ -107,13 +108,16 @@ enum CompositeBenchmark {
         var body = "## Composite: 4 participants, 1280x720/30 fps H.264, ours ÷ an ffmpeg pipeline\n\n"
         body += "| pipeline | CPU per second of output | frames | note |\n|---|---|---|---|\n"
         body += String(
-            format: "| ours: `Compositor` (libvpx decode, libyuv scale, libx264 %@), whole process | %.3f CPU-s/s | %d (%d skipped) | real time, %.0f s |\n",
+            format:
+                "| ours: `Compositor` (libvpx decode, libyuv scale, libx264 %@), whole process | %.3f CPU-s/s | %d (%d skipped) | real time, %.0f s |\n",
             r.preset, r.oursPerOutputSecond, r.oursFrames, r.oursSkipped, r.seconds)
         body += String(
-            format: "| ffmpeg: libvpx decode ×4, `xstack`, libx264 %@ (anchor) | %.3f CPU-s/s | %d | as fast as it goes: %.1f s wall |\n",
+            format:
+                "| ffmpeg: libvpx decode ×4, `xstack`, libx264 %@ (anchor) | %.3f CPU-s/s | %d | as fast as it goes: %.1f s wall |\n",
             r.preset, r.ffmpegPerOutputSecond, r.ffmpegFrames, r.ffmpegWallSeconds)
         body += String(
-            format: "| LiveKit Egress room composite (headless Chrome + GStreamer) | %.1f CPUs reserved per job (published) | | not run here |\n",
+            format:
+                "| LiveKit Egress room composite (headless Chrome + GStreamer) | %.1f CPUs reserved per job (published) | | not run here |\n",
             liveKitReservedCPUs)
         body += String(format: "| **ours ÷ ffmpeg** (target ≤ 0.5×) | **%.2f×** — %@ | | |\n\n", r.ratio, verdict)
         body += """
@@ -139,7 +143,8 @@ enum CompositeBenchmark {
     /// VBV, 60-frame GOP, one thread).
     static let x264Arguments = [
         "-c:v", "libx264", "-preset", preset, "-tune", "zerolatency", "-profile:v", "baseline", "-b:v",
-        "\(bitrate / 1000)k", "-maxrate", "\(bitrate / 1000)k", "-bufsize", "\(bitrate / 2000)k", "-g", "60", "-threads",
+        "\(bitrate / 1000)k", "-maxrate", "\(bitrate / 1000)k", "-bufsize", "\(bitrate / 2000)k", "-g", "60",
+        "-threads",
         "1",
     ]
 

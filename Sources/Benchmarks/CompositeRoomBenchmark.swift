@@ -152,7 +152,9 @@ enum CompositeRoomBenchmark {
         await subscriberLoop.submit { pc.close() }
         for p in publishers { await publisherLoop.submit { p.close() } }
         await sfu.shutdown()
-        if let error = results.compactMap({ $0.error }).first { throw CompositeBenchmark.Failure(description: "\(error)") }
+        if let error = results.compactMap({ $0.error }).first {
+            throw CompositeBenchmark.Failure(description: "\(error)")
+        }
 
         // The anchor: the top layers, scaled into the tiles and stacked, as fast as it goes.
         progress("bench:   composite room: ffmpeg on the 1280x720 layers (scale + xstack + libx264)")
@@ -186,7 +188,8 @@ enum CompositeRoomBenchmark {
             format:
                 "| ffmpeg: libvpx decode of the four 1280x720 layers, scale to %@, `xstack`, libx264 %@ (anchor) | %.3f CPU-s/s | %d | as fast as it goes: %.1f s wall |\n",
             r.tile, CompositeBenchmark.preset, r.ffmpegPerOutputSecond, r.ffmpegFrames, r.ffmpegWallSeconds)
-        body += String(format: "| **ours ÷ ffmpeg, room case** (target ≤ 0.5×) | **%.2f×** — %@ | | |\n\n", r.ratio, verdict)
+        body += String(
+            format: "| **ours ÷ ffmpeg, room case** (target ≤ 0.5×) | **%.2f×** — %@ | | |\n\n", r.ratio, verdict)
         body += """
             Method: four publishers, each a `PeerConnection` sending three simulcast encodings (RIDs q, h,
             f: 320x180 at 200 kbit/s, 640x360 at 700 kbit/s, 1280x720 at 2.5 Mbit/s, as Chromium sends a
