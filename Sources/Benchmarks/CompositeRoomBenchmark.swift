@@ -171,7 +171,8 @@ enum CompositeRoomBenchmark {
         args += CompositeBenchmark.x264Arguments + [directory + "/room-ffmpeg.mp4"]
         let (ffmpegCPU, ffmpegWall) = try CompositeBenchmark.timeFFmpeg(args)
         return Result(
-            seconds: seconds, oursCPUSeconds: oursCPU, oursFrames: stats1.frames - stats0.frames,
+            seconds: seconds, oursCPUSeconds: oursCPU,
+            oursFrames: stats1.frames + stats1.unchanged - stats0.frames - stats0.unchanged,
             oursSkipped: stats1.skipped - stats0.skipped, layers: layersAfter, tile: "640x360",
             ffmpegCPUSeconds: ffmpegCPU, ffmpegFrames: frameCount, ffmpegWallSeconds: ffmpegWall)
     }
