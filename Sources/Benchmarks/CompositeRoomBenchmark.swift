@@ -35,6 +35,9 @@ enum CompositeRoomBenchmark {
         /// second of video: libvpx (ours and the anchor's decoder) and libavcodec's own VP8 decoder.
         var decodeLibvpx: Double
         var decodeNative: Double
+        /// Ours split by thread over the window, CPU seconds: the subscriber's loop (receive), the
+        /// compositor's thread (decode, scale, encode), the disk writer, and the rest of ours.
+        var split: [(String, Double)] = []
 
         var oursPerOutputSecond: Double { oursCPUSeconds / (Double(max(1, oursFrames)) / 30) }
         var ffmpegPerOutputSecond: Double { ffmpegCPUSeconds / (Double(max(1, ffmpegFrames)) / 30) }
@@ -142,12 +145,20 @@ enum CompositeRoomBenchmark {
         let threads1 = ThreadCPUSample.read(pid: getpid())
         let stats1 = compositor.stats
         let layersAfter = await currentLayers(sfu, producerIDs)
-        var excluded = 0.0
-        for (tid, end) in threads1 where others.contains(end.name) {
+        var byName: [String: Double] = [:]
+        for (tid, end) in threads1 {
             let start = threads0[tid] ?? ThreadCPUSample(name: end.name, user: 0, system: 0)
-            excluded += (end.user + end.system) - (start.user + start.system)
+            byName[end.name, default: 0] += (end.user + end.system) - (start.user + start.system)
         }
+        let excluded = others.reduce(0.0) { $0 + (byName[$1] ?? 0) }
         let oursCPU = Double(cpu1 - cpu0) / 1e9 - excluded
+        // Thread names are cut at 15 bytes (`understudy-composite` is `understudy-comp`).
+        let named = [
+            ("receive (subscriber loop)", "bench-room-sub"), ("compositor thread", "understudy-comp"),
+            ("disk writer", "understudy-disk"),
+        ]
+        var split = named.map { ($0.0, byName[$0.1] ?? 0) }
+        split.append(("other threads of ours", max(0, oursCPU - split.reduce(0) { $0 + $1.1 })))
 
         for source in sources { await publisherLoop.submit { publisherLoop.removeTicker(source) } }
         let results = await withCheckedContinuation { (c: CheckedContinuation<[Compositor.OutputResult], Never>) in
@@ -189,7 +200,7 @@ enum CompositeRoomBenchmark {
             oursFrames: stats1.frames + stats1.unchanged - stats0.frames - stats0.unchanged,
             oursSkipped: stats1.skipped - stats0.skipped, layers: layersAfter, tile: "640x360",
             ffmpegCPUSeconds: ffmpegCPU, ffmpegFrames: frameCount, ffmpegWallSeconds: ffmpegWall,
-            decodeLibvpx: decodeLibvpx, decodeNative: decodeNative)
+            decodeLibvpx: decodeLibvpx, decodeNative: decodeNative, split: split)
     }
 
     /// The report's subsection (after ``CompositeBenchmark/markdown(_:verdict:)``).
@@ -210,6 +221,10 @@ enum CompositeRoomBenchmark {
             format:
                 "Decoding the four tiles' layer alone (ffmpeg, one thread each, to null): libvpx %.3f, libavcodec's `vp8` %.3f CPU-s/s (%.0f %% less).\n\n",
             r.decodeLibvpx, r.decodeNative, 100 * (1 - r.decodeNative / max(1e-9, r.decodeLibvpx)))
+        let outputSeconds = Double(max(1, r.oursFrames)) / 30
+        body +=
+            "Ours by thread (CPU-s per second of output): "
+            + r.split.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ") + ".\n\n"
         body += """
             Method: four publishers, each a `PeerConnection` sending three simulcast encodings (RIDs q, h,
             f: 320x180 at 200 kbit/s, 640x360 at 700 kbit/s, 1280x720 at 2.5 Mbit/s, as Chromium sends a
