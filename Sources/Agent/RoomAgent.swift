@@ -114,6 +114,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     public let room: Room
     /// Counters exposed through ``metricsText()``.
     public let counters = RoomAgentCounters()
+    /// Each participant's mic placed beside its webcam by their sender reports, for the mix and the
+    /// composite. Subscribe loop thread only (the track sinks).
+    let senderClocks = SenderClocks()
     private let log: @Sendable (String) -> Void
     private let lock = NSLock()
     /// Kinds currently consumed (or being consumed) per participant id.
@@ -1006,11 +1009,18 @@ private final class AgentTrackSink: RemoteTrackSink {
             rtpOutputLoop.execute { rtpOutput.send(frame, arrival: arrival) }
         }
         republishRoom?.forward(track.participantId, frame)
-        audioEgress?.write(frame, arrival: arrival)
+        if let audioEgress {
+            let synced = agent.senderClocks.audioTime(track.participantId, senderTime: track.senderTime)
+            audioEgress.write(frame, arrival: arrival, synced: synced ?? 0)
+        } else if track.kind == .video, let senderTime = track.senderTime {
+            // The webcam sets the sender's clock mapping that its mic follows.
+            agent.senderClocks.video(track.participantId, senderTime: senderTime, arrival: arrival)
+        }
         composite?.write(frame)
     }
 
     func trackEnded(_ track: RemoteTrack) {
+        if track.kind == .video { agent?.senderClocks.forget(track.participantId) }
         audioEgress?.end()
         composite?.end()
         agent?.trackEnded()
