@@ -150,28 +150,9 @@ func runJanusLoad(_ args: [String]) async {
             }
             c.joinRate = r
         }
-<<<<<<< HEAD
         if let n = try loopCountOption(a) { c.loopCount = n }
         if let prefix = try idPrefixOption(a) { c.idPrefix = prefix }
-        do { c.videoCodec = try LocalSources.videoCodec(a.value("--video-codec")) } catch {
-=======
-        if let t = a.value("--threads") {
-            guard let n = Int(t), (1...64).contains(n) else {
-                throw Arguments.Failure.badValue("--threads", "'\(t)' is not 1…64")
-            }
-            c.loopCount = n
-        }
-        if let prefix = a.value("--id-prefix") {
-            guard !prefix.isEmpty, prefix.count <= 40,
-                prefix.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
-            else {
-                throw Arguments.Failure.badValue(
-                    "--id-prefix", "'\(prefix)' must be 1-40 letters, digits, '-', '_' or '.'")
-            }
-            c.idPrefix = prefix
-        }
         do { c.videoCodec = .fixed(try LocalSources.videoCodec(a.value("--video-codec"))) } catch {
->>>>>>> main
             throw Arguments.Failure.badValue("--video-codec", error.explanation)
         }
         guard c.publishers + c.audioPublishers + c.subscribers > 0 else {
