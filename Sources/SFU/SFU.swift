@@ -439,7 +439,14 @@ public final class SFU: @unchecked Sendable {
     /// Closes both connections of a participant, its producers (removed from every subscriber) and
     /// its consumers.
     public func closeParticipant(_ participantID: String) async {
-        await loop.submit { [self] in
+        await loop.submit { [self] in closeParticipantOnLoop(participantID) }
+    }
+
+    /// ``closeParticipant(_:)`` on the loop thread (an edge closes its members' subscribe
+    /// connections from its node-to-node handler, which runs there).
+    public func closeParticipantOnLoop(_ participantID: String) {
+        loop.assertInLoop()
+        do {
             guard let participant = participants.removeValue(forKey: participantID) else { return }
             probing.removeAll { $0 === participant }
             estimateChanged.removeAll { $0 === participant }

@@ -17,6 +17,18 @@ extension SFU {
         participantID: String, connection role: SFUConnectionRole, remoteUfrag: String, remotePassword: String
     ) async throws -> (ufrag: String, password: String) {
         try await loop.submit { [self] in
+            try restartICEOnLoop(
+                participantID: participantID, connection: role, remoteUfrag: remoteUfrag,
+                remotePassword: remotePassword)
+        }
+    }
+
+    /// ``restartICE(participantID:connection:remoteUfrag:remotePassword:)`` on the loop thread.
+    public func restartICEOnLoop(
+        participantID: String, connection role: SFUConnectionRole, remoteUfrag: String, remotePassword: String
+    ) throws -> (ufrag: String, password: String) {
+        loop.assertInLoop()
+        do {
             guard !closed else { throw SFUError.closed }
             guard let participant = participants[participantID] else {
                 throw SFUError.unknownParticipant(participantID)
