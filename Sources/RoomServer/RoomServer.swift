@@ -180,6 +180,9 @@ public final class RoomServer: @unchecked Sendable {
     /// The SFU if one has been started (nil until the first SDP-carrying request).
     public var sfu: SFU? { locked { mediaPlane?.sfu } }
 
+    /// Cluster mode: the audience this node serves per room as an edge of another node.
+    public var edgeAudienceByRoom: [String: Int] { edges.audienceByRoom }
+
     /// The bound TCP port (the ephemeral one when configured with port 0); 0 before ``start()``.
     public var httpPort: UInt16 { locked { http?.port ?? 0 } }
 
@@ -411,9 +414,14 @@ public final class RoomServer: @unchecked Sendable {
     ) async -> Bool {
         guard let text = session.joinText else { return false }
         let share = configuration.edgeAudience
+        // The node the member reached serves it while below its share (no extra hop); then placement
+        // picks another carrier, a new edge, or the origin. A join placed here is never placed again.
         var placement = AudiencePlacement.here
-        if !session.edgePlaced, let chosen = await directory.audiencePlacement(roomId: request.roomId, share: share) {
-            placement = chosen
+        if edges.audienceByRoom[request.roomId, default: 0] >= share {
+            placement = .origin
+            if !session.edgePlaced, let chosen = await directory.audiencePlacement(roomId: request.roomId, share: share) {
+                placement = chosen
+            }
         }
         switch placement {
         case .origin:
