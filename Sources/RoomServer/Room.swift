@@ -46,6 +46,9 @@ final class Room: @unchecked Sendable {
     /// Stage requests first, then other requests, then subscribe renegotiations (see ``RoomWorkLanes``).
     private let lanes = RoomWorkLanes()
 
+    /// Members' requests submitted and not yet run.
+    var waitingRequestCount: Int { lanes.waitingRequestCount }
+
     /// Queues a member's request in its lane (stage changes ahead of the room's bulk work).
     func submitRequest(session: any ParticipantSignaling, id: JSONValue, method: RoomMethod, data: JSONValue) {
         let shared =
