@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from harness import kill_process, run_understudy, understudy_bin
-from test_agent_stage import SECRET, AgentProcess
+from test_agent_stage import SECRET, AgentProcess, wait_for_frames
 from test_cluster import Cluster, owners
 from test_fleet import wait_until
 
@@ -72,7 +72,19 @@ def test_audience_spread_over_edges(understudy, tmp_path):
         agents.append(host)
         host.wait_for(r"joined room stage as host")
         wait_until(lambda: owners(nodes[1]).get("stage") == "e0", 20, "the room placed on e0")
-        loads = [Load(node, f"a{i}-", tmp_path, 25) for i, node in enumerate(nodes)]
+        # Two audience agents (the SDK: they reconnect), one through each edge, recording what they get.
+        watchers = {}
+        for i in (1, 2):
+            rec = tmp_path / f"rec{i}"
+            agent = AgentProcess(f"w{i}", ["--server", nodes[i].url, "--room", "stage", "--secret", SECRET,
+                                           "--id", f"w{i}", "--mode", "RECV_ONLY", "--consume", "all",
+                                           "--record", str(rec)], tmp_path)
+            agents.append(agent)
+            agent.wait_for(rf"joined room stage as w{i}")
+            watchers[i] = (agent, rec)
+        # 8 audience members through each node: 7 load bots + the agent on each edge, 8 bots on the origin.
+        loads = [Load(node, f"a{i}", tmp_path, 12, subscribers=SHARE if i == 0 else SHARE - 1)
+                 for i, node in enumerate(nodes)]
         try:
             # /cluster: the origin, both edges, the audience on each.
             def layout_complete():
@@ -83,29 +95,51 @@ def test_audience_spread_over_edges(understudy, tmp_path):
                 return layout if done else None
             layout = wait_until(layout_complete, 60, "the origin, two edges and 8 members on each",
                                 lambda: json.dumps(room_layout(nodes[2], "stage")))
-            # An edge member goes on stage: it publishes (to the origin) and every node's audience
-            # receives it.
-            invite = run_understudy(["invite", "--server", nodes[1].url, "--room", "stage", "--participant",
-                                     "a1-sub-0", "--secret", SECRET], timeout=60)
+            # The origin's outgoing media while everyone receives: each stage track once per pipe (2
+            # edges) and once per local member, not once per member of the whole audience.
+            before = nodes[0].metrics()
+            time.sleep(3)
+            after = nodes[0].metrics()
+            piped = (metric(after, "understudy_sfu_pipe_packets_sent_total")
+                     - metric(before, "understudy_sfu_pipe_packets_sent_total"))
+            local = (metric(after, "understudy_rtp_packets_forwarded_total")
+                     - metric(before, "understudy_rtp_packets_forwarded_total") - piped)
+            # 8 local members vs 2 pipes; a pipe carries every simulcast layer, a member one, so the
+            # ratio is looser than 4. Without edges it would be 24 members and no pipe.
+            assert piped > 0 and local > piped, (local, piped)
+            # Every watcher on an edge learns the whole audience (roster through the origin).
+            for i, (agent, _) in watchers.items():
+                wait_until(lambda: all(f"a{j}-sub-{SHARE - 1}" in agent.log() for j in range(3)), 60,
+                           f"w{i} sees every node's audience", agent.log)
             reports = [load.report() for load in loads]
         finally:
             for load in loads:
                 load.kill()
         for i, report in enumerate(reports):
-            assert report["joinedParticipants"] == SHARE and report["joinFailures"] == 0, (i, report["errors"])
+            joined = SHARE if i == 0 else SHARE - 1
+            assert report["joinedParticipants"] == joined and report["joinFailures"] == 0, (i, report["errors"])
             # Every member receives the host's video and audio.
-            assert report["subscribedTracks"] >= 2 * SHARE, (i, report["subscribedTracks"])
-        # The origin's outgoing media: each stage track once per pipe (2 edges) and once per local
-        # member, not once per member of the whole audience.
-        origin = nodes[0].metrics()
-        piped = metric(origin, "understudy_sfu_pipe_packets_sent_total")
-        forwarded = metric(origin, "understudy_rtp_packets_forwarded_total")
-        assert piped > 0, origin
-        local = forwarded - piped
-        # 8 local members vs 2 pipes: about 4 local packets per piped one (all layers cross a pipe,
-        # one layer reaches a member, so the ratio is looser than 4).
-        assert local > piped, (local, piped)
-        for node in nodes[1:]:
-            text = node.metrics()
-            assert metric(text, "understudy_sfu_pipe_packets_received_total") > 0, node.name
-        print("layout", json.dumps(layout), "piped", piped, "local", local, "invite", invite.returncode)
+            assert report["subscribedTracks"] >= 2 * joined, (i, report["subscribedTracks"])
+            assert report["packets"] > 0 and all(t.get("packets", 1) > 0 for t in report["tracks"]), report["tracks"]
+        for i, (agent, rec) in watchers.items():
+            webm = wait_until(lambda: next(iter(rec.glob("host*.webm")), None), 30, f"w{i} records the host",
+                              agent.log)
+            wait_for_frames(webm, {"vp8": 30, "opus": 50})
+        # An edge member invited on stage publishes; the audience of the other edge receives it.
+        w1, rec1 = watchers[1]
+        w2, rec2 = watchers[2]
+        invite = run_understudy(["invite", "--server", nodes[2].url, "--room", "stage", "--participant", "w1",
+                                 "--secret", SECRET], timeout=60)
+        assert invite.returncode == 0, invite.stderr
+        w1.wait_for(r"changed own mode to SEND_AND_RECV", timeout=60)
+        guest = wait_until(lambda: next(iter(rec2.glob("w1*.webm")), None), 60, "w2 records the guest w1", w2.log)
+        wait_for_frames(guest, {"vp8": 30})
+        # kill -9 of an edge: its member reconnects through another node and receives again.
+        webm = next(iter(rec2.glob("host*.webm")))
+        frames_before = wait_for_frames(webm, {"vp8": 1})["vp8"]
+        os.killpg(nodes[2].proc.pid, signal.SIGKILL)
+        nodes[2].proc.wait(timeout=10)
+        w2.wait_for(r"connection lost; reconnecting", timeout=30)
+        w2.wait_for(r"reconnected", timeout=60)
+        wait_for_frames(webm, {"vp8": frames_before + 60}, timeout=60)
+        print("layout", json.dumps(layout), "piped", piped, "local", local)
