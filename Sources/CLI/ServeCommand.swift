@@ -138,8 +138,11 @@ func runServe(_ args: [String]) async {
                 throw Arguments.Failure.badValue("--redis", error.description)
             }
         }
-        if clusterRedis == nil, configuration.nodeId != nil || configuration.advertise != nil || configuration.edgeAudience > 0 {
-            throw Arguments.Failure.badValue("--node-id/--advertise/--edge-audience", "only with --redis (cluster mode)")
+        if clusterRedis == nil,
+            configuration.nodeId != nil || configuration.advertise != nil || configuration.edgeAudience > 0
+        {
+            throw Arguments.Failure.badValue(
+                "--node-id/--advertise/--edge-audience", "only with --redis (cluster mode)")
         }
         let nodeId = configuration.nodeId ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
         guard NodeRecord.isNodeId(nodeId) else {

@@ -175,7 +175,9 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
                     consumers: $0.consumerCount, audience: $0.localAudienceCount)
             }, startedAt: startedAt, updatedAt: Date().timeIntervalSince1970)
         if let edges = server?.edgeAudienceByRoom, !edges.isEmpty {
-            record.edgeRooms = edges.sorted { $0.key < $1.key }.map { NodeRecord.EdgeLoad(roomId: $0.key, audience: $0.value) }
+            record.edgeRooms = edges.sorted { $0.key < $1.key }.map {
+                NodeRecord.EdgeLoad(roomId: $0.key, audience: $0.value)
+            }
         }
         var commands: [[String]] = [
             [

@@ -263,7 +263,8 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
             || maxPubSubHistoryBytesTotal < 0 || maxQueuedOutputBytes < 16 * 1024 || !(lobbyTimeoutSeconds > 0)
             || maxSSRCsPerPublisher < 1 || !(0...1_000_000).contains(edgeAudience)
         {
-            return "bad hardening limits (token lifetime, rooms, history bytes, output queue >= 16 KiB, lobby, SSRCs, edgeAudience 0...1000000)"
+            return
+                "bad hardening limits (token lifetime, rooms, history bytes, output queue >= 16 KiB, lobby, SSRCs, edgeAudience 0...1000000)"
         }
         return nil
     }

@@ -396,7 +396,8 @@ final class EdgeMediaLink: @unchecked Sendable {
                     let piped = try sfu.pipeProducerOnLoop(pipeID: id, producerID: producerId)
                     return (piped, EdgeWire.text(local))
                 } catch {
-                    throw RoomError(5000, "pipe to edge \(edge.node): \((error as? SFUError)?.description ?? "\(error)")")
+                    throw RoomError(
+                        5000, "pipe to edge \(edge.node): \((error as? SFUError)?.description ?? "\(error)")")
                 }
             }
         }

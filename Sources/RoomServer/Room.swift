@@ -104,7 +104,11 @@ final class Room: @unchecked Sendable {
             producerCount: participants.values.reduce(0) { $0 + $1.producers.count },
             consumerCount: participants.values.reduce(0) { $0 + $1.consumers.count }, createdAt: createdAt)
         for p in participantsInOrder where p.mode == .recvOnly {
-            if let edge = p.edge { summary.edgeAudience[edge.nodeId, default: 0] += 1 } else { summary.localAudienceCount += 1 }
+            if let edge = p.edge {
+                summary.edgeAudience[edge.nodeId, default: 0] += 1
+            } else {
+                summary.localAudienceCount += 1
+            }
         }
         return summary
     }
@@ -764,7 +768,8 @@ final class Room: @unchecked Sendable {
         let edges = members.compactMap(\.edge).map { (node: $0.nodeId, address: $0.pipeAddress) }
         let piped: [String: Result<(SFUPipedProducer, String), RoomError>]
         do {
-            piped = try media.callOnLoop("pipe") { sfu in EdgeMediaLink.pipe(sfu, producerId: producerId, edges: edges) }
+            piped = try media.callOnLoop("pipe") { sfu in EdgeMediaLink.pipe(sfu, producerId: producerId, edges: edges)
+            }
         } catch {
             return (members.map { _ in .failure(error) }, nil)
         }
@@ -831,7 +836,9 @@ final class Room: @unchecked Sendable {
             case .success(let info):
                 consumer.consumerId = info.id
                 consumer.mid = info.mid
-                if let edge = subscriber.edge { edgeConsumers[producer.producerId, default: [:]][edge.nodeId, default: 0] += 1 }
+                if let edge = subscriber.edge {
+                    edgeConsumers[producer.producerId, default: [:]][edge.nodeId, default: 0] += 1
+                }
             case .failure(let error):
                 // No consumer then: announcing one would promise media that never comes.
                 let failure = RoomError(
@@ -861,7 +868,9 @@ final class Room: @unchecked Sendable {
         if let edge = subscriber.edge, consumer.hasMedia {
             // Its edge closes it even when the producer closes here (the edge's mirror goes with
             // its last consumer).
-            edge.send(.stopConsuming(producerId: consumer.producerId), key: RoomMedia.key(room: id, participant: subscriber.id))
+            edge.send(
+                .stopConsuming(producerId: consumer.producerId),
+                key: RoomMedia.key(room: id, participant: subscriber.id))
             releaseOnEdge(consumer.producerId, edge)
         } else if inSFU, consumer.hasMedia, let media = server.media() {
             let key = RoomMedia.key(room: id, participant: subscriber.id)

@@ -375,7 +375,8 @@ public final class RoomServer: @unchecked Sendable {
                 }
                 return admitLocally(session: session, request: request)
             case .peer(let peer):
-                if configuration.edgeAudience > 0, request.mode == .recvOnly, session.proxiedBy == nil || session.edgePlaced,
+                if configuration.edgeAudience > 0, request.mode == .recvOnly,
+                    session.proxiedBy == nil || session.edgePlaced,
                     await joinThroughEdge(session: session, request: request, origin: peer, directory: directory)
                 {
                     return
@@ -419,7 +420,8 @@ public final class RoomServer: @unchecked Sendable {
         var placement = AudiencePlacement.here
         if edges.audienceByRoom[request.roomId, default: 0] >= share {
             placement = .origin
-            if !session.edgePlaced, let chosen = await directory.audiencePlacement(roomId: request.roomId, share: share) {
+            if !session.edgePlaced, let chosen = await directory.audiencePlacement(roomId: request.roomId, share: share)
+            {
                 placement = chosen
             }
         }
@@ -429,7 +431,8 @@ public final class RoomServer: @unchecked Sendable {
         case .edge(let peer):
             guard
                 let proxy = await SignalProxy.open(
-                    for: session, to: peer, joinText: text, proxyNode: nodeId, extraHeaders: [(Self.edgePlacedHeader, "1")])
+                    for: session, to: peer, joinText: text, proxyNode: nodeId,
+                    extraHeaders: [(Self.edgePlacedHeader, "1")])
             else { return false }
             locked { proxiedConnections += 1 }
             session.proxied(through: proxy)
@@ -462,9 +465,11 @@ public final class RoomServer: @unchecked Sendable {
     /// client can have a stage sent to an address of its choosing).
     private func acceptEdge(_ session: ClientSession, node: String, pipe: String) {
         guard let directory, let address = EdgeWire.address(pipe),
-            let registered = directory.mediaAddress(ofNode: node), SocketAddress(ip: registered, port: address.port) == address
+            let registered = directory.mediaAddress(ofNode: node),
+            SocketAddress(ip: registered, port: address.port) == address
         else { return }
-        session.offerEdge(EdgeMediaLink(nodeId: node, pipeAddress: address, connection: session.connection, session: session))
+        session.offerEdge(
+            EdgeMediaLink(nodeId: node, pipeAddress: address, connection: session.connection, session: session))
     }
 
     /// Answers a failed join and closes the socket with the error code as its close code.

@@ -540,7 +540,9 @@ extension SFU {
             let ssrcs = pipe.inboundBySSRC.filter { $0.value.producer === existing }.map(\.key)
             if pipe.mirrored[existing.id] === existing, Set(ssrcs) == Set(description.ssrcs) { return false }
             // Another pipe's or a local producer of that id is never replaced.
-            guard pipe.mirrored[existing.id] === existing else { throw SFUError.badPipedProducer(description.producerID) }
+            guard pipe.mirrored[existing.id] === existing else {
+                throw SFUError.badPipedProducer(description.producerID)
+            }
             removeProducer(existing)
         }
         _ = try addPipedProducerOnLoop(pipeID: pipeID, description)
