@@ -795,7 +795,9 @@ final class Room: @unchecked Sendable {
                 return ConsumerInfo(
                     id: consumerId, producerID: producerId, subscriberID: RoomMedia.key(room: id, participant: m.id),
                     publisherID: RoomMedia.key(room: id, participant: producer.participantId),
-                    kind: producer.kind == .mic ? .audio : .video, source: .webcam, mid: mid,
+                    kind: producer.kind == .mic ? .audio : .video,
+                    source: producer.kind == .mic ? .microphone : producer.kind == .screen ? .screen : .webcam,
+                    mid: mid,
                     renegotiationNeeded: answer["renegotiationNeeded"]?.boolValue ?? true)
             }
         }
