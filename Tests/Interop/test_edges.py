@@ -143,3 +143,46 @@ def test_audience_spread_over_edges(understudy, tmp_path):
         w2.wait_for(r"reconnected", timeout=60)
         wait_for_frames(webm, {"vp8": frames_before + 60}, timeout=60)
         print("layout", json.dumps(layout), "piped", piped, "local", local)
+
+
+def test_origin_death_moves_the_stage_and_edges_reattach(understudy, tmp_path):
+    with Cluster(tmp_path, "o", 45400, 3, extra_args=("--edge-audience", str(SHARE))) as cluster:
+        nodes, agents = cluster.nodes, cluster.agents
+        # The host reaches the origin o0 through o1; one audience agent through each of o1 and o2.
+        host = AgentProcess("host", ["--server", nodes[1].url, "--room", "stage", "--secret", SECRET, "--id", "host",
+                                     "--mode", "SEND_AND_RECV", "--consume", "none"], tmp_path)
+        agents.append(host)
+        host.wait_for(r"joined room stage as host")
+        wait_until(lambda: owners(nodes[1]).get("stage") == "o0", 20, "the room placed on o0")
+        watchers = {}
+        for i in (1, 2):
+            rec = tmp_path / f"rec{i}"
+            agent = AgentProcess(f"w{i}", ["--server", nodes[i].url, "--room", "stage", "--secret", SECRET,
+                                           "--id", f"w{i}", "--mode", "RECV_ONLY", "--consume", "all",
+                                           "--record", str(rec)], tmp_path)
+            agents.append(agent)
+            agent.wait_for(rf"joined room stage as w{i}")
+            watchers[i] = (agent, rec)
+        wait_until(lambda: sorted(room_layout(nodes[1], "stage").get("edges", [])) == ["o1", "o2"], 30,
+                   "two edges", lambda: json.dumps(room_layout(nodes[1], "stage")))
+        webms = {}
+        for i, (agent, rec) in watchers.items():
+            webms[i] = wait_until(lambda: next(iter(rec.glob("host*.webm")), None), 60, f"w{i} records the host",
+                                  agent.log)
+        before = {i: wait_for_frames(webm, {"vp8": 60})["vp8"] for i, webm in webms.items()}
+        os.killpg(nodes[0].proc.pid, signal.SIGKILL)
+        nodes[0].proc.wait(timeout=10)
+        killed_at = time.monotonic()
+        # The host reconnects (through its own node o1), the room is placed on o1 or o2, and the
+        # audience's rejoins make the other node its edge: both record on.
+        host.wait_for(r"reconnected", timeout=60)
+        for i, (agent, _) in watchers.items():
+            agent.wait_for(r"reconnected", timeout=60)
+        for i, webm in webms.items():
+            wait_for_frames(webm, {"vp8": before[i] + 60}, timeout=60)
+        moved_in = time.monotonic() - killed_at
+        layout = wait_until(
+            lambda: (lambda l: l if l.get("origin") in ("o1", "o2") and len(l.get("edges", [])) == 1 else None)(
+                room_layout(nodes[1], "stage")), 30, "the stage on a live node with the other as its edge",
+            lambda: json.dumps(room_layout(nodes[1], "stage")))
+        print("moved and received again after", round(moved_in, 1), "s:", json.dumps(layout))
