@@ -62,7 +62,17 @@ enum EdgeWire {
 enum EdgeCall: Sendable, Equatable {
     /// Mirror `piped` when missing (its pipe from the origin at `originPipe`), consume it, and with
     /// `offering` make the member's next subscribe offer: `{consumerId, mid, renegotiationNeeded, sdp?}`.
-    case consume(piped: SFUPipedProducer, originPipe: String, offering: Bool)
+    /// Without `piped` the producer is the edge's own (a guest of this edge publishes here).
+    case consume(producerId: String, piped: SFUPipedProducer?, originPipe: String, offering: Bool)
+    /// A guest's publish offer, answered by the edge's SFU; each new track is piped to the origin at
+    /// `originPipe`: `{sdp, producers: [{producerId, kind, mid, piped}]}`.
+    case publish(sdp: String, sources: [SFUMediaSource], originPipe: String)
+    /// ICE restart of a guest's publish connection by SDP: `{sdp}`.
+    case restartPublish(sdp: String)
+    /// Closes a guest's producer (and its pipe to the origin).
+    case closeProducer(producerId: String)
+    /// Closes a guest's publish connection when it carries no producer (back in the audience): `{closed}`.
+    case closePublishConnection
     case stopConsuming(producerId: String)
     case setQuality(producerId: String, quality: SFULayerQuality)
     case setViewport(producerId: String, width: Int, height: Int)
@@ -70,14 +80,18 @@ enum EdgeCall: Sendable, Equatable {
     case offer
     /// Applies the member's answer: `{next}`, the next offer when consumers changed meanwhile.
     case answer(sdp: String)
-    /// ICE restart of the subscribe connection: `{ufrag, pwd}`.
-    case restartIce(ufrag: String, pwd: String)
+    /// ICE restart of the member's subscribe connection, or of a guest's publish connection: `{ufrag, pwd}`.
+    case restartIce(connection: SFUConnectionRole, ufrag: String, pwd: String)
     /// Closes the member's subscribe connection (it left, or left the audience).
     case close
 
     var name: String {
         switch self {
         case .consume: return "consume"
+        case .publish: return "publish"
+        case .restartPublish: return "restartPublish"
+        case .closeProducer: return "closeProducer"
+        case .closePublishConnection: return "closePublishConnection"
         case .stopConsuming: return "stopConsuming"
         case .setQuality: return "setQuality"
         case .setViewport: return "setViewport"
@@ -92,10 +106,18 @@ enum EdgeCall: Sendable, Equatable {
     func json(seq: Int, key: String) -> JSONValue {
         var o: [String: JSONValue] = ["call": .string(name), "seq": .number(Double(seq)), "key": .string(key)]
         switch self {
-        case .consume(let piped, let originPipe, let offering):
-            o["piped"] = piped.edgeJSON
+        case .consume(let producerId, let piped, let originPipe, let offering):
+            o["producerId"] = .string(producerId)
+            o["piped"] = piped?.edgeJSON ?? .null
             o["originPipe"] = .string(originPipe)
             o["offering"] = .bool(offering)
+        case .publish(let sdp, let sources, let originPipe):
+            o["sdp"] = .string(sdp)
+            o["sources"] = .array(sources.map { .string($0.edgeName) })
+            o["originPipe"] = .string(originPipe)
+        case .restartPublish(let sdp): o["sdp"] = .string(sdp)
+        case .closeProducer(let producerId): o["producerId"] = .string(producerId)
+        case .closePublishConnection: break
         case .stopConsuming(let producerId): o["producerId"] = .string(producerId)
         case .setQuality(let producerId, let quality):
             o["producerId"] = .string(producerId)
@@ -106,11 +128,18 @@ enum EdgeCall: Sendable, Equatable {
             o["height"] = .number(Double(height))
         case .offer, .close: break
         case .answer(let sdp): o["sdp"] = .string(sdp)
-        case .restartIce(let ufrag, let pwd):
+        case .restartIce(let connection, let ufrag, let pwd):
+            o["connection"] = .string(connection.rawValue)
             o["ufrag"] = .string(ufrag)
             o["pwd"] = .string(pwd)
         }
         return .object(o)
+    }
+
+    private static func originPipe(_ v: JSONValue) throws(RoomError) -> String {
+        let text = try v.requiredString("originPipe", maxLength: 64)
+        guard EdgeWire.address(text) != nil else { throw .invalidParameter("edge call: bad 'originPipe'") }
+        return text
     }
 
     /// Reads a call: its sequence number, member key and call; 3073 naming what is wrong.
@@ -121,12 +150,32 @@ enum EdgeCall: Sendable, Equatable {
         let call: EdgeCall
         switch try v.requiredString("call", maxLength: 32) {
         case "consume":
-            guard let piped = v["piped"] else { throw .invalidParameter("edge call: missing 'piped'") }
-            let originPipe = try v.requiredString("originPipe", maxLength: 64)
-            guard EdgeWire.address(originPipe) != nil else { throw .invalidParameter("edge call: bad 'originPipe'") }
+            let producerId = try v.requiredString("producerId", maxLength: 128)
+            var piped: SFUPipedProducer?
+            if let description = v["piped"], !description.isNull {
+                piped = try SFUPipedProducer(edgeJSON: description)
+                guard piped?.producerID == producerId else { throw .invalidParameter("edge call: 'piped' is another producer") }
+            }
             call = .consume(
-                piped: try SFUPipedProducer(edgeJSON: piped), originPipe: originPipe,
+                producerId: producerId, piped: piped, originPipe: try originPipe(v),
                 offering: try v.optionalBool("offering") ?? false)
+        case "publish":
+            guard let list = v["sources"]?.arrayValue, list.count <= 8 else {
+                throw .invalidParameter("edge call: 'sources' must be an array of at most 8")
+            }
+            let sources = try list.map { (item: JSONValue) throws(RoomError) -> SFUMediaSource in
+                guard let source = SFUMediaSource.allCases.first(where: { $0.edgeName == item.stringValue }) else {
+                    throw .invalidParameter("edge call: unknown source")
+                }
+                return source
+            }
+            call = .publish(
+                sdp: try v.requiredString("sdp", maxLength: SessionDescription.maximumInputSize), sources: sources,
+                originPipe: try originPipe(v))
+        case "restartPublish":
+            call = .restartPublish(sdp: try v.requiredString("sdp", maxLength: SessionDescription.maximumInputSize))
+        case "closeProducer": call = .closeProducer(producerId: try v.requiredString("producerId", maxLength: 128))
+        case "closePublishConnection": call = .closePublishConnection
         case "stopConsuming": call = .stopConsuming(producerId: try v.requiredString("producerId", maxLength: 128))
         case "setQuality":
             guard let q = try v.optionalInt("quality"), let quality = SFULayerQuality(rawValue: q) else {
@@ -141,8 +190,11 @@ enum EdgeCall: Sendable, Equatable {
         case "offer": call = .offer
         case "answer": call = .answer(sdp: try v.requiredString("sdp", maxLength: SessionDescription.maximumInputSize))
         case "restartIce":
+            guard let connection = SFUConnectionRole(rawValue: try v.optionalString("connection", maxLength: 16) ?? "")
+            else { throw .invalidParameter("edge call: connection must be publish or subscribe") }
             call = .restartIce(
-                ufrag: try v.requiredString("ufrag", maxLength: 256), pwd: try v.requiredString("pwd", maxLength: 256))
+                connection: connection, ufrag: try v.requiredString("ufrag", maxLength: 256),
+                pwd: try v.requiredString("pwd", maxLength: 256))
         case "close": call = .close
         case let other: throw .invalidParameter("edge call: unknown call '\(other.prefix(32))'")
         }
@@ -381,18 +433,30 @@ final class EdgeMediaLink: @unchecked Sendable {
         for p in waiting { p.finish(.failure(RoomError(5000, "the edge node's connection closed"))) }
     }
 
+    /// On this SFU's loop: this side's pipe to edge `node` at `address`, opened and connected when
+    /// new; returns its local address (what the edge's pipe sends to).
+    static func openPipe(_ sfu: SFU, node: String, address: SocketAddress) throws -> String {
+        let id = EdgeWire.originPipeID(edge: node)
+        let local = try sfu.openPipeOnLoop(id: id)
+        try sfu.connectPipeOnLoop(id: id, remote: address)
+        return EdgeWire.text(local)
+    }
+
     /// On this SFU's loop: `producerId` piped to each edge (its pipe opened and connected when
-    /// new); per edge node, the description and this side's pipe address, or why not.
+    /// new); per edge node, the description (nil: the producer came from that edge) and this side's
+    /// pipe address, or why not.
     static func pipe(_ sfu: SFU, producerId: String, edges: [(node: String, address: SocketAddress)]) -> [String:
-        Result<(SFUPipedProducer, String), RoomError>]
+        Result<(SFUPipedProducer?, String), RoomError>]
     {
-        var out: [String: Result<(SFUPipedProducer, String), RoomError>] = [:]
+        var out: [String: Result<(SFUPipedProducer?, String), RoomError>] = [:]
         for edge in edges where out[edge.node] == nil {
             let id = EdgeWire.originPipeID(edge: edge.node)
             out[edge.node] = Result { () throws(RoomError) in
                 do {
                     let local = try sfu.openPipeOnLoop(id: id)
                     try sfu.connectPipeOnLoop(id: id, remote: edge.address)
+                    // A guest's track that came from this very edge is consumed there as it is.
+                    if sfu.isPipedProducerOnLoop(pipeID: id, producerID: producerId) { return (nil, EdgeWire.text(local)) }
                     let piped = try sfu.pipeProducerOnLoop(pipeID: id, producerID: producerId)
                     return (piped, EdgeWire.text(local))
                 } catch {
@@ -480,12 +544,10 @@ final class EdgeHost: @unchecked Sendable {
     private func run(_ call: EdgeCall, key: String, on sfu: SFU) throws(RoomError) -> JSONValue {
         do {
             switch call {
-            case .consume(let piped, let originPipe, let offering):
-                guard let origin = EdgeWire.address(originPipe) else { throw RoomError(3073, "bad originPipe") }
-                _ = try sfu.openPipeOnLoop(id: pipeID)
-                try sfu.connectPipeOnLoop(id: pipeID, remote: origin)
-                try sfu.ensurePipedProducerOnLoop(pipeID: pipeID, piped)
-                let info = try sfu.consumeOnLoop(subscriber: key, producerID: piped.producerID)
+            case .consume(let producerId, let piped, let originPipe, let offering):
+                try connectPipe(sfu, originPipe)
+                if let piped { try sfu.ensurePipedProducerOnLoop(pipeID: pipeID, piped) }
+                let info = try sfu.consumeOnLoop(subscriber: key, producerID: producerId)
                 var out: [String: JSONValue] = [
                     "consumerId": .string(info.id), "mid": .string(info.mid),
                     "renegotiationNeeded": .bool(info.renegotiationNeeded),
@@ -494,6 +556,35 @@ final class EdgeHost: @unchecked Sendable {
                     out["sdp"] = .string(offer.serialize())
                 }
                 return .object(out)
+            case .publish(let sdp, let sources, let originPipe):
+                let offer: SessionDescription
+                do { offer = try SessionDescription.parse(sdp) } catch {
+                    throw RoomError(3073, "sdp is not a valid offer: \(error)", cause: error)
+                }
+                try connectPipe(sfu, originPipe)
+                let (answer, infos) = try sfu.publishOnLoop(participantID: key, offer: offer, sources: sources)
+                var producers: [JSONValue] = []
+                for info in infos {
+                    // Every track goes to the origin at once: the stage is there.
+                    let piped = try sfu.pipeProducerOnLoop(pipeID: pipeID, producerID: info.id)
+                    producers.append([
+                        "producerId": .string(info.id), "kind": .string(info.kind.rawValue), "mid": .string(info.mid),
+                        "piped": piped.edgeJSON,
+                    ])
+                }
+                return ["sdp": .string(answer.serialize()), "producers": .array(producers)]
+            case .restartPublish(let sdp):
+                let offer: SessionDescription
+                do { offer = try SessionDescription.parse(sdp) } catch {
+                    throw RoomError(3073, "sdp is not a valid offer: \(error)", cause: error)
+                }
+                return ["sdp": .string(try sfu.restartPublishICEOnLoop(participantID: key, offer: offer).serialize())]
+            case .closeProducer(let producerId):
+                // Only this member's own producers (never a mirror or another member's).
+                if sfu.producerOwnerOnLoop(producerId) == key { sfu.closeProducerOnLoop(producerId) }
+                return [:]
+            case .closePublishConnection:
+                return ["closed": .bool(sfu.closePublishConnectionIfUnusedOnLoop(key))]
             case .stopConsuming(let producerId):
                 try? sfu.stopConsumingOnLoop(subscriber: key, producerID: producerId)
                 sfu.closeUnusedPipedProducersOnLoop(pipeID: pipeID)
@@ -516,9 +607,9 @@ final class EdgeHost: @unchecked Sendable {
                     let next = try? sfu.subscriberOfferOnLoop(participantID: key)
                 else { return ["next": nil] }
                 return ["next": .string(next.serialize())]
-            case .restartIce(let ufrag, let pwd):
+            case .restartIce(let connection, let ufrag, let pwd):
                 let fresh = try sfu.restartICEOnLoop(
-                    participantID: key, connection: .subscribe, remoteUfrag: ufrag, remotePassword: pwd)
+                    participantID: key, connection: connection, remoteUfrag: ufrag, remotePassword: pwd)
                 return ["ufrag": .string(fresh.ufrag), "pwd": .string(fresh.password)]
             case .close:
                 sfu.closeParticipantOnLoop(key)
@@ -532,6 +623,13 @@ final class EdgeHost: @unchecked Sendable {
         } catch {
             throw RoomError(5000, "\(call.name): \(error)", cause: error)
         }
+    }
+
+    /// Opens this edge's pipe to the origin (once) and points it at `originPipe`.
+    private func connectPipe(_ sfu: SFU, _ originPipe: String) throws {
+        guard let origin = EdgeWire.address(originPipe) else { throw RoomError(3073, "bad originPipe") }
+        _ = try sfu.openPipeOnLoop(id: pipeID)
+        try sfu.connectPipeOnLoop(id: pipeID, remote: origin)
     }
 
     /// Tells the origin about the member's media plane (from the SFU's callbacks).

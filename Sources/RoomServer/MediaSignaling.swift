@@ -213,15 +213,20 @@ extension ClientSession {
             throw RoomError(3073, "restartIce needs connection: \"publish\" or \"subscribe\"")
         }
         let key = RoomMedia.key(room: roomId, participant: participantId)
-        if role == .subscribe, data["sdp"] == nil, let link = joinedRoom?.edgeLink(of: participantId) {
-            // An edge member's subscribe connection is on its edge.
+        if data["sdp"] == nil, let link = joinedRoom?.edgeLink(of: participantId) {
+            // An edge member's connections are on its edge.
             guard let ufrag = data["ufrag"]?.stringValue, let pwd = data["pwd"]?.stringValue,
                 (4...256).contains(ufrag.utf8.count), (22...256).contains(pwd.utf8.count)
             else { throw RoomError(3073, "restartIce needs ufrag (4-256 chars) and pwd (22-256 chars), or sdp") }
-            let fresh = try link.call(.restartIce(ufrag: ufrag, pwd: pwd), key: key)
+            let fresh = try link.call(.restartIce(connection: role, ufrag: ufrag, pwd: pwd), key: key)
             return [
                 "connection": .string(which), "ufrag": fresh["ufrag"] ?? .null, "pwd": fresh["pwd"] ?? .null,
             ]
+        }
+        if role == .publish, let sdp = data["sdp"]?.stringValue, let link = joinedRoom?.edgeLink(of: participantId) {
+            // An edge guest publishes to its edge.
+            let answer = try link.call(.restartPublish(sdp: sdp), key: key)
+            return ["connection": .string(which), "sdp": answer["sdp"] ?? .null]
         }
         guard let media = server.media() else { throw RoomError(5000, "the media server is stopping") }
         if let sdp = data["sdp"]?.stringValue {

@@ -546,7 +546,10 @@ final class Room: @unchecked Sendable {
             setStatus(p, .webcam, false)
             // A guest back in the audience may never publish again: on request its publish connection
             // (ICE, DTLS, SRTP state and its share of the port) goes now, not when it leaves the room.
-            if closingPublish, p.inSFU, let media = server.media() {
+            if closingPublish, let edge = p.edge {
+                let answer = try? edge.call(.closePublishConnection, key: RoomMedia.key(room: id, participant: p.id))
+                publishConnectionClosed = answer?["closed"]?.boolValue ?? false
+            } else if closingPublish, p.inSFU, let media = server.media() {
                 let key = RoomMedia.key(room: id, participant: p.id)
                 publishConnectionClosed =
                     (try? media.call("closePublishConnection") { await $0.closePublishConnectionIfUnused(key) })
@@ -674,6 +677,8 @@ final class Room: @unchecked Sendable {
         if producer.hasMedia, let media = server.media() {
             let producerId = producer.producerId
             _ = try? media.call("closeProducer") { try await $0.closeProducer(producerId) }
+            // An edge guest's track: its mirror here is closed, the track itself on its edge.
+            p.edge?.send(.closeProducer(producerId: producerId), key: RoomMedia.key(room: id, participant: p.id))
         }
         hooks?.producerClosed(roomId: id, producer: producer)
         broadcast(.producerClosed, producer.json)
@@ -766,7 +771,7 @@ final class Room: @unchecked Sendable {
     ) -> ([Result<ConsumerInfo, RoomError>], SessionDescription?) {
         let producerId = producer.producerId
         let edges = members.compactMap(\.edge).map { (node: $0.nodeId, address: $0.pipeAddress) }
-        let piped: [String: Result<(SFUPipedProducer, String), RoomError>]
+        let piped: [String: Result<(SFUPipedProducer?, String), RoomError>]
         do {
             piped = try media.callOnLoop("pipe") { sfu in EdgeMediaLink.pipe(sfu, producerId: producerId, edges: edges)
             }
@@ -779,7 +784,9 @@ final class Room: @unchecked Sendable {
             }
             return route.map { (description, originPipe) in
                 edge.start(
-                    .consume(piped: description, originPipe: originPipe, offering: offering && members.count == 1),
+                    .consume(
+                        producerId: producerId, piped: description, originPipe: originPipe,
+                        offering: offering && members.count == 1),
                     key: RoomMedia.key(room: id, participant: m.id))
             }
         }
@@ -1164,6 +1171,9 @@ final class Room: @unchecked Sendable {
                 throw RoomError(4051, "no supported codec in the offer's \(section.type) m-line (offered: \(offered))")
             }
         }
+        if let edge = p.edge {
+            return try produceOnEdge(p, edge, kinds: kinds, sources: sources, sdp: sdpText, data: data, media: media)
+        }
         p.inSFU = true
         let (answer, infos) = try media.call("produce") {
             try await $0.publish(participantID: key, offer: offer, sources: sources)
@@ -1203,6 +1213,71 @@ final class Room: @unchecked Sendable {
         }
         var response = created.count == 1 ? (created[0].json.objectValue ?? [:]) : [:]
         response["sdp"] = .string(answer.serialize())
+        response["producers"] = .array(created.map(\.json))
+        return .object(response)
+    }
+
+    /// `produce` of an edge member on stage: its publish connection is made on its edge, whose SFU
+    /// pipes each new track here; this node mirrors them and the room announces the mirrors, which
+    /// reach the other edges like any stage track (docs/cluster.md, "On stage from an edge").
+    private func produceOnEdge(
+        _ p: ParticipantState, _ edge: EdgeMediaLink, kinds: [TrackKind], sources: [SFUMediaSource], sdp: String,
+        data: JSONValue, media: RoomMedia
+    ) throws(RoomError) -> JSONValue {
+        let key = RoomMedia.key(room: id, participant: p.id)
+        let (node, address, pipeID) = (edge.nodeId, edge.pipeAddress, edge.pipeID)
+        let originPipe = try media.callOnLoop("openPipe") { try EdgeMediaLink.openPipe($0, node: node, address: address) }
+        let result = try edge.call(.publish(sdp: sdp, sources: sources, originPipe: originPipe), key: key)
+        var tracks: [(producerId: String, kind: MediaKind, mid: String, piped: SFUPipedProducer)] = []
+        for item in result["producers"]?.arrayValue ?? [] {
+            guard let producerId = item["producerId"]?.stringValue, let kind = item["kind"]?.stringValue,
+                let mediaKind = MediaKind(rawValue: kind), let mid = item["mid"]?.stringValue, let piped = item["piped"],
+                let description = try? SFUPipedProducer(edgeJSON: piped), description.producerID == producerId
+            else { continue }
+            tracks.append((producerId, mediaKind, mid, description))
+        }
+        let mismatch =
+            tracks.count != kinds.count
+            || zip(tracks, kinds).contains { track, kind in
+                track.kind != (kind == .mic || kind == .screenAudio ? MediaKind.audio : MediaKind.video)
+            }
+        func undo() {
+            for track in tracks { edge.send(.closeProducer(producerId: track.producerId), key: key) }
+            edge.send(.closePublishConnection, key: key)
+        }
+        guard !mismatch, let answer = result["sdp"]?.stringValue else {
+            undo()
+            throw .invalidParameter(
+                "the offer's new m-lines (\(tracks.map(\.kind.rawValue))) do not match tracks \(kinds.map(\.rawValue))")
+        }
+        let descriptions = tracks.map(\.piped)
+        do {
+            try media.callOnLoop("mirror") { sfu in
+                for description in descriptions { try sfu.ensurePipedProducerOnLoop(pipeID: pipeID, description) }
+            }
+        } catch {
+            undo()
+            throw error
+        }
+        var appData = data.objectValue ?? [:]
+        for field in ["kind", "paused", "sdp", "tracks"] { appData[field] = nil }
+        let paused = try data.optionalBool("paused") ?? false
+        var created: [RoomProducer] = []
+        for (track, kind) in zip(tracks, kinds) {
+            var producer = RoomProducer(
+                producerId: track.producerId, participantId: p.id, kind: kind, paused: paused, appData: .object(appData))
+            producer.mid = track.mid
+            created.append(producer)
+            add(producer, of: p)
+            if kind == .mic {
+                let (producerId, roomId, label) = (track.producerId, id, p.id)
+                _ = try? media.callOnLoop("observeAudioLevel") {
+                    try $0.observeAudioLevelOnLoop(producerID: producerId, group: roomId, label: label)
+                }
+            }
+        }
+        var response = created.count == 1 ? (created[0].json.objectValue ?? [:]) : [:]
+        response["sdp"] = .string(answer)
         response["producers"] = .array(created.map(\.json))
         return .object(response)
     }

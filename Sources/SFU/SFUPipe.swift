@@ -549,6 +549,21 @@ extension SFU {
         return true
     }
 
+    /// The participant whose publish connection feeds `producerID` (nil: unknown, or a mirror). On
+    /// the loop thread.
+    public func producerOwnerOnLoop(_ producerID: String) -> String? {
+        loop.assertInLoop()
+        guard let producer = producers[producerID], !(producer.upstream is SFUPipeUpstream) else { return nil }
+        return producer.participantID
+    }
+
+    /// True when `producerID` is mirrored from pipe `pipeID` (it came from that pipe's far side). On
+    /// the loop thread.
+    public func isPipedProducerOnLoop(pipeID: String, producerID: String) -> Bool {
+        loop.assertInLoop()
+        return pipes[pipeID]?.mirrored[producerID] != nil
+    }
+
     /// Closes the mirrored producers of pipe `pipeID` that no local subscriber consumes any more
     /// (an edge's last member of a stage track left); returns their ids. On the loop thread.
     @discardableResult

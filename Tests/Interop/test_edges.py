@@ -6,7 +6,8 @@
   every bot receives media and the full roster, `/cluster` shows the origin, both edges and the
   audience on each, and the origin's `/metrics` counts its outgoing packets per pipe (once per
   edge), not per edge member.
-- An edge member invited on stage publishes; the audience on every node receives it.
+- An edge member invited on stage publishes to its edge, which pipes the tracks to the origin; the
+  audience on every node receives it.
 - kill -9 of an edge: its members reconnect through the other nodes and receive again.
 """
 
@@ -125,15 +126,28 @@ def test_audience_spread_over_edges(understudy, tmp_path):
             webm = wait_until(lambda: next(iter(rec.glob("host*.webm")), None), 30, f"w{i} records the host",
                               agent.log)
             wait_for_frames(webm, {"vp8": 30, "opus": 50})
-        # An edge member invited on stage publishes; the audience of the other edge receives it.
+        # An edge member invited on stage publishes; the audience of its own edge (w3) and of the other
+        # edge (w2) receives it.
         w1, rec1 = watchers[1]
         w2, rec2 = watchers[2]
+        rec3 = tmp_path / "rec3"
+        w3 = AgentProcess("w3", ["--server", nodes[1].url, "--room", "stage", "--secret", SECRET, "--id", "w3",
+                                 "--mode", "RECV_ONLY", "--consume", "all", "--record", str(rec3)], tmp_path)
+        agents.append(w3)
+        w3.wait_for(r"joined room stage as w3")
         invite = run_understudy(["invite", "--server", nodes[2].url, "--room", "stage", "--participant", "w1",
                                  "--secret", SECRET], timeout=60)
         assert invite.returncode == 0, invite.stderr
         w1.wait_for(r"changed own mode to SEND_AND_RECV", timeout=60)
-        guest = wait_until(lambda: next(iter(rec2.glob("w1*.webm")), None), 60, "w2 records the guest w1", w2.log)
-        wait_for_frames(guest, {"vp8": 30})
+        for agent, rec in ((w2, rec2), (w3, rec3)):
+            guest = wait_until(lambda: next(iter(rec.glob("w1*.webm")), None), 60,
+                               f"{agent.name} records the guest w1", agent.log)
+            wait_for_frames(guest, {"vp8": 30})
+        # w3's media is on the same edge as the guest's.
+        assert room_layout(nodes[0], "stage").get("audience", {}).get("e1", 0) >= 1
+        # The guest published to its own edge, which pipes its tracks to the origin (and the origin on
+        # to the other edge).
+        assert metric(nodes[1].metrics(), "understudy_sfu_pipe_packets_sent_total") > 0
         # kill -9 of an edge: its member reconnects through another node and receives again.
         webm = next(iter(rec2.glob("host*.webm")))
         frames_before = wait_for_frames(webm, {"vp8": 1})["vp8"]

@@ -18,11 +18,14 @@ struct EdgeMediaTests {
         captureTimeExtensionID: 5)
 
     static let calls: [EdgeCall] = [
-        .consume(piped: piped, originPipe: "10.0.0.1:40000", offering: true),
-        .consume(piped: piped, originPipe: "[::1]:40000", offering: false),
+        .consume(producerId: "p-1", piped: piped, originPipe: "10.0.0.1:40000", offering: true),
+        .consume(producerId: "p-1", piped: nil, originPipe: "[::1]:40000", offering: false),
+        .publish(sdp: "v=0\r\n", sources: [.microphone, .webcam, .screen], originPipe: "10.0.0.1:1"),
+        .restartPublish(sdp: "v=0\r\n"), .closeProducer(producerId: "p-2"), .closePublishConnection,
         .stopConsuming(producerId: "p-1"), .setQuality(producerId: "p-1", quality: .medium),
         .setViewport(producerId: "p-1", width: 640, height: 360), .offer, .answer(sdp: "v=0\r\n"),
-        .restartIce(ufrag: "abcd", pwd: String(repeating: "x", count: 22)), .close,
+        .restartIce(connection: .subscribe, ufrag: "abcd", pwd: String(repeating: "x", count: 22)),
+        .restartIce(connection: .publish, ufrag: "abcd", pwd: String(repeating: "x", count: 22)), .close,
     ]
 
     @Test func callsAndEventsReadBackAsWritten() throws {
@@ -60,7 +63,7 @@ struct EdgeMediaTests {
             "", "edge:", "edge:[1]", "edge:{", "{\"call\":\"offer\"}", "edge:\(String(repeating: " ", count: 300_000))",
             variant { $0["call"] = "explode" }, variant { $0["call"] = nil }, variant { $0["seq"] = -1 },
             variant { $0["seq"] = "1" }, variant { $0["key"] = "no-slash" }, variant { $0["key"] = 7 },
-            variant { $0["piped"] = nil }, variant { $0["piped"] = "x" }, variant { $0["originPipe"] = "nowhere" },
+            variant { $0["producerId"] = nil }, variant { $0["producerId"] = "p-2" }, variant { $0["piped"] = "x" }, variant { $0["originPipe"] = "nowhere" },
             variant { $0["originPipe"] = "10.0.0.1:0" }, pipedVariant("kind", "smell"), pipedVariant("source", "radio"),
             pipedVariant("codec", "mpeg2"), pipedVariant("ssrcs", []), pipedVariant("ssrcs", [0]),
             pipedVariant("ssrcs", [4_294_967_296]), pipedVariant("ssrcs", [1, 2, 3, 4, 5]),
@@ -70,6 +73,10 @@ struct EdgeMediaTests {
             EdgeWire.encode(["call": "setViewport", "seq": 1, "key": "r/p", "producerId": "p", "width": 0, "height": 1]
             ),
             EdgeWire.encode(["call": "restartIce", "seq": 1, "key": "r/p", "ufrag": "a"]),
+            EdgeWire.encode(["call": "restartIce", "seq": 1, "key": "r/p", "connection": "both", "ufrag": "abcd", "pwd": "x"]),
+            EdgeWire.encode(["call": "publish", "seq": 1, "key": "r/p", "sdp": "v=0", "sources": ["radio"], "originPipe": "1.2.3.4:5"]),
+            EdgeWire.encode(["call": "publish", "seq": 1, "key": "r/p", "sdp": "v=0", "originPipe": "1.2.3.4:5"]),
+            EdgeWire.encode(["call": "closeProducer", "seq": 1, "key": "r/p"]),
         ]
         piped = [:]
         for text in bad {
