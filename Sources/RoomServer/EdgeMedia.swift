@@ -154,7 +154,9 @@ enum EdgeCall: Sendable, Equatable {
             var piped: SFUPipedProducer?
             if let description = v["piped"], !description.isNull {
                 piped = try SFUPipedProducer(edgeJSON: description)
-                guard piped?.producerID == producerId else { throw .invalidParameter("edge call: 'piped' is another producer") }
+                guard piped?.producerID == producerId else {
+                    throw .invalidParameter("edge call: 'piped' is another producer")
+                }
             }
             call = .consume(
                 producerId: producerId, piped: piped, originPipe: try originPipe(v),
@@ -456,7 +458,9 @@ final class EdgeMediaLink: @unchecked Sendable {
                     let local = try sfu.openPipeOnLoop(id: id)
                     try sfu.connectPipeOnLoop(id: id, remote: edge.address)
                     // A guest's track that came from this very edge is consumed there as it is.
-                    if sfu.isPipedProducerOnLoop(pipeID: id, producerID: producerId) { return (nil, EdgeWire.text(local)) }
+                    if sfu.isPipedProducerOnLoop(pipeID: id, producerID: producerId) {
+                        return (nil, EdgeWire.text(local))
+                    }
                     let piped = try sfu.pipeProducerOnLoop(pipeID: id, producerID: producerId)
                     return (piped, EdgeWire.text(local))
                 } catch {

@@ -1226,12 +1226,15 @@ final class Room: @unchecked Sendable {
     ) throws(RoomError) -> JSONValue {
         let key = RoomMedia.key(room: id, participant: p.id)
         let (node, address, pipeID) = (edge.nodeId, edge.pipeAddress, edge.pipeID)
-        let originPipe = try media.callOnLoop("openPipe") { try EdgeMediaLink.openPipe($0, node: node, address: address) }
+        let originPipe = try media.callOnLoop("openPipe") {
+            try EdgeMediaLink.openPipe($0, node: node, address: address)
+        }
         let result = try edge.call(.publish(sdp: sdp, sources: sources, originPipe: originPipe), key: key)
         var tracks: [(producerId: String, kind: MediaKind, mid: String, piped: SFUPipedProducer)] = []
         for item in result["producers"]?.arrayValue ?? [] {
             guard let producerId = item["producerId"]?.stringValue, let kind = item["kind"]?.stringValue,
-                let mediaKind = MediaKind(rawValue: kind), let mid = item["mid"]?.stringValue, let piped = item["piped"],
+                let mediaKind = MediaKind(rawValue: kind), let mid = item["mid"]?.stringValue,
+                let piped = item["piped"],
                 let description = try? SFUPipedProducer(edgeJSON: piped), description.producerID == producerId
             else { continue }
             tracks.append((producerId, mediaKind, mid, description))
@@ -1265,7 +1268,8 @@ final class Room: @unchecked Sendable {
         var created: [RoomProducer] = []
         for (track, kind) in zip(tracks, kinds) {
             var producer = RoomProducer(
-                producerId: track.producerId, participantId: p.id, kind: kind, paused: paused, appData: .object(appData))
+                producerId: track.producerId, participantId: p.id, kind: kind, paused: paused, appData: .object(appData)
+            )
             producer.mid = track.mid
             created.append(producer)
             add(producer, of: p)

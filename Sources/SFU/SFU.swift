@@ -194,7 +194,9 @@ public final class SFU: @unchecked Sendable {
     public func publish(
         participantID: String, offer: SessionDescription, sources: [SFUMediaSource]? = nil
     ) async throws -> (answer: SessionDescription, producers: [ProducerInfo]) {
-        try await loop.submit { [self] in try publishOnLoop(participantID: participantID, offer: offer, sources: sources) }
+        try await loop.submit { [self] in
+            try publishOnLoop(participantID: participantID, offer: offer, sources: sources)
+        }
     }
 
     /// ``publish(participantID:offer:sources:)`` on the loop thread (an edge publishes its guests'

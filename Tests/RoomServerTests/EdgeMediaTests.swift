@@ -63,7 +63,8 @@ struct EdgeMediaTests {
             "", "edge:", "edge:[1]", "edge:{", "{\"call\":\"offer\"}", "edge:\(String(repeating: " ", count: 300_000))",
             variant { $0["call"] = "explode" }, variant { $0["call"] = nil }, variant { $0["seq"] = -1 },
             variant { $0["seq"] = "1" }, variant { $0["key"] = "no-slash" }, variant { $0["key"] = 7 },
-            variant { $0["producerId"] = nil }, variant { $0["producerId"] = "p-2" }, variant { $0["piped"] = "x" }, variant { $0["originPipe"] = "nowhere" },
+            variant { $0["producerId"] = nil }, variant { $0["producerId"] = "p-2" }, variant { $0["piped"] = "x" },
+            variant { $0["originPipe"] = "nowhere" },
             variant { $0["originPipe"] = "10.0.0.1:0" }, pipedVariant("kind", "smell"), pipedVariant("source", "radio"),
             pipedVariant("codec", "mpeg2"), pipedVariant("ssrcs", []), pipedVariant("ssrcs", [0]),
             pipedVariant("ssrcs", [4_294_967_296]), pipedVariant("ssrcs", [1, 2, 3, 4, 5]),
@@ -73,8 +74,13 @@ struct EdgeMediaTests {
             EdgeWire.encode(["call": "setViewport", "seq": 1, "key": "r/p", "producerId": "p", "width": 0, "height": 1]
             ),
             EdgeWire.encode(["call": "restartIce", "seq": 1, "key": "r/p", "ufrag": "a"]),
-            EdgeWire.encode(["call": "restartIce", "seq": 1, "key": "r/p", "connection": "both", "ufrag": "abcd", "pwd": "x"]),
-            EdgeWire.encode(["call": "publish", "seq": 1, "key": "r/p", "sdp": "v=0", "sources": ["radio"], "originPipe": "1.2.3.4:5"]),
+            EdgeWire.encode([
+                "call": "restartIce", "seq": 1, "key": "r/p", "connection": "both", "ufrag": "abcd", "pwd": "x",
+            ]),
+            EdgeWire.encode([
+                "call": "publish", "seq": 1, "key": "r/p", "sdp": "v=0", "sources": ["radio"],
+                "originPipe": "1.2.3.4:5",
+            ]),
             EdgeWire.encode(["call": "publish", "seq": 1, "key": "r/p", "sdp": "v=0", "originPipe": "1.2.3.4:5"]),
             EdgeWire.encode(["call": "closeProducer", "seq": 1, "key": "r/p"]),
         ]
