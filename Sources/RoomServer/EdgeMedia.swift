@@ -84,6 +84,8 @@ enum EdgeCall: Sendable, Equatable {
     case restartIce(connection: SFUConnectionRole, ufrag: String, pwd: String)
     /// Closes the member's subscribe connection (it left, or left the audience).
     case close
+    /// The member's `getStats` figures on the edge (its producers, consumers and subscribe transport).
+    case stats
 
     var name: String {
         switch self {
@@ -99,6 +101,7 @@ enum EdgeCall: Sendable, Equatable {
         case .answer: return "answer"
         case .restartIce: return "restartIce"
         case .close: return "close"
+        case .stats: return "stats"
         }
     }
 
@@ -126,7 +129,7 @@ enum EdgeCall: Sendable, Equatable {
             o["producerId"] = .string(producerId)
             o["width"] = .number(Double(width))
             o["height"] = .number(Double(height))
-        case .offer, .close: break
+        case .offer, .close, .stats: break
         case .answer(let sdp): o["sdp"] = .string(sdp)
         case .restartIce(let connection, let ufrag, let pwd):
             o["connection"] = .string(connection.rawValue)
@@ -198,6 +201,7 @@ enum EdgeCall: Sendable, Equatable {
                 connection: connection, ufrag: try v.requiredString("ufrag", maxLength: 256),
                 pwd: try v.requiredString("pwd", maxLength: 256))
         case "close": call = .close
+        case "stats": call = .stats
         case let other: throw .invalidParameter("edge call: unknown call '\(other.prefix(32))'")
         }
         return (seq, key, call)
@@ -519,6 +523,16 @@ final class EdgeHost: @unchecked Sendable {
             let seq = (try? EdgeWire.object(text))?["seq"]?.intValue ?? 0
             return send(["reply": .number(Double(seq)), "error": .string(error.description)])
         }
+        if call == .stats {
+            // The SFU's statistics are gathered asynchronously (not a loop call); read-only, so their
+            // answer may pass calls sent after it.
+            let sfu = media.sfu
+            Task { [self] in
+                let stats = await sfu.stats()
+                send(["reply": .number(Double(seq)), "result": Room.statsJSON(stats, key: key)])
+            }
+            return
+        }
         let accepted = media.sfu.loop.execute { [self] in
             let result = Result { () throws(RoomError) -> JSONValue in try run(call, key: key, on: media.sfu) }
             switch result {
@@ -615,6 +629,8 @@ final class EdgeHost: @unchecked Sendable {
                 let fresh = try sfu.restartICEOnLoop(
                     participantID: key, connection: connection, remoteUfrag: ufrag, remotePassword: pwd)
                 return ["ufrag": .string(fresh.ufrag), "pwd": .string(fresh.password)]
+            case .stats:
+                return [:]  // answered in handle(_:)
             case .close:
                 sfu.closeParticipantOnLoop(key)
                 sfu.closeUnusedPipedProducersOnLoop(pipeID: pipeID)

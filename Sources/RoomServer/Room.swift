@@ -1062,15 +1062,25 @@ final class Room: @unchecked Sendable {
     /// `getStats`: the SFU's counters for the caller's own producers and consumers, the server-side
     /// half of the client's getVideoStats/getAudioStats/getTransportStats.
     private func getStats(_ p: ParticipantState) throws(RoomError) -> JSONValue {
-        guard let media = server.media() else { return ["producers": [], "consumers": []] }
         let key = RoomMedia.key(room: id, participant: p.id)
+        if let edge = p.edge {
+            // Its connections are on its edge: the edge's figures, named with the room's kinds and ids.
+            let answer = try edge.call(.stats, key: key)
+            return Self.namedStats(answer, producers: p.producers, consumers: Array(p.consumers.values))
+        }
+        guard let media = server.media() else { return ["producers": [], "consumers": []] }
         let stats = try media.call("getStats") { await $0.stats() }
-        let roomConsumers = Array(p.consumers.values)
+        return Self.namedStats(
+            Self.statsJSON(stats, key: key), producers: p.producers, consumers: Array(p.consumers.values))
+    }
+
+    /// `getStats`' figures of member `key` from an SFU's stats (its producers, consumers and subscribe
+    /// transport); kinds and peers are the SFU's until ``namedStats(_:producers:consumers:)``.
+    static func statsJSON(_ stats: SFUStats, key: String) -> JSONValue {
         var producers: [JSONValue] = []
         for s in stats.producers where s.participantID == key {
-            let kind = p.producers[s.id]?.kind.rawValue ?? s.kind.rawValue
             producers.append([
-                "producerId": .string(s.id), "kind": .string(kind),
+                "producerId": .string(s.id), "kind": .string(s.kind.rawValue),
                 "packetsReceived": .number(Double(s.packetsReceived)),
                 "bytesReceived": .number(Double(s.bytesReceived)),
                 "retransmissionsReceived": .number(Double(s.repairsReceived)),
@@ -1080,12 +1090,9 @@ final class Room: @unchecked Sendable {
         }
         var consumers: [JSONValue] = []
         for s in stats.consumers where s.subscriberID == key {
-            let roomConsumer = roomConsumers.first { $0.producerId == s.producerID }
             consumers.append([
-                "consumerId": .string(s.id), "producerId": .string(s.producerID),
-                "participantId": roomConsumer.map { .string($0.producerParticipantId) } ?? .null,
-                "kind": roomConsumer.map { .string($0.kind.rawValue) } ?? .null,
-                "packetsSent": .number(Double(s.packetsSent)), "bytesSent": .number(Double(s.bytesSent)),
+                "consumerId": .string(s.id), "producerId": .string(s.producerID), "participantId": .null,
+                "kind": .null, "packetsSent": .number(Double(s.packetsSent)), "bytesSent": .number(Double(s.bytesSent)),
                 "nacksReceived": .number(Double(s.nacksReceived)),
                 "retransmissions": .number(Double(s.retransmissions)),
                 "plisReceived": .number(Double(s.plisReceived)), "packetsDropped": .number(Double(s.packetsDropped)),
@@ -1111,6 +1118,28 @@ final class Room: @unchecked Sendable {
                 "overloadDecreases": .number(Double(t.overloadDecreases)),
             ]
         }
+        return .object(result)
+    }
+
+    /// ``statsJSON(_:key:)`` with the room's names: each producer's track kind, each consumer's peer
+    /// and kind (an edge's figures arrive without them).
+    static func namedStats(_ raw: JSONValue, producers: [String: RoomProducer], consumers: [RoomConsumer]) -> JSONValue
+    {
+        var result = raw.objectValue ?? [:]
+        let named: [JSONValue] = (raw["producers"]?.arrayValue ?? []).map { item in
+            guard var o = item.objectValue, let producerId = o["producerId"]?.stringValue else { return item }
+            if let kind = producers[producerId]?.kind.rawValue { o["kind"] = .string(kind) }
+            return .object(o)
+        }
+        let namedConsumers: [JSONValue] = (raw["consumers"]?.arrayValue ?? []).map { item in
+            guard var o = item.objectValue, let producerId = o["producerId"]?.stringValue else { return item }
+            let roomConsumer = consumers.first { $0.producerId == producerId }
+            o["participantId"] = roomConsumer.map { .string($0.producerParticipantId) } ?? .null
+            o["kind"] = roomConsumer.map { .string($0.kind.rawValue) } ?? .null
+            return .object(o)
+        }
+        result["producers"] = .array(named)
+        result["consumers"] = .array(namedConsumers)
         return .object(result)
     }
 

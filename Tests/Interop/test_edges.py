@@ -21,9 +21,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import asyncio
+
 from harness import kill_process, run_understudy, understudy_bin
+from room_client import RoomClient
 from test_agent_stage import SECRET, AgentProcess, wait_for_frames
-from test_cluster import Cluster, owners
+from test_cluster import Cluster, owners, token_for
 from test_fleet import wait_until
 
 SHARE = 8
@@ -65,6 +68,21 @@ class Load:
         kill_process(self.proc)
 
 
+async def edge_member_stats(node) -> dict:
+    """getStats of a signalling-only client in RECV_ONLY through `node`: its consumers are on the edge."""
+    client = await RoomClient.connect(f"ws://127.0.0.1:{node.port}/v1/rtc", token_for("stage", "probe"))
+    try:
+        await client.join("stage", "probe", mode="RECV_ONLY")
+        deadline = time.monotonic() + 30
+        while True:
+            stats = await client.request("getStats", {})
+            if any(c.get("participantId") == "host" for c in stats.get("consumers", [])) or time.monotonic() > deadline:
+                return stats
+            await asyncio.sleep(0.5)
+    finally:
+        await client.close()
+
+
 def test_audience_spread_over_edges(understudy, tmp_path):
     with Cluster(tmp_path, "e", 45300, 3, extra_args=("--edge-audience", str(SHARE))) as cluster:
         nodes, agents = cluster.nodes, cluster.agents
@@ -83,6 +101,9 @@ def test_audience_spread_over_edges(understudy, tmp_path):
             agents.append(agent)
             agent.wait_for(rf"joined room stage as w{i}")
             watchers[i] = (agent, rec)
+        # getStats of an edge member reports its consumers from the edge, named with the room's ids.
+        stats = asyncio.run(edge_member_stats(nodes[2]))
+        assert {c["kind"] for c in stats["consumers"] if c["participantId"] == "host"} >= {"mic", "webcam"}, stats
         # 8 audience members through each node: 7 load bots + the agent on each edge, 8 bots on the origin.
         loads = [Load(node, f"a{i}", tmp_path, 12, subscribers=SHARE if i == 0 else SHARE - 1)
                  for i, node in enumerate(nodes)]

@@ -25,7 +25,7 @@ struct EdgeMediaTests {
         .stopConsuming(producerId: "p-1"), .setQuality(producerId: "p-1", quality: .medium),
         .setViewport(producerId: "p-1", width: 640, height: 360), .offer, .answer(sdp: "v=0\r\n"),
         .restartIce(connection: .subscribe, ufrag: "abcd", pwd: String(repeating: "x", count: 22)),
-        .restartIce(connection: .publish, ufrag: "abcd", pwd: String(repeating: "x", count: 22)), .close,
+        .restartIce(connection: .publish, ufrag: "abcd", pwd: String(repeating: "x", count: 22)), .close, .stats,
     ]
 
     @Test func callsAndEventsReadBackAsWritten() throws {
