@@ -430,6 +430,13 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         metric(
             "understudy_cluster_history_bytes", "gauge",
             "Bytes of persisted PubSub history this node's rooms hold in Redis.", stored)
+        metric(
+            "understudy_cluster_edge_members", "gauge",
+            "Audience members of other nodes' rooms whose media this node serves as an edge (--edge-audience).",
+            server?.edgeAudienceByRoom.values.reduce(0, +) ?? 0)
+        metric(
+            "understudy_cluster_edge_members_total", "counter",
+            "Audience members ever served as an edge (--edge-audience).", server?.edgeMembersServed ?? 0)
         return out
     }
 

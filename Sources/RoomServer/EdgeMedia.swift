@@ -682,15 +682,16 @@ final class EdgeRegistry: @unchecked Sendable {
     private let lock = NSLock()
     private var byKey: [String: EdgeHost] = [:]
     private var audience: [String: Int] = [:]
-    /// Edge members ever served (for `/metrics`).
-    private(set) var total = 0
+    /// Edge members ever admitted (for `/metrics`).
+    private var admitted = 0
+    var total: Int { lock.withLock { admitted } }
 
     /// Counts a new member of `roomId` if this node serves fewer than `limit` of it; false when full.
     func admit(roomId: String, limit: Int) -> Bool {
         lock.withLock {
             guard audience[roomId, default: 0] < limit else { return false }
             audience[roomId, default: 0] += 1
-            total += 1
+            admitted += 1
             return true
         }
     }

@@ -182,6 +182,8 @@ public final class RoomServer: @unchecked Sendable {
 
     /// Cluster mode: the audience this node serves per room as an edge of another node.
     public var edgeAudienceByRoom: [String: Int] { edges.audienceByRoom }
+    /// Cluster mode: audience members this node has served as an edge since it started.
+    public var edgeMembersServed: Int { edges.total }
 
     /// The bound TCP port (the ephemeral one when configured with port 0); 0 before ``start()``.
     public var httpPort: UInt16 { locked { http?.port ?? 0 } }

@@ -129,6 +129,10 @@ def test_audience_spread_over_edges(understudy, tmp_path):
             # 8 local members vs 2 pipes; a pipe carries every simulcast layer, a member one, so the
             # ratio is looser than 4. Without edges it would be 24 members and no pipe.
             assert piped > 0 and local > piped, (local, piped)
+            for node in nodes[1:]:
+                text = node.metrics()
+                assert metric(text, "understudy_cluster_edge_members") == SHARE, (node.name, text)
+                assert metric(text, "understudy_sfu_pipe_packets_received_total") > 0, node.name
             # Every watcher on an edge learns the whole audience (roster through the origin).
             for i, (agent, _) in watchers.items():
                 wait_until(lambda: all(f"a{j}-sub-{SHARE - 1}" in agent.log() for j in range(3)), 60,
