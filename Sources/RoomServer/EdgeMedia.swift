@@ -86,6 +86,9 @@ enum EdgeCall: Sendable, Equatable {
     case close
     /// The member's `getStats` figures on the edge (its producers, consumers and subscribe transport).
     case stats
+    /// A participant of the member's room is pinned (or no more): the edge's allocator favours its
+    /// webcam as the origin's does. `participantKey` is `ROOM/PARTICIPANT`, of the member's room.
+    case pin(participantKey: String, pinned: Bool)
 
     var name: String {
         switch self {
@@ -102,6 +105,7 @@ enum EdgeCall: Sendable, Equatable {
         case .restartIce: return "restartIce"
         case .close: return "close"
         case .stats: return "stats"
+        case .pin: return "pin"
         }
     }
 
@@ -130,6 +134,9 @@ enum EdgeCall: Sendable, Equatable {
             o["width"] = .number(Double(width))
             o["height"] = .number(Double(height))
         case .offer, .close, .stats: break
+        case .pin(let participantKey, let pinned):
+            o["participantKey"] = .string(participantKey)
+            o["pinned"] = .bool(pinned)
         case .answer(let sdp): o["sdp"] = .string(sdp)
         case .restartIce(let connection, let ufrag, let pwd):
             o["connection"] = .string(connection.rawValue)
@@ -202,6 +209,15 @@ enum EdgeCall: Sendable, Equatable {
                 pwd: try v.requiredString("pwd", maxLength: 256))
         case "close": call = .close
         case "stats": call = .stats
+        case "pin":
+            let participantKey = try v.requiredString("participantKey", maxLength: 258)
+            guard let (room, _) = RoomMedia.split(participantKey), room == RoomMedia.split(key)?.0 else {
+                throw .invalidParameter("edge call: 'participantKey' is not of the member's room")
+            }
+            guard let pinned = try v.optionalBool("pinned") else {
+                throw .invalidParameter("edge call: missing 'pinned'")
+            }
+            call = .pin(participantKey: participantKey, pinned: pinned)
         case let other: throw .invalidParameter("edge call: unknown call '\(other.prefix(32))'")
         }
         return (seq, key, call)
@@ -631,6 +647,10 @@ final class EdgeHost: @unchecked Sendable {
                 return ["ufrag": .string(fresh.ufrag), "pwd": .string(fresh.password)]
             case .stats:
                 return [:]  // answered in handle(_:)
+            case .pin(let participantKey, let pinned):
+                sfu.setPinnedOnLoop(participantID: participantKey, pinned: pinned)
+                registry?.pinned(participantKey, pinned)
+                return [:]
             case .close:
                 sfu.closeParticipantOnLoop(key)
                 sfu.closeUnusedPipedProducersOnLoop(pipeID: pipeID)
@@ -665,12 +685,16 @@ final class EdgeHost: @unchecked Sendable {
             return boundKey ?? ""
         }
         guard let key else { return }
-        registry?.remove(self, key: key.isEmpty ? nil : key)
-        guard !key.isEmpty else { return }
+        // The room's last member here: the pins this edge learnt for it go too.
+        let unpin = registry?.remove(self, key: key.isEmpty ? nil : key) ?? []
+        guard !key.isEmpty || !unpin.isEmpty else { return }
         let pipeID = self.pipeID
         _ = media.sfu.loop.execute { [media] in
-            media.sfu.closeParticipantOnLoop(key)
-            media.sfu.closeUnusedPipedProducersOnLoop(pipeID: pipeID)
+            if !key.isEmpty {
+                media.sfu.closeParticipantOnLoop(key)
+                media.sfu.closeUnusedPipedProducersOnLoop(pipeID: pipeID)
+            }
+            for participant in unpin { media.sfu.setPinnedOnLoop(participantID: participant, pinned: false) }
         }
     }
 }
@@ -682,6 +706,8 @@ final class EdgeRegistry: @unchecked Sendable {
     private let lock = NSLock()
     private var byKey: [String: EdgeHost] = [:]
     private var audience: [String: Int] = [:]
+    /// Pinned participants (`ROOM/PARTICIPANT`) this node's SFU was told of, per room.
+    private var pins: [String: Set<String>] = [:]
     /// Edge members ever admitted (for `/metrics`).
     private var admitted = 0
     var total: Int { lock.withLock { admitted } }
@@ -706,11 +732,29 @@ final class EdgeRegistry: @unchecked Sendable {
 
     func bind(_ host: EdgeHost, key: String) { lock.withLock { byKey[key] = host } }
 
-    func remove(_ host: EdgeHost, key: String?) {
+    /// `host` is gone; returns the pins to clear when it was its room's last member here.
+    @discardableResult
+    func remove(_ host: EdgeHost, key: String?) -> [String] {
         lock.withLock {
             if let key, byKey[key] === host { byKey[key] = nil }
         }
         release(roomId: host.roomId)
+        return lock.withLock {
+            guard audience[host.roomId] == nil else { return [] }
+            return (pins.removeValue(forKey: host.roomId) ?? []).sorted()
+        }
+    }
+
+    func pinned(_ participantKey: String, _ pinned: Bool) {
+        guard let (room, _) = RoomMedia.split(participantKey) else { return }
+        lock.withLock {
+            if pinned {
+                pins[room, default: []].insert(participantKey)
+            } else {
+                pins[room]?.remove(participantKey)
+                if pins[room]?.isEmpty == true { pins[room] = nil }
+            }
+        }
     }
 
     func host(key: String) -> EdgeHost? { lock.withLock { byKey[key] } }

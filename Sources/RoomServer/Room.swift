@@ -239,6 +239,14 @@ final class Room: @unchecked Sendable {
             }
         }
         lanes.expediteRenegotiation(p.id)  // the joiner's first offer is part of its join
+        if let edge = p.edge {
+            // Its edge's allocator learns the room's pins (a new edge knows none).
+            for pinned in pins.keys.sorted() {
+                edge.send(
+                    .pin(participantKey: RoomMedia.key(room: id, participant: pinned), pinned: true),
+                    key: RoomMedia.key(room: id, participant: p.id))
+            }
+        }
         if p.permissions.contains("allow_join") {
             for (pid, entry) in lobby.sorted(by: { $0.key < $1.key }) {
                 p.session.notify(
@@ -1710,6 +1718,12 @@ final class Room: @unchecked Sendable {
         let key = RoomMedia.key(room: id, participant: participantId)
         let pinned = pins[participantId] != nil
         media.fire { sfu in await sfu.loop.submit { sfu.setPinnedOnLoop(participantID: key, pinned: pinned) } }
+        // Each edge's allocator too, through one of its members.
+        var told: Set<String> = []
+        for p in participantsInOrder {
+            guard let edge = p.edge, told.insert(edge.nodeId).inserted else { continue }
+            edge.send(.pin(participantKey: key, pinned: pinned), key: RoomMedia.key(room: id, participant: p.id))
+        }
     }
 
     private func pinJSON(_ participantId: String) -> JSONValue {

@@ -26,6 +26,7 @@ struct EdgeMediaTests {
         .setViewport(producerId: "p-1", width: 640, height: 360), .offer, .answer(sdp: "v=0\r\n"),
         .restartIce(connection: .subscribe, ufrag: "abcd", pwd: String(repeating: "x", count: 22)),
         .restartIce(connection: .publish, ufrag: "abcd", pwd: String(repeating: "x", count: 22)), .close, .stats,
+        .pin(participantKey: "stage/host", pinned: true),
     ]
 
     @Test func callsAndEventsReadBackAsWritten() throws {
@@ -83,6 +84,8 @@ struct EdgeMediaTests {
             ]),
             EdgeWire.encode(["call": "publish", "seq": 1, "key": "r/p", "sdp": "v=0", "originPipe": "1.2.3.4:5"]),
             EdgeWire.encode(["call": "closeProducer", "seq": 1, "key": "r/p"]),
+            EdgeWire.encode(["call": "pin", "seq": 1, "key": "r/p", "participantKey": "other/host", "pinned": true]),
+            EdgeWire.encode(["call": "pin", "seq": 1, "key": "r/p", "participantKey": "r/host"]),
         ]
         piped = [:]
         for text in bad {
