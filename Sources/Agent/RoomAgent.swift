@@ -80,7 +80,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var simulcast = false
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
-        /// The codec of the published video: `vp8` (nil), `h264`, `vp9` or `av1` (see `LocalSources.videoCodec`).
+        /// The codec of the published video: `vp8` (nil), `h264`, `vp9`, `av1` or `auto` (see
+        /// `LocalSources.videoCodecChoice`).
         /// The room must accept it: a produce it refuses fails with its error, no other codec is tried.
         public var videoCodec: String?
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
@@ -113,6 +114,9 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     public let room: Room
     /// Counters exposed through ``metricsText()``.
     public let counters = RoomAgentCounters()
+    /// Each participant's mic placed beside its webcam by their sender reports, for the mix and the
+    /// composite. Subscribe loop thread only (the track sinks).
+    let senderClocks = SenderClocks()
     private let log: @Sendable (String) -> Void
     private let lock = NSLock()
     /// Kinds currently consumed (or being consumed) per participant id.
@@ -170,8 +174,11 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
-        room.mediaSourceFactory = try LocalSources.factory(
-            video: options.video, audio: options.audio, videoCodec: options.videoCodec)
+        let created = room
+        created.videoCodec = try LocalSources.videoCodecChoice(options.videoCodec)
+        created.mediaSourceFactory = try LocalSources.factory(
+            video: options.video, audio: options.audio, videoCodec: options.videoCodec,
+            autoCodec: { [weak created] in created?.publishVideoCodec ?? .vp8 })
         if let iceServers = options.iceServers { room.iceServers = iceServers }
         if let impairment = options.impairment, !impairment.isNone { room.impairment = impairment }
         republishRoom = options.republishRoom.map {
@@ -1002,11 +1009,18 @@ private final class AgentTrackSink: RemoteTrackSink {
             rtpOutputLoop.execute { rtpOutput.send(frame, arrival: arrival) }
         }
         republishRoom?.forward(track.participantId, frame)
-        audioEgress?.write(frame, arrival: arrival)
+        if let audioEgress {
+            let synced = agent.senderClocks.audioTime(track.participantId, senderTime: track.senderTime)
+            audioEgress.write(frame, arrival: arrival, synced: synced ?? 0)
+        } else if track.kind == .video, let senderTime = track.senderTime {
+            // The webcam sets the sender's clock mapping that its mic follows.
+            agent.senderClocks.video(track.participantId, senderTime: senderTime, arrival: arrival)
+        }
         composite?.write(frame)
     }
 
     func trackEnded(_ track: RemoteTrack) {
+        if track.kind == .video { agent?.senderClocks.forget(track.participantId) }
         audioEgress?.end()
         composite?.end()
         agent?.trackEnded()
