@@ -113,6 +113,12 @@ func runServe(_ args: [String]) async {
         if let v = a.value("--redis") { configuration.redis = v }
         if let v = a.value("--node-id") { configuration.nodeId = v }
         if let v = a.value("--advertise") { configuration.advertise = v }
+        if let v = a.value("--edge-audience") {
+            guard let n = Int(v), (0...1_000_000).contains(n) else {
+                throw Arguments.Failure.badValue("--edge-audience", "expected 0...1000000 audience members per room")
+            }
+            configuration.edgeAudience = n
+        }
         if let v = a.value("--jobs") { configuration.jobs = v }
         try lifecycleSettings(a, into: &configuration)
         if a.flag("--ice-tcp") {
@@ -132,8 +138,11 @@ func runServe(_ args: [String]) async {
                 throw Arguments.Failure.badValue("--redis", "\(error)")
             }
         }
-        if clusterRedis == nil, configuration.nodeId != nil || configuration.advertise != nil {
-            throw Arguments.Failure.badValue("--node-id/--advertise", "only with --redis (cluster mode)")
+        if clusterRedis == nil,
+            configuration.nodeId != nil || configuration.advertise != nil || configuration.edgeAudience > 0
+        {
+            throw Arguments.Failure.badValue(
+                "--node-id/--advertise/--edge-audience", "only with --redis (cluster mode)")
         }
         let nodeId = configuration.nodeId ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
         guard NodeRecord.isNodeId(nodeId) else {

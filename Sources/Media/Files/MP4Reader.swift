@@ -1,4 +1,4 @@
-public import RTCWire
+internal import RTCWire
 
 /// Why an MP4 file could not be read.
 public enum MP4ReaderError: Error, Equatable, CustomStringConvertible {
