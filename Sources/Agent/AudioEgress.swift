@@ -15,7 +15,10 @@ import Synchronization
 /// origin of every timestamp sent to the transcription socket. A frame's position is its RTP
 /// timestamp counted from its track's first frame, placed where that first frame arrived (the same
 /// anchoring the per-participant recordings use); a stream whose timestamps stray from its arrivals
-/// by more than ``lateLimit`` (a new sender, a clock drift) is anchored again. Lost packets (a gap of
+/// by more than ``lateLimit`` (a new sender, a clock drift) is anchored again. A frame the agent can
+/// place by its sender's clock (``Slot/write(_:arrival:synced:)``: beside the webcam picture of the
+/// same instant, from the sender reports) is placed there instead: the stream is anchored on that
+/// time, and again whenever its timestamps stray from it by more than ``syncTolerance``. Lost packets (a gap of
 /// at most 100 ms) are concealed by Opus PLC; a longer gap (a mute, DTX, a leave) is silence. The mix
 /// is made ``mixDelay`` behind real time so that jitter never makes a frame late, and at stop it is
 /// made up to the stop, so the file lasts as long as the egress ran.
@@ -49,7 +52,7 @@ public final class AudioEgress: @unchecked Sendable {
         let participantId: String
         let name: String?
         private struct State {
-            var pending: [(EncodedFrame, UInt64)] = []
+            var pending: [(EncodedFrame, UInt64, UInt64)] = []
             var ended = false
             var dropped = 0
         }
@@ -68,14 +71,15 @@ public final class AudioEgress: @unchecked Sendable {
         /// Frames dropped because the queue fell more than ``limit`` frames behind.
         var dropped: Int { state.withLock { $0.dropped } }
 
-        /// Media loop: one Opus frame (anything else is ignored).
-        public func write(_ frame: EncodedFrame, arrival: UInt64) {
+        /// Media loop: one Opus frame (anything else is ignored) that arrived at `arrival`; `synced`
+        /// (0: unknown) is where its sender's clock puts it, both on the monotonic clock in nanoseconds.
+        public func write(_ frame: EncodedFrame, arrival: UInt64, synced: UInt64 = 0) {
             guard frame.codec == .opus else { return }
             state.withLock { s in
                 if s.ended || s.pending.count >= Self.limit {
                     s.dropped += 1
                 } else {
-                    s.pending.append((frame, arrival))
+                    s.pending.append((frame, arrival, synced))
                 }
             }
         }
@@ -85,7 +89,7 @@ public final class AudioEgress: @unchecked Sendable {
 
         /// Queue: takes the frames so far into `buffer` (swapped, so both arrays keep their
         /// capacity) and tells whether the track has ended.
-        fileprivate func drain(into buffer: inout [(EncodedFrame, UInt64)]) -> Bool {
+        fileprivate func drain(into buffer: inout [(EncodedFrame, UInt64, UInt64)]) -> Bool {
             buffer.removeAll(keepingCapacity: true)
             return state.withLock { s in
                 swap(&s.pending, &buffer)
@@ -102,6 +106,8 @@ public final class AudioEgress: @unchecked Sendable {
         /// At the transcription rate when it is not 48 kHz.
         var lowDecoder: OpusDecoder?
         var anchor: (position: Int64, timestamp: UInt32)?
+        /// The anchor came from the sender's clock (not from an arrival).
+        var synced = false
         var next: Int64?
         var activity = SpeakerActivity()
         /// The track being decoded; a new one (after a leave, a mode change) starts a new anchor.
@@ -120,6 +126,9 @@ public final class AudioEgress: @unchecked Sendable {
     public static let mixDelay: Int64 = 400 * 48
     /// A frame whose timestamp puts it this far before its arrival is anchored again: 200 ms.
     public static let lateLimit: Int64 = 200 * 48
+    /// A stream placed by its sender's clock is anchored again when its timestamps stray from that
+    /// clock by more than this (its mapping changed: the webcam's first sender report, a new clock): 20 ms.
+    public static let syncTolerance: Int64 = 20 * 48
     /// The longest gap concealed by PLC (longer ones are silence): 100 ms.
     public static let concealLimit: Int64 = 100 * 48
     /// Wall-clock time of the timeline's origin (ISO 8601).
@@ -141,7 +150,7 @@ public final class AudioEgress: @unchecked Sendable {
     private let mixTap: (@Sendable (EncodedFrame, [Int16], Int64) -> Void)?
     private var block = [Int16](repeating: 0, count: AudioMixer.blockSamples)
     /// The frames of one slot being processed (its capacity reused tick after tick).
-    private var drained: [(EncodedFrame, UInt64)] = []
+    private var drained: [(EncodedFrame, UInt64, UInt64)] = []
     private var blocksWritten: Int64 = 0
     private var speakers: [String: Speaker] = [:]
     private var turns: [RecordingManifest.SpeakerTurn] = []
@@ -234,7 +243,7 @@ public final class AudioEgress: @unchecked Sendable {
         var ended: [Slot] = []
         for slot in current {
             let done = slot.drain(into: &drained)
-            for (frame, arrival) in drained { receive(frame, arrival: arrival, slot: slot) }
+            for (frame, arrival, synced) in drained { receive(frame, arrival: arrival, synced: synced, slot: slot) }
             if done { ended.append(slot) }
         }
         if !ended.isEmpty {
@@ -271,29 +280,43 @@ public final class AudioEgress: @unchecked Sendable {
         return s
     }
 
-    private func receive(_ frame: EncodedFrame, arrival: UInt64, slot: Slot) {
+    private func receive(_ frame: EncodedFrame, arrival: UInt64, synced: UInt64, slot: Slot) {
         guard let s = speaker(for: slot) else { return }
         if s.slot !== slot {
             // A new track (the first, or one after a leave or a mode change): its timestamps start anew.
             let joining = s.slot == nil
             s.slot = slot
             s.anchor = nil
+            s.synced = false
             s.next = nil
             if let name = slot.name { s.name = name }
             if joining { socket?.send(event: event("join", s, at: samples(at: arrival))) }
         }
         guard let count = OpusDecoder.sampleCount(of: frame.data) else { return }
         let arrived = samples(at: arrival)
+        // The sender's clock, when known and neither too late to be mixed nor implausibly early.
+        let clock = synced == 0 ? nil : samples(at: synced)
+        let target = clock.flatMap {
+            $0 >= arrived - Self.lateLimit && $0 <= arrived + AudioMixer.maxLeadSamples / 2 ? $0 : nil
+        }
         var position: Int64
         if let anchor = s.anchor {
             position = anchor.position + Int64(Int32(bitPattern: frame.timestamp &- anchor.timestamp))
-            if position < arrived - Self.lateLimit || position > arrived + AudioMixer.maxLeadSamples / 2 {
+            if let target {
+                if !s.synced || abs(position - target) > Self.syncTolerance {
+                    position = target
+                    s.anchor = (position, frame.timestamp)
+                    s.synced = true
+                }
+            } else if position < arrived - Self.lateLimit || position > arrived + AudioMixer.maxLeadSamples / 2 {
                 position = max(arrived, s.next ?? arrived)
                 s.anchor = (position, frame.timestamp)
+                s.synced = false
             }
         } else {
-            position = arrived
+            position = target ?? arrived
             s.anchor = (position, frame.timestamp)
+            s.synced = target != nil
         }
         if let next = s.next {
             // A repeat or a frame overtaken by its successor: already played.

@@ -377,6 +377,27 @@ public struct BenchmarkReport: Sendable {
                 body +=
                     "## Composite: 4 participants, ours ÷ an ffmpeg pipeline\n\nNot measured in this run: \(error)\n\n"
             }
+            let roomMetric =
+                "composite in a room: 4 simulcast publishers → 1280x720/30 H.264, CPU ours ÷ ffmpeg (top layers)"
+            do {
+                let r = try await CompositeRoomBenchmark.run(
+                    seconds: quick ? 3 : 20, directory: paths.workDirectory + "/composite-room", progress: progress)
+                let verdict = atMost(r.ratio, 0.5)
+                summary.append(
+                    SummaryRow(
+                        metric: roomMetric, target: "≤ 0.5×",
+                        measured: String(
+                            format: "%.2f× (%.3f vs %.3f CPU-s per output second; tiles got %@)", r.ratio,
+                            r.oursPerOutputSecond, r.ffmpegPerOutputSecond, r.layers.joined(separator: ",")),
+                        verdict: verdict))
+                body += CompositeRoomBenchmark.markdown(r, verdict: verdict)
+            } catch {
+                progress("bench:   composite room failed: \(error)")
+                summary.append(
+                    SummaryRow(
+                        metric: roomMetric, target: "≤ 0.5×", measured: "not measured", verdict: "failed: \(error)"))
+                body += "### The room case\n\nNot measured in this run: \(error)\n\n"
+            }
         }
 
         // MARK: Join latency
@@ -666,6 +687,8 @@ public struct BenchmarkReport: Sendable {
                 "\(pipe.edge.pipePacketsRead) datagrams read by the edge (a pipe has no congestion control: an edge "
             body += "that falls behind queues in its socket's 4 MB buffer, then drops).\n\n"
             body += "Method: \(pipe.method).\n\n"
+            body += try await ClusterBenchmark.edgesSection(
+                audience: quick ? 6 : 40, seconds: quick ? 2 : 8, summary: &summary, progress: progress)
         }
 
         // MARK: Assemble

@@ -1,5 +1,5 @@
-public import Media
-public import RTCWire
+import Media
+import RTCWire
 
 /// Opens the ``CompositeOutput`` a destination names: the one place that maps a `--composite` value
 /// to an output.

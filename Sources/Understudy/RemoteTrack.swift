@@ -66,6 +66,10 @@ public final class RemoteTrack: @unchecked Sendable {
     public private(set) var isEnded = false
     /// Frames delivered so far.
     public private(set) var framesReceived: UInt64 = 0
+    /// The sender's wall-clock time of the frame being delivered, mapped through the stream's latest
+    /// RTCP sender report (nil before the first one). Read it in ``RemoteTrackSink/receive(_:arrival:track:)``:
+    /// the streams of one sender share that clock, which lines them up (lip sync). Loop thread only.
+    public private(set) var senderTime: NTPTime?
     private let keyframeRequest: @Sendable () -> Void
 
     init(
@@ -119,8 +123,9 @@ public final class RemoteTrack: @unchecked Sendable {
     }
 
     /// Loop thread: hands one frame to every sink.
-    func deliver(_ frame: EncodedFrame, arrival: UInt64) {
+    func deliver(_ frame: EncodedFrame, arrival: UInt64, senderTime: NTPTime? = nil) {
         framesReceived &+= 1
+        self.senderTime = senderTime
         for sink in sinks { sink.receive(frame, arrival: arrival, track: self) }
     }
 

@@ -11,18 +11,14 @@ extension RoomMedia {
     // MARK: Subscribing
 
     func subscribeConnection() throws -> PeerConnection {
-        try lock.withLock {
-            if let subscribe { return subscribe }
-            let pc = try newConnection(loopName: "understudy-sub")
-            subscribe = pc
+        try connection(\.subscribe, loopName: "understudy-sub") { pc in
             let handler = room?.onFrame
             pc.loop.execute { [weak self] in
                 self?.loopFrameHandler = handler
                 pc.onFrame = { transceiver, _, frame, timing in
-                    self?.frameArrived(transceiver.mid, frame, timing.arrivalTime)
+                    self?.frameArrived(transceiver.mid, frame, timing)
                 }
             }
-            return pc
         }
     }
 
@@ -83,9 +79,9 @@ extension RoomMedia {
     }
 
     /// Loop thread: one assembled frame of the subscribe connection, to its track's sinks.
-    func frameArrived(_ mid: String?, _ frame: EncodedFrame, _ arrival: UInt64) {
+    func frameArrived(_ mid: String?, _ frame: EncodedFrame, _ timing: FrameTiming) {
         guard let mid, let track = tracksByMid[mid] else { return }
-        track.deliver(frame, arrival: arrival)
+        track.deliver(frame, arrival: timing.arrivalTime, senderTime: timing.ntpTime)
     }
 
     /// Asks the SFU for a keyframe of `participantId`'s webcam (PLI), so a capture can decode soon.

@@ -155,7 +155,7 @@ import Testing
         let path = temporaryPath("composite-placeholder.mkv")
         let compositor = try Compositor(options: options, outputs: [try CompositeOutputs.make(destination: path)])
         compositor.setStage([.init(id: "ann", name: "Ann"), .init(id: "cam-off", name: "Cam Off")])
-        try await waitUntil("frames", seconds: 30) { compositor.stats.frames >= 20 }
+        try await waitUntil("frames", seconds: 30) { compositor.stats.frames + compositor.stats.unchanged >= 20 }
         compositor.stop()
         let luma = try Self.lumaFrame(path, at: nil, width: 640, height: 360)
         #expect(Self.near(luma[100 * 640 + 480], 48), "placeholder \(luma[100 * 640 + 480])")
@@ -178,11 +178,54 @@ import Testing
         let path = temporaryPath("composite-survivor.mp4")
         let compositor = try Compositor(
             options: options, outputs: [Failing(), try CompositeOutputs.make(destination: path)])
-        try await waitUntil("frames", seconds: 30) { compositor.stats.frames >= 15 }
+        try await waitUntil("frames", seconds: 30) { compositor.stats.frames + compositor.stats.unchanged >= 15 }
         let results = compositor.stop()
         #expect(results.first { $0.destination == "failing" }?.error != nil)
         #expect(results.first { $0.destination == path }?.error == nil)
-        #expect((try probeFrameCounts(path)["h264"] ?? 0) >= 15)
+        // Every frame encoded reached the surviving file (an empty stage: one a second, and the stop's).
+        #expect((try probeFrameCounts(path)["h264"] ?? 0) == compositor.stats.frames)
+    }
+
+    /// A canvas that does not change (placeholder tiles only) is encoded once a second, not 30 times:
+    /// the file still lasts as long as the compositor ran, shows the placeholders, and has a key frame
+    /// every `keyframeSeconds` of its time although the encoder saw far fewer frames than that.
+    @Test func anUnchangedCanvasIsNotEncodedAgain() async throws {
+        var options = Compositor.Options()
+        options.width = 320
+        options.height = 180
+        options.preset = "ultrafast"
+        options.keyframeSeconds = 2
+        let path = temporaryPath("composite-unchanged.mp4")
+        let started = Date()
+        let compositor = try Compositor(options: options, outputs: [try CompositeOutputs.make(destination: path)])
+        compositor.setStage([.init(id: "cam-off", name: "Cam Off")])
+        try await waitUntil("frame times", seconds: 30) {
+            compositor.stats.frames + compositor.stats.unchanged >= 5 * 30
+        }
+        compositor.stop()
+        let ran = Date().timeIntervalSince(started)
+        let stats = compositor.stats
+        // About one frame a second (and the stop's), every other frame time skipped as unchanged.
+        #expect(stats.frames <= Int(ran) + 6 && stats.frames >= 5, "\(stats), ran \(ran) s")
+        #expect(stats.unchanged >= 5 * 30 - stats.frames - stats.skipped, "\(stats)")
+        #expect(try ffmpegDecodeErrors(path) == "")
+        let d = try Self.duration(path)
+        #expect(d >= 5 - 0.1 && d <= ran + 0.2, "\(d) s, ran \(ran) s")
+        // Key frames at least every 2 s of output time (+ the one-second step of the encoded frames).
+        let r = try runTool(
+            "/usr/bin/ffprobe",
+            [
+                "-v", "error", "-select_streams", "v", "-show_entries", "frame=key_frame,pts_time", "-of", "csv=p=0",
+                path,
+            ])
+        let keys = r.out.split(separator: "\n").compactMap { line -> Double? in
+            let f = line.split(separator: ",")
+            return f.count == 2 && f[0] == "1" ? Double(f[1]) : nil
+        }
+        #expect(keys.count >= 2, "key frames at \(keys)")
+        for (a, b) in zip(keys, keys.dropFirst()) { #expect(b - a <= 2.05, "key frames at \(keys)") }
+        let luma = try Self.lumaFrame(path, at: nil, width: 320, height: 180)
+        #expect(Self.near(luma[60 * 320 + 160], 48), "placeholder \(luma[60 * 320 + 160])")
     }
 
     @Test func refusesBadOptionsAndDestinations() throws {

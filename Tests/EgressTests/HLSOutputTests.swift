@@ -52,6 +52,7 @@ import Testing
         let output = try HLSOutput(destination: dir + "/w.m3u8", options: .init(targetSegmentSeconds: 1, window: 2))
         let feed = try CompositeFeed(keyframeSeconds: 1)
         try await feed.feed(seconds: 6.5, to: [output])
+        DiskWriter.shared.waitForQueued()  // the files are written on the disk writer's thread
         let live = try text(dir + "/w.m3u8")
         #expect(!live.contains("#EXT-X-ENDLIST"))
         #expect(!live.contains("PLAYLIST-TYPE"))
@@ -74,6 +75,7 @@ import Testing
             destination: dir + "/live.m3u8", options: .init(targetSegmentSeconds: 1, window: 3, segmentFormat: format))
         let feed = try CompositeFeed(keyframeSeconds: 1)
         try await feed.feed(seconds: 2.5, to: [output])
+        DiskWriter.shared.waitForQueued()
         let reader = Process()
         reader.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         reader.arguments = [
@@ -94,6 +96,48 @@ import Testing
         let copied = try await probe(dir + "/copy.mp4")
         #expect(copied.codecs == ["aac", "h264"])
         #expect(abs(copied.duration - 7.5) < 0.1, "duration \(copied.duration)")
+    }
+
+    /// A disk that takes half a second per file operation: the feed (the composite's thread) never
+    /// waits for it, so operations are still queued when the feed returns; every live playlist on
+    /// disk lists only segments already written whole (a kill -9 leaves a playable playlist); and
+    /// the finish waits for all of it, so the VOD playlist plays whole with the fed duration.
+    @Test func aSlowDiskDoesNotStallTheCompositeAndTheFinishWritesEverything() async throws {
+        let dir = scratchFolder("slow-disk")
+        let writer = DiskWriter(name: "slow-disk-test", delayPerWrite: 500_000_000)
+        let output = try HLSOutput(
+            destination: dir + "/slow.m3u8", options: .init(targetSegmentSeconds: 1), writer: writer)
+        let feed = try CompositeFeed(keyframeSeconds: 1)
+        try await feed.feed(seconds: 5, to: [output])
+        // About 20 operations of 0.5 s each were queued; the feed took far less than their 10 s.
+        let waiting = writer.queuedOperations
+        #expect(waiting >= 3, "\(waiting) operations waiting: the feed waited for the disk")
+        #expect(output.segments.count >= 3)
+        // Whatever playlist is on disk now names only segments whose bytes are all there.
+        var checked = 0
+        let deadline = Date().addingTimeInterval(30)
+        while writer.queuedOperations > 0 && Date() < deadline {
+            try await Task.sleep(nanoseconds: 400_000_000)
+            guard let live = try? text(dir + "/slow.m3u8") else { continue }
+            for name in live.split(separator: "\n") where name.hasSuffix(".m4s") {
+                // A segment plays after the init segment: each holds its whole second (30 frames).
+                let joined = dir + "/joined.mp4"
+                let bytes =
+                    try Data(contentsOf: URL(fileURLWithPath: dir + "/slow-init.mp4"))
+                    + Data(contentsOf: URL(fileURLWithPath: dir + "/" + name))
+                try bytes.write(to: URL(fileURLWithPath: joined))
+                let frames = try await frameCounts(joined)["h264"] ?? 0
+                #expect(frames == 30, "\(name) listed with \(frames) frames in it")
+                checked += 1
+            }
+        }
+        #expect(checked > 0, "no live playlist seen while the disk was behind")
+        try await onOwnThread { try output.finish() }
+        #expect(writer.queuedOperations == 0)
+        let probed = try await probe(dir + "/slow.m3u8")
+        #expect(probed.errors.isEmpty, "\(probed.errors)")
+        #expect(abs(probed.duration - 5) < 5 * 0.01, "duration \(probed.duration)")
+        #expect(try await frameCounts(dir + "/slow.m3u8")["h264"] == 5 * 30)
     }
 
     @Test func badDestinationsAreRefusedClearly() {

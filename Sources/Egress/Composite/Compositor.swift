@@ -1,5 +1,5 @@
 import Foundation
-public import Media
+import Media
 public import RTCWire
 import Synchronization
 
@@ -21,7 +21,10 @@ import Synchronization
 /// Each tile shows its participant's newest decoded picture, scaled into the tile with its aspect
 /// kept; a participant on stage without a picture yet (camera off, audio only, before its first key
 /// frame) has a grey tile with the name. Only tiles whose picture changed are drawn again; the
-/// canvas, tile buffers and decoders are reused frame after frame.
+/// canvas, tile buffers and decoders are reused frame after frame. A canvas that did not change
+/// since the last frame (every tile a placeholder, a still screen share between its frames) is not
+/// encoded again, for at most a second: the outputs' frames then last longer (their times stay
+/// on the timeline), and key frames still come every ``Options/keyframeSeconds`` of output time.
 // Safe: shared state is in Mutexes and an atomic; tiles, canvas and encoder are the compositor thread's.
 public final class Compositor: @unchecked Sendable {
     /// What to compose and how to encode it (`--size`, `--fps`, `--layout`, `--composite-codec`,
@@ -66,6 +69,8 @@ public final class Compositor: @unchecked Sendable {
         public var frames = 0
         /// Frame times skipped because the compositor was behind.
         public var skipped = 0
+        /// Frame times not encoded because the canvas had not changed (never more than a second in a row).
+        public var unchanged = 0
         /// Received frames dropped by a full hand-off (the compositor was behind).
         public var droppedInput = 0
         /// Received frames the decoder refused.
@@ -191,6 +196,11 @@ public final class Compositor: @unchecked Sendable {
     private var drained: [EncodedFrame] = []
     private var audioDrained: [(EncodedFrame, [Int16], Int64)] = []
     private var liveSlots: [VideoSlot] = []
+    /// Output times (µs) of the last frame encoded and of the last key frame.
+    private var lastEncoded: Int64?
+    private var lastKeyframe: Int64?
+    /// Output time between key frames, µs.
+    private let keyframeMicros: Int64
 
     /// Opens the encoder and starts composing onto `outputs`.
     /// - Parameters:
@@ -214,6 +224,7 @@ public final class Compositor: @unchecked Sendable {
         let paced = outputs.compactMap { ($0 as? any KeyframePacedOutput)?.keyframeIntervalSeconds }.min()
         let seconds = min(Double(options.keyframeSeconds), paced ?? .infinity)
         let keyInterval = max(1, Int((Double(options.fps) * seconds).rounded()))
+        keyframeMicros = Int64(keyInterval) * 1_000_000 / Int64(options.fps)
         switch options.codec {
         case .h264:
             encoder = try H264Encoder(
@@ -330,7 +341,7 @@ public final class Compositor: @unchecked Sendable {
         let now = Self.now()
         if now > origin {
             let last = (now - origin) / interval
-            if last >= index { tick(pts: Int64(last &* 1_000_000 / UInt64(options.fps))) }
+            if last >= index { tick(pts: Int64(last &* 1_000_000 / UInt64(options.fps)), last: true) }
         }
         flushAudio()
         for output in outputs {
@@ -351,7 +362,9 @@ public final class Compositor: @unchecked Sendable {
         while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
     }
 
-    private func tick(pts: Int64) {
+    /// Composes and encodes the frame at `pts`; `last`: the stop's frame, encoded even when unchanged
+    /// so that the video lasts until the stop.
+    private func tick(pts: Int64, last: Bool = false) {
         flushAudio()
         let (slots, stage, speaker, version) = shared.withLock { s -> ([VideoSlot], [StageMember], String?, Int) in
             (s.version != seenVersion ? s.slots : liveSlots, s.stage, s.speaker, s.version)
@@ -364,8 +377,8 @@ public final class Compositor: @unchecked Sendable {
         }
         relayout = receiveVideo() || relayout
         if relayout { updateLayout(stage: stage, speaker: speaker) }
-        draw(all: relayout)
-        encode(pts: pts)
+        let drew = draw(all: relayout)
+        encode(pts: pts, changed: drew || last)
     }
 
     private func flushAudio() {
@@ -501,7 +514,10 @@ public final class Compositor: @unchecked Sendable {
         }
     }
 
-    private func draw(all: Bool) {
+    /// Draws the tiles that changed (all of them after a relayout); returns whether any was drawn.
+    @discardableResult
+    private func draw(all: Bool) -> Bool {
+        var drewAny = all
         if all {
             canvas.fill(
                 CompositeLayout.Rect(x: 0, y: 0, width: options.width, height: options.height),
@@ -511,6 +527,7 @@ public final class Compositor: @unchecked Sendable {
             let source = sources[TileKey(id: tile.member.id, isScreen: tile.member.isScreen)]
             guard all || source?.changed == true else { continue }
             source?.changed = false
+            drewAny = true
             // Scaled straight from the decoder's buffer into the canvas.
             var drawn = false
             if let source, source.hasPicture, let decoder = source.decoder {
@@ -524,15 +541,30 @@ public final class Compositor: @unchecked Sendable {
         }
         // Pictures of sources not on stage are decoded (to keep their reference frames) but not drawn.
         for source in sources.values where source.changed { source.changed = false }
+        return drewAny
     }
 
-    private func encode(pts: Int64) {
+    /// Encodes the canvas as the frame at `pts`, unless it did not change since the last frame encoded
+    /// less than a second ago and no key frame is due (the outputs' previous frame then lasts longer).
+    private func encode(pts: Int64, changed: Bool) {
+        // Key frames by output time: frames not encoded do not advance the encoder's own count.
+        let halfFrame = 500_000 / Int64(options.fps)
+        let keyframeDue = lastKeyframe.map { pts - $0 >= keyframeMicros - halfFrame } ?? false
+        if !changed, !keyframeDue, let previous = lastEncoded, pts - previous < 1_000_000 {
+            statsBox.withLock { $0.unchanged += 1 }
+            return
+        }
+        if keyframeDue { encoder.forceKeyframe() }
         let frames: [EncodedFrame]
         do { frames = try encoder.encode(i420: canvas.image) } catch {
             log("composite encoder: \(error)")
             return
         }
-        for frame in frames { forEachOutput { try $0.writeVideo(frame, ptsMicros: pts) } }
+        lastEncoded = pts
+        for frame in frames {
+            if frame.isKeyframe { lastKeyframe = pts }
+            forEachOutput { try $0.writeVideo(frame, ptsMicros: pts) }
+        }
         statsBox.withLock { $0.frames += 1 }
     }
 

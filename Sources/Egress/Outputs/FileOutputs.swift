@@ -1,4 +1,4 @@
-public import Media
+import Media
 public import RTCWire
 
 /// A composite written to a fragmented MP4 file (``MP4Writer``): H.264 or VP8 video and the mixed

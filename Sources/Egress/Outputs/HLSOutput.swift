@@ -1,6 +1,7 @@
 import Foundation
-import Media
+public import Media
 public import RTCWire
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -24,7 +25,13 @@ public import RTCWire
 ///
 /// Video is H.264 (as the composite encodes it); audio is AAC-LC encoded here from the mixed PCM (what
 /// Safari plays), or the composite's Opus packets as they come (``Options/AudioCodec/opus``).
-/// Files are written on the caller's thread (the composite's, never the packet loop's).
+/// The composite's thread only builds the bytes: every file operation (a segment's open, appends and
+/// close, the init segment, each playlist's write and rename) is queued, in order, to a ``DiskWriter``
+/// thread, so a slow disk never stalls the composite. A playlist is queued after the segments it
+/// lists, so a killed process leaves a playlist whose every segment is whole on disk; ``finish()``
+/// waits until every queued file operation is done. The first write error is thrown by the next call
+/// (``Failure/writeFailed(path:errno:)``), and so is a disk so slow that more than
+/// ``backlogLimit`` bytes wait for it (``Failure/diskBehind(bytes:)``).
 ///
 /// Not thread-safe: the composite calls it from one thread.
 // Safe as used: confined to the composite's thread; Sendable only to move it there.
@@ -75,12 +82,16 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         case invalidDestination(String)
         /// A file could not be created or written (`errno` is the OS error).
         case writeFailed(path: String, errno: Int32)
+        /// The disk is so far behind that more than ``HLSOutput/backlogLimit`` bytes wait for it.
+        case diskBehind(bytes: Int)
 
         public var description: String {
             switch self {
             case .invalidDestination(let why): return "HLS output: \(why)"
             case .writeFailed(let path, let errno):
                 return "HLS output: cannot write \(path): \(String(cString: strerror(errno))) (errno \(errno))"
+            case .diskBehind(let bytes):
+                return "HLS output: the disk is too slow: \(bytes >> 20) MiB wait to be written"
             }
         }
     }
@@ -102,8 +113,13 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
     /// Whether ``finish()`` ran.
     public private(set) var finished = false
 
+    /// Bytes that may wait for the disk writer before the output fails (``Failure/diskBehind(bytes:)``):
+    /// 64 MiB, over three minutes of a 2.5 Mbit/s composite.
+    public static let backlogLimit = 64 << 20
+
     private let folder: String
     private let stem: String
+    private let files: SegmentFiles
     /// The fMP4 muxer (nil with TS segments).
     private var muxer: MP4Writer?
     /// The TS muxer (nil with fMP4 segments).
@@ -112,8 +128,8 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
     private var lastVideoMicros: Int64?
     private var videoGapMicros: Int64 = 0
     private let aac: AACEncoder?
-    /// The open segment: its file, name, start (µs), and the last fragment's duration.
-    private var segmentFD: Int32 = -1
+    /// The open segment: whether one is, its name, start (µs), and the last fragment's duration.
+    private var segmentOpen = false
     private var segmentName = ""
     private var segmentStart: Int64 = 0
     private var segmentEnd: Int64 = 0
@@ -123,7 +139,8 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
     /// Prepares an output for `destination` (a path ending in `.m3u8`; its folder must exist). Nothing is
     /// written before the first video keyframe. Throws ``Failure/invalidDestination(_:)`` for another path
     /// or options out of range, `MediaError` when the AAC encoder does not open.
-    public init(destination: String, options: Options = Options()) throws {
+    /// - Parameter writer: the thread that writes the files (default: the process-wide one).
+    public init(destination: String, options: Options = Options(), writer: DiskWriter = .shared) throws {
         guard destination.lowercased().hasSuffix(".m3u8"), destination.count > 5 else {
             throw Failure.invalidDestination("'\(destination)' is not a .m3u8 path")
         }
@@ -140,6 +157,7 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         }
         self.destination = destination
         self.options = options
+        files = SegmentFiles(folder: folder, writer: writer)
         if options.segmentFormat == .ts && options.audioCodec != .aac {
             throw Failure.invalidDestination("TS segments carry AAC audio, not Opus")
         }
@@ -158,11 +176,13 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
     }
 
     deinit {
-        if segmentFD >= 0 { close(segmentFD) }
+        // Abandoned without finish(): close the open segment after what is queued, as a kill would leave it.
+        files.closeSegment()
     }
 
     public func writeVideo(_ frame: EncodedFrame, ptsMicros: Int64) throws {
         guard !finished else { throw MediaError.closed }
+        try files.check()
         guard frame.codec == .h264 else {
             throw Failure.invalidDestination("HLS carries H.264 video, got \(frame.codec.rawValue)")
         }
@@ -172,6 +192,7 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
 
     public func writeAudio(_ opus: EncodedFrame, pcm: UnsafeBufferPointer<Int16>, ptsMicros: Int64) throws {
         guard !finished else { throw MediaError.closed }
+        try files.check()
         guard let aac else {
             try muxer?.write(opus, pts: ptsMicros * 1_000)
             return
@@ -185,7 +206,7 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
     /// One AAC frame to the open TS segment (none open yet: before the first keyframe, dropped) or the fMP4 muxer.
     private func writeAAC(_ bytes: UnsafeRawBufferPointer, ptsMicros: Int64) throws {
         if ts != nil {
-            guard segmentFD >= 0 else { return }
+            guard segmentOpen else { return }
             ts?.writeAudio(bytes, ptsMicros: ptsMicros)
             try drainTS()
         } else {
@@ -199,29 +220,28 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         if let last = lastVideoMicros, ptsMicros > last { videoGapMicros = ptsMicros - last }
         lastVideoMicros = ptsMicros
         if frame.isKeyframe {
-            if segmentFD >= 0, ptsMicros - segmentStart + videoGapMicros / 2 >= targetMicros {
+            if segmentOpen, ptsMicros - segmentStart + videoGapMicros / 2 >= targetMicros {
                 segmentEnd = ptsMicros
                 try endSegment()
                 try writePlaylist(final: false)
             }
-            if segmentFD < 0 {
-                try openSegment(at: ptsMicros)
+            if !segmentOpen {
+                openSegment(at: ptsMicros)
                 ts?.writeTables()
             }
         }
-        guard segmentFD >= 0 else { return }
+        guard segmentOpen else { return }
         ts?.writeVideo(frame.data, ptsMicros: ptsMicros, keyframe: frame.isKeyframe)
         segmentEnd = ptsMicros + videoGapMicros
         try drainTS()
     }
 
     private func drainTS() throws {
-        let fd = segmentFD
-        let name = segmentName
-        try ts?.drain { try writeAll(fd, $0, path: name) }
+        ts?.drain { files.append($0) }
     }
 
-    /// Writes what is held as the last segment and the VOD playlist. Safe to call twice.
+    /// Writes what is held as the last segment and the VOD playlist, and waits until the disk writer
+    /// has written every file. Safe to call twice.
     public func finish() throws {
         guard !finished else { return }
         finished = true
@@ -233,6 +253,9 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         try muxer?.close()
         try endSegment()
         try writePlaylist(final: true)
+        files.closeSegment()
+        files.wait()
+        try files.check()
     }
 
     // MARK: - Segments
@@ -241,15 +264,15 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
     /// ends first when it is long enough: fragments end at keyframes).
     private func take(_ piece: MP4Writer.Piece) throws {
         if piece.isHeader {
-            try writeFile(name: stem + "-init.mp4", piece.bytes)
+            files.replace(name: stem + "-init.mp4", piece.bytes, renaming: nil)
             return
         }
-        if segmentFD >= 0, segmentEnd - segmentStart + lastFragmentMicros / 2 >= targetMicros {
+        if segmentOpen, segmentEnd - segmentStart + lastFragmentMicros / 2 >= targetMicros {
             try endSegment()
             try writePlaylist(final: false)
         }
-        if segmentFD < 0 { try openSegment(at: piece.startMicros) }
-        try piece.bytes.withUnsafeBytes { try writeAll(segmentFD, $0, path: segmentName) }
+        if !segmentOpen { openSegment(at: piece.startMicros) }
+        piece.bytes.withUnsafeBytes { files.append($0) }
         segmentEnd = piece.endMicros
         lastFragmentMicros = piece.endMicros - piece.startMicros
     }
@@ -257,17 +280,17 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
     private var targetMicros: Int64 { Int64(options.targetSegmentSeconds * 1_000_000) }
 
     /// Opens the next segment file (`name-00000.m4s` or `.ts`), starting at `micros`.
-    private func openSegment(at micros: Int64) throws {
+    private func openSegment(at micros: Int64) {
         segmentName = String(format: "%@-%05d.%@", stem, segments.count, ts == nil ? "m4s" : "ts")
-        segmentFD = open(folder + "/" + segmentName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard segmentFD >= 0 else { throw Failure.writeFailed(path: folder + "/" + segmentName, errno: errno) }
+        files.openSegment(segmentName)
+        segmentOpen = true
         segmentStart = micros
     }
 
     private func endSegment() throws {
-        guard segmentFD >= 0 else { return }
-        close(segmentFD)
-        segmentFD = -1
+        guard segmentOpen else { return }
+        files.closeSegment()
+        segmentOpen = false
         segments.append(Segment(name: segmentName, duration: Double(max(0, segmentEnd - segmentStart)) / 1_000_000))
     }
 
@@ -285,28 +308,105 @@ public final class HLSOutput: KeyframePacedOutput, @unchecked Sendable {
         for segment in listed { text += String(format: "#EXTINF:%.6f,\n", segment.duration) + segment.name + "\n" }
         if final { text += "#EXT-X-ENDLIST\n" }
         let name = (destination as NSString).lastPathComponent
-        let temporary = "." + name + ".tmp"
-        try writeFile(name: temporary, Array(text.utf8))
-        guard rename(folder + "/" + temporary, destination) == 0 else {
-            throw Failure.writeFailed(path: destination, errno: errno)
+        files.replace(name: "." + name + ".tmp", Array(text.utf8), renaming: name)
+    }
+}
+
+/// An HLS output's file operations, run in order on a ``DiskWriter`` thread. The composite's thread
+/// queues them and never waits, except in ``wait()`` (at the finish); the descriptor of the open
+/// segment is the writer thread's. After the first error nothing more is written, and ``check()``
+/// throws it on the composite's thread.
+// Safe: `fd` and `segmentPath` are touched by the writer thread only; the rest is a Mutex and an atomic.
+private final class SegmentFiles: @unchecked Sendable {
+    private let folder: String
+    private let writer: DiskWriter
+    /// Bytes queued and not yet written.
+    private let queued = Atomic<Int>(0)
+    private let failure = Mutex<HLSOutput.Failure?>(nil)
+    // Writer thread only.
+    private var fd: Int32 = -1
+    private var segmentPath = ""
+
+    init(folder: String, writer: DiskWriter) {
+        self.folder = folder
+        self.writer = writer
+    }
+
+    /// Composite's thread: the first write error, or a disk too far behind.
+    func check() throws {
+        if let e = failure.withLock({ $0 }) { throw e }
+        let waiting = queued.load(ordering: .relaxed)
+        if waiting > HLSOutput.backlogLimit { throw HLSOutput.Failure.diskBehind(bytes: waiting) }
+    }
+
+    /// Queues the creation of segment `name` (the open one, if any, is closed first).
+    func openSegment(_ name: String) {
+        let path = folder + "/" + name
+        writer.submit { [self] in
+            closeFD()
+            guard !hasFailed else { return }
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            segmentPath = path
+            if fd < 0 { fail(path, errno) }
         }
     }
 
-    private func writeFile(name: String, _ bytes: [UInt8]) throws {
-        let path = folder + "/" + name
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw Failure.writeFailed(path: path, errno: errno) }
-        defer { close(fd) }
-        try bytes.withUnsafeBytes { try writeAll(fd, $0, path: path) }
+    /// Queues `bytes` (copied) for the open segment.
+    func append(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0 else { return }
+        let copy = [UInt8](bytes)
+        queued.add(copy.count, ordering: .relaxed)
+        writer.submit { [self] in
+            defer { queued.subtract(copy.count, ordering: .relaxed) }
+            guard fd >= 0, !hasFailed else { return }
+            copy.withUnsafeBytes { writeAll(fd, $0, path: segmentPath) }
+        }
     }
 
-    private func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer, path: String) throws {
+    /// Queues the close of the open segment.
+    func closeSegment() { writer.submit { [self] in closeFD() } }
+
+    /// Queues writing file `name` whole, then (with `renaming`) its rename to that name in the same
+    /// folder, which replaces the old file atomically: a reader sees the old one or the new one.
+    func replace(name: String, _ bytes: [UInt8], renaming: String?) {
+        let path = folder + "/" + name
+        let target = renaming.map { folder + "/" + $0 }
+        queued.add(bytes.count, ordering: .relaxed)
+        writer.submit { [self] in
+            defer { queued.subtract(bytes.count, ordering: .relaxed) }
+            guard !hasFailed else { return }
+            let file = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard file >= 0 else { return fail(path, errno) }
+            bytes.withUnsafeBytes { writeAll(file, $0, path: path) }
+            close(file)
+            if let target, !hasFailed, rename(path, target) != 0 { fail(target, errno) }
+        }
+    }
+
+    /// Composite's thread: waits until every queued operation is done.
+    func wait() { writer.waitForQueued() }
+
+    // MARK: Writer thread
+
+    private var hasFailed: Bool { failure.withLock { $0 != nil } }
+
+    private func fail(_ path: String, _ code: Int32) {
+        failure.withLock { if $0 == nil { $0 = .writeFailed(path: path, errno: code) } }
+    }
+
+    private func closeFD() {
+        guard fd >= 0 else { return }
+        close(fd)
+        fd = -1
+    }
+
+    private func writeAll(_ file: Int32, _ raw: UnsafeRawBufferPointer, path: String) {
         var done = 0
         while done < raw.count {
-            let n = write(fd, raw.baseAddress! + done, raw.count - done)
+            let n = write(file, raw.baseAddress! + done, raw.count - done)
             if n < 0 {
                 if errno == EINTR { continue }
-                throw Failure.writeFailed(path: path, errno: errno)
+                return fail(path, errno)
             }
             done += n
         }

@@ -34,6 +34,8 @@ public final class DiskWriter: @unchecked Sendable {
         case close(FileTarget, DispatchSemaphore?)
         /// Signals once everything queued before it is done.
         case barrier(DispatchSemaphore)
+        /// Any other file work, run in its turn (``submit(_:)``).
+        case job(@Sendable () -> Void)
     }
 
     private let threaded: Bool
@@ -78,6 +80,19 @@ public final class DiskWriter: @unchecked Sendable {
         }
     }
 
+    /// Runs `job` on the writer thread once everything queued before it is done: for writers whose
+    /// files are not one append-only stream (HLS segments, playlists replaced by a rename). The job
+    /// counts as a write for the slow-disk delay. Jobs must not wait for this writer.
+    public func submit(_ job: @escaping @Sendable () -> Void) { enqueue(.job(job)) }
+
+    /// Waits until everything queued so far is done (at once for ``inline``).
+    public func waitForQueued() {
+        guard threaded else { return }
+        let done = DispatchSemaphore(value: 0)
+        enqueue(.barrier(done))
+        done.wait()
+    }
+
     /// An empty buffer with capacity, taken from the ones the thread has finished with.
     func recycledBuffer() -> [UInt8] {
         condition.withLock { freeBuffers.popLast() }
@@ -105,7 +120,12 @@ public final class DiskWriter: @unchecked Sendable {
     }
 
     private func perform(_ operation: Operation) {
-        if delayPerWrite > 0, case .append = operation { usleep(UInt32(min(delayPerWrite / 1000, UInt64(UInt32.max)))) }
+        if delayPerWrite > 0 {
+            switch operation {
+            case .append, .job: usleep(UInt32(min(delayPerWrite / 1000, UInt64(UInt32.max))))
+            default: break
+            }
+        }
         switch operation {
         case .append(let target, var bytes, let frames):
             target.append(bytes, frames: frames, sizeLimit: fileSizeLimit)
@@ -119,6 +139,8 @@ public final class DiskWriter: @unchecked Sendable {
             done?.signal()
         case .barrier(let done):
             done.signal()
+        case .job(let job):
+            job()
         }
     }
 }

@@ -1,0 +1,324 @@
+import Egress
+import Foundation
+import Media
+import RTC
+import RTCWire
+import SFU
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The composite cost in a room (issue 37, "Cheap"): four publishers send simulcast as Chromium does
+/// (1280x720, 640x360 and 320x180), through a real ``SFU`` over loopback DTLS-SRTP, to one subscriber
+/// connection that feeds a ``Compositor``. The compositor's tile sizes go to the SFU as viewports
+/// (`setViewportOnLoop`, what `setViewPort` does for the agent), so each tile receives the layer the
+/// SFU's own layer choice picks for it. The anchor, an ffmpeg pipeline fed by a relay or WHEP, gets
+/// the top layer: it decodes four 1280x720 streams, scales each into its tile and `xstack`s them, with
+/// the same libx264 settings.
+enum CompositeRoomBenchmark {
+    struct Result {
+        /// Seconds measured (after the warm-up).
+        var seconds: Double
+        /// Our CPU over the measured window: the whole process less the SFU's and the publishers' loop threads.
+        var oursCPUSeconds: Double
+        var oursFrames: Int
+        var oursSkipped: Int
+        /// The simulcast layer (RID) the SFU forwarded to each tile during the window.
+        var layers: [String]
+        /// The tile size the compositor asked for.
+        var tile: String
+        var ffmpegCPUSeconds: Double
+        var ffmpegFrames: Int
+        var ffmpegWallSeconds: Double
+        /// Decoding the four tiles' layer files alone (ffmpeg, one thread, to null), CPU seconds per
+        /// second of video: libvpx (ours and the anchor's decoder) and libavcodec's own VP8 decoder.
+        var decodeLibvpx: Double
+        var decodeNative: Double
+        /// Ours split by thread over the window, CPU seconds: the subscriber's loop (receive), the
+        /// compositor's thread (decode, scale, encode), the disk writer, and the rest of ours.
+        var split: [(String, Double)] = []
+
+        var oursPerOutputSecond: Double { oursCPUSeconds / (Double(max(1, oursFrames)) / 30) }
+        var ffmpegPerOutputSecond: Double { ffmpegCPUSeconds / (Double(max(1, ffmpegFrames)) / 30) }
+        var ratio: Double { oursPerOutputSecond / max(1e-9, ffmpegPerOutputSecond) }
+    }
+
+    /// The layers as Chromium sends a 720p camera (lowest first, as the sender's RIDs): size and bitrate.
+    static let layers: [(rid: String, width: Int, height: Int, bitrate: String)] = [
+        ("q", 320, 180, "200k"), ("h", 640, 360, "700k"), ("f", 1280, 720, "2500k"),
+    ]
+    static let subscriber = "bench-composite"
+
+    static func run(seconds: Double, directory: String, progress: @Sendable (String) -> Void) async throws -> Result {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        progress("bench:   composite room: making 4 publishers × 3 simulcast layers (ffmpeg libvpx)")
+        let files = try (0..<4).map { try makeLayers(publisher: $0, seconds: seconds + 1, directory: directory) }
+        let frames = try files.map { layers in try layers.map { try IVFReader(path: $0).frames.map(\.data) } }
+
+        let sfu = SFU(configuration: SFUConfiguration(loopName: "bench-room-sfu"))
+        let publisherLoop = EventLoop(name: "bench-room-pub")
+        let subscriberLoop = EventLoop(name: "bench-room-sub")
+        defer {
+            publisherLoop.shutdown()
+            subscriberLoop.shutdown()
+        }
+        // Four simulcast publishers.
+        var publishers: [PeerConnection] = []
+        var producerIDs: [String] = []
+        var sources: [LayerFileSource] = []
+        for i in 0..<4 {
+            let pc = try PeerConnection(loop: publisherLoop)
+            let (offer, video) = try await publisherLoop.submit {
+                let t = pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: layers.map(\.rid))
+                let o = try pc.createOffer()
+                try pc.setLocalDescription(o)
+                return (o, UncheckedSendable(t))
+            }
+            let published = try await sfu.publish(participantID: "p\(i)", offer: offer)
+            try await publisherLoop.submit { try pc.setRemoteDescription(published.answer, type: .answer) }
+            try await pc.waitUntilConnected(timeout: 10)
+            guard let producer = published.producers.first else { throw SFUError.negotiation("no producer") }
+            publishers.append(pc)
+            producerIDs.append(producer.id)
+            sources.append(LayerFileSource(connection: pc, transceiver: video.value, layers: frames[i]))
+        }
+        for source in sources { await publisherLoop.submit { publisherLoop.addTicker(source) } }
+
+        // The composite's subscriber: one connection, a consumer per publisher, each frame to its tile.
+        var options = Compositor.Options()
+        options.preset = CompositeBenchmark.preset
+        options.bitrate = CompositeBenchmark.bitrate
+        options.labels = true
+        let output = try CompositeOutputs.make(destination: directory + "/room.mp4")
+        let ids = producerIDs
+        let compositor = try Compositor(options: options, outputs: [output]) { _ in
+        } tileSize: { participant, width, height in
+            // The compositor thread must not wait: the viewport goes to the SFU's loop on its own.
+            guard let index = Int(participant.dropFirst()), ids.indices.contains(index) else { return }
+            Task {
+                try? await sfu.onLoop {
+                    try $0.setViewportOnLoop(
+                        subscriber: subscriber, producerID: ids[index], width: width, height: height)
+                }
+            }
+        }
+        let pc = try PeerConnection(loop: subscriberLoop)
+        var slots: [String: Compositor.VideoSlot] = [:]
+        for (i, producerID) in producerIDs.enumerated() {
+            _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: subscriber, producerID: producerID) }
+            let offer = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: subscriber) }
+            let (answer, mid) = try await subscriberLoop.submit {
+                try pc.setRemoteDescription(offer, type: .offer)
+                let a = try pc.createAnswer()
+                try pc.setLocalDescription(a)
+                return (a, pc.transceivers.last?.mid)
+            }
+            _ = try await sfu.onLoop { try $0.subscriberAnswerOnLoop(participantID: subscriber, answer: answer) }
+            guard let mid else { throw SFUError.negotiation("no mid for consumer \(i)") }
+            slots[mid] = compositor.videoSlot(participantId: "p\(i)")
+        }
+        let byMid = slots
+        await subscriberLoop.submit { pc.onFrame = { t, _, frame, _ in t.mid.flatMap { byMid[$0] }?.write(frame) } }
+        try await pc.waitUntilConnected(timeout: 10)
+        compositor.setStage((0..<4).map { Compositor.StageMember(id: "p\($0)", name: "Participant \($0)") })
+
+        // Warm up until every tile gets the layer the SFU chose for its viewport (a switch waits for a key frame).
+        progress("bench:   composite room: waiting for each tile's layer")
+        var chosen: [String] = []
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            try await Task.sleep(nanoseconds: 500_000_000)
+            chosen = await currentLayers(sfu, producerIDs)
+            if await settled(sfu, producerIDs) { break }
+        }
+        progress("bench:   composite room: layers \(chosen)")
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+
+        progress("bench:   composite room: ours, \(Int(seconds)) s")
+        let others = ["bench-room-sfu", "bench-room-pub"]
+        let threads0 = ThreadCPUSample.read(pid: getpid())
+        let cpu0 = processCPUNanoseconds()
+        let stats0 = compositor.stats
+        try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+        let cpu1 = processCPUNanoseconds()
+        let threads1 = ThreadCPUSample.read(pid: getpid())
+        let stats1 = compositor.stats
+        let layersAfter = await currentLayers(sfu, producerIDs)
+        var byName: [String: Double] = [:]
+        for (tid, end) in threads1 {
+            let start = threads0[tid] ?? ThreadCPUSample(name: end.name, user: 0, system: 0)
+            byName[end.name, default: 0] += (end.user + end.system) - (start.user + start.system)
+        }
+        let excluded = others.reduce(0.0) { $0 + (byName[$1] ?? 0) }
+        let oursCPU = Double(cpu1 - cpu0) / 1e9 - excluded
+        // Thread names are cut at 15 bytes (`understudy-composite` is `understudy-comp`).
+        let named = [
+            ("receive (subscriber loop)", "bench-room-sub"), ("compositor thread", "understudy-comp"),
+            ("disk writer", "understudy-disk"),
+        ]
+        var split = named.map { ($0.0, byName[$0.1] ?? 0) }
+        split.append(("other threads of ours", max(0, oursCPU - split.reduce(0) { $0 + $1.1 })))
+
+        for source in sources { await publisherLoop.submit { publisherLoop.removeTicker(source) } }
+        let results = await withCheckedContinuation { (c: CheckedContinuation<[Compositor.OutputResult], Never>) in
+            DispatchQueue.global().async { c.resume(returning: compositor.stop()) }
+        }
+        await subscriberLoop.submit { pc.close() }
+        for p in publishers { await publisherLoop.submit { p.close() } }
+        await sfu.shutdown()
+        if let error = results.compactMap({ $0.error }).first {
+            throw CompositeBenchmark.Failure(description: "\(error)")
+        }
+
+        // The anchor: the top layers, scaled into the tiles and stacked, as fast as it goes.
+        progress("bench:   composite room: ffmpeg on the 1280x720 layers (scale + xstack + libx264)")
+        let frameCount = Int(seconds * 30)
+        var args = ["-nostdin", "-v", "error", "-y"]
+        for layers in files { args += ["-threads", "1", "-c:v", "libvpx", "-i", layers[2]] }
+        let tile = "640:360:flags=bilinear"
+        args += [
+            "-filter_complex",
+            "[0:v]scale=\(tile)[a];[1:v]scale=\(tile)[b];[2:v]scale=\(tile)[c];[3:v]scale=\(tile)[d];"
+                + "[a][b][c][d]xstack=inputs=4:layout=0_0|w0_0|0_h0|w0_h0[v]",
+            "-filter_threads", "1", "-map", "[v]", "-frames:v", "\(frameCount)",
+        ]
+        args += CompositeBenchmark.x264Arguments + [directory + "/room-ffmpeg.mp4"]
+        let (ffmpegCPU, ffmpegWall) = try CompositeBenchmark.timeFFmpeg(args)
+        // Would another VP8 decoder make ours cheaper? The tiles' layer files decoded alone by each.
+        let chosenLayer = layers.firstIndex { $0.rid == layersAfter.first } ?? 1
+        func decodeCost(_ decoder: String) throws -> Double {
+            var args = ["-nostdin", "-v", "error"]
+            for layers in files { args += ["-threads", "1", "-c:v", decoder, "-i", layers[chosenLayer]] }
+            for i in 0..<files.count { args += ["-map", "\(i):v", "-frames:v", "\(frameCount)", "-f", "null", "-"] }
+            return try CompositeBenchmark.timeFFmpeg(args).cpu / seconds
+        }
+        let decodeLibvpx = try decodeCost("libvpx")
+        let decodeNative = try decodeCost("vp8")
+        return Result(
+            seconds: seconds, oursCPUSeconds: oursCPU,
+            oursFrames: stats1.frames + stats1.unchanged - stats0.frames - stats0.unchanged,
+            oursSkipped: stats1.skipped - stats0.skipped, layers: layersAfter, tile: "640x360",
+            ffmpegCPUSeconds: ffmpegCPU, ffmpegFrames: frameCount, ffmpegWallSeconds: ffmpegWall,
+            decodeLibvpx: decodeLibvpx, decodeNative: decodeNative, split: split)
+    }
+
+    /// The report's subsection (after ``CompositeBenchmark/markdown(_:verdict:)``).
+    static func markdown(_ r: Result, verdict: String) -> String {
+        var body = "### The room case: simulcast publishers, each tile takes the layer that fits it\n\n"
+        body += "| pipeline | CPU per second of output | frames | note |\n|---|---|---|---|\n"
+        body += String(
+            format:
+                "| ours: SFU → one subscriber connection → `Compositor`, tiles %@ get layers %@ | %.3f CPU-s/s | %d (%d skipped) | real time, %.0f s; DTLS-SRTP receive included |\n",
+            r.tile, r.layers.joined(separator: ", "), r.oursPerOutputSecond, r.oursFrames, r.oursSkipped, r.seconds)
+        body += String(
+            format:
+                "| ffmpeg: libvpx decode of the four 1280x720 layers, scale to %@, `xstack`, libx264 %@ (anchor) | %.3f CPU-s/s | %d | as fast as it goes: %.1f s wall |\n",
+            r.tile, CompositeBenchmark.preset, r.ffmpegPerOutputSecond, r.ffmpegFrames, r.ffmpegWallSeconds)
+        body += String(
+            format: "| **ours ÷ ffmpeg, room case** (target ≤ 0.5×) | **%.2f×** — %@ | | |\n\n", r.ratio, verdict)
+        body += String(
+            format:
+                "Decoding the four tiles' layer alone (ffmpeg, one thread each, to null): libvpx %.3f, libavcodec's `vp8` %.3f CPU-s/s (%.0f %% less).\n\n",
+            r.decodeLibvpx, r.decodeNative, 100 * (1 - r.decodeNative / max(1e-9, r.decodeLibvpx)))
+        let outputSeconds = Double(max(1, r.oursFrames)) / 30
+        body +=
+            "Ours by thread (CPU-s per second of output): "
+            + r.split.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ") + ".\n\n"
+        body += """
+            Method: four publishers, each a `PeerConnection` sending three simulcast encodings (RIDs q, h,
+            f: 320x180 at 200 kbit/s, 640x360 at 700 kbit/s, 1280x720 at 2.5 Mbit/s, as Chromium sends a
+            720p camera; VP8 made once by ffmpeg/libvpx realtime from `testsrc2` in four hues, 60-frame
+            GOP, looped) through a real `SFU` over loopback DTLS-SRTP to one subscriber connection, whose
+            frames go to a `Compositor` (1280x720, 30 fps, grid, names drawn, libx264 `\(CompositeBenchmark.preset)`
+            `zerolatency` 2.5 Mbit/s, fragmented MP4). Each tile's size goes to the SFU as the consumer's
+            viewport (`setViewportOnLoop`, what the agent's `setViewPort` does), so the layer each tile
+            receives is the SFU's own choice (reported from its stats). After every consumer forwards the
+            layer it aims at, ours is this process's CPU time over \(Int(r.seconds)) s less the SFU's and the
+            publishers' loop threads (`/proc/self/task`), per second of video encoded in that window: the
+            subscriber's receive path (SRTP, jitter buffer, frame assembly), decode, scale, encode and
+            write. The anchor is what an ffmpeg pipeline fed by a relay or WHEP must do: it gets the top
+            layer, so it decodes the four 1280x720 files (libvpx, one thread each), scales each to the
+            tile (bilinear, the cheapest `scale` that matches libyuv's filter) and `xstack`s them (one
+            filter thread), with the same libx264 settings, timed by its utime + stime.
+
+
+            """
+        return body
+    }
+
+    /// The RID forwarded to each consumer ("-": none yet).
+    private static func currentLayers(_ sfu: SFU, _ producers: [String]) async -> [String] {
+        let stats = await sfu.stats()
+        return producers.map { id in
+            stats.consumers.first { $0.producerID == id && $0.subscriberID == subscriber }?.currentRID ?? "-"
+        }
+    }
+
+    /// Whether every consumer forwards the layer it aims at.
+    private static func settled(_ sfu: SFU, _ producers: [String]) async -> Bool {
+        let stats = await sfu.stats()
+        return producers.allSatisfy { id in
+            guard let c = stats.consumers.first(where: { $0.producerID == id && $0.subscriberID == subscriber })
+            else { return false }
+            return c.currentRID != nil && c.currentRID == c.targetRID
+        }
+    }
+
+    /// One publisher's three layers (320x180, 640x360, 1280x720 VP8, libvpx realtime, 2 s GOP), made once.
+    private static func makeLayers(publisher: Int, seconds: Double, directory: String) throws -> [String] {
+        let paths = layers.map { "\(directory)/p\(publisher)-\($0.rid).ivf" }
+        var args = [
+            "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
+            "testsrc2=s=1280x720:r=30:d=\(Int(seconds.rounded(.up)))", "-filter_complex",
+            "[0:v]hue=h=\(publisher * 90),split=3[f][a][b];[a]scale=640:360[h];[b]scale=320:180[q]",
+        ]
+        for (layer, path) in zip(layers, paths) {
+            args += [
+                "-map", "[\(layer.rid)]", "-c:v", "libvpx", "-b:v", layer.bitrate, "-deadline", "realtime",
+                "-cpu-used", "8", "-g", "60", path,
+            ]
+        }
+        try CompositeBenchmark.runTool(args)
+        return paths
+    }
+}
+
+/// Sends three pre-encoded layers at 30 fps on the publisher's loop thread, looping the files.
+// Safe: confined to the publisher's loop thread (a ticker there); Sendable only to be handed to it.
+final class LayerFileSource: EventLoopTicker, @unchecked Sendable {
+    let connection: PeerConnection
+    let transceiver: RTPTransceiver
+    let layers: [[[UInt8]]]
+    var start: UInt64?
+    var sent = 0
+
+    init(connection: PeerConnection, transceiver: RTPTransceiver, layers: [[[UInt8]]]) {
+        self.connection = connection
+        self.transceiver = transceiver
+        self.layers = layers
+    }
+
+    func tick(now: UInt64) {
+        if start == nil { start = now }
+        let due = Int((now - (start ?? now)) / 33_333_333)
+        while sent <= due {
+            for (layer, frames) in layers.enumerated() where !frames.isEmpty {
+                let data = frames[sent % frames.count]
+                let frame = EncodedFrame(
+                    codec: .vp8, data: data, timestamp: UInt32(truncatingIfNeeded: sent &* 3000),
+                    isKeyframe: data.first.map { $0 & 1 == 0 } ?? false, duration: 3000)
+                connection.send(frame, on: transceiver, layer: layer)
+            }
+            sent += 1
+        }
+    }
+
+    func loopStopped() {}
+}
+
+/// Moves a value that is used on one loop thread only across the hop to it.
+struct UncheckedSendable<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
