@@ -313,10 +313,7 @@ public final class MP4Writer: @unchecked Sendable {
         track.lastFrameDuration = duration
         let before = track.data.count
         if h264 {
-            H264AnnexB.forEachUnitRange(bytes) { unit in
-                track.data.appendBE32(UInt32(unit.count))
-                track.data.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[unit]))
-            }
+            H264LengthPrefix.append(bytes, to: &track.data)
         } else {
             track.data.append(contentsOf: bytes)
         }

@@ -311,30 +311,27 @@ public final class WebMWriter: @unchecked Sendable {
             clusterCueTime = (isVideoKey || videoTrackNumber == 0) ? ms : nil
         }
         let rel = Int16(clamping: ms - clusterTimecode)
-        // H.264 access units go in as length-prefixed NAL units (the avcC's 4-byte lengths): the
-        // Annex B start codes are replaced while copying, without an intermediate buffer.
+        // H.264 access units go in as length-prefixed NAL units (the avcC's 4-byte lengths). One
+        // with 4-byte start codes only (the RTP assembler's) keeps its size: copied in one block,
+        // its start codes rewritten in place; any other goes unit by unit.
         let h264 = p.frame.codec == .h264
-        var payloadLength = p.frame.data.count
-        if h264 {
-            payloadLength = 0
-            p.frame.data.withUnsafeBytes { H264AnnexB.forEachUnitRange($0) { payloadLength += 4 + $0.count } }
+        let blockStart = cluster.count
+        func blockHeader(_ payloadLength: Int) {
+            cluster.append(0xA3)
+            cluster.ebmlSize(4 + payloadLength)
+            cluster.append(0x80 | p.track)
+            cluster.append(UInt8(UInt16(bitPattern: rel) >> 8))
+            cluster.append(UInt8(UInt16(bitPattern: rel) & 0xFF))
+            cluster.append(isVideo ? (p.frame.isKeyframe ? 0x80 : 0x00) : 0x80)
         }
-        cluster.append(0xA3)
-        cluster.ebmlSize(4 + payloadLength)
-        cluster.append(0x80 | p.track)
-        cluster.append(UInt8(UInt16(bitPattern: rel) >> 8))
-        cluster.append(UInt8(UInt16(bitPattern: rel) & 0xFF))
-        cluster.append(isVideo ? (p.frame.isKeyframe ? 0x80 : 0x00) : 0x80)
+        blockHeader(p.frame.data.count)
         if h264 {
-            p.frame.data.withUnsafeBytes { bytes in
-                H264AnnexB.forEachUnitRange(bytes) { unit in
-                    let n = UInt32(unit.count)
-                    cluster.append(UInt8(n >> 24))
-                    cluster.append(UInt8(n >> 16 & 0xFF))
-                    cluster.append(UInt8(n >> 8 & 0xFF))
-                    cluster.append(UInt8(n & 0xFF))
-                    cluster.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[unit]))
-                }
+            // Assume the size stays (4-byte start codes); if not, write the block again with its size.
+            let written = p.frame.data.withUnsafeBytes { H264LengthPrefix.append($0, to: &cluster) }
+            if written != p.frame.data.count {
+                cluster.removeSubrange(blockStart...)
+                blockHeader(written)
+                p.frame.data.withUnsafeBytes { _ = H264LengthPrefix.append($0, to: &cluster) }
             }
         } else {
             cluster.append(contentsOf: p.frame.data)
