@@ -64,7 +64,8 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var video: String?
     /// `--audio`: `tone`, `none`, a file or `alsa:DEVICE` on the machine that runs the agent.
     public var audio: String?
-    /// `--video-codec`: `vp8` (default), `h264`, `vp9` or `av1`, what the agent publishes its video in.
+    /// `--video-codec`: `vp8` (default), `h264`, `vp9`, `av1`, or `auto` (the codec the room's
+    /// receivers all accept, followed as it changes), what the agent publishes its video in.
     public var videoCodec: String?
     /// `--ice-servers`: TURN URLs, comma-separated (credentials inline).
     public var iceServers: String?
@@ -287,7 +288,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         }
         if let acceptInvites { _ = try Self.invitePolicy(acceptInvites) }
         if let videoCodec, !Self.videoCodecs.contains(videoCodec.lowercased()) {
-            throw Invalid("--video-codec", "'\(Self.shown(videoCodec))' is not vp8, h264, vp9 or av1")
+            throw Invalid("--video-codec", "'\(Self.shown(videoCodec))' is not auto, vp8, h264, vp9 or av1")
         }
         if let recordFormat, !Self.recordFormats.contains(recordFormat) {
             throw Invalid("--record-format", "'\(Self.shown(recordFormat))' is not webm, mp4 or ogg+ivf")
@@ -476,9 +477,9 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     /// The raw values of ``RoomAgent/RecordFormat`` (this file is Foundation only, so it names them
     /// again; AgentJobOptionsTests checks that each one is a format).
     public static let recordFormats: Set<String> = ["webm", "mp4", "ogg+ivf"]
-    /// The `--video-codec` values (any case; `LocalSources.videoCodec` parses the same, and
+    /// The `--video-codec` values (any case; `VideoCodecChoice.parse` parses the same, and
     /// AgentJobOptionsTests checks that the two agree).
-    public static let videoCodecs: Set<String> = ["vp8", "h264", "h.264", "vp9", "av1"]
+    public static let videoCodecs: Set<String> = ["auto", "vp8", "h264", "h.264", "vp9", "av1"]
 
     /// The rates `--transcribe-rate` takes.
     public static let transcribeRates: Set<Int> = [16_000, 48_000]

@@ -80,7 +80,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
         public var simulcast = false
         /// What the agent publishes on stage: `tone` (nil), `none`, an .ogg/.webm file or `alsa:DEVICE`.
         public var audio: String?
-        /// The codec of the published video: `vp8` (nil), `h264`, `vp9` or `av1` (see `LocalSources.videoCodec`).
+        /// The codec of the published video: `vp8` (nil), `h264`, `vp9`, `av1` or `auto` (see
+        /// `LocalSources.videoCodecChoice`).
         /// The room must accept it: a produce it refuses fails with its error, no other codec is tried.
         public var videoCodec: String?
         /// How long a lost connection is retried. A daemon's default: 5 minutes, enough to ride out a
@@ -173,8 +174,11 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
             signalingBaseUrl: options.signalingURL,
             agentId: options.asAgent ? (options.participantId ?? "understudy-agent") : nil,
             reconnect: options.reconnect, lobbyWait: options.lobbyWait)
-        room.mediaSourceFactory = try LocalSources.factory(
-            video: options.video, audio: options.audio, videoCodec: options.videoCodec)
+        let created = room
+        created.videoCodec = try LocalSources.videoCodecChoice(options.videoCodec)
+        created.mediaSourceFactory = try LocalSources.factory(
+            video: options.video, audio: options.audio, videoCodec: options.videoCodec,
+            autoCodec: { [weak created] in created?.publishVideoCodec ?? .vp8 })
         if let iceServers = options.iceServers { room.iceServers = iceServers }
         if let impairment = options.impairment, !impairment.isNone { room.impairment = impairment }
         republishRoom = options.republishRoom.map {

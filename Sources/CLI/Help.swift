@@ -173,7 +173,7 @@ enum Help {
     static let analyze = CommandHelp(
         name: "analyze", synopsis: "analyze FILE [options]",
         summary:
-            "Full-reference checks of a recording of the synthetic media (WebM/MKV): frame numbers read from each "
+            "Full-reference checks of a recording of the synthetic media (WebM/MKV/MP4): frame numbers read from each "
             + "picture (dropped, repeated), PSNR/SSIM against the regenerated source frame, freezes, black spans, "
             + "A/V offset. Exit 1 when the file cannot be analysed.",
         options: [
@@ -259,8 +259,10 @@ enum Help {
             .init(name: "--video", value: "testsrc|none|FILE", text: "what to send on stage (default testsrc)"),
             .init(name: "--audio", value: "tone|none|FILE|alsa:DEVICE", text: "what to send on stage (default tone)"),
             .init(
-                name: "--video-codec", value: "vp8|h264|vp9|av1",
-                text: "codec of the video sent on stage (default vp8; h264: libx264, a FILE must be H.264 .mkv)"),
+                name: "--video-codec", value: "auto|vp8|h264|vp9|av1",
+                text:
+                    "codec of the video sent on stage (default vp8; h264: libx264, a FILE must be H.264 .mkv; auto: what every receiver in the room accepts, H.264 first, followed as it changes)"
+            ),
             .init(name: "--duration", value: "SECONDS", text: "leave after this long (default: until stopped)"),
             .init(name: "--metrics", value: "127.0.0.1:PORT", text: "serve Prometheus metrics there"),
             .init(
@@ -314,7 +316,9 @@ enum Help {
             .init(name: "--join-rate", value: "N/s", text: "joins per second (default 10/s)"),
             .init(name: "--layout", value: "speaker|3x3|4x4|5x5", text: "what each subscriber consumes (default 3x3)"),
             .init(name: "--no-simulcast", value: nil, text: "publish one layer"),
-            .init(name: "--video-codec", value: "vp8|h264|vp9|av1", text: "codec publishers send (default vp8)"),
+            .init(
+                name: "--video-codec", value: "auto|vp8|h264|vp9|av1",
+                text: "codec publishers send (default vp8; auto: what the room's receivers all accept, H.264 first)"),
             .init(name: "--invite-every", value: "SECONDS", text: "invite a subscriber on stage this often"),
             .init(
                 name: "--wait-for-media", value: "SECONDS",

@@ -169,7 +169,7 @@ func runJanusLoad(_ args: [String]) async {
             }
             c.idPrefix = prefix
         }
-        do { c.videoCodec = try LocalSources.videoCodec(a.value("--video-codec")) } catch {
+        do { c.videoCodec = .fixed(try LocalSources.videoCodec(a.value("--video-codec"))) } catch {
             throw Arguments.Failure.badValue("--video-codec", error.explanation)
         }
         guard c.publishers + c.audioPublishers + c.subscribers > 0 else {

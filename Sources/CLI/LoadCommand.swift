@@ -67,7 +67,7 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
         c.layout = layout
     }
     c.simulcast = !a.flag("--no-simulcast")
-    do { c.videoCodec = try LocalSources.videoCodec(a.value("--video-codec")) } catch {
+    do { c.videoCodec = try LocalSources.videoCodecChoice(a.value("--video-codec")) } catch {
         throw .badValue("--video-codec", error.explanation)
     }
     if a.value("--invite-every") != nil { c.inviteEvery = try a.seconds("--invite-every", default: 30) }

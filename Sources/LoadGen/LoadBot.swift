@@ -53,6 +53,8 @@ final class LoadBot: @unchecked Sendable {
     private var webcamConsumers: Set<String> = []
     private(set) var mode = ParticipantMode.recvOnly
     private(set) var joined = false
+    /// The room's `roomVideoCodecs` (join response, then `roomVideoCodecsChanged`): what `auto` publishes in.
+    private var roomVideoCodecs: [MediaCodec] = [.vp8]
     private var leaving = false
 
     // Loop-confined media state.
@@ -138,6 +140,8 @@ final class LoadBot: @unchecked Sendable {
             "protocolVersion": 2, "roomId": .string(room), "participantId": .string(id),
             "mode": .string(mode.rawValue), "autoConsume": false,
             "name": .string(id),
+            // Bots count what they receive without decoding it: every codec the SFU forwards.
+            "videoCodecs": .array(MediaCodec.videoCodecs.map { .string($0.rawValue) }),
         ]
         if role == .subscriber { data["micEnabled"] = false }
         let response = await channel.request(.join, .object(data), timeout: config.requestTimeout)
@@ -151,7 +155,14 @@ final class LoadBot: @unchecked Sendable {
             throw LoadError.refused(e)
         }
         let latency = Double(EventLoop.now() - began) / 1e9
-        lock.withLock { joined = true }
+        lock.withLock {
+            joined = true
+            // A server without the list forwards what it forwards: VP8 is what every receiver takes.
+            roomVideoCodecs =
+                joinData["roomVideoCodecs"]?.arrayValue.map {
+                    MediaCodec.videoCodecs(named: $0.compactMap(\.stringValue))
+                } ?? [.vp8]
+        }
         if role == .subscriber {
             // The roster arrives as participantJoined events before the response (protocol 2 sends
             // it only that way; a protocol-1 response repeats it).
@@ -229,7 +240,8 @@ final class LoadBot: @unchecked Sendable {
             publishConnection = pc
         }
         await pc.gatherRelayCandidates()
-        let codec = run.media.videoCodec
+        let codec = run.configuration.videoCodec.resolve(roomVideoCodecs: lock.withLock { roomVideoCodecs })
+        let media = try run.media(for: codec)
         let (offer, videoT, audioT) = try await loop.submit { () throws -> (String, RTPTransceiver?, RTPTransceiver) in
             let v = video ? pc.addTransceiver(kind: .video, direction: .sendonly, sendRIDs: rids) : nil
             // The m-line offers the codec the shared loop is encoded in, and nothing else.
@@ -256,7 +268,6 @@ final class LoadBot: @unchecked Sendable {
         try await loop.submit { try pc.setRemoteDescription(answer, type: .answer) }
         try await pc.waitUntilConnected(timeout: run.configuration.requestTimeout)
         let connected = EventLoop.now()
-        let media = run.media
         await loop.submit { [self] in
             pump?.detach()
             let p = MediaPump(connection: pc, video: videoT, audio: audioT, sources: media.source)
@@ -316,6 +327,9 @@ final class LoadBot: @unchecked Sendable {
 
     private func handle(_ notification: RoomNotification, _ data: JSONValue) async {
         switch notification {
+        case .roomVideoCodecsChanged:
+            guard let list = data["roomVideoCodecs"]?.arrayValue else { return }
+            lock.withLock { roomVideoCodecs = MediaCodec.videoCodecs(named: list.compactMap(\.stringValue)) }
         case .participantJoined:
             guard let pid = data["participantId"]?.stringValue, pid != id else { return }
             let m = data["mode"]?.stringValue.flatMap(ParticipantMode.init(wireName:)) ?? .sendAndRecv

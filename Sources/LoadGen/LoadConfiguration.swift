@@ -87,8 +87,11 @@ public struct LoadConfiguration: Sendable, Equatable {
     /// Publish 3 simulcast layers (else one 640x360 layer).
     public var simulcast: Bool = true
     /// The codec publishers send (`--video-codec`): VP8, H.264, VP9 or AV1, encoded once per process and
-    /// sent by every bot. The room must accept it: a produce it refuses fails the bot.
-    public var videoCodec: MediaCodec = .vp8
+    /// sent by every bot. The room must accept it: a produce it refuses fails the bot. `auto`: each
+    /// publish (the join, a stage invite) sends what the room's receivers all accept then
+    /// (`roomVideoCodecs`); a bot keeps that codec while it publishes (a mid-run switch would cut
+    /// the run's measurements). A Janus run (no such list) sends VP8 for `auto`.
+    public var videoCodec: VideoCodecChoice = .fixed(.vp8)
     /// Every this many seconds, one audience bot per room is invited on stage (and the previous one
     /// sent back to the audience). Nil: no invites.
     public var inviteEvery: Double?
@@ -166,8 +169,8 @@ public struct LoadConfiguration: Sendable, Equatable {
             throw bad("settle and maximum durations must be finite (at most a year)")
         }
         guard duration <= 365 * 86400 else { throw bad("--duration must be at most a year") }
-        guard VideoEncoders.codecs.contains(videoCodec) else {
-            throw bad("--video-codec must be vp8, h264, vp9 or av1")
+        if case .fixed(let codec) = videoCodec, !VideoEncoders.codecs.contains(codec) {
+            throw bad("--video-codec must be \(VideoCodecChoice.optionValues)")
         }
         if let impair {
             do { _ = try Impairment.parse(impair) } catch { throw bad("--impair: \(error.description)") }
@@ -251,9 +254,10 @@ extension LoadConfiguration: Codable {
         try take(.impairShare, &impairShare)
         try take(.qualityMetrics, &qualityMetrics)
         if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
-            guard let parsed = MediaCodec(rawValue: codec), VideoEncoders.codecs.contains(parsed) else {
+            guard let parsed = VideoCodecChoice.parse(codec) else {
                 throw DecodingError.dataCorruptedError(
-                    forKey: .videoCodec, in: c, debugDescription: "'\(codec.prefix(64))' is not vp8, h264, vp9 or av1")
+                    forKey: .videoCodec, in: c,
+                    debugDescription: "'\(codec.prefix(64))' is not \(VideoCodecChoice.optionValues)")
             }
             videoCodec = parsed
         }
@@ -295,7 +299,7 @@ extension LoadConfiguration: Codable {
         try c.encodeIfPresent(impair, forKey: .impair)
         try c.encode(impairShare, forKey: .impairShare)
         try c.encode(qualityMetrics, forKey: .qualityMetrics)
-        try c.encode(videoCodec.rawValue, forKey: .videoCodec)
+        try c.encode(videoCodec.description, forKey: .videoCodec)
         if !iceServers.isEmpty {
             try c.encode(
                 iceServers.map { ICEServerRecord(url: $0.url, username: $0.username, credential: $0.credential) },

@@ -74,11 +74,22 @@ public final class LoadRun: @unchecked Sendable {
         do { certificate = try DTLSCertificate.generate(commonName: "understudy-load") } catch {
             throw .failed("cannot make a DTLS certificate", cause: error)
         }
+        // `auto`: the loop a room of this build's bots and pages takes (H.264), VP8 too; any other
+        // codec is encoded when a bot first needs it (``media(for:)``).
+        let first = configuration.videoCodec.resolve(roomVideoCodecs: MediaCodec.videoCodecs)
         do {
-            media = try SyntheticMedia.sharedLoop(
-                layers: configuration.simulcast ? 3 : 1, codec: configuration.videoCodec)
-        } catch { throw .failed("cannot encode the \(configuration.videoCodec.rtpName) loop", cause: error) }
+            media = try SyntheticMedia.sharedLoop(layers: configuration.simulcast ? 3 : 1, codec: first)
+            if configuration.videoCodec == .auto {
+                _ = try SyntheticMedia.sharedLoop(layers: configuration.simulcast ? 3 : 1, codec: .vp8)
+            }
+        } catch { throw .failed("cannot encode the \(first.rtpName) loop", cause: error) }
         loopCounters = (0..<configuration.loopCount).map { LoopCounters(loop: EventLoop(name: "load-\($0)")) }
+    }
+
+    /// The shared loop in `codec` (encoded once per process, the first time it is asked for).
+    func media(for codec: MediaCodec) throws -> SyntheticMedia {
+        codec == media.videoCodec
+            ? media : try SyntheticMedia.sharedLoop(layers: configuration.simulcast ? 3 : 1, codec: codec)
     }
 
     func signalingURL(room: String) -> String {

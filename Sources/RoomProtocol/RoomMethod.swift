@@ -16,7 +16,7 @@ public enum RoomNotification: String, Sendable, Hashable, CaseIterable {
     case participantJoined, participantLeft, participantModeChanged, participantEvents
     case mediaStatusChanged, producerAdded, producerClosed
     case consumerCreated, consumerClosed, consumerLayerChanged
-    case presenterChanged, speakerChanged, pinStateChanged
+    case presenterChanged, speakerChanged, pinStateChanged, roomVideoCodecsChanged
     case subscriberOffer
     case micRequested, webcamRequested, micDisabled, webcamDisabled
     case entryRequested, entryResponded, entryPending

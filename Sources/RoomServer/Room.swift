@@ -23,6 +23,8 @@ final class Room: @unchecked Sendable {
     /// Pin states by participant (internal for RoomPersistence.swift).
     var pins: [String: (cam: Bool, share: Bool)] = [:]
     private var presenterId: String?
+    /// The video codecs every receiver accepts (`roomVideoCodecs`).
+    private var videoCodecs = RoomVideoCodecs()
     /// Persisted PubSub messages (internal for RoomPersistence.swift).
     var history = PubSubHistory()
     /// Joined participants in join order (kept, not sorted per broadcast).
@@ -45,6 +47,9 @@ final class Room: @unchecked Sendable {
 
     /// Stage requests first, then other requests, then subscribe renegotiations (see ``RoomWorkLanes``).
     private let lanes = RoomWorkLanes()
+
+    /// Members' requests submitted and not yet run.
+    var waitingRequestCount: Int { lanes.waitingRequestCount }
 
     /// Queues a member's request in its lane (stage changes ahead of the room's bulk work).
     func submitRequest(session: any ParticipantSignaling, id: JSONValue, method: RoomMethod, data: JSONValue) {
@@ -197,6 +202,9 @@ final class Room: @unchecked Sendable {
         }
         p.joinSerial = server.nextPubSubSequence()  // unique in the server: tells this join from a later one
         p.idBoundByToken = request.idBoundByToken
+        p.videoCodecs = request.videoCodecs
+        let codecsBefore = videoCodecs.accepted
+        if p.mode.consumes { videoCodecs.add(p.videoCodecs) }
         participants[p.id] = p
         participantsInOrder.append(p)
         session.markJoined(participantId: p.id)
@@ -208,6 +216,7 @@ final class Room: @unchecked Sendable {
             "permissions": .array(p.permissions.sorted().map(JSONValue.string)),
             "pinStates": .array(pins.keys.sorted().map { pinJSON($0) }),
             "presenterId": presenterId.map(JSONValue.string) ?? .null,
+            "roomVideoCodecs": Self.codecsJSON(videoCodecs.accepted),
         ]
         if p.protocolVersion < 2 { fields["participantCount"] = nil }
         if !configuration.iceServers.isEmpty { fields["iceServers"] = .array(configuration.iceServers.map(\.json)) }
@@ -216,6 +225,7 @@ final class Room: @unchecked Sendable {
                 id: request.id, fields: fields, participants: p.protocolVersion < 2 ? existing : nil))
         p.eventMark = participantEvents.lastSequence + 1  // its own join, the event posted next
         announce(.participantJoined, p.json, except: p.id)
+        videoCodecsMayHaveChanged(from: codecsBefore, except: p.id)
         for other in existing {
             for producer in other.producers.values.sorted(by: { $0.producerId < $1.producerId }) where p.wants(producer)
             {
@@ -231,6 +241,18 @@ final class Room: @unchecked Sendable {
         }
     }
 
+    /// Tells everyone (but `except`, whose join response has it) the room's new `roomVideoCodecs`
+    /// when a join, leave or mode change moved it: publishers with `--video-codec auto` follow it.
+    private func videoCodecsMayHaveChanged(from before: [MediaCodec], except: String? = nil) {
+        let now = videoCodecs.accepted
+        guard now != before else { return }
+        broadcast(.roomVideoCodecsChanged, ["roomVideoCodecs": Self.codecsJSON(now)], except: except)
+    }
+
+    private static func codecsJSON(_ codecs: [MediaCodec]) -> JSONValue {
+        .array(codecs.map { .string($0.rawValue) })
+    }
+
     /// Drops `p` from the room: its producers and consumers close, everyone else hears why.
     private func remove(_ p: ParticipantState, reason: RoomLeaveCode) {
         guard participants[p.id] === p else { return }
@@ -243,6 +265,8 @@ final class Room: @unchecked Sendable {
         participantEvents.deliverPending(to: p)
         participants[p.id] = nil
         participantsInOrder.removeAll { $0 === p }
+        let codecsBefore = videoCodecs.accepted
+        if p.mode.consumes { videoCodecs.remove(p.videoCodecs) }
         forgetWants(of: p.id)
         if pins.removeValue(forKey: p.id) != nil {
             pinsChanged()
@@ -255,6 +279,7 @@ final class Room: @unchecked Sendable {
         // Joins are what floods a live stream; a leave goes out at once (with the pending joins), so
         // nobody acts on a participant that is gone.
         flushParticipantEvents()
+        videoCodecsMayHaveChanged(from: codecsBefore)
         answerAsks(of: p, kind: nil) { kind in
             RoomError(kind == .mic ? 4067 : 4069, "'\(p.id)' left before turning its \(kind.rawValue) on")
         }
@@ -534,6 +559,10 @@ final class Room: @unchecked Sendable {
                     ?? false
             }
         }
+        let codecsBefore = videoCodecs.accepted
+        if previous.consumes != mode.consumes {
+            if mode.consumes { videoCodecs.add(p.videoCodecs) } else { videoCodecs.remove(p.videoCodecs) }
+        }
         p.mode = mode
         if mode == .signallingOnly {
             for consumer in p.consumers.values.sorted(by: { $0.consumerId < $1.consumerId }) {
@@ -549,6 +578,7 @@ final class Room: @unchecked Sendable {
         }
         announce(.participantModeChanged, ["participantId": .string(p.id), "mode": .string(mode.rawValue)])
         flushParticipantEvents()  // rare, and a stage invite should take effect at once
+        videoCodecsMayHaveChanged(from: codecsBefore)
         var response: [String: JSONValue] = [
             "mode": .string(mode.rawValue), "previousMode": .string(previous.rawValue),
         ]

@@ -1,4 +1,5 @@
 import Foundation
+import RTCWire
 import RoomProtocol
 import SFU
 import Signaling
@@ -138,6 +139,8 @@ final class ParticipantState {
     var joinSerial: UInt64 = 0
     /// Whether the token it joined with is bound to its id (`participantId` claim).
     var idBoundByToken = false
+    /// The video codecs it receives, as its join declared them (see ``RoomVideoCodecs``).
+    var videoCodecs: [MediaCodec] = [.vp8]
     /// Its PubSub history replays (created at the first replay; see ``PubSubReplay``).
     var replay: PubSubReplay?
     /// Signalling protocol version of this participant's client (1 or 2; see docs/protocol.md).

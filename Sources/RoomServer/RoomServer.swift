@@ -1,5 +1,6 @@
 import Foundation
 import RTC
+import RTCWire
 import RoomProtocol
 import SFU
 import Signaling
@@ -852,6 +853,8 @@ struct JoinRequest: Sendable {
     /// True when the token's `participantId` claim names this id: only such a join may replace a
     /// participant already in the room.
     var idBoundByToken: Bool
+    /// The video codecs it receives (`videoCodecs`; absent: VP8 only, see ``RoomVideoCodecs``).
+    var videoCodecs: [MediaCodec] = [.vp8]
 
     static func parse(
         id: JSONValue, data: JSONValue, queryToken: String?, secret: String, maxTokenLifetime: Double
@@ -899,12 +902,24 @@ struct JoinRequest: Sendable {
         let isAgent = try data.optionalBool("isAgent") ?? false
         let agentId = try data.optionalString("agentId")
         if agentId != nil && !isAgent { throw RoomError(3073, "agentId needs isAgent: true") }
-        return JoinRequest(
+        var request = JoinRequest(
             id: id, protocolVersion: version, roomId: roomId, participantId: participantId, name: name, mode: mode,
             metaData: data["metaData"] ?? .null,
             isAgent: isAgent, agentId: agentId, micEnabled: try data.optionalBool("micEnabled") ?? true,
             camEnabled: try data.optionalBool("camEnabled") ?? true,
             autoConsume: try data.optionalBool("autoConsume") ?? true,
             permissions: Set(token.permissions), idBoundByToken: token.participantId == participantId)
+        if let codecs = data["videoCodecs"] {
+            guard let names = codecs.arrayValue, names.count <= 64,
+                let strings = Optional(names.compactMap { $0.stringValue.map { $0.prefix(64) } }),
+                strings.count == names.count
+            else {
+                throw RoomError(3073, "videoCodecs must be an array of at most 64 codec names")
+            }
+            // Names this server does not know are left out; a list of none of ours still counts as
+            // "accepts no video codec of this room" (nothing makes such a receiver the VP8 default).
+            request.videoCodecs = MediaCodec.videoCodecs(named: strings.map(String.init))
+        }
+        return request
     }
 }

@@ -70,6 +70,9 @@ final class RoomWorkLanes: @unchecked Sendable {
     private var expeditedSet: Set<String> = []
     private var requestsSinceRenegotiation = 0
 
+    /// Requests waiting in the stage and requests lanes (tests wait on it to order requests).
+    var waitingRequestCount: Int { lock.withLock { stage.count + requests.count } }
+
     init(renegotiationBatch: Int = 16, renegotiationEvery: Int = 32, sharedCallBatch: Int = 16) {
         self.renegotiationBatch = max(1, renegotiationBatch)
         self.renegotiationEvery = max(1, renegotiationEvery)

@@ -27,6 +27,8 @@ public protocol RoomEventListener: AnyObject {
     func onSpeakerChanged(participantId: String?)
     /// Who shares a screen changed (nil: nobody).
     func onPresenterChanged(participantId: String?)
+    /// The video codecs every receiver in the room accepts changed (``Room/roomVideoCodecs``).
+    func onRoomVideoCodecsChanged(_ codecs: [MediaCodec])
     /// Someone (`participantId`, `name`) waits in the lobby; call `allow` or `deny` (needs `allow_join`).
     func onEntryRequested(
         participantId: String, name: String, allow: @escaping @Sendable () -> Void, deny: @escaping @Sendable () -> Void
@@ -53,6 +55,7 @@ extension RoomEventListener {
     public func onPinStateChanged(participantId: String, pinState: PinState) {}
     public func onSpeakerChanged(participantId: String?) {}
     public func onPresenterChanged(participantId: String?) {}
+    public func onRoomVideoCodecsChanged(_ codecs: [MediaCodec]) {}
     public func onEntryRequested(
         participantId: String, name: String, allow: @escaping @Sendable () -> Void, deny: @escaping @Sendable () -> Void
     ) {}

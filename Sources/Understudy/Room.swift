@@ -219,6 +219,37 @@ public final class Room: @unchecked Sendable {
         set { lock.withLock { _sourceFactory = newValue } }
     }
 
+    /// The video codecs this participant receives, declared at join (`videoCodecs`, docs/protocol.md
+    /// "Video codecs a room accepts"): the server keeps the room's intersection
+    /// (``roomVideoCodecs``) for publishers that choose by it. Default: every codec the SDK
+    /// records and decodes. Set it before ``join()``.
+    public var receiveVideoCodecs: [MediaCodec] {
+        get { lock.withLock { _receiveVideoCodecs } }
+        set { lock.withLock { _receiveVideoCodecs = newValue } }
+    }
+    private var _receiveVideoCodecs = MediaCodec.videoCodecs
+
+    /// The video codecs every receiver in the room accepts, from the join response and
+    /// `roomVideoCodecsChanged` (``RoomEventListener/onRoomVideoCodecsChanged(_:)``); every codec
+    /// before the join.
+    public var roomVideoCodecs: [MediaCodec] { lock.withLock { _roomVideoCodecs } }
+    private var _roomVideoCodecs = MediaCodec.videoCodecs
+
+    /// What the local webcam's test pattern (the default source, or a factory that asks
+    /// ``publishVideoCodec``) is encoded in: VP8 (the default), another codec, or `auto`, which
+    /// follows ``roomVideoCodecs``: when the room's choice changes, a running webcam is stopped and
+    /// published again in the new codec (its receivers get a new stream). Set it before ``join()``.
+    public var videoCodec: VideoCodecChoice {
+        get { lock.withLock { _videoCodec } }
+        set { lock.withLock { _videoCodec = newValue } }
+    }
+    private var _videoCodec = VideoCodecChoice.fixed(.vp8)
+
+    /// The codec the webcam is published in now: ``videoCodec`` resolved against ``roomVideoCodecs``.
+    public var publishVideoCodec: MediaCodec {
+        lock.withLock { _videoCodec.resolve(roomVideoCodecs: _roomVideoCodecs) }
+    }
+
     /// Adds a room listener (held strongly until removed). Add listeners before ``join()``.
     public func addEventListener(_ listener: RoomEventListener) {
         let box = UncheckedSendable(listener)
@@ -436,6 +467,7 @@ public final class Room: @unchecked Sendable {
             "micEnabled": .bool(mic), "camEnabled": .bool(cam), "token": .string(token),
         ]
         if let participantId, !participantId.isEmpty { data["participantId"] = .string(participantId) }
+        data["videoCodecs"] = .array(receiveVideoCodecs.map { .string($0.rawValue) })
         if let metaData { data["metaData"] = metaData }
         if let agentId {
             data["isAgent"] = true
@@ -547,6 +579,8 @@ public final class Room: @unchecked Sendable {
             _local = local
             _joined = true
             _presenterId = response["presenterId"]?.stringValue
+            // An older server sends none: it forwards what it forwards, VP8 is what every receiver takes.
+            _roomVideoCodecs = Self.videoCodecs(response["roomVideoCodecs"]) ?? [.vp8]
         }
         releaseJoinWaiters()
         if iceServers == nil {
@@ -698,6 +732,12 @@ public final class Room: @unchecked Sendable {
 
     // MARK: Incoming
 
+    /// A `roomVideoCodecs` list; nil when absent or not a list.
+    private static func videoCodecs(_ value: JSONValue?) -> [MediaCodec]? {
+        guard let list = value?.arrayValue else { return nil }
+        return MediaCodec.videoCodecs(named: list.compactMap(\.stringValue))
+    }
+
     func participant(_ id: String) -> Participant? {
         lock.withLock { id == _local.id ? _local : _participants[id] }
     }
@@ -758,6 +798,11 @@ public final class Room: @unchecked Sendable {
         case .speakerChanged:
             lock.withLock { _speakerId = pid }
             emit { $0.onSpeakerChanged(participantId: pid) }
+        case .roomVideoCodecsChanged:
+            guard let codecs = Self.videoCodecs(data["roomVideoCodecs"]) else { return }
+            lock.withLock { _roomVideoCodecs = codecs }
+            emit { $0.onRoomVideoCodecsChanged(codecs) }
+            followVideoCodec()
         case .pinStateChanged:
             guard let pid else { return }
             let pin = PinState(data["pinState"])

@@ -18,6 +18,30 @@ extension Room {
 
     func endOperation() { operationLock.withLock { operationFlag.value = false } }
 
+    /// ``videoCodec`` `auto`, after `roomVideoCodecsChanged`: a webcam sent in another codec than
+    /// the room's choice now is stopped and published again in it (receivers see the camera go off
+    /// and on). A toggle or mode change under way is waited for (up to 30 s); the codec is checked
+    /// again each time, so changes in quick succession end in the last choice.
+    func followVideoCodec() {
+        guard videoCodec == .auto else { return }
+        Task {
+            for _ in 0..<300 {
+                guard isJoined, let sent = media.publishedVideoCodec, sent != publishVideoCodec else { return }
+                guard (try? beginOperation("videoCodec auto")) != nil else {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    continue
+                }
+                await media.stopLocal(.video, onServer: true)
+                do { try await media.produce([.video], reportStatus: true) } catch {
+                    let e = error as? UnderstudyError ?? UnderstudyError(code: 3049, message: "\(error)")
+                    eventQueue.async { self.emit { $0.onError(e) } }
+                }
+                endOperation()
+                return
+            }
+        }
+    }
+
     /// On the event queue: delivers the local participant's `participantModeChanged` that arrived
     /// while ``changeMode(_:)`` was stopping its streams (none when it has not arrived yet: it is
     /// then delivered as it comes).

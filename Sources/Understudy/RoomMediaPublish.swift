@@ -125,13 +125,20 @@ extension RoomMedia {
         }
     }
 
+    /// The codec of the published webcam; nil when none is published.
+    var publishedVideoCodec: MediaCodec? {
+        lock.withLock { producers[.video] != nil ? sources[.video]?.value.codec : nil }
+    }
+
     /// Opens a source for each kind that has none; a source that cannot open fails the produce.
     func makeSources(for kinds: [StreamKind], layers: Int) throws {
         guard let room else { return }
         // Without a factory: the synthetic test pattern and tone, as `--video testsrc --audio tone`.
         let factory: MediaSourceFactory =
-            room.mediaSourceFactory ?? { kind, layers in
-                try LocalSources.makeSource(kind: kind, layers: layers, video: .testPattern, audio: .tone)
+            room.mediaSourceFactory ?? { [weak room] kind, layers in
+                try LocalSources.makeSource(
+                    kind: kind, layers: layers, video: .testPattern, audio: .tone,
+                    videoCodec: room?.publishVideoCodec ?? .vp8)
             }
         for kind in kinds where lock.withLock({ sources[kind] == nil }) {
             let mediaKind: MediaKind = kind == .audio ? .audio : .video

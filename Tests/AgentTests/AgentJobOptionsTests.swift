@@ -2,6 +2,7 @@ import Agent
 import Egress
 import Foundation
 import Media
+import RTCWire
 import Testing
 
 // Issue 34: the agent's options as data (what a fleet job carries), with their validation in Agent.
@@ -203,11 +204,20 @@ import Testing
     }
 
     @Test func everyVideoCodecNameIsOneTheSourcesEncode() throws {
+        var fixed: Set<MediaCodec> = []
         for name in AgentJobOptions.videoCodecs {
-            #expect(VideoEncoders.codecs.contains(try LocalSources.videoCodec(name)), "\(name)")
+            switch try LocalSources.videoCodecChoice(name) {
+            case .fixed(let codec): fixed.insert(codec)
+            case .auto: #expect(name == "auto")
+            }
         }
-        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodec("vp7") }
-        #expect(Set(try AgentJobOptions.videoCodecs.map(LocalSources.videoCodec)) == Set(VideoEncoders.codecs))
+        #expect(fixed == Set(VideoEncoders.codecs))
+        #expect(throws: MediaSourceError.self) { try LocalSources.videoCodecChoice("vp7") }
+        #expect(throws: AgentJobOptions.Invalid.self) {
+            var options = AgentJobOptions(server: "http://h:1", room: "r", token: "T")
+            options.videoCodec = "vp7"
+            try options.validate()
+        }
     }
 
     @Test func mediaPathsAreCheckedOnlyWhenAsked() throws {

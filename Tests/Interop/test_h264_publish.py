@@ -11,6 +11,7 @@ decodes a bot's webcam as H.264 too. A junk `--video-codec` is refused before an
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from browser_support import WINDOW, Agent, DevServer, LogProcess, Publisher, RoomPage
@@ -76,6 +77,15 @@ def test_chromium_decodes_h264_from_the_agent_and_a_load_bot(tmp_path: Path) -> 
     print("ffprobe:", frames)
     assert frames.get("h264", 0) >= 60, frames
     assert decode_errors(path) == ""
+    # `understudy analyze` reads the H.264 Matroska recording (length-prefixed NAL units, avcC):
+    # the frame numbers of the synthetic pattern read back and the pictures match their source.
+    analysed = run_understudy(["analyze", str(path), "--json"], timeout=300)
+    assert analysed.returncode == 0, analysed.stderr
+    report = json.loads(analysed.stdout)
+    print("analyze:", report["video"]["frames"], report["video"]["numbered"], report["video"].get("psnr"))
+    assert report["videoCodec"] == "h264", report
+    assert report["video"]["numbered"] >= 60 and report["video"]["undecodable"] == 0, report["video"]
+    assert report["video"]["psnr"]["mean"] > 25, report["video"]["psnr"]
 
 
 def test_unknown_video_codec_is_refused() -> None:
@@ -83,4 +93,4 @@ def test_unknown_video_codec_is_refused() -> None:
                     ["load", "--server", "http://127.0.0.1:9", "--room", "r", "--secret", "s"]):
         r = run_understudy([*command, "--video-codec", "vp7"], timeout=30)
         assert r.returncode == 2, (command, r.returncode, r.stderr)
-        assert "--video-codec" in r.stderr and "'vp7' is not vp8, h264, vp9 or av1" in r.stderr, r.stderr
+        assert "--video-codec" in r.stderr and "'vp7' is not auto, vp8, h264, vp9 or av1" in r.stderr, r.stderr

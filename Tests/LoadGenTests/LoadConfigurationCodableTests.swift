@@ -22,7 +22,7 @@ import Testing
         c.loopCount = 2
         c.requestTimeout = 7
         c.idPrefix = "w1-"
-        c.videoCodec = .h264
+        c.videoCodec = .fixed(.h264)
         c.iceServers = [try ICEServer(url: "turn:u:p@10.0.0.1:3478?transport=tcp")]
         c.impair = "lossy-wifi"
         c.impairShare = 0.3
@@ -33,8 +33,11 @@ import Testing
         let minimal = try JSONDecoder().decode(
             LoadConfiguration.self, from: Data(#"{"signalingURL":"ws://h:1","room":"r","secret":"s"}"#.utf8))
         #expect(minimal.subscribers == 10 && minimal.layout == .grid(3) && minimal.duration == 60)
-        #expect(minimal.videoCodec == .vp8)
+        #expect(minimal.videoCodec == .fixed(.vp8))
         #expect(minimal.qualityMetrics)
+        // `auto` travels as such (a fleet job carries it to every worker).
+        c.videoCodec = .auto
+        #expect(try JSONDecoder().decode(LoadConfiguration.self, from: JSONEncoder().encode(c)).videoCodec == .auto)
     }
 
     @Test func theImpairShareSpreadsEvenlyWithASeedPerBot() throws {

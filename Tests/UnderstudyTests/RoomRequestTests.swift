@@ -16,12 +16,16 @@ struct RoomRequestTests {
         defer { server.stop() }
         let (me, log) = try await joinedRoom(server, room: "aborted", id: "me")
         let (host, _) = try await joinedRoom(server, room: "aborted", id: "host")
-        try await stallRoom(server, "aborted", seconds: 3)
+        // The room's queue is held until both requests wait in it, end first, however slow the machine.
+        let gate = try await gateRoom(server, "aborted")
+        defer { gate.open() }
         let ending = Task { try await host.end() }
-        try await waitUntil("end sent") { host.eventQueue.sync { host.client?.pendingCount ?? 0 } == 1 }
-        try await Task.sleep(nanoseconds: 500_000_000)  // it reaches the room's queue before the pin
+        try await gate.waitForRequests(1)
         let target = try #require(me.participants["host"])
-        await expectCode(3056) { try await target.pin() }
+        let pinning = Task { await expectCode(3056) { try await target.pin() } }
+        try await gate.waitForRequests(2)
+        gate.open()
+        await pinning.value
         try await ending.value
         try await waitUntil("room closed") { log.has("left:\(Understudy.LeaveReason.ROOM_CLOSE.rawValue)") }
     }
@@ -34,9 +38,12 @@ struct RoomRequestTests {
         let (guest, _) = try await joinedRoom(server, room: "slow", id: "guest")
         let remote = try #require(guest.participants["host"])
         guest.requestTimeout = 0.5
-        try await stallRoom(server, "slow", seconds: 3)
+        // Held until the timeout has fired: no answer can come in time, however slow the machine.
+        let gate = try await gateRoom(server, "slow")
+        defer { gate.open() }
         await expectCode(3079) { try await remote.pin() }
         guest.requestTimeout = 30
+        gate.open()
         // The room works on once the server catches up.
         try await remote.unpin()
         await guest.leave()
@@ -53,8 +60,10 @@ struct RoomRequestTests {
         let log = EventLog()
         late.addEventListener(log)
         late.requestTimeout = 0.5
-        try await stallRoom(server, "slow-join", seconds: 3)
+        let gate = try await gateRoom(server, "slow-join")
+        defer { gate.open() }
         await late.join()
+        gate.open()
         #expect(log.errorCodes == [3079])
         #expect(log.has("left:1103") && late.state == .DISCONNECTED)
         await host.leave()

@@ -5,17 +5,35 @@ import Understudy
 
 @testable import RoomServer
 
-/// Holds the server-side room's serial queue for `seconds`: requests to that room wait, as they
-/// would on a slow or overloaded server. Returns once the stall has begun.
-func stallRoom(_ server: RoomServer, _ roomId: String, seconds: Double) async throws {
-    // `try?`: `room(for:)` returns an optional here and throws on newer servers; either way, nil = none.
+/// Holds the server-side room's serial queue until ``RoomGate/open()`` (or 60 s, so that a failed
+/// test never holds it for good): requests to that room wait, in the order they arrived, however
+/// slow the machine. Returns once the hold has begun.
+func gateRoom(_ server: RoomServer, _ roomId: String) async throws -> RoomGate {
     let room = try #require(try? server.room(for: roomId))
+    let gate = RoomGate(waiting: { room.waitingRequestCount })
     let started = Flag()
     room.enqueue {
         started.set()
-        Thread.sleep(forTimeInterval: seconds)
+        _ = gate.semaphore.wait(timeout: .now() + 60)
     }
-    try await waitUntil("the room stalled") { started.isSet }
+    try await waitUntil("the room held") { started.isSet }
+    return gate
+}
+
+/// A hold on a room's queue (``gateRoom(_:_:)``).
+final class RoomGate: Sendable {
+    fileprivate let semaphore = DispatchSemaphore(value: 0)
+    // A closure, not the room: `Room` names both the SDK's class and the server's here.
+    private let waiting: @Sendable () -> Int
+
+    fileprivate init(waiting: @escaping @Sendable () -> Int) { self.waiting = waiting }
+
+    /// Waits until `count` requests wait behind the hold (requests the server has received and queued).
+    func waitForRequests(_ count: Int) async throws {
+        try await waitUntil("\(count) requests queued") { self.waiting() >= count }
+    }
+
+    func open() { semaphore.signal() }
 }
 
 /// Queues `seconds` of work on the server-side room's serial queue without waiting for it: requests

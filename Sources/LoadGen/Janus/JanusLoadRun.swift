@@ -53,7 +53,8 @@ public final class JanusLoadRun: @unchecked Sendable {
     public init(configuration: LoadConfiguration, room: JanusRoomURL) {
         self.configuration = configuration
         self.room = room
-        media = SyntheticMedia.shared(layers: 1, codec: configuration.videoCodec)
+        // Janus announces no codecs its receivers take: `auto` is VP8 there.
+        media = SyntheticMedia.shared(layers: 1, codec: configuration.videoCodec.resolve(roomVideoCodecs: [.vp8]))
         loops = (0..<configuration.loopCount).map { EventLoop(name: "janus-load-\($0)") }
     }
 

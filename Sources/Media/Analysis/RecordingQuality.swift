@@ -20,7 +20,7 @@ public struct RecordingQuality: Sendable, Equatable, Codable {
 
     /// Why a file cannot be analysed.
     public enum Failure: Error, Equatable, CustomStringConvertible {
-        /// The file is not a WebM/Matroska recording (an MP4 is named as such: no MP4 reader exists).
+        /// The file is neither a WebM/Matroska nor an MP4 recording, or does not parse as one.
         case notARecording(path: String, reason: String)
         /// No video track, or one of a codec Understudy does not decode.
         case noVideo(path: String, codecs: [String])
@@ -29,7 +29,8 @@ public struct RecordingQuality: Sendable, Equatable, Codable {
 
         public var description: String {
             switch self {
-            case .notARecording(let path, let reason): return "\(path) is not a WebM/Matroska recording: \(reason)"
+            case .notARecording(let path, let reason):
+                return "\(path) is not a WebM, Matroska or MP4 recording: \(reason)"
             case .noVideo(let path, let codecs):
                 return
                     "\(path) has no video track Understudy decodes (tracks: \(codecs.isEmpty ? "none" : codecs.joined(separator: ", ")))"
@@ -39,35 +40,65 @@ public struct RecordingQuality: Sendable, Equatable, Codable {
         }
     }
 
-    /// Reads and analyses the recording at `path` (WebM or Matroska), assuming a source of `fps`.
-    /// Throws ``Failure``; a file cut short is analysed up to its last whole block.
+    /// Reads and analyses the recording at `path` (WebM, Matroska or MP4, told apart by their
+    /// first bytes), assuming a source of `fps`. Throws ``Failure``; a file cut short is analysed
+    /// up to its last whole block or sample.
     public static func analyze(path: String, fps: Int = 30) throws(Failure) -> RecordingQuality {
+        let head = (try? readWholeFile(path).prefix(8)).map(Array.init) ?? []
+        if head.count >= 8, Array(head[4..<8]) == Array("ftyp".utf8) {
+            let reader: MP4Reader
+            do { reader = try MP4Reader(path: path) } catch {
+                throw .notARecording(path: path, reason: error.description)
+            }
+            return try analyze(
+                tracks: reader.tracks, frames: reader.frames(track:), truncated: reader.isTruncated, path: path,
+                fps: fps)
+        }
         let reader: WebMReader
         do {
             reader = try WebMReader(path: path)
         } catch {
-            var reason = error.description
-            if error == .notEBML, let head = try? readWholeFile(path).prefix(12), head.count >= 8,
-                Array(head[4..<8]) == Array("ftyp".utf8)
-            {
-                reason = "it is an MP4 file, which analyze does not read (record with --record-format webm)"
-            }
-            throw .notARecording(path: path, reason: reason)
+            throw .notARecording(path: path, reason: error.description)
         }
         return try analyze(reader: reader, path: path, fps: fps)
     }
 
-    /// Analyses an already-read recording.
+    /// Analyses an already-read WebM/Matroska recording.
     public static func analyze(reader: WebMReader, path: String, fps: Int = 30) throws(Failure) -> RecordingQuality {
-        guard let track = reader.tracks.first(where: { $0.kind == .video && $0.codec != nil }),
+        try analyze(
+            tracks: reader.tracks, frames: reader.frames(track:), truncated: reader.isTruncated, path: path, fps: fps)
+    }
+
+    /// The analysis over either container's tracks. H.264 samples are length-prefixed with the
+    /// parameter sets in the track's avcC (Matroska CodecPrivate, MP4 `avcC`): they become the
+    /// Annex B access units the decoder takes.
+    static func analyze(
+        tracks: [WebMReader.Track], frames framesOf: (Int) -> [WebMReader.Frame], truncated: Bool, path: String,
+        fps: Int
+    ) throws(Failure) -> RecordingQuality {
+        guard let track = tracks.first(where: { $0.kind == .video && $0.codec != nil }),
             let codec = track.codec,
             let decoder = try? VideoDecoder(codec: codec)
         else {
-            throw .noVideo(path: path, codecs: reader.tracks.map(\.codecID))
+            throw .noVideo(path: path, codecs: tracks.map(\.codecID))
+        }
+        var frames = framesOf(track.number)
+        if codec == .h264 {
+            guard let avc = AVCConfiguration(track.codecPrivate) else {
+                throw .nothingDecoded(
+                    path: path, frames: frames.count,
+                    reason: "the H.264 track has no usable avcC (\(track.codecPrivate.count) bytes)")
+            }
+            // A sample whose lengths overrun it is kept empty: counted as undecodable below.
+            for i in frames.indices { frames[i].data = avc.annexB(frames[i].data)?.bytes ?? [] }
         }
         var analyzer = VideoQualityAnalyzer(fps: fps)
         var lastError = "the decoder produced no picture"
-        let frames = reader.frames(track: track.number)
+        // Samples in decode order whose times go back (H.264 B-frames) come out of the decoder in
+        // presentation order: each picture then takes the next of the sorted times.
+        let times = frames.map(\.timestampNanoseconds)
+        let presentation: [Int64]? = zip(times, times.dropFirst()).contains { $0 > $1 } ? times.sorted() : nil
+        var pictures = 0
         for frame in frames {
             guard !frame.data.isEmpty else {
                 analyzer.addUndecodable()
@@ -76,23 +107,30 @@ public struct RecordingQuality: Sendable, Equatable, Codable {
             do {
                 // A damaged frame is counted and skipped, as a player skips it.
                 if let picture = try decoder.decode(frame.data) {
-                    analyzer.add(picture, ptsNanoseconds: frame.timestampNanoseconds)
+                    analyzer.add(
+                        picture,
+                        ptsNanoseconds: presentation?[min(pictures, times.count - 1)] ?? frame.timestampNanoseconds)
+                    pictures += 1
                 }
             } catch {
                 lastError = "\(error)"
                 analyzer.addUndecodable()
             }
         }
+        // The newest picture a reordering decoder still holds.
+        if let presentation, pictures < presentation.count, let last = try? decoder.finish() {
+            analyzer.add(last, ptsNanoseconds: presentation[presentation.count - 1])
+        }
         let video = analyzer.report()
         guard video.frames > 0 else { throw .nothingDecoded(path: path, frames: frames.count, reason: lastError) }
 
         var beeps: [Double] = []
-        if let audio = reader.tracks.first(where: { $0.codec == .opus }) {
-            beeps = (try? SyncMarkerAnalyzer.beepOnsets(reader.frames(track: audio.number), track: audio)) ?? []
+        if let audio = tracks.first(where: { $0.codec == .opus }) {
+            beeps = (try? SyncMarkerAnalyzer.beepOnsets(framesOf(audio.number), track: audio)) ?? []
         }
         let pairs = SyncMarkerAnalyzer.pair(flashes: video.flashTimesMs, beeps: beeps)
         return RecordingQuality(
-            path: path, videoCodec: codec.rawValue, truncated: reader.isTruncated, video: video, beepOnsetsMs: beeps,
+            path: path, videoCodec: codec.rawValue, truncated: truncated, video: video, beepOnsetsMs: beeps,
             syncPairs: pairs.count, avOffsetMs: SyncMarkerAnalyzer.median(pairs.map(\.offsetMs)))
     }
 }

@@ -3,8 +3,8 @@ import RTCWire
 /// What the agent publishes when it is on stage, from its `--video` and `--audio` options.
 ///
 /// `--video testsrc|none|FILE` (VP8 in `.ivf`, `.webm`, `.mkv`; H.264 in `.mkv`),
-/// `--video-codec vp8|h264|vp9|av1` (what the test pattern is encoded in and a file must hold; VP9
-/// and AV1 are the test pattern's only) and
+/// `--video-codec auto|vp8|h264|vp9|av1` (what the test pattern is encoded in and a file must hold; VP9
+/// and AV1 are the test pattern's only; `auto` the test pattern's only, in the codec the room accepts) and
 /// `--audio tone|none|FILE|alsa:DEVICE` (Opus in `.ogg`, `.opus`, `.webm`; an ALSA capture device).
 /// A missing option means the synthetic source (`testsrc`, `tone`).
 public enum LocalSources {
@@ -49,18 +49,26 @@ public enum LocalSources {
         }
     }
 
-    /// Parses a `--video-codec` value (nil: `vp8`): the codec the test pattern is encoded in, and
-    /// the one a video file must hold. Throws ``MediaSourceError/badOption(option:message:cause:)``.
+    /// Parses a `--video-codec` value (nil: `vp8`) that must name one codec: the codec the test
+    /// pattern is encoded in, and the one a video file must hold. Throws
+    /// ``MediaSourceError/badOption(option:message:cause:)`` (also for `auto`: see ``videoCodecChoice(_:)``).
     public static func videoCodec(_ value: String?) throws(MediaSourceError) -> MediaCodec {
-        switch value?.lowercased() {
-        case nil, "vp8": return .vp8
-        case "h264", "h.264": return .h264
-        case "vp9": return .vp9
-        case "av1": return .av1
-        case let other?:
-            throw .badOption(
-                option: "--video-codec", message: "'\(other.prefix(64))' is not vp8, h264, vp9 or av1", cause: nil)
+        guard case .fixed(let codec) = try videoCodecChoice(value) else {
+            throw .badOption(option: "--video-codec", message: "'auto' is not vp8, h264, vp9 or av1", cause: nil)
         }
+        return codec
+    }
+
+    /// Parses a `--video-codec` value (nil: `vp8`): one codec, or `auto`, the codec the room's
+    /// receivers all accept (``VideoCodecChoice``). Throws
+    /// ``MediaSourceError/badOption(option:message:cause:)``: "'x' is not auto, vp8, h264, vp9 or av1".
+    public static func videoCodecChoice(_ value: String?) throws(MediaSourceError) -> VideoCodecChoice {
+        guard let choice = VideoCodecChoice.parse(value) else {
+            throw .badOption(
+                option: "--video-codec",
+                message: "'\(value?.prefix(64) ?? "")' is not \(VideoCodecChoice.optionValues)", cause: nil)
+        }
+        return choice
     }
 
     /// Whether `kind` is published at all with these options (false for `none`).
@@ -72,10 +80,17 @@ public enum LocalSources {
     /// closed. Throws ``MediaSourceError/badOption(option:message:cause:)``, which reads as one line, e.g.
     /// `--video: 'x.mp4' is not testsrc, none or a readable .ivf/.webm file (x.mp4: MP4/QuickTime …)`.
     ///
-    /// `videoCodec` is the `--video-codec` value (nil: `vp8`); a video file must hold that codec.
+    /// `videoCodec` is the `--video-codec` value (nil: `vp8`); a video file must hold that codec
+    /// (`auto` is for the test pattern only: a file holds one codec, which the option names).
     public static func validate(video: String?, audio: String?, videoCodec: String? = nil) throws(MediaSourceError) {
-        let codec = try Self.videoCodec(videoCodec)
+        let choice = try Self.videoCodecChoice(videoCodec)
         if case .file(let path) = Self.video(video) {
+            guard case .fixed(let codec) = choice else {
+                throw .badOption(
+                    option: "--video-codec",
+                    message: "auto chooses the test pattern's codec; a file is sent as it is: name its codec",
+                    cause: nil)
+            }
             do { _ = try MediaFile.videoPlayback(path: path, codec: codec) } catch {
                 throw .badOption(
                     option: "--video",
@@ -113,15 +128,25 @@ public enum LocalSources {
     /// throws ``MediaSourceError/notPublished(_:)``: do not start that track (check
     /// ``publishes(_:video:audio:)``). Files are read again and devices opened each time a track
     /// starts, and closed when it stops.
-    public static func factory(video: String?, audio: String?, videoCodec: String? = nil) throws(MediaSourceError)
-        -> MediaSourceFactory?
-    {
+    ///
+    /// With `--video-codec auto` the test pattern is encoded in `autoCodec()` each time the video
+    /// track starts (the SDK's `Room.publishVideoCodec`); nil (or no closure) means VP8.
+    public static func factory(
+        video: String?, audio: String?, videoCodec: String? = nil, autoCodec: (@Sendable () -> MediaCodec)? = nil
+    ) throws(MediaSourceError) -> MediaSourceFactory? {
         try validate(video: video, audio: audio, videoCodec: videoCodec)
         let v = Self.video(video)
         let a = Self.audio(audio)
-        let codec = try Self.videoCodec(videoCodec)
-        if v == .testPattern && a == .tone && codec == .vp8 { return nil }
-        return { kind, layers in try makeSource(kind: kind, layers: layers, video: v, audio: a, videoCodec: codec) }
+        let choice = try Self.videoCodecChoice(videoCodec)
+        if v == .testPattern && a == .tone && choice == .fixed(.vp8) { return nil }
+        return { kind, layers in
+            let codec: MediaCodec
+            switch choice {
+            case .fixed(let c): codec = c
+            case .auto: codec = autoCodec?() ?? .vp8
+            }
+            return try makeSource(kind: kind, layers: layers, video: v, audio: a, videoCodec: codec)
+        }
     }
 
     /// Makes one source for `kind` from parsed options; throws ``MediaSourceError``. The test

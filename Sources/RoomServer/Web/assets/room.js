@@ -466,6 +466,10 @@
           toast(`Receiving media failed: ${error.message}`);
         });
     },
+    roomVideoCodecsChanged(d) {
+      state.roomVideoCodecs = d.roomVideoCodecs || [];
+      note('roomVideoCodecsChanged', d);
+    },
     presenterChanged(d) {
       state.presenterId = d.participantId || null;
       rebuildLists();
@@ -959,6 +963,16 @@
     return body.token;
   }
 
+  // The video codecs this browser decodes, declared at join (docs/protocol.md "Video codecs a room
+  // accepts"): RTCRtpReceiver's capabilities, or the page option `receiveCodecs=vp8,h264`.
+  function receivableVideoCodecs() {
+    const option = params.get('receiveCodecs');
+    if (option) return option.toLowerCase().split(',').filter(Boolean);
+    const capabilities = window.RTCRtpReceiver?.getCapabilities?.('video')?.codecs || [];
+    const names = capabilities.map((c) => c.mimeType.replace(/^video\//i, '').toLowerCase());
+    return [...new Set(names)].filter((n) => ['vp8', 'h264', 'vp9', 'av1'].includes(n));
+  }
+
   async function join(options) {
     const urlToken = params.get('token');
     const claims = urlToken ? decodeTokenClaims(urlToken) : {};
@@ -982,8 +996,10 @@
       micEnabled: options.mic,
       camEnabled: options.cam,
       autoConsume: true,
+      videoCodecs: receivableVideoCodecs(),
     });
     state.joined = true;
+    state.roomVideoCodecs = response.roomVideoCodecs || ['vp8'];
     state.me = response.participant.participantId;
     state.permissions = response.permissions || [];
     remember(response.participant);
@@ -1160,6 +1176,7 @@
         events: state.events.map((e) => e.event),
         toasts: state.events.filter((e) => e.event === 'toast').map((e) => e.detail),
         presenter: state.presenterId,
+        roomVideoCodecs: state.roomVideoCodecs || [],
         receiving: [...state.consumers.values()]
           .filter((c) => state.midTracks.get(c.mid)?.readyState === 'live')
           .map((c) => `${c.participantId}:${c.kind}`),
