@@ -196,7 +196,7 @@ let package = Package(
             name: "SFUTests", dependencies: ["SFU", "RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/SFUTests"),
         .testTarget(
             name: "RoomServerTests",
-            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "RoomProtocol", "TestSupport"],
+            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "RoomProtocol", "SFU", "TestSupport"],
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",

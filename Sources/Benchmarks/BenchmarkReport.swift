@@ -687,6 +687,8 @@ public struct BenchmarkReport: Sendable {
                 "\(pipe.edge.pipePacketsRead) datagrams read by the edge (a pipe has no congestion control: an edge "
             body += "that falls behind queues in its socket's 4 MB buffer, then drops).\n\n"
             body += "Method: \(pipe.method).\n\n"
+            body += try await ClusterBenchmark.edgesSection(
+                audience: quick ? 6 : 40, seconds: quick ? 2 : 8, summary: &summary, progress: progress)
         }
 
         // MARK: Assemble

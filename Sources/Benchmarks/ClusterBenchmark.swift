@@ -1,5 +1,6 @@
 import Cluster
 import Foundation
+import LoadGen
 import RTC
 import Redis
 import RoomProtocol
@@ -248,5 +249,176 @@ extension ClusterBenchmark {
             throw Failure(description: "pipe benchmark: nothing was forwarded")
         }
         return shares
+    }
+}
+
+// MARK: - Origin and edges in the room layer (`--edge-audience`)
+
+extension ClusterBenchmark {
+    /// One phase of ``edges(audience:seconds:progress:)``: the SFUs' shares over the measured window.
+    public struct EdgePhase: Sendable {
+        /// The SFU the publisher sends to (the origin; in the one-node phase, also the audience's).
+        public var origin: LoopShare
+        /// The SFU that serves the audience (the origin itself in the one-node phase).
+        public var audience: LoopShare
+        /// Packets the origin sent over pipes in the window.
+        public var pipePacketsSent: UInt64
+        public var members: Int
+        public var seconds: Double
+        /// The audience SFU's loop CPU per member, in milliseconds per second (per cent of a core × 10).
+        public var cpuMillisecondsPerMemberSecond: Double {
+            members > 0 && seconds > 0 ? audience.cpuSeconds * 1e3 / Double(members) / seconds : 0
+        }
+    }
+
+    public struct EdgesResult: Sendable {
+        /// Publisher and audience on one node.
+        public var single: EdgePhase
+        /// Publisher on the origin, the audience on an edge (every member joined through it).
+        public var edge: EdgePhase
+        public var method: String
+    }
+
+    /// The room layer's origin and edge against one node, in process: three room servers in cluster
+    /// mode with `--edge-audience` = `audience` on one throw-away Redis, and a load run of one
+    /// simulcast publisher and `audience` RECV_ONLY bots. First every bot joins through the node the
+    /// room is placed on (one node); then, in a new room, through another node, which becomes its
+    /// edge (the publisher's join is proxied to the origin). Measured per phase over `seconds`
+    /// after the ramp: packets in and out of each SFU, and its loop thread's CPU.
+    public static func edges(audience: Int, seconds: Double, progress: @escaping @Sendable (String) -> Void)
+        async throws -> EdgesResult
+    {
+        let redis = try LocalRedisServer()
+        defer { redis.stop() }
+        let redisURL = try RedisURL(parsing: redis.url)
+        var servers: [RoomServer] = []
+        var nodes: [ClusterNode] = []
+        defer {
+            for node in nodes { node.stop() }
+            for server in servers { server.stop() }
+        }
+        for i in 0..<2 {
+            var configuration = RoomServerConfiguration()
+            configuration.listenPort = 0
+            configuration.udpPortLow = 0
+            configuration.udpPortHigh = 0
+            configuration.secret = "bench-secret"
+            configuration.edgeAudience = audience
+            let server = RoomServer(configuration: configuration)
+            try server.start()
+            let reach = "127.0.0.1:\(server.httpPort)"
+            let node = ClusterNode(
+                configuration: .init(
+                    redis: redisURL, nodeId: "edge-bench-\(i)", signalingURL: "ws://\(reach)/v1/rtc",
+                    httpURL: "http://\(reach)", mediaAddress: "127.0.0.1"), log: { _ in })
+            try node.attach(to: server)
+            servers.append(server)
+            nodes.append(node)
+        }
+        // Each node must see the other's registration (its media address) before an edge is accepted.
+        try await Task.sleep(nanoseconds: 2_500_000_000)
+
+        func phase(room: String, via entry: RoomServer) async throws -> EdgePhase {
+            var config = LoadConfiguration(signalingURL: "ws://127.0.0.1:\(entry.httpPort)/v1/rtc", room: room)
+            config.secret = "bench-secret"
+            config.publishers = 1
+            config.subscribers = audience
+            config.layout = .grid(3)
+            config.joinRate = 50
+            config.qualityMetrics = false
+            let ramp = Double(1 + audience) / config.joinRate + 3
+            config.duration = ramp + seconds + 1
+            let run = try LoadRun(configuration: config)
+            let running = Task { try await run.run() }
+            try await Task.sleep(nanoseconds: UInt64(ramp * 1e9))
+            // The origin is the node the room was placed on; the audience's SFU is the entry node.
+            var origin = entry
+            for server in servers where await server.roomSummaries().contains(where: { $0.roomId == room }) {
+                origin = server
+            }
+            let sfus = [origin.sfu, entry.sfu].compactMap { $0 }
+            guard sfus.count == 2 else { throw Failure(description: "edge benchmark: no SFU running") }
+            func sample() async -> [(UInt64, UInt64, UInt64, UInt64)] {
+                var out: [(UInt64, UInt64, UInt64, UInt64)] = []
+                for sfu in sfus {
+                    let (cpu, packetsIn, packetsOut) = await sfu.loop.submit {
+                        (SFUBenchmark.threadCPU(), sfu.counters.packetsIn, sfu.counters.packetsOut)
+                    }
+                    let piped = await sfu.stats().pipes.reduce(0) { $0 + $1.counters.packetsSent }
+                    out.append((cpu, packetsIn, packetsOut, piped))
+                }
+                return out
+            }
+            let start = await sample()
+            try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+            let end = await sample()
+            let report = try await running.value
+            guard report.joinedParticipants == 1 + audience else {
+                throw Failure(description: "edge benchmark: \(report.joinedParticipants) of \(1 + audience) joined")
+            }
+            let shares = zip(start, end).map { a, b in
+                LoopShare(packetsIn: b.1 &- a.1, packetsOut: b.2 &- a.2, cpuSeconds: Double(b.0 &- a.0) / 1e9)
+            }
+            return EdgePhase(
+                origin: shares[0], audience: shares[1], pipePacketsSent: end[0].3 &- start[0].3, members: audience,
+                seconds: seconds)
+        }
+        progress("bench:   one node: a publisher and \(audience) members through the room's node")
+        let single = try await phase(room: "edge-bench-single", via: servers[0])
+        progress("bench:   origin and edge: the same through the other node")
+        // The room is placed on the node with the fewest rooms (ties: the smaller id), so on node 0;
+        // every join reaches node 1, which serves the audience as the edge.
+        let edge = try await phase(room: "edge-bench-edges", via: servers[1])
+        guard edge.pipePacketsSent > 0 else { throw Failure(description: "edge benchmark: nothing crossed a pipe") }
+        var method = "two in-process room servers in cluster mode (`--edge-audience \(audience)`) on one throw-away "
+        method += "`redis-server`; an in-process load run of 1 simulcast VP8 + Opus publisher and \(audience) "
+        method += "RECV_ONLY bots (3x3 layout), all joining through one node: first the room's own node (one node), "
+        method += "then, in a new room, the other node, which serves the audience as its edge while the publisher's "
+        method += "join is proxied to the origin; \(seconds) s measured after the ramp; each SFU's loop-thread CPU "
+        method += "(CLOCK_THREAD_CPUTIME_ID) and packet counters"
+        return EdgesResult(single: single, edge: edge, method: method)
+    }
+}
+
+extension ClusterBenchmark {
+    /// The report's rows and section for ``edges(audience:seconds:progress:)``.
+    static func edgesSection(
+        audience: Int, seconds: Double, summary: inout [BenchmarkReport.SummaryRow],
+        progress: @escaping @Sendable (String) -> Void
+    ) async throws -> String {
+        progress("bench: cluster: a live stream's audience on an edge (room layer) vs on one node")
+        let r = try await edges(audience: audience, seconds: seconds, progress: progress)
+        let ratio = r.edge.cpuMillisecondsPerMemberSecond / max(r.single.cpuMillisecondsPerMemberSecond, 1e-9)
+        summary.append(
+            BenchmarkReport.SummaryRow(
+                metric: "cluster: origin packets out per packet in, \(audience) members on an edge (room layer)",
+                target: "1 per edge",
+                measured: String(
+                    format: "%.2f (%.1f with them on the origin)", r.edge.origin.fanOut, r.single.origin.fanOut),
+                verdict: r.edge.origin.fanOut < 1.5 ? "meets the target" : "misses the target"))
+        summary.append(
+            BenchmarkReport.SummaryRow(
+                metric: "cluster: server CPU per audience member on an edge vs one node (room layer)",
+                target: "within 20 %",
+                measured: String(
+                    format: "%.2f vs %.2f ms/s (%+.0f %%)", r.edge.cpuMillisecondsPerMemberSecond,
+                    r.single.cpuMillisecondsPerMemberSecond, (ratio - 1) * 100),
+                verdict: ratio <= 1.2
+                    ? "meets the target" : String(format: "misses the target by %.0f %%", (ratio - 1.2) * 100)))
+        var body = "## Cluster: a live stream's audience on an edge (`--edge-audience`)\n\n"
+        body += "| phase | SFU | packets in | packets out | out per in | loop CPU per member |\n"
+        body += "|---|---|---|---|---|---|\n"
+        body += String(
+            format: "| one node | the room's node | %llu | %llu | %.2f | %.2f ms/s |\n", r.single.audience.packetsIn,
+            r.single.audience.packetsOut, r.single.audience.fanOut, r.single.cpuMillisecondsPerMemberSecond)
+        body += String(
+            format: "| origin and edge | origin | %llu | %llu | %.2f | — |\n", r.edge.origin.packetsIn,
+            r.edge.origin.packetsOut, r.edge.origin.fanOut)
+        body += String(
+            format: "| origin and edge | edge | %llu | %llu | %.2f | %.2f ms/s |\n\n", r.edge.audience.packetsIn,
+            r.edge.audience.packetsOut, r.edge.audience.fanOut, r.edge.cpuMillisecondsPerMemberSecond)
+        body += "The origin sent \(r.edge.pipePacketsSent) packets over its pipe in the window. "
+        body += "Method: \(r.method).\n\n"
+        return body
     }
 }

@@ -112,6 +112,9 @@ enum Help {
             .init(name: "--node-id", value: "ID", text: "this node's name in the cluster"),
             .init(name: "--advertise", value: "HOST:PORT", text: "where clients and other nodes reach this node"),
             .init(
+                name: "--edge-audience", value: "N",
+                text: "serve up to N audience members per room whose stage lives on another node (default 0: off)"),
+            .init(
                 name: "--jobs", value: "redis://HOST:PORT",
                 text: "enable POST /admin/jobs on this fleet (docs/fleet.md)"),
             .init(

@@ -63,7 +63,7 @@ func lifecycleSettings(_ a: Arguments, into configuration: inout RoomServerConfi
 func runServe(_ args: [String]) async {
     // Before the server's threads start: they then share one malloc arena per core (MemoryTrim.swift).
     MemoryTrim.limitArenas()
-    do {
+    await runCommand("serve") {
         let a = try Arguments(args, help: Help.serve)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         var configuration = RoomServerConfiguration()
@@ -113,6 +113,12 @@ func runServe(_ args: [String]) async {
         if let v = a.value("--redis") { configuration.redis = v }
         if let v = a.value("--node-id") { configuration.nodeId = v }
         if let v = a.value("--advertise") { configuration.advertise = v }
+        if let v = a.value("--edge-audience") {
+            guard let n = Int(v), (0...1_000_000).contains(n) else {
+                throw Arguments.Failure.badValue("--edge-audience", "expected 0...1000000 audience members per room")
+            }
+            configuration.edgeAudience = n
+        }
         if let v = a.value("--jobs") { configuration.jobs = v }
         try lifecycleSettings(a, into: &configuration)
         if a.flag("--ice-tcp") {
@@ -129,11 +135,14 @@ func runServe(_ args: [String]) async {
         var clusterRedis: RedisURL?
         if let text = configuration.redis {
             do { clusterRedis = try RedisURL(parsing: text) } catch {
-                throw Arguments.Failure.badValue("--redis", error.description)
+                throw Arguments.Failure.badValue("--redis", "\(error)")
             }
         }
-        if clusterRedis == nil, configuration.nodeId != nil || configuration.advertise != nil {
-            throw Arguments.Failure.badValue("--node-id/--advertise", "only with --redis (cluster mode)")
+        if clusterRedis == nil,
+            configuration.nodeId != nil || configuration.advertise != nil || configuration.edgeAudience > 0
+        {
+            throw Arguments.Failure.badValue(
+                "--node-id/--advertise/--edge-audience", "only with --redis (cluster mode)")
         }
         let nodeId = configuration.nodeId ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
         guard NodeRecord.isNodeId(nodeId) else {
@@ -146,7 +155,7 @@ func runServe(_ args: [String]) async {
         var jobsRedis: RedisURL?
         if let text = configuration.jobs {
             do { jobsRedis = try RedisURL(parsing: text) } catch {
-                throw Arguments.Failure.badValue("--jobs", error.description)
+                throw Arguments.Failure.badValue("--jobs", "\(error)")
             }
         }
         let server = RoomServer(configuration: configuration)
@@ -204,9 +213,5 @@ func runServe(_ args: [String]) async {
         cluster?.stop()
         server.stop()
         memoryTrim.cancel()
-    } catch let e as Arguments.Failure {
-        fail("serve: \(e)", code: 2)
-    } catch {
-        fail("serve: \(error)")
     }
 }

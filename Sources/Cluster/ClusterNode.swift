@@ -68,6 +68,8 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
     private weak var server: RoomServer?
     private var summaryTask: Task<Void, Never>?
     private var knownURLs: [String] = []
+    /// Each live node's registered media address, as last read (where its pipes may be).
+    private var knownMediaAddresses: [String: String] = [:]
     /// Registrations read from Redis that did not parse or were implausible (skipped).
     private var invalidRegistrations = 0
     private var reportedInvalid: Set<String> = []
@@ -117,7 +119,11 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
                 if let records = try? await self.liveRecords() {
                     let own = self.configuration.signalingURL
                     let urls = [own] + records.map(\.signalingURL).filter { $0 != own }
-                    self.lock.withLock { self.knownURLs = urls }
+                    let media = Dictionary(records.map { ($0.id, $0.mediaAddress) }, uniquingKeysWith: { a, _ in a })
+                    self.lock.withLock {
+                        self.knownURLs = urls
+                        self.knownMediaAddresses = media
+                    }
                 }
                 try? await Task.sleep(nanoseconds: UInt64(self.configuration.heartbeat * 1e9))
             }
@@ -157,7 +163,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
 
     private func refreshRegistration() {
         let (rooms, current) = lock.withLock { (Array(owned), summaries) }
-        let record = NodeRecord(
+        var record = NodeRecord(
             id: configuration.nodeId, signalingURL: configuration.signalingURL, httpURL: configuration.httpURL,
             mediaAddress: configuration.mediaAddress, rooms: current.count,
             participants: current.reduce(0) { $0 + $1.participantCount },
@@ -166,8 +172,13 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
             roomList: current.map {
                 RoomLoad(
                     roomId: $0.roomId, participants: $0.participantCount, producers: $0.producerCount,
-                    consumers: $0.consumerCount)
+                    consumers: $0.consumerCount, audience: $0.localAudienceCount)
             }, startedAt: startedAt, updatedAt: Date().timeIntervalSince1970)
+        if let edges = server?.edgeAudienceByRoom, !edges.isEmpty {
+            record.edgeRooms = edges.sorted { $0.key < $1.key }.map {
+                NodeRecord.EdgeLoad(roomId: $0.key, audience: $0.value)
+            }
+        }
         var commands: [[String]] = [
             [
                 "SET", nodeKey(escapedId: escapedNodeId), RedisJSON.encode(record), "PX",
@@ -298,6 +309,40 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         return ClusterPeer(nodeId: record.id, signalingURL: record.signalingURL, httpURL: record.httpURL)
     }
 
+    public func mediaAddress(ofNode nodeId: String) -> String? {
+        lock.withLock { knownMediaAddresses[nodeId] }
+    }
+
+    public func audiencePlacement(roomId: String, share: Int) async -> AudiencePlacement? {
+        guard let records = try? await liveRecords() else { return nil }
+        return Self.placeAudience(roomId: roomId, share: share, here: configuration.nodeId, records: records)
+    }
+
+    /// Where an audience member of `roomId` who reached node `here` (already at its share) goes:
+    /// the node carrying the room (its origin or an edge) with the least audience below `share`
+    /// (ties: the smaller id), else the live node with the fewest participants that does not carry
+    /// it yet (a new edge), else the origin. `here` is never chosen.
+    public static func placeAudience(roomId: String, share: Int, here: String, records: [NodeRecord])
+        -> AudiencePlacement
+    {
+        let others = records.filter { $0.id != here }
+        let origin = others.first { r in r.roomList.contains { $0.roomId == roomId } }
+        func peer(_ r: NodeRecord) -> ClusterPeer {
+            ClusterPeer(nodeId: r.id, signalingURL: r.signalingURL, httpURL: r.httpURL)
+        }
+        let carriers = others.filter { $0.id == origin?.id || $0.audience(of: roomId) > 0 }
+        if let best = carriers.filter({ $0.audience(of: roomId) < share }).min(by: {
+            ($0.audience(of: roomId), $0.id) < ($1.audience(of: roomId), $1.id)
+        }) {
+            return best.id == origin?.id ? .origin : .edge(peer(best))
+        }
+        let fresh = others.filter { r in !carriers.contains { $0.id == r.id } }
+        if let best = fresh.min(by: { ($0.participants, $0.id) < ($1.participants, $1.id) }) {
+            return .edge(peer(best))
+        }
+        return .origin
+    }
+
     /// The body of `GET /cluster`: the live nodes with their load (only `roomScope`'s room for a token
     /// scoped to one room), this node's id and whether Redis answers.
     public func status(roomScope: String?) async -> JSONValue {
@@ -322,7 +367,7 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         }
         var answer: [String: JSONValue] = [
             "node": .string(configuration.nodeId), "redisReachable": .bool(lock.withLock { redisUp }),
-            "nodes": .array(nodes),
+            "nodes": .array(nodes), "rooms": Self.roomLayout(records, roomScope: roomScope),
         ]
         if let roomScope {
             answer["roomScope"] = .string(roomScope)
@@ -330,6 +375,36 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
             answer["redis"] = .string(configuration.redis.description)
         }
         return .object(answer)
+    }
+
+    /// Per room: its origin, its edges and the audience whose media each serves (`/cluster` "rooms").
+    static func roomLayout(_ records: [NodeRecord], roomScope: String?) -> JSONValue {
+        var rooms: [String: [String: JSONValue]] = [:]
+        for r in records {
+            for load in r.roomList where roomScope == nil || load.roomId == roomScope {
+                var room = rooms[load.roomId] ?? [:]
+                room["origin"] = .string(r.id)
+                var audience = room["audience"]?.objectValue ?? [:]
+                audience[r.id] = .number(Double(load.audience ?? 0))
+                room["audience"] = .object(audience)
+                rooms[load.roomId] = room
+            }
+            for edge in r.edgeRooms ?? [] where roomScope == nil || edge.roomId == roomScope {
+                var room = rooms[edge.roomId] ?? [:]
+                room["edges"] = .array((room["edges"]?.arrayValue ?? []) + [.string(r.id)])
+                var audience = room["audience"]?.objectValue ?? [:]
+                audience[r.id] = .number(Double(edge.audience))
+                room["audience"] = .object(audience)
+                rooms[edge.roomId] = room
+            }
+        }
+        return .object(
+            rooms.mapValues { room in
+                var room = room
+                if room["edges"] == nil { room["edges"] = [] }
+                if room["origin"] == nil { room["origin"] = nil }
+                return .object(room)
+            })
     }
 
     /// The node's Prometheus metrics (`understudy_cluster_*`), appended to the server's `/metrics`.
@@ -355,6 +430,13 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         metric(
             "understudy_cluster_history_bytes", "gauge",
             "Bytes of persisted PubSub history this node's rooms hold in Redis.", stored)
+        metric(
+            "understudy_cluster_edge_members", "gauge",
+            "Audience members of other nodes' rooms whose media this node serves as an edge (--edge-audience).",
+            server?.edgeAudienceByRoom.values.reduce(0, +) ?? 0)
+        metric(
+            "understudy_cluster_edge_members_total", "counter",
+            "Audience members ever served as an edge (--edge-audience).", server?.edgeMembersServed ?? 0)
         return out
     }
 

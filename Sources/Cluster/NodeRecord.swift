@@ -28,6 +28,9 @@ public struct NodeRecord: Codable, Sendable, Equatable {
     public var cpu: Double
     /// Each room's load.
     public var roomList: [RoomLoad]
+    /// Rooms of other nodes whose audience this node serves as an edge (absent: none, or a node
+    /// that predates edges).
+    public var edgeRooms: [EdgeLoad]?
     /// When the node started and last refreshed this record (seconds since 1970).
     public var startedAt: Double
     /// When the record was last refreshed.
@@ -48,6 +51,7 @@ public struct NodeRecord: Codable, Sendable, Equatable {
         self.consumers = consumers
         self.cpu = cpu
         self.roomList = roomList
+        self.edgeRooms = nil
         self.startedAt = startedAt
         self.updatedAt = updatedAt
     }
@@ -62,14 +66,35 @@ public struct NodeRecord: Codable, Sendable, Equatable {
         public var producers: Int
         /// Its consumers.
         public var consumers: Int
+        /// Its `RECV_ONLY` members whose media this node serves (absent: a node that predates edges).
+        public var audience: Int?
 
         /// A room's load.
-        public init(roomId: String, participants: Int, producers: Int, consumers: Int) {
+        public init(roomId: String, participants: Int, producers: Int, consumers: Int, audience: Int? = nil) {
             self.roomId = roomId
             self.participants = participants
             self.producers = producers
             self.consumers = consumers
+            self.audience = audience
         }
+    }
+
+    /// The audience a node serves as an edge of another node's room.
+    public struct EdgeLoad: Codable, Sendable, Equatable {
+        public var roomId: String
+        /// Members whose media this node serves.
+        public var audience: Int
+
+        public init(roomId: String, audience: Int) {
+            self.roomId = roomId
+            self.audience = audience
+        }
+    }
+
+    /// The room's audience this node serves (as its origin or an edge); 0 when none.
+    public func audience(of roomId: String) -> Int {
+        if let load = roomList.first(where: { $0.roomId == roomId }) { return load.audience ?? 0 }
+        return edgeRooms?.first { $0.roomId == roomId }?.audience ?? 0
     }
 
     /// Why a registration read from Redis was refused.
@@ -92,7 +117,8 @@ public struct NodeRecord: Codable, Sendable, Equatable {
     /// outside the node-id grammar (1–64 letters, digits, `-`, `_`, `.`), URLs that are not
     /// `ws(s)://…`/`http(s)://…`, an empty or over-long media address, negative or absurd counts,
     /// a CPU that is not a finite 0…4096, a room list longer than ``maxCount`` or with room ids
-    /// outside 1–128 bytes, or an `updatedAt` more than ``maxClockSkew`` from `now`.
+    /// outside 1–128 bytes (edge rooms
+    /// likewise, with an audience in range), or an `updatedAt` more than ``maxClockSkew`` from `now`.
     public static func parse(_ bytes: [UInt8], id: String, now: Double) throws(Invalid) -> NodeRecord {
         guard bytes.count <= maxBytes else { throw Invalid(description: "\(bytes.count) bytes") }
         let record: NodeRecord
@@ -122,10 +148,15 @@ public struct NodeRecord: Codable, Sendable, Equatable {
         guard roomList.count <= Self.maxCount else { throw fail("room list too long") }
         for room in roomList {
             guard !room.roomId.isEmpty, room.roomId.utf8.count <= 128 else { throw fail("bad room id") }
-            for count in [room.participants, room.producers, room.consumers] where !(0...Self.maxCount).contains(count)
-            {
+            for count in [room.participants, room.producers, room.consumers, room.audience ?? 0]
+            where !(0...Self.maxCount).contains(count) {
                 throw fail("room count \(count) out of range")
             }
+        }
+        guard (edgeRooms?.count ?? 0) <= Self.maxCount else { throw fail("edge room list too long") }
+        for edge in edgeRooms ?? [] {
+            guard !edge.roomId.isEmpty, edge.roomId.utf8.count <= 128 else { throw fail("bad edge room id") }
+            guard (0...Self.maxCount).contains(edge.audience) else { throw fail("edge audience out of range") }
         }
         guard updatedAt.isFinite, startedAt.isFinite, abs(updatedAt - now) <= Self.maxClockSkew else {
             throw fail("updatedAt \(updatedAt) is not now (\(now))")

@@ -26,13 +26,18 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
     private var joinTextValue: String?
     /// Cluster mode: set when the room lives on another node; everything then goes there.
     private var proxy: SignalProxy?
+    /// Cluster mode: another node placed this audience join on this one as its edge.
+    let edgePlaced: Bool
+    /// Cluster mode, on the origin: the proxying edge offers to serve this member's media.
+    private var edgeLinkValue: EdgeMediaLink?
 
     init(
         connection: WebSocketConnection, queryToken: String?, server: RoomServer,
         configuration: RoomServerConfiguration,
-        proxiedBy: String? = nil
+        proxiedBy: String? = nil, edgePlaced: Bool = false
     ) {
         self.proxiedBy = proxiedBy
+        self.edgePlaced = edgePlaced
         self.connection = connection
         self.queryToken = queryToken
         self.server = server
@@ -60,6 +65,10 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
         }
         if closedAlready { proxy.clientClosed() }
     }
+    /// The edge that offers to serve this member's media (set before its first message).
+    func offerEdge(_ link: EdgeMediaLink) { locked { edgeLinkValue = link } }
+    var edgeLink: EdgeMediaLink? { locked { edgeLinkValue } }
+
     /// The room this session joined (nil before).
     var joinedRoom: Room? { locked { room } }
     var participantId: String? { locked { participantIdValue } }
@@ -119,6 +128,7 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
 
     func received(_ text: String) {
         if let proxy = locked({ proxy }) { return proxy.forward(text) }
+        if let link = edgeLink, text.hasPrefix(EdgeWire.prefix) { return link.received(text) }
         server.counters.add(received: 1)
         guard text.utf8.count <= configuration.maxMessageBytes else {
             return reject(
@@ -201,6 +211,7 @@ final class ClientSession: ParticipantSignaling, @unchecked Sendable {
             return (self.room, self.proxy)
         }
         proxy?.clientClosed()
+        edgeLink?.close()
         server.counters.add(connections: -1)
         if let room { room.enqueue { room.connectionClosed(self) } }
     }

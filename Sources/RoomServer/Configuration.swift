@@ -104,6 +104,11 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     public var nodeId: String?
     /// Cluster mode: where clients and other nodes reach this node, `HOST:PORT` (`--advertise`).
     public var advertise: String?
+    /// Cluster mode: how many audience members (`RECV_ONLY` joins) this node serves as an edge of a
+    /// room that lives on another node before placement prefers another node (`--edge-audience`,
+    /// docs/cluster.md "Origin and edges"); 0 (the default) proxies every member's media to the
+    /// room's node, as before.
+    public var edgeAudience: Int = 0
     /// The job fleet's Redis for `POST /admin/jobs` (`--jobs`).
     public var jobs: String?
 
@@ -203,6 +208,7 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
             try c.decodeIfPresent(Int.self, forKey: .maxHTTPSessionsPerToken) ?? d.maxHTTPSessionsPerToken
         redis = try c.decodeIfPresent(String.self, forKey: .redis)
         nodeId = try c.decodeIfPresent(String.self, forKey: .nodeId)
+        edgeAudience = try c.decodeIfPresent(Int.self, forKey: .edgeAudience) ?? d.edgeAudience
         advertise = try c.decodeIfPresent(String.self, forKey: .advertise)
         iceServers = try c.decodeIfPresent([ICEServerDescription].self, forKey: .iceServers) ?? []
         iceTCP = try c.decodeIfPresent(Bool.self, forKey: .iceTCP) ?? d.iceTCP
@@ -255,9 +261,10 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
         }
         if !(maxTokenLifetimeSeconds > 0) || maxRooms < 1 || maxPubSubHistoryBytesPerRoom < 0
             || maxPubSubHistoryBytesTotal < 0 || maxQueuedOutputBytes < 16 * 1024 || !(lobbyTimeoutSeconds > 0)
-            || maxSSRCsPerPublisher < 1
+            || maxSSRCsPerPublisher < 1 || !(0...1_000_000).contains(edgeAudience)
         {
-            return "bad hardening limits (token lifetime, rooms, history bytes, output queue >= 16 KiB, lobby, SSRCs)"
+            return
+                "bad hardening limits (token lifetime, rooms, history bytes, output queue >= 16 KiB, lobby, SSRCs, edgeAudience 0...1000000)"
         }
         return nil
     }

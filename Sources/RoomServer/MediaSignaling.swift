@@ -33,9 +33,12 @@ final class RoomMedia: @unchecked Sendable {
         sfuConfiguration.staleMediaAfter = UInt64(configuration.staleMediaMilliseconds) * 1_000_000
         sfu = try SFU.make(configuration: sfuConfiguration)
         sfu.onRenegotiationNeeded = { [weak server] key in
-            guard let server, let (roomId, participantId) = RoomMedia.split(key),
-                let room = server.existingRoom(roomId)
-            else { return }
+            guard let server, let (roomId, participantId) = RoomMedia.split(key) else { return }
+            guard let room = server.existingRoom(roomId) else {
+                // An edge member: its room is on the origin, which makes the offer.
+                server.edges.host(key: key)?.report(.renegotiate)
+                return
+            }
             // Several consumers added by one request ask several times; one offer covers them all.
             room.renegotiationNeeded(participantId: participantId)
         }
@@ -67,9 +70,11 @@ final class RoomMedia: @unchecked Sendable {
     /// Tells the subscriber which layer it now receives (`consumerLayerChanged`).
     private func watchLayers(server: RoomServer) {
         sfu.onLayerChanged = { [weak server] key, producerId, quality in
-            guard let server, let (roomId, participantId) = RoomMedia.split(key),
-                let room = server.existingRoom(roomId)
-            else { return }
+            guard let server, let (roomId, participantId) = RoomMedia.split(key) else { return }
+            guard let room = server.existingRoom(roomId) else {
+                server.edges.host(key: key)?.report(.layer(producerId: producerId, quality: quality))
+                return
+            }
             room.enqueue { room.consumerLayerChanged(subscriberId: participantId, producerId: producerId, quality) }
         }
     }
@@ -78,9 +83,11 @@ final class RoomMedia: @unchecked Sendable {
     /// consumer and tells the subscriber why (`consumerClosed` with `reason`).
     private func watchRefusals(server: RoomServer) {
         sfu.onConsumerRefused = { [weak server] key, producerId, codec in
-            guard let server, let (roomId, participantId) = RoomMedia.split(key),
-                let room = server.existingRoom(roomId)
-            else { return }
+            guard let server, let (roomId, participantId) = RoomMedia.split(key) else { return }
+            guard let room = server.existingRoom(roomId) else {
+                server.edges.host(key: key)?.report(.refused(producerId: producerId, codec: codec))
+                return
+            }
             room.enqueue { room.consumerRefused(subscriberId: participantId, producerId: producerId, codec: codec) }
         }
     }
@@ -205,8 +212,23 @@ extension ClientSession {
         guard let which = data["connection"]?.stringValue, let role = SFUConnectionRole(rawValue: which) else {
             throw RoomError(3073, "restartIce needs connection: \"publish\" or \"subscribe\"")
         }
-        guard let media = server.media() else { throw RoomError(5000, "the media server is stopping") }
         let key = RoomMedia.key(room: roomId, participant: participantId)
+        if data["sdp"] == nil, let link = joinedRoom?.edgeLink(of: participantId) {
+            // An edge member's connections are on its edge.
+            guard let ufrag = data["ufrag"]?.stringValue, let pwd = data["pwd"]?.stringValue,
+                (4...256).contains(ufrag.utf8.count), (22...256).contains(pwd.utf8.count)
+            else { throw RoomError(3073, "restartIce needs ufrag (4-256 chars) and pwd (22-256 chars), or sdp") }
+            let fresh = try link.call(.restartIce(connection: role, ufrag: ufrag, pwd: pwd), key: key)
+            return [
+                "connection": .string(which), "ufrag": fresh["ufrag"] ?? .null, "pwd": fresh["pwd"] ?? .null,
+            ]
+        }
+        if role == .publish, let sdp = data["sdp"]?.stringValue, let link = joinedRoom?.edgeLink(of: participantId) {
+            // An edge guest publishes to its edge.
+            let answer = try link.call(.restartPublish(sdp: sdp), key: key)
+            return ["connection": .string(which), "sdp": answer["sdp"] ?? .null]
+        }
+        guard let media = server.media() else { throw RoomError(5000, "the media server is stopping") }
         if let sdp = data["sdp"]?.stringValue {
             guard role == .publish else { throw RoomError(3073, "an SDP restart applies to the publish connection") }
             let offer: SessionDescription

@@ -101,11 +101,22 @@ final class Room: @unchecked Sendable {
     }
 
     private func makeSummary() -> RoomSummary {
-        RoomSummary(
+        var summary = RoomSummary(
             roomId: id, participantIds: participantsInOrder.map(\.id), lobbyCount: lobby.count,
             producerCount: participants.values.reduce(0) { $0 + $1.producers.count },
             consumerCount: participants.values.reduce(0) { $0 + $1.consumers.count }, createdAt: createdAt)
+        for p in participantsInOrder where p.mode == .recvOnly {
+            if let edge = p.edge {
+                summary.edgeAudience[edge.nodeId, default: 0] += 1
+            } else {
+                summary.localAudienceCount += 1
+            }
+        }
+        return summary
     }
+
+    /// The edge that serves `participantId`'s subscribe connection (nil: this node). On the room's queue.
+    func edgeLink(of participantId: String) -> EdgeMediaLink? { participants[participantId]?.edge }
 
     /// Sends `method` to everyone (but `except`), encoded once. Pending participant events go first,
     /// so nobody hears of a producer or a pin before the join of its participant.
@@ -191,6 +202,8 @@ final class Room: @unchecked Sendable {
             metaData: request.metaData,
             isAgent: request.isAgent, agentId: request.agentId, micEnabled: sends && request.micEnabled,
             camEnabled: sends && request.camEnabled, autoConsume: request.autoConsume, permissions: request.permissions)
+        // An audience member proxied by an edge that offered its media plane keeps its media there.
+        if request.mode == .recvOnly, let link = (session as? ClientSession)?.edgeLink { p.edge = link }
         // Existing participants first, then the answer: the joiner's onParticipantJoined for them
         // precedes its onRoomJoined.
         // Protocol 2 gets the roster as bounded `participantEvents` pages and a response without
@@ -233,6 +246,14 @@ final class Room: @unchecked Sendable {
             }
         }
         lanes.expediteRenegotiation(p.id)  // the joiner's first offer is part of its join
+        if let edge = p.edge {
+            // Its edge's allocator learns the room's pins (a new edge knows none).
+            for pinned in pins.keys.sorted() {
+                edge.send(
+                    .pin(participantKey: RoomMedia.key(room: id, participant: pinned), pinned: true),
+                    key: RoomMedia.key(room: id, participant: p.id))
+            }
+        }
         if p.permissions.contains("allow_join") {
             for (pid, entry) in lobby.sorted(by: { $0.key < $1.key }) {
                 p.session.notify(
@@ -259,7 +280,10 @@ final class Room: @unchecked Sendable {
         for producer in p.producers.values.sorted(by: { $0.producerId < $1.producerId }) {
             closeProducer(producer, of: p)
         }
-        for consumer in p.consumers.values { hooks?.consumerClosed(roomId: id, consumer: consumer) }
+        for consumer in p.consumers.values {
+            if let edge = p.edge { releaseOnEdge(consumer.producerId, edge) }
+            hooks?.consumerClosed(roomId: id, consumer: consumer)
+        }
         p.consumers.removeAll()
         closeInSFU(p)
         participantEvents.deliverPending(to: p)
@@ -552,7 +576,10 @@ final class Room: @unchecked Sendable {
             setStatus(p, .webcam, false)
             // A guest back in the audience may never publish again: on request its publish connection
             // (ICE, DTLS, SRTP state and its share of the port) goes now, not when it leaves the room.
-            if closingPublish, p.inSFU, let media = server.media() {
+            if closingPublish, let edge = p.edge {
+                let answer = try? edge.call(.closePublishConnection, key: RoomMedia.key(room: id, participant: p.id))
+                publishConnectionClosed = answer?["closed"]?.boolValue ?? false
+            } else if closingPublish, p.inSFU, let media = server.media() {
                 let key = RoomMedia.key(room: id, participant: p.id)
                 publishConnectionClosed =
                     (try? media.call("closePublishConnection") { await $0.closePublishConnectionIfUnused(key) })
@@ -685,6 +712,8 @@ final class Room: @unchecked Sendable {
         if producer.hasMedia, let media = server.media() {
             let producerId = producer.producerId
             _ = try? media.call("closeProducer") { try await $0.closeProducer(producerId) }
+            // An edge guest's track: its mirror here is closed, the track itself on its edge.
+            p.edge?.send(.closeProducer(producerId: producerId), key: RoomMedia.key(room: id, participant: p.id))
         }
         hooks?.producerClosed(roomId: id, producer: producer)
         broadcast(.producerClosed, producer.json)
@@ -723,16 +752,32 @@ final class Room: @unchecked Sendable {
             && targets[0].session.renegotiatesSubscriptions
         var offer: SessionDescription?
         if producer.hasMedia, let media = server.media() {
-            let keys = targets.map { RoomMedia.key(room: id, participant: $0.id) }
             let producerId = producer.producerId
-            for s in targets { s.inSFU = true }
-            do {
-                (results, offer) = try media.callOnLoop("consume") { sfu in
-                    Self.consumeOnLoop(sfu, keys: keys, producerId: producerId, offering: offering)
+            var outcomes = [Result<ConsumerInfo, RoomError>](
+                repeating: .failure(RoomError(5000, "consume: not run")), count: targets.count)
+            // This node's members in one hop onto its SFU's loop, edge members through their edges.
+            let local = targets.indices.filter { targets[$0].edge == nil }
+            let onEdges = targets.indices.filter { targets[$0].edge != nil }
+            if !local.isEmpty {
+                let keys = local.map { RoomMedia.key(room: id, participant: targets[$0].id) }
+                for i in local { targets[i].inSFU = true }
+                do {
+                    let (made, localOffer) = try media.callOnLoop("consume") { sfu in
+                        Self.consumeOnLoop(sfu, keys: keys, producerId: producerId, offering: offering)
+                    }
+                    for (j, i) in local.enumerated() { outcomes[i] = made[j] }
+                    offer = localOffer
+                } catch {
+                    for i in local { outcomes[i] = .failure(error) }
                 }
-            } catch {
-                results = Array(repeating: .failure(error), count: targets.count)
             }
+            if !onEdges.isEmpty {
+                let (made, edgeOffer) = consumeOnEdges(
+                    producer, onEdges.map { targets[$0] }, offering: offering, media: media)
+                for (j, i) in onEdges.enumerated() { outcomes[i] = made[j] }
+                if offer == nil { offer = edgeOffer }
+            }
+            results = outcomes
         }
         // After the request's response (and the consumerCreated notifications before it), as when the
         // offer had its own call.
@@ -754,6 +799,71 @@ final class Room: @unchecked Sendable {
         return (infos, offering && made ? try? sfu.subscriberOfferOnLoop(participantID: keys[0]) : nil)
     }
 
+    /// Consumers of `producer` for edge members: the producer piped to each edge concerned (one hop
+    /// onto this SFU's loop), then every member's call sent at once and the answers awaited.
+    private func consumeOnEdges(
+        _ producer: RoomProducer, _ members: [ParticipantState], offering: Bool, media: RoomMedia
+    ) -> ([Result<ConsumerInfo, RoomError>], SessionDescription?) {
+        let producerId = producer.producerId
+        let edges = members.compactMap(\.edge).map { (node: $0.nodeId, address: $0.pipeAddress) }
+        let piped: [String: Result<(SFUPipedProducer?, String), RoomError>]
+        do {
+            piped = try media.callOnLoop("pipe") { sfu in EdgeMediaLink.pipe(sfu, producerId: producerId, edges: edges)
+            }
+        } catch {
+            return (members.map { _ in .failure(error) }, nil)
+        }
+        let calls: [Result<EdgePending, RoomError>] = members.map { m in
+            guard let edge = m.edge, let route = piped[edge.nodeId] else {
+                return .failure(RoomError(5000, "consume: no pipe to the member's edge"))
+            }
+            return route.map { (description, originPipe) in
+                edge.start(
+                    .consume(
+                        producerId: producerId, piped: description, originPipe: originPipe,
+                        offering: offering && members.count == 1),
+                    key: RoomMedia.key(room: id, participant: m.id))
+            }
+        }
+        let deadline = DispatchTime.now() + 10
+        var offer: SessionDescription?
+        let results = zip(members, calls).map { (m, call) -> Result<ConsumerInfo, RoomError> in
+            Result { () throws(RoomError) -> ConsumerInfo in
+                let answer = try call.get().wait(until: deadline)
+                guard let consumerId = answer["consumerId"]?.stringValue, let mid = answer["mid"]?.stringValue else {
+                    throw RoomError(5000, "consume: the edge's answer has no consumer")
+                }
+                if let sdp = answer["sdp"]?.stringValue { offer = try? SessionDescription.parse(sdp) }
+                return ConsumerInfo(
+                    id: consumerId, producerID: producerId, subscriberID: RoomMedia.key(room: id, participant: m.id),
+                    publisherID: RoomMedia.key(room: id, participant: producer.participantId),
+                    kind: producer.kind == .mic ? .audio : .video,
+                    source: producer.kind == .mic ? .microphone : producer.kind == .screen ? .screen : .webcam,
+                    mid: mid,
+                    renegotiationNeeded: answer["renegotiationNeeded"]?.boolValue ?? true)
+            }
+        }
+        return (results, offer)
+    }
+
+    /// Edge consumers per producer and edge node: the producer is piped to an edge while any of its
+    /// members there consumes it.
+    private var edgeConsumers: [String: [String: Int]] = [:]
+
+    /// One fewer consumer of `producerId` on `edge`; the last one unpipes it.
+    private func releaseOnEdge(_ producerId: String, _ edge: EdgeMediaLink) {
+        guard let count = edgeConsumers[producerId]?[edge.nodeId] else { return }
+        if count > 1 {
+            edgeConsumers[producerId]?[edge.nodeId] = count - 1
+            return
+        }
+        edgeConsumers[producerId]?[edge.nodeId] = nil
+        if edgeConsumers[producerId]?.isEmpty == true { edgeConsumers[producerId] = nil }
+        guard let media = server.media() else { return }
+        let pipeID = edge.pipeID
+        _ = try? media.callOnLoop("unpipe") { try $0.unpipeProducerOnLoop(pipeID: pipeID, producerID: producerId) }
+    }
+
     /// Records the consumers the SFU created (or all of them, without media) and announces them; a
     /// failure gives the subscriber 4050 `CREATE_CONSUMER_FAILED`: returned for an explicit `consume`
     /// to refuse, else sent as an `error` notification. Returns the last failure.
@@ -770,6 +880,9 @@ final class Room: @unchecked Sendable {
             case .success(let info):
                 consumer.consumerId = info.id
                 consumer.mid = info.mid
+                if let edge = subscriber.edge {
+                    edgeConsumers[producer.producerId, default: [:]][edge.nodeId, default: 0] += 1
+                }
             case .failure(let error):
                 // No consumer then: announcing one would promise media that never comes.
                 let failure = RoomError(
@@ -796,7 +909,14 @@ final class Room: @unchecked Sendable {
     /// Closes a consumer; `inSFU` false when the SFU closes it itself (its producer closes).
     private func closeConsumer(_ consumer: RoomConsumer, of subscriber: ParticipantState, inSFU: Bool = true) {
         guard subscriber.consumers.removeValue(forKey: consumer.consumerId) != nil else { return }
-        if inSFU, consumer.hasMedia, let media = server.media() {
+        if let edge = subscriber.edge, consumer.hasMedia {
+            // Its edge closes it even when the producer closes here (the edge's mirror goes with
+            // its last consumer).
+            edge.send(
+                .stopConsuming(producerId: consumer.producerId),
+                key: RoomMedia.key(room: id, participant: subscriber.id))
+            releaseOnEdge(consumer.producerId, edge)
+        } else if inSFU, consumer.hasMedia, let media = server.media() {
             let key = RoomMedia.key(room: id, participant: subscriber.id)
             let producerId = consumer.producerId
             _ = try? media.callOnLoop("stopConsuming") {
@@ -842,7 +962,7 @@ final class Room: @unchecked Sendable {
         let producers = peer.producers.values.sorted { $0.producerId < $1.producerId }.filter {
             $0.kind == kind && !p.consumes($0)
         }
-        if producers.count == 1, producers[0].hasMedia, server.media() != nil {
+        if producers.count == 1, producers[0].hasMedia, server.media() != nil, p.edge == nil {
             return .needsSFU(consumeStep(p, of: producers[0], response: response))
         }
         for producer in producers {
@@ -927,10 +1047,14 @@ final class Room: @unchecked Sendable {
             previous = consumer.preferredQuality
             consumer.preferredQuality = quality
             p.consumers[consumer.consumerId] = consumer
-            if consumer.hasMedia, let media = server.media() {
+            let layer: SFULayerQuality = quality == "low" ? .low : quality == "medium" ? .medium : .high
+            if let edge = p.edge, consumer.hasMedia {
+                _ = try edge.call(
+                    .setQuality(producerId: consumer.producerId, quality: layer),
+                    key: RoomMedia.key(room: id, participant: p.id))
+            } else if consumer.hasMedia, let media = server.media() {
                 let key = RoomMedia.key(room: id, participant: p.id)
                 let producerId = consumer.producerId
-                let layer: SFULayerQuality = quality == "low" ? .low : quality == "medium" ? .medium : .high
                 try media.callOnLoop("setQuality") {
                     try $0.setPreferredLayerOnLoop(subscriber: key, producerID: producerId, quality: layer)
                 }
@@ -954,7 +1078,11 @@ final class Room: @unchecked Sendable {
             consumer.viewportWidth = width
             consumer.viewportHeight = height
             p.consumers[consumer.consumerId] = consumer
-            if consumer.hasMedia, let media = server.media() {
+            if let edge = p.edge, consumer.hasMedia {
+                _ = try edge.call(
+                    .setViewport(producerId: consumer.producerId, width: width, height: height),
+                    key: RoomMedia.key(room: id, participant: p.id))
+            } else if consumer.hasMedia, let media = server.media() {
                 let key = RoomMedia.key(room: id, participant: p.id)
                 let producerId = consumer.producerId
                 try media.callOnLoop("setViewPort") {
@@ -969,15 +1097,25 @@ final class Room: @unchecked Sendable {
     /// `getStats`: the SFU's counters for the caller's own producers and consumers, the server-side
     /// half of the client's getVideoStats/getAudioStats/getTransportStats.
     private func getStats(_ p: ParticipantState) throws(RoomError) -> JSONValue {
-        guard let media = server.media() else { return ["producers": [], "consumers": []] }
         let key = RoomMedia.key(room: id, participant: p.id)
+        if let edge = p.edge {
+            // Its connections are on its edge: the edge's figures, named with the room's kinds and ids.
+            let answer = try edge.call(.stats, key: key)
+            return Self.namedStats(answer, producers: p.producers, consumers: Array(p.consumers.values))
+        }
+        guard let media = server.media() else { return ["producers": [], "consumers": []] }
         let stats = try media.call("getStats") { await $0.stats() }
-        let roomConsumers = Array(p.consumers.values)
+        return Self.namedStats(
+            Self.statsJSON(stats, key: key), producers: p.producers, consumers: Array(p.consumers.values))
+    }
+
+    /// `getStats`' figures of member `key` from an SFU's stats (its producers, consumers and subscribe
+    /// transport); kinds and peers are the SFU's until ``namedStats(_:producers:consumers:)``.
+    static func statsJSON(_ stats: SFUStats, key: String) -> JSONValue {
         var producers: [JSONValue] = []
         for s in stats.producers where s.participantID == key {
-            let kind = p.producers[s.id]?.kind.rawValue ?? s.kind.rawValue
             producers.append([
-                "producerId": .string(s.id), "kind": .string(kind),
+                "producerId": .string(s.id), "kind": .string(s.kind.rawValue),
                 "packetsReceived": .number(Double(s.packetsReceived)),
                 "bytesReceived": .number(Double(s.bytesReceived)),
                 "retransmissionsReceived": .number(Double(s.repairsReceived)),
@@ -987,12 +1125,9 @@ final class Room: @unchecked Sendable {
         }
         var consumers: [JSONValue] = []
         for s in stats.consumers where s.subscriberID == key {
-            let roomConsumer = roomConsumers.first { $0.producerId == s.producerID }
             consumers.append([
-                "consumerId": .string(s.id), "producerId": .string(s.producerID),
-                "participantId": roomConsumer.map { .string($0.producerParticipantId) } ?? .null,
-                "kind": roomConsumer.map { .string($0.kind.rawValue) } ?? .null,
-                "packetsSent": .number(Double(s.packetsSent)), "bytesSent": .number(Double(s.bytesSent)),
+                "consumerId": .string(s.id), "producerId": .string(s.producerID), "participantId": .null,
+                "kind": .null, "packetsSent": .number(Double(s.packetsSent)), "bytesSent": .number(Double(s.bytesSent)),
                 "nacksReceived": .number(Double(s.nacksReceived)),
                 "retransmissions": .number(Double(s.retransmissions)),
                 "plisReceived": .number(Double(s.plisReceived)), "packetsDropped": .number(Double(s.packetsDropped)),
@@ -1018,6 +1153,28 @@ final class Room: @unchecked Sendable {
                 "overloadDecreases": .number(Double(t.overloadDecreases)),
             ]
         }
+        return .object(result)
+    }
+
+    /// ``statsJSON(_:key:)`` with the room's names: each producer's track kind, each consumer's peer
+    /// and kind (an edge's figures arrive without them).
+    static func namedStats(_ raw: JSONValue, producers: [String: RoomProducer], consumers: [RoomConsumer]) -> JSONValue
+    {
+        var result = raw.objectValue ?? [:]
+        let named: [JSONValue] = (raw["producers"]?.arrayValue ?? []).map { item in
+            guard var o = item.objectValue, let producerId = o["producerId"]?.stringValue else { return item }
+            if let kind = producers[producerId]?.kind.rawValue { o["kind"] = .string(kind) }
+            return .object(o)
+        }
+        let namedConsumers: [JSONValue] = (raw["consumers"]?.arrayValue ?? []).map { item in
+            guard var o = item.objectValue, let producerId = o["producerId"]?.stringValue else { return item }
+            let roomConsumer = consumers.first { $0.producerId == producerId }
+            o["participantId"] = roomConsumer.map { .string($0.producerParticipantId) } ?? .null
+            o["kind"] = roomConsumer.map { .string($0.kind.rawValue) } ?? .null
+            return .object(o)
+        }
+        result["producers"] = .array(named)
+        result["consumers"] = .array(namedConsumers)
         return .object(result)
     }
 
@@ -1078,6 +1235,9 @@ final class Room: @unchecked Sendable {
                 throw RoomError(4051, "no supported codec in the offer's \(section.type) m-line (offered: \(offered))")
             }
         }
+        if let edge = p.edge {
+            return try produceOnEdge(p, edge, kinds: kinds, sources: sources, sdp: sdpText, data: data, media: media)
+        }
         p.inSFU = true
         let (answer, infos) = try media.call("produce") {
             try await $0.publish(participantID: key, offer: offer, sources: sources)
@@ -1121,6 +1281,75 @@ final class Room: @unchecked Sendable {
         return .object(response)
     }
 
+    /// `produce` of an edge member on stage: its publish connection is made on its edge, whose SFU
+    /// pipes each new track here; this node mirrors them and the room announces the mirrors, which
+    /// reach the other edges like any stage track (docs/cluster.md, "On stage from an edge").
+    private func produceOnEdge(
+        _ p: ParticipantState, _ edge: EdgeMediaLink, kinds: [TrackKind], sources: [SFUMediaSource], sdp: String,
+        data: JSONValue, media: RoomMedia
+    ) throws(RoomError) -> JSONValue {
+        let key = RoomMedia.key(room: id, participant: p.id)
+        let (node, address, pipeID) = (edge.nodeId, edge.pipeAddress, edge.pipeID)
+        let originPipe = try media.callOnLoop("openPipe") {
+            try EdgeMediaLink.openPipe($0, node: node, address: address)
+        }
+        let result = try edge.call(.publish(sdp: sdp, sources: sources, originPipe: originPipe), key: key)
+        var tracks: [(producerId: String, kind: MediaKind, mid: String, piped: SFUPipedProducer)] = []
+        for item in result["producers"]?.arrayValue ?? [] {
+            guard let producerId = item["producerId"]?.stringValue, let kind = item["kind"]?.stringValue,
+                let mediaKind = MediaKind(rawValue: kind), let mid = item["mid"]?.stringValue,
+                let piped = item["piped"],
+                let description = try? SFUPipedProducer(edgeJSON: piped), description.producerID == producerId
+            else { continue }
+            tracks.append((producerId, mediaKind, mid, description))
+        }
+        let mismatch =
+            tracks.count != kinds.count
+            || zip(tracks, kinds).contains { track, kind in
+                track.kind != (kind == .mic || kind == .screenAudio ? MediaKind.audio : MediaKind.video)
+            }
+        func undo() {
+            for track in tracks { edge.send(.closeProducer(producerId: track.producerId), key: key) }
+            edge.send(.closePublishConnection, key: key)
+        }
+        guard !mismatch, let answer = result["sdp"]?.stringValue else {
+            undo()
+            throw .invalidParameter(
+                "the offer's new m-lines (\(tracks.map(\.kind.rawValue))) do not match tracks \(kinds.map(\.rawValue))")
+        }
+        let descriptions = tracks.map(\.piped)
+        do {
+            try media.callOnLoop("mirror") { sfu in
+                for description in descriptions { try sfu.ensurePipedProducerOnLoop(pipeID: pipeID, description) }
+            }
+        } catch {
+            undo()
+            throw error
+        }
+        var appData = data.objectValue ?? [:]
+        for field in ["kind", "paused", "sdp", "tracks"] { appData[field] = nil }
+        let paused = try data.optionalBool("paused") ?? false
+        var created: [RoomProducer] = []
+        for (track, kind) in zip(tracks, kinds) {
+            var producer = RoomProducer(
+                producerId: track.producerId, participantId: p.id, kind: kind, paused: paused, appData: .object(appData)
+            )
+            producer.mid = track.mid
+            created.append(producer)
+            add(producer, of: p)
+            if kind == .mic {
+                let (producerId, roomId, label) = (track.producerId, id, p.id)
+                _ = try? media.callOnLoop("observeAudioLevel") {
+                    try $0.observeAudioLevelOnLoop(producerID: producerId, group: roomId, label: label)
+                }
+            }
+        }
+        var response = created.count == 1 ? (created[0].json.objectValue ?? [:]) : [:]
+        response["sdp"] = .string(answer)
+        response["producers"] = .array(created.map(\.json))
+        return .object(response)
+    }
+
     /// The SFU forwards another simulcast layer to `subscriberId`: it is told what it now receives.
     func consumerLayerChanged(subscriberId: String, producerId: String, _ quality: SFULayerQuality) {
         guard !closed, let p = participants[subscriberId],
@@ -1143,7 +1372,10 @@ final class Room: @unchecked Sendable {
             let consumer = p.consumers.values.first(where: { $0.producerId == producerId })
         else { return }
         p.consumers.removeValue(forKey: consumer.consumerId)
-        if consumer.hasMedia, let media = server.media() {
+        if let edge = p.edge, consumer.hasMedia {
+            edge.send(.stopConsuming(producerId: producerId), key: RoomMedia.key(room: id, participant: subscriberId))
+            releaseOnEdge(producerId, edge)
+        } else if consumer.hasMedia, let media = server.media() {
             let key = RoomMedia.key(room: id, participant: subscriberId)
             _ = try? media.callOnLoop("stopConsuming") {
                 try $0.stopConsumingOnLoop(subscriber: key, producerID: producerId)
@@ -1178,9 +1410,21 @@ final class Room: @unchecked Sendable {
     /// Sends `subscriberOffer` to each of `members` whose consumer set changed and that has no offer
     /// waiting for its answer; one SFU hop makes all the offers.
     private func sendSubscriberOffers(_ members: [ParticipantState]) {
-        let ready = members.filter { $0.subscribe.wanted && !$0.subscribe.outstanding }
-        guard !ready.isEmpty, let media = server.media() else { return }
-        for p in ready { p.subscribe.wanted = false }
+        let all = members.filter { $0.subscribe.wanted && !$0.subscribe.outstanding }
+        guard !all.isEmpty, let media = server.media() else { return }
+        for p in all { p.subscribe.wanted = false }
+        // Edge members' offers come from their edges: every call sent at once, then awaited.
+        let onEdges = all.filter { $0.edge != nil }
+        let calls = onEdges.map { $0.edge!.start(.offer, key: RoomMedia.key(room: id, participant: $0.id)) }
+        let deadline = DispatchTime.now() + 10
+        for (p, call) in zip(onEdges, calls) {
+            guard let sdp = (try? call.wait(until: deadline))?["sdp"]?.stringValue,
+                let offer = try? SessionDescription.parse(sdp)
+            else { continue }
+            offerMade(p, offer)
+        }
+        let ready = all.filter { $0.edge == nil }
+        guard !ready.isEmpty else { return }
         let keys = ready.map { RoomMedia.key(room: id, participant: $0.id) }
         let offers =
             (try? media.callOnLoop("subscriberOffer") { sfu in
@@ -1222,8 +1466,24 @@ final class Room: @unchecked Sendable {
         do { answer = try SessionDescription.parse(sdpText) } catch {
             throw .invalidParameter("sdp is not a valid answer: \(error)", cause: error)
         }
-        _ = try server.requireMedia()
         let key = RoomMedia.key(room: id, participant: p.id)
+        if let edge = p.edge {
+            // On its edge; the step's own hop onto this SFU's loop carries nothing.
+            let next = Result { () throws(RoomError) -> SessionDescription? in
+                let answer = try edge.call(.answer(sdp: sdpText), key: key)
+                return answer["next"]?.stringValue.flatMap { try? SessionDescription.parse($0) }
+            }
+            return SFUStep(
+                onLoop: { _ in },
+                then: { [self] _ throws(RoomError) in
+                    let next = try next.get()
+                    p.subscribe.outstanding = false
+                    p.session.respond(requestId, ["revision": .number(Double(revision))])
+                    if let next { offerMade(p, next) } else { sendSubscriberOffers([p]) }
+                    return nil
+                })
+        }
+        _ = try server.requireMedia()
         let box = MediaResultBox<SessionDescription?>()
         return SFUStep(
             onLoop: { sfu in
@@ -1244,6 +1504,7 @@ final class Room: @unchecked Sendable {
 
     /// Closes both SFU connections of `p` (its producers and consumers are already closed here).
     private func closeInSFU(_ p: ParticipantState) {
+        p.edge?.send(.close, key: RoomMedia.key(room: id, participant: p.id))
         guard p.inSFU, let media = server.media() else { return }
         p.inSFU = false
         let key = RoomMedia.key(room: id, participant: p.id)
@@ -1484,6 +1745,12 @@ final class Room: @unchecked Sendable {
         let key = RoomMedia.key(room: id, participant: participantId)
         let pinned = pins[participantId] != nil
         media.fire { sfu in await sfu.loop.submit { sfu.setPinnedOnLoop(participantID: key, pinned: pinned) } }
+        // Each edge's allocator too, through one of its members.
+        var told: Set<String> = []
+        for p in participantsInOrder {
+            guard let edge = p.edge, told.insert(edge.nodeId).inserted else { continue }
+            edge.send(.pin(participantKey: key, pinned: pinned), key: RoomMedia.key(room: id, participant: p.id))
+        }
     }
 
     private func pinJSON(_ participantId: String) -> JSONValue {

@@ -73,4 +73,26 @@ public protocol RoomDirectory: AnyObject, Sendable {
     /// Every live node's signalling URL (this one first), as last read; sent to clients after they
     /// join (`clusterNodes`) so that they can reconnect through another node when this one dies.
     var signalingURLs: [String] { get }
+    /// The media address a live node registered, as last read (nil: unknown). An origin accepts an
+    /// edge's pipe only at its node's registered address (docs/cluster.md, "Origin and edges").
+    func mediaAddress(ofNode nodeId: String) -> String?
+    /// Where a room's audience should join its media, for a `RECV_ONLY` join through this node
+    /// (docs/cluster.md, "Placement of the audience"); nil: this node decides alone.
+    func audiencePlacement(roomId: String, share: Int) async -> AudiencePlacement?
+}
+
+extension RoomDirectory {
+    public func mediaAddress(ofNode nodeId: String) -> String? { nil }
+    public func audiencePlacement(roomId: String, share: Int) async -> AudiencePlacement? { nil }
+}
+
+/// Where an audience member's media goes (`--edge-audience`): the least-loaded node that already
+/// carries the room below its share, else a node that does not carry it yet, else the origin.
+public enum AudiencePlacement: Sendable, Equatable {
+    /// This node serves the member's media as an edge.
+    case here
+    /// Another node serves it as an edge: the join is proxied there, which proxies it on to the origin.
+    case edge(ClusterPeer)
+    /// The origin serves it (every carrier is at its share and no node is free).
+    case origin
 }

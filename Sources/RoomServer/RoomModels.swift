@@ -165,8 +165,11 @@ final class ParticipantState {
     var topics: Set<String> = []
     /// Offer/answer state of the SFU subscribe connection.
     var subscribe = SubscribeNegotiation()
-    /// True once the SFU knows this participant (published or consumed media).
+    /// True once this node's SFU knows this participant (published or consumed media here).
     var inSFU = false
+    /// Cluster mode: the edge node that serves this audience member's subscribe connection (nil:
+    /// this node's SFU does), docs/cluster.md "Origin and edges".
+    var edge: EdgeMediaLink?
     /// `requestMic`/`requestCam` asks waiting for this participant to turn the device on: the asker's
     /// session and request id. Answered when it does; a refusal is silent (the asker times out).
     var pendingAsks: [(kind: TrackKind, session: any ParticipantSignaling, requestId: JSONValue)] = []

@@ -126,6 +126,8 @@ public final class RoomServer: @unchecked Sendable {
     private var mediaPlane: RoomMedia?
     /// Live WHIP and WHEP sessions (WHIP/).
     let httpSessions = HTTPSessionRegistry()
+    /// Audience members whose media this node serves as an edge of another node's room.
+    let edges = EdgeRegistry()
 
     /// Creates a server; nothing listens until ``start()``.
     public init(configuration: RoomServerConfiguration = RoomServerConfiguration()) {
@@ -178,6 +180,11 @@ public final class RoomServer: @unchecked Sendable {
 
     /// The SFU if one has been started (nil until the first SDP-carrying request).
     public var sfu: SFU? { locked { mediaPlane?.sfu } }
+
+    /// Cluster mode: the audience this node serves per room as an edge of another node.
+    public var edgeAudienceByRoom: [String: Int] { edges.audienceByRoom }
+    /// Cluster mode: audience members this node has served as an edge since it started.
+    public var edgeMembersServed: Int { edges.total }
 
     /// The bound TCP port (the ephemeral one when configured with port 0); 0 before ``start()``.
     public var httpPort: UInt16 { locked { http?.port ?? 0 } }
@@ -371,7 +378,13 @@ public final class RoomServer: @unchecked Sendable {
                 }
                 return admitLocally(session: session, request: request)
             case .peer(let peer):
-                if let by = session.proxiedBy {
+                if configuration.edgeAudience > 0, request.mode == .recvOnly,
+                    session.proxiedBy == nil || session.edgePlaced,
+                    await joinThroughEdge(session: session, request: request, origin: peer, directory: directory)
+                {
+                    return
+                }
+                if let by = session.proxiedBy, !session.edgePlaced {
                     // The proxying node thought the room was here: ownership moved in between.
                     lastProblem = "room '\(request.roomId)' moved from this node (proxied by \(by)); retry"
                     return refuseJoin(session: session, id: request.id, error: RoomError(3047, lastProblem))
@@ -392,6 +405,76 @@ public final class RoomServer: @unchecked Sendable {
         refuseJoin(session: session, id: request.id, error: RoomError(3047, lastProblem))
     }
 
+    // MARK: Origin and edges (docs/cluster.md)
+
+    /// Marks a join that another node placed on this one as an edge: it is proxied on to the
+    /// origin once more, never placed again.
+    static let edgePlacedHeader = "X-Understudy-Edge-Placed"
+
+    /// An audience join (`--edge-audience`) for a room of `origin`: served here as an edge, proxied
+    /// to the node placement chose as the edge, or (false) left to today's path (the origin serves it).
+    private func joinThroughEdge(
+        session: ClientSession, request: JoinRequest, origin: ClusterPeer, directory: RoomDirectory
+    ) async -> Bool {
+        guard let text = session.joinText else { return false }
+        let share = configuration.edgeAudience
+        // The node the member reached serves it while below its share (no extra hop); then placement
+        // picks another carrier, a new edge, or the origin. A join placed here is never placed again.
+        var placement = AudiencePlacement.here
+        if edges.audienceByRoom[request.roomId, default: 0] >= share {
+            placement = .origin
+            if !session.edgePlaced, let chosen = await directory.audiencePlacement(roomId: request.roomId, share: share)
+            {
+                placement = chosen
+            }
+        }
+        switch placement {
+        case .origin:
+            return false
+        case .edge(let peer):
+            guard
+                let proxy = await SignalProxy.open(
+                    for: session, to: peer, joinText: text, proxyNode: nodeId,
+                    extraHeaders: [(Self.edgePlacedHeader, "1")])
+            else { return false }
+            locked { proxiedConnections += 1 }
+            session.proxied(through: proxy)
+            return true
+        case .here:
+            guard edges.admit(roomId: request.roomId, limit: share) else { return false }
+            let pipeID = EdgeWire.edgePipeID(origin: origin.nodeId)
+            guard let media = try? requireMedia(),
+                let pipe = try? media.callOnLoop("openPipe", { try $0.openPipeOnLoop(id: pipeID) })
+            else {
+                edges.release(roomId: request.roomId)
+                return false
+            }
+            let host = EdgeHost(roomId: request.roomId, originNode: origin.nodeId, media: media, registry: edges)
+            guard
+                let proxy = await SignalProxy.open(
+                    for: session, to: origin, joinText: text, proxyNode: nodeId, edge: (host, pipe))
+            else {
+                edges.release(roomId: request.roomId)
+                return false
+            }
+            locked { proxiedConnections += 1 }
+            session.proxied(through: proxy)
+            return true
+        }
+    }
+
+    /// A proxied join whose edge offers to serve the member's media: accepted when the edge is a
+    /// live node of the cluster and its pipe is at that node's registered media address (so no
+    /// client can have a stage sent to an address of its choosing).
+    private func acceptEdge(_ session: ClientSession, node: String, pipe: String) {
+        guard let directory, let address = EdgeWire.address(pipe),
+            let registered = directory.mediaAddress(ofNode: node),
+            SocketAddress(ip: registered, port: address.port) == address
+        else { return }
+        session.offerEdge(
+            EdgeMediaLink(nodeId: node, pipeAddress: address, connection: session.connection, session: session))
+    }
+
     /// Answers a failed join and closes the socket with the error code as its close code.
     func refuseJoin(session: any ParticipantSignaling, id: JSONValue, error: RoomError) {
         session.respond(id, error: error)
@@ -408,10 +491,13 @@ public final class RoomServer: @unchecked Sendable {
             guard let self else { return .reject(HTTPResponse.text("gone\n", status: 503)) }
             let token = request.query("token") ?? bearerToken(request)
             let proxiedBy = request.headers[SignalProxy.header]
+            let edgePipe = request.headers[EdgeWire.pipeHeader]
+            let edgePlaced = request.headers[RoomServer.edgePlacedHeader] != nil
             return .accept(onOpen: { connection in
                 let session = ClientSession(
                     connection: connection, queryToken: token, server: self, configuration: self.configuration,
-                    proxiedBy: proxiedBy)
+                    proxiedBy: proxiedBy, edgePlaced: edgePlaced && proxiedBy != nil)
+                if let proxiedBy, let edgePipe { self.acceptEdge(session, node: proxiedBy, pipe: edgePipe) }
                 self.counters.add(connections: 1)
                 connection.onText = { text in session.received(text) }
                 connection.onBinary = { _ in
@@ -808,6 +894,10 @@ public struct RoomSummary: Sendable, Equatable {
     public var producerCount: Int
     public var consumerCount: Int
     public var createdAt: Int64
+    /// `RECV_ONLY` members whose media this node serves (the rest of the audience is on edges).
+    public var localAudienceCount: Int = 0
+    /// `RECV_ONLY` members whose media an edge serves, by edge node id.
+    public var edgeAudience: [String: Int] = [:]
     public var participantCount: Int { participantIds.count }
 
     var json: JSONValue {

@@ -195,6 +195,17 @@ public final class SFU: @unchecked Sendable {
         participantID: String, offer: SessionDescription, sources: [SFUMediaSource]? = nil
     ) async throws -> (answer: SessionDescription, producers: [ProducerInfo]) {
         try await loop.submit { [self] in
+            try publishOnLoop(participantID: participantID, offer: offer, sources: sources)
+        }
+    }
+
+    /// ``publish(participantID:offer:sources:)`` on the loop thread (an edge publishes its guests'
+    /// tracks from its node-to-node handler, which runs there).
+    public func publishOnLoop(
+        participantID: String, offer: SessionDescription, sources: [SFUMediaSource]? = nil
+    ) throws -> (answer: SessionDescription, producers: [ProducerInfo]) {
+        loop.assertInLoop()
+        do {
             guard !closed else { throw SFUError.closed }
             let participant =
                 participants[participantID] ?? Participant(id: participantID, allocator: configuration.allocator)
@@ -260,13 +271,27 @@ public final class SFU: @unchecked Sendable {
     /// guest goes back to the audience and asks for it. Returns true when a connection was closed.
     @discardableResult
     public func closePublishConnectionIfUnused(_ participantID: String) async -> Bool {
-        await loop.submit { [self] in
-            guard let participant = participants[participantID], participant.producers.isEmpty,
-                participant.publishConnection != nil
-            else { return false }
-            dropPublishConnection(participant)
-            return true
-        }
+        await loop.submit { [self] in closePublishConnectionIfUnusedOnLoop(participantID) }
+    }
+
+    /// ``closePublishConnectionIfUnused(_:)`` on the loop thread.
+    @discardableResult
+    public func closePublishConnectionIfUnusedOnLoop(_ participantID: String) -> Bool {
+        loop.assertInLoop()
+        guard let participant = participants[participantID], participant.producers.isEmpty,
+            participant.publishConnection != nil
+        else { return false }
+        dropPublishConnection(participant)
+        return true
+    }
+
+    /// Closes producer `producerID` on the loop thread (as ``closeProducer(_:)``); false when unknown.
+    @discardableResult
+    public func closeProducerOnLoop(_ producerID: String) -> Bool {
+        loop.assertInLoop()
+        guard let producer = producers[producerID] else { return false }
+        removeProducer(producer)
+        return true
     }
 
     func dropPublishConnection(_ participant: Participant) {
@@ -439,7 +464,14 @@ public final class SFU: @unchecked Sendable {
     /// Closes both connections of a participant, its producers (removed from every subscriber) and
     /// its consumers.
     public func closeParticipant(_ participantID: String) async {
-        await loop.submit { [self] in
+        await loop.submit { [self] in closeParticipantOnLoop(participantID) }
+    }
+
+    /// ``closeParticipant(_:)`` on the loop thread (an edge closes its members' subscribe
+    /// connections from its node-to-node handler, which runs there).
+    public func closeParticipantOnLoop(_ participantID: String) {
+        loop.assertInLoop()
+        do {
             guard let participant = participants.removeValue(forKey: participantID) else { return }
             probing.removeAll { $0 === participant }
             estimateChanged.removeAll { $0 === participant }

@@ -529,6 +529,52 @@ extension SFU {
         return producer.info
     }
 
+    /// An edge's mirror of `description` on pipe `pipeID`, made when missing. A mirror of the same
+    /// producer with other SSRCs (the origin piped it anew after an unpipe) is replaced: its
+    /// consumers close with it. Returns true when a mirror was made. On the loop thread.
+    @discardableResult
+    public func ensurePipedProducerOnLoop(pipeID: String, _ description: SFUPipedProducer) throws -> Bool {
+        loop.assertInLoop()
+        guard let pipe = pipes[pipeID] else { throw SFUError.unknownPipe(pipeID) }
+        if let existing = producers[description.producerID] {
+            let ssrcs = pipe.inboundBySSRC.filter { $0.value.producer === existing }.map(\.key)
+            if pipe.mirrored[existing.id] === existing, Set(ssrcs) == Set(description.ssrcs) { return false }
+            // Another pipe's or a local producer of that id is never replaced.
+            guard pipe.mirrored[existing.id] === existing else {
+                throw SFUError.badPipedProducer(description.producerID)
+            }
+            removeProducer(existing)
+        }
+        _ = try addPipedProducerOnLoop(pipeID: pipeID, description)
+        return true
+    }
+
+    /// The participant whose publish connection feeds `producerID` (nil: unknown, or a mirror). On
+    /// the loop thread.
+    public func producerOwnerOnLoop(_ producerID: String) -> String? {
+        loop.assertInLoop()
+        guard let producer = producers[producerID], !(producer.upstream is SFUPipeUpstream) else { return nil }
+        return producer.participantID
+    }
+
+    /// True when `producerID` is mirrored from pipe `pipeID` (it came from that pipe's far side). On
+    /// the loop thread.
+    public func isPipedProducerOnLoop(pipeID: String, producerID: String) -> Bool {
+        loop.assertInLoop()
+        return pipes[pipeID]?.mirrored[producerID] != nil
+    }
+
+    /// Closes the mirrored producers of pipe `pipeID` that no local subscriber consumes any more
+    /// (an edge's last member of a stage track left); returns their ids. On the loop thread.
+    @discardableResult
+    public func closeUnusedPipedProducersOnLoop(pipeID: String) -> [String] {
+        loop.assertInLoop()
+        guard let pipe = pipes[pipeID] else { return [] }
+        let unused = pipe.mirrored.values.filter { $0.consumers.isEmpty }
+        for producer in unused { removeProducer(producer) }
+        return unused.map(\.id).sorted()
+    }
+
     /// Closes pipe `id`: its mirrored producers close (removed from their subscribers), the
     /// producers it sent are tapped no more, its socket closes. On the loop thread.
     public func closePipeOnLoop(id: String) {

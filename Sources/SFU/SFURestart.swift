@@ -17,6 +17,18 @@ extension SFU {
         participantID: String, connection role: SFUConnectionRole, remoteUfrag: String, remotePassword: String
     ) async throws -> (ufrag: String, password: String) {
         try await loop.submit { [self] in
+            try restartICEOnLoop(
+                participantID: participantID, connection: role, remoteUfrag: remoteUfrag,
+                remotePassword: remotePassword)
+        }
+    }
+
+    /// ``restartICE(participantID:connection:remoteUfrag:remotePassword:)`` on the loop thread.
+    public func restartICEOnLoop(
+        participantID: String, connection role: SFUConnectionRole, remoteUfrag: String, remotePassword: String
+    ) throws -> (ufrag: String, password: String) {
+        loop.assertInLoop()
+        do {
             guard !closed else { throw SFUError.closed }
             guard let participant = participants[participantID] else {
                 throw SFUError.unknownParticipant(participantID)
@@ -41,6 +53,20 @@ extension SFU {
     ///
     /// The re-offer must keep the negotiated m-lines: one that adds an m-line is refused, since the
     /// room would never learn of the track it carries (publish new tracks with `produce`).
+    /// ``restartPublishICE(participantID:offer:)`` on the loop thread.
+    public func restartPublishICEOnLoop(participantID: String, offer: SessionDescription) throws -> SessionDescription {
+        loop.assertInLoop()
+        guard let connection = participants[participantID]?.publishConnection else {
+            throw SFUError.negotiation("no publish connection to restart")
+        }
+        let known = Set(connection.transceivers.compactMap(\.mid))
+        let offered = offer.media.map { $0.mid ?? "" }
+        guard offered.count <= known.count, offered.allSatisfy({ known.contains($0) }) else {
+            throw SFUError.restartAddsMLines
+        }
+        return try publishOnLoop(participantID: participantID, offer: offer).answer
+    }
+
     public func restartPublishICE(participantID: String, offer: SessionDescription) async throws -> SessionDescription {
         let known: Set<String>? = await loop.submit { [self] in
             participants[participantID]?.publishConnection.map { Set($0.transceivers.compactMap(\.mid)) }

@@ -46,6 +46,21 @@ public struct ConsumerInfo: Sendable, Hashable {
     public var mid: String
     /// Whether the subscribe connection must be renegotiated (always true when adding or removing).
     public var renegotiationNeeded: Bool
+
+    /// A consumer's description (an edge's consumer as its origin records it).
+    public init(
+        id: String, producerID: String, subscriberID: String, publisherID: String, kind: MediaKind,
+        source: SFUMediaSource, mid: String, renegotiationNeeded: Bool
+    ) {
+        self.id = id
+        self.producerID = producerID
+        self.subscriberID = subscriberID
+        self.publisherID = publisherID
+        self.kind = kind
+        self.source = source
+        self.mid = mid
+        self.renegotiationNeeded = renegotiationNeeded
+    }
 }
 
 /// One simulcast layer of a producer as the SFU has seen it.

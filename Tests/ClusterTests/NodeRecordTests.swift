@@ -79,3 +79,66 @@ private func parsed(_ r: NodeRecord, key: String = "n1", now: Double = 1_000_000
         }
     }
 }
+
+/// Placement of an audience member who reached a node already at its share (`--edge-audience`).
+@Suite struct AudiencePlacementTests {
+    private func node(_ id: String, participants: Int = 0, origin: Int? = nil, edge: Int? = nil) -> NodeRecord {
+        var r = NodeRecord(
+            id: id, signalingURL: "ws://\(id):7880/v1/rtc", httpURL: "http://\(id):7880", mediaAddress: "10.0.0.1",
+            rooms: 0, participants: participants, producers: 0, consumers: 0, cpu: 0,
+            roomList: origin.map { [.init(roomId: "stage", participants: 1, producers: 2, consumers: 0, audience: $0)] }
+                ?? [], startedAt: 0, updatedAt: 0)
+        if let edge { r.edgeRooms = [.init(roomId: "stage", audience: edge)] }
+        return r
+    }
+
+    private func place(_ records: [NodeRecord], here: String = "n1", share: Int = 8) -> String {
+        switch ClusterNode.placeAudience(roomId: "stage", share: share, here: here, records: records) {
+        case .here: return "here"
+        case .origin: return "origin"
+        case .edge(let peer): return peer.nodeId
+        }
+    }
+
+    @Test func theLeastLoadedCarrierBelowItsShareThenANewEdgeThenTheOrigin() {
+        // The origin below its share and with the least audience of the carriers.
+        #expect(place([node("n0", origin: 3), node("n1", edge: 8), node("n2", edge: 5)]) == "origin")
+        // An edge with less audience than the origin.
+        #expect(place([node("n0", origin: 6), node("n1", edge: 8), node("n2", edge: 5)]) == "n2")
+        // Every carrier full: the node not carrying the room with the fewest participants.
+        #expect(
+            place([
+                node("n0", origin: 8), node("n1", edge: 8), node("n2", participants: 40), node("n3", participants: 9),
+            ])
+                == "n3")
+        // Nothing free: the origin takes it over its share.
+        #expect(place([node("n0", origin: 8), node("n1", edge: 8), node("n2", edge: 9)]) == "origin")
+        // Ties: the smaller id; the node asking is never chosen.
+        #expect(place([node("n0", origin: 8), node("n3", edge: 2), node("n2", edge: 2), node("n1", edge: 0)]) == "n2")
+        // A room nobody registered yet (the origin's registration is a second old): a fresh node, else the origin.
+        #expect(place([node("n1")]) == "origin")
+        #expect(place([node("n1"), node("n2")]) == "n2")
+    }
+
+    @Test func edgeLoadsAreCheckedAndOlderRecordsStillRead() throws {
+        var r = node("n1", origin: 4, edge: nil)
+        r.updatedAt = 1_000_000
+        r.startedAt = 1_000_000 - 60
+        r.edgeRooms = [.init(roomId: "other", audience: 3)]
+        let read = try NodeRecord.parse(Array(try JSONEncoder().encode(r)), id: "n1", now: 1_000_000)
+        #expect(read == r && read.audience(of: "stage") == 4 && read.audience(of: "other") == 3)
+        for bad in [NodeRecord.EdgeLoad(roomId: "", audience: 1), .init(roomId: "x", audience: -1)] {
+            var b = r
+            b.edgeRooms = [bad]
+            #expect(throws: NodeRecord.Invalid.self) {
+                try NodeRecord.parse(Array(try JSONEncoder().encode(b)), id: "n1", now: 1_000_000)
+            }
+        }
+        // A record without the edge fields (a node that predates edges) reads with none.
+        let old = Array(
+            #"{"id":"n1","signalingURL":"ws://a/v1/rtc","httpURL":"http://a","mediaAddress":"10.0.0.1","rooms":0,"participants":0,"producers":0,"consumers":0,"cpu":0,"roomList":[{"roomId":"stage","participants":1,"producers":0,"consumers":0}],"startedAt":1,"updatedAt":1000000}"#
+                .utf8)
+        let parsedOld = try NodeRecord.parse(old, id: "n1", now: 1_000_000)
+        #expect(parsedOld.edgeRooms == nil && parsedOld.audience(of: "stage") == 0)
+    }
+}

@@ -29,7 +29,8 @@ from test_fleet import start_redis, wait_until
 
 
 class Node:
-    def __init__(self, name: str, redis_url: str, udp_port: int, workdir: Path, use_config: bool = False):
+    def __init__(self, name: str, redis_url: str, udp_port: int, workdir: Path, use_config: bool = False,
+                 extra_args: tuple[str, ...] = ()):
         self.name = name
         self.port = free_port()
         self.log_path = workdir / f"{name}.log"
@@ -42,6 +43,7 @@ class Node:
             args += ["--config", str(config)]
         else:
             args += ["--redis", redis_url, "--node-id", name]
+        args += list(extra_args)
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(self.healthy, 30, f"{name} healthy", self.log)
@@ -77,7 +79,8 @@ class Cluster:
     """A throw-away `redis-server`, `count` nodes on it and the agents a test starts: everything is
     stopped on the way out, whether the test passed or not."""
 
-    def __init__(self, tmp_path: Path, prefix: str, base_udp_port: int, count: int, config_index: int | None = None):
+    def __init__(self, tmp_path: Path, prefix: str, base_udp_port: int, count: int, config_index: int | None = None,
+                 extra_args: tuple[str, ...] = ()):
         global ADMIN
         ADMIN = admin_token()
         self.redis, self.url = start_redis(tmp_path)
@@ -86,7 +89,7 @@ class Cluster:
         try:
             for i in range(count):
                 self.nodes.append(Node(f"{prefix}{i}", self.url, base_udp_port + i, tmp_path,
-                                       use_config=(i == config_index)))
+                                       use_config=(i == config_index), extra_args=extra_args))
         except BaseException:
             self.close()
             raise
