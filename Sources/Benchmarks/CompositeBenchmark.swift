@@ -129,7 +129,7 @@ enum CompositeBenchmark {
             `zerolatency` at 2.5 Mbit/s, writing a fragmented MP4; the frames are handed to its slots in
             real time, as the packet loop would, and the cost is this whole process's CPU time
             (`CLOCK_PROCESS_CPUTIME_ID`) from before the compositor opens to after its file is finished,
-            divided by the seconds of video it encoded. The anchor: one `ffmpeg` process decoding the
+            divided by the seconds of video it output. The anchor: one `ffmpeg` process decoding the
             same four files with libvpx (one thread each), `xstack` into a 2x2 grid (one filter thread),
             libx264 with the same preset, tune, profile, bitrate and GOP (one thread), to MP4, timed
             by its utime + stime (`getrusage(RUSAGE_CHILDREN)`); it runs as fast as it can, which costs

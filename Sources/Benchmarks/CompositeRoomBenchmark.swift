@@ -152,7 +152,6 @@ enum CompositeRoomBenchmark {
         }
         let excluded = others.reduce(0.0) { $0 + (byName[$1] ?? 0) }
         let oursCPU = Double(cpu1 - cpu0) / 1e9 - excluded
-        // Thread names are cut at 15 bytes (`understudy-composite` is `understudy-comp`).
         let named = [
             ("receive (subscriber loop)", "bench-room-sub"), ("compositor thread", "understudy-comp"),
             ("disk writer", "understudy-disk"),

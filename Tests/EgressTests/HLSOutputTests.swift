@@ -98,20 +98,25 @@ import Testing
         #expect(abs(copied.duration - 7.5) < 0.1, "duration \(copied.duration)")
     }
 
-    /// A disk that takes half a second per file operation: the feed (the composite's thread) never
-    /// waits for it, so operations are still queued when the feed returns; every live playlist on
-    /// disk lists only segments already written whole (a kill -9 leaves a playable playlist); and
-    /// the finish waits for all of it, so the VOD playlist plays whole with the fed duration.
+    /// A disk that stalls (the writer thread held until the feed is done), then takes 0.2 s per file
+    /// operation: the feed (the composite's thread) never waits for it, every operation is still
+    /// queued when the feed returns; every live playlist on disk lists only segments already written
+    /// whole (a kill -9 leaves a playable playlist); and the finish waits for all of it, so the VOD
+    /// playlist plays whole with the fed duration.
     @Test func aSlowDiskDoesNotStallTheCompositeAndTheFinishWritesEverything() async throws {
         let dir = scratchFolder("slow-disk")
-        let writer = DiskWriter(name: "slow-disk-test", delayPerWrite: 500_000_000)
+        let writer = DiskWriter(name: "slow-disk-test", delayPerWrite: 200_000_000)
+        let stall = DispatchSemaphore(value: 0)
+        writer.submit { stall.wait() }
         let output = try HLSOutput(
             destination: dir + "/slow.m3u8", options: .init(targetSegmentSeconds: 1), writer: writer)
         let feed = try CompositeFeed(keyframeSeconds: 1)
         try await feed.feed(seconds: 5, to: [output])
-        // About 20 operations of 0.5 s each were queued; the feed took far less than their 10 s.
+        // Five segments' files and playlists, all waiting behind the stall: the feed did not wait.
         let waiting = writer.queuedOperations
-        #expect(waiting >= 3, "\(waiting) operations waiting: the feed waited for the disk")
+        #expect(waiting >= 15, "\(waiting) operations waiting: the feed waited for the disk")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/slow.m3u8"))
+        stall.signal()
         #expect(output.segments.count >= 3)
         // Whatever playlist is on disk now names only segments whose bytes are all there.
         var checked = 0

@@ -240,7 +240,7 @@ public final class Compositor: @unchecked Sendable {
         self.origin = origin ?? Self.now()
         // The thread keeps the compositor until stop() ends it.
         let thread = Thread { self.run() }
-        thread.name = "understudy-composite"
+        thread.name = "understudy-comp"  // Linux thread names hold 15 bytes; a longer one is not set
         self.thread = thread
         thread.start()
     }
