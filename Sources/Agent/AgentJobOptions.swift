@@ -183,10 +183,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         duration = try flags["--duration"].map { text throws(Invalid) in try Self.seconds(text, option: "--duration") }
         mixAudio = flags["--mix-audio"]
         transcribe = flags["--transcribe"]
-        if let text = flags["--transcribe-rate"] {
-            guard let rate = Int(text), Self.transcribeRates.contains(rate) else {
-                throw Invalid("--transcribe-rate", "'\(Self.shown(text))' is not 16000 or 48000")
-            }
+        if let rate = try Self.whole(flags, "--transcribe-rate", Self.transcribeRates.contains, "16000 or 48000") {
             transcribeRate = rate
         }
         snapshotEvery = try flags["--snapshot-every"].map { text throws(Invalid) in
@@ -197,12 +194,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
         }
         layout = flags["--layout"]
         size = flags["--size"]
-        if let text = flags["--fps"] {
-            guard let n = Int(text), Self.compositeFPS.contains(n) else {
-                throw Invalid("--fps", "'\(Self.shown(text))' is not a frame rate from 1 to 60")
-            }
-            fps = n
-        }
+        if let n = try Self.whole(flags, "--fps", Self.compositeFPS.contains, "a frame rate from 1 to 60") { fps = n }
         compositeCodec = flags["--composite-codec"]
         compositeBitrate = try flags["--composite-bitrate"].map { text throws(Invalid) in try Self.bitrate(text) }
         compositePreset = flags["--composite-preset"]
@@ -213,12 +205,19 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
             compositeLabels = text == "on"
         }
         hlsSegment = flags["--hls-segment"]
-        if let text = flags["--hls-window"] {
-            guard let n = Int(text), Self.hlsWindows.contains(n) else {
-                throw Invalid("--hls-window", "'\(Self.shown(text))' is not a segment count from 1 to 1000")
-            }
+        if let n = try Self.whole(flags, "--hls-window", Self.hlsWindows.contains, "a segment count from 1 to 1000") {
             hlsWindow = n
         }
+    }
+
+    /// The whole number `flags[option]` (nil when absent); one that `allowed` refuses is ``Invalid``,
+    /// said to be not `expected`.
+    private static func whole(
+        _ flags: [String: String], _ option: String, _ allowed: (Int) -> Bool, _ expected: String
+    ) throws(Invalid) -> Int? {
+        guard let text = flags[option] else { return nil }
+        guard let n = Int(text), allowed(n) else { throw Invalid(option, "'\(shown(text))' is not \(expected)") }
+        return n
     }
 
     /// Options from an `understudy join` argument list (`--consume stage`, `--consume=stage`,

@@ -5,7 +5,7 @@ import Understudy
 /// `REQUEST_TO_JOIN_AS_HOST_<own id>`, decides each invite by its ``Policy`` and answers an accepted
 /// one with `changeMode`, one answer after the other. The room agent and the scenario participants
 /// both use it.
-// Safe: `room`, `listening` and `answers` are guarded by `lock`; the rest is immutable.
+// Safe: `room` and `listening` are guarded by `lock`; the rest is immutable or its own lock's.
 public final class InviteResponder: PubSubMessageListener, @unchecked Sendable {
     /// Which stage invites are followed.
     public enum Policy: Sendable, Equatable {
@@ -52,8 +52,8 @@ public final class InviteResponder: PubSubMessageListener, @unchecked Sendable {
     private let lock = NSLock()
     private weak var room: Room?
     private var listening = false
-    /// The answers (`changeMode`) so far, chained.
-    private var answers: Task<Void, Never>?
+    /// The answers (`changeMode`), one after another.
+    private let answers = SerialTasks()
 
     /// - Parameters:
     ///   - log: one line per decision and failure.
@@ -91,7 +91,7 @@ public final class InviteResponder: PubSubMessageListener, @unchecked Sendable {
     public func roomLeft() { lock.withLock { listening = false } }
 
     /// Waits until every invite answered so far has its `changeMode` done (or failed).
-    public func finishAnswers() async { await lock.withLock { answers }?.value }
+    public func finishAnswers() async { await answers.drain() }
 
     public func onMessageReceived(_ message: PubSubMessage) {
         guard let room = lock.withLock({ room }), message.topic == Self.topic(for: room.localParticipant.id) else {
@@ -109,16 +109,12 @@ public final class InviteResponder: PubSubMessageListener, @unchecked Sendable {
         }
         log("accepting invite from \(message.senderId) to \(mode.rawValue)")
         decided(message, .accepted(mode))
-        lock.withLock {
-            let previous = answers
-            answers = Task { [log] in
-                await previous?.value
-                do {
-                    try await room.changeMode(mode)
-                    log("changed own mode to \(mode.rawValue)")
-                } catch {
-                    log("changeMode(\(mode.rawValue)) after an invite failed: \(error)")
-                }
+        answers.enqueue { [log] in
+            do {
+                try await room.changeMode(mode)
+                log("changed own mode to \(mode.rawValue)")
+            } catch {
+                log("changeMode(\(mode.rawValue)) after an invite failed: \(error)")
             }
         }
     }

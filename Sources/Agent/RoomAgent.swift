@@ -131,9 +131,8 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var liveTracks = 0
     private var tracksGone: CheckedContinuation<Void, Never>?
     private var stopped = false
-    /// Set by ``requestStop()`` or leaving the room; ``run(duration:until:)`` waits for it.
-    private var stopRequested = false
-    private var runWaiter: CheckedContinuation<Void, Never>?
+    /// Ended by ``requestStop()`` or leaving the room; ``run(duration:until:)`` waits for it.
+    private let runEnd = RunEnd()
     /// Follows stage invites by the ``Options/acceptInvites`` policy. Set once in `init` (its callback
     /// needs `self`), only read afterwards.
     private var invites: InviteResponder!
@@ -143,10 +142,10 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     private var rtpOutput: RTPOutput?
     private var rtpOutputLoop: EventLoop?
     private let republishRoom: RepublishRoom?
-    /// The last queued consume/stop operation; the next one waits for it.
-    private var operationTail: Task<Void, Never>?
-    /// The same for joining and leaving the republish room.
-    private var republishTail: Task<Void, Never>?
+    /// Consume and stop operations, one after another.
+    private let operations = SerialTasks()
+    /// Joining and leaving the republish room, one after another.
+    private let republishChanges = SerialTasks()
     /// The mixed audio and the transcription socket, from ``start()`` (set once, before the join).
     private var audioEgress: AudioEgress?
     /// The room composite (`--composite`), from ``start()`` (set once, before the join).
@@ -438,28 +437,12 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     /// `stopEvent` returns (the CLI passes its SIGINT/SIGTERM wait); then stops. Every one of these
     /// wakes the run directly; nothing is polled. `stopEvent` should return when its task is cancelled.
     public func run(duration: Double?, until stopEvent: (@Sendable () async -> Void)? = nil) async {
-        let watchers = runWatchers(duration: duration, until: stopEvent) { [weak self] in self?.requestStop() }
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let done = lock.withLock {
-                if stopRequested || leftReason != nil { return true }
-                runWaiter = c
-                return false
-            }
-            if done { c.resume() }
-        }
-        for w in watchers { w.cancel() }
+        await runEnd.wait(duration: duration, until: stopEvent) { [weak self] in self?.requestStop() }
         await stop()
     }
 
     /// Ends ``run(duration:until:)``: the agent stops (recordings closed, room left). Safe to call any time.
-    public func requestStop() {
-        let waiter = lock.withLock {
-            stopRequested = true
-            defer { runWaiter = nil }
-            return runWaiter
-        }
-        waiter?.resume()
-    }
+    public func requestStop() { runEnd.end() }
 
     /// Closes recordings, writes the manifest and leaves the room (and the republish room). Safe to call twice.
     public func stop() async {
@@ -602,32 +585,20 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
     }
 
     /// Queues `work` after every earlier consume/stop operation.
-    private func enqueueOperation(_ work: @escaping @Sendable () async -> Void) {
-        lock.withLock {
-            let previous = operationTail
-            operationTail = Task {
-                await previous?.value
-                await work()
-            }
-        }
-    }
+    private func enqueueOperation(_ work: @escaping @Sendable () async -> Void) { operations.enqueue(work) }
 
     private func republishChange(add participant: Participant? = nil, remove id: String? = nil) {
         guard let republishRoom else { return }
         let kinds = options.kinds
         let room = self.room
-        lock.withLock {
-            let previous = republishTail
-            republishTail = Task {
-                await previous?.value
-                if let participant {
-                    let id = participant.id
-                    await republishRoom.add(
-                        participantId: id, name: participant.displayName, kinds: kinds,
-                        requestUpstreamKeyframe: { [weak room] in room?.participants[id]?.requestWebcamKeyframe() })
-                }
-                if let id { await republishRoom.remove(participantId: id) }
+        republishChanges.enqueue {
+            if let participant {
+                let id = participant.id
+                await republishRoom.add(
+                    participantId: id, name: participant.displayName, kinds: kinds,
+                    requestUpstreamKeyframe: { [weak room] in room?.participants[id]?.requestWebcamKeyframe() })
             }
+            if let id { await republishRoom.remove(participantId: id) }
         }
     }
 
@@ -890,13 +861,12 @@ public final class RoomAgent: RoomEventListener, @unchecked Sendable {
 
     public func onRoomLeft(reason: Understudy.LeaveReason) {
         // Before the join completes, start() reports the failure itself as one line.
-        let (wasJoined, waiter) = lock.withLock { () -> (Bool, CheckedContinuation<Void, Never>?) in
+        let wasJoined = lock.withLock {
             leftReason = reason
-            defer { runWaiter = nil }
-            return (joined, runWaiter)
+            return joined
         }
         if wasJoined { log("left room: \(reason.name) (\(reason.rawValue))") }
-        waiter?.resume()
+        runEnd.end()
     }
 
     public func onRoomStateChanged(_ state: RoomState) {

@@ -4,7 +4,7 @@ import Media
 // `understudy analyze FILE`: full-reference checks of a recording of the synthetic media.
 
 func runAnalyze(_ args: [String]) async {
-    do {
+    await runCommand("analyze") {
         let a = try Arguments(args, help: Help.analyze)
         guard let path = a.positionals.first else { throw Arguments.Failure.missingPositional("the recording FILE") }
         guard a.positionals.count == 1 else { throw Arguments.Failure.unexpected(a.positionals[1]) }
@@ -17,16 +17,10 @@ func runAnalyze(_ args: [String]) async {
         }
         let quality = try RecordingQuality.analyze(path: path, fps: fps)
         if a.flag("--json") {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            print(String(decoding: try encoder.encode(quality), as: UTF8.self))
+            try printJSON(quality)
         } else {
             print(analyzeText(quality), terminator: "")
         }
-    } catch let e as Arguments.Failure {
-        fail("analyze: \(e)", code: 2)
-    } catch {
-        fail("analyze: \(error)")
     }
 }
 

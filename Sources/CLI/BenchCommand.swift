@@ -3,7 +3,7 @@ import Foundation
 
 /// `understudy bench [--quick] [--only SECTIONS] [--out FILE]`: runs the benchmarks and writes the report.
 func runBench(_ args: [String]) async {
-    do {
+    await runCommand("bench") {
         let a = try Arguments(args, help: Help.bench)
         let quick = a.flag("--quick")
         var only: Set<BenchmarkReport.Section>?
@@ -28,9 +28,5 @@ func runBench(_ args: [String]) async {
             }
             logLine("bench: wrote \(out)")
         }
-    } catch let e as Arguments.Failure {
-        fail("bench: \(e)", code: 2)
-    } catch {
-        fail("bench: \(error)")
     }
 }

@@ -19,7 +19,7 @@ func positiveInt(_ a: Arguments, _ name: String) throws(Arguments.Failure) -> In
 }
 
 func runWorker(_ args: [String]) async {
-    do {
+    await runCommand("worker") {
         let a = try Arguments(args, help: Help.worker)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         let url = try redisURL(a)
@@ -48,10 +48,6 @@ func runWorker(_ args: [String]) async {
             store: FleetStore(redis: redis), blocking: RedisClient(url: url, timeout: 3, label: "fleet-read"),
             options: options, recording: .roomAgent, loadRunner: .loadGen, log: log)
         await worker.run(until: { ShutdownSignal.shared.isRequested })
-    } catch let e as Arguments.Failure {
-        fail("worker: \(e)", code: 2)
-    } catch {
-        fail("worker: \(error)")
     }
 }
 
@@ -132,9 +128,7 @@ private func listJobs(_ args: [String]) async throws {
     for bad in listing.skipped { logLine("jobs list: skipped job '\(bad.jobId)': \(bad.reason)") }
     let jobs = listing.jobs.map(\.redacted)
     if a.flag("--json") {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-        print(String(decoding: try encoder.encode(jobs), as: UTF8.self))
+        try printJSON(jobs)
         return
     }
     print("JOB\tROOM\tSTATE\tWORKER\tATTEMPTS\tFILES")
@@ -150,9 +144,7 @@ private func listWorkers(_ args: [String]) async throws {
     if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
     let workers = try await FleetStore(redis: RedisClient(url: try redisURL(a))).workers()
     if a.flag("--json") {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-        print(String(decoding: try encoder.encode(workers), as: UTF8.self))
+        try printJSON(workers)
         return
     }
     print("WORKER\tHOST\tCAPACITY\tUSED\tJOBS")

@@ -85,7 +85,7 @@ func janusJoinOptions(_ a: Arguments) throws(Arguments.Failure) -> (options: Jan
 
 /// `understudy join --server janus://HOST:PORT/ROOM_NUMBER …`.
 func runJanusJoin(_ a: Arguments) async {
-    do {
+    await runCommand("join") {
         let (options, duration) = try janusJoinOptions(a)
         let format = a.value("--log-format") ?? "text"
         guard format == "text" || format == "json" else {
@@ -102,10 +102,6 @@ func runJanusJoin(_ a: Arguments) async {
         }
         await agent.run(duration: duration, until: { await ShutdownSignal.shared.wait() })
         if let failure = agent.failure { fail("join: \(failure)") }
-    } catch let e as Arguments.Failure {
-        fail("join: \(e)", code: 2)
-    } catch {
-        fail("join: \(error)")
     }
 }
 
@@ -154,21 +150,8 @@ func runJanusLoad(_ args: [String]) async {
             }
             c.joinRate = r
         }
-        if let t = a.value("--threads") {
-            guard let n = Int(t), (1...64).contains(n) else {
-                throw Arguments.Failure.badValue("--threads", "'\(t)' is not 1…64")
-            }
-            c.loopCount = n
-        }
-        if let prefix = a.value("--id-prefix") {
-            guard !prefix.isEmpty, prefix.count <= 40,
-                prefix.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
-            else {
-                throw Arguments.Failure.badValue(
-                    "--id-prefix", "'\(prefix)' must be 1-40 letters, digits, '-', '_' or '.'")
-            }
-            c.idPrefix = prefix
-        }
+        if let n = try loopCountOption(a) { c.loopCount = n }
+        if let prefix = try idPrefixOption(a) { c.idPrefix = prefix }
         do { c.videoCodec = .fixed(try LocalSources.videoCodec(a.value("--video-codec"))) } catch {
             throw Arguments.Failure.badValue("--video-codec", error.explanation)
         }

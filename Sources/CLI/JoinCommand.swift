@@ -156,7 +156,7 @@ func iceServers(_ a: Arguments) throws(Arguments.Failure) -> [ICEServer]? {
 }
 
 func runJoin(_ args: [String]) async {
-    do {
+    await runCommand("join") {
         let a = try Arguments(args, valueOptions: joinValueOptions, switches: joinSwitches)
         if isJanusServer(a) { return await runJanusJoin(a) }
         let (options, duration) = try joinAgentOptions(a)
@@ -164,7 +164,7 @@ func runJoin(_ args: [String]) async {
         var metricsAddress: (host: String, port: UInt16)?
         if let metrics = a.value("--metrics") {
             do { metricsAddress = try RoomAgentMetricsServer.parseAddress(metrics) } catch {
-                throw Arguments.Failure.badValue("--metrics", error.description)
+                throw Arguments.Failure.badValue("--metrics", "\(error)")
             }
         }
         let format = a.value("--log-format") ?? "text"
@@ -220,15 +220,11 @@ func runJoin(_ args: [String]) async {
         if let reason = agent.leaveReason, reason != .MANUAL_LEAVE_CALLED {
             fail("join: the room was left: \(reason.name) (\(reason.rawValue))")
         }
-    } catch let e as Arguments.Failure {
-        fail("join: \(e)", code: 2)
-    } catch {
-        fail("join: \(error)")
     }
 }
 
 func runInvite(_ args: [String]) async {
-    do {
+    await runCommand("invite") {
         let a = try Arguments(args, help: Help.invite)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         let url = try signalingURL(try required(a, "--server"))
@@ -241,15 +237,11 @@ func runInvite(_ args: [String]) async {
         try await RoomAgentTools.invite(
             roomId: roomId, token: token, signalingURL: url, participantId: target, mode: mode)
         logLine("invited \(target) to \(mode.rawValue)")
-    } catch let e as Arguments.Failure {
-        fail("invite: \(e)", code: 2)
-    } catch {
-        fail("invite: \(error)")
     }
 }
 
 func runPubSub(_ args: [String]) async {
-    do {
+    await runCommand("pubsub") {
         let a = try Arguments(args, help: Help.pubsub)
         guard let action = a.positionals.first else { throw Arguments.Failure.missingPositional("publish|subscribe") }
         if a.positionals.count > 1 { throw Arguments.Failure.unexpected(a.positionals[1]) }
@@ -275,10 +267,6 @@ func runPubSub(_ args: [String]) async {
                 })
         default: throw Arguments.Failure.badValue("pubsub", "'\(action)' is not publish or subscribe")
         }
-    } catch let e as Arguments.Failure {
-        fail("pubsub: \(e)", code: 2)
-    } catch {
-        fail("pubsub: \(error)")
     }
 }
 

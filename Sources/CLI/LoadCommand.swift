@@ -39,6 +39,23 @@ private func joinRate(_ a: Arguments) throws(Arguments.Failure) -> Double {
     return r * scale
 }
 
+/// `--threads N`: the load run's event loops, 1 to 64 (nil when not given).
+func loopCountOption(_ a: Arguments) throws(Arguments.Failure) -> Int? {
+    guard let t = a.value("--threads") else { return nil }
+    guard let n = Int(t), (1...64).contains(n) else { throw .badValue("--threads", "'\(t)' is not 1…64") }
+    return n
+}
+
+/// `--id-prefix`: what the bots' participant ids start with, 1-40 letters, digits, `-`, `_` or `.`
+/// (nil when not given).
+func idPrefixOption(_ a: Arguments) throws(Arguments.Failure) -> String? {
+    guard let prefix = a.value("--id-prefix") else { return nil }
+    guard !prefix.isEmpty, prefix.count <= 40,
+        prefix.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
+    else { throw .badValue("--id-prefix", "'\(prefix)' must be 1-40 letters, digits, '-', '_' or '.'") }
+    return prefix
+}
+
 func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
     LoadConfiguration, json: String?, quiet: Bool
 ) {
@@ -80,16 +97,8 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
         c.requestTimeout = try a.seconds("--request-timeout", default: c.requestTimeout)
         guard c.requestTimeout > 0 else { throw .badValue("--request-timeout", "must be more than 0 s") }
     }
-    if let t = a.value("--threads") {
-        guard let n = Int(t), (1...64).contains(n) else { throw .badValue("--threads", "'\(t)' is not 1…64") }
-        c.loopCount = n
-    }
-    if let prefix = a.value("--id-prefix") {
-        guard !prefix.isEmpty, prefix.count <= 40,
-            prefix.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) })
-        else { throw .badValue("--id-prefix", "'\(prefix)' must be 1-40 letters, digits, '-', '_' or '.'") }
-        c.idPrefix = prefix
-    }
+    if let n = try loopCountOption(a) { c.loopCount = n }
+    if let prefix = try idPrefixOption(a) { c.idPrefix = prefix }
     c.impair = a.value("--impair")
     if let share = a.value("--impair-share") {
         guard let value = Double(share), value >= 0, value <= 1 else {

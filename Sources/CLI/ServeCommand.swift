@@ -63,7 +63,7 @@ func lifecycleSettings(_ a: Arguments, into configuration: inout RoomServerConfi
 func runServe(_ args: [String]) async {
     // Before the server's threads start: they then share one malloc arena per core (MemoryTrim.swift).
     MemoryTrim.limitArenas()
-    do {
+    await runCommand("serve") {
         let a = try Arguments(args, help: Help.serve)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         var configuration = RoomServerConfiguration()
@@ -135,7 +135,7 @@ func runServe(_ args: [String]) async {
         var clusterRedis: RedisURL?
         if let text = configuration.redis {
             do { clusterRedis = try RedisURL(parsing: text) } catch {
-                throw Arguments.Failure.badValue("--redis", error.description)
+                throw Arguments.Failure.badValue("--redis", "\(error)")
             }
         }
         if clusterRedis == nil,
@@ -155,7 +155,7 @@ func runServe(_ args: [String]) async {
         var jobsRedis: RedisURL?
         if let text = configuration.jobs {
             do { jobsRedis = try RedisURL(parsing: text) } catch {
-                throw Arguments.Failure.badValue("--jobs", error.description)
+                throw Arguments.Failure.badValue("--jobs", "\(error)")
             }
         }
         let server = RoomServer(configuration: configuration)
@@ -213,9 +213,5 @@ func runServe(_ args: [String]) async {
         cluster?.stop()
         server.stop()
         memoryTrim.cancel()
-    } catch let e as Arguments.Failure {
-        fail("serve: \(e)", code: 2)
-    } catch {
-        fail("serve: \(error)")
     }
 }

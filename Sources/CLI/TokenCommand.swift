@@ -5,7 +5,7 @@ import Signaling
 // `understudy token`: print an HS256 room token for the given secret.
 
 func runToken(_ args: [String]) async {
-    do {
+    await runCommand("token") {
         let a = try Arguments(args, help: Help.token)
         if let extra = a.positionals.first { throw Arguments.Failure.unexpected(extra) }
         guard let secret = a.value("--secret") ?? ProcessInfo.processInfo.environment["UNDERSTUDY_SECRET"],
@@ -19,7 +19,7 @@ func runToken(_ args: [String]) async {
         do {
             try RoomToken.validatePermissions(permissions)
         } catch {
-            throw Arguments.Failure.badValue("--permissions", error.description)
+            throw Arguments.Failure.badValue("--permissions", "\(error)")
         }
         let ttlText = a.value("--ttl") ?? "2h"
         guard let ttl = RoomToken.parseDuration(ttlText), ttl > 0, ttl <= 366 * 86400 else {
@@ -30,9 +30,5 @@ func runToken(_ args: [String]) async {
             apikey: a.value("--apikey") ?? "understudy", permissions: permissions, roomId: a.value("--room"),
             participantId: a.value("--participant"), roles: roles, lifetime: ttl)
         print(RoomToken.sign(token, secret: secret))
-    } catch let e as Arguments.Failure {
-        fail("token: \(e)", code: 2)
-    } catch {
-        fail("token: \(error)")
     }
 }

@@ -66,7 +66,7 @@ func sourceChoice(_ value: String?, synthetic: String, option: String) throws(Ar
 }
 
 func runWHIP(_ args: [String]) async {
-    do {
+    await runCommand("whip") {
         let a = try Arguments(args, help: Help.whip)
         guard let url = a.positionals.first else { throw Arguments.Failure.missingPositional("the WHIP endpoint URL") }
         guard a.positionals.count == 1 else { throw Arguments.Failure.unexpected(a.positionals[1]) }
@@ -79,15 +79,11 @@ func runWHIP(_ args: [String]) async {
             iceServers: try iceServers(a) ?? [], log: logLine,
             wait: { await ShutdownSignal.shared.sleep(seconds: $0) })
         logLine("whip done: \(summary.line)")
-    } catch let e as Arguments.Failure {
-        fail("whip: \(e)", code: 2)
-    } catch {
-        fail("whip: \(error)")
     }
 }
 
 func runWHEP(_ args: [String]) async {
-    do {
+    await runCommand("whep") {
         let a = try Arguments(args, help: Help.whep)
         guard let url = a.positionals.first else { throw Arguments.Failure.missingPositional("the WHEP endpoint URL") }
         guard a.positionals.count == 1 else { throw Arguments.Failure.unexpected(a.positionals[1]) }
@@ -102,10 +98,6 @@ func runWHEP(_ args: [String]) async {
         if summary.videoFrames == 0 && summary.audioFrames == 0 {
             fail("whep: no media was received")
         }
-    } catch let e as Arguments.Failure {
-        fail("whep: \(e)", code: 2)
-    } catch {
-        fail("whep: \(error)")
     }
 }
 
@@ -152,3 +144,22 @@ default: fail("unknown command '\(command)'\n\(usage)", code: 2)
 // `--analyze` and an impaired link crashed there with SIGSEGV); stdio is flushed, then the process ends.
 fflush(nil)
 _exit(0)
+
+/// Runs one command's `body`: a usage error (``Arguments/Failure``) exits with code 2, any other
+/// error with 1, each as one line that starts with the command's `name`.
+func runCommand(_ name: String, _ body: () async throws -> Void) async {
+    do {
+        try await body()
+    } catch let e as Arguments.Failure {
+        fail("\(name): \(e)", code: 2)
+    } catch {
+        fail("\(name): \(error)")
+    }
+}
+
+/// Prints `value` as the `--json` output of a command: pretty, keys sorted, slashes unescaped.
+func printJSON<T: Encodable>(_ value: T) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+}

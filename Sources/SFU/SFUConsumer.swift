@@ -337,11 +337,7 @@ final class SFUConsumer: @unchecked Sendable {
                 nackMisses &+= 1
                 continue
             }
-            track.sendRetransmission(
-                payload: payload, marker: entry.marker, timestamp: entry.timestamp, sequenceNumber: seq,
-                rewrite: entry.rewrite,
-                dependencyDescriptor: producer.bufferedDependencyDescriptor(
-                    layer: Int(entry.layer), sequenceNumber: entry.source), now: now)
+            resend(entry, as: seq, payload: payload, now: now)
         }
     }
 
@@ -430,17 +426,25 @@ final class SFUConsumer: @unchecked Sendable {
                 misses += 1
                 continue
             }
-            guard
-                track.sendRetransmission(
-                    payload: payload, marker: entry.marker, timestamp: entry.timestamp, sequenceNumber: seq,
-                    rewrite: entry.rewrite,
-                    dependencyDescriptor: producer.bufferedDependencyDescriptor(
-                        layer: Int(entry.layer), sequenceNumber: entry.source), now: now)
-            else { break }
+            guard resend(entry, as: seq, payload: payload, now: now) else { break }
             sent += payload.count + 40
         }
         probeBytes &+= UInt64(sent)
         return sent
+    }
+
+    /// Sends the buffered `payload` of a forwarded packet again as outgoing number `seq`, with the
+    /// rewriting and dependency descriptor it had (as RTX when negotiated): a NACK's repair or probe
+    /// padding. False when it does not fit in a packet.
+    @discardableResult
+    private func resend(_ entry: SFUSequencer.Entry, as seq: UInt16, payload: UnsafeRawBufferPointer, now: UInt64)
+        -> Bool
+    {
+        track.sendRetransmission(
+            payload: payload, marker: entry.marker, timestamp: entry.timestamp, sequenceNumber: seq,
+            rewrite: entry.rewrite,
+            dependencyDescriptor: producer.bufferedDependencyDescriptor(
+                layer: Int(entry.layer), sequenceNumber: entry.source), now: now)
     }
 
     /// The subscriber asked for a key frame (PLI/FIR).

@@ -91,6 +91,21 @@ final class RoomMedia: @unchecked Sendable {
         }
     }
 
+    /// The connection held at `slot` (``publish`` or ``subscribe``), made on first use by
+    /// ``newConnection(loopName:)`` and set up by `made`, under `lock`.
+    func connection(
+        _ slot: ReferenceWritableKeyPath<RoomMedia, PeerConnection?>, loopName: String,
+        made: (PeerConnection) -> Void = { _ in }
+    ) throws -> PeerConnection {
+        try lock.withLock {
+            if let pc = self[keyPath: slot] { return pc }
+            let pc = try newConnection(loopName: loopName)
+            self[keyPath: slot] = pc
+            made(pc)
+            return pc
+        }
+    }
+
     /// A new media connection on a loop of its own, with the current configuration and TURN servers,
     /// its state changes watched (``watch(_:)``). Under `lock`.
     func newConnection(loopName: String) throws -> PeerConnection {

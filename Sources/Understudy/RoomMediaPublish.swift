@@ -10,14 +10,7 @@ import Signaling
 extension RoomMedia {
     // MARK: Publishing
 
-    func publishConnection() throws -> PeerConnection {
-        try lock.withLock {
-            if let publish { return publish }
-            let pc = try newConnection(loopName: "understudy-pub")
-            publish = pc
-            return pc
-        }
-    }
+    func publishConnection() throws -> PeerConnection { try connection(\.publish, loopName: "understudy-pub") }
 
     /// Publishes `kinds` with one `produce` offer; `reportStatus` also announces them on.
     ///

@@ -11,10 +11,7 @@ extension RoomMedia {
     // MARK: Subscribing
 
     func subscribeConnection() throws -> PeerConnection {
-        try lock.withLock {
-            if let subscribe { return subscribe }
-            let pc = try newConnection(loopName: "understudy-sub")
-            subscribe = pc
+        try connection(\.subscribe, loopName: "understudy-sub") { pc in
             let handler = room?.onFrame
             pc.loop.execute { [weak self] in
                 self?.loopFrameHandler = handler
@@ -22,7 +19,6 @@ extension RoomMedia {
                     self?.frameArrived(transceiver.mid, frame, timing)
                 }
             }
-            return pc
         }
     }
 

@@ -50,6 +50,21 @@ import Testing
         #expect(reader.chunkSize == 4096 && media > 10)
     }
 
+    /// A 64 KiB message in 1-byte chunks (Set Chunk Size 1, then a type 0 chunk and 65,535 type 3
+    /// ones) comes out whole, byte for byte, read whole and in pieces: the assembly appends in place
+    /// (the `rtmp` fuzz target timed out when every chunk copied the message so far).
+    @Test func aLargeMessageInOneByteChunksAssembles() throws {
+        let length = 1 << 16
+        let body = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        var bytes: [UInt8] = [0x02, 0, 0, 0, 0, 0, 4, RTMPMessageType.setChunkSize, 0, 0, 0, 0, 0, 0, 0, 1]
+        bytes += [0x03, 0, 0, 0, UInt8(length >> 16), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), 9, 1, 0, 0, 0]
+        bytes.append(body[0])
+        for b in body.dropFirst() { bytes += [0xC3, b] }
+        let whole = try items(bytes, piece: bytes.count)
+        #expect(whole == [.message(type: RTMPMessageType.video, payload: body)])
+        #expect(try items(bytes, piece: 61) == whole)
+    }
+
     @Test func ruleBreakersAreMalformedNotCrashes() {
         // A type 1 header on a chunk stream that never had a type 0 one.
         var reader = RTMPChunkReader()

@@ -17,7 +17,7 @@ import Testing
     func packetize(_ unit: [UInt8], key: Bool, max: Int) -> [(payload: [UInt8], last: Bool)] {
         var packetizer = AV1Packetizer()
         var out: [(payload: [UInt8], last: Bool)] = []
-        unit.withUnsafeBytes { u in
+        _ = unit.withUnsafeBytes { u in
             packetizer.packetize(temporalUnit: u, isKeyframe: key, maxPayloadSize: max) { p, last in
                 out.append(([UInt8](p), last))
             }

@@ -73,11 +73,10 @@ public final class JanusAgent: @unchecked Sendable {
     private var stopped = false
     private var joinedRoom = false
     private var lostReason: String?
-    /// The pending ``run(duration:until:)``, resumed by whatever ends it.
-    private var runWaiter: CheckedContinuation<Void, Never>?
-    private var runEnded = false
+    /// What ends ``run(duration:until:)``.
+    private let runEnd = RunEnd()
     /// Subscriptions run one after another (Janus handles them fine in parallel; our logs stay readable).
-    private var operationTail: Task<Void, Never>?
+    private let operations = SerialTasks()
 
     public init(options: Options, log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.options = options
@@ -120,40 +119,26 @@ public final class JanusAgent: @unchecked Sendable {
     /// Runs until `duration` passes, `stopEvent` returns (the CLI passes its SIGTERM/SIGINT wait) or
     /// Janus goes away; then ``stop()``. Each of these wakes the run itself; nothing is polled.
     public func run(duration: Double?, until stopEvent: (@Sendable () async -> Void)? = nil) async {
-        let watchers = runWatchers(duration: duration, until: stopEvent) { [weak self] in self?.endRun(lost: nil) }
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let over = lock.withLock {
-                if runEnded || lostReason != nil { return true }
-                runWaiter = c
-                return false
-            }
-            if over { c.resume() }
-        }
-        for w in watchers { w.cancel() }
+        await runEnd.wait(duration: duration, until: stopEvent) { [weak self] in self?.endRun(lost: nil) }
         await stop()
     }
 
     /// Ends a pending ``run(duration:until:)``; `lost` records why Janus went away.
     private func endRun(lost reason: String?) {
-        let waiter = lock.withLock {
-            if let reason { lostReason = reason }
-            runEnded = true
-            defer { runWaiter = nil }
-            return runWaiter
-        }
-        waiter?.resume()
+        if let reason { lock.withLock { lostReason = reason } }
+        runEnd.end()
     }
 
     /// Unpublishes, closes every PeerConnection and recording, detaches the handles and destroys the session.
     /// Calls after the first do nothing.
     public func stop() async {
-        let (first, tail) = lock.withLock {
+        let first = lock.withLock {
             defer { stopped = true }
-            return (!stopped, operationTail)
+            return !stopped
         }
         guard first else { return }
         // A subscription under way finishes first (no new one starts once `stopped` is set).
-        await tail?.value
+        await operations.drain()
         let (session, feeds, publisherHandle) = lock.withLock {
             (self.session, Array(self.feeds.values), self.publisherHandle)
         }
@@ -324,15 +309,7 @@ public final class JanusAgent: @unchecked Sendable {
         ConsumePolicy.Candidate(id: String(id), aliases: [display], onStage: true)
     }
 
-    private func enqueue(_ work: @escaping @Sendable () async -> Void) {
-        lock.withLock {
-            let previous = operationTail
-            operationTail = Task {
-                await previous?.value
-                await work()
-            }
-        }
-    }
+    private func enqueue(_ work: @escaping @Sendable () async -> Void) { operations.enqueue(work) }
 
     // MARK: Subscribing
 

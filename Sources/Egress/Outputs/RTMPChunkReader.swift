@@ -34,7 +34,7 @@ struct RTMPChunkReader {
     /// The server's acknowledgement window (Window Acknowledgement Size).
     private(set) var windowAckSize: UInt64 = 2_500_000
 
-    /// Per inbound chunk stream: the last message header and the message being assembled.
+    /// Per inbound chunk stream: the last message header.
     private struct Stream {
         var timestamp: UInt32 = 0
         var delta: UInt32 = 0
@@ -42,9 +42,12 @@ struct RTMPChunkReader {
         var type: UInt8 = 0
         var streamID: UInt32 = 0
         var extended = false
-        var payload: [UInt8] = []
     }
     private var streams: [UInt32: Stream] = [:]
+    /// Per inbound chunk stream, the message being assembled. Kept apart from `streams` and appended
+    /// in place: a copy of the header must not share it, or every chunk would copy the whole message
+    /// so far (a hostile server's 1 MiB message in 1-byte chunks would cost 10^12 byte copies).
+    private var payloads: [UInt32: [UInt8]] = [:]
     private var inbound: [UInt8] = []
     private var start = 0
 
@@ -84,7 +87,8 @@ struct RTMPChunkReader {
             var s = known ?? Stream()
             let headerSize = [11, 7, 3, 0][Int(fmt)]
             guard available(headerSize) else { return nil }
-            let starting = s.payload.isEmpty
+            let assembled = payloads[channel]?.count ?? 0
+            let starting = assembled == 0
             if fmt <= 2 {
                 let field = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
                 s.extended = field == 0xFF_FFFF
@@ -111,23 +115,19 @@ struct RTMPChunkReader {
             guard s.length <= Self.maxMessage else {
                 throw Malformed(reason: "server message of \(s.length) bytes (more than 1 MiB)")
             }
-            if !starting && fmt <= 1 && s.length < s.payload.count {
+            if !starting && fmt <= 1 && s.length < assembled {
                 throw Malformed(reason: "a new header shortens a message being assembled on chunk stream \(channel)")
             }
             if starting && fmt != 0 { s.timestamp &+= s.delta }
-            let take = min(chunkSize, s.length - s.payload.count)
+            let take = min(chunkSize, s.length - assembled)
             guard available(take) else { return nil }
-            s.payload.append(contentsOf: b[i..<i + take])
+            payloads[channel, default: []].append(contentsOf: b[i..<i + take])
             i += take
             start = i
-            guard s.payload.count >= s.length else {
-                streams[channel] = s
-                continue
-            }
-            let type = s.type
-            let payload = s.payload
-            s.payload = []
             streams[channel] = s
+            guard assembled + take >= s.length else { continue }
+            let type = s.type
+            let payload = payloads.removeValue(forKey: channel) ?? []
             if let item = try control(type, payload) {
                 if case .ping = item { return item }
                 continue
@@ -149,7 +149,7 @@ struct RTMPChunkReader {
             guard (1...0xFF_FFFF).contains(size) else { throw Malformed(reason: "Set Chunk Size \(size)") }
             chunkSize = size
         case RTMPMessageType.abort:
-            if p.count >= 4 { streams[be32(0)]?.payload = [] }
+            if p.count >= 4 { payloads[be32(0)] = nil }
         case RTMPMessageType.windowAckSize:
             if p.count >= 4 { windowAckSize = UInt64(max(1, be32(0))) }
         case RTMPMessageType.userControl:

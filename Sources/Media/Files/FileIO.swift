@@ -23,6 +23,18 @@ func readWholeFile(_ path: String) throws -> [UInt8] {
     return out
 }
 
+/// ``readWholeFile(_:)`` for a reader with errors of its own: a file that cannot be opened is
+/// `cannotOpen(errno)`, and one that cannot be read `cannotOpen(0)`.
+func readWholeFile<E: Error>(_ path: String, cannotOpen: (Int32) -> E) throws(E) -> [UInt8] {
+    do {
+        return try readWholeFile(path)
+    } catch let MediaError.cannotOpen(_, errno) {
+        throw cannotOpen(errno)
+    } catch {
+        throw cannotOpen(0)
+    }
+}
+
 /// Little-endian readers that return nil instead of trapping when out of range.
 extension Array where Element == UInt8 {
     func le16(_ at: Int) -> UInt16? {

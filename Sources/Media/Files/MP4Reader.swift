@@ -1,4 +1,4 @@
-public import RTCWire
+internal import RTCWire
 
 /// Why an MP4 file could not be read.
 public enum MP4ReaderError: Error, Equatable, CustomStringConvertible {
@@ -41,15 +41,7 @@ public struct MP4Reader: Sendable {
 
     /// Reads the file at `path`.
     public init(path: String) throws(MP4ReaderError) {
-        let bytes: [UInt8]
-        do {
-            bytes = try readWholeFile(path)
-        } catch let MediaError.cannotOpen(_, errno) {
-            throw .cannotOpen(path: path, errno: errno)
-        } catch {
-            throw .cannotOpen(path: path, errno: 0)
-        }
-        try self.init(bytes: bytes)
+        try self.init(bytes: readWholeFile(path) { MP4ReaderError.cannotOpen(path: path, errno: $0) })
     }
 
     /// Parses a whole file held in memory.

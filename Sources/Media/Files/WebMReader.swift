@@ -93,15 +93,7 @@ public struct WebMReader: Sendable {
 
     /// Reads the file at `path`.
     public init(path: String) throws(WebMReaderError) {
-        let bytes: [UInt8]
-        do {
-            bytes = try readWholeFile(path)
-        } catch let MediaError.cannotOpen(_, errno) {
-            throw .cannotOpen(path: path, errno: errno)
-        } catch {
-            throw .cannotOpen(path: path, errno: 0)
-        }
-        try self.init(bytes: bytes)
+        try self.init(bytes: readWholeFile(path) { WebMReaderError.cannotOpen(path: path, errno: $0) })
     }
 
     /// Parses a whole file held in memory.

@@ -26,11 +26,9 @@ struct LossBasedController {
     let minBitrate: Double
     let maxBitrate: Double
     var rttMs = 200.0
-    private var received = 0
-    private var lost = 0
+    private var window = LossWindow(minimumPackets: LossBasedController.minimumPackets, micros: windowMicros)
     private var lastIncrease: Int64?
     private var lastDecrease: Int64?
-    private var windowStart: Int64?
 
     init(startBitrate: Int, minBitrate: Int, maxBitrate: Int) {
         bitrate = Double(startBitrate)
@@ -41,16 +39,11 @@ struct LossBasedController {
     /// Takes the counts of one feedback message. Returns the rate.
     @discardableResult
     mutating func update(received newlyReceived: Int, lost newlyLost: Int, nowMicros: Int64) -> Double {
-        received += newlyReceived
-        lost += newlyLost
         decreased = false
-        let start = windowStart ?? nowMicros
-        windowStart = start
-        guard received + lost >= Self.minimumPackets, nowMicros - start >= Self.windowMicros else { return bitrate }
-        lossFraction = Double(lost) / Double(received + lost)
-        received = 0
-        lost = 0
-        windowStart = nowMicros
+        guard let fraction = window.add(received: newlyReceived, lost: newlyLost, nowMicros: nowMicros) else {
+            return bitrate
+        }
+        lossFraction = fraction
         if lossFraction < Self.lowLoss {
             let dt = min(Double(nowMicros - (lastIncrease ?? nowMicros)) / 1e6, 1.0)
             bitrate = bitrate * pow(Self.increasePerSecond, dt) + 1_000 * dt
@@ -82,9 +75,7 @@ struct LossBasedController {
     /// window starts again, so that they do not cut the rate a second time once the sender has
     /// dropped to what fits.
     mutating func restartWindow(nowMicros: Int64) {
-        received = 0
-        lost = 0
-        windowStart = nowMicros
+        window.restart(nowMicros: nowMicros)
         lastDecrease = nowMicros
         hasDecreased = true
     }

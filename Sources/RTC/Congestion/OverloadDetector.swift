@@ -35,9 +35,7 @@ struct OverloadDetector {
     private(set) var overloaded = false
     /// The loss fraction of the last judged window, 0…1.
     private(set) var windowLoss = 0.0
-    private var received = 0
-    private var lost = 0
-    private var windowStart: Int64?
+    private var window = LossWindow(minimumPackets: OverloadDetector.minimumPackets, micros: windowMicros)
     private var heavyInARow = 0
     private var severeInARow = 0
     private var lastOveruse: Int64?
@@ -49,15 +47,10 @@ struct OverloadDetector {
     /// Returns true when a window closed overloaded (each one after the first two in a row, too).
     mutating func update(received newlyReceived: Int, lost newlyLost: Int, overuse: Bool, nowMicros: Int64) -> Bool {
         if overuse { lastOveruse = nowMicros }
-        received += newlyReceived
-        lost += newlyLost
-        let start = windowStart ?? nowMicros
-        windowStart = start
-        guard received + lost >= Self.minimumPackets, nowMicros - start >= Self.windowMicros else { return false }
-        windowLoss = Double(lost) / Double(received + lost)
-        received = 0
-        lost = 0
-        windowStart = nowMicros
+        guard let fraction = window.add(received: newlyReceived, lost: newlyLost, nowMicros: nowMicros) else {
+            return false
+        }
+        windowLoss = fraction
         heavyInARow = windowLoss >= Self.heavyLoss ? heavyInARow + 1 : 0
         severeInARow = windowLoss >= Self.severeLoss ? severeInARow + 1 : 0
         if windowLoss < LossBasedController.highLoss, nowMicros - lastOverloaded >= Self.holdMicros {

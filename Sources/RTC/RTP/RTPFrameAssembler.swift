@@ -433,45 +433,26 @@ final class VideoFrameAssembler {
         let timestamp = head.timestamp
         lastPictureID = head.pictureID
         counters.framesAssembled += 1
-        if waitingForKeyframe && !isKey {
-            // Undecodable without its references: drop and keep asking for a key frame.
-            counters.framesDropped += 1
-            context.needKeyframe()
+        guard admits(key: isKey, context: context) else {
             releaseRange(first, last)
             return
         }
         let consumes = context.consumesFrames
-        var total = 0
-        var arrival: UInt64 = 0
-        var hasAllBytes = true
-        var layerFrames = 0
-        var e = first
-        while e <= last {
-            let packet = slots[slot(e)]
-            total += packet.length
-            arrival = max(arrival, packet.arrival)
-            if !packet.hasData { hasAllBytes = false }
-            if packet.layerStart { layerFrames += 1 }
-            e += 1
-        }
+        let packets = scan(from: first, through: last)
+        var total = packets.bytes
+        let layerFrames = packets.layerFrames
         // VP9 spatial SVC: the layer frames of one picture, joined, need a superframe index
         // (VP9 specification, annex B) for a decoder to see more than the first one.
         let superframe = codec == .vp9 && layerFrames > 1 && layerFrames <= 8
         if superframe { total += 2 + 4 * layerFrames }
         // A frame whose first packets arrived before anyone consumed frames has no bytes for them:
         // treat it as undecodable, as after a loss.
-        if consumes, !hasAllBytes {
+        if consumes, !packets.hasAllBytes {
             frameBroken(context)
             releaseRange(first, last)
             return
         }
-        if isKey {
-            waitingForKeyframe = false
-            context.keyframeDelivered()
-            counters.keyframesReceived += 1
-        }
-        counters.framesDecodable += 1
-        context.frameCompleted(timestamp: timestamp, now: now)
+        completed(key: isKey, timestamp: timestamp, now: now, context: context)
         guard consumes else {
             releaseRange(first, last)
             return
@@ -496,7 +477,58 @@ final class VideoFrameAssembler {
             count = w
         }
         context.deliver(
-            EncodedFrame(codec: codec, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: arrival)
+            EncodedFrame(codec: codec, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: packets.arrival)
+    }
+
+    /// What the packets of one frame say together, read in one pass before the frame is built.
+    private struct FrameScan {
+        /// Payload bytes held.
+        var bytes = 0
+        /// The latest arrival.
+        var arrival: UInt64 = 0
+        /// Every packet kept its bytes (none arrived before frames were consumed).
+        var hasAllBytes = true
+        /// A packet was flagged as part of a key frame.
+        var key = false
+        /// Packets that start a layer frame (VP9 spatial layers).
+        var layerFrames = 0
+    }
+
+    private func scan(from first: Int64, through last: Int64) -> FrameScan {
+        var s = FrameScan()
+        var e = first
+        while e <= last {
+            let packet = slots[slot(e)]
+            s.bytes += packet.length
+            s.arrival = max(s.arrival, packet.arrival)
+            if !packet.hasData { s.hasAllBytes = false }
+            s.key = s.key || packet.keyframe
+            if packet.layerStart { s.layerFrames += 1 }
+            e += 1
+        }
+        return s
+    }
+
+    /// Whether a frame may be delivered: while a key frame is awaited, a frame that is not one is
+    /// undecodable without its references, so it is dropped and a key frame asked for again.
+    private func admits<Context: RTPFrameAssemblyContext>(key: Bool, context: Context) -> Bool {
+        guard waitingForKeyframe && !key else { return true }
+        counters.framesDropped += 1
+        context.needKeyframe()
+        return false
+    }
+
+    /// Counts a decodable frame (a key frame ends the wait for one) and tells the context.
+    private func completed<Context: RTPFrameAssemblyContext>(
+        key: Bool, timestamp: UInt32, now: UInt64, context: Context
+    ) {
+        if key {
+            waitingForKeyframe = false
+            context.keyframeDelivered()
+            counters.keyframesReceived += 1
+        }
+        counters.framesDecodable += 1
+        context.frameCompleted(timestamp: timestamp, now: now)
     }
 
     /// Appends the superframe index of the layer frames in `first...last` at `at` (4-byte sizes,
@@ -553,40 +585,16 @@ final class VideoFrameAssembler {
     ) {
         let timestamp = slots[slot(first)].timestamp
         counters.framesAssembled += 1
-        var arrival: UInt64 = 0
-        var hasAllBytes = true
-        var e = first
-        while e <= last {
-            let packet = slots[slot(e)]
-            arrival = max(arrival, packet.arrival)
-            if !packet.hasData { hasAllBytes = false }
-            e += 1
-        }
-        let consumes = context.consumesFrames
+        let packets = scan(from: first, through: last)
         // Without a consumer the payload bytes were not kept: judge the frame by its packets' flags.
-        guard consumes else {
-            var key = false
-            e = first
-            while e <= last {
-                key = key || slots[slot(e)].keyframe
-                e += 1
-            }
-            if waitingForKeyframe && !key {
-                counters.framesDropped += 1
-                context.needKeyframe()
-            } else {
-                if key {
-                    waitingForKeyframe = false
-                    context.keyframeDelivered()
-                    counters.keyframesReceived += 1
-                }
-                counters.framesDecodable += 1
-                context.frameCompleted(timestamp: timestamp, now: now)
+        guard context.consumesFrames else {
+            if admits(key: packets.key, context: context) {
+                completed(key: packets.key, timestamp: timestamp, now: now, context: context)
             }
             releaseRange(first, last)
             return
         }
-        guard hasAllBytes else {
+        guard packets.hasAllBytes else {
             frameBroken(context)
             releaseRange(first, last)
             return
@@ -610,9 +618,7 @@ final class VideoFrameAssembler {
                 prefix = h264ParameterSets
             }
         }
-        if waitingForKeyframe && !isKey {
-            counters.framesDropped += 1
-            context.needKeyframe()
+        guard admits(key: isKey, context: context) else {
             releaseRange(first, last)
             return
         }
@@ -633,15 +639,9 @@ final class VideoFrameAssembler {
         }
         releaseRange(first, last)
         if keptSets { rememberParameterSets(data) }
-        if isKey {
-            waitingForKeyframe = false
-            context.keyframeDelivered()
-            counters.keyframesReceived += 1
-        }
-        counters.framesDecodable += 1
-        context.frameCompleted(timestamp: timestamp, now: now)
+        completed(key: isKey, timestamp: timestamp, now: now, context: context)
         context.deliver(
-            EncodedFrame(codec: .h264, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: arrival)
+            EncodedFrame(codec: .h264, data: data, timestamp: timestamp, isKeyframe: isKey), arrival: packets.arrival)
     }
 
     /// AV1: one temporal unit from the packets `first...last` (complete, one timestamp), its OBUs in
@@ -652,26 +652,17 @@ final class VideoFrameAssembler {
     ) {
         let timestamp = slots[slot(first)].timestamp
         counters.framesAssembled += 1
-        var arrival: UInt64 = 0
-        var hasAllBytes = true
-        var key = false
-        var e = first
-        while e <= last {
-            let packet = slots[slot(e)]
-            arrival = max(arrival, packet.arrival)
-            if !packet.hasData { hasAllBytes = false }
-            key = key || packet.keyframe
-            e += 1
-        }
+        let packets = scan(from: first, through: last)
+        var key = packets.key
         let consumes = context.consumesFrames
         if consumes {
-            guard hasAllBytes else {
+            guard packets.hasAllBytes else {
                 frameBroken(context)
                 releaseRange(first, last)
                 return
             }
             av1Builder.reset()
-            e = first
+            var e = first
             while e <= last {
                 av1Builder.append(payload(slot(e)))
                 e += 1
@@ -685,23 +676,14 @@ final class VideoFrameAssembler {
             key = key && av1Builder.hasSequenceHeader
         }
         releaseRange(first, last)
-        if waitingForKeyframe && !key {
-            counters.framesDropped += 1
-            context.needKeyframe()
-            return
-        }
-        if key {
-            waitingForKeyframe = false
-            context.keyframeDelivered()
-            counters.keyframesReceived += 1
-        }
-        counters.framesDecodable += 1
-        context.frameCompleted(timestamp: timestamp, now: now)
+        guard admits(key: key, context: context) else { return }
+        completed(key: key, timestamp: timestamp, now: now, context: context)
         guard consumes else { return }
         let data = [UInt8](unsafeUninitializedCapacity: av1Builder.encodedLength) { buffer, count in
             count = av1Builder.write(into: UnsafeMutableRawBufferPointer(buffer))
         }
-        context.deliver(EncodedFrame(codec: .av1, data: data, timestamp: timestamp, isKeyframe: key), arrival: arrival)
+        context.deliver(
+            EncodedFrame(codec: .av1, data: data, timestamp: timestamp, isKeyframe: key), arrival: packets.arrival)
     }
 
     /// Keeps the SPS and PPS units of an access unit (Annex B) for later IDR access units without them.

@@ -310,13 +310,7 @@ public final class RTPSender: @unchecked Sendable {
         frame.data.withUnsafeBytes { data in
             switch codec {
             case .opus:
-                sendPacket(marker: false, timestamp: timestamp, now: now, emit: emit) { out throws(VP8Error) in
-                    guard data.count <= out.count else { throw .bufferTooSmall }
-                    if let src = data.baseAddress, let dst = out.baseAddress {
-                        dst.copyMemory(from: src, byteCount: data.count)
-                    }
-                    return data.count
-                }
+                sendPayload(data, marker: false, timestamp: timestamp, now: now, emit: emit)
             case .vp8:
                 // Equal-sized packets spread the loss risk and keep packets below the MTU.
                 let split = VP8PayloadFormat.Split(
@@ -332,13 +326,7 @@ public final class RTPSender: @unchecked Sendable {
                 // Single NAL units, FU-A for the larger ones (packetization mode 1).
                 H264PayloadFormat.packetize(accessUnit: data, maxPayloadSize: maxPayloadSize, scratch: &h264Scratch) {
                     payload, isLast in
-                    sendPacket(marker: isLast, timestamp: timestamp, now: now, emit: emit) { out throws(VP8Error) in
-                        guard payload.count <= out.count else { throw .bufferTooSmall }
-                        if let src = payload.baseAddress, let dst = out.baseAddress {
-                            dst.copyMemory(from: src, byteCount: payload.count)
-                        }
-                        return payload.count
-                    }
+                    sendPayload(payload, marker: isLast, timestamp: timestamp, now: now, emit: emit)
                 }
             case .vp9:
                 // Non-flexible mode (RFC 9628), split like VP8; a key frame's first packet has room
@@ -362,13 +350,7 @@ public final class RTPSender: @unchecked Sendable {
                 av1Packetizer.packetize(
                     temporalUnit: data, isKeyframe: frame.isKeyframe, maxPayloadSize: maxPayloadSize
                 ) { payload, isLast in
-                    sendPacket(marker: isLast, timestamp: timestamp, now: now, emit: emit) { out throws(VP8Error) in
-                        guard payload.count <= out.count else { throw .bufferTooSmall }
-                        if let src = payload.baseAddress, let dst = out.baseAddress {
-                            dst.copyMemory(from: src, byteCount: payload.count)
-                        }
-                        return payload.count
-                    }
+                    sendPayload(payload, marker: isLast, timestamp: timestamp, now: now, emit: emit)
                 }
             }
         }
@@ -393,24 +375,13 @@ public final class RTPSender: @unchecked Sendable {
         let buffer = scratch
         // Keep our own counter ahead so SRs and any later own packets continue the stream.
         if Int16(bitPattern: sequenceNumber &- self.sequenceNumber) >= 0 { self.sequenceNumber = sequenceNumber &+ 1 }
-        buffer[0] = 0x80
-        buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
-        buffer.rtpPut16(sequenceNumber, at: 2)
-        buffer.rtpPut32(timestamp, at: 4)
-        buffer.rtpPut32(ssrc, at: 8)
+        writeHeader(
+            marker: marker, payloadType: payloadType, sequenceNumber: sequenceNumber, timestamp: timestamp, ssrc: ssrc)
         let payloadOffset = writeExtensions(
             buffer, now: now, kind: .forwarded, dependencyDescriptor: dependencyDescriptor)
-        guard payloadOffset + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress
-        else {
+        guard place(payload, rewrite: rewrite, in: buffer, at: payloadOffset) else {
             counters.framesFailed += 1
             return false
-        }
-        if let src = payload.baseAddress, payload.count > 0 {
-            (base + payloadOffset).copyMemory(from: src, byteCount: payload.count)
-        }
-        if !rewrite.isEmpty {
-            rewrite.apply(
-                to: UnsafeMutableRawBufferPointer(rebasing: buffer[payloadOffset..<(payloadOffset + payload.count)]))
         }
         let length = payloadOffset + payload.count
         sent(seq: sequenceNumber, timestamp: timestamp, length: length, payloadOffset: payloadOffset, now: now)
@@ -433,25 +404,39 @@ public final class RTPSender: @unchecked Sendable {
     ) -> Bool {
         assertInLoop()
         let buffer = scratch
-        buffer[0] = 0x80
-        buffer.rtpPut32(timestamp, at: 4)
         let payloadOffset: Int
         if let rtx {
-            buffer[1] = (marker ? 0x80 : 0) | (rtx.payloadType & 0x7F)
-            buffer.rtpPut16(rtxSequenceNumber, at: 2)
-            buffer.rtpPut32(rtx.ssrc, at: 8)
+            writeHeader(
+                marker: marker, payloadType: rtx.payloadType, sequenceNumber: rtxSequenceNumber, timestamp: timestamp,
+                ssrc: rtx.ssrc)
             let o = writeExtensions(
                 buffer, now: now, kind: .retransmission, repaired: true, dependencyDescriptor: dependencyDescriptor)
             guard o + 2 <= Self.packetCapacity else { return false }
             buffer.rtpPut16(sequenceNumber, at: o)
             payloadOffset = o + 2
         } else {
-            buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
-            buffer.rtpPut16(sequenceNumber, at: 2)
-            buffer.rtpPut32(ssrc, at: 8)
+            writeHeader(
+                marker: marker, payloadType: payloadType, sequenceNumber: sequenceNumber, timestamp: timestamp,
+                ssrc: ssrc)
             payloadOffset = writeExtensions(
                 buffer, now: now, kind: .retransmission, dependencyDescriptor: dependencyDescriptor)
         }
+        guard place(payload, rewrite: rewrite, in: buffer, at: payloadOffset) else { return false }
+        if rtx != nil { rtxSequenceNumber &+= 1 }
+        let length = payloadOffset + payload.count
+        counters.retransmissions += 1
+        counters.retransmittedBytes += UInt64(length)
+        emit(buffer, length)
+        return true
+    }
+
+    /// Copies a forwarded `payload` behind the header at `payloadOffset` and applies the munger's
+    /// `rewrite` to the copy; false when it does not fit before the SRTP trailer's reserve.
+    @inline(__always)
+    private func place(
+        _ payload: UnsafeRawBufferPointer, rewrite: RTPPayloadRewrite, in buffer: UnsafeMutableRawBufferPointer,
+        at payloadOffset: Int
+    ) -> Bool {
         guard payloadOffset + payload.count <= Self.packetCapacity - Self.trailerReserve, let base = buffer.baseAddress
         else { return false }
         if let src = payload.baseAddress, payload.count > 0 {
@@ -461,11 +446,6 @@ public final class RTPSender: @unchecked Sendable {
             rewrite.apply(
                 to: UnsafeMutableRawBufferPointer(rebasing: buffer[payloadOffset..<(payloadOffset + payload.count)]))
         }
-        if rtx != nil { rtxSequenceNumber &+= 1 }
-        let length = payloadOffset + payload.count
-        counters.retransmissions += 1
-        counters.retransmittedBytes += UInt64(length)
-        emit(buffer, length)
         return true
     }
 
@@ -530,17 +510,36 @@ public final class RTPSender: @unchecked Sendable {
 
     /// Builds one packet of an own frame: header and extensions here, the payload written by the
     /// codec's packetizer straight into the packet buffer.
+    /// Sends a payload that is ready as it is (an Opus frame, an H.264 or AV1 packetizer's payload).
+    private func sendPayload(
+        _ payload: UnsafeRawBufferPointer, marker: Bool, timestamp: UInt32, now: UInt64,
+        emit: (UnsafeMutableRawBufferPointer, Int) -> Void
+    ) {
+        sendPacket(marker: marker, timestamp: timestamp, now: now, emit: emit) { out throws(VP8Error) in
+            guard payload.count <= out.count else { throw .bufferTooSmall }
+            if let src = payload.baseAddress, let dst = out.baseAddress {
+                dst.copyMemory(from: src, byteCount: payload.count)
+            }
+            return payload.count
+        }
+    }
+
+    /// Writes the fixed header into `scratch`, which is far larger than a header, so the write cannot fail.
+    @inline(__always)
+    private func writeHeader(marker: Bool, payloadType: UInt8, sequenceNumber: UInt16, timestamp: UInt32, ssrc: UInt32)
+    {
+        _ = try? RTPHeaderWriter.writeFixedHeader(
+            into: scratch, marker: marker, payloadType: payloadType, sequenceNumber: sequenceNumber,
+            timestamp: timestamp, ssrc: ssrc)
+    }
+
     private func sendPacket(
         marker: Bool, timestamp: UInt32, now: UInt64, emit: (UnsafeMutableRawBufferPointer, Int) -> Void,
         writePayload: (UnsafeMutableRawBufferPointer) throws(VP8Error) -> Int
     ) {
         let buffer = scratch
         let seq = sequenceNumber
-        buffer[0] = 0x80
-        buffer[1] = (marker ? 0x80 : 0) | (payloadType & 0x7F)
-        buffer.rtpPut16(seq, at: 2)
-        buffer.rtpPut32(timestamp, at: 4)
-        buffer.rtpPut32(ssrc, at: 8)
+        writeHeader(marker: marker, payloadType: payloadType, sequenceNumber: seq, timestamp: timestamp, ssrc: ssrc)
         let payloadOffset = writeExtensions(buffer, now: now, kind: .ownFrame)
         let room = UnsafeMutableRawBufferPointer(
             rebasing: buffer[payloadOffset..<(Self.packetCapacity - Self.trailerReserve)])

@@ -58,6 +58,15 @@ public struct RTPPayloadInfo: Sendable, Equatable {
     /// Creates the info of a payload with no codec header (a whole frame, decodable alone).
     public init() {}
 
+    /// An empty payload of a video format: padding (RFC 3550 §5.1), which starts no frame and
+    /// carries no key frame. One rule for every format that reads a payload header.
+    @inlinable public static var padding: RTPPayloadInfo {
+        var info = RTPPayloadInfo()
+        info.startsFrame = false
+        info.isKeyframe = false
+        return info
+    }
+
     /// Whether the payload carries a picture ID.
     @inlinable public var hasPictureID: Bool { pictureIDOffset != 0 }
     /// Whether the payload carries TL0PICIDX.
@@ -79,22 +88,18 @@ public enum RTPPayloadError: Error, Equatable, Sendable {
     case malformedHeader
 }
 
-/// One codec's RTP payload format: how its payload header is read, how a frame is split into
-/// packets, and its clock.
+/// One codec's RTP payload format: how its payload header is read and how a frame is split into
+/// packets. The codec's clock has one home, ``MediaCodec/clockRate``.
 ///
 /// Adding a codec (H.264, AV1) is one type conforming to this protocol plus one ``MediaCodec`` case;
 /// the receiver, the sender and the SFU dispatch through ``MediaCodec/inspect(_:)``.
 public protocol RTPPayloadFormat {
-    /// The RTP clock rate.
-    static var clockRate: UInt32 { get }
     /// Reads the payload header of one RTP payload (without RTP header or RTX prefix).
     static func inspect(_ payload: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo
 }
 
 /// Opus (RFC 7587): one packet per frame, no payload header, every packet decodable alone.
 public enum OpusPayloadFormat: RTPPayloadFormat {
-    public static var clockRate: UInt32 { 48_000 }
-
     @inlinable
     public static func inspect(_ payload: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
         guard !payload.isEmpty else { throw .empty }

@@ -1,8 +1,6 @@
 /// VP8 (RFC 7741) as an ``RTPPayloadFormat``: the payload descriptor and the key-frame header read in
 /// one pass, without allocating.
 public enum VP8PayloadFormat: RTPPayloadFormat {
-    public static var clockRate: UInt32 { 90_000 }
-
     /// Reads the payload descriptor and, on a frame's first packet, the key-frame header.
     ///
     /// An empty payload (padding) is reported as a packet that starts nothing and has no header; a
@@ -10,12 +8,8 @@ public enum VP8PayloadFormat: RTPPayloadFormat {
     /// ``RTPPayloadError/malformedHeader`` (the rules of ``VP8PayloadDescriptor/parse(_:)``).
     @inlinable
     public static func inspect(_ p: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
+        guard !p.isEmpty else { return .padding }
         var info = RTPPayloadInfo()
-        guard p.count >= 1 else {
-            info.startsFrame = false
-            info.isKeyframe = false
-            return info
-        }
         let b0 = p[0]
         info.nonReference = b0 & 0x20 != 0
         info.startsFrame = b0 & 0x10 != 0 && b0 & 0x07 == 0
@@ -24,20 +18,7 @@ public enum VP8PayloadFormat: RTPPayloadFormat {
             guard at < p.count else { throw .malformedHeader }
             let x = p[at]
             at += 1
-            if x & 0x80 != 0 {
-                guard at < p.count else { throw .malformedHeader }
-                info.pictureIDOffset = UInt8(at)
-                let p0 = p[at]
-                if p0 & 0x80 != 0 {
-                    guard at + 1 < p.count else { throw .malformedHeader }
-                    info.pictureID = UInt16(p0 & 0x7F) << 8 | UInt16(p[at + 1])
-                    info.pictureIDIs15Bit = true
-                    at += 2
-                } else {
-                    info.pictureID = UInt16(p0)
-                    at += 1
-                }
-            }
+            if x & 0x80 != 0 { try readPictureID(p, at: &at, into: &info) }
             if x & 0x40 != 0 {
                 guard at < p.count else { throw .malformedHeader }
                 info.tl0PicIdxOffset = UInt8(at)
@@ -61,6 +42,26 @@ public enum VP8PayloadFormat: RTPPayloadFormat {
             info.height = (UInt16(p[at + 8]) | UInt16(p[at + 9]) << 8) & 0x3FFF
         }
         return info
+    }
+
+    /// Reads the picture ID at `at` (an M bit, then 7 or 15 bits), records where it sits and moves
+    /// `at` past it. VP8 and VP9 descriptors place it alike, so one munger rewrites both.
+    @inlinable
+    static func readPictureID(
+        _ p: UnsafeRawBufferPointer, at: inout Int, into info: inout RTPPayloadInfo
+    ) throws(RTPPayloadError) {
+        guard at < p.count else { throw .malformedHeader }
+        info.pictureIDOffset = UInt8(at)
+        let p0 = p[at]
+        if p0 & 0x80 != 0 {
+            guard at + 1 < p.count else { throw .malformedHeader }
+            info.pictureID = UInt16(p0 & 0x7F) << 8 | UInt16(p[at + 1])
+            info.pictureIDIs15Bit = true
+            at += 2
+        } else {
+            info.pictureID = UInt16(p0)
+            at += 1
+        }
     }
 
     /// The payloads a frame of `frameLength` bytes is split into, balanced so that the last packet

@@ -65,10 +65,7 @@ public struct RTCPPacketView {
     /// Calls `body` for each lost sequence number of a generic NACK, expanding PID+BLP, without allocating.
     public func forEachNACKSequence(_ body: (UInt16) throws(RTCPError) -> Void) throws(RTCPError) {
         guard isNACK else { throw .badFCI }
-        guard bytes.count >= 12 else { throw .tooShort }
-        let fciCount = (bytes.count - 12) / 4
-        guard fciCount > 0 else { throw .badFCI }
-        for k in 0..<fciCount {
+        for k in 0..<(try fciEntries(size: 4)) {
             let at = 12 + k * 4
             let pid = bytes.rtcpU16(at)
             let blp = bytes.rtcpU16(at + 2)
@@ -77,6 +74,15 @@ public struct RTCPPacketView {
                 for bit in 0..<16 where blp & (1 << bit) != 0 { try body(pid &+ UInt16(bit + 1)) }
             }
         }
+    }
+
+    /// The number of `size`-byte entries in a feedback message's FCI (behind its 12-byte common
+    /// part); a message with none is malformed.
+    private func fciEntries(size: Int) throws(RTCPError) -> Int {
+        guard bytes.count >= 12 else { throw .tooShort }
+        let n = (bytes.count - 12) / size
+        guard n > 0 else { throw .badFCI }
+        return n
     }
 
     /// Calls `body` for each source a BYE says goodbye for (its optional reason is not read).
@@ -90,10 +96,7 @@ public struct RTCPPacketView {
     /// Calls `body` for each FIR entry.
     public func forEachFIREntry(_ body: (RTCPFIREntry) throws(RTCPError) -> Void) throws(RTCPError) {
         guard isFIR else { throw .badFCI }
-        guard bytes.count >= 12 else { throw .tooShort }
-        let n = (bytes.count - 12) / 8
-        guard n > 0 else { throw .badFCI }
-        for k in 0..<n {
+        for k in 0..<(try fciEntries(size: 8)) {
             let at = 12 + k * 8
             try body(RTCPFIREntry(ssrc: bytes.rtcpU32(at), sequenceNumber: bytes[at + 4]))
         }

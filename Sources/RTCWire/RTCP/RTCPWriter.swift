@@ -12,18 +12,13 @@ public enum RTCPWriter {
         into buffer: UnsafeMutableRawBufferPointer, at offset: Int, ssrc: UInt32, ntpTimestamp: UInt64,
         rtpTimestamp: UInt32, packetCount: UInt32, octetCount: UInt32, reports: [RTCPReportBlock] = []
     ) throws(RTCPError) -> Int {
-        guard reports.count <= 31 else { throw .bufferTooSmall }
-        let length = 28 + reports.count * RTCPReportBlock.size
-        try header(
-            buffer, offset, count: reports.count, type: RTCPPacketType.senderReport, length: length)
-        buffer.rtcpPut32(ssrc, offset + 4)
+        let end = try report(
+            buffer, offset, type: RTCPPacketType.senderReport, ssrc: ssrc, senderInfo: true, reports: reports)
         buffer.rtcpPut64(ntpTimestamp, offset + 8)
         buffer.rtcpPut32(rtpTimestamp, offset + 16)
         buffer.rtcpPut32(packetCount, offset + 20)
         buffer.rtcpPut32(octetCount, offset + 24)
-        var at = offset + 28
-        for r in reports { at = reportBlock(buffer, at, r) }
-        return at
+        return end
     }
 
     /// Writes a receiver report with up to 31 report blocks.
@@ -31,12 +26,21 @@ public enum RTCPWriter {
         into buffer: UnsafeMutableRawBufferPointer, at offset: Int, ssrc: UInt32,
         reports: [RTCPReportBlock] = []
     ) throws(RTCPError) -> Int {
+        try report(buffer, offset, type: RTCPPacketType.receiverReport, ssrc: ssrc, senderInfo: false, reports: reports)
+    }
+
+    /// A sender or receiver report's header, SSRC and report blocks (behind the 20 bytes of sender
+    /// info, which the caller writes, when `senderInfo`); returns the offset past the packet.
+    private static func report(
+        _ buffer: UnsafeMutableRawBufferPointer, _ offset: Int, type: UInt8, ssrc: UInt32, senderInfo: Bool,
+        reports: [RTCPReportBlock]
+    ) throws(RTCPError) -> Int {
         guard reports.count <= 31 else { throw .bufferTooSmall }
-        let length = 8 + reports.count * RTCPReportBlock.size
+        let first = senderInfo ? 28 : 8
         try header(
-            buffer, offset, count: reports.count, type: RTCPPacketType.receiverReport, length: length)
+            buffer, offset, count: reports.count, type: type, length: first + reports.count * RTCPReportBlock.size)
         buffer.rtcpPut32(ssrc, offset + 4)
-        var at = offset + 8
+        var at = offset + first
         for r in reports { at = reportBlock(buffer, at, r) }
         return at
     }

@@ -145,7 +145,7 @@ public struct RTPExtensionElement: Sendable, Equatable {
 /// Writes RTP headers into caller-owned buffers without allocating.
 public enum RTPHeaderWriter {
     /// Writes the 12-byte fixed header at `buffer[0..<12]` and returns 12.
-    @discardableResult
+    @inlinable @discardableResult
     public static func writeFixedHeader(
         into buffer: UnsafeMutableRawBufferPointer, marker: Bool, payloadType: UInt8, sequenceNumber: UInt16,
         timestamp: UInt32, ssrc: UInt32, hasExtension: Bool = false

@@ -231,13 +231,10 @@ struct SDPParser {
             case UInt8(ascii: "s"):
                 guard sessionName == nil else { throw .malformed(line: number, bytes: content) }
                 sessionName = SDPText.string(value)
-            case UInt8(ascii: "c"):
-                guard description.connection == nil else { throw .malformed(line: number, bytes: content) }
-                guard let connection = SDPConnection.parse(value) else { throw .invalidConnection(line: number) }
-                description.connection = connection
-            case UInt8(ascii: "b"):
-                guard let bandwidth = SDPBandwidth.parse(value) else { throw .invalidBandwidth(line: number) }
-                description.bandwidths.append(bandwidth)
+            case UInt8(ascii: "c"), UInt8(ascii: "b"):
+                try Self.parseConnectionOrBandwidth(
+                    type: type, value: value, content: content, line: number, connection: &description.connection,
+                    bandwidths: &description.bandwidths)
             case UInt8(ascii: "t"):
                 guard let timing = SDPTiming.parse(value) else { throw .invalidTiming(line: number) }
                 description.timing.append(timing)
@@ -270,17 +267,30 @@ struct SDPParser {
         case UInt8(ascii: "a"):
             guard let attribute = SDPAttribute.parse(value) else { throw attributeError(value, line: number) }
             section.attributes.append(attribute)
-        case UInt8(ascii: "c"):
-            guard section.connection == nil else { throw .malformed(line: number, bytes: content) }
-            guard let connection = SDPConnection.parse(value) else { throw .invalidConnection(line: number) }
-            section.connection = connection
-        case UInt8(ascii: "b"):
-            guard let bandwidth = SDPBandwidth.parse(value) else { throw .invalidBandwidth(line: number) }
-            section.bandwidths.append(bandwidth)
+        case UInt8(ascii: "c"), UInt8(ascii: "b"):
+            try parseConnectionOrBandwidth(
+                type: type, value: value, content: content, line: number, connection: &section.connection,
+                bandwidths: &section.bandwidths)
         case UInt8(ascii: "i"):
             section.informationLines.append(SDPLine(type: type, value: SDPText.string(value)))
         default:
             section.otherLines.append(SDPLine(type: type, value: SDPText.string(value)))
+        }
+    }
+
+    /// A `c=` or `b=` line, read alike at session and media level: at most one connection, any
+    /// number of bandwidths.
+    private static func parseConnectionOrBandwidth(
+        type: UInt8, value: SDPBytes, content: SDPBytes, line number: Int, connection: inout SDPConnection?,
+        bandwidths: inout [SDPBandwidth]
+    ) throws(SDPError) {
+        if type == UInt8(ascii: "c") {
+            guard connection == nil else { throw .malformed(line: number, bytes: content) }
+            guard let parsed = SDPConnection.parse(value) else { throw .invalidConnection(line: number) }
+            connection = parsed
+        } else {
+            guard let bandwidth = SDPBandwidth.parse(value) else { throw .invalidBandwidth(line: number) }
+            bandwidths.append(bandwidth)
         }
     }
 

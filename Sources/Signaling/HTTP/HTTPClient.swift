@@ -54,19 +54,9 @@ public enum HTTPClient {
         _ method: String, _ url: HTTPURL, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [],
         timeout: Double = 10
     ) async throws(HTTPError) -> HTTPResponse {
-        let result: Result<HTTPResponse, HTTPError> = await withCheckedContinuation { cont in
-            let thread = Thread {
-                do throws(HTTPError) {
-                    cont.resume(
-                        returning: .success(
-                            try requestBlocking(method, url, headers: headers, body: body, timeout: timeout)))
-                } catch {
-                    cont.resume(returning: .failure(error))
-                }
-            }
-            thread.start()
+        try await onOwnThread { () throws(HTTPError) in
+            try requestBlocking(method, url, headers: headers, body: body, timeout: timeout)
         }
-        return try result.get()
     }
 
     /// The blocking form of ``request(_:_:headers:body:timeout:)``.

@@ -34,21 +34,10 @@ extension WebSocketConnection {
         url: String, headers: HTTPHeaders = HTTPHeaders(), timeout: Double = 10,
         configuration: WebSocketConfiguration = WebSocketConfiguration(), reactor: Reactor = .shared
     ) async throws(WebSocketError) -> WebSocketConnection {
-        let result: Result<WebSocketConnection, WebSocketError> = await withCheckedContinuation { cont in
-            let thread = Thread {
-                do throws(WebSocketError) {
-                    cont.resume(
-                        returning: .success(
-                            try connectBlocking(
-                                url: url, headers: headers, timeout: timeout, configuration: configuration,
-                                reactor: reactor)))
-                } catch {
-                    cont.resume(returning: .failure(error))
-                }
-            }
-            thread.start()
+        try await onOwnThread { () throws(WebSocketError) in
+            try connectBlocking(
+                url: url, headers: headers, timeout: timeout, configuration: configuration, reactor: reactor)
         }
-        return try result.get()
     }
 
     /// The blocking form of ``connect(url:headers:timeout:configuration:reactor:)``.

@@ -11,16 +11,10 @@
 /// unit begins after the previous marker or at a new timestamp (the frame assembler's rule). The
 /// size of a key frame comes from its sequence header, when the first element holds it.
 public enum AV1PayloadFormat: RTPPayloadFormat {
-    public static var clockRate: UInt32 { 90_000 }
-
     @inlinable
     public static func inspect(_ p: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
+        guard !p.isEmpty else { return .padding }
         var info = RTPPayloadInfo()
-        guard p.count >= 1 else {
-            info.startsFrame = false
-            info.isKeyframe = false
-            return info
-        }
         let h = p[0]
         let continues = h & 0x80 != 0
         let count = Int(h >> 4) & 0x03

@@ -35,16 +35,10 @@ public enum H264NALType {
 /// Interleaved-mode packets (STAP-B, MTAP, FU-B) and the reserved types 0, 30 and 31 throw
 /// ``RTPPayloadError/malformedHeader``: packetization mode 2 is never negotiated.
 public enum H264PayloadFormat: RTPPayloadFormat {
-    public static var clockRate: UInt32 { 90_000 }
-
     @inlinable
     public static func inspect(_ p: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
+        guard !p.isEmpty else { return .padding }
         var info = RTPPayloadInfo()
-        guard p.count >= 1 else {
-            info.startsFrame = false
-            info.isKeyframe = false
-            return info
-        }
         let header = p[0]
         guard header & 0x80 == 0 else { throw .malformedHeader }  // forbidden_zero_bit
         let type = header & 0x1F

@@ -9,20 +9,14 @@
 /// VP8 descriptor puts them (an M bit then 7 or 15 bits; one byte), so the same munger keeps them
 /// continuous across simulcast switches.
 public enum VP9PayloadFormat: RTPPayloadFormat {
-    public static var clockRate: UInt32 { 90_000 }
-
     /// Reads the payload descriptor and, on a key frame's first packet, the picture size.
     ///
     /// An empty payload (padding) starts nothing. A descriptor cut short, one followed by no VP9
     /// byte, or more than three reference differences throws ``RTPPayloadError/malformedHeader``.
     @inlinable
     public static func inspect(_ p: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
+        guard !p.isEmpty else { return .padding }
         var info = RTPPayloadInfo()
-        guard p.count >= 1 else {
-            info.startsFrame = false
-            info.isKeyframe = false
-            return info
-        }
         let b0 = p[0]
         let hasPictureID = b0 & 0x80 != 0
         let interPredicted = b0 & 0x40 != 0
@@ -31,20 +25,7 @@ public enum VP9PayloadFormat: RTPPayloadFormat {
         let begins = b0 & 0x08 != 0
         let hasStructure = b0 & 0x02 != 0
         var at = 1
-        if hasPictureID {
-            guard at < p.count else { throw .malformedHeader }
-            info.pictureIDOffset = UInt8(at)
-            let p0 = p[at]
-            if p0 & 0x80 != 0 {
-                guard at + 1 < p.count else { throw .malformedHeader }
-                info.pictureID = UInt16(p0 & 0x7F) << 8 | UInt16(p[at + 1])
-                info.pictureIDIs15Bit = true
-                at += 2
-            } else {
-                info.pictureID = UInt16(p0)
-                at += 1
-            }
-        }
+        if hasPictureID { try VP8PayloadFormat.readPictureID(p, at: &at, into: &info) }
         var spatialLayer: UInt8 = 0
         if hasLayers {
             guard at < p.count else { throw .malformedHeader }
