@@ -25,6 +25,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
   precondition(record.id == id && NodeRecord.isNodeId(record.id))
   precondition([record.rooms, record.participants, record.producers, record.consumers].allSatisfy { $0 >= 0 })
   precondition(record.cpu.isFinite && abs(record.updatedAt - now) <= NodeRecord.maxClockSkew)
+  // Edge loads (origin and edges, `--edge-audience`): counted, never negative, room ids in bounds.
+  precondition(record.roomList.allSatisfy { ($0.audience ?? 0) >= 0 })
+  precondition((record.edgeRooms ?? []).allSatisfy { $0.audience >= 0 && !$0.roomId.isEmpty })
   // What a node writes for an accepted record reads back as the same record.
   guard let encoded = try? JSONEncoder().encode(record) else { fatalError("an accepted record does not encode") }
   guard let again = try? NodeRecord.parse(Array(encoded), id: id, now: now) else {
