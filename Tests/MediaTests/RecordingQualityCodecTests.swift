@@ -15,7 +15,9 @@ private let h264Loop: SyntheticMedia = {
 /// `understudy analyze` on the recordings of every codec and container (issue 35, codecs item 2):
 /// H.264 in Matroska and MP4 is length-prefixed with its parameter sets in the avcC, which the
 /// analysis turns back into Annex B; files written by our writers and files ffmpeg remuxed.
-@Suite("Recording quality of H.264, VP9 and AV1 recordings")
+// Serialized: each test encodes or decodes for seconds on a test thread; on a two-core machine two
+// at once would hold the whole cooperative pool and starve other suites' waits.
+@Suite("Recording quality of H.264, VP9 and AV1 recordings", .serialized)
 struct RecordingQualityCodecTests {
     /// `seconds` of `media` through `write`, video and Opus.
     func record(media: SyntheticMedia, seconds: Double, _ write: (EncodedFrame, Int64) throws -> Void) throws {
