@@ -262,11 +262,12 @@ enum EdgeEvent: Sendable, Equatable {
 }
 
 extension SFUMediaSource {
+    /// The source's name in edge calls: the room's track-kind name (a screen's audio is a `mic` source).
     var edgeName: String {
         switch self {
-        case .microphone: return "microphone"
-        case .webcam: return "webcam"
-        case .screen: return "screen"
+        case .microphone: return TrackKind.mic.rawValue
+        case .webcam: return TrackKind.webcam.rawValue
+        case .screen: return TrackKind.screen.rawValue
         }
     }
 }
