@@ -25,3 +25,13 @@ public final class Counter: @unchecked Sendable {
     public func add() { lock.withLock { count += 1 } }
     public var value: Int { lock.withLock { count } }
 }
+
+/// Runs `body` on a thread of its own and awaits its result: for a test's long blocking work
+/// (encoding or decoding seconds of video), which on the cooperative pool (one thread per core)
+/// would hold a thread other tests' waits and servers need. Check the result on the test's task:
+/// `#expect` inside `body` would run outside the test.
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
