@@ -1260,23 +1260,34 @@ final class Room: @unchecked Sendable {
         var appData = data.objectValue ?? [:]
         for field in ["kind", "paused", "sdp", "tracks"] { appData[field] = nil }
         let paused = try data.optionalBool("paused") ?? false
+        return announceProducers(
+            zip(infos, kinds).map { (id: $0.id, mid: $0.mid, kind: $1) }, of: p, paused: paused, appData: appData,
+            answer: answer.serialize(), media: media)
+    }
+
+    /// Adds a member's new tracks (`produce`, here or on its edge) to the room and answers with them:
+    /// each mic joins the room's audio-level group, and the response carries the SDP answer.
+    private func announceProducers(
+        _ tracks: [(id: String, mid: String?, kind: TrackKind)], of p: ParticipantState, paused: Bool,
+        appData: [String: JSONValue], answer: String, media: RoomMedia
+    ) -> JSONValue {
         var created: [RoomProducer] = []
-        for (info, kind) in zip(infos, kinds) {
+        for track in tracks {
             var producer = RoomProducer(
-                producerId: info.id, participantId: p.id, kind: kind, paused: paused, appData: .object(appData))
-            producer.mid = info.mid
+                producerId: track.id, participantId: p.id, kind: track.kind, paused: paused, appData: .object(appData))
+            producer.mid = track.mid
             created.append(producer)
             add(producer, of: p)
-            if kind == .mic {
+            if track.kind == .mic {
                 // The SFU samples this mic with the room's others and pushes changes (`speakerChanged`).
-                let (producerId, roomId, label) = (info.id, id, p.id)
+                let (producerId, roomId, label) = (track.id, id, p.id)
                 _ = try? media.callOnLoop("observeAudioLevel") {
                     try $0.observeAudioLevelOnLoop(producerID: producerId, group: roomId, label: label)
                 }
             }
         }
         var response = created.count == 1 ? (created[0].json.objectValue ?? [:]) : [:]
-        response["sdp"] = .string(answer.serialize())
+        response["sdp"] = .string(answer)
         response["producers"] = .array(created.map(\.json))
         return .object(response)
     }
@@ -1329,25 +1340,9 @@ final class Room: @unchecked Sendable {
         var appData = data.objectValue ?? [:]
         for field in ["kind", "paused", "sdp", "tracks"] { appData[field] = nil }
         let paused = try data.optionalBool("paused") ?? false
-        var created: [RoomProducer] = []
-        for (track, kind) in zip(tracks, kinds) {
-            var producer = RoomProducer(
-                producerId: track.producerId, participantId: p.id, kind: kind, paused: paused, appData: .object(appData)
-            )
-            producer.mid = track.mid
-            created.append(producer)
-            add(producer, of: p)
-            if kind == .mic {
-                let (producerId, roomId, label) = (track.producerId, id, p.id)
-                _ = try? media.callOnLoop("observeAudioLevel") {
-                    try $0.observeAudioLevelOnLoop(producerID: producerId, group: roomId, label: label)
-                }
-            }
-        }
-        var response = created.count == 1 ? (created[0].json.objectValue ?? [:]) : [:]
-        response["sdp"] = .string(answer)
-        response["producers"] = .array(created.map(\.json))
-        return .object(response)
+        return announceProducers(
+            zip(tracks, kinds).map { (id: $0.producerId, mid: $0.mid, kind: $1) }, of: p, paused: paused,
+            appData: appData, answer: answer, media: media)
     }
 
     /// The SFU forwards another simulcast layer to `subscriberId`: it is told what it now receives.

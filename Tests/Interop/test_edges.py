@@ -83,24 +83,33 @@ async def edge_member_stats(node) -> dict:
         await client.close()
 
 
+def start_stage(cluster, via: int, origin: str, tmp_path: Path) -> tuple["AgentProcess", dict]:
+    """The host (an agent publishing VP8 simulcast + Opus) joining through node `via`, the room placed
+    on `origin`, and two audience agents (the SDK: they reconnect), one through each of nodes 1 and 2,
+    recording what they get. Returns the host and, per node, the watcher and its recording folder."""
+    nodes, agents = cluster.nodes, cluster.agents
+    host = AgentProcess("host", ["--server", nodes[via].url, "--room", "stage", "--secret", SECRET, "--id", "host",
+                                 "--mode", "SEND_AND_RECV", "--consume", "none"], tmp_path)
+    agents.append(host)
+    host.wait_for(r"joined room stage as host")
+    wait_until(lambda: owners(nodes[1]).get("stage") == origin, 20, f"the room placed on {origin}")
+    watchers = {}
+    for i in (1, 2):
+        rec = tmp_path / f"rec{i}"
+        agent = AgentProcess(f"w{i}", ["--server", nodes[i].url, "--room", "stage", "--secret", SECRET,
+                                       "--id", f"w{i}", "--mode", "RECV_ONLY", "--consume", "all",
+                                       "--record", str(rec)], tmp_path)
+        agents.append(agent)
+        agent.wait_for(rf"joined room stage as w{i}")
+        watchers[i] = (agent, rec)
+    return host, watchers
+
+
 def test_audience_spread_over_edges(understudy, tmp_path):
     with Cluster(tmp_path, "e", 45300, 3, extra_args=("--edge-audience", str(SHARE))) as cluster:
         nodes, agents = cluster.nodes, cluster.agents
-        host = AgentProcess("host", ["--server", nodes[0].url, "--room", "stage", "--secret", SECRET, "--id", "host",
-                                     "--mode", "SEND_AND_RECV", "--consume", "none"], tmp_path)
-        agents.append(host)
-        host.wait_for(r"joined room stage as host")
-        wait_until(lambda: owners(nodes[1]).get("stage") == "e0", 20, "the room placed on e0")
-        # Two audience agents (the SDK: they reconnect), one through each edge, recording what they get.
-        watchers = {}
-        for i in (1, 2):
-            rec = tmp_path / f"rec{i}"
-            agent = AgentProcess(f"w{i}", ["--server", nodes[i].url, "--room", "stage", "--secret", SECRET,
-                                           "--id", f"w{i}", "--mode", "RECV_ONLY", "--consume", "all",
-                                           "--record", str(rec)], tmp_path)
-            agents.append(agent)
-            agent.wait_for(rf"joined room stage as w{i}")
-            watchers[i] = (agent, rec)
+        # Two audience agents, one through each edge.
+        host, watchers = start_stage(cluster, 0, "e0", tmp_path)
         # getStats of an edge member reports its consumers from the edge, named with the room's ids.
         stats = asyncio.run(edge_member_stats(nodes[2]))
         assert {c["kind"] for c in stats["consumers"] if c["participantId"] == "host"} >= {"mic", "webcam"}, stats
@@ -198,20 +207,7 @@ def test_origin_death_moves_the_stage_and_edges_reattach(understudy, tmp_path):
     with Cluster(tmp_path, "o", 45400, 3, extra_args=("--edge-audience", str(SHARE))) as cluster:
         nodes, agents = cluster.nodes, cluster.agents
         # The host reaches the origin o0 through o1; one audience agent through each of o1 and o2.
-        host = AgentProcess("host", ["--server", nodes[1].url, "--room", "stage", "--secret", SECRET, "--id", "host",
-                                     "--mode", "SEND_AND_RECV", "--consume", "none"], tmp_path)
-        agents.append(host)
-        host.wait_for(r"joined room stage as host")
-        wait_until(lambda: owners(nodes[1]).get("stage") == "o0", 20, "the room placed on o0")
-        watchers = {}
-        for i in (1, 2):
-            rec = tmp_path / f"rec{i}"
-            agent = AgentProcess(f"w{i}", ["--server", nodes[i].url, "--room", "stage", "--secret", SECRET,
-                                           "--id", f"w{i}", "--mode", "RECV_ONLY", "--consume", "all",
-                                           "--record", str(rec)], tmp_path)
-            agents.append(agent)
-            agent.wait_for(rf"joined room stage as w{i}")
-            watchers[i] = (agent, rec)
+        host, watchers = start_stage(cluster, 1, "o0", tmp_path)
         wait_until(lambda: sorted(room_layout(nodes[1], "stage").get("edges", [])) == ["o1", "o2"], 30,
                    "two edges", lambda: json.dumps(room_layout(nodes[1], "stage")))
         webms = {}
