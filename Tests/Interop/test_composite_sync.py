@@ -85,7 +85,8 @@ def _marker_tracks(clock: _Clock):
     from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
     class MarkerVideo(MediaStreamTrack):
-        """320x240 at 30 fps: mid grey with a moving bar, all white on every marker frame."""
+        """320x180 (the canvas' shape, so the tile fills it) at 30 fps: mid grey with a moving bar, all
+        white on every marker frame."""
 
         kind = "video"
 
@@ -101,12 +102,12 @@ def _marker_tracks(clock: _Clock):
             if wait > 0:
                 await asyncio.sleep(wait)
             flash = self.index % int(MARKER_EVERY * VIDEO_FPS) == 0
-            bar = (self.index * 4) % 240
-            rows = [bytes([235 if flash else (160 if bar <= y < bar + 12 else 90)]) * 320 for y in range(240)]
-            frame = av.VideoFrame(320, 240, "yuv420p")
+            bar = (self.index * 4) % 180
+            rows = [bytes([235 if flash else (160 if bar <= y < bar + 12 else 90)]) * 320 for y in range(180)]
+            frame = av.VideoFrame(320, 180, "yuv420p")
             frame.planes[0].update(_fit(b"".join(rows), frame.planes[0]))
-            frame.planes[1].update(_fit(bytes([128]) * (160 * 120), frame.planes[1]))
-            frame.planes[2].update(_fit(bytes([128]) * (160 * 120), frame.planes[2]))
+            frame.planes[1].update(_fit(bytes([128]) * (160 * 90), frame.planes[1]))
+            frame.planes[2].update(_fit(bytes([128]) * (160 * 90), frame.planes[2]))
             frame.pts = self.index * 3000
             frame.time_base = fractions.Fraction(1, 90_000)
             self.index += 1
@@ -155,11 +156,12 @@ def _fit(data: bytes, plane) -> bytes:
     return b"".join(data[i : i + width] + pad for i in range(0, len(data), width))
 
 
-def _honest_sender_reports(transport, clock: _Clock, rates: dict[int, int]) -> None:
-    """Rewrites the NTP time of every SR the publisher sends to its RTP time's capture instant (the
-    clock's start plus the RTP time since the stream's first packet), as a publisher that stamps
-    capture times does (Chromium): aiortc's own reports say when the last packet left, which for
-    the late audio is 150 ms after its capture."""
+def _honest_sender_reports(transport, clock: _Clock, rates: dict[int, int], rewritten_count: dict) -> None:
+    """Rewrites every SR the publisher sends as a publisher that stamps capture times does
+    (Chromium): the NTP time it leaves, with the RTP time of that instant on the capture clock (the
+    clock's start plus the time since, from the stream's first RTP timestamp). aiortc's own reports
+    pair the last packet's RTP time with when it left, which for the late audio is 150 ms after its
+    capture."""
     first: dict[int, int] = {}
     send = transport._send_rtp
 
@@ -169,12 +171,12 @@ def _honest_sender_reports(transport, clock: _Clock, rates: dict[int, int]) -> N
             first.setdefault(ssrc, int.from_bytes(data[4:8], "big"))
         elif len(data) >= 28 and data[1] == 200:
             ssrc = int.from_bytes(data[4:8], "big")
-            rtp = int.from_bytes(data[16:20], "big")
             if ssrc in first and ssrc in rates and clock.start is not None:
-                ticks = (rtp - first[ssrc]) & 0xFFFF_FFFF
-                captured = clock.start + ticks / rates[ssrc] + 2_208_988_800
-                ntp = int(captured * (1 << 32))
-                data = data[:8] + ntp.to_bytes(8, "big") + data[16:]
+                now = time.time()
+                rtp = (first[ssrc] + round((now - clock.start) * rates[ssrc])) & 0xFFFF_FFFF
+                ntp = int((now + 2_208_988_800) * (1 << 32))
+                data = data[:8] + ntp.to_bytes(8, "big") + rtp.to_bytes(4, "big") + data[20:]
+                rewritten_count[ssrc] = rewritten_count.get(ssrc, 0) + 1
         await send(data)
 
     transport._send_rtp = rewritten
@@ -201,8 +203,12 @@ async def _publish_skewed(port: int, token: str) -> tuple:
     response = await client.request(
         "produce", {"tracks": [{"kind": "webcam"}, {"kind": "mic"}], "sdp": pc.localDescription.sdp})
     await pc.setRemoteDescription(RTCSessionDescription(sdp=response["sdp"], type="answer"))
-    _honest_sender_reports(v.sender.transport, clock, {v.sender._ssrc: 90_000, a.sender._ssrc: AUDIO_RATE})
-    return client, pc
+    rates = {v.sender._ssrc: 90_000, a.sender._ssrc: AUDIO_RATE}
+    rewritten: dict[int, int] = {}
+    transports = {id(t.sender.transport): t.sender.transport for t in (v, a)}
+    for transport in transports.values():
+        _honest_sender_reports(transport, clock, rates, rewritten)
+    return client, pc, rewritten
 
 
 def test_composite_keeps_a_publishers_av_relation_through_our_sfu(understudy, tmp_path):
@@ -216,6 +222,7 @@ def test_composite_keeps_a_publishers_av_relation_through_our_sfu(understudy, tm
     server = start_server(port, udp_low=47720)
     out = tmp_path / "skew.webm"
     agent = None
+    rewritten: dict[int, int] = {}
     try:
         token = run_understudy(
             ["token", "--secret", SECRET, "--room", SKEW_ROOM, "--participant", "pub",
@@ -223,7 +230,8 @@ def test_composite_keeps_a_publishers_av_relation_through_our_sfu(understudy, tm
 
         async def scenario() -> None:
             nonlocal agent
-            client, pc = await _publish_skewed(port, token)
+            nonlocal rewritten
+            client, pc, rewritten = await _publish_skewed(port, token)
             try:
                 agent = AgentProcess("comp", join_args(
                     port, SKEW_ROOM, "comp", "--consume", "all", "--size", "640x360", "--composite-codec", "vp8",
@@ -242,7 +250,9 @@ def test_composite_keeps_a_publishers_av_relation_through_our_sfu(understudy, tm
         assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
         report = json.loads(result.stdout)
         print(f"skewed publisher through the SFU: offset {report.get('avOffsetMs')} ms, pairs {report['syncPairs']}, "
-              f"flashes {report['video']['flashTimesMs']}, beeps {report['beepOnsetsMs']}")
+              f"flashes {report['video']['flashTimesMs']}, beeps {report['beepOnsetsMs']}, "
+              f"publisher SRs rewritten per SSRC {rewritten}")
+        assert len(rewritten) == 2, f"the publisher's reports of both streams carry capture times: {rewritten}"
         assert report["syncPairs"] >= 3, report
         assert abs(report["avOffsetMs"]) <= 40, report
     finally:
