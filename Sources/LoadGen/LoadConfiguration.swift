@@ -114,6 +114,16 @@ public struct LoadConfiguration: Sendable, Equatable {
     /// and is how `make bench` measures their cost. `UNDERSTUDY_RECEIVE_QUALITY=0` still turns them
     /// off for the whole process.
     public var qualityMetrics = true
+    /// `--reconnect SECONDS`: a bot whose signalling connection drops rejoins with the same id
+    /// through its own node or any other of the cluster (`clusterNodes`), with the SDK's backoff
+    /// (``ReconnectPolicy``), for up to this many seconds; the report gains `reconnects` (per bot,
+    /// loss to rejoin and to media again). Nil (the default): a dropped bot is gone, as before.
+    public var reconnectWindow: Double?
+    /// `--expect-participants N`: the room holds N participants in all, some of them in other
+    /// processes (a cluster run with one `understudy load` per node): the roster check then asks
+    /// each audience bot for N − 1 others, this run's with their modes. Nil: the room holds only
+    /// this run's bots.
+    public var expectParticipants: Int?
 
     /// A configuration for `room` on the server at `signalingURL`; other fields keep their defaults.
     public init(signalingURL: String, room: String) {
@@ -176,6 +186,16 @@ public struct LoadConfiguration: Sendable, Equatable {
             do { _ = try Impairment.parse(impair) } catch { throw bad("--impair: \(error.description)") }
         }
         guard impairShare >= 0, impairShare <= 1 else { throw bad("--impair-share must be a share in [0, 1]") }
+        if let reconnectWindow {
+            guard reconnectWindow > 0, reconnectWindow <= 86400 else {
+                throw bad("--reconnect must be a window of more than 0 s and at most a day")
+            }
+        }
+        if let expectParticipants {
+            guard (1...1_000_000).contains(expectParticipants) else {
+                throw bad("--expect-participants must be 1…1000000")
+            }
+        }
     }
 
     /// The impairment of the bot with this join index (0, 1, …), or nil for an unimpaired one: a bot
@@ -213,7 +233,7 @@ extension LoadConfiguration: Codable {
         case signalingURL, room, rooms, token, secret, publishers, audioPublishers, subscribers, duration
         case waitForTracks, settleSeconds, waitForMediaUntil, maxDuration, joinRate, layout, simulcast, inviteEvery
         case loopCount, requestTimeout, idPrefix, iceServers, videoCodec
-        case impair, impairShare, qualityMetrics
+        case impair, impairShare, qualityMetrics, reconnectWindow, expectParticipants
     }
 
     /// A TURN server as JSON: its URL and credentials.
@@ -253,6 +273,8 @@ extension LoadConfiguration: Codable {
         impair = try c.decodeIfPresent(String.self, forKey: .impair)
         try take(.impairShare, &impairShare)
         try take(.qualityMetrics, &qualityMetrics)
+        reconnectWindow = try c.decodeIfPresent(Double.self, forKey: .reconnectWindow)
+        expectParticipants = try c.decodeIfPresent(Int.self, forKey: .expectParticipants)
         if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
             guard let parsed = VideoCodecChoice.parse(codec) else {
                 throw DecodingError.dataCorruptedError(
@@ -299,6 +321,8 @@ extension LoadConfiguration: Codable {
         try c.encodeIfPresent(impair, forKey: .impair)
         try c.encode(impairShare, forKey: .impairShare)
         try c.encode(qualityMetrics, forKey: .qualityMetrics)
+        try c.encodeIfPresent(reconnectWindow, forKey: .reconnectWindow)
+        try c.encodeIfPresent(expectParticipants, forKey: .expectParticipants)
         try c.encode(videoCodec.description, forKey: .videoCodec)
         if !iceServers.isEmpty {
             try c.encode(

@@ -54,6 +54,7 @@ public final class LoadRun: @unchecked Sendable {
     private var joinFailures = 0
     private var errorCounts: [String: (count: Int, example: String)] = [:]
     private var invitesSent = 0
+    private var invites: [LoadReport.Invite] = []
     private var promotions = 0
     private var demotions = 0
     private var modeFailures = 0
@@ -92,7 +93,9 @@ public final class LoadRun: @unchecked Sendable {
             ? media : try SyntheticMedia.sharedLoop(layers: configuration.simulcast ? 3 : 1, codec: codec)
     }
 
-    func signalingURL(room: String) -> String {
+    /// The signalling URL of `room` with its token: through the configured server, or through
+    /// `base` (a `ws://…/v1/rtc` URL of another node of the cluster).
+    func signalingURL(room: String, base: String? = nil) -> String {
         let token: String
         if let t = configuration.token {
             token = t
@@ -103,7 +106,7 @@ public final class LoadRun: @unchecked Sendable {
                     lifetime: max(3600, configuration.duration * 2)),
                 secret: configuration.secret ?? "")
         }
-        return configuration.rtcURL + "?token=" + token
+        return (base ?? configuration.rtcURL) + "?token=" + token
     }
 
     // MARK: Bookkeeping (any thread)
@@ -312,13 +315,21 @@ public final class LoadRun: @unchecked Sendable {
             let audience = present.filter { $0.role == .subscriber }
             checked = audience.count
             mismatched = []
+            let total = configuration.expectParticipants
             for bot in audience {
                 var expected = truth[bot.room] ?? [:]
                 expected[bot.id] = nil
                 let seen = bot.roomView
-                guard seen != expected else { continue }
                 let missing = expected.filter { seen[$0.key] != $0.value }.map { "\($0.key)=\($0.value.rawValue)" }
                     .sorted()
+                if let total {
+                    // Others' bots are known by number only.
+                    if missing.isEmpty && seen.count == total - 1 { continue }
+                    mismatched.append(
+                        (bot, "\(bot.id) sees \(seen.count) of \(total - 1) others, misses \(missing.prefix(3))"))
+                    continue
+                }
+                guard seen != expected else { continue }
                 let extra = seen.filter { expected[$0.key] == nil }.keys.sorted()
                 mismatched.append((bot, "\(bot.id) misses \(missing.prefix(3)) and still sees \(extra.prefix(3))"))
             }
@@ -394,7 +405,12 @@ public final class LoadRun: @unchecked Sendable {
     }
 
     private func invite(_ bot: LoadBot, to mode: ParticipantMode, by host: LoadBot) async {
-        lock.withLock { invitesSent += 1 }
+        let sent = LoadReport.Invite(
+            guest: bot.id, mode: mode.rawValue, sentAtUnixMs: Double(wallClockNanoseconds()) / 1e6)
+        lock.withLock {
+            invitesSent += 1
+            invites.append(sent)
+        }
         await host.call(
             .publish,
             ["topic": .string(bot.inviteTopic), "message": .string(mode.rawValue), "sendOnly": [.string(bot.id)]])
@@ -416,26 +432,37 @@ public final class LoadRun: @unchecked Sendable {
         var tracks: [LoadReport.TrackResult] = []
         var publishers: [LoadReport.PublisherResult] = []
         var latency = LatencyHistogram()
+        var reconnections: [LoadReport.Reconnection] = []
+        // Loop clock to wall clock, for the times other processes compare with.
+        let wallOffset = Int64(bitPattern: wallClockNanoseconds()) &- Int64(bitPattern: EventLoop.now())
         var ttfp: [Double] = []
         var ttfk: [Double] = []
         for c in loopCounters {
             let mine = all.filter { $0.counters === c }
-            let (t, p, h) = await c.loop.submit {
-                () -> ([LoadReport.TrackResult], [LoadReport.PublisherResult], LatencyHistogram) in
+            let (t, p, h, r) = await c.loop.submit {
+                () -> ([LoadReport.TrackResult], [LoadReport.PublisherResult], LatencyHistogram, [LoadReport.Reconnection])
+                in
                 var t: [LoadReport.TrackResult] = []
                 var p: [LoadReport.PublisherResult] = []
+                var r: [LoadReport.Reconnection] = []
                 for bot in mine {
                     bot.stampConnectionTime()
                     let stats = bot.receiverStatsByMid()
                     for track in bot.allTracks {
-                        t.append(LoadReport.TrackResult(track, receiver: stats[track.mid]))
+                        var row = LoadReport.TrackResult(track, receiver: track.retiredReceiver ?? stats[track.mid])
+                        if track.firstPacket != 0 {
+                            row.firstPacketAtUnixMs = Double(Int64(bitPattern: track.firstPacket) &+ wallOffset) / 1e6
+                        }
+                        t.append(row)
                     }
+                    r += bot.reconnectionResults(wallOffsetNanos: wallOffset)
                     for s in bot.senderStats() {
                         p.append(LoadReport.PublisherResult(participant: bot.id, kind: s.kind, stats: s.stats))
                     }
                 }
-                return (t, p, c.latency)
+                return (t, p, c.latency, r)
             }
+            reconnections += r
             tracks += t
             publishers += p
             latency.merge(h)
@@ -458,12 +485,12 @@ public final class LoadRun: @unchecked Sendable {
                     latencyMs: .of(modeLatencies.map { $0 * 1000 }),
                     changeModeMs: .of(changeModeLatencies.map { $0 * 1000 }),
                     produceMs: .of(produceLatencies.map { $0 * 1000 }),
-                    publishConnectedMs: .of(publishConnectedLatencies.map { $0 * 1000 })),
+                    publishConnectedMs: .of(publishConnectedLatencies.map { $0 * 1000 }), invites: invites),
                 rssSamples, ticks
             )
         }
         let impairedBots = lock.withLock { bots.filter { $0.impairment != nil }.map(\.id) }
-        return LoadReport(
+        var report = LoadReport(
             configuration: configuration, plannedParticipants: planned, joinedParticipants: joins.count,
             joinFailures: failures, elapsedSeconds: elapsed, joinLatencyMs: .of(joins.map { $0 * 1000 }),
             tracks: tracks, publishers: publishers, latency: latency, timeToFirstPacketMs: .of(ttfp),
@@ -475,6 +502,8 @@ public final class LoadRun: @unchecked Sendable {
                 modeChangeLatencyMs: lock.withLock { modeLatencies.map { $0 * 1000 } },
                 latencyBuckets: latency.nonEmptyBuckets, latencyMaxNanos: latency.maxNanos),
             impairedBots: impairedBots)
+        if configuration.reconnectWindow != nil { report.reconnects = .of(reconnections) }
+        return report
     }
 }
 
