@@ -577,6 +577,9 @@ final class LoadBot: @unchecked Sendable {
     /// Joined and not disconnected.
     var isPresent: Bool { lock.withLock { joined && !leaving } }
 
+    /// Rejoining after its signalling connection dropped.
+    var isReconnecting: Bool { lock.withLock { reconnecting } }
+
     /// Stamps each received track with when its subscribe connection connected (loop thread).
     func stampConnectionTime() {
         for t in allTracks where t.retiredReceiver == nil { t.connected = subscribeConnectedAt }

@@ -73,7 +73,8 @@ public struct LoadConfiguration: Sendable, Equatable {
     public var waitForTracks: Int?
     /// Seconds the run goes on after ``waitForTracks`` was reached (and ``duration`` passed).
     public var settleSeconds: Double = 3
-    /// When set, the run goes on past ``duration`` until every open track has received a packet, but
+    /// When set, the run goes on past ``duration`` until every open track has received a packet (and
+    /// no bot is still rejoining, ``reconnectWindow``), but
     /// never past this many seconds from the first join; stage invites stop at ``duration``. A test
     /// that checks every consumer got media waits for that on a busy machine instead of counting what
     /// arrived in a fixed window.

@@ -247,7 +247,10 @@ public final class LoadRun: @unchecked Sendable {
             try? await Task.sleep(nanoseconds: min(remaining, 1_000_000_000))
             let sample = await snapshot()
             let now = EventLoop.now()
-            if configuration.waitForMediaUntil != nil, now >= minimum, sample.silentTracks == 0 {
+            // A bot still rejoining has no open track yet, and media to wait for.
+            if configuration.waitForMediaUntil != nil, now >= minimum, sample.silentTracks == 0,
+                sample.reconnecting == 0
+            {
                 deadline = now
             }
             if let wanted = configuration.waitForTracks, tracksReachedAt == nil, sample.tracks >= wanted {
@@ -356,11 +359,14 @@ public final class LoadRun: @unchecked Sendable {
         var cpuNanos: UInt64 = 0
         /// Open tracks that have received no packet yet.
         var silentTracks = 0
+        /// Bots rejoining after their signalling connection dropped.
+        var reconnecting = 0
     }
 
     func snapshot() async -> Snapshot {
         var s = Snapshot()
         let all = lock.withLock { bots }
+        s.reconnecting = all.filter(\.isReconnecting).count
         for c in loopCounters {
             let mine = all.filter { $0.counters === c }
             let (bytes, packets, totals, tracks, cpu) = await c.loop.submit {
