@@ -346,6 +346,9 @@ enum Help {
                 name: "--expect-participants", value: "N",
                 text: "the room holds N participants in all, some from other processes (the roster check)"),
             .init(
+                name: "--stay", value: "SECONDS",
+                text: "after the run and its roster check, stay joined this long (other processes check theirs)"),
+            .init(
                 name: "--workers", value: "redis://HOST:PORT",
                 text: "run the test over every worker of this fleet and merge the reports (docs/fleet.md)"),
         ],

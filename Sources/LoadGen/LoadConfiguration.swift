@@ -94,7 +94,8 @@ public struct LoadConfiguration: Sendable, Equatable {
     /// the run's measurements). A Janus run (no such list) sends VP8 for `auto`.
     public var videoCodec: VideoCodecChoice = .fixed(.vp8)
     /// Every this many seconds, one audience bot per room is invited on stage (and the previous one
-    /// sent back to the audience). Nil: no invites.
+    /// sent back to the audience), by a publisher of this run or, in a run of audience only, by
+    /// another audience bot. Nil: no invites.
     public var inviteEvery: Double?
     /// I/O threads (event loops) shared by all bots; defaults to one per core.
     public var loopCount: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
@@ -125,6 +126,9 @@ public struct LoadConfiguration: Sendable, Equatable {
     /// each audience bot for N − 1 others, this run's with their modes. Nil: the room holds only
     /// this run's bots.
     public var expectParticipants: Int?
+    /// `--stay SECONDS`: after the run and its roster check, the bots stay joined this long before
+    /// leaving, so that other processes in the room check their rosters while all are present.
+    public var staySeconds: Double = 0
 
     /// A configuration for `room` on the server at `signalingURL`; other fields keep their defaults.
     public init(signalingURL: String, room: String) {
@@ -192,6 +196,7 @@ public struct LoadConfiguration: Sendable, Equatable {
                 throw bad("--reconnect must be a window of more than 0 s and at most a day")
             }
         }
+        guard staySeconds >= 0, staySeconds <= 3600 else { throw bad("--stay must be 0…3600 s") }
         if let expectParticipants {
             guard (1...1_000_000).contains(expectParticipants) else {
                 throw bad("--expect-participants must be 1…1000000")
@@ -234,7 +239,7 @@ extension LoadConfiguration: Codable {
         case signalingURL, room, rooms, token, secret, publishers, audioPublishers, subscribers, duration
         case waitForTracks, settleSeconds, waitForMediaUntil, maxDuration, joinRate, layout, simulcast, inviteEvery
         case loopCount, requestTimeout, idPrefix, iceServers, videoCodec
-        case impair, impairShare, qualityMetrics, reconnectWindow, expectParticipants
+        case impair, impairShare, qualityMetrics, reconnectWindow, expectParticipants, staySeconds
     }
 
     /// A TURN server as JSON: its URL and credentials.
@@ -276,6 +281,7 @@ extension LoadConfiguration: Codable {
         try take(.qualityMetrics, &qualityMetrics)
         reconnectWindow = try c.decodeIfPresent(Double.self, forKey: .reconnectWindow)
         expectParticipants = try c.decodeIfPresent(Int.self, forKey: .expectParticipants)
+        try take(.staySeconds, &staySeconds)
         if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
             guard let parsed = VideoCodecChoice.parse(codec) else {
                 throw DecodingError.dataCorruptedError(
@@ -324,6 +330,7 @@ extension LoadConfiguration: Codable {
         try c.encode(qualityMetrics, forKey: .qualityMetrics)
         try c.encodeIfPresent(reconnectWindow, forKey: .reconnectWindow)
         try c.encodeIfPresent(expectParticipants, forKey: .expectParticipants)
+        try c.encode(staySeconds, forKey: .staySeconds)
         try c.encode(videoCodec.description, forKey: .videoCodec)
         if !iceServers.isEmpty {
             try c.encode(

@@ -297,6 +297,8 @@ public final class LoadRun: @unchecked Sendable {
             planned: planned.count, elapsed: elapsed, cpu: currentProcessCPUSeconds() - startCPU,
             loopCPU: endLoopCPU - startLoopCPU)
         report.rosterCheck = await checkRosters()
+        // Processes sharing a room check their rosters while every bot is still there.
+        if configuration.staySeconds > 0 { try? await Task.sleep(nanoseconds: UInt64(configuration.staySeconds * 1e9)) }
         await teardown()
         return report
     }
@@ -395,14 +397,19 @@ public final class LoadRun: @unchecked Sendable {
             if Task.isCancelled || EventLoop.now() >= deadline { return }
             let current = lock.withLock { bots.filter { $0.joined } }
             for room in configuration.roomNames {
-                guard let host = current.first(where: { $0.room == room && $0.role != .subscriber }) else { continue }
                 let audience = current.filter { $0.room == room && $0.role == .subscriber }
+                // A run of audience only (its stage in another process) sends its invites from an
+                // audience bot other than the guest: any participant may publish on a topic.
+                let i = next[room, default: 0] % max(1, audience.count)
+                guard
+                    let host = current.first(where: { $0.room == room && $0.role != .subscriber })
+                        ?? audience.first(where: { $0 !== onStage[room] && $0 !== audience[safe: i] })
+                else { continue }
                 if let guest = onStage[room] {
                     onStage[room] = nil
                     await invite(guest, to: .recvOnly, by: host)
                 }
                 guard !audience.isEmpty else { continue }
-                let i = next[room, default: 0] % audience.count
                 next[room] = i + 1
                 onStage[room] = audience[i]
                 await invite(audience[i], to: .sendAndRecv, by: host)
@@ -523,4 +530,9 @@ public enum LoadGen {
         run.onProgress = progress
         return try await run.run()
     }
+}
+
+extension Array {
+    /// The element at `index`, or nil past either end.
+    fileprivate subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
 }
