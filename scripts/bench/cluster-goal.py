@@ -183,7 +183,7 @@ def main() -> int:
                 return {}
 
         # Long enough for every phase on a busy machine; the runs then end once every bot has media.
-        total = n / 10 + 120
+        total = n / 10 + 150
         stage = Load(binary, nodes[0], "stage", workdir,
                      ["--publishers", "1", "--audio-publishers", "2", "--subscribers", "0",
                       "--duration", f"{total + 60:.0f}s"])
@@ -217,6 +217,9 @@ def main() -> int:
                   "cpuCores": {node.name: round((c2[i] - c1[i]) / window, 3) for i, node in enumerate(nodes)},
                   "layout": steady_layout}
         log(f"steady: origin piped {fanout['pipePackets']}, sent locally {fanout['localPackets']} in {window:.0f} s")
+        # A few more invites while every bot is on the node it joined through (the invite rows are
+        # per node).
+        time.sleep(30)
 
         # kill -9 of an edge.
         if not all(load.running() for load in loads):
