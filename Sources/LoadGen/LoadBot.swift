@@ -601,7 +601,10 @@ final class LoadBot: @unchecked Sendable {
     /// ``LoadConfiguration/reconnectWindow`` set: the bot rejoins. Otherwise it is gone.
     private func connectionClosed(_ closed: RoomProtocolClient?) {
         let lostAt = EventLoop.now()
-        enum Next { case ignore, rejoin, gone(report: Bool) }
+        enum Next {
+            case ignore, rejoin
+            case gone(report: Bool)
+        }
         let next = lock.withLock { () -> Next in
             // A rejoin attempt's refused join, or a socket already replaced.
             guard let closed, closed === channel, !reconnecting else { return .ignore }

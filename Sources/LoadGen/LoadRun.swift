@@ -453,7 +453,9 @@ public final class LoadRun: @unchecked Sendable {
         for c in loopCounters {
             let mine = all.filter { $0.counters === c }
             let (t, p, h, r) = await c.loop.submit {
-                () -> ([LoadReport.TrackResult], [LoadReport.PublisherResult], LatencyHistogram, [LoadReport.Reconnection])
+                () -> (
+                    [LoadReport.TrackResult], [LoadReport.PublisherResult], LatencyHistogram, [LoadReport.Reconnection]
+                )
                 in
                 var t: [LoadReport.TrackResult] = []
                 var p: [LoadReport.PublisherResult] = []

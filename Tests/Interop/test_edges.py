@@ -250,3 +250,32 @@ def test_origin_death_moves_the_stage_and_edges_reattach(understudy, tmp_path):
                 room_layout(nodes[1], "stage")), 30, "the stage on a live node with the other as its edge",
             lambda: json.dumps(room_layout(nodes[1], "stage")))
         print("moved and received again after", round(moved_in, 1), "s:", json.dumps(layout))
+
+
+def test_audience_reaching_the_origin_past_its_share_goes_to_an_edge(understudy, tmp_path):
+    """With a share of 2, the third RECV_ONLY member joining straight through the origin has its
+    media placed on another node (an edge), as one reaching a full edge would."""
+    with Cluster(tmp_path, "s", 45500, 3, extra_args=("--edge-audience", "2")) as cluster:
+        nodes = cluster.nodes
+
+        async def members():
+            clients = []
+            try:
+                for i in range(3):
+                    client = await RoomClient.connect(f"ws://127.0.0.1:{nodes[0].port}/v1/rtc",
+                                                      token_for("share", f"m{i}"))
+                    clients.append(client)
+                    await client.join("share", f"m{i}", mode="RECV_ONLY")
+                    if i == 0:
+                        wait_until(lambda: owners(nodes[1]).get("share") == "s0", 20, "the room placed on s0")
+                layout = wait_until(
+                    lambda: (lambda l: l if l.get("audience", {}).get("s0") == 2
+                             and sum(l.get("audience", {}).values()) == 3 else None)(room_layout(nodes[0], "share")),
+                    30, "2 members on the origin and 1 on an edge", lambda: json.dumps(room_layout(nodes[0], "share")))
+                return layout
+            finally:
+                for client in clients:
+                    await client.close()
+
+        layout = asyncio.run(members())
+        assert layout["origin"] == "s0" and len(layout["edges"]) == 1, layout

@@ -24,18 +24,30 @@ import Testing
     @Test func retryGivesUpAtTheCapOrWhenStopped() async {
         let made = Mutex(0)
         let capped = ReconnectPolicy(window: 30, initialDelay: 0.01, maxDelay: 0.02, maxAttempts: 4)
-        #expect(await !capped.retry { made.withLock { $0 += 1 }; return false })
+        #expect(
+            await !capped.retry {
+                made.withLock { $0 += 1 }
+                return false
+            })
         #expect(made.withLock { $0 } == 4)
         // A stop before the first attempt: none is made.
         let stopped = ReconnectPolicy(window: 30, initialDelay: 0.01)
-        #expect(await !stopped.retry(stop: { true }) { made.withLock { $0 += 1 }; return true })
+        #expect(
+            await !stopped.retry(stop: { true }) {
+                made.withLock { $0 += 1 }
+                return true
+            })
         #expect(made.withLock { $0 } == 4)
     }
 
     @Test func retryMakesTheFirstAttemptEvenWithoutAWindowAndNoneAfterIt() async {
         let made = Mutex(0)
         let policy = ReconnectPolicy(window: 0, initialDelay: 0.01)
-        #expect(await !policy.retry { made.withLock { $0 += 1 }; return false })
+        #expect(
+            await !policy.retry {
+                made.withLock { $0 += 1 }
+                return false
+            })
         #expect(made.withLock { $0 } == 1)
     }
 
