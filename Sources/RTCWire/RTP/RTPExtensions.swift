@@ -176,36 +176,6 @@ public enum RTPExtensions {
         return offset + 2
     }
 
-    // MARK: element values for RTPHeaderWriter.writeExtensions (control path; these allocate)
-
-    /// A MID/RID element for ``RTPHeaderWriter/writeExtensions(into:at:elements:)``.
-    public static func identifierElement(id: UInt8, _ value: String) -> RTPExtensionElement {
-        RTPExtensionElement(id: id, data: Array(value.utf8))
-    }
-
-    /// An abs-send-time element.
-    public static func absSendTimeElement(id: UInt8, _ value: UInt32) -> RTPExtensionElement {
-        RTPExtensionElement(
-            id: id,
-            data: [
-                UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8),
-                UInt8(truncatingIfNeeded: value),
-            ])
-    }
-
-    /// An audio-level element.
-    public static func audioLevelElement(id: UInt8, _ value: RTPAudioLevel) -> RTPExtensionElement {
-        RTPExtensionElement(id: id, data: [(value.voiceActivity ? 0x80 : 0) | min(value.level, 127)])
-    }
-
-    /// A transport-wide sequence number element.
-    public static func transportSequenceNumberElement(id: UInt8, _ value: UInt16)
-        -> RTPExtensionElement
-    {
-        RTPExtensionElement(
-            id: id, data: [UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)])
-    }
-
     static func isValidIdentifier(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Bool {
         guard !range.isEmpty, range.count <= maxIdentifierLength, range.lowerBound >= 0,
             range.upperBound <= bytes.count
