@@ -252,13 +252,17 @@ extension Room {
     }
 }
 
-/// Lets exactly one of several racing paths resume a continuation.
+/// Lets exactly one of several racing paths resume a continuation (the SDK's requests and
+/// rejoins, the scenario runner's step timeouts).
 // Safe: the flag is guarded by `lock`, so exactly one racer wins.
-final class OnceFlag: @unchecked Sendable {
+package final class OnceFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var claimed = false
 
-    func claim() -> Bool {
+    package init() {}
+
+    /// True for the first caller only.
+    package func claim() -> Bool {
         lock.withLock {
             if claimed { return false }
             claimed = true
