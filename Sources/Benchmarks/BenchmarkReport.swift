@@ -40,6 +40,13 @@ public struct BenchmarkReport: Sendable {
         var target: String
         var measured: String
         var verdict: String
+
+        /// The row of a figure this run could not measure (`error` is why, when known).
+        static func notMeasured(_ metric: String, target: String, error: (any Error)? = nil) -> SummaryRow {
+            SummaryRow(
+                metric: metric, target: target, measured: "not measured",
+                verdict: error.map { "failed: \($0)" } ?? "failed")
+        }
     }
 
     /// "meets the target" or how far it is missed, for a figure that should be at most `target`.
@@ -256,9 +263,8 @@ public struct BenchmarkReport: Sendable {
             } catch {
                 progress("bench:   recording benchmark failed: \(error)")
                 summary.append(
-                    SummaryRow(
-                        metric: "recording CPU, aiortc MediaRecorder ÷ ours, same stream", target: "≥ 50×",
-                        measured: "not measured", verdict: "failed: \(error)"))
+                    .notMeasured(
+                        "recording CPU, aiortc MediaRecorder ÷ ours, same stream", target: "≥ 50×", error: error))
                 body += "## Recording CPU: aiortc MediaRecorder ÷ ours, same stream\n\n"
                 body += "Not measured in this run: \(error)\n\n"
             }
@@ -304,8 +310,7 @@ public struct BenchmarkReport: Sendable {
                     """
             } catch {
                 progress("bench:   concurrent recording failed: \(error)")
-                summary.append(
-                    SummaryRow(metric: metric, target: "≥ 500", measured: "not measured", verdict: "failed: \(error)"))
+                summary.append(.notMeasured(metric, target: "≥ 500", error: error))
                 body += "## Concurrent recording: 1 Mbit/s streams per core\n\nNot measured in this run: \(error)\n\n"
             }
         }
@@ -353,9 +358,7 @@ public struct BenchmarkReport: Sendable {
                     """
             } catch {
                 progress("bench:   recording cost per codec failed: \(error)")
-                summary.append(
-                    SummaryRow(
-                        metric: codecMetric, target: "≤ 1.00", measured: "not measured", verdict: "failed: \(error)"))
+                summary.append(.notMeasured(codecMetric, target: "≤ 1.00", error: error))
                 body += "## Recording cost per codec: H.264 ÷ VP8\n\nNot measured in this run: \(error)\n\n"
             }
         }
@@ -377,8 +380,7 @@ public struct BenchmarkReport: Sendable {
                 body += CompositeBenchmark.markdown(c, verdict: verdict)
             } catch {
                 progress("bench:   composite failed: \(error)")
-                summary.append(
-                    SummaryRow(metric: metric, target: "≤ 0.5×", measured: "not measured", verdict: "failed: \(error)"))
+                summary.append(.notMeasured(metric, target: "≤ 0.5×", error: error))
                 body +=
                     "## Composite: 4 participants, ours ÷ an ffmpeg pipeline\n\nNot measured in this run: \(error)\n\n"
             }
@@ -398,9 +400,7 @@ public struct BenchmarkReport: Sendable {
                 body += CompositeRoomBenchmark.markdown(r, verdict: verdict)
             } catch {
                 progress("bench:   composite room failed: \(error)")
-                summary.append(
-                    SummaryRow(
-                        metric: roomMetric, target: "≤ 0.5×", measured: "not measured", verdict: "failed: \(error)"))
+                summary.append(.notMeasured(roomMetric, target: "≤ 0.5×", error: error))
                 body += "### The room case\n\nNot measured in this run: \(error)\n\n"
             }
         }
@@ -533,9 +533,9 @@ public struct BenchmarkReport: Sendable {
             } catch {
                 progress("bench:   SFU process benchmark failed: \(error)")
                 summary.append(
-                    SummaryRow(
-                        metric: "SFU forwarded packets/s per core (whole server process)",
-                        target: "≥ 250k (LiveKit: 40–75k)", measured: "not measured", verdict: "failed: \(error)"))
+                    .notMeasured(
+                        "SFU forwarded packets/s per core (whole server process)", target: "≥ 250k (LiveKit: 40–75k)",
+                        error: error))
                 body += "SFU process figure not measured in this run: \(error)\n\n"
             }
             do {
