@@ -30,6 +30,8 @@ public struct BenchmarkReport: Sendable {
     /// The report's sections, for running a subset (`understudy bench --only recording,join`).
     public enum Section: String, Sendable, CaseIterable {
         case receive, load, live, recording, join, sfu, cluster, composite
+        /// The recording cost per codec rows alone (they are part of `recording` too).
+        case codecs
     }
 
     /// One line of the summary table.
@@ -311,6 +313,9 @@ public struct BenchmarkReport: Sendable {
                 summary.append(.notMeasured(metric, target: "≥ 500", error: error))
                 body += "## Concurrent recording: 1 Mbit/s streams per core\n\nNot measured in this run: \(error)\n\n"
             }
+        }
+        // Part of `recording`; `--only codecs` runs this row alone (profiling the H.264 path).
+        if included(.recording) || included(.codecs) {
             let codecStreams = quick ? 2 : 12
             progress("bench:   recording cost per codec: \(codecStreams) VP8 and \(codecStreams) H.264 streams at once")
             let codecMetric = "recording CPU per stream, H.264 ÷ VP8 (same bitrate, same window)"

@@ -15,7 +15,7 @@ import RTCWire
 ///
 /// Loop-thread confined.
 // Safe: confined to the SFU's loop thread (see above).
-final class SFUConsumer: @unchecked Sendable {
+final class SFUConsumer: RTPSenderReportSource, @unchecked Sendable {
     let id: String
     let subscriberID: String
     // `unowned(unsafe)`: read on every forwarded packet, where checked `unowned` costs an atomic
@@ -104,6 +104,7 @@ final class SFUConsumer: @unchecked Sendable {
         self.track = track
         if producer.kind == .video { sequencer = SFUSequencer() }
         updateTarget()
+        track.reportSource = self
     }
 
     /// Picks the layer to forward: the subscriber's choice, lowered to the allocator's decision.
@@ -453,6 +454,17 @@ final class SFUConsumer: @unchecked Sendable {
         producer.sfu.counters.plisReceived &+= 1
         guard !paused else { return }
         producer.requestKeyframe(layer: currentLayer >= 0 ? currentLayer : targetLayer, now: now)
+    }
+
+    /// The RTP time its sender reports give: the publisher's latest report of the layer being
+    /// forwarded, moved into the outgoing timeline by the timestamp offset, at that report's instant
+    /// on our loop clock (LiveKit and Janus relay the publisher's A/V relation likewise). After a
+    /// layer switch the new layer's report applies: the switch set the offset from both layers'
+    /// reports (``SFULayerTimeline``), so the two give the same timeline. Nil before the publisher's
+    /// first report, or before anything was forwarded: the sender extrapolates from its last frame.
+    func senderReportReference() -> (rtpTimestamp: UInt32, localTime: UInt64)? {
+        guard !closed, hasForwarded, let report = producer.senderReport(layer: lastSourceLayer) else { return nil }
+        return (report.rtpTimestamp &+ timestampOffset, report.localTime)
     }
 
     func stats() -> SFUConsumerStats {

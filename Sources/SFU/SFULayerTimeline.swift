@@ -9,8 +9,9 @@ import RTCWire
 /// clock, so two SRs give it exactly (as mediasoup and LiveKit do). Without SRs for both layers the
 /// loop time since the last packet stands in, at least one frame interval.
 enum SFULayerTimeline {
-    /// A layer's latest sender report: wall clock (NTP) at one RTP timestamp.
-    typealias SenderReport = (ntp: NTPTime, rtpTimestamp: UInt32)
+    /// A layer's latest sender report: wall clock (NTP) at one RTP timestamp, and that instant on our
+    /// loop clock (``RTPReceiver/senderReport``).
+    typealias SenderReport = (ntp: NTPTime, rtpTimestamp: UInt32, localTime: UInt64)
 
     /// SR-derived gaps larger than this mean a stale or bogus report: use the loop clock instead.
     static let maximumGap: UInt64 = 10_000_000_000

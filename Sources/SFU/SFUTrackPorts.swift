@@ -37,6 +37,10 @@ protocol SFUDownTrack: AnyObject {
     /// Sends about `bytes` of padding-only RTX packets (a bandwidth probe that carries no media).
     /// Returns the bytes sent.
     func sendPadding(bytes: Int, now: UInt64) -> Int
+
+    /// Where the outgoing stream's sender reports take their RTP time from (its consumer: the
+    /// publisher's reports in the outgoing timeline). Held weakly.
+    var reportSource: (any RTPSenderReportSource)? { get set }
 }
 
 /// Where a producer's requests go: the publisher's receive streams of its m-line.
@@ -95,6 +99,11 @@ final class SFUTransportDownTrack: SFUDownTrack {
     var canPad: Bool { transport.canSend(on: transceiver) && transceiver.primarySender?.rtx != nil }
 
     func sendPadding(bytes: Int, now: UInt64) -> Int { transport.sendPadding(on: transceiver, bytes: bytes, now: now) }
+
+    var reportSource: (any RTPSenderReportSource)? {
+        get { transceiver.reportSource }
+        set { transceiver.reportSource = newValue }
+    }
 }
 
 /// A producer's upstream on a publisher's transport: the receive streams of `transceiver`.

@@ -23,8 +23,8 @@ struct SFUForwardingCoreTests {
     /// Both layers' sender reports put frame `k` of each at the same wall-clock instant.
     static func setSenderReports(_ upstream: RecordingUpstream) {
         let ntp = NTPTime(seconds: 3_900_000_000, fraction: 0)
-        upstream.reports[low.ssrc] = (ntp, low.firstTimestamp)
-        upstream.reports[high.ssrc] = (ntp, high.firstTimestamp)
+        upstream.reports[low.ssrc] = (ntp, low.firstTimestamp, start)
+        upstream.reports[high.ssrc] = (ntp, high.firstTimestamp, start)
     }
 
     /// What the subscriber must see for frame `k`, whichever layer carried it: one continuous stream

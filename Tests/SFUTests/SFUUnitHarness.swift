@@ -49,6 +49,7 @@ final class RecordingDownTrack: SFUDownTrack {
     var sent: [Sent] = []
     var retransmissions: [Sent] = []
     var senderStats: RTPSenderStats? { nil }
+    weak var reportSource: (any RTPSenderReportSource)?
 
     func sendPadding(bytes: Int, now: UInt64) -> Int {
         guard canPad else { return 0 }

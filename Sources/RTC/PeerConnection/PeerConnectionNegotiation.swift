@@ -284,6 +284,7 @@ extension PeerConnection {
                     cname: configuration.cname)
                 sender.transportSequence = transport.transportSequence
                 sender.loop = loop
+                sender.reportSource = t.reportSource
                 t.senders.append(sender)
                 transport.sendBySSRC[t.localSSRCs[i]] = sender
             }

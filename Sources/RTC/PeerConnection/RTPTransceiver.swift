@@ -103,6 +103,12 @@ public final class RTPTransceiver: @unchecked Sendable {
     /// Whether the m-line is rejected or about to be (port 0, outside BUNDLE, in what this side writes).
     var writesRejected: Bool { rejected || stopping }
 
+    /// Where the reports of this m-line's senders take their RTP time from (an SFU consumer); set on
+    /// the senders that exist and on those a negotiation creates.
+    public weak var reportSource: (any RTPSenderReportSource)? {
+        didSet { for sender in senders { sender.reportSource = reportSource } }
+    }
+
     /// Counters of the first (or only) sender, once negotiation created it.
     public var senderStats: RTPSenderStats? { senders.first?.stats }
     /// The first (or only) local sender, once negotiation created it; loop thread only.

@@ -128,6 +128,8 @@ struct ReceiveStatistics: RTPReceiveLink {
     private(set) var lastSRNTP: NTPTime?
     private(set) var lastSRRTP: UInt32 = 0
     private var lastSRArrival: UInt64 = 0
+    /// The sender's wall clock on our loop clock, from its reports' arrivals.
+    private(set) var senderClock = SenderClockMapping()
     private var expectedPrior: Int64 = 0
     private var receivedPrior: UInt64 = 0
     /// When the next receiver report is due (0: with the first tick).
@@ -155,6 +157,7 @@ struct ReceiveStatistics: RTPReceiveLink {
         lastSRNTP = ntp
         lastSRRTP = rtpTimestamp
         lastSRArrival = now
+        senderClock.add(ntp: ntp, arrival: now)
     }
 
     mutating func tick(_ clock: RTPLinkClock) -> Bool {

@@ -446,10 +446,13 @@ public final class RTPReceiver: @unchecked Sendable {
     }
 
     /// The latest sender report of this stream: the sender's wall clock at one RTP timestamp (nil
-    /// before any). An SFU lines up simulcast layers with it when it switches between them.
-    public var senderReport: (ntp: NTPTime, rtpTimestamp: UInt32)? {
+    /// before any), and that instant on our loop clock (through the sender's reports' least delay,
+    /// ``SenderClockMapping``). An SFU lines up simulcast layers with it when it switches between
+    /// them, and writes its own reports for the stream from it.
+    public var senderReport: (ntp: NTPTime, rtpTimestamp: UInt32, localTime: UInt64)? {
         let statistics = links.statistics
-        return statistics.lastSRNTP.map { ($0, statistics.lastSRRTP) }
+        guard let ntp = statistics.lastSRNTP, let local = statistics.senderClock.localTime(of: ntp) else { return nil }
+        return (ntp, statistics.lastSRRTP, local)
     }
 
     /// Asks for a key frame (PLI), e.g. when a recorder starts; throttled like every other request.

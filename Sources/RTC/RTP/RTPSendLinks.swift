@@ -129,10 +129,21 @@ struct RetransmissionResponder: RTPSendLink {
     }
 }
 
+/// Where a forwarding sender's reports take their RTP time from: an SFU consumer gives the
+/// publisher's own sender report, translated into the outgoing timeline, so that the publisher's
+/// audio/video relation (its reports map both RTP clocks to one wall clock) survives the hop.
+/// Asked once per sender report, on the loop thread.
+public protocol RTPSenderReportSource: AnyObject {
+    /// An outgoing RTP timestamp and the loop time (``EventLoop/now()``'s clock) it belongs to; nil
+    /// when none is known, and the sender extrapolates from its last frame sent.
+    func senderReportReference() -> (rtpTimestamp: UInt32, localTime: UInt64)?
+}
+
 /// Sender reports (RFC 3550 §6.4.1) as a send link: counts the packets and payload octets sent,
-/// remembers the last frame's RTP timestamp and send time (to extrapolate the SR's RTP time), writes
-/// the SR and SDES CNAME about every `interval` (±50 %, and soon after the first packet), and turns
-/// the LSR/DLSR of report blocks about the stream into the round-trip time.
+/// remembers the last frame's RTP timestamp and send time (to extrapolate the SR's RTP time, unless
+/// the stream's source gives its own ``reference``), writes the SR and SDES CNAME about every
+/// `interval` (±50 %, and soon after the first packet), and turns the LSR/DLSR of report blocks
+/// about the stream into the round-trip time.
 struct SenderReports: RTPSendLink {
     let ssrc: UInt32
     let clockRate: UInt32
@@ -152,6 +163,12 @@ struct SenderReports: RTPSendLink {
     private(set) var receiverReports: UInt64 = 0
     private(set) var reportedPacketsLost: Int64 = 0
     private(set) var reportedJitter: Double = 0
+    /// The source's RTP time at a loop time (``RTPSenderReportSource``), set before each report;
+    /// nil: extrapolate from the last frame sent.
+    var reference: (rtpTimestamp: UInt32, localTime: UInt64)?
+    /// A reference further than this from the last frame sent is not believed (a bogus or stale
+    /// source report): the report falls back to the last frame.
+    static let referenceLimit: UInt64 = 10_000_000_000
 
     init(ssrc: UInt32, clockRate: UInt32, cname: String, initialTimestamp: UInt32, random: SplitMix64) {
         self.ssrc = ssrc
@@ -204,14 +221,26 @@ struct SenderReports: RTPSendLink {
         self.clock.scheduleNext(now: clock.now, interval: interval)
     }
 
-    /// Writes an SR (RTP time extrapolated from the last frame sent to `now`) and an SDES CNAME at
-    /// `offset`; returns the offset past them, or `offset` when the buffer is too small.
+    /// The RTP time of loop time `now`: from the source's ``reference`` when there is a plausible
+    /// one, else extrapolated from the last frame sent.
+    func rtpTime(now: UInt64) -> UInt32 {
+        let elapsed = hasSentFrame && now > lastFrameSendTime ? now - lastFrameSendTime : 0
+        let byLastFrame =
+            lastFrameRTPTimestamp &+ UInt32(truncatingIfNeeded: rtpTicks(nanoseconds: elapsed, clockRate: clockRate))
+        guard let reference, clockRate > 0 else { return byLastFrame }
+        let since = Int64(bitPattern: now &- reference.localTime)
+        let ticks = since * Int64(clockRate) / 1_000_000_000
+        let byReference = reference.rtpTimestamp &+ UInt32(truncatingIfNeeded: ticks)
+        let apart = UInt64(Int32(bitPattern: byReference &- byLastFrame).magnitude)
+        return apart * 1_000_000_000 / UInt64(clockRate) <= Self.referenceLimit ? byReference : byLastFrame
+    }
+
+    /// Writes an SR (RTP time of `now`, ``rtpTime(now:)``) and an SDES CNAME at `offset`; returns
+    /// the offset past them, or `offset` when the buffer is too small.
     mutating func write(now: UInt64, wallClock: NTPTime, into buffer: UnsafeMutableRawBufferPointer, at offset: Int)
         -> Int
     {
-        let elapsed = hasSentFrame && now > lastFrameSendTime ? now - lastFrameSendTime : 0
-        let rtpTime =
-            lastFrameRTPTimestamp &+ UInt32(truncatingIfNeeded: rtpTicks(nanoseconds: elapsed, clockRate: clockRate))
+        let rtpTime = rtpTime(now: now)
         let end: Int
         do throws(RTCPError) {
             let sr = try RTCPWriter.writeSenderReport(

@@ -176,6 +176,10 @@ public final class RTPSender: @unchecked Sendable {
     /// default. Tests replace it to stay deterministic.
     public var wallClock: (UInt64) -> NTPTime = { _ in NTPTime(unixNanoseconds: realtimeNanoseconds()) }
 
+    /// Where the reports of a forwarded stream take their RTP time from (an SFU consumer: the
+    /// publisher's own reports); nil, or a source without a reference yet: from the last frame sent.
+    public weak var reportSource: (any RTPSenderReportSource)?
+
     /// The round-trip time from the last receiver report that allowed one (ns; 0: none yet).
     var reportedRoundTripTime: UInt64 { links.reports.roundTripTime }
 
@@ -712,7 +716,8 @@ public final class RTPSender: @unchecked Sendable {
     public func makeSenderReport(
         now: UInt64, wallClock: NTPTime, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
     ) -> Int {
-        links.reports.write(now: now, wallClock: wallClock, into: buffer, at: offset)
+        links.reports.reference = reportSource?.senderReportReference()
+        return links.reports.write(now: now, wallClock: wallClock, into: buffer, at: offset)
     }
 
     /// When ``tick(now:emitRTCP:)`` next has RTCP to send (the next sender report); nil before the
@@ -738,6 +743,8 @@ public final class RTPSender: @unchecked Sendable {
 
     private func writeDueRTCP(_ clock: RTPSendClock, emitRTCP: (UnsafeMutableRawBufferPointer, Int) -> Void) {
         var out = RTCPOutput(buffer: scratch, end: 0, localSSRC: ssrc, mediaSSRC: ssrc)
+        // Only the report is timed: this runs when it is due (about once a second).
+        links.reports.reference = reportSource?.senderReportReference()
         do throws(RTCPError) { try links.writeRTCP(&out, clock) } catch {
             // Only a too-small buffer can fail; send what was written.
         }
