@@ -66,7 +66,8 @@ let package = Package(
 
         .target(name: "RTCWire", path: "Sources/RTCWire", swiftSettings: hotPathSettings),
         // The Linux calls Swift's Glibc module does not export (epoll, eventfd, recvmmsg/sendmmsg, accept4):
-        // one home for the media event loop (RTC) and the signalling reactor (Signaling).
+        // one home for the media event loop (RTC) and the signalling reactor (Signaling); and
+        // ChildProcess, posix_spawn for the tools tests, benchmarks and the local Redis start.
         .target(name: "SystemCalls", path: "Sources/SystemCalls"),
         .target(
             name: "RTC", dependencies: ["RTCWire", "SystemCalls", "COpenSSL", "CSRTP"], path: "Sources/RTC",
@@ -86,7 +87,7 @@ let package = Package(
         // The Janus HTTP API and VideoRoom requests (wire types only), for the Janus agent and load bots.
         .target(name: "Janus", dependencies: ["Signaling"], path: "Sources/Janus"),
         // Redis through hiredis, on its own queue: the shared state of clusters and bot fleets.
-        .target(name: "Redis", dependencies: ["CHiredis"], path: "Sources/Redis"),
+        .target(name: "Redis", dependencies: ["CHiredis", "SystemCalls"], path: "Sources/Redis"),
         // Room servers as a cluster over Redis: node registry, room placement, relayed joins.
         .target(
             name: "Cluster", dependencies: ["Redis", "RoomServer", "Signaling", "RoomProtocol"], path: "Sources/Cluster"
@@ -159,7 +160,8 @@ let package = Package(
         // Helpers every test target shares: tool runs (ffmpeg, ffprobe), media fixtures, a connected
         // PeerConnection pair, waits with deadlines, an in-process room server.
         .target(
-            name: "TestSupport", dependencies: ["Media", "RTC", "RTCWire", "RoomServer"], path: "Tests/TestSupport"),
+            name: "TestSupport", dependencies: ["Media", "RTC", "RTCWire", "RoomServer", "SystemCalls"],
+            path: "Tests/TestSupport"),
         // The SDK tests' helpers (a test server for the SDK, tokens, joined rooms, event logs), shared by
         // the SDK's and the agent's tests.
         .target(
@@ -172,7 +174,8 @@ let package = Package(
             dependencies: ["Agent", "RoomServer", "Understudy", "TestSupport", "SDKTestSupport"],
             path: "Tests/AgentTestSupport"),
         .testTarget(
-            name: "EgressTests", dependencies: ["Egress", "Media", "RTCWire", "TestSupport"], path: "Tests/EgressTests"),
+            name: "EgressTests", dependencies: ["Egress", "Media", "RTCWire", "SystemCalls", "TestSupport"],
+            path: "Tests/EgressTests"),
         .testTarget(name: "RedisTests", dependencies: ["Redis"], path: "Tests/RedisTests"),
         .testTarget(
             name: "ClusterTests",
@@ -187,16 +190,22 @@ let package = Package(
             path: "Tests/RoomProtocolTests"),
         .testTarget(name: "RTCWireTests", dependencies: ["RTCWire"], path: "Tests/RTCWireTests"),
         .testTarget(
-            name: "RTCTests", dependencies: ["RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/RTCTests"),
+            name: "RTCTests", dependencies: ["RTC", "RTCWire", "Media", "SystemCalls", "TestSupport"],
+            path: "Tests/RTCTests"),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTCWire", "TestSupport"], path: "Tests/MediaTests"),
         .testTarget(
-            name: "SignalingTests", dependencies: ["Signaling"], path: "Tests/SignalingTests", exclude: ["peers"]),
+            name: "SignalingTests", dependencies: ["Signaling", "SystemCalls"], path: "Tests/SignalingTests",
+            exclude: ["peers"]),
         .testTarget(name: "JanusTests", dependencies: ["Janus", "Signaling"], path: "Tests/JanusTests"),
         .testTarget(
-            name: "SFUTests", dependencies: ["SFU", "RTC", "RTCWire", "Media", "TestSupport"], path: "Tests/SFUTests"),
+            name: "SFUTests", dependencies: ["SFU", "RTC", "RTCWire", "Media", "SystemCalls", "TestSupport"],
+            path: "Tests/SFUTests"),
         .testTarget(
             name: "RoomServerTests",
-            dependencies: ["RoomServer", "Signaling", "RTC", "RTCWire", "Media", "RoomProtocol", "SFU", "TestSupport"],
+            dependencies: [
+                "RoomServer", "Signaling", "RTC", "RTCWire", "Media", "RoomProtocol", "SFU", "SystemCalls",
+                "TestSupport",
+            ],
             path: "Tests/RoomServerTests"),
         .testTarget(
             name: "UnderstudyTests",
@@ -216,7 +225,7 @@ let package = Package(
             name: "AgentTests",
             dependencies: [
                 "Agent", "Understudy", "RoomServer", "RTC", "RTCWire", "Media", "TestSupport", "SDKTestSupport",
-                "AgentTestSupport", "Egress",
+                "AgentTestSupport", "Egress", "SystemCalls",
             ],
             path: "Tests/AgentTests"),
     ],

@@ -257,6 +257,9 @@ public final class ParticipantRecorder: @unchecked Sendable {
     /// Media loop: a file's video codec is known, and an H.264 file got its `.mkv` name.
     fileprivate func codecKnown(_ key: Key, previousPath: String, path: String, codec: MediaCodec) {
         if path != previousPath { log("recording \(previousPath) holds H.264 -> \(path)") }
+        // The file's video starts here (its first key frame), later than the file opens (with the
+        // first audio frame): what a publisher sent before this cannot be in the file.
+        log("recording \(key.participantId): \(codec.rawValue) video from its first key frame")
         queue.async {
             self.update {
                 guard let i = $0.files.firstIndex(where: { $0.path == previousPath }) else { return }

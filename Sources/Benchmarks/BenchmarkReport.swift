@@ -30,6 +30,8 @@ public struct BenchmarkReport: Sendable {
     /// The report's sections, for running a subset (`understudy bench --only recording,join`).
     public enum Section: String, Sendable, CaseIterable {
         case receive, load, live, recording, join, sfu, cluster, composite
+        /// The recording cost per codec rows alone (they are part of `recording` too).
+        case codecs
     }
 
     /// One line of the summary table.
@@ -38,6 +40,13 @@ public struct BenchmarkReport: Sendable {
         var target: String
         var measured: String
         var verdict: String
+
+        /// The row of a figure this run could not measure (`error` is why, when known).
+        static func notMeasured(_ metric: String, target: String, error: (any Error)? = nil) -> SummaryRow {
+            SummaryRow(
+                metric: metric, target: target, measured: "not measured",
+                verdict: error.map { "failed: \($0)" } ?? "failed")
+        }
     }
 
     /// "meets the target" or how far it is missed, for a figure that should be at most `target`.
@@ -254,9 +263,8 @@ public struct BenchmarkReport: Sendable {
             } catch {
                 progress("bench:   recording benchmark failed: \(error)")
                 summary.append(
-                    SummaryRow(
-                        metric: "recording CPU, aiortc MediaRecorder ÷ ours, same stream", target: "≥ 50×",
-                        measured: "not measured", verdict: "failed: \(error)"))
+                    .notMeasured(
+                        "recording CPU, aiortc MediaRecorder ÷ ours, same stream", target: "≥ 50×", error: error))
                 body += "## Recording CPU: aiortc MediaRecorder ÷ ours, same stream\n\n"
                 body += "Not measured in this run: \(error)\n\n"
             }
@@ -302,10 +310,12 @@ public struct BenchmarkReport: Sendable {
                     """
             } catch {
                 progress("bench:   concurrent recording failed: \(error)")
-                summary.append(
-                    SummaryRow(metric: metric, target: "≥ 500", measured: "not measured", verdict: "failed: \(error)"))
+                summary.append(.notMeasured(metric, target: "≥ 500", error: error))
                 body += "## Concurrent recording: 1 Mbit/s streams per core\n\nNot measured in this run: \(error)\n\n"
             }
+        }
+        // Part of `recording`; `--only codecs` runs this row alone (profiling the H.264 path).
+        if included(.recording) || included(.codecs) {
             let codecStreams = quick ? 2 : 12
             progress("bench:   recording cost per codec: \(codecStreams) VP8 and \(codecStreams) H.264 streams at once")
             let codecMetric = "recording CPU per stream, H.264 ÷ VP8 (same bitrate, same window)"
@@ -348,9 +358,7 @@ public struct BenchmarkReport: Sendable {
                     """
             } catch {
                 progress("bench:   recording cost per codec failed: \(error)")
-                summary.append(
-                    SummaryRow(
-                        metric: codecMetric, target: "≤ 1.00", measured: "not measured", verdict: "failed: \(error)"))
+                summary.append(.notMeasured(codecMetric, target: "≤ 1.00", error: error))
                 body += "## Recording cost per codec: H.264 ÷ VP8\n\nNot measured in this run: \(error)\n\n"
             }
         }
@@ -372,8 +380,7 @@ public struct BenchmarkReport: Sendable {
                 body += CompositeBenchmark.markdown(c, verdict: verdict)
             } catch {
                 progress("bench:   composite failed: \(error)")
-                summary.append(
-                    SummaryRow(metric: metric, target: "≤ 0.5×", measured: "not measured", verdict: "failed: \(error)"))
+                summary.append(.notMeasured(metric, target: "≤ 0.5×", error: error))
                 body +=
                     "## Composite: 4 participants, ours ÷ an ffmpeg pipeline\n\nNot measured in this run: \(error)\n\n"
             }
@@ -395,9 +402,7 @@ public struct BenchmarkReport: Sendable {
                 body += CompositeRoomBenchmark.markdown(r, verdict: verdict)
             } catch {
                 progress("bench:   composite room failed: \(error)")
-                summary.append(
-                    SummaryRow(
-                        metric: roomMetric, target: "≤ 0.5×", measured: "not measured", verdict: "failed: \(error)"))
+                summary.append(.notMeasured(roomMetric, target: "≤ 0.5×", error: error))
                 body += "### The room case\n\nNot measured in this run: \(error)\n\n"
             }
         }
@@ -530,9 +535,9 @@ public struct BenchmarkReport: Sendable {
             } catch {
                 progress("bench:   SFU process benchmark failed: \(error)")
                 summary.append(
-                    SummaryRow(
-                        metric: "SFU forwarded packets/s per core (whole server process)",
-                        target: "≥ 250k (LiveKit: 40–75k)", measured: "not measured", verdict: "failed: \(error)"))
+                    .notMeasured(
+                        "SFU forwarded packets/s per core (whole server process)", target: "≥ 250k (LiveKit: 40–75k)",
+                        error: error))
                 body += "SFU process figure not measured in this run: \(error)\n\n"
             }
             do {

@@ -219,9 +219,7 @@ enum LiveStreamRows {
         var summary: [BenchmarkReport.SummaryRow] = []
         guard let goal = runs.last(where: { $0.audience == sizes.last }) else {
             summary.append(
-                BenchmarkReport.SummaryRow(
-                    metric: "live stream: audience members per server core", target: "1,000 members on 2 cores",
-                    measured: "not measured", verdict: "failed"))
+                .notMeasured("live stream: audience members per server core", target: "1,000 members on 2 cores"))
             return (summary, md)
         }
         let knee = runs.filter { $0.misses.isEmpty }.map(\.audience).max()
@@ -424,9 +422,7 @@ enum LiveStreamRows {
             md += "Not measured: \(error)\n\n"
             return (
                 [
-                    BenchmarkReport.SummaryRow(
-                        metric: metric, target: "flat, ≤ 150 KB per member", measured: "not measured", verdict: "failed"
-                    )
+                    BenchmarkReport.SummaryRow.notMeasured(metric, target: "flat, ≤ 150 KB per member")
                 ], md
             )
         }

@@ -263,9 +263,7 @@ enum LoadRows {
                 ("subscribed tracks per core at < 0.5 % loss", "≥ 1,000 (LiveKit: about 310)"),
                 ("RSS per subscriber bot", "≤ 2 MB"),
             ] {
-                summary.append(
-                    BenchmarkReport.SummaryRow(
-                        metric: metric, target: target, measured: "not measured", verdict: "failed: \(error)"))
+                summary.append(.notMeasured(metric, target: target, error: error))
             }
             md += "Not measured in this run: \(error)\n\n"
         }
@@ -286,9 +284,8 @@ enum LoadRows {
         } catch {
             progress("bench:   quality metrics cost failed: \(error)")
             summary.append(
-                BenchmarkReport.SummaryRow(
-                    metric: "received-quality metrics cost: load tracks per core, on ÷ off", target: "≥ 0.95",
-                    measured: "not measured", verdict: "failed: \(error)"))
+                .notMeasured(
+                    "received-quality metrics cost: load tracks per core, on ÷ off", target: "≥ 0.95", error: error))
             md += "Quality metrics cost not measured in this run: \(error)\n\n"
         }
 
@@ -344,9 +341,7 @@ enum LoadRows {
                 """
         } catch {
             progress("bench:   soak failed: \(error)")
-            summary.append(
-                BenchmarkReport.SummaryRow(
-                    metric: "RSS over a soak", target: "flat", measured: "not measured", verdict: "failed: \(error)"))
+            summary.append(.notMeasured("RSS over a soak", target: "flat", error: error))
             md += "Not measured in this run: \(error)\n\n"
         }
         return Output(summary: summary, markdown: md)

@@ -3,6 +3,7 @@ import Foundation
 import Media
 import RoomProtocol
 import RoomServer
+import Scenario
 import Signaling
 import Understudy
 
@@ -20,7 +21,7 @@ func runDemo(_ args: [String]) async {
         fail("demo: \(error)", code: 2)
     }
     let out = a.value("--out") ?? "demo-out"
-    let events = DemoEventLog()
+    let events = EventLines { logLine("demo: \($0)") }
     do {
         try FileManager.default.createDirectory(atPath: out + "/host", withIntermediateDirectories: true)
     } catch {
@@ -81,7 +82,7 @@ func runDemo(_ args: [String]) async {
         // Summary, judged from the files themselves.
         var ok = true
         print("\nEvents:")
-        for line in events.lines { print("  \(line)") }
+        for line in events.all { print("  \(line)") }
         print("\nFiles:")
         let files = [
             ("agent's recording of the host", agent.recordingPaths["host"] ?? ""),
@@ -127,25 +128,12 @@ func waitFor(_ what: String, seconds: Double, _ condition: @escaping () -> Bool)
     }
 }
 
-// Safe: the lines are guarded by `lock`.
-final class DemoEventLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var entries: [String] = []
-    private let start = Date()
-    func add(_ s: String) {
-        let line = String(format: "%6.2f s  ", Date().timeIntervalSince(start)) + s
-        lock.withLock { entries.append(line) }
-        logLine("demo: \(s)")
-    }
-    var lines: [String] { lock.withLock { entries } }
-}
-
 // Safe: its state is guarded by `lock`.
 final class DemoHostListener: RoomEventListener, @unchecked Sendable {
-    let events: DemoEventLog
+    let events: EventLines
     private let lock = NSLock()
     private var onStage = false
-    init(_ events: DemoEventLog) { self.events = events }
+    init(_ events: EventLines) { self.events = events }
     var agentOnStage: Bool { lock.withLock { onStage } }
     func onRoomJoined() { events.add("host joined (SEND_AND_RECV, publishing test pattern + tone)") }
     func onParticipantJoined(_ participant: Participant) { events.add("host sees \(participant.id) join") }

@@ -340,6 +340,15 @@ enum Help {
                 name: "--quality-metrics", value: "on|off",
                 text: "measure each received track's fps, freezes and MOS (default on)"),
             .init(
+                name: "--reconnect", value: "SECONDS",
+                text: "a dropped bot rejoins through any node of the cluster for up to this long (report: reconnects)"),
+            .init(
+                name: "--expect-participants", value: "N",
+                text: "the room holds N participants in all, some from other processes (the roster check)"),
+            .init(
+                name: "--stay", value: "SECONDS",
+                text: "after the run and its roster check, stay joined this long (other processes check theirs)"),
+            .init(
                 name: "--workers", value: "redis://HOST:PORT",
                 text: "run the test over every worker of this fleet and merge the reports (docs/fleet.md)"),
         ],

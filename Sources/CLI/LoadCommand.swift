@@ -12,6 +12,7 @@ let loadUsage = """
                            [--publishers N] [--audio-publishers N] [--subscribers N]
                            [--duration 60s] [--join-rate 10/s] [--layout speaker|3x3|4x4|5x5] [--no-simulcast]
                            [--invite-every 30s] [--request-timeout 15s] [--threads N] [--json FILE] [--quiet]
+                           [--reconnect 30s] [--expect-participants N] [--stay SECONDS]
                            [--workers redis://HOST:PORT[/DB]]   (run over every worker of a fleet: docs/fleet.md)
     """
 
@@ -113,6 +114,23 @@ func parseLoadConfiguration(_ args: [String]) throws(Arguments.Failure) -> (
     case nil, "on": c.qualityMetrics = true
     case "off": c.qualityMetrics = false
     case let other?: throw .badValue("--quality-metrics", "'\(other.prefix(40))' is not on or off")
+    }
+    if a.value("--reconnect") != nil {
+        let window = try a.seconds("--reconnect", default: 30)
+        guard window > 0, window <= 86400 else {
+            throw .badValue("--reconnect", "the window must be more than 0 s and at most a day")
+        }
+        c.reconnectWindow = window
+    }
+    if let n = a.value("--expect-participants") {
+        guard let total = Int(n), (1...1_000_000).contains(total) else {
+            throw .badValue("--expect-participants", "'\(n.prefix(40))' is not a count of 1…1000000")
+        }
+        c.expectParticipants = total
+    }
+    if a.value("--stay") != nil {
+        c.staySeconds = try a.seconds("--stay", default: 0)
+        guard c.staySeconds <= 3600 else { throw .badValue("--stay", "at most 3600 s") }
     }
     do { try c.validate() } catch { throw .badValue("options", error.description) }
     c.iceServers = try iceServers(a) ?? []

@@ -35,6 +35,12 @@ final class LoadBot: @unchecked Sendable {
     private(set) var channel: RoomProtocolClient?
     private var stream: AsyncStream<(RoomNotification, JSONValue)>.Continuation?
     private var controlTask: Task<Void, Never>?
+    /// The other nodes' signalling URLs (`clusterNodes`), tried after the bot's own when it rejoins.
+    private var clusterURLs: [String] = []
+    /// A rejoin (``LoadConfiguration/reconnectWindow``) is under way.
+    private var reconnecting = false
+    /// Every loss of the signalling connection, and how the bot came back.
+    private var reconnections: [Reconnection] = []
     /// `subscriberOffer`s, answered on their own task (``answerTask``) as a client's peer connection
     /// does: behind this bot's pending requests (a `consume` waits for its response), an offer's
     /// answer, and so the track's media, would wait for every one of them.
@@ -56,6 +62,16 @@ final class LoadBot: @unchecked Sendable {
     /// The room's `roomVideoCodecs` (join response, then `roomVideoCodecsChanged`): what `auto` publishes in.
     private var roomVideoCodecs: [MediaCodec] = [.vp8]
     private var leaving = false
+
+    /// One loss of the signalling connection (loop clock; 0: not reached).
+    struct Reconnection {
+        var lostAt: UInt64
+        /// The rejoin's `join` was answered.
+        var rejoinedAt: UInt64 = 0
+        /// A publisher's publish connection connected again.
+        var publishedAt: UInt64 = 0
+        var failed = false
+    }
 
     // Loop-confined media state.
     private var publishConnection: PeerConnection?
@@ -92,20 +108,24 @@ final class LoadBot: @unchecked Sendable {
     /// (connect + join response); throws the reason a join failed.
     func start() async throws -> Double {
         let began = EventLoop.now()
+        try await connectAndJoin(urls: [run.signalingURL(room: room)], rejoin: false)
+        let latency = Double(EventLoop.now() - began) / 1e9
+        if role != .subscriber { try await publish(video: role == .publisher) }
+        return latency
+    }
+
+    /// Connects to the first reachable of `urls` and joins in the bot's mode. A first join that
+    /// fails stops the bot; a rejoin's leaves it for the next attempt.
+    private func connectAndJoin(urls: [String], rejoin: Bool) async throws {
         let config = run.configuration
-        let url = run.signalingURL(room: room)
         let channel: RoomProtocolClient
-        do { channel = try await RoomProtocolClient.connect(url: url, timeout: config.requestTimeout) } catch {
+        do { channel = try await RoomProtocolClient.connect(urls: urls, timeout: config.requestTimeout) } catch {
             throw LoadError.unreachable("signalling connection", cause: error)
         }
         lock.withLock { self.channel = channel }
         if role == .subscriber {
             let (s, c) = AsyncStream<(RoomNotification, JSONValue)>.makeStream()
             let (offerStream, offerContinuation) = AsyncStream<(sdp: String, revision: Int)>.makeStream()
-            lock.withLock {
-                stream = c
-                offers = offerContinuation
-            }
             channel.setNotificationHandler { [weak self] method, data in
                 guard let self else { return }
                 switch method {
@@ -117,25 +137,37 @@ final class LoadBot: @unchecked Sendable {
                     // follow (its media cannot arrive before it is known); the rest waits its turn.
                     self.noteTrack(method, data)
                     c.yield((method, data))
+                case .clusterNodes:
+                    self.noteClusterNodes(data)
                 default:
                     c.yield((method, data))
                 }
             }
-            controlTask = Task { [weak self] in
+            let control = Task { [weak self] in
                 for await (method, data) in s {
                     guard let self else { return }
                     await self.handle(method, data)
                 }
             }
-            answerTask = Task { [weak self] in
+            let answers = Task { [weak self] in
                 for await (sdp, revision) in offerStream {
                     guard let self else { return }
                     await self.answer(sdp: sdp, revision: revision)
                 }
             }
+            lock.withLock {
+                stream = c
+                offers = offerContinuation
+                controlTask = control
+                answerTask = answers
+            }
             try await openSubscribeConnection()
+        } else {
+            channel.setNotificationHandler { [weak self] method, data in
+                if method == .clusterNodes { self?.noteClusterNodes(data) }
+            }
         }
-        channel.setCloseHandler { [weak self] in self?.connectionClosed() }
+        channel.setCloseHandler { [weak self, weak channel] in self?.connectionClosed(channel) }
         var data: [String: JSONValue] = [
             "protocolVersion": 2, "roomId": .string(room), "participantId": .string(id),
             "mode": .string(mode.rawValue), "autoConsume": false,
@@ -150,11 +182,14 @@ final class LoadBot: @unchecked Sendable {
         case .success(let d): joinData = d
         case .failure(let e):
             // A bot that did not join must not act on notifications (a late join would still be live).
-            await stop()
+            if rejoin {
+                await dropConnections()
+            } else {
+                await stop()
+            }
             if e.code < 0 { throw LoadError.unreachable("join", cause: e) }
             throw LoadError.refused(e)
         }
-        let latency = Double(EventLoop.now() - began) / 1e9
         lock.withLock {
             joined = true
             // A server without the list forwards what it forwards: VP8 is what every receiver takes.
@@ -179,10 +214,12 @@ final class LoadBot: @unchecked Sendable {
             if config.inviteEvery != nil {
                 _ = await call(.subscribe, ["topic": .string(inviteTopic)])
             }
-        } else {
-            try await publish(video: role == .publisher)
         }
-        return latency
+    }
+
+    private func noteClusterNodes(_ data: JSONValue) {
+        let urls = data["signalingUrls"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        lock.withLock { clusterURLs = urls }
     }
 
     private func openSubscribeConnection() async throws {
@@ -194,6 +231,7 @@ final class LoadBot: @unchecked Sendable {
             // this loop before the run lets the bot go.
             pc.onRTP = { [unowned(unsafe) self] transceiver, _, packet in self.received(transceiver, packet) }
             pc.onStateChange = { [unowned self, unowned pc] state in
+                guard pc === subscribeConnection else { return }
                 if state == .connected, subscribeConnectedAt == 0 { subscribeConnectedAt = EventLoop.now() }
                 // Its tracks never get media: the report says why, not only that they got none.
                 if state == .failed {
@@ -217,7 +255,7 @@ final class LoadBot: @unchecked Sendable {
     func call(_ method: RoomMethod, _ data: JSONValue) async -> Result<JSONValue, RoomError> {
         guard let channel = lock.withLock({ self.channel }) else { return .failure(RoomProtocolClient.closedError) }
         let r = await channel.request(method, data, timeout: run.configuration.requestTimeout)
-        if case .failure(let e) = r, !lock.withLock({ leaving }) {
+        if case .failure(let e) = r, !lock.withLock({ leaving || reconnecting }) {
             run.noteError("\(method.rawValue) \(e.code) \(e.name)", "\(id): \(e.message)")
         }
         return r
@@ -539,9 +577,12 @@ final class LoadBot: @unchecked Sendable {
     /// Joined and not disconnected.
     var isPresent: Bool { lock.withLock { joined && !leaving } }
 
-    /// Stamps each received track with when the subscribe connection connected (loop thread).
+    /// Rejoining after its signalling connection dropped.
+    var isReconnecting: Bool { lock.withLock { reconnecting } }
+
+    /// Stamps each received track with when its subscribe connection connected (loop thread).
     func stampConnectionTime() {
-        for t in allTracks { t.connected = subscribeConnectedAt }
+        for t in allTracks where t.retiredReceiver == nil { t.connected = subscribeConnectedAt }
     }
 
     /// Receiver statistics per mid of this bot's subscribe connection (loop thread).
@@ -556,18 +597,152 @@ final class LoadBot: @unchecked Sendable {
 
     // MARK: Teardown
 
-    private func connectionClosed() {
-        let (wasLeaving, wasJoined) = lock.withLock { () -> (Bool, Bool) in
-            let l = leaving
+    /// The signalling socket `closed` closed. The current one, with the bot joined and
+    /// ``LoadConfiguration/reconnectWindow`` set: the bot rejoins. Otherwise it is gone.
+    private func connectionClosed(_ closed: RoomProtocolClient?) {
+        let lostAt = EventLoop.now()
+        enum Next {
+            case ignore, rejoin
+            case gone(report: Bool)
+        }
+        let next = lock.withLock { () -> Next in
+            // A rejoin attempt's refused join, or a socket already replaced.
+            guard let closed, closed === channel, !reconnecting else { return .ignore }
+            if leaving { return .ignore }
+            if joined, run.configuration.reconnectWindow != nil {
+                reconnecting = true
+                joined = false
+                reconnections.append(Reconnection(lostAt: lostAt))
+                return .rejoin
+            }
             leaving = true
-            return (l, joined)
+            // A refused join closes the socket too: it is reported once, as the join's failure.
+            return .gone(report: joined)
         }
-        // A refused join closes the socket too: it is reported once, as the join's failure.
-        if !wasLeaving && wasJoined {
-            run.noteError("disconnected", "\(id): signalling connection closed by the server")
+        switch next {
+        case .ignore: return
+        case .rejoin: Task { await self.rejoin() }
+        case .gone(let report):
+            if report { run.noteError("disconnected", "\(id): signalling connection closed by the server") }
+            lock.withLock { stream }?.finish()
+            lock.withLock { offers }?.finish()
         }
-        lock.withLock { stream }?.finish()
-        lock.withLock { offers }?.finish()
+    }
+
+    /// Rejoins with the same participant id through the first reachable node (its own, then the
+    /// cluster's), following the SDK's ``ReconnectPolicy``: new media connections, the stage
+    /// consumed again by layout, a publisher publishing again; an invited guest comes back in the
+    /// audience.
+    private func rejoin() async {
+        await dropConnections()
+        if role == .subscriber { mode = .recvOnly }
+        let policy = ReconnectPolicy(window: run.configuration.reconnectWindow ?? 0)
+        let rejoined = await policy.retry(stop: { [self] in lock.withLock { leaving } }) { [self] in
+            let own = run.signalingURL(room: room)
+            let others = lock.withLock { clusterURLs }.map { run.signalingURL(room: room, base: $0) }
+            do {
+                try await connectAndJoin(urls: [own] + others.filter { $0 != own }, rejoin: true)
+                let joinedAt = EventLoop.now()
+                var published: UInt64 = 0
+                if role != .subscriber { published = try await publish(video: role == .publisher).connected }
+                lock.withLock {
+                    reconnections[reconnections.count - 1].rejoinedAt = joinedAt
+                    reconnections[reconnections.count - 1].publishedAt = published
+                    reconnecting = false
+                }
+                return true
+            } catch {
+                await dropConnections()
+                return false
+            }
+        }
+        guard !rejoined else { return }
+        let gaveUp = lock.withLock { () -> Bool in
+            reconnecting = false
+            if !reconnections.isEmpty { reconnections[reconnections.count - 1].failed = true }
+            defer { leaving = true }
+            return !leaving
+        }
+        if gaveUp {
+            run.noteError("reconnect-failed", "\(id): no node took the rejoin within the reconnect window")
+        }
+    }
+
+    /// Closes the signalling socket and both media connections and forgets the room as seen through
+    /// them, keeping what was counted (before a rejoin attempt).
+    private func dropConnections() async {
+        let (old, s, o, control, answers) = lock.withLock {
+            defer {
+                channel = nil
+                stream = nil
+                offers = nil
+                controlTask = nil
+                answerTask = nil
+                joined = false
+            }
+            return (channel, stream, offers, controlTask, answerTask)
+        }
+        old?.setCloseHandler(nil)
+        old?.setNotificationHandler(nil)
+        old?.close()
+        s?.finish()
+        o?.finish()
+        // Their requests on the closed socket fail at once; then the control state is theirs no more.
+        await control?.value
+        await answers?.value
+        stage = []
+        consuming = [:]
+        wantedViewport = [:]
+        sentViewport = [:]
+        webcamConsumers = []
+        lock.withLock { modes = [:] }
+        let now = EventLoop.now()
+        await loop.submit { [self] in
+            pump?.detach()
+            pump = nil
+            publishConnection?.close()
+            publishConnection = nil
+            if let pc = subscribeConnection {
+                let stats = ReceiverTotals.byMid(pc)
+                for t in allTracks where t.retiredReceiver == nil {
+                    t.retiredReceiver = stats[t.mid] ?? ReceiverTotals()
+                    t.connected = subscribeConnectedAt
+                    if t.closedAt == 0 {
+                        t.closedAt = now
+                        counters.tracksClosed += 1
+                    }
+                }
+                pc.onRTP = nil
+                pc.close()
+                counters.retire(pc)
+            }
+            subscribeConnection = nil
+            subscribeConnectedAt = 0
+            tracksByMid = [:]
+            routes.removeAll()
+            captureTimeExtensionID = 0
+        }
+    }
+
+    /// This bot's reconnections as the report shows them (loop thread): rejoin and media-again
+    /// times from the loss of the signalling connection. Media again: a subscriber's first packet
+    /// on a track announced after the loss (before the next one), a publisher's publish connection
+    /// connected.
+    func reconnectionResults(wallOffsetNanos: Int64) -> [LoadReport.Reconnection] {
+        let list = lock.withLock { reconnections }
+        return list.enumerated().map { i, r in
+            let next = i + 1 < list.count ? list[i + 1].lostAt : UInt64.max
+            var media: UInt64 = r.publishedAt
+            if role == .subscriber {
+                media =
+                    allTracks.filter { $0.createdAt >= r.lostAt && $0.createdAt < next && $0.firstPacket != 0 }
+                    .map(\.firstPacket).min() ?? 0
+            }
+            func ms(_ at: UInt64) -> Double? { at > r.lostAt ? Double(at - r.lostAt) / 1e6 : nil }
+            return LoadReport.Reconnection(
+                bot: id, lostAtUnixMs: Double(Int64(r.lostAt) &+ wallOffsetNanos) / 1e6, rejoinMs: ms(r.rejoinedAt),
+                mediaMs: ms(media), failed: r.failed)
+        }
     }
 
     /// Leaves the room and closes both connections.
@@ -582,8 +757,9 @@ final class LoadBot: @unchecked Sendable {
         }
         lock.withLock { stream }?.finish()
         lock.withLock { offers }?.finish()
-        controlTask?.cancel()
-        answerTask?.cancel()
+        let (control, answers) = lock.withLock { (controlTask, answerTask) }
+        control?.cancel()
+        answers?.cancel()
         await loop.submit { [self] in
             pump?.detach()
             pump = nil

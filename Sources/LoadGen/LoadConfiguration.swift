@@ -73,7 +73,8 @@ public struct LoadConfiguration: Sendable, Equatable {
     public var waitForTracks: Int?
     /// Seconds the run goes on after ``waitForTracks`` was reached (and ``duration`` passed).
     public var settleSeconds: Double = 3
-    /// When set, the run goes on past ``duration`` until every open track has received a packet, but
+    /// When set, the run goes on past ``duration`` until every open track has received a packet (and
+    /// no bot is still rejoining, ``reconnectWindow``), but
     /// never past this many seconds from the first join; stage invites stop at ``duration``. A test
     /// that checks every consumer got media waits for that on a busy machine instead of counting what
     /// arrived in a fixed window.
@@ -93,7 +94,8 @@ public struct LoadConfiguration: Sendable, Equatable {
     /// the run's measurements). A Janus run (no such list) sends VP8 for `auto`.
     public var videoCodec: VideoCodecChoice = .fixed(.vp8)
     /// Every this many seconds, one audience bot per room is invited on stage (and the previous one
-    /// sent back to the audience). Nil: no invites.
+    /// sent back to the audience), by a publisher of this run or, in a run of audience only, by
+    /// another audience bot. Nil: no invites.
     public var inviteEvery: Double?
     /// I/O threads (event loops) shared by all bots; defaults to one per core.
     public var loopCount: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
@@ -114,6 +116,19 @@ public struct LoadConfiguration: Sendable, Equatable {
     /// and is how `make bench` measures their cost. `UNDERSTUDY_RECEIVE_QUALITY=0` still turns them
     /// off for the whole process.
     public var qualityMetrics = true
+    /// `--reconnect SECONDS`: a bot whose signalling connection drops rejoins with the same id
+    /// through its own node or any other of the cluster (`clusterNodes`), with the SDK's backoff
+    /// (``ReconnectPolicy``), for up to this many seconds; the report gains `reconnects` (per bot,
+    /// loss to rejoin and to media again). Nil (the default): a dropped bot is gone, as before.
+    public var reconnectWindow: Double?
+    /// `--expect-participants N`: the room holds N participants in all, some of them in other
+    /// processes (a cluster run with one `understudy load` per node): the roster check then asks
+    /// each audience bot for N − 1 others, this run's with their modes. Nil: the room holds only
+    /// this run's bots.
+    public var expectParticipants: Int?
+    /// `--stay SECONDS`: after the run and its roster check, the bots stay joined this long before
+    /// leaving, so that other processes in the room check their rosters while all are present.
+    public var staySeconds: Double = 0
 
     /// A configuration for `room` on the server at `signalingURL`; other fields keep their defaults.
     public init(signalingURL: String, room: String) {
@@ -176,6 +191,17 @@ public struct LoadConfiguration: Sendable, Equatable {
             do { _ = try Impairment.parse(impair) } catch { throw bad("--impair: \(error.description)") }
         }
         guard impairShare >= 0, impairShare <= 1 else { throw bad("--impair-share must be a share in [0, 1]") }
+        if let reconnectWindow {
+            guard reconnectWindow > 0, reconnectWindow <= 86400 else {
+                throw bad("--reconnect must be a window of more than 0 s and at most a day")
+            }
+        }
+        guard staySeconds >= 0, staySeconds <= 3600 else { throw bad("--stay must be 0…3600 s") }
+        if let expectParticipants {
+            guard (1...1_000_000).contains(expectParticipants) else {
+                throw bad("--expect-participants must be 1…1000000")
+            }
+        }
     }
 
     /// The impairment of the bot with this join index (0, 1, …), or nil for an unimpaired one: a bot
@@ -213,7 +239,7 @@ extension LoadConfiguration: Codable {
         case signalingURL, room, rooms, token, secret, publishers, audioPublishers, subscribers, duration
         case waitForTracks, settleSeconds, waitForMediaUntil, maxDuration, joinRate, layout, simulcast, inviteEvery
         case loopCount, requestTimeout, idPrefix, iceServers, videoCodec
-        case impair, impairShare, qualityMetrics
+        case impair, impairShare, qualityMetrics, reconnectWindow, expectParticipants, staySeconds
     }
 
     /// A TURN server as JSON: its URL and credentials.
@@ -253,6 +279,9 @@ extension LoadConfiguration: Codable {
         impair = try c.decodeIfPresent(String.self, forKey: .impair)
         try take(.impairShare, &impairShare)
         try take(.qualityMetrics, &qualityMetrics)
+        reconnectWindow = try c.decodeIfPresent(Double.self, forKey: .reconnectWindow)
+        expectParticipants = try c.decodeIfPresent(Int.self, forKey: .expectParticipants)
+        try take(.staySeconds, &staySeconds)
         if let codec = try c.decodeIfPresent(String.self, forKey: .videoCodec) {
             guard let parsed = VideoCodecChoice.parse(codec) else {
                 throw DecodingError.dataCorruptedError(
@@ -299,6 +328,9 @@ extension LoadConfiguration: Codable {
         try c.encodeIfPresent(impair, forKey: .impair)
         try c.encode(impairShare, forKey: .impairShare)
         try c.encode(qualityMetrics, forKey: .qualityMetrics)
+        try c.encodeIfPresent(reconnectWindow, forKey: .reconnectWindow)
+        try c.encodeIfPresent(expectParticipants, forKey: .expectParticipants)
+        try c.encode(staySeconds, forKey: .staySeconds)
         try c.encode(videoCodec.description, forKey: .videoCodec)
         if !iceServers.isEmpty {
             try c.encode(

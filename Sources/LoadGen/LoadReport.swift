@@ -59,6 +59,9 @@ public struct LoadReport: Sendable, Codable {
         /// Capture (abs-capture-time at the publisher) to arrival at this subscriber.
         public var latencyAvgMs: Double?
         public var latencyMaxMs: Double?
+        /// Wall-clock time (ms since 1970) of the first media packet, to line up runs of several
+        /// processes on one machine (an invite in one, its guest's media in another).
+        public var firstPacketAtUnixMs: Double?
         public var closed: Bool
         /// Received quality of the track without decoding (nil in reports of older versions).
         public var quality: ReceiveQualitySnapshot?
@@ -159,6 +162,44 @@ public struct LoadReport: Sendable, Codable {
         public var example: String?
     }
 
+    /// One loss of a bot's signalling connection and its rejoin (``LoadConfiguration/reconnectWindow``).
+    public struct Reconnection: Sendable, Codable, Equatable {
+        public var bot: String
+        /// Wall-clock time (ms since 1970) the bot saw its signalling connection close.
+        public var lostAtUnixMs: Double
+        /// From the loss to the rejoin's `join` answered (nil: it never was).
+        public var rejoinMs: Double?
+        /// From the loss to media again: an audience bot's first packet on a track announced after
+        /// the rejoin, a publisher's publish connection connected (nil: no media again, or none to get).
+        public var mediaMs: Double?
+        /// The reconnect window ran out without a rejoin.
+        public var failed: Bool
+    }
+
+    /// Every bot's reconnections: counts, the spread of rejoin and media-again times, and each one.
+    public struct Reconnects: Sendable, Codable {
+        public var count: Int
+        public var failed: Int
+        public var rejoinMs: Percentiles
+        public var mediaMs: Percentiles
+        public var each: [Reconnection]
+
+        static func of(_ each: [Reconnection]) -> Reconnects {
+            Reconnects(
+                count: each.count, failed: each.filter(\.failed).count, rejoinMs: .of(each.compactMap(\.rejoinMs)),
+                mediaMs: .of(each.compactMap(\.mediaMs)), each: each.sorted { $0.lostAtUnixMs < $1.lostAtUnixMs })
+        }
+    }
+
+    /// A stage invite as sent (a `publish` on the guest's invite topic).
+    public struct Invite: Sendable, Codable, Equatable {
+        public var guest: String
+        /// `SEND_AND_RECV` (on stage) or `RECV_ONLY` (back).
+        public var mode: String
+        /// Wall-clock time (ms since 1970) it was sent.
+        public var sentAtUnixMs: Double
+    }
+
     /// Stage invites sent and the resulting mode changes (invite to producing, or back).
     public struct ModeChanges: Sendable, Codable {
         public var invitesSent: Int
@@ -177,6 +218,8 @@ public struct LoadReport: Sendable, Codable {
         /// Promotions: from the invite arriving at the bot to its publish connection connected (ICE +
         /// DTLS); the rest of ``latencyMs`` starts the media pump.
         public var publishConnectedMs: Percentiles?
+        /// Each invite sent (nil in merged reports and in reports of older versions).
+        public var invites: [Invite]?
     }
 
     /// One progress sample (cumulative counters), used to find the steady state.
@@ -273,6 +316,8 @@ public struct LoadReport: Sendable, Codable {
     public var errors: [ErrorCount]
     /// The end-of-run roster comparison (nil when no audience bot joined).
     public var rosterCheck: RosterCheck?
+    /// Reconnections of the run's bots (nil unless ``LoadConfiguration/reconnectWindow`` is set).
+    public var reconnects: Reconnects?
     public var tracks: [TrackResult]
     /// Received quality across the tracks, the worst named (nil when no track has a reading).
     public var quality: QualitySummary?
@@ -424,6 +469,10 @@ public struct LoadReport: Sendable, Codable {
             if let connected = modeChanges.publishConnectedMs, connected.count > 0 {
                 out += "  → connected \(pct(connected)) (publish connection: ICE + DTLS, since the invite)\n"
             }
+        }
+        if let r = reconnects, r.count > 0 {
+            out += "reconnects    \(r.count) (\(r.failed) failed); rejoined \(pct(r.rejoinMs))\n"
+            out += "  media again \(pct(r.mediaMs)) (since the signalling connection dropped)\n"
         }
         let peak = rssSamples.map(\.bytes).max() ?? 0
         out += String(

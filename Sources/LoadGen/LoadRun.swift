@@ -54,6 +54,7 @@ public final class LoadRun: @unchecked Sendable {
     private var joinFailures = 0
     private var errorCounts: [String: (count: Int, example: String)] = [:]
     private var invitesSent = 0
+    private var invites: [LoadReport.Invite] = []
     private var promotions = 0
     private var demotions = 0
     private var modeFailures = 0
@@ -92,7 +93,9 @@ public final class LoadRun: @unchecked Sendable {
             ? media : try SyntheticMedia.sharedLoop(layers: configuration.simulcast ? 3 : 1, codec: codec)
     }
 
-    func signalingURL(room: String) -> String {
+    /// The signalling URL of `room` with its token: through the configured server, or through
+    /// `base` (a `ws://…/v1/rtc` URL of another node of the cluster).
+    func signalingURL(room: String, base: String? = nil) -> String {
         let token: String
         if let t = configuration.token {
             token = t
@@ -103,7 +106,7 @@ public final class LoadRun: @unchecked Sendable {
                     lifetime: max(3600, configuration.duration * 2)),
                 secret: configuration.secret ?? "")
         }
-        return configuration.rtcURL + "?token=" + token
+        return (base ?? configuration.rtcURL) + "?token=" + token
     }
 
     // MARK: Bookkeeping (any thread)
@@ -244,7 +247,10 @@ public final class LoadRun: @unchecked Sendable {
             try? await Task.sleep(nanoseconds: min(remaining, 1_000_000_000))
             let sample = await snapshot()
             let now = EventLoop.now()
-            if configuration.waitForMediaUntil != nil, now >= minimum, sample.silentTracks == 0 {
+            // A bot still rejoining has no open track yet, and media to wait for.
+            if configuration.waitForMediaUntil != nil, now >= minimum, sample.silentTracks == 0,
+                sample.reconnecting == 0
+            {
                 deadline = now
             }
             if let wanted = configuration.waitForTracks, tracksReachedAt == nil, sample.tracks >= wanted {
@@ -291,6 +297,8 @@ public final class LoadRun: @unchecked Sendable {
             planned: planned.count, elapsed: elapsed, cpu: currentProcessCPUSeconds() - startCPU,
             loopCPU: endLoopCPU - startLoopCPU)
         report.rosterCheck = await checkRosters()
+        // Processes sharing a room check their rosters while every bot is still there.
+        if configuration.staySeconds > 0 { try? await Task.sleep(nanoseconds: UInt64(configuration.staySeconds * 1e9)) }
         await teardown()
         return report
     }
@@ -312,13 +320,21 @@ public final class LoadRun: @unchecked Sendable {
             let audience = present.filter { $0.role == .subscriber }
             checked = audience.count
             mismatched = []
+            let total = configuration.expectParticipants
             for bot in audience {
                 var expected = truth[bot.room] ?? [:]
                 expected[bot.id] = nil
                 let seen = bot.roomView
-                guard seen != expected else { continue }
                 let missing = expected.filter { seen[$0.key] != $0.value }.map { "\($0.key)=\($0.value.rawValue)" }
                     .sorted()
+                if let total {
+                    // Others' bots are known by number only.
+                    if missing.isEmpty && seen.count == total - 1 { continue }
+                    mismatched.append(
+                        (bot, "\(bot.id) sees \(seen.count) of \(total - 1) others, misses \(missing.prefix(3))"))
+                    continue
+                }
+                guard seen != expected else { continue }
                 let extra = seen.filter { expected[$0.key] == nil }.keys.sorted()
                 mismatched.append((bot, "\(bot.id) misses \(missing.prefix(3)) and still sees \(extra.prefix(3))"))
             }
@@ -345,11 +361,14 @@ public final class LoadRun: @unchecked Sendable {
         var cpuNanos: UInt64 = 0
         /// Open tracks that have received no packet yet.
         var silentTracks = 0
+        /// Bots rejoining after their signalling connection dropped.
+        var reconnecting = 0
     }
 
     func snapshot() async -> Snapshot {
         var s = Snapshot()
         let all = lock.withLock { bots }
+        s.reconnecting = all.filter(\.isReconnecting).count
         for c in loopCounters {
             let mine = all.filter { $0.counters === c }
             let (bytes, packets, totals, tracks, cpu) = await c.loop.submit {
@@ -378,14 +397,19 @@ public final class LoadRun: @unchecked Sendable {
             if Task.isCancelled || EventLoop.now() >= deadline { return }
             let current = lock.withLock { bots.filter { $0.joined } }
             for room in configuration.roomNames {
-                guard let host = current.first(where: { $0.room == room && $0.role != .subscriber }) else { continue }
                 let audience = current.filter { $0.room == room && $0.role == .subscriber }
+                // A run of audience only (its stage in another process) sends its invites from an
+                // audience bot other than the guest: any participant may publish on a topic.
+                let i = next[room, default: 0] % max(1, audience.count)
+                guard
+                    let host = current.first(where: { $0.room == room && $0.role != .subscriber })
+                        ?? audience.first(where: { $0 !== onStage[room] && $0 !== audience[safe: i] })
+                else { continue }
                 if let guest = onStage[room] {
                     onStage[room] = nil
                     await invite(guest, to: .recvOnly, by: host)
                 }
                 guard !audience.isEmpty else { continue }
-                let i = next[room, default: 0] % audience.count
                 next[room] = i + 1
                 onStage[room] = audience[i]
                 await invite(audience[i], to: .sendAndRecv, by: host)
@@ -394,7 +418,12 @@ public final class LoadRun: @unchecked Sendable {
     }
 
     private func invite(_ bot: LoadBot, to mode: ParticipantMode, by host: LoadBot) async {
-        lock.withLock { invitesSent += 1 }
+        let sent = LoadReport.Invite(
+            guest: bot.id, mode: mode.rawValue, sentAtUnixMs: Double(wallClockNanoseconds()) / 1e6)
+        lock.withLock {
+            invitesSent += 1
+            invites.append(sent)
+        }
         await host.call(
             .publish,
             ["topic": .string(bot.inviteTopic), "message": .string(mode.rawValue), "sendOnly": [.string(bot.id)]])
@@ -416,26 +445,39 @@ public final class LoadRun: @unchecked Sendable {
         var tracks: [LoadReport.TrackResult] = []
         var publishers: [LoadReport.PublisherResult] = []
         var latency = LatencyHistogram()
+        var reconnections: [LoadReport.Reconnection] = []
+        // Loop clock to wall clock, for the times other processes compare with.
+        let wallOffset = Int64(bitPattern: wallClockNanoseconds()) &- Int64(bitPattern: EventLoop.now())
         var ttfp: [Double] = []
         var ttfk: [Double] = []
         for c in loopCounters {
             let mine = all.filter { $0.counters === c }
-            let (t, p, h) = await c.loop.submit {
-                () -> ([LoadReport.TrackResult], [LoadReport.PublisherResult], LatencyHistogram) in
+            let (t, p, h, r) = await c.loop.submit {
+                () -> (
+                    [LoadReport.TrackResult], [LoadReport.PublisherResult], LatencyHistogram, [LoadReport.Reconnection]
+                )
+                in
                 var t: [LoadReport.TrackResult] = []
                 var p: [LoadReport.PublisherResult] = []
+                var r: [LoadReport.Reconnection] = []
                 for bot in mine {
                     bot.stampConnectionTime()
                     let stats = bot.receiverStatsByMid()
                     for track in bot.allTracks {
-                        t.append(LoadReport.TrackResult(track, receiver: stats[track.mid]))
+                        var row = LoadReport.TrackResult(track, receiver: track.retiredReceiver ?? stats[track.mid])
+                        if track.firstPacket != 0 {
+                            row.firstPacketAtUnixMs = Double(Int64(bitPattern: track.firstPacket) &+ wallOffset) / 1e6
+                        }
+                        t.append(row)
                     }
+                    r += bot.reconnectionResults(wallOffsetNanos: wallOffset)
                     for s in bot.senderStats() {
                         p.append(LoadReport.PublisherResult(participant: bot.id, kind: s.kind, stats: s.stats))
                     }
                 }
-                return (t, p, c.latency)
+                return (t, p, c.latency, r)
             }
+            reconnections += r
             tracks += t
             publishers += p
             latency.merge(h)
@@ -458,12 +500,12 @@ public final class LoadRun: @unchecked Sendable {
                     latencyMs: .of(modeLatencies.map { $0 * 1000 }),
                     changeModeMs: .of(changeModeLatencies.map { $0 * 1000 }),
                     produceMs: .of(produceLatencies.map { $0 * 1000 }),
-                    publishConnectedMs: .of(publishConnectedLatencies.map { $0 * 1000 })),
+                    publishConnectedMs: .of(publishConnectedLatencies.map { $0 * 1000 }), invites: invites),
                 rssSamples, ticks
             )
         }
         let impairedBots = lock.withLock { bots.filter { $0.impairment != nil }.map(\.id) }
-        return LoadReport(
+        var report = LoadReport(
             configuration: configuration, plannedParticipants: planned, joinedParticipants: joins.count,
             joinFailures: failures, elapsedSeconds: elapsed, joinLatencyMs: .of(joins.map { $0 * 1000 }),
             tracks: tracks, publishers: publishers, latency: latency, timeToFirstPacketMs: .of(ttfp),
@@ -475,6 +517,8 @@ public final class LoadRun: @unchecked Sendable {
                 modeChangeLatencyMs: lock.withLock { modeLatencies.map { $0 * 1000 } },
                 latencyBuckets: latency.nonEmptyBuckets, latencyMaxNanos: latency.maxNanos),
             impairedBots: impairedBots)
+        if configuration.reconnectWindow != nil { report.reconnects = .of(reconnections) }
+        return report
     }
 }
 
@@ -488,4 +532,9 @@ public enum LoadGen {
         run.onProgress = progress
         return try await run.run()
     }
+}
+
+extension Array {
+    /// The element at `index`, or nil past either end.
+    fileprivate subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
 }

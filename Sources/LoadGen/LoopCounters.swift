@@ -31,6 +31,9 @@ final class TrackCounter: @unchecked Sendable {
     var latencySum: UInt64 = 0
     var latencyCount: UInt64 = 0
     var latencyMax: UInt64 = 0
+    /// The receiver statistics of a track whose subscribe connection a rejoin replaced (nil while
+    /// its connection is the bot's current one).
+    var retiredReceiver: ReceiverTotals?
 
     init(subscriberID: String, publisherID: String, kind: MediaKind, mid: String, createdAt: UInt64) {
         self.subscriberID = subscriberID
@@ -127,13 +130,26 @@ final class LoopCounters: @unchecked Sendable {
     var latency = LatencyHistogram()
     /// Subscribe connections living on this loop (for receiver statistics).
     var subscribeConnections: [PeerConnection] = []
+    /// What the subscribe connections a rejoin replaced had received and lost, so the run's totals
+    /// never go backwards.
+    var retiredReceived: UInt64 = 0
+    var retiredLost: Int64 = 0
 
     init(loop: EventLoop) { self.loop = loop }
 
+    /// Takes `pc` out of the live set, keeping its totals (loop thread).
+    func retire(_ pc: PeerConnection) {
+        for s in pc.receiverStats() {
+            retiredReceived &+= s.stats.packetsReceived
+            retiredLost &+= max(0, s.stats.packetsLost)
+        }
+        subscribeConnections.removeAll { $0 === pc }
+    }
+
     /// Packets received and lost so far by every receiver on this loop (loop thread).
     func receiverTotals() -> (received: UInt64, lost: Int64) {
-        var received: UInt64 = 0
-        var lost: Int64 = 0
+        var received = retiredReceived
+        var lost = retiredLost
         for pc in subscribeConnections {
             for s in pc.receiverStats() {
                 received &+= s.stats.packetsReceived

@@ -1,11 +1,12 @@
 import Foundation
+import SystemCalls
 
 /// A throw-away `redis-server` on a free loopback port (no persistence), for tests and benchmarks:
 /// they start their own instead of depending on one being there.
 // Safe: immutable after start (process handle and port); stop() only signals the process.
 public final class LocalRedisServer: @unchecked Sendable {
     public let port: Int
-    private var process: Process?
+    private var process: ChildProcess?
     private let directory: URL
 
     public init() throws {
@@ -20,19 +21,17 @@ public final class LocalRedisServer: @unchecked Sendable {
     public var url: String { "redis://127.0.0.1:\(port)" }
 
     public func start() throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.serverPath)
-        p.arguments = [
-            "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-            "--dir", directory.path,
-        ]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard FileManager.default.isExecutableFile(atPath: p.executableURL?.path ?? "") else {
+        guard FileManager.default.isExecutableFile(atPath: Self.serverPath) else {
             throw RedisError.connection("redis-server is not installed (Debian: apt-get install redis-server)")
         }
-        try p.run()
-        process = p
+        let arguments = [
+            "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory.path,
+        ]
+        do {
+            process = try ChildProcess(Self.serverPath, arguments, standardOutput: .null, standardError: .null)
+        } catch {
+            throw RedisError.connection("redis-server did not start: \(error)")
+        }
         // Ready when it accepts a connection (generous deadline: the machine may be busy).
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
@@ -44,10 +43,9 @@ public final class LocalRedisServer: @unchecked Sendable {
 
     public func stop() {
         guard let p = process else { return }
-        // SIGKILL: a child spawned from a dispatch thread inherits its blocked SIGTERM, and a
-        // throw-away server has nothing to save.
-        kill(p.processIdentifier, SIGKILL)
-        p.waitUntilExit()
+        // SIGKILL: a throw-away server has nothing to save.
+        p.signal(SIGKILL)
+        p.wait()
         process = nil
     }
 

@@ -342,6 +342,16 @@ public final class RoomServer: @unchecked Sendable {
             Task { await self.placeAndJoin(session: client, request: request, directory: directory) }
             return
         }
+        if let directory, configuration.edgeAudience > 0, request.mode == .recvOnly,
+            let client = session as? ClientSession, client.proxiedBy == nil
+        {
+            // The room's origin, reached directly by an audience member: past its share, an edge.
+            Task {
+                if await self.placeOverOriginShare(session: client, request: request, directory: directory) { return }
+                self.admitLocally(session: session, request: request)
+            }
+            return
+        }
         admitLocally(session: session, request: request)
     }
 
@@ -461,6 +471,26 @@ public final class RoomServer: @unchecked Sendable {
             session.proxied(through: proxy)
             return true
         }
+    }
+
+    /// An audience join that reached the origin directly, past its share of the room: proxied to
+    /// the node placement chooses as its edge (which proxies it back here, keeping the media
+    /// there), as a join reaching a full edge is. False: the origin serves it (below its share, no
+    /// node below its share or free, or the edge unreachable).
+    private func placeOverOriginShare(session: ClientSession, request: JoinRequest, directory: RoomDirectory)
+        async -> Bool
+    {
+        let share = configuration.edgeAudience
+        guard let text = session.joinText, let room = existingRoom(request.roomId),
+            let summary = await room.currentSummary(), summary.localAudienceCount >= share,
+            case .edge(let peer) = await directory.audiencePlacement(roomId: request.roomId, share: share),
+            let proxy = await SignalProxy.open(
+                for: session, to: peer, joinText: text, proxyNode: nodeId,
+                extraHeaders: [(Self.edgePlacedHeader, "1")])
+        else { return false }
+        locked { proxiedConnections += 1 }
+        session.proxied(through: proxy)
+        return true
     }
 
     /// A proxied join whose edge offers to serve the member's media: accepted when the edge is a

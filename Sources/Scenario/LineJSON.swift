@@ -1,3 +1,5 @@
+import Signaling
+
 /// A JSON value that remembers the line it started on, so scenario errors can point at the file.
 ///
 /// Foundation's `JSONSerialization` drops positions; scenario files are small, so a plain recursive
@@ -44,7 +46,8 @@ public struct LineJSON: Sendable {
             return out + "\""
         case .array(let items): return "[" + items.map(\.jsonText).joined(separator: ",") + "]"
         case .object(let members):
-            return "{" + members.map { LineJSON(value: .string($0.key), line: 0).jsonText + ":" + $0.value.jsonText }
+            return "{"
+                + members.map { LineJSON(value: .string($0.key), line: 0).jsonText + ":" + $0.value.jsonText }
                 .joined(separator: ",") + "}"
         }
     }
@@ -147,12 +150,8 @@ public enum LineJSONReader {
         mutating func readObject(depth: Int) throws(LineJSONSyntaxError) -> LineJSON.Value {
             index += 1  // {
             var members: [(key: String, value: LineJSON)] = []
-            skipWhitespace()
-            if current == UInt8(ascii: "}") {
-                index += 1
-                return .object(members)
-            }
-            while true {
+            if isEmptyContainer(UInt8(ascii: "}")) { return .object(members) }
+            repeat {
                 skipWhitespace()
                 guard current == UInt8(ascii: "\"") else {
                     throw fail("expected a quoted member name, found \(Self.describe(current))")
@@ -166,36 +165,43 @@ public enum LineJSONReader {
                 index += 1
                 skipWhitespace()
                 members.append((key, try readValue(depth: depth + 1)))
-                skipWhitespace()
-                switch current {
-                case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "}"):
-                    index += 1
-                    return .object(members)
-                default: throw fail("expected ',' or '}' in an object, found \(Self.describe(current))")
-                }
-            }
+            } while try !endOfContainer(UInt8(ascii: "}"), "an object")
+            return .object(members)
         }
 
         mutating func readArray(depth: Int) throws(LineJSONSyntaxError) -> LineJSON.Value {
             index += 1  // [
             var items: [LineJSON] = []
-            skipWhitespace()
-            if current == UInt8(ascii: "]") {
-                index += 1
-                return .array(items)
-            }
-            while true {
+            if isEmptyContainer(UInt8(ascii: "]")) { return .array(items) }
+            repeat {
                 skipWhitespace()
                 items.append(try readValue(depth: depth + 1))
-                skipWhitespace()
-                switch current {
-                case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "]"):
-                    index += 1
-                    return .array(items)
-                default: throw fail("expected ',' or ']' in an array, found \(Self.describe(current))")
-                }
+            } while try !endOfContainer(UInt8(ascii: "]"), "an array")
+            return .array(items)
+        }
+
+        /// After an opening bracket: true past `close` right away (an empty object or array).
+        mutating func isEmptyContainer(_ close: UInt8) -> Bool {
+            skipWhitespace()
+            guard current == close else { return false }
+            index += 1
+            return true
+        }
+
+        /// After a member or element of `container`: false past a `,` (another follows), true past `close`.
+        mutating func endOfContainer(_ close: UInt8, _ container: String) throws(LineJSONSyntaxError) -> Bool {
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","):
+                index += 1
+                return false
+            case close:
+                index += 1
+                return true
+            default:
+                throw fail(
+                    "expected ',' or '\(Character(Unicode.Scalar(close)))' in \(container), found \(Self.describe(current))"
+                )
             }
         }
 
@@ -228,29 +234,26 @@ public enum LineJSONReader {
                 case UInt8(ascii: "\\"):
                     guard let e = current else { throw fail("unterminated string") }
                     index += 1
-                    switch e {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-                    case UInt8(ascii: "b"): out.append(0x08)
-                    case UInt8(ascii: "f"): out.append(0x0c)
-                    case UInt8(ascii: "n"): out.append(0x0a)
-                    case UInt8(ascii: "r"): out.append(0x0d)
-                    case UInt8(ascii: "t"): out.append(0x09)
-                    case UInt8(ascii: "u"):
-                        var scalar = try readHex4()
-                        if scalar >= 0xD800 && scalar < 0xDC00 {
-                            // A high surrogate must be followed by an escaped low surrogate.
-                            guard current == UInt8(ascii: "\\"), index + 1 < bytes.count,
-                                bytes[index + 1] == UInt8(ascii: "u")
-                            else { throw fail("unpaired surrogate in \\u escape") }
-                            index += 2
-                            let low = try readHex4()
-                            guard low >= 0xDC00 && low < 0xE000 else { throw fail("unpaired surrogate in \\u escape") }
-                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                        }
-                        guard let u = Unicode.Scalar(scalar) else { throw fail("invalid \\u escape") }
-                        out.append(contentsOf: Array(String(Character(u)).utf8))
-                    default: throw fail("invalid escape '\\\(Character(Unicode.Scalar(e)))'")
+                    if let byte = JSONEscape.byte(escapedBy: e) {
+                        out.append(byte)
+                        continue
                     }
+                    guard e == UInt8(ascii: "u") else {
+                        throw fail("invalid escape '\\\(Character(Unicode.Scalar(e)))'")
+                    }
+                    var scalar = try readHex4()
+                    if scalar >= 0xD800 && scalar < 0xDC00 {
+                        // A high surrogate must be followed by an escaped low surrogate.
+                        guard current == UInt8(ascii: "\\"), index + 1 < bytes.count,
+                            bytes[index + 1] == UInt8(ascii: "u")
+                        else { throw fail("unpaired surrogate in \\u escape") }
+                        index += 2
+                        let low = try readHex4()
+                        guard low >= 0xDC00 && low < 0xE000 else { throw fail("unpaired surrogate in \\u escape") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let u = Unicode.Scalar(scalar) else { throw fail("invalid \\u escape") }
+                    out.append(contentsOf: Array(String(Character(u)).utf8))
                 case 0..<0x20:
                     if c == UInt8(ascii: "\n") { throw fail("unterminated string (line break inside)") }
                     throw fail("control character in string")

@@ -83,11 +83,8 @@ public enum ScenarioRunner {
         let outDir =
             environment.outputDirectory
             ?? (NSTemporaryDirectory() as NSString).appendingPathComponent("understudy-scenario-\(UUID().uuidString)")
-        let lines = EventLines()
-        let log: @Sendable (String) -> Void = { line in
-            lines.add(line)
-            environment.log(line)
-        }
+        let lines = EventLines(echo: environment.log)
+        let log: @Sendable (String) -> Void = lines.add
         var bots: [String: ScenarioParticipant] = [:]
         for spec in scenario.bots {
             bots[spec.id] = ScenarioParticipant(
@@ -123,50 +120,45 @@ public enum ScenarioRunner {
     }
 }
 
-// Safe: the lines are guarded by `lock`.
-final class EventLines: @unchecked Sendable {
+/// A run's event log: each line stamped with the seconds since the log began (scenario runs and
+/// `understudy demo`), and each event also handed to `echo` as it happens.
+// Safe: the lines are guarded by `lock`; `start` and `echo` are immutable.
+package final class EventLines: @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
     private let start = Date()
-    func add(_ s: String) {
+    private let echo: @Sendable (String) -> Void
+
+    package init(echo: @escaping @Sendable (String) -> Void = { _ in }) { self.echo = echo }
+
+    package func add(_ s: String) {
         let line = String(format: "%7.2f s  ", Date().timeIntervalSince(start)) + s
         lock.withLock { lines.append(line) }
+        echo(s)
     }
-    var all: [String] { lock.withLock { lines } }
+
+    /// The stamped lines so far.
+    package var all: [String] { lock.withLock { lines } }
 }
 
 /// Runs `body`, failing with a timeout error after `seconds` (the body is then cancelled).
 func withTimeout(_ seconds: Double, what: String, _ body: @escaping @Sendable () async throws -> Void) async throws {
-    let gate = OneShot()
+    let gate = OnceFlag()
     try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, Error>) in
         let work = Task {
             do {
                 try await body()
-                if gate.fire() { c.resume() }
+                if gate.claim() { c.resume() }
             } catch {
-                if gate.fire() { c.resume(throwing: error) }
+                if gate.claim() { c.resume(throwing: error) }
             }
         }
         Task {
             try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
-            if gate.fire() {
+            if gate.claim() {
                 work.cancel()
                 c.resume(throwing: ScenarioStepError.timedOut("after \(seconds) s"))
             }
-        }
-    }
-}
-
-// Safe: `fired` is guarded by `lock`.
-final class OneShot: @unchecked Sendable {
-    private let lock = NSLock()
-    private var fired = false
-    /// True for the first caller only.
-    func fire() -> Bool {
-        lock.withLock {
-            if fired { return false }
-            fired = true
-            return true
         }
     }
 }
@@ -403,6 +395,15 @@ struct Context: Sendable {
         }
     }
 
+    /// Nil when `b` sees `p` on the stage (`onStage`) or in the audience, and only there; else
+    /// what `b` sees.
+    private static func placement(of p: String, seenBy b: ScenarioParticipant, onStage: Bool) -> String? {
+        let stage = b.stage
+        let audience = b.audience
+        if stage.contains(p) == onStage && audience.contains(p) != onStage { return nil }
+        return "\(b.id): stage [\(stage.joined(separator: ", "))], audience [\(audience.joined(separator: ", "))]"
+    }
+
     private func seen(_ b: ScenarioParticipant, _ p: String) -> Participant? {
         guard let room = b.room else { return nil }
         if room.localParticipant.id == p { return room.localParticipant }
@@ -450,21 +451,9 @@ struct Context: Sendable {
     func evaluate(_ kind: Expectation.Kind) -> String? {
         switch kind {
         case .onStage(let p, let list):
-            return everyBot(list) { b in
-                let stage = b.stage
-                let audience = b.audience
-                if stage.contains(p) && !audience.contains(p) { return nil }
-                return
-                    "\(b.id): stage [\(stage.joined(separator: ", "))], audience [\(audience.joined(separator: ", "))]"
-            }
+            return everyBot(list) { b in Self.placement(of: p, seenBy: b, onStage: true) }
         case .inAudience(let p, let list):
-            return everyBot(list) { b in
-                let stage = b.stage
-                let audience = b.audience
-                if audience.contains(p) && !stage.contains(p) { return nil }
-                return
-                    "\(b.id): stage [\(stage.joined(separator: ", "))], audience [\(audience.joined(separator: ", "))]"
-            }
+            return everyBot(list) { b in Self.placement(of: p, seenBy: b, onStage: false) }
         case .present(let p, let list):
             return everyBot(list) { b in seen(b, p) == nil ? "\(b.id) does not see \(p)" : nil }
         case .absent(let p, let list):

@@ -445,19 +445,13 @@ public final class Room: @unchecked Sendable {
         participantId: String?, mic: Bool, cam: Bool, _ handle: @escaping (Result<JSONValue, UnderstudyError>) -> Void
     ) async {
         let handler = UncheckedSendable(handle)
-        var connection: RoomProtocolClient?
-        var lastError: (any Error)?
-        for url in [signalingURL] + clusterURLs.filter({ $0 != signalingURL }) {
-            do {
-                connection = try await RoomProtocolClient.connect(url: url + "?token=" + token, timeout: 10)
-                break
-            } catch {
-                lastError = error
-            }
-        }
-        guard let connection else {
-            let message = "cannot reach the room server: \(lastError.map { "\($0)" } ?? "no address")"
-            let failure = UnderstudyError(code: 3047, message: message, underlyingError: lastError)
+        let connection: RoomProtocolClient
+        do {
+            let urls = [signalingURL] + clusterURLs.filter({ $0 != signalingURL })
+            connection = try await RoomProtocolClient.connect(urls: urls.map { $0 + "?token=" + token }, timeout: 10)
+        } catch {
+            let failure = UnderstudyError(
+                code: 3047, message: "cannot reach the room server: \(error)", underlyingError: error)
             await onQueue { handler.value(.failure(failure)) }
             return
         }

@@ -179,20 +179,11 @@ extension Room {
         rejoinSeen = []
         let localId = localParticipant.id
         let policy = reconnect
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(policy.window * 1e9)
         Task {
-            var attempt = 0
-            while attempt < (policy.maxAttempts ?? Int.max) {
-                let pause = policy.delay(beforeAttempt: attempt)
-                attempt += 1
-                // The last attempt starts no later than the end of the window.
-                let now = DispatchTime.now().uptimeNanoseconds
-                guard now < deadline || attempt == 1 else { break }
-                let wait = min(pause, Double(deadline &- min(deadline, now)) / 1e9)
-                try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
-                if self.isFinished { return }
-                if await self.rejoinOnce(participantId: localId, restore: restore) { return }
+            let rejoined = await policy.retry(stop: { self.isFinished }) {
+                await self.rejoinOnce(participantId: localId, restore: restore)
             }
+            if rejoined || self.isFinished { return }
             await self.onQueue {
                 self.reconnection.rejoining = false
                 guard self.exitReason == nil else { return }
@@ -261,13 +252,17 @@ extension Room {
     }
 }
 
-/// Lets exactly one of several racing paths resume a continuation.
+/// Lets exactly one of several racing paths resume a continuation (the SDK's requests and
+/// rejoins, the scenario runner's step timeouts).
 // Safe: the flag is guarded by `lock`, so exactly one racer wins.
-final class OnceFlag: @unchecked Sendable {
+package final class OnceFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var claimed = false
 
-    func claim() -> Bool {
+    package init() {}
+
+    /// True for the first caller only.
+    package func claim() -> Bool {
         lock.withLock {
             if claimed { return false }
             claimed = true

@@ -157,3 +157,7 @@ public enum EntryDecision: String, Sendable, Hashable {
 /// name, so that code importing only the SDK finds it. ``PubSubMessage/payloadJSON`` and
 /// ``PubSubMessage/payload`` are the SDK's views of its payload.
 public typealias PubSubMessage = RoomProtocol.PubSubMessage
+
+/// How a room rides out a lost signalling connection: ``RoomProtocol/ReconnectPolicy``, under the
+/// SDK's name (the load generator's bots share it).
+public typealias ReconnectPolicy = RoomProtocol.ReconnectPolicy

@@ -131,6 +131,41 @@ struct ParticipantRecorderTests {
         #expect(Set(participant.keys) == ["id", "name", "mode", "joinedAt"])
     }
 
+    /// A file opens with its first frame (audio, usually), but its video starts at the first key
+    /// frame, which a new subscriber waits for: the log says when, once, so a reader of the log (the
+    /// interop tests' frame counts) knows from when the publisher's frames can be in the file.
+    @Test func theLogSaysWhenTheVideoStarts() async throws {
+        let dir = try makeScratchDirectory("recorder")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let lines = Seen()
+        let recorder = ParticipantRecorder(
+            directory: dir, format: .webm, writesManifest: false,
+            manifest: RecordingManifest(room: "r", recordFormat: "webm"),
+            log: { line in lines.lock.withLock { lines.opened.append(line) } })
+        let key = recorder.key(participantId: "cam", kind: .video)
+        let slot = try #require(recorder.slot(key, name: "cam"))
+        let started = "recording cam: vp8 video from its first key frame"
+        let videoLines = { lines.lock.withLock { lines.opened.filter { $0 == started } } }
+        for n in 0..<10 { slot.write(Self.opus(n), arrival: UInt64(n) * 20_000_000) }
+        try await waitUntil("the file is open", seconds: 30) { recorder.recording(key) != nil }
+        // A delta frame before any key frame cannot start the video.
+        slot.write(
+            EncodedFrame(codec: .vp8, data: [0x11, 0x01, 0x00, 1, 2, 3], timestamp: 0, isKeyframe: false),
+            arrival: 200_000_000)
+        #expect(videoLines().isEmpty)
+        let key320: [UInt8] = [0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x40, 0x01, 0xF0, 0x00, 1, 2, 3]
+        for n in 0..<3 {
+            let frame = EncodedFrame(
+                codec: .vp8, data: n == 0 ? key320 : [0x11, 0x01, 0x00, 4, 5, 6], timestamp: UInt32(3000 * (n + 1)),
+                isKeyframe: n == 0)
+            slot.write(frame, arrival: UInt64(220_000_000 + 33_000_000 * n))
+        }
+        #expect(videoLines() == [started])
+        let closed = await recorder.close()
+        #expect(closed[key]?.videoFrames == 3)
+        #expect(recorder.manifest.files.first?.videoCodec == "vp8")
+    }
+
     /// A file that cannot be opened is reported, and its slot drops frames instead of holding them.
     @Test func aFileThatCannotOpenIsReported() async throws {
         let dir = try makeScratchDirectory("recorder")

@@ -3,6 +3,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -435,13 +436,7 @@ private func relayWhilePlaying(
     try relay.writeSDP(to: sdpPath)
     await loop.submit { relay.send(frames[0], arrival: EventLoop.now()) }
     let sdp = try String(contentsOfFile: sdpPath, encoding: .utf8)
-    let player = Process()
-    player.executableURL = URL(fileURLWithPath: python)
-    player.arguments = ["-c", script(sdpPath)]
-    let out = Pipe()
-    player.standardOutput = out
-    player.standardError = FileHandle.nullDevice
-    try player.run()
+    let player = try ChildProcess(python, ["-c", script(sdpPath)], standardOutput: .pipe, standardError: .null)
     try await Task.sleep(nanoseconds: 1_000_000_000)
     let media = SyntheticMedia.shared(layers: 1)
     let pacer = Pacer(
@@ -451,11 +446,12 @@ private func relayWhilePlaying(
     loop.addTicker(pacer)
     try await waitUntil("the pacer", seconds: 15) { pacer.done.withLock { $0 } }
     loop.removeTicker(pacer)
-    _ = try? await waitUntil("the player to exit", seconds: 15) { !player.isRunning }
-    if player.isRunning { player.terminate() }
-    player.waitUntilExit()
+    _ = try? await waitUntil("the player to exit", seconds: 15) { player.hasExited }
+    player.signal(SIGTERM)
+    let out = ChildProcess.readToEnd(player.standardOutput!)
+    player.wait()
     relay.close()
-    return (sdp, port, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+    return (sdp, port, String(decoding: out, as: UTF8.self))
 }
 
 /// Relays `video` and `audio` (by index, until nil) in real time while ffmpeg plays the relay's .sdp
@@ -486,17 +482,13 @@ private func playThroughFFmpeg(
     checkSDP(try String(contentsOfFile: sdpPath, encoding: .utf8), port)
 
     // Copy to a file (counted by ffprobe) and decode at the same time (errors on stderr).
-    let ffmpeg = Process()
-    ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-    ffmpeg.arguments = [
-        "-nostdin", "-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdpPath,
-        "-map", "0", "-c", "copy", "-t", "3.5", "-y", outPath,
-        "-map", "0", "-t", "3.5", "-f", "null", "-",
-    ]
-    let errPipe = Pipe()
-    ffmpeg.standardError = errPipe
-    ffmpeg.standardOutput = FileHandle.nullDevice
-    try ffmpeg.run()
+    let ffmpeg = try ChildProcess(
+        "/usr/bin/ffmpeg",
+        [
+            "-nostdin", "-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdpPath,
+            "-map", "0", "-c", "copy", "-t", "3.5", "-y", outPath,
+            "-map", "0", "-t", "3.5", "-f", "null", "-",
+        ], standardOutput: .null, standardError: .pipe)
     try await Task.sleep(nanoseconds: 1_000_000_000)
 
     let pacer = Pacer(relay: relay, video: video, audio: audio, fps: fps, seconds: 4)
@@ -509,11 +501,11 @@ private func playThroughFFmpeg(
 
     // ffmpeg stops by itself after 3.5 s of media (`-t`); SIGINT (which also makes it finish its
     // outputs) only if it is still waiting a few seconds later.
-    let exited = (try? await waitUntil("ffmpeg to exit", seconds: 5) { !ffmpeg.isRunning }) != nil
-    if !exited { ffmpeg.interrupt() }
+    let exited = (try? await waitUntil("ffmpeg to exit", seconds: 5) { ffmpeg.hasExited }) != nil
+    if !exited { ffmpeg.signal(SIGINT) }
     #expect(exited, "ffmpeg did not stop after 3.5 s of media")
-    let errData = errPipe.fileHandleForReading.readDataToEndOfFile()
-    ffmpeg.waitUntilExit()
+    let errData = ChildProcess.readToEnd(ffmpeg.standardError!)
+    ffmpeg.wait()
     relay.close()
 
     // Over loopback, ffmpeg's RTP demuxer may still note a reorder timeout or a missed packet

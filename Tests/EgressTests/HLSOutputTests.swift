@@ -1,6 +1,7 @@
 import Egress
 import Foundation
 import Media
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -76,23 +77,21 @@ import Testing
         let feed = try CompositeFeed(keyframeSeconds: 1)
         try await feed.feed(seconds: 2.5, to: [output])
         DiskWriter.shared.waitForQueued()
-        let reader = Process()
-        reader.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        reader.arguments = [
-            "-nostdin", "-v", "error", "-live_start_index", "0", "-i", dir + "/live.m3u8", "-c", "copy", "-y",
-            dir + "/copy.mp4",
-        ]
-        reader.standardError = FileHandle.nullDevice
-        try reader.run()
+        let reader = try ChildProcess(
+            "/usr/bin/ffmpeg",
+            [
+                "-nostdin", "-v", "error", "-live_start_index", "0", "-i", dir + "/live.m3u8", "-c", "copy", "-y",
+                dir + "/copy.mp4",
+            ], standardError: .null)
         for _ in 0..<10 {
             try await feed.feed(seconds: 0.5, to: [output])
             try await Task.sleep(nanoseconds: 500_000_000)
         }
         try await onOwnThread { try output.finish() }
         let deadline = Date().addingTimeInterval(30)
-        while reader.isRunning && Date() < deadline { try await Task.sleep(nanoseconds: 100_000_000) }
-        if reader.isRunning { reader.terminate() }
-        #expect(reader.terminationStatus == 0)
+        while !reader.hasExited && Date() < deadline { try await Task.sleep(nanoseconds: 100_000_000) }
+        reader.signal(SIGTERM)
+        #expect(reader.wait() == 0)
         let copied = try await probe(dir + "/copy.mp4")
         #expect(copied.codecs == ["aac", "h264"])
         #expect(abs(copied.duration - 7.5) < 0.1, "duration \(copied.duration)")

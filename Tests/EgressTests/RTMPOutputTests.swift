@@ -1,5 +1,6 @@
 import Foundation
 import Media
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -57,8 +58,7 @@ import Testing
         let feed = try CompositeFeed(keyframeSeconds: 1)
         try await feedPaced(feed, output, until: "60 video frames sent") { output.stats.sentVideoFrames >= 60 }
         #expect(output.stats.connections == 1)
-        // SIGKILL: the test process's children inherit a mask that blocks SIGTERM.
-        kill(first.processIdentifier, SIGKILL)
+        first.signal(SIGKILL)
         try await wait(first, "the first server to die")
         let sentBefore = output.stats.sentVideoFrames
         let second = try listen(url, into: dir + "/second.flv")
@@ -149,23 +149,20 @@ import Testing
         }
     }
 
-    func listen(_ url: String, into path: String) throws -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        p.arguments = [
-            "-nostdin", "-v", "error", "-analyzeduration", "1000000", "-listen", "1", "-i", url, "-c", "copy",
-            "-flush_packets", "1", "-y", path,
-        ]
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        return p
+    func listen(_ url: String, into path: String) throws -> ChildProcess {
+        try ChildProcess(
+            "/usr/bin/ffmpeg",
+            [
+                "-nostdin", "-v", "error", "-analyzeduration", "1000000", "-listen", "1", "-i", url, "-c", "copy",
+                "-flush_packets", "1", "-y", path,
+            ], standardError: .null)
     }
 
-    func wait(_ p: Process, _ what: String) async throws {
+    func wait(_ p: ChildProcess, _ what: String) async throws {
         let deadline = Date().addingTimeInterval(30)
-        while p.isRunning {
+        while !p.hasExited {
             guard Date() < deadline else {
-                kill(p.processIdentifier, SIGKILL)
+                p.signal(SIGKILL)
                 throw WaitTimeout(what: what)
             }
             try await Task.sleep(nanoseconds: 50_000_000)

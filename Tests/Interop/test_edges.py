@@ -8,7 +8,8 @@
   edge), not per edge member.
 - An edge member invited on stage publishes to its edge, which pipes the tracks to the origin; the
   audience on every node receives it.
-- kill -9 of an edge: its members reconnect through the other nodes and receive again.
+- kill -9 of an edge: its members (an agent, and load bots with `--reconnect`) reconnect through the
+  other nodes and receive again; the bots' report has each one's rejoin and media-again times.
 """
 
 from __future__ import annotations
@@ -48,14 +49,14 @@ class Load:
     """One `understudy load` of audience bots through one node."""
 
     def __init__(self, node, prefix: str, workdir: Path, seconds: int, subscribers: int = SHARE,
-                 extra: tuple[str, ...] = ()):
+                 extra: tuple[str, ...] = (), wait_for_media: int = 20):
         self.report_path = workdir / f"load-{prefix}.json"
         self.log_path = workdir / f"load-{prefix}.log"
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(
                 [understudy_bin(), "load", "--server", node.url, "--room", "stage", "--secret", SECRET,
                  "--publishers", "0", "--subscribers", str(subscribers), "--duration", f"{seconds}s",
-                 "--id-prefix", prefix, "--join-rate", "20", "--quiet", "--wait-for-media", "20",
+                 "--id-prefix", prefix, "--join-rate", "20", "--quiet", "--wait-for-media", str(wait_for_media),
                  "--json", str(self.report_path), *extra],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -192,15 +193,33 @@ def test_audience_spread_over_edges(understudy, tmp_path):
         # The guest published to its own edge, which pipes its tracks to the origin (and the origin on
         # to the other edge).
         assert metric(nodes[1].metrics(), "understudy_sfu_pipe_packets_sent_total") > 0
-        # kill -9 of an edge: its member reconnects through another node and receives again.
-        webm = next(iter(rec2.glob("host*.webm")))
-        frames_before = wait_for_frames(webm, {"vp8": 1})["vp8"]
-        os.killpg(nodes[2].proc.pid, signal.SIGKILL)
-        nodes[2].proc.wait(timeout=10)
-        w2.wait_for(r"connection lost; reconnecting", timeout=30)
-        w2.wait_for(r"reconnected", timeout=60)
-        wait_for_frames(webm, {"vp8": frames_before + 60}, timeout=60)
-        print("layout", json.dumps(layout), "piped", piped, "local", local)
+        # kill -9 of an edge: its members (the agent and 4 load bots that reconnect) rejoin through the
+        # other nodes and receive again. The bots' run lasts past the kill and then until each one
+        # has rejoined and receives (or 90 s).
+        rejoiners = Load(nodes[2], "k", tmp_path, 25, subscribers=4, extra=("--reconnect", "60s"),
+                         wait_for_media=90)
+        try:
+            wait_until(lambda: room_layout(nodes[0], "stage").get("audience", {}).get("e2") == 5, 60,
+                       "the agent and 4 reconnecting bots on e2", lambda: json.dumps(room_layout(nodes[0], "stage")))
+            webm = next(iter(rec2.glob("host*.webm")))
+            frames_before = wait_for_frames(webm, {"vp8": 1})["vp8"]
+            assert rejoiners.proc.poll() is None, "the bots' run ended before the kill"
+            os.killpg(nodes[2].proc.pid, signal.SIGKILL)
+            nodes[2].proc.wait(timeout=10)
+            w2.wait_for(r"connection lost; reconnecting", timeout=30)
+            w2.wait_for(r"reconnected", timeout=60)
+            wait_for_frames(webm, {"vp8": frames_before + 60}, timeout=60)
+            report = rejoiners.report(timeout=150)
+        finally:
+            rejoiners.kill()
+        reconnects = report["reconnects"]
+        assert report["joinedParticipants"] == 4 and reconnects["count"] == 4 and reconnects["failed"] == 0, \
+            (reconnects, report["errors"])
+        # Each bot rejoined and got media again on tracks announced after the rejoin.
+        assert all(r["rejoinMs"] is not None and r["mediaMs"] is not None for r in reconnects["each"]), reconnects
+        assert all(t["packets"] > 0 for t in report["tracks"] if not t["closed"]), report["tracks"]
+        print("layout", json.dumps(layout), "piped", piped, "local", local, "bots rejoined: media again",
+              json.dumps(reconnects["mediaMs"]))
 
 
 def test_origin_death_moves_the_stage_and_edges_reattach(understudy, tmp_path):
@@ -231,3 +250,32 @@ def test_origin_death_moves_the_stage_and_edges_reattach(understudy, tmp_path):
                 room_layout(nodes[1], "stage")), 30, "the stage on a live node with the other as its edge",
             lambda: json.dumps(room_layout(nodes[1], "stage")))
         print("moved and received again after", round(moved_in, 1), "s:", json.dumps(layout))
+
+
+def test_audience_reaching_the_origin_past_its_share_goes_to_an_edge(understudy, tmp_path):
+    """With a share of 2, the third RECV_ONLY member joining straight through the origin has its
+    media placed on another node (an edge), as one reaching a full edge would."""
+    with Cluster(tmp_path, "s", 45500, 3, extra_args=("--edge-audience", "2")) as cluster:
+        nodes = cluster.nodes
+
+        async def members():
+            clients = []
+            try:
+                for i in range(3):
+                    client = await RoomClient.connect(f"ws://127.0.0.1:{nodes[0].port}/v1/rtc",
+                                                      token_for("share", f"m{i}"))
+                    clients.append(client)
+                    await client.join("share", f"m{i}", mode="RECV_ONLY")
+                    if i == 0:
+                        wait_until(lambda: owners(nodes[1]).get("share") == "s0", 20, "the room placed on s0")
+                layout = wait_until(
+                    lambda: (lambda l: l if l.get("audience", {}).get("s0") == 2
+                             and sum(l.get("audience", {}).values()) == 3 else None)(room_layout(nodes[0], "share")),
+                    30, "2 members on the origin and 1 on an edge", lambda: json.dumps(room_layout(nodes[0], "share")))
+                return layout
+            finally:
+                for client in clients:
+                    await client.close()
+
+        layout = asyncio.run(members())
+        assert layout["origin"] == "s0" and len(layout["edges"]) == 1, layout

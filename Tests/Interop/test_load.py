@@ -64,6 +64,17 @@ def test_a_bad_request_timeout_exits_2_with_one_line(understudy, value):
     assert len(lines) == 1 and "bad value for --request-timeout" in lines[0], result.stderr
 
 
+@pytest.mark.parametrize("flag,value", [("--reconnect", "0"), ("--reconnect", "-5s"), ("--reconnect", "soon"),
+                                        ("--reconnect", "90000s"), ("--expect-participants", "0"),
+                                        ("--expect-participants", "many")])
+def test_a_bad_reconnect_window_or_participant_count_exits_2_with_one_line(understudy, flag, value):
+    result = run_understudy(["load", "--server", "http://127.0.0.1:1", "--room", "r", "--secret", "s",
+                             flag, value], timeout=30)
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0], result.stderr
+
+
 def test_wrong_secret_and_unreachable_server_fail_with_one_line(understudy):
     port = free_port()
     server = start_server(port, 42200)

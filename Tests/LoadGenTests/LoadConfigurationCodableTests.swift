@@ -27,6 +27,8 @@ import Testing
         c.impair = "lossy-wifi"
         c.impairShare = 0.3
         c.qualityMetrics = false
+        c.reconnectWindow = 20
+        c.expectParticipants = 453
         let read = try JSONDecoder().decode(LoadConfiguration.self, from: JSONEncoder().encode(c))
         #expect(read == c)
         // Absent fields keep their defaults.
@@ -35,6 +37,7 @@ import Testing
         #expect(minimal.subscribers == 10 && minimal.layout == .grid(3) && minimal.duration == 60)
         #expect(minimal.videoCodec == .fixed(.vp8))
         #expect(minimal.qualityMetrics)
+        #expect(minimal.reconnectWindow == nil && minimal.expectParticipants == nil)
         // `auto` travels as such (a fleet job carries it to every worker).
         c.videoCodec = .auto
         #expect(try JSONDecoder().decode(LoadConfiguration.self, from: JSONEncoder().encode(c)).videoCodec == .auto)
@@ -77,10 +80,28 @@ import Testing
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"vp7"}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","qualityMetrics":"off"}"#,
             #"{"signalingURL":"ws://h:1","room":"r","secret":"s","videoCodec":"opus"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","reconnectWindow":0}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","reconnectWindow":-3}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","reconnectWindow":1e9}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","reconnectWindow":"30s"}"#,
+            #"{"signalingURL":"ws://h:1","room":"r","secret":"s","expectParticipants":0}"#,
         ] {
             #expect(throws: DecodingError.self, "\(text)") {
                 try JSONDecoder().decode(LoadConfiguration.self, from: Data(text.utf8))
             }
         }
+    }
+
+    @Test func theReconnectWindowIsValidated() throws {
+        var c = LoadConfiguration(signalingURL: "ws://h:1", room: "r")
+        c.secret = "s"
+        for bad in [0, -1, 86401, Double.nan, Double.infinity] {
+            c.reconnectWindow = bad
+            #expect(throws: LoadError.self, "\(bad)") { try c.validate() }
+        }
+        c.reconnectWindow = 0.5
+        try c.validate()
+        c.expectParticipants = 0
+        #expect(throws: LoadError.self) { try c.validate() }
     }
 }

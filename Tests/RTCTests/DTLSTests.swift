@@ -1,4 +1,6 @@
 import Foundation
+import SystemCalls
+import TestSupport
 import Testing
 
 @testable import RTC
@@ -574,7 +576,10 @@ struct DTLSOpenSSLPeerTests {
             "-use_srtp", "SRTP_AES128_CM_SHA1_80", "-keymatexport", "EXTRACTOR-dtls_srtp",
             "-keymatexportlen", "60",
         ])
-        defer { server.terminate() }
+        defer {
+            server.signal(SIGTERM)
+            server.wait()
+        }
         let acceptLine = try #require(peer.waitForOutput(containing: "ACCEPT 127.0.0.1:"))
         let port = try #require(UInt16(acceptLine.split(separator: ":").last.map(String.init) ?? ""))
 
@@ -623,7 +628,10 @@ struct DTLSOpenSSLPeerTests {
             peer.keyPath, "-use_srtp", "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80",
             "-keymatexport", "EXTRACTOR-dtls_srtp", "-keymatexportlen", "56",
         ])
-        defer { client.terminate() }
+        defer {
+            client.signal(SIGTERM)
+            client.wait()
+        }
         socket.run(transport, until: { keys != nil || failure != nil })
 
         #expect(failure == nil)
@@ -657,30 +665,23 @@ private struct OpenSSLPeerFiles {
     }
 
     func fingerprint() throws -> DTLSFingerprint {
-        let pipe = Pipe()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["x509", "-in", certificatePath, "-noout", "-fingerprint", "-sha256"]
-        process.standardOutput = pipe
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = try runTool(
+            "/usr/bin/openssl", ["x509", "-in", certificatePath, "-noout", "-fingerprint", "-sha256"]
+        )
+        .out
         let value =
             text.components(separatedBy: "=").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         return try DTLSFingerprint(algorithm: "sha-256", value: value)
     }
 
     /// Starts the tool with stdin held open (EOF on stdin makes it quit) and stdout to a file.
-    func launch(_ arguments: [String]) throws -> Process {
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.standardInput = Pipe()
-        process.standardOutput = FileHandle(forWritingAtPath: outputPath)
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
-        return process
+    func launch(_ arguments: [String]) throws -> ChildProcess {
+        let output = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard output >= 0 else { throw DTLSError.setupFailed("cannot open \(outputPath)") }
+        defer { close(output) }
+        return try ChildProcess(
+            "/usr/bin/openssl", arguments, standardInput: .pipe, standardOutput: .descriptor(output),
+            standardError: .null)
     }
 
     /// Polls the captured output for a line, for up to 5 s.
@@ -699,14 +700,7 @@ private struct OpenSSLPeerFiles {
     func remove() { try? FileManager.default.removeItem(atPath: directory) }
 
     private static func run(_ arguments: [String]) throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+        try ChildProcess("/usr/bin/openssl", arguments, standardOutput: .null, standardError: .null).wait()
     }
 }
 

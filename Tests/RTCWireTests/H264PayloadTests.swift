@@ -100,12 +100,14 @@ private func makeStapA(_ units: [[UInt8]]) -> [UInt8] {
             return out
         }
         var rng = SplitMix64(seed: 35)
-        for round in 0..<3000 {
-            // Mostly zeros and ones, so start codes, runs of zeros and near misses are common.
-            let count = Int(rng.next() % 64)
+        for round in 0..<6000 {
+            // Mostly zeros and ones, so start codes, runs of zeros and near misses are common; every
+            // other round like slice data (zeros rare), so the word-at-a-time skip runs too.
+            let sparse = round % 2 == 1
+            let count = Int(rng.next() % (sparse ? 300 : 64))
             let bytes = (0..<count).map { _ -> UInt8 in
-                let r = rng.next() % 8
-                return r < 4 ? 0 : r < 6 ? 1 : UInt8(truncatingIfNeeded: rng.next())
+                let r = rng.next() % (sparse ? 64 : 8)
+                return r < 4 ? 0 : r < 6 ? 1 : UInt8(truncatingIfNeeded: rng.next() % 255 + 1)
             }
             var fast: [Range<Int>] = []
             bytes.withUnsafeBytes { H264AnnexB.forEachUnitRange($0) { fast.append($0) } }

@@ -2,18 +2,19 @@ import Testing
 
 @testable import RTCWire
 
-/// Builds an RTP packet with the given extension elements using the lead's writer.
-private func packet(_ elements: [RTPExtensionElement], payload: [UInt8] = [0xAA, 0xBB]) throws
-    -> [UInt8]
-{
+/// Builds an RTP packet whose extension block `elements` appends.
+private func packet(
+    twoByte: Bool = false, payload: [UInt8] = [0xAA, 0xBB],
+    _ elements: (inout RTPExtensionBlockWriter) throws(RTPError) -> Void
+) throws -> [UInt8] {
     var buf = [UInt8](repeating: 0, count: 1500)
     let end = try buf.withUnsafeMutableBytes { raw -> Int in
         _ = try RTPHeaderWriter.writeFixedHeader(
             into: raw, marker: true, payloadType: 96, sequenceNumber: 0x1234, timestamp: 0xDEAD_BEEF,
             ssrc: 0x0102_0304)
-        var at = try elements.withUnsafeBufferPointer { e in
-            try RTPHeaderWriter.writeExtensions(into: raw, at: 12, elements: e)
-        }
+        var block = try RTPExtensionBlockWriter(buffer: raw, at: 12, twoByte: twoByte)
+        try elements(&block)
+        var at = try block.finish()
         for b in payload {
             raw[at] = b
             at += 1
@@ -44,14 +45,13 @@ private func rtpError(_ bytes: [UInt8]) -> RTPError? {
 
 @Suite struct RTPExtensionTests {
     @Test func oneByteFormDecodesEveryExtension() throws {
-        let elements = [
-            RTPExtensions.identifierElement(id: 1, "0"),
-            RTPExtensions.identifierElement(id: 2, "hi"),
-            RTPExtensions.absSendTimeElement(id: 3, 0xAB_CDEF),
-            RTPExtensions.audioLevelElement(id: 4, RTPAudioLevel(voiceActivity: true, level: 42)),
-            RTPExtensions.transportSequenceNumberElement(id: 5, 0xBEEF),
-        ]
-        let bytes = try packet(elements)
+        let bytes = try packet { (block) throws(RTPError) in
+            try block.appendIdentifier(id: 1, "0")
+            try block.appendIdentifier(id: 2, "hi")
+            try block.appendAbsSendTime(id: 3, 0xAB_CDEF)
+            try block.appendAudioLevel(id: 4, RTPAudioLevel(voiceActivity: true, level: 42))
+            try block.appendTransportSequenceNumber(id: 5, 0xBEEF)
+        }
         try bytes.withUnsafeBytes { raw in
             let h = try RTPHeader.parse(raw)
             #expect(h.extensionProfile == 0xBEDE)
@@ -76,15 +76,14 @@ private func rtpError(_ bytes: [UInt8]) -> RTPError? {
         }
     }
 
-    @Test func twoByteFormDecodesWhenAnIdIsAbove14() throws {
-        // id 20 forces the two-byte (0x1000) form; a 20-byte RID also needs it.
+    @Test func twoByteFormCarriesIdsAbove14AndLongData() throws {
+        // Id 20 needs the two-byte (0x1000) form; a 20-byte RID does too.
         let longRID = "abcdefghij0123456789"
-        let elements = [
-            RTPExtensions.identifierElement(id: 20, longRID),
-            RTPExtensions.transportSequenceNumberElement(id: 3, 7),
-            RTPExtensions.audioLevelElement(id: 200, RTPAudioLevel(voiceActivity: false, level: 127)),
-        ]
-        let bytes = try packet(elements)
+        let bytes = try packet(twoByte: true) { (block) throws(RTPError) in
+            try block.appendIdentifier(id: 20, longRID)
+            try block.appendTransportSequenceNumber(id: 3, 7)
+            try block.appendAudioLevel(id: 200, RTPAudioLevel(voiceActivity: false, level: 127))
+        }
         try bytes.withUnsafeBytes { raw in
             let h = try RTPHeader.parse(raw)
             #expect(h.extensionProfile == 0x1000)

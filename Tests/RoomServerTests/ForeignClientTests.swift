@@ -1,6 +1,7 @@
 import Foundation
 import RoomServer
 import Signaling
+import SystemCalls
 import Testing
 
 /// A client nobody here wrote: Python's `websockets` library joins, hears a Swift participant
@@ -42,14 +43,11 @@ struct ForeignClientTests {
     func pythonWebsocketsClientJoinsAndReceivesNotifications() async throws {
         let server = try startServer()
         defer { server.stop() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.python)
-        process.arguments = ["-c", Self.script, server.signalingURL, token(server, room: "py-room")]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
+        let process = try ChildProcess(
+            Self.python, ["-c", Self.script, server.signalingURL, token(server, room: "py-room")],
+            standardOutput: .pipe, standardError: .standardOutput)
+        defer { process.signal(SIGTERM) }
+        let out = FileHandle(fileDescriptor: process.standardOutput!, closeOnDealloc: false)
 
         let (swift, _) = try await TestClient.joined(server, room: "py-room", participant: "swift")
         _ = try await swift.request("subscribe", ["topic": "ready"]).get()
@@ -57,10 +55,10 @@ struct ForeignClientTests {
         // start-up (interpreter, websockets import) can take tens of seconds on a loaded machine.
         let deadline = Date().addingTimeInterval(120)
         while swift.notifications("pubsubMessage").isEmpty && swift.notifications("pubsubHistory").isEmpty {
-            guard Date() < deadline, process.isRunning || !swift.notifications("pubsubHistory").isEmpty else {
-                let state = process.isRunning ? "still running" : "exited"
-                if process.isRunning { process.terminate() }
-                let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            guard Date() < deadline, !process.hasExited || !swift.notifications("pubsubHistory").isEmpty else {
+                let state = process.hasExited ? "exited" : "still running"
+                process.signal(SIGTERM)
+                let output = String(decoding: out.readDataToEndOfFile(), as: UTF8.self)
                 throw Timeout(what: "python ready (python \(state); its output: \(output.suffix(2000)))")
             }
             try await Task.sleep(nanoseconds: 10_000_000)
@@ -71,12 +69,12 @@ struct ForeignClientTests {
         #expect(left["participantId"] == "python")
         #expect(left["reason"]?.intValue == 1101)
 
-        while process.isRunning {
+        while !process.hasExited {
             guard Date() < deadline else { throw Timeout(what: "python exit") }
             try await Task.sleep(nanoseconds: 10_000_000)
         }
-        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "python output:\n\(output)")
+        let output = String(decoding: out.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.wait() == 0, "python output:\n\(output)")
         let messages = output.split(separator: "\n").compactMap { try? JSONValue.parse(String($0)) }
         #expect(messages.contains { $0["method"] == "participantJoined" && $0["data"]?["participantId"] == "swift" })
         let hello = messages.first { $0["method"] == "pubsubMessage" }

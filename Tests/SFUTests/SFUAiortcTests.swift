@@ -2,6 +2,7 @@ import Foundation
 import Media
 import RTC
 import RTCWire
+import SystemCalls
 import TestSupport
 import Testing
 
@@ -21,22 +22,20 @@ private let aiortcPython = sfuRepoRoot.appendingPathComponent(".venv/bin/python"
 struct SFUAiortcTests {
     /// A child process spoken to with JSON lines.
     final class JSONLinePeer: @unchecked Sendable {
-        let process = Process()
-        let input = Pipe()
-        let output = Pipe()
+        let process: ChildProcess
+        private let input: FileHandle
+        private let output: FileHandle
         private var buffer: [UInt8] = []
 
         init(script: String) throws {
-            process.executableURL = URL(fileURLWithPath: aiortcPython)
-            process.arguments = [script]
             var env = ProcessInfo.processInfo.environment
             env["PYTHONPATH"] = sfuRepoRoot.appendingPathComponent("Tests/Interop").path
             env["PYTHONUNBUFFERED"] = "1"
-            process.environment = env
-            process.standardInput = input
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            process = try ChildProcess(
+                aiortcPython, [script], environment: env, standardInput: .pipe, standardOutput: .pipe,
+                standardError: .null)
+            input = FileHandle(fileDescriptor: process.standardInput!, closeOnDealloc: false)
+            output = FileHandle(fileDescriptor: process.standardOutput!, closeOnDealloc: false)
         }
 
         /// The next JSON object printed by the peer (blocking; call off the cooperative pool).
@@ -50,7 +49,7 @@ struct SFUAiortcTests {
                     }
                     continue
                 }
-                let chunk = output.fileHandleForReading.availableData
+                let chunk = output.availableData
                 if chunk.isEmpty { return nil }
                 buffer.append(contentsOf: chunk)
             }
@@ -59,13 +58,13 @@ struct SFUAiortcTests {
         func send(_ object: [String: Any]) throws {
             var data = try JSONSerialization.data(withJSONObject: object)
             data.append(10)
-            input.fileHandleForWriting.write(data)
+            try input.write(contentsOf: data)
         }
 
         func stop() {
             try? send(["stop": true])
-            try? input.fileHandleForWriting.close()
-            process.waitUntilExit()
+            process.closeStandardInput()
+            process.wait()
         }
     }
 

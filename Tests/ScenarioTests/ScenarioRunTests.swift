@@ -227,12 +227,8 @@ func junitCases(_ xml: String) throws -> (root: XMLElement, cases: [XMLElement])
             ),
             (["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "2", "-c:a", "libopus"], "clip.ogg"),
         ] {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            p.arguments = ["ffmpeg", "-v", "error", "-y"] + args + [dir + "/" + name]
-            try p.run()
-            p.waitUntilExit()
-            #expect(p.terminationStatus == 0)
+            let made = try runTool("ffmpeg", ["-v", "error", "-y"] + args + [dir + "/" + name])
+            #expect(made.status == 0, "\(made.err)")
         }
         let text = """
             {

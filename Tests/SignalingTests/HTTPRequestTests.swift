@@ -102,6 +102,27 @@ struct HTTPRequestTests {
         #expect(parser.bufferedCount == 0)
     }
 
+    /// A response's chunked body goes through the same decoder as a request's: byte by byte, with
+    /// extensions and a trailer, complete only at the empty line that ends the trailer; a chunk
+    /// without its CRLF is refused.
+    @Test func responseChunkedBodyInPieces() throws {
+        let text =
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\n"
+        let bytes = Array(text.utf8)
+        var parser = HTTPResponseParser()
+        for byte in bytes.dropLast() {
+            try parser.append([byte])
+            #expect(!parser.isComplete)
+        }
+        try parser.append([bytes.last ?? 0])
+        #expect(parser.isComplete)
+        #expect(parser.body == Array("abcde".utf8))
+        var unterminated = HTTPResponseParser()
+        #expect(throws: HTTPError.malformedResponse("chunk not terminated by CRLF")) {
+            try unterminated.append(Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n".utf8))
+        }
+    }
+
     /// The server answers the crashing request with 400 and keeps serving.
     @Test func serverSurvivesTheNegativeChunk() throws {
         let server = HTTPServer(host: "127.0.0.1", port: 0)

@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 import Testing
 
 @testable import Signaling
@@ -155,33 +156,36 @@ let venvPython: String? = {
 
 let pythonWebsocketsAvailable: Bool = {
     guard let python = venvPython else { return false }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: python)
-    p.arguments = ["-c", "import websockets.asyncio.server, websockets.asyncio.client"]
-    p.standardOutput = FileHandle.nullDevice
-    p.standardError = FileHandle.nullDevice
-    do { try p.run() } catch { return false }
-    p.waitUntilExit()
-    return p.terminationStatus == 0
+    guard
+        let p = try? ChildProcess(
+            python, ["-c", "import websockets.asyncio.server, websockets.asyncio.client"], standardOutput: .null,
+            standardError: .null)
+    else { return false }
+    return p.wait() == 0
 }()
 
 let peersDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("peers")
 
 /// Runs a Python program to completion and returns (status, stdout, stderr).
-func runPython(_ arguments: [String], stdin: String? = nil) throws -> (Int32, String, String) {
+func runPython(_ arguments: [String]) throws -> (Int32, String, String) {
     guard let python = venvPython else { throw TestTimeout(what: "python venv") }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: python)
-    p.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    let p = try ChildProcess(python, arguments, standardOutput: .pipe, standardError: .pipe)
+    // stderr on a thread of its own, so a chatty program never blocks on a full pipe.
+    let err = StandardErrorReader()
+    Thread.detachNewThread {
+        err.bytes = ChildProcess.readToEnd(p.standardError!)
+        err.done.signal()
+    }
+    let outData = ChildProcess.readToEnd(p.standardOutput!)
+    let status = p.wait()
+    err.done.wait()
+    return (status, String(decoding: outData, as: UTF8.self), String(decoding: err.bytes, as: UTF8.self))
+}
+
+// Safe: `bytes` is written before `done` is signalled and read after it is waited for.
+private final class StandardErrorReader: @unchecked Sendable {
+    var bytes: [UInt8] = []
+    let done = DispatchSemaphore(value: 0)
 }
 
 /// A small seeded generator (SplitMix64) for the parsers' random-input tests.

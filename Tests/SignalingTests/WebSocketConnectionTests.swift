@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 import Testing
 
 @testable import Signaling
@@ -364,15 +365,10 @@ struct WebSocketForeignPeerTests {
 
     @Test func ourClientTalksToPythonServer() async throws {
         let python = try #require(venvPython)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [peersDirectory.appendingPathComponent("ws_echo_server.py").path]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.standardError
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        let handle = out.fileHandleForReading
+        let process = try ChildProcess(
+            python, [peersDirectory.appendingPathComponent("ws_echo_server.py").path], standardOutput: .pipe)
+        defer { process.signal(SIGTERM) }
+        let handle = FileHandle(fileDescriptor: process.standardOutput!, closeOnDealloc: false)
         let portLine = try await withDeadline(30, "python server port") {
             var line = [UInt8]()
             while true {

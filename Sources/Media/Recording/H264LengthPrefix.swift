@@ -6,35 +6,29 @@ enum H264LengthPrefix {
     /// Rewrites in place an access unit whose start codes are all 4 bytes (`00 00 00 01`, what the
     /// RTP assembler writes) as 4-byte big-endian length-prefixed units (the avcC's form, for
     /// Matroska and MP4): the same size, so a recorder copies the access unit in one block and
-    /// rewrites its start codes with one scan, instead of scanning for the size and copying unit by
-    /// unit. Returns false, with `b` partly rewritten, when the access unit is not in that form (a
-    /// 3-byte start code, a unit ending in zero bytes, no start code first): take
-    /// `H264AnnexB.forEachUnitRange` from a fresh copy then. Agrees with it on every unit it rewrites.
+    /// rewrites its start codes during the one scan, instead of scanning for the size and copying unit
+    /// by unit. The scan is `H264AnnexB.forEachUnitRange`'s, so the units are exactly its units.
+    /// Returns false, with `b` partly rewritten, when the access unit is not in that form (a 3-byte
+    /// start code, a unit ending in zero bytes before the next start code, an empty unit, anything
+    /// before the first start code): take `H264AnnexB.forEachUnitRange` from a fresh copy then.
     static func rewriteAsLengthPrefixed(_ b: UnsafeMutableRawBufferPointer) -> Bool {
         let n = b.count
-        guard n > 4, b[0] == 0, b[1] == 0, b[2] == 0, b[3] == 1, b[4] != 0 else { return false }
-        var code = 0  // where the current unit's start code (its length field) is
-        var i = 4
-        // The scan of forEachUnitRange: a start code `00 00 01` at i; here its byte before must be
-        // the fourth zero, and the unit before it must not end in a zero byte.
-        while i + 2 < n {
-            let third = b[i + 2]
-            if third > 1 {
-                i += 3
-            } else if third == 0 {
-                i += 1
-            } else if b[i] == 0, b[i + 1] == 0 {
-                guard i - 1 > code + 4, b[i - 1] == 0, b[i - 2] != 0 else { return false }
-                storeLength(i - 1 - (code + 4), at: code, in: b)
-                code = i - 1
-                i += 3
-            } else {
-                i += 3
+        guard n > 4, b[0] == 0 else { return false }
+        // Where the next unit must begin: right after the previous one and a 4-byte start code,
+        // whose bytes the scan has passed when it names the unit, so they can take its length.
+        var next = 4
+        var inForm = true
+        H264AnnexB.forEachUnitRange(UnsafeRawBufferPointer(b)) { unit in
+            guard inForm else { return }
+            guard unit.lowerBound == next else {
+                inForm = false
+                return
             }
+            storeLength(unit.count, at: unit.lowerBound - 4, in: b)
+            next = unit.upperBound + 4
         }
-        guard n > code + 4, b[n - 1] != 0 else { return false }
-        storeLength(n - (code + 4), at: code, in: b)
-        return true
+        // The last unit runs to the end (the scan keeps its trailing zero bytes, as here).
+        return inForm && next == n + 4
     }
 
     private static func storeLength(_ length: Int, at offset: Int, in b: UnsafeMutableRawBufferPointer) {

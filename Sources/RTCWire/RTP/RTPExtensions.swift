@@ -146,17 +146,6 @@ public enum RTPExtensions {
         return i
     }
 
-    /// Writes 3 bytes of abs-send-time; returns the offset past them.
-    public static func writeAbsSendTime(
-        _ value: UInt32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
-    ) throws(RTPError) -> Int {
-        guard offset >= 0, offset <= buffer.count - 3 else { throw .bufferTooSmall }
-        buffer[offset] = UInt8(truncatingIfNeeded: value >> 16)
-        buffer[offset + 1] = UInt8(truncatingIfNeeded: value >> 8)
-        buffer[offset + 2] = UInt8(truncatingIfNeeded: value)
-        return offset + 3
-    }
-
     /// Writes the 1-byte audio level; returns the offset past it.
     public static func writeAudioLevel(
         _ value: RTPAudioLevel, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
@@ -164,46 +153,6 @@ public enum RTPExtensions {
         guard offset >= 0, offset < buffer.count else { throw .bufferTooSmall }
         buffer[offset] = (value.voiceActivity ? 0x80 : 0) | min(value.level, 127)
         return offset + 1
-    }
-
-    /// Writes a 2-byte transport-wide sequence number; returns the offset past it.
-    public static func writeTransportSequenceNumber(
-        _ value: UInt16, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
-    ) throws(RTPError) -> Int {
-        guard offset >= 0, offset <= buffer.count - 2 else { throw .bufferTooSmall }
-        buffer[offset] = UInt8(truncatingIfNeeded: value >> 8)
-        buffer[offset + 1] = UInt8(truncatingIfNeeded: value)
-        return offset + 2
-    }
-
-    // MARK: element values for RTPHeaderWriter.writeExtensions (control path; these allocate)
-
-    /// A MID/RID element for ``RTPHeaderWriter/writeExtensions(into:at:elements:)``.
-    public static func identifierElement(id: UInt8, _ value: String) -> RTPExtensionElement {
-        RTPExtensionElement(id: id, data: Array(value.utf8))
-    }
-
-    /// An abs-send-time element.
-    public static func absSendTimeElement(id: UInt8, _ value: UInt32) -> RTPExtensionElement {
-        RTPExtensionElement(
-            id: id,
-            data: [
-                UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8),
-                UInt8(truncatingIfNeeded: value),
-            ])
-    }
-
-    /// An audio-level element.
-    public static func audioLevelElement(id: UInt8, _ value: RTPAudioLevel) -> RTPExtensionElement {
-        RTPExtensionElement(id: id, data: [(value.voiceActivity ? 0x80 : 0) | min(value.level, 127)])
-    }
-
-    /// A transport-wide sequence number element.
-    public static func transportSequenceNumberElement(id: UInt8, _ value: UInt16)
-        -> RTPExtensionElement
-    {
-        RTPExtensionElement(
-            id: id, data: [UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)])
     }
 
     static func isValidIdentifier(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Bool {
@@ -269,10 +218,9 @@ public struct RTPExtensionBlockWriter {
         position = try RTPExtensions.writeIdentifier(value, into: buffer, at: at)
     }
 
-    /// Appends an abs-send-time element.
+    /// Appends an abs-send-time element (its low 24 bits).
     public mutating func appendAbsSendTime(id: UInt8, _ value: UInt32) throws(RTPError) {
-        let at = try beginElement(id: id, length: 3)
-        position = try RTPExtensions.writeAbsSendTime(value, into: buffer, at: at)
+        try appendInteger(id: id, UInt64(value), bytes: 3)
     }
 
     /// Appends an audio-level element.
@@ -283,15 +231,19 @@ public struct RTPExtensionBlockWriter {
 
     /// Appends a transport-wide sequence number element.
     public mutating func appendTransportSequenceNumber(id: UInt8, _ value: UInt16) throws(RTPError) {
-        let at = try beginElement(id: id, length: 2)
-        position = try RTPExtensions.writeTransportSequenceNumber(value, into: buffer, at: at)
+        try appendInteger(id: id, UInt64(value), bytes: 2)
     }
 
     /// Appends an abs-capture-time element with only the capture timestamp (NTP 32.32, 8 bytes).
     public mutating func appendAbsCaptureTime(id: UInt8, _ ntp: UInt64) throws(RTPError) {
-        let at = try beginElement(id: id, length: 8)
-        for i in 0..<8 { buffer[at + i] = UInt8(truncatingIfNeeded: ntp >> (56 - 8 * i)) }
-        position = at + 8
+        try appendInteger(id: id, ntp, bytes: 8)
+    }
+
+    /// Appends an element holding the low `count` bytes of `value`, big-endian.
+    private mutating func appendInteger(id: UInt8, _ value: UInt64, bytes count: Int) throws(RTPError) {
+        let at = try beginElement(id: id, length: count)
+        for i in 0..<count { buffer[at + i] = UInt8(truncatingIfNeeded: value >> (8 * (count - 1 - i))) }
+        position = at + count
     }
 
     /// Appends an element whose data is `bytes` as they are (a forwarded element, such as an AV1

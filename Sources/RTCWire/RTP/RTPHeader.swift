@@ -132,16 +132,6 @@ public struct RTPHeader: Sendable, Equatable {
     }
 }
 
-/// One header-extension element to write: an id and up to 255 bytes of data.
-public struct RTPExtensionElement: Sendable, Equatable {
-    public var id: UInt8
-    public var data: [UInt8]
-    public init(id: UInt8, data: [UInt8]) {
-        self.id = id
-        self.data = data
-    }
-}
-
 /// Writes RTP headers into caller-owned buffers without allocating.
 public enum RTPHeaderWriter {
     /// Writes the 12-byte fixed header at `buffer[0..<12]` and returns 12.
@@ -164,48 +154,5 @@ public enum RTPHeaderWriter {
         buffer[10] = UInt8(truncatingIfNeeded: ssrc >> 8)
         buffer[11] = UInt8(truncatingIfNeeded: ssrc)
         return 12
-    }
-
-    /// Writes a one-byte-form (0xBEDE) extension block at `offset` holding `elements`, padded to a
-    /// multiple of 4, and sets the X bit in byte 0. Returns the offset just past the block.
-    ///
-    /// Element ids must be 1–14 and data 1–16 bytes; the two-byte form is used automatically when
-    /// any element falls outside that range.
-    public static func writeExtensions(
-        into buffer: UnsafeMutableRawBufferPointer, at offset: Int, elements: UnsafeBufferPointer<RTPExtensionElement>
-    ) throws(RTPError) -> Int {
-        if elements.isEmpty { return offset }
-        var twoByte = false
-        for e in elements where e.id == 0 || e.id > 14 || e.data.isEmpty || e.data.count > 16 { twoByte = true }
-        var dataLength = 0
-        for e in elements { dataLength += (twoByte ? 2 : 1) + e.data.count }
-        let padded = (dataLength + 3) & ~3
-        guard offset + 4 + padded <= buffer.count, buffer.count >= 1 else { throw .bufferTooSmall }
-        let profile: UInt16 = twoByte ? 0x1000 : 0xBEDE
-        buffer[offset] = UInt8(profile >> 8)
-        buffer[offset + 1] = UInt8(profile & 0xFF)
-        buffer[offset + 2] = UInt8((padded / 4) >> 8)
-        buffer[offset + 3] = UInt8((padded / 4) & 0xFF)
-        var i = offset + 4
-        for e in elements {
-            if twoByte {
-                buffer[i] = e.id
-                buffer[i + 1] = UInt8(truncatingIfNeeded: e.data.count)
-                i += 2
-            } else {
-                buffer[i] = e.id << 4 | UInt8(e.data.count - 1)
-                i += 1
-            }
-            for b in e.data {
-                buffer[i] = b
-                i += 1
-            }
-        }
-        while i < offset + 4 + padded {
-            buffer[i] = 0
-            i += 1
-        }
-        buffer[0] |= 0x10
-        return i
     }
 }

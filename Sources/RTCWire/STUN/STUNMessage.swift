@@ -183,6 +183,30 @@ public enum STUNAttribute: Hashable, Sendable {
         public static let iceControlled: UInt16 = 0x8029
         public static let iceControlling: UInt16 = 0x802A
     }
+
+    /// The attribute's type number on the wire.
+    public var typeCode: UInt16 {
+        switch self {
+        case .username: TypeCode.username
+        case .messageIntegrity: TypeCode.messageIntegrity
+        case .fingerprint: TypeCode.fingerprint
+        case .priority: TypeCode.priority
+        case .useCandidate: TypeCode.useCandidate
+        case .iceControlled: TypeCode.iceControlled
+        case .iceControlling: TypeCode.iceControlling
+        case .errorCode: TypeCode.errorCode
+        case .xorMappedAddress: TypeCode.xorMappedAddress
+        case .xorPeerAddress: TypeCode.xorPeerAddress
+        case .xorRelayedAddress: TypeCode.xorRelayedAddress
+        case .channelNumber: TypeCode.channelNumber
+        case .lifetime: TypeCode.lifetime
+        case .requestedTransport: TypeCode.requestedTransport
+        case .data: TypeCode.data
+        case .realm: TypeCode.realm
+        case .nonce: TypeCode.nonce
+        case .unknown(let type, _): type
+        }
+    }
 }
 
 /// A STUN message (RFC 8489).
@@ -212,69 +236,39 @@ public struct STUNMessage: Hashable, Sendable {
     // MARK: Attribute accessors
 
     /// The USERNAME attribute, if present.
-    public var username: String? {
-        for case .username(let value) in attributes { return value }
-        return nil
-    }
+    public var username: String? { first { if case .username(let value) = $0 { value } else { nil } } }
     /// The PRIORITY attribute, if present.
-    public var priority: UInt32? {
-        for case .priority(let value) in attributes { return value }
-        return nil
-    }
+    public var priority: UInt32? { first { if case .priority(let value) = $0 { value } else { nil } } }
     /// True if USE-CANDIDATE is present.
     public var hasUseCandidate: Bool {
         attributes.contains(.useCandidate)
     }
     /// The ICE-CONTROLLING tie-breaker, if present.
-    public var iceControlling: UInt64? {
-        for case .iceControlling(let value) in attributes { return value }
-        return nil
-    }
+    public var iceControlling: UInt64? { first { if case .iceControlling(let value) = $0 { value } else { nil } } }
     /// The ICE-CONTROLLED tie-breaker, if present.
-    public var iceControlled: UInt64? {
-        for case .iceControlled(let value) in attributes { return value }
-        return nil
-    }
+    public var iceControlled: UInt64? { first { if case .iceControlled(let value) = $0 { value } else { nil } } }
     /// The XOR-MAPPED-ADDRESS, if present.
     public var xorMappedAddress: STUNAddress? {
-        for case .xorMappedAddress(let value) in attributes { return value }
-        return nil
+        first { if case .xorMappedAddress(let value) = $0 { value } else { nil } }
     }
     /// The ERROR-CODE, if present.
     public var errorCode: (code: Int, reason: String)? {
-        for case .errorCode(let code, let reason) in attributes { return (code, reason) }
-        return nil
+        first { if case .errorCode(let code, let reason) = $0 { (code, reason) } else { nil } }
     }
     /// The XOR-RELAYED-ADDRESS (TURN), if present.
     public var xorRelayedAddress: STUNAddress? {
-        for case .xorRelayedAddress(let value) in attributes { return value }
-        return nil
+        first { if case .xorRelayedAddress(let value) = $0 { value } else { nil } }
     }
     /// The XOR-PEER-ADDRESS (TURN), if present.
-    public var xorPeerAddress: STUNAddress? {
-        for case .xorPeerAddress(let value) in attributes { return value }
-        return nil
-    }
+    public var xorPeerAddress: STUNAddress? { first { if case .xorPeerAddress(let value) = $0 { value } else { nil } } }
     /// The DATA attribute (TURN), if present.
-    public var data: [UInt8]? {
-        for case .data(let value) in attributes { return value }
-        return nil
-    }
+    public var data: [UInt8]? { first { if case .data(let value) = $0 { value } else { nil } } }
     /// The LIFETIME (TURN), if present.
-    public var lifetime: UInt32? {
-        for case .lifetime(let value) in attributes { return value }
-        return nil
-    }
+    public var lifetime: UInt32? { first { if case .lifetime(let value) = $0 { value } else { nil } } }
     /// The REALM, if present.
-    public var realm: String? {
-        for case .realm(let value) in attributes { return value }
-        return nil
-    }
+    public var realm: String? { first { if case .realm(let value) = $0 { value } else { nil } } }
     /// The NONCE, if present.
-    public var nonce: String? {
-        for case .nonce(let value) in attributes { return value }
-        return nil
-    }
+    public var nonce: String? { first { if case .nonce(let value) = $0 { value } else { nil } } }
     /// True if MESSAGE-INTEGRITY is present.
     public var hasMessageIntegrity: Bool {
         attributes.contains { if case .messageIntegrity = $0 { return true } else { return false } }
@@ -282,6 +276,12 @@ public struct STUNMessage: Hashable, Sendable {
     /// True if FINGERPRINT is present.
     public var hasFingerprint: Bool {
         attributes.contains { if case .fingerprint = $0 { return true } else { return false } }
+    }
+
+    /// The value `extract` finds in the first attribute it matches.
+    private func first<Value>(_ extract: (STUNAttribute) -> Value?) -> Value? {
+        for attribute in attributes { if let value = extract(attribute) { return value } }
+        return nil
     }
 
     // MARK: Classification
@@ -340,28 +340,23 @@ public struct STUNMessage: Hashable, Sendable {
         type: UInt16, value: UnsafeRawBufferPointer, transactionID: STUNTransactionID
     ) throws(STUNError) -> STUNAttribute {
         typealias Code = STUNAttribute.TypeCode
+        /// The value, checked to be `count` bytes long (a fixed-size attribute).
+        func sized(_ count: Int) throws(STUNError) -> UnsafeRawBufferPointer {
+            guard value.count == count else { throw .malformedAttribute(type: type) }
+            return value
+        }
         switch type {
         case Code.username:
             guard value.count <= 513 else { throw .malformedAttribute(type: type) }
             return .username(String(decoding: value, as: UTF8.self))
-        case Code.messageIntegrity:
-            guard value.count == 20 else { throw .malformedAttribute(type: type) }
-            return .messageIntegrity(Array(value))
-        case Code.fingerprint:
-            guard value.count == 4 else { throw .malformedAttribute(type: type) }
-            return .fingerprint(readUInt32(value, 0))
-        case Code.priority:
-            guard value.count == 4 else { throw .malformedAttribute(type: type) }
-            return .priority(readUInt32(value, 0))
+        case Code.messageIntegrity: return .messageIntegrity(Array(try sized(20)))
+        case Code.fingerprint: return .fingerprint(readUInt32(try sized(4), 0))
+        case Code.priority: return .priority(readUInt32(try sized(4), 0))
         case Code.useCandidate:
-            guard value.count == 0 else { throw .malformedAttribute(type: type) }
+            _ = try sized(0)
             return .useCandidate
-        case Code.iceControlled:
-            guard value.count == 8 else { throw .malformedAttribute(type: type) }
-            return .iceControlled(readUInt64(value, 0))
-        case Code.iceControlling:
-            guard value.count == 8 else { throw .malformedAttribute(type: type) }
-            return .iceControlling(readUInt64(value, 0))
+        case Code.iceControlled: return .iceControlled(readUInt64(try sized(8), 0))
+        case Code.iceControlling: return .iceControlling(readUInt64(try sized(8), 0))
         case Code.errorCode:
             guard value.count >= 4, value.count <= 4 + 763 else { throw .malformedAttribute(type: type) }
             let hundreds = Int(value[2] & 0x07)
@@ -376,15 +371,9 @@ public struct STUNMessage: Hashable, Sendable {
             return .xorPeerAddress(try parseXORAddress(type: type, value: value, transactionID: transactionID))
         case Code.xorRelayedAddress:
             return .xorRelayedAddress(try parseXORAddress(type: type, value: value, transactionID: transactionID))
-        case Code.channelNumber:
-            guard value.count == 4 else { throw .malformedAttribute(type: type) }
-            return .channelNumber(readUInt16(value, 0))
-        case Code.lifetime:
-            guard value.count == 4 else { throw .malformedAttribute(type: type) }
-            return .lifetime(readUInt32(value, 0))
-        case Code.requestedTransport:
-            guard value.count == 4 else { throw .malformedAttribute(type: type) }
-            return .requestedTransport(value[0])
+        case Code.channelNumber: return .channelNumber(readUInt16(try sized(4), 0))
+        case Code.lifetime: return .lifetime(readUInt32(try sized(4), 0))
+        case Code.requestedTransport: return .requestedTransport(try sized(4)[0])
         case Code.data:
             return .data(Array(value))
         case Code.realm, Code.nonce:
@@ -403,28 +392,22 @@ public struct STUNMessage: Hashable, Sendable {
     ) throws(STUNError) -> STUNAddress {
         guard value.count >= 4 else { throw .malformedAttribute(type: type) }
         let port = readUInt16(value, 2) ^ UInt16(magicCookie >> 16)
+        let family: STUNAddress.Family
+        var address = [UInt8]()
         switch value[1] {
-        case STUNAddress.Family.ipv4.rawValue:
-            guard value.count == 8 else { throw .malformedAttribute(type: type) }
-            let raw = readUInt32(value, 4) ^ magicCookie
-            var address = [UInt8]()
-            appendUInt32(&address, raw)
-            guard let result = STUNAddress(family: .ipv4, port: port, address: address) else {
-                throw .malformedAttribute(type: type)
-            }
-            return result
-        case STUNAddress.Family.ipv6.rawValue:
-            guard value.count == 20 else { throw .malformedAttribute(type: type) }
-            let mask = xorMask(transactionID)
-            var address = [UInt8](repeating: 0, count: 16)
-            for i in 0..<16 { address[i] = value[4 + i] ^ mask[i] }
-            guard let result = STUNAddress(family: .ipv6, port: port, address: address) else {
-                throw .malformedAttribute(type: type)
-            }
-            return result
+        case STUNAddress.Family.ipv4.rawValue where value.count == 8:
+            family = .ipv4
+            appendUInt32(&address, readUInt32(value, 4) ^ magicCookie)
+        case STUNAddress.Family.ipv6.rawValue where value.count == 20:
+            family = .ipv6
+            address = zip(value[4...], xorMask(transactionID)).map { $0 ^ $1 }
         default:
             throw .malformedAttribute(type: type)
         }
+        guard let result = STUNAddress(family: family, port: port, address: address) else {
+            throw .malformedAttribute(type: type)
+        }
+        return result
     }
 
     /// Magic cookie followed by the transaction ID: the IPv6 XOR mask.
@@ -485,69 +468,38 @@ public struct STUNMessage: Hashable, Sendable {
     }
 
     func appendAttribute(_ out: inout [UInt8], _ attribute: STUNAttribute) {
-        typealias Code = STUNAttribute.TypeCode
         var value = [UInt8]()
-        let type: UInt16
         switch attribute {
-        case .username(let name):
-            type = Code.username
-            value = Array(name.utf8)
+        case .username(let text):
+            value = Array(text.utf8)
+        case .realm(let text), .nonce(let text):
+            value = Array(text.utf8.prefix(763))
         case .messageIntegrity(let mac):
-            type = Code.messageIntegrity
             value = mac
-        case .fingerprint(let crc):
-            type = Code.fingerprint
-            appendUInt32(&value, crc)
-        case .priority(let priority):
-            type = Code.priority
-            appendUInt32(&value, priority)
+        case .fingerprint(let word), .priority(let word), .lifetime(let word):
+            appendUInt32(&value, word)
         case .useCandidate:
-            type = Code.useCandidate
-        case .iceControlled(let tieBreaker):
-            type = Code.iceControlled
-            appendUInt64(&value, tieBreaker)
-        case .iceControlling(let tieBreaker):
-            type = Code.iceControlling
+            break
+        case .iceControlled(let tieBreaker), .iceControlling(let tieBreaker):
             appendUInt64(&value, tieBreaker)
         case .errorCode(let code, let reason):
-            type = Code.errorCode
             let clamped = min(max(code, 300), 699)
             value = [0, 0, UInt8(clamped / 100), UInt8(clamped % 100)]
             value += Array(reason.utf8.prefix(763))
-        case .xorMappedAddress(let address):
-            type = Code.xorMappedAddress
-            value = xorAddressValue(address)
-        case .xorPeerAddress(let address):
-            type = Code.xorPeerAddress
-            value = xorAddressValue(address)
-        case .xorRelayedAddress(let address):
-            type = Code.xorRelayedAddress
+        case .xorMappedAddress(let address), .xorPeerAddress(let address), .xorRelayedAddress(let address):
             value = xorAddressValue(address)
         case .channelNumber(let channel):
-            type = Code.channelNumber
             appendUInt16(&value, channel)
             appendUInt16(&value, 0)
-        case .lifetime(let seconds):
-            type = Code.lifetime
-            appendUInt32(&value, seconds)
         case .requestedTransport(let proto):
-            type = Code.requestedTransport
             value = [proto, 0, 0, 0]
         case .data(let bytes):
-            type = Code.data
             // The length field is 16 bits and the whole message must fit too.
             value = Array(bytes.prefix(0xFFFF - 256))
-        case .realm(let text):
-            type = Code.realm
-            value = Array(text.utf8.prefix(763))
-        case .nonce(let text):
-            type = Code.nonce
-            value = Array(text.utf8.prefix(763))
-        case .unknown(let t, let raw):
-            type = t
+        case .unknown(_, let raw):
             value = Array(raw.prefix(0xFFFF))
         }
-        appendTLV(&out, type, value)
+        appendTLV(&out, attribute.typeCode, value)
     }
 
     /// The XORed wire value of an address attribute.

@@ -69,11 +69,8 @@ public enum JanusScenarioRunner {
         let outDir =
             outputDirectory
             ?? (NSTemporaryDirectory() as NSString).appendingPathComponent("understudy-scenario-\(UUID().uuidString)")
-        let lines = EventLines()
-        let log: @Sendable (String) -> Void = { line in
-            lines.add(line)
-            environmentLog(line)
-        }
+        let lines = EventLines(echo: environmentLog)
+        let log: @Sendable (String) -> Void = lines.add
         // Titles only read the scenario and the bot specs.
         let titles = Context(
             scenario: scenario, bots: [:], order: scenario.bots.map(\.id), roomId: String(room.room), token: "",

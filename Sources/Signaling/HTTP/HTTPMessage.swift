@@ -75,7 +75,8 @@ public struct HTTPResponseParser {
     public private(set) var reason = ""
     public private(set) var headers = HTTPHeaders()
     private var contentLength: Int?
-    private var chunked = false
+    /// Set when the body is chunked: its progress.
+    private var chunked: HTTPChunkedBody?
     public private(set) var body: [UInt8] = []
     public private(set) var isComplete = false
     /// True when the response has no length and ends at connection close.
@@ -105,21 +106,28 @@ public struct HTTPResponseParser {
     }
 
     private mutating func advance() throws(HTTPError) {
+        guard !isComplete else { return }
         if headEnd == nil {
             guard let end = findHeadEnd() else {
                 if buffer.count > maxHeadBytes { throw .messageTooLarge }
                 return
             }
             headEnd = end
-            try parseHead(Array(buffer[0..<(end - 4)]))
+            try parseHead(Array(buffer[0..<(end - 4)]), bodyStart: end)
         }
         guard let start = headEnd else { return }
         if noBody || status / 100 == 1 || status == 204 || status == 304 {
             isComplete = true
             return
         }
-        if chunked {
-            try decodeChunked(from: start)
+        if var decoder = chunked {
+            let end: Int?
+            do { end = try decoder.decode(buffer, maxBodyBytes: maxBodyBytes) } catch { throw HTTPError(error) }
+            chunked = decoder
+            if end != nil {
+                body = decoder.body
+                isComplete = true
+            }
         } else if let length = contentLength {
             guard length <= maxBodyBytes else { throw .messageTooLarge }
             if buffer.count - start >= length {
@@ -141,7 +149,7 @@ public struct HTTPResponseParser {
         return nil
     }
 
-    private mutating func parseHead(_ head: [UInt8]) throws(HTTPError) {
+    private mutating func parseHead(_ head: [UInt8], bodyStart: Int) throws(HTTPError) {
         let text = String(decoding: head, as: UTF8.self)
         var lines = text.split(separator: "\r\n", omittingEmptySubsequences: false).map(String.init)
         guard !lines.isEmpty else { throw .malformedResponse("empty head") }
@@ -158,42 +166,10 @@ public struct HTTPResponseParser {
             headers.add(name, value)
         }
         if let te = headers["Transfer-Encoding"], te.lowercased().contains("chunked") {
-            chunked = true
+            chunked = HTTPChunkedBody(at: bodyStart)
         } else if let cl = headers["Content-Length"] {
             guard let n = HTTPNumber.contentLength(cl) else { throw .malformedResponse("bad Content-Length") }
             contentLength = n
-        }
-    }
-
-    private mutating func decodeChunked(from start: Int) throws(HTTPError) {
-        var i = start
-        var out: [UInt8] = []
-        while true {
-            // chunk-size line
-            var lineEnd: Int?
-            var j = i
-            while j + 1 < buffer.count {
-                if buffer[j] == 13 && buffer[j + 1] == 10 {
-                    lineEnd = j
-                    break
-                }
-                j += 1
-            }
-            guard let le = lineEnd else { return }
-            let sizeText = String(decoding: buffer[i..<le], as: UTF8.self).split(separator: ";").first ?? ""
-            guard let size = HTTPNumber.chunkSize(sizeText.trimmingSpaces()) else {
-                throw .malformedResponse("bad chunk size")
-            }
-            guard out.count + size <= maxBodyBytes else { throw .messageTooLarge }
-            let dataStart = le + 2
-            if size == 0 {
-                body = out
-                isComplete = true
-                return
-            }
-            guard buffer.count >= dataStart + size + 2 else { return }
-            out.append(contentsOf: buffer[dataStart..<(dataStart + size)])
-            i = dataStart + size + 2
         }
     }
 }

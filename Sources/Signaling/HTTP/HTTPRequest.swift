@@ -133,9 +133,8 @@ public struct HTTPRequestParser: Sendable {
     private var scanFrom = 0
     /// The parsed head of a request whose body is still arriving, so it is parsed once.
     private var pendingHead: (request: HTTPRequest, end: Int)?
-    /// Progress through a chunked body (offset of the next chunk-size or trailer line, the data so
-    /// far), so bytes that trickle in cost linear time in total rather than a re-decode each time.
-    private var chunkProgress: (next: Int, body: [UInt8], inTrailer: Bool)?
+    /// Progress through a chunked body still arriving.
+    private var chunked: HTTPChunkedBody?
 
     public init(maxHeadBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024) {
         self.maxHeadBytes = maxHeadBytes
@@ -153,7 +152,7 @@ public struct HTTPRequestParser: Sendable {
             storage.removeFirst(start)
             scanFrom -= start
             pendingHead?.end -= start
-            chunkProgress?.next -= start
+            chunked?.shift(by: start)
             start = 0
         }
         storage.append(contentsOf: bytes)
@@ -166,7 +165,7 @@ public struct HTTPRequestParser: Sendable {
             start = 0
             scanFrom = 0
             pendingHead = nil
-            chunkProgress = nil
+            chunked = nil
         }
         return Array(storage[start...])
     }
@@ -179,8 +178,12 @@ public struct HTTPRequestParser: Sendable {
         var consumed = headEnd
         if let te = request.headers["Transfer-Encoding"] {
             guard te.lowercased().trimmingSpaces() == "chunked" else { throw .unsupportedTransferEncoding }
-            guard let (body, end) = try decodeChunked(from: headEnd) else { return nil }
-            request.body = body
+            var body = chunked ?? HTTPChunkedBody(at: headEnd)
+            let end: Int?
+            do { end = try body.decode(storage, maxBodyBytes: maxBodyBytes) } catch { throw HTTPRequestError(error) }
+            chunked = body
+            guard let end else { return nil }
+            request.body = body.body
             consumed = end
         } else if let cl = request.headers["Content-Length"] {
             guard let length = HTTPNumber.contentLength(cl.trimmingSpaces()) else {
@@ -194,7 +197,7 @@ public struct HTTPRequestParser: Sendable {
         start = consumed
         scanFrom = consumed
         pendingHead = nil
-        chunkProgress = nil
+        chunked = nil
         return request
     }
 
@@ -245,55 +248,6 @@ public struct HTTPRequestParser: Sendable {
         }
         return HTTPRequest(
             method: String(parts[0]), target: String(parts[1]), headers: headers, version: String(parts[2]))
-    }
-
-    /// Decodes a chunked body starting at `start`; nil when incomplete. Trailers are skipped.
-    /// Resumes where the previous call stopped (``chunkProgress``).
-    private mutating func decodeChunked(from start: Int) throws(HTTPRequestError) -> ([UInt8], Int)? {
-        var (i, out, inTrailer) = chunkProgress ?? (start, [], false)
-        chunkProgress = nil
-        defer { chunkProgress = (i, out, inTrailer) }
-        while !inTrailer {
-            // The same limit whether the line arrived whole or is still arriving.
-            guard let lineEnd = findCRLF(from: i) else {
-                if storage.count - i > 1024 { throw .malformed("chunk size line too long") }
-                return nil
-            }
-            guard lineEnd - i <= 1024 else { throw .malformed("chunk size line too long") }
-            let sizeField =
-                storage[i..<lineEnd].split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false)
-                .first ?? []
-            let sizeText = String(decoding: sizeField, as: UTF8.self).trimmingSpaces()
-            guard let size = HTTPNumber.chunkSize(sizeText) else { throw .malformed("bad chunk size") }
-            guard out.count + size <= maxBodyBytes else { throw .bodyTooLarge }
-            let dataStart = lineEnd + 2
-            if size == 0 {
-                i = dataStart
-                inTrailer = true
-                break
-            }
-            guard storage.count >= dataStart + size + 2 else { return nil }
-            guard storage[dataStart + size] == 13, storage[dataStart + size + 1] == 10 else {
-                throw .malformed("chunk not terminated by CRLF")
-            }
-            out.append(contentsOf: storage[dataStart..<(dataStart + size)])
-            i = dataStart + size + 2
-        }
-        // Trailer section: header lines until an empty line.
-        while true {
-            guard let end = findCRLF(from: i) else { return nil }
-            if end == i { return (out, end + 2) }
-            i = end + 2
-        }
-    }
-
-    private func findCRLF(from start: Int) -> Int? {
-        var j = start
-        while j + 1 < storage.count {
-            if storage[j] == 13 && storage[j + 1] == 10 { return j }
-            j += 1
-        }
-        return nil
     }
 }
 

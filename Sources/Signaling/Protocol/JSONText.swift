@@ -127,12 +127,8 @@ struct JSONParser {
         defer { depth -= 1 }
         index += 1  // {
         var object: [String: JSONValue] = [:]
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            return .object(object)
-        }
-        while true {
+        if isEmptyContainer(UInt8(ascii: "}")) { return .object(object) }
+        repeat {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a key") }
             let key = try parseString()
@@ -141,16 +137,8 @@ struct JSONParser {
             index += 1
             skipWhitespace()
             object[key] = try parseMember(live: live, level: level) { $0 == .key(key) }
-            skipWhitespace()
-            guard index < bytes.count else { throw failure("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            guard bytes[index] == UInt8(ascii: "}") else { throw failure("expected ',' or '}'") }
-            index += 1
-            return .object(object)
-        }
+        } while try !endOfContainer(UInt8(ascii: "}"))
+        return .object(object)
     }
 
     private mutating func parseArray(live: UInt64, level: Int) throws(SignalEnvelopeError) -> JSONValue {
@@ -158,24 +146,33 @@ struct JSONParser {
         defer { depth -= 1 }
         index += 1  // [
         var array: [JSONValue] = []
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            return .array(array)
-        }
-        while true {
+        if isEmptyContainer(UInt8(ascii: "]")) { return .array(array) }
+        repeat {
             skipWhitespace()
             array.append(try parseMember(live: live, level: level) { $0 == .anyElement })
-            skipWhitespace()
-            guard index < bytes.count else { throw failure("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            guard bytes[index] == UInt8(ascii: "]") else { throw failure("expected ',' or ']'") }
+        } while try !endOfContainer(UInt8(ascii: "]"))
+        return .array(array)
+    }
+
+    /// After an opening bracket: true past `close` right away (an empty object or array).
+    private mutating func isEmptyContainer(_ close: UInt8) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == close else { return false }
+        index += 1
+        return true
+    }
+
+    /// After a member or element: false past a `,` (another follows), true past `close`.
+    private mutating func endOfContainer(_ close: UInt8) throws(SignalEnvelopeError) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { throw failure("unexpected end of input") }
+        if bytes[index] == UInt8(ascii: ",") {
             index += 1
-            return .array(array)
+            return false
         }
+        guard bytes[index] == close else { throw failure("expected ',' or '\(Character(Unicode.Scalar(close)))'") }
+        index += 1
+        return true
     }
 
     private mutating func parseString() throws(SignalEnvelopeError) -> String {
@@ -211,13 +208,11 @@ struct JSONParser {
             guard index < bytes.count else { throw failure("unterminated string") }
             let e = bytes[index]
             index += 1
+            if let byte = JSONEscape.byte(escapedBy: e) {
+                buffer.append(byte)
+                continue
+            }
             switch e {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): buffer.append(e)
-            case UInt8(ascii: "b"): buffer.append(0x08)
-            case UInt8(ascii: "f"): buffer.append(0x0C)
-            case UInt8(ascii: "n"): buffer.append(0x0A)
-            case UInt8(ascii: "r"): buffer.append(0x0D)
-            case UInt8(ascii: "t"): buffer.append(0x09)
             case UInt8(ascii: "u"):
                 var scalar = UInt32(try hex4())
                 if (0xD800...0xDBFF).contains(scalar) {
@@ -251,12 +246,8 @@ struct JSONParser {
             try enter()
             defer { depth -= 1 }
             index += 1
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == close {
-                index += 1
-                return
-            }
-            while true {
+            if isEmptyContainer(close) { return }
+            repeat {
                 skipWhitespace()
                 if close == UInt8(ascii: "}") {
                     guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
@@ -269,16 +260,7 @@ struct JSONParser {
                     skipWhitespace()
                 }
                 try scanValue()
-                skipWhitespace()
-                guard index < bytes.count else { throw failure("unexpected end of input") }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
-                }
-                guard bytes[index] == close else { throw failure("expected ',' or a closing bracket") }
-                index += 1
-                return
-            }
+            } while try !endOfContainer(close)
         case UInt8(ascii: "\""): try scanString()
         case UInt8(ascii: "t"): try expectLiteral("true")
         case UInt8(ascii: "f"): try expectLiteral("false")
@@ -304,9 +286,7 @@ struct JSONParser {
                 let e = bytes[index]
                 index += 1
                 switch e {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
-                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-                    break
+                case _ where JSONEscape.byte(escapedBy: e) != nil: break
                 case UInt8(ascii: "u"):
                     let unit = try hex4()
                     if (0xD800...0xDBFF).contains(unit) {
@@ -428,6 +408,24 @@ struct JSONParser {
             throw failure("number out of range")
         }
         return value
+    }
+}
+
+/// JSON's one-character string escapes (RFC 8259 §7), for every JSON reader in the package.
+package enum JSONEscape {
+    /// The byte that `\` followed by `e` stands for (`n` → line feed, `"` → `"`…); nil for `u`,
+    /// which starts a four-digit escape, and for anything that is no escape.
+    @inline(__always)
+    package static func byte(escapedBy e: UInt8) -> UInt8? {
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): e
+        case UInt8(ascii: "b"): 0x08
+        case UInt8(ascii: "f"): 0x0C
+        case UInt8(ascii: "n"): 0x0A
+        case UInt8(ascii: "r"): 0x0D
+        case UInt8(ascii: "t"): 0x09
+        default: nil
+        }
     }
 }
 
