@@ -62,6 +62,8 @@ public struct LoadReport: Sendable, Codable {
         /// Wall-clock time (ms since 1970) of the first media packet, to line up runs of several
         /// processes on one machine (an invite in one, its guest's media in another).
         public var firstPacketAtUnixMs: Double?
+        /// Wall-clock time (ms since 1970) of the `consumerCreated` that announced the track.
+        public var announcedAtUnixMs: Double?
         public var closed: Bool
         /// Received quality of the track without decoding (nil in reports of older versions).
         public var quality: ReceiveQualitySnapshot?

@@ -465,6 +465,7 @@ public final class LoadRun: @unchecked Sendable {
                     let stats = bot.receiverStatsByMid()
                     for track in bot.allTracks {
                         var row = LoadReport.TrackResult(track, receiver: track.retiredReceiver ?? stats[track.mid])
+                        row.announcedAtUnixMs = Double(Int64(bitPattern: track.createdAt) &+ wallOffset) / 1e6
                         if track.firstPacket != 0 {
                             row.firstPacketAtUnixMs = Double(Int64(bitPattern: track.firstPacket) &+ wallOffset) / 1e6
                         }

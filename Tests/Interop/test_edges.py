@@ -196,7 +196,7 @@ def test_audience_spread_over_edges(understudy, tmp_path):
         # kill -9 of an edge: its members (the agent and 4 load bots that reconnect) rejoin through the
         # other nodes and receive again. The bots' run lasts past the kill and then until each one
         # has rejoined and receives (or 90 s).
-        rejoiners = Load(nodes[2], "k", tmp_path, 25, subscribers=4, extra=("--reconnect", "60s"),
+        rejoiners = Load(nodes[2], "k", tmp_path, 15, subscribers=4, extra=("--reconnect", "60s"),
                          wait_for_media=90)
         try:
             wait_until(lambda: room_layout(nodes[0], "stage").get("audience", {}).get("e2") == 5, 60,

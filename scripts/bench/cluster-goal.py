@@ -123,6 +123,7 @@ class Node:
 class Load:
     def __init__(self, binary: str, node: Node, prefix: str, workdir: Path, args: list[str]):
         self.prefix = prefix
+        self.started = time.time()
         self.json = workdir / f"{prefix}.json"
         self.log_path = workdir / f"{prefix}.log"
         with open(self.log_path, "w") as out:
@@ -182,7 +183,8 @@ def main() -> int:
             except OSError:
                 return {}
 
-        # Long enough for every phase on a busy machine; the runs then end once every bot has media.
+        # Long enough for every phase on a busy machine. The audience runs end together (no waiting
+        # for media, which would end them one by one) and stay for each other's roster checks.
         total = n / 10 + 150
         stage = Load(binary, nodes[0], "stage", workdir,
                      ["--publishers", "1", "--audio-publishers", "2", "--subscribers", "0",
@@ -194,13 +196,14 @@ def main() -> int:
             extra = ["--invite-every", "10"] if i == 1 else []
             loads.append(Load(binary, node, f"a{i}", workdir,
                               ["--publishers", "0", "--subscribers", str(n), "--duration", f"{total:.0f}s",
-                               "--join-rate", "10", "--wait-for-media", f"{total + 90:.0f}",
-                               "--expect-participants", str(everyone), "--stay", "20", *extra]))
+                               "--join-rate", "10", "--expect-participants", str(everyone), "--stay", "30",
+                               *extra]))
         log(f"3 × {n} audience joining")
         wait_until("every node's audience", 120 + n, lambda: all(
             layout(nodes[0]).get("audience", {}).get(node.name) == n for node in nodes))
         ramped = time.time() - started
         time.sleep(10)
+        steady_from = time.time()
         # Steady state: the origin's outgoing media and every node's CPU over 10 s.
         p1, f1 = nodes[0].metric("understudy_sfu_pipe_packets_sent_total"), nodes[0].metric(
             "understudy_rtp_packets_forwarded_total")
@@ -255,7 +258,9 @@ def main() -> int:
             node.stop()
         redis.kill()
 
-    summary = summarize(n, reports, fanout, ramped, edge_killed, edge_back, origin_killed, moved, reattached,
+    for load in loads[1:]:
+        reports[load.prefix]["_started"] = load.started
+    summary = summarize(n, reports, fanout, steady_from, ramped, edge_killed, edge_back, origin_killed, moved, reattached,
                         everyone_back)
     (workdir / "summary.json").write_text(json.dumps(summary, indent=1))
     text = markdown(summary)
@@ -273,15 +278,21 @@ def main() -> int:
     return 0
 
 
-def summarize(n, reports, fanout, ramped, edge_killed, edge_back, origin_killed, moved, reattached, everyone_back):
+def summarize(n, reports, fanout, steady_from, ramped, edge_killed, edge_back, origin_killed, moved, reattached, everyone_back):
     audience = [reports[f"a{i}"] for i in range(3)]
     joined = sum(r["joinedParticipants"] for r in audience)
     received = sum(r["packets"] for r in audience)
     lost = sum(r["packetsLost"] for r in audience)
     open_tracks = [t for r in audience for t in r["tracks"] if not t["closed"]]
-    # Tracks announced before the first kill: did every one receive media?
-    before = [t for r in audience for t in r["tracks"]
-              if t.get("firstPacketAtUnixMs") is None or t["firstPacketAtUnixMs"] < edge_killed * 1000]
+    # Tracks announced before the first kill (5 s before: time to get media): did each receive media?
+    before = [t for r in audience for t in r["tracks"] if t["announcedAtUnixMs"] < edge_killed * 1000 - 5000]
+    # Loss from the steady state to the first kill, from the progress ticks (cumulative counters).
+    got = lost_steady = 0
+    for r in audience:
+        ticks = [t for t in r["ticks"] if steady_from <= r["_started"] + t["seconds"] < edge_killed]
+        if len(ticks) >= 2:
+            got += ticks[-1]["packetsReceived"] - ticks[0]["packetsReceived"]
+            lost_steady += max(0, ticks[-1]["packetsLost"] - ticks[0]["packetsLost"])
     rosters = [r.get("rosterCheck") or {} for r in audience]
 
     # Invite → the guest's first packet at each node's bots (invites sent before the first kill).
@@ -312,6 +323,7 @@ def summarize(n, reports, fanout, ramped, edge_killed, edge_back, origin_killed,
     return {
         "audiencePerNode": n, "planned": 3 * n, "joined": joined,
         "lossPercent": round(lost / (received + lost) * 100, 3) if received + lost else 0,
+        "lossPercentBeforeKills": round(lost_steady / (got + lost_steady) * 100, 3) if got + lost_steady else None,
         "tracksWithMediaBeforeKills": [sum(1 for t in before if t["packets"] > 0), len(before)],
         "openTracksWithMediaAtEnd": [sum(1 for t in open_tracks if t["packets"] > 0), len(open_tracks)],
         "rosters": {"checked": sum(r.get("checked", 0) for r in rosters),
@@ -346,8 +358,9 @@ def markdown(s: dict) -> str:
     audience = f["layout"].get("audience", {})
     rows = [
         f"| joined | {s['joined']} of {s['planned']} (ramp {s['rampSeconds']} s) |",
-        f"| loss over the run | {s['lossPercent']} % |",
-        f"| tracks with media (announced before the kills) | {s['tracksWithMediaBeforeKills'][0]} of "
+        f"| loss from the steady state to the first kill | {s['lossPercentBeforeKills']} % |",
+        f"| loss over the whole run (the kills and failovers included) | {s['lossPercent']} % |",
+        f"| tracks with media (announced 5 s or more before the first kill) | {s['tracksWithMediaBeforeKills'][0]} of "
         f"{s['tracksWithMediaBeforeKills'][1]} |",
         f"| open tracks with media at the end | {s['openTracksWithMediaAtEnd'][0]} of "
         f"{s['openTracksWithMediaAtEnd'][1]} |",
