@@ -247,9 +247,11 @@ public final class Compositor: @unchecked Sendable {
         self.origin = origin ?? Self.now()
         // The thread keeps the compositor until stop() ends it.
         let thread = Thread {
-            // Named from the thread itself: Foundation on Linux names only the current thread. Per
-            // thread CPU (`/proc/PID/task/*/comm`, the bench's split, `top -H`) finds it by it.
-            Thread.current.name = Self.threadName
+            // Named from the thread itself with pthread_setname_np (Foundation's `Thread.name` did not
+            // reach `/proc/PID/task/*/comm`): per-thread CPU (the bench's split, `top -H`) finds it by it.
+            var name = Array(Self.threadName.utf8.prefix(15)).map { CChar(bitPattern: $0) }
+            name.append(0)
+            _ = compositorSetThreadName(pthread_self(), name)
             self.run()
         }
         self.thread = thread
@@ -617,3 +619,8 @@ public final class Compositor: @unchecked Sendable {
         for i in broken.reversed() { outputs.remove(at: i) }
     }
 }
+
+// Glibc's Swift module leaves out the GNU `pthread_setname_np` (it needs _GNU_SOURCE): bound here as
+// RTC's ThreadName.swift binds it (Egress does not depend on RTC).
+@_silgen_name("pthread_setname_np")
+private func compositorSetThreadName(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32
