@@ -217,7 +217,7 @@ let package = Package(
             path: "Tests/LoadGenTests"),
         .testTarget(
             name: "WHIPTests", dependencies: ["WHIP", "Media", "RoomServer", "TestSupport"], path: "Tests/WHIPTests"),
-        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC"], path: "Tests/BenchmarksTests"),
+        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "RTC", "RTCWire"], path: "Tests/BenchmarksTests"),
         .testTarget(
             name: "ScenarioTests", dependencies: ["Scenario", "RTC", "RoomServer", "Media", "TestSupport"],
             path: "Tests/ScenarioTests"),

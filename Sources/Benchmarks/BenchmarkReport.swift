@@ -71,6 +71,15 @@ public struct BenchmarkReport: Sendable {
         let started = Date()
         var summary: [SummaryRow] = []
         var body = ""
+        /// A section this run could not measure: its progress line, its summary row (`metric` and
+        /// `target`, when it has one) and its heading with why.
+        func notMeasured(
+            _ what: String, heading: String, metric: String? = nil, target: String = "", _ error: any Error
+        ) {
+            progress("bench:   \(what) failed: \(error)")
+            if let metric { summary.append(.notMeasured(metric, target: target, error: error)) }
+            body += "\(heading)\n\nNot measured in this run: \(error)\n\n"
+        }
         defer { try? FileManager.default.removeItem(atPath: paths.workDirectory) }
 
         // MARK: Receive path
@@ -261,12 +270,9 @@ public struct BenchmarkReport: Sendable {
 
                     """
             } catch {
-                progress("bench:   recording benchmark failed: \(error)")
-                summary.append(
-                    .notMeasured(
-                        "recording CPU, aiortc MediaRecorder ÷ ours, same stream", target: "≥ 50×", error: error))
-                body += "## Recording CPU: aiortc MediaRecorder ÷ ours, same stream\n\n"
-                body += "Not measured in this run: \(error)\n\n"
+                notMeasured(
+                    "recording benchmark", heading: "## Recording CPU: aiortc MediaRecorder ÷ ours, same stream",
+                    metric: "recording CPU, aiortc MediaRecorder ÷ ours, same stream", target: "≥ 50×", error)
             }
             let streams = quick ? 4 : 40
             progress("bench:   concurrent recording: \(streams) streams of 1 Mbit/s on one receiving loop")
@@ -309,9 +315,9 @@ public struct BenchmarkReport: Sendable {
 
                     """
             } catch {
-                progress("bench:   concurrent recording failed: \(error)")
-                summary.append(.notMeasured(metric, target: "≥ 500", error: error))
-                body += "## Concurrent recording: 1 Mbit/s streams per core\n\nNot measured in this run: \(error)\n\n"
+                notMeasured(
+                    "concurrent recording", heading: "## Concurrent recording: 1 Mbit/s streams per core",
+                    metric: metric, target: "≥ 500", error)
             }
         }
         // Part of `recording`; `--only codecs` runs this row alone (profiling the H.264 path).
@@ -357,9 +363,9 @@ public struct BenchmarkReport: Sendable {
 
                     """
             } catch {
-                progress("bench:   recording cost per codec failed: \(error)")
-                summary.append(.notMeasured(codecMetric, target: "≤ 1.00", error: error))
-                body += "## Recording cost per codec: H.264 ÷ VP8\n\nNot measured in this run: \(error)\n\n"
+                notMeasured(
+                    "recording cost per codec", heading: "## Recording cost per codec: H.264 ÷ VP8",
+                    metric: codecMetric, target: "≤ 1.00", error)
             }
         }
 
@@ -379,10 +385,9 @@ public struct BenchmarkReport: Sendable {
                             c.oursPerOutputSecond, c.ffmpegPerOutputSecond), verdict: verdict))
                 body += CompositeBenchmark.markdown(c, verdict: verdict)
             } catch {
-                progress("bench:   composite failed: \(error)")
-                summary.append(.notMeasured(metric, target: "≤ 0.5×", error: error))
-                body +=
-                    "## Composite: 4 participants, ours ÷ an ffmpeg pipeline\n\nNot measured in this run: \(error)\n\n"
+                notMeasured(
+                    "composite", heading: "## Composite: 4 participants, ours ÷ an ffmpeg pipeline", metric: metric,
+                    target: "≤ 0.5×", error)
             }
             let roomMetric =
                 "composite in a room: 4 simulcast publishers → 1280x720/30 H.264, CPU ours ÷ ffmpeg (top layers)"
@@ -394,14 +399,14 @@ public struct BenchmarkReport: Sendable {
                     SummaryRow(
                         metric: roomMetric, target: "≤ 0.5×",
                         measured: String(
-                            format: "%.2f× (%.3f vs %.3f CPU-s per output second; tiles got %@)", r.ratio,
-                            r.oursPerOutputSecond, r.ffmpegPerOutputSecond, r.layers.joined(separator: ",")),
+                            format:
+                                "%.2f× (%.3f vs %.3f CPU-s per output second; tiles got %@; %.2f× against ffmpeg paced at real time)",
+                            r.ratio, r.oursPerOutputSecond, r.ffmpegPerOutputSecond, r.layers.joined(separator: ","),
+                            r.realtimeRatio),
                         verdict: verdict))
                 body += CompositeRoomBenchmark.markdown(r, verdict: verdict)
             } catch {
-                progress("bench:   composite room failed: \(error)")
-                summary.append(.notMeasured(roomMetric, target: "≤ 0.5×", error: error))
-                body += "### The room case\n\nNot measured in this run: \(error)\n\n"
+                notMeasured("composite room", heading: "### The room case", metric: roomMetric, target: "≤ 0.5×", error)
             }
         }
 
@@ -531,12 +536,11 @@ public struct BenchmarkReport: Sendable {
 
                     """
             } catch {
-                progress("bench:   SFU process benchmark failed: \(error)")
-                summary.append(
-                    .notMeasured(
-                        "SFU forwarded packets/s per core (whole server process)", target: "≥ 250k (LiveKit: 40–75k)",
-                        error: error))
-                body += "SFU process figure not measured in this run: \(error)\n\n"
+                notMeasured(
+                    "SFU process benchmark",
+                    heading: "## SFU forwarded packets per second per core (whole server process)",
+                    metric: "SFU forwarded packets/s per core (whole server process)",
+                    target: "≥ 250k (LiveKit: 40–75k)", error)
             }
             do {
                 progress("bench:   what bandwidth feedback costs: transport-cc off and on, alternating")
@@ -552,8 +556,9 @@ public struct BenchmarkReport: Sendable {
                         verdict: atLeast(min(cost.serverRatio, cost.generatorRatio), 0.95)))
                 body += BandwidthCostRow.section(cost)
             } catch {
-                progress("bench:   bandwidth feedback cost failed: \(error)")
-                body += "Bandwidth feedback cost not measured in this run: \(error)\n\n"
+                notMeasured(
+                    "bandwidth feedback cost",
+                    heading: "## What bandwidth feedback costs (transport-cc, estimator, allocator)", error)
             }
             do {
                 let perRound = quick ? 3072 : 20_480
@@ -580,8 +585,9 @@ public struct BenchmarkReport: Sendable {
                         verdict: "no target: the ceiling of the SFU rows"))
                 body += SendFloorRow.section(single: floor, segmented: segmented)
             } catch {
-                progress("bench:   send floor failed: \(error)")
-                body += "Send floor not measured in this run: \(error)\n\n"
+                notMeasured(
+                    "send floor", heading: "## Loopback send floor: datagrams per second per core with no SFU work",
+                    error)
             }
             var sfuRuns: [(packetsPerSecondPerCore: Double, method: String)] = []
             for _ in 0..<(quick ? 1 : 3) {

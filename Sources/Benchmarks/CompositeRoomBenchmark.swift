@@ -31,6 +31,10 @@ enum CompositeRoomBenchmark {
         var ffmpegCPUSeconds: Double
         var ffmpegFrames: Int
         var ffmpegWallSeconds: Double
+        /// The same anchor paced at real time (`-re` on every input), as a live pipeline reads its
+        /// streams: CPU seconds and wall seconds.
+        var ffmpegRealtimeCPUSeconds: Double = 0
+        var ffmpegRealtimeWallSeconds: Double = 0
         /// Decoding the four tiles' layer files alone (ffmpeg, one thread, to null), CPU seconds per
         /// second of video: libvpx (ours and the anchor's decoder) and libavcodec's own VP8 decoder.
         var decodeLibvpx: Double
@@ -38,10 +42,14 @@ enum CompositeRoomBenchmark {
         /// Ours split by thread over the window, CPU seconds: the subscriber's loop (receive), the
         /// compositor's thread (decode, scale, encode), the disk writer, and the rest of ours.
         var split: [(String, Double)] = []
+        /// The compositor thread by stage over the window (``Compositor/Stats``), CPU seconds.
+        var stages: [(String, Double)] = []
 
         var oursPerOutputSecond: Double { oursCPUSeconds / (Double(max(1, oursFrames)) / 30) }
         var ffmpegPerOutputSecond: Double { ffmpegCPUSeconds / (Double(max(1, ffmpegFrames)) / 30) }
+        var ffmpegRealtimePerOutputSecond: Double { ffmpegRealtimeCPUSeconds / (Double(max(1, ffmpegFrames)) / 30) }
         var ratio: Double { oursPerOutputSecond / max(1e-9, ffmpegPerOutputSecond) }
+        var realtimeRatio: Double { oursPerOutputSecond / max(1e-9, ffmpegRealtimePerOutputSecond) }
     }
 
     /// The layers as Chromium sends a 720p camera (lowest first, as the sender's RIDs): size and bitrate.
@@ -173,17 +181,24 @@ enum CompositeRoomBenchmark {
         // The anchor: the top layers, scaled into the tiles and stacked, as fast as it goes.
         progress("bench:   composite room: ffmpeg on the 1280x720 layers (scale + xstack + libx264)")
         let frameCount = Int(seconds * 30)
-        var args = ["-nostdin", "-v", "error", "-y"]
-        for layers in files { args += ["-threads", "1", "-c:v", "libvpx", "-i", layers[2]] }
-        let tile = "640:360:flags=bilinear"
-        args += [
-            "-filter_complex",
-            "[0:v]scale=\(tile)[a];[1:v]scale=\(tile)[b];[2:v]scale=\(tile)[c];[3:v]scale=\(tile)[d];"
-                + "[a][b][c][d]xstack=inputs=4:layout=0_0|w0_0|0_h0|w0_h0[v]",
-            "-filter_threads", "1", "-map", "[v]", "-frames:v", "\(frameCount)",
-        ]
-        args += CompositeBenchmark.x264Arguments + [directory + "/room-ffmpeg.mp4"]
-        let (ffmpegCPU, ffmpegWall) = try CompositeBenchmark.timeFFmpeg(args)
+        func anchorArguments(realtime: Bool) -> [String] {
+            var args = ["-nostdin", "-v", "error", "-y"]
+            for layers in files {
+                args += (realtime ? ["-re"] : []) + ["-threads", "1", "-c:v", "libvpx", "-i", layers[2]]
+            }
+            let tile = "640:360:flags=bilinear"
+            args += [
+                "-filter_complex",
+                "[0:v]scale=\(tile)[a];[1:v]scale=\(tile)[b];[2:v]scale=\(tile)[c];[3:v]scale=\(tile)[d];"
+                    + "[a][b][c][d]xstack=inputs=4:layout=0_0|w0_0|0_h0|w0_h0[v]",
+                "-filter_threads", "1", "-map", "[v]", "-frames:v", "\(frameCount)",
+            ]
+            return args + CompositeBenchmark.x264Arguments + [directory + "/room-ffmpeg.mp4"]
+        }
+        let (ffmpegCPU, ffmpegWall) = try CompositeBenchmark.timeFFmpeg(anchorArguments(realtime: false))
+        // The same, paced as a live pipeline reads (ours runs in real time too).
+        progress("bench:   composite room: ffmpeg again, paced at real time (-re)")
+        let (realtimeCPU, realtimeWall) = try CompositeBenchmark.timeFFmpeg(anchorArguments(realtime: true))
         // Would another VP8 decoder make ours cheaper? The tiles' layer files decoded alone by each.
         let chosenLayer = layers.firstIndex { $0.rid == layersAfter.first } ?? 1
         func decodeCost(_ decoder: String) throws -> Double {
@@ -199,7 +214,14 @@ enum CompositeRoomBenchmark {
             oursFrames: stats1.frames + stats1.unchanged - stats0.frames - stats0.unchanged,
             oursSkipped: stats1.skipped - stats0.skipped, layers: layersAfter, tile: "640x360",
             ffmpegCPUSeconds: ffmpegCPU, ffmpegFrames: frameCount, ffmpegWallSeconds: ffmpegWall,
-            decodeLibvpx: decodeLibvpx, decodeNative: decodeNative, split: split)
+            ffmpegRealtimeCPUSeconds: realtimeCPU, ffmpegRealtimeWallSeconds: realtimeWall, decodeLibvpx: decodeLibvpx,
+            decodeNative: decodeNative, split: split,
+            stages: [
+                ("decode", Double(stats1.decodeNanos &- stats0.decodeNanos) / 1e9),
+                ("draw (scale, labels)", Double(stats1.drawNanos &- stats0.drawNanos) / 1e9),
+                ("encode (libx264)", Double(stats1.encodeNanos &- stats0.encodeNanos) / 1e9),
+                ("outputs (mux, write)", Double(stats1.outputNanos &- stats0.outputNanos) / 1e9),
+            ])
     }
 
     /// The report's subsection (after ``CompositeBenchmark/markdown(_:verdict:)``).
@@ -215,7 +237,13 @@ enum CompositeRoomBenchmark {
                 "| ffmpeg: libvpx decode of the four 1280x720 layers, scale to %@, `xstack`, libx264 %@ (anchor) | %.3f CPU-s/s | %d | as fast as it goes: %.1f s wall |\n",
             r.tile, CompositeBenchmark.preset, r.ffmpegPerOutputSecond, r.ffmpegFrames, r.ffmpegWallSeconds)
         body += String(
-            format: "| **ours ÷ ffmpeg, room case** (target ≤ 0.5×) | **%.2f×** — %@ | | |\n\n", r.ratio, verdict)
+            format:
+                "| ffmpeg: the same, paced at real time (`-re` on each input, as a live pipeline reads) | %.3f CPU-s/s | %d | %.1f s wall |\n",
+            r.ffmpegRealtimePerOutputSecond, r.ffmpegFrames, r.ffmpegRealtimeWallSeconds)
+        body += String(
+            format: "| **ours ÷ ffmpeg, room case** (target ≤ 0.5×) | **%.2f×** — %@ | | |\n", r.ratio, verdict)
+        body += String(
+            format: "| ours ÷ ffmpeg paced at real time | %.2f× | | |\n\n", r.realtimeRatio)
         body += String(
             format:
                 "Decoding the four tiles' layer alone (ffmpeg, one thread each, to null): libvpx %.3f, libavcodec's `vp8` %.3f CPU-s/s (%.0f %% less).\n\n",
@@ -224,6 +252,9 @@ enum CompositeRoomBenchmark {
         body +=
             "Ours by thread (CPU-s per second of output): "
             + r.split.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ") + ".\n\n"
+        body +=
+            "The compositor thread by stage (CPU-s per second of output, `CLOCK_THREAD_CPUTIME_ID` around each): "
+            + r.stages.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ") + ".\n\n"
         body += """
             Method: four publishers, each a `PeerConnection` sending three simulcast encodings (RIDs q, h,
             f: 320x180 at 200 kbit/s, 640x360 at 700 kbit/s, 1280x720 at 2.5 Mbit/s, as Chromium sends a

@@ -158,17 +158,26 @@ final class SFUPipe: @unchecked Sendable, DatagramHandler, EventLoopTicker {
         }
     }
 
-    /// Forwards each tapped layer's latest sender report under the pipe's SSRC (once a second).
+    /// Forwards each tapped layer's latest sender report under the pipe's SSRC (once a second): the
+    /// publisher's own NTP/RTP relation, moved forward from when that report came to now (both
+    /// clocks by the time since), so that each relay is fresh. A report resent as it came would be
+    /// up to a second old (five for Chromium's audio) when it reaches the edge, which maps a report's
+    /// instant by its arrival (``SenderClockMapping``): audio and video would land apart by their
+    /// reports' different ages.
     private func sendSenderReports(now: UInt64) {
         guard let remote, !outbound.isEmpty, now &- lastSenderReports >= Self.senderReportInterval else { return }
         lastSenderReports = now
         for tap in outbound.values {
+            let clockRate = Int64(tap.producer.codec.clockRate)
             for layer in tap.ssrcs.indices {
-                guard let report = tap.producer.senderReport(layer: layer),
+                guard let report = tap.producer.senderReport(layer: layer) else { continue }
+                let since = Int64(bitPattern: now &- report.localTime)
+                let rtp = report.rtpTimestamp &+ UInt32(truncatingIfNeeded: since * clockRate / 1_000_000_000)
+                guard
                     let end = try? RTCPWriter.writeSenderReport(
-                        into: rtcpBuffer, at: 0, ssrc: tap.ssrcs[layer], ntpTimestamp: report.ntp.value,
-                        rtpTimestamp: report.rtpTimestamp, packetCount: tap.packetsSent[layer],
-                        octetCount: tap.octetsSent[layer])
+                        into: rtcpBuffer, at: 0, ssrc: tap.ssrcs[layer],
+                        ntpTimestamp: report.ntp.adding(nanoseconds: since).value, rtpTimestamp: rtp,
+                        packetCount: tap.packetsSent[layer], octetCount: tap.octetsSent[layer])
                 else { continue }
                 socket.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<end]), to: remote)
             }

@@ -490,9 +490,10 @@ struct Context: Sendable {
             var problems: [String] = []
             for id in ids {
                 guard let b = bots[id] else { continue }
-                for e in b.events where e.name == .error && !ignore.contains(e.code ?? -1) {
+                for e in b.events where e.name == .error && !ignore.contains(e.details.code ?? -1) {
                     problems.append(
-                        "\(id) got error \(e.code ?? 0) \(e.reason ?? "") at steps[\(e.step)]: \(e.message ?? "")")
+                        "\(id) got error \(e.details.code ?? 0) \(e.details.reason ?? "") at steps[\(e.step)]: \(e.details.message ?? "")"
+                    )
                 }
                 for r in b.recordingErrors { problems.append("\(id): \(r)") }
             }

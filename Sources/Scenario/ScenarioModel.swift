@@ -217,9 +217,8 @@ public enum EventName: String, Sendable, CaseIterable {
     case micRequested, webcamRequested, message, error
 }
 
-/// Matches a recorded event; every field that is set must be equal.
-public struct EventMatcher: Sendable {
-    public var name: EventName
+/// What an event says besides its name, each field set only where the SDK callback has it.
+public struct EventDetails: Sendable {
     public var participant: String?
     public var mode: Mode?
     /// Stream or media kind: `audio`, `video`, `share`, `shareAudio`.
@@ -229,33 +228,50 @@ public struct EventMatcher: Sendable {
     /// Leave reason name (`REMOVE_PEER`…), state (`CONNECTED`…) or error name.
     public var reason: String?
     public var code: Int?
+
+    /// Whether `event` has every field set here (a mode by its canonical name).
+    func isPresent(in event: EventDetails) -> Bool {
+        if let participant, event.participant != participant { return false }
+        if let mode, event.mode != mode.canonical { return false }
+        if let kind, event.kind != kind { return false }
+        if let topic, event.topic != topic { return false }
+        if let message, event.message != message { return false }
+        if let reason, event.reason != reason { return false }
+        if let code, event.code != code { return false }
+        return true
+    }
+
+    /// The fields that are set, as `name=value`, or (`labelled` false) the participant, mode, kind
+    /// and reason as bare values.
+    func parts(labelled: Bool) -> [String] {
+        func field(_ name: String, _ value: String?, bare: Bool) -> String? {
+            value.map { bare && !labelled ? $0 : "\(name)=\($0)" }
+        }
+        return [
+            field("participant", participant, bare: true), field("mode", mode?.rawValue, bare: true),
+            field("kind", kind, bare: true), field("topic", topic, bare: false),
+            field("message", message, bare: false), field("reason", reason, bare: true),
+            field("code", code.map(String.init), bare: false),
+        ].compactMap { $0 }
+    }
+}
+
+/// Matches a recorded event: its name, and every field of `details` that is set.
+public struct EventMatcher: Sendable {
+    public var name: EventName
+    public var details: EventDetails
     /// Only events that arrived after step `sinceStep` began (default: any time in the run).
     public var sinceStep: Int?
 
     func matches(_ e: ParticipantEvent) -> Bool {
         guard e.name == name else { return false }
         if let sinceStep, e.step < sinceStep { return false }
-        if let participant, e.participant != participant { return false }
-        if let mode, e.mode != mode.canonical { return false }
-        if let kind, e.kind != kind { return false }
-        if let topic, e.topic != topic { return false }
-        if let message, e.message != message { return false }
-        if let reason, e.reason != reason { return false }
-        if let code, e.code != code { return false }
-        return true
+        return details.isPresent(in: e.details)
     }
 
     var summary: String {
-        var parts = [name.rawValue]
-        if let participant { parts.append("participant=\(participant)") }
-        if let mode { parts.append("mode=\(mode.rawValue)") }
-        if let kind { parts.append("kind=\(kind)") }
-        if let topic { parts.append("topic=\(topic)") }
-        if let message { parts.append("message=\(message)") }
-        if let reason { parts.append("reason=\(reason)") }
-        if let code { parts.append("code=\(code)") }
-        if let sinceStep { parts.append("sinceStep=\(sinceStep)") }
-        return parts.joined(separator: " ")
+        ([name.rawValue] + details.parts(labelled: true) + (sinceStep.map { ["sinceStep=\($0)"] } ?? []))
+            .joined(separator: " ")
     }
 }
 
@@ -263,23 +279,7 @@ public struct EventMatcher: Sendable {
 public struct ParticipantEvent: Sendable, CustomStringConvertible {
     public var name: EventName
     public var step: Int
-    public var participant: String?
-    public var mode: Mode?
-    public var kind: String?
-    public var topic: String?
-    public var message: String?
-    public var reason: String?
-    public var code: Int?
+    public var details: EventDetails
 
-    public var description: String {
-        var parts = [name.rawValue]
-        if let participant { parts.append(participant) }
-        if let mode { parts.append(mode.rawValue) }
-        if let kind { parts.append(kind) }
-        if let topic { parts.append("topic=\(topic)") }
-        if let message { parts.append("message=\(message)") }
-        if let reason { parts.append(reason) }
-        if let code { parts.append("code=\(code)") }
-        return parts.joined(separator: " ")
-    }
+    public var description: String { ([name.rawValue] + details.parts(labelled: false)).joined(separator: " ") }
 }

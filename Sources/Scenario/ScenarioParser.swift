@@ -462,9 +462,12 @@ private struct ScenarioDecoder {
         var participant: String?
         if m.json["participant"] != nil { participant = try m.participant("participant") }
         return EventMatcher(
-            name: name, participant: participant, mode: try m.mode("mode"), kind: try m.string("kind"),
-            topic: try m.string("topic"), message: try m.string("message"), reason: try m.string("reason"),
-            code: try m.count("code"), sinceStep: try m.count("sinceStep"))
+            name: name,
+            details: EventDetails(
+                participant: participant, mode: try m.mode("mode"), kind: try m.string("kind"),
+                topic: try m.string("topic"), message: try m.string("message"), reason: try m.string("reason"),
+                code: try m.count("code")),
+            sinceStep: try m.count("sinceStep"))
     }
 
     /// The fields of a quality expectation: `bot`?, `participant`?, `kind`?, `atLeast`/`atMost` (one needed).

@@ -185,8 +185,10 @@ final class ScenarioParticipant: RoomEventListener, ParticipantEventListener, Pu
         topic: String? = nil, message: String? = nil, reason: String? = nil, code: Int? = nil
     ) {
         let event = ParticipantEvent(
-            name: name, step: clock.current, participant: participant, mode: mode, kind: kind, topic: topic,
-            message: message, reason: reason, code: code)
+            name: name, step: clock.current,
+            details: EventDetails(
+                participant: participant, mode: mode, kind: kind, topic: topic, message: message, reason: reason,
+                code: code))
         lock.withLock { _events.append(event) }
         log("\(id): \(event)")
     }

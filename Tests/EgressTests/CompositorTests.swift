@@ -167,6 +167,23 @@ import Testing
         #expect(labelRows.contains { $0 > 200 }, "no label drawn")
     }
 
+    @Test func theCompositorThreadIsNamed() async throws {
+        var options = Compositor.Options()
+        options.width = 320
+        options.height = 180
+        options.preset = "ultrafast"
+        let path = temporaryPath("composite-named.mp4")
+        let compositor = try Compositor(options: options, outputs: [try CompositeOutputs.make(destination: path)])
+        defer { compositor.stop() }
+        // What the bench's per-thread split and `top -H` read.
+        func names() -> [String] {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+                .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        }
+        try await waitUntil("the named thread", seconds: 30) { names().contains(Compositor.threadName) }
+    }
+
     @Test func anOutputThatFailsIsDroppedAndTheOthersGoOn() async throws {
         final class Failing: CompositeOutput {
             let destination = "failing"

@@ -183,6 +183,17 @@ import Testing
                 try #require(sfu.producers[rig.video.id]).senderReport(layer: 0) != nil
             }
             #expect(upstream, "a sender report crossed the pipe")
+            // With the publisher's own relation, moved forward to when it was relayed (within the
+            // publisher's own jitter, should its next report have come since).
+            let originReport = try await rig.origin.onLoop { sfu in
+                try #require(sfu.producers[rig.video.id]?.senderReport(layer: 0))
+            }
+            let edgeReport = try await rig.edge.onLoop { sfu in
+                try #require(sfu.producers[rig.video.id]?.senderReport(layer: 0))
+            }
+            let gap = edgeReport.ntp.nanosecondsSince1900 - originReport.ntp.nanosecondsSince1900
+            let ticks = Int64(Int32(bitPattern: edgeReport.rtpTimestamp &- originReport.rtpTimestamp))
+            #expect(abs(ticks - gap * 90_000 / 1_000_000_000) <= 900, "relayed \(edgeReport), origin's \(originReport)")
             #expect(recording.videoFrames >= 60)
             let decode = try ffmpegDecodeErrors(path)
             #expect(decode.isEmpty, "ffmpeg reported decode errors: \(decode)")

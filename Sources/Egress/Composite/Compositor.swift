@@ -77,6 +77,13 @@ public final class Compositor: @unchecked Sendable {
         public var decodeErrors = 0
         /// Audio blocks handed to the outputs.
         public var audioBlocks = 0
+        /// The compositor thread's CPU time (ns, `CLOCK_THREAD_CPUTIME_ID`) by stage: decoding the
+        /// tiles' frames, drawing the canvas (scale, fill, labels), encoding it, and handing the
+        /// encoded frames and the audio to the outputs (muxing, segmenting).
+        public var decodeNanos: UInt64 = 0
+        public var drawNanos: UInt64 = 0
+        public var encodeNanos: UInt64 = 0
+        public var outputNanos: UInt64 = 0
     }
 
     /// How one output ended.
@@ -239,11 +246,18 @@ public final class Compositor: @unchecked Sendable {
         }
         self.origin = origin ?? Self.now()
         // The thread keeps the compositor until stop() ends it.
-        let thread = Thread { self.run() }
-        thread.name = "understudy-comp"  // Linux thread names hold 15 bytes; a longer one is not set
+        let thread = Thread {
+            // Named from the thread itself: Foundation on Linux names only the current thread. Per
+            // thread CPU (`/proc/PID/task/*/comm`, the bench's split, `top -H`) finds it by it.
+            Thread.current.name = Self.threadName
+            self.run()
+        }
         self.thread = thread
         thread.start()
     }
+
+    /// The compositor thread's name (Linux keeps 15 bytes).
+    public static let threadName = "understudy-comp"
 
     /// Monotonic nanoseconds (`CLOCK_MONOTONIC`, the media loop's clock).
     public static func now() -> UInt64 {
@@ -365,7 +379,9 @@ public final class Compositor: @unchecked Sendable {
     /// Composes and encodes the frame at `pts`; `last`: the stop's frame, encoded even when unchanged
     /// so that the video lasts until the stop.
     private func tick(pts: Int64, last: Bool = false) {
+        let start = Self.threadCPU()
         flushAudio()
+        let afterAudio = Self.threadCPU()
         let (slots, stage, speaker, version) = shared.withLock { s -> ([VideoSlot], [StageMember], String?, Int) in
             (s.version != seenVersion ? s.slots : liveSlots, s.stage, s.speaker, s.version)
         }
@@ -377,8 +393,23 @@ public final class Compositor: @unchecked Sendable {
         }
         relayout = receiveVideo() || relayout
         if relayout { updateLayout(stage: stage, speaker: speaker) }
+        let decoded = Self.threadCPU()
         let drew = draw(all: relayout)
-        encode(pts: pts, changed: drew || last)
+        let drawn = Self.threadCPU()
+        let (encodeNanos, outputNanos) = encode(pts: pts, changed: drew || last)
+        statsBox.withLock {
+            $0.decodeNanos &+= decoded &- afterAudio
+            $0.drawNanos &+= drawn &- decoded
+            $0.encodeNanos &+= encodeNanos
+            $0.outputNanos &+= (afterAudio &- start) &+ outputNanos
+        }
+    }
+
+    /// This thread's CPU time in nanoseconds (a stage's cost, read a few times per frame).
+    static func threadCPU() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 
     private func flushAudio() {
@@ -546,26 +577,30 @@ public final class Compositor: @unchecked Sendable {
 
     /// Encodes the canvas as the frame at `pts`, unless it did not change since the last frame encoded
     /// less than a second ago and no key frame is due (the outputs' previous frame then lasts longer).
-    private func encode(pts: Int64, changed: Bool) {
+    /// Returns the thread CPU time spent encoding and writing to the outputs (ns).
+    private func encode(pts: Int64, changed: Bool) -> (encode: UInt64, output: UInt64) {
         // Key frames by output time: frames not encoded do not advance the encoder's own count.
         let halfFrame = 500_000 / Int64(options.fps)
         let keyframeDue = lastKeyframe.map { pts - $0 >= keyframeMicros - halfFrame } ?? false
         if !changed, !keyframeDue, let previous = lastEncoded, pts - previous < 1_000_000 {
             statsBox.withLock { $0.unchanged += 1 }
-            return
+            return (0, 0)
         }
         if keyframeDue { encoder.forceKeyframe() }
+        let start = Self.threadCPU()
         let frames: [EncodedFrame]
         do { frames = try encoder.encode(i420: canvas.image) } catch {
             log("composite encoder: \(error)")
-            return
+            return (Self.threadCPU() &- start, 0)
         }
+        let encoded = Self.threadCPU()
         lastEncoded = pts
         for frame in frames {
             if frame.isKeyframe { lastKeyframe = pts }
             forEachOutput { try $0.writeVideo(frame, ptsMicros: pts) }
         }
         statsBox.withLock { $0.frames += 1 }
+        return (encoded &- start, Self.threadCPU() &- encoded)
     }
 
     /// Runs `write` on every output; one that throws is finished and dropped (the others go on).

@@ -294,21 +294,12 @@ public enum H264AnnexB {
     /// the next start code excluded), in order. Empty units are skipped.
     public static func forEachUnitRange(_ b: UnsafeRawBufferPointer, _ body: (Range<Int>) -> Void) {
         let n = b.count
-        guard n > 2, let base = b.baseAddress else { return }
         var i = 0
         var unitStart = -1
-        // Recorders and the packetizer scan every access unit, nearly all of it slice data where
-        // a zero byte is rare: eight bytes without a zero hold no start code's zeros, so the scan
-        // skips them a word at a time (the "has a zero byte" bit trick). Where a word has one, it
-        // looks at the third byte of each candidate: above 1, no start code begins at i, i + 1 or
-        // i + 2, so it moves three bytes at a time.
+        // Looks at the third byte of each candidate: above 1, no start code begins at i, i + 1 or
+        // i + 2, so the scan moves three bytes at a time through slice data (recorders and the
+        // packetizer scan every access unit).
         while i + 2 < n {
-            while i + 8 <= n {
-                let w = (base + i).loadUnaligned(as: UInt64.self)
-                if (w &- 0x0101_0101_0101_0101) & ~w & 0x8080_8080_8080_8080 != 0 { break }
-                i += 8
-            }
-            guard i + 2 < n else { break }
             let third = b[i + 2]
             if third > 1 {
                 i += 3
