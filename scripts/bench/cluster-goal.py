@@ -168,6 +168,7 @@ def main() -> int:
     nodes = [Node(binary, i, args.port_base, redis_port, n, workdir) for i in range(3)]
     loads: list[Load] = []
     started = time.time()
+    load_before = os.getloadavg()[0]
     try:
         time.sleep(0.5)
         for node in nodes:
@@ -262,6 +263,8 @@ def main() -> int:
         reports[load.prefix]["_started"] = load.started
     summary = summarize(n, reports, fanout, steady_from, ramped, edge_killed, edge_back, origin_killed, moved, reattached,
                         everyone_back)
+    summary["run"] = (f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(started))} UTC, load average "
+                      f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after")
     (workdir / "summary.json").write_text(json.dumps(summary, indent=1))
     text = markdown(summary)
     print(text)
@@ -397,6 +400,7 @@ def markdown(s: dict) -> str:
         "of N audience bots through each node (those of g1 invite one of their own every 10 s), then kill -9",
         "of the edge g2 (restarted empty), then kill -9 of the origin g0. Times are from each bot's loss of its",
         "signalling connection (p50 / p95 / max, samples). The generator runs beside the servers.",
+        f"Run: {s.get('run', '?')}.",
     ])
 
 
