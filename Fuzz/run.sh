@@ -79,7 +79,8 @@ lib_deps() {
     esac
 }
 C_MODULES=(-I "$ROOT/CModules/COpenSSL")
-SANITIZE=(-sanitize=fuzzer,address -parse-as-library -O)
+# One package name for every library and target, as SwiftPM gives them: `package` declarations need it.
+SANITIZE=(-sanitize=fuzzer,address -parse-as-library -O -package-name understudy)
 
 if grep -l '^import Foundation' $(lib_sources RTCWire) >/dev/null 2>&1; then
     echo "warning: Sources/RTCWire imports Foundation (it should be pure Swift)" >&2
