@@ -442,14 +442,7 @@ public final class RoomServer: @unchecked Sendable {
         case .origin:
             return false
         case .edge(let peer):
-            guard
-                let proxy = await SignalProxy.open(
-                    for: session, to: peer, joinText: text, proxyNode: nodeId,
-                    extraHeaders: [(Self.edgePlacedHeader, "1")])
-            else { return false }
-            locked { proxiedConnections += 1 }
-            session.proxied(through: proxy)
-            return true
+            return await proxyToEdge(session, peer: peer, joinText: text)
         case .here:
             guard edges.admit(roomId: request.roomId, limit: share) else { return false }
             let pipeID = EdgeWire.edgePipeID(origin: origin.nodeId)
@@ -483,9 +476,17 @@ public final class RoomServer: @unchecked Sendable {
         let share = configuration.edgeAudience
         guard let text = session.joinText, let room = existingRoom(request.roomId),
             let summary = await room.currentSummary(), summary.localAudienceCount >= share,
-            case .edge(let peer) = await directory.audiencePlacement(roomId: request.roomId, share: share),
+            case .edge(let peer) = await directory.audiencePlacement(roomId: request.roomId, share: share)
+        else { return false }
+        return await proxyToEdge(session, peer: peer, joinText: text)
+    }
+
+    /// Proxies an audience join to the edge placement chose, marked as placed so that the edge
+    /// serves it rather than placing it again. False when the edge is unreachable.
+    private func proxyToEdge(_ session: ClientSession, peer: ClusterPeer, joinText: String) async -> Bool {
+        guard
             let proxy = await SignalProxy.open(
-                for: session, to: peer, joinText: text, proxyNode: nodeId,
+                for: session, to: peer, joinText: joinText, proxyNode: nodeId,
                 extraHeaders: [(Self.edgePlacedHeader, "1")])
         else { return false }
         locked { proxiedConnections += 1 }
