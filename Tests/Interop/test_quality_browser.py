@@ -333,11 +333,13 @@ def _agree(a: float, b: float, relative: float, absolute: float) -> bool:
 def _check_fps_freezes_and_video_loss(f: dict, summary: str, impaired: bool = True) -> None:
     assert f["chrome_fps"] > 5, summary
     assert _agree(f["agent_fps"], f["chrome_fps"], 0.10, 0), summary
-    # One freeze either way for the window's edges; on an impaired path up to two more at the agent,
-    # which times frames as they complete where Chromium times them as rendered, after its jitter
-    # buffer has absorbed a late (repaired) frame.
-    low = min(f["chrome_freezes"] * 0.9, f["chrome_freezes"] - 1)
-    high = max(f["chrome_freezes"] * 1.1, f["chrome_freezes"] + (2 if impaired else 1))
+    # One freeze either way for the window's edges; on an impaired path up to two more either way:
+    # the agent times frames as they complete, Chromium as rendered after its jitter buffer, so a late
+    # (repaired) frame can freeze one and not the other. Chromium's side also stalls on a starved CPU
+    # (CI measured 0 at the agent vs 2 at Chromium with the same 0.00 % loss after repair and equal fps).
+    slack = 2 if impaired else 1
+    low = min(f["chrome_freezes"] * 0.9, f["chrome_freezes"] - slack)
+    high = max(f["chrome_freezes"] * 1.1, f["chrome_freezes"] + slack)
     assert low <= f["agent_freezes"] <= high, summary
     assert _agree(f["agent_video_loss"], f["chrome_video_loss"], 0.10, 0.5), summary
 
