@@ -26,32 +26,9 @@ public enum ClusterBenchmark {
     public static func run(joins: Int, rooms: Int, progress: @escaping @Sendable (String) -> Void) async throws
         -> Result
     {
-        let redis = try LocalRedisServer()
-        defer { redis.stop() }
-        let redisURL = try RedisURL(parsing: redis.url)
-        var servers: [RoomServer] = []
-        var nodes: [ClusterNode] = []
-        defer {
-            for node in nodes { node.stop() }
-            for server in servers { server.stop() }
-        }
-        for i in 0..<3 {
-            var configuration = RoomServerConfiguration()
-            configuration.listenPort = 0
-            configuration.udpPortLow = 0
-            configuration.udpPortHigh = 0
-            configuration.secret = "bench-secret"
-            let server = RoomServer(configuration: configuration)
-            try server.start()
-            let reach = "127.0.0.1:\(server.httpPort)"
-            let node = ClusterNode(
-                configuration: .init(
-                    redis: redisURL, nodeId: "bench-\(i)", signalingURL: "ws://\(reach)/v1/rtc",
-                    httpURL: "http://\(reach)", mediaAddress: "127.0.0.1"), log: { _ in })
-            try node.attach(to: server)
-            servers.append(server)
-            nodes.append(node)
-        }
+        let cluster = try LocalCluster(count: 3, nodePrefix: "bench-")
+        defer { cluster.stop() }
+        let (servers, nodes) = (cluster.servers, cluster.nodes)
         func token(_ room: String) -> String {
             RoomToken.sign(
                 RoomToken(
@@ -177,16 +154,7 @@ extension ClusterBenchmark {
             publisherLoop.shutdown()
             viewerLoop.shutdown()
         }
-        let (offer, video) = try await publisherLoop.submit {
-            let t = publisher.addTransceiver(kind: .video, direction: .sendonly)
-            let o = try publisher.createOffer()
-            try publisher.setLocalDescription(o)
-            return (o, t)
-        }
-        let published = try await first.publish(participantID: "host", offer: offer)
-        try await publisherLoop.submit { try publisher.setRemoteDescription(published.answer, type: .answer) }
-        try await publisher.waitUntilConnected(timeout: 10)
-        guard let producer = published.producers.first else { throw SFUError.negotiation("no producer") }
+        let (video, producer) = try await SFUBenchmark.publishVideo(publisher, to: first, as: "host")
         let audience = edge ?? first
         if let edge {
             let originAddress = try await first.onLoop { try $0.openPipeOnLoop(id: "edge") }
@@ -202,16 +170,7 @@ extension ClusterBenchmark {
             let id = "viewer-\(i)"
             let pc = try PeerConnection(loop: viewerLoop)
             connections.append(pc)
-            _ = try await audience.onLoop { try $0.consumeOnLoop(subscriber: id, producerID: producer.id) }
-            let subOffer = try await audience.onLoop { try $0.subscriberOfferOnLoop(participantID: id) }
-            let answer = try await viewerLoop.submit {
-                try pc.setRemoteDescription(subOffer, type: .offer)
-                let a = try pc.createAnswer()
-                try pc.setLocalDescription(a)
-                return a
-            }
-            try await audience.onLoop { try $0.subscriberAnswerOnLoop(participantID: id, answer: answer) }
-            try await pc.waitUntilConnected(timeout: 10)
+            try await SFUBenchmark.subscribe(pc, as: id, to: producer, on: audience)
         }
         let source = BenchFrameSource(connection: publisher, transceiver: video, packetsPerSecond: packetsPerSecond)
         await publisherLoop.submit { publisherLoop.addTicker(source) }
@@ -288,33 +247,9 @@ extension ClusterBenchmark {
     public static func edges(audience: Int, seconds: Double, progress: @escaping @Sendable (String) -> Void)
         async throws -> EdgesResult
     {
-        let redis = try LocalRedisServer()
-        defer { redis.stop() }
-        let redisURL = try RedisURL(parsing: redis.url)
-        var servers: [RoomServer] = []
-        var nodes: [ClusterNode] = []
-        defer {
-            for node in nodes { node.stop() }
-            for server in servers { server.stop() }
-        }
-        for i in 0..<2 {
-            var configuration = RoomServerConfiguration()
-            configuration.listenPort = 0
-            configuration.udpPortLow = 0
-            configuration.udpPortHigh = 0
-            configuration.secret = "bench-secret"
-            configuration.edgeAudience = audience
-            let server = RoomServer(configuration: configuration)
-            try server.start()
-            let reach = "127.0.0.1:\(server.httpPort)"
-            let node = ClusterNode(
-                configuration: .init(
-                    redis: redisURL, nodeId: "edge-bench-\(i)", signalingURL: "ws://\(reach)/v1/rtc",
-                    httpURL: "http://\(reach)", mediaAddress: "127.0.0.1"), log: { _ in })
-            try node.attach(to: server)
-            servers.append(server)
-            nodes.append(node)
-        }
+        let cluster = try LocalCluster(count: 2, nodePrefix: "edge-bench-") { $0.edgeAudience = audience }
+        defer { cluster.stop() }
+        let servers = cluster.servers
         // Each node must see the other's registration (its media address) before an edge is accepted.
         try await Task.sleep(nanoseconds: 2_500_000_000)
 
@@ -420,5 +355,47 @@ extension ClusterBenchmark {
         body += "The origin sent \(r.edge.pipePacketsSent) packets over its pipe in the window. "
         body += "Method: \(r.method).\n\n"
         return body
+    }
+}
+
+/// Room servers in cluster mode on one throw-away Redis, in process: ports chosen by the kernel,
+/// secret `bench-secret`, node ids `nodePrefix` + 0, 1, …. ``stop()`` ends nodes, servers and Redis.
+final class LocalCluster {
+    let redis: LocalRedisServer
+    private(set) var servers: [RoomServer] = []
+    private(set) var nodes: [ClusterNode] = []
+
+    init(count: Int, nodePrefix: String, configure: (inout RoomServerConfiguration) -> Void = { _ in }) throws {
+        redis = try LocalRedisServer()
+        do {
+            let redisURL = try RedisURL(parsing: redis.url)
+            for i in 0..<count {
+                var configuration = RoomServerConfiguration()
+                configuration.listenPort = 0
+                configuration.udpPortLow = 0
+                configuration.udpPortHigh = 0
+                configuration.secret = "bench-secret"
+                configure(&configuration)
+                let server = RoomServer(configuration: configuration)
+                try server.start()
+                servers.append(server)
+                let reach = "127.0.0.1:\(server.httpPort)"
+                let node = ClusterNode(
+                    configuration: .init(
+                        redis: redisURL, nodeId: "\(nodePrefix)\(i)", signalingURL: "ws://\(reach)/v1/rtc",
+                        httpURL: "http://\(reach)", mediaAddress: "127.0.0.1"), log: { _ in })
+                try node.attach(to: server)
+                nodes.append(node)
+            }
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    func stop() {
+        for node in nodes { node.stop() }
+        for server in servers { server.stop() }
+        redis.stop()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LoadGen
 import Media
 import RTCWire
 import RoomProtocol
@@ -32,9 +33,7 @@ public enum JoinLatencyBenchmark {
     /// Percentile `p` (0…1) of `values` by nearest rank; NaN when empty.
     public static func percentile(_ values: [Double], _ p: Double) -> Double {
         guard !values.isEmpty else { return .nan }
-        let sorted = values.sorted()
-        let rank = Int((p * Double(sorted.count)).rounded(.up)) - 1
-        return sorted[min(sorted.count - 1, max(0, rank))]
+        return nearestRank(p, ofSorted: values.sorted())
     }
 
     /// Records the instant `onRoomJoined` (or a leave) arrives.

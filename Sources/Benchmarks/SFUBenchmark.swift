@@ -51,31 +51,13 @@ public enum SFUBenchmark {
             subscriberLoop.shutdown()
         }
 
-        let (offer, video) = try await publisherLoop.submit {
-            let t = publisher.addTransceiver(kind: .video, direction: .sendonly)
-            let o = try publisher.createOffer()
-            try publisher.setLocalDescription(o)
-            return (o, t)
-        }
-        let published = try await sfu.publish(participantID: "bench-publisher", offer: offer)
-        try await publisherLoop.submit { try publisher.setRemoteDescription(published.answer, type: .answer) }
-        try await publisher.waitUntilConnected(timeout: 10)
-        guard let producer = published.producers.first else { throw SFUError.negotiation("no producer") }
+        let (video, producer) = try await publishVideo(publisher, to: sfu, as: "bench-publisher")
 
         for i in 0..<fanOut {
             let id = "bench-subscriber-\(i)"
             let pc = try PeerConnection(loop: subscriberLoop)
             subscriberConnections.append(pc)
-            _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: id, producerID: producer.id) }
-            let subOffer = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: id) }
-            let answer = try await subscriberLoop.submit {
-                try pc.setRemoteDescription(subOffer, type: .offer)
-                let a = try pc.createAnswer()
-                try pc.setLocalDescription(a)
-                return a
-            }
-            try await sfu.onLoop { try $0.subscriberAnswerOnLoop(participantID: id, answer: answer) }
-            try await pc.waitUntilConnected(timeout: 10)
+            try await subscribe(pc, as: id, to: producer, on: sfu)
         }
 
         let source = BenchFrameSource(connection: publisher, transceiver: video, packetsPerSecond: packetsPerSecond)
@@ -201,5 +183,42 @@ final class BenchFrameSource: EventLoopTicker, @unchecked Sendable {
             }
             sent += 1
         }
+    }
+}
+
+extension SFUBenchmark {
+    /// Publishes one send-only video track of `publisher` on `sfu` as `participantID` and waits until
+    /// the connection is up: the track's transceiver and the producer the SFU made of it.
+    static func publishVideo(_ publisher: PeerConnection, to sfu: SFU, as participantID: String) async throws
+        -> (RTPTransceiver, ProducerInfo)
+    {
+        let (offer, video) = try await publisher.loop.submit {
+            let t = publisher.addTransceiver(kind: .video, direction: .sendonly)
+            let o = try publisher.createOffer()
+            try publisher.setLocalDescription(o)
+            return (o, t)
+        }
+        let published = try await sfu.publish(participantID: participantID, offer: offer)
+        try await publisher.loop.submit { try publisher.setRemoteDescription(published.answer, type: .answer) }
+        try await publisher.waitUntilConnected(timeout: 10)
+        guard let producer = published.producers.first else { throw SFUError.negotiation("no producer") }
+        return (video, producer)
+    }
+
+    /// Makes `subscriber` consume `producer` on `sfu` as `participantID` and waits until its
+    /// subscribe connection is up.
+    static func subscribe(
+        _ subscriber: PeerConnection, as participantID: String, to producer: ProducerInfo, on sfu: SFU
+    ) async throws {
+        _ = try await sfu.onLoop { try $0.consumeOnLoop(subscriber: participantID, producerID: producer.id) }
+        let offer = try await sfu.onLoop { try $0.subscriberOfferOnLoop(participantID: participantID) }
+        let answer = try await subscriber.loop.submit {
+            try subscriber.setRemoteDescription(offer, type: .offer)
+            let a = try subscriber.createAnswer()
+            try subscriber.setLocalDescription(a)
+            return a
+        }
+        try await sfu.onLoop { try $0.subscriberAnswerOnLoop(participantID: participantID, answer: answer) }
+        try await subscriber.waitUntilConnected(timeout: 10)
     }
 }

@@ -16,10 +16,7 @@ extension LoadReport {
         static func of(_ values: [Double]) -> Spread {
             guard !values.isEmpty else { return Spread(count: 0) }
             let sorted = values.sorted()
-            // Nearest rank, as ``Percentiles``.
-            func at(_ q: Double) -> Double {
-                sorted[Swift.max(0, Swift.min(sorted.count - 1, Int((Double(sorted.count) * q).rounded(.up)) - 1))]
-            }
+            func at(_ q: Double) -> Double { nearestRank(q, ofSorted: sorted) }
             return Spread(
                 count: sorted.count, min: sorted.first, p05: at(0.05), p50: at(0.5), p95: at(0.95), max: sorted.last,
                 mean: sorted.reduce(0, +) / Double(sorted.count))

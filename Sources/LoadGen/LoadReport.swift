@@ -2,6 +2,13 @@ import Foundation
 import RTC
 import RTCWire
 
+/// Percentile `q` (0…1) by nearest rank of `sorted` (ascending, not empty): the value at rank
+/// ⌈q·n⌉, the first for q = 0. Every percentile of the load reports and benchmarks is read this way.
+package func nearestRank(_ q: Double, ofSorted sorted: [Double]) -> Double {
+    let rank = Int((Double(sorted.count) * q).rounded(.up)) - 1
+    return sorted[max(0, min(sorted.count - 1, rank))]
+}
+
 /// The result of a load run: what the table and `--json` show.
 public struct LoadReport: Sendable, Codable {
     /// p50/p95/p99/max of a sample set, in milliseconds (nil when there were no samples).
@@ -15,13 +22,7 @@ public struct LoadReport: Sendable, Codable {
         static func of(_ values: [Double]) -> Percentiles {
             guard !values.isEmpty else { return Percentiles(count: 0) }
             let sorted = values.sorted()
-            func at(_ q: Double) -> Double {
-                sorted[
-                    min(
-                        sorted.count - 1,
-                        Int((Double(sorted.count) * q).rounded(.up)) - 1 < 0
-                            ? 0 : Int((Double(sorted.count) * q).rounded(.up)) - 1)]
-            }
+            func at(_ q: Double) -> Double { nearestRank(q, ofSorted: sorted) }
             return Percentiles(count: sorted.count, p50: at(0.5), p95: at(0.95), p99: at(0.99), max: sorted.last)
         }
 

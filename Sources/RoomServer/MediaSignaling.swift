@@ -70,12 +70,9 @@ final class RoomMedia: @unchecked Sendable {
     /// Tells the subscriber which layer it now receives (`consumerLayerChanged`).
     private func watchLayers(server: RoomServer) {
         sfu.onLayerChanged = { [weak server] key, producerId, quality in
-            guard let server, let (roomId, participantId) = RoomMedia.split(key) else { return }
-            guard let room = server.existingRoom(roomId) else {
-                server.edges.host(key: key)?.report(.layer(producerId: producerId, quality: quality))
-                return
+            Self.tell(key, on: server, edge: .layer(producerId: producerId, quality: quality)) { room, subscriberId in
+                room.consumerLayerChanged(subscriberId: subscriberId, producerId: producerId, quality)
             }
-            room.enqueue { room.consumerLayerChanged(subscriberId: participantId, producerId: producerId, quality) }
         }
     }
 
@@ -83,13 +80,24 @@ final class RoomMedia: @unchecked Sendable {
     /// consumer and tells the subscriber why (`consumerClosed` with `reason`).
     private func watchRefusals(server: RoomServer) {
         sfu.onConsumerRefused = { [weak server] key, producerId, codec in
-            guard let server, let (roomId, participantId) = RoomMedia.split(key) else { return }
-            guard let room = server.existingRoom(roomId) else {
-                server.edges.host(key: key)?.report(.refused(producerId: producerId, codec: codec))
-                return
+            Self.tell(key, on: server, edge: .refused(producerId: producerId, codec: codec)) { room, subscriberId in
+                room.consumerRefused(subscriberId: subscriberId, producerId: producerId, codec: codec)
             }
-            room.enqueue { room.consumerRefused(subscriberId: participantId, producerId: producerId, codec: codec) }
         }
+    }
+
+    /// Routes an SFU event about the subscriber of connection `key`: to its room on this node (on the
+    /// room's queue), or, for an edge guest whose room lives on another node, to that node as `edge`.
+    private static func tell(
+        _ key: String, on server: RoomServer?, edge: EdgeEvent,
+        room deliver: @escaping @Sendable (Room, _ subscriberId: String) -> Void
+    ) {
+        guard let server, let (roomId, participantId) = RoomMedia.split(key) else { return }
+        guard let room = server.existingRoom(roomId) else {
+            server.edges.host(key: key)?.report(edge)
+            return
+        }
+        room.enqueue { deliver(room, participantId) }
     }
 
     static func key(room: String, participant: String) -> String { room + "/" + participant }

@@ -70,12 +70,23 @@ private struct Members {
         return v
     }
 
-    mutating func string(_ key: String) throws(ScenarioFileError) -> String? {
+    /// The value at `key` as `read` takes it; nil when absent or null, and an error saying that
+    /// `expected` was expected when `read` refuses it.
+    mutating func typed<T>(_ key: String, _ expected: String, _ read: (LineJSON) -> T?) throws(ScenarioFileError)
+        -> T?
+    {
         guard let v = raw(key) else { return nil }
-        guard case .string(let s) = v.value else {
-            throw decoder.error(v, field(key), "expected a string, found \(v.typeName)")
+        guard let value = read(v) else {
+            throw decoder.error(v, field(key), "expected \(expected), found \(v.typeName)")
         }
-        return s
+        return value
+    }
+
+    mutating func string(_ key: String) throws(ScenarioFileError) -> String? {
+        try typed(key, "a string") { v -> String? in
+            guard case .string(let s) = v.value else { return nil }
+            return s
+        }
     }
 
     mutating func requireString(_ key: String) throws(ScenarioFileError) -> String {
@@ -86,19 +97,17 @@ private struct Members {
     }
 
     mutating func bool(_ key: String) throws(ScenarioFileError) -> Bool? {
-        guard let v = raw(key) else { return nil }
-        guard case .bool(let b) = v.value else {
-            throw decoder.error(v, field(key), "expected true or false, found \(v.typeName)")
+        try typed(key, "true or false") { v -> Bool? in
+            guard case .bool(let b) = v.value else { return nil }
+            return b
         }
-        return b
     }
 
     mutating func number(_ key: String) throws(ScenarioFileError) -> Double? {
-        guard let v = raw(key) else { return nil }
-        guard case .number(let d) = v.value else {
-            throw decoder.error(v, field(key), "expected a number, found \(v.typeName)")
+        try typed(key, "a number") { v -> Double? in
+            guard case .number(let d) = v.value else { return nil }
+            return d
         }
-        return d
     }
 
     /// Seconds in (0, 1 day].
@@ -119,10 +128,11 @@ private struct Members {
     }
 
     mutating func strings(_ key: String) throws(ScenarioFileError) -> [String]? {
-        guard let v = raw(key) else { return nil }
-        guard case .array(let items) = v.value else {
-            throw decoder.error(v, field(key), "expected an array of strings, found \(v.typeName)")
+        let array = try typed(key, "an array of strings") { v -> [LineJSON]? in
+            guard case .array(let items) = v.value else { return nil }
+            return items
         }
+        guard let items = array else { return nil }
         var out: [String] = []
         for (i, item) in items.enumerated() {
             guard case .string(let s) = item.value else {

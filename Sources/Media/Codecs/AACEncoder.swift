@@ -52,9 +52,9 @@ public final class AACEncoder: @unchecked Sendable {
             context.pointee.flags |= ua_codec_flag_global_header
             av_channel_layout_default(&context.pointee.ch_layout, 1)
         }
-        var ctx: UnsafeMutablePointer<AVCodecContext>? = context
-        guard let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
-            avcodec_free_context(&ctx)
+        let (frame, packet) = (av_frame_alloc(), av_packet_alloc())
+        guard let frame, let packet else {
+            AVCodecContexts.free(context, packet: packet, frames: frame)
             throw MediaError.avcodec(function: "av_frame_alloc (aac)", code: 0, detail: "out of memory")
         }
         frame.pointee.nb_samples = Int32(Self.frameSamples)
@@ -63,11 +63,7 @@ public final class AACEncoder: @unchecked Sendable {
         av_channel_layout_copy(&frame.pointee.ch_layout, &context.pointee.ch_layout)
         let buffered = av_frame_get_buffer(frame, 0)
         guard buffered >= 0, let extra = context.pointee.extradata, context.pointee.extradata_size >= 2 else {
-            var f: UnsafeMutablePointer<AVFrame>? = frame
-            av_frame_free(&f)
-            var p: UnsafeMutablePointer<AVPacket>? = packet
-            av_packet_free(&p)
-            avcodec_free_context(&ctx)
+            AVCodecContexts.free(context, packet: packet, frames: frame)
             throw AVCodecContexts.failure("av_frame_get_buffer (aac)", buffered)
         }
         audioSpecificConfig = Array(UnsafeBufferPointer(start: extra, count: Int(context.pointee.extradata_size)))
@@ -77,14 +73,7 @@ public final class AACEncoder: @unchecked Sendable {
         self.packet = packet
     }
 
-    deinit {
-        var ctx: UnsafeMutablePointer<AVCodecContext>? = context
-        avcodec_free_context(&ctx)
-        var f: UnsafeMutablePointer<AVFrame>? = frame
-        av_frame_free(&f)
-        var p: UnsafeMutablePointer<AVPacket>? = packet
-        av_packet_free(&p)
-    }
+    deinit { AVCodecContexts.free(context, packet: packet, frames: frame) }
 
     /// Feeds mono PCM. `output` gets each AAC frame that completes (raw, no ADTS header) and its
     /// presentation time in samples from the first sample fed.

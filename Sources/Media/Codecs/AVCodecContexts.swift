@@ -1,6 +1,6 @@
 internal import CAVCodec
 
-/// The one home of libavcodec's open and error-text code, shared by every codec Understudy runs
+/// The one home of libavcodec's open, free and error-text code, shared by every codec Understudy runs
 /// through libavcodec (``AVCodecDecoder``, ``AACEncoder``).
 enum AVCodecContexts {
     /// Allocates a context for `codec`, lets `configure` set it up, and opens it. The caller owns the
@@ -16,11 +16,26 @@ enum AVCodecContexts {
         configure(context)
         let opened = avcodec_open2(context, codec, nil)
         guard opened >= 0 else {
-            var ctx: UnsafeMutablePointer<AVCodecContext>? = context
-            avcodec_free_context(&ctx)
+            free(context)
             throw failure("avcodec_open2 (\(name))", opened)
         }
         return context
+    }
+
+    /// Frees a context with the packet and frames that go with it (nil ones are skipped): what an
+    /// owner's `deinit` does, and what its `init` does when a later allocation fails.
+    static func free(
+        _ context: UnsafeMutablePointer<AVCodecContext>?, packet: UnsafeMutablePointer<AVPacket>? = nil,
+        frames: UnsafeMutablePointer<AVFrame>?...
+    ) {
+        var context = context
+        avcodec_free_context(&context)
+        var packet = packet
+        av_packet_free(&packet)
+        for frame in frames {
+            var frame = frame
+            av_frame_free(&frame)
+        }
     }
 
     /// The error for a failed libavcodec call: the function, its `AVERROR` code and libavcodec's text.

@@ -138,9 +138,9 @@ final class AVCodecDecoder {
         name = String(cString: decoder.pointee.name)
         // One thread: a capture decodes a short run off the media loop; frame threads would only add delay.
         let context = try AVCodecContexts.open(decoder, name: name) { $0.pointee.thread_count = 1 }
-        guard let packet = av_packet_alloc(), let received = av_frame_alloc(), let latest = av_frame_alloc() else {
-            var ctx: UnsafeMutablePointer<AVCodecContext>? = context
-            avcodec_free_context(&ctx)
+        let (packet, received, latest) = (av_packet_alloc(), av_frame_alloc(), av_frame_alloc())
+        guard let packet, let received, let latest else {
+            AVCodecContexts.free(context, packet: packet, frames: received, latest)
             throw MediaError.avcodec(function: "av_frame_alloc (\(name))", code: 0, detail: "out of memory")
         }
         self.context = context
@@ -149,16 +149,7 @@ final class AVCodecDecoder {
         self.latest = latest
     }
 
-    deinit {
-        var ctx: UnsafeMutablePointer<AVCodecContext>? = context
-        avcodec_free_context(&ctx)
-        var p: UnsafeMutablePointer<AVPacket>? = packet
-        av_packet_free(&p)
-        var r: UnsafeMutablePointer<AVFrame>? = received
-        av_frame_free(&r)
-        var l: UnsafeMutablePointer<AVFrame>? = latest
-        av_frame_free(&l)
-    }
+    deinit { AVCodecContexts.free(context, packet: packet, frames: received, latest) }
 
     /// Sends one frame. The packet borrows `frame` (not reference counted, so libavcodec copies it
     /// into a padded buffer of its own).

@@ -77,14 +77,8 @@ enum MediaFile {
     /// The H.264 track of a Matroska file (`V_MPEG4/ISO/AVC`, length-prefixed NAL units after an
     /// avcC CodecPrivate) as Annex B access units with their 90 kHz times.
     static func h264Frames(path: String) throws(MediaSourceError) -> ([EncodedFrame], [Int64]) {
-        let reader: WebMReader
-        do { reader = try WebMReader(path: path) } catch { throw wrap(error, path: path) }
-        guard let track = reader.tracks.first(where: { $0.codec == .h264 }) else {
-            let video = reader.tracks.first { $0.kind == .video }
-            throw .unsupported(
-                path: path,
-                reason: video.map { "video track is \($0.codecID); --video-codec h264 needs V_MPEG4/ISO/AVC" }
-                    ?? "no video track")
+        let (reader, track) = try matroskaTrack(path: path, codec: .h264, kind: .video) {
+            "video track is \($0.codecID); --video-codec h264 needs V_MPEG4/ISO/AVC"
         }
         guard let config = AVCConfiguration(track.codecPrivate) else {
             throw .unsupported(path: path, reason: "the H.264 track's avcC CodecPrivate does not parse")
@@ -116,17 +110,9 @@ enum MediaFile {
             // IVF timestamps are 90 kHz offsets from the first frame (32-bit; files are short).
             times = frames.map { Int64($0.timestamp) }
         case .matroska:
-            let reader: WebMReader
-            do { reader = try WebMReader(path: path) } catch { throw wrap(error, path: path) }
-            guard let track = reader.tracks.first(where: { $0.codec == codec }) else {
-                let video = reader.tracks.first { $0.kind == .video }
-                throw .unsupported(
-                    path: path,
-                    reason: video.map { track in
-                        track.codec.map { otherCodec($0, codec) }
-                            ?? "video track is \(track.codecID); VP8, VP9, AV1 (V_VP8, V_VP9, V_AV1) or H.264 are sent"
-                    }
-                        ?? "no video track")
+            let (reader, track) = try matroskaTrack(path: path, codec: codec, kind: .video) { track in
+                track.codec.map { otherCodec($0, codec) }
+                    ?? "video track is \(track.codecID); VP8, VP9, AV1 (V_VP8, V_VP9, V_AV1) or H.264 are sent"
             }
             // Matroska keeps AV1 in the low-overhead format without temporal delimiters, as sent.
             let blocks = reader.frames(track: track.number)
@@ -140,6 +126,20 @@ enum MediaFile {
                 path: path, reason: "an Ogg file holds audio; video needs VP8, VP9 or AV1 in IVF or WebM")
         }
         return (frames, times)
+    }
+
+    /// The Matroska file at `path` and its `codec` track. Without one the file is unsupported: the
+    /// reason is `otherTrack` of its first `kind` track, or that it has no `kind` track at all.
+    static func matroskaTrack(
+        path: String, codec: MediaCodec, kind: MediaKind, otherTrack: (WebMReader.Track) -> String
+    ) throws(MediaSourceError) -> (WebMReader, WebMReader.Track) {
+        let reader: WebMReader
+        do { reader = try WebMReader(path: path) } catch { throw wrap(error, path: path) }
+        guard let track = reader.tracks.first(where: { $0.codec == codec }) else {
+            let other = reader.tracks.first { $0.kind == kind }
+            throw .unsupported(path: path, reason: other.map(otherTrack) ?? "no \(kind.rawValue) track")
+        }
+        return (reader, track)
     }
 
     /// Why a file of video codec `found` is not sent as `wanted`: the option that sends it.
@@ -163,14 +163,8 @@ enum MediaFile {
                 t += Int64(f.duration)
             }
         case .matroska:
-            let reader: WebMReader
-            do { reader = try WebMReader(path: path) } catch { throw wrap(error, path: path) }
-            guard let track = reader.tracks.first(where: { $0.codec == .opus }) else {
-                let audio = reader.tracks.first { $0.kind == .audio }
-                throw .unsupported(
-                    path: path,
-                    reason: audio.map { "audio track is \($0.codecID); only Opus (A_OPUS) is supported" }
-                        ?? "no audio track")
+            let (reader, track) = try matroskaTrack(path: path, codec: .opus, kind: .audio) {
+                "audio track is \($0.codecID); only Opus (A_OPUS) is supported"
             }
             for block in reader.frames(track: track.number) {
                 guard let samples = OpusDecoder.sampleCount(of: block.data) else { continue }
