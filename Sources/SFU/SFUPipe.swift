@@ -87,7 +87,7 @@ final class SFUPipe: @unchecked Sendable, DatagramHandler, EventLoopTicker {
         sendBuffer[2] = UInt8(truncatingIfNeeded: packet.sequenceNumber >> 8)
         sendBuffer[3] = UInt8(truncatingIfNeeded: packet.sequenceNumber)
         let ssrc = tap.ssrcs[layer]
-        put32(ssrc, at: 8)
+        sendBuffer.put32(ssrc, at: 8)
         let bytes = UnsafeRawBufferPointer(start: base, count: length)
         if !tap.buffers.isEmpty { tap.buffers[layer].store(sequenceNumber: packet.sequenceNumber, payload: bytes) }
         tap.packetsSent[layer] &+= 1
@@ -97,13 +97,6 @@ final class SFUPipe: @unchecked Sendable, DatagramHandler, EventLoopTicker {
         sfu.counters.packetsOut &+= 1
         sfu.counters.bytesOut &+= UInt64(length)
         socket.send(bytes, to: remote)
-    }
-
-    @inline(__always) private func put32(_ v: UInt32, at i: Int) {
-        sendBuffer[i] = UInt8(truncatingIfNeeded: v >> 24)
-        sendBuffer[i + 1] = UInt8(truncatingIfNeeded: v >> 16)
-        sendBuffer[i + 2] = UInt8(truncatingIfNeeded: v >> 8)
-        sendBuffer[i + 3] = UInt8(truncatingIfNeeded: v)
     }
 
     /// Starts sending `producer` over this pipe; returns what the far side needs to mirror it.

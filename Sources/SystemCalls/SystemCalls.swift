@@ -103,3 +103,23 @@ public struct MMsgHdr {
         msg_len = 0
     }
 }
+
+/// Writes `bytes` from `offset` on to the non-blocking stream socket `fd` as far as its send buffer
+/// takes them now, advancing `offset` (`send(2)` with `MSG_NOSIGNAL`, retried on `EINTR`; a full
+/// buffer ends it). Returns the `errno` of a failed send (the connection is broken), else nil.
+/// The one send loop of the TCP media connections (`RTC`) and the signalling channels (`Signaling`).
+public func sendAvailable(fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: inout Int) -> Int32? {
+    while offset < bytes.count {
+        let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+        if n > 0 {
+            offset += n
+        } else if n < 0 && errno == EINTR {
+            continue
+        } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return nil
+        } else {
+            return errno
+        }
+    }
+    return nil
+}

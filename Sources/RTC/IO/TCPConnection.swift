@@ -119,18 +119,9 @@ public final class TCPConnection: EventLoopDescriptorWatcher, @unchecked Sendabl
         guard !isClosed else { return false }
         var offset = 0
         if pending.count == pendingOffset && isConnected {
-            while offset < bytes.count {
-                let n = Glibc.send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
-                if n > 0 {
-                    offset += n
-                } else if n < 0 && errno == EINTR {
-                    continue
-                } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    break
-                } else {
-                    fail(error: "send: \(String(cString: strerror(errno)))")
-                    return false
-                }
+            if let error = SystemCalls.sendAvailable(fd: fd, bytes, offset: &offset) {
+                fail(error: "send: \(String(cString: strerror(error)))")
+                return false
             }
             if offset == bytes.count { return true }
         }
@@ -161,21 +152,14 @@ public final class TCPConnection: EventLoopDescriptorWatcher, @unchecked Sendabl
     }
 
     private func flushPending() {
-        while pendingOffset < pending.count {
-            let n = pending.withUnsafeBytes { raw in
-                Glibc.send(fd, raw.baseAddress! + pendingOffset, raw.count - pendingOffset, Int32(MSG_NOSIGNAL))
-            }
-            if n > 0 {
-                pendingOffset += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                return
-            } else {
-                fail(error: "send: \(String(cString: strerror(errno)))")
-                return
-            }
+        var offset = pendingOffset
+        let error = pending.withUnsafeBytes { SystemCalls.sendAvailable(fd: fd, $0, offset: &offset) }
+        pendingOffset = offset
+        if let error {
+            fail(error: "send: \(String(cString: strerror(error)))")
+            return
         }
+        guard pendingOffset == pending.count else { return }  // the socket is full; wait for EPOLLOUT
         pending.removeAll(keepingCapacity: true)
         pendingOffset = 0
         setWantsWrite(false)

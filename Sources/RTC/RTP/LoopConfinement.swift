@@ -7,3 +7,19 @@ public protocol LoopConfinement: AnyObject, Sendable {
     /// Stops the process when the caller is not on the loop's thread.
     func preconditionInLoop(file: StaticString, line: UInt)
 }
+
+/// An object of the RTP engine confined to its transport's loop once one owns it (``RTPSender``,
+/// ``RTPReceiver``): its entry points call ``assertInLoop(file:line:)``.
+protocol LoopConfined: AnyObject {
+    /// The loop to check against; nil while the object is used alone (unit tests).
+    var loop: (any LoopConfinement)? { get }
+}
+
+extension LoopConfined {
+    /// Debug builds: stops the process when called off ``loop``; release builds: nothing.
+    @inline(__always) func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        #if DEBUG
+            loop?.preconditionInLoop(file: file, line: line)
+        #endif
+    }
+}

@@ -130,17 +130,11 @@ public struct RTPReceivedPayload {
 /// is requested with PLIs (throttled, repeated while waiting). Audio (Opus): each packet is a frame and is
 /// delivered on arrival; late packets are dropped and losses are skipped.
 // Safe: loop-confined; its entry points assert `loop` in debug builds once a transport owns it.
-public final class RTPReceiver: @unchecked Sendable {
+public final class RTPReceiver: LoopConfined, @unchecked Sendable {
     /// The loop this object is confined to, once a transport owns it (nil when used alone, as in
     /// unit tests): its entry points assert, in debug builds only, that they run there.
     public internal(set) var loop: (any LoopConfinement)?
 
-    /// Debug builds: stops the process when called off ``loop``; release builds: nothing.
-    @inline(__always) func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
-        #if DEBUG
-            loop?.preconditionInLoop(file: file, line: line)
-        #endif
-    }
     /// The media SSRC.
     public let ssrc: UInt32
     /// The codec of the stream.

@@ -114,17 +114,11 @@ public struct RTPSenderStats: Sendable, Equatable {
 /// capacity is ``packetCapacity``) so the callee may SRTP-protect it in place. The bytes are only
 /// valid during the call.
 // Safe: loop-confined; its entry points assert `loop` in debug builds once a transport owns it.
-public final class RTPSender: @unchecked Sendable {
+public final class RTPSender: LoopConfined, @unchecked Sendable {
     /// The loop this object is confined to, once a transport owns it (nil when used alone, as in
     /// unit tests): its entry points assert, in debug builds only, that they run there.
     public internal(set) var loop: (any LoopConfinement)?
 
-    /// Debug builds: stops the process when called off ``loop``; release builds: nothing.
-    @inline(__always) func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
-        #if DEBUG
-            loop?.preconditionInLoop(file: file, line: line)
-        #endif
-    }
     /// Capacity of the buffer handed to `emit`; packets never exceed `packetCapacity - 64`.
     public static let packetCapacity = 1500
     private static let trailerReserve = 64
@@ -416,7 +410,7 @@ public final class RTPSender: @unchecked Sendable {
             let o = writeExtensions(
                 buffer, now: now, kind: .retransmission, repaired: true, dependencyDescriptor: dependencyDescriptor)
             guard o + 2 <= Self.packetCapacity else { return false }
-            buffer.rtpPut16(sequenceNumber, at: o)
+            buffer.put16(sequenceNumber, at: o)
             payloadOffset = o + 2
         } else {
             writeHeader(
@@ -616,16 +610,16 @@ public final class RTPSender: @unchecked Sendable {
             let payloadLength = length - payloadOffset
             scratch[0] = 0x80
             scratch[1] = (stored[1] & 0x80) | (rtx.payloadType & 0x7F)
-            scratch.rtpPut16(rtxSequenceNumber, at: 2)
+            scratch.put16(rtxSequenceNumber, at: 2)
             rtxSequenceNumber &+= 1
             for i in 4..<8 { scratch[i] = stored[i] }
-            scratch.rtpPut32(rtx.ssrc, at: 8)
+            scratch.put32(rtx.ssrc, at: 8)
             let o = writeExtensions(scratch, now: now, kind: .retransmission, repaired: true)
             guard o + 2 + payloadLength <= Self.packetCapacity - Self.trailerReserve, let src = stored.baseAddress
             else {
                 return
             }
-            scratch.rtpPut16(seq, at: o)
+            scratch.put16(seq, at: o)
             (out + o + 2).copyMemory(from: src + payloadOffset, byteCount: payloadLength)
             outLength = o + 2 + payloadLength
         } else {
@@ -649,10 +643,10 @@ public final class RTPSender: @unchecked Sendable {
         let padding = min(max(bytes, 1), 255)
         scratch[0] = 0xA0  // version 2, padding
         scratch[1] = rtx.payloadType & 0x7F
-        scratch.rtpPut16(rtxSequenceNumber, at: 2)
+        scratch.put16(rtxSequenceNumber, at: 2)
         rtxSequenceNumber &+= 1
-        scratch.rtpPut32(timestampOffset, at: 4)
-        scratch.rtpPut32(rtx.ssrc, at: 8)
+        scratch.put32(timestampOffset, at: 4)
+        scratch.put32(rtx.ssrc, at: 8)
         let o = writeExtensions(scratch, now: now, kind: .retransmission, repaired: true)
         guard o + padding <= Self.packetCapacity - Self.trailerReserve else { return 0 }
         (out + o).initializeMemory(as: UInt8.self, repeating: 0, count: padding - 1)

@@ -14,24 +14,6 @@ public func rtpTicks(nanoseconds: UInt64, clockRate: UInt32) -> UInt64 {
     return UInt64(1_000_000_000).dividingFullWidth(product).quotient
 }
 
-extension UnsafeMutableRawBufferPointer {
-    @inline(__always) func rtpPut16(_ v: UInt16, at i: Int) {
-        self[i] = UInt8(truncatingIfNeeded: v >> 8)
-        self[i + 1] = UInt8(truncatingIfNeeded: v)
-    }
-    @inline(__always) func rtpPut24(_ v: UInt32, at i: Int) {
-        self[i] = UInt8(truncatingIfNeeded: v >> 16)
-        self[i + 1] = UInt8(truncatingIfNeeded: v >> 8)
-        self[i + 2] = UInt8(truncatingIfNeeded: v)
-    }
-    @inline(__always) func rtpPut32(_ v: UInt32, at i: Int) {
-        self[i] = UInt8(truncatingIfNeeded: v >> 24)
-        self[i + 1] = UInt8(truncatingIfNeeded: v >> 16)
-        self[i + 2] = UInt8(truncatingIfNeeded: v >> 8)
-        self[i + 3] = UInt8(truncatingIfNeeded: v)
-    }
-}
-
 extension UnsafeRawBufferPointer {
     @inline(__always) func rtpGet16(_ i: Int) -> UInt16 { UInt16(self[i]) << 8 | UInt16(self[i + 1]) }
     @inline(__always) func rtpGet32(_ i: Int) -> UInt32 {

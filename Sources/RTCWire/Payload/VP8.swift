@@ -87,32 +87,26 @@ public struct VP8PayloadDescriptor: Sendable, Equatable {
             nonReference: b0 & 0x20 != 0, startOfPartition: b0 & 0x10 != 0, partitionIndex: b0 & 0x07,
             pictureIDIs15Bit: false)
         var at = 1
-        if b0 & 0x80 != 0 {
+        // The next descriptor byte; the payload must not end inside the descriptor.
+        func next() throws(VP8Error) -> UInt8 {
             guard at < payload.count else { throw .truncated }
-            let x = payload[at]
             at += 1
+            return payload[at - 1]
+        }
+        if b0 & 0x80 != 0 {
+            let x = try next()
             if x & 0x80 != 0 {
-                guard at < payload.count else { throw .truncated }
-                let p0 = payload[at]
-                at += 1
+                let p0 = try next()
                 if p0 & 0x80 != 0 {
-                    guard at < payload.count else { throw .truncated }
-                    d.pictureID = UInt16(p0 & 0x7F) << 8 | UInt16(payload[at])
+                    d.pictureID = try UInt16(p0 & 0x7F) << 8 | UInt16(next())
                     d.pictureIDIs15Bit = true
-                    at += 1
                 } else {
                     d.pictureID = UInt16(p0)
                 }
             }
-            if x & 0x40 != 0 {
-                guard at < payload.count else { throw .truncated }
-                d.tl0PicIdx = payload[at]
-                at += 1
-            }
+            if x & 0x40 != 0 { d.tl0PicIdx = try next() }
             if x & 0x30 != 0 {
-                guard at < payload.count else { throw .truncated }
-                let t = payload[at]
-                at += 1
+                let t = try next()
                 if x & 0x20 != 0 {
                     d.tid = t >> 6
                     d.layerSync = t & 0x20 != 0

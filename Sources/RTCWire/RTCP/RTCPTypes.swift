@@ -257,23 +257,4 @@ extension UnsafeMutableRawBufferPointer {
         }
         return at
     }
-    @inline(__always) func rtcpPut16(_ v: UInt16, _ i: Int) {
-        self[i] = UInt8(truncatingIfNeeded: v >> 8)
-        self[i + 1] = UInt8(truncatingIfNeeded: v)
-    }
-    @inline(__always) func rtcpPut24(_ v: UInt32, _ i: Int) {
-        self[i] = UInt8(truncatingIfNeeded: v >> 16)
-        self[i + 1] = UInt8(truncatingIfNeeded: v >> 8)
-        self[i + 2] = UInt8(truncatingIfNeeded: v)
-    }
-    @inline(__always) func rtcpPut32(_ v: UInt32, _ i: Int) {
-        self[i] = UInt8(truncatingIfNeeded: v >> 24)
-        self[i + 1] = UInt8(truncatingIfNeeded: v >> 16)
-        self[i + 2] = UInt8(truncatingIfNeeded: v >> 8)
-        self[i + 3] = UInt8(truncatingIfNeeded: v)
-    }
-    @inline(__always) func rtcpPut64(_ v: UInt64, _ i: Int) {
-        rtcpPut32(UInt32(truncatingIfNeeded: v >> 32), i)
-        rtcpPut32(UInt32(truncatingIfNeeded: v), i + 4)
-    }
 }

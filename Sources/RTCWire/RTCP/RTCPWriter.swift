@@ -14,10 +14,10 @@ public enum RTCPWriter {
     ) throws(RTCPError) -> Int {
         let end = try report(
             buffer, offset, type: RTCPPacketType.senderReport, ssrc: ssrc, senderInfo: true, reports: reports)
-        buffer.rtcpPut64(ntpTimestamp, offset + 8)
-        buffer.rtcpPut32(rtpTimestamp, offset + 16)
-        buffer.rtcpPut32(packetCount, offset + 20)
-        buffer.rtcpPut32(octetCount, offset + 24)
+        buffer.put64(ntpTimestamp, at: offset + 8)
+        buffer.put32(rtpTimestamp, at: offset + 16)
+        buffer.put32(packetCount, at: offset + 20)
+        buffer.put32(octetCount, at: offset + 24)
         return end
     }
 
@@ -39,7 +39,7 @@ public enum RTCPWriter {
         let first = senderInfo ? 28 : 8
         try header(
             buffer, offset, count: reports.count, type: type, length: first + reports.count * RTCPReportBlock.size)
-        buffer.rtcpPut32(ssrc, offset + 4)
+        buffer.put32(ssrc, at: offset + 4)
         var at = offset + first
         for r in reports { at = reportBlock(buffer, at, r) }
         return at
@@ -56,7 +56,7 @@ public enum RTCPWriter {
         // header + ssrc + type + len + text + at least one null byte, padded to 4.
         let length = (4 + 4 + 2 + textLength + 1 + 3) & ~3
         try header(buffer, offset, count: 1, type: RTCPPacketType.sourceDescription, length: length)
-        buffer.rtcpPut32(ssrc, offset + 4)
+        buffer.put32(ssrc, at: offset + 4)
         buffer[offset + 8] = SDESItem.cname
         buffer[offset + 9] = UInt8(textLength)
         let at = buffer.rtcpPutBytes(cname.utf8, offset + 10)
@@ -82,7 +82,7 @@ public enum RTCPWriter {
         var at = offset + 4
         for chunk in chunks {
             let chunkStart = at
-            buffer.rtcpPut32(chunk.ssrc, at)
+            buffer.put32(chunk.ssrc, at: at)
             at += 4
             for item in chunk.items {
                 buffer[at] = item.type
@@ -109,7 +109,7 @@ public enum RTCPWriter {
         try header(buffer, offset, count: ssrcs.count, type: RTCPPacketType.bye, length: length)
         var at = offset + 4
         for s in ssrcs {
-            buffer.rtcpPut32(s, at)
+            buffer.put32(s, at: at)
             at += 4
         }
         if let reason {
@@ -142,7 +142,7 @@ public enum RTCPWriter {
                 if distance == 0 { continue }
                 if distance <= 16 {
                     blp |= 1 << (distance - 1)
-                    buffer.rtcpPut16(blp, fciAt + 2)
+                    buffer.put16(blp, at: fciAt + 2)
                     continue
                 }
             }
@@ -153,14 +153,14 @@ public enum RTCPWriter {
             pid = seq
             blp = 0
             havePair = true
-            buffer.rtcpPut16(pid, fciAt)
-            buffer.rtcpPut16(0, fciAt + 2)
+            buffer.put16(pid, at: fciAt)
+            buffer.put16(0, at: fciAt + 2)
         }
         let end = fciAt + 4
         try header(
             buffer, offset, count: 1, type: RTCPPacketType.transportFeedback, length: end - offset)
-        buffer.rtcpPut32(senderSSRC, offset + 4)
-        buffer.rtcpPut32(mediaSSRC, offset + 8)
+        buffer.put32(senderSSRC, at: offset + 4)
+        buffer.put32(mediaSSRC, at: offset + 8)
         return end
     }
 
@@ -170,8 +170,8 @@ public enum RTCPWriter {
         mediaSSRC: UInt32
     ) throws(RTCPError) -> Int {
         try header(buffer, offset, count: 1, type: RTCPPacketType.payloadFeedback, length: 12)
-        buffer.rtcpPut32(senderSSRC, offset + 4)
-        buffer.rtcpPut32(mediaSSRC, offset + 8)
+        buffer.put32(senderSSRC, at: offset + 4)
+        buffer.put32(mediaSSRC, at: offset + 8)
         return offset + 12
     }
 
@@ -182,10 +182,10 @@ public enum RTCPWriter {
         sequenceNumber: UInt8
     ) throws(RTCPError) -> Int {
         try header(buffer, offset, count: 4, type: RTCPPacketType.payloadFeedback, length: 20)
-        buffer.rtcpPut32(senderSSRC, offset + 4)
-        buffer.rtcpPut32(0, offset + 8)  // RFC 5104: media source SSRC unused, set to 0
-        buffer.rtcpPut32(mediaSSRC, offset + 12)
-        buffer.rtcpPut32(UInt32(sequenceNumber) << 24, offset + 16)
+        buffer.put32(senderSSRC, at: offset + 4)
+        buffer.put32(0, at: offset + 8)  // RFC 5104: media source SSRC unused, set to 0
+        buffer.put32(mediaSSRC, at: offset + 12)
+        buffer.put32(UInt32(sequenceNumber) << 24, at: offset + 16)
         return offset + 20
     }
 
@@ -198,12 +198,12 @@ public enum RTCPWriter {
         try header(
             buffer, offset, count: 4, type: RTCPPacketType.payloadFeedback, length: 12 + entries.count * 8
         )
-        buffer.rtcpPut32(senderSSRC, offset + 4)
-        buffer.rtcpPut32(0, offset + 8)
+        buffer.put32(senderSSRC, at: offset + 4)
+        buffer.put32(0, at: offset + 8)
         var at = offset + 12
         for e in entries {
-            buffer.rtcpPut32(e.ssrc, at)
-            buffer.rtcpPut32(UInt32(e.sequenceNumber) << 24, at + 4)
+            buffer.put32(e.ssrc, at: at)
+            buffer.put32(UInt32(e.sequenceNumber) << 24, at: at + 4)
             at += 8
         }
         return at
@@ -217,8 +217,8 @@ public enum RTCPWriter {
         guard ssrcs.count <= 255 else { throw .bufferTooSmall }
         let length = 20 + ssrcs.count * 4
         try header(buffer, offset, count: 15, type: RTCPPacketType.payloadFeedback, length: length)
-        buffer.rtcpPut32(senderSSRC, offset + 4)
-        buffer.rtcpPut32(0, offset + 8)
+        buffer.put32(senderSSRC, at: offset + 4)
+        buffer.put32(0, at: offset + 8)
         buffer[offset + 12] = 0x52  // "REMB"
         buffer[offset + 13] = 0x45
         buffer[offset + 14] = 0x4D
@@ -231,10 +231,10 @@ public enum RTCPWriter {
             exponent += 1
         }
         buffer[offset + 17] = UInt8(exponent << 2) | UInt8(truncatingIfNeeded: mantissa >> 16)
-        buffer.rtcpPut16(UInt16(truncatingIfNeeded: mantissa), offset + 18)
+        buffer.put16(UInt16(truncatingIfNeeded: mantissa), at: offset + 18)
         var at = offset + 20
         for s in ssrcs {
-            buffer.rtcpPut32(s, at)
+            buffer.put32(s, at: at)
             at += 4
         }
         return at
@@ -248,12 +248,12 @@ public enum RTCPWriter {
         guard offset >= 0, offset <= buffer.count - 20 else { throw .bufferTooSmall }
         let packets = feedback.packets
         let statusCount = min(packets.count, 0xFFFF)
-        buffer.rtcpPut32(feedback.senderSSRC, offset + 4)
-        buffer.rtcpPut32(feedback.mediaSSRC, offset + 8)
-        buffer.rtcpPut16(feedback.baseSequenceNumber, offset + 12)
-        buffer.rtcpPut16(UInt16(statusCount), offset + 14)
+        buffer.put32(feedback.senderSSRC, at: offset + 4)
+        buffer.put32(feedback.mediaSSRC, at: offset + 8)
+        buffer.put16(feedback.baseSequenceNumber, at: offset + 12)
+        buffer.put16(UInt16(statusCount), at: offset + 14)
         let reference = min(max(feedback.referenceTime, -0x80_0000), 0x7F_FFFF)
-        buffer.rtcpPut24(UInt32(bitPattern: reference), offset + 16)
+        buffer.put24(UInt32(bitPattern: reference), at: offset + 16)
         buffer[offset + 19] = feedback.feedbackPacketCount
 
         @inline(__always) func symbol(_ i: Int) -> UInt16 {
@@ -289,7 +289,7 @@ public enum RTCPWriter {
                 }
             }
             guard at <= buffer.count - 2 else { throw .bufferTooSmall }
-            buffer.rtcpPut16(chunk, at)
+            buffer.put16(chunk, at: at)
             at += 2
             i += consumed
         }
@@ -302,7 +302,7 @@ public enum RTCPWriter {
             } else {
                 guard at <= buffer.count - 2 else { throw .bufferTooSmall }
                 let clamped = Int16(clamping: units)
-                buffer.rtcpPut16(UInt16(bitPattern: clamped), at)
+                buffer.put16(UInt16(bitPattern: clamped), at: at)
                 at += 2
             }
         }
@@ -407,21 +407,21 @@ public enum RTCPWriter {
         }
         buffer[offset] = 0x80 | UInt8(truncatingIfNeeded: count & 0x1F)
         buffer[offset + 1] = type
-        buffer.rtcpPut16(UInt16(truncatingIfNeeded: length / 4 - 1), offset + 2)
+        buffer.put16(UInt16(truncatingIfNeeded: length / 4 - 1), at: offset + 2)
     }
 
     @inline(__always)
     static func reportBlock(_ buffer: UnsafeMutableRawBufferPointer, _ at: Int, _ r: RTCPReportBlock)
         -> Int
     {
-        buffer.rtcpPut32(r.ssrc, at)
+        buffer.put32(r.ssrc, at: at)
         buffer[at + 4] = r.fractionLost
         let lost = min(max(r.cumulativeLost, -0x80_0000), 0x7F_FFFF)
-        buffer.rtcpPut24(UInt32(bitPattern: lost), at + 5)
-        buffer.rtcpPut32(r.highestSequence, at + 8)
-        buffer.rtcpPut32(r.jitter, at + 12)
-        buffer.rtcpPut32(r.lastSR, at + 16)
-        buffer.rtcpPut32(r.delaySinceLastSR, at + 20)
+        buffer.put24(UInt32(bitPattern: lost), at: at + 5)
+        buffer.put32(r.highestSequence, at: at + 8)
+        buffer.put32(r.jitter, at: at + 12)
+        buffer.put32(r.lastSR, at: at + 16)
+        buffer.put32(r.delaySinceLastSR, at: at + 20)
         return at + RTCPReportBlock.size
     }
 

@@ -219,20 +219,8 @@ final class StreamChannel: ReactorChannel, ClosableChannel {
     /// (closes the channel on a hard error).
     private func sendAvailable(_ bytes: [UInt8], from offset: Int) -> Int {
         var sent = offset
-        while sent < bytes.count, !isClosed {
-            let n = bytes.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
-            }
-            if n > 0 {
-                sent += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                break
-            } else {
-                forceClose()
-            }
-        }
+        guard !isClosed else { return sent }
+        if bytes.withUnsafeBytes({ SystemCalls.sendAvailable(fd: fd, $0, offset: &sent) }) != nil { forceClose() }
         return sent
     }
 
