@@ -70,6 +70,14 @@ final class LoadBot: @unchecked Sendable {
         var rejoinedAt: UInt64 = 0
         /// A publisher's publish connection connected again.
         var publishedAt: UInt64 = 0
+        /// An audience bot's new subscribe connection connected (ICE and DTLS done).
+        var connectedAt: UInt64 = 0
+        /// Each rejoin attempt: when it started and why it failed (nil: it succeeded).
+        var attempts: [(startedAt: UInt64, failure: String?)] = []
+        /// The last attempt's signalling socket connected, and its `join` sent (after the
+        /// subscribe connection was made).
+        var socketAt: UInt64 = 0
+        var joinSentAt: UInt64 = 0
         var failed = false
     }
 
@@ -122,7 +130,10 @@ final class LoadBot: @unchecked Sendable {
         do { channel = try await RoomProtocolClient.connect(urls: urls, timeout: config.requestTimeout) } catch {
             throw LoadError.unreachable("signalling connection", cause: error)
         }
-        lock.withLock { self.channel = channel }
+        lock.withLock {
+            self.channel = channel
+            if rejoin, let i = reconnections.indices.last { reconnections[i].socketAt = EventLoop.now() }
+        }
         if role == .subscriber {
             let (s, c) = AsyncStream<(RoomNotification, JSONValue)>.makeStream()
             let (offerStream, offerContinuation) = AsyncStream<(sdp: String, revision: Int)>.makeStream()
@@ -176,6 +187,9 @@ final class LoadBot: @unchecked Sendable {
             "videoCodecs": .array(MediaCodec.videoCodecs.map { .string($0.rawValue) }),
         ]
         if role == .subscriber { data["micEnabled"] = false }
+        if rejoin {
+            lock.withLock { if let i = reconnections.indices.last { reconnections[i].joinSentAt = EventLoop.now() } }
+        }
         let response = await channel.request(.join, .object(data), timeout: config.requestTimeout)
         let joinData: JSONValue
         switch response {
@@ -232,7 +246,15 @@ final class LoadBot: @unchecked Sendable {
             pc.onRTP = { [unowned(unsafe) self] transceiver, _, packet in self.received(transceiver, packet) }
             pc.onStateChange = { [unowned self, unowned pc] state in
                 guard pc === subscribeConnection else { return }
-                if state == .connected, subscribeConnectedAt == 0 { subscribeConnectedAt = EventLoop.now() }
+                if state == .connected, subscribeConnectedAt == 0 {
+                    subscribeConnectedAt = EventLoop.now()
+                    // The phases of a rejoin (report): a connection made after a loss.
+                    lock.withLock {
+                        if let i = reconnections.indices.last, reconnections[i].connectedAt == 0 {
+                            reconnections[i].connectedAt = subscribeConnectedAt
+                        }
+                    }
+                }
                 // Its tracks never get media: the report says why, not only that they got none.
                 if state == .failed {
                     run.noteError("subscribe-connection", "\(id): \(pc.failureReason ?? "failed")")
@@ -640,6 +662,10 @@ final class LoadBot: @unchecked Sendable {
         let rejoined = await policy.retry(stop: { [self] in lock.withLock { leaving } }) { [self] in
             let own = run.signalingURL(room: room)
             let others = lock.withLock { clusterURLs }.map { run.signalingURL(room: room, base: $0) }
+            let attempt = lock.withLock { () -> Int in
+                reconnections[reconnections.count - 1].attempts.append((EventLoop.now(), nil))
+                return reconnections[reconnections.count - 1].attempts.count - 1
+            }
             do {
                 try await connectAndJoin(urls: [own] + others.filter { $0 != own }, rejoin: true)
                 let joinedAt = EventLoop.now()
@@ -652,6 +678,9 @@ final class LoadBot: @unchecked Sendable {
                 }
                 return true
             } catch {
+                lock.withLock {
+                    reconnections[reconnections.count - 1].attempts[attempt].failure = String(describing: error)
+                }
                 await dropConnections()
                 return false
             }
@@ -733,15 +762,20 @@ final class LoadBot: @unchecked Sendable {
         return list.enumerated().map { i, r in
             let next = i + 1 < list.count ? list[i + 1].lostAt : UInt64.max
             var media: UInt64 = r.publishedAt
+            var announced: UInt64 = 0
             if role == .subscriber {
-                media =
-                    allTracks.filter { $0.createdAt >= r.lostAt && $0.createdAt < next && $0.firstPacket != 0 }
-                    .map(\.firstPacket).min() ?? 0
+                let after = allTracks.filter { $0.createdAt >= r.lostAt && $0.createdAt < next }
+                media = after.filter { $0.firstPacket != 0 }.map(\.firstPacket).min() ?? 0
+                announced = after.map(\.createdAt).min() ?? 0
             }
             func ms(_ at: UInt64) -> Double? { at > r.lostAt ? Double(at - r.lostAt) / 1e6 : nil }
             return LoadReport.Reconnection(
                 bot: id, lostAtUnixMs: Double(Int64(r.lostAt) &+ wallOffsetNanos) / 1e6, rejoinMs: ms(r.rejoinedAt),
-                mediaMs: ms(media), failed: r.failed)
+                mediaMs: ms(media), failed: r.failed,
+                attemptsMs: r.attempts.map { ms($0.startedAt) ?? 0 },
+                attemptFailures: r.attempts.compactMap(\.failure),
+                trackAnnouncedMs: ms(announced), connectedMs: ms(r.connectedAt), socketMs: ms(r.socketAt),
+                joinSentMs: ms(r.joinSentAt))
         }
     }
 

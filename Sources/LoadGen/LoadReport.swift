@@ -177,6 +177,36 @@ public struct LoadReport: Sendable, Codable {
         public var mediaMs: Double?
         /// The reconnect window ran out without a rejoin.
         public var failed: Bool
+        /// When each rejoin attempt started, from the loss (the policy's pauses between them).
+        public var attemptsMs: [Double]?
+        /// Why the failed attempts failed, in order.
+        public var attemptFailures: [String]?
+        /// From the loss to the first track announced (`consumerCreated`) after the rejoin.
+        public var trackAnnouncedMs: Double?
+        /// From the loss to the new subscribe connection connected (ICE and DTLS).
+        public var connectedMs: Double?
+        /// From the loss to the successful attempt's signalling socket open, and to its `join` sent.
+        public var socketMs: Double?
+        public var joinSentMs: Double?
+
+        /// One reconnection; the phases are optional (older reports lack them).
+        public init(
+            bot: String, lostAtUnixMs: Double, rejoinMs: Double?, mediaMs: Double?, failed: Bool,
+            attemptsMs: [Double]? = nil, attemptFailures: [String]? = nil, trackAnnouncedMs: Double? = nil,
+            connectedMs: Double? = nil, socketMs: Double? = nil, joinSentMs: Double? = nil
+        ) {
+            self.bot = bot
+            self.lostAtUnixMs = lostAtUnixMs
+            self.rejoinMs = rejoinMs
+            self.mediaMs = mediaMs
+            self.failed = failed
+            self.attemptsMs = attemptsMs
+            self.attemptFailures = attemptFailures
+            self.trackAnnouncedMs = trackAnnouncedMs
+            self.connectedMs = connectedMs
+            self.socketMs = socketMs
+            self.joinSentMs = joinSentMs
+        }
     }
 
     /// Every bot's reconnections: counts, the spread of rejoin and media-again times, and each one.

@@ -94,11 +94,11 @@ class Node:
 
     def get(self, path: str, token: str) -> dict:
         request = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {token}"})
-        with urllib.request.urlopen(request, timeout=10) as r:
+        with urllib.request.urlopen(request, timeout=30) as r:
             return json.loads(r.read())
 
     def metric(self, name: str) -> float:
-        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=60) as r:
             text = r.read().decode()
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith(name + " ") or line.startswith(name + "{"))
@@ -319,9 +319,23 @@ def summarize(n, reports, fanout, steady_from, ramped, edge_killed, edge_back, o
     def reconnections(rs, since, until):
         each = [e for r in rs for e in (r.get("reconnects") or {}).get("each", [])
                 if since * 1000 <= e["lostAtUnixMs"] < until * 1000]
+        # The phases of each rejoin: attempts (the last one's start), track announced, subscribe
+        # connection connected, first packet; and why attempts failed (the first words of each reason).
+        reasons: dict[str, int] = {}
+        for e in each:
+            for why in e.get("attemptFailures") or []:
+                key = why[:90]
+                reasons[key] = reasons.get(key, 0) + 1
         return {"bots": len(each), "failed": sum(e["failed"] for e in each),
                 "mediaMs": spread([e["mediaMs"] for e in each if e["mediaMs"] is not None]),
-                "rejoinMs": spread([e["rejoinMs"] for e in each if e["rejoinMs"] is not None])}
+                "rejoinMs": spread([e["rejoinMs"] for e in each if e["rejoinMs"] is not None]),
+                "attempts": spread([len(e["attemptsMs"]) for e in each if e.get("attemptsMs")]),
+                "lastAttemptMs": spread([e["attemptsMs"][-1] for e in each if e.get("attemptsMs")]),
+                "socketMs": spread([e["socketMs"] for e in each if e.get("socketMs")]),
+                "joinSentMs": spread([e["joinSentMs"] for e in each if e.get("joinSentMs")]),
+                "trackAnnouncedMs": spread([e["trackAnnouncedMs"] for e in each if e.get("trackAnnouncedMs")]),
+                "connectedMs": spread([e["connectedMs"] for e in each if e.get("connectedMs")]),
+                "attemptFailures": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:5])}
 
     return {
         "audiencePerNode": n, "planned": 3 * n, "joined": joined,
@@ -352,6 +366,12 @@ def ms(s: dict | None) -> str:
     return f"{s['p50']:.0f} / {s['p95']:.0f} / {s['max']:.0f} ms ({s['count']})"
 
 
+def num(s: dict | None) -> str:
+    if not s or not s.get("count"):
+        return "—"
+    return f"{s['p50']:g} / {s['p95']:g} / {s['max']:g}"
+
+
 def markdown(s: dict) -> str:
     f = s["fanout"]
     n = s["audiencePerNode"]
@@ -380,6 +400,13 @@ def markdown(s: dict) -> str:
         f"| kill -9 of an edge: its bots' loss → media again | {ms(e['mediaMs'])}, {e['failed']} failed |",
         f"| kill -9 of an edge: loss → rejoined | {ms(e['rejoinMs'])}; all {3 * n} back in /cluster after "
         f"{e['audienceBackSeconds']} s |",
+        f"| kill -9 of an edge: attempts per bot; the successful one's start | {num(e.get('attempts'))}; "
+        f"{ms(e.get('lastAttemptMs'))} |",
+        f"| kill -9 of an edge: loss → socket open / join sent | {ms(e.get('socketMs'))} / {ms(e.get('joinSentMs'))} |",
+        f"| kill -9 of an edge: loss → first track announced / subscribe connected | "
+        f"{ms(e.get('trackAnnouncedMs'))} / {ms(e.get('connectedMs'))} |",
+        f"| kill -9 of an edge: failed attempts | "
+        f"{'; '.join(f'{c} × {w}' for w, c in (e.get('attemptFailures') or {}).items()) or 'none'} |",
         f"| kill -9 of the origin: hosts' loss → publishing again | {ms(o['hosts']['mediaMs'])}, "
         f"{o['hosts']['failed']} failed |",
         f"| kill -9 of the origin: stage on {o['layout'].get('origin')} with edge "
