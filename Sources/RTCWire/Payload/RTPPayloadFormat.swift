@@ -98,6 +98,25 @@ public protocol RTPPayloadFormat {
     static func inspect(_ payload: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo
 }
 
+/// A video codec's payload format: a payload header to read, and an empty payload that is padding
+/// (``RTPPayloadInfo/padding``, RFC 3550 §5.1) rather than an error, one rule for every such format.
+public protocol VideoPayloadFormat: RTPPayloadFormat {
+    /// Reads the payload header of a non-empty payload into `info`, which starts as
+    /// `RTPPayloadInfo()` (a payload with no header that starts a key frame).
+    static func read(_ payload: UnsafeRawBufferPointer, into info: inout RTPPayloadInfo) throws(RTPPayloadError)
+}
+
+extension VideoPayloadFormat {
+    /// An empty payload is padding; any other is read by ``read(_:into:)``.
+    @inlinable
+    public static func inspect(_ payload: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
+        guard !payload.isEmpty else { return .padding }
+        var info = RTPPayloadInfo()
+        try read(payload, into: &info)
+        return info
+    }
+}
+
 /// Opus (RFC 7587): one packet per frame, no payload header, every packet decodable alone.
 public enum OpusPayloadFormat: RTPPayloadFormat {
     @inlinable

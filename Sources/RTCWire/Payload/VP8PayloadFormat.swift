@@ -1,15 +1,12 @@
 /// VP8 (RFC 7741) as an ``RTPPayloadFormat``: the payload descriptor and the key-frame header read in
 /// one pass, without allocating.
-public enum VP8PayloadFormat: RTPPayloadFormat {
+public enum VP8PayloadFormat: VideoPayloadFormat {
     /// Reads the payload descriptor and, on a frame's first packet, the key-frame header.
     ///
-    /// An empty payload (padding) is reported as a packet that starts nothing and has no header; a
-    /// descriptor that is cut short, or is followed by no VP8 byte, throws
+    /// A descriptor that is cut short, or is followed by no VP8 byte, throws
     /// ``RTPPayloadError/malformedHeader`` (the rules of ``VP8PayloadDescriptor/parse(_:)``).
     @inlinable
-    public static func inspect(_ p: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
-        guard !p.isEmpty else { return .padding }
-        var info = RTPPayloadInfo()
+    public static func read(_ p: UnsafeRawBufferPointer, into info: inout RTPPayloadInfo) throws(RTPPayloadError) {
         let b0 = p[0]
         info.nonReference = b0 & 0x20 != 0
         info.startsFrame = b0 & 0x10 != 0 && b0 & 0x07 == 0
@@ -41,7 +38,6 @@ public enum VP8PayloadFormat: RTPPayloadFormat {
             info.width = (UInt16(p[at + 6]) | UInt16(p[at + 7]) << 8) & 0x3FFF
             info.height = (UInt16(p[at + 8]) | UInt16(p[at + 9]) << 8) & 0x3FFF
         }
-        return info
     }
 
     /// Reads the picture ID at `at` (an M bit, then 7 or 15 bits), records where it sits and moves

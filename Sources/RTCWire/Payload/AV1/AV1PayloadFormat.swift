@@ -10,11 +10,10 @@
 /// Only a packet with `N` is certainly a temporal unit's first; otherwise, as with H.264, a temporal
 /// unit begins after the previous marker or at a new timestamp (the frame assembler's rule). The
 /// size of a key frame comes from its sequence header, when the first element holds it.
-public enum AV1PayloadFormat: RTPPayloadFormat {
+public enum AV1PayloadFormat: VideoPayloadFormat {
+    /// Reads the aggregation header and the first element (see above).
     @inlinable
-    public static func inspect(_ p: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
-        guard !p.isEmpty else { return .padding }
-        var info = RTPPayloadInfo()
+    public static func read(_ p: UnsafeRawBufferPointer, into info: inout RTPPayloadInfo) throws(RTPPayloadError) {
         let h = p[0]
         let continues = h & 0x80 != 0
         let count = Int(h >> 4) & 0x03
@@ -33,7 +32,7 @@ public enum AV1PayloadFormat: RTPPayloadFormat {
             guard value <= UInt64(p.count - at) else { throw .malformedHeader }
             length = Int(value)
         }
-        guard length >= 1 else { return info }
+        guard length >= 1 else { return }
         if !continues {
             let header = p[at]
             guard header & 0x80 == 0 else { throw .malformedHeader }  // forbidden bit
@@ -53,7 +52,6 @@ public enum AV1PayloadFormat: RTPPayloadFormat {
                 }
             }
         }
-        return info
     }
 }
 

@@ -34,11 +34,10 @@ public enum H264NALType {
 ///
 /// Interleaved-mode packets (STAP-B, MTAP, FU-B) and the reserved types 0, 30 and 31 throw
 /// ``RTPPayloadError/malformedHeader``: packetization mode 2 is never negotiated.
-public enum H264PayloadFormat: RTPPayloadFormat {
+public enum H264PayloadFormat: VideoPayloadFormat {
+    /// Reads the NAL unit header and, for STAP-A and FU-A, what it carries (see above).
     @inlinable
-    public static func inspect(_ p: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
-        guard !p.isEmpty else { return .padding }
-        var info = RTPPayloadInfo()
+    public static func read(_ p: UnsafeRawBufferPointer, into info: inout RTPPayloadInfo) throws(RTPPayloadError) {
         let header = p[0]
         guard header & 0x80 == 0 else { throw .malformedHeader }  // forbidden_zero_bit
         let type = header & 0x1F
@@ -89,7 +88,6 @@ public enum H264PayloadFormat: RTPPayloadFormat {
         default:
             throw .malformedHeader
         }
-        return info
     }
 
     /// Whether a whole NAL unit (header first) begins an access unit for certain.

@@ -8,15 +8,13 @@
 /// layer) or else from the key frame's uncompressed header. Picture ID and TL0PICIDX sit where the
 /// VP8 descriptor puts them (an M bit then 7 or 15 bits; one byte), so the same munger keeps them
 /// continuous across simulcast switches.
-public enum VP9PayloadFormat: RTPPayloadFormat {
+public enum VP9PayloadFormat: VideoPayloadFormat {
     /// Reads the payload descriptor and, on a key frame's first packet, the picture size.
     ///
-    /// An empty payload (padding) starts nothing. A descriptor cut short, one followed by no VP9
-    /// byte, or more than three reference differences throws ``RTPPayloadError/malformedHeader``.
+    /// A descriptor cut short, one followed by no VP9 byte, or more than three reference differences
+    /// throws ``RTPPayloadError/malformedHeader``.
     @inlinable
-    public static func inspect(_ p: UnsafeRawBufferPointer) throws(RTPPayloadError) -> RTPPayloadInfo {
-        guard !p.isEmpty else { return .padding }
-        var info = RTPPayloadInfo()
+    public static func read(_ p: UnsafeRawBufferPointer, into info: inout RTPPayloadInfo) throws(RTPPayloadError) {
         let b0 = p[0]
         let hasPictureID = b0 & 0x80 != 0
         let interPredicted = b0 & 0x40 != 0
@@ -100,7 +98,6 @@ public enum VP9PayloadFormat: RTPPayloadFormat {
             info.width = size.width
             info.height = size.height
         }
-        return info
     }
 }
 

@@ -850,6 +850,21 @@
     };
   }
 
+  // The inbound-rtp stats of participant `id`'s first consumer of `kinds` that has them; null when
+  // none has (not consumed yet).
+  async function inboundStats(id, kinds) {
+    for (const consumer of consumersOf(id, kinds)) {
+      const s = await receiverStats(consumer.mid);
+      if (s) return s;
+    }
+    return null;
+  }
+
+  // The W3C counters `names` of a stats entry, each 0 when the browser leaves it out.
+  function counts(s, names) {
+    return Object.fromEntries(names.map((name) => [name, s[name] || 0]));
+  }
+
   async function receiverStats(mid) {
     const transceiver = state.subPc?.getTransceivers().find((t) => t.mid === mid);
     if (!transceiver) return null;
@@ -1213,43 +1228,23 @@
     },
     // Video decoding of a remote participant's tile, from getStats().
     async videoStats(id) {
-      for (const consumer of consumersOf(id, ['webcam', 'screen'])) {
-        const s = await receiverStats(consumer.mid);
-        if (s) {
-          return {
-            framesDecoded: s.framesDecoded || 0,
-            codec: s.codec,
-            width: s.frameWidth || 0,
-            height: s.frameHeight || 0,
-            packetsLost: s.packetsLost || 0,
-            packetsReceived: s.packetsReceived || 0,
-            // RTX packets received: libwebrtc counts a packet repaired by RTX as lost on the media SSRC.
-            retransmittedPacketsReceived: s.retransmittedPacketsReceived || 0,
-            nackCount: s.nackCount || 0,
-            bytesReceived: s.bytesReceived || 0,
-            freezeCount: s.freezeCount || 0,
-            totalFreezesDuration: s.totalFreezesDuration || 0,
-            framesPerSecond: s.framesPerSecond || 0,
-          };
-        }
+      const s = await inboundStats(id, ['webcam', 'screen']);
+      if (!s) {
+        return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0, packetsReceived: 0, freezeCount: 0 };
       }
-      return { framesDecoded: 0, codec: null, width: 0, height: 0, packetsLost: 0, packetsReceived: 0, freezeCount: 0 };
+      return {
+        codec: s.codec,
+        width: s.frameWidth || 0,
+        height: s.frameHeight || 0,
+        // retransmittedPacketsReceived: libwebrtc counts a packet repaired by RTX as lost on the media SSRC.
+        ...counts(s, ['framesDecoded', 'packetsLost', 'packetsReceived', 'retransmittedPacketsReceived', 'nackCount',
+          'bytesReceived', 'freezeCount', 'totalFreezesDuration', 'framesPerSecond']),
+      };
     },
     // Received audio of a remote participant (inbound-rtp counters), or null before it is consumed.
     async audioStats(id) {
-      for (const consumer of consumersOf(id, ['mic'])) {
-        const s = await receiverStats(consumer.mid);
-        if (s) {
-          return {
-            packetsReceived: s.packetsReceived || 0,
-            packetsLost: s.packetsLost || 0,
-            bytesReceived: s.bytesReceived || 0,
-            concealedSamples: s.concealedSamples || 0,
-            totalSamplesReceived: s.totalSamplesReceived || 0,
-          };
-        }
-      }
-      return null;
+      const s = await inboundStats(id, ['mic']);
+      return s && counts(s, ['packetsReceived', 'packetsLost', 'bytesReceived', 'concealedSamples', 'totalSamplesReceived']);
     },
     // The subscribe connection's selected candidate pair: local and remote (server) ports.
     async subscribePath() {
@@ -1261,20 +1256,13 @@
     },
     // Received video of a remote participant as W3C stats name it (freezes included).
     async receivedVideo(id) {
-      for (const consumer of consumersOf(id, ['webcam', 'screen'])) {
-        const s = await receiverStats(consumer.mid);
-        if (s) {
-          return {
-            width: s.frameWidth || 0,
-            height: s.frameHeight || 0,
-            framesDecoded: s.framesDecoded || 0,
-            bytesReceived: s.bytesReceived || 0,
-            freezeCount: s.freezeCount || 0,
-            totalFreezesDuration: s.totalFreezesDuration || 0,
-          };
-        }
-      }
-      return null;
+      const s = await inboundStats(id, ['webcam', 'screen']);
+      if (!s) return null;
+      return {
+        width: s.frameWidth || 0,
+        height: s.frameHeight || 0,
+        ...counts(s, ['framesDecoded', 'bytesReceived', 'freezeCount', 'totalFreezesDuration']),
+      };
     },
     // Asks the server for a remote participant's webcam at `quality` (low, medium, high), as the
     // SDK's setQuality does.
