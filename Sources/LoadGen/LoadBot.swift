@@ -667,7 +667,7 @@ final class LoadBot: @unchecked Sendable {
                 return reconnections[reconnections.count - 1].attempts.count - 1
             }
             do {
-                try await connectAndJoin(urls: [own] + others.filter { $0 != own }, rejoin: true)
+                try await connectAndJoin(urls: ReconnectPolicy.nodeOrder(own: own, cluster: others), rejoin: true)
                 let joinedAt = EventLoop.now()
                 var published: UInt64 = 0
                 if role != .subscriber { published = try await publish(video: role == .publisher).connected }

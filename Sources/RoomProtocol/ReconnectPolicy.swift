@@ -11,7 +11,8 @@ import Signaling
 public struct ReconnectPolicy: Sendable, Hashable {
     /// How long to keep trying, in seconds (0 disables reconnection).
     public var window: Double
-    /// The pause before the first attempt, in seconds; each later pause doubles, up to `maxDelay`.
+    /// The longest pause before the first attempt (drawn from `0...initialDelay`), in seconds; the
+    /// pause before attempt `n` is `initialDelay × 2ⁿ` (jitter applied), up to `maxDelay`.
     public var initialDelay: Double
     /// The longest pause between two attempts, in seconds.
     public var maxDelay: Double
@@ -38,8 +39,12 @@ public struct ReconnectPolicy: Sendable, Hashable {
     /// No reconnection: a lost connection ends the room with `WEBSOCKET_DISCONNECTED` (1001).
     public static let disabled = ReconnectPolicy(window: 0)
 
-    /// The pause before attempt `attempt` (0-based), jitter applied.
+    /// The pause before attempt `attempt` (0-based), jitter applied. The first pause is drawn from
+    /// the whole of `0...initialDelay` instead: the clients of one dead node rejoin at once through
+    /// the others (docs/cluster.md, "Failure"), so that pause only spreads them, and spread evenly it
+    /// halves the mean wait and their burst on the surviving nodes alike.
     public func delay(beforeAttempt attempt: Int) -> Double {
+        if attempt == 0 { return initialDelay * Double.random(in: 0...1) }
         let base = min(maxDelay, initialDelay * pow(2, Double(min(attempt, 30))))
         return base * Double.random(in: (1 - jitter)...(1 + jitter))
     }
@@ -62,6 +67,17 @@ public struct ReconnectPolicy: Sendable, Hashable {
             if await attempt() { return true }
         }
         return false
+    }
+}
+
+extension ReconnectPolicy {
+    /// The nodes a rejoin tries, in order: the client's own node `own` first (a dropped socket may be a
+    /// short outage of a node that still serves the room), then the other nodes of `cluster` in a random
+    /// order, so that the clients of a node that died spread over the survivors rather than all
+    /// landing on the first one listed (docs/cluster.md, "Failure"). Duplicates of `own` are dropped.
+    public static func nodeOrder(own: String, cluster: [String]) -> [String] {
+        var seen: Set<String> = [own]
+        return [own] + cluster.filter { seen.insert($0).inserted }.shuffled()
     }
 }
 

@@ -31,6 +31,8 @@ final class Room: @unchecked Sendable {
     private var participantsInOrder: [ParticipantState] = []
     /// Joins, leaves and mode changes, encoded once and coalesced for protocol-2 clients.
     private let participantEvents: ParticipantEventFanout
+    /// A flush of the leaves is queued behind the room's waiting work (``flushAfterQueuedWork()``).
+    private var leaveFlushQueued = false
 
     init(id: String, server: RoomServer, configuration: RoomServerConfiguration, hooks: RoomMediaHooks?) {
         self.id = id
@@ -138,6 +140,19 @@ final class Room: @unchecked Sendable {
     private func flushParticipantEvents() {
         guard participantEvents.hasPending else { return }
         participantEvents.flush(to: participantsInOrder)
+    }
+
+    /// Flushes the pending participant events once the work queued now has run, without waiting
+    /// for the window: the members of an edge that died leave in one burst, and their leaves then
+    /// go to the room in a few messages rather than one each to every member (N² sends, which held
+    /// up their own rejoins behind them). Anything broadcast meanwhile flushes them first.
+    private func flushAfterQueuedWork() {
+        guard participantEvents.hasPending, !leaveFlushQueued else { return }
+        leaveFlushQueued = true
+        queue.async { [self] in
+            leaveFlushQueued = false
+            flushParticipantEvents()
+        }
     }
 
     // MARK: Join, lobby, leave
@@ -301,8 +316,9 @@ final class Room: @unchecked Sendable {
         data["name"] = .string(p.name)
         announce(.participantLeft, .object(data))
         // Joins are what floods a live stream; a leave goes out at once (with the pending joins), so
-        // nobody acts on a participant that is gone.
-        flushParticipantEvents()
+        // nobody acts on a participant that is gone: not held for the window, only behind the work
+        // already queued, which shares it (a dead edge's members leave together).
+        flushAfterQueuedWork()
         videoCodecsMayHaveChanged(from: codecsBefore)
         answerAsks(of: p, kind: nil) { kind in
             RoomError(kind == .mic ? 4067 : 4069, "'\(p.id)' left before turning its \(kind.rawValue) on")

@@ -447,7 +447,7 @@ public final class Room: @unchecked Sendable {
         let handler = UncheckedSendable(handle)
         let connection: RoomProtocolClient
         do {
-            let urls = [signalingURL] + clusterURLs.filter({ $0 != signalingURL })
+            let urls = ReconnectPolicy.nodeOrder(own: signalingURL, cluster: clusterURLs)
             connection = try await RoomProtocolClient.connect(urls: urls.map { $0 + "?token=" + token }, timeout: 10)
         } catch {
             let failure = UnderstudyError(

@@ -217,6 +217,14 @@ def test_audience_spread_over_edges(understudy, tmp_path):
             (reconnects, report["errors"])
         # Each bot rejoined and got media again on tracks announced after the rejoin.
         assert all(r["rejoinMs"] is not None and r["mediaMs"] is not None for r in reconnects["each"]), reconnects
+        # The phases of each rejoin, in order (what cluster-goal.py breaks the edge kill down by): the
+        # attempts (every one but the last failed, with its reason), the successful one's socket and
+        # join, its subscribe connection connected.
+        for r in reconnects["each"]:
+            attempts = r["attemptsMs"]
+            assert attempts and len(r["attemptFailures"]) == len(attempts) - 1, r
+            assert attempts[-1] <= r["socketMs"] <= r["joinSentMs"] <= r["rejoinMs"], r
+            assert r["connectedMs"] is not None and r["trackAnnouncedMs"] is not None, r
         assert all(t["packets"] > 0 for t in report["tracks"] if not t["closed"]), report["tracks"]
         print("layout", json.dumps(layout), "piped", piped, "local", local, "bots rejoined: media again",
               json.dumps(reconnects["mediaMs"]))

@@ -51,6 +51,35 @@ import Testing
         #expect(made.withLock { $0 } == 1)
     }
 
+    @Test func theFirstPauseSpreadsOverTheWholeInitialDelayAndLaterOnesDouble() {
+        let policy = ReconnectPolicy(window: 30, initialDelay: 0.5, maxDelay: 5, jitter: 0.2)
+        let first = (0..<2000).map { _ in policy.delay(beforeAttempt: 0) }
+        #expect(first.allSatisfy { (0...0.5).contains($0) })
+        // Spread over the whole range, not ±jitter around 0.5 s (2000 draws: each tenth is hit).
+        #expect(Set(first.map { Int($0 / 0.05) }).isSuperset(of: 0..<10))
+        for (attempt, base) in [(1, 1.0), (2, 2.0), (3, 4.0), (4, 5.0), (9, 5.0)] {
+            for _ in 0..<200 {
+                #expect((base * 0.8 - 1e-9...base * 1.2 + 1e-9).contains(policy.delay(beforeAttempt: attempt)))
+            }
+        }
+        #expect(ReconnectPolicy(window: 30, initialDelay: 0).delay(beforeAttempt: 0) == 0)
+    }
+
+    @Test func aRejoinTriesItsOwnNodeFirstThenTheOthersInARandomOrder() {
+        let cluster = ["ws://a", "ws://b", "ws://c", "ws://d", "ws://b"]
+        var seconds: Set<String> = []
+        for _ in 0..<400 {
+            let order = ReconnectPolicy.nodeOrder(own: "ws://b", cluster: cluster)
+            #expect(order.first == "ws://b")
+            #expect(order.count == 4)
+            #expect(Set(order) == ["ws://a", "ws://b", "ws://c", "ws://d"])
+            seconds.insert(order[1])
+        }
+        // The clients of one dead node spread over every survivor (400 draws: each is second at times).
+        #expect(seconds == ["ws://a", "ws://c", "ws://d"])
+        #expect(ReconnectPolicy.nodeOrder(own: "ws://a", cluster: []) == ["ws://a"])
+    }
+
     @Test func connectTriesTheURLsInOrder() async throws {
         let server = try startTestServer(secret: "reconnect-test")
         defer { server.stop() }
