@@ -78,4 +78,61 @@ struct SFUKeyframeRequestsTests {
         let retry13 = k.retryDue(now: t + 200 * ms)
         #expect(retry13 == 0)
     }
+
+    /// A ramp of joiners (one request every 20 ms for 3 s) against a simulated publisher 20 ms away:
+    /// each joiner waits from its request to the next key frame that arrives. `gate`: the publisher
+    /// ignores requests within that long of its last key frame (libwebrtc's is 300 ms; 0 answers all).
+    func joinerWaits(interval: UInt64, gate: UInt64) -> (mean: Double, max: UInt64, keyframes: Int) {
+        var k = SFUKeyframeRequests(layers: 1, interval: interval)
+        let delay = 20 * ms
+        var plisInFlight: [UInt64] = []  // arrival times at the publisher
+        var keyframesInFlight: [UInt64] = []  // arrival times back at the SFU
+        var lastKeyframeSent: UInt64?
+        var waiting: [UInt64] = []
+        var waits: [UInt64] = []
+        var keyframes = 0
+        var t: UInt64 = 0
+        while t <= 4_000 * ms {
+            if let at = keyframesInFlight.first, at <= t {
+                keyframesInFlight.removeFirst()
+                k.keyframeArrived(layer: 0)
+                keyframes += 1
+                waits += waiting.map { t - $0 }
+                waiting.removeAll()
+            }
+            if let at = plisInFlight.first, at <= t {
+                plisInFlight.removeFirst()
+                if lastKeyframeSent.map({ t - $0 >= gate }) ?? true {
+                    lastKeyframeSent = t
+                    keyframesInFlight.append(t + delay)
+                }
+            }
+            if t < 3_000 * ms, t % (20 * ms) == 0 {
+                waiting.append(t)
+                if k.request(layer: 0, now: t) { plisInFlight.append(t + delay) }
+            }
+            if k.retryDue(now: t) != nil { plisInFlight.append(t + delay) }
+            t += ms
+        }
+        #expect(waiting.isEmpty, "every joiner got a key frame")
+        let total = waits.reduce(0, +)
+        return (Double(total) / Double(max(1, waits.count)) / Double(ms), waits.max() ?? 0, keyframes)
+    }
+
+    /// The default interval halves a ramp's wait for a publisher that answers every request, and never
+    /// makes a libwebrtc publisher (which ignores requests within 300 ms of its last key frame) wait
+    /// longer than a 300 ms interval did: the request it ignored stays pending and goes again.
+    @Test func theDefaultIntervalServesARampSoonerAndNeverLaterForAGatedPublisher() {
+        let interval = SFUConfiguration().keyframeRequestInterval
+        #expect(interval == 150 * ms)
+        let answering = joinerWaits(interval: interval, gate: 0)
+        let answeringAt300 = joinerWaits(interval: 300 * ms, gate: 0)
+        #expect(answering.max <= interval + 2 * 20 * ms + 2 * ms, "one interval and a round trip at most")
+        #expect(answering.mean < answeringAt300.mean * 0.7, "\(answering.mean) vs \(answeringAt300.mean) ms")
+        let gated = joinerWaits(interval: interval, gate: 300 * ms)
+        let gatedAt300 = joinerWaits(interval: 300 * ms, gate: 300 * ms)
+        #expect(gated.max <= gatedAt300.max, "\(gated.max / ms) vs \(gatedAt300.max / ms) ms")
+        #expect(gated.mean <= gatedAt300.mean, "\(gated.mean) vs \(gatedAt300.mean) ms")
+        #expect(gated.keyframes <= gatedAt300.keyframes + 1, "the gate, not the requests, sets the key-frame rate")
+    }
 }
