@@ -73,13 +73,9 @@ public struct RoomServerConfiguration: Sendable, Codable, Equatable {
     /// are dropped.
     public var maxSSRCsPerPublisher: Int = 32
     /// Shortest interval between key-frame requests (PLI) the SFU sends a publisher, per simulcast
-    /// layer, however many consumers ask. A joiner waits for the next request slot, so up to this long
-    /// (half of it on average) plus a round trip. 150 ms: a publisher that answers every request (this
-    /// project's encoders and pre-encoded loops) serves a ramp of joiners twice as fast as at 300 ms;
-    /// libwebrtc ignores requests within 300 ms of its last key frame, and the request it ignored stays
-    /// pending and is sent again 150 ms later, so a browser still gets the 300 ms slot (then 450 ms)
-    /// and its joiners never wait longer than at 300 ms.
-    public var keyframeRequestIntervalMilliseconds: Int = 150
+    /// layer, however many consumers ask. 300 ms: libwebrtc's encoder ignores requests closer
+    /// together than that, and a longer interval only makes joiners wait (on average half of it).
+    public var keyframeRequestIntervalMilliseconds: Int = 300
     /// Media (SRTP, SRTCP) that waited longer than this in the shared UDP port's receive queue is
     /// dropped unread (0: never). A starved SFU then catches up within this time instead of working
     /// through seconds of stale media while the full buffer drops new connectivity checks and DTLS

@@ -265,8 +265,7 @@ public struct SFUConfiguration: Sendable {
     /// A range of exactly one port makes every connection share that port (demultiplexed by ICE ufrag
     /// and validated source address).
     public var portRange: ClosedRange<UInt16>?
-    /// Shortest interval between key-frame requests sent to a publisher, per simulcast layer (150 ms by
-    /// default; see ``SFUKeyframeRequests``).
+    /// Shortest interval between key-frame requests sent to a publisher, per simulcast layer.
     public var keyframeRequestInterval: UInt64
     /// Name of the event loop thread.
     public var loopName: String
@@ -285,7 +284,7 @@ public struct SFUConfiguration: Sendable {
 
     public init(
         mediaAddresses: [String] = ["127.0.0.1"], portRange: ClosedRange<UInt16>? = nil,
-        keyframeRequestInterval: UInt64 = 150_000_000, loopName: String = "sfu"
+        keyframeRequestInterval: UInt64 = 300_000_000, loopName: String = "sfu"
     ) {
         self.mediaAddresses = mediaAddresses
         self.portRange = portRange

@@ -47,7 +47,7 @@ struct ConfigurationTests {
     }
 
     @Test func theKeyFrameRequestIntervalReachesTheSFUAndIsBounded() throws {
-        #expect(RoomServerConfiguration().keyframeRequestIntervalMilliseconds == 150)
+        #expect(RoomServerConfiguration().keyframeRequestIntervalMilliseconds == 300)
         let c = try JSONDecoder().decode(
             RoomServerConfiguration.self, from: Data(#"{"keyframeRequestIntervalMilliseconds": 200}"#.utf8))
         #expect(c.keyframeRequestIntervalMilliseconds == 200)
