@@ -327,8 +327,8 @@ def summarize(n, reports, fanout, steady_from, ramped, edge_killed, edge_back, o
                 key = why[:90]
                 reasons[key] = reasons.get(key, 0) + 1
         return {"bots": len(each), "failed": sum(e["failed"] for e in each),
-                "mediaMs": spread([e["mediaMs"] for e in each if e["mediaMs"] is not None]),
-                "rejoinMs": spread([e["rejoinMs"] for e in each if e["rejoinMs"] is not None]),
+                "mediaMs": spread([e["mediaMs"] for e in each if e.get("mediaMs") is not None]),
+                "rejoinMs": spread([e["rejoinMs"] for e in each if e.get("rejoinMs") is not None]),
                 "attempts": spread([len(e["attemptsMs"]) for e in each if e.get("attemptsMs")]),
                 "lastAttemptMs": spread([e["attemptsMs"][-1] for e in each if e.get("attemptsMs")]),
                 "socketMs": spread([e["socketMs"] for e in each if e.get("socketMs")]),
