@@ -166,6 +166,7 @@ public struct LoadReport: Sendable, Codable {
     }
 
     /// One loss of a bot's signalling connection and its rejoin (``LoadConfiguration/reconnectWindow``).
+    /// The phases after `failed` are optional: older reports lack them.
     public struct Reconnection: Sendable, Codable, Equatable {
         public var bot: String
         /// Wall-clock time (ms since 1970) the bot saw its signalling connection close.
@@ -188,25 +189,6 @@ public struct LoadReport: Sendable, Codable {
         /// From the loss to the successful attempt's signalling socket open, and to its `join` sent.
         public var socketMs: Double?
         public var joinSentMs: Double?
-
-        /// One reconnection; the phases are optional (older reports lack them).
-        public init(
-            bot: String, lostAtUnixMs: Double, rejoinMs: Double?, mediaMs: Double?, failed: Bool,
-            attemptsMs: [Double]? = nil, attemptFailures: [String]? = nil, trackAnnouncedMs: Double? = nil,
-            connectedMs: Double? = nil, socketMs: Double? = nil, joinSentMs: Double? = nil
-        ) {
-            self.bot = bot
-            self.lostAtUnixMs = lostAtUnixMs
-            self.rejoinMs = rejoinMs
-            self.mediaMs = mediaMs
-            self.failed = failed
-            self.attemptsMs = attemptsMs
-            self.attemptFailures = attemptFailures
-            self.trackAnnouncedMs = trackAnnouncedMs
-            self.connectedMs = connectedMs
-            self.socketMs = socketMs
-            self.joinSentMs = joinSentMs
-        }
     }
 
     /// Every bot's reconnections: counts, the spread of rejoin and media-again times, and each one.
