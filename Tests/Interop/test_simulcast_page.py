@@ -69,13 +69,17 @@ async def _play(workdir: Path) -> dict:
     try:
         await server.ready()
         async with Chromium() as browser:
+            # The pages share Chromium's one fake camera, which starts at the size its first client
+            # asks for: Single opens once Multi's 1280x720 layers flow. Opened together, the camera
+            # could start at Single's 640x480, and Multi's frames never fed its third layer (a CI run:
+            # 160x120 and 320x240 sent, 'f' never).
             multi = await RoomPage.open(
                 browser, server, ROOM, name="Multi", id="multi", mode="SEND_AND_RECV", camera="1280x720")
+            await multi.wait_until("Multi publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]))
+            multi_layers = await _wait_layers(multi, 3)
             single = await RoomPage.open(
                 browser, server, ROOM, name="Single", id="single", mode="SEND_AND_RECV", simulcast="0")
-            for page in (multi, single):
-                await page.wait_until(f"{page.name} publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]))
-            multi_layers = await _wait_layers(multi, 3)
+            await single.wait_until("Single publishes", lambda s: {"webcam", "mic"} <= set(s["producing"]))
             single_layers = await _wait_layers(single, 1)
             checkbox = await single.page.evaluate("document.getElementById('join-simulcast').checked")
             # A 640x480 camera: two layers. Checked, then its camera goes off (one encoder less).
