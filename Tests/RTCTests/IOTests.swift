@@ -17,6 +17,15 @@ private final class CollectingHandler: DatagramHandler, @unchecked Sendable {
     }
 }
 
+/// Records, for each datagram, when the kernel received it and when the loop handed it over.
+private final class ArrivalHandler: DatagramHandler, @unchecked Sendable {
+    var arrivals: [(kernel: UInt64, handed: UInt64)] = []
+
+    func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) {
+        arrivals.append((socket.kernelArrival, EventLoop.now()))
+    }
+}
+
 /// Logs datagrams by their first byte; the first one queues loop work that logs too.
 private final class InterleavingHandler: DatagramHandler, @unchecked Sendable {
     let loop: EventLoop
@@ -222,6 +231,38 @@ enum IOTestSupport {
         #expect(figures.0 == 3)
         #expect(figures.1 - before.over100ms == 5)
         #expect(figures.2 >= 300_000_000)
+    }
+
+    @Test func aDatagramArrivedWhenTheKernelGotItNotWhenABusyLoopReadIt() async throws {
+        // A receiver whose thread was busy must not report its own delay as the network's to the
+        // sender's bandwidth estimator: the loop hands over the kernel's arrival time.
+        let loop = EventLoop(name: "arrival-rx")
+        let senderLoop = EventLoop(name: "arrival-tx")
+        defer {
+            loop.shutdown()
+            senderLoop.shutdown()
+        }
+        let sink = ArrivalHandler()
+        let receiver = try loop.openUDP(bindTo: IOTestSupport.loopback, handler: sink)
+        let sender = try senderLoop.openUDP(bindTo: IOTestSupport.loopback, handler: CollectingHandler())
+        #expect(await loop.submit { receiver.stampsArrivals })
+        // The first socket of the system to ask turns the kernel's stamping on a moment later.
+        var waited: UInt64?
+        for _ in 0..<50 {
+            await Self.sendWhileBlocked([[0x80, 111, 0, 1]], from: sender, to: receiver, blockMilliseconds: 200)
+            #expect(await IOTestSupport.wait(loop) { !sink.arrivals.isEmpty })
+            let last = await loop.submit {
+                defer { sink.arrivals = [] }
+                return sink.arrivals.last
+            }
+            if let last, last.kernel != 0 {
+                waited = last.handed - last.kernel
+                break
+            }
+        }
+        #expect(
+            (waited ?? 0) >= 190_000_000,
+            "the datagram waited the 200 ms the loop was blocked: \(String(describing: waited))")
     }
 
     @Test func withoutALimitEveryDatagramGoesThroughAndItsWaitIsMeasured() async throws {

@@ -328,6 +328,9 @@ public final class EventLoop: @unchecked Sendable {
         let id = nextSocketID.wrappingAdd(1, ordering: .relaxed).oldValue
         let udp = UDPSocket(fd: fd, id: id, localAddress: local, loop: self, handler: handler)
         udp.segmentationOffload = UDPSendBatch.segmentationAllowed
+        var stamp: Int32 = 1
+        udp.stampsArrivals =
+            setsockopt(fd, SOL_SOCKET, UDPSocket.soTimestampNS, &stamp, socklen_t(MemoryLayout<Int32>.size)) == 0
         if Self.coalescingAllowed {
             // Refused by kernels before 5.0: datagrams then simply arrive one by one.
             var on: Int32 = 1
@@ -507,8 +510,11 @@ public final class EventLoop: @unchecked Sendable {
             receiveHeadersUsed = Int(received)
             // One clock read per batch: the batch's datagrams arrived before the call returned.
             var now = Self.now()
+            // The kernel stamps arrivals on the real-time clock; `batchStart` is the same instant on
+            // the loop's clock.
+            let batchStart = now
             let measured = udp.measuresReceiveQueue
-            let arrivalClock = measured ? Self.realtimeNow() : 0
+            let arrivalClock = udp.stampsArrivals ? Self.realtimeNow() : 0
             for i in 0..<Int(received) {
                 if udp.isClosed { return }
                 let header = receiveHeaders[i]
@@ -525,10 +531,12 @@ public final class EventLoop: @unchecked Sendable {
                 let control = Self.controlMessages(header)
                 // How long the datagram waited in the kernel's receive queue (0 when not measured).
                 var wait: UInt64 = 0
-                if measured {
-                    if control.arrival > 0, arrivalClock > control.arrival { wait = arrivalClock - control.arrival }
-                    if control.drops > udp.kernelDrops { udp.kernelDrops = control.drops }
+                var arrival: UInt64 = 0
+                if control.arrival > 0, arrivalClock >= control.arrival, batchStart > arrivalClock - control.arrival {
+                    wait = arrivalClock - control.arrival
+                    arrival = batchStart - wait
                 }
+                if measured, control.drops > udp.kernelDrops { udp.kernelDrops = control.drops }
                 let segment = control.segment
                 if segment == 0 || segment >= length {
                     guard length <= Self.slotSize else {
@@ -546,7 +554,9 @@ public final class EventLoop: @unchecked Sendable {
                     {
                         continue
                     }
-                    deliver(UnsafeMutableRawBufferPointer(start: start, count: length), from: from, on: udp, now: &now)
+                    deliver(
+                        UnsafeMutableRawBufferPointer(start: start, count: length), from: from, on: udp, now: &now,
+                        arrival: arrival)
                     continue
                 }
                 // A coalesced message: same-sized datagrams of one sender, the last maybe shorter.
@@ -570,7 +580,7 @@ public final class EventLoop: @unchecked Sendable {
                             deliver(datagram, from: from, on: udp, now: &now)
                         }
                     } else {
-                        deliver(datagram, from: from, on: udp, now: &now)
+                        deliver(datagram, from: from, on: udp, now: &now, arrival: arrival)
                     }
                     offset += size
                 }
@@ -581,8 +591,10 @@ public final class EventLoop: @unchecked Sendable {
 
     @inline(__always)
     private func deliver(
-        _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, on udp: UDPSocket, now: inout UInt64
+        _ data: UnsafeMutableRawBufferPointer, from: SocketAddress, on udp: UDPSocket, now: inout UInt64,
+        arrival: UInt64 = 0
     ) {
+        udp.kernelArrival = arrival
         udp.packetsReceived &+= 1
         udp.bytesReceived &+= UInt64(data.count)
         udp.handler?.handleDatagram(data, from: from, socket: udp, now: now)

@@ -67,8 +67,18 @@ public final class UDPSocket: @unchecked Sendable {
 
     // Receive queueing (only with ``measureReceiveQueue(shedMediaOlderThan:)``).
 
-    /// Whether the kernel stamps each received datagram with its arrival time and reports the
-    /// socket's drop count (`SO_TIMESTAMPNS`, `SO_RXQ_OVFL`).
+    /// Whether the kernel stamps each received datagram with its arrival time (`SO_TIMESTAMPNS`):
+    /// on for every socket the loop opens, so that ``kernelArrival`` is known.
+    public internal(set) var stampsArrivals = false
+    /// Loop-clock time (``EventLoop/now()``) at which the kernel received the datagram being handed
+    /// to the handler now; 0 when unknown (a relayed or impaired datagram, or no kernel stamp).
+    ///
+    /// Bandwidth estimation takes arrivals from here, not from the loop's read time: a receiver
+    /// whose thread was busy would otherwise report its own scheduling delay as the network's, and
+    /// its sender would lower the video for a path that is not congested.
+    public internal(set) var kernelArrival: UInt64 = 0
+    /// Whether the loop measures how long datagrams wait in the receive queue and reports the
+    /// socket's drop count (`SO_RXQ_OVFL`; see ``measureReceiveQueue(shedMediaOlderThan:)``).
     public private(set) var measuresReceiveQueue = false
     /// SRTP and SRTCP datagrams that waited in the kernel's receive queue longer than this are
     /// dropped unread (0: never). STUN and DTLS always go through.
@@ -227,6 +237,7 @@ public final class UDPSocket: @unchecked Sendable {
         var on: Int32 = 1
         let stamped = setsockopt(fd, SOL_SOCKET, UDPSocket.soTimestampNS, &on, socklen_t(MemoryLayout<Int32>.size))
         _ = setsockopt(fd, SOL_SOCKET, UDPSocket.soRXQOverflow, &on, socklen_t(MemoryLayout<Int32>.size))
+        if stamped == 0 { stampsArrivals = true }
         measuresReceiveQueue = stamped == 0
         staleMediaAfter = stamped == 0 ? limit : 0
     }

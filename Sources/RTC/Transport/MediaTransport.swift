@@ -628,13 +628,15 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             counters.droppedMalformed &+= 1
             return
         }
+        // The estimators get the kernel's arrival time: this loop's own delay is not the network's.
+        let arrival = socket.kernelArrival != 0 && socket.kernelArrival <= now ? socket.kernelArrival : now
         // Every packet that carries a transport-wide number counts, padding probes on unbound SSRCs too.
         if let transportFeedback, let range = header.extensionElement(id: transportCCExtensionID, in: packet),
             let sequence = RTPExtensions.transportSequenceNumber(packet, range)
         {
-            transportFeedback.record(sequence, ssrc: header.ssrc, now: now)
+            transportFeedback.record(sequence, ssrc: header.ssrc, now: arrival)
         }
-        rembGenerator?.record(ssrc: header.ssrc, sequence: header.sequenceNumber, length: n, now: now)
+        rembGenerator?.record(ssrc: header.ssrc, sequence: header.sequenceNumber, length: n, now: arrival)
         // Streams are dropped only between datagrams: borrowed without a retain and release per packet.
         guard
             let reference = listener.boundStream(header.ssrc)
