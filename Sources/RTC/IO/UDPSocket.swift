@@ -6,8 +6,8 @@ public protocol DatagramHandler: AnyObject {
     /// Handles one datagram. `data` points into the loop's receive ring: it may be modified in
     /// place (SRTP unprotects in place) but must not be kept after returning.
     func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket)
-    /// The same, with `now` (``EventLoop/now()``) read by the loop once per receive batch, so that a
-    /// handler need not read the clock per datagram. Default: the form without `now`.
+    /// The same, with `now` (``EventLoop/now()``): when the loop started handling this datagram, so
+    /// that a handler need not read the clock itself. Default: the form without `now`.
     func handleDatagram(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket, now: UInt64)
 }
 
