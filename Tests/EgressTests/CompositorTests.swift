@@ -140,6 +140,8 @@ import Testing
         options.height = 360
         options.preset = "ultrafast"
         options.bitrate = 800_000
+        // No key frame after the first: every later picture of a tile is coded against the one before.
+        options.keyframeSeconds = 60
         let path = temporaryPath("composite-unchanged-tile-\(UUID().uuidString).mp4")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let compositor = try Compositor(options: options, outputs: [try CompositeOutputs.make(destination: path)])
