@@ -6,8 +6,8 @@ public import RTCWire
 ///
 /// VP8, H.264 and VP9 go through libavcodec's native decoders (its `vp8` costs 8–25 % less CPU than
 /// libvpx on the same frames, measured for the composite; ``VP8Decoder`` keeps libvpx for the
-/// callers that want it directly); AV1 through libavcodec's libdav1d wrapper (its native `av1` decoder needs a hardware accelerator and
-/// is only the fallback). Frames are in the form ``EncodedFrame`` documents for their codec: VP8 and
+/// callers that want it directly); AV1 through libavcodec's libdav1d wrapper (its native `av1`
+/// decoder needs a hardware accelerator and is only the fallback). Frames are in the form ``EncodedFrame`` documents for their codec: VP8 and
 /// VP9 frames, H.264 Annex B access units (the parameter sets in band before the first IDR), AV1
 /// temporal units in the low-overhead format with the sequence header before the first key frame.
 ///
@@ -18,6 +18,7 @@ public import RTCWire
 public final class VideoDecoder: @unchecked Sendable {
     /// The codec this decoder takes.
     public let codec: MediaCodec
+    /// The libavcodec decoder (one per stream).
     private let d: AVCodecDecoder
 
     /// Creates a decoder for `codec`; throws ``MediaError/invalidArgument(_:)`` for audio and
