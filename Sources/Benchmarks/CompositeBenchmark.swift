@@ -111,7 +111,7 @@ enum CompositeBenchmark {
         body += "| pipeline | CPU per second of output | frames | note |\n|---|---|---|---|\n"
         body += String(
             format:
-                "| ours: `Compositor` (libvpx decode, libyuv scale, libx264 %@), whole process | %.3f CPU-s/s | %d (%d skipped) | real time, %.0f s |\n",
+                "| ours: `Compositor` (libavcodec VP8 decode, libyuv scale, libx264 %@), whole process | %.3f CPU-s/s | %d (%d skipped) | real time, %.0f s |\n",
             r.preset, r.oursPerOutputSecond, r.oursFrames, r.oursSkipped, r.seconds)
         body += String(
             format:

@@ -36,7 +36,7 @@ enum CompositeRoomBenchmark {
         var ffmpegRealtimeCPUSeconds: Double = 0
         var ffmpegRealtimeWallSeconds: Double = 0
         /// Decoding the four tiles' layer files alone (ffmpeg, one thread, to null), CPU seconds per
-        /// second of video: libvpx (ours and the anchor's decoder) and libavcodec's own VP8 decoder.
+        /// second of video: libvpx (the anchor's decoder) and libavcodec's own VP8 decoder (ours, since issue 37's third pass).
         var decodeLibvpx: Double
         var decodeNative: Double
         /// Ours split by thread over the window, CPU seconds: the subscriber's loop (receive), the
@@ -44,6 +44,10 @@ enum CompositeRoomBenchmark {
         var split: [(String, Double)] = []
         /// The compositor thread by stage over the window (``Compositor/Stats``), CPU seconds.
         var stages: [(String, Double)] = []
+        /// Tiles shown over the frames encoded in the window, and how many of them had no new picture
+        /// for their frame (libx264 was told those macroblocks did not change).
+        var tilesShown = 0
+        var tilesUnchanged = 0
 
         var oursPerOutputSecond: Double { oursCPUSeconds / (Double(max(1, oursFrames)) / 30) }
         var ffmpegPerOutputSecond: Double { ffmpegCPUSeconds / (Double(max(1, ffmpegFrames)) / 30) }
@@ -221,7 +225,8 @@ enum CompositeRoomBenchmark {
                 ("draw (scale, labels)", Double(stats1.drawNanos &- stats0.drawNanos) / 1e9),
                 ("encode (libx264)", Double(stats1.encodeNanos &- stats0.encodeNanos) / 1e9),
                 ("outputs (mux, write)", Double(stats1.outputNanos &- stats0.outputNanos) / 1e9),
-            ])
+            ], tilesShown: stats1.tilesShown - stats0.tilesShown,
+            tilesUnchanged: (stats1.tilesShown - stats1.tilesRedrawn) - (stats0.tilesShown - stats0.tilesRedrawn))
     }
 
     /// The report's subsection (after ``CompositeBenchmark/markdown(_:verdict:)``).
@@ -246,7 +251,7 @@ enum CompositeRoomBenchmark {
             format: "| ours ÷ ffmpeg paced at real time | %.2f× | | |\n\n", r.realtimeRatio)
         body += String(
             format:
-                "Decoding the four tiles' layer alone (ffmpeg, one thread each, to null): libvpx %.3f, libavcodec's `vp8` %.3f CPU-s/s (%.0f %% less).\n\n",
+                "Decoding the four tiles' layer alone (ffmpeg, one thread each, to null): libvpx (the anchor's) %.3f, libavcodec's `vp8` (ours) %.3f CPU-s/s (%.0f %% less).\n\n",
             r.decodeLibvpx, r.decodeNative, 100 * (1 - r.decodeNative / max(1e-9, r.decodeLibvpx)))
         let outputSeconds = Double(max(1, r.oursFrames)) / 30
         body +=
@@ -255,6 +260,10 @@ enum CompositeRoomBenchmark {
         body +=
             "The compositor thread by stage (CPU-s per second of output, `CLOCK_THREAD_CPUTIME_ID` around each): "
             + r.stages.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ") + ".\n\n"
+        body += String(
+            format:
+                "Tiles with no new picture at their frame (their macroblocks marked unchanged for libx264, `b_mb_info`): %d of %d tile-frames (%.1f %%).\n\n",
+            r.tilesUnchanged, r.tilesShown, 100 * Double(r.tilesUnchanged) / Double(max(1, r.tilesShown)))
         body += """
             Method: four publishers, each a `PeerConnection` sending three simulcast encodings (RIDs q, h,
             f: 320x180 at 200 kbit/s, 640x360 at 700 kbit/s, 1280x720 at 2.5 Mbit/s, as Chromium sends a

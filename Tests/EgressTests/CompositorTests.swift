@@ -131,6 +131,50 @@ import Testing
         }
     }
 
+    /// A tile whose participant stops sending keeps its last picture, and libx264 is told its
+    /// macroblocks did not change, while the other tile, which does change, is encoded anew: the last
+    /// frame shows both right (a tile wrongly marked unchanged would keep its old colour).
+    @Test func onlyTheTilesThatChangedAreEncodedAnew() async throws {
+        var options = Compositor.Options()
+        options.width = 640
+        options.height = 360
+        options.preset = "ultrafast"
+        options.bitrate = 800_000
+        // No key frame after the first: every later picture of a tile is coded against the one before.
+        options.keyframeSeconds = 60
+        let path = temporaryPath("composite-unchanged-tile-\(UUID().uuidString).mp4")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let compositor = try Compositor(options: options, outputs: [try CompositeOutputs.make(destination: path)])
+        var encoders: [String: VP8Encoder] = [:]
+        var slots: [String: Compositor.VideoSlot] = [:]
+        for id in ["ann", "bob"] {
+            encoders[id] = try VP8Encoder(width: 320, height: 180, fps: 30, bitrate: 300_000, keyframeInterval: 30)
+            slots[id] = compositor.videoSlot(participantId: id)
+        }
+        compositor.setStage([.init(id: "ann", name: nil), .init(id: "bob", name: nil)])
+        let start = Date()
+        // Counted in frames: ann sends for 1 s then goes quiet (its track stays); bob turns from 110
+        // to 60 at 1.5 s and keeps sending.
+        for frame in 0..<90 {
+            if frame < 30 {
+                for f in try encoders["ann"]!.encode(i420: I420Image(width: 320, height: 180, fillY: 200)) {
+                    slots["ann"]!.write(f)
+                }
+            }
+            let bob = I420Image(width: 320, height: 180, fillY: frame < 45 ? 110 : 60)
+            for f in try encoders["bob"]!.encode(i420: bob) { slots["bob"]!.write(f) }
+            let wait = start.addingTimeInterval(Double(frame + 1) / 30).timeIntervalSinceNow
+            if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+        }
+        compositor.stop()
+        let stats = compositor.stats
+        #expect(stats.tilesRedrawn < stats.tilesShown, "\(stats)")
+        #expect(try ffmpegDecodeErrors(path) == "")
+        let luma = try Self.lumaFrame(path, at: nil, width: 640, height: 360)
+        #expect(Self.near(luma[180 * 640 + 160], 200), "ann's tile \(luma[180 * 640 + 160])")
+        #expect(Self.near(luma[180 * 640 + 480], 60), "bob's tile \(luma[180 * 640 + 480])")
+    }
+
     @Test func aLeavingParticipantChangesTheLayout() async throws {
         var options = Compositor.Options()
         options.width = 640

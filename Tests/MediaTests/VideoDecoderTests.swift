@@ -43,7 +43,7 @@ struct VideoDecoderTests {
 
     /// Frame by frame: each frame gives its picture (or a held-back one at the end), the same count
     /// as went in.
-    @Test(arguments: [MediaCodec.vp9, .h264, .av1])
+    @Test(arguments: [MediaCodec.vp8, .vp9, .h264, .av1])
     func decodingFrameByFrameGivesEveryPicture(_ codec: MediaCodec) throws {
         let frames = try videoFixture(codec, seconds: 1)
         let decoder = try VideoDecoder(codec: codec)
@@ -51,6 +51,15 @@ struct VideoDecoderTests {
         for frame in frames where try decoder.decode(frame.data) != nil { pictures += 1 }
         if try decoder.finish() != nil { pictures += 1 }
         #expect(pictures >= frames.count - 2 && pictures <= frames.count, "\(codec): \(pictures) pictures")
+    }
+
+    /// VP8 goes through libavcodec's own decoder (cheaper than libvpx: the composite decodes with it),
+    /// the others through the decoders the type documents.
+    @Test func eachCodecHasItsLibavcodecDecoder() throws {
+        #expect(try VideoDecoder(codec: .vp8).implementation == "vp8")
+        #expect(try VideoDecoder(codec: .vp9).implementation == "vp9")
+        #expect(try VideoDecoder(codec: .h264).implementation == "h264")
+        #expect(["libdav1d", "av1"].contains(try VideoDecoder(codec: .av1).implementation))
     }
 
     /// A 10-bit VP9 stream (profile 2) comes out as 8-bit I420 with the same picture.
