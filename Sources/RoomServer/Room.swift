@@ -72,6 +72,7 @@ final class Room: @unchecked Sendable {
     }
 
     private func runNextWork() {
+        jobMark = lanes.mark
         switch lanes.next() {
         case .request(let work): work()
         case .sharingSFUCall(let requests): runSharingSFUCall(requests)
@@ -416,10 +417,14 @@ final class Room: @unchecked Sendable {
             }
         }
         guard !waiting.isEmpty else { return }
-        let onLoop = waiting.map(\.step.onLoop)
-        let failure = callOnSFU(waiting[0].request.method.rawValue) { sfu in
-            for body in onLoop { body(sfu) }
-        }
+        let onLoop = waiting.compactMap(\.step.onLoop)
+        // Edge members' steps alone need no hop onto this node's loop.
+        let failure =
+            onLoop.isEmpty
+            ? nil
+            : callOnSFU(waiting[0].request.method.rawValue) { sfu in
+                for body in onLoop { body(sfu) }
+            }
         for w in waiting {
             finish(
                 w.member, session: w.request.session, id: w.request.id,
@@ -460,9 +465,13 @@ final class Room: @unchecked Sendable {
         let offers = offersAfterResponse
         offersAfterResponse.removeAll()
         for (member, offer) in offers { offerMade(member, offer) }
-        // A new offer for the caller's own subscribe connection is part of its request's answer.
-        lanes.expediteRenegotiation(p.id)
+        // A new offer for the caller's own subscribe connection is part of its request's answer (not
+        // one the room's fan-out asked for before: that goes with the bulk, in batches).
+        lanes.expediteRenegotiation(p.id, askedSince: jobMark)
     }
+
+    /// ``RoomWorkLanes/mark`` when the running job started.
+    private var jobMark: UInt64 = 0
 
     /// Subscribe offers a request's SFU call made along with its own work, sent after its response.
     private var offersAfterResponse: [(ParticipantState, SessionDescription)] = []
@@ -470,8 +479,8 @@ final class Room: @unchecked Sendable {
     /// A request's work on the SFU's loop and what follows it on the room's queue. The room's queue
     /// waits meanwhile, so nothing changes between the two; several members' steps share one call.
     private struct SFUStep {
-        /// Runs on the SFU's loop.
-        let onLoop: @Sendable (SFU) -> Void
+        /// Runs on the SFU's loop (nil: the step's work is elsewhere, an edge member's on its edge).
+        let onLoop: (@Sendable (SFU) -> Void)?
         /// Runs after the call (`failure`: the call did not happen); returns the response, or nil when
         /// it answered itself.
         let then: (_ failure: RoomError?) throws(RoomError) -> JSONValue?
@@ -490,6 +499,7 @@ final class Room: @unchecked Sendable {
         switch method {
         case .consume: return try consume(p, data)
         case .subscriberAnswer: return .needsSFU(try subscriberAnswer(p, data, requestId: id))
+        case .setViewPort: return try setViewPort(p, data)
         default: return .answered(try dispatch(p, method: method, data: data, id: id))
         }
     }
@@ -526,12 +536,12 @@ final class Room: @unchecked Sendable {
         case .produce:
             if data["sdp"] != nil || data["tracks"] != nil { return try producePublishing(p, data) }
             return try produce(p, data)
-        case .subscriberAnswer, .consume:
+        case .subscriberAnswer, .consume, .setViewPort:
             // Alone: the step's SFU call is its own.
             switch try dispatchStep(p, method: method, data: data, id: id) {
             case .answered(let result): return result
             case .needsSFU(let step):
-                let onLoop = step.onLoop
+                guard let onLoop = step.onLoop else { return try step.then(nil) }
                 return try step.then(callOnSFU(method.rawValue) { onLoop($0) })
             }
         case .closeProducer:
@@ -546,7 +556,6 @@ final class Room: @unchecked Sendable {
             return ["producerId": .string(producerId)]
         case .stopConsuming: return try stopConsuming(p, data)
         case .setQuality: return try setQuality(p, data)
-        case .setViewPort: return try setViewPort(p, data)
         case .getStats:
             // `participantId` (optional): another member's totals, for its `getTransportStats()`.
             guard let other = try data.optionalString("participantId") else { return try getStats(p) }
@@ -845,21 +854,30 @@ final class Room: @unchecked Sendable {
         var offer: SessionDescription?
         let results = zip(members, calls).map { (m, call) -> Result<ConsumerInfo, RoomError> in
             Result { () throws(RoomError) -> ConsumerInfo in
-                let answer = try call.get().wait(until: deadline)
-                guard let consumerId = answer["consumerId"]?.stringValue, let mid = answer["mid"]?.stringValue else {
-                    throw RoomError(5000, "consume: the edge's answer has no consumer")
-                }
-                if let sdp = answer["sdp"]?.stringValue { offer = try? SessionDescription.parse(sdp) }
-                return ConsumerInfo(
-                    id: consumerId, producerID: producerId, subscriberID: RoomMedia.key(room: id, participant: m.id),
-                    publisherID: RoomMedia.key(room: id, participant: producer.participantId),
-                    kind: producer.kind == .mic ? .audio : .video,
-                    source: producer.kind == .mic ? .microphone : producer.kind == .screen ? .screen : .webcam,
-                    mid: mid,
-                    renegotiationNeeded: answer["renegotiationNeeded"]?.boolValue ?? true)
+                let (info, madeOffer) = try edgeConsumer(of: producer, for: m, call.get().wait(until: deadline))
+                if let madeOffer { offer = madeOffer }
+                return info
             }
         }
         return (results, offer)
+    }
+
+    /// The consumer an edge made for member `m` (its `consume` call's answer), and the subscribe
+    /// offer made with it, if any.
+    private func edgeConsumer(of producer: RoomProducer, for m: ParticipantState, _ answer: JSONValue)
+        throws(RoomError) -> (ConsumerInfo, SessionDescription?)
+    {
+        guard let consumerId = answer["consumerId"]?.stringValue, let mid = answer["mid"]?.stringValue else {
+            throw RoomError(5000, "consume: the edge's answer has no consumer")
+        }
+        let info = ConsumerInfo(
+            id: consumerId, producerID: producer.producerId, subscriberID: RoomMedia.key(room: id, participant: m.id),
+            publisherID: RoomMedia.key(room: id, participant: producer.participantId),
+            kind: producer.kind == .mic ? .audio : .video,
+            source: producer.kind == .mic ? .microphone : producer.kind == .screen ? .screen : .webcam,
+            mid: mid,
+            renegotiationNeeded: answer["renegotiationNeeded"]?.boolValue ?? true)
+        return (info, answer["sdp"]?.stringValue.flatMap { try? SessionDescription.parse($0) })
     }
 
     /// Edge consumers per producer and edge node: the producer is piped to an edge while any of its
@@ -978,8 +996,9 @@ final class Room: @unchecked Sendable {
         let producers = peer.producers.values.sorted { $0.producerId < $1.producerId }.filter {
             $0.kind == kind && !p.consumes($0)
         }
-        if producers.count == 1, producers[0].hasMedia, server.media() != nil, p.edge == nil {
-            return .needsSFU(consumeStep(p, of: producers[0], response: response))
+        if producers.count == 1, producers[0].hasMedia, server.media() != nil {
+            guard let edge = p.edge else { return .needsSFU(consumeStep(p, of: producers[0], response: response)) }
+            return .needsSFU(edgeConsumeStep(p, edge, of: producers[0], response: response))
         }
         for producer in producers {
             if let failure = createConsumer(for: p, of: producer, explicit: true) { throw failure }
@@ -1005,6 +1024,43 @@ final class Room: @unchecked Sendable {
                 if let failure { outcomes = [.failure(failure)] } else { (outcomes, offer) = try box.value("consume") }
                 if let offer { offersAfterResponse.append((p, offer)) }
                 if let failure = recordConsumers(of: producer, for: [p], outcomes, explicit: true) { throw failure }
+                return response
+            })
+    }
+
+    /// An edge member's explicit consume of `producer`: on this SFU's loop the producer is piped to the
+    /// member's edge and the edge's call sent; `then` awaits its answer. A batch of members' consumes
+    /// thus crosses to their edges together instead of one round trip after another on the room's
+    /// queue (a live stream's edge audience consuming a new guest waited seconds for its turn).
+    private func edgeConsumeStep(
+        _ p: ParticipantState, _ edge: EdgeMediaLink, of producer: RoomProducer, response: JSONValue
+    ) -> SFUStep {
+        let key = RoomMedia.key(room: id, participant: p.id)
+        let producerId = producer.producerId
+        let offering = !p.subscribe.outstanding && p.session.renegotiatesSubscriptions
+        let route = (node: edge.nodeId, address: edge.pipeAddress)
+        let box = MediaResultBox<EdgePending>()
+        return SFUStep(
+            onLoop: { sfu in
+                let piped = EdgeMediaLink.pipe(sfu, producerId: producerId, edges: [route])
+                box.result = (piped[route.node] ?? .failure(RoomError(5000, "consume: no pipe to the member's edge")))
+                    .map { description, originPipe in
+                        edge.start(
+                            .consume(
+                                producerId: producerId, piped: description, originPipe: originPipe, offering: offering),
+                            key: key)
+                    }
+                    .mapError { $0 as any Error }
+            },
+            then: { [self] failure throws(RoomError) in
+                let outcome = Result { () throws(RoomError) -> ConsumerInfo in
+                    if let failure { throw failure }
+                    let (info, offer) = try edgeConsumer(
+                        of: producer, for: p, box.value("consume").wait(until: .now() + 10))
+                    if let offer { offersAfterResponse.append((p, offer)) }
+                    return info
+                }
+                if let failure = recordConsumers(of: producer, for: [p], [outcome], explicit: true) { throw failure }
                 return response
             })
     }
@@ -1083,31 +1139,71 @@ final class Room: @unchecked Sendable {
         ]
     }
 
-    private func setViewPort(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> JSONValue {
+    /// `setViewPort`: the choice is kept here, and applied to each webcam consumer with media on the
+    /// SFU's loop, or on the member's edge, as an ``SFUStep`` (batches share its call; an edge
+    /// member's calls go out at once and are awaited in `then`).
+    private func setViewPort(_ p: ParticipantState, _ data: JSONValue) throws(RoomError) -> Handled {
         let peerId = try data.requiredString("participantId")
         guard let width = try data.optionalInt("width"), let height = try data.optionalInt("height"),
             (1...16384).contains(width), (1...16384).contains(height)
         else { throw .invalidParameter("width and height must be integers in 1...16384 (pixels)") }
+        var changed: [RoomConsumer] = []
         for var consumer in try consumers(
             of: p, peerId: peerId, kind: .webcam, action: "setViewPort", unknownCode: 3068)
         {
             consumer.viewportWidth = width
             consumer.viewportHeight = height
             p.consumers[consumer.consumerId] = consumer
-            if let edge = p.edge, consumer.hasMedia {
-                _ = try edge.call(
-                    .setViewport(producerId: consumer.producerId, width: width, height: height),
-                    key: RoomMedia.key(room: id, participant: p.id))
-            } else if consumer.hasMedia, let media = server.media() {
-                let key = RoomMedia.key(room: id, participant: p.id)
-                let producerId = consumer.producerId
-                try media.callOnLoop("setViewPort") {
-                    try $0.setViewportOnLoop(subscriber: key, producerID: producerId, width: width, height: height)
-                }
-            }
-            hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer)
+            changed.append(consumer)
         }
-        return ["participantId": .string(peerId), "width": .number(Double(width)), "height": .number(Double(height))]
+        let response: JSONValue = [
+            "participantId": .string(peerId), "width": .number(Double(width)), "height": .number(Double(height)),
+        ]
+        let key = RoomMedia.key(room: id, participant: p.id)
+        let producerIds = changed.filter(\.hasMedia).map(\.producerId)
+        // The hooks hear of the consumers once the choice is applied.
+        let applied = { [self] in
+            for consumer in changed { hooks?.consumerPreferencesChanged(roomId: id, consumer: consumer) }
+        }
+        guard !producerIds.isEmpty else {
+            applied()
+            return .answered(response)
+        }
+        if let edge = p.edge {
+            let calls = producerIds.map {
+                edge.start(.setViewport(producerId: $0, width: width, height: height), key: key)
+            }
+            return .needsSFU(
+                SFUStep(
+                    onLoop: nil,
+                    then: { _ throws(RoomError) in
+                        let deadline = DispatchTime.now() + 10
+                        for call in calls { _ = try call.wait(until: deadline) }
+                        applied()
+                        return response
+                    }))
+        }
+        guard server.media() != nil else {
+            applied()
+            return .answered(response)
+        }
+        let box = MediaResultBox<Void>()
+        return .needsSFU(
+            SFUStep(
+                onLoop: { sfu in
+                    box.result = Result {
+                        for producerId in producerIds {
+                            try sfu.setViewportOnLoop(
+                                subscriber: key, producerID: producerId, width: width, height: height)
+                        }
+                    }
+                },
+                then: { failure throws(RoomError) in
+                    if let failure { throw failure }
+                    try box.value("setViewPort")
+                    applied()
+                    return response
+                }))
     }
 
     /// `getStats`: the SFU's counters for the caller's own producers and consumers, the server-side
@@ -1479,15 +1575,15 @@ final class Room: @unchecked Sendable {
         }
         let key = RoomMedia.key(room: id, participant: p.id)
         if let edge = p.edge {
-            // On its edge; the step's own hop onto this SFU's loop carries nothing.
-            let next = Result { () throws(RoomError) -> SessionDescription? in
-                let answer = try edge.call(.answer(sdp: sdpText), key: key)
-                return answer["next"]?.stringValue.flatMap { try? SessionDescription.parse($0) }
-            }
+            // Applied on its edge. The call goes out now and is awaited in `then`: the answers of a
+            // batch cross to their edges together, not one round trip after another on the room's
+            // queue (a live stream's edge audience answered one by one, seconds per invite).
+            let call = edge.start(.answer(sdp: sdpText), key: key)
             return SFUStep(
-                onLoop: { _ in },
+                onLoop: nil,
                 then: { [self] _ throws(RoomError) in
-                    let next = try next.get()
+                    let answer = try call.wait(until: .now() + 10)
+                    let next = answer["next"]?.stringValue.flatMap { try? SessionDescription.parse($0) }
                     p.subscribe.outstanding = false
                     p.session.respond(requestId, ["revision": .number(Double(revision))])
                     if let next { offerMade(p, next) } else { sendSubscriberOffers([p]) }

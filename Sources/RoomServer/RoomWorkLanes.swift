@@ -13,7 +13,10 @@ import Signaling
 /// - **renegotiations**: members whose subscribe connection needs a new offer (one entry per member,
 ///   however many consumers changed; taken in batches when nothing else waits). A renegotiation the
 ///   member's own request caused (its `consume`, its join) is *expedited*: it runs right after the
-///   stage requests, like the rest of that request's answer; the bulk of a fan-out waits.
+///   stage requests, like the rest of that request's answer; the bulk of a fan-out waits. One asked
+///   for before the request started (a stage change's fan-out) stays in the bulk even when the member
+///   sends a request meanwhile: expedited one by one after each member's next request, an invite's
+///   fan-out went one SFU hop (one edge round trip) per member instead of one per batch.
 ///
 /// A stage request of a participant that still has requests waiting in the requests lane takes them
 /// along: they move to the stage lane, in order, ahead of it (an invited guest's `produce` must not
@@ -24,14 +27,17 @@ import Signaling
 /// ``renegotiationEvery`` requests.
 ///
 /// Requests whose work on the SFU can share one call (``sharesSFUCalls(_:)``) are handed out together
-/// when several members' requests of that method wait in a row at the head of the requests lane (at
-/// most ``sharedCallBatch``, one per member, so that each member's requests keep their order).
+/// when several members' such requests wait in a row at the head of the requests lane, whatever their
+/// methods (at most ``sharedCallBatch``, one per member, so that each member's requests keep their
+/// order): an invite's burst interleaves every member's `consume`, `subscriberAnswer` and
+/// `setViewPort`, and an edge member's share of the call is a round trip to its edge, which the batch
+/// makes together rather than one after another.
 // Safe: the lanes are guarded by `lock`.
 final class RoomWorkLanes: @unchecked Sendable {
     /// What a job of the room's queue should run next.
     enum Work {
         case request(@Sendable () -> Void)
-        /// Requests of different members, of one method, whose SFU work shares one call.
+        /// Requests of different members whose SFU work shares one call.
         case sharingSFUCall([SharedRequest])
         case renegotiations([String])
         case nothing
@@ -68,6 +74,9 @@ final class RoomWorkLanes: @unchecked Sendable {
     private var renegotiationSet: Set<String> = []
     private var expedited = FIFO<String>()
     private var expeditedSet: Set<String> = []
+    /// Renegotiations asked for so far, and the count when each waiting one was last asked for.
+    private var asked: UInt64 = 0
+    private var askedAt: [String: UInt64] = [:]
     private var requestsSinceRenegotiation = 0
 
     /// Requests waiting in the stage and requests lanes (tests wait on it to order requests).
@@ -82,7 +91,7 @@ final class RoomWorkLanes: @unchecked Sendable {
     /// Methods whose work on the SFU several members' requests can do in one call: what every member of
     /// a live stream sends at once when a track joins the stage.
     static func sharesSFUCalls(_ method: RoomMethod) -> Bool {
-        method == .consume || method == .subscriberAnswer
+        method == .consume || method == .subscriberAnswer || method == .setViewPort
     }
 
     /// Methods that change who is on stage: a stage invite (`publish` of the invite message,
@@ -128,6 +137,8 @@ final class RoomWorkLanes: @unchecked Sendable {
     func submitRenegotiation(_ participantId: String) -> Bool {
         lock.lock()
         defer { lock.unlock() }
+        asked += 1
+        askedAt[participantId] = asked
         guard renegotiationSet.insert(participantId).inserted else { return false }
         renegotiations.append(participantId)
         return true
@@ -139,15 +150,25 @@ final class RoomWorkLanes: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         // The FIFO entries go lazily, as in next().
-        if renegotiationSet.remove(participantId) != nil { expeditedSet.remove(participantId) }
+        if renegotiationSet.remove(participantId) != nil {
+            expeditedSet.remove(participantId)
+            askedAt[participantId] = nil
+        }
     }
 
-    /// Moves the waiting renegotiation of `participantId` (if any) ahead of the requests: its own
-    /// request caused it. No job is enqueued: the one of its ``submitRenegotiation(_:)`` runs it.
-    func expediteRenegotiation(_ participantId: String) {
+    /// Marks the start of a request: ``expediteRenegotiation(_:askedSince:)`` with it expedites only
+    /// what was asked for after it.
+    var mark: UInt64 { lock.withLock { asked } }
+
+    /// Moves the waiting renegotiation of `participantId` (if any, and asked for after `mark`, from
+    /// ``mark`` when its request started) ahead of the requests: its own request caused it. No job is
+    /// enqueued: the one of its ``submitRenegotiation(_:)`` runs it.
+    func expediteRenegotiation(_ participantId: String, askedSince mark: UInt64 = 0) {
         lock.lock()
         defer { lock.unlock() }
-        guard renegotiationSet.contains(participantId), expeditedSet.insert(participantId).inserted else { return }
+        guard renegotiationSet.contains(participantId), let at = askedAt[participantId], at > mark,
+            expeditedSet.insert(participantId).inserted
+        else { return }
         expedited.append(participantId)
     }
 
@@ -161,19 +182,20 @@ final class RoomWorkLanes: @unchecked Sendable {
         while let id = expedited.popFirst() {
             guard expeditedSet.remove(id) != nil else { continue }
             renegotiationSet.remove(id)
+            askedAt[id] = nil
             return .renegotiations([id])
         }
         let renegotiationDue = requestsSinceRenegotiation >= renegotiationEvery && !renegotiationSet.isEmpty
         if !renegotiationDue, let first = requests.popFirst() {
             countOut(first.session)
-            guard let shared = first.shared, sharedCallBatch > 1,
-                let second = requests.first?.shared, second.method == shared.method
+            guard let shared = first.shared, sharedCallBatch > 1, let second = requests.first,
+                second.shared != nil, second.session != first.session
             else { return .request(first.work) }
-            // Several members' requests of one method in a row: one SFU call for them all.
+            // Several members' shareable requests in a row: one SFU call for them all.
             var batch = [shared]
             var members: Set<ObjectIdentifier> = [first.session]
             while batch.count < sharedCallBatch, let next = requests.first, let request = next.shared,
-                request.method == shared.method, members.insert(next.session).inserted
+                members.insert(next.session).inserted
             {
                 _ = requests.popFirst()
                 countOut(next.session)
@@ -188,6 +210,7 @@ final class RoomWorkLanes: @unchecked Sendable {
         while batch.count < count, let id = renegotiations.popFirst() {
             guard renegotiationSet.remove(id) != nil else { continue }
             expeditedSet.remove(id)
+            askedAt[id] = nil
             batch.append(id)
         }
         return batch.isEmpty ? .nothing : .renegotiations(batch)

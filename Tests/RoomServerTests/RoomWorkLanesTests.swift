@@ -66,7 +66,7 @@ struct RoomWorkLanesTests {
         lanes.submit(session: ObjectIdentifier(member), method: method, shared: request) { log.add("alone " + name) }
     }
 
-    @Test func membersRequestsOfOneMethodInARowShareAnSFUCallAndEachMembersKeepTheirOrder() {
+    @Test func membersShareableRequestsInARowShareAnSFUCallAndEachMembersKeepTheirOrder() {
         let lanes = RoomWorkLanes(sharedCallBatch: 3)
         let log = Log()
         let (a, b, c, d, e) = (Member(), Member(), Member(), Member(), Member())
@@ -76,14 +76,32 @@ struct RoomWorkLanesTests {
         Self.submitShared(lanes, log, b, .consume, "b2")
         Self.submitShared(lanes, log, c, .consume, "c1")
         Self.submitShared(lanes, log, d, .subscriberAnswer, "d1")
-        lanes.submit(session: ObjectIdentifier(e), method: .setViewPort) { log.add("alone e1") }
+        lanes.submit(session: ObjectIdentifier(e), method: .getStats) { log.add("alone e1") }
         (0..<4).forEach { Self.submitShared(lanes, log, Member(), .subscriberAnswer, "x\($0)") }
         Self.submitShared(lanes, log, e, .consume, "e2")
         Self.drain(lanes, log)
         #expect(
             log.all == [
-                "shared \"a1\",\"b1\"", "shared \"b2\",\"c1\"", "alone d1", "alone e1", "shared \"x0\",\"x1\",\"x2\"",
-                "alone x3", "alone e2",
+                "shared \"a1\",\"b1\"", "shared \"b2\",\"c1\",\"d1\"", "alone e1", "shared \"x0\",\"x1\",\"x2\"",
+                "shared \"x3\",\"e2\"",
+            ])
+    }
+
+    /// An invite's burst interleaves every member's consume, answer and setViewPort: they share calls
+    /// whatever their methods, one request per member each (a member's next one waits for the next call).
+    @Test func anInvitesInterleavedConsumesAnswersAndViewportsShareCalls() {
+        let lanes = RoomWorkLanes(sharedCallBatch: 16)
+        let log = Log()
+        let members = (0..<6).map { _ in Member() }
+        for (i, m) in members.enumerated() {
+            Self.submitShared(lanes, log, m, i % 2 == 0 ? .consume : .subscriberAnswer, "m\(i)a")
+        }
+        for (i, m) in members.enumerated() { Self.submitShared(lanes, log, m, .setViewPort, "m\(i)b") }
+        Self.drain(lanes, log)
+        #expect(
+            log.all == [
+                "shared " + (0..<6).map { "\"m\($0)a\"" }.joined(separator: ","),
+                "shared " + (0..<6).map { "\"m\($0)b\"" }.joined(separator: ","),
             ])
     }
 
@@ -134,6 +152,34 @@ struct RoomWorkLanesTests {
         lanes.expediteRenegotiation("nobody")  // nothing waiting: nothing to expedite
         Self.drain(lanes, log)
         #expect(log.all == ["offer joiner", "consume", "offer audience-0,audience-1,audience-2"])
+    }
+
+    /// A stage change asks every member for a new offer; each member then sends a request of its own
+    /// (a stopConsuming, an answer). Those renegotiations were not caused by the requests: they stay in
+    /// the bulk and go out in one batch, not one job (one SFU hop, one edge round trip) per member.
+    @Test func aFanOutAskedBeforeAMembersRequestStaysInTheBulk() {
+        let lanes = RoomWorkLanes()
+        let log = Log()
+        let members = (0..<4).map { _ in Session() }
+        for i in 0..<4 { _ = lanes.submitRenegotiation("m\(i)") }  // the old guest's tracks closed
+        for (i, s) in members.enumerated() {
+            lanes.submit(session: ObjectIdentifier(s), method: .stopConsuming) { log.add("stop \(i)") }
+        }
+        // Each request runs, then expedites its member's renegotiation if the request asked for it.
+        var ran = 0
+        while !lanes.isEmpty {
+            let mark = lanes.mark
+            switch lanes.next() {
+            case .request(let work):
+                work()
+                if ran == 2 { _ = lanes.submitRenegotiation("m2") }  // m2's own request changed its consumers
+                lanes.expediteRenegotiation("m\(ran)", askedSince: mark)
+                ran += 1
+            case .renegotiations(let ids): log.add("offer " + ids.joined(separator: ","))
+            default: break
+            }
+        }
+        #expect(log.all == ["stop 0", "stop 1", "stop 2", "offer m2", "stop 3", "offer m0,m1,m3"])
     }
 
     @Test func anExpeditedRenegotiationRunsOnceWhicheverLaneReachesItFirst() {
