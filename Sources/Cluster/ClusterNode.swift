@@ -120,10 +120,14 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
                     let own = self.configuration.signalingURL
                     let urls = [own] + records.map(\.signalingURL).filter { $0 != own }
                     let media = Dictionary(records.map { ($0.id, $0.mediaAddress) }, uniquingKeysWith: { a, _ in a })
-                    self.lock.withLock {
-                        self.knownURLs = urls
-                        self.knownMediaAddresses = media
+                    let changed: Bool = self.lock.withLock {
+                        defer {
+                            self.knownURLs = urls
+                            self.knownMediaAddresses = media
+                        }
+                        return Set(urls) != Set(self.knownURLs.isEmpty ? [own] : self.knownURLs)
                     }
+                    if changed { self.server?.clusterNodesChanged(urls) }
                 }
                 try? await Task.sleep(nanoseconds: UInt64(self.configuration.heartbeat * 1e9))
             }

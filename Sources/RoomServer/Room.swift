@@ -103,6 +103,15 @@ final class Room: @unchecked Sendable {
         }
     }
 
+    /// Sends `method` to every joined member whose socket is on this node (not to proxied or HTTP
+    /// sessions). On the room's queue.
+    func notifyClientsDirectly(_ method: RoomNotification, _ data: JSONValue) {
+        for p in participantsInOrder {
+            guard let client = p.session as? ClientSession, client.currentPhase == .joined else { continue }
+            client.notify(method, data)
+        }
+    }
+
     private func makeSummary() -> RoomSummary {
         var summary = RoomSummary(
             roomId: id, participantIds: participantsInOrder.map(\.id), lobbyCount: lobby.count,

@@ -309,6 +309,16 @@ public final class RoomServer: @unchecked Sendable {
         return out.sorted { $0.roomId < $1.roomId }
     }
 
+    /// Tells every member joined through this node the cluster's live nodes again (`clusterNodes`),
+    /// after the list changed: a member that joined before a node registered, or while one was
+    /// down, would otherwise reconnect only through the nodes it heard of at its join.
+    public func clusterNodesChanged(_ signalingURLs: [String]) {
+        let data: JSONValue = ["signalingUrls": .array(signalingURLs.map(JSONValue.string))]
+        for room in locked({ Array(rooms.values) }) {
+            room.enqueue { room.notifyClientsDirectly(.clusterNodes, data) }
+        }
+    }
+
     /// Ends room `id` for everyone (leave reason 1006), as the admin API does. False when no such room.
     @discardableResult
     public func endRoom(_ id: String) -> Bool {

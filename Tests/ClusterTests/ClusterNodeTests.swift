@@ -299,6 +299,34 @@ struct ClusterNodeTests {
         }
     }
 
+    /// A member that joined while the node knew only itself hears of a node that registers later
+    /// (`clusterNodes` again), so that it can reconnect through it when its own node dies.
+    @Test func joinedMembersHearOfANodeThatRegistersLater() async throws {
+        let n = try Node()
+        defer { n.stop() }
+        let client = try await RoomProtocolClient.connect(
+            url: n.server.signalingURL + "?token=" + n.token(room: "late"), timeout: 10)
+        defer { client.close() }
+        let heard = LockedLines()
+        client.setNotificationHandler { method, data in
+            guard method == .clusterNodes else { return }
+            heard.append((data["signalingUrls"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: " "))
+        }
+        let joined = await client.request(
+            .join, ["roomId": "late", "participantId": "m", "mode": "SIGNALLING_ONLY"], timeout: 10)
+        guard case .success = joined else {
+            Issue.record("join failed: \(joined)")
+            return
+        }
+        try await waitUntil("the list at the join") { heard.contains(n.server.signalingURL) }
+        #expect(!heard.contains("ws://127.0.0.1:1/v1/rtc"))
+        _ = try await n.client.pipeline([
+            ["SADD", "understudy:cluster:nodes", "n2"],
+            ["SET", "understudy:cluster:node:n2", RedisJSON.encode(registration("n2", rooms: [])), "PX", "60000"],
+        ])
+        try await waitUntil("the new node's URL reaches the member") { heard.contains("ws://127.0.0.1:1/v1/rtc") }
+    }
+
     /// While Redis is down a placement is `.unavailable` (the join waits and retries) and counted, the
     /// node says so once in its log and metrics, and placements resume when Redis is back.
     @Test func placementsWaitWhileRedisIsDownAndResumeAfterwards() async throws {
