@@ -4,10 +4,13 @@ import Synchronization
 
 /// The media half of the room server: a selective forwarding unit in the style of mediasoup.
 ///
-/// Each participant has up to two server-side connections, both ICE-lite with DTLS passive:
-/// - *publish*: the client offers its tracks, the SFU answers; each received track becomes a producer.
-/// - *subscribe*: the SFU offers one send transceiver per consumer and re-offers when consumers are
-///   added or removed (``onRenegotiationNeeded``); the client answers.
+/// Each participant has up to two server-side connections, both ICE-lite:
+/// - *publish*: the client offers its tracks, the SFU answers `a=setup:active` (it is the DTLS client
+///   and sends its ClientHello right behind the response to the client's first check); each received
+///   track becomes a producer.
+/// - *subscribe*: the SFU offers one send transceiver per consumer (`a=setup:actpass`) and re-offers
+///   when consumers are added or removed (``onRenegotiationNeeded``); the client answers, usually
+///   `active`, which makes the SFU the DTLS server.
 ///
 /// All connections live on one ``EventLoop`` owned by the SFU, so forwarding is a direct call chain on
 /// that thread: publisher connection → producer → consumers → subscriber connections, with no
@@ -618,8 +621,11 @@ public final class SFU: @unchecked Sendable {
     // MARK: Internals (loop thread)
 
     func serverConfiguration(port: UInt16 = 0, mux: UDPPortMux? = nil) -> PeerConnectionConfiguration {
+        // Answering `active` (RFC 5763 §5) makes the SFU the DTLS client of every connection whose
+        // offer it answers: being ICE-lite, it starts the handshake on the check that selects its
+        // pair, so the peer connects after two round trips instead of three.
         var c = PeerConnectionConfiguration(
-            bindAddresses: configuration.mediaAddresses, port: port, iceLite: true, answerDTLSRole: .server,
+            bindAddresses: configuration.mediaAddresses, port: port, iceLite: true, answerDTLSRole: .client,
             cname: "understudy-sfu", portMux: mux)
         c.maxRemoteSSRCs = configuration.maxSSRCsPerConnection
         // Consumers answer NACKs from their producer's shared buffer (SFURetransmission.swift).

@@ -16,8 +16,10 @@ struct ICETCPTests {
         let mux = try await serverLoop.submit { () throws -> UDPPortMux in
             try UDPPortMux(loop: serverLoop, bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!, iceTCP: true)
         }
+        // As the SFU answers a publish offer: `active`, so the server's ClientHello goes over the
+        // TCP pair its check selected (the restart test below keeps the passive role).
         var serverConfiguration = PeerConnectionConfiguration(
-            iceLite: true, answerDTLSRole: .server, portMux: mux)
+            iceLite: true, answerDTLSRole: .client, portMux: mux)
         serverConfiguration.senderHistory = false
         let server = try PeerConnection(loop: serverLoop, configuration: serverConfiguration)
         let client = try PeerConnection(loop: EventLoop(name: "icetcp-client"))

@@ -227,6 +227,12 @@ public final class ICEAgent: @unchecked Sendable, EventLoopTicker {
         selected?.remote == address || validRemotes.contains(address)
     }
 
+    /// True if `address` is the remote end of one of our candidate pairs, checked or not yet: what
+    /// comes from it may be kept until a check validates it (``isValidRemote(_:)``), never used before.
+    public func isPairedRemote(_ address: SocketAddress) -> Bool {
+        pairs.contains { $0.remote == address }
+    }
+
     // MARK: Receive
 
     /// Handles a STUN datagram that arrived on `socket` from `from`. Returns false if the bytes are

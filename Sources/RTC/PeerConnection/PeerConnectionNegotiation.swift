@@ -77,10 +77,16 @@ extension PeerConnection {
         case .offer:
             isOfferer = false
             try applyRemoteOffer(remote)
-            switch remote.setup {
-            case .active: dtlsRole = .server
-            case .passive: dtlsRole = .client
-            default: dtlsRole = configuration.answerDTLSRole
+            if let running = transport.dtls?.role {
+                // RFC 8842 §5.5: a later offer keeps the DTLS association, so its roles, whoever
+                // offered first; the answer says which role that is.
+                dtlsRole = running
+            } else {
+                switch remote.setup {
+                case .active: dtlsRole = .server
+                case .passive: dtlsRole = .client
+                default: dtlsRole = configuration.answerDTLSRole
+                }
             }
             try transport.gatherIfNeeded(
                 role: configuration.iceLite ? .lite : (remote.iceLite ? .controlling : .controlled))

@@ -32,7 +32,9 @@ public struct PeerConnectionConfiguration: Sendable {
     public var port: UInt16
     /// Act as an ICE-lite agent (servers).
     public var iceLite: Bool
-    /// DTLS role to take when answering an `actpass` offer: `.client` answers `active`, `.server` `passive`.
+    /// DTLS role to take when answering a first `actpass` offer: `.client` answers `active` (RFC 5763
+    /// §5's advice, and the SFU's choice), `.server` `passive`. An offer that names a role gets the
+    /// other one, and a later offer keeps the role already in use.
     public var answerDTLSRole: DTLSTransport.Role
     /// SRTP profiles in preference order; GCM first because it is ~6× cheaper here.
     public var srtpProfiles: [SRTPProfile]
@@ -101,6 +103,10 @@ public struct PeerConnectionCounters: Sendable {
     /// DTLS that arrived before the start with four datagrams already kept: dropped (a genuine
     /// peer retransmits its flight).
     public var dtlsDroppedBeforeStart: UInt64 = 0
+    /// DTLS from a paired address that ICE had not validated yet (a lite peer's ClientHello that
+    /// overtook or outlived the response to our check), kept with the datagrams above until a
+    /// response validates the address.
+    public var dtlsHeldUntilValid: UInt64 = 0
     /// Packets that failed SRTP/SRTCP authentication or replay checks.
     public var droppedSRTP: UInt64 = 0
     /// Packets that could not be parsed or routed.

@@ -240,6 +240,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         agent.onSelectedPair = { [unowned self] socket, remote in
             mediaTarget = (socket, remote)
             startDTLSIfReady()
+            releaseHeldDTLS()  // a ClientHello that came before the response that validated its sender
             delegate?.transport(self, didReport: .progress)  // a restart's new pair (the state may not change)
         }
         agent.onStateChange = { [unowned self] s in
@@ -288,14 +289,19 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         ice.setRemoteCredentials(ufrag: remoteUfrag, password: remotePassword)
         for c in remoteCandidates { ice.addRemoteCandidate(c) }
         connectICETCP(to: remoteCandidates)
-        let held = dtlsBeforeStart
-        dtlsBeforeStart = []
-        if let dtls {
-            for datagram in held {
-                datagram.bytes.withUnsafeBytes { handDTLS($0, to: dtls, from: datagram.from, socket: datagram.socket) }
-            }
-        }
+        releaseHeldDTLS()
         tickDeadline.wake()
+    }
+
+    /// Hands the DTLS kept in ``dtlsBeforeStart`` whose sender ICE has validated to the handshake,
+    /// once it exists; the rest stays (bounded) until a check validates its sender.
+    func releaseHeldDTLS() {
+        guard let dtls, let ice, !dtlsBeforeStart.isEmpty else { return }
+        let held = dtlsBeforeStart
+        dtlsBeforeStart = held.filter { !ice.isValidRemote($0.from) }
+        for datagram in held where ice.isValidRemote(datagram.from) {
+            datagram.bytes.withUnsafeBytes { handDTLS($0, to: dtls, from: datagram.from, socket: datagram.socket) }
+        }
     }
 
     /// DTLS from an address ICE checked: the first such address is where DTLS answers go until ICE
@@ -308,7 +314,10 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         dtls.handleDatagram(bytes)
     }
 
-    /// The DTLS client starts its handshake once ICE has selected a pair.
+    /// The DTLS client starts its handshake once ICE has selected a pair. On an ICE-lite agent that
+    /// is the moment it answers the check that selects it (the nominating one, or the first
+    /// authenticated one until a peer nominates), so the ClientHello leaves right behind that
+    /// response, over UDP, a TURN relay's address or ICE-TCP alike, to the address that checked.
     func startDTLSIfReady() {
         guard mediaTarget != nil, let dtls, dtlsRole == .client, dtls.state == .new else { return }
         dtls.start()
@@ -575,8 +584,21 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
             return
         }
         if first >= 20 && first <= 63 {
-            guard let ice, ice.isValidRemote(from) else {
+            guard let ice else {
                 counters.droppedUnknownAddress &+= 1
+                return
+            }
+            guard ice.isValidRemote(from) else {
+                // A lite peer sends its ClientHello right behind its answer to our check: when that
+                // answer is lost, the hello comes from an address we checked but have not validated.
+                // Kept (not used) until a response validates it, so the handshake need not wait
+                // for the peer's retransmission.
+                if ice.isPairedRemote(from), dtlsBeforeStart.count < Self.dtlsBeforeStartLimit {
+                    dtlsBeforeStart.append((Array(data), socket, from))
+                    counters.dtlsHeldUntilValid &+= 1
+                } else {
+                    counters.droppedUnknownAddress &+= 1
+                }
                 return
             }
             guard let dtls else {
