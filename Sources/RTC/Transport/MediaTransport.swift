@@ -129,8 +129,8 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     var transportCCExtensionID: UInt8 = 0 {
         didSet {
             guard transportCCExtensionID != 0, transportFeedback == nil else { return }
-            // Made only when negotiated: its ring is 8 KB, and most audience transports never
-            // receive media.
+            // Made only when negotiated; its ring waits for the first packet, since most audience
+            // transports never receive media.
             let generator = TransportFeedbackGenerator()
             generator.tickDeadline = tickDeadline
             transportFeedback = generator
