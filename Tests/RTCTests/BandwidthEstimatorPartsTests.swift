@@ -26,10 +26,14 @@ import Testing
         var h = TransportSendHistory()
         defer { h.release() }
         // 600 packets 1 ms apart, none reported yet: the ring doubles twice and keeps them all.
-        for i in 0..<600 { h.record(UInt16(truncatingIfNeeded: 65_000 + i), size: 100 + i % 50, nowMicros: Int64(i) * 1000) }
+        for i in 0..<600 {
+            h.record(UInt16(truncatingIfNeeded: 65_000 + i), size: 100 + i % 50, nowMicros: Int64(i) * 1000)
+        }
         #expect(h.capacity == 4 * TransportSendHistory.initialCapacity)
         for i in 0..<600 {
-            #expect(h.take(UInt16(truncatingIfNeeded: 65_000 + i)) == .init(sendMicros: Int64(i) * 1000, size: 100 + i % 50))
+            #expect(
+                h.take(UInt16(truncatingIfNeeded: 65_000 + i)) == .init(sendMicros: Int64(i) * 1000, size: 100 + i % 50)
+            )
         }
         // Reported entries, and unreported ones older than the horizon, are overwritten without growing.
         for i in 600..<1_800 { h.record(UInt16(truncatingIfNeeded: 65_000 + i), size: 100, nowMicros: Int64(i) * 1000) }
