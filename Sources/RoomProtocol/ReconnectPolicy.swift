@@ -21,6 +21,10 @@ public struct ReconnectPolicy: Sendable, Hashable {
     public var jitter: Double
     /// An optional cap on the number of attempts (nil: as many as fit in `window`).
     public var maxAttempts: Int?
+    /// Whether the first pause is drawn from the whole of `0...initialDelay` (the default, see
+    /// ``delay(beforeAttempt:)``); when false it is `initialDelay` with jitter, like the others, for a
+    /// caller that needs the room to stay reconnecting for a known time.
+    public var spreadsFirstPause = true
 
     /// A policy; see the properties for what each value means.
     public init(
@@ -44,7 +48,7 @@ public struct ReconnectPolicy: Sendable, Hashable {
     /// the others (docs/cluster.md, "Failure"), so that pause only spreads them, and spread evenly it
     /// halves the mean wait and their burst on the surviving nodes alike.
     public func delay(beforeAttempt attempt: Int) -> Double {
-        if attempt == 0 { return initialDelay * Double.random(in: 0...1) }
+        if attempt == 0 && spreadsFirstPause { return initialDelay * Double.random(in: 0...1) }
         let base = min(maxDelay, initialDelay * pow(2, Double(min(attempt, 30))))
         return base * Double.random(in: (1 - jitter)...(1 + jitter))
     }

@@ -695,11 +695,13 @@ public final class Room: @unchecked Sendable {
         get { reconnect.window > 0 ? (reconnect.maxAttempts ?? Int.max) : 0 }
         set { reconnect.maxAttempts = newValue }
     }
-    /// Test convenience: the pause before the first rejoin attempt, in seconds.
+    /// Test convenience: the pause before the first rejoin attempt, in seconds (within the jitter,
+    /// not spread from 0, so that a test sees the room reconnecting for about that long).
     var reconnectDelay: Double {
         get { reconnect.initialDelay }
         set {
             reconnect.initialDelay = newValue
+            reconnect.spreadsFirstPause = false
             reconnect.maxDelay = max(reconnect.maxDelay, newValue)
         }
     }

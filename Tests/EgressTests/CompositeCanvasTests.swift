@@ -3,8 +3,6 @@ import Media
 import Testing
 
 @Suite struct CompositeCanvasTests {
-    typealias Rect = CompositeLayout.Rect
-
     @Test func refusesOddOrEmptySizes() {
         #expect(throws: MediaError.self) { try CompositeCanvas(width: 13, height: 8) }
         #expect(throws: MediaError.self) { try CompositeCanvas(width: 0, height: 8) }
@@ -14,7 +12,7 @@ import Testing
         let canvas = try CompositeCanvas(width: 640, height: 360)
         // A 4:3 picture of luma 200 into the right half (320x360): 320x240 centred, black above and below.
         let picture = I420Image(width: 160, height: 120, fillY: 200, fillU: 90, fillV: 240)
-        let tile = Rect(x: 320, y: 0, width: 320, height: 360)
+        let tile = PixelRect(x: 320, y: 0, width: 320, height: 360)
         try canvas.draw(picture, in: tile)
         #expect(canvas.luma(x: 480, y: 180) == 200)
         #expect(canvas.luma(x: 321, y: 61) == 200)
@@ -28,8 +26,10 @@ import Testing
 
     @Test func scalesUpAndDown() throws {
         let canvas = try CompositeCanvas(width: 1280, height: 720)
-        try canvas.draw(I420Image(width: 1920, height: 1080, fillY: 100), in: Rect(x: 0, y: 0, width: 320, height: 180))
-        try canvas.draw(I420Image(width: 64, height: 36, fillY: 150), in: Rect(x: 640, y: 360, width: 640, height: 360))
+        try canvas.draw(
+            I420Image(width: 1920, height: 1080, fillY: 100), in: PixelRect(x: 0, y: 0, width: 320, height: 180))
+        try canvas.draw(
+            I420Image(width: 64, height: 36, fillY: 150), in: PixelRect(x: 640, y: 360, width: 640, height: 360))
         #expect(canvas.luma(x: 160, y: 90) == 100)
         #expect(canvas.luma(x: 960, y: 540) == 150)
         #expect(canvas.luma(x: 500, y: 500) == 16)
@@ -49,7 +49,7 @@ import Testing
                     let planes = I420Planes(
                         width: 16, height: 16, y: py.baseAddress!, u: pu.baseAddress!, v: pv.baseAddress!,
                         strideY: 48, strideU: 32, strideV: 32)
-                    try canvas.draw(planes, in: Rect(x: 0, y: 0, width: 64, height: 64))
+                    try canvas.draw(planes, in: PixelRect(x: 0, y: 0, width: 64, height: 64))
                 }
             }
         }
@@ -60,12 +60,12 @@ import Testing
         let canvas = try CompositeCanvas(width: 64, height: 64)
         var bad = I420Image(width: 32, height: 32)
         bad.y = [0, 1, 2]
-        #expect(throws: MediaError.self) { try canvas.draw(bad, in: Rect(x: 0, y: 0, width: 32, height: 32)) }
+        #expect(throws: MediaError.self) { try canvas.draw(bad, in: PixelRect(x: 0, y: 0, width: 32, height: 32)) }
     }
 
     @Test func labelsDrawWhiteGlyphsOnAGreyBox() throws {
         let canvas = try CompositeCanvas(width: 640, height: 360)
-        let tile = Rect(x: 0, y: 0, width: 320, height: 180)
+        let tile = PixelRect(x: 0, y: 0, width: 320, height: 180)
         canvas.fill(tile, color: (y: 100, u: 128, v: 128))
         canvas.label("Ann-1", in: tile)
         var white = 0
@@ -84,7 +84,7 @@ import Testing
         #expect(canvas.luma(x: 10, y: 10) == 100)
         #expect(canvas.luma(x: 400, y: 170) == 16)
         // A name far longer than the tile is cut, never drawn outside it.
-        canvas.label(String(repeating: "W", count: 500), in: Rect(x: 0, y: 180, width: 64, height: 40))
+        canvas.label(String(repeating: "W", count: 500), in: PixelRect(x: 0, y: 180, width: 64, height: 40))
         #expect(canvas.luma(x: 100, y: 215) == 16)
     }
 }

@@ -1,9 +1,8 @@
 import Egress
+import Media
 import Testing
 
 @Suite struct CompositeLayoutTests {
-    typealias Rect = CompositeLayout.Rect
-
     static func members(_ n: Int) -> [CompositeLayout.Member] { (0..<n).map { CompositeLayout.Member(id: "p\($0)") } }
 
     /// Every tile even, inside the canvas, and no two overlapping.
@@ -26,26 +25,26 @@ import Testing
 
     @Test func gridOfOneFillsTheCanvas() {
         let tiles = CompositeLayout.tiles(.grid, members: Self.members(1), width: 1280, height: 720)
-        #expect(tiles.map(\.rect) == [Rect(x: 0, y: 0, width: 1280, height: 720)])
+        #expect(tiles.map(\.rect) == [PixelRect(x: 0, y: 0, width: 1280, height: 720)])
     }
 
     @Test func gridOfFourIsTwoByTwo() {
         let tiles = CompositeLayout.tiles(.grid, members: Self.members(4), width: 1280, height: 720)
         #expect(
             tiles.map(\.rect) == [
-                Rect(x: 0, y: 0, width: 640, height: 360), Rect(x: 640, y: 0, width: 640, height: 360),
-                Rect(x: 0, y: 360, width: 640, height: 360), Rect(x: 640, y: 360, width: 640, height: 360),
+                PixelRect(x: 0, y: 0, width: 640, height: 360), PixelRect(x: 640, y: 0, width: 640, height: 360),
+                PixelRect(x: 0, y: 360, width: 640, height: 360), PixelRect(x: 640, y: 360, width: 640, height: 360),
             ])
         #expect(tiles.map(\.member.id) == ["p0", "p1", "p2", "p3"])
     }
 
     @Test func gridCentresAPartialLastRow() {
         let tiles = CompositeLayout.tiles(.grid, members: Self.members(3), width: 1280, height: 720)
-        #expect(tiles[2].rect == Rect(x: 320, y: 360, width: 640, height: 360))
+        #expect(tiles[2].rect == PixelRect(x: 320, y: 360, width: 640, height: 360))
         let five = CompositeLayout.tiles(.grid, members: Self.members(5), width: 1280, height: 720)
         // 3 columns of 426, two rows of 360; the second row's two tiles centred.
-        #expect(five[0].rect == Rect(x: 0, y: 0, width: 426, height: 360))
-        #expect(five[3].rect == Rect(x: 214, y: 360, width: 426, height: 360))
+        #expect(five[0].rect == PixelRect(x: 0, y: 0, width: 426, height: 360))
+        #expect(five[3].rect == PixelRect(x: 214, y: 360, width: 426, height: 360))
     }
 
     @Test func everyGridAndSpeakerLayoutIsEvenInsideAndDisjoint() {
@@ -65,7 +64,7 @@ import Testing
         let tiles = CompositeLayout.tiles(
             .speaker, members: Self.members(3), activeSpeaker: "p2", width: 1280, height: 720)
         #expect(tiles[0].member.id == "p2")
-        #expect(tiles[0].rect == Rect(x: 0, y: 0, width: 1024, height: 720))
+        #expect(tiles[0].rect == PixelRect(x: 0, y: 0, width: 1024, height: 720))
         #expect(tiles[1...].map(\.member.id) == ["p0", "p1"])
         #expect(tiles[1...].allSatisfy { $0.rect.x == 1024 && $0.rect.width == 256 && $0.rect.height == 144 })
         // No speaker known: the first member.
@@ -88,20 +87,21 @@ import Testing
     }
 
     @Test func fitKeepsTheAspect() {
-        let tile = Rect(x: 640, y: 0, width: 640, height: 360)
+        let tile = PixelRect(x: 640, y: 0, width: 640, height: 360)
         // 16:9 into 16:9: the whole tile.
         #expect(CompositeLayout.fit(pictureWidth: 320, pictureHeight: 180, in: tile) == tile)
         // 4:3: pillarboxed, centred.
         #expect(
             CompositeLayout.fit(pictureWidth: 640, pictureHeight: 480, in: tile)
-                == Rect(x: 720, y: 0, width: 480, height: 360))
+                == PixelRect(x: 720, y: 0, width: 480, height: 360))
         // Portrait 9:16 in a wide tile.
         let portrait = CompositeLayout.fit(pictureWidth: 360, pictureHeight: 640, in: tile)!
         #expect(portrait.height == 360 && portrait.width == 202 && portrait.x == 640 + 218)
         // Wide into a square: letterboxed.
         #expect(
-            CompositeLayout.fit(pictureWidth: 1280, pictureHeight: 720, in: Rect(x: 0, y: 0, width: 400, height: 400))
-                == Rect(x: 0, y: 88, width: 400, height: 224))
+            CompositeLayout.fit(
+                pictureWidth: 1280, pictureHeight: 720, in: PixelRect(x: 0, y: 0, width: 400, height: 400))
+                == PixelRect(x: 0, y: 88, width: 400, height: 224))
         #expect(CompositeLayout.fit(pictureWidth: 0, pictureHeight: 720, in: tile) == nil)
     }
 }

@@ -115,7 +115,7 @@ import Testing
     /// odd edges widen to the chroma grid (two pixels), and nothing changed marks every macroblock.
     @Test func theMacroblockMapMarksExactlyTheUnchangedOnes() {
         let constant = UInt8(1)  // X264_MBINFO_CONSTANT
-        let tile = H264Encoder.Region(x: 0, y: 0, width: 640, height: 360)
+        let tile = PixelRect(x: 0, y: 0, width: 640, height: 360)
         let map = H264Encoder.constantMacroblocks(width: 1280, height: 720, changed: [tile])
         #expect(map.count == 80 * 45)
         for row in 0..<45 {
@@ -127,18 +127,18 @@ import Testing
         #expect(H264Encoder.constantMacroblocks(width: 1280, height: 720, changed: []).allSatisfy { $0 == constant })
         // x 17..<31 lies in column 1 only; x 31..<33 touches columns 1 and 2 (chroma pixel 15 spans x 30, 31).
         let inside = H264Encoder.constantMacroblocks(
-            width: 64, height: 32, changed: [H264Encoder.Region(x: 17, y: 1, width: 14, height: 14)])
+            width: 64, height: 32, changed: [PixelRect(x: 17, y: 1, width: 14, height: 14)])
         #expect(inside == [constant, 0, constant, constant] + [UInt8](repeating: constant, count: 4))
         let edge = H264Encoder.constantMacroblocks(
-            width: 64, height: 32, changed: [H264Encoder.Region(x: 31, y: 16, width: 2, height: 2)])
+            width: 64, height: 32, changed: [PixelRect(x: 31, y: 16, width: 2, height: 2)])
         #expect(edge == [UInt8](repeating: constant, count: 4) + [constant, 0, 0, constant])
         // Regions past the picture are clipped, empty ones ignored; a 30-pixel-high picture has 2 rows.
         let clipped = H264Encoder.constantMacroblocks(
             width: 64, height: 30,
             changed: [
-                H264Encoder.Region(x: 60, y: 20, width: 100, height: 100),
-                H264Encoder.Region(x: 0, y: 0, width: 0, height: 10),
-                H264Encoder.Region(x: -50, y: -50, width: 10, height: 10),
+                PixelRect(x: 60, y: 20, width: 100, height: 100),
+                PixelRect(x: 0, y: 0, width: 0, height: 10),
+                PixelRect(x: -50, y: -50, width: 10, height: 10),
             ])
         #expect(clipped == [UInt8](repeating: constant, count: 7) + [0])
     }
@@ -154,7 +154,7 @@ import Testing
             for row in 0..<p.height { for x in columns { sum += Int(p.y[row * p.strideY + x]) } }
             return Double(sum) / Double(p.height * columns.count)
         }
-        func roundTrip(_ picture: I420Image, changed: [H264Encoder.Region]?) throws -> I420Image {
+        func roundTrip(_ picture: I420Image, changed: [PixelRect]?) throws -> I420Image {
             let frames = try encoder.encode(i420: picture, changed: changed)
             let frame = try #require(frames.first)
             return try #require(try decoder.decode(frame.data))
@@ -167,7 +167,7 @@ import Testing
         let kept = try roundTrip(bright, changed: [])
         #expect(abs(meanLuma(kept, columns: 0..<128) - 50) < 3, "mean \(meanLuma(kept, columns: 0..<128))")
         // Told the right half changed: only that half is coded anew.
-        let half = try roundTrip(bright, changed: [H264Encoder.Region(x: 64, y: 0, width: 64, height: 64)])
+        let half = try roundTrip(bright, changed: [PixelRect(x: 64, y: 0, width: 64, height: 64)])
         #expect(abs(meanLuma(half, columns: 64..<128) - 200) < 3, "right \(meanLuma(half, columns: 64..<128))")
         #expect(abs(meanLuma(half, columns: 0..<64) - 50) < 3, "left \(meanLuma(half, columns: 0..<64))")
         // No map: everything is analysed, and the whole picture is the new one.

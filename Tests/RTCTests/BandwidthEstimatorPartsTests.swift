@@ -15,9 +15,34 @@ import Testing
         #expect(h.take(65_535) == .init(sendMicros: 1_000_500, size: 1005))
         #expect(h.take(65_535) == nil)  // once
         #expect(h.take(3) == .init(sendMicros: 1_000_900, size: 1009))  // across the wrap
-        // A number a full ring later overwrites its slot: the old one is gone.
-        h.record(UInt16(truncatingIfNeeded: 65_531 + TransportSendHistory.capacity), size: 1, nowMicros: 2_000_000)
+        // A number a full ring later, past the growth horizon, overwrites its slot: the old one is gone.
+        #expect(h.capacity == TransportSendHistory.initialCapacity)
+        h.record(UInt16(truncatingIfNeeded: 65_531 + h.capacity), size: 1, nowMicros: 3_000_000)
         #expect(h.take(65_531) == nil)
+        #expect(h.capacity == TransportSendHistory.initialCapacity)
+    }
+
+    @Test func sendHistoryGrowsRatherThanOverwriteWhatFeedbackMayStillReport() {
+        var h = TransportSendHistory()
+        defer { h.release() }
+        // 600 packets 1 ms apart, none reported yet: the ring doubles twice and keeps them all.
+        for i in 0..<600 {
+            h.record(UInt16(truncatingIfNeeded: 65_000 + i), size: 100 + i % 50, nowMicros: Int64(i) * 1000)
+        }
+        #expect(h.capacity == 4 * TransportSendHistory.initialCapacity)
+        for i in 0..<600 {
+            #expect(
+                h.take(UInt16(truncatingIfNeeded: 65_000 + i)) == .init(sendMicros: Int64(i) * 1000, size: 100 + i % 50)
+            )
+        }
+        // Reported entries, and unreported ones older than the horizon, are overwritten without growing.
+        for i in 600..<1_800 { h.record(UInt16(truncatingIfNeeded: 65_000 + i), size: 100, nowMicros: Int64(i) * 1000) }
+        #expect(h.capacity == 4 * TransportSendHistory.initialCapacity)
+        // It never passes the maximum: at 10 µs apart the oldest unreported numbers are overwritten.
+        for i in 0..<5_000 { h.record(UInt16(truncatingIfNeeded: i), size: 100, nowMicros: 2_000_000 + Int64(i) * 10) }
+        #expect(h.capacity == TransportSendHistory.maxCapacity)
+        #expect(h.take(0) == nil)
+        #expect(h.take(4_999) == .init(sendMicros: 2_000_000 + 49_990, size: 100))
     }
 
     @Test func groupsBySendTimeAndReportsDeltasBetweenGroups() {

@@ -63,6 +63,10 @@ import Testing
             }
         }
         #expect(ReconnectPolicy(window: 30, initialDelay: 0).delay(beforeAttempt: 0) == 0)
+        // Not spread: the first pause is the initial delay within the jitter, like the others.
+        var fixed = policy
+        fixed.spreadsFirstPause = false
+        for _ in 0..<200 { #expect((0.4 - 1e-9...0.6 + 1e-9).contains(fixed.delay(beforeAttempt: 0))) }
     }
 
     @Test func aRejoinTriesItsOwnNodeFirstThenTheOthersInARandomOrder() {

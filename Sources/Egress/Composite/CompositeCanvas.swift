@@ -45,7 +45,7 @@ public final class CompositeCanvas {
     public func luma(x: Int, y row: Int) -> UInt8 { y[row * width + x] }
 
     /// Fills `rect` (clipped to the canvas) with one colour.
-    public func fill(_ rect: CompositeLayout.Rect, color: (y: UInt8, u: UInt8, v: UInt8)) {
+    public func fill(_ rect: PixelRect, color: (y: UInt8, u: UInt8, v: UInt8)) {
         guard let r = clip(rect) else { return }
         let cw = width / 2
         y.withUnsafeMutableBufferPointer { py in
@@ -62,7 +62,7 @@ public final class CompositeCanvas {
 
     /// Scales `picture` into `rect`, keeping its aspect: the rest of the rect is black (letterbox or
     /// pillarbox). Throws for an inconsistent picture or when libyuv refuses the scale.
-    public func draw(_ picture: I420Image, in rect: CompositeLayout.Rect) throws {
+    public func draw(_ picture: I420Image, in rect: PixelRect) throws {
         guard let drawn = try picture.withPlanes({ try draw($0, in: rect) }) else {
             throw MediaError.invalidArgument("picture \(picture.width)x\(picture.height) with short planes")
         }
@@ -71,7 +71,7 @@ public final class CompositeCanvas {
 
     /// Scales borrowed planes (a decoder's own buffer) into `rect` straight away, keeping the
     /// aspect as ``draw(_:in:)-(I420Image,_)`` does: no intermediate picture. Throws when libyuv refuses the scale.
-    public func draw(_ picture: I420Planes, in rect: CompositeLayout.Rect) throws {
+    public func draw(_ picture: I420Planes, in rect: PixelRect) throws {
         guard picture.width > 0, picture.height > 0, let rect = clip(rect),
             let target = CompositeLayout.fit(pictureWidth: picture.width, pictureHeight: picture.height, in: rect)
         else { return }
@@ -96,7 +96,7 @@ public final class CompositeCanvas {
     /// Draws `text` at the bottom left of `rect` in white on a grey box, in a 5×7 bitmap font scaled
     /// to the tile (2× from 360 pixels of tile height). Characters the font lacks show as `?`; the
     /// text is cut where the tile ends.
-    public func label(_ text: String, in rect: CompositeLayout.Rect) {
+    public func label(_ text: String, in rect: PixelRect) {
         guard let rect = clip(rect), !text.isEmpty else { return }
         let scale = rect.height >= 360 ? 3 : (rect.height >= 160 ? 2 : 1)
         let advance = 6 * scale
@@ -106,7 +106,7 @@ public final class CompositeCanvas {
         let glyphs = text.unicodeScalars.prefix(maxChars)
         guard !glyphs.isEmpty, boxH + 2 <= rect.height else { return }
         let boxW = CompositeLayout.even(glyphs.count * advance + 2 * pad)
-        let box = CompositeLayout.Rect(
+        let box = PixelRect(
             x: rect.x + CompositeLayout.even(pad), y: rect.y + rect.height - boxH - CompositeLayout.even(pad),
             width: min(boxW, rect.width - CompositeLayout.even(pad)), height: boxH)
         fill(box, color: (40, 128, 128))
@@ -128,13 +128,13 @@ public final class CompositeCanvas {
         }
     }
 
-    private func clip(_ r: CompositeLayout.Rect) -> CompositeLayout.Rect? {
+    private func clip(_ r: PixelRect) -> PixelRect? {
         let x = max(0, r.x) & ~1
         let y0 = max(0, r.y) & ~1
         let w = CompositeLayout.even(min(r.x + r.width, width) - x)
         let h = CompositeLayout.even(min(r.y + r.height, height) - y0)
         guard w >= 2, h >= 2 else { return nil }
-        return CompositeLayout.Rect(x: x, y: y0, width: w, height: h)
+        return PixelRect(x: x, y: y0, width: w, height: h)
     }
 }
 

@@ -1,3 +1,5 @@
+import Media
+
 /// Where each participant on stage goes on the composite's canvas: pure arithmetic, no pictures.
 ///
 /// Two layouts:
@@ -29,28 +31,11 @@ public enum CompositeLayout {
         }
     }
 
-    /// A tile: even origin and size, in canvas pixels.
-    public struct Rect: Sendable, Equatable, CustomStringConvertible {
-        public var x: Int
-        public var y: Int
-        public var width: Int
-        public var height: Int
-
-        /// Creates a rectangle (the caller keeps it even).
-        public init(x: Int, y: Int, width: Int, height: Int) {
-            self.x = x
-            self.y = y
-            self.width = width
-            self.height = height
-        }
-
-        public var description: String { "\(width)x\(height)+\(x)+\(y)" }
-    }
-
     /// One member's place.
     public struct Tile: Sendable, Equatable {
         public var member: Member
-        public var rect: Rect
+        /// Even origin and size, in canvas pixels.
+        public var rect: PixelRect
     }
 
     /// The share of the canvas width the speaker layout's large tile takes (the rest is the column).
@@ -87,7 +72,7 @@ public enum CompositeLayout {
             let row = i / columns
             let inRow = row == rows - 1 ? n - row * columns : columns
             let left = even((width - inRow * tileW) / 2)
-            let rect = Rect(x: left + (i % columns) * tileW, y: top + row * tileH, width: tileW, height: tileH)
+            let rect = PixelRect(x: left + (i % columns) * tileW, y: top + row * tileH, width: tileW, height: tileH)
             tiles.append(Tile(member: member, rect: rect))
         }
         return tiles
@@ -100,11 +85,11 @@ public enum CompositeLayout {
             members.firstIndex(where: \.isScreen)
             ?? activeSpeaker.flatMap { id in members.firstIndex { $0.id == id && !$0.isScreen } } ?? 0
         guard members.count > 1 else {
-            return [Tile(member: members[main], rect: Rect(x: 0, y: 0, width: width, height: height))]
+            return [Tile(member: members[main], rect: PixelRect(x: 0, y: 0, width: width, height: height))]
         }
         let stageW = even(Int(Double(width) * stageShare))
         let columnW = width - stageW
-        var tiles = [Tile(member: members[main], rect: Rect(x: 0, y: 0, width: stageW, height: height))]
+        var tiles = [Tile(member: members[main], rect: PixelRect(x: 0, y: 0, width: stageW, height: height))]
         let others = members.indices.filter { $0 != main }.map { members[$0] }
         let minH = max(2, even(height / 8))
         let fit = max(1, height / minH)
@@ -113,14 +98,15 @@ public enum CompositeLayout {
         guard tileH >= 2, columnW >= 2 else { return tiles }
         let top = even((height - shown.count * tileH) / 2)
         for (i, member) in shown.enumerated() {
-            tiles.append(Tile(member: member, rect: Rect(x: stageW, y: top + i * tileH, width: columnW, height: tileH)))
+            tiles.append(
+                Tile(member: member, rect: PixelRect(x: stageW, y: top + i * tileH, width: columnW, height: tileH)))
         }
         return tiles
     }
 
     /// Where a `pictureWidth`×`pictureHeight` picture goes inside `rect`, keeping its aspect
     /// (letterboxed or pillarboxed, centred), even-aligned; nil for an empty picture or rect.
-    public static func fit(pictureWidth: Int, pictureHeight: Int, in rect: Rect) -> Rect? {
+    public static func fit(pictureWidth: Int, pictureHeight: Int, in rect: PixelRect) -> PixelRect? {
         guard pictureWidth > 0, pictureHeight > 0, rect.width >= 2, rect.height >= 2 else { return nil }
         var w = rect.width
         var h = rect.height
@@ -132,7 +118,7 @@ public enum CompositeLayout {
         }
         w = max(2, w)
         h = max(2, h)
-        return Rect(
+        return PixelRect(
             x: rect.x + even((rect.width - w) / 2), y: rect.y + even((rect.height - h) / 2), width: w, height: h)
     }
 

@@ -203,7 +203,7 @@ public final class Compositor: @unchecked Sendable {
     private let h264: H264Encoder?
     /// Canvas regions drawn since the last frame encoded; `nil` when all of it may have changed (a
     /// relayout, or before the first frame). Kept (capacity too) frame to frame: no per-frame allocation.
-    private var drawnRegions: [H264Encoder.Region] = []
+    private var drawnRegions: [PixelRect] = []
     private var drewAll = true
     /// Tiles drawn since the last frame encoded (counted for ``Stats/tilesRedrawn``).
     private var tilesDrawn = 0
@@ -570,7 +570,7 @@ public final class Compositor: @unchecked Sendable {
         if all {
             drewAll = true
             canvas.fill(
-                CompositeLayout.Rect(x: 0, y: 0, width: options.width, height: options.height),
+                PixelRect(x: 0, y: 0, width: options.width, height: options.height),
                 color: CompositeCanvas.black)
         }
         for tile in tiles {
@@ -581,7 +581,7 @@ public final class Compositor: @unchecked Sendable {
             tilesDrawn += 1
             if !drewAll {
                 let r = tile.rect
-                drawnRegions.append(H264Encoder.Region(x: r.x, y: r.y, width: r.width, height: r.height))
+                drawnRegions.append(PixelRect(x: r.x, y: r.y, width: r.width, height: r.height))
             }
             // Scaled straight from the decoder's buffer into the canvas.
             var drawn = false

@@ -103,25 +103,11 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
     /// Macroblocks (16x16) in a `width` x `height` picture.
     static func macroblockCount(width: Int, height: Int) -> Int { ((width + 15) / 16) * ((height + 15) / 16) }
 
-    /// A rectangle of pixels, for ``encode(i420:changed:)``.
-    public struct Region: Sendable, Equatable {
-        public var x: Int
-        public var y: Int
-        public var width: Int
-        public var height: Int
-        public init(x: Int, y: Int, width: Int, height: Int) {
-            self.x = x
-            self.y = y
-            self.width = width
-            self.height = height
-        }
-    }
-
     /// Fills `map` (one byte per macroblock, row by row, of a `width` x `height` picture) with
     /// `X264_MBINFO_CONSTANT` for each macroblock that touches none of `changed`, 0 for the others.
     /// A region is widened to even bounds first: a chroma sample covers two luma pixels each way.
     static func markConstant(
-        _ map: UnsafeMutableBufferPointer<UInt8>, width: Int, height: Int, changed: [Region]
+        _ map: UnsafeMutableBufferPointer<UInt8>, width: Int, height: Int, changed: [PixelRect]
     ) {
         let columns = (width + 15) / 16
         let rows = (height + 15) / 16
@@ -141,7 +127,7 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
     }
 
     /// The macroblock map ``encode(i420:changed:)`` hands libx264 for `changed` (tests).
-    public static func constantMacroblocks(width: Int, height: Int, changed: [Region]) -> [UInt8] {
+    public static func constantMacroblocks(width: Int, height: Int, changed: [PixelRect]) -> [UInt8] {
         var map = [UInt8](repeating: 0, count: macroblockCount(width: width, height: height))
         map.withUnsafeMutableBufferPointer { markConstant($0, width: width, height: height, changed: changed) }
         return map
@@ -183,7 +169,7 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
     /// unchanged without analysing it (`b_mb_info`). Pass nil when unknown (every macroblock is
     /// analysed). A region that did change but is left out shows the old pixels there: callers
     /// must list every pixel they wrote.
-    public func encode(i420 source: I420Image, changed: [Region]?) throws -> [EncodedFrame] {
+    public func encode(i420 source: I420Image, changed: [PixelRect]?) throws -> [EncodedFrame] {
         let (pts, keyframe) = try state.begin(source)
         picture.i_type = keyframe ? X264_TYPE_IDR : X264_TYPE_AUTO
         picture.i_pts = pts

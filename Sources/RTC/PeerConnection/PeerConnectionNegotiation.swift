@@ -287,7 +287,7 @@ extension PeerConnection {
                     ssrc: t.localSSRCs[i], payloadType: t.payloadType, codec: t.codec, rtx: rtx, extensions: exts,
                     mid: t.mid, rid: t.sendRIDs.isEmpty ? nil : t.sendRIDs[i],
                     historySize: !configuration.senderHistory ? 0 : t.kind == .audio ? 32 : 512,
-                    cname: configuration.cname)
+                    cname: configuration.cname, scratch: transport.packetScratch)
                 sender.transportSequence = transport.transportSequence
                 sender.loop = loop
                 sender.reportSource = t.reportSource

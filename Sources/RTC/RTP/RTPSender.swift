@@ -108,7 +108,8 @@ public struct RTPSenderStats: Sendable, Equatable {
 /// retransmission, answers NACK/PLI/FIR and writes sender reports.
 ///
 /// Confined to the event-loop thread. Nothing here allocates per packet: packets are built in one
-/// reused scratch buffer and copied into a preallocated history ring.
+/// reused scratch buffer (shared by the senders of a transport) and copied into a preallocated
+/// history ring.
 ///
 /// Packets are handed to `emit` as `(buffer, length)`: the buffer has room after the packet (its
 /// capacity is ``packetCapacity``) so the callee may SRTP-protect it in place. The bytes are only
@@ -203,7 +204,10 @@ public final class RTPSender: LoopConfined, @unchecked Sendable {
     private var pictureID: UInt16
     private var privateTransportSequence: UInt16 = 0
 
+    /// Where each packet is built and handed to `emit`, which sends it before the next is built: the
+    /// senders of one transport share it (1.5 KB per sender adds up on an SFU with many consumers).
     private let scratch: UnsafeMutableRawBufferPointer
+    private let scratchOwner: RTPPacketScratch
     /// The stream's features as a chain (RTPSendLinkChain.swift): abs-capture-time stamping, the
     /// retransmission buffer, sender reports, key-frame request filtering.
     private var links: RTPSenderLinks
@@ -213,11 +217,25 @@ public final class RTPSender: LoopConfined, @unchecked Sendable {
     /// - Parameters:
     ///   - historySize: packets kept for NACKs; 0 keeps none (the caller answers NACKs itself).
     ///   - initialSequenceNumber, initialTimestamp, seed: fixed starting values for tests; random when nil.
-    public init(
+    public convenience init(
         ssrc: UInt32, payloadType: UInt8, codec: MediaCodec, rtx: (payloadType: UInt8, ssrc: UInt32)? = nil,
         extensions: RTPSendExtensions = RTPSendExtensions(), mid: String? = nil, rid: String? = nil,
         maxPayloadSize: Int = 1150, historySize: Int = 512, cname: String,
         initialSequenceNumber: UInt16? = nil, initialTimestamp: UInt32? = nil, seed: UInt64? = nil
+    ) {
+        self.init(
+            ssrc: ssrc, payloadType: payloadType, codec: codec, rtx: rtx, extensions: extensions, mid: mid, rid: rid,
+            maxPayloadSize: maxPayloadSize, historySize: historySize, cname: cname,
+            initialSequenceNumber: initialSequenceNumber, initialTimestamp: initialTimestamp, seed: seed,
+            scratch: RTPPacketScratch())
+    }
+
+    /// A sender that builds its packets in `scratch`, which the other senders of its transport share.
+    init(
+        ssrc: UInt32, payloadType: UInt8, codec: MediaCodec, rtx: (payloadType: UInt8, ssrc: UInt32)?,
+        extensions: RTPSendExtensions, mid: String?, rid: String?, maxPayloadSize: Int = 1150, historySize: Int,
+        cname: String, initialSequenceNumber: UInt16? = nil, initialTimestamp: UInt32? = nil, seed: UInt64? = nil,
+        scratch: RTPPacketScratch
     ) {
         self.ssrc = ssrc
         self.payloadType = payloadType
@@ -247,12 +265,8 @@ public final class RTPSender: LoopConfined, @unchecked Sendable {
                 random: rng),
             keyframes: KeyframeRequestFilter())
 
-        scratch = .allocate(byteCount: Self.packetCapacity, alignment: 16)
-        scratch.initializeMemory(as: UInt8.self, repeating: 0)
-    }
-
-    deinit {
-        scratch.deallocate()
+        scratchOwner = scratch
+        self.scratch = scratch.bytes
     }
 
     /// Whether the extension block must use the two-byte header (RFC 8285 §4.3): an id above 14 or
@@ -752,4 +766,18 @@ func realtimeNanoseconds() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// The bytes one packet is built in (``RTPSender/packetCapacity``), shared by the senders of one
+/// transport: a sender builds a packet and its `emit` sends it before any other sender builds the
+/// next, all on the loop thread.
+final class RTPPacketScratch {
+    let bytes: UnsafeMutableRawBufferPointer
+
+    init() {
+        bytes = .allocate(byteCount: RTPSender.packetCapacity, alignment: 16)
+        bytes.initializeMemory(as: UInt8.self, repeating: 0)
+    }
+
+    deinit { bytes.deallocate() }
 }

@@ -7,7 +7,9 @@ import RTCWire
 /// estimator (libwebrtc's send-side GCC in a browser) turns the arrival-time deltas and losses into
 /// the rate it sends at; without this feedback a browser stays near its start rate.
 ///
-/// Loop-thread confined. Recording a packet is one store into a fixed ring: no allocation.
+/// Loop-thread confined. Recording a packet is one store into a fixed ring: no allocation. The ring
+/// and the message buffer (about 14 KB) are made on the first packet: an SFU's subscribe transports
+/// negotiate transport-cc but receive only RTCP, and there is one per audience member.
 final class TransportFeedbackGenerator {
     /// How often feedback is sent while packets arrive. libwebrtc's receive-side proxy sends every
     /// 50–250 ms depending on the rate; 50 ms keeps a sender's delay detector fed at any rate for
@@ -37,9 +39,10 @@ final class TransportFeedbackGenerator {
     /// Feedback messages sent.
     private(set) var messagesSent: UInt64 = 0
 
-    /// Arrival time + 1 (0: not received) of unwrapped sequence number `s` at `s & mask`.
-    private var arrivals: [UInt64]
-    private let mask: Int64
+    /// Arrival time + 1 (0: not received) of unwrapped sequence number `s` at `s & mask`; empty
+    /// before the first packet.
+    private var arrivals: [UInt64] = []
+    private let mask = Int64(window - 1)
     /// First sequence number not yet reported, and the highest received (unwrapped); nil before the
     /// first packet.
     private var next: Int64 = 0
@@ -49,14 +52,11 @@ final class TransportFeedbackGenerator {
     /// Arrival clock origin (ns): the reference time counts 64 ms units from here.
     private var epoch: UInt64?
     private var statuses: [RTCPTransportFeedback.PacketStatus] = []
-    private let buffer: UnsafeMutableRawBufferPointer
+    /// One feedback message's bytes; allocated with ``arrivals``.
+    private var buffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
 
     init(interval: UInt64 = TransportFeedbackGenerator.defaultInterval) {
         self.interval = interval
-        arrivals = Array(repeating: 0, count: Self.window)
-        mask = Int64(Self.window - 1)
-        statuses.reserveCapacity(Self.maxStatusesPerMessage)
-        buffer = .allocate(byteCount: 1500, alignment: 16)
     }
 
     deinit { buffer.deallocate() }
@@ -64,6 +64,11 @@ final class TransportFeedbackGenerator {
     /// Records that the packet with transport-wide sequence number `sequence`, sent on `ssrc`,
     /// arrived at `now` (loop clock, ns).
     func record(_ sequence: UInt16, ssrc: UInt32, now: UInt64) {
+        if arrivals.isEmpty {
+            arrivals = Array(repeating: 0, count: Self.window)
+            statuses.reserveCapacity(Self.maxStatusesPerMessage)
+            buffer = .allocate(byteCount: 1500, alignment: 16)
+        }
         let unwrapped: Int64
         if let highest {
             unwrapped = highest + Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: highest)))

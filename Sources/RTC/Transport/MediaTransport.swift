@@ -129,8 +129,8 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     var transportCCExtensionID: UInt8 = 0 {
         didSet {
             guard transportCCExtensionID != 0, transportFeedback == nil else { return }
-            // Made only when negotiated: its ring is 8 KB, and most audience transports never
-            // receive media.
+            // Made only when negotiated; its ring waits for the first packet, since most audience
+            // transports never receive media.
             let generator = TransportFeedbackGenerator()
             generator.tickDeadline = tickDeadline
             transportFeedback = generator
@@ -143,6 +143,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
     /// The transport-wide sequence numbers of every sender of this transport; the number of the
     /// packet being sent waits here until ``protectAndSendRTP(_:length:)`` records it.
     let transportSequence = TransportSequenceCounter()
+    /// The buffer this transport's senders build their packets in, one at a time: each goes out
+    /// through ``protectAndSendRTP(_:length:)`` before the next is built.
+    let packetScratch = RTPPacketScratch()
     /// The send-side bandwidth estimator, once the peer can give feedback (transport-cc
     /// negotiated, or a REMB received).
     private(set) var bandwidthEstimator: SendSideBandwidthEstimator?
@@ -465,18 +468,23 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
 
     func protectAndSendRTP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) {
         guard let srtp = srtpOut, let target = mediaTarget, let base = buffer.baseAddress else { return }
+        var estimateChanged = false
+        // Told once the packet is out: the delegate may send (a probe, a key frame request), and
+        // this transport's senders build in ``packetScratch``, which may hold this packet.
+        defer {
+            if estimateChanged, let bandwidthEstimator {
+                delegate?.transport(self, estimateChanged: bandwidthEstimator.estimate)
+            }
+        }
         do {
             let n = try srtp.protectRTP(base, length: length, capacity: buffer.count)
             let packet = UnsafeRawBufferPointer(start: base, count: n)
             if transportSequence.hasPending {
                 // The packet carries a transport-wide number: remember it for the feedback.
                 transportSequence.hasPending = false
-                if let bandwidthEstimator,
-                    bandwidthEstimator.packetSent(
-                        transportSequence.pendingSequence, size: n, now: transportSequence.pendingTime)
-                {
-                    delegate?.transport(self, estimateChanged: bandwidthEstimator.estimate)
-                }
+                estimateChanged =
+                    bandwidthEstimator?.packetSent(
+                        transportSequence.pendingSequence, size: n, now: transportSequence.pendingTime) ?? false
             }
             if let tap = outboundRTPTap, tap(packet, target.socket, target.remote) { return }
             target.socket.send(packet, to: target.remote)
