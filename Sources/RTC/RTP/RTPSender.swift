@@ -207,6 +207,7 @@ public final class RTPSender: LoopConfined, @unchecked Sendable {
     /// Where each packet is built and handed to `emit`, which sends it before the next is built: the
     /// senders of one transport share it (1.5 KB per sender adds up on an SFU with many consumers).
     private let scratch: UnsafeMutableRawBufferPointer
+    /// Keeps ``scratch`` (its `bytes`, read directly on the hot path) alive.
     private let scratchOwner: RTPPacketScratch
     /// The stream's features as a chain (RTPSendLinkChain.swift): abs-capture-time stamping, the
     /// retransmission buffer, sender reports, key-frame request filtering.

@@ -296,6 +296,14 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
         tickDeadline.wake()
     }
 
+    /// Keeps a DTLS datagram in ``dtlsBeforeStart`` for ``releaseHeldDTLS()``; false when that already
+    /// holds ``dtlsBeforeStartLimit`` (a genuine peer retransmits its flight).
+    private func holdDTLS(_ data: UnsafeMutableRawBufferPointer, from: SocketAddress, socket: UDPSocket) -> Bool {
+        guard dtlsBeforeStart.count < Self.dtlsBeforeStartLimit else { return false }
+        dtlsBeforeStart.append((Array(data), socket, from))
+        return true
+    }
+
     /// Hands the DTLS kept in ``dtlsBeforeStart`` whose sender ICE has validated to the handshake,
     /// once it exists; the rest stays (bounded) until a check validates its sender.
     func releaseHeldDTLS() {
@@ -601,8 +609,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                 // answer is lost, the hello comes from an address we checked but have not validated.
                 // Kept (not used) until a response validates it, so the handshake need not wait
                 // for the peer's retransmission.
-                if ice.isPairedRemote(from), dtlsBeforeStart.count < Self.dtlsBeforeStartLimit {
-                    dtlsBeforeStart.append((Array(data), socket, from))
+                if ice.isPairedRemote(from), holdDTLS(data, from: from, socket: socket) {
                     counters.dtlsHeldUntilValid &+= 1
                 } else {
                     counters.droppedUnknownAddress &+= 1
@@ -610,8 +617,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramHandler, EventLo
                 return
             }
             guard let dtls else {
-                if dtlsBeforeStart.count < Self.dtlsBeforeStartLimit {
-                    dtlsBeforeStart.append((Array(data), socket, from))
+                if holdDTLS(data, from: from, socket: socket) {
                     counters.dtlsHeldUntilStart &+= 1
                 } else {
                     counters.dtlsDroppedBeforeStart &+= 1
