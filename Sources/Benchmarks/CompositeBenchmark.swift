@@ -143,12 +143,16 @@ enum CompositeBenchmark {
 
     /// The anchor's encoder: libx264 with ours' settings (preset, tune, profile, ABR with a half-second
     /// VBV, 60-frame GOP, one thread).
-    static let x264Arguments = [
-        "-c:v", "libx264", "-preset", preset, "-tune", "zerolatency", "-profile:v", "baseline", "-b:v",
-        "\(bitrate / 1000)k", "-maxrate", "\(bitrate / 1000)k", "-bufsize", "\(bitrate / 2000)k", "-g", "60",
-        "-threads",
-        "1",
-    ]
+    static let x264Arguments = x264Arguments(preset: preset)
+
+    /// The anchor's libx264 settings: ours' (``Compositor/Options``) at `preset`.
+    static func x264Arguments(preset: String) -> [String] {
+        [
+            "-c:v", "libx264", "-preset", preset, "-tune", "zerolatency", "-profile:v", "baseline", "-b:v",
+            "\(bitrate / 1000)k", "-maxrate", "\(bitrate / 1000)k", "-bufsize", "\(bitrate / 2000)k", "-g", "60",
+            "-threads", "1",
+        ]
+    }
 
     /// Runs ffmpeg with `arguments`; its CPU seconds (user + system) and wall seconds.
     static func timeFFmpeg(_ arguments: [String]) throws -> (cpu: Double, wall: Double) {

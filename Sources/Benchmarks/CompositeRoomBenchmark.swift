@@ -48,6 +48,8 @@ enum CompositeRoomBenchmark {
         /// for their frame (libx264 was told those macroblocks did not change).
         var tilesShown = 0
         var tilesUnchanged = 0
+        /// The same room at other libx264 presets, each against the anchor at that preset.
+        var presets: [PresetRow] = []
 
         var oursPerOutputSecond: Double { oursCPUSeconds / (Double(max(1, oursFrames)) / 30) }
         var ffmpegPerOutputSecond: Double { ffmpegCPUSeconds / (Double(max(1, ffmpegFrames)) / 30) }
@@ -56,18 +58,114 @@ enum CompositeRoomBenchmark {
         var realtimeRatio: Double { oursPerOutputSecond / max(1e-9, ffmpegRealtimePerOutputSecond) }
     }
 
+    /// The room at one more libx264 preset: ours and the anchor both at `preset`, CPU seconds per
+    /// second of output, and ours' encode stage alone.
+    struct PresetRow {
+        var preset: String
+        var ours: Double
+        var anchor: Double
+        var encode: Double
+        var ratio: Double { ours / max(1e-9, anchor) }
+    }
+
+    /// The presets measured after the default (``CompositeBenchmark/preset``): where the ratio lands
+    /// when the encoder, the same on both sides, costs less.
+    static let otherPresets = ["superfast", "ultrafast"]
+
+    /// What ours measured over the window (``measureOurs``).
+    struct Ours {
+        var cpuSeconds: Double
+        var frames: Int
+        var skipped: Int
+        var layers: [String]
+        var split: [(String, Double)]
+        var stages: [(String, Double)]
+        var tilesShown: Int
+        var tilesUnchanged: Int
+        var encodeSeconds: Double { stages.first { $0.0.hasPrefix("encode") }?.1 ?? 0 }
+        var perOutputSecond: Double { cpuSeconds / (Double(max(1, frames)) / 30) }
+    }
+
     /// The layers as Chromium sends a 720p camera (lowest first, as the sender's RIDs): size and bitrate.
     static let layers: [(rid: String, width: Int, height: Int, bitrate: String)] = [
         ("q", 320, 180, "200k"), ("h", 640, 360, "700k"), ("f", 1280, 720, "2500k"),
     ]
     static let subscriber = "bench-composite"
 
-    static func run(seconds: Double, directory: String, progress: @Sendable (String) -> Void) async throws -> Result {
+    /// `presets`: the libx264 presets measured after the default (``otherPresets``; none in quick mode).
+    static func run(
+        seconds: Double, directory: String, presets otherPresets: [String] = otherPresets,
+        progress: @Sendable (String) -> Void
+    ) async throws -> Result {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         progress("bench:   composite room: making 4 publishers × 3 simulcast layers (ffmpeg libvpx)")
         let files = try (0..<4).map { try makeLayers(publisher: $0, seconds: seconds + 1, directory: directory) }
         let frames = try files.map { layers in try layers.map { try IVFReader(path: $0).frames.map(\.data) } }
+        let ours = try await measureOurs(
+            preset: CompositeBenchmark.preset, frames: frames, seconds: seconds, directory: directory,
+            progress: progress)
 
+        // The anchor: the top layers, scaled into the tiles and stacked, as fast as it goes.
+        progress("bench:   composite room: ffmpeg on the 1280x720 layers (scale + xstack + libx264)")
+        let frameCount = Int(seconds * 30)
+        func anchorArguments(preset: String, realtime: Bool) -> [String] {
+            var args = ["-nostdin", "-v", "error", "-y"]
+            for layers in files {
+                args += (realtime ? ["-re"] : []) + ["-threads", "1", "-c:v", "libvpx", "-i", layers[2]]
+            }
+            let tile = "640:360:flags=bilinear"
+            args += [
+                "-filter_complex",
+                "[0:v]scale=\(tile)[a];[1:v]scale=\(tile)[b];[2:v]scale=\(tile)[c];[3:v]scale=\(tile)[d];"
+                    + "[a][b][c][d]xstack=inputs=4:layout=0_0|w0_0|0_h0|w0_h0[v]",
+                "-filter_threads", "1", "-map", "[v]", "-frames:v", "\(frameCount)",
+            ]
+            return args + CompositeBenchmark.x264Arguments(preset: preset) + [directory + "/room-ffmpeg.mp4"]
+        }
+        let (ffmpegCPU, ffmpegWall) = try CompositeBenchmark.timeFFmpeg(
+            anchorArguments(preset: CompositeBenchmark.preset, realtime: false))
+        // The same, paced as a live pipeline reads (ours runs in real time too).
+        progress("bench:   composite room: ffmpeg again, paced at real time (-re)")
+        let (realtimeCPU, realtimeWall) = try CompositeBenchmark.timeFFmpeg(
+            anchorArguments(preset: CompositeBenchmark.preset, realtime: true))
+        // Would another VP8 decoder make ours cheaper? The tiles' layer files decoded alone by each.
+        let chosenLayer = layers.firstIndex { $0.rid == ours.layers.first } ?? 1
+        func decodeCost(_ decoder: String) throws -> Double {
+            var args = ["-nostdin", "-v", "error"]
+            for layers in files { args += ["-threads", "1", "-c:v", decoder, "-i", layers[chosenLayer]] }
+            for i in 0..<files.count { args += ["-map", "\(i):v", "-frames:v", "\(frameCount)", "-f", "null", "-"] }
+            return try CompositeBenchmark.timeFFmpeg(args).cpu / seconds
+        }
+        let decodeLibvpx = try decodeCost("libvpx")
+        let decodeNative = try decodeCost("vp8")
+        // The other presets: ours and the anchor again, each at that preset.
+        var presets: [PresetRow] = []
+        for preset in otherPresets {
+            let o = try await measureOurs(
+                preset: preset, frames: frames, seconds: seconds, directory: directory, progress: progress)
+            progress("bench:   composite room: ffmpeg at \(preset)")
+            let anchor = try CompositeBenchmark.timeFFmpeg(anchorArguments(preset: preset, realtime: false)).cpu
+            let outputSeconds = Double(max(1, o.frames)) / 30
+            presets.append(
+                PresetRow(
+                    preset: preset, ours: o.perOutputSecond, anchor: anchor / (Double(frameCount) / 30),
+                    encode: o.encodeSeconds / outputSeconds))
+        }
+        return Result(
+            seconds: seconds, oursCPUSeconds: ours.cpuSeconds, oursFrames: ours.frames, oursSkipped: ours.skipped,
+            layers: ours.layers, tile: "640x360", ffmpegCPUSeconds: ffmpegCPU, ffmpegFrames: frameCount,
+            ffmpegWallSeconds: ffmpegWall, ffmpegRealtimeCPUSeconds: realtimeCPU,
+            ffmpegRealtimeWallSeconds: realtimeWall, decodeLibvpx: decodeLibvpx, decodeNative: decodeNative,
+            split: ours.split, stages: ours.stages, tilesShown: ours.tilesShown, tilesUnchanged: ours.tilesUnchanged,
+            presets: presets)
+    }
+
+    /// Ours in the room at `preset`: four simulcast publishers through a fresh SFU to one subscriber
+    /// whose frames feed a ``Compositor``; the CPU of ours over `seconds` once every tile gets its layer.
+    private static func measureOurs(
+        preset: String, frames: [[[[UInt8]]]], seconds: Double, directory: String,
+        progress: @Sendable (String) -> Void
+    ) async throws -> Ours {
         let sfu = SFU(configuration: SFUConfiguration(loopName: "bench-room-sfu"))
         let publisherLoop = EventLoop(name: "bench-room-pub")
         let subscriberLoop = EventLoop(name: "bench-room-sub")
@@ -99,10 +197,10 @@ enum CompositeRoomBenchmark {
 
         // The composite's subscriber: one connection, a consumer per publisher, each frame to its tile.
         var options = Compositor.Options()
-        options.preset = CompositeBenchmark.preset
+        options.preset = preset
         options.bitrate = CompositeBenchmark.bitrate
         options.labels = true
-        let output = try CompositeOutputs.make(destination: directory + "/room.mp4")
+        let output = try CompositeOutputs.make(destination: directory + "/room-\(preset).mp4")
         let ids = producerIDs
         let compositor = try Compositor(options: options, outputs: [output]) { _ in
         } tileSize: { participant, width, height in
@@ -147,7 +245,7 @@ enum CompositeRoomBenchmark {
         progress("bench:   composite room: layers \(chosen)")
         try await Task.sleep(nanoseconds: 1_000_000_000)
 
-        progress("bench:   composite room: ours, \(Int(seconds)) s")
+        progress("bench:   composite room: ours, \(Int(seconds)) s, libx264 \(preset)")
         let others = ["bench-room-sfu", "bench-room-pub"]
         let threads0 = ThreadCPUSample.read(pid: getpid())
         let cpu0 = processCPUNanoseconds()
@@ -182,44 +280,9 @@ enum CompositeRoomBenchmark {
             throw CompositeBenchmark.Failure(description: "\(error)")
         }
 
-        // The anchor: the top layers, scaled into the tiles and stacked, as fast as it goes.
-        progress("bench:   composite room: ffmpeg on the 1280x720 layers (scale + xstack + libx264)")
-        let frameCount = Int(seconds * 30)
-        func anchorArguments(realtime: Bool) -> [String] {
-            var args = ["-nostdin", "-v", "error", "-y"]
-            for layers in files {
-                args += (realtime ? ["-re"] : []) + ["-threads", "1", "-c:v", "libvpx", "-i", layers[2]]
-            }
-            let tile = "640:360:flags=bilinear"
-            args += [
-                "-filter_complex",
-                "[0:v]scale=\(tile)[a];[1:v]scale=\(tile)[b];[2:v]scale=\(tile)[c];[3:v]scale=\(tile)[d];"
-                    + "[a][b][c][d]xstack=inputs=4:layout=0_0|w0_0|0_h0|w0_h0[v]",
-                "-filter_threads", "1", "-map", "[v]", "-frames:v", "\(frameCount)",
-            ]
-            return args + CompositeBenchmark.x264Arguments + [directory + "/room-ffmpeg.mp4"]
-        }
-        let (ffmpegCPU, ffmpegWall) = try CompositeBenchmark.timeFFmpeg(anchorArguments(realtime: false))
-        // The same, paced as a live pipeline reads (ours runs in real time too).
-        progress("bench:   composite room: ffmpeg again, paced at real time (-re)")
-        let (realtimeCPU, realtimeWall) = try CompositeBenchmark.timeFFmpeg(anchorArguments(realtime: true))
-        // Would another VP8 decoder make ours cheaper? The tiles' layer files decoded alone by each.
-        let chosenLayer = layers.firstIndex { $0.rid == layersAfter.first } ?? 1
-        func decodeCost(_ decoder: String) throws -> Double {
-            var args = ["-nostdin", "-v", "error"]
-            for layers in files { args += ["-threads", "1", "-c:v", decoder, "-i", layers[chosenLayer]] }
-            for i in 0..<files.count { args += ["-map", "\(i):v", "-frames:v", "\(frameCount)", "-f", "null", "-"] }
-            return try CompositeBenchmark.timeFFmpeg(args).cpu / seconds
-        }
-        let decodeLibvpx = try decodeCost("libvpx")
-        let decodeNative = try decodeCost("vp8")
-        return Result(
-            seconds: seconds, oursCPUSeconds: oursCPU,
-            oursFrames: stats1.frames + stats1.unchanged - stats0.frames - stats0.unchanged,
-            oursSkipped: stats1.skipped - stats0.skipped, layers: layersAfter, tile: "640x360",
-            ffmpegCPUSeconds: ffmpegCPU, ffmpegFrames: frameCount, ffmpegWallSeconds: ffmpegWall,
-            ffmpegRealtimeCPUSeconds: realtimeCPU, ffmpegRealtimeWallSeconds: realtimeWall, decodeLibvpx: decodeLibvpx,
-            decodeNative: decodeNative, split: split,
+        return Ours(
+            cpuSeconds: oursCPU, frames: stats1.frames + stats1.unchanged - stats0.frames - stats0.unchanged,
+            skipped: stats1.skipped - stats0.skipped, layers: layersAfter, split: split,
             stages: [
                 ("decode", Double(stats1.decodeNanos &- stats0.decodeNanos) / 1e9),
                 ("draw (scale, labels)", Double(stats1.drawNanos &- stats0.drawNanos) / 1e9),
@@ -260,6 +323,21 @@ enum CompositeRoomBenchmark {
         body +=
             "The compositor thread by stage (CPU-s per second of output, `CLOCK_THREAD_CPUTIME_ID` around each): "
             + r.stages.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ") + ".\n\n"
+        if !r.presets.isEmpty {
+            body +=
+                "The same room at faster libx264 presets, ours and the anchor both at that preset (CPU-s per second of output):\n\n"
+            body += "| preset | ours | of which libx264 | anchor | ours ÷ anchor |\n|---|---|---|---|---|\n"
+            body += String(
+                format: "| %@ (the default) | %.3f | %.3f | %.3f | %.2f× |\n", CompositeBenchmark.preset,
+                r.oursPerOutputSecond, (r.stages.first { $0.0.hasPrefix("encode") }?.1 ?? 0) / outputSeconds,
+                r.ffmpegPerOutputSecond, r.ratio)
+            for row in r.presets {
+                body += String(
+                    format: "| %@ | %.3f | %.3f | %.3f | %.2f× |\n", row.preset, row.ours, row.encode, row.anchor,
+                    row.ratio)
+            }
+            body += "\n"
+        }
         body += String(
             format:
                 "Tiles with no new picture at their frame (their macroblocks marked unchanged for libx264, `b_mb_info`): %d of %d tile-frames (%.1f %%).\n\n",
