@@ -381,13 +381,16 @@ public final class ClusterNode: RoomDirectory, @unchecked Sendable {
         return .object(answer)
     }
 
-    /// Per room: its origin, its edges and the audience whose media each serves (`/cluster` "rooms").
+    /// Per room: its origin, its participants (all of them, edges' members and the stage included),
+    /// its edges and the audience whose media each node serves (`/cluster` "rooms").
     static func roomLayout(_ records: [NodeRecord], roomScope: String?) -> JSONValue {
         var rooms: [String: [String: JSONValue]] = [:]
         for r in records {
             for load in r.roomList where roomScope == nil || load.roomId == roomScope {
                 var room = rooms[load.roomId] ?? [:]
                 room["origin"] = .string(r.id)
+                // Everyone in the room, wherever their media is served: the origin has them all.
+                room["participants"] = .number(Double(load.participants))
                 var audience = room["audience"]?.objectValue ?? [:]
                 audience[r.id] = .number(Double(load.audience ?? 0))
                 room["audience"] = .object(audience)

@@ -278,8 +278,10 @@ def test_audience_reaching_the_origin_past_its_share_goes_to_an_edge(understudy,
                         wait_until(lambda: owners(nodes[1]).get("share") == "s0", 20, "the room placed on s0")
                 layout = wait_until(
                     lambda: (lambda l: l if l.get("audience", {}).get("s0") == 2
-                             and sum(l.get("audience", {}).values()) == 3 else None)(room_layout(nodes[0], "share")),
-                    30, "2 members on the origin and 1 on an edge", lambda: json.dumps(room_layout(nodes[0], "share")))
+                             and sum(l.get("audience", {}).values()) == 3
+                             and l.get("participants") == 3 else None)(room_layout(nodes[0], "share")),
+                    30, "2 members on the origin and 1 on an edge, 3 in the room",
+                    lambda: json.dumps(room_layout(nodes[0], "share")))
                 return layout
             finally:
                 for client in clients:

@@ -247,7 +247,16 @@ def main() -> int:
         moved = wait_until("the stage on g1 or g2 with the other as its edge", 90, lambda: (
             lambda l: l if l.get("origin") in ("g1", "g2") and l.get("edges") else None)(layout(nodes[1])))
         reattached = time.time() - origin_killed
-        wait_until("everyone back", 120, lambda: sum(layout(nodes[1]).get("audience", {}).values()) == 3 * n)
+        # The layout as /cluster shows it until everyone is in the room again (kept in summary.json).
+        # Its participants, not the audience sum: g1's bots keep one guest on stage (SEND_AND_RECV).
+        recovery: list[dict] = []
+
+        def everyone_counted() -> bool:
+            seen = layout(nodes[1])
+            recovery.append({"seconds": round(time.time() - origin_killed, 2), **seen})
+            return seen.get("participants") == everyone
+
+        wait_until("everyone back", 120, everyone_counted)
         everyone_back = time.time() - origin_killed
 
         reports = {load.prefix: load.report(timeout=total + 300) for load in loads}
@@ -263,6 +272,9 @@ def main() -> int:
         reports[load.prefix]["_started"] = load.started
     summary = summarize(n, reports, fanout, steady_from, ramped, edge_killed, edge_back, origin_killed, moved, reattached,
                         everyone_back)
+    # Each change of the room's layout after the origin's kill, until everyone was counted.
+    summary["originKillLayouts"] = [r for i, r in enumerate(recovery)
+                                    if i == 0 or {**r, "seconds": 0} != {**recovery[i - 1], "seconds": 0}]
     summary["run"] = (f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(started))} UTC, load average "
                       f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after")
     (workdir / "summary.json").write_text(json.dumps(summary, indent=1))
