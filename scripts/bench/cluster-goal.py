@@ -424,7 +424,7 @@ def markdown(s: dict) -> str:
         f"| kill -9 of the origin: stage on {o['layout'].get('origin')} with edge "
         f"{','.join(o['layout'].get('edges', []))} in /cluster | {o['stageMovedAndEdgeSeconds']} s |",
         f"| kill -9 of the origin: audience loss → media again | {ms(o['audience']['mediaMs'])}, "
-        f"{o['audience']['failed']} failed; all back after {o['everyoneBackSeconds']} s |",
+        f"{o['audience']['failed']} failed; all {s['planned'] + 3} in the room again in /cluster after {o['everyoneBackSeconds']} s |",
     ]
     return "\n".join([
         f"## Cluster: the goal layout, 3 nodes × {n} audience (issue 38)",
