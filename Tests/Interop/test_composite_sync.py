@@ -36,7 +36,9 @@ def test_composite_av_offset_within_40ms(understudy, tmp_path):
         processes.append(agent)
         agent.wait_for(rf"joined room {ROOM} as comp")
         agent.wait_for(r"composite layout: host ")
-        # About five flash/beep pairs after the first picture (a flash every 2 s).
+        # The window starts at the host's first decoded picture, however long a busy machine took
+        # to get there: then about five flash/beep pairs (a flash every 2 s of the source's clock).
+        agent.wait_for(r"composite: first picture from host", timeout=60)
         time.sleep(11)
         assert agent.terminate() == 0, agent.log()[-3000:]
         result = run_understudy(["analyze", str(out), "--json"], timeout=300)

@@ -162,6 +162,8 @@ public final class Compositor: @unchecked Sendable {
         var decoder: VideoDecoder?
         /// The decoder holds a picture to draw (its own buffer, lent at draw time: no copy).
         var hasPicture = false
+        /// A picture was decoded once (the log says so the first time).
+        var hadPicture = false
         var changed = true
         var waitingForKeyframe = true
         var lastKeyframeRequest: UInt64 = 0
@@ -514,6 +516,10 @@ public final class Compositor: @unchecked Sendable {
             if try source.decoder?.decodeInPlace(frame.data) == true {
                 source.hasPicture = true
                 source.changed = true
+                if !source.hadPicture {
+                    source.hadPicture = true
+                    log("composite: first picture from \(source.key.id)\(source.key.isScreen ? "(screen)" : "")")
+                }
             }
             return 0
         } catch {
