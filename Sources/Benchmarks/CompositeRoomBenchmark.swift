@@ -45,7 +45,7 @@ enum CompositeRoomBenchmark {
         /// The compositor thread by stage over the window (``Compositor/Stats``), CPU seconds.
         var stages: [(String, Double)] = []
         /// Tiles shown over the frames encoded in the window, and how many of them had no new picture
-        /// for their frame (libx264 was told those macroblocks did not change).
+        /// for their frame.
         var tilesShown = 0
         var tilesUnchanged = 0
         /// The same room at other libx264 presets, each against the anchor at that preset.
@@ -340,7 +340,7 @@ enum CompositeRoomBenchmark {
         }
         body += String(
             format:
-                "Tiles with no new picture at their frame (their macroblocks marked unchanged for libx264, `b_mb_info`): %d of %d tile-frames (%.1f %%).\n\n",
+                "Tiles with no new picture at their frame: %d of %d tile-frames (%.1f %%).\n\n",
             r.tilesUnchanged, r.tilesShown, 100 * Double(r.tilesUnchanged) / Double(max(1, r.tilesShown)))
         body += """
             Method: four publishers, each a `PeerConnection` sending three simulcast encodings (RIDs q, h,

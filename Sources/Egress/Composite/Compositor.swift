@@ -85,8 +85,7 @@ public final class Compositor: @unchecked Sendable {
         public var encodeNanos: UInt64 = 0
         public var outputNanos: UInt64 = 0
         /// Tiles on the canvas, summed over the frames encoded, and how many of those were drawn again
-        /// for their frame (a new picture, a relayout). The others did not change, and libx264 was told
-        /// so (``H264Encoder/encode(i420:changed:)``).
+        /// for their frame (a new picture, a relayout); the others had nothing new.
         public var tilesShown = 0
         public var tilesRedrawn = 0
     }
@@ -201,12 +200,6 @@ public final class Compositor: @unchecked Sendable {
     private var outputs: [any CompositeOutput]
     private var failed: [OutputResult] = []
     private let encoder: any VideoEncoder
-    /// The same encoder when it is libx264's, which takes the regions drawn since the last frame.
-    private let h264: H264Encoder?
-    /// Canvas regions drawn since the last frame encoded; `nil` when all of it may have changed (a
-    /// relayout, or before the first frame). Kept (capacity too) frame to frame: no per-frame allocation.
-    private var drawnRegions: [PixelRect] = []
-    private var drewAll = true
     /// Tiles drawn since the last frame encoded (counted for ``Stats/tilesRedrawn``).
     private var tilesDrawn = 0
     private let canvas: CompositeCanvas
@@ -249,13 +242,10 @@ public final class Compositor: @unchecked Sendable {
         keyframeMicros = Int64(keyInterval) * 1_000_000 / Int64(options.fps)
         switch options.codec {
         case .h264:
-            let h264 = try H264Encoder(
+            encoder = try H264Encoder(
                 width: options.width, height: options.height, fps: options.fps, bitrate: options.bitrate,
                 keyframeInterval: keyInterval, preset: options.preset)
-            encoder = h264
-            self.h264 = h264
         case .vp8:
-            h264 = nil
             encoder = try VideoEncoders.make(
                 codec: .vp8, width: options.width, height: options.height, fps: options.fps,
                 bitrate: options.bitrate, keyframeInterval: keyInterval)
@@ -574,7 +564,6 @@ public final class Compositor: @unchecked Sendable {
     private func draw(all: Bool) -> Bool {
         var drewAny = all
         if all {
-            drewAll = true
             canvas.fill(
                 PixelRect(x: 0, y: 0, width: options.width, height: options.height),
                 color: CompositeCanvas.black)
@@ -585,10 +574,6 @@ public final class Compositor: @unchecked Sendable {
             source?.changed = false
             drewAny = true
             tilesDrawn += 1
-            if !drewAll {
-                let r = tile.rect
-                drawnRegions.append(PixelRect(x: r.x, y: r.y, width: r.width, height: r.height))
-            }
             // Scaled straight from the decoder's buffer into the canvas.
             var drawn = false
             if let source, source.hasPicture, let decoder = source.decoder {
@@ -620,20 +605,11 @@ public final class Compositor: @unchecked Sendable {
         let start = Self.threadCPU()
         let frames: [EncodedFrame]
         do {
-            // libx264 is told which tiles were drawn: the others' macroblocks need no analysis.
-            if let h264 {
-                frames = try h264.encode(i420: canvas.image, changed: drewAll ? nil : drawnRegions)
-            } else {
-                frames = try encoder.encode(i420: canvas.image)
-            }
+            frames = try encoder.encode(i420: canvas.image)
         } catch {
             log("composite encoder: \(error)")
-            // Whether the encoder kept that picture is unknown: the next one is compared with nothing.
-            drewAll = true
             return (Self.threadCPU() &- start, 0)
         }
-        drewAll = false
-        drawnRegions.removeAll(keepingCapacity: true)
         let redrawn = min(tilesDrawn, tiles.count)
         tilesDrawn = 0
         let encoded = Self.threadCPU()

@@ -28,9 +28,6 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
     /// The input picture: its planes point at the caller's picture during ``encode(i420:)`` (libx264
     /// copies them into its own frame), so no buffer of ours is allocated or copied per frame.
     private var picture = x264_picture_t()
-    /// One flag per macroblock for ``encode(i420:changed:)`` (`X264_MBINFO_CONSTANT` where nothing
-    /// changed); libx264 reads it during the call only (zerolatency: no lookahead, no frame threads).
-    private var macroblockInfo: [UInt8]
 
     /// The profile-level-id this encoder's streams fit: constrained baseline, level 3.1 (the value
     /// offered in SDP for H.264 that Understudy sends).
@@ -77,11 +74,6 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
         // libx264 pick the level.
         p.i_level_idc = width * height <= 1280 * 720 && fps <= 30 ? 31 : -1
         p.rc.i_rc_method = X264_RC_ABR
-        // Lets a caller that knows which regions did not change say so (``encode(i420:changed:)``):
-        // libx264 then skips those macroblocks' analysis when its own rule allows (the reference is the
-        // previous frame and its quantizer there was no coarser). Without a map it encodes as usual.
-        p.analyse.b_mb_info = 1
-        p.analyse.b_mb_info_update = 0
         Self.setRate(&p, bitrate: bitrate)
         guard x264_param_apply_profile(&p, "baseline") == 0 else {
             throw MediaError.x264(function: "x264_param_apply_profile", detail: "baseline refused")
@@ -92,46 +84,12 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
         }
         encoder = h
         param = p
-        macroblockInfo = [UInt8](repeating: 0, count: Self.macroblockCount(width: width, height: height))
         x264_picture_init(&picture)
         picture.img.i_csp = X264_CSP_I420
         picture.img.i_plane = 3
     }
 
     deinit { x264_encoder_close(encoder) }
-
-    /// Macroblocks (16x16) in a `width` x `height` picture.
-    static func macroblockCount(width: Int, height: Int) -> Int { ((width + 15) / 16) * ((height + 15) / 16) }
-
-    /// Fills `map` (one byte per macroblock, row by row, of a `width` x `height` picture) with
-    /// `X264_MBINFO_CONSTANT` for each macroblock that touches none of `changed`, 0 for the others.
-    /// A region is widened to even bounds first: a chroma sample covers two luma pixels each way.
-    static func markConstant(
-        _ map: UnsafeMutableBufferPointer<UInt8>, width: Int, height: Int, changed: [PixelRect]
-    ) {
-        let columns = (width + 15) / 16
-        let rows = (height + 15) / 16
-        precondition(map.count >= columns * rows)
-        let constant = UInt8(X264_MBINFO_CONSTANT)
-        for i in 0..<(columns * rows) { map[i] = constant }
-        for r in changed where r.width > 0 && r.height > 0 {
-            let x0 = max(0, r.x & ~1)
-            let y0 = max(0, r.y & ~1)
-            let x1 = min(width, (r.x + r.width + 1) & ~1)
-            let y1 = min(height, (r.y + r.height + 1) & ~1)
-            guard x1 > x0, y1 > y0 else { continue }
-            for row in (y0 / 16)...((y1 - 1) / 16) {
-                for column in (x0 / 16)...((x1 - 1) / 16) { map[row * columns + column] = 0 }
-            }
-        }
-    }
-
-    /// The macroblock map ``encode(i420:changed:)`` hands libx264 for `changed` (tests).
-    public static func constantMacroblocks(width: Int, height: Int, changed: [PixelRect]) -> [UInt8] {
-        var map = [UInt8](repeating: 0, count: macroblockCount(width: width, height: height))
-        map.withUnsafeMutableBufferPointer { markConstant($0, width: width, height: height, changed: changed) }
-        return map
-    }
 
     /// Average rate with a VBV buffer of half a second, so a burst stays within what a real-time
     /// link drains between keyframes.
@@ -161,44 +119,25 @@ public final class H264Encoder: VideoEncoder, @unchecked Sendable {
     /// Encodes one picture into one Annex B access unit (SPS and PPS lead every IDR), stamped with a
     /// 90 kHz timestamp from the frame counter.
     public func encode(i420 source: I420Image) throws -> [EncodedFrame] {
-        try encode(i420: source, changed: nil)
-    }
-
-    /// Encodes one picture as ``encode(i420:)`` does, told which regions may differ from the
-    /// previous picture given to this encoder: libx264 may code every macroblock outside them as
-    /// unchanged without analysing it (`b_mb_info`). Pass nil when unknown (every macroblock is
-    /// analysed). A region that did change but is left out shows the old pixels there: callers
-    /// must list every pixel they wrote.
-    public func encode(i420 source: I420Image, changed: [PixelRect]?) throws -> [EncodedFrame] {
         let (pts, keyframe) = try state.begin(source)
         picture.i_type = keyframe ? X264_TYPE_IDR : X264_TYPE_AUTO
         picture.i_pts = pts
         var nals: UnsafeMutablePointer<x264_nal_t>? = nil
         var count: Int32 = 0
         var output = x264_picture_t()
-        let size = try macroblockInfo.withUnsafeMutableBufferPointer { map -> Int32 in
-            if let changed {
-                Self.markConstant(map, width: state.width, height: state.height, changed: changed)
-                picture.prop.mb_info = map.baseAddress
-            } else {
-                picture.prop.mb_info = nil
-            }
-            defer { picture.prop.mb_info = nil }
-            // The planes are lent for the call only: libx264 copies them into its own frame.
-            let lent = source.withPlanes { p -> Int32 in
-                picture.img.plane.0 = UnsafeMutablePointer(mutating: p.y)
-                picture.img.plane.1 = UnsafeMutablePointer(mutating: p.u)
-                picture.img.plane.2 = UnsafeMutablePointer(mutating: p.v)
-                picture.img.i_stride.0 = Int32(p.strideY)
-                picture.img.i_stride.1 = Int32(p.strideU)
-                picture.img.i_stride.2 = Int32(p.strideV)
-                defer { (picture.img.plane.0, picture.img.plane.1, picture.img.plane.2) = (nil, nil, nil) }
-                return x264_encoder_encode(encoder, &nals, &count, &picture, &output)
-            }
-            // begin(_:) checked the picture is consistent, so its planes were lent.
-            guard let lent else { throw MediaError.invalidArgument("picture with short planes") }
-            return lent
+        // The planes are lent for the call only: libx264 copies them into its own frame.
+        let lent = source.withPlanes { p -> Int32 in
+            picture.img.plane.0 = UnsafeMutablePointer(mutating: p.y)
+            picture.img.plane.1 = UnsafeMutablePointer(mutating: p.u)
+            picture.img.plane.2 = UnsafeMutablePointer(mutating: p.v)
+            picture.img.i_stride.0 = Int32(p.strideY)
+            picture.img.i_stride.1 = Int32(p.strideU)
+            picture.img.i_stride.2 = Int32(p.strideV)
+            defer { (picture.img.plane.0, picture.img.plane.1, picture.img.plane.2) = (nil, nil, nil) }
+            return x264_encoder_encode(encoder, &nals, &count, &picture, &output)
         }
+        // begin(_:) checked the picture is consistent, so its planes were lent.
+        guard let size = lent else { throw MediaError.invalidArgument("picture with short planes") }
         guard size >= 0 else {
             throw MediaError.x264(function: "x264_encoder_encode", detail: "frame \(pts) failed")
         }
