@@ -404,7 +404,7 @@ public struct BenchmarkReport: Sendable {
                             format:
                                 "%.2f× at %@ (%.3f vs %.3f CPU-s per output second; tiles got %@; %.2f× against ffmpeg paced at real time%@)",
                             r.ratio, CompositeBenchmark.preset, r.oursPerOutputSecond, r.ffmpegPerOutputSecond,
-                            r.layers.joined(separator: ","), r.realtimeRatio,
+                            r.ours.layers.joined(separator: ","), r.realtimeRatio,
                             presets.isEmpty ? "" : "; both at " + presets.joined(separator: ", ")),
                         verdict: verdict))
                 body += CompositeRoomBenchmark.markdown(r, verdict: verdict)

@@ -96,7 +96,7 @@ enum CompositeBenchmark {
             "-filter_complex", "[0:v][1:v][2:v][3:v]xstack=inputs=4:layout=0_0|w0_0|0_h0|w0_h0[v]", "-filter_threads",
             "1", "-map", "[v]", "-frames:v", "\(frameCount)",
         ]
-        args += x264Arguments + [directory + "/ffmpeg.mp4"]
+        args += x264Arguments(preset: preset) + [directory + "/ffmpeg.mp4"]
         let (ffmpegCPU, ffmpegWall) = try timeFFmpeg(args)
         return Result(
             seconds: seconds, streams: 4, preset: preset, oursCPUSeconds: oursCPU,
@@ -141,11 +141,8 @@ enum CompositeBenchmark {
         return body
     }
 
-    /// The anchor's encoder: libx264 with ours' settings (preset, tune, profile, ABR with a half-second
-    /// VBV, 60-frame GOP, one thread).
-    static let x264Arguments = x264Arguments(preset: preset)
-
-    /// The anchor's libx264 settings: ours' (``Compositor/Options``) at `preset`.
+    /// The anchor's encoder: libx264 with ours' settings (``Compositor/Options``) at `preset`: tune,
+    /// profile, ABR with a half-second VBV, 60-frame GOP, one thread.
     static func x264Arguments(preset: String) -> [String] {
         [
             "-c:v", "libx264", "-preset", preset, "-tune", "zerolatency", "-profile:v", "baseline", "-b:v",

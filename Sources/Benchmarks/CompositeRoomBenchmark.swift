@@ -20,12 +20,8 @@ enum CompositeRoomBenchmark {
     struct Result {
         /// Seconds measured (after the warm-up).
         var seconds: Double
-        /// Our CPU over the measured window: the whole process less the SFU's and the publishers' loop threads.
-        var oursCPUSeconds: Double
-        var oursFrames: Int
-        var oursSkipped: Int
-        /// The simulcast layer (RID) the SFU forwarded to each tile during the window.
-        var layers: [String]
+        /// Ours at the default preset (``CompositeBenchmark/preset``).
+        var ours: Ours
         /// The tile size the compositor asked for.
         var tile: String
         var ffmpegCPUSeconds: Double
@@ -39,19 +35,10 @@ enum CompositeRoomBenchmark {
         /// second of video: libvpx (the anchor's decoder) and libavcodec's own VP8 decoder (ours, since issue 37's third pass).
         var decodeLibvpx: Double
         var decodeNative: Double
-        /// Ours split by thread over the window, CPU seconds: the subscriber's loop (receive), the
-        /// compositor's thread (decode, scale, encode), the disk writer, and the rest of ours.
-        var split: [(String, Double)] = []
-        /// The compositor thread by stage over the window (``Compositor/Stats``), CPU seconds.
-        var stages: [(String, Double)] = []
-        /// Tiles shown over the frames encoded in the window, and how many of them had no new picture
-        /// for their frame.
-        var tilesShown = 0
-        var tilesUnchanged = 0
         /// The same room at other libx264 presets, each against the anchor at that preset.
         var presets: [PresetRow] = []
 
-        var oursPerOutputSecond: Double { oursCPUSeconds / (Double(max(1, oursFrames)) / 30) }
+        var oursPerOutputSecond: Double { ours.perOutputSecond }
         var ffmpegPerOutputSecond: Double { ffmpegCPUSeconds / (Double(max(1, ffmpegFrames)) / 30) }
         var ffmpegRealtimePerOutputSecond: Double { ffmpegRealtimeCPUSeconds / (Double(max(1, ffmpegFrames)) / 30) }
         var ratio: Double { oursPerOutputSecond / max(1e-9, ffmpegPerOutputSecond) }
@@ -74,16 +61,24 @@ enum CompositeRoomBenchmark {
 
     /// What ours measured over the window (``measureOurs``).
     struct Ours {
+        /// CPU seconds: the whole process less the SFU's and the publishers' loop threads.
         var cpuSeconds: Double
         var frames: Int
         var skipped: Int
+        /// The simulcast layer (RID) the SFU forwarded to each tile during the window.
         var layers: [String]
+        /// By thread, CPU seconds: the subscriber's loop (receive), the compositor's thread (decode,
+        /// scale, encode), the disk writer, and the rest of ours.
         var split: [(String, Double)]
+        /// The compositor thread by stage (``Compositor/Stats``), CPU seconds; libx264's alone too.
         var stages: [(String, Double)]
+        var encodeSeconds: Double
+        /// Tiles shown over the frames encoded, and how many of them had no new picture for their frame.
         var tilesShown: Int
         var tilesUnchanged: Int
-        var encodeSeconds: Double { stages.first { $0.0.hasPrefix("encode") }?.1 ?? 0 }
-        var perOutputSecond: Double { cpuSeconds / (Double(max(1, frames)) / 30) }
+
+        var outputSeconds: Double { Double(max(1, frames)) / 30 }
+        var perOutputSecond: Double { cpuSeconds / outputSeconds }
     }
 
     /// The layers as Chromium sends a 720p camera (lowest first, as the sender's RIDs): size and bitrate.
@@ -145,18 +140,15 @@ enum CompositeRoomBenchmark {
                 preset: preset, frames: frames, seconds: seconds, directory: directory, progress: progress)
             progress("bench:   composite room: ffmpeg at \(preset)")
             let anchor = try CompositeBenchmark.timeFFmpeg(anchorArguments(preset: preset, realtime: false)).cpu
-            let outputSeconds = Double(max(1, o.frames)) / 30
             presets.append(
                 PresetRow(
                     preset: preset, ours: o.perOutputSecond, anchor: anchor / (Double(frameCount) / 30),
-                    encode: o.encodeSeconds / outputSeconds))
+                    encode: o.encodeSeconds / o.outputSeconds))
         }
         return Result(
-            seconds: seconds, oursCPUSeconds: ours.cpuSeconds, oursFrames: ours.frames, oursSkipped: ours.skipped,
-            layers: ours.layers, tile: "640x360", ffmpegCPUSeconds: ffmpegCPU, ffmpegFrames: frameCount,
+            seconds: seconds, ours: ours, tile: "640x360", ffmpegCPUSeconds: ffmpegCPU, ffmpegFrames: frameCount,
             ffmpegWallSeconds: ffmpegWall, ffmpegRealtimeCPUSeconds: realtimeCPU,
             ffmpegRealtimeWallSeconds: realtimeWall, decodeLibvpx: decodeLibvpx, decodeNative: decodeNative,
-            split: ours.split, stages: ours.stages, tilesShown: ours.tilesShown, tilesUnchanged: ours.tilesUnchanged,
             presets: presets)
     }
 
@@ -280,15 +272,16 @@ enum CompositeRoomBenchmark {
             throw CompositeBenchmark.Failure(description: "\(error)")
         }
 
+        let encode = Double(stats1.encodeNanos &- stats0.encodeNanos) / 1e9
         return Ours(
             cpuSeconds: oursCPU, frames: stats1.frames + stats1.unchanged - stats0.frames - stats0.unchanged,
             skipped: stats1.skipped - stats0.skipped, layers: layersAfter, split: split,
             stages: [
                 ("decode", Double(stats1.decodeNanos &- stats0.decodeNanos) / 1e9),
                 ("draw (scale, labels)", Double(stats1.drawNanos &- stats0.drawNanos) / 1e9),
-                ("encode (libx264)", Double(stats1.encodeNanos &- stats0.encodeNanos) / 1e9),
+                ("encode (libx264)", encode),
                 ("outputs (mux, write)", Double(stats1.outputNanos &- stats0.outputNanos) / 1e9),
-            ], tilesShown: stats1.tilesShown - stats0.tilesShown,
+            ], encodeSeconds: encode, tilesShown: stats1.tilesShown - stats0.tilesShown,
             tilesUnchanged: (stats1.tilesShown - stats1.tilesRedrawn) - (stats0.tilesShown - stats0.tilesRedrawn))
     }
 
@@ -299,7 +292,8 @@ enum CompositeRoomBenchmark {
         body += String(
             format:
                 "| ours: SFU → one subscriber connection → `Compositor`, tiles %@ get layers %@ | %.3f CPU-s/s | %d (%d skipped) | real time, %.0f s; DTLS-SRTP receive included |\n",
-            r.tile, r.layers.joined(separator: ", "), r.oursPerOutputSecond, r.oursFrames, r.oursSkipped, r.seconds)
+            r.tile, r.ours.layers.joined(separator: ", "), r.oursPerOutputSecond, r.ours.frames, r.ours.skipped,
+            r.seconds)
         body += String(
             format:
                 "| ffmpeg: libvpx decode of the four 1280x720 layers, scale to %@, `xstack`, libx264 %@ (anchor) | %.3f CPU-s/s | %d | as fast as it goes: %.1f s wall |\n",
@@ -316,20 +310,22 @@ enum CompositeRoomBenchmark {
             format:
                 "Decoding the four tiles' layer alone (ffmpeg, one thread each, to null): libvpx (the anchor's) %.3f, libavcodec's `vp8` (ours) %.3f CPU-s/s (%.0f %% less).\n\n",
             r.decodeLibvpx, r.decodeNative, 100 * (1 - r.decodeNative / max(1e-9, r.decodeLibvpx)))
-        let outputSeconds = Double(max(1, r.oursFrames)) / 30
+        let outputSeconds = r.ours.outputSeconds
         body +=
             "Ours by thread (CPU-s per second of output): "
-            + r.split.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ") + ".\n\n"
+            + r.ours.split.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ")
+            + ".\n\n"
         body +=
             "The compositor thread by stage (CPU-s per second of output, `CLOCK_THREAD_CPUTIME_ID` around each): "
-            + r.stages.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ") + ".\n\n"
+            + r.ours.stages.map { String(format: "%@ %.3f", $0.0, $0.1 / outputSeconds) }.joined(separator: ", ")
+            + ".\n\n"
         if !r.presets.isEmpty {
             body +=
                 "The same room at faster libx264 presets, ours and the anchor both at that preset (CPU-s per second of output):\n\n"
             body += "| preset | ours | of which libx264 | anchor | ours ÷ anchor |\n|---|---|---|---|---|\n"
             body += String(
                 format: "| %@ (the default) | %.3f | %.3f | %.3f | %.2f× |\n", CompositeBenchmark.preset,
-                r.oursPerOutputSecond, (r.stages.first { $0.0.hasPrefix("encode") }?.1 ?? 0) / outputSeconds,
+                r.oursPerOutputSecond, r.ours.encodeSeconds / outputSeconds,
                 r.ffmpegPerOutputSecond, r.ratio)
             for row in r.presets {
                 body += String(
@@ -341,7 +337,8 @@ enum CompositeRoomBenchmark {
         body += String(
             format:
                 "Tiles with no new picture at their frame: %d of %d tile-frames (%.1f %%).\n\n",
-            r.tilesUnchanged, r.tilesShown, 100 * Double(r.tilesUnchanged) / Double(max(1, r.tilesShown)))
+            r.ours.tilesUnchanged, r.ours.tilesShown,
+            100 * Double(r.ours.tilesUnchanged) / Double(max(1, r.ours.tilesShown)))
         body += """
             Method: four publishers, each a `PeerConnection` sending three simulcast encodings (RIDs q, h,
             f: 320x180 at 200 kbit/s, 640x360 at 700 kbit/s, 1280x720 at 2.5 Mbit/s, as Chromium sends a
