@@ -97,7 +97,7 @@ public struct AgentJobOptions: Codable, Sendable, Equatable {
     public var compositeCodec: String?
     /// `--composite-bitrate`: bits per second, 100k to 50M (`2500000`, `2500k`, `2.5M`; default 2.5M).
     public var compositeBitrate: Int?
-    /// `--composite-preset`: the libx264 preset (default `veryfast`).
+    /// `--composite-preset`: the libx264 preset (default `superfast`).
     public var compositePreset: String?
     /// `--composite-labels`: `on` (default) or `off`, the names on the tiles.
     public var compositeLabels: Bool?

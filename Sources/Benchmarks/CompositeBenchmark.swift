@@ -37,7 +37,8 @@ enum CompositeBenchmark {
 
     /// LiveKit Egress's published CPU reservation for one room-composite job.
     static let liveKitReservedCPUs = 4.0
-    static let preset = "veryfast"
+    /// The compositor's default libx264 preset; the anchor runs at the same one.
+    static let preset = Compositor.Options().preset
     static let bitrate = 2_500_000
 
     static func run(seconds: Double, directory: String, progress: @Sendable (String) -> Void) async throws -> Result {

@@ -253,7 +253,7 @@ enum Help {
             .init(name: "--fps", value: "N", text: "composite frame rate, 1-60 (default 30)"),
             .init(name: "--composite-codec", value: "h264|vp8", text: "composite video codec (default h264)"),
             .init(name: "--composite-bitrate", value: "BPS", text: "composite video bitrate such as 2.5M (default)"),
-            .init(name: "--composite-preset", value: "PRESET", text: "libx264 preset for h264 (default veryfast)"),
+            .init(name: "--composite-preset", value: "PRESET", text: "libx264 preset for h264 (default superfast)"),
             .init(name: "--composite-labels", value: "on|off", text: "names on the composite's tiles (default on)"),
             .init(
                 name: "--hls-segment", value: "fmp4|ts",
